@@ -10,9 +10,8 @@ use crate::error::{Error, Result};
 pub fn slice_at<'a>(data: &'a [u8], offset: u64, len: u64, field: &'static str) -> Result<&'a [u8]> {
     let start = usize::try_from(offset).map_err(|_| Error::new(offset, field, "an offset inside the input"))?;
     let len_usize = usize::try_from(len).map_err(|_| Error::new(offset, field, "a length that fits in memory"))?;
-    let end = start
-        .checked_add(len_usize)
-        .ok_or(Error::new(offset, field, "an offset + size that does not overflow"))?;
+    let end =
+        start.checked_add(len_usize).ok_or(Error::new(offset, field, "an offset + size that does not overflow"))?;
     data.get(start..end).ok_or(Error::new(offset, field, "a range that ends inside the input"))
 }
 

@@ -18,7 +18,10 @@ pub const EM_AMDGPU: u16 = 224;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// An ELF file with the given e_machine and ELF class (true = 64-bit).
-    Elf { machine: u16, is_64: bool },
+    Elf {
+        machine: u16,
+        is_64: bool,
+    },
     OffloadBundle,
     CompressedBundle,
     CudaFatbin,
