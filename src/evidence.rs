@@ -116,8 +116,12 @@ mod tests {
 
     #[test]
     fn claims_serialize_with_tagged_sources() {
-        let c = Claim::new("scan.x", Confidence::Confirmed, "it is so")
-            .with_source(Source::file("/lib/a.so", Some(0x1000), Some(16), "offload bundle"));
+        let c = Claim::new("scan.x", Confidence::Confirmed, "it is so").with_source(Source::file(
+            "/lib/a.so",
+            Some(0x1000),
+            Some(16),
+            "offload bundle",
+        ));
         let json = serde_json::to_value(&c).unwrap();
         assert_eq!(json["confidence"], "Confirmed");
         assert_eq!(json["sources"][0]["kind"], "file");

@@ -29,19 +29,13 @@ pub const OTHER: &str = "other";
 pub fn describe(raw: &str) -> KernelName {
     let base = base_name(raw).unwrap_or(raw).to_string();
     let family = family(&base, raw);
-    let ggml_type = ggml_type_value(raw).and_then(|v| ggml_types().name(v)).map(intern);
+    let ggml_type = ggml_type_value(raw).and_then(|v| ggml_types().name_static(v));
     let (demangled, demangled_ok) = match demangle_short(raw) {
         Some(d) => (d, true),
         None if raw.starts_with("_Z") => (format!("{base}<…>"), false),
         None => (raw.to_string(), false),
     };
     KernelName { demangled, demangled_ok, base, family, ggml_type }
-}
-
-/// `ggml_types()` is a `'static` table, so names borrowed from it are `'static` too.
-fn intern(name: &str) -> &'static str {
-    let types = ggml_types();
-    (0..64).filter_map(|v| types.name(v)).find(|n| *n == name).unwrap_or("?")
 }
 
 /// Demangle without parameters and return type; `None` if the name is not Itanium or fails to parse.
@@ -138,7 +132,10 @@ mod tests {
     #[test]
     fn unmangled_and_nested_names() {
         let k = describe("Cijk_Ailk_Bljk_HHS_BH_MT64x64x32_MI32x32x8x1_SN_1LDSB0");
-        assert_eq!((k.base.as_str(), k.family), ("Cijk_Ailk_Bljk_HHS_BH_MT64x64x32_MI32x32x8x1_SN_1LDSB0", "vendor-BLAS"));
+        assert_eq!(
+            (k.base.as_str(), k.family),
+            ("Cijk_Ailk_Bljk_HHS_BH_MT64x64x32_MI32x32x8x1_SN_1LDSB0", "vendor-BLAS")
+        );
         assert_eq!(base_name("_ZN2ns8soft_maxE"), Some("soft_max"));
         assert_eq!(family("soft_max_f32", ""), "softmax");
         assert_eq!(family("something_else", "x"), OTHER);

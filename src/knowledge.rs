@@ -19,6 +19,11 @@ impl GgmlTypes {
     pub fn name(&self, value: u32) -> Option<&str> {
         self.types.get(&value.to_string()).map(String::as_str)
     }
+
+    /// The same, borrowed for `'static` (the table lives in a `OnceLock` for the whole run).
+    pub fn name_static(&'static self, value: u32) -> Option<&'static str> {
+        self.name(value)
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,0 +1,361 @@
+//! The install-tree view: which files are ggml backends, how each library's `DT_NEEDED` chain resolves
+//! the way the dynamic loader would (without executing anything), and vendor BLAS / MIOpen data dirs.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::fs;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use binfmt::elf::HostElf;
+
+use super::records::*;
+
+/// ggml backends by the name their `ggml_backend_<x>_reg` registration function carries (ggml sources:
+/// `ggml/src/ggml-<x>/`). The HIP and MUSA backends compile the CUDA sources, so they export the CUDA name.
+const REG_SYMBOLS: &[(&str, &str)] = &[
+    ("ggml_backend_cuda_reg", "cuda"),
+    ("ggml_backend_vk_reg", "vulkan"),
+    ("ggml_backend_cpu_reg", "cpu"),
+    ("ggml_backend_metal_reg", "metal"),
+    ("ggml_backend_sycl_reg", "sycl"),
+    ("ggml_backend_opencl_reg", "opencl"),
+    ("ggml_backend_cann_reg", "cann"),
+    ("ggml_backend_blas_reg", "blas"),
+    ("ggml_backend_rpc_reg", "rpc"),
+];
+
+/// Backend from the file name (`libggml-hip.so`, `libggml-cpu-haswell.so`, `libggml-vulkan-abc123.so`).
+fn backend_from_name(file_name: &str) -> Option<String> {
+    let rest = file_name.strip_prefix("libggml")?;
+    if rest.starts_with(".so")
+        || rest.starts_with('-')
+            && rest[1..]
+                .split(['-', '.'])
+                .next()
+                .is_some_and(|s| s.len() == 8 && s.chars().all(|c| c.is_ascii_hexdigit()))
+    {
+        // `libggml.so` or auditwheel's `libggml-<8 hex>.so`: the core library that loads backends.
+        return Some("ggml".into());
+    }
+    let name = rest.strip_prefix('-')?.split(['.', '-']).next()?;
+    let known = [
+        "hip", "cuda", "vulkan", "cpu", "metal", "sycl", "opencl", "musa", "cann", "blas", "rpc", "base", "webgpu",
+        "zdnn",
+    ];
+    known.contains(&name).then(|| if name == "base" { "ggml-base".to_string() } else { name.to_string() })
+}
+
+pub fn identify_backend(record: &FileRecord, elf: &HostElf<'_>) -> Option<Backend> {
+    let by_name = backend_from_name(record.file_name());
+    let dynstr = elf.section(".dynstr").map(|s| s.data).unwrap_or_default();
+    let mut by_content: Option<(String, String)> = None;
+    for (sym, backend) in REG_SYMBOLS {
+        if binfmt::read::find(dynstr, sym.as_bytes(), 0).is_some() {
+            let (name, evidence) = match *backend {
+                "cuda" if record.amdgpu.is_some() => ("hip", format!("exports {sym} and has a .hip_fatbin section")),
+                "cuda" if record.cuda.is_some() => ("cuda", format!("exports {sym} and has a .nv_fatbin section")),
+                other => (other, format!("exports {sym}")),
+            };
+            by_content = Some((name.to_string(), evidence));
+            break;
+        }
+    }
+    match (by_name, by_content) {
+        (Some(n), Some((c, ev))) if n == c => Some(Backend { name: n, by: "name+content", content_evidence: Some(ev) }),
+        (_, Some((c, ev))) => Some(Backend { name: c, by: "content", content_evidence: Some(ev) }),
+        (Some(n), None) => Some(Backend { name: n, by: "name", content_evidence: None }),
+        (None, None) => None,
+    }
+}
+
+/// The gfx arch named in a file name, e.g. `TensileLibrary_lazy_gfx906.dat` → `gfx906`,
+/// `Kernels.so-000-gfx90a-xnack-.hsaco` → `gfx90a`, `gfx9-generic` kept whole.
+pub fn arch_in_name(name: &str) -> Option<String> {
+    let at = name.find("gfx")?;
+    let rest = &name[at..];
+    let len = rest[3..].bytes().take_while(|b| b.is_ascii_alphanumeric()).count() + 3;
+    let mut arch = rest[..len].to_string();
+    if arch.len() <= 3 {
+        return None;
+    }
+    for generic in ["-generic", "-4-generic", "-1-generic", "-3-generic"] {
+        if rest[len..].starts_with(generic) {
+            arch.push_str(generic);
+            break;
+        }
+    }
+    Some(arch)
+}
+
+/// Directories named `library` under a `rocblas*` or `hipblaslt*` directory, with per-arch counts.
+pub fn vendor_blas_dirs(files: &[PathBuf]) -> Vec<VendorBlasDir> {
+    let mut dirs: BTreeMap<PathBuf, VendorBlasDir> = BTreeMap::new();
+    for f in files {
+        let Some(dir) = f.parent() else { continue };
+        let library = dir.ancestors().skip(1).take(3).find_map(|a| {
+            let n = a.file_name()?.to_str()?.to_ascii_lowercase();
+            ["hipblaslt", "rocblas"].into_iter().find(|l| n.starts_with(l)).map(str::to_string)
+        });
+        let (Some(library), true) = (library, dir.file_name().is_some_and(|n| n == "library")) else { continue };
+        let entry = dirs.entry(dir.to_path_buf()).or_insert_with(|| VendorBlasDir {
+            path: dir.display().to_string(),
+            library,
+            files: 0,
+            files_per_arch: BTreeMap::new(),
+            code_objects_per_arch: BTreeMap::new(),
+            fallback_per_arch: BTreeMap::new(),
+        });
+        entry.files += 1;
+        let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if let Some(arch) = arch_in_name(name) {
+            *entry.files_per_arch.entry(arch.clone()).or_default() += 1;
+            if name.ends_with(".co") || name.ends_with(".hsaco") {
+                *entry.code_objects_per_arch.entry(arch.clone()).or_default() += 1;
+            }
+            if name.contains("_fallback_") {
+                *entry.fallback_per_arch.entry(arch).or_default() += 1;
+            }
+        }
+    }
+    dirs.into_values().collect()
+}
+
+/// MIOpen databases (`…/miopen/db/gfx906_60.HIP.fdb.txt`, `gfx90a68.kdb`): per file, arch and line count.
+pub fn miopen_dbs(files: &[PathBuf], problems: &mut Vec<Problem>) -> Vec<MiopenDb> {
+    let mut out = Vec::new();
+    for f in files {
+        let in_miopen = f
+            .ancestors()
+            .any(|a| a.file_name().is_some_and(|n| n.to_string_lossy().to_ascii_lowercase().starts_with("miopen")));
+        let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if !in_miopen
+            || !(name.ends_with(".txt") || name.ends_with(".db") || name.ends_with(".kdb") || name.ends_with(".fdb"))
+        {
+            continue;
+        }
+        let Some(arch) = arch_in_name(name) else { continue };
+        let size = fs::metadata(f).map(|m| m.len()).unwrap_or(0);
+        let lines = if name.ends_with(".txt") {
+            match fs::File::open(f) {
+                Ok(file) => Some(count_lines(file)),
+                Err(e) => {
+                    problems.push(Problem {
+                        path: f.display().to_string(),
+                        offset: None,
+                        severity: Severity::Warning,
+                        message: format!("cannot read MIOpen db: {e}"),
+                    });
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        out.push(MiopenDb { path: f.display().to_string(), arch, size, lines });
+    }
+    out
+}
+
+fn count_lines(file: fs::File) -> u64 {
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let mut n = 0u64;
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok([]) | Err(_) => break,
+            Ok(b) => b,
+        };
+        n += buf.iter().filter(|&&b| b == b'\n').count() as u64;
+        let len = buf.len();
+        reader.consume(len);
+    }
+    n
+}
+
+/// The system's library directories in ld.so's order after LD_LIBRARY_PATH and RUNPATH: ld.so.conf
+/// (with its `include` globs), then the built-in defaults.
+fn system_dirs() -> Vec<(PathBuf, &'static str)> {
+    let mut dirs = Vec::new();
+    let mut seen = HashSet::new();
+    read_ld_so_conf(Path::new("/etc/ld.so.conf"), &mut dirs, &mut seen, 0);
+    let mut out: Vec<(PathBuf, &'static str)> = dirs.into_iter().map(|d| (d, "ld.so.conf")).collect();
+    for d in ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"] {
+        out.push((PathBuf::from(d), "default"));
+    }
+    out
+}
+
+fn read_ld_so_conf(path: &Path, out: &mut Vec<PathBuf>, seen: &mut HashSet<PathBuf>, depth: u32) {
+    if depth > 8 || !seen.insert(path.to_path_buf()) {
+        return;
+    }
+    let Ok(text) = fs::read_to_string(path) else { return };
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if let Some(pattern) = line.strip_prefix("include") {
+            let pattern = pattern.trim();
+            let (dir, file_glob) = match pattern.rsplit_once('/') {
+                Some((d, g)) => (PathBuf::from(if d.is_empty() { "/" } else { d }), g.to_string()),
+                None => (PathBuf::from("/etc"), pattern.to_string()),
+            };
+            let mut matches: Vec<PathBuf> = fs::read_dir(&dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| glob_match(&file_glob, n)))
+                .collect();
+            matches.sort();
+            for m in matches {
+                read_ld_so_conf(&m, out, seen, depth + 1);
+            }
+        } else if line.starts_with('/') {
+            out.push(PathBuf::from(line));
+        }
+    }
+}
+
+/// `*` and `?` wildcards, enough for ld.so.conf's `include /etc/ld.so.conf.d/*.conf`.
+fn glob_match(pattern: &str, name: &str) -> bool {
+    fn go(p: &[u8], n: &[u8]) -> bool {
+        match (p.first(), n.first()) {
+            (None, None) => true,
+            (Some(b'*'), _) => go(&p[1..], n) || (!n.is_empty() && go(p, &n[1..])),
+            (Some(b'?'), Some(_)) => go(&p[1..], &n[1..]),
+            (Some(a), Some(b)) if a == b => go(&p[1..], &n[1..]),
+            _ => false,
+        }
+    }
+    go(pattern.as_bytes(), name.as_bytes())
+}
+
+/// ELF class and machine of a candidate file, read from its first 20 bytes (ld.so skips candidates of
+/// another class or machine and keeps searching).
+fn elf_identity(path: &Path) -> Option<(u8, u16)> {
+    let mut head = [0u8; 20];
+    fs::File::open(path).ok()?.read_exact(&mut head).ok()?;
+    (head[..4] == *b"\x7fELF").then(|| (head[4], u16::from_le_bytes([head[18], head[19]])))
+}
+
+/// What the loader needs from a library to continue the chain.
+#[derive(Clone, Debug, Default)]
+struct LinkInfo {
+    needed: Vec<String>,
+    rpath: Vec<String>,
+    runpath: Vec<String>,
+}
+
+/// A `DT_NEEDED` name waiting to be resolved: (name, the library needing it, its RPATH, its RUNPATH, depth).
+type Pending = (String, PathBuf, Vec<String>, Vec<String>, u32);
+
+/// Map a library read-only (see gpu.rs for why mapping installed libraries is acceptable).
+fn map_file(path: &Path) -> Option<memmap2::Mmap> {
+    let file = fs::File::open(path).ok()?;
+    // SAFETY: read-only private map of an installed library; see `gpu::scan_file`.
+    unsafe { memmap2::Mmap::map(&file) }.ok()
+}
+
+fn expand_origin(entry: &str, origin: &Path) -> PathBuf {
+    let o = origin.display().to_string();
+    PathBuf::from(entry.replace("${ORIGIN}", &o).replace("$ORIGIN", &o))
+}
+
+/// Resolve each ELF's `DT_NEEDED` chain (transitively, breadth-first) the way ld.so would: RPATH (when
+/// there is no RUNPATH), LD_LIBRARY_PATH (`extra`), RUNPATH, ld.so.conf, default dirs; then, marked `tree`,
+/// the directories of the scanned tree, which Ollama puts on `LD_LIBRARY_PATH` for its runners.
+pub fn resolve_dependencies(files: &mut [FileRecord], extra: &[PathBuf]) {
+    let system = system_dirs();
+    let mut tree_dirs: Vec<PathBuf> =
+        files.iter().filter_map(|f| Path::new(&f.path).parent().map(Path::to_path_buf)).collect();
+    tree_dirs.sort();
+    tree_dirs.dedup();
+    // Parsed dependencies of libraries outside the tree, shared across files.
+    let mut cache: HashMap<PathBuf, LinkInfo> = HashMap::new();
+    for f in files.iter_mut() {
+        let Some(elf) = &f.elf else { continue };
+        if elf.needed.is_empty() {
+            continue;
+        }
+        let identity = (if elf.class == 64 { 2 } else { 1 }, elf.machine);
+        let mut out = Vec::new();
+        let mut done: HashSet<String> = HashSet::new();
+        let mut queue: VecDeque<Pending> = VecDeque::new();
+        let me = PathBuf::from(&f.path);
+        for n in &elf.needed {
+            queue.push_back((n.clone(), me.clone(), elf.rpath.clone(), elf.runpath.clone(), 1));
+        }
+        while let Some((name, parent, rpath, runpath, depth)) = queue.pop_front() {
+            if !done.insert(name.clone()) || depth > 16 {
+                continue;
+            }
+            let origin = parent.parent().map(Path::to_path_buf).unwrap_or_default();
+            let mut candidates: Vec<(PathBuf, &'static str)> = Vec::new();
+            if name.contains('/') {
+                candidates.push((PathBuf::from(&name), "path"));
+            } else {
+                if runpath.is_empty() {
+                    candidates.extend(rpath.iter().map(|r| (expand_origin(r, &origin).join(&name), "rpath")));
+                }
+                candidates.extend(extra.iter().map(|d| (d.join(&name), "ld_library_path")));
+                candidates.extend(runpath.iter().map(|r| (expand_origin(r, &origin).join(&name), "runpath")));
+                candidates.extend(system.iter().map(|(d, via)| (d.join(&name), *via)));
+                candidates.extend(tree_dirs.iter().map(|d| (d.join(&name), "tree")));
+            }
+            let found = candidates.into_iter().find(|(p, _)| elf_identity(p) == Some(identity));
+            let parent_name = parent.display().to_string();
+            match found {
+                Some((path, via)) => {
+                    let canonical = path.canonicalize().unwrap_or(path.clone());
+                    let LinkInfo { needed, rpath: rp, runpath: rn } = cache
+                        .entry(canonical.clone())
+                        .or_insert_with(|| {
+                            let Some(map) = map_file(&canonical) else { return Default::default() };
+                            match HostElf::parse(&map) {
+                                Ok(e) => LinkInfo {
+                                    needed: e.needed.iter().map(|s| s.to_string()).collect(),
+                                    rpath: e.rpath.iter().map(|s| s.to_string()).collect(),
+                                    runpath: e.runpath.iter().map(|s| s.to_string()).collect(),
+                                },
+                                Err(_) => Default::default(),
+                            }
+                        })
+                        .clone();
+                    for n in needed {
+                        queue.push_back((n, path.clone(), rp.clone(), rn.clone(), depth + 1));
+                    }
+                    out.push(Dependency {
+                        name,
+                        needed_by: parent_name,
+                        depth,
+                        resolved: Some(path.display().to_string()),
+                        via: via.into(),
+                    });
+                }
+                None => {
+                    out.push(Dependency { name, needed_by: parent_name, depth, resolved: None, via: "missing".into() })
+                }
+            }
+        }
+        f.dependencies = out;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(backend_from_name("libggml-hip-f822f971.so").as_deref(), Some("hip"));
+        assert_eq!(backend_from_name("libggml-cpu-haswell.so").as_deref(), Some("cpu"));
+        assert_eq!(backend_from_name("libggml-base-184f4db6.so.0.12.0").as_deref(), Some("ggml-base"));
+        assert_eq!(backend_from_name("libggml-cee774fd.so.0.12.0").as_deref(), Some("ggml"));
+        assert_eq!(backend_from_name("libggml.so").as_deref(), Some("ggml"));
+        assert_eq!(backend_from_name("libllama.so"), None);
+        assert_eq!(arch_in_name("TensileLibrary_lazy_gfx906.dat").as_deref(), Some("gfx906"));
+        assert_eq!(arch_in_name("Kernels.so-000-gfx90a-xnack-.hsaco").as_deref(), Some("gfx90a"));
+        assert_eq!(arch_in_name("x_gfx9-generic.co").as_deref(), Some("gfx9-generic"));
+        assert_eq!(arch_in_name("gfx"), None);
+        assert!(glob_match("*.conf", "x86_64-linux-gnu.conf"));
+        assert!(!glob_match("*.conf", "x.conf.bak"));
+    }
+}
