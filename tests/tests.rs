@@ -1,0 +1,5 @@
+//! Integration tests: real inputs (downloaded by scripts/fixtures.sh), real independent tools.
+mod util;
+
+mod scan_bad_input;
+mod scan_real;

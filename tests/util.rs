@@ -1,0 +1,116 @@
+//! Shared test helpers: fixture paths, running the backscope binary, running independent tools.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Root of the fixture cache (scripts/fixtures.sh fills it). Missing fixtures fail the test with the fix.
+pub fn cache() -> PathBuf {
+    std::env::var_os("BACKSCOPE_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(&std::env::var_os("HOME").expect("HOME")).join(".cache/backscope"))
+}
+
+pub fn fixture(rel: &str) -> PathBuf {
+    let p = cache().join("fixtures/unpacked").join(rel);
+    assert!(p.exists(), "missing fixture {}: run scripts/fixtures.sh", p.display());
+    p
+}
+
+/// The cyllama-rocm ggml HIP library (ROCm 6.3.3 build, 168 MB).
+pub fn cyllama_hip() -> PathBuf {
+    fixture("cyllama_rocm/cyllama_rocm.libs/libggml-hip-f822f971.so")
+}
+
+pub fn backscope() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_backscope"))
+}
+
+/// Run a command, panic with its stderr if it could not be started.
+pub fn run(cmd: &mut Command) -> Output {
+    cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+pub fn stdout_ok(cmd: &mut Command) -> String {
+    let out = run(cmd);
+    assert!(out.status.success(), "{cmd:?} failed: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+/// `backscope scan --json ARGS…` parsed.
+pub fn scan_json(args: &[&str], paths: &[&Path]) -> serde_json::Value {
+    let mut cmd = backscope();
+    cmd.arg("scan").arg("--json").args(args).args(paths);
+    let out = run(&mut cmd);
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "scan failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("scan --json prints JSON")
+}
+
+/// The independent Python bundle walker (tests/oracles/offload.py).
+pub fn oracle(file: &Path, extract: Option<&Path>) -> serde_json::Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracles/offload.py");
+    let mut cmd = Command::new("python3");
+    cmd.arg(script).arg(file);
+    if let Some(d) = extract {
+        cmd.arg(d);
+    }
+    serde_json::from_str(&stdout_ok(&mut cmd)).expect("oracle JSON")
+}
+
+/// Kernel facts as `llvm-readelf-15 --notes` prints them (YAML): one map of key → value per kernel.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct NoteKernel {
+    pub name: String,
+    pub fields: std::collections::BTreeMap<String, String>,
+}
+
+/// Parse `llvm-readelf-15 --notes FILE…` output into per-file kernel lists (keyed by file path).
+pub fn readelf_notes(files: &[PathBuf]) -> std::collections::BTreeMap<String, Vec<NoteKernel>> {
+    let mut cmd = Command::new("llvm-readelf-15");
+    cmd.arg("--notes").args(files);
+    let text = stdout_ok(&mut cmd);
+    let mut out: std::collections::BTreeMap<String, Vec<NoteKernel>> = Default::default();
+    let mut current = files.first().map(|f| f.display().to_string()).unwrap_or_default();
+    let mut in_kernels = false;
+    for line in text.lines() {
+        if let Some(f) = line.strip_prefix("File: ") {
+            current = f.trim().to_string();
+            in_kernels = false;
+            continue;
+        }
+        if line.starts_with("amdhsa.kernels:") {
+            in_kernels = true;
+            continue;
+        }
+        if !line.starts_with(' ') && !line.starts_with('-') {
+            in_kernels = false;
+        }
+        if !in_kernels {
+            continue;
+        }
+        // Kernel-level keys sit at indent 4 (the first one as "  - .key:"); argument keys are deeper.
+        let (indent, rest) = if let Some(r) = line.strip_prefix("  - ") {
+            (4, r)
+        } else {
+            (line.len() - line.trim_start().len(), line.trim_start())
+        };
+        if indent != 4 || !rest.starts_with('.') {
+            continue;
+        }
+        if line.starts_with("  - ") {
+            out.entry(current.clone()).or_default().push(NoteKernel::default());
+        }
+        let Some((k, v)) = rest.split_once(':') else { continue };
+        let v = v.trim().trim_matches('\'').to_string();
+        let Some(kernel) = out.entry(current.clone()).or_default().last_mut() else { continue };
+        if k == ".name" {
+            kernel.name = v.clone();
+        }
+        kernel.fields.insert(k.to_string(), v);
+    }
+    out
+}
