@@ -52,7 +52,7 @@ fn lying_bundle_count_and_a_one_terabyte_ccob_are_reported_and_the_rest_is_scann
     bytes[count_at..count_at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
     // Bundle 1: replaced by a CCOB v3 header whose total size covers the old bundle but announces 1 TB.
     let b1 = bundles[1] as usize;
-    let total = (bundles[2] - bundles[1]) as u64;
+    let total = bundles[2] - bundles[1];
     let mut ccob = b"CCOB".to_vec();
     ccob.extend(3u16.to_le_bytes());
     ccob.extend(1u16.to_le_bytes());
