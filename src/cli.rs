@@ -37,6 +37,9 @@ pub struct ScanArgs {
     /// Print the records and claims as JSON (schema: docs/scan-json.md).
     #[arg(long)]
     pub json: bool,
+    /// Write the output to this file instead of standard output.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
     /// Extra library directories for dependency resolution, searched where ld.so searches LD_LIBRARY_PATH.
     #[arg(long = "library-path", value_name = "DIR")]
     pub library_path: Vec<PathBuf>,

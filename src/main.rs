@@ -1,7 +1,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use backscope::cli::{Cli, Command};
 use backscope::{render, scan};
 use clap::Parser;
@@ -45,7 +45,13 @@ fn run(cli: Cli) -> Result<u8> {
             };
             let report = scan::scan(&opts);
             // Stdout is line-buffered with a small buffer; a kernel table in JSON is one multi-MB line.
-            let mut stdout = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+            let sink: Box<dyn Write> = match &args.output {
+                Some(path) => {
+                    Box::new(std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?)
+                }
+                None => Box::new(std::io::stdout().lock()),
+            };
+            let mut stdout = std::io::BufWriter::with_capacity(1 << 20, sink);
             if args.json {
                 serde_json::to_writer(&mut stdout, &report)?;
                 writeln!(stdout)?;

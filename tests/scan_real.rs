@@ -421,3 +421,47 @@ fn install_tree_backends_and_dependencies_agree_with_ldd() {
         .expect("missing-deps claim");
     assert!(claim["statement"].as_str().unwrap().contains("libamdhip64.so.6"));
 }
+
+#[test]
+fn rocblas_library_tree_from_debian_trixie() {
+    let root = fixture("librocblas0");
+    let lib_dir = root.join("usr/lib/x86_64-linux-gnu/rocblas/2.47.0/library");
+    let report = scan_json(&["--arch", "gfx900"], &[&root]);
+    let vendor = report["vendor_blas"].as_array().unwrap();
+    assert_eq!(vendor.len(), 1);
+    assert_eq!(vendor[0]["path"].as_str().unwrap(), lib_dir.display().to_string());
+    // Independent count: file names per arch, by the shell's own globbing.
+    for arch in ["gfx900", "gfx906", "gfx90a", "gfx1030"] {
+        let n = stdout_ok(
+            Command::new("bash")
+                .arg("-c")
+                .arg(format!("ls -1 '{}' | grep -cE '{arch}([^0-9a-z]|$)'", lib_dir.display())),
+        );
+        assert_eq!(vendor[0]["files_per_arch"][arch].as_u64(), Some(n.trim().parse().unwrap()), "{arch}");
+    }
+    // Kernels per code object file against llvm-readelf's kernel-descriptor (.kd) symbols.
+    for name in ["TensileLibrary_gfx900.co", "TensileLibrary_gfx906.co", "Kernels.so-000-gfx900.hsaco"] {
+        let path = lib_dir.join(name);
+        let kd = stdout_ok(
+            Command::new("bash")
+                .arg("-c")
+                .arg(format!("llvm-readelf-15 --dyn-syms '{}' | grep -c '\\.kd$'", path.display())),
+        );
+        let file = file_record(&report, &format!("/{name}"));
+        let cos = code_objects(file);
+        assert_eq!(cos.len(), 1);
+        assert_eq!(u(&cos[0]["kernel_count"]), kd.trim().parse::<u64>().unwrap(), "{name}");
+        assert!(
+            u(&cos[0]["families"]["vendor-BLAS"]) + 1 >= u(&cos[0]["kernel_count"]),
+            "{name}: Tensile/rocBLAS kernels"
+        );
+    }
+    let summary = report["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "scan.arch.gfx900.summary")
+        .expect("summary claim");
+    assert!(summary["statement"].as_str().unwrap().contains("BLAS is the only GPU matrix path"), "{summary}");
+    assert_eq!(report["arch_answer"]["vendor_blas"][0]["files_for_arch"], 2);
+}

@@ -330,8 +330,13 @@ pub fn claims(report: &ScanReport) -> Vec<Claim> {
     }
     if let Some(ans) = &report.arch_answer {
         let mut ggml_libs = Vec::new();
+        let in_vendor_dir = |p: &str| report.vendor_blas.iter().any(|v| p.starts_with(&format!("{}/", v.path)));
         for lib in &ans.libraries {
             let name = lib.path.rsplit('/').next().unwrap_or(&lib.path);
+            // Files of a vendor BLAS directory are summarised by the directory's claim below.
+            if lib.verdict == "nothing" && in_vendor_dir(&lib.path) {
+                continue;
+            }
             let f = report.files.iter().find(|f| f.path == lib.path);
             let base_source = f.map(|f| match (&f.amdgpu, &f.cuda) {
                 (Some(a), _) => section_source(f, &a.section, "offload bundles"),

@@ -34,10 +34,14 @@ pub struct CodeObject<'a> {
     pub sramecc: Feature,
     /// V6 generic version (e_flags bits 24-31), meaningful for generic targets.
     pub generic_version: u8,
-    /// The raw metadata note descriptor, if the code object has one.
+    /// The raw descriptor of the first metadata note, if the code object has one.
     pub metadata_note: Option<&'a [u8]>,
     /// Offset of `metadata_note` within the code object.
     pub metadata_offset: u64,
+    /// Number of metadata notes. Linked code objects (Tensile's `.co` files) carry one note per input object,
+    /// thousands of them; [`CodeObject::metadata`] merges them all.
+    pub metadata_notes: u32,
+    data: &'a [u8],
 }
 
 impl<'a> CodeObject<'a> {
@@ -64,7 +68,29 @@ impl<'a> CodeObject<'a> {
             generic_version: if version >= 6 { (e_flags >> 24) as u8 } else { 0 },
             metadata_note: None,
             metadata_offset: 0,
+            metadata_notes: 0,
+            data,
         };
+        let (mut first, mut count) = (None, 0u32);
+        co.for_each_metadata_note(|desc, offset| {
+            first.get_or_insert((desc, offset));
+            count += 1;
+            Ok(())
+        })?;
+        if let Some((desc, offset)) = first {
+            co.metadata_note = Some(desc);
+            co.metadata_offset = offset;
+        }
+        co.metadata_notes = count;
+        Ok(co)
+    }
+
+    /// Call `f(descriptor, offset)` for every `NT_AMDGPU_METADATA` note of every note section.
+    fn for_each_metadata_note(&self, mut f: impl FnMut(&'a [u8], u64) -> Result<()>) -> Result<()> {
+        let e = LE;
+        let data = self.data;
+        let header = FileHeader64::<LE>::parse(data)
+            .map_err(|_| Error::new(0, "ELF header", "a 64-bit little-endian ELF header"))?;
         let sections = header
             .sections(e, data)
             .map_err(|_| Error::new(0x28, "ELF section header table", "a table inside the code object"))?;
@@ -72,16 +98,27 @@ impl<'a> CodeObject<'a> {
             let Ok(Some(mut notes)) = section.notes(e, data) else {
                 return Err(Error::new(section.sh_offset(e), "ELF note section", "well-formed notes"));
             };
-            while let Ok(Some(note)) = notes.next() {
-                if note.name() == b"AMDGPU" && note.n_type(e).0 == NT_AMDGPU_METADATA {
-                    let desc = note.desc();
-                    co.metadata_note = Some(desc);
-                    co.metadata_offset = (desc.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize) as u64;
-                    return Ok(co);
+            loop {
+                match notes.next() {
+                    Ok(Some(note)) => {
+                        if note.name() == b"AMDGPU" && note.n_type(e).0 == NT_AMDGPU_METADATA {
+                            let desc = note.desc();
+                            let offset = (desc.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize) as u64;
+                            f(desc, offset)?;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(_) => {
+                        return Err(Error::new(
+                            section.sh_offset(e),
+                            "ELF note",
+                            "notes whose sizes fit in their section",
+                        ))
+                    }
                 }
             }
         }
-        Ok(co)
+        Ok(())
     }
 
     /// Target ID as LLVM spells it, e.g. `gfx90a:sramecc+:xnack-`; unknown mach values read `mach:0x..`.
@@ -97,12 +134,24 @@ impl<'a> CodeObject<'a> {
         s
     }
 
-    /// Decode the metadata note; `Ok(None)` if there is none (code object V2 used YAML notes).
+    /// Decode the metadata notes, merging the kernels of all of them (version and target come from the
+    /// first); `Ok(None)` if there is none (code object V2 used YAML notes).
     pub fn metadata(&self) -> Result<Option<Metadata<'a>>> {
-        match self.metadata_note {
-            None => Ok(None),
-            Some(desc) => metadata::parse(desc).map(Some).map_err(|e| e.at_base(self.metadata_offset)),
+        let Some(first) = self.metadata_note else { return Ok(None) };
+        let mut merged = metadata::parse(first).map_err(|e| e.at_base(self.metadata_offset))?;
+        if self.metadata_notes > 1 {
+            let mut seen_first = false;
+            self.for_each_metadata_note(|desc, offset| {
+                if !seen_first {
+                    seen_first = true;
+                    return Ok(());
+                }
+                let more = metadata::parse(desc).map_err(|e| e.at_base(offset))?;
+                merged.kernels.extend(more.kernels);
+                Ok(())
+            })?;
         }
+        Ok(Some(merged))
     }
 }
 

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian 12 machine: system packages, pinned real fixtures, formatting,
+# lints, every workspace test (real inputs, real tools) and a bounded fuzz run of every decoder.
+# Usage: scripts/test.sh            (FUZZ_SECONDS=30 per fuzz target by default; 0 skips fuzzing locally)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
+step() { printf '\n== %s (%ss)\n' "$1" "$SECONDS" >&2; }
+
+step "system packages"
+bash scripts/install-deps.sh
+step "fixtures"
+bash scripts/fixtures.sh
+step "cargo fmt --check"
+cargo fmt --all -- --check
+step "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+step "cargo test"
+cargo test --workspace --no-fail-fast 2>&1 | tee /tmp/backscope-test.log
+if [ "$FUZZ_SECONDS" != 0 ]; then
+  step "fuzz ($FUZZ_SECONDS s per target)"
+  bash scripts/fuzz.sh "$FUZZ_SECONDS"
+fi
+step "done"
