@@ -9,3 +9,4 @@ pub mod kernels;
 pub mod knowledge;
 pub mod render;
 pub mod scan;
+pub mod trace;

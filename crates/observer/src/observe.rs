@@ -1,0 +1,213 @@
+//! What the hooks do after forwarding a call: count a launch, name an unknown kernel.
+
+use std::ffi::{c_char, CStr};
+
+use crate::ffi::{Handle, Status, SUCCESS};
+use crate::real::RealFn;
+use crate::registry::{self, Api, NameSource, Shape};
+use crate::{graphs, state};
+
+/// How to ask the runtime for the name of a launch key that was never registered.
+#[derive(Clone, Copy, Debug)]
+pub enum Namer {
+    /// A CUDA host stub (or entry function): `cudaFuncGetName`.
+    CudaStub,
+    /// A `cudaKernel_t` (CUDA 12.4+ `__cudaLaunchKernel`), which is a `CUkernel`:
+    /// `cuKernelGetName`, then `cudaFuncGetName`.
+    CudaKernel,
+    /// A `CUfunction`: `cuFuncGetName`.
+    CuFunction,
+    /// A HIP host stub: `hipKernelNameRefByPtr`.
+    HipStub,
+    /// A `hipFunction_t`: `hipKernelNameRef`.
+    HipFunction,
+}
+
+/// Family of runtimes whose streams, graphs and captures belong together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    Cuda,
+    Hip,
+}
+
+impl Api {
+    pub fn family(self) -> Family {
+        match self {
+            Api::Hip | Api::HipModule => Family::Hip,
+            Api::Cuda | Api::Cu | Api::Overflow => Family::Cuda,
+        }
+    }
+}
+
+/// A stream handle as the capture bookkeeping keys it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Stream(pub usize);
+
+impl Stream {
+    pub fn new(handle: Handle) -> Stream {
+        Stream(handle as usize)
+    }
+
+    /// For `_ptsz`/`_spt` entry points, where stream 0 means the per-thread default stream.
+    pub fn per_thread(handle: Handle) -> Stream {
+        match handle as usize {
+            0 => Stream(crate::ffi::STREAM_PER_THREAD),
+            other => Stream(other),
+        }
+    }
+}
+
+/// One kernel launch call that returned `status`.
+#[inline]
+pub fn launch(api: Api, namer: Namer, key: usize, shape: Shape, stream: Stream, status: Status) {
+    if !state::active() {
+        return;
+    }
+    let id = match registry::lookup(key) {
+        Some(id) => id,
+        None => match name_unknown(api, namer, key, stream) {
+            Some(id) => id,
+            None => return,
+        },
+    };
+    let failed = status != SUCCESS;
+    if graphs::any_capture_active() && graphs::record_launch_if_capturing(api.family(), stream, id, &shape, failed) {
+        return;
+    }
+    if let Some(slot) = registry::slot(id) {
+        slot.record(&shape, 1, failed, false);
+    }
+}
+
+/// A second launch key for the kernel of `key` (`__cudaGetKernel`: kernel handle of a host stub).
+pub fn alias(api: Api, namer: Namer, key: usize, alias: usize, stream: Stream) {
+    if !state::active() {
+        return;
+    }
+    let id = match registry::lookup(key) {
+        Some(id) => id,
+        None => match name_unknown(api, namer, key, stream) {
+            Some(id) => id,
+            None => return,
+        },
+    };
+    registry::alias(alias, id);
+}
+
+/// Registration of a kernel name under a launch key.
+pub fn register(api: Api, key: usize, name: *const c_char, source: NameSource) {
+    if name.is_null() || !state::active() {
+        return;
+    }
+    if state::panic_injected() {
+        panic!("panic injected by BACKSCOPE_TEST_INJECT_PANIC");
+    }
+    // SAFETY: the runtimes pass NUL-terminated kernel names; the bytes are copied by the registry
+    // (the caller's string may be freed later, e.g. when a library is unloaded).
+    let name = unsafe { CStr::from_ptr(name) };
+    registry::register(api, key, name.to_bytes(), source);
+}
+
+/// First launch of a key the registry does not know: ask the runtime for its name (outside the
+/// registry lock, since the runtime takes its own locks), then register it so that the next
+/// launch of this key takes the hot path.
+#[cold]
+#[inline(never)]
+fn name_unknown(api: Api, namer: Namer, key: usize, stream: Stream) -> Option<u32> {
+    let (name, source) = match runtime_name(namer, key, stream) {
+        Some(name) => (name, NameSource::Runtime),
+        None => (format!("?{}@{:#x}", api.as_str(), key).into_bytes(), NameSource::Synthetic),
+    };
+    registry::register_if_absent(api, key, &name, source)
+}
+
+type CudaFuncGetNameFn = unsafe extern "C" fn(*mut *const c_char, usize) -> Status;
+type HipKernelNameRefByPtrFn = unsafe extern "C" fn(usize, Handle) -> *const c_char;
+type HipKernelNameRefFn = unsafe extern "C" fn(usize) -> *const c_char;
+
+// Signatures from cuda_runtime_api.h, cuda.h and hip_runtime_api.h; pointer arguments are declared
+// as usize, which has the same ABI.
+// SAFETY: `cudaError_t cudaFuncGetName(const char** name, const void* func)`.
+static CUDA_FUNC_GET_NAME: RealFn<CudaFuncGetNameFn> = unsafe { RealFn::new(c"cudaFuncGetName") };
+// SAFETY: `CUresult cuFuncGetName(const char** name, CUfunction hfunc)`.
+static CU_FUNC_GET_NAME: RealFn<CudaFuncGetNameFn> = unsafe { RealFn::new(c"cuFuncGetName") };
+// SAFETY: `CUresult cuKernelGetName(const char** name, CUkernel hfunc)`.
+static CU_KERNEL_GET_NAME: RealFn<CudaFuncGetNameFn> = unsafe { RealFn::new(c"cuKernelGetName") };
+static HIP_KERNEL_NAME_REF_BY_PTR: RealFn<HipKernelNameRefByPtrFn> =
+    // SAFETY: `const char* hipKernelNameRefByPtr(const void* hostFunction, hipStream_t stream)`.
+    unsafe { RealFn::new(c"hipKernelNameRefByPtr") };
+// SAFETY: `const char* hipKernelNameRef(const hipFunction_t f)`.
+static HIP_KERNEL_NAME_REF: RealFn<HipKernelNameRefFn> = unsafe { RealFn::new(c"hipKernelNameRef") };
+
+fn runtime_name(namer: Namer, key: usize, stream: Stream) -> Option<Vec<u8>> {
+    let by_out_param = |f: &RealFn<CudaFuncGetNameFn>| {
+        let f = f.get()?;
+        let mut name: *const c_char = std::ptr::null();
+        // SAFETY: the runtime's name query with a writable out-pointer and the key the launch
+        // passed (of the kind this query takes, see `Namer`).
+        let status = unsafe { f(&mut name, key) };
+        copy_name(status, name)
+    };
+    match namer {
+        Namer::CudaStub => by_out_param(&CUDA_FUNC_GET_NAME),
+        Namer::CudaKernel => by_out_param(&CU_KERNEL_GET_NAME).or_else(|| by_out_param(&CUDA_FUNC_GET_NAME)),
+        Namer::CuFunction => by_out_param(&CU_FUNC_GET_NAME),
+        Namer::HipStub => {
+            let f = HIP_KERNEL_NAME_REF_BY_PTR.get()?;
+            // SAFETY: a host stub pointer and the launch's stream, as hipKernelNameRefByPtr takes.
+            copy_name(SUCCESS, unsafe { f(key, stream.0 as Handle) })
+        }
+        Namer::HipFunction => {
+            let f = HIP_KERNEL_NAME_REF.get()?;
+            // SAFETY: a hipFunction_t, as hipKernelNameRef takes.
+            copy_name(SUCCESS, unsafe { f(key) })
+        }
+    }
+}
+
+fn copy_name(status: Status, name: *const c_char) -> Option<Vec<u8>> {
+    if status != SUCCESS || name.is_null() {
+        return None;
+    }
+    // SAFETY: on success the runtimes return a NUL-terminated name owned by the runtime.
+    let bytes = unsafe { CStr::from_ptr(name) }.to_bytes();
+    (!bytes.is_empty()).then(|| bytes.to_vec())
+}
+
+/// A null out-pointer or a failed call yields nothing to record.
+pub fn out_handle(status: Status, out: *const Handle) -> Option<usize> {
+    if status != SUCCESS || out.is_null() {
+        return None;
+    }
+    // SAFETY: the runtime succeeded and wrote the handle through the caller's non-null pointer.
+    let handle = unsafe { *out } as usize;
+    (handle != 0).then_some(handle)
+}
+
+/// Grid of a HIP "extended" module launch, which takes global work sizes in threads: converted to
+/// blocks (rounded up) so that shapes compare across entry points.
+pub fn blocks_from_global(global: [u32; 3], local: [u32; 3]) -> [u32; 3] {
+    let mut grid = [0; 3];
+    for i in 0..3 {
+        grid[i] = if local[i] == 0 { 0 } else { global[i].div_ceil(local[i]) };
+    }
+    grid
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn global_work_size_becomes_blocks() {
+        assert_eq!(blocks_from_global([256, 3, 1], [64, 2, 1]), [4, 2, 1]);
+        assert_eq!(blocks_from_global([1, 1, 1], [0, 1, 1]), [0, 1, 1]);
+    }
+
+    #[test]
+    fn per_thread_stream_zero_is_normalised() {
+        assert_eq!(Stream::per_thread(std::ptr::null_mut()), Stream(2));
+        assert_eq!(Stream::per_thread(0x1000 as Handle), Stream(0x1000));
+        assert_eq!(Stream::new(std::ptr::null_mut()), Stream(0));
+    }
+}

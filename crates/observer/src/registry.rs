@@ -1,0 +1,587 @@
+//! Kernel slots and the launch-key table.
+//!
+//! Every distinct kernel (API + name) gets a slot id. A slot holds the kernel's counters and its
+//! bounded shape histogram, all atomics. A launch finds its slot through [`lookup`]: an
+//! open-addressing table keyed by the pointer the launch passes (host stub, `cudaKernel_t`,
+//! `hipFunction_t`, `CUfunction`), read without locks. Everything that allocates or locks happens
+//! at registration time or at the first launch of a key the table does not know yet.
+//!
+//! Memory is never freed while the process runs: slots live in chunks that are allocated on demand
+//! and leaked, and a grown key table leaks its predecessor (which readers may still be probing);
+//! the total stays under twice the final table size.
+
+use std::collections::HashMap;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+
+use crate::sync::SpinLock;
+
+/// Which entry point family a kernel was seen through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Api {
+    /// CUDA runtime: registered by `__cudaRegisterFunction`, launched by `cudaLaunchKernel` & co.
+    Cuda,
+    /// CUDA driver: `CUfunction` launched by `cuLaunchKernel(Ex)`.
+    Cu,
+    /// HIP runtime: registered by `__hipRegisterFunction`, launched by `hipLaunchKernel` & co.
+    Hip,
+    /// HIP module API: `hipFunction_t` from `hipModuleGetFunction` (rocBLAS/Tensile kernels).
+    HipModule,
+    /// The overflow slot (id 0) used once the kernel table is full.
+    Overflow,
+}
+
+impl Api {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::Cuda => "cuda",
+            Api::Cu => "cu",
+            Api::Hip => "hip",
+            Api::HipModule => "hip_module",
+            Api::Overflow => "overflow",
+        }
+    }
+}
+
+/// Where a kernel's name came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameSource {
+    /// `__cudaRegisterFunction` / `__hipRegisterFunction` at static initialisation.
+    Register,
+    /// `hipModuleGetFunction` / `cuModuleGetFunction`.
+    GetFunction,
+    /// Asked from the runtime at the first launch of an unknown key (`cudaFuncGetName`,
+    /// `cuFuncGetName`, `cuKernelGetName`, `hipKernelNameRef(ByPtr)`).
+    Runtime,
+    /// Nothing could name it: the name is made from the key (`?cuda@0x7f…`).
+    Synthetic,
+    /// The overflow slot.
+    None,
+}
+
+impl NameSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NameSource::Register => "register",
+            NameSource::GetFunction => "get_function",
+            NameSource::Runtime => "runtime",
+            NameSource::Synthetic => "synthetic",
+            NameSource::None => "none",
+        }
+    }
+}
+
+/// Grid and block dimensions of a launch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Shape {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+}
+
+impl Shape {
+    fn words(&self) -> [u64; 3] {
+        let pack = |lo: u32, hi: u32| u64::from(lo) | (u64::from(hi) << 32);
+        [pack(self.grid[0], self.grid[1]), pack(self.grid[2], self.block[0]), pack(self.block[1], self.block[2])]
+    }
+
+    fn from_words(w: [u64; 3]) -> Shape {
+        let lo = |v: u64| v as u32;
+        let hi = |v: u64| (v >> 32) as u32;
+        Shape { grid: [lo(w[0]), hi(w[0]), lo(w[1])], block: [hi(w[1]), lo(w[2]), hi(w[2])] }
+    }
+}
+
+/// Distinct shapes kept per kernel; further shapes are counted in the kernel's "other" bucket.
+pub const SHAPE_BUCKETS: usize = 8;
+
+const ENTRY_EMPTY: u8 = 0;
+const ENTRY_WRITING: u8 = 1;
+const ENTRY_READY: u8 = 2;
+
+#[derive(Default)]
+struct ShapeEntry {
+    state: AtomicU8,
+    words: [AtomicU64; 3],
+    count: AtomicU64,
+}
+
+/// A kernel's shape histogram: the first [`SHAPE_BUCKETS`] distinct shapes, then "other".
+///
+/// Lock-free: a new shape claims an empty entry with a CAS. Two threads racing with the same new
+/// shape may claim two entries; the trace writer merges equal shapes, so counts stay exact.
+#[derive(Default)]
+pub struct ShapeTable {
+    entries: [ShapeEntry; SHAPE_BUCKETS],
+    other: AtomicU64,
+}
+
+impl ShapeTable {
+    #[inline]
+    fn record(&self, shape: &Shape, n: u64) {
+        let words = shape.words();
+        for entry in &self.entries {
+            match entry.state.load(Ordering::Acquire) {
+                ENTRY_READY if entry.words.iter().zip(words).all(|(w, v)| w.load(Ordering::Relaxed) == v) => {
+                    entry.count.fetch_add(n, Ordering::Relaxed);
+                    return;
+                }
+                ENTRY_EMPTY
+                    if entry
+                        .state
+                        .compare_exchange(ENTRY_EMPTY, ENTRY_WRITING, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok() =>
+                {
+                    for (w, v) in entry.words.iter().zip(words) {
+                        w.store(v, Ordering::Relaxed);
+                    }
+                    entry.state.store(ENTRY_READY, Ordering::Release);
+                    entry.count.fetch_add(n, Ordering::Relaxed);
+                    return;
+                }
+                // Another shape, or an entry being written by another thread (possibly with
+                // another shape): move on.
+                _ => {}
+            }
+        }
+        self.other.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Current `(shape, count)` of each entry in entry order (`None` for unused entries), and the
+    /// "other" count.
+    pub fn snapshot(&self) -> ([Option<(Shape, u64)>; SHAPE_BUCKETS], u64) {
+        let mut out = [None; SHAPE_BUCKETS];
+        for (slot, entry) in out.iter_mut().zip(&self.entries) {
+            if entry.state.load(Ordering::Acquire) == ENTRY_READY {
+                let words = [0, 1, 2].map(|i| entry.words[i].load(Ordering::Relaxed));
+                *slot = Some((Shape::from_words(words), entry.count.load(Ordering::Relaxed)));
+            }
+        }
+        (out, self.other.load(Ordering::Relaxed))
+    }
+
+    fn reset(&self) {
+        for entry in &self.entries {
+            entry.state.store(ENTRY_EMPTY, Ordering::Relaxed);
+            entry.count.store(0, Ordering::Relaxed);
+        }
+        self.other.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Immutable description of a slot, published once before the slot id becomes visible.
+pub struct SlotMeta {
+    pub name: Box<str>,
+    pub api: Api,
+    pub source: NameSource,
+}
+
+/// One kernel: counters and shape histogram.
+#[derive(Default)]
+pub struct Slot {
+    meta: AtomicPtr<SlotMeta>,
+    /// Executions: direct launches plus kernels replayed by graph launches.
+    pub launches: AtomicU64,
+    /// Of `launches`, those whose launch call returned an error.
+    pub errors: AtomicU64,
+    /// Of `launches`, those that came from graph replays.
+    pub graph: AtomicU64,
+    /// Launches recorded into a stream capture (not executed by themselves).
+    pub captured: AtomicU64,
+    shapes: AtomicPtr<ShapeTable>,
+}
+
+impl Slot {
+    pub fn meta(&self) -> Option<&'static SlotMeta> {
+        let meta = self.meta.load(Ordering::Acquire);
+        // SAFETY: a non-null meta pointer comes from `Box::into_raw` in `publish_slot` and is never
+        // freed or replaced.
+        (!meta.is_null()).then(|| unsafe { &*meta })
+    }
+
+    /// Counts `n` executions of this kernel with `shape`.
+    #[inline]
+    pub fn record(&self, shape: &Shape, n: u64, failed: bool, via_graph: bool) {
+        self.launches.fetch_add(n, Ordering::Relaxed);
+        if failed {
+            self.errors.fetch_add(n, Ordering::Relaxed);
+        }
+        if via_graph {
+            self.graph.fetch_add(n, Ordering::Relaxed);
+        }
+        self.shape_table().record(shape, n);
+    }
+
+    pub fn shapes(&self) -> Option<&ShapeTable> {
+        let table = self.shapes.load(Ordering::Acquire);
+        // SAFETY: a non-null table pointer comes from `Box::into_raw` in `shape_table` and is never
+        // freed.
+        (!table.is_null()).then(|| unsafe { &*table })
+    }
+
+    /// The shape table, allocated at the kernel's first launch (the only allocation a launch can
+    /// make), so that registered-but-unused kernels cost no histogram memory.
+    #[inline]
+    fn shape_table(&self) -> &ShapeTable {
+        if let Some(table) = self.shapes() {
+            return table;
+        }
+        self.allocate_shape_table()
+    }
+
+    #[cold]
+    fn allocate_shape_table(&self) -> &ShapeTable {
+        let fresh = Box::into_raw(Box::<ShapeTable>::default());
+        match self.shapes.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+            // SAFETY: `fresh` was just leaked from a Box and is now owned by the slot forever.
+            Ok(_) => unsafe { &*fresh },
+            Err(winner) => {
+                // SAFETY: `fresh` was never published; this thread still owns it.
+                drop(unsafe { Box::from_raw(fresh) });
+                // SAFETY: `winner` is a published, never-freed table.
+                unsafe { &*winner }
+            }
+        }
+    }
+
+    fn reset_counters(&self) {
+        for counter in [&self.launches, &self.errors, &self.graph, &self.captured] {
+            counter.store(0, Ordering::Relaxed);
+        }
+        if let Some(table) = self.shapes() {
+            table.reset();
+        }
+    }
+}
+
+const CHUNK_BITS: u32 = 12;
+const CHUNK: usize = 1 << CHUNK_BITS;
+const MAX_CHUNKS: usize = 1024;
+/// Hard limit of slot ids (about 4 million kernels); `BACKSCOPE_MAX_KERNELS` may only lower it.
+pub const HARD_MAX_KERNELS: u32 = (MAX_CHUNKS * CHUNK - 1) as u32;
+pub const DEFAULT_MAX_KERNELS: u32 = 1 << 20;
+/// Slot id of the overflow bucket.
+pub const OVERFLOW_SLOT: u32 = 0;
+
+static CHUNKS: [AtomicPtr<Slot>; MAX_CHUNKS] = [const { AtomicPtr::new(ptr::null_mut()) }; MAX_CHUNKS];
+/// Number of published slots (ids `0..SLOT_COUNT`); slot 0 is the overflow slot.
+static SLOT_COUNT: AtomicU32 = AtomicU32::new(0);
+/// Set once a kernel had to go into the overflow slot.
+static OVERFLOWED: AtomicBool = AtomicBool::new(false);
+static MAX_KERNELS: AtomicU32 = AtomicU32::new(DEFAULT_MAX_KERNELS);
+
+/// The slot `id`, if it exists.
+#[inline]
+pub fn slot(id: u32) -> Option<&'static Slot> {
+    let chunk = CHUNKS.get((id >> CHUNK_BITS) as usize)?.load(Ordering::Acquire);
+    if chunk.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null chunk is a leaked, never-freed allocation of CHUNK slots, and the index is
+    // masked to CHUNK - 1.
+    Some(unsafe { &*chunk.add(id as usize & (CHUNK - 1)) })
+}
+
+pub fn slot_count() -> u32 {
+    SLOT_COUNT.load(Ordering::Acquire)
+}
+
+pub fn overflowed() -> bool {
+    OVERFLOWED.load(Ordering::Relaxed)
+}
+
+pub fn max_kernels() -> u32 {
+    MAX_KERNELS.load(Ordering::Relaxed)
+}
+
+struct KeyEntry {
+    key: AtomicUsize,
+    slot: AtomicU32,
+}
+
+struct KeyTable {
+    mask: usize,
+    entries: Box<[KeyEntry]>,
+}
+
+impl KeyTable {
+    fn with_capacity(capacity: usize) -> KeyTable {
+        let capacity = capacity.next_power_of_two();
+        let entries = (0..capacity).map(|_| KeyEntry { key: AtomicUsize::new(0), slot: AtomicU32::new(0) }).collect();
+        KeyTable { mask: capacity - 1, entries }
+    }
+
+    #[inline]
+    fn find(&self, key: usize) -> Option<u32> {
+        let mut i = hash(key) & self.mask;
+        for _ in 0..self.entries.len() {
+            let entry = &self.entries[i];
+            let k = entry.key.load(Ordering::Acquire);
+            if k == key {
+                return Some(entry.slot.load(Ordering::Relaxed));
+            }
+            if k == 0 {
+                return None;
+            }
+            i = (i + 1) & self.mask;
+        }
+        None
+    }
+
+    /// Inserts or updates `key`; returns true if it added a key. Single writer (registry lock).
+    fn put(&self, key: usize, id: u32) -> bool {
+        let mut i = hash(key) & self.mask;
+        loop {
+            let entry = &self.entries[i];
+            let k = entry.key.load(Ordering::Relaxed);
+            if k == key {
+                entry.slot.store(id, Ordering::Release);
+                return false;
+            }
+            if k == 0 {
+                // Value first, then the key with Release: a reader that sees the key sees the value.
+                entry.slot.store(id, Ordering::Relaxed);
+                entry.key.store(key, Ordering::Release);
+                return true;
+            }
+            // The caller keeps the load factor at or below 1/2, so an empty entry exists.
+            i = (i + 1) & self.mask;
+        }
+    }
+}
+
+#[inline]
+fn hash(key: usize) -> usize {
+    let h = (key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (h ^ (h >> 29)) as usize
+}
+
+/// Table key of a launch pointer. 0 marks an empty entry, so a null pointer (an invalid launch the
+/// runtime will reject) is stored under an address no object can have.
+#[inline]
+fn table_key(ptr: usize) -> usize {
+    if ptr == 0 {
+        usize::MAX
+    } else {
+        ptr
+    }
+}
+
+static KEYS: AtomicPtr<KeyTable> = AtomicPtr::new(ptr::null_mut());
+
+struct Registry {
+    by_name: HashMap<(Api, Box<str>), u32>,
+    keys_used: usize,
+}
+
+static REGISTRY: SpinLock<Option<Registry>> = SpinLock::new(None);
+
+/// Sets up slot 0 and the key table. Called once per process image, during observer start-up.
+pub fn init(max_kernels: u32) {
+    MAX_KERNELS.store(max_kernels.clamp(1, HARD_MAX_KERNELS), Ordering::Relaxed);
+    let mut registry = REGISTRY.lock();
+    if registry.is_some() {
+        return;
+    }
+    KEYS.store(Box::into_raw(Box::new(KeyTable::with_capacity(4096))), Ordering::Release);
+    publish_slot(OVERFLOW_SLOT, "(overflow)", Api::Overflow, NameSource::None);
+    *registry = Some(Registry { by_name: HashMap::new(), keys_used: 0 });
+}
+
+/// Slot of a launch key, if known. The hot path: no locks, no allocation.
+#[inline]
+pub fn lookup(ptr: usize) -> Option<u32> {
+    let table = KEYS.load(Ordering::Acquire);
+    if table.is_null() {
+        return None;
+    }
+    // SAFETY: published key tables are leaked and never freed.
+    unsafe { &*table }.find(table_key(ptr))
+}
+
+/// Registers `name` (of `api`) and maps the launch key `ptr` to its slot. Registering the same
+/// (api, name) again, under the same key or another, reuses the slot. Returns the slot id.
+pub fn register(api: Api, ptr: usize, name: &[u8], source: NameSource) -> Option<u32> {
+    let name: Box<str> = String::from_utf8_lossy(name).into();
+    let mut guard = REGISTRY.lock();
+    let registry = guard.as_mut()?;
+    Some(register_locked(registry, api, ptr, name, source))
+}
+
+/// Like [`register`], but keeps an existing mapping of `ptr` (used for keys named at their first
+/// launch, where another thread may have won the race).
+pub fn register_if_absent(api: Api, ptr: usize, name: &[u8], source: NameSource) -> Option<u32> {
+    let name: Box<str> = String::from_utf8_lossy(name).into();
+    let mut guard = REGISTRY.lock();
+    let registry = guard.as_mut()?;
+    if let Some(id) = lookup(ptr) {
+        return Some(id);
+    }
+    Some(register_locked(registry, api, ptr, name, source))
+}
+
+/// Maps one more launch key to an existing slot: CUDA 12.4+ launches `<<<>>>` through a
+/// `cudaKernel_t` obtained from the host stub by `__cudaGetKernel`.
+pub fn alias(ptr: usize, id: u32) {
+    let mut guard = REGISTRY.lock();
+    if let Some(registry) = guard.as_mut() {
+        put_key(registry, table_key(ptr), id);
+    }
+}
+
+fn register_locked(registry: &mut Registry, api: Api, ptr: usize, name: Box<str>, source: NameSource) -> u32 {
+    let id = match registry.by_name.get(&(api, name.clone())) {
+        Some(&id) => id,
+        None => {
+            let next = SLOT_COUNT.load(Ordering::Relaxed);
+            if next > MAX_KERNELS.load(Ordering::Relaxed) {
+                OVERFLOWED.store(true, Ordering::Relaxed);
+                OVERFLOW_SLOT
+            } else {
+                publish_slot(next, &name, api, source);
+                registry.by_name.insert((api, name), next);
+                next
+            }
+        }
+    };
+    put_key(registry, table_key(ptr), id);
+    id
+}
+
+fn publish_slot(id: u32, name: &str, api: Api, source: NameSource) {
+    let chunk_index = (id >> CHUNK_BITS) as usize;
+    if CHUNKS[chunk_index].load(Ordering::Acquire).is_null() {
+        let chunk: Box<[Slot]> = (0..CHUNK).map(|_| Slot::default()).collect();
+        CHUNKS[chunk_index].store(Box::into_raw(chunk) as *mut Slot, Ordering::Release);
+    }
+    let meta = Box::new(SlotMeta { name: name.into(), api, source });
+    if let Some(slot) = slot(id) {
+        slot.meta.store(Box::into_raw(meta), Ordering::Release);
+    }
+    SLOT_COUNT.store(id + 1, Ordering::Release);
+}
+
+fn put_key(registry: &mut Registry, key: usize, id: u32) {
+    let current = KEYS.load(Ordering::Acquire);
+    // SAFETY: published key tables are never freed; the registry lock makes this the only writer.
+    let table = unsafe { &*current };
+    if table.put(key, id) {
+        registry.keys_used += 1;
+    }
+    if registry.keys_used * 2 > table.entries.len() {
+        // Grow by 4x and publish; readers still probing the old table see a consistent (older)
+        // snapshot, and a key they miss sends them to the cold path, which looks again here.
+        let grown = KeyTable::with_capacity(table.entries.len() * 4);
+        for entry in table.entries.iter() {
+            let k = entry.key.load(Ordering::Relaxed);
+            if k != 0 {
+                grown.put(k, entry.slot.load(Ordering::Relaxed));
+            }
+        }
+        KEYS.store(Box::into_raw(Box::new(grown)), Ordering::Release);
+    }
+}
+
+/// Registry lock, for the `pthread_atfork` handlers.
+pub fn acquire_for_fork() {
+    REGISTRY.acquire_for_fork();
+}
+
+pub fn release_for_fork() {
+    REGISTRY.release_for_fork();
+}
+
+/// In a forked child: start counting from zero, so the child's trace holds only its own launches.
+/// Runs single-threaded (atfork child handler).
+pub fn reset_counters_in_child() {
+    for id in 0..SLOT_COUNT.load(Ordering::Relaxed) {
+        if let Some(slot) = slot(id) {
+            slot.reset_counters();
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// The registry is process-global: unit tests that touch it take this lock.
+    pub static TEST_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    #[test]
+    fn shape_words_round_trip() {
+        let shape = Shape { grid: [u32::MAX, 7, 65535], block: [1024, 1, 64] };
+        assert_eq!(Shape::from_words(shape.words()), shape);
+    }
+
+    #[test]
+    fn shape_table_keeps_first_shapes_then_other() {
+        let table = ShapeTable::default();
+        for i in 0..(SHAPE_BUCKETS as u32 + 3) {
+            let shape = Shape { grid: [i + 1, 1, 1], block: [32, 1, 1] };
+            table.record(&shape, u64::from(i) + 1);
+            table.record(&shape, 1);
+        }
+        let (entries, other) = table.snapshot();
+        for (i, entry) in entries.iter().enumerate() {
+            let (shape, count) = entry.expect("every bucket used");
+            assert_eq!(shape.grid[0], i as u32 + 1);
+            assert_eq!(count, i as u64 + 2);
+        }
+        // Shapes 9, 10, 11 (counts 9+1, 10+1, 11+1) went to "other".
+        assert_eq!(other, 10 + 11 + 12);
+    }
+
+    #[test]
+    fn concurrent_first_shapes_lose_no_counts() {
+        let table = std::sync::Arc::new(ShapeTable::default());
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let table = table.clone();
+                std::thread::spawn(move || {
+                    for i in 0..10_000u32 {
+                        table.record(&Shape { grid: [i % 3, 1, 1], block: [1, 1, 1] }, 1);
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        let (entries, other) = table.snapshot();
+        let mut per_shape = [0u64; 3];
+        for (shape, count) in entries.iter().flatten() {
+            per_shape[shape.grid[0] as usize] += count;
+        }
+        assert_eq!(other, 0);
+        assert_eq!(per_shape, [13_336, 13_332, 13_332]);
+    }
+
+    #[test]
+    fn registration_lookup_and_growth() {
+        let _serial = TEST_LOCK.lock().unwrap();
+        init(DEFAULT_MAX_KERNELS);
+        let base = 0x5000_0000usize;
+        let before = slot_count();
+        // Enough keys to grow the table twice.
+        for i in 0..20_000usize {
+            let name = format!("registry_test_kernel_{i}");
+            let id = register(Api::Hip, base + i * 16, name.as_bytes(), NameSource::Register).unwrap();
+            assert_eq!(id, before + i as u32);
+        }
+        for i in 0..20_000usize {
+            let id = lookup(base + i * 16).expect("registered key");
+            assert_eq!(&*slot(id).unwrap().meta().unwrap().name, format!("registry_test_kernel_{i}"));
+        }
+        // Same name again under a second key: same slot. Same key again: unchanged.
+        let again = register(Api::Hip, base + 7, b"registry_test_kernel_3", NameSource::Register).unwrap();
+        assert_eq!(again, before + 3);
+        assert_eq!(register(Api::Hip, base, b"registry_test_kernel_0", NameSource::Register), Some(before));
+        // Same name, other API: another slot.
+        let cuda = register(Api::Cuda, base + 9, b"registry_test_kernel_3", NameSource::Register).unwrap();
+        assert_ne!(cuda, again);
+        // First-launch naming keeps an existing mapping.
+        assert_eq!(register_if_absent(Api::Hip, base, b"other", NameSource::Synthetic), Some(before));
+        assert!(lookup(0x7777_0000).is_none());
+        // A null key works like any other.
+        let null = register(Api::Hip, 0, b"registry_test_null", NameSource::Synthetic).unwrap();
+        assert_eq!(lookup(0), Some(null));
+    }
+}

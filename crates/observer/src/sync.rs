@@ -1,0 +1,198 @@
+//! The two synchronisation tools of the observer: a spin lock that a forked child can reset, and a
+//! per-thread re-entrancy flag.
+//!
+//! `std::sync::Mutex` is not used because a child created by `fork` while another thread holds a
+//! mutex inherits it locked forever; the spin lock below can be force-released in the child's
+//! `pthread_atfork` handler. It only guards cold paths (registration, graph bookkeeping, trace
+//! writing), never the per-launch hot path.
+
+use std::cell::{Cell, UnsafeCell};
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A test-and-test-and-set lock that yields the CPU after a short spin.
+pub struct SpinLock<T> {
+    locked: AtomicBool,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the lock hands out at most one `&mut T` at a time (the `locked` flag is taken with an
+// Acquire CAS and released with a Release store), so sharing the lock across threads is sound when
+// `T` can be sent between threads.
+unsafe impl<T: Send> Sync for SpinLock<T> {}
+
+impl<T> SpinLock<T> {
+    pub const fn new(value: T) -> Self {
+        SpinLock { locked: AtomicBool::new(false), value: UnsafeCell::new(value) }
+    }
+
+    pub fn lock(&self) -> SpinGuard<'_, T> {
+        self.acquire();
+        SpinGuard { lock: self }
+    }
+
+    /// Takes the lock only if it is free now (used where waiting is not worth it).
+    pub fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
+        if self.locked.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            Some(SpinGuard { lock: self })
+        } else {
+            None
+        }
+    }
+
+    fn acquire(&self) {
+        let mut spins = 0u32;
+        loop {
+            if !self.locked.load(Ordering::Relaxed)
+                && self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            {
+                return;
+            }
+            spins = spins.saturating_add(1);
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                // SAFETY: sched_yield has no preconditions.
+                unsafe { libc::sched_yield() };
+            }
+        }
+    }
+
+    /// Locks without a guard; paired with [`SpinLock::release_for_fork`]. Used by the
+    /// `pthread_atfork` prepare handler so that no other thread is inside the data at fork time.
+    pub fn acquire_for_fork(&self) {
+        self.acquire();
+    }
+
+    /// Releases a lock taken by [`SpinLock::acquire_for_fork`] (in the parent and in the child after
+    /// `fork`), or one that a thread which no longer exists held in a forked child.
+    pub fn release_for_fork(&self) {
+        self.locked.store(false, Ordering::Release);
+    }
+
+    pub fn is_locked(&self) -> bool {
+        self.locked.load(Ordering::Relaxed)
+    }
+
+    /// Access to the value while this thread holds the lock through `acquire_for_fork`, in the
+    /// single-threaded child right after `fork`.
+    ///
+    /// # Safety
+    /// The caller must be the only thread that can touch the value (the forked child's atfork
+    /// handler, with the lock taken or abandoned) and must not keep the reference.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn get_unchecked_mut(&self) -> &mut T {
+        // SAFETY: exclusive access is the caller's obligation (see above).
+        unsafe { &mut *self.value.get() }
+    }
+}
+
+pub struct SpinGuard<'a, T> {
+    lock: &'a SpinLock<T>,
+}
+
+impl<T> Deref for SpinGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard exists only while this thread holds the lock.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> DerefMut for SpinGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard exists only while this thread holds the lock, and `&mut self` makes
+        // this the only reference handed out by the guard.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for SpinGuard<'_, T> {
+    fn drop(&mut self) {
+        self.lock.locked.store(false, Ordering::Release);
+    }
+}
+
+thread_local! {
+    // `const` initialiser and no destructor: the access compiles to a plain TLS load and can never
+    // fail, not even while the thread is being torn down.
+    static IN_HOOK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks this thread as being inside an observer hook until dropped.
+///
+/// A runtime may call its own exported entry points (CUDA 13's `__cudaLaunchKernel` is reported to
+/// go through `cudaLaunchKernel`), and the observer itself calls runtime functions such as
+/// `cudaFuncGetName`; a nested hook on the same thread must forward without counting, or one
+/// launch would be counted twice.
+pub struct HookScope(());
+
+impl HookScope {
+    /// `None` when this thread is already inside a hook: the caller forwards without observing.
+    #[inline(always)]
+    pub fn enter() -> Option<HookScope> {
+        IN_HOOK
+            .try_with(|flag| {
+                if flag.get() {
+                    None
+                } else {
+                    flag.set(true);
+                    Some(HookScope(()))
+                }
+            })
+            .ok()
+            .flatten()
+    }
+}
+
+impl Drop for HookScope {
+    #[inline(always)]
+    fn drop(&mut self) {
+        let _ = IN_HOOK.try_with(|flag| flag.set(false));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn spin_lock_counts_exactly_under_contention() {
+        let lock = Arc::new(SpinLock::new(0u64));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let lock = Arc::clone(&lock);
+                std::thread::spawn(move || {
+                    for _ in 0..10_000 {
+                        *lock.lock() += 1;
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(*lock.lock(), 40_000);
+    }
+
+    #[test]
+    fn try_lock_fails_while_held() {
+        let lock = SpinLock::new(());
+        let guard = lock.lock();
+        assert!(lock.try_lock().is_none());
+        drop(guard);
+        assert!(lock.try_lock().is_some());
+    }
+
+    #[test]
+    fn hook_scope_is_not_reentrant_on_one_thread() {
+        let outer = HookScope::enter();
+        assert!(outer.is_some());
+        assert!(HookScope::enter().is_none());
+        // Another thread has its own flag.
+        assert!(std::thread::spawn(|| HookScope::enter().is_some()).join().unwrap());
+        drop(outer);
+        assert!(HookScope::enter().is_some());
+    }
+}

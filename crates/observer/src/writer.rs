@@ -1,0 +1,517 @@
+//! The trace writer: turns the counters into JSON Lines (format in `docs/trace-format.md`).
+//!
+//! It runs on its own thread every `BACKSCOPE_TRACE_INTERVAL_MS` and once at exit (a `.fini_array`
+//! destructor, which runs after the program's `atexit` handlers and destructors), never on a hook's
+//! path. Each flush writes the definitions of kernels registered since the last flush, then one
+//! window line with what changed since the last flush (deltas), if anything did.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+
+use crate::graphs;
+use crate::registry::{self, Shape, SHAPE_BUCKETS};
+use crate::state::{self, Destination};
+use crate::sync::SpinLock;
+
+pub const FORMAT: &str = "backscope-trace";
+pub const VERSION: u32 = 1;
+/// Bytes gathered before a `write`; always cut at a line boundary.
+const WRITE_CHUNK: usize = 64 * 1024;
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock a harness uses to join windows to requests.
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
+}
+
+fn getpid() -> i32 {
+    // SAFETY: getpid has no preconditions.
+    unsafe { libc::getpid() }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flush {
+    Window,
+    Exit,
+}
+
+/// Counter values at the last flush, per slot: launches, errors, graph, captured.
+type Counters = [u64; 4];
+
+struct Writer {
+    /// The process this state belongs to. A child that inherited it without going through our
+    /// atfork handler (raw `clone`) must not write into the parent's file.
+    owner_pid: i32,
+    file: Option<File>,
+    path: String,
+    /// No more output: closed at exit, or writing failed.
+    done: bool,
+    /// Slots `1..defined` have their definition line written.
+    defined: u32,
+    overflow_defined: bool,
+    last: Vec<Counters>,
+    last_shapes: HashMap<u32, ([u64; SHAPE_BUCKETS], u64)>,
+    /// Slots whose shape counts had not caught up with their launch count at the last flush.
+    shapes_lagging: HashSet<u32>,
+    last_graph: [u64; 3],
+    last_t: u64,
+    warned: HashSet<&'static str>,
+    buf: Vec<u8>,
+}
+
+static WRITER: SpinLock<Option<Writer>> = SpinLock::new(None);
+
+impl Writer {
+    fn new() -> Writer {
+        Writer {
+            owner_pid: getpid(),
+            file: None,
+            path: String::new(),
+            done: false,
+            defined: 1,
+            overflow_defined: false,
+            last: Vec::new(),
+            last_shapes: HashMap::new(),
+            shapes_lagging: HashSet::new(),
+            last_graph: [0; 3],
+            last_t: state::start_ns(),
+            warned: HashSet::new(),
+            buf: Vec::with_capacity(WRITE_CHUNK),
+        }
+    }
+
+    fn open(&mut self) -> io::Result<()> {
+        let config = state::config().ok_or_else(|| io::Error::other("no configuration"))?;
+        let pid = getpid();
+        let (file, path) = match &config.destination {
+            Destination::Dir(dir) => open_new_in_dir(dir, pid)?,
+            Destination::File(pattern) => {
+                let path = pattern.replace("%p", &pid.to_string());
+                let file = std::fs::OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .mode(0o644)
+                    .open(&path)
+                    .map_err(|e| with_path(e, &path))?;
+                (file, path)
+            }
+        };
+        self.file = Some(file);
+        self.path = path;
+        self.header(config.interval_ms, pid);
+        Ok(())
+    }
+
+    fn header(&mut self, interval_ms: u64, pid: i32) {
+        // SAFETY: getppid has no preconditions.
+        let ppid = unsafe { libc::getppid() };
+        let exe = std::fs::read_link("/proc/self/exe").map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let cmdline = std::fs::read("/proc/self/cmdline").unwrap_or_default();
+        let b = &mut self.buf;
+        let _ = write!(b, "{{\"format\":\"{FORMAT}\",\"version\":{VERSION},\"pid\":{pid},\"ppid\":{ppid},\"exe\":");
+        push_json_str(b, &exe);
+        b.extend_from_slice(b",\"cmdline\":[");
+        let mut total = 0;
+        for (i, arg) in cmdline.split(|&c| c == 0).filter(|a| !a.is_empty()).enumerate() {
+            // Enough to tell processes apart (`ollama runner --model …`), bounded for huge command lines.
+            total += arg.len();
+            if total > 4096 {
+                break;
+            }
+            if i > 0 {
+                b.push(b',');
+            }
+            push_json_str(b, &String::from_utf8_lossy(arg));
+        }
+        let _ = writeln!(
+            b,
+            "],\"clock\":\"monotonic\",\"start_ns\":{},\"interval_ms\":{interval_ms},\"shape_buckets\":{SHAPE_BUCKETS},\"max_kernels\":{},\"observer\":\"{}\"}}",
+            self.last_t,
+            registry::max_kernels(),
+            env!("CARGO_PKG_VERSION"),
+        );
+    }
+
+    fn definitions(&mut self) -> io::Result<()> {
+        let count = registry::slot_count();
+        while self.defined < count {
+            let id = self.defined;
+            if let Some(meta) = registry::slot(id).and_then(|s| s.meta()) {
+                let _ = write!(self.buf, "{{\"kernel\":{id},\"name\":");
+                push_json_str(&mut self.buf, &meta.name);
+                let _ =
+                    writeln!(self.buf, ",\"api\":\"{}\",\"source\":\"{}\"}}", meta.api.as_str(), meta.source.as_str());
+            }
+            self.defined += 1;
+            self.write_if_large()?;
+        }
+        let overflow_used = registry::slot(registry::OVERFLOW_SLOT).is_some_and(|s| s.launches.load(RELAXED) > 0);
+        if !self.overflow_defined && (registry::overflowed() || overflow_used) {
+            self.overflow_defined = true;
+            let _ =
+                writeln!(self.buf, "{{\"kernel\":0,\"name\":\"(overflow)\",\"api\":\"overflow\",\"source\":\"none\"}}");
+            let detail = format!(
+                "more than {} distinct kernels (BACKSCOPE_MAX_KERNELS); the others are counted as kernel 0",
+                registry::max_kernels()
+            );
+            self.warning("kernel_table_full", &detail);
+        }
+        Ok(())
+    }
+
+    fn warning(&mut self, code: &'static str, detail: &str) {
+        if self.warned.insert(code) {
+            let _ = write!(self.buf, "{{\"warning\":\"{code}\",\"detail\":");
+            push_json_str(&mut self.buf, detail);
+            self.buf.extend_from_slice(b"}\n");
+        }
+    }
+
+    /// One window line with the deltas since the last flush; nothing if nothing changed.
+    fn window(&mut self) {
+        // Only kernels whose definition is written: one registered after the definition pass is
+        // counted in the next window, after its definition.
+        let count = self.defined as usize;
+        if self.last.len() < count {
+            self.last.resize(count, [0; 4]);
+        }
+        let mut lists: [Vec<(u32, u64)>; 4] = Default::default();
+        let mut shapes: Vec<(u32, Shape, u64)> = Vec::new();
+        let mut other_shapes: Vec<(u32, u64)> = Vec::new();
+        let first = if self.overflow_defined { 0 } else { 1 };
+        for id in first..count as u32 {
+            let Some(slot) = registry::slot(id) else { continue };
+            let now = [&slot.launches, &slot.errors, &slot.graph, &slot.captured].map(|c| c.load(RELAXED));
+            let before = std::mem::replace(&mut self.last[id as usize], now);
+            for (list, (n, b)) in lists.iter_mut().zip(now.iter().zip(before)) {
+                if *n != b {
+                    list.push((id, n.wrapping_sub(b)));
+                }
+            }
+            if now[0] != before[0] || self.shapes_lagging.contains(&id) {
+                self.shape_deltas(id, now[0], &mut shapes, &mut other_shapes);
+            }
+        }
+        let graph_now = [graphs::graph_launches(), graphs::unknown_graph_launches(), graphs::unattributed_captures()];
+        let graph_delta: Vec<u64> = graph_now.iter().zip(self.last_graph).map(|(n, b)| n.wrapping_sub(b)).collect();
+        self.last_graph = graph_now;
+        if graph_delta[1] > 0 {
+            self.warning(
+                "unknown_graph_exec",
+                "graph launches of execs whose graph was not captured under observation; their kernels are not counted",
+            );
+        }
+        if graph_delta[2] > 0 {
+            self.warning(
+                "unattributed_capture",
+                "launches recorded into a capture that could not be told apart from another; not counted on replay",
+            );
+        }
+        // t1 is read after the scan: every launch counted here happened before t1.
+        let t0 = self.last_t;
+        let t1 = now_ns().max(t0);
+        self.last_t = t1;
+        let empty = lists.iter().all(Vec::is_empty) && graph_delta.iter().all(|&d| d == 0);
+        if empty && shapes.is_empty() && other_shapes.is_empty() {
+            return;
+        }
+        let b = &mut self.buf;
+        let _ = write!(b, "{{\"window\":[{t0},{t1}]");
+        for (key, list) in ["counts", "errors", "graph", "captured"].into_iter().zip(&lists) {
+            push_pairs(b, key, list);
+        }
+        if !shapes.is_empty() {
+            b.extend_from_slice(b",\"shapes\":[");
+            for (i, (id, s, n)) in shapes.iter().enumerate() {
+                if i > 0 {
+                    b.push(b',');
+                }
+                let [gx, gy, gz] = s.grid;
+                let [bx, by, bz] = s.block;
+                let _ = write!(b, "[{id},[{gx},{gy},{gz}],[{bx},{by},{bz}],{n}]");
+            }
+            b.push(b']');
+        }
+        push_pairs(b, "other_shapes", &other_shapes);
+        for (key, d) in
+            ["graph_launches", "unknown_graph_launches", "unattributed_captures"].into_iter().zip(graph_delta)
+        {
+            if d > 0 {
+                let _ = write!(b, ",\"{key}\":{d}");
+            }
+        }
+        b.extend_from_slice(b"}\n");
+    }
+
+    fn shape_deltas(
+        &mut self,
+        id: u32,
+        launches: u64,
+        shapes: &mut Vec<(u32, Shape, u64)>,
+        other: &mut Vec<(u32, u64)>,
+    ) {
+        let Some(table) = registry::slot(id).and_then(|s| s.shapes()) else {
+            // Counted, but the first launch has not allocated the histogram yet.
+            if launches > 0 {
+                self.shapes_lagging.insert(id);
+            }
+            return;
+        };
+        let (entries, other_now) = table.snapshot();
+        let (last_entries, last_other) = self.last_shapes.entry(id).or_insert(([0; SHAPE_BUCKETS], 0));
+        let mut merged: Vec<(Shape, u64)> = Vec::new();
+        let mut total = other_now;
+        for (entry, last) in entries.iter().zip(last_entries.iter_mut()) {
+            let Some((shape, n)) = *entry else { continue };
+            total += n;
+            let delta = n.wrapping_sub(*last);
+            *last = n;
+            if delta == 0 {
+                continue;
+            }
+            // Two threads racing on a new shape can claim two entries for it: merge them.
+            match merged.iter_mut().find(|(s, _)| *s == shape) {
+                Some((_, m)) => *m += delta,
+                None => merged.push((shape, delta)),
+            }
+        }
+        shapes.extend(merged.into_iter().map(|(s, n)| (id, s, n)));
+        if other_now != *last_other {
+            other.push((id, other_now.wrapping_sub(*last_other)));
+            *last_other = other_now;
+        }
+        if total == launches {
+            self.shapes_lagging.remove(&id);
+        } else {
+            self.shapes_lagging.insert(id);
+        }
+    }
+
+    fn write_if_large(&mut self) -> io::Result<()> {
+        if self.buf.len() >= WRITE_CHUNK {
+            self.write_out()?;
+        }
+        Ok(())
+    }
+
+    fn write_out(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let file = self.file.as_mut().ok_or_else(|| io::Error::other("trace file not open"))?;
+        let result = file.write_all(&self.buf).map_err(|e| with_path(e, &self.path));
+        self.buf.clear();
+        result
+    }
+
+    fn flush(&mut self, kind: Flush) -> io::Result<()> {
+        if self.file.is_none() {
+            self.open()?;
+        }
+        self.definitions()?;
+        self.window();
+        if kind == Flush::Exit {
+            let _ = writeln!(self.buf, "{{\"end_ns\":{},\"reason\":\"exit\"}}", now_ns());
+        }
+        self.write_out()
+    }
+}
+
+const RELAXED: std::sync::atomic::Ordering = std::sync::atomic::Ordering::Relaxed;
+
+fn open_new_in_dir(dir: &str, pid: i32) -> io::Result<(File, String)> {
+    // O_EXCL: never overwrite a trace (pid reuse, or the image an `exec` replaced): take the next
+    // free suffix instead.
+    for n in 0..100 {
+        let path = match n {
+            0 => format!("{dir}/trace-{pid}.jsonl"),
+            n => format!("{dir}/trace-{pid}.{n}.jsonl"),
+        };
+        match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(&path) {
+            Ok(file) => return Ok((file, path)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(with_path(e, &path)),
+        }
+    }
+    Err(io::Error::other(format!("{dir}/trace-{pid}.*.jsonl: 100 files exist already")))
+}
+
+fn with_path(error: io::Error, path: &str) -> io::Error {
+    io::Error::new(error.kind(), format!("{path}: {error}"))
+}
+
+/// Flushes; returns false once the writer is finished (exit flush done, or failed).
+fn flush(kind: Flush) -> bool {
+    let mut guard = WRITER.lock();
+    let writer = guard.get_or_insert_with(Writer::new);
+    if writer.done {
+        return false;
+    }
+    if writer.owner_pid != getpid() {
+        return false;
+    }
+    match writer.flush(kind) {
+        Ok(()) => {
+            if kind == Flush::Exit {
+                writer.done = true;
+            }
+            !writer.done
+        }
+        Err(e) => {
+            writer.done = true;
+            writer.file = None;
+            state::disable(format_args!("cannot write the trace ({e}); observer disabled, the program continues"));
+            false
+        }
+    }
+}
+
+/// Starts the periodic writer thread.
+pub fn spawn_thread(interval_ms: u64) {
+    // The thread inherits the creating thread's signal mask: block everything around the spawn so
+    // that the host's signal handlers never run on the observer's thread (a Go runtime, for one,
+    // expects signals on its own threads).
+    // SAFETY: sigset_t is plain data initialised by sigfillset/pthread_sigmask before use.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut previous: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid sigset pointers; only this thread's mask changes, and it is restored below.
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut previous);
+    }
+    let spawned = std::thread::Builder::new()
+        .name("backscope-obs".into())
+        .stack_size(256 * 1024)
+        .spawn(move || writer_loop(interval_ms));
+    // SAFETY: restores the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut()) };
+    if spawned.is_err() {
+        // Without the thread there are no periodic windows, but the exit flush still writes
+        // everything as one window.
+        state::note(format_args!("could not start the writer thread; the trace will be written at exit only"));
+    }
+}
+
+fn writer_loop(interval_ms: u64) {
+    state::pin_in_memory();
+    let interval = interval_ms.saturating_mul(1_000_000).max(1);
+    let mut next = now_ns().saturating_add(interval);
+    loop {
+        let now = now_ns();
+        if next > now {
+            std::thread::sleep(std::time::Duration::from_nanos(next - now));
+        }
+        // Fixed cadence; after a stall, restart from now rather than catching up.
+        next = next.saturating_add(interval).max(now_ns().saturating_add(1));
+        if !state::is_on() {
+            return;
+        }
+        let mut open = true;
+        state::guarded(|| open = flush(Flush::Window));
+        if !open {
+            return;
+        }
+        graphs::reclaim_if_idle();
+    }
+}
+
+/// In a forked child (single-threaded): drop the parent's writer state. Its lock may have been held
+/// by the parent's writer thread, which does not exist here; then the state may be half-updated and
+/// is leaked rather than dropped.
+pub fn reset_in_child() {
+    let was_locked = WRITER.is_locked();
+    WRITER.release_for_fork();
+    // SAFETY: atfork child handler: the only thread of the process, and no reference is kept.
+    let state = unsafe { WRITER.get_unchecked_mut() };
+    if let Some(old) = state.take() {
+        if was_locked {
+            std::mem::forget(old);
+        } else {
+            drop(old); // closes the child's copy of the parent's descriptor
+        }
+    }
+}
+
+/// Final flush at process exit.
+#[cfg(not(test))]
+#[used]
+#[link_section = ".fini_array"]
+static FLUSH_AT_EXIT: extern "C" fn() = flush_at_exit;
+
+#[cfg_attr(test, allow(dead_code))]
+extern "C" fn flush_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        if state::is_on() {
+            flush(Flush::Exit);
+        }
+    });
+}
+
+fn push_pairs(b: &mut Vec<u8>, key: &str, list: &[(u32, u64)]) {
+    if list.is_empty() {
+        return;
+    }
+    let _ = write!(b, ",\"{key}\":[");
+    for (i, (id, n)) in list.iter().enumerate() {
+        if i > 0 {
+            b.push(b',');
+        }
+        let _ = write!(b, "[{id},{n}]");
+    }
+    b.push(b']');
+}
+
+/// Appends `s` as a JSON string literal.
+fn push_json_str(b: &mut Vec<u8>, s: &str) {
+    b.push(b'"');
+    for c in s.chars() {
+        match c {
+            '"' => b.extend_from_slice(b"\\\""),
+            '\\' => b.extend_from_slice(b"\\\\"),
+            '\n' => b.extend_from_slice(b"\\n"),
+            '\r' => b.extend_from_slice(b"\\r"),
+            '\t' => b.extend_from_slice(b"\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(b, "\\u{:04x}", c as u32);
+            }
+            c => {
+                let mut utf8 = [0u8; 4];
+                b.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
+            }
+        }
+    }
+    b.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_strings_are_escaped() {
+        let mut b = Vec::new();
+        push_json_str(&mut b, "a\"b\\c\nd\u{1}é<>");
+        assert_eq!(String::from_utf8(b).unwrap(), "\"a\\\"b\\\\c\\nd\\u0001é<>\"");
+    }
+
+    #[test]
+    fn pairs_are_omitted_when_empty() {
+        let mut b = Vec::new();
+        push_pairs(&mut b, "counts", &[]);
+        assert!(b.is_empty());
+        push_pairs(&mut b, "counts", &[(1, 3), (2, 5)]);
+        assert_eq!(String::from_utf8(b).unwrap(), ",\"counts\":[[1,3],[2,5]]");
+    }
+
+    #[test]
+    fn monotonic_clock_advances() {
+        let a = now_ns();
+        let b = now_ns();
+        assert!(a > 0 && b >= a);
+    }
+}
