@@ -20,6 +20,15 @@ pub enum Command {
     /// Read GPU binaries and runtime install trees: which GPU archs each library carries code for, which ggml
     /// kernel families, what their dependencies resolve to, and (with --arch) what runs on one GPU.
     Scan(ScanArgs),
+    /// Run a model across endpoints (Ollama, llama-server; external or started by backscope), num_gpu values
+    /// (layers offloaded to the GPU, not a GPU count), prompts and repetitions, surviving crashes, and record
+    /// every cell (SQLite + a run directory).
+    Sweep(crate::sweep::SweepArgs),
+    /// Write a GGUF model with random weights, real tokenizer metadata and the tensor shapes/types of a real model,
+    /// so the same kernels dispatch without downloading weights.
+    Synth(crate::synth::SynthArgs),
+    /// Run a command under the dispatch observer and report which GPU kernels really ran.
+    Trace(crate::tracecmd::TraceArgs),
 }
 
 #[derive(Debug, Args)]

@@ -5,8 +5,12 @@
 
 pub mod cli;
 pub mod evidence;
+pub mod gguf;
 pub mod kernels;
 pub mod knowledge;
 pub mod render;
 pub mod scan;
+pub mod sweep;
+pub mod synth;
 pub mod trace;
+pub mod tracecmd;

@@ -31,6 +31,9 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<u8> {
     match cli.command {
+        Command::Sweep(args) => backscope::sweep::run(args),
+        Command::Synth(args) => backscope::synth::run(args),
+        Command::Trace(args) => backscope::tracecmd::run(args),
         Command::Scan(args) => {
             for p in &args.paths {
                 if !p.exists() && std::fs::symlink_metadata(p).is_err() {
