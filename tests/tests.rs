@@ -3,3 +3,4 @@ mod util;
 
 mod scan_bad_input;
 mod scan_real;
+mod trace_cli;
