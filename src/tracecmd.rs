@@ -289,7 +289,7 @@ pub fn summarise(dir: &Path, traces: &[TraceFile], exit_status: Option<i32>) -> 
         f.errors += k.errors;
     }
     let mut families: Vec<FamilyTotal> = fam.into_values().collect();
-    families.sort_by(|a, b| b.launches.cmp(&a.launches));
+    families.sort_by_key(|f| std::cmp::Reverse(f.launches));
     let claims = claims(dir, traces, &kernels, &families);
     TraceSummary {
         schema: "backscope.trace-summary/1",
