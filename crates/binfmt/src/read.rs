@@ -55,6 +55,22 @@ pub fn align_up(value: u64, align: u64) -> u64 {
     }
 }
 
+/// One step of an iterator over an untrusted table that stops for good after its first error: yields the
+/// item, or the error once, then `None` (the iterators set `done` and check it first).
+pub fn fused_step<T>(done: &mut bool, step: Result<Option<T>>) -> Option<Result<T>> {
+    match step {
+        Ok(Some(item)) => Some(Ok(item)),
+        Ok(None) => {
+            *done = true;
+            None
+        }
+        Err(e) => {
+            *done = true;
+            Some(Err(e))
+        }
+    }
+}
+
 /// Find `needle` in `haystack` starting at `from`; used to resynchronise after padding.
 pub fn find(haystack: &[u8], needle: &[u8], from: usize) -> Option<usize> {
     if needle.is_empty() || from >= haystack.len() {

@@ -143,17 +143,8 @@ impl<'a> Iterator for InfoRecords<'a> {
         if self.done {
             return None;
         }
-        match self.parse_next() {
-            Ok(Some(r)) => Some(Ok(r)),
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
+        let step = self.parse_next();
+        read::fused_step(&mut self.done, step)
     }
 }
 

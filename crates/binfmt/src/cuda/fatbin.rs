@@ -175,17 +175,8 @@ impl<'a> Iterator for ContainerIter<'a> {
         if self.done {
             return None;
         }
-        match self.parse_next() {
-            Ok(Some(c)) => Some(Ok(c)),
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
+        let step = self.parse_next();
+        read::fused_step(&mut self.done, step)
     }
 }
 
