@@ -408,17 +408,9 @@ impl<'a> Iterator for EntryIter<'a> {
         if self.done {
             return None;
         }
-        match self.parse_next() {
-            Ok(Some(e)) => Some(Ok(e)),
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e.at_base(self.base)))
-            }
-        }
+        let base = self.base;
+        let step = self.parse_next().map_err(|e| e.at_base(base));
+        read::fused_step(&mut self.done, step)
     }
 }
 
