@@ -7,6 +7,8 @@ import collections, csv, io, json, os, statistics, sys
 d = sys.argv[1]
 
 def ncu_counts(path):
+    if not os.path.exists(path):
+        return None
     text = open(path, errors="replace").read()
     start = text.find('"ID","Process ID"')
     if start < 0:
@@ -16,6 +18,10 @@ def ncu_counts(path):
         if row.get("ID", "").isdigit():
             counts[row["Kernel Name"]] += 1
     return counts
+
+def counts_json(path):
+    """The compact form kept in docs/validation: {mangled name: launches}, made from the ncu CSV."""
+    return collections.Counter(json.load(open(path))) if os.path.exists(path) else None
 
 def trace_counts(path):
     try:
@@ -35,7 +41,7 @@ print("|---|---|---|---|---|---|---|---|---|")
 for case in ["p1", "p8", "p9", "p64", "p256", "p257", "p512", "tg16"]:
     for graphs in ["on", "off"]:
         t, fam = trace_counts(os.path.join(d, f"trace-{case}-{graphs}.json"))
-        n = ncu_counts(os.path.join(d, f"ncu-{case}-{graphs}.csv"))
+        n = ncu_counts(os.path.join(d, f"ncu-{case}-{graphs}.csv")) or counts_json(os.path.join(d, f"ncu-{case}-{graphs}.counts.json"))
         if t is None or n is None:
             print(f"| {case} | {graphs} | {'-' if t is None else sum(t.values())} | {'-' if n is None else sum(n.values())} | missing | | | | |")
             continue

@@ -33,6 +33,17 @@ rm -f "$W/tl-f16.gguf"
 M="$W/tl-q4km.gguf"
 log "model: $(stat -c %s "$M") bytes"
 
+log "overhead: tg128 and pp512, 5 alternating repetitions with/without the observer, graphs on/off"
+for graphs in on off; do
+  for rep in 1 2 3 4 5; do
+    for mode in plain observed; do
+      envs=(env); [ $graphs = off ] && envs+=(GGML_CUDA_DISABLE_GRAPHS=1)
+      [ $mode = observed ] && { rm -rf "$W/ov"; mkdir -p "$W/ov"; envs+=(LD_PRELOAD="$OBS" BACKSCOPE_TRACE_DIR="$W/ov"); }
+      "${envs[@]}" "$BIN/llama-bench" -m "$M" -ngl 99 -r 1 -p 512 -n 128 -o jsonl 2>/dev/null |
+        sed "s/^{/{\"graphs\":\"$graphs\",\"mode\":\"$mode\",\"rep\":$rep,/" >>"$OUT/overhead.jsonl"
+    done
+  done
+done
 bench() { # args for llama-bench after the model
   echo "$BIN/llama-bench" -m "$M" -ngl 99 -r 1 --no-warmup -o json "$@"
 }
@@ -48,22 +59,11 @@ for case in p1 p8 p9 p64 p256 p257 p512 tg16; do
       >"$W/raw-$case-$graphs.txt" 2>>"$OUT/trace-stderr.log" || log "trace $case graphs=$graphs exit $?"
     tail -n 1 "$W/raw-$case-$graphs.txt" >"$OUT/trace-$case-$graphs.json"
     envg=(); [ $graphs = off ] && envg=(env GGML_CUDA_DISABLE_GRAPHS=1)
-    "${envg[@]}" ncu --csv --print-kernel-base mangled --metrics gpu__time_duration.sum $(bench "${args[@]}") \
+    "${envg[@]}" timeout 150 ncu --csv --print-kernel-base mangled --metrics gpu__time_duration.sum $(bench "${args[@]}") \
       >"$OUT/ncu-$case-$graphs.csv" 2>>"$OUT/ncu-stderr.log" || log "ncu $case graphs=$graphs exit $?"
   done
   log "traced $case"
 done
 
-log "overhead: tg128 and pp512, 5 alternating repetitions with/without the observer, graphs on/off"
-for graphs in on off; do
-  for rep in 1 2 3 4 5; do
-    for mode in plain observed; do
-      envs=(env); [ $graphs = off ] && envs+=(GGML_CUDA_DISABLE_GRAPHS=1)
-      [ $mode = observed ] && { rm -rf "$W/ov"; mkdir -p "$W/ov"; envs+=(LD_PRELOAD="$OBS" BACKSCOPE_TRACE_DIR="$W/ov"); }
-      "${envs[@]}" "$BIN/llama-bench" -m "$M" -ngl 99 -r 1 -p 512 -n 128 -o jsonl 2>/dev/null |
-        sed "s/^{/{\"graphs\":\"$graphs\",\"mode\":\"$mode\",\"rep\":$rep,/" >>"$OUT/overhead.jsonl"
-    done
-  done
-done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$OUT/summary.txt" 2>&1 || true
 log "done"
