@@ -13,3 +13,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# gguf-py (the independent GGUF reader the synth tests compare against) needs numpy.
+python3 -c "import numpy" 2>/dev/null || python3 -m pip install -q numpy

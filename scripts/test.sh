@@ -11,6 +11,8 @@ step "system packages"
 bash scripts/install-deps.sh
 step "fixtures"
 bash scripts/fixtures.sh
+step "llama.cpp 11434 (Vulkan + CPU backends; cached after the first build)"
+bash scripts/llama-build.sh vulkan >/dev/null
 step "cargo fmt --check"
 cargo fmt --all -- --check
 step "cargo clippy -D warnings"
