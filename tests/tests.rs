@@ -4,4 +4,7 @@ mod util;
 mod gguf_synth;
 mod scan_bad_input;
 mod scan_real;
+mod sweep_common;
+mod sweep_faults;
+mod sweep_real;
 mod trace_cli;

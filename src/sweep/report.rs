@@ -1,0 +1,546 @@
+//! From records to what people read: points (cells that differ only in epoch and repetition), their statistics
+//! (medians of rates, mean ± sd of time to failure), the table, and claims in the evidence model.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{ContentArrangement, Table};
+use serde::Serialize;
+
+use super::record::{ErrorClass, Record, Status};
+use super::stats::{mean, mean_sd_seconds, median, sample_sd};
+use crate::evidence::{Claim, Confidence, Source};
+
+/// Most run-record sources listed under one claim; the rest are in the database.
+const MAX_RUN_SOURCES: usize = 8;
+
+/// A point with its records, in plan order.
+pub type PointRecords<'a> = (Point, Vec<&'a Record>);
+
+/// Records that differ only in epoch and repetition.
+#[derive(Clone, Debug, Serialize)]
+pub struct Point {
+    pub endpoint: String,
+    pub model: String,
+    pub num_gpu: i64,
+    pub prompt: String,
+    pub num_predict: i64,
+    pub runs: usize,
+    pub ok: usize,
+    /// Failures by outcome (`crash SIGSEGV`, `read_timeout`, …) with their counts.
+    pub failures: BTreeMap<String, usize>,
+    pub backend: Option<String>,
+    pub offloaded: Option<(u32, u32)>,
+    pub prompt_tps: Option<f64>,
+    pub decode_tps: Option<f64>,
+    pub ttft_ms: Option<f64>,
+    /// Time to failure of the failed runs: mean and sample sd, in ms.
+    pub ttf_mean_ms: Option<f64>,
+    pub ttf_sd_ms: Option<f64>,
+    #[serde(skip)]
+    first_seq: u64,
+}
+
+pub fn points(records: &[Record]) -> Vec<PointRecords<'_>> {
+    let mut groups: BTreeMap<(String, String, i64, String, i64), Vec<&Record>> = BTreeMap::new();
+    for r in records {
+        groups
+            .entry((r.endpoint.clone(), r.model.clone(), r.num_gpu, r.prompt.clone(), r.num_predict))
+            .or_default()
+            .push(r);
+    }
+    let mut out: Vec<PointRecords<'_>> = groups
+        .into_iter()
+        .map(|((endpoint, model, num_gpu, prompt, num_predict), mut recs)| {
+            recs.sort_by_key(|r| r.seq);
+            let ok: Vec<&&Record> = recs.iter().filter(|r| r.is_ok()).collect();
+            let mut failures = BTreeMap::new();
+            for r in recs.iter().filter(|r| !r.is_ok()) {
+                *failures.entry(r.outcome()).or_insert(0) += 1;
+            }
+            let ttf: Vec<f64> = recs.iter().filter(|r| !r.is_ok()).filter_map(|r| r.ttf_ms).collect();
+            let collect = |f: fn(&Record) -> Option<f64>| -> Vec<f64> { ok.iter().filter_map(|r| f(r)).collect() };
+            // Prefer the backend seen by a successful run; a failed start has no log of a loaded model.
+            let facts = ok
+                .iter()
+                .chain(recs.iter().filter(|r| !r.is_ok()).collect::<Vec<_>>().iter())
+                .find_map(|r| r.backend.as_ref());
+            let point = Point {
+                endpoint,
+                model,
+                num_gpu,
+                prompt,
+                num_predict,
+                runs: recs.len(),
+                ok: ok.len(),
+                failures,
+                backend: facts.map(|b| b.backend.clone()),
+                offloaded: facts.and_then(|b| b.offloaded),
+                prompt_tps: median(&collect(|r| r.prompt_tps)),
+                decode_tps: median(&collect(|r| r.decode_tps)),
+                ttft_ms: median(&collect(|r| r.ttft_ms)),
+                ttf_mean_ms: mean(&ttf),
+                ttf_sd_ms: sample_sd(&ttf),
+                first_seq: recs.first().map(|r| r.seq).unwrap_or(0),
+            };
+            (point, recs)
+        })
+        .collect();
+    out.sort_by_key(|(p, _)| p.first_seq);
+    out
+}
+
+fn status_text(p: &Point) -> String {
+    let mut parts = Vec::new();
+    if p.ok > 0 {
+        parts.push(format!("ok {}/{}", p.ok, p.runs));
+    }
+    for (outcome, n) in &p.failures {
+        parts.push(format!("{outcome} {n}/{}", p.runs));
+    }
+    parts.join(", ")
+}
+
+fn backend_text(p: &Point) -> String {
+    match (&p.backend, p.offloaded) {
+        (Some(b), Some((n, m))) => format!("{} {n}/{m}", shorten(b, 40)),
+        (Some(b), None) => shorten(b, 40),
+        (None, _) => "-".into(),
+    }
+}
+
+fn shorten(s: &str, max: usize) -> String {
+    super::api::truncate(s, max)
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map(|x| format!("{x:.digits$}")).unwrap_or_else(|| "-".into())
+}
+
+/// The table of points. Model, prompt and num_predict columns appear only when they vary.
+pub fn table(pts: &[PointRecords<'_>]) -> String {
+    let varies =
+        |f: fn(&Point) -> String| pts.iter().map(|(p, _)| f(p)).collect::<std::collections::BTreeSet<_>>().len() > 1;
+    let show_model = varies(|p| p.model.clone());
+    let show_prompt = varies(|p| p.prompt.clone());
+    let show_n = varies(|p| p.num_predict.to_string());
+    let mut header = vec!["endpoint", "backend (from log)"];
+    if show_model {
+        header.push("model");
+    }
+    header.push("num_gpu");
+    if show_prompt {
+        header.push("prompt");
+    }
+    if show_n {
+        header.push("n_predict");
+    }
+    header.extend(["status", "prompt t/s", "decode t/s", "TTFT ms", "time to failure"]);
+    let mut t = Table::new();
+    t.load_style(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic).set_header(header);
+    for (p, recs) in pts {
+        let mut row = vec![p.endpoint.clone(), backend_text(p)];
+        if show_model {
+            row.push(p.model.clone());
+        }
+        row.push(p.num_gpu.to_string());
+        if show_prompt {
+            row.push(p.prompt.clone());
+        }
+        if show_n {
+            row.push(p.num_predict.to_string());
+        }
+        let ttf: Vec<f64> = recs.iter().filter(|r| !r.is_ok()).filter_map(|r| r.ttf_ms).collect();
+        row.extend([
+            status_text(p),
+            opt(p.prompt_tps, 1),
+            opt(p.decode_tps, 1),
+            opt(p.ttft_ms, 0),
+            mean_sd_seconds(&ttf).unwrap_or_else(|| "-".into()),
+        ]);
+        t.add_row(row);
+    }
+    t.to_string()
+}
+
+fn run_sources(recs: &[&Record], pick: impl Fn(&Record) -> bool) -> Vec<Source> {
+    recs.iter()
+        .filter(|r| pick(r))
+        .take(MAX_RUN_SOURCES)
+        .map(|r| Source::Run { run_id: r.run_id.clone(), file: Some(r.file.clone()) })
+        .collect()
+}
+
+fn id_part(s: &str) -> String {
+    super::spec::sanitize(s)
+}
+
+fn where_text(p: &Point, multi_model: bool, multi_prompt: bool) -> String {
+    let mut s = format!("num_gpu={}", p.num_gpu);
+    if multi_model {
+        let _ = write!(s, ", model {}", p.model);
+    }
+    if multi_prompt {
+        let _ = write!(s, ", prompt {}, num_predict {}", p.prompt, p.num_predict);
+    }
+    s
+}
+
+/// Claims about a run's records. Log lines are cited by their path under `run_dir` (records keep paths relative to
+/// the run directory so that a run directory can be moved; claims are for reading, so they say where the file is).
+pub fn claims(records: &[Record], run_dir: &std::path::Path) -> Vec<Claim> {
+    let log_path = |f: &str| run_dir.join(f).display().to_string();
+    let pts = points(records);
+    let multi_model = pts.iter().map(|(p, _)| &p.model).collect::<std::collections::BTreeSet<_>>().len() > 1;
+    let multi_prompt =
+        pts.iter().map(|(p, _)| (&p.prompt, p.num_predict)).collect::<std::collections::BTreeSet<_>>().len() > 1;
+    let mut out = Vec::new();
+    for (p, recs) in &pts {
+        let base_id = format!(
+            "sweep.{}.{}.ngl{}.{}.n{}",
+            id_part(&p.endpoint),
+            id_part(&p.model),
+            p.num_gpu,
+            id_part(&p.prompt),
+            p.num_predict
+        );
+        let at = where_text(p, multi_model, multi_prompt);
+        // Failures, one claim per kind of outcome.
+        for (outcome, n) in &p.failures {
+            let failed: Vec<&Record> = recs.iter().copied().filter(|r| !r.is_ok() && &r.outcome() == outcome).collect();
+            let ttf: Vec<f64> = failed.iter().filter_map(|r| r.ttf_ms).collect();
+            let after = mean_sd_seconds(&ttf).map(|s| format!(" after {s}")).unwrap_or_default();
+            let first = failed[0];
+            let phase = if first.phase == Some(super::record::Phase::Start) { " while starting" } else { "" };
+            let http = first.http_status.filter(|s| *s >= 400).map(|s| format!(" (HTTP {s})")).unwrap_or_default();
+            let statement = match first.error_class {
+                Some(ErrorClass::Crash) => format!(
+                    "`{}` crashed with {}{phase} at {at}{after} in {n}/{} runs{http}; the signal was read from the {}",
+                    p.endpoint,
+                    first.signal.as_deref().unwrap_or("a signal"),
+                    p.runs,
+                    first.signal_source.as_deref().unwrap_or("record")
+                ),
+                Some(c) => format!(
+                    "`{}` failed with {}{phase} at {at}{after} in {n}/{} runs{http}: {}",
+                    p.endpoint,
+                    first.outcome(),
+                    p.runs,
+                    c.hint()
+                ),
+                None => format!("`{}` failed at {at} in {n}/{} runs", p.endpoint, p.runs),
+            };
+            let mut sources = run_sources(&failed, |_| true);
+            for r in failed.iter().filter_map(|r| r.failure_line.as_ref()).take(2) {
+                sources.push(Source::LogLine { path: log_path(&r.file), line: r.line, text: r.text.clone() });
+            }
+            let class = first.error_class.map(|c| c.as_str()).unwrap_or("fail");
+            out.push(Claim::new(format!("{base_id}.{class}"), Confidence::Confirmed, statement).with_sources(sources));
+        }
+        // Successes, with the medians.
+        if p.ok > 0 {
+            let mut rates = Vec::new();
+            if let Some(v) = p.decode_tps {
+                rates.push(format!("decode {v:.1} t/s"));
+            }
+            if let Some(v) = p.prompt_tps {
+                rates.push(format!("prompt {v:.1} t/s"));
+            }
+            if let Some(v) = p.ttft_ms {
+                rates.push(format!("first token after {v:.0} ms"));
+            }
+            let rates = if rates.is_empty() { String::new() } else { format!(": {} (medians)", rates.join(", ")) };
+            out.push(
+                Claim::new(
+                    format!("{base_id}.ok"),
+                    Confidence::Confirmed,
+                    format!("`{}` completed {}/{} runs at {at}{rates}", p.endpoint, p.ok, p.runs),
+                )
+                .with_sources(run_sources(recs, Record::is_ok)),
+            );
+        }
+        // The backend, from the server log.
+        let facts_rec = recs
+            .iter()
+            .find(|r| r.is_ok() && r.backend.is_some())
+            .or_else(|| recs.iter().find(|r| r.backend.is_some()));
+        match facts_rec.and_then(|r| r.backend.as_ref().map(|b| (r, b))) {
+            Some((r, b)) => {
+                let statement = if b.backend == "CPU" {
+                    let requested = b
+                        .offloaded
+                        .map(|(n, m)| format!(" (the log's offload line reads {n}/{m})"))
+                        .unwrap_or_default();
+                    if b.devices.is_empty() {
+                        format!("`{}` at {at} ran on the CPU: no GPU device was in use{requested}", p.endpoint)
+                    } else {
+                        format!(
+                            "`{}` at {at} ran on the CPU: {} was available but no layer was offloaded{requested}",
+                            p.endpoint,
+                            b.devices.join(", ")
+                        )
+                    }
+                } else {
+                    let layers =
+                        b.offloaded.map(|(n, m)| format!(" with {n}/{m} layers offloaded")).unwrap_or_default();
+                    format!("`{}` at {at} ran on {}{layers}", p.endpoint, b.backend)
+                };
+                let mut sources: Vec<Source> = b
+                    .evidence
+                    .iter()
+                    .take(6)
+                    .map(|e| Source::LogLine { path: log_path(&e.file), line: e.line, text: e.text.clone() })
+                    .collect();
+                sources.push(Source::Run { run_id: r.run_id.clone(), file: Some(r.file.clone()) });
+                out.push(
+                    Claim::new(format!("{base_id}.backend"), Confidence::Confirmed, statement).with_sources(sources),
+                );
+            }
+            None => {
+                if let Some(ps) = recs.iter().find_map(|r| r.extra.get("ollama_ps").map(|ps| (r, ps))) {
+                    let (r, ps) = ps;
+                    if let Some(frac) = ps.get("vram_fraction").and_then(|v| v.as_f64()) {
+                        out.push(
+                            Claim::new(
+                                format!("{base_id}.vram"),
+                                Confidence::Inferred,
+                                format!(
+                                    "`{}` at {at}: Ollama reports {:.0}% of the loaded model in GPU memory (/api/ps size_vram/size); which backend library ran is not in that report",
+                                    p.endpoint,
+                                    frac * 100.0
+                                ),
+                            )
+                            .with_source(Source::Run { run_id: r.run_id.clone(), file: Some(r.file.clone()) }),
+                        );
+                    }
+                }
+                let managed = recs.iter().any(|r| r.managed);
+                let never_started = recs.iter().all(|r| r.phase == Some(super::record::Phase::Start));
+                let statement = if never_started {
+                    format!("`{}` at {at}: no backend to identify — the server never became ready", p.endpoint)
+                } else if managed {
+                    format!(
+                        "`{}` at {at}: the server log names no device or offload line (was it started with -lv 4?)",
+                        p.endpoint
+                    )
+                } else {
+                    format!("`{}` at {at}: backend not identified — backscope reads no log of an external server unless its `log_file` is given in the spec", p.endpoint)
+                };
+                out.push(
+                    Claim::new(format!("{base_id}.backend"), Confidence::Unresolved, statement)
+                        .with_sources(run_sources(recs, |_| true).into_iter().take(1)),
+                );
+            }
+        }
+    }
+    out.extend(pattern_claims(&pts));
+    out
+}
+
+/// Across num_gpu: an endpoint that works with nothing offloaded and fails whenever layers are offloaded points at
+/// its GPU path, not at the model or the server. Inferred: the pattern is observed, the cause is not.
+fn pattern_claims(pts: &[PointRecords<'_>]) -> Vec<Claim> {
+    let mut by_ep: BTreeMap<(&str, &str), Vec<&PointRecords<'_>>> = BTreeMap::new();
+    for pr in pts {
+        by_ep.entry((pr.0.endpoint.as_str(), pr.0.model.as_str())).or_default().push(pr);
+    }
+    let mut out = Vec::new();
+    for ((ep, model), group) in by_ep {
+        let zero_ok = group.iter().any(|(p, _)| p.num_gpu == 0 && p.ok == p.runs && p.runs > 0);
+        let offload: Vec<&&PointRecords<'_>> = group.iter().filter(|(p, _)| p.num_gpu != 0).collect();
+        let all_fail = !offload.is_empty() && offload.iter().all(|(p, _)| p.ok == 0 && p.runs > 0);
+        if zero_ok && all_fail {
+            let values: Vec<String> = offload
+                .iter()
+                .map(|(p, _)| p.num_gpu.to_string())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let sources: Vec<Source> = offload
+                .iter()
+                .flat_map(|(_, recs)| recs.iter().take(1))
+                .chain(group.iter().filter(|(p, _)| p.num_gpu == 0).flat_map(|(_, r)| r.iter().take(1)))
+                .map(|r| Source::Run { run_id: r.run_id.clone(), file: Some(r.file.clone()) })
+                .collect();
+            out.push(
+                Claim::new(
+                    format!("sweep.{}.{}.offload_pattern", id_part(ep), id_part(model)),
+                    Confidence::Inferred,
+                    format!("`{ep}` works with no layers offloaded (num_gpu=0) and fails at every other num_gpu tried ({}): the failure is in its GPU path, not in the model or the server", values.join(", ")),
+                )
+                .with_sources(sources),
+            );
+        }
+    }
+    out
+}
+
+/// The whole human-readable report of a run.
+pub fn render(run_id: &str, run_dir: &str, records: &[Record], claims: &[Claim]) -> String {
+    let pts = points(records);
+    let ok = records.iter().filter(|r| r.status == Status::Ok).count();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "run {run_id}: {} cells, {ok} ok, {} failed — records in {run_dir}",
+        records.len(),
+        records.len() - ok
+    );
+    if !pts.is_empty() {
+        let _ = writeln!(out, "{}", table(&pts));
+    }
+    let classes: std::collections::BTreeSet<ErrorClass> = records.iter().filter_map(|r| r.error_class).collect();
+    for c in classes {
+        let _ = writeln!(out, "  {c}: {}", c.hint());
+    }
+    if records.iter().any(|r| r.prompt_count_includes_cache) {
+        let _ = writeln!(out, "  note: Ollama's prompt_eval_count includes cached prompt tokens while its duration covers only the new ones; prompt t/s of repeated prompts is overstated");
+    }
+    let _ = writeln!(out, "\nClaims");
+    crate::render::claims(&mut out, claims);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::record::{BackendFacts, LogRef, Phase, ServerTimings, RECORD_SCHEMA};
+    use super::*;
+
+    fn rec(ep: &str, ngl: i64, seq: u64, ok: bool) -> Record {
+        Record {
+            schema: RECORD_SCHEMA,
+            run_id: "r".into(),
+            cell_key: format!("{ep}|m|ngl={ngl}|p|n=512|e1|r{seq}"),
+            seq,
+            source: "sweep".into(),
+            file: format!("cells/{seq:05}-{ep}/result.json"),
+            endpoint: ep.into(),
+            api: None,
+            managed: false,
+            model: "qwen3.5:2b".into(),
+            num_gpu: ngl,
+            prompt: "p".into(),
+            num_predict: 512,
+            epoch: 1,
+            repetition: seq as u32,
+            stream: true,
+            started_at: String::new(),
+            status: if ok { Status::Ok } else { Status::Fail },
+            error_class: (!ok).then_some(ErrorClass::Crash),
+            phase: (!ok).then_some(Phase::Request),
+            error: None,
+            http_status: Some(if ok { 200 } else { 500 }),
+            signal: (!ok).then(|| "SIGSEGV".into()),
+            signal_source: (!ok).then(|| "error body".into()),
+            exit_code: None,
+            wall_ms: Some(1000.0),
+            ttft_ms: ok.then_some(100.0),
+            ttf_ms: None,
+            server_timings: ServerTimings::default(),
+            prompt_count_includes_cache: true,
+            prompt_tps: ok.then_some(500.0),
+            decode_tps: ok.then_some(50.0),
+            response_chars: 0,
+            body_bytes: 0,
+            backend: None,
+            server: None,
+            log_slice: None,
+            failure_line: None,
+            extra: Default::default(),
+        }
+    }
+
+    #[test]
+    fn the_investigations_finding_as_a_claim() {
+        let mut records = vec![rec("rocm", 1, 0, true), rec("vulkan", 0, 1, true)];
+        for (i, t) in [2590.0, 2650.0, 2710.0].into_iter().enumerate() {
+            let mut r = rec("vulkan", 1, 10 + i as u64, false);
+            r.ttf_ms = Some(t);
+            r.failure_line = Some(LogRef {
+                file: "servers/s002-vulkan.log".into(),
+                line: 40,
+                text: "SIGSEGV: segmentation violation".into(),
+            });
+            records.push(r);
+        }
+        let cl = claims(&records, std::path::Path::new("/runs/r"));
+        let crash = cl.iter().find(|c| c.id.ends_with(".crash")).unwrap();
+        assert_eq!(crash.confidence, Confidence::Confirmed);
+        assert!(
+            crash
+                .statement
+                .starts_with("`vulkan` crashed with SIGSEGV at num_gpu=1 after 2.65 ± 0.06 s in 3/3 runs (HTTP 500)"),
+            "{}",
+            crash.statement
+        );
+        assert!(crash.sources.iter().any(|s| matches!(s, Source::Run { file: Some(f), .. } if f.contains("vulkan"))));
+        assert!(crash
+            .sources
+            .iter()
+            .any(|s| matches!(s, Source::LogLine { line: 40, path, .. } if path == "/runs/r/servers/s002-vulkan.log")));
+        let pattern = cl.iter().find(|c| c.id.ends_with("offload_pattern")).unwrap();
+        assert_eq!(pattern.confidence, Confidence::Inferred);
+        assert!(pattern.statement.contains("`vulkan` works with no layers offloaded"));
+        let text = render("r", "runs/r", &records, &cl);
+        assert!(text.contains("crash SIGSEGV 3/3"), "{text}");
+        assert!(text.contains("2.65 ± 0.06 s"), "{text}");
+        assert!(text.contains("prompt_eval_count includes cached"), "{text}");
+    }
+
+    #[test]
+    fn backend_claims_from_log_facts_and_unresolved_without_them() {
+        let mut a = rec("vk", 1, 0, true);
+        a.managed = true;
+        a.backend = Some(BackendFacts {
+            backend: "Vulkan0 (llvmpipe (LLVM 15.0.6, 256 bits))".into(),
+            devices: vec!["Vulkan0 (llvmpipe (LLVM 15.0.6, 256 bits))".into()],
+            offloaded: Some((5, 5)),
+            loaded_backends: vec![],
+            evidence: vec![LogRef {
+                file: "servers/s001-vk.log".into(),
+                line: 3,
+                text: "using device Vulkan0 …".into(),
+            }],
+        });
+        let mut c = rec("cpu", 1, 1, true);
+        c.backend = Some(BackendFacts { backend: "CPU".into(), offloaded: Some((1, 5)), ..Default::default() });
+        let ext = rec("ext", -1, 2, true);
+        let cl = claims(&[a, c, ext], std::path::Path::new("/runs/r"));
+        let vk = cl.iter().find(|c| c.id.starts_with("sweep.vk.") && c.id.ends_with(".backend")).unwrap();
+        assert_eq!(
+            vk.statement,
+            "`vk` at num_gpu=1 ran on Vulkan0 (llvmpipe (LLVM 15.0.6, 256 bits)) with 5/5 layers offloaded"
+        );
+        assert!(matches!(&vk.sources[0], Source::LogLine { line: 3, .. }));
+        let cpu = cl.iter().find(|c| c.id.starts_with("sweep.cpu.") && c.id.ends_with(".backend")).unwrap();
+        assert!(
+            cpu.statement.contains("ran on the CPU: no GPU device was in use (the log's offload line reads 1/5)"),
+            "{}",
+            cpu.statement
+        );
+        let ext = cl.iter().find(|c| c.id.starts_with("sweep.ext.") && c.id.ends_with(".backend")).unwrap();
+        assert_eq!(ext.confidence, Confidence::Unresolved);
+        assert!(ext.statement.contains("unless its `log_file` is given"), "{}", ext.statement);
+        let mut dead = rec("dead", 0, 3, false);
+        dead.managed = true;
+        dead.phase = Some(Phase::Start);
+        let cl = claims(&[dead], std::path::Path::new("/runs/r"));
+        let c = cl.iter().find(|c| c.id.ends_with(".backend")).unwrap();
+        assert!(c.statement.ends_with("no backend to identify — the server never became ready"), "{}", c.statement);
+    }
+
+    #[test]
+    fn mixed_outcomes_are_counted_per_kind() {
+        let mut r2 = rec("x", 2, 1, false);
+        r2.error_class = Some(ErrorClass::ReadTimeout);
+        r2.signal = None;
+        r2.ttf_ms = Some(300_000.0);
+        let records = [rec("x", 2, 0, true), r2, rec("x", 2, 2, false)];
+        let pts = points(&records);
+        assert_eq!(pts.len(), 1);
+        assert_eq!(status_text(&pts[0].0), "ok 1/3, crash SIGSEGV 1/3, read_timeout 1/3");
+        let t = table(&pts);
+        assert!(t.contains("300.00 s"), "{t}");
+    }
+}

@@ -1,0 +1,450 @@
+//! Where records go: SQLite (`backscope.db` by default) and a run directory per run.
+//!
+//! A cell is committed in two steps: its `result.json` is written to a temporary file, fsynced and renamed into
+//! place; then one SQLite transaction inserts its row. The database is the ledger of completed cells: a crash or
+//! power cut between the steps leaves a `result.json` without a row, and `--resume` runs that cell again and
+//! replaces the file. `(run_id, cell_key)` is the primary key, so a cell can never be recorded twice. The database
+//! runs in WAL mode with `synchronous = FULL`, so a committed row survives a power cut; one fsync per cell is
+//! nothing next to an LLM request.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::{Deserialize, Serialize};
+
+use super::record::Record;
+
+/// `PRAGMA user_version` of the schema below; migrations step from one version to the next.
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA_V1: &str = "
+CREATE TABLE runs (
+    run_id TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT NOT NULL,
+    source TEXT NOT NULL,
+    run_dir TEXT NOT NULL,
+    plan_json TEXT NOT NULL,
+    cells_total INTEGER NOT NULL,
+    backscope_version TEXT NOT NULL
+);
+CREATE TABLE records (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    cell_key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    endpoint TEXT NOT NULL,
+    model TEXT NOT NULL,
+    num_gpu INTEGER NOT NULL,
+    prompt TEXT NOT NULL,
+    num_predict INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    repetition INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    error_class TEXT,
+    signal TEXT,
+    http_status INTEGER,
+    wall_ms REAL,
+    ttft_ms REAL,
+    ttf_ms REAL,
+    prompt_tps REAL,
+    decode_tps REAL,
+    backend TEXT,
+    file TEXT NOT NULL,
+    json TEXT NOT NULL,
+    recorded_at TEXT NOT NULL,
+    PRIMARY KEY (run_id, cell_key)
+);
+CREATE INDEX records_by_point ON records(run_id, endpoint, model, num_gpu);
+";
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRow {
+    pub run_id: String,
+    pub created_at: String,
+    pub finished_at: Option<String>,
+    /// `running`, `finished`, `interrupted`.
+    pub status: String,
+    /// `sweep` or `llama-bench`.
+    pub source: String,
+    pub run_dir: String,
+    pub plan_json: String,
+    pub cells_total: u64,
+    pub backscope_version: String,
+}
+
+pub struct Store {
+    conn: Connection,
+    pub path: PathBuf,
+}
+
+impl Store {
+    pub fn open(path: &Path) -> Result<Store> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        let conn = Connection::open(path).with_context(|| format!("cannot open database {}", path.display()))?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            bail!("{}: SQLite refused WAL mode ({mode}); put the database on a local file system", path.display());
+        }
+        conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")?;
+        let mut store = Store { conn, path: path.to_path_buf() };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    fn migrate(&mut self) -> Result<()> {
+        let version: i64 = self.conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version > SCHEMA_VERSION {
+            bail!(
+                "{} was written by a newer backscope (schema {version}, this one knows {SCHEMA_VERSION}); use that version or another --db",
+                self.path.display()
+            );
+        }
+        if version < 1 {
+            let tx = self.conn.transaction()?;
+            tx.execute_batch(SCHEMA_V1)?;
+            tx.execute_batch("PRAGMA user_version = 1")?;
+            tx.commit()?;
+        }
+        Ok(())
+    }
+
+    pub fn create_run(&mut self, run: &RunRow) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO runs (run_id, created_at, finished_at, status, source, run_dir, plan_json, cells_total, backscope_version)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![
+                    run.run_id,
+                    run.created_at,
+                    run.finished_at,
+                    run.status,
+                    run.source,
+                    run.run_dir,
+                    run.plan_json,
+                    run.cells_total as i64,
+                    run.backscope_version
+                ],
+            )
+            .with_context(|| format!("cannot record run {}", run.run_id))?;
+        Ok(())
+    }
+
+    fn run_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
+        Ok(RunRow {
+            run_id: r.get(0)?,
+            created_at: r.get(1)?,
+            finished_at: r.get(2)?,
+            status: r.get(3)?,
+            source: r.get(4)?,
+            run_dir: r.get(5)?,
+            plan_json: r.get(6)?,
+            cells_total: r.get::<_, i64>(7)? as u64,
+            backscope_version: r.get(8)?,
+        })
+    }
+
+    const RUN_COLUMNS: &'static str =
+        "run_id, created_at, finished_at, status, source, run_dir, plan_json, cells_total, backscope_version";
+
+    pub fn run(&self, run_id: &str) -> Result<Option<RunRow>> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!("SELECT {} FROM runs WHERE run_id = ?1", Self::RUN_COLUMNS),
+                [run_id],
+                Self::run_from_row,
+            )
+            .optional()?)
+    }
+
+    /// The most recent sweep run (imports are not resumable).
+    pub fn latest_sweep_run(&self) -> Result<Option<RunRow>> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!(
+                    "SELECT {} FROM runs WHERE source = 'sweep' ORDER BY created_at DESC, rowid DESC LIMIT 1",
+                    Self::RUN_COLUMNS
+                ),
+                [],
+                Self::run_from_row,
+            )
+            .optional()?)
+    }
+
+    pub fn runs(&self) -> Result<Vec<RunRow>> {
+        let mut st =
+            self.conn.prepare(&format!("SELECT {} FROM runs ORDER BY created_at, rowid", Self::RUN_COLUMNS))?;
+        let rows = st.query_map([], Self::run_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    pub fn completed_keys(&self, run_id: &str) -> Result<HashSet<String>> {
+        let mut st = self.conn.prepare("SELECT cell_key FROM records WHERE run_id = ?1")?;
+        let rows = st.query_map([run_id], |r| r.get::<_, String>(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Insert one record in its own transaction.
+    pub fn insert_record(&mut self, rec: &Record) -> Result<()> {
+        let json = serde_json::to_string(rec)?;
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "INSERT INTO records (run_id, cell_key, seq, endpoint, model, num_gpu, prompt, num_predict, epoch, repetition,
+                status, error_class, signal, http_status, wall_ms, ttft_ms, ttf_ms, prompt_tps, decode_tps, backend, file, json, recorded_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)",
+            params![
+                rec.run_id,
+                rec.cell_key,
+                rec.seq as i64,
+                rec.endpoint,
+                rec.model,
+                rec.num_gpu,
+                rec.prompt,
+                rec.num_predict,
+                rec.epoch,
+                rec.repetition,
+                if rec.is_ok() { "ok" } else { "fail" },
+                rec.error_class.map(|c| c.as_str()),
+                rec.signal,
+                rec.http_status,
+                rec.wall_ms,
+                rec.ttft_ms,
+                rec.ttf_ms,
+                rec.prompt_tps,
+                rec.decode_tps,
+                rec.backend.as_ref().map(|b| b.backend.clone()),
+                rec.file,
+                json,
+                utc_now(),
+            ],
+        )
+        .with_context(|| format!("cannot record cell {} of run {}", rec.cell_key, rec.run_id))?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    pub fn set_run_status(&mut self, run_id: &str, status: &str) -> Result<()> {
+        let finished = (status != "running").then(utc_now);
+        self.conn.execute(
+            "UPDATE runs SET status = ?2, finished_at = ?3 WHERE run_id = ?1",
+            params![run_id, status, finished],
+        )?;
+        Ok(())
+    }
+
+    /// Records as stored (JSON text), in plan order; all runs when `run_ids` is empty.
+    pub fn record_json(&self, run_ids: &[String]) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        if run_ids.is_empty() {
+            let mut st = self.conn.prepare(
+                "SELECT r.json FROM records r JOIN runs u USING (run_id) ORDER BY u.created_at, u.rowid, r.seq",
+            )?;
+            for row in st.query_map([], |r| r.get::<_, String>(0))? {
+                out.push(row?);
+            }
+        } else {
+            let mut st = self.conn.prepare("SELECT json FROM records WHERE run_id = ?1 ORDER BY seq")?;
+            for id in run_ids {
+                if self.run(id)?.is_none() {
+                    bail!("no run {id} in {}", self.path.display());
+                }
+                for row in st.query_map([id], |r| r.get::<_, String>(0))? {
+                    out.push(row?);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn records(&self, run_id: &str) -> Result<Vec<Record>> {
+        self.record_json(&[run_id.to_string()])?
+            .iter()
+            .map(|j| {
+                serde_json::from_str(j)
+                    .context("a stored record does not parse (written by another backscope version?)")
+            })
+            .collect()
+    }
+}
+
+/// Write `bytes` to `path` so that a reader sees either the old file or the complete new one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().context("path without a directory")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("file")));
+    {
+        let mut f = std::fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
+    Ok(())
+}
+
+/// Commit one record: `result.json` first (atomic), then the database row.
+pub fn commit_record(store: &mut Store, run_dir: &Path, rec: &Record) -> Result<()> {
+    let json = serde_json::to_vec_pretty(rec)?;
+    write_atomic(&run_dir.join(&rec.file), &json)?;
+    store.insert_record(rec)
+}
+
+/// UTC now as RFC 3339 with milliseconds.
+pub fn utc_now() -> String {
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    format_utc(d.as_secs() as i64, d.subsec_millis())
+}
+
+/// Seconds since the epoch → `YYYY-MM-DDTHH:MM:SS.mmmZ` (proleptic Gregorian, Howard Hinnant's days-to-civil).
+pub fn format_utc(secs: i64, millis: u32) -> String {
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z", sod / 3600, sod % 3600 / 60, sod % 60)
+}
+
+/// A new run id: UTC time to the second plus 4 hex digits, e.g. `20261121-120501-3fa2`. Sorts by time; the suffix
+/// keeps two runs started in the same second apart.
+pub fn new_run_id() -> String {
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let t = format_utc(d.as_secs() as i64, 0);
+    let salt = (d.subsec_nanos() ^ std::process::id().rotate_left(16)) & 0xffff;
+    format!("{}{}{}-{}{}{}-{salt:04x}", &t[0..4], &t[5..7], &t[8..10], &t[11..13], &t[14..16], &t[17..19])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::record::{ServerTimings, Status, RECORD_SCHEMA};
+    use super::*;
+
+    pub(crate) fn record(run_id: &str, key: &str, seq: u64) -> Record {
+        Record {
+            schema: RECORD_SCHEMA,
+            run_id: run_id.into(),
+            cell_key: key.into(),
+            seq,
+            source: "sweep".into(),
+            file: format!("cells/{seq:05}/result.json"),
+            endpoint: "e".into(),
+            api: None,
+            managed: false,
+            model: "m".into(),
+            num_gpu: 0,
+            prompt: "p".into(),
+            num_predict: 1,
+            epoch: 1,
+            repetition: 1,
+            stream: true,
+            started_at: utc_now(),
+            status: Status::Ok,
+            error_class: None,
+            phase: None,
+            error: None,
+            http_status: Some(200),
+            signal: None,
+            signal_source: None,
+            exit_code: None,
+            wall_ms: Some(1.0),
+            ttft_ms: None,
+            ttf_ms: None,
+            server_timings: ServerTimings::default(),
+            prompt_count_includes_cache: false,
+            prompt_tps: None,
+            decode_tps: None,
+            response_chars: 0,
+            body_bytes: 0,
+            backend: None,
+            server: None,
+            log_slice: None,
+            failure_line: None,
+            extra: Default::default(),
+        }
+    }
+
+    fn run_row(id: &str, dir: &Path) -> RunRow {
+        RunRow {
+            run_id: id.into(),
+            created_at: utc_now(),
+            finished_at: None,
+            status: "running".into(),
+            source: "sweep".into(),
+            run_dir: dir.display().to_string(),
+            plan_json: "{}".into(),
+            cells_total: 2,
+            backscope_version: "t".into(),
+        }
+    }
+
+    #[test]
+    fn records_are_unique_per_cell_and_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("x/backscope.db");
+        {
+            let mut s = Store::open(&db).unwrap();
+            s.create_run(&run_row("r1", dir.path())).unwrap();
+            commit_record(&mut s, dir.path(), &record("r1", "a", 0)).unwrap();
+            let dup = s.insert_record(&record("r1", "a", 0)).unwrap_err();
+            assert!(format!("{dup:#}").contains("UNIQUE"), "{dup:#}");
+        }
+        let mut s = Store::open(&db).unwrap();
+        assert_eq!(s.completed_keys("r1").unwrap(), HashSet::from(["a".to_string()]));
+        assert!(dir.path().join("cells/00000/result.json").exists());
+        s.set_run_status("r1", "finished").unwrap();
+        let r = s.latest_sweep_run().unwrap().unwrap();
+        assert_eq!((r.status.as_str(), r.finished_at.is_some()), ("finished", true));
+        assert_eq!(s.records("r1").unwrap()[0], record("r1", "a", 0).clone_with_started(&s.records("r1").unwrap()[0]));
+        assert!(s.record_json(&["nope".into()]).unwrap_err().to_string().contains("no run nope"));
+    }
+
+    impl Record {
+        fn clone_with_started(mut self, other: &Record) -> Record {
+            self.started_at = other.started_at.clone();
+            self
+        }
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("b.db");
+        Connection::open(&db).unwrap().execute_batch("PRAGMA user_version = 99").unwrap();
+        let err = Store::open(&db).err().unwrap().to_string();
+        assert!(err.contains("newer backscope"), "{err}");
+    }
+
+    #[test]
+    fn utc_formatting_matches_known_dates() {
+        assert_eq!(format_utc(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(format_utc(951_782_400, 5), "2000-02-29T00:00:00.005Z");
+        assert_eq!(format_utc(1_795_262_400, 0), "2026-11-21T12:00:00.000Z");
+        let id = new_run_id();
+        assert_eq!(id.len(), "20261121-120501-3fa2".len());
+        assert!(id.chars().nth(8) == Some('-'));
+    }
+
+    #[test]
+    fn atomic_write_replaces_whole_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a/b/result.json");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        assert_eq!(std::fs::read_dir(p.parent().unwrap()).unwrap().count(), 1, "no temporary file left behind");
+    }
+}
