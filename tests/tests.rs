@@ -7,4 +7,5 @@ mod scan_real;
 mod sweep_common;
 mod sweep_faults;
 mod sweep_real;
+mod sweep_trace;
 mod trace_cli;

@@ -126,6 +126,7 @@ pub fn to_records(tests: &[Map<String, Value>], run_id: &str, endpoint: &str) ->
                 log_slice: None,
                 failure_line: None,
                 extra,
+                trace: None,
             }
         })
         .collect()

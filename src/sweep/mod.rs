@@ -19,6 +19,7 @@ pub mod spec;
 pub mod stats;
 pub mod store;
 pub mod supervise;
+pub mod tracejoin;
 
 #[cfg(test)]
 mod ollama_docs;
@@ -172,6 +173,21 @@ pub struct RunArgs {
     /// Print the resolved endpoints, server command lines and cells, then exit without running anything.
     #[arg(long)]
     pub dry_run: bool,
+    /// Join each request to the GPU kernels that ran during it: managed servers (and the runners they start) get the
+    /// dispatch observer (LD_PRELOAD, as `backscope trace`), and each record gets the kernel launches of its time
+    /// window. CUDA and HIP launches are observed; Vulkan and CPU work are not.
+    #[arg(long)]
+    pub trace: bool,
+    /// The observer library for --trace (default: $BACKSCOPE_OBSERVER_SO, else next to the backscope executable).
+    #[arg(long, value_name = "PATH")]
+    pub observer: Option<PathBuf>,
+    /// Trace directory of an external endpoint, as NAME=DIR: where its server, started with the environment of
+    /// `backscope trace --env --dir DIR`, writes trace files (implies --trace).
+    #[arg(long = "trace-dir", value_name = "NAME=DIR")]
+    pub trace_dirs: Vec<String>,
+    /// Observer window length for managed servers with --trace, in ms. Default: 20.
+    #[arg(long, value_name = "MS")]
+    pub trace_interval_ms: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -257,7 +273,9 @@ fn absolutize_spec(spec: &mut SpecFile, base: &Path) {
         // A bare program name is looked up on PATH; only paths are made absolute.
         e.program = e.program.as_deref().map(|p| if p.components().count() > 1 { abs(p) } else { p.to_path_buf() });
         e.log_file = e.log_file.as_deref().map(abs);
+        e.trace_dir = e.trace_dir.as_deref().map(abs);
     }
+    spec.observer = spec.observer.as_deref().map(abs);
     absolutize_models(&mut spec.models, base);
 }
 
@@ -308,6 +326,17 @@ impl RunArgs {
                 ready_s: self.ready_timeout,
                 grace_s: self.grace,
             },
+            trace: self.trace,
+            observer: self.observer.as_ref().map(|p| absolute(p)),
+            trace_dirs: self
+                .trace_dirs
+                .iter()
+                .map(|d| match d.split_once('=') {
+                    Some((n, dir)) => format!("{n}={}", absolute(Path::new(dir)).display()),
+                    None => d.clone(),
+                })
+                .collect(),
+            trace_interval_ms: self.trace_interval_ms,
         }
     }
 }
@@ -368,6 +397,9 @@ fn dry_run(plan: &Plan) -> String {
                 if let Some(l) = log_file {
                     let _ = writeln!(out, "  log file: {}", l.display());
                 }
+                if let Some(d) = plan.trace.as_ref().and_then(|t| t.dirs.get(&e.name)) {
+                    let _ = writeln!(out, "  --trace: trace files read from {}", d.display());
+                }
             }
             spec::EndpointKind::Managed { preset, .. } => {
                 let _ = writeln!(out, "endpoint {}: managed {preset:?}", e.name);
@@ -387,6 +419,14 @@ fn dry_run(plan: &Plan) -> String {
                     }
                 }
                 let _ = writeln!(out, "  (port 0 stands for the free port chosen at start)");
+                if let Some(spec::TracePlan { observer: Some(o), interval_ms, .. }) = &plan.trace {
+                    let _ = writeln!(
+                        out,
+                        "  --trace: LD_PRELOAD={} BACKSCOPE_TRACE_DIR=<run dir>/traces/sNNN-{} BACKSCOPE_TRACE_INTERVAL_MS={interval_ms}",
+                        o.display(),
+                        spec::sanitize(&e.name)
+                    );
+                }
             }
         }
     }

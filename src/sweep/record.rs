@@ -1,6 +1,7 @@
 //! What one sweep cell leaves behind: a [`Record`] (serde; stored as `result.json`, as a row in SQLite and as a
 //! line of the JSONL export) and the classification of its outcome ([`ErrorClass`]).
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -321,7 +322,83 @@ pub struct Record {
     /// Extra facts: Ollama `/api/ps` entry (size, size_vram), llama.cpp `/metrics` counters, llama-bench fields.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub extra: serde_json::Map<String, serde_json::Value>,
+    /// With `--trace`: the GPU kernels launched while this request ran (see [`RecordTrace`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<RecordTrace>,
 }
+
+/// One kernel as observed during a request, merged across the server's processes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceKernel {
+    /// As the runtime knows it (mangled for C++ kernels).
+    pub name: String,
+    pub demangled: String,
+    /// ggml family (MMVQ, MMQ, …) from `crate::kernels::describe`.
+    pub family: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ggml_type: Option<String>,
+    /// `cuda`, `cu`, `hip`, `hip_module`.
+    pub api: String,
+    /// Executions: launch calls plus kernels run by graph replays (failed calls included).
+    pub launches: u64,
+    /// Of those, through graph replays.
+    #[serde(default)]
+    pub graph: u64,
+    /// Of those, launch calls the runtime refused (nothing ran).
+    #[serde(default)]
+    pub errors: u64,
+}
+
+/// One process of the server as seen by the observer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceProcess {
+    pub pid: u32,
+    pub ppid: u32,
+    pub exe: String,
+    /// Its trace file (relative to the run directory for managed servers; absolute for external ones).
+    pub file: String,
+    /// Launches during the request's window.
+    pub launches: u64,
+}
+
+/// The join of a request's time window to the dispatch observer's trace windows.
+///
+/// `window_ns` is the request in CLOCK_MONOTONIC ns: `[t0, t1]` = just before sending, after the response
+/// completed. Every observer window overlapping it is counted. A window that began before `t0` (or ended after `t1`)
+/// may hold launches from just outside the request; `spill_ns` says by how much the counted windows reach beyond
+/// it, and `interval_ms` bounds that: the join is exact to one window length.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordTrace {
+    /// The trace directory (relative to the run directory for managed servers; absolute for external ones).
+    pub dir: String,
+    /// Every trace file in it at the time of the join.
+    pub files: Vec<String>,
+    pub window_ns: [u64; 2],
+    /// The observer's window length (ms): the precision of the join.
+    pub interval_ms: u64,
+    /// How far the counted windows with launches reach before `t0` and after `t1` (ns).
+    pub spill_ns: [u64; 2],
+    /// Whether the observer library was mapped into the managed server (read from /proc/PID/maps once it was
+    /// ready); absent for external endpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observer_loaded: Option<bool>,
+    pub total_launches: u64,
+    pub failed_launches: u64,
+    /// Launches per family, over all kernels (not just the listed top ones).
+    pub families: BTreeMap<String, u64>,
+    /// The most launched kernels, most first (at most [`TRACE_TOP_KERNELS`]).
+    pub kernels: Vec<TraceKernel>,
+    /// Distinct kernels launched (also those beyond the top list).
+    pub distinct_kernels: u64,
+    pub processes: Vec<TraceProcess>,
+    /// Problems: unreadable trace files, the wait for the observer's flush that ran out, processes that ended
+    /// without the exit flush.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// Kernels listed per record.
+pub const TRACE_TOP_KERNELS: usize = 20;
 
 impl Record {
     pub fn is_ok(&self) -> bool {

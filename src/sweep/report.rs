@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::record::{ErrorClass, Record, Status};
 use super::stats::{mean, mean_sd_seconds, median, sample_sd};
+use super::tracejoin;
 use crate::evidence::{Claim, Confidence, Source};
 
 /// Most run-record sources listed under one claim; the rest are in the database.
@@ -137,6 +138,10 @@ pub fn table(pts: &[PointRecords<'_>]) -> String {
         header.push("n_predict");
     }
     header.extend(["status", "prompt t/s", "decode t/s", "TTFT ms", "time to failure"]);
+    let traced = pts.iter().any(|(_, recs)| recs.iter().any(|r| r.trace.is_some()));
+    if traced {
+        header.push("kernels (per request)");
+    }
     let mut t = Table::new();
     t.load_style(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic).set_header(header);
     for (p, recs) in pts {
@@ -159,9 +164,114 @@ pub fn table(pts: &[PointRecords<'_>]) -> String {
             opt(p.ttft_ms, 0),
             mean_sd_seconds(&ttf).unwrap_or_else(|| "-".into()),
         ]);
+        if traced {
+            row.push(kernels_text(recs));
+        }
         t.add_row(row);
     }
     t.to_string()
+}
+
+/// The point's kernel families per request, from the first traced record; `(varies)` when its requests differ.
+fn kernels_text(recs: &[&Record]) -> String {
+    let traced: Vec<&super::record::RecordTrace> = recs.iter().filter_map(|r| r.trace.as_ref()).collect();
+    let Some(first) = traced.first() else { return "-".into() };
+    let text = shorten(&tracejoin::families_text(first), 60);
+    if traced.iter().any(|t| t.families != first.families) {
+        format!("{text} (varies)")
+    } else {
+        text
+    }
+}
+
+/// The demangled name with its ggml type spelled out: `mul_mat_vec_q<(ggml_type)12, 8>` → `mul_mat_vec_q<Q4_K, 8>`.
+fn typed_name(k: &super::record::TraceKernel) -> String {
+    let (Some(t), Some(at)) = (&k.ggml_type, k.demangled.find("(ggml_type)")) else { return k.demangled.clone() };
+    let rest = &k.demangled[at + "(ggml_type)".len()..];
+    let digits = rest.chars().take_while(char::is_ascii_digit).count();
+    format!("{}{t}{}", &k.demangled[..at], &rest[digits..])
+}
+
+/// Kernel families whose presence or absence tells which matrix-multiply path ggml took.
+const MATMUL_FAMILIES: &[&str] = &["MMVQ", "MMQ", "MMVF", "MMF"];
+
+/// One claim per traced request: what ran during it, from the observer's windows joined to the request's.
+fn trace_claim(r: &Record, base_id: &str, at: &str, run_dir: &std::path::Path) -> Option<Claim> {
+    let t = r.trace.as_ref()?;
+    let file_path = |f: &str| {
+        let p = std::path::Path::new(f);
+        if p.is_absolute() {
+            f.to_string()
+        } else {
+            run_dir.join(p).display().to_string()
+        }
+    };
+    let request = format!("request e{}r{} of `{}` at {at}", r.epoch, r.repetition, r.endpoint);
+    let mut sources: Vec<Source> = t
+        .processes
+        .iter()
+        // The processes that launched during the request; without any, those that were observed at all.
+        .filter(|p| p.launches > 0 || t.total_launches == 0)
+        .take(6)
+        .map(|p| {
+            Source::file(
+                file_path(&p.file),
+                None,
+                None,
+                format!("backscope-trace of pid {} ({}): windows overlapping the request", p.pid, p.exe),
+            )
+        })
+        .collect();
+    if t.processes.is_empty() {
+        sources.push(Source::file(
+            file_path(&t.dir),
+            None,
+            None,
+            "trace directory (no trace file: no process touched CUDA or HIP)",
+        ));
+    }
+    sources.push(Source::Run { run_id: r.run_id.clone(), file: Some(r.file.clone()) });
+    let id = format!("{base_id}.e{}r{}.kernels", r.epoch, r.repetition);
+    let precision = format!("windows of {} ms", t.interval_ms);
+    if t.total_launches == 0 {
+        let (confidence, statement) = match t.observer_loaded {
+            Some(false) => (
+                Confidence::Unresolved,
+                format!("{request}: no kernel launch was observed, but the observer was not mapped into the server (a static or setuid program ignores LD_PRELOAD)"),
+            ),
+            _ => (
+                Confidence::Confirmed,
+                format!("{request}: no CUDA/HIP kernel launch was observed during the request (Vulkan and CPU work are not observed: a CPU or Vulkan backend looks like this)"),
+            ),
+        };
+        return Some(Claim::new(id, confidence, statement).with_sources(sources));
+    }
+    let top: Vec<String> =
+        t.kernels.iter().take(3).map(|k| format!("{} {} launches", k.launches, shorten(&typed_name(k), 60))).collect();
+    let absent: Vec<&str> = MATMUL_FAMILIES.iter().copied().filter(|f| !t.families.contains_key(*f)).collect();
+    let absent = if absent.is_empty() { String::new() } else { format!(" and no {}", absent.join(", no ")) };
+    let failed = if t.failed_launches > 0 {
+        format!("; {} of the launches failed (the runtime returned an error, nothing ran)", t.failed_launches)
+    } else {
+        String::new()
+    };
+    let spill = if t.spill_ns[0] > 0 || t.spill_ns[1] > 0 {
+        format!(
+            ", counted windows reach {:.1} ms before and {:.1} ms after it",
+            t.spill_ns[0] as f64 / 1e6,
+            t.spill_ns[1] as f64 / 1e6
+        )
+    } else {
+        String::new()
+    };
+    let statement = format!(
+        "{request} ran {} kernel launches in {} process(es): {} ({}){absent}{failed} [join precision: {precision}{spill}]",
+        t.total_launches,
+        t.processes.iter().filter(|p| p.launches > 0).count(),
+        top.join(", "),
+        tracejoin::families_text(t),
+    );
+    Some(Claim::new(id, Confidence::Confirmed, statement).with_sources(sources))
 }
 
 fn run_sources(recs: &[&Record], pick: impl Fn(&Record) -> bool) -> Vec<Source> {
@@ -260,6 +370,8 @@ pub fn claims(records: &[Record], run_dir: &std::path::Path) -> Vec<Claim> {
                 .with_sources(run_sources(recs, Record::is_ok)),
             );
         }
+        // With --trace: what each request launched.
+        out.extend(recs.iter().filter_map(|r| trace_claim(r, &base_id, &at, run_dir)));
         // The backend, from the server log.
         let facts_rec = recs
             .iter()
@@ -448,6 +560,7 @@ mod tests {
             log_slice: None,
             failure_line: None,
             extra: Default::default(),
+            trace: None,
         }
     }
 

@@ -24,6 +24,7 @@ use super::record::{
 use super::spec::{Cell, Endpoint, EndpointKind, Plan, Preset};
 use super::store::{commit_record, utc_now, Store};
 use super::supervise::{copy_slice, free_port, port_taken, ExitInfo, Interrupt, Supervised};
+use super::tracejoin::{self, TraceDir};
 
 /// How long to wait for a managed server's wait status after its connection broke: the kernel closes a dying
 /// process's sockets before the parent can reap it, usually within milliseconds.
@@ -59,6 +60,15 @@ struct Running {
     api: Api,
     server: ServerRef,
     info: Map<String, Value>,
+    trace: Option<ServerTrace>,
+}
+
+/// `--trace` state of a managed server: its trace directory (relative to the run directory and read as it grows)
+/// and whether the observer was mapped into it.
+struct ServerTrace {
+    rel: String,
+    dir: TraceDir,
+    observer_loaded: Option<bool>,
 }
 
 /// What the sweep knows about an external endpoint.
@@ -106,6 +116,8 @@ struct Runner<'a, 'b> {
     externals: HashMap<usize, External>,
     starts: HashMap<String, u32>,
     server_logs: u32,
+    /// `--trace` directories of external endpoints, by endpoint index.
+    ext_traces: HashMap<usize, TraceDir>,
 }
 
 fn client_timeouts(plan: &Plan) -> Timeouts {
@@ -126,7 +138,14 @@ pub fn execute(ctx: &mut RunContext<'_>) -> Result<RunEnd> {
     std::fs::create_dir_all(&servers_dir)?;
     // On resume, new server logs continue the numbering instead of overwriting the earlier ones.
     let server_logs = std::fs::read_dir(&servers_dir)?.count() as u32;
-    let mut runner = Runner { ctx, current: None, externals: HashMap::new(), starts: HashMap::new(), server_logs };
+    let mut runner = Runner {
+        ctx,
+        current: None,
+        externals: HashMap::new(),
+        starts: HashMap::new(),
+        server_logs,
+        ext_traces: HashMap::new(),
+    };
     let cells = runner.ctx.plan.cells();
     let mut end = RunEnd::Finished;
     for cell in cells {
@@ -214,6 +233,7 @@ impl Runner<'_, '_> {
             log_slice: None,
             failure_line: None,
             extra: Map::new(),
+            trace: None,
         }
     }
 
@@ -284,12 +304,26 @@ impl Runner<'_, '_> {
                     }
                 },
             };
-            let Some(ps) = ep.server_process(model, cell.num_gpu, port) else {
+            let Some(mut ps) = ep.server_process(model, cell.num_gpu, port) else {
                 unreachable!("managed endpoint has a process")
             };
             self.server_logs += 1;
             let log_rel = format!("servers/s{:03}-{}.log", self.server_logs, super::spec::sanitize(&ep.name));
             let log_path = self.ctx.run_dir.join(&log_rel);
+            // --trace: the observer goes into the server (and whatever it starts) with a trace directory of this
+            // start's own, named like its log.
+            let mut trace = None;
+            if let Some(super::spec::TracePlan { observer: Some(observer), interval_ms, .. }) = &plan.trace {
+                let rel = format!("traces/s{:03}-{}", self.server_logs, super::spec::sanitize(&ep.name));
+                let dir = self.ctx.run_dir.join(&rel);
+                if let Err(e) = std::fs::create_dir_all(&dir) {
+                    let message = format!("cannot create the trace directory {}: {e}", dir.display());
+                    return Err(start_failed(ErrorClass::SpawnFailed, message, 0.0, None, None, None));
+                }
+                let inherited = std::env::var("LD_PRELOAD").ok();
+                tracejoin::server_env(&mut ps.env, observer, &dir, *interval_ms, inherited);
+                trace = Some((rel, dir, observer.clone()));
+            }
             let argv = ps.argv();
             self.ctx.sink.event(&Event::ServerStarting { endpoint: &ep.name, argv: &argv, port, log: &log_rel });
             let start_no = {
@@ -352,7 +386,12 @@ impl Runner<'_, '_> {
                     let after_ms = proc.spawned.elapsed().as_secs_f64() * 1e3;
                     self.ctx.sink.event(&Event::ServerReady { endpoint: &ep.name, pid: proc.pid, port, after_ms });
                     let info = self.server_info(&client, *api, ep.model_name(model));
-                    return Ok(Running { key: skey.to_string(), proc, client, api: *api, server, info });
+                    let trace = trace.map(|(rel, dir, observer)| ServerTrace {
+                        rel,
+                        dir: TraceDir::new(dir),
+                        observer_loaded: tracejoin::observer_mapped(proc.pid, &observer),
+                    });
+                    return Ok(Running { key: skey.to_string(), proc, client, api: *api, server, info, trace });
                 }
                 Ready::TimedOut => {
                     // Never answered in time: stop it (it may be stuck loading) and say where it got to.
@@ -464,7 +503,9 @@ impl Runner<'_, '_> {
         }
     }
 
-    /// Send the request on a worker thread; the main thread keeps watching Ctrl-C. `None` = interrupted.
+    /// Send the request on a worker thread; the main thread keeps watching Ctrl-C. `None` = interrupted. With the
+    /// measurement comes the request's window in CLOCK_MONOTONIC ns (just before sending, after the last byte), the
+    /// clock of the dispatch observer's trace windows.
     fn send(
         &mut self,
         client: &HttpClient,
@@ -473,21 +514,24 @@ impl Runner<'_, '_> {
         cell: &Cell,
         key: &str,
         pid: Option<u32>,
-    ) -> Option<Measurement> {
+    ) -> Option<(Measurement, [u64; 2])> {
         enum Msg {
             FirstToken(f64),
-            Done(Box<Measurement>),
+            Done(Box<Measurement>, [u64; 2]),
         }
         let (tx, rx) = mpsc::channel();
         let worker_client = client.clone();
         let stream = self.plan().stream;
         std::thread::spawn(move || {
             let first = tx.clone();
+            let t0 = tracejoin::monotonic_ns();
             let m = worker_client.generate(api, &body, stream, &mut |t| {
                 let _ = first.send(Msg::FirstToken(t));
             });
-            let _ = tx.send(Msg::Done(Box::new(m)));
+            let t1 = tracejoin::monotonic_ns();
+            let _ = tx.send(Msg::Done(Box::new(m), [t0, t1]));
         });
+        let sent = tracejoin::monotonic_ns();
         // The client's own timeouts end every request; this is a backstop should a read ignore them.
         let backstop = Instant::now() + client.timeouts.total + Duration::from_secs(30);
         loop {
@@ -495,24 +539,30 @@ impl Runner<'_, '_> {
                 Ok(Msg::FirstToken(t)) => {
                     self.ctx.sink.event(&Event::FirstToken { seq: cell.seq, cell_key: key, ttft_ms: t, pid })
                 }
-                Ok(Msg::Done(m)) => return Some(*m),
+                Ok(Msg::Done(m, window)) => return Some((*m, window)),
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     if self.ctx.interrupt.requested() {
                         return None;
                     }
                     if Instant::now() > backstop {
-                        return Some(synthetic_failure(
-                            ErrorClass::TotalTimeout,
-                            "the request outlived its timeout; the worker was abandoned",
-                            client,
+                        return Some((
+                            synthetic_failure(
+                                ErrorClass::TotalTimeout,
+                                "the request outlived its timeout; the worker was abandoned",
+                                client,
+                            ),
+                            [sent, tracejoin::monotonic_ns()],
                         ));
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    return Some(synthetic_failure(
-                        ErrorClass::Protocol,
-                        "the request thread ended without a result (a backscope bug; please report it)",
-                        client,
+                    return Some((
+                        synthetic_failure(
+                            ErrorClass::Protocol,
+                            "the request thread ended without a result (a backscope bug; please report it)",
+                            client,
+                        ),
+                        [sent, tracejoin::monotonic_ns()],
                     ));
                 }
             }
@@ -533,7 +583,7 @@ impl Runner<'_, '_> {
         rec.extra.insert("server_info".into(), Value::Object(running.info.clone()));
         let log_start = running.proc.log_len();
         rec.started_at = utc_now();
-        let Some(m) = self.send(&client, api, body, cell, &rec.cell_key.clone(), Some(pid)) else {
+        let Some((m, window)) = self.send(&client, api, body, cell, &rec.cell_key.clone(), Some(pid)) else {
             self.stop_current();
             return Ok(None);
         };
@@ -567,6 +617,13 @@ impl Runner<'_, '_> {
         rec.backend = scan.backend.clone();
         fill_measurement(&mut rec, &m, api);
         classify_failure(&mut rec, &m, exit.as_ref(), &scan);
+        if let (Some(tp), Some(st)) = (&plan.trace, self.current.as_mut().and_then(|r| r.trace.as_mut())) {
+            let run_dir = self.ctx.run_dir;
+            let label = |p: &Path| p.strip_prefix(run_dir).unwrap_or(p).display().to_string();
+            let mut t = tracejoin::observe(&mut st.dir, &st.rel, &label, window, tp.interval_ms);
+            t.observer_loaded = st.observer_loaded;
+            rec.trace = Some(t);
+        }
         if let Some((f, _)) = &m.failure {
             let hung = matches!(f.class, ErrorClass::ReadTimeout | ErrorClass::TotalTimeout);
             if hung || exit.is_some() {
@@ -635,7 +692,7 @@ impl Runner<'_, '_> {
         rec.started_at = utc_now();
         let mut body = api::request_body(api, &self.gen_params(plan, cell, &model_name));
         let key = rec.cell_key.clone();
-        let Some(mut m) = self.send(&client, api, body, cell, &key, None) else { return Ok(None) };
+        let Some((mut m, mut window)) = self.send(&client, api, body, cell, &key, None) else { return Ok(None) };
         if api == Api::LlamaCpp && m.http_status == Some(404) {
             // Not llama-server's native route: fall back to the OpenAI-compatible one, for good.
             api = Api::OpenAi;
@@ -643,8 +700,9 @@ impl Runner<'_, '_> {
                 e.api = Some(api);
             }
             body = api::request_body(api, &self.gen_params(plan, cell, &model_name));
-            let Some(m2) = self.send(&client, api, body, cell, &key, None) else { return Ok(None) };
+            let Some((m2, w2)) = self.send(&client, api, body, cell, &key, None) else { return Ok(None) };
             m = m2;
+            window = w2;
         }
         rec.api = Some(api);
         let mut scan = LogScan::default();
@@ -669,6 +727,13 @@ impl Runner<'_, '_> {
         rec.backend = scan.backend.clone();
         fill_measurement(&mut rec, &m, api);
         classify_failure(&mut rec, &m, None, &scan);
+        if let Some(dir) = plan.trace.as_ref().and_then(|tp| tp.dirs.get(&ep.name)) {
+            let td = self.ext_traces.entry(cell.endpoint).or_insert_with(|| TraceDir::new(dir.clone()));
+            let label = |p: &Path| p.display().to_string();
+            // The external server's observer interval is read from its trace headers (50 ms unless it was told).
+            let interval = td.interval_ms().unwrap_or(50);
+            rec.trace = Some(tracejoin::observe(td, &dir.display().to_string(), &label, window, interval));
+        }
         if m.failure.is_none() {
             self.after_success(&client, api, &model_name, &mut rec);
         }

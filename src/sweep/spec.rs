@@ -52,6 +52,13 @@ pub struct SpecFile {
     pub request: Map<String, Value>,
     #[serde(default)]
     pub timeouts: TimeoutSpec,
+    /// Observe GPU kernel launches per request (`--trace`): managed servers get the dispatch observer through
+    /// `LD_PRELOAD`; external endpoints are read from their `trace_dir`.
+    pub trace: Option<bool>,
+    /// The observer library (default: found like `backscope trace` finds it).
+    pub observer: Option<PathBuf>,
+    /// The observer's window length for managed servers (default 20 ms).
+    pub trace_interval_ms: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -84,6 +91,9 @@ pub struct EndpointSpec {
     /// For an external endpoint: a log file its server writes to, sliced per cell like a managed server's log.
     pub log_file: Option<PathBuf>,
     pub ready_timeout_s: Option<f64>,
+    /// For an external endpoint with `trace`: the directory its observed server writes trace files to (what
+    /// `backscope trace --env --dir DIR` set up).
+    pub trace_dir: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
@@ -169,6 +179,11 @@ pub struct FlagSpec {
     pub options: Vec<String>,
     pub no_stream: bool,
     pub timeouts: TimeoutSpec,
+    pub trace: bool,
+    pub observer: Option<PathBuf>,
+    /// `NAME=DIR`: trace directory of an external endpoint.
+    pub trace_dirs: Vec<String>,
+    pub trace_interval_ms: Option<u64>,
 }
 
 impl FlagSpec {
@@ -192,6 +207,10 @@ impl FlagSpec {
             && self.options.is_empty()
             && !self.no_stream
             && self.timeouts == TimeoutSpec::default()
+            && !self.trace
+            && self.observer.is_none()
+            && self.trace_dirs.is_empty()
+            && self.trace_interval_ms.is_none()
     }
 }
 
@@ -276,6 +295,20 @@ pub fn merge(mut spec: SpecFile, flags: &FlagSpec) -> Result<SpecFile> {
     s.request_s = t.request_s.or(s.request_s);
     s.ready_s = t.ready_s.or(s.ready_s);
     s.grace_s = t.grace_s.or(s.grace_s);
+    for d in &flags.trace_dirs {
+        let (name, dir) = d.split_once('=').with_context(|| format!("--trace-dir {d}: expected NAME=DIR"))?;
+        let ep = spec.endpoints.iter_mut().find(|x| x.name == name).with_context(|| {
+            format!("--trace-dir {d}: no endpoint named `{name}` (define it with --endpoint first)")
+        })?;
+        ep.trace_dir = Some(dir.into());
+    }
+    if flags.trace || !flags.trace_dirs.is_empty() {
+        spec.trace = Some(true);
+    }
+    if flags.observer.is_some() {
+        spec.observer = flags.observer.clone();
+    }
+    spec.trace_interval_ms = flags.trace_interval_ms.or(spec.trace_interval_ms);
     Ok(spec)
 }
 
@@ -436,6 +469,25 @@ pub struct Plan {
     pub options: Map<String, Value>,
     pub request: Map<String, Value>,
     pub timeouts: Timeouts,
+    /// Per-request kernel observation (`--trace`); absent in plans of runs without it (and of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TracePlan>,
+}
+
+/// Default observer window for sweeps: shorter than `backscope trace`'s 50 ms, so a request's join waits less and
+/// windows straddling a request boundary are shorter.
+pub const DEFAULT_TRACE_INTERVAL_MS: u64 = 20;
+
+/// How requests are joined to observed kernel launches.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TracePlan {
+    /// The observer library loaded into managed servers (`None` when every traced endpoint is external).
+    pub observer: Option<PathBuf>,
+    /// Window length given to managed servers' observers.
+    pub interval_ms: u64,
+    /// External endpoints' trace directories, by endpoint name.
+    #[serde(default)]
+    pub dirs: BTreeMap<String, PathBuf>,
 }
 
 /// One request of the plan.
@@ -601,6 +653,9 @@ pub fn resolve(spec: &SpecFile, base_dir: &Path, detect: &mut dyn FnMut(&str) ->
                 }
             }
             (None, Some(preset)) => {
+                if e.trace_dir.is_some() {
+                    bail!("endpoint `{}`: `trace_dir` is for external endpoints; backscope gives the servers it starts a trace directory in the run directory", e.name);
+                }
                 let program = match (&e.program, preset) {
                     (Some(p), _) => p.clone(),
                     (None, Preset::LlamaServer) => match &spec.llama_bin {
@@ -687,6 +742,28 @@ pub fn resolve(spec: &SpecFile, base_dir: &Path, detect: &mut dyn FnMut(&str) ->
     };
     dedup(&num_gpu)?;
     dedup(&num_predict)?;
+    let trace = if spec.trace == Some(true) {
+        let dirs: BTreeMap<String, PathBuf> = spec
+            .endpoints
+            .iter()
+            .filter_map(|e| e.trace_dir.as_ref().map(|d| (e.name.clone(), base_dir.join(d))))
+            .collect();
+        let observer = if endpoints.iter().any(Endpoint::is_managed) {
+            Some(crate::tracecmd::find_observer(spec.observer.as_deref().map(|p| base_dir.join(p)).as_deref())?)
+        } else {
+            None
+        };
+        let interval_ms = spec.trace_interval_ms.unwrap_or(DEFAULT_TRACE_INTERVAL_MS);
+        if interval_ms == 0 {
+            bail!("trace_interval_ms must be at least 1: with 0 the observer writes only at exit and no request could be joined");
+        }
+        Some(TracePlan { observer, interval_ms, dirs })
+    } else {
+        if spec.endpoints.iter().any(|e| e.trace_dir.is_some()) || spec.observer.is_some() {
+            bail!("`trace_dir` and `observer` need `trace = true` (--trace)");
+        }
+        None
+    };
     let epochs = spec.epochs.unwrap_or(1);
     let repetitions = spec.repetitions.unwrap_or(1);
     if epochs == 0 || repetitions == 0 {
@@ -706,6 +783,7 @@ pub fn resolve(spec: &SpecFile, base_dir: &Path, detect: &mut dyn FnMut(&str) ->
         options: spec.options.clone(),
         request: spec.request.clone(),
         timeouts,
+        trace,
     })
 }
 

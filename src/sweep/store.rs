@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::record::Record;
 
 /// `PRAGMA user_version` of the schema below; migrations step from one version to the next.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE runs (
@@ -60,6 +60,14 @@ CREATE TABLE records (
     PRIMARY KEY (run_id, cell_key)
 );
 CREATE INDEX records_by_point ON records(run_id, endpoint, model, num_gpu);
+";
+
+/// Version 2: `sweep --trace`. The record's `trace` section (also inside `json`) in a column of its own, and the
+/// request's launch count, so that kernels can be queried without parsing every record (`json_extract(trace_json,
+/// '$.families.MMVQ')`). Rows of version-1 databases get NULL: they were not traced.
+const SCHEMA_V2: &str = "
+ALTER TABLE records ADD COLUMN trace_launches INTEGER;
+ALTER TABLE records ADD COLUMN trace_json TEXT;
 ";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,6 +119,12 @@ impl Store {
             let tx = self.conn.transaction()?;
             tx.execute_batch(SCHEMA_V1)?;
             tx.execute_batch("PRAGMA user_version = 1")?;
+            tx.commit()?;
+        }
+        if version < 2 {
+            let tx = self.conn.transaction()?;
+            tx.execute_batch(SCHEMA_V2)?;
+            tx.execute_batch("PRAGMA user_version = 2")?;
             tx.commit()?;
         }
         Ok(())
@@ -196,11 +210,13 @@ impl Store {
     /// Insert one record in its own transaction.
     pub fn insert_record(&mut self, rec: &Record) -> Result<()> {
         let json = serde_json::to_string(rec)?;
+        let trace_json = rec.trace.as_ref().map(serde_json::to_string).transpose()?;
         let tx = self.conn.transaction()?;
         tx.execute(
             "INSERT INTO records (run_id, cell_key, seq, endpoint, model, num_gpu, prompt, num_predict, epoch, repetition,
-                status, error_class, signal, http_status, wall_ms, ttft_ms, ttf_ms, prompt_tps, decode_tps, backend, file, json, recorded_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)",
+                status, error_class, signal, http_status, wall_ms, ttft_ms, ttf_ms, prompt_tps, decode_tps, backend, file, json, recorded_at,
+                trace_launches, trace_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)",
             params![
                 rec.run_id,
                 rec.cell_key,
@@ -225,6 +241,8 @@ impl Store {
                 rec.file,
                 json,
                 utc_now(),
+                rec.trace.as_ref().map(|t| t.total_launches as i64),
+                trace_json,
             ],
         )
         .with_context(|| format!("cannot record cell {} of run {}", rec.cell_key, rec.run_id))?;
@@ -329,7 +347,7 @@ pub fn new_run_id() -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::super::record::{ServerTimings, Status, RECORD_SCHEMA};
     use super::*;
 
@@ -374,6 +392,7 @@ mod tests {
             log_slice: None,
             failure_line: None,
             extra: Default::default(),
+            trace: None,
         }
     }
 
@@ -417,6 +436,45 @@ mod tests {
             self.started_at = other.started_at.clone();
             self
         }
+    }
+
+    #[test]
+    fn a_version_1_database_is_migrated_and_keeps_its_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("v1.db");
+        {
+            let conn = Connection::open(&db).unwrap();
+            conn.execute_batch(SCHEMA_V1).unwrap();
+            conn.execute_batch("PRAGMA user_version = 1").unwrap();
+            conn.execute("INSERT INTO runs VALUES ('r1', 't', NULL, 'finished', 'sweep', '/x', '{}', 1, 'old')", [])
+                .unwrap();
+            let old = serde_json::to_string(&record("r1", "a", 0)).unwrap();
+            conn.execute(
+                "INSERT INTO records (run_id, cell_key, seq, endpoint, model, num_gpu, prompt, num_predict, epoch,
+                    repetition, status, file, json, recorded_at) VALUES ('r1','a',0,'e','m',0,'p',1,1,1,'ok','f',?1,'t')",
+                [old],
+            )
+            .unwrap();
+        }
+        let mut s = Store::open(&db).unwrap();
+        assert_eq!(s.records("r1").unwrap().len(), 1);
+        assert!(s.records("r1").unwrap()[0].trace.is_none());
+        let v: i64 = s.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        // A traced record fills the new columns.
+        let mut traced = record("r1", "b", 1);
+        traced.trace =
+            Some(super::super::tracejoin::join("traces/s001-e", vec![], &[], &|p| p.display().to_string(), [1, 2], 20));
+        s.insert_record(&traced).unwrap();
+        let (n, j): (Option<i64>, Option<String>) = s
+            .conn
+            .query_row("SELECT trace_launches, trace_json FROM records WHERE cell_key = 'b'", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!(n, Some(0));
+        assert!(j.unwrap().contains("\"window_ns\":[1,2]"));
+        assert_eq!(s.records("r1").unwrap()[1].trace, traced.trace);
     }
 
     #[test]

@@ -1,0 +1,514 @@
+//! `sweep --trace`: joining each request's time window to the dispatch observer's trace windows.
+//!
+//! A managed server runs with the observer preloaded and `BACKSCOPE_TRACE_DIR` set to a directory of its own in the
+//! run directory (`traces/sNNN-NAME/`, named like its log); its children (Ollama's runners) inherit both. Every
+//! process that touches CUDA or HIP writes `trace-<pid>.jsonl`: windows of `interval_ms` with the launches per
+//! kernel, timed by CLOCK_MONOTONIC (docs/trace-format.md). The sweep reads the same clock just before it sends a
+//! request (`t0`) and once the response is complete (`t1`), waits until the observer has flushed past `t1`, and
+//! sums the kernels of every window overlapping `[t0, t1]` across the server's processes.
+//!
+//! Precision: a launch counted in a window happened inside that window, so the join is exact to one window length.
+//! A window that began before `t0` may hold launches from just before the request (the end of the previous
+//! request, when requests follow each other closely); the record's `spill_ns` says how far the counted windows
+//! reach outside the request. With one request at a time and idle gaps (the sweep commits each cell before the
+//! next), that is rare.
+//!
+//! Trace files grow for as long as a server runs, so they are read incrementally: each call parses only the lines
+//! appended since the last one, and windows that ended before a request began are forgotten.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::record::{RecordTrace, TraceKernel, TraceProcess, TRACE_TOP_KERNELS};
+use crate::kernels;
+use crate::trace::{self, Range, TraceFile};
+
+/// Longest extra wait, beyond two windows, for the observer's flush after a request.
+pub const FLUSH_SLACK: Duration = Duration::from_millis(200);
+/// Polling interval while waiting for the flush.
+const POLL: Duration = Duration::from_millis(5);
+
+/// CLOCK_MONOTONIC in nanoseconds: the observer's clock.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec we own; CLOCK_MONOTONIC always exists on Linux.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Whether `observer` (its file name) is mapped into process `pid`; `None` when /proc cannot tell.
+pub fn observer_mapped(pid: u32, observer: &Path) -> Option<bool> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let name = observer.file_name()?.to_str()?;
+    Some(maps.lines().any(|l| l.ends_with(name)))
+}
+
+/// `LD_PRELOAD`, `BACKSCOPE_TRACE_DIR` and `BACKSCOPE_TRACE_INTERVAL_MS` for a managed server. An `LD_PRELOAD` the
+/// endpoint sets, or else the one backscope runs with, is kept after the observer.
+pub fn server_env(
+    env: &mut Vec<(String, String)>,
+    observer: &Path,
+    dir: &Path,
+    interval_ms: u64,
+    inherited_preload: Option<String>,
+) {
+    let existing = env
+        .iter()
+        .find(|(k, _)| k == "LD_PRELOAD")
+        .map(|(_, v)| v.clone())
+        .or(inherited_preload)
+        .filter(|v| !v.is_empty());
+    let preload = match existing {
+        Some(e) => format!("{}:{e}", observer.display()),
+        None => observer.display().to_string(),
+    };
+    env.retain(|(k, _)| !matches!(k.as_str(), "LD_PRELOAD" | "BACKSCOPE_TRACE_DIR" | "BACKSCOPE_TRACE_INTERVAL_MS"));
+    env.push(("LD_PRELOAD".into(), preload));
+    env.push(("BACKSCOPE_TRACE_DIR".into(), dir.display().to_string()));
+    env.push(("BACKSCOPE_TRACE_INTERVAL_MS".into(), interval_ms.to_string()));
+}
+
+/// One trace file, read as it grows.
+#[derive(Default)]
+struct FileCache {
+    /// Bytes parsed so far (always at a line boundary).
+    consumed: u64,
+    header_line: String,
+    trace: Option<TraceFile>,
+    /// Why the file could not be read; it is then skipped.
+    error: Option<String>,
+}
+
+/// The trace directory of one server (or of an external endpoint), read incrementally.
+pub struct TraceDir {
+    pub dir: PathBuf,
+    files: BTreeMap<PathBuf, FileCache>,
+}
+
+impl TraceDir {
+    pub fn new(dir: PathBuf) -> TraceDir {
+        TraceDir { dir, files: BTreeMap::new() }
+    }
+
+    /// Read what the observers appended since the last call (and any new file).
+    pub fn refresh(&mut self) {
+        let Ok(rd) = std::fs::read_dir(&self.dir) else { return };
+        for entry in rd.flatten() {
+            let path = entry.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if name.starts_with("trace-") && name.ends_with(".jsonl") {
+                let cache = self.files.entry(path.clone()).or_default();
+                update(&path, cache);
+            }
+        }
+    }
+
+    /// The parsed traces, by path.
+    pub fn traces(&self) -> impl Iterator<Item = &TraceFile> {
+        self.files.values().filter_map(|c| c.trace.as_ref())
+    }
+
+    pub fn paths(&self) -> impl Iterator<Item = &PathBuf> {
+        self.files.keys()
+    }
+
+    pub fn errors(&self) -> impl Iterator<Item = (&PathBuf, &String)> {
+        self.files.iter().filter_map(|(p, c)| c.error.as_ref().map(|e| (p, e)))
+    }
+
+    /// Whether every file has been flushed past `t` (a window ending at or after it, or the end record).
+    pub fn caught_up(&self, t: u64) -> bool {
+        self.traces().all(|tr| tr.end.is_some() || tr.windows.last().is_some_and(|w| w.t1 >= t))
+    }
+
+    /// The longest window length among the files' headers.
+    pub fn interval_ms(&self) -> Option<u64> {
+        self.traces().map(|t| t.header.interval_ms).max()
+    }
+
+    /// Wait until the observers have written what happened up to `t1`: every file has a window ending at or after
+    /// `t1` (or its end record) and one window length has passed, so that a process that launched its first kernel
+    /// just before `t1` has created its file. A process idle since before `t1` writes no further window, so the
+    /// wait is bounded by two window lengths plus [`FLUSH_SLACK`]. Returns false when the bound ended it.
+    pub fn wait_for(&mut self, t1: u64, interval_ms: u64) -> bool {
+        let interval = interval_ms * 1_000_000;
+        let settle = t1 + interval + 10_000_000;
+        let bound = t1 + 2 * interval + FLUSH_SLACK.as_nanos() as u64;
+        loop {
+            self.refresh();
+            let now = monotonic_ns();
+            if now >= settle && self.caught_up(t1) {
+                return true;
+            }
+            if now >= bound {
+                return false;
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Forget windows that ended before `t`: later requests cannot overlap them.
+    pub fn forget_before(&mut self, t: u64) {
+        for c in self.files.values_mut() {
+            if let Some(tr) = c.trace.as_mut() {
+                tr.windows.retain(|w| w.t1 >= t);
+            }
+        }
+    }
+}
+
+fn update(path: &Path, cache: &mut FileCache) {
+    if cache.error.is_some() {
+        return;
+    }
+    let Ok(mut f) = std::fs::File::open(path) else { return };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    if len <= cache.consumed {
+        return;
+    }
+    let mut bytes = Vec::new();
+    if f.seek(SeekFrom::Start(cache.consumed)).is_err() || f.read_to_end(&mut bytes).is_err() {
+        return;
+    }
+    // Only whole lines: the observer writes whole lines, but a reader may catch a write halfway.
+    let Some(cut) = bytes.iter().rposition(|&b| b == b'\n') else { return };
+    let chunk = String::from_utf8_lossy(&bytes[..=cut]);
+    match cache.trace.as_mut() {
+        None => match TraceFile::parse(&chunk) {
+            Ok(mut t) => {
+                cache.header_line = chunk.lines().next().unwrap_or_default().to_string();
+                t.path = Some(path.to_path_buf());
+                cache.trace = Some(t);
+            }
+            Err(e) => cache.error = Some(format!("{e:#}")),
+        },
+        Some(t) => {
+            // The new lines are parsed after the header and the kernel definitions seen so far, which they refer to.
+            let mut text = format!("{}\n", cache.header_line);
+            for k in t.kernels.values() {
+                text.push_str(&serde_json::to_string(k).unwrap_or_default());
+                text.push('\n');
+            }
+            text.push_str(&chunk);
+            match TraceFile::parse(&text) {
+                Ok(new) => {
+                    t.kernels.extend(new.kernels);
+                    t.windows.extend(new.windows);
+                    t.warnings.extend(new.warnings);
+                    t.unknown_lines += new.unknown_lines;
+                    if new.end.is_some() {
+                        t.end = new.end;
+                    }
+                }
+                Err(e) => cache.error = Some(format!("{e:#}")),
+            }
+        }
+    }
+    cache.consumed += cut as u64 + 1;
+}
+
+/// Sum the kernels of every window overlapping `[t0, t1]` across `traces` (the processes of one server).
+/// `label` turns a trace file's path into the path the record cites.
+pub fn join(
+    dir: &str,
+    files: Vec<String>,
+    traces: &[&TraceFile],
+    label: &dyn Fn(&Path) -> String,
+    window: [u64; 2],
+    interval_ms: u64,
+) -> RecordTrace {
+    let [t0, t1] = window;
+    let range = Range::Overlapping(t0, t1);
+    let mut stats = Vec::new();
+    let mut processes = Vec::new();
+    let mut spill = [0u64; 2];
+    let mut notes = Vec::new();
+    for t in traces {
+        for w in t.windows_in(range).filter(|w| !w.counts.is_empty()) {
+            spill[0] = spill[0].max(t0.saturating_sub(w.t0));
+            spill[1] = spill[1].max(w.t1.saturating_sub(t1));
+        }
+        let file = t.path.as_deref().map(label).unwrap_or_default();
+        let launches = t.total_launches(range);
+        if launches > 0 && t.windows_in(range).any(|w| w.unknown_graph_launches > 0) {
+            notes.push(format!(
+                "{file}: graph launches of graphs not captured under observation; their kernels are not counted"
+            ));
+        }
+        processes.push(TraceProcess { pid: t.pid(), ppid: t.header.ppid, exe: t.header.exe.clone(), file, launches });
+        stats.extend(t.kernel_stats(range));
+    }
+    let mut kernels: Vec<TraceKernel> = trace::merge_by_name(stats)
+        .into_values()
+        .filter(|s| s.launches > 0)
+        .map(|s| {
+            let d = kernels::describe(&s.name);
+            TraceKernel {
+                demangled: d.demangled,
+                family: d.family.to_string(),
+                ggml_type: d.ggml_type.map(str::to_string),
+                api: s.api,
+                launches: s.launches,
+                graph: s.graph,
+                errors: s.errors,
+                name: s.name,
+            }
+        })
+        .collect();
+    kernels.sort_by(|a, b| b.launches.cmp(&a.launches).then_with(|| a.name.cmp(&b.name)));
+    let mut families: BTreeMap<String, u64> = BTreeMap::new();
+    for k in &kernels {
+        *families.entry(k.family.clone()).or_insert(0) += k.launches;
+    }
+    let total_launches = kernels.iter().map(|k| k.launches).sum();
+    let failed_launches = kernels.iter().map(|k| k.errors).sum();
+    let distinct_kernels = kernels.len() as u64;
+    kernels.truncate(TRACE_TOP_KERNELS);
+    RecordTrace {
+        dir: dir.to_string(),
+        files,
+        window_ns: window,
+        interval_ms,
+        spill_ns: spill,
+        observer_loaded: None,
+        total_launches,
+        failed_launches,
+        families,
+        kernels,
+        distinct_kernels,
+        processes,
+        notes,
+    }
+}
+
+/// Families by launches, most first: `MMVQ 264, quantize 264`; `none` without launches.
+pub fn families_text(t: &RecordTrace) -> String {
+    if t.families.is_empty() {
+        return "none".into();
+    }
+    let mut f: Vec<(&String, &u64)> = t.families.iter().collect();
+    f.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    f.iter().map(|(name, n)| format!("{name} {n}")).collect::<Vec<_>>().join(", ")
+}
+
+/// Read, wait for the flush and join: what the runner calls after each request.
+pub fn observe(
+    td: &mut TraceDir,
+    dir_label: &str,
+    label: &dyn Fn(&Path) -> String,
+    window: [u64; 2],
+    interval_ms: u64,
+) -> RecordTrace {
+    let caught_up = td.wait_for(window[1], interval_ms);
+    let interval_ms = td.interval_ms().unwrap_or(interval_ms);
+    let files: Vec<String> = td.paths().map(|p| label(p)).collect();
+    let traces: Vec<&TraceFile> = td.traces().collect();
+    let mut rec = join(dir_label, files, &traces, label, window, interval_ms);
+    for (p, e) in td.errors() {
+        rec.notes.push(format!("{}: not readable as a trace ({e}); skipped", label(p)));
+    }
+    if !caught_up && !traces.is_empty() {
+        let behind: Vec<String> = traces
+            .iter()
+            .filter(|t| t.end.is_none() && t.windows.last().is_none_or(|w| w.t1 < window[1]))
+            .filter_map(|t| t.path.as_deref().map(label))
+            .collect();
+        // Usual for a process idle since before the request ended (it writes no empty window); a process that
+        // died without its exit flush loses its last window.
+        if traces.iter().any(|t| t.end.is_none() && t.pid() > 0) && !behind.is_empty() {
+            rec.notes.push(format!(
+                "no window ends after the request in {}: the process was idle after its last launch, or stopped without flushing (waited {} ms)",
+                behind.join(", "),
+                (2 * interval_ms) + FLUSH_SLACK.as_millis() as u64
+            ));
+        }
+    }
+    td.forget_before(window[0]);
+    rec
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(pid: u32, ppid: u32, exe: &str) -> String {
+        format!(
+            r#"{{"format":"backscope-trace","version":1,"pid":{pid},"ppid":{ppid},"exe":"{exe}","cmdline":[],"clock":"monotonic","start_ns":1000,"interval_ms":20,"shape_buckets":8,"max_kernels":1048576,"observer":"0.1.0"}}"#
+        )
+    }
+
+    const MMVQ: &str = "_Z13mul_mat_vec_qIL9ggml_type12ELi1EEvPKvS2_PKiPfj";
+    const MMQ: &str = "_ZL9mul_mat_qIL9ggml_type12ELi64ELb0EEvPKcPKiPfi";
+    const QUANT: &str = "_Z13quantize_q8_1PKfPvllllllj";
+
+    /// Server process 42: MMVQ + quantize in windows [1000,2000] (before), [2000,3000] (straddles t0=2500),
+    /// [3000,4000] (inside), [6000,7000] (after). Runner 43 (child of 42): MMQ in [3500,4500].
+    fn server_trace() -> String {
+        [
+            header(42, 1, "/usr/bin/llama-server"),
+            format!(r#"{{"kernel":1,"name":"{MMVQ}","api":"cuda","source":"register"}}"#),
+            format!(r#"{{"kernel":2,"name":"{QUANT}","api":"cuda","source":"register"}}"#),
+            r#"{"window":[1000,2000],"counts":[[1,100]]}"#.into(),
+            r#"{"window":[2000,3000],"counts":[[1,10],[2,10]],"graph":[[1,4]]}"#.into(),
+            r#"{"window":[3000,4000],"counts":[[1,254],[2,254]],"errors":[[2,1]]}"#.into(),
+            r#"{"window":[6000,7000],"counts":[[1,999]]}"#.into(),
+        ]
+        .join("\n")
+            + "\n"
+    }
+
+    fn runner_trace() -> String {
+        [
+            header(43, 42, "/usr/lib/ollama/runner"),
+            format!(r#"{{"kernel":1,"name":"{MMQ}","api":"cuda","source":"register"}}"#),
+            format!(r#"{{"kernel":2,"name":"{MMVQ}","api":"cuda","source":"register"}}"#),
+            r#"{"window":[3500,4500],"counts":[[1,7],[2,6]]}"#.into(),
+        ]
+        .join("\n")
+            + "\n"
+    }
+
+    fn label(p: &Path) -> String {
+        p.display().to_string()
+    }
+
+    #[test]
+    fn joins_partially_overlapping_windows_across_processes() {
+        let a = TraceFile::parse(&server_trace()).unwrap();
+        let b = TraceFile::parse(&runner_trace()).unwrap();
+        let j = join("traces/s001-x", vec![], &[&a, &b], &label, [2500, 4200], 20);
+        // [2000,3000] straddles t0 and counts; [1000,2000] and [6000,7000] do not.
+        let mmvq = j.kernels.iter().find(|k| k.family == "MMVQ").unwrap();
+        assert_eq!(mmvq.launches, 10 + 254 + 6, "both processes' launches of one kernel name merge");
+        assert_eq!(mmvq.graph, 4);
+        assert_eq!(mmvq.ggml_type.as_deref(), Some("Q4_K"));
+        assert!(mmvq.demangled.starts_with("mul_mat_vec_q<"), "{}", mmvq.demangled);
+        assert_eq!(j.families.get("MMQ"), Some(&7));
+        assert_eq!(j.total_launches, 270 + 264 + 7);
+        assert_eq!(j.failed_launches, 1);
+        assert_eq!(j.distinct_kernels, 3);
+        assert_eq!(j.kernels[0].launches, 270, "most launched first");
+        // The straddling window began 500 ns before t0; the runner's ran 300 ns past t1.
+        assert_eq!(j.spill_ns, [500, 300]);
+        assert_eq!(
+            j.processes.iter().map(|p| (p.pid, p.ppid, p.launches)).collect::<Vec<_>>(),
+            [(42, 1, 528), (43, 42, 13)]
+        );
+        assert_eq!(families_text(&j), "MMVQ 270, quantize 264, MMQ 7");
+        // A request entirely inside one window: exact to one window.
+        let j = join("d", vec![], &[&a], &label, [3100, 3200], 20);
+        assert_eq!(j.total_launches, 508);
+        assert_eq!(j.spill_ns, [100, 800]);
+        // A request in an idle gap: nothing.
+        let j = join("d", vec![], &[&a, &b], &label, [5000, 5500], 20);
+        assert_eq!((j.total_launches, j.kernels.len(), families_text(&j).as_str()), (0, 0, "none"));
+    }
+
+    #[test]
+    fn traced_records_get_a_claim_and_a_kernels_column() {
+        let a = TraceFile {
+            path: Some(PathBuf::from("/runs/r/traces/s001-cuda/trace-42.jsonl")),
+            ..TraceFile::parse(&server_trace()).unwrap()
+        };
+        let label = |p: &Path| p.strip_prefix("/runs/r").unwrap().display().to_string();
+        let mut rec = crate::sweep::store::tests::record("r", "cuda|m|ngl=99|p|n=1|e1|r3", 2);
+        rec.endpoint = "cuda".into();
+        rec.num_gpu = 99;
+        rec.repetition = 3;
+        rec.trace = Some(join("traces/s001-cuda", vec![], &[&a], &label, [3100, 3900], 20));
+        let mut cpu = crate::sweep::store::tests::record("r", "cpu|m|ngl=0|p|n=1|e1|r1", 3);
+        cpu.endpoint = "cpu".into();
+        cpu.trace = Some(RecordTrace {
+            observer_loaded: Some(true),
+            ..join("traces/s002-cpu", vec![], &[], &label, [5000, 6000], 20)
+        });
+        let claims = crate::sweep::report::claims(&[rec.clone(), cpu.clone()], Path::new("/runs/r"));
+        let k: Vec<&crate::evidence::Claim> = claims.iter().filter(|c| c.id.ends_with(".kernels")).collect();
+        assert_eq!(k.len(), 2);
+        assert_eq!(k[0].confidence, crate::evidence::Confidence::Confirmed);
+        assert!(
+            k[0].statement.starts_with(
+                "request e1r3 of `cuda` at num_gpu=99 ran 508 kernel launches in 1 process(es): 254 mul_mat_vec_q<Q4_K, 1> launches"
+            ),
+            "{}",
+            k[0].statement
+        );
+        assert!(k[0].statement.contains("(MMVQ 254, quantize 254) and no MMQ, no MMVF, no MMF"), "{}", k[0].statement);
+        assert!(
+            matches!(&k[0].sources[0], crate::evidence::Source::File { path, .. } if path == "/runs/r/traces/s001-cuda/trace-42.jsonl")
+        );
+        assert!(k[1].statement.contains("no CUDA/HIP kernel launch was observed"), "{}", k[1].statement);
+        let text = crate::sweep::report::render("r", "/runs/r", &[rec, cpu], &claims);
+        assert!(text.contains("kernels (per request)") && text.contains("MMVQ 254, quantize 254"), "{text}");
+    }
+
+    #[test]
+    fn no_trace_file_gives_an_empty_join() {
+        let j = join("traces/s001-cpu", vec![], &[], &label, [1, 2], 20);
+        assert_eq!(j.total_launches, 0);
+        assert!(j.processes.is_empty() && j.files.is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        let mut td = TraceDir::new(dir.path().join("missing"));
+        let t1 = monotonic_ns();
+        let j = observe(&mut td, "x", &label, [t1 - 1000, t1], 5);
+        assert_eq!(j.total_launches, 0);
+        assert!(j.notes.is_empty(), "{:?}", j.notes);
+    }
+
+    #[test]
+    fn reads_growing_files_incrementally_and_tolerates_a_cut_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace-42.jsonl");
+        let full = server_trace();
+        // First the header, definitions and two windows, then half of the third window's line.
+        let cut = full.find(r#"{"window":[3000"#).unwrap();
+        std::fs::write(&path, format!("{}{}", &full[..cut], r#"{"window":[3000,40"#)).unwrap();
+        let mut td = TraceDir::new(dir.path().to_path_buf());
+        td.refresh();
+        let t = td.traces().next().unwrap();
+        assert_eq!(t.windows.len(), 2, "the cut line waits for its end");
+        assert!(!td.caught_up(3500));
+        std::fs::write(&path, &full).unwrap();
+        std::fs::write(dir.path().join("trace-43.jsonl"), runner_trace()).unwrap();
+        td.refresh();
+        assert_eq!(td.traces().map(|t| t.windows.len()).collect::<Vec<_>>(), [4, 1]);
+        assert!(td.caught_up(4500));
+        let files: Vec<String> = td.paths().map(|p| label(p)).collect();
+        let traces: Vec<&TraceFile> = td.traces().collect();
+        let j = join("d", files, &traces, &label, [2500, 4200], 20);
+        assert_eq!(j.total_launches, 270 + 264 + 7, "the same as parsing whole files");
+        assert_eq!(j.files.len(), 2);
+        // A later chunk that uses kernels defined in an earlier one, and the end record.
+        let more = format!(
+            "{full}{}\n{}\n",
+            r#"{"window":[7000,8000],"counts":[[2,5]]}"#, r#"{"end_ns":8100,"reason":"exit"}"#
+        );
+        std::fs::write(&path, more).unwrap();
+        td.refresh();
+        td.forget_before(7500);
+        let t = td.traces().next().unwrap();
+        assert_eq!(t.windows.len(), 1);
+        assert!(t.end.is_some());
+        // A file that is not a trace is reported, not fatal.
+        std::fs::write(dir.path().join("trace-9.jsonl"), "not json\n").unwrap();
+        td.refresh();
+        assert_eq!(td.errors().count(), 1);
+    }
+
+    #[test]
+    fn server_env_preloads_the_observer_before_an_existing_preload() {
+        let mut env = vec![("LD_PRELOAD".to_string(), "/lib/a.so".to_string()), ("X".into(), "1".into())];
+        server_env(&mut env, Path::new("/o/libbackscope_observer.so"), Path::new("/r/traces/s001-x"), 20, None);
+        assert!(env.contains(&("LD_PRELOAD".into(), "/o/libbackscope_observer.so:/lib/a.so".into())));
+        assert!(env.contains(&("BACKSCOPE_TRACE_DIR".into(), "/r/traces/s001-x".into())));
+        assert!(env.contains(&("BACKSCOPE_TRACE_INTERVAL_MS".into(), "20".into())));
+        let mut env = Vec::new();
+        server_env(&mut env, Path::new("/o/l.so"), Path::new("/d"), 5, Some("/lib/b.so".into()));
+        assert_eq!(env[0], ("LD_PRELOAD".into(), "/o/l.so:/lib/b.so".into()));
+        assert!(monotonic_ns() > 0);
+    }
+}
