@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Bounded fuzz run of every binfmt decoder: scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 30)
+#
+# 1. installs cargo-fuzz if missing (needs a nightly toolchain: `rustup toolchain install nightly`);
+# 2. writes seed corpora cut from the real fixtures into fuzz/corpus/<target>/ (fetching the fixtures with
+#    scripts/fixtures.sh when they are missing; BACKSCOPE_FIXTURES points at another copy);
+# 3. builds all targets once (ASan, debug assertions), then runs each for SECONDS_PER_TARGET seconds on one
+#    job, with -rss_limit_mb=2048 -max_len=1048576 -timeout=10 and the dictionary fuzz/dicts/<target>.dict.
+# Exits 1 if any target found a crash, timeout or OOM; the reproducer stays in fuzz/artifacts/<target>/ and
+# the command to replay it is printed. Full libFuzzer logs: fuzz/target/logs/<target>.log.
+#
+# Environment: FUZZ_TARGETS (space-separated subset), FUZZ_TOOLCHAIN (default nightly),
+# FUZZ_SEEDS_TARGET_DIR (cargo target dir for the seed extractor; default fuzz/target/seeds).
+set -euo pipefail
+
+SECS="${1:-30}"
+[[ "$SECS" =~ ^[1-9][0-9]*$ ]] || { echo "usage: $0 [SECONDS_PER_TARGET]" >&2; exit 2; }
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+TOOLCHAIN="${FUZZ_TOOLCHAIN:-nightly}"
+read -r -a TARGETS <<<"${FUZZ_TARGETS:-offload_bundle ccob nv_fatbin amdgpu_note cubin_info host_elf}"
+CACHE="${BACKSCOPE_CACHE:-$HOME/.cache/backscope}"
+FIX="${BACKSCOPE_FIXTURES:-$CACHE/fixtures}"
+LOGS="$ROOT/fuzz/target/logs"
+# cargo-fuzz finds its binaries under fuzz/target; a target dir from the environment would move them.
+unset CARGO_TARGET_DIR
+started=$SECONDS
+
+stamp() { echo "fuzz: [$((SECONDS - started))s] $*" >&2; }
+
+if ! rustup run "$TOOLCHAIN" rustc --version >/dev/null 2>&1; then
+  echo "fuzz: toolchain '$TOOLCHAIN' is missing: rustup toolchain install $TOOLCHAIN" >&2
+  exit 2
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  stamp "installing cargo-fuzz"
+  cargo install cargo-fuzz --locked
+fi
+
+# Seeds from the real fixtures.
+need=(cyllama_rocm jax_rocm7_plugin nvidia_nvjpeg_cu12 nvidia_nvjpeg librocblas0)
+for dir in "${need[@]}"; do
+  if [ ! -f "$FIX/unpacked/$dir/.complete" ]; then
+    if [ -n "${BACKSCOPE_FIXTURES:-}" ]; then
+      echo "fuzz: $FIX/unpacked/$dir is incomplete; seeds from it are skipped" >&2
+    else
+      stamp "fetching fixtures"
+      scripts/fixtures.sh
+      break
+    fi
+  fi
+done
+stamp "writing seeds into fuzz/corpus"
+CARGO_TARGET_DIR="${FUZZ_SEEDS_TARGET_DIR:-$ROOT/fuzz/target/seeds}" \
+  cargo run --release -q -p backscope-binfmt --example fuzz_seeds -- "$FIX" "$ROOT/fuzz/corpus"
+
+stamp "building the fuzz targets"
+cargo +"$TOOLCHAIN" fuzz build
+
+mkdir -p "$LOGS"
+failed=()
+for t in "${TARGETS[@]}"; do
+  mkdir -p "fuzz/corpus/$t" "fuzz/artifacts/$t"
+  before="$(ls -1 "fuzz/artifacts/$t")"
+  stamp "$t: fuzzing for ${SECS}s"
+  dict=()
+  [ -f "fuzz/dicts/$t.dict" ] && dict=(-dict="fuzz/dicts/$t.dict")
+  rc=0
+  cargo +"$TOOLCHAIN" fuzz run "$t" "fuzz/corpus/$t" -- "${dict[@]}" \
+    -max_total_time="$SECS" -rss_limit_mb=2048 -max_len=1048576 -timeout=10 -print_final_stats=1 \
+    >"$LOGS/$t.log" 2>&1 || rc=$?
+  grep -E '^(Done|stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb))' \
+    "$LOGS/$t.log" | sed "s/^/fuzz:   $t: /" >&2 || true
+  if [ "$rc" -ne 0 ]; then
+    new="$(comm -13 <(echo "$before") <(ls -1 "fuzz/artifacts/$t") | sed "s|^|fuzz/artifacts/$t/|")"
+    grep -E -m1 -A12 '(panicked at|ERROR: libFuzzer|ERROR: AddressSanitizer|==ERROR)' "$LOGS/$t.log" >&2 ||
+      tail -20 "$LOGS/$t.log" >&2
+    if [ -z "$new" ]; then
+      echo "fuzz: $t: libFuzzer exited with $rc but left no artifact; see $LOGS/$t.log" >&2
+    fi
+    for a in $new; do
+      echo "fuzz: $t: reproducer $a" >&2
+      echo "fuzz:   replay: cargo +$TOOLCHAIN fuzz run $t $a" >&2
+      echo "fuzz:   keep:   cp $a crates/binfmt/tests/regressions/$t-$(sha1sum "$a" | cut -c1-8).bin" >&2
+    done
+    failed+=("$t")
+  fi
+done
+
+stamp "done: ${#TARGETS[@]} targets x ${SECS}s"
+if [ "${#failed[@]}" -ne 0 ]; then
+  echo "fuzz: FAILED: ${failed[*]}" >&2
+  exit 1
+fi
