@@ -151,13 +151,7 @@ pub struct Walk<'a> {
 impl<'a> Walk<'a> {
     /// The next position at or after `from` where a bundle magic (either kind) starts.
     fn resync(&self, from: usize) -> usize {
-        let a = read::find(self.data, BUNDLE_MAGIC, from);
-        let b = read::find(self.data, CCOB_MAGIC, from);
-        match (a, b) {
-            (Some(a), Some(b)) => a.min(b),
-            (Some(x), None) | (None, Some(x)) => x,
-            (None, None) => self.data.len(),
-        }
+        read::find_any(self.data, &[BUNDLE_MAGIC, CCOB_MAGIC], from).unwrap_or(self.data.len())
     }
 }
 

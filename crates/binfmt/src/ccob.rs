@@ -116,9 +116,7 @@ impl<'a> CompressedBundle<'a> {
 
 /// The first bundle magic (compressed or not) at or after `from`, or the end of `data`.
 fn next_magic(data: &[u8], from: usize) -> usize {
-    let a = read::find(data, CCOB_MAGIC, from).unwrap_or(data.len());
-    let b = read::find(data, BUNDLE_MAGIC, from).unwrap_or(data.len());
-    a.min(b)
+    read::find_any(data, &[CCOB_MAGIC, BUNDLE_MAGIC], from).unwrap_or(data.len())
 }
 
 #[cfg(test)]

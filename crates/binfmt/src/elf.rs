@@ -51,6 +51,11 @@ impl<'a> HostElf<'a> {
     }
 }
 
+/// Most `DT_NEEDED` names plus RPATH/RUNPATH directories accepted from one file. Real libraries have tens;
+/// without a cap, many dynamic entries (or many SHT_DYNAMIC headers) naming one long `a:a:…` string
+/// multiply into billions of paths.
+const MAX_DYNAMIC_STRINGS: usize = 1 << 16;
+
 fn header_err(_: object::Error) -> Error {
     Error::new(0, "ELF header", "a little-endian ELF header")
 }
@@ -61,6 +66,7 @@ fn parse_generic<'a, H: FileHeader<Endian = LE>>(header: &'a H, data: &'a [u8], 
         .sections(e, data)
         .map_err(|_| Error::new(0, "ELF section header table", "a section header table inside the file"))?;
     let mut elf = HostElf { is_64, machine: header.e_machine(e).0, e_type: header.e_type(e).0, ..Default::default() };
+    let mut seen_dynamic = false;
     for section in table.iter() {
         let name = table.section_name(e, section).ok().and_then(|n| std::str::from_utf8(n).ok()).unwrap_or("");
         let sh_type = section.sh_type(e).0;
@@ -74,7 +80,13 @@ fn parse_generic<'a, H: FileHeader<Endian = LE>>(header: &'a H, data: &'a [u8], 
                 .map_err(|_| Error::new(offset, "ELF section bytes", "a section that lies inside the file"))?
         };
         elf.sections.push(Section { name, sh_type, offset, size, addr: section.sh_addr(e).into(), data: bytes });
+        // One dynamic table, as the loader reads one (PT_DYNAMIC): more SHT_DYNAMIC headers naming the same
+        // bytes would multiply the work.
+        if seen_dynamic {
+            continue;
+        }
         if let Ok(Some((dynamic, link))) = section.dynamic(e, data) {
+            seen_dynamic = true;
             let strings = table
                 .strings(e, data, link)
                 .map_err(|_| Error::new(offset, "ELF dynamic string table", "a string table linked from .dynamic"))?;
@@ -90,6 +102,13 @@ fn parse_generic<'a, H: FileHeader<Endian = LE>>(header: &'a H, data: &'a [u8], 
                     t if t == DT_RPATH => elf.rpath.extend(s.split(':').filter(|p| !p.is_empty())),
                     t if t == DT_RUNPATH => elf.runpath.extend(s.split(':').filter(|p| !p.is_empty())),
                     _ => {}
+                }
+                if elf.needed.len() + elf.rpath.len() + elf.runpath.len() > MAX_DYNAMIC_STRINGS {
+                    return Err(Error::new(
+                        offset,
+                        "ELF dynamic section",
+                        "at most 65536 DT_NEEDED/RPATH/RUNPATH strings",
+                    ));
                 }
             }
         }

@@ -71,6 +71,20 @@ pub fn fused_step<T>(done: &mut bool, step: Result<Option<T>>) -> Option<Result<
     }
 }
 
+/// The first position at or after `from` where any of `needles` starts. One pass, so a caller that
+/// resynchronises after every error stays linear even when one of the needles never occurs (two separate
+/// [`find`]s would each scan to the end of the data every time).
+pub fn find_any(haystack: &[u8], needles: &[&[u8]], from: usize) -> Option<usize> {
+    let rest = haystack.get(from..)?;
+    (0..rest.len())
+        .find(|&i| {
+            let tail = rest.get(i..).unwrap_or_default();
+            // Compare the first byte before the whole needle: most positions fail there, without a memcmp.
+            needles.iter().any(|n| n.first().is_some_and(|b| tail.first() == Some(b)) && tail.starts_with(n))
+        })
+        .map(|p| p + from)
+}
+
 /// Find `needle` in `haystack` starting at `from`; used to resynchronise after padding.
 pub fn find(haystack: &[u8], needle: &[u8], from: usize) -> Option<usize> {
     if needle.is_empty() || from >= haystack.len() {

@@ -94,7 +94,19 @@ impl<'a> CodeObject<'a> {
         let sections = header
             .sections(e, data)
             .map_err(|_| Error::new(0x28, "ELF section header table", "a table inside the code object"))?;
+        // Byte ranges of the note sections read so far. A note section that overlaps one of them (only a
+        // hostile file has that) would yield the same notes again, multiplying the merged kernels and the
+        // work by the number of section headers, so it is skipped.
+        let mut taken = std::collections::BTreeMap::<u64, u64>::new();
         for section in sections.iter().filter(|s| s.sh_type(e) == SHT_NOTE) {
+            let start = section.sh_offset(e);
+            let end = start.saturating_add(section.sh_size(e));
+            let overlaps_before = taken.range(..=start).next_back().is_some_and(|(_, &taken_end)| taken_end > start);
+            let overlaps_after = taken.range(start..).next().is_some_and(|(&taken_start, _)| taken_start < end);
+            if overlaps_before || overlaps_after {
+                continue;
+            }
+            taken.insert(start, end);
             let Ok(Some(mut notes)) = section.notes(e, data) else {
                 return Err(Error::new(section.sh_offset(e), "ELF note section", "well-formed notes"));
             };

@@ -69,8 +69,9 @@ pub fn parse(desc: &[u8]) -> Result<Metadata<'_>> {
             "amdhsa.target" => meta.target = Some(c.str("amdhsa.target")?),
             "amdhsa.kernels" => {
                 let len = c.array_len("amdhsa.kernels")?;
-                // Each kernel map takes at least one byte, so `len` is bounded by the note size.
-                meta.kernels.reserve(len as usize);
+                // Each kernel map takes at least one byte, so `len` is bounded by the note size; but a
+                // KernelMeta is ~200 bytes, so reserving `len` would turn a 100 MB note into 20 GB.
+                meta.kernels.reserve(len.min(4096) as usize);
                 for _ in 0..len {
                     meta.kernels.push(kernel(&mut c)?);
                 }

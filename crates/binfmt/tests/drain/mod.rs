@@ -3,7 +3,7 @@
 //!
 //! Each public function runs one family of decoders over arbitrary bytes and consumes everything they
 //! return: every item of every iterator and every nested object (bundle entries through the code object
-//! and its metadata note, compressed payloads through decompression and the inner decoder). Along the way
+//! and its metadata notes, compressed payloads through decompression and the inner decoder). Along the way
 //! it asserts cheap consistency properties: every returned slice lies inside the bytes it was cut from and
 //! at the offset the decoder reports, sizes agree with lengths, iteration moves forward, and error offsets
 //! stay near the input (an error names the position of a field, and fields sit inside or just past the
