@@ -43,9 +43,81 @@ pub fn demangle_short(raw: &str) -> Option<String> {
     if !raw.starts_with("_Z") {
         return None;
     }
+    if let Some(fast) = demangle_literal_template(raw) {
+        return Some(fast);
+    }
     // A recursion limit keeps hostile names from exhausting the stack.
     let sym = Symbol::new_with_options(raw.as_bytes(), &ParseOptions::default().recursion_limit(256)).ok()?;
     sym.demangle_with_options(&DemangleOptions::default().no_params().no_return_type()).ok()
+}
+
+/// The common shape of ggml kernel names, demangled without a full parser: `_Z[L]<name>` followed either by
+/// the parameters (no template), or by template arguments that are all integer, bool or enum literals
+/// (`IL9ggml_type12ELi8ELb0EE…` → `mul_mat_vec_q<(ggml_type)12, 8, false>`). Anything else returns `None` and
+/// goes to cpp_demangle. Scanning a ggml library demangles thousands of distinct names and cpp_demangle's
+/// parse dominated `scan --kernels`; a test compares this with cpp_demangle on every kernel name of the real
+/// fixtures, so the two must agree wherever this one answers.
+pub fn demangle_literal_template(raw: &str) -> Option<String> {
+    let rest = raw.strip_prefix("_Z")?;
+    let rest = rest.strip_prefix('L').unwrap_or(rest);
+    let (name, mut rest) = source_name(rest)?;
+    // Function parameters must follow (a bare name would be a variable); `Tn`/`X…`/type arguments are left
+    // to the full demangler.
+    let Some(mut args) = rest.strip_prefix('I') else {
+        return (!rest.is_empty() && !rest.starts_with(['I', 'E'])).then(|| name.to_string());
+    };
+    let mut out = String::with_capacity(name.len() + 32);
+    out.push_str(name);
+    out.push('<');
+    let mut first = true;
+    loop {
+        if let Some(after) = args.strip_prefix('E') {
+            rest = after;
+            break;
+        }
+        let lit = args.strip_prefix('L')?;
+        let end = lit.find('E')?;
+        let (body, after) = (lit.get(..end)?, lit.get(end + 1..)?);
+        if !first {
+            out.push_str(", ");
+        }
+        first = false;
+        let number = |digits: &str| -> Option<String> {
+            let (neg, d) = match digits.strip_prefix('n') {
+                Some(d) => (true, d),
+                None => (false, digits),
+            };
+            (!d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())).then(|| {
+                if neg {
+                    format!("-{d}")
+                } else {
+                    d.to_string()
+                }
+            })
+        };
+        match body.as_bytes().first()? {
+            b'i' => out.push_str(&number(body.get(1..)?)?),
+            b'b' => match body.get(1..)? {
+                "0" => out.push_str("false"),
+                "1" => out.push_str("true"),
+                _ => return None,
+            },
+            b'0'..=b'9' => {
+                let (enum_name, value) = source_name(body)?;
+                out.push('(');
+                out.push_str(enum_name);
+                out.push(')');
+                out.push_str(&number(value)?);
+            }
+            _ => return None,
+        }
+        args = after;
+    }
+    if first || rest.is_empty() {
+        return None;
+    }
+    out.push('>');
+    Some(out)
 }
 
 /// The function's own name from an Itanium mangled name: `_ZL13mul_mat_vec_qIL9ggml_type12E…` →

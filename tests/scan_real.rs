@@ -465,3 +465,36 @@ fn rocblas_library_tree_from_debian_trixie() {
     assert!(summary["statement"].as_str().unwrap().contains("BLAS is the only GPU matrix path"), "{summary}");
     assert_eq!(report["arch_answer"]["vendor_blas"][0]["files_for_arch"], 2);
 }
+
+/// The fast demangling path must print exactly what cpp_demangle prints, on every kernel name of the real
+/// ggml HIP and CUDA libraries, and leave every name it does not handle to cpp_demangle.
+#[test]
+fn fast_demangler_agrees_with_cpp_demangle_on_every_real_kernel_name() {
+    use cpp_demangle::{DemangleOptions, Symbol};
+    let mut names = BTreeSet::new();
+    for lib in [cyllama_hip(), fixture("cyllama_cuda12/cyllama_cuda12.libs/libggml-cuda-3851d25f.so")] {
+        let report = scan_json(&["--kernels"], &[&lib]);
+        let f = &report["files"][0];
+        let amd = f["amdgpu"]["code_objects"].as_array().into_iter().flatten();
+        let cuda = f["cuda"]["entries"].as_array().into_iter().flatten();
+        for k in amd.chain(cuda).flat_map(|c| c["kernels"].as_array().unwrap()) {
+            names.insert(k["name"].as_str().unwrap().to_string());
+        }
+    }
+    let (mut fast, mut fallback) = (0, 0);
+    for name in &names {
+        let full = Symbol::new(name.as_bytes())
+            .ok()
+            .and_then(|s| s.demangle_with_options(&DemangleOptions::default().no_params().no_return_type()).ok());
+        match backscope::kernels::demangle_literal_template(name) {
+            Some(ours) => {
+                assert_eq!(Some(&ours), full.as_ref(), "{name}");
+                fast += 1;
+            }
+            None => fallback += 1,
+        }
+    }
+    assert!(names.len() > 10_000, "{}", names.len());
+    assert!(fast > names.len() / 3, "the fast path should cover the common ggml names: {fast} of {}", names.len());
+    eprintln!("{fast} names by the fast path, {fallback} by cpp_demangle");
+}
