@@ -46,6 +46,13 @@ pub enum Status {
     Fail,
 }
 
+/// A record is a failure until a response proves otherwise.
+impl Default for Status {
+    fn default() -> Self {
+        Status::Fail
+    }
+}
+
 /// Why a cell failed. Each class has a stable name (`as_str`, used in SQLite, JSON and the table) and a hint
 /// that says what to look at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -244,7 +251,7 @@ pub struct ServerRef {
 }
 
 /// One cell: one request (or one failed attempt to start the server for it).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     pub schema: u32,
     pub run_id: String,

@@ -516,7 +516,7 @@ pub fn render(run_id: &str, run_dir: &str, records: &[Record], claims: &[Claim])
 
 #[cfg(test)]
 mod tests {
-    use super::super::record::{BackendFacts, LogRef, Phase, ServerTimings, RECORD_SCHEMA};
+    use super::super::record::{BackendFacts, LogRef, Phase, RECORD_SCHEMA};
     use super::*;
 
     fn rec(ep: &str, ngl: i64, seq: u64, ok: bool) -> Record {
@@ -528,8 +528,6 @@ mod tests {
             source: "sweep".into(),
             file: format!("cells/{seq:05}-{ep}/result.json"),
             endpoint: ep.into(),
-            api: None,
-            managed: false,
             model: "qwen3.5:2b".into(),
             num_gpu: ngl,
             prompt: "p".into(),
@@ -541,26 +539,15 @@ mod tests {
             status: if ok { Status::Ok } else { Status::Fail },
             error_class: (!ok).then_some(ErrorClass::Crash),
             phase: (!ok).then_some(Phase::Request),
-            error: None,
             http_status: Some(if ok { 200 } else { 500 }),
             signal: (!ok).then(|| "SIGSEGV".into()),
             signal_source: (!ok).then(|| "error body".into()),
-            exit_code: None,
             wall_ms: Some(1000.0),
             ttft_ms: ok.then_some(100.0),
-            ttf_ms: None,
-            server_timings: ServerTimings::default(),
             prompt_count_includes_cache: true,
             prompt_tps: ok.then_some(500.0),
             decode_tps: ok.then_some(50.0),
-            response_chars: 0,
-            body_bytes: 0,
-            backend: None,
-            server: None,
-            log_slice: None,
-            failure_line: None,
-            extra: Default::default(),
-            trace: None,
+            ..Default::default()
         }
     }
 

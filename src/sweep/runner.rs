@@ -18,9 +18,7 @@ use super::api::{self, GenParams};
 use super::events::{Event, Sink};
 use super::http::{detect_api, Failure, HttpClient, Measurement, Timeouts};
 use super::logs::{scan_log, LogScan};
-use super::record::{
-    tokens_per_second, Api, ErrorClass, Phase, Record, ServerRef, ServerTimings, Status, RECORD_SCHEMA,
-};
+use super::record::{tokens_per_second, Api, ErrorClass, Phase, Record, ServerRef, Status, RECORD_SCHEMA};
 use super::spec::{Cell, Endpoint, EndpointKind, Plan, Preset};
 use super::store::{commit_record, utc_now, Store};
 use super::supervise::{copy_slice, free_port, port_taken, ExitInfo, Interrupt, Supervised};
@@ -212,28 +210,7 @@ impl Runner<'_, '_> {
             stream: plan.stream,
             started_at: utc_now(),
             status: Status::Ok,
-            error_class: None,
-            phase: None,
-            error: None,
-            http_status: None,
-            signal: None,
-            signal_source: None,
-            exit_code: None,
-            wall_ms: None,
-            ttft_ms: None,
-            ttf_ms: None,
-            server_timings: ServerTimings::default(),
-            prompt_count_includes_cache: false,
-            prompt_tps: None,
-            decode_tps: None,
-            response_chars: 0,
-            body_bytes: 0,
-            backend: None,
-            server: None,
-            log_slice: None,
-            failure_line: None,
-            extra: Map::new(),
-            trace: None,
+            ..Default::default()
         }
     }
 

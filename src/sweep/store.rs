@@ -348,7 +348,7 @@ pub fn new_run_id() -> String {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::super::record::{ServerTimings, Status, RECORD_SCHEMA};
+    use super::super::record::{Status, RECORD_SCHEMA};
     use super::*;
 
     pub(crate) fn record(run_id: &str, key: &str, seq: u64) -> Record {
@@ -360,10 +360,7 @@ pub(crate) mod tests {
             source: "sweep".into(),
             file: format!("cells/{seq:05}/result.json"),
             endpoint: "e".into(),
-            api: None,
-            managed: false,
             model: "m".into(),
-            num_gpu: 0,
             prompt: "p".into(),
             num_predict: 1,
             epoch: 1,
@@ -371,28 +368,9 @@ pub(crate) mod tests {
             stream: true,
             started_at: utc_now(),
             status: Status::Ok,
-            error_class: None,
-            phase: None,
-            error: None,
             http_status: Some(200),
-            signal: None,
-            signal_source: None,
-            exit_code: None,
             wall_ms: Some(1.0),
-            ttft_ms: None,
-            ttf_ms: None,
-            server_timings: ServerTimings::default(),
-            prompt_count_includes_cache: false,
-            prompt_tps: None,
-            decode_tps: None,
-            response_chars: 0,
-            body_bytes: 0,
-            backend: None,
-            server: None,
-            log_slice: None,
-            failure_line: None,
-            extra: Default::default(),
-            trace: None,
+            ..Default::default()
         }
     }
 
