@@ -208,17 +208,25 @@ impl StreamState {
                 decode_n: n("eval_count"),
                 stop_reason: obj.get("done_reason").and_then(Value::as_str).map(str::to_string),
             };
-            self.final_seen = true;
-            if text > 0 {
-                self.token_chunks += 1;
-            }
-            return Ok(LineEvent::Final);
+            return Ok(self.count_chunk(text > 0, true));
         }
-        if text > 0 {
+        Ok(self.count_chunk(text > 0, false))
+    }
+
+    /// Count a chunk that carried text and say what it was: the final one (which may also carry text), a token,
+    /// or neither (keep-alive, metadata).
+    fn count_chunk(&mut self, has_text: bool, is_final: bool) -> LineEvent {
+        if has_text {
             self.token_chunks += 1;
-            return Ok(LineEvent::Token);
         }
-        Ok(LineEvent::Nothing)
+        if is_final {
+            self.final_seen = true;
+            LineEvent::Final
+        } else if has_text {
+            LineEvent::Token
+        } else {
+            LineEvent::Nothing
+        }
     }
 
     fn llamacpp_chunk(&mut self, obj: &Map<String, Value>) -> Result<LineEvent, String> {
@@ -242,17 +250,9 @@ impl StreamState {
             if self.timings.cache_n.is_none() {
                 self.timings.cache_n = obj.get("tokens_cached").and_then(Value::as_u64);
             }
-            self.final_seen = true;
-            if has_token {
-                self.token_chunks += 1;
-            }
-            return Ok(LineEvent::Final);
+            return Ok(self.count_chunk(has_token, true));
         }
-        if has_token {
-            self.token_chunks += 1;
-            return Ok(LineEvent::Token);
-        }
-        Ok(LineEvent::Nothing)
+        Ok(self.count_chunk(has_token, false))
     }
 
     fn openai_chunk(&mut self, obj: &Map<String, Value>) -> Result<LineEvent, String> {
@@ -278,17 +278,9 @@ impl StreamState {
         }
         if let Some(reason) = first.and_then(|c| c.get("finish_reason")).and_then(Value::as_str) {
             self.timings.stop_reason = Some(reason.to_string());
-            self.final_seen = true;
-            if text > 0 {
-                self.token_chunks += 1;
-            }
-            return Ok(LineEvent::Final);
+            return Ok(self.count_chunk(text > 0, true));
         }
-        if text > 0 {
-            self.token_chunks += 1;
-            return Ok(LineEvent::Token);
-        }
-        Ok(LineEvent::Nothing)
+        Ok(self.count_chunk(text > 0, false))
     }
 }
 
