@@ -9,7 +9,8 @@ use comfy_table::{ContentArrangement, Table};
 use crate::evidence::Claim;
 use crate::scan::{KernelRecord, ScanReport};
 
-fn table(header: &[&str]) -> Table {
+/// The table style of every human output.
+pub(crate) fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_style(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic).set_header(header.to_vec());
     t

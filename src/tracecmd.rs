@@ -10,12 +10,11 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{ContentArrangement, Table};
 use serde::Serialize;
 
 use crate::evidence::{Claim, Confidence, Source};
 use crate::kernels;
+use crate::render::table;
 use crate::trace::{self, Range, TraceFile};
 
 pub const OBSERVER_FILE: &str = "libbackscope_observer.so";
@@ -399,13 +398,6 @@ fn short_name(demangled: &str) -> String {
 
 pub fn render(s: &TraceSummary, top: usize) -> String {
     let mut out = String::new();
-    let table = |header: &[&str]| {
-        let mut t = Table::new();
-        t.load_style(UTF8_FULL_CONDENSED)
-            .set_content_arrangement(ContentArrangement::Dynamic)
-            .set_header(header.to_vec());
-        t
-    };
     let mut t = table(&["family", "kernels", "launches", "via graph replay", "failed"]);
     for f in &s.families {
         t.add_row(vec![

@@ -25,14 +25,6 @@ fn s(v: &Value) -> &str {
 }
 
 /// The observer library of this build (as tests/trace_cli.rs finds it).
-fn observer() -> PathBuf {
-    let dir = Path::new(env!("CARGO_BIN_EXE_backscope")).parent().unwrap();
-    let p = dir.join("libbackscope_observer.so");
-    let p = if p.exists() { p } else { dir.join("deps/libbackscope_observer.so") };
-    assert!(p.exists(), "build the observer: cargo build --workspace ({})", p.display());
-    p
-}
-
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: writes into our timespec.
@@ -52,7 +44,7 @@ fn report(db: &Path, run_id: &str) -> (Vec<Value>, String) {
 fn traced_llama_server_on_the_cpu_records_a_window_per_request_and_no_cuda_or_hip_launch() {
     let _turn = heavy();
     let (bin, model) = (llama_bin(), tiny_model());
-    let observer = observer();
+    let observer = observer_library();
     let dir = tempfile::tempdir().unwrap();
     let (db, runs) = (dir.path().join("backscope.db"), dir.path().join("runs"));
     let before = monotonic_ns();
@@ -164,7 +156,7 @@ http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 
 #[test]
 fn each_request_gets_exactly_the_hip_launches_made_during_it() {
-    let observer = observer();
+    let observer = observer_library();
     let tmp = tempfile::tempdir().unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/observer/tests/c/kernels.hip");
     let exe = tmp.path().join("kernels");

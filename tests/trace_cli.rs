@@ -15,13 +15,7 @@ fn trace_counts_match_the_programs_own_launch_log() {
     stdout_ok(Command::new("hipcc").arg("--offload-arch=gfx900").arg(&src).arg("-o").arg(&exe));
     let plain = stdout_ok(&mut Command::new(&exe));
 
-    let observer = Path::new(env!("CARGO_BIN_EXE_backscope")).parent().unwrap().join("libbackscope_observer.so");
-    let observer = if observer.exists() {
-        observer
-    } else {
-        Path::new(env!("CARGO_BIN_EXE_backscope")).parent().unwrap().join("deps/libbackscope_observer.so")
-    };
-    assert!(observer.exists(), "build the observer: cargo build --workspace ({})", observer.display());
+    let observer = observer_library();
     let dir = tmp.path().join("traces");
     let out = run(backscope()
         .args(["trace", "--json", "--observer"])
@@ -67,7 +61,7 @@ fn trace_counts_match_the_programs_own_launch_log() {
 
 #[test]
 fn trace_env_prints_a_systemd_drop_in() {
-    let observer = Path::new(env!("CARGO_BIN_EXE_backscope")).parent().unwrap().join("deps/libbackscope_observer.so");
+    let observer = observer_library();
     let text = stdout_ok(
         backscope()
             .args(["trace", "--env", "--systemd", "ollama.service", "--dir", "/var/tmp/bt", "--observer"])

@@ -114,3 +114,12 @@ pub fn readelf_notes(files: &[PathBuf]) -> std::collections::BTreeMap<String, Ve
     }
     out
 }
+
+/// The observer library cargo built next to the test binary (`deps/` when only `cargo test` built it).
+pub fn observer_library() -> PathBuf {
+    let dir = Path::new(env!("CARGO_BIN_EXE_backscope")).parent().expect("target dir");
+    let p = dir.join("libbackscope_observer.so");
+    let p = if p.exists() { p } else { dir.join("deps/libbackscope_observer.so") };
+    assert!(p.exists(), "build the observer: cargo build --workspace ({})", p.display());
+    p
+}
