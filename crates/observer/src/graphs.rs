@@ -251,9 +251,10 @@ pub fn launch_graph(family: Family, exec: usize, stream: Stream, status: Status)
     // SAFETY: same grace-period argument for the exec's kernel list.
     match unsafe { kernels.as_ref() }.and_then(|k| k.kernels.as_deref()) {
         Some(list) => {
+            let thread = crate::sync::thread_token();
             for launch in list {
                 if let Some(slot) = registry::slot(launch.slot) {
-                    slot.record(&launch.shape, launch.count, failed, true);
+                    slot.record(&launch.shape, launch.count, failed, true, thread);
                 }
             }
         }

@@ -75,7 +75,7 @@ pub fn launch(api: Api, namer: Namer, key: usize, shape: Shape, stream: Stream, 
         return;
     }
     if let Some(slot) = registry::slot(id) {
-        slot.record(&shape, 1, failed, false);
+        slot.record(&shape, 1, failed, false, crate::sync::thread_token());
     }
 }
 

@@ -98,73 +98,118 @@ const ENTRY_EMPTY: u8 = 0;
 const ENTRY_WRITING: u8 = 1;
 const ENTRY_READY: u8 = 2;
 
+/// A counter that is bumped without a locked read-modify-write in the common case.
+///
+/// A locked add (`lock xadd`) waits for the store buffer, which the runtime has just filled with
+/// the launch's commands. Nearly every process launches all its kernels from one thread, so a
+/// kernel's slot has an owner thread (see [`Slot::record`]) that adds into `owned` with a plain
+/// load and store, since no other thread writes it; every other thread adds into `shared`
+/// atomically. The sum of the two is exact.
+#[derive(Default)]
+pub struct Counter {
+    owned: AtomicU64,
+    shared: AtomicU64,
+}
+
+impl Counter {
+    #[inline(always)]
+    fn add(&self, n: u64, owner: bool) {
+        if owner {
+            self.owned.store(self.owned.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        } else {
+            self.shared.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    pub fn load(&self) -> u64 {
+        self.owned.load(Ordering::Relaxed).wrapping_add(self.shared.load(Ordering::Relaxed))
+    }
+
+    fn reset(&self) {
+        self.owned.store(0, Ordering::Relaxed);
+        self.shared.store(0, Ordering::Relaxed);
+    }
+}
+
+/// One launch shape of a kernel and its count. Lock-free: an empty entry is claimed with a CAS.
+/// Two threads racing with the same new shape may claim two entries; the trace writer merges
+/// equal shapes, so counts stay exact.
 #[derive(Default)]
 struct ShapeEntry {
     state: AtomicU8,
     words: [AtomicU64; 3],
-    count: AtomicU64,
+    count: Counter,
 }
 
-/// A kernel's shape histogram: the first [`SHAPE_BUCKETS`] distinct shapes, then "other".
-///
-/// Lock-free: a new shape claims an empty entry with a CAS. Two threads racing with the same new
-/// shape may claim two entries; the trace writer merges equal shapes, so counts stay exact.
-#[derive(Default)]
-pub struct ShapeTable {
-    entries: [ShapeEntry; SHAPE_BUCKETS],
-    other: AtomicU64,
-}
-
-impl ShapeTable {
-    #[inline]
-    fn record(&self, shape: &Shape, n: u64) {
-        let words = shape.words();
-        for entry in &self.entries {
-            match entry.state.load(Ordering::Acquire) {
-                ENTRY_READY if entry.words.iter().zip(words).all(|(w, v)| w.load(Ordering::Relaxed) == v) => {
-                    entry.count.fetch_add(n, Ordering::Relaxed);
-                    return;
-                }
-                ENTRY_EMPTY
-                    if entry
-                        .state
-                        .compare_exchange(ENTRY_EMPTY, ENTRY_WRITING, Ordering::Acquire, Ordering::Relaxed)
-                        .is_ok() =>
-                {
-                    for (w, v) in entry.words.iter().zip(words) {
-                        w.store(v, Ordering::Relaxed);
-                    }
-                    entry.state.store(ENTRY_READY, Ordering::Release);
-                    entry.count.fetch_add(n, Ordering::Relaxed);
-                    return;
-                }
-                // Another shape, or an entry being written by another thread (possibly with
-                // another shape): move on.
-                _ => {}
+impl ShapeEntry {
+    /// Counts `n` launches into this entry if it holds `words`, or was empty and is now claimed
+    /// for them; `false` if it holds another shape (or another thread is writing it).
+    #[inline(always)]
+    fn try_record(&self, words: [u64; 3], n: u64, owner: bool) -> bool {
+        match self.state.load(Ordering::Acquire) {
+            ENTRY_READY if self.words.iter().zip(words).all(|(w, v)| w.load(Ordering::Relaxed) == v) => {
+                self.count.add(n, owner);
+                true
             }
+            ENTRY_EMPTY
+                if self
+                    .state
+                    .compare_exchange(ENTRY_EMPTY, ENTRY_WRITING, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok() =>
+            {
+                for (w, v) in self.words.iter().zip(words) {
+                    w.store(v, Ordering::Relaxed);
+                }
+                self.state.store(ENTRY_READY, Ordering::Release);
+                self.count.add(n, owner);
+                true
+            }
+            _ => false,
         }
-        self.other.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// Current `(shape, count)` of each entry in entry order (`None` for unused entries), and the
-    /// "other" count.
-    pub fn snapshot(&self) -> ([Option<(Shape, u64)>; SHAPE_BUCKETS], u64) {
-        let mut out = [None; SHAPE_BUCKETS];
-        for (slot, entry) in out.iter_mut().zip(&self.entries) {
-            if entry.state.load(Ordering::Acquire) == ENTRY_READY {
-                let words = [0, 1, 2].map(|i| entry.words[i].load(Ordering::Relaxed));
-                *slot = Some((Shape::from_words(words), entry.count.load(Ordering::Relaxed)));
-            }
-        }
-        (out, self.other.load(Ordering::Relaxed))
+    fn snapshot(&self) -> Option<(Shape, u64)> {
+        (self.state.load(Ordering::Acquire) == ENTRY_READY).then(|| {
+            let words = [0, 1, 2].map(|i| self.words[i].load(Ordering::Relaxed));
+            (Shape::from_words(words), self.count.load())
+        })
     }
 
     fn reset(&self) {
-        for entry in &self.entries {
-            entry.state.store(ENTRY_EMPTY, Ordering::Relaxed);
-            entry.count.store(0, Ordering::Relaxed);
+        self.state.store(ENTRY_EMPTY, Ordering::Relaxed);
+        self.count.reset();
+    }
+}
+
+/// A kernel's shapes after its first: allocated when a second distinct shape is launched (the
+/// only allocation a launch can make), so that the many kernels with one shape, and the
+/// registered-but-unused ones, cost no more than their slot.
+#[derive(Default)]
+struct MoreShapes {
+    entries: [ShapeEntry; SHAPE_BUCKETS - 1],
+    other: Counter,
+}
+
+impl MoreShapes {
+    #[inline]
+    fn record(&self, words: [u64; 3], n: u64, owner: bool) {
+        if !self.entries.iter().any(|entry| entry.try_record(words, n, owner)) {
+            self.other.add(n, owner);
         }
-        self.other.store(0, Ordering::Relaxed);
+    }
+}
+
+/// A kernel's launches by shape at one moment: the first [`SHAPE_BUCKETS`] distinct shapes (in
+/// the order they were first seen; `None` for unused entries) and the count of all others.
+pub struct ShapeCounts {
+    pub entries: [Option<(Shape, u64)>; SHAPE_BUCKETS],
+    pub other: u64,
+}
+
+impl ShapeCounts {
+    /// Executions in total: every launch is counted in exactly one shape entry or in "other".
+    pub fn launches(&self) -> u64 {
+        self.entries.iter().flatten().fold(self.other, |sum, (_, n)| sum.wrapping_add(*n))
     }
 }
 
@@ -176,19 +221,32 @@ pub struct SlotMeta {
 }
 
 /// One kernel: counters and shape histogram.
+///
+/// A launch with the kernel's first shape, on the slot's owner thread, reads and writes the first
+/// cache line only: between two launches of a kernel the runtime's own work pushes the observer's
+/// data out of the nearest caches, and each further line (and each pointer followed to reach it)
+/// added measurable time per launch in llama.cpp decoding (`bench/gpu/decode_ab.cpp`). There is
+/// no separate launch counter for the same reason: launches are the sum of the shape counts.
+#[repr(C, align(64))]
 #[derive(Default)]
 pub struct Slot {
+    first_shape: ShapeEntry,
+    /// [`crate::sync::thread_token`] of the thread that counts into the `owned` halves of this
+    /// slot's counters (the first that recorded a launch); 0 while there is none.
+    owner: AtomicUsize,
+    more_shapes: AtomicPtr<MoreShapes>,
+    // Second cache line: what launches touch only when they fail or come from a graph replay.
     meta: AtomicPtr<SlotMeta>,
-    /// Executions: direct launches plus kernels replayed by graph launches.
-    pub launches: AtomicU64,
-    /// Of `launches`, those whose launch call returned an error.
-    pub errors: AtomicU64,
-    /// Of `launches`, those that came from graph replays.
-    pub graph: AtomicU64,
-    /// Launches recorded into a stream capture (not executed by themselves).
+    /// Of the launches, those whose launch call returned an error.
+    pub errors: Counter,
+    /// Of the launches, those that came from graph replays.
+    pub graph: Counter,
+    /// Launches recorded into a stream capture (not executed by themselves). Counted under the
+    /// graph bookkeeping's lock, so a plain atomic.
     pub captured: AtomicU64,
-    shapes: AtomicPtr<ShapeTable>,
 }
+
+const _: () = assert!(std::mem::offset_of!(Slot, more_shapes) + std::mem::size_of::<usize>() <= 64);
 
 impl Slot {
     pub fn meta(&self) -> Option<&'static SlotMeta> {
@@ -198,40 +256,70 @@ impl Slot {
         (!meta.is_null()).then(|| unsafe { &*meta })
     }
 
-    /// Counts `n` executions of this kernel with `shape`.
+    /// Counts `n` executions of this kernel with `shape`, on the thread with token `thread`
+    /// ([`crate::sync::thread_token`]).
     #[inline]
-    pub fn record(&self, shape: &Shape, n: u64, failed: bool, via_graph: bool) {
-        self.launches.fetch_add(n, Ordering::Relaxed);
+    pub fn record(&self, shape: &Shape, n: u64, failed: bool, via_graph: bool, thread: usize) {
+        let owner = self.is_owner(thread);
         if failed {
-            self.errors.fetch_add(n, Ordering::Relaxed);
+            self.errors.add(n, owner);
         }
         if via_graph {
-            self.graph.fetch_add(n, Ordering::Relaxed);
+            self.graph.add(n, owner);
         }
-        self.shape_table().record(shape, n);
+        let words = shape.words();
+        if !self.first_shape.try_record(words, n, owner) {
+            self.more_shapes_table().record(words, n, owner);
+        }
     }
 
-    pub fn shapes(&self) -> Option<&ShapeTable> {
-        let table = self.shapes.load(Ordering::Acquire);
-        // SAFETY: a non-null table pointer comes from `Box::into_raw` in `shape_table` and is never
-        // freed.
+    /// Whether `thread` owns this slot's counters; the first thread to ask becomes the owner.
+    #[inline(always)]
+    fn is_owner(&self, thread: usize) -> bool {
+        if thread == 0 {
+            return false;
+        }
+        match self.owner.load(Ordering::Relaxed) {
+            owner if owner == thread => true,
+            0 => self.owner.compare_exchange(0, thread, Ordering::Relaxed, Ordering::Relaxed).is_ok(),
+            _ => false,
+        }
+    }
+
+    /// Launches by shape now; `launches()` of the result is the kernel's execution count.
+    pub fn shape_counts(&self) -> ShapeCounts {
+        let mut entries = [None; SHAPE_BUCKETS];
+        entries[0] = self.first_shape.snapshot();
+        let mut other = 0;
+        if let Some(more) = self.more_shapes() {
+            for (out, entry) in entries[1..].iter_mut().zip(&more.entries) {
+                *out = entry.snapshot();
+            }
+            other = more.other.load();
+        }
+        ShapeCounts { entries, other }
+    }
+
+    fn more_shapes(&self) -> Option<&MoreShapes> {
+        let table = self.more_shapes.load(Ordering::Acquire);
+        // SAFETY: a non-null table pointer comes from `Box::into_raw` in `more_shapes_table` and
+        // is never freed.
         (!table.is_null()).then(|| unsafe { &*table })
     }
 
-    /// The shape table, allocated at the kernel's first launch (the only allocation a launch can
-    /// make), so that registered-but-unused kernels cost no histogram memory.
     #[inline]
-    fn shape_table(&self) -> &ShapeTable {
-        if let Some(table) = self.shapes() {
-            return table;
+    fn more_shapes_table(&self) -> &MoreShapes {
+        match self.more_shapes() {
+            Some(table) => table,
+            None => self.allocate_more_shapes(),
         }
-        self.allocate_shape_table()
     }
 
     #[cold]
-    fn allocate_shape_table(&self) -> &ShapeTable {
-        let fresh = Box::into_raw(Box::<ShapeTable>::default());
-        match self.shapes.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+    #[inline(never)]
+    fn allocate_more_shapes(&self) -> &MoreShapes {
+        let fresh = Box::into_raw(Box::<MoreShapes>::default());
+        match self.more_shapes.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
             // SAFETY: `fresh` was just leaked from a Box and is now owned by the slot forever.
             Ok(_) => unsafe { &*fresh },
             Err(winner) => {
@@ -244,11 +332,15 @@ impl Slot {
     }
 
     fn reset_counters(&self) {
-        for counter in [&self.launches, &self.errors, &self.graph, &self.captured] {
-            counter.store(0, Ordering::Relaxed);
+        for counter in [&self.errors, &self.graph] {
+            counter.reset();
         }
-        if let Some(table) = self.shapes() {
-            table.reset();
+        self.captured.store(0, Ordering::Relaxed);
+        self.owner.store(0, Ordering::Relaxed);
+        self.first_shape.reset();
+        if let Some(more) = self.more_shapes() {
+            more.entries.iter().for_each(ShapeEntry::reset);
+            more.other.reset();
         }
     }
 }
@@ -514,44 +606,55 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn shape_table_keeps_first_shapes_then_other() {
-        let table = ShapeTable::default();
+    fn slot_keeps_first_shapes_then_other() {
+        let slot = Slot::default();
+        let thread = crate::sync::thread_token();
         for i in 0..(SHAPE_BUCKETS as u32 + 3) {
             let shape = Shape { grid: [i + 1, 1, 1], block: [32, 1, 1] };
-            table.record(&shape, u64::from(i) + 1);
-            table.record(&shape, 1);
+            slot.record(&shape, u64::from(i) + 1, false, false, thread);
+            // Token 0 (no owner possible) takes the atomic path: same counts.
+            slot.record(&shape, 1, true, false, 0);
         }
-        let (entries, other) = table.snapshot();
-        for (i, entry) in entries.iter().enumerate() {
+        let counts = slot.shape_counts();
+        for (i, entry) in counts.entries.iter().enumerate() {
             let (shape, count) = entry.expect("every bucket used");
             assert_eq!(shape.grid[0], i as u32 + 1);
             assert_eq!(count, i as u64 + 2);
         }
         // Shapes 9, 10, 11 (counts 9+1, 10+1, 11+1) went to "other".
-        assert_eq!(other, 10 + 11 + 12);
+        assert_eq!(counts.other, 10 + 11 + 12);
+        assert_eq!(counts.launches(), (1..=11).map(|i| i + 1).sum::<u64>());
+        assert_eq!(slot.errors.load(), 11);
+        slot.reset_counters();
+        assert_eq!(slot.shape_counts().launches(), 0);
     }
 
     #[test]
-    fn concurrent_first_shapes_lose_no_counts() {
-        let table = std::sync::Arc::new(ShapeTable::default());
+    fn concurrent_launches_lose_no_counts() {
+        // One of the threads becomes the slot's owner and counts without locked instructions, the
+        // others count atomically; new shapes are claimed concurrently.
+        let slot = std::sync::Arc::new(Slot::default());
         let threads: Vec<_> = (0..4)
             .map(|_| {
-                let table = table.clone();
+                let slot = slot.clone();
                 std::thread::spawn(move || {
+                    let thread = crate::sync::thread_token();
                     for i in 0..10_000u32 {
-                        table.record(&Shape { grid: [i % 3, 1, 1], block: [1, 1, 1] }, 1);
+                        slot.record(&Shape { grid: [i % 3, 1, 1], block: [1, 1, 1] }, 1, i % 7 == 0, false, thread);
                     }
                 })
             })
             .collect();
         threads.into_iter().for_each(|t| t.join().unwrap());
-        let (entries, other) = table.snapshot();
+        let counts = slot.shape_counts();
         let mut per_shape = [0u64; 3];
-        for (shape, count) in entries.iter().flatten() {
+        for (shape, count) in counts.entries.iter().flatten() {
             per_shape[shape.grid[0] as usize] += count;
         }
-        assert_eq!(other, 0);
+        assert_eq!(counts.other, 0);
         assert_eq!(per_shape, [13_336, 13_332, 13_332]);
+        assert_eq!(counts.launches(), 40_000);
+        assert_eq!(slot.errors.load(), 4 * 1_429);
     }
 
     #[test]

@@ -125,7 +125,11 @@ thread_local! {
 /// go through `cudaLaunchKernel`), and the observer itself calls runtime functions such as
 /// `cudaFuncGetName`; a nested hook on the same thread must forward without counting, or one
 /// launch would be counted twice.
-pub struct HookScope(());
+///
+/// The scope keeps a pointer to this thread's flag, so that leaving it costs no second TLS lookup
+/// (in a shared library every lookup is a call into the dynamic loader). A raw pointer makes the
+/// scope neither `Send` nor `Sync`: it never leaves the hook call on the thread that made it.
+pub struct HookScope(*const Cell<bool>);
 
 impl HookScope {
     /// `None` when this thread is already inside a hook: the caller forwards without observing.
@@ -137,7 +141,7 @@ impl HookScope {
                     None
                 } else {
                     flag.set(true);
-                    Some(HookScope(()))
+                    Some(HookScope(flag as *const Cell<bool>))
                 }
             })
             .ok()
@@ -148,8 +152,22 @@ impl HookScope {
 impl Drop for HookScope {
     #[inline(always)]
     fn drop(&mut self) {
-        let _ = IN_HOOK.try_with(|flag| flag.set(false));
+        // SAFETY: the pointer is this thread's `IN_HOOK`, taken in `enter` during the same hook
+        // call; the thread (and so its TLS) is alive while one of its calls is running.
+        unsafe { (*self.0).set(false) };
     }
+}
+
+/// A number that no other running thread has: `pthread_self()`, which on Linux is the address of
+/// the thread's control block, read from the thread pointer without touching TLS tables (a TLS
+/// lookup from a shared library is a call into the dynamic loader). Never 0. A thread that starts
+/// after another ended may get the same number; thread exit and creation order all memory
+/// accesses of the old thread before those of the new one, which is all that
+/// [`crate::registry::Counter`] needs.
+#[inline(always)]
+pub fn thread_token() -> usize {
+    // SAFETY: pthread_self has no preconditions and cannot fail.
+    unsafe { libc::pthread_self() as usize }
 }
 
 #[cfg(test)]
@@ -194,5 +212,21 @@ mod tests {
         assert!(std::thread::spawn(|| HookScope::enter().is_some()).join().unwrap());
         drop(outer);
         assert!(HookScope::enter().is_some());
+    }
+
+    #[test]
+    fn thread_tokens_differ_between_live_threads() {
+        let here = thread_token();
+        assert_ne!(here, 0);
+        assert_eq!(here, thread_token());
+        let barrier = Arc::new(std::sync::Barrier::new(2));
+        let b = Arc::clone(&barrier);
+        let other = std::thread::spawn(move || {
+            let token = thread_token();
+            b.wait();
+            token
+        });
+        barrier.wait();
+        assert_ne!(other.join().unwrap(), here);
     }
 }

@@ -11,7 +11,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 
 use crate::graphs;
-use crate::registry::{self, Shape, SHAPE_BUCKETS};
+use crate::registry::{self, Shape, ShapeCounts, SHAPE_BUCKETS};
 use crate::state::{self, Destination};
 use crate::sync::SpinLock;
 
@@ -55,8 +55,6 @@ struct Writer {
     overflow_defined: bool,
     last: Vec<Counters>,
     last_shapes: HashMap<u32, ([u64; SHAPE_BUCKETS], u64)>,
-    /// Slots whose shape counts had not caught up with their launch count at the last flush.
-    shapes_lagging: HashSet<u32>,
     last_graph: [u64; 3],
     last_t: u64,
     warned: HashSet<&'static str>,
@@ -76,7 +74,6 @@ impl Writer {
             overflow_defined: false,
             last: Vec::new(),
             last_shapes: HashMap::new(),
-            shapes_lagging: HashSet::new(),
             last_graph: [0; 3],
             last_t: state::start_ns(),
             warned: HashSet::new(),
@@ -149,7 +146,7 @@ impl Writer {
             self.defined += 1;
             self.write_if_large()?;
         }
-        let overflow_used = registry::slot(registry::OVERFLOW_SLOT).is_some_and(|s| s.launches.load(RELAXED) > 0);
+        let overflow_used = registry::slot(registry::OVERFLOW_SLOT).is_some_and(|s| s.shape_counts().launches() > 0);
         if !self.overflow_defined && (registry::overflowed() || overflow_used) {
             self.overflow_defined = true;
             let _ =
@@ -185,15 +182,16 @@ impl Writer {
         let first = if self.overflow_defined { 0 } else { 1 };
         for id in first..count as u32 {
             let Some(slot) = registry::slot(id) else { continue };
-            let now = [&slot.launches, &slot.errors, &slot.graph, &slot.captured].map(|c| c.load(RELAXED));
+            let shape_counts = slot.shape_counts();
+            let now = [shape_counts.launches(), slot.errors.load(), slot.graph.load(), slot.captured.load(RELAXED)];
             let before = std::mem::replace(&mut self.last[id as usize], now);
             for (list, (n, b)) in lists.iter_mut().zip(now.iter().zip(before)) {
                 if *n != b {
                     list.push((id, n.wrapping_sub(b)));
                 }
             }
-            if now[0] != before[0] || self.shapes_lagging.contains(&id) {
-                self.shape_deltas(id, now[0], &mut shapes, &mut other_shapes);
+            if now[0] != before[0] {
+                self.shape_deltas(id, &shape_counts, &mut shapes, &mut other_shapes);
             }
         }
         let graph_now = [graphs::graph_launches(), graphs::unknown_graph_launches(), graphs::unattributed_captures()];
@@ -247,27 +245,19 @@ impl Writer {
         b.extend_from_slice(b"}\n");
     }
 
+    /// Per-shape deltas of kernel `id` since its last window, from `counts` (the same reading
+    /// that gave the window's launch count, so the two always agree).
     fn shape_deltas(
         &mut self,
         id: u32,
-        launches: u64,
+        counts: &ShapeCounts,
         shapes: &mut Vec<(u32, Shape, u64)>,
         other: &mut Vec<(u32, u64)>,
     ) {
-        let Some(table) = registry::slot(id).and_then(|s| s.shapes()) else {
-            // Counted, but the first launch has not allocated the histogram yet.
-            if launches > 0 {
-                self.shapes_lagging.insert(id);
-            }
-            return;
-        };
-        let (entries, other_now) = table.snapshot();
         let (last_entries, last_other) = self.last_shapes.entry(id).or_insert(([0; SHAPE_BUCKETS], 0));
         let mut merged: Vec<(Shape, u64)> = Vec::new();
-        let mut total = other_now;
-        for (entry, last) in entries.iter().zip(last_entries.iter_mut()) {
+        for (entry, last) in counts.entries.iter().zip(last_entries.iter_mut()) {
             let Some((shape, n)) = *entry else { continue };
-            total += n;
             let delta = n.wrapping_sub(*last);
             *last = n;
             if delta == 0 {
@@ -280,14 +270,9 @@ impl Writer {
             }
         }
         shapes.extend(merged.into_iter().map(|(s, n)| (id, s, n)));
-        if other_now != *last_other {
-            other.push((id, other_now.wrapping_sub(*last_other)));
-            *last_other = other_now;
-        }
-        if total == launches {
-            self.shapes_lagging.remove(&id);
-        } else {
-            self.shapes_lagging.insert(id);
+        if counts.other != *last_other {
+            other.push((id, counts.other.wrapping_sub(*last_other)));
+            *last_other = counts.other;
         }
     }
 
