@@ -86,61 +86,53 @@ fn kernel<'a>(c: &mut Cursor<'a>) -> Result<KernelMeta<'a>> {
     let mut k = KernelMeta::default();
     let n = c.map_len("kernel map")?;
     for _ in 0..n {
-        let key = c.str("kernel map key")?;
-        let slot = match key {
-            ".name" => {
+        // Keys are matched as bytes: a key equal to one of these ASCII names is valid UTF-8, so only the
+        // others need the check (there are 400,000 keys in a ggml HIP library).
+        let key_at = c.pos;
+        let key = c.str_bytes("kernel map key")?;
+        let (slot, field) = match key {
+            b".name" => {
                 k.name = c.str(".name")?;
                 continue;
             }
-            ".symbol" => {
+            b".symbol" => {
                 k.symbol = c.str(".symbol")?;
                 continue;
             }
-            ".args" => {
+            b".args" => {
                 k.arg_count = c.array_len(".args")?;
                 for _ in 0..k.arg_count {
                     c.skip(2)?;
                 }
                 continue;
             }
-            ".uses_dynamic_stack" => {
+            b".uses_dynamic_stack" => {
                 k.uses_dynamic_stack = Some(c.bool(".uses_dynamic_stack")?);
                 continue;
             }
-            ".sgpr_count" => &mut k.sgpr_count,
-            ".vgpr_count" => &mut k.vgpr_count,
-            ".agpr_count" => &mut k.agpr_count,
-            ".sgpr_spill_count" => &mut k.sgpr_spill_count,
-            ".vgpr_spill_count" => &mut k.vgpr_spill_count,
-            ".group_segment_fixed_size" => &mut k.lds_bytes,
-            ".private_segment_fixed_size" => &mut k.scratch_bytes,
-            ".kernarg_segment_size" => &mut k.kernarg_size,
-            ".wavefront_size" => &mut k.wavefront_size,
-            ".max_flat_workgroup_size" => &mut k.max_flat_workgroup_size,
+            b".sgpr_count" => (&mut k.sgpr_count, ".sgpr_count"),
+            b".vgpr_count" => (&mut k.vgpr_count, ".vgpr_count"),
+            b".agpr_count" => (&mut k.agpr_count, ".agpr_count"),
+            b".sgpr_spill_count" => (&mut k.sgpr_spill_count, ".sgpr_spill_count"),
+            b".vgpr_spill_count" => (&mut k.vgpr_spill_count, ".vgpr_spill_count"),
+            b".group_segment_fixed_size" => (&mut k.lds_bytes, ".group_segment_fixed_size"),
+            b".private_segment_fixed_size" => (&mut k.scratch_bytes, ".private_segment_fixed_size"),
+            b".kernarg_segment_size" => (&mut k.kernarg_size, ".kernarg_segment_size"),
+            b".wavefront_size" => (&mut k.wavefront_size, ".wavefront_size"),
+            b".max_flat_workgroup_size" => (&mut k.max_flat_workgroup_size, ".max_flat_workgroup_size"),
             _ => {
+                utf8(key, key_at, "kernel map key")?;
                 c.skip(1)?;
                 continue;
             }
         };
-        *slot = Some(c.uint(key_field(key))?);
+        *slot = Some(c.uint(field)?);
     }
     Ok(k)
 }
 
-/// Error messages need `&'static str`; map the known integer keys to static names.
-fn key_field(key: &str) -> &'static str {
-    match key {
-        ".sgpr_count" => ".sgpr_count",
-        ".vgpr_count" => ".vgpr_count",
-        ".agpr_count" => ".agpr_count",
-        ".sgpr_spill_count" => ".sgpr_spill_count",
-        ".vgpr_spill_count" => ".vgpr_spill_count",
-        ".group_segment_fixed_size" => ".group_segment_fixed_size",
-        ".private_segment_fixed_size" => ".private_segment_fixed_size",
-        ".kernarg_segment_size" => ".kernarg_segment_size",
-        ".wavefront_size" => ".wavefront_size",
-        _ => ".max_flat_workgroup_size",
-    }
+fn utf8<'a>(bytes: &'a [u8], at: usize, field: &'static str) -> Result<&'a str> {
+    std::str::from_utf8(bytes).map_err(|_| Error::new(at as u64, field, "UTF-8 text"))
 }
 
 /// A MessagePack reader over borrowed bytes. MessagePack is big-endian.
@@ -210,6 +202,12 @@ impl<'a> Cursor<'a> {
 
     fn str(&mut self, field: &'static str) -> Result<&'a str> {
         let at = self.pos;
+        utf8(self.str_bytes(field)?, at, field)
+    }
+
+    /// A string's bytes, not checked to be UTF-8.
+    fn str_bytes(&mut self, field: &'static str) -> Result<&'a [u8]> {
+        let at = self.pos;
         let len = match self.marker(field)? {
             Marker::FixStr(n) => u64::from(n),
             Marker::Str8 => self.be(1, field)?,
@@ -217,8 +215,7 @@ impl<'a> Cursor<'a> {
             Marker::Str32 => self.be(4, field)?,
             _ => return Err(Error::new(at as u64, field, "a string")),
         };
-        let bytes = self.take(len, field)?;
-        std::str::from_utf8(bytes).map_err(|_| Error::new(at as u64, field, "UTF-8 text"))
+        self.take(len, field)
     }
 
     fn array_len(&mut self, field: &'static str) -> Result<u64> {
@@ -251,13 +248,58 @@ impl<'a> Cursor<'a> {
         Ok(len)
     }
 
-    /// Skip one value of any type, recursively, up to `MAX_DEPTH`.
+    /// Skip one value of any type together with everything nested in it, failing past `MAX_DEPTH` levels.
+    ///
+    /// Skipping is most of the work of [`parse`] (the `.args` lists are most of a note: 40 MB in a ggml HIP
+    /// library), so this is a loop over an explicit count of values still to skip per nesting level
+    /// rather than a recursion. It visits values in the same order as a recursive walk would, so it fails
+    /// at the same place with the same error.
     fn skip(&mut self, depth: u32) -> Result<()> {
-        let field = "MessagePack value";
-        if depth > MAX_DEPTH {
-            return Err(self.err(field, "nesting no deeper than 16 levels"));
+        // `pending[i]`: values still to skip at nesting level `depth + i`. A container is only opened at a
+        // level at most `MAX_DEPTH`, so `i` stays below `MAX_DEPTH + 2`.
+        let mut pending = [0u64; MAX_DEPTH as usize + 2];
+        pending[0] = 1;
+        let mut level = 0usize;
+        loop {
+            while pending[level] == 0 {
+                if level == 0 {
+                    return Ok(());
+                }
+                level -= 1;
+            }
+            pending[level] -= 1;
+            if depth.saturating_add(level as u32) > MAX_DEPTH {
+                return Err(self.err("MessagePack value", "nesting no deeper than 16 levels"));
+            }
+            let children = self.skip_header()?;
+            if children > 0 {
+                level += 1;
+                pending[level] = children;
+            }
         }
+    }
+
+    /// Skip one value's marker and its own bytes (a string's text, a number's digits); return how many
+    /// values it contains (array elements, map keys and values), checked against the bytes left.
+    fn skip_header(&mut self) -> Result<u64> {
+        let field = "MessagePack value";
         let at = self.pos;
+        // The markers that make up nearly all of `.args` (short strings, small integers), without the
+        // general decoding below.
+        match self.data.get(at).copied() {
+            Some(b @ 0xa0..=0xbf) => {
+                let end = at + 1 + usize::from(b & 0x1f);
+                if end <= self.data.len() {
+                    self.pos = end;
+                    return Ok(0);
+                }
+            }
+            Some(0x00..=0x7f | 0xc0 | 0xc2 | 0xc3 | 0xe0..=0xff) => {
+                self.pos = at + 1;
+                return Ok(0);
+            }
+            _ => {}
+        }
         let (len, children) = match self.marker(field)? {
             Marker::FixPos(_) | Marker::FixNeg(_) | Marker::Null | Marker::True | Marker::False => (0, 0),
             Marker::U8 | Marker::I8 => (1, 0),
@@ -285,11 +327,7 @@ impl<'a> Cursor<'a> {
             Marker::Reserved => return Err(Error::new(at as u64, field, "a defined MessagePack marker (not 0xc1)")),
         };
         self.take(len, field)?;
-        let children = self.check_count(children, at, field)?;
-        for _ in 0..children {
-            self.skip(depth + 1)?;
-        }
-        Ok(())
+        self.check_count(children, at, field)
     }
 }
 
@@ -382,5 +420,24 @@ mod tests {
         deep.push(0x00);
         assert_eq!(parse(&deep).unwrap_err().expected, "nesting no deeper than 16 levels");
         assert!(parse(&[0xc1]).is_err());
+    }
+
+    #[test]
+    fn kernel_map_keys_and_names_must_be_utf8() {
+        let note = |key: &[u8], value: &[u8]| {
+            let mut out = vec![0x81];
+            enc(&V::S("amdhsa.kernels"), &mut out);
+            out.extend([0x91, 0x81, 0xa0 | key.len() as u8]);
+            out.extend(key);
+            out.extend(value);
+            out
+        };
+        // The kernel map's key starts after the root map, its key and the kernels array and map markers.
+        let key_at = 1 + 2 + "amdhsa.kernels".len() as u64 + 2;
+        let err = parse(&note(b"\xff\xfe", &[0x00])).unwrap_err();
+        assert_eq!((err.offset, err.field, err.expected), (key_at, "kernel map key", "UTF-8 text"));
+        let err = parse(&note(b".name", &[0xa1, 0xff])).unwrap_err();
+        assert_eq!((err.offset, err.field, err.expected), (key_at + 6, ".name", "UTF-8 text"));
+        assert_eq!(parse(&note(b".name", &[0xa1, b'k'])).unwrap().kernels[0].name, "k");
     }
 }
