@@ -32,10 +32,23 @@ pub fn describe(raw: &str) -> KernelName {
     let ggml_type = ggml_type_value(raw).and_then(|v| ggml_types().name_static(v));
     let (demangled, demangled_ok) = match demangle_short(raw) {
         Some(d) => (d, true),
-        None if raw.starts_with("_Z") => (format!("{base}<…>"), false),
-        None => (raw.to_string(), false),
+        None => (fallback_name(raw), false),
     };
     KernelName { demangled, demangled_ok, base, family, ggml_type }
+}
+
+/// [`KernelName::demangled`] alone, without the classification `describe` adds.
+pub fn display_name(raw: &str) -> String {
+    demangle_short(raw).unwrap_or_else(|| fallback_name(raw))
+}
+
+/// What to show for a name the demangler rejects: `base<…>` for Itanium names, else the name itself.
+fn fallback_name(raw: &str) -> String {
+    if raw.starts_with("_Z") {
+        format!("{}<…>", base_name(raw).unwrap_or(raw))
+    } else {
+        raw.to_string()
+    }
 }
 
 /// Demangle without parameters and return type; `None` if the name is not Itanium or fails to parse.
@@ -43,7 +56,7 @@ pub fn demangle_short(raw: &str) -> Option<String> {
     if !raw.starts_with("_Z") {
         return None;
     }
-    if let Some(fast) = demangle_literal_template(raw) {
+    if let Some(fast) = demangle_simple_template(raw) {
         return Some(fast);
     }
     // A recursion limit keeps hostile names from exhausting the stack.
@@ -51,18 +64,19 @@ pub fn demangle_short(raw: &str) -> Option<String> {
     sym.demangle_with_options(&DemangleOptions::default().no_params().no_return_type()).ok()
 }
 
-/// The common shape of ggml kernel names, demangled without a full parser: `_Z[L]<name>` followed either by
-/// the parameters (no template), or by template arguments that are all integer, bool or enum literals
-/// (`IL9ggml_type12ELi8ELb0EE…` → `mul_mat_vec_q<(ggml_type)12, 8, false>`). Anything else returns `None` and
-/// goes to cpp_demangle. Scanning a ggml library demangles thousands of distinct names and cpp_demangle's
-/// parse dominated `scan --kernels`; a test compares this with cpp_demangle on every kernel name of the real
+/// The common shapes of ggml kernel names, demangled without a full parser: `_Z[L]<name>` followed either by
+/// the parameters (no template), or by template arguments that are each an integer, bool or enum literal, a
+/// builtin type or a plain class name (`I14__hip_bfloat16fLi5ELb0EE…` → `mul_mat_vec_f<__hip_bfloat16, float,
+/// 5, false>`). Anything else (substitutions, nested or template types, expressions) returns `None` and goes
+/// to cpp_demangle. Scanning a ggml library demangles thousands of distinct names and cpp_demangle's parse
+/// dominated `scan --kernels`; a test compares this with cpp_demangle on every kernel name of the real
 /// fixtures, so the two must agree wherever this one answers.
-pub fn demangle_literal_template(raw: &str) -> Option<String> {
+pub fn demangle_simple_template(raw: &str) -> Option<String> {
     let rest = raw.strip_prefix("_Z")?;
     let rest = rest.strip_prefix('L').unwrap_or(rest);
     let (name, mut rest) = source_name(rest)?;
-    // Function parameters must follow (a bare name would be a variable); `Tn`/`X…`/type arguments are left
-    // to the full demangler.
+    // Function parameters must follow (a bare name would be a variable); `Tn`/`X…`/substituted arguments are
+    // left to the full demangler.
     let Some(mut args) = rest.strip_prefix('I') else {
         return (!rest.is_empty() && !rest.starts_with(['I', 'E'])).then(|| name.to_string());
     };
@@ -75,49 +89,97 @@ pub fn demangle_literal_template(raw: &str) -> Option<String> {
             rest = after;
             break;
         }
-        let lit = args.strip_prefix('L')?;
-        let end = lit.find('E')?;
-        let (body, after) = (lit.get(..end)?, lit.get(end + 1..)?);
         if !first {
             out.push_str(", ");
         }
         first = false;
-        let number = |digits: &str| -> Option<String> {
-            let (neg, d) = match digits.strip_prefix('n') {
-                Some(d) => (true, d),
-                None => (false, digits),
-            };
-            (!d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())).then(|| {
-                if neg {
-                    format!("-{d}")
-                } else {
-                    d.to_string()
-                }
-            })
-        };
-        match body.as_bytes().first()? {
-            b'i' => out.push_str(&number(body.get(1..)?)?),
-            b'b' => match body.get(1..)? {
-                "0" => out.push_str("false"),
-                "1" => out.push_str("true"),
-                _ => return None,
-            },
-            b'0'..=b'9' => {
-                let (enum_name, value) = source_name(body)?;
-                out.push('(');
-                out.push_str(enum_name);
-                out.push(')');
-                out.push_str(&number(value)?);
-            }
-            _ => return None,
-        }
-        args = after;
+        args = template_arg(args, &mut out)?;
     }
     if first || rest.is_empty() {
         return None;
     }
     out.push('>');
     Some(out)
+}
+
+/// Print one template argument of the shapes [`demangle_simple_template`] handles to `out`; return what
+/// follows it.
+fn template_arg<'a>(args: &'a str, out: &mut String) -> Option<&'a str> {
+    let Some(lit) = args.strip_prefix('L') else {
+        if args.starts_with(|c: char| c.is_ascii_digit()) {
+            // A class named by its `<source-name>` alone; one followed by template arguments or ABI tags is
+            // left to cpp_demangle, and so is the anonymous namespace, which it spells out.
+            let (class, after) = source_name(args)?;
+            if class.starts_with("_GLOBAL__N") || after.starts_with(['I', 'B']) {
+                return None;
+            }
+            out.push_str(class);
+            return Some(after);
+        }
+        let (code, after) = args.split_at_checked(1)?;
+        out.push_str(builtin_type(code)?);
+        return Some(after);
+    };
+    let end = lit.find('E')?;
+    let (body, after) = (lit.get(..end)?, lit.get(end + 1..)?);
+    let number = |digits: &str, out: &mut String| -> Option<()> {
+        let (neg, d) = match digits.strip_prefix('n') {
+            Some(d) => (true, d),
+            None => (false, digits),
+        };
+        if d.is_empty() || !d.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        if neg {
+            out.push('-');
+        }
+        out.push_str(d);
+        Some(())
+    };
+    match body.as_bytes().first()? {
+        b'i' => number(body.get(1..)?, out)?,
+        b'b' => match body.get(1..)? {
+            "0" => out.push_str("false"),
+            "1" => out.push_str("true"),
+            _ => return None,
+        },
+        b'0'..=b'9' => {
+            let (enum_name, value) = source_name(body)?;
+            out.push('(');
+            out.push_str(enum_name);
+            out.push(')');
+            number(value, out)?;
+        }
+        _ => return None,
+    }
+    Some(after)
+}
+
+/// The one-letter builtin types as cpp_demangle prints them (Itanium ABI `<builtin-type>`).
+fn builtin_type(code: &str) -> Option<&'static str> {
+    Some(match code {
+        "v" => "void",
+        "w" => "wchar_t",
+        "b" => "bool",
+        "c" => "char",
+        "a" => "signed char",
+        "h" => "unsigned char",
+        "s" => "short",
+        "t" => "unsigned short",
+        "i" => "int",
+        "j" => "unsigned int",
+        "l" => "long",
+        "m" => "unsigned long",
+        "x" => "long long",
+        "y" => "unsigned long long",
+        "n" => "__int128",
+        "o" => "unsigned __int128",
+        "f" => "float",
+        "d" => "double",
+        "e" => "long double",
+        "g" => "__float128",
+        _ => return None,
+    })
 }
 
 /// The function's own name from an Itanium mangled name: `_ZL13mul_mat_vec_qIL9ggml_type12E…` →
@@ -186,6 +248,27 @@ mod tests {
         // What GNU c++filt prints for this name, parameters cut (formats.md §6).
         assert_eq!(k.demangled, "mul_mat_vec_q<(ggml_type)10, 1, false, false>");
         assert!(k.demangled_ok);
+    }
+
+    #[test]
+    fn fast_path_takes_builtin_and_class_type_arguments() {
+        // What cpp_demangle prints for these (the real-fixture test checks every name).
+        let bf16 = "_ZL13mul_mat_vec_fI14__hip_bfloat16fLi5ELi32ELb0ELb0EEvPKT_PKfPKi31ggml_cuda_mm_fusion_args_devicePfi15HIP_vector_typeIjLj3EEiiiSB_iiiSB_iiii";
+        assert_eq!(
+            demangle_simple_template(bf16).as_deref(),
+            Some("mul_mat_vec_f<__hip_bfloat16, float, 5, 32, false, false>")
+        );
+        assert_eq!(display_name(bf16), "mul_mat_vec_f<__hip_bfloat16, float, 5, 32, false, false>");
+        // A substitution (`S0_`), a class template and ABI tags are the full demangler's.
+        for raw in [
+            "_ZL13mul_mat_vec_fI6__halfS0_Li2ELi224ELb0ELb0EEvPKT_PKfPKi",
+            "_ZL3fooI3BarIiEEvv",
+            "_ZL3fooI6__halfB5cxx11Evv",
+            "_ZL3fooIDhEvv",
+        ] {
+            assert_eq!(demangle_simple_template(raw), None, "{raw}");
+        }
+        assert_eq!(display_name("_ZL3fooI6__halfS0_Evv"), "foo<__half, __half>");
     }
 
     #[test]
