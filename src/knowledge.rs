@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use serde::Deserialize;
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
 
 pub const GGML_TYPES_FILE: &str = "data/ggml_types.toml";
 pub const KERNEL_FAMILIES_FILE: &str = "data/kernel_families.toml";
@@ -12,12 +13,25 @@ pub const KERNEL_FAMILIES_FILE: &str = "data/kernel_families.toml";
 #[derive(Debug, Deserialize)]
 pub struct GgmlTypes {
     pub source: String,
-    types: BTreeMap<String, String>,
+    /// Names by enum value. TOML keys are strings; they are parsed once here rather than formatting the
+    /// value for every lookup (a scan looks up a type for every kernel).
+    #[serde(deserialize_with = "numeric_keys")]
+    types: BTreeMap<u32, String>,
+}
+
+fn numeric_keys<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<u32, String>, D::Error> {
+    BTreeMap::<String, String>::deserialize(d)?
+        .into_iter()
+        .map(|(key, name)| match key.parse() {
+            Ok(value) => Ok((value, name)),
+            Err(_) => Err(D::Error::custom(format!("ggml type value `{key}` is not a number"))),
+        })
+        .collect()
 }
 
 impl GgmlTypes {
     pub fn name(&self, value: u32) -> Option<&str> {
-        self.types.get(&value.to_string()).map(String::as_str)
+        self.types.get(&value).map(String::as_str)
     }
 
     /// The same, borrowed for `'static` (the table lives in a `OnceLock` for the whole run).

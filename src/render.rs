@@ -177,7 +177,7 @@ pub fn scan(report: &ScanReport, kernels: bool) -> String {
             t.add_row(vec![
                 lib.to_string(),
                 target.to_string(),
-                k.demangled.clone(),
+                k.demangled.to_string(),
                 k.family.to_string(),
                 k.ggml_type.unwrap_or("-").to_string(),
                 opt(k.vgpr),

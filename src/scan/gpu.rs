@@ -2,9 +2,10 @@
 //! fatbins, standalone AMDGPU code objects, bundles and cubins. Files are memory-mapped: only the pages
 //! the decoders touch (headers, notes, symbol tables) are read, never a whole 500 MB library.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
 
 use binfmt::amdgpu::code_object::CodeObject;
 use binfmt::amdgpu::metadata::KernelMeta;
@@ -297,12 +298,14 @@ impl FileScanner<'_> {
         match co.metadata() {
             Ok(Some(meta)) => {
                 rec.kernel_count = meta.kernels.len() as u64;
-                for k in &meta.kernels {
-                    count_family(&mut rec.families, &mut rec.ggml_types, k.name);
-                }
-                if self.want_kernels {
-                    rec.kernels = Some(meta.kernels.iter().map(amd_kernel).collect());
-                }
+                rec.kernels = classify_kernels(
+                    &meta.kernels,
+                    |k| k.name,
+                    amd_resources,
+                    self.want_kernels,
+                    &mut rec.families,
+                    &mut rec.ggml_types,
+                );
             }
             Ok(None) => rec.error = Some(format!("code object v{} has no MessagePack metadata note", co.version)),
             Err(e) => {
@@ -394,12 +397,14 @@ impl FileScanner<'_> {
                 let mut rec =
                     empty_entry(offset, "ptx", format!("compute_{}", e.sm), e.sm, compression, e.payload_size);
                 rec.kernel_count = p.entries.len() as u64;
-                for name in &p.entries {
-                    count_family(&mut rec.families, &mut rec.ggml_types, name);
-                }
-                if self.want_kernels {
-                    rec.kernels = Some(p.entries.iter().map(|n| named_kernel(n)).collect());
-                }
+                rec.kernels = classify_kernels(
+                    &p.entries,
+                    |name| name,
+                    |_| KernelRecord::default(),
+                    self.want_kernels,
+                    &mut rec.families,
+                    &mut rec.ggml_types,
+                );
                 rec
             }
             EntryKind::Other(k) => {
@@ -437,23 +442,21 @@ impl FileScanner<'_> {
         match cubin.kernels() {
             Ok(ks) => {
                 rec.kernel_count = ks.len() as u64;
-                for k in &ks {
-                    count_family(&mut rec.families, &mut rec.ggml_types, k.name);
-                }
-                if self.want_kernels {
-                    rec.kernels = Some(
-                        ks.iter()
-                            .map(|k| KernelRecord {
-                                registers: k.registers.map(u64::from),
-                                shared_bytes: Some(k.static_shared),
-                                scratch_bytes: k.frame_size.map(u64::from),
-                                max_threads: k.max_threads.map(|[x, y, z]| u64::from(x) * u64::from(y) * u64::from(z)),
-                                arg_bytes: k.param_size.map(u64::from),
-                                ..named_kernel(k.name)
-                            })
-                            .collect(),
-                    );
-                }
+                rec.kernels = classify_kernels(
+                    &ks,
+                    |k| k.name,
+                    |k| KernelRecord {
+                        registers: k.registers.map(u64::from),
+                        shared_bytes: Some(k.static_shared),
+                        scratch_bytes: k.frame_size.map(u64::from),
+                        max_threads: k.max_threads.map(|[x, y, z]| u64::from(x) * u64::from(y) * u64::from(z)),
+                        arg_bytes: k.param_size.map(u64::from),
+                        ..Default::default()
+                    },
+                    self.want_kernels,
+                    &mut rec.families,
+                    &mut rec.ggml_types,
+                );
             }
             Err(e) => {
                 self.problems.push(err_problem(self.path, 0, "cubin kernels", e));
@@ -488,52 +491,67 @@ fn empty_entry(
     }
 }
 
-/// Count a kernel into family and (for the matrix-multiply families) ggml-type tallies. Works on the
-/// mangled name only: no demangling on this path, which runs for every kernel of every scan.
-fn count_family(families: &mut BTreeMap<String, u64>, types: &mut BTreeMap<String, u64>, raw: &str) {
-    let base = kernels::base_name(raw).unwrap_or(raw);
-    let family = kernels::family(base, raw);
-    if let Some(n) = families.get_mut(family) {
-        *n += 1;
-    } else {
-        families.insert(family.to_string(), 1);
-    }
-    if matches!(family, "MMVQ" | "MMQ") {
-        if let Some(t) = kernels::ggml_type_value(raw).and_then(|v| crate::knowledge::ggml_types().name(v)) {
-            *types.entry(t.to_string()).or_default() += 1;
-        }
-    }
-}
-
-/// A kernel record without its demangled name: [`fill_demangled`] adds those once per distinct name
-/// after all files are decoded (a ggml HIP library repeats each name in every target and many TUs).
-fn named_kernel(raw: &str) -> KernelRecord {
-    let base = kernels::base_name(raw).unwrap_or(raw);
-    let ggml_type = kernels::ggml_type_value(raw).and_then(|v| crate::knowledge::ggml_types().name_static(v));
-    KernelRecord { name: raw.to_string(), family: kernels::family(base, raw), ggml_type, ..Default::default() }
-}
-
-/// Demangle every distinct kernel name of the scanned files in parallel and fill the records.
-pub fn fill_demangled(files: &mut [FileRecord]) {
-    use std::collections::{HashMap, HashSet};
-    let mut names: HashSet<&str> = HashSet::new();
-    for f in files.iter() {
-        for k in kernel_records(f) {
-            names.insert(k.name.as_str());
-        }
-    }
-    let names: Vec<&str> = names.into_iter().collect();
-    let demangled: HashMap<String, String> =
-        names.par_iter().map(|n| (n.to_string(), kernels::describe(n).demangled)).collect();
-    for f in files.iter_mut() {
-        let amd =
-            f.amdgpu.iter_mut().flat_map(|a| a.code_objects.iter_mut()).flat_map(|c| c.kernels.iter_mut().flatten());
-        let cuda = f.cuda.iter_mut().flat_map(|c| c.entries.iter_mut()).flat_map(|e| e.kernels.iter_mut().flatten());
-        for k in amd.chain(cuda) {
-            if let Some(d) = demangled.get(&k.name) {
-                k.demangled.clone_from(d);
+/// Count every kernel into the family and (for the matrix-multiply families) ggml-type tallies and, when
+/// per-kernel records are wanted, make them: `resources` fills in what the format reports, this adds name,
+/// family and type, classifying each name once for both. Works on the mangled names only: no demangling
+/// on this path, which runs for every kernel of every scan ([`fill_demangled`] adds the demangled names
+/// afterwards, once per distinct name: a ggml HIP library repeats each name in every target and many TUs).
+fn classify_kernels<K>(
+    kernels: &[K],
+    name: impl Fn(&K) -> &str,
+    resources: impl Fn(&K) -> KernelRecord,
+    want_records: bool,
+    families: &mut BTreeMap<String, u64>,
+    ggml_types: &mut BTreeMap<String, u64>,
+) -> Option<Vec<KernelRecord>> {
+    fn count(tally: &mut BTreeMap<String, u64>, key: &str) {
+        match tally.get_mut(key) {
+            Some(n) => *n += 1,
+            None => {
+                tally.insert(key.to_string(), 1);
             }
         }
+    }
+    let mut records = Vec::with_capacity(if want_records { kernels.len() } else { 0 });
+    for k in kernels {
+        let raw = name(k);
+        let family = kernels::family(kernels::base_name(raw).unwrap_or(raw), raw);
+        let counts_type = matches!(family, "MMVQ" | "MMQ");
+        let ggml_type = if counts_type || want_records {
+            kernels::ggml_type_value(raw).and_then(|v| crate::knowledge::ggml_types().name_static(v))
+        } else {
+            None
+        };
+        count(families, family);
+        if let (true, Some(t)) = (counts_type, ggml_type) {
+            count(ggml_types, t);
+        }
+        if want_records {
+            records.push(KernelRecord { name: raw.to_string(), family, ggml_type, ..resources(k) });
+        }
+    }
+    want_records.then_some(records)
+}
+
+/// Demangle every distinct kernel name of the scanned files in parallel and fill the records, which share
+/// one copy of each demangled name.
+pub fn fill_demangled(files: &mut [FileRecord]) {
+    let mut slot_of: HashMap<&str, usize> = HashMap::new();
+    let mut distinct: Vec<&str> = Vec::new();
+    // For every record in order, the index of its name in `distinct`.
+    let slots: Vec<usize> = files
+        .iter()
+        .flat_map(kernel_records)
+        .map(|k| {
+            *slot_of.entry(&k.name).or_insert_with(|| {
+                distinct.push(&k.name);
+                distinct.len() - 1
+            })
+        })
+        .collect();
+    let demangled: Vec<Arc<str>> = distinct.par_iter().map(|n| Arc::from(kernels::display_name(n))).collect();
+    for (k, slot) in files.iter_mut().flat_map(kernel_records_mut).zip(slots) {
+        k.demangled = Arc::clone(&demangled[slot]);
     }
 }
 
@@ -543,7 +561,15 @@ fn kernel_records(f: &FileRecord) -> impl Iterator<Item = &KernelRecord> {
     amd.chain(cuda)
 }
 
-fn amd_kernel(k: &KernelMeta<'_>) -> KernelRecord {
+/// [`kernel_records`], mutable, in the same order.
+fn kernel_records_mut(f: &mut FileRecord) -> impl Iterator<Item = &mut KernelRecord> {
+    let amd = f.amdgpu.iter_mut().flat_map(|a| a.code_objects.iter_mut()).flat_map(|c| c.kernels.iter_mut().flatten());
+    let cuda = f.cuda.iter_mut().flat_map(|c| c.entries.iter_mut()).flat_map(|e| e.kernels.iter_mut().flatten());
+    amd.chain(cuda)
+}
+
+/// What the metadata note reports about a kernel's resources.
+fn amd_resources(k: &KernelMeta<'_>) -> KernelRecord {
     KernelRecord {
         sgpr: k.sgpr_count,
         vgpr: k.vgpr_count,
@@ -555,6 +581,6 @@ fn amd_kernel(k: &KernelMeta<'_>) -> KernelRecord {
         wavefront_size: k.wavefront_size,
         max_threads: k.max_flat_workgroup_size,
         arg_bytes: k.kernarg_size,
-        ..named_kernel(k.name)
+        ..Default::default()
     }
 }

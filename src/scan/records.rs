@@ -2,6 +2,7 @@
 //! `SCHEMA` changes whenever a field is removed or changes meaning.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -172,7 +173,8 @@ pub struct CodeObjectRecord {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct KernelRecord {
     pub name: String,
-    pub demangled: String,
+    /// Shared by all records of the same name (a ggml HIP library repeats each name in every target).
+    pub demangled: Arc<str>,
     pub family: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ggml_type: Option<&'static str>,
