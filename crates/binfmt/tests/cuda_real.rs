@@ -518,39 +518,3 @@ fn ggml_first_cubin_by_hand() {
     );
     assert_eq!(k.static_shared, 0);
 }
-
-/// Release-mode timing of the full decode; run with
-/// `cargo test --release -p backscope-binfmt --test cuda_real -- --ignored --nocapture`.
-#[test]
-#[ignore = "timing; run in release mode"]
-fn ggml_full_decode_timing() {
-    let file = std::fs::read(fixture_path(GGML)).expect("read fixture");
-    let section = nv_fatbin(&file);
-    let limits = Limits::default();
-    let start = std::time::Instant::now();
-    let (mut entries, mut bytes, mut kernels) = (0usize, 0usize, 0usize);
-    let mut ptx_texts = Vec::new();
-    for container in fatbin::containers(section) {
-        for entry in container.expect("container").entries() {
-            let entry = entry.expect("entry");
-            let content = entry.contents(&limits).expect("contents");
-            bytes += content.len();
-            entries += 1;
-            match entry.kind {
-                EntryKind::Cubin => kernels += Cubin::parse(&content).expect("cubin").kernels().expect("kernels").len(),
-                EntryKind::Ptx => ptx_texts.push(content),
-                EntryKind::Other(_) => {}
-            }
-        }
-    }
-    let decode = start.elapsed();
-    let start = std::time::Instant::now();
-    let ptx_entries: usize = ptx_texts.iter().map(|t| ptx::parse(t).entries.len()).sum();
-    let ptx_scan = start.elapsed();
-    println!(
-        "ggml .nv_fatbin ({} bytes): {entries} entries, {bytes} bytes after decompression, {kernels} cubin kernels: \
-         {decode:?}; PTX scan of {ptx_entries} .entry names: {ptx_scan:?}",
-        section.len()
-    );
-    assert_eq!(kernels, 6537);
-}

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct {
     unsigned x, y, z;
@@ -295,13 +294,4 @@ void backend_launch(const char *which, int n) {
 void backend_launch_cuda_c(int n) {
     for (int i = 0; i < n; i++) cudaLaunchKernel(CUDA_C, ONE, ONE, ARGV, 48, NULL);
     printf("launched cuda c x%d\n", n);
-}
-
-/* Launch cost, for the optional micro-benchmark: ns per hipLaunchKernel call. */
-long backend_bench(int n) {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int i = 0; i < n; i++) hipLaunchKernel(HIP_A, ONE, ONE, ARGV, 48, NULL);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    return ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec)) / (n ? n : 1);
 }

@@ -10,7 +10,6 @@
  *   host fork                                       fork (child launches, exits) and fork+exec
  *   host exec-child                                 (what the exec'd child runs)
  *   host missing                                    call hooks before any runtime is loaded
- *   host bench N                                    ns per launch
  *   host sleep MS                                   launch, sleep, launch (for window timing)
  */
 #define _GNU_SOURCE
@@ -135,10 +134,6 @@ int main(int argc, char **argv) {
         print_fake_counts();
     } else if (strcmp(mode, "exec-child") == 0) {
         ((void (*)(int))need(backend, "backend_launch_cuda_c"))(4);
-    } else if (strcmp(mode, "bench") == 0) {
-        int n = argc > 2 ? atoi(argv[2]) : 1000000;
-        long ns = ((long (*)(int))need(backend, "backend_bench"))(n);
-        printf("bench ns_per_launch=%ld\n", ns);
     } else if (strcmp(mode, "sleep") == 0) {
         int ms = argc > 2 ? atoi(argv[2]) : 200;
         void (*launch)(const char *, int) = (void (*)(const char *, int))need(backend, "backend_launch");

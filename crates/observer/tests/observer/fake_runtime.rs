@@ -313,22 +313,3 @@ fn windows_carry_monotonic_timestamps_that_join_to_the_programs_clock() {
     assert_eq!(launches_in(Range::Overlapping(b0, b1), kb), 7);
     assert_eq!(trace.total_launches(Range::Within(a1 + 50_000_000, b0)), 0);
 }
-
-/// Not a pass/fail test: prints the cost of one hooked launch (fake runtime, so the runtime itself
-/// costs nanoseconds and the observer's share is fully visible). Build the observer in release to
-/// get meaningful numbers: `BACKSCOPE_OBSERVER_SO=…/release/libbackscope_observer.so`.
-#[test]
-#[ignore]
-fn launch_overhead_micro_benchmark() {
-    let programs = fake_programs();
-    let dir = TempDir::new("bench");
-    let ns = |setup: &Setup| -> u64 {
-        let run = run(&programs.host, &["bench", "2000000"], setup);
-        let line = run.stdout.lines().find(|l| l.starts_with("bench ")).unwrap().to_string();
-        line.rsplit('=').next().unwrap().parse().unwrap()
-    };
-    let plain = ns(&Setup::plain());
-    let observed = ns(&Setup::traced(dir.path()));
-    println!("ns per hipLaunchKernel: {plain} without the observer, {observed} with it ({})", observer_lib().display());
-    assert!(observed < plain + 2_000, "an observed launch costs over 2 us more");
-}
