@@ -58,11 +58,11 @@ static void measure(const char* entry, bool interposed, int rounds, int block, F
         }
         if (r >= 10) diff.push_back(group[1] - group[0]);
     }
+    std::sort(diff.begin(), diff.end());
     printf("{\"entry\":\"%s\",\"interposed\":%s,\"launches_per_mode\":%d,\"plain_ns\":%.1f,\"observed_ns\":%.1f,"
            "\"paired_diff_ns\":%.1f,\"paired_diff_p10\":%.1f,\"paired_diff_p90\":%.1f}\n",
            entry, interposed ? "true" : "false", (rounds - 10) * block * 2, median(ns[0]), median(ns[1]),
-           median(diff), [&] { auto d = diff; std::sort(d.begin(), d.end()); return d[d.size() / 10]; }(),
-           [&] { auto d = diff; std::sort(d.begin(), d.end()); return d[d.size() * 9 / 10]; }());
+           median(diff), diff[diff.size() / 10], diff[diff.size() * 9 / 10]);
     fflush(stdout);
 }
 

@@ -41,19 +41,22 @@ if launch:
     print()
 
 decode = rows("decode_ab.jsonl")
-summaries = [r for r in decode if r.get("summary")]
-if summaries:
+# Each decode_ab run prints its rounds, then its summary line.
+runs, rounds = [], []
+for r in decode:
+    if r.get("summary"):
+        runs.append((r, rounds))
+        rounds = []
+    else:
+        rounds.append(r)
+if runs:
     print("### Decode tg128 rounds, observer switched in/out of the GOT in one process (decode_ab)\n")
     print("| graphs | arms | groups | A plain t/s | B t/s | median B/A per ABBA group | 95% CI (bootstrap) | "
           "observer's MMVQ launches per observed token |")
     print("|---|---|---|---|---|---|---|---|")
-    for s in summaries:
+    for s, mine in runs:
         tag = "aa" if s["control"] else "ab"
         group_ts = collections.defaultdict(lambda: {"A": [], "B": []})
-        # Rounds of this run: the ones printed between the previous summary and this one.
-        idx = decode.index(s)
-        prev = max([decode.index(x) for x in summaries if decode.index(x) < idx], default=-1)
-        mine = [r for r in decode[prev + 1:idx] if not r.get("summary")]
         for r in mine:
             group_ts[r["group"]][r["arm"]].append(r["ts"])
         ratios = [statistics.mean(g["B"]) / statistics.mean(g["A"]) for g in group_ts.values() if g["A"] and g["B"]]

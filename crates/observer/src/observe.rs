@@ -63,13 +63,7 @@ pub fn launch(api: Api, namer: Namer, key: usize, shape: Shape, stream: Stream, 
     if !state::active() {
         return;
     }
-    let id = match registry::lookup(key) {
-        Some(id) => id,
-        None => match name_unknown(api, namer, key, stream) {
-            Some(id) => id,
-            None => return,
-        },
-    };
+    let Some(id) = slot_of(api, namer, key, stream) else { return };
     let failed = status != SUCCESS;
     if graphs::any_capture_active() && graphs::record_launch_if_capturing(api.family(), stream, id, &shape, failed) {
         return;
@@ -84,14 +78,16 @@ pub fn alias(api: Api, namer: Namer, key: usize, alias: usize, stream: Stream) {
     if !state::active() {
         return;
     }
-    let id = match registry::lookup(key) {
-        Some(id) => id,
-        None => match name_unknown(api, namer, key, stream) {
-            Some(id) => id,
-            None => return,
-        },
-    };
-    registry::alias(alias, id);
+    if let Some(id) = slot_of(api, namer, key, stream) {
+        registry::alias(alias, id);
+    }
+}
+
+/// The slot of launch key `key`: the registry's (the hot path), or one made for it now, named by
+/// the runtime.
+#[inline]
+fn slot_of(api: Api, namer: Namer, key: usize, stream: Stream) -> Option<u32> {
+    registry::lookup(key).or_else(|| name_unknown(api, namer, key, stream))
 }
 
 /// Registration of a kernel name under a launch key.
