@@ -206,6 +206,7 @@ pub fn run(program: &Path, args: &[&str], setup: &Setup) -> Run {
         "BACKSCOPE_TRACE_DIR",
         "BACKSCOPE_TRACE_FILE",
         "BACKSCOPE_TRACE_INTERVAL_MS",
+        "BACKSCOPE_TRACE_MAX_BYTES",
         "BACKSCOPE_MAX_KERNELS",
     ] {
         cmd.env_remove(var);
@@ -252,9 +253,11 @@ pub fn run(program: &Path, args: &[&str], setup: &Setup) -> Run {
     Run { pid, status, stdout: out.join().unwrap(), stderr: err.join().unwrap(), started_ns, ended_ns }
 }
 
-/// All traces in `dir`, keyed by pid.
+/// All traces in `dir`, keyed by pid; every file must be readable.
 pub fn traces(dir: &Path) -> BTreeMap<u32, TraceFile> {
-    trace::read_dir(dir).unwrap().into_iter().map(|t| (t.pid(), t)).collect()
+    let read = trace::read_dir(dir).unwrap();
+    assert!(read.problems.is_empty(), "unreadable traces: {:?}", read.problems);
+    read.traces.into_iter().map(|t| (t.pid(), t)).collect()
 }
 
 /// The only trace in `dir`, which must belong to `pid` and be complete.
@@ -263,7 +266,7 @@ pub fn only_trace(dir: &Path, pid: u32) -> TraceFile {
     assert_eq!(all.keys().copied().collect::<Vec<_>>(), [pid], "expected exactly one trace, of pid {pid}");
     let trace = all.into_values().next().unwrap();
     assert!(trace.is_complete(), "trace of {pid} has no end record");
-    assert!(!trace.truncated);
+    assert!(!trace.partial_last_line && !trace.is_cut());
     assert_eq!(trace.path.as_ref().unwrap().file_name().unwrap().to_str().unwrap(), format!("trace-{pid}.jsonl"));
     trace
 }

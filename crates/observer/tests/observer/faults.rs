@@ -112,6 +112,10 @@ fn the_observer_library_exports_the_hooks() {
         "cuLaunchKernelEx",
         "cudaGraphLaunch",
         "cudaStreamBeginCapture",
+        "cudaStreamDestroy",
+        "cuStreamEndCapture",
+        "cuStreamDestroy_v2",
+        "hipStreamDestroy",
     ] {
         assert!(symbols.lines().any(|l| l.ends_with(&format!(" T {name}"))), "{name} not exported");
     }
