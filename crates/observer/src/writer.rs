@@ -83,6 +83,8 @@ struct Writer {
     /// Bytes written to the file, and where the header ends (a cut never goes below it).
     written: u64,
     header_end: u64,
+    /// The OS error of the last failed write (the error passed on carries the path instead).
+    write_errno: Option<i32>,
     /// No more output: closed at exit, the budget spent, or writing failed.
     done: bool,
     /// Slots `1..defined` have their definition line written.
@@ -107,6 +109,7 @@ impl Writer {
             regular: false,
             written: 0,
             header_end: 0,
+            write_errno: None,
             done: false,
             defined: 1,
             overflow_defined: false,
@@ -383,7 +386,10 @@ impl Writer {
                     bytes = &bytes[n..];
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(with_path(e, &self.path)),
+                Err(e) => {
+                    self.write_errno = e.raw_os_error();
+                    return Err(with_path(e, &self.path));
+                }
             }
         }
         Ok(())
@@ -396,9 +402,9 @@ impl Writer {
     fn record_write_error(&mut self, error: &io::Error) {
         // Without a whole header there is no trace to end with a record.
         let Some(file) = self.file.as_ref().filter(|_| self.regular && self.header_end > 0) else { return };
-        let reason = error.raw_os_error().map_or_else(|| error.kind().to_string(), |code| {
-            io::Error::from_raw_os_error(code).to_string()
-        });
+        let reason = self
+            .write_errno
+            .map_or_else(|| error.kind().to_string(), |code| io::Error::from_raw_os_error(code).to_string());
         let tail_start = self.written.saturating_sub(CUT_BACK_BYTES).max(self.header_end);
         let mut tail = vec![0u8; (self.written - tail_start.min(self.written)) as usize];
         let read = file.read_at(&mut tail, tail_start).unwrap_or(0);
@@ -440,13 +446,14 @@ const RELAXED: std::sync::atomic::Ordering = std::sync::atomic::Ordering::Relaxe
 
 fn open_new_in_dir(dir: &str, pid: i32) -> io::Result<(File, String)> {
     // O_EXCL: never overwrite a trace (pid reuse, or the image an `exec` replaced): take the next
-    // free suffix instead.
+    // free suffix instead. Readable too: after a write error the tail is read back to find the
+    // last whole line.
     for n in 0..100 {
         let path = match n {
             0 => format!("{dir}/trace-{pid}.jsonl"),
             n => format!("{dir}/trace-{pid}.{n}.jsonl"),
         };
-        match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(&path) {
+        match std::fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o644).open(&path) {
             Ok(file) => return Ok((file, path)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(with_path(e, &path)),
@@ -475,7 +482,7 @@ fn open_file_destination(pattern: &str, pid: i32) -> io::Result<(File, String)> 
         .chain((!tag.is_empty()).then(|| format!("{stem}{tag}{extension}")))
         .chain((1..100).map(|n| format!("{stem}{tag}.{n}{extension}")));
     for candidate in candidates {
-        match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(&candidate) {
+        match std::fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o644).open(&candidate) {
             Ok(file) => return Ok((file, candidate)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(with_path(e, &candidate)),

@@ -171,6 +171,9 @@ pub struct Setup {
     pub observer_env: Vec<(String, String)>,
     pub observe: bool,
     pub env: Vec<(String, String)>,
+    /// `RLIMIT_FSIZE` for the child, with `SIGXFSZ` ignored: a write past this size fails with
+    /// EFBIG, as a write to a full disk fails with ENOSPC.
+    pub file_size_limit: Option<u64>,
 }
 
 impl Setup {
@@ -192,6 +195,11 @@ impl Setup {
 
     pub fn env(mut self, key: &str, value: &str) -> Setup {
         self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn file_size_limit(mut self, bytes: u64) -> Setup {
+        self.file_size_limit = Some(bytes);
         self
     }
 }
@@ -220,6 +228,20 @@ pub fn run(program: &Path, args: &[&str], setup: &Setup) -> Run {
     }
     for (k, v) in setup.observer_env.iter().chain(&setup.env) {
         cmd.env(k, v);
+    }
+    if let Some(limit) = setup.file_size_limit {
+        let limit = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+        // SAFETY: runs in the forked child before exec; setrlimit and signal are async-signal-safe
+        // and touch only the child.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
     }
     let started_ns = monotonic_ns();
     let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
