@@ -311,7 +311,9 @@ fn run_observed(observer: &Path, dir: &Path, args: &TraceArgs) -> Result<i32> {
             eprintln!("backscope: {name} again: sent SIGKILL to {target}");
         } else if received.from_process || !signals::shares_our_group(pid) {
             let target = signals::forward(pid, received.signal);
-            eprintln!("backscope: {name}: passed on to {target}; waiting for it to exit (a third request sends SIGKILL)");
+            eprintln!(
+                "backscope: {name}: passed on to {target}; waiting for it to exit (a third request sends SIGKILL)"
+            );
         } else {
             eprintln!("backscope: {name} from the terminal (the traced command has it too); waiting for it to exit");
         }
@@ -537,9 +539,12 @@ fn claims(
                     listed.join("; ")
                 ),
             )
-            .with_sources(problems.iter().take(8).map(|p| {
-                Source::file(p.file.clone(), None, None, format!("unreadable trace file: {}", p.message))
-            })),
+            .with_sources(
+                problems
+                    .iter()
+                    .take(8)
+                    .map(|p| Source::file(p.file.clone(), None, None, format!("unreadable trace file: {}", p.message))),
+            ),
         );
     }
     if traces.is_empty() {
@@ -557,8 +562,11 @@ fn claims(
     }
     // A cut trace misses everything after its cut: its counts are lower bounds, and "did not run" is unknown.
     let cut: Vec<&TraceFile> = traces.iter().filter(|t| t.is_cut()).collect();
-    let (counted, at_least, confidence) =
-        if cut.is_empty() { ("", "", Confidence::Confirmed) } else { (" (at least)", "at least ", Confidence::Limited) };
+    let (counted, at_least, confidence) = if cut.is_empty() {
+        ("", "", Confidence::Confirmed)
+    } else {
+        (" (at least)", "at least ", Confidence::Limited)
+    };
     let total: u64 = kernels.iter().map(|k| k.launches).sum();
     let failed: u64 = kernels.iter().map(|k| k.errors).sum();
     let failed_text =
@@ -667,7 +675,10 @@ fn short_name(demangled: &str) -> String {
 pub fn render(s: &TraceSummary, top: usize) -> String {
     let mut out = String::new();
     if s.counts_are_lower_bounds {
-        let _ = writeln!(out, "Counts are lower bounds (at least): a trace was cut before its process ended (see trace.cut)\n");
+        let _ = writeln!(
+            out,
+            "Counts are lower bounds (at least): a trace was cut before its process ended (see trace.cut)\n"
+        );
     }
     let mut t = table(&["family", "kernels", "launches", "via graph replay", "failed"]);
     for f in &s.families {

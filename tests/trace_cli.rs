@@ -87,10 +87,26 @@ fn fake_programs() -> &'static Path {
             cmd.args(["-O2", "-fPIC", "-Wall", "-Werror"]).args(args);
             stdout_ok(&mut cmd);
         };
-        let (runtime, backend, host) = (dir.join("libfake_runtime.so"), dir.join("libfake_backend.so"), dir.join("host"));
+        let (runtime, backend, host) =
+            (dir.join("libfake_runtime.so"), dir.join("libfake_backend.so"), dir.join("host"));
         let lib_dir = format!("-L{}", dir.display());
-        gcc(&["-shared".as_ref(), "-Wl,-soname,libfake_runtime.so".as_ref(), "-o".as_ref(), runtime.as_ref(), src.join("fake_runtime.c").as_ref(), "-lpthread".as_ref()]);
-        gcc(&["-shared".as_ref(), "-o".as_ref(), backend.as_ref(), src.join("fake_backend.c").as_ref(), lib_dir.as_ref(), "-lfake_runtime".as_ref(), "-Wl,-rpath,$ORIGIN".as_ref()]);
+        gcc(&[
+            "-shared".as_ref(),
+            "-Wl,-soname,libfake_runtime.so".as_ref(),
+            "-o".as_ref(),
+            runtime.as_ref(),
+            src.join("fake_runtime.c").as_ref(),
+            "-lpthread".as_ref(),
+        ]);
+        gcc(&[
+            "-shared".as_ref(),
+            "-o".as_ref(),
+            backend.as_ref(),
+            src.join("fake_backend.c").as_ref(),
+            lib_dir.as_ref(),
+            "-lfake_runtime".as_ref(),
+            "-Wl,-rpath,$ORIGIN".as_ref(),
+        ]);
         gcc(&["-o".as_ref(), host.as_ref(), src.join("host.c").as_ref(), "-ldl".as_ref(), "-lpthread".as_ref()]);
         dir
     })
@@ -282,7 +298,12 @@ fn signal_reaches_the_traced_command(signal: libc::c_int, own_group: bool) {
         assert!(std::time::Instant::now() < deadline, "the shell and its sleep did not start");
         let sh: Option<u32> = std::fs::read_to_string(&pid_file).ok().and_then(|s| s.trim().parse().ok());
         let sleep = sh.and_then(|sh| {
-            std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children")).ok()?.split_whitespace().next()?.parse().ok()
+            std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children"))
+                .ok()?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
         });
         if let (Some(sh), Some(sleep)) = (sh, sleep) {
             break (sh, sleep);

@@ -509,6 +509,28 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_trace_counts_as_flushed_and_its_counts_are_noted_as_lower_bounds() {
+        let cut = format!(
+            "{}{}\n",
+            server_trace().replace(r#""version":1"#, r#""version":2"#),
+            r#"{"truncated":"budget","at_ns":7500,"bytes":900,"max_bytes":1024}"#
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("trace-42.jsonl"), cut).unwrap();
+        let mut td = TraceDir::new(dir.path().to_path_buf());
+        td.refresh();
+        // Nothing more will be written: no request after the cut waits for a flush that never comes.
+        assert!(td.caught_up(1_000_000));
+        let traces: Vec<&TraceFile> = td.traces().collect();
+        let before = join("d", vec![], &traces, &label, [3100, 3900], 20);
+        assert!(before.notes.is_empty(), "a request before the cut is complete: {:?}", before.notes);
+        let after = join("d", vec![], &traces, &label, [8000, 9000], 20);
+        assert_eq!(after.total_launches, 0);
+        assert_eq!(after.notes.len(), 1);
+        assert!(after.notes[0].contains("budget of 1024 bytes") && after.notes[0].contains("lower bounds"));
+    }
+
+    #[test]
     fn server_env_preloads_the_observer_before_an_existing_preload() {
         let mut env = vec![("LD_PRELOAD".to_string(), "/lib/a.so".to_string()), ("X".into(), "1".into())];
         server_env(&mut env, Path::new("/o/libbackscope_observer.so"), Path::new("/r/traces/s001-x"), 20, None);

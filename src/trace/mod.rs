@@ -416,7 +416,10 @@ impl TraceFile {
                 Line::Kernel(def) => {
                     if let Some(previous) = trace.kernels.get(&def.id) {
                         if previous != &def {
-                            return Err(TraceError::at(number, format!("kernel {} defined twice, differently", def.id)));
+                            return Err(TraceError::at(
+                                number,
+                                format!("kernel {} defined twice, differently", def.id),
+                            ));
                         }
                     }
                     trace.kernels.insert(def.id, def);
@@ -724,7 +727,8 @@ mod tests {
         assert!(format!("{:#}", TraceFile::parse(&twice).unwrap_err()).contains("second header"));
         let newer = sample().replace(r#""version":1"#, r#""version":3"#);
         assert!(format!("{:#}", TraceFile::parse(&newer).unwrap_err()).contains("version 3"));
-        let bad_window = sample().replace(r#"{"window":[1000,2000],"counts":[[1,3]]"#, r#"{"window":[1000,2000],"counts":[[1,"x"]]"#);
+        let bad_window = sample()
+            .replace(r#"{"window":[1000,2000],"counts":[[1,3]]"#, r#"{"window":[1000,2000],"counts":[[1,"x"]]"#);
         let error = TraceFile::parse(&bad_window).unwrap_err();
         assert_eq!(error.line, Some(4));
         assert!(error.message.starts_with("window record: "), "{error}");
@@ -743,10 +747,9 @@ mod tests {
     /// A version 2 trace that the observer cut when its budget was spent: the same records as a
     /// version 1 file, then the `truncated` record instead of the end record.
     fn cut_sample() -> String {
-        let v2_header = HEADER.replace(r#""version":1"#, r#""version":2"#).replace(
-            r#""max_kernels":1048576"#,
-            r#""max_kernels":1048576,"max_bytes":65536"#,
-        );
+        let v2_header = HEADER
+            .replace(r#""version":1"#, r#""version":2"#)
+            .replace(r#""max_kernels":1048576"#, r#""max_kernels":1048576,"max_bytes":65536"#);
         [
             v2_header.as_str(),
             r#"{"kernel":1,"name":"_Z7add_onePfi","api":"hip","source":"register"}"#,

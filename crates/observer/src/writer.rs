@@ -289,10 +289,9 @@ impl Writer {
             b.push(b']');
         }
         push_pairs(b, "other_shapes", &other_shapes);
-        for (key, d) in
-            ["graph_launches", "unknown_graph_launches", "unattributed_captures", "expired_captures"]
-                .into_iter()
-                .zip(graph_delta)
+        for (key, d) in ["graph_launches", "unknown_graph_launches", "unattributed_captures", "expired_captures"]
+            .into_iter()
+            .zip(graph_delta)
         {
             if d > 0 {
                 let _ = write!(b, ",\"{key}\":{d}");

@@ -325,8 +325,8 @@ fn capture_queries(stderr: &str, phase: &str) -> u64 {
 /// runtime's own `…StreamEndCapture` found with dlsym), a stream destroyed after that, a stream
 /// captured again, and per-thread default streams of two threads. With x and y the scenario's two
 /// kernels, the scenario's own description gives what a correct observer reports:
-/// * x: 3 launches on P after the unseen end + 10 on R + 3 replays of the re-captured graph (grid 3)
-///   + 4 on the other thread's per-thread stream + 5 on R = 25 executions, 3 of them replays;
+/// * x: 3 launches on P after the unseen end, 10 on R, 3 replays of the re-captured graph (grid 3),
+///   4 on the other thread's per-thread stream and 5 on R: 25 executions, 3 of them replays;
 ///   captured 2 (first capture) + 1 (re-capture);
 /// * y: captured on Q, on P before the unseen end and on the per-thread stream (grid 5), whose graph
 ///   is replayed twice: 2 executions, 3 captured;
