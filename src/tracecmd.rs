@@ -274,7 +274,7 @@ pub fn env_lines(observer: &Path, dir: &Path, systemd_unit: Option<&str>, interv
 
 /// Runs the traced command and waits for it. SIGINT and SIGTERM are blocked in backscope from here on and taken
 /// with `sigtimedwait`, so they never end backscope itself (the summary is still to come); each one is passed on to
-/// the command (see [`forward`]) unless it came from the terminal to the foreground process group the command
+/// the command (see [`signals::forward`]) unless it came from the terminal to the foreground process group the command
 /// shares with backscope (it has it already: a second SIGINT would make llama-server quit without its orderly
 /// shutdown). The third request sends SIGKILL instead, for a command that does not stop. The command starts with
 /// an empty signal mask (std resets it in the child), so it sees signals as it would without backscope.
