@@ -2,11 +2,17 @@
 //! `LD_PRELOAD`), then read the trace files it and its children wrote and report which GPU kernels really ran,
 //! classified into ggml families. `--env` prints what to set to observe a service instead, and `--read DIR`
 //! summarises traces written that way.
+//!
+//! While the command runs, SIGINT and SIGTERM sent to backscope are passed on to it (see [`run_observed`]); then
+//! backscope summarises what was written and exits with the command's status. A trace file that cannot be read is
+//! reported with its path and line and left out; the others are still summarised. Counts from a trace the observer
+//! cut (byte budget, write error) are lower bounds, and the claims say so.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -15,7 +21,7 @@ use serde::Serialize;
 use crate::evidence::{Claim, Confidence, Source};
 use crate::kernels;
 use crate::render::table;
-use crate::trace::{self, Range, TraceFile};
+use crate::trace::{self, Range, TraceError, TraceFile};
 
 pub const OBSERVER_FILE: &str = "libbackscope_observer.so";
 
@@ -92,6 +98,12 @@ pub struct TraceSummary {
     pub claims: Vec<Claim>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_status: Option<i32>,
+    /// Some trace was cut by the observer (byte budget, write error): every count is a lower bound.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub counts_are_lower_bounds: bool,
+    /// Trace files that could not be read; they are left out of every count.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<TraceProblem>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -102,7 +114,38 @@ pub struct ProcessSummary {
     pub launches: u64,
     pub graph_launches: u64,
     pub complete: bool,
+    /// Why the observer stopped writing this trace early; its counts are lower bounds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut: Option<String>,
     pub warnings: Vec<String>,
+}
+
+/// A trace file left out: where, and what was wrong.
+#[derive(Clone, Debug, Serialize)]
+pub struct TraceProblem {
+    pub file: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl From<&TraceError> for TraceProblem {
+    fn from(e: &TraceError) -> TraceProblem {
+        TraceProblem {
+            file: e.path.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+            line: e.line,
+            message: e.message.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for TraceProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: {}", self.file, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
 }
 
 /// Find the observer library: explicit path, environment, or beside the running executable.
@@ -131,6 +174,9 @@ pub fn find_observer(explicit: Option<&Path>) -> Result<PathBuf> {
         exe.display()
     )
 }
+
+/// Exit code of `--read` when some trace file could not be read (the others are summarised).
+const EXIT_PROBLEMS: u8 = 1;
 
 pub fn run(args: TraceArgs) -> Result<u8> {
     if args.env {
@@ -164,12 +210,14 @@ pub fn run(args: TraceArgs) -> Result<u8> {
                     d
                 }
             };
+            // First, so that a run that is killed outright still said where its files are.
+            eprintln!("backscope: tracing into {}", dir.display());
             let status = run_observed(&observer, &dir, &args)?;
             (dir, Some(status))
         }
     };
-    let traces = trace::read_dir(&dir)?;
-    let summary = summarise(&dir, &traces, exit_status);
+    let read = trace::read_dir(&dir)?;
+    let summary = summarise(&dir, &read.traces, &read.problems, exit_status);
     if args.json {
         println!("{}", serde_json::to_string(&summary)?);
     } else {
@@ -179,6 +227,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     Ok(match exit_status {
         Some(s) if (0..=255).contains(&s) => s as u8,
         Some(_) => 1,
+        None if !summary.problems.is_empty() => EXIT_PROBLEMS,
         None => 0,
     })
 }
@@ -223,6 +272,12 @@ pub fn env_lines(observer: &Path, dir: &Path, systemd_unit: Option<&str>, interv
     out
 }
 
+/// Runs the traced command and waits for it. SIGINT and SIGTERM are blocked in backscope from here on and taken
+/// with `sigtimedwait`, so they never end backscope itself (the summary is still to come); each one is passed on to
+/// the command (see [`signals::forward`]) unless it came from the terminal to the foreground process group the command
+/// shares with backscope (it has it already: a second SIGINT would make llama-server quit without its orderly
+/// shutdown). The third request sends SIGKILL instead, for a command that does not stop. The command starts with
+/// an empty signal mask (std resets it in the child), so it sees signals as it would without backscope.
 fn run_observed(observer: &Path, dir: &Path, args: &TraceArgs) -> Result<i32> {
     let preload = match std::env::var("LD_PRELOAD") {
         Ok(existing) if !existing.is_empty() => format!("{}:{existing}", observer.display()),
@@ -236,13 +291,162 @@ fn run_observed(observer: &Path, dir: &Path, args: &TraceArgs) -> Result<i32> {
     if args.no_graphs {
         cmd.env("GGML_CUDA_DISABLE_GRAPHS", "1");
     }
-    let status = cmd.status().with_context(|| format!("cannot run {}", args.command[0]))?;
+    let signals = signals::Blocked::termination_and_child()?;
+    let mut child = cmd.spawn().with_context(|| format!("cannot run {}", args.command[0]))?;
+    let pid = child.id() as i32;
+    let mut requests = 0u32;
+    let status = loop {
+        if let Some(status) = child.try_wait().context("waiting for the traced command")? {
+            break status;
+        }
+        // SIGCHLD wakes this up when the command exits; the timeout only bounds a missed wake-up.
+        let Some(received) = signals.wait(Duration::from_millis(200)) else { continue };
+        if received.signal == libc::SIGCHLD {
+            continue;
+        }
+        requests += 1;
+        let name = signals::name(received.signal);
+        if requests >= 3 {
+            let target = signals::forward(pid, libc::SIGKILL);
+            eprintln!("backscope: {name} again: sent SIGKILL to {target}");
+        } else if received.from_process || !signals::shares_our_group(pid) {
+            let target = signals::forward(pid, received.signal);
+            eprintln!(
+                "backscope: {name}: passed on to {target}; waiting for it to exit (a third request sends SIGKILL)"
+            );
+        } else {
+            eprintln!("backscope: {name} from the terminal (the traced command has it too); waiting for it to exit");
+        }
+    };
     use std::os::unix::process::ExitStatusExt;
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
 
-/// Merge every process's kernels by name, classify them, and state what ran as claims.
-pub fn summarise(dir: &Path, traces: &[TraceFile], exit_status: Option<i32>) -> TraceSummary {
+/// The signal plumbing of [`run_observed`], on libc alone.
+mod signals {
+    use std::collections::HashMap;
+    use std::io;
+    use std::time::Duration;
+
+    /// A signal taken by [`Blocked::wait`].
+    pub struct Received {
+        pub signal: libc::c_int,
+        /// Sent with `kill`/`sigqueue`/`tgkill` (`si_code <= 0` on Linux) rather than generated by the kernel
+        /// (a terminal's Ctrl-C, which reaches the whole foreground process group).
+        pub from_process: bool,
+    }
+
+    /// SIGINT, SIGTERM and SIGCHLD blocked in the calling thread. The mask stays for the rest of the process:
+    /// a request that arrives while the summary is being written is held, not acted on, so it cannot cut the
+    /// summary short.
+    pub struct Blocked {
+        set: libc::sigset_t,
+    }
+
+    impl Blocked {
+        pub fn termination_and_child() -> io::Result<Blocked> {
+            // SAFETY: sigset_t is plain data, initialised by sigemptyset before any other use.
+            let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+            // SAFETY: `set` is a valid sigset_t; the signal numbers are valid.
+            unsafe {
+                libc::sigemptyset(&mut set);
+                for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGCHLD] {
+                    libc::sigaddset(&mut set, signal);
+                }
+            }
+            // SAFETY: changes this thread's mask only; `set` is valid and the old mask is not needed.
+            let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+            if rc != 0 {
+                return Err(io::Error::from_raw_os_error(rc));
+            }
+            Ok(Blocked { set })
+        }
+
+        /// The next pending signal of the set, waiting at most `timeout`.
+        pub fn wait(&self, timeout: Duration) -> Option<Received> {
+            let timeout = libc::timespec {
+                tv_sec: timeout.as_secs() as libc::time_t,
+                tv_nsec: timeout.subsec_nanos() as libc::c_long,
+            };
+            // SAFETY: siginfo_t is plain data that sigtimedwait fills in.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: valid set, writable info and a valid timeout; the signals are blocked in this thread.
+            let signal = unsafe { libc::sigtimedwait(&self.set, &mut info, &timeout) };
+            (signal > 0).then_some(Received { signal, from_process: info.si_code <= 0 })
+        }
+    }
+
+    pub fn name(signal: libc::c_int) -> &'static str {
+        match signal {
+            libc::SIGINT => "SIGINT",
+            libc::SIGTERM => "SIGTERM",
+            libc::SIGKILL => "SIGKILL",
+            _ => "signal",
+        }
+    }
+
+    fn pgid(pid: libc::pid_t) -> libc::pid_t {
+        // SAFETY: getpgid has no memory preconditions; it fails harmlessly for a process that is gone.
+        unsafe { libc::getpgid(pid) }
+    }
+
+    /// Whether `pid` is in backscope's process group (where a terminal's signals reach it too).
+    pub fn shares_our_group(pid: libc::pid_t) -> bool {
+        pgid(pid) == pgid(0)
+    }
+
+    /// Sends `signal` to the traced command: to its process group if it leads one of its own, else to it and every
+    /// process below it (what a terminal's Ctrl-C would reach), so that `sh -c 'long-running'` leaves nothing
+    /// behind. Returns what was signalled, for the message.
+    pub fn forward(child: libc::pid_t, signal: libc::c_int) -> String {
+        if pgid(child) == child {
+            // SAFETY: signals the process group that the traced command leads.
+            unsafe { libc::kill(-child, signal) };
+            return format!("process group {child}");
+        }
+        let below = descendants(child);
+        // SAFETY: signals the traced command, our own child (not yet reaped, so the pid is still its).
+        unsafe { libc::kill(child, signal) };
+        for &pid in &below {
+            // SAFETY: a process found under the traced command a moment ago.
+            unsafe { libc::kill(pid, signal) };
+        }
+        match below.len() {
+            0 => format!("pid {child}"),
+            n => format!("pid {child} and the {n} process(es) it started"),
+        }
+    }
+
+    /// Processes below `root` (children, their children, …), from the parent pids in `/proc`.
+    pub fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
+        let mut children: HashMap<libc::pid_t, Vec<libc::pid_t>> = HashMap::new();
+        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+        for entry in entries.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<libc::pid_t>().ok()) else { continue };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+            // "pid (comm) state ppid …": comm may contain anything, so parse after the last ')'.
+            let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok());
+            if let Some(ppid) = ppid {
+                children.entry(ppid).or_default().push(pid);
+            }
+        }
+        let mut found = Vec::new();
+        let mut queue = vec![root];
+        while let Some(pid) = queue.pop() {
+            for &child in children.get(&pid).map(Vec::as_slice).unwrap_or_default() {
+                if child != root && !found.contains(&child) {
+                    found.push(child);
+                    queue.push(child);
+                }
+            }
+        }
+        found
+    }
+}
+
+/// Merge every process's kernels by name, classify them, and state what ran as claims. `problems` are the trace
+/// files that could not be read (left out of the counts).
+pub fn summarise(dir: &Path, traces: &[TraceFile], problems: &[TraceError], exit_status: Option<i32>) -> TraceSummary {
     let mut processes = Vec::new();
     let mut all_stats = Vec::new();
     for t in traces {
@@ -254,6 +458,7 @@ pub fn summarise(dir: &Path, traces: &[TraceFile], exit_status: Option<i32>) -> 
             launches: t.total_launches(Range::All),
             graph_launches: t.graph_launches(Range::All),
             complete: t.is_complete(),
+            cut: t.truncated.as_ref().map(|c| c.why()),
             warnings: t.warnings.iter().map(|w| format!("{}: {}", w.code, w.detail)).collect(),
         });
         all_stats.extend(stats);
@@ -289,7 +494,8 @@ pub fn summarise(dir: &Path, traces: &[TraceFile], exit_status: Option<i32>) -> 
     }
     let mut families: Vec<FamilyTotal> = fam.into_values().collect();
     families.sort_by_key(|f| std::cmp::Reverse(f.launches));
-    let claims = claims(dir, traces, &kernels, &families);
+    let problems: Vec<TraceProblem> = problems.iter().map(TraceProblem::from).collect();
+    let claims = claims(dir, traces, &problems, &kernels, &families);
     TraceSummary {
         schema: "backscope.trace-summary/1",
         dir: dir.display().to_string(),
@@ -298,13 +504,21 @@ pub fn summarise(dir: &Path, traces: &[TraceFile], exit_status: Option<i32>) -> 
         kernels,
         claims,
         exit_status,
+        counts_are_lower_bounds: traces.iter().any(TraceFile::is_cut),
+        problems,
     }
 }
 
 /// Kernel families that say which matrix-multiply path ggml took.
 const MATMUL_FAMILIES: &[&str] = &["MMVQ", "MMQ", "MMVF", "MMF", "dequantize", "vendor-BLAS"];
 
-fn claims(dir: &Path, traces: &[TraceFile], kernels: &[ObservedKernel], families: &[FamilyTotal]) -> Vec<Claim> {
+fn claims(
+    dir: &Path,
+    traces: &[TraceFile],
+    problems: &[TraceProblem],
+    kernels: &[ObservedKernel],
+    families: &[FamilyTotal],
+) -> Vec<Claim> {
     let sources: Vec<Source> = traces
         .iter()
         .filter_map(|t| t.path.as_ref())
@@ -312,27 +526,62 @@ fn claims(dir: &Path, traces: &[TraceFile], kernels: &[ObservedKernel], families
         .map(|p| Source::file(p.display().to_string(), None, None, "backscope-trace file (observed launches)"))
         .collect();
     let mut out = Vec::new();
-    if traces.is_empty() {
+    if !problems.is_empty() {
+        let listed: Vec<String> = problems.iter().take(4).map(|p| p.to_string()).collect();
+        let more = if problems.len() > 4 { format!("; and {} more", problems.len() - 4) } else { String::new() };
         out.push(
             Claim::new(
-                "trace.none",
-                Confidence::Unresolved,
-                format!("No trace file in {}: the command loaded no CUDA/HIP runtime, or the observer could not write (see its stderr line)", dir.display()),
+                "trace.unreadable",
+                Confidence::Limited,
+                format!(
+                    "{} trace file(s) could not be read and are left out of every count: {}{more}",
+                    problems.len(),
+                    listed.join("; ")
+                ),
             )
-            .with_source(Source::file(dir.display().to_string(), None, None, "trace directory")),
+            .with_sources(
+                problems
+                    .iter()
+                    .take(8)
+                    .map(|p| Source::file(p.file.clone(), None, None, format!("unreadable trace file: {}", p.message))),
+            ),
         );
+    }
+    if traces.is_empty() {
+        if problems.is_empty() {
+            out.push(
+                Claim::new(
+                    "trace.none",
+                    Confidence::Unresolved,
+                    format!("No trace file in {}: the command loaded no CUDA/HIP runtime, or the observer could not write (see its stderr line)", dir.display()),
+                )
+                .with_source(Source::file(dir.display().to_string(), None, None, "trace directory")),
+            );
+        }
         return out;
     }
+    // A cut trace misses everything after its cut: its counts are lower bounds, and "did not run" is unknown.
+    let cut: Vec<&TraceFile> = traces.iter().filter(|t| t.is_cut()).collect();
+    let (counted, at_least, confidence) = if cut.is_empty() {
+        ("", "", Confidence::Confirmed)
+    } else {
+        (" (at least)", "at least ", Confidence::Limited)
+    };
     let total: u64 = kernels.iter().map(|k| k.launches).sum();
     let failed: u64 = kernels.iter().map(|k| k.errors).sum();
     let failed_text =
         if failed > 0 { format!(" ({failed} of them failed: the runtime returned an error)") } else { String::new() };
+    let cut_text = if cut.is_empty() {
+        String::new()
+    } else {
+        format!("; {} trace(s) were cut, so these counts are lower bounds (see trace.cut)", cut.len())
+    };
     out.push(
         Claim::new(
             "trace.total",
-            Confidence::Confirmed,
+            confidence,
             format!(
-                "{total} kernel launches of {} distinct kernels were observed in {} process(es){failed_text}",
+                "{at_least}{total} kernel launches of {} distinct kernels were observed in {} process(es){failed_text}{cut_text}",
                 kernels.len(),
                 traces.len()
             ),
@@ -352,9 +601,9 @@ fn claims(dir: &Path, traces: &[TraceFile], kernels: &[ObservedKernel], families
         out.push(
             Claim::new(
                 format!("trace.family.{}", f.family),
-                Confidence::Confirmed,
+                confidence,
                 format!(
-                    "{} ran: {} launches of {} kernel(s) (top: {})",
+                    "{} ran: {at_least}{} launches of {} kernel(s) (top{counted}: {})",
                     f.family,
                     f.launches - f.errors,
                     f.kernels,
@@ -365,16 +614,43 @@ fn claims(dir: &Path, traces: &[TraceFile], kernels: &[ObservedKernel], families
         );
     }
     if !present.is_empty() && !absent.is_empty() {
+        let (confidence, statement) = if cut.is_empty() {
+            (Confidence::Confirmed, format!("No {} kernel ran during the traced command", absent.join(", ")))
+        } else {
+            (
+                Confidence::Unresolved,
+                format!(
+                    "No {} kernel ran before the trace(s) were cut; whether one ran afterwards is not known",
+                    absent.join(", ")
+                ),
+            )
+        };
+        out.push(Claim::new("trace.absent", confidence, statement).with_sources(sources.clone()));
+    }
+    if !cut.is_empty() {
+        let what: Vec<String> = cut
+            .iter()
+            .filter_map(|t| {
+                let c = t.truncated.as_ref()?;
+                Some(format!("pid {} after {} bytes: {}", t.pid(), c.bytes, c.why()))
+            })
+            .collect();
         out.push(
             Claim::new(
-                "trace.absent",
-                Confidence::Confirmed,
-                format!("No {} kernel ran during the traced command", absent.join(", ")),
+                "trace.cut",
+                Confidence::Limited,
+                format!(
+                    "The observer stopped writing {} trace(s) before the process ended ({}); launches after the cut are not counted",
+                    cut.len(),
+                    what.join("; ")
+                ),
             )
-            .with_sources(sources.clone()),
+            .with_sources(cut.iter().filter_map(|t| t.path.as_ref()).map(|p| {
+                Source::file(p.display().to_string(), None, None, "trace file ending with a truncated record")
+            })),
         );
     }
-    let incomplete: Vec<&TraceFile> = traces.iter().filter(|t| !t.is_complete()).collect();
+    let incomplete: Vec<&TraceFile> = traces.iter().filter(|t| !t.is_finished()).collect();
     if !incomplete.is_empty() {
         out.push(
             Claim::new(
@@ -398,6 +674,12 @@ fn short_name(demangled: &str) -> String {
 
 pub fn render(s: &TraceSummary, top: usize) -> String {
     let mut out = String::new();
+    if s.counts_are_lower_bounds {
+        let _ = writeln!(
+            out,
+            "Counts are lower bounds (at least): a trace was cut before its process ended (see trace.cut)\n"
+        );
+    }
     let mut t = table(&["family", "kernels", "launches", "via graph replay", "failed"]);
     for f in &s.families {
         t.add_row(vec![
@@ -433,11 +715,21 @@ pub fn render(s: &TraceSummary, top: usize) -> String {
             p.exe,
             p.launches,
             p.graph_launches,
-            if p.complete { "" } else { ", no exit record" },
+            match (&p.cut, p.complete) {
+                (Some(why), _) => format!(", cut: {why}"),
+                (None, true) => String::new(),
+                (None, false) => ", no exit record".to_string(),
+            },
             p.file
         );
         for w in &p.warnings {
             let _ = writeln!(out, "    warning: {w}");
+        }
+    }
+    if !s.problems.is_empty() {
+        let _ = writeln!(out, "\nProblems (these files are left out)");
+        for p in &s.problems {
+            let _ = writeln!(out, "  {p}");
         }
     }
     let _ = writeln!(out, "\nClaims");

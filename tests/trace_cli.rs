@@ -71,3 +71,294 @@ fn trace_env_prints_a_systemd_drop_in() {
     assert!(text.contains("Environment=\"BACKSCOPE_TRACE_DIR=/var/tmp/bt\""));
     assert!(text.contains(&format!("Environment=\"LD_PRELOAD={}\"", observer.canonicalize().unwrap().display())));
 }
+
+/// The observer's C test programs (`crates/observer/tests/c`: a host that dlopens a backend linked
+/// against a test-double runtime), built once for this test binary. Returns the directory, which the
+/// host needs in `FAKE_LIB_DIR`.
+fn fake_programs() -> &'static Path {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/observer/tests/c");
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("trace-cli-c-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let gcc = |args: &[&std::ffi::OsStr]| {
+            let mut cmd = Command::new("gcc");
+            cmd.args(["-O2", "-fPIC", "-Wall", "-Werror"]).args(args);
+            stdout_ok(&mut cmd);
+        };
+        let (runtime, backend, host) =
+            (dir.join("libfake_runtime.so"), dir.join("libfake_backend.so"), dir.join("host"));
+        let lib_dir = format!("-L{}", dir.display());
+        gcc(&[
+            "-shared".as_ref(),
+            "-Wl,-soname,libfake_runtime.so".as_ref(),
+            "-o".as_ref(),
+            runtime.as_ref(),
+            src.join("fake_runtime.c").as_ref(),
+            "-lpthread".as_ref(),
+        ]);
+        gcc(&[
+            "-shared".as_ref(),
+            "-o".as_ref(),
+            backend.as_ref(),
+            src.join("fake_backend.c").as_ref(),
+            lib_dir.as_ref(),
+            "-lfake_runtime".as_ref(),
+            "-Wl,-rpath,$ORIGIN".as_ref(),
+        ]);
+        gcc(&["-o".as_ref(), host.as_ref(), src.join("host.c").as_ref(), "-ldl".as_ref(), "-lpthread".as_ref()]);
+        dir
+    })
+}
+
+/// `backscope trace --json --dir DIR -- host ARGS…` with the observer under test; returns the output.
+fn trace_host(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = backscope();
+    cmd.args(["trace", "--json", "--observer"]).arg(observer_library()).arg("--dir").arg(dir);
+    cmd.arg("--").arg(fake_programs().join("host")).args(args).env("FAKE_LIB_DIR", fake_programs());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run(&mut cmd)
+}
+
+/// The JSON summary: the last line of stdout (the traced program's own output comes first).
+fn summary_of(out: &std::process::Output) -> serde_json::Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim_end().rsplit('\n').next().unwrap()).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+fn claim<'a>(summary: &'a serde_json::Value, id: &str) -> Option<&'a serde_json::Value> {
+    summary["claims"].as_array().unwrap().iter().find(|c| c["id"] == id)
+}
+
+fn launches_by_name(summary: &serde_json::Value) -> BTreeMap<String, u64> {
+    summary["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k["name"].as_str().unwrap().to_string(), k["launches"].as_u64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn read_reports_a_bad_trace_file_and_keeps_the_good_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("traces");
+    // A parent, a forked child and a fork+exec child: three real traces.
+    let out = trace_host(&dir, &["fork"], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let traced = summary_of(&out);
+    assert_eq!(traced["processes"].as_array().unwrap().len(), 3);
+    // A fourth file, broken on its third line.
+    let good = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+    let text = std::fs::read_to_string(&good).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[2] = r#"{"window":[1,"#;
+    let bad = dir.join("trace-999999.jsonl");
+    std::fs::write(&bad, lines.join("\n") + "\n").unwrap();
+
+    let out = run(backscope().args(["trace", "--json", "--read"]).arg(&dir));
+    assert_eq!(out.status.code(), Some(1), "finished with problems: {}", String::from_utf8_lossy(&out.stderr));
+    let read = summary_of(&out);
+    assert_eq!(launches_by_name(&read), launches_by_name(&traced), "the good traces are all counted");
+    assert_eq!(read["processes"].as_array().unwrap().len(), 3);
+    let problems = read["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0]["file"], bad.display().to_string());
+    assert_eq!(problems[0]["line"], 3);
+    assert!(problems[0]["message"].as_str().unwrap().starts_with("not JSON"), "{problems:?}");
+    let unreadable = claim(&read, "trace.unreadable").expect("a claim about the unreadable file");
+    assert_eq!(unreadable["confidence"], "Limited");
+    assert_eq!(claim(&read, "trace.total").unwrap()["confidence"], "Confirmed");
+    // The text report names the file and line too.
+    let out = run(backscope().args(["trace", "--read"]).arg(&dir));
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(&format!("{}:3: not JSON", bad.display())), "{text}");
+}
+
+/// What a cut trace must look like in the summary: counts flagged as lower bounds, "at least" in the
+/// claims, a Limited confidence, the reason named, and no talk of a killed process.
+fn assert_cut_summary(summary: &serde_json::Value, why: &str) {
+    assert_eq!(summary["counts_are_lower_bounds"], true);
+    let cut = summary["processes"][0]["cut"].as_str().unwrap_or_else(|| panic!("no cut: {summary}"));
+    assert!(cut.contains(why), "{cut:?} does not say {why:?}");
+    let total = claim(summary, "trace.total").unwrap();
+    assert_eq!(total["confidence"], "Limited");
+    assert!(total["statement"].as_str().unwrap().starts_with("at least "), "{total}");
+    let cut_claim = claim(summary, "trace.cut").unwrap();
+    assert_eq!(cut_claim["confidence"], "Limited");
+    assert!(cut_claim["statement"].as_str().unwrap().contains(why), "{cut_claim}");
+    assert!(claim(summary, "trace.incomplete").is_none(), "a cut trace is not a killed process: {summary}");
+    assert!(!summary.to_string().contains("killed or crashed"));
+}
+
+#[test]
+fn a_trace_cut_by_its_byte_budget_gives_lower_bounds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("traces");
+    // 3,000 kernels, 6,000 launches: the definitions alone pass 16 KiB.
+    let out = trace_host(&dir, &["many", "3000"], &[("BACKSCOPE_TRACE_MAX_BYTES", "16K")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let program_launches: u64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("many kernels=3000 launches="))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .expect("the program's own launch count");
+    let summary = summary_of(&out);
+    assert_cut_summary(&summary, "budget of 16384 bytes");
+    let total: u64 = launches_by_name(&summary).values().sum();
+    assert!(total < program_launches, "{total} of {program_launches} launches: the cut lost some");
+}
+
+#[test]
+fn a_trace_cut_by_a_failed_write_gives_lower_bounds() {
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("traces");
+    let mut cmd = backscope();
+    cmd.args(["trace", "--json", "--interval-ms", "1", "--observer"]).arg(observer_library()).arg("--dir").arg(&dir);
+    cmd.arg("--").arg(fake_programs().join("host")).args(["threads", "4", "400000"]);
+    cmd.env("FAKE_LIB_DIR", fake_programs());
+    // Files may not grow past 8,000 bytes (inherited by the traced program): the trace's write
+    // fails with EFBIG, as on a full disk with ENOSPC.
+    let limit = libc::rlimit { rlim_cur: 8000, rlim_max: 8000 };
+    // SAFETY: runs in the forked child before exec; signal and setrlimit are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("File too large"));
+    let summary = summary_of(&out);
+    assert_cut_summary(&summary, "writing failed (File too large (os error 27))");
+    let total: u64 = launches_by_name(&summary).values().sum();
+    assert!(total > 0 && total < 4 * 400_000, "{total}");
+}
+
+/// Field 22 of /proc/PID/stat (start time in clock ticks) and the state, or `None` once the process is
+/// gone: together with the pid, they tell a process from a later one that reused its pid.
+fn proc_start_and_state(pid: u32) -> Option<(u64, char)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some((fields.get(19)?.parse().ok()?, fields.first()?.chars().next()?))
+}
+
+/// Whether the process `pid` that started at `start` still runs (a zombie has finished).
+fn still_running(pid: u32, start: u64) -> bool {
+    matches!(proc_start_and_state(pid), Some((s, state)) if s == start && state != 'Z')
+}
+
+/// `backscope trace -- sh -c '…; sleep 300; …'`, then `signal` to backscope: it passes the signal on,
+/// the shell and its sleep end, and backscope summarises and exits with the shell's status. With
+/// `own_group`, the command is `setsid sh -c …`: the shell leads a process group of its own, which
+/// gets the signal as a whole.
+fn signal_reaches_the_traced_command(signal: libc::c_int, own_group: bool) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("traces");
+    let pid_file = tmp.path().join("sh.pid");
+    let script = format!("echo $$ > {}; sleep 300; echo after", pid_file.display());
+    let mut child = backscope()
+        .args(["trace", "--observer"])
+        .arg(observer_library())
+        .arg("--dir")
+        .arg(&dir)
+        .arg("--")
+        .args(if own_group { &["setsid"][..] } else { &[][..] })
+        .args(["sh", "-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut s).unwrap();
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut s).unwrap();
+        s
+    });
+    // Wait for the shell and its sleep.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let (sh, sleep) = loop {
+        assert!(std::time::Instant::now() < deadline, "the shell and its sleep did not start");
+        let sh: Option<u32> = std::fs::read_to_string(&pid_file).ok().and_then(|s| s.trim().parse().ok());
+        let sleep = sh.and_then(|sh| {
+            std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children"))
+                .ok()?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        });
+        if let (Some(sh), Some(sleep)) = (sh, sleep) {
+            break (sh, sleep);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let sh_start = proc_start_and_state(sh).unwrap().0;
+    // SAFETY: getpgid only reads the process table.
+    assert_eq!(unsafe { libc::getpgid(sh as libc::pid_t) } == sh as libc::pid_t, own_group);
+    let sleep_start = proc_start_and_state(sleep).unwrap().0;
+    // SAFETY: signals the backscope process this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("backscope did not finish after the signal");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
+    assert_eq!(status.code(), Some(128 + signal), "the shell's status (killed by the signal): {stderr}");
+    assert_eq!(
+        stderr.lines().next(),
+        Some(format!("backscope: tracing into {}", dir.display()).as_str()),
+        "the directory is named first: {stderr}"
+    );
+    assert!(stdout.contains("\nClaims\n"), "the summary is printed: {stdout}");
+    assert!(
+        stdout.contains(&format!("traced command exited with status {}; traces in {}", 128 + signal, dir.display())),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("after"), "the shell went on after its sleep: {stdout}");
+    // No survivors: the shell and its sleep are gone (checked by pid and start time).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while still_running(sh, sh_start) || still_running(sleep, sleep_start) {
+        assert!(std::time::Instant::now() < deadline, "pid {sh} (sh) or {sleep} (sleep) survived");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigterm_to_trace_reaches_the_command_and_the_summary_follows() {
+    signal_reaches_the_traced_command(libc::SIGTERM, false);
+}
+
+#[test]
+fn sigint_to_trace_reaches_the_command_and_the_summary_follows() {
+    signal_reaches_the_traced_command(libc::SIGINT, false);
+}
+
+#[test]
+fn a_signal_reaches_the_process_group_the_command_leads() {
+    signal_reaches_the_traced_command(libc::SIGTERM, true);
+}

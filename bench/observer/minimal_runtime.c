@@ -1,7 +1,9 @@
 /*
  * TEST DOUBLE - not a GPU runtime. The smallest runtime the observer can sit in front of, for
  * bench/observer_launch.sh: registration does nothing, a launch writes 64 bytes of "commands" to a
- * ring and returns success, so the observer's own cost per launch is a large, visible share.
+ * ring and returns success, so the observer's own cost per launch is a large, visible share. One
+ * stream can capture (begin/end/is-capturing), for the stale-capture arms of the benchmark; launches
+ * ignore it.
  */
 #include <stddef.h>
 
@@ -28,5 +30,27 @@ int cudaLaunchKernel(const void *function, dim3 grid, dim3 block, void **args, s
     (void)args, (void)shared, (void)stream;
     for (int i = 0; i < 8; i++) ring[(position + i) & 4095] = (unsigned long)function + grid.x + block.x + i;
     position += 8;
+    return 0;
+}
+
+static void *capturing_stream;
+static int capturing;
+
+int cudaStreamBeginCapture(void *stream, int mode) {
+    (void)mode;
+    capturing_stream = stream;
+    capturing = 1;
+    return 0;
+}
+
+int cudaStreamEndCapture(void *stream, void **graph) {
+    if (!capturing || stream != capturing_stream) return 4;
+    capturing = 0;
+    *graph = (void *)&capturing;
+    return 0;
+}
+
+int cudaStreamIsCapturing(void *stream, int *status) {
+    *status = capturing && stream == capturing_stream;
     return 0;
 }

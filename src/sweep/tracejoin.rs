@@ -120,9 +120,9 @@ impl TraceDir {
         self.files.iter().filter_map(|(p, c)| c.error.as_ref().map(|e| (p, e)))
     }
 
-    /// Whether every file has been flushed past `t` (a window ending at or after it, or the end record).
+    /// Whether every file has been flushed past `t` (a window ending at or after it, or the end or truncated record).
     pub fn caught_up(&self, t: u64) -> bool {
-        self.traces().all(|tr| tr.end.is_some() || tr.windows.last().is_some_and(|w| w.t1 >= t))
+        self.traces().all(|tr| tr.is_finished() || tr.windows.last().is_some_and(|w| w.t1 >= t))
     }
 
     /// The longest window length among the files' headers.
@@ -203,6 +203,9 @@ fn update(path: &Path, cache: &mut FileCache) {
                     if new.end.is_some() {
                         t.end = new.end;
                     }
+                    if new.truncated.is_some() {
+                        t.truncated = new.truncated;
+                    }
                 }
                 Err(e) => cache.error = Some(format!("{e:#}")),
             }
@@ -234,6 +237,12 @@ pub fn join(
         }
         let file = t.path.as_deref().map(label).unwrap_or_default();
         let launches = t.total_launches(range);
+        if let Some(cut) = t.truncated.as_ref().filter(|c| c.at_ns <= t1) {
+            notes.push(format!(
+                "{file}: the observer stopped writing this trace before the request ended ({}); launches after that are not counted, so its counts are lower bounds",
+                cut.why()
+            ));
+        }
         if launches > 0 && t.windows_in(range).any(|w| w.unknown_graph_launches > 0) {
             notes.push(format!(
                 "{file}: graph launches of graphs not captured under observation; their kernels are not counted"
@@ -314,12 +323,12 @@ pub fn observe(
     if !caught_up && !traces.is_empty() {
         let behind: Vec<String> = traces
             .iter()
-            .filter(|t| t.end.is_none() && t.windows.last().is_none_or(|w| w.t1 < window[1]))
+            .filter(|t| !t.is_finished() && t.windows.last().is_none_or(|w| w.t1 < window[1]))
             .filter_map(|t| t.path.as_deref().map(label))
             .collect();
         // Usual for a process idle since before the request ended (it writes no empty window); a process that
         // died without its exit flush loses its last window.
-        if traces.iter().any(|t| t.end.is_none() && t.pid() > 0) && !behind.is_empty() {
+        if traces.iter().any(|t| !t.is_finished() && t.pid() > 0) && !behind.is_empty() {
             rec.notes.push(format!(
                 "no window ends after the request in {}: the process was idle after its last launch, or stopped without flushing (waited {} ms)",
                 behind.join(", "),
@@ -497,6 +506,28 @@ mod tests {
         std::fs::write(dir.path().join("trace-9.jsonl"), "not json\n").unwrap();
         td.refresh();
         assert_eq!(td.errors().count(), 1);
+    }
+
+    #[test]
+    fn a_cut_trace_counts_as_flushed_and_its_counts_are_noted_as_lower_bounds() {
+        let cut = format!(
+            "{}{}\n",
+            server_trace().replace(r#""version":1"#, r#""version":2"#),
+            r#"{"truncated":"budget","at_ns":7500,"bytes":900,"max_bytes":1024}"#
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("trace-42.jsonl"), cut).unwrap();
+        let mut td = TraceDir::new(dir.path().to_path_buf());
+        td.refresh();
+        // Nothing more will be written: no request after the cut waits for a flush that never comes.
+        assert!(td.caught_up(1_000_000));
+        let traces: Vec<&TraceFile> = td.traces().collect();
+        let before = join("d", vec![], &traces, &label, [3100, 3900], 20);
+        assert!(before.notes.is_empty(), "a request before the cut is complete: {:?}", before.notes);
+        let after = join("d", vec![], &traces, &label, [8000, 9000], 20);
+        assert_eq!(after.total_launches, 0);
+        assert_eq!(after.notes.len(), 1);
+        assert!(after.notes[0].contains("budget of 1024 bytes") && after.notes[0].contains("lower bounds"));
     }
 
     #[test]

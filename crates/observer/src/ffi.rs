@@ -28,7 +28,10 @@ pub const HIP_ERROR_NOT_SUPPORTED: Status = 801;
 pub const CUDA_ERROR_NOT_SUPPORTED: Status = 801;
 pub const CU_ERROR_NOT_SUPPORTED: Status = 801;
 
-/// `cudaStreamCaptureStatusActive` and `hipStreamCaptureStatusActive`.
+/// `cudaStreamCaptureStatusNone` and `hipStreamCaptureStatusNone`: the stream is not capturing.
+pub const STREAM_CAPTURE_STATUS_NONE: c_int = 0;
+/// `cudaStreamCaptureStatusActive` and `hipStreamCaptureStatusActive`. (2, `…Invalidated`, is a
+/// capture broken by an error that still waits for its `EndCapture`.)
 pub const STREAM_CAPTURE_STATUS_ACTIVE: c_int = 1;
 
 /// `cudaStreamPerThread` and `hipStreamPerThread`: the handle that the `_ptsz`/`_spt` variants

@@ -12,10 +12,25 @@
 //!   captured shapes. An exec whose graph was not captured under our eyes (built node by node, or
 //!   captured through an API we do not hook) is counted in `unknown_graph_launches`.
 //!
-//! Capture bookkeeping takes a lock (capture is recording, not execution). `…GraphLaunch`, which
-//! runs once per token, does not: it reads the exec table like the kernel table. Exec lists replaced
-//! by an update or destroy are freed only when no graph launch is reading (a reader count acts as
-//! the grace period), because ggml updates its exec on every re-capture.
+//! A capture can also end where no hook sees it: `…StreamEndCapture` reached through a function
+//! pointer (`dlsym` on the runtime's handle, `cudaGetDriverEntryPoint`), or its stream destroyed
+//! through such a path. Its record would then swallow every later launch on that stream as
+//! "captured" and keep the capture path (and its lock) in use for every launch. So a record expires:
+//! * a launch or graph launch on the record's stream asks the runtime (`…StreamIsCapturing`, without
+//!   our lock held) whether the stream still captures, and drops the record if it does not;
+//! * `…StreamBeginCapture` on a stream that has a record replaces it (the runtime only starts a
+//!   capture on a stream that is not capturing);
+//! * `…StreamDestroy` drops the records of the stream.
+//!
+//! Each expired record is counted in `expired_captures`. The runtime is only ever asked about the
+//! stream the program is launching on at that moment, a handle known to be alive.
+//!
+//! Capture bookkeeping takes a lock (capture is recording, not execution). A launch on a stream
+//! without a record, while captures are active elsewhere, takes no lock: the streams with a record
+//! are mirrored in a small array of atomics. `…GraphLaunch`, which runs once per token, takes no
+//! lock either: it reads the exec table like the kernel table. Exec lists replaced by an update or
+//! destroy are freed only when no graph launch is reading (a reader count acts as the grace
+//! period), because ggml updates its exec on every re-capture.
 
 use std::collections::HashMap;
 use std::ffi::c_int;
@@ -44,11 +59,27 @@ struct ExecKernels {
 }
 
 struct Capture {
+    /// Tells this record apart from a later one on the same stream, across the unlocked runtime
+    /// query in `into_capture`.
+    id: u64,
     family: Family,
     stream: Stream,
+    /// The thread that began the capture: the per-thread default stream has one handle but is a
+    /// different stream in every thread.
+    thread: usize,
     /// `cudaStreamBeginCaptureToGraph`: the graph that the capture adds to.
     into_graph: Option<usize>,
     kernels: HashMap<(u32, Shape), u64>,
+    /// Index in `STREAM_KEYS`, or `None` when all were taken.
+    key_slot: Option<usize>,
+}
+
+impl Capture {
+    fn is_for(&self, family: Family, stream: Stream, thread: usize) -> bool {
+        self.family == family
+            && self.stream == stream
+            && (stream.0 != crate::ffi::STREAM_PER_THREAD || self.thread == thread)
+    }
 }
 
 enum Retired {
@@ -59,6 +90,7 @@ enum Retired {
 #[derive(Default)]
 struct GraphState {
     captures: Vec<Capture>,
+    next_capture_id: u64,
     graphs: HashMap<(Family, usize), Arc<[CapturedLaunch]>>,
     retired: Vec<Retired>,
     execs_used: usize,
@@ -70,6 +102,15 @@ unsafe impl Send for GraphState {}
 
 static GRAPHS: SpinLock<Option<GraphState>> = SpinLock::new(None);
 static ACTIVE_CAPTURES: AtomicUsize = AtomicUsize::new(0);
+
+/// Streams that have a capture record, as `handle + 1` (0: free), written under the GRAPHS lock and
+/// read without it, so that a launch on any other stream can tell that it has no record without
+/// taking the lock. A reader that races with a change sees either the old or the new key of one
+/// slot; keys of other records are never cleared by a change.
+const STREAM_KEY_SLOTS: usize = 16;
+static STREAM_KEYS: [AtomicUsize; STREAM_KEY_SLOTS] = [const { AtomicUsize::new(0) }; STREAM_KEY_SLOTS];
+/// Records that found no free slot: while there is one, any stream may have a record.
+static UNKEYED_CAPTURES: AtomicUsize = AtomicUsize::new(0);
 static EXECS: AtomicPtr<ExecTable> = AtomicPtr::new(ptr::null_mut());
 /// Graph launches currently reading the exec table (the grace-period count).
 static READERS: AtomicUsize = AtomicUsize::new(0);
@@ -77,6 +118,7 @@ static READERS: AtomicUsize = AtomicUsize::new(0);
 static GRAPH_LAUNCHES: AtomicU64 = AtomicU64::new(0);
 static UNKNOWN_GRAPH_LAUNCHES: AtomicU64 = AtomicU64::new(0);
 static UNATTRIBUTED_CAPTURES: AtomicU64 = AtomicU64::new(0);
+static EXPIRED_CAPTURES: AtomicU64 = AtomicU64::new(0);
 
 pub fn graph_launches() -> u64 {
     GRAPH_LAUNCHES.load(Ordering::Relaxed)
@@ -90,6 +132,11 @@ pub fn unattributed_captures() -> u64 {
     UNATTRIBUTED_CAPTURES.load(Ordering::Relaxed)
 }
 
+/// Capture records dropped because the capture ended where no hook saw it (see the module docs).
+pub fn expired_captures() -> u64 {
+    EXPIRED_CAPTURES.load(Ordering::Relaxed)
+}
+
 #[inline(always)]
 pub fn any_capture_active() -> bool {
     ACTIVE_CAPTURES.load(Ordering::Relaxed) != 0
@@ -101,48 +148,117 @@ static CUDA_STREAM_IS_CAPTURING: RealFn<IsCapturingFn> = unsafe { RealFn::new(c"
 // SAFETY: `hipStreamIsCapturing(hipStream_t, hipStreamCaptureStatus*)`; the status enum is an int.
 static HIP_STREAM_IS_CAPTURING: RealFn<IsCapturingFn> = unsafe { RealFn::new(c"hipStreamIsCapturing") };
 
-/// Asks the runtime whether `stream` is capturing: catches streams that joined a capture through
-/// events (fork/join capture), which never went through `BeginCapture` themselves.
-fn runtime_says_capturing(family: Family, stream: Stream) -> bool {
+/// The runtime's capture status of `stream` (`…StreamCaptureStatus`), or `None` when the runtime
+/// has no such query or the query failed. Only called with the stream of the launch being observed:
+/// a handle the program has just used, so known to be alive.
+fn runtime_capture_status(family: Family, stream: Stream) -> Option<c_int> {
     let f = match family {
         Family::Cuda => CUDA_STREAM_IS_CAPTURING.get(),
         Family::Hip => HIP_STREAM_IS_CAPTURING.get(),
-    };
-    let Some(f) = f else { return false };
+    }?;
     let mut status: c_int = 0;
     // SAFETY: the runtime's own query with a stream handle the caller just launched on and a
     // writable status.
     let rc = unsafe { f(stream.0 as Handle, &mut status) };
-    rc == SUCCESS && status == crate::ffi::STREAM_CAPTURE_STATUS_ACTIVE
+    (rc == SUCCESS).then_some(status)
+}
+
+/// Asks the runtime whether `stream` is capturing: catches streams that joined a capture through
+/// events (fork/join capture), which never went through `BeginCapture` themselves.
+fn runtime_says_capturing(family: Family, stream: Stream) -> bool {
+    runtime_capture_status(family, stream) == Some(crate::ffi::STREAM_CAPTURE_STATUS_ACTIVE)
 }
 
 fn state_mut(guard: &mut Option<GraphState>) -> &mut GraphState {
     guard.get_or_insert_with(GraphState::default)
 }
 
+fn stream_key(stream: Stream) -> usize {
+    stream.0.wrapping_add(1)
+}
+
+/// Whether `stream` may have a capture record (never a false `false`), without the lock.
+#[inline]
+fn may_have_record(stream: Stream) -> bool {
+    let key = stream_key(stream);
+    UNKEYED_CAPTURES.load(Ordering::Acquire) != 0 || STREAM_KEYS.iter().any(|k| k.load(Ordering::Acquire) == key)
+}
+
 impl GraphState {
-    fn capture_mut(&mut self, family: Family, stream: Stream) -> Option<&mut Capture> {
-        self.captures.iter_mut().find(|c| c.family == family && c.stream == stream)
+    fn capture_mut(&mut self, family: Family, stream: Stream, thread: usize) -> Option<&mut Capture> {
+        self.captures.iter_mut().find(|c| c.is_for(family, stream, thread))
+    }
+
+    /// Adds a capture record and publishes its stream key. Under the lock.
+    fn add_capture(&mut self, family: Family, stream: Stream, thread: usize, into_graph: Option<usize>) {
+        let key_slot = STREAM_KEYS.iter().position(|k| k.load(Ordering::Relaxed) == 0);
+        match key_slot {
+            Some(i) => STREAM_KEYS[i].store(stream_key(stream), Ordering::Release),
+            None => {
+                UNKEYED_CAPTURES.fetch_add(1, Ordering::Release);
+            }
+        }
+        self.next_capture_id += 1;
+        let id = self.next_capture_id;
+        self.captures.push(Capture { id, family, stream, thread, into_graph, kernels: HashMap::new(), key_slot });
+        ACTIVE_CAPTURES.store(self.captures.len(), Ordering::Relaxed);
+    }
+
+    /// Removes capture record `index` and withdraws its stream key. Under the lock.
+    fn remove_capture(&mut self, index: usize) -> Capture {
+        let capture = self.captures.swap_remove(index);
+        match capture.key_slot {
+            Some(i) => STREAM_KEYS[i].store(0, Ordering::Release),
+            None => {
+                UNKEYED_CAPTURES.fetch_sub(1, Ordering::Release);
+            }
+        }
+        ACTIVE_CAPTURES.store(self.captures.len(), Ordering::Relaxed);
+        capture
+    }
+
+    /// Drops a record whose capture ended unseen.
+    fn expire(&mut self, index: usize) {
+        self.remove_capture(index);
+        EXPIRED_CAPTURES.fetch_add(1, Ordering::Relaxed);
     }
 }
 
 /// Routes a launch on `stream` into the capture it belongs to, if any: returns `true` when the
 /// stream is capturing (the launch did not execute). `add` records into the capture and runs under
-/// the lock. A stream the runtime reports as capturing without a `BeginCapture` of its own joined
-/// a capture through events; it is attributed to the only capture of its family, or counted as
-/// unattributed when that is ambiguous.
+/// the lock.
+///
+/// A stream with a record is re-checked with the runtime first: a capture that ended through a path
+/// no hook sees is expired here, and the launch counts as executed. A stream the runtime reports as
+/// capturing without a record joined a capture through events; it is attributed to the only capture
+/// of its family, or counted as unattributed when that is ambiguous.
 fn into_capture(family: Family, stream: Stream, failed: bool, add: impl FnOnce(&mut Capture)) -> bool {
-    {
-        let mut guard = GRAPHS.lock();
-        if let Some(capture) = guard.as_mut().and_then(|s| s.capture_mut(family, stream)) {
-            // A launch that failed during capture added no node and ran nothing.
-            if !failed {
-                add(capture);
+    let thread = crate::sync::thread_token();
+    if may_have_record(stream) {
+        let record = {
+            let mut guard = GRAPHS.lock();
+            guard.as_mut().and_then(|s| s.capture_mut(family, stream, thread)).map(|c| c.id)
+        };
+        if let Some(id) = record {
+            // The runtime query runs without our lock held: it takes the runtime's own locks.
+            // `Invalidated` (an error broke the capture) still needs its `EndCapture`: kept.
+            let status = runtime_capture_status(family, stream);
+            let mut guard = GRAPHS.lock();
+            let state = state_mut(&mut guard);
+            if let Some(index) = state.captures.iter().position(|c| c.id == id) {
+                if status == Some(crate::ffi::STREAM_CAPTURE_STATUS_NONE) {
+                    state.expire(index);
+                    return false;
+                }
+                // A launch that failed during capture added no node and ran nothing.
+                if !failed {
+                    add(&mut state.captures[index]);
+                }
+                return true;
             }
-            return true;
+            // The capture ended (through a hook) while the runtime was being asked: fall through.
         }
     }
-    // The runtime query runs without our lock held: it takes the runtime's own locks.
     if !runtime_says_capturing(family, stream) {
         return false;
     }
@@ -175,23 +291,26 @@ pub fn begin_capture(family: Family, stream: Stream, into_graph: Option<usize>) 
     if !state::active() {
         return;
     }
+    let thread = crate::sync::thread_token();
     let mut guard = GRAPHS.lock();
     let state = state_mut(&mut guard);
-    if state.capture_mut(family, stream).is_none() {
-        state.captures.push(Capture { family, stream, into_graph, kernels: HashMap::new() });
+    // The runtime began a capture, so the stream was not capturing: a record still there is one
+    // whose end no hook saw.
+    if let Some(index) = state.captures.iter().position(|c| c.is_for(family, stream, thread)) {
+        state.expire(index);
     }
-    ACTIVE_CAPTURES.store(state.captures.len(), Ordering::Relaxed);
+    state.add_capture(family, stream, thread, into_graph);
 }
 
 /// End of a capture; `graph` is the captured graph when the runtime returned one.
 pub fn end_capture(family: Family, stream: Stream, graph: Option<usize>) {
+    let thread = crate::sync::thread_token();
     let mut guard = GRAPHS.lock();
     let Some(state) = guard.as_mut() else { return };
-    let Some(index) = state.captures.iter().position(|c| c.family == family && c.stream == stream) else {
+    let Some(index) = state.captures.iter().position(|c| c.is_for(family, stream, thread)) else {
         return;
     };
-    let capture = state.captures.swap_remove(index);
-    ACTIVE_CAPTURES.store(state.captures.len(), Ordering::Relaxed);
+    let capture = state.remove_capture(index);
     let Some(graph) = graph.or(capture.into_graph) else { return };
     let mut merged: HashMap<(u32, Shape), u64> = HashMap::new();
     if let Some(existing) = state.graphs.get(&(family, graph)) {
@@ -206,6 +325,15 @@ pub fn end_capture(family: Family, stream: Stream, graph: Option<usize>) {
         merged.into_iter().map(|((slot, shape), count)| CapturedLaunch { slot, shape, count }).collect();
     list.sort_by_key(|l| (l.slot, l.shape.grid, l.shape.block));
     state.graphs.insert((family, graph), list.into());
+}
+
+/// A stream was destroyed: a capture still recorded on it can never end.
+pub fn destroy_stream(family: Family, stream: Stream) {
+    let mut guard = GRAPHS.lock();
+    let Some(state) = guard.as_mut() else { return };
+    while let Some(index) = state.captures.iter().position(|c| c.family == family && c.stream == stream) {
+        state.expire(index);
+    }
 }
 
 /// `exec` now replays `graph` (instantiation or a successful exec update).
@@ -447,8 +575,12 @@ pub fn reset_in_child() {
         state.captures.clear();
     }
     ACTIVE_CAPTURES.store(0, Ordering::Relaxed);
+    for key in &STREAM_KEYS {
+        key.store(0, Ordering::Relaxed);
+    }
+    UNKEYED_CAPTURES.store(0, Ordering::Relaxed);
     READERS.store(0, Ordering::Relaxed);
-    for counter in [&GRAPH_LAUNCHES, &UNKNOWN_GRAPH_LAUNCHES, &UNATTRIBUTED_CAPTURES] {
+    for counter in [&GRAPH_LAUNCHES, &UNKNOWN_GRAPH_LAUNCHES, &UNATTRIBUTED_CAPTURES, &EXPIRED_CAPTURES] {
         counter.store(0, Ordering::Relaxed);
     }
 }

@@ -5,7 +5,8 @@
 //! (module `hooks`), forwards every call unchanged to the real runtime found behind it (`real`),
 //! counts launches per kernel with their grid/block shapes (`registry`), follows stream capture so
 //! that graph replays count the kernels they run (`graphs`), and writes the counts as time windows
-//! to a JSON Lines trace file per process (`writer`, format in `docs/trace-format.md`).
+//! to a JSON Lines trace file per process, within a byte budget (`writer`, format in
+//! `docs/trace-format.md`).
 //!
 //! Rules the code keeps:
 //! * no panic crosses into C: every observation runs under `catch_unwind` and a panic switches the
@@ -38,6 +39,8 @@ pub mod env {
     pub const TRACE_INTERVAL_MS: &str = "BACKSCOPE_TRACE_INTERVAL_MS";
     /// Most distinct kernels tracked before the overflow slot is used (default 1,048,576).
     pub const MAX_KERNELS: &str = "BACKSCOPE_MAX_KERNELS";
+    /// Most bytes of one process's trace file (default 1 GiB; `0`: no limit; `K`/`M`/`G` suffixes).
+    pub const TRACE_MAX_BYTES: &str = "BACKSCOPE_TRACE_MAX_BYTES";
     /// Test-only: `1` makes kernel registration panic inside the observer (fault injection).
     pub const TEST_INJECT_PANIC: &str = "BACKSCOPE_TEST_INJECT_PANIC";
 }
@@ -50,6 +53,7 @@ mod tests {
         assert_eq!(crate::state::ENV_TRACE_FILE.to_str().unwrap(), super::env::TRACE_FILE);
         assert_eq!(crate::state::ENV_INTERVAL_MS.to_str().unwrap(), super::env::TRACE_INTERVAL_MS);
         assert_eq!(crate::state::ENV_MAX_KERNELS.to_str().unwrap(), super::env::MAX_KERNELS);
+        assert_eq!(crate::state::ENV_MAX_BYTES.to_str().unwrap(), super::env::TRACE_MAX_BYTES);
         assert_eq!(crate::state::ENV_TEST_INJECT_PANIC.to_str().unwrap(), super::env::TEST_INJECT_PANIC);
     }
 }

@@ -4,11 +4,17 @@
 //! destructor, which runs after the program's `atexit` handlers and destructors), never on a hook's
 //! path. Each flush writes the definitions of kernels registered since the last flush, then one
 //! window line with what changed since the last flush (deltas), if anything did.
+//!
+//! The file has a byte budget (`BACKSCOPE_TRACE_MAX_BYTES`): the flush that would pass it writes
+//! the whole lines that fit and a `truncated` record, and the trace ends there. A failed write
+//! (full disk, file size limit) ends it too; for a regular file the writer cuts the file back to
+//! its last whole line, giving up lines from the end until the `truncated` record fits, so that a
+//! reader learns why the trace stops instead of taking it for a killed process.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 
 use crate::graphs;
 use crate::registry::{self, Shape, ShapeCounts, SHAPE_BUCKETS};
@@ -16,9 +22,17 @@ use crate::state::{self, Destination};
 use crate::sync::SpinLock;
 
 pub const FORMAT: &str = "backscope-trace";
-pub const VERSION: u32 = 1;
+/// 2: the `truncated` record, `max_bytes` in the header, `expired_captures` in windows. A reader
+/// that knows only 1 would take a cut trace's counts for complete ones, so it must refuse.
+pub const VERSION: u32 = 2;
 /// Bytes gathered before a `write`; always cut at a line boundary.
 const WRITE_CHUNK: usize = 64 * 1024;
+/// Bytes kept free under the budget for the `truncated` record (its longest form is far shorter).
+const CUT_RECORD_RESERVE: u64 = 512;
+/// How far back from the end a write error may cut the file to make room for the `truncated`
+/// record, and how many line boundaries it tries.
+const CUT_BACK_BYTES: u64 = 64 * 1024;
+const CUT_BACK_TRIES: usize = 16;
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock a harness uses to join windows to requests.
 pub fn now_ns() -> u64 {
@@ -39,6 +53,21 @@ enum Flush {
     Exit,
 }
 
+/// Why the writer stops before the process ends.
+#[derive(Debug)]
+enum Stop {
+    /// The byte budget is spent; the `truncated` record is written.
+    Budget,
+    /// Writing failed.
+    Failed(io::Error),
+}
+
+impl From<io::Error> for Stop {
+    fn from(error: io::Error) -> Stop {
+        Stop::Failed(error)
+    }
+}
+
 /// Counter values at the last flush, per slot: launches, errors, graph, captured.
 type Counters = [u64; 4];
 
@@ -48,14 +77,22 @@ struct Writer {
     owner_pid: i32,
     file: Option<File>,
     path: String,
-    /// No more output: closed at exit, or writing failed.
+    /// The file is a regular file (not a device or pipe named by `BACKSCOPE_TRACE_FILE`): only
+    /// then can it be cut back after a write error.
+    regular: bool,
+    /// Bytes written to the file, and where the header ends (a cut never goes below it).
+    written: u64,
+    header_end: u64,
+    /// The OS error of the last failed write (the error passed on carries the path instead).
+    write_errno: Option<i32>,
+    /// No more output: closed at exit, the budget spent, or writing failed.
     done: bool,
     /// Slots `1..defined` have their definition line written.
     defined: u32,
     overflow_defined: bool,
     last: Vec<Counters>,
     last_shapes: HashMap<u32, ([u64; SHAPE_BUCKETS], u64)>,
-    last_graph: [u64; 3],
+    last_graph: [u64; 4],
     last_t: u64,
     warned: HashSet<&'static str>,
     buf: Vec<u8>,
@@ -69,37 +106,40 @@ impl Writer {
             owner_pid: getpid(),
             file: None,
             path: String::new(),
+            regular: false,
+            written: 0,
+            header_end: 0,
+            write_errno: None,
             done: false,
             defined: 1,
             overflow_defined: false,
             last: Vec::new(),
             last_shapes: HashMap::new(),
-            last_graph: [0; 3],
+            last_graph: [0; 4],
             last_t: state::start_ns(),
             warned: HashSet::new(),
             buf: Vec::with_capacity(WRITE_CHUNK),
         }
     }
 
+    /// Creates the file and writes the header, which the budget never cuts.
     fn open(&mut self) -> io::Result<()> {
         let config = state::config().ok_or_else(|| io::Error::other("no configuration"))?;
         let pid = getpid();
         let (file, path) = match &config.destination {
             Destination::Dir(dir) => open_new_in_dir(dir, pid)?,
-            Destination::File(pattern) => {
-                let path = pattern.replace("%p", &pid.to_string());
-                let file = std::fs::OpenOptions::new()
-                    .append(true)
-                    .create(true)
-                    .mode(0o644)
-                    .open(&path)
-                    .map_err(|e| with_path(e, &path))?;
-                (file, path)
-            }
+            Destination::File(pattern) => open_file_destination(pattern, pid)?,
         };
+        self.regular = file.metadata().is_ok_and(|m| m.is_file());
         self.file = Some(file);
         self.path = path;
         self.header(config.interval_ms, pid);
+        let header = std::mem::take(&mut self.buf);
+        let written = self.write_bytes(&header);
+        self.buf = header;
+        self.buf.clear();
+        written?;
+        self.header_end = self.written;
         Ok(())
     }
 
@@ -126,14 +166,15 @@ impl Writer {
         }
         let _ = writeln!(
             b,
-            "],\"clock\":\"monotonic\",\"start_ns\":{},\"interval_ms\":{interval_ms},\"shape_buckets\":{SHAPE_BUCKETS},\"max_kernels\":{},\"observer\":\"{}\"}}",
+            "],\"clock\":\"monotonic\",\"start_ns\":{},\"interval_ms\":{interval_ms},\"shape_buckets\":{SHAPE_BUCKETS},\"max_kernels\":{},\"max_bytes\":{},\"observer\":\"{}\"}}",
             self.last_t,
             registry::max_kernels(),
+            state::config().map_or(0, |c| c.max_bytes),
             env!("CARGO_PKG_VERSION"),
         );
     }
 
-    fn definitions(&mut self) -> io::Result<()> {
+    fn definitions(&mut self) -> Result<(), Stop> {
         let count = registry::slot_count();
         while self.defined < count {
             let id = self.defined;
@@ -194,7 +235,12 @@ impl Writer {
                 self.shape_deltas(id, &shape_counts, &mut shapes, &mut other_shapes);
             }
         }
-        let graph_now = [graphs::graph_launches(), graphs::unknown_graph_launches(), graphs::unattributed_captures()];
+        let graph_now = [
+            graphs::graph_launches(),
+            graphs::unknown_graph_launches(),
+            graphs::unattributed_captures(),
+            graphs::expired_captures(),
+        ];
         let graph_delta: Vec<u64> = graph_now.iter().zip(self.last_graph).map(|(n, b)| n.wrapping_sub(b)).collect();
         self.last_graph = graph_now;
         if graph_delta[1] > 0 {
@@ -207,6 +253,14 @@ impl Writer {
             self.warning(
                 "unattributed_capture",
                 "launches recorded into a capture that could not be told apart from another; not counted on replay",
+            );
+        }
+        if graph_delta[3] > 0 {
+            self.warning(
+                "stale_capture",
+                "a stream capture ended where no hook saw it (an unhooked EndCapture or stream destroy); its record \
+                 expired, later launches on its stream count as executed, and replays of its graph are \
+                 unknown_graph_launches",
             );
         }
         // t1 is read after the scan: every launch counted here happened before t1.
@@ -235,8 +289,9 @@ impl Writer {
             b.push(b']');
         }
         push_pairs(b, "other_shapes", &other_shapes);
-        for (key, d) in
-            ["graph_launches", "unknown_graph_launches", "unattributed_captures"].into_iter().zip(graph_delta)
+        for (key, d) in ["graph_launches", "unknown_graph_launches", "unattributed_captures", "expired_captures"]
+            .into_iter()
+            .zip(graph_delta)
         {
             if d > 0 {
                 let _ = write!(b, ",\"{key}\":{d}");
@@ -276,24 +331,104 @@ impl Writer {
         }
     }
 
-    fn write_if_large(&mut self) -> io::Result<()> {
+    fn write_if_large(&mut self) -> Result<(), Stop> {
         if self.buf.len() >= WRITE_CHUNK {
             self.write_out()?;
         }
         Ok(())
     }
 
-    fn write_out(&mut self) -> io::Result<()> {
+    /// Writes the gathered lines within the budget: when they do not all fit, the whole lines
+    /// that do, then the `truncated` record, and the writer stops.
+    fn write_out(&mut self) -> Result<(), Stop> {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let file = self.file.as_mut().ok_or_else(|| io::Error::other("trace file not open"))?;
-        let result = file.write_all(&self.buf).map_err(|e| with_path(e, &self.path));
+        let lines = std::mem::take(&mut self.buf);
+        let result = self.write_budgeted(&lines);
+        self.buf = lines;
         self.buf.clear();
         result
     }
 
-    fn flush(&mut self, kind: Flush) -> io::Result<()> {
+    fn write_budgeted(&mut self, lines: &[u8]) -> Result<(), Stop> {
+        let max_bytes = state::config().map_or(0, |c| c.max_bytes);
+        if max_bytes == 0 {
+            return Ok(self.write_bytes(lines)?);
+        }
+        let room = max_bytes.saturating_sub(CUT_RECORD_RESERVE).saturating_sub(self.written);
+        if lines.len() as u64 <= room {
+            return Ok(self.write_bytes(lines)?);
+        }
+        // `room` is below `lines.len()`, so it fits in usize.
+        let fitting = &lines[..room as usize];
+        let keep = fitting.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        self.write_bytes(&lines[..keep])?;
+        let record = format!(
+            "{{\"truncated\":\"budget\",\"at_ns\":{},\"bytes\":{},\"max_bytes\":{max_bytes}}}\n",
+            now_ns(),
+            self.written
+        );
+        self.write_bytes(record.as_bytes())?;
+        Err(Stop::Budget)
+    }
+
+    /// Writes `bytes` at the end of the file, counting what reached it (also when a write fails
+    /// halfway).
+    fn write_bytes(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        let file = self.file.as_mut().ok_or_else(|| io::Error::other("trace file not open"))?;
+        while !bytes.is_empty() {
+            match file.write(bytes) {
+                Ok(0) => return Err(with_path(io::ErrorKind::WriteZero.into(), &self.path)),
+                Ok(n) => {
+                    self.written += n as u64;
+                    bytes = &bytes[n..];
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.write_errno = e.raw_os_error();
+                    return Err(with_path(e, &self.path));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// After a failed write: cuts the file back to a line boundary where a `truncated` record
+    /// fits and writes it there. Each try gives up one more line from the end (a full disk may
+    /// have room only inside blocks the file already holds), at most [`CUT_BACK_TRIES`] lines and
+    /// [`CUT_BACK_BYTES`] bytes, never the header.
+    fn record_write_error(&mut self, error: &io::Error) {
+        // Without a whole header there is no trace to end with a record.
+        let Some(file) = self.file.as_ref().filter(|_| self.regular && self.header_end > 0) else { return };
+        let reason = self
+            .write_errno
+            .map_or_else(|| error.kind().to_string(), |code| io::Error::from_raw_os_error(code).to_string());
+        let tail_start = self.written.saturating_sub(CUT_BACK_BYTES).max(self.header_end);
+        let mut tail = vec![0u8; (self.written - tail_start.min(self.written)) as usize];
+        let read = file.read_at(&mut tail, tail_start).unwrap_or(0);
+        tail.truncate(read);
+        let boundaries = tail
+            .iter()
+            .enumerate()
+            .rev()
+            .filter(|&(_, &b)| b == b'\n')
+            .map(|(i, _)| tail_start + i as u64 + 1)
+            .chain(std::iter::once(self.header_end))
+            .take(CUT_BACK_TRIES);
+        for end in boundaries {
+            let mut record = Vec::with_capacity(256);
+            let _ = write!(record, "{{\"truncated\":\"write_error\",\"at_ns\":{},\"bytes\":{end},\"error\":", now_ns());
+            push_json_str(&mut record, &reason);
+            record.extend_from_slice(b"}\n");
+            if file.set_len(end).is_ok() && file.write_all_at(&record, end).is_ok() {
+                self.written = end + record.len() as u64;
+                return;
+            }
+        }
+    }
+
+    fn flush(&mut self, kind: Flush) -> Result<(), Stop> {
         if self.file.is_none() {
             self.open()?;
         }
@@ -310,19 +445,49 @@ const RELAXED: std::sync::atomic::Ordering = std::sync::atomic::Ordering::Relaxe
 
 fn open_new_in_dir(dir: &str, pid: i32) -> io::Result<(File, String)> {
     // O_EXCL: never overwrite a trace (pid reuse, or the image an `exec` replaced): take the next
-    // free suffix instead.
+    // free suffix instead. Readable too: after a write error the tail is read back to find the
+    // last whole line.
     for n in 0..100 {
         let path = match n {
             0 => format!("{dir}/trace-{pid}.jsonl"),
             n => format!("{dir}/trace-{pid}.{n}.jsonl"),
         };
-        match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(&path) {
+        match std::fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o644).open(&path) {
             Ok(file) => return Ok((file, path)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(with_path(e, &path)),
         }
     }
     Err(io::Error::other(format!("{dir}/trace-{pid}.*.jsonl: 100 files exist already")))
+}
+
+/// `BACKSCOPE_TRACE_FILE`: `%p` becomes the pid. Every process gets a file of its own, created
+/// exclusively: when the name is taken (by the first process of a forking program, when the pattern
+/// has no `%p`, or by an earlier run), the pid and then a number are added before `.jsonl`
+/// (`t.jsonl` → `t.<pid>.jsonl` → `t.<pid>.<n>.jsonl`). An existing device or FIFO (`/dev/stderr`)
+/// is written as it is: it is a sink, not a file to claim.
+fn open_file_destination(pattern: &str, pid: i32) -> io::Result<(File, String)> {
+    let path = pattern.replace("%p", &pid.to_string());
+    if std::fs::metadata(&path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        let file = std::fs::OpenOptions::new().append(true).open(&path).map_err(|e| with_path(e, &path))?;
+        return Ok((file, path));
+    }
+    let (stem, extension) = match path.strip_suffix(".jsonl") {
+        Some(stem) => (stem, ".jsonl"),
+        None => (path.as_str(), ""),
+    };
+    let tag = if pattern.contains("%p") { String::new() } else { format!(".{pid}") };
+    let candidates = std::iter::once(path.clone())
+        .chain((!tag.is_empty()).then(|| format!("{stem}{tag}{extension}")))
+        .chain((1..100).map(|n| format!("{stem}{tag}.{n}{extension}")));
+    for candidate in candidates {
+        match std::fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o644).open(&candidate) {
+            Ok(file) => return Ok((file, candidate)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(with_path(e, &candidate)),
+        }
+    }
+    Err(io::Error::other(format!("{path}: it and 100 alternative names exist already")))
 }
 
 fn with_path(error: io::Error, path: &str) -> io::Error {
@@ -346,7 +511,19 @@ fn flush(kind: Flush) -> bool {
             }
             !writer.done
         }
-        Err(e) => {
+        Err(Stop::Budget) => {
+            // Counting goes on (it costs nothing worth saving), so that a child forked later
+            // starts its own trace with its own budget.
+            writer.done = true;
+            writer.file = None;
+            state::note(format_args!(
+                "the trace reached its budget of {} bytes (BACKSCOPE_TRACE_MAX_BYTES) and was cut; the program continues",
+                state::config().map_or(0, |c| c.max_bytes)
+            ));
+            false
+        }
+        Err(Stop::Failed(e)) => {
+            writer.record_write_error(&e);
             writer.done = true;
             writer.file = None;
             state::disable(format_args!("cannot write the trace ({e}); observer disabled, the program continues"));

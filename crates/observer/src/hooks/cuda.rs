@@ -318,6 +318,43 @@ hook! {
 }
 
 hook! {
+    /// The driver's end of a capture the runtime began (`cudaStream_t` and `CUstream` are one
+    /// handle): a program that mixes the two APIs ends it here.
+    fn cuStreamEndCapture(stream: Handle, graph: *mut Handle) -> Status;
+    missing = CU_ERROR_NOT_SUPPORTED;
+    after |status| graphs::end_capture(Family::Cuda, Stream::new(stream), out_handle(status, graph))
+}
+
+hook! {
+    fn cuStreamEndCapture_ptsz(stream: Handle, graph: *mut Handle) -> Status;
+    missing = CU_ERROR_NOT_SUPPORTED;
+    after |status| graphs::end_capture(Family::Cuda, Stream::per_thread(stream), out_handle(status, graph))
+}
+
+hook! {
+    /// A stream destroyed while its capture was recorded: the record expires. Observed after the
+    /// call, and only if it succeeded (a failed destroy leaves the stream and its capture alive).
+    fn cudaStreamDestroy(stream: Handle) -> Status;
+    missing = CUDA_ERROR_NOT_SUPPORTED;
+    after |status| {
+        if status == SUCCESS {
+            graphs::destroy_stream(Family::Cuda, Stream::new(stream));
+        }
+    }
+}
+
+hook! {
+    /// `cuStreamDestroy` in `cuda.h` is this symbol.
+    fn cuStreamDestroy_v2(stream: Handle) -> Status;
+    missing = CU_ERROR_NOT_SUPPORTED;
+    after |status| {
+        if status == SUCCESS {
+            graphs::destroy_stream(Family::Cuda, Stream::new(stream));
+        }
+    }
+}
+
+hook! {
     /// CUDA 12+: `(exec*, graph, unsigned long long flags)`; CUDA 11:
     /// `(exec*, graph, cudaGraphNode_t* errorNode, char* log, size_t logSize)`. See the module docs.
     fn cudaGraphInstantiate(exec: *mut Handle, graph: Handle, arg3: usize, arg4: usize, arg5: usize) -> Status;

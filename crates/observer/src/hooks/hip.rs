@@ -206,6 +206,17 @@ hook! {
 }
 
 hook! {
+    /// A stream destroyed while its capture was recorded: the record expires (see `cudaStreamDestroy`).
+    fn hipStreamDestroy(stream: Handle) -> Status;
+    missing = HIP_ERROR_NOT_SUPPORTED;
+    after |status| {
+        if status == SUCCESS {
+            graphs::destroy_stream(Family::Hip, Stream::new(stream));
+        }
+    }
+}
+
+hook! {
     fn hipGraphInstantiate(
         exec: *mut Handle,
         graph: Handle,

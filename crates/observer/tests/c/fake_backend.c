@@ -6,6 +6,8 @@
  * test can compare the program's own account with the observer's trace.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +44,7 @@ int hipGraphExecUpdate(void *exec, void *graph, void *error_node, int *result);
 int hipGraphLaunch(void *exec, void *stream);
 int hipGraphExecDestroy(void *exec);
 int hipGraphDestroy(void *graph);
+int hipStreamDestroy(void *stream);
 
 typedef struct {
     dim3 grid, block;
@@ -73,6 +76,8 @@ int cudaGraphExecUpdate(void *exec, void *graph, void *result_info);
 int cudaGraphLaunch(void *exec, void *stream);
 int cudaGraphExecDestroy(void *exec);
 int cudaGraphDestroy(void *graph);
+int cudaStreamDestroy(void *stream);
+int cuStreamEndCapture(void *stream, void **graph);
 int cuModuleGetFunction(void **function, void *module, const char *name);
 int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                    unsigned shared, void *stream, void **params, void **extra);
@@ -82,6 +87,7 @@ int cuLaunchKernelEx(const cu_launch_config *config, void *f, void **params, voi
 void fake_register_silently(const void *key, const char *name);
 void *fake_make_function(const char *name);
 void *fake_make_graph(const void *key, int n);
+long fake_is_capturing_calls(void);
 
 /* Host stubs: only their addresses matter. */
 static char stubs[16];
@@ -294,4 +300,143 @@ void backend_launch(const char *which, int n) {
 void backend_launch_cuda_c(int n) {
     for (int i = 0; i < n; i++) cudaLaunchKernel(CUDA_C, ONE, ONE, ARGV, 48, NULL);
     printf("launched cuda c x%d\n", n);
+}
+
+/* ---- captures that end where the observer cannot see it ---- */
+
+/* One runtime's capture API, for the scenario below. Calls through `end`, `begin` and the others go
+ * through this library's PLT, i.e. to the observer's hooks when it is preloaded; `end_unseen` is the
+ * runtime's own function, found with dlsym on the runtime's handle (what a library that looks up
+ * entry points itself gets), which no LD_PRELOAD hook sees. */
+typedef struct {
+    int (*begin)(void *stream, int mode);
+    int (*end)(void *stream, void **graph);
+    int (*end_second)(void *stream, void **graph);
+    int (*end_unseen)(void *stream, void **graph);
+    int (*destroy)(void *stream);
+    int (*launch)(const void *f, dim3 grid, dim3 block, void **args, size_t shared, void *stream);
+    int (*instantiate)(void **exec, void *graph);
+    int (*graph_launch)(void *exec, void *stream);
+    int (*exec_destroy)(void *exec);
+    int (*graph_destroy)(void *graph);
+    const void *x, *y;
+} capture_api;
+
+static int hip_instantiate(void **exec, void *graph) { return hipGraphInstantiate(exec, graph, NULL, NULL, 0); }
+static int cuda_instantiate(void **exec, void *graph) { return cudaGraphInstantiate(exec, graph, 0); }
+
+#define P ((void *)0x8000)
+#define Q ((void *)0x9000)
+#define R ((void *)0xA000)
+#define PER_THREAD ((void *)2)
+
+static void queries(const char *phase, long before) {
+    /* stderr: the count differs with and without the observer, the rest of the output must not. */
+    fprintf(stderr, "is-capturing queries %s %ld\n", phase, fake_is_capturing_calls() - before);
+}
+
+static const capture_api *per_thread_api;
+static pthread_barrier_t per_thread_barrier;
+
+/* The second thread of the per-thread scenario: launches x on ITS per-thread stream while the first
+ * thread captures its own. */
+static void *per_thread_other(void *arg) {
+    (void)arg;
+    pthread_barrier_wait(&per_thread_barrier);
+    for (int i = 0; i < 4; i++)
+        report("launch x per-thread (other thread)", per_thread_api->launch(per_thread_api->x, ONE, ONE, ARGV, 48, PER_THREAD));
+    pthread_barrier_wait(&per_thread_barrier);
+    return NULL;
+}
+
+static void stale_capture_scenario(const capture_api *api) {
+    void *graph = NULL, *graph2 = NULL, *graph3 = NULL, *graph4 = NULL, *graph5 = NULL;
+    void *exec = NULL, *exec4 = NULL, *exec5 = NULL;
+    /* 1. A capture on P ends unseen: the next launches on P execute. */
+    report("begin P", api->begin(P, 0));
+    for (int i = 0; i < 2; i++) report("launch x P (captured)", api->launch(api->x, ONE, ONE, ARGV, 48, P));
+    report("end P (unseen)", api->end_unseen(P, &graph));
+    for (int i = 0; i < 3; i++) report("launch x P", api->launch(api->x, ONE, ONE, ARGV, 48, P));
+    /* 2. Its graph was never seen either: its replays run 2 x 2 kernels nobody can name. */
+    report("instantiate", api->instantiate(&exec, graph));
+    for (int i = 0; i < 2; i++) report("graph launch (unseen capture)", api->graph_launch(exec, P));
+
+    /* 3. A capture on Q ends unseen and Q is never used again; launches go to R. Then Q is
+     * destroyed, which drops the record: launches on R no longer ask about captures at all. */
+    report("begin Q", api->begin(Q, 0));
+    report("launch y Q (captured)", api->launch(api->y, ONE, ONE, ARGV, 48, Q));
+    report("end Q (unseen)", api->end_unseen(Q, &graph2));
+    long before = fake_is_capturing_calls();
+    for (int i = 0; i < 5; i++) report("launch x R", api->launch(api->x, ONE, ONE, ARGV, 48, R));
+    queries("while-q-stale", before);
+    report("destroy Q", api->destroy(Q));
+    before = fake_is_capturing_calls();
+    for (int i = 0; i < 5; i++) report("launch x R", api->launch(api->x, ONE, ONE, ARGV, 48, R));
+    queries("after-q-destroyed", before);
+
+    /* 4. A capture on P ends unseen, then P is captured again: only the new capture's kernel is
+     * replayed. */
+    report("begin P", api->begin(P, 0));
+    report("launch y P (captured)", api->launch(api->y, ONE, ONE, ARGV, 48, P));
+    report("end P (unseen)", api->end_unseen(P, &graph3));
+    report("begin P again", api->begin(P, 0));
+    report("launch x P (captured)", api->launch(api->x, (dim3){3, 1, 1}, ONE, ARGV, 48, P));
+    report("end P", api->end_second(P, &graph4));
+    report("instantiate", api->instantiate(&exec4, graph4));
+    for (int i = 0; i < 3; i++) report("graph launch", api->graph_launch(exec4, P));
+
+    /* 5. Per-thread default streams: this thread captures its own while another thread launches on
+     * its own, which is not capturing. */
+    per_thread_api = api;
+    pthread_barrier_init(&per_thread_barrier, NULL, 2);
+    pthread_t other;
+    pthread_create(&other, NULL, per_thread_other, NULL);
+    report("begin per-thread", api->begin(PER_THREAD, 0));
+    pthread_barrier_wait(&per_thread_barrier);
+    pthread_barrier_wait(&per_thread_barrier);
+    pthread_join(other, NULL);
+    pthread_barrier_destroy(&per_thread_barrier);
+    report("launch y per-thread (captured)", api->launch(api->y, (dim3){5, 1, 1}, ONE, ARGV, 48, PER_THREAD));
+    report("end per-thread", api->end(PER_THREAD, &graph5));
+    report("instantiate", api->instantiate(&exec5, graph5));
+    for (int i = 0; i < 2; i++) report("graph launch", api->graph_launch(exec5, R));
+
+    before = fake_is_capturing_calls();
+    for (int i = 0; i < 5; i++) report("launch x R", api->launch(api->x, ONE, ONE, ARGV, 48, R));
+    queries("at-the-end", before);
+    api->exec_destroy(exec);
+    api->exec_destroy(exec4);
+    api->exec_destroy(exec5);
+    api->graph_destroy(graph);
+    api->graph_destroy(graph2);
+    api->graph_destroy(graph3);
+    api->graph_destroy(graph4);
+    api->graph_destroy(graph5);
+}
+
+static void *runtime_symbol(const char *name) {
+    void *runtime = dlopen("libfake_runtime.so", RTLD_NOLOAD | RTLD_LAZY);
+    void *symbol = runtime ? dlsym(runtime, name) : NULL;
+    if (!symbol) {
+        fprintf(stderr, "fake_backend: %s not found in libfake_runtime.so\n", name);
+        exit(93);
+    }
+    return symbol;
+}
+
+void backend_stale_capture_hip(void) {
+    capture_api api = {hipStreamBeginCapture, hipStreamEndCapture, hipStreamEndCapture,
+                       (int (*)(void *, void **))runtime_symbol("hipStreamEndCapture"),
+                       hipStreamDestroy, hipLaunchKernel, hip_instantiate, hipGraphLaunch, hipGraphExecDestroy,
+                       hipGraphDestroy, HIP_A, HIP_B};
+    stale_capture_scenario(&api);
+}
+
+/* CUDA ends the second capture with the driver's cuStreamEndCapture. */
+void backend_stale_capture_cuda(void) {
+    capture_api api = {cudaStreamBeginCapture, cudaStreamEndCapture, cuStreamEndCapture,
+                       (int (*)(void *, void **))runtime_symbol("cudaStreamEndCapture"),
+                       cudaStreamDestroy, cudaLaunchKernel, cuda_instantiate, cudaGraphLaunch, cudaGraphExecDestroy,
+                       cudaGraphDestroy, CUDA_C, CUDA_D};
+    stale_capture_scenario(&api);
 }

@@ -14,6 +14,10 @@
  *    of a known kernel returns 0 and counts executed++ unless its stream is capturing, in which case
  *    it becomes a node of the capture's graph;
  *  - a graph launch executes every node of the exec's graph;
+ *  - stream 2 is the per-thread default stream (cudaStreamPerThread / hipStreamPerThread): a
+ *    different stream in every thread, so a capture on it belongs to the thread that began it;
+ *  - destroying a stream ends a capture on it; ...StreamIsCapturing calls are counted
+ *    (fake_is_capturing_calls), so a test can see when an observer asks;
  *  - __cudaLaunchKernel calls the exported cudaLaunchKernel through the PLT (what CUDA 13 is reported
  *    to do), so an interposer sees a nested call.
  */
@@ -94,36 +98,46 @@ typedef struct fake_graph {
     fake_kernel *nodes[4096];
 } fake_graph;
 
+#define PER_THREAD_STREAM ((void *)2)
+
 static struct {
     void *stream;
+    pthread_t owner; /* for the per-thread stream only */
     fake_graph *graph;
 } captures[16];
 static pthread_mutex_t capture_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_long is_capturing_calls;
+
+static int same_stream(int i, void *stream) {
+    return captures[i].stream == stream &&
+           (stream != PER_THREAD_STREAM || pthread_equal(captures[i].owner, pthread_self()));
+}
 
 static fake_graph *capturing(void *stream) {
     for (int i = 0; i < 16; i++)
-        if (captures[i].graph && captures[i].stream == stream) return captures[i].graph;
+        if (captures[i].graph && same_stream(i, stream)) return captures[i].graph;
     return NULL;
 }
 
 static int begin_capture(void *stream) {
     pthread_mutex_lock(&capture_lock);
-    int rc = ERR_INVALID;
-    for (int i = 0; i < 16 && rc; i++)
+    int rc = capturing(stream) ? ERR_INVALID : -1;
+    for (int i = 0; i < 16 && rc == -1; i++)
         if (!captures[i].graph) {
             captures[i].stream = stream;
+            captures[i].owner = pthread_self();
             captures[i].graph = calloc(1, sizeof(fake_graph));
             rc = 0;
         }
     pthread_mutex_unlock(&capture_lock);
-    return rc;
+    return rc == -1 ? ERR_INVALID : rc;
 }
 
 static int end_capture(void *stream, void **graph) {
     pthread_mutex_lock(&capture_lock);
     int rc = ERR_INVALID;
     for (int i = 0; i < 16; i++)
-        if (captures[i].graph && captures[i].stream == stream) {
+        if (captures[i].graph && same_stream(i, stream)) {
             *graph = captures[i].graph;
             captures[i].graph = NULL;
             rc = 0;
@@ -134,8 +148,21 @@ static int end_capture(void *stream, void **graph) {
 }
 
 static int is_capturing(void *stream, int *status) {
+    atomic_fetch_add(&is_capturing_calls, 1);
     pthread_mutex_lock(&capture_lock);
     *status = capturing(stream) ? 1 : 0;
+    pthread_mutex_unlock(&capture_lock);
+    return 0;
+}
+
+/* A destroyed stream's capture ends with it (its graph is dropped). */
+static int destroy_stream(void *stream) {
+    pthread_mutex_lock(&capture_lock);
+    for (int i = 0; i < 16; i++)
+        if (captures[i].graph && same_stream(i, stream)) {
+            free(captures[i].graph);
+            captures[i].graph = NULL;
+        }
     pthread_mutex_unlock(&capture_lock);
     return 0;
 }
@@ -204,6 +231,8 @@ void *fake_make_graph(const void *key, int n) {
 }
 
 long fake_total_executed(void) { return atomic_load(&total_executed); }
+
+long fake_is_capturing_calls(void) { return atomic_load(&is_capturing_calls); }
 
 static int by_name(const void *a, const void *b) {
     return strcmp((*(fake_kernel *const *)a)->name, (*(fake_kernel *const *)b)->name);
@@ -290,6 +319,7 @@ const char *hipKernelNameRef(void *f) { return f ? ((fake_kernel *)f)->name : NU
 int hipStreamBeginCapture(void *stream, int mode) { (void)mode; return begin_capture(stream); }
 int hipStreamEndCapture(void *stream, void **graph) { return end_capture(stream, graph); }
 int hipStreamIsCapturing(void *stream, int *status) { return is_capturing(stream, status); }
+int hipStreamDestroy(void *stream) { return destroy_stream(stream); }
 int hipGraphInstantiate(void **exec, void *graph, void *error_node, char *log, size_t log_size) {
     (void)error_node, (void)log, (void)log_size;
     return instantiate(exec, graph);
@@ -365,6 +395,7 @@ int cudaFuncGetName(const char **name, const void *f) {
 int cudaStreamBeginCapture(void *stream, int mode) { (void)mode; return begin_capture(stream); }
 int cudaStreamEndCapture(void *stream, void **graph) { return end_capture(stream, graph); }
 int cudaStreamIsCapturing(void *stream, int *status) { return is_capturing(stream, status); }
+int cudaStreamDestroy(void *stream) { return destroy_stream(stream); }
 /* The CUDA 12+ form. */
 int cudaGraphInstantiate(void **exec, void *graph, unsigned long long flags) {
     (void)flags;
@@ -403,6 +434,9 @@ int cuLaunchKernelEx(const cu_launch_config *config, void *f, void **params, voi
                   ARGS(config->gx, config->gy, config->gz, config->bx, config->by, config->bz, config->shared,
                        U(config->stream), U(params), U(extra)));
 }
+
+/* Driver end of a capture (the runtime's streams are driver streams). */
+int cuStreamEndCapture(void *stream, void **graph) { return end_capture(stream, graph); }
 
 int cuFuncGetName(const char **name, void *f) {
     if (!f || !name) return ERR_INVALID;

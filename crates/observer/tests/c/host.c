@@ -3,8 +3,8 @@
  * with GGML_BACKEND_DL it dlopens the backend (libfake_backend.so, which pulls in the test-double
  * runtime) after start, with RTLD_LOCAL unless FAKE_DLOPEN_GLOBAL=1.
  *
- *   host basic | twice | graph-hip | graph-cuda    run one backend scenario, then print the fake
- *                                                   runtime's per-kernel counts
+ *   host basic | twice | graph-hip | graph-cuda |  run one backend scenario, then print the fake
+ *        stale-capture-hip | stale-capture-cuda     runtime's per-kernel counts
  *   host threads THREADS N                          THREADS threads x N launches
  *   host many N                                     N distinct kernels
  *   host fork                                       fork (child launches, exits) and fork+exec
@@ -91,13 +91,19 @@ int main(int argc, char **argv) {
     }
 
     load_backend();
-    if (strcmp(mode, "basic") == 0 || strcmp(mode, "twice") == 0 || strcmp(mode, "graph-hip") == 0 ||
-        strcmp(mode, "graph-cuda") == 0) {
-        const char *fn = strcmp(mode, "basic") == 0   ? "backend_basic"
-                         : strcmp(mode, "twice") == 0 ? "backend_twice"
-                         : strcmp(mode, "graph-hip") == 0 ? "backend_graph_hip"
-                                                          : "backend_graph_cuda";
-        ((void (*)(void))need(backend, fn))();
+    static const char *const scenarios[][2] = {
+        {"basic", "backend_basic"},
+        {"twice", "backend_twice"},
+        {"graph-hip", "backend_graph_hip"},
+        {"graph-cuda", "backend_graph_cuda"},
+        {"stale-capture-hip", "backend_stale_capture_hip"},
+        {"stale-capture-cuda", "backend_stale_capture_cuda"},
+    };
+    const char *scenario = NULL;
+    for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++)
+        if (strcmp(mode, scenarios[i][0]) == 0) scenario = scenarios[i][1];
+    if (scenario) {
+        ((void (*)(void))need(backend, scenario))();
         print_fake_counts();
     } else if (strcmp(mode, "threads") == 0) {
         int n_threads = argc > 2 ? atoi(argv[2]) : 8;

@@ -35,6 +35,15 @@ int main() {
     for (int i = 0; i < 3; i++) launch("add_one", (const void*)add_one, dim3(1), dim3(64), args_add);
     for (unsigned i = 0; i < 5; i++)
         launch("scale_by", (const void*)scale_by<3>, dim3(i + 1, 2, 1), dim3(32, 4, 1), args_scale);
+    // The stream and capture calls the observer hooks or asks (without a GPU they fail; the
+    // observer must return the runtime's own codes and record no capture).
+    hipStreamCaptureStatus capture = hipStreamCaptureStatusNone;
+    printf("stream hipStreamBeginCapture rc=%d\n", (int)hipStreamBeginCapture(nullptr, hipStreamCaptureModeGlobal));
+    printf("stream hipStreamIsCapturing rc=%d\n", (int)hipStreamIsCapturing(nullptr, &capture));
+    hipGraph_t graph = nullptr;
+    printf("stream hipStreamEndCapture rc=%d\n", (int)hipStreamEndCapture(nullptr, &graph));
+    printf("stream hipStreamDestroy rc=%d\n", (int)hipStreamDestroy(nullptr));
+    launch("add_one", (const void*)add_one, dim3(2), dim3(64), args_add);
     printf("done\n");
     return 0;
 }

@@ -171,6 +171,9 @@ pub struct Setup {
     pub observer_env: Vec<(String, String)>,
     pub observe: bool,
     pub env: Vec<(String, String)>,
+    /// `RLIMIT_FSIZE` for the child, with `SIGXFSZ` ignored: a write past this size fails with
+    /// EFBIG, as a write to a full disk fails with ENOSPC.
+    pub file_size_limit: Option<u64>,
 }
 
 impl Setup {
@@ -194,6 +197,11 @@ impl Setup {
         self.env.push((key.to_string(), value.to_string()));
         self
     }
+
+    pub fn file_size_limit(mut self, bytes: u64) -> Setup {
+        self.file_size_limit = Some(bytes);
+        self
+    }
 }
 
 /// Runs `program args` to completion within [`DEADLINE`], in its own process group (killed as a
@@ -206,6 +214,7 @@ pub fn run(program: &Path, args: &[&str], setup: &Setup) -> Run {
         "BACKSCOPE_TRACE_DIR",
         "BACKSCOPE_TRACE_FILE",
         "BACKSCOPE_TRACE_INTERVAL_MS",
+        "BACKSCOPE_TRACE_MAX_BYTES",
         "BACKSCOPE_MAX_KERNELS",
     ] {
         cmd.env_remove(var);
@@ -219,6 +228,20 @@ pub fn run(program: &Path, args: &[&str], setup: &Setup) -> Run {
     }
     for (k, v) in setup.observer_env.iter().chain(&setup.env) {
         cmd.env(k, v);
+    }
+    if let Some(limit) = setup.file_size_limit {
+        let limit = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+        // SAFETY: runs in the forked child before exec; setrlimit and signal are async-signal-safe
+        // and touch only the child.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
     }
     let started_ns = monotonic_ns();
     let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
@@ -252,9 +275,11 @@ pub fn run(program: &Path, args: &[&str], setup: &Setup) -> Run {
     Run { pid, status, stdout: out.join().unwrap(), stderr: err.join().unwrap(), started_ns, ended_ns }
 }
 
-/// All traces in `dir`, keyed by pid.
+/// All traces in `dir`, keyed by pid; every file must be readable.
 pub fn traces(dir: &Path) -> BTreeMap<u32, TraceFile> {
-    trace::read_dir(dir).unwrap().into_iter().map(|t| (t.pid(), t)).collect()
+    let read = trace::read_dir(dir).unwrap();
+    assert!(read.problems.is_empty(), "unreadable traces: {:?}", read.problems);
+    read.traces.into_iter().map(|t| (t.pid(), t)).collect()
 }
 
 /// The only trace in `dir`, which must belong to `pid` and be complete.
@@ -263,7 +288,7 @@ pub fn only_trace(dir: &Path, pid: u32) -> TraceFile {
     assert_eq!(all.keys().copied().collect::<Vec<_>>(), [pid], "expected exactly one trace, of pid {pid}");
     let trace = all.into_values().next().unwrap();
     assert!(trace.is_complete(), "trace of {pid} has no end record");
-    assert!(!trace.truncated);
+    assert!(!trace.partial_last_line && !trace.is_cut());
     assert_eq!(trace.path.as_ref().unwrap().file_name().unwrap().to_str().unwrap(), format!("trace-{pid}.jsonl"));
     trace
 }

@@ -313,3 +313,56 @@ fn windows_carry_monotonic_timestamps_that_join_to_the_programs_clock() {
     assert_eq!(launches_in(Range::Overlapping(b0, b1), kb), 7);
     assert_eq!(trace.total_launches(Range::Within(a1 + 50_000_000, b0)), 0);
 }
+
+/// The `…StreamIsCapturing` calls the program saw in one phase (it prints them on stderr).
+fn capture_queries(stderr: &str, phase: &str) -> u64 {
+    let prefix = format!("is-capturing queries {phase} ");
+    let line = stderr.lines().find_map(|l| l.strip_prefix(&prefix)).unwrap_or_else(|| panic!("no {phase} in {stderr}"));
+    line.trim().parse().unwrap()
+}
+
+/// `stale_capture_scenario` of fake_backend.c: captures that end where no hook sees them (the
+/// runtime's own `…StreamEndCapture` found with dlsym), a stream destroyed after that, a stream
+/// captured again, and per-thread default streams of two threads. With x and y the scenario's two
+/// kernels, the scenario's own description gives what a correct observer reports:
+/// * x: 3 launches on P after the unseen end, 10 on R, 3 replays of the re-captured graph (grid 3),
+///   4 on the other thread's per-thread stream and 5 on R: 25 executions, 3 of them replays;
+///   captured 2 (first capture) + 1 (re-capture);
+/// * y: captured on Q, on P before the unseen end and on the per-thread stream (grid 5), whose graph
+///   is replayed twice: 2 executions, 3 captured;
+/// * the graph of the first capture was never seen: its 2 replays are unknown graph launches, and the
+///   runtime executed x 4 more times than the trace can show;
+/// * three records expire: P at its next launch, Q when destroyed, P again when captured anew.
+fn check_stale_captures(mode: &str, x: &str, y: &str) {
+    let (_, run, dir) = run_both(&[mode], &[]);
+    let trace = only_trace(dir.path(), run.pid);
+    let fake = fake_counts(&run.stdout);
+    assert_eq!(fake[x], (29, 0), "the runtime's count of {x}");
+    assert_eq!(fake[y], (2, 0), "the runtime's count of {y}");
+    let observed = by_name(&trace);
+    let (kx, ky) = (&observed[x], &observed[y]);
+    assert_eq!((kx.launches, kx.graph, kx.captured), (25, 3, 3), "{x}");
+    assert_eq!((ky.launches, ky.graph, ky.captured), (2, 2, 3), "{y}");
+    assert_eq!(shapes_of(kx).get(&shape([3, 1, 1], [1, 1, 1])), Some(&3), "replays of the re-capture");
+    assert_eq!(shapes_of(ky), BTreeMap::from([(shape([5, 1, 1], [1, 1, 1]), 2)]));
+    let sum = |f: fn(&crate::trace::Window) -> u64| trace.windows.iter().map(f).sum::<u64>();
+    assert_eq!(sum(|w| w.unknown_graph_launches), 2);
+    assert_eq!(sum(|w| w.graph_launches), 7);
+    assert_eq!(sum(|w| w.expired_captures), 3);
+    assert!(trace.warnings.iter().any(|w| w.code == "stale_capture"), "{:?}", trace.warnings);
+    // While Q's stale record lived, each launch on R asked whether R joined a capture; once Q was
+    // destroyed, no capture was active and launches took the plain path (no query, no lock).
+    assert_eq!(capture_queries(&run.stderr, "while-q-stale"), 5);
+    assert_eq!(capture_queries(&run.stderr, "after-q-destroyed"), 0);
+    assert_eq!(capture_queries(&run.stderr, "at-the-end"), 0);
+}
+
+#[test]
+fn hip_captures_that_end_unseen_expire() {
+    check_stale_captures("stale-capture-hip", "_Z12hip_kernel_av", "_Z12hip_kernel_bPfi");
+}
+
+#[test]
+fn cuda_captures_that_end_unseen_expire() {
+    check_stale_captures("stale-capture-cuda", "_Z6cuda_cPf", "_Z6cuda_dv");
+}

@@ -112,10 +112,128 @@ fn the_observer_library_exports_the_hooks() {
         "cuLaunchKernelEx",
         "cudaGraphLaunch",
         "cudaStreamBeginCapture",
+        "cudaStreamDestroy",
+        "cuStreamEndCapture",
+        "cuStreamDestroy_v2",
+        "hipStreamDestroy",
     ] {
         assert!(symbols.lines().any(|l| l.ends_with(&format!(" T {name}"))), "{name} not exported");
     }
     // Only hooks are exported: no Rust symbols leak into the host's namespace.
     assert!(!symbols.contains("_ZN"), "mangled Rust symbols exported");
     assert!(Path::new(observer_lib()).is_file());
+}
+
+/// The trace files of `dir`, by pid, checking that every file is readable and holds one process.
+fn traces_by_pid(dir: &Path) -> std::collections::BTreeMap<u32, crate::trace::TraceFile> {
+    let read = crate::trace::read_dir(dir).unwrap();
+    assert!(read.problems.is_empty(), "{:?}", read.problems);
+    read.traces.into_iter().map(|t| (t.pid(), t)).collect()
+}
+
+#[test]
+fn a_trace_file_without_pid_is_never_shared_by_two_processes() {
+    // `host fork`: the parent, a forked child and a fork+exec child all launch kernels.
+    let dir = TempDir::new("file-no-pid");
+    let pattern = dir.path().join("trace-main.jsonl");
+    let setup = Setup::observed_with(&[("BACKSCOPE_TRACE_FILE", pattern.to_str().unwrap())]);
+    let run = run(&fake_programs().host, &["fork"], &setup);
+    assert!(run.status.success(), "{run:?}");
+    assert!(observer_lines(&run.stderr).is_empty(), "{}", run.stderr);
+    let all = traces_by_pid(dir.path());
+    assert_eq!(all.len(), 3, "one file per process: {:?}", all.keys());
+    // One of them has the name as given; each other one carries its own pid in its name.
+    let mut exact = 0;
+    for (pid, trace) in &all {
+        let name = trace.path.as_ref().unwrap().file_name().unwrap().to_str().unwrap().to_string();
+        if name == "trace-main.jsonl" {
+            exact += 1;
+        } else {
+            assert_eq!(name, format!("trace-main.{pid}.jsonl"));
+        }
+        assert!(trace.is_complete(), "{name}");
+    }
+    assert_eq!(exact, 1);
+    assert_eq!(all[&run.pid].total_launches(crate::trace::Range::All), 4);
+    // A second run with the same setting appends to nothing: its process gets a file of its own.
+    let before = std::fs::read(&pattern).unwrap();
+    let again = crate::common::run(&fake_programs().host, &["twice"], &setup);
+    assert!(again.status.success());
+    assert_eq!(std::fs::read(&pattern).unwrap(), before, "the first run's file is left as it was");
+    let second = crate::trace::TraceFile::read(&dir.path().join(format!("trace-main.{}.jsonl", again.pid))).unwrap();
+    assert_eq!(by_name(&second)["_Z12twice_kernelv"].launches, 5);
+}
+
+/// Runs `host args` plainly and under `setup`; the program behaves the same, and the observer
+/// writes exactly one line, containing `says`. Returns the observed run.
+fn same_program_one_line(args: &[&str], setup: Setup, baseline: Setup, says: &str) -> (Run, Run) {
+    let programs = fake_programs();
+    let plain = run(&programs.host, args, &baseline);
+    let observed = run(&programs.host, args, &setup);
+    assert!(plain.status.success(), "{plain:?}");
+    assert_eq!(observed.status.code(), plain.status.code(), "{observed:?}");
+    assert_eq!(observed.stdout, plain.stdout);
+    let lines = observer_lines(&observed.stderr);
+    assert_eq!(lines.len(), 1, "expected one observer line, got: {}", observed.stderr);
+    assert!(lines[0].contains(says), "{:?} does not mention {says:?}", lines[0]);
+    (plain, observed)
+}
+
+/// Per kernel name, the trace's count must not exceed the runtime's (launches plus failures): a cut
+/// trace is a lower bound, never an over-count.
+fn assert_lower_bound(trace: &crate::trace::TraceFile, stdout: &str) {
+    let fake = fake_counts(stdout);
+    for (name, stats) in by_name(trace) {
+        let (executed, failed) = fake.get(&name).copied().unwrap_or_default();
+        assert!(stats.launches <= executed + failed, "{name}: {} > {}", stats.launches, executed + failed);
+    }
+}
+
+#[test]
+fn the_trace_byte_budget_cuts_with_a_truncated_record() {
+    const BUDGET: u64 = 16 * 1024;
+    let dir = TempDir::new("budget");
+    // 3,000 kernels: their definitions alone are about 100 KB.
+    let setup = Setup::traced(dir.path()).env("BACKSCOPE_TRACE_MAX_BYTES", "16K");
+    let (_, run) = same_program_one_line(&["many", "3000"], setup, Setup::plain(), "budget of 16384 bytes");
+    let all = traces_by_pid(dir.path());
+    let trace = &all[&run.pid];
+    let path = trace.path.as_ref().unwrap();
+    let size = std::fs::metadata(path).unwrap().len();
+    assert!(size <= BUDGET, "{} is {size} bytes, over the budget", path.display());
+    assert_eq!(trace.header.max_bytes, BUDGET);
+    let cut = trace.truncated.as_ref().expect("a truncated record");
+    assert_eq!((cut.reason.as_str(), cut.max_bytes), ("budget", Some(BUDGET)));
+    // `bytes` is the file's size before the record: the record is the last line.
+    let text = std::fs::read_to_string(path).unwrap();
+    let last = text.lines().last().unwrap();
+    assert_eq!(cut.bytes as usize, text.len() - last.len() - 1);
+    assert!(trace.end.is_none() && !trace.partial_last_line);
+    assert!(cut.at_ns >= trace.header.start_ns && cut.at_ns <= run.ended_ns);
+    assert!(trace.kernels.len() < 3000, "the definitions were cut too");
+    assert_lower_bound(trace, &run.stdout);
+}
+
+#[test]
+fn a_failed_write_ends_the_trace_with_a_truncated_record() {
+    // The file may not grow past 8,000 bytes (RLIMIT_FSIZE): the write that would pass it fails
+    // with EFBIG after writing part of a line, as a write to a full disk does with ENOSPC. 1 ms
+    // windows from 4 threads pass that size after some hundred windows.
+    const LIMIT: u64 = 8000;
+    let dir = TempDir::new("write-error");
+    let setup = Setup::traced(dir.path()).env("BACKSCOPE_TRACE_INTERVAL_MS", "1").file_size_limit(LIMIT);
+    let baseline = Setup::plain().file_size_limit(LIMIT);
+    let (_, run) = same_program_one_line(&["threads", "4", "400000"], setup, baseline, "File too large");
+    let all = traces_by_pid(dir.path());
+    let trace = &all[&run.pid];
+    let cut = trace.truncated.as_ref().expect("a truncated record");
+    assert_eq!(cut.reason, "write_error");
+    assert_eq!(cut.error.as_deref(), Some("File too large (os error 27)"));
+    let size = std::fs::metadata(trace.path.as_ref().unwrap()).unwrap().len();
+    assert!(size <= LIMIT, "{size}");
+    assert!(!trace.partial_last_line, "the half-written line was cut away");
+    assert!(!trace.windows.is_empty(), "the windows before the failure are kept");
+    assert!(trace.end.is_none());
+    assert_lower_bound(trace, &run.stdout);
+    assert!(trace.total_launches(crate::trace::Range::All) < 4 * 400_000);
 }
