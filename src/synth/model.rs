@@ -6,7 +6,7 @@
 use anyhow::{bail, Result};
 use clap::ValueEnum;
 
-use crate::gguf::{GgmlType, TensorSpec};
+use gguf::{GgmlType, TensorSpec};
 
 /// Largest `--n-vocab` accepted.
 pub const MAX_VOCAB: u64 = 1 << 22;

@@ -4,8 +4,8 @@
 
 use std::io::{self, Write};
 
-use super::read::{Array, Value, DEFAULT_ALIGNMENT, MAGIC, MAX_DIMS};
-use super::types::{GgmlType, ValueType};
+use crate::read::{Array, Value, DEFAULT_ALIGNMENT, MAGIC, MAX_DIMS};
+use crate::types::{GgmlType, ValueType};
 
 /// ggml's GGML_MAX_NAME: llama.cpp rejects tensor names of this length or longer.
 pub const MAX_TENSOR_NAME: usize = 64;
@@ -116,7 +116,7 @@ impl<W: Write> GgufWriter<W> {
                 .ok_or_else(|| invalid("tensor data offsets overflow 64 bits".to_string()))?;
         }
         let pad = out.count.next_multiple_of(alignment) - out.count;
-        out.write_all(&vec![0u8; pad as usize])?;
+        write_zeros(&mut out, pad)?;
         let mut w = GgufWriter { out: out.inner, alignment, sizes, current: 0, written_in_current: 0 };
         w.skip_empty()?;
         Ok(w)
@@ -148,8 +148,7 @@ impl<W: Write> GgufWriter<W> {
             if self.written_in_current < size {
                 break;
             }
-            let pad = size.next_multiple_of(self.alignment) - size;
-            self.out.write_all(&vec![0u8; pad as usize])?;
+            write_zeros(&mut self.out, size.next_multiple_of(self.alignment) - size)?;
             self.current += 1;
             self.written_in_current = 0;
         }
@@ -187,6 +186,17 @@ impl<W: Write> Write for Counting<W> {
     fn flush(&mut self) -> io::Result<()> {
         self.inner.flush()
     }
+}
+
+/// Padding, written from a fixed buffer: an alignment can be up to 2^31 bytes.
+fn write_zeros<W: Write>(out: &mut W, mut n: u64) -> io::Result<()> {
+    const ZEROS: [u8; 4096] = [0; 4096];
+    while n > 0 {
+        let chunk = n.min(ZEROS.len() as u64) as usize;
+        out.write_all(ZEROS.get(..chunk).unwrap_or_default())?;
+        n -= chunk as u64;
+    }
+    Ok(())
 }
 
 fn encode_str(buf: &mut Vec<u8>, s: &[u8]) {

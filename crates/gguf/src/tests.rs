@@ -89,7 +89,7 @@ fn round_trip_every_value_type_and_tensor_layout() {
     let specs = sample_tensors();
     assert_eq!(g.tensors.len(), specs.len());
     for ((t, s), d) in g.tensors.iter().zip(&specs).zip(&data) {
-        assert_eq!((t.name, &t.dims, t.ggml_type), (s.name.as_str(), &s.dims, s.ggml_type));
+        assert_eq!((t.name, t.dims(), t.ggml_type), (s.name.as_str(), &s.dims[..], s.ggml_type));
         assert_eq!(t.offset % 64, 0);
         assert_eq!(g.tensor_data(t).unwrap(), &d[..], "{}", t.name);
     }
@@ -137,7 +137,10 @@ fn truncation_at_every_cut_point_is_an_error() {
                 // A field that runs past the end is reported where it starts.
                 assert!(e.offset <= cut as u64, "cut {cut}: error offset {} is past the cut: {e}", e.offset);
             } else {
-                assert!(e.field.ends_with("data") && e.problem.contains("truncated"), "cut {cut}: {e}");
+                // Reported at the tensor info's offset field, with the end the data would need.
+                assert!(matches!(e.entry, Entry::Tensor { .. }), "cut {cut}: {e}");
+                assert!(e.field == "data end" && e.expected.contains("truncated"), "cut {cut}: {e}");
+                assert!(e.offset < g.header_end && e.found > Some(cut as u64), "cut {cut}: {e}");
             }
         } else {
             // Only trailing padding was cut.
@@ -176,42 +179,60 @@ fn tensor_bytes(name: &str, dims: &[u64], ty: u32, offset: u64) -> Vec<u8> {
     b
 }
 
-fn err(bytes: &[u8]) -> GgufError {
+fn err(bytes: &[u8]) -> Error {
     Gguf::parse(bytes).expect_err("hostile input must be an error")
+}
+
+/// The error as a person sees it: with the key or tensor name read back from the file.
+fn named(bytes: &[u8]) -> String {
+    err(bytes).with_names(bytes).to_string()
 }
 
 #[test]
 fn hostile_headers() {
     let e = err(&header(3, 1 << 63, 0, &[0; 100]));
-    assert_eq!((e.offset, e.field.as_str()), (8, "tensor count"));
-    assert!(e.problem.contains("9223372036854775808 tensors cannot fit"), "{e}");
+    assert_eq!((e.offset, e.entry, e.field, e.found), (8, Entry::Header, "tensor count", Some(1 << 63)));
+    assert_eq!(
+        e.to_string(),
+        "GGUF offset 8 (0x8), tensor count: expected a count of tensor infos (24 bytes each at least) that fits in \
+         the bytes after the header, found 9223372036854775808"
+    );
     let e = err(&header(3, 0, u64::MAX, &[]));
-    assert_eq!((e.offset, e.field.as_str()), (16, "KV count"));
-    assert!(err(b"GGML\x03\0\0\0").problem.contains("expected \"GGUF\""));
-    assert!(err(&header(1, 0, 0, &[])).problem.contains("v1"));
-    assert!(err(&header(3u32.swap_bytes(), 0, 0, &[])).problem.contains("big-endian"));
-    assert!(err(&header(4, 0, 0, &[])).problem.contains("expected 2 or 3"));
-    assert!(err(b"").problem.contains("expected 4 bytes"));
+    assert_eq!((e.offset, e.field, e.found), (16, "KV count", Some(u64::MAX)));
+    let e = err(b"GGML\x03\0\0\0");
+    assert_eq!((e.offset, e.field), (0, "magic"));
+    assert!(e.expected.contains("\"GGUF\""), "{e}");
+    let e = err(&header(1, 0, 0, &[]));
+    assert_eq!((e.offset, e.field, e.found), (4, "version", Some(1)));
+    assert!(e.expected.contains("v1"), "{e}");
+    let e = err(&header(3u32.swap_bytes(), 0, 0, &[]));
+    assert_eq!((e.field, e.found), ("version", Some(0x0300_0000)));
+    assert!(e.expected.contains("big-endian"), "{e}");
+    let e = err(&header(4, 0, 0, &[]));
+    assert_eq!((e.field, e.expected, e.found), ("version", "2 or 3", Some(4)));
+    let e = err(b"");
+    assert_eq!((e.offset, e.field, e.expected), (0, "magic", "4 bytes before the end of the file (truncated?)"));
     assert!(Gguf::parse(&header(2, 0, 0, &[])).is_ok(), "v2 has the same layout as v3");
 }
 
 #[test]
 fn hostile_strings_and_arrays() {
+    let kv0 = Entry::Kv { index: 0, at: 24 };
     // A key whose length runs past the end of the file.
     let mut kv = (1u64 << 40).to_le_bytes().to_vec();
     kv.extend_from_slice(b"abc\0\0\0\0\0\0\0\0\0\0\0\0\0");
     let e = err(&header(3, 0, 1, &kv));
-    assert_eq!(e.offset, 24);
-    assert!(e.field.starts_with("kv[0]") && e.field.ends_with("key length"), "{e}");
-    assert!(e.problem.contains("1099511627776 bytes, but only 16 bytes are left"), "{e}");
-    // A string value past the end.
+    assert_eq!((e.offset, e.entry, e.field, e.found), (24, kv0, "key length", Some(1 << 40)));
+    assert_eq!(e.expected, "a length within the bytes left in the file");
+    // A string value past the end: key length 8 + key 1 + type 4 after the header.
     let e = err(&header(3, 0, 1, &kv_bytes("k", 8, &u64::MAX.to_le_bytes())));
-    assert!(e.field.contains("'k'") && e.problem.contains("only 0 bytes are left"), "{e}");
-    // An array claiming 2^62 u32 elements.
+    assert_eq!((e.offset, e.entry, e.field, e.found), (37, kv0, "string length", Some(u64::MAX)));
+    assert!(named(&header(3, 0, 1, &kv_bytes("k", 8, &u64::MAX.to_le_bytes()))).contains("kv[0] 'k' > string length"));
+    // An array claiming 2^62 u32 elements; its length field follows the element type at 37.
     let mut arr = 4u32.to_le_bytes().to_vec();
     arr.extend_from_slice(&(1u64 << 62).to_le_bytes());
     let e = err(&header(3, 0, 1, &kv_bytes("k", 9, &arr)));
-    assert!(e.problem.contains("4611686018427387904 elements"), "{e}");
+    assert_eq!((e.offset, e.field, e.found), (41, "array length", Some(1 << 62)));
     // An array of strings whose 2nd element's length runs past the end.
     let mut arr = 8u32.to_le_bytes().to_vec();
     arr.extend_from_slice(&2u64.to_le_bytes());
@@ -219,8 +240,11 @@ fn hostile_strings_and_arrays() {
     arr.push(b'a');
     arr.extend_from_slice(&1000u64.to_le_bytes());
     arr.extend_from_slice(&[0; 8]);
-    let e = err(&header(3, 0, 1, &kv_bytes("tok", 9, &arr)));
-    assert!(e.field.contains("'tok' > element 1 > string length"), "{e}");
+    let file = header(3, 0, 1, &kv_bytes("tok", 9, &arr));
+    let e = err(&file);
+    assert_eq!((e.entry, e.element, e.field, e.found), (kv0, Some(1), "string length", Some(1000)));
+    let text = named(&file);
+    assert!(text.contains("kv[0] 'tok' > element 1 > string length: expected a length within"), "{text}");
     // Arrays nested past the depth limit: each level is a one-element array of arrays.
     let mut deep = Vec::new();
     for _ in 0..MAX_ARRAY_DEPTH + 2 {
@@ -229,48 +253,95 @@ fn hostile_strings_and_arrays() {
     }
     deep.extend_from_slice(&[0; 64]);
     let e = err(&header(3, 0, 1, &kv_bytes("d", 9, &deep)));
-    assert!(e.problem.contains("nested deeper"), "{e}");
+    assert_eq!((e.field, e.element), ("array", Some(0)));
+    assert!(e.expected.contains(&format!("at most {MAX_ARRAY_DEPTH} deep")), "{e}");
     // Bad type tags and values.
-    assert!(err(&header(3, 0, 1, &kv_bytes("k", 13, &[0; 8]))).problem.contains("found 13"));
-    assert!(err(&header(3, 0, 1, &kv_bytes("k", 7, &[2]))).problem.contains("expected 0 or 1"));
-    assert!(err(&header(3, 0, 1, &kv_bytes("", 0, &[1]))).problem.contains("non-empty"));
+    let e = err(&header(3, 0, 1, &kv_bytes("k", 13, &[0; 8])));
+    assert_eq!((e.offset, e.field, e.found), (33, "value type", Some(13)));
+    let e = err(&header(3, 0, 1, &kv_bytes("k", 7, &[2])));
+    assert_eq!((e.offset, e.field, e.expected, e.found), (37, "bool", "0 or 1", Some(2)));
+    let mut bools = 7u32.to_le_bytes().to_vec();
+    bools.extend_from_slice(&3u64.to_le_bytes());
+    bools.extend_from_slice(&[1, 0, 5]);
+    let e = err(&header(3, 0, 1, &kv_bytes("k", 9, &bools)));
+    assert_eq!((e.offset, e.element, e.field, e.found), (51, Some(2), "bool", Some(5)));
+    let e = err(&header(3, 0, 1, &kv_bytes("", 0, &[1])));
+    assert_eq!((e.entry, e.field, e.expected), (kv0, "key", "a non-empty key"));
     let two = [kv_bytes("k", 0, &[1]), kv_bytes("k", 0, &[2])].concat();
-    assert!(err(&header(3, 0, 2, &two)).problem.contains("duplicate key"));
+    let e = err(&header(3, 0, 2, &two));
+    assert_eq!((e.entry, e.field), (Entry::Kv { index: 1, at: 38 }, "key"));
+    assert!(e.expected.contains("no earlier KV"), "{e}");
     let e = err(&header(3, 0, 1, &kv_bytes("general.alignment", 10, &64u64.to_le_bytes())));
-    assert!(e.problem.contains("UINT32"), "{e}");
+    assert_eq!((e.offset, e.field, e.found), (24 + 8 + 17, "value type", Some(10)));
+    assert!(e.expected.contains("UINT32"), "{e}");
     let e = err(&header(3, 0, 1, &kv_bytes("general.alignment", 4, &48u32.to_le_bytes())));
-    assert!(e.problem.contains("power of two"), "{e}");
+    assert_eq!((e.offset, e.field, e.found), (24 + 8 + 17 + 4, "value", Some(48)));
+    assert!(e.expected.contains("power of two"), "{e}");
     let mut bad_key = 2u64.to_le_bytes().to_vec();
     bad_key.extend_from_slice(b"\xff\xff");
     bad_key.extend_from_slice(&0u32.to_le_bytes());
     bad_key.push(0);
-    assert!(err(&header(3, 0, 1, &bad_key)).problem.contains("UTF-8"));
+    let e = err(&header(3, 0, 1, &bad_key));
+    assert_eq!((e.offset, e.field, e.expected), (24, "key", "UTF-8 text"));
 }
 
 #[test]
 fn hostile_tensor_infos() {
     let pad = [0u8; 64];
-    let one = |t: Vec<u8>| [t, pad.to_vec()].concat();
-    let e = err(&header(3, 1, 0, &one(tensor_bytes("t", &[1, 1, 1, 1, 1], 0, 0))));
-    assert!(e.field.contains("'t' n_dims") && e.problem.contains("at most 4"), "{e}");
-    let e = err(&header(3, 1, 0, &one(tensor_bytes("t", &[1 << 63], 0, 0))));
-    assert!(e.problem.contains("int64"), "{e}");
-    let e = err(&header(3, 1, 0, &one(tensor_bytes("t", &[1 << 40, 1 << 40], 0, 0))));
-    assert!(e.problem.contains("overflows"), "{e}");
-    let e = err(&header(3, 1, 0, &one(tensor_bytes("t", &[4], 99, 0))));
-    assert!(e.problem.contains("unknown ggml type 99"), "{e}");
-    let e = err(&header(3, 1, 0, &one(tensor_bytes("t", &[100], 12, 0))));
-    assert!(e.problem.contains("whole blocks of 256"), "{e}");
-    let e = err(&header(3, 1, 0, &one(tensor_bytes("t", &[4], 0, 8))));
-    assert!(e.problem.contains("multiple of the alignment 32"), "{e}");
-    // Data past the end of the file: 2^20 F32 elements in a file of a few hundred bytes.
-    let e = err(&header(3, 1, 0, &one(tensor_bytes("t", &[1 << 20], 0, 0))));
-    assert!(e.field.contains("'t' data") && e.problem.contains("truncated"), "{e}");
+    let one = |t: Vec<u8>| header(3, 1, 0, &[t, pad.to_vec()].concat());
+    let t0 = Entry::Tensor { index: 0, at: 24 };
+    // The info of a tensor named "t": name length at 24, name at 32, n_dims at 33, dims from 37.
+    let file = one(tensor_bytes("t", &[1, 1, 1, 1, 1], 0, 0));
+    let e = err(&file);
+    assert_eq!((e.offset, e.entry, e.field, e.found), (33, t0, "n_dims", Some(5)));
+    assert!(named(&file).contains("tensor[0] 't' > n_dims: expected at most 4 dimensions"), "{}", named(&file));
+    let e = err(&one(tensor_bytes("t", &[1 << 63], 0, 0)));
+    assert_eq!((e.offset, e.field, e.found), (37, "dims", Some(1 << 63)));
+    assert!(e.expected.contains("int64"), "{e}");
+    let e = err(&one(tensor_bytes("t", &[1 << 40, 1 << 40], 0, 0)));
+    assert_eq!((e.offset, e.field), (45, "dims"));
+    assert!(e.expected.contains("fits in 64 bits"), "{e}");
+    let e = err(&one(tensor_bytes("t", &[4], 99, 0)));
+    assert_eq!((e.offset, e.field, e.found), (45, "type", Some(99)));
+    // Q4_K (12) has blocks of 256 elements (ggml.c type_traits).
+    let e = err(&one(tensor_bytes("t", &[100], 12, 0)));
+    assert_eq!((e.offset, e.field, e.found), (37, "dims[0]", Some(100)));
+    assert!(e.expected.contains("whole number of the type's blocks"), "{e}");
+    let e = err(&one(tensor_bytes("t", &[4], 0, 8)));
+    assert_eq!((e.offset, e.field, e.found), (49, "offset", Some(8)));
+    assert!(e.expected.contains("multiple of the alignment"), "{e}");
+    // Data past the end of the file: 2^20 F32 elements in a file of a few hundred bytes. The info ends at 57,
+    // so the data section starts at 64 and the data would end at 64 + 4 MiB.
+    let e = err(&one(tensor_bytes("t", &[1 << 20], 0, 0)));
+    assert_eq!((e.offset, e.entry, e.field, e.found), (49, t0, "data end", Some(64 + (4 << 20))));
+    assert!(e.expected.contains("truncated"), "{e}");
     // An offset so large that data_offset + offset overflows.
-    let e = err(&header(3, 1, 0, &one(tensor_bytes("t", &[1], 0, u64::MAX - 31))));
-    assert!(e.field.contains("data"), "{e}");
+    let e = err(&one(tensor_bytes("t", &[1], 0, u64::MAX - 31)));
+    assert_eq!((e.field, e.found), ("data end", None));
+    assert!(e.expected.contains("fits in 64 bits"), "{e}");
     let two = [tensor_bytes("t", &[1], 0, 0), tensor_bytes("t", &[1], 0, 32), pad.to_vec()].concat();
-    assert!(err(&header(3, 2, 0, &two)).problem.contains("duplicate tensor name"));
+    let e = err(&header(3, 2, 0, &two));
+    assert_eq!((e.entry, e.field), (Entry::Tensor { index: 1, at: 24 + 33 }, "name"));
+    assert!(e.expected.contains("no earlier tensor"), "{e}");
+}
+
+#[test]
+fn array_new_checks_payloads() {
+    // Two strings: u64 length 1, "a", u64 length 2, "bc" (19 bytes).
+    let strings = ArrayBuf::strings(["a", "bc"]);
+    let a = strings.as_array();
+    assert_eq!(Array::new(ValueType::String, 2, a.payload), Ok(a));
+    let e = Array::new(ValueType::String, 2, &a.payload[..18]).unwrap_err();
+    assert_eq!(
+        (e.offset, e.entry, e.element, e.field, e.found),
+        (9, Entry::Payload, Some(1), "string length", Some(2))
+    );
+    let e = Array::new(ValueType::String, 1, a.payload).unwrap_err();
+    assert_eq!((e.offset, e.field, e.found), (9, "trailing bytes", Some(10)));
+    assert_eq!(
+        e.to_string(),
+        "GGUF offset 9 (0x9), array payload > trailing bytes: expected none after the last element, found 10"
+    );
 }
 
 /// Deterministic byte flips over a valid file: every outcome is Ok or a described error, never a panic.
@@ -295,7 +366,13 @@ fn mutated_files_never_panic() {
                 _ => m[i] ^ (1 << (next() % 8)),
             };
         }
-        if let Ok(g) = Gguf::parse(&m) {
+        let parsed = Gguf::parse(&m);
+        if let Err(e) = &parsed {
+            // An error names a field that starts inside the file, and its message can be built.
+            assert!(e.offset <= m.len() as u64, "{e}");
+            assert!(!e.with_names(&m).to_string().is_empty());
+        }
+        if let Ok(g) = parsed {
             // Whatever parsed must be internally consistent.
             for t in &g.tensors {
                 assert!(g.tensor_data(t).is_some());
@@ -306,17 +383,5 @@ fn mutated_files_never_panic() {
                 }
             }
         }
-    }
-}
-
-/// The size table and the project's ggml type table (data/ggml_types.toml, from ggml.h) agree on names.
-#[test]
-fn type_table_matches_knowledge_file() {
-    let known = crate::knowledge::ggml_types();
-    for (t, info) in GgmlType::all() {
-        assert_eq!(known.name(t.0), Some(info.name), "ggml type {}", t.0);
-    }
-    for v in 0..64u32 {
-        assert_eq!(known.name(v).is_some(), GgmlType(v).info().is_some(), "ggml type {v}");
     }
 }
