@@ -6,7 +6,7 @@
 use anyhow::{bail, Context, Result};
 use serde_json::{Map, Value};
 
-use super::record::{BackendFacts, Record, ServerTimings, Status, RECORD_SCHEMA};
+use super::record::{BackendFacts, Record, RunSource, ServerTimings, Status, RECORD_SCHEMA};
 
 /// Parse llama-bench output (either format) into its test objects.
 pub fn parse_bench(text: &str) -> Result<Vec<Map<String, Value>>> {
@@ -90,7 +90,7 @@ pub fn to_records(tests: &[Map<String, Value>], run_id: &str, endpoint: &str) ->
                 run_id: run_id.to_string(),
                 cell_key: format!("{endpoint}|{model}|ngl={ngl}|{test}|n={n_gen}|t{i}"),
                 seq: i as u64,
-                source: "llama-bench".into(),
+                source: RunSource::LlamaBench,
                 file: format!("records/{i:05}/result.json"),
                 endpoint: endpoint.to_string(),
                 model,

@@ -1,7 +1,14 @@
-//! Command-line definitions (clap). Kept apart from `main.rs` so that help text and flags are in one place.
+//! The command line: clap's definitions of every command and flag, and their conversion into the options values the
+//! library's commands take. Only this part of backscope knows clap; `main.rs` parses, calls [`run`] and exits.
+
+mod sweep;
+mod synth;
+mod trace;
 
 use std::path::PathBuf;
 
+use anyhow::Result;
+use backscope::scan;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -23,12 +30,12 @@ pub enum Command {
     /// Run a model across endpoints (Ollama, llama-server; external or started by backscope), num_gpu values
     /// (layers offloaded to the GPU, not a GPU count), prompts and repetitions, surviving crashes, and record
     /// every cell (SQLite + a run directory).
-    Sweep(crate::sweep::SweepArgs),
+    Sweep(sweep::SweepArgs),
     /// Write a GGUF model with random weights, real tokenizer metadata and the tensor shapes/types of a real model,
     /// so the same kernels dispatch without downloading weights.
-    Synth(crate::synth::SynthArgs),
+    Synth(synth::SynthArgs),
     /// Run a command under the dispatch observer and report which GPU kernels really ran.
-    Trace(crate::tracecmd::TraceArgs),
+    Trace(trace::TraceArgs),
 }
 
 #[derive(Debug, Args)]
@@ -52,4 +59,29 @@ pub struct ScanArgs {
     /// Extra library directories for dependency resolution, searched where ld.so searches LD_LIBRARY_PATH.
     #[arg(long = "library-path", value_name = "DIR")]
     pub library_path: Vec<PathBuf>,
+}
+
+impl From<ScanArgs> for scan::ScanCommand {
+    fn from(a: ScanArgs) -> Self {
+        scan::ScanCommand {
+            options: scan::ScanOptions {
+                paths: a.paths,
+                arch: a.arch,
+                kernels: a.kernels,
+                library_path: a.library_path,
+            },
+            json: a.json,
+            output: a.output,
+        }
+    }
+}
+
+/// Run the command the line names; its exit status (`backscope::exit`).
+pub fn run(cli: Cli) -> Result<u8> {
+    match cli.command {
+        Command::Scan(a) => scan::run(&a.into()),
+        Command::Sweep(a) => backscope::sweep::run(a.into()),
+        Command::Synth(a) => backscope::synth::run(a.into()),
+        Command::Trace(a) => backscope::tracecmd::run(a.into()),
+    }
 }
