@@ -11,7 +11,8 @@ use serde_json::{json, Map, Value};
 use super::plan::{EndpointKind, Plan};
 use super::supervise::run_bounded;
 
-/// Variables that change which backend or device a runtime picks (dispatch.md §4 "Env vars") or how libraries load.
+/// Variables that change which backend or device a runtime picks (Ollama's, ggml's and the HIP, CUDA and Vulkan
+/// runtimes' device and library selection) or how libraries load.
 const ENV_PREFIXES: &[&str] = &[
     "OLLAMA_",
     "GGML_",

@@ -1,6 +1,6 @@
 //! llama-bench results (`-o json`: one array; `-o jsonl`: one object per line) as records, so they sit next to
-//! sweep records in the same database and export. Fields per `/work/shared/reference/dispatch.md` §5
-//! (`tools/llama-bench/llama-bench.cpp`): `model_filename, backends, gpu_info, n_gpu_layers, n_prompt, n_gen,
+//! sweep records in the same database and export. Fields as llama.cpp's `tools/llama-bench/llama-bench.cpp` writes
+//! them: `model_filename, backends, gpu_info, n_gpu_layers, n_prompt, n_gen,
 //! n_depth, test_time, avg_ns, stddev_ns, avg_ts, stddev_ts, samples_ns, samples_ts, …`.
 
 use anyhow::{bail, Context, Result};

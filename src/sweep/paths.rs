@@ -57,13 +57,13 @@ mod tests {
 
     #[test]
     fn relative_paths_join_their_base_without_dot_components() {
-        let base = Path::new("/work/run");
-        assert_eq!(absolute_in(base, Path::new("./a/./b")), PathBuf::from("/work/run/a/b"));
+        let base = Path::new("/srv/run");
+        assert_eq!(absolute_in(base, Path::new("./a/./b")), PathBuf::from("/srv/run/a/b"));
         // `..` is kept: resolving it needs the file system (a symlinked directory changes its meaning).
-        assert_eq!(absolute_in(base, Path::new("../x")), PathBuf::from("/work/run/../x"));
+        assert_eq!(absolute_in(base, Path::new("../x")), PathBuf::from("/srv/run/../x"));
         assert_eq!(absolute_in(base, Path::new("/abs/./x")), PathBuf::from("/abs/./x"));
         assert_eq!(program_in(base, Path::new("ollama")), PathBuf::from("ollama"));
-        assert_eq!(program_in(base, Path::new("./run.sh")), PathBuf::from("/work/run/run.sh"));
+        assert_eq!(program_in(base, Path::new("./run.sh")), PathBuf::from("/srv/run/run.sh"));
     }
 
     #[test]

@@ -459,6 +459,27 @@ pub(crate) mod tests {
         assert!(s.record_json(&["nope".into()]).unwrap_err().to_string().contains("no run nope"));
     }
 
+    #[test]
+    fn run_status_and_source_keep_their_stored_spelling() {
+        // The spellings databases of earlier versions hold (`status TEXT`, `source TEXT` of SCHEMA_V1's runs).
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("db")).unwrap();
+        let mut row = run_row("r1", dir.path());
+        row.source = RunSource::LlamaBench;
+        s.create_run(&row).unwrap();
+        let text = |s: &Store| -> (String, String) {
+            s.conn.query_row("SELECT status, source FROM runs", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap()
+        };
+        assert_eq!(text(&s), ("running".to_string(), "llama-bench".to_string()));
+        s.set_run_status("r1", RunStatus::Interrupted).unwrap();
+        assert_eq!(text(&s).0, "interrupted");
+        assert!(s.latest_sweep_run().unwrap().is_none(), "an import is no sweep");
+        assert_eq!(serde_json::to_value(RunStatus::Finished).unwrap(), "finished");
+        s.conn.execute("UPDATE runs SET status = 'paused'", []).unwrap();
+        let e = format!("{:#}", s.run("r1").unwrap_err());
+        assert!(e.contains("unknown run status `paused`"), "{e}");
+    }
+
     impl Record {
         fn clone_with_started(mut self, other: &Record) -> Record {
             self.started_at = other.started_at.clone();

@@ -1,6 +1,6 @@
 //! Child processes backscope starts: managed servers and short helper commands (`llama-server --version`).
 //!
-//! Rules (nextest's, `/work/shared/reference/style.md` §5): every child gets its own process group, so a signal
+//! Rules (those nextest runs its test processes by): every child gets its own process group, so a signal
 //! reaches whatever it spawned (Ollama starts runner processes); stopping is SIGTERM to the group, a grace period,
 //! then SIGKILL; the exit is always reaped and told apart as exit code or signal. Children also get
 //! `PR_SET_PDEATHSIG(SIGKILL)`, so that a backscope killed with SIGKILL (which it cannot catch) takes its servers
