@@ -106,6 +106,24 @@ struct Running<E: Executor> {
     trace: Option<ServerTrace>,
 }
 
+impl<E: Executor> Running<E> {
+    fn peer(&self) -> Peer<E::Client> {
+        Peer {
+            client: self.client.clone(),
+            api: self.api,
+            server: Some(self.server.clone()),
+            info: self.info.clone(),
+            log: Some(ServerLog {
+                path: self.log_path.clone(),
+                start: file_len(&self.log_path),
+                rel: Some(self.server.log.clone()),
+            }),
+            may_fall_back: false,
+            num_gpu_not_applied: false,
+        }
+    }
+}
+
 /// `--trace` state of a managed server: its trace directory (relative to the run directory and read as it grows)
 /// and whether the observer was mapped into it.
 struct ServerTrace {
@@ -187,12 +205,16 @@ enum Attempt<E: Executor> {
 struct Peer<C> {
     client: C,
     api: Api,
-    /// The managed server's pid.
-    pid: Option<u32>,
+    /// The managed server that serves it.
+    server: Option<ServerRef>,
+    /// What the server said about itself and the model.
+    info: Map<String, Value>,
     log: Option<ServerLog>,
     /// External servers only: a 404 on llama.cpp's native route switches to the OpenAI-compatible one. A managed
     /// llama-server has the route; a 404 there is a failure to report.
     may_fall_back: bool,
+    /// The cell's num_gpu could not be applied: an external llama-server runs with the -ngl it was started with.
+    num_gpu_not_applied: bool,
 }
 
 /// The log a request's slice is cut from.
@@ -233,14 +255,18 @@ impl<E: Executor> Runner<'_, '_, E> {
         Duration::from_secs_f64(self.schedule.timeouts.connect_s + 10.0)
     }
 
+    fn stop(&mut self, mut r: Running<E>) {
+        let exit = r.proc.stop(self.grace());
+        self.ctx.sink.event(&Event::ServerStopped {
+            endpoint: &r.key.endpoint,
+            pid: r.server.pid,
+            how: &exit.describe(),
+        });
+    }
+
     fn stop_current(&mut self) {
-        if let Some(mut r) = self.current.take() {
-            let exit = r.proc.stop(self.grace());
-            self.ctx.sink.event(&Event::ServerStopped {
-                endpoint: &r.key.endpoint,
-                pid: r.server.pid,
-                how: &exit.describe(),
-            });
+        if let Some(r) = self.current.take() {
+            self.stop(r);
         }
     }
 
@@ -275,16 +301,24 @@ impl<E: Executor> Runner<'_, '_, E> {
             Target::Managed(server) => {
                 // Restart policy: a server keeps serving while it is alive and the cell needs the same process;
                 // a new key (model, -ngl) or a dead server means a fresh start.
-                let alive = self.current.as_mut().is_some_and(|r| r.key == server.key && r.proc.is_running());
-                if !alive {
-                    self.stop_current();
-                    match self.start_server(server, &cell.model_name) {
-                        Ok(r) => self.current = Some(r),
-                        Err(StartError::Interrupted) => return Ok(None),
-                        Err(StartError::Failed(f)) => return Ok(Some(f.into_record(rec))),
+                let mut current = self.current.take();
+                let serves = current.as_mut().is_some_and(|r| r.key == server.key && r.proc.is_running());
+                let running = match current {
+                    Some(r) if serves => r,
+                    previous => {
+                        if let Some(p) = previous {
+                            self.stop(p);
+                        }
+                        match self.start_server(server, &cell.model_name) {
+                            Ok(r) => r,
+                            Err(StartError::Interrupted) => return Ok(None),
+                            Err(StartError::Failed(f)) => return Ok(Some(f.into_record(rec))),
+                        }
                     }
-                }
-                self.managed_peer()
+                };
+                let peer = running.peer();
+                self.current = Some(running);
+                peer
             }
             Target::External(x) => {
                 let started = Instant::now();
@@ -464,69 +498,58 @@ impl<E: Executor> Runner<'_, '_, E> {
         }
     }
 
-    fn managed_peer(&self) -> Peer<E::Client> {
-        let Some(r) = self.current.as_ref() else { unreachable!("a managed cell runs with its server up") };
-        Peer {
-            client: r.client.clone(),
-            api: r.api,
-            pid: Some(r.server.pid),
-            log: Some(ServerLog {
-                path: r.log_path.clone(),
-                start: file_len(&r.log_path),
-                rel: Some(r.server.log.clone()),
-            }),
-            may_fall_back: false,
-        }
-    }
-
     /// The external endpoint's client and API, detecting the API (and asking what the server says about itself)
     /// on its first cell. `Err`: the API could not be detected, the cell's failure.
     fn external_peer(&mut self, x: &ExternalEndpoint, cell: &Cell) -> Result<Peer<E::Client>, Failure> {
-        let probe_limit = self.probe_limit();
-        if !self.externals.contains_key(&x.name) {
-            let client = self.exec.client(&x.url, self.client_timeouts());
-            let trace = x.trace_dir.clone().map(TraceDir::new);
-            self.externals.insert(x.name.clone(), External { client, api: x.api, info: None, trace });
-        }
-        let Some(ext) = self.externals.get_mut(&x.name) else { unreachable!("inserted above") };
+        let (probe_limit, timeouts) = (self.probe_limit(), self.client_timeouts());
+        let exec = &mut *self.exec;
+        let ext = self.externals.entry(x.name.clone()).or_insert_with(|| External {
+            client: exec.client(&x.url, timeouts),
+            api: x.api,
+            info: None,
+            trace: x.trace_dir.clone().map(TraceDir::new),
+        });
         if ext.api.is_none() {
             let (api, info) = detect_api(&ext.client, probe_limit)?;
             ext.api = Some(api);
             ext.info = Some(info);
         }
-        let (client, api) = (ext.client.clone(), ext.api.unwrap_or(Api::Ollama));
-        if ext.info.is_none() {
-            let info = self.server_info(&client, api, &cell.model_name);
-            if let Some(e) = self.externals.get_mut(&x.name) {
-                e.info = Some(info);
+        let (client, api, info) = (ext.client.clone(), ext.api.unwrap_or(Api::Ollama), ext.info.clone());
+        let info = match info {
+            Some(i) => i,
+            None => {
+                let i = self.server_info(&client, api, &cell.model_name);
+                if let Some(e) = self.externals.get_mut(&x.name) {
+                    e.info = Some(i.clone());
+                }
+                i
             }
-        }
-        let log = x.log_file.as_ref().map(|p| ServerLog { path: p.clone(), start: file_len(p), rel: None });
-        Ok(Peer { client, api, pid: None, log, may_fall_back: true })
+        };
+        Ok(Peer {
+            client,
+            api,
+            server: None,
+            info,
+            log: x.log_file.as_ref().map(|p| ServerLog { path: p.clone(), start: file_len(p), rel: None }),
+            may_fall_back: true,
+            num_gpu_not_applied: api != Api::Ollama && cell.num_gpu == -1 && x.num_gpu_swept,
+        })
     }
 
     /// The one request path of managed and external cells: send, note how the server ended if it did, slice its
     /// log, classify, join the kernels it ran, and apply the restart policy.
     fn request(&mut self, cell: &Cell, mut rec: Record, peer: Peer<E::Client>) -> Result<Option<Record>> {
-        let Peer { client, mut api, pid, log, may_fall_back } = peer;
+        let Peer { client, mut api, server, info, log, may_fall_back, num_gpu_not_applied } = peer;
+        let pid = server.as_ref().map(|s| s.pid);
         rec.api = Some(api);
-        let info = match &cell.target {
-            Target::Managed(_) => self.current.as_ref().map(|r| {
-                rec.server = Some(r.server.clone());
-                r.info.clone()
-            }),
-            Target::External(x) => {
-                if api != Api::Ollama && cell.num_gpu == -1 && x.num_gpu_swept {
-                    rec.extra.insert(
-                        "note".into(),
-                        "num_gpu cannot be set on an external llama-server; it ran with the -ngl it was started with"
-                            .into(),
-                    );
-                }
-                self.externals.get(&x.name).and_then(|e| e.info.clone())
-            }
-        };
-        rec.extra.insert("server_info".into(), Value::Object(info.unwrap_or_default()));
+        rec.server = server;
+        if num_gpu_not_applied {
+            rec.extra.insert(
+                "note".into(),
+                "num_gpu cannot be set on an external llama-server; it ran with the -ngl it was started with".into(),
+            );
+        }
+        rec.extra.insert("server_info".into(), Value::Object(info));
         rec.started_at = utc_now();
         let Some((mut m, mut window)) = self.send(&client, api, cell, pid) else { return Ok(None) };
         if may_fall_back && api == Api::LlamaCpp && m.http_status == Some(404) {
@@ -1158,6 +1181,9 @@ mod tests {
         assert!(r.error.as_deref().unwrap().starts_with("the server was killed by SIGSEGV during the request"));
         assert!(out.records[1].is_ok());
         assert_eq!(out.records[1].server.as_ref().unwrap().start_no, 2, "restarted after the crash");
+        let ev = out.events();
+        let first_finished = ev.iter().position(|e| *e == "cell_finished").unwrap();
+        assert_eq!(ev[first_finished - 1], "server_stopped", "the dead server is reaped with its cell: {ev:?}");
         assert_eq!(spawned_ngl(&exec).len(), 2);
     }
 
