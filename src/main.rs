@@ -5,10 +5,9 @@ mod cli;
 use std::process::ExitCode;
 
 use backscope::exit;
-use clap::Parser;
 
 fn main() -> ExitCode {
-    match cli::run(cli::Cli::parse()) {
+    match cli::run(cli::parse()) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             // A closed pipe (`backscope scan … | head`) is not an error.

@@ -76,6 +76,11 @@ impl From<ScanArgs> for scan::ScanCommand {
     }
 }
 
+/// The command line of this process; `--help`, `--version` and usage errors print and exit here.
+pub fn parse() -> Cli {
+    Cli::parse()
+}
+
 /// Run the command the line names; its exit status (`backscope::exit`).
 pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
@@ -83,5 +88,71 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Sweep(a) => backscope::sweep::run(a.into()),
         Command::Synth(a) => backscope::synth::run(a.into()),
         Command::Trace(a) => backscope::tracecmd::run(a.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use backscope::sweep::{Resume, SweepCommand};
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn sweep(args: &[&str]) -> SweepCommand {
+        let cli = Cli::try_parse_from(["backscope", "sweep"].iter().chain(args)).unwrap();
+        let Command::Sweep(a) = cli.command else { panic!("not a sweep") };
+        a.into()
+    }
+
+    #[test]
+    fn the_definitions_are_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn resume_without_a_value_is_the_latest_run() {
+        let run = |args: &[&str]| match sweep(args) {
+            SweepCommand::Run(o) => o.resume,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(run(&["--resume"]), Some(Resume::Latest));
+        assert_eq!(run(&["--resume", "20261123-142557-fc54"]), Some(Resume::Run("20261123-142557-fc54".into())));
+        assert_eq!(run(&["--endpoint", "a=http://x"]), None);
+    }
+
+    #[test]
+    fn sweep_flags_reach_the_options_unchanged() {
+        let SweepCommand::Run(o) = sweep(&[
+            "--server",
+            "cpu=llama-server:--device,none",
+            "--num-gpu",
+            "0,-1",
+            "--grace",
+            "2.5",
+            "--prompt-file",
+            "p.txt",
+            "--no-stream",
+            "--db",
+            "x.db",
+        ]) else {
+            panic!("not a run")
+        };
+        assert_eq!(o.flags.servers, ["cpu=llama-server:--device,none"]);
+        assert_eq!(o.flags.num_gpu, [0, -1]);
+        assert_eq!(o.flags.timeouts.grace_s, Some(2.5));
+        assert_eq!(o.flags.prompt_files, [PathBuf::from("p.txt")], "made absolute when merged, not here");
+        assert!(o.flags.no_stream);
+        assert_eq!((o.db, o.runs_dir), (PathBuf::from("x.db"), PathBuf::from("backscope-runs")));
+        let SweepCommand::Export(e) = sweep(&["export", "--run", "a", "--run", "b"]) else { panic!("not export") };
+        assert_eq!((e.runs, e.db), (vec!["a".to_string(), "b".to_string()], PathBuf::from("backscope.db")));
+    }
+
+    #[test]
+    fn scan_flags_become_scan_options() {
+        let cli = Cli::try_parse_from(["backscope", "scan", "--arch", "gfx906", "--json", "/opt/rocm/lib"]).unwrap();
+        let Command::Scan(a) = cli.command else { panic!("not a scan") };
+        let c: scan::ScanCommand = a.into();
+        assert_eq!((c.options.arch.as_deref(), c.json), (Some("gfx906"), true));
+        assert_eq!(c.options.paths, [PathBuf::from("/opt/rocm/lib")]);
     }
 }

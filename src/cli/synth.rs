@@ -118,3 +118,26 @@ impl From<SynthArgs> for SynthOptions {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::ValueEnum;
+
+    use super::*;
+
+    #[test]
+    fn every_preset_and_type_has_its_command_line_name() {
+        // The names docs and scripts use (README, scripts/demo.sh, tests/gguf_synth.rs).
+        let names = |v: &[PresetArg]| {
+            v.iter().map(|p| p.to_possible_value().unwrap().get_name().to_string()).collect::<Vec<_>>()
+        };
+        assert_eq!(names(PresetArg::value_variants()), ["tiny", "tinyllama-1.1b", "qwen2-7b"]);
+        let types: Vec<String> = WeightTypeArg::value_variants()
+            .iter()
+            .map(|t| t.to_possible_value().unwrap().get_name().to_string())
+            .collect();
+        assert_eq!(types, ["f32", "f16", "q4_k_m", "q8_0"]);
+        assert_eq!(Preset::from(PresetArg::Qwen2_7b).shape().name, "qwen2-7b");
+        assert_eq!(WeightType::from(WeightTypeArg::Q4KM).quantize_arg(), Some("Q4_K_M"));
+    }
+}
