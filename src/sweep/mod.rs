@@ -2,19 +2,19 @@
 //!
 //! Data flows one way, each step in its own module:
 //!
-//! 1. [`spec`] reads a TOML spec file and [`flags`] merges the command line's flags onto it, relative paths made
-//!    absolute as each is read ([`paths`]);
-//! 2. [`plan`] resolves that into a [`plan::Plan`] — endpoints with their programs and APIs, models, prompt texts,
+//! 1. `spec` reads a TOML spec file and `flags` merges the command line's flags onto it, relative paths made
+//!    absolute as each is read (`paths`);
+//! 2. `plan` resolves that into a `plan::Plan` — endpoints with their programs and APIs, models, prompt texts,
 //!    settings — which is stored with the run, so `--resume` replays it;
-//! 3. [`cells`] expands the plan into the cells of a [`cells::Schedule`], each with its key, directory, and the
-//!    server launch ([`presets`]) or external endpoint it needs — or [`dryrun`] prints them;
-//! 4. [`runner`] walks the cells through an [`executor::Executor`] (processes, [`supervise`]; HTTP, [`http`] and
-//!    [`api`]), reading server logs ([`logs`]) and kernel traces ([`tracejoin`]) and telling [`events`] sinks
+//! 3. `cells` expands the plan into the cells of a `cells::Schedule`, each with its key, directory, and the
+//!    server launch (`presets`) or external endpoint it needs — or `dryrun` prints them;
+//! 4. `runner` walks the cells through an `executor::Executor` (processes, `supervise`; HTTP, `http` and
+//!    `api`), reading server logs (`logs`) and kernel traces (`tracejoin`) and telling `events` sinks
 //!    (progress bar, `--json`) as it goes;
-//! 5. [`store`] commits each cell's [`record::Record`] to SQLite and the run directory;
-//! 6. [`report`] turns the records into the table and claims.
+//! 5. `store` commits each cell's `record::Record` to SQLite and the run directory;
+//! 6. `report` turns the records into the table and claims.
 //!
-//! [`command`] holds the command bodies: a run, and `export`, `import` (llama-bench) and `report` on the database.
+//! `command` holds the command bodies: a run, and `export`, `import` (llama-bench) and `report` on the database.
 
 mod api;
 mod cells;

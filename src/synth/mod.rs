@@ -37,7 +37,7 @@ pub struct SynthOptions {
     pub n_ff: Option<u64>,
     /// Training context length (llama.context_length).
     pub n_ctx: Option<u64>,
-    /// Embedding rows; above the vocabulary's token count the token list is padded with [PADn] tokens.
+    /// Embedding rows; above the vocabulary's token count the token list is padded with `[PADn]` tokens.
     pub n_vocab: Option<u64>,
     /// GGUF to borrow every tokenizer.* key from (default: the preset's vocab GGUF from llama.cpp's `models/`).
     pub vocab: Option<PathBuf>,
