@@ -7,11 +7,11 @@ use std::sync::OnceLock;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 
-pub const GGML_TYPES_FILE: &str = "data/ggml_types.toml";
-pub const KERNEL_FAMILIES_FILE: &str = "data/kernel_families.toml";
-
 #[derive(Debug, Deserialize)]
 pub struct GgmlTypes {
+    /// Where the table comes from upstream. Required, so that a table without its source does not load; nothing
+    /// reads it at run time.
+    #[allow(dead_code)]
     pub source: String,
     /// Names by enum value. TOML keys are strings; they are parsed once here rather than formatting the
     /// value for every lookup (a scan looks up a type for every kernel).
@@ -49,6 +49,9 @@ pub struct FamilyRule {
     pub prefix: Vec<String>,
     #[serde(default)]
     pub contains: Vec<String>,
+    /// Where the rule comes from upstream. Required, so that a rule without its source does not load; nothing
+    /// reads it at run time.
+    #[allow(dead_code)]
     pub source: String,
 }
 

@@ -2,12 +2,16 @@
 //!
 //! Data flows one way: bytes, runs and logs are decoded into typed records (`scan`), records become
 //! claims in one evidence model (`evidence`), and claims are rendered (`render`).
+//!
+//! Each command has a `run` taking an options value ([`scan::run`], [`sweep::run`], [`synth::run`],
+//! [`tracecmd::run`]) and returning its exit status ([`exit`]); the `backscope` binary fills the options from the
+//! command line.
 
-pub mod cli;
 pub mod evidence;
+pub mod exit;
 pub mod kernels;
-pub mod knowledge;
-pub mod render;
+mod knowledge;
+mod render;
 pub mod scan;
 pub mod sweep;
 pub mod synth;

@@ -15,7 +15,6 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::Args;
 use serde::Serialize;
 
 use crate::evidence::{Claim, Confidence, Source};
@@ -25,38 +24,29 @@ use crate::trace::{self, Range, TraceError, TraceFile};
 
 pub const OBSERVER_FILE: &str = "libbackscope_observer.so";
 
-#[derive(Debug, Args)]
-pub struct TraceArgs {
+/// What `backscope trace` does: run a command under the observer, print the environment that observes a service
+/// (`env`), or summarise traces already written (`read`).
+#[derive(Debug, Clone, Default)]
+pub struct TraceOptions {
     /// The observer library (default: $BACKSCOPE_OBSERVER_SO, else next to the backscope executable).
-    #[arg(long, value_name = "PATH")]
     pub observer: Option<PathBuf>,
     /// Directory for the trace files (default: a new directory under the system temp dir). Must be empty or new.
-    #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// Length of a trace time window in milliseconds.
-    #[arg(long, default_value_t = 50)]
     pub interval_ms: u64,
-    /// Turn ggml's CUDA graphs off in the traced command (GGML_CUDA_DISABLE_GRAPHS=1). The observer attributes graph
-    /// replays to their captured kernels either way; this makes every launch a direct one.
-    #[arg(long)]
+    /// Turn ggml's CUDA graphs off in the traced command (GGML_CUDA_DISABLE_GRAPHS=1).
     pub no_graphs: bool,
-    /// Print the environment lines that observe a service (e.g. `ollama serve`), then exit.
-    #[arg(long, conflicts_with = "read")]
+    /// Print the environment lines that observe a service, then exit.
     pub env: bool,
-    /// With --env: print a systemd drop-in for the given unit instead (e.g. ollama.service).
-    #[arg(long, value_name = "UNIT", requires = "env")]
+    /// With `env`: print a systemd drop-in for this unit instead.
     pub systemd: Option<String>,
-    /// Summarise the trace files already in DIR instead of running a command.
-    #[arg(long, value_name = "DIR")]
+    /// Summarise the trace files already in this directory instead of running a command.
     pub read: Option<PathBuf>,
     /// Print the summary as JSON.
-    #[arg(long)]
     pub json: bool,
     /// Rows of the per-kernel table (0 = all).
-    #[arg(long, default_value_t = 40)]
     pub top: usize,
-    /// The command to run, after `--`.
-    #[arg(last = true, value_name = "CMD")]
+    /// The command to run.
     pub command: Vec<String>,
 }
 
@@ -175,10 +165,7 @@ pub fn find_observer(explicit: Option<&Path>) -> Result<PathBuf> {
     )
 }
 
-/// Exit code of `--read` when some trace file could not be read (the others are summarised).
-const EXIT_PROBLEMS: u8 = 1;
-
-pub fn run(args: TraceArgs) -> Result<u8> {
+pub fn run(args: TraceOptions) -> Result<u8> {
     if args.env {
         let observer = find_observer(args.observer.as_deref())?;
         let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("/var/tmp/backscope-traces"));
@@ -227,7 +214,8 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     Ok(match exit_status {
         Some(s) if (0..=255).contains(&s) => s as u8,
         Some(_) => 1,
-        None if !summary.problems.is_empty() => EXIT_PROBLEMS,
+        // `--read` with some unreadable trace file: the others are summarised.
+        None if !summary.problems.is_empty() => crate::exit::PROBLEMS,
         None => 0,
     })
 }
@@ -278,7 +266,7 @@ pub fn env_lines(observer: &Path, dir: &Path, systemd_unit: Option<&str>, interv
 /// shares with backscope (it has it already: a second SIGINT would make llama-server quit without its orderly
 /// shutdown). The third request sends SIGKILL instead, for a command that does not stop. The command starts with
 /// an empty signal mask (std resets it in the child), so it sees signals as it would without backscope.
-fn run_observed(observer: &Path, dir: &Path, args: &TraceArgs) -> Result<i32> {
+fn run_observed(observer: &Path, dir: &Path, args: &TraceOptions) -> Result<i32> {
     let preload = match std::env::var("LD_PRELOAD") {
         Ok(existing) if !existing.is_empty() => format!("{}:{existing}", observer.display()),
         _ => observer.display().to_string(),

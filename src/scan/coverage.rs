@@ -248,8 +248,10 @@ pub fn claims(report: &ScanReport) -> Vec<Claim> {
         let name = f.file_name();
         if let Some(b) = &f.backend {
             let (confidence, how) = match b.by {
-                "name+content" | "content" => (Confidence::Confirmed, b.content_evidence.clone().unwrap_or_default()),
-                _ => (Confidence::Inferred, "file name only".to_string()),
+                BackendEvidence::NameAndContent | BackendEvidence::Content => {
+                    (Confidence::Confirmed, b.content_evidence.clone().unwrap_or_default())
+                }
+                BackendEvidence::Name => (Confidence::Inferred, "file name only".to_string()),
             };
             out.push(
                 Claim::new(

@@ -6,6 +6,7 @@
 //! resolve, vendor BLAS library directories), and [`coverage`] turns it all into a GPU arch × library
 //! matrix, an answer for one `--arch`, and [`Claim`]s.
 
+mod command;
 pub mod coverage;
 pub mod gpu;
 pub mod records;
@@ -17,6 +18,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
+pub use command::{run, ScanCommand};
 pub use records::*;
 
 /// What to scan and how.

@@ -106,11 +106,41 @@ pub struct Backend {
     /// `hip`, `cuda`, `vulkan`, `cpu`, `metal`, `sycl`, `opencl`, `musa`, `cann`, `blas`, `rpc`, or `ggml` for the
     /// core library.
     pub name: String,
-    /// `name`, `content` or `name+content`.
-    pub by: &'static str,
+    pub by: BackendEvidence,
     /// What the content check found (e.g. the exported `ggml_backend_cuda_reg` plus a `.hip_fatbin`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content_evidence: Option<String>,
+}
+
+/// How a file's backend was decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum BackendEvidence {
+    /// Its file name only (`libggml-vulkan.so`).
+    #[serde(rename = "name")]
+    Name,
+    /// What it exports (`ggml_backend_vk_reg`), against its name or without one.
+    #[serde(rename = "content")]
+    Content,
+    /// Name and content agree.
+    #[serde(rename = "name+content")]
+    NameAndContent,
+}
+
+impl BackendEvidence {
+    /// The spelling in JSON and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendEvidence::Name => "name",
+            BackendEvidence::Content => "content",
+            BackendEvidence::NameAndContent => "name+content",
+        }
+    }
+}
+
+impl std::fmt::Display for BackendEvidence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Where a section lies in its file.
@@ -320,4 +350,22 @@ pub struct VendorBlasAnswer {
     pub library: String,
     pub files_for_arch: u64,
     pub code_objects_for_arch: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_evidence_keeps_the_spelling_of_docs_scan_json() {
+        // docs/scan-json.md: `by` (`name`, `content`, `name+content`).
+        for (e, s) in [
+            (BackendEvidence::Name, "name"),
+            (BackendEvidence::Content, "content"),
+            (BackendEvidence::NameAndContent, "name+content"),
+        ] {
+            assert_eq!(serde_json::to_value(e).unwrap(), s);
+            assert_eq!(e.to_string(), s);
+        }
+    }
 }

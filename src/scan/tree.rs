@@ -61,9 +61,11 @@ pub fn identify_backend(record: &FileRecord, elf: &HostElf<'_>) -> Option<Backen
         }
     }
     match (by_name, by_content) {
-        (Some(n), Some((c, ev))) if n == c => Some(Backend { name: n, by: "name+content", content_evidence: Some(ev) }),
-        (_, Some((c, ev))) => Some(Backend { name: c, by: "content", content_evidence: Some(ev) }),
-        (Some(n), None) => Some(Backend { name: n, by: "name", content_evidence: None }),
+        (Some(n), Some((c, ev))) if n == c => {
+            Some(Backend { name: n, by: BackendEvidence::NameAndContent, content_evidence: Some(ev) })
+        }
+        (_, Some((c, ev))) => Some(Backend { name: c, by: BackendEvidence::Content, content_evidence: Some(ev) }),
+        (Some(n), None) => Some(Backend { name: n, by: BackendEvidence::Name, content_evidence: None }),
         (None, None) => None,
     }
 }

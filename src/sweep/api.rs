@@ -1,7 +1,7 @@
 //! Request bodies and response parsing for the three generation APIs, without any I/O: Ollama `/api/generate`
 //! (NDJSON stream or one object), llama-server `/completion` (server-sent events or one object) and the
-//! OpenAI-compatible `/v1/completions` fallback. Field names follow `/work/shared/reference/dispatch.md` §4–§5
-//! (Ollama `api/types.go`, llama.cpp `tools/server/server-task.cpp`, `server-common.cpp`).
+//! OpenAI-compatible `/v1/completions` fallback. Field names follow the servers' sources: Ollama `api/types.go`,
+//! llama.cpp `tools/server/server-task.cpp` and `server-common.cpp`.
 //!
 //! Streams are fed line by line to [`StreamState::feed`]; a whole (non-streamed) body goes to
 //! [`StreamState::feed_whole`]. Either way [`StreamState::is_final`] says whether the response completed.

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use super::spec::{EndpointKind, Plan, Preset};
+use super::plan::{EndpointKind, Plan};
 use super::supervise::run_bounded;
 
-/// Variables that change which backend or device a runtime picks (dispatch.md §4 "Env vars") or how libraries load.
+/// Variables that change which backend or device a runtime picks (Ollama's, ggml's and the HIP, CUDA and Vulkan
+/// runtimes' device and library selection) or how libraries load.
 const ENV_PREFIXES: &[&str] = &[
     "OLLAMA_",
     "GGML_",
@@ -142,13 +143,8 @@ pub fn snapshot(plan: &Plan) -> Value {
             EndpointKind::External { url, api, log_file } => json!({"url": url, "api": api, "log_file": log_file}),
             EndpointKind::Managed { preset, program, env, .. } => {
                 let prog = program.display().to_string();
-                let probes: Vec<Value> = match preset {
-                    Preset::LlamaServer => {
-                        vec![helper(&[&prog, "--version"], env), helper(&[&prog, "--list-devices"], env)]
-                    }
-                    Preset::Ollama => vec![helper(&[&prog, "--version"], env)],
-                    Preset::Command => vec![],
-                };
+                let probes: Vec<Value> =
+                    preset.self_description().iter().map(|arg| helper(&[&prog, arg], env)).collect();
                 json!({"preset": preset, "program": prog, "env": env.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect::<Map<String, Value>>(), "probes": probes})
             }
         };

@@ -124,9 +124,11 @@ impl Sink for Sinks {
 }
 
 /// Records every event as JSON (unit tests of the runner).
+#[cfg(test)]
 #[derive(Default)]
 pub struct Collect(pub Vec<serde_json::Value>);
 
+#[cfg(test)]
 impl Sink for Collect {
     fn event(&mut self, e: &Event<'_>) {
         self.0.push(serde_json::to_value(e).unwrap_or_default());

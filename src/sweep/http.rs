@@ -51,6 +51,34 @@ pub struct Measurement {
     pub failure: Option<(Failure, f64)>,
 }
 
+/// What the sweep asks of an endpoint over HTTP. [`HttpClient`] talks TCP; the runner's unit tests script answers.
+/// `Send + 'static`: a generation runs on a worker thread while the sweep watches for Ctrl-C.
+pub trait Client: Clone + Send + 'static {
+    fn timeouts(&self) -> Timeouts;
+
+    /// GET with a shorter overall limit (probes must not wait for a model load); status and capped body.
+    fn get(&self, path: &str, limit: Duration) -> Result<(u16, Vec<u8>), Failure>;
+
+    fn post_json(&self, path: &str, body: &Value, limit: Duration) -> Result<(u16, Vec<u8>), Failure>;
+
+    /// Run one generation. `on_first_token` is called once, with the milliseconds since the start, when the first
+    /// generated token arrives (streaming only).
+    fn generate(&self, api: Api, body: &Value, stream: bool, on_first_token: &mut dyn FnMut(f64)) -> Measurement;
+
+    /// GET a JSON document; non-2xx and non-JSON are failures.
+    fn get_json(&self, path: &str, limit: Duration) -> Result<Value, Failure> {
+        let (status, body) = self.get(path, limit)?;
+        if !(200..300).contains(&status) {
+            return Err(Failure::new(
+                ErrorClass::HttpStatus,
+                format!("GET {path}: HTTP {status}: {}", api::error_message(&body)),
+            ));
+        }
+        serde_json::from_slice(&body)
+            .map_err(|e| Failure::new(ErrorClass::InvalidResponse, format!("GET {path}: body is not JSON ({e})")))
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct HttpClient {
     agent: ureq::Agent,
@@ -76,38 +104,28 @@ impl HttpClient {
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
+}
 
-    /// GET with a shorter overall limit (probes must not wait for a model load); status and capped body.
-    pub fn get(&self, path: &str, limit: Duration) -> Result<(u16, Vec<u8>), Failure> {
+impl Client for HttpClient {
+    fn timeouts(&self) -> Timeouts {
+        self.timeouts
+    }
+
+    fn get(&self, path: &str, limit: Duration) -> Result<(u16, Vec<u8>), Failure> {
         let req = self.agent.get(&self.url(path)).config().timeout_global(Some(limit)).build();
         let resp = req.call().map_err(|e| classify(&e))?;
         let status = resp.status().as_u16();
         read_capped(resp, PROBE_CAP).map(|b| (status, b))
     }
 
-    pub fn post_json(&self, path: &str, body: &Value, limit: Duration) -> Result<(u16, Vec<u8>), Failure> {
+    fn post_json(&self, path: &str, body: &Value, limit: Duration) -> Result<(u16, Vec<u8>), Failure> {
         let req = self.agent.post(&self.url(path)).config().timeout_global(Some(limit)).build();
         let resp = req.header("content-type", "application/json").send(body.to_string()).map_err(|e| classify(&e))?;
         let status = resp.status().as_u16();
         read_capped(resp, PROBE_CAP).map(|b| (status, b))
     }
 
-    /// GET a JSON document; non-2xx and non-JSON are failures.
-    pub fn get_json(&self, path: &str, limit: Duration) -> Result<Value, Failure> {
-        let (status, body) = self.get(path, limit)?;
-        if !(200..300).contains(&status) {
-            return Err(Failure::new(
-                ErrorClass::HttpStatus,
-                format!("GET {path}: HTTP {status}: {}", api::error_message(&body)),
-            ));
-        }
-        serde_json::from_slice(&body)
-            .map_err(|e| Failure::new(ErrorClass::InvalidResponse, format!("GET {path}: body is not JSON ({e})")))
-    }
-
-    /// Run one generation. `on_first_token` is called once, with the milliseconds since the start, when the first
-    /// generated token arrives (streaming only).
-    pub fn generate(&self, api: Api, body: &Value, stream: bool, on_first_token: &mut dyn FnMut(f64)) -> Measurement {
+    fn generate(&self, api: Api, body: &Value, stream: bool, on_first_token: &mut dyn FnMut(f64)) -> Measurement {
         let started = Instant::now();
         let ms = || started.elapsed().as_secs_f64() * 1e3;
         let mut m = Measurement {
@@ -289,7 +307,7 @@ pub fn classify_io(e: std::io::Error, doing: &str) -> Failure {
 /// Find out which API an external endpoint speaks, and what it says about itself. llama-server answers `/props`;
 /// Ollama answers `/api/version`; other OpenAI-compatible servers answer `/v1/models`. The first transport
 /// failure (refused, reset, garbage) ends the probe: every later path would fail the same way.
-pub fn detect_api(client: &HttpClient, limit: Duration) -> Result<(Api, Map<String, Value>), Failure> {
+pub fn detect_api(client: &impl Client, limit: Duration) -> Result<(Api, Map<String, Value>), Failure> {
     let mut seen = Vec::new();
     for (path, api) in [
         ("/props", Api::LlamaCpp),

@@ -1,12 +1,12 @@
 //! llama-bench results (`-o json`: one array; `-o jsonl`: one object per line) as records, so they sit next to
-//! sweep records in the same database and export. Fields per `/work/shared/reference/dispatch.md` §5
-//! (`tools/llama-bench/llama-bench.cpp`): `model_filename, backends, gpu_info, n_gpu_layers, n_prompt, n_gen,
+//! sweep records in the same database and export. Fields as llama.cpp's `tools/llama-bench/llama-bench.cpp` writes
+//! them: `model_filename, backends, gpu_info, n_gpu_layers, n_prompt, n_gen,
 //! n_depth, test_time, avg_ns, stddev_ns, avg_ts, stddev_ts, samples_ns, samples_ts, …`.
 
 use anyhow::{bail, Context, Result};
 use serde_json::{Map, Value};
 
-use super::record::{BackendFacts, Record, ServerTimings, Status, RECORD_SCHEMA};
+use super::record::{BackendFacts, Record, RunSource, ServerTimings, Status, RECORD_SCHEMA};
 
 /// Parse llama-bench output (either format) into its test objects.
 pub fn parse_bench(text: &str) -> Result<Vec<Map<String, Value>>> {
@@ -90,7 +90,7 @@ pub fn to_records(tests: &[Map<String, Value>], run_id: &str, endpoint: &str) ->
                 run_id: run_id.to_string(),
                 cell_key: format!("{endpoint}|{model}|ngl={ngl}|{test}|n={n_gen}|t{i}"),
                 seq: i as u64,
-                source: "llama-bench".into(),
+                source: RunSource::LlamaBench,
                 file: format!("records/{i:05}/result.json"),
                 endpoint: endpoint.to_string(),
                 model,

@@ -1,10 +1,10 @@
 //! Server log reading: which backend served a cell, and the line that names a crash or a start failure.
 //!
-//! Formats (`/work/shared/reference/dispatch.md` §4 "Log lines", `environment.md` "llama-server logs"): llama-server
-//! at `-lv 4` writes `llama_model_load_from_file_impl: using device Vulkan0 (llvmpipe (LLVM 15.0.6, 256 bits))
-//! (unknown id) - 7927 MiB free`, `load_tensors: offloaded 5/5 layers to GPU`, `load_tensors: Vulkan0 model buffer
-//! size = 12.00 MiB`, `load_backend: loaded Vulkan backend from …`, optionally prefixed by a timestamp and level
-//! letter (`0.00.177.887 I `). Ollama forwards these lines raw and adds its own `key=value` lines.
+//! Formats, as llama.cpp 11434 and Ollama print them: llama-server at `-lv 4` writes
+//! `llama_model_load_from_file_impl: using device Vulkan0 (llvmpipe (LLVM 15.0.6, 256 bits)) (unknown id) - 7927
+//! MiB free`, `load_tensors: offloaded 5/5 layers to GPU`, `load_tensors: Vulkan0 model buffer size = 12.00 MiB`,
+//! `load_backend: loaded Vulkan backend from …`, optionally prefixed by a timestamp and level letter
+//! (`0.00.177.887 I `). Ollama forwards these lines raw and adds its own `key=value` lines.
 //!
 //! The offload line alone is not evidence of a GPU: llama.cpp prints `offloaded N/M` from the requested layer count
 //! whenever a GPU backend has a device (`llama_supports_gpu_offload()`, `src/llama-model.cpp`), even one that
@@ -200,7 +200,7 @@ fn is_bind_error(line: &str) -> bool {
 mod tests {
     use super::*;
 
-    // Lines in the shapes llama-server 11434 prints at -lv 4 (environment.md "llama-server logs").
+    // Lines in the shapes llama-server 11434 prints at -lv 4 (seen in the logs of the sweep tests' real servers).
     const VULKAN_LOG: &str = "\
 0.00.010.001 I load_backend: loaded Vulkan backend from /x/libggml-vulkan.so
 0.00.010.002 I load_backend: loaded CPU backend from /x/libggml-cpu.so

@@ -39,6 +39,36 @@ impl fmt::Display for Api {
     }
 }
 
+/// Where a run's records came from: a sweep backscope ran, or llama-bench output it imported.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RunSource {
+    #[default]
+    #[serde(rename = "sweep")]
+    Sweep,
+    #[serde(rename = "llama-bench")]
+    LlamaBench,
+}
+
+impl RunSource {
+    /// The stored spelling (JSON, SQLite).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunSource::Sweep => "sweep",
+            RunSource::LlamaBench => "llama-bench",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunSource> {
+        [RunSource::Sweep, RunSource::LlamaBench].into_iter().find(|x| x.as_str() == s)
+    }
+}
+
+impl fmt::Display for RunSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
@@ -94,6 +124,7 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
+    #[cfg(test)]
     pub const ALL: [ErrorClass; 16] = [
         ErrorClass::Crash,
         ErrorClass::ServerExit,
@@ -164,10 +195,6 @@ impl ErrorClass {
                 "the server program was not found or not executable; check --llama-bin/--program"
             }
         }
-    }
-
-    pub fn parse(s: &str) -> Option<ErrorClass> {
-        ErrorClass::ALL.into_iter().find(|c| c.as_str() == s)
     }
 }
 
@@ -260,7 +287,7 @@ pub struct Record {
     /// Position in the run's plan (0-based).
     pub seq: u64,
     /// `sweep`, or `llama-bench` for imported results.
-    pub source: String,
+    pub source: RunSource,
     /// This record's `result.json`, relative to the run directory: with `run_id` it addresses the record.
     pub file: String,
     pub endpoint: String,
@@ -445,13 +472,15 @@ mod tests {
 
     #[test]
     fn error_classes_round_trip_through_their_names() {
+        let mut names = std::collections::BTreeSet::new();
         for c in ErrorClass::ALL {
-            assert_eq!(ErrorClass::parse(c.as_str()), Some(c));
             let json = serde_json::to_string(&c).unwrap();
             assert_eq!(json, format!("\"{}\"", c.as_str()));
+            assert_eq!(serde_json::from_str::<ErrorClass>(&json).unwrap(), c);
+            assert!(names.insert(c.as_str()), "{c} named twice");
             assert!(!c.hint().is_empty());
         }
-        assert_eq!(ErrorClass::parse("nonsense"), None);
+        assert!(serde_json::from_str::<ErrorClass>("\"nonsense\"").is_err());
     }
 
     #[test]

@@ -283,7 +283,7 @@ fn run_sources(recs: &[&Record], pick: impl Fn(&Record) -> bool) -> Vec<Source> 
 }
 
 fn id_part(s: &str) -> String {
-    super::spec::sanitize(s)
+    super::paths::sanitize(s)
 }
 
 fn where_text(p: &Point, multi_model: bool, multi_prompt: bool) -> String {
@@ -516,7 +516,7 @@ pub fn render(run_id: &str, run_dir: &str, records: &[Record], claims: &[Claim])
 
 #[cfg(test)]
 mod tests {
-    use super::super::record::{BackendFacts, LogRef, Phase, RECORD_SCHEMA};
+    use super::super::record::{BackendFacts, LogRef, Phase, RunSource, RECORD_SCHEMA};
     use super::*;
 
     fn rec(ep: &str, ngl: i64, seq: u64, ok: bool) -> Record {
@@ -525,7 +525,7 @@ mod tests {
             run_id: "r".into(),
             cell_key: format!("{ep}|m|ngl={ngl}|p|n=512|e1|r{seq}"),
             seq,
-            source: "sweep".into(),
+            source: RunSource::Sweep,
             file: format!("cells/{seq:05}-{ep}/result.json"),
             endpoint: ep.into(),
             model: "qwen3.5:2b".into(),

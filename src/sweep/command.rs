@@ -1,0 +1,333 @@
+//! The `sweep` command bodies: run (or resume) a sweep, and `export`, `import`, `report` on the database. Each takes
+//! an options value; the command line that fills them is the binary's business.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+
+use super::cells::Schedule;
+use super::events::{Event, JsonLines, Progress, Sink, Sinks};
+use super::executor::Machine;
+use super::flags::SweepFlags;
+use super::paths::absolute;
+use super::plan::{self, Plan};
+use super::record::RunSource;
+use super::runner::{self, RunEnd};
+use super::spec::SpecFile;
+use super::store::{self, RunRow, RunStatus, Store};
+use super::{dryrun, envsnap, http, import, report, supervise};
+use crate::exit;
+
+/// One `backscope sweep` invocation.
+#[derive(Debug)]
+pub enum SweepCommand {
+    // Boxed: the run's options are many, and the other commands should not be as large.
+    Run(Box<RunOptions>),
+    Export(ExportOptions),
+    Import(ImportOptions),
+    Report(ReportOptions),
+}
+
+/// Run a new sweep, or resume one.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// A TOML spec (docs/sweep.md); the flags add endpoints to it and replace the lists they give.
+    pub spec: Option<PathBuf>,
+    pub flags: SweepFlags,
+    /// The SQLite database of records (created if missing).
+    pub db: PathBuf,
+    /// Where run directories are created.
+    pub runs_dir: PathBuf,
+    /// Continue an interrupted run with its stored plan instead of planning a new one.
+    pub resume: Option<Resume>,
+    /// No progress bar and no table; only the run id line.
+    pub quiet: bool,
+    /// Events as JSON Lines on standard output instead of the table.
+    pub json: bool,
+    /// Print what would run, run nothing.
+    pub dry_run: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resume {
+    /// The latest sweep in the database.
+    Latest,
+    Run(String),
+}
+
+/// Print stored records as JSON Lines.
+#[derive(Clone, Debug, Default)]
+pub struct ExportOptions {
+    pub db: PathBuf,
+    /// Only these runs; every run when empty.
+    pub runs: Vec<String>,
+    /// A file instead of standard output.
+    pub output: Option<PathBuf>,
+}
+
+/// Store llama-bench output as the records of a new run.
+#[derive(Clone, Debug, Default)]
+pub struct ImportOptions {
+    /// llama-bench `-o json` / `-o jsonl` files.
+    pub files: Vec<PathBuf>,
+    pub db: PathBuf,
+    pub runs_dir: PathBuf,
+    /// The endpoint name the records get.
+    pub endpoint: String,
+}
+
+/// Print the table and claims of a stored run again.
+#[derive(Clone, Debug, Default)]
+pub struct ReportOptions {
+    /// The run; the latest when `None`.
+    pub run_id: Option<String>,
+    pub db: PathBuf,
+    /// The claims as JSON.
+    pub json: bool,
+}
+
+pub fn run(command: SweepCommand) -> Result<u8> {
+    match command {
+        SweepCommand::Run(o) => sweep(*o),
+        SweepCommand::Export(o) => export(o),
+        SweepCommand::Import(o) => import(o),
+        SweepCommand::Report(o) => report(o),
+    }
+}
+
+/// The plan of a new run: the spec file, the flags merged onto it, resolved.
+fn new_plan(opts: &RunOptions) -> Result<Plan> {
+    let file = match &opts.spec {
+        Some(p) => SpecFile::read(p)?,
+        None => SpecFile::default(),
+    };
+    let spec = opts.flags.merge_onto(file, &absolute(Path::new(".")))?;
+    // External endpoints without an `api` are asked now, so that a llama-server (which cannot change -ngl per
+    // request) gets one cell per combination instead of one per num_gpu value. Unreachable ones are asked again
+    // per cell.
+    let timeouts =
+        http::Timeouts { connect: Duration::from_secs(2), read: Duration::from_secs(5), total: Duration::from_secs(5) };
+    plan::resolve(&spec, &mut |url| {
+        http::detect_api(&http::HttpClient::new(url, timeouts), Duration::from_secs(5)).ok().map(|(api, _)| api)
+    })
+}
+
+/// A run to execute: new or resumed.
+struct OpenRun {
+    run_id: String,
+    run_dir: PathBuf,
+    schedule: Schedule,
+    resumed: bool,
+}
+
+fn resumed_run(store: &Store, which: &Resume, db: &Path) -> Result<OpenRun> {
+    let row = match which {
+        Resume::Latest => {
+            store.latest_sweep_run()?.with_context(|| format!("no sweep run in {} to resume", db.display()))?
+        }
+        Resume::Run(id) => store.run(id)?.with_context(|| format!("no run {id} in {}", db.display()))?,
+    };
+    if row.source != RunSource::Sweep {
+        bail!("run {} holds imported {} records; only sweeps can be resumed", row.run_id, row.source);
+    }
+    let plan: Plan = serde_json::from_str(&row.plan_json)
+        .context("the stored plan does not parse (written by another backscope version?)")?;
+    Ok(OpenRun {
+        run_id: row.run_id,
+        run_dir: PathBuf::from(row.run_dir),
+        schedule: Schedule::of(&plan),
+        resumed: true,
+    })
+}
+
+fn new_run(store: &mut Store, opts: &RunOptions, plan: &Plan, schedule: Schedule) -> Result<OpenRun> {
+    let run_id = store::new_run_id();
+    let run_dir = absolute(&opts.runs_dir.join(&run_id));
+    std::fs::create_dir_all(&run_dir)
+        .with_context(|| format!("cannot create the run directory {}", run_dir.display()))?;
+    store.create_run(&RunRow {
+        run_id: run_id.clone(),
+        created_at: store::utc_now(),
+        finished_at: None,
+        status: RunStatus::Running,
+        source: RunSource::Sweep,
+        run_dir: run_dir.display().to_string(),
+        plan_json: serde_json::to_string(plan)?,
+        cells_total: schedule.cells.len() as u64,
+        backscope_version: env!("CARGO_PKG_VERSION").into(),
+    })?;
+    let argv: Vec<String> = std::env::args().collect();
+    let meta =
+        json!({"run_id": run_id, "created_at": store::utc_now(), "db": absolute(&opts.db), "argv": argv, "plan": plan});
+    store::write_atomic(&run_dir.join("run.json"), &serde_json::to_vec_pretty(&meta)?)?;
+    store::write_atomic(&run_dir.join("env.json"), &serde_json::to_vec_pretty(&envsnap::snapshot(plan))?)?;
+    Ok(OpenRun { run_id, run_dir, schedule, resumed: false })
+}
+
+fn sweep(opts: RunOptions) -> Result<u8> {
+    let shaped = opts.spec.is_some() || !opts.flags.is_empty();
+    if opts.resume.is_some() && shaped {
+        bail!("--resume continues a run with its stored plan; drop --spec and the other sweep flags (keep --db, --quiet, --json)");
+    }
+    if opts.resume.is_none() && !shaped {
+        bail!("nothing to sweep: give --endpoint NAME=URL or --server NAME=llama-server with --model (see --help), a --spec file, or --resume");
+    }
+    let mut store = Store::open(&opts.db)?;
+    let open = match &opts.resume {
+        Some(which) => resumed_run(&store, which, &opts.db)?,
+        None => {
+            let plan = new_plan(&opts)?;
+            let schedule = Schedule::of(&plan);
+            if opts.dry_run {
+                print!("{}", dryrun::describe(&schedule));
+                return Ok(exit::OK);
+            }
+            new_run(&mut store, &opts, &plan, schedule)?
+        }
+    };
+    if opts.dry_run {
+        print!("{}", dryrun::describe(&open.schedule));
+        return Ok(exit::OK);
+    }
+    execute(&opts, &mut store, open)
+}
+
+fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun) -> Result<u8> {
+    let OpenRun { run_id, run_dir, schedule, resumed } = open;
+    let interrupt = supervise::Interrupt::install().context("cannot install the Ctrl-C handler")?;
+    let cells_total = schedule.cells.len() as u64;
+    let cells_done = store.completed_keys(&run_id)?.len() as u64;
+    let mut sinks = Sinks::default();
+    sinks.0.push(Box::new(Progress::new(cells_total, cells_done, !opts.quiet)));
+    if opts.json {
+        sinks.0.push(Box::new(JsonLines::new(std::io::stdout())));
+    }
+    let run_dir_s = run_dir.display().to_string();
+    let db_s = opts.db.display().to_string();
+    sinks.event(&Event::RunStarted {
+        run_id: &run_id,
+        run_dir: &run_dir_s,
+        db: &db_s,
+        cells_total,
+        cells_done,
+        resumed,
+    });
+    store.set_run_status(&run_id, RunStatus::Running)?;
+    let end = {
+        let mut ctx = runner::RunContext { run_id: &run_id, run_dir: &run_dir, store, sink: &mut sinks, interrupt };
+        runner::execute(&mut ctx, &schedule, &mut Machine)?
+    };
+    let records = store.records(&run_id)?;
+    let claims = report::claims(&records, &run_dir);
+    let status = match end {
+        RunEnd::Finished => RunStatus::Finished,
+        RunEnd::Interrupted => RunStatus::Interrupted,
+    };
+    store.set_run_status(&run_id, status)?;
+    store::write_atomic(&run_dir.join("claims.json"), &serde_json::to_vec_pretty(&claims)?)?;
+    let ok = records.iter().filter(|r| r.is_ok()).count() as u64;
+    let failed = records.len() as u64 - ok;
+    let status = status.as_str();
+    sinks.event(&Event::RunFinished { run_id: &run_id, status, cells_ok: ok, cells_failed: failed, claims: &claims });
+    drop(sinks);
+    let mut stdout = std::io::stdout().lock();
+    if opts.quiet && !opts.json {
+        writeln!(
+            stdout,
+            "run {run_id}: {} of {cells_total} cells recorded, {ok} ok, {failed} failed ({status})",
+            records.len()
+        )?;
+    } else if !opts.json {
+        stdout.write_all(report::render(&run_id, &run_dir_s, &records, &claims).as_bytes())?;
+    }
+    stdout.flush()?;
+    if end == RunEnd::Interrupted {
+        eprintln!(
+            "backscope: interrupted; {} of {cells_total} cells are recorded. Continue with: backscope sweep --resume {run_id} --db {}",
+            records.len(),
+            opts.db.display()
+        );
+        return Ok(exit::INTERRUPTED);
+    }
+    Ok(if failed > 0 { exit::FAILED_CELLS } else { exit::OK })
+}
+
+fn export(o: ExportOptions) -> Result<u8> {
+    if !o.db.exists() {
+        bail!("{} does not exist: run a sweep first or pass --db", o.db.display());
+    }
+    let store = Store::open(&o.db)?;
+    let lines = store.record_json(&o.runs)?;
+    let sink: Box<dyn Write> = match &o.output {
+        Some(p) => Box::new(std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let mut out = std::io::BufWriter::new(sink);
+    for l in lines {
+        writeln!(out, "{l}")?;
+    }
+    out.flush()?;
+    Ok(exit::OK)
+}
+
+fn import(o: ImportOptions) -> Result<u8> {
+    let mut tests = Vec::new();
+    for f in &o.files {
+        let text = std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
+        tests.extend(import::parse_bench(&text).with_context(|| f.display().to_string())?);
+    }
+    let mut store = Store::open(&o.db)?;
+    let run_id = store::new_run_id();
+    let run_dir = absolute(&o.runs_dir.join(&run_id));
+    std::fs::create_dir_all(run_dir.join("input"))?;
+    for f in &o.files {
+        let name = f.file_name().map(|n| n.to_os_string()).unwrap_or_else(|| "input".into());
+        std::fs::copy(f, run_dir.join("input").join(name)).with_context(|| format!("cannot copy {}", f.display()))?;
+    }
+    let records = import::to_records(&tests, &run_id, &o.endpoint);
+    let files: Vec<String> = o.files.iter().map(|f| absolute(f).display().to_string()).collect();
+    store.create_run(&RunRow {
+        run_id: run_id.clone(),
+        created_at: store::utc_now(),
+        finished_at: None,
+        status: RunStatus::Running,
+        source: RunSource::LlamaBench,
+        run_dir: run_dir.display().to_string(),
+        plan_json: json!({"imported_from": files}).to_string(),
+        cells_total: records.len() as u64,
+        backscope_version: env!("CARGO_PKG_VERSION").into(),
+    })?;
+    for r in &records {
+        store::commit_record(&mut store, &run_dir, r)?;
+    }
+    store.set_run_status(&run_id, RunStatus::Finished)?;
+    println!(
+        "run {run_id}: imported {} llama-bench tests into {} ({})",
+        records.len(),
+        o.db.display(),
+        run_dir.display()
+    );
+    Ok(exit::OK)
+}
+
+fn report(o: ReportOptions) -> Result<u8> {
+    if !o.db.exists() {
+        bail!("{} does not exist: run a sweep first or pass --db", o.db.display());
+    }
+    let store = Store::open(&o.db)?;
+    let row = match &o.run_id {
+        Some(id) => store.run(id)?.with_context(|| format!("no run {id} in {}", o.db.display()))?,
+        None => store.runs()?.pop().with_context(|| format!("no runs in {}", o.db.display()))?,
+    };
+    let records = store.records(&row.run_id)?;
+    let claims = report::claims(&records, Path::new(&row.run_dir));
+    if o.json {
+        println!("{}", serde_json::to_string(&json!({"run": row.run_id, "status": row.status, "claims": claims}))?);
+    } else {
+        print!("{}", report::render(&row.run_id, &row.run_dir, &records, &claims));
+    }
+    Ok(exit::OK)
+}

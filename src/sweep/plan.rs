@@ -1,0 +1,506 @@
+//! The resolved plan: every endpoint with its program, arguments and API, the models, prompt texts and settings of
+//! a sweep, checked and with defaults filled in ([`resolve`]). It is stored with the run as JSON, so `--resume`
+//! replays exactly the same cells in the same order even if the TOML file or the flags changed since; its serialized
+//! shape is what runs of earlier versions stored. The cells are expanded from it in [`super::cells`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::presets::Preset;
+use super::record::Api;
+use super::spec::{EndpointSpec, ModelEntry, PromptSpec, SpecFile};
+
+/// Defaults, in seconds. Read: a cold model load on a slow backend sends no byte for minutes (Ollama loads the
+/// model inside the request). Ready: llama-server loads the model before `/health` turns 200.
+pub const DEFAULT_CONNECT_S: f64 = 5.0;
+pub const DEFAULT_READ_S: f64 = 300.0;
+pub const DEFAULT_REQUEST_S: f64 = 1800.0;
+pub const DEFAULT_READY_S: f64 = 300.0;
+pub const DEFAULT_GRACE_S: f64 = 10.0;
+pub const DEFAULT_SEED: i64 = 42;
+pub const DEFAULT_NUM_PREDICT: i64 = 128;
+pub const DEFAULT_PROMPT: &str = "Why is the sky blue?";
+/// Default observer window for sweeps: shorter than `backscope trace`'s 50 ms, so a request's join waits less and
+/// windows straddling a request boundary are shorter.
+pub const DEFAULT_TRACE_INTERVAL_MS: u64 = 20;
+
+/// Everything a run needs, resolved; stored with the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub endpoints: Vec<Endpoint>,
+    pub models: Vec<Model>,
+    pub num_gpu: Vec<i64>,
+    pub prompts: Vec<Prompt>,
+    pub num_predict: Vec<i64>,
+    pub epochs: u32,
+    pub repetitions: u32,
+    pub temperature: f64,
+    pub seed: i64,
+    pub stream: bool,
+    pub options: Map<String, Value>,
+    pub request: Map<String, Value>,
+    pub timeouts: Timeouts,
+    /// Per-request kernel observation (`--trace`); absent in plans of runs without it (and of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TracePlan>,
+}
+
+/// Timeouts in seconds, all set.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Timeouts {
+    pub connect_s: f64,
+    pub read_s: f64,
+    pub request_s: f64,
+    pub ready_s: f64,
+    pub grace_s: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub name: String,
+    pub kind: EndpointKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EndpointKind {
+    External {
+        url: String,
+        /// Known from the spec, or detected when the run was created; `None` = detect per cell.
+        api: Option<Api>,
+        log_file: Option<PathBuf>,
+    },
+    Managed {
+        preset: Preset,
+        api: Api,
+        program: PathBuf,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        port: Option<u16>,
+        ready_timeout_s: f64,
+    },
+}
+
+impl Endpoint {
+    pub fn is_managed(&self) -> bool {
+        matches!(self.kind, EndpointKind::Managed { .. })
+    }
+
+    /// The API, when known before the first request.
+    pub fn api(&self) -> Option<Api> {
+        match &self.kind {
+            EndpointKind::External { api, .. } => *api,
+            EndpointKind::Managed { api, .. } => Some(*api),
+        }
+    }
+
+    /// Whether num_gpu can be chosen per cell: per request (Ollama) or per server start (managed llama-server).
+    /// An external llama-server runs with the `-ngl` it was started with.
+    pub fn num_gpu_settable(&self) -> bool {
+        match &self.kind {
+            EndpointKind::External { api, .. } => matches!(api, None | Some(Api::Ollama)),
+            EndpointKind::Managed { preset, api, args, .. } => preset.num_gpu_settable(*api, args),
+        }
+    }
+
+    /// The model name this endpoint understands.
+    pub fn model_name<'a>(&self, m: &'a Model) -> &'a str {
+        match self.api() {
+            Some(Api::Ollama) | None => &m.ollama,
+            _ if self.is_managed() => &m.gguf,
+            _ => &m.label,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+pub struct Model {
+    pub label: String,
+    pub ollama: String,
+    pub gguf: String,
+}
+
+impl Model {
+    fn of(entry: &ModelEntry) -> Model {
+        match entry {
+            ModelEntry::Name(n) => Model { label: n.clone(), ollama: n.clone(), gguf: n.clone() },
+            ModelEntry::Table { name, ollama, gguf } => Model {
+                label: name.clone(),
+                ollama: ollama.clone().unwrap_or_else(|| name.clone()),
+                gguf: gguf.clone().unwrap_or_else(|| name.clone()),
+            },
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Prompt {
+    pub name: String,
+    pub text: String,
+    /// The requested size, for `tokens = N` prompts.
+    pub target_tokens: Option<u32>,
+}
+
+/// How requests are joined to observed kernel launches.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TracePlan {
+    /// The observer library loaded into managed servers (`None` when every traced endpoint is external).
+    pub observer: Option<PathBuf>,
+    /// Window length given to managed servers' observers.
+    pub interval_ms: u64,
+    /// External endpoints' trace directories, by endpoint name.
+    #[serde(default)]
+    pub dirs: BTreeMap<String, PathBuf>,
+}
+
+/// A prompt of about `n` tokens: common English words, deterministic, each a single token in the BPE and
+/// SentencePiece vocabularies of current models (with its leading space). Tokenizers differ, so the count the
+/// server reports is recorded per cell (`prompt_n`).
+pub fn prompt_of_tokens(n: u32) -> String {
+    const WORDS: [&str; 64] = [
+        "the", "of", "and", "to", "in", "is", "you", "that", "it", "he", "was", "for", "on", "are", "as", "with",
+        "his", "they", "at", "be", "this", "have", "from", "or", "one", "had", "by", "word", "but", "not", "what",
+        "all", "were", "we", "when", "your", "can", "said", "there", "use", "an", "each", "which", "she", "do", "how",
+        "their", "if", "will", "up", "other", "about", "out", "many", "then", "them", "these", "so", "some", "her",
+        "would", "make", "like", "him",
+    ];
+    // A stride coprime to 64 walks every word before repeating; the offset changes the order per lap, so the text
+    // is not one short cycle that a prompt cache or a repetition penalty would treat specially.
+    (0..n as usize).map(|i| WORDS[(i * 37 + i / 64) % 64]).collect::<Vec<_>>().join(" ")
+}
+
+fn validate_name(name: &str) -> Result<()> {
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
+        bail!("endpoint name `{name}`: use letters, digits, `.`, `_` and `-` only (it names files and table rows)");
+    }
+    Ok(())
+}
+
+/// Resolve a merged spec (its paths already absolute) into a plan. `detect` is asked for the API of external
+/// endpoints whose `api` is not set (it may answer `None` when the endpoint does not answer yet; cells then detect
+/// it themselves). Mistakes are refused in the order the spec lists things, each with what to do.
+pub fn resolve(spec: &SpecFile, detect: &mut dyn FnMut(&str) -> Option<Api>) -> Result<Plan> {
+    if spec.endpoints.is_empty() {
+        bail!("no endpoints: give --endpoint NAME=URL (an Ollama or llama-server you run) or --server NAME=llama-server (one backscope starts), or a --spec file");
+    }
+    let timeouts = timeouts(spec)?;
+    let mut endpoints = Vec::new();
+    for e in &spec.endpoints {
+        validate_name(&e.name)?;
+        if endpoints.iter().any(|x: &Endpoint| x.name == e.name) {
+            bail!("two endpoints are named `{}`; names must be unique", e.name);
+        }
+        endpoints.push(Endpoint { name: e.name.clone(), kind: endpoint_kind(e, spec, &timeouts, detect)? });
+    }
+    let models = models(spec)?;
+    let prompts = prompts(spec)?;
+    let num_gpu = if spec.num_gpu.is_empty() { vec![-1] } else { spec.num_gpu.clone() };
+    if let Some(bad) = num_gpu.iter().find(|&&n| n < -1) {
+        bail!("num_gpu {bad}: use a layer count ≥ 0, or -1 to let the runtime decide");
+    }
+    let num_predict = if spec.num_predict.is_empty() { vec![DEFAULT_NUM_PREDICT] } else { spec.num_predict.clone() };
+    if let Some(bad) = num_predict.iter().find(|&&n| n < 1) {
+        bail!("num_predict {bad}: generate at least one token");
+    }
+    for list in [&num_gpu, &num_predict] {
+        let mut seen = BTreeSet::new();
+        if let Some(x) = list.iter().find(|&x| !seen.insert(x)) {
+            bail!("value {x} is listed twice in a num_gpu/num_predict list");
+        }
+    }
+    let trace = trace(spec, &endpoints)?;
+    let epochs = spec.epochs.unwrap_or(1);
+    let repetitions = spec.repetitions.unwrap_or(1);
+    if epochs == 0 || repetitions == 0 {
+        bail!("epochs and repetitions must be at least 1");
+    }
+    Ok(Plan {
+        endpoints,
+        models,
+        num_gpu,
+        prompts,
+        num_predict,
+        epochs,
+        repetitions,
+        temperature: spec.temperature.unwrap_or(0.0),
+        seed: spec.seed.unwrap_or(DEFAULT_SEED),
+        stream: spec.stream.unwrap_or(true),
+        options: spec.options.clone(),
+        request: spec.request.clone(),
+        timeouts,
+        trace,
+    })
+}
+
+fn timeouts(spec: &SpecFile) -> Result<Timeouts> {
+    let t = &spec.timeouts;
+    let timeouts = Timeouts {
+        connect_s: t.connect_s.unwrap_or(DEFAULT_CONNECT_S),
+        read_s: t.read_s.unwrap_or(DEFAULT_READ_S),
+        request_s: t.request_s.unwrap_or(DEFAULT_REQUEST_S),
+        ready_s: t.ready_s.unwrap_or(DEFAULT_READY_S),
+        grace_s: t.grace_s.unwrap_or(DEFAULT_GRACE_S),
+    };
+    for (what, v) in [
+        ("connect", timeouts.connect_s),
+        ("read", timeouts.read_s),
+        ("request", timeouts.request_s),
+        ("ready", timeouts.ready_s),
+        ("grace", timeouts.grace_s),
+    ] {
+        if !(v > 0.0 && v.is_finite()) {
+            bail!("the {what} timeout must be a positive number of seconds, not {v}");
+        }
+    }
+    Ok(timeouts)
+}
+
+fn endpoint_kind(
+    e: &EndpointSpec,
+    spec: &SpecFile,
+    timeouts: &Timeouts,
+    detect: &mut dyn FnMut(&str) -> Option<Api>,
+) -> Result<EndpointKind> {
+    match (&e.url, e.server) {
+        (Some(_), Some(_)) => bail!(
+            "endpoint `{}` has both `url` and `server`: an endpoint is either external or started by backscope",
+            e.name
+        ),
+        (None, None) => {
+            bail!("endpoint `{}` needs `url` (external) or `server` (llama-server, ollama, command)", e.name)
+        }
+        (Some(url), None) => {
+            if url.starts_with("https://") {
+                bail!("endpoint `{}`: {url}: backscope speaks plain HTTP only (local servers); use http://", e.name);
+            }
+            if !url.starts_with("http://") {
+                bail!("endpoint `{}`: `{url}` is not an http:// URL (e.g. http://127.0.0.1:11434)", e.name);
+            }
+            if !e.args.is_empty() || !e.env.is_empty() || e.program.is_some() || e.port.is_some() {
+                bail!("endpoint `{}` is external (`url`): args, env, program and port apply only to servers backscope starts", e.name);
+            }
+            let api = e.api.or_else(|| detect(url));
+            Ok(EndpointKind::External { url: url.trim_end_matches('/').to_string(), api, log_file: e.log_file.clone() })
+        }
+        (None, Some(preset)) => {
+            if e.trace_dir.is_some() {
+                bail!("endpoint `{}`: `trace_dir` is for external endpoints; backscope gives the servers it starts a trace directory in the run directory", e.name);
+            }
+            let Some(program) = e.program.clone().or_else(|| preset.default_program(spec.llama_bin.as_deref())) else {
+                bail!("endpoint `{}`: a `command` server needs `program`", e.name)
+            };
+            let Some(api) = preset.api(e.api) else {
+                let asked = e.api.map(|a| a.to_string()).unwrap_or_default();
+                bail!("endpoint `{}`: the {preset:?} preset speaks its own API, not {asked}", e.name)
+            };
+            Ok(EndpointKind::Managed {
+                preset,
+                api,
+                program,
+                args: e.args.clone(),
+                env: e.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                port: e.port,
+                ready_timeout_s: e.ready_timeout_s.unwrap_or(timeouts.ready_s),
+            })
+        }
+    }
+}
+
+fn models(spec: &SpecFile) -> Result<Vec<Model>> {
+    if spec.models.is_empty() {
+        bail!("no model: give --model (an Ollama name like qwen3.5:2b, or a GGUF path for llama-server)");
+    }
+    let models: Vec<Model> = spec.models.iter().map(Model::of).collect();
+    let mut labels = BTreeSet::new();
+    if let Some(m) = models.iter().find(|m| !labels.insert(&m.label)) {
+        bail!("model `{}` is listed twice", m.label);
+    }
+    Ok(models)
+}
+
+fn prompts(spec: &SpecFile) -> Result<Vec<Prompt>> {
+    let default =
+        [PromptSpec { name: Some("default".into()), text: Some(DEFAULT_PROMPT.into()), ..Default::default() }];
+    let specs = if spec.prompts.is_empty() { &default[..] } else { &spec.prompts[..] };
+    let mut prompts: Vec<Prompt> = Vec::new();
+    for (i, p) in specs.iter().enumerate() {
+        let (default_name, text, target) = match (&p.text, &p.file, p.tokens) {
+            (Some(t), None, None) => (format!("text{}", i + 1), t.clone(), None),
+            (None, Some(f), None) => {
+                let t =
+                    std::fs::read_to_string(f).with_context(|| format!("cannot read prompt file {}", f.display()))?;
+                let stem = f.file_stem().map(|s| s.to_string_lossy().into_owned());
+                (stem.unwrap_or_else(|| format!("file{}", i + 1)), t, None)
+            }
+            (None, None, Some(n)) if n > 0 => (format!("{n}tok"), prompt_of_tokens(n), Some(n)),
+            (None, None, Some(_)) => bail!("prompt {}: `tokens` must be at least 1", i + 1),
+            _ => bail!("prompt {}: give exactly one of `text`, `file` or `tokens`", i + 1),
+        };
+        let name = p.name.clone().unwrap_or(default_name);
+        if prompts.iter().any(|x| x.name == name) {
+            bail!("two prompts are named `{name}`; give them distinct `name`s");
+        }
+        prompts.push(Prompt { name, text, target_tokens: target });
+    }
+    Ok(prompts)
+}
+
+fn trace(spec: &SpecFile, endpoints: &[Endpoint]) -> Result<Option<TracePlan>> {
+    if spec.trace != Some(true) {
+        if spec.endpoints.iter().any(|e| e.trace_dir.is_some()) || spec.observer.is_some() {
+            bail!("`trace_dir` and `observer` need `trace = true` (--trace)");
+        }
+        return Ok(None);
+    }
+    let dirs: BTreeMap<String, PathBuf> =
+        spec.endpoints.iter().filter_map(|e| e.trace_dir.as_ref().map(|d| (e.name.clone(), d.clone()))).collect();
+    let observer = if endpoints.iter().any(Endpoint::is_managed) {
+        Some(crate::tracecmd::find_observer(spec.observer.as_deref())?)
+    } else {
+        None
+    };
+    let interval_ms = spec.trace_interval_ms.unwrap_or(DEFAULT_TRACE_INTERVAL_MS);
+    if interval_ms == 0 {
+        bail!("trace_interval_ms must be at least 1: with 0 the observer writes only at exit and no request could be joined");
+    }
+    Ok(Some(TracePlan { observer, interval_ms, dirs }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::sweep::flags::SweepFlags;
+
+    fn plan_of(f: impl FnOnce(&mut SweepFlags)) -> Result<Plan> {
+        let mut flags = SweepFlags::default();
+        f(&mut flags);
+        let spec = flags.merge_onto(SpecFile::default(), Path::new("/cwd"))?;
+        resolve(&spec, &mut |_| None)
+    }
+
+    #[test]
+    fn full_toml_form() {
+        let spec: SpecFile = toml::from_str(
+            r#"
+            num_gpu = [0, -1]
+            num_predict = [4, 16]
+            epochs = 2
+            repetitions = 3
+            temperature = 0.5
+            seed = 7
+            stream = false
+            models = ["a", { name = "qwen", ollama = "qwen3.5:2b", gguf = "/m/qwen.gguf" }]
+            [options]
+            num_ctx = 2048
+            [request]
+            keep_alive = "1m"
+            [timeouts]
+            ready_s = 30
+            [[prompts]]
+            name = "short"
+            text = "Hello"
+            [[prompts]]
+            tokens = 64
+            [[endpoints]]
+            name = "x"
+            server = "command"
+            program = "python3"
+            args = ["-m", "http.server", "{port}"]
+            api = "openai"
+            "#,
+        )
+        .unwrap();
+        let p = resolve(&spec, &mut |_| None).unwrap();
+        assert_eq!(p.prompts[1].name, "64tok");
+        assert_eq!(p.prompts[1].text.split(' ').count(), 64);
+        assert_eq!(p.options["num_ctx"], 2048);
+        assert_eq!(p.request["keep_alive"], "1m");
+        assert_eq!(p.timeouts.ready_s, 30.0);
+        assert_eq!(p.timeouts.read_s, DEFAULT_READ_S);
+        assert_eq!((p.temperature, p.seed, p.stream, p.epochs, p.repetitions), (0.5, 7, false, 2, 3));
+        let e = &p.endpoints[0];
+        assert_eq!(e.model_name(&p.models[1]), "/m/qwen.gguf");
+        assert_eq!(e.api(), Some(Api::OpenAi));
+        assert!(!e.num_gpu_settable(), "a command without {{num_gpu}} that is not Ollama cannot vary it");
+    }
+
+    #[test]
+    fn mistakes_are_refused_with_what_to_do() {
+        /// The error of a plan with one model and what `f` adds.
+        fn err(f: impl FnOnce(&mut SweepFlags)) -> String {
+            let e = plan_of(|x| {
+                x.models = vec!["m".into()];
+                f(x)
+            })
+            .unwrap_err();
+            format!("{e:#}")
+        }
+        fn ngl(f: &mut SweepFlags, n: Vec<i64>) {
+            f.endpoints = vec!["a=http://x".into()];
+            f.num_gpu = n
+        }
+        assert!(err(|_| {}).contains("no endpoints"));
+        assert!(err(|f| f.endpoints = vec!["a=https://x".into()]).contains("plain HTTP"));
+        assert!(err(|f| f.endpoints = vec!["a=ftp://x".into()]).contains("not an http:// URL"));
+        assert!(err(|f| f.endpoints = vec!["a b=http://x".into()]).contains("letters, digits"));
+        assert!(err(|f| f.endpoints = vec!["a=http://x".into(), "a=http://y".into()]).contains("unique"));
+        assert!(err(|f| f.servers = vec!["a=command".into()]).contains("needs `program`"));
+        assert!(err(|f| ngl(f, vec![-2])).contains("-1 to let"));
+        assert!(err(|f| ngl(f, vec![1, 1])).contains("twice"));
+        assert!(err(|f| {
+            ngl(f, vec![0]);
+            f.epochs = Some(0)
+        })
+        .contains("at least 1"));
+        assert!(err(|f| {
+            ngl(f, vec![0]);
+            f.timeouts.read_s = Some(-1.0)
+        })
+        .contains("read timeout must be a positive number"));
+        assert!(err(|f| {
+            ngl(f, vec![0]);
+            f.prompt_files = vec!["/nonexistent/p.txt".into()]
+        })
+        .contains("cannot read prompt file /nonexistent/p.txt"));
+        let no_model = plan_of(|f| f.endpoints = vec!["a=http://x".into()]).unwrap_err();
+        assert!(format!("{no_model:#}").contains("no model"));
+    }
+
+    #[test]
+    fn a_preset_keeps_its_own_api() {
+        let spec: SpecFile = toml::from_str(
+            "models = [\"m\"]\n[[endpoints]]\nname = \"ls\"\nserver = \"llama-server\"\napi = \"ollama\"\n",
+        )
+        .unwrap();
+        let e = format!("{:#}", resolve(&spec, &mut |_| None).unwrap_err());
+        assert_eq!(e, "endpoint `ls`: the LlamaServer preset speaks its own API, not ollama");
+    }
+
+    #[test]
+    fn token_prompts_are_deterministic_and_varied() {
+        let a = prompt_of_tokens(200);
+        assert_eq!(a, prompt_of_tokens(200));
+        assert_eq!(a.split(' ').count(), 200);
+        let distinct: BTreeSet<&str> = a.split(' ').collect();
+        assert_eq!(distinct.len(), 64);
+        assert!(prompt_of_tokens(1).split(' ').count() == 1);
+    }
+
+    #[test]
+    fn plans_round_trip_through_json_for_resume() {
+        let p = plan_of(|f| {
+            f.servers = vec!["cpu=llama-server:--device,none".into()];
+            f.endpoints = vec!["o=http://127.0.0.1:1".into()];
+            f.models = vec!["m.gguf".into()];
+        })
+        .unwrap();
+        let back: Plan = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
+        assert_eq!(back, p);
+    }
+}
