@@ -76,6 +76,22 @@ pub struct Report {
     pub crashes_dropped: u64,
     /// Crashes grouped by signature, most frequent first.
     pub signatures: Vec<SignatureGroup>,
+    /// The state of the last runner when the log ends.
+    pub ending: Ending,
+}
+
+/// How the log ends: what a caller that saw the process die needs to place the death.
+#[derive(Clone, Debug, Serialize)]
+pub struct Ending {
+    pub last_line: u64,
+    /// llama-server's `cleaning up before exit` in the last runner lifetime.
+    pub orderly_shutdown: Option<u64>,
+    /// A llama-server task had started and not finished when the log ends.
+    pub request_in_progress: Option<u64>,
+    /// The phase a crash right at the end would be in (the crash rules without a stack).
+    pub phase: Phase,
+    pub phase_rule: String,
+    pub phase_lines: Vec<u64>,
 }
 
 /// A set of line numbers as ranges (bounded).
@@ -308,6 +324,9 @@ struct Lifetime {
     ready: Option<u64>,
     request_done: Option<u64>,
     prompt_done: Option<u64>,
+    /// A llama-server task began and has not finished.
+    request_open: Option<u64>,
+    shutdown: Option<u64>,
 }
 
 /// An open incident.
@@ -321,6 +340,32 @@ struct Open {
     go_dump_started: bool,
     terminated: bool,
     discovery_failure: bool,
+}
+
+impl Open {
+    fn new(crash: Crash, at_open: Lifetime) -> Self {
+        Open { crash, at_open, in_crashing_goroutine: false, go_dump_started: false, terminated: false, discovery_failure: false }
+    }
+}
+
+fn new_crash(line: u64, offset: u64, time: Option<Timestamp>) -> Crash {
+    Crash {
+        line,
+        offset,
+        t: None,
+        phase: Phase::Unknown,
+        phase_rule: String::new(),
+        phase_lines: Vec::new(),
+        signal: None,
+        causes: Vec::new(),
+        consequences: Vec::new(),
+        goroutine: None,
+        frames: Vec::new(),
+        frames_dropped: 0,
+        signature: Signature { id: String::new(), text: String::new(), frames: Vec::new() },
+        last_line: line,
+        time,
+    }
 }
 
 /// Builds a [`Report`] from events.
@@ -342,11 +387,13 @@ pub struct Analyzer {
     crashes: Vec<Crash>,
     crashes_dropped: u64,
     groups: Vec<SignatureGroup>,
-    saw_slog: bool,
+    saw_ollama: bool,
     saw_llama_server_runner: bool,
     saw_go_runner: bool,
     saw_llama: bool,
     gpu_backend: String,
+    last_line: u64,
+    last_offset: u64,
 }
 
 impl Analyzer {
@@ -368,17 +415,40 @@ impl Analyzer {
             crashes: Vec::new(),
             crashes_dropped: 0,
             groups: Vec::new(),
-            saw_slog: false,
+            saw_ollama: false,
             saw_llama_server_runner: false,
             saw_go_runner: false,
             saw_llama: false,
             gpu_backend: String::new(),
+            last_line: 0,
+            last_offset: 0,
+        }
+    }
+
+    /// Record that the process writing the log died, as its supervisor saw it (e.g. `killed by signal 11
+    /// (SIGSEGV)`): a log often stops without a word when a process is killed. The death joins the open
+    /// incident, or becomes a crash at the last line, placed in a phase by the same rules. Its cause line
+    /// has line number 0: it comes from the caller, not from the log.
+    pub fn process_exit(&mut self, description: &str) {
+        if self.open.is_none() {
+            let crash = new_crash(self.last_line, self.last_offset, self.last_time);
+            self.open = Some(Open::new(crash, self.lifetime));
+        }
+        if let Some(open) = self.open.as_mut() {
+            let line = CrashLine { kind: "process_exit", text: clip(format!("process exit: {description}")), line: 0 };
+            if open.crash.causes.is_empty() && open.crash.signal.is_none() {
+                open.crash.causes.push(line);
+            } else {
+                open.crash.consequences.push(line);
+            }
         }
     }
 
     /// Take one event.
     pub fn event(&mut self, e: &Event<'_>) {
         *self.counts.entry(e.kind.name()).or_insert(0) += 1;
+        self.last_line = e.line;
+        self.last_offset = e.offset;
         let cap = self.limits.max_ranges;
         if e.flags.truncated {
             self.truncated.add(e.line, cap);
@@ -395,7 +465,9 @@ impl Analyzer {
             return;
         }
         let slog_line = e.text.starts_with(b"time=");
-        self.saw_slog |= slog_line;
+        self.saw_ollama |= slog_line
+            || e.text.starts_with(b"[GIN]")
+            || matches!(e.kind, EventKind::GoFrame { function } if find_bytes(function, b"ollama").is_some());
         self.saw_llama |= !slog_line && !e.kind.is_trace();
         self.lifecycle(e);
         self.facts(e, slog_line);
@@ -413,7 +485,16 @@ impl Analyzer {
                 self.clock = Some(t.clock);
                 Some(t)
             }
-            Some(c) if c == t.clock => Some(t),
+            Some(c) if c == t.clock => {
+                // A whole-second stamp (Gin, a journal) written in the same second as a finer earlier one
+                // (slog): the finer one is the better estimate, and time does not run backwards.
+                match self.last_time {
+                    Some(last) if t.micros % 1_000_000 == 0 && (t.micros..t.micros + 1_000_000).contains(&last.micros) => {
+                        Some(last)
+                    }
+                    _ => Some(t),
+                }
+            }
             Some(_) => None,
         }
     }
@@ -451,11 +532,18 @@ impl Analyzer {
                     self.lifetime.ready = Some(l);
                 }
             }
-            RequestStarted { .. } => self.lifetime.prompt_done = None,
-            PromptDone { .. } => self.lifetime.prompt_done = Some(l),
+            RequestStarted { .. } => {
+                self.lifetime.prompt_done = None;
+                self.lifetime.request_open = Some(l);
+            }
+            PromptDone { .. } | Progress { decoding: true, .. } => {
+                self.lifetime.prompt_done.get_or_insert(l);
+            }
+            Shutdown => self.lifetime.shutdown = Some(l),
             RequestDone { .. } | Timing { which: TimingKind::Total, .. } => {
                 self.lifetime.request_done = Some(l);
                 self.lifetime.prompt_done = None;
+                self.lifetime.request_open = None;
             }
             HttpRequest { status, path, .. } if (200..300).contains(&status) && is_inference_route(path) => {
                 self.lifetime.request_done = Some(l);
@@ -517,6 +605,20 @@ impl Analyzer {
                     warp_size: v.warp_size,
                     int_dot: v.int_dot,
                     matrix_cores: v.matrix_cores.map(text),
+                    line: e.line,
+                    ..Device::default()
+                };
+                push_device(&mut f.devices, dev, cap);
+            }
+            DeviceListed { device, description, total_mib, .. } => {
+                let name = text(device);
+                let digits = name.bytes().rev().take_while(u8::is_ascii_digit).count();
+                let (backend, index) = name.split_at(name.len() - digits);
+                let dev = Device {
+                    backend: backend.to_string(),
+                    index: index.parse().unwrap_or(0),
+                    name: text(description),
+                    vram_mib: total_mib,
                     line: e.line,
                     ..Device::default()
                 };
@@ -597,31 +699,8 @@ impl Analyzer {
             if !fatal {
                 return;
             }
-            let crash = Crash {
-                line: e.line,
-                offset: e.offset,
-                t: None,
-                phase: Phase::Unknown,
-                phase_rule: String::new(),
-                phase_lines: Vec::new(),
-                signal: None,
-                causes: Vec::new(),
-                consequences: Vec::new(),
-                goroutine: None,
-                frames: Vec::new(),
-                frames_dropped: 0,
-                signature: Signature { id: String::new(), text: String::new(), frames: Vec::new() },
-                last_line: e.line,
-                time: time.or(self.last_time),
-            };
-            self.open = Some(Open {
-                crash,
-                at_open: self.lifetime,
-                in_crashing_goroutine: false,
-                go_dump_started: false,
-                terminated: false,
-                discovery_failure: false,
-            });
+            let crash = new_crash(e.line, e.offset, time.or(self.last_time));
+            self.open = Some(Open::new(crash, self.lifetime));
         }
         let max_frames = self.limits.max_frames;
         let max_lines = self.limits.max_causes;
@@ -776,6 +855,15 @@ impl Analyzer {
     /// Finish: close the open incident and assemble the report.
     pub fn finish(mut self, stats: Stats) -> Report {
         self.close_incident();
+        let (phase, phase_rule, phase_lines) = decide_phase(&self.lifetime, false, &[]);
+        let ending = Ending {
+            last_line: self.last_line,
+            orderly_shutdown: self.lifetime.shutdown,
+            request_in_progress: self.lifetime.request_open,
+            phase,
+            phase_rule,
+            phase_lines,
+        };
         let origin = self.head.iter().chain(self.tail.iter()).find_map(|e| e.time);
         let rel = |t: Option<Timestamp>| -> Option<f64> {
             let (t, o) = (t?, origin?);
@@ -794,7 +882,7 @@ impl Analyzer {
             "ollama"
         } else if self.saw_go_runner {
             "ollama-go-runner"
-        } else if self.saw_slog {
+        } else if self.saw_ollama {
             "ollama"
         } else if self.saw_llama {
             "llama.cpp"
@@ -817,6 +905,7 @@ impl Analyzer {
             crashes: self.crashes,
             crashes_dropped: self.crashes_dropped,
             signatures: self.groups,
+            ending,
         }
     }
 }
@@ -914,7 +1003,7 @@ fn decide_phase(lt: &Lifetime, discovery_failure: bool, frames: &[Frame]) -> (Ph
     if lt.request_done.is_some() || lt.prompt_done.is_some() {
         return (
             Phase::Decode,
-            "a request had finished (or the prompt was done) before the crash in this runner".into(),
+            "a request had finished in this runner, or the current request had finished its prompt".into(),
             lines(&[lt.request_done, lt.prompt_done]),
         );
     }
@@ -1011,6 +1100,13 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
             }
             s
         }
+        DeviceListed { device, description, total_mib, free_mib } => {
+            let mem = match (total_mib, free_mib) {
+                (Some(t), Some(f)) => format!(" ({t} MiB, {f} MiB free)"),
+                _ => String::new(),
+            };
+            format!("device available: {} {}{mem}", t(device), t(description))
+        }
         DeviceUsed { device, description, free_mib } => {
             let free = free_mib.map(|f| format!(", {f} MiB free")).unwrap_or_default();
             format!("using device {} {}{free}", t(device), t(description))
@@ -1048,6 +1144,13 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
         RequestStarted { task } => format!("task {} started", task.map_or("?".into(), |v| v.to_string())),
         PromptDone { task } => format!("task {} prompt done", task.map_or("?".into(), |v| v.to_string())),
         RequestDone { task } => format!("task {} done", task.map_or("?".into(), |v| v.to_string())),
+        Progress { task, decoding, tokens } => format!(
+            "task {} {} {} tokens",
+            task.map_or("?".into(), |v| v.to_string()),
+            if decoding { "decoding: generated" } else { "prompt: processed" },
+            tokens.map_or("?".into(), |v| v.to_string())
+        ),
+        Shutdown => "orderly shutdown".into(),
         Timing { which, ms, tokens } => {
             let w = match which {
                 TimingKind::PromptEval => "prompt eval",
@@ -1077,9 +1180,11 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
             format!("{} error: {}{}", t(library), t(message), arch.map(|a| format!(" [arch {}]", t(a))).unwrap_or_default())
         }
         Signal { signal, description } => format!("{}: {}", t(signal), t(description)),
-        SignalContext { pc, addr, sigcode } => {
-            format!("PC={} addr={} sigcode={}", opt(pc), opt(addr), opt(sigcode))
-        }
+        SignalContext { pc, addr, sigcode } => [("PC", pc), ("addr", addr), ("sigcode", sigcode)]
+            .iter()
+            .filter_map(|(k, v)| v.map(|v| format!("{k}={}", t(v))))
+            .collect::<Vec<_>>()
+            .join(" "),
         SignalInForeignCode => "signal arrived during cgo execution (in C/C++ code)".into(),
         GoFatal { message } => format!("Go fatal: {}", t(message)),
         GgmlAssert { file, line, condition } => {

@@ -470,6 +470,14 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
             return Some(EventKind::SignalInForeignCode);
         }
     }
+    if let Some(rest) = msg.strip_prefix(b"GGML_ASSERT: ") {
+        // The older form (llama.cpp before 2024-06): `GGML_ASSERT: path/file.cu:60: !"CUDA error"`.
+        let split = find(rest, b": ")?;
+        let loc = &rest[..split];
+        let colon = loc.iter().rposition(|&b| b == b':')?;
+        let line = leading_u32(&loc[colon + 1..]).map_or(0, |x| x.0);
+        return Some(EventKind::GgmlAssert { file: &loc[..colon], line, condition: trim(&rest[split + 2..]) });
+    }
     if let Some(message) = msg.strip_prefix(b"fatal error: ").or_else(|| msg.strip_prefix(b"panic: ")) {
         return Some(EventKind::GoFatal { message });
     }
@@ -494,13 +502,28 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
             return Some(kind);
         }
     }
-    if let Some(rest) = msg.strip_prefix(b"slot ") {
-        return llama_server_slot(rest);
-    }
-    if let Some(rest) = msg.strip_prefix(b"srv ") {
-        return llama_server_srv(trim_start(rest));
+    if let Some((module, text)) = module_tag(msg) {
+        return match module {
+            b"slot" => llama_server_slot(text),
+            b"srv" => llama_server_srv(text),
+            _ => tagged(text).or_else(|| generic(text)),
+        };
     }
     tagged(msg)
+}
+
+/// llama.cpp's newer `common_log` lines carry a module and a 12-column function name before the text:
+/// `srv  llama_server: model loaded`, `slot launch_slot_: id  3 | task 0 | …`, `cmn  common_init_: …`.
+/// Returns the module and the text after the function name.
+fn module_tag(msg: &[u8]) -> Option<(&[u8], &[u8])> {
+    let module_len = msg.iter().take_while(|b| b.is_ascii_lowercase()).count();
+    if !(2..=5).contains(&module_len) || msg.get(module_len) != Some(&b' ') {
+        return None;
+    }
+    let rest = trim_start(&msg[module_len..]);
+    let function_len = rest.iter().position(|&b| b == b' ' || b == b':')?;
+    let text = rest[function_len..].strip_prefix(b": ")?;
+    (function_len > 0).then_some((&msg[..module_len], text))
 }
 
 /// Lines that begin with whitespace: CUDA/ROCm device lines and GPU error details.
@@ -534,7 +557,7 @@ fn indented(msg: &[u8]) -> Option<EventKind<'_>> {
     if let Some(frame) = native_frame(s) {
         return Some(EventKind::NativeFrame(frame));
     }
-    anywhere(s)
+    device_listed(s).or_else(|| anywhere(s))
 }
 
 /// `  Device 0: NAME, gfx900:xnack- (0x900), VMM: no, Wave Size: 64[, VRAM: N MiB][, ID: x]` (ROCm) or
@@ -643,10 +666,8 @@ fn slot_task(s: &[u8]) -> (Option<u64>, &[u8]) {
     (task, rest)
 }
 
-/// `slot <function>: id  0 | task 3 | <text>` (llama-server `SLT_*` macros).
-fn llama_server_slot(rest: &[u8]) -> Option<EventKind<'_>> {
-    let colon = find(rest, b": ")?;
-    let body = &rest[colon + 2..];
+/// The text of a `slot <function>: id  0 | task 3 | <text>` line (llama-server `SLT_*` macros).
+fn llama_server_slot(body: &[u8]) -> Option<EventKind<'_>> {
     let (task, text) = slot_task(body);
     if let Some(t) = timing(text) {
         return Some(t);
@@ -660,13 +681,19 @@ fn llama_server_slot(rest: &[u8]) -> Option<EventKind<'_>> {
     if text.starts_with(b"stop processing") {
         return Some(EventKind::RequestDone { task });
     }
+    if let Some(n) = text.strip_prefix(b"n_gen = ") {
+        let tokens = leading_u64(trim_start(n)).map(|x| x.0);
+        return Some(EventKind::Progress { task, decoding: true, tokens });
+    }
+    if let Some(n) = text.strip_prefix(b"prompt processing, n_tokens = ") {
+        let tokens = leading_u64(trim_start(n)).map(|x| x.0);
+        return Some(EventKind::Progress { task, decoding: false, tokens });
+    }
     None
 }
 
-/// `srv  <function>: <text>` (llama-server `SRV_*` macros).
-fn llama_server_srv(rest: &[u8]) -> Option<EventKind<'_>> {
-    let colon = find(rest, b": ")?;
-    let text = &rest[colon + 2..];
+/// The text of a `srv  <function>: <text>` line (llama-server `SRV_*` macros).
+fn llama_server_srv(text: &[u8]) -> Option<EventKind<'_>> {
     if let Some(model) = text.strip_prefix(b"loading model ") {
         let model = trim(model);
         let model = model.strip_prefix(b"'").and_then(|m| m.strip_suffix(b"'")).unwrap_or(model);
@@ -674,6 +701,9 @@ fn llama_server_srv(rest: &[u8]) -> Option<EventKind<'_>> {
     }
     if text.starts_with(b"model loaded") || text.starts_with(b"listening on ") {
         return Some(EventKind::ServerReady);
+    }
+    if find(text, b"cleaning up before exit").is_some() {
+        return Some(EventKind::Shutdown);
     }
     if let Some(req) = after(text, b"request: ") {
         return http_request_line(trim(req));
@@ -753,6 +783,11 @@ fn tagged(msg: &[u8]) -> Option<EventKind<'_>> {
         }
         _ => {}
     }
+    generic(text).or_else(|| abort_line(tag, text))
+}
+
+/// Texts recognised whatever function printed them.
+fn generic(text: &[u8]) -> Option<EventKind<'_>> {
     if text.starts_with(b"warming up the model") {
         return Some(EventKind::Warmup);
     }
@@ -771,10 +806,30 @@ fn tagged(msg: &[u8]) -> Option<EventKind<'_>> {
     if let Some(kind) = graph(text) {
         return Some(kind);
     }
-    if let Some(kind) = abort_line(tag, text) {
-        return Some(kind);
+    if let Some(listing) = trim_start(text).strip_prefix(b"- ") {
+        return device_listed(listing);
     }
     None
+}
+
+/// `Vulkan0 : llvmpipe (LLVM 15.0.6, 256 bits) (2048 MiB, 2048 MiB free)` (device_info) or
+/// `CUDA0: NAME (T MiB, F MiB free)` (`--list-devices`).
+fn device_listed(s: &[u8]) -> Option<EventKind<'_>> {
+    let s = trim(s);
+    if !s.ends_with(b" MiB free)") {
+        return None;
+    }
+    let colon = s.iter().position(|&b| b == b':')?;
+    let device = trim(&s[..colon]);
+    if device.is_empty() || device.contains(&b' ') {
+        return None;
+    }
+    let rest = trim(&s[colon + 1..]);
+    let open = call_paren(rest)?;
+    let sizes = &rest[open + 1..rest.len() - 1];
+    let total_mib = leading_u64(trim(sizes)).map(|x| x.0);
+    let free_mib = after(sizes, b", ").and_then(|f| leading_u64(trim(f))).map(|x| x.0);
+    Some(EventKind::DeviceListed { device, description: trim(&rest[..open]), total_mib, free_mib })
 }
 
 /// A model path after ` from `: up to ` (version` when present.
@@ -788,6 +843,9 @@ fn vulkan_line(text: &[u8]) -> Option<EventKind<'_>> {
     if let Some(rest) = text.strip_prefix(b"Found ") {
         let (count, _) = leading_u32(rest)?;
         return Some(EventKind::DevicesFound { backend: b"Vulkan", count });
+    }
+    if text.starts_with(b"No devices found") {
+        return Some(EventKind::DevicesFound { backend: b"Vulkan", count: 0 });
     }
     if let Some((index, rest)) = leading_u32(text) {
         if let Some(rest) = rest.strip_prefix(b" = ") {

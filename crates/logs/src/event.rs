@@ -132,6 +132,9 @@ pub enum EventKind<'a> {
     DevicesFound { backend: Text<'a>, count: u32 },
     GpuDevice(GpuDevice<'a>),
     VulkanDevice(VulkanDevice<'a>),
+    /// A device listed as available: llama-server's `device_info:` block (`  - Vulkan0 : NAME (T MiB, F MiB
+    /// free)`) or `--list-devices` (`  CUDA0: NAME (T MiB, F MiB free)`).
+    DeviceListed { device: Text<'a>, description: Text<'a>, total_mib: Option<u64>, free_mib: Option<u64> },
     /// `llama_model_load_from_file_impl: using device CUDA0 (NAME) (PCI) - F MiB free`.
     DeviceUsed { device: Text<'a>, description: Text<'a>, free_mib: Option<u64> },
     InferenceCompute(InferenceCompute<'a>),
@@ -161,8 +164,13 @@ pub enum EventKind<'a> {
     RequestStarted { task: Option<u64> },
     /// llama-server finished the prompt of a task: `prompt done, n_tokens = N`.
     PromptDone { task: Option<u64> },
+    /// llama-server's progress lines while a task runs: `n_gen = 100, tg = …` (decoding) and
+    /// `prompt processing, n_tokens = …` (prompt); `decoding` tells which.
+    Progress { task: Option<u64>, decoding: bool, tokens: Option<u64> },
     /// llama-server released a slot: `slot release: … stop processing`.
     RequestDone { task: Option<u64> },
+    /// llama-server shutting down in order: `cleaning up before exit`.
+    Shutdown,
     /// `prompt eval time = 12.34 ms / 5 tokens (…)`, `eval time`, `total time`.
     Timing { which: TimingKind, ms: f64, tokens: Option<u64> },
     /// An HTTP request line: Gin `[GIN] … | 500 | 3.4s | 127.0.0.1 | POST "/api/chat"` or llama-server
@@ -237,6 +245,7 @@ impl EventKind<'_> {
             DevicesFound { .. } => "devices_found",
             GpuDevice(_) => "gpu_device",
             VulkanDevice(_) => "vulkan_device",
+            DeviceListed { .. } => "device_listed",
             DeviceUsed { .. } => "device_used",
             InferenceCompute(_) => "inference_compute",
             RunnerStarting { .. } => "runner_starting",
@@ -250,7 +259,9 @@ impl EventKind<'_> {
             ServerReady => "server_ready",
             RequestStarted { .. } => "request_started",
             PromptDone { .. } => "prompt_done",
+            Progress { .. } => "progress",
             RequestDone { .. } => "request_done",
+            Shutdown => "shutdown",
             Timing { .. } => "timing",
             HttpRequest { .. } => "http_request",
             DiscoveryFailure { .. } => "discovery_failure",

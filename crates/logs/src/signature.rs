@@ -76,7 +76,12 @@ pub fn normalise_text(text: &str) -> String {
         if i > 0 {
             out.push(' ');
         }
-        let w = if word.contains('/') || word.contains('\\') {
+        let w = if let Some(scheme_end) = word.find("://") {
+            // A URL: the host and port vary (Ollama's runner port is random), the path does not.
+            let after = &word[scheme_end + 3..];
+            let path = after.find('/').map_or("", |i| &after[i..]);
+            format!("{}://…{path}", &word[..scheme_end])
+        } else if word.contains('/') || word.contains('\\') {
             let trimmed = word.trim_end_matches([':', ',', ')', '"', '\'']);
             let tail = &word[trimmed.len()..];
             let base = trimmed.rsplit(['/', '\\']).next().unwrap_or(trimmed);
@@ -139,6 +144,10 @@ mod tests {
         assert_eq!(
             normalise_text("Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary.dat: Illegal seek at 0x7f12ab"),
             "Cannot read TensileLibrary.dat: Illegal seek at 0x?"
+        );
+        assert_eq!(
+            normalise_text(r#"Post "http://127.0.0.1:49576/completion": EOF"#),
+            r#"Post "http://…/completion": EOF"#
         );
         // SHA-256("abc") begins ba7816bf8f01cfea (FIPS 180-2, appendix B.1).
         assert_eq!(id_of("abc"), "ba7816bf8f01cfea");
