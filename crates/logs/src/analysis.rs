@@ -394,6 +394,8 @@ pub struct Analyzer {
     gpu_backend: String,
     last_line: u64,
     last_offset: u64,
+    /// The log's first timestamp: relative times count from it.
+    origin: Option<Timestamp>,
 }
 
 impl Analyzer {
@@ -422,6 +424,7 @@ impl Analyzer {
             gpu_backend: String::new(),
             last_line: 0,
             last_offset: 0,
+            origin: None,
         }
     }
 
@@ -483,6 +486,7 @@ impl Analyzer {
         match self.clock {
             None => {
                 self.clock = Some(t.clock);
+                self.origin = Some(t);
                 Some(t)
             }
             Some(c) if c == t.clock => {
@@ -696,7 +700,8 @@ impl Analyzer {
             }
         }
         if self.open.is_none() {
-            if !fatal {
+            // A native backtrace is printed only when something aborts: it opens an incident too.
+            if !fatal && !matches!(e.kind, NativeFrame(_)) {
                 return;
             }
             let crash = new_crash(e.line, e.offset, time.or(self.last_time));
@@ -781,7 +786,9 @@ impl Analyzer {
                 }
                 push_line(&mut c.causes, e, summary(&e.kind, slog_line), max_lines);
             }
-            _ if fatal => push_line(&mut c.causes, e, summary(&e.kind, slog_line), max_lines),
+            _ if fatal || matches!(e.kind, GpuErrorLocation { .. }) => {
+                push_line(&mut c.causes, e, summary(&e.kind, slog_line), max_lines)
+            }
             _ => joined = false,
         }
         if joined {
@@ -864,7 +871,7 @@ impl Analyzer {
             phase_rule,
             phase_lines,
         };
-        let origin = self.head.iter().chain(self.tail.iter()).find_map(|e| e.time);
+        let origin = self.origin;
         let rel = |t: Option<Timestamp>| -> Option<f64> {
             let (t, o) = (t?, origin?);
             (t.clock == o.clock).then(|| (t.micros - o.micros) as f64 / 1e6)
