@@ -46,7 +46,8 @@ fn main() -> ExitCode {
     let mut out = BufWriter::new(out.lock());
     let result = if events {
         Parser::parse_reader(input, Limits::default(), |e| {
-            let _ = writeln!(out, "{}\t{}\t{}", e.line, e.kind.name(), render::printable(&String::from_utf8_lossy(e.text)));
+            let _ =
+                writeln!(out, "{}\t{}\t{}", e.line, e.kind.name(), render::printable(&String::from_utf8_lossy(e.text)));
         })
         .map(|stats| {
             let _ = writeln!(out, "# {} lines, {} bytes", stats.lines, stats.bytes);
@@ -54,7 +55,13 @@ fn main() -> ExitCode {
     } else {
         analyze_reader(input, Limits::default()).map(|report| {
             let _ = if quiet {
-                writeln!(out, "{} lines, {} bytes, {} crashes", report.stats.lines, report.stats.bytes, report.crashes.len())
+                writeln!(
+                    out,
+                    "{} lines, {} bytes, {} crashes",
+                    report.stats.lines,
+                    report.stats.bytes,
+                    report.crashes.len()
+                )
             } else if json {
                 serde_json::to_writer_pretty(&mut out, &report).map_err(io::Error::from).and_then(|()| writeln!(out))
             } else {

@@ -344,7 +344,14 @@ struct Open {
 
 impl Open {
     fn new(crash: Crash, at_open: Lifetime) -> Self {
-        Open { crash, at_open, in_crashing_goroutine: false, go_dump_started: false, terminated: false, discovery_failure: false }
+        Open {
+            crash,
+            at_open,
+            in_crashing_goroutine: false,
+            go_dump_started: false,
+            terminated: false,
+            discovery_failure: false,
+        }
     }
 }
 
@@ -493,7 +500,9 @@ impl Analyzer {
                 // A whole-second stamp (Gin, a journal) written in the same second as a finer earlier one
                 // (slog): the finer one is the better estimate, and time does not run backwards.
                 match self.last_time {
-                    Some(last) if t.micros % 1_000_000 == 0 && (t.micros..t.micros + 1_000_000).contains(&last.micros) => {
+                    Some(last)
+                        if t.micros % 1_000_000 == 0 && (t.micros..t.micros + 1_000_000).contains(&last.micros) =>
+                    {
                         Some(last)
                     }
                     _ => Some(t),
@@ -532,9 +541,7 @@ impl Analyzer {
                 self.lifetime.warmup.get_or_insert(l);
             }
             RunnerStarted { .. } | ServerReady => {
-                if self.lifetime.ready.is_none() {
-                    self.lifetime.ready = Some(l);
-                }
+                self.lifetime.ready.get_or_insert(l);
             }
             RequestStarted { .. } => {
                 self.lifetime.prompt_done = None;
@@ -628,29 +635,27 @@ impl Analyzer {
                 };
                 push_device(&mut f.devices, dev, cap);
             }
-            InferenceCompute(ic) => {
-                if f.inference_compute.len() < cap {
-                    let mut m = BTreeMap::new();
-                    let fields = [
-                        ("id", ic.id),
-                        ("library", ic.library),
-                        ("compute", ic.compute),
-                        ("name", ic.name),
-                        ("description", ic.description),
-                        ("libdirs", ic.libdirs),
-                        ("driver", ic.driver),
-                        ("type", ic.device_type),
-                        ("total", ic.total),
-                        ("available", ic.available),
-                    ];
-                    for (k, v) in fields {
-                        if let Some(v) = v {
-                            m.insert(k, text(v));
-                        }
+            InferenceCompute(ic) if f.inference_compute.len() < cap => {
+                let mut m = BTreeMap::new();
+                let fields = [
+                    ("id", ic.id),
+                    ("library", ic.library),
+                    ("compute", ic.compute),
+                    ("name", ic.name),
+                    ("description", ic.description),
+                    ("libdirs", ic.libdirs),
+                    ("driver", ic.driver),
+                    ("type", ic.device_type),
+                    ("total", ic.total),
+                    ("available", ic.available),
+                ];
+                for (k, v) in fields {
+                    if let Some(v) = v {
+                        m.insert(k, text(v));
                     }
-                    m.insert("line", e.line.to_string());
-                    f.inference_compute.push(m);
                 }
+                m.insert("line", e.line.to_string());
+                f.inference_compute.push(m);
             }
             LayersOffloaded { offloaded, total } => f.offload = Some(Offload { offloaded, total, line: e.line }),
             FlashAttention { setting } => f.flash_attention = Some(Sourced { value: text(setting), line: e.line }),
@@ -671,10 +676,8 @@ impl Analyzer {
                     f.buffers.push(Buffer { device, kind: buffer, mib, line: e.line });
                 }
             }
-            RunnerStarted { seconds } => {
-                if f.runner_started_s.len() < cap {
-                    f.runner_started_s.push(Sourced { value: seconds, line: e.line });
-                }
+            RunnerStarted { seconds } if f.runner_started_s.len() < cap => {
+                f.runner_started_s.push(Sourced { value: seconds, line: e.line });
             }
             HttpRequest { status, .. } => *f.http_status.entry(status).or_insert(0) += 1,
             Timing { which, ms, tokens } => {
@@ -692,7 +695,8 @@ impl Analyzer {
         let fatal = e.kind.is_fatal();
         // A new failure after the runner was reported terminated, or a second signal, is a new crash.
         if let Some(open) = &self.open {
-            let new_cause = matches!(e.kind, Signal { .. } | GgmlAssert { .. } | Abort { .. } | GpuError { .. } | GoFatal { .. });
+            let new_cause =
+                matches!(e.kind, Signal { .. } | GgmlAssert { .. } | Abort { .. } | GpuError { .. } | GoFatal { .. });
             if (open.terminated && new_cause && !matches!(e.kind, Signal { .. } if open.crash.signal.is_none()))
                 || (matches!(e.kind, Signal { .. }) && open.crash.signal.is_some())
             {
@@ -747,7 +751,11 @@ impl Analyzer {
             }
             GoFrame { function } => {
                 if open.in_crashing_goroutine {
-                    push_frame(c, Frame { function: text(function), source: None, native: false, line: e.line }, max_frames);
+                    push_frame(
+                        c,
+                        Frame { function: text(function), source: None, native: false, line: e.line },
+                        max_frames,
+                    );
                 } else {
                     joined = false;
                 }
@@ -765,9 +773,10 @@ impl Analyzer {
             NativeFrame(frame) => {
                 if open.go_dump_started {
                     joined = false;
-                } else if let Some(function) =
-                    signature::native_function(frame.module.map(|m| lossy(m)).as_deref(), frame.symbol.map(|s| lossy(s)).as_deref())
-                {
+                } else if let Some(function) = signature::native_function(
+                    frame.module.map(|m| lossy(m)).as_deref(),
+                    frame.symbol.map(|s| lossy(s)).as_deref(),
+                ) {
                     push_frame(c, Frame { function, source: None, native: true, line: e.line }, max_frames);
                 }
             }
@@ -939,7 +948,8 @@ fn is_inference_route(path: &[u8]) -> bool {
 }
 
 fn push_device(devices: &mut Vec<Device>, dev: Device, cap: usize) {
-    if let Some(d) = devices.iter_mut().find(|d| d.backend == dev.backend && d.index == dev.index && d.name == dev.name) {
+    if let Some(d) = devices.iter_mut().find(|d| d.backend == dev.backend && d.index == dev.index && d.name == dev.name)
+    {
         d.line = dev.line;
         return;
     }
@@ -972,7 +982,8 @@ fn clip(mut s: String) -> String {
 }
 
 /// Functions whose presence in the crashing stack tells the phase.
-const DISCOVERY_FUNCTIONS: &[&str] = &["discover.", "GetGPUInfo", "cuda_init", "bootstrapDevices", "ggml_backend_load_all"];
+const DISCOVERY_FUNCTIONS: &[&str] =
+    &["discover.", "GetGPUInfo", "cuda_init", "bootstrapDevices", "ggml_backend_load_all"];
 const LOAD_FUNCTIONS: &[&str] = &[
     "llama_model_load",
     "llama_load_model",
@@ -986,8 +997,15 @@ const LOAD_FUNCTIONS: &[&str] = &[
     "mtmd_init",
     "NewMtmdContext",
 ];
-const COMPUTE_FUNCTIONS: &[&str] =
-    &["llama_decode", "Decode", "processBatch", "Compute", "graph_compute", "ggml_backend_sched_graph_compute", "forwardBatch"];
+const COMPUTE_FUNCTIONS: &[&str] = &[
+    "llama_decode",
+    "Decode",
+    "processBatch",
+    "Compute",
+    "graph_compute",
+    "ggml_backend_sched_graph_compute",
+    "forwardBatch",
+];
 
 fn stack_has(frames: &[Frame], names: &[&str]) -> Option<u64> {
     frames.iter().find(|f| names.iter().any(|n| f.function.contains(n))).map(|f| f.line)
@@ -999,7 +1017,11 @@ fn decide_phase(lt: &Lifetime, discovery_failure: bool, frames: &[Frame]) -> (Ph
         return (Phase::Discovery, "the incident is a GPU-discovery failure".into(), vec![]);
     }
     if lt.discovery_runner {
-        return (Phase::Discovery, "the crashing runner was started without a model (a discovery runner)".into(), lines(&[lt.start]));
+        return (
+            Phase::Discovery,
+            "the crashing runner was started without a model (a discovery runner)".into(),
+            lines(&[lt.start]),
+        );
     }
     if let Some(l) = stack_has(frames, DISCOVERY_FUNCTIONS) {
         return (Phase::Discovery, "the crashing stack is in GPU discovery code".into(), vec![l]);
@@ -1046,8 +1068,12 @@ fn signature_of(c: &Crash) -> Signature {
             parts.push(signature::normalise_text(&first.text));
         }
     }
-    let go: Vec<String> =
-        c.frames.iter().filter(|f| !f.native && !signature::is_go_runtime(&f.function)).map(|f| signature::go_function(&f.function)).collect();
+    let go: Vec<String> = c
+        .frames
+        .iter()
+        .filter(|f| !f.native && !signature::is_go_runtime(&f.function))
+        .map(|f| signature::go_function(&f.function))
+        .collect();
     let frames: Vec<String> = if go.is_empty() {
         c.frames.iter().filter(|f| f.native).map(|f| f.function.clone()).take(SIGNATURE_FRAMES).collect()
     } else {
@@ -1128,7 +1154,9 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
         RunnerStarting { cmd, with_model } => {
             format!("{} starting: {}", if with_model { "runner" } else { "discovery runner" }, t(cmd))
         }
-        ModelLoading { path } => format!("model load begins{}", path.map(|p| format!(": {}", t(p))).unwrap_or_default()),
+        ModelLoading { path } => {
+            format!("model load begins{}", path.map(|p| format!(": {}", t(p))).unwrap_or_default())
+        }
         LayersOffloaded { offloaded, total } => format!("offloaded {offloaded}/{total} layers to GPU"),
         FlashAttention { setting } => format!("flash attention: {}", t(setting)),
         Graph { nodes, splits } => {
@@ -1184,7 +1212,12 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
             supported.map(|s| format!(" (supported: {})", t(s))).unwrap_or_default()
         ),
         BlasError { library, message, arch } => {
-            format!("{} error: {}{}", t(library), t(message), arch.map(|a| format!(" [arch {}]", t(a))).unwrap_or_default())
+            format!(
+                "{} error: {}{}",
+                t(library),
+                t(message),
+                arch.map(|a| format!(" [arch {}]", t(a))).unwrap_or_default()
+            )
         }
         Signal { signal, description } => format!("{}: {}", t(signal), t(description)),
         SignalContext { pc, addr, sigcode } => [("PC", pc), ("addr", addr), ("sigcode", sigcode)]
@@ -1210,7 +1243,9 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
         CppTerminate { exception } => format!("C++ exception: {}", t(exception)),
         OutOfMemory { message } => format!("out of memory: {}", t(message)),
         ProcessCrash { message } => t(message),
-        PostPredictError { error } => format!("post predict failed{}", error.map(|e| format!(": {}", t(e))).unwrap_or_default()),
+        PostPredictError { error } => {
+            format!("post predict failed{}", error.map(|e| format!(": {}", t(e))).unwrap_or_default())
+        }
         RunnerTerminated { error } => format!("runner terminated: {}", t(error)),
         LoadError { error } => format!("model load failed: {}", t(error)),
         CompletionError { message } => format!("completion failed: {}", t(message)),
@@ -1220,8 +1255,10 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
         GoFrameSource { file, line } => format!("{}:{line}", t(file)),
         GoCreatedBy { function } => format!("created by {}", t(function)),
         GoTraceDetail => "trace detail".into(),
-        NativeFrame(f) => signature::native_function(f.module.map(|m| lossy(m)).as_deref(), f.symbol.map(|s| lossy(s)).as_deref())
-            .unwrap_or_else(|| "abort machinery".into()),
+        NativeFrame(f) => {
+            signature::native_function(f.module.map(|m| lossy(m)).as_deref(), f.symbol.map(|s| lossy(s)).as_deref())
+                .unwrap_or_else(|| "abort machinery".into())
+        }
         Other => String::new(),
     };
     clip(s)

@@ -79,7 +79,8 @@ fn leading_u32(s: &[u8]) -> Option<(u32, &[u8])> {
 
 /// A leading decimal number such as `12.34` or `-1`, and the rest.
 fn leading_f64(s: &[u8]) -> Option<(f64, &[u8])> {
-    let n = s.iter().enumerate().take_while(|&(i, &b)| b.is_ascii_digit() || b == b'.' || (i == 0 && b == b'-')).count();
+    let n =
+        s.iter().enumerate().take_while(|&(i, &b)| b.is_ascii_digit() || b == b'.' || (i == 0 && b == b'-')).count();
     let v: f64 = std::str::from_utf8(&s[..n]).ok()?.parse().ok()?;
     Some((v, &s[n..]))
 }
@@ -263,7 +264,11 @@ fn native_frame(msg: &[u8]) -> Option<NativeFrame<'_>> {
         let rest = trim_start(rest);
         let sym_end = rest.iter().position(|&b| b == b' ' || b == b'(').unwrap_or(rest.len());
         let module = after(rest, b" from ").map(trim);
-        return Some(NativeFrame { index: Some(index), module, symbol: Some(&rest[..sym_end]).filter(|s| !s.is_empty()) });
+        return Some(NativeFrame {
+            index: Some(index),
+            module,
+            symbol: Some(&rest[..sym_end]).filter(|s| !s.is_empty()),
+        });
     }
     // glibc backtrace_symbols: `/path/lib.so(sym+0x1e)[0x7f…]` or `/path/lib.so(+0x1e)[0x7f…]`.
     if s.ends_with(b"]") {
@@ -296,7 +301,7 @@ fn native_frame(msg: &[u8]) -> Option<NativeFrame<'_>> {
 fn slog_line(msg: &[u8]) -> Classified<'_> {
     let rec = slog::record(msg);
     let (time, bad_timestamp) = match rec.time.map(parse_rfc3339) {
-        Some(Some((t, rest))) if rest.is_empty() => (Some(t), false),
+        Some(Some((t, []))) => (Some(t), false),
         Some(_) => (None, true),
         None => (None, false),
     };
@@ -368,7 +373,9 @@ fn slog_message<'a>(line: &'a [u8], msg: &'a [u8], level: &'a [u8]) -> Option<Ev
 /// slog messages recognised by their text rather than an exact value.
 fn slog_message_text<'a>(line: &'a [u8], msg: &'a [u8], level: &'a [u8]) -> Option<EventKind<'a>> {
     let get = |key: &[u8]| slog::get(line, key);
-    if let Some(rest) = msg.strip_prefix(b"llama runner started in ").or_else(|| msg.strip_prefix(b"llama-server started in ")) {
+    if let Some(rest) =
+        msg.strip_prefix(b"llama runner started in ").or_else(|| msg.strip_prefix(b"llama-server started in "))
+    {
         return Some(EventKind::RunnerStarted { seconds: leading_f64(rest)?.0 });
     }
     if let Some((offloaded, total)) = offloaded(msg) {
@@ -393,7 +400,10 @@ fn slog_message_text<'a>(line: &'a [u8], msg: &'a [u8], level: &'a [u8]) -> Opti
 fn gfx_token(s: &[u8]) -> Option<&[u8]> {
     let start = find(s, b"gfx")?;
     let t = &s[start..];
-    let end = t.iter().position(|b| !(b.is_ascii_alphanumeric() || *b == b':' || *b == b'-' || *b == b'+')).unwrap_or(t.len());
+    let end = t
+        .iter()
+        .position(|b| !(b.is_ascii_alphanumeric() || *b == b':' || *b == b'-' || *b == b'+'))
+        .unwrap_or(t.len());
     Some(&t[..end])
 }
 
@@ -776,10 +786,8 @@ fn tagged(msg: &[u8]) -> Option<EventKind<'_>> {
             }
         }
         b"llama_perf_context_print" => return timing(text),
-        b"main" => {
-            if text.starts_with(b"server is listening on") || text.starts_with(b"model loaded") {
-                return Some(EventKind::ServerReady);
-            }
+        b"main" if text.starts_with(b"server is listening on") || text.starts_with(b"model loaded") => {
+            return Some(EventKind::ServerReady);
         }
         _ => {}
     }
@@ -1025,12 +1033,17 @@ mod tests {
     #[test]
     fn devices_from_issue_lines() {
         // ollama/ollama issue 9807.
-        let EventKind::GpuDevice(d) = kind("  Device 0: Radeon RX 580 Series, gfx803 (0x803), VMM: no, Wave Size: 64") else {
+        let EventKind::GpuDevice(d) = kind("  Device 0: Radeon RX 580 Series, gfx803 (0x803), VMM: no, Wave Size: 64")
+        else {
             panic!()
         };
-        assert_eq!((d.name, d.arch, d.vmm, d.wave_size), (&b"Radeon RX 580 Series"[..], Some(&b"gfx803"[..]), Some(false), Some(64)));
+        assert_eq!(
+            (d.name, d.arch, d.vmm, d.wave_size),
+            (&b"Radeon RX 580 Series"[..], Some(&b"gfx803"[..]), Some(false), Some(64))
+        );
         // ollama/ollama issue 8377.
-        let EventKind::GpuDevice(d) = kind("  Device 1: NVIDIA GeForce RTX 4060 Ti, compute capability 8.9, VMM: yes") else {
+        let EventKind::GpuDevice(d) = kind("  Device 1: NVIDIA GeForce RTX 4060 Ti, compute capability 8.9, VMM: yes")
+        else {
             panic!()
         };
         assert_eq!((d.index, d.compute_capability, d.vmm), (1, Some(&b"8.9"[..]), Some(true)));
@@ -1067,7 +1080,10 @@ mod tests {
         let g = classify(b"goroutine 29 gp=0xc000585dc0 m=0 mp=0x64b1b235c780 [syscall]:", &mut ctx).kind;
         assert_eq!(g, EventKind::Goroutine { id: 29, state: b"syscall" });
         assert!(ctx.in_go_trace);
-        let f = classify(b"github.com/ollama/ollama/llama.(*Context).Decode.func1(0x64b1b0cd248b?, 0x7f2778ad5c10?)", &mut ctx);
+        let f = classify(
+            b"github.com/ollama/ollama/llama.(*Context).Decode.func1(0x64b1b0cd248b?, 0x7f2778ad5c10?)",
+            &mut ctx,
+        );
         assert_eq!(f.kind, EventKind::GoFrame { function: b"github.com/ollama/ollama/llama.(*Context).Decode.func1" });
         let s = classify(b"        github.com/ollama/ollama/llama/llama.go:163 +0xf5 fp=0xc0000bfc90 sp=0xc0000bfba0 pc=0x64b1b0cb6295", &mut ctx);
         assert_eq!(s.kind, EventKind::GoFrameSource { file: b"github.com/ollama/ollama/llama/llama.go", line: 163 });
@@ -1085,7 +1101,10 @@ mod tests {
         assert_eq!(c.kind, EventKind::DiscoveryFailure { error: Some(b"runner crashed"), detail: None });
         assert!(c.time.is_some());
         // ollama/ollama issue 14983.
-        let c = classify(br#"[GIN] 2026/03/20 - 16:36:39 | 500 |  3.428625625s |       127.0.0.1 | POST     "/api/chat""#, &mut Context::default());
+        let c = classify(
+            br#"[GIN] 2026/03/20 - 16:36:39 | 500 |  3.428625625s |       127.0.0.1 | POST     "/api/chat""#,
+            &mut Context::default(),
+        );
         assert_eq!(
             c.kind,
             EventKind::HttpRequest { status: 500, method: b"POST", path: b"/api/chat", latency: Some(b"3.428625625s") }
@@ -1097,7 +1116,9 @@ mod tests {
     #[test]
     fn blas_and_gpu_errors() {
         // brknsoul/ROCmLibs issue 4 and ollama/ollama issue 11555.
-        let k = kind(r"rocBLAS error: Cannot read C:\Program Files\AMD\ROCm\6.1\bin\/rocblas/library/TensileLibrary.dat: No such file or directory for GPU arch : gfx1103");
+        let k = kind(
+            r"rocBLAS error: Cannot read C:\Program Files\AMD\ROCm\6.1\bin\/rocblas/library/TensileLibrary.dat: No such file or directory for GPU arch : gfx1103",
+        );
         let EventKind::BlasError { library, arch, .. } = k else { panic!() };
         assert_eq!((library, arch), (&b"rocBLAS"[..], Some(&b"gfx1103"[..])));
         let k = kind("rocblaslt error: Cannot read /usr/local/lib/ollama/rocm/hipblaslt/library/TensileLibrary_lazy_gfx1201.dat: No such file or directory");
@@ -1124,11 +1145,14 @@ mod tests {
         // ollama/ollama issue 9509 (glibc backtrace_symbols).
         let EventKind::NativeFrame(f) = kind("/usr/bin/ollama(+0x10e4c9e)[0x563e50bacc9e]") else { panic!() };
         assert_eq!((f.module, f.symbol), (Some(&b"/usr/bin/ollama"[..]), None));
-        let EventKind::NativeFrame(f) = kind("/usr/lib/ollama/libggml-base.so(ggml_abort+0x15e)[0x7f30a0e0300b]") else {
+        let EventKind::NativeFrame(f) = kind("/usr/lib/ollama/libggml-base.so(ggml_abort+0x15e)[0x7f30a0e0300b]")
+        else {
             panic!()
         };
         assert_eq!(f.symbol, Some(&b"ggml_abort"[..]));
-        let EventKind::NativeFrame(f) = kind("#3  0x00007ffff7c42476 in __GI_raise (sig=sig@entry=6) at ../sysdeps/posix/raise.c:26") else {
+        let EventKind::NativeFrame(f) =
+            kind("#3  0x00007ffff7c42476 in __GI_raise (sig=sig@entry=6) at ../sysdeps/posix/raise.c:26")
+        else {
             panic!()
         };
         assert_eq!((f.index, f.symbol), (Some(3), Some(&b"__GI_raise"[..])));
@@ -1140,7 +1164,10 @@ mod tests {
             kind("load_backend: loaded ROCm backend from /usr/lib/ollama/libggml-hip.so"),
             EventKind::BackendLoaded { backend: b"ROCm", path: b"/usr/lib/ollama/libggml-hip.so" }
         );
-        assert_eq!(kind("load_tensors: offloaded 23/23 layers to GPU"), EventKind::LayersOffloaded { offloaded: 23, total: 23 });
+        assert_eq!(
+            kind("load_tensors: offloaded 23/23 layers to GPU"),
+            EventKind::LayersOffloaded { offloaded: 23, total: 23 }
+        );
         assert_eq!(
             kind("load_tensors:   CPU_Mapped model buffer size =    35.16 MiB"),
             EventKind::BufferSize { device: b"CPU_Mapped", buffer: BufferKind::Model, mib: 35.16 }
@@ -1153,11 +1180,18 @@ mod tests {
             kind("llm_load_tensors:      CUDA0 buffer size =  4403.50 MiB"),
             EventKind::BufferSize { device: b"CUDA0", buffer: BufferKind::Model, mib: 4403.5 }
         );
-        assert_eq!(kind("llama_new_context_with_model: graph splits = 2"), EventKind::Graph { nodes: None, splits: Some(2) });
+        assert_eq!(
+            kind("llama_new_context_with_model: graph splits = 2"),
+            EventKind::Graph { nodes: None, splits: Some(2) }
+        );
         assert_eq!(kind("llama_new_context_with_model: flash_attn = 0"), EventKind::FlashAttention { setting: b"0" });
         assert_eq!(
             kind("llama.cpp:11968: The current context does not support K-shift"),
-            EventKind::Abort { file: b"llama.cpp", line: 11968, message: b"The current context does not support K-shift" }
+            EventKind::Abort {
+                file: b"llama.cpp",
+                line: 11968,
+                message: b"The current context does not support K-shift"
+            }
         );
         assert_eq!(kind("print_info: n_vocab          = 32000"), EventKind::Other);
     }

@@ -127,111 +127,229 @@ pub struct NativeFrame<'a> {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum EventKind<'a> {
     /// `load_backend: loaded ROCm backend from /…/libggml-hip.so`.
-    BackendLoaded { backend: Text<'a>, path: Text<'a> },
+    BackendLoaded {
+        backend: Text<'a>,
+        path: Text<'a>,
+    },
     /// `ggml_cuda_init: found 1 ROCm devices:` / `ggml_vulkan: Found 1 Vulkan devices:`.
-    DevicesFound { backend: Text<'a>, count: u32 },
+    DevicesFound {
+        backend: Text<'a>,
+        count: u32,
+    },
     GpuDevice(GpuDevice<'a>),
     VulkanDevice(VulkanDevice<'a>),
     /// A device listed as available: llama-server's `device_info:` block (`  - Vulkan0 : NAME (T MiB, F MiB
     /// free)`) or `--list-devices` (`  CUDA0: NAME (T MiB, F MiB free)`).
-    DeviceListed { device: Text<'a>, description: Text<'a>, total_mib: Option<u64>, free_mib: Option<u64> },
+    DeviceListed {
+        device: Text<'a>,
+        description: Text<'a>,
+        total_mib: Option<u64>,
+        free_mib: Option<u64>,
+    },
     /// `llama_model_load_from_file_impl: using device CUDA0 (NAME) (PCI) - F MiB free`.
-    DeviceUsed { device: Text<'a>, description: Text<'a>, free_mib: Option<u64> },
+    DeviceUsed {
+        device: Text<'a>,
+        description: Text<'a>,
+        free_mib: Option<u64>,
+    },
     InferenceCompute(InferenceCompute<'a>),
     /// Ollama starting a runner or llama-server (`msg="starting runner" cmd=…`); `with_model` is false for
     /// the discovery runners that start without `--model`.
-    RunnerStarting { cmd: Text<'a>, with_model: bool },
+    RunnerStarting {
+        cmd: Text<'a>,
+        with_model: bool,
+    },
     /// A model load begins: `llama_model_loader: loaded meta data … from PATH`, Ollama's
     /// `msg="loading model"`, llama-server's `load_model: loading model 'PATH'`.
-    ModelLoading { path: Option<Text<'a>> },
+    ModelLoading {
+        path: Option<Text<'a>>,
+    },
     /// `offloaded N/M layers to GPU`.
-    LayersOffloaded { offloaded: u32, total: u32 },
+    LayersOffloaded {
+        offloaded: u32,
+        total: u32,
+    },
     /// A flash-attention setting or decision (`flash_attn = auto`, `Flash Attention was auto, set to
     /// enabled`, `msg="enabling flash attention"`).
-    FlashAttention { setting: Text<'a> },
+    FlashAttention {
+        setting: Text<'a>,
+    },
     /// Graph size: `graph nodes  = N`, `graph splits = N (with bs=512), M (with bs=1)`,
     /// `graph: nodes = A, splits = B`, Ollama's `msg="compute graph" nodes= splits=`.
-    Graph { nodes: Option<u64>, splits: Option<u64> },
+    Graph {
+        nodes: Option<u64>,
+        splits: Option<u64>,
+    },
     /// `CUDA0 model buffer size = X MiB` and its KV/compute/output kin.
-    BufferSize { device: Text<'a>, buffer: BufferKind, mib: f64 },
+    BufferSize {
+        device: Text<'a>,
+        buffer: BufferKind,
+        mib: f64,
+    },
     /// llama.cpp's load-time warm-up decode: `warming up the model with an empty run`.
     Warmup,
     /// `msg="llama runner started in 2.34 seconds"` / `llama-server started in …`.
-    RunnerStarted { seconds: f64 },
+    RunnerStarted {
+        seconds: f64,
+    },
     /// llama-server ready: `main: server is listening on …` / `srv … model loaded`.
     ServerReady,
     /// llama-server begins a task: `slot launch_slot_: id  0 | task 3 | processing task`.
-    RequestStarted { task: Option<u64> },
+    RequestStarted {
+        task: Option<u64>,
+    },
     /// llama-server finished the prompt of a task: `prompt done, n_tokens = N`.
-    PromptDone { task: Option<u64> },
+    PromptDone {
+        task: Option<u64>,
+    },
     /// llama-server's progress lines while a task runs: `n_gen = 100, tg = …` (decoding) and
     /// `prompt processing, n_tokens = …` (prompt); `decoding` tells which.
-    Progress { task: Option<u64>, decoding: bool, tokens: Option<u64> },
+    Progress {
+        task: Option<u64>,
+        decoding: bool,
+        tokens: Option<u64>,
+    },
     /// llama-server released a slot: `slot release: … stop processing`.
-    RequestDone { task: Option<u64> },
+    RequestDone {
+        task: Option<u64>,
+    },
     /// llama-server shutting down in order: `cleaning up before exit`.
     Shutdown,
     /// `prompt eval time = 12.34 ms / 5 tokens (…)`, `eval time`, `total time`.
-    Timing { which: TimingKind, ms: f64, tokens: Option<u64> },
+    Timing {
+        which: TimingKind,
+        ms: f64,
+        tokens: Option<u64>,
+    },
     /// An HTTP request line: Gin `[GIN] … | 500 | 3.4s | 127.0.0.1 | POST "/api/chat"` or llama-server
     /// `log_server_r: request: POST /completion 127.0.0.1 200`.
-    HttpRequest { status: u16, method: Text<'a>, path: Text<'a>, latency: Option<Text<'a>> },
+    HttpRequest {
+        status: u16,
+        method: Text<'a>,
+        path: Text<'a>,
+        latency: Option<Text<'a>>,
+    },
     /// `msg="failure during GPU discovery" … error="runner crashed"`.
-    DiscoveryFailure { error: Option<Text<'a>>, detail: Option<Text<'a>> },
+    DiscoveryFailure {
+        error: Option<Text<'a>>,
+        detail: Option<Text<'a>>,
+    },
     /// A GPU that Ollama will not use: `msg="amdgpu is not supported (supported types:[gfx1103])"
     /// gpu_type=gfx1150`, `unsupported Radeon iGPU detected skipping`.
-    UnsupportedGpu { gpu: Option<Text<'a>>, supported: Option<Text<'a>>, message: Text<'a> },
+    UnsupportedGpu {
+        gpu: Option<Text<'a>>,
+        supported: Option<Text<'a>>,
+        message: Text<'a>,
+    },
     /// `rocBLAS error: Cannot read …/TensileLibrary.dat: No such file or directory for GPU arch : gfx1103`,
     /// `rocblaslt error: …`, `hipBLASLt error: …`.
-    BlasError { library: Text<'a>, message: Text<'a>, arch: Option<Text<'a>> },
+    BlasError {
+        library: Text<'a>,
+        message: Text<'a>,
+        arch: Option<Text<'a>>,
+    },
     /// Go runtime: `SIGSEGV: segmentation violation`, `SIGABRT: abort`, Windows `Exception 0xc0000005 …`.
-    Signal { signal: Text<'a>, description: Text<'a> },
+    Signal {
+        signal: Text<'a>,
+        description: Text<'a>,
+    },
     /// `PC=0x7f27a8e24c47 m=0 sigcode=1 addr=0x206a03fb4`.
-    SignalContext { pc: Option<Text<'a>>, addr: Option<Text<'a>>, sigcode: Option<Text<'a>> },
+    SignalContext {
+        pc: Option<Text<'a>>,
+        addr: Option<Text<'a>>,
+        sigcode: Option<Text<'a>>,
+    },
     /// `signal arrived during cgo execution` (or `external code execution`).
     SignalInForeignCode,
     /// Go: `fatal error: …` or `panic: …`.
-    GoFatal { message: Text<'a> },
+    GoFatal {
+        message: Text<'a>,
+    },
     /// `goroutine 29 gp=0xc000585dc0 m=0 mp=0x… [syscall]:`.
-    Goroutine { id: u64, state: Text<'a> },
+    Goroutine {
+        id: u64,
+        state: Text<'a>,
+    },
     /// A Go frame's function line: `github.com/ollama/ollama/llama._Cfunc_llama_decode(0x7f…, {…})`.
-    GoFrame { function: Text<'a> },
+    GoFrame {
+        function: Text<'a>,
+    },
     /// A Go frame's location line: `\t_cgo_gotypes.go:545 +0x4f fp=… sp=… pc=…`.
-    GoFrameSource { file: Text<'a>, line: u32 },
+    GoFrameSource {
+        file: Text<'a>,
+        line: u32,
+    },
     /// `created by net/http.(*Server).Serve in goroutine 1`.
-    GoCreatedBy { function: Text<'a> },
+    GoCreatedBy {
+        function: Text<'a>,
+    },
     /// Other lines of a Go trace: the register dump (`rax    0x0`), `...additional frames elided...`.
     GoTraceDetail,
     NativeFrame(NativeFrame<'a>),
     /// `ggml.c:1234: GGML_ASSERT(cond) failed`.
-    GgmlAssert { file: Text<'a>, line: u32, condition: Text<'a> },
+    GgmlAssert {
+        file: Text<'a>,
+        line: u32,
+        condition: Text<'a>,
+    },
     /// `file.cpp:965: fatal error` and other `ggml_abort` messages (`ggml-cuda.cu:94: CUDA error`).
-    Abort { file: Text<'a>, line: u32, message: Text<'a> },
+    Abort {
+        file: Text<'a>,
+        line: u32,
+        message: Text<'a>,
+    },
     /// `CUDA error: out of memory` / `ROCm error: …` / `MUSA error: …`.
-    GpuError { api: Text<'a>, message: Text<'a> },
+    GpuError {
+        api: Text<'a>,
+        message: Text<'a>,
+    },
     /// `  current device: 0, in function ggml_backend_cuda_synchronize at ggml-cuda.cu:2508`.
-    GpuErrorLocation { device: Option<i64>, function: Text<'a>, file: Text<'a>, line: u32 },
+    GpuErrorLocation {
+        device: Option<i64>,
+        function: Text<'a>,
+        file: Text<'a>,
+        line: u32,
+    },
     /// Vulkan device loss: `vk::Queue::submit: ErrorDeviceLost`, `ggml_vulkan: device lost …`.
-    DeviceLost { message: Text<'a> },
+    DeviceLost {
+        message: Text<'a>,
+    },
     /// `terminate called after throwing an instance of 'vk::DeviceLostError'`.
-    CppTerminate { exception: Text<'a> },
+    CppTerminate {
+        exception: Text<'a>,
+    },
     /// Allocation failures: `cudaMalloc failed: out of memory`, `ErrorOutOfDeviceMemory`,
     /// `unable to allocate ROCm0 buffer`, `failed to allocate CUDA0 buffer`.
-    OutOfMemory { message: Text<'a> },
+    OutOfMemory {
+        message: Text<'a>,
+    },
     /// A process killed by a signal as a shell or the kernel reports it: `Segmentation fault (core
     /// dumped)`, `Aborted (core dumped)`, `… segfault at 0 ip … error 4 in …`.
-    ProcessCrash { message: Text<'a> },
+    ProcessCrash {
+        message: Text<'a>,
+    },
     /// Ollama: `msg="post predict" error="Post \"http://127.0.0.1:P/completion\": EOF"`.
-    PostPredictError { error: Option<Text<'a>> },
+    PostPredictError {
+        error: Option<Text<'a>>,
+    },
     /// `msg="llama runner terminated" error="exit status 2"`, `llama-server terminated`,
     /// `llama runner process has terminated: signal: segmentation fault`.
-    RunnerTerminated { error: Text<'a> },
+    RunnerTerminated {
+        error: Text<'a>,
+    },
     /// `msg="error loading llama server"`, `llama_model_load: error loading model: …`.
-    LoadError { error: Text<'a> },
+    LoadError {
+        error: Text<'a>,
+    },
     /// `msg="llama-server completion error"`, `model runner has unexpectedly stopped`.
-    CompletionError { message: Text<'a> },
+    CompletionError {
+        message: Text<'a>,
+    },
     /// An Ollama slog line at WARN or ERROR that no other rule names.
-    Diagnostic { level: Text<'a>, msg: Text<'a> },
+    Diagnostic {
+        level: Text<'a>,
+        msg: Text<'a>,
+    },
     /// A line no rule recognised.
     Other,
 }
@@ -324,7 +442,12 @@ impl EventKind<'_> {
         use EventKind::*;
         matches!(
             self,
-            Goroutine { .. } | GoFrame { .. } | GoFrameSource { .. } | GoCreatedBy { .. } | GoTraceDetail | NativeFrame(_)
+            Goroutine { .. }
+                | GoFrame { .. }
+                | GoFrameSource { .. }
+                | GoCreatedBy { .. }
+                | GoTraceDetail
+                | NativeFrame(_)
         )
     }
 }

@@ -142,7 +142,8 @@ impl LineSplitter {
     /// The pending line as a [`RawLine`]; resets the in-line state.
     fn finish_line<'b>(&mut self, bytes: &'b [u8]) -> RawLine<'b> {
         let truncated = self.pending_truncated;
-        let line = RawLine { number: self.next_number, offset: self.line_start, bytes: trim_cr(bytes, truncated), truncated };
+        let line =
+            RawLine { number: self.next_number, offset: self.line_start, bytes: trim_cr(bytes, truncated), truncated };
         self.next_number += 1;
         self.in_line = false;
         self.pending_truncated = false;

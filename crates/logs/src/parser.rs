@@ -46,7 +46,12 @@ pub struct Parser {
 
 impl Parser {
     pub fn new(limits: Limits) -> Self {
-        Parser { splitter: LineSplitter::new(&limits), ctx: Context::default(), scratch: Vec::new(), stats: Stats::default() }
+        Parser {
+            splitter: LineSplitter::new(&limits),
+            ctx: Context::default(),
+            scratch: Vec::new(),
+            stats: Stats::default(),
+        }
     }
 
     /// Parse `chunk`, calling `sink` for each line it completes.
@@ -82,7 +87,13 @@ impl Parser {
     }
 }
 
-fn line<F: FnMut(&Event<'_>)>(ctx: &mut Context, scratch: &mut Vec<u8>, stats: &mut Stats, raw: RawLine<'_>, sink: &mut F) {
+fn line<F: FnMut(&Event<'_>)>(
+    ctx: &mut Context,
+    scratch: &mut Vec<u8>,
+    stats: &mut Stats,
+    raw: RawLine<'_>,
+    sink: &mut F,
+) {
     let bytes = raw.bytes;
     let mut flags = LineFlags { truncated: raw.truncated, ..LineFlags::default() };
     if raw.truncated {

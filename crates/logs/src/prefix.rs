@@ -122,7 +122,9 @@ fn strip_host_ident(s: &[u8], need_pid: bool) -> Option<&[u8]> {
         None if need_pid => return None,
         None => name,
     };
-    if name.is_empty() || !name.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'@' | b'/')) {
+    if name.is_empty()
+        || !name.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'@' | b'/'))
+    {
         return None;
     }
     // One space separates the ident from the message; further spaces are the message's own.
@@ -218,10 +220,7 @@ mod tests {
             msg("2024-05-15T00:39:40.172587575Z llm_load_vocab: missing pre-tokenizer type"),
             ("llm_load_vocab: missing pre-tokenizer type".into(), Some(Clock::Civil))
         );
-        assert_eq!(
-            msg("2025-03-05 09:00:31 SIGABRT: abort"),
-            ("SIGABRT: abort".into(), Some(Clock::Civil))
-        );
+        assert_eq!(msg("2025-03-05 09:00:31 SIGABRT: abort"), ("SIGABRT: abort".into(), Some(Clock::Civil)));
         assert_eq!(
             msg("ollama  | time=2025-12-03T03:16:50.172Z level=INFO"),
             ("time=2025-12-03T03:16:50.172Z level=INFO".into(), None)

@@ -85,8 +85,17 @@ pub fn report_text(report: &Report) -> String {
         let _ = writeln!(out, "backend {} from {} (L{})", printable(&b.name), printable(&b.path), b.line);
     }
     for d in &report.facts.devices {
-        let detail = d.arch.clone().or_else(|| d.compute_capability.clone()).or_else(|| d.driver.clone()).unwrap_or_default();
-        let _ = writeln!(out, "device {} {}: {} {} (L{})", d.backend, d.index, printable(&d.name), printable(&detail), d.line);
+        let detail =
+            d.arch.clone().or_else(|| d.compute_capability.clone()).or_else(|| d.driver.clone()).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "device {} {}: {} {} (L{})",
+            d.backend,
+            d.index,
+            printable(&d.name),
+            printable(&detail),
+            d.line
+        );
     }
     if let Some(o) = &report.facts.offload {
         let _ = writeln!(out, "offloaded {}/{} layers (L{})", o.offloaded, o.total, o.line);

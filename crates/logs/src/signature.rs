@@ -126,7 +126,10 @@ mod tests {
 
     #[test]
     fn go_names_lose_module_paths() {
-        assert_eq!(go_function("github.com/ollama/ollama/llama.(*Context).Decode.func1"), "llama.(*Context).Decode.func1");
+        assert_eq!(
+            go_function("github.com/ollama/ollama/llama.(*Context).Decode.func1"),
+            "llama.(*Context).Decode.func1"
+        );
         assert_eq!(go_function("main.main"), "main.main");
         assert!(is_go_runtime("runtime.cgocall"));
         assert!(!is_go_runtime("github.com/ollama/ollama/runner/llamarunner.(*Server).run"));

@@ -28,7 +28,7 @@ fn kinds(r: &Report) -> Vec<(u64, &'static str)> {
     r.timeline.iter().map(|e| (e.line, e.kind)).collect()
 }
 
-fn entry<'a>(r: &'a Report, line: u64) -> &'a logs::analysis::TimelineEntry {
+fn entry(r: &Report, line: u64) -> &logs::analysis::TimelineEntry {
     r.timeline.iter().find(|e| e.line == line).unwrap_or_else(|| panic!("no timeline entry for L{line}"))
 }
 
@@ -64,7 +64,10 @@ fn ollama_gfx803_sigsegv_during_load() {
     assert!(offload.t_inherited && close(offload.t.unwrap(), 2.009), "{offload:?}");
     assert_eq!(entry(&r, 35).summary, "offloaded 23/23 layers to GPU");
     let dev = &r.facts.devices[0];
-    assert_eq!((dev.backend.as_str(), dev.name.as_str(), dev.arch.as_deref()), ("ROCm", "Radeon RX 580 Series", Some("gfx803")));
+    assert_eq!(
+        (dev.backend.as_str(), dev.name.as_str(), dev.arch.as_deref()),
+        ("ROCm", "Radeon RX 580 Series", Some("gfx803"))
+    );
     assert_eq!((dev.wave_size, dev.vmm), (Some(64), Some(false)));
     assert_eq!(r.facts.backends[0].name, "ROCm");
     let c = only_crash(&r);
@@ -72,7 +75,10 @@ fn ollama_gfx803_sigsegv_during_load() {
     assert_eq!(c.phase, Phase::Load, "{}", c.phase_rule);
     assert_eq!(c.phase_lines, vec![1], "the runner start with --model is where loading began");
     let s = c.signal.as_ref().unwrap();
-    assert_eq!((s.name.as_str(), s.pc.as_deref(), s.addr.as_deref()), ("SIGSEGV", Some("0x7f8d52964434"), Some("0x18")));
+    assert_eq!(
+        (s.name.as_str(), s.pc.as_deref(), s.addr.as_deref()),
+        ("SIGSEGV", Some("0x7f8d52964434"), Some("0x18"))
+    );
     assert!(s.in_foreign_code);
     assert_eq!(c.goroutine, Some(23));
     assert_eq!(c.signature.text, "SIGSEGV", "no frame of goroutine 23 survived in the issue's excerpt");
@@ -91,7 +97,10 @@ fn ollama_rocm_sigsegv_during_decode() {
     assert_eq!(c.phase_lines, vec![1]);
     assert!(close(c.t.unwrap(), 6.0));
     let s = c.signal.as_ref().unwrap();
-    assert_eq!((s.pc.as_deref(), s.addr.as_deref(), s.sigcode.as_deref()), (Some("0x7fb47d1c4640"), Some("0x28"), Some("1")));
+    assert_eq!(
+        (s.pc.as_deref(), s.addr.as_deref(), s.sigcode.as_deref()),
+        (Some("0x7fb47d1c4640"), Some("0x28"), Some("1"))
+    );
     assert_eq!(c.goroutine, Some(52));
     assert_eq!(c.frames[0].source.as_deref(), Some("/usr/lib/go/src/runtime/cgocall.go:167"));
     assert_eq!(c.signature.frames, vec!["llama._Cfunc_llama_decode"]);
@@ -213,14 +222,20 @@ fn gpu_library_and_memory_errors() {
     // ggml-org/llama.cpp#17334: Vulkan device loss on an Iris Xe.
     let r = report("vulkan-17334-device-lost.log");
     let dev = &r.facts.devices[0];
-    assert_eq!((dev.backend.as_str(), dev.driver.as_deref(), dev.warp_size), ("Vulkan", Some("Intel open-source Mesa driver"), Some(32)));
+    assert_eq!(
+        (dev.backend.as_str(), dev.driver.as_deref(), dev.warp_size),
+        ("Vulkan", Some("Intel open-source Mesa driver"), Some(32))
+    );
     assert_eq!((dev.uma, dev.int_dot, dev.matrix_cores.as_deref()), (Some(true), Some(true), Some("none")));
     let c = only_crash(&r);
     assert_eq!(c.causes[1].text, "Vulkan device lost: vk::Queue::submit: ErrorDeviceLost");
     // ollama/ollama#10569: inference compute on an RTX 2080 Ti.
     let r = report("ollama-10569-inference-compute.log");
     let ic = &r.facts.inference_compute[0];
-    assert_eq!((ic["library"].as_str(), ic["compute"].as_str(), ic["name"].as_str()), ("cuda", "7.5", "NVIDIA GeForce RTX 2080 Ti"));
+    assert_eq!(
+        (ic["library"].as_str(), ic["compute"].as_str(), ic["name"].as_str()),
+        ("cuda", "7.5", "NVIDIA GeForce RTX 2080 Ti")
+    );
     assert_eq!(ic["total"], "11.0 GiB");
     // ollama/ollama#18123: the llama-server era.
     let r = report("ollama-18123-llama-server-era.log");
