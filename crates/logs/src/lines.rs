@@ -34,6 +34,9 @@ pub struct LineSplitter {
     next_number: u64,
     consumed: u64,
     failed: bool,
+    /// The first `binary_probe` bytes are still being collected.
+    probing: bool,
+    probe: Vec<u8>,
 }
 
 impl LineSplitter {
@@ -48,6 +51,8 @@ impl LineSplitter {
             next_number: 1,
             consumed: 0,
             failed: false,
+            probing: limits.binary_probe > 0,
+            probe: Vec::new(),
         }
     }
 
@@ -65,17 +70,41 @@ impl LineSplitter {
     ///
     /// Fails, and stays failed, when a NUL byte occurs within the first `binary_probe` bytes of the
     /// stream: that input is a binary file, not a log.
+    ///
+    /// Nothing is handed out before the probe window has been checked: the first `binary_probe` bytes
+    /// are held back until they are complete, so a binary file yields no lines however it is chunked.
     pub fn feed<F: FnMut(RawLine<'_>)>(&mut self, chunk: &[u8], mut f: F) -> Result<(), Error> {
         if self.failed {
             return Err(Error::Fused);
         }
-        if self.consumed < self.binary_probe {
-            let probe_len = usize::try_from(self.binary_probe - self.consumed).unwrap_or(usize::MAX).min(chunk.len());
-            if let Some(at) = chunk.get(..probe_len).and_then(|p| memchr(0, p)) {
-                self.failed = true;
-                return Err(Error::Binary { offset: self.consumed + at as u64 });
+        let mut chunk = chunk;
+        if self.probing {
+            let want = self.binary_probe.saturating_sub(self.probe.len() as u64);
+            let take = usize::try_from(want).unwrap_or(usize::MAX).min(chunk.len());
+            self.probe.extend_from_slice(&chunk[..take]);
+            chunk = &chunk[take..];
+            if (self.probe.len() as u64) < self.binary_probe {
+                return Ok(());
             }
+            self.end_probe(&mut f)?;
         }
+        self.split(chunk, f);
+        Ok(())
+    }
+
+    /// Check the held-back probe bytes for NUL, then split them.
+    fn end_probe<F: FnMut(RawLine<'_>)>(&mut self, f: &mut F) -> Result<(), Error> {
+        self.probing = false;
+        let probe = std::mem::take(&mut self.probe);
+        if let Some(at) = memchr(0, &probe) {
+            self.failed = true;
+            return Err(Error::Binary { offset: at as u64 });
+        }
+        self.split(&probe, f);
+        Ok(())
+    }
+
+    fn split<F: FnMut(RawLine<'_>)>(&mut self, chunk: &[u8], mut f: F) {
         let base = self.consumed;
         let mut pos = 0usize;
         while pos < chunk.len() {
@@ -115,13 +144,15 @@ impl LineSplitter {
             }
         }
         self.consumed += chunk.len() as u64;
-        Ok(())
     }
 
     /// Hand out a last line that has no newline.
     pub fn finish<F: FnMut(RawLine<'_>)>(&mut self, mut f: F) -> Result<(), Error> {
         if self.failed {
             return Err(Error::Fused);
+        }
+        if self.probing {
+            self.end_probe(&mut f)?;
         }
         if self.in_line {
             let bytes = std::mem::take(&mut self.pending);
@@ -203,10 +234,18 @@ mod tests {
     fn nul_in_the_probe_window_is_an_error() {
         let limits = Limits { binary_probe: 8, ..Limits::default() };
         let mut s = LineSplitter::new(&limits);
-        assert!(matches!(s.feed(b"abc\0", |_| {}), Err(Error::Binary { offset: 3 })));
+        s.feed(b"abc\0", |_| {}).unwrap();
+        assert!(matches!(s.finish(|_| {}), Err(Error::Binary { offset: 3 })));
         assert!(matches!(s.feed(b"x", |_| {}), Err(Error::Fused)));
         let mut late = LineSplitter::new(&limits);
         late.feed(b"12345678", |_| {}).unwrap();
         late.feed(b"\0\n", |_| {}).unwrap();
+        // Lines before a NUL in the window are not handed out, however the input is chunked.
+        let mut split = LineSplitter::new(&limits);
+        let mut lines = 0;
+        split.feed(b"a\nb\n", |_| lines += 1).unwrap();
+        split.feed(b"c\0", |_| lines += 1).unwrap();
+        assert!(matches!(split.finish(|_| lines += 1), Err(Error::Binary { offset: 5 })));
+        assert_eq!(lines, 0);
     }
 }
