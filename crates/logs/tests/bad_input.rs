@@ -53,19 +53,18 @@ fn escape_sequences_and_invalid_utf8_do_not_break_a_line() {
     let line = b"\x1b[32mload_backend: loaded ROCm backend from /usr/lib/oll\xff\xfeama/libggml-hip.so\x1b[0m\n";
     let mut seen = Vec::new();
     let mut parser = Parser::new(Limits::default());
-    parser
-        .feed(line, |e| {
-            let EventKind::BackendLoaded { backend, path } = e.kind else { panic!("{:?}", e.kind) };
-            seen.push((
-                backend.to_vec(),
-                path.to_vec(),
-                e.flags.ansi,
-                e.flags.invalid_utf8,
-                e.raw.starts_with(b"\x1b[32m"),
-            ));
-        })
-        .unwrap();
-    parser.finish(|_| {}).unwrap();
+    let mut sink = |e: &logs::Event<'_>| {
+        let EventKind::BackendLoaded { backend, path } = e.kind else { panic!("{:?}", e.kind) };
+        seen.push((
+            backend.to_vec(),
+            path.to_vec(),
+            e.flags.ansi,
+            e.flags.invalid_utf8,
+            e.raw.starts_with(b"\x1b[32m"),
+        ));
+    };
+    parser.feed(line, &mut sink).unwrap();
+    parser.finish(&mut sink).unwrap();
     assert_eq!(seen, vec![(b"ROCm".to_vec(), b"/usr/lib/oll\xff\xfeama/libggml-hip.so".to_vec(), true, true, true)]);
     // The report keeps the raw text (escape included, for a renderer to escape) and a printable summary.
     let r = analyze_bytes(line, Limits::default()).unwrap();
