@@ -314,6 +314,40 @@ pub struct SignatureGroup {
     pub crash_lines: Vec<u64>,
 }
 
+/// A timeline entry kept as its raw line until the report is assembled.
+#[derive(Debug, Default)]
+struct TailSlot {
+    line: u64,
+    offset: u64,
+    time: Option<Timestamp>,
+    inherited: bool,
+    raw: Vec<u8>,
+}
+
+impl TailSlot {
+    /// Re-read the line (classification does not depend on earlier lines for timeline kinds).
+    fn entry(self, scratch: &mut Vec<u8>) -> TimelineEntry {
+        let text: &[u8] = if self.raw.contains(&0x1b) {
+            crate::parser::strip_ansi(&self.raw, scratch);
+            scratch
+        } else {
+            &self.raw
+        };
+        let message = crate::prefix::strip(text).message;
+        let kind = crate::classify::classify(message, &mut crate::classify::Context::default()).kind;
+        TimelineEntry {
+            line: self.line,
+            offset: self.offset,
+            t: None,
+            t_inherited: self.inherited,
+            kind: kind.name(),
+            summary: summary(&kind, message.starts_with(b"time=")),
+            raw: clip(lossy(&self.raw).into_owned()),
+            time: self.time,
+        }
+    }
+}
+
 /// Milestones of one runner lifetime.
 #[derive(Clone, Copy, Debug, Default)]
 struct Lifetime {
@@ -340,6 +374,8 @@ struct Open {
     go_dump_started: bool,
     terminated: bool,
     discovery_failure: bool,
+    /// Opened past `max_crashes`: delimited and counted only.
+    counted_only: bool,
 }
 
 impl Open {
@@ -351,6 +387,7 @@ impl Open {
             go_dump_started: false,
             terminated: false,
             discovery_failure: false,
+            counted_only: false,
         }
     }
 }
@@ -379,14 +416,16 @@ fn new_crash(line: u64, offset: u64, time: Option<Timestamp>) -> Crash {
 #[derive(Debug)]
 pub struct Analyzer {
     limits: Limits,
-    counts: BTreeMap<&'static str, u64>,
+    counts: [u64; EventKind::NAMES.len()],
     other: LineSet,
     truncated: LineSet,
     bad_timestamps: LineSet,
     clock: Option<Clock>,
     last_time: Option<Timestamp>,
     head: Vec<TimelineEntry>,
-    tail: VecDeque<TimelineEntry>,
+    /// The last entries as raw lines in reused buffers: their summaries are made at the end, so the
+    /// timeline costs no allocation per line once the head is full.
+    tail: VecDeque<TailSlot>,
     elided: u64,
     facts: Facts,
     lifetime: Lifetime,
@@ -409,7 +448,7 @@ impl Analyzer {
     pub fn new(limits: Limits) -> Self {
         Analyzer {
             limits,
-            counts: BTreeMap::new(),
+            counts: [0; EventKind::NAMES.len()],
             other: LineSet::default(),
             truncated: LineSet::default(),
             bad_timestamps: LineSet::default(),
@@ -456,7 +495,7 @@ impl Analyzer {
 
     /// Take one event.
     pub fn event(&mut self, e: &Event<'_>) {
-        *self.counts.entry(e.kind.name()).or_insert(0) += 1;
+        self.counts[e.kind.index()] += 1;
         self.last_line = e.line;
         self.last_offset = e.offset;
         let cap = self.limits.max_ranges;
@@ -475,9 +514,11 @@ impl Analyzer {
             return;
         }
         let slog_line = e.text.starts_with(b"time=");
-        self.saw_ollama |= slog_line
-            || e.text.starts_with(b"[GIN]")
-            || matches!(e.kind, EventKind::GoFrame { function } if find_bytes(function, b"ollama").is_some());
+        if !self.saw_ollama {
+            self.saw_ollama = slog_line
+                || e.text.starts_with(b"[GIN]")
+                || matches!(e.kind, EventKind::GoFrame { function } if find_bytes(function, b"ollama").is_some());
+        }
         self.saw_llama |= !slog_line && !e.kind.is_trace();
         self.lifecycle(e);
         self.facts(e, slog_line);
@@ -577,12 +618,14 @@ impl Analyzer {
         let f = &mut self.facts;
         match e.kind {
             BackendLoaded { backend, path } => {
-                let (name, path) = (text(backend), text(path));
-                if f.backends.len() < cap && !f.backends.iter().any(|b| b.name == name && b.path == path) {
-                    f.backends.push(Backend { name, path, line: e.line });
+                let known = f.backends.iter().any(|b| b.name.as_bytes() == backend && b.path.as_bytes() == path);
+                if f.backends.len() < cap && !known {
+                    f.backends.push(Backend { name: text(backend), path: text(path), line: e.line });
                 }
             }
-            DevicesFound { backend, .. } => self.gpu_backend = text(backend),
+            DevicesFound { backend, .. } if self.gpu_backend.as_bytes() != backend => self.gpu_backend = text(backend),
+            GpuDevice(d) if seen_device(&mut f.devices, None, d.index, d.name, e.line) => {}
+            VulkanDevice(v) if seen_device(&mut f.devices, Some("Vulkan"), v.index, v.name, e.line) => {}
             GpuDevice(d) => {
                 let backend = if !self.gpu_backend.is_empty() && self.gpu_backend != "Vulkan" {
                     self.gpu_backend.clone()
@@ -658,7 +701,10 @@ impl Analyzer {
                 f.inference_compute.push(m);
             }
             LayersOffloaded { offloaded, total } => f.offload = Some(Offload { offloaded, total, line: e.line }),
-            FlashAttention { setting } => f.flash_attention = Some(Sourced { value: text(setting), line: e.line }),
+            FlashAttention { setting } => match f.flash_attention.as_mut() {
+                Some(fa) if fa.value.as_bytes() == setting => fa.line = e.line,
+                _ => f.flash_attention = Some(Sourced { value: text(setting), line: e.line }),
+            },
             Graph { nodes, splits } => {
                 let prev = f.graph.take();
                 f.graph = Some(self::Graph {
@@ -668,12 +714,11 @@ impl Analyzer {
                 });
             }
             BufferSize { device, buffer, mib } => {
-                let device = text(device);
-                if let Some(b) = f.buffers.iter_mut().find(|b| b.device == device && b.kind == buffer) {
+                if let Some(b) = f.buffers.iter_mut().find(|b| b.device.as_bytes() == device && b.kind == buffer) {
                     b.mib = mib;
                     b.line = e.line;
                 } else if f.buffers.len() < cap {
-                    f.buffers.push(Buffer { device, kind: buffer, mib, line: e.line });
+                    f.buffers.push(Buffer { device: text(device), kind: buffer, mib, line: e.line });
                 }
             }
             RunnerStarted { seconds } if f.runner_started_s.len() < cap => {
@@ -709,7 +754,18 @@ impl Analyzer {
                 return;
             }
             let crash = new_crash(e.line, e.offset, time.or(self.last_time));
-            self.open = Some(Open::new(crash, self.lifetime));
+            let mut open = Open::new(crash, self.lifetime);
+            // Past the cap an incident is only delimited and counted: no frames, no text.
+            open.counted_only = self.crashes.len() >= self.limits.max_crashes;
+            self.open = Some(open);
+        }
+        if self.open.as_ref().is_some_and(|o| o.counted_only) {
+            if matches!(e.kind, RunnerTerminated { .. }) {
+                if let Some(o) = self.open.as_mut() {
+                    o.terminated = true;
+                }
+            }
+            return;
         }
         let max_frames = self.limits.max_frames;
         let max_lines = self.limits.max_causes;
@@ -807,6 +863,10 @@ impl Analyzer {
 
     fn close_incident(&mut self) {
         let Some(open) = self.open.take() else { return };
+        if open.counted_only {
+            self.crashes_dropped += 1;
+            return;
+        }
         let mut crash = open.crash;
         let (phase, rule, lines) = decide_phase(&open.at_open, open.discovery_failure, &crash.frames);
         crash.phase = phase;
@@ -843,29 +903,36 @@ impl Analyzer {
             Some(t) => (Some(t), false),
             None => (self.last_time, self.last_time.is_some()),
         };
-        let entry = TimelineEntry {
-            line: e.line,
-            offset: e.offset,
-            t: None,
-            t_inherited: inherited,
-            kind: e.kind.name(),
-            summary: summary(&e.kind, slog_line),
-            raw: clip(lossy(e.raw).into_owned()),
-            time,
-        };
         if self.head.len() < self.limits.timeline_head {
-            self.head.push(entry);
+            self.head.push(TimelineEntry {
+                line: e.line,
+                offset: e.offset,
+                t: None,
+                t_inherited: inherited,
+                kind: e.kind.name(),
+                summary: summary(&e.kind, slog_line),
+                raw: clip(lossy(e.raw).into_owned()),
+                time,
+            });
             return;
         }
         if self.limits.timeline_tail == 0 {
             self.elided += 1;
             return;
         }
-        if self.tail.len() == self.limits.timeline_tail {
-            self.tail.pop_front();
+        let mut slot = if self.tail.len() == self.limits.timeline_tail {
             self.elided += 1;
-        }
-        self.tail.push_back(entry);
+            self.tail.pop_front().unwrap_or_default()
+        } else {
+            TailSlot::default()
+        };
+        slot.line = e.line;
+        slot.offset = e.offset;
+        slot.time = time;
+        slot.inherited = inherited;
+        slot.raw.clear();
+        slot.raw.extend_from_slice(e.raw);
+        self.tail.push_back(slot);
     }
 
     /// Finish: close the open incident and assemble the report.
@@ -886,7 +953,9 @@ impl Analyzer {
             (t.clock == o.clock).then(|| (t.micros - o.micros) as f64 / 1e6)
         };
         let elided_at = (self.elided > 0).then_some(self.head.len());
-        let mut timeline: Vec<TimelineEntry> = self.head.into_iter().chain(self.tail).collect();
+        let mut scratch = Vec::new();
+        let tail: Vec<TimelineEntry> = self.tail.into_iter().map(|slot| slot.entry(&mut scratch)).collect();
+        let mut timeline: Vec<TimelineEntry> = self.head.into_iter().chain(tail).collect();
         for entry in &mut timeline {
             entry.t = rel(entry.time);
         }
@@ -909,7 +978,7 @@ impl Analyzer {
             schema: SCHEMA,
             stats,
             flavor,
-            counts: self.counts,
+            counts: EventKind::NAMES.iter().zip(self.counts).filter(|(_, n)| *n > 0).map(|(k, n)| (*k, n)).collect(),
             other: self.other,
             truncated: self.truncated,
             bad_timestamps: self.bad_timestamps,
@@ -945,6 +1014,20 @@ fn is_inference_route(path: &[u8]) -> bool {
         b"/rerank",
     ];
     ROUTES.iter().any(|r| path.starts_with(r))
+}
+
+/// Whether a device is already listed (by index and name, and backend when given); updates its line.
+fn seen_device(devices: &mut [Device], backend: Option<&str>, index: u32, name: &[u8], line: u64) -> bool {
+    let found = devices
+        .iter_mut()
+        .find(|d| d.index == index && d.name.as_bytes() == name && backend.is_none_or(|b| d.backend == b));
+    match found {
+        Some(d) => {
+            d.line = line;
+            true
+        }
+        None => false,
+    }
 }
 
 fn push_device(devices: &mut Vec<Device>, dev: Device, cap: usize) {

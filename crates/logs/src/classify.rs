@@ -16,7 +16,10 @@
 //! messages (O `llm/llama_server.go`, `discover/runner.go`; O24 `llm/server.go`); Go runtime crash
 //! output (`SIGSEGV: segmentation violation`, `PC=… m=… sigcode=… addr=…`, goroutine dumps).
 
-use memchr::memmem;
+use std::sync::LazyLock;
+
+use aho_corasick::{AhoCorasick, AhoCorasickKind};
+use memchr::{memchr_iter, memmem};
 
 use crate::event::{BufferKind, EventKind, GpuDevice, InferenceCompute, NativeFrame, TimingKind, VulkanDevice};
 use crate::slog;
@@ -49,6 +52,67 @@ impl<'a> Classified<'a> {
 
 fn find(h: &[u8], needle: &[u8]) -> Option<usize> {
     memmem::find(h, needle)
+}
+
+/// Every substring that a rule searches for (rather than matching at a fixed place). One pass of this
+/// automaton over a message tells whether any such rule can apply; most lines of a log (model metadata,
+/// trace frames, progress) contain none, and then no rule searches them at all.
+static MARKERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    AhoCorasick::builder()
+        .kind(Some(AhoCorasickKind::DFA))
+        .build([
+            " error: ",
+            "using device ",
+            "offloaded ",
+            "buffer size",
+            "GGML_ASSERT",
+            "DeviceLost",
+            "DEVICE_LOST",
+            "device lost",
+            "out of memory",
+            "OutOfDeviceMemory",
+            "unable to allocate",
+            "failed to allocate",
+            "process has terminated",
+            "unexpectedly stopped",
+            "POST predict",
+            "post predict",
+            "segfault at",
+            "not supported",
+            "unsupported",
+            "request: ",
+            "cleaning up before exit",
+        ])
+        .expect("the marker patterns are valid")
+});
+
+/// Whether a message holds any substring a searching rule looks for, computed on first use: lines that
+/// a rule claims by position never pay for the scan.
+struct Marked<'a> {
+    msg: &'a [u8],
+    value: std::cell::Cell<Option<bool>>,
+}
+
+impl<'a> Marked<'a> {
+    fn new(msg: &'a [u8]) -> Self {
+        Marked { msg, value: std::cell::Cell::new(None) }
+    }
+
+    fn get(&self) -> bool {
+        match self.value.get() {
+            Some(v) => v,
+            None => {
+                let v = MARKERS.is_match(self.msg);
+                self.value.set(Some(v));
+                v
+            }
+        }
+    }
+}
+
+/// Position of the first `: ` (found with `memchr`, linear whatever the input).
+fn colon_space(s: &[u8]) -> Option<usize> {
+    memchr_iter(b':', s).find(|&i| s.get(i + 1) == Some(&b' '))
 }
 
 fn after<'a>(h: &'a [u8], needle: &[u8]) -> Option<&'a [u8]> {
@@ -118,7 +182,7 @@ pub fn classify<'a>(msg: &'a [u8], ctx: &mut Context) -> Classified<'a> {
     if let Some(rest) = msg.strip_prefix(b"[GIN] ") {
         return gin(rest);
     }
-    let kind = structured(msg).or_else(|| anywhere(msg)).unwrap_or(EventKind::Other);
+    let kind = structured(msg).unwrap_or(EventKind::Other);
     if matches!(kind, EventKind::Goroutine { .. }) {
         ctx.in_go_trace = true;
     }
@@ -378,10 +442,13 @@ fn slog_message_text<'a>(line: &'a [u8], msg: &'a [u8], level: &'a [u8]) -> Opti
     {
         return Some(EventKind::RunnerStarted { seconds: leading_f64(rest)?.0 });
     }
-    if let Some((offloaded, total)) = offloaded(msg) {
+    let marked = MARKERS.is_match(msg);
+    if let Some((offloaded, total)) = if marked { offloaded(msg) } else { None } {
         return Some(EventKind::LayersOffloaded { offloaded, total });
     }
-    if msg.starts_with(b"amdgpu") && find(msg, b"not supported").is_some() || find(msg, b"unsupported").is_some() {
+    if marked
+        && (msg.starts_with(b"amdgpu") && find(msg, b"not supported").is_some() || find(msg, b"unsupported").is_some())
+    {
         let supported = get(b"supported_types").or_else(|| {
             let start = find(msg, b"[")?;
             let end = msg.iter().rposition(|&b| b == b']')?;
@@ -445,8 +512,9 @@ fn gin(rest: &[u8]) -> Classified<'_> {
 
 fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
     let first = *msg.first()?;
+    let marked = &Marked::new(msg);
     match first {
-        b' ' | b'\t' => return indented(msg),
+        b' ' | b'\t' => return indented(msg, marked),
         b'S' => {
             if let Some(sig) = go_signal(msg) {
                 return Some(sig);
@@ -496,7 +564,7 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
         let exception = exception.strip_prefix(b"'").and_then(|e| e.strip_suffix(b"'")).unwrap_or(exception);
         return Some(EventKind::CppTerminate { exception });
     }
-    if let Some(api_end) = find(msg, b" error: ") {
+    if let Some(api_end) = if marked.get() { find(msg, b" error: ") } else { None } {
         let api = &msg[..api_end];
         let message = &msg[api_end + 8..];
         match api {
@@ -515,11 +583,11 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
     if let Some((module, text)) = module_tag(msg) {
         return match module {
             b"slot" => llama_server_slot(text),
-            b"srv" => llama_server_srv(text),
-            _ => tagged(text).or_else(|| generic(text)),
+            b"srv" => llama_server_srv(text, marked),
+            _ => tagged(text, marked).or_else(|| generic(text, marked)).or_else(|| anywhere(text, marked)),
         };
     }
-    tagged(msg)
+    tagged(msg, marked).or_else(|| anywhere(msg, marked))
 }
 
 /// llama.cpp's newer `common_log` lines carry a module and a 12-column function name before the text:
@@ -537,7 +605,7 @@ fn module_tag(msg: &[u8]) -> Option<(&[u8], &[u8])> {
 }
 
 /// Lines that begin with whitespace: CUDA/ROCm device lines and GPU error details.
-fn indented(msg: &[u8]) -> Option<EventKind<'_>> {
+fn indented<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
     let s = trim_start(msg);
     if let Some(rest) = s.strip_prefix(b"Device ") {
         return gpu_device(rest).map(EventKind::GpuDevice);
@@ -567,7 +635,7 @@ fn indented(msg: &[u8]) -> Option<EventKind<'_>> {
     if let Some(frame) = native_frame(s) {
         return Some(EventKind::NativeFrame(frame));
     }
-    device_listed(s).or_else(|| anywhere(s))
+    device_listed(s).or_else(|| anywhere(s, marked))
 }
 
 /// `  Device 0: NAME, gfx900:xnack- (0x900), VMM: no, Wave Size: 64[, VRAM: N MiB][, ID: x]` (ROCm) or
@@ -662,15 +730,18 @@ fn runner_failure(message: &[u8]) -> Option<EventKind<'_>> {
 fn slot_task(s: &[u8]) -> (Option<u64>, &[u8]) {
     let mut task = None;
     let mut rest = s;
-    if let Some(t) = after(s, b"| task ") {
+    let after_bar = |h: &[u8], what: &[u8]| -> Option<usize> {
+        memchr_iter(b'|', h).find(|&i| h[i + 1..].starts_with(what)).map(|i| i + 1 + what.len())
+    };
+    if let Some(t) = after_bar(s, b" task ").map(|i| &s[i..]) {
         if let Some((v, r)) = t.strip_prefix(b"-").map_or_else(|| leading_u64(t), |_| None) {
             task = Some(v);
             rest = r;
         } else {
             rest = t;
         }
-        if let Some(r) = after(rest, b"| ") {
-            rest = r;
+        if let Some(i) = after_bar(rest, b" ") {
+            rest = &rest[i..];
         }
     }
     (task, rest)
@@ -703,7 +774,7 @@ fn llama_server_slot(body: &[u8]) -> Option<EventKind<'_>> {
 }
 
 /// The text of a `srv  <function>: <text>` line (llama-server `SRV_*` macros).
-fn llama_server_srv(text: &[u8]) -> Option<EventKind<'_>> {
+fn llama_server_srv<'a>(text: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
     if let Some(model) = text.strip_prefix(b"loading model ") {
         let model = trim(model);
         let model = model.strip_prefix(b"'").and_then(|m| m.strip_suffix(b"'")).unwrap_or(model);
@@ -711,6 +782,9 @@ fn llama_server_srv(text: &[u8]) -> Option<EventKind<'_>> {
     }
     if text.starts_with(b"model loaded") || text.starts_with(b"listening on ") {
         return Some(EventKind::ServerReady);
+    }
+    if !marked.get() {
+        return None;
     }
     if find(text, b"cleaning up before exit").is_some() {
         return Some(EventKind::Shutdown);
@@ -753,8 +827,8 @@ fn timing(text: &[u8]) -> Option<EventKind<'_>> {
 }
 
 /// `function: text` lines of llama.cpp and ggml, and `file.c:123: message` aborts.
-fn tagged(msg: &[u8]) -> Option<EventKind<'_>> {
-    let colon = find(msg.get(..msg.len().min(256))?, b": ")?;
+fn tagged<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
+    let colon = colon_space(msg.get(..msg.len().min(256))?)?;
     let tag = &msg[..colon];
     let text = &msg[colon + 2..];
     if tag.contains(&b' ') {
@@ -774,12 +848,18 @@ fn tagged(msg: &[u8]) -> Option<EventKind<'_>> {
             return Some(EventKind::DevicesFound { backend: &rest[..end], count });
         }
         b"ggml_vulkan" => return vulkan_line(text),
-        b"llama_model_loader" => {
-            if text.starts_with(b"loaded meta data") {
-                return Some(EventKind::ModelLoading { path: after(text, b" from ").map(model_path) });
-            }
-            return None;
+        b"llama_model_loader" if text.starts_with(b"loaded meta data") => {
+            return Some(EventKind::ModelLoading { path: after(text, b" from ").map(model_path) });
         }
+        // Model metadata and vocabulary dumps: their values are data (a model may be named anything),
+        // never events.
+        b"llama_model_loader"
+        | b"print_info"
+        | b"llm_load_print_meta"
+        | b"load"
+        | b"llm_load_vocab"
+        | b"system_info"
+        | b"common_memory_breakdown_print" => return Some(EventKind::Other),
         b"llama_model_load" | b"llama_load_model_from_file" | b"llama_model_load_from_file_impl" => {
             if let Some(error) = text.strip_prefix(b"error loading model: ") {
                 return Some(EventKind::LoadError { error });
@@ -791,22 +871,24 @@ fn tagged(msg: &[u8]) -> Option<EventKind<'_>> {
         }
         _ => {}
     }
-    generic(text).or_else(|| abort_line(tag, text))
+    generic(text, marked).or_else(|| abort_line(tag, text))
 }
 
 /// Texts recognised whatever function printed them.
-fn generic(text: &[u8]) -> Option<EventKind<'_>> {
+fn generic<'a>(text: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
     if text.starts_with(b"warming up the model") {
         return Some(EventKind::Warmup);
     }
-    if let Some(rest) = after(text, b"using device ") {
-        return device_used(rest);
-    }
-    if let Some((offloaded, total)) = offloaded(text) {
-        return Some(EventKind::LayersOffloaded { offloaded, total });
-    }
-    if let Some(kind) = buffer_size(text) {
-        return Some(kind);
+    if marked.get() {
+        if let Some(rest) = after(text, b"using device ") {
+            return device_used(rest);
+        }
+        if let Some((offloaded, total)) = offloaded(text) {
+            return Some(EventKind::LayersOffloaded { offloaded, total });
+        }
+        if let Some(kind) = buffer_size(text) {
+            return Some(kind);
+        }
     }
     if let Some(kind) = flash_attention(text) {
         return Some(kind);
@@ -997,7 +1079,13 @@ fn abort_line<'a>(tag: &'a [u8], text: &'a [u8]) -> Option<EventKind<'a>> {
 }
 
 /// Markers that can appear anywhere in a line no other rule claimed.
-fn anywhere(msg: &[u8]) -> Option<EventKind<'_>> {
+fn anywhere<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
+    if msg.starts_with(b"Segmentation fault") || msg.starts_with(b"Aborted") {
+        return Some(EventKind::ProcessCrash { message: trim(msg) });
+    }
+    if !marked.get() {
+        return None;
+    }
     if let Some(at) = find(msg, b"GGML_ASSERT(") {
         let cond = &msg[at + 12..];
         let end = cond.iter().rposition(|&b| b == b')').unwrap_or(cond.len());
@@ -1016,7 +1104,7 @@ fn anywhere(msg: &[u8]) -> Option<EventKind<'_>> {
     if let Some(kind) = runner_failure(msg) {
         return Some(kind);
     }
-    if msg.starts_with(b"Segmentation fault") || msg.starts_with(b"Aborted") || find(msg, b" segfault at ").is_some() {
+    if find(msg, b" segfault at ").is_some() {
         return Some(EventKind::ProcessCrash { message: trim(msg) });
     }
     None

@@ -2,7 +2,7 @@
 
 use std::io::Read;
 
-use memchr::memchr;
+use memchr::{memchr, memchr2};
 use serde::Serialize;
 
 use crate::classify::{classify, Context};
@@ -103,11 +103,16 @@ fn line<F: FnMut(&Event<'_>)>(
         flags.invalid_utf8 = true;
         stats.invalid_utf8_lines += 1;
     }
-    if memchr(0, bytes).is_some() {
+    // One pass finds both NUL and ESC in the common case of neither.
+    let (nul, esc) = match memchr2(0, 0x1b, bytes) {
+        None => (false, false),
+        Some(_) => (memchr(0, bytes).is_some(), memchr(0x1b, bytes).is_some()),
+    };
+    if nul {
         flags.nul = true;
         stats.nul_lines += 1;
     }
-    let text: &[u8] = if memchr(0x1b, bytes).is_some() {
+    let text: &[u8] = if esc {
         flags.ansi = true;
         stats.ansi_lines += 1;
         strip_ansi(bytes, scratch);

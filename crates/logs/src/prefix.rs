@@ -73,6 +73,13 @@ fn strip_one(s: &[u8]) -> Option<(&[u8], Option<Timestamp>)> {
     if let Some(rest) = strip_spinner(s) {
         return Some((rest, None));
     }
+    // Both remaining forms have a short first word followed by spaces and then a digit (a journal's
+    // day or time) or `|` (Compose): anything else is a message.
+    let space = memchr::memchr(b' ', s.get(..s.len().min(16))?)?;
+    let after_spaces = s[space..].iter().find(|&&b| b != b' ')?;
+    if !(after_spaces.is_ascii_digit() || *after_spaces == b'|') {
+        return None;
+    }
     if let Some(step) = strip_journal(s) {
         return Some(step);
     }
