@@ -5,7 +5,7 @@
 //! ```
 //!
 //! Prints the report as text (`--json`: as JSON), `--events` one line per event instead, `--quiet` only
-//! the counts (for benchmarks: the whole input is still parsed and analysed).
+//! the counts and this process's peak RSS (for benchmarks: the whole input is still parsed and analysed).
 
 use std::io::{self, BufWriter, Read, Write};
 use std::process::ExitCode;
@@ -57,10 +57,11 @@ fn main() -> ExitCode {
             let _ = if quiet {
                 writeln!(
                     out,
-                    "{} lines, {} bytes, {} crashes",
+                    "{} lines, {} bytes, {} crashes{}",
                     report.stats.lines,
                     report.stats.bytes,
-                    report.crashes.len()
+                    report.crashes.len() as u64 + report.crashes_dropped,
+                    peak_rss().map(|kib| format!(", peak RSS {kib} KiB")).unwrap_or_default()
                 )
             } else if json {
                 serde_json::to_writer_pretty(&mut out, &report).map_err(io::Error::from).and_then(|()| writeln!(out))
@@ -76,4 +77,10 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Peak resident set size of this process in KiB (Linux `VmHWM`), if the system reports it.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()
 }

@@ -150,7 +150,8 @@ pub struct Facts {
     pub buffers: Vec<Buffer>,
     pub runner_started_s: Vec<Sourced<f64>>,
     pub http_status: BTreeMap<u16, u64>,
-    pub timings: Vec<Timing>,
+    /// The last timings (oldest first).
+    pub timings: VecDeque<Timing>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -727,9 +728,9 @@ impl Analyzer {
             HttpRequest { status, .. } => *f.http_status.entry(status).or_insert(0) += 1,
             Timing { which, ms, tokens } => {
                 if f.timings.len() >= cap {
-                    f.timings.remove(0);
+                    f.timings.pop_front();
                 }
-                f.timings.push(self::Timing { which, ms, tokens, line: e.line });
+                f.timings.push_back(self::Timing { which, ms, tokens, line: e.line });
             }
             _ => {}
         }

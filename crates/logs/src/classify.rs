@@ -61,7 +61,6 @@ static MARKERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
     AhoCorasick::builder()
         .kind(Some(AhoCorasickKind::DFA))
         .build([
-            " error: ",
             "using device ",
             "offloaded ",
             "buffer size",
@@ -564,7 +563,9 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
         let exception = exception.strip_prefix(b"'").and_then(|e| e.strip_suffix(b"'")).unwrap_or(exception);
         return Some(EventKind::CppTerminate { exception });
     }
-    if let Some(api_end) = if marked.get() { find(msg, b" error: ") } else { None } {
+    // `CUDA error: …`, `rocBLAS error: …`: one word, then ` error: `.
+    let first_space = memchr::memchr(b' ', &msg[..msg.len().min(12)]);
+    if let Some(api_end) = first_space.filter(|&i| msg[i..].starts_with(b" error: ")) {
         let api = &msg[..api_end];
         let message = &msg[api_end + 8..];
         match api {
@@ -583,7 +584,7 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
     if let Some((module, text)) = module_tag(msg) {
         return match module {
             b"slot" => llama_server_slot(text),
-            b"srv" => llama_server_srv(text, marked),
+            b"srv" => llama_server_srv(text),
             _ => tagged(text, marked).or_else(|| generic(text, marked)).or_else(|| anywhere(text, marked)),
         };
     }
@@ -774,7 +775,7 @@ fn llama_server_slot(body: &[u8]) -> Option<EventKind<'_>> {
 }
 
 /// The text of a `srv  <function>: <text>` line (llama-server `SRV_*` macros).
-fn llama_server_srv<'a>(text: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
+fn llama_server_srv(text: &[u8]) -> Option<EventKind<'_>> {
     if let Some(model) = text.strip_prefix(b"loading model ") {
         let model = trim(model);
         let model = model.strip_prefix(b"'").and_then(|m| m.strip_suffix(b"'")).unwrap_or(model);
@@ -783,13 +784,10 @@ fn llama_server_srv<'a>(text: &'a [u8], marked: &Marked<'_>) -> Option<EventKind
     if text.starts_with(b"model loaded") || text.starts_with(b"listening on ") {
         return Some(EventKind::ServerReady);
     }
-    if !marked.get() {
-        return None;
-    }
-    if find(text, b"cleaning up before exit").is_some() {
+    if text.ends_with(b"cleaning up before exit...") {
         return Some(EventKind::Shutdown);
     }
-    if let Some(req) = after(text, b"request: ") {
+    if let Some(req) = text.strip_prefix(b"done request: ").or_else(|| text.strip_prefix(b"request: ")) {
         return http_request_line(trim(req));
     }
     None
