@@ -1200,6 +1200,18 @@ mod tests {
     }
 
     #[test]
+    fn ollama_runner_end_and_unsupported_gpu() {
+        // The format Ollama v0.30+ logs when llama-server dies (llm/llama_server.go, quoted in the
+        // project's dispatch notes): the error names the signal.
+        let c = classify(br#"time=2026-08-29T08:50:00.000Z level=ERROR source=llama_server.go:1023 msg="llama-server terminated" error="signal: segmentation fault" exit=unknown"#, &mut Context::default());
+        assert_eq!(c.kind, EventKind::RunnerTerminated { error: b"signal: segmentation fault" });
+        // likelovewant/ollama-for-amd issue 40 (Ollama's amd_windows.go in a fork build).
+        let c = classify(br#"time=2025-01-23T16:42:09.019+01:00 level=WARN source=amd_windows.go:140 msg="amdgpu is not supported (supported types:[gfx1103])" gpu_type=gfx1150 gpu=0 library=C:\llm\windows-amd64\lib\ollama"#, &mut Context::default());
+        let EventKind::UnsupportedGpu { gpu, supported, .. } = c.kind else { panic!("{:?}", c.kind) };
+        assert_eq!((gpu, supported), (Some(&b"gfx1150"[..]), Some(&b"[gfx1103]"[..])));
+    }
+
+    #[test]
     fn blas_and_gpu_errors() {
         // brknsoul/ROCmLibs issue 4 and ollama/ollama issue 11555.
         let k = kind(
