@@ -10,6 +10,9 @@
 //!   and line numbers as sources, the facts the log states (backends, devices, offload, buffers), and
 //!   crash incidents with their [`Phase`] (discovery / load / first compute / decode, rules in
 //!   [`analysis`]) and a normalised [`Signature`] so that identical crashes group.
+//!   A log often ends without a word when its process is killed: [`Report::ending`] tells the state of
+//!   the last runner (request in progress, phase), and [`Analyzer::process_exit`] lets a supervisor that
+//!   saw the death (a sweep) record it as a crash placed by the same rules.
 //! - [`render`] prints a report as plain text; the report is plain data (`serde::Serialize`) for other
 //!   renderers.
 //!
