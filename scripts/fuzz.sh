@@ -83,7 +83,8 @@ for t in "${TARGETS[@]}"; do
     for a in $new; do
       echo "fuzz: $t: reproducer $a" >&2
       echo "fuzz:   replay: cargo +$TOOLCHAIN fuzz run $t $a" >&2
-      echo "fuzz:   keep:   cp $a crates/binfmt/tests/regressions/$t-$(sha1sum "$a" | cut -c1-8).bin" >&2
+      keep=crates/binfmt/tests/regressions; [ "$t" = logs ] && keep=crates/logs/tests/regressions
+      echo "fuzz:   keep:   cp $a $keep/$t-$(sha1sum "$a" | cut -c1-8).bin" >&2
     done
     failed+=("$t")
   fi
