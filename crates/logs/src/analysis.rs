@@ -1,0 +1,1349 @@
+//! From events to findings: a timeline, the facts a log states (backends, devices, offload…), and crash
+//! incidents with their phase and signature.
+//!
+//! [`Analyzer`] consumes the parser's events one at a time and keeps bounded state: the first
+//! `timeline_head` and last `timeline_tail` timeline entries, at most `max_crashes` crashes with at most
+//! `max_frames` frames each, at most `max_ranges` ranges of unrecognised lines. Past a cap it counts.
+//!
+//! # Crash incidents
+//! A line that shows a failure by itself ([`EventKind::is_fatal`]: a signal, an assertion, a GPU or BLAS
+//! error, a discovery failure, a terminated runner, `post predict … EOF`…) opens an incident when none is
+//! open. Later failure lines, the crashing goroutine's frames (the first goroutine Go prints after the
+//! signal), native backtrace frames and HTTP 5xx responses join it. It closes when a new runner starts,
+//! when a second signal or a new cause follows a terminated runner, or at the end of the log.
+//!
+//! # Phase of a crash
+//! Each runner lifetime (from Ollama's `starting runner`/`starting llama server`/`starting llama-server`,
+//! or from the start of the log) records milestones: model loading began (model loader, offload, model
+//! buffers, `loading model`), warm-up began, the runner was ready (`runner started in N s`, llama-server
+//! `model loaded`/`listening`), a request finished (an HTTP 2xx on an inference route, `print_timing`, slot
+//! release), the current request's prompt was done. The crashing stack adds what code was running. The
+//! first rule that holds decides:
+//! 1. **discovery** — the incident starts with a GPU-discovery failure, or the runner was started
+//!    without a model (Ollama's discovery runners), or the stack is in discovery code;
+//! 2. **load** — the stack is in model-loading code (`llama_model_load*`, `LoadModelFromFile`, `loadModel`,
+//!    context or projector creation);
+//! 3. **decode** — a request had finished in this lifetime, or the current request's prompt was done;
+//! 4. **first compute** — the runner was ready, or warm-up had begun, or the stack is in graph compute
+//!    (`llama_decode`, `Decode`, `processBatch`, `graph_compute`): the first computation on the model;
+//! 5. **load** — model loading had begun;
+//! 6. **unknown** — the log shows none of this.
+//!
+//! The phase is an inference from the lines it cites (`phase_lines`), never more.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::Serialize;
+
+use crate::event::{lossy, BufferKind, Event, EventKind, TimingKind};
+use crate::parser::Stats;
+use crate::signature::{self, SIGNATURE_FRAMES};
+use crate::slog::unquote;
+use crate::time::{Clock, Timestamp};
+use crate::Limits;
+
+/// Version of the [`Report`] layout; bump on any change a consumer could notice.
+pub const SCHEMA: &str = "backscope.logs/1";
+
+/// Longest summary text kept per timeline entry or cause (characters).
+const SUMMARY_CHARS: usize = 300;
+
+/// The analysis of one log.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub schema: &'static str,
+    pub stats: Stats,
+    /// What produced the log, from the lines seen: `ollama` (v0.30+, llama-server runners),
+    /// `ollama-go-runner` (before v0.30), `ollama` when the era cannot be told, `llama.cpp`, `unknown`.
+    pub flavor: &'static str,
+    /// Events per kind (see [`EventKind::name`]).
+    pub counts: BTreeMap<&'static str, u64>,
+    /// Lines no rule recognised.
+    pub other: LineSet,
+    /// Lines cut at the line cap.
+    pub truncated: LineSet,
+    /// Lines whose timestamp could not be read.
+    pub bad_timestamps: LineSet,
+    /// The clock relative times are measured on (`None`: the log has no timestamps).
+    pub clock: Option<Clock>,
+    pub timeline: Vec<TimelineEntry>,
+    /// Timeline entries left out between the first and the last ones kept.
+    pub timeline_elided: u64,
+    /// Where in `timeline` the left-out entries were (the number of entries before them).
+    pub timeline_elided_at: Option<usize>,
+    pub facts: Facts,
+    pub crashes: Vec<Crash>,
+    pub crashes_dropped: u64,
+    /// Crashes grouped by signature, most frequent first.
+    pub signatures: Vec<SignatureGroup>,
+    /// The state of the last runner when the log ends.
+    pub ending: Ending,
+}
+
+/// How the log ends: what a caller that saw the process die needs to place the death.
+#[derive(Clone, Debug, Serialize)]
+pub struct Ending {
+    pub last_line: u64,
+    /// llama-server's `cleaning up before exit` in the last runner lifetime.
+    pub orderly_shutdown: Option<u64>,
+    /// A llama-server task had started and not finished when the log ends.
+    pub request_in_progress: Option<u64>,
+    /// The phase a crash right at the end would be in (the crash rules without a stack).
+    pub phase: Phase,
+    pub phase_rule: String,
+    pub phase_lines: Vec<u64>,
+}
+
+/// A set of line numbers as ranges (bounded).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LineSet {
+    pub count: u64,
+    /// Inclusive ranges `[first, last]`, in order.
+    pub ranges: Vec<(u64, u64)>,
+    /// Lines not in `ranges` because the range cap was reached.
+    pub unlisted: u64,
+}
+
+impl LineSet {
+    fn add(&mut self, line: u64, cap: usize) {
+        self.count += 1;
+        if let Some(last) = self.ranges.last_mut() {
+            if last.1 + 1 == line {
+                last.1 = line;
+                return;
+            }
+        }
+        if self.ranges.len() < cap {
+            self.ranges.push((line, line));
+        } else {
+            self.unlisted += 1;
+        }
+    }
+}
+
+/// One line of the timeline.
+#[derive(Clone, Debug, Serialize)]
+pub struct TimelineEntry {
+    pub line: u64,
+    pub offset: u64,
+    /// Seconds since the log's first timestamp.
+    pub t: Option<f64>,
+    /// `t` is the time of an earlier line (this one has no timestamp of its own).
+    pub t_inherited: bool,
+    pub kind: &'static str,
+    pub summary: String,
+    /// The line as written (lossy UTF-8, escape sequences kept; escape before display).
+    pub raw: String,
+    #[serde(skip)]
+    time: Option<Timestamp>,
+}
+
+/// What the log states about the runtime's setup (the last value wins where one is expected).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Facts {
+    pub backends: Vec<Backend>,
+    pub devices: Vec<Device>,
+    pub inference_compute: Vec<BTreeMap<&'static str, String>>,
+    pub offload: Option<Offload>,
+    pub flash_attention: Option<Sourced<String>>,
+    pub graph: Option<Graph>,
+    pub buffers: Vec<Buffer>,
+    pub runner_started_s: Vec<Sourced<f64>>,
+    pub http_status: BTreeMap<u16, u64>,
+    /// The last timings (oldest first).
+    pub timings: VecDeque<Timing>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Sourced<T> {
+    pub value: T,
+    pub line: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Backend {
+    pub name: String,
+    pub path: String,
+    pub line: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Device {
+    /// `CUDA`, `ROCm`, `MUSA` or `Vulkan`.
+    pub backend: String,
+    pub index: u32,
+    pub name: String,
+    pub arch: Option<String>,
+    pub compute_capability: Option<String>,
+    pub vmm: Option<bool>,
+    pub wave_size: Option<u32>,
+    pub vram_mib: Option<u64>,
+    pub driver: Option<String>,
+    pub uma: Option<bool>,
+    pub fp16: Option<bool>,
+    pub warp_size: Option<u32>,
+    pub int_dot: Option<bool>,
+    pub matrix_cores: Option<String>,
+    pub line: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Offload {
+    pub offloaded: u32,
+    pub total: u32,
+    pub line: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Graph {
+    pub nodes: Option<u64>,
+    pub splits: Option<u64>,
+    pub line: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Buffer {
+    pub device: String,
+    pub kind: BufferKind,
+    pub mib: f64,
+    pub line: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Timing {
+    pub which: TimingKind,
+    pub ms: f64,
+    pub tokens: Option<u64>,
+    pub line: u64,
+}
+
+/// Phase of a crash (see the module documentation for the rules).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Discovery,
+    Load,
+    FirstCompute,
+    Decode,
+    Unknown,
+}
+
+impl Phase {
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Discovery => "discovery",
+            Phase::Load => "load",
+            Phase::FirstCompute => "first compute",
+            Phase::Decode => "decode",
+            Phase::Unknown => "unknown",
+        }
+    }
+}
+
+/// A signal as the Go runtime reports it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SignalInfo {
+    pub name: String,
+    pub description: String,
+    pub pc: Option<String>,
+    pub addr: Option<String>,
+    pub sigcode: Option<String>,
+    /// `signal arrived during cgo execution`: the fault was in C/C++ code (ggml, a GPU runtime).
+    pub in_foreign_code: bool,
+    pub line: u64,
+}
+
+/// A line of a crash: a cause (assertion, error) or a consequence (terminated runner, HTTP 500).
+#[derive(Clone, Debug, Serialize)]
+pub struct CrashLine {
+    pub kind: &'static str,
+    pub text: String,
+    pub line: u64,
+}
+
+/// A stack frame of the crash.
+#[derive(Clone, Debug, Serialize)]
+pub struct Frame {
+    /// Go function or native `module!symbol`, as written (arguments and offsets dropped).
+    pub function: String,
+    /// `file:line` of a Go frame.
+    pub source: Option<String>,
+    pub native: bool,
+    pub line: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Signature {
+    pub id: String,
+    pub text: String,
+    pub frames: Vec<String>,
+}
+
+/// One crash incident.
+#[derive(Clone, Debug, Serialize)]
+pub struct Crash {
+    /// First line of the incident.
+    pub line: u64,
+    pub offset: u64,
+    pub t: Option<f64>,
+    pub phase: Phase,
+    /// Which rule decided the phase, in words.
+    pub phase_rule: String,
+    /// Lines the phase rests on.
+    pub phase_lines: Vec<u64>,
+    pub signal: Option<SignalInfo>,
+    pub causes: Vec<CrashLine>,
+    pub consequences: Vec<CrashLine>,
+    /// Id of the crashing goroutine (the first dumped after the signal).
+    pub goroutine: Option<u64>,
+    pub frames: Vec<Frame>,
+    pub frames_dropped: u64,
+    pub signature: Signature,
+    /// The last line of the incident.
+    pub last_line: u64,
+    #[serde(skip)]
+    time: Option<Timestamp>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SignatureGroup {
+    pub id: String,
+    pub text: String,
+    pub count: u64,
+    pub phases: Vec<Phase>,
+    /// First line of each crash with this signature (bounded).
+    pub crash_lines: Vec<u64>,
+}
+
+/// A timeline entry kept as its raw line until the report is assembled.
+#[derive(Debug, Default)]
+struct TailSlot {
+    line: u64,
+    offset: u64,
+    time: Option<Timestamp>,
+    inherited: bool,
+    raw: Vec<u8>,
+}
+
+impl TailSlot {
+    /// Re-read the line (classification does not depend on earlier lines for timeline kinds).
+    fn entry(self, scratch: &mut Vec<u8>) -> TimelineEntry {
+        let text: &[u8] = if self.raw.contains(&0x1b) {
+            crate::parser::strip_ansi(&self.raw, scratch);
+            scratch
+        } else {
+            &self.raw
+        };
+        let message = crate::prefix::strip(text).message;
+        let kind = crate::classify::classify(message, &mut crate::classify::Context::default()).kind;
+        TimelineEntry {
+            line: self.line,
+            offset: self.offset,
+            t: None,
+            t_inherited: self.inherited,
+            kind: kind.name(),
+            summary: summary(&kind, message.starts_with(b"time=")),
+            raw: clip(lossy(&self.raw).into_owned()),
+            time: self.time,
+        }
+    }
+}
+
+/// Milestones of one runner lifetime.
+#[derive(Clone, Copy, Debug, Default)]
+struct Lifetime {
+    start: Option<u64>,
+    discovery_runner: bool,
+    loading: Option<u64>,
+    warmup: Option<u64>,
+    ready: Option<u64>,
+    request_done: Option<u64>,
+    prompt_done: Option<u64>,
+    /// A llama-server task began and has not finished.
+    request_open: Option<u64>,
+    shutdown: Option<u64>,
+}
+
+/// An open incident.
+#[derive(Debug)]
+struct Open {
+    crash: Crash,
+    at_open: Lifetime,
+    /// Frames are being collected from the crashing goroutine.
+    in_crashing_goroutine: bool,
+    /// A goroutine dump began (native frames after it are not the crash's).
+    go_dump_started: bool,
+    terminated: bool,
+    discovery_failure: bool,
+    /// Opened past `max_crashes`: delimited and counted only.
+    counted_only: bool,
+}
+
+impl Open {
+    fn new(crash: Crash, at_open: Lifetime) -> Self {
+        Open {
+            crash,
+            at_open,
+            in_crashing_goroutine: false,
+            go_dump_started: false,
+            terminated: false,
+            discovery_failure: false,
+            counted_only: false,
+        }
+    }
+}
+
+fn new_crash(line: u64, offset: u64, time: Option<Timestamp>) -> Crash {
+    Crash {
+        line,
+        offset,
+        t: None,
+        phase: Phase::Unknown,
+        phase_rule: String::new(),
+        phase_lines: Vec::new(),
+        signal: None,
+        causes: Vec::new(),
+        consequences: Vec::new(),
+        goroutine: None,
+        frames: Vec::new(),
+        frames_dropped: 0,
+        signature: Signature { id: String::new(), text: String::new(), frames: Vec::new() },
+        last_line: line,
+        time,
+    }
+}
+
+/// Builds a [`Report`] from events.
+#[derive(Debug)]
+pub struct Analyzer {
+    limits: Limits,
+    counts: [u64; EventKind::NAMES.len()],
+    other: LineSet,
+    truncated: LineSet,
+    bad_timestamps: LineSet,
+    clock: Option<Clock>,
+    last_time: Option<Timestamp>,
+    head: Vec<TimelineEntry>,
+    /// The last entries as raw lines in reused buffers: their summaries are made at the end, so the
+    /// timeline costs no allocation per line once the head is full.
+    tail: VecDeque<TailSlot>,
+    elided: u64,
+    facts: Facts,
+    lifetime: Lifetime,
+    open: Option<Open>,
+    crashes: Vec<Crash>,
+    crashes_dropped: u64,
+    groups: Vec<SignatureGroup>,
+    saw_ollama: bool,
+    saw_llama_server_runner: bool,
+    saw_go_runner: bool,
+    saw_llama: bool,
+    gpu_backend: String,
+    last_line: u64,
+    last_offset: u64,
+    /// The log's first timestamp: relative times count from it.
+    origin: Option<Timestamp>,
+}
+
+impl Analyzer {
+    pub fn new(limits: Limits) -> Self {
+        Analyzer {
+            limits,
+            counts: [0; EventKind::NAMES.len()],
+            other: LineSet::default(),
+            truncated: LineSet::default(),
+            bad_timestamps: LineSet::default(),
+            clock: None,
+            last_time: None,
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            elided: 0,
+            facts: Facts::default(),
+            lifetime: Lifetime::default(),
+            open: None,
+            crashes: Vec::new(),
+            crashes_dropped: 0,
+            groups: Vec::new(),
+            saw_ollama: false,
+            saw_llama_server_runner: false,
+            saw_go_runner: false,
+            saw_llama: false,
+            gpu_backend: String::new(),
+            last_line: 0,
+            last_offset: 0,
+            origin: None,
+        }
+    }
+
+    /// Record that the process writing the log died, as its supervisor saw it (e.g. `killed by signal 11
+    /// (SIGSEGV)`): a log often stops without a word when a process is killed. The death joins the open
+    /// incident, or becomes a crash at the last line, placed in a phase by the same rules. Its cause line
+    /// has line number 0: it comes from the caller, not from the log.
+    pub fn process_exit(&mut self, description: &str) {
+        if self.open.is_none() {
+            let crash = new_crash(self.last_line, self.last_offset, self.last_time);
+            self.open = Some(Open::new(crash, self.lifetime));
+        }
+        if let Some(open) = self.open.as_mut() {
+            let line = CrashLine { kind: "process_exit", text: clip(format!("process exit: {description}")), line: 0 };
+            if open.crash.causes.is_empty() && open.crash.signal.is_none() {
+                open.crash.causes.push(line);
+            } else {
+                open.crash.consequences.push(line);
+            }
+        }
+    }
+
+    /// Take one event.
+    pub fn event(&mut self, e: &Event<'_>) {
+        self.counts[e.kind.index()] += 1;
+        self.last_line = e.line;
+        self.last_offset = e.offset;
+        let cap = self.limits.max_ranges;
+        if e.flags.truncated {
+            self.truncated.add(e.line, cap);
+        }
+        if e.flags.bad_timestamp {
+            self.bad_timestamps.add(e.line, cap);
+        }
+        let time = self.own_time(e);
+        if time.is_some() {
+            self.last_time = time;
+        }
+        if matches!(e.kind, EventKind::Other) {
+            self.other.add(e.line, cap);
+            return;
+        }
+        let slog_line = e.text.starts_with(b"time=");
+        if !self.saw_ollama {
+            self.saw_ollama = slog_line
+                || e.text.starts_with(b"[GIN]")
+                || matches!(e.kind, EventKind::GoFrame { function } if find_bytes(function, b"ollama").is_some());
+        }
+        self.saw_llama |= !slog_line && !e.kind.is_trace();
+        self.lifecycle(e);
+        self.facts(e, slog_line);
+        self.incident(e, slog_line, time);
+        if !e.kind.is_trace() {
+            self.push_timeline(e, slog_line, time);
+        }
+    }
+
+    /// The event's time if it is on the log's clock (the clock of the first timestamp seen).
+    fn own_time(&mut self, e: &Event<'_>) -> Option<Timestamp> {
+        let t = e.time?;
+        match self.clock {
+            None => {
+                self.clock = Some(t.clock);
+                self.origin = Some(t);
+                Some(t)
+            }
+            Some(c) if c == t.clock => {
+                // A whole-second stamp (Gin, a journal) written in the same second as a finer earlier one
+                // (slog): the finer one is the better estimate, and time does not run backwards.
+                match self.last_time {
+                    Some(last)
+                        if t.micros % 1_000_000 == 0 && (t.micros..t.micros + 1_000_000).contains(&last.micros) =>
+                    {
+                        Some(last)
+                    }
+                    _ => Some(t),
+                }
+            }
+            Some(_) => None,
+        }
+    }
+
+    fn lifecycle(&mut self, e: &Event<'_>) {
+        use EventKind::*;
+        let l = e.line;
+        match e.kind {
+            RunnerStarting { cmd, with_model } => {
+                if find_bytes(cmd, b"llama-server").is_some() {
+                    self.saw_llama_server_runner = true;
+                } else {
+                    self.saw_go_runner = true;
+                }
+                self.close_incident();
+                self.lifetime = Lifetime {
+                    start: Some(l),
+                    discovery_runner: !with_model,
+                    loading: with_model.then_some(l),
+                    ..Lifetime::default()
+                };
+            }
+            ModelLoading { .. } | LayersOffloaded { .. } | DeviceUsed { .. } => {
+                self.lifetime.loading.get_or_insert(l);
+                self.lifetime.discovery_runner = false;
+            }
+            BufferSize { buffer: BufferKind::Model, .. } => {
+                self.lifetime.loading.get_or_insert(l);
+            }
+            Warmup => {
+                self.lifetime.warmup.get_or_insert(l);
+            }
+            RunnerStarted { .. } | ServerReady => {
+                self.lifetime.ready.get_or_insert(l);
+            }
+            RequestStarted { .. } => {
+                self.lifetime.prompt_done = None;
+                self.lifetime.request_open = Some(l);
+            }
+            PromptDone { .. } | Progress { decoding: true, .. } => {
+                self.lifetime.prompt_done.get_or_insert(l);
+            }
+            Shutdown => self.lifetime.shutdown = Some(l),
+            RequestDone { .. } | Timing { which: TimingKind::Total, .. } => {
+                self.lifetime.request_done = Some(l);
+                self.lifetime.prompt_done = None;
+                self.lifetime.request_open = None;
+            }
+            HttpRequest { status, path, .. } if (200..300).contains(&status) && is_inference_route(path) => {
+                self.lifetime.request_done = Some(l);
+                self.lifetime.prompt_done = None;
+            }
+            _ => {}
+        }
+    }
+
+    fn facts(&mut self, e: &Event<'_>, slog_line: bool) {
+        use EventKind::*;
+        let text = |b: &[u8]| -> String {
+            if slog_line {
+                unquote(b).into_owned()
+            } else {
+                lossy(b).into_owned()
+            }
+        };
+        let cap = self.limits.max_facts;
+        let f = &mut self.facts;
+        match e.kind {
+            BackendLoaded { backend, path } => {
+                let known = f.backends.iter().any(|b| b.name.as_bytes() == backend && b.path.as_bytes() == path);
+                if f.backends.len() < cap && !known {
+                    f.backends.push(Backend { name: text(backend), path: text(path), line: e.line });
+                }
+            }
+            DevicesFound { backend, .. } if self.gpu_backend.as_bytes() != backend => self.gpu_backend = text(backend),
+            GpuDevice(d) if seen_device(&mut f.devices, None, d.index, d.name, e.line) => {}
+            VulkanDevice(v) if seen_device(&mut f.devices, Some("Vulkan"), v.index, v.name, e.line) => {}
+            GpuDevice(d) => {
+                let backend = if !self.gpu_backend.is_empty() && self.gpu_backend != "Vulkan" {
+                    self.gpu_backend.clone()
+                } else if d.arch.is_some() {
+                    "ROCm".to_string()
+                } else {
+                    "CUDA".to_string()
+                };
+                let dev = Device {
+                    backend,
+                    index: d.index,
+                    name: text(d.name),
+                    arch: d.arch.map(text),
+                    compute_capability: d.compute_capability.map(text),
+                    vmm: d.vmm,
+                    wave_size: d.wave_size,
+                    vram_mib: d.vram_mib,
+                    line: e.line,
+                    ..Device::default()
+                };
+                push_device(&mut f.devices, dev, cap);
+            }
+            VulkanDevice(v) => {
+                let dev = Device {
+                    backend: "Vulkan".to_string(),
+                    index: v.index,
+                    name: text(v.name),
+                    driver: v.driver.map(text),
+                    uma: v.uma,
+                    fp16: v.fp16,
+                    warp_size: v.warp_size,
+                    int_dot: v.int_dot,
+                    matrix_cores: v.matrix_cores.map(text),
+                    line: e.line,
+                    ..Device::default()
+                };
+                push_device(&mut f.devices, dev, cap);
+            }
+            DeviceListed { device, description, total_mib, .. } => {
+                let name = text(device);
+                let digits = name.bytes().rev().take_while(u8::is_ascii_digit).count();
+                let (backend, index) = name.split_at(name.len() - digits);
+                let dev = Device {
+                    backend: backend.to_string(),
+                    index: index.parse().unwrap_or(0),
+                    name: text(description),
+                    vram_mib: total_mib,
+                    line: e.line,
+                    ..Device::default()
+                };
+                push_device(&mut f.devices, dev, cap);
+            }
+            InferenceCompute(ic) if f.inference_compute.len() < cap => {
+                let mut m = BTreeMap::new();
+                let fields = [
+                    ("id", ic.id),
+                    ("library", ic.library),
+                    ("compute", ic.compute),
+                    ("name", ic.name),
+                    ("description", ic.description),
+                    ("libdirs", ic.libdirs),
+                    ("driver", ic.driver),
+                    ("type", ic.device_type),
+                    ("total", ic.total),
+                    ("available", ic.available),
+                ];
+                for (k, v) in fields {
+                    if let Some(v) = v {
+                        m.insert(k, text(v));
+                    }
+                }
+                m.insert("line", e.line.to_string());
+                f.inference_compute.push(m);
+            }
+            LayersOffloaded { offloaded, total } => f.offload = Some(Offload { offloaded, total, line: e.line }),
+            FlashAttention { setting } => match f.flash_attention.as_mut() {
+                Some(fa) if fa.value.as_bytes() == setting => fa.line = e.line,
+                _ => f.flash_attention = Some(Sourced { value: text(setting), line: e.line }),
+            },
+            Graph { nodes, splits } => {
+                let prev = f.graph.take();
+                f.graph = Some(self::Graph {
+                    nodes: nodes.or(prev.as_ref().and_then(|g| g.nodes)),
+                    splits: splits.or(prev.as_ref().and_then(|g| g.splits)),
+                    line: e.line,
+                });
+            }
+            BufferSize { device, buffer, mib } => {
+                if let Some(b) = f.buffers.iter_mut().find(|b| b.device.as_bytes() == device && b.kind == buffer) {
+                    b.mib = mib;
+                    b.line = e.line;
+                } else if f.buffers.len() < cap {
+                    f.buffers.push(Buffer { device: text(device), kind: buffer, mib, line: e.line });
+                }
+            }
+            RunnerStarted { seconds } if f.runner_started_s.len() < cap => {
+                f.runner_started_s.push(Sourced { value: seconds, line: e.line });
+            }
+            HttpRequest { status, .. } => *f.http_status.entry(status).or_insert(0) += 1,
+            Timing { which, ms, tokens } => {
+                if f.timings.len() >= cap {
+                    f.timings.pop_front();
+                }
+                f.timings.push_back(self::Timing { which, ms, tokens, line: e.line });
+            }
+            _ => {}
+        }
+    }
+
+    fn incident(&mut self, e: &Event<'_>, slog_line: bool, time: Option<Timestamp>) {
+        use EventKind::*;
+        let fatal = e.kind.is_fatal();
+        // A new failure after the runner was reported terminated, or a second signal, is a new crash.
+        if let Some(open) = &self.open {
+            let new_cause =
+                matches!(e.kind, Signal { .. } | GgmlAssert { .. } | Abort { .. } | GpuError { .. } | GoFatal { .. });
+            if (open.terminated && new_cause && !matches!(e.kind, Signal { .. } if open.crash.signal.is_none()))
+                || (matches!(e.kind, Signal { .. }) && open.crash.signal.is_some())
+            {
+                self.close_incident();
+            }
+        }
+        if self.open.is_none() {
+            // A native backtrace is printed only when something aborts: it opens an incident too.
+            if !fatal && !matches!(e.kind, NativeFrame(_)) {
+                return;
+            }
+            let crash = new_crash(e.line, e.offset, time.or(self.last_time));
+            let mut open = Open::new(crash, self.lifetime);
+            // Past the cap an incident is only delimited and counted: no frames, no text.
+            open.counted_only = self.crashes.len() >= self.limits.max_crashes;
+            self.open = Some(open);
+        }
+        if self.open.as_ref().is_some_and(|o| o.counted_only) {
+            if matches!(e.kind, RunnerTerminated { .. }) {
+                if let Some(o) = self.open.as_mut() {
+                    o.terminated = true;
+                }
+            }
+            return;
+        }
+        let max_frames = self.limits.max_frames;
+        let max_lines = self.limits.max_causes;
+        let Some(open) = self.open.as_mut() else { return };
+        let c = &mut open.crash;
+        let text = |b: &[u8]| -> String {
+            let s = if slog_line { unquote(b).into_owned() } else { lossy(b).into_owned() };
+            clip(s)
+        };
+        let mut joined = true;
+        match e.kind {
+            Signal { signal, description } => {
+                let info = c.signal.get_or_insert_with(SignalInfo::default);
+                info.name = text(signal);
+                info.description = text(description);
+                info.line = e.line;
+            }
+            SignalContext { pc, addr, sigcode } => {
+                if let Some(info) = c.signal.as_mut() {
+                    info.pc = pc.map(text);
+                    info.addr = addr.map(text);
+                    info.sigcode = sigcode.map(text);
+                } else {
+                    joined = false;
+                }
+            }
+            SignalInForeignCode => {
+                c.signal.get_or_insert_with(SignalInfo::default).in_foreign_code = true;
+            }
+            Goroutine { id, .. } => {
+                if !open.go_dump_started {
+                    open.go_dump_started = true;
+                    open.in_crashing_goroutine = true;
+                    c.goroutine = Some(id);
+                } else {
+                    open.in_crashing_goroutine = false;
+                    joined = false;
+                }
+            }
+            GoFrame { function } => {
+                if open.in_crashing_goroutine {
+                    push_frame(
+                        c,
+                        Frame { function: text(function), source: None, native: false, line: e.line },
+                        max_frames,
+                    );
+                } else {
+                    joined = false;
+                }
+            }
+            GoFrameSource { file, line } => {
+                if open.in_crashing_goroutine {
+                    if let Some(last) = c.frames.last_mut().filter(|f| !f.native && f.source.is_none()) {
+                        last.source = Some(format!("{}:{line}", lossy(file)));
+                    }
+                } else {
+                    joined = false;
+                }
+            }
+            GoCreatedBy { .. } | GoTraceDetail => joined = open.in_crashing_goroutine,
+            NativeFrame(frame) => {
+                if open.go_dump_started {
+                    joined = false;
+                } else if let Some(function) = signature::native_function(
+                    frame.module.map(|m| lossy(m)).as_deref(),
+                    frame.symbol.map(|s| lossy(s)).as_deref(),
+                ) {
+                    push_frame(c, Frame { function, source: None, native: true, line: e.line }, max_frames);
+                }
+            }
+            PostPredictError { .. } | RunnerTerminated { .. } | CompletionError { .. } => {
+                if matches!(e.kind, RunnerTerminated { .. }) {
+                    open.terminated = true;
+                }
+                push_line(&mut c.consequences, e, summary(&e.kind, slog_line), max_lines);
+            }
+            HttpRequest { status, .. } if status >= 500 => {
+                push_line(&mut c.consequences, e, summary(&e.kind, slog_line), max_lines);
+            }
+            DiscoveryFailure { .. } => {
+                if c.causes.is_empty() && c.signal.is_none() {
+                    open.discovery_failure = true;
+                }
+                push_line(&mut c.causes, e, summary(&e.kind, slog_line), max_lines);
+            }
+            _ if fatal || matches!(e.kind, GpuErrorLocation { .. }) => {
+                push_line(&mut c.causes, e, summary(&e.kind, slog_line), max_lines)
+            }
+            _ => joined = false,
+        }
+        if joined {
+            c.last_line = e.line;
+        }
+    }
+
+    fn close_incident(&mut self) {
+        let Some(open) = self.open.take() else { return };
+        if open.counted_only {
+            self.crashes_dropped += 1;
+            return;
+        }
+        let mut crash = open.crash;
+        let (phase, rule, lines) = decide_phase(&open.at_open, open.discovery_failure, &crash.frames);
+        crash.phase = phase;
+        crash.phase_rule = rule;
+        crash.phase_lines = lines;
+        crash.signature = signature_of(&crash);
+        if self.crashes.len() >= self.limits.max_crashes {
+            self.crashes_dropped += 1;
+            return;
+        }
+        match self.groups.iter_mut().find(|g| g.id == crash.signature.id) {
+            Some(g) => {
+                g.count += 1;
+                if !g.phases.contains(&crash.phase) {
+                    g.phases.push(crash.phase);
+                }
+                if g.crash_lines.len() < self.limits.max_causes {
+                    g.crash_lines.push(crash.line);
+                }
+            }
+            None => self.groups.push(SignatureGroup {
+                id: crash.signature.id.clone(),
+                text: crash.signature.text.clone(),
+                count: 1,
+                phases: vec![crash.phase],
+                crash_lines: vec![crash.line],
+            }),
+        }
+        self.crashes.push(crash);
+    }
+
+    fn push_timeline(&mut self, e: &Event<'_>, slog_line: bool, time: Option<Timestamp>) {
+        let (time, inherited) = match time {
+            Some(t) => (Some(t), false),
+            None => (self.last_time, self.last_time.is_some()),
+        };
+        if self.head.len() < self.limits.timeline_head {
+            self.head.push(TimelineEntry {
+                line: e.line,
+                offset: e.offset,
+                t: None,
+                t_inherited: inherited,
+                kind: e.kind.name(),
+                summary: summary(&e.kind, slog_line),
+                raw: clip(lossy(e.raw).into_owned()),
+                time,
+            });
+            return;
+        }
+        if self.limits.timeline_tail == 0 {
+            self.elided += 1;
+            return;
+        }
+        let mut slot = if self.tail.len() == self.limits.timeline_tail {
+            self.elided += 1;
+            self.tail.pop_front().unwrap_or_default()
+        } else {
+            TailSlot::default()
+        };
+        slot.line = e.line;
+        slot.offset = e.offset;
+        slot.time = time;
+        slot.inherited = inherited;
+        slot.raw.clear();
+        slot.raw.extend_from_slice(e.raw);
+        self.tail.push_back(slot);
+    }
+
+    /// Finish: close the open incident and assemble the report.
+    pub fn finish(mut self, stats: Stats) -> Report {
+        self.close_incident();
+        let (phase, phase_rule, phase_lines) = decide_phase(&self.lifetime, false, &[]);
+        let ending = Ending {
+            last_line: self.last_line,
+            orderly_shutdown: self.lifetime.shutdown,
+            request_in_progress: self.lifetime.request_open,
+            phase,
+            phase_rule,
+            phase_lines,
+        };
+        let origin = self.origin;
+        let rel = |t: Option<Timestamp>| -> Option<f64> {
+            let (t, o) = (t?, origin?);
+            (t.clock == o.clock).then(|| (t.micros - o.micros) as f64 / 1e6)
+        };
+        let elided_at = (self.elided > 0).then_some(self.head.len());
+        let mut scratch = Vec::new();
+        let tail: Vec<TimelineEntry> = self.tail.into_iter().map(|slot| slot.entry(&mut scratch)).collect();
+        let mut timeline: Vec<TimelineEntry> = self.head.into_iter().chain(tail).collect();
+        for entry in &mut timeline {
+            entry.t = rel(entry.time);
+        }
+        for crash in &mut self.crashes {
+            crash.t = rel(crash.time);
+        }
+        self.groups.sort_by(|a, b| b.count.cmp(&a.count).then(a.crash_lines.first().cmp(&b.crash_lines.first())));
+        let flavor = if self.saw_llama_server_runner {
+            "ollama"
+        } else if self.saw_go_runner {
+            "ollama-go-runner"
+        } else if self.saw_ollama {
+            "ollama"
+        } else if self.saw_llama {
+            "llama.cpp"
+        } else {
+            "unknown"
+        };
+        Report {
+            schema: SCHEMA,
+            stats,
+            flavor,
+            counts: EventKind::NAMES.iter().zip(self.counts).filter(|(_, n)| *n > 0).map(|(k, n)| (*k, n)).collect(),
+            other: self.other,
+            truncated: self.truncated,
+            bad_timestamps: self.bad_timestamps,
+            clock: self.clock,
+            timeline,
+            timeline_elided: self.elided,
+            timeline_elided_at: elided_at,
+            facts: self.facts,
+            crashes: self.crashes,
+            crashes_dropped: self.crashes_dropped,
+            signatures: self.groups,
+            ending,
+        }
+    }
+}
+
+fn find_bytes(h: &[u8], needle: &[u8]) -> Option<usize> {
+    memchr::memmem::find(h, needle)
+}
+
+/// Routes whose successful answer means the model computed something.
+fn is_inference_route(path: &[u8]) -> bool {
+    const ROUTES: &[&[u8]] = &[
+        b"/api/generate",
+        b"/api/chat",
+        b"/api/embed",
+        b"/completion",
+        b"/completions",
+        b"/v1/",
+        b"/chat/completions",
+        b"/infill",
+        b"/embedding",
+        b"/rerank",
+    ];
+    ROUTES.iter().any(|r| path.starts_with(r))
+}
+
+/// Whether a device is already listed (by index and name, and backend when given); updates its line.
+fn seen_device(devices: &mut [Device], backend: Option<&str>, index: u32, name: &[u8], line: u64) -> bool {
+    let found = devices
+        .iter_mut()
+        .find(|d| d.index == index && d.name.as_bytes() == name && backend.is_none_or(|b| d.backend == b));
+    match found {
+        Some(d) => {
+            d.line = line;
+            true
+        }
+        None => false,
+    }
+}
+
+fn push_device(devices: &mut Vec<Device>, dev: Device, cap: usize) {
+    if let Some(d) = devices.iter_mut().find(|d| d.backend == dev.backend && d.index == dev.index && d.name == dev.name)
+    {
+        d.line = dev.line;
+        return;
+    }
+    if devices.len() < cap {
+        devices.push(dev);
+    }
+}
+
+fn push_frame(c: &mut Crash, frame: Frame, cap: usize) {
+    if c.frames.len() < cap {
+        c.frames.push(frame);
+    } else {
+        c.frames_dropped += 1;
+    }
+}
+
+fn push_line(list: &mut Vec<CrashLine>, e: &Event<'_>, text: String, cap: usize) {
+    if list.len() < cap {
+        list.push(CrashLine { kind: e.kind.name(), text, line: e.line });
+    }
+}
+
+fn clip(mut s: String) -> String {
+    if s.chars().count() > SUMMARY_CHARS {
+        let cut = s.char_indices().nth(SUMMARY_CHARS).map_or(s.len(), |(i, _)| i);
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+/// Functions whose presence in the crashing stack tells the phase.
+const DISCOVERY_FUNCTIONS: &[&str] =
+    &["discover.", "GetGPUInfo", "cuda_init", "bootstrapDevices", "ggml_backend_load_all"];
+const LOAD_FUNCTIONS: &[&str] = &[
+    "llama_model_load",
+    "llama_load_model",
+    "LoadModelFromFile",
+    "loadModel",
+    "NewContextWithModel",
+    "llama_init_from_model",
+    "llama_new_context",
+    "clip_model_load",
+    "NewClipContext",
+    "mtmd_init",
+    "NewMtmdContext",
+];
+const COMPUTE_FUNCTIONS: &[&str] = &[
+    "llama_decode",
+    "Decode",
+    "processBatch",
+    "Compute",
+    "graph_compute",
+    "ggml_backend_sched_graph_compute",
+    "forwardBatch",
+];
+
+fn stack_has(frames: &[Frame], names: &[&str]) -> Option<u64> {
+    frames.iter().find(|f| names.iter().any(|n| f.function.contains(n))).map(|f| f.line)
+}
+
+fn decide_phase(lt: &Lifetime, discovery_failure: bool, frames: &[Frame]) -> (Phase, String, Vec<u64>) {
+    let lines = |xs: &[Option<u64>]| xs.iter().flatten().copied().collect::<Vec<_>>();
+    if discovery_failure {
+        return (Phase::Discovery, "the incident is a GPU-discovery failure".into(), vec![]);
+    }
+    if lt.discovery_runner {
+        return (
+            Phase::Discovery,
+            "the crashing runner was started without a model (a discovery runner)".into(),
+            lines(&[lt.start]),
+        );
+    }
+    if let Some(l) = stack_has(frames, DISCOVERY_FUNCTIONS) {
+        return (Phase::Discovery, "the crashing stack is in GPU discovery code".into(), vec![l]);
+    }
+    if let Some(l) = stack_has(frames, LOAD_FUNCTIONS) {
+        return (Phase::Load, "the crashing stack is in model-loading code".into(), vec![l]);
+    }
+    if lt.request_done.is_some() || lt.prompt_done.is_some() {
+        return (
+            Phase::Decode,
+            "a request had finished in this runner, or the current request had finished its prompt".into(),
+            lines(&[lt.request_done, lt.prompt_done]),
+        );
+    }
+    let compute = stack_has(frames, COMPUTE_FUNCTIONS);
+    if lt.ready.is_some() || lt.warmup.is_some() || compute.is_some() {
+        let rule = match (lt.ready, lt.warmup, compute) {
+            (Some(_), _, _) => "the runner was ready and no request had finished: the first request's compute",
+            (None, Some(_), _) => "the load-time warm-up had begun: the first compute on the model",
+            _ => "the crashing stack is in graph compute and no request had finished",
+        };
+        return (Phase::FirstCompute, rule.into(), lines(&[lt.ready, lt.warmup, compute]));
+    }
+    if lt.loading.is_some() {
+        return (Phase::Load, "model loading had begun and the runner was not ready".into(), lines(&[lt.loading]));
+    }
+    (Phase::Unknown, "the log shows no runner milestones and no stack that tells the phase".into(), vec![])
+}
+
+fn signature_of(c: &Crash) -> Signature {
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(s) = &c.signal {
+        if !s.name.is_empty() {
+            parts.push(s.name.clone());
+        } else if s.in_foreign_code {
+            parts.push("signal in cgo".into());
+        }
+    }
+    // The first cause that names the failure (not a consequence line).
+    if let Some(cause) = c.causes.first() {
+        parts.push(signature::normalise_text(&cause.text));
+    } else if parts.is_empty() {
+        if let Some(first) = c.consequences.first() {
+            parts.push(signature::normalise_text(&first.text));
+        }
+    }
+    let go: Vec<String> = c
+        .frames
+        .iter()
+        .filter(|f| !f.native && !signature::is_go_runtime(&f.function))
+        .map(|f| signature::go_function(&f.function))
+        .collect();
+    let frames: Vec<String> = if go.is_empty() {
+        c.frames.iter().filter(|f| f.native).map(|f| f.function.clone()).take(SIGNATURE_FRAMES).collect()
+    } else {
+        go.into_iter().take(SIGNATURE_FRAMES).collect()
+    };
+    if !frames.is_empty() {
+        parts.push(frames.join(" > "));
+    }
+    let text = parts.join(" | ");
+    Signature { id: signature::id_of(&text), text, frames }
+}
+
+/// A one-line description of an event for the timeline.
+pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
+    use EventKind::*;
+    let t = |b: &[u8]| -> String {
+        if slog_line {
+            unquote(b).into_owned()
+        } else {
+            lossy(b).into_owned()
+        }
+    };
+    let opt = |b: Option<&[u8]>| b.map(t).unwrap_or_default();
+    let s = match *kind {
+        BackendLoaded { backend, path } => format!("{} backend loaded from {}", t(backend), t(path)),
+        DevicesFound { backend, count } => format!("{count} {} device(s) found", t(backend)),
+        GpuDevice(d) => {
+            let mut s = format!("device {}: {}", d.index, t(d.name));
+            if let Some(a) = d.arch {
+                s += &format!(", {}", t(a));
+            }
+            if let Some(cc) = d.compute_capability {
+                s += &format!(", compute capability {}", t(cc));
+            }
+            if let Some(w) = d.wave_size {
+                s += &format!(", wave size {w}");
+            }
+            if let Some(v) = d.vmm {
+                s += &format!(", VMM {}", if v { "yes" } else { "no" });
+            }
+            s
+        }
+        VulkanDevice(v) => {
+            let mut s = format!("Vulkan device {}: {}", v.index, t(v.name));
+            if let Some(d) = v.driver {
+                s += &format!(" ({})", t(d));
+            }
+            let flag = |name: &str, v: Option<bool>| v.map(|b| format!(", {name} {}", u8::from(b))).unwrap_or_default();
+            s += &flag("uma", v.uma);
+            s += &flag("fp16", v.fp16);
+            if let Some(w) = v.warp_size {
+                s += &format!(", warp size {w}");
+            }
+            s += &flag("int dot", v.int_dot);
+            if let Some(m) = v.matrix_cores {
+                s += &format!(", matrix cores {}", t(m));
+            }
+            s
+        }
+        DeviceListed { device, description, total_mib, free_mib } => {
+            let mem = match (total_mib, free_mib) {
+                (Some(t), Some(f)) => format!(" ({t} MiB, {f} MiB free)"),
+                _ => String::new(),
+            };
+            format!("device available: {} {}{mem}", t(device), t(description))
+        }
+        DeviceUsed { device, description, free_mib } => {
+            let free = free_mib.map(|f| format!(", {f} MiB free")).unwrap_or_default();
+            format!("using device {} {}{free}", t(device), t(description))
+        }
+        InferenceCompute(ic) => format!(
+            "inference compute: library={} compute={} name={} description={}",
+            opt(ic.library),
+            opt(ic.compute),
+            opt(ic.name),
+            opt(ic.description)
+        ),
+        RunnerStarting { cmd, with_model } => {
+            format!("{} starting: {}", if with_model { "runner" } else { "discovery runner" }, t(cmd))
+        }
+        ModelLoading { path } => {
+            format!("model load begins{}", path.map(|p| format!(": {}", t(p))).unwrap_or_default())
+        }
+        LayersOffloaded { offloaded, total } => format!("offloaded {offloaded}/{total} layers to GPU"),
+        FlashAttention { setting } => format!("flash attention: {}", t(setting)),
+        Graph { nodes, splits } => {
+            let n = nodes.map(|v| format!("nodes {v}")).unwrap_or_default();
+            let s = splits.map(|v| format!("splits {v}")).unwrap_or_default();
+            format!("graph: {}", [n, s].into_iter().filter(|x| !x.is_empty()).collect::<Vec<_>>().join(", "))
+        }
+        BufferSize { device, buffer, mib } => {
+            let k = match buffer {
+                BufferKind::Model => "model",
+                BufferKind::Kv => "KV",
+                BufferKind::Compute => "compute",
+                BufferKind::Output => "output",
+            };
+            format!("{} {k} buffer {mib:.2} MiB", t(device))
+        }
+        Warmup => "warm-up run begins".into(),
+        RunnerStarted { seconds } => format!("runner started in {seconds} s"),
+        ServerReady => "server ready".into(),
+        RequestStarted { task } => format!("task {} started", task.map_or("?".into(), |v| v.to_string())),
+        PromptDone { task } => format!("task {} prompt done", task.map_or("?".into(), |v| v.to_string())),
+        RequestDone { task } => format!("task {} done", task.map_or("?".into(), |v| v.to_string())),
+        Progress { task, decoding, tokens } => format!(
+            "task {} {} {} tokens",
+            task.map_or("?".into(), |v| v.to_string()),
+            if decoding { "decoding: generated" } else { "prompt: processed" },
+            tokens.map_or("?".into(), |v| v.to_string())
+        ),
+        Shutdown => "orderly shutdown".into(),
+        Timing { which, ms, tokens } => {
+            let w = match which {
+                TimingKind::PromptEval => "prompt eval",
+                TimingKind::Eval => "eval",
+                TimingKind::Total => "total",
+            };
+            format!("{w} {ms} ms{}", tokens.map(|n| format!(" / {n} tokens")).unwrap_or_default())
+        }
+        HttpRequest { status, method, path, latency } => format!(
+            "HTTP {status} {} {}{}",
+            t(method),
+            t(path),
+            latency.map(|l| format!(" ({})", t(l))).unwrap_or_default()
+        ),
+        DiscoveryFailure { error, detail } => format!(
+            "GPU discovery failed{}{}",
+            error.map(|e| format!(": {}", t(e))).unwrap_or_default(),
+            detail.map(|d| format!(" ({})", t(d))).unwrap_or_default()
+        ),
+        UnsupportedGpu { gpu, supported, message } => format!(
+            "unsupported GPU{}: {}{}",
+            gpu.map(|g| format!(" {}", t(g))).unwrap_or_default(),
+            t(message),
+            supported.map(|s| format!(" (supported: {})", t(s))).unwrap_or_default()
+        ),
+        BlasError { library, message, arch } => {
+            format!(
+                "{} error: {}{}",
+                t(library),
+                t(message),
+                arch.map(|a| format!(" [arch {}]", t(a))).unwrap_or_default()
+            )
+        }
+        Signal { signal, description } => format!("{}: {}", t(signal), t(description)),
+        SignalContext { pc, addr, sigcode } => [("PC", pc), ("addr", addr), ("sigcode", sigcode)]
+            .iter()
+            .filter_map(|(k, v)| v.map(|v| format!("{k}={}", t(v))))
+            .collect::<Vec<_>>()
+            .join(" "),
+        SignalInForeignCode => "signal arrived during cgo execution (in C/C++ code)".into(),
+        GoFatal { message } => format!("Go fatal: {}", t(message)),
+        GgmlAssert { file, line, condition } => {
+            let at = if file.is_empty() { String::new() } else { format!(" at {}:{line}", t(file)) };
+            format!("GGML_ASSERT({}) failed{at}", t(condition))
+        }
+        Abort { file, line, message } => format!("abort at {}:{line}: {}", t(file), t(message)),
+        GpuError { api, message } => format!("{} error: {}", t(api), t(message)),
+        GpuErrorLocation { device, function, file, line } => format!(
+            "in {} at {}:{line}{}",
+            t(function),
+            t(file),
+            device.map(|d| format!(" (device {d})")).unwrap_or_default()
+        ),
+        DeviceLost { message } => format!("Vulkan device lost: {}", t(message)),
+        CppTerminate { exception } => format!("C++ exception: {}", t(exception)),
+        OutOfMemory { message } => format!("out of memory: {}", t(message)),
+        ProcessCrash { message } => t(message),
+        PostPredictError { error } => {
+            format!("post predict failed{}", error.map(|e| format!(": {}", t(e))).unwrap_or_default())
+        }
+        RunnerTerminated { error } => format!("runner terminated: {}", t(error)),
+        LoadError { error } => format!("model load failed: {}", t(error)),
+        CompletionError { message } => format!("completion failed: {}", t(message)),
+        Diagnostic { level, msg } => format!("{}: {}", t(level), t(msg)),
+        Goroutine { id, state } => format!("goroutine {id} [{}]", t(state)),
+        GoFrame { function } => t(function),
+        GoFrameSource { file, line } => format!("{}:{line}", t(file)),
+        GoCreatedBy { function } => format!("created by {}", t(function)),
+        GoTraceDetail => "trace detail".into(),
+        NativeFrame(f) => {
+            signature::native_function(f.module.map(|m| lossy(m)).as_deref(), f.symbol.map(|s| lossy(s)).as_deref())
+                .unwrap_or_else(|| "abort machinery".into())
+        }
+        Other => String::new(),
+    };
+    clip(s)
+}

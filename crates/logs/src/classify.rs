@@ -1,0 +1,1296 @@
+//! What a log message says: the rules that turn one message (outer prefixes already removed) into an
+//! [`EventKind`].
+//!
+//! The rules dispatch on the message's shape before they search it: a slog line starts with `time=`, a
+//! llama.cpp line with its function name and `: `, a Go trace line has its own forms. Only a message no
+//! dispatch claims is searched for the few markers that can appear anywhere (`GGML_ASSERT(`,
+//! `ErrorDeviceLost`, `out of memory`…). Every rule is bounded by the message length, which the line cap
+//! bounds, and nothing here allocates.
+//!
+//! Formats and their sources (llama.cpp build 11434 "L", Ollama "O", Ollama v0.24 "O24"):
+//! `load_backend: loaded X backend from P` (L `ggml-backend-reg.cpp`); `ggml_cuda_init: found N ROCm
+//! devices` and `  Device N: …` (L `ggml-cuda.cu`); `ggml_vulkan: N = NAME (DRIVER) | uma: …` (L
+//! `ggml-vulkan.cpp`); `offloaded N/M layers to GPU`, `… model buffer size = X MiB` (L
+//! `llama-model.cpp`); `flash_attn = …`, `graph: nodes = …, splits = …` (L `llama-context.cpp`);
+//! `slot print_timing: … prompt eval time = …` (L `tools/server/server-context.cpp`); Ollama's slog
+//! messages (O `llm/llama_server.go`, `discover/runner.go`; O24 `llm/server.go`); Go runtime crash
+//! output (`SIGSEGV: segmentation violation`, `PC=… m=… sigcode=… addr=…`, goroutine dumps).
+
+use std::sync::LazyLock;
+
+use aho_corasick::{AhoCorasick, AhoCorasickKind};
+use memchr::{memchr_iter, memmem};
+
+use crate::event::{BufferKind, EventKind, GpuDevice, InferenceCompute, NativeFrame, TimingKind, VulkanDevice};
+use crate::slog;
+use crate::time::{parse_rfc3339, parse_slash_date, Timestamp};
+
+/// State carried from line to line.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Context {
+    /// Inside a Go goroutine dump (after a `goroutine N …:` header): frame lines are read as frames.
+    pub in_go_trace: bool,
+    /// Inside a native backtrace (after a first frame line).
+    pub in_native_trace: bool,
+}
+
+/// A classified message.
+#[derive(Clone, Copy, Debug)]
+pub struct Classified<'a> {
+    pub kind: EventKind<'a>,
+    /// A timestamp inside the message (slog `time=`, Gin's date).
+    pub time: Option<Timestamp>,
+    /// The message had a timestamp field that could not be read.
+    pub bad_timestamp: bool,
+}
+
+impl<'a> Classified<'a> {
+    fn plain(kind: EventKind<'a>) -> Self {
+        Classified { kind, time: None, bad_timestamp: false }
+    }
+}
+
+fn find(h: &[u8], needle: &[u8]) -> Option<usize> {
+    memmem::find(h, needle)
+}
+
+/// Every substring that a rule searches for (rather than matching at a fixed place). One pass of this
+/// automaton over a message tells whether any such rule can apply; most lines of a log (model metadata,
+/// trace frames, progress) contain none, and then no rule searches them at all.
+static MARKERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    AhoCorasick::builder()
+        .kind(Some(AhoCorasickKind::DFA))
+        .build([
+            "using device ",
+            "offloaded ",
+            "buffer size",
+            "GGML_ASSERT",
+            "DeviceLost",
+            "DEVICE_LOST",
+            "device lost",
+            "out of memory",
+            "OutOfDeviceMemory",
+            "unable to allocate",
+            "failed to allocate",
+            "process has terminated",
+            "unexpectedly stopped",
+            "POST predict",
+            "post predict",
+            "segfault at",
+            "not supported",
+            "unsupported",
+            "request: ",
+            "cleaning up before exit",
+        ])
+        .expect("the marker patterns are valid")
+});
+
+/// Whether a message holds any substring a searching rule looks for, computed on first use: lines that
+/// a rule claims by position never pay for the scan.
+struct Marked<'a> {
+    msg: &'a [u8],
+    value: std::cell::Cell<Option<bool>>,
+}
+
+impl<'a> Marked<'a> {
+    fn new(msg: &'a [u8]) -> Self {
+        Marked { msg, value: std::cell::Cell::new(None) }
+    }
+
+    fn get(&self) -> bool {
+        match self.value.get() {
+            Some(v) => v,
+            None => {
+                let v = MARKERS.is_match(self.msg);
+                self.value.set(Some(v));
+                v
+            }
+        }
+    }
+}
+
+/// Position of the first `: ` (found with `memchr`, linear whatever the input).
+fn colon_space(s: &[u8]) -> Option<usize> {
+    memchr_iter(b':', s).find(|&i| s.get(i + 1) == Some(&b' '))
+}
+
+fn after<'a>(h: &'a [u8], needle: &[u8]) -> Option<&'a [u8]> {
+    find(h, needle).map(|i| &h[i + needle.len()..])
+}
+
+fn trim(s: &[u8]) -> &[u8] {
+    s.trim_ascii()
+}
+
+fn trim_start(s: &[u8]) -> &[u8] {
+    s.trim_ascii_start()
+}
+
+/// Leading decimal digits as a number (saturating), and the rest.
+fn leading_u64(s: &[u8]) -> Option<(u64, &[u8])> {
+    let n = s.iter().take_while(|b| b.is_ascii_digit()).count();
+    if n == 0 {
+        return None;
+    }
+    let v = s[..n].iter().fold(0u64, |v, &b| v.saturating_mul(10).saturating_add(u64::from(b - b'0')));
+    Some((v, &s[n..]))
+}
+
+fn leading_u32(s: &[u8]) -> Option<(u32, &[u8])> {
+    leading_u64(s).map(|(v, rest)| (u32::try_from(v).unwrap_or(u32::MAX), rest))
+}
+
+/// A leading decimal number such as `12.34` or `-1`, and the rest.
+fn leading_f64(s: &[u8]) -> Option<(f64, &[u8])> {
+    let n =
+        s.iter().enumerate().take_while(|&(i, &b)| b.is_ascii_digit() || b == b'.' || (i == 0 && b == b'-')).count();
+    let v: f64 = std::str::from_utf8(&s[..n]).ok()?.parse().ok()?;
+    Some((v, &s[n..]))
+}
+
+fn yes_no(s: &[u8]) -> Option<bool> {
+    match trim(s) {
+        b"yes" | b"1" | b"true" => Some(true),
+        b"no" | b"0" | b"false" => Some(false),
+        _ => None,
+    }
+}
+
+/// A size such as `552.2 MiB` or `1.0 GiB` in MiB.
+fn size_mib(s: &[u8]) -> Option<f64> {
+    let (v, rest) = leading_f64(trim(s))?;
+    let factor = match trim(rest) {
+        b"B" => 1.0 / (1024.0 * 1024.0),
+        b"KiB" | b"KB" => 1.0 / 1024.0,
+        b"MiB" | b"MB" | b"" => 1.0,
+        b"GiB" | b"GB" => 1024.0,
+        b"TiB" => 1024.0 * 1024.0,
+        _ => return None,
+    };
+    Some(v * factor)
+}
+
+/// Classify one message.
+pub fn classify<'a>(msg: &'a [u8], ctx: &mut Context) -> Classified<'a> {
+    if let Some(c) = trace_line(msg, ctx) {
+        return c;
+    }
+    if msg.starts_with(b"time=") {
+        return slog_line(msg);
+    }
+    if let Some(rest) = msg.strip_prefix(b"[GIN] ") {
+        return gin(rest);
+    }
+    let kind = structured(msg).unwrap_or(EventKind::Other);
+    if matches!(kind, EventKind::Goroutine { .. }) {
+        ctx.in_go_trace = true;
+    }
+    if matches!(kind, EventKind::NativeFrame(_)) {
+        ctx.in_native_trace = true;
+    }
+    Classified::plain(kind)
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Go and native stack traces.
+
+/// Lines that only make sense inside a trace; ends the trace state on anything else.
+fn trace_line<'a>(msg: &'a [u8], ctx: &mut Context) -> Option<Classified<'a>> {
+    if ctx.in_go_trace {
+        if let Some(kind) = go_trace_line(msg) {
+            return Some(Classified::plain(kind));
+        }
+        if trim(msg).is_empty() {
+            // Blank lines separate goroutines.
+            return Some(Classified::plain(EventKind::Other));
+        }
+        ctx.in_go_trace = false;
+    }
+    if ctx.in_native_trace {
+        if let Some(frame) = native_frame(msg) {
+            return Some(Classified::plain(EventKind::NativeFrame(frame)));
+        }
+        ctx.in_native_trace = false;
+    }
+    None
+}
+
+fn go_trace_line(msg: &[u8]) -> Option<EventKind<'_>> {
+    if let Some(g) = goroutine(msg) {
+        return Some(g);
+    }
+    let first = *msg.first()?;
+    if first == b'\t' || first == b' ' {
+        return go_source(trim_start(msg));
+    }
+    if let Some(f) = msg.strip_prefix(b"created by ") {
+        let end = find(f, b" in goroutine ").unwrap_or(f.len());
+        return Some(EventKind::GoCreatedBy { function: &f[..end] });
+    }
+    if msg.starts_with(b"...") {
+        return Some(EventKind::GoTraceDetail);
+    }
+    // Docker Desktop drops the tab before a source line.
+    if let Some(src) = go_source(msg) {
+        return Some(src);
+    }
+    if is_register(msg) {
+        return Some(EventKind::GoTraceDetail);
+    }
+    go_function(msg).map(|function| EventKind::GoFrame { function })
+}
+
+/// `goroutine 29 gp=0x… m=0 mp=0x… [syscall]:` / `goroutine 5 [syscall, 6 minutes]:`.
+fn goroutine(msg: &[u8]) -> Option<EventKind<'_>> {
+    let rest = msg.strip_prefix(b"goroutine ")?;
+    let (id, rest) = leading_u64(rest)?;
+    let open = rest.iter().position(|&b| b == b'[')?;
+    let close = rest.iter().rposition(|&b| b == b']')?;
+    if close < open || !rest[close..].starts_with(b"]:") {
+        return None;
+    }
+    Some(EventKind::Goroutine { id, state: &rest[open + 1..close] })
+}
+
+/// `path/file.go:123 +0x4b fp=… sp=… pc=…` (also `.s` for assembly frames).
+fn go_source(s: &[u8]) -> Option<EventKind<'_>> {
+    let end = s.iter().position(|&b| b == b' ').unwrap_or(s.len());
+    let loc = &s[..end];
+    let colon = loc.iter().rposition(|&b| b == b':')?;
+    let (file, line) = (&loc[..colon], &loc[colon + 1..]);
+    if !(file.ends_with(b".go") || file.ends_with(b".s")) {
+        return None;
+    }
+    let (line, tail) = leading_u32(line)?;
+    if !tail.is_empty() {
+        return None;
+    }
+    Some(EventKind::GoFrameSource { file, line })
+}
+
+/// A Go frame's function line: a name without spaces followed by an argument list, e.g.
+/// `github.com/ollama/ollama/llama.(*Context).Decode(0xc0002fe0e0?, 0x0?)` or `main.main()`.
+fn go_function(msg: &[u8]) -> Option<&[u8]> {
+    if !msg.ends_with(b")") {
+        return None;
+    }
+    let open = call_paren(msg)?;
+    let name = &msg[..open];
+    if name.is_empty() || name.contains(&b' ') || name.contains(&b'\t') {
+        return None;
+    }
+    Some(name)
+}
+
+/// Index of the `(` that opens the final argument list of `s` (which ends with `)`).
+fn call_paren(s: &[u8]) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, &b) in s.iter().enumerate().rev() {
+        match b {
+            b')' => depth += 1,
+            b'(' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `rax    0x0`, `rip    0x7f…`, `r10    0x2`, `fault   0x…`.
+fn is_register(msg: &[u8]) -> bool {
+    let name_len = msg.iter().take_while(|b| b.is_ascii_alphanumeric()).count();
+    if name_len == 0 || name_len > 6 {
+        return false;
+    }
+    let rest = trim_start(&msg[name_len..]);
+    rest.len() < msg.len() - name_len && rest.starts_with(b"0x") && !rest.contains(&b' ')
+}
+
+/// A native backtrace frame in one of the forms `ggml_print_backtrace` produces.
+fn native_frame(msg: &[u8]) -> Option<NativeFrame<'_>> {
+    let s = trim_start(msg);
+    // gdb: `#3  0x00007f… in sym (args) at file:line` / `#4  sym (args) at …`.
+    if let Some(rest) = s.strip_prefix(b"#") {
+        let (index, rest) = leading_u32(rest)?;
+        let rest = trim_start(rest);
+        let rest = match rest.strip_prefix(b"0x") {
+            Some(addr) => {
+                let after_addr = addr.iter().position(|b| !b.is_ascii_hexdigit()).unwrap_or(addr.len());
+                trim_start(&addr[after_addr..]).strip_prefix(b"in ").unwrap_or(&addr[after_addr..])
+            }
+            None => rest,
+        };
+        let rest = trim_start(rest);
+        let sym_end = rest.iter().position(|&b| b == b' ' || b == b'(').unwrap_or(rest.len());
+        let module = after(rest, b" from ").map(trim);
+        return Some(NativeFrame {
+            index: Some(index),
+            module,
+            symbol: Some(&rest[..sym_end]).filter(|s| !s.is_empty()),
+        });
+    }
+    // glibc backtrace_symbols: `/path/lib.so(sym+0x1e)[0x7f…]` or `/path/lib.so(+0x1e)[0x7f…]`.
+    if s.ends_with(b"]") {
+        let bracket = s.iter().rposition(|&b| b == b'[')?;
+        if !s[bracket + 1..].starts_with(b"0x") || bracket == 0 || s[bracket - 1] != b')' {
+            return None;
+        }
+        let open = s[..bracket].iter().rposition(|&b| b == b'(')?;
+        let inside = &s[open + 1..bracket - 1];
+        let plus = inside.iter().rposition(|&b| b == b'+').unwrap_or(inside.len());
+        let symbol = Some(&inside[..plus]).filter(|x| !x.is_empty());
+        let module = Some(&s[..open]).filter(|x| !x.is_empty() && !x.contains(&b' '));
+        module?;
+        return Some(NativeFrame { index: None, module, symbol });
+    }
+    // ggml's unwind fallback: `3: 0x7f1234 symbol`.
+    let (index, rest) = leading_u32(s)?;
+    let rest = rest.strip_prefix(b": 0x")?;
+    let hex = rest.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    if hex == 0 {
+        return None;
+    }
+    let symbol = trim(&rest[hex..]);
+    Some(NativeFrame { index: Some(index), module: None, symbol: Some(symbol).filter(|x| !x.is_empty()) })
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Ollama: slog and Gin.
+
+fn slog_line(msg: &[u8]) -> Classified<'_> {
+    let rec = slog::record(msg);
+    let (time, bad_timestamp) = match rec.time.map(parse_rfc3339) {
+        Some(Some((t, []))) => (Some(t), false),
+        Some(_) => (None, true),
+        None => (None, false),
+    };
+    let kind = rec.msg.and_then(|m| slog_message(msg, m, rec.level.unwrap_or_default())).unwrap_or(EventKind::Other);
+    Classified { kind, time, bad_timestamp }
+}
+
+fn slog_message<'a>(line: &'a [u8], msg: &'a [u8], level: &'a [u8]) -> Option<EventKind<'a>> {
+    let get = |key: &[u8]| slog::get(line, key);
+    let kind = match msg {
+        b"inference compute" => EventKind::InferenceCompute(InferenceCompute {
+            id: get(b"id"),
+            library: get(b"library"),
+            compute: get(b"compute"),
+            name: get(b"name"),
+            description: get(b"description"),
+            libdirs: get(b"libdirs"),
+            driver: get(b"driver"),
+            device_type: get(b"type"),
+            total: get(b"total"),
+            available: get(b"available"),
+        }),
+        b"starting runner" | b"starting llama server" | b"starting llama-server" => {
+            let cmd = get(b"cmd").unwrap_or_default();
+            EventKind::RunnerStarting { cmd, with_model: find(cmd, b"--model").is_some() }
+        }
+        b"loading model" | b"loading model via llama-server" => EventKind::ModelLoading { path: get(b"model") },
+        b"failure during GPU discovery" | b"failure during llama-server GPU discovery" => {
+            EventKind::DiscoveryFailure { error: get(b"error"), detail: get(b"detail") }
+        }
+        b"post predict" => EventKind::PostPredictError { error: get(b"error") },
+        b"llama runner terminated" | b"llama-server terminated" => {
+            EventKind::RunnerTerminated { error: get(b"error").unwrap_or_default() }
+        }
+        b"error loading llama server" | b"error loading llama-server" | b"error loading model" => {
+            EventKind::LoadError { error: get(b"error").unwrap_or_default() }
+        }
+        b"llama-server completion error" | b"completion error" => {
+            EventKind::CompletionError { message: get(b"error").unwrap_or(msg) }
+        }
+        b"enabling flash attention" => EventKind::FlashAttention { setting: b"enabled" },
+        b"compute graph" => {
+            let nodes = get(b"nodes").and_then(|v| leading_u64(v)).map(|x| x.0);
+            let splits = get(b"splits").and_then(|v| leading_u64(v)).map(|x| x.0);
+            match (nodes, splits, get(b"size")) {
+                (None, None, Some(size)) => EventKind::BufferSize {
+                    device: get(b"backend").or(get(b"device")).unwrap_or_default(),
+                    buffer: BufferKind::Compute,
+                    mib: size_mib(size)?,
+                },
+                _ => EventKind::Graph { nodes, splits },
+            }
+        }
+        b"model weights" => EventKind::BufferSize {
+            device: get(b"buffer").or(get(b"device")).unwrap_or_default(),
+            buffer: BufferKind::Model,
+            mib: size_mib(get(b"size")?)?,
+        },
+        b"kv cache" => EventKind::BufferSize {
+            device: get(b"device").or(get(b"buffer")).unwrap_or_default(),
+            buffer: BufferKind::Kv,
+            mib: size_mib(get(b"size")?)?,
+        },
+        _ => return slog_message_text(line, msg, level),
+    };
+    Some(kind)
+}
+
+/// slog messages recognised by their text rather than an exact value.
+fn slog_message_text<'a>(line: &'a [u8], msg: &'a [u8], level: &'a [u8]) -> Option<EventKind<'a>> {
+    let get = |key: &[u8]| slog::get(line, key);
+    if let Some(rest) =
+        msg.strip_prefix(b"llama runner started in ").or_else(|| msg.strip_prefix(b"llama-server started in "))
+    {
+        return Some(EventKind::RunnerStarted { seconds: leading_f64(rest)?.0 });
+    }
+    let marked = MARKERS.is_match(msg);
+    if let Some((offloaded, total)) = if marked { offloaded(msg) } else { None } {
+        return Some(EventKind::LayersOffloaded { offloaded, total });
+    }
+    if marked
+        && (msg.starts_with(b"amdgpu") && find(msg, b"not supported").is_some() || find(msg, b"unsupported").is_some())
+    {
+        let supported = get(b"supported_types").or_else(|| {
+            let start = find(msg, b"[")?;
+            let end = msg.iter().rposition(|&b| b == b']')?;
+            (end > start).then(|| &msg[start..=end])
+        });
+        let gpu = get(b"gpu_type").or_else(|| gfx_token(msg));
+        return Some(EventKind::UnsupportedGpu { gpu, supported, message: msg });
+    }
+    if level == b"ERROR" || level == b"WARN" {
+        return Some(EventKind::Diagnostic { level, msg });
+    }
+    None
+}
+
+/// The first `gfx…` token of a text.
+fn gfx_token(s: &[u8]) -> Option<&[u8]> {
+    let start = find(s, b"gfx")?;
+    let t = &s[start..];
+    let end = t
+        .iter()
+        .position(|b| !(b.is_ascii_alphanumeric() || *b == b':' || *b == b'-' || *b == b'+'))
+        .unwrap_or(t.len());
+    Some(&t[..end])
+}
+
+/// `offloaded N/M layers to GPU` anywhere in a message.
+fn offloaded(s: &[u8]) -> Option<(u32, u32)> {
+    let rest = after(s, b"offloaded ")?;
+    let (n, rest) = leading_u32(rest)?;
+    let (m, rest) = leading_u32(rest.strip_prefix(b"/")?)?;
+    rest.starts_with(b" layers").then_some((n, m))
+}
+
+/// `[GIN] 2025/08/28 - 10:25:21 | 200 | 17.696002893s |       127.0.0.1 | POST     "/api/generate"`.
+fn gin(rest: &[u8]) -> Classified<'_> {
+    let parsed = parse_slash_date(rest);
+    let (time, bad_timestamp) = match parsed {
+        Some((t, _)) => (Some(t), false),
+        None => (None, true),
+    };
+    let mut fields = rest.split(|&b| b == b'|').map(trim);
+    let _date = fields.next();
+    let status = fields.next().and_then(|s| leading_u32(s)).and_then(|(v, tail)| tail.is_empty().then_some(v));
+    let latency = fields.next();
+    let _client = fields.next();
+    let request = fields.next().unwrap_or_default();
+    let kind = match status.and_then(|s| u16::try_from(s).ok()) {
+        Some(status) => {
+            let method_end = request.iter().position(|&b| b == b' ').unwrap_or(request.len());
+            let path = trim(&request[method_end..]);
+            let path = path.strip_prefix(b"\"").and_then(|p| p.strip_suffix(b"\"")).unwrap_or(path);
+            EventKind::HttpRequest { status, method: &request[..method_end], path, latency }
+        }
+        None => EventKind::Other,
+    };
+    Classified { kind, time, bad_timestamp }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// llama.cpp / ggml / Go runtime lines.
+
+fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
+    let first = *msg.first()?;
+    let marked = &Marked::new(msg);
+    match first {
+        b' ' | b'\t' => return indented(msg, marked),
+        b'S' => {
+            if let Some(sig) = go_signal(msg) {
+                return Some(sig);
+            }
+        }
+        b'P' => {
+            if let Some(rest) = msg.strip_prefix(b"PC=") {
+                return Some(signal_context(rest));
+            }
+        }
+        b'E' => {
+            if let Some(rest) = msg.strip_prefix(b"Exception 0x") {
+                let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+                return Some(EventKind::Signal { signal: &msg[..10 + end], description: trim(&rest[end..]) });
+            }
+        }
+        b'g' => {
+            if let Some(g) = goroutine(msg) {
+                return Some(g);
+            }
+        }
+        b'#' | b'/' => {
+            if let Some(frame) = native_frame(msg) {
+                return Some(EventKind::NativeFrame(frame));
+            }
+        }
+        _ => {}
+    }
+    if let Some(rest) = msg.strip_prefix(b"signal arrived during ") {
+        if rest.starts_with(b"cgo execution") || rest.starts_with(b"external code execution") {
+            return Some(EventKind::SignalInForeignCode);
+        }
+    }
+    if let Some(rest) = msg.strip_prefix(b"GGML_ASSERT: ") {
+        // The older form (llama.cpp before 2024-06): `GGML_ASSERT: path/file.cu:60: !"CUDA error"`.
+        let split = find(rest, b": ")?;
+        let loc = &rest[..split];
+        let colon = loc.iter().rposition(|&b| b == b':')?;
+        let line = leading_u32(&loc[colon + 1..]).map_or(0, |x| x.0);
+        return Some(EventKind::GgmlAssert { file: &loc[..colon], line, condition: trim(&rest[split + 2..]) });
+    }
+    if let Some(message) = msg.strip_prefix(b"fatal error: ").or_else(|| msg.strip_prefix(b"panic: ")) {
+        return Some(EventKind::GoFatal { message });
+    }
+    if let Some(rest) = msg.strip_prefix(b"terminate called after throwing an instance of ") {
+        let exception = trim(rest).trim_ascii();
+        let exception = exception.strip_prefix(b"'").and_then(|e| e.strip_suffix(b"'")).unwrap_or(exception);
+        return Some(EventKind::CppTerminate { exception });
+    }
+    // `CUDA error: …`, `rocBLAS error: …`: one word, then ` error: `.
+    let first_space = memchr::memchr(b' ', &msg[..msg.len().min(12)]);
+    if let Some(api_end) = first_space.filter(|&i| msg[i..].starts_with(b" error: ")) {
+        let api = &msg[..api_end];
+        let message = &msg[api_end + 8..];
+        match api {
+            b"CUDA" | b"ROCm" | b"MUSA" | b"HIP" => return Some(EventKind::GpuError { api, message }),
+            b"rocBLAS" | b"rocblaslt" | b"hipBLASLt" | b"hipBLAS" | b"Tensile" => {
+                return Some(EventKind::BlasError { library: api, message, arch: blas_arch(message) })
+            }
+            _ => {}
+        }
+    }
+    if let Some(message) = msg.strip_prefix(b"Error: ") {
+        if let Some(kind) = runner_failure(message) {
+            return Some(kind);
+        }
+    }
+    if let Some((module, text)) = module_tag(msg) {
+        return match module {
+            b"slot" => llama_server_slot(text),
+            b"srv" => llama_server_srv(text),
+            _ => tagged(text, marked).or_else(|| generic(text, marked)).or_else(|| anywhere(text, marked)),
+        };
+    }
+    tagged(msg, marked).or_else(|| anywhere(msg, marked))
+}
+
+/// llama.cpp's newer `common_log` lines carry a module and a 12-column function name before the text:
+/// `srv  llama_server: model loaded`, `slot launch_slot_: id  3 | task 0 | …`, `cmn  common_init_: …`.
+/// Returns the module and the text after the function name.
+fn module_tag(msg: &[u8]) -> Option<(&[u8], &[u8])> {
+    let module_len = msg.iter().take_while(|b| b.is_ascii_lowercase()).count();
+    if !(2..=5).contains(&module_len) || msg.get(module_len) != Some(&b' ') {
+        return None;
+    }
+    let rest = trim_start(&msg[module_len..]);
+    let function_len = rest.iter().position(|&b| b == b' ' || b == b':')?;
+    let text = rest[function_len..].strip_prefix(b": ")?;
+    (function_len > 0).then_some((&msg[..module_len], text))
+}
+
+/// Lines that begin with whitespace: CUDA/ROCm device lines and GPU error details.
+fn indented<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
+    let s = trim_start(msg);
+    if let Some(rest) = s.strip_prefix(b"Device ") {
+        return gpu_device(rest).map(EventKind::GpuDevice);
+    }
+    if let Some(rest) = s.strip_prefix(b"current device: ") {
+        let (device, rest) = match rest.strip_prefix(b"-") {
+            Some(r) => leading_u64(r).map(|(v, r)| (Some(-(v.min(i64::MAX as u64) as i64)), r))?,
+            None => leading_u64(rest).map(|(v, r)| (Some(v.min(i64::MAX as u64) as i64), r))?,
+        };
+        let rest = after(rest, b"in function ")?;
+        let at = find(rest, b" at ")?;
+        let loc = &rest[at + 4..];
+        let colon = loc.iter().rposition(|&b| b == b':')?;
+        let line = leading_u32(&loc[colon + 1..]).map_or(0, |x| x.0);
+        return Some(EventKind::GpuErrorLocation { device, function: &rest[..at], file: &loc[..colon], line });
+    }
+    if let Some(rest) = s.strip_prefix(b"what():") {
+        let what = trim(rest);
+        if find(what, b"DeviceLost").is_some() {
+            return Some(EventKind::DeviceLost { message: what });
+        }
+        if find(what, b"OutOfDeviceMemory").is_some() || find(what, b"OutOfHostMemory").is_some() {
+            return Some(EventKind::OutOfMemory { message: what });
+        }
+        return Some(EventKind::CppTerminate { exception: what });
+    }
+    if let Some(frame) = native_frame(s) {
+        return Some(EventKind::NativeFrame(frame));
+    }
+    device_listed(s).or_else(|| anywhere(s, marked))
+}
+
+/// `  Device 0: NAME, gfx900:xnack- (0x900), VMM: no, Wave Size: 64[, VRAM: N MiB][, ID: x]` (ROCm) or
+/// `  Device 0: NAME, compute capability 8.6, VMM: yes[, VRAM: N MiB][, ID: x]` (CUDA).
+fn gpu_device(rest: &[u8]) -> Option<GpuDevice<'_>> {
+    let (index, rest) = leading_u32(rest)?;
+    let rest = rest.strip_prefix(b": ")?;
+    // The name may itself contain ", " (rare); the fields are found from their labels instead.
+    let vmm_at = find(rest, b", VMM: ")?;
+    let head = &rest[..vmm_at];
+    let mut dev = GpuDevice { index, ..GpuDevice::default() };
+    if let Some(cc_at) = find(head, b", compute capability ") {
+        dev.name = &head[..cc_at];
+        dev.compute_capability = Some(trim(&head[cc_at + 21..]));
+    } else if let Some(comma) = head.iter().rposition(|&b| b == b',') {
+        dev.name = &head[..comma];
+        let arch = trim(&head[comma + 1..]);
+        let arch_end = arch.iter().position(|&b| b == b' ').unwrap_or(arch.len());
+        dev.arch = Some(&arch[..arch_end]);
+    } else {
+        dev.name = head;
+    }
+    for field in rest[vmm_at + 2..].split(|&b| b == b',').map(trim) {
+        if let Some(v) = field.strip_prefix(b"VMM: ") {
+            dev.vmm = yes_no(v);
+        } else if let Some(v) = field.strip_prefix(b"Wave Size: ") {
+            dev.wave_size = leading_u32(v).map(|x| x.0);
+        } else if let Some(v) = field.strip_prefix(b"VRAM: ") {
+            dev.vram_mib = leading_u64(v).map(|x| x.0);
+        } else if let Some(v) = field.strip_prefix(b"ID: ") {
+            dev.id = Some(v);
+        }
+    }
+    Some(dev)
+}
+
+/// `SIGSEGV: segmentation violation`.
+fn go_signal(msg: &[u8]) -> Option<EventKind<'_>> {
+    let colon = msg.iter().position(|&b| b == b':')?;
+    let name = &msg[..colon];
+    if name.len() < 4 || !name.starts_with(b"SIG") || !name[3..].iter().all(u8::is_ascii_uppercase) {
+        return None;
+    }
+    Some(EventKind::Signal { signal: name, description: trim(&msg[colon + 1..]) })
+}
+
+/// `PC=0x7f27a8e24c47 m=0 sigcode=1 addr=0x206a03fb4` (after `PC=`).
+fn signal_context(rest: &[u8]) -> EventKind<'_> {
+    let pc_end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+    let pc = Some(&rest[..pc_end]);
+    let mut addr = None;
+    let mut sigcode = None;
+    for word in rest[pc_end..].split(|&b| b == b' ') {
+        if let Some(v) = word.strip_prefix(b"addr=") {
+            addr = Some(v);
+        } else if let Some(v) = word.strip_prefix(b"sigcode=") {
+            sigcode = Some(v);
+        }
+    }
+    EventKind::SignalContext { pc, addr, sigcode }
+}
+
+/// `… for GPU arch : gfx1103`, or the arch in a `TensileLibrary_lazy_gfx1201.dat` file name.
+fn blas_arch(message: &[u8]) -> Option<&[u8]> {
+    if let Some(rest) = after(message, b"GPU arch : ").or_else(|| after(message, b"GPU arch: ")) {
+        let t = trim(rest);
+        let end = t.iter().position(|&b| b == b' ').unwrap_or(t.len());
+        return Some(&t[..end]).filter(|a| !a.is_empty());
+    }
+    let lib = after(message, b"TensileLibrary")?;
+    gfx_token(lib).map(|g| g.strip_suffix(b".dat").unwrap_or(g)).map(|g| {
+        let end = g.iter().position(|&b| b == b'.').unwrap_or(g.len());
+        &g[..end]
+    })
+}
+
+/// Ollama's user-facing failure texts (`Error: …` on the CLI, also inside slog `error=` values).
+fn runner_failure(message: &[u8]) -> Option<EventKind<'_>> {
+    if find(message, b"process has terminated").is_some() {
+        return Some(EventKind::RunnerTerminated { error: message });
+    }
+    if find(message, b"unexpectedly stopped").is_some() {
+        return Some(EventKind::CompletionError { message });
+    }
+    if find(message, b"POST predict").is_some() || find(message, b"post predict").is_some() {
+        return Some(EventKind::PostPredictError { error: Some(message) });
+    }
+    None
+}
+
+/// The `id  0 | task 3 | ` part of a llama-server slot line, returning the task and the text after it.
+fn slot_task(s: &[u8]) -> (Option<u64>, &[u8]) {
+    let mut task = None;
+    let mut rest = s;
+    let after_bar = |h: &[u8], what: &[u8]| -> Option<usize> {
+        memchr_iter(b'|', h).find(|&i| h[i + 1..].starts_with(what)).map(|i| i + 1 + what.len())
+    };
+    if let Some(t) = after_bar(s, b" task ").map(|i| &s[i..]) {
+        if let Some((v, r)) = t.strip_prefix(b"-").map_or_else(|| leading_u64(t), |_| None) {
+            task = Some(v);
+            rest = r;
+        } else {
+            rest = t;
+        }
+        if let Some(i) = after_bar(rest, b" ") {
+            rest = &rest[i..];
+        }
+    }
+    (task, rest)
+}
+
+/// The text of a `slot <function>: id  0 | task 3 | <text>` line (llama-server `SLT_*` macros).
+fn llama_server_slot(body: &[u8]) -> Option<EventKind<'_>> {
+    let (task, text) = slot_task(body);
+    if let Some(t) = timing(text) {
+        return Some(t);
+    }
+    if text.starts_with(b"processing task") {
+        return Some(EventKind::RequestStarted { task });
+    }
+    if text.starts_with(b"prompt done") {
+        return Some(EventKind::PromptDone { task });
+    }
+    if text.starts_with(b"stop processing") {
+        return Some(EventKind::RequestDone { task });
+    }
+    if let Some(n) = text.strip_prefix(b"n_gen = ") {
+        let tokens = leading_u64(trim_start(n)).map(|x| x.0);
+        return Some(EventKind::Progress { task, decoding: true, tokens });
+    }
+    if let Some(n) = text.strip_prefix(b"prompt processing, n_tokens = ") {
+        let tokens = leading_u64(trim_start(n)).map(|x| x.0);
+        return Some(EventKind::Progress { task, decoding: false, tokens });
+    }
+    None
+}
+
+/// The text of a `srv  <function>: <text>` line (llama-server `SRV_*` macros).
+fn llama_server_srv(text: &[u8]) -> Option<EventKind<'_>> {
+    if let Some(model) = text.strip_prefix(b"loading model ") {
+        let model = trim(model);
+        let model = model.strip_prefix(b"'").and_then(|m| m.strip_suffix(b"'")).unwrap_or(model);
+        return Some(EventKind::ModelLoading { path: Some(model) });
+    }
+    if text.starts_with(b"model loaded") || text.starts_with(b"listening on ") {
+        return Some(EventKind::ServerReady);
+    }
+    if text.ends_with(b"cleaning up before exit...") {
+        return Some(EventKind::Shutdown);
+    }
+    if let Some(req) = text.strip_prefix(b"done request: ").or_else(|| text.strip_prefix(b"request: ")) {
+        return http_request_line(trim(req));
+    }
+    None
+}
+
+/// `POST /completion 127.0.0.1 200` (llama-server's request log).
+fn http_request_line(req: &[u8]) -> Option<EventKind<'_>> {
+    let mut words = req.split(|&b| b == b' ').filter(|w| !w.is_empty());
+    let method = words.next()?;
+    let path = words.next()?;
+    let _client = words.next()?;
+    let (status, tail) = leading_u32(words.next()?)?;
+    if !tail.is_empty() || !method.iter().all(u8::is_ascii_uppercase) {
+        return None;
+    }
+    Some(EventKind::HttpRequest { status: u16::try_from(status).ok()?, method, path, latency: None })
+}
+
+/// `prompt eval time =   12.34 ms /     5 tokens (…)`, `eval time = …`, `total time = …`.
+fn timing(text: &[u8]) -> Option<EventKind<'_>> {
+    let t = trim_start(text);
+    let (which, rest) = if let Some(r) = t.strip_prefix(b"prompt eval time") {
+        (TimingKind::PromptEval, r)
+    } else if let Some(r) = t.strip_prefix(b"eval time") {
+        (TimingKind::Eval, r)
+    } else if let Some(r) = t.strip_prefix(b"total time") {
+        (TimingKind::Total, r)
+    } else {
+        return None;
+    };
+    let rest = trim_start(trim_start(rest).strip_prefix(b"=")?);
+    let (ms, rest) = leading_f64(rest)?;
+    let tokens = after(rest, b"/").and_then(|r| leading_u64(trim_start(r))).map(|x| x.0);
+    Some(EventKind::Timing { which, ms, tokens })
+}
+
+/// `function: text` lines of llama.cpp and ggml, and `file.c:123: message` aborts.
+fn tagged<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
+    let colon = colon_space(msg.get(..msg.len().min(256))?)?;
+    let tag = &msg[..colon];
+    let text = &msg[colon + 2..];
+    if tag.contains(&b' ') {
+        return None;
+    }
+    match tag {
+        b"load_backend" => {
+            let rest = text.strip_prefix(b"loaded ")?;
+            let at = find(rest, b" backend from ")?;
+            return Some(EventKind::BackendLoaded { backend: &rest[..at], path: trim(&rest[at + 14..]) });
+        }
+        b"ggml_cuda_init" => {
+            let rest = text.strip_prefix(b"found ")?;
+            let (count, rest) = leading_u32(rest)?;
+            let rest = trim_start(rest);
+            let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+            return Some(EventKind::DevicesFound { backend: &rest[..end], count });
+        }
+        b"ggml_vulkan" => return vulkan_line(text),
+        b"llama_model_loader" if text.starts_with(b"loaded meta data") => {
+            return Some(EventKind::ModelLoading { path: after(text, b" from ").map(model_path) });
+        }
+        // Model metadata and vocabulary dumps: their values are data (a model may be named anything),
+        // never events.
+        b"llama_model_loader"
+        | b"print_info"
+        | b"llm_load_print_meta"
+        | b"load"
+        | b"llm_load_vocab"
+        | b"system_info"
+        | b"common_memory_breakdown_print" => return Some(EventKind::Other),
+        b"llama_model_load" | b"llama_load_model_from_file" | b"llama_model_load_from_file_impl" => {
+            if let Some(error) = text.strip_prefix(b"error loading model: ") {
+                return Some(EventKind::LoadError { error });
+            }
+        }
+        b"llama_perf_context_print" => return timing(text),
+        b"main" if text.starts_with(b"server is listening on") || text.starts_with(b"model loaded") => {
+            return Some(EventKind::ServerReady);
+        }
+        _ => {}
+    }
+    generic(text, marked).or_else(|| abort_line(tag, text))
+}
+
+/// Texts recognised whatever function printed them.
+fn generic<'a>(text: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
+    if text.starts_with(b"warming up the model") {
+        return Some(EventKind::Warmup);
+    }
+    if marked.get() {
+        if let Some(rest) = after(text, b"using device ") {
+            return device_used(rest);
+        }
+        if let Some((offloaded, total)) = offloaded(text) {
+            return Some(EventKind::LayersOffloaded { offloaded, total });
+        }
+        if let Some(kind) = buffer_size(text) {
+            return Some(kind);
+        }
+    }
+    if let Some(kind) = flash_attention(text) {
+        return Some(kind);
+    }
+    if let Some(kind) = graph(text) {
+        return Some(kind);
+    }
+    if let Some(listing) = trim_start(text).strip_prefix(b"- ") {
+        return device_listed(listing);
+    }
+    None
+}
+
+/// `Vulkan0 : llvmpipe (LLVM 15.0.6, 256 bits) (2048 MiB, 2048 MiB free)` (device_info) or
+/// `CUDA0: NAME (T MiB, F MiB free)` (`--list-devices`).
+fn device_listed(s: &[u8]) -> Option<EventKind<'_>> {
+    let s = trim(s);
+    if !s.ends_with(b" MiB free)") {
+        return None;
+    }
+    let colon = s.iter().position(|&b| b == b':')?;
+    let device = trim(&s[..colon]);
+    if device.is_empty() || device.contains(&b' ') {
+        return None;
+    }
+    let rest = trim(&s[colon + 1..]);
+    let open = call_paren(rest)?;
+    let sizes = &rest[open + 1..rest.len() - 1];
+    let total_mib = leading_u64(trim(sizes)).map(|x| x.0);
+    let free_mib = after(sizes, b", ").and_then(|f| leading_u64(trim(f))).map(|x| x.0);
+    Some(EventKind::DeviceListed { device, description: trim(&rest[..open]), total_mib, free_mib })
+}
+
+/// A model path after ` from `: up to ` (version` when present.
+fn model_path(s: &[u8]) -> &[u8] {
+    let end = find(s, b" (version").unwrap_or(s.len());
+    trim(&s[..end])
+}
+
+/// `ggml_vulkan: Found N Vulkan devices:`, `ggml_vulkan: N = NAME (DRIVER) | uma: 0 | …`, device loss.
+fn vulkan_line(text: &[u8]) -> Option<EventKind<'_>> {
+    if let Some(rest) = text.strip_prefix(b"Found ") {
+        let (count, _) = leading_u32(rest)?;
+        return Some(EventKind::DevicesFound { backend: b"Vulkan", count });
+    }
+    if text.starts_with(b"No devices found") {
+        return Some(EventKind::DevicesFound { backend: b"Vulkan", count: 0 });
+    }
+    if let Some((index, rest)) = leading_u32(text) {
+        if let Some(rest) = rest.strip_prefix(b" = ") {
+            return Some(EventKind::VulkanDevice(vulkan_device(index, rest)));
+        }
+    }
+    if find(text, b"device lost").is_some() || find(text, b"DeviceLost").is_some() {
+        return Some(EventKind::DeviceLost { message: text });
+    }
+    if find(text, b"allocation").is_some() && find(text, b"failed").is_some() {
+        return Some(EventKind::OutOfMemory { message: text });
+    }
+    None
+}
+
+fn vulkan_device(index: u32, rest: &[u8]) -> VulkanDevice<'_> {
+    let mut fields = rest.split(|&b| b == b'|').map(trim);
+    let head = fields.next().unwrap_or_default();
+    let mut dev = VulkanDevice { index, ..VulkanDevice::default() };
+    // `NAME (DRIVER)`: the driver is the last parenthesised group (names have their own parentheses).
+    match (head.ends_with(b")"), call_paren(head)) {
+        (true, Some(open)) if open > 0 => {
+            dev.name = trim(&head[..open]);
+            dev.driver = Some(&head[open + 1..head.len() - 1]);
+        }
+        _ => dev.name = head,
+    }
+    for field in fields {
+        let Some(colon) = find(field, b": ") else { continue };
+        let (key, value) = (&field[..colon], trim(&field[colon + 2..]));
+        match key {
+            b"uma" => dev.uma = yes_no(value),
+            b"fp16" => dev.fp16 = yes_no(value),
+            b"bf16" => dev.bf16 = yes_no(value),
+            b"warp size" => dev.warp_size = leading_u32(value).map(|x| x.0),
+            b"shared memory" => dev.shared_memory = leading_u64(value).map(|x| x.0),
+            b"int dot" => dev.int_dot = yes_no(value),
+            b"matrix cores" => dev.matrix_cores = Some(value),
+            _ => {}
+        }
+    }
+    dev
+}
+
+/// `CUDA0 (NVIDIA GeForce RTX 3090) (0000:01:00.0) - 23877 MiB free` after `using device `.
+fn device_used(rest: &[u8]) -> Option<EventKind<'_>> {
+    let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+    let device = &rest[..end];
+    let tail = &rest[end..];
+    let (description, free_mib) = match find(tail, b" - ") {
+        Some(dash) => (trim(&tail[..dash]), leading_u64(trim_start(&tail[dash + 3..])).map(|x| x.0)),
+        None => (trim(tail), None),
+    };
+    Some(EventKind::DeviceUsed { device, description, free_mib })
+}
+
+/// `   CUDA0 model buffer size =  4403.50 MiB`, `CUDA0 KV buffer size`, `CUDA0 compute buffer size`,
+/// `CUDA_Host  output buffer size`, older `CUDA0 buffer size` (model weights).
+fn buffer_size(text: &[u8]) -> Option<EventKind<'_>> {
+    let at = find(text, b"buffer size = ").or_else(|| find(text, b"buffer size ="))?;
+    let head = trim(&text[..at]);
+    let value = trim_start(&text[at + 13..]);
+    let value = trim_start(value.strip_prefix(b"=").unwrap_or(value));
+    let (mib, unit) = leading_f64(value)?;
+    let mib = match trim(unit) {
+        b"MiB" | b"MB" => mib,
+        b"GiB" => mib * 1024.0,
+        b"KiB" => mib / 1024.0,
+        _ => return None,
+    };
+    let (device, buffer) = match head.iter().rposition(|&b| b == b' ') {
+        Some(sp) => {
+            let word = &head[sp + 1..];
+            let buffer = match word {
+                b"model" => BufferKind::Model,
+                b"KV" | b"kv" => BufferKind::Kv,
+                b"compute" => BufferKind::Compute,
+                b"output" => BufferKind::Output,
+                _ => return Some(EventKind::BufferSize { device: head, buffer: BufferKind::Model, mib }),
+            };
+            (trim(&head[..sp]), buffer)
+        }
+        None => (head, BufferKind::Model),
+    };
+    if device.is_empty() || device.contains(&b' ') {
+        return None;
+    }
+    Some(EventKind::BufferSize { device, buffer, mib })
+}
+
+/// `flash_attn = auto`, `Flash Attention was auto, set to enabled`, `Flash Attention enabled`,
+/// `Flash Attention not supported, set to disabled`.
+fn flash_attention(text: &[u8]) -> Option<EventKind<'_>> {
+    let t = trim_start(text);
+    if let Some(rest) = t.strip_prefix(b"flash_attn") {
+        let value = trim(trim_start(rest).strip_prefix(b"=")?);
+        return Some(EventKind::FlashAttention { setting: value });
+    }
+    let rest = t.strip_prefix(b"Flash Attention ")?;
+    let setting = match after(rest, b"set to ") {
+        Some(v) => trim(v),
+        None => trim(rest),
+    };
+    Some(EventKind::FlashAttention { setting })
+}
+
+/// `graph nodes  = 1030`, `graph splits = 2 (with bs=512), 1 (with bs=1)`, `graph: nodes = 1030,
+/// splits = 2, …`, `graph (pp bs=512, tg bs=1): nodes = 1030 / 1030, splits = 2 / 2`.
+fn graph(text: &[u8]) -> Option<EventKind<'_>> {
+    let t = trim_start(text);
+    let rest = t.strip_prefix(b"graph")?;
+    let number_after = |key: &[u8]| -> Option<u64> {
+        let r = after(rest, key)?;
+        let r = trim_start(r);
+        let r = trim_start(r.strip_prefix(b"=")?);
+        leading_u64(r).map(|x| x.0)
+    };
+    let nodes = number_after(b"nodes");
+    let splits = number_after(b"splits");
+    (nodes.is_some() || splits.is_some()).then_some(EventKind::Graph { nodes, splits })
+}
+
+/// `path/file.c:123: GGML_ASSERT(cond) failed` or another `ggml_abort` message (`fatal error`).
+fn abort_line<'a>(tag: &'a [u8], text: &'a [u8]) -> Option<EventKind<'a>> {
+    let colon = tag.iter().rposition(|&b| b == b':')?;
+    let (file, line) = (&tag[..colon], &tag[colon + 1..]);
+    let (line, tail) = leading_u32(line)?;
+    if !tail.is_empty() || file.ends_with(b".go") {
+        return None;
+    }
+    let dot = file.iter().rposition(|&b| b == b'.')?;
+    let ext = &file[dot + 1..];
+    if ext.is_empty() || ext.len() > 4 || !ext.iter().all(u8::is_ascii_alphanumeric) {
+        return None;
+    }
+    if let Some(cond) = text.strip_prefix(b"GGML_ASSERT(") {
+        let end = cond.iter().rposition(|&b| b == b')').unwrap_or(cond.len());
+        return Some(EventKind::GgmlAssert { file, line, condition: &cond[..end] });
+    }
+    Some(EventKind::Abort { file, line, message: trim(text) })
+}
+
+/// Markers that can appear anywhere in a line no other rule claimed.
+fn anywhere<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
+    if msg.starts_with(b"Segmentation fault") || msg.starts_with(b"Aborted") {
+        return Some(EventKind::ProcessCrash { message: trim(msg) });
+    }
+    if !marked.get() {
+        return None;
+    }
+    if let Some(at) = find(msg, b"GGML_ASSERT(") {
+        let cond = &msg[at + 12..];
+        let end = cond.iter().rposition(|&b| b == b')').unwrap_or(cond.len());
+        return Some(EventKind::GgmlAssert { file: b"", line: 0, condition: &cond[..end] });
+    }
+    if find(msg, b"ErrorDeviceLost").is_some() || find(msg, b"VK_ERROR_DEVICE_LOST").is_some() {
+        return Some(EventKind::DeviceLost { message: trim(msg) });
+    }
+    if find(msg, b"out of memory").is_some()
+        || find(msg, b"ErrorOutOfDeviceMemory").is_some()
+        || find(msg, b"unable to allocate").is_some()
+        || find(msg, b"failed to allocate").is_some()
+    {
+        return Some(EventKind::OutOfMemory { message: trim(msg) });
+    }
+    if let Some(kind) = runner_failure(msg) {
+        return Some(kind);
+    }
+    if find(msg, b" segfault at ").is_some() {
+        return Some(EventKind::ProcessCrash { message: trim(msg) });
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(line: &str) -> EventKind<'_> {
+        classify(line.as_bytes(), &mut Context::default()).kind
+    }
+
+    #[test]
+    fn devices_from_issue_lines() {
+        // ollama/ollama issue 9807.
+        let EventKind::GpuDevice(d) = kind("  Device 0: Radeon RX 580 Series, gfx803 (0x803), VMM: no, Wave Size: 64")
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (d.name, d.arch, d.vmm, d.wave_size),
+            (&b"Radeon RX 580 Series"[..], Some(&b"gfx803"[..]), Some(false), Some(64))
+        );
+        // ollama/ollama issue 8377.
+        let EventKind::GpuDevice(d) = kind("  Device 1: NVIDIA GeForce RTX 4060 Ti, compute capability 8.9, VMM: yes")
+        else {
+            panic!()
+        };
+        assert_eq!((d.index, d.compute_capability, d.vmm), (1, Some(&b"8.9"[..]), Some(true)));
+        // ggml-org/llama.cpp issue 17334.
+        let EventKind::VulkanDevice(v) = kind("ggml_vulkan: 0 = Intel(R) Iris(R) Xe Graphics (ADL GT2) (Intel open-source Mesa driver) | uma: 1 | fp16: 1 | bf16: 0 | warp size: 32 | shared memory: 65536 | int dot: 1 | matrix cores: none") else {
+            panic!()
+        };
+        assert_eq!(v.name, b"Intel(R) Iris(R) Xe Graphics (ADL GT2)");
+        assert_eq!(v.driver, Some(&b"Intel open-source Mesa driver"[..]));
+        assert_eq!((v.uma, v.fp16, v.warp_size, v.int_dot), (Some(true), Some(true), Some(32), Some(true)));
+        assert_eq!(v.matrix_cores, Some(&b"none"[..]));
+    }
+
+    #[test]
+    fn go_crash_lines() {
+        // ollama/ollama issue 9352.
+        assert_eq!(
+            kind("SIGSEGV: segmentation violation"),
+            EventKind::Signal { signal: b"SIGSEGV", description: b"segmentation violation" }
+        );
+        assert_eq!(
+            kind("PC=0x7f27a8e24c47 m=0 sigcode=1 addr=0x206a03fb4"),
+            EventKind::SignalContext { pc: Some(b"0x7f27a8e24c47"), addr: Some(b"0x206a03fb4"), sigcode: Some(b"1") }
+        );
+        assert_eq!(
+            kind("//ml/backend/ggml/ggml/src/ggml-cpu/ggml-cpu.c:8456: GGML_ASSERT(i01 >= 0 && i01 < ne01) failed"),
+            EventKind::GgmlAssert {
+                file: b"//ml/backend/ggml/ggml/src/ggml-cpu/ggml-cpu.c",
+                line: 8456,
+                condition: b"i01 >= 0 && i01 < ne01"
+            }
+        );
+        let mut ctx = Context::default();
+        let g = classify(b"goroutine 29 gp=0xc000585dc0 m=0 mp=0x64b1b235c780 [syscall]:", &mut ctx).kind;
+        assert_eq!(g, EventKind::Goroutine { id: 29, state: b"syscall" });
+        assert!(ctx.in_go_trace);
+        let f = classify(
+            b"github.com/ollama/ollama/llama.(*Context).Decode.func1(0x64b1b0cd248b?, 0x7f2778ad5c10?)",
+            &mut ctx,
+        );
+        assert_eq!(f.kind, EventKind::GoFrame { function: b"github.com/ollama/ollama/llama.(*Context).Decode.func1" });
+        let s = classify(b"        github.com/ollama/ollama/llama/llama.go:163 +0xf5 fp=0xc0000bfc90 sp=0xc0000bfba0 pc=0x64b1b0cb6295", &mut ctx);
+        assert_eq!(s.kind, EventKind::GoFrameSource { file: b"github.com/ollama/ollama/llama/llama.go", line: 163 });
+        let r = classify(b"rax    0x0", &mut ctx);
+        assert_eq!(r.kind, EventKind::GoTraceDetail);
+        let out = classify(b"time=2025-02-26T00:25:18.930Z level=INFO source=server.go:596 msg=\"llama runner started in 1.26 seconds\"", &mut ctx);
+        assert_eq!(out.kind, EventKind::RunnerStarted { seconds: 1.26 });
+        assert!(!ctx.in_go_trace);
+    }
+
+    #[test]
+    fn slog_and_gin_lines() {
+        // ollama/ollama issue 15762.
+        let c = classify(br#"time=2026-04-23T01:57:05.334Z level=INFO source=runner.go:464 msg="failure during GPU discovery" OLLAMA_LIBRARY_PATH="[/usr/local/lib/ollama /usr/local/lib/ollama/rocm]" extra_envs="map[GGML_CUDA_INIT:1 ROCR_VISIBLE_DEVICES:0]" error="runner crashed""#, &mut Context::default());
+        assert_eq!(c.kind, EventKind::DiscoveryFailure { error: Some(b"runner crashed"), detail: None });
+        assert!(c.time.is_some());
+        // ollama/ollama issue 14983.
+        let c = classify(
+            br#"[GIN] 2026/03/20 - 16:36:39 | 500 |  3.428625625s |       127.0.0.1 | POST     "/api/chat""#,
+            &mut Context::default(),
+        );
+        assert_eq!(
+            c.kind,
+            EventKind::HttpRequest { status: 500, method: b"POST", path: b"/api/chat", latency: Some(b"3.428625625s") }
+        );
+        let bad = classify(b"time=2026-99-20T16:36:39Z level=INFO msg=x", &mut Context::default());
+        assert!(bad.bad_timestamp && bad.time.is_none());
+    }
+
+    #[test]
+    fn ollama_runner_end_and_unsupported_gpu() {
+        // The format Ollama v0.30+ logs when llama-server dies (llm/llama_server.go, quoted in the
+        // project's dispatch notes): the error names the signal.
+        let c = classify(br#"time=2026-08-29T08:50:00.000Z level=ERROR source=llama_server.go:1023 msg="llama-server terminated" error="signal: segmentation fault" exit=unknown"#, &mut Context::default());
+        assert_eq!(c.kind, EventKind::RunnerTerminated { error: b"signal: segmentation fault" });
+        // likelovewant/ollama-for-amd issue 40 (Ollama's amd_windows.go in a fork build).
+        let c = classify(br#"time=2025-01-23T16:42:09.019+01:00 level=WARN source=amd_windows.go:140 msg="amdgpu is not supported (supported types:[gfx1103])" gpu_type=gfx1150 gpu=0 library=C:\llm\windows-amd64\lib\ollama"#, &mut Context::default());
+        let EventKind::UnsupportedGpu { gpu, supported, .. } = c.kind else { panic!("{:?}", c.kind) };
+        assert_eq!((gpu, supported), (Some(&b"gfx1150"[..]), Some(&b"[gfx1103]"[..])));
+    }
+
+    #[test]
+    fn blas_and_gpu_errors() {
+        // brknsoul/ROCmLibs issue 4 and ollama/ollama issue 11555.
+        let k = kind(
+            r"rocBLAS error: Cannot read C:\Program Files\AMD\ROCm\6.1\bin\/rocblas/library/TensileLibrary.dat: No such file or directory for GPU arch : gfx1103",
+        );
+        let EventKind::BlasError { library, arch, .. } = k else { panic!() };
+        assert_eq!((library, arch), (&b"rocBLAS"[..], Some(&b"gfx1103"[..])));
+        let k = kind("rocblaslt error: Cannot read /usr/local/lib/ollama/rocm/hipblaslt/library/TensileLibrary_lazy_gfx1201.dat: No such file or directory");
+        let EventKind::BlasError { arch, .. } = k else { panic!() };
+        assert_eq!(arch, Some(&b"gfx1201"[..]));
+        assert_eq!(kind("CUDA error: out of memory"), EventKind::GpuError { api: b"CUDA", message: b"out of memory" });
+        assert_eq!(
+            kind("  current device: 0, in function ggml_backend_cuda_synchronize at ggml-cuda.cu:2508"),
+            EventKind::GpuErrorLocation {
+                device: Some(0),
+                function: b"ggml_backend_cuda_synchronize",
+                file: b"ggml-cuda.cu",
+                line: 2508
+            }
+        );
+        assert_eq!(
+            kind("  what():  vk::Queue::submit: ErrorDeviceLost"),
+            EventKind::DeviceLost { message: b"vk::Queue::submit: ErrorDeviceLost" }
+        );
+    }
+
+    #[test]
+    fn native_frames() {
+        // ollama/ollama issue 9509 (glibc backtrace_symbols).
+        let EventKind::NativeFrame(f) = kind("/usr/bin/ollama(+0x10e4c9e)[0x563e50bacc9e]") else { panic!() };
+        assert_eq!((f.module, f.symbol), (Some(&b"/usr/bin/ollama"[..]), None));
+        let EventKind::NativeFrame(f) = kind("/usr/lib/ollama/libggml-base.so(ggml_abort+0x15e)[0x7f30a0e0300b]")
+        else {
+            panic!()
+        };
+        assert_eq!(f.symbol, Some(&b"ggml_abort"[..]));
+        let EventKind::NativeFrame(f) =
+            kind("#3  0x00007ffff7c42476 in __GI_raise (sig=sig@entry=6) at ../sysdeps/posix/raise.c:26")
+        else {
+            panic!()
+        };
+        assert_eq!((f.index, f.symbol), (Some(3), Some(&b"__GI_raise"[..])));
+    }
+
+    #[test]
+    fn llama_lines() {
+        assert_eq!(
+            kind("load_backend: loaded ROCm backend from /usr/lib/ollama/libggml-hip.so"),
+            EventKind::BackendLoaded { backend: b"ROCm", path: b"/usr/lib/ollama/libggml-hip.so" }
+        );
+        assert_eq!(
+            kind("load_tensors: offloaded 23/23 layers to GPU"),
+            EventKind::LayersOffloaded { offloaded: 23, total: 23 }
+        );
+        assert_eq!(
+            kind("load_tensors:   CPU_Mapped model buffer size =    35.16 MiB"),
+            EventKind::BufferSize { device: b"CPU_Mapped", buffer: BufferKind::Model, mib: 35.16 }
+        );
+        assert_eq!(
+            kind("llama_kv_cache_init:      CUDA0 KV buffer size = 10240.00 MiB"),
+            EventKind::BufferSize { device: b"CUDA0", buffer: BufferKind::Kv, mib: 10240.0 }
+        );
+        assert_eq!(
+            kind("llm_load_tensors:      CUDA0 buffer size =  4403.50 MiB"),
+            EventKind::BufferSize { device: b"CUDA0", buffer: BufferKind::Model, mib: 4403.5 }
+        );
+        assert_eq!(
+            kind("llama_new_context_with_model: graph splits = 2"),
+            EventKind::Graph { nodes: None, splits: Some(2) }
+        );
+        assert_eq!(kind("llama_new_context_with_model: flash_attn = 0"), EventKind::FlashAttention { setting: b"0" });
+        assert_eq!(
+            kind("llama.cpp:11968: The current context does not support K-shift"),
+            EventKind::Abort {
+                file: b"llama.cpp",
+                line: 11968,
+                message: b"The current context does not support K-shift"
+            }
+        );
+        assert_eq!(kind("print_info: n_vocab          = 32000"), EventKind::Other);
+    }
+}

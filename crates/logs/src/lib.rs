@@ -1,0 +1,97 @@
+//! Log forensics for local LLM runtimes: Ollama server logs (the Go-runner era up to v0.29 and the
+//! llama-server era from v0.30) and llama.cpp server/CLI logs.
+//!
+//! - [`Parser`] streams bytes into typed, timestamped [`Event`]s, one per line, in bounded memory: lines
+//!   are found with `memchr`, borrowed from the input, and over-long lines are cut at
+//!   [`Limits::max_line`]. Unknown lines are events too ([`EventKind::Other`]), never dropped; unreadable
+//!   timestamps and invalid UTF-8 are flagged, never fatal. Only input that is not a log (a NUL byte near
+//!   the start) is an [`Error`].
+//! - [`Analyzer`] turns events into a [`Report`]: a timeline with times relative to the first timestamp
+//!   and line numbers as sources, the facts the log states (backends, devices, offload, buffers), and
+//!   crash incidents with their [`Phase`] (discovery / load / first compute / decode, rules in
+//!   [`analysis`]) and a normalised [`Signature`] so that identical crashes group.
+//!   A log often ends without a word when its process is killed: [`Report::ending`] tells the state of
+//!   the last runner (request in progress, phase), and [`Analyzer::process_exit`] lets a supervisor that
+//!   saw the death (a sweep) record it as a crash placed by the same rules.
+//! - [`render`] prints a report as plain text; the report is plain data (`serde::Serialize`) for other
+//!   renderers.
+//!
+//! Every event and finding carries the line number and byte offset it rests on, so a claim built on it
+//! can cite `file:line`.
+
+#![forbid(unsafe_code)]
+#![warn(missing_debug_implementations)]
+
+pub mod analysis;
+pub mod classify;
+mod error;
+pub mod event;
+pub mod lines;
+mod parser;
+pub mod prefix;
+pub mod render;
+pub mod signature;
+pub mod slog;
+pub mod time;
+
+use std::io::Read;
+
+pub use analysis::{Analyzer, Crash, Phase, Report, Signature};
+pub use error::Error;
+pub use event::{Event, EventKind};
+pub use parser::{strip_ansi, Parser, Stats, READ_BLOCK};
+
+/// Caps on memory and work, whatever the input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest line kept, in bytes; the rest of a longer line is skipped and the line flagged. Real log
+    /// lines run to a few KiB (Ollama's `server config` line, runner command lines).
+    pub max_line: usize,
+    /// A NUL byte within this many leading bytes makes the input a binary file (an error).
+    pub binary_probe: usize,
+    /// Timeline entries kept from the start of the log.
+    pub timeline_head: usize,
+    /// Timeline entries kept from the end of the log (where crashes are).
+    pub timeline_tail: usize,
+    pub max_crashes: usize,
+    /// Frames kept per crash.
+    pub max_frames: usize,
+    /// Cause and consequence lines kept per crash.
+    pub max_causes: usize,
+    /// Ranges kept per line set (unrecognised, truncated, bad timestamps).
+    pub max_ranges: usize,
+    /// Entries kept per fact list (backends, devices, buffers, timings…).
+    pub max_facts: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_line: 64 << 10,
+            binary_probe: 8 << 10,
+            timeline_head: 2000,
+            timeline_tail: 2000,
+            max_crashes: 256,
+            max_frames: 64,
+            max_causes: 32,
+            max_ranges: 4096,
+            max_facts: 256,
+        }
+    }
+}
+
+/// Parse and analyse everything `reader` yields.
+pub fn analyze_reader<R: Read>(reader: R, limits: Limits) -> Result<Report, Error> {
+    let mut analyzer = Analyzer::new(limits);
+    let stats = Parser::parse_reader(reader, limits, |e| analyzer.event(e))?;
+    Ok(analyzer.finish(stats))
+}
+
+/// Parse and analyse a log held in memory.
+pub fn analyze_bytes(log: &[u8], limits: Limits) -> Result<Report, Error> {
+    let mut analyzer = Analyzer::new(limits);
+    let mut parser = Parser::new(limits);
+    parser.feed(log, |e| analyzer.event(e))?;
+    let stats = parser.finish(|e| analyzer.event(e))?;
+    Ok(analyzer.finish(stats))
+}

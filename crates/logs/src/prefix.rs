@@ -1,0 +1,260 @@
+//! The outer layers a log line picks up on its way to a file, stripped before the line is classified.
+//!
+//! Recognised, in any stacking order (at most [`MAX_LAYERS`] layers):
+//! - Docker Compose: `ollama  | ` (service name, spaces, `| `);
+//! - Docker `--timestamps`: `2024-05-15T00:39:40.172587575Z `; Docker Desktop: `2025-03-05 09:00:31 `;
+//!   journald `-o short-iso`: `2025-11-13T10:01:52+0800 host ollama[1067]: `;
+//! - syslog/journal: `Nov 13 10:01:52 host ollama[1067]: ` (the month name may be in any locale, e.g.
+//!   `sie 28`, `7月 24`, `06.05`: only English abbreviations and numbers are read as months);
+//! - Go's standard logger (Ollama before 0.1.30): `2024/01/26 09:54:31 `;
+//! - the terminal spinner Ollama's CLI draws (`⠋ `, Unicode Braille patterns) when a user pastes the
+//!   server's output from the same terminal;
+//! - llama.cpp's `common_log` prefix: `0.00.177.887 I ` (elapsed time and level letter).
+//!
+//! The outermost timestamp is the one the timeline uses (see [`crate::Parser`]); the message that
+//! remains is what [`crate::classify`] reads.
+
+use crate::time::{
+    is_clock_token, journal_month, journal_timestamp, parse_llama_elapsed, parse_rfc3339, parse_slash_date, Timestamp,
+};
+
+/// Most prefix layers stripped from one line.
+pub const MAX_LAYERS: usize = 4;
+
+/// A line with its outer layers removed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Prefixed<'a> {
+    pub message: &'a [u8],
+    /// The outermost timestamp found.
+    pub time: Option<Timestamp>,
+}
+
+/// Strip the outer layers of `line`.
+pub fn strip(line: &[u8]) -> Prefixed<'_> {
+    let mut message = line;
+    let mut time = None;
+    for _ in 0..MAX_LAYERS {
+        let (rest, stamp) = match strip_one(message) {
+            Some(step) => step,
+            None => break,
+        };
+        if time.is_none() {
+            time = stamp;
+        }
+        message = rest;
+    }
+    Prefixed { message, time }
+}
+
+fn strip_one(s: &[u8]) -> Option<(&[u8], Option<Timestamp>)> {
+    let first = *s.first()?;
+    if first.is_ascii_digit() {
+        if let Some((t, rest)) = parse_rfc3339(s) {
+            let rest = rest.strip_prefix(b" ")?;
+            // journald's short-iso output: the host and the program follow the time.
+            let rest = strip_host_ident(rest, true).unwrap_or(rest);
+            return Some((rest, Some(t)));
+        }
+        if let Some((t, rest)) = parse_slash_date(s) {
+            return Some((rest.strip_prefix(b" ")?, Some(t)));
+        }
+        if let Some((t, rest)) = parse_llama_elapsed(s) {
+            // `M.SS.mmm.uuu L ` with L the level letter.
+            if let [b' ', level, b' ', tail @ ..] = rest {
+                if matches!(level, b'I' | b'W' | b'E' | b'D' | b'T') {
+                    return Some((tail, Some(t)));
+                }
+            }
+            if rest.is_empty() || rest == b" " {
+                return Some((&[], Some(t)));
+            }
+        }
+    }
+    if let Some(rest) = strip_spinner(s) {
+        return Some((rest, None));
+    }
+    // Both remaining forms have a short first word followed by spaces and then a digit (a journal's
+    // day or time) or `|` (Compose): anything else is a message.
+    let space = memchr::memchr(b' ', s.get(..s.len().min(16))?)?;
+    let after_spaces = s[space..].iter().find(|&&b| b != b' ')?;
+    if !(after_spaces.is_ascii_digit() || *after_spaces == b'|') {
+        return None;
+    }
+    if let Some(step) = strip_journal(s) {
+        return Some(step);
+    }
+    strip_compose(s).map(|rest| (rest, None))
+}
+
+/// Ollama's CLI spinner: a Braille pattern (U+2800–U+28FF, UTF-8 `E2 A0..A3 xx`) and a space.
+fn strip_spinner(s: &[u8]) -> Option<&[u8]> {
+    match s {
+        [0xE2, 0xA0..=0xA3, 0x80..=0xBF, b' ', rest @ ..] => Some(rest),
+        _ => None,
+    }
+}
+
+/// Split off the next space-separated token (any run of spaces separates).
+fn token(s: &[u8]) -> Option<(&[u8], &[u8])> {
+    let s = trim_spaces(s);
+    if s.is_empty() {
+        return None;
+    }
+    let end = s.iter().position(|&b| b == b' ').unwrap_or(s.len());
+    Some((&s[..end], &s[end..]))
+}
+
+fn trim_spaces(s: &[u8]) -> &[u8] {
+    let start = s.iter().position(|&b| b != b' ').unwrap_or(s.len());
+    &s[start..]
+}
+
+/// `host ident[pid]: ` (or `host ident: ` unless `need_pid`); returns the message after it.
+fn strip_host_ident(s: &[u8], need_pid: bool) -> Option<&[u8]> {
+    let (host, rest) = token(s)?;
+    if host.contains(&b':') || host.contains(&b'=') {
+        return None;
+    }
+    let (ident, rest) = token(rest)?;
+    let name = ident.strip_suffix(b":")?;
+    let name = match name.strip_suffix(b"]") {
+        Some(inner) => {
+            let open = inner.iter().rposition(|&b| b == b'[')?;
+            let pid = &inner[open + 1..];
+            if pid.is_empty() || !pid.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            &inner[..open]
+        }
+        None if need_pid => return None,
+        None => name,
+    };
+    if name.is_empty()
+        || !name.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'@' | b'/'))
+    {
+        return None;
+    }
+    // One space separates the ident from the message; further spaces are the message's own.
+    Some(rest.strip_prefix(b" ").unwrap_or(rest))
+}
+
+/// `MON DAY HH:MM:SS host ident[pid]: ` or `DD.MM HH:MM:SS host ident[pid]: `.
+fn strip_journal(s: &[u8]) -> Option<(&[u8], Option<Timestamp>)> {
+    let (date1, rest) = token(s)?;
+    if date1.len() > 12 || date1.contains(&b'=') || date1.contains(&b':') || date1.contains(&b'[') {
+        return None;
+    }
+    let (second, rest2) = token(rest)?;
+    let (month, day, clock, rest) = if is_clock_token(second) {
+        let (day, month) = day_dot_month(date1)?;
+        (month, day, second, rest2)
+    } else {
+        if second.len() > 2 || !second.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        let (clock, rest3) = token(rest2)?;
+        if !is_clock_token(clock) {
+            return None;
+        }
+        let day = second.iter().fold(0u32, |v, &b| v * 10 + u32::from(b - b'0'));
+        (journal_month(date1), day, clock, rest3)
+    };
+    let message = strip_host_ident(rest, false)?;
+    Some((message, journal_timestamp(month, day, clock)))
+}
+
+/// A journal date written as one token, `DD.MM` (day first, as the locales that use dots write it).
+fn day_dot_month(token: &[u8]) -> Option<(u32, u32)> {
+    let dot = token.iter().position(|&b| b == b'.')?;
+    let (d, m) = (&token[..dot], &token[dot + 1..]);
+    let num = |t: &[u8]| -> Option<u32> {
+        (!t.is_empty() && t.len() <= 2 && t.iter().all(u8::is_ascii_digit))
+            .then(|| t.iter().fold(0u32, |v, &b| v * 10 + u32::from(b - b'0')))
+    };
+    let (day, month) = (num(d)?, num(m)?);
+    ((1..=31).contains(&day) && (1..=12).contains(&month)).then_some((day, month))
+}
+
+/// Docker Compose's `service  | `.
+fn strip_compose(s: &[u8]) -> Option<&[u8]> {
+    let name_end = s.iter().position(|&b| !(b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')))?;
+    if name_end == 0 {
+        return None;
+    }
+    let after = &s[name_end..];
+    let spaces = after.iter().position(|&b| b != b' ')?;
+    if spaces == 0 {
+        return None;
+    }
+    let rest = after[spaces..].strip_prefix(b"|")?;
+    Some(rest.strip_prefix(b" ").unwrap_or(rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::Clock;
+
+    fn msg(line: &str) -> (String, Option<Clock>) {
+        let p = strip(line.as_bytes());
+        (String::from_utf8_lossy(p.message).into_owned(), p.time.map(|t| t.clock))
+    }
+
+    #[test]
+    fn journal_lines_from_issues() {
+        // Lines as quoted in ollama/ollama issues 13070, 12106, 10977 and 5904.
+        assert_eq!(
+            msg("Nov 13 10:01:52 adamDesktopLinux ollama[1067]:   Device 0: AMD Radeon RX 6700 XT, gfx1030"),
+            ("  Device 0: AMD Radeon RX 6700 XT, gfx1030".into(), Some(Clock::Journal))
+        );
+        assert_eq!(
+            msg("sie 28 10:25:27 razer ollama[49992]: SIGSEGV: segmentation violation"),
+            ("SIGSEGV: segmentation violation".into(), Some(Clock::Journal))
+        );
+        assert_eq!(
+            msg("06.05 13:15:31 ASTOR ollama[2690]: runtime.goexit({})"),
+            ("runtime.goexit({})".into(), Some(Clock::Journal))
+        );
+        assert_eq!(
+            msg("7月 24 15:40:33 buaa-KVM ollama[458186]: time=2024-07-24T15:40:33.873+08:00 level=INFO"),
+            ("time=2024-07-24T15:40:33.873+08:00 level=INFO".into(), Some(Clock::Journal))
+        );
+    }
+
+    #[test]
+    fn docker_and_compose_prefixes() {
+        assert_eq!(
+            msg("2024-05-15T00:39:40.172587575Z llm_load_vocab: missing pre-tokenizer type"),
+            ("llm_load_vocab: missing pre-tokenizer type".into(), Some(Clock::Civil))
+        );
+        assert_eq!(msg("2025-03-05 09:00:31 SIGABRT: abort"), ("SIGABRT: abort".into(), Some(Clock::Civil)));
+        assert_eq!(
+            msg("ollama  | time=2025-12-03T03:16:50.172Z level=INFO"),
+            ("time=2025-12-03T03:16:50.172Z level=INFO".into(), None)
+        );
+    }
+
+    #[test]
+    fn llama_prefix_spinner_and_go_log() {
+        assert_eq!(msg("0.00.177.887 I load_backend: loaded"), ("load_backend: loaded".into(), Some(Clock::Elapsed)));
+        assert_eq!(msg("⠋ load_tensors: offloading"), ("load_tensors: offloading".into(), None));
+        assert_eq!(
+            msg("2024/01/26 09:54:31 images.go:857: INFO total blobs: 0"),
+            ("images.go:857: INFO total blobs: 0".into(), Some(Clock::Civil))
+        );
+    }
+
+    #[test]
+    fn messages_that_only_look_like_prefixes_stay_whole() {
+        for line in [
+            "load_tensors: offloaded 23/23 layers to GPU",
+            "time=2025-02-26T00:25:18.930Z level=INFO source=server.go:596 msg=x",
+            "[GIN] 2025/08/28 - 10:25:21 | 200 | 17.696002893s |       127.0.0.1 | POST     \"/api/generate\"",
+            "ggml_vulkan: 0 = Intel(R) UHD Graphics 620 (KBL GT2) (Intel open-source Mesa driver) | uma: 1",
+            "goroutine 29 gp=0xc000585dc0 m=0 mp=0x64b1b235c780 [syscall]:",
+            "12: 0x7f3a0000 ggml_abort",
+        ] {
+            assert_eq!(msg(line), (line.to_string(), None), "{line}");
+        }
+    }
+}

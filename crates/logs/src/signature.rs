@@ -1,0 +1,158 @@
+//! Crash signatures: the few facts of a crash that stay the same when the same bug fires again.
+//!
+//! Two reports of one crash differ in addresses, goroutine ids, argument values, PIDs, install paths and
+//! line numbers of the calling code; they agree on the signal, the assertion or error text, and the
+//! functions at the top of the crashing stack. A signature keeps those, normalised:
+//! - Go frames: the function name without its module path and arguments
+//!   (`github.com/ollama/ollama/llama._Cfunc_llama_decode(0x7f…, {…})` → `llama._Cfunc_llama_decode`),
+//!   Go runtime frames (`runtime.*`) dropped;
+//! - native frames: `module!symbol` with the module's base name, offsets and addresses dropped, and the
+//!   frames of the abort machinery itself (`ggml_abort`, `raise`, `abort`…) skipped;
+//! - messages: hexadecimal numbers become `0x?`, paths their base name.
+//!
+//! Its id is the first 16 hex digits of the SHA-256 of the signature text, stable across runs and hosts.
+
+use sha2::{Digest, Sha256};
+
+/// Most frames a signature keeps.
+pub const SIGNATURE_FRAMES: usize = 5;
+
+/// Frames of the crash machinery rather than of the crashing code.
+const NATIVE_NOISE: &[&str] = &[
+    "ggml_print_backtrace",
+    "ggml_print_backtrace_symbols",
+    "ggml_abort",
+    "ggml_uncaught_exception",
+    "abort",
+    "raise",
+    "gsignal",
+    "__GI_raise",
+    "__GI_abort",
+    "__GI___pthread_kill",
+    "__pthread_kill_implementation",
+    "__pthread_kill_internal",
+    "pthread_kill",
+    "__restore_rt",
+    "__libc_start_main",
+    "__libc_start_call_main",
+    "_start",
+    "__GI___wait4",
+    "waitpid",
+];
+
+/// A Go function name without its module path: everything up to the last `/` goes.
+pub fn go_function(function: &str) -> String {
+    let start = function.rfind('/').map_or(0, |i| i + 1);
+    function[start..].to_string()
+}
+
+/// Whether a Go frame belongs to the runtime rather than to the program.
+pub fn is_go_runtime(function: &str) -> bool {
+    let short = &function[function.rfind('/').map_or(0, |i| i + 1)..];
+    short.starts_with("runtime.") || short.starts_with("syscall.")
+}
+
+/// `module!symbol` for a native frame, or `None` for a frame of the abort machinery.
+pub fn native_function(module: Option<&str>, symbol: Option<&str>) -> Option<String> {
+    let symbol = symbol.filter(|s| !s.is_empty() && *s != "??");
+    if let Some(s) = symbol {
+        if NATIVE_NOISE.contains(&s) {
+            return None;
+        }
+    }
+    let module = module.map(|m| m.rsplit(['/', '\\']).next().unwrap_or(m).to_string());
+    Some(match (module, symbol) {
+        (Some(m), Some(s)) => format!("{m}!{s}"),
+        (Some(m), None) => format!("{m}!?"),
+        (None, Some(s)) => s.to_string(),
+        (None, None) => "?".to_string(),
+    })
+}
+
+/// Normalise free text for a signature: hex numbers → `0x?`, path-like words → their base name.
+pub fn normalise_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for (i, word) in text.split(' ').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let w = if let Some(scheme_end) = word.find("://") {
+            // A URL: the host and port vary (Ollama's runner port is random), the path does not.
+            let after = &word[scheme_end + 3..];
+            let path = after.find('/').map_or("", |i| &after[i..]);
+            format!("{}://…{path}", &word[..scheme_end])
+        } else if word.contains('/') || word.contains('\\') {
+            let trimmed = word.trim_end_matches([':', ',', ')', '"', '\'']);
+            let tail = &word[trimmed.len()..];
+            let base = trimmed.rsplit(['/', '\\']).next().unwrap_or(trimmed);
+            format!("{base}{tail}")
+        } else {
+            word.to_string()
+        };
+        out.push_str(&mask_hex(&w));
+    }
+    out
+}
+
+fn mask_hex(word: &str) -> String {
+    let bytes = word.as_bytes();
+    let mut out = String::with_capacity(word.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'0' && bytes.get(i + 1) == Some(&b'x') && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit) {
+            out.push_str("0x?");
+            i += 2;
+            while bytes.get(i).is_some_and(u8::is_ascii_hexdigit) {
+                i += 1;
+            }
+        } else {
+            let c = word[i..].chars().next().unwrap_or('?');
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    out
+}
+
+/// The signature id of a text.
+pub fn id_of(text: &str) -> String {
+    let digest = Sha256::digest(text.as_bytes());
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_names_lose_module_paths() {
+        assert_eq!(
+            go_function("github.com/ollama/ollama/llama.(*Context).Decode.func1"),
+            "llama.(*Context).Decode.func1"
+        );
+        assert_eq!(go_function("main.main"), "main.main");
+        assert!(is_go_runtime("runtime.cgocall"));
+        assert!(!is_go_runtime("github.com/ollama/ollama/runner/llamarunner.(*Server).run"));
+    }
+
+    #[test]
+    fn native_names() {
+        assert_eq!(native_function(Some("/usr/bin/ollama"), None).unwrap(), "ollama!?");
+        assert_eq!(native_function(Some("/x/libggml-base.so"), Some("ggml_abort")), None);
+        assert_eq!(native_function(None, Some("llama_decode")).unwrap(), "llama_decode");
+    }
+
+    #[test]
+    fn text_normalisation_and_ids() {
+        assert_eq!(
+            normalise_text("Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary.dat: Illegal seek at 0x7f12ab"),
+            "Cannot read TensileLibrary.dat: Illegal seek at 0x?"
+        );
+        assert_eq!(
+            normalise_text(r#"Post "http://127.0.0.1:49576/completion": EOF"#),
+            r#"Post "http://…/completion": EOF"#
+        );
+        // SHA-256("abc") begins ba7816bf8f01cfea (FIPS 180-2, appendix B.1).
+        assert_eq!(id_of("abc"), "ba7816bf8f01cfea");
+    }
+}

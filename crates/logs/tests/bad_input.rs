@@ -1,0 +1,143 @@
+//! Hostile and broken input: binary files, a 1 GiB line, escape sequences, invalid UTF-8, broken
+//! timestamps, and a long log that must stay within the report's caps. Memory is checked against the
+//! process's peak RSS (this test binary runs only these tests).
+
+mod drain;
+
+use std::io::Read;
+
+use logs::{analyze_bytes, analyze_reader, Error, EventKind, Limits, Parser};
+
+/// Peak resident set size of this process in KiB (Linux `VmHWM`).
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_binary_file_is_refused_with_its_offset() {
+    // This test executable is an ELF file: e_ident is 7f 'E' 'L' 'F', class, data, version, then
+    // EI_OSABI = 0 (System V) at offset 7 (System V ABI, "ELF Identification").
+    let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+    assert_eq!(&exe[..4], b"\x7fELF");
+    match analyze_bytes(&exe, Limits::default()) {
+        Err(Error::Binary { offset }) => assert_eq!(offset, 7),
+        other => panic!("expected a binary-file error, got {other:?}"),
+    }
+    let message = Error::Binary { offset: 7 }.to_string();
+    assert!(message.contains("0x7") && message.contains("binary file"), "{message}");
+}
+
+#[test]
+fn a_one_gib_line_is_cut_not_loaded() {
+    let before = peak_rss_kib();
+    let huge = std::io::repeat(b'x').take(1 << 30);
+    let tail: &[u8] = b"\nload_backend: loaded CPU backend from /usr/lib/ollama/libggml-cpu-haswell.so\n";
+    let limits = Limits::default();
+    let mut events = Vec::new();
+    let stats = Parser::parse_reader(huge.chain(tail), limits, |e| {
+        events.push((e.line, e.raw.len(), e.flags.truncated, e.kind.name()));
+    })
+    .unwrap();
+    assert_eq!(stats.bytes, (1 << 30) + tail.len() as u64);
+    assert_eq!(stats.truncated_lines, 1);
+    assert_eq!(events, vec![(1, limits.max_line, true, "other"), (2, 76, false, "backend_loaded")]);
+    let grown_mib = peak_rss_kib().saturating_sub(before) / 1024;
+    assert!(grown_mib < 64, "peak RSS grew by {grown_mib} MiB for a 1 GiB line");
+}
+
+#[test]
+fn escape_sequences_and_invalid_utf8_do_not_break_a_line() {
+    // A real line (ollama/ollama#13070) wrapped in colour codes, with two invalid bytes in the path.
+    let line = b"\x1b[32mload_backend: loaded ROCm backend from /usr/lib/oll\xff\xfeama/libggml-hip.so\x1b[0m\n";
+    let mut seen = Vec::new();
+    let mut parser = Parser::new(Limits::default());
+    let mut sink = |e: &logs::Event<'_>| {
+        let EventKind::BackendLoaded { backend, path } = e.kind else { panic!("{:?}", e.kind) };
+        seen.push((
+            backend.to_vec(),
+            path.to_vec(),
+            e.flags.ansi,
+            e.flags.invalid_utf8,
+            e.raw.starts_with(b"\x1b[32m"),
+        ));
+    };
+    parser.feed(line, &mut sink).unwrap();
+    parser.finish(&mut sink).unwrap();
+    assert_eq!(seen, vec![(b"ROCm".to_vec(), b"/usr/lib/oll\xff\xfeama/libggml-hip.so".to_vec(), true, true, true)]);
+    // The report keeps the raw text (escape included, for a renderer to escape) and a printable summary.
+    let r = analyze_bytes(line, Limits::default()).unwrap();
+    assert!(r.timeline[0].raw.starts_with('\u{1b}'));
+    assert!(r.timeline[0].summary.contains('\u{fffd}'));
+    assert!(!logs::render::report_text(&r).contains('\u{1b}'));
+}
+
+#[test]
+fn broken_timestamps_are_flagged_not_fatal() {
+    // The discovery-failure line of ollama/ollama#15762 with its month turned into 13.
+    let line = br#"time=2026-13-23T01:57:05.334Z level=INFO source=runner.go:464 msg="failure during GPU discovery" error="runner crashed""#;
+    let r = analyze_bytes(line, Limits::default()).unwrap();
+    assert_eq!(r.stats.bad_timestamps, 1);
+    assert_eq!(r.bad_timestamps.ranges, vec![(1, 1)]);
+    assert_eq!(r.timeline[0].kind, "discovery_failure");
+    assert_eq!(r.timeline[0].t, None);
+}
+
+#[test]
+fn a_long_log_stays_within_the_caps() {
+    // The crash of ollama/ollama#9352 repeated 3000 times, each after a runner start (~10 MB).
+    let crash =
+        std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ollama-9352-assert-sigsegv.log")).unwrap();
+    let runner = b"time=2025-02-26T00:30:00.000Z level=INFO source=server.go:405 msg=\"starting llama server\" cmd=\"/usr/bin/ollama runner --model /m --port 1\"\n";
+    let mut log = Vec::new();
+    for _ in 0..3000 {
+        log.extend_from_slice(runner);
+        log.extend_from_slice(&crash);
+    }
+    let limits = Limits::default();
+    let r = analyze_reader(&log[..], limits).unwrap();
+    assert_eq!(r.crashes.len(), limits.max_crashes);
+    assert_eq!(r.crashes_dropped, 3000 - limits.max_crashes as u64);
+    assert_eq!(r.signatures.len(), 1);
+    assert_eq!(r.timeline.len(), limits.timeline_head + limits.timeline_tail);
+    assert!(r.timeline_elided > 0);
+    assert!(r.other.ranges.len() <= limits.max_ranges);
+    assert_eq!(r.stats.lines, 3000 * 35);
+}
+
+#[test]
+fn edge_cases_hold_the_drain_properties() {
+    // The fuzz target's properties on hand-picked edge cases: empty input, lone CR/LF, unbalanced quotes
+    // and parentheses, a trace without a header, NUL after the probe window.
+    let mut late_nul = vec![b'a'; 100];
+    late_nul.extend_from_slice(b"\0\nSIGSEGV: x\n");
+    for input in [
+        &b""[..],
+        b"\r",
+        b"\n\n\r\n",
+        b"time=\"",
+        b"time=2025-01-01T00:00:00Z msg=\"x",
+        b"goroutine 1 [a]:\n)(\n((((\n\t.go:1\n",
+        b"slot  : id | task",
+        b"ggml_vulkan: 0 = (",
+        b"  Device 0: , VMM: ",
+        b"#",
+        b"[GIN] | | |",
+        &late_nul,
+    ] {
+        drain::logs(input);
+    }
+}
+
+#[test]
+fn fuzz_regressions() {
+    // Crash files the fuzz target `logs` found, kept in tests/regressions/ (README there).
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/regressions");
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "bin") {
+            drain::logs(&std::fs::read(&path).unwrap());
+        }
+    }
+}

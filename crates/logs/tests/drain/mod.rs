@@ -1,0 +1,84 @@
+//! Drain a byte string through the whole log pipeline and check the properties that must hold for any
+//! input. Shared by the fuzz target `logs` (fuzz/fuzz_targets/logs.rs) and the regression tests.
+//!
+//! Properties: parsing in chunks gives the same events as parsing in one piece; line numbers count up
+//! by one from 1; offsets increase and stay inside the input; no event's raw bytes exceed the line
+//! cap; the analysis finishes and its report serialises. Limits are small so the caps are exercised.
+
+#![allow(dead_code)]
+
+use logs::{Analyzer, Limits, Parser};
+
+/// Small caps, so that fuzz inputs reach them.
+pub fn limits() -> Limits {
+    Limits {
+        max_line: 512,
+        binary_probe: 64,
+        timeline_head: 8,
+        timeline_tail: 8,
+        max_crashes: 4,
+        max_frames: 6,
+        max_causes: 4,
+        max_ranges: 8,
+        max_facts: 4,
+    }
+}
+
+/// A compact fingerprint of one event, to compare two parses.
+fn fingerprint(e: &logs::Event<'_>) -> (u64, u64, &'static str, Vec<u8>, Option<i64>) {
+    (e.line, e.offset, e.kind.name(), e.raw.to_vec(), e.time.map(|t| t.micros))
+}
+
+/// Parse `data` whole and in chunks whose sizes come from the data's first byte; compare; analyse.
+pub fn logs(data: &[u8]) {
+    let limits = limits();
+    let mut whole = Vec::new();
+    let mut analyzer = Analyzer::new(limits);
+    let mut parser = Parser::new(limits);
+    let first = parser.feed(data, |e| {
+        whole.push(fingerprint(e));
+        analyzer.event(e);
+    });
+    let stats = match first {
+        Ok(()) => parser.finish(|e| {
+            whole.push(fingerprint(e));
+            analyzer.event(e);
+        }),
+        Err(e) => Err(e),
+    };
+    let chunk = usize::from(data.first().copied().unwrap_or(1) % 64).max(1);
+    let mut pieces = Vec::new();
+    let mut chunked = Parser::new(limits);
+    let mut chunked_result = Ok(());
+    for part in data.chunks(chunk) {
+        chunked_result = chunked.feed(part, |e| pieces.push(fingerprint(e)));
+        if chunked_result.is_err() {
+            break;
+        }
+    }
+    let chunked_stats = chunked_result.and_then(|()| chunked.finish(|e| pieces.push(fingerprint(e))));
+    match (&stats, &chunked_stats) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b, "stats differ between whole and chunked parsing"),
+        (Err(_), Err(_)) => {}
+        _ => panic!("whole and chunked parsing disagree on failing"),
+    }
+    assert_eq!(whole, pieces, "events differ between whole and chunked parsing");
+    let Ok(stats) = stats else { return };
+    let mut prev_offset = None;
+    for (i, (line, offset, _, raw, _)) in whole.iter().enumerate() {
+        assert_eq!(*line, i as u64 + 1, "line numbers count up by one");
+        assert!(prev_offset.is_none_or(|p| *offset > p), "offsets increase");
+        assert!(*offset <= data.len() as u64, "offset inside the input");
+        assert!(raw.len() <= limits.max_line, "raw line within the cap");
+        prev_offset = Some(*offset);
+    }
+    assert_eq!(stats.lines, whole.len() as u64);
+    let report = analyzer.finish(stats);
+    assert!(report.timeline.len() <= limits.timeline_head + limits.timeline_tail);
+    assert!(report.crashes.len() <= limits.max_crashes);
+    for c in &report.crashes {
+        assert!(c.frames.len() <= limits.max_frames);
+        assert_eq!(c.signature.id.len(), 16);
+    }
+    let _ = logs::render::report_text(&report);
+}
