@@ -7,6 +7,7 @@ pub mod cli;
 pub mod evidence;
 pub mod kernels;
 pub mod knowledge;
+pub mod predict;
 pub mod render;
 pub mod scan;
 pub mod sweep;
