@@ -105,23 +105,29 @@ fn float_type(arg: &str) -> Option<&'static str> {
     }
 }
 
-/// The ggml type a conversion kernel's name spells (`dequantize_block_q4_K`, `dequantize_q8_0`), longest
-/// type name first so that `q4_k` is not read as `q4_0`'s prefix.
+/// The ggml type a conversion kernel's name spells: the Itanium `<length><identifier>` names in the mangled name
+/// (`21dequantize_block_q4_K`, or `15dequantize_q8_0` as the template argument of the generic
+/// `dequantize_block`) whose identifier is `dequantize_block_T`, `dequantize_row_T` or `dequantize_T` for a ggml
+/// type T.
 fn type_in_name(raw: &str) -> Option<String> {
-    let lower = raw.to_ascii_lowercase();
-    let mut names: Vec<&str> = gguf::GgmlType::all().map(|(_, i)| i.name).collect();
-    names.sort_by_key(|n| std::cmp::Reverse(n.len()));
-    for n in names {
-        let l = n.to_ascii_lowercase();
-        for pat in [format!("dequantize_block_{l}"), format!("dequantize_{l}"), format!("dequantize_row_{l}")] {
-            if let Some(at) = lower.find(&pat) {
-                // The type name must end there (`q4_k` in `dequantize_block_q4_k<…>`, not `q4_` of `q4_k`).
-                let end = at + pat.len();
-                if !lower[end..].starts_with(|c: char| c.is_ascii_alphanumeric()) {
-                    return Some(n.to_string());
-                }
+    let bytes = raw.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if !bytes[i].is_ascii_digit() || (i > 0 && bytes[i - 1].is_ascii_digit()) {
+            i += 1;
+            continue;
+        }
+        let digits = bytes[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+        let len: Option<usize> = if digits <= 4 { raw[i..i + digits].parse().ok() } else { None };
+        let ident = len.and_then(|n| raw.get(i + digits..(i + digits).checked_add(n)?));
+        if let Some(ident) = ident {
+            let suffix =
+                ["dequantize_block_", "dequantize_row_", "dequantize_"].iter().find_map(|p| ident.strip_prefix(p));
+            if let Some(t) = suffix.and_then(gguf::GgmlType::from_name) {
+                return Some(t.to_string());
             }
         }
+        i += digits;
     }
     None
 }
@@ -598,12 +604,15 @@ mod unit {
         assert_eq!((k.family.as_str(), k.ggml_type.as_deref(), k.ncols), ("MMQ", Some("Q6_K"), None));
         let k = classify("_ZL13mul_mat_vec_fI14__hip_bfloat16fLi5ELi32ELb0ELb0EEvPKT_PKfPKi31ggml_cuda_mm_fusion_args_devicePfi15HIP_vector_typeIjLj3EEiiiSB_iiiSB_iiii", 1);
         assert_eq!((k.family.as_str(), k.ggml_type.as_deref(), k.ncols), ("MMVF", Some("BF16"), Some(5)));
+        // Conversion kernels of the real cyllama-rocm libggml-hip.
         assert_eq!(type_in_name("_ZL21dequantize_block_q4_KI6__halfEvPKvPT_"), Some("Q4_K".into()));
+        let generic = "_ZL16dequantize_blockILi32ELi2EXadL_ZL15dequantize_q5_0PKvliR15HIP_vector_typeIfLj2EEEE6__halfEvS1_PT2_lllS2_IjLj3EElll";
+        assert_eq!(type_in_name(generic), Some("Q5_0".into()));
+        assert_eq!(classify(generic, 1).family, "dequantize");
         assert_eq!(
-            type_in_name("_ZL16dequantize_blockILi32ELi2EXadL_ZL15dequantize_q8_0PKvliR6float2EEfEvS1_PT2_l"),
-            Some("Q8_0".into())
+            type_in_name("_ZL13convert_unaryI6__half14__hip_bfloat16EvPKvPT0_lll15HIP_vector_typeIjLj3EElll"),
+            None
         );
-        assert_eq!(type_in_name("_ZL13convert_unaryIf6__halfEvPKvPT0_l"), None);
         assert_eq!(template_args("f<a, g<b, c>, (t)1>"), vec!["a", "g<b, c>", "(t)1"]);
         assert!(template_args("plain").is_empty());
     }
