@@ -487,3 +487,53 @@ fn ollama_target_regexes_filter_a_hipcc_fixture() {
     }
     assert!(ollama.filter_at("v0.30.0").is_none(), "no regex era after v0.24.0");
 }
+
+/// A trace directory written by the observer around a hipcc-built program that launches a kernel named like
+/// ggml's `mul_mat_vec_q<Q4_K, 1>`. Without a GPU every launch fails (hipErrorNoDevice), so the kernel is seen
+/// and classified but did not run: it cannot confirm the MMVQ prediction, which stays Unobserved.
+#[test]
+fn trace_directory_is_read_and_failed_launches_do_not_confirm() {
+    const SRC: &str = r#"#include <hip/hip_runtime.h>
+enum ggml_type { GGML_TYPE_Q4_K = 12 };
+template <ggml_type T, int ncols_dst>
+__global__ void mul_mat_vec_q(const void* x, float* y) { y[threadIdx.x] = ncols_dst * (int)T; }
+int main() {
+    // Through hipLaunchKernel: without a GPU a <<<>>> launch stops before it (crates/observer/tests/c/kernels.hip).
+    const void* x = nullptr;
+    float* y = nullptr;
+    void* args[] = {&x, &y};
+    hipLaunchKernel((const void*)mul_mat_vec_q<GGML_TYPE_Q4_K, 1>, dim3(1), dim3(32), args, 0, nullptr);
+    return 0;
+}
+"#;
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("mmvq.hip");
+    std::fs::write(&src, SRC).unwrap();
+    let exe = tmp.path().join("mmvq");
+    stdout_ok(Command::new("hipcc").arg("--offload-arch=gfx900").arg(&src).arg("-o").arg(&exe));
+    let dir = tmp.path().join("traces");
+    let out = run(backscope()
+        .args(["trace", "--observer"])
+        .arg(observer_library())
+        .arg("--dir")
+        .arg(&dir)
+        .arg("--")
+        .arg(&exe));
+    assert!(out.status.code().is_some(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let observed = compare::load(&ObservedSource::TraceDir(dir.clone())).unwrap();
+    let k = observed.kernels.iter().find(|k| k.family == "MMVQ").expect("the MMVQ kernel is in the trace");
+    assert_eq!((k.ggml_type.as_deref(), k.ncols, k.launches), (Some("Q4_K"), Some(1), 0));
+    assert!(observed.files.iter().all(|f| f.starts_with(dir.to_str().unwrap())) && !observed.files.is_empty());
+
+    let mut o = PredictOptions::new(
+        "gfx900",
+        WeightSource::Single { weight_type: "Q4_K".into(), n: Some(4096), k: Some(4096) },
+        Batch::Ne11(1),
+    );
+    o.observed = Some(ObservedSource::Loaded(observed));
+    let c = predict::run(&o).unwrap().comparison.unwrap();
+    assert_eq!(c.items.len(), 1);
+    assert_eq!(c.items[0].verdict, Verdict::Unobserved, "{:?}", c.items[0]);
+    assert!(c.unexplained.is_empty(), "a kernel that never ran contradicts nothing");
+}

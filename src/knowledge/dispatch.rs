@@ -485,7 +485,7 @@ impl<'a> Evaluator<'a> {
                 ">" => v > n,
                 ">=" => v >= n,
                 "==" => v == n,
-                "%" => n != 0 && v % n == 0,
+                "%" => n != 0 && v.is_multiple_of(n),
                 _ => false,
             });
             let text =
@@ -517,7 +517,7 @@ impl<'a> Evaluator<'a> {
             terms.push(note(out, format!("src0_small {}", opt(f.src0_small)), f.src0_small.map(|v| v == b)));
         }
         if let Some(b) = w.ne00_even {
-            let v = f.ne00.map(|n| n % 2 == 0);
+            let v = f.ne00.map(|n| n.is_multiple_of(2));
             terms.push(note(out, format!("ne00 {} even", opt(f.ne00)), v.map(|v| v == b)));
         }
         if let Some(b) = w.ne00_fits_warp {
@@ -526,7 +526,7 @@ impl<'a> Evaluator<'a> {
                 (Some(w), Some(ts)) if ts > 0 && ts <= 4 => Some(w * (4 / ts)),
                 _ => None,
             };
-            let v = f.ne00.zip(step).map(|(n, s)| s != 0 && n % s == 0);
+            let v = f.ne00.zip(step).map(|(n, s)| s != 0 && n.is_multiple_of(s));
             terms.push(note(out, format!("ne00 {} % {} == 0", opt(f.ne00), opt(step)), v.map(|v| v == b)));
         }
         if let Some(n) = w.ne01_multiple_of {
@@ -896,7 +896,7 @@ impl<'a> Evaluator<'a> {
         let max = fa.gqa_eff_max.by_head_dim.get(&q.head_dim.to_string()).copied().unwrap_or(fa.gqa_eff_max.default);
         // gqa_ratio_eff doubles while it divides gqa_ratio (fattn.cu; max_bias == 0 assumed).
         let mut gqa_eff = 1u64;
-        while q.gqa > 0 && q.gqa % (2 * gqa_eff) == 0 && gqa_eff < max {
+        while q.gqa > 0 && q.gqa.is_multiple_of(2 * gqa_eff) && gqa_eff < max {
             gqa_eff *= 2;
         }
         let f = Facts {

@@ -336,6 +336,10 @@ struct Expect<'a> {
 }
 
 fn matches(k: &ObservedKernel, e: &Expect<'_>) -> bool {
+    // A kernel whose every launch the runtime refused did not run.
+    if k.launches == 0 {
+        return false;
+    }
     let same_type = k.ggml_type.as_deref() == Some(e.ggml_type);
     match e.family {
         "BLAS" => k.family == "vendor-BLAS" || (k.family == "dequantize" && (same_type || k.ggml_type.is_none())),
@@ -399,7 +403,8 @@ pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
                 .kernels
                 .iter()
                 .filter(|k| {
-                    MATMUL_FAMILIES.contains(&k.family.as_str())
+                    k.launches > 0
+                        && MATMUL_FAMILIES.contains(&k.family.as_str())
                         && k.ggml_type.as_deref() == Some(g.ggml_type.as_str())
                         && !all.iter().any(|o| matches(k, o))
                 })
@@ -449,11 +454,12 @@ pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
         }
         for a in &p.attention {
             let Some(family) = a.prediction.family.as_deref() else { continue };
-            let hits: Vec<&ObservedKernel> = observed.kernels.iter().filter(|k| k.family == family).collect();
+            let hits: Vec<&ObservedKernel> =
+                observed.kernels.iter().filter(|k| k.launches > 0 && k.family == family).collect();
             let others: Vec<&ObservedKernel> = observed
                 .kernels
                 .iter()
-                .filter(|k| FA_FAMILIES.contains(&k.family.as_str()) && k.family != family)
+                .filter(|k| k.launches > 0 && FA_FAMILIES.contains(&k.family.as_str()) && k.family != family)
                 .filter(|k| {
                     !report
                         .phases

@@ -398,7 +398,7 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
         weights.attention.as_ref().map(|a| AttentionQuery {
             head_dim: a.head_dim,
             dv: a.dv,
-            gqa: if a.n_head_kv > 0 { a.n_head / a.n_head_kv } else { 1 },
+            gqa: a.n_head.checked_div(a.n_head_kv).unwrap_or(1),
             kv_type: model::type_facts(&opts.kv_type).map(|(t, _, _)| t.to_string()).unwrap_or_default(),
             kv_quantized,
             kv_len: kv,
