@@ -372,6 +372,15 @@ fn tri(v: Option<bool>) -> &'static str {
     }
 }
 
+/// A predicate's own value, as distinct from whether a condition on it holds (✓/✗).
+fn yes_no(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "unknown",
+    }
+}
+
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "unknown".into())
 }
@@ -538,14 +547,15 @@ impl<'a> Evaluator<'a> {
         if let Some(b) = w.mul_mat_id {
             terms.push(note(out, format!("mul_mat_id {}", opt(f.mul_mat_id)), f.mul_mat_id.map(|v| v == b)));
         }
-        if let Some(b) = w.mmf {
+        // The MMF table is the costly term; a condition that already failed does not need it.
+        if let (Some(b), false) = (w.mmf, terms.contains(&Some(false))) {
             let mut inner = Vec::new();
             let mmf = self.table("mmf", &self.dispatch.mmf, f, depth + 1, &mut inner, 0);
             let v = match mmf.decision {
                 Decision::Use(u) => Some(u),
                 _ => None,
             };
-            terms.push(note(out, format!("mmf {}", tri(v)), v.map(|v| v == b)));
+            terms.push(note(out, format!("mmf {}", yes_no(v)), v.map(|v| v == b)));
         }
         if !w.head_dim.is_empty() {
             let r = f.head_dim.map(|d| w.head_dim.contains(&d));
@@ -603,11 +613,11 @@ impl<'a> Evaluator<'a> {
         }
         if let Some(b) = w.gqa_opt {
             let v = self.eval(&self.dispatch.fattn.gqa_opt, f, depth + 1, &mut String::new());
-            terms.push(note(out, format!("gqa_opt {}", tri(v)), v.map(|v| v == b)));
+            terms.push(note(out, format!("gqa_opt {}", yes_no(v)), v.map(|v| v == b)));
         }
         if let Some(b) = w.vector_kernel {
             let v = self.eval(&self.dispatch.fattn.vector_kernel, f, depth + 1, &mut String::new());
-            terms.push(note(out, format!("vector_kernel {}", tri(v)), v.map(|v| v == b)));
+            terms.push(note(out, format!("vector_kernel {}", yes_no(v)), v.map(|v| v == b)));
         }
         if !w.any.is_empty() {
             let mut inner = String::new();

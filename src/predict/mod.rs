@@ -76,6 +76,19 @@ pub struct PromptFromRun {
     pub includes_cache: bool,
 }
 
+impl PromptFromRun {
+    /// The prompt token count a sweep record reports (`server_timings.prompt_n`), flagged when it includes
+    /// prompt-cache hits (Ollama's prompt_eval_count, `Record::prompt_count_includes_cache`). `None` when the
+    /// record has no count (a failed request).
+    pub fn from_record(r: &crate::sweep::record::Record) -> Option<PromptFromRun> {
+        Some(PromptFromRun {
+            run_id: r.run_id.clone(),
+            prompt_tokens: r.server_timings.prompt_n?,
+            includes_cache: r.prompt_count_includes_cache,
+        })
+    }
+}
+
 /// Where observed kernels come from.
 #[derive(Clone, Debug)]
 pub enum ObservedSource {
@@ -582,7 +595,7 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
 
 /// The evidence source of a rule.
 pub fn rule_source(r: &RuleRef) -> Source {
-    Source::Rule { file: r.file(), rule: format!("{}.{}", r.table, r.id), upstream: r.source.clone() }
+    Source::Rule { file: r.file(), rule: r.id.clone(), upstream: r.source.clone() }
 }
 
 fn prediction_claims(r: &PredictReport, from_run: Option<&PromptFromRun>) -> Vec<Claim> {

@@ -8,7 +8,7 @@ use crate::render::table;
 
 fn rule_text(r: Option<&crate::knowledge::dispatch::RuleRef>) -> (String, String) {
     match r {
-        Some(r) => (format!("{}.{}", r.table, r.id), r.source.clone()),
+        Some(r) => (r.id.clone(), r.source.clone()),
         None => ("-".into(), String::new()),
     }
 }
@@ -21,7 +21,7 @@ fn path_lines(out: &mut String, path: &[Check]) {
             None => "unknown",
         };
         let decided = c.decided.as_ref().map(|d| format!(" => {d}")).unwrap_or_default();
-        let _ = writeln!(out, "      {}.{}: {held}{decided}  [{}]", c.table, c.rule, c.inputs);
+        let _ = writeln!(out, "      {}: {held}{decided}  [{}]", c.rule, c.inputs);
     }
 }
 

@@ -168,3 +168,15 @@ fn options_are_checked() {
     o.build_flags = vec!["GGML_CUDA_FORCE_CUBLAS".into()];
     assert_eq!(run(&o).unwrap().phases[0].weights[0].prediction.family.as_deref(), Some("BLAS"));
 }
+
+#[test]
+fn prompt_count_from_a_sweep_record() {
+    let mut rec = crate::sweep::record::Record { run_id: "r1".into(), ..Default::default() };
+    assert_eq!(PromptFromRun::from_record(&rec), None);
+    rec.server_timings.prompt_n = Some(1100);
+    rec.prompt_count_includes_cache = true;
+    assert_eq!(
+        PromptFromRun::from_record(&rec),
+        Some(PromptFromRun { run_id: "r1".into(), prompt_tokens: 1100, includes_cache: true })
+    );
+}
