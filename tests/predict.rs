@@ -310,34 +310,67 @@ fn validation(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/validation/gpu-2026-11-21").join(name)
 }
 
-fn compare_case(case: &str, graphs: &str) -> PredictReport {
+fn compare_with(case: &str, observed: ObservedSource) -> PredictReport {
     let (batch, decode) = match case.strip_prefix('p') {
         Some(n) => (Batch::PromptTokens(n.parse().unwrap()), 0),
         None => (Batch::PromptTokens(0), case.trim_start_matches("tg").parse().unwrap()),
     };
     let mut o = PredictOptions::new("sm_90", WeightSource::Model(models().tl_q4_k_m.clone()), batch);
     o.decode_tokens = Some(decode);
-    o.observed = Some(ObservedSource::TraceSummary(validation(&format!("trace-{case}-{graphs}.json"))));
+    o.observed = Some(observed);
     predict::run(&o).unwrap()
 }
 
+fn compare_case(case: &str, graphs: &str) -> PredictReport {
+    compare_with(case, ObservedSource::TraceSummary(validation(&format!("trace-{case}-{graphs}.json"))))
+}
+
+fn all_confirmed(r: &PredictReport, what: &str) {
+    let c = r.comparison.as_ref().unwrap();
+    let bad: Vec<String> = c
+        .items
+        .iter()
+        .filter(|i| i.verdict != Verdict::Confirmed)
+        .map(|i| format!("{} {} {:?} {}: {}", i.phase, i.ggml_type, i.predicted, i.verdict, i.note))
+        .chain(c.unexplained.iter().map(|u| format!("unexplained {} {}", u.family, u.kernel)))
+        .collect();
+    assert!(bad.is_empty(), "{what}:\n{}", bad.join("\n"));
+    assert!(c.confirmed >= 2, "{what}: {c:?}");
+}
+
 #[test]
-fn h100_traces_confirm_every_prediction() {
+fn h100_h200_traces_and_ncu_counts_confirm_every_prediction() {
     for case in ["p1", "p8", "p9", "p64", "p256", "p257", "p512", "tg16"] {
         for graphs in ["on", "off"] {
             let r = compare_case(case, graphs);
+            all_confirmed(&r, &format!("{case} graphs {graphs}"));
             let c = r.comparison.as_ref().unwrap();
-            let bad: Vec<String> = c
-                .items
-                .iter()
-                .filter(|i| i.verdict != Verdict::Confirmed)
-                .map(|i| format!("{} {} {:?} {}: {}", i.phase, i.ggml_type, i.predicted, i.verdict, i.note))
-                .chain(c.unexplained.iter().map(|u| format!("unexplained {} {}", u.family, u.kernel)))
-                .collect();
-            assert!(bad.is_empty(), "{case} graphs {graphs}:\n{}", bad.join("\n"));
-            // Q4_K and Q6_K weights in every phase, plus attention where it runs.
-            assert!(c.confirmed >= 2, "{case}: {c:?}");
             assert!(c.claims.iter().all(|cl| cl.sources.len() >= 2), "rule and trace file behind every verdict");
+            // The independent count of the same run: Nsight Compute's launches per mangled kernel name.
+            let ncu: std::collections::BTreeMap<String, u64> = serde_json::from_str(
+                &std::fs::read_to_string(validation(&format!("ncu-{case}-{graphs}.counts.json"))).unwrap(),
+            )
+            .unwrap();
+            let observed = compare::Observed {
+                kind: "ncu".into(),
+                path: format!("ncu-{case}-{graphs}.counts.json"),
+                run_id: None,
+                files: Vec::new(),
+                kernels: ncu.iter().map(|(name, n)| compare::classify(name, *n)).collect(),
+                complete: true,
+                counts_lower_bound: false,
+                notes: Vec::new(),
+            };
+            all_confirmed(&compare_with(case, ObservedSource::Loaded(observed)), &format!("{case} {graphs} (ncu)"));
+        }
+    }
+    // The H200 re-run of p8, p9 and decode (docs/validation/gpu-2026-11-21b/counts).
+    for case in ["p8", "p9", "tg16"] {
+        for graphs in ["on", "off"] {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("docs/validation/gpu-2026-11-21b/counts")
+                .join(format!("trace-{case}-{graphs}.json"));
+            all_confirmed(&compare_with(case, ObservedSource::TraceSummary(path)), &format!("H200 {case} {graphs}"));
         }
     }
     // What each case confirms, from the kernel lists: 8 tokens run MMVQ with 8 columns, 9 tokens MMQ, and the
