@@ -10,7 +10,8 @@
 pub mod evidence;
 pub mod exit;
 pub mod kernels;
-mod knowledge;
+pub mod knowledge;
+pub mod predict;
 mod render;
 pub mod scan;
 pub mod sweep;

@@ -30,7 +30,7 @@ mod logs;
 mod paths;
 mod plan;
 mod presets;
-mod record;
+pub mod record;
 mod report;
 mod runner;
 mod spec;

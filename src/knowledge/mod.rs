@@ -1,11 +1,109 @@
 //! Knowledge that lives in data files (`data/*.toml`), each row with its upstream source, compiled into
 //! the binary so that a release carries the tables it was tested with.
+//!
+//! - [`ggml_types`], [`kernel_families`]: ggml's type enum and how kernel names map to code paths.
+//! - [`archs`]: GPU architectures as ggml reads them (`data/gpu_archs.toml`).
+//! - [`rocm`]: ROCm's official support list per release (`data/rocm_support.toml`).
+//! - [`ollama`]: Ollama's AMD build targets per release (`data/ollama_amdgpu.toml`).
+//! - [`dispatch`]: ggml's matmul and flash-attention selection rules per ggml version
+//!   (`data/ggml_dispatch_*.toml`).
+
+pub mod archs;
+pub mod dispatch;
+pub mod ollama;
+pub mod rocm;
+
+#[cfg(test)]
+mod data_tests;
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
+
+pub const GGML_TYPES_FILE: &str = "data/ggml_types.toml";
+pub const KERNEL_FAMILIES_FILE: &str = "data/kernel_families.toml";
+pub const GPU_ARCHS_FILE: &str = "data/gpu_archs.toml";
+pub const ROCM_SUPPORT_FILE: &str = "data/rocm_support.toml";
+pub const OLLAMA_AMDGPU_FILE: &str = "data/ollama_amdgpu.toml";
+
+/// The ggml versions backscope has dispatch rules for: (version id, data file, file text). The first is the
+/// default.
+const DISPATCH_FILES: &[(&str, &str, &str)] = &[
+    ("11434", "data/ggml_dispatch_11434.toml", include_str!("../../data/ggml_dispatch_11434.toml")),
+    (
+        "ollama-v0.24.0",
+        "data/ggml_dispatch_ollama_v0.24.0.toml",
+        include_str!("../../data/ggml_dispatch_ollama_v0.24.0.toml"),
+    ),
+];
+
+/// Other spellings of the versions in [`DISPATCH_FILES`].
+const DISPATCH_ALIASES: &[(&str, &str)] = &[
+    ("b11434", "11434"),
+    ("llama.cpp-11434", "11434"),
+    ("o24", "ollama-v0.24.0"),
+    ("ollama-0.24.0", "ollama-v0.24.0"),
+    ("ollama-0.24", "ollama-v0.24.0"),
+    ("v0.24.0", "ollama-v0.24.0"),
+];
+
+/// The default ggml version of `predict`: the llama.cpp build backscope's fixtures use.
+pub const DEFAULT_GGML_VERSION: &str = "11434";
+
+/// The canonical id of a ggml version name or alias.
+pub fn dispatch_version(name: &str) -> Option<&'static str> {
+    let n = name.trim().to_ascii_lowercase();
+    DISPATCH_FILES
+        .iter()
+        .map(|(v, _, _)| *v)
+        .find(|v| *v == n)
+        .or_else(|| DISPATCH_ALIASES.iter().find(|(a, _)| *a == n).map(|(_, v)| *v))
+}
+
+/// The data file of a canonical version id.
+pub fn dispatch_file(version: &str) -> Option<&'static str> {
+    DISPATCH_FILES.iter().find(|(v, _, _)| *v == version).map(|(_, f, _)| *f)
+}
+
+/// Every version id, for messages.
+pub fn dispatch_versions() -> Vec<&'static str> {
+    DISPATCH_FILES.iter().map(|(v, _, _)| *v).collect()
+}
+
+/// The rules of a ggml version (name or alias).
+pub fn dispatch(name: &str) -> Option<&'static dispatch::Dispatch> {
+    static T: OnceLock<Vec<dispatch::Dispatch>> = OnceLock::new();
+    let all = T.get_or_init(|| {
+        DISPATCH_FILES
+            .iter()
+            // Part of the binary and checked by unit tests, so a parse failure is a build defect.
+            .map(|(_, file, text)| toml::from_str(text).unwrap_or_else(|e| panic!("{file} parses: {e}")))
+            .collect()
+    });
+    let v = dispatch_version(name)?;
+    all.iter().find(|d| d.version == v)
+}
+
+pub fn gpu_archs() -> &'static archs::GpuArchs {
+    static T: OnceLock<archs::GpuArchs> = OnceLock::new();
+    T.get_or_init(|| toml::from_str(include_str!("../../data/gpu_archs.toml")).expect("data/gpu_archs.toml parses"))
+}
+
+pub fn rocm_support() -> &'static rocm::RocmSupport {
+    static T: OnceLock<rocm::RocmSupport> = OnceLock::new();
+    T.get_or_init(|| {
+        toml::from_str(include_str!("../../data/rocm_support.toml")).expect("data/rocm_support.toml parses")
+    })
+}
+
+pub fn ollama_amdgpu() -> &'static ollama::OllamaTargets {
+    static T: OnceLock<ollama::OllamaTargets> = OnceLock::new();
+    T.get_or_init(|| {
+        toml::from_str(include_str!("../../data/ollama_amdgpu.toml")).expect("data/ollama_amdgpu.toml parses")
+    })
+}
 
 #[derive(Debug, Deserialize)]
 pub struct GgmlTypes {
@@ -63,13 +161,13 @@ pub struct KernelFamilies {
 pub fn ggml_types() -> &'static GgmlTypes {
     static T: OnceLock<GgmlTypes> = OnceLock::new();
     // The file is part of the binary and checked by a unit test, so a parse failure is a build defect.
-    T.get_or_init(|| toml::from_str(include_str!("../data/ggml_types.toml")).expect("data/ggml_types.toml parses"))
+    T.get_or_init(|| toml::from_str(include_str!("../../data/ggml_types.toml")).expect("data/ggml_types.toml parses"))
 }
 
 pub fn kernel_families() -> &'static KernelFamilies {
     static T: OnceLock<KernelFamilies> = OnceLock::new();
     T.get_or_init(|| {
-        toml::from_str(include_str!("../data/kernel_families.toml")).expect("data/kernel_families.toml parses")
+        toml::from_str(include_str!("../../data/kernel_families.toml")).expect("data/kernel_families.toml parses")
     })
 }
 

@@ -1,0 +1,969 @@
+//! ggml's kernel selection for matrix multiplications and flash attention, per ggml version, as data
+//! (`data/ggml_dispatch_*.toml`) plus the one thing that is code here: the order in which ggml consults its
+//! predicates (`ggml_cuda_mul_mat`, `ggml_cuda_mul_mat_id`).
+//!
+//! Each predicate (`should_use_mmvq`, `should_use_mmq`, …) is an ordered rule table: the first rule whose
+//! condition holds decides, as the `if (…) return …;` chain it restates does. Conditions are evaluated in
+//! three-valued logic: an input backscope does not have (a weight's row length when only `--type` was given)
+//! makes a condition unknown, and a table then decides only if both outcomes of that condition lead to the same
+//! answer; otherwise the prediction says it is undecided and why.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+/// The two vendors ggml's CUDA backend serves (HIP builds the same sources for AMD).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Vendor {
+    Nvidia,
+    Amd,
+}
+
+/// A condition: every field that is set must hold (AND). `any` holds if one of its conditions does; `not`
+/// negates. Names refer to the file's constants, classes, features and build flags.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct When {
+    pub vendor: Option<Vendor>,
+    /// cc equals one of these constants.
+    #[serde(default)]
+    pub cc: Vec<String>,
+    pub cc_ge: Option<String>,
+    pub cc_lt: Option<String>,
+    /// Member of one of these classes.
+    #[serde(default)]
+    pub class: Vec<String>,
+    /// Every one of these features is available.
+    #[serde(default)]
+    pub feature: Vec<String>,
+    /// Every one of these build flags is set.
+    #[serde(default)]
+    pub build_flag: Vec<String>,
+    /// The weight type is one of these (ggml type names).
+    #[serde(default)]
+    pub types: Vec<String>,
+    pub quantized: Option<bool>,
+    pub ne11_le: Option<u64>,
+    pub ne11_lt: Option<u64>,
+    pub ne11_gt: Option<u64>,
+    pub ne11_eq: Option<u64>,
+    pub experts_gt: Option<u64>,
+    pub experts_ge: Option<u64>,
+    pub smem_per_block_lt: Option<u64>,
+    /// ne01 <= 512 or the weight is a single matrix (mmvf.cu `src0_small`).
+    pub src0_small: Option<bool>,
+    pub ne00_even: Option<bool>,
+    /// ne00 is a multiple of warp_size * 4 / type_size (mmf.cu row tiles).
+    pub ne00_fits_warp: Option<bool>,
+    pub ne01_multiple_of: Option<u64>,
+    pub ne01_gt: Option<u64>,
+    pub mul_mat_id: Option<bool>,
+    /// The version's MMF predicate answers this for the same inputs.
+    pub mmf: Option<bool>,
+    #[serde(default)]
+    pub head_dim: Vec<u64>,
+    pub head_dim_le: Option<u64>,
+    pub head_dim_lt: Option<u64>,
+    pub head_dim_gt: Option<u64>,
+    pub head_dim_multiple_of: Option<u64>,
+    #[serde(default)]
+    pub dv: Vec<u64>,
+    pub dv_eq_dk: Option<bool>,
+    #[serde(default)]
+    pub kv_types: Vec<String>,
+    pub kv_quantized: Option<bool>,
+    pub gqa_ge: Option<u64>,
+    pub gqa_gt: Option<u64>,
+    pub gqa_multiple_of: Option<u64>,
+    pub kv_len_ge: Option<u64>,
+    pub kv_len_multiple_of: Option<u64>,
+    pub tokens_gqa_eff_le: Option<u64>,
+    pub tokens_gqa_eff_gt: Option<u64>,
+    /// The version's `fattn.gqa_opt` condition holds.
+    pub gqa_opt: Option<bool>,
+    /// The version's `fattn.vector_kernel` condition holds.
+    pub vector_kernel: Option<bool>,
+    #[serde(default)]
+    pub any: Vec<When>,
+    pub not: Option<Box<When>>,
+}
+
+/// What a rule decides.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Then {
+    #[serde(rename = "use")]
+    pub use_: Option<bool>,
+    /// Use iff this condition holds.
+    pub use_if: Option<When>,
+    /// Use iff ne11 <= this (or the per-type value).
+    pub ne11_le: Option<u64>,
+    #[serde(default)]
+    pub ne11_le_by_type: BTreeMap<String, u64>,
+    pub ne11_lt: Option<u64>,
+    /// With `ne11_le`: also requires `src0_small`.
+    pub src0_small: Option<bool>,
+    /// A kernel family (a name from data/kernel_families.toml, or "none" for flash attention).
+    pub kernel: Option<String>,
+    /// The vendor-BLAS compute type ("weight": the weight's own type).
+    pub compute: Option<String>,
+    /// The answer depends on run-time data backscope does not have.
+    pub undecided: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    pub id: String,
+    #[serde(default)]
+    pub when: When,
+    pub then: Then,
+    pub source: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Constant {
+    pub name: String,
+    pub value: u64,
+    pub source: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Named {
+    pub name: String,
+    pub when: When,
+    pub source: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildFlag {
+    pub name: String,
+    pub default: bool,
+    pub source: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GqaEffMax {
+    pub default: u64,
+    #[serde(default)]
+    pub by_head_dim: BTreeMap<String, u64>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FattnParams {
+    pub gqa_opt: When,
+    pub gqa_opt_source: String,
+    pub vector_kernel: When,
+    pub vector_kernel_source: String,
+    pub gqa_eff_max: GqaEffMax,
+    pub gqa_eff_source: String,
+}
+
+/// One ggml version's selection rules.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dispatch {
+    pub version: String,
+    pub name: String,
+    pub source_root: String,
+    pub mmvq_max_batch: u64,
+    pub mmvq_max_batch_source: String,
+    pub constant: Vec<Constant>,
+    pub class: Vec<Named>,
+    pub build_flag: Vec<BuildFlag>,
+    pub feature: Vec<Named>,
+    pub mmvf: Vec<Rule>,
+    pub mmf: Vec<Rule>,
+    pub mmvq: Vec<Rule>,
+    pub mmq: Vec<Rule>,
+    pub mmid_vec: Vec<Rule>,
+    pub blas_compute: Vec<Rule>,
+    pub fattn: FattnParams,
+    pub fattn_rule: Vec<Rule>,
+}
+
+/// The device as ggml sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Device {
+    /// `gfx1201`, `sm_86`.
+    pub label: String,
+    pub vendor: Vendor,
+    /// ggml's compute capability number (100*major+10*minor, or 0x1000000 + the gfx digits).
+    pub cc: u64,
+    pub warp_size: u64,
+    pub smem_per_block: u64,
+}
+
+/// One matrix multiplication: the weight (src0) against `ne11` activation columns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MatmulQuery {
+    pub weight_type: String,
+    pub quantized: bool,
+    /// Bytes per element of float types (F32 4, F16/BF16 2); 0 for quantized types.
+    pub type_size: u64,
+    /// Row length (K, src0->ne[0]); `None` when unknown.
+    pub ne00: Option<u64>,
+    /// Rows (N, src0->ne[1]).
+    pub ne01: Option<u64>,
+    /// Experts for MUL_MAT_ID (src0->ne[2]); 0 for a plain MUL_MAT.
+    pub experts: u64,
+    /// Columns: tokens in the ubatch that reach this weight.
+    pub ne11: u64,
+    pub mul_mat_id: bool,
+}
+
+/// One FLASH_ATTN_EXT node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AttentionQuery {
+    pub head_dim: u64,
+    pub dv: u64,
+    pub gqa: u64,
+    pub kv_type: String,
+    pub kv_quantized: bool,
+    pub kv_len: u64,
+    /// Query rows (Q->ne[1]): tokens in the ubatch.
+    pub tokens: u64,
+}
+
+/// One rule consulted on the way to a decision.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Check {
+    /// `mmvq`, `mmq`, …
+    pub table: &'static str,
+    pub rule: String,
+    /// Whether the rule's condition held; `None`: unknown (a missing input).
+    pub held: Option<bool>,
+    /// The inputs the condition read, with their values.
+    pub inputs: String,
+    /// What the rule decided, when it decided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided: Option<String>,
+    pub source: String,
+}
+
+/// A rule by id with its citation, for reports.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RuleRef {
+    pub version: String,
+    pub table: String,
+    pub id: String,
+    pub source: String,
+}
+
+impl RuleRef {
+    /// The data file the rule lives in, for evidence sources.
+    pub fn file(&self) -> String {
+        super::dispatch_file(&self.version).unwrap_or("data/ggml_dispatch_*.toml").to_string()
+    }
+}
+
+/// A decision of one table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Decision {
+    Use(bool),
+    Kernel(String),
+    Compute(String),
+    Undecided(String),
+}
+
+impl Decision {
+    fn text(&self) -> String {
+        match self {
+            Decision::Use(b) => if *b { "yes" } else { "no" }.to_string(),
+            Decision::Kernel(k) => k.clone(),
+            Decision::Compute(c) => format!("compute {c}"),
+            Decision::Undecided(why) => format!("undecided: {why}"),
+        }
+    }
+}
+
+/// Result of a table, with the rule that decided.
+#[derive(Clone, Debug)]
+struct Outcome {
+    decision: Decision,
+    rule: Option<RuleRef>,
+}
+
+/// The predicted kernel family of one matmul and how it was reached.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MatmulPrediction {
+    /// `MMVQ`, `MMQ`, `MMVF`, `MMF`, `BLAS` (dequantize/convert + vendor GEMM) or `MMID-loop` (MUL_MAT_ID's
+    /// per-expert fallback); `None` when undecided.
+    pub family: Option<String>,
+    /// The rule that decided (for BLAS: the last predicate's rule that said no).
+    pub rule: Option<RuleRef>,
+    /// For BLAS: the compute type the weights are converted to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blas_compute: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undecided: Option<String>,
+    pub path: Vec<Check>,
+}
+
+/// The predicted flash-attention kernel.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AttentionPrediction {
+    /// `FA-vec`, `FA-tile`, `FA-mma`, `FA-wmma`; `None`: no kernel supports the shape (FA is not offered) or
+    /// undecided.
+    pub family: Option<String>,
+    pub rule: Option<RuleRef>,
+    pub gqa_eff: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undecided: Option<String>,
+    pub path: Vec<Check>,
+}
+
+/// How deep nested class/feature references may go (the data files use two levels).
+const MAX_DEPTH: u32 = 8;
+/// Unknown conditions explored per table before giving up (each doubles the work).
+const MAX_UNKNOWN_BRANCHES: u32 = 6;
+
+/// Inputs conditions read; `None`: not known for this query.
+#[derive(Clone, Debug, Default)]
+struct Facts<'q> {
+    weight_type: Option<&'q str>,
+    quantized: Option<bool>,
+    type_size: Option<u64>,
+    ne00: Option<u64>,
+    ne01: Option<u64>,
+    src0_small: Option<bool>,
+    ne11: Option<u64>,
+    experts: Option<u64>,
+    mul_mat_id: Option<bool>,
+    warp_size: Option<u64>,
+    head_dim: Option<u64>,
+    dv: Option<u64>,
+    kv_type: Option<&'q str>,
+    kv_quantized: Option<bool>,
+    gqa: Option<u64>,
+    kv_len: Option<u64>,
+    gqa_eff: Option<u64>,
+}
+
+/// AND in three-valued logic.
+fn and(terms: impl IntoIterator<Item = Option<bool>>) -> Option<bool> {
+    let mut unknown = false;
+    for t in terms {
+        match t {
+            Some(false) => return Some(false),
+            None => unknown = true,
+            Some(true) => {}
+        }
+    }
+    if unknown {
+        None
+    } else {
+        Some(true)
+    }
+}
+
+fn tri(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "✓",
+        Some(false) => "✗",
+        None => "?",
+    }
+}
+
+/// A predicate's own value, as distinct from whether a condition on it holds (✓/✗).
+fn yes_no(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "unknown",
+    }
+}
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_else(|| "unknown".into())
+}
+
+/// Evaluation state: the version, the device and the build flags that are set.
+pub struct Evaluator<'a> {
+    pub dispatch: &'a Dispatch,
+    pub device: &'a Device,
+    pub flags: BTreeSet<String>,
+}
+
+impl<'a> Evaluator<'a> {
+    /// Flags at their defaults plus `set` (flag names the caller wants on).
+    pub fn new(dispatch: &'a Dispatch, device: &'a Device, set: &[String]) -> Self {
+        let mut flags: BTreeSet<String> =
+            dispatch.build_flag.iter().filter(|f| f.default).map(|f| f.name.clone()).collect();
+        flags.extend(set.iter().cloned());
+        Evaluator { dispatch, device, flags }
+    }
+
+    fn constant(&self, name: &str) -> Option<u64> {
+        self.dispatch.constant.iter().find(|c| c.name == name).map(|c| c.value)
+    }
+
+    fn cmp_cc(&self, name: &str, f: impl Fn(u64, u64) -> bool) -> Option<bool> {
+        self.constant(name).map(|v| f(self.device.cc, v))
+    }
+
+    /// Whether the device is in class `name` (GGML_CUDA_CC_IS_*).
+    pub fn class(&self, name: &str) -> Option<bool> {
+        self.named(&self.dispatch.class, name, 0)
+    }
+
+    /// Whether feature `name` is available (the *_available() helpers).
+    pub fn feature(&self, name: &str) -> Option<bool> {
+        self.named(&self.dispatch.feature, name, 0)
+    }
+
+    fn named(&self, table: &[Named], name: &str, depth: u32) -> Option<bool> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let n = table.iter().find(|n| n.name == name)?;
+        let facts = Facts::default();
+        self.eval(&n.when, &facts, depth + 1, &mut String::new())
+    }
+
+    /// Evaluate `w`; append `name value ✓/✗` terms to `out`.
+    fn eval(&self, w: &When, f: &Facts<'_>, depth: u32, out: &mut String) -> Option<bool> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let mut terms: Vec<Option<bool>> = Vec::new();
+        fn note(out: &mut String, text: String, v: Option<bool>) -> Option<bool> {
+            if !out.is_empty() {
+                out.push_str(", ");
+            }
+            let _ = write!(out, "{text} {}", tri(v));
+            v
+        }
+        if let Some(v) = w.vendor {
+            let r = Some(self.device.vendor == v);
+            terms.push(note(out, format!("vendor {v:?}"), r));
+        }
+        if !w.cc.is_empty() {
+            let r =
+                w.cc.iter()
+                    .map(|c| self.constant(c).map(|v| v == self.device.cc))
+                    .try_fold(false, |a, b| Some(a || b?));
+            terms.push(note(out, format!("cc {:#x} in [{}]", self.device.cc, w.cc.join(", ")), r));
+        }
+        if let Some(c) = &w.cc_ge {
+            terms.push(note(out, format!("cc {:#x} >= {c}", self.device.cc), self.cmp_cc(c, |a, b| a >= b)));
+        }
+        if let Some(c) = &w.cc_lt {
+            terms.push(note(out, format!("cc {:#x} < {c}", self.device.cc), self.cmp_cc(c, |a, b| a < b)));
+        }
+        if !w.class.is_empty() {
+            let mut r = Some(false);
+            for c in &w.class {
+                match self.named(&self.dispatch.class, c, depth) {
+                    Some(true) => {
+                        r = Some(true);
+                        break;
+                    }
+                    None => r = None,
+                    Some(false) => {}
+                }
+            }
+            terms.push(note(out, format!("class {}", w.class.join("|")), r));
+        }
+        for feat in &w.feature {
+            let r = self.named(&self.dispatch.feature, feat, depth);
+            terms.push(note(out, feat.clone(), r));
+        }
+        for flag in &w.build_flag {
+            let r = Some(self.flags.contains(flag));
+            terms.push(note(out, flag.clone(), r));
+        }
+        if !w.types.is_empty() {
+            let r = f.weight_type.map(|t| w.types.iter().any(|x| x == t));
+            terms.push(note(out, format!("type {} in [{}]", opt(f.weight_type), w.types.join(", ")), r));
+        }
+        if let Some(q) = w.quantized {
+            terms.push(note(out, format!("quantized {}", opt(f.quantized)), f.quantized.map(|v| v == q)));
+        }
+        let num = |v: Option<u64>, what: &str, op: &str, n: u64, out: &mut String, t: &mut Vec<Option<bool>>| {
+            let r = v.map(|v| match op {
+                "<=" => v <= n,
+                "<" => v < n,
+                ">" => v > n,
+                ">=" => v >= n,
+                "==" => v == n,
+                "%" => n != 0 && v.is_multiple_of(n),
+                _ => false,
+            });
+            let text =
+                if op == "%" { format!("{what} {} % {n} == 0", opt(v)) } else { format!("{what} {} {op} {n}", opt(v)) };
+            t.push(note(out, text, r));
+        };
+        if let Some(n) = w.ne11_le {
+            num(f.ne11, "ne11", "<=", n, out, &mut terms);
+        }
+        if let Some(n) = w.ne11_lt {
+            num(f.ne11, "ne11", "<", n, out, &mut terms);
+        }
+        if let Some(n) = w.ne11_gt {
+            num(f.ne11, "ne11", ">", n, out, &mut terms);
+        }
+        if let Some(n) = w.ne11_eq {
+            num(f.ne11, "ne11", "==", n, out, &mut terms);
+        }
+        if let Some(n) = w.experts_gt {
+            num(f.experts, "experts", ">", n, out, &mut terms);
+        }
+        if let Some(n) = w.experts_ge {
+            num(f.experts, "experts", ">=", n, out, &mut terms);
+        }
+        if let Some(n) = w.smem_per_block_lt {
+            num(Some(self.device.smem_per_block), "smem_per_block", "<", n, out, &mut terms);
+        }
+        if let Some(b) = w.src0_small {
+            terms.push(note(out, format!("src0_small {}", opt(f.src0_small)), f.src0_small.map(|v| v == b)));
+        }
+        if let Some(b) = w.ne00_even {
+            let v = f.ne00.map(|n| n.is_multiple_of(2));
+            terms.push(note(out, format!("ne00 {} even", opt(f.ne00)), v.map(|v| v == b)));
+        }
+        if let Some(b) = w.ne00_fits_warp {
+            // mmf.cu: src0_ne[0] % (warp_size * (4/type_size)); the quotient is integer division as in C.
+            let step = match (f.warp_size, f.type_size) {
+                (Some(w), Some(ts)) if ts > 0 && ts <= 4 => Some(w * (4 / ts)),
+                _ => None,
+            };
+            let v = f.ne00.zip(step).map(|(n, s)| s != 0 && n.is_multiple_of(s));
+            terms.push(note(out, format!("ne00 {} % {} == 0", opt(f.ne00), opt(step)), v.map(|v| v == b)));
+        }
+        if let Some(n) = w.ne01_multiple_of {
+            num(f.ne01, "ne01", "%", n, out, &mut terms);
+        }
+        if let Some(n) = w.ne01_gt {
+            num(f.ne01, "ne01", ">", n, out, &mut terms);
+        }
+        if let Some(b) = w.mul_mat_id {
+            terms.push(note(out, format!("mul_mat_id {}", opt(f.mul_mat_id)), f.mul_mat_id.map(|v| v == b)));
+        }
+        // The MMF table is the costly term; a condition that already failed does not need it.
+        if let (Some(b), false) = (w.mmf, terms.contains(&Some(false))) {
+            let mut inner = Vec::new();
+            let mmf = self.table("mmf", &self.dispatch.mmf, f, depth + 1, &mut inner, 0);
+            let v = match mmf.decision {
+                Decision::Use(u) => Some(u),
+                _ => None,
+            };
+            terms.push(note(out, format!("mmf {}", yes_no(v)), v.map(|v| v == b)));
+        }
+        if !w.head_dim.is_empty() {
+            let r = f.head_dim.map(|d| w.head_dim.contains(&d));
+            let list: Vec<String> = w.head_dim.iter().map(u64::to_string).collect();
+            terms.push(note(out, format!("head_dim {} in [{}]", opt(f.head_dim), list.join(", ")), r));
+        }
+        if let Some(n) = w.head_dim_le {
+            num(f.head_dim, "head_dim", "<=", n, out, &mut terms);
+        }
+        if let Some(n) = w.head_dim_lt {
+            num(f.head_dim, "head_dim", "<", n, out, &mut terms);
+        }
+        if let Some(n) = w.head_dim_gt {
+            num(f.head_dim, "head_dim", ">", n, out, &mut terms);
+        }
+        if let Some(n) = w.head_dim_multiple_of {
+            num(f.head_dim, "head_dim", "%", n, out, &mut terms);
+        }
+        if !w.dv.is_empty() {
+            let r = f.dv.map(|d| w.dv.contains(&d));
+            terms.push(note(out, format!("dv {}", opt(f.dv)), r));
+        }
+        if let Some(b) = w.dv_eq_dk {
+            let r = f.dv.zip(f.head_dim).map(|(a, b)| a == b);
+            terms.push(note(out, format!("dv {} == head_dim {}", opt(f.dv), opt(f.head_dim)), r.map(|v| v == b)));
+        }
+        if !w.kv_types.is_empty() {
+            let r = f.kv_type.map(|t| w.kv_types.iter().any(|x| x == t));
+            terms.push(note(out, format!("kv_type {}", opt(f.kv_type)), r));
+        }
+        if let Some(b) = w.kv_quantized {
+            terms.push(note(out, format!("kv_quantized {}", opt(f.kv_quantized)), f.kv_quantized.map(|v| v == b)));
+        }
+        if let Some(n) = w.gqa_ge {
+            num(f.gqa, "gqa", ">=", n, out, &mut terms);
+        }
+        if let Some(n) = w.gqa_gt {
+            num(f.gqa, "gqa", ">", n, out, &mut terms);
+        }
+        if let Some(n) = w.gqa_multiple_of {
+            num(f.gqa, "gqa", "%", n, out, &mut terms);
+        }
+        if let Some(n) = w.kv_len_ge {
+            num(f.kv_len, "kv_len", ">=", n, out, &mut terms);
+        }
+        if let Some(n) = w.kv_len_multiple_of {
+            num(f.kv_len, "kv_len", "%", n, out, &mut terms);
+        }
+        let tokens_eff = f.ne11.zip(f.gqa_eff).map(|(t, g)| t.saturating_mul(g));
+        if let Some(n) = w.tokens_gqa_eff_le {
+            num(tokens_eff, "tokens*gqa_eff", "<=", n, out, &mut terms);
+        }
+        if let Some(n) = w.tokens_gqa_eff_gt {
+            num(tokens_eff, "tokens*gqa_eff", ">", n, out, &mut terms);
+        }
+        if let Some(b) = w.gqa_opt {
+            let v = self.eval(&self.dispatch.fattn.gqa_opt, f, depth + 1, &mut String::new());
+            terms.push(note(out, format!("gqa_opt {}", yes_no(v)), v.map(|v| v == b)));
+        }
+        if let Some(b) = w.vector_kernel {
+            let v = self.eval(&self.dispatch.fattn.vector_kernel, f, depth + 1, &mut String::new());
+            terms.push(note(out, format!("vector_kernel {}", yes_no(v)), v.map(|v| v == b)));
+        }
+        if !w.any.is_empty() {
+            let mut inner = String::new();
+            let mut r = Some(false);
+            for a in &w.any {
+                if !inner.is_empty() {
+                    inner.push_str(" | ");
+                }
+                let mut part = String::new();
+                let v = self.eval(a, f, depth + 1, &mut part);
+                inner.push_str(&part);
+                match v {
+                    Some(true) => r = Some(true),
+                    None if r != Some(true) => r = None,
+                    _ => {}
+                }
+            }
+            terms.push(note(out, format!("any({inner})"), r));
+        }
+        if let Some(n) = &w.not {
+            let mut inner = String::new();
+            let v = self.eval(n, f, depth + 1, &mut inner).map(|v| !v);
+            terms.push(note(out, format!("not({inner})"), v));
+        }
+        and(terms)
+    }
+
+    /// What rule `r` decides, given that its condition held.
+    fn then(&self, r: &Rule, f: &Facts<'_>, depth: u32) -> Decision {
+        let t = &r.then;
+        if let Some(why) = &t.undecided {
+            return Decision::Undecided(why.clone());
+        }
+        if let Some(c) = &t.compute {
+            return Decision::Compute(c.clone());
+        }
+        if let Some(u) = t.use_ {
+            return Decision::Use(u);
+        }
+        if let Some(w) = &t.use_if {
+            return match self.eval(w, f, depth + 1, &mut String::new()) {
+                Some(v) => Decision::Use(v),
+                None => Decision::Undecided(format!("rule {} reads an unknown input", r.id)),
+            };
+        }
+        let limit = t.ne11_le.map(|n| f.weight_type.and_then(|ty| t.ne11_le_by_type.get(ty).copied()).unwrap_or(n));
+        let within = match (limit, t.ne11_lt, f.ne11) {
+            (Some(n), _, Some(v)) => Some(v <= n),
+            (None, Some(n), Some(v)) => Some(v < n),
+            (None, None, _) => Some(true),
+            (_, _, None) => None,
+        };
+        let small = match t.src0_small {
+            Some(want) => f.src0_small.map(|s| s == want),
+            None => Some(true),
+        };
+        let Some(ok) = and([within, small]) else {
+            return Decision::Undecided(format!("rule {} reads an unknown input", r.id));
+        };
+        match &t.kernel {
+            Some(k) if ok => Decision::Kernel(k.clone()),
+            Some(_) => Decision::Use(false),
+            None => Decision::Use(ok),
+        }
+    }
+
+    /// Walk `rules` in order; the first rule whose condition holds decides. An unknown condition explores both
+    /// branches (bounded by `MAX_UNKNOWN_BRANCHES`) and decides only if they agree.
+    fn table(
+        &self,
+        name: &'static str,
+        rules: &[Rule],
+        f: &Facts<'_>,
+        depth: u32,
+        path: &mut Vec<Check>,
+        unknowns: u32,
+    ) -> Outcome {
+        self.table_from(name, rules, 0, f, depth, path, unknowns)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn table_from(
+        &self,
+        name: &'static str,
+        rules: &[Rule],
+        start: usize,
+        f: &Facts<'_>,
+        depth: u32,
+        path: &mut Vec<Check>,
+        unknowns: u32,
+    ) -> Outcome {
+        let rref = |r: &Rule| RuleRef {
+            version: self.dispatch.version.clone(),
+            table: name.to_string(),
+            id: r.id.clone(),
+            source: r.source.clone(),
+        };
+        for (i, r) in rules.iter().enumerate().skip(start) {
+            let mut inputs = String::new();
+            let held = self.eval(&r.when, f, depth, &mut inputs);
+            match held {
+                Some(false) => path.push(Check {
+                    table: name,
+                    rule: r.id.clone(),
+                    held,
+                    inputs,
+                    decided: None,
+                    source: r.source.clone(),
+                }),
+                Some(true) => {
+                    let d = self.then(r, f, depth);
+                    path.push(Check {
+                        table: name,
+                        rule: r.id.clone(),
+                        held,
+                        inputs,
+                        decided: Some(d.text()),
+                        source: r.source.clone(),
+                    });
+                    return Outcome { decision: d, rule: Some(rref(r)) };
+                }
+                None => {
+                    let if_held = self.then(r, f, depth);
+                    let unknown_inputs = inputs.clone();
+                    path.push(Check {
+                        table: name,
+                        rule: r.id.clone(),
+                        held,
+                        inputs,
+                        decided: Some(format!("{} if it held", if_held.text())),
+                        source: r.source.clone(),
+                    });
+                    if unknowns >= MAX_UNKNOWN_BRANCHES {
+                        return Outcome {
+                            decision: Decision::Undecided(format!("too many unknown inputs in {name}")),
+                            rule: Some(rref(r)),
+                        };
+                    }
+                    let mut rest = Vec::new();
+                    let otherwise = self.table_from(name, rules, i + 1, f, depth, &mut rest, unknowns + 1);
+                    path.extend(rest);
+                    if otherwise.decision == if_held {
+                        return Outcome { decision: if_held, rule: otherwise.rule };
+                    }
+                    return Outcome {
+                        decision: Decision::Undecided(format!(
+                            "{name} rule {} reads an input that is not known ({}); it decides {} if it holds, {} otherwise",
+                            r.id,
+                            unknown_inputs,
+                            if_held.text(),
+                            otherwise.decision.text()
+                        )),
+                        rule: Some(rref(r)),
+                    };
+                }
+            }
+        }
+        // Every table ends in a rule without condition; an empty or open-ended table is a data error the tests
+        // catch, so reaching this is "no".
+        Outcome { decision: Decision::Use(false), rule: None }
+    }
+
+    fn matmul_facts<'q>(&self, q: &'q MatmulQuery, warp_size: u64) -> Facts<'q> {
+        Facts {
+            weight_type: Some(&q.weight_type),
+            quantized: Some(q.quantized),
+            type_size: Some(q.type_size),
+            ne00: q.ne00,
+            ne01: q.ne01,
+            // A weight is one matrix (ne02*ne03 == 1) unless it stacks experts (mmvf.cu:829).
+            src0_small: if q.experts <= 1 { Some(true) } else { q.ne01.map(|n| n <= 512) },
+            ne11: Some(q.ne11),
+            experts: Some(q.experts),
+            mul_mat_id: Some(q.mul_mat_id),
+            warp_size: Some(warp_size),
+            ..Facts::default()
+        }
+    }
+
+    /// The kernel family ggml picks for a matmul: for MUL_MAT the order of ggml_cuda_mul_mat (MMVF, MMF, MMVQ,
+    /// MMQ, else vendor BLAS); for MUL_MAT_ID that of ggml_cuda_mul_mat_id (vector kernels for few tokens, MMQ,
+    /// MMF, else the per-expert loop). Where each version cites its lines: the data files' headers.
+    pub fn matmul(&self, q: &MatmulQuery) -> MatmulPrediction {
+        let mut path = Vec::new();
+        let undecided = |why: String, rule: Option<RuleRef>, path: Vec<Check>| MatmulPrediction {
+            family: None,
+            rule,
+            blas_compute: None,
+            undecided: Some(why),
+            path,
+        };
+        if q.mul_mat_id {
+            // MUL_MAT_ID checks MMF with WARP_SIZE (32), not the device's warp size (ggml-cuda.cu:2000).
+            let f = self.matmul_facts(q, 32);
+            let vec = self.table("mmid_vec", &self.dispatch.mmid_vec, &f, 0, &mut path, 0);
+            match vec.decision {
+                Decision::Kernel(k) => {
+                    return MatmulPrediction {
+                        family: Some(k),
+                        rule: vec.rule,
+                        blas_compute: None,
+                        undecided: None,
+                        path,
+                    }
+                }
+                Decision::Undecided(why) => return undecided(why, vec.rule, path),
+                _ => {}
+            }
+            let mmq = self.table("mmq", &self.dispatch.mmq, &f, 0, &mut path, 0);
+            match mmq.decision {
+                Decision::Use(true) => {
+                    return MatmulPrediction {
+                        family: Some("MMQ".into()),
+                        rule: mmq.rule,
+                        blas_compute: None,
+                        undecided: None,
+                        path,
+                    }
+                }
+                Decision::Undecided(why) => return undecided(why, mmq.rule, path),
+                _ => {}
+            }
+            let mmf = self.table("mmf", &self.dispatch.mmf, &f, 0, &mut path, 0);
+            return match mmf.decision {
+                Decision::Use(true) => MatmulPrediction {
+                    family: Some("MMF".into()),
+                    rule: mmf.rule,
+                    blas_compute: None,
+                    undecided: None,
+                    path,
+                },
+                Decision::Undecided(why) => undecided(why, mmf.rule, path),
+                _ => {
+                    let last = if q.quantized { mmq.rule } else { mmf.rule };
+                    MatmulPrediction {
+                        family: Some("MMID-loop".into()),
+                        rule: last,
+                        blas_compute: None,
+                        undecided: None,
+                        path,
+                    }
+                }
+            };
+        }
+        let f = self.matmul_facts(q, self.device.warp_size);
+        let steps: [(&'static str, &Vec<Rule>, &str); 4] = [
+            ("mmvf", &self.dispatch.mmvf, "MMVF"),
+            ("mmf", &self.dispatch.mmf, "MMF"),
+            ("mmvq", &self.dispatch.mmvq, "MMVQ"),
+            ("mmq", &self.dispatch.mmq, "MMQ"),
+        ];
+        let mut said_no = BTreeMap::new();
+        for (table, rules, family) in steps {
+            let o = self.table(table, rules, &f, 0, &mut path, 0);
+            match o.decision {
+                Decision::Use(true) => {
+                    return MatmulPrediction {
+                        family: Some(family.into()),
+                        rule: o.rule,
+                        blas_compute: None,
+                        undecided: None,
+                        path,
+                    }
+                }
+                Decision::Undecided(why) => return undecided(why, o.rule, path),
+                _ => {
+                    said_no.insert(table, o.rule);
+                }
+            }
+        }
+        // Vendor BLAS: cite the predicate that would have taken this weight type (MMQ for quantized, MMF for
+        // float) and said no.
+        let rule = said_no.remove(if q.quantized { "mmq" } else { "mmf" }).flatten();
+        let compute = self.table("blas_compute", &self.dispatch.blas_compute, &f, 0, &mut path, 0);
+        let blas_compute = match compute.decision {
+            Decision::Compute(c) if c == "weight" => Some(q.weight_type.clone()),
+            Decision::Compute(c) => Some(c),
+            _ => None,
+        };
+        MatmulPrediction { family: Some("BLAS".into()), rule, blas_compute, undecided: None, path }
+    }
+
+    /// The flash-attention kernel ggml_cuda_get_best_fattn_kernel picks (`None` family: none supports the shape).
+    pub fn attention(&self, q: &AttentionQuery) -> AttentionPrediction {
+        let fa = &self.dispatch.fattn;
+        let max = fa.gqa_eff_max.by_head_dim.get(&q.head_dim.to_string()).copied().unwrap_or(fa.gqa_eff_max.default);
+        // gqa_ratio_eff doubles while it divides gqa_ratio (fattn.cu; max_bias == 0 assumed).
+        let mut gqa_eff = 1u64;
+        while q.gqa > 0 && q.gqa.is_multiple_of(2 * gqa_eff) && gqa_eff < max {
+            gqa_eff *= 2;
+        }
+        let f = Facts {
+            head_dim: Some(q.head_dim),
+            dv: Some(q.dv),
+            kv_type: Some(&q.kv_type),
+            kv_quantized: Some(q.kv_quantized),
+            gqa: Some(q.gqa),
+            kv_len: Some(q.kv_len),
+            ne11: Some(q.tokens),
+            gqa_eff: Some(gqa_eff),
+            ..Facts::default()
+        };
+        let mut path = Vec::new();
+        let o = self.table("fattn", &self.dispatch.fattn_rule, &f, 0, &mut path, 0);
+        let (family, undecided) = match o.decision {
+            Decision::Kernel(k) if k == "none" => (None, None),
+            Decision::Kernel(k) => (Some(k), None),
+            Decision::Undecided(why) => (None, Some(why)),
+            other => (None, Some(format!("unexpected decision {}", other.text()))),
+        };
+        AttentionPrediction { family, rule: o.rule, gqa_eff, undecided, path }
+    }
+}
+
+/// Every name a condition refers to, for the data-file checks.
+pub fn referenced_names(w: &When, out: &mut BTreeMap<&'static str, BTreeSet<String>>) {
+    let mut add = |kind: &'static str, names: &[String]| {
+        out.entry(kind).or_default().extend(names.iter().cloned());
+    };
+    add("constant", &w.cc);
+    add("constant", &w.cc_ge.iter().cloned().collect::<Vec<_>>());
+    add("constant", &w.cc_lt.iter().cloned().collect::<Vec<_>>());
+    add("class", &w.class);
+    add("feature", &w.feature);
+    add("build_flag", &w.build_flag);
+    add("type", &w.types);
+    add("type", &w.kv_types);
+    for a in &w.any {
+        referenced_names(a, out);
+    }
+    if let Some(n) = &w.not {
+        referenced_names(n, out);
+    }
+}
+
+impl Dispatch {
+    /// Every rule table with its name.
+    pub fn tables(&self) -> [(&'static str, &[Rule]); 7] {
+        [
+            ("mmvf", &self.mmvf),
+            ("mmf", &self.mmf),
+            ("mmvq", &self.mmvq),
+            ("mmq", &self.mmq),
+            ("mmid_vec", &self.mmid_vec),
+            ("blas_compute", &self.blas_compute),
+            ("fattn", &self.fattn_rule),
+        ]
+    }
+}

@@ -1,0 +1,625 @@
+//! Prediction against observation: each predicted (phase, weight type, family) is Confirmed, Contradicted or
+//! Unobserved by the kernels a trace saw, and every observed matmul or flash-attention kernel that no phase's
+//! rules predict is reported as a contradiction.
+//!
+//! A trace of a whole run mixes phases (a llama-bench run of a 512-token prompt plus 128 generated tokens launches
+//! the prefill and the decode kernels into one trace). The comparison therefore works on what a trace can tell:
+//!
+//! - **Confirmed**: at least one launch of a kernel of the predicted family for the predicted ggml type. For the
+//!   vector kernels (MMVQ, MMVF) the kernel's `ncols_dst` template argument is the phase's ne11 exactly
+//!   (mmvq.cu:599-601, mmvf.cu:8-9), so the launch must also have that column count: MMVQ with 8 columns confirms
+//!   a prefill ubatch of 8 tokens, MMVQ with 1 column the decode phase. MMQ, MMF and the vendor-BLAS path carry no
+//!   column count, so one launch confirms every phase that predicts them for that type. The vendor-BLAS path is
+//!   confirmed by a vendor GEMM kernel or by ggml's conversion kernels (`dequantize_block_*`, `convert_unary`),
+//!   because cuBLAS's own kernels may be invisible to the observer (it calls the driver directly).
+//! - **Contradicted**: no such launch, while a matmul kernel for the same type ran that no prediction of this run
+//!   accounts for (another family, or a vector kernel with a column count no phase has).
+//! - **Unobserved**: neither (nothing of that type ran, or the observation lists only part of its kernels, as a
+//!   sweep record's top-kernel list does).
+//!
+//! Run level: every observed MMVQ/MMQ/MMVF/MMF kernel whose (family, type, column count) no phase predicts, and
+//! every flash-attention kernel family no phase predicts, is a contradiction too — a family the rules exclude
+//! for every phase of the run must not appear. Launch counts are listed but not judged: fused kernels (the
+//! FFN gate and up projections share one MMVQ launch at one column), stream-k fix-up launches and graph replays
+//! make counts differ from node counts without contradicting the family.
+
+use std::fmt;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::{family_text, rule_source, MatmulOp, ObservedSource, PredictReport};
+use crate::evidence::{Claim, Confidence, Source};
+use crate::kernels;
+use crate::sweep::record::RecordTrace;
+
+/// Families of ggml's matmul kernels, and of its flash-attention kernels.
+const MATMUL_FAMILIES: &[&str] = &["MMVQ", "MMQ", "MMVF", "MMF"];
+const FA_FAMILIES: &[&str] = &["FA-vec", "FA-tile", "FA-mma", "FA-wmma"];
+
+/// One observed kernel, classified from its name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObservedKernel {
+    pub name: String,
+    pub demangled: String,
+    pub family: String,
+    /// The weight type: the `ggml_type` template argument (MMVQ, MMQ), the element type (MMVF, MMF: `__half` is
+    /// F16) or the type in a conversion kernel's name (`dequantize_block_q4_K`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ggml_type: Option<String>,
+    /// Columns of a vector kernel (`ncols_dst`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ncols: Option<u64>,
+    pub launches: u64,
+}
+
+/// Observed kernels from one source.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Observed {
+    /// `trace-dir`, `trace-summary`, `sweep-record`.
+    pub kind: String,
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// The trace files behind it.
+    pub files: Vec<String>,
+    pub kernels: Vec<ObservedKernel>,
+    /// Every launched kernel is in `kernels` (false for a sweep record's top list).
+    pub complete: bool,
+    /// A trace was cut: counts are lower bounds (presence still holds).
+    pub counts_lower_bound: bool,
+    pub notes: Vec<String>,
+}
+
+/// Template arguments of a demangled name, split at the top level: `f<a, g<b, c>, d>` → `a`, `g<b, c>`, `d`.
+fn template_args(demangled: &str) -> Vec<&str> {
+    let Some(open) = demangled.find('<') else { return Vec::new() };
+    let Some(inner) = demangled.get(open + 1..demangled.rfind('>').unwrap_or(demangled.len())) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in inner.char_indices() {
+        match c {
+            '<' | '(' => depth += 1,
+            '>' | ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(inner[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(inner[start..].trim());
+    out
+}
+
+/// The ggml type of a float element type as it appears in a template argument.
+fn float_type(arg: &str) -> Option<&'static str> {
+    match arg {
+        "float" => Some("F32"),
+        "__half" | "half" => Some("F16"),
+        "__hip_bfloat16" | "nv_bfloat16" | "__nv_bfloat16" => Some("BF16"),
+        _ => None,
+    }
+}
+
+/// The ggml type a conversion kernel's name spells: the Itanium `<length><identifier>` names in the mangled name
+/// (`21dequantize_block_q4_K`, or `15dequantize_q8_0` as the template argument of the generic
+/// `dequantize_block`) whose identifier is `dequantize_block_T`, `dequantize_row_T` or `dequantize_T` for a ggml
+/// type T.
+fn type_in_name(raw: &str) -> Option<String> {
+    let bytes = raw.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if !bytes[i].is_ascii_digit() || (i > 0 && bytes[i - 1].is_ascii_digit()) {
+            i += 1;
+            continue;
+        }
+        let digits = bytes[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+        let len: Option<usize> = if digits <= 4 { raw[i..i + digits].parse().ok() } else { None };
+        let ident = len.and_then(|n| raw.get(i + digits..(i + digits).checked_add(n)?));
+        if let Some(ident) = ident {
+            let suffix =
+                ["dequantize_block_", "dequantize_row_", "dequantize_"].iter().find_map(|p| ident.strip_prefix(p));
+            if let Some(t) = suffix.and_then(gguf::GgmlType::from_name) {
+                return Some(t.to_string());
+            }
+        }
+        i += digits;
+    }
+    None
+}
+
+/// Classify a kernel name (the observed family is recomputed from the name, not trusted from the file).
+pub fn classify(name: &str, launches: u64) -> ObservedKernel {
+    let d = kernels::describe(name);
+    let args = template_args(&d.demangled);
+    let (ggml_type, ncols) = match d.family {
+        "MMVQ" => {
+            (d.ggml_type.map(str::to_string), (d.base == "mul_mat_vec_q").then(|| args.get(1)?.parse().ok()).flatten())
+        }
+        "MMQ" => (d.ggml_type.map(str::to_string), None),
+        "MMVF" => (
+            args.first().and_then(|a| float_type(a)).map(str::to_string),
+            (d.base == "mul_mat_vec_f").then(|| args.get(2)?.parse().ok()).flatten(),
+        ),
+        "MMF" => (args.first().and_then(|a| float_type(a)).map(str::to_string), None),
+        "dequantize" => (type_in_name(name), None),
+        _ => (d.ggml_type.map(str::to_string), None),
+    };
+    ObservedKernel {
+        name: name.to_string(),
+        demangled: d.demangled,
+        family: d.family.to_string(),
+        ggml_type,
+        ncols,
+        launches,
+    }
+}
+
+/// Load observed kernels from a trace directory, a `trace --json` summary or a sweep record.
+pub fn load(src: &ObservedSource) -> Result<Observed> {
+    match src {
+        ObservedSource::TraceDir(dir) => from_trace_dir(dir),
+        ObservedSource::TraceSummary(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let v: serde_json::Value =
+                serde_json::from_str(text.trim()).with_context(|| format!("{}: not JSON", path.display()))?;
+            from_summary_json(&v, &path.display().to_string())
+        }
+        ObservedSource::SweepRecord(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let v: serde_json::Value =
+                serde_json::from_str(text.trim()).with_context(|| format!("{}: not JSON", path.display()))?;
+            from_record_json(&v, &path.display().to_string())
+        }
+        ObservedSource::Loaded(o) => Ok(o.clone()),
+    }
+}
+
+pub fn from_trace_dir(dir: &Path) -> Result<Observed> {
+    let read = crate::trace::read_dir(dir)?;
+    let summary = crate::tracecmd::summarise(dir, &read.traces, &read.problems, None);
+    let mut notes: Vec<String> =
+        summary.problems.iter().map(|p| format!("unreadable trace file left out: {p}")).collect();
+    if read.traces.is_empty() {
+        notes.push(format!("no trace file in {}", dir.display()));
+    }
+    Ok(Observed {
+        kind: "trace-dir".into(),
+        path: dir.display().to_string(),
+        run_id: None,
+        files: summary.processes.iter().map(|p| p.file.clone()).collect(),
+        kernels: summary.kernels.iter().map(|k| classify(&k.name, k.launches.saturating_sub(k.errors))).collect(),
+        complete: true,
+        counts_lower_bound: summary.counts_are_lower_bounds,
+        notes,
+    })
+}
+
+/// A `backscope trace --json` summary (schema backscope.trace-summary/1).
+pub fn from_summary_json(v: &serde_json::Value, path: &str) -> Result<Observed> {
+    let Some(kernels) = v.get("kernels").and_then(|k| k.as_array()) else {
+        bail!("{path}: no `kernels` array: not a `backscope trace --json` summary");
+    };
+    let mut out = Vec::new();
+    for (i, k) in kernels.iter().enumerate() {
+        let name = k.get("name").and_then(|n| n.as_str());
+        let launches = k.get("launches").and_then(|n| n.as_u64());
+        let (Some(name), Some(launches)) = (name, launches) else {
+            bail!("{path}: kernels[{i}] lacks a name or a launch count");
+        };
+        let errors = k.get("errors").and_then(|n| n.as_u64()).unwrap_or(0);
+        out.push(classify(name, launches.saturating_sub(errors)));
+    }
+    let files = v
+        .get("processes")
+        .and_then(|p| p.as_array())
+        .map(|ps| ps.iter().filter_map(|p| p.get("file")?.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    Ok(Observed {
+        kind: "trace-summary".into(),
+        path: path.to_string(),
+        run_id: None,
+        files,
+        kernels: out,
+        complete: true,
+        counts_lower_bound: v.get("counts_are_lower_bounds").and_then(|b| b.as_bool()).unwrap_or(false),
+        notes: Vec::new(),
+    })
+}
+
+/// A sweep record (its `trace` field) or a bare `RecordTrace`.
+pub fn from_record_json(v: &serde_json::Value, path: &str) -> Result<Observed> {
+    let run_id = v.get("run_id").and_then(|r| r.as_str()).map(str::to_string);
+    let trace_value = v.get("trace").unwrap_or(v);
+    if trace_value.is_null() {
+        bail!("{path}: the record has no trace (run the sweep with --trace)");
+    }
+    let t: RecordTrace = serde_json::from_value(trace_value.clone())
+        .with_context(|| format!("{path}: not a sweep record with a `trace` field, nor a record trace"))?;
+    Ok(from_record_trace(&t, path, run_id))
+}
+
+pub fn from_record_trace(t: &RecordTrace, path: &str, run_id: Option<String>) -> Observed {
+    let kernels: Vec<ObservedKernel> =
+        t.kernels.iter().map(|k| classify(&k.name, k.launches.saturating_sub(k.errors))).collect();
+    let complete = t.distinct_kernels <= kernels.len() as u64;
+    let mut notes = t.notes.clone();
+    if !complete {
+        notes.push(format!(
+            "the record lists the {} most launched of {} distinct kernels: a kernel missing from the list may still have run",
+            kernels.len(),
+            t.distinct_kernels
+        ));
+    }
+    Observed {
+        kind: "sweep-record".into(),
+        path: path.to_string(),
+        run_id,
+        files: t.files.clone(),
+        kernels,
+        complete,
+        counts_lower_bound: false,
+        notes,
+    }
+}
+
+/// Verdict of one prediction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Verdict {
+    Confirmed,
+    Contradicted,
+    Unobserved,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Verdict::Confirmed => "Confirmed",
+            Verdict::Contradicted => "Contradicted",
+            Verdict::Unobserved => "Unobserved",
+        })
+    }
+}
+
+/// The verdict on one predicted (phase, type, family).
+#[derive(Clone, Debug, Serialize)]
+pub struct ItemVerdict {
+    pub phase: String,
+    /// A weight type, or `attention`.
+    pub ggml_type: String,
+    pub ne11: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicted: Option<String>,
+    pub verdict: Verdict,
+    /// Matmul nodes (or attention nodes) the phase runs with this prediction.
+    pub nodes: u64,
+    /// Launches of the observed kernels that confirm it.
+    pub matching_launches: u64,
+    /// The kernels that confirm or contradict it (demangled, with launches).
+    pub evidence: Vec<String>,
+    pub note: String,
+}
+
+/// An observed kernel no prediction of the run accounts for.
+#[derive(Clone, Debug, Serialize)]
+pub struct Unexplained {
+    pub kernel: String,
+    pub family: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ggml_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ncols: Option<u64>,
+    pub launches: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    pub observed: Observed,
+    pub items: Vec<ItemVerdict>,
+    pub unexplained: Vec<Unexplained>,
+    pub confirmed: u64,
+    pub contradicted: u64,
+    pub unobserved: u64,
+    pub claims: Vec<Claim>,
+}
+
+/// A predicted matmul the trace may show.
+struct Expect<'a> {
+    family: &'a str,
+    ggml_type: &'a str,
+    /// Column count a vector kernel must show; `None` where the kernel does not encode it.
+    ncols: Option<u64>,
+}
+
+fn matches(k: &ObservedKernel, e: &Expect<'_>) -> bool {
+    // A kernel whose every launch the runtime refused did not run.
+    if k.launches == 0 {
+        return false;
+    }
+    let same_type = k.ggml_type.as_deref() == Some(e.ggml_type);
+    match e.family {
+        "BLAS" => k.family == "vendor-BLAS" || (k.family == "dequantize" && (same_type || k.ggml_type.is_none())),
+        f => k.family == f && same_type && (e.ncols.is_none() || k.ncols.is_none() || k.ncols == e.ncols),
+    }
+}
+
+fn expects(report: &PredictReport) -> Vec<Expect<'_>> {
+    let mut out = Vec::new();
+    for p in &report.phases {
+        for g in &p.weights {
+            let Some(family) = g.prediction.family.as_deref() else { continue };
+            let vector = matches!(family, "MMVQ" | "MMVF") && g.op == MatmulOp::MulMat;
+            out.push(Expect { family, ggml_type: &g.ggml_type, ncols: vector.then_some(g.ne11) });
+        }
+    }
+    out
+}
+
+fn short(s: &str) -> String {
+    let mut t: String = s.chars().take(80).collect();
+    if s.chars().count() > 80 {
+        t.push('…');
+    }
+    t
+}
+
+/// Compare a prediction with observed kernels.
+pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
+    let all = expects(report);
+    let mut items = Vec::new();
+    let trace_sources: Vec<Source> = if observed.files.is_empty() {
+        vec![Source::file(observed.path.clone(), None, None, format!("observed kernels ({})", observed.kind))]
+    } else {
+        observed
+            .files
+            .iter()
+            .take(4)
+            .map(|f| Source::file(f.clone(), None, None, "backscope-trace file (observed launches)"))
+            .collect()
+    };
+    let trace_sources: Vec<Source> = match &observed.run_id {
+        Some(run) => {
+            let mut v = vec![Source::Run { run_id: run.clone(), file: Some(observed.path.clone()) }];
+            v.extend(trace_sources);
+            v
+        }
+        None => trace_sources,
+    };
+    let mut claims = Vec::new();
+
+    for p in &report.phases {
+        for g in &p.weights {
+            let Some(family) = g.prediction.family.as_deref() else { continue };
+            let vector = matches!(family, "MMVQ" | "MMVF") && g.op == MatmulOp::MulMat;
+            let e = Expect { family, ggml_type: &g.ggml_type, ncols: vector.then_some(g.ne11) };
+            let hits: Vec<&ObservedKernel> = observed.kernels.iter().filter(|k| matches(k, &e)).collect();
+            // Kernels of another matmul family (or column count) for this type that no prediction of the run
+            // explains: in a mixed trace the other phases' kernels are explained by their own predictions.
+            let rivals: Vec<&ObservedKernel> = observed
+                .kernels
+                .iter()
+                .filter(|k| {
+                    k.launches > 0
+                        && MATMUL_FAMILIES.contains(&k.family.as_str())
+                        && k.ggml_type.as_deref() == Some(g.ggml_type.as_str())
+                        && !all.iter().any(|o| matches(k, o))
+                })
+                .collect();
+            let (verdict, note, evidence) = if !hits.is_empty() {
+                let how = if family == "BLAS" {
+                    "vendor GEMM or ggml's conversion kernels ran".to_string()
+                } else if e.ncols.is_some() {
+                    format!("{family} with {} column(s) ran for {}", g.ne11, g.ggml_type)
+                } else {
+                    format!("{family} ran for {}", g.ggml_type)
+                };
+                (
+                    Verdict::Confirmed,
+                    how,
+                    hits.iter().map(|k| format!("{} ×{}", short(&k.demangled), k.launches)).collect(),
+                )
+            } else if !rivals.is_empty() {
+                (
+                    Verdict::Contradicted,
+                    format!("no {family} kernel for {} ran, but {} did", g.ggml_type, rivals[0].family),
+                    rivals.iter().map(|k| format!("{} ×{}", short(&k.demangled), k.launches)).collect(),
+                )
+            } else {
+                let why = if !observed.complete {
+                    "not in the observed kernel list, which is incomplete".to_string()
+                } else if family == "BLAS" {
+                    "no vendor GEMM or conversion kernel was observed (cuBLAS kernels can be invisible to the observer)"
+                        .to_string()
+                } else {
+                    format!("no matmul kernel for {} was observed", g.ggml_type)
+                };
+                (Verdict::Unobserved, why, Vec::new())
+            };
+            let matching_launches = hits.iter().map(|k| k.launches).sum();
+            items.push(ItemVerdict {
+                phase: p.id.clone(),
+                ggml_type: g.ggml_type.clone(),
+                ne11: g.ne11,
+                predicted: Some(family.to_string()),
+                verdict,
+                nodes: g.nodes,
+                matching_launches,
+                evidence,
+                note,
+            });
+        }
+        for a in &p.attention {
+            let Some(family) = a.prediction.family.as_deref() else { continue };
+            let hits: Vec<&ObservedKernel> =
+                observed.kernels.iter().filter(|k| k.launches > 0 && k.family == family).collect();
+            let others: Vec<&ObservedKernel> = observed
+                .kernels
+                .iter()
+                .filter(|k| k.launches > 0 && FA_FAMILIES.contains(&k.family.as_str()) && k.family != family)
+                .filter(|k| {
+                    !report
+                        .phases
+                        .iter()
+                        .flat_map(|q| &q.attention)
+                        .any(|b| b.prediction.family.as_deref() == Some(k.family.as_str()))
+                })
+                .collect();
+            let (verdict, note) = if !hits.is_empty() {
+                (Verdict::Confirmed, format!("{family} ran"))
+            } else if !others.is_empty() {
+                (Verdict::Contradicted, format!("no {family} kernel ran, but {} did", others[0].family))
+            } else {
+                (Verdict::Unobserved, "no flash-attention kernel was observed".to_string())
+            };
+            let shown = if hits.is_empty() { &others } else { &hits };
+            items.push(ItemVerdict {
+                phase: p.id.clone(),
+                ggml_type: "attention".into(),
+                ne11: a.tokens,
+                predicted: Some(family.to_string()),
+                verdict,
+                nodes: p.repeat,
+                matching_launches: hits.iter().map(|k| k.launches).sum(),
+                evidence: shown.iter().map(|k| format!("{} ×{}", short(&k.demangled), k.launches)).collect(),
+                note,
+            });
+        }
+    }
+
+    // Run level: observed matmul and attention kernels no phase predicts.
+    let fa_predicted: Vec<&str> =
+        report.phases.iter().flat_map(|p| &p.attention).filter_map(|a| a.prediction.family.as_deref()).collect();
+    let mut unexplained = Vec::new();
+    for k in &observed.kernels {
+        let matmul = MATMUL_FAMILIES.contains(&k.family.as_str());
+        let fa = FA_FAMILIES.contains(&k.family.as_str());
+        let explained = if matmul {
+            // Float matmuls against the KV cache (attention without flash attention) are not modelled.
+            all.iter().any(|e| matches(k, e))
+                || (!report.flash_attn_used && matches!(k.ggml_type.as_deref(), Some("F16" | "F32" | "BF16")))
+        } else if fa {
+            fa_predicted.contains(&k.family.as_str())
+        } else {
+            true
+        };
+        if !explained && k.launches > 0 {
+            unexplained.push(Unexplained {
+                kernel: k.demangled.clone(),
+                family: k.family.clone(),
+                ggml_type: k.ggml_type.clone(),
+                ncols: k.ncols,
+                launches: k.launches,
+            });
+        }
+    }
+
+    let on = format!("{} (ggml {})", report.arch.label, report.ggml.version);
+    for it in &items {
+        let (confidence, verb) = match it.verdict {
+            Verdict::Confirmed => (Confidence::Confirmed, "confirmed"),
+            Verdict::Contradicted => (Confidence::Confirmed, "CONTRADICTED"),
+            Verdict::Unobserved => (Confidence::Unresolved, "not observed"),
+        };
+        let rule = report.phases.iter().find(|p| p.id == it.phase).and_then(|p| {
+            if it.ggml_type == "attention" {
+                p.attention.iter().find(|a| a.prediction.family == it.predicted).and_then(|a| a.prediction.rule.clone())
+            } else {
+                p.weights
+                    .iter()
+                    .find(|g| g.ggml_type == it.ggml_type && g.prediction.family == it.predicted)
+                    .and_then(|g| g.prediction.rule.clone())
+            }
+        });
+        let predicted = it.predicted.as_deref().map(family_text).unwrap_or_default();
+        let statement = format!(
+            "Prediction {verb} on {on}: {} {} (ne11 = {}) -> {predicted}: {}{}",
+            it.phase,
+            it.ggml_type,
+            it.ne11,
+            it.note,
+            if it.evidence.is_empty() { String::new() } else { format!(" ({})", it.evidence.join("; ")) }
+        );
+        let mut c = Claim::new(
+            format!("compare.{}.{}.{}", it.phase, it.ggml_type, it.verdict.to_string().to_lowercase()),
+            confidence,
+            statement,
+        );
+        if let Some(r) = &rule {
+            c = c.with_source(rule_source(r));
+        }
+        claims.push(c.with_sources(trace_sources.iter().cloned()));
+    }
+    for u in &unexplained {
+        let statement = format!(
+            "Observed on {on}: {} ({}{}{}, {} launches), which no phase of this run predicts: the rules exclude it, so the \
+             run's dispatch differs from the prediction (another ggml version or build flags, or a different model or phase)",
+            short(&u.kernel),
+            u.family,
+            u.ggml_type.as_deref().map(|t| format!(", {t}")).unwrap_or_default(),
+            u.ncols.map(|n| format!(", {n} column(s)")).unwrap_or_default(),
+            u.launches
+        );
+        claims.push(
+            Claim::new(format!("compare.unexplained.{}", u.family), Confidence::Confirmed, statement)
+                .with_sources(trace_sources.iter().cloned()),
+        );
+    }
+    if !observed.complete || observed.counts_lower_bound || !observed.notes.is_empty() {
+        let mut why = observed.notes.clone();
+        if observed.counts_lower_bound {
+            why.push("a trace was cut: launch counts are lower bounds".into());
+        }
+        claims.push(
+            Claim::new(
+                "compare.observation-limited",
+                Confidence::Limited,
+                format!("The observation is partial: {}", why.join("; ")),
+            )
+            .with_sources(trace_sources.iter().cloned()),
+        );
+    }
+    let count = |v: Verdict| items.iter().filter(|i| i.verdict == v).count() as u64;
+    Comparison {
+        observed: observed.clone(),
+        confirmed: count(Verdict::Confirmed),
+        contradicted: count(Verdict::Contradicted) + unexplained.len() as u64,
+        unobserved: count(Verdict::Unobserved),
+        items,
+        unexplained,
+        claims,
+    }
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn classifies_real_kernel_names() {
+        // Names from the H100 trace in docs/validation/gpu-2026-11-21 and the cyllama-rocm HIP library.
+        let k = classify("_Z13mul_mat_vec_qIL9ggml_type12ELi8ELb0ELb0ELb0EEvPKvS2_PKi31ggml_cuda_mm_fusion_args_devicePfj5uint3jjjS7_jjjS7_jjjj", 3);
+        assert_eq!((k.family.as_str(), k.ggml_type.as_deref(), k.ncols), ("MMVQ", Some("Q4_K"), Some(8)));
+        let k = classify(
+            "_Z9mul_mat_qIL9ggml_type14ELi16ELb0EL9ggml_prec30EEvPKcPKiS5_S5_PfS6_PKf5uint3iiiiiS9_S9_iiiS9_S9_iiiS9_",
+            1,
+        );
+        assert_eq!((k.family.as_str(), k.ggml_type.as_deref(), k.ncols), ("MMQ", Some("Q6_K"), None));
+        let k = classify("_ZL13mul_mat_vec_fI14__hip_bfloat16fLi5ELi32ELb0ELb0EEvPKT_PKfPKi31ggml_cuda_mm_fusion_args_devicePfi15HIP_vector_typeIjLj3EEiiiSB_iiiSB_iiii", 1);
+        assert_eq!((k.family.as_str(), k.ggml_type.as_deref(), k.ncols), ("MMVF", Some("BF16"), Some(5)));
+        // Conversion kernels of the real cyllama-rocm libggml-hip.
+        assert_eq!(type_in_name("_ZL21dequantize_block_q4_KI6__halfEvPKvPT_"), Some("Q4_K".into()));
+        let generic = "_ZL16dequantize_blockILi32ELi2EXadL_ZL15dequantize_q5_0PKvliR15HIP_vector_typeIfLj2EEEE6__halfEvS1_PT2_lllS2_IjLj3EElll";
+        assert_eq!(type_in_name(generic), Some("Q5_0".into()));
+        assert_eq!(classify(generic, 1).family, "dequantize");
+        assert_eq!(
+            type_in_name("_ZL13convert_unaryI6__half14__hip_bfloat16EvPKvPT0_lll15HIP_vector_typeIjLj3EElll"),
+            None
+        );
+        assert_eq!(template_args("f<a, g<b, c>, (t)1>"), vec!["a", "g<b, c>", "(t)1"]);
+        assert!(template_args("plain").is_empty());
+    }
+}

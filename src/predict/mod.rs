@@ -1,0 +1,691 @@
+//! `predict`: which GPU kernel family ggml's CUDA/HIP backend picks for each weight of a model, per phase of a
+//! request (each prefill ubatch, the rows that see one token after the last layer's gather, decode), for one GPU
+//! arch and ggml version, from the rules in `data/ggml_dispatch_*.toml`; and, given observed kernels (a trace
+//! directory, a `backscope trace --json` summary, or a sweep record's trace), whether the observation confirms
+//! or contradicts each prediction ([`compare`]).
+//!
+//! How a prompt becomes ubatches (llama.cpp 11434; shared/reference notes §3): a `llama_decode` of N tokens is
+//! split into ubatches of `n_ubatch` (default 512) contiguous tokens, so the matmuls see ne11 = 512, 512, …, the
+//! remainder (src/llama-batch.cpp split_simple). Only the last token produces logits: in the last layer the rows
+//! are gathered after attention (src/models/llama.cpp:174-176, src/llama-graph.cpp:2569-2589), so the last
+//! layer's FFN and the output head see ne11 = 1 in the final ubatch and nothing in earlier ones (empty nodes are
+//! skipped). Each decode step is one token (ne11 = 1 with one sequence).
+
+pub mod compare;
+pub mod model;
+pub mod render;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Result};
+use serde::Serialize;
+
+use crate::evidence::{Claim, Confidence, Source};
+use crate::knowledge::dispatch::{
+    AttentionPrediction, AttentionQuery, Device, Evaluator, MatmulPrediction, MatmulQuery, RuleRef,
+};
+use crate::knowledge::{self, gpu_archs};
+use crate::scan::coverage::DeviceArch;
+pub use model::{AttentionShape, MatmulOp, ModelWeights, WeightTensor};
+
+pub const SCHEMA: &str = "backscope.predict/1";
+/// llama.cpp's default n_ubatch (common/common.h:457, src/llama-context.cpp:3761).
+pub const DEFAULT_UBATCH: u64 = 512;
+/// The KV cache view length is padded to this (src/llama-kv-cache.cpp:1285: max(n_pad, 256)).
+pub const KV_PAD: u64 = 256;
+
+/// What weights to predict for.
+#[derive(Clone, Debug)]
+pub enum WeightSource {
+    /// A GGUF model file: its tensor names, types and shapes.
+    Model(PathBuf),
+    /// One weight of a type (`Q4_K`), optionally with `n` rows of `k` elements.
+    Single { weight_type: String, n: Option<u64>, k: Option<u64> },
+    /// Weights already read (from a GGUF the caller parsed, or built by hand).
+    Weights(ModelWeights),
+}
+
+/// How many tokens the matmuls see.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Batch {
+    /// A prompt of N tokens, split into ubatches.
+    PromptTokens(u64),
+    /// One batch of exactly this many columns (every weight sees it).
+    Ne11(u64),
+}
+
+/// Whether flash attention is used (llama.cpp `-fa`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlashAttn {
+    /// llama.cpp's default: on when the GPU backend has a kernel for the shape (llama-context.cpp:549-560).
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+/// The prompt token count taken from a recorded run, with what that count means.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PromptFromRun {
+    pub run_id: String,
+    pub prompt_tokens: u64,
+    /// The count includes tokens served from the prompt cache (Ollama's prompt_eval_count): fewer tokens may
+    /// have been evaluated, so the real ubatches may be smaller.
+    pub includes_cache: bool,
+}
+
+impl PromptFromRun {
+    /// The prompt token count a sweep record reports (`server_timings.prompt_n`), flagged when it includes
+    /// prompt-cache hits (Ollama's prompt_eval_count, `Record::prompt_count_includes_cache`). `None` when the
+    /// record has no count (a failed request).
+    pub fn from_record(r: &crate::sweep::record::Record) -> Option<PromptFromRun> {
+        Some(PromptFromRun {
+            run_id: r.run_id.clone(),
+            prompt_tokens: r.server_timings.prompt_n?,
+            includes_cache: r.prompt_count_includes_cache,
+        })
+    }
+}
+
+/// Where observed kernels come from.
+#[derive(Clone, Debug)]
+pub enum ObservedSource {
+    /// A directory of backscope-trace files (`backscope trace --dir`, or an observed service).
+    TraceDir(PathBuf),
+    /// The JSON `backscope trace --json` printed.
+    TraceSummary(PathBuf),
+    /// A JSON file holding a sweep record's `trace` field (or the whole record).
+    SweepRecord(PathBuf),
+    /// Already loaded.
+    Loaded(compare::Observed),
+}
+
+/// Options of [`run`].
+#[derive(Clone, Debug)]
+pub struct PredictOptions {
+    /// `gfx1201`, `gfx90a:xnack-`, `sm_86`, `8.6`.
+    pub arch: String,
+    pub weights: WeightSource,
+    pub batch: Batch,
+    /// Decode steps after the prompt (one token each). `None`: one decode phase for prompts, none for `Ne11`.
+    pub decode_tokens: Option<u64>,
+    pub ubatch: u64,
+    /// ggml version (`11434`, `ollama-v0.24.0`, aliases in knowledge::dispatch_version).
+    pub ggml: String,
+    /// Keep every rule checked, with its inputs.
+    pub explain: bool,
+    /// KV cache type (llama.cpp `-ctk`/`-ctv`, default F16).
+    pub kv_type: String,
+    pub flash_attn: FlashAttn,
+    /// Build flags set in addition to the version's defaults (e.g. `GGML_CUDA_FORCE_MMQ`).
+    pub build_flags: Vec<String>,
+    pub prompt_from_run: Option<PromptFromRun>,
+    pub observed: Option<ObservedSource>,
+}
+
+impl PredictOptions {
+    pub fn new(arch: impl Into<String>, weights: WeightSource, batch: Batch) -> Self {
+        PredictOptions {
+            arch: arch.into(),
+            weights,
+            batch,
+            decode_tokens: None,
+            ubatch: DEFAULT_UBATCH,
+            ggml: knowledge::DEFAULT_GGML_VERSION.to_string(),
+            explain: false,
+            kv_type: "F16".into(),
+            flash_attn: FlashAttn::Auto,
+            build_flags: Vec::new(),
+            prompt_from_run: None,
+            observed: None,
+        }
+    }
+}
+
+/// The GPU as predicted for.
+#[derive(Clone, Debug, Serialize)]
+pub struct ArchInfo {
+    pub label: String,
+    pub family: String,
+    pub vendor: String,
+    pub ggml_cc: String,
+    pub warp_size: u64,
+    pub source: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct GgmlInfo {
+    pub version: String,
+    pub name: String,
+    pub file: String,
+    pub source_root: String,
+}
+
+/// The weights of one type in one phase that take the same path.
+#[derive(Clone, Debug, Serialize)]
+pub struct WeightGroup {
+    pub ggml_type: String,
+    pub op: MatmulOp,
+    /// Columns these weights see (for MUL_MAT_ID: tokens).
+    pub ne11: u64,
+    pub tensors: u64,
+    /// Up to four tensor names.
+    pub examples: Vec<String>,
+    /// Matmul nodes over the phase: tensors x repeat.
+    pub nodes: u64,
+    #[serde(flatten)]
+    pub prediction: MatmulPrediction,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct AttentionEntry {
+    pub tokens: u64,
+    pub kv_len: u64,
+    pub head_dim: u64,
+    pub gqa: u64,
+    pub kv_type: String,
+    #[serde(flatten)]
+    pub prediction: AttentionPrediction,
+}
+
+/// One phase of the request.
+#[derive(Clone, Debug, Serialize)]
+pub struct Phase {
+    /// `prefill`, `prefill-last`, `last-rows`, `decode`, `batch`.
+    pub id: String,
+    pub label: String,
+    pub ne11: u64,
+    /// How many times the phase runs (ubatches, decode steps).
+    pub repeat: u64,
+    pub weights: Vec<WeightGroup>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attention: Vec<AttentionEntry>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TokensInfo {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ne11: Option<u64>,
+    pub ubatch: u64,
+    pub decode_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_run: Option<PromptFromRun>,
+}
+
+/// Everything `predict` says, in the form `--json` prints.
+#[derive(Clone, Debug, Serialize)]
+pub struct PredictReport {
+    pub schema: &'static str,
+    pub arch: ArchInfo,
+    pub ggml: GgmlInfo,
+    pub model: ModelSummary,
+    pub tokens: TokensInfo,
+    pub flash_attn: FlashAttn,
+    /// Whether flash attention runs on the GPU (auto: a kernel exists for the shape).
+    pub flash_attn_used: bool,
+    pub assumptions: Vec<String>,
+    pub phases: Vec<Phase>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<compare::Comparison>,
+    pub claims: Vec<Claim>,
+    /// Whether the decision paths were kept (`explain`).
+    pub explain: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ModelSummary {
+    pub source: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n_layer: Option<u64>,
+    /// Matmul weights per ggml type.
+    pub weights_per_type: BTreeMap<String, u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attention: Option<AttentionShape>,
+}
+
+/// The device for an `--arch` argument, with its knowledge row.
+pub fn device_for(arch: &str) -> Result<(Device, ArchInfo)> {
+    let parsed = DeviceArch::parse(arch);
+    let archs = gpu_archs();
+    let row = archs.find(&parsed).ok_or_else(|| {
+        anyhow!(
+            "no architecture data for `{arch}` (data/gpu_archs.toml knows {}); AMD targets are gfxNNN, NVIDIA sm_NN or N.N",
+            archs.known().join(", ")
+        )
+    })?;
+    let device = row.device();
+    let info = ArchInfo {
+        label: device.label.clone(),
+        family: row.family().to_string(),
+        vendor: format!("{:?}", device.vendor).to_lowercase(),
+        ggml_cc: if device.cc >= 0x100_0000 { format!("{:#x}", device.cc) } else { device.cc.to_string() },
+        warp_size: device.warp_size,
+        source: row.source().to_string(),
+    };
+    Ok((device, info))
+}
+
+/// KV view length ggml sees with `used` cells: padded to 256, at least 256.
+fn kv_len(used: u64) -> u64 {
+    used.max(1).div_ceil(KV_PAD).saturating_mul(KV_PAD)
+}
+
+/// A phase before prediction: which weights see how many columns.
+struct PhasePlan {
+    id: &'static str,
+    label: String,
+    ne11: u64,
+    repeat: u64,
+    /// Which weights take part: all, those before the gather, or those after it.
+    weights: WeightSet,
+    /// KV lengths to predict attention at (empty: no attention in this phase).
+    kv_lens: Vec<u64>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum WeightSet {
+    All,
+    BeforeGather,
+    AfterGather,
+}
+
+fn plan(batch: Batch, ubatch: u64, decode: u64, gathered: bool) -> Vec<PhasePlan> {
+    let mut out = Vec::new();
+    match batch {
+        Batch::Ne11(n) => out.push(PhasePlan {
+            id: "batch",
+            label: format!("one batch of {n} token(s)"),
+            ne11: n,
+            repeat: 1,
+            weights: WeightSet::All,
+            kv_lens: vec![kv_len(n)],
+        }),
+        Batch::PromptTokens(0) => {}
+        Batch::PromptTokens(n) => {
+            let ubatches = n.div_ceil(ubatch);
+            let last = n - (ubatches - 1) * ubatch;
+            if ubatches > 1 {
+                let full = ubatches - 1;
+                out.push(PhasePlan {
+                    id: "prefill",
+                    label: if full == 1 {
+                        format!("prefill ubatch 1 of {ubatches}")
+                    } else {
+                        format!("prefill ubatches 1-{full} of {ubatches}")
+                    },
+                    ne11: ubatch,
+                    repeat: full,
+                    // Earlier ubatches produce no logits: the gathered rows are empty there.
+                    weights: if gathered { WeightSet::BeforeGather } else { WeightSet::All },
+                    kv_lens: vec![kv_len(ubatch), kv_len(full * ubatch)],
+                });
+            }
+            // With one token in the last ubatch (or one in all), nothing is gathered away: every weight sees it.
+            let split = gathered && last > 1;
+            out.push(PhasePlan {
+                id: "prefill-last",
+                label: if ubatches == 1 {
+                    format!("prefill, one ubatch of {n} token(s)")
+                } else {
+                    format!("prefill ubatch {ubatches} of {ubatches}")
+                },
+                ne11: last,
+                repeat: 1,
+                weights: if split { WeightSet::BeforeGather } else { WeightSet::All },
+                kv_lens: vec![kv_len(n)],
+            });
+            if split {
+                out.push(PhasePlan {
+                    id: "last-rows",
+                    label: "last layer FFN and output head after the row gather (last ubatch)".into(),
+                    ne11: 1,
+                    repeat: 1,
+                    weights: WeightSet::AfterGather,
+                    kv_lens: Vec::new(),
+                });
+            }
+        }
+    }
+    if decode > 0 {
+        let prompt = match batch {
+            Batch::PromptTokens(n) | Batch::Ne11(n) => n,
+        };
+        out.push(PhasePlan {
+            id: "decode",
+            label: format!("decode, {decode} step(s) of one token"),
+            ne11: 1,
+            repeat: decode,
+            weights: WeightSet::All,
+            kv_lens: vec![kv_len(prompt + 1), kv_len(prompt + decode)],
+        });
+    }
+    out
+}
+
+/// Predict, and compare with observed kernels when `opts.observed` is set.
+pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
+    let (device, arch) = device_for(&opts.arch)?;
+    let dispatch = knowledge::dispatch(&opts.ggml).ok_or_else(|| {
+        anyhow!(
+            "no dispatch rules for ggml version `{}` (known: {})",
+            opts.ggml,
+            knowledge::dispatch_versions().join(", ")
+        )
+    })?;
+    if opts.ubatch == 0 {
+        bail!("ubatch must be at least 1");
+    }
+    if let Batch::Ne11(0) = opts.batch {
+        bail!("ne11 must be at least 1");
+    }
+    for flag in &opts.build_flags {
+        if !dispatch.build_flag.iter().any(|f| &f.name == flag) {
+            let known: Vec<&str> = dispatch.build_flag.iter().map(|f| f.name.as_str()).collect();
+            bail!("unknown build flag `{flag}` for ggml {} (known: {})", dispatch.version, known.join(", "));
+        }
+    }
+    let (_, kv_quantized, _) = model::type_facts(&opts.kv_type)?;
+    let weights = match &opts.weights {
+        WeightSource::Model(path) => model::from_gguf(path)?,
+        WeightSource::Single { weight_type, n, k } => model::single(weight_type, *n, *k)?,
+        WeightSource::Weights(w) => w.clone(),
+    };
+    let ev = Evaluator::new(dispatch, &device, &opts.build_flags);
+    let gathered = weights.tensors.iter().any(|t| t.after_gather);
+    let decode = opts.decode_tokens.unwrap_or(match opts.batch {
+        Batch::PromptTokens(_) => 1,
+        Batch::Ne11(_) => 0,
+    });
+    let plans = plan(opts.batch, opts.ubatch, decode, gathered);
+
+    // Flash attention: with `auto`, llama.cpp enables it when the GPU backend supports the op, i.e. when a
+    // kernel exists for the shape (ggml_cuda_flash_attn_ext_supported, fattn.cu), which does not depend on the
+    // number of tokens.
+    let attention_query = |tokens: u64, kv: u64| {
+        weights.attention.as_ref().map(|a| AttentionQuery {
+            head_dim: a.head_dim,
+            dv: a.dv,
+            gqa: a.n_head.checked_div(a.n_head_kv).unwrap_or(1),
+            kv_type: model::type_facts(&opts.kv_type).map(|(t, _, _)| t.to_string()).unwrap_or_default(),
+            kv_quantized,
+            kv_len: kv,
+            tokens,
+        })
+    };
+    let fa_supported = attention_query(1, KV_PAD).map(|q| ev.attention(&q).family.is_some());
+    let flash_attn_used = match opts.flash_attn {
+        FlashAttn::Off => false,
+        FlashAttn::On => fa_supported.is_some(),
+        FlashAttn::Auto => fa_supported == Some(true),
+    };
+
+    let mut phases = Vec::new();
+    for p in &plans {
+        let mut groups: Vec<WeightGroup> = Vec::new();
+        for t in weights.tensors.iter().filter(|t| match p.weights {
+            WeightSet::All => true,
+            WeightSet::BeforeGather => !t.after_gather,
+            WeightSet::AfterGather => t.after_gather,
+        }) {
+            let (_, quantized, type_size) = model::type_facts(&t.ggml_type)?;
+            let q = MatmulQuery {
+                weight_type: t.ggml_type.clone(),
+                quantized,
+                type_size,
+                ne00: t.ne00,
+                ne01: t.ne01,
+                experts: t.experts,
+                ne11: p.ne11,
+                mul_mat_id: t.op == MatmulOp::MulMatId,
+            };
+            let mut prediction = ev.matmul(&q);
+            let key = |g: &WeightGroup| {
+                g.ggml_type == t.ggml_type
+                    && g.op == t.op
+                    && g.prediction.family == prediction.family
+                    && g.prediction.rule == prediction.rule
+                    && g.prediction.blas_compute == prediction.blas_compute
+            };
+            if let Some(g) = groups.iter_mut().find(|g| key(g)) {
+                g.tensors += 1;
+                g.nodes += p.repeat;
+                if g.examples.len() < 4 {
+                    g.examples.push(t.name.clone());
+                }
+            } else {
+                if !opts.explain {
+                    prediction.path.clear();
+                }
+                groups.push(WeightGroup {
+                    ggml_type: t.ggml_type.clone(),
+                    op: t.op,
+                    ne11: p.ne11,
+                    tensors: 1,
+                    examples: vec![t.name.clone()],
+                    nodes: p.repeat,
+                    prediction,
+                });
+            }
+        }
+        let mut attention = Vec::new();
+        if flash_attn_used {
+            let mut kvs = p.kv_lens.clone();
+            kvs.dedup();
+            for kv in kvs {
+                let Some(q) = attention_query(p.ne11, kv) else { continue };
+                let mut prediction = ev.attention(&q);
+                if !opts.explain {
+                    prediction.path.clear();
+                }
+                // A second KV length is listed only where it changes the kernel.
+                if attention.last().is_some_and(|a: &AttentionEntry| a.prediction.family == prediction.family) {
+                    continue;
+                }
+                attention.push(AttentionEntry {
+                    tokens: q.tokens,
+                    kv_len: kv,
+                    head_dim: q.head_dim,
+                    gqa: q.gqa,
+                    kv_type: q.kv_type.clone(),
+                    prediction,
+                });
+            }
+        }
+        phases.push(Phase {
+            id: p.id.to_string(),
+            label: p.label.clone(),
+            ne11: p.ne11,
+            repeat: p.repeat,
+            weights: groups,
+            attention,
+        });
+    }
+
+    let mut assumptions = vec![
+        format!(
+            "ggml's *_available() helpers that read ggml_cuda_highest_compiled_arch(cc) assume the build has code for {} itself",
+            device.label
+        ),
+        "build flags at their defaults".to_string()
+            + &if opts.build_flags.is_empty() { String::new() } else { format!(", plus {}", opts.build_flags.join(", ")) },
+        "one sequence (no continuous batching with other requests); the logits of the last prompt token only".into(),
+        "weights are contiguous, F32 activations and output (no split buffers, no padded views)".into(),
+    ];
+    if weights.attention.is_some() {
+        assumptions.push(format!(
+            "attention: causal mask, no ALiBi, KV cache {} padded to {KV_PAD} cells",
+            model::type_facts(&opts.kv_type)?.0
+        ));
+    }
+    if !flash_attn_used && weights.attention.is_some() {
+        assumptions.push(
+            "flash attention off: the KQ and KQV products against the KV cache are matmuls this prediction does not list"
+                .into(),
+        );
+    }
+    if let Some(r) = &opts.prompt_from_run {
+        if r.includes_cache {
+            assumptions.push(format!(
+                "the prompt token count ({}) comes from run {} and includes prompt tokens served from the prompt cache; \
+                 only the uncached suffix is evaluated, so the real ubatches may be fewer and smaller",
+                r.prompt_tokens, r.run_id
+            ));
+        }
+    }
+
+    let mut per_type = BTreeMap::new();
+    for t in &weights.tensors {
+        *per_type.entry(t.ggml_type.clone()).or_insert(0u64) += 1;
+    }
+    let mut report = PredictReport {
+        schema: SCHEMA,
+        arch,
+        ggml: GgmlInfo {
+            version: dispatch.version.clone(),
+            name: dispatch.name.clone(),
+            file: knowledge::dispatch_file(&dispatch.version).unwrap_or_default().to_string(),
+            source_root: dispatch.source_root.clone(),
+        },
+        model: ModelSummary {
+            source: weights.source.clone(),
+            architecture: weights.architecture.clone(),
+            n_layer: weights.n_layer,
+            weights_per_type: per_type,
+            attention: weights.attention.clone(),
+        },
+        tokens: TokensInfo {
+            prompt_tokens: match opts.batch {
+                Batch::PromptTokens(n) => Some(n),
+                Batch::Ne11(_) => None,
+            },
+            ne11: match opts.batch {
+                Batch::Ne11(n) => Some(n),
+                Batch::PromptTokens(_) => None,
+            },
+            ubatch: opts.ubatch,
+            decode_tokens: decode,
+            from_run: opts.prompt_from_run.clone(),
+        },
+        flash_attn: opts.flash_attn,
+        flash_attn_used,
+        assumptions,
+        phases,
+        comparison: None,
+        claims: Vec::new(),
+        explain: opts.explain,
+    };
+    report.claims = prediction_claims(&report, opts.prompt_from_run.as_ref());
+    if let Some(src) = &opts.observed {
+        let observed = match src {
+            ObservedSource::Loaded(o) => o.clone(),
+            other => compare::load(other)?,
+        };
+        let cmp = compare::compare(&report, &observed);
+        report.claims.extend(cmp.claims.iter().cloned());
+        report.comparison = Some(cmp);
+    }
+    Ok(report)
+}
+
+/// The evidence source of a rule.
+pub fn rule_source(r: &RuleRef) -> Source {
+    Source::Rule { file: r.file(), rule: r.id.clone(), upstream: r.source.clone() }
+}
+
+fn prediction_claims(r: &PredictReport, from_run: Option<&PromptFromRun>) -> Vec<Claim> {
+    let mut out = Vec::new();
+    let on = format!("{} ({}, ggml {})", r.arch.label, r.arch.family, r.ggml.version);
+    let arch_source = Source::Rule {
+        file: knowledge::GPU_ARCHS_FILE.into(),
+        rule: r.arch.label.clone(),
+        upstream: r.arch.source.clone(),
+    };
+    for p in &r.phases {
+        for g in &p.weights {
+            let id =
+                format!("predict.{}.{}.{}", p.id, g.ggml_type, g.prediction.family.as_deref().unwrap_or("undecided"));
+            let what = match (&g.prediction.family, &g.prediction.undecided) {
+                (Some(f), _) => {
+                    let compute =
+                        g.prediction.blas_compute.as_ref().map(|c| format!(" (weights as {c})")).unwrap_or_default();
+                    format!("{}{compute}", family_text(f))
+                }
+                (None, Some(why)) => format!("undecided: {why}"),
+                (None, None) => "undecided".into(),
+            };
+            let statement = format!(
+                "On {on}, {} (ne11 = {}): {} {} weight(s) of type {} -> {what}",
+                p.label,
+                g.ne11,
+                g.tensors,
+                match g.op {
+                    MatmulOp::MulMat => "MUL_MAT",
+                    MatmulOp::MulMatId => "MUL_MAT_ID",
+                },
+                g.ggml_type
+            );
+            let confidence = if g.prediction.family.is_some() { Confidence::Inferred } else { Confidence::Unresolved };
+            let mut c = Claim::new(id, confidence, statement).with_source(arch_source.clone());
+            if let Some(rule) = &g.prediction.rule {
+                c = c.with_source(rule_source(rule));
+            }
+            out.push(c);
+        }
+        for a in &p.attention {
+            let statement = format!(
+                "On {on}, {}: flash attention over {} query token(s), head size {}, GQA {}, KV {} x {} -> {}",
+                p.label,
+                a.tokens,
+                a.head_dim,
+                a.gqa,
+                a.kv_len,
+                a.kv_type,
+                a.prediction.family.as_deref().unwrap_or("no kernel")
+            );
+            let mut c = Claim::new(format!("predict.{}.attention", p.id), Confidence::Inferred, statement)
+                .with_source(arch_source.clone());
+            if let Some(rule) = &a.prediction.rule {
+                c = c.with_source(rule_source(rule));
+            }
+            out.push(c);
+        }
+    }
+    if let Some(run) = from_run {
+        out.push(
+            Claim::new(
+                "predict.prompt-from-run",
+                if run.includes_cache { Confidence::Limited } else { Confidence::Inferred },
+                format!(
+                    "The prompt of {} token(s) is the count recorded for run {}{}",
+                    run.prompt_tokens,
+                    run.run_id,
+                    if run.includes_cache {
+                        "; that count includes cached prompt tokens, which are not evaluated (prompt-cache caveat)"
+                    } else {
+                        ""
+                    }
+                ),
+            )
+            .with_source(Source::Run { run_id: run.run_id.clone(), file: None }),
+        );
+    }
+    out
+}
+
+/// How a family reads in text.
+pub fn family_text(f: &str) -> String {
+    match f {
+        "BLAS" => "dequantize/convert + vendor BLAS (cuBLAS/hipBLAS)".into(),
+        "MMID-loop" => "per-expert loop (MUL_MAT_ID fallback, host-synchronising)".into(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
