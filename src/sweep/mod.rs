@@ -20,6 +20,7 @@ mod api;
 mod cells;
 mod command;
 mod dryrun;
+mod durable;
 mod envsnap;
 mod events;
 mod executor;
