@@ -32,15 +32,15 @@ use std::io::{self, Read};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 pub use descendants::become_subreaper;
 use descendants::{owner, spawn_tracked, Tag, TAG_VAR};
 pub use helper::run_bounded;
 use ledger::Recorded;
 pub use ledger::{reclaim, Ledger};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// How often exits are polled while waiting. Short enough that a crash is noticed within a few ms of the
 /// connection dropping; waits are bounded by their callers.
