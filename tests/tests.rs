@@ -7,6 +7,7 @@ mod scan_bad_input;
 mod scan_real;
 mod sweep_common;
 mod sweep_faults;
+mod sweep_hardening;
 mod sweep_real;
 mod sweep_trace;
 mod trace_cli;

@@ -18,6 +18,7 @@ use super::record::RunSource;
 use super::runner::{self, RunEnd};
 use super::spec::SpecFile;
 use super::store::{self, RunRow, RunStatus, Store};
+use super::supervise::Ledger;
 use super::{dryrun, envsnap, http, import, report, supervise};
 use crate::exit;
 
@@ -163,7 +164,8 @@ fn new_run(store: &mut Store, opts: &RunOptions, plan: &Plan, schedule: Schedule
     let meta =
         json!({"run_id": run_id, "created_at": store::utc_now(), "db": absolute(&opts.db), "argv": argv, "plan": plan});
     store::write_atomic(&run_dir.join("run.json"), &serde_json::to_vec_pretty(&meta)?)?;
-    store::write_atomic(&run_dir.join("env.json"), &serde_json::to_vec_pretty(&envsnap::snapshot(plan))?)?;
+    let env = envsnap::snapshot(plan, &Ledger::new(&run_dir));
+    store::write_atomic(&run_dir.join("env.json"), &serde_json::to_vec_pretty(&env)?)?;
     Ok(OpenRun { run_id, run_dir, schedule, resumed: false })
 }
 
@@ -175,29 +177,60 @@ fn sweep(opts: RunOptions) -> Result<u8> {
     if opts.resume.is_none() && !shaped {
         bail!("nothing to sweep: give --endpoint NAME=URL or --server NAME=llama-server with --model (see --help), a --spec file, or --resume");
     }
+    if opts.dry_run {
+        return dry_run(&opts);
+    }
     let mut store = Store::open(&opts.db)?;
+    reclaim_leftovers(&store)?;
     let open = match &opts.resume {
         Some(which) => resumed_run(&store, which, &opts.db)?,
         None => {
             let plan = new_plan(&opts)?;
             let schedule = Schedule::of(&plan);
-            if opts.dry_run {
-                print!("{}", dryrun::describe(&schedule));
-                return Ok(exit::OK);
-            }
             new_run(&mut store, &opts, &plan, schedule)?
         }
     };
-    if opts.dry_run {
-        print!("{}", dryrun::describe(&open.schedule));
-        return Ok(exit::OK);
-    }
     execute(&opts, &mut store, open)
+}
+
+/// `--dry-run`: print what would run. Creates no file and changes none: the database is read (for `--resume`)
+/// without being created or written.
+fn dry_run(opts: &RunOptions) -> Result<u8> {
+    let schedule = match &opts.resume {
+        Some(which) => resumed_run(&Store::open_read_only(&opts.db)?, which, &opts.db)?.schedule,
+        None => Schedule::of(&new_plan(opts)?),
+    };
+    print!("{}", dryrun::describe(&schedule));
+    Ok(exit::OK)
+}
+
+/// Kill what the servers of sweeps whose backscope died (SIGKILL, a second Ctrl-C) left running, from their run
+/// directories' ledgers, and say so. Runs of a backscope that still runs are left alone.
+fn reclaim_leftovers(store: &Store) -> Result<()> {
+    for row in store.runs()?.into_iter().filter(|r| r.source == RunSource::Sweep) {
+        for r in supervise::reclaim(Path::new(&row.run_dir)) {
+            if r.stopped.is_empty() {
+                continue;
+            }
+            let killed: Vec<String> = r.stopped.iter().map(|s| format!("{} ({})", s.pid, s.comm)).collect();
+            eprintln!(
+                "backscope: run {} ended without stopping what `{}` started (its backscope, pid {}, was killed); killed the processes left running: {}",
+                row.run_id,
+                r.argv.join(" "),
+                r.owner_pid,
+                killed.join(", ")
+            );
+        }
+    }
+    Ok(())
 }
 
 fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun) -> Result<u8> {
     let OpenRun { run_id, run_dir, schedule, resumed } = open;
     let interrupt = supervise::Interrupt::install().context("cannot install the Ctrl-C handler")?;
+    // Orphans of the servers' processes are adopted by backscope while it runs, so they can be found and stopped
+    // even if they left their group and tag. Without it (kernels before 3.4) the group and the tag still work.
+    let _ = supervise::become_subreaper();
     let cells_total = schedule.cells.len() as u64;
     let cells_done = store.completed_keys(&run_id)?.len() as u64;
     let mut sinks = Sinks::default();
@@ -218,7 +251,7 @@ fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun) -> Result<u8> {
     store.set_run_status(&run_id, RunStatus::Running)?;
     let end = {
         let mut ctx = runner::RunContext { run_id: &run_id, run_dir: &run_dir, store, sink: &mut sinks, interrupt };
-        runner::execute(&mut ctx, &schedule, &mut Machine)?
+        runner::execute(&mut ctx, &schedule, &mut Machine { ledger: Ledger::new(&run_dir) })?
     };
     let records = store.records(&run_id)?;
     let claims = report::claims(&records, &run_dir);

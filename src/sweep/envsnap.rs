@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 
 use super::plan::{EndpointKind, Plan};
-use super::supervise::run_bounded;
+use super::supervise::{run_bounded, Ledger};
 
 /// Variables that change which backend or device a runtime picks (Ollama's, ggml's and the HIP, CUDA and Vulkan
 /// runtimes' device and library selection) or how libraries load.
@@ -123,18 +123,19 @@ fn on_path(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
 }
 
-fn helper(argv: &[&str], env: &[(String, String)]) -> Value {
-    match run_bounded(argv, env, HELPER_LIMIT, HELPER_BYTES) {
+fn helper(argv: &[&str], env: &[(String, String)], ledger: &Ledger) -> Value {
+    match run_bounded(argv, env, HELPER_LIMIT, HELPER_BYTES, Some(ledger)) {
         Ok((exit, out)) => json!({"argv": argv, "exit": exit.describe(), "output": out}),
         Err(e) => json!({"argv": argv, "error": e.to_string()}),
     }
 }
 
-pub fn snapshot(plan: &Plan) -> Value {
+/// The snapshot of `plan`'s run; its helper commands are recorded in `ledger` while they run.
+pub fn snapshot(plan: &Plan, ledger: &Ledger) -> Value {
     let mut tools = Vec::new();
     for argv in [&["nvidia-smi", "-L"][..], &["rocminfo"][..], &["vulkaninfo", "--summary"][..]] {
         if on_path(argv[0]) {
-            tools.push(helper(argv, &[]));
+            tools.push(helper(argv, &[], ledger));
         }
     }
     let mut endpoints = Map::new();
@@ -144,7 +145,7 @@ pub fn snapshot(plan: &Plan) -> Value {
             EndpointKind::Managed { preset, program, env, .. } => {
                 let prog = program.display().to_string();
                 let probes: Vec<Value> =
-                    preset.self_description().iter().map(|arg| helper(&[&prog, arg], env)).collect();
+                    preset.self_description().iter().map(|arg| helper(&[&prog, arg], env, ledger)).collect();
                 json!({"preset": preset, "program": prog, "env": env.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect::<Map<String, Value>>(), "probes": probes})
             }
         };

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::http::{Client, HttpClient, Timeouts};
-use super::supervise::{self, ExitInfo, ProcessSpec, Supervised};
+use super::supervise::{self, ExitInfo, Ledger, ProcessSpec, Supervised};
 
 pub trait Executor {
     type Server: Server;
@@ -47,9 +47,12 @@ pub trait Server {
     }
 }
 
-/// This machine: child processes in their own process groups, TCP on loopback.
-#[derive(Debug, Default)]
-pub struct Machine;
+/// This machine: child processes in their own process groups, recorded in the run's ledger while they run; TCP
+/// on loopback.
+#[derive(Debug)]
+pub struct Machine {
+    pub ledger: Ledger,
+}
 
 impl Executor for Machine {
     type Server = Supervised;
@@ -64,7 +67,7 @@ impl Executor for Machine {
     }
 
     fn spawn(&mut self, process: &ProcessSpec, log: &Path) -> io::Result<Supervised> {
-        Supervised::spawn(process, log)
+        Supervised::spawn(process, log, Some(&self.ledger))
     }
 
     fn client(&mut self, base_url: &str, timeouts: Timeouts) -> HttpClient {

@@ -11,7 +11,8 @@
 //! 4. `runner` walks the cells through an `executor::Executor` (processes, `supervise`; HTTP, `http` and
 //!    `api`), reading server logs (`logs`) and kernel traces (`tracejoin`) and telling `events` sinks
 //!    (progress bar, `--json`) as it goes;
-//! 5. `store` commits each cell's `record::Record` to SQLite and the run directory;
+//! 5. `store` commits each cell's `record::Record` to SQLite and the run directory (files written whole and
+//!    durably, `durable`);
 //! 6. `report` turns the records into the table and claims.
 //!
 //! `command` holds the command bodies: a run, and `export`, `import` (llama-bench) and `report` on the database.
@@ -20,6 +21,7 @@ mod api;
 mod cells;
 mod command;
 mod dryrun;
+mod durable;
 mod envsnap;
 mod events;
 mod executor;

@@ -425,6 +425,10 @@ pub struct RecordTrace {
     /// Distinct kernels launched (also those beyond the top list).
     pub distinct_kernels: u64,
     pub processes: Vec<TraceProcess>,
+    /// Trace files the observer stopped writing (a `truncated` record, docs/trace-format.md) before the request
+    /// ended: the launches they count for it are lower bounds, and a kernel they do not show may still have run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cut: Vec<String>,
     /// Problems: unreadable trace files, the wait for the observer's flush that ran out, processes that ended
     /// without the exit flush.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

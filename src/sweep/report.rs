@@ -176,12 +176,14 @@ pub fn table(pts: &[PointRecords<'_>]) -> String {
 fn kernels_text(recs: &[&Record]) -> String {
     let traced: Vec<&super::record::RecordTrace> = recs.iter().filter_map(|r| r.trace.as_ref()).collect();
     let Some(first) = traced.first() else { return "-".into() };
-    let text = shorten(&tracejoin::families_text(first), 60);
+    let mut text = shorten(&tracejoin::families_text(first), 60);
     if traced.iter().any(|t| t.families != first.families) {
-        format!("{text} (varies)")
-    } else {
-        text
+        text.push_str(" (varies)");
     }
+    if traced.iter().any(|t| !t.cut.is_empty()) {
+        text.push_str(" (trace cut: lower bounds)");
+    }
+    text
 }
 
 /// The demangled name with its ggml type spelled out: `mul_mat_vec_q<(ggml_type)12, 8>` → `mul_mat_vec_q<Q4_K, 8>`.
@@ -233,11 +235,19 @@ fn trace_claim(r: &Record, base_id: &str, at: &str, run_dir: &std::path::Path) -
     sources.push(Source::Run { run_id: r.run_id.clone(), file: Some(r.file.clone()) });
     let id = format!("{base_id}.e{}r{}.kernels", r.epoch, r.repetition);
     let precision = format!("windows of {} ms", t.interval_ms);
+    // A trace the observer stopped writing (its byte budget, a failed write) before the request ended counts only
+    // the launches before the cut: its counts are lower bounds and its silence proves nothing.
+    let cut = (!t.cut.is_empty())
+        .then(|| format!("the observer stopped writing {} before the request ended", t.cut.join(", ")));
     if t.total_launches == 0 {
-        let (confidence, statement) = match t.observer_loaded {
-            Some(false) => (
+        let (confidence, statement) = match (t.observer_loaded, &cut) {
+            (Some(false), _) => (
                 Confidence::Unresolved,
                 format!("{request}: no kernel launch was observed, but the observer was not mapped into the server (a static or setuid program ignores LD_PRELOAD)"),
+            ),
+            (_, Some(cut)) => (
+                Confidence::Unresolved,
+                format!("{request}: no kernel launch was counted, but {cut}, so the launches during the request are unknown"),
             ),
             _ => (
                 Confidence::Confirmed,
@@ -249,7 +259,12 @@ fn trace_claim(r: &Record, base_id: &str, at: &str, run_dir: &std::path::Path) -
     let top: Vec<String> =
         t.kernels.iter().take(3).map(|k| format!("{} {} launches", k.launches, shorten(&typed_name(k), 60))).collect();
     let absent: Vec<&str> = MATMUL_FAMILIES.iter().copied().filter(|f| !t.families.contains_key(*f)).collect();
-    let absent = if absent.is_empty() { String::new() } else { format!(" and no {}", absent.join(", no ")) };
+    let absent = match &cut {
+        // What a cut trace does not show may have run after the cut.
+        Some(_) => String::new(),
+        None if absent.is_empty() => String::new(),
+        None => format!(" and no {}", absent.join(", no ")),
+    };
     let failed = if t.failed_launches > 0 {
         format!("; {} of the launches failed (the runtime returned an error, nothing ran)", t.failed_launches)
     } else {
@@ -264,14 +279,18 @@ fn trace_claim(r: &Record, base_id: &str, at: &str, run_dir: &std::path::Path) -
     } else {
         String::new()
     };
+    let (confidence, at_least, lower) = match &cut {
+        Some(cut) => (Confidence::Limited, "at least ", format!("; these counts are lower bounds: {cut}")),
+        None => (Confidence::Confirmed, "", String::new()),
+    };
     let statement = format!(
-        "{request} ran {} kernel launches in {} process(es): {} ({}){absent}{failed} [join precision: {precision}{spill}]",
+        "{request} ran {at_least}{} kernel launches in {} process(es): {} ({}){absent}{failed}{lower} [join precision: {precision}{spill}]",
         t.total_launches,
         t.processes.iter().filter(|p| p.launches > 0).count(),
         top.join(", "),
         tracejoin::families_text(t),
     );
-    Some(Claim::new(id, Confidence::Confirmed, statement).with_sources(sources))
+    Some(Claim::new(id, confidence, statement).with_sources(sources))
 }
 
 fn run_sources(recs: &[&Record], pick: impl Fn(&Record) -> bool) -> Vec<Source> {

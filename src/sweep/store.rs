@@ -1,20 +1,19 @@
 //! Where records go: SQLite (`backscope.db` by default) and a run directory per run.
 //!
-//! A cell is committed in two steps: its `result.json` is written to a temporary file, fsynced and renamed into
-//! place; then one SQLite transaction inserts its row. The database is the ledger of completed cells: a crash or
-//! power cut between the steps leaves a `result.json` without a row, and `--resume` runs that cell again and
-//! replaces the file. `(run_id, cell_key)` is the primary key, so a cell can never be recorded twice. The database
-//! runs in WAL mode with `synchronous = FULL`, so a committed row survives a power cut; one fsync per cell is
-//! nothing next to an LLM request.
+//! A cell is committed in two steps: its `result.json` is written to a temporary file, fsynced, renamed into place and
+//! its directory fsynced (`durable`); then one SQLite transaction inserts its row. The database is the ledger of
+//! completed cells: a crash or power cut between the steps leaves a `result.json` without a row, and `--resume` runs
+//! that cell again and replaces the file. `(run_id, cell_key)` is the primary key, so a cell can never be recorded
+//! twice. The database runs in WAL mode with `synchronous = FULL`, so a committed row survives a power cut; one fsync
+//! per cell is nothing next to an LLM request.
 
 use std::collections::HashSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
-use rusqlite::{params, Connection, OptionalExtension, ToSql};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, ToSql};
 use serde::{Deserialize, Serialize};
 
 use super::record::{Record, RunSource};
@@ -155,6 +154,36 @@ impl Store {
         let mut store = Store { conn, path: path.to_path_buf() };
         store.migrate()?;
         Ok(store)
+    }
+
+    /// Open an existing database for reading only, creating and changing no file: not the database, not its
+    /// `-wal` and `-shm` companions (`sweep --dry-run --resume`). A read-only connection to a WAL database creates
+    /// missing companions and leaves them behind, so: with both present (a writer has the database open) it reads
+    /// through them; otherwise every committed transaction is in the main file, which is opened as immutable — no
+    /// lock, no companion file.
+    pub fn open_read_only(path: &Path) -> Result<Store> {
+        if !path.is_file() {
+            bail!("{} does not exist: run a sweep first or pass --db", path.display());
+        }
+        let companion = |suffix: &str| {
+            let mut p = path.as_os_str().to_owned();
+            p.push(suffix);
+            PathBuf::from(p).exists()
+        };
+        let immutable = if companion("-wal") && companion("-shm") { "" } else { "&immutable=1" };
+        let uri = format!("file:{}?mode=ro{immutable}", uri_path(&super::paths::absolute(path)));
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&uri, flags)
+            .with_context(|| format!("cannot open database {} for reading", path.display()))?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version > SCHEMA_VERSION {
+            bail!(
+                "{} was written by a newer backscope (schema {version}, this one knows {SCHEMA_VERSION}); use that version or another --db",
+                path.display()
+            );
+        }
+        Ok(Store { conn, path: path.to_path_buf() })
     }
 
     fn migrate(&mut self) -> Result<()> {
@@ -344,25 +373,28 @@ impl Store {
     }
 }
 
-/// Write `bytes` to `path` so that a reader sees either the old file or the complete new one.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().context("path without a directory")?;
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("file")));
-    {
-        let mut f = std::fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
-    Ok(())
-}
+pub use super::durable::write_atomic;
 
 /// Commit one record: `result.json` first (atomic), then the database row.
 pub fn commit_record(store: &mut Store, run_dir: &Path, rec: &Record) -> Result<()> {
     let json = serde_json::to_vec_pretty(rec)?;
     write_atomic(&run_dir.join(&rec.file), &json)?;
     store.insert_record(rec)
+}
+
+/// A path as the path part of an SQLite URI filename: bytes other than unreserved characters and `/` are
+/// percent-encoded, so that `?`, `#` and `%` in a directory name are not read as URI syntax.
+fn uri_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// UTC now as RFC 3339 with milliseconds.
@@ -527,6 +559,39 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_read_only_open_creates_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        // A directory name that is URI syntax.
+        let db = dir.path().join("a ?#%b/backscope.db");
+        let files = || {
+            let mut v: Vec<String> = std::fs::read_dir(db.parent().unwrap())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        assert!(Store::open_read_only(&db).err().unwrap().to_string().contains("does not exist"));
+        assert!(!db.parent().unwrap().exists(), "a missing database is not created");
+        {
+            let mut s = Store::open(&db).unwrap();
+            s.create_run(&run_row("r1", dir.path())).unwrap();
+        }
+        assert_eq!(files(), ["backscope.db"], "closing the last writer checkpoints and removes the companions");
+        let r = Store::open_read_only(&db).unwrap();
+        assert_eq!(r.runs().unwrap().len(), 1);
+        drop(r);
+        assert_eq!(files(), ["backscope.db"], "no -wal or -shm left by a reader");
+        // With a writer open, the reader sees its committed rows through the companions it made.
+        let mut w = Store::open(&db).unwrap();
+        w.create_run(&run_row("r2", dir.path())).unwrap();
+        let before = files();
+        assert_eq!(Store::open_read_only(&db).unwrap().runs().unwrap().len(), 2);
+        assert_eq!(files(), before);
+        assert_eq!(uri_path(Path::new("/a b/c?d#e%f")), "/a%20b/c%3Fd%23e%25f");
+    }
+
+    #[test]
     fn a_newer_schema_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("b.db");
@@ -543,15 +608,5 @@ pub(crate) mod tests {
         let id = new_run_id();
         assert_eq!(id.len(), "20261121-120501-3fa2".len());
         assert!(id.chars().nth(8) == Some('-'));
-    }
-
-    #[test]
-    fn atomic_write_replaces_whole_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("a/b/result.json");
-        write_atomic(&p, b"one").unwrap();
-        write_atomic(&p, b"two").unwrap();
-        assert_eq!(std::fs::read(&p).unwrap(), b"two");
-        assert_eq!(std::fs::read_dir(p.parent().unwrap()).unwrap().count(), 1, "no temporary file left behind");
     }
 }

@@ -230,6 +230,7 @@ pub fn join(
     let mut processes = Vec::new();
     let mut spill = [0u64; 2];
     let mut notes = Vec::new();
+    let mut cut = Vec::new();
     for t in traces {
         for w in t.windows_in(range).filter(|w| !w.counts.is_empty()) {
             spill[0] = spill[0].max(t0.saturating_sub(w.t0));
@@ -237,11 +238,12 @@ pub fn join(
         }
         let file = t.path.as_deref().map(label).unwrap_or_default();
         let launches = t.total_launches(range);
-        if let Some(cut) = t.truncated.as_ref().filter(|c| c.at_ns <= t1) {
+        if let Some(c) = t.truncated.as_ref().filter(|c| c.at_ns <= t1) {
             notes.push(format!(
                 "{file}: the observer stopped writing this trace before the request ended ({}); launches after that are not counted, so its counts are lower bounds",
-                cut.why()
+                c.why()
             ));
+            cut.push(file.clone());
         }
         if launches > 0 && t.windows_in(range).any(|w| w.unknown_graph_launches > 0) {
             notes.push(format!(
@@ -290,6 +292,7 @@ pub fn join(
         kernels,
         distinct_kernels,
         processes,
+        cut,
         notes,
     }
 }
@@ -528,6 +531,47 @@ mod tests {
         assert_eq!(after.total_launches, 0);
         assert_eq!(after.notes.len(), 1);
         assert!(after.notes[0].contains("budget of 1024 bytes") && after.notes[0].contains("lower bounds"));
+        assert!(before.cut.is_empty());
+        assert_eq!(after.cut, [dir.path().join("trace-42.jsonl").display().to_string()]);
+    }
+
+    #[test]
+    fn claims_from_a_cut_trace_are_lower_bounds_and_never_claim_absence() {
+        let cut = format!(
+            "{}{}\n",
+            server_trace().replace(r#""version":1"#, r#""version":2"#),
+            r#"{"truncated":"budget","at_ns":7500,"bytes":900,"max_bytes":1024}"#
+        );
+        let mut t = TraceFile::parse(&cut).unwrap();
+        t.path = Some(PathBuf::from("/runs/r/traces/s001-cuda/trace-42.jsonl"));
+        let label = |p: &Path| p.strip_prefix("/runs/r").unwrap().display().to_string();
+        let rec = |rep: u32, window: [u64; 2]| {
+            let mut r = crate::sweep::store::tests::record("r", &format!("cuda|m|ngl=99|p|n=1|e1|r{rep}"), rep as u64);
+            r.endpoint = "cuda".into();
+            r.repetition = rep;
+            r.trace = Some(join("traces/s001-cuda", vec![], &[&t], &label, window, 20));
+            r
+        };
+        // Before the cut, across it (the window [6000,7000] counts, the cut at 7500 comes before the end), after it.
+        let records = [rec(1, [3100, 3900]), rec(2, [6500, 8000]), rec(3, [8000, 9000])];
+        let claims = crate::sweep::report::claims(&records, Path::new("/runs/r"));
+        let k: Vec<&crate::evidence::Claim> = claims.iter().filter(|c| c.id.ends_with(".kernels")).collect();
+        use crate::evidence::Confidence;
+        assert_eq!(k[0].confidence, Confidence::Confirmed);
+        assert!(k[0].statement.contains(" ran 508 kernel launches") && k[0].statement.contains("and no MMQ"));
+        assert_eq!(k[1].confidence, Confidence::Limited, "{}", k[1].statement);
+        assert!(k[1].statement.contains(" ran at least 999 kernel launches"), "{}", k[1].statement);
+        assert!(!k[1].statement.contains("no MMQ"), "absence is not established by a cut trace: {}", k[1].statement);
+        assert!(
+            k[1].statement.contains("lower bounds: the observer stopped writing traces/s001-cuda/trace-42.jsonl"),
+            "{}",
+            k[1].statement
+        );
+        assert_eq!(k[2].confidence, Confidence::Unresolved, "{}", k[2].statement);
+        assert!(!k[2].statement.contains("no CUDA/HIP kernel launch was observed"), "{}", k[2].statement);
+        assert!(k[2].statement.contains("launches during the request are unknown"), "{}", k[2].statement);
+        let text = crate::sweep::report::render("r", "/runs/r", &records, &claims);
+        assert!(text.contains("(trace cut: lower bounds)"), "{text}");
     }
 
     #[test]

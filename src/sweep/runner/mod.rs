@@ -27,7 +27,7 @@ use super::cells::{Cell, ExternalEndpoint, Schedule, Target};
 use super::events::{Event, Sink};
 use super::executor::{Executor, Server};
 use super::http::{detect_api, Client, Failure, Measurement, Timeouts};
-use super::logs::{scan_log, LogScan};
+use super::logs::{LogReader, LogScan};
 use super::presets::ServerKey;
 use super::record::{Api, ErrorClass, Phase, Record, RunSource, ServerRef, Status, RECORD_SCHEMA};
 use super::store::{commit_record, utc_now, Store};
@@ -39,7 +39,7 @@ use start::StartError;
 /// How long to wait for a managed server's wait status after its connection broke: the kernel closes a dying
 /// process's sockets before the parent can reap it, usually within milliseconds.
 const EXIT_AFTER_BREAK: Duration = Duration::from_secs(3);
-/// Largest external server log read whole for backend facts; beyond it only each cell's window is read.
+/// Largest external server log read from its start for backend facts; beyond it only each cell's window is read.
 const EXTERNAL_LOG_SCAN_CAP: u64 = 64 << 20;
 /// Longest wait for a server log to stop growing after a request (for the cell's slice).
 const LOG_SETTLE: Duration = Duration::from_millis(300);
@@ -67,8 +67,16 @@ pub fn execute<E: Executor>(ctx: &mut RunContext<'_>, schedule: &Schedule, exec:
     std::fs::create_dir_all(&servers_dir)?;
     // On resume, new server logs continue the numbering instead of overwriting the earlier ones.
     let server_logs = std::fs::read_dir(&servers_dir)?.count() as u32;
-    let mut runner =
-        Runner { ctx, schedule, exec, current: None, externals: HashMap::new(), starts: HashMap::new(), server_logs };
+    let mut runner = Runner {
+        ctx,
+        schedule,
+        exec,
+        current: None,
+        externals: HashMap::new(),
+        starts: HashMap::new(),
+        server_logs,
+        logs: HashMap::new(),
+    };
     let mut end = RunEnd::Finished;
     for cell in &schedule.cells {
         if done.contains(&cell.key) {
@@ -175,6 +183,8 @@ struct Runner<'a, 'b, E: Executor> {
     externals: HashMap<String, External<E::Client>>,
     starts: HashMap<String, u32>,
     server_logs: u32,
+    /// The server logs being read, by path: each cell reads only what was appended since the previous one.
+    logs: HashMap<PathBuf, LogReader>,
 }
 
 impl<E: Executor> Runner<'_, '_, E> {
@@ -198,6 +208,7 @@ impl<E: Executor> Runner<'_, '_, E> {
 
     fn stop(&mut self, mut r: Running<E>) {
         let exit = r.proc.stop(self.grace());
+        self.logs.remove(&r.log_path);
         self.ctx.sink.event(&Event::ServerStopped {
             endpoint: &r.key.endpoint,
             pid: r.server.pid,
@@ -389,29 +400,38 @@ impl<E: Executor> Runner<'_, '_, E> {
         }
     }
 
-    /// Copy what the server logged during the request into the cell's directory and read it.
-    fn slice_log(&self, log: &ServerLog, cell: &Cell, rec: &mut Record) -> Result<LogScan> {
+    /// Copy what the server logged during the request into the cell's directory and read it: the bytes appended
+    /// since the previous cell, in one pass that also writes the slice.
+    fn slice_log(&mut self, log: &ServerLog, cell: &Cell, rec: &mut Record) -> Result<LogScan> {
         let end = settle_log(&log.path);
         let slice_rel = format!("{}/server.log", cell.dir);
         let slice_path = self.ctx.run_dir.join(&slice_rel);
         if let Some(dir) = slice_path.parent() {
             std::fs::create_dir_all(dir)?;
         }
+        let mut slice = std::fs::File::create(&slice_path)?;
         let scan = match &log.rel {
             Some(rel) => {
-                copy_slice(&log.path, log.start, end, &slice_path)?;
-                scan_log(&read_prefix(&log.path, end), rel, log.start)
+                let reader = self.logs.entry(log.path.clone()).or_insert_with(|| LogReader::new(&log.path, rel));
+                read_window(reader, log, end, &mut slice, &slice_path)?
             }
             None => {
-                if copy_slice(&log.path, log.start, end.max(log.start), &slice_path).is_err() {
-                    return Ok(LogScan::default());
-                }
-                // llama-server logs its devices and offload at startup, before any cell's window, so the whole log
-                // is read for them, citing the external file itself. A long journal is read only in the window.
-                if end <= EXTERNAL_LOG_SCAN_CAP {
-                    scan_log(&read_prefix(&log.path, end), &log.path.display().to_string(), log.start)
+                // llama-server logs its devices and offload at startup, before any cell's window, so an external
+                // log is read from its start for them, citing the file itself; the reader then follows it from
+                // cell to cell. A journal already long at the first cell is read only in each cell's window, citing
+                // the slice.
+                let whole = self.logs.contains_key(&log.path) || end <= EXTERNAL_LOG_SCAN_CAP;
+                let scan = if whole {
+                    let label = log.path.display().to_string();
+                    let reader = self.logs.entry(log.path.clone()).or_insert_with(|| LogReader::new(&log.path, &label));
+                    read_window(reader, log, end, &mut slice, &slice_path)
                 } else {
-                    scan_log(&std::fs::read(&slice_path).unwrap_or_default(), &slice_rel, 0)
+                    LogReader::starting_at(&log.path, log.start, &slice_rel).advance(end, log.start, Some(&mut slice))
+                };
+                // An external log is not ours: one that cannot be read leaves the cell without log facts.
+                match scan {
+                    Ok(s) => s,
+                    Err(_) => return Ok(LogScan::default()),
                 }
             }
         };
@@ -577,11 +597,18 @@ fn settle_log(path: &Path) -> u64 {
     }
 }
 
-fn read_prefix(path: &Path, len: u64) -> Vec<u8> {
-    use std::io::Read;
-    let mut out = Vec::new();
-    if let Ok(f) = std::fs::File::open(path) {
-        let _ = f.take(len).read_to_end(&mut out);
+/// Read a log up to `end` for the window starting at `log.start`, writing the window to `slice`. A reader already
+/// past the window's start (it cannot be, as the runner reads) leaves the slice to a copy of its own.
+fn read_window(
+    reader: &mut LogReader,
+    log: &ServerLog,
+    end: u64,
+    slice: &mut std::fs::File,
+    slice_path: &Path,
+) -> std::io::Result<LogScan> {
+    if reader.position() <= log.start {
+        return reader.advance(end, log.start, Some(slice));
     }
-    out
+    copy_slice(&log.path, log.start, end, slice_path)?;
+    reader.advance(end, log.start, None)
 }

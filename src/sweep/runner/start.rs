@@ -9,7 +9,7 @@ use crate::sweep::cells::ManagedServer;
 use crate::sweep::events::Event;
 use crate::sweep::executor::{Executor, Server};
 use crate::sweep::http::Client;
-use crate::sweep::logs::scan_log;
+use crate::sweep::logs::{LogReader, LogScan};
 use crate::sweep::record::{ErrorClass, LogRef, Phase, Record, ServerRef, Status};
 use crate::sweep::supervise::ExitInfo;
 use crate::sweep::tracejoin::{self, TraceDir};
@@ -160,7 +160,12 @@ impl<E: Executor> Runner<'_, '_, E> {
         let client = self.exec.client(&format!("http://127.0.0.1:{port}"), self.client_timeouts());
         let ready_path = s.launch.ready_path();
         let outcome = self.wait_ready(&mut proc, &client, ready_path, Duration::from_secs_f64(s.ready_timeout_s));
-        let scan = scan_log(&std::fs::read(&log_path).unwrap_or_default(), &log_rel, 0);
+        // The log so far, for a start failure's message; the reader then follows the log through the server's cells.
+        let reader = self.logs.entry(log_path.clone()).or_insert_with(|| LogReader::new(&log_path, &log_rel));
+        let scan = reader.advance(u64::MAX, 0, None).unwrap_or_else(|_| LogScan::default());
+        if !matches!(outcome, Ready::Yes) {
+            self.logs.remove(&log_path);
+        }
         let failure = |class, message, ttf_ms, exit, line| StartFailure {
             class,
             message,

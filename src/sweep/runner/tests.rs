@@ -3,7 +3,7 @@
 //! Ctrl-C. No process is spawned and no socket opened.
 
 use std::collections::VecDeque;
-use std::io;
+use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
 
 use serde_json::json;
@@ -26,6 +26,8 @@ enum Spawn {
     Exits { log: &'static str, code: Option<i32>, signal: Option<i32> },
     /// It becomes ready and serves.
     Serves,
+    /// It writes this to its log, becomes ready and serves.
+    ServesLogging(&'static str),
 }
 
 /// How the next generation request goes.
@@ -38,6 +40,8 @@ enum Reply {
     },
     /// Ctrl-C arrives while the request runs.
     Interrupted,
+    /// The server logs this many bytes (in 100-byte lines) while it answers.
+    OkLogging(usize),
 }
 
 #[derive(Default)]
@@ -49,6 +53,8 @@ struct Script {
     /// Servers by pid: how each ended, if it did; by port, which pid listens.
     exits: HashMap<u32, Option<ExitInfo>>,
     listening: HashMap<u16, u32>,
+    /// Server logs by port.
+    logs: HashMap<u16, std::path::PathBuf>,
     next_port: u16,
     next_pid: u32,
 }
@@ -115,8 +121,10 @@ impl Executor for Scripted {
             Spawn::Fails(kind) => return Err(io::Error::from(kind)),
             Spawn::Exits { log, code, signal } => (log, Some(exit_info(code, signal))),
             Spawn::Serves => ("", None),
+            Spawn::ServesLogging(text) => (text, None),
         };
         std::fs::write(log, text)?;
+        s.logs.insert(port.parse().unwrap_or(0), log.to_path_buf());
         s.next_pid += 1;
         let pid = s.next_pid;
         s.exits.insert(pid, exit);
@@ -177,8 +185,14 @@ impl Client for ScriptedClient {
             body_bytes: 64,
             failure: None,
         };
+        if let Reply::OkLogging(bytes) = reply {
+            let path = self.script.lock().unwrap().logs[&self.port].clone();
+            let line = format!("{:99}\n", "0.01.000.000 I slot update_slots: id  0 | task 0 | n_past = 12");
+            let text = line.repeat(bytes / line.len());
+            std::fs::OpenOptions::new().append(true).open(path).unwrap().write_all(text.as_bytes()).unwrap();
+        }
         match reply {
-            Reply::Ok => {
+            Reply::Ok | Reply::OkLogging(_) => {
                 let body =
                     json!({"content": " blue", "stop": true, "timings": {"predicted_n": 4, "predicted_ms": 8.0}});
                 m.state.feed_whole(body.to_string().as_bytes()).unwrap();
@@ -231,6 +245,17 @@ fn schedule(num_gpu: &[i64], repetitions: u32) -> Schedule {
 }
 
 fn sweep(schedule: &Schedule, exec: &mut Scripted, recorded_before: &[usize]) -> Outcome {
+    let mut events = Collect::default();
+    let (end, records, dir) = sweep_into(schedule, exec, recorded_before, &mut events);
+    Outcome { end, records, events: events.0, _dir: dir }
+}
+
+fn sweep_into(
+    schedule: &Schedule,
+    exec: &mut Scripted,
+    recorded_before: &[usize],
+    sink: &mut dyn Sink,
+) -> (RunEnd, Vec<Record>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(&dir.path().join("db")).unwrap();
     store
@@ -252,19 +277,13 @@ fn sweep(schedule: &Schedule, exec: &mut Scripted, recorded_before: &[usize]) ->
         let rec = Record { run_id: "r".into(), cell_key: c.key.clone(), seq: c.seq, file, ..Default::default() };
         commit_record(&mut store, dir.path(), &rec).unwrap();
     }
-    let mut events = Collect::default();
     let end = {
-        let mut ctx = RunContext {
-            run_id: "r",
-            run_dir: dir.path(),
-            store: &mut store,
-            sink: &mut events,
-            interrupt: exec.interrupt.clone(),
-        };
+        let mut ctx =
+            RunContext { run_id: "r", run_dir: dir.path(), store: &mut store, sink, interrupt: exec.interrupt.clone() };
         execute(&mut ctx, schedule, exec).unwrap()
     };
     let records = store.records("r").unwrap();
-    Outcome { end, records, events: events.0, _dir: dir }
+    (end, records, dir)
 }
 
 fn spawned_ngl(exec: &Scripted) -> Vec<String> {
@@ -428,4 +447,46 @@ fn recorded_cells_are_skipped() {
     let started: Vec<u64> =
         out.events.iter().filter(|e| e["event"] == "cell_started").map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(started, [1]);
+}
+
+/// Log bytes read on the runner's thread when each cell was committed.
+#[derive(Default)]
+struct ReadAtEachCell(Vec<u64>);
+
+impl Sink for ReadAtEachCell {
+    fn event(&mut self, e: &Event<'_>) {
+        if matches!(e, Event::CellFinished { .. }) {
+            self.0.push(crate::sweep::logs::bytes_read_on_this_thread());
+        }
+    }
+}
+
+#[test]
+fn each_cell_reads_only_the_log_its_request_appended() {
+    // The server logs its device at start and 256 KiB per request; over 24 cells the log grows to 6 MiB. Each
+    // cell must read its own 256 KiB (once: the same pass writes its slice), not the log so far, and still know
+    // the backend from the start-up lines.
+    const HEADER: &str = "\
+llama_model_load_from_file_impl: using device Vulkan0 (llvmpipe (LLVM 15.0.6, 256 bits)) (unknown id) - 7927 MiB free
+load_tensors: offloaded 5/5 layers to GPU
+";
+    const PER_REQUEST: usize = 256 << 10;
+    const CELLS: u32 = 24;
+    let replies = (0..CELLS).map(|_| Reply::OkLogging(PER_REQUEST)).collect();
+    let mut exec = Scripted::new(vec![Spawn::ServesLogging(HEADER)], replies);
+    let mut read = ReadAtEachCell::default();
+    let before = crate::sweep::logs::bytes_read_on_this_thread();
+    let (_, records, dir) = sweep_into(&schedule(&[0], CELLS), &mut exec, &[], &mut read);
+    assert_eq!(records.len(), CELLS as usize);
+    let per_cell: Vec<u64> =
+        read.0.iter().scan(before, |last, &now| Some(now - std::mem::replace(last, now))).collect();
+    let appended = (PER_REQUEST / 100 * 100) as u64;
+    assert_eq!(per_cell[0], HEADER.len() as u64 + appended, "the first cell also reads the start-up lines");
+    assert!(per_cell[1..].iter().all(|&n| n == appended), "bytes read per cell: {per_cell:?}");
+    for r in &records {
+        let b = r.backend.as_ref().unwrap_or_else(|| panic!("no backend facts in {r:?}"));
+        assert_eq!((b.backend.as_str(), b.offloaded), ("Vulkan0 (llvmpipe (LLVM 15.0.6, 256 bits))", Some((5, 5))));
+        let slice = std::fs::metadata(dir.path().join(r.log_slice.as_ref().unwrap())).unwrap().len();
+        assert_eq!(slice, appended, "the slice holds what the request logged");
+    }
 }

@@ -2,10 +2,30 @@
 //!
 //! Rules (those nextest runs its test processes by): every child gets its own process group, so a signal
 //! reaches whatever it spawned (Ollama starts runner processes); stopping is SIGTERM to the group, a grace period,
-//! then SIGKILL; the exit is always reaped and told apart as exit code or signal. Children also get
-//! `PR_SET_PDEATHSIG(SIGKILL)`, so that a backscope killed with SIGKILL (which it cannot catch) takes its servers
-//! with it instead of leaving them holding GPU memory. The death signal fires when the *thread* that spawned the
-//! child exits, so servers are spawned from the sweep's main thread only.
+//! then SIGKILL; the exit is always reaped and told apart as exit code or signal. Helpers get one deadline for
+//! everything, their pipes included ([`run_bounded`]).
+//!
+//! Nothing a sweep starts may outlive it. What ends what, and why:
+//!
+//! - **A child that exits, or is stopped**: before it is reaped, its process group is killed (the unreaped leader
+//!   keeps the group id from being reused), then every process carrying its tag (`BACKSCOPE_SWEEP_TAG`, which
+//!   what it starts inherits; this finds those that left the group), then, with the sweep's subreaper, every
+//!   orphan adopted from it ([`descendants`]).
+//! - **backscope ending normally, by an error, or by Ctrl-C**: it stops its server that way before it exits.
+//! - **backscope killed with SIGKILL** (or a second Ctrl-C, which exits at once): it can do nothing, so the
+//!   children carry `PR_SET_PDEATHSIG(SIGKILL)` and die with it. The death signal fires when the *thread* that
+//!   spawned the child exits, so children are spawned from the sweep's main thread only. What *they* started does
+//!   not get the signal and survives, reparented to init — Ollama's runners sit exactly there. For those the run
+//!   directory keeps a ledger of the children ([`ledger`]); `--resume` and the next sweep on the same database
+//!   read it and kill what a dead backscope left behind ([`reclaim`]). Until then, they run.
+//! - **Processes that rewrite their environment** (dropping the tag) are found through the group while its leader
+//!   lives and through adoption while backscope lives; after a SIGKILL, without their leader, they cannot be told
+//!   from strangers and are left alone.
+
+mod descendants;
+mod helper;
+mod ledger;
+mod procfs;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
@@ -15,6 +35,12 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+pub use descendants::become_subreaper;
+use descendants::{owner, spawn_tracked, Tag, TAG_VAR};
+pub use helper::run_bounded;
+use ledger::Recorded;
+pub use ledger::{reclaim, Ledger};
 
 /// How often exits are polled while waiting. Short enough that a crash is noticed within a few ms of the
 /// connection dropping; waits are bounded by their callers.
@@ -44,8 +70,12 @@ pub struct ExitInfo {
 }
 
 impl ExitInfo {
-    fn from_status(status: ExitStatus, spawned: Instant) -> Self {
-        ExitInfo { code: status.code(), signal: status.signal(), after_ms: spawned.elapsed().as_secs_f64() * 1e3 }
+    fn from_status(status: Option<ExitStatus>, spawned: Instant) -> Self {
+        ExitInfo {
+            code: status.and_then(|s| s.code()),
+            signal: status.and_then(|s| s.signal()),
+            after_ms: spawned.elapsed().as_secs_f64() * 1e3,
+        }
     }
 
     pub fn signal_name(&self) -> Option<String> {
@@ -103,17 +133,76 @@ fn isolate(cmd: &mut Command) {
     }
 }
 
-fn kill_group(pgid: u32, sig: i32) {
-    // SAFETY: plain syscall; a group that no longer exists gives ESRCH, which is fine.
-    unsafe {
-        libc::kill(-(pgid as libc::pid_t), sig);
+/// A child of ours, spawned tagged, isolated and tracked, with its ledger file if the sweep keeps one.
+#[derive(Debug)]
+struct Tracked {
+    child: Child,
+    tag: Tag,
+    /// When it started (clock ticks after boot): everything it starts begins no earlier.
+    start_ticks: u64,
+    recorded: Option<Recorded>,
+}
+
+impl Tracked {
+    fn spawn(mut cmd: Command, argv: Vec<String>, ledger: Option<&Ledger>) -> io::Result<Tracked> {
+        let tag = Tag::new();
+        cmd.env(TAG_VAR, tag.value());
+        isolate(&mut cmd);
+        let mut recorded = ledger.map(|l| l.begin(&tag, argv)).transpose()?;
+        let child = match spawn_tracked(&mut cmd) {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(r) = recorded {
+                    let _ = r.ended();
+                }
+                return Err(e);
+            }
+        };
+        let start_ticks = procfs::stat(child.id() as i32).map(|s| s.start_ticks).unwrap_or(owner().start_ticks);
+        if let Some(r) = recorded.as_mut() {
+            // The file written before the spawn already names the tag, which is what a reclaim needs most; the
+            // group only adds members that dropped it.
+            let _ = r.started(child.id());
+        }
+        Ok(Tracked { child, tag, start_ticks, recorded })
+    }
+
+    /// The child's exit status once it has exited (inner `None`: it ended but its status was lost), after
+    /// everything it started was killed; `None` while it runs.
+    ///
+    /// The order matters: while the exited child is an unreaped zombie its group id cannot be reused, so the group
+    /// is killed first, then the tagged processes outside it, and only then is the child reaped.
+    fn try_end(&mut self) -> Option<Option<ExitStatus>> {
+        let pid = self.child.id();
+        match descendants::has_exited(pid) {
+            Some(false) => return None,
+            Some(true) => descendants::signal_group(pid, libc::SIGKILL),
+            // Not waitable (reaped already): the group id may belong to someone else by now.
+            None => {}
+        }
+        descendants::kill_tagged(&self.tag, self.start_ticks);
+        let status = match self.child.try_wait() {
+            Ok(Some(s)) => Some(s),
+            Ok(None) => return None,
+            // Reaped elsewhere: how it ended is lost.
+            Err(_) => None,
+        };
+        descendants::untrack(pid);
+        descendants::reap_orphans(ORPHAN_WAIT);
+        if let Some(r) = self.recorded.take() {
+            let _ = r.ended();
+        }
+        Some(status)
     }
 }
+
+/// How long orphans adopted by the subreaper may take to die after their SIGKILL.
+const ORPHAN_WAIT: Duration = Duration::from_secs(2);
 
 /// A long-running child (a server) whose stdout and stderr go to one log file.
 #[derive(Debug)]
 pub struct Supervised {
-    child: Child,
+    proc: Tracked,
     pub pid: u32,
     pub spawned: Instant,
     exit: Option<ExitInfo>,
@@ -121,26 +210,24 @@ pub struct Supervised {
 
 impl Supervised {
     /// Start `spec` with stdout and stderr appended to `log_path` (created if missing). Both streams go to one
-    /// file opened with O_APPEND, so lines keep their order and nothing needs draining.
-    pub fn spawn(spec: &ProcessSpec, log_path: &Path) -> io::Result<Self> {
+    /// file opened with O_APPEND, so lines keep their order and nothing needs draining. With a `ledger`, the
+    /// server is recorded in it until it and what it started are stopped.
+    pub fn spawn(spec: &ProcessSpec, log_path: &Path, ledger: Option<&Ledger>) -> io::Result<Self> {
         let log = OpenOptions::new().create(true).append(true).open(log_path)?;
         let mut cmd = Command::new(&spec.program);
         cmd.args(&spec.args).stdin(Stdio::null()).stdout(Stdio::from(log.try_clone()?)).stderr(Stdio::from(log));
         for (k, v) in &spec.env {
             cmd.env(k, v);
         }
-        isolate(&mut cmd);
-        let child = cmd.spawn()?;
-        Ok(Supervised { pid: child.id(), child, spawned: Instant::now(), exit: None })
+        let proc = Tracked::spawn(cmd, spec.argv(), ledger)?;
+        Ok(Supervised { pid: proc.child.id(), proc, spawned: Instant::now(), exit: None })
     }
 
-    /// The exit, if the child has ended (reaps it).
+    /// The exit, if the child has ended (reaps it, after killing whatever it left running).
     pub fn try_exit(&mut self) -> Option<ExitInfo> {
         if self.exit.is_none() {
-            if let Ok(Some(status)) = self.child.try_wait() {
+            if let Some(status) = self.proc.try_end() {
                 self.exit = Some(ExitInfo::from_status(status, self.spawned));
-                // The leader is gone; anything it started must not outlive it.
-                kill_group(self.pid, libc::SIGKILL);
             }
         }
         self.exit.clone()
@@ -165,12 +252,14 @@ impl Supervised {
         if let Some(e) = self.try_exit() {
             return e;
         }
-        kill_group(self.pid, libc::SIGTERM);
+        // The leader is not reaped yet (try_exit just said so): the group id is still ours.
+        descendants::signal_group(self.pid, libc::SIGTERM);
         if let Some(e) = self.wait_exit(grace) {
             return e;
         }
-        kill_group(self.pid, libc::SIGKILL);
-        // SIGKILL cannot be ignored; only a process stuck in the kernel (D state) outlives this wait.
+        descendants::signal_group(self.pid, libc::SIGKILL);
+        // SIGKILL cannot be ignored; only a process stuck in the kernel (D state) outlives this wait. Its ledger
+        // file stays, so a later sweep finishes the job.
         if let Some(e) = self.wait_exit(Duration::from_secs(10)) {
             return e;
         }
@@ -184,66 +273,6 @@ impl Drop for Supervised {
             self.stop(Duration::from_secs(3));
         }
     }
-}
-
-/// Run a short helper command (version probes, GPU listings) with a time limit; returns its exit and up to
-/// `max_bytes` of stdout+stderr. A command that does not exist is `Err`.
-pub fn run_bounded(
-    argv: &[&str],
-    env: &[(String, String)],
-    limit: Duration,
-    max_bytes: usize,
-) -> io::Result<(ExitInfo, String)> {
-    let (program, args) = argv.split_first().ok_or_else(|| io::Error::other("empty argv"))?;
-    let mut cmd = Command::new(program);
-    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    isolate(&mut cmd);
-    let spawned = Instant::now();
-    let mut child = cmd.spawn()?;
-    let readers: Vec<_> = [
-        child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
-        child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
-    ]
-    .into_iter()
-    .flatten()
-    .map(|mut r| {
-        std::thread::spawn(move || {
-            let mut kept = Vec::new();
-            let mut buf = [0u8; 8192];
-            // Keep the first max_bytes and keep draining, so the child never blocks on a full pipe.
-            while let Ok(n) = r.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                let room = max_bytes.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
-            }
-            kept
-        })
-    })
-    .collect();
-    let pid = child.id();
-    let deadline = spawned + limit;
-    let status = loop {
-        if let Some(s) = child.try_wait()? {
-            break s;
-        }
-        if Instant::now() >= deadline {
-            kill_group(pid, libc::SIGKILL);
-            break child.wait()?;
-        }
-        std::thread::sleep(POLL);
-    };
-    kill_group(pid, libc::SIGKILL);
-    let mut out = Vec::new();
-    for r in readers {
-        out.extend(r.join().unwrap_or_default());
-    }
-    out.truncate(max_bytes);
-    Ok((ExitInfo::from_status(status, spawned), String::from_utf8_lossy(&out).into_owned()))
 }
 
 /// Ctrl-C, SIGTERM and SIGHUP set a flag the sweep checks between and during cells; it then stops its servers
@@ -311,11 +340,11 @@ mod tests {
     #[test]
     fn exit_code_and_signal_are_told_apart() {
         let dir = tempfile::tempdir().unwrap();
-        let mut p = Supervised::spawn(&sh("echo out; echo err >&2; exit 3"), &dir.path().join("a.log")).unwrap();
+        let mut p = Supervised::spawn(&sh("echo out; echo err >&2; exit 3"), &dir.path().join("a.log"), None).unwrap();
         let e = p.wait_exit(Duration::from_secs(10)).unwrap();
         assert_eq!((e.code, e.signal), (Some(3), None));
         assert_eq!(std::fs::read_to_string(dir.path().join("a.log")).unwrap(), "out\nerr\n");
-        let mut p = Supervised::spawn(&sh("kill -SEGV $$"), &dir.path().join("b.log")).unwrap();
+        let mut p = Supervised::spawn(&sh("kill -SEGV $$"), &dir.path().join("b.log"), None).unwrap();
         let e = p.wait_exit(Duration::from_secs(10)).unwrap();
         assert_eq!(e.signal_name().as_deref(), Some("SIGSEGV"));
         assert_eq!(e.describe(), "killed by SIGSEGV");
@@ -327,7 +356,7 @@ mod tests {
         let pidfile = dir.path().join("grandchild.pid");
         // The shell ignores SIGTERM and starts a grandchild that ignores it too.
         let script = format!("trap '' TERM; sh -c 'trap \"\" TERM; echo $$ > {}; while :; do sleep 0.05; done' & while :; do sleep 0.05; done", pidfile.display());
-        let mut p = Supervised::spawn(&sh(&script), &dir.path().join("c.log")).unwrap();
+        let mut p = Supervised::spawn(&sh(&script), &dir.path().join("c.log"), None).unwrap();
         let t0 = Instant::now();
         while !pidfile.exists() && t0.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(10));
@@ -347,26 +376,44 @@ mod tests {
     #[test]
     fn a_polite_child_stops_on_sigterm() {
         let dir = tempfile::tempdir().unwrap();
-        let mut p = Supervised::spawn(&sh("exec sleep 30"), &dir.path().join("d.log")).unwrap();
+        let mut p = Supervised::spawn(&sh("exec sleep 30"), &dir.path().join("d.log"), None).unwrap();
         let e = p.stop(Duration::from_secs(5));
         assert_eq!(e.signal_name().as_deref(), Some("SIGTERM"));
         assert!(e.after_ms < 5000.0);
         assert_eq!(p.stop(Duration::from_secs(1)), e, "stopping twice returns the same exit");
     }
 
+    /// Processes whose environment holds `MARKER=value`: how the tests find what they started, independently of
+    /// the tag backscope adds.
+    pub(super) fn marked(value: &str) -> Vec<i32> {
+        let entry = format!("MARKER={value}");
+        procfs::all()
+            .into_iter()
+            .filter(|p| !p.is_zombie() && procfs::environ_has(p.pid, &entry))
+            .map(|p| p.pid)
+            .collect()
+    }
+
+    pub(super) fn marker() -> (String, Vec<(String, String)>) {
+        let value = format!("{}-{}", std::process::id(), Tag::new().value());
+        (value.clone(), vec![("MARKER".to_string(), value)])
+    }
+
     #[test]
-    fn bounded_commands_time_out_and_cap_output() {
-        let (e, out) =
-            run_bounded(&["/bin/sh", "-c", "echo hello; echo oops >&2"], &[], Duration::from_secs(10), 1 << 16)
-                .unwrap();
+    fn what_left_the_group_is_killed_when_the_server_exits() {
+        let dir = tempfile::tempdir().unwrap();
+        let (value, env) = marker();
+        // The grandchild starts a session of its own (out of the group, out of reach of a group kill); the server
+        // then exits on its own.
+        let spec = ProcessSpec { env, ..sh("setsid sleep 60 & sleep 0.3; exit 0") };
+        let ledger = Ledger::new(dir.path());
+        let mut p = Supervised::spawn(&spec, &dir.path().join("e.log"), Some(&ledger)).unwrap();
+        let recorded = || std::fs::read_dir(dir.path().join("groups")).map(|d| d.count()).unwrap_or(0);
+        assert_eq!(recorded(), 1, "the running server is in the ledger");
+        let e = p.wait_exit(Duration::from_secs(10)).unwrap();
         assert_eq!(e.code, Some(0));
-        assert!(out.contains("hello") && out.contains("oops"));
-        let (e, _) = run_bounded(&["/bin/sh", "-c", "sleep 30"], &[], Duration::from_millis(100), 10).unwrap();
-        assert_eq!(e.signal_name().as_deref(), Some("SIGKILL"));
-        let (_, out) =
-            run_bounded(&["/bin/sh", "-c", "yes | head -c 100000"], &[], Duration::from_secs(10), 10).unwrap();
-        assert_eq!(out.len(), 10);
-        assert!(run_bounded(&["/nonexistent/program"], &[], Duration::from_secs(1), 10).is_err());
+        assert_eq!(marked(&value), Vec::<i32>::new(), "nothing the server started survives its exit");
+        assert_eq!(recorded(), 0, "an ended server leaves the ledger");
     }
 
     #[test]
