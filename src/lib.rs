@@ -7,6 +7,7 @@
 //! [`tracecmd::run`]) and returning its exit status ([`exit`]); the `backscope` binary fills the options from the
 //! command line.
 
+pub mod disasm;
 pub mod evidence;
 pub mod exit;
 pub mod kernels;

@@ -59,6 +59,28 @@ pub struct ScanArgs {
     /// Extra library directories for dependency resolution, searched where ld.so searches LD_LIBRARY_PATH.
     #[arg(long = "library-path", value_name = "DIR")]
     pub library_path: Vec<PathBuf>,
+    /// Disassemble the code objects (those for --arch, if given) and report each kernel's instruction mix:
+    /// classes (vector ALU, FMA, scalar, LDS, global loads/stores, branches, waits) and path-deciding
+    /// instructions (MFMA, WMMA, dot, packed fp16; HMMA, IMMA, DP4A, LDGSTS, TMA, WGMMA).
+    #[arg(long)]
+    pub disasm: bool,
+    /// With --disasm: only kernels whose mangled or demangled name contains PATTERN, or whose family is PATTERN
+    /// (MMQ, MMVQ, FA-vec, …).
+    #[arg(long, value_name = "PATTERN", requires = "disasm")]
+    pub kernel: Option<String>,
+    /// With --disasm: the llvm-objdump to use (needs the AMDGPU target; default: the newest found).
+    #[arg(long = "llvm-objdump", value_name = "PATH", requires = "disasm")]
+    pub llvm_objdump: Option<PathBuf>,
+    /// With --disasm: the nvdisasm (or cuobjdump) to use (default: found on PATH, /usr/local/cuda/bin or the
+    /// backscope tool cache).
+    #[arg(long, value_name = "PATH", requires = "disasm")]
+    pub nvdisasm: Option<PathBuf>,
+    /// With --disasm: cache listings here (default: $BACKSCOPE_CACHE/disasm or ~/.cache/backscope/disasm).
+    #[arg(long = "disasm-cache", value_name = "DIR", requires = "disasm", conflicts_with = "no_disasm_cache")]
+    pub disasm_cache: Option<PathBuf>,
+    /// With --disasm: neither read nor write the listing cache.
+    #[arg(long = "no-disasm-cache", requires = "disasm")]
+    pub no_disasm_cache: bool,
 }
 
 impl From<ScanArgs> for scan::ScanCommand {
@@ -69,6 +91,13 @@ impl From<ScanArgs> for scan::ScanCommand {
                 arch: a.arch,
                 kernels: a.kernels,
                 library_path: a.library_path,
+                disasm: a.disasm.then_some(backscope::disasm::DisasmOptions {
+                    kernel: a.kernel,
+                    llvm_objdump: a.llvm_objdump,
+                    nvdisasm: a.nvdisasm,
+                    cache_dir: a.disasm_cache,
+                    no_cache: a.no_disasm_cache,
+                }),
             },
             json: a.json,
             output: a.output,
