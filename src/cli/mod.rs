@@ -1,6 +1,7 @@
 //! The command line: clap's definitions of every command and flag, and their conversion into the options values the
 //! library's commands take. Only this part of backscope knows clap; `main.rs` parses, calls [`run`] and exits.
 
+mod maps;
 mod sweep;
 mod synth;
 mod trace;
@@ -36,6 +37,9 @@ pub enum Command {
     Synth(synth::SynthArgs),
     /// Run a command under the dispatch observer and report which GPU kernels really ran.
     Trace(trace::TraceArgs),
+    /// List and classify the shared objects running processes (and their children) have mapped: ggml backends,
+    /// HIP/CUDA runtimes, vendor BLAS, Vulkan ICDs and layers. Loaded is not evidence of dispatch.
+    Maps(maps::MapsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -117,6 +121,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Sweep(a) => backscope::sweep::run(a.into()),
         Command::Synth(a) => backscope::synth::run(a.into()),
         Command::Trace(a) => backscope::tracecmd::run(a.into()),
+        Command::Maps(a) => backscope::maps::run(&a.into()),
     }
 }
 
