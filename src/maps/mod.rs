@@ -338,6 +338,7 @@ pub fn run(opts: &MapsOptions) -> Result<u8> {
     }
     // A named PID that does not exist is an error at once, with or without --watch.
     for pid in &opts.pids {
+        proc::live(*pid)?;
         proc::maps(*pid)?;
     }
     let mut watched =

@@ -39,6 +39,8 @@ fn io_error(pid: u32, file: &'static str, e: std::io::Error) -> ProcError {
 pub struct ProcessInfo {
     pub pid: u32,
     pub ppid: u32,
+    /// The state letter of `/proc/PID/stat` (`R`, `S`, … `Z` for a zombie: exited, not yet reaped).
+    pub state: char,
     /// `comm`: the executable's name, cut to 15 bytes by the kernel.
     pub comm: String,
     /// The executable (unreadable for other users' processes).
@@ -54,20 +56,20 @@ fn read_bounded(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
 }
 
 /// `pid (comm) state ppid …`: comm may hold spaces and parentheses, so it ends at the last `)`.
-fn parse_stat(text: &str) -> Option<(String, u32)> {
+fn parse_stat(text: &str) -> Option<(String, char, u32)> {
     let open = text.find('(')?;
     let close = text.rfind(')')?;
     let comm = text.get(open + 1..close)?.to_string();
     let mut rest = text.get(close + 1..)?.split_whitespace();
-    let _state = rest.next()?;
+    let state = rest.next()?.chars().next()?;
     let ppid = rest.next()?.parse().ok()?;
-    Some((comm, ppid))
+    Some((comm, state, ppid))
 }
 
 pub fn info(pid: u32) -> Result<ProcessInfo, ProcError> {
     let dir = PathBuf::from(format!("/proc/{pid}"));
     let stat = read_bounded(&dir.join("stat"), 4096).map_err(|e| io_error(pid, "stat", e))?;
-    let (comm, ppid) = parse_stat(&String::from_utf8_lossy(&stat)).ok_or_else(|| ProcError::Io {
+    let (comm, state, ppid) = parse_stat(&String::from_utf8_lossy(&stat)).ok_or_else(|| ProcError::Io {
         pid,
         file: "stat",
         source: std::io::Error::other("unexpected format"),
@@ -78,16 +80,26 @@ pub fn info(pid: u32) -> Result<ProcessInfo, ProcError> {
             b.split(|&c| c == 0).filter(|a| !a.is_empty()).map(String::from_utf8_lossy).collect::<Vec<_>>().join(" ")
         })
         .unwrap_or_default();
-    Ok(ProcessInfo { pid, ppid, comm, exe, cmdline })
+    Ok(ProcessInfo { pid, ppid, state, comm, exe, cmdline })
 }
 
-/// Every process visible in `/proc` (those that exit while listed are left out).
+/// A process that is running: it exists and is not a zombie (exited, waiting for its parent to reap it, with
+/// nothing mapped any more).
+pub fn live(pid: u32) -> Result<ProcessInfo, ProcError> {
+    let p = info(pid)?;
+    if p.state == 'Z' {
+        return Err(ProcError::Gone { pid });
+    }
+    Ok(p)
+}
+
+/// Every live process visible in `/proc` (those that exit while listed are left out).
 pub fn all() -> Vec<ProcessInfo> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
     let mut out: Vec<ProcessInfo> = dir
         .flatten()
         .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
-        .filter_map(|pid| info(pid).ok())
+        .filter_map(|pid| live(pid).ok())
         .collect();
     out.sort_by_key(|p| p.pid);
     out
@@ -219,7 +231,7 @@ mod tests {
 
     #[test]
     fn stat_with_a_hostile_comm() {
-        assert_eq!(parse_stat("42 (a) b) (c) S 7 42 42 0"), Some(("a) b) (c".to_string(), 7)));
+        assert_eq!(parse_stat("42 (a) b) (c) S 7 42 42 0"), Some(("a) b) (c".to_string(), 'S', 7)));
         assert_eq!(parse_stat("42 x S 7"), None);
     }
 
@@ -236,7 +248,7 @@ mod tests {
 
     #[test]
     fn descendants_are_followed_through_generations() {
-        let p = |pid, ppid| ProcessInfo { pid, ppid, comm: String::new(), exe: None, cmdline: String::new() };
+        let p = |pid, ppid| ProcessInfo { pid, ppid, state: 'S', comm: String::new(), exe: None, cmdline: String::new() };
         let all = [p(1, 0), p(10, 1), p(11, 10), p(12, 11), p(20, 1), p(13, 10)];
         assert_eq!(with_descendants(&[10], &all), [10, 11, 13, 12]);
     }
@@ -246,6 +258,7 @@ mod tests {
         let p = ProcessInfo {
             pid: 1,
             ppid: 0,
+            state: 'S',
             comm: "llama-server-ve".into(),
             exe: Some("/opt/x/llama-server-verbose".into()),
             cmdline: "/opt/x/llama-server-verbose -m m.gguf".into(),
