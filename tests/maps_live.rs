@@ -84,7 +84,12 @@ fn a_running_llama_server_is_listed_and_classified() {
     for l in report["libraries"].as_array().unwrap() {
         assert!(maps.contains(l["path"].as_str().unwrap()), "{l}");
     }
-    let vulkan = report["libraries"].as_array().unwrap().iter().find(|l| l["path"].as_str().unwrap().contains("libggml-vulkan")).unwrap();
+    let vulkan = report["libraries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["path"].as_str().unwrap().contains("libggml-vulkan"))
+        .unwrap();
     assert_eq!(vulkan["soname"], "libggml-vulkan.so.0", "from its ELF dynamic section");
     // Claims: Confirmed for the mapping, and every one says it is no evidence of dispatch.
     let claims = report["claims"].as_array().unwrap();
@@ -135,15 +140,8 @@ fn a_hip_program_under_a_shell_is_followed_and_classified() {
     let tmp = tempfile::tempdir().unwrap();
     let exe = hip_sleeper(tmp.path());
     // The shell is the watched process; the HIP program is its child.
-    let mut shell = Running(
-        Command::new("sh")
-            .arg("-c")
-            .arg("\"$0\" 30 & wait")
-            .arg(&exe)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut shell =
+        Running(Command::new("sh").arg("-c").arg("\"$0\" 30 & wait").arg(&exe).stdout(Stdio::piped()).spawn().unwrap());
     wait_ready(&mut shell.0);
     let report = maps_json(&["--arch", "gfx906", &shell.0.id().to_string()]);
     let procs = report["processes"].as_array().unwrap();

@@ -248,7 +248,8 @@ mod tests {
 
     #[test]
     fn descendants_are_followed_through_generations() {
-        let p = |pid, ppid| ProcessInfo { pid, ppid, state: 'S', comm: String::new(), exe: None, cmdline: String::new() };
+        let p =
+            |pid, ppid| ProcessInfo { pid, ppid, state: 'S', comm: String::new(), exe: None, cmdline: String::new() };
         let all = [p(1, 0), p(10, 1), p(11, 10), p(12, 11), p(20, 1), p(13, 10)];
         assert_eq!(with_descendants(&[10], &all), [10, 11, 13, 12]);
     }
