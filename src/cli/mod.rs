@@ -188,5 +188,59 @@ mod tests {
         let c: scan::ScanCommand = a.into();
         assert_eq!((c.options.arch.as_deref(), c.json), (Some("gfx906"), true));
         assert_eq!(c.options.paths, [PathBuf::from("/opt/rocm/lib")]);
+        assert!(c.options.disasm.is_none());
+    }
+
+    #[test]
+    fn disasm_flags_become_disasm_options_and_need_disasm() {
+        let cli = Cli::try_parse_from([
+            "backscope",
+            "scan",
+            "--disasm",
+            "--kernel",
+            "mul_mat_q",
+            "--nvdisasm",
+            "/x/nvdisasm",
+            "--no-disasm-cache",
+            "l.so",
+        ])
+        .unwrap();
+        let Command::Scan(a) = cli.command else { panic!("not a scan") };
+        let c: scan::ScanCommand = a.into();
+        let d = c.options.disasm.expect("--disasm");
+        assert_eq!(d.kernel.as_deref(), Some("mul_mat_q"));
+        assert_eq!(d.nvdisasm, Some(PathBuf::from("/x/nvdisasm")));
+        assert!(d.no_cache && d.cache_dir.is_none() && d.llvm_objdump.is_none());
+        assert!(
+            Cli::try_parse_from(["backscope", "scan", "--kernel", "mmq", "l.so"]).is_err(),
+            "--kernel needs --disasm"
+        );
+    }
+
+    #[test]
+    fn maps_flags_become_maps_options() {
+        let cli = Cli::try_parse_from([
+            "backscope",
+            "maps",
+            "--name",
+            "ollama",
+            "--watch",
+            "--interval",
+            "2",
+            "--arch",
+            "gfx1201",
+        ])
+        .unwrap();
+        let Command::Maps(a) = cli.command else { panic!("not maps") };
+        let o: backscope::maps::MapsOptions = a.into();
+        assert_eq!(
+            (o.names.as_slice(), o.watch, o.interval),
+            (&["ollama".to_string()][..], true, std::time::Duration::from_secs(2))
+        );
+        assert_eq!(o.archs, ["gfx1201"]);
+        assert!(Cli::try_parse_from(["backscope", "maps"]).is_err(), "a PID or --name is required");
+        let cli = Cli::try_parse_from(["backscope", "maps", "12", "34"]).unwrap();
+        let Command::Maps(a) = cli.command else { panic!("not maps") };
+        assert_eq!(a.pids, [12, 34]);
     }
 }

@@ -288,11 +288,12 @@ mod tests {
     #[test]
     fn endless_output_is_cut_at_the_budget() {
         let dir = tempfile::tempdir().unwrap();
-        let tool = script(dir.path(), "yes '        /*0000*/ NOP ;'");
+        const LINE: &str = "        /*0000*/ NOP ;";
+        let tool = script(dir.path(), &format!("yes '{LINE}'"));
         let listing = run(&tool, Path::new("x.cubin"), None, 1 << 20, Duration::from_secs(60)).unwrap();
         assert!(listing.truncated);
-        // Every whole line inside the budget is read: 24 bytes each.
-        assert_eq!(listing.unattributed, (1 << 20) / 24);
+        // Every whole line inside the budget is read, newline included.
+        assert_eq!(listing.unattributed, (1 << 20) / (LINE.len() as u64 + 1));
     }
 
     #[test]

@@ -221,12 +221,15 @@ mod tests {
             7f1c2c000000-7f1c2c100000 r--s 00000000 00:05 42                         /memfd:ggml (deleted)\n\
             7f1c2d000000-7f1c2d100000 r-xp 00001000 fd:01 77                         /tmp/libx.so (deleted)\n";
         let m = parse_maps(text);
-        assert_eq!(m.len(), 3, "{m:?}");
+        // Anonymous mappings and [stack] are left out; a memfd is a file mapping, but no shared object.
+        assert_eq!(m.len(), 4, "{m:?}");
         assert_eq!(m[0].path, "/usr/bin/llama server");
         assert_eq!((m[1].start, m[1].end, m[1].offset, m[1].inode), (0x7f1c2a000000, 0x7f1c2a022000, 0x28000, 1234567));
         assert_eq!((m[1].perms.as_str(), m[1].line), ("r-xp", 2));
-        assert_eq!((m[2].path.as_str(), m[2].deleted, m[2].line), ("/tmp/libx.so", true, 6));
-        assert!(is_shared_object(&m[1].path) && is_shared_object(&m[2].path) && !is_shared_object(&m[0].path));
+        assert_eq!((m[2].path.as_str(), m[2].deleted), ("/memfd:ggml", true));
+        assert_eq!((m[3].path.as_str(), m[3].deleted, m[3].line), ("/tmp/libx.so", true, 6));
+        let so: Vec<bool> = m.iter().map(|m| is_shared_object(&m.path)).collect();
+        assert_eq!(so, [false, true, false, true]);
     }
 
     #[test]
