@@ -77,8 +77,7 @@ mod tests {
             path: "/x".into(),
             version: "LLVM version 19.1.7".into(),
         };
-        let mut l = Listing::default();
-        l.unattributed = 3;
+        let mut l = Listing { unattributed: 3, ..Listing::default() };
         store(dir.path(), &tool, "gfx942", "ab", &l);
         assert_eq!(load(dir.path(), &tool, "gfx942", "ab"), Some(l.clone()));
         assert_eq!(load(dir.path(), &tool, "gfx90a", "ab"), None, "another CPU is another entry");

@@ -156,7 +156,7 @@ mod tests {
                 .class
                 .iter()
                 .chain(&r.path)
-                .all(|r| !r.source.is_empty() && !(r.opcode.is_empty() && r.prefix.is_empty())));
+                .all(|r| !r.source.is_empty() && (!r.opcode.is_empty() || !r.prefix.is_empty())));
         }
         assert_eq!(t.path_kinds(Vendor::Amd).collect::<Vec<_>>(), ["MFMA", "WMMA", "dot", "packed-fp16"]);
         assert_eq!(
