@@ -493,7 +493,7 @@ fn claims(processes: &[ProcessRecord], libraries: &[LibraryRecord]) -> Vec<Claim
                 format!("maps.{}.summary", p.pid),
                 Confidence::Confirmed,
                 format!(
-                    "{} (pid {}) has {} shared objects mapped ({}): {NOT_DISPATCH}",
+                    "{} (pid {}) has {} executable files mapped ({}): {NOT_DISPATCH}",
                     p.comm,
                     p.pid,
                     p.libraries.len(),
@@ -544,7 +544,7 @@ fn text(r: &MapsReport) -> String {
         let exited = if p.exited { ", exited" } else { "" };
         let _ = writeln!(
             out,
-            "pid {} {} ({}{parent}{exited}): {} shared objects",
+            "pid {} {} ({}{parent}{exited}): {} executable files mapped (shared objects and the program)",
             p.pid,
             p.comm,
             p.exe.as_deref().unwrap_or("executable not readable"),
