@@ -76,4 +76,31 @@ if [ ! -f "$FIX/unpacked/librocblas0/.complete" ]; then
   touch "$FIX/unpacked/librocblas0/.complete"
 fi
 
+# NVIDIA's disassemblers for `scan --disasm` and its tests (no GPU needed): nvdisasm and cuobjdump from the PyPI
+# wheels, CUDA 13.5, x86-64. Unpacked into $CACHE/tools/nvidia-cuda-13.5.37/nvidia/cu13/bin, where backscope looks.
+TOOLS="$CACHE/tools/nvidia-cuda-13.5.37"
+NV_WHEELS=(
+  "nvidia-cuda-nvdisasm==13.5.37|nvidia_cuda_nvdisasm-13.5.37-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl|d3fdbdd49fa53e2e4aacd3db8259d052bd2b049ececdcb69e92e083c6728e7ca"
+  "nvidia-cuda-cuobjdump==13.5.37|nvidia_cuda_cuobjdump-13.5.37-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl|38780fee50863252a0b8926357faa91615ca1c8346490563f33a06100cd73f58"
+)
+if [ ! -f "$TOOLS/.complete" ]; then
+  for row in "${NV_WHEELS[@]}"; do
+    IFS='|' read -r spec file sha <<<"$row"
+    if ! verify "$FIX/wheels/$file" "$sha"; then
+      echo "fixtures: downloading $spec" >&2
+      rm -f "$FIX/wheels/$file"
+      python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux2014_x86_64 -d "$FIX/wheels" "$spec"
+      verify "$FIX/wheels/$file" "$sha" || { echo "fixtures: $file: sha256 mismatch or missing (expected $sha)" >&2; exit 1; }
+    fi
+  done
+  rm -rf "$TOOLS"
+  mkdir -p "$TOOLS"
+  for row in "${NV_WHEELS[@]}"; do
+    IFS='|' read -r _ file _ <<<"$row"
+    unzip -q -o "$FIX/wheels/$file" 'nvidia/*' -d "$TOOLS"
+  done
+  chmod +x "$TOOLS"/nvidia/cu13/bin/*
+  touch "$TOOLS/.complete"
+fi
+
 echo "fixtures: ready in $FIX" >&2

@@ -4,13 +4,15 @@
 //! claims in one evidence model (`evidence`), and claims are rendered (`render`).
 //!
 //! Each command has a `run` taking an options value ([`scan::run`], [`sweep::run`], [`synth::run`],
-//! [`tracecmd::run`]) and returning its exit status ([`exit`]); the `backscope` binary fills the options from the
+//! [`tracecmd::run`], [`maps::run`]) and returning its exit status ([`exit`]); the `backscope` binary fills the options from the
 //! command line.
 
+pub mod disasm;
 pub mod evidence;
 pub mod exit;
 pub mod kernels;
 pub mod knowledge;
+pub mod maps;
 pub mod predict;
 mod render;
 pub mod scan;

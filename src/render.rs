@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{ContentArrangement, Table};
 
+use crate::disasm::{DisasmReport, KernelMix};
 use crate::evidence::Claim;
 use crate::scan::{KernelRecord, ScanReport};
 
@@ -209,6 +210,9 @@ pub fn scan(report: &ScanReport, kernels: bool) -> String {
         }
         let _ = writeln!(out, "Kernels\n{t}\n");
     }
+    if let Some(d) = &report.disasm {
+        disasm(&mut out, d, kernels || d.kernel_pattern.is_some());
+    }
     let _ = writeln!(out, "Claims");
     claims(&mut out, &report.claims);
     if !report.problems.is_empty() {
@@ -231,4 +235,109 @@ pub fn scan(report: &ScanReport, kernels: bool) -> String {
         s.elapsed_ms
     );
     out
+}
+
+/// Broad classes shown as columns (JSON has them all, atomics and `other` included).
+const MIX_COLUMNS: [(&str, &str); 9] = [
+    ("vector-alu", "VALU"),
+    ("fma", "FMA"),
+    ("matrix", "matrix"),
+    ("scalar", "scalar"),
+    ("lds", "LDS"),
+    ("global-load", "load"),
+    ("global-store", "store"),
+    ("branch", "branch"),
+    ("wait", "wait"),
+];
+
+fn mix_header<'a>(first: &[&'a str]) -> Vec<&'a str> {
+    let mut h = first.to_vec();
+    h.push("instrs");
+    h.extend(MIX_COLUMNS.iter().map(|(_, label)| *label));
+    h.push("path-deciding instructions");
+    h
+}
+
+fn path_text(paths: &BTreeMap<String, u64>, mnemonics: &BTreeMap<String, u64>) -> String {
+    let present: Vec<String> = paths.iter().filter(|(_, n)| **n > 0).map(|(p, n)| format!("{p} {n}")).collect();
+    if present.is_empty() {
+        return "none".into();
+    }
+    let mut m: Vec<_> = mnemonics.iter().collect();
+    m.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let shown: Vec<String> = m.iter().take(3).map(|(k, n)| format!("{k} {n}")).collect();
+    format!("{} ({}{})", present.join(", "), shown.join(", "), if m.len() > 3 { ", …" } else { "" })
+}
+
+fn mix_row(mut row: Vec<String>, k: &KernelMix) -> Vec<String> {
+    row.push(k.instructions.to_string());
+    row.extend(MIX_COLUMNS.iter().map(|(class, _)| k.classes.get(*class).copied().unwrap_or(0).to_string()));
+    row.push(path_text(&k.paths, &k.path_mnemonics));
+    row
+}
+
+/// `--disasm`: per kernel when asked for kernels (or a `--kernel` pattern), else summed per library, target and
+/// family.
+fn disasm(out: &mut String, d: &DisasmReport, per_kernel: bool) {
+    if per_kernel {
+        let mut t = table(&mix_header(&["library", "target", "kernel", "family"]));
+        for co in &d.code_objects {
+            for k in &co.kernels {
+                let row =
+                    vec![short(&co.path).to_string(), co.target.clone(), k.demangled.clone(), k.family.to_string()];
+                t.add_row(mix_row(row, k));
+            }
+        }
+        let _ = writeln!(out, "Instruction mix per kernel (disassembly)\n{t}\n");
+    } else {
+        let mut groups: BTreeMap<(&str, &str, &str), (u64, KernelMix)> = BTreeMap::new();
+        for co in &d.code_objects {
+            for k in &co.kernels {
+                let (n, sum) = groups.entry((short(&co.path), co.target.as_str(), k.family)).or_insert_with(|| {
+                    (
+                        0,
+                        KernelMix {
+                            classes: BTreeMap::new(),
+                            paths: BTreeMap::new(),
+                            path_mnemonics: BTreeMap::new(),
+                            instructions: 0,
+                            ..k.clone()
+                        },
+                    )
+                });
+                *n += 1;
+                sum.instructions += k.instructions;
+                for (map, from) in [
+                    (&mut sum.classes, &k.classes),
+                    (&mut sum.paths, &k.paths),
+                    (&mut sum.path_mnemonics, &k.path_mnemonics),
+                ] {
+                    for (key, v) in from {
+                        *map.entry(key.clone()).or_default() += v;
+                    }
+                }
+            }
+        }
+        let mut t = table(&mix_header(&["library", "target", "family", "kernels"]));
+        for ((lib, target, family), (n, sum)) in &groups {
+            t.add_row(mix_row(vec![lib.to_string(), target.to_string(), family.to_string(), n.to_string()], sum));
+        }
+        let _ = writeln!(
+            out,
+            "Instruction mix per family (disassembly; --kernels or --kernel PATTERN for each kernel)\n{t}\n"
+        );
+    }
+    let s = &d.stats;
+    let tools: Vec<String> = d.tools.iter().map(|t| format!("{} ({})", t.path.display(), t.version)).collect();
+    let _ = writeln!(
+        out,
+        "disassembled {} code objects ({} from the cache, {} failed, {} without a matching kernel) with {} in {:.1} s, {} at a time\n",
+        s.disassembled + s.from_cache,
+        s.from_cache,
+        s.failed,
+        s.no_matching_kernel,
+        if tools.is_empty() { "no disassembler".to_string() } else { tools.join(", ") },
+        s.elapsed_ms / 1e3,
+        s.parallel
+    );
 }

@@ -1,7 +1,9 @@
 //! Integration tests: real inputs (downloaded by scripts/fixtures.sh), real independent tools.
 mod util;
 
+mod disasm_real;
 mod gguf_synth;
+mod maps_live;
 mod predict;
 mod scan_bad_input;
 mod scan_real;

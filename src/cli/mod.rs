@@ -1,6 +1,7 @@
 //! The command line: clap's definitions of every command and flag, and their conversion into the options values the
 //! library's commands take. Only this part of backscope knows clap; `main.rs` parses, calls [`run`] and exits.
 
+mod maps;
 mod sweep;
 mod synth;
 mod trace;
@@ -36,6 +37,9 @@ pub enum Command {
     Synth(synth::SynthArgs),
     /// Run a command under the dispatch observer and report which GPU kernels really ran.
     Trace(trace::TraceArgs),
+    /// List and classify the shared objects running processes (and their children) have mapped: ggml backends,
+    /// HIP/CUDA runtimes, vendor BLAS, Vulkan ICDs and layers. Loaded is not evidence of dispatch.
+    Maps(maps::MapsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -59,6 +63,28 @@ pub struct ScanArgs {
     /// Extra library directories for dependency resolution, searched where ld.so searches LD_LIBRARY_PATH.
     #[arg(long = "library-path", value_name = "DIR")]
     pub library_path: Vec<PathBuf>,
+    /// Disassemble the code objects (those for --arch, if given) and report each kernel's instruction mix:
+    /// classes (vector ALU, FMA, scalar, LDS, global loads/stores, branches, waits) and path-deciding
+    /// instructions (MFMA, WMMA, dot, packed fp16; HMMA, IMMA, DP4A, LDGSTS, TMA, WGMMA).
+    #[arg(long)]
+    pub disasm: bool,
+    /// With --disasm: only kernels whose mangled or demangled name contains PATTERN, or whose family is PATTERN
+    /// (MMQ, MMVQ, FA-vec, …).
+    #[arg(long, value_name = "PATTERN", requires = "disasm")]
+    pub kernel: Option<String>,
+    /// With --disasm: the llvm-objdump to use (needs the AMDGPU target; default: the newest found).
+    #[arg(long = "llvm-objdump", value_name = "PATH", requires = "disasm")]
+    pub llvm_objdump: Option<PathBuf>,
+    /// With --disasm: the nvdisasm (or cuobjdump) to use (default: found on PATH, /usr/local/cuda/bin or the
+    /// backscope tool cache).
+    #[arg(long, value_name = "PATH", requires = "disasm")]
+    pub nvdisasm: Option<PathBuf>,
+    /// With --disasm: cache listings here (default: $BACKSCOPE_CACHE/disasm or ~/.cache/backscope/disasm).
+    #[arg(long = "disasm-cache", value_name = "DIR", requires = "disasm", conflicts_with = "no_disasm_cache")]
+    pub disasm_cache: Option<PathBuf>,
+    /// With --disasm: neither read nor write the listing cache.
+    #[arg(long = "no-disasm-cache", requires = "disasm")]
+    pub no_disasm_cache: bool,
 }
 
 impl From<ScanArgs> for scan::ScanCommand {
@@ -69,6 +95,13 @@ impl From<ScanArgs> for scan::ScanCommand {
                 arch: a.arch,
                 kernels: a.kernels,
                 library_path: a.library_path,
+                disasm: a.disasm.then_some(backscope::disasm::DisasmOptions {
+                    kernel: a.kernel,
+                    llvm_objdump: a.llvm_objdump,
+                    nvdisasm: a.nvdisasm,
+                    cache_dir: a.disasm_cache,
+                    no_cache: a.no_disasm_cache,
+                }),
             },
             json: a.json,
             output: a.output,
@@ -88,6 +121,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Sweep(a) => backscope::sweep::run(a.into()),
         Command::Synth(a) => backscope::synth::run(a.into()),
         Command::Trace(a) => backscope::tracecmd::run(a.into()),
+        Command::Maps(a) => backscope::maps::run(&a.into()),
     }
 }
 
@@ -154,5 +188,59 @@ mod tests {
         let c: scan::ScanCommand = a.into();
         assert_eq!((c.options.arch.as_deref(), c.json), (Some("gfx906"), true));
         assert_eq!(c.options.paths, [PathBuf::from("/opt/rocm/lib")]);
+        assert!(c.options.disasm.is_none());
+    }
+
+    #[test]
+    fn disasm_flags_become_disasm_options_and_need_disasm() {
+        let cli = Cli::try_parse_from([
+            "backscope",
+            "scan",
+            "--disasm",
+            "--kernel",
+            "mul_mat_q",
+            "--nvdisasm",
+            "/x/nvdisasm",
+            "--no-disasm-cache",
+            "l.so",
+        ])
+        .unwrap();
+        let Command::Scan(a) = cli.command else { panic!("not a scan") };
+        let c: scan::ScanCommand = a.into();
+        let d = c.options.disasm.expect("--disasm");
+        assert_eq!(d.kernel.as_deref(), Some("mul_mat_q"));
+        assert_eq!(d.nvdisasm, Some(PathBuf::from("/x/nvdisasm")));
+        assert!(d.no_cache && d.cache_dir.is_none() && d.llvm_objdump.is_none());
+        assert!(
+            Cli::try_parse_from(["backscope", "scan", "--kernel", "mmq", "l.so"]).is_err(),
+            "--kernel needs --disasm"
+        );
+    }
+
+    #[test]
+    fn maps_flags_become_maps_options() {
+        let cli = Cli::try_parse_from([
+            "backscope",
+            "maps",
+            "--name",
+            "ollama",
+            "--watch",
+            "--interval",
+            "2",
+            "--arch",
+            "gfx1201",
+        ])
+        .unwrap();
+        let Command::Maps(a) = cli.command else { panic!("not maps") };
+        let o: backscope::maps::MapsOptions = a.into();
+        assert_eq!(
+            (o.names.as_slice(), o.watch, o.interval),
+            (&["ollama".to_string()][..], true, std::time::Duration::from_secs(2))
+        );
+        assert_eq!(o.archs, ["gfx1201"]);
+        assert!(Cli::try_parse_from(["backscope", "maps"]).is_err(), "a PID or --name is required");
+        let cli = Cli::try_parse_from(["backscope", "maps", "12", "34"]).unwrap();
+        let Command::Maps(a) = cli.command else { panic!("not maps") };
+        assert_eq!(a.pids, [12, 34]);
     }
 }

@@ -25,6 +25,9 @@ pub fn run(cmd: &ScanCommand) -> Result<u8> {
             bail!("{}: no such file or directory", p.display());
         }
     }
+    if let Some(d) = &cmd.options.disasm {
+        crate::disasm::check_named_tools(d)?;
+    }
     let report = scan(&cmd.options);
     // Stdout is line-buffered with a small buffer; a kernel table in JSON is one multi-MB line.
     let sink: Box<dyn Write> = match &cmd.output {

@@ -66,6 +66,12 @@ impl DeviceArch {
     }
 }
 
+/// Whether a cubin built for `cubin_sm` runs on a GPU of compute capability `device_sm` as it is (no PTX JIT):
+/// cubins are binary-compatible within a major version, from older minor to newer.
+pub fn cubin_runs_on(cubin_sm: u32, device_sm: u32) -> bool {
+    cubin_sm / 10 == device_sm / 10 && cubin_sm <= device_sm
+}
+
 pub fn matrix(files: &[FileRecord], vendor: &[VendorBlasDir]) -> Vec<CoverageCell> {
     let mut cells: BTreeMap<(String, String), CoverageCell> = BTreeMap::new();
     for f in files {
@@ -152,8 +158,7 @@ pub fn answer(arch: &DeviceArch, files: &[FileRecord], vendor: &[VendorBlasDir])
                 let Some(c) = &f.cuda else { continue };
                 for e in &c.entries {
                     present.insert(e.target.clone());
-                    let same_major = e.sm / 10 == sm / 10 && e.sm <= *sm;
-                    if e.kind == "cubin" && same_major {
+                    if e.kind == "cubin" && cubin_runs_on(e.sm, *sm) {
                         runs = true;
                         add_families(&mut families, &e.families);
                         if offsets.len() < 5 {

@@ -31,6 +31,8 @@ pub struct ScanOptions {
     pub kernels: bool,
     /// Extra directories the dynamic loader would search (as `LD_LIBRARY_PATH` would add).
     pub library_path: Vec<PathBuf>,
+    /// Disassemble the selected code objects (`--disasm`) and report each kernel's instruction mix.
+    pub disasm: Option<crate::disasm::DisasmOptions>,
 }
 
 /// Run a scan. Problems with single files are recorded in the report; the scan itself does not fail.
@@ -71,8 +73,15 @@ pub fn scan(opts: &ScanOptions) -> ScanReport {
         claims: Vec::new(),
         problems,
         stats: ScanStats::default(),
+        disasm: None,
     };
     report.claims = coverage::claims(&report);
+    if let Some(d) = &opts.disasm {
+        let outcome = crate::disasm::disassemble(&report, arch.as_ref(), d);
+        report.claims.extend(outcome.claims);
+        report.problems.extend(outcome.problems);
+        report.disasm = Some(outcome.report);
+    }
     report.problems.sort_by(|a, b| (&a.path, a.offset).cmp(&(&b.path, b.offset)));
     report.stats = ScanStats {
         files_seen: walked.files.len() as u64,

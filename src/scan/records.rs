@@ -25,6 +25,9 @@ pub struct ScanReport {
     pub claims: Vec<Claim>,
     pub problems: Vec<Problem>,
     pub stats: ScanStats,
+    /// `--disasm`: the instruction mix of every selected kernel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disasm: Option<crate::disasm::DisasmReport>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]

@@ -1,0 +1,669 @@
+//! `scan --disasm`: what each kernel's code is made of. Works from the scan's records: every selected AMDGPU code
+//! object or cubin is found again in its file ([`extract`]), disassembled by the vendor's tool ([`tools`], in
+//! parallel, cached by content hash in [`cache`]), read into per-function mnemonic counts ([`listing`]) and
+//! classified ([`classes`]: broad classes plus the instructions that decide a kernel path — MFMA, WMMA, dot,
+//! packed fp16; HMMA, IMMA, DP4A, LDGSTS, TMA, WGMMA).
+//!
+//! A missing disassembler or a code object that cannot be disassembled leaves the rest of the scan as it is: the
+//! first is one Limited claim per vendor, the second a problem and a Limited claim.
+
+mod cache;
+pub mod classes;
+mod extract;
+mod listing;
+pub mod tools;
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use binfmt::amdgpu::code_object::CodeObject;
+use binfmt::amdgpu::target::{compat, Compat, TargetId};
+use binfmt::cuda::cubin::Cubin;
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::evidence::{Claim, Confidence, Source};
+use crate::kernels;
+use crate::scan::coverage::{cubin_runs_on, DeviceArch};
+use crate::scan::{CodeObjectRecord, CudaEntryRecord, FileRecord, Problem, ScanReport, Severity};
+use classes::{Classifier, Vendor};
+use listing::Listing;
+use tools::Tool;
+
+/// Most bytes of one disassembler's output that are read; past it the listing is marked truncated. Far above real
+/// listings: the largest gfx942 code object of the 168 MB cyllama-rocm library prints about 210,000 lines.
+pub const OUTPUT_BUDGET: u64 = 2 << 30;
+/// Longest one disassembler may run on one code object.
+pub const TIME_LIMIT: Duration = Duration::from_secs(600);
+
+/// What to disassemble and with what.
+#[derive(Clone, Debug, Default)]
+pub struct DisasmOptions {
+    /// Report only kernels whose mangled or demangled name contains this, or whose family is this (`MMQ`).
+    pub kernel: Option<String>,
+    /// An `llvm-objdump` to use instead of looking for one.
+    pub llvm_objdump: Option<PathBuf>,
+    /// An `nvdisasm` or `cuobjdump` to use instead of looking for one.
+    pub nvdisasm: Option<PathBuf>,
+    /// Where listings are cached (default: `$BACKSCOPE_CACHE/disasm` or `~/.cache/backscope/disasm`).
+    pub cache_dir: Option<PathBuf>,
+    /// Do not read or write the cache.
+    pub no_cache: bool,
+}
+
+/// Check the disassemblers named on the command line before anything runs: naming one that does not work is a
+/// usage error, not a finding.
+pub fn check_named_tools(opts: &DisasmOptions) -> Result<(), tools::ToolError> {
+    if let Some(p) = &opts.llvm_objdump {
+        tools::check_llvm_objdump(p)?;
+    }
+    if let Some(p) = &opts.nvdisasm {
+        tools::check_nvidia(p)?;
+    }
+    Ok(())
+}
+
+/// The `disasm` part of a scan report (docs/scan-json.md).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DisasmReport {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_pattern: Option<String>,
+    /// The disassemblers used.
+    pub tools: Vec<Tool>,
+    pub code_objects: Vec<CodeObjectMix>,
+    pub stats: DisasmStats,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DisasmStats {
+    /// Code objects and cubins selected (by `--arch`) for disassembly.
+    pub selected: u64,
+    /// Skipped because no kernel in them matches `--kernel`.
+    pub no_matching_kernel: u64,
+    pub disassembled: u64,
+    pub from_cache: u64,
+    pub failed: u64,
+    /// Not disassembled because no disassembler for their vendor was found.
+    pub no_tool: u64,
+    pub kernels: u64,
+    pub instructions: u64,
+    /// Disassemblers run at once (rayon's thread count).
+    pub parallel: u64,
+    pub elapsed_ms: f64,
+}
+
+/// One disassembled code object (AMD) or cubin (NVIDIA).
+#[derive(Clone, Debug, Serialize)]
+pub struct CodeObjectMix {
+    pub path: String,
+    pub vendor: Vendor,
+    /// `gfx942`, `gfx90a:xnack-`, `sm_75`.
+    pub target: String,
+    /// As in the scan's record: a file offset when `in_file`, else an offset in the decompressed container.
+    pub offset: u64,
+    pub in_file: bool,
+    /// The compressed bundle (AMD) or the fatbin entry header (NVIDIA) holding it, when not `in_file`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container_offset: Option<u64>,
+    pub size: u64,
+    pub sha256: String,
+    pub cached: bool,
+    /// The disassembler's output was longer than [`OUTPUT_BUDGET`]: counts are lower bounds.
+    pub truncated: bool,
+    /// Every instruction in the code object (kernels, device functions, padding).
+    pub instructions: u64,
+    /// Instructions in functions that are not kernels (non-inlined device functions such as printf helpers).
+    pub other_functions: u64,
+    pub kernels: Vec<KernelMix>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One kernel's instruction mix.
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelMix {
+    pub name: String,
+    pub demangled: String,
+    pub family: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ggml_type: Option<&'static str>,
+    pub instructions: u64,
+    /// Instructions per broad class (data/instruction_classes.toml); they add up to `instructions`.
+    pub classes: BTreeMap<String, u64>,
+    /// Path-deciding instructions per kind, every kind of the vendor listed (0 = absent).
+    pub paths: BTreeMap<String, u64>,
+    /// The path-deciding instructions by mnemonic (`v_mfma_i32_16x16x32_i8`: 224).
+    pub path_mnemonics: BTreeMap<String, u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wavefront_size: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sgpr: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vgpr: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agpr: Option<u64>,
+    /// NVIDIA registers per thread.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registers: Option<u64>,
+}
+
+/// The disassembly's records, claims and problems, for the scan to add to its report.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub report: DisasmReport,
+    pub claims: Vec<Claim>,
+    pub problems: Vec<Problem>,
+}
+
+/// A code object the scan found, chosen for disassembly.
+#[derive(Clone, Copy)]
+enum Item<'r> {
+    Amd { file: &'r FileRecord, co: &'r CodeObjectRecord },
+    Cuda { file: &'r FileRecord, entry: &'r CudaEntryRecord },
+}
+
+impl Item<'_> {
+    fn file(&self) -> &FileRecord {
+        match self {
+            Item::Amd { file, .. } | Item::Cuda { file, .. } => file,
+        }
+    }
+
+    fn vendor(&self) -> Vendor {
+        match self {
+            Item::Amd { .. } => Vendor::Amd,
+            Item::Cuda { .. } => Vendor::Nvidia,
+        }
+    }
+}
+
+/// The code objects that run on `arch` (all of them without one): AMD code objects by the ROCm loader's rule,
+/// cubins of the same major compute capability at or below it. PTX has no machine code to disassemble.
+fn select<'r>(files: &'r [FileRecord], arch: Option<&DeviceArch>) -> Vec<Item<'r>> {
+    let mut out = Vec::new();
+    for file in files {
+        if let Some(a) = &file.amdgpu {
+            for co in &a.code_objects {
+                let runs = match arch {
+                    None => true,
+                    Some(DeviceArch::Amd { id }) => {
+                        compat(&TargetId::parse(&co.target), &TargetId::parse(id)) == Compat::Runs
+                    }
+                    Some(_) => false,
+                };
+                if runs && co.error.is_none() && co.kernel_count > 0 {
+                    out.push(Item::Amd { file, co });
+                }
+            }
+        }
+        if let Some(c) = &file.cuda {
+            for entry in &c.entries {
+                let runs = match arch {
+                    None => true,
+                    Some(DeviceArch::Nvidia { sm }) => cubin_runs_on(entry.sm, *sm),
+                    Some(_) => false,
+                };
+                if runs && entry.kind == "cubin" && entry.error.is_none() && entry.kernel_count > 0 {
+                    out.push(Item::Cuda { file, entry });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A kernel as the code object's own tables describe it.
+struct KernelInfo {
+    name: String,
+    wavefront_size: Option<u64>,
+    sgpr: Option<u64>,
+    vgpr: Option<u64>,
+    agpr: Option<u64>,
+    registers: Option<u64>,
+}
+
+fn kernel_infos(item: &Item<'_>, bytes: &[u8]) -> Result<Vec<KernelInfo>, String> {
+    match item {
+        Item::Amd { .. } => {
+            let co = CodeObject::parse(bytes).map_err(|e| format!("AMDGPU code object: {e}"))?;
+            let meta = co.metadata().map_err(|e| format!("AMDGPU metadata note: {e}"))?.unwrap_or_default();
+            Ok(meta
+                .kernels
+                .iter()
+                .map(|k| KernelInfo {
+                    name: k.name.to_string(),
+                    wavefront_size: k.wavefront_size,
+                    sgpr: k.sgpr_count,
+                    vgpr: k.vgpr_count,
+                    agpr: k.agpr_count,
+                    registers: None,
+                })
+                .collect())
+        }
+        Item::Cuda { .. } => {
+            let cubin = Cubin::parse(bytes).map_err(|e| format!("cubin: {e}"))?;
+            let ks = cubin.kernels().map_err(|e| format!("cubin kernels: {e}"))?;
+            Ok(ks
+                .iter()
+                .map(|k| KernelInfo {
+                    name: k.name.to_string(),
+                    wavefront_size: None,
+                    sgpr: None,
+                    vgpr: None,
+                    agpr: None,
+                    registers: k.registers.map(u64::from),
+                })
+                .collect())
+        }
+    }
+}
+
+/// Whether a kernel is wanted: no pattern, the pattern names its family, or its mangled or demangled name holds it.
+fn wanted(pattern: Option<&str>, raw: &str, demangled: &str, family: &str) -> bool {
+    match pattern {
+        None => true,
+        Some(p) => family.eq_ignore_ascii_case(p) || raw.contains(p) || demangled.contains(p),
+    }
+}
+
+struct Context<'a> {
+    opts: &'a DisasmOptions,
+    amd: Option<Tool>,
+    nvidia: Option<Tool>,
+    cache: Option<PathBuf>,
+    scratch: PathBuf,
+}
+
+/// What became of one item.
+enum Done {
+    Mix(CodeObjectMix),
+    NoMatch,
+    NoTool,
+}
+
+/// Disassemble what the scan found (restricted to `arch` when given) and classify every kernel's instructions.
+pub fn disassemble(report: &ScanReport, arch: Option<&DeviceArch>, opts: &DisasmOptions) -> Outcome {
+    let started = Instant::now();
+    let items = select(&report.files, arch);
+    let mut outcome = Outcome::default();
+    outcome.report.kernel_pattern = opts.kernel.clone();
+    let want = |v: Vendor| items.iter().any(|i| i.vendor() == v);
+    let base = cache::base_dir();
+    let find_error = |vendor: &str, e: tools::ToolError| Problem {
+        path: String::new(),
+        offset: None,
+        severity: Severity::Warning,
+        message: format!("{vendor} disassembler: {e}"),
+    };
+    let amd = if want(Vendor::Amd) {
+        tools::find_amd(opts.llvm_objdump.as_deref()).unwrap_or_else(|e| {
+            outcome.problems.push(find_error("AMDGPU", e));
+            None
+        })
+    } else {
+        None
+    };
+    let nvidia = if want(Vendor::Nvidia) {
+        tools::find_nvidia(opts.nvdisasm.as_deref(), base.as_deref().unwrap_or(Path::new("/nonexistent")))
+            .unwrap_or_else(|e| {
+                outcome.problems.push(find_error("NVIDIA", e));
+                None
+            })
+    } else {
+        None
+    };
+    outcome.report.tools = amd.iter().chain(nvidia.iter()).cloned().collect();
+    let cache = if opts.no_cache { None } else { opts.cache_dir.clone().or_else(cache::default_dir) };
+    let scratch = match tempfile::Builder::new().prefix("backscope-disasm-").tempdir() {
+        Ok(d) => d,
+        Err(e) => {
+            outcome.problems.push(Problem {
+                path: std::env::temp_dir().display().to_string(),
+                offset: None,
+                severity: Severity::Error,
+                message: format!("cannot create a scratch directory for code objects: {e}"),
+            });
+            return outcome;
+        }
+    };
+    let ctx = Context { opts, amd, nvidia, cache, scratch: scratch.path().to_path_buf() };
+
+    // Map every file that holds a selected item once; the items share the map.
+    let mut maps: BTreeMap<&str, Result<Arc<memmap2::Mmap>, String>> = BTreeMap::new();
+    for item in &items {
+        let path = item.file().path.as_str();
+        maps.entry(path).or_insert_with(|| map_file(Path::new(path)).map(Arc::new));
+    }
+    let results: Vec<(Item<'_>, Result<Done, String>)> = items
+        .par_iter()
+        .map(|item| {
+            let done = match &maps[item.file().path.as_str()] {
+                Ok(map) => one(&ctx, item, map),
+                Err(e) => Err(e.clone()),
+            };
+            (*item, done)
+        })
+        .collect();
+
+    let stats = &mut outcome.report.stats;
+    stats.selected = items.len() as u64;
+    stats.parallel = rayon::current_num_threads() as u64;
+    let mut failures: Vec<String> = Vec::new();
+    let mut no_tool: BTreeMap<Vendor, u64> = BTreeMap::new();
+    for (item, done) in results {
+        match done {
+            Ok(Done::Mix(mix)) => {
+                stats.disassembled += u64::from(!mix.cached);
+                stats.from_cache += u64::from(mix.cached);
+                stats.kernels += mix.kernels.len() as u64;
+                stats.instructions += mix.instructions;
+                outcome.report.code_objects.push(mix);
+            }
+            Ok(Done::NoMatch) => stats.no_matching_kernel += 1,
+            Ok(Done::NoTool) => {
+                stats.no_tool += 1;
+                *no_tool.entry(item.vendor()).or_default() += 1;
+            }
+            Err(e) => {
+                stats.failed += 1;
+                let (offset, what) = match item {
+                    Item::Amd { co, .. } => (if co.in_file { co.offset } else { co.bundle_offset }, &co.target),
+                    Item::Cuda { entry, .. } => (entry.offset, &entry.target),
+                };
+                outcome.problems.push(Problem {
+                    path: item.file().path.clone(),
+                    offset: Some(offset),
+                    severity: Severity::Warning,
+                    message: format!("disassembly of the {what} code at {offset:#x}: {e}"),
+                });
+                failures.push(format!("{} @ {offset:#x} ({what}): {e}", item.file().path));
+            }
+        }
+    }
+    stats.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    outcome.claims = claims(&outcome.report, &ctx, &no_tool, &failures);
+    drop(scratch);
+    outcome
+}
+
+fn map_file(path: &Path) -> Result<memmap2::Mmap, String> {
+    let file = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    // SAFETY: read-only and private, as in the scan that found these code objects; a file truncated while it is
+    // read raises SIGBUS, the risk the scan accepts for installed libraries (replaced by rename, not rewritten).
+    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("cannot map: {e}"))
+}
+
+/// Find one item's bytes, disassemble them (or take the cached listing) and classify its kernels.
+fn one(ctx: &Context<'_>, item: &Item<'_>, file_bytes: &[u8]) -> Result<Done, String> {
+    let bytes = match item {
+        Item::Amd { co, .. } => extract::amd_code_object(file_bytes, co)?,
+        Item::Cuda { file, entry } => extract::cubin(file_bytes, file, entry)?,
+    };
+    let infos = kernel_infos(item, &bytes)?;
+    let pattern = ctx.opts.kernel.as_deref();
+    let described: Vec<(KernelInfo, String, &'static str)> = infos
+        .into_iter()
+        .filter_map(|k| {
+            let family = kernels::family(kernels::base_name(&k.name).unwrap_or(&k.name), &k.name);
+            let demangled = kernels::display_name(&k.name);
+            wanted(pattern, &k.name, &demangled, family).then_some((k, demangled, family))
+        })
+        .collect();
+    if described.is_empty() {
+        return Ok(Done::NoMatch);
+    }
+    let (tool, cpu) = match item {
+        Item::Amd { co, .. } => (ctx.amd.as_ref(), co.processor.clone()),
+        Item::Cuda { entry, .. } => (ctx.nvidia.as_ref(), entry.target.clone()),
+    };
+    let Some(tool) = tool else { return Ok(Done::NoTool) };
+    let sha = cache::sha256_hex(&bytes);
+    let cached = ctx.cache.as_deref().and_then(|dir| cache::load(dir, tool, &cpu, &sha));
+    let was_cached = cached.is_some();
+    let listing = match cached {
+        Some(l) => l,
+        None => {
+            let suffix = if item.vendor() == Vendor::Amd { ".co" } else { ".cubin" };
+            let mut tmp = tempfile::Builder::new()
+                .suffix(suffix)
+                .tempfile_in(&ctx.scratch)
+                .map_err(|e| format!("cannot write the code object to a scratch file: {e}"))?;
+            std::io::Write::write_all(&mut tmp, &bytes).map_err(|e| format!("cannot write a scratch file: {e}"))?;
+            let mcpu = (item.vendor() == Vendor::Amd).then_some(cpu.as_str());
+            let l = tools::run(tool, tmp.path(), mcpu, OUTPUT_BUDGET, TIME_LIMIT).map_err(|e| e.to_string())?;
+            if let Some(dir) = &ctx.cache {
+                cache::store(dir, tool, &cpu, &sha, &l);
+            }
+            l
+        }
+    };
+    Ok(Done::Mix(mix(item, &bytes, sha, was_cached, &listing, described)))
+}
+
+fn mix(
+    item: &Item<'_>,
+    bytes: &[u8],
+    sha256: String,
+    cached: bool,
+    listing: &Listing,
+    kernels_wanted: Vec<(KernelInfo, String, &'static str)>,
+) -> CodeObjectMix {
+    let vendor = item.vendor();
+    let table = classes::classes();
+    let mut classifier = Classifier::new(table, vendor);
+    let total_of = |f: &listing::FunctionMnemonics| f.mnemonics.values().sum::<u64>();
+    let instructions = listing.unattributed + listing.functions.iter().map(total_of).sum::<u64>();
+    let by_name: BTreeMap<&str, &listing::FunctionMnemonics> =
+        listing.functions.iter().map(|f| (f.name.as_str(), f)).collect();
+    let all_kernels: std::collections::BTreeSet<&str> = kernels_wanted.iter().map(|(k, ..)| k.name.as_str()).collect();
+    let mut kernels = Vec::new();
+    for (info, demangled, family) in kernels_wanted.iter() {
+        let mut k = KernelMix {
+            name: info.name.clone(),
+            demangled: demangled.clone(),
+            family,
+            ggml_type: kernels::ggml_type_value(&info.name).and_then(|v| crate::knowledge::ggml_types().name_static(v)),
+            instructions: 0,
+            classes: BTreeMap::new(),
+            paths: table.path_kinds(vendor).map(|p| (p.to_string(), 0)).collect(),
+            path_mnemonics: BTreeMap::new(),
+            wavefront_size: info.wavefront_size,
+            sgpr: info.sgpr,
+            vgpr: info.vgpr,
+            agpr: info.agpr,
+            registers: info.registers,
+        };
+        if let Some(f) = by_name.get(info.name.as_str()) {
+            for (m, n) in &f.mnemonics {
+                let c = classifier.classify(m);
+                k.instructions += n;
+                *k.classes.entry(c.class.to_string()).or_default() += n;
+                if let Some(p) = c.path {
+                    *k.paths.entry(p.to_string()).or_default() += n;
+                    *k.path_mnemonics.entry(m.clone()).or_default() += n;
+                }
+            }
+        }
+        kernels.push(k);
+    }
+    // Functions that are not the wanted kernels: device functions, and kernels filtered out by --kernel.
+    let other_functions =
+        listing.functions.iter().filter(|f| !all_kernels.contains(f.name.as_str())).map(total_of).sum();
+    let (target, offset, in_file, container_offset) = match item {
+        Item::Amd { co, .. } => (co.target.clone(), co.offset, co.in_file, (!co.in_file).then_some(co.bundle_offset)),
+        Item::Cuda { file, entry } => {
+            let standalone = file.format == "cubin";
+            (entry.target.clone(), entry.offset, standalone, (!standalone).then_some(entry.offset))
+        }
+    };
+    CodeObjectMix {
+        path: item.file().path.clone(),
+        vendor,
+        target,
+        offset,
+        in_file,
+        container_offset,
+        size: bytes.len() as u64,
+        sha256,
+        cached,
+        truncated: listing.truncated,
+        instructions,
+        other_functions,
+        kernels,
+        error: None,
+    }
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Families whose instruction mix is reported as a claim even when no path-deciding instruction is in it: the
+/// matrix-multiply and attention paths, where an absent MFMA/WMMA/HMMA is itself the finding.
+fn always_claimed(family: &str) -> bool {
+    matches!(family, "MMQ" | "MMVQ" | "MMF" | "MMVF") || family.starts_with("FA-")
+}
+
+fn claims(
+    report: &DisasmReport,
+    ctx: &Context<'_>,
+    no_tool: &BTreeMap<Vendor, u64>,
+    failures: &[String],
+) -> Vec<Claim> {
+    let mut out = Vec::new();
+    for (vendor, n) in no_tool {
+        let (what, looked) = match vendor {
+            Vendor::Amd => (
+                "no AMDGPU disassembler was found",
+                "llvm-objdump 17+ with the amdgcn target: llvm-objdump-N on PATH, /usr/lib/llvm-N/bin, /opt/rocm/llvm/bin; --llvm-objdump PATH names one",
+            ),
+            Vendor::Nvidia => (
+                "no NVIDIA disassembler was found",
+                "nvdisasm or cuobjdump on PATH, /usr/local/cuda/bin, /opt/cuda/bin or the backscope tool cache; --nvdisasm PATH names one",
+            ),
+        };
+        out.push(Claim::new(
+            format!("scan.disasm.no-tool.{}", vendor.as_str()),
+            Confidence::Limited,
+            format!("{what} ({looked}): {n} code objects were not disassembled; the rest of the scan is complete"),
+        ));
+    }
+    if !failures.is_empty() {
+        out.push(
+            Claim::new(
+                "scan.disasm.failed",
+                Confidence::Limited,
+                format!(
+                    "{} code objects could not be disassembled (see the problems); their instruction mix is missing",
+                    failures.len()
+                ),
+            )
+            .with_sources(failures.iter().take(3).map(|f| Source::file(f.clone(), None, None, "disassembly failure"))),
+        );
+    }
+    // One claim per library, target and family.
+    type Key<'a> = (&'a str, &'a str, &'a str);
+    let mut groups: BTreeMap<Key<'_>, Vec<(&CodeObjectMix, &KernelMix)>> = BTreeMap::new();
+    for co in &report.code_objects {
+        for k in &co.kernels {
+            groups.entry((co.path.as_str(), co.target.as_str(), k.family)).or_default().push((co, k));
+        }
+    }
+    for ((path, target, family), members) in groups {
+        let vendor = members[0].0.vendor;
+        let mut paths: BTreeMap<&str, u64> = classes::classes().path_kinds(vendor).map(|p| (p, 0)).collect();
+        let mut with: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut mnemonics: BTreeMap<&str, u64> = BTreeMap::new();
+        for (_, k) in &members {
+            for (p, n) in &k.paths {
+                if let Some(total) = paths.get_mut(p.as_str()) {
+                    *total += n;
+                }
+                if *n > 0 {
+                    *with.entry(p.as_str()).or_default() += 1;
+                }
+            }
+            for (m, n) in &k.path_mnemonics {
+                *mnemonics.entry(m.as_str()).or_default() += n;
+            }
+        }
+        let present: Vec<&str> = paths.iter().filter(|(_, n)| **n > 0).map(|(p, _)| *p).collect();
+        if present.is_empty() && !always_claimed(family) {
+            continue;
+        }
+        let kernels = members.len();
+        let mut top: Vec<(&str, u64)> = mnemonics.into_iter().collect();
+        top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let shown: Vec<String> = top.iter().take(4).map(|(m, n)| format!("{m} ×{n}")).collect();
+        let absent: Vec<&str> = paths.iter().filter(|(_, n)| **n == 0).map(|(p, _)| *p).collect();
+        let mut statement = format!("{}, {target}: ", file_name(path));
+        if present.is_empty() {
+            statement.push_str(&format!("none of its {kernels} {family} kernels contains {}", absent.join(", ")));
+        } else {
+            let parts: Vec<String> = present
+                .iter()
+                .map(|p| format!("{} of {kernels} {family} kernels contain {p}", with.get(p).unwrap_or(&0)))
+                .collect();
+            statement.push_str(&parts.join("; "));
+            statement.push_str(&format!(" ({}{})", shown.join(", "), if top.len() > 4 { ", …" } else { "" }));
+            if !absent.is_empty() {
+                statement.push_str(&format!("; none contains {}", absent.join(", ")));
+            }
+        }
+        if members.iter().any(|(co, _)| co.truncated) {
+            statement.push_str(" (a listing was cut at the output budget: counts are lower bounds)");
+        }
+        let tool = match vendor {
+            Vendor::Amd => ctx.amd.as_ref(),
+            Vendor::Nvidia => ctx.nvidia.as_ref(),
+        };
+        let mut sources: Vec<Source> = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for (co, _) in &members {
+            if sources.len() >= 3 || !seen.insert((co.offset, co.container_offset)) {
+                continue;
+            }
+            let what = match (co.vendor, co.in_file) {
+                (Vendor::Amd, true) => format!("{target} code object"),
+                (Vendor::Amd, false) => format!("{target} code object at {:#x} in the compressed bundle", co.offset),
+                (Vendor::Nvidia, _) => format!("{target} cubin (fatbin entry)"),
+            };
+            let (offset, length) = match (co.in_file, co.container_offset) {
+                (true, _) => (Some(co.offset), Some(co.size)),
+                (false, Some(c)) => (Some(c), None),
+                (false, None) => (None, None),
+            };
+            sources.push(Source::file(path, offset, length, what));
+        }
+        if let Some(t) = tool {
+            let mut argv = vec![t.path.display().to_string()];
+            argv.extend(t.args((vendor == Vendor::Amd).then_some(members[0].0.target.split(':').next().unwrap_or(""))));
+            argv.push("<code object>".into());
+            sources.push(Source::Command { argv, excerpt: format!("{} ({})", t.version, members[0].0.sha256) });
+        }
+        out.push(
+            Claim::new(format!("scan.disasm.{target}.{family}.{}", file_name(path)), Confidence::Confirmed, statement)
+                .with_sources(sources),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pattern_matches_family_mangled_or_demangled_names() {
+        let raw = "_ZL9mul_mat_qIL9ggml_type12ELi64ELb0EEvPKc";
+        let demangled = "mul_mat_q<(ggml_type)12, 64, false>";
+        assert!(wanted(None, raw, demangled, "MMQ"));
+        assert!(wanted(Some("mmq"), raw, demangled, "MMQ"));
+        assert!(wanted(Some("mul_mat_q"), raw, demangled, "MMQ"));
+        assert!(wanted(Some("(ggml_type)12"), raw, demangled, "MMQ"));
+        assert!(!wanted(Some("mul_mat_vec_q"), raw, demangled, "MMQ"));
+    }
+}
