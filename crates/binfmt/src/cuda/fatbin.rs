@@ -22,7 +22,7 @@ use std::iter::FusedIterator;
 use crate::error::{Error, Result};
 use crate::read::{self, add};
 use crate::sniff::FATBIN_MAGIC;
-use crate::Limits;
+use crate::{Limits, EXPECT_ALLOCATION, EXPECT_ENTRIES_CAP};
 
 /// Size of the container header that this decoder understands.
 pub const CONTAINER_HEADER_SIZE: u16 = 16;
@@ -145,7 +145,7 @@ impl<'a> ContainerIter<'a> {
             return Err(Error::new(start, "fatbin container magic", "0xba55ed50 (50 ed 55 ba)"));
         }
         if self.count >= self.max {
-            return Err(Error::new(start, "fatbin container count", "no more containers than the configured cap"));
+            return Err(Error::new(start, "fatbin container count", EXPECT_ENTRIES_CAP));
         }
         let version = read::u16_at(self.data, start + 4, "fatbin container version")?;
         let header_size = read::u16_at(self.data, start + 6, "fatbin container header size")?;
@@ -272,13 +272,11 @@ impl<'a> Entry<'a> {
         self.offset.saturating_add(u64::from(self.header_size))
     }
 
-    /// The payload, decompressed if needed. Uncompressed payloads are borrowed as stored (including any
-    /// zero padding). Compressed ones are decoded into a buffer of exactly the header's decompressed size,
-    /// after checking that size against `limits`; an output of any other size is an error.
-    pub fn contents(&self, limits: &Limits) -> Result<Cow<'a, [u8]>> {
-        let compression = self.compression();
-        if compression == Compression::None {
-            return Ok(Cow::Borrowed(self.payload));
+    /// The compressed stream and its claimed decompressed size, after checking both against the payload
+    /// and `limits`; `None` for an uncompressed entry.
+    fn compressed_input(&self, limits: &Limits) -> Result<Option<(&'a [u8], u64)>> {
+        if self.compression() == Compression::None {
+            return Ok(None);
         }
         let csize = u64::from(self.compressed_size);
         if csize == 0 {
@@ -292,15 +290,46 @@ impl<'a> Entry<'a> {
             .map_err(|e| Error::new(self.offset + 16, e.field, "a compressed size within the payload"))?;
         let claimed = self.decompressed_size;
         limits.check_decompressed(claimed, csize, self.offset + 56, "fatbin entry decompressed size")?;
+        Ok(Some((input, claimed)))
+    }
+
+    /// The most memory [`Entry::contents`] holds at once for this entry, in bytes: the output buffer, plus
+    /// the zstd decoder's window (at most the output size); 0 for an uncompressed entry, which is borrowed.
+    /// Errors as `contents` would for a claim the limits refuse, so a caller can budget the memory before
+    /// any is allocated.
+    pub fn decode_cost(&self, limits: &Limits) -> Result<u64> {
+        Ok(match self.compressed_input(limits)? {
+            None => 0,
+            Some((_, claimed)) if self.compression() == Compression::Zstd => {
+                claimed.saturating_add(zstd_window(claimed))
+            }
+            Some((_, claimed)) => claimed,
+        })
+    }
+
+    /// The payload, decompressed if needed. Uncompressed payloads are borrowed as stored (including any
+    /// zero padding). Compressed ones are decoded into a buffer of exactly the header's decompressed size,
+    /// after checking that size against `limits`; an output of any other size is an error, and so is a
+    /// buffer the allocator refuses (under a memory limit), instead of an abort.
+    pub fn contents(&self, limits: &Limits) -> Result<Cow<'a, [u8]>> {
+        let Some((input, claimed)) = self.compressed_input(limits)? else {
+            return Ok(Cow::Borrowed(self.payload));
+        };
         let out_len = usize::try_from(claimed).map_err(|_| {
             Error::new(self.offset + 56, "fatbin entry decompressed size", "a size that fits in memory")
         })?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(out_len)
+            .map_err(|_| Error::new(self.offset + 56, "fatbin entry decompressed size", EXPECT_ALLOCATION))?;
         let at = self.payload_offset();
-        let out = match compression {
-            Compression::Lz4 => decompress_lz4(input, out_len, at)?,
-            _ => decompress_zstd(input, claimed, at)?,
+        let overlong = match self.compression() {
+            Compression::Lz4 => {
+                decompress_lz4(input, out_len, &mut out, at)?;
+                false
+            }
+            _ => decompress_zstd(input, claimed, &mut out, at)?,
         };
-        if out.len() as u64 != claimed {
+        if overlong || out.len() as u64 != claimed {
             return Err(Error::new(
                 self.offset + 56,
                 "fatbin entry decompressed size",
@@ -311,12 +340,13 @@ impl<'a> Entry<'a> {
     }
 }
 
-fn decompress_lz4(input: &[u8], out_len: usize, at: u64) -> Result<Vec<u8>> {
-    let mut out = vec![0u8; out_len];
-    match lz4_flex::block::decompress_into(input, &mut out) {
+/// `out` has room for `out_len` bytes (reserved by the caller).
+fn decompress_lz4(input: &[u8], out_len: usize, out: &mut Vec<u8>, at: u64) -> Result<()> {
+    out.resize(out_len, 0);
+    match lz4_flex::block::decompress_into(input, out) {
         Ok(n) => {
             out.truncate(n);
-            Ok(out)
+            Ok(())
         }
         Err(lz4_flex::block::DecompressError::OutputTooSmall { .. }) => {
             Err(Error::new(at, "fatbin entry LZ4 payload", "no more output than the header's decompressed size"))
@@ -325,20 +355,24 @@ fn decompress_lz4(input: &[u8], out_len: usize, at: u64) -> Result<Vec<u8>> {
     }
 }
 
-fn decompress_zstd(input: &[u8], claimed: u64, at: u64) -> Result<Vec<u8>> {
-    use ruzstd::decoding::{StreamingDecoder, DEFAULT_MAX_WINDOW_SIZE};
-    // The window never needs to exceed the content size; cap it so a hostile frame header cannot make
-    // the decoder reserve more than the (already checked) output size.
-    let window = claimed.max(1 << 20).saturating_mul(2).min(DEFAULT_MAX_WINDOW_SIZE);
-    let decoder = StreamingDecoder::new_with_max_window_size(input, window)
+/// The largest zstd window accepted for an output of `claimed` bytes: the window never needs to exceed the
+/// content size, so a hostile frame header cannot make the decoder hold more than the (already checked)
+/// output size, or ruzstd's default cap.
+fn zstd_window(claimed: u64) -> u64 {
+    claimed.max(1 << 20).saturating_mul(2).min(ruzstd::decoding::DEFAULT_MAX_WINDOW_SIZE)
+}
+
+/// `out` has room for `claimed` bytes (reserved by the caller). Stops after `claimed` bytes; the frame
+/// yielding more is reported as `Ok(true)` (its size is wrong), without growing `out`, whose growth would
+/// double an allocation that was sized to the byte.
+fn decompress_zstd(input: &[u8], claimed: u64, out: &mut Vec<u8>, at: u64) -> Result<bool> {
+    use ruzstd::decoding::StreamingDecoder;
+    let stream_err = |_| Error::new(at, "fatbin entry zstd payload", "a valid zstd frame");
+    let mut decoder = StreamingDecoder::new_with_max_window_size(input, zstd_window(claimed))
         .map_err(|_| Error::new(at, "fatbin entry zstd payload", "a valid zstd frame header"))?;
-    // `claimed` passed check_decompressed, so it fits in memory; read one byte more to detect overlong output.
-    let mut out = Vec::with_capacity(usize::try_from(claimed).unwrap_or(0));
-    decoder
-        .take(claimed.saturating_add(1))
-        .read_to_end(&mut out)
-        .map_err(|_| Error::new(at, "fatbin entry zstd payload", "a valid zstd frame"))?;
-    Ok(out)
+    (&mut decoder).take(claimed).read_to_end(out).map_err(stream_err)?;
+    let mut extra = [0u8; 1];
+    Ok(decoder.read(&mut extra).map_err(stream_err)? != 0)
 }
 
 /// Iterator over the entries of one container; see [`Container::entries`].
@@ -361,7 +395,7 @@ impl<'a> EntryIter<'a> {
         }
         let p = self.pos;
         if self.count >= self.max {
-            return Err(Error::new(p, "fatbin entry count", "no more entries than the configured cap"));
+            return Err(Error::new(p, "fatbin entry count", EXPECT_ENTRIES_CAP));
         }
         let d = self.data;
         let kind = read::u16_at(d, p, "fatbin entry kind")?;
