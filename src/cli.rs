@@ -52,4 +52,8 @@ pub struct ScanArgs {
     /// Extra library directories for dependency resolution, searched where ld.so searches LD_LIBRARY_PATH.
     #[arg(long = "library-path", value_name = "DIR")]
     pub library_path: Vec<PathBuf>,
+    /// Follow symlinks that lead outside the given paths (by default they are reported and not followed, so
+    /// that a link to / or /proc/self/root does not walk the whole file system).
+    #[arg(long)]
+    pub follow_outside: bool,
 }

@@ -45,6 +45,8 @@ fn run(cli: Cli) -> Result<u8> {
                 arch: args.arch,
                 kernels: args.kernels,
                 library_path: args.library_path,
+                follow_outside: args.follow_outside,
+                limits: scan::limits::ScanLimits::default(),
             };
             let report = scan::scan(&opts);
             // Stdout is line-buffered with a small buffer; a kernel table in JSON is one multi-MB line.

@@ -3,6 +3,7 @@ mod util;
 
 mod gguf_synth;
 mod scan_bad_input;
+mod scan_budgets;
 mod scan_real;
 mod sweep_common;
 mod sweep_faults;
