@@ -885,3 +885,86 @@ fn errors_inside_decompressed_payloads_point_at_their_container() {
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
+
+// ---------------------------------------------------------------------------------------------------
+// The scan-wide budgets through the library, with small limits on real inputs
+// ---------------------------------------------------------------------------------------------------
+
+use backscope::scan::limits::ScanLimits;
+use backscope::scan::{self as scanlib, ScanOptions, ScanReport};
+
+fn scan_with(paths: &[&Path], kernels: bool, limits: ScanLimits, threads: usize) -> ScanReport {
+    let opts = ScanOptions {
+        paths: paths.iter().map(|p| p.to_path_buf()).collect(),
+        kernels,
+        limits,
+        ..ScanOptions::default()
+    };
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    pool.install(|| scanlib::scan(&opts))
+}
+
+/// The per-file kernel budget is shared out per group of bundles, so what a file keeps does not depend on
+/// the number of threads; the problems name the limit.
+#[test]
+fn the_kernel_budget_of_a_file_gives_the_same_result_on_any_thread_count() {
+    let lib = cyllama_hip();
+    let limits = ScanLimits { kernels_per_file: 5000, ..ScanLimits::DEFAULT };
+    let one = scan_with(&[&lib], true, limits, 1);
+    let four = scan_with(&[&lib], true, limits, 4);
+    let kernels = |r: &ScanReport| -> Vec<u64> {
+        r.files[0].amdgpu.as_ref().unwrap().code_objects.iter().map(|c| c.kernel_count).collect()
+    };
+    assert_eq!(kernels(&one), kernels(&four));
+    let total: u64 = kernels(&one).iter().sum();
+    assert!(total <= 5000 && total > 2500, "{total} of the 19,815 kernels fit in the budget");
+    let records: usize =
+        one.files[0].amdgpu.as_ref().unwrap().code_objects.iter().map(|c| c.kernels.as_ref().map_or(0, Vec::len)).sum();
+    assert_eq!(records as u64, total);
+    assert_eq!(one.problems, four.problems);
+    assert!(
+        one.problems.iter().any(|p| p.message.contains("5000 kernels per file") && p.offset.is_some()),
+        "{:?}",
+        one.problems.first()
+    );
+}
+
+/// Dependency budgets on a real install tree: the chain stops at the limit with a warning that names it.
+#[test]
+fn dependency_budgets_stop_resolution_with_a_warning() {
+    let dir = fixture("cyllama_rocm/cyllama_rocm.libs");
+    let full = scan_with(&[&dir], false, ScanLimits::DEFAULT, 2);
+    let most = full.files.iter().map(|f| f.dependencies.len()).max().unwrap();
+    assert!(most > 3, "{most}");
+    let limits = ScanLimits { dependencies_per_file: 3, ..ScanLimits::DEFAULT };
+    let cut = scan_with(&[&dir], false, limits, 2);
+    for (f, g) in full.files.iter().zip(&cut.files) {
+        assert_eq!(g.dependencies[..], f.dependencies[..f.dependencies.len().min(3)], "{}", f.path);
+        if f.dependencies.len() > 3 {
+            assert!(cut.problems.iter().any(|p| p.path == f.path && p.message.contains("3 dependencies")));
+        }
+    }
+    let limits = ScanLimits { dependency_probes_per_scan: 10, ..ScanLimits::DEFAULT };
+    let cut = scan_with(&[&dir], false, limits, 2);
+    assert!(cut.problems.iter().any(|p| p.message.contains("10 paths looked up on disk in this scan")));
+}
+
+/// The scan-wide budget of demangled text: past it, names are shown by their fallback, with a warning.
+#[test]
+fn the_demangling_budget_of_a_scan_falls_back_to_base_names() {
+    let lib = cyllama_hip();
+    let limits = ScanLimits { demangled_bytes_total: 20_000, ..ScanLimits::DEFAULT };
+    let report = scan_with(&[&lib], true, limits, 2);
+    let names: Vec<&str> = report.files[0]
+        .amdgpu
+        .as_ref()
+        .unwrap()
+        .code_objects
+        .iter()
+        .flat_map(|c| c.kernels.iter().flatten())
+        .map(|k| &*k.demangled)
+        .collect();
+    let fallback = names.iter().filter(|n| n.ends_with("<…>")).count();
+    assert!(fallback > names.len() / 2, "{fallback} of {}", names.len());
+    assert!(report.problems.iter().any(|p| p.message.contains("20000 bytes (limit per scan")), "{:?}", report.problems);
+}
