@@ -703,6 +703,28 @@ fn aliased_bundle_entries_are_decoded_and_listed_once() {
     }
 }
 
+/// Row 6, overlapping: entries that all start at the real code object but each end one byte later are
+/// distinct, so aliasing does not catch them, yet each one is the whole 22 MB object again. A bundle now
+/// decodes at most its own length: the first entry, then a problem.
+#[test]
+fn overlapping_bundle_entries_are_decoded_up_to_the_bundle_length() {
+    let co = fs::read(fixture(GFX900_KERNELS)).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let n = 4096u64;
+    let entries: Vec<_> = (0..n).map(|k| (GFX900_ID, payload_at(n), co.len() as u64 + k)).collect();
+    let mut payload = co.clone();
+    payload.resize(co.len() + n as usize, 0);
+    let file = tmp.path().join("overlapping.co");
+    fs::write(&file, offload_bundle(&entries, payload_at(n), &payload)).unwrap();
+    let run = scan_bounded(&["--kernels"], &[&file], Bounds::default());
+    let report = run.assert_bounded(60, GIB);
+    let (offset, severity, message) = run.problem(&file, &["overlap", "at most its own length", "4095 entries"]);
+    assert_eq!((offset, severity.as_str()), (Some(0), "error"), "{message}");
+    let cos = report["files"][0]["amdgpu"]["code_objects"].as_array().unwrap();
+    assert_eq!(cos.len(), 1);
+    assert_eq!(cos[0]["kernels"].as_array().unwrap().len(), 1542);
+}
+
 /// A kernel-name demangling bomb: 20 nested back-references, each doubling what it refers to, make a
 /// 239-byte name demangle to 27 MB (checked with cpp_demangle when this test was written). `variant`
 /// picks the function's name, `f000`…`f999`, so that the names are distinct.

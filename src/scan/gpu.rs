@@ -469,20 +469,20 @@ impl FileScanner<'_> {
             }
             decoded_bytes = decoded_bytes.saturating_add(entry.size);
             if decoded_bytes > length {
+                let inside = match place {
+                    Place::File { .. } => String::new(),
+                    Place::Decompressed { container, what, base } => {
+                        format!(" at byte offset {base:#x} of the decompressed payload of the {what} at {container:#x}")
+                    }
+                };
                 self.problems.push(Problem {
                     path: self.path.to_string(),
                     offset: Some(place.file_offset()),
                     severity: Severity::Error,
                     message: format!(
-                        "offload bundle{}: its entries overlap, so their distinct byte ranges add up to more than \
-                         the bundle's {length} bytes (limit: a bundle decodes at most its own length); the {} \
+                        "offload bundle{inside}: its entries overlap, so their distinct byte ranges add up to more \
+                         than the bundle's {length} bytes (limit: a bundle decodes at most its own length); the {} \
                          entries from entry {i} (ID {:?}) on are not decoded",
-                        match place {
-                            Place::File { .. } => String::new(),
-                            Place::Decompressed { container, what, base } => {
-                                format!(" at byte offset {base:#x} of the decompressed payload of the {what} at {container:#x}")
-                            }
-                        },
                         device.len() - i,
                         entry.id.raw
                     ),

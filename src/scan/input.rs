@@ -22,13 +22,13 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-/// Open `path` for reading if it is a regular file, without blocking whatever it is. `Ok(None)` when it
-/// exists but is not a regular file (a FIFO, a socket, a device, a directory), with its kind.
+/// Open `path` for reading if it is a regular file, without blocking whatever it is. `Ok(Err(kind))`
+/// when it exists but is not a regular file (a FIFO, a socket, a device, a directory).
 pub fn open_regular(path: &Path) -> io::Result<Result<File, &'static str>> {
     let meta = std::fs::metadata(path)?;
     if !meta.is_file() {
@@ -69,8 +69,6 @@ pub struct MappedFile {
     map: memmap2::Mmap,
     /// Index in [`SLOTS`], or `None` for an empty map (nothing to guard).
     slot: Option<usize>,
-    /// Device and inode, to tell the same file under two names.
-    pub id: (u64, u64),
 }
 
 /// Why a file could not be mapped.
@@ -96,13 +94,12 @@ impl std::fmt::Display for MapError {
 impl MappedFile {
     pub fn open(path: &Path) -> Result<MappedFile, MapError> {
         let file = open_regular(path).map_err(MapError::Io)?.map_err(MapError::NotRegular)?;
-        let meta = file.metadata().map_err(MapError::Io)?;
         // SAFETY: a read-only private map. The file may be truncated by another process while we read it;
         // the mapping is registered before any byte of it is read and stays registered until it is
         // unmapped, so such a fault reads zeros instead of killing the process (module documentation).
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(MapError::Io)?;
         let slot = if map.is_empty() { None } else { Some(register(map.as_ptr() as usize, map.len())?) };
-        Ok(MappedFile { map, slot, id: (meta.dev(), meta.ino()) })
+        Ok(MappedFile { map, slot })
     }
 
     pub fn bytes(&self) -> &[u8] {
