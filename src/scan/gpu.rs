@@ -855,18 +855,20 @@ pub fn fill_demangled(files: &mut [FileRecord], limits: &ScanLimits, problems: &
     let mut total = 0usize;
     for group in distinct.chunks(DEMANGLE_GROUP) {
         let first = demangled.len();
-        if total >= limits.demangled_bytes_total {
-            for (i, name) in group.iter().enumerate() {
-                over_total[first + i] = true;
-                demangled.push(Arc::from(kernels::fallback_name(name)));
-            }
-            continue;
-        }
-        let texts: Vec<(String, bool)> =
-            group.par_iter().map(|n| kernels::display_name_bounded(n, limits.demangled_bytes_per_name)).collect();
+        let spent = total >= limits.demangled_bytes_total;
+        let texts: Vec<(String, bool)> = group
+            .par_iter()
+            .map(|n| match n.starts_with("_Z") && !spent {
+                true => kernels::display_name_bounded(n, limits.demangled_bytes_per_name),
+                false => (kernels::fallback_name(n), false),
+            })
+            .collect();
         for (i, (name, (text, cut))) in group.iter().zip(texts).enumerate() {
             too_long[first + i] = cut;
-            let text = if total.saturating_add(text.len()) > limits.demangled_bytes_total {
+            // Only the demangler's output counts: other names are shown as they are in the file.
+            let text = if !name.starts_with("_Z") {
+                text
+            } else if spent || total.saturating_add(text.len()) > limits.demangled_bytes_total {
                 over_total[first + i] = true;
                 kernels::fallback_name(name)
             } else {

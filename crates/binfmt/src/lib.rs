@@ -44,8 +44,8 @@ pub struct Limits {
     /// Most entries accepted in one table (fatbin containers, fatbin entries).
     pub max_entries: u64,
     /// Most entries in one offload bundle. clang writes one per offload target plus the host entry: the
-    /// real bundles seen have 4 (a ggml HIP library) to 11 (Debian's rocBLAS). Each entry becomes a record,
-    /// so a bundle of a million empty entries would otherwise become a million records.
+    /// real bundles seen have up to 28 (JAX's ROCm plugin: 27 targets). Each entry becomes a record, so a
+    /// bundle of a million empty entries would otherwise become a million records.
     pub max_bundle_entries: u64,
     /// Most kernels decoded from one code object (all its metadata notes together) or one cubin. The most
     /// in a real file is 14,075 (rocBLAS `TensileLibrary_gfx90a.co`); a metadata note can hold one kernel
