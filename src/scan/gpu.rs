@@ -431,7 +431,7 @@ impl FileScanner<'_> {
             severity: Severity::Error,
             message: format!(
                 "{what}: decoding needs {cost} bytes at once, more than the process-wide decompression budget \
-                 (limit: {} bytes, ScanLimits::decompressed_in_flight); not decoded",
+                 (limit: {} bytes, limits::DECOMPRESSED_IN_FLIGHT); not decoded",
                 DECOMPRESSION.capacity()
             ),
         });

@@ -1,9 +1,10 @@
 //! Every limit on what one scan may spend, in one place.
 //!
 //! Each decoder bounds its own work ([`binfmt::Limits`]: payload sizes, entries per bundle, kernels per code
-//! object). The budgets here span many decoder calls: what hostile input could multiply even when every
-//! field is in bounds. Hitting one is never fatal: it becomes a [`Problem`](super::Problem) that names the
-//! file, the offset where known, and the limit, and the scan goes on with what it has. The defaults sit far
+//! object). The budgets here ([`ScanLimits`], and [`DECOMPRESSED_IN_FLIGHT`] for the whole process) span
+//! many decoder calls: what hostile input could multiply even when every field is in bounds. Hitting one
+//! is never fatal: it becomes a [`Problem`](super::Problem) that names the file, the offset where known,
+//! and the limit, and the scan goes on with what it has. The defaults sit far
 //! above anything real inputs need; the real maxima quoted below are from the fixtures of
 //! `scripts/fixtures.sh` (ROCm, CUDA and rocBLAS libraries of 5 MB to 400 MB).
 
@@ -14,10 +15,6 @@ use std::sync::{Condvar, Mutex, PoisonError};
 pub struct ScanLimits {
     /// Caps of each decoder call.
     pub decode: binfmt::Limits,
-    /// Bytes of decompressed payloads (and zstd decoder windows) held at once by the whole process,
-    /// across all threads. Without it every rayon thread could hold a full-size payload: 8 GiB on an
-    /// 8-thread machine. One full-size payload with its window fits; several smaller ones decode side by side.
-    pub decompressed_in_flight: u64,
     /// Kernels decoded per file, over all its code objects, cubins and PTX entries (each becomes a record of
     /// about 200 bytes, more with `--kernels`). The real maximum is 43,450 (a rocBLAS library).
     pub kernels_per_file: u64,
@@ -43,7 +40,6 @@ impl ScanLimits {
     /// The defaults, usable in constants.
     pub const DEFAULT: ScanLimits = ScanLimits {
         decode: binfmt::Limits::DEFAULT,
-        decompressed_in_flight: 3 << 29,
         kernels_per_file: 1 << 19,
         dependency_probes_per_file: 1 << 18,
         dependencies_per_file: 1 << 12,
@@ -59,9 +55,14 @@ impl Default for ScanLimits {
     }
 }
 
-/// The process-wide budget of decompressed bytes in flight ([`ScanLimits::decompressed_in_flight`] of the
-/// defaults: one process, one budget, whatever the scans' options).
-pub static DECOMPRESSION: MemoryBudget = MemoryBudget::new(ScanLimits::DEFAULT.decompressed_in_flight);
+/// Bytes of decompressed payloads (and zstd decoder windows) held at once by the whole process, across all
+/// threads and scans. Without it every rayon thread could hold a full-size payload: 8 GiB on an 8-thread
+/// machine. One full-size payload (`binfmt::Limits::max_decompressed`) with its window fits; several smaller
+/// ones decode side by side.
+pub const DECOMPRESSED_IN_FLIGHT: u64 = 3 << 29;
+
+/// The process-wide budget of [`DECOMPRESSED_IN_FLIGHT`] bytes: one process, one budget.
+pub static DECOMPRESSION: MemoryBudget = MemoryBudget::new(DECOMPRESSED_IN_FLIGHT);
 
 /// A counting semaphore over bytes. A thread that asks for more than is free waits until other threads
 /// give theirs back. That cannot deadlock as used here: a thread holds at most one reservation, never
@@ -148,7 +149,7 @@ mod tests {
     fn defaults_hold_one_full_size_payload_with_its_window() {
         let l = ScanLimits::DEFAULT;
         let worst = l.decode.max_decompressed + l.decode.max_decompressed.min(128 << 20);
-        assert!(worst <= l.decompressed_in_flight);
-        assert_eq!(DECOMPRESSION.capacity(), l.decompressed_in_flight);
+        assert!(worst <= DECOMPRESSED_IN_FLIGHT);
+        assert_eq!(DECOMPRESSION.capacity(), DECOMPRESSED_IN_FLIGHT);
     }
 }
