@@ -37,13 +37,29 @@ pub fn describe(raw: &str) -> KernelName {
     KernelName { demangled, demangled_ok, base, family, ggml_type }
 }
 
+/// Most bytes of one demangled name by default ([`ScanLimits::demangled_bytes_per_name`]): back-references
+/// let a 236-byte name demangle to 27 MB, while the longest real kernel name demangles to 843 bytes.
+///
+/// [`ScanLimits::demangled_bytes_per_name`]: crate::scan::limits::ScanLimits::demangled_bytes_per_name
+pub const MAX_DEMANGLED_BYTES: usize = crate::scan::limits::ScanLimits::DEFAULT.demangled_bytes_per_name;
+
 /// [`KernelName::demangled`] alone, without the classification `describe` adds.
 pub fn display_name(raw: &str) -> String {
-    demangle_short(raw).unwrap_or_else(|| fallback_name(raw))
+    display_name_bounded(raw, MAX_DEMANGLED_BYTES).0
+}
+
+/// [`display_name`] with at most `max_bytes` of demangled text; the flag is true when the name would
+/// demangle to more, and the fallback is returned instead.
+pub fn display_name_bounded(raw: &str, max_bytes: usize) -> (String, bool) {
+    match demangle_bounded(raw, max_bytes) {
+        Demangled::Text(d) => (d, false),
+        Demangled::Failed => (fallback_name(raw), false),
+        Demangled::TooLong => (fallback_name(raw), true),
+    }
 }
 
 /// What to show for a name the demangler rejects: `base<…>` for Itanium names, else the name itself.
-fn fallback_name(raw: &str) -> String {
+pub fn fallback_name(raw: &str) -> String {
     if raw.starts_with("_Z") {
         format!("{}<…>", base_name(raw).unwrap_or(raw))
     } else {
@@ -51,17 +67,66 @@ fn fallback_name(raw: &str) -> String {
     }
 }
 
-/// Demangle without parameters and return type; `None` if the name is not Itanium or fails to parse.
+/// Demangle without parameters and return type; `None` if the name is not Itanium, fails to parse, or
+/// demangles to more than [`MAX_DEMANGLED_BYTES`].
 pub fn demangle_short(raw: &str) -> Option<String> {
+    match demangle_bounded(raw, MAX_DEMANGLED_BYTES) {
+        Demangled::Text(d) => Some(d),
+        Demangled::Failed | Demangled::TooLong => None,
+    }
+}
+
+/// The outcome of [`demangle_bounded`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Demangled {
+    Text(String),
+    /// Not an Itanium name, or one the demangler rejects.
+    Failed,
+    /// The demangled text (or the name itself) is longer than allowed.
+    TooLong,
+}
+
+/// Demangle without parameters and return type into at most `max_bytes`. The demangler writes into a sink
+/// that refuses to grow past the cap, which stops it there: its time and memory follow its output, so a
+/// name built from nested back-references costs no more than the cap.
+pub fn demangle_bounded(raw: &str, max_bytes: usize) -> Demangled {
     if !raw.starts_with("_Z") {
-        return None;
+        return Demangled::Failed;
+    }
+    if raw.len() > max_bytes {
+        return Demangled::TooLong;
     }
     if let Some(fast) = demangle_simple_template(raw) {
-        return Some(fast);
+        return if fast.len() > max_bytes { Demangled::TooLong } else { Demangled::Text(fast) };
     }
     // A recursion limit keeps hostile names from exhausting the stack.
-    let sym = Symbol::new_with_options(raw.as_bytes(), &ParseOptions::default().recursion_limit(256)).ok()?;
-    sym.demangle_with_options(&DemangleOptions::default().no_params().no_return_type()).ok()
+    let Ok(sym) = Symbol::new_with_options(raw.as_bytes(), &ParseOptions::default().recursion_limit(256)) else {
+        return Demangled::Failed;
+    };
+    let mut sink = BoundedText { text: String::new(), max_bytes, full: false };
+    match sym.structured_demangle(&mut sink, &DemangleOptions::default().no_params().no_return_type()) {
+        Ok(()) => Demangled::Text(sink.text),
+        Err(_) if sink.full => Demangled::TooLong,
+        Err(_) => Demangled::Failed,
+    }
+}
+
+/// A `fmt::Write` that fails once its text would exceed `max_bytes`.
+struct BoundedText {
+    text: String,
+    max_bytes: usize,
+    full: bool,
+}
+
+impl std::fmt::Write for BoundedText {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if self.text.len().saturating_add(s.len()) > self.max_bytes {
+            self.full = true;
+            return Err(std::fmt::Error);
+        }
+        self.text.push_str(s);
+        Ok(())
+    }
 }
 
 /// The common shapes of ggml kernel names, demangled without a full parser: `_Z[L]<name>` followed either by
@@ -282,6 +347,24 @@ mod tests {
         if !k.demangled_ok {
             assert_eq!(k.demangled, "k_set_rows_quant<…>");
         }
+    }
+
+    #[test]
+    fn names_that_demangle_past_the_cap_fall_back() {
+        // Each `S0_I Sn_ Sn_ E` is A<X, X> of the previous type X: the text doubles per level.
+        let mut bomb = String::from("_Z1fI1AI1B1BE");
+        for sub in ["S3_", "S4_", "S5_", "S6_", "S7_", "S8_", "S9_", "SA_", "SB_", "SC_", "SD_", "SE_", "SF_", "SG_"] {
+            bomb.push_str(&format!("S0_I{sub}{sub}E"));
+        }
+        bomb.push_str("Evv");
+        let Demangled::Text(full) = demangle_bounded(&bomb, 1 << 20) else { panic!("demangles under 1 MiB") };
+        assert!(full.len() > 200_000 && full.starts_with("f<A<B, B>, A<A<B, B>, A<B, B> >"), "{}", full.len());
+        assert_eq!(demangle_bounded(&bomb, full.len()), Demangled::Text(full.clone()));
+        assert_eq!(demangle_bounded(&bomb, full.len() - 1), Demangled::TooLong);
+        assert_eq!(display_name_bounded(&bomb, 4096), ("f<…>".to_string(), true));
+        assert!(!display_name_bounded(MMVQ, 4096).1);
+        assert_eq!(demangle_bounded(MMVQ, 10), Demangled::TooLong, "the fast path is capped too");
+        assert_eq!(demangle_bounded("Cijk_x", 10), Demangled::Failed);
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod gguf_synth;
 mod maps_live;
 mod predict;
 mod scan_bad_input;
+mod scan_budgets;
 mod scan_real;
 mod sweep_common;
 mod sweep_faults;

@@ -63,6 +63,10 @@ pub struct ScanArgs {
     /// Extra library directories for dependency resolution, searched where ld.so searches LD_LIBRARY_PATH.
     #[arg(long = "library-path", value_name = "DIR")]
     pub library_path: Vec<PathBuf>,
+    /// Follow symlinks that lead outside the given paths (by default they are reported and not followed, so
+    /// that a link to / or /proc/self/root does not walk the whole file system).
+    #[arg(long)]
+    pub follow_outside: bool,
     /// Disassemble the code objects (those for --arch, if given) and report each kernel's instruction mix:
     /// classes (vector ALU, FMA, scalar, LDS, global loads/stores, branches, waits) and path-deciding
     /// instructions (MFMA, WMMA, dot, packed fp16; HMMA, IMMA, DP4A, LDGSTS, TMA, WGMMA).
@@ -95,6 +99,8 @@ impl From<ScanArgs> for scan::ScanCommand {
                 arch: a.arch,
                 kernels: a.kernels,
                 library_path: a.library_path,
+                follow_outside: a.follow_outside,
+                limits: scan::limits::ScanLimits::default(),
                 disasm: a.disasm.then_some(backscope::disasm::DisasmOptions {
                     kernel: a.kernel,
                     llvm_objdump: a.llvm_objdump,

@@ -449,7 +449,8 @@ fn library(path: &str, mapped_by: Vec<u32>, archs: &[DeviceArch]) -> LibraryReco
         mapped_by,
         scan_error: None,
     };
-    let (file, problems): (Option<FileRecord>, _) = gpu::scan_file(Path::new(path), false);
+    let (file, problems): (Option<FileRecord>, _) =
+        gpu::scan_file(Path::new(path), false, &crate::scan::limits::ScanLimits::default());
     if let Some(p) = problems.first() {
         rec.scan_error = Some(p.message.clone());
     }

@@ -1,9 +1,15 @@
 //! Decode one file's GPU code into records: `.hip_fatbin` offload bundles (compressed or not), CUDA
-//! fatbins, standalone AMDGPU code objects, bundles and cubins. Files are memory-mapped: only the pages
-//! the decoders touch (headers, notes, symbol tables) are read, never a whole 500 MB library.
+//! fatbins, standalone AMDGPU code objects, bundles and cubins. Files are memory-mapped (through
+//! [`MappedFile`], which survives a truncation underneath): only the pages the decoders touch (headers,
+//! notes, symbol tables) are read, never a whole 500 MB library.
+//!
+//! Work and memory are bounded by [`ScanLimits`]: decompressed payloads take their bytes from the
+//! process-wide [`DECOMPRESSION`] budget before they are allocated, each file has a kernel budget, entries
+//! of a bundle that share their bytes (aliases) are decoded once, and a bundle decodes at most its own
+//! length. Problems name a file offset: for bytes inside a decompressed payload, the offset of the
+//! compressed container in the file, with the offset inside the payload in the message.
 
-use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -17,51 +23,59 @@ use binfmt::cuda::fatbin::{self, Entry, EntryKind};
 use binfmt::cuda::ptx;
 use binfmt::elf::HostElf;
 use binfmt::sniff::{self, Kind};
-use binfmt::Limits;
+use binfmt::EXPECT_KERNELS_CAP;
 use rayon::prelude::*;
 
+use super::input::{MapError, MappedFile};
+use super::limits::{ScanLimits, DECOMPRESSION};
 use super::records::*;
 use super::tree;
 use crate::kernels;
 
+/// Bundles (or fatbin entries) of one file decoded side by side. The file's kernel budget is shared out
+/// per group, each member getting an equal part of what is left, so the result does not depend on the
+/// thread count or on timing, and a group holds at most the file's budget of kernels at once. The real
+/// maximum per bundle (9,760 kernels) is well inside `kernels_per_file / GROUP`.
+const GROUP: usize = 16;
+
 /// Scan one file. Returns its record (if it is an ELF or carries GPU code) and the problems met.
-pub fn scan_file(path: &Path, want_kernels: bool) -> (Option<FileRecord>, Vec<Problem>) {
+pub fn scan_file(path: &Path, want_kernels: bool, limits: &ScanLimits) -> (Option<FileRecord>, Vec<Problem>) {
     let mut problems = Vec::new();
     let shown = path.display().to_string();
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) => {
-            problems.push(Problem {
-                path: shown,
-                offset: None,
-                severity: Severity::Warning,
-                message: format!("cannot open: {e}"),
-            });
-            return (None, problems);
-        }
-    };
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    if size < 4 {
-        return (None, problems);
-    }
-    // SAFETY: the map is read-only and private to this scan. If another process truncates the file while
-    // we read it, the kernel raises SIGBUS; backscope accepts that risk for installed libraries, which are
-    // not rewritten in place (package managers replace them by rename).
-    let map = match unsafe { memmap2::Mmap::map(&file) } {
+    let mapped = match MappedFile::open(path) {
         Ok(m) => m,
         Err(e) => {
-            problems.push(Problem {
-                path: shown,
-                offset: None,
-                severity: Severity::Warning,
-                message: format!("cannot map: {e}"),
-            });
+            let message = match e {
+                MapError::NotRegular(kind) => format!("not a regular file ({kind}) when it was opened; not read"),
+                e => format!("cannot open or map: {e}"),
+            };
+            problems.push(Problem { path: shown, offset: None, severity: Severity::Warning, message });
             return (None, problems);
         }
     };
-    let data: &[u8] = &map;
-    let mut scanner = FileScanner { path: &shown, want_kernels, problems: &mut problems, limits: Limits::default() };
-    let record = scanner.scan(data, size);
+    let data = mapped.bytes();
+    let mut scanner = FileScanner {
+        path: &shown,
+        want_kernels,
+        problems: &mut problems,
+        limits: *limits,
+        kernels_left: limits.kernels_per_file,
+    };
+    let record = scanner.scan(data);
+    if let Some(at) = mapped.cut_at() {
+        // Whatever was decoded past the cut came from zero pages and describes nothing.
+        problems.retain(|p| p.path != shown);
+        problems.push(Problem {
+            path: shown,
+            offset: Some(at),
+            severity: Severity::Error,
+            message: format!(
+                "the file changed while it was read (truncated, or a read error): bytes from {at:#x} on read as \
+                 zeros, so its records are left out"
+            ),
+        });
+        return (None, problems);
+    }
     (record, problems)
 }
 
@@ -69,21 +83,136 @@ struct FileScanner<'p> {
     path: &'p str,
     want_kernels: bool,
     problems: &'p mut Vec<Problem>,
-    limits: Limits,
+    limits: ScanLimits,
+    /// Kernels this scanner may still decode: its file's budget, or the share of it a part was given.
+    kernels_left: u64,
 }
 
-fn err_problem(path: &str, base: u64, what: &str, e: binfmt::Error) -> Problem {
-    let e = e.at_base(base);
-    Problem {
-        path: path.to_string(),
-        offset: Some(e.offset),
-        severity: Severity::Error,
-        message: format!("{what}: {e}"),
+/// Where the bytes a decoder reads lie, so that its errors point into the file.
+#[derive(Clone, Copy, Debug)]
+enum Place {
+    /// In the file; `base` is the file offset of the decoder's input.
+    File { base: u64 },
+    /// Inside a decompressed payload: `container` is the file offset of the compressed bundle or fatbin
+    /// entry that holds it, `what` names that container, `base` is the offset of the decoder's input in
+    /// the decompressed bytes.
+    Decompressed { container: u64, what: &'static str, base: u64 },
+}
+
+impl Place {
+    /// The same place, `delta` bytes further in.
+    fn at(self, delta: u64) -> Place {
+        match self {
+            Place::File { base } => Place::File { base: base.saturating_add(delta) },
+            Place::Decompressed { container, what, base } => {
+                Place::Decompressed { container, what, base: base.saturating_add(delta) }
+            }
+        }
+    }
+
+    fn in_file(self) -> bool {
+        matches!(self, Place::File { .. })
+    }
+
+    /// The offset a record shows: a file offset, or an offset inside the decompressed payload.
+    fn offset(self) -> u64 {
+        match self {
+            Place::File { base } | Place::Decompressed { base, .. } => base,
+        }
+    }
+
+    /// The file offset a problem shows: the place itself, or the container that holds it.
+    fn file_offset(self) -> u64 {
+        match self {
+            Place::File { base } => base,
+            Place::Decompressed { container, .. } => container,
+        }
     }
 }
 
+/// `len` zero bytes from the allocator's zeroed memory, or `None` if it refuses them (under a memory limit:
+/// `vec![0; len]` would abort). Large buffers come as fresh pages the kernel has zeroed, so this costs no
+/// pass over them, unlike writing the zeros after a fallible reservation (5% of scanning a CUDA library,
+/// whose LZ4 entries decode into these).
+fn zeroed_from_allocator(len: usize) -> Option<Vec<u8>> {
+    if len == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(len).ok()?;
+    // SAFETY: the layout's size is non-zero. A non-null pointer from the global allocator for this layout
+    // (size `len`, alignment 1) holds `len` initialised (zero) bytes, which is what `Vec::from_raw_parts`
+    // needs with length and capacity `len`; the Vec frees it with the same allocator and layout.
+    unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout);
+        (!ptr.is_null()).then(|| Vec::from_raw_parts(ptr, len, len))
+    }
+}
+
+/// Threads per CUDA kernel from `__launch_bounds__`/REQNTID (x·y·z); `None` when the product of three
+/// 32-bit values from the file does not fit in 64 bits.
+fn launch_bound_threads([x, y, z]: [u32; 3]) -> Option<u64> {
+    u64::from(x).checked_mul(u64::from(y))?.checked_mul(u64::from(z))
+}
+
+/// `path` is named like something a scan should decode: a shared library or a GPU code object.
+fn named_like_binary(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.ends_with(".so")
+        || name.contains(".so.")
+        || [".hsaco", ".co", ".cubin", ".fatbin"].iter().any(|ext| name.ends_with(ext))
+}
+
 impl FileScanner<'_> {
-    fn scan(&mut self, data: &[u8], size: u64) -> Option<FileRecord> {
+    /// A problem from a decoder error at `place`, naming the limit when a cap caused it.
+    fn problem(&mut self, place: Place, what: &str, e: binfmt::Error) {
+        let limit = self.limits.decode.explain(&e).map(|l| format!("; {l}")).unwrap_or_default();
+        self.push_problem(place, what, e, limit);
+    }
+
+    /// A problem from a decoder that was allowed `allowed` kernels: a kernel cap error says which budget
+    /// stopped it (the per-code-object cap, or what is left of the file's).
+    fn kernel_problem(&mut self, place: Place, what: &str, e: binfmt::Error, allowed: u64) {
+        if e.expected != EXPECT_KERNELS_CAP {
+            return self.problem(place, what, e);
+        }
+        let limit = if allowed == self.limits.decode.max_kernels {
+            format!("; limit: {allowed} kernels per code object or cubin (binfmt::Limits::max_kernels)")
+        } else {
+            format!(
+                "; limit: {} kernels per file (ScanLimits::kernels_per_file), {allowed} of them left for this part",
+                self.limits.kernels_per_file
+            )
+        };
+        self.push_problem(place, what, e, limit);
+    }
+
+    fn push_problem(&mut self, place: Place, what: &str, e: binfmt::Error, limit: String) {
+        let (offset, message) = match place {
+            Place::File { base } => {
+                let e = e.at_base(base);
+                (e.offset, format!("{what}: {e}{limit}"))
+            }
+            Place::Decompressed { container, what: holder, base } => (
+                container,
+                format!(
+                    "{what} in the decompressed payload of the {holder} at {container:#x}: at byte offset {:#x} of \
+                     the payload: {}: expected {}{limit}",
+                    base.saturating_add(e.offset),
+                    e.field,
+                    e.expected
+                ),
+            ),
+        };
+        self.problems.push(Problem {
+            path: self.path.to_string(),
+            offset: Some(offset),
+            severity: Severity::Error,
+            message,
+        });
+    }
+
+    fn scan(&mut self, data: &[u8]) -> Option<FileRecord> {
+        let size = data.len() as u64;
         let mut record = FileRecord {
             path: self.path.to_string(),
             size,
@@ -97,20 +226,20 @@ impl FileScanner<'_> {
         match sniff::sniff(data) {
             Kind::Elf { machine: sniff::EM_AMDGPU, .. } => {
                 record.format = "amdgpu-code-object";
-                let co = self.code_object(data, 0, true, 0, None, "");
+                let co = self.code_object(data, Place::File { base: 0 }, 0, None, "");
                 record.amdgpu =
                     Some(AmdGpuCode { section: None, bundles: 0, compressed_bundles: 0, code_objects: vec![co] });
             }
             Kind::Elf { machine: sniff::EM_CUDA, .. } => {
                 record.format = "cubin";
-                let (entry, _) = self.cubin_entry(data, 0, "cubin", None, 0);
+                let entry = self.cubin_entry(data, Place::File { base: 0 }, 0, None, size);
                 record.cuda = Some(CudaCode { section: None, containers: 0, entries: vec![entry] });
             }
             Kind::Elf { .. } => {
                 let elf = match HostElf::parse(data) {
                     Ok(e) => e,
                     Err(e) => {
-                        self.problems.push(err_problem(self.path, 0, "ELF", e));
+                        self.problem(Place::File { base: 0 }, "ELF", e);
                         return None;
                     }
                 };
@@ -152,97 +281,219 @@ impl FileScanner<'_> {
                 });
                 return None;
             }
-            Kind::Unknown => return None,
+            Kind::Unknown => {
+                self.unknown(data);
+                return None;
+            }
         }
         Some(record)
     }
 
-    /// Every bundle of a `.hip_fatbin` (or a standalone bundle file), decoded in parallel.
+    /// A file of no known format. Most are data and say nothing; one named like a library or code object
+    /// is reported, as an error when it is an ELF file whose magic alone was damaged. Text (linker scripts
+    /// such as `libc.so`) is left alone.
+    fn unknown(&mut self, data: &[u8]) {
+        if !named_like_binary(self.path) {
+            return;
+        }
+        let head = data.get(..64).unwrap_or(data);
+        if !head.is_empty() && head.iter().all(|&b| b.is_ascii_graphic() || b.is_ascii_whitespace()) {
+            return;
+        }
+        let first: Vec<String> = data.iter().take(4).map(|b| format!("{b:02x}")).collect();
+        let first = first.join(" ");
+        // e_ident after the magic: class 1|2, data 1|2, version 1.
+        let ident_intact = matches!(data.get(4..7), Some([1 | 2, 1 | 2, 1])) && data.len() >= 64;
+        let (severity, message) = if ident_intact {
+            (
+                Severity::Error,
+                format!(
+                    "ELF magic damaged: the file starts with {first} where 7f 45 4c 46 belongs, but the rest of its \
+                     ELF identification is intact; not decoded"
+                ),
+            )
+        } else if data.len() < 4 {
+            (Severity::Warning, format!("named like a library or code object, but only {} bytes long", data.len()))
+        } else {
+            (
+                Severity::Warning,
+                format!(
+                    "named like a library or code object, but neither ELF nor a GPU binary format (it starts with \
+                     {first}); not decoded"
+                ),
+            )
+        };
+        self.problems.push(Problem { path: self.path.to_string(), offset: Some(0), severity, message });
+    }
+
+    /// A scanner for one part of this file (a bundle, a fatbin entry) decoded on another thread, with
+    /// `kernels` of the file's kernel budget.
+    fn part<'q>(&self, problems: &'q mut Vec<Problem>, kernels: u64) -> FileScanner<'q>
+    where
+        Self: 'q,
+    {
+        FileScanner {
+            path: self.path,
+            want_kernels: self.want_kernels,
+            problems,
+            limits: self.limits,
+            kernels_left: kernels,
+        }
+    }
+
+    /// Every bundle of a `.hip_fatbin` (or a standalone bundle file), decoded in parallel groups.
     fn hip_fatbin(&mut self, data: &[u8], base: u64, section: Option<SectionRef>) -> AmdGpuCode {
         let mut code = AmdGpuCode { section, ..Default::default() };
-        let items: Vec<_> = bundle::walk(data).collect();
-        let path = self.path;
-        let want_kernels = self.want_kernels;
-        let limits = self.limits;
-        let decoded: Vec<(Vec<CodeObjectRecord>, Vec<Problem>)> = items
-            .par_iter()
-            .map(|item| {
-                let mut problems = Vec::new();
-                let mut scanner = FileScanner { path, want_kernels, problems: &mut problems, limits };
-                let cos = match item {
-                    Ok(located) => scanner.fatbin_item(&located.item, base + located.offset),
-                    Err(e) => {
-                        problems.push(err_problem(path, base, "offload bundle", *e));
-                        Vec::new()
+        let items: Vec<_> = bundle::walk_with_limits(data, &self.limits.decode).collect();
+        for group in items.chunks(GROUP) {
+            let share = self.kernels_left / group.len() as u64;
+            let this = &*self;
+            let decoded: Vec<(Vec<CodeObjectRecord>, Vec<Problem>, u64)> = group
+                .par_iter()
+                .map(|item| {
+                    let mut problems = Vec::new();
+                    let mut part = this.part(&mut problems, share);
+                    let cos = match item {
+                        Ok(located) => part.fatbin_item(&located.item, base + located.offset),
+                        Err(e) => {
+                            part.problem(Place::File { base }, "offload bundle", *e);
+                            Vec::new()
+                        }
+                    };
+                    let used = share - part.kernels_left;
+                    (cos, problems, used)
+                })
+                .collect();
+            for (item, (mut cos, mut problems, used)) in group.iter().zip(decoded) {
+                if let Ok(located) = item {
+                    code.bundles += 1;
+                    if matches!(located.item, FatbinItem::Compressed(_)) {
+                        code.compressed_bundles += 1;
                     }
-                };
-                (cos, problems)
-            })
-            .collect();
-        for (item, (mut cos, mut problems)) in items.iter().zip(decoded) {
-            if let Ok(located) = item {
-                code.bundles += 1;
-                if matches!(located.item, FatbinItem::Compressed(_)) {
-                    code.compressed_bundles += 1;
                 }
+                code.code_objects.append(&mut cos);
+                self.problems.append(&mut problems);
+                self.kernels_left -= used;
             }
-            code.code_objects.append(&mut cos);
-            self.problems.append(&mut problems);
         }
         code
     }
 
     fn fatbin_item(&mut self, item: &FatbinItem<'_>, file_offset: u64) -> Vec<CodeObjectRecord> {
-        match item {
-            FatbinItem::Bundle(b) => self.bundle_entries(b, file_offset, true, None),
-            FatbinItem::Compressed(c) => {
-                let compression = Some(Compression {
-                    format: format!("ccob-v{}", c.version),
-                    method: match c.method {
-                        Method::Zlib => "zlib",
-                        Method::Zstd => "zstd",
-                    },
-                    compressed_size: c.payload.len() as u64,
-                    uncompressed_size: c.uncompressed_size,
-                });
-                let inner = match c.decompress(&self.limits) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        self.problems.push(err_problem(self.path, file_offset, "compressed bundle", e));
-                        return Vec::new();
-                    }
-                };
-                match Bundle::parse(&inner) {
-                    Ok(b) => self.bundle_entries(&b, file_offset, false, compression),
-                    Err(e) => {
-                        let p = Problem {
-                            path: self.path.to_string(),
-                            offset: Some(file_offset),
-                            severity: Severity::Error,
-                            message: format!("bundle inside the compressed bundle at {file_offset:#x}: {e} (offset within the decompressed bytes)"),
-                        };
-                        self.problems.push(p);
-                        Vec::new()
-                    }
-                }
+        let here = Place::File { base: file_offset };
+        let c = match item {
+            FatbinItem::Bundle(b) => return self.bundle_entries(b, here, file_offset, None),
+            FatbinItem::Compressed(c) => c,
+        };
+        let compression = Some(Compression {
+            format: format!("ccob-v{}", c.version),
+            method: match c.method {
+                Method::Zlib => "zlib",
+                Method::Zstd => "zstd",
+            },
+            compressed_size: c.payload.len() as u64,
+            uncompressed_size: c.uncompressed_size,
+        });
+        let cost = match c.decode_cost(&self.limits.decode) {
+            Ok(cost) => cost,
+            Err(e) => {
+                self.problem(here, "compressed bundle", e);
+                return Vec::new();
+            }
+        };
+        // Held until the decompressed bytes are dropped, at the end of this function.
+        let Some(_reservation) = DECOMPRESSION.reserve(cost) else {
+            self.over_budget(here, "compressed bundle", cost);
+            return Vec::new();
+        };
+        let inner = match c.decompress(&self.limits.decode) {
+            Ok(v) => v,
+            Err(e) => {
+                self.problem(here, "compressed bundle", e);
+                return Vec::new();
+            }
+        };
+        let inside = Place::Decompressed { container: file_offset, what: "compressed bundle", base: 0 };
+        match Bundle::parse_with_limits(&inner, &self.limits.decode) {
+            Ok(b) => self.bundle_entries(&b, inside, file_offset, compression),
+            Err(e) => {
+                self.problem(inside, "offload bundle", e);
+                Vec::new()
             }
         }
     }
 
+    /// A payload whose decoding needs more memory than the whole process-wide budget.
+    fn over_budget(&mut self, place: Place, what: &str, cost: u64) {
+        self.problems.push(Problem {
+            path: self.path.to_string(),
+            offset: Some(place.file_offset()),
+            severity: Severity::Error,
+            message: format!(
+                "{what}: decoding needs {cost} bytes at once, more than the process-wide decompression budget \
+                 (limit: {} bytes, limits::DECOMPRESSED_IN_FLIGHT); not decoded",
+                DECOMPRESSION.capacity()
+            ),
+        });
+    }
+
+    /// The device entries of a bundle that starts at `place`. Entries with the same (offset, size) are the
+    /// same code object: decoded once, the others get a copy of its record marked `alias`, without the
+    /// per-kernel records. Distinct entries are decoded until their sizes add up to the bundle's length,
+    /// which real bundles (whose entries do not overlap) never exceed.
     fn bundle_entries(
         &mut self,
         b: &Bundle<'_>,
+        place: Place,
         bundle_offset: u64,
-        in_file: bool,
         compression: Option<Compression>,
     ) -> Vec<CodeObjectRecord> {
-        let mut out = Vec::new();
-        for entry in b.device_entries() {
-            let offset = if in_file { bundle_offset + entry.offset } else { entry.offset };
+        let mut out: Vec<CodeObjectRecord> = Vec::new();
+        // (offset, size) → the record decoded for it and the target its code object names.
+        let mut decoded: HashMap<(u64, u64), (usize, String)> = HashMap::new();
+        let mut decoded_bytes = 0u64;
+        let length = b.data.len() as u64;
+        let device: Vec<_> = b.device_entries().collect();
+        for (i, entry) in device.iter().enumerate() {
+            let entry_target = entry.id.target_id().map(|t| t.canonical());
+            if let Some((first, co_target)) = decoded.get(&(entry.offset, entry.size)) {
+                let original = &mut out[*first];
+                let kernels = original.kernels.take();
+                let mut rec = original.clone();
+                original.kernels = kernels;
+                rec.entry_id = entry.id.raw.to_string();
+                rec.target = entry_target.unwrap_or_else(|| co_target.clone());
+                rec.alias = true;
+                out.push(rec);
+                continue;
+            }
+            decoded_bytes = decoded_bytes.saturating_add(entry.size);
+            if decoded_bytes > length {
+                let inside = match place {
+                    Place::File { .. } => String::new(),
+                    Place::Decompressed { container, what, base } => {
+                        format!(" at byte offset {base:#x} of the decompressed payload of the {what} at {container:#x}")
+                    }
+                };
+                self.problems.push(Problem {
+                    path: self.path.to_string(),
+                    offset: Some(place.file_offset()),
+                    severity: Severity::Error,
+                    message: format!(
+                        "offload bundle{inside}: its entries overlap, so their distinct byte ranges add up to more \
+                         than the bundle's {length} bytes (limit: a bundle decodes at most its own length); the {} \
+                         entries from entry {i} (ID {:?}) on are not decoded",
+                        device.len() - i,
+                        entry.id.raw
+                    ),
+                });
+                break;
+            }
             let mut rec =
-                self.code_object(entry.data, offset, in_file, bundle_offset, compression.clone(), entry.id.raw);
-            if let Some(t) = entry.id.target_id() {
-                rec.target = t.canonical();
+                self.code_object(entry.data, place.at(entry.offset), bundle_offset, compression.clone(), entry.id.raw);
+            decoded.insert((entry.offset, entry.size), (out.len(), rec.target.clone()));
+            if let Some(t) = entry_target {
+                rec.target = t;
             }
             out.push(rec);
         }
@@ -252,8 +503,7 @@ impl FileScanner<'_> {
     fn code_object(
         &mut self,
         data: &[u8],
-        offset: u64,
-        in_file: bool,
+        place: Place,
         bundle_offset: u64,
         bundle_compression: Option<Compression>,
         entry_id: &str,
@@ -264,8 +514,9 @@ impl FileScanner<'_> {
             entry_id: entry_id.to_string(),
             target: String::new(),
             processor: String::new(),
-            offset,
-            in_file,
+            offset: place.offset(),
+            in_file: place.in_file(),
+            alias: false,
             size: data.len() as u64,
             code_object_version: 0,
             kernel_count: 0,
@@ -286,8 +537,7 @@ impl FileScanner<'_> {
         let co = match CodeObject::parse(data) {
             Ok(co) => co,
             Err(e) => {
-                let base = if in_file { offset } else { 0 };
-                self.problems.push(err_problem(self.path, base, "AMDGPU code object", e));
+                self.problem(place, "AMDGPU code object", e);
                 rec.error = Some(e.to_string());
                 return rec;
             }
@@ -295,8 +545,10 @@ impl FileScanner<'_> {
         rec.target = co.target_id();
         rec.processor = co.processor.map(str::to_string).unwrap_or_else(|| format!("mach:{:#04x}", co.mach));
         rec.code_object_version = co.version;
-        match co.metadata() {
+        let allowed = self.kernels_left.min(self.limits.decode.max_kernels);
+        match co.metadata_with_limit(allowed) {
             Ok(Some(meta)) => {
+                self.kernels_left -= meta.kernels.len() as u64;
                 rec.kernel_count = meta.kernels.len() as u64;
                 rec.kernels = classify_kernels(
                     &meta.kernels,
@@ -309,8 +561,7 @@ impl FileScanner<'_> {
             }
             Ok(None) => rec.error = Some(format!("code object v{} has no MessagePack metadata note", co.version)),
             Err(e) => {
-                let base = if in_file { offset } else { 0 };
-                self.problems.push(err_problem(self.path, base, "AMDGPU metadata note", e));
+                self.kernel_problem(place, "AMDGPU metadata note", e, allowed);
                 rec.error = Some(e.to_string());
             }
         }
@@ -318,42 +569,48 @@ impl FileScanner<'_> {
     }
 
     fn cuda_fatbin(&mut self, data: &[u8], base: u64, section: Option<SectionRef>) -> CudaCode {
+        let here = Place::File { base };
         let mut code = CudaCode { section, ..Default::default() };
         let mut entries: Vec<Entry<'_>> = Vec::new();
-        for container in fatbin::containers(data) {
+        for container in fatbin::containers_with_limits(data, &self.limits.decode) {
             match container {
                 Ok(c) => {
                     code.containers += 1;
                     for entry in c.entries() {
                         match entry {
                             Ok(e) => entries.push(e),
-                            Err(e) => self.problems.push(err_problem(self.path, base, "CUDA fatbin entry", e)),
+                            Err(e) => self.problem(here, "CUDA fatbin entry", e),
                         }
                     }
                 }
-                Err(e) => self.problems.push(err_problem(self.path, base, "CUDA fatbin container", e)),
+                Err(e) => self.problem(here, "CUDA fatbin container", e),
             }
         }
-        let path = self.path;
-        let want_kernels = self.want_kernels;
-        let limits = self.limits;
-        let decoded: Vec<(CudaEntryRecord, Vec<Problem>)> = entries
-            .par_iter()
-            .map(|e| {
-                let mut problems = Vec::new();
-                let mut scanner = FileScanner { path, want_kernels, problems: &mut problems, limits };
-                (scanner.fatbin_entry(e, base), problems)
-            })
-            .collect();
-        for (rec, mut problems) in decoded {
-            code.entries.push(rec);
-            self.problems.append(&mut problems);
+        for group in entries.chunks(GROUP) {
+            let share = self.kernels_left / group.len() as u64;
+            let this = &*self;
+            let decoded: Vec<(CudaEntryRecord, Vec<Problem>, u64)> = group
+                .par_iter()
+                .map(|e| {
+                    let mut problems = Vec::new();
+                    let mut part = this.part(&mut problems, share);
+                    let rec = part.fatbin_entry(e, base);
+                    let used = share - part.kernels_left;
+                    (rec, problems, used)
+                })
+                .collect();
+            for (rec, mut problems, used) in decoded {
+                code.entries.push(rec);
+                self.problems.append(&mut problems);
+                self.kernels_left -= used;
+            }
         }
         code
     }
 
     fn fatbin_entry(&mut self, e: &Entry<'_>, base: u64) -> CudaEntryRecord {
         let offset = base + e.offset;
+        let here = Place::File { base };
         let compression = e.is_compressed().then(|| {
             let method = match e.compression() {
                 fatbin::Compression::Zstd => "zstd",
@@ -366,39 +623,78 @@ impl FileScanner<'_> {
                 uncompressed_size: e.decompressed_size,
             }
         });
-        let contents = match e.contents(&self.limits) {
+        let failed = |compression: Option<Compression>, error: String| {
+            let mut rec = empty_entry(
+                offset,
+                &format!("kind-{}", e.kind.raw()),
+                format!("sm_{}", e.sm),
+                e.sm,
+                compression,
+                e.payload_size,
+            );
+            rec.error = Some(error);
+            rec
+        };
+        let cost = match e.decode_cost(&self.limits.decode) {
+            Ok(cost) => cost,
+            Err(err) => {
+                self.problem(here, "CUDA fatbin entry payload", err);
+                return failed(compression, err.to_string());
+            }
+        };
+        // Held until the decompressed contents are dropped, at the end of this function.
+        let _reservation = match cost {
+            0 => None,
+            cost => match DECOMPRESSION.reserve(cost) {
+                Some(r) => Some(r),
+                None => {
+                    self.over_budget(Place::File { base: offset }, "CUDA fatbin entry payload", cost);
+                    return failed(compression, "not decoded: over the decompression budget".into());
+                }
+            },
+        };
+        let contents = match e.contents_with(&self.limits.decode, &zeroed_from_allocator) {
             Ok(c) => c,
             Err(err) => {
-                self.problems.push(err_problem(self.path, base, "CUDA fatbin entry payload", err));
-                let kind = format!("kind-{}", e.kind.raw());
-                return CudaEntryRecord {
-                    offset,
-                    kind,
-                    target: format!("sm_{}", e.sm),
-                    sm: e.sm,
-                    compression,
-                    size: e.payload_size,
-                    kernel_count: 0,
-                    families: BTreeMap::new(),
-                    ggml_types: BTreeMap::new(),
-                    toolkit: None,
-                    kernels: None,
-                    error: Some(err.to_string()),
-                };
+                self.problem(here, "CUDA fatbin entry payload", err);
+                return failed(compression, err.to_string());
             }
+        };
+        let payload = if e.is_compressed() {
+            Place::Decompressed { container: offset, what: "compressed fatbin entry", base: 0 }
+        } else {
+            Place::File { base: base + e.payload_offset() }
         };
         match e.kind {
             EntryKind::Cubin => {
-                let (rec, _) = self.cubin_entry(&contents, offset, "cubin", compression, e.payload_size);
+                let rec = self.cubin_entry(&contents, payload, offset, compression, e.payload_size);
                 CudaEntryRecord { sm: e.sm, target: format!("sm_{}", e.sm), ..rec }
             }
             EntryKind::Ptx => {
                 let p = ptx::parse(&contents);
                 let mut rec =
                     empty_entry(offset, "ptx", format!("compute_{}", e.sm), e.sm, compression, e.payload_size);
-                rec.kernel_count = p.entries.len() as u64;
+                let allowed = self.kernels_left.min(self.limits.decode.max_kernels);
+                let names = match p.entries.get(..allowed as usize) {
+                    Some(first) if (p.entries.len() as u64) > allowed => {
+                        self.problems.push(Problem {
+                            path: self.path.to_string(),
+                            offset: Some(payload.file_offset()),
+                            severity: Severity::Error,
+                            message: format!(
+                                "PTX of the fatbin entry at {offset:#x}: more than {allowed} .entry names; the first \
+                                 {allowed} are kept (limit: {} kernels per code object, {} per file)",
+                                self.limits.decode.max_kernels, self.limits.kernels_per_file
+                            ),
+                        });
+                        first
+                    }
+                    _ => &p.entries[..],
+                };
+                self.kernels_left -= names.len() as u64;
+                rec.kernel_count = names.len() as u64;
                 rec.kernels = classify_kernels(
-                    &p.entries,
+                    names,
                     |name| name,
                     |_| KernelRecord::default(),
                     self.want_kernels,
@@ -413,34 +709,32 @@ impl FileScanner<'_> {
         }
     }
 
-    /// A cubin (inside a fatbin entry or a standalone file).
+    /// A cubin at `place` (inside a fatbin entry whose header is at file offset `offset`, or a standalone
+    /// file).
     fn cubin_entry(
         &mut self,
         data: &[u8],
+        place: Place,
         offset: u64,
-        kind: &str,
         compression: Option<Compression>,
         size: u64,
-    ) -> (CudaEntryRecord, bool) {
-        let mut rec = empty_entry(offset, kind, String::new(), 0, compression, size.max(data.len() as u64));
+    ) -> CudaEntryRecord {
+        let mut rec = empty_entry(offset, "cubin", String::new(), 0, compression, size.max(data.len() as u64));
         let cubin = match Cubin::parse(data) {
             Ok(c) => c,
             Err(e) => {
-                self.problems.push(err_problem(
-                    self.path,
-                    if rec.compression.is_none() { offset } else { 0 },
-                    "cubin",
-                    e,
-                ));
+                self.problem(place, "cubin", e);
                 rec.error = Some(e.to_string());
-                return (rec, false);
+                return rec;
             }
         };
         rec.sm = cubin.sm;
         rec.target = format!("sm_{}", cubin.sm);
         rec.toolkit = cubin.toolkit.map(str::to_string);
-        match cubin.kernels() {
+        let allowed = self.kernels_left.min(self.limits.decode.max_kernels);
+        match cubin.kernels_with_limit(allowed) {
             Ok(ks) => {
+                self.kernels_left -= ks.len() as u64;
                 rec.kernel_count = ks.len() as u64;
                 rec.kernels = classify_kernels(
                     &ks,
@@ -449,7 +743,7 @@ impl FileScanner<'_> {
                         registers: k.registers.map(u64::from),
                         shared_bytes: Some(k.static_shared),
                         scratch_bytes: k.frame_size.map(u64::from),
-                        max_threads: k.max_threads.map(|[x, y, z]| u64::from(x) * u64::from(y) * u64::from(z)),
+                        max_threads: k.max_threads.and_then(launch_bound_threads),
                         arg_bytes: k.param_size.map(u64::from),
                         ..Default::default()
                     },
@@ -459,11 +753,11 @@ impl FileScanner<'_> {
                 );
             }
             Err(e) => {
-                self.problems.push(err_problem(self.path, 0, "cubin kernels", e));
+                self.kernel_problem(place, "cubin kernels", e, allowed);
                 rec.error = Some(e.to_string());
             }
         }
-        (rec, true)
+        rec
     }
 }
 
@@ -533,9 +827,14 @@ fn classify_kernels<K>(
     want_records.then_some(records)
 }
 
+/// Distinct names demangled side by side; the scan's budget of demangled bytes is checked between groups.
+const DEMANGLE_GROUP: usize = 1024;
+
 /// Demangle every distinct kernel name of the scanned files in parallel and fill the records, which share
-/// one copy of each demangled name.
-pub fn fill_demangled(files: &mut [FileRecord]) {
+/// one copy of each demangled name. Each name's text is capped at `limits.demangled_bytes_per_name` and
+/// all of them together at `limits.demangled_bytes_total`; a name over either is shown as its fallback
+/// (`base<…>`), and each file with such names gets one warning.
+pub fn fill_demangled(files: &mut [FileRecord], limits: &ScanLimits, problems: &mut Vec<Problem>) {
     let mut slot_of: HashMap<&str, usize> = HashMap::new();
     let mut distinct: Vec<&str> = Vec::new();
     // For every record in order, the index of its name in `distinct`.
@@ -549,10 +848,98 @@ pub fn fill_demangled(files: &mut [FileRecord]) {
             })
         })
         .collect();
-    let demangled: Vec<Arc<str>> = distinct.par_iter().map(|n| Arc::from(kernels::display_name(n))).collect();
+    let mut demangled: Vec<Arc<str>> = Vec::with_capacity(distinct.len());
+    // Per distinct name: over the per-name cap, or left undemangled once the total was spent.
+    let mut too_long: Vec<bool> = vec![false; distinct.len()];
+    let mut over_total: Vec<bool> = vec![false; distinct.len()];
+    let mut total = 0usize;
+    for group in distinct.chunks(DEMANGLE_GROUP) {
+        let first = demangled.len();
+        let spent = total >= limits.demangled_bytes_total;
+        let texts: Vec<(String, bool)> = group
+            .par_iter()
+            .map(|n| match n.starts_with("_Z") && !spent {
+                true => kernels::display_name_bounded(n, limits.demangled_bytes_per_name),
+                false => (kernels::fallback_name(n), false),
+            })
+            .collect();
+        for (i, (name, (text, cut))) in group.iter().zip(texts).enumerate() {
+            too_long[first + i] = cut;
+            // Only the demangler's output counts: other names are shown as they are in the file.
+            let text = if !name.starts_with("_Z") {
+                text
+            } else if spent || total.saturating_add(text.len()) > limits.demangled_bytes_total {
+                over_total[first + i] = true;
+                kernels::fallback_name(name)
+            } else {
+                total += text.len();
+                text
+            };
+            demangled.push(Arc::from(text));
+        }
+    }
+    // One warning per file that has names over a limit; none to look for in the usual case.
+    let mut slots_left = &slots[..];
+    let any_cut = too_long.iter().chain(&over_total).any(|&cut| cut);
+    for f in files.iter().filter(|_| any_cut) {
+        let mut long: HashSet<usize> = HashSet::new();
+        let mut skipped: HashSet<usize> = HashSet::new();
+        let mut first_at: Option<u64> = None;
+        // `kernel_records_at` yields the records in `kernel_records` order, the order of `slots`.
+        for (at, _) in kernel_records_at(f) {
+            let Some((&slot, rest)) = slots_left.split_first() else { break };
+            slots_left = rest;
+            if too_long[slot] && long.insert(slot) || over_total[slot] && skipped.insert(slot) {
+                first_at.get_or_insert(at);
+            }
+        }
+        if !long.is_empty() {
+            problems.push(Problem {
+                path: f.path.clone(),
+                offset: first_at,
+                severity: Severity::Warning,
+                message: format!(
+                    "{} kernel names demangle to more than {} bytes each (limit per name, \
+                     ScanLimits::demangled_bytes_per_name); they are shown as `name<…>`",
+                    long.len(),
+                    limits.demangled_bytes_per_name
+                ),
+            });
+        }
+        if !skipped.is_empty() {
+            problems.push(Problem {
+                path: f.path.clone(),
+                offset: first_at,
+                severity: Severity::Warning,
+                message: format!(
+                    "the scan's demangled kernel names reached {} bytes (limit per scan, \
+                     ScanLimits::demangled_bytes_total); {} names of this file are shown as `name<…>`",
+                    limits.demangled_bytes_total,
+                    skipped.len()
+                ),
+            });
+        }
+    }
+    drop(slot_of);
+    drop(distinct);
     for (k, slot) in files.iter_mut().flat_map(kernel_records_mut).zip(slots) {
         k.demangled = Arc::clone(&demangled[slot]);
     }
+}
+
+/// [`kernel_records`] with the file offset of the code object or fatbin entry that holds each (for a code
+/// object inside a compressed bundle, the bundle's).
+fn kernel_records_at(f: &FileRecord) -> impl Iterator<Item = (u64, &KernelRecord)> {
+    let amd = f.amdgpu.iter().flat_map(|a| a.code_objects.iter()).flat_map(|c| {
+        let at = if c.in_file { c.offset } else { c.bundle_offset };
+        c.kernels.iter().flatten().map(move |k| (at, k))
+    });
+    let cuda = f
+        .cuda
+        .iter()
+        .flat_map(|c| c.entries.iter())
+        .flat_map(|e| e.kernels.iter().flatten().map(move |k| (e.offset, k)));
+    amd.chain(cuda)
 }
 
 fn kernel_records(f: &FileRecord) -> impl Iterator<Item = &KernelRecord> {
@@ -582,5 +969,41 @@ fn amd_resources(k: &KernelMeta<'_>) -> KernelRecord {
         max_threads: k.max_flat_workgroup_size,
         arg_bytes: k.kernarg_size,
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zeroed_buffers_or_none() {
+        for len in [0, 1, 4096, 3 << 20] {
+            let v = zeroed_from_allocator(len).unwrap();
+            assert_eq!((v.len(), v.capacity()), (len, len));
+            assert!(v.iter().all(|&b| b == 0));
+        }
+        assert!(zeroed_from_allocator(usize::MAX).is_none(), "larger than any layout");
+        assert!(zeroed_from_allocator(1 << 62).is_none(), "refused by the allocator");
+    }
+
+    #[test]
+    fn launch_bounds_that_overflow_are_unknown() {
+        assert_eq!(launch_bound_threads([128, 2, 1]), Some(256));
+        // Three u32 values can reach 2^96; the product must not wrap.
+        assert_eq!(launch_bound_threads([u32::MAX, u32::MAX, 2]), None);
+        assert_eq!(launch_bound_threads([u32::MAX, u32::MAX, 1]), Some(u64::from(u32::MAX) * u64::from(u32::MAX)));
+    }
+
+    #[test]
+    fn names_that_look_like_binaries() {
+        for yes in
+            ["/a/libggml-hip.so", "libcudart.so.12", "x/Kernels.so-000-gfx900.hsaco", "TensileLibrary.co", "k.cubin"]
+        {
+            assert!(named_like_binary(yes), "{yes}");
+        }
+        for no in ["notes.txt", "TensileLibrary_gfx906.dat", "so", "lib.soap"] {
+            assert!(!named_like_binary(no), "{no}");
+        }
     }
 }

@@ -1,14 +1,18 @@
 //! `backscope scan`: read GPU binaries and runtime install trees into typed records, then into claims.
 //!
-//! The pipeline: [`walk`] finds files (no symlink loops, unreadable files reported), [`gpu`] decodes each
-//! file's GPU code (AMD offload bundles, CUDA fatbins, standalone code objects) through memory maps,
+//! The pipeline: [`walk`] finds files (no symlink loops, no links out of the roots unless asked, unreadable
+//! files reported), [`gpu`] decodes each file's GPU code (AMD offload bundles, CUDA fatbins, standalone code
+//! objects) through memory maps that survive truncation ([`input`]),
 //! [`tree`] adds the install-tree view (which files are ggml backends, how their `DT_NEEDED` chains
 //! resolve, vendor BLAS library directories), and [`coverage`] turns it all into a GPU arch × library
-//! matrix, an answer for one `--arch`, and [`Claim`]s.
+//! matrix, an answer for one `--arch`, and [`Claim`]s. Everything hostile input could multiply is bounded
+//! by the budgets of [`limits`]; reaching one is a problem in the report, not a failure.
 
 mod command;
 pub mod coverage;
 pub mod gpu;
+pub mod input;
+pub mod limits;
 pub mod records;
 pub mod tree;
 pub mod walk;
@@ -33,15 +37,19 @@ pub struct ScanOptions {
     pub library_path: Vec<PathBuf>,
     /// Disassemble the selected code objects (`--disasm`) and report each kernel's instruction mix.
     pub disasm: Option<crate::disasm::DisasmOptions>,
+    /// Follow symlinks whose target lies outside every path of `paths` (by default they are reported).
+    pub follow_outside: bool,
+    /// Budgets on work and memory.
+    pub limits: limits::ScanLimits,
 }
 
 /// Run a scan. Problems with single files are recorded in the report; the scan itself does not fail.
 pub fn scan(opts: &ScanOptions) -> ScanReport {
     let started = Instant::now();
     let mut problems = Vec::new();
-    let walked = walk::walk(&opts.paths, &mut problems);
+    let walked = walk::walk(&opts.paths, opts.follow_outside, &mut problems);
     let results: Vec<(Option<FileRecord>, Vec<Problem>)> =
-        walked.files.par_iter().map(|path| gpu::scan_file(path, opts.kernels)).collect();
+        walked.files.par_iter().map(|path| gpu::scan_file(path, opts.kernels, &opts.limits)).collect();
     let mut files = Vec::new();
     let mut bytes = 0u64;
     for (record, mut file_problems) in results {
@@ -53,11 +61,11 @@ pub fn scan(opts: &ScanOptions) -> ScanReport {
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     if opts.kernels {
-        gpu::fill_demangled(&mut files);
+        gpu::fill_demangled(&mut files, &opts.limits, &mut problems);
     }
     let vendor_blas = tree::vendor_blas_dirs(&walked.files);
     let miopen = tree::miopen_dbs(&walked.files, &mut problems);
-    tree::resolve_dependencies(&mut files, &opts.library_path);
+    tree::resolve_dependencies(&mut files, &opts.library_path, &opts.limits, &mut problems);
     let arch = opts.arch.as_deref().map(coverage::DeviceArch::parse);
     let coverage = coverage::matrix(&files, &vendor_blas);
     let arch_answer = arch.as_ref().map(|a| coverage::answer(a, &files, &vendor_blas));

@@ -188,6 +188,11 @@ pub struct CodeObjectRecord {
     /// decompressed bundle.
     pub offset: u64,
     pub in_file: bool,
+    /// The entry has the same offset and size as an earlier entry of its bundle: the same code object under
+    /// another entry ID. It was decoded once; this record repeats the counts, and the per-kernel records are
+    /// on the first one only.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub alias: bool,
     pub size: u64,
     pub code_object_version: u8,
     pub kernel_count: u64,

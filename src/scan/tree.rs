@@ -5,9 +5,12 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fs;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use binfmt::elf::HostElf;
 
+use super::input;
+use super::limits::ScanLimits;
 use super::records::*;
 
 /// ggml backends by the name their `ggml_backend_<x>_reg` registration function carries (ggml sources:
@@ -138,15 +141,20 @@ pub fn miopen_dbs(files: &[PathBuf], problems: &mut Vec<Problem>) -> Vec<MiopenD
         let Some(arch) = arch_in_name(name) else { continue };
         let size = fs::metadata(f).map(|m| m.len()).unwrap_or(0);
         let lines = if name.ends_with(".txt") {
-            match fs::File::open(f) {
-                Ok(file) => Some(count_lines(file)),
+            let failed = |why: String| Problem {
+                path: f.display().to_string(),
+                offset: None,
+                severity: Severity::Warning,
+                message: format!("cannot read MIOpen db: {why}"),
+            };
+            match input::open_regular(f) {
+                Ok(Ok(file)) => Some(count_lines(file)),
+                Ok(Err(kind)) => {
+                    problems.push(failed(format!("not a regular file ({kind})")));
+                    None
+                }
                 Err(e) => {
-                    problems.push(Problem {
-                        path: f.display().to_string(),
-                        offset: None,
-                        severity: Severity::Warning,
-                        message: format!("cannot read MIOpen db: {e}"),
-                    });
+                    problems.push(failed(e.to_string()));
                     None
                 }
             }
@@ -190,7 +198,12 @@ fn read_ld_so_conf(path: &Path, out: &mut Vec<PathBuf>, seen: &mut HashSet<PathB
     if depth > 8 || !seen.insert(path.to_path_buf()) {
         return;
     }
-    let Ok(text) = fs::read_to_string(path) else { return };
+    // Regular files only (a FIFO here would block), and no more than any real configuration needs.
+    let Ok(Ok(file)) = input::open_regular(path) else { return };
+    let mut text = String::new();
+    if file.take(1 << 20).read_to_string(&mut text).is_err() {
+        return;
+    }
     for line in text.lines() {
         let line = line.split('#').next().unwrap_or("").trim();
         if let Some(pattern) = line.strip_prefix("include") {
@@ -230,30 +243,71 @@ fn glob_match(pattern: &str, name: &str) -> bool {
     go(pattern.as_bytes(), name.as_bytes())
 }
 
-/// ELF class and machine of a candidate file, read from its first 20 bytes (ld.so skips candidates of
-/// another class or machine and keeps searching).
-fn elf_identity(path: &Path) -> Option<(u8, u16)> {
-    let mut head = [0u8; 20];
-    fs::File::open(path).ok()?.read_exact(&mut head).ok()?;
-    (head[..4] == *b"\x7fELF").then(|| (head[4], u16::from_le_bytes([head[18], head[19]])))
-}
-
-/// What the loader needs from a library to continue the chain.
-#[derive(Clone, Debug, Default)]
+/// What the loader needs from a library to continue the chain, shared by every name it needs (a
+/// library with thousands of `DT_NEEDED` names and RPATH entries is read once, not copied per name).
+#[derive(Debug, Default)]
 struct LinkInfo {
     needed: Vec<String>,
     rpath: Vec<String>,
     runpath: Vec<String>,
 }
 
-/// A `DT_NEEDED` name waiting to be resolved: (name, the library needing it, its RPATH, its RUNPATH, depth).
-type Pending = (String, PathBuf, Vec<String>, Vec<String>, u32);
+/// A `DT_NEEDED` name waiting to be resolved.
+struct Pending {
+    name: String,
+    /// The library that needs it.
+    parent: Arc<Path>,
+    /// Its RPATH and RUNPATH.
+    link: Arc<LinkInfo>,
+    depth: u32,
+}
 
-/// Map a library read-only (see gpu.rs for why mapping installed libraries is acceptable).
-fn map_file(path: &Path) -> Option<memmap2::Mmap> {
-    let file = fs::File::open(path).ok()?;
-    // SAFETY: read-only private map of an installed library; see `gpu::scan_file`.
-    unsafe { memmap2::Mmap::map(&file) }.ok()
+/// What one candidate path is, on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Candidate {
+    /// An ELF file of this class and machine (ld.so skips other classes and machines and keeps searching).
+    Elf(u8, u16),
+    /// Absent, unreadable, or not an ELF file.
+    Unusable,
+    /// Something other than a regular file: never opened, since opening a FIFO or reading a terminal
+    /// blocks.
+    NotRegular(&'static str),
+}
+
+/// Looks candidate paths up on disk, remembering each answer for the whole scan and counting the lookups
+/// against the scan's budget.
+struct Prober {
+    seen: HashMap<PathBuf, Candidate>,
+    lookups: u64,
+    budget: u64,
+}
+
+impl Prober {
+    /// `None` once the scan's budget of lookups is spent.
+    fn probe(&mut self, path: &Path) -> Option<Candidate> {
+        if let Some(&c) = self.seen.get(path) {
+            return Some(c);
+        }
+        if self.lookups >= self.budget {
+            return None;
+        }
+        self.lookups += 1;
+        let c = match input::open_regular(path) {
+            Ok(Ok(mut file)) => {
+                let mut head = [0u8; 20];
+                match file.read_exact(&mut head) {
+                    Ok(()) if head[..4] == *b"\x7fELF" => {
+                        Candidate::Elf(head[4], u16::from_le_bytes([head[18], head[19]]))
+                    }
+                    _ => Candidate::Unusable,
+                }
+            }
+            Ok(Err(kind)) => Candidate::NotRegular(kind),
+            Err(_) => Candidate::Unusable,
+        };
+        self.seen.insert(path.to_path_buf(), c);
+        Some(c)
+    }
 }
 
 fn expand_origin(entry: &str, origin: &Path) -> PathBuf {
@@ -261,68 +315,159 @@ fn expand_origin(entry: &str, origin: &Path) -> PathBuf {
     PathBuf::from(entry.replace("${ORIGIN}", &o).replace("$ORIGIN", &o))
 }
 
+/// Read a library's `DT_NEEDED`, RPATH and RUNPATH (through a guarded map: it may be rewritten while we read
+/// it). An unreadable or changed library contributes nothing, with a warning for the change.
+fn link_info(path: &Path, problems: &mut Vec<Problem>) -> LinkInfo {
+    let Ok(mapped) = input::MappedFile::open(path) else { return LinkInfo::default() };
+    let info = match HostElf::parse(mapped.bytes()) {
+        Ok(e) => LinkInfo {
+            needed: e.needed.iter().map(|s| s.to_string()).collect(),
+            rpath: e.rpath.iter().map(|s| s.to_string()).collect(),
+            runpath: e.runpath.iter().map(|s| s.to_string()).collect(),
+        },
+        Err(_) => LinkInfo::default(),
+    };
+    if let Some(at) = mapped.cut_at() {
+        problems.push(Problem {
+            path: path.display().to_string(),
+            offset: Some(at),
+            severity: Severity::Warning,
+            message: "the library changed while it was read for dependency resolution; its own dependencies are \
+                      left out"
+                .into(),
+        });
+        return LinkInfo::default();
+    }
+    info
+}
+
 /// Resolve each ELF's `DT_NEEDED` chain (transitively, breadth-first) the way ld.so would: RPATH (when
 /// there is no RUNPATH), LD_LIBRARY_PATH (`extra`), RUNPATH, ld.so.conf, default dirs; then, marked `tree`,
-/// the directories of the scanned tree, which Ollama puts on `LD_LIBRARY_PATH` for its runners.
-pub fn resolve_dependencies(files: &mut [FileRecord], extra: &[PathBuf]) {
+/// the directories of the scanned tree, which Ollama puts on `LD_LIBRARY_PATH` for its runners. Candidates
+/// that are not regular files are skipped with a warning, never opened. The work is bounded by
+/// `limits`' dependency budgets; a file that reaches one gets a warning and keeps what was resolved.
+pub fn resolve_dependencies(
+    files: &mut [FileRecord],
+    extra: &[PathBuf],
+    limits: &ScanLimits,
+    problems: &mut Vec<Problem>,
+) {
     let system = system_dirs();
     let mut tree_dirs: Vec<PathBuf> =
         files.iter().filter_map(|f| Path::new(&f.path).parent().map(Path::to_path_buf)).collect();
     tree_dirs.sort();
     tree_dirs.dedup();
-    // Parsed dependencies of libraries outside the tree, shared across files.
-    let mut cache: HashMap<PathBuf, LinkInfo> = HashMap::new();
+    // Parsed dependencies of the libraries found, shared across files.
+    let mut cache: HashMap<PathBuf, Arc<LinkInfo>> = HashMap::new();
+    let mut prober = Prober { seen: HashMap::new(), lookups: 0, budget: limits.dependency_probes_per_scan };
+    let mut not_regular_reported: HashSet<PathBuf> = HashSet::new();
     for f in files.iter_mut() {
         let Some(elf) = &f.elf else { continue };
         if elf.needed.is_empty() {
             continue;
         }
-        let identity = (if elf.class == 64 { 2 } else { 1 }, elf.machine);
+        let identity = Candidate::Elf(if elf.class == 64 { 2 } else { 1 }, elf.machine);
+        let me: Arc<Path> = Arc::from(Path::new(&f.path));
+        let link = Arc::new(LinkInfo { needed: Vec::new(), rpath: elf.rpath.clone(), runpath: elf.runpath.clone() });
         let mut out = Vec::new();
-        let mut done: HashSet<String> = HashSet::new();
+        // Names queued or resolved: each is looked up once per file, as ld.so loads each once.
+        let mut queued: HashSet<String> = HashSet::new();
         let mut queue: VecDeque<Pending> = VecDeque::new();
-        let me = PathBuf::from(&f.path);
         for n in &elf.needed {
-            queue.push_back((n.clone(), me.clone(), elf.rpath.clone(), elf.runpath.clone(), 1));
+            if queued.insert(n.clone()) {
+                queue.push_back(Pending {
+                    name: n.clone(),
+                    parent: Arc::clone(&me),
+                    link: Arc::clone(&link),
+                    depth: 1,
+                });
+            }
         }
-        while let Some((name, parent, rpath, runpath, depth)) = queue.pop_front() {
-            if !done.insert(name.clone()) || depth > 16 {
+        let mut probes = 0u64;
+        let mut stopped: Option<String> = None;
+        while let Some(Pending { name, parent, link, depth }) = queue.pop_front() {
+            if depth > 16 {
                 continue;
             }
-            let origin = parent.parent().map(Path::to_path_buf).unwrap_or_default();
-            let mut candidates: Vec<(PathBuf, &'static str)> = Vec::new();
-            if name.contains('/') {
-                candidates.push((PathBuf::from(&name), "path"));
-            } else {
-                if runpath.is_empty() {
-                    candidates.extend(rpath.iter().map(|r| (expand_origin(r, &origin).join(&name), "rpath")));
-                }
-                candidates.extend(extra.iter().map(|d| (d.join(&name), "ld_library_path")));
-                candidates.extend(runpath.iter().map(|r| (expand_origin(r, &origin).join(&name), "runpath")));
-                candidates.extend(system.iter().map(|(d, via)| (d.join(&name), *via)));
-                candidates.extend(tree_dirs.iter().map(|d| (d.join(&name), "tree")));
+            if out.len() as u64 >= limits.dependencies_per_file {
+                stopped = Some(format!(
+                    "more than {} dependencies in the chain (limit per file)",
+                    limits.dependencies_per_file
+                ));
+                break;
             }
-            let found = candidates.into_iter().find(|(p, _)| elf_identity(p) == Some(identity));
+            let origin = parent.parent().map(Path::to_path_buf).unwrap_or_default();
+            let candidates: Box<dyn Iterator<Item = (PathBuf, &'static str)>> = if name.contains('/') {
+                Box::new(std::iter::once((PathBuf::from(&name), "path")))
+            } else {
+                let rpath = link.runpath.is_empty().then_some(&link.rpath).into_iter().flatten();
+                Box::new(
+                    rpath
+                        .map(|r| (expand_origin(r, &origin).join(&name), "rpath"))
+                        .chain(extra.iter().map(|d| (d.join(&name), "ld_library_path")))
+                        .chain(link.runpath.iter().map(|r| (expand_origin(r, &origin).join(&name), "runpath")))
+                        .chain(system.iter().map(|(d, via)| (d.join(&name), *via)))
+                        .chain(tree_dirs.iter().map(|d| (d.join(&name), "tree"))),
+                )
+            };
+            let mut found = None;
+            for (path, via) in candidates {
+                if probes >= limits.dependency_probes_per_file {
+                    stopped = Some(format!(
+                        "{} candidate paths examined (limit per file)",
+                        limits.dependency_probes_per_file
+                    ));
+                    break;
+                }
+                probes += 1;
+                match prober.probe(&path) {
+                    None => {
+                        stopped = Some(format!(
+                            "{} paths looked up on disk in this scan (limit per scan)",
+                            limits.dependency_probes_per_scan
+                        ));
+                        break;
+                    }
+                    Some(c) if c == identity => {
+                        found = Some((path, via));
+                        break;
+                    }
+                    Some(Candidate::NotRegular(kind)) => {
+                        if not_regular_reported.insert(path.clone()) {
+                            problems.push(Problem {
+                                path: path.display().to_string(),
+                                offset: None,
+                                severity: Severity::Warning,
+                                message: format!(
+                                    "not a regular file ({kind}): skipped as a candidate for {name}, needed by {}",
+                                    parent.display()
+                                ),
+                            });
+                        }
+                    }
+                    Some(_) => {}
+                }
+            }
+            if stopped.is_some() {
+                break;
+            }
             let parent_name = parent.display().to_string();
             match found {
                 Some((path, via)) => {
                     let canonical = path.canonicalize().unwrap_or(path.clone());
-                    let LinkInfo { needed, rpath: rp, runpath: rn } = cache
-                        .entry(canonical.clone())
-                        .or_insert_with(|| {
-                            let Some(map) = map_file(&canonical) else { return Default::default() };
-                            match HostElf::parse(&map) {
-                                Ok(e) => LinkInfo {
-                                    needed: e.needed.iter().map(|s| s.to_string()).collect(),
-                                    rpath: e.rpath.iter().map(|s| s.to_string()).collect(),
-                                    runpath: e.runpath.iter().map(|s| s.to_string()).collect(),
-                                },
-                                Err(_) => Default::default(),
-                            }
-                        })
-                        .clone();
-                    for n in needed {
-                        queue.push_back((n, path.clone(), rp.clone(), rn.clone(), depth + 1));
+                    let info = Arc::clone(
+                        cache.entry(canonical.clone()).or_insert_with(|| Arc::new(link_info(&canonical, problems))),
+                    );
+                    let found_at: Arc<Path> = Arc::from(path.as_path());
+                    for n in &info.needed {
+                        if queued.insert(n.clone()) {
+                            queue.push_back(Pending {
+                                name: n.clone(),
+                                parent: Arc::clone(&found_at),
+                                link: Arc::clone(&info),
+                                depth: depth + 1,
+                            });
+                        }
                     }
                     out.push(Dependency {
                         name,
@@ -336,6 +481,19 @@ pub fn resolve_dependencies(files: &mut [FileRecord], extra: &[PathBuf]) {
                     out.push(Dependency { name, needed_by: parent_name, depth, resolved: None, via: "missing".into() })
                 }
             }
+        }
+        if let Some(why) = stopped {
+            problems.push(Problem {
+                path: f.path.clone(),
+                offset: None,
+                severity: Severity::Warning,
+                message: format!(
+                    "dependency resolution stopped after {why}; {} of the DT_NEEDED names (chain included) are \
+                     resolved, the other {} are left out",
+                    out.len(),
+                    queue.len() + 1
+                ),
+            });
         }
         f.dependencies = out;
     }

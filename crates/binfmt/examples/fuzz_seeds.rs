@@ -11,6 +11,11 @@
 //! structures are too big, seeds are rebuilt from real parts: a bundle with one real code object, a
 //! fatbin container with one real entry, a real code object re-compressed into every CCOB version.
 //! A missing fixture is reported and skipped; the targets then start from fewer seeds.
+//!
+//! A last group of seeds has the shapes whose every field is in bounds but whose counts multiply (the
+//! scanner's budgets exist for them): bundles whose entries all alias one real code object or overlap,
+//! entry and kernel floods past the caps, kernel names that demangle to megabytes, and host libraries
+//! whose `DT_NEEDED` names and RPATH directories multiply into millions of lookups.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
@@ -52,6 +57,8 @@ fn main() {
     };
     let fixtures = PathBuf::from(fixtures);
     let mut seeds = Seeds::new(PathBuf::from(out));
+    // First, so that the per-target caps leave room for them.
+    multipliers(&fixtures, &mut seeds);
     rocblas(&fixtures, &mut seeds);
     hip(&fixtures, &mut seeds);
     cuda(&fixtures, &mut seeds);
@@ -467,5 +474,163 @@ fn host(root: &Path, seeds: &mut Seeds) {
         let Some(data) = read_fixture(root, &rel) else { continue };
         let name = rel.rsplit('/').next().unwrap_or("lib").trim_start_matches('_');
         seeds.add("host_elf", &format!("host-{}", name.split('.').next().unwrap_or(name)), &data);
+    }
+}
+
+/// An offload bundle whose `n` entries all name the same bytes: one real code object.
+fn build_alias_bundle(id: &str, co: &[u8], n: usize) -> Vec<u8> {
+    let mut out = BUNDLE_MAGIC.to_vec();
+    out.extend((n as u64).to_le_bytes());
+    let payload_at = (32 + n * (24 + id.len())) as u64;
+    for _ in 0..n {
+        out.extend(payload_at.to_le_bytes());
+        out.extend((co.len() as u64).to_le_bytes());
+        out.extend((id.len() as u64).to_le_bytes());
+        out.extend(id.as_bytes());
+    }
+    out.extend(co);
+    out
+}
+
+/// An offload bundle whose `n` entries overlap: entry `i` starts `i` bytes into one real code object and
+/// runs to its end.
+fn build_overlapping_bundle(id: &str, co: &[u8], n: usize) -> Vec<u8> {
+    let mut out = BUNDLE_MAGIC.to_vec();
+    out.extend((n as u64).to_le_bytes());
+    let payload_at = (32 + n * (24 + id.len())) as u64;
+    for i in 0..n as u64 {
+        out.extend((payload_at + i).to_le_bytes());
+        out.extend((co.len() as u64 - i).to_le_bytes());
+        out.extend((id.len() as u64).to_le_bytes());
+        out.extend(id.as_bytes());
+    }
+    out.extend(co);
+    out
+}
+
+/// A metadata note: `{amdhsa.kernels: [{.name: n}…]}`.
+fn note_with_names(names: &[String]) -> Vec<u8> {
+    let mut out = vec![0x81, 0xae];
+    out.extend(b"amdhsa.kernels");
+    out.push(0xdd);
+    out.extend((names.len() as u32).to_be_bytes());
+    for n in names {
+        out.extend([0x81, 0xa5]);
+        out.extend(b".name");
+        out.push(0xd9);
+        out.push(n.len() as u8);
+        out.extend(n.as_bytes());
+    }
+    out
+}
+
+/// A kernel name of `levels` nested back-references, each doubling the demangled text (20 levels: 27 MB).
+fn demangle_bomb(levels: usize) -> String {
+    let mut name = String::from("_Z1fI1AI1B1BE");
+    for k in 0..levels {
+        // Substitution k + 4 is spelled S<k + 3 in base 36>_.
+        let sub = std::char::from_digit((k + 3) as u32, 36).map(|c| c.to_ascii_uppercase()).unwrap_or('Z');
+        name.push_str(&format!("S0_IS{sub}_S{sub}_E"));
+    }
+    name.push_str("Evv");
+    name
+}
+
+/// A little-endian x86-64 ELF64 whose dynamic section names `needed` and one RPATH of `rpath` directories.
+fn build_host_library(needed: usize, rpath: usize) -> Vec<u8> {
+    let mut dynstr = vec![0u8];
+    let mut dynamic = Vec::new();
+    let mut add = |tag: u64, s: &str, dynstr: &mut Vec<u8>| {
+        dynamic.extend(tag.to_le_bytes());
+        dynamic.extend((dynstr.len() as u64).to_le_bytes());
+        dynstr.extend(s.as_bytes());
+        dynstr.push(0);
+    };
+    for i in 0..needed {
+        add(1, &format!("lib{i}.so"), &mut dynstr);
+    }
+    let dirs: Vec<String> = (0..rpath).map(|i| format!("/d{i}")).collect();
+    add(15, &dirs.join(":"), &mut dynstr);
+    dynamic.extend([0u8; 16]);
+    let shstrtab = b"\0.dynstr\0.dynamic\0.shstrtab\0".to_vec();
+    let mut out = vec![0u8; 64];
+    let place = |bytes: &[u8], out: &mut Vec<u8>| {
+        out.resize(out.len().next_multiple_of(8), 0);
+        let at = out.len() as u64;
+        out.extend(bytes);
+        at
+    };
+    let (dynstr_at, dynamic_at, shstrtab_at) =
+        (place(&dynstr, &mut out), place(&dynamic, &mut out), place(&shstrtab, &mut out));
+    out.resize(out.len().next_multiple_of(8), 0);
+    let shoff = out.len() as u64;
+    let section = |name: u32, ty: u32, offset: u64, size: u64, link: u32, entsize: u64| {
+        let mut sh = Vec::with_capacity(64);
+        sh.extend(name.to_le_bytes());
+        sh.extend(ty.to_le_bytes());
+        sh.extend([0u8; 16]); // flags, addr
+        sh.extend(offset.to_le_bytes());
+        sh.extend(size.to_le_bytes());
+        sh.extend(link.to_le_bytes());
+        sh.extend(0u32.to_le_bytes());
+        sh.extend(8u64.to_le_bytes());
+        sh.extend(entsize.to_le_bytes());
+        sh
+    };
+    out.extend([0u8; 64]);
+    out.extend(section(1, 3, dynstr_at, dynstr.len() as u64, 0, 0));
+    out.extend(section(9, 6, dynamic_at, dynamic.len() as u64, 1, 16));
+    out.extend(section(18, 3, shstrtab_at, shstrtab.len() as u64, 0, 0));
+    out[..8].copy_from_slice(b"\x7fELF\x02\x01\x01\x00");
+    out[16..18].copy_from_slice(&3u16.to_le_bytes());
+    out[18..20].copy_from_slice(&62u16.to_le_bytes());
+    out[20..24].copy_from_slice(&1u32.to_le_bytes());
+    out[40..48].copy_from_slice(&shoff.to_le_bytes());
+    out[52..54].copy_from_slice(&64u16.to_le_bytes());
+    out[58..60].copy_from_slice(&64u16.to_le_bytes());
+    out[60..62].copy_from_slice(&4u16.to_le_bytes());
+    out[62..64].copy_from_slice(&3u16.to_le_bytes());
+    out
+}
+
+/// The shapes that multiply: aliases and overlaps of a real code object, floods past the caps, demangling
+/// bombs, dependency products.
+fn multipliers(root: &Path, seeds: &mut Seeds) {
+    let id = "hipv4-amdgcn-amd-amdhsa--gfx900";
+    // The smallest real code object of the jax plugin (a few KB).
+    let real_co = read_fixture(root, &format!("{JAX_DIR}/_prng.so")).and_then(|data| {
+        let sec = HostElf::parse(&data).ok()?.section(".hip_fatbin")?.data;
+        let FatbinItem::Compressed(c) = bundle::walk(sec).next()?.ok()?.item else { return None };
+        let inner = c.decompress(&Limits::default()).ok()?;
+        let b = Bundle::parse(&inner).ok()?;
+        b.device_entries().map(|e| e.data.to_vec()).min_by_key(Vec::len)
+    });
+    if let Some(co) = &real_co {
+        for n in [2, 64, 1025] {
+            seeds.add("offload_bundle", "alias-bundle", &build_alias_bundle(id, co, n));
+        }
+        seeds.add("offload_bundle", "overlapping-bundle", &build_overlapping_bundle(id, co, 48));
+        let small = build_alias_bundle(id, co, 16);
+        seeds.add("ccob", "alias-bundle-ccob", &build_ccob(3, 0, &small));
+    }
+    // Bundles with more entries than the fuzzers' cap (1024), empty ones, plain and compressed.
+    let mut flood = BUNDLE_MAGIC.to_vec();
+    flood.extend(2000u64.to_le_bytes());
+    flood.resize(32 + 2000 * 24, 0);
+    seeds.add("offload_bundle", "entry-flood", &flood);
+    seeds.add("ccob", "entry-flood-ccob", &build_ccob(3, 0, &flood));
+    // More kernel maps than the fuzzers' cap (65536), one byte each.
+    let mut note_flood = vec![0x81, 0xae];
+    note_flood.extend(b"amdhsa.kernels");
+    note_flood.push(0xdd);
+    note_flood.extend(70_000u32.to_be_bytes());
+    note_flood.resize(note_flood.len() + 70_000, 0x80);
+    seeds.add("amdgpu_note", "kernel-flood", &note_flood);
+    // Kernel names built from nested back-references.
+    let bombs: Vec<String> = (8..20).map(demangle_bomb).collect();
+    seeds.add("amdgpu_note", "demangle-bombs", &note_with_names(&bombs));
+    // Names × directories: every name is looked up in every directory.
+    for (needed, rpath) in [(64, 64), (2000, 2000)] {
+        seeds.add("host_elf", "dependency-product", &build_host_library(needed, rpath));
     }
 }

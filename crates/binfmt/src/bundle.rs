@@ -11,6 +11,7 @@ use crate::ccob::CompressedBundle;
 use crate::error::{Error, Result};
 use crate::read::{self, add};
 use crate::sniff::{BUNDLE_MAGIC, CCOB_MAGIC};
+use crate::{Limits, EXPECT_BUNDLE_ENTRIES_CAP};
 
 /// Size of the fixed bundle header: magic + entry count.
 const HEADER_SIZE: u64 = 32;
@@ -39,8 +40,14 @@ pub struct Bundle<'a> {
 
 impl<'a> Bundle<'a> {
     /// Parse a bundle that starts at `data[0]`. `data` may run past the bundle's end (as when it is the
-    /// rest of a `.hip_fatbin` section); the bundle's own length is derived from its entries.
+    /// rest of a `.hip_fatbin` section); the bundle's own length is derived from its entries. At most
+    /// [`Limits::DEFAULT`]'s `max_bundle_entries` entries; see [`Bundle::parse_with_limits`].
     pub fn parse(data: &'a [u8]) -> Result<Bundle<'a>> {
+        Bundle::parse_with_limits(data, &Limits::DEFAULT)
+    }
+
+    /// [`Bundle::parse`] with an explicit cap on the entry count (`limits.max_bundle_entries`).
+    pub fn parse_with_limits(data: &'a [u8], limits: &Limits) -> Result<Bundle<'a>> {
         if !data.starts_with(BUNDLE_MAGIC) {
             return Err(Error::new(0, "offload bundle magic", "`__CLANG_OFFLOAD_BUNDLE__`"));
         }
@@ -51,7 +58,11 @@ impl<'a> Bundle<'a> {
         if count > room {
             return Err(Error::new(24, "offload bundle entry count", "a count whose entry records fit in the data"));
         }
-        let mut entries = Vec::with_capacity(count as usize);
+        if count > limits.max_bundle_entries {
+            return Err(Error::new(24, "offload bundle entry count", EXPECT_BUNDLE_ENTRIES_CAP));
+        }
+        // A few entries is the rule; grow from there rather than trust the count.
+        let mut entries = Vec::with_capacity(count.min(16) as usize);
         let mut pos = HEADER_SIZE;
         let mut end = HEADER_SIZE;
         for _ in 0..count {
@@ -137,15 +148,22 @@ pub struct Located<'a> {
 
 /// Walk a `.hip_fatbin` section (or any buffer of concatenated bundles): yields each bundle, compressed or
 /// not. After a malformed item it yields the error and resynchronises at the next magic, so one bad
-/// bundle does not hide the others; it always makes progress, so it ends on any input.
+/// bundle does not hide the others; it always makes progress, so it ends on any input. Bundles are parsed
+/// with [`Limits::DEFAULT`]; see [`walk_with_limits`].
 pub fn walk(section: &[u8]) -> Walk<'_> {
-    Walk { data: section, pos: 0 }
+    walk_with_limits(section, &Limits::DEFAULT)
+}
+
+/// [`walk`], parsing each bundle with [`Bundle::parse_with_limits`].
+pub fn walk_with_limits<'a>(section: &'a [u8], limits: &Limits) -> Walk<'a> {
+    Walk { data: section, pos: 0, limits: *limits }
 }
 
 #[derive(Debug, Clone)]
 pub struct Walk<'a> {
     data: &'a [u8],
     pos: usize,
+    limits: Limits,
 }
 
 impl<'a> Walk<'a> {
@@ -167,7 +185,7 @@ impl<'a> Iterator for Walk<'a> {
         let here = self.data.get(start..)?;
         let offset = start as u64;
         let parsed = if here.starts_with(BUNDLE_MAGIC) {
-            Bundle::parse(here).map(|b| (b.data.len(), FatbinItem::Bundle(b)))
+            Bundle::parse_with_limits(here, &self.limits).map(|b| (b.data.len(), FatbinItem::Bundle(b)))
         } else if here.starts_with(CCOB_MAGIC) {
             CompressedBundle::parse(here).map(|c| (c.total_len(), FatbinItem::Compressed(c)))
         } else {
@@ -271,5 +289,21 @@ mod tests {
         }
         let junk: Vec<_> = walk(b"\x01\x02junk").collect();
         assert_eq!(junk.len(), 1);
+    }
+
+    #[test]
+    fn entry_count_is_capped_before_anything_is_read() {
+        let empty: Vec<(&str, &[u8])> = vec![("", b""); 5];
+        let five = bundle(&empty);
+        let limits = Limits { max_bundle_entries: 4, ..Limits::DEFAULT };
+        let err = Bundle::parse_with_limits(&five, &limits).unwrap_err();
+        assert_eq!(
+            (err.offset, err.field, err.expected),
+            (24, "offload bundle entry count", EXPECT_BUNDLE_ENTRIES_CAP)
+        );
+        let items: Vec<_> = walk_with_limits(&five, &limits).collect();
+        assert_eq!(items[0].as_ref().unwrap_err().expected, EXPECT_BUNDLE_ENTRIES_CAP);
+        assert_eq!(Bundle::parse(&five).unwrap().entries.len(), 5);
+        assert!(limits.explain(&err).unwrap().contains("4 entries per bundle"));
     }
 }

@@ -11,7 +11,7 @@ use std::io::Read;
 use crate::error::{Error, Result};
 use crate::read;
 use crate::sniff::{BUNDLE_MAGIC, CCOB_MAGIC};
-use crate::Limits;
+use crate::{Limits, EXPECT_ALLOCATION};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
@@ -88,31 +88,63 @@ impl<'a> CompressedBundle<'a> {
         self.header_size as usize + self.payload.len()
     }
 
-    /// Decompress into a new buffer of exactly `uncompressed_size` bytes, after checking that size
-    /// against `limits`. Errors if the stream yields more or fewer bytes than the header announced.
-    pub fn decompress(&self, limits: &Limits) -> Result<Vec<u8>> {
-        let field = "CCOB uncompressed size";
-        let at = if self.version == 1 { 8 } else { self.header_size - 16 };
-        limits.check_decompressed(self.uncompressed_size, self.payload.len() as u64, at, field)?;
+    /// Offset of the uncompressed-size field in the header: 8 in v1, 12 in v2, 16 in v3.
+    fn uncompressed_size_at(&self) -> u64 {
+        match self.version {
+            1 => 8,
+            2 => 12,
+            _ => 16,
+        }
+    }
+
+    /// The most memory [`CompressedBundle::decompress`] holds at once, in bytes: the output buffer, plus for
+    /// zstd the decoder's window (at most the output size, and at most ruzstd's default cap). Errors as
+    /// `decompress` would for a size the limits refuse, so a caller can budget the memory before any is
+    /// allocated.
+    pub fn decode_cost(&self, limits: &Limits) -> Result<u64> {
+        let at = self.uncompressed_size_at();
+        limits.check_decompressed(self.uncompressed_size, self.payload.len() as u64, at, UNCOMPRESSED_SIZE)?;
         let want = self.uncompressed_size;
-        let mut out = Vec::with_capacity(want as usize);
-        // Read one byte more than announced, to notice a stream that is longer than its header says.
+        Ok(match self.method {
+            Method::Zlib => want,
+            Method::Zstd => want.saturating_add(want.min(ruzstd::decoding::DEFAULT_MAX_WINDOW_SIZE)),
+        })
+    }
+
+    /// Decompress into a new buffer of exactly `uncompressed_size` bytes, after checking that size
+    /// against `limits`. Errors if the stream yields more or fewer bytes than the header announced, or if
+    /// the allocator refuses the buffer (under a memory limit) instead of aborting.
+    pub fn decompress(&self, limits: &Limits) -> Result<Vec<u8>> {
+        let at = self.uncompressed_size_at();
+        self.decode_cost(limits)?;
+        let want = self.uncompressed_size;
+        let mut out = Vec::new();
+        out.try_reserve_exact(usize::try_from(want).unwrap_or(usize::MAX))
+            .map_err(|_| Error::new(at, UNCOMPRESSED_SIZE, EXPECT_ALLOCATION))?;
+        // Read at most the announced size into the exact buffer, then try one more byte to notice a stream
+        // that is longer than its header says (reading it into `out` would double the allocation).
+        let mut extra = [0u8; 1];
         let got = match self.method {
-            Method::Zlib => flate2::read::ZlibDecoder::new(self.payload).take(want + 1).read_to_end(&mut out),
+            Method::Zlib => {
+                let mut decoder = flate2::read::ZlibDecoder::new(self.payload);
+                (&mut decoder).take(want).read_to_end(&mut out).and_then(|n| Ok((n, decoder.read(&mut extra)?)))
+            }
             Method::Zstd => {
                 let mut src = self.payload;
-                let decoder = ruzstd::decoding::StreamingDecoder::new(&mut src)
+                let mut decoder = ruzstd::decoding::StreamingDecoder::new(&mut src)
                     .map_err(|_| Error::new(self.header_size, "CCOB zstd frame header", "a valid zstd frame"))?;
-                decoder.take(want + 1).read_to_end(&mut out)
+                (&mut decoder).take(want).read_to_end(&mut out).and_then(|n| Ok((n, decoder.read(&mut extra)?)))
             }
         };
         match got {
-            Ok(n) if n as u64 == want => Ok(out),
-            Ok(_) => Err(Error::new(at, field, "the number of bytes the compressed stream decodes to")),
+            Ok((n, 0)) if n as u64 == want => Ok(out),
+            Ok(_) => Err(Error::new(at, UNCOMPRESSED_SIZE, "the number of bytes the compressed stream decodes to")),
             Err(_) => Err(Error::new(self.header_size, "CCOB payload", "a valid zlib/zstd stream")),
         }
     }
 }
+
+const UNCOMPRESSED_SIZE: &str = "CCOB uncompressed size";
 
 /// The first bundle magic (compressed or not) at or after `from`, or the end of `data`.
 fn next_magic(data: &[u8], from: usize) -> usize {
@@ -155,6 +187,35 @@ mod tests {
             let err = CompressedBundle::parse(&lie).unwrap().decompress(&Limits::default()).unwrap_err();
             assert_eq!(err.field, "CCOB uncompressed size");
         }
+    }
+
+    #[test]
+    fn size_errors_name_the_field_of_each_version() {
+        // LLVM OffloadBundle.cpp: the uncompressed size follows the u32 total size in v2 (bytes 12..16), the
+        // version and method in v1 (8..12) and the u64 total size in v3 (16..24).
+        let lie = v2(0, &zlib(b"x"), u32::MAX);
+        let c = CompressedBundle::parse(&lie).unwrap();
+        let err = c.decompress(&Limits::default()).unwrap_err();
+        assert_eq!((err.offset, err.field), (12, "CCOB uncompressed size"));
+        assert_eq!(c.decode_cost(&Limits::default()).unwrap_err(), err);
+        let mut v1 = b"CCOB".to_vec();
+        v1.extend(1u16.to_le_bytes());
+        v1.extend(0u16.to_le_bytes());
+        v1.extend(u32::MAX.to_le_bytes());
+        v1.extend(0u64.to_le_bytes());
+        v1.extend(zlib(b"x"));
+        let err = CompressedBundle::parse(&v1).unwrap().decompress(&Limits::default()).unwrap_err();
+        assert_eq!((err.offset, err.field), (8, "CCOB uncompressed size"));
+    }
+
+    #[test]
+    fn decode_cost_counts_the_output_and_the_zstd_window() {
+        let inner = vec![7u8; 3000];
+        let packed = v2(0, &zlib(&inner), inner.len() as u32);
+        assert_eq!(CompressedBundle::parse(&packed).unwrap().decode_cost(&Limits::default()), Ok(3000));
+        let mut zstd = packed.clone();
+        zstd[6] = 1;
+        assert_eq!(CompressedBundle::parse(&zstd).unwrap().decode_cost(&Limits::default()), Ok(6000));
     }
 
     #[test]

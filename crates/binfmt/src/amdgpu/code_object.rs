@@ -13,6 +13,7 @@ use super::metadata::{self, Metadata};
 use super::target::{processor_for_mach, Feature};
 use crate::error::{Error, Result};
 use crate::sniff::EM_AMDGPU;
+use crate::Limits;
 
 /// ELFOSABI_AMDGPU_HSA: HIP/ROCm code objects. 65 (PAL) and 66 (Mesa) are graphics drivers'.
 pub const ELFOSABI_AMDGPU_HSA: u8 = 64;
@@ -147,10 +148,17 @@ impl<'a> CodeObject<'a> {
     }
 
     /// Decode the metadata notes, merging the kernels of all of them (version and target come from the
-    /// first); `Ok(None)` if there is none (code object V2 used YAML notes).
+    /// first); `Ok(None)` if there is none (code object V2 used YAML notes). At most [`Limits::DEFAULT`]'s
+    /// `max_kernels` kernels; see [`CodeObject::metadata_with_limit`].
     pub fn metadata(&self) -> Result<Option<Metadata<'a>>> {
+        self.metadata_with_limit(Limits::DEFAULT.max_kernels)
+    }
+
+    /// [`CodeObject::metadata`], failing with [`crate::EXPECT_KERNELS_CAP`] (at the `amdhsa.kernels` array
+    /// of the note that goes over) if the notes hold more than `max_kernels` kernels together.
+    pub fn metadata_with_limit(&self, max_kernels: u64) -> Result<Option<Metadata<'a>>> {
         let Some(first) = self.metadata_note else { return Ok(None) };
-        let mut merged = metadata::parse(first).map_err(|e| e.at_base(self.metadata_offset))?;
+        let mut merged = metadata::parse_with_limit(first, max_kernels).map_err(|e| e.at_base(self.metadata_offset))?;
         if self.metadata_notes > 1 {
             let mut seen_first = false;
             self.for_each_metadata_note(|desc, offset| {
@@ -158,7 +166,8 @@ impl<'a> CodeObject<'a> {
                     seen_first = true;
                     return Ok(());
                 }
-                let more = metadata::parse(desc).map_err(|e| e.at_base(offset))?;
+                let left = max_kernels.saturating_sub(merged.kernels.len() as u64);
+                let more = metadata::parse_with_limit(desc, left).map_err(|e| e.at_base(offset))?;
                 merged.kernels.extend(more.kernels);
                 Ok(())
             })?;

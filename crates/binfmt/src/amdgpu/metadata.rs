@@ -9,6 +9,7 @@
 use rmp::Marker;
 
 use crate::error::{Error, Result};
+use crate::{Limits, EXPECT_KERNELS_CAP};
 
 /// Deepest nesting accepted. Real notes nest 4 levels (map → kernels → kernel → args → arg).
 const MAX_DEPTH: u32 = 16;
@@ -47,8 +48,16 @@ pub struct Metadata<'a> {
     pub kernels: Vec<KernelMeta<'a>>,
 }
 
-/// Decode a metadata note descriptor. Offsets in errors are relative to `desc`.
+/// Decode a metadata note descriptor. Offsets in errors are relative to `desc`. At most
+/// [`Limits::DEFAULT`]'s `max_kernels` kernels; see [`parse_with_limit`].
 pub fn parse(desc: &[u8]) -> Result<Metadata<'_>> {
+    parse_with_limit(desc, Limits::DEFAULT.max_kernels)
+}
+
+/// [`parse`], failing with [`EXPECT_KERNELS_CAP`] at the `amdhsa.kernels` array if the note holds more than
+/// `max_kernels` kernels. The count is checked before any kernel is decoded: a note can hold one kernel map
+/// per byte, and each becomes a [`KernelMeta`] of about 200 bytes.
+pub fn parse_with_limit(desc: &[u8], max_kernels: u64) -> Result<Metadata<'_>> {
     let mut c = Cursor { data: desc, pos: 0 };
     let mut meta = Metadata::default();
     let n = c.map_len("metadata root")?;
@@ -68,7 +77,12 @@ pub fn parse(desc: &[u8]) -> Result<Metadata<'_>> {
             }
             "amdhsa.target" => meta.target = Some(c.str("amdhsa.target")?),
             "amdhsa.kernels" => {
+                let at = c.pos;
                 let len = c.array_len("amdhsa.kernels")?;
+                // The key may repeat in a hostile note; the cap holds for all its arrays together.
+                if len.saturating_add(meta.kernels.len() as u64) > max_kernels {
+                    return Err(Error::new(at as u64, "amdhsa.kernels", EXPECT_KERNELS_CAP));
+                }
                 // Each kernel map takes at least one byte, so `len` is bounded by the note size; but a
                 // KernelMeta is ~200 bytes, so reserving `len` would turn a 100 MB note into 20 GB.
                 meta.kernels.reserve(len.min(4096) as usize);
@@ -420,6 +434,28 @@ mod tests {
         deep.push(0x00);
         assert_eq!(parse(&deep).unwrap_err().expected, "nesting no deeper than 16 levels");
         assert!(parse(&[0xc1]).is_err());
+    }
+
+    #[test]
+    fn kernel_count_is_capped_before_any_kernel_is_decoded() {
+        // Root map {amdhsa.kernels: Array32 of 1000 empty maps}.
+        let mut note = vec![0x81];
+        enc(&V::S("amdhsa.kernels"), &mut note);
+        let array_at = note.len() as u64;
+        note.push(0xdd);
+        note.extend(1000u32.to_be_bytes());
+        note.extend(std::iter::repeat_n(0x80, 1000));
+        assert_eq!(parse_with_limit(&note, 1000).unwrap().kernels.len(), 1000);
+        let err = parse_with_limit(&note, 999).unwrap_err();
+        assert_eq!((err.offset, err.field, err.expected), (array_at, "amdhsa.kernels", EXPECT_KERNELS_CAP));
+        // A repeated key counts against the same cap.
+        let mut twice = vec![0x82];
+        for _ in 0..2 {
+            enc(&V::S("amdhsa.kernels"), &mut twice);
+            twice.extend([0x93, 0x80, 0x80, 0x80]);
+        }
+        assert_eq!(parse_with_limit(&twice, 6).unwrap().kernels.len(), 6);
+        assert_eq!(parse_with_limit(&twice, 5).unwrap_err().expected, EXPECT_KERNELS_CAP);
     }
 
     #[test]

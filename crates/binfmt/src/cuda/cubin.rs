@@ -15,6 +15,7 @@ use object::LittleEndian;
 use crate::error::{Error, Result};
 use crate::read;
 use crate::sniff::{ELF_MAGIC, EM_CUDA};
+use crate::{Limits, EXPECT_KERNELS_CAP};
 
 type Header = FileHeader64<LittleEndian>;
 const LE: LittleEndian = LittleEndian;
@@ -357,8 +358,14 @@ impl<'a> Cubin<'a> {
     }
 
     /// Every kernel with its resources, in symbol-table order. The length is bounded by the number of
-    /// symbols in the data.
+    /// symbols in the data, and by [`Limits::DEFAULT`]'s `max_kernels`; see [`Cubin::kernels_with_limit`].
     pub fn kernels(&self) -> Result<Vec<CubinKernel<'a>>> {
+        self.kernels_with_limit(Limits::DEFAULT.max_kernels)
+    }
+
+    /// [`Cubin::kernels`], failing with [`EXPECT_KERNELS_CAP`] at the first kernel symbol past
+    /// `max_kernels` (a decompressed cubin of 1 GiB could hold 44 million symbols).
+    pub fn kernels_with_limit(&self, max_kernels: u64) -> Result<Vec<CubinKernel<'a>>> {
         let data = self.data;
         let symtab_at =
             self.sections.iter().find(|sh| sh.sh_type(LE) == SHT_SYMTAB).map_or(self.shoff, |sh| sh.sh_offset(LE));
@@ -376,6 +383,9 @@ impl<'a> Cubin<'a> {
             }
             // Offset of this symbol's st_name field, for errors.
             let sym_at = symtab_at.saturating_add((index.0 as u64).saturating_mul(24));
+            if kernels.len() as u64 >= max_kernels {
+                return Err(Error::new(sym_at, "cubin kernel symbols", EXPECT_KERNELS_CAP));
+            }
             let name_bytes = symbols.symbol_name(LE, sym).map_err(obj_err(
                 sym_at,
                 "cubin kernel symbol name",
@@ -690,6 +700,18 @@ mod tests {
         assert_eq!(k2.max_threads, Some([64, 2, 1]), "REQNTID");
         assert_eq!(k2.num_barriers, Some(0), "from .text sh_flags bits 20-26");
         assert_eq!((k2.frame_size, k2.param_size), (None, None));
+    }
+
+    #[test]
+    fn kernel_count_is_capped() {
+        let elf = sample(7, 0x0056_0556, false);
+        let cubin = Cubin::parse(&elf).unwrap();
+        assert_eq!(cubin.kernels_with_limit(2).unwrap().len(), 2);
+        let err = cubin.kernels_with_limit(1).unwrap_err();
+        assert_eq!((err.field, err.expected), ("cubin kernel symbols", EXPECT_KERNELS_CAP));
+        // The second kernel is symbol 3 of the table.
+        let symtab = cubin.sections.iter().find(|sh| sh.sh_type(LE) == SHT_SYMTAB).unwrap().sh_offset(LE);
+        assert_eq!(err.offset, symtab + 3 * 24);
     }
 
     #[test]

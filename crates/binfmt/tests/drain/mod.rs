@@ -42,7 +42,13 @@ pub const TARGETS: &[(&str, Drain)] = &[
 
 /// Small caps, so a lying header cannot make one execution slow or large.
 pub fn limits() -> Limits {
-    Limits { max_decompressed: 64 << 20, max_ratio: 256, max_entries: 1 << 16 }
+    Limits {
+        max_decompressed: 64 << 20,
+        max_ratio: 256,
+        max_entries: 1 << 16,
+        max_bundle_entries: 1 << 10,
+        max_kernels: 1 << 16,
+    }
 }
 
 /// `SHT_NOBITS`: a section with no bytes in the file.
@@ -62,7 +68,7 @@ const MAX_NAMED_SECTIONS: usize = 64;
 /// `offload_bundle`: the input as a `.hip_fatbin` section (walk), and as one bundle at offset 0.
 pub fn offload_bundle(data: &[u8]) {
     hip_fatbin(data);
-    match Bundle::parse(data) {
+    match Bundle::parse_with_limits(data, &limits()) {
         Ok(b) => bundle(data, &b),
         Err(e) => check_error(&e, data),
     }
@@ -134,7 +140,7 @@ pub fn nv_fatbin(section: &[u8]) {
 
 /// `amdgpu_note`: the input as a metadata note descriptor, and as a code object.
 pub fn amdgpu_note(data: &[u8]) {
-    match metadata::parse(data) {
+    match metadata::parse_with_limit(data, limits().max_kernels) {
         Ok(m) => check_metadata(data, &m),
         Err(e) => check_error(&e, data),
     }
@@ -178,7 +184,8 @@ pub fn host_elf(data: &[u8]) {
 /// Walk a `.hip_fatbin` section and drain every bundle and compressed bundle in it.
 pub fn hip_fatbin(section: &[u8]) {
     let mut prev: Option<u64> = None;
-    for item in bundle::walk(section) {
+    let limits = limits();
+    for item in bundle::walk_with_limits(section, &limits) {
         let located = match item {
             Ok(located) => located,
             Err(e) => {
@@ -205,6 +212,7 @@ fn bundle(input: &[u8], b: &Bundle<'_>) {
     assert_at(input, b.data, 0);
     assert!(b.data.starts_with(BUNDLE_MAGIC));
     assert!(b.header_size <= b.data.len() as u64);
+    assert!(b.entries.len() as u64 <= limits().max_bundle_entries);
     for e in &b.entries {
         assert_eq!(e.data.len() as u64, e.size);
         let end = e.offset.checked_add(e.size).expect("entry end overflows");
@@ -244,7 +252,7 @@ fn compressed(input: &[u8], c: &CompressedBundle<'_>) {
         Ok(out) => {
             assert_eq!(out.len() as u64, c.uncompressed_size);
             assert!(out.len() as u64 <= limits.max_decompressed);
-            match Bundle::parse(&out) {
+            match Bundle::parse_with_limits(&out, &limits) {
                 Ok(b) => bundle(&out, &b),
                 Err(e) => check_error(&e, &out),
             }
@@ -263,7 +271,7 @@ pub fn code_object(data: &[u8]) {
     if let Some(note) = co.metadata_note {
         assert_at(data, note, co.metadata_offset);
     }
-    match co.metadata() {
+    match co.metadata_with_limit(limits().max_kernels) {
         // The kernels of every note are merged, so they are checked against the whole code object: each
         // kernel map takes at least one byte of some note, and every note lies inside the object.
         Ok(Some(m)) => check_metadata(data, &m),
@@ -275,6 +283,7 @@ pub fn code_object(data: &[u8]) {
 /// Kernels and strings decoded from metadata notes that lie in `bytes` (one note, or a code object).
 fn check_metadata(bytes: &[u8], m: &Metadata<'_>) {
     assert!(m.kernels.len() <= bytes.len(), "more kernels than note bytes");
+    assert!(m.kernels.len() as u64 <= limits().max_kernels, "more kernels than the cap");
     if let Some(t) = m.target {
         assert_within(bytes, t.as_bytes());
     }
@@ -325,7 +334,8 @@ pub fn cubin(data: &[u8]) {
             info_records(bytes);
         }
     }
-    if let Ok(kernels) = c.kernels() {
+    if let Ok(kernels) = c.kernels_with_limit(limits().max_kernels) {
+        assert!(kernels.len() as u64 <= limits().max_kernels, "more kernels than the cap");
         // A kernel is a 24-byte ELF64 symbol in a table inside the data.
         assert!(kernels.len() <= data.len() / 24, "more kernels than symbols fit");
         for k in &kernels {

@@ -1,0 +1,312 @@
+//! How a scan opens and maps the files it reads: regular files only, without ever blocking, and mappings
+//! that survive the file being cut short underneath them.
+//!
+//! **Never a blocking open.** A path may name a FIFO, a terminal or a device (`/dev/stdin` in a
+//! `DT_NEEDED`, a FIFO next to a library): `open` of a FIFO waits for a writer and `read` of a terminal
+//! waits for input, forever. [`open_regular`] checks the type with `stat` first, opens with `O_NONBLOCK`
+//! (which also keeps a FIFO swapped in between the two calls from blocking), and checks again with
+//! `fstat` on what it opened.
+//!
+//! **Truncation during a scan.** Files are memory-mapped: the decoders touch a few pages (headers, notes,
+//! symbol tables) of libraries of hundreds of MB, which keeps peak RSS below the file size and the scan
+//! 27× faster than `strings`. Reading them with `pread` instead would mean either reading whole files or
+//! restructuring every decoder around I/O. But when another process truncates a mapped file (pip, apt or
+//! Ollama updating a tree in place), touching a page past the new end raises SIGBUS, which kills the whole
+//! scan. So every mapping is registered in a fixed table, and a SIGBUS handler that finds the faulting
+//! address inside a registered mapping maps anonymous zero pages over the rest of it (`mmap` with
+//! `MAP_FIXED`, a plain system call that is safe in a signal handler), notes the offset and returns: the
+//! interrupted read goes on and sees zeros, which the decoders treat as any other malformed bytes, and
+//! the scan reports the file as changed and drops its records. A fault at any other address is passed to
+//! the handler that was installed before (Rust's stack-overflow handler, which restores the default action
+//! so the fault kills the process as it would have).
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// Open `path` for reading if it is a regular file, without blocking whatever it is. `Ok(Err(kind))`
+/// when it exists but is not a regular file (a FIFO, a socket, a device, a directory).
+pub fn open_regular(path: &Path) -> io::Result<Result<File, &'static str>> {
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Ok(Err(kind_of(&meta.file_type())));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)?;
+    let opened = file.metadata()?;
+    if !opened.is_file() {
+        return Ok(Err(kind_of(&opened.file_type())));
+    }
+    Ok(Ok(file))
+}
+
+/// What a non-regular file is, for messages.
+fn kind_of(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// A read-only map of a whole regular file, guarded against truncation (see the module documentation).
+#[derive(Debug)]
+pub struct MappedFile {
+    map: memmap2::Mmap,
+    /// Index in [`SLOTS`], or `None` for an empty map (nothing to guard).
+    slot: Option<usize>,
+}
+
+/// Why a file could not be mapped.
+#[derive(Debug)]
+pub enum MapError {
+    Io(io::Error),
+    /// The path exists but is not a regular file; the kind of file it is.
+    NotRegular(&'static str),
+    /// Every guard slot is taken (more files mapped at once than any scan maps).
+    NoGuardSlot,
+}
+
+impl std::fmt::Display for MapError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MapError::Io(e) => write!(f, "{e}"),
+            MapError::NotRegular(kind) => write!(f, "not a regular file ({kind})"),
+            MapError::NoGuardSlot => write!(f, "more than {} files mapped at once", SLOTS.len()),
+        }
+    }
+}
+
+impl MappedFile {
+    pub fn open(path: &Path) -> Result<MappedFile, MapError> {
+        let file = open_regular(path).map_err(MapError::Io)?.map_err(MapError::NotRegular)?;
+        // SAFETY: a read-only private map. The file may be truncated by another process while we read it;
+        // the mapping is registered before any byte of it is read and stays registered until it is
+        // unmapped, so such a fault reads zeros instead of killing the process (module documentation).
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(MapError::Io)?;
+        let slot = if map.is_empty() { None } else { Some(register(map.as_ptr() as usize, map.len())?) };
+        Ok(MappedFile { map, slot })
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// The file offset of the lowest page that could not be read (the file was truncated, or the read
+    /// failed), if any page could not.
+    pub fn cut_at(&self) -> Option<u64> {
+        let slot = &SLOTS[self.slot?];
+        slot.cut.load(Ordering::Acquire).then(|| slot.cut_offset.load(Ordering::Acquire) as u64)
+    }
+}
+
+impl Drop for MappedFile {
+    fn drop(&mut self) {
+        // Unregister before the map field drops (and unmaps): nothing reads the map any more.
+        if let Some(i) = self.slot {
+            let slot = &SLOTS[i];
+            slot.start.store(0, Ordering::Release);
+            slot.end.store(0, Ordering::Release);
+            slot.cut.store(false, Ordering::Release);
+            slot.taken.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// One registered mapping. `start` is non-zero only while the range is live.
+struct Slot {
+    taken: AtomicBool,
+    start: AtomicUsize,
+    end: AtomicUsize,
+    cut: AtomicBool,
+    cut_offset: AtomicUsize,
+}
+
+#[allow(clippy::declare_interior_mutable_const)] // only used to initialise SLOTS
+const FREE: Slot = Slot {
+    taken: AtomicBool::new(false),
+    start: AtomicUsize::new(0),
+    end: AtomicUsize::new(0),
+    cut: AtomicBool::new(false),
+    cut_offset: AtomicUsize::new(0),
+};
+
+/// The mappings the SIGBUS handler may repair. A scan maps one file per thread at a time, plus the ones a
+/// thread picks up while it waits inside a nested parallel loop; this is far more than that.
+static SLOTS: [Slot; 4096] = [FREE; 4096];
+
+/// The SIGBUS disposition found when the handler was installed.
+static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
+static PAGE_SIZE: AtomicUsize = AtomicUsize::new(4096);
+
+fn register(start: usize, len: usize) -> Result<usize, MapError> {
+    install_handler();
+    for (i, slot) in SLOTS.iter().enumerate() {
+        if slot.taken.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+            slot.cut.store(false, Ordering::Relaxed);
+            slot.cut_offset.store(usize::MAX, Ordering::Relaxed);
+            slot.end.store(start + len, Ordering::Release);
+            slot.start.store(start, Ordering::Release);
+            return Ok(i);
+        }
+    }
+    Err(MapError::NoGuardSlot)
+}
+
+fn install_handler() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        // SAFETY: sysconf and sigaction with valid pointers; the previous disposition is saved before ours
+        // is installed, so the handler always finds it.
+        unsafe {
+            let page = libc::sysconf(libc::_SC_PAGESIZE);
+            if page > 0 {
+                PAGE_SIZE.store(page as usize, Ordering::Relaxed);
+            }
+            let mut previous: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut previous) != 0 {
+                return;
+            }
+            let _ = PREVIOUS.set(previous);
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_sigbus as *const () as libc::sighandler_t;
+            action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut());
+        }
+    });
+}
+
+/// The SIGBUS handler. Only async-signal-safe work: atomic loads and stores, `mmap`, `sigaction`.
+extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo for a SA_SIGINFO handler.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    // SAFETY: errno is thread-local; it is restored before returning to the interrupted code.
+    let saved_errno = unsafe { *libc::__errno_location() };
+    let repaired = repair(addr);
+    unsafe { *libc::__errno_location() = saved_errno };
+    if !repaired {
+        // SAFETY: forwards the same arguments the kernel gave us.
+        unsafe { pass_on(signal, info, context) };
+    }
+}
+
+/// Map zero pages from the page of `addr` to the end of the registered mapping that holds it.
+fn repair(addr: usize) -> bool {
+    let page = PAGE_SIZE.load(Ordering::Relaxed);
+    for slot in &SLOTS {
+        let start = slot.start.load(Ordering::Acquire);
+        if start == 0 || addr < start {
+            continue;
+        }
+        let end = slot.end.load(Ordering::Acquire);
+        if addr >= end {
+            continue;
+        }
+        let from = addr & !(page - 1);
+        let to = end.next_multiple_of(page);
+        // SAFETY: [from, to) lies inside a live mapping we own (it is registered); replacing it with
+        // anonymous read-only zero pages only changes what our own reads of it return.
+        let p = unsafe {
+            libc::mmap(
+                from as *mut libc::c_void,
+                to - from,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return false;
+        }
+        // Pages are repaired in the order they are touched; the lowest one is where the file now ends.
+        slot.cut_offset.fetch_min(from.saturating_sub(start), Ordering::AcqRel);
+        slot.cut.store(true, Ordering::Release);
+        return true;
+    }
+    false
+}
+
+/// Hand the signal to the disposition that was there before ours; for the default (or none known),
+/// restore it and return, so that the fault repeats and takes its default action.
+unsafe fn pass_on(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+    let previous = PREVIOUS.get();
+    let handler = previous.map_or(libc::SIG_DFL, |p| p.sa_sigaction);
+    if handler == libc::SIG_DFL || handler == libc::SIG_IGN {
+        // SAFETY: an all-zero sigaction with SIG_DFL is a valid default disposition.
+        unsafe {
+            let mut default: libc::sigaction = std::mem::zeroed();
+            default.sa_sigaction = libc::SIG_DFL;
+            libc::sigaction(signal, &default, std::ptr::null_mut());
+        }
+        return;
+    }
+    let siginfo = previous.is_some_and(|p| p.sa_flags & libc::SA_SIGINFO != 0);
+    // SAFETY: the previous handler was installed with these flags, so it has this signature.
+    unsafe {
+        if siginfo {
+            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = std::mem::transmute(handler);
+            f(signal, info, context);
+        } else {
+            let f: extern "C" fn(libc::c_int) = std::mem::transmute(handler);
+            f(signal);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_past_a_truncation_see_zeros_and_are_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lib.so");
+        let page = PAGE_SIZE.load(Ordering::Relaxed).max(4096);
+        std::fs::write(&path, vec![0xab_u8; page * 8]).unwrap();
+        let mapped = MappedFile::open(&path).unwrap();
+        assert_eq!(mapped.bytes()[page * 5], 0xab);
+        assert_eq!(mapped.cut_at(), None);
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len((page * 3 + 100) as u64).unwrap();
+        let bytes = mapped.bytes();
+        assert_eq!(bytes[page * 3 + 50], 0xab, "the part that is still there reads as before");
+        // Past the new end: a SIGBUS without the guard. Pages are repaired as they are touched, and the
+        // lowest one touched is reported.
+        assert_eq!(std::hint::black_box(bytes[page * 6]), 0);
+        assert_eq!(mapped.cut_at(), Some((page * 6) as u64));
+        assert_eq!(std::hint::black_box(bytes[page * 7 + 1]), 0);
+        assert_eq!(std::hint::black_box(bytes[page * 4 + 1]), 0);
+        assert_eq!(mapped.cut_at(), Some((page * 4) as u64));
+        drop(mapped);
+        // The slot is free again and a new map of the (now shorter) file is clean.
+        let again = MappedFile::open(&path).unwrap();
+        assert_eq!(again.bytes().len(), page * 3 + 100);
+        assert_eq!(again.cut_at(), None);
+    }
+
+    #[test]
+    fn fifos_and_devices_are_not_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        assert_eq!(open_regular(&fifo).unwrap().unwrap_err(), "a FIFO");
+        assert_eq!(open_regular(Path::new("/dev/null")).unwrap().unwrap_err(), "a character device");
+        assert!(matches!(MappedFile::open(&fifo), Err(MapError::NotRegular("a FIFO"))));
+        assert!(open_regular(&dir.path().join("absent")).is_err());
+    }
+}
