@@ -7,14 +7,17 @@
 //! [`tracecmd::run`]) and returning its exit status ([`exit`]); the `backscope` binary fills the options from the
 //! command line.
 
+pub mod doctor;
 pub mod evidence;
 pub mod exit;
+pub mod gate;
 pub mod kernels;
 pub mod knowledge;
 pub mod predict;
 mod render;
 pub mod scan;
 pub mod sweep;
+pub mod sweep_db;
 pub mod synth;
 pub mod trace;
 pub mod tracecmd;

@@ -1,6 +1,9 @@
 //! The command line: clap's definitions of every command and flag, and their conversion into the options values the
 //! library's commands take. Only this part of backscope knows clap; `main.rs` parses, calls [`run`] and exits.
 
+mod doctor;
+mod gate;
+mod predict;
 mod sweep;
 mod synth;
 mod trace;
@@ -36,6 +39,17 @@ pub enum Command {
     Synth(synth::SynthArgs),
     /// Run a command under the dispatch observer and report which GPU kernels really ran.
     Trace(trace::TraceArgs),
+    /// Which kernel family ggml picks for each weight of a model in each phase of a request (prefill ubatches,
+    /// the last rows, decode) on one GPU arch and ggml version, with the rule and its citation; optionally checked
+    /// against observed kernels (a trace, a sweep run recorded with --trace).
+    Predict(predict::PredictArgs),
+    /// Whether one GPU can run a runtime's GPU path, layer by layer: vendor support policy, build targets, shipped
+    /// vendor artifacts, code objects in the binaries, runtime recognition (logs), runtime execution (runs).
+    Gate(gate::GateArgs),
+    /// Probe this host without root or GPU tools: GPUs (sysfs, KFD, /proc/driver/nvidia), device permissions,
+    /// kernel modules, Vulkan drivers and implicit layers, environment overrides, installed runtimes; ends with
+    /// the gate verdict for each GPU found.
+    Doctor(doctor::DoctorArgs),
 }
 
 #[derive(Debug, Args)]
@@ -88,6 +102,9 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Sweep(a) => backscope::sweep::run(a.into()),
         Command::Synth(a) => backscope::synth::run(a.into()),
         Command::Trace(a) => backscope::tracecmd::run(a.into()),
+        Command::Predict(a) => backscope::predict::command::run(&a.into()),
+        Command::Gate(a) => backscope::gate::run(&a.into()),
+        Command::Doctor(a) => backscope::doctor::run(&a.into()),
     }
 }
 
