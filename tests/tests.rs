@@ -1,8 +1,11 @@
 //! Integration tests: real inputs (downloaded by scripts/fixtures.sh), real independent tools.
 mod util;
 
+mod doctor;
+mod gate;
 mod gguf_synth;
 mod predict;
+mod predict_cli;
 mod scan_bad_input;
 mod scan_real;
 mod sweep_common;

@@ -137,7 +137,8 @@ pub struct ServiceUnit {
     pub read_from: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
-    pub environment: Vec<(String, String)>,
+    /// Each assignment with the file (or command) it came from; a later drop-in replaces an earlier value.
+    pub environment: Vec<Setting>,
     /// `EnvironmentFile=` entries (not read: they may hold secrets).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub environment_files: Vec<String>,
@@ -213,8 +214,8 @@ pub fn unit_files(host: &Host) -> ServiceUnit {
         for line in text.lines().map(str::trim) {
             if let Some(v) = line.strip_prefix("Environment=") {
                 for (k, val) in split_assignments(v) {
-                    unit.environment.retain(|(x, _)| *x != k);
-                    unit.environment.push((k, val));
+                    unit.environment.retain(|x| x.name != k);
+                    unit.environment.push(Setting { name: k, value: val, origin: f.display().to_string() });
                 }
             } else if let Some(v) = line.strip_prefix("User=") {
                 unit.user = Some(v.trim().to_string());
@@ -226,6 +227,9 @@ pub fn unit_files(host: &Host) -> ServiceUnit {
     unit
 }
 
+/// The origin of settings `systemctl show` reported.
+pub const SYSTEMCTL_ORIGIN: &str = "command:systemctl show ollama.service";
+
 /// `systemctl show ollama.service -p Environment -p User -p FragmentPath` output (`Key=value` lines).
 pub fn parse_systemctl_show(text: &str) -> Option<ServiceUnit> {
     let get = |k: &str| text.lines().find_map(|l| l.strip_prefix(k)?.strip_prefix('=').map(str::to_string));
@@ -233,7 +237,12 @@ pub fn parse_systemctl_show(text: &str) -> Option<ServiceUnit> {
     Some(ServiceUnit {
         read_from: vec![format!("systemctl show ollama.service (unit {fragment})")],
         user: get("User").filter(|u| !u.is_empty()),
-        environment: get("Environment").map(|e| split_assignments(&e)).unwrap_or_default(),
+        environment: get("Environment")
+            .map(|e| split_assignments(&e))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(name, value)| Setting { name, value, origin: SYSTEMCTL_ORIGIN.to_string() })
+            .collect(),
         environment_files: Vec::new(),
     })
 }

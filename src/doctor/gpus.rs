@@ -244,13 +244,16 @@ mod tests {
 
     #[test]
     fn kfd_versions_name_the_llvm_processors() {
-        // kfd_device.c: Vega10 90000, Vega20 90006, Arcturus 90008, Aldebaran 90010, Renoir 90012, Navi21 100300.
+        // kfd_device.c: Vega10 90000, Vega20 90006, Arcturus 90008, Aldebaran 90010, Renoir 90012, Navi21 100300,
+        // and the LLVM processor names of those chips (AMDGPUUsage).
         for (v, name) in [
             (90000, "gfx900"),
             (90006, "gfx906"),
             (90008, "gfx908"),
             (90010, "gfx90a"),
             (90012, "gfx90c"),
+            // An MI300X's node, as ROCm/rocm-cli#343 quotes it.
+            (90402, "gfx942"),
             (100300, "gfx1030"),
             (110000, "gfx1100"),
             (120001, "gfx1201"),

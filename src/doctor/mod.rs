@@ -205,7 +205,19 @@ fn tool<'a>(runs: &'a [tools::ToolRun], name: &str) -> Option<&'a tools::ToolRun
 }
 
 fn tool_source(r: &tools::ToolRun) -> Source {
-    Source::Command { argv: r.argv.clone(), excerpt: format!("{}: {}", r.status(), r.excerpt(6)) }
+    // vulkaninfo prints pages of extensions before its devices; the device lines are the evidence.
+    let excerpt = if r.argv.first().is_some_and(|p| p.ends_with("vulkaninfo")) {
+        r.stdout
+            .lines()
+            .map(str::trim)
+            .filter(|l| ["GPU", "deviceName", "deviceType", "driverInfo"].iter().any(|k| l.starts_with(k)))
+            .take(12)
+            .collect::<Vec<_>>()
+            .join(" | ")
+    } else {
+        r.excerpt(6)
+    };
+    Source::Command { argv: r.argv.clone(), excerpt: format!("{}: {excerpt}", r.status()) }
 }
 
 /// Probe the host.
@@ -483,11 +495,7 @@ pub fn doctor(opts: &DoctorOptions) -> Result<DoctorReport> {
     // Environment: the process's and the service's.
     let mut environment = env::settings(&env, "process");
     if let Some(svc) = &service {
-        let origin = svc.read_from.first().cloned().unwrap_or_default();
-        let origin =
-            if origin.starts_with("systemctl") { "command:systemctl show ollama.service".to_string() } else { origin };
-        let map: BTreeMap<String, String> = svc.environment.iter().cloned().collect();
-        environment.extend(env::settings(&map, &origin));
+        environment.extend(svc.environment.iter().filter(|s| env::relevant(&s.name)).cloned());
         claims.push(
             Claim::new(
                 "doctor.service",
@@ -669,9 +677,10 @@ pub fn doctor(opts: &DoctorOptions) -> Result<DoctorReport> {
             }
             "systemctl" => match &service {
                 Some(s) if s.read_from.iter().any(|f| f.starts_with("systemctl")) => {
-                    "systemctl shows ollama.service (see its environment above)".to_string()
+                    "systemctl shows ollama.service (its environment is under ollama.service)".to_string()
                 }
-                _ => format!("systemctl gives no ollama.service unit ({}: {})", run.status(), run.excerpt(2)),
+                _ if run.exit == Some(0) => "systemd has no ollama.service unit".to_string(),
+                _ => format!("systemctl could not report on ollama.service ({}: {})", run.status(), run.excerpt(2)),
             },
             _ => format!("{} → {} ({})", run.argv.join(" "), run.excerpt(2), run.status()),
         };

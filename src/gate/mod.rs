@@ -530,7 +530,14 @@ fn shipped_artifacts(arch: &DeviceArch, scan: Option<&ScanReport>, logs: &[LogEv
             layer,
             Status::Blocks,
             Confidence::Confirmed,
-            format!("rocBLAS reported that the runtime's install has no Tensile library for {p}: its GEMMs (ggml's BLAS path) cannot run there{tail}"),
+            format!(
+                "rocBLAS reported that the runtime's install has no Tensile library for {p}: its GEMMs (ggml's BLAS path) cannot run there{}{tail}",
+                if rocblas_with.is_empty() {
+                    String::new()
+                } else {
+                    format!("; the scanned install differs ({}): the log's runtime used another rocBLAS", rocblas_with.join("; "))
+                }
+            ),
         )
         .basis("log")
         .sources(rocblas_errors)
@@ -811,13 +818,16 @@ fn execution(
     let mut sources_bad = Vec::new();
     let mut basis = Vec::new();
     let mut other_gpu = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
     if let Some((db, _)) = records {
         basis.push("sweep runs");
+        notes.push(format!("the runs in {db} are taken to be on {}", arch.label()));
         for g in groups.iter().filter(|g| g.num_gpu != 0) {
             let failures: Vec<String> = g.outcomes.iter().map(|(o, n)| format!("{n} {o}")).collect();
             let text = format!(
-                "{} at num_gpu {}: {} ok, {} failed{}",
+                "{}{} at num_gpu {}: {} ok, {} failed{}",
                 g.backend,
+                if g.devices.is_empty() { String::new() } else { format!(" [{}]", g.devices.join("; ")) },
                 g.num_gpu,
                 g.ok,
                 g.failed,
@@ -876,11 +886,14 @@ fn execution(
             sources_bad.push(log.source(c.line, &c.text));
         }
     }
-    let other = if other_gpu.is_empty() {
+    let mut other = if other_gpu.is_empty() {
         String::new()
     } else {
         format!("; other GPU backends ran ({}): a path layers 1-4 do not concern", other_gpu.join("; "))
     };
+    for n in notes {
+        other.push_str(&format!(" ({n})"));
+    }
     let mut row = if !allows.is_empty() {
         let failed = if blocks.is_empty() { String::new() } else { format!("; failures too: {}", blocks.join("; ")) };
         LayerRow::new(layer, Status::Allows, Confidence::Confirmed, format!("{}{failed}{other}", allows.join("; ")))
@@ -998,6 +1011,9 @@ fn phrase(r: &LayerRow) -> &'static str {
         (Layer::ShippedArtifacts, Status::Allows) => "vendor libraries ship data for it",
         (Layer::ShippedArtifacts, Status::Unknown) => "vendor artifacts unknown",
         (Layer::Binaries, Status::Blocks) => "no code object for it in the binaries",
+        (Layer::Binaries, Status::Allows) if r.confidence != Confidence::Confirmed => {
+            "only PTX for it in the binaries (driver JIT)"
+        }
         (Layer::Binaries, Status::Allows) => "code objects for it in the binaries",
         (Layer::Binaries, Status::Unknown) => "binaries not judged",
         (Layer::Recognition, Status::Blocks) => "not recognised by the runtime",

@@ -42,6 +42,8 @@ pub struct RunGroup {
     /// Failures by outcome (`crash SIGSEGV`, `timeout`, …).
     pub outcomes: BTreeMap<String, u64>,
     pub run_ids: Vec<String>,
+    /// The backends as the records name them (`CUDA (NVIDIA H100 80GB HBM3)`, `ROCm0 (AMD Radeon VII)`).
+    pub devices: Vec<String>,
     /// Records cited (run id, result.json).
     pub sources: Vec<Source>,
 }
@@ -58,8 +60,14 @@ pub fn group(records: &[Record]) -> Vec<RunGroup> {
             failed: 0,
             outcomes: BTreeMap::new(),
             run_ids: Vec::new(),
+            devices: Vec::new(),
             sources: Vec::new(),
         });
+        if let Some(b) = &r.backend {
+            if g.devices.len() < CITED && !g.devices.contains(&b.backend) {
+                g.devices.push(b.backend.clone());
+            }
+        }
         if r.is_ok() {
             g.ok += 1;
         } else {
