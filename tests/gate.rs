@@ -21,7 +21,7 @@ fn gate_text(args: &[&str]) -> String {
     stdout_ok(backscope().arg("gate").args(args))
 }
 
-fn layer<'a>(r: &'a Value, n: u64) -> &'a Value {
+fn layer(r: &Value, n: u64) -> &Value {
     r["layers"].as_array().unwrap().iter().find(|l| l["number"] == n).unwrap_or_else(|| panic!("no layer {n}: {r:#}"))
 }
 

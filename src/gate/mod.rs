@@ -739,10 +739,8 @@ fn recognition(arch: &DeviceArch, logs: &[LogEvidence]) -> LayerRow {
                         }
                     }
                 }
-                FactKind::UnsupportedGpu { gpu, .. } => {
-                    if gpu.as_deref().is_none_or(|g| same_gpu(g, arch)) {
-                        refused.push(log.fact_source(f));
-                    }
+                FactKind::UnsupportedGpu { gpu, .. } if gpu.as_deref().is_none_or(|g| same_gpu(g, arch)) => {
+                    refused.push(log.fact_source(f));
                 }
                 FactKind::DiscoveryFailure { .. } => failed.push(log.fact_source(f)),
                 _ => {}
