@@ -1,6 +1,5 @@
 //! `backscope predict` on the command line: synthesized models (tests/predict.rs makes them), the families the
-//! cited llama.cpp 11434 and Ollama v0.24.0 source lines give (shared/reference dispatch table, restated in
-//! tests/predict.rs), and the observed side from every source the command takes: a trace directory written by the
+//! cited llama.cpp 11434 and Ollama v0.24.0 source lines give (the table of tests/predict.rs), and the observed side from every source the command takes: a trace directory written by the
 //! observer around a hipcc-built program, a committed H100 `trace --json` summary, and a sweep run recorded with
 //! `--trace` (a protocol stand-in server that runs the HIP program per request, as tests/sweep_trace.rs does).
 

@@ -81,10 +81,12 @@ pub fn named_user(host: &Host, name: &str) -> Result<User, String> {
 
 /// The user this process runs as, with the groups the kernel gave it.
 pub fn current_user(host: &Host) -> User {
-    // SAFETY: getuid/getgid cannot fail; getgroups writes at most `len` entries into the buffer it is given.
+    // SAFETY: getuid/getgid cannot fail; getgroups(0, NULL) only returns the count (NGROUPS_MAX bounds it, 65536
+    // on Linux), and then writes at most `len` entries into the buffer it is given.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    let mut buf = vec![0 as libc::gid_t; 256];
-    let n = unsafe { libc::getgroups(buf.len() as libc::c_int, buf.as_mut_ptr()) };
+    let count = unsafe { libc::getgroups(0, std::ptr::null_mut()) }.clamp(0, 65536);
+    let mut buf = vec![0 as libc::gid_t; count as usize];
+    let n = unsafe { libc::getgroups(count, buf.as_mut_ptr()) };
     buf.truncate(usize::try_from(n).unwrap_or(0));
     let mut gids = vec![gid];
     for g in buf {
@@ -148,8 +150,8 @@ fn mode_string(meta: &std::fs::Metadata) -> String {
     .collect()
 }
 
-/// The device nodes the GPU runtimes open: /dev/kfd, /dev/dri/renderD*, /dev/nvidiactl, /dev/nvidia-uvm and
-/// /dev/nvidia<N>.
+/// The device nodes the GPU runtimes open: `/dev/kfd`, `/dev/dri/renderD*`, `/dev/nvidiactl`, `/dev/nvidia-uvm`
+/// and `/dev/nvidia<N>`.
 pub fn gpu_nodes(host: &Host) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let kfd = host.path("/dev/kfd");

@@ -261,7 +261,8 @@ mod tests {
 
     #[test]
     fn override_values_name_targets() {
-        // The values users set in public issues: 10.3.0 (RDNA2), 9.0.0, 11.0.0, 11.5.0 (anchors §2 B).
+        // Values users set in public issues: 10.3.0 (ollama#12111, #12915), 9.0.0 (ROCm/rocBLAS#1398), 11.5.0
+        // (llama.cpp#19949); 9.0.6 and 9.0.10 by the same rule.
         assert_eq!(override_target("10.3.0").as_deref(), Some("gfx1030"));
         assert_eq!(override_target("9.0.0").as_deref(), Some("gfx900"));
         assert_eq!(override_target("9.0.6").as_deref(), Some("gfx906"));

@@ -167,7 +167,7 @@ pub fn find(host: &Host, path_var: Option<&str>) -> RuntimeProbe {
     out
 }
 
-/// Scan the ggml GPU libraries of the runtimes found (at most [`MAX_LIBRARIES`]) and list their vendor BLAS
+/// Scan the ggml GPU libraries of the runtimes found (at most `MAX_LIBRARIES`) and list their vendor BLAS
 /// directories. `None` when there is nothing to scan.
 pub fn scan_runtimes(runtimes: &[Runtime]) -> Option<ScanReport> {
     let libs: Vec<PathBuf> =

@@ -56,7 +56,7 @@ pub fn which(name: &str, path: Option<&str>) -> Option<PathBuf> {
 }
 
 /// Run `argv` with stdin closed, in a process group of its own, for at most `limit`; the group is killed at the
-/// deadline. Output past [`MAX_OUTPUT`] is drained and dropped, so the child never blocks on a full pipe.
+/// deadline. Output past `MAX_OUTPUT` bytes is drained and dropped, so the child never blocks on a full pipe.
 pub fn run_bounded(argv: &[String], limit: Duration) -> std::io::Result<ToolRun> {
     let (program, args) = argv.split_first().ok_or_else(|| std::io::Error::other("empty argv"))?;
     let mut cmd = Command::new(program);
