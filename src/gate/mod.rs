@@ -1099,8 +1099,16 @@ fn claims(label: &str, rows: &[LayerRow], explanations: &[Explanation], verdict_
                 .with_source(e.source.clone()),
         );
     }
-    let decisive: Vec<Source> =
+    let mut decisive: Vec<Source> =
         rows.iter().filter(|r| r.status != Status::Unknown).filter_map(|r| r.sources.first().cloned()).collect();
+    if decisive.is_empty() {
+        // Every layer lacked input: the verdict rests on the rule that such layers are Unknown.
+        decisive.push(Source::Rule {
+            file: "src/gate/mod.rs".into(),
+            rule: "a layer without input is Unknown".into(),
+            upstream: "the gate's inputs (--install, --log, --runs) and knowledge files".into(),
+        });
+    }
     out.push(Claim::new(format!("gate.{label}.verdict"), Confidence::Inferred, verdict_line).with_sources(decisive));
     out
 }
