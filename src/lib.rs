@@ -8,8 +8,10 @@
 //! command line.
 
 pub mod disasm;
+pub mod doctor;
 pub mod evidence;
 pub mod exit;
+pub mod gate;
 pub mod kernels;
 pub mod knowledge;
 pub mod maps;
@@ -17,6 +19,7 @@ pub mod predict;
 mod render;
 pub mod scan;
 pub mod sweep;
+pub mod sweep_db;
 pub mod synth;
 pub mod trace;
 pub mod tracecmd;

@@ -16,12 +16,12 @@ use crate::util::*;
 /// Synthesized models, written once per test process: tiny preset (4 layers, 256 wide) in F16, Q8_0 and Q4_K_M,
 /// and a 22-layer model with TinyLlama's layer count and attention shape (head size 64, 8 query heads per KV
 /// head) in Q4_K_M.
-struct Models {
+pub(crate) struct Models {
     _dir: tempfile::TempDir,
-    f16: PathBuf,
-    q8_0: PathBuf,
-    q4_k_m: PathBuf,
-    tl_q4_k_m: PathBuf,
+    pub(crate) f16: PathBuf,
+    pub(crate) q8_0: PathBuf,
+    pub(crate) q4_k_m: PathBuf,
+    pub(crate) tl_q4_k_m: PathBuf,
 }
 
 fn synth(out: &Path, args: &[&str]) {
@@ -34,7 +34,7 @@ fn synth(out: &Path, args: &[&str]) {
     );
 }
 
-fn models() -> &'static Models {
+pub(crate) fn models() -> &'static Models {
     static M: OnceLock<Models> = OnceLock::new();
     M.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();

@@ -126,7 +126,7 @@ fn traced_llama_server_on_the_cpu_records_a_window_per_request_and_no_cuda_or_hi
     assert!(text.contains("kernels (per request)") && text.contains("none"), "{text}");
 }
 
-const STAND_IN: &str = r#"
+pub(crate) const STAND_IN: &str = r#"
 # Protocol stand-in for `backscope sweep --trace` tests: llama-server's /health and /completion JSON shape; each
 # /completion runs the HIP program given as argv[2] and appends its number of launch lines to argv[3].
 import http.server, json, subprocess, sys

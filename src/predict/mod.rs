@@ -11,6 +11,7 @@
 //! layer's FFN and the output head see ne11 = 1 in the final ubatch and nothing in earlier ones (empty nodes are
 //! skipped). Each decode step is one token (ne11 = 1 with one sequence).
 
+pub mod command;
 pub mod compare;
 pub mod model;
 pub mod render;

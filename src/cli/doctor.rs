@@ -1,0 +1,45 @@
+//! `backscope doctor`'s flags, and their conversion into `backscope::doctor::DoctorCommand`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use backscope::doctor::{DoctorCommand, DoctorOptions};
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Also check whether this user can open the GPU device nodes (e.g. ollama, the service user).
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// Read the system below this directory instead of / (a copy of sysfs/proc/dev/etc); tools are not run then.
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub root: PathBuf,
+    /// Do not run rocminfo, vulkaninfo, nvidia-smi, systemctl or ollama.
+    #[arg(long)]
+    pub no_tools: bool,
+    /// Deadline of each tool, in seconds.
+    #[arg(long, value_name = "S", default_value_t = 5.0)]
+    pub tool_timeout: f64,
+    /// Do not scan the installed runtimes' GPU libraries.
+    #[arg(long)]
+    pub no_scan: bool,
+    /// Print the findings as JSON (schema backscope.doctor/1).
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl From<DoctorArgs> for DoctorCommand {
+    fn from(a: DoctorArgs) -> Self {
+        DoctorCommand {
+            options: DoctorOptions {
+                root: a.root,
+                user: a.user,
+                env: None,
+                tools: a.no_tools.then_some(false),
+                tool_timeout: Duration::from_secs_f64(a.tool_timeout.clamp(0.1, 600.0)),
+                scan: !a.no_scan,
+            },
+            json: a.json,
+        }
+    }
+}

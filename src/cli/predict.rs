@@ -1,0 +1,145 @@
+//! `backscope predict`'s flags, and their conversion into `backscope::predict::command::PredictCommand`.
+
+use std::path::PathBuf;
+
+use backscope::predict::command::{BatchFrom, Observation, PredictCommand};
+use backscope::predict::{Batch, FlashAttn, WeightSource, DEFAULT_UBATCH};
+use clap::{ArgGroup, Args, ValueEnum};
+
+#[derive(Debug, Args)]
+#[command(
+    group(ArgGroup::new("weights").required(true).args(["model", "weight_type"])),
+    group(ArgGroup::new("tokens").args(["prompt_tokens", "ne11", "from_run"])),
+    group(ArgGroup::new("observed").args(["trace", "trace_json", "record", "run"])),
+    after_help = "Examples:
+    backscope predict --arch gfx1201 --model qwen-q4_k_m.gguf --prompt-tokens 100
+    backscope predict --arch gfx900 --type q4_k --ne11 64 --explain
+    backscope predict --arch gfx900 --ggml ollama-v0.24.0 --model m.gguf --prompt-tokens 512
+    backscope predict --arch sm_90 --model m.gguf --prompt-tokens 9 --decode-tokens 0 --trace-json trace.json
+    backscope predict --arch gfx906 --model m.gguf --run 20261123-142557-fc54 --db backscope.db"
+)]
+pub struct PredictArgs {
+    /// The GPU: gfx900, gfx906, gfx90a:xnack-, gfx1201, sm_86 (or 8.6).
+    #[arg(long)]
+    pub arch: String,
+    /// A GGUF model: every weight matrix, its type and shape.
+    #[arg(long, value_name = "M.gguf")]
+    pub model: Option<PathBuf>,
+    /// One weight of a ggml type instead of a model (q4_k, q8_0, f16, …).
+    #[arg(long = "type", value_name = "T")]
+    pub weight_type: Option<String>,
+    /// With --type: rows of the weight (ne01).
+    #[arg(long, value_name = "N", requires = "weight_type")]
+    pub n: Option<u64>,
+    /// With --type: elements per row (ne00).
+    #[arg(long, value_name = "K", requires = "weight_type")]
+    pub k: Option<u64>,
+    /// A prompt of N tokens: split into ubatches, then decode.
+    #[arg(long, value_name = "N")]
+    pub prompt_tokens: Option<u64>,
+    /// One batch of exactly N columns for every weight (no phases).
+    #[arg(long, value_name = "N")]
+    pub ne11: Option<u64>,
+    /// Take the prompt token count from a sweep run's records (with --db; --cell when they differ). Ollama's count
+    /// includes prompt-cache hits, which are not evaluated: the prediction says so.
+    #[arg(long, value_name = "RUN")]
+    pub from_run: Option<String>,
+    /// Decode steps after the prompt (default: 1; with --run, what each record generated).
+    #[arg(long, value_name = "N", visible_alias = "decode")]
+    pub decode_tokens: Option<u64>,
+    /// llama.cpp's n_ubatch.
+    #[arg(long, value_name = "U", default_value_t = DEFAULT_UBATCH)]
+    pub ubatch: u64,
+    /// ggml version of the rules: 11434 (llama.cpp b11434) or ollama-v0.24.0 (alias o24).
+    #[arg(long, value_name = "VERSION", default_value = backscope::knowledge::DEFAULT_GGML_VERSION)]
+    pub ggml: String,
+    /// Print each decision path: every rule checked, its inputs and whether it held.
+    #[arg(long)]
+    pub explain: bool,
+    /// KV cache type (llama.cpp -ctk/-ctv).
+    #[arg(long, value_name = "T", default_value = "F16")]
+    pub kv_type: String,
+    /// Flash attention as llama.cpp's -fa.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub flash_attn: FlashAttnArg,
+    /// A ggml build flag set on top of the version's defaults (GGML_CUDA_FORCE_MMQ, …); repeatable.
+    #[arg(long = "build-flag", value_name = "FLAG")]
+    pub build_flags: Vec<String>,
+    /// Compare with the kernels in a trace directory (`backscope trace --dir`, an observed service).
+    #[arg(long, value_name = "DIR")]
+    pub trace: Option<PathBuf>,
+    /// Compare with a `backscope trace --json` summary.
+    #[arg(long, value_name = "FILE")]
+    pub trace_json: Option<PathBuf>,
+    /// Compare with a sweep record's result.json (its `trace` field).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Compare with each record of a sweep run recorded with --trace (with --db); each record's prompt count is
+    /// its prompt unless --prompt-tokens/--ne11 say otherwise.
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<String>,
+    /// With --run/--from-run: one record, by position in the run or cell key.
+    #[arg(long, value_name = "N|KEY")]
+    pub cell: Option<String>,
+    /// The sweep database of --run/--from-run.
+    #[arg(long, value_name = "FILE", default_value = "backscope.db")]
+    pub db: PathBuf,
+    /// Print the report as JSON (schema backscope.predict/1; with --run backscope.predict-run/1; docs/predict.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--flash-attn`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FlashAttnArg {
+    Auto,
+    On,
+    Off,
+}
+
+impl From<FlashAttnArg> for FlashAttn {
+    fn from(f: FlashAttnArg) -> Self {
+        match f {
+            FlashAttnArg::Auto => FlashAttn::Auto,
+            FlashAttnArg::On => FlashAttn::On,
+            FlashAttnArg::Off => FlashAttn::Off,
+        }
+    }
+}
+
+impl From<PredictArgs> for PredictCommand {
+    fn from(a: PredictArgs) -> Self {
+        let weights = match (a.model, a.weight_type) {
+            (Some(m), _) => WeightSource::Model(m),
+            (None, Some(t)) => WeightSource::Single { weight_type: t, n: a.n, k: a.k },
+            // clap's `weights` group requires one of them.
+            (None, None) => WeightSource::Single { weight_type: String::new(), n: None, k: None },
+        };
+        let batch = match (a.prompt_tokens, a.ne11, a.from_run) {
+            (Some(n), _, _) => BatchFrom::Given(Batch::PromptTokens(n)),
+            (_, Some(n), _) => BatchFrom::Given(Batch::Ne11(n)),
+            (_, _, Some(run)) => BatchFrom::Run(run),
+            _ => BatchFrom::EachRecord,
+        };
+        let observation = match (a.trace, a.trace_json, a.record, a.run) {
+            (Some(d), ..) => Observation::TraceDir(d),
+            (_, Some(f), ..) => Observation::TraceJson(f),
+            (_, _, Some(f), _) => Observation::RecordFile(f),
+            (.., Some(run)) => Observation::Run(run),
+            _ => Observation::None,
+        };
+        let mut c = PredictCommand::new(a.arch, weights, batch);
+        c.decode_tokens = a.decode_tokens;
+        c.ubatch = a.ubatch;
+        c.ggml = a.ggml;
+        c.explain = a.explain;
+        c.kv_type = a.kv_type;
+        c.flash_attn = a.flash_attn.into();
+        c.build_flags = a.build_flags;
+        c.observation = observation;
+        c.cell = a.cell;
+        c.db = a.db;
+        c.json = a.json;
+        c
+    }
+}

@@ -1,0 +1,138 @@
+//! Unit tests of the gate's rules on hand-made rows; the real fixtures are in tests/gate.rs.
+
+use super::*;
+
+fn row(layer: Layer, status: Status, confidence: Confidence) -> LayerRow {
+    LayerRow::new(layer, status, confidence, "x")
+}
+
+fn rows(statuses: [(Status, Confidence); 6]) -> Vec<LayerRow> {
+    Layer::ALL.iter().zip(statuses).map(|(l, (s, c))| row(*l, s, c)).collect()
+}
+
+use Confidence::{Confirmed, Inferred, Unresolved};
+use Status::{Allows, Blocks, Unknown};
+
+#[test]
+fn the_verdict_keeps_policy_apart_from_executability() {
+    // Policy blocks, nothing else does: not officially supported is not "not executable".
+    let v = verdict(
+        "gfx906",
+        &rows([
+            (Blocks, Inferred),
+            (Allows, Inferred),
+            (Unknown, Unresolved),
+            (Unknown, Unresolved),
+            (Unknown, Unresolved),
+            (Unknown, Unresolved),
+        ]),
+        false,
+    );
+    assert!(v.contains("(1) not officially supported") && v.contains("alone does not make it non-executable"), "{v}");
+    // Runs that succeeded outrank every knowledge row.
+    let v = verdict(
+        "gfx900",
+        &rows([
+            (Blocks, Inferred),
+            (Blocks, Inferred),
+            (Unknown, Unresolved),
+            (Unknown, Unresolved),
+            (Unknown, Unresolved),
+            (Allows, Confirmed),
+        ]),
+        false,
+    );
+    assert!(v.ends_with("executable (runs succeeded) although not officially supported"), "{v}");
+    // What the binaries show outranks what a knowledge row says; both are named.
+    let v = verdict(
+        "gfx900",
+        &rows([
+            (Blocks, Inferred),
+            (Blocks, Inferred),
+            (Allows, Confirmed),
+            (Blocks, Confirmed),
+            (Unknown, Unresolved),
+            (Unknown, Unresolved),
+        ]),
+        true,
+    );
+    assert!(v.contains("layer 4 (binaries) blocks it, and so does layer 2"), "{v}");
+}
+
+#[test]
+fn a_scanned_ggml_backend_with_code_overrules_the_release_build_targets() {
+    // A self-built Ollama with gfx900 code: layer 2 (the release preset) blocks, the binaries allow.
+    let r = rows([
+        (Blocks, Inferred),
+        (Blocks, Inferred),
+        (Unknown, Unresolved),
+        (Allows, Confirmed),
+        (Unknown, Unresolved),
+        (Unknown, Unresolved),
+    ]);
+    let v = verdict("gfx900", &r, true);
+    assert!(!v.contains("not executable"), "{v}");
+    assert!(v.contains("another build"), "{v}");
+    // Other GPU code (a vendor library) does not overrule it.
+    let v = verdict("gfx900", &r, false);
+    assert!(v.contains("layer 2 (runtime build-target filter) blocks it"), "{v}");
+}
+
+#[test]
+fn a_discovery_failure_is_explained_by_the_first_blocking_layer_in_evidence_order() {
+    let log = LogEvidence {
+        path: "l.log".into(),
+        lines: 1,
+        flavor: "ollama",
+        facts: vec![logs::LogFact {
+            line: 1,
+            text: "msg=\"failure during GPU discovery\" error=\"runner crashed\"".into(),
+            kind: FactKind::DiscoveryFailure { error: Some("runner crashed".into()) },
+        }],
+        crashes: Vec::new(),
+    };
+    let arch = DeviceArch::parse("gfx906");
+    let only_build = rows([
+        (Blocks, Inferred),
+        (Blocks, Inferred),
+        (Unknown, Unresolved),
+        (Unknown, Unresolved),
+        (Blocks, Inferred),
+        (Unknown, Unresolved),
+    ]);
+    let e = explain(&arch, std::slice::from_ref(&log), &only_build);
+    assert_eq!((e[0].explained_by, e[0].confidence), (Some(Layer::BuildTargets), Inferred));
+    let with_scan = rows([
+        (Blocks, Inferred),
+        (Blocks, Inferred),
+        (Blocks, Confirmed),
+        (Blocks, Confirmed),
+        (Blocks, Inferred),
+        (Unknown, Unresolved),
+    ]);
+    assert_eq!(explain(&arch, std::slice::from_ref(&log), &with_scan)[0].explained_by, Some(Layer::Binaries));
+    let nothing = rows([
+        (Allows, Inferred),
+        (Allows, Inferred),
+        (Unknown, Unresolved),
+        (Unknown, Unresolved),
+        (Blocks, Inferred),
+        (Unknown, Unresolved),
+    ]);
+    let e = explain(&arch, std::slice::from_ref(&log), &nothing);
+    assert_eq!((e[0].explained_by, e[0].confidence), (None, Unresolved));
+}
+
+#[test]
+fn ollama_releases_and_miopen_names() {
+    assert_eq!(
+        OllamaRelease::from_option(Some("0.12.5")).unwrap(),
+        OllamaRelease::Release { tag: "v0.12.5".into(), newest: false }
+    );
+    assert_eq!(OllamaRelease::from_option(Some("NONE")).unwrap(), OllamaRelease::NotOllama);
+    assert!(OllamaRelease::from_option(Some("latest")).is_err());
+    assert!(matches!(OllamaRelease::from_option(None).unwrap(), OllamaRelease::Release { newest: true, .. }));
+    // MIOpen database names: `gfx906_60.HIP.fdb.txt` (scan reads `gfx906`), `gfx90a68.kdb` (`gfx90a68`).
+    assert!(miopen_arch_matches("gfx906", "gfx906") && miopen_arch_matches("gfx90a68", "gfx90a"));
+    assert!(!miopen_arch_matches("gfx90a68", "gfx906") && !miopen_arch_matches("gfx1030", "gfx103"));
+}

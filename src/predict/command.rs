@@ -1,0 +1,274 @@
+//! The `predict` command body: where the prompt length and the observed kernels come from (flags, a trace, a
+//! sweep database), one prediction per observation, printed as text or JSON.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+use super::{compare, render, Batch, FlashAttn, ObservedSource, PredictOptions, PredictReport, PromptFromRun};
+use super::{WeightSource, DEFAULT_UBATCH};
+use crate::exit;
+use crate::sweep::record::Record;
+use crate::sweep_db::{select_cells, SweepDb};
+
+/// Schema of the JSON `predict --run` prints: one prediction per traced record of a sweep run.
+pub const RUN_SCHEMA: &str = "backscope.predict-run/1";
+
+/// Where the tokens the matmuls see come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BatchFrom {
+    /// `--prompt-tokens N` or `--ne11 N`.
+    Given(Batch),
+    /// `--from-run RUN`: the prompt token count a record of that run reports.
+    Run(String),
+    /// Neither: each record of `--run` gives its own count.
+    EachRecord,
+}
+
+/// Where the observed kernels come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Observation {
+    None,
+    /// `--trace DIR`.
+    TraceDir(PathBuf),
+    /// `--trace-json FILE`.
+    TraceJson(PathBuf),
+    /// `--record FILE`: a sweep record's `result.json`.
+    RecordFile(PathBuf),
+    /// `--run RUN`: every record of the run that carries a trace.
+    Run(String),
+}
+
+/// One `backscope predict` invocation.
+#[derive(Clone, Debug)]
+pub struct PredictCommand {
+    pub arch: String,
+    pub weights: WeightSource,
+    pub batch: BatchFrom,
+    pub decode_tokens: Option<u64>,
+    pub ubatch: u64,
+    pub ggml: String,
+    pub explain: bool,
+    pub kv_type: String,
+    pub flash_attn: FlashAttn,
+    pub build_flags: Vec<String>,
+    pub observation: Observation,
+    /// `--cell`: one record of the run (position or key).
+    pub cell: Option<String>,
+    /// The sweep database (`--db`).
+    pub db: PathBuf,
+    pub json: bool,
+}
+
+impl PredictCommand {
+    /// A command with the defaults of the command line.
+    pub fn new(arch: impl Into<String>, weights: WeightSource, batch: BatchFrom) -> Self {
+        PredictCommand {
+            arch: arch.into(),
+            weights,
+            batch,
+            decode_tokens: None,
+            ubatch: DEFAULT_UBATCH,
+            ggml: crate::knowledge::DEFAULT_GGML_VERSION.to_string(),
+            explain: false,
+            kv_type: "F16".into(),
+            flash_attn: FlashAttn::Auto,
+            build_flags: Vec::new(),
+            observation: Observation::None,
+            cell: None,
+            db: PathBuf::from("backscope.db"),
+            json: false,
+        }
+    }
+
+    fn options(&self, batch: Batch) -> PredictOptions {
+        let mut o = PredictOptions::new(self.arch.clone(), self.weights.clone(), batch);
+        o.decode_tokens = self.decode_tokens;
+        o.ubatch = self.ubatch;
+        o.ggml = self.ggml.clone();
+        o.explain = self.explain;
+        o.kv_type = self.kv_type.clone();
+        o.flash_attn = self.flash_attn;
+        o.build_flags = self.build_flags.clone();
+        o
+    }
+}
+
+/// One traced record of a sweep run and the prediction checked against it.
+#[derive(Clone, Debug, Serialize)]
+pub struct CellPrediction {
+    pub cell_key: String,
+    pub seq: u64,
+    pub endpoint: String,
+    pub model: String,
+    pub num_gpu: i64,
+    /// The record's `result.json`, relative to the run directory.
+    pub file: String,
+    pub report: PredictReport,
+}
+
+/// `predict --run`: one prediction per traced record.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunPredictions {
+    pub schema: &'static str,
+    pub db: String,
+    pub run_id: String,
+    pub cells: Vec<CellPrediction>,
+    /// Records left out, with the reason (no trace, no prompt count).
+    pub skipped: Vec<String>,
+}
+
+/// What `predict` prints.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum PredictOutput {
+    One(Box<PredictReport>),
+    Run(RunPredictions),
+}
+
+/// The prompt count a run's records report, when they agree; the prompt-cache caveat travels with it.
+fn prompt_from_records(run_id: &str, records: &[&Record]) -> Result<PromptFromRun> {
+    let counted: Vec<PromptFromRun> = records.iter().filter_map(|r| PromptFromRun::from_record(r)).collect();
+    let Some(first) = counted.first() else {
+        bail!("no record of run {run_id} reports a prompt token count (failed requests report none)");
+    };
+    let mut distinct: Vec<u64> = counted.iter().map(|p| p.prompt_tokens).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() > 1 {
+        let cells: Vec<String> = records
+            .iter()
+            .filter_map(|r| Some(format!("{} ({}: {})", r.seq, r.prompt, r.server_timings.prompt_n?)))
+            .take(8)
+            .collect();
+        bail!(
+            "the records of run {run_id} report different prompt token counts ({}); pick one with --cell: {}",
+            distinct.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
+            cells.join(", ")
+        );
+    }
+    Ok(PromptFromRun {
+        run_id: run_id.to_string(),
+        prompt_tokens: first.prompt_tokens,
+        includes_cache: counted.iter().any(|p| p.includes_cache),
+    })
+}
+
+/// Run the prediction(s) the command asks for.
+pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
+    if let Observation::Run(run_id) = &cmd.observation {
+        if matches!(cmd.batch, BatchFrom::Run(_)) {
+            bail!("--run already takes each record's prompt token count; --from-run is for a run without traces");
+        }
+        let db = SweepDb::open(&cmd.db)?;
+        let records = db.records(run_id)?;
+        let picked = select_cells(&records, cmd.cell.as_deref())?;
+        let mut cells = Vec::new();
+        let mut skipped = Vec::new();
+        for r in picked {
+            let Some(trace) = &r.trace else {
+                skipped.push(format!("{} ({}): no trace (the run was not recorded with --trace)", r.seq, r.cell_key));
+                continue;
+            };
+            let (batch, from_run) = match &cmd.batch {
+                BatchFrom::Given(b) => (*b, None),
+                _ => match PromptFromRun::from_record(r) {
+                    Some(p) => (Batch::PromptTokens(p.prompt_tokens), Some(p)),
+                    None => {
+                        skipped.push(format!("{} ({}): no prompt token count ({})", r.seq, r.cell_key, r.outcome()));
+                        continue;
+                    }
+                },
+            };
+            let mut o = cmd.options(batch);
+            if o.decode_tokens.is_none() {
+                // The tokens the request generated; a prompt-only request (llama-bench pp) generated none.
+                o.decode_tokens = r.server_timings.decode_n.or((r.num_predict == 0).then_some(0));
+            }
+            o.prompt_from_run = from_run;
+            let source = format!("{}: run {run_id}, {}", db.path(), r.file);
+            o.observed = Some(ObservedSource::Loaded(compare::from_record_trace(trace, &source, Some(run_id.clone()))));
+            let report = super::run(&o).with_context(|| format!("record {} ({})", r.seq, r.cell_key))?;
+            cells.push(CellPrediction {
+                cell_key: r.cell_key.clone(),
+                seq: r.seq,
+                endpoint: r.endpoint.clone(),
+                model: r.model.clone(),
+                num_gpu: r.num_gpu,
+                file: r.file.clone(),
+                report,
+            });
+        }
+        if cells.is_empty() {
+            bail!("run {run_id} has no record to compare with: {}", skipped.join("; "));
+        }
+        return Ok(PredictOutput::Run(RunPredictions {
+            schema: RUN_SCHEMA,
+            db: db.path().to_string(),
+            run_id: run_id.clone(),
+            cells,
+            skipped,
+        }));
+    }
+    let mut o = match &cmd.batch {
+        BatchFrom::Given(b) => cmd.options(*b),
+        BatchFrom::Run(run_id) => {
+            let db = SweepDb::open(&cmd.db)?;
+            let records = db.records(run_id)?;
+            let from = prompt_from_records(run_id, &select_cells(&records, cmd.cell.as_deref())?)?;
+            let mut o = cmd.options(Batch::PromptTokens(from.prompt_tokens));
+            o.prompt_from_run = Some(from);
+            o
+        }
+        BatchFrom::EachRecord => bail!("say how many tokens: --prompt-tokens N, --ne11 N, --from-run RUN or --run RUN"),
+    };
+    o.observed = match &cmd.observation {
+        Observation::None => None,
+        Observation::TraceDir(d) => Some(ObservedSource::TraceDir(d.clone())),
+        Observation::TraceJson(f) => Some(ObservedSource::TraceSummary(f.clone())),
+        Observation::RecordFile(f) => Some(ObservedSource::SweepRecord(f.clone())),
+        Observation::Run(_) => unreachable!("handled above"),
+    };
+    Ok(PredictOutput::One(Box::new(super::run(&o)?)))
+}
+
+/// The text form of what `predict` prints.
+pub fn render_text(out: &PredictOutput) -> String {
+    match out {
+        PredictOutput::One(r) => render::render(r),
+        PredictOutput::Run(run) => {
+            let mut s =
+                format!("Sweep run {} ({}): {} traced record(s) compared\n", run.run_id, run.db, run.cells.len());
+            for c in &run.cells {
+                s.push_str(&format!(
+                    "\n== record {} ({}): endpoint {}, model {}, num_gpu {} [{}]\n\n",
+                    c.seq, c.cell_key, c.endpoint, c.model, c.num_gpu, c.file
+                ));
+                s.push_str(&render::render(&c.report));
+            }
+            if !run.skipped.is_empty() {
+                s.push_str("\nRecords left out\n");
+                for k in &run.skipped {
+                    s.push_str(&format!("  - {k}\n"));
+                }
+            }
+            s
+        }
+    }
+}
+
+/// Predict and print. A contradiction between prediction and observation is a finding, not an error: exit 0.
+pub fn run(cmd: &PredictCommand) -> Result<u8> {
+    let out = predict(cmd)?;
+    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    if cmd.json {
+        serde_json::to_writer(&mut stdout, &out)?;
+        writeln!(stdout)?;
+    } else {
+        stdout.write_all(render_text(&out).as_bytes())?;
+    }
+    stdout.flush()?;
+    Ok(exit::OK)
+}
