@@ -11,6 +11,7 @@ pub mod evidence;
 pub mod exit;
 pub mod kernels;
 mod knowledge;
+pub mod output;
 mod render;
 pub mod scan;
 pub mod sweep;
