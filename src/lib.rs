@@ -7,12 +7,16 @@
 //! [`tracecmd::run`]) and returning its exit status ([`exit`]); the `backscope` binary fills the options from the
 //! command line.
 
+// Only the output layer writes to standard output and standard error (see `output`); a print macro anywhere else
+// would bypass its buffering, escaping and closed-pipe handling.
+#![warn(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
+
 pub mod evidence;
 pub mod exit;
 pub mod kernels;
 mod knowledge;
+pub mod logscmd;
 pub mod output;
-mod render;
 pub mod scan;
 pub mod sweep;
 pub mod synth;

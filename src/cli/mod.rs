@@ -1,6 +1,8 @@
 //! The command line: clap's definitions of every command and flag, and their conversion into the options values the
 //! library's commands take. Only this part of backscope knows clap; `main.rs` parses, calls [`run`] and exits.
 
+mod logs;
+mod output;
 mod sweep;
 mod synth;
 mod trace;
@@ -36,6 +38,9 @@ pub enum Command {
     Synth(synth::SynthArgs),
     /// Run a command under the dispatch observer and report which GPU kernels really ran.
     Trace(trace::TraceArgs),
+    /// Read an Ollama or llama.cpp log (FILE, or - for standard input): a timeline, the facts it states
+    /// (backends, devices, offloaded layers, buffers), and each crash with its phase and signature.
+    Logs(logs::LogsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -50,15 +55,12 @@ pub struct ScanArgs {
     /// Per-kernel table with resources (registers, spills, LDS/shared memory, scratch, workgroup size).
     #[arg(long)]
     pub kernels: bool,
-    /// Print the records and claims as JSON (schema: docs/scan-json.md).
-    #[arg(long)]
-    pub json: bool,
-    /// Write the output to this file instead of standard output.
-    #[arg(long, short = 'o', value_name = "FILE")]
-    pub output: Option<PathBuf>,
     /// Extra library directories for dependency resolution, searched where ld.so searches LD_LIBRARY_PATH.
     #[arg(long = "library-path", value_name = "DIR")]
     pub library_path: Vec<PathBuf>,
+    /// Output: text (the default), --json (the records and claims: docs/scan-json.md), markdown, html.
+    #[command(flatten)]
+    pub output: output::OutputArgs,
 }
 
 impl From<ScanArgs> for scan::ScanCommand {
@@ -70,8 +72,7 @@ impl From<ScanArgs> for scan::ScanCommand {
                 kernels: a.kernels,
                 library_path: a.library_path,
             },
-            json: a.json,
-            output: a.output,
+            output: a.output.into(),
         }
     }
 }
@@ -88,6 +89,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Sweep(a) => backscope::sweep::run(a.into()),
         Command::Synth(a) => backscope::synth::run(a.into()),
         Command::Trace(a) => backscope::tracecmd::run(a.into()),
+        Command::Logs(a) => backscope::logscmd::run(&a.into()),
     }
 }
 
@@ -152,7 +154,7 @@ mod tests {
         let cli = Cli::try_parse_from(["backscope", "scan", "--arch", "gfx906", "--json", "/opt/rocm/lib"]).unwrap();
         let Command::Scan(a) = cli.command else { panic!("not a scan") };
         let c: scan::ScanCommand = a.into();
-        assert_eq!((c.options.arch.as_deref(), c.json), (Some("gfx906"), true));
+        assert_eq!((c.options.arch.as_deref(), c.output.format), (Some("gfx906"), backscope::output::Format::Json));
         assert_eq!(c.options.paths, [PathBuf::from("/opt/rocm/lib")]);
     }
 }

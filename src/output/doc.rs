@@ -33,7 +33,7 @@ impl Document {
     }
 
     pub fn claims(&mut self, claims: &[Claim]) -> &mut Self {
-        self.push(Block::Claims(ClaimList { claims: claims.to_vec(), run_dirs: Vec::new() }))
+        self.push(Block::Claims(ClaimList::new(claims.to_vec())))
     }
 }
 
@@ -242,15 +242,23 @@ impl Table {
 }
 
 /// A claim list; `run_dirs` maps run ids to their directories so that renderers can link run-record sources.
+/// `collapse`: terminal output shows the first N claims unless `--all` (documents show every claim).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClaimList {
     pub claims: Vec<Claim>,
     pub run_dirs: Vec<(String, String)>,
+    pub collapse: Option<usize>,
 }
 
 impl ClaimList {
     pub fn new(claims: Vec<Claim>) -> Self {
-        ClaimList { claims, run_dirs: Vec::new() }
+        ClaimList { claims, run_dirs: Vec::new(), collapse: None }
+    }
+
+    #[must_use]
+    pub fn collapse(mut self, n: usize) -> Self {
+        self.collapse = Some(n);
+        self
     }
 
     #[must_use]

@@ -23,6 +23,11 @@ pub fn printable(s: &str) -> String {
         .collect()
 }
 
+/// Lines for a terminal: each line made [`printable`], the line breaks kept.
+pub fn printable_lines(s: &str) -> String {
+    s.lines().map(printable).collect::<Vec<_>>().join("\n")
+}
+
 /// Text for HTML character data and attribute values: the five markup characters as entities, hazards as `�`
 /// (newlines and tabs are kept, for `<pre>`).
 pub fn html(s: &str) -> String {

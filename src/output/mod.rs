@@ -190,3 +190,44 @@ impl Render for Rendered {
 pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.downcast_ref::<io::Error>().is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// Print macros bypass the output layer (buffering, escaping, a closed pipe); none may appear in backscope's
+    /// own sources. Clippy's `print_stdout`/`print_stderr` lints say the same at build time; this test holds
+    /// without clippy.
+    #[test]
+    fn no_print_macro_outside_the_output_layer() {
+        fn walk(dir: &Path, found: &mut Vec<String>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    walk(&path, found);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    for (i, line) in text.lines().enumerate() {
+                        let code = line.split("//").next().unwrap_or("");
+                        // The names are spelled apart from `!(` so that this test does not find itself.
+                        for m in ["println", "print", "eprintln", "eprint", "dbg"].map(|n| format!("{n}!(")) {
+                            let m = m.as_str();
+                            let hit = code.match_indices(m).any(|(at, _)| {
+                                // `eprint!` inside `eprintln!` is the same hit; a macro is preceded by a non-identifier.
+                                !code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_')
+                            });
+                            if hit {
+                                found.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut found = Vec::new();
+        walk(&src, &mut found);
+        found.dedup();
+        assert!(found.is_empty(), "print macros outside the output layer:\n{}", found.join("\n"));
+    }
+}

@@ -59,7 +59,7 @@ fn block_text(out: &mut String, block: &Block, layout: Layout) {
             }
         }
         Block::Table(t) => out.push_str(&table_text(t, layout)),
-        Block::Claims(list) => out.push_str(&claims_text(list, width)),
+        Block::Claims(list) => out.push_str(&claims_text(list, width, layout.all)),
         Block::Excerpt(e) => out.push_str(&excerpt_text(e, width)),
         Block::Chart(c) => {
             out.push_str(&wrap(&printable(&c.title), width, 0, 0));
@@ -274,7 +274,16 @@ fn table_text(t: &Table, layout: Layout) -> String {
         .collect();
     // Borders: one per column plus one; padding: one space each side of every cell.
     let avail = layout.width.saturating_sub(3 * n + 1);
-    let Some(widths) = fit_columns(&natural, &minimum, avail) else {
+    // Labels first: a label column keeps its whole width (up to two fifths of the table) while the prose
+    // columns can still wrap; only when that does not fit do labels give way too.
+    let label_cap = (avail * 2 / 5).max(MIN_MIDDLE);
+    let pinned: Vec<usize> = (0..n)
+        .map(|c| if t.columns[c].fit == Fit::Middle { natural[c].min(label_cap).max(minimum[c]) } else { minimum[c] })
+        .collect();
+    let capped: Vec<usize> =
+        (0..n).map(|c| if t.columns[c].fit == Fit::Middle { pinned[c] } else { natural[c] }).collect();
+    let widths = fit_columns(&capped, &pinned, avail).or_else(|| fit_columns(&natural, &minimum, avail));
+    let Some(widths) = widths else {
         return table_as_list(t, &headers, &cells, &visible, left_out, layout.width);
     };
     let mut table = comfy_table::Table::new();
@@ -353,13 +362,20 @@ fn table_as_list(
     out
 }
 
-fn claims_text(list: &ClaimList, width: usize) -> String {
+fn claims_text(list: &ClaimList, width: usize, all: bool) -> String {
     let mut out = String::new();
-    for c in &list.claims {
+    let shown = match list.collapse {
+        Some(n) if !all => n.min(list.claims.len()),
+        _ => list.claims.len(),
+    };
+    for c in &list.claims[..shown] {
         out.push_str(&wrap(&format!("[{}] {}", c.confidence, printable(&c.statement)), width, 0, 4));
         for s in &c.sources {
             out.push_str(&source_text(s, width));
         }
+    }
+    if shown < list.claims.len() {
+        out.push_str(&wrap(&format!("… {} more claims (--all to show)", list.claims.len() - shown), width, 0, 2));
     }
     out
 }
@@ -491,7 +507,8 @@ mod tests {
             line: 51,
             text: "llama_model_load_from_file_impl: using device Vulkan0 (llvmpipe (LLVM 15.0.6, 256 bits))".into(),
         });
-        let s = claims_text(&ClaimList::new(vec![c]), 80);
+        let s = claims_text(&ClaimList::new(vec![c.clone(), c]).collapse(1), 80, false);
+        assert!(s.ends_with("… 1 more claims (--all to show)\n"), "{s}");
         lines_fit(&s, 80);
         assert!(s.starts_with("[Confirmed] word word"), "{s}");
         assert!(s.contains("    ← /deep/") && s.contains("/servers/s006-vulkan.log:51:"), "{s}");

@@ -11,6 +11,7 @@ pub mod coverage;
 pub mod gpu;
 pub mod records;
 pub mod tree;
+mod view;
 pub mod walk;
 
 use std::path::PathBuf;
@@ -19,6 +20,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 pub use command::{run, ScanCommand};
+pub use view::ScanView;
 pub use records::*;
 
 /// What to scan and how.
