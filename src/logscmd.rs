@@ -49,7 +49,11 @@ pub fn run(opts: &LogsOptions) -> Result<u8> {
     };
     let mut out = Output::open(&opts.output)?;
     let report = analyze_reader(reader, Limits::default()).map_err(|e| anyhow::anyhow!("{}: {e}", name))?;
-    let view = LogsView::new(name, report);
+    let mut view = LogsView::new(name, report);
+    if opts.input != Path::new("-") {
+        // Lines the timeline did not keep are read again for the claims that cite them.
+        fill_line_texts(&mut view.claims, &opts.input, &view.input);
+    }
     out.emit(&view)?;
     Ok(exit::OK)
 }
@@ -99,6 +103,38 @@ fn clip(s: &str, max: usize) -> String {
     let mut t: String = s.chars().take(max).collect();
     t.push('…');
     t
+}
+
+/// Fills in the text of every `LogLine` source that cites `name` without its text, by reading `path` again
+/// (streamed, each line capped as the parser caps it). Errors leave the texts empty.
+pub fn fill_line_texts(claims: &mut [Claim], path: &Path, name: &str) {
+    let wanted: std::collections::BTreeSet<u64> = claims
+        .iter()
+        .flat_map(|c| &c.sources)
+        .filter_map(|s| match s {
+            Source::LogLine { path: p, line, text } if p == name && text.is_empty() => Some(*line),
+            _ => None,
+        })
+        .collect();
+    let Some(&last) = wanted.last() else { return };
+    let Ok(file) = std::fs::File::open(path) else { return };
+    let mut found = std::collections::BTreeMap::new();
+    let _ = logs::Parser::parse_reader(file, Limits::default(), |e| {
+        if e.line <= last && wanted.contains(&e.line) {
+            found.insert(e.line, clip(&String::from_utf8_lossy(e.raw), 300));
+        }
+    });
+    for c in claims.iter_mut() {
+        for s in &mut c.sources {
+            if let Source::LogLine { path: p, line, text } = s {
+                if p == name && text.is_empty() {
+                    if let Some(t) = found.get(line) {
+                        *text = t.clone();
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn seconds(t: Option<f64>) -> String {
@@ -409,7 +445,7 @@ fn document(v: &LogsView) -> Document {
     }
     doc.push(t);
     let s = &r.stats;
-    doc.paragraph(format!(
+    doc.paragraph(Text::with_code_spans(&format!(
         "{} lines read: {} not recognised (kept as `other`), {} cut at {} KiB, {} with unreadable timestamps, {} with escape sequences, {} not valid UTF-8",
         s.lines,
         r.other.count,
@@ -418,7 +454,7 @@ fn document(v: &LogsView) -> Document {
         s.bad_timestamps,
         s.ansi_lines,
         s.invalid_utf8_lines
-    ));
+    )));
     doc
 }
 

@@ -118,6 +118,22 @@ impl Text {
         self.and(Span::Code(s.into()))
     }
 
+    /// Prose with `backquoted` parts as code spans (the convention of claim statements); unbalanced backquotes
+    /// stay as they are.
+    pub fn with_code_spans(s: &str) -> Self {
+        let parts: Vec<&str> = s.split('`').collect();
+        if parts.len() % 2 == 0 {
+            return Text::plain(s);
+        }
+        let spans = parts
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !p.is_empty())
+            .map(|(i, p)| if i % 2 == 1 { Span::Code((*p).to_string()) } else { Span::Plain((*p).to_string()) })
+            .collect();
+        Text(spans)
+    }
+
     /// The text without markup, as a terminal shows it (not yet made printable).
     pub fn flat(&self) -> String {
         let mut s = String::new();
@@ -411,6 +427,15 @@ mod tests {
             let e = Svg::new(bad).expect_err(bad);
             assert!(e.what.contains(what), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn backquotes_become_code_spans_when_balanced() {
+        assert_eq!(
+            Text::with_code_spans("`vk` ran `x`."),
+            Text(vec![Span::Code("vk".into()), Span::Plain(" ran ".into()), Span::Code("x".into()), Span::Plain(".".into())])
+        );
+        assert_eq!(Text::with_code_spans("a ` b"), Text::plain("a ` b"));
     }
 
     #[test]

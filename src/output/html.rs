@@ -162,7 +162,7 @@ fn claims_html(out: &mut String, list: &ClaimList) {
             "<li class=\"claim {class}\" id=\"{}\"><span class=\"badge {class}\">{}</span>{}",
             html(&format!("claim-{}", c.id)),
             c.confidence,
-            html(&c.statement)
+            inline(&Text::with_code_spans(&c.statement))
         );
         if !c.sources.is_empty() {
             out.push_str("\n<ul class=\"sources\">\n");

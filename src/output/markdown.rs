@@ -89,7 +89,7 @@ fn table_markdown(out: &mut String, t: &Table) {
 
 fn claims_markdown(out: &mut String, list: &ClaimList) {
     for c in &list.claims {
-        let _ = writeln!(out, "- **{}** {}", c.confidence, markdown(&c.statement));
+        let _ = writeln!(out, "- **{}** {}", c.confidence, inline(&Text::with_code_spans(&c.statement), false));
         for s in &c.sources {
             let _ = writeln!(out, "  - ← {}", source_markdown(s, list));
         }
@@ -199,7 +199,7 @@ mod tests {
         ]);
         let mut s = String::new();
         claims_markdown(&mut s, &ClaimList::new(vec![c]).with_run_dir("r1", "/runs/r 1"));
-        assert!(s.starts_with("- **Inferred** \\`vk\\` crashed \\<b\\>\n"), "{s}");
+        assert!(s.starts_with("- **Inferred** `vk` crashed \\<b\\>\n"), "{s}");
         assert!(s.contains("[/runs/r 1/s.log\\:4](/runs/r%201/s.log): ``SIGSEGV `x` <i>``"), "{s}");
         assert!(s.contains("run r1: [cells/1/result.json](/runs/r%201/cells/1/result.json)"), "{s}");
     }

