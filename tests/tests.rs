@@ -2,6 +2,7 @@
 mod util;
 
 mod gguf_synth;
+mod output_cli;
 mod scan_bad_input;
 mod scan_real;
 mod sweep_common;

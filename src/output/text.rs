@@ -22,6 +22,8 @@ pub struct Layout {
 /// Narrowest a wrapped or shortened column is made before the table is shown as a list instead.
 const MIN_WRAP: usize = 8;
 const MIN_MIDDLE: usize = 12;
+/// Longest word a wrapped column is kept wide enough for; longer words are split.
+const MAX_WORD: usize = 16;
 
 pub fn render(doc: &Document, layout: Layout) -> String {
     let mut out = String::new();
@@ -213,38 +215,32 @@ fn split_at_width(s: &str, width: usize) -> (String, String) {
     (s.to_string(), String::new())
 }
 
-/// Column widths (content only) that fit `avail`, or `None` when even the narrowest layout does not.
-fn fit_columns(natural: &[usize], minimum: &[usize], avail: usize) -> Option<Vec<usize>> {
-    let total = |cap: usize| -> usize { natural.iter().zip(minimum).map(|(n, m)| (*n).min(cap).max(*m)).sum() };
+/// Column widths (content only) that fit `avail`, or `None` when even the narrowest layout does not. Every
+/// column starts at its minimum; the columns left over go first to labels (up to `label_cap` each), then to every
+/// column up to its natural width, evenly (the narrowest column grows first).
+fn fit_columns(natural: &[usize], minimum: &[usize], labels: &[bool], label_cap: usize, avail: usize) -> Option<Vec<usize>> {
     if natural.iter().sum::<usize>() <= avail {
         return Some(natural.to_vec());
     }
     if minimum.iter().sum::<usize>() > avail {
         return None;
     }
-    // The largest cap on every column's width that fits, found by bisection (the total grows with the cap).
-    let (mut lo, mut hi) = (0usize, natural.iter().copied().max().unwrap_or(0));
-    while lo < hi {
-        let mid = (lo + hi).div_ceil(2);
-        if total(mid) <= avail {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    let mut widths: Vec<usize> = natural.iter().zip(minimum).map(|(n, m)| (*n).min(lo).max(*m)).collect();
-    // Columns still cut by the cap get the columns left over, one each.
+    let mut widths = minimum.to_vec();
     let mut spare = avail - widths.iter().sum::<usize>();
-    for (w, n) in widths.iter_mut().zip(natural) {
-        if spare == 0 {
-            break;
-        }
-        if *w < *n {
-            *w += 1;
-            spare -= 1;
-        }
-    }
+    let label_targets: Vec<usize> =
+        natural.iter().zip(labels).zip(minimum).map(|((n, l), m)| if *l { (*n).min(label_cap).max(*m) } else { *m }).collect();
+    grow_evenly(&mut widths, &label_targets, &mut spare);
+    grow_evenly(&mut widths, natural, &mut spare);
     Some(widths)
+}
+
+/// Hands out `spare` columns one at a time to the narrowest column still below its target.
+fn grow_evenly(widths: &mut [usize], targets: &[usize], spare: &mut usize) {
+    while *spare > 0 {
+        let Some(i) = (0..widths.len()).filter(|&i| widths[i] < targets[i]).min_by_key(|&i| widths[i]) else { break };
+        widths[i] += 1;
+        *spare -= 1;
+    }
 }
 
 fn table_text(t: &Table, layout: Layout) -> String {
@@ -264,9 +260,11 @@ fn table_text(t: &Table, layout: Layout) -> String {
     let minimum: Vec<usize> = (0..n)
         .map(|c| {
             let content = cells.iter().map(|r| display_width(&r[c])).max().unwrap_or(0);
+            // A wrapped column is not narrower than its longest word (up to a point): words split only when long.
+            let word = cells.iter().map(|r| longest_word(&r[c])).max().unwrap_or(0).min(MAX_WORD);
             let floor = match t.columns[c].fit {
                 Fit::Keep => content,
-                Fit::Wrap => content.min(MIN_WRAP),
+                Fit::Wrap => content.min(word.max(MIN_WRAP)),
                 Fit::Middle => content.min(MIN_MIDDLE),
             };
             floor.max(longest_word(&headers[c]).min(MIN_WRAP)).max(1)
@@ -274,15 +272,11 @@ fn table_text(t: &Table, layout: Layout) -> String {
         .collect();
     // Borders: one per column plus one; padding: one space each side of every cell.
     let avail = layout.width.saturating_sub(3 * n + 1);
-    // Labels first: a label column keeps its whole width (up to two fifths of the table) while the prose
-    // columns can still wrap; only when that does not fit do labels give way too.
+    // Labels first: a label column gets its whole width (up to two fifths of the table) before prose columns
+    // grow past their narrowest.
     let label_cap = (avail * 2 / 5).max(MIN_MIDDLE);
-    let pinned: Vec<usize> = (0..n)
-        .map(|c| if t.columns[c].fit == Fit::Middle { natural[c].min(label_cap).max(minimum[c]) } else { minimum[c] })
-        .collect();
-    let capped: Vec<usize> =
-        (0..n).map(|c| if t.columns[c].fit == Fit::Middle { pinned[c] } else { natural[c] }).collect();
-    let widths = fit_columns(&capped, &pinned, avail).or_else(|| fit_columns(&natural, &minimum, avail));
+    let labels: Vec<bool> = t.columns.iter().map(|c| c.fit == Fit::Middle).collect();
+    let widths = fit_columns(&natural, &minimum, &labels, label_cap, avail);
     let Some(widths) = widths else {
         return table_as_list(t, &headers, &cells, &visible, left_out, layout.width);
     };
