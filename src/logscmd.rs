@@ -180,11 +180,8 @@ pub fn crash_claims(r: &Report, c: &Crash, file: &str, id: &str) -> Vec<Claim> {
     }
     let from_caller = c.causes.iter().chain(&c.consequences).find(|x| x.line == 0);
     let caller = from_caller.map(|x| format!("; the supervisor saw {}", x.text)).unwrap_or_default();
-    let frames = if c.signature.frames.is_empty() {
-        String::new()
-    } else {
-        format!(" in {}", c.signature.frames.join(" > "))
-    };
+    let frames =
+        if c.signature.frames.is_empty() { String::new() } else { format!(" in {}", c.signature.frames.join(" > ")) };
     out.push(
         Claim::new(
             id.to_string(),
@@ -328,9 +325,7 @@ fn claims(r: &Report, file: &str) -> Vec<Claim> {
         } else {
             format!("{}/{} layers were offloaded to the GPU", o.offloaded, o.total)
         };
-        out.push(
-            Claim::new("logs.offload", Confidence::Confirmed, what).with_source(log_line(r, file, o.line, "")),
-        );
+        out.push(Claim::new("logs.offload", Confidence::Confirmed, what).with_source(log_line(r, file, o.line, "")));
     }
     let limited = |set: &logs::analysis::LineSet| -> Vec<Source> {
         set.ranges.iter().take(4).map(|(a, _)| log_line(r, file, *a, "")).collect()
@@ -426,17 +421,15 @@ fn document(v: &LogsView) -> Document {
     facts_section(&mut doc, r);
     doc.heading(2, "Timeline");
     let clock = match r.clock {
-        Some(c) => format!("times relative to the first timestamp ({c:?} clock); in parentheses: the time of an earlier line"),
+        Some(c) => {
+            format!("times relative to the first timestamp ({c:?} clock); in parentheses: the time of an earlier line")
+        }
         None => "the log has no timestamps".to_string(),
     };
     doc.paragraph(clock);
-    let mut t = Table::new(vec![
-        Column::number("time"),
-        Column::number("line"),
-        Column::keep("event"),
-        Column::text("what"),
-    ])
-    .collapse(Collapse::HeadTail(TIMELINE_HEAD, TIMELINE_TAIL));
+    let mut t =
+        Table::new(vec![Column::number("time"), Column::number("line"), Column::keep("event"), Column::text("what")])
+            .collapse(Collapse::HeadTail(TIMELINE_HEAD, TIMELINE_TAIL));
     for (i, e) in r.timeline.iter().enumerate() {
         if r.timeline_elided_at == Some(i) {
             t.row(["…".to_string(), "…".into(), "…".into(), format!("{} entries not kept", r.timeline_elided)]);
@@ -575,10 +568,19 @@ fn facts_section(doc: &mut Document, r: &Report) {
         doc.push(t);
     }
     if !f.buffers.is_empty() {
-        let mut t =
-            Table::new(vec![Column::keep("device"), Column::keep("buffer"), Column::number("MiB"), Column::number("line")]);
+        let mut t = Table::new(vec![
+            Column::keep("device"),
+            Column::keep("buffer"),
+            Column::number("MiB"),
+            Column::number("line"),
+        ]);
         for b in &f.buffers {
-            t.row([b.device.clone(), format!("{:?}", b.kind).to_lowercase(), format!("{:.2}", b.mib), b.line.to_string()]);
+            t.row([
+                b.device.clone(),
+                format!("{:?}", b.kind).to_lowercase(),
+                format!("{:.2}", b.mib),
+                b.line.to_string(),
+            ]);
         }
         doc.heading(3, "Buffers");
         doc.push(t);

@@ -55,8 +55,9 @@ fn logs_turns_real_ollama_sigsegv_logs_into_timeline_phase_and_signature() {
     let crash = claim(&v, "logs.crash.1");
     assert_eq!(crash["confidence"], "Confirmed");
     assert!(
-        s(&crash["statement"])
-            .starts_with("The log shows a crash at line 2 (+6.000 s): SIGSEGV (segmentation violation) PC=0x7fb47d1c4640 addr=0x28"),
+        s(&crash["statement"]).starts_with(
+            "The log shows a crash at line 2 (+6.000 s): SIGSEGV (segmentation violation) PC=0x7fb47d1c4640 addr=0x28"
+        ),
         "{crash:#}"
     );
     let src = &crash["sources"][0];
@@ -66,7 +67,10 @@ fn logs_turns_real_ollama_sigsegv_logs_into_timeline_phase_and_signature() {
     assert_eq!(phase["confidence"], "Inferred");
     assert!(s(&phase["statement"]).contains("during decoding"), "{phase:#}");
     assert_eq!(phase["sources"][0]["line"], 1);
-    assert!(s(&phase["sources"][0]["text"]).contains("POST     \"/api/generate\"") || s(&phase["sources"][0]["text"]).contains("\"/api/generate\""));
+    assert!(
+        s(&phase["sources"][0]["text"]).contains("POST     \"/api/generate\"")
+            || s(&phase["sources"][0]["text"]).contains("\"/api/generate\"")
+    );
     let sig = claim(&v, "logs.crash.1.signature");
     assert!(s(&sig["statement"]).ends_with(": SIGSEGV | llama._Cfunc_llama_decode"), "{sig:#}");
     let timeline: Vec<(u64, &str, f64)> = v["report"]["timeline"]
@@ -81,12 +85,8 @@ fn logs_turns_real_ollama_sigsegv_logs_into_timeline_phase_and_signature() {
     );
 
     // Standard input gives the same analysis.
-    let mut child = backscope()
-        .args(["logs", "-", "--json"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child =
+        backscope().args(["logs", "-", "--json"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
     child.stdin.take().unwrap().write_all(&std::fs::read(&file).unwrap()).unwrap();
     let out = child.wait_with_output().unwrap();
     let from_stdin: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -112,7 +112,10 @@ fn logs_turns_real_ollama_sigsegv_logs_into_timeline_phase_and_signature() {
         "{crash:#}"
     );
     assert!(s(&claim(&v, "logs.crash.1.phase")["statement"]).contains("during model loading"));
-    assert_eq!(s(&claim(&v, "logs.device.ROCm0")["statement"]), "The log lists ROCm device 0: Radeon RX 580 Series (gfx803)");
+    assert_eq!(
+        s(&claim(&v, "logs.device.ROCm0")["statement"]),
+        "The log lists ROCm device 0: Radeon RX 580 Series (gfx803)"
+    );
     let md = stdout_ok(backscope().args(["logs", "--format", "markdown"]).arg(&file));
     assert!(md.contains("\n## Claims\n") && md.contains("| time | line | event | what |"), "{md}");
 }
@@ -295,7 +298,10 @@ fn no_command_panics_on_a_closed_pipe() {
         ("logs", vec!["logs".into(), crash_log.display().to_string()]),
         ("logs --format html", vec!["logs".into(), "--format".into(), "html".into(), crash_log.display().to_string()]),
         ("sweep report", vec!["sweep".into(), "report".into(), "--db".into(), db_s.into()]),
-        ("sweep report --format markdown", vec!["sweep".into(), "report".into(), "--format".into(), "markdown".into(), "--db".into(), db_s.into()]),
+        (
+            "sweep report --format markdown",
+            vec!["sweep".into(), "report".into(), "--format".into(), "markdown".into(), "--db".into(), db_s.into()],
+        ),
         ("sweep export", vec!["sweep".into(), "export".into(), "--jsonl".into(), "--db".into(), db_s.into()]),
         (
             "sweep (a real run)",
@@ -333,7 +339,8 @@ fn the_demo_scan_fits_80_and_120_columns_with_the_gfx900_verdict_first() {
         fixture("librocblas0"),
     ];
     for width in [120, 80] {
-        let text = stdout_ok(backscope().env("COLUMNS", width.to_string()).args(["scan", "--arch", "gfx900"]).args(&roots));
+        let text =
+            stdout_ok(backscope().env("COLUMNS", width.to_string()).args(["scan", "--arch", "gfx900"]).args(&roots));
         assert_fits(&text, width);
         let mut lines = text.lines();
         assert_eq!(lines.next(), Some("On gfx900"), "{text}");
@@ -432,7 +439,9 @@ fn a_real_sigsegv_sweep_reports_phase_and_signature_keeps_hostile_prompts_inert_
     let spec = dir.path().join("spec.toml");
     std::fs::write(
         &spec,
-        format!("[[prompts]]\nname = \"Hello\"\ntext = \"Hello\"\n\n[[prompts]]\nname = \"{toml_name}\"\ntext = \"Hi\"\n"),
+        format!(
+            "[[prompts]]\nname = \"Hello\"\ntext = \"Hello\"\n\n[[prompts]]\nname = \"{toml_name}\"\ntext = \"Hi\"\n"
+        ),
     )
     .unwrap();
     let args = [
@@ -480,10 +489,14 @@ fn a_real_sigsegv_sweep_reports_phase_and_signature_keeps_hostile_prompts_inert_
         .unwrap_or_else(|| panic!("no crash-phase claim: {v:#}"));
     assert_eq!(phase["confidence"], "Inferred", "{phase:#}");
     let statement = s(&phase["statement"]);
-    assert!(statement.starts_with("`cpu` at num_gpu=0, prompt Hello, num_predict 8: the log of the server that died"), "{statement}");
+    assert!(
+        statement.starts_with("`cpu` at num_gpu=0, prompt Hello, num_predict 8: the log of the server that died"),
+        "{statement}"
+    );
     assert!(statement.contains("places the failure of 1 run(s) in decoding"), "{statement}");
     assert!(statement.contains("crash signature ") && statement.contains("killed by SIGSEGV"), "{statement}");
-    let log_sources: Vec<&Value> = phase["sources"].as_array().unwrap().iter().filter(|x| x["kind"] == "log_line").collect();
+    let log_sources: Vec<&Value> =
+        phase["sources"].as_array().unwrap().iter().filter(|x| x["kind"] == "log_line").collect();
     assert!(log_sources.iter().all(|x| s(&x["path"]).ends_with("/servers/s001-cpu.log")), "{phase:#}");
     assert!(log_sources.iter().any(|x| s(&x["text"]).contains("stop processing")), "the finished request: {phase:#}");
     assert!(phase["sources"].as_array().unwrap().iter().any(|x| x["kind"] == "run" && x["file"] == crashed["file"]));

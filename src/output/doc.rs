@@ -41,7 +41,10 @@ impl Document {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Block {
     /// A section heading; level 2 to 4 (level 1 is the document title).
-    Heading { level: u8, text: String },
+    Heading {
+        level: u8,
+        text: String,
+    },
     Paragraph(Text),
     /// A bulleted list.
     List(Vec<Text>),
@@ -90,7 +93,10 @@ pub enum Span {
     Strong(String),
     /// A link to a local file (an absolute path, or one relative to where the document is written). Renderers
     /// that cannot link show the text.
-    Link { text: String, target: String },
+    Link {
+        text: String,
+        target: String,
+    },
 }
 
 impl Text {
@@ -122,7 +128,7 @@ impl Text {
     /// stay as they are.
     pub fn with_code_spans(s: &str) -> Self {
         let parts: Vec<&str> = s.split('`').collect();
-        if parts.len() % 2 == 0 {
+        if parts.len().is_multiple_of(2) {
             return Text::plain(s);
         }
         let spans = parts
@@ -378,7 +384,8 @@ impl Svg {
             if !before.is_some_and(|b| b.is_ascii_whitespace() || *b == b'/' || *b == b'"' || *b == b'\'') {
                 continue;
             }
-            let name_end = bytes[at + 2..].iter().position(|b| !b.is_ascii_alphabetic()).map_or(bytes.len(), |p| at + 2 + p);
+            let name_end =
+                bytes[at + 2..].iter().position(|b| !b.is_ascii_alphabetic()).map_or(bytes.len(), |p| at + 2 + p);
             if name_end == at + 2 {
                 continue;
             }
@@ -433,7 +440,12 @@ mod tests {
     fn backquotes_become_code_spans_when_balanced() {
         assert_eq!(
             Text::with_code_spans("`vk` ran `x`."),
-            Text(vec![Span::Code("vk".into()), Span::Plain(" ran ".into()), Span::Code("x".into()), Span::Plain(".".into())])
+            Text(vec![
+                Span::Code("vk".into()),
+                Span::Plain(" ran ".into()),
+                Span::Code("x".into()),
+                Span::Plain(".".into())
+            ])
         );
         assert_eq!(Text::with_code_spans("a ` b"), Text::plain("a ` b"));
     }

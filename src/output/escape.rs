@@ -100,14 +100,23 @@ pub fn markdown_code(s: &str, in_table: bool) -> String {
 /// The fence of a fenced code block holding `lines`: backticks, longer than any run of backticks at the start of
 /// a line (at least three).
 pub fn markdown_fence(lines: &[String]) -> String {
-    let longest =
-        lines.iter().map(|l| l.trim_start().chars().take_while(|c| *c == '`').count()).max().unwrap_or(0);
+    let longest = lines.iter().map(|l| l.trim_start().chars().take_while(|c| *c == '`').count()).max().unwrap_or(0);
     "`".repeat((longest + 1).max(3))
 }
 
 /// A line of a fenced code block: hazards become `�`; nothing else needs escaping inside the fence.
 pub fn markdown_pre(s: &str) -> String {
-    s.chars().map(|c| if c == '\t' { c } else if is_hazard(c) { '\u{fffd}' } else { c }).collect()
+    s.chars()
+        .map(|c| {
+            if c == '\t' {
+                c
+            } else if is_hazard(c) {
+                '\u{fffd}'
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 /// A local path as a link target for HTML `href` and Markdown link destinations: percent-encoded except for

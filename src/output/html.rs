@@ -9,7 +9,8 @@ use super::escape::{html, url_path};
 use crate::evidence::{Confidence, Source};
 
 /// Nothing may be loaded: no scripts, no fonts, no images, no connections; inline styles only.
-pub const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'";
+pub const CSP: &str =
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'";
 
 const STYLE: &str = r#"
 :root { color-scheme: light dark; --fg: #1d1f23; --bg: #ffffff; --muted: #5b6270; --line: #d8dce3;

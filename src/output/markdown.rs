@@ -75,8 +75,7 @@ fn table_markdown(out: &mut String, t: &Table) {
     }
     let header: Vec<String> = t.columns.iter().map(|c| markdown(&c.header)).collect();
     let _ = writeln!(out, "| {} |", header.join(" | "));
-    let rule: Vec<&str> =
-        t.columns.iter().map(|c| if c.align == Align::Right { "---:" } else { "---" }).collect();
+    let rule: Vec<&str> = t.columns.iter().map(|c| if c.align == Align::Right { "---:" } else { "---" }).collect();
     let _ = writeln!(out, "|{}|", rule.join("|"));
     for row in &t.rows {
         let cells: Vec<String> = row.iter().map(|c| inline(c, true)).collect();

@@ -218,7 +218,13 @@ fn split_at_width(s: &str, width: usize) -> (String, String) {
 /// Column widths (content only) that fit `avail`, or `None` when even the narrowest layout does not. Every
 /// column starts at its minimum; the columns left over go first to labels (up to `label_cap` each), then to every
 /// column up to its natural width, evenly (the narrowest column grows first).
-fn fit_columns(natural: &[usize], minimum: &[usize], labels: &[bool], label_cap: usize, avail: usize) -> Option<Vec<usize>> {
+fn fit_columns(
+    natural: &[usize],
+    minimum: &[usize],
+    labels: &[bool],
+    label_cap: usize,
+    avail: usize,
+) -> Option<Vec<usize>> {
     if natural.iter().sum::<usize>() <= avail {
         return Some(natural.to_vec());
     }
@@ -227,8 +233,12 @@ fn fit_columns(natural: &[usize], minimum: &[usize], labels: &[bool], label_cap:
     }
     let mut widths = minimum.to_vec();
     let mut spare = avail - widths.iter().sum::<usize>();
-    let label_targets: Vec<usize> =
-        natural.iter().zip(labels).zip(minimum).map(|((n, l), m)| if *l { (*n).min(label_cap).max(*m) } else { *m }).collect();
+    let label_targets: Vec<usize> = natural
+        .iter()
+        .zip(labels)
+        .zip(minimum)
+        .map(|((n, l), m)| if *l { (*n).min(label_cap).max(*m) } else { *m })
+        .collect();
     grow_evenly(&mut widths, &label_targets, &mut spare);
     grow_evenly(&mut widths, natural, &mut spare);
     Some(widths)
@@ -283,7 +293,7 @@ fn table_text(t: &Table, layout: Layout) -> String {
     let mut table = comfy_table::Table::new();
     table.load_style(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
     table.set_width(u16::try_from(layout.width).unwrap_or(u16::MAX));
-    table.set_header(headers.iter().map(|h| comfy_table::Cell::new(h)).collect::<Vec<_>>());
+    table.set_header(headers.iter().map(comfy_table::Cell::new).collect::<Vec<_>>());
     let gap_at = left_out.filter(|_| matches!(t.collapse, Some(Collapse::HeadTail(..)))).map(|(at, _)| at);
     for (pos, row) in cells.iter().enumerate() {
         if gap_at == Some(pos) {
@@ -506,7 +516,10 @@ mod tests {
         lines_fit(&s, 80);
         assert!(s.starts_with("[Confirmed] word word"), "{s}");
         assert!(s.contains("    ← /deep/") && s.contains("/servers/s006-vulkan.log:51:"), "{s}");
-        assert!(s.contains("\n      llama_model_load_from_file_impl: using device"), "the log text wraps under it: {s}");
+        assert!(
+            s.contains("\n      llama_model_load_from_file_impl: using device"),
+            "the log text wraps under it: {s}"
+        );
     }
 
     #[test]

@@ -20,8 +20,8 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 pub use command::{run, ScanCommand};
-pub use view::ScanView;
 pub use records::*;
+pub use view::ScanView;
 
 /// What to scan and how.
 #[derive(Clone, Debug, Default)]

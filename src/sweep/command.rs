@@ -261,7 +261,13 @@ fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun) -> Result<u8> {
             out.write_raw(line.as_bytes())?;
             out.flush()?;
         } else {
-            out.emit(&report::RunReport { run_id: &run_id, run_dir: &run_dir_s, status, records: &records, claims: &claims })?;
+            out.emit(&report::RunReport {
+                run_id: &run_id,
+                run_dir: &run_dir_s,
+                status,
+                records: &records,
+                claims: &claims,
+            })?;
         }
     }
     if end == RunEnd::Interrupted {

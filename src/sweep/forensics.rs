@@ -148,7 +148,8 @@ pub fn point_claims(recs: &[&Record], base_id: &str, at: &str, endpoint: &str, r
                 .take(MAX_RUN_SOURCES)
                 .map(|r| Source::Run { run_id: r.run_id.clone(), file: Some(r.file.clone()) }),
         );
-        let mut claim = Claim::new(format!("{base_id}.crash_phase.{}", n + 1), confidence, statement).with_sources(sources);
+        let mut claim =
+            Claim::new(format!("{base_id}.crash_phase.{}", n + 1), confidence, statement).with_sources(sources);
         let name = sc.log.display().to_string();
         crate::logscmd::fill_line_texts(std::slice::from_mut(&mut claim), &sc.log, &name);
         out.push(claim);
