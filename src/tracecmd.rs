@@ -695,9 +695,14 @@ impl Render for TraceView<'_> {
     }
 }
 
-/// The summary as a document: what ran (the claims) first, then the families, the kernels, the processes.
+/// The summary as a document: how the command ended, what ran (the claims), then the families, the kernels, the
+/// processes.
 pub fn document(s: &TraceSummary, top: usize) -> Document {
     let mut doc = Document::new(format!("backscope trace: {}", s.dir));
+    match s.exit_status {
+        Some(code) => doc.paragraph(format!("traced command exited with status {code}; traces in {}", s.dir)),
+        None => doc.paragraph(format!("traces in {}", s.dir)),
+    };
     if s.counts_are_lower_bounds {
         doc.paragraph("Counts are lower bounds (at least): a trace was cut before its process ended (see trace.cut)");
     }
@@ -778,9 +783,6 @@ pub fn document(s: &TraceSummary, top: usize) -> Document {
     if !s.problems.is_empty() {
         doc.heading(2, "Problems (these files are left out)");
         doc.push(Block::List(s.problems.iter().map(|p| p.to_string().into()).collect()));
-    }
-    if let Some(code) = s.exit_status {
-        doc.paragraph(format!("traced command exited with status {code}; traces in {}", s.dir));
     }
     doc
 }

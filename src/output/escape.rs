@@ -53,14 +53,27 @@ pub fn html(s: &str) -> String {
 /// (`#`, `-`, `+`, `=`, `>`, `1.`). A newline becomes a space (inside a cell it would end the table row; inside a
 /// paragraph it could start a heading or a list), and hazards become `�`.
 pub fn markdown(s: &str) -> String {
+    markdown_escaped(s, true)
+}
+
+/// [`markdown`] for a table cell, which holds inline content only: block markers at its start need no escape
+/// (`-1` stays `-1`).
+pub fn markdown_cell(s: &str) -> String {
+    markdown_escaped(s, false)
+}
+
+fn markdown_escaped(s: &str, block_context: bool) -> String {
     let mut out = String::with_capacity(s.len() + s.len() / 8);
     // Markdown ignores up to three leading spaces before a block marker; a run of digits followed by `.` or `)`
     // starts an ordered list.
     let first = s.chars().take_while(|c| *c == ' ').count();
     let digits_end = first + s.chars().skip(first).take_while(char::is_ascii_digit).count();
+    // `12.` starts a list only when a space or the end follows (`41.5` is a number).
+    let list_marker = digits_end > first && s.chars().nth(digits_end + 1).is_none_or(|c| c == ' ' || c == '\t');
     for (i, c) in s.chars().enumerate() {
-        let block_start = (i == first && matches!(c, '#' | '-' | '+' | '=' | '>'))
-            || (i == digits_end && digits_end > first && matches!(c, '.' | ')'));
+        let block_start = block_context
+            && ((i == first && matches!(c, '#' | '-' | '+' | '=' | '>'))
+                || (i == digits_end && list_marker && matches!(c, '.' | ')')));
         match c {
             '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '~' | '&' | '$' | ':' => {
                 out.push('\\');
@@ -164,6 +177,10 @@ mod tests {
         assert_eq!(s, r"a\|b # h \`c\` \<script\> \*e\* \[l\](u) \&lt; http\://x");
         assert_eq!(markdown("# title"), r"\# title");
         assert_eq!(markdown("12. item"), r"12\. item");
+        assert_eq!(markdown("41.5"), "41.5");
+        assert_eq!(markdown("7)"), r"7\)");
+        assert_eq!(markdown_cell("-1"), "-1");
+        assert_eq!(markdown_cell("a|b"), r"a\|b");
         assert_eq!(markdown("  + x"), r"  \+ x");
         assert_eq!(markdown("- x - y 1.5"), r"\- x - y 1.5");
         assert_eq!(markdown_code("x|y", true), r"`x\|y`");

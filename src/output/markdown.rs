@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::doc::{Align, Block, ClaimList, Document, Excerpt, Span, Table, Text};
-use super::escape::{markdown, markdown_code, markdown_fence, markdown_pre, url_path};
+use super::escape::{markdown, markdown_cell, markdown_code, markdown_fence, markdown_pre, url_path};
 use crate::evidence::Source;
 
 pub fn render(doc: &Document) -> String {
@@ -56,6 +56,7 @@ pub fn inline(t: &Text, in_table: bool) -> String {
     let mut s = String::new();
     for span in &t.0 {
         match span {
+            Span::Plain(p) if in_table => s.push_str(&markdown_cell(p)),
             Span::Plain(p) => s.push_str(&markdown(p)),
             Span::Code(c) => s.push_str(&markdown_code(c, in_table)),
             Span::Strong(p) => {
@@ -73,7 +74,7 @@ fn table_markdown(out: &mut String, t: &Table) {
     if t.columns.is_empty() {
         return;
     }
-    let header: Vec<String> = t.columns.iter().map(|c| markdown(&c.header)).collect();
+    let header: Vec<String> = t.columns.iter().map(|c| markdown_cell(&c.header)).collect();
     let _ = writeln!(out, "| {} |", header.join(" | "));
     let rule: Vec<&str> = t.columns.iter().map(|c| if c.align == Align::Right { "---:" } else { "---" }).collect();
     let _ = writeln!(out, "|{}|", rule.join("|"));

@@ -195,6 +195,37 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
 mod tests {
     use std::path::Path;
 
+    use super::*;
+
+    #[test]
+    fn a_chart_is_svg_in_html_and_its_fallback_elsewhere() {
+        let svg = Svg::new(
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="20" height="10"><rect width="5" height="9"/></svg>"#,
+        )
+        .unwrap();
+        let mut fallback = Table::new(vec![Column::number("num_gpu"), Column::number("t/s")]);
+        fallback.row(["0", "41.5"]);
+        let mut doc = Document::new("chart");
+        doc.push(Chart { title: "decode t/s by num_gpu".into(), svg, fallback: vec![fallback.into()] });
+        let layout = text::Layout { width: 80, all: false };
+        let html = render_document(&doc, Format::Html, layout);
+        assert!(
+            html.contains("<figure class=\"chart\">\n<figcaption>decode t/s by num_gpu</figcaption>\n<svg "),
+            "{html}"
+        );
+        assert!(!html.contains("41.5"), "HTML shows the chart, not its fallback");
+        let md = render_document(&doc, Format::Markdown, layout);
+        assert!(
+            md.contains("**decode t/s by num\\_gpu**") && md.contains("| 0 | 41.5 |") && !md.contains("<svg"),
+            "{md}"
+        );
+        let text = render_document(&doc, Format::Text, layout);
+        assert!(
+            text.starts_with("decode t/s by num_gpu\n") && text.contains("41.5") && !text.contains("<svg"),
+            "{text}"
+        );
+    }
+
     /// Print macros bypass the output layer (buffering, escaping, a closed pipe); none may appear in backscope's
     /// own sources. Clippy's `print_stdout`/`print_stderr` lints say the same at build time; this test holds
     /// without clippy.

@@ -7,7 +7,7 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Width};
 use unicode_width::UnicodeWidthStr;
 
-use super::doc::{Align, Block, ClaimList, Collapse, Document, Excerpt, Fit, Table, Text};
+use super::doc::{Align, Block, ClaimList, Collapse, Document, Excerpt, Fit, Table};
 use super::escape::printable;
 use crate::evidence::Source;
 
@@ -422,11 +422,6 @@ fn excerpt_text(e: &Excerpt, width: usize) -> String {
         out.push('\n');
     }
     out
-}
-
-/// A paragraph's text as the terminal shows it (for callers that build text outside a document).
-pub fn flat(t: &Text) -> String {
-    printable(&t.flat())
 }
 
 #[cfg(test)]
