@@ -7,6 +7,10 @@
 //! [`tracecmd::run`], [`maps::run`]) and returning its exit status ([`exit`]); the `backscope` binary fills the options from the
 //! command line.
 
+// Only the output layer writes to standard output and standard error (see `output`); a print macro anywhere else
+// would bypass its buffering, escaping and closed-pipe handling.
+#![warn(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
+
 pub mod disasm;
 pub mod doctor;
 pub mod evidence;
@@ -14,7 +18,9 @@ pub mod exit;
 pub mod gate;
 pub mod kernels;
 pub mod knowledge;
+pub mod logscmd;
 pub mod maps;
+pub mod output;
 pub mod predict;
 mod render;
 pub mod scan;

@@ -1,22 +1,21 @@
 //! The `backscope` command: parse the command line, run the command, exit with its status.
 
+#![warn(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
+
 mod cli;
 
 use std::process::ExitCode;
 
 use backscope::exit;
+use backscope::output::{is_broken_pipe, messages};
 
 fn main() -> ExitCode {
     match cli::run(cli::parse()) {
         Ok(code) => ExitCode::from(code),
+        // A closed pipe (`backscope scan … | head`) is not an error: the reader has what it wanted.
+        Err(e) if is_broken_pipe(&e) => ExitCode::from(exit::OK),
         Err(e) => {
-            // A closed pipe (`backscope scan … | head`) is not an error.
-            if e.chain().any(|c| {
-                c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-            }) {
-                return ExitCode::from(exit::OK);
-            }
-            eprintln!("backscope: {e:#}");
+            messages::note(format_args!("{e:#}"));
             ExitCode::from(exit::ERROR)
         }
     }

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::evidence::{Claim, Confidence, Source};
 use crate::kernels;
-use crate::render::table;
+use crate::output::{messages, Block, Column, Document, Excerpt, Output, OutputOptions, Render, Rendered, Table};
 use crate::trace::{self, Range, TraceError, TraceFile};
 
 pub const OBSERVER_FILE: &str = "libbackscope_observer.so";
@@ -42,8 +42,8 @@ pub struct TraceOptions {
     pub systemd: Option<String>,
     /// Summarise the trace files already in this directory instead of running a command.
     pub read: Option<PathBuf>,
-    /// Print the summary as JSON.
-    pub json: bool,
+    /// Format (JSON: the summary, schema `backscope.trace-summary/1`) and destination.
+    pub output: OutputOptions,
     /// Rows of the per-kernel table (0 = all).
     pub top: usize,
     /// The command to run.
@@ -166,10 +166,11 @@ pub fn find_observer(explicit: Option<&Path>) -> Result<PathBuf> {
 }
 
 pub fn run(args: TraceOptions) -> Result<u8> {
+    let mut out = Output::open(&args.output)?;
     if args.env {
         let observer = find_observer(args.observer.as_deref())?;
         let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("/var/tmp/backscope-traces"));
-        print!("{}", env_lines(&observer, &dir, args.systemd.as_deref(), args.interval_ms));
+        out.emit(&env_view(&observer, &dir, args.systemd.as_deref(), args.interval_ms))?;
         return Ok(0);
     }
     let (dir, exit_status) = match &args.read {
@@ -198,18 +199,14 @@ pub fn run(args: TraceOptions) -> Result<u8> {
                 }
             };
             // First, so that a run that is killed outright still said where its files are.
-            eprintln!("backscope: tracing into {}", dir.display());
+            messages::note(format_args!("tracing into {}", dir.display()));
             let status = run_observed(&observer, &dir, &args)?;
             (dir, Some(status))
         }
     };
     let read = trace::read_dir(&dir)?;
     let summary = summarise(&dir, &read.traces, &read.problems, exit_status);
-    if args.json {
-        println!("{}", serde_json::to_string(&summary)?);
-    } else {
-        print!("{}", render(&summary, args.top));
-    }
+    out.emit(&TraceView { summary: &summary, top: args.top })?;
     // Exit with the traced command's status, so `backscope trace -- cmd` can stand in for `cmd` in scripts.
     Ok(match exit_status {
         Some(s) if (0..=255).contains(&s) => s as u8,
@@ -218,6 +215,24 @@ pub fn run(args: TraceOptions) -> Result<u8> {
         None if !summary.problems.is_empty() => crate::exit::PROBLEMS,
         None => 0,
     })
+}
+
+/// `--env`: the lines to copy, and (JSON) the variables.
+fn env_view(observer: &Path, dir: &Path, systemd_unit: Option<&str>, interval_ms: u64) -> Rendered {
+    let text = env_lines(observer, dir, systemd_unit, interval_ms);
+    let mut document = Document::new("backscope trace --env");
+    document.push(Excerpt::verbatim(text.lines().map(str::to_string)));
+    let json = serde_json::json!({
+        "schema": "backscope.trace-env/1",
+        "systemd_unit": systemd_unit,
+        "variables": {
+            "LD_PRELOAD": observer.display().to_string(),
+            "BACKSCOPE_TRACE_DIR": dir.display().to_string(),
+            "BACKSCOPE_TRACE_INTERVAL_MS": interval_ms.to_string(),
+        },
+        "text": text,
+    });
+    Rendered { document, json }
 }
 
 /// Environment that loads the observer into a process (and, through inheritance, its children).
@@ -296,14 +311,16 @@ fn run_observed(observer: &Path, dir: &Path, args: &TraceOptions) -> Result<i32>
         let name = signals::name(received.signal);
         if requests >= 3 {
             let target = signals::forward(pid, libc::SIGKILL);
-            eprintln!("backscope: {name} again: sent SIGKILL to {target}");
+            messages::note(format_args!("{name} again: sent SIGKILL to {target}"));
         } else if received.from_process || !signals::shares_our_group(pid) {
             let target = signals::forward(pid, received.signal);
-            eprintln!(
-                "backscope: {name}: passed on to {target}; waiting for it to exit (a third request sends SIGKILL)"
-            );
+            messages::note(format_args!(
+                "{name}: passed on to {target}; waiting for it to exit (a third request sends SIGKILL)"
+            ));
         } else {
-            eprintln!("backscope: {name} from the terminal (the traced command has it too); waiting for it to exit");
+            messages::note(format_args!(
+                "{name} from the terminal (the traced command has it too); waiting for it to exit"
+            ));
         }
     };
     use std::os::unix::process::ExitStatusExt;
@@ -660,17 +677,46 @@ fn short_name(demangled: &str) -> String {
     s
 }
 
-pub fn render(s: &TraceSummary, top: usize) -> String {
-    let mut out = String::new();
-    if s.counts_are_lower_bounds {
-        let _ = writeln!(
-            out,
-            "Counts are lower bounds (at least): a trace was cut before its process ended (see trace.cut)\n"
-        );
+/// What `backscope trace` prints: the summary, with `top` rows of the per-kernel table (0: all).
+#[derive(Debug)]
+pub struct TraceView<'a> {
+    pub summary: &'a TraceSummary,
+    pub top: usize,
+}
+
+impl Render for TraceView<'_> {
+    fn write_json(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        serde_json::to_writer(&mut *out, self.summary)?;
+        writeln!(out)
     }
-    let mut t = table(&["family", "kernels", "launches", "via graph replay", "failed"]);
+
+    fn document(&self) -> Document {
+        document(self.summary, self.top)
+    }
+}
+
+/// The summary as a document: how the command ended, what ran (the claims), then the families, the kernels, the
+/// processes.
+pub fn document(s: &TraceSummary, top: usize) -> Document {
+    let mut doc = Document::new(format!("backscope trace: {}", s.dir));
+    match s.exit_status {
+        Some(code) => doc.paragraph(format!("traced command exited with status {code}; traces in {}", s.dir)),
+        None => doc.paragraph(format!("traces in {}", s.dir)),
+    };
+    if s.counts_are_lower_bounds {
+        doc.paragraph("Counts are lower bounds (at least): a trace was cut before its process ended (see trace.cut)");
+    }
+    doc.heading(2, "Claims");
+    doc.claims(&s.claims);
+    let mut t = Table::new(vec![
+        Column::keep("family"),
+        Column::number("kernels"),
+        Column::number("launches"),
+        Column::number("via graph replay"),
+        Column::number("failed"),
+    ]);
     for f in &s.families {
-        t.add_row(vec![
+        t.row([
             f.family.clone(),
             f.kernels.to_string(),
             f.launches.to_string(),
@@ -678,12 +724,21 @@ pub fn render(s: &TraceSummary, top: usize) -> String {
             f.errors.to_string(),
         ]);
     }
-    let _ = writeln!(out, "Kernel families\n{t}\n");
-    let mut t = table(&["kernel", "family", "type", "launches", "graph", "failed", "top shape (grid / block)"]);
+    doc.heading(2, "Kernel families");
+    doc.push(t);
+    let mut t = Table::new(vec![
+        Column::label("kernel"),
+        Column::keep("family"),
+        Column::keep("type"),
+        Column::number("launches"),
+        Column::number("graph"),
+        Column::number("failed"),
+        Column::text("top shape (grid / block)"),
+    ]);
     let n = if top == 0 { s.kernels.len() } else { top.min(s.kernels.len()) };
     for k in &s.kernels[..n] {
         let shape = k.shapes.first().map(|(g, b, c)| format!("{g:?} / {b:?} ×{c}")).unwrap_or_default();
-        t.add_row(vec![
+        t.row([
             short_name(&k.demangled),
             k.family.to_string(),
             k.ggml_type.unwrap_or("-").to_string(),
@@ -693,37 +748,41 @@ pub fn render(s: &TraceSummary, top: usize) -> String {
             shape,
         ]);
     }
-    let _ = writeln!(out, "Kernels ({} of {})\n{t}\n", n, s.kernels.len());
-    let _ = writeln!(out, "Processes");
+    doc.heading(2, format!("Kernels ({} of {})", n, s.kernels.len()));
+    doc.push(t);
+    let mut t = Table::new(vec![
+        Column::number("pid"),
+        Column::label("executable"),
+        Column::number("kernel launches"),
+        Column::number("graph launches"),
+        Column::text("trace"),
+        Column::label("file"),
+    ]);
+    let mut warnings = Vec::new();
     for p in &s.processes {
-        let _ = writeln!(
-            out,
-            "  pid {} {} — {} kernel launches, {} graph launches{} ({})",
-            p.pid,
-            p.exe,
-            p.launches,
-            p.graph_launches,
-            match (&p.cut, p.complete) {
-                (Some(why), _) => format!(", cut: {why}"),
-                (None, true) => String::new(),
-                (None, false) => ", no exit record".to_string(),
-            },
-            p.file
-        );
-        for w in &p.warnings {
-            let _ = writeln!(out, "    warning: {w}");
-        }
+        let state = match (&p.cut, p.complete) {
+            (Some(why), _) => format!("cut: {why}"),
+            (None, true) => "complete".to_string(),
+            (None, false) => "no exit record".to_string(),
+        };
+        t.row([
+            p.pid.to_string(),
+            p.exe.clone(),
+            p.launches.to_string(),
+            p.graph_launches.to_string(),
+            state,
+            p.file.clone(),
+        ]);
+        warnings.extend(p.warnings.iter().map(|w| format!("pid {}: {w}", p.pid).into()));
+    }
+    doc.heading(2, "Processes");
+    doc.push(t);
+    if !warnings.is_empty() {
+        doc.push(Block::List(warnings));
     }
     if !s.problems.is_empty() {
-        let _ = writeln!(out, "\nProblems (these files are left out)");
-        for p in &s.problems {
-            let _ = writeln!(out, "  {p}");
-        }
+        doc.heading(2, "Problems (these files are left out)");
+        doc.push(Block::List(s.problems.iter().map(|p| p.to_string().into()).collect()));
     }
-    let _ = writeln!(out, "\nClaims");
-    crate::render::claims(&mut out, &s.claims);
-    if let Some(code) = s.exit_status {
-        let _ = writeln!(out, "\ntraced command exited with status {code}; traces in {}", s.dir);
-    }
-    out
+    doc
 }

@@ -402,10 +402,8 @@ fn synth_tiny_q4_k_m_quantizes_and_runs_in_llama_bench() {
         "-o",
         out.to_str().unwrap(),
     ]);
-    assert!(
-        stderr.contains("llama-quantize: ") && stderr.contains("quant size"),
-        "quantize output is logged:\n{stderr}"
-    );
+    // llama-quantize's per-tensor chatter goes to a log file, removed on success: the terminal stays quiet.
+    assert!(!stderr.contains("llama-quantize") && !stderr.contains("quant size"), "quiet without -v:\n{stderr}");
     let py = gguf_py(&out, false);
     assert_same(&out, &py);
     assert_eq!(kv(&py, "general.file_type"), &json!(15), "LLAMA_FTYPE_MOSTLY_Q4_K_M");
@@ -479,6 +477,42 @@ fn synth_small_qwen2_q8_0_runs_in_llama_bench() {
         assert_eq!(r["model_size"].as_u64(), Some(g.tensor_bytes()), "{r}");
         assert!(r["model_type"].as_str().unwrap().starts_with("qwen2"), "{r}");
     }
+}
+
+/// A child that fails: its output, kept in a log file, is shown (the end of it, and where the rest is); with
+/// `-v` it is shown as it comes. The failing child is llama.cpp's real llama-server given llama-quantize's
+/// arguments, which it refuses.
+#[test]
+fn synth_shows_a_failing_quantizers_output_and_keeps_its_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(llama_bin().join("llama-server"), bin.join("llama-quantize")).unwrap();
+    let out = dir.path().join("m.gguf");
+    let synth = |verbose: bool| {
+        let mut cmd = backscope();
+        cmd.args(["synth", "--preset", "tiny", "--type", "q8_0", "--llama-bin"]).arg(&bin).arg("-o").arg(&out);
+        if verbose {
+            cmd.arg("-v");
+        }
+        run(&mut cmd)
+    };
+    let r = synth(false);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("Q8_0 failed (exit status: 1); its output is in "), "{stderr}");
+    assert!(stderr.contains("error: invalid argument:"), "the child's own words: {stderr}");
+    assert!(!out.exists());
+    let logs: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".synth-quantize.log"))
+        .collect();
+    assert_eq!(logs.len(), 1, "the log is kept after a failure");
+    assert!(std::fs::read_to_string(&logs[0]).unwrap().contains("error: invalid argument:"));
+    let r = synth(true);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(stderr.contains("llama-quantize: error: invalid argument:"), "-v shows it as it comes: {stderr}");
 }
 
 #[test]

@@ -155,7 +155,8 @@ fn cyllama_hip_library_matches_the_oracle_and_llvm_readelf() {
 #[test]
 fn arch_gfx900_on_the_cyllama_library_finds_no_code_and_names_what_is_there() {
     let lib = cyllama_hip();
-    let text = stdout_ok(backscope().args(["scan", "--arch", "gfx900"]).arg(&lib));
+    // Wide enough that the claim is one line: the test reads the whole statement.
+    let text = stdout_ok(backscope().env("COLUMNS", "400").args(["scan", "--arch", "gfx900"]).arg(&lib));
     assert!(text.contains("carries no code for gfx900; it carries gfx1100, gfx90a, gfx942"), "{text}");
     let report = scan_json(&["--arch", "gfx900"], &[&lib]);
     let claim = report["claims"]

@@ -144,7 +144,8 @@ fn matched_sweep_cpu_and_vulkan_every_cell_recorded_and_both_backends_identified
     let cpu = backend_claim("sweep.cpu.");
     assert!(s(&cpu["statement"]).contains("ran on the CPU"), "{cpu:#}");
     // The human report prints the table with both backends.
-    let text = backscope().args(["sweep", "report", &run_id, "--db"]).arg(&db).output().unwrap();
+    // Wide enough that no table cell wraps: the test reads whole cells.
+    let text = backscope().env("COLUMNS", "400").args(["sweep", "report", &run_id, "--db"]).arg(&db).output().unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("Vulkan0 (llvmpipe") && text.contains("ok 2/2"), "{text}");
 }

@@ -36,7 +36,8 @@ fn report(db: &Path, run_id: &str) -> (Vec<Value>, String) {
     let out = backscope().args(["sweep", "report", "--json", run_id, "--db"]).arg(db).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let text = stdout_ok(backscope().args(["sweep", "report", run_id, "--db"]).arg(db));
+    // Wide enough that no table header or cell wraps: the tests read whole cells.
+    let text = stdout_ok(backscope().env("COLUMNS", "400").args(["sweep", "report", run_id, "--db"]).arg(db));
     (v["claims"].as_array().unwrap().clone(), text)
 }
 

@@ -6,6 +6,7 @@ mod doctor;
 mod gate;
 mod gguf_synth;
 mod maps_live;
+mod output_cli;
 mod predict;
 mod predict_cli;
 mod scan_bad_input;

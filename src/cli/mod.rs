@@ -3,7 +3,9 @@
 
 mod doctor;
 mod gate;
+mod logs;
 mod maps;
+mod output;
 mod predict;
 mod sweep;
 mod synth;
@@ -55,6 +57,9 @@ pub enum Command {
     /// kernel modules, Vulkan drivers and implicit layers, environment overrides, installed runtimes; ends with
     /// the gate verdict for each GPU found.
     Doctor(doctor::DoctorArgs),
+    /// Read an Ollama or llama.cpp log (FILE, or - for standard input): a timeline, the facts it states
+    /// (backends, devices, offloaded layers, buffers), and each crash with its phase and signature.
+    Logs(logs::LogsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -69,12 +74,6 @@ pub struct ScanArgs {
     /// Per-kernel table with resources (registers, spills, LDS/shared memory, scratch, workgroup size).
     #[arg(long)]
     pub kernels: bool,
-    /// Print the records and claims as JSON (schema: docs/scan-json.md).
-    #[arg(long)]
-    pub json: bool,
-    /// Write the output to this file instead of standard output.
-    #[arg(long, short = 'o', value_name = "FILE")]
-    pub output: Option<PathBuf>,
     /// Extra library directories for dependency resolution, searched where ld.so searches LD_LIBRARY_PATH.
     #[arg(long = "library-path", value_name = "DIR")]
     pub library_path: Vec<PathBuf>,
@@ -104,6 +103,9 @@ pub struct ScanArgs {
     /// With --disasm: neither read nor write the listing cache.
     #[arg(long = "no-disasm-cache", requires = "disasm")]
     pub no_disasm_cache: bool,
+    /// Output: text (the default), --json (the records and claims: docs/scan-json.md), markdown, html.
+    #[command(flatten)]
+    pub output: output::OutputArgs,
 }
 
 impl From<ScanArgs> for scan::ScanCommand {
@@ -124,8 +126,7 @@ impl From<ScanArgs> for scan::ScanCommand {
                     no_cache: a.no_disasm_cache,
                 }),
             },
-            json: a.json,
-            output: a.output,
+            output: a.output.into(),
         }
     }
 }
@@ -146,6 +147,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Predict(a) => backscope::predict::command::run(&(*a).into()),
         Command::Gate(a) => backscope::gate::run(&a.into()),
         Command::Doctor(a) => backscope::doctor::run(&a.into()),
+        Command::Logs(a) => backscope::logscmd::run(&a.into()),
     }
 }
 
@@ -302,7 +304,7 @@ mod tests {
         let cli = Cli::try_parse_from(["backscope", "scan", "--arch", "gfx906", "--json", "/opt/rocm/lib"]).unwrap();
         let Command::Scan(a) = cli.command else { panic!("not a scan") };
         let c: scan::ScanCommand = a.into();
-        assert_eq!((c.options.arch.as_deref(), c.json), (Some("gfx906"), true));
+        assert_eq!((c.options.arch.as_deref(), c.output.format), (Some("gfx906"), backscope::output::Format::Json));
         assert_eq!(c.options.paths, [PathBuf::from("/opt/rocm/lib")]);
         assert!(c.options.disasm.is_none());
     }

@@ -130,10 +130,11 @@ pub struct RunArgs {
     /// No progress bar and no table; print only the run id line.
     #[arg(long, short = 'q')]
     pub quiet: bool,
-    /// Print events as JSON Lines on standard output (run_started, server_ready, first_token, cell_finished with the
-    /// record, run_finished with the claims) instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    /// Output of the run: text (the table and claims), --json (events as JSON Lines while it runs: run_started,
+    /// server_ready, first_token, cell_finished with the record, run_finished with the claims), markdown or html
+    /// (the report, e.g. with -o report.html).
+    #[command(flatten)]
+    pub output: super::output::OutputArgs,
     /// Print the resolved endpoints, server command lines and cells, then exit without running anything.
     #[arg(long)]
     pub dry_run: bool,
@@ -189,9 +190,9 @@ pub struct ReportArgs {
     pub run_id: Option<String>,
     #[arg(long, default_value = "backscope.db", value_name = "FILE")]
     pub db: PathBuf,
-    /// Print the records' claims as JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// Output: text (the default), --json (the run's claims), markdown, html.
+    #[command(flatten)]
+    pub output: super::output::OutputArgs,
 }
 
 impl From<SweepArgs> for SweepCommand {
@@ -207,7 +208,7 @@ impl From<SweepArgs> for SweepCommand {
                 endpoint: i.endpoint,
             }),
             Some(SweepAction::Report(r)) => {
-                SweepCommand::Report(ReportOptions { run_id: r.run_id, db: r.db, json: r.json })
+                SweepCommand::Report(ReportOptions { run_id: r.run_id, db: r.db, output: r.output.into() })
             }
             None => SweepCommand::Run(Box::new((*a.run).into())),
         }
@@ -254,7 +255,7 @@ impl From<RunArgs> for RunOptions {
             // `--resume` without a value means the latest sweep.
             resume: a.resume.map(|r| if r == "latest" { Resume::Latest } else { Resume::Run(r) }),
             quiet: a.quiet,
-            json: a.json,
+            output: a.output.into(),
             dry_run: a.dry_run,
         }
     }

@@ -52,6 +52,12 @@ pub struct SynthArgs {
     /// Output file.
     #[arg(long, short = 'o', value_name = "OUT.gguf")]
     pub output: PathBuf,
+    /// Show llama-quantize's output as it runs (otherwise it goes to a log file, shown only if it fails).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+    /// How to print what was written: text (the default), --json (docs/synth-json.md), markdown, html.
+    #[command(flatten)]
+    pub report: super::output::FormatArgs,
 }
 
 /// `--preset`: the shapes of [`Preset`], with their names and help on the command line.
@@ -115,6 +121,8 @@ impl From<SynthArgs> for SynthOptions {
             seed: a.seed,
             llama_bin: a.llama_bin,
             output: a.output,
+            report: a.report.options(None),
+            verbose: a.verbose,
         }
     }
 }

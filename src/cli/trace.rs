@@ -29,9 +29,9 @@ pub struct TraceArgs {
     /// Summarise the trace files already in DIR instead of running a command.
     #[arg(long, value_name = "DIR")]
     pub read: Option<PathBuf>,
-    /// Print the summary as JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// Output: text (the default), --json (the summary: docs/trace-format.md), markdown, html.
+    #[command(flatten)]
+    pub output: super::output::OutputArgs,
     /// Rows of the per-kernel table (0 = all).
     #[arg(long, default_value_t = 40)]
     pub top: usize,
@@ -50,7 +50,7 @@ impl From<TraceArgs> for TraceOptions {
             env: a.env,
             systemd: a.systemd,
             read: a.read,
-            json: a.json,
+            output: a.output.into(),
             top: a.top,
             command: a.command,
         }

@@ -345,7 +345,7 @@ pub fn run(opts: &MapsOptions) -> Result<u8> {
         Watched { started: Instant::now(), processes: BTreeMap::new(), snapshots: 0, problems: Vec::new() };
     let mut progress = |line: String| {
         if opts.watch {
-            eprintln!("maps: {line}");
+            crate::output::messages::line(format_args!("maps: {line}"));
         }
     };
     let roots = watched.snapshot(opts, &mut progress);

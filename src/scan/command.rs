@@ -1,21 +1,18 @@
-//! The `scan` command body: scan, then print the report as text or JSON.
+//! The `scan` command body: scan, then print the report through the output layer.
 
-use std::io::Write;
-use std::path::PathBuf;
+use anyhow::{bail, Result};
 
-use anyhow::{bail, Context, Result};
-
+use super::view::ScanView;
 use super::{scan, ScanOptions, Severity};
-use crate::{exit, render};
+use crate::exit;
+use crate::output::{Output, OutputOptions};
 
 /// One `backscope scan` invocation.
 #[derive(Clone, Debug, Default)]
 pub struct ScanCommand {
     pub options: ScanOptions,
-    /// The records and claims as JSON (docs/scan-json.md) instead of tables.
-    pub json: bool,
-    /// A file instead of standard output.
-    pub output: Option<PathBuf>,
+    /// Format (JSON: docs/scan-json.md) and destination.
+    pub output: OutputOptions,
 }
 
 /// Scan and print. Exits [`exit::PROBLEMS`] when some input could not be decoded.
@@ -28,22 +25,9 @@ pub fn run(cmd: &ScanCommand) -> Result<u8> {
     if let Some(d) = &cmd.options.disasm {
         crate::disasm::check_named_tools(d)?;
     }
+    let mut out = Output::open(&cmd.output)?;
     let report = scan(&cmd.options);
-    // Stdout is line-buffered with a small buffer; a kernel table in JSON is one multi-MB line.
-    let sink: Box<dyn Write> = match &cmd.output {
-        Some(path) => {
-            Box::new(std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?)
-        }
-        None => Box::new(std::io::stdout().lock()),
-    };
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, sink);
-    if cmd.json {
-        serde_json::to_writer(&mut out, &report)?;
-        writeln!(out)?;
-    } else {
-        out.write_all(render::scan(&report, cmd.options.kernels).as_bytes())?;
-    }
-    out.flush()?;
+    out.emit(&ScanView { report: &report, kernels: cmd.options.kernels })?;
     let errors = report.problems.iter().any(|p| p.severity == Severity::Error);
     Ok(if errors { exit::PROBLEMS } else { exit::OK })
 }

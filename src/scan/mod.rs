@@ -15,6 +15,7 @@ pub mod input;
 pub mod limits;
 pub mod records;
 pub mod tree;
+mod view;
 pub mod walk;
 
 use std::path::PathBuf;
@@ -24,6 +25,7 @@ use rayon::prelude::*;
 
 pub use command::{run, ScanCommand};
 pub use records::*;
+pub use view::ScanView;
 
 /// What to scan and how.
 #[derive(Clone, Debug, Default)]

@@ -1,7 +1,6 @@
 //! The `sweep` command bodies: run (or resume) a sweep, and `export`, `import`, `report` on the database. Each takes
 //! an options value; the command line that fills them is the binary's business.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -21,6 +20,7 @@ use super::store::{self, RunRow, RunStatus, Store};
 use super::supervise::Ledger;
 use super::{dryrun, envsnap, http, import, report, supervise};
 use crate::exit;
+use crate::output::{messages, Document, Excerpt, Format, Output, OutputOptions, Rendered};
 
 /// One `backscope sweep` invocation.
 #[derive(Debug)]
@@ -46,8 +46,9 @@ pub struct RunOptions {
     pub resume: Option<Resume>,
     /// No progress bar and no table; only the run id line.
     pub quiet: bool,
-    /// Events as JSON Lines on standard output instead of the table.
-    pub json: bool,
+    /// Format and destination: JSON is the event stream (JSON Lines) instead of the table; the other formats are
+    /// the final report.
+    pub output: OutputOptions,
     /// Print what would run, run nothing.
     pub dry_run: bool,
 }
@@ -86,8 +87,8 @@ pub struct ReportOptions {
     /// The run; the latest when `None`.
     pub run_id: Option<String>,
     pub db: PathBuf,
-    /// The claims as JSON.
-    pub json: bool,
+    /// Format (JSON: the claims) and destination.
+    pub output: OutputOptions,
 }
 
 pub fn run(command: SweepCommand) -> Result<u8> {
@@ -200,8 +201,7 @@ fn dry_run(opts: &RunOptions) -> Result<u8> {
         Some(which) => resumed_run(&Store::open_read_only(&opts.db)?, which, &opts.db)?.schedule,
         None => Schedule::of(&new_plan(opts)?),
     };
-    print!("{}", dryrun::describe(&schedule));
-    Ok(exit::OK)
+    print_dry_run(&opts.output, &schedule)
 }
 
 /// Kill what the servers of sweeps whose backscope died (SIGKILL, a second Ctrl-C) left running, from their run
@@ -213,16 +213,34 @@ fn reclaim_leftovers(store: &Store) -> Result<()> {
                 continue;
             }
             let killed: Vec<String> = r.stopped.iter().map(|s| format!("{} ({})", s.pid, s.comm)).collect();
-            eprintln!(
-                "backscope: run {} ended without stopping what `{}` started (its backscope, pid {}, was killed); killed the processes left running: {}",
+            messages::note(format_args!(
+                "run {} ended without stopping what `{}` started (its backscope, pid {}, was killed); killed the processes left running: {}",
                 row.run_id,
                 r.argv.join(" "),
                 r.owner_pid,
                 killed.join(", ")
-            );
+            ));
         }
     }
     Ok(())
+}
+
+/// The dry run's plan as lines to read or copy (text in every format but Markdown and HTML, which wrap it).
+fn print_dry_run(output: &OutputOptions, schedule: &Schedule) -> Result<u8> {
+    let mut out = Output::open(output)?;
+    let text = dryrun::describe(schedule);
+    match out.format() {
+        Format::Markdown | Format::Html => {
+            let mut document = Document::new("backscope sweep --dry-run");
+            document.push(Excerpt::verbatim(text.lines().map(str::to_string)));
+            out.emit(&Rendered { document, json: serde_json::Value::Null })?;
+        }
+        Format::Text | Format::Json => {
+            out.write_raw(text.as_bytes())?;
+            out.flush()?;
+        }
+    }
+    Ok(exit::OK)
 }
 
 fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun) -> Result<u8> {
@@ -233,10 +251,12 @@ fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun) -> Result<u8> {
     let _ = supervise::become_subreaper();
     let cells_total = schedule.cells.len() as u64;
     let cells_done = store.completed_keys(&run_id)?.len() as u64;
+    let mut out = Some(Output::open(&opts.output)?);
+    let json = opts.output.json();
     let mut sinks = Sinks::default();
     sinks.0.push(Box::new(Progress::new(cells_total, cells_done, !opts.quiet)));
-    if opts.json {
-        sinks.0.push(Box::new(JsonLines::new(std::io::stdout())));
+    if let Some(stream) = out.take_if(|_| json) {
+        sinks.0.push(Box::new(JsonLines::new(stream.into_line_writer())));
     }
     let run_dir_s = run_dir.display().to_string();
     let db_s = opts.db.display().to_string();
@@ -266,23 +286,30 @@ fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun) -> Result<u8> {
     let status = status.as_str();
     sinks.event(&Event::RunFinished { run_id: &run_id, status, cells_ok: ok, cells_failed: failed, claims: &claims });
     drop(sinks);
-    let mut stdout = std::io::stdout().lock();
-    if opts.quiet && !opts.json {
-        writeln!(
-            stdout,
-            "run {run_id}: {} of {cells_total} cells recorded, {ok} ok, {failed} failed ({status})",
-            records.len()
-        )?;
-    } else if !opts.json {
-        stdout.write_all(report::render(&run_id, &run_dir_s, &records, &claims).as_bytes())?;
+    if let Some(mut out) = out {
+        if opts.quiet {
+            let line = format!(
+                "run {run_id}: {} of {cells_total} cells recorded, {ok} ok, {failed} failed ({status})\n",
+                records.len()
+            );
+            out.write_raw(line.as_bytes())?;
+            out.flush()?;
+        } else {
+            out.emit(&report::RunReport {
+                run_id: &run_id,
+                run_dir: &run_dir_s,
+                status,
+                records: &records,
+                claims: &claims,
+            })?;
+        }
     }
-    stdout.flush()?;
     if end == RunEnd::Interrupted {
-        eprintln!(
-            "backscope: interrupted; {} of {cells_total} cells are recorded. Continue with: backscope sweep --resume {run_id} --db {}",
+        messages::note(format_args!(
+            "interrupted; {} of {cells_total} cells are recorded. Continue with: backscope sweep --resume {run_id} --db {}",
             records.len(),
             opts.db.display()
-        );
+        ));
         return Ok(exit::INTERRUPTED);
     }
     Ok(if failed > 0 { exit::FAILED_CELLS } else { exit::OK })
@@ -294,13 +321,10 @@ fn export(o: ExportOptions) -> Result<u8> {
     }
     let store = Store::open(&o.db)?;
     let lines = store.record_json(&o.runs)?;
-    let sink: Box<dyn Write> = match &o.output {
-        Some(p) => Box::new(std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?),
-        None => Box::new(std::io::stdout().lock()),
-    };
-    let mut out = std::io::BufWriter::new(sink);
+    let mut out = Output::open(&OutputOptions { format: Format::Json, path: o.output.clone(), all: false })?;
     for l in lines {
-        writeln!(out, "{l}")?;
+        out.write_raw(l.as_bytes())?;
+        out.write_raw(b"\n")?;
     }
     out.flush()?;
     Ok(exit::OK)
@@ -337,12 +361,15 @@ fn import(o: ImportOptions) -> Result<u8> {
         store::commit_record(&mut store, &run_dir, r)?;
     }
     store.set_run_status(&run_id, RunStatus::Finished)?;
-    println!(
-        "run {run_id}: imported {} llama-bench tests into {} ({})",
+    let line = format!(
+        "run {run_id}: imported {} llama-bench tests into {} ({})\n",
         records.len(),
         o.db.display(),
         run_dir.display()
     );
+    let mut out = Output::open(&OutputOptions::default())?;
+    out.write_raw(line.as_bytes())?;
+    out.flush()?;
     Ok(exit::OK)
 }
 
@@ -355,12 +382,15 @@ fn report(o: ReportOptions) -> Result<u8> {
         Some(id) => store.run(id)?.with_context(|| format!("no run {id} in {}", o.db.display()))?,
         None => store.runs()?.pop().with_context(|| format!("no runs in {}", o.db.display()))?,
     };
+    let mut out = Output::open(&o.output)?;
     let records = store.records(&row.run_id)?;
     let claims = report::claims(&records, Path::new(&row.run_dir));
-    if o.json {
-        println!("{}", serde_json::to_string(&json!({"run": row.run_id, "status": row.status, "claims": claims}))?);
-    } else {
-        print!("{}", report::render(&row.run_id, &row.run_dir, &records, &claims));
-    }
+    out.emit(&report::RunReport {
+        run_id: &row.run_id,
+        run_dir: &row.run_dir,
+        status: row.status.as_str(),
+        records: &records,
+        claims: &claims,
+    })?;
     Ok(exit::OK)
 }

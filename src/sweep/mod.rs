@@ -13,7 +13,8 @@
 //!    (progress bar, `--json`) as it goes;
 //! 5. `store` commits each cell's `record::Record` to SQLite and the run directory (files written whole and
 //!    durably, `durable`);
-//! 6. `report` turns the records into the table and claims.
+//! 6. `report` turns the records into the table and claims, reading each failed cell's log slice (`forensics`) for
+//!    the phase and signature of its crash.
 //!
 //! `command` holds the command bodies: a run, and `export`, `import` (llama-bench) and `report` on the database.
 
@@ -26,6 +27,7 @@ mod envsnap;
 mod events;
 mod executor;
 mod flags;
+mod forensics;
 mod http;
 mod import;
 mod logs;

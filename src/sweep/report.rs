@@ -4,14 +4,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{ContentArrangement, Table};
 use serde::Serialize;
 
 use super::record::{ErrorClass, Record, Status};
 use super::stats::{mean, mean_sd_seconds, median, sample_sd};
-use super::tracejoin;
+use super::{forensics, tracejoin};
 use crate::evidence::{Claim, Confidence, Source};
+use crate::output::{Block, ClaimList, Collapse, Column, Document, Render, Table};
 
 /// Most run-record sources listed under one claim; the rest are in the database.
 const MAX_RUN_SOURCES: usize = 8;
@@ -119,31 +118,39 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map(|x| format!("{x:.digits$}")).unwrap_or_else(|| "-".into())
 }
 
+/// Rows of the points table terminal output shows (`--all`: every row).
+const POINT_ROWS: usize = 60;
+
 /// The table of points. Model, prompt and num_predict columns appear only when they vary.
-pub fn table(pts: &[PointRecords<'_>]) -> String {
+pub fn table(pts: &[PointRecords<'_>]) -> Table {
     let varies =
         |f: fn(&Point) -> String| pts.iter().map(|(p, _)| f(p)).collect::<std::collections::BTreeSet<_>>().len() > 1;
     let show_model = varies(|p| p.model.clone());
     let show_prompt = varies(|p| p.prompt.clone());
     let show_n = varies(|p| p.num_predict.to_string());
-    let mut header = vec!["endpoint", "backend (from log)"];
+    let mut columns = vec![Column::label("endpoint"), Column::text("backend (from log)")];
     if show_model {
-        header.push("model");
+        columns.push(Column::label("model"));
     }
-    header.push("num_gpu");
+    columns.push(Column::number("num_gpu"));
     if show_prompt {
-        header.push("prompt");
+        columns.push(Column::text("prompt"));
     }
     if show_n {
-        header.push("n_predict");
+        columns.push(Column::number("n_predict"));
     }
-    header.extend(["status", "prompt t/s", "decode t/s", "TTFT ms", "time to failure"]);
+    columns.extend([
+        Column::text("status"),
+        Column::number("prompt t/s"),
+        Column::number("decode t/s"),
+        Column::number("TTFT ms"),
+        Column::keep("time to failure"),
+    ]);
     let traced = pts.iter().any(|(_, recs)| recs.iter().any(|r| r.trace.is_some()));
     if traced {
-        header.push("kernels (per request)");
+        columns.push(Column::text("kernels (per request)"));
     }
-    let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic).set_header(header);
+    let mut t = Table::new(columns).collapse(Collapse::Head(POINT_ROWS));
     for (p, recs) in pts {
         let mut row = vec![p.endpoint.clone(), backend_text(p)];
         if show_model {
@@ -167,9 +174,9 @@ pub fn table(pts: &[PointRecords<'_>]) -> String {
         if traced {
             row.push(kernels_text(recs));
         }
-        t.add_row(row);
+        t.row(row);
     }
-    t.to_string()
+    t
 }
 
 /// The point's kernel families per request, from the first traced record; `(varies)` when its requests differ.
@@ -389,6 +396,8 @@ pub fn claims(records: &[Record], run_dir: &std::path::Path) -> Vec<Claim> {
                 .with_sources(run_sources(recs, Record::is_ok)),
             );
         }
+        // The failed runs' log slices: the phase of the crash and its signature.
+        out.extend(forensics::point_claims(recs, &base_id, &at, &p.endpoint, run_dir));
         // With --trace: what each request launched.
         out.extend(recs.iter().filter_map(|r| trace_claim(r, &base_id, &at, run_dir)));
         // The backend, from the server log.
@@ -507,30 +516,65 @@ fn pattern_claims(pts: &[PointRecords<'_>]) -> Vec<Claim> {
     out
 }
 
+/// A run's report: what `sweep` prints at the end and `sweep report` prints again. Its JSON is the claims
+/// (`{"run", "status", "claims"}`); the document is the summary line, the table of points, a hint per error class
+/// that occurred, and the claims.
+#[derive(Debug)]
+pub struct RunReport<'a> {
+    pub run_id: &'a str,
+    pub run_dir: &'a str,
+    /// `running`, `finished`, `interrupted`.
+    pub status: &'a str,
+    pub records: &'a [Record],
+    pub claims: &'a [Claim],
+}
+
+impl Render for RunReport<'_> {
+    fn write_json(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        let v = serde_json::json!({"run": self.run_id, "status": self.status, "claims": self.claims});
+        serde_json::to_writer(&mut *out, &v)?;
+        writeln!(out)
+    }
+
+    fn document(&self) -> Document {
+        document(self.run_id, self.run_dir, self.records, self.claims)
+    }
+}
+
 /// The whole human-readable report of a run.
-pub fn render(run_id: &str, run_dir: &str, records: &[Record], claims: &[Claim]) -> String {
+pub fn document(run_id: &str, run_dir: &str, records: &[Record], claims: &[Claim]) -> Document {
     let pts = points(records);
     let ok = records.iter().filter(|r| r.status == Status::Ok).count();
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
+    let mut doc = Document::new(format!("backscope sweep: run {run_id}"));
+    doc.paragraph(format!(
         "run {run_id}: {} cells, {ok} ok, {} failed — records in {run_dir}",
         records.len(),
         records.len() - ok
-    );
+    ));
     if !pts.is_empty() {
-        let _ = writeln!(out, "{}", table(&pts));
+        doc.push(table(&pts));
     }
+    let mut notes: Vec<crate::output::Text> = Vec::new();
     let classes: std::collections::BTreeSet<ErrorClass> = records.iter().filter_map(|r| r.error_class).collect();
     for c in classes {
-        let _ = writeln!(out, "  {c}: {}", c.hint());
+        notes.push(format!("{c}: {}", c.hint()).into());
     }
     if records.iter().any(|r| r.prompt_count_includes_cache) {
-        let _ = writeln!(out, "  note: Ollama's prompt_eval_count includes cached prompt tokens while its duration covers only the new ones; prompt t/s of repeated prompts is overstated");
+        notes.push("note: Ollama's prompt_eval_count includes cached prompt tokens while its duration covers only the new ones; prompt t/s of repeated prompts is overstated".into());
     }
-    let _ = writeln!(out, "\nClaims");
-    crate::render::claims(&mut out, claims);
-    out
+    if !notes.is_empty() {
+        doc.push(Block::List(notes));
+    }
+    doc.heading(2, "Claims");
+    doc.push(ClaimList::new(claims.to_vec()).with_run_dir(run_id, run_dir));
+    doc
+}
+
+/// The report as terminal text at a width that wraps nothing (for tests that look for whole statements).
+#[cfg(test)]
+pub fn render(run_id: &str, run_dir: &str, records: &[Record], claims: &[Claim]) -> String {
+    let layout = crate::output::text::Layout { width: crate::output::term::MAX_WIDTH, all: true };
+    crate::output::text::render(&document(run_id, run_dir, records, claims), layout)
 }
 
 #[cfg(test)]
@@ -659,7 +703,10 @@ mod tests {
         let pts = points(&records);
         assert_eq!(pts.len(), 1);
         assert_eq!(status_text(&pts[0].0), "ok 1/3, crash SIGSEGV 1/3, read_timeout 1/3");
-        let t = table(&pts);
+        let layout = crate::output::text::Layout { width: 120, all: false };
+        let mut doc = Document::default();
+        doc.push(table(&pts));
+        let t = crate::output::text::render(&doc, layout);
         assert!(t.contains("300.00 s"), "{t}");
     }
 }

@@ -6,13 +6,16 @@ mod model;
 mod weights;
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
+use serde::Serialize;
 
+use crate::output::{messages, Column, Document, Output, OutputOptions, Render, Table};
 use gguf::{ArrayBuf, GgmlType, Gguf, GgufFile, GgufWriter, Value, ValueType};
 pub use model::{Fill, Preset, Shape, WeightType};
 pub use weights::{SplitMix64, WeightTable, WEIGHT_STD};
@@ -49,6 +52,10 @@ pub struct SynthOptions {
     pub llama_bin: Option<PathBuf>,
     /// Output file.
     pub output: PathBuf,
+    /// How the summary of what was written is printed (its `path` is unused: `output` is the model).
+    pub report: OutputOptions,
+    /// Show llama-quantize's output as it runs (it always goes to a log file, shown when it fails).
+    pub verbose: bool,
 }
 
 /// backscope's download and build cache: $BACKSCOPE_CACHE, else ~/.cache/backscope.
@@ -130,6 +137,7 @@ pub fn run(args: SynthOptions) -> Result<u8> {
         Some(q) => Some((q, find_llama_tool(args.llama_bin.as_deref(), "llama-quantize")?)),
         None => None,
     };
+    let mut report = Output::open(&OutputOptions { path: None, ..args.report.clone() })?;
 
     let started = Instant::now();
     let out = &args.output;
@@ -143,7 +151,8 @@ pub fn run(args: SynthOptions) -> Result<u8> {
         None => written,
         Some((qtype, tool)) => {
             let quantized = tmp("quantized");
-            run_quantize(tool, &written.0, &quantized.0, qtype)?;
+            let log = dir.join(format!(".{file_name}.{}.synth-quantize.log", std::process::id()));
+            run_quantize(tool, &written.0, &quantized.0, qtype, &log, args.verbose)?;
             drop(written);
             quantized
         }
@@ -153,8 +162,7 @@ pub fn run(args: SynthOptions) -> Result<u8> {
 
     let file = open_gguf(out)?;
     let g = parse_gguf(&file)?;
-    print!("{}", summary(&g, out, &vocab_path, started.elapsed().as_secs_f64()));
-    std::io::stdout().flush()?;
+    report.emit(&summary(&g, out, &vocab_path, started.elapsed().as_secs_f64()))?;
     Ok(0)
 }
 
@@ -289,9 +297,15 @@ pub fn write_model(shape: &Shape, vocab_path: &Path, weight_type: WeightType, se
     Ok(())
 }
 
-/// Runs `llama-quantize SRC DST QTYPE`, its output streamed to stderr line by line (a 7B model takes minutes).
-fn run_quantize(tool: &Path, src: &Path, dst: &Path, qtype: &str) -> Result<()> {
-    eprintln!("synth: {} {} {} {qtype}", tool.display(), src.display(), dst.display());
+/// Runs `llama-quantize SRC DST QTYPE` with its output (a line per tensor) in the log file `log`: shown on
+/// standard error as it comes with `verbose`, and its last lines in the error when it fails (the log is then kept).
+/// On success the log is removed.
+fn run_quantize(tool: &Path, src: &Path, dst: &Path, qtype: &str, log: &Path, verbose: bool) -> Result<()> {
+    if verbose {
+        messages::note(format_args!("synth: {} {} {} {qtype}", tool.display(), src.display(), dst.display()));
+    }
+    let log_file = File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+    let log_file = Arc::new(Mutex::new(BufWriter::new(log_file)));
     let mut child = Command::new(tool)
         .arg(src)
         .arg(dst)
@@ -302,10 +316,16 @@ fn run_quantize(tool: &Path, src: &Path, dst: &Path, qtype: &str) -> Result<()> 
         .spawn()
         .with_context(|| format!("cannot run {}", tool.display()))?;
     let forward = |pipe: Option<Box<dyn Read + Send>>| {
+        let log_file = Arc::clone(&log_file);
         std::thread::spawn(move || {
             let Some(pipe) = pipe else { return };
             for line in BufReader::new(pipe).split(b'\n').map_while(|l| l.ok()) {
-                eprintln!("llama-quantize: {}", String::from_utf8_lossy(&line).trim_end());
+                if let Ok(mut f) = log_file.lock() {
+                    let _ = f.write_all(&line).and_then(|()| f.write_all(b"\n"));
+                }
+                if verbose {
+                    messages::line(format_args!("llama-quantize: {}", String::from_utf8_lossy(&line).trim_end()));
+                }
             }
         })
     };
@@ -317,11 +337,33 @@ fn run_quantize(tool: &Path, src: &Path, dst: &Path, qtype: &str) -> Result<()> 
     for t in threads {
         let _ = t.join();
     }
+    if let Ok(mut f) = log_file.lock() {
+        let _ = f.flush();
+    }
     if !status.success() {
         let _ = std::fs::remove_file(dst);
-        bail!("{} {qtype} failed ({status}); its output is above", tool.display());
+        let tail = log_tail(log, 20).unwrap_or_default();
+        bail!(
+            "{} {qtype} failed ({status}); its output is in {}, ending with:\n{}",
+            tool.display(),
+            log.display(),
+            crate::output::escape::printable_lines(&tail)
+        );
     }
+    let _ = std::fs::remove_file(log);
     Ok(())
+}
+
+/// The last `n` lines of a file, reading at most its last 64 KiB.
+fn log_tail(path: &Path, n: usize) -> std::io::Result<String> {
+    let mut f = File::open(path)?;
+    let len = f.metadata()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(64 << 10)))?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf)?;
+    let text = String::from_utf8_lossy(&buf);
+    let lines: Vec<&str> = text.lines().collect();
+    Ok(lines[lines.len().saturating_sub(n)..].join("\n"))
 }
 
 fn human_bytes(n: u64) -> String {
@@ -339,39 +381,127 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
-/// What was written, as read back from the file.
-fn summary(g: &Gguf<'_>, path: &Path, vocab_path: &Path, seconds: f64) -> String {
-    let opt = |v: Option<u64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
-    let mut s =
-        format!("wrote {} ({}, {} bytes) in {seconds:.1} s\n", path.display(), human_bytes(g.file_size), g.file_size);
-    s += &format!(
-        "  architecture {}, {} blocks ({} layers offloadable with -ngl all), n_embd {}, heads {} (KV {}), n_ff {}, \
-         context {}\n",
-        g.architecture().unwrap_or("?"),
-        opt(g.block_count()),
-        opt(g.offloadable_layers()),
-        opt(g.embedding_length()),
-        opt(g.head_count()),
-        opt(g.head_count_kv()),
-        opt(g.feed_forward_length()),
-        opt(g.context_length()),
-    );
-    s += &format!(
-        "  vocabulary {} tokens ({} tokenizer from {}), file type {}\n",
-        opt(g.vocab_size()),
-        g.get_str("tokenizer.ggml.model").unwrap_or("?"),
-        vocab_path.file_name().map(|f| f.to_string_lossy()).unwrap_or_default(),
-        opt(g.file_type()),
-    );
-    s += &format!("  {} parameters in {} tensors ({})\n", g.n_params(), g.tensors.len(), human_bytes(g.tensor_bytes()));
-    for (t, tot) in g.type_totals() {
-        s += &format!(
-            "    {:<6} {:>4} tensors {:>14} elements {:>10}\n",
-            t.to_string(),
-            tot.tensors,
-            tot.elements,
-            human_bytes(tot.bytes)
-        );
+/// What was written, as read back from the file (`--json`: schema `backscope.synth/1`).
+#[derive(Debug, Serialize)]
+pub struct SynthSummary {
+    pub schema: &'static str,
+    pub file: String,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub architecture: Option<String>,
+    pub block_count: Option<u64>,
+    /// Layers `-ngl all` / `num_gpu -1` offloads (blocks + 1).
+    pub offloadable_layers: Option<u64>,
+    pub embedding_length: Option<u64>,
+    pub head_count: Option<u64>,
+    pub head_count_kv: Option<u64>,
+    pub feed_forward_length: Option<u64>,
+    pub context_length: Option<u64>,
+    pub vocab_size: Option<u64>,
+    pub tokenizer_model: Option<String>,
+    /// The GGUF the tokenizer keys came from (file name).
+    pub vocab_file: String,
+    pub file_type: Option<u64>,
+    pub parameters: u64,
+    pub tensors: u64,
+    pub tensor_bytes: u64,
+    pub types: Vec<TypeSummary>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TypeSummary {
+    #[serde(rename = "type")]
+    pub ggml_type: String,
+    pub tensors: u64,
+    pub elements: u64,
+    pub bytes: u64,
+}
+
+fn summary(g: &Gguf<'_>, path: &Path, vocab_path: &Path, seconds: f64) -> SynthSummary {
+    SynthSummary {
+        schema: "backscope.synth/1",
+        file: path.display().to_string(),
+        bytes: g.file_size,
+        seconds,
+        architecture: g.architecture().map(str::to_string),
+        block_count: g.block_count(),
+        offloadable_layers: g.offloadable_layers(),
+        embedding_length: g.embedding_length(),
+        head_count: g.head_count(),
+        head_count_kv: g.head_count_kv(),
+        feed_forward_length: g.feed_forward_length(),
+        context_length: g.context_length(),
+        vocab_size: g.vocab_size(),
+        tokenizer_model: g.get_str("tokenizer.ggml.model").map(str::to_string),
+        vocab_file: vocab_path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
+        file_type: g.file_type(),
+        parameters: g.n_params(),
+        tensors: g.tensors.len() as u64,
+        tensor_bytes: g.tensor_bytes(),
+        types: g
+            .type_totals()
+            .into_iter()
+            .map(|(t, tot)| TypeSummary {
+                ggml_type: t.to_string(),
+                tensors: tot.tensors,
+                elements: tot.elements,
+                bytes: tot.bytes,
+            })
+            .collect(),
     }
-    s
+}
+
+impl Render for SynthSummary {
+    fn write_json(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        serde_json::to_writer(&mut *out, self)?;
+        writeln!(out)
+    }
+
+    fn document(&self) -> Document {
+        let opt = |v: Option<u64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
+        let mut doc = Document::new(format!("backscope synth: {}", self.file));
+        doc.paragraph(format!(
+            "wrote {} ({}, {} bytes) in {:.1} s",
+            self.file,
+            human_bytes(self.bytes),
+            self.bytes,
+            self.seconds
+        ));
+        doc.push(crate::output::Block::List(vec![
+            format!(
+                "architecture {}, {} blocks ({} layers offloadable with -ngl all), n_embd {}, heads {} (KV {}), n_ff {}, \
+                 context {}",
+                self.architecture.as_deref().unwrap_or("?"),
+                opt(self.block_count),
+                opt(self.offloadable_layers),
+                opt(self.embedding_length),
+                opt(self.head_count),
+                opt(self.head_count_kv),
+                opt(self.feed_forward_length),
+                opt(self.context_length),
+            )
+            .into(),
+            format!(
+                "vocabulary {} tokens ({} tokenizer from {}), file type {}",
+                opt(self.vocab_size),
+                self.tokenizer_model.as_deref().unwrap_or("?"),
+                self.vocab_file,
+                opt(self.file_type),
+            )
+            .into(),
+            format!("{} parameters in {} tensors ({})", self.parameters, self.tensors, human_bytes(self.tensor_bytes))
+                .into(),
+        ]));
+        let mut t = Table::new(vec![
+            Column::keep("type"),
+            Column::number("tensors"),
+            Column::number("elements"),
+            Column::number("size"),
+        ]);
+        for ty in &self.types {
+            t.row([ty.ggml_type.clone(), ty.tensors.to_string(), ty.elements.to_string(), human_bytes(ty.bytes)]);
+        }
+        doc.push(t);
+        doc
+    }
 }

@@ -1,0 +1,27 @@
+//! `backscope logs`'s flags, and their conversion into `backscope::logscmd::LogsOptions`.
+
+use std::path::PathBuf;
+
+use backscope::logscmd::LogsOptions;
+use clap::Args;
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+    backscope logs ~/.ollama/logs/server.log
+    journalctl -u ollama --no-pager | backscope logs -
+    backscope logs server.log --format html -o server-log.html")]
+pub struct LogsArgs {
+    /// The log: an Ollama server log (journal, Docker or plain), a llama-server or llama-cli log; - reads
+    /// standard input.
+    #[arg(value_name = "FILE|-")]
+    pub input: PathBuf,
+    /// Output: text (the default), --json (docs/logs-json.md), markdown, html.
+    #[command(flatten)]
+    pub output: super::output::OutputArgs,
+}
+
+impl From<LogsArgs> for LogsOptions {
+    fn from(a: LogsArgs) -> Self {
+        LogsOptions { input: a.input, output: a.output.into() }
+    }
+}

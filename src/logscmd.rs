@@ -1,0 +1,606 @@
+//! `backscope logs FILE|-`: the log forensics of `backscope-logs` (a timeline, the facts a log states, each crash
+//! with its phase and signature) as claims citing `file:line`, through the output layer.
+//!
+//! The log is streamed (standard input too) in bounded memory: the parser keeps one line of at most
+//! `Limits::max_line` bytes, and the report keeps bounded lists. A binary file is refused with the offset of the
+//! NUL byte that gave it away; an over-long line is cut and said so (a Limited claim).
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use logs::analysis::{Crash, Report, TimelineEntry};
+use logs::{analyze_reader, Limits, Phase};
+use serde::Serialize;
+
+use crate::evidence::{Claim, Confidence, Source};
+use crate::exit;
+use crate::output::{Collapse, Column, Document, Excerpt, Output, OutputOptions, Render, Table, Text};
+
+/// JSON schema of `backscope logs --json`.
+pub const SCHEMA: &str = "backscope.logs-command/1";
+
+/// One `backscope logs` invocation.
+#[derive(Clone, Debug, Default)]
+pub struct LogsOptions {
+    /// The log; `-` reads standard input.
+    pub input: PathBuf,
+    pub output: OutputOptions,
+}
+
+/// How a log is named in claims: its absolute path, or `<stdin>`.
+pub fn source_name(input: &Path) -> String {
+    if input == Path::new("-") {
+        return "<stdin>".into();
+    }
+    std::path::absolute(input).unwrap_or_else(|_| input.to_path_buf()).display().to_string()
+}
+
+pub fn run(opts: &LogsOptions) -> Result<u8> {
+    let name = source_name(&opts.input);
+    let reader: Box<dyn Read> = if opts.input == Path::new("-") {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let f = std::fs::File::open(&opts.input).with_context(|| format!("cannot open {}", opts.input.display()))?;
+        if f.metadata().is_ok_and(|m| m.is_dir()) {
+            anyhow::bail!("{} is a directory: give a log file, or - for standard input", opts.input.display());
+        }
+        Box::new(f)
+    };
+    let mut out = Output::open(&opts.output)?;
+    let report = analyze_reader(reader, Limits::default()).map_err(|e| anyhow::anyhow!("{}: {e}", name))?;
+    let mut view = LogsView::new(name, report);
+    if opts.input != Path::new("-") {
+        // Lines the timeline did not keep are read again for the claims that cite them.
+        fill_line_texts(&mut view.claims, &opts.input, &view.input);
+    }
+    out.emit(&view)?;
+    Ok(exit::OK)
+}
+
+/// A log's analysis and the claims it supports.
+#[derive(Debug, Serialize)]
+pub struct LogsView {
+    pub schema: &'static str,
+    /// The log's absolute path, or `<stdin>`.
+    pub input: String,
+    pub claims: Vec<Claim>,
+    pub report: Report,
+}
+
+impl LogsView {
+    pub fn new(input: String, report: Report) -> Self {
+        let claims = claims(&report, &input);
+        LogsView { schema: SCHEMA, input, claims, report }
+    }
+}
+
+impl Render for LogsView {
+    fn write_json(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        serde_json::to_writer(&mut *out, self)?;
+        writeln!(out)
+    }
+
+    fn document(&self) -> Document {
+        document(self)
+    }
+}
+
+/// The raw text of line `line`, where the timeline kept it.
+fn line_text(r: &Report, line: u64) -> Option<&str> {
+    r.timeline.iter().find(|e| e.line == line).map(|e| e.raw.as_str())
+}
+
+fn log_line(r: &Report, file: &str, line: u64, fallback: &str) -> Source {
+    let text = line_text(r, line).unwrap_or(fallback);
+    Source::LogLine { path: file.to_string(), line, text: clip(text, 300) }
+}
+
+fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut t: String = s.chars().take(max).collect();
+    t.push('…');
+    t
+}
+
+/// Fills in the text of every `LogLine` source that cites `name` without its text, by reading `path` again
+/// (streamed, each line capped as the parser caps it). Errors leave the texts empty.
+pub fn fill_line_texts(claims: &mut [Claim], path: &Path, name: &str) {
+    let wanted: std::collections::BTreeSet<u64> = claims
+        .iter()
+        .flat_map(|c| &c.sources)
+        .filter_map(|s| match s {
+            Source::LogLine { path: p, line, text } if p == name && text.is_empty() => Some(*line),
+            _ => None,
+        })
+        .collect();
+    let Some(&last) = wanted.last() else { return };
+    let Ok(file) = std::fs::File::open(path) else { return };
+    let mut found = std::collections::BTreeMap::new();
+    let _ = logs::Parser::parse_reader(file, Limits::default(), |e| {
+        if e.line <= last && wanted.contains(&e.line) {
+            found.insert(e.line, clip(&String::from_utf8_lossy(e.raw), 300));
+        }
+    });
+    for c in claims.iter_mut() {
+        for s in &mut c.sources {
+            if let Source::LogLine { path: p, line, text } = s {
+                if p == name && text.is_empty() {
+                    if let Some(t) = found.get(line) {
+                        *text = t.clone();
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn seconds(t: Option<f64>) -> String {
+    t.map(|t| format!(" (+{t:.3} s)")).unwrap_or_default()
+}
+
+/// What a crash was, in words: the signal with its addresses, else its first cause, else its first consequence.
+pub fn crash_what(c: &Crash) -> String {
+    if let Some(s) = &c.signal {
+        let mut w = if s.name.is_empty() { "a signal".to_string() } else { s.name.clone() };
+        if !s.description.is_empty() {
+            w += &format!(" ({})", s.description);
+        }
+        if let Some(pc) = &s.pc {
+            w += &format!(" PC={pc}");
+        }
+        if let Some(addr) = &s.addr {
+            w += &format!(" addr={addr}");
+        }
+        if s.in_foreign_code {
+            w += ", in C/C++ code called from Go (signal arrived during cgo execution)";
+        }
+        return w;
+    }
+    c.causes.first().or(c.consequences.first()).map(|l| clip(&l.text, 200)).unwrap_or_else(|| "a failure".into())
+}
+
+/// The claims about a crash: what happened (Confirmed, from the lines), its phase (Inferred: the rule is an
+/// inference from the lines it cites), and its signature. `id` prefixes the claim ids; `file` names the log.
+pub fn crash_claims(r: &Report, c: &Crash, file: &str, id: &str) -> Vec<Claim> {
+    let mut out = Vec::new();
+    let mut sources = vec![log_line(r, file, c.line, c.causes.first().map_or("", |x| x.text.as_str()))];
+    if let Some(s) = &c.signal {
+        if s.line != c.line && s.line > 0 {
+            sources.push(log_line(r, file, s.line, &s.name));
+        }
+    }
+    for cause in c.causes.iter().filter(|x| x.line > 0 && x.line != c.line).take(3) {
+        sources.push(log_line(r, file, cause.line, &cause.text));
+    }
+    for q in c.consequences.iter().filter(|x| x.line > 0).take(2) {
+        sources.push(log_line(r, file, q.line, &q.text));
+    }
+    let from_caller = c.causes.iter().chain(&c.consequences).find(|x| x.line == 0);
+    let caller = from_caller.map(|x| format!("; the supervisor saw {}", x.text)).unwrap_or_default();
+    let frames =
+        if c.signature.frames.is_empty() { String::new() } else { format!(" in {}", c.signature.frames.join(" > ")) };
+    out.push(
+        Claim::new(
+            id.to_string(),
+            Confidence::Confirmed,
+            format!("The log shows a crash at line {}{}: {}{frames}{caller}", c.line, seconds(c.t), crash_what(c)),
+        )
+        .with_sources(sources),
+    );
+    let phase_sources: Vec<Source> =
+        c.phase_lines.iter().take(6).map(|l| log_line(r, file, *l, "")).collect::<Vec<_>>();
+    let confidence = if c.phase == Phase::Unknown { Confidence::Unresolved } else { Confidence::Inferred };
+    out.push(
+        Claim::new(
+            format!("{id}.phase"),
+            confidence,
+            format!("The crash at line {} happened during {}: {}", c.line, phase_words(c.phase), c.phase_rule),
+        )
+        .with_sources(phase_sources),
+    );
+    out.push(
+        Claim::new(
+            format!("{id}.signature"),
+            Confidence::Confirmed,
+            format!(
+                "Crash signature {} (the crash with addresses and numbers left out, so identical crashes group): {}",
+                c.signature.id,
+                if c.signature.text.is_empty() { "(nothing to normalise)" } else { &c.signature.text }
+            ),
+        )
+        .with_source(log_line(r, file, c.line, "")),
+    );
+    out
+}
+
+fn phase_words(p: Phase) -> &'static str {
+    match p {
+        Phase::Discovery => "GPU discovery",
+        Phase::Load => "model loading",
+        Phase::FirstCompute => "the first compute on the model",
+        Phase::Decode => "decoding (a request had already computed)",
+        Phase::Unknown => "an unknown phase",
+    }
+}
+
+fn claims(r: &Report, file: &str) -> Vec<Claim> {
+    let mut out = Vec::new();
+    for (i, c) in r.crashes.iter().enumerate() {
+        out.extend(crash_claims(r, c, file, &format!("logs.crash.{}", i + 1)));
+    }
+    for g in r.signatures.iter().filter(|g| g.count > 1) {
+        let lines: Vec<String> = g.crash_lines.iter().map(|l| l.to_string()).collect();
+        out.push(
+            Claim::new(
+                format!("logs.signature.{}", g.id),
+                Confidence::Confirmed,
+                format!("{} crashes share signature {} (lines {}): {}", g.count, g.id, lines.join(", "), g.text),
+            )
+            .with_sources(g.crash_lines.iter().take(6).map(|l| log_line(r, file, *l, ""))),
+        );
+    }
+    if r.crashes_dropped > 0 {
+        out.push(Claim::new(
+            "logs.crashes_dropped",
+            Confidence::Limited,
+            format!(
+                "{} more crashes were counted but not kept (the report keeps the first {})",
+                r.crashes_dropped,
+                r.crashes.len()
+            ),
+        ));
+    }
+    if r.crashes.is_empty() {
+        let e = &r.ending;
+        if let Some(line) = e.request_in_progress {
+            let mut sources = vec![log_line(r, file, line, "")];
+            sources.extend(e.phase_lines.iter().take(4).map(|l| log_line(r, file, *l, "")));
+            out.push(
+                Claim::new(
+                    "logs.ending",
+                    Confidence::Unresolved,
+                    format!(
+                        "The log shows no crash, but it ends (line {}) while the request begun at line {line} was in progress: if the process died there, the log says nothing of it; such a death would fall in {}: {}",
+                        e.last_line,
+                        phase_words(e.phase),
+                        e.phase_rule
+                    ),
+                )
+                .with_sources(sources),
+            );
+        } else if let Some(line) = e.orderly_shutdown {
+            out.push(
+                Claim::new(
+                    "logs.ending",
+                    Confidence::Confirmed,
+                    format!("The log shows no crash; the server shut down in order at line {line}"),
+                )
+                .with_source(log_line(r, file, line, "")),
+            );
+        } else {
+            out.push(Claim::new(
+                "logs.ending",
+                Confidence::Confirmed,
+                format!("The log shows no crash in its {} lines", r.stats.lines),
+            ));
+        }
+    }
+    for b in &r.facts.backends {
+        out.push(
+            Claim::new(
+                format!("logs.backend.{}", b.name),
+                Confidence::Confirmed,
+                format!("The runtime loaded its {} backend from {}", b.name, b.path),
+            )
+            .with_source(log_line(r, file, b.line, "")),
+        );
+    }
+    for d in &r.facts.devices {
+        let detail = [
+            d.arch.clone(),
+            d.compute_capability.as_ref().map(|c| format!("compute capability {c}")),
+            d.driver.clone(),
+            d.vram_mib.map(|v| format!("{v} MiB")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(", ");
+        let detail = if detail.is_empty() { String::new() } else { format!(" ({detail})") };
+        out.push(
+            Claim::new(
+                format!("logs.device.{}{}", d.backend, d.index),
+                Confidence::Confirmed,
+                format!("The log lists {} device {}: {}{detail}", d.backend, d.index, d.name),
+            )
+            .with_source(log_line(r, file, d.line, "")),
+        );
+    }
+    if let Some(o) = &r.facts.offload {
+        let what = if o.offloaded == 0 {
+            format!("No layer was offloaded to a GPU (0/{} layers): the model ran on the CPU", o.total)
+        } else {
+            format!("{}/{} layers were offloaded to the GPU", o.offloaded, o.total)
+        };
+        out.push(Claim::new("logs.offload", Confidence::Confirmed, what).with_source(log_line(r, file, o.line, "")));
+    }
+    let limited = |set: &logs::analysis::LineSet| -> Vec<Source> {
+        set.ranges.iter().take(4).map(|(a, _)| log_line(r, file, *a, "")).collect()
+    };
+    if r.truncated.count > 0 {
+        out.push(
+            Claim::new(
+                "logs.truncated",
+                Confidence::Limited,
+                format!(
+                    "{} line(s) were longer than {} KiB: only their beginning was read, the rest skipped ({})",
+                    r.truncated.count,
+                    Limits::default().max_line >> 10,
+                    line_ranges(&r.truncated)
+                ),
+            )
+            .with_sources(limited(&r.truncated)),
+        );
+    }
+    if r.bad_timestamps.count > 0 {
+        out.push(
+            Claim::new(
+                "logs.bad_timestamps",
+                Confidence::Limited,
+                format!(
+                    "{} timestamp(s) could not be read; those lines take the time of the line before ({})",
+                    r.bad_timestamps.count,
+                    line_ranges(&r.bad_timestamps)
+                ),
+            )
+            .with_sources(limited(&r.bad_timestamps)),
+        );
+    }
+    out
+}
+
+fn line_ranges(set: &logs::analysis::LineSet) -> String {
+    let mut parts: Vec<String> = set
+        .ranges
+        .iter()
+        .take(8)
+        .map(|(a, b)| if a == b { format!("line {a}") } else { format!("lines {a}–{b}") })
+        .collect();
+    let more = set.count.saturating_sub(set.ranges.iter().take(8).map(|(a, b)| b - a + 1).sum::<u64>());
+    if more > 0 {
+        parts.push(format!("{more} more"));
+    }
+    parts.join(", ")
+}
+
+fn time_cell(e: &TimelineEntry) -> String {
+    match e.t {
+        Some(t) if e.t_inherited => format!("(+{t:.3}s)"),
+        Some(t) => format!("+{t:.3}s"),
+        None => "-".to_string(),
+    }
+}
+
+fn human_bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / f64::from(1u32 << 30)),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / f64::from(1u32 << 20)),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+/// Timeline rows terminal output shows: the start, and more of the end, where crashes are.
+const TIMELINE_HEAD: usize = 12;
+const TIMELINE_TAIL: usize = 28;
+
+fn document(v: &LogsView) -> Document {
+    let r = &v.report;
+    let mut doc = Document::new(format!("backscope logs: {}", v.input));
+    let crashes = r.crashes.len() as u64 + r.crashes_dropped;
+    let verdict = match crashes {
+        0 => "no crash".to_string(),
+        1 => format!("1 crash, in {}", phase_words(r.crashes[0].phase)),
+        n => format!("{n} crashes ({} distinct signatures)", r.signatures.len()),
+    };
+    doc.paragraph(format!(
+        "{}: {} lines ({}), {} log; {verdict}",
+        v.input,
+        r.stats.lines,
+        human_bytes(r.stats.bytes),
+        r.flavor
+    ));
+    doc.heading(2, "Claims");
+    doc.claims(&v.claims);
+    for (i, c) in r.crashes.iter().enumerate() {
+        crash_section(&mut doc, r, c, i + 1, &v.input);
+    }
+    facts_section(&mut doc, r);
+    doc.heading(2, "Timeline");
+    let clock = match r.clock {
+        Some(c) => {
+            format!("times relative to the first timestamp ({c:?} clock); in parentheses: the time of an earlier line")
+        }
+        None => "the log has no timestamps".to_string(),
+    };
+    doc.paragraph(clock);
+    let mut t =
+        Table::new(vec![Column::number("time"), Column::number("line"), Column::keep("event"), Column::text("what")])
+            .collapse(Collapse::HeadTail(TIMELINE_HEAD, TIMELINE_TAIL));
+    for (i, e) in r.timeline.iter().enumerate() {
+        if r.timeline_elided_at == Some(i) {
+            t.row(["…".to_string(), "…".into(), "…".into(), format!("{} entries not kept", r.timeline_elided)]);
+        }
+        t.row([time_cell(e), e.line.to_string(), e.kind.to_string(), e.summary.clone()]);
+    }
+    doc.push(t);
+    let s = &r.stats;
+    doc.paragraph(Text::with_code_spans(&format!(
+        "{} lines read: {} not recognised (kept as `other`), {} cut at {} KiB, {} with unreadable timestamps, {} with escape sequences, {} not valid UTF-8",
+        s.lines,
+        r.other.count,
+        s.truncated_lines,
+        Limits::default().max_line >> 10,
+        s.bad_timestamps,
+        s.ansi_lines,
+        s.invalid_utf8_lines
+    )));
+    doc
+}
+
+fn crash_section(doc: &mut Document, r: &Report, c: &Crash, n: usize, file: &str) {
+    doc.heading(3, format!("Crash {n}: line {}{}, {}", c.line, seconds(c.t), phase_words(c.phase)));
+    let mut facts: Vec<(String, Text)> = vec![
+        ("phase".into(), format!("{} — {}", c.phase.label(), c.phase_rule).into()),
+        ("what".into(), crash_what(c).into()),
+        ("signature".into(), Text::code(&c.signature.id).and_plain(format!(" {}", c.signature.text))),
+    ];
+    if !c.phase_lines.is_empty() {
+        let lines: Vec<String> = c.phase_lines.iter().map(|l| l.to_string()).collect();
+        facts.push(("phase rests on lines".into(), lines.join(", ").into()));
+    }
+    if let Some(g) = c.goroutine {
+        facts.push(("crashing goroutine".into(), g.to_string().into()));
+    }
+    facts.push(("lines".into(), format!("{}–{}", c.line, c.last_line).into()));
+    doc.push(crate::output::Block::Facts(facts));
+    let lines: Vec<Text> = c
+        .causes
+        .iter()
+        .map(|x| Text::plain(format!("cause, line {}: ", x.line)).and_code(&x.text))
+        .chain(c.consequences.iter().map(|x| Text::plain(format!("then, line {}: ", x.line)).and_code(&x.text)))
+        .collect();
+    if !lines.is_empty() {
+        doc.push(crate::output::Block::List(lines));
+    }
+    if !c.frames.is_empty() {
+        let mut t = Table::new(vec![Column::number("line"), Column::label("frame"), Column::label("source")])
+            .collapse(Collapse::Head(12));
+        for f in &c.frames {
+            t.row([f.line.to_string(), f.function.clone(), f.source.clone().unwrap_or_default()]);
+        }
+        if c.frames_dropped > 0 {
+            t.row([String::new(), format!("… {} more frames not kept", c.frames_dropped), String::new()]);
+        }
+        doc.push(t);
+    }
+    // The lines around the crash the timeline kept (stack frames are in the table above).
+    let before = r.timeline.iter().filter(|e| e.line < c.line).count().saturating_sub(4);
+    let near: Vec<&TimelineEntry> = r
+        .timeline
+        .iter()
+        .enumerate()
+        .filter(|(i, e)| *i >= before && e.line <= c.last_line)
+        .map(|(_, e)| e)
+        .take(24)
+        .collect();
+    if !near.is_empty() {
+        doc.push(Excerpt {
+            caption: Some("The log around the crash".into()),
+            file: Some(file.to_string()),
+            line_numbers: near.iter().map(|e| e.line).collect(),
+            lines: near.iter().map(|e| e.raw.clone()).collect(),
+            verbatim: false,
+        });
+    }
+}
+
+fn facts_section(doc: &mut Document, r: &Report) {
+    let f = &r.facts;
+    let mut facts: Vec<(String, Text)> = vec![("flavor".into(), r.flavor.into())];
+    for b in &f.backends {
+        facts.push((format!("backend {}", b.name), format!("{} (line {})", b.path, b.line).into()));
+    }
+    if let Some(o) = &f.offload {
+        facts.push(("offloaded".into(), format!("{}/{} layers (line {})", o.offloaded, o.total, o.line).into()));
+    }
+    if let Some(fa) = &f.flash_attention {
+        facts.push(("flash attention".into(), format!("{} (line {})", fa.value, fa.line).into()));
+    }
+    if let Some(g) = &f.graph {
+        let n = |v: Option<u64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
+        facts.push(("graph".into(), format!("{} nodes, {} splits (line {})", n(g.nodes), n(g.splits), g.line).into()));
+    }
+    for s in &f.runner_started_s {
+        facts.push(("runner started".into(), format!("in {:.2} s (line {})", s.value, s.line).into()));
+    }
+    if !f.http_status.is_empty() {
+        let statuses: Vec<String> = f.http_status.iter().map(|(s, n)| format!("{s} ×{n}")).collect();
+        facts.push(("HTTP responses".into(), statuses.join(", ").into()));
+    }
+    for ic in &f.inference_compute {
+        let v: Vec<String> = ic.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        facts.push(("inference compute".into(), v.join(" ").into()));
+    }
+    doc.heading(2, "What the log states");
+    doc.push(crate::output::Block::Facts(facts));
+    if !f.devices.is_empty() {
+        let mut t = Table::new(vec![
+            Column::keep("backend"),
+            Column::number("#"),
+            Column::label("device"),
+            Column::text("arch / compute / driver"),
+            Column::keep("VMM"),
+            Column::number("wave/warp"),
+            Column::number("line"),
+        ]);
+        for d in &f.devices {
+            let detail = [d.arch.clone(), d.compute_capability.clone(), d.driver.clone()]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(", ");
+            let yes_no = |b: Option<bool>| b.map_or("-", |b| if b { "yes" } else { "no" }).to_string();
+            t.row([
+                d.backend.clone(),
+                d.index.to_string(),
+                d.name.clone(),
+                detail,
+                yes_no(d.vmm),
+                d.wave_size.or(d.warp_size).map_or_else(|| "-".to_string(), |w| w.to_string()),
+                d.line.to_string(),
+            ]);
+        }
+        doc.heading(3, "Devices");
+        doc.push(t);
+    }
+    if !f.buffers.is_empty() {
+        let mut t = Table::new(vec![
+            Column::keep("device"),
+            Column::keep("buffer"),
+            Column::number("MiB"),
+            Column::number("line"),
+        ]);
+        for b in &f.buffers {
+            t.row([
+                b.device.clone(),
+                format!("{:?}", b.kind).to_lowercase(),
+                format!("{:.2}", b.mib),
+                b.line.to_string(),
+            ]);
+        }
+        doc.heading(3, "Buffers");
+        doc.push(t);
+    }
+    if !f.timings.is_empty() {
+        let mut t = Table::new(vec![
+            Column::keep("timing"),
+            Column::number("ms"),
+            Column::number("tokens"),
+            Column::number("line"),
+        ]);
+        for x in &f.timings {
+            t.row([
+                format!("{:?}", x.which),
+                format!("{:.2}", x.ms),
+                x.tokens.map_or_else(String::new, |n| n.to_string()),
+                x.line.to_string(),
+            ]);
+        }
+        doc.heading(3, "Timings");
+        doc.push(t);
+    }
+}
