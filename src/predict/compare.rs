@@ -95,12 +95,16 @@ fn template_args(demangled: &str) -> Vec<&str> {
     out
 }
 
-/// The ggml type of a float element type as it appears in a template argument.
+/// The ggml type of a float element type as it appears in a template argument. MMF reads F16 and BF16 weights two
+/// at a time, so its kernels are instantiated on the pair types (`half2`, `nv_bfloat162`; mmf.cu:104-127 of
+/// llama.cpp 11434), MMVF on the scalar ones.
 fn float_type(arg: &str) -> Option<&'static str> {
     match arg {
         "float" => Some("F32"),
-        "__half" | "half" => Some("F16"),
-        "__hip_bfloat16" | "nv_bfloat16" | "__nv_bfloat16" => Some("BF16"),
+        "__half" | "half" | "__half2" | "half2" => Some("F16"),
+        "__hip_bfloat16" | "nv_bfloat16" | "__nv_bfloat16" | "__hip_bfloat162" | "nv_bfloat162" | "__nv_bfloat162" => {
+            Some("BF16")
+        }
         _ => None,
     }
 }
@@ -611,6 +615,10 @@ mod unit {
         let k = classify("_ZL13mul_mat_vec_fI14__hip_bfloat16fLi5ELi32ELb0ELb0EEvPKT_PKfPKi31ggml_cuda_mm_fusion_args_devicePfi15HIP_vector_typeIjLj3EEiiiSB_iiiSB_iiii", 1);
         assert_eq!((k.family.as_str(), k.ggml_type.as_deref(), k.ncols), ("MMVF", Some("BF16"), Some(5)));
         // Conversion kernels of the real cyllama-rocm libggml-hip.
+        // An MMF kernel for F16 weights, as observed on an H100 (sm_90) for a 3-token prompt: `mul_mat_f<__half2, 32, 3,
+        // 8, false>`.
+        let k = classify("_Z9mul_mat_fI7__half2Li32ELi3ELi8ELb0EEvPKT_PKfPKiPfiiiiiiiiiiiiiiii", 151);
+        assert_eq!((k.family.as_str(), k.ggml_type.as_deref()), ("MMF", Some("F16")));
         assert_eq!(type_in_name("_ZL21dequantize_block_q4_KI6__halfEvPKvPT_"), Some("Q4_K".into()));
         let generic = "_ZL16dequantize_blockILi32ELi2EXadL_ZL15dequantize_q5_0PKvliR15HIP_vector_typeIfLj2EEEE6__halfEvS1_PT2_lllS2_IjLj3EElll";
         assert_eq!(type_in_name(generic), Some("Q5_0".into()));
