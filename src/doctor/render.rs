@@ -44,12 +44,15 @@ pub fn document(r: &DoctorReport) -> Document {
     let verdicts: Vec<Text> = r
         .gates
         .iter()
-        .filter_map(|g| match (&g.report, &g.why_none) {
-            (Some(rep), _) => Some(Text(vec![Span::Strong(g.gpu.clone()), Span::Plain(format!(": {}", rep.verdict))])),
-            (None, Some(why)) => {
-                Some(Text(vec![Span::Strong(g.gpu.clone()), Span::Plain(format!(": no verdict: {why}"))]))
-            }
-            (None, None) => None,
+        .filter_map(|g| {
+            let said = match (&g.report, &g.why_none) {
+                (Some(rep), _) => format!(": {}", rep.verdict),
+                (None, Some(why)) => format!(": no verdict: {why}"),
+                (None, None) => return None,
+            };
+            let mut spans = vec![Span::Strong(g.gpu.clone())];
+            spans.extend(Text::with_code_spans(&said).0);
+            Some(Text(spans))
         })
         .collect();
     if !verdicts.is_empty() {
