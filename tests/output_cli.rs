@@ -822,3 +822,34 @@ fn ported_commands_fit_120_columns_and_their_markdown_and_html_tables_hold_every
         }
     }
 }
+
+/// Only the output layer opens standard output: a command that took `std::io::stdout()` itself would bypass its
+/// formats, `-o`, buffering and closed-pipe handling (the print macros are checked by a unit test beside it).
+#[test]
+fn nothing_outside_the_output_layer_takes_standard_output() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    fn walk(dir: &Path, skip: &Path, found: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path == skip {
+                continue;
+            }
+            if path.is_dir() {
+                walk(&path, skip, found);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for (i, line) in text.lines().enumerate() {
+                    if line.split("//").next().unwrap_or("").contains("stdout()") {
+                        found.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+                    }
+                }
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(&src, &src.join("output"), &mut found);
+    assert!(found.is_empty(), "standard output taken outside src/output:\n{}", found.join("\n"));
+    // The control: the check finds the one place that does take it.
+    walk(&src.join("output"), Path::new("/"), &mut found);
+    assert!(found.iter().any(|f| f.contains("output/mod.rs")), "{found:?}");
+}
