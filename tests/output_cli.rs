@@ -383,10 +383,10 @@ fn predict_gate_doctor_maps_and_disasm_exit_quietly_on_a_closed_pipe() {
             assert_quiet_exit(&what, with_closed_stdout(backscope().args(&args).args(["--format", format])));
         }
         // As a shell runs it: `| head -1` takes the first line (the summary: the output's first block) and exits.
-        let line = format!("set -o pipefail; \"$0\" \"$@\" | head -1");
+        let line = "set -o pipefail; \"$0\" \"$@\" | head -1";
         let out = run(Command::new("bash")
             .arg("-c")
-            .arg(&line)
+            .arg(line)
             .arg(env!("CARGO_BIN_EXE_backscope"))
             .args(&args)
             .env("COLUMNS", "120"));

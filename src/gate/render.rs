@@ -46,7 +46,8 @@ fn inputs_line(r: &GateReport) -> String {
 /// The layer matrix; `--json` has the same rows.
 fn layer_table(r: &GateReport) -> Table {
     let mut t = Table::new(vec![
-        Column::keep("layer"),
+        // Wrapped, so that the matrix stays a table on an 80-column terminal.
+        Column::text("layer"),
         Column::keep("status"),
         Column::keep("confidence"),
         Column::text("finding"),
