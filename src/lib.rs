@@ -1,7 +1,7 @@
 //! backscope: evidence about which GPU backend and kernel path a local LLM runtime really uses.
 //!
 //! Data flows one way: bytes, runs and logs are decoded into typed records (`scan`), records become
-//! claims in one evidence model (`evidence`), and claims are rendered (`render`).
+//! claims in one evidence model (`evidence`), and results are rendered through one output layer (`output`).
 //!
 //! Each command has a `run` taking an options value ([`scan::run`], [`sweep::run`], [`synth::run`],
 //! [`tracecmd::run`], [`maps::run`]) and returning its exit status ([`exit`]); the `backscope` binary fills the options from the
@@ -22,7 +22,6 @@ pub mod logscmd;
 pub mod maps;
 pub mod output;
 pub mod predict;
-mod render;
 pub mod scan;
 pub mod sweep;
 pub mod sweep_db;

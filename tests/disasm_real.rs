@@ -167,6 +167,43 @@ fn hipcc_kernels_mix_equals_llvm_objdump() {
     assert!(dot.iter().any(|s| s.contains("gfx906") && s.contains("contain dot")), "{dot:?}");
     assert!(!dot.iter().any(|s| s.contains("gfx900:") || s.contains("gfx900,")), "{dot:?}");
 
+    // The text sums per family (no --kernels, no --kernel): a table per code object's target, whose rows are the
+    // sums of the kernels above (themselves equal to llvm-objdump's counts); within 120 columns, then the stats line.
+    let args = ["scan", "--disasm", "--no-disasm-cache"];
+    let text = stdout_ok(backscope().env("COLUMNS", "120").args(args).arg(&lib));
+    crate::output_cli::assert_fits(&text, 120);
+    assert!(
+        text.contains("\nInstruction mix per family (disassembly; --kernels or --kernel PATTERN for each kernel)\n")
+    );
+    assert!(
+        text.contains("\ndisassembled 3 code objects (0 from the cache, 0 failed, 0 without a matching kernel) with ")
+    );
+    let markdown = stdout_ok(backscope().args(args).args(["--format", "markdown"]).arg(&lib));
+    let tables = crate::output_cli::html_tables(&crate::output_cli::commonmark(&markdown));
+    let per_family: Vec<_> = tables
+        .iter()
+        .filter(|(h, _)| h.starts_with(&["family".to_string(), "kernels".into(), "instrs".into()]))
+        .collect();
+    let mut targets: Vec<&str> =
+        report["disasm"]["code_objects"].as_array().unwrap().iter().map(|c| c["target"].as_str().unwrap()).collect();
+    targets.sort();
+    assert_eq!(per_family.len(), targets.len(), "one table per target");
+    for ((_, rows), target) in per_family.iter().zip(&targets) {
+        let co = report["disasm"]["code_objects"].as_array().unwrap().iter().find(|c| c["target"] == *target).unwrap();
+        let mut sums: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+        for k in co["kernels"].as_array().unwrap() {
+            let e = sums.entry(k["family"].as_str().unwrap().to_string()).or_default();
+            e.0 += 1;
+            e.1 += k["instructions"].as_u64().unwrap();
+            e.2 += k["classes"]["fma"].as_u64().unwrap_or(0);
+        }
+        let got: BTreeMap<String, (u64, u64, u64)> = rows
+            .iter()
+            .map(|r| (r[0].clone(), (r[1].parse().unwrap(), r[2].parse().unwrap(), r[4].parse().unwrap())))
+            .collect();
+        assert_eq!(got, sums, "{target}");
+    }
+
     // A second run is served from the cache with the same counts.
     let cache = tmp.path().join("cache");
     let first = scan_json(&["--disasm", "--disasm-cache", cache.to_str().unwrap()], &[&lib]);

@@ -289,10 +289,53 @@ fn on_a_fake_host_it_finds_both_gpus_their_access_overrides_and_gate_verdicts() 
         assert!(!c["sources"].as_array().unwrap().is_empty(), "claim without a source: {c:#}");
     }
 
-    // The text form ends with the gate verdicts.
-    let mut cmd = backscope();
-    cmd.args(["doctor", "--user", "alice", "--root"]).arg(root).env_clear().env("HOME", "/home/alice");
-    let text = stdout_ok(&mut cmd);
-    let gate_part = text.rsplit("\nGate\n").next().unwrap();
+    // The text form says how many findings, then gives the gate verdicts before the findings they rest on; it fits
+    // 120 columns.
+    let text_of = |format: &str, out: Option<&Path>| {
+        let mut cmd = backscope();
+        cmd.args(["doctor", "--user", "alice", "--format", format, "--root"]).arg(root);
+        if let Some(o) = out {
+            cmd.arg("-o").arg(o);
+        }
+        cmd.env_clear().env("HOME", "/home/alice").env("HSA_OVERRIDE_GFX_VERSION", "10.3.0").env("OLLAMA_DEBUG", "1");
+        stdout_ok(cmd.env("COLUMNS", "120"))
+    };
+    let text = text_of("text", None);
+    crate::output_cli::assert_fits(&text, 120);
+    assert!(text.starts_with(&format!("backscope doctor (root {}): ", root.display())), "{text}");
+    let after_gate = text.split_once("\n\nGate\n").expect("a Gate section").1;
+    let gate_part = after_gate.split_once("\n\nGPUs\n").expect("the findings follow the verdicts").0;
     assert!(gate_part.contains("gfx906: (1)") && gate_part.contains("no verdict"), "{gate_part}");
+
+    // The same as Markdown (read by pulldown-cmark) and as an HTML page in Chromium: the verdict for each GPU
+    // (the JSON's), every finding as a claim with its confidence badge and sources, nothing loaded.
+    let verdict = s(&g906["report"]["verdict"]).to_string();
+    let markdown = crate::output_cli::commonmark(&text_of("markdown", None));
+    let page = tmp.path().join("doctor.html");
+    assert!(text_of("html", Some(&page)).is_empty(), "-o: nothing on standard output");
+    let (dom, requests) =
+        crate::output_cli::load_in_chromium(&page, &Path::new(env!("CARGO_TARGET_TMPDIR")).join("doctor.png"));
+    assert!(requests.is_empty(), "the page made requests: {requests:?}");
+    crate::output_cli::assert_no_external_reference(&std::fs::read_to_string(&page).unwrap());
+    for doc in [&markdown, &dom] {
+        let gate = doc.find(">Gate</h2>").expect("a Gate heading");
+        assert!(gate < doc.find(">GPUs</h2>").expect("a GPUs heading"), "verdicts first");
+        let verdicts: Vec<String> = doc[gate..]
+            .split("<li>")
+            .skip(1)
+            .take(2)
+            .map(|li| crate::output_cli::html_text(&li[..li.find("</li>").unwrap()]))
+            .collect();
+        assert!(verdicts.contains(&format!("{}: {verdict}", s(&g906["gpu"]))), "{verdicts:?}");
+        assert!(verdicts.iter().any(|v| v.contains(": no verdict: ")), "{verdicts:?}");
+    }
+    for c in r["claims"].as_array().unwrap().iter().filter(|c| !s(&c["id"]).starts_with("doctor.gate.")) {
+        let badge =
+            format!("id=\"claim-{}\"><span class=\"badge {}\">", s(&c["id"]), s(&c["confidence"]).to_lowercase());
+        assert!(dom.contains(&badge), "{badge}");
+    }
+}
+
+fn s(v: &Value) -> &str {
+    v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
 }

@@ -17,10 +17,6 @@ fn gate_json(args: &[&str]) -> Value {
     serde_json::from_str(&stdout_ok(&mut cmd)).expect("gate --json prints JSON")
 }
 
-fn gate_text(args: &[&str]) -> String {
-    stdout_ok(backscope().arg("gate").args(args))
-}
-
 fn layer(r: &Value, n: u64) -> &Value {
     r["layers"].as_array().unwrap().iter().find(|l| l["number"] == n).unwrap_or_else(|| panic!("no layer {n}: {r:#}"))
 }
@@ -149,8 +145,38 @@ fn cyllama_libggml_hip_has_no_gfx900_and_explains_a_discovery_crash() {
     let verdict = r["verdict"].as_str().unwrap();
     assert!(verdict.contains("layer 4 (binaries) blocks it"), "{verdict}");
     assert!(verdict.contains("(3) vendor libraries ship data for it"), "{verdict}");
-    let text = gate_text(&args);
-    assert!(text.contains("Failures in the log and the layer that explains them") && text.contains("Verdict: gfx900"));
+    // Text: the verdict first, within 120 columns, then the matrix, the sources and the failures the log shows.
+    let text = stdout_ok(backscope().env("COLUMNS", "120").arg("gate").args(args));
+    crate::output_cli::assert_fits(&text, 120);
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("Gate for gfx900 (GCN5)"));
+    assert!(lines.next().unwrap().starts_with("Verdict: gfx900: (1) not officially supported;"), "{text}");
+    assert!(text.contains("\nFailures in the log and the layer that explains them\n"), "{text}");
+
+    // Markdown (read by pulldown-cmark) and an HTML page in Chromium carry the layer-4 source with the offset and
+    // size llvm-readelf gives, the explained failure with its log line, and load nothing.
+    let at = format!("@ {offset:#x} (+{size:#x})");
+    let markdown =
+        crate::output_cli::commonmark(&stdout_ok(backscope().arg("gate").args(args).args(["--format", "markdown"])));
+    let tmp = tempfile::tempdir().unwrap();
+    let page = tmp.path().join("gate.html");
+    stdout_ok(backscope().arg("gate").args(args).args(["--format", "html", "-o"]).arg(&page));
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("gate.png");
+    let (dom, requests) = crate::output_cli::load_in_chromium(&page, &shot);
+    assert!(requests.is_empty(), "the page made requests: {requests:?}");
+    crate::output_cli::assert_no_external_reference(&std::fs::read_to_string(&page).unwrap());
+    for doc in [&markdown, &dom] {
+        let tables = crate::output_cli::html_tables(doc);
+        assert_eq!(tables.len(), 1, "the layer matrix");
+        let statuses: Vec<&str> = tables[0].1.iter().map(|row| row[1].as_str()).collect();
+        let want: Vec<&str> = (1..=6).map(|n| status(&r, n)).collect();
+        assert_eq!(statuses, want);
+        let text = crate::output_cli::html_text(doc);
+        assert!(text.contains(&format!("{} {at}: .hip_fatbin section", hip.display())), "{text}");
+        let failures = text.find("Failures in the log and the layer that explains them").expect("the failures");
+        assert!(text[failures..].contains(&format!("{log}:1: time=")), "{text}");
+    }
+    assert!(dom.contains("<span class=\"badge confirmed\">Confirmed</span>Layer 4 (binaries) Blocks"), "{dom}");
 }
 
 #[test]

@@ -156,6 +156,18 @@ fn a_hip_program_under_a_shell_is_followed_and_classified() {
     assert_eq!(me["targets"][0], "gfx906");
     assert_eq!(me["on_gpus"][0]["arch"], "gfx906");
     assert_ne!(me["on_gpus"][0]["verdict"], "nothing");
+    // Text: each watched process's summary first, within 120 columns; in Markdown (read by pulldown-cmark) the
+    // program's row of its process's table names its class and the verdict for the GPU asked about.
+    let args = ["maps", "--arch", "gfx906", &shell.0.id().to_string()];
+    let text = stdout_ok(backscope().env("COLUMNS", "120").args(args));
+    crate::output_cli::assert_fits(&text, 120);
+    assert!(text.starts_with(&format!("[Confirmed] sh (pid {}) has ", shell.0.id())), "{text}");
+    let markdown = stdout_ok(backscope().args(args).args(["--format", "markdown"]));
+    let tables = crate::output_cli::html_tables(&crate::output_cli::commonmark(&markdown));
+    assert_eq!(tables.len(), procs.len(), "a table per process");
+    let row = tables.iter().flat_map(|(_, rows)| rows).find(|r| r[0] == exe.display().to_string()).expect("its row");
+    let verdict = me["on_gpus"][0]["verdict"].as_str().unwrap();
+    assert_eq!((row[1].as_str(), row[4].clone()), ("executable", format!("gfx906; gfx906: {verdict}")));
     // A vanished PID is a clear error: kill the child, reap it, ask again.
     let child_pid = child["pid"].as_u64().unwrap();
     drop(shell);
@@ -177,8 +189,14 @@ fn watch_ends_when_the_process_exits_and_keeps_what_it_mapped() {
     let mut prog = Running(Command::new(&exe).arg("2").stdout(Stdio::piped()).spawn().unwrap());
     wait_ready(&mut prog.0);
     let started = Instant::now();
-    let report = maps_json(&["--watch", "--interval", "0.2", &prog.0.id().to_string()]);
+    let out = run(backscope().args(["maps", "--json", "--watch", "--interval", "0.2", &prog.0.id().to_string()]));
     assert!(started.elapsed() < Duration::from_secs(30), "watch ended after the exit");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("standard output is the JSON alone");
+    // Progress goes to standard error, one line per process read.
+    let progress = format!("maps: pid {} (hip-sleeper): reading its mappings", prog.0.id());
+    assert_eq!(stderr.lines().collect::<Vec<_>>(), [progress.as_str()], "{stderr}");
     let p = &report["processes"][0];
     assert_eq!(p["exited"], true);
     assert!(report["watch"]["snapshots"].as_u64().unwrap() >= 2);

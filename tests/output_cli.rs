@@ -38,7 +38,7 @@ fn s(v: &Value) -> &str {
 }
 
 /// Every line of `text` fits `width` columns (the text is box drawing, ASCII and `…`/`×`/`→`: one column each).
-fn assert_fits(text: &str, width: usize) {
+pub fn assert_fits(text: &str, width: usize) {
     for (i, l) in text.lines().enumerate() {
         assert!(l.chars().count() <= width, "line {} is {} columns wide (> {width}): {l:?}", i + 1, l.chars().count());
     }
@@ -328,6 +328,84 @@ fn no_command_panics_on_a_closed_pipe() {
     assert_eq!(export(&db, None).len(), 2, "the imported record and the real run's record are stored");
 }
 
+/// A process for `maps` to read, killed and reaped when dropped.
+struct Sleeper(std::process::Child);
+
+impl Sleeper {
+    fn start() -> Sleeper {
+        Sleeper(Command::new("sleep").arg("120").stdin(Stdio::null()).spawn().unwrap())
+    }
+
+    fn pid(&self) -> String {
+        self.0.id().to_string()
+    }
+}
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `predict`, `gate`, `doctor`, `maps` and `scan --disasm`, each with arguments that give it real work: the
+/// cyllama-rocm MMQ kernels for gfx942 (one code object holds them), a live `sleep` for `maps`.
+fn ported_commands(sleeper: &Sleeper) -> Vec<(&'static str, Vec<String>)> {
+    let hip = cyllama_hip().display().to_string();
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<String>>();
+    vec![
+        ("predict", strings(&["predict", "--arch", "gfx900", "--type", "q4_k", "--prompt-tokens", "100", "--explain"])),
+        ("gate", strings(&["gate", "--arch", "gfx900"])),
+        ("doctor", strings(&["doctor", "--no-tools"])),
+        ("maps", vec!["maps".into(), sleeper.pid()]),
+        (
+            "scan --disasm",
+            strings(&[
+                "scan",
+                "--disasm",
+                "--no-disasm-cache",
+                "--arch",
+                "gfx942",
+                "--kernel",
+                "mul_mat_q<(ggml_type)12, 64, ",
+                &hip,
+            ]),
+        ),
+    ]
+}
+
+#[test]
+fn predict_gate_doctor_maps_and_disasm_exit_quietly_on_a_closed_pipe() {
+    let sleeper = Sleeper::start();
+    for (what, args) in ported_commands(&sleeper) {
+        for format in ["text", "json", "markdown", "html"] {
+            let what = format!("{what} --format {format}");
+            assert_quiet_exit(&what, with_closed_stdout(backscope().args(&args).args(["--format", format])));
+        }
+        // As a shell runs it: `| head -1` takes the first line (the summary: the output's first block) and exits.
+        let line = "set -o pipefail; \"$0\" \"$@\" | head -1";
+        let out = run(Command::new("bash")
+            .arg("-c")
+            .arg(line)
+            .arg(env!("CARGO_BIN_EXE_backscope"))
+            .args(&args)
+            .env("COLUMNS", "120"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{what} | head -1: {err}");
+        assert!(!err.contains("panicked"), "{what}: {err}");
+        let first = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(first.lines().count(), 1, "{what}: {first}");
+        let expected = match what {
+            "predict" => "  GPU     gfx900 (GCN5, ",
+            "gate" => "Gate for gfx900 (GCN5)",
+            "doctor" => "backscope doctor: ",
+            "maps" => "[Confirmed] sleep (pid ",
+            _ => "On gfx942",
+        };
+        assert!(first.starts_with(expected), "{what}: {first}");
+    }
+}
+
 #[test]
 fn the_demo_scan_fits_80_and_120_columns_with_the_gfx900_verdict_first() {
     // scripts/demo.sh's scan: five real libraries and install trees.
@@ -392,7 +470,7 @@ fn page_requests(net_log: &Path) -> Vec<String> {
 }
 
 /// Loads `page` in Chromium: its DOM, the requests it made, and a screenshot written to `shot`.
-fn load_in_chromium(page: &Path, shot: &Path) -> (String, Vec<String>) {
+pub fn load_in_chromium(page: &Path, shot: &Path) -> (String, Vec<String>) {
     let profile = tempfile::tempdir().unwrap();
     let net = profile.path().join("net.json");
     let url = format!("file://{}", page.display());
@@ -413,7 +491,7 @@ fn load_in_chromium(page: &Path, shot: &Path) -> (String, Vec<String>) {
 }
 
 /// Every `src`, `href`, `srcset`, `action` and CSS `url(…)` in the page names nothing with a scheme or a host.
-fn assert_no_external_reference(html: &str) {
+pub fn assert_no_external_reference(html: &str) {
     let lower = html.to_lowercase();
     for attr in ["src=", "href=", "srcset=", "action=", "url(", "@import"] {
         for (at, _) in lower.match_indices(attr) {
@@ -537,4 +615,241 @@ fn a_real_sigsegv_sweep_reports_phase_and_signature_keeps_hostile_prompts_inert_
     assert!(dom.contains("<th>frame</th>") && dom.contains("<pre>"), "{dom}");
     assert!(requests.is_empty(), "{requests:?}");
     assert_no_external_reference(&std::fs::read_to_string(&page).unwrap());
+}
+
+/// Markdown as an independent CommonMark reader (GitHub tables on) renders it to HTML.
+pub fn commonmark(markdown: &str) -> String {
+    let mut html = String::new();
+    let parser = pulldown_cmark::Parser::new_ext(markdown, pulldown_cmark::Options::ENABLE_TABLES);
+    pulldown_cmark::html::push_html(&mut html, parser);
+    html
+}
+
+/// HTML as text: tags removed, the entities `&amp;`, `&lt;`, `&gt;`, `&quot;` and `&#39;` decoded.
+pub fn html_text(cell: &str) -> String {
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in cell.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'").replace("&amp;", "&")
+}
+
+/// The tables of an HTML page (pulldown-cmark's or backscope's): each one's header cells and body rows, the cells
+/// as their text (tags removed, the entities `&amp;`, `&lt;`, `&gt;`, `&quot;` and `&#39;` decoded).
+pub fn html_tables(html: &str) -> Vec<(Vec<String>, Vec<Vec<String>>)> {
+    /// The cells `<tag>…</tag>` or `<tag attributes>…</tag>` of a row, in order.
+    fn cells(row: &str, tag: &str) -> Vec<String> {
+        let (open, close) = (format!("<{tag}"), format!("</{tag}>"));
+        let mut out = Vec::new();
+        let mut rest = row;
+        while let Some(at) = rest.find(&open) {
+            let after = &rest[at + open.len()..];
+            if !after.starts_with(['>', ' ']) {
+                rest = after;
+                continue;
+            }
+            let body = &after[after.find('>').unwrap() + 1..];
+            let end = body.find(&close).expect("the cell closes");
+            out.push(html_text(&body[..end]));
+            rest = &body[end..];
+        }
+        out
+    }
+    html.split("<table>")
+        .skip(1)
+        .map(|t| {
+            let t = &t[..t.find("</table>").expect("the table closes")];
+            let (head, body) = t.split_once("</thead>").unwrap_or((t, ""));
+            let rows = body.split("<tr>").skip(1).map(|r| cells(r, "td")).collect();
+            (cells(head, "th"), rows)
+        })
+        .collect()
+}
+
+fn headers(names: &[&str]) -> Vec<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn ported_commands_fit_120_columns_and_their_markdown_and_html_tables_hold_every_row() {
+    let sleeper = Sleeper::start();
+    for (what, args) in ported_commands(&sleeper) {
+        let text = stdout_ok(backscope().env("COLUMNS", "120").args(&args));
+        assert_fits(&text, 120);
+        let v = json_of(backscope().args(&args).arg("--json"));
+        let markdown = stdout_ok(backscope().args(&args).args(["--format", "markdown"]));
+        let html = stdout_ok(backscope().args(&args).args(["--format", "html"]));
+        assert!(!html.to_lowercase().contains("<script"), "{what}: {html}");
+        assert_no_external_reference(&html);
+        // The same tables in both documents: Markdown read by pulldown-cmark, HTML as backscope writes it.
+        let from_markdown = html_tables(&commonmark(&markdown));
+        assert_eq!(from_markdown, html_tables(&html), "{what}: the Markdown and HTML tables differ");
+        let tables = from_markdown;
+        // Every claim is listed with its confidence, but those the document says otherwise: gate's verdict (its
+        // first line) and its rows without sources (the table has their confidence), doctor's gate claims (its
+        // Gate section).
+        let claims = v["claims"].as_array().unwrap();
+        for c in claims {
+            let id = s(&c["id"]);
+            let elsewhere = match what {
+                "gate" => {
+                    id.ends_with(".verdict") || (!id.contains(".explain.") && c["sources"] == serde_json::json!([]))
+                }
+                "doctor" => id.starts_with("doctor.gate."),
+                _ => false,
+            };
+            let item = format!(
+                "<li class=\"claim {0}\" id=\"claim-{id}\"><span class=\"badge {0}\">",
+                s(&c["confidence"]).to_lowercase()
+            );
+            assert_eq!(html.contains(&item), !elsewhere, "{what}: {item}");
+        }
+        match what {
+            "predict" => {
+                // One table per phase (its weights), each followed by one decision path per weight (--explain).
+                let phases = v["phases"].as_array().unwrap();
+                let mut expected = Vec::new();
+                for p in phases {
+                    let weights = p["weights"].as_array().unwrap();
+                    expected.push((
+                        headers(&["type", "op", "weights", "ne11", "family", "rule", "citation"]),
+                        weights.len(),
+                    ));
+                    for w in weights {
+                        expected.push((
+                            headers(&["rule", "held", "decided", "inputs"]),
+                            w["path"].as_array().unwrap().len(),
+                        ));
+                    }
+                }
+                let got: Vec<(Vec<String>, usize)> = tables.iter().map(|(h, r)| (h.clone(), r.len())).collect();
+                assert_eq!(got, expected);
+                assert_eq!(tables[0].1[0][4], "dequantize/convert + vendor BLAS (cuBLAS/hipBLAS) (F16)");
+                assert_eq!(
+                    commonmark(&markdown).matches("<li><strong>Inferred</strong>").count(),
+                    claims.len(),
+                    "every claim is a list item"
+                );
+            }
+            "gate" => {
+                let layers = v["layers"].as_array().unwrap();
+                assert_eq!(layers.len(), 6, "six layers (README)");
+                assert_eq!(tables.len(), 1);
+                assert_eq!(tables[0].0, headers(&["layer", "status", "confidence", "finding", "basis"]));
+                for (row, layer) in tables[0].1.iter().zip(layers) {
+                    assert_eq!(row[0], format!("{} {}", layer["number"], s(&layer["title"])));
+                    assert_eq!((row[1].as_str(), row[3].as_str()), (s(&layer["status"]), s(&layer["finding"])));
+                }
+                // The verdict is the first paragraph, in Markdown as in HTML.
+                for page in [commonmark(&markdown), html.clone()] {
+                    let first = &page[page.find("<p>").unwrap()..];
+                    let first = html_text(&first[..first.find("</p>").unwrap()]);
+                    assert_eq!(first, format!("Verdict: {}", s(&v["verdict"])));
+                }
+            }
+            "doctor" => {
+                // Verdicts first: the Gate section comes before the first section of findings.
+                let gate = markdown.find("\n## Gate\n").expect("a Gate section");
+                let gpus = markdown.find("\n## GPUs\n").expect("a GPUs section");
+                assert!(gate < gpus, "{markdown}");
+                assert!(tables.is_empty());
+                let listed = commonmark(&markdown).matches("<li><strong>").count();
+                let sectioned = claims.iter().filter(|c| !s(&c["id"]).starts_with("doctor.gate.")).count();
+                assert_eq!(listed, sectioned, "every finding but the gate claims (the Gate section says those)");
+            }
+            "maps" => {
+                let process = &v["processes"][0];
+                assert_eq!(process["pid"].as_u64(), Some(u64::from(sleeper.0.id())));
+                assert_eq!(tables.len(), 1);
+                assert_eq!(tables[0].0, headers(&["library", "class", "SONAME", "version", "GPU code"]));
+                let mut paths: Vec<&str> = tables[0].1.iter().map(|r| r[0].as_str()).collect();
+                paths.sort();
+                let mut mapped: Vec<&str> =
+                    process["libraries"].as_array().unwrap().iter().map(|l| s(&l["path"])).collect();
+                mapped.sort();
+                assert_eq!(paths, mapped, "every mapped library, with its whole path in documents");
+                // Read independently: each is in /proc/PID/maps.
+                let maps = std::fs::read_to_string(format!("/proc/{}/maps", sleeper.0.id())).unwrap();
+                assert!(paths.iter().all(|p| maps.contains(p)), "{paths:?}");
+            }
+            _ => {
+                // --kernel: the per-kernel mix, one table of counts per library and target, then the path-deciding
+                // instructions of the kernels that have any.
+                let cos = v["disasm"]["code_objects"].as_array().unwrap();
+                assert_eq!(cos.len(), 1, "one gfx942 code object holds the kernels");
+                let kernels = cos[0]["kernels"].as_array().unwrap();
+                assert!(!kernels.is_empty());
+                let classes =
+                    ["vector-alu", "fma", "matrix", "scalar", "lds", "global-load", "global-store", "branch", "wait"];
+                // After the scan's own tables (the answer for gfx942, the libraries, the coverage).
+                let at = tables
+                    .iter()
+                    .position(|(h, _)| h.starts_with(&headers(&["kernel", "family"])))
+                    .expect("the mix table");
+                let mix = &tables[at..];
+                assert_eq!(
+                    mix[0].0,
+                    headers(&[
+                        "kernel", "family", "instrs", "VALU", "FMA", "matrix", "scalar", "LDS", "load", "store",
+                        "branch", "wait"
+                    ])
+                );
+                assert_eq!(mix[0].1.len(), kernels.len());
+                for (row, k) in mix[0].1.iter().zip(kernels) {
+                    assert_eq!((row[0].as_str(), row[1].as_str()), (s(&k["demangled"]), s(&k["family"])));
+                    assert_eq!(row[2], k["instructions"].to_string());
+                    for (cell, class) in row[3..].iter().zip(classes) {
+                        assert_eq!(*cell, k["classes"][class].as_u64().unwrap_or(0).to_string(), "{class}");
+                    }
+                }
+                assert_eq!(mix[1].0, headers(&["kernel", "path-deciding instructions"]));
+                let with_paths = kernels.iter().filter(|k| k["paths"].as_object().unwrap().values().any(|n| n != 0));
+                assert_eq!(mix[1].1.len(), with_paths.count());
+                for (row, k) in mix[1].1.iter().zip(kernels) {
+                    assert_eq!(row[0], s(&k["demangled"]));
+                    assert!(row[1].starts_with(&format!("MFMA {}", k["paths"]["MFMA"])), "{row:?}");
+                }
+                let text_heading = "Instruction mix per kernel (disassembly)\nlibggml-hip-f822f971.so, gfx942\n";
+                assert!(text.contains(text_heading), "{text}");
+                assert!(text.contains("\ndisassembled 1 code objects (0 from the cache, 0 failed, "), "{text}");
+            }
+        }
+    }
+}
+
+/// Only the output layer opens standard output: a command that took `std::io::stdout()` itself would bypass its
+/// formats, `-o`, buffering and closed-pipe handling (the print macros are checked by a unit test beside it).
+#[test]
+fn nothing_outside_the_output_layer_takes_standard_output() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    fn walk(dir: &Path, skip: &Path, found: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path == skip {
+                continue;
+            }
+            if path.is_dir() {
+                walk(&path, skip, found);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for (i, line) in text.lines().enumerate() {
+                    if line.split("//").next().unwrap_or("").contains("stdout()") {
+                        found.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+                    }
+                }
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(&src, &src.join("output"), &mut found);
+    assert!(found.is_empty(), "standard output taken outside src/output:\n{}", found.join("\n"));
+    // The control: the check finds the one place that does take it.
+    walk(&src.join("output"), Path::new("/"), &mut found);
+    assert!(found.iter().any(|f| f.contains("output/mod.rs")), "{found:?}");
 }

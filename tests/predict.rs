@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use backscope::output::text::Layout;
+use backscope::output::{render_document, Format, Render};
+use backscope::predict::command::PredictOutput;
 use backscope::predict::compare::{self, Verdict};
 use backscope::predict::{self, Batch, ObservedSource, PredictOptions, PredictReport, WeightSource};
 
@@ -247,7 +250,9 @@ fn prompt_splits_into_ubatches_and_the_gathered_rows() {
     let path = &r.phases[1].weights[0].prediction.path;
     assert!(path.iter().any(|c| c.table == "mmvq" && c.rule == "mmvq.default" && c.decided.as_deref() == Some("no")));
     assert!(path.iter().any(|c| c.table == "mmq" && c.rule == "mmq.rdna4" && c.held == Some(true)));
-    let text = predict::render::render(&r);
+    // Text as the output layer writes it.
+    let doc = PredictOutput::One(Box::new(r.clone())).document();
+    let text = render_document(&doc, Format::Text, Layout { width: 120, all: true });
     assert!(text.contains("mmq.rdna4") && text.contains("decision path"), "{text}");
     let json = serde_json::to_value(&r).unwrap();
     assert_eq!(json["schema"], "backscope.predict/1");

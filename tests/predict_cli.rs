@@ -253,6 +253,20 @@ fn a_sweep_run_recorded_with_trace_is_compared_record_by_record() {
         );
         assert!(c["items"].as_array().unwrap().iter().all(|i| i["verdict"] == "Unobserved"), "{c:#}");
     }
+    // Text: how many records were compared first, then each record's prediction under its heading, within 120
+    // columns.
+    let text = stdout_ok(
+        backscope()
+            .env("COLUMNS", "120")
+            .args(["predict", "--arch", "gfx900", "--type", "q4_k", "--run", &run_id, "--db", db_s]),
+    );
+    crate::output_cli::assert_fits(&text, 120);
+    let first = text.lines().next().unwrap();
+    assert_eq!(first, format!("Sweep run {run_id} ({db_s}): {} traced record(s) compared", recs.len()));
+    for rec in &recs {
+        let heading = format!("\nrecord {} ({}): endpoint ", rec["seq"], rec["cell_key"].as_str().unwrap());
+        assert!(text.contains(&heading), "{heading}: {text}");
+    }
     // One record by position; the same run's prompt count for a prediction without observation.
     let one = predict_json(&["--arch", "gfx900", "--type", "q4_k", "--run", &run_id, "--cell", "1", "--db", db_s]);
     assert_eq!(one["cells"].as_array().unwrap().len(), 1);

@@ -23,9 +23,9 @@ pub struct DoctorArgs {
     /// Do not scan the installed runtimes' GPU libraries.
     #[arg(long)]
     pub no_scan: bool,
-    /// Print the findings as JSON (schema backscope.doctor/1).
-    #[arg(long)]
-    pub json: bool,
+    /// Output: text (the default), --json (schema backscope.doctor/1), markdown, html.
+    #[command(flatten)]
+    pub output: super::output::OutputArgs,
 }
 
 impl From<DoctorArgs> for DoctorCommand {
@@ -39,7 +39,7 @@ impl From<DoctorArgs> for DoctorCommand {
                 tool_timeout: Duration::from_secs_f64(a.tool_timeout.clamp(0.1, 600.0)),
                 scan: !a.no_scan,
             },
-            json: a.json,
+            output: a.output.into(),
         }
     }
 }

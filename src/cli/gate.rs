@@ -33,9 +33,9 @@ pub struct GateArgs {
     /// The ROCm release whose official support list applies (7.2.1) [default: the newest in backscope's data].
     #[arg(long, value_name = "VERSION")]
     pub rocm: Option<String>,
-    /// Print the matrix as JSON (schema backscope.gate/1).
-    #[arg(long)]
-    pub json: bool,
+    /// Output: text (the default), --json (schema backscope.gate/1), markdown, html.
+    #[command(flatten)]
+    pub output: super::output::OutputArgs,
 }
 
 impl From<GateArgs> for GateCommand {
@@ -50,7 +50,7 @@ impl From<GateArgs> for GateCommand {
                 ollama: a.ollama,
                 rocm: a.rocm,
             },
-            json: a.json,
+            output: a.output.into(),
         }
     }
 }

@@ -1,6 +1,5 @@
 //! `backscope maps`'s flags, and their conversion into `backscope::maps::MapsOptions`.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use backscope::maps::MapsOptions;
@@ -24,12 +23,10 @@ pub struct MapsArgs {
     /// Answer for this GPU too (gfx1201, sm_86, …), besides the AMD GPUs found in the KFD topology.
     #[arg(long, value_name = "ARCH")]
     pub arch: Vec<String>,
-    /// Print the processes, libraries and claims as JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Write the output to this file instead of standard output.
-    #[arg(long, short = 'o', value_name = "FILE")]
-    pub output: Option<PathBuf>,
+    /// Output: text (the default), --json (the processes, libraries and claims; schema backscope.maps/1),
+    /// markdown, html.
+    #[command(flatten)]
+    pub output: super::output::OutputArgs,
 }
 
 impl From<MapsArgs> for MapsOptions {
@@ -40,8 +37,7 @@ impl From<MapsArgs> for MapsOptions {
             watch: a.watch,
             interval: Duration::from_secs_f64(a.interval.clamp(0.01, 3600.0)),
             archs: a.arch,
-            json: a.json,
-            output: a.output,
+            output: a.output.into(),
         }
     }
 }

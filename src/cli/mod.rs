@@ -237,6 +237,7 @@ mod tests {
             (c.batch, c.observation, c.ggml.as_str()),
             (BatchFrom::Given(Batch::Ne11(64)), Observation::TraceJson("t.json".into()), "o24")
         );
+        assert_eq!(c.output, backscope::output::OutputOptions::default(), "text on standard output");
         let Command::Predict(a) =
             parse(&["predict", "--arch", "sm_90", "--model", "m.gguf", "--run", "r1"]).unwrap().command
         else {
@@ -272,6 +273,10 @@ mod tests {
             "r1",
             "--ollama",
             "none",
+            "--format",
+            "html",
+            "-o",
+            "gate.html",
         ])
         .unwrap()
         .command
@@ -284,10 +289,14 @@ mod tests {
             (g.options.runs, g.options.run_ids, g.options.ollama.as_deref()),
             (Some("x.db".into()), vec!["r1".to_string()], Some("none"))
         );
+        assert_eq!(
+            (g.output.format, g.output.path.as_deref()),
+            (backscope::output::Format::Html, Some(std::path::Path::new("gate.html")))
+        );
         assert!(parse(&["gate", "--arch", "gfx906", "--run", "r1"]).is_err(), "--run needs --runs");
 
         let Command::Doctor(a) =
-            parse(&["doctor", "--user", "ollama", "--no-tools", "--tool-timeout", "2"]).unwrap().command
+            parse(&["doctor", "--user", "ollama", "--no-tools", "--tool-timeout", "2", "--json"]).unwrap().command
         else {
             panic!("not doctor")
         };
@@ -297,6 +306,7 @@ mod tests {
             (Some("ollama"), Some(false), PathBuf::from("/"))
         );
         assert_eq!(d.options.tool_timeout, std::time::Duration::from_secs(2));
+        assert_eq!(d.output.format, backscope::output::Format::Json);
     }
 
     #[test]
@@ -347,6 +357,9 @@ mod tests {
             "2",
             "--arch",
             "gfx1201",
+            "--json",
+            "-o",
+            "maps.json",
         ])
         .unwrap();
         let Command::Maps(a) = cli.command else { panic!("not maps") };
@@ -356,6 +369,7 @@ mod tests {
             (&["ollama".to_string()][..], true, std::time::Duration::from_secs(2))
         );
         assert_eq!(o.archs, ["gfx1201"]);
+        assert_eq!((o.output.format, o.output.path), (backscope::output::Format::Json, Some("maps.json".into())));
         assert!(Cli::try_parse_from(["backscope", "maps"]).is_err(), "a PID or --name is required");
         let cli = Cli::try_parse_from(["backscope", "maps", "12", "34"]).unwrap();
         let Command::Maps(a) = cli.command else { panic!("not maps") };

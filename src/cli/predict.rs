@@ -84,9 +84,10 @@ pub struct PredictArgs {
     /// The sweep database of --run/--from-run.
     #[arg(long, value_name = "FILE", default_value = "backscope.db")]
     pub db: PathBuf,
-    /// Print the report as JSON (schema backscope.predict/1; with --run backscope.predict-run/1; docs/predict.md).
-    #[arg(long)]
-    pub json: bool,
+    /// Output: text (the default), --json (schema backscope.predict/1; with --run backscope.predict-run/1;
+    /// docs/predict.md), markdown, html.
+    #[command(flatten)]
+    pub output: super::output::OutputArgs,
 }
 
 /// `--flash-attn`.
@@ -139,7 +140,7 @@ impl From<PredictArgs> for PredictCommand {
         c.observation = observation;
         c.cell = a.cell;
         c.db = a.db;
-        c.json = a.json;
+        c.output = a.output.into();
         c
     }
 }

@@ -12,6 +12,7 @@ pub mod classes;
 mod extract;
 mod listing;
 pub mod tools;
+pub mod view;
 
 use std::collections::BTreeMap;
 use std::fs::File;

@@ -10,7 +10,7 @@
 pub mod access;
 pub mod env;
 pub mod gpus;
-pub mod render;
+mod render;
 pub mod runtimes;
 pub mod tools;
 pub mod vulkan;
@@ -88,7 +88,8 @@ impl Default for DoctorOptions {
 #[derive(Clone, Debug, Default)]
 pub struct DoctorCommand {
     pub options: DoctorOptions,
-    pub json: bool,
+    /// Format (JSON: schema backscope.doctor/1) and destination.
+    pub output: crate::output::OutputOptions,
 }
 
 /// The gate for one GPU found, or why there is none.
@@ -751,15 +752,7 @@ pub fn doctor(opts: &DoctorOptions) -> Result<DoctorReport> {
 
 /// Probe and print.
 pub fn run(cmd: &DoctorCommand) -> Result<u8> {
-    use std::io::Write;
-    let report = doctor(&cmd.options)?;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    if cmd.json {
-        serde_json::to_writer(&mut out, &report)?;
-        writeln!(out)?;
-    } else {
-        out.write_all(render::render_text(&report).as_bytes())?;
-    }
-    out.flush()?;
+    let mut out = crate::output::Output::open(&cmd.output)?;
+    out.emit(&doctor(&cmd.options)?)?;
     Ok(crate::exit::OK)
 }

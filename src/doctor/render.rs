@@ -1,9 +1,10 @@
-//! Text rendering of a [`DoctorReport`]: the claims, grouped by what they are about, then the gate verdict for
-//! each GPU found.
+//! A [`DoctorReport`] as a document: how many findings, the gate verdict for each GPU found, then the claims
+//! grouped by what they are about.
 
-use std::fmt::Write as _;
+use std::io::Write;
 
 use super::DoctorReport;
+use crate::output::{Block, Document, Render, Span, Text};
 
 /// Sections in print order: (claim id prefix, heading).
 const SECTIONS: &[(&str, &str)] = &[
@@ -18,10 +19,45 @@ const SECTIONS: &[(&str, &str)] = &[
     ("doctor.tool", "Tools"),
 ];
 
-pub fn render_text(r: &DoctorReport) -> String {
-    let mut out = String::new();
+impl Render for DoctorReport {
+    fn write_json(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        serde_json::to_writer(&mut *out, self)?;
+        writeln!(out)
+    }
+
+    fn document(&self) -> Document {
+        document(self)
+    }
+}
+
+pub fn document(r: &DoctorReport) -> Document {
     let root = if r.root == "/" { String::new() } else { format!(" (root {})", r.root) };
-    let _ = writeln!(out, "backscope doctor{root}: {} finding(s) in {:.0} ms", r.claims.len(), r.elapsed_ms);
+    let mut doc = Document::new(format!("backscope doctor{root}"));
+    doc.paragraph(format!("backscope doctor{root}: {} finding(s) in {:.0} ms", r.claims.len(), r.elapsed_ms));
+    // The verdicts first: what the probe means for each GPU found.
+    doc.heading(2, "Gate");
+    if r.gates.is_empty() {
+        doc.paragraph(
+            Text::plain("no GPU to judge (").and_code("backscope gate --arch ARCH").and_plain(" judges one by name)"),
+        );
+    }
+    let verdicts: Vec<Text> = r
+        .gates
+        .iter()
+        .filter_map(|g| {
+            let said = match (&g.report, &g.why_none) {
+                (Some(rep), _) => format!(": {}", rep.verdict),
+                (None, Some(why)) => format!(": no verdict: {why}"),
+                (None, None) => return None,
+            };
+            let mut spans = vec![Span::Strong(g.gpu.clone())];
+            spans.extend(Text::with_code_spans(&said).0);
+            Some(Text(spans))
+        })
+        .collect();
+    if !verdicts.is_empty() {
+        doc.push(Block::List(verdicts));
+    }
     for (prefix, heading) in SECTIONS {
         let in_section: Vec<_> = r
             .claims
@@ -29,32 +65,13 @@ pub fn render_text(r: &DoctorReport) -> String {
             .filter(|c| {
                 c.id == *prefix || c.id.starts_with(&format!("{prefix}.")) || c.id.starts_with(&format!("{prefix}s."))
             })
+            .cloned()
             .collect();
         if in_section.is_empty() {
             continue;
         }
-        let _ = writeln!(out, "\n{heading}");
-        for c in in_section {
-            let _ = writeln!(out, "  [{}] {}", c.confidence, c.statement);
-            for s in &c.sources {
-                let _ = writeln!(out, "      ← {s}");
-            }
-        }
+        doc.heading(2, *heading);
+        doc.claims(&in_section);
     }
-    let _ = writeln!(out, "\nGate");
-    if r.gates.is_empty() {
-        let _ = writeln!(out, "  no GPU to judge (backscope gate --arch ARCH judges one by name)");
-    }
-    for g in &r.gates {
-        match (&g.report, &g.why_none) {
-            (Some(rep), _) => {
-                let _ = writeln!(out, "  {}: {}", g.gpu, rep.verdict);
-            }
-            (None, Some(why)) => {
-                let _ = writeln!(out, "  {}: no verdict: {why}", g.gpu);
-            }
-            _ => {}
-        }
-    }
-    out
+    doc
 }

@@ -19,7 +19,7 @@
 //! layer that explains it.
 
 pub mod logs;
-pub mod render;
+mod render;
 pub mod runs;
 
 use std::path::{Path, PathBuf};
@@ -64,7 +64,8 @@ pub struct GateOptions {
 #[derive(Clone, Debug, Default)]
 pub struct GateCommand {
     pub options: GateOptions,
-    pub json: bool,
+    /// Format (JSON: schema backscope.gate/1) and destination.
+    pub output: crate::output::OutputOptions,
 }
 
 /// The layers, in the order a request meets them.
@@ -1207,16 +1208,8 @@ pub fn gate(opts: &GateOptions) -> Result<GateReport> {
 
 /// Judge and print.
 pub fn run(cmd: &GateCommand) -> Result<u8> {
-    use std::io::Write;
-    let report = gate(&cmd.options)?;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    if cmd.json {
-        serde_json::to_writer(&mut out, &report)?;
-        writeln!(out)?;
-    } else {
-        out.write_all(render::render_text(&report).as_bytes())?;
-    }
-    out.flush()?;
+    let mut out = crate::output::Output::open(&cmd.output)?;
+    out.emit(&gate(&cmd.options)?)?;
     Ok(crate::exit::OK)
 }
 

@@ -1,15 +1,25 @@
-//! Text rendering of a [`GateReport`]: the layer matrix, each row's sources, the failures a log shows and the layer
-//! that explains each, then the one-line verdict.
+//! A [`GateReport`] as a document: the one-line verdict first, what the gate was given, the layer matrix, each
+//! layer's claim with its sources, and the failures a log shows with the layer that explains each.
 
-use std::fmt::Write as _;
+use std::io::Write;
 
 use super::GateReport;
-use crate::render::table;
+use crate::evidence::Claim;
+use crate::output::{ClaimList, Column, Document, Render, Span, Table, Text};
 
-pub fn render_text(r: &GateReport) -> String {
-    let mut out = String::new();
-    let family = r.family.as_deref().map(|f| format!(" ({f})")).unwrap_or_default();
-    let _ = writeln!(out, "Gate for {}{family}", r.arch);
+impl Render for GateReport {
+    fn write_json(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        serde_json::to_writer(&mut *out, self)?;
+        writeln!(out)
+    }
+
+    fn document(&self) -> Document {
+        document(self)
+    }
+}
+
+/// What the gate was given, in one line.
+fn inputs_line(r: &GateReport) -> String {
     let mut inputs = Vec::new();
     inputs.push(if r.inputs.install.is_empty() {
         "no install scanned".to_string()
@@ -30,11 +40,21 @@ pub fn render_text(r: &GateReport) -> String {
     if let Some(v) = &r.inputs.rocm {
         inputs.push(format!("ROCm {v}"));
     }
-    let _ = writeln!(out, "inputs: {}\n", inputs.join("; "));
+    format!("inputs: {}", inputs.join("; "))
+}
 
-    let mut t = table(&["layer", "status", "confidence", "finding", "basis"]);
+/// The layer matrix; `--json` has the same rows.
+fn layer_table(r: &GateReport) -> Table {
+    let mut t = Table::new(vec![
+        // Wrapped, so that the matrix stays a table on an 80-column terminal.
+        Column::text("layer"),
+        Column::keep("status"),
+        Column::keep("confidence"),
+        Column::text("finding"),
+        Column::text("basis"),
+    ]);
     for row in &r.layers {
-        t.add_row(vec![
+        t.row([
             format!("{} {}", row.number, row.title),
             row.status.to_string(),
             row.confidence.to_string(),
@@ -42,29 +62,41 @@ pub fn render_text(r: &GateReport) -> String {
             if row.basis.is_empty() { "no input".to_string() } else { row.basis.join(", ") },
         ]);
     }
-    let _ = writeln!(out, "{t}\n");
+    t
+}
 
-    let _ = writeln!(out, "Sources");
-    for row in &r.layers {
-        if row.sources.is_empty() {
-            continue;
-        }
-        let _ = writeln!(out, "  {} {}:", row.number, row.title);
-        for s in &row.sources {
-            let _ = writeln!(out, "    ← {s}");
-        }
+pub fn document(r: &GateReport) -> Document {
+    let family = r.family.as_deref().map(|f| format!(" ({f})")).unwrap_or_default();
+    let mut doc = Document::new(format!("backscope gate --arch {}", r.arch));
+    doc.heading(2, format!("Gate for {}{family}", r.arch));
+    doc.paragraph(Text(vec![Span::Strong("Verdict:".into()), Span::Plain(format!(" {}", r.verdict))]));
+    doc.paragraph(inputs_line(r));
+    doc.push(layer_table(r));
+
+    // Each layer's sources under the head of its claim (`Layer 1 (vendor support policy) Blocks`): the finding
+    // that completes the claim is in the table above.
+    let sourced: Vec<Claim> = r
+        .layers
+        .iter()
+        .filter(|row| !row.sources.is_empty())
+        .map(|row| {
+            Claim::new(
+                format!("gate.{}.{}", r.arch, row.layer.id()),
+                row.confidence,
+                format!("Layer {} ({}) {}", row.number, row.title, row.status),
+            )
+            .with_sources(row.sources.iter().cloned())
+        })
+        .collect();
+    if !sourced.is_empty() {
+        doc.heading(2, "Sources");
+        doc.push(ClaimList::new(sourced));
     }
-    if !r.explanations.is_empty() {
-        let _ = writeln!(out, "\nFailures in the log and the layer that explains them");
-        for e in &r.explanations {
-            let by = match e.explained_by {
-                Some(l) => format!("layer {} ({})", l.number(), l.title()),
-                None => "no layer".to_string(),
-            };
-            let _ = writeln!(out, "  [{}] {} → {by}: {}", e.confidence, e.event, e.reason);
-            let _ = writeln!(out, "      ← {}", e.source);
-        }
+    let explain_prefix = format!("gate.{}.explain.", r.arch);
+    let explained: Vec<_> = r.claims.iter().filter(|c| c.id.starts_with(&explain_prefix)).cloned().collect();
+    if !explained.is_empty() {
+        doc.heading(2, "Failures in the log and the layer that explains them");
+        doc.push(ClaimList::new(explained));
     }
-    let _ = writeln!(out, "\nVerdict: {}", r.verdict);
-    out
+    doc
 }

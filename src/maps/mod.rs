@@ -10,7 +10,7 @@ pub mod proc;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,9 +19,10 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::evidence::{Claim, Confidence, Source};
+use crate::exit;
+use crate::output::{Block, Collapse, Column, Document, Output, OutputOptions, Render, Table, Text};
 use crate::scan::coverage::{answer, DeviceArch};
 use crate::scan::{gpu, FileRecord};
-use crate::{exit, render};
 
 pub const SCHEMA: &str = "backscope.maps/1";
 
@@ -36,8 +37,8 @@ pub struct MapsOptions {
     pub interval: Duration,
     /// GPUs to answer for, besides the AMD GPUs found in the KFD topology.
     pub archs: Vec<String>,
-    pub json: bool,
-    pub output: Option<PathBuf>,
+    /// Format (JSON: schema backscope.maps/1) and destination.
+    pub output: OutputOptions,
 }
 
 /// What a library is, by its file name.
@@ -341,6 +342,7 @@ pub fn run(opts: &MapsOptions) -> Result<u8> {
         proc::live(*pid)?;
         proc::maps(*pid)?;
     }
+    let mut out = Output::open(&opts.output)?;
     let mut watched =
         Watched { started: Instant::now(), processes: BTreeMap::new(), snapshots: 0, problems: Vec::new() };
     let mut progress = |line: String| {
@@ -372,20 +374,7 @@ pub fn run(opts: &MapsOptions) -> Result<u8> {
         }
     }
     let report = report(watched, opts);
-    let sink: Box<dyn Write> = match &opts.output {
-        Some(path) => {
-            Box::new(std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?)
-        }
-        None => Box::new(std::io::stdout().lock()),
-    };
-    let mut out = std::io::BufWriter::new(sink);
-    if opts.json {
-        serde_json::to_writer(&mut out, &report)?;
-        writeln!(out)?;
-    } else {
-        out.write_all(text(&report).as_bytes())?;
-    }
-    out.flush()?;
+    out.emit(&report)?;
     Ok(if report.problems.is_empty() { exit::OK } else { exit::PROBLEMS })
 }
 
@@ -536,22 +525,55 @@ fn claims(processes: &[ProcessRecord], libraries: &[LibraryRecord]) -> Vec<Claim
     out
 }
 
-fn text(r: &MapsReport) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
+/// Rows of a process's library table terminal output shows (`--all`: every row); the GPU-related classes sort
+/// first, `other` last.
+const LIBRARY_ROWS: usize = 30;
+
+impl Render for MapsReport {
+    fn write_json(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        serde_json::to_writer(&mut *out, self)?;
+        writeln!(out)
+    }
+
+    fn document(&self) -> Document {
+        document(self)
+    }
+}
+
+/// The report as a document: each process's summary claim first (what it has mapped), the GPUs answered for,
+/// a table of each process's libraries, then the claim for each GPU-related library.
+fn document(r: &MapsReport) -> Document {
+    let pids: Vec<String> = r.processes.iter().filter(|p| p.root == p.pid).map(|p| p.pid.to_string()).collect();
+    let mut doc = Document::new(format!("backscope maps {}", pids.join(" ")));
     let lib_of: BTreeMap<&str, &LibraryRecord> = r.libraries.iter().map(|l| (l.path.as_str(), l)).collect();
+    let (summaries, interesting): (Vec<Claim>, Vec<Claim>) =
+        r.claims.iter().cloned().partition(|c| c.id.ends_with(".summary"));
+    doc.claims(&summaries);
+    if !r.gpus.is_empty() {
+        let g: Vec<String> = r.gpus.iter().map(|g| format!("{} (from {})", g.arch, g.from)).collect();
+        doc.paragraph(format!("GPUs answered for: {}", g.join(", ")));
+    }
     for p in &r.processes {
         let parent = if p.root == p.pid { String::new() } else { format!(", child of {} under {}", p.ppid, p.root) };
         let exited = if p.exited { ", exited" } else { "" };
-        let _ = writeln!(
-            out,
-            "pid {} {} ({}{parent}{exited}): {} executable files mapped (shared objects and the program)",
-            p.pid,
-            p.comm,
-            p.exe.as_deref().unwrap_or("executable not readable"),
-            p.libraries.len()
+        doc.heading(
+            2,
+            format!(
+                "pid {} {} ({}{parent}{exited}): {} executable files mapped (shared objects and the program)",
+                p.pid,
+                p.comm,
+                p.exe.as_deref().unwrap_or("executable not readable"),
+                p.libraries.len()
+            ),
         );
-        let mut t = render::table(&["library", "class", "SONAME", "version", "GPU code"]);
+        let mut t = Table::new(vec![
+            Column::label("library"),
+            Column::keep("class"),
+            Column::label("SONAME"),
+            Column::keep("version"),
+            Column::text("GPU code"),
+        ])
+        .collapse(Collapse::Head(LIBRARY_ROWS));
         let mut rows: Vec<(&LibraryRecord, &MappedLibrary)> =
             p.libraries.iter().filter_map(|m| lib_of.get(m.path.as_str()).map(|l| (*l, m))).collect();
         rows.sort_by_key(|(l, m)| (l.class, m.path.clone()));
@@ -564,7 +586,7 @@ fn text(r: &MapsReport) -> String {
                 Some(b) => format!("{} ({b})", l.class.as_str()),
                 None => l.class.as_str().to_string(),
             };
-            t.add_row(vec![
+            t.row([
                 format!("{}{}", m.path, if m.deleted { " (deleted)" } else { "" }),
                 class,
                 l.soname.clone().unwrap_or_else(|| "-".into()),
@@ -572,27 +594,21 @@ fn text(r: &MapsReport) -> String {
                 gpu,
             ]);
         }
-        let _ = writeln!(out, "{t}\n");
+        doc.push(t);
     }
-    if !r.gpus.is_empty() {
-        let g: Vec<String> = r.gpus.iter().map(|g| format!("{} (from {})", g.arch, g.from)).collect();
-        let _ = writeln!(out, "GPUs answered for: {}\n", g.join(", "));
-    }
-    let _ = writeln!(
-        out,
-        "Claims (a mapped library is loaded — not evidence of dispatch; `backscope trace` observes dispatch)"
+    doc.heading(
+        2,
+        "Claims (a mapped library is loaded — not evidence of dispatch; `backscope trace` observes dispatch)",
     );
-    let interesting: Vec<Claim> = r.claims.iter().filter(|c| !c.id.ends_with(".summary")).cloned().collect();
-    let summaries: Vec<Claim> = r.claims.iter().filter(|c| c.id.ends_with(".summary")).cloned().collect();
-    render::claims(&mut out, &summaries);
-    render::claims(&mut out, &interesting);
-    for p in &r.problems {
-        let _ = writeln!(out, "problem: {p}");
+    doc.claims(&interesting);
+    if !r.problems.is_empty() {
+        doc.heading(2, format!("Problems ({})", r.problems.len()));
+        doc.push(Block::List(r.problems.iter().map(|p| Text::plain(p.as_str())).collect()));
     }
     if let Some(w) = &r.watch {
-        let _ = writeln!(out, "\nwatched for {:.1} s ({} snapshots)", w.seconds, w.snapshots);
+        doc.paragraph(format!("watched for {:.1} s ({} snapshots)", w.seconds, w.snapshots));
     }
-    out
+    doc
 }
 
 #[cfg(test)]

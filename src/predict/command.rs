@@ -1,15 +1,15 @@
 //! The `predict` command body: where the prompt length and the observed kernels come from (flags, a trace, a
-//! sweep database), one prediction per observation, printed as text or JSON.
+//! sweep database), one prediction per observation, printed through the output layer.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use super::{compare, render, Batch, FlashAttn, ObservedSource, PredictOptions, PredictReport, PromptFromRun};
+use super::{compare, Batch, FlashAttn, ObservedSource, PredictOptions, PredictReport, PromptFromRun};
 use super::{WeightSource, DEFAULT_UBATCH};
 use crate::exit;
+use crate::output::{Output, OutputOptions};
 use crate::sweep::record::Record;
 use crate::sweep_db::{select_cells, SweepDb};
 
@@ -59,7 +59,8 @@ pub struct PredictCommand {
     pub cell: Option<String>,
     /// The sweep database (`--db`).
     pub db: PathBuf,
-    pub json: bool,
+    /// Format (JSON: docs/predict.md) and destination.
+    pub output: OutputOptions,
 }
 
 impl PredictCommand {
@@ -79,7 +80,7 @@ impl PredictCommand {
             observation: Observation::None,
             cell: None,
             db: PathBuf::from("backscope.db"),
-            json: false,
+            output: OutputOptions::default(),
         }
     }
 
@@ -234,41 +235,9 @@ pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
     Ok(PredictOutput::One(Box::new(super::run(&o)?)))
 }
 
-/// The text form of what `predict` prints.
-pub fn render_text(out: &PredictOutput) -> String {
-    match out {
-        PredictOutput::One(r) => render::render(r),
-        PredictOutput::Run(run) => {
-            let mut s =
-                format!("Sweep run {} ({}): {} traced record(s) compared\n", run.run_id, run.db, run.cells.len());
-            for c in &run.cells {
-                s.push_str(&format!(
-                    "\n== record {} ({}): endpoint {}, model {}, num_gpu {} [{}]\n\n",
-                    c.seq, c.cell_key, c.endpoint, c.model, c.num_gpu, c.file
-                ));
-                s.push_str(&render::render(&c.report));
-            }
-            if !run.skipped.is_empty() {
-                s.push_str("\nRecords left out\n");
-                for k in &run.skipped {
-                    s.push_str(&format!("  - {k}\n"));
-                }
-            }
-            s
-        }
-    }
-}
-
 /// Predict and print. A contradiction between prediction and observation is a finding, not an error: exit 0.
 pub fn run(cmd: &PredictCommand) -> Result<u8> {
-    let out = predict(cmd)?;
-    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
-    if cmd.json {
-        serde_json::to_writer(&mut stdout, &out)?;
-        writeln!(stdout)?;
-    } else {
-        stdout.write_all(render_text(&out).as_bytes())?;
-    }
-    stdout.flush()?;
+    let mut out = Output::open(&cmd.output)?;
+    out.emit(&predict(cmd)?)?;
     Ok(exit::OK)
 }

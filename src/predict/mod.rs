@@ -14,7 +14,7 @@
 pub mod command;
 pub mod compare;
 pub mod model;
-pub mod render;
+mod render;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

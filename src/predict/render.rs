@@ -1,47 +1,83 @@
-//! Text rendering of a [`PredictReport`]: a table per phase, the comparison with observed kernels, the claims.
+//! A [`PredictReport`] as a document: what was predicted for (GPU, ggml version, model, tokens) and, when kernels
+//! were observed, the tally of the comparison first; then a table per phase (with `--explain`, each decision
+//! path), the comparison with the observed kernels, the assumptions and the claims. `predict --run` gives one
+//! such part per traced record.
 
-use std::fmt::Write as _;
+use std::io::Write;
 
+use super::command::{PredictOutput, RunPredictions};
 use super::{family_text, PredictReport};
-use crate::knowledge::dispatch::Check;
-use crate::render::table;
+use crate::knowledge::dispatch::{Check, RuleRef};
+use crate::output::{Block, Column, Document, Render, Span, Table, Text};
 
-fn rule_text(r: Option<&crate::knowledge::dispatch::RuleRef>) -> (String, String) {
+impl Render for PredictOutput {
+    fn write_json(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        serde_json::to_writer(&mut *out, self)?;
+        writeln!(out)
+    }
+
+    fn document(&self) -> Document {
+        match self {
+            PredictOutput::One(r) => {
+                let mut doc = Document::new(format!("backscope predict --arch {}: {}", r.arch.label, r.model.source));
+                doc.blocks = blocks(r, 0);
+                doc
+            }
+            PredictOutput::Run(run) => run_document(run),
+        }
+    }
+}
+
+fn rule_text(r: Option<&RuleRef>) -> (String, String) {
     match r {
         Some(r) => (r.id.clone(), r.source.clone()),
         None => ("-".into(), String::new()),
     }
 }
 
-fn path_lines(out: &mut String, path: &[Check]) {
+/// One decision path: every rule checked, whether it held, what it decided and its inputs.
+fn path_table(path: &[Check]) -> Table {
+    let mut t =
+        Table::new(vec![Column::keep("rule"), Column::keep("held"), Column::text("decided"), Column::text("inputs")]);
     for c in path {
         let held = match c.held {
             Some(true) => "holds",
             Some(false) => "no",
             None => "unknown",
         };
-        let decided = c.decided.as_ref().map(|d| format!(" => {d}")).unwrap_or_default();
-        let _ = writeln!(out, "      {}: {held}{decided}  [{}]", c.rule, c.inputs);
+        t.row([c.rule.clone(), held.to_string(), c.decided.clone().unwrap_or_default(), c.inputs.clone()]);
     }
+    t
 }
 
-pub fn render(r: &PredictReport) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
+/// The blocks of one report; `depth` pushes its headings down (a record's report inside `predict --run`).
+fn blocks(r: &PredictReport, depth: u8) -> Vec<Block> {
+    let mut doc = Document::default();
+    let level = |l: u8| l + depth;
+    // With observed kernels, the tally is the verdict; then what the prediction is for.
+    if let Some(c) = &r.comparison {
+        doc.paragraph(
+            Text::plain(format!("Prediction vs observation ({} {}): ", c.observed.kind, c.observed.path)).and(
+                Span::Strong(format!(
+                    "{} confirmed, {} contradicted, {} unobserved",
+                    c.confirmed, c.contradicted, c.unobserved
+                )),
+            ),
+        );
+    }
+    let gpu = format!(
         "{} ({}, {} cc {}, warp {}) with {} [{}]",
         r.arch.label, r.arch.family, r.arch.vendor, r.arch.ggml_cc, r.arch.warp_size, r.ggml.name, r.ggml.file
     );
     let mut model = r.model.source.clone();
     if let Some(a) = &r.model.architecture {
-        let _ = write!(model, " ({a}");
+        model.push_str(&format!(" ({a}"));
         if let Some(n) = r.model.n_layer {
-            let _ = write!(model, ", {n} layers");
+            model.push_str(&format!(", {n} layers"));
         }
         model.push(')');
     }
     let types: Vec<String> = r.model.weights_per_type.iter().map(|(t, n)| format!("{n} {t}")).collect();
-    let _ = writeln!(out, "model: {model}; weight matrices: {}", types.join(", "));
     let tokens = match (r.tokens.prompt_tokens, r.tokens.ne11) {
         (Some(p), _) => format!("prompt of {p} token(s), ubatch {}", r.tokens.ubatch),
         (None, Some(n)) => format!("ne11 = {n}"),
@@ -54,10 +90,22 @@ pub fn render(r: &PredictReport) -> String {
     } else {
         "no attention shape (single weight)"
     };
-    let _ = writeln!(out, "{tokens}, {} decode step(s); {fa}\n", r.tokens.decode_tokens);
+    doc.push(Block::Facts(vec![
+        ("GPU".into(), gpu.into()),
+        ("model".into(), format!("{model}; weight matrices: {}", types.join(", ")).into()),
+        ("tokens".into(), format!("{tokens}, {} decode step(s); {fa}", r.tokens.decode_tokens).into()),
+    ]));
 
     for p in &r.phases {
-        let mut t = table(&["type", "op", "weights", "ne11", "family", "rule", "citation"]);
+        let mut t = Table::new(vec![
+            Column::keep("type"),
+            Column::keep("op"),
+            Column::keep("weights"),
+            Column::keep("ne11"),
+            Column::text("family"),
+            Column::keep("rule"),
+            Column::text("citation"),
+        ]);
         for g in &p.weights {
             let (rule, cite) = rule_text(g.prediction.rule.as_ref());
             let family = match (&g.prediction.family, &g.prediction.undecided) {
@@ -68,7 +116,7 @@ pub fn render(r: &PredictReport) -> String {
                 (None, Some(why)) => format!("undecided: {why}"),
                 (None, None) => "undecided".into(),
             };
-            t.add_row(vec![
+            t.row([
                 g.ggml_type.clone(),
                 format!("{:?}", g.op).replace("MulMatId", "MUL_MAT_ID").replace("MulMat", "MUL_MAT"),
                 g.tensors.to_string(),
@@ -80,7 +128,7 @@ pub fn render(r: &PredictReport) -> String {
         }
         for a in &p.attention {
             let (rule, cite) = rule_text(a.prediction.rule.as_ref());
-            t.add_row(vec![
+            t.row([
                 format!("attention (KV {})", a.kv_type),
                 "FLASH_ATTN_EXT".into(),
                 format!("D {} GQA {}", a.head_dim, a.gqa),
@@ -91,29 +139,34 @@ pub fn render(r: &PredictReport) -> String {
             ]);
         }
         let times = if p.repeat > 1 { format!(", x{}", p.repeat) } else { String::new() };
-        let _ = writeln!(out, "{} (ne11 = {}{times})\n{t}", p.label, p.ne11);
+        doc.heading(level(2), format!("{} (ne11 = {}{times})", p.label, p.ne11));
+        doc.push(t);
         if r.explain {
             for g in &p.weights {
-                let _ = writeln!(out, "    decision path for {} ({}):", g.ggml_type, g.examples.join(", "));
-                path_lines(&mut out, &g.prediction.path);
+                doc.heading(level(3), format!("decision path for {} ({})", g.ggml_type, g.examples.join(", ")));
+                doc.push(path_table(&g.prediction.path));
             }
             for a in &p.attention {
-                let _ = writeln!(out, "    decision path for attention (gqa_eff {}):", a.prediction.gqa_eff);
-                path_lines(&mut out, &a.prediction.path);
+                doc.heading(level(3), format!("decision path for attention (gqa_eff {})", a.prediction.gqa_eff));
+                doc.push(path_table(&a.prediction.path));
             }
         }
-        out.push('\n');
     }
 
     if let Some(c) = &r.comparison {
-        let _ = writeln!(
-            out,
-            "Prediction vs observation ({} {}): {} confirmed, {} contradicted, {} unobserved",
-            c.observed.kind, c.observed.path, c.confirmed, c.contradicted, c.unobserved
-        );
-        let mut t = table(&["phase", "type", "ne11", "predicted", "verdict", "launches", "note"]);
+        // The tally is the report's first lines; here the items behind it.
+        doc.heading(level(2), "Prediction vs observation");
+        let mut t = Table::new(vec![
+            Column::keep("phase"),
+            Column::keep("type"),
+            Column::number("ne11"),
+            Column::text("predicted"),
+            Column::keep("verdict"),
+            Column::number("launches"),
+            Column::text("note"),
+        ]);
         for it in &c.items {
-            t.add_row(vec![
+            t.row([
                 it.phase.clone(),
                 it.ggml_type.clone(),
                 it.ne11.to_string(),
@@ -123,20 +176,41 @@ pub fn render(r: &PredictReport) -> String {
                 it.note.clone(),
             ]);
         }
-        let _ = writeln!(out, "{t}");
+        doc.push(t);
         if !c.unexplained.is_empty() {
-            let _ = writeln!(out, "Observed but predicted by no phase (contradictions):");
-            for u in &c.unexplained {
-                let _ = writeln!(out, "  {} ({}, {} launches)", u.kernel, u.family, u.launches);
-            }
+            doc.heading(level(3), "Observed but predicted by no phase (contradictions)");
+            doc.push(Block::List(
+                c.unexplained
+                    .iter()
+                    .map(|u| Text::code(&u.kernel).and_plain(format!(" ({}, {} launches)", u.family, u.launches)))
+                    .collect(),
+            ));
         }
-        out.push('\n');
     }
-    let _ = writeln!(out, "Assumptions");
-    for a in &r.assumptions {
-        let _ = writeln!(out, "  - {a}");
+    doc.heading(level(2), "Assumptions");
+    doc.push(Block::List(r.assumptions.iter().map(|a| Text::plain(a.as_str())).collect()));
+    doc.heading(level(2), "Claims");
+    doc.claims(&r.claims);
+    doc.blocks
+}
+
+/// `predict --run`: how many records were compared, then each record's report under its own heading.
+fn run_document(run: &RunPredictions) -> Document {
+    let mut doc = Document::new(format!("backscope predict --run {}", run.run_id));
+    doc.paragraph(format!("Sweep run {} ({}): {} traced record(s) compared", run.run_id, run.db, run.cells.len()));
+    for c in &run.cells {
+        doc.heading(
+            2,
+            format!(
+                "record {} ({}): endpoint {}, model {}, num_gpu {} [{}]",
+                c.seq, c.cell_key, c.endpoint, c.model, c.num_gpu, c.file
+            ),
+        );
+        doc.blocks.extend(blocks(&c.report, 1));
     }
-    let _ = writeln!(out, "\nClaims");
-    crate::render::claims(&mut out, &r.claims);
-    out
+    if !run.skipped.is_empty() {
+        doc.heading(2, "Records left out");
+        doc.push(Block::List(run.skipped.iter().map(|k| Text::plain(k.as_str())).collect()));
+    }
+    doc
 }

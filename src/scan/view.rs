@@ -1,6 +1,7 @@
 //! A scan report as a document: with `--arch`, the answer for that GPU first (its verdict claim, then what each
 //! library can do on it); then the other claims; then the tables (libraries, the arch × library coverage,
-//! dependencies, vendor BLAS directories, kernels with `--kernels`), problems, and what was scanned.
+//! dependencies, vendor BLAS directories, kernels with `--kernels`, the instruction mix with `--disasm`), problems,
+//! and what was scanned.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -244,6 +245,9 @@ pub fn document(report: &ScanReport, kernels: bool) -> Document {
     if kernels {
         doc.heading(2, "Kernels");
         doc.push(kernel_table(report));
+    }
+    if let Some(d) = &report.disasm {
+        doc.blocks.extend(crate::disasm::view::blocks(d, kernels || d.kernel_pattern.is_some()));
     }
     if !report.problems.is_empty() {
         let mut t = Table::new(vec![
