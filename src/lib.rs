@@ -16,5 +16,6 @@ mod render;
 pub mod scan;
 pub mod sweep;
 pub mod synth;
-pub mod trace;
+/// Reading trace files: the `backscope-trace-reader` crate.
+pub use trace_reader as trace;
 pub mod tracecmd;
