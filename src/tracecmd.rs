@@ -219,9 +219,9 @@ impl CrashSummary {
             last.push(format!("thread {}{inside}: {}", t.tid, kernels.join(", then ")));
         }
         let last = if last.is_empty() {
-            "no CUDA/HIP kernel launch was observed before it".to_string()
+            "no CUDA/HIP kernel launch was observed before the crash".to_string()
         } else {
-            format!("the last kernels launched before it: {}", last.join("; "))
+            format!("the last kernels launched before the crash: {}", last.join("; "))
         };
         let ending = if self.fatal { "" } else { " (the program's own handler returned from it: it may have gone on)" };
         format!("pid {} ({}) {how} in thread {}{inside}{ending}; {last}", self.pid, self.exe, self.tid)

@@ -276,7 +276,10 @@ pub fn observe(
     if !caught_up && !traces.is_empty() {
         let behind: Vec<String> = traces
             .iter()
-            .filter(|t| !t.is_finished() && t.windows.last().is_none_or(|w| w.t1 < window[1]))
+            // A process that died of a signal wrote its last window with the crash record.
+            .filter(|t| {
+                !t.is_finished() && t.fatal_crash().is_none() && t.windows.last().is_none_or(|w| w.t1 < window[1])
+            })
             .filter_map(|t| t.path.as_deref().map(label))
             .collect();
         // Usual for a process idle since before the request ended (it writes no empty window); a process that

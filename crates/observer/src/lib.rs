@@ -19,9 +19,11 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod crash;
 mod ffi;
 mod graphs;
 pub mod hooks;
+mod locus;
 mod observe;
 mod real;
 mod registry;

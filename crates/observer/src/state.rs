@@ -36,7 +36,7 @@ pub struct Config {
 }
 
 impl Config {
-    fn from_env() -> Result<Config, &'static str> {
+    pub fn from_env() -> Result<Config, &'static str> {
         let destination = match (getenv(env::TRACE_FILE.c_name()), getenv(env::TRACE_DIR.c_name())) {
             (Some(file), _) if !file.is_empty() => Destination::File(file),
             (_, Some(dir)) if !dir.is_empty() => Destination::Dir(dir),
@@ -122,10 +122,9 @@ fn start_slow() -> bool {
                         STATE.store(ON, Ordering::Release);
                         // Only now, with no thread waiting on STARTING: spawning a thread can end up
                         // in the dynamic loader (std looks up symbols with dlsym), and a thread
-                        // waiting here may be a library constructor holding the loader's lock.
-                        if interval_ms > 0 {
-                            writer::spawn_thread(interval_ms);
-                        }
+                        // waiting here may be a library constructor holding the loader's lock. With
+                        // interval 0 the thread only serves the crash handler's flush requests.
+                        writer::spawn_thread(interval_ms);
                         true
                     }
                     Err(why) => {
@@ -176,7 +175,9 @@ fn start() -> Result<u64, &'static str> {
         }
         IMAGE_READY.store(true, Ordering::Release);
     }
-    START_NS.store(format::clock::now_ns(), Ordering::Relaxed);
+    let now = format::clock::now_ns();
+    START_NS.store(now, Ordering::Relaxed);
+    crate::locus::OPEN_WINDOW_T0.store(now, Ordering::Relaxed);
     Ok(config().map_or(0, |c| c.interval_ms))
 }
 
@@ -194,6 +195,7 @@ pub fn pin_in_memory() {
 /// Switches the observer off for the rest of the process and says why, once, on stderr.
 pub fn disable(why: fmt::Arguments<'_>) {
     STATE.store(OFF, Ordering::Release);
+    crate::crash::writer_finished();
     report_once(why);
 }
 
@@ -268,6 +270,7 @@ extern "C" fn fork_child() {
         writer::reset_in_child();
         registry::reset_counters_in_child();
         graphs::reset_in_child();
+        crate::crash::reset_in_child();
         // The child has no writer thread: the next hook call restarts the observer for the child
         // (own pid, own file, own thread). An observer that was off stays off.
         if STATE.load(Ordering::Acquire) == ON {

@@ -26,11 +26,11 @@ use crate::state::{self, Destination};
 use crate::sync::SpinLock;
 
 /// The header's `writer`: which program wrote the trace.
-const WRITER_NAME: &str = "backscope-observer";
+pub const WRITER_NAME: &str = "backscope-observer";
 /// Bytes gathered before a `write`; always cut at a line boundary.
 const WRITE_CHUNK: usize = 64 * 1024;
 /// Bytes kept free under the budget for the `truncated` record (its longest form is far shorter).
-const CUT_RECORD_RESERVE: u64 = 512;
+pub const CUT_RECORD_RESERVE: u64 = 512;
 /// How far back from the end a write error may cut the file to make room for the `truncated`
 /// record, and how many line boundaries it tries.
 const CUT_BACK_BYTES: u64 = 64 * 1024;
@@ -125,6 +125,7 @@ impl Writer {
             Destination::File(pattern) => open_file_destination(pattern, pid)?,
         };
         self.regular = file.metadata().is_ok_and(|m| m.is_file());
+        crate::crash::file_opened(std::os::fd::AsRawFd::as_raw_fd(&file));
         self.file = Some(file);
         self.path = path;
         self.header(config.interval_ms, pid);
@@ -254,6 +255,8 @@ impl Writer {
         let t0 = self.last_t;
         let t1 = now_ns().max(t0);
         self.last_t = t1;
+        // Launches from now on are counted in the window that starts here.
+        crate::locus::OPEN_WINDOW_T0.store(t1, std::sync::atomic::Ordering::Relaxed);
         let empty = lists.iter().all(Vec::is_empty) && graph_delta.iter().all(|&d| d == 0);
         if empty && shapes.is_empty() && other_shapes.is_empty() {
             return;
@@ -338,7 +341,9 @@ impl Writer {
         if max_bytes == 0 {
             return Ok(self.write_bytes(lines)?);
         }
-        let room = max_bytes.saturating_sub(CUT_RECORD_RESERVE).saturating_sub(self.written);
+        // The file also holds what the crash handler wrote into it.
+        let size = self.written + crate::crash::extra_written();
+        let room = max_bytes.saturating_sub(CUT_RECORD_RESERVE).saturating_sub(size);
         if lines.len() as u64 <= room {
             return Ok(self.write_bytes(lines)?);
         }
@@ -346,8 +351,10 @@ impl Writer {
         let fitting = &lines[..room as usize];
         let keep = fitting.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         self.write_bytes(&lines[..keep])?;
+        crate::crash::finish_exclusive();
         let mut cut = Vec::with_capacity(CUT_RECORD_RESERVE as usize);
-        record::truncated_budget(&mut cut, now_ns(), self.written, max_bytes);
+        let size = self.written + crate::crash::extra_written();
+        record::truncated_budget(&mut cut, now_ns(), size, max_bytes);
         self.write_bytes(&cut)?;
         Err(Stop::Budget)
     }
@@ -380,6 +387,9 @@ impl Writer {
     fn record_write_error(&mut self, error: &io::Error) {
         // Without a whole header there is no trace to end with a record.
         let Some(file) = self.file.as_ref().filter(|_| self.regular && self.header_end > 0) else { return };
+        crate::crash::finish_exclusive();
+        // The file's real size: the crash handler may have written into it too.
+        self.written = file.metadata().map_or(self.written, |m| m.len());
         let reason = self
             .write_errno
             .map_or_else(|| error.kind().to_string(), |code| io::Error::from_raw_os_error(code).to_string());
@@ -411,10 +421,17 @@ impl Writer {
         }
         self.definitions()?;
         self.window();
+        if let Some((seq, at_ns)) = crate::crash::survived_signal() {
+            record::signal_returned(&mut self.buf, seq, at_ns);
+        }
         if kind == Flush::Exit {
+            // Nothing may follow the end record: no crash record from now on.
+            crate::crash::finish_exclusive();
             record::end(&mut self.buf, now_ns());
         }
-        self.write_out()
+        self.write_out()?;
+        crate::crash::flushed(self.defined, self.overflow_defined, self.written);
+        Ok(())
     }
 }
 
@@ -503,7 +520,8 @@ fn flush(kind: Flush) -> bool {
     }
 }
 
-/// Starts the periodic writer thread.
+/// Starts the writer thread: a window every `interval_ms` (none when 0), and one whenever the crash
+/// handler asks for the open window (`crate::crash`).
 pub fn spawn_thread(interval_ms: u64) {
     // The thread inherits the creating thread's signal mask: block everything around the spawn so
     // that the host's signal handlers never run on the observer's thread (a Go runtime, for one,
@@ -530,26 +548,77 @@ pub fn spawn_thread(interval_ms: u64) {
     }
 }
 
+/// Waits until `deadline` (CLOCK_MONOTONIC ns; `None`: no deadline) or a request on `efd`; whether a
+/// request came.
+fn wait(efd: libc::c_int, deadline: Option<u64>) -> bool {
+    let timeout = deadline.map(|d| {
+        let ns = d.saturating_sub(now_ns());
+        libc::timespec { tv_sec: (ns / 1_000_000_000) as libc::time_t, tv_nsec: (ns % 1_000_000_000) as libc::c_long }
+    });
+    if efd < 0 {
+        match timeout {
+            Some(t) => std::thread::sleep(std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)),
+            None => std::thread::park(),
+        }
+        return false;
+    }
+    let mut poll = libc::pollfd { fd: efd, events: libc::POLLIN, revents: 0 };
+    let timeout_ptr = timeout.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: one valid pollfd; a null timeout waits without limit; no signal mask change.
+    let ready = unsafe { libc::ppoll(&mut poll, 1, timeout_ptr, std::ptr::null()) };
+    if ready <= 0 || poll.revents & libc::POLLIN == 0 {
+        return false;
+    }
+    let mut count = 0u64;
+    // SAFETY: an 8-byte read from a non-blocking eventfd resets its counter.
+    unsafe { libc::read(efd, (&mut count as *mut u64).cast(), 8) };
+    true
+}
+
 fn writer_loop(interval_ms: u64) {
     state::pin_in_memory();
-    let interval = interval_ms.saturating_mul(1_000_000).max(1);
-    let mut next = now_ns().saturating_add(interval);
+    // SAFETY: eventfd has no memory preconditions; failure leaves the crash handler without flushes.
+    let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if efd >= 0 {
+        crate::crash::writer_thread_started(efd);
+    }
+    let interval = (interval_ms > 0).then(|| interval_ms.saturating_mul(1_000_000));
+    let mut next = interval.map(|i| now_ns().saturating_add(i));
     loop {
-        let now = now_ns();
-        if next > now {
-            std::thread::sleep(std::time::Duration::from_nanos(next - now));
-        }
-        // Fixed cadence; after a stall, restart from now rather than catching up.
-        next = next.saturating_add(interval).max(now_ns().saturating_add(1));
+        let survival = crate::crash::survival_deadline();
+        let deadline = match (next, survival) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let requested = wait(efd, deadline);
+        let request = crate::crash::pending_request();
         if !state::is_on() {
-            return;
+            break;
+        }
+        let now = now_ns();
+        let periodic = next.is_some_and(|n| now >= n);
+        let survived = survival.is_some_and(|s| now >= s);
+        if !requested && !periodic && !survived {
+            continue;
+        }
+        if let (true, Some(i)) = (periodic, interval) {
+            // Fixed cadence; after a stall, restart from now rather than catching up.
+            next = next.map(|n| n.saturating_add(i).max(now.saturating_add(1)));
         }
         let mut open = true;
         state::guarded(|| open = flush(Flush::Window));
+        crate::crash::request_served(request);
         if !open {
-            return;
+            break;
         }
-        graphs::reclaim_if_idle();
+        if periodic {
+            graphs::reclaim_if_idle();
+        }
+    }
+    crate::crash::writer_thread_ended();
+    if efd >= 0 {
+        // SAFETY: closes the eventfd created above, which the handler no longer uses (FLUSH_FD is -1).
+        unsafe { libc::close(efd) };
     }
 }
 

@@ -297,6 +297,9 @@ void backend_launch(const char *which, int n) {
     printf("pid-role launched %s x%d\n", which, n);
 }
 
+/* A launch of kernel a on the stream on which the test-double runtime faults. */
+void backend_launch_crashing(void) { hipLaunchKernel(HIP_A, ONE, ONE, ARGV, 48, (void *)0xDEAD0); }
+
 void backend_launch_cuda_c(int n) {
     for (int i = 0; i < n; i++) cudaLaunchKernel(CUDA_C, ONE, ONE, ARGV, 48, NULL);
     printf("launched cuda c x%d\n", n);

@@ -19,7 +19,9 @@
  *  - destroying a stream ends a capture on it; ...StreamIsCapturing calls are counted
  *    (fake_is_capturing_calls), so a test can see when an observer asks;
  *  - __cudaLaunchKernel calls the exported cudaLaunchKernel through the PLT (what CUDA 13 is reported
- *    to do), so an interposer sees a nested call.
+ *    to do), so an interposer sees a nested call;
+ *  - a launch on stream FAKE_CRASH_STREAM crashes inside the runtime (a write through a null
+ *    pointer), as a driver that faults in a launch would.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -30,6 +32,7 @@
 #include <string.h>
 
 #define FAKE_BAD_STREAM ((void *)0xBAD0)
+#define FAKE_CRASH_STREAM ((void *)0xDEAD0)
 #define ERR_INVALID 98
 
 typedef struct {
@@ -167,7 +170,14 @@ static int destroy_stream(void *stream) {
     return 0;
 }
 
+/* A null pointer the compiler cannot see through, so the faulting write stays a real write. */
+static uintptr_t stream_null(void) {
+    static volatile uintptr_t zero = 0;
+    return zero;
+}
+
 static int launch(fake_kernel *k, void *stream, unsigned long argsum) {
+    if (stream == FAKE_CRASH_STREAM) *(volatile int *)(uintptr_t)stream_null() = 1;
     if (!k) return ERR_INVALID;
     atomic_fetch_add(&k->argsum, argsum);
     if (stream == FAKE_BAD_STREAM) {

@@ -12,6 +12,7 @@
 use trace_reader as trace;
 
 mod common;
+mod crash;
 mod fake_runtime;
 mod faults;
 mod hip_runtime;
