@@ -62,6 +62,9 @@ pub struct ObservedKernel {
     pub api: String,
     /// ggml family (MMVQ, MMQ, …) from `crate::kernels::describe`.
     pub family: String,
+    /// The vendor library of a vendor-BLAS kernel (`cuBLASLt`, `CUTLASS`, `rocBLAS/Tensile`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ggml_type: Option<String>,
     /// Launches: direct launch calls plus kernels run by replays of captured graphs (failed calls included).
@@ -84,6 +87,7 @@ impl ObservedKernel {
         ObservedKernel {
             demangled: d.demangled,
             family: d.family.to_string(),
+            library: d.library.map(str::to_string),
             ggml_type: d.ggml_type.map(str::to_string),
             api: stats.api,
             launches: stats.launches,
@@ -738,12 +742,18 @@ fn claims(
             .take(3)
             .map(|k| format!("{} {}", k.launches, short_name(&k.demangled)))
             .collect();
+        // Vendor BLAS: which libraries' kernels they were.
+        let mut libraries: Vec<&str> =
+            kernels.iter().filter(|k| k.family == f.family).filter_map(|k| k.library.as_deref()).collect();
+        libraries.sort_unstable();
+        libraries.dedup();
+        let from = if libraries.is_empty() { String::new() } else { format!(" ({})", libraries.join(", ")) };
         out.push(
             Claim::new(
                 format!("trace.family.{}", f.family),
                 confidence,
                 format!(
-                    "{} ran: {at_least}{} launches of {} kernel(s) (top{counted}: {})",
+                    "{}{from} ran: {at_least}{} launches of {} kernel(s) (top{counted}: {})",
                     f.family,
                     f.launches - f.errors,
                     f.kernels,

@@ -108,6 +108,9 @@ fn fake_programs() -> &'static Path {
             "-Wl,-rpath,$ORIGIN".as_ref(),
         ]);
         gcc(&["-o".as_ref(), host.as_ref(), src.join("host.c").as_ref(), "-ldl".as_ref(), "-lpthread".as_ref()]);
+        // The vendor-BLAS stand-in, which dlopens the runtime itself and launches through its pointers.
+        let blas = dir.join("libfake_blas.so");
+        gcc(&["-shared".as_ref(), "-o".as_ref(), blas.as_ref(), src.join("fake_blas.c").as_ref(), "-ldl".as_ref()]);
         dir
     })
 }
@@ -507,4 +510,38 @@ fn a_go_panic_the_program_recovers_from_is_not_reported_as_its_end() {
     let crash_claim = claim(&summary, "trace.crash").unwrap();
     assert_eq!(crash_claim["confidence"], "Inferred");
     assert!(crash_claim["statement"].as_str().unwrap().contains("it may have gone on"), "{crash_claim}");
+}
+
+#[test]
+fn vendor_blas_launches_through_driver_pointers_are_summarised_with_their_libraries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("traces");
+    let out = trace_host(&dir, &["blas", "3"], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary = summary_of(&out);
+    // The test-double runtime's own count per kernel (it prints `fake NAME executed N …`).
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut expected = BTreeMap::new();
+    for line in stdout.lines().filter_map(|l| l.strip_prefix("fake ")) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let executed: u64 = fields[2].parse().unwrap();
+        if executed > 0 {
+            expected.insert(fields[0].to_string(), executed);
+        }
+    }
+    assert_eq!(launches_by_name(&summary), expected);
+    let library = |prefix: &str| {
+        let k = summary["kernels"].as_array().unwrap().iter().find(|k| k["name"].as_str().unwrap().starts_with(prefix));
+        k.map(|k| (k["family"].as_str().unwrap().to_string(), k["library"].as_str().unwrap_or("").to_string()))
+    };
+    assert_eq!(library("sm90_xmma"), Some(("vendor-BLAS".into(), "cuBLASLt".into())));
+    assert_eq!(library("cutlass_80"), Some(("vendor-BLAS".into(), "CUTLASS".into())));
+    assert_eq!(library("Cijk_Ailk"), Some(("vendor-BLAS".into(), "rocBLAS/Tensile".into())));
+    let claim = claim(&summary, "trace.family.vendor-BLAS").expect("a vendor-BLAS claim");
+    assert_eq!(claim["confidence"], "Confirmed");
+    let statement = claim["statement"].as_str().unwrap();
+    assert!(
+        statement.starts_with("vendor-BLAS (CUTLASS, cuBLASLt, rocBLAS/Tensile) ran: 14 launches of 5 kernel(s)"),
+        "{statement}"
+    );
 }

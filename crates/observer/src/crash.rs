@@ -76,6 +76,8 @@ static DEFINED: AtomicU32 = AtomicU32::new(1);
 static OVERFLOW_DEFINED: AtomicBool = AtomicBool::new(false);
 /// The writer thread's request `eventfd` and its thread id; -1 and 0 without one.
 static FLUSH_FD: AtomicI32 = AtomicI32::new(-1);
+/// A writer thread was spawned and has not ended (it may not have set up `FLUSH_FD` yet).
+static WRITER_EXPECTED: AtomicBool = AtomicBool::new(false);
 static WRITER_TID: AtomicU32 = AtomicU32::new(0);
 /// Flush requests made, and the last one the writer served.
 static REQUESTED: AtomicU64 = AtomicU64::new(0);
@@ -190,6 +192,11 @@ pub fn extra_written() -> u64 {
     EXTRA_WRITTEN.load(Ordering::Acquire)
 }
 
+/// A writer thread is about to be spawned: a crash before it is ready waits for it.
+pub fn writer_thread_expected() {
+    WRITER_EXPECTED.store(true, Ordering::Release);
+}
+
 /// The writer thread waits on `efd` for flush requests.
 pub fn writer_thread_started(efd: c_int) {
     WRITER_TID.store(locus::gettid(), Ordering::Release);
@@ -197,6 +204,7 @@ pub fn writer_thread_started(efd: c_int) {
 }
 
 pub fn writer_thread_ended() {
+    WRITER_EXPECTED.store(false, Ordering::Release);
     FLUSH_FD.store(-1, Ordering::Release);
     WRITER_TID.store(0, Ordering::Release);
 }
@@ -239,6 +247,7 @@ pub fn reset_in_child() {
         unsafe { libc::close(efd) };
     }
     WRITER_TID.store(0, Ordering::Relaxed);
+    WRITER_EXPECTED.store(false, Ordering::Relaxed);
     for counter in [&EXTRA_WRITTEN, &WRITTEN, &REQUESTED, &SERVED] {
         counter.store(0, Ordering::Relaxed);
     }
@@ -492,8 +501,13 @@ fn wait_until(ms: u64, done: impl Fn() -> bool) -> bool {
 
 /// Asks the writer thread to write the open window and waits for it; whether it did.
 fn flush_open_window(tid: u32) -> bool {
+    if !state::is_on() {
+        return false;
+    }
+    // A crash right after the observer started may come before its writer thread is ready.
+    wait_until(FLUSH_WAIT_MS, || FLUSH_FD.load(Ordering::Acquire) >= 0 || !WRITER_EXPECTED.load(Ordering::Acquire));
     let efd = FLUSH_FD.load(Ordering::Acquire);
-    if !state::is_on() || efd < 0 || WRITER_TID.load(Ordering::Acquire) == tid {
+    if efd < 0 || WRITER_TID.load(Ordering::Acquire) == tid {
         return false;
     }
     let request = REQUESTED.fetch_add(1, Ordering::AcqRel) + 1;

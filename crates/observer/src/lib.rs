@@ -20,11 +20,13 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod crash;
+mod dl;
 mod ffi;
 mod graphs;
 pub mod hooks;
 mod locus;
 mod observe;
+mod procs;
 mod real;
 mod registry;
 mod state;

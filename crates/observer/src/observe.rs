@@ -16,7 +16,7 @@ pub enum Namer {
     /// A `cudaKernel_t` (CUDA 12.4+ `__cudaLaunchKernel`), which is a `CUkernel`:
     /// `cuKernelGetName`, then `cudaFuncGetName`.
     CudaKernel,
-    /// A `CUfunction`: `cuFuncGetName`.
+    /// A `CUfunction`: `cuFuncGetName`, then `cuKernelGetName` (a `CUkernel` launched as a function).
     CuFunction,
     /// A HIP host stub: `hipKernelNameRefByPtr`.
     HipStub,
@@ -152,7 +152,9 @@ fn runtime_name(namer: Namer, key: usize, stream: Stream) -> Option<Vec<u8>> {
     match namer {
         Namer::CudaStub => by_out_param(&CUDA_FUNC_GET_NAME),
         Namer::CudaKernel => by_out_param(&CU_KERNEL_GET_NAME).or_else(|| by_out_param(&CUDA_FUNC_GET_NAME)),
-        Namer::CuFunction => by_out_param(&CU_FUNC_GET_NAME),
+        // A CUDA 12 `CUkernel` may be launched as a `CUfunction` (the static runtime in cuBLAS does):
+        // the function query fails for it, the kernel query answers.
+        Namer::CuFunction => by_out_param(&CU_FUNC_GET_NAME).or_else(|| by_out_param(&CU_KERNEL_GET_NAME)),
         Namer::HipStub => {
             let f = HIP_KERNEL_NAME_REF_BY_PTR.get()?;
             // SAFETY: a host stub pointer and the launch's stream, as hipKernelNameRefByPtr takes.

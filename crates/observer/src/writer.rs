@@ -535,6 +535,7 @@ pub fn spawn_thread(interval_ms: u64) {
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut previous);
     }
+    crate::crash::writer_thread_expected();
     let spawned = std::thread::Builder::new()
         .name("backscope-obs".into())
         .stack_size(256 * 1024)
@@ -542,6 +543,7 @@ pub fn spawn_thread(interval_ms: u64) {
     // SAFETY: restores the mask saved above.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut()) };
     if spawned.is_err() {
+        crate::crash::writer_thread_ended();
         // Without the thread there are no periodic windows, but the exit flush still writes
         // everything as one window.
         state::note(format_args!("could not start the writer thread; the trace will be written at exit only"));
@@ -576,12 +578,16 @@ fn wait(efd: libc::c_int, deadline: Option<u64>) -> bool {
 }
 
 fn writer_loop(interval_ms: u64) {
-    state::pin_in_memory();
+    // First the crash handler's channel (a crash may come at once), then pinning, which waits for the
+    // dynamic loader's lock.
     // SAFETY: eventfd has no memory preconditions; failure leaves the crash handler without flushes.
     let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
     if efd >= 0 {
         crate::crash::writer_thread_started(efd);
+    } else {
+        crate::crash::writer_thread_ended();
     }
+    state::pin_in_memory();
     let interval = (interval_ms > 0).then(|| interval_ms.saturating_mul(1_000_000));
     let mut next = interval.map(|i| now_ns().saturating_add(i));
     loop {

@@ -15,6 +15,7 @@ use std::ffi::CStr;
 
 pub mod cuda;
 pub mod hip;
+pub mod lookup;
 
 /// `concat!(name, "\0")` as a `CStr`, at compile time.
 pub const fn c_name(with_nul: &'static str) -> &'static CStr {

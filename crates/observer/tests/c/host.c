@@ -15,6 +15,9 @@
  *                                                   b x2 (main thread), then crash: a null-pointer
  *                                                   write, abort(), or a launch the runtime faults in
  *   host crash-early                                 a null-pointer write before any runtime is loaded
+ *   host blas N                                      the vendor-BLAS stand-in (libfake_blas.so) launches
+ *                                                   through driver pointers, N GEMMs each
+ *   host entry-points                                driver entry points from cudaGetDriverEntryPoint
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -169,6 +172,22 @@ int main(int argc, char **argv) {
         launch("b", 7);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         printf("phase b %lld %lld\n", t0.tv_sec * 1000000000LL + t0.tv_nsec, t1.tv_sec * 1000000000LL + t1.tv_nsec);
+    } else if (strcmp(mode, "blas") == 0) {
+        int n = argc > 2 ? atoi(argv[2]) : 3;
+        const char *dir = getenv("FAKE_LIB_DIR");
+        char path[4096];
+        snprintf(path, sizeof path, "%s/libfake_blas.so", dir ? dir : ".");
+        void *blas = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!blas) {
+            fprintf(stderr, "host: dlopen %s: %s\n", path, dlerror());
+            return 91;
+        }
+        ((void (*)(int))need(blas, "fake_cublas_gemm"))(n);
+        ((void (*)(int))need(blas, "fake_rocblas_gemm"))(n);
+        print_fake_counts();
+    } else if (strcmp(mode, "entry-points") == 0) {
+        ((void (*)(int))need(backend, "backend_entry_points"))(3);
+        print_fake_counts();
     } else if (strcmp(mode, "crash") == 0) {
         const char *how = argc > 2 ? argv[2] : "segv";
         void (*launch)(const char *, int) = (void (*)(const char *, int))need(backend, "backend_launch");

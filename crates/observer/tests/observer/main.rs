@@ -16,3 +16,4 @@ mod crash;
 mod fake_runtime;
 mod faults;
 mod hip_runtime;
+mod lookups;
