@@ -292,7 +292,7 @@ mod tests {
 
     #[test]
     fn vendor_blas_kernels_name_their_library() {
-        // Kernel names as Nsight Compute lists them for llama-bench on an H100 (issue 12), and Tensile's.
+        // Kernel names as Nsight Compute lists them for llama-bench on an H100, and Tensile's.
         for (raw, library) in [
             ("sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas", "cuBLASLt"),
             ("cutlass_80_tensorop_f16_s16816gemm_relu_f16_64x64_32x6_tn_align8", "CUTLASS"),
