@@ -19,6 +19,9 @@ pub struct KernelName {
     pub demangled_ok: bool,
     pub base: String,
     pub family: &'static str,
+    /// The vendor library of a vendor-BLAS kernel (`cuBLASLt`, `rocBLAS/Tensile`, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub library: Option<&'static str>,
     /// The first ggml type among the template arguments, by name (`Q4_K`).
     pub ggml_type: Option<&'static str>,
 }
@@ -28,13 +31,15 @@ pub const OTHER: &str = "other";
 
 pub fn describe(raw: &str) -> KernelName {
     let base = base_name(raw).unwrap_or(raw).to_string();
-    let family = family(&base, raw);
+    let rule = rule(&base, raw);
+    let family = rule.map_or(OTHER, |r| r.family.as_str());
+    let library = rule.and_then(|r| r.library.as_deref());
     let ggml_type = ggml_type_value(raw).and_then(|v| ggml_types().name_static(v));
     let (demangled, demangled_ok) = match demangle_short(raw) {
         Some(d) => (d, true),
         None => (fallback_name(raw), false),
     };
-    KernelName { demangled, demangled_ok, base, family, ggml_type }
+    KernelName { demangled, demangled_ok, base, family, library, ggml_type }
 }
 
 /// Most bytes of one demangled name by default ([`ScanLimits::demangled_bytes_per_name`]): back-references
@@ -286,15 +291,16 @@ pub fn ggml_type_value(raw: &str) -> Option<u32> {
 
 /// Family of a kernel from its base name (and raw name for `contains` rules).
 pub fn family(base: &str, raw: &str) -> &'static str {
-    for rule in &kernel_families().rule {
-        if rule.name.iter().any(|n| n == base)
+    rule(base, raw).map_or(OTHER, |r| r.family.as_str())
+}
+
+/// The first rule of data/kernel_families.toml that matches.
+fn rule(base: &str, raw: &str) -> Option<&'static crate::knowledge::FamilyRule> {
+    kernel_families().rule.iter().find(|rule| {
+        rule.name.iter().any(|n| n == base)
             || rule.prefix.iter().any(|p| base.starts_with(p.as_str()))
             || rule.contains.iter().any(|c| raw.contains(c.as_str()))
-        {
-            return rule.family.as_str();
-        }
-    }
-    OTHER
+    })
 }
 
 #[cfg(test)]
@@ -365,6 +371,23 @@ mod tests {
         assert!(!display_name_bounded(MMVQ, 4096).1);
         assert_eq!(demangle_bounded(MMVQ, 10), Demangled::TooLong, "the fast path is capped too");
         assert_eq!(demangle_bounded("Cijk_x", 10), Demangled::Failed);
+    }
+
+    #[test]
+    fn vendor_blas_kernels_name_their_library() {
+        // Kernel names as Nsight Compute lists them for llama-bench on an H100, and Tensile's.
+        for (raw, library) in [
+            ("sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas", "cuBLASLt"),
+            ("cutlass_80_tensorop_f16_s16816gemm_relu_f16_64x64_32x6_tn_align8", "CUTLASS"),
+            ("_ZN8cublasLt19splitKreduce_kernelILi32ELi16EiffffLb0ELb1ELb0ELb0EEEvNS_18cublasSplitKParamsIT3_EEPKT1_PKT2_PS7_PKT4_PKS9_PS9_PS7_", "cuBLASLt"),
+            ("_Z17gemv2T_kernel_valIiiLi128ELi16ELi4ELi4ELb0ELb0EfffEvv", "cuBLAS"),
+            ("Cijk_Ailk_Bljk_HHS_BH_MT64x64x32_MI32x32x8x1_SN_1LDSB0", "rocBLAS/Tensile"),
+        ] {
+            let k = describe(raw);
+            assert_eq!((k.family, k.library), ("vendor-BLAS", Some(library)), "{raw}");
+        }
+        let ggml = describe(MMVQ);
+        assert_eq!((ggml.family, ggml.library), ("MMVQ", None));
     }
 
     #[test]

@@ -232,3 +232,86 @@ fn each_request_gets_exactly_the_hip_launches_made_during_it() {
     }
     assert!(text.contains("kernels (per request)"), "{text}");
 }
+
+/// A real llama-server (CPU backend) under `sweep --trace`, sent `signal` by this test once the first request has
+/// streamed its first token: the server dies of it as it would without the observer, and the request's record
+/// carries the observer's crash record, which names the signal and its sender, with a Confirmed claim.
+fn llama_server_killed_mid_request_leaves_a_crash_record(signal: libc::c_int, name: &str) {
+    let _turn = heavy();
+    let (bin, model) = (llama_bin(), tiny_model());
+    let observer = observer_library();
+    let dir = tempfile::tempdir().unwrap();
+    let (db, runs) = (dir.path().join("backscope.db"), dir.path().join("runs"));
+    let args = [
+        "--server",
+        "cpu=llama-server:--device,none",
+        "--llama-bin",
+        bin.to_str().unwrap(),
+        "--model",
+        model.to_str().unwrap(),
+        "--num-gpu",
+        "0",
+        "--repetitions",
+        "1",
+        "--num-predict",
+        "64",
+        "--prompt",
+        "Hello",
+        "--read-timeout",
+        "120",
+        "--trace",
+        "--observer",
+        observer.to_str().unwrap(),
+    ];
+    let mut sweep = Sweep::start(&args, &db, &runs);
+    let started = sweep.wait_for(Duration::from_secs(30), |e| event_is(e, "run_started"));
+    let run_dir = PathBuf::from(s(&started["run_dir"]));
+    let first = sweep.wait_for(Duration::from_secs(300), |e| event_is(e, "first_token"));
+    let pid = first["pid"].as_i64().expect("first_token names the server pid");
+    // SAFETY: signalling the llama-server this test's sweep started.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, signal) }, 0);
+    let (status, events, stderr) = sweep.finish(Duration::from_secs(600));
+    assert_eq!(status.code(), Some(1), "a failed cell → exit 1; {stderr}");
+    let recs = records(&events);
+    let rec = &recs[0];
+    assert_eq!((rec["error_class"].as_str(), rec["signal"].as_str()), (Some("crash"), Some(name)), "{rec:#}");
+    assert_eq!(rec["signal_source"], "wait status", "the server died of the signal: {rec:#}");
+    let t = &rec["trace"];
+    let crashes = t["crashes"].as_array().unwrap_or_else(|| panic!("no crash in the trace section: {t:#}"));
+    assert_eq!(crashes.len(), 1, "{t:#}");
+    let c = &crashes[0];
+    assert_eq!(c["signal"], name);
+    assert_eq!(c["pid"].as_i64(), Some(pid));
+    // Sent by this test (SI_USER), not raised by the CPU.
+    assert_eq!((c["code"].as_i64(), c["sender_pid"].as_u64()), (Some(0), Some(u64::from(std::process::id()))));
+    assert_eq!(c["fatal"], true);
+    let (t0, t1) = (t["window_ns"][0].as_u64().unwrap(), t["window_ns"][1].as_u64().unwrap());
+    assert!((t0..=t1).contains(&c["at_ns"].as_u64().unwrap()), "the signal arrived during the request: {t:#}");
+    // A CPU server never calls CUDA or HIP: no launch to name, and the handler created the trace file itself.
+    assert!(c["threads"][0]["kernels"].as_array().unwrap().is_empty());
+    let file = run_dir.join(s(&c["file"]));
+    let header: Value = serde_json::from_str(std::fs::read_to_string(&file).unwrap().lines().next().unwrap()).unwrap();
+    assert_eq!(header["pid"].as_i64(), Some(pid));
+    let (claims, text) = report(&db, s(&rec["run_id"]));
+    let claim = claims.iter().find(|c| s(&c["id"]).ends_with(".trace_crash")).expect("a trace crash claim");
+    assert_eq!(claim["confidence"], "Confirmed");
+    let statement = s(&claim["statement"]);
+    assert!(statement.contains(&format!("received {name} sent by pid {}", std::process::id())), "{statement}");
+    assert!(statement.contains("no CUDA/HIP kernel launch was observed before the crash"), "{statement}");
+    assert!(claim["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|x| x["kind"] == "file" && x["path"] == file.display().to_string()));
+    assert!(text.contains(statement), "the report prints the claim: {text}");
+}
+
+#[test]
+fn a_traced_llama_server_killed_by_sigsegv_mid_request_leaves_a_crash_record() {
+    llama_server_killed_mid_request_leaves_a_crash_record(libc::SIGSEGV, "SIGSEGV");
+}
+
+#[test]
+fn a_traced_llama_server_killed_by_sigabrt_mid_request_leaves_a_crash_record() {
+    llama_server_killed_mid_request_leaves_a_crash_record(libc::SIGABRT, "SIGABRT");
+}

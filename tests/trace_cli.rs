@@ -108,6 +108,9 @@ fn fake_programs() -> &'static Path {
             "-Wl,-rpath,$ORIGIN".as_ref(),
         ]);
         gcc(&["-o".as_ref(), host.as_ref(), src.join("host.c").as_ref(), "-ldl".as_ref(), "-lpthread".as_ref()]);
+        // The vendor-BLAS stand-in, which dlopens the runtime itself and launches through its pointers.
+        let blas = dir.join("libfake_blas.so");
+        gcc(&["-shared".as_ref(), "-o".as_ref(), blas.as_ref(), src.join("fake_blas.c").as_ref(), "-ldl".as_ref()]);
         dir
     })
 }
@@ -361,4 +364,184 @@ fn sigint_to_trace_reaches_the_command_and_the_summary_follows() {
 #[test]
 fn a_signal_reaches_the_process_group_the_command_leads() {
     signal_reaches_the_traced_command(libc::SIGTERM, true);
+}
+
+/// `backscope trace --json` of `program args`, run plainly first: both must end the same way (exit code or signal),
+/// with the same stdout. Returns the plain run, the traced run and the summary.
+fn crash_plain_and_traced(
+    dir: &Path,
+    program: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (std::process::Output, std::process::Output, serde_json::Value) {
+    use std::os::unix::process::ExitStatusExt;
+    let mut plain = Command::new(program);
+    plain.args(args).envs(env.iter().copied());
+    let plain = run(&mut plain);
+    let mut cmd = backscope();
+    cmd.args(["trace", "--json", "--observer"]).arg(observer_library()).arg("--dir").arg(dir);
+    cmd.arg("--").arg(program).args(args).envs(env.iter().copied());
+    let traced = run(&mut cmd);
+    // `backscope trace` exits with the command's status: 128 + the signal for a command a signal killed.
+    let expected = plain.status.code().unwrap_or_else(|| 128 + plain.status.signal().unwrap());
+    assert_eq!(traced.status.code(), Some(expected), "{}", String::from_utf8_lossy(&traced.stderr));
+    let summary = summary_of(&traced);
+    let text = String::from_utf8_lossy(&traced.stdout);
+    let program_output = text.trim_end().rsplit_once('\n').map_or("", |(head, _)| head);
+    assert_eq!(program_output.trim_end(), String::from_utf8_lossy(&plain.stdout).trim_end());
+    (plain, traced, summary)
+}
+
+#[test]
+fn a_crashing_c_program_dies_as_it_would_and_the_summary_names_the_last_kernels() {
+    let host = fake_programs().join("host");
+    let env = [("FAKE_LIB_DIR", fake_programs().to_str().unwrap())];
+    for (how, signal, sig_name) in [("segv", libc::SIGSEGV, "SIGSEGV"), ("abort", libc::SIGABRT, "SIGABRT")] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("traces");
+        let (plain, _, summary) = crash_plain_and_traced(&dir, &host, &["crash", how], &env);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(plain.status.signal(), Some(signal));
+        let crash = &summary["crashes"][0];
+        assert_eq!((crash["signal"].as_str(), crash["fatal"].as_bool()), (Some(sig_name), Some(true)), "{crash}");
+        // host crash: a x3 and b x2 on the main thread (tid = pid), then b x1 on a second thread.
+        let main = &crash["threads"][0];
+        assert_eq!(main["tid"], crash["pid"]);
+        let runs: Vec<(String, u64)> = main["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| (k["name"].as_str().unwrap().to_string(), k["launches"].as_u64().unwrap()))
+            .collect();
+        // The names fake_backend.c registers.
+        assert_eq!(runs, [("_Z12hip_kernel_av".to_string(), 3), ("_Z12hip_kernel_bPfi".to_string(), 2)]);
+        assert_eq!(crash["threads"][1]["kernels"][0]["launches"], 1);
+        let crash_claim = claim(&summary, "trace.crash").unwrap_or_else(|| panic!("no crash claim: {summary}"));
+        assert_eq!(crash_claim["confidence"], "Confirmed");
+        let statement = crash_claim["statement"].as_str().unwrap();
+        assert!(statement.contains(&format!(" {sig_name}")), "{statement}");
+        assert!(statement.contains("the last kernels launched before the crash: thread "), "{statement}");
+        assert!(statement.contains("3× hip_kernel_a (other), then 2× hip_kernel_b (other)"), "{statement}");
+        assert!(claim(&summary, "trace.incomplete").is_none(), "the crash record's flush left no window missing");
+    }
+}
+
+/// The Go crash program (`crates/observer/tests/go`): a cgo program shaped like Ollama's runner whose C half
+/// (built with hipcc) registers a HIP kernel with the real HIP runtime. Built once for this test binary.
+fn go_crash_program() -> &'static Path {
+    static PROGRAM: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PROGRAM.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/observer/tests/go");
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("go-crash-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let library = dir.join("libgokernel.so");
+        stdout_ok(
+            Command::new("hipcc")
+                .args(["--offload-arch=gfx900", "-fPIC", "-shared", "-o"])
+                .arg(&library)
+                .arg(src.join("kernel.hip")),
+        );
+        let program = dir.join("gocrash");
+        stdout_ok(
+            Command::new("go")
+                .args(["build", "-o"])
+                .arg(&program)
+                .arg(".")
+                .current_dir(&src)
+                .env("CGO_ENABLED", "1")
+                .env("CGO_LDFLAGS", format!("-L{0} -lgokernel -Wl,-rpath,{0}", dir.display()))
+                .env("GOCACHE", Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-cache"))
+                .env("GOPROXY", "off")
+                .env("GOFLAGS", "-mod=mod"),
+        );
+        program
+    })
+}
+
+#[test]
+fn a_cgo_program_that_crashes_in_c_keeps_gos_report_and_status_and_the_trace_names_its_kernels() {
+    let program = go_crash_program();
+    for (mode, report) in
+        [("c-segv", "[signal SIGSEGV: segmentation violation code=0x1 addr=0x0"), ("c-abort", "SIGABRT: abort")]
+    {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("traces");
+        let (plain, traced, summary) = crash_plain_and_traced(&dir, program, &[mode], &[]);
+        // Go's own crash report, goroutine dump included, with and without the observer; Go exits with 2.
+        assert_eq!(plain.status.code(), Some(2), "{}", String::from_utf8_lossy(&plain.stderr));
+        for stderr in [&plain.stderr, &traced.stderr] {
+            let stderr = String::from_utf8_lossy(stderr);
+            assert!(stderr.contains(report) && stderr.contains("goroutine 1 [syscall]"), "{stderr}");
+        }
+        // The program's own account: four launch lines, all failed (no GPU).
+        let launches =
+            String::from_utf8_lossy(&plain.stdout).lines().filter(|l| l.starts_with("launch add_one ")).count() as u64;
+        assert_eq!(launches, 4);
+        // `add_one(float*, int)` in the Itanium C++ ABI's mangling.
+        let kernel = &summary["kernels"][0];
+        assert_eq!((kernel["name"].as_str(), kernel["launches"].as_u64()), (Some("_Z7add_onePfi"), Some(4)));
+        let crash = &summary["crashes"][0];
+        assert_eq!(crash["fatal"], true, "{crash}");
+        let remembered: u64 = crash["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|t| t["kernels"].as_array().unwrap())
+            .map(|k| k["launches"].as_u64().unwrap())
+            .sum();
+        assert_eq!(remembered, 4);
+        let crash_claim = claim(&summary, "trace.crash").unwrap_or_else(|| panic!("no crash claim: {summary}"));
+        assert_eq!(crash_claim["confidence"], "Confirmed");
+        assert!(crash_claim["statement"].as_str().unwrap().contains("4× add_one (other, failed)"), "{crash_claim}");
+    }
+}
+
+#[test]
+fn a_go_panic_the_program_recovers_from_is_not_reported_as_its_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("traces");
+    let (plain, _, summary) = crash_plain_and_traced(&dir, go_crash_program(), &["go-recover"], &[]);
+    assert!(plain.status.success());
+    assert!(String::from_utf8_lossy(&plain.stdout).contains("recovered: true"));
+    // The nil dereference reached the observer's handler, which passed it to Go's; the program went on.
+    let crash = &summary["crashes"][0];
+    assert_eq!((crash["signal"].as_str(), crash["fatal"].as_bool()), (Some("SIGSEGV"), Some(false)), "{crash}");
+    let crash_claim = claim(&summary, "trace.crash").unwrap();
+    assert_eq!(crash_claim["confidence"], "Inferred");
+    assert!(crash_claim["statement"].as_str().unwrap().contains("it may have gone on"), "{crash_claim}");
+}
+
+#[test]
+fn vendor_blas_launches_through_driver_pointers_are_summarised_with_their_libraries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("traces");
+    let out = trace_host(&dir, &["blas", "3"], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary = summary_of(&out);
+    // The test-double runtime's own count per kernel (it prints `fake NAME executed N …`).
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut expected = BTreeMap::new();
+    for line in stdout.lines().filter_map(|l| l.strip_prefix("fake ")) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let executed: u64 = fields[2].parse().unwrap();
+        if executed > 0 {
+            expected.insert(fields[0].to_string(), executed);
+        }
+    }
+    assert_eq!(launches_by_name(&summary), expected);
+    let library = |prefix: &str| {
+        let k = summary["kernels"].as_array().unwrap().iter().find(|k| k["name"].as_str().unwrap().starts_with(prefix));
+        k.map(|k| (k["family"].as_str().unwrap().to_string(), k["library"].as_str().unwrap_or("").to_string()))
+    };
+    assert_eq!(library("sm90_xmma"), Some(("vendor-BLAS".into(), "cuBLASLt".into())));
+    assert_eq!(library("cutlass_80"), Some(("vendor-BLAS".into(), "CUTLASS".into())));
+    assert_eq!(library("Cijk_Ailk"), Some(("vendor-BLAS".into(), "rocBLAS/Tensile".into())));
+    let claim = claim(&summary, "trace.family.vendor-BLAS").expect("a vendor-BLAS claim");
+    assert_eq!(claim["confidence"], "Confirmed");
+    let statement = claim["statement"].as_str().unwrap();
+    assert!(
+        statement.starts_with("vendor-BLAS (CUTLASS, cuBLASLt, rocBLAS/Tensile) ran: 14 launches of 5 kernel(s)"),
+        "{statement}"
+    );
 }

@@ -141,6 +141,9 @@ impl GgmlTypes {
 #[derive(Debug, Deserialize)]
 pub struct FamilyRule {
     pub family: String,
+    /// The vendor library whose kernels the rule matches (vendor-BLAS rules).
+    #[serde(default)]
+    pub library: Option<String>,
     #[serde(default)]
     pub name: Vec<String>,
     #[serde(default)]

@@ -300,6 +300,30 @@ fn trace_claim(r: &Record, base_id: &str, at: &str, run_dir: &std::path::Path) -
     Some(Claim::new(id, confidence, statement).with_sources(sources))
 }
 
+/// One claim per crash record the observer wrote during a traced request: the signal, the call in flight and the
+/// last kernels each thread launched before it.
+fn trace_crash_claims(r: &Record, base_id: &str, at: &str, run_dir: &std::path::Path) -> Vec<Claim> {
+    let Some(t) = r.trace.as_ref() else { return Vec::new() };
+    let request = format!("request e{}r{} of `{}` at {at}", r.epoch, r.repetition, r.endpoint);
+    t.crashes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let path = std::path::Path::new(&c.file);
+            let file = if path.is_absolute() { c.file.clone() } else { run_dir.join(path).display().to_string() };
+            let sources = vec![
+                Source::file(file, None, None, "backscope-trace file: crash record (observer's signal handler)"),
+                Source::Run { run_id: r.run_id.clone(), file: Some(r.file.clone()) },
+            ];
+            let suffix = if t.crashes.len() > 1 { format!(".{}", i + 1) } else { String::new() };
+            let id = format!("{base_id}.e{}r{}.trace_crash{suffix}", r.epoch, r.repetition);
+            let mut claim = c.claim(id, sources);
+            claim.statement = format!("{request}: {}", claim.statement);
+            claim
+        })
+        .collect()
+}
+
 fn run_sources(recs: &[&Record], pick: impl Fn(&Record) -> bool) -> Vec<Source> {
     recs.iter()
         .filter(|r| pick(r))
@@ -398,8 +422,9 @@ pub fn claims(records: &[Record], run_dir: &std::path::Path) -> Vec<Claim> {
         }
         // The failed runs' log slices: the phase of the crash and its signature.
         out.extend(forensics::point_claims(recs, &base_id, &at, &p.endpoint, run_dir));
-        // With --trace: what each request launched.
+        // With --trace: what each request launched, and the last kernels before a crash during it.
         out.extend(recs.iter().filter_map(|r| trace_claim(r, &base_id, &at, run_dir)));
+        out.extend(recs.iter().flat_map(|r| trace_crash_claims(r, &base_id, &at, run_dir)));
         // The backend, from the server log.
         let facts_rec = recs
             .iter()

@@ -366,6 +366,7 @@ pub fn launch_graph(family: Family, exec: usize, stream: Stream, status: Status)
     if !state::active() {
         return;
     }
+    crate::crash::arm_if_deferred();
     let failed = status != SUCCESS;
     if any_capture_active() && record_graph_if_capturing(family, stream, exec, failed) {
         return;

@@ -3,9 +3,10 @@
 use std::ffi::{c_char, CStr};
 
 use crate::ffi::{Handle, Status, SUCCESS};
+use crate::locus::Ring;
 use crate::real::RealFn;
 use crate::registry::{self, Api, NameSource, Shape};
-use crate::{graphs, state};
+use crate::{crash, graphs, state};
 
 /// How to ask the runtime for the name of a launch key that was never registered.
 #[derive(Clone, Copy, Debug)]
@@ -15,7 +16,7 @@ pub enum Namer {
     /// A `cudaKernel_t` (CUDA 12.4+ `__cudaLaunchKernel`), which is a `CUkernel`:
     /// `cuKernelGetName`, then `cudaFuncGetName`.
     CudaKernel,
-    /// A `CUfunction`: `cuFuncGetName`.
+    /// A `CUfunction`: `cuFuncGetName`, then `cuKernelGetName` (a `CUkernel` launched as a function).
     CuFunction,
     /// A HIP host stub: `hipKernelNameRefByPtr`.
     HipStub,
@@ -57,12 +58,13 @@ impl Stream {
     }
 }
 
-/// One kernel launch call that returned `status`.
+/// One kernel launch call that returned `status`, made by the thread whose crash-locus ring is `ring`.
 #[inline]
-pub fn launch(api: Api, namer: Namer, key: usize, shape: Shape, stream: Stream, status: Status) {
+pub fn launch(ring: Option<&Ring>, api: Api, namer: Namer, key: usize, shape: Shape, stream: Stream, status: Status) {
     if !state::active() {
         return;
     }
+    crash::arm_if_deferred();
     let Some(id) = slot_of(api, namer, key, stream) else { return };
     let failed = status != SUCCESS;
     if graphs::any_capture_active() && graphs::record_launch_if_capturing(api.family(), stream, id, &shape, failed) {
@@ -70,6 +72,9 @@ pub fn launch(api: Api, namer: Namer, key: usize, shape: Shape, stream: Stream, 
     }
     if let Some(slot) = registry::slot(id) {
         slot.record(&shape, 1, failed, false, crate::sync::thread_token());
+    }
+    if let Some(ring) = ring {
+        ring.launch(id, &shape, failed);
     }
 }
 
@@ -147,7 +152,9 @@ fn runtime_name(namer: Namer, key: usize, stream: Stream) -> Option<Vec<u8>> {
     match namer {
         Namer::CudaStub => by_out_param(&CUDA_FUNC_GET_NAME),
         Namer::CudaKernel => by_out_param(&CU_KERNEL_GET_NAME).or_else(|| by_out_param(&CUDA_FUNC_GET_NAME)),
-        Namer::CuFunction => by_out_param(&CU_FUNC_GET_NAME),
+        // A CUDA 12 `CUkernel` may be launched as a `CUfunction` (the static runtime in cuBLAS does):
+        // the function query fails for it, the kernel query answers.
+        Namer::CuFunction => by_out_param(&CU_FUNC_GET_NAME).or_else(|| by_out_param(&CU_KERNEL_GET_NAME)),
         Namer::HipStub => {
             let f = HIP_KERNEL_NAME_REF_BY_PTR.get()?;
             // SAFETY: a host stub pointer and the launch's stream, as hipKernelNameRefByPtr takes.

@@ -5,6 +5,8 @@
 //! runtimes they link) are `dlopen`ed long after the observer is preloaded.
 //!
 //! Order of the search:
+//! Lookups use glibc's `dlsym` directly (`crate::dl::real_dlsym`), never the observer's own.
+//!
 //! 1. `dlsym(RTLD_NEXT)`: the object after this one in the global lookup order, the classic
 //!    interposition lookup.
 //! 2. `dlsym(RTLD_DEFAULT)`: the global scope, minus our own definition.
@@ -96,8 +98,8 @@ impl<F: Copy> RealFn<F> {
 /// The address of the real definition of `name` outside this library, or 0.
 fn find_symbol(name: &CStr) -> usize {
     for handle in [libc::RTLD_NEXT, libc::RTLD_DEFAULT] {
-        // SAFETY: dlsym with a pseudo-handle and a NUL-terminated name has no other preconditions.
-        let addr = unsafe { libc::dlsym(handle, name.as_ptr()) } as usize;
+        // glibc's dlsym, not the observer's: RTLD_NEXT means "after the observer", and no wrapper.
+        let addr = crate::dl::real_dlsym(handle, name.as_ptr()) as usize;
         if addr != 0 && !is_ours(addr) {
             return addr;
         }
@@ -117,8 +119,8 @@ fn search_loaded_objects(name: &CStr) -> usize {
         if handle.is_null() {
             continue;
         }
-        // SAFETY: `handle` is a live handle from dlopen, `name` is NUL-terminated.
-        let addr = unsafe { libc::dlsym(handle, name.as_ptr()) } as usize;
+        // A live handle from dlopen and a NUL-terminated name; glibc's dlsym, so no wrapper comes back.
+        let addr = crate::dl::real_dlsym(handle, name.as_ptr()) as usize;
         // SAFETY: `handle` came from the successful dlopen above and is closed once; the object
         // stays loaded because its original loader still holds a reference.
         unsafe { libc::dlclose(handle) };
@@ -199,7 +201,7 @@ pub fn own_path() -> Option<CString> {
     Some(unsafe { CStr::from_ptr(info.dli_fname as *const c_char) }.to_owned())
 }
 
-fn is_ours(addr: usize) -> bool {
+pub fn is_ours(addr: usize) -> bool {
     // SAFETY: Dl_info is plain old data.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr only inspects the loader's tables for `addr`.

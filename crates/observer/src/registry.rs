@@ -79,12 +79,12 @@ pub struct Shape {
 }
 
 impl Shape {
-    fn words(&self) -> [u64; 3] {
+    pub fn words(&self) -> [u64; 3] {
         let pack = |lo: u32, hi: u32| u64::from(lo) | (u64::from(hi) << 32);
         [pack(self.grid[0], self.grid[1]), pack(self.grid[2], self.block[0]), pack(self.block[1], self.block[2])]
     }
 
-    fn from_words(w: [u64; 3]) -> Shape {
+    pub fn from_words(w: [u64; 3]) -> Shape {
         let lo = |v: u64| v as u32;
         let hi = |v: u64| (v >> 32) as u32;
         Shape { grid: [lo(w[0]), hi(w[0]), lo(w[1])], block: [hi(w[1]), lo(w[2]), hi(w[2])] }
@@ -350,7 +350,7 @@ const CHUNK: usize = 1 << CHUNK_BITS;
 const MAX_CHUNKS: usize = 1024;
 /// Hard limit of slot ids (about 4 million kernels); `BACKSCOPE_MAX_KERNELS` may only lower it.
 pub const HARD_MAX_KERNELS: u32 = (MAX_CHUNKS * CHUNK - 1) as u32;
-pub const DEFAULT_MAX_KERNELS: u32 = 1 << 20;
+pub use format::env::DEFAULT_MAX_KERNELS;
 /// Slot id of the overflow bucket.
 pub const OVERFLOW_SLOT: u32 = 0;
 

@@ -1,5 +1,6 @@
-//! The two synchronisation tools of the observer: a spin lock that a forked child can reset, and a
-//! per-thread re-entrancy flag.
+//! The two synchronisation tools of the observer: a spin lock that a forked child can reset, and the
+//! per-thread state a hook reaches with one thread-local lookup (the re-entrancy flag and the link to
+//! the thread's crash-locus ring).
 //!
 //! `std::sync::Mutex` is not used because a child created by `fork` while another thread holds a
 //! mutex inherits it locked forever; the spin lock below can be force-released in the child's
@@ -113,10 +114,25 @@ impl<T> Drop for SpinGuard<'_, T> {
     }
 }
 
+/// What the observer keeps per thread.
+pub struct ThreadState {
+    in_hook: Cell<bool>,
+    ring: crate::locus::ThreadRing,
+}
+
 thread_local! {
     // `const` initialiser and no destructor: the access compiles to a plain TLS load and can never
     // fail, not even while the thread is being torn down.
-    static IN_HOOK: Cell<bool> = const { Cell::new(false) };
+    static THREAD: ThreadState = const { ThreadState { in_hook: Cell::new(false), ring: crate::locus::ThreadRing::new() } };
+}
+
+impl ThreadState {
+    /// This thread's crash-locus ring, once the observer runs (claimed at the first call then);
+    /// `None` before, or when every ring is taken.
+    #[inline(always)]
+    pub fn ring(&self) -> Option<&'static crate::locus::Ring> {
+        self.ring.get()
+    }
 }
 
 /// Marks this thread as being inside an observer hook until dropped.
@@ -126,35 +142,52 @@ thread_local! {
 /// `cudaFuncGetName`; a nested hook on the same thread must forward without counting, or one
 /// launch would be counted twice.
 ///
-/// The scope keeps a pointer to this thread's flag, so that leaving it costs no second TLS lookup
-/// (in a shared library every lookup is a call into the dynamic loader). A raw pointer makes the
-/// scope neither `Send` nor `Sync`: it never leaves the hook call on the thread that made it.
-pub struct HookScope(*const Cell<bool>);
+/// The scope keeps a pointer to this thread's state, so that the crash-locus bookkeeping and leaving
+/// the scope cost no second TLS lookup (in a shared library every lookup is a call into the dynamic
+/// loader). A raw pointer makes the scope neither `Send` nor `Sync`: it never leaves the hook call on
+/// the thread that made it.
+pub struct HookScope(*const ThreadState);
 
 impl HookScope {
     /// `None` when this thread is already inside a hook: the caller forwards without observing.
     #[inline(always)]
     pub fn enter() -> Option<HookScope> {
-        IN_HOOK
-            .try_with(|flag| {
-                if flag.get() {
+        THREAD
+            .try_with(|state| {
+                if state.in_hook.get() {
                     None
                 } else {
-                    flag.set(true);
-                    Some(HookScope(flag as *const Cell<bool>))
+                    state.in_hook.set(true);
+                    Some(HookScope(state as *const ThreadState))
                 }
             })
             .ok()
             .flatten()
+    }
+
+    /// This thread's state.
+    #[inline(always)]
+    pub fn thread(&self) -> &ThreadState {
+        // SAFETY: the pointer is this thread's `THREAD`, taken in `enter` during the same hook call;
+        // the thread (and so its TLS) is alive while one of its calls is running.
+        unsafe { &*self.0 }
+    }
+
+    /// The thread is about to forward the hooked call `name`: the crash locus names it until
+    /// [`HookScope::call_ends`].
+    #[inline(always)]
+    pub fn call_begins(&self, name: &'static &'static str) -> Option<&'static crate::locus::Ring> {
+        let ring = self.thread().ring()?;
+        ring.call_begins(name);
+        Some(ring)
     }
 }
 
 impl Drop for HookScope {
     #[inline(always)]
     fn drop(&mut self) {
-        // SAFETY: the pointer is this thread's `IN_HOOK`, taken in `enter` during the same hook
-        // call; the thread (and so its TLS) is alive while one of its calls is running.
-        unsafe { (*self.0).set(false) };
+        // SAFETY: as in `thread`: this thread's state, alive during the hook call.
+        unsafe { (*self.0).in_hook.set(false) };
     }
 }
 

@@ -357,11 +357,15 @@ mod tests {
         // The shell ignores SIGTERM and starts a grandchild that ignores it too.
         let script = format!("trap '' TERM; sh -c 'trap \"\" TERM; echo $$ > {}; while :; do sleep 0.05; done' & while :; do sleep 0.05; done", pidfile.display());
         let mut p = Supervised::spawn(&sh(&script), &dir.path().join("c.log"), None).unwrap();
+        // The shell creates the file before it writes the pid into it: wait for a whole number.
         let t0 = Instant::now();
-        while !pidfile.exists() && t0.elapsed() < Duration::from_secs(10) {
+        let grandchild: i32 = loop {
+            if let Some(pid) = std::fs::read_to_string(&pidfile).ok().and_then(|s| s.trim().parse().ok()) {
+                break pid;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "the grandchild never wrote its pid");
             std::thread::sleep(Duration::from_millis(10));
-        }
-        let grandchild: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        };
         let e = p.stop(Duration::from_millis(200));
         assert_eq!(e.signal_name().as_deref(), Some("SIGKILL"));
         // The grandchild was in the group: gone within a bounded wait (reaped by init).

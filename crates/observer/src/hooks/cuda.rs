@@ -92,7 +92,7 @@ hook! {
         stream: Handle,
     ) -> Status;
     missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| launch(Api::Cuda, Namer::CudaStub, function as usize, shape(grid, block), Stream::new(stream), status)
+    after |status, ring| launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape(grid, block), Stream::new(stream), status)
 }
 
 hook! {
@@ -105,7 +105,7 @@ hook! {
         stream: Handle,
     ) -> Status;
     missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| launch(Api::Cuda, Namer::CudaStub, function as usize, shape(grid, block), Stream::per_thread(stream), status)
+    after |status, ring| launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape(grid, block), Stream::per_thread(stream), status)
 }
 
 hook! {
@@ -118,7 +118,7 @@ hook! {
         stream: Handle,
     ) -> Status;
     missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| launch(Api::Cuda, Namer::CudaKernel, kernel as usize, shape(grid, block), Stream::new(stream), status)
+    after |status, ring| launch(ring, Api::Cuda, Namer::CudaKernel, kernel as usize, shape(grid, block), Stream::new(stream), status)
 }
 
 hook! {
@@ -131,7 +131,7 @@ hook! {
         stream: Handle,
     ) -> Status;
     missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| launch(Api::Cuda, Namer::CudaKernel, kernel as usize, shape(grid, block), Stream::per_thread(stream), status)
+    after |status, ring| launch(ring, Api::Cuda, Namer::CudaKernel, kernel as usize, shape(grid, block), Stream::per_thread(stream), status)
 }
 
 /// Shape and stream of a `cudaLaunchConfig_t`, if the pointer is usable.
@@ -145,9 +145,9 @@ fn from_cuda_config(config: *const CudaLaunchConfig) -> Option<(Shape, Handle)> 
 hook! {
     fn cudaLaunchKernelExC(config: *const CudaLaunchConfig, function: *const c_void, args: *mut *mut c_void) -> Status;
     missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
+    after |status, ring| {
         if let Some((shape, stream)) = from_cuda_config(config) {
-            launch(Api::Cuda, Namer::CudaStub, function as usize, shape, Stream::new(stream), status);
+            launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape, Stream::new(stream), status);
         }
     }
 }
@@ -155,9 +155,9 @@ hook! {
 hook! {
     fn cudaLaunchKernelExC_ptsz(config: *const CudaLaunchConfig, function: *const c_void, args: *mut *mut c_void) -> Status;
     missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
+    after |status, ring| {
         if let Some((shape, stream)) = from_cuda_config(config) {
-            launch(Api::Cuda, Namer::CudaStub, function as usize, shape, Stream::per_thread(stream), status);
+            launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape, Stream::per_thread(stream), status);
         }
     }
 }
@@ -172,7 +172,7 @@ hook! {
         stream: Handle,
     ) -> Status;
     missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| launch(Api::Cuda, Namer::CudaStub, function as usize, shape(grid, block), Stream::new(stream), status)
+    after |status, ring| launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape(grid, block), Stream::new(stream), status)
 }
 
 hook! {
@@ -185,7 +185,7 @@ hook! {
         stream: Handle,
     ) -> Status;
     missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| launch(Api::Cuda, Namer::CudaStub, function as usize, shape(grid, block), Stream::per_thread(stream), status)
+    after |status, ring| launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape(grid, block), Stream::per_thread(stream), status)
 }
 
 hook! {
@@ -213,9 +213,9 @@ hook! {
         extra: *mut *mut c_void,
     ) -> Status;
     missing = CU_ERROR_NOT_SUPPORTED;
-    after |status| {
+    after |status, ring| {
         let shape = Shape { grid: [grid_x, grid_y, grid_z], block: [block_x, block_y, block_z] };
-        launch(Api::Cu, Namer::CuFunction, function as usize, shape, Stream::new(stream), status)
+        launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, Stream::new(stream), status)
     }
 }
 
@@ -234,9 +234,9 @@ hook! {
         extra: *mut *mut c_void,
     ) -> Status;
     missing = CU_ERROR_NOT_SUPPORTED;
-    after |status| {
+    after |status, ring| {
         let shape = Shape { grid: [grid_x, grid_y, grid_z], block: [block_x, block_y, block_z] };
-        launch(Api::Cu, Namer::CuFunction, function as usize, shape, Stream::per_thread(stream), status)
+        launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, Stream::per_thread(stream), status)
     }
 }
 
@@ -250,9 +250,9 @@ fn from_cu_config(config: *const CuLaunchConfig) -> Option<(Shape, Handle)> {
 hook! {
     fn cuLaunchKernelEx(config: *const CuLaunchConfig, function: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) -> Status;
     missing = CU_ERROR_NOT_SUPPORTED;
-    after |status| {
+    after |status, ring| {
         if let Some((shape, stream)) = from_cu_config(config) {
-            launch(Api::Cu, Namer::CuFunction, function as usize, shape, Stream::new(stream), status);
+            launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, Stream::new(stream), status);
         }
     }
 }
@@ -260,9 +260,9 @@ hook! {
 hook! {
     fn cuLaunchKernelEx_ptsz(config: *const CuLaunchConfig, function: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) -> Status;
     missing = CU_ERROR_NOT_SUPPORTED;
-    after |status| {
+    after |status, ring| {
         if let Some((shape, stream)) = from_cu_config(config) {
-            launch(Api::Cu, Namer::CuFunction, function as usize, shape, Stream::per_thread(stream), status);
+            launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, Stream::per_thread(stream), status);
         }
     }
 }

@@ -58,7 +58,7 @@ hook! {
         stream: Handle,
     ) -> Status;
     missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| launch(Api::Hip, Namer::HipStub, function_address as usize, shape(grid, block), Stream::new(stream), status)
+    after |status, ring| launch(ring, Api::Hip, Namer::HipStub, function_address as usize, shape(grid, block), Stream::new(stream), status)
 }
 
 hook! {
@@ -71,7 +71,7 @@ hook! {
         stream: Handle,
     ) -> Status;
     missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| launch(Api::Hip, Namer::HipStub, function_address as usize, shape(grid, block), Stream::per_thread(stream), status)
+    after |status, ring| launch(ring, Api::Hip, Namer::HipStub, function_address as usize, shape(grid, block), Stream::per_thread(stream), status)
 }
 
 hook! {
@@ -87,7 +87,7 @@ hook! {
         flags: c_int,
     ) -> Status;
     missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| launch(Api::Hip, Namer::HipStub, function_address as usize, shape(grid, block), Stream::new(stream), status)
+    after |status, ring| launch(ring, Api::Hip, Namer::HipStub, function_address as usize, shape(grid, block), Stream::new(stream), status)
 }
 
 hook! {
@@ -100,7 +100,7 @@ hook! {
         stream: Handle,
     ) -> Status;
     missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| launch(Api::Hip, Namer::HipStub, function as usize, shape(grid, block), Stream::new(stream), status)
+    after |status, ring| launch(ring, Api::Hip, Namer::HipStub, function as usize, shape(grid, block), Stream::new(stream), status)
 }
 
 hook! {
@@ -113,7 +113,7 @@ hook! {
         stream: Handle,
     ) -> Status;
     missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| launch(Api::Hip, Namer::HipStub, function as usize, shape(grid, block), Stream::per_thread(stream), status)
+    after |status, ring| launch(ring, Api::Hip, Namer::HipStub, function as usize, shape(grid, block), Stream::per_thread(stream), status)
 }
 
 hook! {
@@ -141,9 +141,9 @@ hook! {
         extra: *mut *mut c_void,
     ) -> Status;
     missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| {
+    after |status, ring| {
         let shape = Shape { grid: [grid_x, grid_y, grid_z], block: [block_x, block_y, block_z] };
-        launch(Api::HipModule, Namer::HipFunction, function as usize, shape, Stream::new(stream), status)
+        launch(ring, Api::HipModule, Namer::HipFunction, function as usize, shape, Stream::new(stream), status)
     }
 }
 
@@ -166,10 +166,10 @@ hook! {
         flags: u32,
     ) -> Status;
     missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| {
+    after |status, ring| {
         let block = [local_x, local_y, local_z];
         let shape = Shape { grid: blocks_from_global([global_x, global_y, global_z], block), block };
-        launch(Api::HipModule, Namer::HipFunction, function as usize, shape, Stream::new(stream), status)
+        launch(ring, Api::HipModule, Namer::HipFunction, function as usize, shape, Stream::new(stream), status)
     }
 }
 

@@ -15,6 +15,7 @@ use std::ffi::CStr;
 
 pub mod cuda;
 pub mod hip;
+pub mod lookup;
 
 /// `concat!(name, "\0")` as a `CStr`, at compile time.
 pub const fn c_name(with_nul: &'static str) -> &'static CStr {
@@ -27,12 +28,20 @@ pub const fn c_name(with_nul: &'static str) -> &'static CStr {
 /// Defines a hook named like the runtime function it wraps.
 ///
 /// * `-> T; missing = E; after |status| OBSERVE` — call, then observe with the result.
+/// * `-> T; missing = E; after |status, ring| OBSERVE` — the same, with the thread's crash-locus ring
+///   (`Option<&Ring>`) for a launch to be remembered in.
 /// * `-> T; missing = E; before OBSERVE` — observe, then call (destroy functions: the handle must
 ///   leave our tables before the runtime can hand the same address out again).
 /// * `; after OBSERVE` — a `void` function.
 macro_rules! hook {
     ($(#[$meta:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;
      missing = $missing:expr; after |$result:pat_param| $observe:expr) => {
+        $crate::hooks::hook! {
+            $(#[$meta])* fn $name($($arg: $ty),*) -> $ret; missing = $missing; after |$result, _ring| $observe
+        }
+    };
+    ($(#[$meta:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;
+     missing = $missing:expr; after |$result:pat_param, $ring:ident| $observe:expr) => {
         $(#[$meta])*
         #[cfg_attr(not(test), no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
@@ -40,12 +49,19 @@ macro_rules! hook {
                 // SAFETY: the hook's own parameter list is the runtime header's declaration of
                 // this function, so the real function found under the same name has this type.
                 unsafe { $crate::real::RealFn::new($crate::hooks::c_name(concat!(stringify!($name), "\0"))) };
+            static CALL: &str = stringify!($name);
             let Some(real) = REAL.get() else { return $missing };
             let scope = $crate::sync::HookScope::enter();
+            let ring = scope.as_ref().and_then(|s| s.call_begins(&CALL));
             // SAFETY: forwards the caller's arguments, unchanged, to the real function.
             let result = unsafe { real($($arg),*) };
+            if let Some(ring) = ring {
+                ring.call_ends();
+            }
             if scope.is_some() {
                 let $result = result;
+                #[allow(unused_variables)]
+                let $ring = ring;
                 $crate::state::guarded(|| $observe);
             }
             drop(scope);
@@ -60,13 +76,18 @@ macro_rules! hook {
             static REAL: $crate::real::RealFn<unsafe extern "C" fn($($ty),*) -> $ret> =
                 // SAFETY: as above: the parameter list is the runtime's declaration.
                 unsafe { $crate::real::RealFn::new($crate::hooks::c_name(concat!(stringify!($name), "\0"))) };
+            static CALL: &str = stringify!($name);
             let Some(real) = REAL.get() else { return $missing };
             let scope = $crate::sync::HookScope::enter();
             if scope.is_some() {
                 $crate::state::guarded(|| $observe);
             }
+            let ring = scope.as_ref().and_then(|s| s.call_begins(&CALL));
             // SAFETY: forwards the caller's arguments, unchanged, to the real function.
             let result = unsafe { real($($arg),*) };
+            if let Some(ring) = ring {
+                ring.call_ends();
+            }
             drop(scope);
             result
         }
@@ -78,11 +99,16 @@ macro_rules! hook {
             static REAL: $crate::real::RealFn<unsafe extern "C" fn($($ty),*)> =
                 // SAFETY: as above: the parameter list is the runtime's declaration.
                 unsafe { $crate::real::RealFn::new($crate::hooks::c_name(concat!(stringify!($name), "\0"))) };
+            static CALL: &str = stringify!($name);
             // Nothing to forward to: the registration has no effect, as without the observer.
             let Some(real) = REAL.get() else { return };
             let scope = $crate::sync::HookScope::enter();
+            let ring = scope.as_ref().and_then(|s| s.call_begins(&CALL));
             // SAFETY: forwards the caller's arguments, unchanged, to the real function.
             unsafe { real($($arg),*) };
+            if let Some(ring) = ring {
+                ring.call_ends();
+            }
             if scope.is_some() {
                 $crate::state::guarded(|| $observe);
             }

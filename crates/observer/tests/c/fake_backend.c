@@ -297,6 +297,45 @@ void backend_launch(const char *which, int n) {
     printf("pid-role launched %s x%d\n", which, n);
 }
 
+/* ---- driver entry points from the runtime (cudaGetDriverEntryPoint) ----
+ * A CUDA-like program that asks the runtime for driver functions: for functions other than launches the
+ * pointer it gets must be the runtime's own (an observer may change nothing there), and launches through
+ * the pointers it gets for cuLaunchKernel / cuLaunchKernelEx are launches. */
+int cudaGetDriverEntryPoint(const char *symbol, void **function, unsigned long long flags, int *status);
+int cudaGetDriverEntryPointByVersion(const char *symbol, void **function, unsigned version, unsigned long long flags,
+                                     int *status);
+void *fake_internal_address(const char *symbol);
+
+void backend_entry_points(int n) {
+    void *mem_alloc = NULL, *ctx_get_device = NULL, *missing = (void *)1, *launch = NULL, *launch_ex = NULL;
+    int status = -1;
+    int rc = cudaGetDriverEntryPoint("cuMemAlloc", &mem_alloc, 0, &status);
+    printf("entry cuMemAlloc rc=%d status=%d unchanged=%s\n", rc, status,
+           mem_alloc == fake_internal_address("cuMemAlloc") ? "yes" : "no");
+    void *allocated = NULL;
+    int call_rc = ((int (*)(void **, size_t))mem_alloc)(&allocated, 64);
+    printf("entry cuMemAlloc call rc=%d -> %p\n", call_rc, allocated);
+    rc = cudaGetDriverEntryPointByVersion("cuCtxGetDevice", &ctx_get_device, 12000, 0, &status);
+    int device = -1;
+    call_rc = ((int (*)(int *))ctx_get_device)(&device);
+    printf("entry cuCtxGetDevice rc=%d status=%d unchanged=%s call rc=%d device=%d\n", rc, status,
+           ctx_get_device == fake_internal_address("cuCtxGetDevice") ? "yes" : "no", call_rc, device);
+    rc = cudaGetDriverEntryPoint("cuNoSuchFunction", &missing, 0, &status);
+    printf("entry cuNoSuchFunction rc=%d status=%d pointer=%p\n", rc, status, missing);
+    rc = cudaGetDriverEntryPoint("cuLaunchKernel", &launch, 0, &status);
+    void *kernel = fake_make_function("entry_point_kernel");
+    for (int i = 0; i < n; i++)
+        ((int (*)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
+                  void **))launch)(kernel, 3, 1, 1, 32, 1, 1, 0, NULL, ARGV, NULL);
+    rc = cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &launch_ex, 12000, 0, &status);
+    cu_launch_config config = {5, 1, 1, 64, 1, 1, 0, NULL, NULL, 0};
+    ((int (*)(const cu_launch_config *, void *, void **, void **))launch_ex)(&config, kernel, ARGV, NULL);
+    printf("entry launched entry_point_kernel x%d + 1 rc=%d\n", n, rc);
+}
+
+/* A launch of kernel a on the stream on which the test-double runtime faults. */
+void backend_launch_crashing(void) { hipLaunchKernel(HIP_A, ONE, ONE, ARGV, 48, (void *)0xDEAD0); }
+
 void backend_launch_cuda_c(int n) {
     for (int i = 0; i < n; i++) cudaLaunchKernel(CUDA_C, ONE, ONE, ARGV, 48, NULL);
     printf("launched cuda c x%d\n", n);

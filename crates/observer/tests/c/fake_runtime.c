@@ -19,7 +19,9 @@
  *  - destroying a stream ends a capture on it; ...StreamIsCapturing calls are counted
  *    (fake_is_capturing_calls), so a test can see when an observer asks;
  *  - __cudaLaunchKernel calls the exported cudaLaunchKernel through the PLT (what CUDA 13 is reported
- *    to do), so an interposer sees a nested call.
+ *    to do), so an interposer sees a nested call;
+ *  - a launch on stream FAKE_CRASH_STREAM crashes inside the runtime (a write through a null
+ *    pointer), as a driver that faults in a launch would.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -30,6 +32,7 @@
 #include <string.h>
 
 #define FAKE_BAD_STREAM ((void *)0xBAD0)
+#define FAKE_CRASH_STREAM ((void *)0xDEAD0)
 #define ERR_INVALID 98
 
 typedef struct {
@@ -38,7 +41,7 @@ typedef struct {
 
 typedef struct fake_kernel {
     const void *key;
-    char name[96];
+    char name[192];
     atomic_long executed;
     atomic_long failed;
     /* Sum of a hash of every launch's arguments: the program prints it, and the test compares the
@@ -167,7 +170,14 @@ static int destroy_stream(void *stream) {
     return 0;
 }
 
+/* A null pointer the compiler cannot see through, so the faulting write stays a real write. */
+static uintptr_t stream_null(void) {
+    static volatile uintptr_t zero = 0;
+    return zero;
+}
+
 static int launch(fake_kernel *k, void *stream, unsigned long argsum) {
+    if (stream == FAKE_CRASH_STREAM) *(volatile int *)(uintptr_t)stream_null() = 1;
     if (!k) return ERR_INVALID;
     atomic_fetch_add(&k->argsum, argsum);
     if (stream == FAKE_BAD_STREAM) {
@@ -449,3 +459,122 @@ int cuKernelGetName(const char **name, void *kernel) {
     *name = ((fake_kernel *)kernel)->name;
     return 0;
 }
+
+/* ---- entry points by pointer ----
+ * What cuBLAS's static CUDA runtime (and rocBLAS through hipGetProcAddress) uses: the lookup functions below
+ * hand out internal copies of the launch and module functions, reachable through no exported symbol, so that
+ * only an observer of the lookups can see launches made through them. Other symbols get internal functions
+ * too (cuMemAlloc, cuCtxGetDevice), which a test compares with fake_internal_address to prove that an
+ * observer changes no other lookup. */
+
+static int internal_cu_launch_kernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                     unsigned bz, unsigned shared, void *stream, void **params, void **extra) {
+    return launch(f, stream, ARGS(gx, gy, gz, bx, by, bz, shared, U(stream), U(params), U(extra)));
+}
+/* The per-thread-default-stream variant (CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM): another address. */
+static int internal_cu_launch_kernel_ptsz(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                          unsigned by, unsigned bz, unsigned shared, void *stream, void **params,
+                                          void **extra) {
+    return launch(f, stream == NULL ? PER_THREAD_STREAM : stream,
+                  ARGS(gx, gy, gz, bx, by, bz, shared, U(stream), U(params), U(extra)));
+}
+static int internal_cu_launch_kernel_ex(const cu_launch_config *config, void *f, void **params, void **extra) {
+    if (!config) return ERR_INVALID;
+    return launch(f, config->stream,
+                  ARGS(config->gx, config->gy, config->gz, config->bx, config->by, config->bz, config->shared,
+                       U(config->stream), U(params), U(extra)));
+}
+static int internal_cu_module_get_function(void **function, void *module, const char *name) {
+    (void)module;
+    return module_get_function(function, name);
+}
+static int internal_hip_module_launch_kernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                             unsigned by, unsigned bz, unsigned shared, void *stream,
+                                             void **params, void **extra) {
+    return launch(f, stream, ARGS(gx, gy, gz, bx, by, bz, shared, U(stream), U(params), U(extra)));
+}
+static int internal_hip_ext_module_launch_kernel(void *f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t lx,
+                                                 uint32_t ly, uint32_t lz, size_t shared, void *stream,
+                                                 void **params, void **extra, void *start, void *stop,
+                                                 uint32_t flags) {
+    return launch(f, stream,
+                  ARGS(gx, gy, gz, lx, ly, lz, shared, U(stream), U(params), U(extra), U(start), U(stop), flags));
+}
+static int internal_mem_alloc(void **pointer, size_t size) {
+    if (!pointer) return ERR_INVALID;
+    *pointer = (void *)(uintptr_t)(0x10000 + size);
+    return 0;
+}
+static int internal_ctx_get_device(int *device) {
+    if (!device) return ERR_INVALID;
+    *device = 7;
+    return 0;
+}
+
+int cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags, int *status);
+int hipGetProcAddress(const char *symbol, void **pfn, int version, uint64_t flags, int *status);
+
+static void *proc_address(const char *symbol, unsigned long long flags) {
+    static const struct {
+        const char *name;
+        void *function;
+    } table[] = {
+        {"cuLaunchKernelEx", (void *)internal_cu_launch_kernel_ex},
+        {"cuModuleGetFunction", (void *)internal_cu_module_get_function},
+        {"cuMemAlloc", (void *)internal_mem_alloc},
+        {"cuCtxGetDevice", (void *)internal_ctx_get_device},
+        {"cuGetProcAddress", (void *)cuGetProcAddress_v2},
+        {"hipModuleGetFunction", (void *)internal_cu_module_get_function},
+        {"hipModuleLaunchKernel", (void *)internal_hip_module_launch_kernel},
+        {"hipExtModuleLaunchKernel", (void *)internal_hip_ext_module_launch_kernel},
+        {"hipGetProcAddress", (void *)hipGetProcAddress},
+    };
+    if (!symbol) return NULL;
+    if (strcmp(symbol, "cuLaunchKernel") == 0)
+        return flags & 2 ? (void *)internal_cu_launch_kernel_ptsz : (void *)internal_cu_launch_kernel;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(symbol, table[i].name) == 0) return table[i].function;
+    return NULL;
+}
+
+/* CUDA 12's form; the result is also written to *status (0 found, 1 not found) when given. */
+int cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags, int *status) {
+    (void)version;
+    void *f = proc_address(symbol, flags);
+    if (status) *status = f ? 0 : 1;
+    if (pfn) *pfn = f;
+    return f ? 0 : 500; /* CUDA_ERROR_NOT_FOUND */
+}
+
+/* CUDA 11.3's four-parameter form. */
+int cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags) {
+    (void)version;
+    void *f = proc_address(symbol, flags);
+    if (pfn) *pfn = f;
+    return f ? 0 : 500;
+}
+
+/* The runtime's lookups reach the driver's table directly, as the real runtime does through its own pointer. */
+int cudaGetDriverEntryPoint(const char *symbol, void **function, unsigned long long flags, int *status) {
+    void *f = proc_address(symbol, flags);
+    if (status) *status = f ? 0 : 1;
+    if (function) *function = f;
+    return f ? 0 : 500;
+}
+
+int cudaGetDriverEntryPointByVersion(const char *symbol, void **function, unsigned version, unsigned long long flags,
+                                     int *status) {
+    (void)version;
+    return cudaGetDriverEntryPoint(symbol, function, flags, status);
+}
+
+int hipGetProcAddress(const char *symbol, void **pfn, int version, uint64_t flags, int *status) {
+    (void)version;
+    void *f = proc_address(symbol, flags);
+    if (status) *status = f ? 0 : 1;
+    if (pfn) *pfn = f;
+    return f ? 0 : 500;
+}
+
+/* Test helper: what the lookups above return for `symbol` (default stream), for comparison. */
+void *fake_internal_address(const char *symbol) { return proc_address(symbol, 0); }

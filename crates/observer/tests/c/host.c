@@ -11,6 +11,13 @@
  *   host exec-child                                 (what the exec'd child runs)
  *   host missing                                    call hooks before any runtime is loaded
  *   host sleep MS                                   launch, sleep, launch (for window timing)
+ *   host crash segv | abort | in-launch              launch a x3 (main thread), b x1 (a second thread),
+ *                                                   b x2 (main thread), then crash: a null-pointer
+ *                                                   write, abort(), or a launch the runtime faults in
+ *   host crash-early                                 a null-pointer write before any runtime is loaded
+ *   host blas N                                      the vendor-BLAS stand-in (libfake_blas.so) launches
+ *                                                   through driver pointers, N GEMMs each
+ *   host entry-points                                driver entry points from cudaGetDriverEntryPoint
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -55,6 +62,12 @@ static void print_fake_counts(void) {
     print_counts();
 }
 
+static void *launch_b_once(void *arg) {
+    (void)arg;
+    ((void (*)(const char *, int))need(backend, "backend_launch"))("b", 1);
+    return NULL;
+}
+
 static int threads_n;
 static void *hammer(void *arg) {
     (void)arg;
@@ -88,6 +101,12 @@ int main(int argc, char **argv) {
         else printf("after-load hipLaunchKernel absent\n");
         print_fake_counts();
         return 0;
+    }
+
+    if (strcmp(mode, "crash-early") == 0) {
+        printf("crashing before any runtime\n");
+        static volatile int *volatile nowhere = NULL;
+        *nowhere = 1;
     }
 
     load_backend();
@@ -153,6 +172,36 @@ int main(int argc, char **argv) {
         launch("b", 7);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         printf("phase b %lld %lld\n", t0.tv_sec * 1000000000LL + t0.tv_nsec, t1.tv_sec * 1000000000LL + t1.tv_nsec);
+    } else if (strcmp(mode, "blas") == 0) {
+        int n = argc > 2 ? atoi(argv[2]) : 3;
+        const char *dir = getenv("FAKE_LIB_DIR");
+        char path[4096];
+        snprintf(path, sizeof path, "%s/libfake_blas.so", dir ? dir : ".");
+        void *blas = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!blas) {
+            fprintf(stderr, "host: dlopen %s: %s\n", path, dlerror());
+            return 91;
+        }
+        ((void (*)(int))need(blas, "fake_cublas_gemm"))(n);
+        ((void (*)(int))need(blas, "fake_rocblas_gemm"))(n);
+        print_fake_counts();
+    } else if (strcmp(mode, "entry-points") == 0) {
+        ((void (*)(int))need(backend, "backend_entry_points"))(3);
+        print_fake_counts();
+    } else if (strcmp(mode, "crash") == 0) {
+        const char *how = argc > 2 ? argv[2] : "segv";
+        void (*launch)(const char *, int) = (void (*)(const char *, int))need(backend, "backend_launch");
+        launch("a", 3);
+        pthread_t other;
+        pthread_create(&other, NULL, launch_b_once, NULL);
+        pthread_join(other, NULL);
+        launch("b", 2);
+        printf("crashing %s\n", how);
+        if (strcmp(how, "abort") == 0) abort();
+        if (strcmp(how, "in-launch") == 0) ((void (*)(void))need(backend, "backend_launch_crashing"))();
+        static volatile int *volatile nowhere = NULL;
+        *nowhere = 1;
+        printf("not reached\n");
     } else {
         fprintf(stderr, "host: unknown mode %s\n", mode);
         return 2;

@@ -129,6 +129,29 @@ pub fn fake_programs() -> &'static FakePrograms {
         args.extend([OsStr::new("-shared"), OsStr::new("-o"), b_out.as_os_str(), b_src.as_os_str()]);
         args.extend([OsStr::new(&lib_dir), OsStr::new("-lfake_runtime"), OsStr::new("-Wl,-rpath,$ORIGIN")]);
         build("gcc", &args);
+        // The vendor-BLAS stand-in links no runtime: it dlopens the driver itself.
+        let (blas_src, blas_out) = (os(&src.join("fake_blas.c")), os(&dir.join("libfake_blas.so")));
+        let mut args: Vec<&OsStr> = flags.to_vec();
+        args.extend([OsStr::new("-shared"), OsStr::new("-o"), blas_out.as_os_str(), blas_src.as_os_str()]);
+        args.push(OsStr::new("-ldl"));
+        build("gcc", &args);
+        // The RTLD_NEXT probe: next_main linked with libnext_first.so before libnext_second.so.
+        for part in ["next_first", "next_second"] {
+            let (part_src, part_out) = (os(&src.join(format!("{part}.c"))), os(&dir.join(format!("lib{part}.so"))));
+            let soname = format!("-Wl,-soname,lib{part}.so");
+            let mut args: Vec<&OsStr> = flags.to_vec();
+            args.extend([OsStr::new("-shared"), OsStr::new(&soname), OsStr::new("-o"), part_out.as_os_str()]);
+            args.extend([part_src.as_os_str(), OsStr::new("-ldl")]);
+            build("gcc", &args);
+        }
+        let (next_src, next_out, lib_dir) =
+            (os(&src.join("next_main.c")), os(&dir.join("next_main")), format!("-L{}", dir.display()));
+        let mut args: Vec<&OsStr> = flags.to_vec();
+        args.extend([OsStr::new("-o"), next_out.as_os_str(), next_src.as_os_str(), OsStr::new(&lib_dir)]);
+        // --no-as-needed: the second library defines nothing the program uses itself, yet must be loaded.
+        args.extend([OsStr::new("-Wl,--no-as-needed"), OsStr::new("-lnext_first"), OsStr::new("-lnext_second")]);
+        args.push(OsStr::new("-Wl,-rpath,$ORIGIN"));
+        build("gcc", &args);
         let (h_src, h_out) = (os(&src.join("host.c")), os(&host));
         let mut args: Vec<&OsStr> = flags.to_vec();
         args.extend([
@@ -209,15 +232,9 @@ impl Setup {
 pub fn run(program: &Path, args: &[&str], setup: &Setup) -> Run {
     let mut cmd = Command::new(program);
     cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
-    for var in [
-        "LD_PRELOAD",
-        "BACKSCOPE_TRACE_DIR",
-        "BACKSCOPE_TRACE_FILE",
-        "BACKSCOPE_TRACE_INTERVAL_MS",
-        "BACKSCOPE_TRACE_MAX_BYTES",
-        "BACKSCOPE_MAX_KERNELS",
-    ] {
-        cmd.env_remove(var);
+    cmd.env_remove("LD_PRELOAD");
+    for var in format::env::ALL {
+        cmd.env_remove(var.name());
     }
     cmd.env("FAKE_LIB_DIR", &fake_programs().dir);
     if setup.observe {

@@ -1,0 +1,3 @@
+module backscope.test/gocrash
+
+go 1.19
