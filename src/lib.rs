@@ -23,6 +23,7 @@ pub mod maps;
 pub mod output;
 pub mod predict;
 mod render;
+pub mod report;
 pub mod scan;
 pub mod sweep;
 pub mod sweep_db;
