@@ -154,7 +154,11 @@ impl SweepDb {
         let mut n = 0u64;
         while let Some(row) = rows.next()? {
             let json = std::str::from_utf8(row.get_ref(0)?.as_bytes()?).with_context(|| {
-                format!("{}: record {} of run {run_id} is not UTF-8", self.path, row.get::<_, String>(1).unwrap_or_default())
+                format!(
+                    "{}: record {} of run {run_id} is not UTF-8",
+                    self.path,
+                    row.get::<_, String>(1).unwrap_or_default()
+                )
             })?;
             f(json).with_context(|| {
                 format!("{}: record {} of run {run_id}", self.path, row.get::<_, String>(1).unwrap_or_default())
@@ -210,4 +214,72 @@ pub fn select_cells<'r>(records: &'r [Record], cell: Option<&str>) -> Result<Vec
         bail!("no cell `{sel}` in the run (cells are named by position or key: {})", keys.join(", "));
     }
     Ok(picked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::record::{RunSource, Status, RECORD_SCHEMA};
+    use crate::sweep::store::{self, RunRow, RunStatus, Store};
+
+    fn files(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_reader_creates_no_file_and_streams_records_in_plan_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("a ?#%b.db");
+        {
+            let mut s = Store::open(&db).unwrap();
+            for (id, created) in [("r1", "2026-01-01T00:00:00.000Z"), ("r2", "2026-01-02T00:00:00.000Z")] {
+                s.create_run(&RunRow {
+                    run_id: id.into(),
+                    created_at: created.into(),
+                    finished_at: None,
+                    status: RunStatus::Finished,
+                    source: RunSource::Sweep,
+                    run_dir: "/runs/x".into(),
+                    plan_json: "{}".into(),
+                    cells_total: 3,
+                    backscope_version: "t".into(),
+                })
+                .unwrap();
+            }
+            // Inserted out of plan order.
+            for seq in [2u64, 0, 1] {
+                s.insert_record(&Record {
+                    schema: RECORD_SCHEMA,
+                    run_id: "r2".into(),
+                    cell_key: format!("k{seq}"),
+                    seq,
+                    file: format!("cells/{seq:05}/result.json"),
+                    started_at: store::utc_now(),
+                    status: Status::Ok,
+                    ..Default::default()
+                })
+                .unwrap();
+            }
+        }
+        let before = files(dir.path());
+        let r = SweepDb::open(&db).unwrap();
+        assert_eq!(r.latest_run().unwrap().as_deref(), Some("r2"));
+        let info = r.run_info("r2").unwrap();
+        assert_eq!((info.status.as_str(), info.source.as_str(), info.cells_total), ("finished", "sweep", 3));
+        let mut seqs = Vec::new();
+        let n = r
+            .for_each_record_json("r2", |j| {
+                seqs.push(serde_json::from_str::<Record>(j)?.seq);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!((n, seqs), (3, vec![0, 1, 2]));
+        let e = format!("{:#}", r.run_info("nope").unwrap_err());
+        assert!(e.contains("no run nope") && e.contains("latest: r2, r1"), "{e}");
+        drop(r);
+        assert_eq!(files(dir.path()), before, "no -wal or -shm left by a reader");
+    }
 }

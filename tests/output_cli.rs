@@ -189,7 +189,8 @@ fn logs_refuses_a_binary_file_and_reads_past_a_one_gib_line_in_bounded_memory() 
 
 /// Hostile text: markup that would end a table or run a script, a Markdown table breaker, a newline, ANSI colour
 /// and title-setting escape sequences.
-pub(crate) const HOSTILE: &str = "</table><script>alert(1)</script> a|b\nnext \u{1b}[31mred\u{1b}[0m \u{1b}]0;pwned\u{7}";
+pub(crate) const HOSTILE: &str =
+    "</table><script>alert(1)</script> a|b\nnext \u{1b}[31mred\u{1b}[0m \u{1b}]0;pwned\u{7}";
 
 /// The checks every rendering of hostile input must pass.
 pub(crate) fn assert_inert(text: &str, markdown: &str, html: &str) {

@@ -82,7 +82,8 @@ fn crashing_sweep(dir: &Path) -> (PathBuf, String, PathBuf) {
     let mut sweep = Sweep::start(&args, &db, &runs);
     for _ in 0..3 {
         let e = sweep.wait_for(Duration::from_secs(600), |e| {
-            event_is(e, "first_token") && e["cell_key"].as_str().is_some_and(|k| k.starts_with("vk|") && k.contains("|ngl=1|"))
+            event_is(e, "first_token")
+                && e["cell_key"].as_str().is_some_and(|k| k.starts_with("vk|") && k.contains("|ngl=1|"))
         });
         let pid = e["pid"].as_i64().expect("first_token names the server pid");
         // SAFETY: signalling the llama-server this test's sweep started.
@@ -127,10 +128,15 @@ fn a_real_sweep_with_sigsegv_crashes_gets_its_statistics_documents_and_bundle() 
     let text = stdout_ok(backscope().env("COLUMNS", "160").args(["report", db_s]));
     assert_fits(&text, 160);
     assert!(text.starts_with(&format!("run {run_id} (sweep, finished): 12 cells, 9 ok, 3 failed")), "{text}");
-    let verdict_line = text.lines().find(|l| l.contains("vk at num_gpu=1: crash SIGSEGV 3/3")).unwrap_or_else(|| panic!("{text}"));
+    let verdict_line =
+        text.lines().find(|l| l.contains("vk at num_gpu=1: crash SIGSEGV 3/3")).unwrap_or_else(|| panic!("{text}"));
     assert!(verdict_line.contains(timing) && verdict_line.contains(verdict), "want {timing} {verdict}: {verdict_line}");
     let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("no {needle:?} in {text}"));
-    assert!(at("Crash timing") < at("Matched results") && at("Matched results") < at("Backend that served") && at("Backend that served") < at("Claims"));
+    assert!(
+        at("Crash timing") < at("Matched results")
+            && at("Matched results") < at("Backend that served")
+            && at("Backend that served") < at("Claims")
+    );
     let pivot_row = text.lines().find(|l| l.starts_with("│       0 ┆")).unwrap_or_else(|| panic!("{text}"));
     assert!(pivot_row.contains(&format!(" {cpu0_median} ")), "cpu median {cpu0_median}: {pivot_row}");
     assert!(text.lines().any(|l| l.starts_with("│       1 ┆") && l.contains("crash SIGSEGV 3/3")), "{text}");
@@ -148,7 +154,11 @@ fn a_real_sweep_with_sigsegv_crashes_gets_its_statistics_documents_and_bundle() 
     let cv = python("print(statistics.stdev(data) / statistics.fmean(data))", &serde_json::json!(ttf));
     assert!((ft["cv"].as_f64().unwrap() - cv.parse::<f64>().unwrap()).abs() < 1e-9, "{ft:#} vs {cv}");
     assert_eq!(vk1["backends"][0]["offloaded"], serde_json::json!([1, 5]));
-    assert!(v["ratios"].as_array().unwrap().iter().any(|r| r["metric"] == "decode_tps" && r["num_gpu"] == 0 && r["numerator"] == "vk"));
+    assert!(v["ratios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["metric"] == "decode_tps" && r["num_gpu"] == 0 && r["numerator"] == "vk"));
     let crash_timeline = v["timelines"].as_array().unwrap().iter().find(|t| t["outcome"] == "crash SIGSEGV").unwrap();
     assert_eq!(crash_timeline["crash"]["phase"], "first compute", "each crash hit the first request of a fresh server");
     assert!(s(&crash_timeline["log"]).contains("/servers/s00"), "the whole log of the server that died");
@@ -186,14 +196,32 @@ fn a_real_sweep_with_sigsegv_crashes_gets_its_statistics_documents_and_bundle() 
     let bundle = dir.path().join("evidence");
     let out = run(backscope().args(["report", db_s, "--bundle"]).arg(&bundle));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("evidence bundle written to"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("evidence bundle written to"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let files = files_under(&bundle);
-    for f in ["README.md", "report.md", "report.html", "report.json", "environment.md", "env.json", "run.json", "discovery.md"] {
+    for f in [
+        "README.md",
+        "report.md",
+        "report.html",
+        "report.json",
+        "environment.md",
+        "env.json",
+        "run.json",
+        "discovery.md",
+    ] {
         assert!(files.contains(f), "{f} missing: {files:#?}");
     }
     for r in &crashed {
         let cell = Path::new(s(&r["file"])).parent().unwrap().display().to_string();
-        for f in [s(&r["file"]).to_string(), s(&r["log_slice"]).to_string(), format!("{cell}/timeline.md"), s(&r["server"]["log"]).to_string()] {
+        for f in [
+            s(&r["file"]).to_string(),
+            s(&r["log_slice"]).to_string(),
+            format!("{cell}/timeline.md"),
+            s(&r["server"]["log"]).to_string(),
+        ] {
             assert!(files.contains(&f), "{f} missing: {files:#?}");
         }
     }
@@ -217,7 +245,10 @@ fn a_real_sweep_with_sigsegv_crashes_gets_its_statistics_documents_and_bundle() 
     assert_eq!(env_json["endpoints"]["cpu"]["env"]["GGML_BACKSCOPE_TEST_NOTE"], "[REDACTED]");
     assert_eq!(env_json["endpoints"]["vk"]["env"]["GGML_VK_VISIBLE_DEVICES"], "0", "harmless values stay");
     let environment = std::fs::read_to_string(bundle.join("environment.md")).unwrap();
-    assert!(environment.contains("ggml_vulkan") || environment.contains("Vulkan0"), "--list-devices output: {environment}");
+    assert!(
+        environment.contains("ggml_vulkan") || environment.contains("Vulkan0"),
+        "--list-devices output: {environment}"
+    );
     let discovery = std::fs::read_to_string(bundle.join("discovery.md")).unwrap();
     assert!(discovery.contains("offloaded 1/5 layers"), "{discovery}");
     let archive = dir.path().join("evidence.tar.gz");
@@ -225,7 +256,10 @@ fn a_real_sweep_with_sigsegv_crashes_gets_its_statistics_documents_and_bundle() 
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let listed = stdout_ok(Command::new("tar").arg("-tzf").arg(&archive));
     let root = format!("backscope-evidence-{run_id}/");
-    let in_archive: BTreeSet<String> = listed.lines().map(|l| l.strip_prefix(&root).unwrap_or_else(|| panic!("{l} outside {root}")).to_string()).collect();
+    let in_archive: BTreeSet<String> = listed
+        .lines()
+        .map(|l| l.strip_prefix(&root).unwrap_or_else(|| panic!("{l} outside {root}")).to_string())
+        .collect();
     assert_eq!(in_archive, files, "the archive holds what the directory holds");
     let unpacked = dir.path().join("unpacked");
     std::fs::create_dir(&unpacked).unwrap();
@@ -242,11 +276,13 @@ fn a_real_sweep_with_sigsegv_crashes_gets_its_statistics_documents_and_bundle() 
     std::fs::create_dir_all(copy.join("cells")).unwrap();
     for r in &records {
         let mut r = r.clone();
+        // Each name varies across the records, so that the tables and the places in words show all three.
         if r["endpoint"] == "vk" {
             r["endpoint"] = HOSTILE.into();
+            r["model"] = HOSTILE.into();
+        } else {
+            r["prompt"] = format!("{HOSTILE} | prompt").into();
         }
-        r["model"] = HOSTILE.into();
-        r["prompt"] = format!("{HOSTILE} | prompt").into();
         let file = copy.join(s(&r["file"]));
         std::fs::create_dir_all(file.parent().unwrap()).unwrap();
         std::fs::write(&file, serde_json::to_vec(&r).unwrap()).unwrap();
@@ -256,6 +292,9 @@ fn a_real_sweep_with_sigsegv_crashes_gets_its_statistics_documents_and_bundle() 
     assert_inert(&text, &markdown, &html);
     assert_fits(&text, 120);
     let svgs: Vec<&str> = html.split("<svg ").skip(1).map(|s| &s[..s.find("</svg>").unwrap()]).collect();
-    assert!(svgs.iter().any(|s| s.contains("&lt;/table&gt;&lt;script")), "a chart label carries the hostile name, escaped");
+    assert!(
+        svgs.iter().any(|s| s.contains("&lt;/table&gt;&lt;script")),
+        "a chart label carries the hostile name, escaped"
+    );
     assert!(svgs.iter().all(|s| !s.contains("<script") && !s.contains('\u{1b}')));
 }

@@ -359,6 +359,8 @@ impl RunStats {
 }
 
 type Key = (String, String, i64, String, i64);
+/// A backend and its offload, as a log states them.
+type BackendKey = (String, Option<(u32, u32)>);
 
 /// What the previous request of an endpoint left loaded.
 struct Loaded {
@@ -376,7 +378,8 @@ struct Acc {
     cold_load: Vec<f64>,
     ttft: Vec<f64>,
     failures: BTreeMap<String, FailureTiming>,
-    backends: BTreeMap<(String, Option<(u32, u32)>), (usize, u64)>,
+    /// Cells per (backend, offloaded), with the seq of the first.
+    backends: BTreeMap<BackendKey, (usize, u64)>,
     launches: Vec<f64>,
     /// Launches per family per traced request (0 where a request had none of the family).
     families: BTreeMap<String, Vec<u64>>,
@@ -413,13 +416,13 @@ impl Aggregator {
     /// Folds one record, given as its stored JSON text. Records must come in plan order (by `seq`): which
     /// requests are cold depends on what ran before them.
     pub fn add_json(&mut self, json: &str) -> Result<()> {
-        let v: RecordView<'_> = serde_json::from_str(json).context("a record does not parse (written by another backscope version?)")?;
+        let v: RecordView<'_> =
+            serde_json::from_str(json).context("a record does not parse (written by another backscope version?)")?;
         if self.run_id.is_none() {
             self.run_id = Some(v.run_id.to_string());
         }
         self.cells += 1;
-        let key: Key =
-            (v.endpoint.to_string(), v.model.to_string(), v.num_gpu, v.prompt.to_string(), v.num_predict);
+        let key: Key = (v.endpoint.to_string(), v.model.to_string(), v.num_gpu, v.prompt.to_string(), v.num_predict);
         let index = match self.index.get(&key) {
             Some(i) => *i,
             None => {
@@ -434,15 +437,11 @@ impl Aggregator {
         let start_no = v.server.as_ref().map(|s| s.start_no);
         let cold = match self.loaded.get(v.endpoint.as_ref()) {
             None => true,
-            Some(l) => {
-                l.model != v.model || l.num_gpu != v.num_gpu || (start_no.is_some() && l.start_no != start_no)
-            }
+            Some(l) => l.model != v.model || l.num_gpu != v.num_gpu || (start_no.is_some() && l.start_no != start_no),
         };
         if v.is_ok() || start_no.is_some() {
-            self.loaded.insert(
-                v.endpoint.to_string(),
-                Loaded { model: v.model.to_string(), num_gpu: v.num_gpu, start_no },
-            );
+            self.loaded
+                .insert(v.endpoint.to_string(), Loaded { model: v.model.to_string(), num_gpu: v.num_gpu, start_no });
         }
         let acc = &mut self.accs[index];
         acc.group.n += 1;
@@ -535,9 +534,8 @@ impl Aggregator {
     /// The statistics of everything folded in.
     pub fn finish(self) -> RunStats {
         let groups: Vec<Group> = self.accs.into_iter().map(Acc::finish).collect();
-        let distinct = |f: &dyn Fn(&Group) -> String| {
-            groups.iter().map(f).collect::<std::collections::BTreeSet<_>>().len() > 1
-        };
+        let distinct =
+            |f: &dyn Fn(&Group) -> String| groups.iter().map(f).collect::<std::collections::BTreeSet<_>>().len() > 1;
         let varies = Varies {
             model: distinct(&|g| g.model.clone()),
             prompt: distinct(&|g| g.prompt.clone()),
@@ -665,7 +663,9 @@ fn ratios(groups: &[Group], endpoints: &[String]) -> Vec<Ratio> {
         }
     }
     let find = |e: &str, p: &(&str, i64, &str, i64)| {
-        groups.iter().find(|g| g.endpoint == e && g.model == p.0 && g.num_gpu == p.1 && g.prompt == p.2 && g.num_predict == p.3)
+        groups
+            .iter()
+            .find(|g| g.endpoint == e && g.model == p.0 && g.num_gpu == p.1 && g.prompt == p.2 && g.num_predict == p.3)
     };
     let mut out = Vec::new();
     for metric in [Metric::DecodeTps, Metric::PromptTps] {
@@ -807,8 +807,8 @@ mod tests {
             r.wall_ms = Some(wall);
             r
         };
-        let s = of_records(&[plain(0, 0, 5000.0), plain(0, 1, 300.0), plain(1, 2, 6000.0), plain(0, 3, 5100.0)])
-            .unwrap();
+        let s =
+            of_records(&[plain(0, 0, 5000.0), plain(0, 1, 300.0), plain(1, 2, 6000.0), plain(0, 3, 5100.0)]).unwrap();
         let g0 = &s.groups[0];
         assert_eq!((g0.wall_ms.cold.unwrap().n, g0.wall_ms.warm.unwrap().n), (2, 1));
         assert_eq!(g0.wall_ms.cold.unwrap().median, 5050.0);

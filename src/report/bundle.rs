@@ -78,7 +78,11 @@ impl Builder {
             return;
         }
         if self.total + bytes.len() as u64 > TOTAL_CAP {
-            self.left_out.push(format!("{path} ({} bytes: the bundle would pass {} MiB)", bytes.len(), TOTAL_CAP >> 20));
+            self.left_out.push(format!(
+                "{path} ({} bytes: the bundle would pass {} MiB)",
+                bytes.len(),
+                TOTAL_CAP >> 20
+            ));
             return;
         }
         self.total += bytes.len() as u64;
@@ -179,7 +183,13 @@ fn environment_doc(env: &Value, run: &Value) -> Document {
         ("OS".into(), s(&env["os"]).into()),
         (
             "kernel".into(),
-            format!("{} {} ({})", s(&env["uname"]["sysname"]), s(&env["uname"]["release"]), s(&env["uname"]["machine"])).into(),
+            format!(
+                "{} {} ({})",
+                s(&env["uname"]["sysname"]),
+                s(&env["uname"]["release"]),
+                s(&env["uname"]["machine"])
+            )
+            .into(),
         ),
         ("CPU".into(), format!("{} ({} logical)", s(&env["cpu"]["model"]), s(&env["cpu"]["logical_cpus"])).into()),
         ("memory".into(), format!("{} KiB", s(&env["memory_total_kib"])).into()),
@@ -202,7 +212,14 @@ fn environment_doc(env: &Value, run: &Value) -> Document {
         Column::number("VRAM bytes"),
     ]);
     for g in env["gpus"].as_array().into_iter().flatten() {
-        gpus.row([s(&g["card"]), s(&g["vendor"]), s(&g["device"]), s(&g["driver"]), s(&g["product"]), s(&g["vram_total_bytes"])]);
+        gpus.row([
+            s(&g["card"]),
+            s(&g["vendor"]),
+            s(&g["device"]),
+            s(&g["driver"]),
+            s(&g["product"]),
+            s(&g["vram_total_bytes"]),
+        ]);
     }
     doc.push(gpus);
     doc.heading(2, "Environment variables that steer runtimes");
@@ -263,7 +280,13 @@ fn discovery_doc(run_dir: &Path, logs: &[String]) -> Document {
         wanted.extend(f.offload.iter().map(|o| o.line));
         wanted.extend(f.flash_attention.iter().map(|a| a.line));
         wanted.extend(f.graph.iter().map(|g| g.line));
-        wanted.extend(report.timeline.iter().filter(|e| e.kind.contains("discovery") || e.kind.contains("compute")).map(|e| e.line));
+        wanted.extend(
+            report
+                .timeline
+                .iter()
+                .filter(|e| e.kind.contains("discovery") || e.kind.contains("compute"))
+                .map(|e| e.line),
+        );
         let picked: Vec<&logs::analysis::TimelineEntry> =
             report.timeline.iter().filter(|e| wanted.contains(&e.line)).take(DISCOVERY_LINES).collect();
         doc.heading(2, rel.clone());
@@ -291,12 +314,18 @@ fn timeline_doc(t: &CellTimeline) -> Document {
         facts.push(("signature".into(), Text::code(&c.signature).and_plain(format!(" {}", c.signature_text))));
     }
     doc.push(output::Block::Facts(facts));
-    let mut table = Table::new(vec![Column::number("time"), Column::number("line"), Column::keep("event"), Column::text("what")]);
+    let mut table =
+        Table::new(vec![Column::number("time"), Column::number("line"), Column::keep("event"), Column::text("what")]);
     for (i, e) in t.entries.iter().enumerate() {
         if t.elided_at == Some(i) {
             table.row(["…".to_string(), "…".into(), "…".into(), format!("{} entries not kept", t.elided)]);
         }
-        table.row([e.t.map_or("-".into(), |t| format!("+{t:.3}s")), e.line.to_string(), e.kind.clone(), e.summary.clone()]);
+        table.row([
+            e.t.map_or("-".into(), |t| format!("+{t:.3}s")),
+            e.line.to_string(),
+            e.kind.clone(),
+            e.summary.clone(),
+        ]);
     }
     doc.push(table);
     doc
@@ -325,14 +354,21 @@ pub fn write(view: &ReportView, dest: &Path) -> Result<Written> {
     let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let archive = name.ends_with(".tar.gz") || name.ends_with(".tgz");
     if !archive && dest.exists() && std::fs::read_dir(dest).map(|mut d| d.next().is_some()).unwrap_or(true) {
-        bail!("{}: the bundle directory exists and is not empty; name a new directory or a FILE.tar.gz", dest.display());
+        bail!(
+            "{}: the bundle directory exists and is not empty; name a new directory or a FILE.tar.gz",
+            dest.display()
+        );
     }
     let b = build(view)?;
     let files = b.entries.len();
     let bytes = b.total;
     let (redacted, left_out) = (b.redacted, b.left_out.clone());
     if archive {
-        write_archive(&b.entries, dest, &format!("backscope-evidence-{}", crate::sweep::paths::sanitize(&view.run.run_id)))?;
+        write_archive(
+            &b.entries,
+            dest,
+            &format!("backscope-evidence-{}", crate::sweep::paths::sanitize(&view.run.run_id)),
+        )?;
     } else {
         write_dir(&b.entries, dest)?;
     }
@@ -345,8 +381,16 @@ fn build(view: &ReportView) -> Result<Builder> {
     let layout = output::text::Layout { width: 100, all: true };
     let doc = view.document();
     b.text("report.md", &output::render_document(&doc, Format::Markdown, layout), "the report (Markdown)");
-    b.text("report.html", &output::render_document(&doc, Format::Html, layout), "the report: one self-contained HTML file");
-    b.text("report.json", &relative_view(view), "the report's JSON (docs/report-json.md), paths relative to the bundle");
+    b.text(
+        "report.html",
+        &output::render_document(&doc, Format::Html, layout),
+        "the report: one self-contained HTML file",
+    );
+    b.text(
+        "report.json",
+        &relative_view(view),
+        "the report's JSON (docs/report-json.md), paths relative to the bundle",
+    );
     let env: Option<Value> = std::fs::read(run_dir.join("env.json")).ok().and_then(|b| serde_json::from_slice(&b).ok());
     let run: Option<Value> = std::fs::read(run_dir.join("run.json")).ok().and_then(|b| serde_json::from_slice(&b).ok());
     if let Some(env) = &env {
@@ -354,7 +398,11 @@ fn build(view: &ReportView) -> Result<Builder> {
         b.redacted += redact::json(&mut env);
         let mut run_clean = run.clone().unwrap_or(Value::Null);
         b.redacted += redact::json(&mut run_clean);
-        b.text("environment.md", &markdown(&environment_doc(&env, &run_clean)), "versions, GPUs, drivers, environment overrides, what each server program said about itself");
+        b.text(
+            "environment.md",
+            &markdown(&environment_doc(&env, &run_clean)),
+            "versions, GPUs, drivers, environment overrides, what each server program said about itself",
+        );
         b.json("env.json", env, "the run's environment snapshot");
     }
     if let Some(run) = run {
@@ -364,7 +412,8 @@ fn build(view: &ReportView) -> Result<Builder> {
         b.copy(&run_dir, "claims.json", "the sweep's own claims");
     }
     // Server logs: those of failing cells and those the backend claims cite.
-    let failed: Vec<&Record> = view.stats.groups.iter().flat_map(|g| g.failed_records.iter()).take(FAILED_CELLS).collect();
+    let failed: Vec<&Record> =
+        view.stats.groups.iter().flat_map(|g| g.failed_records.iter()).take(FAILED_CELLS).collect();
     let mut server_logs: Vec<String> = Vec::new();
     let mut add_log = |l: &str| {
         if !server_logs.iter().any(|x| x == l) {
@@ -388,7 +437,11 @@ fn build(view: &ReportView) -> Result<Builder> {
             }
         }
     }
-    b.text("discovery.md", &markdown(&discovery_doc(&run_dir, &server_logs)), "the backend, device and offload lines of each server log");
+    b.text(
+        "discovery.md",
+        &markdown(&discovery_doc(&run_dir, &server_logs)),
+        "the backend, device and offload lines of each server log",
+    );
     for l in &server_logs {
         b.copy(&run_dir, l, "a server's whole log");
     }
@@ -400,7 +453,8 @@ fn build(view: &ReportView) -> Result<Builder> {
             b.copy(&run_dir, slice, "a failing cell's log slice (the server log written while it ran)");
         }
         if let Some(t) = timeline::of_record(r, &run_dir) {
-            let path = if dir.is_empty() { format!("cells/{}-timeline.md", r.seq) } else { format!("{dir}/timeline.md") };
+            let path =
+                if dir.is_empty() { format!("cells/{}-timeline.md", r.seq) } else { format!("{dir}/timeline.md") };
             b.text(&path, &markdown(&timeline_doc(&t)), "a failing cell's timeline, crash phase and signature");
         }
     }
@@ -482,7 +536,8 @@ fn write_archive(entries: &[Entry], dest: &Path, root: &str) -> Result<()> {
         tar.append_data(&mut h, format!("{root}/{}", e.path), e.bytes.as_slice())
             .with_context(|| format!("cannot add {} to the archive", e.path))?;
     }
-    let mut out = tar.into_inner().context("cannot finish the archive")?.finish().context("cannot finish the archive")?;
+    let mut out =
+        tar.into_inner().context("cannot finish the archive")?.finish().context("cannot finish the archive")?;
     out.flush()?;
     drop(out);
     tmp.persist(dest).with_context(|| format!("cannot write {}", dest.display()))?;

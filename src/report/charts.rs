@@ -70,7 +70,7 @@ pub fn rate_by_num_gpu(title: &str, y_desc: &str, series: &[Series]) -> Result<S
     let mut xs: Vec<i64> = series.iter().flat_map(|s| s.points.iter().map(|(x, _)| *x)).collect();
     num_gpu_order(&mut xs);
     let y_max = series.iter().flat_map(|s| s.points.iter().map(|(_, y)| *y)).fold(0.0f64, f64::max);
-    if xs.is_empty() || !(y_max > 0.0) {
+    if xs.is_empty() || y_max.is_nan() || y_max <= 0.0 {
         return Err(ChartError("no values to plot".into()));
     }
     let at = |x: i64| xs.iter().position(|v| *v == x).unwrap_or(0) as i32;
@@ -109,9 +109,7 @@ pub fn rate_by_num_gpu(title: &str, y_desc: &str, series: &[Series]) -> Result<S
                 .map_err(drawn)?
                 .label(label(&s.name, 48))
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
-            chart
-                .draw_series(centred.into_iter().map(|p| Circle::new(p, 4, color.filled())))
-                .map_err(drawn)?;
+            chart.draw_series(centred.into_iter().map(|p| Circle::new(p, 4, color.filled()))).map_err(drawn)?;
         }
         chart
             .configure_series_labels()
@@ -137,7 +135,7 @@ pub struct CrashRow {
 /// Time to each crash, one row per group and kind of failure: a dot per crash, the mean ± sd as a bar.
 pub fn crash_times(rows: &[CrashRow]) -> Result<Svg, ChartError> {
     let x_max = rows.iter().flat_map(|r| r.times_s.iter().copied()).fold(0.0f64, f64::max);
-    if rows.is_empty() || !(x_max > 0.0) {
+    if rows.is_empty() || x_max.is_nan() || x_max <= 0.0 {
         return Err(ChartError("no times to plot".into()));
     }
     let names: Vec<String> = rows.iter().map(|r| label(&r.name, 44)).collect();
@@ -173,10 +171,18 @@ pub fn crash_times(rows: &[CrashRow]) -> Result<Svg, ChartError> {
             let slot = (rows.len() - 1 - i) as i32;
             if let (Some(m), Some(sd)) = (super::stats::mean(&r.times_s), super::stats::sample_sd(&r.times_s)) {
                 let bar = BLACK.mix(0.55).stroke_width(2);
-                chart.draw_series(std::iter::once(PathElement::new(vec![((m - sd).max(0.0), row()), (m + sd, row())], bar))).map_err(drawn)?;
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        vec![((m - sd).max(0.0), row()), (m + sd, row())],
+                        bar,
+                    )))
+                    .map_err(drawn)?;
                 chart
                     .draw_series(std::iter::once(Rectangle::new(
-                        [(m - x_max * 0.002, SegmentValue::Exact(slot)), (m + x_max * 0.002, SegmentValue::Exact(slot + 1))],
+                        [
+                            (m - x_max * 0.002, SegmentValue::Exact(slot)),
+                            (m + x_max * 0.002, SegmentValue::Exact(slot + 1)),
+                        ],
                         BLACK.mix(0.55).filled(),
                     )))
                     .map_err(drawn)?;
@@ -271,7 +277,11 @@ mod tests {
         )
         .unwrap();
         let crash = crash_times(&[CrashRow { name: HOSTILE.into(), times_s: vec![2.6, 2.65, 2.7] }]).unwrap();
-        let line = timeline(HOSTILE, &[Mark { t: 0.0, kind: HOSTILE.into(), alarm: false }, Mark { t: 2.6, kind: "crash".into(), alarm: true }]).unwrap();
+        let line = timeline(
+            HOSTILE,
+            &[Mark { t: 0.0, kind: HOSTILE.into(), alarm: false }, Mark { t: 2.6, kind: "crash".into(), alarm: true }],
+        )
+        .unwrap();
         for s in [&svg, &crash, &line] {
             let m = s.markup();
             assert!(m.trim_start().starts_with("<svg"), "{m}");
@@ -280,7 +290,11 @@ mod tests {
             assert_eq!(m.matches("<text").count(), m.matches("</text>").count(), "{m}");
         }
         // The axis is in sweep order, the runtime's own choice last, and every num_gpu value is labelled.
-        assert!(svg.markup().contains(">\n-1 (auto)\n</text>") || svg.markup().contains(">-1 (auto)"), "{}", svg.markup());
+        assert!(
+            svg.markup().contains(">\n-1 (auto)\n</text>") || svg.markup().contains(">-1 (auto)"),
+            "{}",
+            svg.markup()
+        );
         let mut order = vec![-1, 2, 0, 1, 0];
         num_gpu_order(&mut order);
         assert_eq!(order, [0, 1, 2, -1]);

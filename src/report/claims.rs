@@ -11,6 +11,9 @@ use crate::evidence::{Claim, Confidence, Source};
 use crate::sweep::forensics;
 use crate::sweep::record::Record;
 
+/// Record sources listed under a claim that counts many records.
+const REFS_SHOWN: usize = 8;
+
 /// The file whose constants the statistical claims rest on.
 const STATS_FILE: &str = "src/report/stats.rs";
 
@@ -94,7 +97,10 @@ fn timing_claims(g: &Group, varies: &Varies, run_id: &str) -> Vec<Claim> {
                 Claim::new(
                     id,
                     Confidence::Limited,
-                    format!("`{}` at {at}: {} in {}/{} runs; no time to failure was recorded", g.endpoint, f.outcome, f.n, g.n),
+                    format!(
+                        "`{}` at {at}: {} in {}/{} runs; no time to failure was recorded",
+                        g.endpoint, f.outcome, f.n, g.n
+                    ),
                 )
                 .with_sources(run_sources(run_id, &f.refs)),
             );
@@ -118,12 +124,8 @@ fn timing_claims(g: &Group, varies: &Varies, run_id: &str) -> Vec<Claim> {
             g.n,
             mean_sd(ttf),
             match f.verdict {
-                Verdict::TooFew => format!(
-                    "{} ({} timed, {} needed)",
-                    Verdict::TooFew.words(),
-                    f.timed,
-                    stats::MIN_VERDICT_N
-                ),
+                Verdict::TooFew =>
+                    format!("{} ({} timed, {} needed)", Verdict::TooFew.words(), f.timed, stats::MIN_VERDICT_N),
                 v => v.words().to_string(),
             }
         );
@@ -293,13 +295,15 @@ fn ratio_claim(r: &Ratio, s: &RunStats, run_id: &str) -> Option<Claim> {
 fn backend_claim(g: &Group, at: &str, base: &str, run_id: &str, run_dir: &Path) -> Claim {
     let id = format!("{base}.backend");
     let Some(r) = g.backend_record.as_deref() else {
-        let never_started = g.ok == 0 && g.failed_records.iter().all(|r| r.phase == Some(crate::sweep::record::Phase::Start));
+        let never_started =
+            g.ok == 0 && g.failed_records.iter().all(|r| r.phase == Some(crate::sweep::record::Phase::Start));
         let why = if never_started {
             "no backend to identify — the server never became ready"
         } else {
             "no server log named a device or an offload line (an external server needs its `log_file` in the spec; a managed one logs them at -lv 4)"
         };
-        let refs: Vec<RecordRef> = g.ok_refs.iter().chain(g.failure_timing.iter().flat_map(|f| &f.refs)).take(1).cloned().collect();
+        let refs: Vec<RecordRef> =
+            g.ok_refs.iter().chain(g.failure_timing.iter().flat_map(|f| &f.refs)).take(1).cloned().collect();
         return Claim::new(id, Confidence::Unresolved, format!("`{}` at {at}: {why}", g.endpoint))
             .with_sources(run_sources(run_id, &refs));
     };
@@ -327,7 +331,11 @@ fn backend_claim(g: &Group, at: &str, base: &str, run_id: &str, run_dir: &Path) 
         .iter()
         .flat_map(|b| b.evidence.iter().take(6))
         .map(|e| {
-            let path = if Path::new(&e.file).is_absolute() { e.file.clone() } else { run_dir.join(&e.file).display().to_string() };
+            let path = if Path::new(&e.file).is_absolute() {
+                e.file.clone()
+            } else {
+                run_dir.join(&e.file).display().to_string()
+            };
             Source::LogLine { path, line: e.line, text: e.text.clone() }
         })
         .collect();
@@ -352,7 +360,11 @@ fn ok_claim(g: &Group, at: &str, base: &str, run_id: &str) -> Option<Claim> {
         parts.push(format!("warm requests {} median, {} (n {})", secs(w.median), mean_sd(w), w.n));
     }
     if let Some(c) = &g.wall_ms.cold {
-        let load = g.load_ms.cold.map(|l| format!(", of which model load {} (server-reported median)", secs(l.median))).unwrap_or_default();
+        let load = g
+            .load_ms
+            .cold
+            .map(|l| format!(", of which model load {} (server-reported median)", secs(l.median)))
+            .unwrap_or_default();
         parts.push(format!("cold requests {} median (n {}){load}", secs(c.median), c.n));
     }
     let measured = if parts.is_empty() { String::new() } else { format!(": {}", parts.join("; ")) };
@@ -378,7 +390,10 @@ fn kernel_claim(g: &Group, at: &str, base: &str, run_id: &str) -> Option<Claim> 
     };
     let launches = k.launches.map(|l| format!(", {:.0} launches in all", l.median)).unwrap_or_default();
     let (confidence, lower) = if k.cut > 0 {
-        (Confidence::Limited, format!("; {} of the traces were cut before their request ended, so these are lower bounds", k.cut))
+        (
+            Confidence::Limited,
+            format!("; {} of the traces were cut before their request ended, so these are lower bounds", k.cut),
+        )
     } else {
         (Confidence::Confirmed, String::new())
     };
@@ -395,9 +410,28 @@ fn kernel_claim(g: &Group, at: &str, base: &str, run_id: &str) -> Option<Claim> 
     )
 }
 
+/// Outliers claimed one by one per group; the rest are counted in one claim (the outliers table lists them all).
+const OUTLIER_CLAIMS: usize = 5;
+
 fn outlier_claims(g: &Group, at: &str, base: &str, run_id: &str) -> Vec<Claim> {
     let mut out = Vec::new();
-    for o in &g.outliers {
+    if g.outliers.len() > OUTLIER_CLAIMS {
+        let rest = &g.outliers[OUTLIER_CLAIMS..];
+        out.push(
+            Claim::new(
+                format!("{base}.outliers"),
+                Confidence::Confirmed,
+                format!(
+                    "`{}` at {at}: {} requests are wall-time outliers (|modified z-score| > {}); the first {OUTLIER_CLAIMS} follow, the outliers table lists every one",
+                    g.endpoint,
+                    g.outliers.len(),
+                    stats::OUTLIER_THRESHOLD
+                ),
+            )
+            .with_sources(rest.iter().take(REFS_SHOWN).map(|o| Source::Run { run_id: run_id.into(), file: Some(o.file.clone()) })),
+        );
+    }
+    for o in g.outliers.iter().take(OUTLIER_CLAIMS) {
         let (kind, n, median) = if o.cold {
             ("cold", g.wall_ms.cold.map_or(0, |s| s.n), g.wall_ms.cold.map(|s| s.median))
         } else {
@@ -474,7 +508,10 @@ mod tests {
             "{}",
             timing.statement
         );
-        assert!(timing.sources.iter().any(|s| matches!(s, Source::Rule { rule, .. } if rule.starts_with("CV_DETERMINISTIC"))));
+        assert!(timing
+            .sources
+            .iter()
+            .any(|s| matches!(s, Source::Rule { rule, .. } if rule.starts_with("CV_DETERMINISTIC"))));
         assert!(cl.iter().any(|c| c.id.ends_with(".offload_pattern") && c.confidence == Confidence::Inferred));
         let backend = cl.iter().find(|c| c.id.ends_with("ngl1.p.n8.backend")).unwrap();
         assert_eq!(backend.confidence, Confidence::Unresolved);

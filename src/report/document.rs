@@ -313,10 +313,13 @@ fn rate_charts(doc: &mut Document, s: &RunStats, metric: Metric) {
                 let groups: Vec<&Group> = s
                     .groups
                     .iter()
-                    .filter(|g| &g.endpoint == e && g.model == *model && g.prompt == *prompt && g.num_predict == *num_predict)
+                    .filter(|g| {
+                        &g.endpoint == e && g.model == *model && g.prompt == *prompt && g.num_predict == *num_predict
+                    })
                     .collect();
                 let backends: Vec<String> = {
-                    let mut b: Vec<String> = groups.iter().flat_map(|g| g.backends.iter().map(|b| short_backend(&b.backend))).collect();
+                    let mut b: Vec<String> =
+                        groups.iter().flat_map(|g| g.backends.iter().map(|b| short_backend(&b.backend))).collect();
                     b.dedup();
                     b.sort();
                     b.dedup();
@@ -356,7 +359,12 @@ fn short_backend(b: &str) -> String {
 }
 
 /// A chart, or its fallback with a word on why the chart is missing.
-fn push_chart(doc: &mut Document, title: String, svg: Result<crate::output::Svg, charts::ChartError>, fallback: Vec<Block>) {
+fn push_chart(
+    doc: &mut Document,
+    title: String,
+    svg: Result<crate::output::Svg, charts::ChartError>,
+    fallback: Vec<Block>,
+) {
     match svg {
         Ok(svg) => {
             doc.push(Chart { title, svg, fallback });
@@ -405,7 +413,11 @@ fn kernel_table(s: &RunStats) -> Option<Table> {
         return None;
     }
     let mut columns = group_columns(s);
-    columns.extend([Column::number("traced"), Column::number("launches"), Column::text("families (median launches per request)")]);
+    columns.extend([
+        Column::number("traced"),
+        Column::number("launches"),
+        Column::text("families (median launches per request)"),
+    ]);
     let mut t = Table::new(columns).collapse(Collapse::Head(GROUP_ROWS));
     for g in traced {
         let Some(k) = &g.kernels else { continue };
@@ -445,8 +457,9 @@ fn timeline_section(doc: &mut Document, t: &CellTimeline) {
     let span = marks.iter().map(|m| m.t).fold(0.0f64, f64::max);
     let title = format!("timeline of cell {} ({} events over {span:.3} s)", t.seq, t.entries.len());
     push_chart(doc, title.clone(), charts::timeline(&title, &marks), Vec::new());
-    let mut table = Table::new(vec![Column::number("time"), Column::number("line"), Column::keep("event"), Column::text("what")])
-        .collapse(Collapse::HeadTail(TIMELINE_HEAD, TIMELINE_TAIL));
+    let mut table =
+        Table::new(vec![Column::number("time"), Column::number("line"), Column::keep("event"), Column::text("what")])
+            .collapse(Collapse::HeadTail(TIMELINE_HEAD, TIMELINE_TAIL));
     for (i, e) in t.entries.iter().enumerate() {
         if t.elided_at == Some(i) {
             table.row(["…".to_string(), "…".into(), "…".into(), format!("{} entries not kept", t.elided)]);
@@ -470,7 +483,12 @@ pub fn document(v: &ReportView) -> Document {
     doc.paragraph(
         Text::plain(format!(
             "run {} ({}{status}): {} cells{planned}, {} ok, {} failed; {} group(s) of cells over endpoints ",
-            m.run_id, m.source, s.cells, s.ok, s.failed, s.groups.len()
+            m.run_id,
+            m.source,
+            s.cells,
+            s.ok,
+            s.failed,
+            s.groups.len()
         ))
         .and_plain(s.endpoints.join(", "))
         .and_plain(" — records in ")
@@ -497,7 +515,9 @@ pub fn document(v: &ReportView) -> Document {
         return doc;
     }
     doc.heading(2, "Statistics per group of cells");
-    doc.paragraph("Outcomes and rates (tokens/s from the server's own counts and durations; medians of the successful requests):");
+    doc.paragraph(
+        "Outcomes and rates (tokens/s from the server's own counts and durations; medians of the successful requests):",
+    );
     doc.push(outcomes_table(s));
     doc.paragraph("Wall time of the successful requests (client side), warm and cold apart (cold: the first request of a server process, or the first after the endpoint switched model or num_gpu):");
     doc.push(wall_table(s));
@@ -561,4 +581,132 @@ pub fn document(v: &ReportView) -> Document {
         Text::plain("Backends: what each cell's server log says ran it (devices, offloaded layers), not what the sweep asked for."),
     ]));
     doc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::aggregate::of_records;
+    use super::super::{input::RunMeta, ReportView, Rules, SCHEMA};
+    use crate::output::{render_document, text::Layout, Format, Render};
+    use crate::sweep::record::{ErrorClass, Record, RunSource, Status, RECORD_SCHEMA};
+
+    const HOSTILE: &str = "</table><script>alert(1)</script> a|b\nnext \u{1b}[31mred\u{1b}]0;t\u{7}";
+
+    fn rec(ep: &str, ngl: i64, seq: u64, ok: bool, value: f64) -> Record {
+        Record {
+            schema: RECORD_SCHEMA,
+            run_id: "r".into(),
+            cell_key: format!("{seq}"),
+            seq,
+            source: RunSource::Sweep,
+            file: format!("cells/{seq:05}/result.json"),
+            endpoint: ep.into(),
+            model: HOSTILE.into(),
+            num_gpu: ngl,
+            prompt: format!("{HOSTILE} | p"),
+            num_predict: 8,
+            status: if ok { Status::Ok } else { Status::Fail },
+            error_class: (!ok).then_some(ErrorClass::Crash),
+            signal: (!ok).then(|| "SIGSEGV".into()),
+            wall_ms: ok.then_some(value),
+            decode_tps: ok.then_some(value / 10.0),
+            prompt_tps: ok.then_some(value),
+            ttf_ms: (!ok).then_some(value),
+            ..Default::default()
+        }
+    }
+
+    fn view(records: &[Record]) -> ReportView {
+        let stats = of_records(records).unwrap();
+        let claims = super::super::claims::claims(&stats, "r", std::path::Path::new("/runs/r"));
+        ReportView {
+            schema: SCHEMA,
+            run: RunMeta {
+                run_id: "r".into(),
+                run_dir: "/runs/r".into(),
+                source: "sweep".into(),
+                ..Default::default()
+            },
+            stats,
+            timelines: Vec::new(),
+            claims,
+            rules: Rules::default(),
+        }
+    }
+
+    #[test]
+    fn hostile_names_stay_inert_in_tables_claims_and_chart_labels() {
+        let mut records = Vec::new();
+        for (i, ep) in ["cpu", HOSTILE].into_iter().enumerate() {
+            for ngl in [0, 1] {
+                for k in 0..3 {
+                    let seq = (i * 6 + ngl as usize * 3 + k) as u64;
+                    let crash = i == 1 && ngl == 1;
+                    let mut r =
+                        rec(ep, ngl, seq, !crash, if crash { 2600.0 + k as f64 * 10.0 } else { 100.0 + k as f64 });
+                    // Model and prompt vary, so that the tables and the places in words show them.
+                    if i == 0 {
+                        r.model = "m".into();
+                    } else {
+                        r.prompt = "p".into();
+                    }
+                    records.push(r);
+                }
+            }
+        }
+        let v = view(&records);
+        let doc = v.document();
+        let layout = Layout { width: 120, all: true };
+        let (text, md, html) = (
+            render_document(&doc, Format::Text, layout),
+            render_document(&doc, Format::Markdown, layout),
+            render_document(&doc, Format::Html, layout),
+        );
+        for out in [&text, &md, &html] {
+            assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'));
+        }
+        let body = &html[html.find("<body>").unwrap()..];
+        assert!(!body.contains("<script"), "{body}");
+        assert_eq!(body.matches("<table>").count(), body.matches("</table>").count());
+        let svgs: Vec<&str> = body.split("<svg ").skip(1).collect();
+        assert!(svgs.len() >= 2, "the rate and crash charts are drawn");
+        assert!(svgs.iter().any(|s| s.contains("&lt;/table&gt;&lt;script")), "a chart label holds the name, escaped");
+        // Markdown through an independent CommonMark reader: every row keeps its cell count, no element escapes.
+        let mut rendered = String::new();
+        pulldown_cmark::html::push_html(
+            &mut rendered,
+            pulldown_cmark::Parser::new_ext(&md, pulldown_cmark::Options::ENABLE_TABLES),
+        );
+        assert!(!rendered.contains("<script"), "{rendered}");
+        for table in rendered.split("<table>").skip(1) {
+            let table = &table[..table.find("</table>").unwrap()];
+            let columns = table.matches("<th>").count() + table.matches("<th ").count();
+            for row in table.split("<tr>").skip(2) {
+                assert_eq!(row.matches("<td").count(), columns, "{row}");
+            }
+        }
+        // Text shows the names as text, every line within the width.
+        assert!(text.contains("</table><script>"), "{text}");
+        assert!(text.lines().all(|l| l.chars().count() <= 120), "{text}");
+    }
+
+    #[test]
+    fn verdicts_come_first_then_the_pivot_then_the_claims() {
+        let mut records = vec![rec("cpu", 0, 0, true, 100.0), rec("vk", 0, 1, true, 300.0)];
+        for k in 0..3 {
+            records.push(rec("vk", 1, 2 + k, false, 2653.0 + 10.0 * k as f64));
+        }
+        let text = render_document(&view(&records).document(), Format::Text, Layout { width: 200, all: false });
+        let at = |s: &str| text.find(s).unwrap_or_else(|| panic!("no {s:?}: {text}"));
+        assert!(at("Crash timing") < at("Matched results") && at("Matched results") < at("Claims"));
+        assert!(
+            text.contains(
+                "vk at num_gpu=1: crash SIGSEGV 3/3 after 2.663 s ± 0.010 s (CV 0.4%) — deterministic, not a race"
+            ),
+            "{text}"
+        );
+        // The pivot: cpu's and vk's medians, vk's crash where its rate would be, and the ratio of the two.
+        assert!(text.contains("crash SIGSEGV 3/3"), "{text}");
+        assert!(text.contains("┆ 10.0 ┆ 30.0 "), "{text}");
+    }
 }

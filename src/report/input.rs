@@ -99,7 +99,8 @@ fn open_run_dir(dir: &Path) -> Result<(RunMeta, Records)> {
     files.sort();
     let run_json = read_json(&dir.join("run.json"));
     let first = files.first().and_then(|(_, f)| read_json(f));
-    let field = |v: &Option<Value>, k: &str| v.as_ref().and_then(|v| v.get(k)).and_then(Value::as_str).map(str::to_string);
+    let field =
+        |v: &Option<Value>, k: &str| v.as_ref().and_then(|v| v.get(k)).and_then(Value::as_str).map(str::to_string);
     let run_id = field(&run_json, "run_id")
         .or_else(|| field(&first, "run_id"))
         .or_else(|| dir.file_name().map(|n| n.to_string_lossy().into_owned()))
@@ -124,7 +125,8 @@ impl Records {
             Records::Db(db) => db.for_each_record_json(run_id, f),
             Records::Files(files) => {
                 for file in files {
-                    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+                    let text =
+                        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
                     f(&text).with_context(|| file.display().to_string())?;
                 }
                 Ok(files.len() as u64)

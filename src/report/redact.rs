@@ -15,20 +15,15 @@ use serde_json::Value;
 /// What a redacted value becomes.
 pub const REDACTED: &str = "[REDACTED]";
 
-/// Parts of a variable, key or flag name that mark its value secret.
-const SECRET_NAMES: &[&str] =
-    &["TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "APIKEY", "API_KEY", "ACCESS_KEY", "PRIVATE_KEY", "AUTH"];
+/// Words of a variable, key or flag name that mark its value secret.
+const SECRET_WORDS: &[&str] =
+    &["TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY", "KEY", "AUTH", "AUTHORIZATION"];
 
 /// Whether a variable, key or flag name marks its value secret (`HF_TOKEN`, `OLLAMA_API_KEY`, `--api-key`,
-/// `password`). `_KEY` as a word counts too (`HF_KEY`), `KEY` inside a word does not (`KEEP_ALIVE`, `HOTKEYS`).
+/// `password`): one of its words (split at `_` and `-`) is a secret word. Counts of tokens (`n_tokens`,
+/// `target_tokens`), `KEEP_ALIVE` or `HOTKEYS` are not secrets.
 pub fn secret_name(name: &str) -> bool {
-    let upper: String =
-        name.trim_start_matches('-').chars().map(|c| if c == '-' { '_' } else { c.to_ascii_uppercase() }).collect();
-    SECRET_NAMES.iter().any(|s| upper.contains(s))
-        || upper == "KEY"
-        || upper.ends_with("_KEY")
-        || upper.starts_with("KEY_")
-        || upper.contains("_KEY_")
+    name.trim_start_matches('-').split(['_', '-', '.']).any(|w| SECRET_WORDS.iter().any(|s| w.eq_ignore_ascii_case(s)))
 }
 
 fn is_uuid_like(v: &str) -> bool {
@@ -83,13 +78,13 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
         p(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+@", "${1}[REDACTED]@"),
         // --api-key=VALUE, --hf-token=VALUE.
         p(
-            r"(?i)(--?[a-z0-9-]*(?:key|token|secret|password|passwd|credential)[a-z0-9-]*=)[^\s,;]+",
+            r"(?i)(--?(?:[a-z0-9]+-)*(?:key|token|secret|password|passwd|credentials?|auth)(?:-[a-z0-9]+)*=)[^\s,;]+",
             "${1}[REDACTED]",
         ),
         // NAME=value and NAME: value with a secret name (environment lines, `--env ep:HF_TOKEN=…`, Ollama's
         // `server config` map).
         p(
-            r"(?i)\b([A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|ACCESS_KEY|PRIVATE_KEY|_KEY)[A-Z0-9_]*\s*[=:]\s*)([^\s\x22',;\[\]][^\s\x22',;\]]*)",
+            r"(?i)\b((?:[A-Z0-9]+_)*(?:TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|APIKEY|KEY|AUTH)(?:_[A-Z0-9]+)*\s*[=:]\s*)([^\s\x22',;\[\]][^\s\x22',;\]]*)",
             "${1}[REDACTED]",
         ),
         // An environment assignment whose value is shaped like a token, whatever the variable's name
@@ -141,10 +136,9 @@ fn walk(v: &mut Value, env: bool) -> usize {
     match v {
         Value::Object(map) => {
             for (k, val) in map.iter_mut() {
-                if secret_name(k) && !matches!(val, Value::Null) && val.as_str() != Some(REDACTED) {
-                    *val = Value::String(REDACTED.into());
-                    n += 1;
-                } else if env && val.as_str().is_some_and(looks_like_token) {
+                let secret = (secret_name(k) && !matches!(val, Value::Null) && val.as_str() != Some(REDACTED))
+                    || (env && val.as_str().is_some_and(looks_like_token));
+                if secret {
                     *val = Value::String(REDACTED.into());
                     n += 1;
                 } else {
@@ -195,10 +189,21 @@ mod tests {
 
     #[test]
     fn secret_names_and_token_shapes() {
-        for name in ["HF_TOKEN", "OLLAMA_API_KEY", "--api-key", "--hf-token", "password", "AWS_SECRET_ACCESS_KEY", "HF_KEY"] {
+        for name in
+            ["HF_TOKEN", "OLLAMA_API_KEY", "--api-key", "--hf-token", "password", "AWS_SECRET_ACCESS_KEY", "HF_KEY"]
+        {
             assert!(secret_name(name), "{name}");
         }
-        for name in ["OLLAMA_KEEP_ALIVE", "GGML_VK_VISIBLE_DEVICES", "HOTKEYS", "PATH", "--model", "monkey"] {
+        for name in [
+            "OLLAMA_KEEP_ALIVE",
+            "GGML_VK_VISIBLE_DEVICES",
+            "HOTKEYS",
+            "PATH",
+            "--model",
+            "monkey",
+            "target_tokens",
+            "n_tokens",
+        ] {
             assert!(!secret_name(name), "{name}");
         }
         assert!(looks_like_token("Zq3xT9vB2mL8kR4wY7nP1sD6fH0jC5aE"));
@@ -229,6 +234,7 @@ mod tests {
         }
         // Nothing secret: unchanged, nothing counted; a second pass finds nothing more.
         let plain = "load_backend: loaded Vulkan backend from /opt/llama/libggml-vulkan.so OLLAMA_KEEP_ALIVE=5m \
+                     n_tokens = 2, prompt_tokens: 24 tokenizer: llama hotkey=1 --max-tokens=5 \
                      CUDA_VISIBLE_DEVICES=GPU-6b8d0a61-7d7b-8b39-3c5e-1d2e3f4a5b6c HOME=/root/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
         assert_eq!(text(plain), (plain.to_string(), 0));
         let (once, _) = text(cases[0].0);
@@ -242,6 +248,7 @@ mod tests {
             "env": {"GGML_VK_VISIBLE_DEVICES": "0", "OLLAMA_NOPRUNE": "Zq3xT9vB2mL8kR4wY7nP1sD6fH0jC5aE", "CUDA_VISIBLE_DEVICES": "GPU-6b8d0a61-7d7b-8b39-3c5e-1d2e3f4a5b6c"},
             "plan": {"endpoints": [{"kind": {"env": [["HF_TOKEN", "abc"], ["GGML_VK_VISIBLE_DEVICES", "0"]]}}]},
             "password": "x",
+            "prompts": [{"name": "p", "target_tokens": 512}],
         });
         let n = json(&mut v);
         assert_eq!(v["argv"][3], "vk:HF_TOKEN=[REDACTED]");
@@ -253,6 +260,7 @@ mod tests {
         assert_eq!(v["plan"]["endpoints"][0]["kind"]["env"][0][1], REDACTED);
         assert_eq!(v["plan"]["endpoints"][0]["kind"]["env"][1][1], "0");
         assert_eq!(v["password"], REDACTED);
+        assert_eq!(v["prompts"][0]["target_tokens"], 512, "a count of tokens is no token");
         assert_eq!(n, 5);
         assert_eq!(json(&mut v), 0, "idempotent");
     }

@@ -100,7 +100,9 @@ fn build(r: &Record, log: &Path, slice: Option<&Path>, report: &Report) -> CellT
     let alarm_lines: Vec<u64> = report
         .crashes
         .iter()
-        .flat_map(|c| std::iter::once(c.line).chain(c.causes.iter().map(|l| l.line)).chain(c.consequences.iter().map(|l| l.line)))
+        .flat_map(|c| {
+            std::iter::once(c.line).chain(c.causes.iter().map(|l| l.line)).chain(c.consequences.iter().map(|l| l.line))
+        })
         .filter(|l| *l > 0)
         .collect();
     let all: Vec<Entry> = report

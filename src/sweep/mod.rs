@@ -39,7 +39,7 @@ mod report;
 mod runner;
 mod spec;
 pub(crate) mod stats;
-mod store;
+pub mod store;
 mod supervise;
 mod tracejoin;
 
