@@ -298,3 +298,78 @@ fn a_real_sweep_with_sigsegv_crashes_gets_its_statistics_documents_and_bundle() 
     );
     assert!(svgs.iter().all(|s| !s.contains("<script") && !s.contains('\u{1b}')));
 }
+
+/// A HIP program that launches kernels named like ggml's through hipLaunchKernel: `mul_mat_vec_q<Q4_K, 1>` twice
+/// and `quantize_q8_1` once (without a GPU the launches fail, and the observer counts them).
+const KERNELS: &str = r#"#include <hip/hip_runtime.h>
+enum ggml_type { GGML_TYPE_Q4_K = 12 };
+template <ggml_type T, int ncols_dst>
+__global__ void mul_mat_vec_q(const void* x, float* y) { y[threadIdx.x] = ncols_dst * (int)T; }
+__global__ void quantize_q8_1(const float* x, void* y) { }
+int main() {
+    const void* x = nullptr;
+    float* y = nullptr;
+    void* args[] = {&x, &y};
+    hipLaunchKernel((const void*)mul_mat_vec_q<GGML_TYPE_Q4_K, 1>, dim3(1), dim3(32), args, 0, nullptr);
+    hipLaunchKernel((const void*)quantize_q8_1, dim3(1), dim3(32), args, 0, nullptr);
+    hipLaunchKernel((const void*)mul_mat_vec_q<GGML_TYPE_Q4_K, 1>, dim3(1), dim3(32), args, 0, nullptr);
+    return 0;
+}
+"#;
+
+#[test]
+fn kernels_per_request_of_a_traced_sweep_are_the_medians_of_its_records() {
+    let observer = observer_library();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("kernels.hip");
+    std::fs::write(&src, KERNELS).unwrap();
+    let exe = tmp.path().join("kernels");
+    stdout_ok(Command::new("hipcc").arg("--offload-arch=gfx900").arg(&src).arg("-o").arg(&exe));
+    // The sweep tests' stand-in server: llama-server's JSON shape, the program run once per request.
+    let script = tmp.path().join("stand_in.py");
+    std::fs::write(&script, crate::sweep_trace::STAND_IN).unwrap();
+    let counts = tmp.path().join("counts.txt");
+    let (db, runs) = (tmp.path().join("backscope.db"), tmp.path().join("runs"));
+    let server = format!("hip=command:{},{{port}},{},{}", script.display(), exe.display(), counts.display());
+    let args = [
+        "--server",
+        &server,
+        "--program",
+        "hip=python3",
+        "--model",
+        "stand-in",
+        "--repetitions",
+        "3",
+        "--no-stream",
+        "--trace",
+        "--observer",
+        observer.to_str().unwrap(),
+    ];
+    let (status, events, stderr) = Sweep::start(&args, &db, &runs).finish(Duration::from_secs(300));
+    assert_eq!(status.code(), Some(0), "stderr: {stderr}");
+    let recs = records(&events);
+    assert_eq!(recs.len(), 3);
+    // The medians per family and of the launch totals, from the records' own trace sections.
+    let traces: Vec<Value> = recs.iter().map(|r| r["trace"].clone()).collect();
+    let want: Value = serde_json::from_str(&python(
+        "fams = sorted({f for t in data for f in t['families']})\n\
+         print(json.dumps({'launches': float(statistics.median(t['total_launches'] for t in data)),\n\
+                           'families': {f: float(statistics.median(t['families'].get(f, 0) for t in data)) for f in fams}}))",
+        &Value::Array(traces),
+    ))
+    .unwrap();
+    assert!(want["launches"].as_f64().unwrap() >= 3.0, "three launches per request: {want}");
+    let v: Value = serde_json::from_str(&stdout_ok(backscope().args(["report", "--json"]).arg(&db))).unwrap();
+    let k = &v["groups"][0]["kernels"];
+    assert_eq!((k["traced"].as_u64(), k["cut"].as_u64()), (Some(3), Some(0)), "{k:#}");
+    assert_eq!(k["launches"]["median"].as_f64(), want["launches"].as_f64(), "{k:#}");
+    assert_eq!(k["families"], want["families"], "{k:#}");
+    let claim = v["claims"].as_array().unwrap().iter().find(|c| s(&c["id"]).ends_with(".kernels")).unwrap();
+    assert_eq!(claim["confidence"], "Confirmed");
+    assert!(s(&claim["statement"]).contains("kernels per request (median of 3 traced requests)"), "{claim:#}");
+    let text = stdout_ok(backscope().env("COLUMNS", "200").args(["report"]).arg(&db));
+    assert!(text.contains("Kernels per request (sweep --trace)"), "{text}");
+    for (family, n) in want["families"].as_object().unwrap() {
+        assert!(text.contains(&format!("{family} {}", n.as_f64().unwrap())), "{family}: {text}");
+    }
+}

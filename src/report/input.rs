@@ -1,5 +1,5 @@
 //! Where a report's records come from: a sweep database (one run of it: `--run`, else the latest) or a run
-//! directory (its `cells/*/result.json`, no database needed, so a run directory copied elsewhere still reports).
+//! directory (its `cells/*/result.json`, or `records/` of an import; no database needed, so a run directory copied elsewhere still reports).
 //! Either way the records reach the statistics one at a time, in plan order, as their stored JSON text.
 
 use std::path::{Path, PathBuf};
@@ -79,22 +79,32 @@ fn read_json(path: &Path) -> Option<Value> {
 }
 
 fn open_run_dir(dir: &Path) -> Result<(RunMeta, Records)> {
-    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
-    let cells = dir.join("cells");
-    let entries = std::fs::read_dir(&cells).with_context(|| {
-        format!("{}: not a run directory (no cells/; pass the directory `backscope sweep` printed)", dir.display())
-    })?;
-    // Cell directories are named by their position in the plan (`00042-vk-ngl1-e1r2`); the number sorts them.
+    // Absolute, without a trailing `/`: records and claims name files under it.
+    let dir: PathBuf = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()).components().collect();
+    // A sweep's records are under cells/, an import's under records/; each directory is named by the record's
+    // position in the plan (`00042-vk-ngl1-e1r2`), and the number sorts them.
     let mut files: Vec<(u64, PathBuf)> = Vec::new();
-    for e in entries {
-        let e = e.with_context(|| format!("cannot list {}", cells.display()))?;
-        let name = e.file_name().to_string_lossy().into_owned();
-        let digits: String = name.chars().take_while(char::is_ascii_digit).collect();
-        let Ok(seq) = digits.parse::<u64>() else { continue };
-        let result = e.path().join("result.json");
-        if result.is_file() {
-            files.push((seq, result));
+    let mut found = false;
+    for sub in ["cells", "records"] {
+        let cells = dir.join(sub);
+        let Ok(entries) = std::fs::read_dir(&cells) else { continue };
+        found = true;
+        for e in entries {
+            let e = e.with_context(|| format!("cannot list {}", cells.display()))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            let digits: String = name.chars().take_while(char::is_ascii_digit).collect();
+            let Ok(seq) = digits.parse::<u64>() else { continue };
+            let result = e.path().join("result.json");
+            if result.is_file() {
+                files.push((seq, result));
+            }
         }
+    }
+    if !found {
+        bail!(
+            "{}: not a run directory (no cells/ or records/; pass the directory `backscope sweep` printed)",
+            dir.display()
+        );
     }
     files.sort();
     let run_json = read_json(&dir.join("run.json"));
