@@ -19,6 +19,7 @@ use serde_json::Value;
 use super::redact;
 use super::timeline::{self, CellTimeline};
 use super::ReportView;
+use crate::evidence::Source;
 use crate::output::{self, Column, Document, Excerpt, Format, Render, Table, Text};
 use crate::sweep::record::Record;
 
@@ -331,21 +332,30 @@ fn timeline_doc(t: &CellTimeline) -> Document {
     doc
 }
 
-/// A copy of the report whose paths under the run directory are relative to it: the bundle keeps the run
-/// directory's layout, so that is where a reader of the bundle finds them.
-fn relative_view(view: &ReportView) -> String {
+/// A copy of the report whose log and file paths under the run directory are relative to it: the bundle keeps
+/// the run directory's layout, so that is where a reader of the bundle finds them.
+fn relocated(view: &ReportView) -> ReportView {
     let prefix = format!("{}/", view.run.run_dir.trim_end_matches('/'));
-    let mut v = serde_json::to_value(view).unwrap_or(Value::Null);
-    fn strip(v: &mut Value, prefix: &str) {
-        match v {
-            Value::String(s) if s.starts_with(prefix) => *s = s[prefix.len()..].to_string(),
-            Value::Array(a) => a.iter_mut().for_each(|x| strip(x, prefix)),
-            Value::Object(o) => o.values_mut().for_each(|x| strip(x, prefix)),
-            _ => {}
+    let strip = |p: &mut String| {
+        if let Some(rel) = p.strip_prefix(&prefix) {
+            *p = rel.to_string();
+        }
+    };
+    let mut v = view.clone();
+    for c in &mut v.claims {
+        for s in &mut c.sources {
+            if let Source::File { path, .. } | Source::LogLine { path, .. } = s {
+                strip(path);
+            }
         }
     }
-    strip(&mut v, &prefix);
-    serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
+    for t in &mut v.timelines {
+        strip(&mut t.log);
+        if let Some(s) = t.slice.as_mut() {
+            strip(s);
+        }
+    }
+    v
 }
 
 /// Builds the bundle of `view` and writes it to `dest`: a directory (created; refused if it holds anything), or
@@ -379,17 +389,20 @@ fn build(view: &ReportView) -> Result<Builder> {
     let run_dir = PathBuf::from(&view.run.run_dir);
     let mut b = Builder::default();
     let layout = output::text::Layout { width: 100, all: true };
-    let doc = view.document();
+    let here = relocated(view);
+    let doc = here.document();
     b.text("report.md", &output::render_document(&doc, Format::Markdown, layout), "the report (Markdown)");
     b.text(
         "report.html",
         &output::render_document(&doc, Format::Html, layout),
         "the report: one self-contained HTML file",
     );
+    let mut json = Vec::new();
+    here.write_json(&mut json).context("writing the report's JSON")?;
     b.text(
         "report.json",
-        &relative_view(view),
-        "the report's JSON (docs/report-json.md), paths relative to the bundle",
+        &String::from_utf8_lossy(&json),
+        "the report's JSON (docs/report-json.md), log paths relative to the bundle",
     );
     let env: Option<Value> = std::fs::read(run_dir.join("env.json")).ok().and_then(|b| serde_json::from_slice(&b).ok());
     let run: Option<Value> = std::fs::read(run_dir.join("run.json")).ok().and_then(|b| serde_json::from_slice(&b).ok());
@@ -452,7 +465,14 @@ fn build(view: &ReportView) -> Result<Builder> {
         if let Some(slice) = &r.log_slice {
             b.copy(&run_dir, slice, "a failing cell's log slice (the server log written while it ran)");
         }
-        if let Some(t) = timeline::of_record(r, &run_dir) {
+        if let Some(mut t) = timeline::of_record(r, &run_dir) {
+            // The logs are in the bundle under the run directory's layout.
+            let prefix = format!("{}/", run_dir.display());
+            for p in std::iter::once(&mut t.log).chain(t.slice.as_mut()) {
+                if let Some(rel) = p.strip_prefix(&prefix) {
+                    *p = rel.to_string();
+                }
+            }
             let path =
                 if dir.is_empty() { format!("cells/{}-timeline.md", r.seq) } else { format!("{dir}/timeline.md") };
             b.text(&path, &markdown(&timeline_doc(&t)), "a failing cell's timeline, crash phase and signature");

@@ -82,9 +82,10 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             "${1}[REDACTED]",
         ),
         // NAME=value and NAME: value with a secret name (environment lines, `--env ep:HF_TOKEN=…`, Ollama's
-        // `server config` map).
+        // `server config` map); the `=` or `:` right after the name, so that prose such as llama.cpp's
+        // `BOS token = 1` stays.
         p(
-            r"(?i)\b((?:[A-Z0-9]+_)*(?:TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|APIKEY|KEY|AUTH)(?:_[A-Z0-9]+)*\s*[=:]\s*)([^\s\x22',;\[\]][^\s\x22',;\]]*)",
+            r"(?i)\b((?:[A-Z0-9]+_)*(?:TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|APIKEY|KEY|AUTH)(?:_[A-Z0-9]+)*[=:]\s*)([^\s\x22',;\[\]][^\s\x22',;\]]*)",
             "${1}[REDACTED]",
         ),
         // An environment assignment whose value is shaped like a token, whatever the variable's name
@@ -235,6 +236,7 @@ mod tests {
         // Nothing secret: unchanged, nothing counted; a second pass finds nothing more.
         let plain = "load_backend: loaded Vulkan backend from /opt/llama/libggml-vulkan.so OLLAMA_KEEP_ALIVE=5m \
                      n_tokens = 2, prompt_tokens: 24 tokenizer: llama hotkey=1 --max-tokens=5 \
+                     print_info: BOS token             = 1 '<s>' \
                      CUDA_VISIBLE_DEVICES=GPU-6b8d0a61-7d7b-8b39-3c5e-1d2e3f4a5b6c HOME=/root/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
         assert_eq!(text(plain), (plain.to_string(), 0));
         let (once, _) = text(cases[0].0);
