@@ -10,6 +10,9 @@ use serde_json::Value;
 
 use crate::sweep_db::SweepDb;
 
+/// Largest `result.json` read: a record is a few KiB (a traced one a few more), so anything near this is not one.
+const MAX_RECORD_BYTES: u64 = 64 << 20;
+
 /// The run a report is about.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RunMeta {
@@ -135,6 +138,14 @@ impl Records {
             Records::Db(db) => db.for_each_record_json(run_id, f),
             Records::Files(files) => {
                 for file in files {
+                    let size = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+                    if size > MAX_RECORD_BYTES {
+                        bail!(
+                            "{}: {size} bytes, not a record (records are a few KiB; at most {} MiB is read)",
+                            file.display(),
+                            MAX_RECORD_BYTES >> 20
+                        );
+                    }
                     let text =
                         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
                     f(&text).with_context(|| file.display().to_string())?;
@@ -142,5 +153,42 @@ impl Records {
                 Ok(files.len() as u64)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_directory_is_read_in_plan_order_and_refuses_what_is_not_a_record() {
+        let dir = tempfile::tempdir().unwrap();
+        // Past 99,999 cells the directory names have six digits: the number sorts them, not the name.
+        for (name, seq) in [("100000-a-ngl0-e1r1", 100_000u64), ("99999-a-ngl0-e1r1", 99_999), ("00007-a", 7)] {
+            let cell = dir.path().join("cells").join(name);
+            std::fs::create_dir_all(&cell).unwrap();
+            std::fs::write(cell.join("result.json"), format!("{{\"seq\": {seq}, \"run_id\": \"r9\"}}")).unwrap();
+        }
+        std::fs::create_dir_all(dir.path().join("cells/notes")).unwrap();
+        let (meta, records) = open(dir.path(), None).unwrap();
+        assert_eq!(meta.run_id, "r9", "from the first record, without run.json");
+        let mut seqs = Vec::new();
+        let n = records
+            .for_each("r9", |j| {
+                seqs.push(serde_json::from_str::<Value>(j)?["seq"].as_u64().unwrap());
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!((n, seqs), (3, vec![7, 99_999, 100_000]));
+        assert!(open(dir.path(), Some("r9")).unwrap_err().to_string().contains("holds one run"));
+        // A result.json far larger than any record is refused before it is read.
+        let big = dir.path().join("cells/00008-a");
+        std::fs::create_dir_all(&big).unwrap();
+        std::fs::File::create(big.join("result.json")).unwrap().set_len(MAX_RECORD_BYTES + 1).unwrap();
+        let (_, records) = open(dir.path(), None).unwrap();
+        let e = records.for_each("r9", |_| Ok(())).unwrap_err().to_string();
+        assert!(e.contains("not a record"), "{e}");
+        let empty = tempfile::tempdir().unwrap();
+        assert!(open(empty.path(), None).unwrap_err().to_string().contains("not a run directory"));
     }
 }
