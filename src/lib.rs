@@ -22,6 +22,7 @@ pub mod logscmd;
 pub mod maps;
 pub mod output;
 pub mod predict;
+pub mod report;
 pub mod scan;
 pub mod sweep;
 pub mod sweep_db;

@@ -38,7 +38,7 @@ fn s(v: &Value) -> &str {
 }
 
 /// Every line of `text` fits `width` columns (the text is box drawing, ASCII and `…`/`×`/`→`: one column each).
-pub fn assert_fits(text: &str, width: usize) {
+pub(crate) fn assert_fits(text: &str, width: usize) {
     for (i, l) in text.lines().enumerate() {
         assert!(l.chars().count() <= width, "line {} is {} columns wide (> {width}): {l:?}", i + 1, l.chars().count());
     }
@@ -189,10 +189,11 @@ fn logs_refuses_a_binary_file_and_reads_past_a_one_gib_line_in_bounded_memory() 
 
 /// Hostile text: markup that would end a table or run a script, a Markdown table breaker, a newline, ANSI colour
 /// and title-setting escape sequences.
-const HOSTILE: &str = "</table><script>alert(1)</script> a|b\nnext \u{1b}[31mred\u{1b}[0m \u{1b}]0;pwned\u{7}";
+pub(crate) const HOSTILE: &str =
+    "</table><script>alert(1)</script> a|b\nnext \u{1b}[31mred\u{1b}[0m \u{1b}]0;pwned\u{7}";
 
 /// The checks every rendering of hostile input must pass.
-fn assert_inert(text: &str, markdown: &str, html: &str) {
+pub(crate) fn assert_inert(text: &str, markdown: &str, html: &str) {
     for (name, out) in [("text", text), ("markdown", markdown), ("html", html)] {
         assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{name}: an escape sequence got through");
     }
@@ -470,7 +471,7 @@ fn page_requests(net_log: &Path) -> Vec<String> {
 }
 
 /// Loads `page` in Chromium: its DOM, the requests it made, and a screenshot written to `shot`.
-pub fn load_in_chromium(page: &Path, shot: &Path) -> (String, Vec<String>) {
+pub(crate) fn load_in_chromium(page: &Path, shot: &Path) -> (String, Vec<String>) {
     let profile = tempfile::tempdir().unwrap();
     let net = profile.path().join("net.json");
     let url = format!("file://{}", page.display());
@@ -491,7 +492,7 @@ pub fn load_in_chromium(page: &Path, shot: &Path) -> (String, Vec<String>) {
 }
 
 /// Every `src`, `href`, `srcset`, `action` and CSS `url(…)` in the page names nothing with a scheme or a host.
-pub fn assert_no_external_reference(html: &str) {
+pub(crate) fn assert_no_external_reference(html: &str) {
     let lower = html.to_lowercase();
     for attr in ["src=", "href=", "srcset=", "action=", "url(", "@import"] {
         for (at, _) in lower.match_indices(attr) {

@@ -9,6 +9,7 @@ mod maps_live;
 mod output_cli;
 mod predict;
 mod predict_cli;
+mod report_cli;
 mod scan_bad_input;
 mod scan_budgets;
 mod scan_real;

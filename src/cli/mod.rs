@@ -7,6 +7,7 @@ mod logs;
 mod maps;
 mod output;
 mod predict;
+mod report;
 mod sweep;
 mod synth;
 mod trace;
@@ -60,6 +61,11 @@ pub enum Command {
     /// Read an Ollama or llama.cpp log (FILE, or - for standard input): a timeline, the facts it states
     /// (backends, devices, offloaded layers, buffers), and each crash with its phase and signature.
     Logs(logs::LogsArgs),
+    /// The statistics of a sweep run (DB or run directory): the matched-results pivot, crash timing with a
+    /// verdict (deterministic or variable), endpoint ratios with confidence intervals, the backend each cell ran
+    /// on, outliers, timelines; as text, JSON, Markdown or HTML with charts; --bundle writes the evidence for a
+    /// bug report.
+    Report(report::ReportArgs),
 }
 
 #[derive(Debug, Args)]
@@ -148,6 +154,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Gate(a) => backscope::gate::run(&a.into()),
         Command::Doctor(a) => backscope::doctor::run(&a.into()),
         Command::Logs(a) => backscope::logscmd::run(&a.into()),
+        Command::Report(a) => backscope::report::run(&a.into()),
     }
 }
 

@@ -1,0 +1,35 @@
+//! `backscope report`'s flags, and their conversion into `backscope::report::ReportOptions`.
+
+use std::path::PathBuf;
+
+use backscope::report::ReportOptions;
+use clap::Args;
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+    backscope report backscope.db
+    backscope report backscope.db --run 20261121-120501-3fa2 --format html -o report.html
+    backscope report backscope-runs/20261121-120501-3fa2 --bundle evidence.tar.gz")]
+pub struct ReportArgs {
+    /// A sweep database (backscope.db), or a run directory (what `backscope sweep` printed: its cells/ hold the
+    /// records, no database needed).
+    #[arg(value_name = "DB|RUN_DIR")]
+    pub input: PathBuf,
+    /// The run to report on, in a database (default: the latest).
+    #[arg(long, value_name = "ID")]
+    pub run: Option<String>,
+    /// Also write an evidence bundle to attach to a bug report: a new directory, or an archive whose name ends in
+    /// .tar.gz (report, environment, discovery lines, failing cells with their logs and timelines, library scans;
+    /// secrets redacted).
+    #[arg(long, value_name = "DIR|FILE.tar.gz")]
+    pub bundle: Option<PathBuf>,
+    /// Output: text (the default), --json (docs/report-json.md), markdown, html.
+    #[command(flatten)]
+    pub output: super::output::OutputArgs,
+}
+
+impl From<ReportArgs> for ReportOptions {
+    fn from(a: ReportArgs) -> Self {
+        ReportOptions { input: a.input, run: a.run, bundle: a.bundle, output: a.output.into() }
+    }
+}

@@ -1,0 +1,554 @@
+//! The report's claims, from a run's statistics: the timing of each kind of failure with its verdict, the pattern
+//! across num_gpu, endpoint-vs-endpoint ratios, the backend each group ran on (from its log), what the successful
+//! requests measured, the kernels per request of traced groups, outliers, and the phase and signature of each
+//! crash (from the failed cells' logs).
+
+use std::path::Path;
+
+use super::aggregate::{Group, Metric, Ratio, RecordRef, RunStats, Varies};
+use super::stats::{self, Verdict};
+use crate::evidence::{Claim, Confidence, Source};
+use crate::sweep::forensics;
+use crate::sweep::record::Record;
+
+/// Record sources listed under a claim that counts many records.
+const REFS_SHOWN: usize = 8;
+
+/// The file whose constants the statistical claims rest on.
+const STATS_FILE: &str = "src/report/stats.rs";
+
+fn id_part(s: &str) -> String {
+    crate::sweep::paths::sanitize(s)
+}
+
+fn base_id(g: &Group) -> String {
+    format!(
+        "report.{}.{}.ngl{}.{}.n{}",
+        id_part(&g.endpoint),
+        id_part(&g.model),
+        g.num_gpu,
+        id_part(&g.prompt),
+        g.num_predict
+    )
+}
+
+fn run_sources(run_id: &str, refs: &[RecordRef]) -> Vec<Source> {
+    refs.iter().map(|r| Source::Run { run_id: run_id.to_string(), file: Some(r.file.clone()) }).collect()
+}
+
+/// Seconds from milliseconds, three decimals: the resolution the investigation reported crash times at.
+pub fn secs(ms: f64) -> String {
+    format!("{:.3} s", ms / 1000.0)
+}
+
+/// `2.653 s ± 0.059 s`, or `2.653 s` for one value.
+pub fn mean_sd(s: &stats::Summary) -> String {
+    match s.sd {
+        Some(sd) => format!("{} ± {}", secs(s.mean), secs(sd)),
+        None => secs(s.mean),
+    }
+}
+
+pub fn percent(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+/// The claims of a run: `run_id` and `run_dir` address its records and logs.
+pub fn claims(s: &RunStats, run_id: &str, run_dir: &Path) -> Vec<Claim> {
+    let mut out = Vec::new();
+    // What failed first: when and how (timing with its verdict, then the phase and signature from the logs).
+    for g in &s.groups {
+        out.extend(timing_claims(g, &s.varies, run_id));
+        let failed: Vec<&Record> = g.failed_records.iter().collect();
+        out.extend(forensics::point_claims(&failed, &base_id(g), &g.place(&s.varies), &g.endpoint, run_dir));
+    }
+    out.extend(pattern_claims(s, run_id));
+    // What ran, then how fast compared with the other endpoints (decode: the pivot's rate; the ratio table has the
+    // prompt rates too).
+    for g in &s.groups {
+        out.push(backend_claim(g, &g.place(&s.varies), &base_id(g), run_id, run_dir));
+    }
+    out.extend(s.ratios.iter().filter(|r| r.metric == Metric::DecodeTps).filter_map(|r| ratio_claim(r, s, run_id)));
+    for g in &s.groups {
+        let (at, base) = (g.place(&s.varies), base_id(g));
+        out.extend(ok_claim(g, &at, &base, run_id));
+        out.extend(kernel_claim(g, &at, &base, run_id));
+        out.extend(outlier_claims(g, &at, &base, run_id));
+    }
+    out
+}
+
+fn cv_rule() -> Source {
+    Source::Rule {
+        file: STATS_FILE.into(),
+        rule: format!("CV_DETERMINISTIC = {:.2}, at least {} timed failures", stats::CV_DETERMINISTIC, stats::MIN_VERDICT_N),
+        upstream: "a failure at a fixed point of the work varies as the work does (a few percent); one at a random moment spreads over the request: CV 1/√3 ≈ 0.58 for a uniform moment, 1 for an exponential waiting time".into(),
+    }
+}
+
+/// Per kind of failure: how often, after how long, and whether at the same point every time.
+fn timing_claims(g: &Group, varies: &Varies, run_id: &str) -> Vec<Claim> {
+    let at = g.place(varies);
+    let mut out = Vec::new();
+    for (k, f) in g.failure_timing.iter().enumerate() {
+        let id = format!("{}.timing.{}", base_id(g), k + 1);
+        let Some(ttf) = &f.ttf_ms else {
+            out.push(
+                Claim::new(
+                    id,
+                    Confidence::Limited,
+                    format!(
+                        "`{}` at {at}: {} in {}/{} runs; no time to failure was recorded",
+                        g.endpoint, f.outcome, f.n, g.n
+                    ),
+                )
+                .with_sources(run_sources(run_id, &f.refs)),
+            );
+            continue;
+        };
+        let spread = match f.cv {
+            Some(cv) => format!(" (CV {})", percent(cv)),
+            None => String::new(),
+        };
+        let context = match f.ok_wall_cv {
+            Some(cv) if f.verdict != Verdict::TooFew => {
+                format!("; the successful requests at this point vary by {} in wall time", percent(cv))
+            }
+            _ => String::new(),
+        };
+        let statement = format!(
+            "`{}` at {at}: {} in {}/{} runs after {}{spread}: {}{context}",
+            g.endpoint,
+            f.outcome,
+            f.n,
+            g.n,
+            mean_sd(ttf),
+            match f.verdict {
+                Verdict::TooFew =>
+                    format!("{} ({} timed, {} needed)", Verdict::TooFew.words(), f.timed, stats::MIN_VERDICT_N),
+                v => v.words().to_string(),
+            }
+        );
+        let confidence = if f.verdict == Verdict::TooFew { Confidence::Unresolved } else { Confidence::Inferred };
+        let mut sources = run_sources(run_id, &f.refs);
+        sources.push(cv_rule());
+        out.push(Claim::new(id, confidence, statement).with_sources(sources));
+    }
+    out
+}
+
+/// An endpoint that works with nothing offloaded and fails at every num_gpu that offloads: the failure is in its
+/// GPU path. Inferred: the pattern is observed, the cause is not.
+fn pattern_claims(s: &RunStats, run_id: &str) -> Vec<Claim> {
+    let mut out = Vec::new();
+    let mut seen: Vec<(&str, &str, &str, i64)> = Vec::new();
+    for g in &s.groups {
+        let key = (g.endpoint.as_str(), g.model.as_str(), g.prompt.as_str(), g.num_predict);
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        let same: Vec<&Group> = s
+            .groups
+            .iter()
+            .filter(|h| (h.endpoint.as_str(), h.model.as_str(), h.prompt.as_str(), h.num_predict) == key)
+            .collect();
+        let zero_ok = same.iter().any(|h| h.num_gpu == 0 && h.n > 0 && h.ok == h.n);
+        let offload: Vec<&&Group> = same.iter().filter(|h| h.num_gpu != 0).collect();
+        if !zero_ok || offload.is_empty() || !offload.iter().all(|h| h.ok == 0 && h.n > 0) {
+            continue;
+        }
+        let values: Vec<String> = offload.iter().map(|h| h.num_gpu.to_string()).collect();
+        let mut sources: Vec<Source> = offload
+            .iter()
+            .filter_map(|h| h.failure_timing.first().and_then(|f| f.refs.first()))
+            .map(|r| Source::Run { run_id: run_id.into(), file: Some(r.file.clone()) })
+            .collect();
+        sources.extend(
+            same.iter()
+                .filter(|h| h.num_gpu == 0)
+                .filter_map(|h| h.ok_refs.first())
+                .map(|r| Source::Run { run_id: run_id.into(), file: Some(r.file.clone()) }),
+        );
+        let g = same[0];
+        let mut at = String::new();
+        if s.varies.model {
+            at.push_str(&format!(" with model {}", g.model));
+        }
+        if s.varies.prompt || s.varies.num_predict {
+            at.push_str(&format!(" (prompt {}, num_predict {})", g.prompt, g.num_predict));
+        }
+        out.push(
+            Claim::new(
+                format!("report.{}.{}.{}.n{}.offload_pattern", id_part(&g.endpoint), id_part(&g.model), id_part(&g.prompt), g.num_predict),
+                Confidence::Inferred,
+                format!(
+                    "`{}`{at} works with no layers offloaded (num_gpu=0) and fails at every other num_gpu tried ({}): the failure is in its GPU path, not in the model or the server",
+                    g.endpoint,
+                    values.join(", ")
+                ),
+            )
+            .with_sources(sources),
+        );
+    }
+    out
+}
+
+/// The place of a ratio in words.
+fn ratio_place(r: &Ratio, varies: &Varies) -> String {
+    let mut s = format!("num_gpu={}", r.num_gpu);
+    if varies.model {
+        s.push_str(&format!(", model {}", r.model));
+    }
+    if varies.prompt {
+        s.push_str(&format!(", prompt {}", r.prompt));
+    }
+    if varies.num_predict {
+        s.push_str(&format!(", num_predict {}", r.num_predict));
+    }
+    s
+}
+
+/// `2.05×`, with three significant digits for small and large ratios alike.
+pub fn times(x: f64) -> String {
+    if x >= 10.0 {
+        format!("{x:.1}×")
+    } else if x >= 0.1 || x == 0.0 {
+        format!("{x:.2}×")
+    } else {
+        let digits = (2.0 - x.log10().floor()).clamp(3.0, 12.0) as usize;
+        format!("{x:.digits$}×")
+    }
+}
+
+fn ratio_claim(r: &Ratio, s: &RunStats, run_id: &str) -> Option<Claim> {
+    let num = s.group(&r.numerator, &r.model, r.num_gpu, &r.prompt, r.num_predict)?;
+    let den = s.group(&r.denominator, &r.model, r.num_gpu, &r.prompt, r.num_predict)?;
+    let at = ratio_place(r, &s.varies);
+    let id = format!(
+        "report.ratio.{}.{}_over_{}.{}.ngl{}.{}.n{}",
+        match r.metric {
+            super::aggregate::Metric::DecodeTps => "decode",
+            super::aggregate::Metric::PromptTps => "prompt",
+        },
+        id_part(&r.numerator),
+        id_part(&r.denominator),
+        id_part(&r.model),
+        r.num_gpu,
+        id_part(&r.prompt),
+        r.num_predict
+    );
+    let medians = format!(
+        "medians {:.1} vs {:.1} t/s over {} and {} requests",
+        stats::median(num.samples(r.metric))?,
+        stats::median(den.samples(r.metric))?,
+        r.n_numerator,
+        r.n_denominator
+    );
+    // One record a side: the rest of each side is in the ok claim of its group.
+    let mut sources = run_sources(run_id, &num.ok_refs[..num.ok_refs.len().min(1)]);
+    sources.extend(run_sources(run_id, &den.ok_refs[..den.ok_refs.len().min(1)]));
+    let (confidence, statement) = match &r.welch {
+        Some(w) => {
+            let reading = if w.low > 1.0 {
+                "faster"
+            } else if w.high < 1.0 {
+                "slower"
+            } else {
+                "not shown to differ"
+            };
+            let df = w.df.map(|d| format!(", {d:.1} df")).unwrap_or_default();
+            sources.push(Source::Rule {
+                file: STATS_FILE.into(),
+                rule: "welch_log_ratio".into(),
+                upstream: "Welch's t interval on the logarithms of the rates (B. L. Welch, Biometrika 34, 1947), Satterthwaite's degrees of freedom".into(),
+            });
+            (
+                Confidence::Inferred,
+                format!(
+                    "At {at}, `{}` over `{}` in {}: {} (ratio of geometric means; {:.0}% CI {}–{}, Welch on logs{df}) — {reading}; {medians}",
+                    r.numerator,
+                    r.denominator,
+                    r.metric.words(),
+                    times(w.ratio),
+                    w.level * 100.0,
+                    times(w.low),
+                    times(w.high),
+                ),
+            )
+        }
+        None => (
+            Confidence::Limited,
+            format!(
+                "At {at}, `{}` over `{}` in {}: {} (ratio of the medians; no confidence interval with fewer than two requests a side); {medians}",
+                r.numerator,
+                r.denominator,
+                r.metric.words(),
+                times(r.median_ratio),
+            ),
+        ),
+    };
+    Some(Claim::new(id, confidence, statement).with_sources(sources))
+}
+
+/// What ran the group's cells, from their server logs; Unresolved when no log said.
+fn backend_claim(g: &Group, at: &str, base: &str, run_id: &str, run_dir: &Path) -> Claim {
+    let id = format!("{base}.backend");
+    let Some(r) = g.backend_record.as_deref() else {
+        let never_started =
+            g.ok == 0 && g.failed_records.iter().all(|r| r.phase == Some(crate::sweep::record::Phase::Start));
+        let why = if never_started {
+            "no backend to identify — the server never became ready"
+        } else {
+            "no server log named a device or an offload line (an external server needs its `log_file` in the spec; a managed one logs them at -lv 4)"
+        };
+        let refs: Vec<RecordRef> =
+            g.ok_refs.iter().chain(g.failure_timing.iter().flat_map(|f| &f.refs)).take(1).cloned().collect();
+        return Claim::new(id, Confidence::Unresolved, format!("`{}` at {at}: {why}", g.endpoint))
+            .with_sources(run_sources(run_id, &refs));
+    };
+    let backend = g.backend_text().unwrap_or_default();
+    let counted: usize = g.backends.iter().map(|b| b.cells).sum();
+    let of = if counted == g.n { String::new() } else { format!(" ({counted} of {} cells name one)", g.n) };
+    let statement = match g.backends.as_slice() {
+        [b] if b.backend == "CPU" => {
+            let devices = r.backend.as_ref().map(|f| f.devices.clone()).unwrap_or_default();
+            if devices.is_empty() {
+                format!("`{}` at {at} ran on the CPU: no GPU device was in use{of}", g.endpoint)
+            } else {
+                format!(
+                    "`{}` at {at} ran on the CPU: {} was available but no layer was offloaded{of}",
+                    g.endpoint,
+                    devices.join(", ")
+                )
+            }
+        }
+        [_] => format!("`{}` at {at} ran on {backend}{of}", g.endpoint),
+        _ => format!("`{}` at {at} ran on different backends in different cells: {backend}{of}", g.endpoint),
+    };
+    let mut sources: Vec<Source> = r
+        .backend
+        .iter()
+        .flat_map(|b| b.evidence.iter().take(6))
+        .map(|e| {
+            let path = if Path::new(&e.file).is_absolute() {
+                e.file.clone()
+            } else {
+                run_dir.join(&e.file).display().to_string()
+            };
+            Source::LogLine { path, line: e.line, text: e.text.clone() }
+        })
+        .collect();
+    sources.push(Source::Run { run_id: run_id.into(), file: Some(r.file.clone()) });
+    Claim::new(id, Confidence::Confirmed, statement).with_sources(sources)
+}
+
+/// What the group's successful requests measured: rates from the server's own counts and durations, wall times
+/// of warm and cold requests apart.
+fn ok_claim(g: &Group, at: &str, base: &str, run_id: &str) -> Option<Claim> {
+    if g.ok == 0 {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if let Some(d) = &g.decode_tps {
+        parts.push(format!("decode {:.1} t/s (median of {}, MAD {:.1})", d.median, d.n, d.mad));
+    }
+    if let Some(p) = &g.prompt_tps {
+        parts.push(format!("prompt {:.1} t/s (median of {}, MAD {:.1})", p.median, p.n, p.mad));
+    }
+    if let Some(w) = &g.wall_ms.warm {
+        parts.push(format!("warm requests {} median, {} (n {})", secs(w.median), mean_sd(w), w.n));
+    }
+    if let Some(c) = &g.wall_ms.cold {
+        let load = g
+            .load_ms
+            .cold
+            .map(|l| format!(", of which model load {} (server-reported median)", secs(l.median)))
+            .unwrap_or_default();
+        parts.push(format!("cold requests {} median (n {}){load}", secs(c.median), c.n));
+    }
+    let measured = if parts.is_empty() { String::new() } else { format!(": {}", parts.join("; ")) };
+    Some(
+        Claim::new(
+            format!("{base}.ok"),
+            Confidence::Confirmed,
+            format!("`{}` completed {}/{} runs at {at}{measured}", g.endpoint, g.ok, g.n),
+        )
+        .with_sources(run_sources(run_id, &g.ok_refs)),
+    )
+}
+
+/// The kernels per request of a traced group.
+fn kernel_claim(g: &Group, at: &str, base: &str, run_id: &str) -> Option<Claim> {
+    let k = g.kernels.as_ref()?;
+    let mut fams: Vec<(&String, &f64)> = k.families.iter().filter(|(_, n)| **n > 0.0).collect();
+    fams.sort_by(|a, b| b.1.total_cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    let families = if fams.is_empty() {
+        "no CUDA/HIP kernel launch (Vulkan and CPU work are not observed)".to_string()
+    } else {
+        fams.iter().take(8).map(|(f, n)| format!("{f} {n:.0}")).collect::<Vec<_>>().join(", ")
+    };
+    let launches = k.launches.map(|l| format!(", {:.0} launches in all", l.median)).unwrap_or_default();
+    let (confidence, lower) = if k.cut > 0 {
+        (
+            Confidence::Limited,
+            format!("; {} of the traces were cut before their request ended, so these are lower bounds", k.cut),
+        )
+    } else {
+        (Confidence::Confirmed, String::new())
+    };
+    Some(
+        Claim::new(
+            format!("{base}.kernels"),
+            confidence,
+            format!(
+                "`{}` at {at}: kernels per request (median of {} traced requests): {families}{launches}{lower}",
+                g.endpoint, k.traced
+            ),
+        )
+        .with_sources(run_sources(run_id, &k.refs)),
+    )
+}
+
+/// Outliers claimed one by one per group; the rest are counted in one claim (the outliers table lists them all).
+const OUTLIER_CLAIMS: usize = 5;
+
+fn outlier_claims(g: &Group, at: &str, base: &str, run_id: &str) -> Vec<Claim> {
+    let mut out = Vec::new();
+    if g.outliers.len() > OUTLIER_CLAIMS {
+        let rest = &g.outliers[OUTLIER_CLAIMS..];
+        out.push(
+            Claim::new(
+                format!("{base}.outliers"),
+                Confidence::Confirmed,
+                format!(
+                    "`{}` at {at}: {} requests are wall-time outliers (|modified z-score| > {}); the first {OUTLIER_CLAIMS} follow, the outliers table lists every one",
+                    g.endpoint,
+                    g.outliers.len(),
+                    stats::OUTLIER_THRESHOLD
+                ),
+            )
+            .with_sources(rest.iter().take(REFS_SHOWN).map(|o| Source::Run { run_id: run_id.into(), file: Some(o.file.clone()) })),
+        );
+    }
+    for o in g.outliers.iter().take(OUTLIER_CLAIMS) {
+        let (kind, n, median) = if o.cold {
+            ("cold", g.wall_ms.cold.map_or(0, |s| s.n), g.wall_ms.cold.map(|s| s.median))
+        } else {
+            ("warm", g.wall_ms.warm.map_or(0, |s| s.n), g.wall_ms.warm.map(|s| s.median))
+        };
+        out.push(
+            Claim::new(
+                format!("{base}.outlier.{}", o.seq),
+                Confidence::Confirmed,
+                format!(
+                    "`{}` at {at}: request {} took {}, an outlier among the {n} {kind} requests (median {}; modified z-score {:.1}, |z| > {})",
+                    g.endpoint,
+                    o.seq,
+                    secs(o.wall_ms),
+                    median.map(secs).unwrap_or_default(),
+                    o.z,
+                    stats::OUTLIER_THRESHOLD
+                ),
+            )
+            .with_sources([
+                Source::Run { run_id: run_id.into(), file: Some(o.file.clone()) },
+                Source::Rule {
+                    file: STATS_FILE.into(),
+                    rule: format!("OUTLIER_THRESHOLD = {}", stats::OUTLIER_THRESHOLD),
+                    upstream: "Iglewicz and Hoaglin (1993): modified z-score 0.6745 (x − median) / MAD; NIST/SEMATECH e-Handbook §1.3.5.17".into(),
+                },
+            ]),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::aggregate::of_records;
+    use super::*;
+    use crate::sweep::record::{ErrorClass, RunSource, Status, RECORD_SCHEMA};
+
+    fn rec(ep: &str, ngl: i64, seq: u64, ok: bool, value: f64) -> Record {
+        Record {
+            schema: RECORD_SCHEMA,
+            run_id: "r".into(),
+            cell_key: format!("{ep}|{ngl}|{seq}"),
+            seq,
+            source: RunSource::Sweep,
+            file: format!("cells/{seq:05}-{ep}/result.json"),
+            endpoint: ep.into(),
+            model: "m".into(),
+            num_gpu: ngl,
+            prompt: "p".into(),
+            num_predict: 8,
+            status: if ok { Status::Ok } else { Status::Fail },
+            error_class: (!ok).then_some(ErrorClass::Crash),
+            signal: (!ok).then(|| "SIGSEGV".into()),
+            wall_ms: ok.then_some(value),
+            decode_tps: ok.then_some(value / 10.0),
+            ttf_ms: (!ok).then_some(value),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_investigations_crash_gets_its_verdict_and_the_pattern_its_claim() {
+        let mut records = vec![rec("vk", 0, 0, true, 100.0), rec("vk", 0, 1, true, 102.0)];
+        for (i, t) in [2594.0, 2653.0, 2712.0].into_iter().enumerate() {
+            records.push(rec("vk", 1, 2 + i as u64, false, t));
+        }
+        let s = of_records(&records).unwrap();
+        let cl = claims(&s, "r", Path::new("/runs/r"));
+        let timing = cl.iter().find(|c| c.id.ends_with(".timing.1")).unwrap();
+        assert_eq!(timing.confidence, Confidence::Inferred);
+        assert!(
+            timing.statement.starts_with("`vk` at num_gpu=1: crash SIGSEGV in 3/3 runs after 2.653 s ± 0.059 s (CV 2.2%): deterministic, not a race"),
+            "{}",
+            timing.statement
+        );
+        assert!(timing
+            .sources
+            .iter()
+            .any(|s| matches!(s, Source::Rule { rule, .. } if rule.starts_with("CV_DETERMINISTIC"))));
+        assert!(cl.iter().any(|c| c.id.ends_with(".offload_pattern") && c.confidence == Confidence::Inferred));
+        let backend = cl.iter().find(|c| c.id.ends_with("ngl1.p.n8.backend")).unwrap();
+        assert_eq!(backend.confidence, Confidence::Unresolved);
+    }
+
+    #[test]
+    fn two_crashes_are_too_few_for_a_verdict() {
+        let s = of_records(&[rec("vk", 1, 0, false, 2000.0), rec("vk", 1, 1, false, 2600.0)]).unwrap();
+        let cl = claims(&s, "r", Path::new("/runs/r"));
+        let timing = cl.iter().find(|c| c.id.ends_with(".timing.1")).unwrap();
+        assert_eq!(timing.confidence, Confidence::Unresolved);
+        assert!(timing.statement.contains("too few timed crashes to tell (2 timed, 3 needed)"), "{}", timing.statement);
+    }
+
+    #[test]
+    fn a_ratio_claim_reads_its_interval() {
+        let mut records = Vec::new();
+        for (i, w) in [100.0, 110.0, 90.0].into_iter().enumerate() {
+            records.push(rec("cpu", 0, i as u64, true, w));
+        }
+        for (i, w) in [400.0, 420.0, 380.0].into_iter().enumerate() {
+            records.push(rec("vk", 0, 10 + i as u64, true, w));
+        }
+        let s = of_records(&records).unwrap();
+        let cl = claims(&s, "r", Path::new("/runs/r"));
+        let r = cl.iter().find(|c| c.id.starts_with("report.ratio.decode.vk_over_cpu")).unwrap();
+        assert_eq!(r.confidence, Confidence::Inferred);
+        assert!(r.statement.contains("— faster; medians 40.0 vs 10.0 t/s over 3 and 3 requests"), "{}", r.statement);
+        assert!(!cl.iter().any(|c| c.id.starts_with("report.ratio.prompt")), "prompt ratios are in the table only");
+    }
+
+    #[test]
+    fn ratios_keep_three_significant_digits() {
+        assert_eq!(times(9.4213), "9.42×");
+        assert_eq!(times(67.71), "67.7×");
+        assert_eq!(times(0.1304), "0.13×");
+        assert_eq!(times(0.04123), "0.0412×");
+        assert_eq!(times(0.001234), "0.00123×");
+    }
+}

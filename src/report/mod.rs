@@ -1,0 +1,167 @@
+//! `backscope report DB|RUN_DIR [--run ID] [--bundle DIR|FILE.tar.gz]`: the statistics of a sweep run and the
+//! documents a person reads or attaches to a bug report.
+//!
+//! The records of one run are read one at a time (from the database, or from a run directory's `result.json`
+//! files) and folded into groups of cells ([`aggregate`]); the statistics are pure functions ([`stats`]); the
+//! claims ([`claims`]) and the document ([`document`]) are built from the groups, with charts drawn as SVG
+//! ([`charts`]) and per-cell timelines read from the server logs ([`timeline`]). The result goes through the
+//! output layer like every command's: text, `--json` (`backscope.report/1`, docs/report-json.md), Markdown or
+//! one self-contained HTML file. `--bundle` also writes the evidence bundle ([`bundle`]), secrets redacted
+//! ([`redact`]).
+//!
+//! `backscope sweep report` is left as it is: it reprints what a sweep printed when it ended (its table and its
+//! per-cell claims). This command is the statistical report over a run, its documents and its bundle.
+
+pub mod aggregate;
+pub mod bundle;
+pub mod charts;
+pub mod claims;
+mod document;
+pub mod input;
+pub mod redact;
+pub mod stats;
+pub mod timeline;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::evidence::Claim;
+use crate::exit;
+use crate::output::{messages, Document, Output, OutputOptions, Render};
+use aggregate::{Aggregator, RunStats};
+use input::RunMeta;
+use timeline::CellTimeline;
+
+/// JSON schema of `backscope report --json`.
+pub const SCHEMA: &str = "backscope.report/1";
+
+/// Failed cells whose timelines the report shows, in all and per group.
+const FAILED_TIMELINES: usize = 8;
+const FAILED_TIMELINES_PER_GROUP: usize = 2;
+/// Endpoints whose first successful cell's timeline is shown beside the failed ones.
+const HEALTHY_TIMELINES: usize = 4;
+
+/// One `backscope report` invocation.
+#[derive(Clone, Debug, Default)]
+pub struct ReportOptions {
+    /// A sweep database (a file) or a run directory.
+    pub input: PathBuf,
+    /// The run in the database; the latest when none.
+    pub run: Option<String>,
+    /// Also write the evidence bundle here: a directory, or an archive named `*.tar.gz`.
+    pub bundle: Option<PathBuf>,
+    pub output: OutputOptions,
+}
+
+/// The thresholds and methods the numbers rest on, in the JSON for whoever reads it later.
+#[derive(Clone, Debug, Serialize)]
+pub struct Rules {
+    pub outlier: &'static str,
+    pub outlier_threshold: f64,
+    pub outlier_min_n: usize,
+    pub crash_timing: &'static str,
+    pub cv_deterministic: f64,
+    pub verdict_min_n: usize,
+    pub ratio: &'static str,
+    pub ratio_level: f64,
+    pub cold: &'static str,
+}
+
+impl Default for Rules {
+    fn default() -> Self {
+        Rules {
+            outlier: "modified z-score 0.6745 (x - median) / MAD (Iglewicz and Hoaglin 1993); MAD = 0: (x - median) / (1.253314 MeanAD)",
+            outlier_threshold: stats::OUTLIER_THRESHOLD,
+            outlier_min_n: stats::MIN_OUTLIER_N,
+            crash_timing: "coefficient of variation of the times to failure (sample sd / mean)",
+            cv_deterministic: stats::CV_DETERMINISTIC,
+            verdict_min_n: stats::MIN_VERDICT_N,
+            ratio: "Welch's t interval on the logarithms, as a ratio of geometric means",
+            ratio_level: 0.95,
+            cold: "the first request of a server process, or the first after the endpoint switched model or num_gpu",
+        }
+    }
+}
+
+/// A run's report: what `backscope report` prints.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReportView {
+    pub schema: &'static str,
+    pub run: RunMeta,
+    #[serde(flatten)]
+    pub stats: RunStats,
+    pub timelines: Vec<CellTimeline>,
+    pub claims: Vec<Claim>,
+    pub rules: Rules,
+}
+
+impl Render for ReportView {
+    fn write_json(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        serde_json::to_writer(&mut *out, self)?;
+        writeln!(out)
+    }
+
+    fn document(&self) -> Document {
+        document::document(self)
+    }
+}
+
+/// Reads a run and computes its report.
+pub fn build(input: &Path, run: Option<&str>) -> Result<ReportView> {
+    let (meta, records) = input::open(input, run)?;
+    let mut agg = Aggregator::new();
+    records.for_each(&meta.run_id, |json| agg.add_json(json))?;
+    let stats = agg.finish();
+    let run_dir = PathBuf::from(&meta.run_dir);
+    let claims = claims::claims(&stats, &meta.run_id, &run_dir);
+    let timelines = timelines(&stats, &run_dir);
+    Ok(ReportView { schema: SCHEMA, run: meta, stats, timelines, claims, rules: Rules::default() })
+}
+
+/// The timelines the report shows: the first failed cells (a few per group, so that different failures show),
+/// then the first successful cell of each endpoint, to hold a healthy run beside them.
+fn timelines(s: &RunStats, run_dir: &Path) -> Vec<CellTimeline> {
+    let mut out = Vec::new();
+    'groups: for g in &s.groups {
+        for r in g.failed_records.iter().take(FAILED_TIMELINES_PER_GROUP) {
+            if out.len() >= FAILED_TIMELINES {
+                break 'groups;
+            }
+            out.extend(timeline::of_record(r, run_dir));
+        }
+    }
+    let mut healthy = 0;
+    for e in &s.endpoints {
+        if healthy >= HEALTHY_TIMELINES {
+            break;
+        }
+        let first = s.groups.iter().filter(|g| &g.endpoint == e).find_map(|g| g.first_ok.as_deref());
+        if let Some(t) = first.and_then(|r| timeline::of_record(r, run_dir)) {
+            out.push(t);
+            healthy += 1;
+        }
+    }
+    out
+}
+
+pub fn run(opts: &ReportOptions) -> Result<u8> {
+    // The destination is opened first, so that a path that cannot be written fails before the work.
+    let mut out = Output::open(&opts.output)?;
+    let view = build(&opts.input, opts.run.as_deref())?;
+    if let Some(dest) = &opts.bundle {
+        let w = bundle::write(&view, dest)?;
+        messages::note(format_args!(
+            "evidence bundle written to {}: {} files, {} bytes, {} secret value(s) redacted{}",
+            w.path.display(),
+            w.files,
+            w.bytes,
+            w.redacted,
+            if w.left_out.is_empty() { String::new() } else { format!("; left out: {}", w.left_out.join("; ")) }
+        ));
+    }
+    out.emit(&view)?;
+    Ok(exit::OK)
+}
