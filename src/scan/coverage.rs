@@ -417,24 +417,49 @@ pub fn claims(report: &ScanReport) -> Vec<Claim> {
                 .with_source(Source::file(&v.path, None, None, "file names per gfx arch")),
             );
         }
-        let has = |v: &str| ans.libraries.iter().any(|l| l.verdict == v);
+        // The one-line answer for the arch when no library carries ggml code for it: what is left, by library.
+        let named = |verdict: &str| -> Vec<&str> {
+            ans.libraries
+                .iter()
+                .filter(|l| l.verdict == verdict)
+                .map(|l| l.path.rsplit('/').next().unwrap_or(&l.path))
+                .collect()
+        };
         let summary = if !ggml_libs.is_empty() {
             None
-        } else if has("depends-on-mode") {
-            Some(format!(
-                "On {}, whether any scanned library can run depends on the device's xnack/sramecc mode (see above)",
-                ans.arch
-            ))
-        } else if has("jit-from-ptx") {
-            Some(format!("On {}, ggml kernels can only come from PTX JIT compilation by the driver (slow first load; fails if the driver is older than the PTX)", ans.arch))
-        } else if !blas.is_empty() {
-            Some(format!(
-                "On {}, no scanned library carries ggml kernels, but vendor BLAS kernels exist ({}): BLAS is the only GPU matrix path",
-                ans.arch,
-                blas.iter().map(|v| v.library.as_str()).collect::<Vec<_>>().join(", ")
-            ))
         } else {
-            Some(format!("On {}, nothing scanned carries GPU kernels for this arch: a runtime from these files would fall back to another backend or the CPU", ans.arch))
+            let mut parts = vec![format!("On {}, no scanned library carries ggml code built for it", ans.arch)];
+            let by_mode = named("depends-on-mode");
+            if !by_mode.is_empty() {
+                parts.push(format!(
+                    "{} carry code only for a specific xnack/sramecc mode: give it in --arch (e.g. {}:xnack-) to decide",
+                    by_mode.join(", "),
+                    ans.arch
+                ));
+            }
+            let by_jit = named("jit-from-ptx");
+            if !by_jit.is_empty() {
+                parts.push(format!(
+                    "{} can run only through PTX JIT compilation by the driver (slow first load; fails if the driver is older than the PTX)",
+                    by_jit.join(", ")
+                ));
+            }
+            let mut vendor: Vec<&str> = named("vendor-blas");
+            vendor.extend(blas.iter().map(|v| v.library.as_str()));
+            vendor.dedup();
+            if !vendor.is_empty() {
+                parts.push(format!(
+                    "vendor BLAS kernels exist for it ({}): BLAS is the only GPU matrix path they offer",
+                    vendor.join(", ")
+                ));
+            }
+            if parts.len() == 1 {
+                parts.push(
+                    "nothing scanned carries GPU kernels for it: a runtime from these files would fall back to another backend or the CPU"
+                        .into(),
+                );
+            }
+            Some(parts.join("; "))
         };
         if let Some(s) = summary {
             out.push(Claim::new(format!("scan.arch.{}.summary", ans.arch), Confidence::Inferred, s).with_source(
