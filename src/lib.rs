@@ -27,5 +27,6 @@ pub mod scan;
 pub mod sweep;
 pub mod sweep_db;
 pub mod synth;
-pub mod trace;
+/// Reading trace files: the `backscope-trace-reader` crate.
+pub use trace_reader as trace;
 pub mod tracecmd;

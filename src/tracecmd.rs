@@ -15,12 +15,13 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use trace_format::env;
 
 use crate::evidence::{Claim, Confidence, Source};
 use crate::kernels;
 use crate::output::{messages, Block, Column, Document, Excerpt, Output, OutputOptions, Render, Rendered, Table};
-use crate::trace::{self, Range, TraceError, TraceFile};
+use crate::trace::{self, Aggregate, CrashReport, KernelStats, Range, TraceError, TraceFile};
 
 pub const OBSERVER_FILE: &str = "libbackscope_observer.so";
 
@@ -50,23 +51,188 @@ pub struct TraceOptions {
     pub command: Vec<String>,
 }
 
-/// One kernel as observed, merged across processes.
-#[derive(Clone, Debug, Serialize)]
+/// One kernel as observed, merged across processes: a row of `backscope trace`'s summary and of a sweep record's
+/// trace section (`sweep::record::TraceKernel`), both built from [`Aggregate`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObservedKernel {
+    /// As the runtime knows it (mangled for C++ kernels).
     pub name: String,
     pub demangled: String,
+    /// `cuda`, `cu`, `hip`, `hip_module`, `vulkan`.
     pub api: String,
-    pub family: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ggml_type: Option<&'static str>,
+    /// ggml family (MMVQ, MMQ, …) from `crate::kernels::describe`.
+    pub family: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ggml_type: Option<String>,
     /// Launches: direct launch calls plus kernels run by replays of captured graphs (failed calls included).
     pub launches: u64,
     /// Of those, kernels run through graph replays.
+    #[serde(default)]
     pub graph: u64,
     /// Of those, launch calls that returned an error (the kernel did not run).
+    #[serde(default)]
     pub errors: u64,
-    /// The most frequent (grid, block) shapes with their counts.
+    /// The most frequent (grid, block) shapes with their counts; sweep records leave them out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shapes: Vec<([u32; 3], [u32; 3], u64)>,
+}
+
+impl ObservedKernel {
+    /// A row for one aggregated kernel, classified by name, with its `shapes` most frequent shapes.
+    pub fn new(stats: KernelStats, shapes: usize) -> ObservedKernel {
+        let d = kernels::describe(&stats.name);
+        ObservedKernel {
+            demangled: d.demangled,
+            family: d.family.to_string(),
+            ggml_type: d.ggml_type.map(str::to_string),
+            api: stats.api,
+            launches: stats.launches,
+            graph: stats.graph,
+            errors: stats.errors,
+            shapes: stats.shapes.iter().take(shapes).map(|(sh, n)| (sh.grid, sh.block, *n)).collect(),
+            name: stats.name,
+        }
+    }
+}
+
+/// Launches of one kernel that a thread made last before a crash (identical consecutive launches merged).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelBeforeCrash {
+    pub name: String,
+    pub demangled: String,
+    pub family: String,
+    pub api: String,
+    pub launches: u32,
+    /// The launch calls returned an error.
+    pub failed: bool,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    /// Start of the window (CLOCK_MONOTONIC ns) that counted the last of them.
+    pub window_t0: u64,
+}
+
+/// One thread at a crash: the CUDA/HIP call it was inside and its last kernels, oldest first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadBeforeCrash {
+    pub tid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<String>,
+    pub kernels: Vec<KernelBeforeCrash>,
+}
+
+/// A fatal signal the observer recorded (a `crash` record, docs/trace-format.md).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CrashSummary {
+    pub pid: u32,
+    pub exe: String,
+    /// The trace file holding the record.
+    pub file: String,
+    /// `SIGSEGV`, `SIGABRT`, …
+    pub signal: String,
+    /// `si_code`: > 0 for a fault the CPU raised, <= 0 for a signal a process sent.
+    pub code: i32,
+    /// The faulting address.
+    pub addr: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_pid: Option<u32>,
+    pub at_ns: u64,
+    /// The thread that received the signal (first in `threads`).
+    pub tid: u32,
+    /// Nothing shows the process survived it: no exit flush after it, and the program's own handler did not return.
+    pub fatal: bool,
+    /// The window open at the signal was written before the record.
+    pub flushed: bool,
+    pub threads: Vec<ThreadBeforeCrash>,
+}
+
+impl CrashSummary {
+    /// `file` is how the trace file is cited (a sweep cites it relative to its run directory).
+    pub fn new(report: &CrashReport, file: String) -> CrashSummary {
+        let c = &report.crash;
+        CrashSummary {
+            pid: report.pid,
+            exe: report.exe.clone(),
+            file,
+            signal: c.signal_name.clone(),
+            code: c.code,
+            addr: c.addr,
+            sender_pid: c.sender_pid,
+            at_ns: c.at_ns,
+            tid: c.tid,
+            fatal: report.fatal,
+            flushed: c.flushed,
+            threads: report
+                .threads
+                .iter()
+                .map(|t| ThreadBeforeCrash {
+                    tid: t.tid,
+                    in_flight: t.in_flight.clone(),
+                    kernels: t
+                        .launches
+                        .iter()
+                        .map(|l| {
+                            let d = kernels::describe(&l.name);
+                            KernelBeforeCrash {
+                                name: l.name.clone(),
+                                demangled: d.demangled,
+                                family: d.family.to_string(),
+                                api: l.api.clone(),
+                                launches: l.repeats,
+                                failed: l.failed,
+                                grid: l.shape.grid,
+                                block: l.shape.block,
+                                window_t0: l.window_t0,
+                            }
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The sentence of the claim: what arrived where, inside which call, and the last kernels per thread, the
+    /// receiving thread first.
+    pub fn statement(&self) -> String {
+        let how = match self.sender_pid {
+            Some(sender) if self.code <= 0 => format!("received {} sent by pid {sender}", self.signal),
+            _ if self.code <= 0 => format!("received {} (sent by a process)", self.signal),
+            _ => format!("crashed with {} (faulting address {:#x})", self.signal, self.addr),
+        };
+        let inside = match self.threads.first().and_then(|t| t.in_flight.as_deref()) {
+            Some(call) => format!(" inside {call}"),
+            None => " outside any observed CUDA/HIP call".to_string(),
+        };
+        let mut last = Vec::new();
+        for t in self.threads.iter().filter(|t| !t.kernels.is_empty()).take(4) {
+            let kernels: Vec<String> = t
+                .kernels
+                .iter()
+                .rev()
+                .take(4)
+                .rev()
+                .map(|k| {
+                    let failed = if k.failed { ", failed" } else { "" };
+                    format!("{}× {} ({}{failed})", k.launches, short_name(&k.demangled), k.family)
+                })
+                .collect();
+            let inside = t.in_flight.as_deref().map(|c| format!(", inside {c}")).unwrap_or_default();
+            last.push(format!("thread {}{inside}: {}", t.tid, kernels.join(", then ")));
+        }
+        let last = if last.is_empty() {
+            "no CUDA/HIP kernel launch was observed before it".to_string()
+        } else {
+            format!("the last kernels launched before it: {}", last.join("; "))
+        };
+        let ending = if self.fatal { "" } else { " (the program's own handler returned from it: it may have gone on)" };
+        format!("pid {} ({}) {how} in thread {}{inside}{ending}; {last}", self.pid, self.exe, self.tid)
+    }
+
+    /// The claim about this crash: Confirmed when it ended the process (the record was written by the observer
+    /// as the signal arrived), Inferred when the program's own handler returned from it.
+    pub fn claim(&self, id: String, sources: Vec<Source>) -> Claim {
+        let confidence = if self.fatal { Confidence::Confirmed } else { Confidence::Inferred };
+        Claim::new(id, confidence, self.statement()).with_sources(sources)
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -86,6 +252,9 @@ pub struct TraceSummary {
     pub families: Vec<FamilyTotal>,
     pub kernels: Vec<ObservedKernel>,
     pub claims: Vec<Claim>,
+    /// Fatal signals the observer recorded, with the last kernels before each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub crashes: Vec<CrashSummary>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_status: Option<i32>,
     /// Some trace was cut by the observer (byte budget, write error): every count is a lower bound.
@@ -239,8 +408,8 @@ fn env_view(observer: &Path, dir: &Path, systemd_unit: Option<&str>, interval_ms
 pub fn env_lines(observer: &Path, dir: &Path, systemd_unit: Option<&str>, interval_ms: u64) -> String {
     let vars = [
         ("LD_PRELOAD", observer.display().to_string()),
-        ("BACKSCOPE_TRACE_DIR", dir.display().to_string()),
-        ("BACKSCOPE_TRACE_INTERVAL_MS", interval_ms.to_string()),
+        (env::TRACE_DIR.name(), dir.display().to_string()),
+        (env::TRACE_INTERVAL_MS.name(), interval_ms.to_string()),
     ];
     let mut out = String::new();
     match systemd_unit {
@@ -289,8 +458,8 @@ fn run_observed(observer: &Path, dir: &Path, args: &TraceOptions) -> Result<i32>
     let mut cmd = Command::new(&args.command[0]);
     cmd.args(&args.command[1..])
         .env("LD_PRELOAD", preload)
-        .env("BACKSCOPE_TRACE_DIR", dir)
-        .env("BACKSCOPE_TRACE_INTERVAL_MS", args.interval_ms.to_string());
+        .env(env::TRACE_DIR.name(), dir)
+        .env(env::TRACE_INTERVAL_MS.name(), args.interval_ms.to_string());
     if args.no_graphs {
         cmd.env("GGML_CUDA_DISABLE_GRAPHS", "1");
     }
@@ -452,46 +621,26 @@ mod signals {
 /// Merge every process's kernels by name, classify them, and state what ran as claims. `problems` are the trace
 /// files that could not be read (left out of the counts).
 pub fn summarise(dir: &Path, traces: &[TraceFile], problems: &[TraceError], exit_status: Option<i32>) -> TraceSummary {
-    let mut processes = Vec::new();
-    let mut all_stats = Vec::new();
-    for t in traces {
-        let stats = t.kernel_stats(Range::All);
-        processes.push(ProcessSummary {
-            pid: t.pid(),
-            exe: t.header.exe.clone(),
-            file: t.path.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
-            launches: t.total_launches(Range::All),
-            graph_launches: t.graph_launches(Range::All),
-            complete: t.is_complete(),
-            cut: t.truncated.as_ref().map(|c| c.why()),
-            warnings: t.warnings.iter().map(|w| format!("{}: {}", w.code, w.detail)).collect(),
-        });
-        all_stats.extend(stats);
-    }
-    let merged = trace::merge_by_name(all_stats);
-    let mut kernels: Vec<ObservedKernel> = merged
-        .into_values()
-        .filter(|s| s.launches > 0 || s.errors > 0)
-        .map(|s| {
-            let d = kernels::describe(&s.name);
-            ObservedKernel {
-                demangled: d.demangled,
-                family: d.family,
-                ggml_type: d.ggml_type,
-                api: s.api,
-                launches: s.launches,
-                graph: s.graph,
-                errors: s.errors,
-                shapes: s.shapes.iter().take(4).map(|(sh, n)| (sh.grid, sh.block, *n)).collect(),
-                name: s.name,
-            }
+    let all = Aggregate::of(traces, Range::All);
+    let file = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+    let processes = all
+        .processes
+        .iter()
+        .map(|p| ProcessSummary {
+            pid: p.pid,
+            exe: p.exe.clone(),
+            file: file(&p.path),
+            launches: p.launches,
+            graph_launches: p.graph_launches,
+            complete: p.complete,
+            cut: p.cut.as_ref().map(|c| c.why()),
+            warnings: p.warnings.iter().map(|w| format!("{}: {}", w.code, w.detail)).collect(),
         })
         .collect();
-    kernels.sort_by(|a, b| b.launches.cmp(&a.launches).then(a.name.cmp(&b.name)));
+    let kernels: Vec<ObservedKernel> = all.kernels.into_iter().map(|s| ObservedKernel::new(s, 4)).collect();
     let mut fam: BTreeMap<&str, FamilyTotal> = BTreeMap::new();
     for k in &kernels {
-        let f =
-            fam.entry(k.family).or_insert_with(|| FamilyTotal { family: k.family.to_string(), ..Default::default() });
+        let f = fam.entry(&k.family).or_insert_with(|| FamilyTotal { family: k.family.clone(), ..Default::default() });
         f.kernels += 1;
         f.launches += k.launches;
         f.graph += k.graph;
@@ -500,7 +649,8 @@ pub fn summarise(dir: &Path, traces: &[TraceFile], problems: &[TraceError], exit
     let mut families: Vec<FamilyTotal> = fam.into_values().collect();
     families.sort_by_key(|f| std::cmp::Reverse(f.launches));
     let problems: Vec<TraceProblem> = problems.iter().map(TraceProblem::from).collect();
-    let claims = claims(dir, traces, &problems, &kernels, &families);
+    let crashes: Vec<CrashSummary> = all.crashes.iter().map(|c| CrashSummary::new(c, file(&c.path))).collect();
+    let claims = claims(dir, traces, &problems, &kernels, &families, &crashes);
     TraceSummary {
         schema: "backscope.trace-summary/1",
         dir: dir.display().to_string(),
@@ -508,6 +658,7 @@ pub fn summarise(dir: &Path, traces: &[TraceFile], problems: &[TraceError], exit
         families,
         kernels,
         claims,
+        crashes,
         exit_status,
         counts_are_lower_bounds: traces.iter().any(TraceFile::is_cut),
         problems,
@@ -523,6 +674,7 @@ fn claims(
     problems: &[TraceProblem],
     kernels: &[ObservedKernel],
     families: &[FamilyTotal],
+    crashes: &[CrashSummary],
 ) -> Vec<Claim> {
     let sources: Vec<Source> = traces
         .iter()
@@ -655,7 +807,16 @@ fn claims(
             })),
         );
     }
-    let incomplete: Vec<&TraceFile> = traces.iter().filter(|t| !t.is_finished()).collect();
+    for (i, c) in crashes.iter().enumerate() {
+        let id = if crashes.len() == 1 { "trace.crash".to_string() } else { format!("trace.crash.{}", i + 1) };
+        let source =
+            Source::file(c.file.clone(), None, None, "backscope-trace file: crash record (observer's signal handler)");
+        out.push(c.claim(id, vec![source]));
+    }
+    // A process whose crash record says its open window was written lost nothing; any other that ended without
+    // the exit flush may have lost its last window.
+    let incomplete: Vec<&TraceFile> =
+        traces.iter().filter(|t| !t.is_finished() && !t.fatal_crash().is_some_and(|c| c.flushed)).collect();
     if !incomplete.is_empty() {
         out.push(
             Claim::new(
@@ -741,7 +902,7 @@ pub fn document(s: &TraceSummary, top: usize) -> Document {
         t.row([
             short_name(&k.demangled),
             k.family.to_string(),
-            k.ggml_type.unwrap_or("-").to_string(),
+            k.ggml_type.as_deref().unwrap_or("-").to_string(),
             k.launches.to_string(),
             k.graph.to_string(),
             k.errors.to_string(),
@@ -774,6 +935,19 @@ pub fn document(s: &TraceSummary, top: usize) -> Document {
             p.file.clone(),
         ]);
         warnings.extend(p.warnings.iter().map(|w| format!("pid {}: {w}", p.pid).into()));
+        for c in s.crashes.iter().filter(|c| c.pid == p.pid && c.file == p.file) {
+            let inside = c.threads.first().and_then(|t| t.in_flight.as_deref()).unwrap_or("no observed call");
+            warnings.push(
+                format!(
+                    "pid {}: {} {} in thread {} ({inside}); see the crash claim",
+                    p.pid,
+                    if c.fatal { "crashed with" } else { "received" },
+                    c.signal,
+                    c.tid
+                )
+                .into(),
+            );
+        }
     }
     doc.heading(2, "Processes");
     doc.push(t);

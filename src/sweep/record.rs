@@ -361,27 +361,12 @@ pub struct Record {
     pub trace: Option<RecordTrace>,
 }
 
-/// One kernel as observed during a request, merged across the server's processes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TraceKernel {
-    /// As the runtime knows it (mangled for C++ kernels).
-    pub name: String,
-    pub demangled: String,
-    /// ggml family (MMVQ, MMQ, …) from `crate::kernels::describe`.
-    pub family: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ggml_type: Option<String>,
-    /// `cuda`, `cu`, `hip`, `hip_module`.
-    pub api: String,
-    /// Executions: launch calls plus kernels run by graph replays (failed calls included).
-    pub launches: u64,
-    /// Of those, through graph replays.
-    #[serde(default)]
-    pub graph: u64,
-    /// Of those, launch calls the runtime refused (nothing ran).
-    #[serde(default)]
-    pub errors: u64,
-}
+/// One kernel as observed during a request, merged across the server's processes: the same row as
+/// `backscope trace`'s summary (its `shapes` left out).
+pub type TraceKernel = crate::tracecmd::ObservedKernel;
+
+/// A fatal signal the observer recorded during a request, with the last kernels before it.
+pub type TraceCrash = crate::tracecmd::CrashSummary;
 
 /// One process of the server as seen by the observer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -429,6 +414,9 @@ pub struct RecordTrace {
     /// ended: the launches they count for it are lower bounds, and a kernel they do not show may still have run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cut: Vec<String>,
+    /// Fatal signals (`crash` records) that arrived during the request, with the last kernels before each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub crashes: Vec<TraceCrash>,
     /// Problems: unreadable trace files, the wait for the observer's flush that ran out, processes that ended
     /// without the exit flush.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -13,17 +13,21 @@
 //! reach outside the request. With one request at a time and idle gaps (the sweep commits each cell before the
 //! next), that is rare.
 //!
-//! Trace files grow for as long as a server runs, so they are read incrementally: each call parses only the lines
-//! appended since the last one, and windows that ended before a request began are forgotten.
+//! Trace files grow for as long as a server runs, so they are followed: each call feeds the trace reader only the
+//! lines appended since the last one, and windows that ended before a request began are forgotten.
+//!
+//! A server that dies of a signal while the observer is loaded leaves a `crash` record; a request during which one
+//! arrived carries it (`RecordTrace::crashes`) with the last kernels each thread launched.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::record::{RecordTrace, TraceKernel, TraceProcess, TRACE_TOP_KERNELS};
-use crate::kernels;
-use crate::trace::{self, Range, TraceFile};
+use trace_format::env;
+
+use super::record::{RecordTrace, TraceCrash, TraceKernel, TraceProcess, TRACE_TOP_KERNELS};
+use crate::trace::{Aggregate, Range, Reader, TraceFile};
 
 /// Longest extra wait, beyond two windows, for the observer's flush after a request.
 pub const FLUSH_SLACK: Duration = Duration::from_millis(200);
@@ -31,14 +35,7 @@ pub const FLUSH_SLACK: Duration = Duration::from_millis(200);
 const POLL: Duration = Duration::from_millis(5);
 
 /// CLOCK_MONOTONIC in nanoseconds: the observer's clock.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes into the timespec we own; CLOCK_MONOTONIC always exists on Linux.
-    unsafe {
-        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use trace_format::clock::now_ns as monotonic_ns;
 
 /// Whether `observer` (its file name) is mapped into process `pid`; `None` when /proc cannot tell.
 pub fn observer_mapped(pid: u32, observer: &Path) -> Option<bool> {
@@ -66,19 +63,19 @@ pub fn server_env(
         Some(e) => format!("{}:{e}", observer.display()),
         None => observer.display().to_string(),
     };
-    env.retain(|(k, _)| !matches!(k.as_str(), "LD_PRELOAD" | "BACKSCOPE_TRACE_DIR" | "BACKSCOPE_TRACE_INTERVAL_MS"));
+    let set = ["LD_PRELOAD", env::TRACE_DIR.name(), env::TRACE_INTERVAL_MS.name()];
+    env.retain(|(k, _)| !set.contains(&k.as_str()));
     env.push(("LD_PRELOAD".into(), preload));
-    env.push(("BACKSCOPE_TRACE_DIR".into(), dir.display().to_string()));
-    env.push(("BACKSCOPE_TRACE_INTERVAL_MS".into(), interval_ms.to_string()));
+    env.push((env::TRACE_DIR.name().into(), dir.display().to_string()));
+    env.push((env::TRACE_INTERVAL_MS.name().into(), interval_ms.to_string()));
 }
 
 /// One trace file, read as it grows.
-#[derive(Default)]
 struct FileCache {
-    /// Bytes parsed so far (always at a line boundary).
+    /// Bytes read so far (always at a line boundary).
     consumed: u64,
-    header_line: String,
-    trace: Option<TraceFile>,
+    /// Keeps the header and kernel table that later lines refer to.
+    reader: Reader,
     /// Why the file could not be read; it is then skipped.
     error: Option<String>,
 }
@@ -100,8 +97,12 @@ impl TraceDir {
         for entry in rd.flatten() {
             let path = entry.path();
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            if name.starts_with("trace-") && name.ends_with(".jsonl") {
-                let cache = self.files.entry(path.clone()).or_default();
+            if trace_format::naming::is_trace_file_name(name) {
+                let cache = self.files.entry(path.clone()).or_insert_with(|| FileCache {
+                    consumed: 0,
+                    reader: Reader::new(Some(&path)),
+                    error: None,
+                });
                 update(&path, cache);
             }
         }
@@ -109,7 +110,7 @@ impl TraceDir {
 
     /// The parsed traces, by path.
     pub fn traces(&self) -> impl Iterator<Item = &TraceFile> {
-        self.files.values().filter_map(|c| c.trace.as_ref())
+        self.files.values().filter_map(|c| c.reader.trace())
     }
 
     pub fn paths(&self) -> impl Iterator<Item = &PathBuf> {
@@ -154,8 +155,9 @@ impl TraceDir {
     /// Forget windows that ended before `t`: later requests cannot overlap them.
     pub fn forget_before(&mut self, t: u64) {
         for c in self.files.values_mut() {
-            if let Some(tr) = c.trace.as_mut() {
+            if let Some(tr) = c.reader.trace_mut() {
                 tr.windows.retain(|w| w.t1 >= t);
+                tr.crashes.retain(|c| c.at_ns >= t);
             }
         }
     }
@@ -176,39 +178,11 @@ fn update(path: &Path, cache: &mut FileCache) {
     }
     // Only whole lines: the observer writes whole lines, but a reader may catch a write halfway.
     let Some(cut) = bytes.iter().rposition(|&b| b == b'\n') else { return };
-    let chunk = String::from_utf8_lossy(&bytes[..=cut]);
-    match cache.trace.as_mut() {
-        None => match TraceFile::parse(&chunk) {
-            Ok(mut t) => {
-                cache.header_line = chunk.lines().next().unwrap_or_default().to_string();
-                t.path = Some(path.to_path_buf());
-                cache.trace = Some(t);
-            }
-            Err(e) => cache.error = Some(format!("{e:#}")),
-        },
-        Some(t) => {
-            // The new lines are parsed after the header and the kernel definitions seen so far, which they refer to.
-            let mut text = format!("{}\n", cache.header_line);
-            for k in t.kernels.values() {
-                text.push_str(&serde_json::to_string(k).unwrap_or_default());
-                text.push('\n');
-            }
-            text.push_str(&chunk);
-            match TraceFile::parse(&text) {
-                Ok(new) => {
-                    t.kernels.extend(new.kernels);
-                    t.windows.extend(new.windows);
-                    t.warnings.extend(new.warnings);
-                    t.unknown_lines += new.unknown_lines;
-                    if new.end.is_some() {
-                        t.end = new.end;
-                    }
-                    if new.truncated.is_some() {
-                        t.truncated = new.truncated;
-                    }
-                }
-                Err(e) => cache.error = Some(format!("{e:#}")),
-            }
+    let chunk = String::from_utf8_lossy(&bytes[..cut]);
+    for line in chunk.split('\n') {
+        if let Err(e) = cache.reader.feed(line) {
+            cache.error = Some(e.to_string());
+            return;
         }
     }
     cache.consumed += cut as u64 + 1;
@@ -225,58 +199,33 @@ pub fn join(
     interval_ms: u64,
 ) -> RecordTrace {
     let [t0, t1] = window;
-    let range = Range::Overlapping(t0, t1);
-    let mut stats = Vec::new();
-    let mut processes = Vec::new();
-    let mut spill = [0u64; 2];
+    let all = Aggregate::of(traces.iter().copied(), Range::Overlapping(t0, t1));
     let mut notes = Vec::new();
     let mut cut = Vec::new();
-    for t in traces {
-        for w in t.windows_in(range).filter(|w| !w.counts.is_empty()) {
-            spill[0] = spill[0].max(t0.saturating_sub(w.t0));
-            spill[1] = spill[1].max(w.t1.saturating_sub(t1));
-        }
-        let file = t.path.as_deref().map(label).unwrap_or_default();
-        let launches = t.total_launches(range);
-        if let Some(c) = t.truncated.as_ref().filter(|c| c.at_ns <= t1) {
+    let mut processes = Vec::new();
+    for p in &all.processes {
+        let file = p.path.as_deref().map(label).unwrap_or_default();
+        if let Some(c) = p.cut.as_ref().filter(|c| c.at_ns <= t1) {
             notes.push(format!(
                 "{file}: the observer stopped writing this trace before the request ended ({}); launches after that are not counted, so its counts are lower bounds",
                 c.why()
             ));
             cut.push(file.clone());
         }
-        if launches > 0 && t.windows_in(range).any(|w| w.unknown_graph_launches > 0) {
+        if p.launches > 0 && p.unknown_graph_launches > 0 {
             notes.push(format!(
                 "{file}: graph launches of graphs not captured under observation; their kernels are not counted"
             ));
         }
-        processes.push(TraceProcess { pid: t.pid(), ppid: t.header.ppid, exe: t.header.exe.clone(), file, launches });
-        stats.extend(t.kernel_stats(range));
+        processes.push(TraceProcess { pid: p.pid, ppid: p.ppid, exe: p.exe.clone(), file, launches: p.launches });
     }
-    let mut kernels: Vec<TraceKernel> = trace::merge_by_name(stats)
-        .into_values()
-        .filter(|s| s.launches > 0)
-        .map(|s| {
-            let d = kernels::describe(&s.name);
-            TraceKernel {
-                demangled: d.demangled,
-                family: d.family.to_string(),
-                ggml_type: d.ggml_type.map(str::to_string),
-                api: s.api,
-                launches: s.launches,
-                graph: s.graph,
-                errors: s.errors,
-                name: s.name,
-            }
-        })
-        .collect();
-    kernels.sort_by(|a, b| b.launches.cmp(&a.launches).then_with(|| a.name.cmp(&b.name)));
+    let crashes: Vec<TraceCrash> =
+        all.crashes.iter().map(|c| TraceCrash::new(c, c.path.as_deref().map(label).unwrap_or_default())).collect();
+    let mut kernels: Vec<TraceKernel> = all.kernels.into_iter().map(|s| TraceKernel::new(s, 0)).collect();
     let mut families: BTreeMap<String, u64> = BTreeMap::new();
     for k in &kernels {
         *families.entry(k.family.clone()).or_insert(0) += k.launches;
     }
-    let total_launches = kernels.iter().map(|k| k.launches).sum();
-    let failed_launches = kernels.iter().map(|k| k.errors).sum();
     let distinct_kernels = kernels.len() as u64;
     kernels.truncate(TRACE_TOP_KERNELS);
     RecordTrace {
@@ -284,15 +233,16 @@ pub fn join(
         files,
         window_ns: window,
         interval_ms,
-        spill_ns: spill,
+        spill_ns: all.spill_ns,
         observer_loaded: None,
-        total_launches,
-        failed_launches,
+        total_launches: all.total_launches,
+        failed_launches: all.failed_launches,
         families,
         kernels,
         distinct_kernels,
         processes,
         cut,
+        crashes,
         notes,
     }
 }

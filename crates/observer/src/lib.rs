@@ -29,31 +29,5 @@ mod state;
 mod sync;
 mod writer;
 
-/// Environment variables that configure the observer.
-pub mod env {
-    /// Directory for `trace-<pid>.jsonl` files.
-    pub const TRACE_DIR: &str = "BACKSCOPE_TRACE_DIR";
-    /// Exact trace path (`%p` becomes the pid); overrides `TRACE_DIR`.
-    pub const TRACE_FILE: &str = "BACKSCOPE_TRACE_FILE";
-    /// Window length in milliseconds (default 50; 0 = write at exit only).
-    pub const TRACE_INTERVAL_MS: &str = "BACKSCOPE_TRACE_INTERVAL_MS";
-    /// Most distinct kernels tracked before the overflow slot is used (default 1,048,576).
-    pub const MAX_KERNELS: &str = "BACKSCOPE_MAX_KERNELS";
-    /// Most bytes of one process's trace file (default 1 GiB; `0`: no limit; `K`/`M`/`G` suffixes).
-    pub const TRACE_MAX_BYTES: &str = "BACKSCOPE_TRACE_MAX_BYTES";
-    /// Test-only: `1` makes kernel registration panic inside the observer (fault injection).
-    pub const TEST_INJECT_PANIC: &str = "BACKSCOPE_TEST_INJECT_PANIC";
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn env_names_match_what_the_observer_reads() {
-        assert_eq!(crate::state::ENV_TRACE_DIR.to_str().unwrap(), super::env::TRACE_DIR);
-        assert_eq!(crate::state::ENV_TRACE_FILE.to_str().unwrap(), super::env::TRACE_FILE);
-        assert_eq!(crate::state::ENV_INTERVAL_MS.to_str().unwrap(), super::env::TRACE_INTERVAL_MS);
-        assert_eq!(crate::state::ENV_MAX_KERNELS.to_str().unwrap(), super::env::MAX_KERNELS);
-        assert_eq!(crate::state::ENV_MAX_BYTES.to_str().unwrap(), super::env::TRACE_MAX_BYTES);
-        assert_eq!(crate::state::ENV_TEST_INJECT_PANIC.to_str().unwrap(), super::env::TEST_INJECT_PANIC);
-    }
-}
+/// Environment variables that configure the observer (defined by the trace format crate).
+pub use format::env;

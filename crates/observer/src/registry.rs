@@ -350,7 +350,7 @@ const CHUNK: usize = 1 << CHUNK_BITS;
 const MAX_CHUNKS: usize = 1024;
 /// Hard limit of slot ids (about 4 million kernels); `BACKSCOPE_MAX_KERNELS` may only lower it.
 pub const HARD_MAX_KERNELS: u32 = (MAX_CHUNKS * CHUNK - 1) as u32;
-pub const DEFAULT_MAX_KERNELS: u32 = 1 << 20;
+pub use format::env::DEFAULT_MAX_KERNELS;
 /// Slot id of the overflow bucket.
 pub const OVERFLOW_SLOT: u32 = 0;
 

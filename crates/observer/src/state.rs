@@ -13,20 +13,7 @@ use std::sync::OnceLock;
 use crate::sync::SpinLock;
 use crate::{graphs, registry, writer};
 
-/// Environment variables (documented in `docs/trace-format.md`).
-pub const ENV_TRACE_DIR: &CStr = c"BACKSCOPE_TRACE_DIR";
-pub const ENV_TRACE_FILE: &CStr = c"BACKSCOPE_TRACE_FILE";
-pub const ENV_INTERVAL_MS: &CStr = c"BACKSCOPE_TRACE_INTERVAL_MS";
-pub const ENV_MAX_KERNELS: &CStr = c"BACKSCOPE_MAX_KERNELS";
-pub const ENV_MAX_BYTES: &CStr = c"BACKSCOPE_TRACE_MAX_BYTES";
-/// Test-only fault injection: `1` makes every kernel registration panic inside the observer, to
-/// prove that a panic disables the observer and never reaches the program.
-pub const ENV_TEST_INJECT_PANIC: &CStr = c"BACKSCOPE_TEST_INJECT_PANIC";
-
-pub const DEFAULT_INTERVAL_MS: u64 = 50;
-/// Per-process trace budget: 1 GiB holds about 40 minutes of a busy server with 50 ms windows
-/// (≈1.5 GB an hour was measured), and bounds what a forgotten `LD_PRELOAD` can fill.
-pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
+use format::env::{self, DEFAULT_INTERVAL_MS, DEFAULT_MAX_BYTES, MAX_INTERVAL_MS};
 
 /// Where the trace goes.
 #[derive(Clone, Debug)]
@@ -50,41 +37,22 @@ pub struct Config {
 
 impl Config {
     fn from_env() -> Result<Config, &'static str> {
-        let destination = match (getenv(ENV_TRACE_FILE), getenv(ENV_TRACE_DIR)) {
+        let destination = match (getenv(env::TRACE_FILE.c_name()), getenv(env::TRACE_DIR.c_name())) {
             (Some(file), _) if !file.is_empty() => Destination::File(file),
             (_, Some(dir)) if !dir.is_empty() => Destination::Dir(dir),
             _ => return Err("neither BACKSCOPE_TRACE_DIR nor BACKSCOPE_TRACE_FILE is set; not observing"),
         };
-        let interval_ms = getenv(ENV_INTERVAL_MS)
+        let interval_ms = getenv(env::TRACE_INTERVAL_MS.c_name())
             .and_then(|v| v.trim().parse::<u64>().ok())
-            .map_or(DEFAULT_INTERVAL_MS, |ms| ms.min(3_600_000));
-        let max_kernels = getenv(ENV_MAX_KERNELS)
+            .map_or(DEFAULT_INTERVAL_MS, |ms| ms.min(MAX_INTERVAL_MS));
+        let max_kernels = getenv(env::MAX_KERNELS.c_name())
             .and_then(|v| v.trim().parse::<u32>().ok())
             .map_or(registry::DEFAULT_MAX_KERNELS, |n| n.clamp(1, registry::HARD_MAX_KERNELS));
-        let max_bytes = getenv(ENV_MAX_BYTES).and_then(|v| parse_bytes(&v)).unwrap_or(DEFAULT_MAX_BYTES);
-        let inject_panic = getenv(ENV_TEST_INJECT_PANIC).is_some_and(|v| v == "1");
+        let max_bytes =
+            getenv(env::TRACE_MAX_BYTES.c_name()).and_then(|v| env::parse_bytes(&v)).unwrap_or(DEFAULT_MAX_BYTES);
+        let inject_panic = getenv(env::TEST_INJECT_PANIC.c_name()).is_some_and(|v| v == "1");
         Ok(Config { destination, interval_ms, max_kernels, max_bytes, inject_panic })
     }
-}
-
-/// A byte count: digits with an optional binary suffix (`K`, `M`, `G`, `T`, optionally followed by
-/// `iB` or `B`; any case). `None` for anything else or an overflowing value.
-pub fn parse_bytes(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let digits_end = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-    let (digits, suffix) = text.split_at(digits_end);
-    let number: u64 = digits.parse().ok()?;
-    let suffix = suffix.trim().to_ascii_lowercase();
-    let unit = suffix.strip_suffix("ib").or_else(|| suffix.strip_suffix('b')).unwrap_or(&suffix);
-    let shift = match unit {
-        "" => 0,
-        "k" => 10,
-        "m" => 20,
-        "g" => 30,
-        "t" => 40,
-        _ => return None,
-    };
-    number.checked_mul(1u64 << shift)
 }
 
 /// libc's `getenv`: unlike `std::env`, it takes no lock, which matters in a forked child whose
@@ -106,7 +74,7 @@ pub fn config() -> Option<&'static Config> {
     CONFIG.get()
 }
 
-/// See [`ENV_TEST_INJECT_PANIC`].
+/// See [`env::TEST_INJECT_PANIC`]: fault injection for tests.
 pub fn panic_injected() -> bool {
     config().is_some_and(|c| c.inject_panic)
 }
@@ -208,7 +176,7 @@ fn start() -> Result<u64, &'static str> {
         }
         IMAGE_READY.store(true, Ordering::Release);
     }
-    START_NS.store(writer::now_ns(), Ordering::Relaxed);
+    START_NS.store(format::clock::now_ns(), Ordering::Relaxed);
     Ok(config().map_or(0, |c| c.interval_ms))
 }
 
@@ -303,27 +271,8 @@ extern "C" fn fork_child() {
         // The child has no writer thread: the next hook call restarts the observer for the child
         // (own pid, own file, own thread). An observer that was off stays off.
         if STATE.load(Ordering::Acquire) == ON {
-            START_NS.store(writer::now_ns(), Ordering::Relaxed);
+            START_NS.store(format::clock::now_ns(), Ordering::Relaxed);
             STATE.store(UNINIT, Ordering::Release);
         }
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_bytes;
-
-    #[test]
-    fn byte_counts_take_binary_suffixes() {
-        assert_eq!(parse_bytes("0"), Some(0));
-        assert_eq!(parse_bytes(" 65536 "), Some(65536));
-        assert_eq!(parse_bytes("64k"), Some(65536));
-        assert_eq!(parse_bytes("512MiB"), Some(512 << 20));
-        assert_eq!(parse_bytes("2G"), Some(2 << 30));
-        assert_eq!(parse_bytes("1 GB"), Some(1 << 30));
-        assert_eq!(parse_bytes("1.5G"), None);
-        assert_eq!(parse_bytes("G"), None);
-        assert_eq!(parse_bytes("-1"), None);
-        assert_eq!(parse_bytes("99999999999T"), None, "overflow");
-    }
 }

@@ -1,4 +1,5 @@
-//! The trace writer: turns the counters into JSON Lines (format in `docs/trace-format.md`).
+//! The trace writer: turns the counters into JSON Lines (format in `docs/trace-format.md`, records
+//! written by the format crate's writers).
 //!
 //! It runs on its own thread every `BACKSCOPE_TRACE_INTERVAL_MS` and once at exit (a `.fini_array`
 //! destructor, which runs after the program's `atexit` handlers and destructors), never on a hook's
@@ -16,15 +17,16 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 
+use format::clock::now_ns;
+use format::record::{self, ShapeCount};
+
 use crate::graphs;
 use crate::registry::{self, Shape, ShapeCounts, SHAPE_BUCKETS};
 use crate::state::{self, Destination};
 use crate::sync::SpinLock;
 
-pub const FORMAT: &str = "backscope-trace";
-/// 2: the `truncated` record, `max_bytes` in the header, `expired_captures` in windows. A reader
-/// that knows only 1 would take a cut trace's counts for complete ones, so it must refuse.
-pub const VERSION: u32 = 2;
+/// The header's `writer`: which program wrote the trace.
+const WRITER_NAME: &str = "backscope-observer";
 /// Bytes gathered before a `write`; always cut at a line boundary.
 const WRITE_CHUNK: usize = 64 * 1024;
 /// Bytes kept free under the budget for the `truncated` record (its longest form is far shorter).
@@ -33,14 +35,6 @@ const CUT_RECORD_RESERVE: u64 = 512;
 /// record, and how many line boundaries it tries.
 const CUT_BACK_BYTES: u64 = 64 * 1024;
 const CUT_BACK_TRIES: usize = 16;
-
-/// CLOCK_MONOTONIC in nanoseconds: the clock a harness uses to join windows to requests.
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
-}
 
 fn getpid() -> i32 {
     // SAFETY: getpid has no preconditions.
@@ -146,32 +140,23 @@ impl Writer {
     fn header(&mut self, interval_ms: u64, pid: i32) {
         // SAFETY: getppid has no preconditions.
         let ppid = unsafe { libc::getppid() };
-        let exe = std::fs::read_link("/proc/self/exe").map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let exe =
+            std::fs::read_link("/proc/self/exe").map(|p| p.into_os_string().into_encoded_bytes()).unwrap_or_default();
         let cmdline = std::fs::read("/proc/self/cmdline").unwrap_or_default();
-        let b = &mut self.buf;
-        let _ = write!(b, "{{\"format\":\"{FORMAT}\",\"version\":{VERSION},\"pid\":{pid},\"ppid\":{ppid},\"exe\":");
-        push_json_str(b, &exe);
-        b.extend_from_slice(b",\"cmdline\":[");
-        let mut total = 0;
-        for (i, arg) in cmdline.split(|&c| c == 0).filter(|a| !a.is_empty()).enumerate() {
-            // Enough to tell processes apart (`ollama runner --model …`), bounded for huge command lines.
-            total += arg.len();
-            if total > 4096 {
-                break;
-            }
-            if i > 0 {
-                b.push(b',');
-            }
-            push_json_str(b, &String::from_utf8_lossy(arg));
-        }
-        let _ = writeln!(
-            b,
-            "],\"clock\":\"monotonic\",\"start_ns\":{},\"interval_ms\":{interval_ms},\"shape_buckets\":{SHAPE_BUCKETS},\"max_kernels\":{},\"max_bytes\":{},\"observer\":\"{}\"}}",
-            self.last_t,
-            registry::max_kernels(),
-            state::config().map_or(0, |c| c.max_bytes),
-            env!("CARGO_PKG_VERSION"),
-        );
+        let header = record::Header {
+            pid: pid as u32,
+            ppid: ppid as u32,
+            exe: &exe,
+            cmdline: &cmdline,
+            start_ns: self.last_t,
+            interval_ms,
+            shape_buckets: SHAPE_BUCKETS as u32,
+            max_kernels: registry::max_kernels(),
+            max_bytes: state::config().map_or(0, |c| c.max_bytes),
+            observer: env!("CARGO_PKG_VERSION"),
+            writer: WRITER_NAME,
+        };
+        record::header(&mut self.buf, &header);
     }
 
     fn definitions(&mut self) -> Result<(), Stop> {
@@ -179,10 +164,8 @@ impl Writer {
         while self.defined < count {
             let id = self.defined;
             if let Some(meta) = registry::slot(id).and_then(|s| s.meta()) {
-                let _ = write!(self.buf, "{{\"kernel\":{id},\"name\":");
-                push_json_str(&mut self.buf, &meta.name);
-                let _ =
-                    writeln!(self.buf, ",\"api\":\"{}\",\"source\":\"{}\"}}", meta.api.as_str(), meta.source.as_str());
+                let def = record::KernelDef::new(id, meta.name.as_bytes(), meta.api.as_str(), meta.source.as_str());
+                record::kernel(&mut self.buf, &def);
             }
             self.defined += 1;
             self.write_if_large()?;
@@ -190,22 +173,26 @@ impl Writer {
         let overflow_used = registry::slot(registry::OVERFLOW_SLOT).is_some_and(|s| s.shape_counts().launches() > 0);
         if !self.overflow_defined && (registry::overflowed() || overflow_used) {
             self.overflow_defined = true;
-            let _ =
-                writeln!(self.buf, "{{\"kernel\":0,\"name\":\"(overflow)\",\"api\":\"overflow\",\"source\":\"none\"}}");
-            let detail = format!(
-                "more than {} distinct kernels (BACKSCOPE_MAX_KERNELS); the others are counted as kernel 0",
-                registry::max_kernels()
+            let def = record::KernelDef::new(
+                registry::OVERFLOW_SLOT,
+                b"(overflow)",
+                record::api::OVERFLOW,
+                record::source::NONE,
             );
-            self.warning("kernel_table_full", &detail);
+            record::kernel(&mut self.buf, &def);
+            let detail = format!(
+                "more than {} distinct kernels ({}); the others are counted as kernel 0",
+                registry::max_kernels(),
+                format::env::MAX_KERNELS
+            );
+            self.warning(record::warning::KERNEL_TABLE_FULL, &detail);
         }
         Ok(())
     }
 
     fn warning(&mut self, code: &'static str, detail: &str) {
         if self.warned.insert(code) {
-            let _ = write!(self.buf, "{{\"warning\":\"{code}\",\"detail\":");
-            push_json_str(&mut self.buf, detail);
-            self.buf.extend_from_slice(b"}\n");
+            record::warning_record(&mut self.buf, code, detail);
         }
     }
 
@@ -218,7 +205,7 @@ impl Writer {
             self.last.resize(count, [0; 4]);
         }
         let mut lists: [Vec<(u32, u64)>; 4] = Default::default();
-        let mut shapes: Vec<(u32, Shape, u64)> = Vec::new();
+        let mut shapes: Vec<ShapeCount> = Vec::new();
         let mut other_shapes: Vec<(u32, u64)> = Vec::new();
         let first = if self.overflow_defined { 0 } else { 1 };
         for id in first..count as u32 {
@@ -245,19 +232,19 @@ impl Writer {
         self.last_graph = graph_now;
         if graph_delta[1] > 0 {
             self.warning(
-                "unknown_graph_exec",
+                record::warning::UNKNOWN_GRAPH_EXEC,
                 "graph launches of execs whose graph was not captured under observation; their kernels are not counted",
             );
         }
         if graph_delta[2] > 0 {
             self.warning(
-                "unattributed_capture",
+                record::warning::UNATTRIBUTED_CAPTURE,
                 "launches recorded into a capture that could not be told apart from another; not counted on replay",
             );
         }
         if graph_delta[3] > 0 {
             self.warning(
-                "stale_capture",
+                record::warning::STALE_CAPTURE,
                 "a stream capture ended where no hook saw it (an unhooked EndCapture or stream destroy); its record \
                  expired, later launches on its stream count as executed, and replays of its graph are \
                  unknown_graph_launches",
@@ -271,33 +258,23 @@ impl Writer {
         if empty && shapes.is_empty() && other_shapes.is_empty() {
             return;
         }
-        let b = &mut self.buf;
-        let _ = write!(b, "{{\"window\":[{t0},{t1}]");
-        for (key, list) in ["counts", "errors", "graph", "captured"].into_iter().zip(&lists) {
-            push_pairs(b, key, list);
-        }
-        if !shapes.is_empty() {
-            b.extend_from_slice(b",\"shapes\":[");
-            for (i, (id, s, n)) in shapes.iter().enumerate() {
-                if i > 0 {
-                    b.push(b',');
-                }
-                let [gx, gy, gz] = s.grid;
-                let [bx, by, bz] = s.block;
-                let _ = write!(b, "[{id},[{gx},{gy},{gz}],[{bx},{by},{bz}],{n}]");
-            }
-            b.push(b']');
-        }
-        push_pairs(b, "other_shapes", &other_shapes);
-        for (key, d) in ["graph_launches", "unknown_graph_launches", "unattributed_captures", "expired_captures"]
-            .into_iter()
-            .zip(graph_delta)
-        {
-            if d > 0 {
-                let _ = write!(b, ",\"{key}\":{d}");
-            }
-        }
-        b.extend_from_slice(b"}\n");
+        let [counts, errors, graph, captured] = &lists;
+        let window = record::Window {
+            t0,
+            t1,
+            counts,
+            errors,
+            graph,
+            captured,
+            shapes: &shapes,
+            other_shapes: &other_shapes,
+            graph_launches: graph_delta[0],
+            unknown_graph_launches: graph_delta[1],
+            unattributed_captures: graph_delta[2],
+            expired_captures: graph_delta[3],
+            submits: 0,
+        };
+        record::window(&mut self.buf, &window);
     }
 
     /// Per-shape deltas of kernel `id` since its last window, from `counts` (the same reading
@@ -306,7 +283,7 @@ impl Writer {
         &mut self,
         id: u32,
         counts: &ShapeCounts,
-        shapes: &mut Vec<(u32, Shape, u64)>,
+        shapes: &mut Vec<ShapeCount>,
         other: &mut Vec<(u32, u64)>,
     ) {
         let (last_entries, last_other) = self.last_shapes.entry(id).or_insert(([0; SHAPE_BUCKETS], 0));
@@ -324,7 +301,12 @@ impl Writer {
                 None => merged.push((shape, delta)),
             }
         }
-        shapes.extend(merged.into_iter().map(|(s, n)| (id, s, n)));
+        shapes.extend(merged.into_iter().map(|(s, count)| ShapeCount {
+            kernel: id,
+            grid: s.grid,
+            block: s.block,
+            count,
+        }));
         if counts.other != *last_other {
             other.push((id, counts.other.wrapping_sub(*last_other)));
             *last_other = counts.other;
@@ -364,12 +346,9 @@ impl Writer {
         let fitting = &lines[..room as usize];
         let keep = fitting.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         self.write_bytes(&lines[..keep])?;
-        let record = format!(
-            "{{\"truncated\":\"budget\",\"at_ns\":{},\"bytes\":{},\"max_bytes\":{max_bytes}}}\n",
-            now_ns(),
-            self.written
-        );
-        self.write_bytes(record.as_bytes())?;
+        let mut cut = Vec::with_capacity(CUT_RECORD_RESERVE as usize);
+        record::truncated_budget(&mut cut, now_ns(), self.written, max_bytes);
+        self.write_bytes(&cut)?;
         Err(Stop::Budget)
     }
 
@@ -417,12 +396,10 @@ impl Writer {
             .chain(std::iter::once(self.header_end))
             .take(CUT_BACK_TRIES);
         for end in boundaries {
-            let mut record = Vec::with_capacity(256);
-            let _ = write!(record, "{{\"truncated\":\"write_error\",\"at_ns\":{},\"bytes\":{end},\"error\":", now_ns());
-            push_json_str(&mut record, &reason);
-            record.extend_from_slice(b"}\n");
-            if file.set_len(end).is_ok() && file.write_all_at(&record, end).is_ok() {
-                self.written = end + record.len() as u64;
+            let mut cut = Vec::with_capacity(256);
+            record::truncated_write_error(&mut cut, now_ns(), end, &reason);
+            if file.set_len(end).is_ok() && file.write_all_at(&cut, end).is_ok() {
+                self.written = end + cut.len() as u64;
                 return;
             }
         }
@@ -435,7 +412,7 @@ impl Writer {
         self.definitions()?;
         self.window();
         if kind == Flush::Exit {
-            let _ = writeln!(self.buf, "{{\"end_ns\":{},\"reason\":\"exit\"}}", now_ns());
+            record::end(&mut self.buf, now_ns());
         }
         self.write_out()
     }
@@ -443,51 +420,45 @@ impl Writer {
 
 const RELAXED: std::sync::atomic::Ordering = std::sync::atomic::Ordering::Relaxed;
 
-fn open_new_in_dir(dir: &str, pid: i32) -> io::Result<(File, String)> {
-    // O_EXCL: never overwrite a trace (pid reuse, or the image an `exec` replaced): take the next
-    // free suffix instead. Readable too: after a write error the tail is read back to find the
-    // last whole line.
-    for n in 0..100 {
-        let path = match n {
-            0 => format!("{dir}/trace-{pid}.jsonl"),
-            n => format!("{dir}/trace-{pid}.{n}.jsonl"),
-        };
+/// Creates the first free candidate name (`format::naming`), exclusively: never overwrite a trace
+/// (pid reuse, or the image an `exec` replaced). Readable too: after a write error the tail is read
+/// back to find the last whole line.
+fn create_first_free(candidate: impl Fn(&mut Vec<u8>, u32) -> bool) -> io::Result<(File, String)> {
+    let mut attempt = 0;
+    let mut first = String::new();
+    loop {
+        let mut name = Vec::new();
+        if !candidate(&mut name, attempt) {
+            return Err(io::Error::other(format!("{first}: it and {attempt} alternative names exist already")));
+        }
+        let path = String::from_utf8_lossy(&name).into_owned();
+        if attempt == 0 {
+            first = path.clone();
+        }
         match std::fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o644).open(&path) {
             Ok(file) => return Ok((file, path)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => attempt += 1,
             Err(e) => return Err(with_path(e, &path)),
         }
     }
-    Err(io::Error::other(format!("{dir}/trace-{pid}.*.jsonl: 100 files exist already")))
 }
 
-/// `BACKSCOPE_TRACE_FILE`: `%p` becomes the pid. Every process gets a file of its own, created
-/// exclusively: when the name is taken (by the first process of a forking program, when the pattern
-/// has no `%p`, or by an earlier run), the pid and then a number are added before `.jsonl`
-/// (`t.jsonl` → `t.<pid>.jsonl` → `t.<pid>.<n>.jsonl`). An existing device or FIFO (`/dev/stderr`)
-/// is written as it is: it is a sink, not a file to claim.
+fn open_new_in_dir(dir: &str, pid: i32) -> io::Result<(File, String)> {
+    create_first_free(|out, attempt| format::naming::dir_candidate(out, dir.as_bytes(), pid as u32, attempt))
+}
+
+/// `BACKSCOPE_TRACE_FILE`: every process gets a file of its own, created exclusively (names in
+/// `format::naming`). An existing device or FIFO (`/dev/stderr`) is written as it is: it is a sink,
+/// not a file to claim.
 fn open_file_destination(pattern: &str, pid: i32) -> io::Result<(File, String)> {
-    let path = pattern.replace("%p", &pid.to_string());
+    let mut expanded = Vec::new();
+    format::naming::expand_pattern(&mut expanded, pattern.as_bytes(), pid as u32);
+    let path = String::from_utf8_lossy(&expanded).into_owned();
     if std::fs::metadata(&path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
         let file = std::fs::OpenOptions::new().append(true).open(&path).map_err(|e| with_path(e, &path))?;
         return Ok((file, path));
     }
-    let (stem, extension) = match path.strip_suffix(".jsonl") {
-        Some(stem) => (stem, ".jsonl"),
-        None => (path.as_str(), ""),
-    };
-    let tag = if pattern.contains("%p") { String::new() } else { format!(".{pid}") };
-    let candidates = std::iter::once(path.clone())
-        .chain((!tag.is_empty()).then(|| format!("{stem}{tag}{extension}")))
-        .chain((1..100).map(|n| format!("{stem}{tag}.{n}{extension}")));
-    for candidate in candidates {
-        match std::fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o644).open(&candidate) {
-            Ok(file) => return Ok((file, candidate)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(with_path(e, &candidate)),
-        }
-    }
-    Err(io::Error::other(format!("{path}: it and 100 alternative names exist already")))
+    create_first_free(|out, attempt| format::naming::file_candidate(out, pattern.as_bytes(), pid as u32, attempt))
 }
 
 fn with_path(error: io::Error, path: &str) -> io::Error {
@@ -612,68 +583,4 @@ extern "C" fn flush_at_exit() {
             flush(Flush::Exit);
         }
     });
-}
-
-fn push_pairs(b: &mut Vec<u8>, key: &str, list: &[(u32, u64)]) {
-    if list.is_empty() {
-        return;
-    }
-    let _ = write!(b, ",\"{key}\":[");
-    for (i, (id, n)) in list.iter().enumerate() {
-        if i > 0 {
-            b.push(b',');
-        }
-        let _ = write!(b, "[{id},{n}]");
-    }
-    b.push(b']');
-}
-
-/// Appends `s` as a JSON string literal.
-fn push_json_str(b: &mut Vec<u8>, s: &str) {
-    b.push(b'"');
-    for c in s.chars() {
-        match c {
-            '"' => b.extend_from_slice(b"\\\""),
-            '\\' => b.extend_from_slice(b"\\\\"),
-            '\n' => b.extend_from_slice(b"\\n"),
-            '\r' => b.extend_from_slice(b"\\r"),
-            '\t' => b.extend_from_slice(b"\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(b, "\\u{:04x}", c as u32);
-            }
-            c => {
-                let mut utf8 = [0u8; 4];
-                b.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
-            }
-        }
-    }
-    b.push(b'"');
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn json_strings_are_escaped() {
-        let mut b = Vec::new();
-        push_json_str(&mut b, "a\"b\\c\nd\u{1}é<>");
-        assert_eq!(String::from_utf8(b).unwrap(), "\"a\\\"b\\\\c\\nd\\u0001é<>\"");
-    }
-
-    #[test]
-    fn pairs_are_omitted_when_empty() {
-        let mut b = Vec::new();
-        push_pairs(&mut b, "counts", &[]);
-        assert!(b.is_empty());
-        push_pairs(&mut b, "counts", &[(1, 3), (2, 5)]);
-        assert_eq!(String::from_utf8(b).unwrap(), ",\"counts\":[[1,3],[2,5]]");
-    }
-
-    #[test]
-    fn monotonic_clock_advances() {
-        let a = now_ns();
-        let b = now_ns();
-        assert!(a > 0 && b >= a);
-    }
 }

@@ -209,15 +209,9 @@ impl Setup {
 pub fn run(program: &Path, args: &[&str], setup: &Setup) -> Run {
     let mut cmd = Command::new(program);
     cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
-    for var in [
-        "LD_PRELOAD",
-        "BACKSCOPE_TRACE_DIR",
-        "BACKSCOPE_TRACE_FILE",
-        "BACKSCOPE_TRACE_INTERVAL_MS",
-        "BACKSCOPE_TRACE_MAX_BYTES",
-        "BACKSCOPE_MAX_KERNELS",
-    ] {
-        cmd.env_remove(var);
+    cmd.env_remove("LD_PRELOAD");
+    for var in format::env::ALL {
+        cmd.env_remove(var.name());
     }
     cmd.env("FAKE_LIB_DIR", &fake_programs().dir);
     if setup.observe {

@@ -7,12 +7,9 @@
 //!   100,000 kernels, every CUDA and HIP entry point.
 //! * `faults`: unwritable output, full disk, no runtime, no configuration.
 //!
-//! Traces are read with the main crate's reader (`src/trace/mod.rs`, included below), whose own
-//! unit tests run in this binary too.
+//! Traces are read with the trace reader crate (`backscope-trace-reader`).
 
-#[path = "../../../../src/trace/mod.rs"]
-#[allow(dead_code)]
-mod trace;
+use trace_reader as trace;
 
 mod common;
 mod fake_runtime;

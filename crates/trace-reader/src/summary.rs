@@ -1,0 +1,166 @@
+//! One aggregation over the traces of a run (the processes of one command, or of one server during
+//! one request): kernels merged by (api, name) across processes, per-process totals, how far the
+//! counted windows reach outside the range, and the crashes with the kernels launched before them.
+//! `backscope trace` summarises with [`Range::All`]; `sweep --trace` with each request's interval.
+
+use std::path::PathBuf;
+
+use crate::reader::{merge_by_name, KernelStats, Range, TraceFile};
+use crate::records::{Crash, Shape, Truncated, Warning};
+
+/// One process's part of an [`Aggregate`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessStats {
+    pub pid: u32,
+    pub ppid: u32,
+    pub exe: String,
+    pub path: Option<PathBuf>,
+    /// Executions in the range.
+    pub launches: u64,
+    /// Graph launches in the range.
+    pub graph_launches: u64,
+    /// Graph launches of graphs not captured under observation, in the range.
+    pub unknown_graph_launches: u64,
+    /// The process reached its exit flush.
+    pub complete: bool,
+    /// Why the observer stopped writing this trace early, if it did.
+    pub cut: Option<Truncated>,
+    pub warnings: Vec<Warning>,
+}
+
+/// A run of identical consecutive launches before a crash.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchRun {
+    pub name: String,
+    pub api: String,
+    pub shape: Shape,
+    pub failed: bool,
+    /// Start of the window of the last launch of the run.
+    pub window_t0: u64,
+    pub repeats: u32,
+}
+
+/// One thread's state at a crash: the runtime call it was inside and its last launches, oldest
+/// first, identical consecutive launches merged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadAtCrash {
+    pub tid: u32,
+    pub in_flight: Option<String>,
+    pub launches: Vec<LaunchRun>,
+}
+
+/// A crash record with its kernels named.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrashReport {
+    pub pid: u32,
+    pub exe: String,
+    pub path: Option<PathBuf>,
+    pub crash: Crash,
+    /// Nothing shows that the process survived it (see [`TraceFile::fatal_crash`]).
+    pub fatal: bool,
+    /// The receiving thread first.
+    pub threads: Vec<ThreadAtCrash>,
+}
+
+impl CrashReport {
+    fn of(trace: &TraceFile, crash: &Crash) -> CrashReport {
+        let threads = crash
+            .threads
+            .iter()
+            .map(|t| {
+                let mut launches: Vec<LaunchRun> = Vec::new();
+                for l in &t.launches {
+                    let (name, api) = trace
+                        .kernels
+                        .get(&l.kernel)
+                        .map(|k| (k.name.clone(), k.api.clone()))
+                        .unwrap_or_else(|| (format!("kernel {}", l.kernel), String::new()));
+                    match launches.last_mut() {
+                        Some(run)
+                            if run.name == name && run.api == api && run.shape == l.shape && run.failed == l.failed =>
+                        {
+                            run.repeats += 1;
+                            run.window_t0 = l.window_t0;
+                        }
+                        _ => launches.push(LaunchRun {
+                            name,
+                            api,
+                            shape: l.shape,
+                            failed: l.failed,
+                            window_t0: l.window_t0,
+                            repeats: 1,
+                        }),
+                    }
+                }
+                ThreadAtCrash { tid: t.tid, in_flight: t.in_flight.clone(), launches }
+            })
+            .collect();
+        CrashReport {
+            pid: trace.pid(),
+            exe: trace.header.exe.clone(),
+            path: trace.path.clone(),
+            crash: crash.clone(),
+            fatal: trace.fatal_crash().is_some_and(|f| f.seq == crash.seq),
+            threads,
+        }
+    }
+
+    /// Launches remembered before the crash, over all threads.
+    pub fn launches(&self) -> u32 {
+        self.threads.iter().flat_map(|t| &t.launches).map(|l| l.repeats).sum()
+    }
+}
+
+/// What several traces show over one time range.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Aggregate {
+    /// Kernels launched in the range, merged by (api, name) across processes, most launched first
+    /// (then by name).
+    pub kernels: Vec<KernelStats>,
+    /// Every trace, in the order given.
+    pub processes: Vec<ProcessStats>,
+    pub total_launches: u64,
+    /// Of those, launch calls that returned an error.
+    pub failed_launches: u64,
+    /// How far the counted windows with launches reach before the range's start and after its end
+    /// (ns); zero for [`Range::All`].
+    pub spill_ns: [u64; 2],
+    /// Crash records whose signal arrived within the range, in trace order.
+    pub crashes: Vec<CrashReport>,
+}
+
+impl Aggregate {
+    pub fn of<'a>(traces: impl IntoIterator<Item = &'a TraceFile>, range: Range) -> Aggregate {
+        let mut out = Aggregate::default();
+        let mut stats = Vec::new();
+        for t in traces {
+            if let Range::Within(t0, t1) | Range::Overlapping(t0, t1) = range {
+                for w in t.windows_in(range).filter(|w| !w.counts.is_empty()) {
+                    out.spill_ns[0] = out.spill_ns[0].max(t0.saturating_sub(w.t0));
+                    out.spill_ns[1] = out.spill_ns[1].max(w.t1.saturating_sub(t1));
+                }
+            }
+            out.processes.push(ProcessStats {
+                pid: t.pid(),
+                ppid: t.header.ppid,
+                exe: t.header.exe.clone(),
+                path: t.path.clone(),
+                launches: t.total_launches(range),
+                graph_launches: t.graph_launches(range),
+                unknown_graph_launches: t.windows_in(range).map(|w| w.unknown_graph_launches).sum(),
+                complete: t.is_complete(),
+                cut: t.truncated.clone(),
+                warnings: t.warnings.clone(),
+            });
+            out.crashes
+                .extend(t.crashes.iter().filter(|c| range.includes_instant(c.at_ns)).map(|c| CrashReport::of(t, c)));
+            stats.extend(t.kernel_stats(range));
+        }
+        let mut kernels: Vec<KernelStats> = merge_by_name(stats).into_values().filter(|s| s.launches > 0).collect();
+        kernels.sort_by(|a, b| b.launches.cmp(&a.launches).then_with(|| a.name.cmp(&b.name)));
+        out.total_launches = kernels.iter().map(|k| k.launches).sum();
+        out.failed_launches = kernels.iter().map(|k| k.errors).sum();
+        out.kernels = kernels;
+        out
+    }
+}

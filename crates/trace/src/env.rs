@@ -1,0 +1,120 @@
+//! The environment variables that configure an observer, their defaults, and the byte-count syntax
+//! of `BACKSCOPE_TRACE_MAX_BYTES`. Every observer (the CUDA/HIP preload library, a Vulkan layer) and
+//! every harness that starts one (`backscope trace`, `sweep --trace`) takes the names from here.
+
+use std::ffi::CStr;
+
+/// One environment variable: its name as Rust text and as a C string (for `getenv` in code that
+/// must not allocate or take std's environment lock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Var {
+    name: &'static str,
+    c_name: &'static CStr,
+}
+
+impl Var {
+    const fn new(c_name: &'static CStr) -> Var {
+        match std::str::from_utf8(c_name.to_bytes()) {
+            Ok(name) => Var { name, c_name },
+            Err(_) => panic!("environment variable names are ASCII"),
+        }
+    }
+
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+
+    pub const fn c_name(&self) -> &'static CStr {
+        self.c_name
+    }
+}
+
+impl std::fmt::Display for Var {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// Directory for `trace-<pid>.jsonl` files (see [`crate::naming`]).
+pub const TRACE_DIR: Var = Var::new(c"BACKSCOPE_TRACE_DIR");
+/// Exact trace path (`%p` becomes the pid); overrides [`TRACE_DIR`].
+pub const TRACE_FILE: Var = Var::new(c"BACKSCOPE_TRACE_FILE");
+/// Window length in milliseconds ([`DEFAULT_INTERVAL_MS`]; 0 = write at exit only).
+pub const TRACE_INTERVAL_MS: Var = Var::new(c"BACKSCOPE_TRACE_INTERVAL_MS");
+/// Most bytes of one process's trace file ([`DEFAULT_MAX_BYTES`]; `0`: no limit; syntax of
+/// [`parse_bytes`]).
+pub const TRACE_MAX_BYTES: Var = Var::new(c"BACKSCOPE_TRACE_MAX_BYTES");
+/// Most distinct kernels tracked before the overflow kernel 0 is used ([`DEFAULT_MAX_KERNELS`]).
+pub const MAX_KERNELS: Var = Var::new(c"BACKSCOPE_MAX_KERNELS");
+/// Test only: `1` makes kernel registration panic inside the observer (fault injection).
+pub const TEST_INJECT_PANIC: Var = Var::new(c"BACKSCOPE_TEST_INJECT_PANIC");
+
+/// Every variable above, for harnesses that clear an inherited configuration.
+pub const ALL: [Var; 6] = [TRACE_DIR, TRACE_FILE, TRACE_INTERVAL_MS, TRACE_MAX_BYTES, MAX_KERNELS, TEST_INJECT_PANIC];
+
+pub const DEFAULT_INTERVAL_MS: u64 = 50;
+/// Longest window accepted; longer requests are clamped to it.
+pub const MAX_INTERVAL_MS: u64 = 3_600_000;
+/// Per-process trace budget: 1 GiB holds about 40 minutes of a busy server with 50 ms windows
+/// (≈1.5 GB an hour was measured), and bounds what a forgotten `LD_PRELOAD` can fill.
+pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
+pub const DEFAULT_MAX_KERNELS: u32 = 1 << 20;
+
+/// A byte count: digits with an optional binary suffix (`K`, `M`, `G`, `T`, optionally followed by
+/// `iB` or `B`; any case). `None` for anything else or an overflowing value.
+pub fn parse_bytes(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let digits_end = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (digits, suffix) = text.split_at(digits_end);
+    let number: u64 = digits.parse().ok()?;
+    let suffix = suffix.trim().to_ascii_lowercase();
+    let unit = suffix.strip_suffix("ib").or_else(|| suffix.strip_suffix('b')).unwrap_or(&suffix);
+    let shift = match unit {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        _ => return None,
+    };
+    number.checked_mul(1u64 << shift)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_counts_take_binary_suffixes() {
+        assert_eq!(parse_bytes("0"), Some(0));
+        assert_eq!(parse_bytes(" 65536 "), Some(65536));
+        assert_eq!(parse_bytes("64k"), Some(65536));
+        assert_eq!(parse_bytes("512MiB"), Some(512 << 20));
+        assert_eq!(parse_bytes("2G"), Some(2 << 30));
+        assert_eq!(parse_bytes("1 GB"), Some(1 << 30));
+        assert_eq!(parse_bytes("1.5G"), None);
+        assert_eq!(parse_bytes("G"), None);
+        assert_eq!(parse_bytes("-1"), None);
+        assert_eq!(parse_bytes("99999999999T"), None, "overflow");
+    }
+
+    #[test]
+    fn names_are_the_documented_ones() {
+        // docs/trace-format.md, "Configuration (environment)".
+        let names: Vec<&str> = ALL.iter().map(|v| v.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "BACKSCOPE_TRACE_DIR",
+                "BACKSCOPE_TRACE_FILE",
+                "BACKSCOPE_TRACE_INTERVAL_MS",
+                "BACKSCOPE_TRACE_MAX_BYTES",
+                "BACKSCOPE_MAX_KERNELS",
+                "BACKSCOPE_TEST_INJECT_PANIC"
+            ]
+        );
+        for v in ALL {
+            assert_eq!(v.c_name().to_str().unwrap(), v.name());
+        }
+    }
+}

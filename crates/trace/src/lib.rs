@@ -1,0 +1,35 @@
+//! The `backscope-trace` format, defined once for every program that writes or reads it: the CUDA/HIP
+//! dispatch observer (`crates/observer`), a Vulkan layer, `backscope trace` and `sweep --trace` (through
+//! `backscope-trace-reader`). The format itself is specified in `docs/trace-format.md`.
+//!
+//! What lives here:
+//! * [`FORMAT`], [`VERSION`] and [`MIN_VERSION`];
+//! * [`env`]: the environment variables that configure an observer, with their defaults;
+//! * [`naming`]: trace file names (`trace-<pid>.jsonl`, the `BACKSCOPE_TRACE_FILE` pattern);
+//! * [`clock`]: the trace clock, `CLOCK_MONOTONIC` nanoseconds;
+//! * [`record`]: record kinds, field names, and one writer per record, over [`json`]'s
+//!   allocation-free JSON output (usable from a signal handler with a fixed buffer).
+//!
+//! The crate has no dependencies (the observer links only libc) and takes no lock.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_debug_implementations)]
+
+pub mod clock;
+pub mod env;
+pub mod json;
+pub mod naming;
+pub mod record;
+
+/// Value of the header's `format` field.
+pub const FORMAT: &str = "backscope-trace";
+
+/// The version written. 3 added the `crash`, `signal_returned` and `device` records, Vulkan pipelines
+/// as kernels (`api` `vulkan`, with `device`, `spirv_hash`, `local_size` and `stats`), `submits` in
+/// windows and `writer` in the header. A reader that knows only 2 would take a crashed process for
+/// one killed without a word and read Vulkan workgroup counts as CUDA grids, so it must refuse.
+/// 2 added the `truncated` record, `max_bytes` in the header and `expired_captures` in windows.
+pub const VERSION: u32 = 3;
+
+/// The oldest version a reader of this crate's era must still read.
+pub const MIN_VERSION: u32 = 1;
