@@ -115,9 +115,8 @@ impl Settings {
         let interval_ms = lookup(TRACE_INTERVAL_MS)
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map_or(DEFAULT_INTERVAL_MS, |ms| ms.min(MAX_INTERVAL_MS));
-        let max_kernels = lookup(MAX_KERNELS)
-            .and_then(|v| v.trim().parse::<u32>().ok())
-            .map_or(DEFAULT_MAX_KERNELS, |n| n.max(1));
+        let max_kernels =
+            lookup(MAX_KERNELS).and_then(|v| v.trim().parse::<u32>().ok()).map_or(DEFAULT_MAX_KERNELS, |n| n.max(1));
         let max_bytes = lookup(TRACE_MAX_BYTES).and_then(|v| parse_bytes(&v)).unwrap_or(DEFAULT_MAX_BYTES);
         Ok(Settings { destination, interval_ms, max_kernels, max_bytes })
     }

@@ -244,7 +244,10 @@ mod tests {
         let last = text.lines().last().unwrap();
         assert!(last.starts_with("{\"truncated\":\"budget\""), "{last}");
         assert!(text.lines().all(|l| l.starts_with('{') && l.ends_with('}')), "whole lines only");
-        assert_eq!(text.lines().filter(|l| l.starts_with("{\"window\"")).count(), (1024 - 512 - header.len()) / line.len());
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("{\"window\"")).count(),
+            (1024 - 512 - header.len()) / line.len()
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
