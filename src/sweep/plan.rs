@@ -153,7 +153,7 @@ pub struct TracePlan {
     /// Window length given to managed servers' observers.
     pub interval_ms: u64,
     /// The directory of the Vulkan layer's manifest, for managed servers (`None`: Vulkan is not observed).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vulkan_manifest: Option<PathBuf>,
     /// External endpoints' trace directories, by endpoint name.
     #[serde(default)]

@@ -214,6 +214,7 @@ fn update(path: &Path, cache: &mut FileCache) {
 
 /// Sum the kernels of every window overlapping `[t0, t1]` across `traces` (the processes of one server).
 /// `label` turns a trace file's path into the path the record cites.
+#[cfg(test)]
 pub fn join(
     dir: &str,
     files: Vec<String>,
@@ -274,6 +275,7 @@ pub fn join_with(
         interval_ms,
         spill_ns: all.spill_ns,
         observer_loaded: None,
+        vulkan_layer: None,
         total_launches: all.total_launches,
         failed_launches: all.failed_launches,
         families,
