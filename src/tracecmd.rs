@@ -21,9 +21,9 @@ use trace_format::env;
 
 use crate::evidence::{Claim, Confidence, Source};
 use crate::kernels;
-use crate::vulkan::{self, ShaderIndex, Shaders};
 use crate::output::{messages, Block, Column, Document, Excerpt, Output, OutputOptions, Render, Rendered, Table};
 use crate::trace::{self, Aggregate, CrashReport, KernelStats, Range, TraceError, TraceFile};
+use crate::vulkan::{self, ShaderIndex, Shaders};
 
 pub const OBSERVER_FILE: &str = "libbackscope_observer.so";
 
@@ -317,7 +317,9 @@ impl DeviceSummary {
         for t in traces {
             for d in t.devices.values() {
                 let same = |s: &&mut DeviceSummary| {
-                    s.name == d.name && s.driver_info == d.driver_info && (s.vendor_id, s.device_id) == (d.vendor_id, d.device_id)
+                    s.name == d.name
+                        && s.driver_info == d.driver_info
+                        && (s.vendor_id, s.device_id) == (d.vendor_id, d.device_id)
                 };
                 if let Some(s) = out.iter_mut().find(same) {
                     if !s.pids.contains(&t.pid()) {
@@ -890,9 +892,18 @@ fn vulkan_claims(traces: &[TraceFile], devices: &[DeviceSummary], index: &Shader
         traces.iter().filter(move |t| t.pid() == pid && !t.devices.is_empty()).filter_map(|t| t.path.as_ref())
     };
     for (i, d) in devices.iter().enumerate() {
-        let id = if devices.len() == 1 { "trace.vulkan.device".to_string() } else { format!("trace.vulkan.device.{}", i + 1) };
+        let id = if devices.len() == 1 {
+            "trace.vulkan.device".to_string()
+        } else {
+            format!("trace.vulkan.device.{}", i + 1)
+        };
         let sources = d.pids.iter().flat_map(|&pid| file_of(pid)).take(8).map(|p| {
-            Source::file(p.display().to_string(), None, None, "backscope-trace device record (the Vulkan layer asked the driver)")
+            Source::file(
+                p.display().to_string(),
+                None,
+                None,
+                "backscope-trace device record (the Vulkan layer asked the driver)",
+            )
         });
         out.push(Claim::new(id, Confidence::Confirmed, d.statement()).with_sources(sources));
     }
@@ -908,7 +919,9 @@ fn vulkan_claims(traces: &[TraceFile], devices: &[DeviceSummary], index: &Shader
         .iter()
         .map(|(p, what)| {
             let what = match what {
-                vulkan::Library::Shaders(n) => format!("{n} embedded SPIR-V shaders, hashed as the layer hashes modules"),
+                vulkan::Library::Shaders(n) => {
+                    format!("{n} embedded SPIR-V shaders, hashed as the layer hashes modules")
+                }
                 vulkan::Library::Stripped => "no symbol table (stripped): its shaders have no names".to_string(),
                 vulkan::Library::Unreadable(e) => format!("could not be read: {e}"),
             };

@@ -289,7 +289,10 @@ pub fn find_layer(explicit: Option<&Path>) -> Result<PathBuf> {
             return Ok(candidate.canonicalize()?);
         }
     }
-    bail!("cannot find {LIBRARY_FILE} next to {}; build it with `cargo build --release` (the workspace builds it)", exe.display())
+    bail!(
+        "cannot find {LIBRARY_FILE} next to {}; build it with `cargo build --release` (the workspace builds it)",
+        exe.display()
+    )
 }
 
 /// The directory holding the layer's manifest for `layer` (written if missing or different): `vulkan/` beside
@@ -297,7 +300,8 @@ pub fn find_layer(explicit: Option<&Path>) -> Result<PathBuf> {
 /// every manifest of a directory on `VK_ADD_LAYER_PATH`, so the directory holds nothing else.
 pub fn manifest_dir(layer: &Path) -> Result<PathBuf> {
     let mut text = Vec::new();
-    trace_format::vulkan::manifest(&mut text, layer.as_os_str().as_encoded_bytes(), env!("CARGO_PKG_VERSION"));
+    // The loader reads `implementation_version` as an integer.
+    trace_format::vulkan::manifest(&mut text, layer.as_os_str().as_encoded_bytes(), "1");
     let beside = layer.parent().map(|d| d.join("vulkan"));
     // SAFETY: getuid has no preconditions and cannot fail.
     let uid = unsafe { libc::getuid() };
@@ -398,7 +402,10 @@ mod tests {
             let d = describe(name, shader);
             assert_eq!((d.family, d.op, d.ggml_type), (family, op, ty), "{name} ({shader:?})");
         }
-        assert_eq!(describe("matmul_f16_aligned_2", None).variant.as_deref(), Some("tile #2 of the enabled s/m/l, aligned"));
+        assert_eq!(
+            describe("matmul_f16_aligned_2", None).variant.as_deref(),
+            Some("tile #2 of the enabled s/m/l, aligned")
+        );
         assert_eq!(describe("matmul_f32_f32_l", None).variant.as_deref(), Some("tile l"));
         assert!(describe("fa_split_k_reduce", None).helper && !describe("flash_attn_f32_f16", None).helper);
     }

@@ -73,7 +73,11 @@ pub fn server_env(
 
 /// The Vulkan layer's variables for a managed server (`crate::vulkan::layer_env`): what the endpoint sets, else what
 /// backscope runs with (`inherited`), keeps its place after the layer's.
-pub fn vulkan_server_env(env: &mut Vec<(String, String)>, manifest_dir: &Path, inherited: impl Fn(&str) -> Option<String>) {
+pub fn vulkan_server_env(
+    env: &mut Vec<(String, String)>,
+    manifest_dir: &Path,
+    inherited: impl Fn(&str) -> Option<String>,
+) {
     let existing = |k: &str| env.iter().find(|(name, _)| name == k).map(|(_, v)| v.clone()).or_else(|| inherited(k));
     let vars = crate::vulkan::layer_env(manifest_dir, existing);
     env.retain(|(k, _)| !vars.iter().any(|(name, _)| name == k));
