@@ -86,6 +86,12 @@ pub struct ObservedKernel {
     /// Vulkan: matmul tile and alignment, coopmat or subgroup variant, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
+    /// Vulkan: the ggml op the pipeline computes, as GGML_VK_PERF_LOGGER names the graph node (data/vulkan_pipelines.toml).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    /// Vulkan: a dispatch a node issues besides its main pipeline (split-k reductions and the like).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub helper: bool,
 }
 
 /// How a kernel or pipeline name reads: what to show, its family and ggml type, and (Vulkan) its variant.
@@ -94,6 +100,8 @@ pub struct RowName {
     pub family: String,
     pub ggml_type: Option<String>,
     pub variant: Option<String>,
+    pub op: Option<String>,
+    pub helper: bool,
 }
 
 impl RowName {
@@ -107,6 +115,8 @@ impl RowName {
                 family: d.family.to_string(),
                 ggml_type: d.ggml_type.map(str::to_string),
                 variant: d.variant,
+                op: d.op.map(str::to_string),
+                helper: d.helper,
             };
         }
         let d = kernels::describe(name);
@@ -115,6 +125,8 @@ impl RowName {
             family: d.family.to_string(),
             ggml_type: d.ggml_type.map(str::to_string),
             variant: None,
+            op: None,
+            helper: false,
         }
     }
 }
@@ -136,6 +148,8 @@ impl ObservedKernel {
             shapes: stats.shapes.iter().take(shapes).map(|(sh, n)| (sh.grid, sh.block, *n)).collect(),
             shaders: run.to_vec(),
             variant: d.variant,
+            op: d.op,
+            helper: d.helper,
             name: stats.name,
         }
     }

@@ -380,6 +380,7 @@ mod tests {
             ("matmul_f16_aligned_2", None, "MM", Some("MUL_MAT"), Some("F16")),
             ("matmul_q4_k_f32_1", None, "MM", Some("MUL_MAT"), Some("Q4_K")),
             ("matmul_q4_0_q8_1_aligned_0", None, "MMQ", Some("MUL_MAT"), Some("Q4_0")),
+            ("matmul_quant_f32_f16acc_aligned_0", None, "MM", Some("MUL_MAT"), None),
             ("matmul_f16_aligned_1", Some("matmul_f16_cm2"), "MM-coopmat2", Some("MUL_MAT"), None),
             ("matmul_f16_aligned_1", Some("matmul_f16_cm1"), "MM-coopmat", Some("MUL_MAT"), None),
             ("flash_attn_f32_f16_aligned", None, "FA", Some("FLASH_ATTN_EXT"), None),
@@ -407,6 +408,10 @@ mod tests {
             Some("tile #2 of the enabled s/m/l, aligned")
         );
         assert_eq!(describe("matmul_f32_f32_l", None).variant.as_deref(), Some("tile l"));
+        assert_eq!(
+            describe("matmul_quant_f32_f16acc_aligned_0", Some("matmul_quant_f32_f16acc")).variant.as_deref(),
+            Some("tile #0 of the enabled s/m/l, aligned")
+        );
         assert!(describe("fa_split_k_reduce", None).helper && !describe("flash_attn_f32_f16", None).helper);
     }
 

@@ -164,6 +164,13 @@ fn embedded_shaders_are_the_arrays_nm_lists() {
     let found: BTreeMap<String, u64> = shaders.iter().map(|s| (s.name.to_string(), s.code.len() as u64)).collect();
     assert!(found.len() > 1000, "{}", found.len());
     assert_eq!(found, sizes);
+    // Every matrix-multiply and attention shader of the library falls in a family of data/vulkan_pipelines.toml
+    // (pipelines without a debug name are named after their shader).
+    for name in found.keys().filter(|n| n.starts_with("matmul") || n.starts_with("mul_mat") || n.starts_with("flash_attn")) {
+        let d = backscope::vulkan::describe(name, Some(name));
+        assert_ne!(d.family, backscope::vulkan::OTHER, "{name}");
+        assert!(d.op.is_some(), "{name}");
+    }
 }
 
 #[test]
