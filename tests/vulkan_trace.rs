@@ -166,7 +166,9 @@ fn embedded_shaders_are_the_arrays_nm_lists() {
     assert_eq!(found, sizes);
     // Every matrix-multiply and attention shader of the library falls in a family of data/vulkan_pipelines.toml
     // (pipelines without a debug name are named after their shader).
-    for name in found.keys().filter(|n| n.starts_with("matmul") || n.starts_with("mul_mat") || n.starts_with("flash_attn")) {
+    for name in
+        found.keys().filter(|n| n.starts_with("matmul") || n.starts_with("mul_mat") || n.starts_with("flash_attn"))
+    {
         let d = backscope::vulkan::describe(name, Some(name));
         assert_ne!(d.family, backscope::vulkan::OTHER, "{name}");
         assert!(d.op.is_some(), "{name}");
@@ -318,14 +320,36 @@ fn trace_env_prints_the_vulkan_layer_variables() {
     assert_eq!(json["variables"]["VK_INSTANCE_LAYERS"], "VK_LAYER_BACKSCOPE_dispatch");
 }
 
+/// The tiny model quantized to Q4_K_M (as scripts/demo.sh makes it), once per test process.
+fn tiny_q4_k_m() -> PathBuf {
+    static MODEL: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let path = tiny_model().with_file_name("tiny-q4_k_m.gguf");
+            let mut cmd = backscope();
+            cmd.args(["synth", "--preset", "tiny", "--type", "q4_k_m", "--llama-bin"])
+                .arg(llama_bin())
+                .arg("-o")
+                .arg(&path);
+            stdout_ok(&mut cmd);
+            path
+        })
+        .clone()
+}
+
+/// scripts/demo.sh's sweep (the CPU backend against the Vulkan backend on lavapipe, num_gpu 0, 1 and -1, a Q4_K_M
+/// model) with `--trace` and ggml's perf logger in the Vulkan server: every Vulkan request carries the pipelines it
+/// dispatched, per op equal to the perf logger lines of its own slice of the server log.
 #[test]
-fn traced_llama_server_requests_carry_their_vulkan_pipelines() {
+fn the_demo_sweep_traces_vulkan_pipelines_per_request_as_the_perf_logger_counts_them() {
     let _turn = heavy();
-    let (bin, model) = (llama_bin(), tiny_model());
+    let (bin, model) = (llama_bin(), tiny_q4_k_m());
     let dir = tempfile::tempdir().unwrap();
     let (db, runs) = (dir.path().join("backscope.db"), dir.path().join("runs"));
     let (observer, layer) = (observer_library(), vklayer_library());
     let args = [
+        "--server",
+        "cpu=llama-server:--device,none",
         "--server",
         "vulkan=llama-server:--device,Vulkan0",
         "--env",
@@ -337,13 +361,11 @@ fn traced_llama_server_requests_carry_their_vulkan_pipelines() {
         "--model",
         model.to_str().unwrap(),
         "--num-gpu",
-        "99",
-        "--repetitions",
-        "3",
+        "0,1,-1",
         "--num-predict",
-        "4",
-        "--prompt",
-        "Hello",
+        "8",
+        "--repetitions",
+        "2",
         "--read-timeout",
         "300",
         "--trace",
@@ -353,35 +375,46 @@ fn traced_llama_server_requests_carry_their_vulkan_pipelines() {
         layer.to_str().unwrap(),
     ];
     let sweep = Sweep::start(&args, &db, &runs);
-    let (status, events, stderr) = sweep.finish(Duration::from_secs(900));
+    let (status, events, stderr) = sweep.finish(Duration::from_secs(1200));
     assert_eq!(status.code(), Some(0), "stderr: {stderr}\nevents: {events:#?}");
     let recs = records(&events);
-    assert_eq!(recs.len(), 3);
+    assert_eq!(recs.len(), 12);
     let started = events.iter().find(|e| event_is(e, "run_started")).unwrap();
     let run_dir = PathBuf::from(started["run_dir"].as_str().unwrap());
-    for (i, r) in recs.iter().enumerate() {
+    let mut offloaded_requests = 0;
+    for r in &recs {
         assert_eq!(r["status"], "ok", "{r:#}");
         let t = &r["trace"];
         assert_eq!(t["vulkan_layer"], true, "{t:#}");
         let kernels = t["kernels"].as_array().unwrap();
-        assert!(!kernels.is_empty() && kernels.iter().all(|k| k["api"] == "vulkan"), "{t:#}");
-        assert!(kernels.len() as u64 == t["distinct_kernels"].as_u64().unwrap(), "all kernels listed: {t:#}");
-        assert!(t["families"]["MMV"].as_u64().unwrap() > 0, "{t:#}");
+        assert!(kernels.iter().all(|k| k["api"] == "vulkan"), "{t:#}");
+        assert_eq!(kernels.len() as u64, t["distinct_kernels"].as_u64().unwrap(), "every kernel listed: {t:#}");
+        let (endpoint, num_gpu) = (r["endpoint"].as_str().unwrap(), r["num_gpu"].as_i64().unwrap());
+        if endpoint == "cpu" || num_gpu == 0 {
+            assert_eq!(t["total_launches"], 0, "nothing runs on Vulkan: {t:#}");
+        } else {
+            assert!(t["families"]["MMV"].as_u64().unwrap() > 0, "{t:#}");
+            offloaded_requests += 1;
+        }
         // The request's own perf logger lines, in the cell's slice of the server log.
-        let slice = r["log_slice"].as_str().expect("log slice");
-        let log = std::fs::read_to_string(run_dir.join(slice)).unwrap();
-        let (nodes, _) = perf_logger(&log);
+        let slice = std::fs::read_to_string(run_dir.join(r["log_slice"].as_str().unwrap())).unwrap();
+        let (nodes, _) = perf_logger(&slice);
         let (main, helpers) =
             by_op(kernels.iter().map(|k| (k["name"].as_str().unwrap(), k["launches"].as_u64().unwrap())));
-        if i == 0 {
-            // The first slice also holds the server's start-up (its warm-up decode runs before any request): the
-            // request's dispatches are a part of what that slice's perf logger lines count.
+        if r["repetition"] == 1 {
+            // A server start's first slice also holds its start-up (the warm-up decode runs before any request):
+            // the request's dispatches are a part of what that slice's perf logger lines count.
             for (op, n) in &main {
                 assert!(*n <= nodes.get(op).copied().unwrap_or(0), "{op}: {n} dispatches, perf logger {nodes:?}");
             }
         } else {
-            assert_eq!(main, nodes, "request {i}: dispatches per op against the perf logger's nodes");
+            assert_eq!(main, nodes, "{endpoint} num_gpu={num_gpu}: dispatches per op against the perf logger's nodes");
         }
         assert_helpers_explained(&helpers, &nodes);
     }
+    assert_eq!(offloaded_requests, 4, "num_gpu 1 and -1, two requests each");
+    // The report's table gains the families per request for the Vulkan cells.
+    let run_id = recs[0]["run_id"].as_str().unwrap().to_string();
+    let text = stdout_ok(backscope().env("COLUMNS", "400").args(["sweep", "report", &run_id, "--db"]).arg(&db));
+    assert!(text.contains("kernels (per request)") && text.contains("MMV "), "{text}");
 }

@@ -234,12 +234,12 @@ fn trace_claim(r: &Record, base_id: &str, at: &str, run_dir: &std::path::Path) -
         })
         .collect();
     if t.processes.is_empty() {
-        sources.push(Source::file(
-            file_path(&t.dir),
-            None,
-            None,
-            "trace directory (no trace file: no process touched CUDA or HIP)",
-        ));
+        let what = if t.vulkan_layer == Some(true) {
+            "trace directory (no trace file: no process touched CUDA or HIP or created a Vulkan device)"
+        } else {
+            "trace directory (no trace file: no process touched CUDA or HIP)"
+        };
+        sources.push(Source::file(file_path(&t.dir), None, None, what));
     }
     sources.push(Source::Run { run_id: r.run_id.clone(), file: Some(r.file.clone()) });
     let id = format!("{base_id}.e{}r{}.kernels", r.epoch, r.repetition);
