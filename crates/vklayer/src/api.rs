@@ -308,12 +308,13 @@ unsafe extern "system" fn create_device(
     }
     // SAFETY: the device just created.
     let device = unsafe { *out };
-    let facts_id = observed
-        .and_then(|(extensions, _)| {
+    let facts_id = observed.and_then(|(extensions, _)| {
+        state::guarded(|| {
             // SAFETY: a physical device of `inst`'s instance.
             pipelines::device_id(physical.as_raw(), || unsafe { device::facts(inst, physical, &extensions) })
         })
-        .unwrap_or(0);
+        .flatten()
+    });
     // SAFETY: next_gdpa is the next link's and `device` its new device.
     let mut table = unsafe { DeviceDispatch::new(device, next_gdpa, facts_id, statistics_on) };
     table.instance_set_debug_utils_object_name = inst.set_debug_utils_object_name;
@@ -824,8 +825,10 @@ unsafe extern "system" fn cmd_bind_pipeline(
 ) {
     let s = followed(cb);
     if let (Some(s), vk::PipelineBindPoint::COMPUTE) = (s, point) {
-        let slot = s.device().pipelines.get(pipeline.as_raw()).map_or(OVERFLOW, |v| (v - 1) as u32);
-        s.bind(slot);
+        state::guarded(|| {
+            let slot = s.device().pipelines.get(pipeline.as_raw()).map_or(OVERFLOW, |v| (v - 1) as u32);
+            s.bind(slot);
+        });
     }
     if let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_bind_pipeline) {
         // SAFETY: forwarding the caller's arguments.
@@ -1108,7 +1111,7 @@ mod tests {
     #[test]
     fn driver_statistics_are_read_in_every_format_and_bounded() {
         // SAFETY: `gdpa` resolves the two commands to functions of their types.
-        let d = unsafe { DeviceDispatch::new(vk::Device::null(), gdpa, 0, true) };
+        let d = unsafe { DeviceDispatch::new(vk::Device::null(), gdpa, Some(0), true) };
         assert!(d.cmd_dispatch.is_none(), "a command the next link lacks stays absent");
         // SAFETY: the fake driver accepts any pipeline.
         let stats = unsafe { statistics(&d, vk::Pipeline::from_raw(1)) };

@@ -75,8 +75,8 @@ impl InstanceDispatch {
 /// The next link's device-level functions that the layer hooks or calls.
 pub struct DeviceDispatch {
     pub device: vk::Device,
-    /// The trace's id of the device's physical device (`device` record).
-    pub facts_id: u32,
+    /// The trace's id of the device's physical device (`device` record); `None` when it could not be described.
+    pub facts_id: Option<u32>,
     /// The layer made the device capture pipeline statistics: pipelines get
     /// `VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR` and their statistics are recorded.
     pub capture_statistics: bool,
@@ -116,7 +116,7 @@ impl DeviceDispatch {
     pub unsafe fn new(
         device: vk::Device,
         gdpa: vk::PFN_vkGetDeviceProcAddr,
-        facts_id: u32,
+        facts_id: Option<u32>,
         capture_statistics: bool,
     ) -> DeviceDispatch {
         // SAFETY: gdpa is a valid vkGetDeviceProcAddr (the caller's promise); names are C strings.

@@ -174,7 +174,8 @@ pub struct Meta {
     pub name: Vec<u8>,
     /// `debug_name` or `spirv_hash`.
     pub source: &'static str,
-    pub device: u32,
+    /// The `device` record it names (none when its device could not be described).
+    pub device: Option<u32>,
     pub spirv_hash: u64,
     pub local_size: Option<[u32; 3]>,
     pub spirv_object: Option<Arc<[u8]>>,
@@ -364,7 +365,7 @@ pub(crate) mod tests {
         Meta {
             name: name.as_bytes().to_vec(),
             source: source::SPIRV_HASH,
-            device: 0,
+            device: Some(0),
             spirv_hash: 1,
             local_size: Some([64, 1, 1]),
             spirv_object: None,

@@ -248,7 +248,7 @@ fn definition(out: &mut Vec<u8>, id: u32, meta: &Meta) {
     record::kernel(
         out,
         &record::KernelDef {
-            device: Some(meta.device),
+            device: meta.device,
             spirv_hash: Some(hash),
             local_size: meta.local_size,
             spirv_object: meta.spirv_object.as_deref(),
