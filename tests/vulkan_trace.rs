@@ -418,3 +418,42 @@ fn the_demo_sweep_traces_vulkan_pipelines_per_request_as_the_perf_logger_counts_
     let text = stdout_ok(backscope().env("COLUMNS", "400").args(["sweep", "report", &run_id, "--db"]).arg(&db));
     assert!(text.contains("kernels (per request)") && text.contains("MMV "), "{text}");
 }
+
+/// A real llama-server answers a greedy completion with the same text with and without the layer (and ggml's debug
+/// markers, which backscope sets): the layer forwards every call unchanged.
+#[test]
+fn llama_server_generates_the_same_text_with_and_without_the_layer() {
+    let _turn = heavy();
+    let (bin, model) = (llama_bin(), tiny_model());
+    let traces = tempfile::tempdir().unwrap();
+    let complete = |layer: bool| -> (String, Value) {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut cmd = Command::new(bin.join("llama-server"));
+        cmd.arg("-m").arg(&model).args(["--host", "127.0.0.1", "--port", &port.to_string()]);
+        cmd.args(["--device", "Vulkan0", "-ngl", "99"]).env("GGML_VK_VISIBLE_DEVICES", "0");
+        cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+        if layer {
+            with_layer(&mut cmd, traces.path());
+            cmd.env("GGML_VK_DEBUG_MARKERS", "1");
+        }
+        let _server = KillOnDrop(cmd.spawn().expect("start llama-server"));
+        let started = std::time::Instant::now();
+        while !ureq::get(&format!("http://127.0.0.1:{port}/health")).call().is_ok_and(|r| r.status() == 200) {
+            assert!(started.elapsed() < Duration::from_secs(180), "llama-server did not become ready");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let body = serde_json::json!({"prompt": "Once upon a time", "n_predict": 12, "temperature": 0, "seed": 7,
+                                      "cache_prompt": false});
+        let mut response =
+            ureq::post(&format!("http://127.0.0.1:{port}/completion")).send_json(&body).expect("completion");
+        let v: Value = response.body_mut().read_json().unwrap();
+        (v["content"].as_str().unwrap().to_string(), v["tokens_predicted"].clone())
+    };
+    let plain = complete(false);
+    let layered = complete(true);
+    assert_eq!(plain.1, 12);
+    assert_eq!(layered, plain, "the layer changed what the server generated");
+    // The layer did observe the server: a trace with dispatches.
+    let read = backscope::trace::read_dir(traces.path()).unwrap();
+    assert!(read.traces.iter().any(|t| t.total_launches(backscope::trace::Range::All) > 0));
+}

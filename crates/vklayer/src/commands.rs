@@ -225,13 +225,14 @@ pub fn pool_destroyed(device: &DeviceDispatch, pool: vk::CommandPool) {
 /// `vkResetCommandPool`: its buffers return to the initial state.
 pub fn pool_reset(device: &DeviceDispatch, pool: vk::CommandPool) {
     let pool = pool.as_raw();
-    for (_, state) in BUFFERS.entries() {
+    // ggml-vulkan resets its pools after every graph: a scan under the map's lock, allocating nothing.
+    BUFFERS.for_each(|_, state| {
         // SAFETY: values are pointers to never-freed states.
         let s = unsafe { &*(state as *const CommandBuffer) };
         if s.belongs_to_pool(device, pool) {
             s.clear();
         }
-    }
+    });
 }
 
 /// What one submission carried.
