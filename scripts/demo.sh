@@ -3,7 +3,8 @@
 #  1. scan real, freely downloadable runtime libraries: which GPU archs each ggml backend carries code for, and what
 #     that means for an AMD Vega (gfx900) card;
 #  2. synthesize a small llama model and run a real matched sweep of llama.cpp's CPU backend against its Vulkan
-#     backend (on Mesa's lavapipe) across num_gpu 0, 1, -1, printing the per-cell table and the claims.
+#     backend (on Mesa's lavapipe) across num_gpu 0, 1, -1, traced (`--trace`: the Vulkan cells list the compute
+#     pipelines each request dispatched, through backscope's Vulkan layer), printing the per-cell table and the claims.
 # The first run builds llama.cpp (about 15 minutes on 2 cores); later runs reuse ~/.cache/backscope.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,4 +26,4 @@ mkdir -p "$WORK"
 set -x
 $BS sweep --server cpu=llama-server:--device,none --server vulkan=llama-server:--device,Vulkan0 \
   --env vulkan:GGML_VK_VISIBLE_DEVICES=0 --llama-bin "$LLAMA_BIN" --model "$WORK/tiny-q4_k_m.gguf" \
-  --num-gpu 0,1,-1 --num-predict 8 --epochs 1 --db "$WORK/backscope.db" --runs-dir "$WORK/runs"
+  --num-gpu 0,1,-1 --num-predict 8 --epochs 1 --trace --db "$WORK/backscope.db" --runs-dir "$WORK/runs"

@@ -30,3 +30,4 @@ pub mod synth;
 /// Reading trace files: the `backscope-trace-reader` crate.
 pub use trace_reader as trace;
 pub mod tracecmd;
+pub mod vulkan;

@@ -1,5 +1,6 @@
 //! `backscope trace -- CMD ARGS…`: run a command under the dispatch observer (`crates/observer`, loaded with
-//! `LD_PRELOAD`), then read the trace files it and its children wrote and report which GPU kernels really ran,
+//! `LD_PRELOAD`) and the Vulkan layer (`crates/vklayer`, enabled through the Vulkan loader's environment), then read
+//! the trace files it and its children wrote and report which GPU kernels and Vulkan pipelines really ran,
 //! classified into ggml families. `--env` prints what to set to observe a service instead, and `--read DIR`
 //! summarises traces written that way.
 //!
@@ -22,6 +23,7 @@ use crate::evidence::{Claim, Confidence, Source};
 use crate::kernels;
 use crate::output::{messages, Block, Column, Document, Excerpt, Output, OutputOptions, Render, Rendered, Table};
 use crate::trace::{self, Aggregate, CrashReport, KernelStats, Range, TraceError, TraceFile};
+use crate::vulkan::{self, ShaderIndex, Shaders};
 
 pub const OBSERVER_FILE: &str = "libbackscope_observer.so";
 
@@ -31,6 +33,8 @@ pub const OBSERVER_FILE: &str = "libbackscope_observer.so";
 pub struct TraceOptions {
     /// The observer library (default: $BACKSCOPE_OBSERVER_SO, else next to the backscope executable).
     pub observer: Option<PathBuf>,
+    /// The Vulkan layer library (default: $BACKSCOPE_VKLAYER_SO, else next to the backscope executable).
+    pub vklayer: Option<PathBuf>,
     /// Directory for the trace files (default: a new directory under the system temp dir). Must be empty or new.
     pub dir: Option<PathBuf>,
     /// Length of a trace time window in milliseconds.
@@ -75,25 +79,85 @@ pub struct ObservedKernel {
     /// Of those, launch calls that returned an error (the kernel did not run).
     #[serde(default)]
     pub errors: u64,
-    /// The most frequent (grid, block) shapes with their counts; sweep records leave them out.
+    /// The most frequent (grid, block) shapes with their counts; sweep records leave them out. For a Vulkan
+    /// pipeline: workgroup counts and the workgroup size.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shapes: Vec<([u32; 3], [u32; 3], u64)>,
+    /// Vulkan: the shaders embedded in libggml-vulkan.so that the pipeline's SPIR-V matched.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shaders: Vec<String>,
+    /// Vulkan: matmul tile and alignment, coopmat or subgroup variant, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    /// Vulkan: the ggml op the pipeline computes, as GGML_VK_PERF_LOGGER names the graph node (data/vulkan_pipelines.toml).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    /// Vulkan: a dispatch a node issues besides its main pipeline (split-k reductions and the like).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub helper: bool,
 }
 
-impl ObservedKernel {
-    /// A row for one aggregated kernel, classified by name, with its `shapes` most frequent shapes.
-    pub fn new(stats: KernelStats, shapes: usize) -> ObservedKernel {
-        let d = kernels::describe(&stats.name);
-        ObservedKernel {
-            demangled: d.demangled,
+/// How a kernel or pipeline name reads: what to show, its family and ggml type, and (Vulkan) its variant.
+pub struct RowName {
+    pub shown: String,
+    pub family: String,
+    /// The vendor library of a vendor-BLAS kernel.
+    pub library: Option<String>,
+    pub ggml_type: Option<String>,
+    pub variant: Option<String>,
+    pub op: Option<String>,
+    pub helper: bool,
+}
+
+impl RowName {
+    /// CUDA/HIP kernels by their (mangled) name (`crate::kernels`), Vulkan pipelines by name and the shaders their
+    /// SPIR-V matched (`crate::vulkan`).
+    pub fn of(api: &str, name: &str, shaders: &[String]) -> RowName {
+        if api == trace_format::record::api::VULKAN {
+            let d = vulkan::describe(name, shaders.first().map(String::as_str));
+            return RowName {
+                shown: name.to_string(),
+                family: d.family.to_string(),
+                library: None,
+                ggml_type: d.ggml_type.map(str::to_string),
+                variant: d.variant,
+                op: d.op.map(str::to_string),
+                helper: d.helper,
+            };
+        }
+        let d = kernels::describe(name);
+        RowName {
+            shown: d.demangled,
             family: d.family.to_string(),
             library: d.library.map(str::to_string),
             ggml_type: d.ggml_type.map(str::to_string),
+            variant: None,
+            op: None,
+            helper: false,
+        }
+    }
+}
+
+impl ObservedKernel {
+    /// A row for one aggregated kernel, classified by name (Vulkan pipelines also by the shaders `shaders` says
+    /// they ran), with its `shapes` most frequent shapes.
+    pub fn new(stats: KernelStats, shapes: usize, shader_names: &Shaders) -> ObservedKernel {
+        let run = if stats.api == trace_format::record::api::VULKAN { shader_names.of(&stats.name) } else { &[] };
+        let d = RowName::of(&stats.api, &stats.name, run);
+        ObservedKernel {
+            demangled: d.shown,
+            family: d.family,
+            library: d.library,
+            ggml_type: d.ggml_type,
             api: stats.api,
             launches: stats.launches,
             graph: stats.graph,
             errors: stats.errors,
             shapes: stats.shapes.iter().take(shapes).map(|(sh, n)| (sh.grid, sh.block, *n)).collect(),
+            shaders: run.to_vec(),
+            variant: d.variant,
+            op: d.op,
+            helper: d.helper,
             name: stats.name,
         }
     }
@@ -175,11 +239,11 @@ impl CrashSummary {
                         .launches
                         .iter()
                         .map(|l| {
-                            let d = kernels::describe(&l.name);
+                            let d = RowName::of(&l.api, &l.name, &[]);
                             KernelBeforeCrash {
                                 name: l.name.clone(),
-                                demangled: d.demangled,
-                                family: d.family.to_string(),
+                                demangled: d.shown,
+                                family: d.family,
                                 api: l.api.clone(),
                                 launches: l.repeats,
                                 failed: l.failed,
@@ -248,6 +312,98 @@ pub struct FamilyTotal {
     pub errors: u64,
 }
 
+/// A Vulkan device the layer described (a `device` record), with the processes that used it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceSummary {
+    pub pids: Vec<u32>,
+    pub name: String,
+    pub driver: String,
+    pub driver_info: String,
+    /// `major.minor.patch`.
+    pub api_version: String,
+    pub vendor_id: u32,
+    pub device_id: u32,
+    pub device_type: String,
+    pub subgroup_size: u32,
+    pub subgroup_size_min: u32,
+    pub subgroup_size_max: u32,
+    pub integer_dot: bool,
+    pub cooperative_matrix: bool,
+    pub flags: BTreeMap<String, bool>,
+}
+
+impl DeviceSummary {
+    /// The devices of `traces`, one per distinct device, in order of first appearance.
+    pub fn of<'a>(traces: impl IntoIterator<Item = &'a TraceFile>) -> Vec<DeviceSummary> {
+        let mut out: Vec<DeviceSummary> = Vec::new();
+        for t in traces {
+            for d in t.devices.values() {
+                let same = |s: &&mut DeviceSummary| {
+                    s.name == d.name
+                        && s.driver_info == d.driver_info
+                        && (s.vendor_id, s.device_id) == (d.vendor_id, d.device_id)
+                };
+                if let Some(s) = out.iter_mut().find(same) {
+                    if !s.pids.contains(&t.pid()) {
+                        s.pids.push(t.pid());
+                    }
+                    continue;
+                }
+                out.push(DeviceSummary {
+                    pids: vec![t.pid()],
+                    name: d.name.clone(),
+                    driver: d.driver.clone(),
+                    driver_info: d.driver_info.clone(),
+                    api_version: format!("{}.{}.{}", d.api_version[0], d.api_version[1], d.api_version[2]),
+                    vendor_id: d.vendor_id,
+                    device_id: d.device_id,
+                    device_type: d.device_type.clone(),
+                    subgroup_size: d.subgroup_size,
+                    subgroup_size_min: d.subgroup_size_min,
+                    subgroup_size_max: d.subgroup_size_max,
+                    integer_dot: d.integer_dot,
+                    cooperative_matrix: d.cooperative_matrix,
+                    flags: d.flags.clone(),
+                });
+            }
+        }
+        out
+    }
+
+    /// The claim sentence: what the device offers of what ggml-vulkan chooses its shaders by.
+    pub fn statement(&self) -> String {
+        let yes = |b: bool| if b { "offered" } else { "not offered" };
+        let flag = |f: &str| match self.flags.get(f) {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "unknown",
+        };
+        let sizes = if self.subgroup_size_min > 0 {
+            format!(" ({}–{} with subgroup size control)", self.subgroup_size_min, self.subgroup_size_max)
+        } else {
+            String::new()
+        };
+        format!(
+            "Vulkan device {} (driver {}, {}; vendor {:#06x}, device {:#06x}, {}, Vulkan {}) was used by pid {}: subgroup \
+             size {}{sizes}, integer dot product {}, cooperative matrix {}, FP16 shaders {}, subgroup arithmetic {} \
+             (the device's side of ggml-vulkan's `int dot` and `matrix cores`; ggml also needs shaders built for them)",
+            self.name,
+            self.driver,
+            self.driver_info,
+            self.vendor_id,
+            self.device_id,
+            self.device_type,
+            self.api_version,
+            self.pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", "),
+            self.subgroup_size,
+            yes(self.integer_dot),
+            yes(self.cooperative_matrix),
+            flag("fp16"),
+            flag("subgroup_arithmetic"),
+        )
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct TraceSummary {
     pub schema: &'static str,
@@ -255,6 +411,9 @@ pub struct TraceSummary {
     pub processes: Vec<ProcessSummary>,
     pub families: Vec<FamilyTotal>,
     pub kernels: Vec<ObservedKernel>,
+    /// Vulkan devices the layer described.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceSummary>,
     pub claims: Vec<Claim>,
     /// Fatal signals the observer recorded, with the last kernels before each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -338,12 +497,30 @@ pub fn find_observer(explicit: Option<&Path>) -> Result<PathBuf> {
     )
 }
 
+/// The variables that enable the Vulkan layer (`crate::vulkan::layer_env`), its manifest written: empty, with a note
+/// on stderr, when the layer cannot be found and none was named (CUDA/HIP are still observed); an error when the
+/// one named cannot be used.
+pub fn vulkan_env(explicit: Option<&Path>, existing: impl Fn(&str) -> Option<String>) -> Result<Vec<(String, String)>> {
+    let layer = match vulkan::find_layer(explicit) {
+        Ok(layer) => layer,
+        Err(e) if explicit.is_none() => {
+            messages::note(format_args!("Vulkan dispatches are not observed: {e:#}"));
+            return Ok(Vec::new());
+        }
+        Err(e) => return Err(e),
+    };
+    let dir = vulkan::manifest_dir(&layer).context("writing the Vulkan layer's manifest")?;
+    Ok(vulkan::layer_env(&dir, existing))
+}
+
 pub fn run(args: TraceOptions) -> Result<u8> {
     let mut out = Output::open(&args.output)?;
     if args.env {
         let observer = find_observer(args.observer.as_deref())?;
+        // A service starts with its own environment: only what these lines set is assumed.
+        let vulkan = vulkan_env(args.vklayer.as_deref(), |_| None)?;
         let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("/var/tmp/backscope-traces"));
-        out.emit(&env_view(&observer, &dir, args.systemd.as_deref(), args.interval_ms))?;
+        out.emit(&env_view(&observer, &vulkan, &dir, args.systemd.as_deref(), args.interval_ms))?;
         return Ok(0);
     }
     let (dir, exit_status) = match &args.read {
@@ -391,30 +568,48 @@ pub fn run(args: TraceOptions) -> Result<u8> {
 }
 
 /// `--env`: the lines to copy, and (JSON) the variables.
-fn env_view(observer: &Path, dir: &Path, systemd_unit: Option<&str>, interval_ms: u64) -> Rendered {
-    let text = env_lines(observer, dir, systemd_unit, interval_ms);
+fn env_view(
+    observer: &Path,
+    vulkan: &[(String, String)],
+    dir: &Path,
+    systemd_unit: Option<&str>,
+    interval_ms: u64,
+) -> Rendered {
+    let text = env_lines(observer, vulkan, dir, systemd_unit, interval_ms);
     let mut document = Document::new("backscope trace --env");
     document.push(Excerpt::verbatim(text.lines().map(str::to_string)));
+    let mut variables = serde_json::json!({
+        "LD_PRELOAD": observer.display().to_string(),
+        "BACKSCOPE_TRACE_DIR": dir.display().to_string(),
+        "BACKSCOPE_TRACE_INTERVAL_MS": interval_ms.to_string(),
+    });
+    for (k, v) in vulkan {
+        variables[k.as_str()] = serde_json::Value::String(v.clone());
+    }
     let json = serde_json::json!({
         "schema": "backscope.trace-env/1",
         "systemd_unit": systemd_unit,
-        "variables": {
-            "LD_PRELOAD": observer.display().to_string(),
-            "BACKSCOPE_TRACE_DIR": dir.display().to_string(),
-            "BACKSCOPE_TRACE_INTERVAL_MS": interval_ms.to_string(),
-        },
+        "variables": variables,
         "text": text,
     });
     Rendered { document, json }
 }
 
-/// Environment that loads the observer into a process (and, through inheritance, its children).
-pub fn env_lines(observer: &Path, dir: &Path, systemd_unit: Option<&str>, interval_ms: u64) -> String {
-    let vars = [
+/// Environment that loads the observer into a process (and, through inheritance, its children), and enables the
+/// Vulkan layer in it (`vulkan`: from [`vulkan_env`]).
+pub fn env_lines(
+    observer: &Path,
+    vulkan: &[(String, String)],
+    dir: &Path,
+    systemd_unit: Option<&str>,
+    interval_ms: u64,
+) -> String {
+    let mut vars: Vec<(&str, String)> = vec![
         ("LD_PRELOAD", observer.display().to_string()),
         (env::TRACE_DIR.name(), dir.display().to_string()),
         (env::TRACE_INTERVAL_MS.name(), interval_ms.to_string()),
     ];
+    vars.extend(vulkan.iter().map(|(k, v)| (k.as_str(), v.clone())));
     let mut out = String::new();
     match systemd_unit {
         Some(unit) => {
@@ -429,6 +624,12 @@ pub fn env_lines(observer: &Path, dir: &Path, systemd_unit: Option<&str>, interv
                 "# runners the service starts inherit LD_PRELOAD; read the traces with: backscope trace --read {}",
                 dir.display()
             );
+            if !vulkan.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "# VK_* enable backscope's Vulkan layer; GGML_VK_DEBUG_MARKERS makes ggml-vulkan name its pipelines"
+                );
+            }
             let _ = writeln!(out, "[Service]");
             for (k, v) in vars {
                 let _ = writeln!(out, "Environment=\"{k}={v}\"");
@@ -464,6 +665,9 @@ fn run_observed(observer: &Path, dir: &Path, args: &TraceOptions) -> Result<i32>
         .env("LD_PRELOAD", preload)
         .env(env::TRACE_DIR.name(), dir)
         .env(env::TRACE_INTERVAL_MS.name(), args.interval_ms.to_string());
+    for (k, v) in vulkan_env(args.vklayer.as_deref(), |k| std::env::var(k).ok())? {
+        cmd.env(k, v);
+    }
     if args.no_graphs {
         cmd.env("GGML_CUDA_DISABLE_GRAPHS", "1");
     }
@@ -625,6 +829,13 @@ mod signals {
 /// Merge every process's kernels by name, classify them, and state what ran as claims. `problems` are the trace
 /// files that could not be read (left out of the counts).
 pub fn summarise(dir: &Path, traces: &[TraceFile], problems: &[TraceError], exit_status: Option<i32>) -> TraceSummary {
+    // Vulkan pipelines without a debug name are named after the shader their SPIR-V matched.
+    let mut index = ShaderIndex::default();
+    index.add_traces(traces);
+    let mut named = traces.to_vec();
+    named.iter_mut().for_each(|t| index.name_pipelines(t));
+    let traces = named.as_slice();
+    let shaders = index.shaders_by_name(traces);
     let all = Aggregate::of(traces, Range::All);
     let file = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
     let processes = all
@@ -641,7 +852,8 @@ pub fn summarise(dir: &Path, traces: &[TraceFile], problems: &[TraceError], exit
             warnings: p.warnings.iter().map(|w| format!("{}: {}", w.code, w.detail)).collect(),
         })
         .collect();
-    let kernels: Vec<ObservedKernel> = all.kernels.into_iter().map(|s| ObservedKernel::new(s, 4)).collect();
+    let kernels: Vec<ObservedKernel> = all.kernels.into_iter().map(|s| ObservedKernel::new(s, 4, &shaders)).collect();
+    let devices = DeviceSummary::of(traces);
     let mut fam: BTreeMap<&str, FamilyTotal> = BTreeMap::new();
     for k in &kernels {
         let f = fam.entry(&k.family).or_insert_with(|| FamilyTotal { family: k.family.clone(), ..Default::default() });
@@ -654,13 +866,15 @@ pub fn summarise(dir: &Path, traces: &[TraceFile], problems: &[TraceError], exit
     families.sort_by_key(|f| std::cmp::Reverse(f.launches));
     let problems: Vec<TraceProblem> = problems.iter().map(TraceProblem::from).collect();
     let crashes: Vec<CrashSummary> = all.crashes.iter().map(|c| CrashSummary::new(c, file(&c.path))).collect();
-    let claims = claims(dir, traces, &problems, &kernels, &families, &crashes);
+    let mut claims = claims(dir, traces, &problems, &kernels, &families, &crashes);
+    claims.extend(vulkan_claims(traces, &devices, &index));
     TraceSummary {
         schema: "backscope.trace-summary/1",
         dir: dir.display().to_string(),
         processes,
         families,
         kernels,
+        devices,
         claims,
         crashes,
         exit_status,
@@ -669,8 +883,108 @@ pub fn summarise(dir: &Path, traces: &[TraceFile], problems: &[TraceError], exit
     }
 }
 
-/// Kernel families that say which matrix-multiply path ggml took.
+/// Kernel families that say which matrix-multiply path ggml took on CUDA/HIP (data/kernel_families.toml).
 const MATMUL_FAMILIES: &[&str] = &["MMVQ", "MMQ", "MMVF", "MMF", "dequantize", "vendor-BLAS"];
+/// The same for ggml-vulkan's pipelines (data/vulkan_pipelines.toml).
+const VULKAN_MATMUL_FAMILIES: &[&str] = &["MMV", "MMVQ", "MM", "MMQ", "MM-coopmat", "MM-coopmat2", "dequantize"];
+
+/// The matmul families that say something for these kernels: CUDA/HIP's when some kernel is not a Vulkan
+/// pipeline, Vulkan's when some is.
+fn matmul_families(kernels: &[ObservedKernel]) -> Vec<&'static str> {
+    let vulkan = |k: &&ObservedKernel| k.api == trace_format::record::api::VULKAN;
+    let mut out: Vec<&'static str> = Vec::new();
+    if kernels.is_empty() || kernels.iter().any(|k| !vulkan(&k)) {
+        out.extend(MATMUL_FAMILIES);
+    }
+    if kernels.iter().any(|k| vulkan(&k)) {
+        for f in VULKAN_MATMUL_FAMILIES {
+            if !out.contains(f) {
+                out.push(f);
+            }
+        }
+    }
+    out
+}
+
+/// Claims about Vulkan: each device's facts (asked from the driver by the layer), and how pipelines without a
+/// debug name were named.
+fn vulkan_claims(traces: &[TraceFile], devices: &[DeviceSummary], index: &ShaderIndex) -> Vec<Claim> {
+    let mut out = Vec::new();
+    let file_of = |pid: u32| {
+        traces.iter().filter(move |t| t.pid() == pid && !t.devices.is_empty()).filter_map(|t| t.path.as_ref())
+    };
+    for (i, d) in devices.iter().enumerate() {
+        let id = if devices.len() == 1 {
+            "trace.vulkan.device".to_string()
+        } else {
+            format!("trace.vulkan.device.{}", i + 1)
+        };
+        let sources = d.pids.iter().flat_map(|&pid| file_of(pid)).take(8).map(|p| {
+            Source::file(
+                p.display().to_string(),
+                None,
+                None,
+                "backscope-trace device record (the Vulkan layer asked the driver)",
+            )
+        });
+        out.push(Claim::new(id, Confidence::Confirmed, d.statement()).with_sources(sources));
+    }
+    let hashed: Vec<&str> = traces
+        .iter()
+        .flat_map(|t| t.kernels.values())
+        .filter(|k| k.api == trace_format::record::api::VULKAN && k.source == trace_format::record::source::SPIRV_HASH)
+        .filter(|k| !k.name.starts_with("spirv:"))
+        .map(|k| k.name.as_str())
+        .collect();
+    let libraries: Vec<Source> = index
+        .libraries
+        .iter()
+        .map(|(p, what)| {
+            let what = match what {
+                vulkan::Library::Shaders(n) => {
+                    format!("{n} embedded SPIR-V shaders, hashed as the layer hashes modules")
+                }
+                vulkan::Library::Stripped => "no symbol table (stripped): its shaders have no names".to_string(),
+                vulkan::Library::Unreadable(e) => format!("could not be read: {e}"),
+            };
+            Source::file(p.display().to_string(), None, None, what)
+        })
+        .collect();
+    if !hashed.is_empty() {
+        out.push(
+            Claim::new(
+                "trace.vulkan.shaders",
+                Confidence::Inferred,
+                format!(
+                    "{} Vulkan pipeline(s) had no debug name and are named after the embedded shader their SPIR-V hash matched (e.g. {})",
+                    hashed.len(),
+                    hashed.iter().take(3).copied().collect::<Vec<_>>().join(", ")
+                ),
+            )
+            .with_sources(libraries.clone()),
+        );
+    }
+    let unnamed = index.unnamed(traces);
+    if unnamed > 0 {
+        let why = if index.libraries.is_empty() {
+            "no trace names a library holding their SPIR-V (the layer records the loaded libggml-vulkan)".to_string()
+        } else {
+            "their hash matched no shader of the libraries read".to_string()
+        };
+        out.push(
+            Claim::new(
+                "trace.vulkan.unnamed",
+                Confidence::Limited,
+                format!(
+                    "{unnamed} Vulkan pipeline(s) are known only by the hash of their SPIR-V (spirv:<hash>): {why}; \
+                     GGML_VK_DEBUG_MARKERS=1 (which backscope trace sets) makes ggml-vulkan name them"
+                ),
+            )
+            .with_sources(libraries),
+        );
+    }
+    out
+}
 
 fn claims(
     dir: &Path,
@@ -714,7 +1028,7 @@ fn claims(
                 Claim::new(
                     "trace.none",
                     Confidence::Unresolved,
-                    format!("No trace file in {}: the command loaded no CUDA/HIP runtime, or the observer could not write (see its stderr line)", dir.display()),
+                    format!("No trace file in {}: the command loaded no CUDA/HIP runtime and created no Vulkan device, or the observer could not write (see its stderr line)", dir.display()),
                 )
                 .with_source(Source::file(dir.display().to_string(), None, None, "trace directory")),
             );
@@ -732,6 +1046,11 @@ fn claims(
     let failed: u64 = kernels.iter().map(|k| k.errors).sum();
     let failed_text =
         if failed > 0 { format!(" ({failed} of them failed: the runtime returned an error)") } else { String::new() };
+    let vulkan_text = if kernels.iter().any(|k| k.api == trace_format::record::api::VULKAN) {
+        " (a Vulkan pipeline's launches are its dispatches, counted when submitted)"
+    } else {
+        ""
+    };
     let cut_text = if cut.is_empty() {
         String::new()
     } else {
@@ -742,16 +1061,16 @@ fn claims(
             "trace.total",
             confidence,
             format!(
-                "{at_least}{total} kernel launches of {} distinct kernels were observed in {} process(es){failed_text}{cut_text}",
+                "{at_least}{total} kernel launches of {} distinct kernels were observed in {} process(es){vulkan_text}{failed_text}{cut_text}",
                 kernels.len(),
                 traces.len()
             ),
         )
         .with_sources(sources.clone()),
     );
-    let present: Vec<&FamilyTotal> = families.iter().filter(|f| MATMUL_FAMILIES.contains(&f.family.as_str())).collect();
-    let absent: Vec<&str> =
-        MATMUL_FAMILIES.iter().copied().filter(|m| !families.iter().any(|f| f.family == *m)).collect();
+    let relevant = matmul_families(kernels);
+    let present: Vec<&FamilyTotal> = families.iter().filter(|f| relevant.contains(&f.family.as_str())).collect();
+    let absent: Vec<&str> = relevant.iter().copied().filter(|m| !families.iter().any(|f| f.family == *m)).collect();
     for f in &present {
         let top: Vec<String> = kernels
             .iter()
@@ -909,8 +1228,12 @@ pub fn document(s: &TraceSummary, top: usize) -> Document {
     let n = if top == 0 { s.kernels.len() } else { top.min(s.kernels.len()) };
     for k in &s.kernels[..n] {
         let shape = k.shapes.first().map(|(g, b, c)| format!("{g:?} / {b:?} ×{c}")).unwrap_or_default();
+        let label = match &k.variant {
+            Some(v) => format!("{} ({v})", short_name(&k.demangled)),
+            None => short_name(&k.demangled),
+        };
         t.row([
-            short_name(&k.demangled),
+            label,
             k.family.to_string(),
             k.ggml_type.as_deref().unwrap_or("-").to_string(),
             k.launches.to_string(),
@@ -921,6 +1244,36 @@ pub fn document(s: &TraceSummary, top: usize) -> Document {
     }
     doc.heading(2, format!("Kernels ({} of {})", n, s.kernels.len()));
     doc.push(t);
+    if !s.devices.is_empty() {
+        let mut t = Table::new(vec![
+            Column::label("Vulkan device"),
+            Column::keep("driver"),
+            Column::keep("subgroup"),
+            Column::keep("int dot"),
+            Column::keep("coopmat"),
+            Column::keep("fp16"),
+            Column::text("pids"),
+        ]);
+        let yes = |b: bool| if b { "yes" } else { "no" }.to_string();
+        for d in &s.devices {
+            let subgroup = if d.subgroup_size_min > 0 {
+                format!("{} ({}–{})", d.subgroup_size, d.subgroup_size_min, d.subgroup_size_max)
+            } else {
+                d.subgroup_size.to_string()
+            };
+            t.row([
+                d.name.clone(),
+                format!("{} {}", d.driver, d.driver_info),
+                subgroup,
+                yes(d.integer_dot),
+                yes(d.cooperative_matrix),
+                d.flags.get("fp16").map_or("?".to_string(), |&b| yes(b)),
+                d.pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", "),
+            ]);
+        }
+        doc.heading(2, "Vulkan devices");
+        doc.push(t);
+    }
     let mut t = Table::new(vec![
         Column::number("pid"),
         Column::label("executable"),

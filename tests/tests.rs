@@ -19,3 +19,4 @@ mod sweep_hardening;
 mod sweep_real;
 mod sweep_trace;
 mod trace_cli;
+mod vulkan_trace;

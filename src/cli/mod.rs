@@ -41,7 +41,8 @@ pub enum Command {
     /// Write a GGUF model with random weights, real tokenizer metadata and the tensor shapes/types of a real model,
     /// so the same kernels dispatch without downloading weights.
     Synth(synth::SynthArgs),
-    /// Run a command under the dispatch observer and report which GPU kernels really ran.
+    /// Run a command under the dispatch observer and the Vulkan layer and report which GPU kernels and Vulkan
+    /// pipelines really ran.
     Trace(trace::TraceArgs),
     /// List and classify the shared objects running processes (and their children) have mapped: ggml backends,
     /// HIP/CUDA runtimes, vendor BLAS, Vulkan ICDs and layers. Loaded is not evidence of dispatch.

@@ -140,12 +140,16 @@ pub struct RunArgs {
     pub dry_run: bool,
     /// Join each request to the GPU kernels that ran during it: managed servers (and the runners they start) get the
     /// dispatch observer (LD_PRELOAD, as `backscope trace`), and each record gets the kernel launches of its time
-    /// window. CUDA and HIP launches are observed; Vulkan and CPU work are not.
+    /// window. CUDA and HIP launches are observed, and Vulkan dispatches (through backscope's Vulkan layer, enabled with
+    /// the Vulkan loader's environment); CPU work is not.
     #[arg(long)]
     pub trace: bool,
     /// The observer library for --trace (default: $BACKSCOPE_OBSERVER_SO, else next to the backscope executable).
     #[arg(long, value_name = "PATH")]
     pub observer: Option<PathBuf>,
+    /// The Vulkan layer library for --trace (default: $BACKSCOPE_VKLAYER_SO, else next to the backscope executable).
+    #[arg(long, value_name = "PATH")]
+    pub vklayer: Option<PathBuf>,
     /// Trace directory of an external endpoint, as NAME=DIR: where its server, started with the environment of
     /// `backscope trace --env --dir DIR`, writes trace files (implies --trace).
     #[arg(long = "trace-dir", value_name = "NAME=DIR")]
@@ -244,6 +248,7 @@ impl From<RunArgs> for RunOptions {
             },
             trace: a.trace,
             observer: a.observer,
+            vklayer: a.vklayer,
             trace_dirs: a.trace_dirs,
             trace_interval_ms: a.trace_interval_ms,
         };

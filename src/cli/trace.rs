@@ -10,6 +10,11 @@ pub struct TraceArgs {
     /// The observer library (default: $BACKSCOPE_OBSERVER_SO, else next to the backscope executable).
     #[arg(long, value_name = "PATH")]
     pub observer: Option<PathBuf>,
+    /// The Vulkan layer library (default: $BACKSCOPE_VKLAYER_SO, else next to the backscope executable). The layer
+    /// is enabled through the Vulkan loader's VK_ADD_LAYER_PATH and VK_INSTANCE_LAYERS, with GGML_VK_DEBUG_MARKERS=1
+    /// so that ggml-vulkan names its pipelines.
+    #[arg(long, value_name = "PATH")]
+    pub vklayer: Option<PathBuf>,
     /// Directory for the trace files (default: a new directory under the system temp dir). Must be empty or new.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
@@ -44,6 +49,7 @@ impl From<TraceArgs> for TraceOptions {
     fn from(a: TraceArgs) -> Self {
         TraceOptions {
             observer: a.observer,
+            vklayer: a.vklayer,
             dir: a.dir,
             interval_ms: a.interval_ms,
             no_graphs: a.no_graphs,

@@ -81,7 +81,7 @@ impl LibraryClass {
 /// (`libVkLayer_*`), NVIDIA's Vulkan ICD `libGLX_nvidia.so.0` (its `nvidia_icd.json`), AMDVLK's `amdvlk64.so`.
 const CLASSES: &[(LibraryClass, &[&str], &[&str])] = &[
     // (class, exact stems, stem prefixes)
-    (LibraryClass::Observer, &["libbackscope_observer"], &[]),
+    (LibraryClass::Observer, &["libbackscope_observer", "libbackscope_vklayer"], &[]),
     (LibraryClass::Ggml, &["libllama", "libmtmd"], &["libggml", "libllama-"]),
     (
         LibraryClass::HipRuntime,
@@ -513,7 +513,11 @@ fn claims(processes: &[ProcessRecord], libraries: &[LibraryRecord]) -> Vec<Claim
                 statement.push_str(&format!("; on {}: {} ({})", g.arch, g.verdict, g.note));
             }
             if lib.class == LibraryClass::Observer {
-                statement.push_str("; the backscope observer is recording this process's launches");
+                statement.push_str(if name.starts_with("libbackscope_vklayer") {
+                    "; backscope's Vulkan layer is recording this process's dispatches"
+                } else {
+                    "; the backscope observer is recording this process's launches"
+                });
             }
             statement.push_str(&format!(": {NOT_DISPATCH}"));
             out.push(
@@ -632,6 +636,7 @@ mod tests {
             ("/usr/lib/x86_64-linux-gnu/libGLX_nvidia.so.0", LibraryClass::VulkanIcd),
             ("/usr/lib/x86_64-linux-gnu/libVkLayer_MESA_device_select.so", LibraryClass::VulkanLayer),
             ("/x/libbackscope_observer.so", LibraryClass::Observer),
+            ("/x/libbackscope_vklayer.so", LibraryClass::Observer),
             ("/usr/lib/x86_64-linux-gnu/libc.so.6", LibraryClass::Other),
             ("/usr/lib/x86_64-linux-gnu/libcudax.so", LibraryClass::Other),
         ] {

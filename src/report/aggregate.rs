@@ -846,6 +846,7 @@ mod tests {
                 interval_ms: 20,
                 spill_ns: [0, 0],
                 observer_loaded: Some(true),
+                vulkan_layer: None,
                 total_launches: fams.iter().map(|(_, n)| n).sum(),
                 failed_launches: 0,
                 families: fams.iter().map(|(f, n)| (f.to_string(), *n)).collect(),

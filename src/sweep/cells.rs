@@ -38,6 +38,8 @@ pub struct RequestSettings {
 pub struct Observer {
     pub library: PathBuf,
     pub interval_ms: u64,
+    /// The Vulkan layer's manifest directory, when Vulkan dispatches are observed too.
+    pub vulkan_manifest: Option<PathBuf>,
 }
 
 /// One request of the plan.
@@ -154,7 +156,11 @@ impl Schedule {
             }
         }
         let observer = plan.trace.as_ref().and_then(|t| {
-            t.observer.as_ref().map(|library| Observer { library: library.clone(), interval_ms: t.interval_ms })
+            t.observer.as_ref().map(|library| Observer {
+                library: library.clone(),
+                interval_ms: t.interval_ms,
+                vulkan_manifest: t.vulkan_manifest.clone(),
+            })
         });
         Schedule {
             cells,

@@ -49,6 +49,11 @@ pub fn describe(schedule: &Schedule) -> String {
                         first.file_stem,
                         o.interval_ms
                     );
+                    if let Some(manifest) = &o.vulkan_manifest {
+                        let vars = crate::vulkan::layer_env(manifest, |_| None);
+                        let vars: Vec<String> = vars.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                        let _ = writeln!(out, "  --trace (Vulkan): {}", vars.join(" "));
+                    }
                 }
             }
         }

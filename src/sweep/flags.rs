@@ -37,6 +37,7 @@ pub struct SweepFlags {
     pub timeouts: TimeoutSpec,
     pub trace: bool,
     pub observer: Option<PathBuf>,
+    pub vklayer: Option<PathBuf>,
     /// `NAME=DIR`: trace directory of an external endpoint.
     pub trace_dirs: Vec<String>,
     pub trace_interval_ms: Option<u64>,
@@ -103,6 +104,7 @@ impl SweepFlags {
             timeouts,
             trace,
             observer,
+            vklayer,
             trace_dirs,
             trace_interval_ms,
         } = self;
@@ -114,6 +116,7 @@ impl SweepFlags {
             && prompt_tokens.is_empty()
             && llama_bin.is_none()
             && observer.is_none()
+            && vklayer.is_none()
             && epochs.is_none()
             && repetitions.is_none()
             && temperature.is_none()
@@ -203,6 +206,9 @@ impl SweepFlags {
         }
         if let Some(o) = &self.observer {
             spec.observer = Some(absolute_in(cwd, o));
+        }
+        if let Some(l) = &self.vklayer {
+            spec.vklayer = Some(absolute_in(cwd, l));
         }
         spec.trace_interval_ms = self.trace_interval_ms.or(spec.trace_interval_ms);
         Ok(spec)

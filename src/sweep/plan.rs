@@ -152,6 +152,9 @@ pub struct TracePlan {
     pub observer: Option<PathBuf>,
     /// Window length given to managed servers' observers.
     pub interval_ms: u64,
+    /// The directory of the Vulkan layer's manifest, for managed servers (`None`: Vulkan is not observed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vulkan_manifest: Option<PathBuf>,
     /// External endpoints' trace directories, by endpoint name.
     #[serde(default)]
     pub dirs: BTreeMap<String, PathBuf>,
@@ -351,8 +354,8 @@ fn prompts(spec: &SpecFile) -> Result<Vec<Prompt>> {
 
 fn trace(spec: &SpecFile, endpoints: &[Endpoint]) -> Result<Option<TracePlan>> {
     if spec.trace != Some(true) {
-        if spec.endpoints.iter().any(|e| e.trace_dir.is_some()) || spec.observer.is_some() {
-            bail!("`trace_dir` and `observer` need `trace = true` (--trace)");
+        if spec.endpoints.iter().any(|e| e.trace_dir.is_some()) || spec.observer.is_some() || spec.vklayer.is_some() {
+            bail!("`trace_dir`, `observer` and `vklayer` need `trace = true` (--trace)");
         }
         return Ok(None);
     }
@@ -363,11 +366,24 @@ fn trace(spec: &SpecFile, endpoints: &[Endpoint]) -> Result<Option<TracePlan>> {
     } else {
         None
     };
+    // The layer is optional unless named: without it CUDA and HIP are still observed.
+    let vulkan_manifest = if observer.is_none() {
+        None
+    } else {
+        match crate::vulkan::find_layer(spec.vklayer.as_deref()) {
+            Ok(layer) => Some(crate::vulkan::manifest_dir(&layer)?),
+            Err(e) if spec.vklayer.is_none() => {
+                crate::output::messages::note(format_args!("Vulkan dispatches are not observed: {e:#}"));
+                None
+            }
+            Err(e) => return Err(e),
+        }
+    };
     let interval_ms = spec.trace_interval_ms.unwrap_or(DEFAULT_TRACE_INTERVAL_MS);
     if interval_ms == 0 {
         bail!("trace_interval_ms must be at least 1: with 0 the observer writes only at exit and no request could be joined");
     }
-    Ok(Some(TracePlan { observer, interval_ms, dirs }))
+    Ok(Some(TracePlan { observer, interval_ms, vulkan_manifest, dirs }))
 }
 
 #[cfg(test)]

@@ -401,6 +401,10 @@ pub struct RecordTrace {
     /// ready); absent for external endpoints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observer_loaded: Option<bool>,
+    /// Whether the managed server ran with the Vulkan layer enabled (its environment), so that Vulkan dispatches
+    /// count as launches; absent for external endpoints and before the layer existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vulkan_layer: Option<bool>,
     pub total_launches: u64,
     pub failed_launches: u64,
     /// Launches per family, over all kernels (not just the listed top ones).

@@ -203,6 +203,8 @@ fn typed_name(k: &super::record::TraceKernel) -> String {
 
 /// Kernel families whose presence or absence tells which matrix-multiply path ggml took.
 const MATMUL_FAMILIES: &[&str] = &["MMVQ", "MMQ", "MMVF", "MMF"];
+/// The same for ggml-vulkan's pipelines (data/vulkan_pipelines.toml).
+const VULKAN_MATMUL_FAMILIES: &[&str] = &["MMV", "MMVQ", "MM", "MMQ", "MM-coopmat", "MM-coopmat2"];
 
 /// One claim per traced request: what ran during it, from the observer's windows joined to the request's.
 fn trace_claim(r: &Record, base_id: &str, at: &str, run_dir: &std::path::Path) -> Option<Claim> {
@@ -232,12 +234,12 @@ fn trace_claim(r: &Record, base_id: &str, at: &str, run_dir: &std::path::Path) -
         })
         .collect();
     if t.processes.is_empty() {
-        sources.push(Source::file(
-            file_path(&t.dir),
-            None,
-            None,
-            "trace directory (no trace file: no process touched CUDA or HIP)",
-        ));
+        let what = if t.vulkan_layer == Some(true) {
+            "trace directory (no trace file: no process touched CUDA or HIP or created a Vulkan device)"
+        } else {
+            "trace directory (no trace file: no process touched CUDA or HIP)"
+        };
+        sources.push(Source::file(file_path(&t.dir), None, None, what));
     }
     sources.push(Source::Run { run_id: r.run_id.clone(), file: Some(r.file.clone()) });
     let id = format!("{base_id}.e{}r{}.kernels", r.epoch, r.repetition);
@@ -256,6 +258,10 @@ fn trace_claim(r: &Record, base_id: &str, at: &str, run_dir: &std::path::Path) -
                 Confidence::Unresolved,
                 format!("{request}: no kernel launch was counted, but {cut}, so the launches during the request are unknown"),
             ),
+            _ if t.vulkan_layer == Some(true) => (
+                Confidence::Confirmed,
+                format!("{request}: no CUDA/HIP kernel launch was observed and no Vulkan dispatch during the request (CPU work is not observed: a CPU backend looks like this)"),
+            ),
             _ => (
                 Confidence::Confirmed,
                 format!("{request}: no CUDA/HIP kernel launch was observed during the request (Vulkan and CPU work are not observed: a CPU or Vulkan backend looks like this)"),
@@ -265,7 +271,9 @@ fn trace_claim(r: &Record, base_id: &str, at: &str, run_dir: &std::path::Path) -
     }
     let top: Vec<String> =
         t.kernels.iter().take(3).map(|k| format!("{} {} launches", k.launches, shorten(&typed_name(k), 60))).collect();
-    let absent: Vec<&str> = MATMUL_FAMILIES.iter().copied().filter(|f| !t.families.contains_key(*f)).collect();
+    let vulkan = t.kernels.iter().any(|k| k.api == trace_format::record::api::VULKAN);
+    let matmul = if vulkan { VULKAN_MATMUL_FAMILIES } else { MATMUL_FAMILIES };
+    let absent: Vec<&str> = matmul.iter().copied().filter(|f| !t.families.contains_key(*f)).collect();
     let absent = match &cut {
         // What a cut trace does not show may have run after the cut.
         Some(_) => String::new(),

@@ -45,6 +45,8 @@ pub struct SpecFile {
     pub trace: Option<bool>,
     /// The observer library (default: found like `backscope trace` finds it).
     pub observer: Option<PathBuf>,
+    /// The Vulkan layer library (default: found like `backscope trace` finds it).
+    pub vklayer: Option<PathBuf>,
     /// The observer's window length for managed servers (default 20 ms).
     pub trace_interval_ms: Option<u64>,
 }
@@ -142,6 +144,7 @@ impl SpecFile {
             e.trace_dir = abs(e.trace_dir.take());
         }
         self.observer = abs(self.observer);
+        self.vklayer = abs(self.vklayer);
         self.models = self.models.into_iter().map(|m| m.with_file_in(base)).collect();
         self
     }

@@ -28,6 +28,7 @@ use trace_format::env;
 
 use super::record::{RecordTrace, TraceCrash, TraceKernel, TraceProcess, TRACE_TOP_KERNELS};
 use crate::trace::{Aggregate, Range, Reader, TraceFile};
+use crate::vulkan::ShaderIndex;
 
 /// Longest extra wait, beyond two windows, for the observer's flush after a request.
 pub const FLUSH_SLACK: Duration = Duration::from_millis(200);
@@ -70,6 +71,19 @@ pub fn server_env(
     env.push((env::TRACE_INTERVAL_MS.name().into(), interval_ms.to_string()));
 }
 
+/// The Vulkan layer's variables for a managed server (`crate::vulkan::layer_env`): what the endpoint sets, else what
+/// backscope runs with (`inherited`), keeps its place after the layer's.
+pub fn vulkan_server_env(
+    env: &mut Vec<(String, String)>,
+    manifest_dir: &Path,
+    inherited: impl Fn(&str) -> Option<String>,
+) {
+    let existing = |k: &str| env.iter().find(|(name, _)| name == k).map(|(_, v)| v.clone()).or_else(|| inherited(k));
+    let vars = crate::vulkan::layer_env(manifest_dir, existing);
+    env.retain(|(k, _)| !vars.iter().any(|(name, _)| name == k));
+    env.extend(vars);
+}
+
 /// One trace file, read as it grows.
 struct FileCache {
     /// Bytes read so far (always at a line boundary).
@@ -84,11 +98,18 @@ struct FileCache {
 pub struct TraceDir {
     pub dir: PathBuf,
     files: BTreeMap<PathBuf, FileCache>,
+    /// The shaders of the libraries the Vulkan traces name, read once.
+    shaders: ShaderIndex,
 }
 
 impl TraceDir {
     pub fn new(dir: PathBuf) -> TraceDir {
-        TraceDir { dir, files: BTreeMap::new() }
+        TraceDir { dir, files: BTreeMap::new(), shaders: ShaderIndex::default() }
+    }
+
+    /// The shader index of this directory's Vulkan traces.
+    pub fn shaders(&self) -> &ShaderIndex {
+        &self.shaders
     }
 
     /// Read what the observers appended since the last call (and any new file).
@@ -104,6 +125,13 @@ impl TraceDir {
                     error: None,
                 });
                 update(&path, cache);
+            }
+        }
+        // Vulkan pipelines without a debug name are named after the shader their SPIR-V matched.
+        self.shaders.add_traces(self.files.values().filter_map(|c| c.reader.trace()));
+        for c in self.files.values_mut() {
+            if let Some(t) = c.reader.trace_mut() {
+                self.shaders.name_pipelines(t);
             }
         }
     }
@@ -190,6 +218,7 @@ fn update(path: &Path, cache: &mut FileCache) {
 
 /// Sum the kernels of every window overlapping `[t0, t1]` across `traces` (the processes of one server).
 /// `label` turns a trace file's path into the path the record cites.
+#[cfg(test)]
 pub fn join(
     dir: &str,
     files: Vec<String>,
@@ -198,7 +227,21 @@ pub fn join(
     window: [u64; 2],
     interval_ms: u64,
 ) -> RecordTrace {
+    join_with(dir, files, traces, &ShaderIndex::default(), label, window, interval_ms)
+}
+
+/// [`join`], Vulkan pipelines described with the shaders `shaders` matched.
+pub fn join_with(
+    dir: &str,
+    files: Vec<String>,
+    traces: &[&TraceFile],
+    shaders: &ShaderIndex,
+    label: &dyn Fn(&Path) -> String,
+    window: [u64; 2],
+    interval_ms: u64,
+) -> RecordTrace {
     let [t0, t1] = window;
+    let shader_names = shaders.shaders_by_name(traces.iter().copied());
     let all = Aggregate::of(traces.iter().copied(), Range::Overlapping(t0, t1));
     let mut notes = Vec::new();
     let mut cut = Vec::new();
@@ -221,7 +264,8 @@ pub fn join(
     }
     let crashes: Vec<TraceCrash> =
         all.crashes.iter().map(|c| TraceCrash::new(c, c.path.as_deref().map(label).unwrap_or_default())).collect();
-    let mut kernels: Vec<TraceKernel> = all.kernels.into_iter().map(|s| TraceKernel::new(s, 0)).collect();
+    let mut kernels: Vec<TraceKernel> =
+        all.kernels.into_iter().map(|s| TraceKernel::new(s, 0, &shader_names)).collect();
     let mut families: BTreeMap<String, u64> = BTreeMap::new();
     for k in &kernels {
         *families.entry(k.family.clone()).or_insert(0) += k.launches;
@@ -235,6 +279,7 @@ pub fn join(
         interval_ms,
         spill_ns: all.spill_ns,
         observer_loaded: None,
+        vulkan_layer: None,
         total_launches: all.total_launches,
         failed_launches: all.failed_launches,
         families,
@@ -269,7 +314,7 @@ pub fn observe(
     let interval_ms = td.interval_ms().unwrap_or(interval_ms);
     let files: Vec<String> = td.paths().map(|p| label(p)).collect();
     let traces: Vec<&TraceFile> = td.traces().collect();
-    let mut rec = join(dir_label, files, &traces, label, window, interval_ms);
+    let mut rec = join_with(dir_label, files, &traces, td.shaders(), label, window, interval_ms);
     for (p, e) in td.errors() {
         rec.notes.push(format!("{}: not readable as a trace ({e}); skipped", label(p)));
     }

@@ -8,6 +8,7 @@
 //!   and resources from `.nv.info`.
 //! - [`elf`]: the host-library facts a scanner needs (sections, `DT_NEEDED`, RPATH/RUNPATH, SONAME).
 //! - [`sniff`]: what a byte slice is, from its magic.
+//! - [`spirv`]: SPIR-V shaders embedded in a host library as named arrays (ggml-vulkan).
 //!
 //! Every decoder borrows from the input (typically a memory map), returns [`Error`] values that name the
 //! offset, the field and what was expected, never panics on hostile bytes, and never sizes an
@@ -24,6 +25,7 @@ pub mod elf;
 mod error;
 pub mod read;
 pub mod sniff;
+pub mod spirv;
 
 pub use error::{Error, Result};
 

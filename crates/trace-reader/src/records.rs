@@ -68,6 +68,9 @@ pub struct KernelDef {
     pub spirv_hash: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_size: Option<[u32; 3]>,
+    /// The loaded object the pipeline's SPIR-V bytes came from (`libggml-vulkan.so`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spirv_object: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stats: Vec<PipelineStat>,
 }

@@ -157,6 +157,7 @@ fn the_end_and_truncated_records_and_vulkan_records_read_back() {
             device: Some(0),
             spirv_hash: Some("9f2c01aa"),
             local_size: Some([64, 1, 1]),
+            spirv_object: Some(b"/opt/llama/libggml-vulkan.so"),
             stats: &stats,
         },
     );
@@ -178,6 +179,7 @@ fn the_end_and_truncated_records_and_vulkan_records_read_back() {
     assert_eq!((d.api_version, d.integer_dot, d.flags["fp16"]), ([1, 3, 278], false, true));
     let k = &trace.kernels[&1];
     assert_eq!((k.device, k.spirv_hash.as_deref(), k.local_size), (Some(0), Some("9f2c01aa"), Some([64, 1, 1])));
+    assert_eq!(k.spirv_object.as_deref(), Some("/opt/llama/libggml-vulkan.so"));
     assert_eq!(k.stats[0].name, "SGPRs");
     assert_eq!(k.stats[0].value, 48.0);
     assert_eq!(trace.windows[0].submits, 2);

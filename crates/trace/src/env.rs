@@ -48,9 +48,13 @@ pub const TRACE_MAX_BYTES: Var = Var::new(c"BACKSCOPE_TRACE_MAX_BYTES");
 pub const MAX_KERNELS: Var = Var::new(c"BACKSCOPE_MAX_KERNELS");
 /// Test only: `1` makes kernel registration panic inside the observer (fault injection).
 pub const TEST_INJECT_PANIC: Var = Var::new(c"BACKSCOPE_TEST_INJECT_PANIC");
+/// Vulkan layer: `0` keeps it from asking drivers for pipeline statistics
+/// (`VK_KHR_pipeline_executable_properties`), which it otherwise enables on devices that offer it.
+pub const VK_PIPELINE_STATS: Var = Var::new(c"BACKSCOPE_VK_PIPELINE_STATS");
 
 /// Every variable above, for harnesses that clear an inherited configuration.
-pub const ALL: [Var; 6] = [TRACE_DIR, TRACE_FILE, TRACE_INTERVAL_MS, TRACE_MAX_BYTES, MAX_KERNELS, TEST_INJECT_PANIC];
+pub const ALL: [Var; 7] =
+    [TRACE_DIR, TRACE_FILE, TRACE_INTERVAL_MS, TRACE_MAX_BYTES, MAX_KERNELS, TEST_INJECT_PANIC, VK_PIPELINE_STATS];
 
 pub const DEFAULT_INTERVAL_MS: u64 = 50;
 /// Longest window accepted; longer requests are clamped to it.
@@ -59,6 +63,69 @@ pub const MAX_INTERVAL_MS: u64 = 3_600_000;
 /// (≈1.5 GB an hour was measured), and bounds what a forgotten `LD_PRELOAD` can fill.
 pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
 pub const DEFAULT_MAX_KERNELS: u32 = 1 << 20;
+
+extern "C" {
+    /// The C library's `getenv`: unlike `std::env::var` it takes no lock, which matters in a child
+    /// forked while another thread held std's environment lock.
+    fn getenv(name: *const std::ffi::c_char) -> *const std::ffi::c_char;
+}
+
+/// The value of `var` (lossily UTF-8), read without locks; `None` when unset.
+pub fn get(var: Var) -> Option<String> {
+    // SAFETY: getenv reads the environment with a NUL-terminated name; the observers never modify
+    // the environment, and the value is copied at once.
+    let value = unsafe { getenv(var.c_name().as_ptr()) };
+    if value.is_null() {
+        return None;
+    }
+    // SAFETY: getenv returned a NUL-terminated string.
+    Some(unsafe { CStr::from_ptr(value) }.to_string_lossy().into_owned())
+}
+
+/// Where a trace goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Destination {
+    /// [`TRACE_DIR`]: `trace-<pid>.jsonl` in this directory.
+    Dir(String),
+    /// [`TRACE_FILE`]: this path, `%p` replaced by the pid.
+    File(String),
+}
+
+/// An observer's configuration, from the variables above.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    pub destination: Destination,
+    /// 0: no periodic windows, only the final flush at exit.
+    pub interval_ms: u64,
+    /// At least 1; an observer may lower it to its own hard limit.
+    pub max_kernels: u32,
+    /// Most bytes of one process's trace file; 0: no limit.
+    pub max_bytes: u64,
+}
+
+impl Settings {
+    /// The settings `lookup` gives (`get` for the process environment); an error saying why there
+    /// is nothing to observe when neither destination is set.
+    pub fn from_lookup(lookup: impl Fn(Var) -> Option<String>) -> Result<Settings, &'static str> {
+        let destination = match (lookup(TRACE_FILE), lookup(TRACE_DIR)) {
+            (Some(file), _) if !file.is_empty() => Destination::File(file),
+            (_, Some(dir)) if !dir.is_empty() => Destination::Dir(dir),
+            _ => return Err("neither BACKSCOPE_TRACE_DIR nor BACKSCOPE_TRACE_FILE is set; not observing"),
+        };
+        let interval_ms = lookup(TRACE_INTERVAL_MS)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(DEFAULT_INTERVAL_MS, |ms| ms.min(MAX_INTERVAL_MS));
+        let max_kernels =
+            lookup(MAX_KERNELS).and_then(|v| v.trim().parse::<u32>().ok()).map_or(DEFAULT_MAX_KERNELS, |n| n.max(1));
+        let max_bytes = lookup(TRACE_MAX_BYTES).and_then(|v| parse_bytes(&v)).unwrap_or(DEFAULT_MAX_BYTES);
+        Ok(Settings { destination, interval_ms, max_kernels, max_bytes })
+    }
+
+    /// The settings of this process's environment.
+    pub fn from_env() -> Result<Settings, &'static str> {
+        Settings::from_lookup(get)
+    }
+}
 
 /// A byte count: digits with an optional binary suffix (`K`, `M`, `G`, `T`, optionally followed by
 /// `iB` or `B`; any case). `None` for anything else or an overflowing value.
@@ -110,11 +177,37 @@ mod tests {
                 "BACKSCOPE_TRACE_INTERVAL_MS",
                 "BACKSCOPE_TRACE_MAX_BYTES",
                 "BACKSCOPE_MAX_KERNELS",
-                "BACKSCOPE_TEST_INJECT_PANIC"
+                "BACKSCOPE_TEST_INJECT_PANIC",
+                "BACKSCOPE_VK_PIPELINE_STATS"
             ]
         );
         for v in ALL {
             assert_eq!(v.c_name().to_str().unwrap(), v.name());
         }
+    }
+
+    #[test]
+    fn settings_follow_the_documented_defaults_and_precedence() {
+        let from = |pairs: &'static [(&'static str, &'static str)]| {
+            Settings::from_lookup(|v| pairs.iter().find(|(k, _)| *k == v.name()).map(|(_, x)| x.to_string()))
+        };
+        assert!(from(&[]).is_err());
+        assert!(from(&[("BACKSCOPE_TRACE_DIR", "")]).is_err());
+        let s = from(&[("BACKSCOPE_TRACE_DIR", "/t")]).unwrap();
+        assert_eq!(s.destination, Destination::Dir("/t".into()));
+        assert_eq!((s.interval_ms, s.max_kernels, s.max_bytes), (50, 1 << 20, 1 << 30));
+        let s = from(&[
+            ("BACKSCOPE_TRACE_DIR", "/t"),
+            ("BACKSCOPE_TRACE_FILE", "/f-%p.jsonl"),
+            ("BACKSCOPE_TRACE_INTERVAL_MS", "99999999999"),
+            ("BACKSCOPE_MAX_KERNELS", "0"),
+            ("BACKSCOPE_TRACE_MAX_BYTES", "64k"),
+        ])
+        .unwrap();
+        assert_eq!(s.destination, Destination::File("/f-%p.jsonl".into()), "the file wins over the directory");
+        assert_eq!((s.interval_ms, s.max_kernels, s.max_bytes), (MAX_INTERVAL_MS, 1, 65536));
+        // The process environment is read through the C library.
+        assert_eq!(get(Var::new(c"BACKSCOPE_SURELY_UNSET_VARIABLE")), None);
+        assert!(get(Var::new(c"PATH")).is_some());
     }
 }

@@ -8,7 +8,11 @@
 //! * [`naming`]: trace file names (`trace-<pid>.jsonl`, the `BACKSCOPE_TRACE_FILE` pattern);
 //! * [`clock`]: the trace clock, `CLOCK_MONOTONIC` nanoseconds;
 //! * [`record`]: record kinds, field names, and one writer per record, over [`json`]'s
-//!   allocation-free JSON output (usable from a signal handler with a fixed buffer).
+//!   allocation-free JSON output (usable from a signal handler with a fixed buffer);
+//! * [`sink`]: the trace file on the writer's side (exclusive creation, the byte budget, the
+//!   `truncated` record);
+//! * [`spirv`]: the SPIR-V walk and module hash that name Vulkan pipelines without a debug name;
+//! * [`vulkan`]: the Vulkan layer's name, library file and manifest.
 //!
 //! The crate has no dependencies (the observer links only libc) and takes no lock.
 
@@ -20,6 +24,9 @@ pub mod env;
 pub mod json;
 pub mod naming;
 pub mod record;
+pub mod sink;
+pub mod spirv;
+pub mod vulkan;
 
 /// Value of the header's `format` field.
 pub const FORMAT: &str = "backscope-trace";

@@ -86,6 +86,7 @@ pub mod field {
     pub const DEVICE: &str = "device";
     pub const SPIRV_HASH: &str = "spirv_hash";
     pub const LOCAL_SIZE: &str = "local_size";
+    pub const SPIRV_OBJECT: &str = "spirv_object";
     pub const STATS: &str = "stats";
     pub const EXECUTABLE: &str = "executable";
     pub const VALUE: &str = "value";
@@ -210,13 +211,26 @@ pub struct KernelDef<'a> {
     pub spirv_hash: Option<&'a str>,
     /// Vulkan: the compute shader's workgroup size.
     pub local_size: Option<[u32; 3]>,
+    /// Vulkan: the loaded object (`libggml-vulkan.so`) whose bytes the shader module was created
+    /// from, when they came straight from one; where backscope looks the `spirv_hash` up.
+    pub spirv_object: Option<&'a [u8]>,
     pub stats: &'a [PipelineStat<'a>],
 }
 
 impl<'a> KernelDef<'a> {
     /// A CUDA/HIP kernel: id, name, api and source only.
     pub fn new(id: u32, name: &'a [u8], api: &'a str, source: &'a str) -> KernelDef<'a> {
-        KernelDef { id, name, api, source, device: None, spirv_hash: None, local_size: None, stats: &[] }
+        KernelDef {
+            id,
+            name,
+            api,
+            source,
+            device: None,
+            spirv_hash: None,
+            local_size: None,
+            spirv_object: None,
+            stats: &[],
+        }
     }
 }
 
@@ -229,6 +243,9 @@ pub fn kernel(out: &mut (impl Out + ?Sized), k: &KernelDef<'_>) {
     o.opt_str(field::SPIRV_HASH, k.spirv_hash);
     if let Some(local_size) = k.local_size {
         o.u32x3(field::LOCAL_SIZE, local_size);
+    }
+    if let Some(object) = k.spirv_object {
+        o.bytes(field::SPIRV_OBJECT, object);
     }
     if !k.stats.is_empty() {
         let list = o.key(field::STATS);

@@ -449,6 +449,7 @@ impl<E: Executor> Runner<'_, '_, E> {
                 let label = |p: &Path| p.strip_prefix(run_dir).unwrap_or(p).display().to_string();
                 let mut t = tracejoin::observe(&mut st.dir, &st.rel, &label, window, interval_ms);
                 t.observer_loaded = st.observer_loaded;
+                t.vulkan_layer = self.schedule.observer.as_ref().map(|o| o.vulkan_manifest.is_some());
                 Some(t)
             }
             Target::External(x) => {

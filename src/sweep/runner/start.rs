@@ -139,6 +139,9 @@ impl<E: Executor> Runner<'_, '_, E> {
             }
             let inherited = std::env::var("LD_PRELOAD").ok();
             tracejoin::server_env(&mut ps.env, &observer.library, &dir, observer.interval_ms, inherited);
+            if let Some(manifest) = &observer.vulkan_manifest {
+                tracejoin::vulkan_server_env(&mut ps.env, manifest, |k| std::env::var(k).ok());
+            }
             trace = Some((rel, dir));
         }
         let argv = ps.argv();

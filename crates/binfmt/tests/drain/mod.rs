@@ -175,6 +175,15 @@ pub fn host_elf(data: &[u8]) {
     if let Some(s) = elf.section(".nv_fatbin") {
         nv_fatbin(s.data);
     }
+    // ggml-vulkan's embedded SPIR-V arrays, by symbol: each a SPIR-V module inside the file, where it says.
+    if let Ok(shaders) = binfmt::spirv::embedded_shaders(data) {
+        assert!(shaders.len() <= binfmt::spirv::MAX_SHADERS);
+        for s in &shaders {
+            assert_within(data, s.name.as_bytes());
+            assert_at(data, s.code, s.offset);
+            assert!(s.code.starts_with(&[0x03, 0x02, 0x23, 0x07]), "an embedded shader is a SPIR-V module");
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,378 @@
+//! Command buffers: the dispatches recorded into each, counted when the buffer is submitted.
+//!
+//! Recording is the hot path (`vkCmdDispatch*`, once per ggml op). The Vulkan specification makes
+//! the application synchronise access to a command buffer and to the pool it came from ("Threading
+//! Behavior": host access to `commandBuffer` must be externally synchronized), so the state of one
+//! command buffer is only ever touched by one thread at a time and needs no lock: a dispatch looks
+//! the buffer up in a lock-free map, compares with the last recorded entry and either bumps its count
+//! or appends one. Entries grow with the largest buffer recorded (warm-up) and are reused after
+//! that; a buffer that records more than [`MAX_ENTRIES`] distinct dispatches has them merged, and
+//! what still does not fit is counted as the overflow kernel.
+//!
+//! A buffer's entries are read when it is submitted (before the driver sees the submission, while the
+//! buffer cannot be reset), and cleared when it is begun, reset, or its pool is reset. A secondary
+//! buffer's dispatches count when a primary that executes it is submitted.
+
+use std::cell::{Cell, UnsafeCell};
+
+use ash::vk;
+use ash::vk::Handle;
+
+use crate::dispatch::DeviceDispatch;
+use crate::handles::HandleMap;
+use crate::pipelines::{self, OVERFLOW};
+use crate::sync::SpinLock;
+
+/// Distinct entries one command buffer keeps (16 bytes each: 1 MiB).
+pub const MAX_ENTRIES: usize = 1 << 16;
+/// Entries a new command buffer has room for before it grows.
+const INITIAL_ENTRIES: usize = 64;
+/// An entry that stands for the dispatches of a secondary command buffer (`vkCmdExecuteCommands`).
+const EXECUTE: u32 = u32::MAX;
+/// Secondary buffers executed by secondaries (`VK_EXT_nested_command_buffer`) are followed this deep.
+const MAX_NESTING: u32 = 8;
+/// Command buffers alive at once that the layer follows.
+const MAX_LIVE: usize = 1 << 20;
+
+/// Dispatches of one pipeline with one workgroup count, recorded in a row or merged later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry {
+    slot: u32,
+    grid: [u32; 3],
+    count: u32,
+}
+
+/// One command buffer's recorded dispatches.
+pub struct CommandBuffer {
+    device: Cell<*const DeviceDispatch>,
+    pool: Cell<u64>,
+    /// The compute pipeline bound now: its slot, or [`OVERFLOW`] when none is (or it is unknown).
+    bound: Cell<u32>,
+    entries: UnsafeCell<Vec<Entry>>,
+    /// Dispatches that did not fit [`MAX_ENTRIES`] even after merging.
+    lost: Cell<u64>,
+    /// A merge left the entries at least half full: merging again would not make room worth its cost.
+    crowded: Cell<bool>,
+}
+
+// SAFETY: a command buffer's state is used by one thread at a time: Vulkan requires the application
+// to synchronise host access to a command buffer (recording, reset, submission, freeing), and the
+// layer touches a buffer's state only inside calls that access that buffer.
+unsafe impl Sync for CommandBuffer {}
+// SAFETY: as above; the state holds no thread-bound data.
+unsafe impl Send for CommandBuffer {}
+
+impl CommandBuffer {
+    fn new() -> CommandBuffer {
+        CommandBuffer {
+            device: Cell::new(std::ptr::null()),
+            pool: Cell::new(0),
+            bound: Cell::new(OVERFLOW),
+            entries: UnsafeCell::new(Vec::with_capacity(INITIAL_ENTRIES)),
+            lost: Cell::new(0),
+            crowded: Cell::new(false),
+        }
+    }
+
+    /// The device the buffer belongs to.
+    #[inline(always)]
+    pub fn device(&self) -> &'static DeviceDispatch {
+        // SAFETY: set from a `&'static DeviceDispatch` when the buffer is allocated; device tables are
+        // never freed.
+        unsafe { &*self.device.get() }
+    }
+
+    /// # Safety
+    /// Only while the caller has the buffer's external synchronisation (see the type's Sync note).
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn entries(&self) -> &mut Vec<Entry> {
+        // SAFETY: one thread at a time, per the caller's promise.
+        unsafe { &mut *self.entries.get() }
+    }
+
+    /// Forgets everything recorded (begin, reset).
+    pub fn clear(&self) {
+        // SAFETY: called from hooks on this command buffer (begin, reset) or its pool (reset, free),
+        // which the application synchronises.
+        unsafe { self.entries() }.clear();
+        self.bound.set(OVERFLOW);
+        self.lost.set(0);
+        self.crowded.set(false);
+    }
+
+    /// `vkCmdBindPipeline` with the compute bind point.
+    #[inline(always)]
+    pub fn bind(&self, slot: u32) {
+        self.bound.set(slot);
+    }
+
+    /// One `vkCmdDispatch*` with workgroup counts `grid` (`[0,0,0]` for an indirect dispatch).
+    #[inline]
+    pub fn record(&self, grid: [u32; 3]) {
+        self.push(Entry { slot: self.bound.get(), grid, count: 1 });
+    }
+
+    /// `vkCmdExecuteCommands`: the secondary buffer's dispatches count with this one's.
+    pub fn execute(&self, secondary: vk::CommandBuffer) {
+        let raw = secondary.as_raw();
+        self.push(Entry { slot: EXECUTE, grid: [raw as u32, (raw >> 32) as u32, 0], count: 1 });
+    }
+
+    #[inline]
+    fn push(&self, entry: Entry) {
+        // SAFETY: called from a command-recording hook on this buffer.
+        let entries = unsafe { self.entries() };
+        if let Some(last) = entries.last_mut() {
+            if last.slot == entry.slot && last.grid == entry.grid && last.count < u32::MAX {
+                last.count += 1;
+                return;
+            }
+        }
+        if entries.len() < MAX_ENTRIES {
+            entries.push(entry);
+            return;
+        }
+        self.push_when_full(entry);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn push_when_full(&self, entry: Entry) {
+        // SAFETY: called from `push`, on this buffer.
+        let entries = unsafe { self.entries() };
+        // A merge costs O(n log n): worth it when it frees half the entries (the next one is then
+        // MAX_ENTRIES / 2 dispatches away), not on every dispatch of a buffer with tens of thousands of
+        // distinct ones, whose further new entries are lost instead (counted as the overflow kernel).
+        if !self.crowded.get() {
+            merge(entries);
+            self.crowded.set(entries.len() >= MAX_ENTRIES / 2);
+        }
+        if entries.len() < MAX_ENTRIES {
+            entries.push(entry);
+        } else {
+            self.lost.set(self.lost.get() + 1);
+        }
+    }
+}
+
+/// Sorts entries and merges equal ones (order does not matter for counting).
+fn merge(entries: &mut Vec<Entry>) {
+    entries.sort_unstable_by_key(|e| (e.slot, e.grid));
+    entries.dedup_by(|later, kept| {
+        let same = later.slot == kept.slot && later.grid == kept.grid && kept.count.checked_add(later.count).is_some();
+        if same {
+            kept.count += later.count;
+        }
+        same
+    });
+}
+
+/// Command buffers by handle; values are pointers to leaked [`CommandBuffer`]s.
+static BUFFERS: HandleMap = HandleMap::new(MAX_LIVE);
+/// States of freed command buffers, for the next allocation.
+static SPARE: SpinLock<Vec<usize>> = SpinLock::new(Vec::new());
+
+/// The state of command buffer `cb`.
+#[inline(always)]
+pub fn get(cb: vk::CommandBuffer) -> Option<&'static CommandBuffer> {
+    // SAFETY: values are pointers to states that are never freed (see `allocated`).
+    BUFFERS.get(cb.as_raw()).map(|p| unsafe { &*(p as *const CommandBuffer) })
+}
+
+/// `vkAllocateCommandBuffers` succeeded: follow `buffers`, from `pool` on `device`.
+pub fn allocated(device: &'static DeviceDispatch, pool: vk::CommandPool, buffers: &[vk::CommandBuffer]) {
+    for &cb in buffers {
+        let state = SPARE.lock().pop().unwrap_or_else(|| Box::into_raw(Box::new(CommandBuffer::new())) as usize);
+        // SAFETY: a state from the spare list or just leaked; no other thread uses it (the buffer
+        // handle is new, and spare states belong to no buffer).
+        let s = unsafe { &*(state as *const CommandBuffer) };
+        s.device.set(device);
+        s.pool.set(pool.as_raw());
+        s.clear();
+        if !BUFFERS.insert(cb.as_raw(), state as u64) {
+            SPARE.lock().push(state);
+        }
+    }
+}
+
+/// `vkFreeCommandBuffers`: stop following `buffers`.
+pub fn freed(buffers: &[vk::CommandBuffer]) {
+    for &cb in buffers {
+        if let Some(state) = BUFFERS.remove(cb.as_raw()) {
+            SPARE.lock().push(state as usize);
+        }
+    }
+}
+
+impl CommandBuffer {
+    /// Whether the buffer came from `pool` of `device` (pool handles are only unique per device).
+    fn belongs_to_pool(&self, device: &DeviceDispatch, pool: u64) -> bool {
+        self.pool.get() == pool && std::ptr::eq(self.device.get(), device)
+    }
+}
+
+/// `vkDestroyCommandPool`: its buffers are freed with it.
+pub fn pool_destroyed(device: &DeviceDispatch, pool: vk::CommandPool) {
+    let pool = pool.as_raw();
+    let removed = BUFFERS.remove_where(|_, state| {
+        // SAFETY: values are pointers to never-freed states.
+        let s = unsafe { &*(state as *const CommandBuffer) };
+        !s.belongs_to_pool(device, pool)
+    });
+    SPARE.lock().extend(removed.into_iter().map(|s| s as usize));
+}
+
+/// `vkResetCommandPool`: its buffers return to the initial state.
+pub fn pool_reset(device: &DeviceDispatch, pool: vk::CommandPool) {
+    let pool = pool.as_raw();
+    // ggml-vulkan resets its pools after every graph: a scan under the map's lock, allocating nothing.
+    BUFFERS.for_each(|_, state| {
+        // SAFETY: values are pointers to never-freed states.
+        let s = unsafe { &*(state as *const CommandBuffer) };
+        if s.belongs_to_pool(device, pool) {
+            s.clear();
+        }
+    });
+}
+
+/// What one submission carried.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub dispatches: u64,
+}
+
+/// Counts the dispatches recorded in `buffers` (a submission's command buffers) into the pipelines'
+/// counters; with `errors`, into their error counters instead (the submission failed, and they were
+/// counted already).
+pub fn count(buffers: impl Iterator<Item = vk::CommandBuffer>, errors: bool) -> Tally {
+    let mut tally = Tally::default();
+    for cb in buffers {
+        if let Some(state) = get(cb) {
+            count_buffer(state, errors, 0, &mut tally);
+        }
+    }
+    tally
+}
+
+fn count_buffer(state: &CommandBuffer, errors: bool, depth: u32, tally: &mut Tally) {
+    // SAFETY: called from a submission hook: the application may not record into or reset a buffer
+    // it is submitting.
+    let entries = unsafe { state.entries() };
+    for e in entries.iter() {
+        if e.slot == EXECUTE {
+            let secondary = vk::CommandBuffer::from_raw(u64::from(e.grid[0]) | (u64::from(e.grid[1]) << 32));
+            if let Some(s) = get(secondary).filter(|_| depth < MAX_NESTING) {
+                for _ in 0..e.count {
+                    count_buffer(s, errors, depth + 1, tally);
+                }
+            }
+            continue;
+        }
+        add(e.slot, e.grid, u64::from(e.count), errors);
+        tally.dispatches += u64::from(e.count);
+    }
+    let lost = state.lost.get();
+    if lost > 0 {
+        add(OVERFLOW, [0; 3], lost, errors);
+        tally.dispatches += lost;
+    }
+}
+
+fn add(slot: u32, grid: [u32; 3], n: u64, errors: bool) {
+    if let Some(c) = pipelines::counters(slot) {
+        if errors {
+            c.errors.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        } else {
+            c.add(grid, n);
+        }
+    }
+}
+
+/// In a forked child: a parent thread may have held these locks.
+pub fn force_unlock_in_child() {
+    SPARE.force_unlock();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> CommandBuffer {
+        CommandBuffer::new()
+    }
+
+    fn entries(s: &CommandBuffer) -> Vec<Entry> {
+        // SAFETY: single-threaded test.
+        unsafe { s.entries() }.clone()
+    }
+
+    #[test]
+    fn consecutive_equal_dispatches_share_an_entry() {
+        let s = state();
+        s.bind(3);
+        s.record([4, 1, 1]);
+        s.record([4, 1, 1]);
+        s.record([8, 1, 1]);
+        s.bind(5);
+        s.record([8, 1, 1]);
+        s.bind(3);
+        s.record([4, 1, 1]);
+        let e = entries(&s);
+        assert_eq!(
+            e,
+            [
+                Entry { slot: 3, grid: [4, 1, 1], count: 2 },
+                Entry { slot: 3, grid: [8, 1, 1], count: 1 },
+                Entry { slot: 5, grid: [8, 1, 1], count: 1 },
+                Entry { slot: 3, grid: [4, 1, 1], count: 1 },
+            ]
+        );
+        s.clear();
+        assert!(entries(&s).is_empty());
+        s.record([1, 1, 1]);
+        assert_eq!(entries(&s)[0].slot, OVERFLOW, "nothing bound after a reset");
+    }
+
+    #[test]
+    fn a_full_buffer_merges_and_then_loses_only_what_still_does_not_fit() {
+        let s = state();
+        // Alternating pipelines: every dispatch is a new entry until merging.
+        for i in 0..MAX_ENTRIES as u32 {
+            s.bind(1 + i % 2);
+            s.record([1, 1, 1]);
+        }
+        assert_eq!(entries(&s).len(), MAX_ENTRIES);
+        s.bind(1);
+        s.record([2, 2, 2]);
+        let e = entries(&s);
+        assert_eq!(e.len(), 3, "merged into two entries, then the new one");
+        assert_eq!(e.iter().map(|e| u64::from(e.count)).sum::<u64>(), MAX_ENTRIES as u64 + 1);
+        // Crowded with distinct workgroup counts: what does not fit after merging is lost, and counted.
+        let crowded = state();
+        for i in 0..(MAX_ENTRIES as u32 + 10) {
+            crowded.record([i, 1, 1]);
+        }
+        let kept: u64 = entries(&crowded).iter().map(|e| u64::from(e.count)).sum();
+        assert_eq!(kept + crowded.lost.get(), MAX_ENTRIES as u64 + 10);
+        assert_eq!(crowded.lost.get(), 10);
+    }
+
+    #[test]
+    fn merging_adds_the_counts_of_equal_entries() {
+        let mut e = vec![
+            Entry { slot: 2, grid: [1, 1, 1], count: 3 },
+            Entry { slot: 1, grid: [1, 1, 1], count: 1 },
+            Entry { slot: 2, grid: [1, 1, 1], count: 4 },
+            Entry { slot: 2, grid: [2, 1, 1], count: 1 },
+        ];
+        merge(&mut e);
+        assert_eq!(
+            e,
+            [
+                Entry { slot: 1, grid: [1, 1, 1], count: 1 },
+                Entry { slot: 2, grid: [1, 1, 1], count: 7 },
+                Entry { slot: 2, grid: [2, 1, 1], count: 1 },
+            ]
+        );
+    }
+}

@@ -1,0 +1,232 @@
+//! The facts about a physical device that ggml-vulkan chooses its shaders by, asked from the next link
+//! when a device is created: name, driver, vendor, subgroup sizes, integer dot product, cooperative
+//! matrices, FP16. ggml-vulkan's own start-up line (`int dot: … | matrix cores: …`) reports the same
+//! properties combined with what its shader compiler supported; the trace records what the device
+//! offers.
+//!
+//! Also here: turning pipeline statistics on (`VK_KHR_pipeline_executable_properties`) for devices
+//! that offer them, by adding the extension and its feature to the device's creation.
+
+use std::ffi::{c_char, c_void, CStr};
+
+use ash::vk;
+
+use crate::dispatch::InstanceDispatch;
+use crate::loader;
+use crate::pipelines::DeviceFacts;
+
+/// Most device extensions read (drivers offer a few hundred).
+const MAX_EXTENSIONS: u32 = 4096;
+
+pub const PIPELINE_EXECUTABLE_PROPERTIES: &CStr = c"VK_KHR_pipeline_executable_properties";
+
+/// The extension names a physical device offers.
+///
+/// # Safety
+/// `physical` must be a physical device of the instance `inst` describes.
+pub unsafe fn extensions(inst: &InstanceDispatch, physical: vk::PhysicalDevice) -> Vec<Vec<u8>> {
+    let Some(enumerate) = inst.enumerate_device_extension_properties else { return Vec::new() };
+    let mut count = 0u32;
+    // SAFETY: the count query of vkEnumerateDeviceExtensionProperties.
+    if unsafe { enumerate(physical, std::ptr::null(), &mut count, std::ptr::null_mut()) } != vk::Result::SUCCESS {
+        return Vec::new();
+    }
+    let mut props = vec![vk::ExtensionProperties::default(); count.min(MAX_EXTENSIONS) as usize];
+    let mut count = props.len() as u32;
+    // SAFETY: `props` has room for `count` elements; VK_INCOMPLETE (more than that) keeps what fit.
+    let result = unsafe { enumerate(physical, std::ptr::null(), &mut count, props.as_mut_ptr()) };
+    if result != vk::Result::SUCCESS && result != vk::Result::INCOMPLETE {
+        return Vec::new();
+    }
+    props.truncate(count as usize);
+    props.iter().map(|p| c_text(&p.extension_name)).collect()
+}
+
+/// The bytes of a fixed-size C string field, up to its terminator.
+fn c_text(field: &[c_char]) -> Vec<u8> {
+    field.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect()
+}
+
+fn has(extensions: &[Vec<u8>], name: &str) -> bool {
+    extensions.iter().any(|e| e == name.as_bytes())
+}
+
+fn device_type(t: vk::PhysicalDeviceType) -> &'static str {
+    match t {
+        vk::PhysicalDeviceType::DISCRETE_GPU => "discrete",
+        vk::PhysicalDeviceType::INTEGRATED_GPU => "integrated",
+        vk::PhysicalDeviceType::VIRTUAL_GPU => "virtual",
+        vk::PhysicalDeviceType::CPU => "cpu",
+        _ => "other",
+    }
+}
+
+/// The device's facts (its trace id is set by the registry).
+///
+/// # Safety
+/// `physical` must be a physical device of the instance `inst` describes.
+pub unsafe fn facts(inst: &InstanceDispatch, physical: vk::PhysicalDevice, extensions: &[Vec<u8>]) -> DeviceFacts {
+    let mut props = vk::PhysicalDeviceProperties::default();
+    if let Some(get) = inst.get_physical_device_properties {
+        // SAFETY: fills one VkPhysicalDeviceProperties.
+        unsafe { get(physical, &mut props) };
+    }
+    let version = props.api_version;
+    let at_least = |minor: u32| vk::api_version_major(version) > 1 || vk::api_version_minor(version) >= minor;
+    let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
+    let mut driver = vk::PhysicalDeviceDriverProperties::default();
+    let mut size_control = vk::PhysicalDeviceSubgroupSizeControlProperties::default();
+    let has_driver = at_least(2) || has(extensions, "VK_KHR_driver_properties");
+    let has_size_control = at_least(3) || has(extensions, "VK_EXT_subgroup_size_control");
+    if let (Some(get2), true) = (inst.get_physical_device_properties2, at_least(1)) {
+        // Only structures the device knows may be chained.
+        let mut next: *mut c_void = std::ptr::null_mut();
+        if has_size_control {
+            size_control.p_next = next;
+            next = &mut size_control as *mut _ as *mut c_void;
+        }
+        if has_driver {
+            driver.p_next = next;
+            next = &mut driver as *mut _ as *mut c_void;
+        }
+        subgroup.p_next = next;
+        let mut props2 =
+            vk::PhysicalDeviceProperties2 { p_next: &mut subgroup as *mut _ as *mut c_void, ..Default::default() };
+        // SAFETY: a chain of live output structures the device supports.
+        unsafe { get2(physical, &mut props2) };
+    }
+    let mut integer_dot = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default();
+    let mut float16 = vk::PhysicalDeviceShaderFloat16Int8Features::default();
+    let has_integer_dot = at_least(3) || has(extensions, "VK_KHR_shader_integer_dot_product");
+    let has_float16 = at_least(2) || has(extensions, "VK_KHR_shader_float16_int8");
+    if let (Some(get2), true) = (inst.get_physical_device_features2, at_least(1)) {
+        let mut next: *mut c_void = std::ptr::null_mut();
+        if has_integer_dot {
+            integer_dot.p_next = next;
+            next = &mut integer_dot as *mut _ as *mut c_void;
+        }
+        if has_float16 {
+            float16.p_next = next;
+            next = &mut float16 as *mut _ as *mut c_void;
+        }
+        let mut features2 = vk::PhysicalDeviceFeatures2 { p_next: next, ..Default::default() };
+        // SAFETY: a chain of live output structures the device supports.
+        unsafe { get2(physical, &mut features2) };
+    }
+    let compute_arithmetic = subgroup.supported_stages.contains(vk::ShaderStageFlags::COMPUTE)
+        && subgroup.supported_operations.contains(vk::SubgroupFeatureFlags::ARITHMETIC);
+    DeviceFacts {
+        id: 0,
+        name: c_text(&props.device_name),
+        driver: c_text(&driver.driver_name),
+        driver_info: c_text(&driver.driver_info),
+        driver_version: props.driver_version,
+        api_version: [vk::api_version_major(version), vk::api_version_minor(version), vk::api_version_patch(version)],
+        vendor_id: props.vendor_id,
+        device_id: props.device_id,
+        device_type: device_type(props.device_type),
+        subgroup_size: subgroup.subgroup_size,
+        subgroup_size_min: size_control.min_subgroup_size,
+        subgroup_size_max: size_control.max_subgroup_size,
+        integer_dot: integer_dot.shader_integer_dot_product == vk::TRUE,
+        cooperative_matrix: has(extensions, "VK_KHR_cooperative_matrix") || has(extensions, "VK_NV_cooperative_matrix"),
+        flags: vec![
+            ("subgroup_arithmetic", compute_arithmetic),
+            ("subgroup_size_control", has_size_control),
+            ("fp16", float16.shader_float16 == vk::TRUE),
+            ("bf16", has(extensions, "VK_KHR_shader_bfloat16")),
+            ("cooperative_matrix2", has(extensions, "VK_NV_cooperative_matrix2")),
+            ("pipeline_executable_properties", has(extensions, "VK_KHR_pipeline_executable_properties")),
+        ],
+    }
+}
+
+/// Whether the device supports the `pipelineExecutableInfo` feature.
+///
+/// # Safety
+/// As for [`facts`].
+pub unsafe fn supports_pipeline_statistics(inst: &InstanceDispatch, physical: vk::PhysicalDevice) -> bool {
+    let Some(get2) = inst.get_physical_device_features2 else { return false };
+    let mut feature = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default();
+    let mut features2 =
+        vk::PhysicalDeviceFeatures2 { p_next: &mut feature as *mut _ as *mut c_void, ..Default::default() };
+    // SAFETY: one live output structure of an extension the caller checked the device offers.
+    unsafe { get2(physical, &mut features2) };
+    feature.pipeline_executable_info == vk::TRUE
+}
+
+/// How a device's creation turns pipeline statistics on, when the application did not.
+pub enum Statistics {
+    /// The application decided (it chained the feature structure): statistics are captured if it
+    /// enabled the feature.
+    ByApplication(bool),
+    /// The layer adds the extension (when missing) and the feature.
+    ByLayer,
+}
+
+/// What the application's `VkDeviceCreateInfo` says about pipeline statistics.
+///
+/// # Safety
+/// `info` must be a valid `VkDeviceCreateInfo`.
+pub unsafe fn statistics_in(info: &vk::DeviceCreateInfo<'_>) -> Statistics {
+    // SAFETY: the chain of a valid create info.
+    for s in unsafe { loader::chain(info.p_next) } {
+        // SAFETY: a structure of the chain; its sType says which.
+        if unsafe { (*s).s_type } == vk::StructureType::PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR {
+            // SAFETY: that sType is this structure.
+            let feature = unsafe { &*(s as *const vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR<'_>) };
+            return Statistics::ByApplication(feature.pipeline_executable_info == vk::TRUE);
+        }
+    }
+    Statistics::ByLayer
+}
+
+/// The application's extension names plus `VK_KHR_pipeline_executable_properties` if missing.
+///
+/// # Safety
+/// `info` must be a valid `VkDeviceCreateInfo`.
+pub unsafe fn extensions_with_statistics(info: &vk::DeviceCreateInfo<'_>) -> Vec<*const c_char> {
+    let mut names: Vec<*const c_char> = if info.enabled_extension_count == 0
+        || info.pp_enabled_extension_names.is_null()
+    {
+        Vec::new()
+    } else {
+        // SAFETY: a valid create info holds that many extension name pointers.
+        unsafe { std::slice::from_raw_parts(info.pp_enabled_extension_names, info.enabled_extension_count as usize) }
+            .to_vec()
+    };
+    // SAFETY: each is a NUL-terminated extension name of a valid create info.
+    if !names.iter().any(|&n| unsafe { CStr::from_ptr(n) } == PIPELINE_EXECUTABLE_PROPERTIES) {
+        names.push(PIPELINE_EXECUTABLE_PROPERTIES.as_ptr());
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_application_s_choice_and_adds_the_extension_once() {
+        let mut feature = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR {
+            pipeline_executable_info: vk::FALSE,
+            ..Default::default()
+        };
+        let mut info = vk::DeviceCreateInfo::default();
+        // SAFETY: a create info without a chain.
+        assert!(matches!(unsafe { statistics_in(&info) }, Statistics::ByLayer));
+        info.p_next = &mut feature as *mut _ as *const c_void;
+        // SAFETY: a chain of one live structure.
+        assert!(matches!(unsafe { statistics_in(&info) }, Statistics::ByApplication(false)));
+        let names = [c"VK_KHR_16bit_storage".as_ptr()];
+        info.enabled_extension_count = 1;
+        info.pp_enabled_extension_names = names.as_ptr();
+        // SAFETY: one live extension name.
+        let added = unsafe { extensions_with_statistics(&info) };
+        assert_eq!(added.len(), 2);
+        let already = [c"VK_KHR_pipeline_executable_properties".as_ptr()];
+        info.pp_enabled_extension_names = already.as_ptr();
+        // SAFETY: as above.
+        assert_eq!(unsafe { extensions_with_statistics(&info) }.len(), 1);
+    }
+}

@@ -1,0 +1,35 @@
+//! backscope's Vulkan layer: counts compute dispatches per pipeline inside a process, without
+//! changing what the process does, and writes them to a backscope trace file
+//! (`docs/trace-format.md`: `device` records, Vulkan pipelines as kernels, windows of dispatches).
+//!
+//! The Vulkan loader loads it as an explicit layer (`VK_LAYER_BACKSCOPE_dispatch`, enabled through
+//! `VK_ADD_LAYER_PATH` and `VK_INSTANCE_LAYERS`, which `backscope trace` and `sweep --trace` set).
+//! It implements the loader–layer interface version 2 (`api`, `loader`): instance and device
+//! dispatch tables keyed by the handles' dispatch keys (`dispatch`), each call forwarded to the next
+//! link. It follows shader modules (SPIR-V hash, workgroup size) and compute pipelines (named by
+//! `vkSetDebugUtilsObjectNameEXT`, as ggml-vulkan does with `GGML_VK_DEBUG_MARKERS`, else
+//! `spirv:<hash>`) in `pipelines`, records the dispatches of each command buffer (`commands`) and
+//! counts them when the buffer is submitted; `writer` turns the counts into windows.
+//!
+//! Rules the code keeps:
+//! * every call is forwarded with the caller's arguments and its result returned; the one change
+//!   the layer makes is to turn driver pipeline statistics on where a device offers them (`device`);
+//! * no panic crosses into C: observation runs under `state::guarded`, and a panic switches it off;
+//! * recording a dispatch takes no lock and, once a command buffer has recorded its largest batch,
+//!   allocates nothing; counting a submission takes no lock;
+//! * problems produce one line on stderr and switch observation off; calls are still forwarded.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+pub mod api;
+mod commands;
+mod device;
+mod dispatch;
+mod handles;
+mod loader;
+mod pipelines;
+mod shader;
+mod state;
+mod sync;
+mod writer;

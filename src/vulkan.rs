@@ -1,0 +1,458 @@
+//! Vulkan pipelines as backscope reads them from the Vulkan layer's traces (`crates/vklayer`): which ggml code
+//! path a pipeline is (`data/vulkan_pipelines.toml`), which shader embedded in `libggml-vulkan.so` a `spirv:<hash>`
+//! pipeline runs, and how a command is run with the layer enabled.
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use trace_format::vulkan::{loader_env, LAYER_NAME, LIBRARY_FILE, MANIFEST_FILE};
+
+use crate::trace::TraceFile;
+
+pub const PIPELINES_FILE: &str = "data/vulkan_pipelines.toml";
+/// The environment variable that makes ggml-vulkan name its pipelines (`vkSetDebugUtilsObjectNameEXT`).
+pub const GGML_DEBUG_MARKERS: &str = "GGML_VK_DEBUG_MARKERS";
+
+#[derive(Debug, Deserialize)]
+struct RuleText {
+    family: String,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    shader: Option<String>,
+    #[serde(default)]
+    op: Option<String>,
+    #[serde(default)]
+    helper: bool,
+    /// Where the rule comes from upstream; required so that a rule without one does not load.
+    #[allow(dead_code)]
+    source: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct PipelinesText {
+    types: Vec<String>,
+    rule: Vec<RuleText>,
+}
+
+/// One rule of `data/vulkan_pipelines.toml`, its patterns compiled.
+#[derive(Debug)]
+pub struct Rule {
+    pub family: String,
+    name: Option<regex_lite::Regex>,
+    shader: Option<regex_lite::Regex>,
+    pub op: Option<String>,
+    pub helper: bool,
+}
+
+/// The rules, in order.
+pub fn rules() -> &'static [Rule] {
+    static RULES: OnceLock<Vec<Rule>> = OnceLock::new();
+    RULES.get_or_init(|| {
+        // The file is part of the binary and checked by unit tests: a parse failure is a build defect.
+        let text: PipelinesText =
+            toml::from_str(include_str!("../data/vulkan_pipelines.toml")).expect("data/vulkan_pipelines.toml parses");
+        let types = text.types.join("|");
+        let compile = |p: &Option<String>| {
+            p.as_ref().map(|p| {
+                regex_lite::Regex::new(&p.replace("{type}", &types))
+                    .unwrap_or_else(|e| panic!("data/vulkan_pipelines.toml: pattern {p}: {e}"))
+            })
+        };
+        text.rule
+            .iter()
+            .map(|r| Rule {
+                family: r.family.clone(),
+                name: compile(&r.name),
+                shader: compile(&r.shader),
+                op: r.op.clone(),
+                helper: r.helper,
+            })
+            .collect()
+    })
+}
+
+/// What backscope knows about one Vulkan pipeline name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PipelineName {
+    pub family: &'static str,
+    /// The ggml op it computes, as GGML_VK_PERF_LOGGER names the node.
+    pub op: Option<&'static str>,
+    /// A dispatch a node issues besides its main pipeline.
+    pub helper: bool,
+    /// The ggml type of its weights or input (`Q4_K`), from the name.
+    pub ggml_type: Option<&'static str>,
+    /// Matmul tile and alignment, and the shader's variant (coopmat, subgroup), in words.
+    pub variant: Option<String>,
+}
+
+/// The family of pipelines no rule matches.
+pub const OTHER: &str = "other";
+
+/// Classifies the pipeline `name` (a debug name, a shader name, or `spirv:<hash>`); `shader` is the embedded
+/// shader its SPIR-V hash matched, if one did.
+pub fn describe(name: &str, shader: Option<&str>) -> PipelineName {
+    for rule in rules() {
+        let captures = match &rule.name {
+            Some(re) => match re.captures(name) {
+                Some(c) => Some(c),
+                None => continue,
+            },
+            None => None,
+        };
+        if let Some(re) = &rule.shader {
+            if !shader.is_some_and(|s| re.is_match(s)) {
+                continue;
+            }
+        }
+        let group = |g: &str| captures.as_ref().and_then(|c| c.name(g)).map(|m| m.as_str());
+        let ggml_type = group("type").and_then(gguf::GgmlType::from_name).and_then(|t| t.info()).map(|i| i.name);
+        let mut variant = Vec::new();
+        if let Some(tile) = group("tile") {
+            variant.push(match tile {
+                "s" | "m" | "l" => format!("tile {tile}"),
+                // 11434 numbers the device's enabled tiles, smallest first (create_mm_pipelines).
+                i => format!("tile #{i} of the enabled s/m/l"),
+            });
+        }
+        if group("aligned").is_some() {
+            variant.push("aligned".to_string());
+        }
+        if let Some(s) = shader {
+            for (suffix, words) in [
+                ("_cm2", "coopmat2"),
+                ("_cm1", "coopmat"),
+                ("_subgroup_no_shmem", "subgroup, no shared memory"),
+                ("_subgroup", "subgroup"),
+            ] {
+                if s.ends_with(suffix) {
+                    variant.push(words.to_string());
+                    break;
+                }
+            }
+        }
+        return PipelineName {
+            family: rule.family.as_str(),
+            op: rule.op.as_deref(),
+            helper: rule.helper,
+            ggml_type,
+            variant: (!variant.is_empty()).then(|| variant.join(", ")),
+        };
+    }
+    PipelineName { family: OTHER, op: None, helper: false, ggml_type: None, variant: None }
+}
+
+/// The shaders that pipelines' SPIR-V hashes matched: `libggml-vulkan.so`'s embedded shaders, hashed as the
+/// layer hashes modules (`trace_format::spirv::module_hash`). Built from the libraries the traces name (a
+/// pipeline's `spirv_object`), each read once.
+#[derive(Debug, Default)]
+pub struct ShaderIndex {
+    by_hash: HashMap<String, String>,
+    /// Libraries read: path, and what came of it.
+    pub libraries: Vec<(PathBuf, Library)>,
+}
+
+/// What reading one library gave.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Library {
+    /// This many embedded shaders.
+    Shaders(usize),
+    /// No symbol table (a stripped library): its shaders have no names.
+    Stripped,
+    /// It could not be read.
+    Unreadable(String),
+}
+
+/// Largest library read for shaders (libggml-vulkan.so of llama.cpp 11434 is 29 MB).
+const MAX_LIBRARY_BYTES: u64 = 1 << 30;
+
+impl ShaderIndex {
+    /// Reads the libraries `traces` name that are not read yet.
+    pub fn add_traces<'a>(&mut self, traces: impl IntoIterator<Item = &'a TraceFile>) {
+        let mut wanted = BTreeSet::new();
+        for t in traces {
+            for k in t.kernels.values().filter(|k| k.api == "vulkan") {
+                if let Some(object) = &k.spirv_object {
+                    wanted.insert(PathBuf::from(object));
+                }
+            }
+        }
+        for path in wanted {
+            if !self.libraries.iter().any(|(p, _)| *p == path) {
+                let outcome = self.read_library(&path);
+                self.libraries.push((path, outcome));
+            }
+        }
+    }
+
+    fn read_library(&mut self, path: &Path) -> Library {
+        let bytes = match std::fs::metadata(path) {
+            Ok(m) if m.len() > MAX_LIBRARY_BYTES => {
+                return Library::Unreadable(format!("larger than {MAX_LIBRARY_BYTES} bytes"));
+            }
+            Ok(_) => match std::fs::read(path) {
+                Ok(b) => b,
+                Err(e) => return Library::Unreadable(e.to_string()),
+            },
+            Err(e) => return Library::Unreadable(e.to_string()),
+        };
+        match binfmt::spirv::embedded_shaders(&bytes) {
+            Ok(shaders) if shaders.is_empty() => Library::Stripped,
+            Ok(shaders) => {
+                for s in &shaders {
+                    let hash = trace_format::spirv::hex(trace_format::spirv::module_hash(s.code));
+                    let hash = String::from_utf8_lossy(&hash).into_owned();
+                    // Two arrays with the same code (aliases) keep the first name.
+                    self.by_hash.entry(hash).or_insert_with(|| s.name.to_string());
+                }
+                Library::Shaders(shaders.len())
+            }
+            Err(e) => Library::Unreadable(e.to_string()),
+        }
+    }
+
+    /// The shader with SPIR-V hash `hash`.
+    pub fn shader(&self, hash: &str) -> Option<&str> {
+        self.by_hash.get(hash).map(String::as_str)
+    }
+
+    /// Renames the trace's `spirv:<hash>` pipelines after the shaders their hashes matched, so that pipelines
+    /// running one shader are one row.
+    pub fn name_pipelines(&self, trace: &mut TraceFile) {
+        for k in trace.kernels.values_mut().filter(|k| k.api == "vulkan") {
+            if let Some(shader) = k.name.strip_prefix("spirv:").and_then(|h| self.shader(h)) {
+                k.name = shader.to_string();
+            }
+        }
+    }
+
+    /// The shaders behind the Vulkan pipelines of `traces`, by pipeline name (after [`ShaderIndex::name_pipelines`]).
+    pub fn shaders_by_name<'a>(&self, traces: impl IntoIterator<Item = &'a TraceFile>) -> Shaders {
+        let mut by_name: HashMap<String, Vec<String>> = HashMap::new();
+        for k in traces.into_iter().flat_map(|t| t.kernels.values()).filter(|k| k.api == "vulkan") {
+            if let Some(shader) = k.spirv_hash.as_deref().and_then(|h| self.shader(h)) {
+                let list = by_name.entry(k.name.clone()).or_default();
+                if !list.iter().any(|s| s == shader) {
+                    list.push(shader.to_string());
+                }
+            }
+        }
+        for list in by_name.values_mut() {
+            list.sort_unstable();
+        }
+        Shaders { by_name }
+    }
+
+    /// Pipelines still named `spirv:<hash>` in `traces`, and why: for the claim that says so.
+    pub fn unnamed<'a>(&self, traces: impl IntoIterator<Item = &'a TraceFile>) -> usize {
+        traces
+            .into_iter()
+            .flat_map(|t| t.kernels.values())
+            .filter(|k| k.api == "vulkan" && k.name.starts_with("spirv:"))
+            .count()
+    }
+}
+
+/// The shaders behind Vulkan pipelines, by pipeline name: what [`describe`] is told about a row.
+#[derive(Debug, Default)]
+pub struct Shaders {
+    by_name: HashMap<String, Vec<String>>,
+}
+
+impl Shaders {
+    /// The shaders pipelines named `name` ran (several when pipelines share a name).
+    pub fn of(&self, name: &str) -> &[String] {
+        self.by_name.get(name).map(Vec::as_slice).unwrap_or_default()
+    }
+}
+
+/// The Vulkan layer library: explicit path, `$BACKSCOPE_VKLAYER_SO`, or beside the backscope executable (where
+/// `cargo build` puts it).
+pub fn find_layer(explicit: Option<&Path>) -> Result<PathBuf> {
+    if let Some(p) = explicit {
+        return p.canonicalize().with_context(|| format!("Vulkan layer library {}", p.display()));
+    }
+    if let Some(p) = std::env::var_os("BACKSCOPE_VKLAYER_SO") {
+        let p = PathBuf::from(p);
+        return p.canonicalize().with_context(|| format!("BACKSCOPE_VKLAYER_SO={}", p.display()));
+    }
+    let exe = std::env::current_exe().context("locating the backscope executable")?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    for candidate in
+        [dir.join(LIBRARY_FILE), dir.join("deps").join(LIBRARY_FILE), dir.join("../lib/backscope").join(LIBRARY_FILE)]
+    {
+        if candidate.is_file() {
+            return Ok(candidate.canonicalize()?);
+        }
+    }
+    bail!(
+        "cannot find {LIBRARY_FILE} next to {}; build it with `cargo build --release` (the workspace builds it)",
+        exe.display()
+    )
+}
+
+/// The directory holding the layer's manifest for `layer` (written if missing or different): `vulkan/` beside
+/// the library when that can be written, else a directory of this user's under the temp dir. The loader reads
+/// every manifest of a directory on `VK_ADD_LAYER_PATH`, so the directory holds nothing else.
+pub fn manifest_dir(layer: &Path) -> Result<PathBuf> {
+    let mut text = Vec::new();
+    // The loader reads `implementation_version` as an integer.
+    trace_format::vulkan::manifest(&mut text, layer.as_os_str().as_encoded_bytes(), "1");
+    let beside = layer.parent().map(|d| d.join("vulkan"));
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let fallback = std::env::temp_dir().join(format!("backscope-vklayer-{uid}"));
+    let mut last_error = None;
+    for dir in beside.into_iter().chain([fallback]) {
+        let path = dir.join(MANIFEST_FILE);
+        if std::fs::read(&path).is_ok_and(|t| t == text) {
+            return Ok(dir);
+        }
+        match write_atomically(&dir, &path, &text) {
+            Ok(()) => return Ok(dir),
+            Err(e) => last_error = Some(e),
+        }
+    }
+    Err(last_error.unwrap_or_else(|| anyhow::anyhow!("no directory for the Vulkan layer manifest")))
+}
+
+/// Writes `path` through a temporary file renamed over it, so that a loader (or another backscope) reading it
+/// meanwhile sees the old or the new manifest, never half of one.
+fn write_atomically(dir: &Path, path: &Path, text: &[u8]) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).with_context(|| format!("writing in {}", dir.display()))?;
+    tmp.write_all(text)?;
+    use std::os::unix::fs::PermissionsExt;
+    tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    tmp.persist(path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// The variables that enable the layer in a process: its manifest directory added to `VK_ADD_LAYER_PATH`, its
+/// name added to `VK_INSTANCE_LAYERS` (both keep what `existing` gives them), and `GGML_VK_DEBUG_MARKERS=1` unless
+/// set, so that ggml-vulkan names its pipelines.
+pub fn layer_env(manifest_dir: &Path, existing: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
+    let join = |first: String, rest: Option<String>| match rest.filter(|r| !r.is_empty()) {
+        Some(r) if r.split(':').any(|x| x == first) => r,
+        Some(r) => format!("{first}:{r}"),
+        None => first,
+    };
+    let mut vars = vec![
+        (
+            loader_env::ADD_LAYER_PATH.to_string(),
+            join(manifest_dir.display().to_string(), existing(loader_env::ADD_LAYER_PATH)),
+        ),
+        (loader_env::INSTANCE_LAYERS.to_string(), join(LAYER_NAME.to_string(), existing(loader_env::INSTANCE_LAYERS))),
+    ];
+    if existing(GGML_DEBUG_MARKERS).is_none() {
+        vars.push((GGML_DEBUG_MARKERS.to_string(), "1".to_string()));
+    }
+    vars
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_compiles_and_names_a_source() {
+        assert!(rules().len() > 20);
+        let text: PipelinesText = toml::from_str(include_str!("../data/vulkan_pipelines.toml")).unwrap();
+        assert!(text.rule.iter().all(|r| !r.source.is_empty() && (r.name.is_some() || r.shader.is_some())));
+        for t in &text.types {
+            assert!(gguf::GgmlType::from_name(t).is_some() || t == "q8_1", "type {t} is not a ggml type");
+        }
+    }
+
+    /// Pipeline names ggml-vulkan 11434 gives (ggml-vulkan.cpp, ggml_vk_load_shaders), and shader names of its
+    /// vulkan-shaders-gen, as the layer saw them on lavapipe.
+    #[test]
+    fn classifies_ggml_vulkan_names() {
+        let cases = [
+            ("mul_mat_vec_f16_f32_f32", None, "MMV", Some("MUL_MAT_VEC"), Some("F16")),
+            ("mul_mat_vec_q4_k_q8_1_f32", None, "MMVQ", Some("MUL_MAT_VEC"), Some("Q4_K")),
+            ("mul_mat_vec_id_q4_k_q8_1_f32", None, "MMVQ", Some("MUL_MAT_ID"), Some("Q4_K")),
+            ("mul_mat_vec_q6_k_f32_f32_subgroup_no_shmem", None, "MMV", Some("MUL_MAT_VEC"), Some("Q6_K")),
+            ("matmul_f16_aligned_2", None, "MM", Some("MUL_MAT"), Some("F16")),
+            ("matmul_q4_k_f32_1", None, "MM", Some("MUL_MAT"), Some("Q4_K")),
+            ("matmul_q4_0_q8_1_aligned_0", None, "MMQ", Some("MUL_MAT"), Some("Q4_0")),
+            ("matmul_quant_f32_f16acc_aligned_0", None, "MM", Some("MUL_MAT"), None),
+            ("matmul_f16_aligned_1", Some("matmul_f16_cm2"), "MM-coopmat2", Some("MUL_MAT"), None),
+            ("matmul_f16_aligned_1", Some("matmul_f16_cm1"), "MM-coopmat", Some("MUL_MAT"), None),
+            ("flash_attn_f32_f16_aligned", None, "FA", Some("FLASH_ATTN_EXT"), None),
+            ("flash_attn_f32_f16_aligned_f16acc_cm2", None, "FA-coopmat2", Some("FLASH_ATTN_EXT"), None),
+            ("fa_split_k_reduce", None, "FA-support", Some("FLASH_ATTN_EXT"), None),
+            ("split_k_reduce", None, "MM-support", Some("MUL_MAT"), None),
+            ("quantize_q8_1_x4_subgroup", None, "quantize", Some("MUL_MAT"), None),
+            ("dequant_q4_k", None, "dequantize", Some("MUL_MAT"), Some("Q4_K")),
+            ("rms_norm_mul_f32", None, "norm", Some("RMS_NORM"), None),
+            ("rms_norm_mul_rope_f32_f16", None, "norm", Some("RMS_NORM"), None),
+            ("rope_norm_f32_f16", None, "RoPE", Some("ROPE"), None),
+            ("soft_max_f32_wg512", None, "softmax", Some("SOFT_MAX"), None),
+            ("add_rms_f32_f32_f32_norepeat", None, "elementwise", Some("ADD"), None),
+            ("swiglu_f32", None, "elementwise", Some("GLU"), None),
+            ("get_rows_q4_k_f32", None, "copy", Some("GET_ROWS"), Some("Q4_K")),
+            ("set_rows_f32_f16_i64", None, "copy", Some("SET_ROWS"), None),
+            ("spirv:0123456789abcdef", None, OTHER, None, None),
+        ];
+        for (name, shader, family, op, ty) in cases {
+            let d = describe(name, shader);
+            assert_eq!((d.family, d.op, d.ggml_type), (family, op, ty), "{name} ({shader:?})");
+        }
+        assert_eq!(
+            describe("matmul_f16_aligned_2", None).variant.as_deref(),
+            Some("tile #2 of the enabled s/m/l, aligned")
+        );
+        assert_eq!(describe("matmul_f32_f32_l", None).variant.as_deref(), Some("tile l"));
+        assert_eq!(
+            describe("matmul_quant_f32_f16acc_aligned_0", Some("matmul_quant_f32_f16acc")).variant.as_deref(),
+            Some("tile #0 of the enabled s/m/l, aligned")
+        );
+        assert!(describe("fa_split_k_reduce", None).helper && !describe("flash_attn_f32_f16", None).helper);
+    }
+
+    #[test]
+    fn the_environment_adds_to_what_is_there() {
+        let none = layer_env(Path::new("/opt/b/vulkan"), |_| None);
+        assert_eq!(
+            none,
+            [
+                ("VK_ADD_LAYER_PATH".to_string(), "/opt/b/vulkan".to_string()),
+                ("VK_INSTANCE_LAYERS".to_string(), "VK_LAYER_BACKSCOPE_dispatch".to_string()),
+                ("GGML_VK_DEBUG_MARKERS".to_string(), "1".to_string()),
+            ]
+        );
+        let some = layer_env(Path::new("/opt/b/vulkan"), |k| match k {
+            "VK_ADD_LAYER_PATH" => Some("/x".into()),
+            "VK_INSTANCE_LAYERS" => Some("VK_LAYER_KHRONOS_validation".into()),
+            "GGML_VK_DEBUG_MARKERS" => Some("0".into()),
+            _ => None,
+        });
+        assert_eq!(some[0].1, "/opt/b/vulkan:/x");
+        assert_eq!(some[1].1, "VK_LAYER_BACKSCOPE_dispatch:VK_LAYER_KHRONOS_validation");
+        assert_eq!(some.len(), 2, "a GGML_VK_DEBUG_MARKERS the user set is theirs");
+        let again = layer_env(Path::new("/opt/b/vulkan"), |k| (k == "VK_INSTANCE_LAYERS").then(|| LAYER_NAME.into()));
+        assert_eq!(again[1].1, LAYER_NAME, "not added twice");
+    }
+
+    #[test]
+    fn the_manifest_is_written_once_and_points_at_the_library() {
+        let dir = tempfile::tempdir().unwrap();
+        let layer = dir.path().join(LIBRARY_FILE);
+        std::fs::write(&layer, b"not really a library").unwrap();
+        let at = manifest_dir(&layer).unwrap();
+        assert_eq!(at, dir.path().join("vulkan"));
+        let text = std::fs::read_to_string(at.join(MANIFEST_FILE)).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(json["layer"]["library_path"], layer.display().to_string());
+        assert_eq!(json["layer"]["name"], LAYER_NAME);
+        let before = std::fs::metadata(at.join(MANIFEST_FILE)).unwrap().modified().unwrap();
+        assert_eq!(manifest_dir(&layer).unwrap(), at);
+        assert_eq!(std::fs::metadata(at.join(MANIFEST_FILE)).unwrap().modified().unwrap(), before, "not rewritten");
+        assert_eq!(std::fs::read_dir(&at).unwrap().count(), 1, "nothing else in the directory");
+    }
+}
