@@ -424,7 +424,15 @@ fn the_demo_scan_fits_80_and_120_columns_with_the_gfx900_verdict_first() {
         let mut lines = text.lines();
         assert_eq!(lines.next(), Some("On gfx900"), "{text}");
         let verdict = lines.next().unwrap();
-        assert!(verdict.starts_with("[Inferred] On gfx900, whether any scanned library can run depends"), "{text}");
+        // No library carries ggml code for gfx900: the verdict says what is left, by library (the mode-dependent
+        // rocSPARSE, the vendor-BLAS code objects).
+        assert!(
+            verdict.starts_with("[Inferred] On gfx900, no scanned library carries ggml code built for it;"),
+            "{text}"
+        );
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(flat.contains("librocsparse.so.0.1 carries code only for a specific xnack/sramecc mode"), "{text}");
+        assert!(flat.contains("vendor BLAS kernels exist for it (librocblas.so.0"), "{text}");
         // The rocBLAS library directory keeps both ends of its label in the coverage table (it once showed as
         // `library)`): its name, and as much of its path as the width leaves.
         let start = if width == 120 { "┆ rocblas (/" } else { "┆ rocb" };

@@ -432,8 +432,9 @@ pub fn claims(report: &ScanReport) -> Vec<Claim> {
             let by_mode = named("depends-on-mode");
             if !by_mode.is_empty() {
                 parts.push(format!(
-                    "{} carry code only for a specific xnack/sramecc mode: give it in --arch (e.g. {}:xnack-) to decide",
+                    "{} {} code only for a specific xnack/sramecc mode: give it in --arch (e.g. {}:xnack-) to decide",
                     by_mode.join(", "),
+                    if by_mode.len() == 1 { "carries" } else { "carry" },
                     ans.arch
                 ));
             }
