@@ -5,7 +5,6 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 use serde_json::Value;
 
@@ -202,27 +201,7 @@ fn a_sweep_run_recorded_with_trace_is_compared_record_by_record() {
     let observer = observer_library();
     let tmp = tempfile::tempdir().unwrap();
     let exe = mmvq_program(tmp.path());
-    let script = tmp.path().join("stand_in.py");
-    std::fs::write(&script, crate::sweep_trace::STAND_IN).unwrap();
-    let counts = tmp.path().join("counts.txt");
-    let (db, runs) = (tmp.path().join("backscope.db"), tmp.path().join("runs"));
-    let server = format!("hip=command:{},{{port}},{},{}", script.display(), exe.display(), counts.display());
-    let args = [
-        "--server",
-        &server,
-        "--program",
-        "hip=python3",
-        "--model",
-        "stand-in",
-        "--repetitions",
-        "2",
-        "--no-stream",
-        "--trace",
-        "--observer",
-        observer.to_str().unwrap(),
-    ];
-    let sweep = Sweep::start(&args, &db, &runs);
-    let (status, events, stderr) = sweep.finish(Duration::from_secs(300));
+    let (status, events, stderr, db) = crate::sweep_trace::traced_stand_in_sweep(tmp.path(), &exe, &observer, 2);
     assert_eq!(status.code(), Some(0), "stderr: {stderr}");
     let recs = records(&events);
     let run_id = recs[0]["run_id"].as_str().unwrap().to_string();

@@ -326,26 +326,7 @@ fn kernels_per_request_of_a_traced_sweep_are_the_medians_of_its_records() {
     let exe = tmp.path().join("kernels");
     stdout_ok(Command::new("hipcc").arg("--offload-arch=gfx900").arg(&src).arg("-o").arg(&exe));
     // The sweep tests' stand-in server: llama-server's JSON shape, the program run once per request.
-    let script = tmp.path().join("stand_in.py");
-    std::fs::write(&script, crate::sweep_trace::STAND_IN).unwrap();
-    let counts = tmp.path().join("counts.txt");
-    let (db, runs) = (tmp.path().join("backscope.db"), tmp.path().join("runs"));
-    let server = format!("hip=command:{},{{port}},{},{}", script.display(), exe.display(), counts.display());
-    let args = [
-        "--server",
-        &server,
-        "--program",
-        "hip=python3",
-        "--model",
-        "stand-in",
-        "--repetitions",
-        "3",
-        "--no-stream",
-        "--trace",
-        "--observer",
-        observer.to_str().unwrap(),
-    ];
-    let (status, events, stderr) = Sweep::start(&args, &db, &runs).finish(Duration::from_secs(300));
+    let (status, events, stderr, db) = crate::sweep_trace::traced_stand_in_sweep(tmp.path(), &exe, &observer, 3);
     assert_eq!(status.code(), Some(0), "stderr: {stderr}");
     let recs = records(&events);
     assert_eq!(recs.len(), 3);

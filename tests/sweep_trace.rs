@@ -155,6 +155,39 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 "#;
 
+/// A traced sweep of the stand-in server (`STAND_IN`) running `program` once per request, `repetitions` cells, into
+/// `dir`'s `backscope.db` and `runs/`. Returns the exit status, the events, stderr and the database path; the
+/// stand-in appends each request's launch count to `dir/counts.txt`.
+pub(crate) fn traced_stand_in_sweep(
+    dir: &Path,
+    program: &Path,
+    observer: &Path,
+    repetitions: u32,
+) -> (std::process::ExitStatus, Vec<Value>, String, PathBuf) {
+    let script = dir.join("stand_in.py");
+    std::fs::write(&script, STAND_IN).unwrap();
+    let counts = dir.join("counts.txt");
+    let (db, runs) = (dir.join("backscope.db"), dir.join("runs"));
+    let server = format!("hip=command:{},{{port}},{},{}", script.display(), program.display(), counts.display());
+    let repetitions = repetitions.to_string();
+    let args = [
+        "--server",
+        &server,
+        "--program",
+        "hip=python3",
+        "--model",
+        "stand-in",
+        "--repetitions",
+        &repetitions,
+        "--no-stream",
+        "--trace",
+        "--observer",
+        observer.to_str().unwrap(),
+    ];
+    let (status, events, stderr) = Sweep::start(&args, &db, &runs).finish(Duration::from_secs(300));
+    (status, events, stderr, db)
+}
+
 #[test]
 fn each_request_gets_exactly_the_hip_launches_made_during_it() {
     let observer = observer_library();
@@ -165,27 +198,8 @@ fn each_request_gets_exactly_the_hip_launches_made_during_it() {
     let plain = stdout_ok(&mut Command::new(&exe));
     let per_run = plain.lines().filter(|l| l.starts_with("launch ")).count() as u64;
     assert!(per_run > 0);
-    let script = tmp.path().join("stand_in.py");
-    std::fs::write(&script, STAND_IN).unwrap();
     let counts = tmp.path().join("counts.txt");
-    let (db, runs) = (tmp.path().join("backscope.db"), tmp.path().join("runs"));
-    let server = format!("hip=command:{},{{port}},{},{}", script.display(), exe.display(), counts.display());
-    let args = [
-        "--server",
-        &server,
-        "--program",
-        "hip=python3",
-        "--model",
-        "stand-in",
-        "--repetitions",
-        "4",
-        "--no-stream",
-        "--trace",
-        "--observer",
-        observer.to_str().unwrap(),
-    ];
-    let sweep = Sweep::start(&args, &db, &runs);
-    let (status, events, stderr) = sweep.finish(Duration::from_secs(300));
+    let (status, events, stderr, db) = traced_stand_in_sweep(tmp.path(), &exe, &observer, 4);
     assert_eq!(status.code(), Some(0), "stderr: {stderr}\nevents: {events:#?}");
     let run_dir = PathBuf::from(s(&events.iter().find(|e| event_is(e, "run_started")).unwrap()["run_dir"]));
     let recs = records(&events);

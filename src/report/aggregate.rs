@@ -104,20 +104,13 @@ impl RecordView<'_> {
 
     /// The outcome as the sweep's table names it (`Record::outcome`).
     fn outcome(&self) -> String {
-        match (self.status, self.error_class) {
-            (Status::Ok, _) => "ok".into(),
-            (Status::Fail, Some(ErrorClass::Crash)) => {
-                format!("crash {}", self.signal.as_deref().unwrap_or("(signal unknown)"))
-            }
-            (Status::Fail, Some(ErrorClass::ServerExit)) => {
-                format!("server_exit {}", self.exit_code.map(|c| c.to_string()).unwrap_or_default())
-            }
-            (Status::Fail, Some(ErrorClass::HttpStatus)) => {
-                format!("http_status {}", self.http_status.map(|c| c.to_string()).unwrap_or_default())
-            }
-            (Status::Fail, Some(c)) => c.as_str().to_string(),
-            (Status::Fail, None) => "fail".into(),
-        }
+        crate::sweep::record::outcome(
+            self.status,
+            self.error_class,
+            self.signal.as_deref(),
+            self.exit_code,
+            self.http_status,
+        )
     }
 }
 
@@ -710,27 +703,9 @@ pub fn of_records(records: &[Record]) -> Result<RunStats> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::record::{BackendFacts, RecordTrace, RunSource, ServerRef, RECORD_SCHEMA};
+    use crate::sweep::record::{BackendFacts, RecordTrace, ServerRef};
 
-    fn rec(ep: &str, ngl: i64, seq: u64) -> Record {
-        Record {
-            schema: RECORD_SCHEMA,
-            run_id: "r".into(),
-            cell_key: format!("{ep}|m|ngl={ngl}|p|n=8|e1|r{seq}"),
-            seq,
-            source: RunSource::Sweep,
-            file: format!("cells/{seq:05}-{ep}/result.json"),
-            endpoint: ep.into(),
-            model: "m".into(),
-            num_gpu: ngl,
-            prompt: "p".into(),
-            num_predict: 8,
-            epoch: 1,
-            repetition: 1,
-            status: Status::Ok,
-            ..Default::default()
-        }
-    }
+    use crate::report::test_records::cell as rec;
 
     fn ok(ep: &str, ngl: i64, seq: u64, start_no: u32, wall: f64, decode: f64) -> Record {
         let mut r = rec(ep, ngl, seq);

@@ -468,30 +468,8 @@ fn outlier_claims(g: &Group, at: &str, base: &str, run_id: &str) -> Vec<Claim> {
 mod tests {
     use super::super::aggregate::of_records;
     use super::*;
-    use crate::sweep::record::{ErrorClass, RunSource, Status, RECORD_SCHEMA};
 
-    fn rec(ep: &str, ngl: i64, seq: u64, ok: bool, value: f64) -> Record {
-        Record {
-            schema: RECORD_SCHEMA,
-            run_id: "r".into(),
-            cell_key: format!("{ep}|{ngl}|{seq}"),
-            seq,
-            source: RunSource::Sweep,
-            file: format!("cells/{seq:05}-{ep}/result.json"),
-            endpoint: ep.into(),
-            model: "m".into(),
-            num_gpu: ngl,
-            prompt: "p".into(),
-            num_predict: 8,
-            status: if ok { Status::Ok } else { Status::Fail },
-            error_class: (!ok).then_some(ErrorClass::Crash),
-            signal: (!ok).then(|| "SIGSEGV".into()),
-            wall_ms: ok.then_some(value),
-            decode_tps: ok.then_some(value / 10.0),
-            ttf_ms: (!ok).then_some(value),
-            ..Default::default()
-        }
-    }
+    use crate::report::test_records::measured as rec;
 
     #[test]
     fn the_investigations_crash_gets_its_verdict_and_the_pattern_its_claim() {

@@ -588,32 +588,16 @@ mod tests {
     use super::super::aggregate::of_records;
     use super::super::{input::RunMeta, ReportView, Rules, SCHEMA};
     use crate::output::{render_document, text::Layout, Format, Render};
-    use crate::sweep::record::{ErrorClass, Record, RunSource, Status, RECORD_SCHEMA};
+    use crate::sweep::record::Record;
 
     const HOSTILE: &str = "</table><script>alert(1)</script> a|b\nnext \u{1b}[31mred\u{1b}]0;t\u{7}";
 
+    /// A measured cell whose model and prompt are hostile text, which every format must escape.
     fn rec(ep: &str, ngl: i64, seq: u64, ok: bool, value: f64) -> Record {
-        Record {
-            schema: RECORD_SCHEMA,
-            run_id: "r".into(),
-            cell_key: format!("{seq}"),
-            seq,
-            source: RunSource::Sweep,
-            file: format!("cells/{seq:05}/result.json"),
-            endpoint: ep.into(),
-            model: HOSTILE.into(),
-            num_gpu: ngl,
-            prompt: format!("{HOSTILE} | p"),
-            num_predict: 8,
-            status: if ok { Status::Ok } else { Status::Fail },
-            error_class: (!ok).then_some(ErrorClass::Crash),
-            signal: (!ok).then(|| "SIGSEGV".into()),
-            wall_ms: ok.then_some(value),
-            decode_tps: ok.then_some(value / 10.0),
-            prompt_tps: ok.then_some(value),
-            ttf_ms: (!ok).then_some(value),
-            ..Default::default()
-        }
+        let mut r = crate::report::test_records::measured(ep, ngl, seq, ok, value);
+        r.model = HOSTILE.into();
+        r.prompt = format!("{HOSTILE} | p");
+        r
     }
 
     fn view(records: &[Record]) -> ReportView {

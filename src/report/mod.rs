@@ -22,6 +22,50 @@ pub mod redact;
 pub mod stats;
 pub mod timeline;
 
+/// Records as a sweep writes them, for the report's unit tests.
+#[cfg(test)]
+pub(crate) mod test_records {
+    use crate::sweep::record::{ErrorClass, Record, RunSource, Status, RECORD_SCHEMA};
+
+    /// A successful record of one cell (model `m`, prompt `p`, 8 tokens, epoch and repetition 1), nothing measured.
+    pub fn cell(ep: &str, ngl: i64, seq: u64) -> Record {
+        Record {
+            schema: RECORD_SCHEMA,
+            run_id: "r".into(),
+            cell_key: format!("{ep}|m|ngl={ngl}|p|n=8|e1|r{seq}"),
+            seq,
+            source: RunSource::Sweep,
+            file: format!("cells/{seq:05}-{ep}/result.json"),
+            endpoint: ep.into(),
+            model: "m".into(),
+            num_gpu: ngl,
+            prompt: "p".into(),
+            num_predict: 8,
+            epoch: 1,
+            repetition: 1,
+            status: Status::Ok,
+            ..Default::default()
+        }
+    }
+
+    /// A cell that measured `value`: its wall time (ms; decode tokens/s a tenth of it, prompt tokens/s equal to it)
+    /// when it succeeded, its time to failure (ms) when it crashed with SIGSEGV.
+    pub fn measured(ep: &str, ngl: i64, seq: u64, ok: bool, value: f64) -> Record {
+        let mut r = cell(ep, ngl, seq);
+        if ok {
+            r.wall_ms = Some(value);
+            r.decode_tps = Some(value / 10.0);
+            r.prompt_tps = Some(value);
+        } else {
+            r.status = Status::Fail;
+            r.error_class = Some(ErrorClass::Crash);
+            r.signal = Some("SIGSEGV".into());
+            r.ttf_ms = Some(value);
+        }
+        r
+    }
+}
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

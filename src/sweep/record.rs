@@ -437,20 +437,7 @@ impl Record {
 
     /// Short outcome for tables and progress: `ok`, `crash SIGSEGV`, `http_status 500`, …
     pub fn outcome(&self) -> String {
-        match (self.status, self.error_class) {
-            (Status::Ok, _) => "ok".into(),
-            (Status::Fail, Some(ErrorClass::Crash)) => {
-                format!("crash {}", self.signal.as_deref().unwrap_or("(signal unknown)"))
-            }
-            (Status::Fail, Some(ErrorClass::ServerExit)) => {
-                format!("server_exit {}", self.exit_code.map(|c| c.to_string()).unwrap_or_default())
-            }
-            (Status::Fail, Some(ErrorClass::HttpStatus)) => {
-                format!("http_status {}", self.http_status.map(|c| c.to_string()).unwrap_or_default())
-            }
-            (Status::Fail, Some(c)) => c.as_str().to_string(),
-            (Status::Fail, None) => "fail".into(),
-        }
+        outcome(self.status, self.error_class, self.signal.as_deref(), self.exit_code, self.http_status)
     }
 }
 
@@ -459,6 +446,29 @@ pub fn tokens_per_second(n: Option<u64>, ms: Option<f64>) -> Option<f64> {
     match (n, ms) {
         (Some(n), Some(ms)) if ms > 0.0 && n > 0 => Some(n as f64 * 1000.0 / ms),
         _ => None,
+    }
+}
+
+/// A record's short outcome from its fields (see [`Record::outcome`]); readers that borrow a record's fields
+/// rather than parse it whole (the report's aggregation) name outcomes the same way through this.
+pub fn outcome(
+    status: Status,
+    error_class: Option<ErrorClass>,
+    signal: Option<&str>,
+    exit_code: Option<i32>,
+    http_status: Option<u16>,
+) -> String {
+    match (status, error_class) {
+        (Status::Ok, _) => "ok".into(),
+        (Status::Fail, Some(ErrorClass::Crash)) => format!("crash {}", signal.unwrap_or("(signal unknown)")),
+        (Status::Fail, Some(ErrorClass::ServerExit)) => {
+            format!("server_exit {}", exit_code.map(|c| c.to_string()).unwrap_or_default())
+        }
+        (Status::Fail, Some(ErrorClass::HttpStatus)) => {
+            format!("http_status {}", http_status.map(|c| c.to_string()).unwrap_or_default())
+        }
+        (Status::Fail, Some(c)) => c.as_str().to_string(),
+        (Status::Fail, None) => "fail".into(),
     }
 }
 

@@ -134,6 +134,7 @@ impl FromSql for RunSource {
     }
 }
 
+#[derive(Debug)]
 pub struct Store {
     conn: Connection,
     pub path: PathBuf,
@@ -176,6 +177,17 @@ impl Store {
         let conn = Connection::open_with_flags(&uri, flags)
             .with_context(|| format!("cannot open database {} for reading", path.display()))?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        let has_tables: bool = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('runs', 'records')",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .with_context(|| format!("{}: not an SQLite database", path.display()))?
+            == 2;
+        if !has_tables {
+            bail!("{}: not a backscope sweep database (no `runs` and `records` tables)", path.display());
+        }
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version > SCHEMA_VERSION {
             bail!(
@@ -362,14 +374,40 @@ impl Store {
         Ok(out)
     }
 
+    /// Calls `f` with each record of one run as stored (its `result.json` text), in plan order, without holding
+    /// more than one record: a run of any size is read in bounded memory. Errors name the database, the run and
+    /// the cell. Returns the number of records.
+    pub fn for_each_record_json(&self, run_id: &str, mut f: impl FnMut(&str) -> Result<()>) -> Result<u64> {
+        let mut st = self.conn.prepare("SELECT json, cell_key FROM records WHERE run_id = ?1 ORDER BY seq")?;
+        let mut rows = st.query([run_id])?;
+        let mut n = 0u64;
+        while let Some(row) = rows.next()? {
+            let at = || {
+                format!(
+                    "{}: record {} of run {run_id}",
+                    self.path.display(),
+                    row.get::<_, String>(1).unwrap_or_default()
+                )
+            };
+            let json =
+                std::str::from_utf8(row.get_ref(0)?.as_bytes()?).with_context(|| format!("{} is not UTF-8", at()))?;
+            f(json).with_context(at)?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// The records of one run in plan order.
     pub fn records(&self, run_id: &str) -> Result<Vec<Record>> {
-        self.record_json(&[run_id.to_string()])?
-            .iter()
-            .map(|j| {
-                serde_json::from_str(j)
-                    .context("a stored record does not parse (written by another backscope version?)")
-            })
-            .collect()
+        let mut out = Vec::new();
+        self.for_each_record_json(run_id, |json| {
+            out.push(
+                serde_json::from_str(json)
+                    .context("the stored record does not parse (written by another backscope version?)")?,
+            );
+            Ok(())
+        })?;
+        Ok(out)
     }
 }
 
