@@ -60,7 +60,7 @@ stamp "writing seeds into fuzz/corpus"
 CARGO_TARGET_DIR="${FUZZ_SEEDS_TARGET_DIR:-$ROOT/fuzz/target/seeds}" \
   cargo run --release -q -p backscope-binfmt --example fuzz_seeds -- "$FIX" "$ROOT/fuzz/corpus"
 CARGO_TARGET_DIR="${FUZZ_SEEDS_TARGET_DIR:-$ROOT/fuzz/target/seeds}" \
-  cargo run --release -q -p backscope-gguf --example fuzz_seeds -- "$VOCABS" "$ROOT/fuzz/corpus"
+  cargo run --release -q -p backscope-gguf --example gguf_fuzz_seeds -- "$VOCABS" "$ROOT/fuzz/corpus"
 
 # The log parser's seeds are its real fixtures.
 mkdir -p fuzz/corpus/logs && cp crates/logs/tests/data/*.log fuzz/corpus/logs/

@@ -1,58 +1,15 @@
 //! Replays every input in `tests/regressions/` through the same drain logic as the fuzz targets
-//! (`tests/drain/mod.rs`). Files are named `<target>-<short hash>.bin`, where `<target>` is a fuzz target
-//! in `fuzz/fuzz_targets/`: crash, timeout and OOM reproducers found by `scripts/fuzz.sh`, plus
-//! hand-made hostile inputs. To add one: copy `fuzz/artifacts/<target>/crash-<sha1>` to
-//! `tests/regressions/<target>-<first 8 hex digits of the sha1>.bin`, fix the decoder, run this test.
+//! (`tests/drain/mod.rs`), with the shared loop of `fuzz_replay`. To add one: copy
+//! `fuzz/artifacts/<target>/crash-<sha1>` to `tests/regressions/<target>-<first 8 hex digits of the sha1>.bin`,
+//! fix the decoder, run this test.
 
 mod drain;
 
-use std::panic;
 use std::path::Path;
-use std::time::{Duration, Instant};
-
-/// A regression input that takes longer than this (in a debug build) is a slowness regression.
-const MAX_TIME_PER_INPUT: Duration = Duration::from_secs(20);
 
 #[test]
 fn every_regression_input_drains_without_panicking() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/regressions");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
-        .map(|entry| entry.expect("directory entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "bin"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no regression inputs in {}", dir.display());
-
-    let mut failures = Vec::new();
-    for path in &files {
-        let name = path.file_name().and_then(|n| n.to_str()).expect("UTF-8 file name");
-        let target = name.rsplit_once('-').map(|(t, _)| t).unwrap_or_default();
-        let Some(&(_, drain)) = drain::TARGETS.iter().find(|(t, _)| *t == target) else {
-            panic!("{name}: the name must start with a fuzz target name: one of {:?}", target_names());
-        };
-        let data = std::fs::read(path).expect("read regression input");
-        let start = Instant::now();
-        if let Err(panic) = panic::catch_unwind(|| drain(&data)) {
-            let msg = panic.downcast_ref::<String>().map(String::as_str).or(panic.downcast_ref::<&str>().copied());
-            failures.push(format!("{name}: panicked: {}", msg.unwrap_or("(non-string panic)")));
-        }
-        let took = start.elapsed();
-        if took > MAX_TIME_PER_INPUT {
-            failures.push(format!("{name}: took {took:?}"));
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} regression inputs failed:\n{}",
-        failures.len(),
-        files.len(),
-        failures.join("\n")
-    );
-}
-
-fn target_names() -> Vec<&'static str> {
-    drain::TARGETS.iter().map(|(t, _)| *t).collect()
+    fuzz_replay::replay(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/regressions"), drain::TARGETS);
 }
 
 /// The hand-made inputs (tests/regressions/README.md) read as they were built to: offsets and counts from

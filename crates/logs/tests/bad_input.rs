@@ -134,10 +134,5 @@ fn edge_cases_hold_the_drain_properties() {
 fn fuzz_regressions() {
     // Crash files the fuzz target `logs` found, kept in tests/regressions/ (README there).
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/regressions");
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "bin") {
-            drain::logs(&std::fs::read(&path).unwrap());
-        }
-    }
+    fuzz_replay::replay(&dir, &[("logs", drain::logs)]);
 }

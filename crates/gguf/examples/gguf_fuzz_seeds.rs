@@ -1,7 +1,7 @@
 //! Seed corpus for the cargo-fuzz target `gguf`, from real GGUF files:
 //!
 //! ```text
-//! cargo run -p backscope-gguf --example fuzz_seeds -- VOCAB_DIR OUT_DIR
+//! cargo run -p backscope-gguf --example gguf_fuzz_seeds -- VOCAB_DIR OUT_DIR
 //! ```
 //!
 //! VOCAB_DIR holds llama.cpp's `ggml-vocab-*.gguf` (`models/` of the llama.cpp sdist that
@@ -33,7 +33,7 @@ const SYNTH_VOCAB: &str = "ggml-vocab-llama-spm.gguf";
 fn main() {
     let mut args = std::env::args_os().skip(1);
     let (Some(vocab_dir), Some(out)) = (args.next(), args.next()) else {
-        eprintln!("usage: fuzz_seeds VOCAB_DIR OUT_DIR");
+        eprintln!("usage: gguf_fuzz_seeds VOCAB_DIR OUT_DIR");
         std::process::exit(2);
     };
     let mut seeds = Seeds { dir: PathBuf::from(out).join("gguf"), seen: HashSet::new(), written: 0 };
@@ -44,14 +44,14 @@ fn main() {
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
             Err(e) => {
-                eprintln!("fuzz_seeds: skipping {}: {e}", path.display());
+                eprintln!("gguf_fuzz_seeds: skipping {}: {e}", path.display());
                 continue;
             }
         };
         let g = match Gguf::parse(&bytes) {
             Ok(g) => g,
             Err(e) => {
-                eprintln!("fuzz_seeds: skipping {}: {}", path.display(), e.with_names(&bytes));
+                eprintln!("gguf_fuzz_seeds: skipping {}: {}", path.display(), e.with_names(&bytes));
                 continue;
             }
         };
@@ -73,7 +73,7 @@ fn main() {
                 seeds.add(label, &synth_like(&vocab, matrices));
             }
         }
-        None => eprintln!("fuzz_seeds: no {SYNTH_VOCAB} in {}: no synth-like seeds", Path::new(&vocab_dir).display()),
+        None => eprintln!("gguf_fuzz_seeds: no {SYNTH_VOCAB} in {}: no synth-like seeds", Path::new(&vocab_dir).display()),
     }
     let types = every_type();
     seeds.add("types-v3", &types);
@@ -83,7 +83,7 @@ fn main() {
         version.copy_from_slice(&2u32.to_le_bytes());
     }
     seeds.add("types-v2", &v2);
-    eprintln!("fuzz_seeds: gguf: {} seeds written to {}", seeds.written, seeds.dir.display());
+    eprintln!("gguf_fuzz_seeds: gguf: {} seeds written to {}", seeds.written, seeds.dir.display());
 }
 
 /// Seed files, deduplicated by content.
@@ -97,7 +97,7 @@ impl Seeds {
     fn add(&mut self, label: &str, bytes: &[u8]) {
         // Every seed must be a file the reader accepts: the fuzzer starts from valid inputs.
         if let Err(e) = Gguf::parse(bytes) {
-            eprintln!("fuzz_seeds: {label} does not read back: {}", e.with_names(bytes));
+            eprintln!("gguf_fuzz_seeds: {label} does not read back: {}", e.with_names(bytes));
             std::process::exit(1);
         }
         let hash = fnv1a(bytes);
@@ -106,7 +106,7 @@ impl Seeds {
         }
         let path = self.dir.join(format!("{label}-{hash:016x}"));
         if let Err(e) = std::fs::create_dir_all(&self.dir).and_then(|()| std::fs::write(&path, bytes)) {
-            eprintln!("fuzz_seeds: cannot write {}: {e}", path.display());
+            eprintln!("gguf_fuzz_seeds: cannot write {}: {e}", path.display());
             std::process::exit(1);
         }
         self.written += 1;
@@ -122,7 +122,7 @@ fn vocab_files(dir: &Path) -> Vec<PathBuf> {
         Ok(e) => e,
         Err(e) => {
             eprintln!(
-                "fuzz_seeds: cannot read {}: {e} (scripts/fixtures.sh unpacks the llama.cpp sdist)",
+                "gguf_fuzz_seeds: cannot read {}: {e} (scripts/fixtures.sh unpacks the llama.cpp sdist)",
                 dir.display()
             );
             return Vec::new();
