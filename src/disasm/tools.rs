@@ -184,14 +184,28 @@ pub fn find_nvidia(explicit: Option<&Path>, cache: &Path) -> Result<Option<Tool>
 pub fn run(tool: &Tool, input: &Path, mcpu: Option<&str>, budget: u64, limit: Duration) -> Result<Listing, ToolError> {
     let name = tool.path.display().to_string();
     let shown = input.display().to_string();
-    let mut child = Command::new(&tool.path)
-        .args(tool.args(mcpu))
-        .arg(input)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| ToolError::Spawn { path: name.clone(), source })?;
+    let spawn = || {
+        Command::new(&tool.path)
+            .args(tool.args(mcpu))
+            .arg(input)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+    };
+    // A tool written moments ago (a fresh install, a wrapper script) can still be open for writing in a child that
+    // another thread forked before the writer closed it; exec then fails with ETXTBSY until that child execs.
+    // That lasts milliseconds, so a few short retries.
+    let mut tries = 0;
+    let mut child = loop {
+        match spawn() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 10 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => break other.map_err(|source| ToolError::Spawn { path: name.clone(), source })?,
+        }
+    };
     let pid = child.id();
     let (Some(stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
         let _ = child.kill();

@@ -73,7 +73,9 @@ fn main() {
                 seeds.add(label, &synth_like(&vocab, matrices));
             }
         }
-        None => eprintln!("gguf_fuzz_seeds: no {SYNTH_VOCAB} in {}: no synth-like seeds", Path::new(&vocab_dir).display()),
+        None => {
+            eprintln!("gguf_fuzz_seeds: no {SYNTH_VOCAB} in {}: no synth-like seeds", Path::new(&vocab_dir).display())
+        }
     }
     let types = every_type();
     seeds.add("types-v3", &types);
