@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-use crate::sync::SpinLock;
+use format::spin::SpinLock;
 
 /// Which entry point family a kernel was seen through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -9,8 +9,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
-use crate::sync::SpinLock;
 use crate::{graphs, registry, writer};
+use format::spin::SpinLock;
 
 use format::env;
 

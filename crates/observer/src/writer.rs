@@ -25,7 +25,7 @@ use format::sink::{CoWriter, Stop, TraceSink};
 use crate::graphs;
 use crate::registry::{self, Shape, ShapeCounts, SHAPE_BUCKETS};
 use crate::state;
-use crate::sync::SpinLock;
+use format::spin::SpinLock;
 
 /// The header's `writer`: which program wrote the trace.
 pub const WRITER_NAME: &str = "backscope-observer";

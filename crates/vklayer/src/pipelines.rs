@@ -20,7 +20,7 @@ use std::sync::Arc;
 use format::record::source;
 
 use crate::shader::LocalSize;
-use crate::sync::SpinLock;
+use format::spin::SpinLock;
 
 /// Slot id of the overflow kernel.
 pub const OVERFLOW: u32 = 0;
@@ -351,7 +351,7 @@ pub fn take_for_writer(wanted: &[u32], all: bool) -> ForWriter {
 
 /// In a forked child: a parent thread may have held the registry lock.
 pub fn force_unlock_in_child() {
-    REGISTRY.force_unlock();
+    REGISTRY.release_for_fork();
 }
 
 #[cfg(test)]
