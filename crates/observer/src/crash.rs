@@ -608,7 +608,7 @@ fn room_in_budget() -> u64 {
         return u64::MAX;
     }
     let used = WRITTEN.load(Ordering::Acquire) + EXTRA_WRITTEN.load(Ordering::Acquire);
-    max_bytes.saturating_sub(crate::writer::CUT_RECORD_RESERVE).saturating_sub(used)
+    max_bytes.saturating_sub(format::sink::CUT_RECORD_RESERVE).saturating_sub(used)
 }
 
 /// Definitions of the kernels `threads` name that the writer has not written.

@@ -43,7 +43,7 @@ use crate::observe::{Family, Stream};
 use crate::real::RealFn;
 use crate::registry::{self, Shape};
 use crate::state;
-use crate::sync::SpinLock;
+use format::spin::SpinLock;
 
 /// One captured kernel: how many launches with this shape the graph contains.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 use std::ffi::{c_char, CStr};
 
-use crate::ffi::{Handle, Status, SUCCESS};
+use crate::ffi::{CuLaunchConfig, Handle, Status, SUCCESS};
 use crate::locus::Ring;
 use crate::real::RealFn;
 use crate::registry::{self, Api, NameSource, Shape};
@@ -185,6 +185,16 @@ pub fn out_handle(status: Status, out: *const Handle) -> Option<usize> {
     // SAFETY: the runtime succeeded and wrote the handle through the caller's non-null pointer.
     let handle = unsafe { *out } as usize;
     (handle != 0).then_some(handle)
+}
+
+/// Shape and stream of a `CUlaunchConfig` (`cuLaunchKernelEx`, hooked or handed out by a lookup), if
+/// the pointer is usable.
+#[inline]
+pub fn from_cu_config(config: *const CuLaunchConfig) -> Option<(Shape, Handle)> {
+    // SAFETY: the caller passed this configuration to the driver, which read it during the call; it
+    // is the caller's and still alive until the hook or wrapper returns. Null is rejected.
+    let c = unsafe { config.as_ref() }?;
+    Some((Shape { grid: [c.grid_x, c.grid_y, c.grid_z], block: [c.block_x, c.block_y, c.block_z] }, c.stream))
 }
 
 /// Grid of a HIP "extended" module launch, which takes global work sizes in threads: converted to

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::ffi::{CuLaunchConfig, Handle, Status, SUCCESS};
 use crate::graphs;
-use crate::observe::{blocks_from_global, launch, Family, Namer, Stream};
+use crate::observe::{blocks_from_global, from_cu_config, launch, Family, Namer, Stream};
 use crate::registry::{Api, Shape};
 use crate::state;
 use crate::sync::HookScope;
@@ -218,10 +218,8 @@ launch_wrappers! {
     cu_launch_kernel_ex, CU_LAUNCH_KERNEL_EX, CU_LAUNCH_KERNEL_EX_FNS, "cuLaunchKernelEx",
     fn(config: *const CuLaunchConfig, function: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) -> Status,
     |status, ring, ptsz| {
-        // SAFETY: the caller's configuration, read by the driver during the call and alive until it returned.
-        if let Some(c) = unsafe { config.as_ref() } {
-            let shape = Shape { grid: [c.grid_x, c.grid_y, c.grid_z], block: [c.block_x, c.block_y, c.block_z] };
-            launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, stream(c.stream, ptsz), status);
+        if let Some((shape, stream_handle)) = from_cu_config(config) {
+            launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, stream(stream_handle, ptsz), status);
         }
     }
 }

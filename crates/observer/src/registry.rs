@@ -14,7 +14,8 @@ use std::collections::HashMap;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-use crate::sync::SpinLock;
+use format::slots::SlotChunks;
+use format::spin::SpinLock;
 
 /// Which entry point family a kernel was seen through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -345,16 +346,15 @@ impl Slot {
     }
 }
 
-const CHUNK_BITS: u32 = 12;
-const CHUNK: usize = 1 << CHUNK_BITS;
-const MAX_CHUNKS: usize = 1024;
+/// 1024 chunks of 4096 slots.
+type Slots = SlotChunks<Slot, 12, 1024>;
 /// Hard limit of slot ids (about 4 million kernels); `BACKSCOPE_MAX_KERNELS` may only lower it.
-pub const HARD_MAX_KERNELS: u32 = (MAX_CHUNKS * CHUNK - 1) as u32;
+pub const HARD_MAX_KERNELS: u32 = Slots::MAX_ID;
 pub use format::env::DEFAULT_MAX_KERNELS;
 /// Slot id of the overflow bucket.
 pub const OVERFLOW_SLOT: u32 = 0;
 
-static CHUNKS: [AtomicPtr<Slot>; MAX_CHUNKS] = [const { AtomicPtr::new(ptr::null_mut()) }; MAX_CHUNKS];
+static SLOTS: Slots = Slots::new();
 /// Number of published slots (ids `0..SLOT_COUNT`); slot 0 is the overflow slot.
 static SLOT_COUNT: AtomicU32 = AtomicU32::new(0);
 /// Set once a kernel had to go into the overflow slot.
@@ -364,13 +364,7 @@ static MAX_KERNELS: AtomicU32 = AtomicU32::new(DEFAULT_MAX_KERNELS);
 /// The slot `id`, if it exists.
 #[inline]
 pub fn slot(id: u32) -> Option<&'static Slot> {
-    let chunk = CHUNKS.get((id >> CHUNK_BITS) as usize)?.load(Ordering::Acquire);
-    if chunk.is_null() {
-        return None;
-    }
-    // SAFETY: a non-null chunk is a leaked, never-freed allocation of CHUNK slots, and the index is
-    // masked to CHUNK - 1.
-    Some(unsafe { &*chunk.add(id as usize & (CHUNK - 1)) })
+    SLOTS.get(id)
 }
 
 pub fn slot_count() -> u32 {
@@ -540,11 +534,7 @@ fn register_locked(registry: &mut Registry, api: Api, ptr: usize, name: Box<str>
 }
 
 fn publish_slot(id: u32, name: &str, api: Api, source: NameSource) {
-    let chunk_index = (id >> CHUNK_BITS) as usize;
-    if CHUNKS[chunk_index].load(Ordering::Acquire).is_null() {
-        let chunk: Box<[Slot]> = (0..CHUNK).map(|_| Slot::default()).collect();
-        CHUNKS[chunk_index].store(Box::into_raw(chunk) as *mut Slot, Ordering::Release);
-    }
+    SLOTS.ensure(id);
     let meta = Box::new(SlotMeta { name: name.into(), api, source });
     if let Some(slot) = slot(id) {
         slot.meta.store(Box::into_raw(meta), Ordering::Release);

@@ -5,24 +5,16 @@
 //! makes observation unsafe or pointless (no output configured, the trace cannot be written, an
 //! internal panic) switches it off for good with one line on stderr; hooks then only forward.
 
-use std::ffi::{c_char, CStr};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
-use crate::sync::SpinLock;
 use crate::{graphs, registry, writer};
+use format::spin::SpinLock;
 
-use format::env::{self, DEFAULT_INTERVAL_MS, DEFAULT_MAX_BYTES, MAX_INTERVAL_MS};
+use format::env;
 
-/// Where the trace goes.
-#[derive(Clone, Debug)]
-pub enum Destination {
-    /// `BACKSCOPE_TRACE_DIR`: `trace-<pid>.jsonl` in this directory.
-    Dir(String),
-    /// `BACKSCOPE_TRACE_FILE`: this path, `%p` replaced by the pid.
-    File(String),
-}
+pub use format::env::Destination;
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -36,36 +28,18 @@ pub struct Config {
 }
 
 impl Config {
+    /// The format crate's settings (read with libc's `getenv`, which takes no lock: a forked child's
+    /// parent may have held std's environment lock at fork time), within the observer's limits.
     pub fn from_env() -> Result<Config, &'static str> {
-        let destination = match (getenv(env::TRACE_FILE.c_name()), getenv(env::TRACE_DIR.c_name())) {
-            (Some(file), _) if !file.is_empty() => Destination::File(file),
-            (_, Some(dir)) if !dir.is_empty() => Destination::Dir(dir),
-            _ => return Err("neither BACKSCOPE_TRACE_DIR nor BACKSCOPE_TRACE_FILE is set; not observing"),
-        };
-        let interval_ms = getenv(env::TRACE_INTERVAL_MS.c_name())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map_or(DEFAULT_INTERVAL_MS, |ms| ms.min(MAX_INTERVAL_MS));
-        let max_kernels = getenv(env::MAX_KERNELS.c_name())
-            .and_then(|v| v.trim().parse::<u32>().ok())
-            .map_or(registry::DEFAULT_MAX_KERNELS, |n| n.clamp(1, registry::HARD_MAX_KERNELS));
-        let max_bytes =
-            getenv(env::TRACE_MAX_BYTES.c_name()).and_then(|v| env::parse_bytes(&v)).unwrap_or(DEFAULT_MAX_BYTES);
-        let inject_panic = getenv(env::TEST_INJECT_PANIC.c_name()).is_some_and(|v| v == "1");
-        Ok(Config { destination, interval_ms, max_kernels, max_bytes, inject_panic })
+        let settings = env::Settings::from_env()?;
+        Ok(Config {
+            destination: settings.destination,
+            interval_ms: settings.interval_ms,
+            max_kernels: settings.max_kernels.min(registry::HARD_MAX_KERNELS),
+            max_bytes: settings.max_bytes,
+            inject_panic: env::get(env::TEST_INJECT_PANIC).is_some_and(|v| v == "1"),
+        })
     }
-}
-
-/// libc's `getenv`: unlike `std::env`, it takes no lock, which matters in a forked child whose
-/// parent may have held std's environment lock at fork time.
-fn getenv(name: &CStr) -> Option<String> {
-    // SAFETY: getenv reads the environment with a NUL-terminated name; the observer never
-    // modifies the environment, and the result is copied at once.
-    let value = unsafe { libc::getenv(name.as_ptr()) };
-    if value.is_null() {
-        return None;
-    }
-    // SAFETY: getenv returned a NUL-terminated string.
-    Some(unsafe { CStr::from_ptr(value as *const c_char) }.to_string_lossy().into_owned())
 }
 
 static CONFIG: OnceLock<Config> = OnceLock::new();

@@ -10,31 +10,27 @@
 //! the whole lines that fit and a `truncated` record, and the trace ends there. A failed write
 //! (full disk, file size limit) ends it too; for a regular file the writer cuts the file back to
 //! its last whole line, giving up lines from the end until the `truncated` record fits, so that a
-//! reader learns why the trace stops instead of taking it for a killed process.
+//! reader learns why the trace stops instead of taking it for a killed process. The file's edges
+//! (names, budget, `truncated` record) are `format::sink`'s; the crash handler writes into the same
+//! file ([`CrashHandler`]).
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
-use std::io::{self, Write};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::io;
+use std::os::fd::AsRawFd;
 
 use format::clock::now_ns;
 use format::record::{self, ShapeCount};
+use format::sink::{CoWriter, Stop, TraceSink};
 
 use crate::graphs;
 use crate::registry::{self, Shape, ShapeCounts, SHAPE_BUCKETS};
-use crate::state::{self, Destination};
-use crate::sync::SpinLock;
+use crate::state;
+use format::spin::SpinLock;
 
 /// The header's `writer`: which program wrote the trace.
 pub const WRITER_NAME: &str = "backscope-observer";
 /// Bytes gathered before a `write`; always cut at a line boundary.
 const WRITE_CHUNK: usize = 64 * 1024;
-/// Bytes kept free under the budget for the `truncated` record (its longest form is far shorter).
-pub const CUT_RECORD_RESERVE: u64 = 512;
-/// How far back from the end a write error may cut the file to make room for the `truncated`
-/// record, and how many line boundaries it tries.
-const CUT_BACK_BYTES: u64 = 64 * 1024;
-const CUT_BACK_TRIES: usize = 16;
 
 fn getpid() -> i32 {
     // SAFETY: getpid has no preconditions.
@@ -47,18 +43,15 @@ enum Flush {
     Exit,
 }
 
-/// Why the writer stops before the process ends.
-#[derive(Debug)]
-enum Stop {
-    /// The byte budget is spent; the `truncated` record is written.
-    Budget,
-    /// Writing failed.
-    Failed(io::Error),
-}
+/// The crash handler (`crate::crash`) appends records to the trace through a descriptor of its own.
+struct CrashHandler;
 
-impl From<io::Error> for Stop {
-    fn from(error: io::Error) -> Stop {
-        Stop::Failed(error)
+impl CoWriter for CrashHandler {
+    fn written(&self) -> u64 {
+        crate::crash::extra_written()
+    }
+    fn finish(&self) {
+        crate::crash::finish_exclusive();
     }
 }
 
@@ -69,16 +62,7 @@ struct Writer {
     /// The process this state belongs to. A child that inherited it without going through our
     /// atfork handler (raw `clone`) must not write into the parent's file.
     owner_pid: i32,
-    file: Option<File>,
-    path: String,
-    /// The file is a regular file (not a device or pipe named by `BACKSCOPE_TRACE_FILE`): only
-    /// then can it be cut back after a write error.
-    regular: bool,
-    /// Bytes written to the file, and where the header ends (a cut never goes below it).
-    written: u64,
-    header_end: u64,
-    /// The OS error of the last failed write (the error passed on carries the path instead).
-    write_errno: Option<i32>,
+    sink: Option<TraceSink>,
     /// No more output: closed at exit, the budget spent, or writing failed.
     done: bool,
     /// Slots `1..defined` have their definition line written.
@@ -98,12 +82,7 @@ impl Writer {
     fn new() -> Writer {
         Writer {
             owner_pid: getpid(),
-            file: None,
-            path: String::new(),
-            regular: false,
-            written: 0,
-            header_end: 0,
-            write_errno: None,
+            sink: None,
             done: false,
             defined: 1,
             overflow_defined: false,
@@ -120,22 +99,13 @@ impl Writer {
     fn open(&mut self) -> io::Result<()> {
         let config = state::config().ok_or_else(|| io::Error::other("no configuration"))?;
         let pid = getpid();
-        let (file, path) = match &config.destination {
-            Destination::Dir(dir) => open_new_in_dir(dir, pid)?,
-            Destination::File(pattern) => open_file_destination(pattern, pid)?,
-        };
-        self.regular = file.metadata().is_ok_and(|m| m.is_file());
-        crate::crash::file_opened(std::os::fd::AsRawFd::as_raw_fd(&file));
-        self.file = Some(file);
-        self.path = path;
+        let mut sink = TraceSink::create(&config.destination, pid as u32, config.max_bytes)?;
+        crate::crash::file_opened(sink.as_raw_fd());
         self.header(config.interval_ms, pid);
-        let header = std::mem::take(&mut self.buf);
-        let written = self.write_bytes(&header);
-        self.buf = header;
+        let written = sink.write_header(&self.buf);
         self.buf.clear();
-        written?;
-        self.header_end = self.written;
-        Ok(())
+        self.sink = Some(sink);
+        written
     }
 
     fn header(&mut self, interval_ms: u64, pid: i32) {
@@ -329,94 +299,14 @@ impl Writer {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let lines = std::mem::take(&mut self.buf);
-        let result = self.write_budgeted(&lines);
-        self.buf = lines;
+        let sink = self.sink.as_mut().ok_or_else(|| io::Error::other("trace file not open"))?;
+        let result = sink.write_lines_beside(&self.buf, &CrashHandler);
         self.buf.clear();
         result
     }
 
-    fn write_budgeted(&mut self, lines: &[u8]) -> Result<(), Stop> {
-        let max_bytes = state::config().map_or(0, |c| c.max_bytes);
-        if max_bytes == 0 {
-            return Ok(self.write_bytes(lines)?);
-        }
-        // The file also holds what the crash handler wrote into it.
-        let size = self.written + crate::crash::extra_written();
-        let room = max_bytes.saturating_sub(CUT_RECORD_RESERVE).saturating_sub(size);
-        if lines.len() as u64 <= room {
-            return Ok(self.write_bytes(lines)?);
-        }
-        // `room` is below `lines.len()`, so it fits in usize.
-        let fitting = &lines[..room as usize];
-        let keep = fitting.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        self.write_bytes(&lines[..keep])?;
-        crate::crash::finish_exclusive();
-        let mut cut = Vec::with_capacity(CUT_RECORD_RESERVE as usize);
-        let size = self.written + crate::crash::extra_written();
-        record::truncated_budget(&mut cut, now_ns(), size, max_bytes);
-        self.write_bytes(&cut)?;
-        Err(Stop::Budget)
-    }
-
-    /// Writes `bytes` at the end of the file, counting what reached it (also when a write fails
-    /// halfway).
-    fn write_bytes(&mut self, mut bytes: &[u8]) -> io::Result<()> {
-        let file = self.file.as_mut().ok_or_else(|| io::Error::other("trace file not open"))?;
-        while !bytes.is_empty() {
-            match file.write(bytes) {
-                Ok(0) => return Err(with_path(io::ErrorKind::WriteZero.into(), &self.path)),
-                Ok(n) => {
-                    self.written += n as u64;
-                    bytes = &bytes[n..];
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    self.write_errno = e.raw_os_error();
-                    return Err(with_path(e, &self.path));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// After a failed write: cuts the file back to a line boundary where a `truncated` record
-    /// fits and writes it there. Each try gives up one more line from the end (a full disk may
-    /// have room only inside blocks the file already holds), at most [`CUT_BACK_TRIES`] lines and
-    /// [`CUT_BACK_BYTES`] bytes, never the header.
-    fn record_write_error(&mut self, error: &io::Error) {
-        // Without a whole header there is no trace to end with a record.
-        let Some(file) = self.file.as_ref().filter(|_| self.regular && self.header_end > 0) else { return };
-        crate::crash::finish_exclusive();
-        // The file's real size: the crash handler may have written into it too.
-        self.written = file.metadata().map_or(self.written, |m| m.len());
-        let reason = self
-            .write_errno
-            .map_or_else(|| error.kind().to_string(), |code| io::Error::from_raw_os_error(code).to_string());
-        let tail_start = self.written.saturating_sub(CUT_BACK_BYTES).max(self.header_end);
-        let mut tail = vec![0u8; (self.written - tail_start.min(self.written)) as usize];
-        let read = file.read_at(&mut tail, tail_start).unwrap_or(0);
-        tail.truncate(read);
-        let boundaries = tail
-            .iter()
-            .enumerate()
-            .rev()
-            .filter(|&(_, &b)| b == b'\n')
-            .map(|(i, _)| tail_start + i as u64 + 1)
-            .chain(std::iter::once(self.header_end))
-            .take(CUT_BACK_TRIES);
-        for end in boundaries {
-            let mut cut = Vec::with_capacity(256);
-            record::truncated_write_error(&mut cut, now_ns(), end, &reason);
-            if file.set_len(end).is_ok() && file.write_all_at(&cut, end).is_ok() {
-                self.written = end + cut.len() as u64;
-                return;
-            }
-        }
-    }
-
     fn flush(&mut self, kind: Flush) -> Result<(), Stop> {
-        if self.file.is_none() {
+        if self.sink.is_none() {
             self.open()?;
         }
         self.definitions()?;
@@ -430,57 +320,12 @@ impl Writer {
             record::end(&mut self.buf, now_ns());
         }
         self.write_out()?;
-        crate::crash::flushed(self.defined, self.overflow_defined, self.written);
+        crate::crash::flushed(self.defined, self.overflow_defined, self.sink.as_ref().map_or(0, TraceSink::written));
         Ok(())
     }
 }
 
 const RELAXED: std::sync::atomic::Ordering = std::sync::atomic::Ordering::Relaxed;
-
-/// Creates the first free candidate name (`format::naming`), exclusively: never overwrite a trace
-/// (pid reuse, or the image an `exec` replaced). Readable too: after a write error the tail is read
-/// back to find the last whole line.
-fn create_first_free(candidate: impl Fn(&mut Vec<u8>, u32) -> bool) -> io::Result<(File, String)> {
-    let mut attempt = 0;
-    let mut first = String::new();
-    loop {
-        let mut name = Vec::new();
-        if !candidate(&mut name, attempt) {
-            return Err(io::Error::other(format!("{first}: it and {attempt} alternative names exist already")));
-        }
-        let path = String::from_utf8_lossy(&name).into_owned();
-        if attempt == 0 {
-            first = path.clone();
-        }
-        match std::fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o644).open(&path) {
-            Ok(file) => return Ok((file, path)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => attempt += 1,
-            Err(e) => return Err(with_path(e, &path)),
-        }
-    }
-}
-
-fn open_new_in_dir(dir: &str, pid: i32) -> io::Result<(File, String)> {
-    create_first_free(|out, attempt| format::naming::dir_candidate(out, dir.as_bytes(), pid as u32, attempt))
-}
-
-/// `BACKSCOPE_TRACE_FILE`: every process gets a file of its own, created exclusively (names in
-/// `format::naming`). An existing device or FIFO (`/dev/stderr`) is written as it is: it is a sink,
-/// not a file to claim.
-fn open_file_destination(pattern: &str, pid: i32) -> io::Result<(File, String)> {
-    let mut expanded = Vec::new();
-    format::naming::expand_pattern(&mut expanded, pattern.as_bytes(), pid as u32);
-    let path = String::from_utf8_lossy(&expanded).into_owned();
-    if std::fs::metadata(&path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
-        let file = std::fs::OpenOptions::new().append(true).open(&path).map_err(|e| with_path(e, &path))?;
-        return Ok((file, path));
-    }
-    create_first_free(|out, attempt| format::naming::file_candidate(out, pattern.as_bytes(), pid as u32, attempt))
-}
-
-fn with_path(error: io::Error, path: &str) -> io::Error {
-    io::Error::new(error.kind(), format!("{path}: {error}"))
-}
 
 /// Flushes; returns false once the writer is finished (exit flush done, or failed).
 fn flush(kind: Flush) -> bool {
@@ -503,7 +348,7 @@ fn flush(kind: Flush) -> bool {
             // Counting goes on (it costs nothing worth saving), so that a child forked later
             // starts its own trace with its own budget.
             writer.done = true;
-            writer.file = None;
+            writer.sink = None;
             state::note(format_args!(
                 "the trace reached its budget of {} bytes (BACKSCOPE_TRACE_MAX_BYTES) and was cut; the program continues",
                 state::config().map_or(0, |c| c.max_bytes)
@@ -511,9 +356,11 @@ fn flush(kind: Flush) -> bool {
             false
         }
         Err(Stop::Failed(e)) => {
-            writer.record_write_error(&e);
+            if let Some(sink) = writer.sink.as_mut() {
+                sink.record_write_error_beside(&e, &CrashHandler);
+            }
             writer.done = true;
-            writer.file = None;
+            writer.sink = None;
             state::disable(format_args!("cannot write the trace ({e}); observer disabled, the program continues"));
             false
         }

@@ -11,10 +11,12 @@
 //!   allocation-free JSON output (usable from a signal handler with a fixed buffer);
 //! * [`sink`]: the trace file on the writer's side (exclusive creation, the byte budget, the
 //!   `truncated` record);
+//! * [`slots`]: the lock-free chunked table of counter slots both observers count into;
+//! * [`spin`]: the fork-safe spin lock both observers take on their cold paths;
 //! * [`spirv`]: the SPIR-V walk and module hash that name Vulkan pipelines without a debug name;
 //! * [`vulkan`]: the Vulkan layer's name, library file and manifest.
 //!
-//! The crate has no dependencies (the observer links only libc) and takes no lock.
+//! The crate has no dependencies (the observer links only libc) and takes no lock itself.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
@@ -25,6 +27,8 @@ pub mod json;
 pub mod naming;
 pub mod record;
 pub mod sink;
+pub mod slots;
+pub mod spin;
 pub mod spirv;
 pub mod vulkan;
 

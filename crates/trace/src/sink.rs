@@ -5,9 +5,12 @@
 //!
 //! Every writer of the format behaves the same at the file's edges, so this lives here. It uses std
 //! only (no locks of its own; the caller serialises its use) and allocates only when a trace is cut.
+//! A writer whose file has a second writer (the CUDA/HIP observer's crash handler writes records
+//! into it from a signal handler) says so through [`CoWriter`].
 
 use std::fs::File;
 use std::io::{self, Write};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 
 use crate::clock::now_ns;
@@ -34,6 +37,26 @@ impl From<io::Error> for Stop {
     fn from(error: io::Error) -> Stop {
         Stop::Failed(error)
     }
+}
+
+/// Another writer of the same file, beside the sink: its bytes count against the budget, and it must
+/// stop before the sink writes the `truncated` record, which nothing may follow.
+pub trait CoWriter {
+    /// Bytes it has added to the file.
+    fn written(&self) -> u64;
+    /// Stops it for good; returns once it writes nothing more.
+    fn finish(&self);
+}
+
+/// The sink is the file's only writer.
+#[derive(Clone, Copy, Debug)]
+pub struct Alone;
+
+impl CoWriter for Alone {
+    fn written(&self) -> u64 {
+        0
+    }
+    fn finish(&self) {}
 }
 
 /// An open trace file.
@@ -84,10 +107,17 @@ impl TraceSink {
     /// Writes whole lines within the budget: when they do not all fit, the whole lines that do,
     /// then the `truncated` record, and [`Stop::Budget`]; nothing may be written after it.
     pub fn write_lines(&mut self, lines: &[u8]) -> Result<(), Stop> {
+        self.write_lines_beside(lines, &Alone)
+    }
+
+    /// [`TraceSink::write_lines`] in a file that `other` writes into too: its bytes count against
+    /// the budget, and it is finished before the `truncated` record.
+    pub fn write_lines_beside(&mut self, lines: &[u8], other: &impl CoWriter) -> Result<(), Stop> {
         if self.max_bytes == 0 {
             return Ok(self.write_bytes(lines)?);
         }
-        let room = self.max_bytes.saturating_sub(CUT_RECORD_RESERVE).saturating_sub(self.written);
+        let size = self.written + other.written();
+        let room = self.max_bytes.saturating_sub(CUT_RECORD_RESERVE).saturating_sub(size);
         if lines.len() as u64 <= room {
             return Ok(self.write_bytes(lines)?);
         }
@@ -95,8 +125,10 @@ impl TraceSink {
         let fitting = &lines[..room as usize];
         let keep = fitting.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         self.write_bytes(&lines[..keep])?;
+        other.finish();
         let mut cut = Vec::with_capacity(CUT_RECORD_RESERVE as usize);
-        record::truncated_budget(&mut cut, now_ns(), self.written, self.max_bytes);
+        let size = self.written + other.written();
+        record::truncated_budget(&mut cut, now_ns(), size, self.max_bytes);
         self.write_bytes(&cut)?;
         Err(Stop::Budget)
     }
@@ -126,10 +158,18 @@ impl TraceSink {
     /// only inside blocks the file already holds), at most [`CUT_BACK_TRIES`] lines and
     /// [`CUT_BACK_BYTES`] bytes, never the header.
     pub fn record_write_error(&mut self, error: &io::Error) {
+        self.record_write_error_beside(error, &Alone);
+    }
+
+    /// [`TraceSink::record_write_error`] in a file that `other` writes into too: it is finished
+    /// first, and the cut starts from the file's real size.
+    pub fn record_write_error_beside(&mut self, error: &io::Error, other: &impl CoWriter) {
         // Without a whole header there is no trace to end with a record.
         if !self.regular || self.header_end == 0 {
             return;
         }
+        other.finish();
+        self.written = self.file.metadata().map_or(self.written, |m| m.len());
         let reason = self
             .write_errno
             .map_or_else(|| error.kind().to_string(), |code| io::Error::from_raw_os_error(code).to_string());
@@ -156,8 +196,15 @@ impl TraceSink {
     }
 }
 
-/// Creates the first free candidate name, exclusively. Readable too: after a write error the tail
-/// is read back to find the last whole line.
+impl AsRawFd for TraceSink {
+    fn as_raw_fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+}
+
+/// Creates the first free candidate name, exclusively: never overwrite a trace (pid reuse, or the
+/// image an `exec` replaced). Readable too: after a write error the tail is read back to find the
+/// last whole line.
 fn create_first_free(candidate: impl Fn(&mut Vec<u8>, u32) -> bool) -> io::Result<(File, String)> {
     let mut attempt = 0;
     let mut first = String::new();

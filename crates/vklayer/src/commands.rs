@@ -21,7 +21,7 @@ use ash::vk::Handle;
 use crate::dispatch::DeviceDispatch;
 use crate::handles::HandleMap;
 use crate::pipelines::{self, OVERFLOW};
-use crate::sync::SpinLock;
+use format::spin::SpinLock;
 
 /// Distinct entries one command buffer keeps (16 bytes each: 1 MiB).
 pub const MAX_ENTRIES: usize = 1 << 16;
@@ -290,7 +290,7 @@ fn add(slot: u32, grid: [u32; 3], n: u64, errors: bool) {
 
 /// In a forked child: a parent thread may have held these locks.
 pub fn force_unlock_in_child() {
-    SPARE.force_unlock();
+    SPARE.release_for_fork();
 }
 
 #[cfg(test)]

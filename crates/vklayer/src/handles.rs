@@ -12,7 +12,7 @@
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
-use crate::sync::SpinLock;
+use format::spin::SpinLock;
 
 struct Entry {
     /// 0: never used. Vulkan handles and dispatch keys are never 0.
@@ -163,7 +163,7 @@ impl HandleMap {
 
     /// In a forked child (one thread): a parent thread may have held the writers' lock.
     pub fn force_unlock(&self) {
-        self.writers.force_unlock();
+        self.writers.release_for_fork();
     }
 
     /// Calls `f` with every live (key, value), under the writers' lock; allocates nothing.

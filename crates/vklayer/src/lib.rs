@@ -31,5 +31,4 @@ mod loader;
 mod pipelines;
 mod shader;
 mod state;
-mod sync;
 mod writer;

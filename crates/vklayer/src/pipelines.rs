@@ -13,14 +13,14 @@
 //! definition was written is ignored.
 
 use std::collections::HashMap;
-use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use format::record::source;
 
 use crate::shader::LocalSize;
-use crate::sync::SpinLock;
+use format::slots::SlotChunks;
+use format::spin::SpinLock;
 
 /// Slot id of the overflow kernel.
 pub const OVERFLOW: u32 = 0;
@@ -120,13 +120,12 @@ impl Counters {
     }
 }
 
-const CHUNK_BITS: u32 = 10;
-const CHUNK: usize = 1 << CHUNK_BITS;
-const MAX_CHUNKS: usize = 1024;
+/// 1024 chunks of 1024 slots.
+type Slots = SlotChunks<Counters, 10, 1024>;
 /// Most slots (about a million pipelines); `BACKSCOPE_MAX_KERNELS` may only lower it.
-pub const HARD_MAX_SLOTS: u32 = (MAX_CHUNKS * CHUNK - 1) as u32;
+pub const HARD_MAX_SLOTS: u32 = Slots::MAX_ID;
 
-static CHUNKS: [AtomicPtr<Counters>; MAX_CHUNKS] = [const { AtomicPtr::new(ptr::null_mut()) }; MAX_CHUNKS];
+static SLOTS: Slots = Slots::new();
 /// Slots `0..SLOT_COUNT` exist (0, the overflow kernel, always).
 static SLOT_COUNT: AtomicU32 = AtomicU32::new(0);
 static OVERFLOWED: AtomicBool = AtomicBool::new(false);
@@ -134,13 +133,7 @@ static OVERFLOWED: AtomicBool = AtomicBool::new(false);
 /// The counters of slot `id`.
 #[inline]
 pub fn counters(id: u32) -> Option<&'static Counters> {
-    let chunk = CHUNKS.get((id >> CHUNK_BITS) as usize)?.load(Ordering::Acquire);
-    if chunk.is_null() {
-        return None;
-    }
-    // SAFETY: a non-null chunk is a leaked, never-freed allocation of CHUNK counters; the index is
-    // masked to CHUNK - 1.
-    Some(unsafe { &*chunk.add(id as usize & (CHUNK - 1)) })
+    SLOTS.get(id)
 }
 
 pub fn slot_count() -> u32 {
@@ -150,14 +143,6 @@ pub fn slot_count() -> u32 {
 /// Some pipeline had to go into the overflow slot because the table was full.
 pub fn overflowed() -> bool {
     OVERFLOWED.load(Ordering::Relaxed)
-}
-
-fn ensure_chunk(id: u32) {
-    let index = (id >> CHUNK_BITS) as usize;
-    if CHUNKS[index].load(Ordering::Acquire).is_null() {
-        let chunk: Box<[Counters]> = (0..CHUNK).map(|_| Counters::default()).collect();
-        CHUNKS[index].store(Box::into_raw(chunk) as *mut Counters, Ordering::Release);
-    }
 }
 
 /// One driver statistic of a pipeline executable.
@@ -231,7 +216,7 @@ static REGISTRY: SpinLock<Option<Registry>> = SpinLock::new(None);
 pub fn init(max_kernels: u32) {
     let mut registry = REGISTRY.lock();
     if registry.is_none() {
-        ensure_chunk(0);
+        SLOTS.ensure(0);
         SLOT_COUNT.store(1, Ordering::Release);
         *registry = Some(Registry {
             max_slots: max_kernels.clamp(1, HARD_MAX_SLOTS),
@@ -288,7 +273,7 @@ pub fn add_pipeline(meta: Meta) -> u32 {
             OVERFLOWED.store(true, Ordering::Relaxed);
             return OVERFLOW;
         }
-        ensure_chunk(id);
+        SLOTS.ensure(id);
         if let Some(c) = counters(id) {
             for (d, v) in c.local_size.iter().zip(meta.local_size.unwrap_or_default()) {
                 d.store(v, Ordering::Relaxed);
@@ -351,7 +336,7 @@ pub fn take_for_writer(wanted: &[u32], all: bool) -> ForWriter {
 
 /// In a forked child: a parent thread may have held the registry lock.
 pub fn force_unlock_in_child() {
-    REGISTRY.force_unlock();
+    REGISTRY.release_for_fork();
 }
 
 #[cfg(test)]

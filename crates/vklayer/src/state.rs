@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use format::env::{self, Settings};
 
-use crate::sync::SpinLock;
+use format::spin::SpinLock;
 
 const UNINIT: u8 = 0;
 const ON: u8 = 1;
@@ -152,7 +152,7 @@ fn report_panic(payload: &(dyn std::any::Any + Send)) {
 extern "C" fn fork_child() {
     let _ = std::panic::catch_unwind(|| {
         STATE.store(OFF, Ordering::Release);
-        STARTING.force_unlock();
+        STARTING.release_for_fork();
         crate::dispatch::force_unlock_in_child();
         crate::pipelines::force_unlock_in_child();
         crate::commands::force_unlock_in_child();

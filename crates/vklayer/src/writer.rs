@@ -18,7 +18,7 @@ use format::spirv;
 
 use crate::pipelines::{self, DeviceFacts, Meta, ShapeCounts, OVERFLOW, SHAPE_BUCKETS};
 use crate::state;
-use crate::sync::SpinLock;
+use format::spin::SpinLock;
 
 /// `vkQueueSubmit*` calls that carried dispatches.
 pub static SUBMITS: AtomicU64 = AtomicU64::new(0);
@@ -339,7 +339,7 @@ fn writer_loop(interval_ms: u64) {
 /// In a forked child (one thread): the parent's writer state is not the child's; a lock a parent
 /// thread held is abandoned with it.
 pub fn forget_in_child() {
-    WRITER.force_unlock();
+    WRITER.release_for_fork();
     let mut guard = WRITER.lock();
     if let Some(old) = guard.take() {
         // A parent thread may have been inside it at the fork: leaked, not dropped.

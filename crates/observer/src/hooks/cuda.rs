@@ -28,7 +28,7 @@ use crate::ffi::{
     CuLaunchConfig, CudaLaunchConfig, Dim3, Handle, Status, CUDA_ERROR_NOT_SUPPORTED, CU_ERROR_NOT_SUPPORTED, SUCCESS,
 };
 use crate::graphs;
-use crate::observe::{alias, launch, out_handle, register, Family, Namer, Stream};
+use crate::observe::{alias, from_cu_config, launch, out_handle, register, Family, Namer, Stream};
 use crate::registry::{Api, NameSource, Shape};
 use crate::state;
 
@@ -238,13 +238,6 @@ hook! {
         let shape = Shape { grid: [grid_x, grid_y, grid_z], block: [block_x, block_y, block_z] };
         launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, Stream::per_thread(stream), status)
     }
-}
-
-/// Shape and stream of a `CUlaunchConfig`, if the pointer is usable.
-fn from_cu_config(config: *const CuLaunchConfig) -> Option<(Shape, Handle)> {
-    // SAFETY: as in `from_cuda_config`: the caller's configuration, alive during the hook.
-    let c = unsafe { config.as_ref() }?;
-    Some((Shape { grid: [c.grid_x, c.grid_y, c.grid_z], block: [c.block_x, c.block_y, c.block_z] }, c.stream))
 }
 
 hook! {
