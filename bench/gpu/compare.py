@@ -4,20 +4,10 @@ bench/gpu/validate_trace.sh ran; summarise the overhead runs. Prints Markdown (f
 Usage: compare.py RESULTS_DIR"""
 import collections, csv, io, json, os, statistics, sys
 
+from ncu_csv import ncu_counts
+
 d = sys.argv[1]
 
-def ncu_counts(path):
-    if not os.path.exists(path):
-        return None
-    text = open(path, errors="replace").read()
-    start = text.find('"ID","Process ID"')
-    if start < 0:
-        return None
-    counts = collections.Counter()
-    for row in csv.DictReader(io.StringIO(text[start:])):
-        if row.get("ID", "").isdigit():
-            counts[row["Kernel Name"]] += 1
-    return counts
 
 def counts_json(path):
     """The compact form kept in docs/validation: {mangled name: launches}, made from the ncu CSV."""

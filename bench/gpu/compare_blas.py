@@ -4,6 +4,8 @@ bench/gpu/validate_blas.sh ran (vendor-BLAS kernels included), or (--overhead) s
 Prints Markdown. Usage: compare_blas.py [--overhead] RESULTS_DIR"""
 import collections, csv, io, json, os, statistics, sys
 
+from ncu_csv import ncu_counts
+
 VENDOR_PREFIXES = ("sm90_", "sm80_", "sm75_", "sm70_", "ampere_", "volta_", "turing_", "maxwell_", "nvjet",
                    "cutlass", "gemv2", "gemvx", "gemmk1", "gemmSN", "cublas")
 
@@ -11,18 +13,6 @@ def vendor(name):
     """Whether Nsight Compute's name is a cuBLAS/cuBLASLt/CUTLASS kernel (the prefixes of data/kernel_families.toml)."""
     return name.startswith(VENDOR_PREFIXES) or "cublasLt" in name or "cutlass" in name or "xmma_gemm" in name
 
-def ncu_counts(path):
-    if not os.path.exists(path):
-        return None
-    text = open(path, errors="replace").read()
-    start = text.find('"ID","Process ID"')
-    if start < 0:
-        return None
-    counts = collections.Counter()
-    for row in csv.DictReader(io.StringIO(text[start:])):
-        if row.get("ID", "").isdigit():
-            counts[row["Kernel Name"]] += 1
-    return counts
 
 def trace_counts(path):
     try:
