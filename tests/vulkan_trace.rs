@@ -417,6 +417,36 @@ fn the_demo_sweep_traces_vulkan_pipelines_per_request_as_the_perf_logger_counts_
     let run_id = recs[0]["run_id"].as_str().unwrap().to_string();
     let text = stdout_ok(backscope().env("COLUMNS", "400").args(["sweep", "report", &run_id, "--db"]).arg(&db));
     assert!(text.contains("kernels (per request)") && text.contains("MMV "), "{text}");
+    // `backscope report`: each group's MMV per request is the median of its records' own counts, and a group
+    // with nothing on Vulkan says that the layer saw no dispatch rather than that Vulkan is not observed.
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout_ok(backscope().args(["report", "--json"]).arg(&db))).unwrap();
+    for g in report["groups"].as_array().unwrap() {
+        let (endpoint, num_gpu) = (g["endpoint"].as_str().unwrap(), g["num_gpu"].as_i64().unwrap());
+        let mut mmv: Vec<u64> = recs
+            .iter()
+            .filter(|r| r["endpoint"] == endpoint && r["num_gpu"] == num_gpu)
+            .map(|r| r["trace"]["families"]["MMV"].as_u64().unwrap_or(0))
+            .collect();
+        mmv.sort_unstable();
+        let k = &g["kernels"];
+        assert_eq!((k["traced"].as_u64(), k["vulkan_layer"].as_u64()), (Some(2), Some(2)), "{g:#}");
+        // Two requests per group: the median is their mean.
+        let want = (mmv[0] + mmv[1]) as f64 / 2.0;
+        assert_eq!(k["families"]["MMV"].as_f64().unwrap_or(0.0), want, "{endpoint} num_gpu={num_gpu}: {g:#}");
+    }
+    let silent: Vec<&str> = report["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["id"].as_str().unwrap().ends_with(".kernels"))
+        .map(|c| c["statement"].as_str().unwrap())
+        .filter(|s| s.contains("0 launches in all"))
+        .collect();
+    assert_eq!(silent.len(), 4, "cpu at 0, 1, -1 and vulkan at 0: {silent:#?}");
+    assert!(silent
+        .iter()
+        .all(|s| s.contains("no Vulkan dispatch") && !s.contains("Vulkan and CPU work are not observed")));
 }
 
 /// A real llama-server answers a greedy completion with the same text with and without the layer (and ggml's debug

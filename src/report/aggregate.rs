@@ -91,6 +91,9 @@ struct ServerView {
 #[derive(Debug, Deserialize)]
 struct TraceView<'a> {
     total_launches: u64,
+    /// Whether the server ran with the Vulkan layer (so Vulkan dispatches were counted too).
+    #[serde(default)]
+    vulkan_layer: Option<bool>,
     #[serde(borrow)]
     families: BTreeMap<Cow<'a, str>, u64>,
     #[serde(default)]
@@ -173,6 +176,9 @@ pub struct KernelStats {
     pub traced: usize,
     /// Of those, requests whose trace the observer stopped writing early (counts are lower bounds).
     pub cut: usize,
+    /// Of those, requests traced with the Vulkan layer as well (Vulkan dispatches counted as launches).
+    #[serde(default)]
+    pub vulkan_layer: usize,
     /// Launches per request.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub launches: Option<Summary>,
@@ -459,12 +465,14 @@ impl Aggregator {
             let kernels = acc.group.kernels.get_or_insert_with(|| KernelStats {
                 traced: 0,
                 cut: 0,
+                vulkan_layer: 0,
                 launches: None,
                 families: BTreeMap::new(),
                 refs: Vec::new(),
             });
             kernels.traced += 1;
             kernels.cut += usize::from(!t.cut.is_empty());
+            kernels.vulkan_layer += usize::from(t.vulkan_layer == Some(true));
             if kernels.refs.len() < REFS_KEPT {
                 kernels.refs.push(address());
             }

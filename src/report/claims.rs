@@ -384,7 +384,11 @@ fn kernel_claim(g: &Group, at: &str, base: &str, run_id: &str) -> Option<Claim> 
     let mut fams: Vec<(&String, &f64)> = k.families.iter().filter(|(_, n)| **n > 0.0).collect();
     fams.sort_by(|a, b| b.1.total_cmp(a.1).then_with(|| a.0.cmp(b.0)));
     let families = if fams.is_empty() {
-        "no CUDA/HIP kernel launch (Vulkan and CPU work are not observed)".to_string()
+        if k.vulkan_layer == k.traced {
+            "no CUDA/HIP kernel launch and no Vulkan dispatch (CPU work is not observed)".to_string()
+        } else {
+            "no CUDA/HIP kernel launch (Vulkan and CPU work are not observed)".to_string()
+        }
     } else {
         fams.iter().take(8).map(|(f, n)| format!("{f} {n:.0}")).collect::<Vec<_>>().join(", ")
     };
