@@ -472,27 +472,35 @@ impl std::fmt::Display for TraceProblem {
 
 /// Find the observer library: explicit path, environment, or beside the running executable.
 pub fn find_observer(explicit: Option<&Path>) -> Result<PathBuf> {
+    find_library(explicit, "observer library", "BACKSCOPE_OBSERVER_SO", OBSERVER_FILE, " or pass --observer PATH")
+}
+
+/// A library `backscope trace` loads into the traced program (`file`, called `what` in messages): the path given,
+/// else `$env_var`, else beside the running executable, in `deps/`, or in `../lib/backscope` (where `cargo build` and
+/// an install put it). `hint` ends the not-found message.
+pub(crate) fn find_library(
+    explicit: Option<&Path>,
+    what: &str,
+    env_var: &str,
+    file: &str,
+    hint: &str,
+) -> Result<PathBuf> {
     if let Some(p) = explicit {
-        return p.canonicalize().with_context(|| format!("observer library {}", p.display()));
+        return p.canonicalize().with_context(|| format!("{what} {}", p.display()));
     }
-    if let Some(p) = std::env::var_os("BACKSCOPE_OBSERVER_SO") {
-        return PathBuf::from(&p)
-            .canonicalize()
-            .with_context(|| format!("BACKSCOPE_OBSERVER_SO={}", PathBuf::from(&p).display()));
+    if let Some(p) = std::env::var_os(env_var) {
+        let p = PathBuf::from(p);
+        return p.canonicalize().with_context(|| format!("{env_var}={}", p.display()));
     }
     let exe = std::env::current_exe().context("locating the backscope executable")?;
     let dir = exe.parent().unwrap_or(Path::new("."));
-    for candidate in [
-        dir.join(OBSERVER_FILE),
-        dir.join("deps").join(OBSERVER_FILE),
-        dir.join("../lib/backscope").join(OBSERVER_FILE),
-    ] {
+    for candidate in [dir.join(file), dir.join("deps").join(file), dir.join("../lib/backscope").join(file)] {
         if candidate.is_file() {
             return Ok(candidate.canonicalize()?);
         }
     }
     bail!(
-        "cannot find {OBSERVER_FILE} next to {}; build it with `cargo build --release` (the workspace builds it) or pass --observer PATH",
+        "cannot find {file} next to {}; build it with `cargo build --release` (the workspace builds it){hint}",
         exe.display()
     )
 }
@@ -501,16 +509,8 @@ pub fn find_observer(explicit: Option<&Path>) -> Result<PathBuf> {
 /// on stderr, when the layer cannot be found and none was named (CUDA/HIP are still observed); an error when the
 /// one named cannot be used.
 pub fn vulkan_env(explicit: Option<&Path>, existing: impl Fn(&str) -> Option<String>) -> Result<Vec<(String, String)>> {
-    let layer = match vulkan::find_layer(explicit) {
-        Ok(layer) => layer,
-        Err(e) if explicit.is_none() => {
-            messages::note(format_args!("Vulkan dispatches are not observed: {e:#}"));
-            return Ok(Vec::new());
-        }
-        Err(e) => return Err(e),
-    };
-    let dir = vulkan::manifest_dir(&layer).context("writing the Vulkan layer's manifest")?;
-    Ok(vulkan::layer_env(&dir, existing))
+    let dir = vulkan::optional_manifest_dir(explicit).context("writing the Vulkan layer's manifest")?;
+    Ok(dir.map(|dir| vulkan::layer_env(&dir, existing)).unwrap_or_default())
 }
 
 pub fn run(args: TraceOptions) -> Result<u8> {

@@ -7,7 +7,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde::Deserialize;
 use trace_format::vulkan::{loader_env, LAYER_NAME, LIBRARY_FILE, MANIFEST_FILE};
 
@@ -273,26 +273,21 @@ impl Shaders {
 /// The Vulkan layer library: explicit path, `$BACKSCOPE_VKLAYER_SO`, or beside the backscope executable (where
 /// `cargo build` puts it).
 pub fn find_layer(explicit: Option<&Path>) -> Result<PathBuf> {
-    if let Some(p) = explicit {
-        return p.canonicalize().with_context(|| format!("Vulkan layer library {}", p.display()));
-    }
-    if let Some(p) = std::env::var_os("BACKSCOPE_VKLAYER_SO") {
-        let p = PathBuf::from(p);
-        return p.canonicalize().with_context(|| format!("BACKSCOPE_VKLAYER_SO={}", p.display()));
-    }
-    let exe = std::env::current_exe().context("locating the backscope executable")?;
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    for candidate in
-        [dir.join(LIBRARY_FILE), dir.join("deps").join(LIBRARY_FILE), dir.join("../lib/backscope").join(LIBRARY_FILE)]
-    {
-        if candidate.is_file() {
-            return Ok(candidate.canonicalize()?);
+    crate::tracecmd::find_library(explicit, "Vulkan layer library", "BACKSCOPE_VKLAYER_SO", LIBRARY_FILE, "")
+}
+
+/// The layer's manifest directory ([`manifest_dir`]) when the layer is found; `None`, with a note on stderr, when it
+/// is not and none was named (the layer is optional: CUDA and HIP are still observed); an error when the one named
+/// cannot be used.
+pub fn optional_manifest_dir(explicit: Option<&Path>) -> Result<Option<PathBuf>> {
+    match find_layer(explicit) {
+        Ok(layer) => manifest_dir(&layer).map(Some),
+        Err(e) if explicit.is_none() => {
+            crate::output::messages::note(format_args!("Vulkan dispatches are not observed: {e:#}"));
+            Ok(None)
         }
+        Err(e) => Err(e),
     }
-    bail!(
-        "cannot find {LIBRARY_FILE} next to {}; build it with `cargo build --release` (the workspace builds it)",
-        exe.display()
-    )
 }
 
 /// The directory holding the layer's manifest for `layer` (written if missing or different): `vulkan/` beside

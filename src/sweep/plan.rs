@@ -367,18 +367,8 @@ fn trace(spec: &SpecFile, endpoints: &[Endpoint]) -> Result<Option<TracePlan>> {
         None
     };
     // The layer is optional unless named: without it CUDA and HIP are still observed.
-    let vulkan_manifest = if observer.is_none() {
-        None
-    } else {
-        match crate::vulkan::find_layer(spec.vklayer.as_deref()) {
-            Ok(layer) => Some(crate::vulkan::manifest_dir(&layer)?),
-            Err(e) if spec.vklayer.is_none() => {
-                crate::output::messages::note(format_args!("Vulkan dispatches are not observed: {e:#}"));
-                None
-            }
-            Err(e) => return Err(e),
-        }
-    };
+    let vulkan_manifest =
+        if observer.is_none() { None } else { crate::vulkan::optional_manifest_dir(spec.vklayer.as_deref())? };
     let interval_ms = spec.trace_interval_ms.unwrap_or(DEFAULT_TRACE_INTERVAL_MS);
     if interval_ms == 0 {
         bail!("trace_interval_ms must be at least 1: with 0 the observer writes only at exit and no request could be joined");

@@ -115,6 +115,7 @@ impl TraceDir {
     /// Read what the observers appended since the last call (and any new file).
     pub fn refresh(&mut self) {
         let Ok(rd) = std::fs::read_dir(&self.dir) else { return };
+        let mut fed = false;
         for entry in rd.flatten() {
             let path = entry.path();
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
@@ -124,8 +125,12 @@ impl TraceDir {
                     reader: Reader::new(Some(&path)),
                     error: None,
                 });
-                update(&path, cache);
+                fed |= update(&path, cache);
             }
+        }
+        // `wait_for` polls every few milliseconds; with no new line there is no new pipeline to name.
+        if !fed {
+            return;
         }
         // Vulkan pipelines without a debug name are named after the shader their SPIR-V matched.
         self.shaders.add_traces(self.files.values().filter_map(|c| c.reader.trace()));
@@ -191,29 +196,32 @@ impl TraceDir {
     }
 }
 
-fn update(path: &Path, cache: &mut FileCache) {
+/// Feeds the lines appended to `path` since the last call; whether any line was fed.
+fn update(path: &Path, cache: &mut FileCache) -> bool {
     if cache.error.is_some() {
-        return;
+        return false;
     }
-    let Ok(mut f) = std::fs::File::open(path) else { return };
+    let Ok(mut f) = std::fs::File::open(path) else { return false };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     if len <= cache.consumed {
-        return;
+        return false;
     }
     let mut bytes = Vec::new();
     if f.seek(SeekFrom::Start(cache.consumed)).is_err() || f.read_to_end(&mut bytes).is_err() {
-        return;
+        return false;
     }
     // Only whole lines: the observer writes whole lines, but a reader may catch a write halfway.
-    let Some(cut) = bytes.iter().rposition(|&b| b == b'\n') else { return };
+    let Some(cut) = bytes.iter().rposition(|&b| b == b'\n') else { return false };
     let chunk = String::from_utf8_lossy(&bytes[..cut]);
     for line in chunk.split('\n') {
         if let Err(e) = cache.reader.feed(line) {
             cache.error = Some(e.to_string());
-            return;
+            // The lines before the bad one were fed.
+            return true;
         }
     }
     cache.consumed += cut as u64 + 1;
+    true
 }
 
 /// Sum the kernels of every window overlapping `[t0, t1]` across `traces` (the processes of one server).
