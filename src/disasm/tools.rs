@@ -101,12 +101,7 @@ fn version_output(program: &Path, arg: &str) -> Option<String> {
 }
 
 fn on_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?.to_str()?.split(':').filter(|d| !d.is_empty()).map(|d| Path::new(d).join(name)).find(
-        |p| {
-            std::fs::metadata(p)
-                .is_ok_and(|m| m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
-        },
-    )
+    crate::doctor::tools::which(name, std::env::var("PATH").ok().as_deref())
 }
 
 /// An `llvm-objdump` that can disassemble AMDGPU code: `--version` names the `amdgcn` target.

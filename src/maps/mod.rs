@@ -241,18 +241,13 @@ fn kfd_gpus() -> Vec<GpuSeen> {
         else {
             continue;
         };
-        if let Some(arch) = gfx_name(v) {
+        if let Some(arch) = crate::doctor::gpus::gfx_target_of(u64::from(v)) {
             if !out.iter().any(|g: &GpuSeen| g.arch == arch) {
                 out.push(GpuSeen { arch, from: file.display().to_string() });
             }
         }
     }
     out
-}
-
-fn gfx_name(version: u32) -> Option<String> {
-    let (major, minor, stepping) = (version / 10000, version / 100 % 100, version % 100);
-    (major > 0 && minor < 16 && stepping < 16).then(|| format!("gfx{major}{minor:x}{stepping:x}"))
 }
 
 /// State kept across snapshots.
@@ -649,12 +644,12 @@ mod tests {
     #[test]
     fn kfd_versions_name_the_gfx_target() {
         // The KFD encoding (major*10000 + minor*100 + stepping) of targets whose names are known.
-        assert_eq!(gfx_name(90000).as_deref(), Some("gfx900"));
-        assert_eq!(gfx_name(90006).as_deref(), Some("gfx906"));
-        assert_eq!(gfx_name(90010).as_deref(), Some("gfx90a"));
-        assert_eq!(gfx_name(90402).as_deref(), Some("gfx942"));
-        assert_eq!(gfx_name(110000).as_deref(), Some("gfx1100"));
-        assert_eq!(gfx_name(120001).as_deref(), Some("gfx1201"));
-        assert_eq!(gfx_name(0), None);
+        assert_eq!(crate::doctor::gpus::gfx_target_of(90000).as_deref(), Some("gfx900"));
+        assert_eq!(crate::doctor::gpus::gfx_target_of(90006).as_deref(), Some("gfx906"));
+        assert_eq!(crate::doctor::gpus::gfx_target_of(90010).as_deref(), Some("gfx90a"));
+        assert_eq!(crate::doctor::gpus::gfx_target_of(90402).as_deref(), Some("gfx942"));
+        assert_eq!(crate::doctor::gpus::gfx_target_of(110000).as_deref(), Some("gfx1100"));
+        assert_eq!(crate::doctor::gpus::gfx_target_of(120001).as_deref(), Some("gfx1201"));
+        assert_eq!(crate::doctor::gpus::gfx_target_of(0), None);
     }
 }

@@ -4,10 +4,10 @@
 
 use std::path::Path;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
 
-use gguf::{GgmlType, Gguf, GgufFile};
+use gguf::{GgmlType, Gguf};
 
 /// How one weight enters the graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -80,8 +80,8 @@ fn layer_of(name: &str) -> Option<(u64, &str)> {
 /// matrix multiplication, except the token embedding (a row lookup), which is the output head only when the
 /// model has no `output.weight` (tied embeddings). Expert tensors (`_exps`) are MUL_MAT_ID with ne2 experts.
 pub fn from_gguf(path: &Path) -> Result<ModelWeights> {
-    let file = GgufFile::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
-    let g = file.parse().map_err(|e| anyhow!("{}: {}", path.display(), e.with_names(file.bytes())))?;
+    let file = crate::synth::open_gguf(path)?;
+    let g = crate::synth::parse_gguf(&file)?;
     from_parsed(&g, &path.display().to_string())
 }
 

@@ -10,7 +10,7 @@ use super::presets::Preset;
 use super::spec::{EndpointSpec, ModelEntry, PromptSpec, SpecFile, TimeoutSpec};
 
 /// The flags that describe the sweep, as given.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct SweepFlags {
     /// `NAME=URL`: an external endpoint.
     pub endpoints: Vec<String>,
@@ -83,48 +83,8 @@ fn endpoint<'s>(
 impl SweepFlags {
     /// Whether any flag that shapes the sweep was given (`--resume` takes the stored plan and refuses them).
     pub fn is_empty(&self) -> bool {
-        let SweepFlags {
-            endpoints,
-            servers,
-            env,
-            programs,
-            llama_bin,
-            models,
-            num_gpu,
-            num_predict,
-            prompts,
-            prompt_files,
-            prompt_tokens,
-            epochs,
-            repetitions,
-            temperature,
-            seed,
-            options,
-            no_stream,
-            timeouts,
-            trace,
-            observer,
-            vklayer,
-            trace_dirs,
-            trace_interval_ms,
-        } = self;
-        // Destructured, so that a new flag cannot be forgotten here.
-        [endpoints, servers, env, programs, models, prompts, options, trace_dirs].iter().all(|v| v.is_empty())
-            && num_gpu.is_empty()
-            && num_predict.is_empty()
-            && prompt_files.is_empty()
-            && prompt_tokens.is_empty()
-            && llama_bin.is_none()
-            && observer.is_none()
-            && vklayer.is_none()
-            && epochs.is_none()
-            && repetitions.is_none()
-            && temperature.is_none()
-            && seed.is_none()
-            && trace_interval_ms.is_none()
-            && !no_stream
-            && !trace
-            && *timeouts == TimeoutSpec::default()
+        // Derived equality takes every field, so a new flag cannot be forgotten here.
+        *self == SweepFlags::default()
     }
 
     /// Merge onto a spec file: endpoints and `--server`s are added, lists given on the command line replace the

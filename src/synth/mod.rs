@@ -166,12 +166,12 @@ pub fn run(args: SynthOptions) -> Result<u8> {
     Ok(0)
 }
 
-fn open_gguf(path: &Path) -> Result<GgufFile> {
+pub(crate) fn open_gguf(path: &Path) -> Result<GgufFile> {
     GgufFile::open(path).with_context(|| format!("{}: cannot open", path.display()))
 }
 
 /// The reader's error names offset, entry and field; this adds the file and the key or tensor name.
-fn parse_gguf(file: &GgufFile) -> Result<Gguf<'_>> {
+pub(crate) fn parse_gguf(file: &GgufFile) -> Result<Gguf<'_>> {
     file.parse().map_err(|e| anyhow!("{}: {}", file.path.display(), e.with_names(file.bytes())))
 }
 

@@ -43,8 +43,6 @@ const EXIT_AFTER_BREAK: Duration = Duration::from_secs(3);
 const EXTERNAL_LOG_SCAN_CAP: u64 = 64 << 20;
 /// Longest wait for a server log to stop growing after a request (for the cell's slice).
 const LOG_SETTLE: Duration = Duration::from_millis(300);
-/// The observer window of an external server whose trace headers do not say (`backscope trace`'s default).
-const EXTERNAL_TRACE_INTERVAL_MS: u64 = 50;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunEnd {
@@ -456,8 +454,9 @@ impl<E: Executor> Runner<'_, '_, E> {
                 let dir = x.trace_dir.as_ref()?;
                 let td = self.externals.get_mut(&x.name)?.trace.as_mut()?;
                 let label = |p: &Path| p.display().to_string();
-                // The external server's observer interval is read from its trace headers.
-                let interval = td.interval_ms().unwrap_or(EXTERNAL_TRACE_INTERVAL_MS);
+                // The external server's observer interval is read from its trace headers; without one, the
+                // observer's default.
+                let interval = td.interval_ms().unwrap_or(trace_format::env::DEFAULT_INTERVAL_MS);
                 Some(tracejoin::observe(td, &dir.display().to_string(), &label, window, interval))
             }
         }
