@@ -29,6 +29,12 @@ pub struct KernelName {
 /// Name of the family for kernels no rule matches.
 pub const OTHER: &str = "other";
 
+/// ggml's own matrix-multiply kernel families on CUDA/HIP (data/kernel_families.toml): which of them ran, or did
+/// not, tells which matmul path ggml took.
+pub const MATMUL_FAMILIES: &[&str] = &["MMVQ", "MMQ", "MMVF", "MMF"];
+/// The same for ggml-vulkan's pipelines (data/vulkan_pipelines.toml).
+pub const VULKAN_MATMUL_FAMILIES: &[&str] = &["MMV", "MMVQ", "MM", "MMQ", "MM-coopmat", "MM-coopmat2"];
+
 pub fn describe(raw: &str) -> KernelName {
     let base = base_name(raw).unwrap_or(raw).to_string();
     let rule = rule(&base, raw);

@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::evidence::{Claim, Confidence, Source};
 use crate::exit;
+use crate::output::text::truncate;
 use crate::output::{Collapse, Column, Document, Excerpt, Output, OutputOptions, Render, Table, Text};
 
 /// JSON schema of `backscope logs --json`.
@@ -93,16 +94,7 @@ fn line_text(r: &Report, line: u64) -> Option<&str> {
 
 fn log_line(r: &Report, file: &str, line: u64, fallback: &str) -> Source {
     let text = line_text(r, line).unwrap_or(fallback);
-    Source::LogLine { path: file.to_string(), line, text: clip(text, 300) }
-}
-
-fn clip(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let mut t: String = s.chars().take(max).collect();
-    t.push('…');
-    t
+    Source::LogLine { path: file.to_string(), line, text: truncate(text, 300) }
 }
 
 /// Fills in the text of every `LogLine` source that cites `name` without its text, by reading `path` again
@@ -121,7 +113,7 @@ pub fn fill_line_texts(claims: &mut [Claim], path: &Path, name: &str) {
     let mut found = std::collections::BTreeMap::new();
     let _ = logs::Parser::parse_reader(file, Limits::default(), |e| {
         if e.line <= last && wanted.contains(&e.line) {
-            found.insert(e.line, clip(&String::from_utf8_lossy(e.raw), 300));
+            found.insert(e.line, truncate(&String::from_utf8_lossy(e.raw), 300));
         }
     });
     for c in claims.iter_mut() {
@@ -159,7 +151,7 @@ pub fn crash_what(c: &Crash) -> String {
         }
         return w;
     }
-    c.causes.first().or(c.consequences.first()).map(|l| clip(&l.text, 200)).unwrap_or_else(|| "a failure".into())
+    c.causes.first().or(c.consequences.first()).map(|l| truncate(&l.text, 200)).unwrap_or_else(|| "a failure".into())
 }
 
 /// The claims about a crash: what happened (Confirmed, from the lines), its phase (Inferred: the rule is an
@@ -376,14 +368,6 @@ fn line_ranges(set: &logs::analysis::LineSet) -> String {
     parts.join(", ")
 }
 
-fn time_cell(e: &TimelineEntry) -> String {
-    match e.t {
-        Some(t) if e.t_inherited => format!("(+{t:.3}s)"),
-        Some(t) => format!("+{t:.3}s"),
-        None => "-".to_string(),
-    }
-}
-
 fn human_bytes(n: u64) -> String {
     match n {
         n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / f64::from(1u32 << 30)),
@@ -434,7 +418,7 @@ fn document(v: &LogsView) -> Document {
         if r.timeline_elided_at == Some(i) {
             t.row(["…".to_string(), "…".into(), "…".into(), format!("{} entries not kept", r.timeline_elided)]);
         }
-        t.row([time_cell(e), e.line.to_string(), e.kind.to_string(), e.summary.clone()]);
+        t.row([logs::render::time_cell(e), e.line.to_string(), e.kind.to_string(), e.summary.clone()]);
     }
     doc.push(t);
     let s = &r.stats;

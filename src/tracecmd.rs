@@ -555,7 +555,7 @@ pub fn run(args: TraceOptions) -> Result<u8> {
         }
     };
     let read = trace::read_dir(&dir)?;
-    let summary = summarise(&dir, &read.traces, &read.problems, exit_status);
+    let summary = summarise(&dir, read.traces, &read.problems, exit_status);
     out.emit(&TraceView { summary: &summary, top: args.top })?;
     // Exit with the traced command's status, so `backscope trace -- cmd` can stand in for `cmd` in scripts.
     Ok(match exit_status {
@@ -828,13 +828,17 @@ mod signals {
 
 /// Merge every process's kernels by name, classify them, and state what ran as claims. `problems` are the trace
 /// files that could not be read (left out of the counts).
-pub fn summarise(dir: &Path, traces: &[TraceFile], problems: &[TraceError], exit_status: Option<i32>) -> TraceSummary {
+pub fn summarise(
+    dir: &Path,
+    mut traces: Vec<TraceFile>,
+    problems: &[TraceError],
+    exit_status: Option<i32>,
+) -> TraceSummary {
     // Vulkan pipelines without a debug name are named after the shader their SPIR-V matched.
     let mut index = ShaderIndex::default();
-    index.add_traces(traces);
-    let mut named = traces.to_vec();
-    named.iter_mut().for_each(|t| index.name_pipelines(t));
-    let traces = named.as_slice();
+    index.add_traces(&traces);
+    traces.iter_mut().for_each(|t| index.name_pipelines(t));
+    let traces = traces.as_slice();
     let shaders = index.shaders_by_name(traces);
     let all = Aggregate::of(traces, Range::All);
     let file = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
@@ -883,10 +887,10 @@ pub fn summarise(dir: &Path, traces: &[TraceFile], problems: &[TraceError], exit
     }
 }
 
-/// Kernel families that say which matrix-multiply path ggml took on CUDA/HIP (data/kernel_families.toml).
-const MATMUL_FAMILIES: &[&str] = &["MMVQ", "MMQ", "MMVF", "MMF", "dequantize", "vendor-BLAS"];
-/// The same for ggml-vulkan's pipelines (data/vulkan_pipelines.toml).
-const VULKAN_MATMUL_FAMILIES: &[&str] = &["MMV", "MMVQ", "MM", "MMQ", "MM-coopmat", "MM-coopmat2", "dequantize"];
+/// Besides ggml's own matmul kernels ([`kernels::MATMUL_FAMILIES`]), a trace summary names the paths that leave
+/// matmuls to a dequantize pass and vendor BLAS; on Vulkan, to a dequantize pass.
+const MATMUL_FALLBACKS: &[&str] = &["dequantize", "vendor-BLAS"];
+const VULKAN_MATMUL_FALLBACKS: &[&str] = &["dequantize"];
 
 /// The matmul families that say something for these kernels: CUDA/HIP's when some kernel is not a Vulkan
 /// pipeline, Vulkan's when some is.
@@ -894,10 +898,10 @@ fn matmul_families(kernels: &[ObservedKernel]) -> Vec<&'static str> {
     let vulkan = |k: &&ObservedKernel| k.api == trace_format::record::api::VULKAN;
     let mut out: Vec<&'static str> = Vec::new();
     if kernels.is_empty() || kernels.iter().any(|k| !vulkan(&k)) {
-        out.extend(MATMUL_FAMILIES);
+        out.extend(kernels::MATMUL_FAMILIES.iter().chain(MATMUL_FALLBACKS));
     }
     if kernels.iter().any(|k| vulkan(&k)) {
-        for f in VULKAN_MATMUL_FAMILIES {
+        for f in kernels::VULKAN_MATMUL_FAMILIES.iter().chain(VULKAN_MATMUL_FALLBACKS) {
             if !out.contains(f) {
                 out.push(f);
             }

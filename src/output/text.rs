@@ -424,6 +424,17 @@ fn excerpt_text(e: &Excerpt, width: usize) -> String {
     out
 }
 
+/// `s` cut to `max_chars` characters, with `…` after them when something was cut: for text kept in records and
+/// claims (quoted log lines, error bodies). [`shorten_end`] fits a width in terminal columns instead.
+pub fn truncate(s: &str, max_chars: usize) -> String {
+    if s.chars().count() <= max_chars {
+        return s.to_string();
+    }
+    let mut t: String = s.chars().take(max_chars).collect();
+    t.push('…');
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::doc::Column;

@@ -34,8 +34,7 @@ use crate::evidence::{Claim, Confidence, Source};
 use crate::kernels;
 use crate::sweep::record::RecordTrace;
 
-/// Families of ggml's matmul kernels, and of its flash-attention kernels.
-const MATMUL_FAMILIES: &[&str] = &["MMVQ", "MMQ", "MMVF", "MMF"];
+/// Families of ggml's flash-attention kernels.
 const FA_FAMILIES: &[&str] = &["FA-vec", "FA-tile", "FA-mma", "FA-wmma"];
 
 /// One observed kernel, classified from its name.
@@ -185,10 +184,11 @@ pub fn load(src: &ObservedSource) -> Result<Observed> {
 
 pub fn from_trace_dir(dir: &Path) -> Result<Observed> {
     let read = crate::trace::read_dir(dir)?;
-    let summary = crate::tracecmd::summarise(dir, &read.traces, &read.problems, None);
+    let no_trace = read.traces.is_empty();
+    let summary = crate::tracecmd::summarise(dir, read.traces, &read.problems, None);
     let mut notes: Vec<String> =
         summary.problems.iter().map(|p| format!("unreadable trace file left out: {p}")).collect();
-    if read.traces.is_empty() {
+    if no_trace {
         notes.push(format!("no trace file in {}", dir.display()));
     }
     Ok(Observed {
@@ -364,11 +364,7 @@ fn expects(report: &PredictReport) -> Vec<Expect<'_>> {
 }
 
 fn short(s: &str) -> String {
-    let mut t: String = s.chars().take(80).collect();
-    if s.chars().count() > 80 {
-        t.push('…');
-    }
-    t
+    crate::output::text::truncate(s, 80)
 }
 
 /// Compare a prediction with observed kernels.
@@ -408,7 +404,7 @@ pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
                 .iter()
                 .filter(|k| {
                     k.launches > 0
-                        && MATMUL_FAMILIES.contains(&k.family.as_str())
+                        && kernels::MATMUL_FAMILIES.contains(&k.family.as_str())
                         && k.ggml_type.as_deref() == Some(g.ggml_type.as_str())
                         && !all.iter().any(|o| matches(k, o))
                 })
@@ -499,7 +495,7 @@ pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
         report.phases.iter().flat_map(|p| &p.attention).filter_map(|a| a.prediction.family.as_deref()).collect();
     let mut unexplained = Vec::new();
     for k in &observed.kernels {
-        let matmul = MATMUL_FAMILIES.contains(&k.family.as_str());
+        let matmul = kernels::MATMUL_FAMILIES.contains(&k.family.as_str());
         let fa = FA_FAMILIES.contains(&k.family.as_str());
         let explained = if matmul {
             // Float matmuls against the KV cache (attention without flash attention) are not modelled.

@@ -331,12 +331,8 @@ fn backend_claim(g: &Group, at: &str, base: &str, run_id: &str, run_dir: &Path) 
         .iter()
         .flat_map(|b| b.evidence.iter().take(6))
         .map(|e| {
-            let path = if Path::new(&e.file).is_absolute() {
-                e.file.clone()
-            } else {
-                run_dir.join(&e.file).display().to_string()
-            };
-            Source::LogLine { path, line: e.line, text: e.text.clone() }
+            // `join` keeps an absolute path as it is.
+            Source::LogLine { path: run_dir.join(&e.file).display().to_string(), line: e.line, text: e.text.clone() }
         })
         .collect();
     sources.push(Source::Run { run_id: run_id.into(), file: Some(r.file.clone()) });

@@ -69,23 +69,15 @@ pub struct CellTimeline {
     pub crash: Option<CrashBrief>,
 }
 
-fn in_run_dir(run_dir: &Path, p: &str) -> std::path::PathBuf {
-    if Path::new(p).is_absolute() {
-        Path::new(p).to_path_buf()
-    } else {
-        run_dir.join(p)
-    }
-}
-
 /// The timeline of `r`, read from its log under `run_dir`; none when the record names no log or it cannot be read.
 /// A failed cell is read as the crash analysis reads it; a successful one through its server's whole log when it
 /// has one (its start, the model load, the devices, then its requests), else its slice.
 pub fn of_record(r: &Record, run_dir: &Path) -> Option<CellTimeline> {
-    let slice = r.log_slice.as_deref().map(|s| in_run_dir(run_dir, s));
+    let slice = r.log_slice.as_deref().map(|s| run_dir.join(s));
     let (log, slice, report) = match (!r.is_ok()).then(|| forensics::slice_crash(r, run_dir)).flatten() {
         Some(sc) => (sc.log, sc.slice, sc.report),
         None => {
-            let whole = r.server.as_ref().map(|s| in_run_dir(run_dir, &s.log)).filter(|p| p.is_file());
+            let whole = r.server.as_ref().map(|s| run_dir.join(&s.log)).filter(|p| p.is_file());
             let log = whole.clone().or_else(|| slice.clone())?;
             let file = std::fs::File::open(&log).ok()?;
             let report = logs::analyze_reader(file, Limits::default()).ok()?;

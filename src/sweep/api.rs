@@ -6,6 +6,7 @@
 //! Streams are fed line by line to [`StreamState::feed`]; a whole (non-streamed) body goes to
 //! [`StreamState::feed_whole`]. Either way [`StreamState::is_final`] says whether the response completed.
 
+pub use crate::output::text::truncate;
 use serde_json::{Map, Value};
 
 use super::record::{Api, ServerTimings};
@@ -343,15 +344,6 @@ pub fn error_message(body: &[u8]) -> String {
         }
     }
     truncate(String::from_utf8_lossy(body).trim(), 500)
-}
-
-pub fn truncate(s: &str, max_chars: usize) -> String {
-    if s.chars().count() <= max_chars {
-        return s.to_string();
-    }
-    let mut t: String = s.chars().take(max_chars).collect();
-    t.push('…');
-    t
 }
 
 /// A fatal signal named in a message. Ollama reports a runner crash as Go's `signal: segmentation fault`

@@ -32,14 +32,14 @@ pub struct SliceCrash {
     pub log: PathBuf,
     /// The cell's slice, when `log` is the server's whole log.
     pub slice: Option<PathBuf>,
+    /// Holds at least one crash ([`slice_crash`] returns none otherwise).
     pub report: Report,
-    /// Index into `report.crashes` of the crash that ended the cell (the last one).
-    pub crash: usize,
 }
 
 impl SliceCrash {
+    /// The crash that ended the cell: the last one the log shows.
     pub fn crash(&self) -> &Crash {
-        &self.report.crashes[self.crash]
+        self.report.crashes.last().expect("slice_crash keeps only reports with a crash")
     }
 }
 
@@ -55,20 +55,12 @@ fn death(r: &Record) -> Option<String> {
     }
 }
 
-fn in_run_dir(run_dir: &Path, p: &str) -> PathBuf {
-    if Path::new(p).is_absolute() {
-        PathBuf::from(p)
-    } else {
-        run_dir.join(p)
-    }
-}
-
 /// Analyses the log of `r`'s failure (see the module documentation for which log); `None` when the record has no
 /// log, it cannot be read, or it shows no crash.
 pub fn slice_crash(r: &Record, run_dir: &Path) -> Option<SliceCrash> {
-    let slice = in_run_dir(run_dir, r.log_slice.as_deref()?);
+    let slice = run_dir.join(r.log_slice.as_deref()?);
     let death = death(r);
-    let server_log = r.server.as_ref().filter(|_| death.is_some()).map(|s| in_run_dir(run_dir, &s.log));
+    let server_log = r.server.as_ref().filter(|_| death.is_some()).map(|s| run_dir.join(&s.log));
     let (log, slice) = match server_log {
         Some(whole) if whole != slice && whole.is_file() => (whole, Some(slice)),
         _ => (slice, None),
@@ -81,8 +73,10 @@ pub fn slice_crash(r: &Record, run_dir: &Path) -> Option<SliceCrash> {
         analyzer.process_exit(&d);
     }
     let report = analyzer.finish(stats);
-    let crash = report.crashes.len().checked_sub(1)?;
-    Some(SliceCrash { log, slice, report, crash })
+    if report.crashes.is_empty() {
+        return None;
+    }
+    Some(SliceCrash { log, slice, report })
 }
 
 fn phase_words(p: Phase) -> &'static str {

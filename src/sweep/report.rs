@@ -201,11 +201,6 @@ fn typed_name(k: &super::record::TraceKernel) -> String {
     format!("{}{t}{}", &k.demangled[..at], &rest[digits..])
 }
 
-/// Kernel families whose presence or absence tells which matrix-multiply path ggml took.
-const MATMUL_FAMILIES: &[&str] = &["MMVQ", "MMQ", "MMVF", "MMF"];
-/// The same for ggml-vulkan's pipelines (data/vulkan_pipelines.toml).
-const VULKAN_MATMUL_FAMILIES: &[&str] = &["MMV", "MMVQ", "MM", "MMQ", "MM-coopmat", "MM-coopmat2"];
-
 /// One claim per traced request: what ran during it, from the observer's windows joined to the request's.
 fn trace_claim(r: &Record, base_id: &str, at: &str, run_dir: &std::path::Path) -> Option<Claim> {
     let t = r.trace.as_ref()?;
@@ -272,7 +267,7 @@ fn trace_claim(r: &Record, base_id: &str, at: &str, run_dir: &std::path::Path) -
     let top: Vec<String> =
         t.kernels.iter().take(3).map(|k| format!("{} {} launches", k.launches, shorten(&typed_name(k), 60))).collect();
     let vulkan = t.kernels.iter().any(|k| k.api == trace_format::record::api::VULKAN);
-    let matmul = if vulkan { VULKAN_MATMUL_FAMILIES } else { MATMUL_FAMILIES };
+    let matmul = if vulkan { crate::kernels::VULKAN_MATMUL_FAMILIES } else { crate::kernels::MATMUL_FAMILIES };
     let absent: Vec<&str> = matmul.iter().copied().filter(|f| !t.families.contains_key(*f)).collect();
     let absent = match &cut {
         // What a cut trace does not show may have run after the cut.

@@ -13,7 +13,8 @@ pub fn printable(s: &str) -> String {
     s.chars().map(|c| if c.is_control() && c != '\t' { '\u{fffd}' } else { c }).collect()
 }
 
-fn time_cell(e: &TimelineEntry) -> String {
+/// An entry's time as the timeline shows it: `+1.234s`, `(+1.234s)` when inherited from an earlier line, `-`.
+pub fn time_cell(e: &TimelineEntry) -> String {
     match e.t {
         Some(t) if e.t_inherited => format!("(+{t:.3}s)"),
         Some(t) => format!("+{t:.3}s"),

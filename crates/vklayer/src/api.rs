@@ -654,8 +654,7 @@ unsafe fn statistics(d: &DeviceDispatch, pipeline: vk::Pipeline) -> Vec<Stat> {
 }
 
 fn c_string(field: &[c_char]) -> String {
-    let bytes: Vec<u8> = field.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
-    String::from_utf8_lossy(&bytes).into_owned()
+    String::from_utf8_lossy(&crate::device::c_text(field)).into_owned()
 }
 
 unsafe extern "system" fn destroy_pipeline(

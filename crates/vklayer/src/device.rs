@@ -43,7 +43,7 @@ pub unsafe fn extensions(inst: &InstanceDispatch, physical: vk::PhysicalDevice) 
 }
 
 /// The bytes of a fixed-size C string field, up to its terminator.
-fn c_text(field: &[c_char]) -> Vec<u8> {
+pub(crate) fn c_text(field: &[c_char]) -> Vec<u8> {
     field.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect()
 }
 
