@@ -414,7 +414,9 @@ pub fn signal_name(signal: i32) -> &'static str {
         9 => "SIGKILL",
         11 => "SIGSEGV",
         13 => "SIGPIPE",
+        14 => "SIGALRM",
         15 => "SIGTERM",
+        31 => "SIGSYS",
         _ => "",
     }
 }
