@@ -6,8 +6,6 @@
 //! (24 bytes); v3: u64 total size, u64 uncompressed size, u64 hash (32 bytes). The payload decompresses
 //! to an ordinary `__CLANG_OFFLOAD_BUNDLE__`.
 
-use std::io::Read;
-
 use crate::error::{Error, Result};
 use crate::read;
 use crate::sniff::{BUNDLE_MAGIC, CCOB_MAGIC};
@@ -121,23 +119,19 @@ impl<'a> CompressedBundle<'a> {
         let mut out = Vec::new();
         out.try_reserve_exact(usize::try_from(want).unwrap_or(usize::MAX))
             .map_err(|_| Error::new(at, UNCOMPRESSED_SIZE, EXPECT_ALLOCATION))?;
-        // Read at most the announced size into the exact buffer, then try one more byte to notice a stream
-        // that is longer than its header says (reading it into `out` would double the allocation).
-        let mut extra = [0u8; 1];
+        // Read at most the announced size into the exact buffer, and notice a stream that is longer than its
+        // header says.
         let got = match self.method {
-            Method::Zlib => {
-                let mut decoder = flate2::read::ZlibDecoder::new(self.payload);
-                (&mut decoder).take(want).read_to_end(&mut out).and_then(|n| Ok((n, decoder.read(&mut extra)?)))
-            }
+            Method::Zlib => read::decode_at_most(flate2::read::ZlibDecoder::new(self.payload), want, &mut out),
             Method::Zstd => {
                 let mut src = self.payload;
-                let mut decoder = ruzstd::decoding::StreamingDecoder::new(&mut src)
+                let decoder = ruzstd::decoding::StreamingDecoder::new(&mut src)
                     .map_err(|_| Error::new(self.header_size, "CCOB zstd frame header", "a valid zstd frame"))?;
-                (&mut decoder).take(want).read_to_end(&mut out).and_then(|n| Ok((n, decoder.read(&mut extra)?)))
+                read::decode_at_most(decoder, want, &mut out)
             }
         };
         match got {
-            Ok((n, 0)) if n as u64 == want => Ok(out),
+            Ok((n, false)) if n as u64 == want => Ok(out),
             Ok(_) => Err(Error::new(at, UNCOMPRESSED_SIZE, "the number of bytes the compressed stream decodes to")),
             Err(_) => Err(Error::new(self.header_size, "CCOB payload", "a valid zlib/zstd stream")),
         }

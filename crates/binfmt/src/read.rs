@@ -93,6 +93,16 @@ pub fn find(haystack: &[u8], needle: &[u8], from: usize) -> Option<usize> {
     haystack.get(from..)?.windows(needle.len()).position(|w| w == needle).map(|p| p + from)
 }
 
+/// Decodes at most `want` bytes of `decoder` into `out` (reserved to the byte by the caller), then tries one byte
+/// more: `(bytes decoded, whether the stream goes on past `want`)`. The extra byte is not kept, because growing
+/// `out` for it would double an allocation sized exactly to the claimed size.
+pub fn decode_at_most(mut decoder: impl std::io::Read, want: u64, out: &mut Vec<u8>) -> std::io::Result<(usize, bool)> {
+    use std::io::Read;
+    let n = (&mut decoder).take(want).read_to_end(out)?;
+    let mut extra = [0u8; 1];
+    Ok((n, decoder.read(&mut extra)? != 0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,6 @@
 //! [`Error`] is relative to the section slice given to [`containers`].
 
 use std::borrow::Cow;
-use std::io::Read;
 use std::iter::FusedIterator;
 
 use crate::error::{Error, Result};
@@ -391,11 +390,10 @@ fn zstd_window(claimed: u64) -> u64 {
 fn decompress_zstd(input: &[u8], claimed: u64, out: &mut Vec<u8>, at: u64) -> Result<bool> {
     use ruzstd::decoding::StreamingDecoder;
     let stream_err = |_| Error::new(at, "fatbin entry zstd payload", "a valid zstd frame");
-    let mut decoder = StreamingDecoder::new_with_max_window_size(input, zstd_window(claimed))
+    let decoder = StreamingDecoder::new_with_max_window_size(input, zstd_window(claimed))
         .map_err(|_| Error::new(at, "fatbin entry zstd payload", "a valid zstd frame header"))?;
-    (&mut decoder).take(claimed).read_to_end(out).map_err(stream_err)?;
-    let mut extra = [0u8; 1];
-    Ok(decoder.read(&mut extra).map_err(stream_err)? != 0)
+    let (_, longer) = crate::read::decode_at_most(decoder, claimed, out).map_err(stream_err)?;
+    Ok(longer)
 }
 
 /// Iterator over the entries of one container; see [`Container::entries`].
