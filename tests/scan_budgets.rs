@@ -7,15 +7,14 @@
 //! budgets existed: an abort, the OOM killer, a hang or a SIGBUS.
 
 use std::fs;
-use std::io::Read;
 use std::os::unix::fs::symlink;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::bounded::{self, Bounds};
 use crate::util::*;
 
 const GIB: u64 = 1 << 30;
@@ -84,136 +83,28 @@ impl Run {
     }
 }
 
-/// Limits on one child.
-struct Bounds {
-    address_space: u64,
-    deadline: Duration,
-    env: Vec<(&'static str, String)>,
-    /// The child's standard input; the default is `/dev/null`.
-    stdin: Option<Stdio>,
-}
-
-impl Default for Bounds {
-    fn default() -> Self {
-        Bounds { address_space: 4 * GIB, deadline: Duration::from_secs(120), env: Vec::new(), stdin: None }
-    }
-}
-
-/// Runs a command and writes `<peak RSS in KiB> <exit code or -1> <signal or 0>` of it to a file. The peak
-/// is taken from `wait4` here rather than in the test process: Linux carries a process's peak RSS across
-/// `exec`, so a child forked straight from the (large, multi-threaded) test process would report the test
-/// process's size; forked from this small interpreter it reports its own.
-const REAPER: &str = r#"
-import os, sys
-pid = os.fork()
-if pid == 0:
-    try:
-        os.execv(sys.argv[2], sys.argv[2:])
-    finally:
-        os._exit(127)
-_, status, usage = os.wait4(pid, 0)
-code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
-sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
-with open(sys.argv[1], "w") as f:
-    f.write(f"{usage.ru_maxrss} {code} {sig}\n")
-"#;
-
-/// `backscope scan --json -o FILE ARGS… PATHS…` as a child in its own process group, under
-/// `setrlimit(RLIMIT_AS)` and a deadline (SIGKILL to the group after it), its peak RSS measured by
-/// [`REAPER`]. Asserts that nothing of its process group survives it.
+/// `backscope scan --json -o FILE ARGS… PATHS…` under [`bounded::run`]: a 4 GiB address-space limit by default,
+/// a deadline, peak RSS measured, nothing of its process group left behind.
 fn scan_bounded(args: &[&str], paths: &[&Path], bounds: Bounds) -> Run {
     let out_dir = tempfile::tempdir().unwrap();
     let out_file = out_dir.path().join("report.json");
-    let status_file = out_dir.path().join("status");
-    let mut cmd = Command::new("python3");
-    cmd.arg("-c").arg(REAPER).arg(&status_file).arg(env!("CARGO_BIN_EXE_backscope"));
-    cmd.arg("scan").arg("--json").arg("-o").arg(&out_file).args(args).args(paths);
-    cmd.stdin(bounds.stdin.unwrap_or_else(Stdio::null)).stdout(Stdio::null()).stderr(Stdio::piped());
-    cmd.envs(bounds.env.iter().map(|(k, v)| (k, v)));
-    cmd.process_group(0);
-    let limit = bounds.address_space;
-    // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            let rl = libc::rlimit { rlim_cur: limit, rlim_max: limit };
-            if libc::setrlimit(libc::RLIMIT_AS, &rl) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let started = Instant::now();
-    let mut child = cmd.spawn().expect("spawn python3 with backscope");
-    let pgid = child.id() as libc::pid_t;
-    let mut stderr_pipe = child.stderr.take().unwrap();
-    let stderr_reader = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = stderr_pipe.by_ref().take(1 << 20).read_to_end(&mut s);
-        String::from_utf8_lossy(&s).into_owned()
-    });
-    let mut killed = false;
-    loop {
-        if child.try_wait().expect("wait for the reaper").is_some() {
-            break;
-        }
-        if started.elapsed() > bounds.deadline && !killed {
-            // SAFETY: signals the process group we created.
-            unsafe { libc::kill(-pgid, libc::SIGKILL) };
-            killed = true;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let elapsed = started.elapsed();
-    assert_no_survivors(pgid);
-    let stderr = stderr_reader.join().unwrap();
-    let status = fs::read_to_string(&status_file).unwrap_or_default();
-    let fields: Vec<i64> = status.split_whitespace().filter_map(|f| f.parse().ok()).collect();
-    let (peak_kib, code, signal) = match fields[..] {
-        [peak, code, signal] => (peak, code, signal),
-        _ => (0, -1, libc::SIGKILL as i64),
-    };
+    let mut argv: Vec<std::ffi::OsString> = vec!["scan".into(), "--json".into(), "-o".into(), out_file.clone().into()];
+    argv.extend(args.iter().map(Into::into));
+    argv.extend(paths.iter().map(|p| p.as_os_str().to_owned()));
+    let done = bounded::run(&argv, bounds);
     let report = fs::metadata(&out_file)
         .ok()
         .filter(|m| m.len() > 0 && m.len() < 512 * MIB)
         .and_then(|_| serde_json::from_slice(&fs::read(&out_file).unwrap()).ok());
-    let run = Run {
-        code: (code >= 0).then_some(code as i32),
-        signal: (signal > 0).then_some(signal as i32),
+    assert!(!done.killed, "still running after its deadline, killed: {}", done.describe());
+    Run {
+        code: done.code,
+        signal: done.signal,
         report,
-        stderr,
-        peak_rss: peak_kib as u64 * 1024,
-        elapsed,
-    };
-    assert!(!killed, "still running after {:?}, killed: {}", bounds.deadline, run.describe());
-    run
-}
-
-/// No process of the child's process group is left (the scan starts none; this makes sure of it). A
-/// process killed at the deadline may take a moment to go; it gets five seconds.
-fn assert_no_survivors(pgid: libc::pid_t) {
-    let started = Instant::now();
-    loop {
-        let left = group_members(pgid);
-        if left.is_empty() {
-            return;
-        }
-        assert!(started.elapsed() < Duration::from_secs(5), "processes of the scan's group survive it: {left:?}");
-        std::thread::sleep(Duration::from_millis(20));
+        stderr: done.stderr,
+        peak_rss: done.peak_rss,
+        elapsed: done.elapsed,
     }
-}
-
-fn group_members(pgid: libc::pid_t) -> Vec<u32> {
-    let mut members = Vec::new();
-    for entry in fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else { continue };
-        // Fields after the parenthesised command name: state, ppid, pgrp.
-        let Some((_, rest)) = stat.rsplit_once(')') else { continue };
-        if rest.split_whitespace().nth(2).and_then(|s| s.parse::<i32>().ok()) == Some(pgid) {
-            members.push(pid);
-        }
-    }
-    members
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
 //! Integration tests: real inputs (downloaded by scripts/fixtures.sh), real independent tools.
+mod bounded;
 mod util;
 
 mod disasm_real;
