@@ -16,6 +16,7 @@ pub mod doctor;
 pub mod evidence;
 pub mod exit;
 pub mod gate;
+pub mod inputs;
 pub mod kernels;
 pub mod knowledge;
 pub mod logscmd;

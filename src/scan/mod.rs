@@ -11,7 +11,8 @@
 mod command;
 pub mod coverage;
 pub mod gpu;
-pub mod input;
+/// How a scan opens and maps files: the ground-floor [`crate::inputs`], which every command uses.
+pub use crate::inputs as input;
 pub mod limits;
 pub mod records;
 pub mod tree;

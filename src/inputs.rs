@@ -1,5 +1,9 @@
-//! How a scan opens and maps the files it reads: regular files only, without ever blocking, and mappings
-//! that survive the file being cut short underneath them.
+//! How every command opens the files it reads: regular files only, without ever blocking, read with a size
+//! limit, and mappings that survive the file being cut short underneath them. A user's paths and the paths a
+//! run directory names are equally untrusted: a FIFO hangs a reader forever, a link to `/dev/zero` is endless,
+//! and a record may name `/dev/stdin`. [`read_limited`] and [`open_input`] are the doors for whole-file reads;
+//! [`open_stream`] is the one door that also takes a pipe, for commands whose input is meant to be a stream
+//! (`-`, `<(…)`); [`same_file`] tells an output that would overwrite one of the inputs.
 //!
 //! **Never a blocking open.** A path may name a FIFO, a terminal or a device (`/dev/stdin` in a
 //! `DT_NEEDED`, a FIFO next to a library): `open` of a FIFO waits for a writer and `read` of a terminal
@@ -23,7 +27,7 @@
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
@@ -60,6 +64,168 @@ fn kind_of(t: &std::fs::FileType) -> &'static str {
         "a directory"
     } else {
         "not a regular file"
+    }
+}
+
+/// Why an input could not be read.
+#[derive(Debug)]
+pub enum InputError {
+    /// Opening or reading failed.
+    Io { path: PathBuf, error: io::Error },
+    /// The path exists but is not a regular file; the kind it is.
+    NotRegular { path: PathBuf, kind: &'static str },
+    /// The file is larger than the command reads: its size (`None` when it grew past the limit while being
+    /// read) and the limit.
+    TooLarge { path: PathBuf, size: Option<u64>, limit: u64 },
+}
+
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InputError::Io { path, error } => write!(f, "cannot read {}: {error}", path.display()),
+            InputError::NotRegular { path, kind } => {
+                write!(f, "{} is {kind}, not a regular file: backscope reads only regular files here", path.display())
+            }
+            InputError::TooLarge { path, size: Some(size), limit } => {
+                write!(f, "{} is {size} bytes, more than the {limit} bytes read for this input", path.display())
+            }
+            InputError::TooLarge { path, size: None, limit } => {
+                write!(f, "{} grew past the {limit} bytes read for this input while being read", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for InputError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            InputError::Io { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl InputError {
+    fn io(path: &Path, error: io::Error) -> InputError {
+        InputError::Io { path: path.to_path_buf(), error }
+    }
+}
+
+/// An opened regular file and its size when opened.
+#[derive(Debug)]
+pub struct Input {
+    pub file: File,
+    pub len: u64,
+}
+
+/// Opens `path` as a regular file (symlinks followed; FIFOs, devices, sockets and directories refused without
+/// blocking), in blocking mode for reading.
+pub fn open_input(path: &Path) -> Result<Input, InputError> {
+    let file = open_regular(path)
+        .map_err(|e| InputError::io(path, e))?
+        .map_err(|kind| InputError::NotRegular { path: path.to_path_buf(), kind })?;
+    clear_nonblock(&file).map_err(|e| InputError::io(path, e))?;
+    let len = file.metadata().map_err(|e| InputError::io(path, e))?.len();
+    Ok(Input { file, len })
+}
+
+/// The whole of a regular file, refused when it is larger than `limit` bytes (checked on its size and again
+/// while reading, since it may grow).
+pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, InputError> {
+    let input = open_input(path)?;
+    if input.len > limit {
+        return Err(InputError::TooLarge { path: path.to_path_buf(), size: Some(input.len), limit });
+    }
+    read_all(path, input.file, input.len as usize, limit)
+}
+
+/// [`read_limited`] as UTF-8 text (invalid sequences replaced: inputs are logs and JSON of other programs).
+pub fn read_text_limited(path: &Path, limit: u64) -> Result<String, InputError> {
+    let bytes = read_limited(path, limit)?;
+    Ok(match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
+}
+
+fn read_all(path: &Path, file: impl io::Read, hint: usize, limit: u64) -> Result<Vec<u8>, InputError> {
+    use io::Read;
+    let mut bytes = Vec::with_capacity(hint.min(limit as usize));
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes).map_err(|e| InputError::io(path, e))?;
+    if bytes.len() as u64 > limit {
+        return Err(InputError::TooLarge { path: path.to_path_buf(), size: None, limit });
+    }
+    Ok(bytes)
+}
+
+/// A stream to read once: standard input for `-`, an already-open pipe (`/dev/fd/N` of `<(…)`, `/dev/stdin`),
+/// or a regular file. A named FIFO that no process holds open is refused instead of waited on: its open would
+/// block until a writer came, which is the hang this module exists to prevent.
+pub fn open_stream(path: &Path) -> Result<Box<dyn io::Read + Send>, InputError> {
+    use std::os::unix::fs::FileTypeExt;
+    if path == Path::new("-") {
+        return Ok(Box::new(io::stdin()));
+    }
+    let meta = std::fs::metadata(path).map_err(|e| InputError::io(path, e))?;
+    let t = meta.file_type();
+    if t.is_file() {
+        return Ok(Box::new(open_input(path)?.file));
+    }
+    if !t.is_fifo() {
+        return Err(InputError::NotRegular { path: path.to_path_buf(), kind: kind_of(&t) });
+    }
+    // A FIFO: opened without blocking, then taken only if it is an anonymous pipe (`<(…)`, a shell's `|`), whose
+    // writer exists by construction. A named FIFO may have no writer, and Linux offers no way to ask without
+    // waiting, so it is refused with the way around.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| InputError::io(path, e))?;
+    if !is_anonymous_pipe(&file) {
+        return Err(InputError::NotRegular {
+            path: path.to_path_buf(),
+            kind: "a named FIFO (pass its contents on standard input instead: `- < FIFO`)",
+        });
+    }
+    clear_nonblock(&file).map_err(|e| InputError::io(path, e))?;
+    Ok(Box::new(file))
+}
+
+/// Whether an open descriptor is an anonymous pipe: the kernel names those `pipe:[INODE]` in `/proc/self/fd`.
+fn is_anonymous_pipe(file: &File) -> bool {
+    use std::os::fd::AsRawFd;
+    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .is_ok_and(|target| target.as_os_str().as_encoded_bytes().starts_with(b"pipe:["))
+}
+
+fn clear_nonblock(file: &File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor we own.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether two paths name the same file (device and inode; symlinks followed). A path that does not exist is
+/// the same as nothing.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// Whether `path`, with every symlink resolved, lies inside `dir` (also resolved). A path that cannot be
+/// resolved is not inside.
+pub fn resolved_inside(dir: &Path, path: &Path) -> bool {
+    match (std::fs::canonicalize(dir), std::fs::canonicalize(path)) {
+        (Ok(d), Ok(p)) => p.starts_with(d),
+        _ => false,
     }
 }
 
@@ -272,6 +438,78 @@ unsafe fn pass_on(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn mkfifo(path: &Path) {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    }
+
+    #[test]
+    fn fifos_devices_and_directories_are_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("trace-1.jsonl");
+        mkfifo(&fifo);
+        let zero = dir.path().join("run.json");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        for (path, kind) in
+            [(&fifo, "a FIFO"), (&zero, "a character device"), (&dir.path().to_path_buf(), "a directory")]
+        {
+            let err = read_limited(path, 1 << 20).unwrap_err();
+            assert!(matches!(err, InputError::NotRegular { kind: k, .. } if k == kind), "{err}");
+            let text = err.to_string();
+            assert!(text.contains(&path.display().to_string()) && text.contains(kind), "{text}");
+        }
+        // A named FIFO is no stream either: nobody may be writing to it.
+        let err = open_stream(&fifo).err().expect("a named FIFO is refused");
+        assert!(err.to_string().contains("named FIFO"), "{err}");
+    }
+
+    #[test]
+    fn a_file_over_the_limit_is_refused_by_its_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spec.toml");
+        std::fs::write(&path, vec![b'x'; 1001]).unwrap();
+        assert_eq!(read_limited(&path, 1001).unwrap().len(), 1001);
+        let err = read_limited(&path, 1000).unwrap_err();
+        assert!(matches!(err, InputError::TooLarge { size: Some(1001), limit: 1000, .. }), "{err}");
+        assert!(err.to_string().contains("1001 bytes, more than the 1000"), "{err}");
+    }
+
+    #[test]
+    fn an_anonymous_pipe_is_a_stream() {
+        let mut fds = [0; 2];
+        // SAFETY: two descriptors for a new pipe.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: we own both descriptors from here on.
+        let mut writer = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fds[1]) };
+        let reader_fd = fds[0];
+        io::Write::write_all(&mut writer, b"{\"a\":1}\n").unwrap();
+        drop(writer);
+        let mut text = String::new();
+        io::Read::read_to_string(&mut open_stream(Path::new(&format!("/dev/fd/{reader_fd}"))).unwrap(), &mut text)
+            .unwrap();
+        // SAFETY: our descriptor, closed once.
+        unsafe { libc::close(reader_fd) };
+        assert_eq!(text, "{\"a\":1}\n");
+    }
+
+    #[test]
+    fn same_file_and_inside_follow_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).unwrap();
+        let key = dir.path().join("id_ed25519");
+        std::fs::write(&key, "secret").unwrap();
+        let link = run.join("server.log");
+        std::os::unix::fs::symlink(&key, &link).unwrap();
+        assert!(same_file(&link, &key));
+        assert!(!same_file(&link, &run.join("absent")));
+        assert!(!resolved_inside(&run, &link), "a link out of the run is not inside it");
+        std::fs::write(run.join("real.log"), "x").unwrap();
+        assert!(resolved_inside(&run, &run.join("real.log")));
+        assert!(!resolved_inside(&run, &run.join("../id_ed25519")));
+    }
 
     #[test]
     fn reads_past_a_truncation_see_zeros_and_are_reported() {
