@@ -199,7 +199,8 @@ fn is_anonymous_pipe(file: &File) -> bool {
         .is_ok_and(|target| target.as_os_str().as_encoded_bytes().starts_with(b"pipe:["))
 }
 
-fn clear_nonblock(file: &File) -> io::Result<()> {
+/// Puts a descriptor opened with `O_NONBLOCK` (so that opening could not hang) back into blocking mode.
+pub(crate) fn clear_nonblock(file: &File) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     let fd = file.as_raw_fd();
     // SAFETY: fcntl on a descriptor we own.

@@ -514,13 +514,18 @@ pub fn vulkan_env(explicit: Option<&Path>, existing: impl Fn(&str) -> Option<Str
 }
 
 pub fn run(args: TraceOptions) -> Result<u8> {
-    let mut out = Output::open(&args.output)?;
+    let inputs = crate::output::Inputs::none()
+        .maybe(args.read.as_ref())
+        .maybe(args.observer.as_ref())
+        .maybe(args.vklayer.as_ref());
+    let mut out = Output::open(&args.output, &inputs)?;
     if args.env {
         let observer = find_observer(args.observer.as_deref())?;
         // A service starts with its own environment: only what these lines set is assumed.
         let vulkan = vulkan_env(args.vklayer.as_deref(), |_| None)?;
         let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("/var/tmp/backscope-traces"));
         out.emit(&env_view(&observer, &vulkan, &dir, args.systemd.as_deref(), args.interval_ms))?;
+        out.finish()?;
         return Ok(0);
     }
     let (dir, exit_status) = match &args.read {
@@ -557,6 +562,7 @@ pub fn run(args: TraceOptions) -> Result<u8> {
     let read = trace::read_dir(&dir)?;
     let summary = summarise(&dir, read.traces, &read.problems, exit_status);
     out.emit(&TraceView { summary: &summary, top: args.top })?;
+    out.finish()?;
     // Exit with the traced command's status, so `backscope trace -- cmd` can stand in for `cmd` in scripts.
     Ok(match exit_status {
         Some(s) if (0..=255).contains(&s) => s as u8,

@@ -752,7 +752,11 @@ pub fn doctor(opts: &DoctorOptions) -> Result<DoctorReport> {
 
 /// Probe and print.
 pub fn run(cmd: &DoctorCommand) -> Result<u8> {
-    let mut out = crate::output::Output::open(&cmd.output)?;
+    // Every file under a root other than `/` may be read (libraries, manifests, tools); the real root's own reads
+    // are a few system directories, and refusing every existing -o path under `/` would refuse them all.
+    let root = Some(&cmd.options.root).filter(|r| r.as_path() != Path::new("/"));
+    let mut out = crate::output::Output::open(&cmd.output, &crate::output::Inputs::none().maybe(root))?;
     out.emit(&doctor(&cmd.options)?)?;
+    out.finish()?;
     Ok(crate::exit::OK)
 }
