@@ -471,6 +471,18 @@ impl std::fmt::Display for TraceProblem {
 }
 
 /// Find the observer library: explicit path, environment, or beside the running executable.
+/// Where `trace --env` points a service's traces when no `--dir` is given: `/var/tmp/backscope-traces-UID`, made
+/// private to the user (mode 0700, [`crate::inputs::private_dir`]) and refused when someone else could have
+/// planted traces in it, since `trace --read` takes what it finds there as evidence. `/var/tmp` rather than
+/// `$XDG_RUNTIME_DIR`: that is a tmpfs of a few percent of RAM, removed at logout, and a service's traces (up to the
+/// observer's 1 GiB per process) outlive sessions.
+pub fn default_env_dir() -> Result<PathBuf> {
+    // SAFETY: getuid cannot fail.
+    let dir = PathBuf::from(format!("/var/tmp/backscope-traces-{}", unsafe { libc::getuid() }));
+    crate::inputs::private_dir(&dir).map_err(|e| anyhow::anyhow!("{e}, or name another directory with --dir"))?;
+    Ok(dir)
+}
+
 pub fn find_observer(explicit: Option<&Path>) -> Result<PathBuf> {
     find_library(explicit, "observer library", "BACKSCOPE_OBSERVER_SO", OBSERVER_FILE, " or pass --observer PATH")
 }
@@ -523,7 +535,10 @@ pub fn run(args: TraceOptions) -> Result<u8> {
         let observer = find_observer(args.observer.as_deref())?;
         // A service starts with its own environment: only what these lines set is assumed.
         let vulkan = vulkan_env(args.vklayer.as_deref(), |_| None)?;
-        let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("/var/tmp/backscope-traces"));
+        let dir = match &args.dir {
+            Some(d) => d.clone(),
+            None => default_env_dir()?,
+        };
         out.emit(&env_view(&observer, &vulkan, &dir, args.systemd.as_deref(), args.interval_ms))?;
         out.finish()?;
         return Ok(0);

@@ -455,6 +455,121 @@ mod tests {
         );
     }
 
+    fn to_file(path: &Path) -> OutputOptions {
+        OutputOptions { format: Format::Text, path: Some(path.to_path_buf()), all: false }
+    }
+
+    fn names_in(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_file_appears_whole_at_finish_and_a_dropped_output_leaves_the_old_one() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("report.txt");
+        std::fs::write(&report, "previous good report\n").unwrap();
+        std::fs::set_permissions(&report, std::fs::Permissions::from_mode(0o640)).unwrap();
+
+        let mut out = Output::open(&to_file(&report), &Inputs::none()).unwrap();
+        out.write_raw(b"half of a new one").unwrap();
+        out.flush().unwrap();
+        assert_eq!(std::fs::read_to_string(&report).unwrap(), "previous good report\n", "untouched until finish");
+        drop(out); // the command failed
+        assert_eq!(std::fs::read_to_string(&report).unwrap(), "previous good report\n");
+        assert_eq!(names_in(dir.path()), ["report.txt"], "the temporary file is removed");
+
+        let mut out = Output::open(&to_file(&report), &Inputs::none()).unwrap();
+        out.write_raw(b"new report\n").unwrap();
+        out.finish().unwrap();
+        assert_eq!(std::fs::read_to_string(&report).unwrap(), "new report\n");
+        assert_eq!(names_in(dir.path()), ["report.txt"]);
+        let mode = std::fs::metadata(&report).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o640, "the replaced file's mode is kept");
+
+        // Through a symlink: the file it names is replaced, the link stays a link.
+        let link = dir.path().join("latest.txt");
+        std::os::unix::fs::symlink("report.txt", &link).unwrap();
+        let mut out = Output::open(&to_file(&link), &Inputs::none()).unwrap();
+        out.write_raw(b"via the link\n").unwrap();
+        out.finish().unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&report).unwrap(), "via the link\n");
+    }
+
+    #[test]
+    fn a_stream_is_complete_at_finish() {
+        let dir = tempfile::tempdir().unwrap();
+        let events = dir.path().join("events.jsonl");
+        let stream = Output::open(&to_file(&events), &Inputs::none()).unwrap().into_stream();
+        let mut w = stream.writer();
+        w.write_all(b"{\"event\":\"run_started\"}\n").unwrap();
+        assert!(!events.exists(), "a stream to a file appears when it ends");
+        drop(w);
+        stream.finish().unwrap();
+        assert_eq!(std::fs::read_to_string(&events).unwrap(), "{\"event\":\"run_started\"}\n");
+        // Finishing while a writer is still held is refused; the stream is then discarded like any unfinished one.
+        let stream = Output::open(&to_file(&events), &Inputs::none()).unwrap().into_stream();
+        let mut w = stream.writer();
+        w.write_all(b"partial\n").unwrap();
+        assert!(stream.finish().is_err());
+        drop(w);
+        assert_eq!(std::fs::read_to_string(&events).unwrap(), "{\"event\":\"run_started\"}\n");
+        assert_eq!(names_in(dir.path()), ["events.jsonl"]);
+    }
+
+    #[test]
+    fn an_input_or_a_file_in_a_read_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("a.log");
+        std::fs::write(&log, "x\n").unwrap();
+        let link = dir.path().join("link.log");
+        std::os::unix::fs::symlink(&log, &link).unwrap();
+        let inputs = Inputs::none().path(&log).path("-");
+        for target in [&log, &link] {
+            let err = Output::open(&to_file(target), &inputs).unwrap_err().to_string();
+            assert!(
+                err.contains(&target.display().to_string()) && err.contains(&log.display().to_string()),
+                "both paths named: {err}"
+            );
+        }
+        // An input that does not exist yet (a database the command creates) is the same place too.
+        let db = dir.path().join("new.db");
+        assert!(Output::open(&to_file(&dir.path().join("./new.db")), &Inputs::none().path(&db)).is_err());
+        assert!(!db.exists());
+
+        let walked = dir.path().join("tree");
+        std::fs::create_dir(&walked).unwrap();
+        std::fs::write(walked.join("old.json"), "{}").unwrap();
+        let inputs = Inputs::none().path(&walked);
+        let err = Output::open(&to_file(&walked.join("old.json")), &inputs).unwrap_err().to_string();
+        assert!(err.contains("inside") && err.contains(&walked.display().to_string()), "{err}");
+        assert_eq!(std::fs::read_to_string(walked.join("old.json")).unwrap(), "{}");
+        // A new file there is no input; elsewhere anything goes.
+        Output::open(&to_file(&walked.join("new.json")), &inputs).unwrap().finish().unwrap();
+        Output::open(&to_file(&dir.path().join("elsewhere.json")), &inputs).unwrap().finish().unwrap();
+    }
+
+    #[test]
+    fn special_files_are_written_directly() {
+        let mut out = Output::open(&to_file(Path::new("/dev/null")), &Inputs::none()).unwrap();
+        out.write_raw(b"gone").unwrap();
+        out.finish().unwrap();
+        use std::os::unix::fs::FileTypeExt;
+        assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+        // A FIFO nobody reads fails at once instead of waiting for a reader.
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = Output::open(&to_file(&fifo), &Inputs::none()).unwrap_err();
+        assert!(format!("{err:#}").contains("cannot create"), "{err:#}");
+    }
+
     /// Print macros bypass the output layer (buffering, escaping, a closed pipe); none may appear in backscope's
     /// own sources. Clippy's `print_stdout`/`print_stderr` lints say the same at build time; this test holds
     /// without clippy.
