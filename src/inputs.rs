@@ -245,7 +245,9 @@ pub fn private_dir(dir: &Path) -> Result<(), String> {
     let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("cannot inspect {}: {e}", dir.display()))?;
     let dir = dir.display();
     if meta.file_type().is_symlink() {
-        return Err(format!("{dir} is a symlink, where a private directory was expected: another user may have planted it; remove it"));
+        return Err(format!(
+            "{dir} is a symlink, where a private directory was expected: another user may have planted it; remove it"
+        ));
     }
     if !meta.is_dir() {
         let kind = if meta.is_file() { "a regular file" } else { kind_of(&meta.file_type()) };

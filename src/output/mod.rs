@@ -112,7 +112,10 @@ enum Destination {
     /// A FIFO, a device, `/dev/stdout`: written as it is.
     Direct(File),
     /// A regular file: written beside it, renamed over `target` by `finish` (removed if dropped before).
-    Pending { temp: tempfile::NamedTempFile, target: PathBuf },
+    Pending {
+        temp: tempfile::NamedTempFile,
+        target: PathBuf,
+    },
 }
 
 impl Write for Destination {
@@ -363,7 +366,8 @@ impl Stream {
 
     /// The stream is complete: as [`Output::finish`]. Every writer must have been dropped.
     pub fn finish(self) -> Result<()> {
-        let output = Arc::try_unwrap(self.0).map_err(|_| anyhow::anyhow!("the output stream is still being written"))?;
+        let output =
+            Arc::try_unwrap(self.0).map_err(|_| anyhow::anyhow!("the output stream is still being written"))?;
         output.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()).finish()
     }
 }

@@ -338,7 +338,8 @@ fn prompts(spec: &SpecFile) -> Result<Vec<Prompt>> {
         let (default_name, text, target) = match (&p.text, &p.file, p.tokens) {
             (Some(t), None, None) => (format!("text{}", i + 1), t.clone(), None),
             (None, Some(f), None) => {
-                let t = crate::inputs::read_text_limited(f, MAX_PROMPT_FILE_BYTES).context("cannot read the prompt file")?;
+                let t = crate::inputs::read_text_limited(f, MAX_PROMPT_FILE_BYTES)
+                    .context("cannot read the prompt file")?;
                 let stem = f.file_stem().map(|s| s.to_string_lossy().into_owned());
                 (stem.unwrap_or_else(|| format!("file{}", i + 1)), t, None)
             }

@@ -515,7 +515,8 @@ fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
             "not a regular file"
         }
     };
-    let not_regular = |m: &std::fs::Metadata| format!("is {}, not a regular file: only regular trace files are read", kind(m));
+    let not_regular =
+        |m: &std::fs::Metadata| format!("is {}, not a regular file: only regular trace files are read", kind(m));
     let meta = std::fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?;
     if !meta.is_file() {
         return Err(not_regular(&meta));
