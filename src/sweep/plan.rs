@@ -477,7 +477,7 @@ mod tests {
             ngl(f, vec![0]);
             f.prompt_files = vec!["/nonexistent/p.txt".into()]
         })
-        .contains("cannot read prompt file /nonexistent/p.txt"));
+        .contains("cannot read the prompt file: cannot read /nonexistent/p.txt"));
         let no_model = plan_of(|f| f.endpoints = vec!["a=http://x".into()]).unwrap_err();
         assert!(format!("{no_model:#}").contains("no model"));
     }
