@@ -199,7 +199,8 @@ fn is_anonymous_pipe(file: &File) -> bool {
         .is_ok_and(|target| target.as_os_str().as_encoded_bytes().starts_with(b"pipe:["))
 }
 
-fn clear_nonblock(file: &File) -> io::Result<()> {
+/// Puts a descriptor opened with `O_NONBLOCK` (so that opening could not hang) back into blocking mode.
+pub(crate) fn clear_nonblock(file: &File) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     let fd = file.as_raw_fd();
     // SAFETY: fcntl on a descriptor we own.
@@ -227,6 +228,47 @@ pub fn resolved_inside(dir: &Path, path: &Path) -> bool {
         (Ok(d), Ok(p)) => p.starts_with(d),
         _ => false,
     }
+}
+
+/// Makes `dir` a directory that only the current user can write to, so that what is found in it later can be
+/// trusted as written by this user's processes: created with mode 0700 if it does not exist (its parent must), and
+/// refused with the reason if it exists as a symlink, as anything but a directory, owned by another user, or
+/// writable by group or others — in a shared place such as `/var/tmp`, any local user could have made it first
+/// and planted FIFOs, `/dev/zero` links or fake files there.
+pub fn private_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+    }
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("cannot inspect {}: {e}", dir.display()))?;
+    let dir = dir.display();
+    if meta.file_type().is_symlink() {
+        return Err(format!(
+            "{dir} is a symlink, where a private directory was expected: another user may have planted it; remove it"
+        ));
+    }
+    if !meta.is_dir() {
+        let kind = if meta.is_file() { "a regular file" } else { kind_of(&meta.file_type()) };
+        return Err(format!("{dir} is {kind}, where a private directory was expected; remove it"));
+    }
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    if meta.uid() != uid {
+        return Err(format!(
+            "{dir} is owned by uid {}, not by you (uid {uid}): files in it could have been planted; remove it",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "{dir} is writable by {} (mode {:o}): anyone could plant files in it; chmod 700 it",
+            if meta.mode() & 0o002 != 0 { "every user" } else { "its group" },
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
 }
 
 /// A read-only map of a whole regular file, guarded against truncation (see the module documentation).
@@ -509,6 +551,49 @@ mod tests {
         std::fs::write(run.join("real.log"), "x").unwrap();
         assert!(resolved_inside(&run, &run.join("real.log")));
         assert!(!resolved_inside(&run, &run.join("../id_ed25519")));
+    }
+
+    #[test]
+    fn a_private_dir_is_created_0700_and_a_planted_one_is_refused() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let base = tempfile::tempdir().unwrap();
+        let fresh = base.path().join("traces");
+        private_dir(&fresh).unwrap();
+        let meta = std::fs::symlink_metadata(&fresh).unwrap();
+        assert!(meta.is_dir());
+        assert_eq!(meta.mode() & 0o7777, 0o700, "created private whatever the umask");
+        // SAFETY: getuid cannot fail.
+        assert_eq!(meta.uid(), unsafe { libc::getuid() });
+        private_dir(&fresh).expect("an existing private directory is taken as it is");
+
+        let open = base.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = private_dir(&open).unwrap_err();
+        assert!(err.contains(&open.display().to_string()) && err.contains("writable by every user"), "{err}");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o770)).unwrap();
+        assert!(private_dir(&open).unwrap_err().contains("writable by its group"));
+
+        let link = base.path().join("link");
+        std::os::unix::fs::symlink(&fresh, &link).unwrap();
+        let err = private_dir(&link).unwrap_err();
+        assert!(err.contains("is a symlink"), "a link to a good directory is refused too: {err}");
+
+        let file = base.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        assert!(private_dir(&file).unwrap_err().contains("is a regular file, where a private directory"));
+        let fifo = base.path().join("fifo");
+        mkfifo(&fifo);
+        assert!(private_dir(&fifo).unwrap_err().contains("is a FIFO"));
+
+        // Another user's directory (only root can make one here: elsewhere this part has nothing to check).
+        let theirs = base.path().join("theirs");
+        std::fs::DirBuilder::new().create(&theirs).unwrap();
+        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o700)).unwrap();
+        if std::os::unix::fs::chown(&theirs, Some(65534), None).is_ok() {
+            let err = private_dir(&theirs).unwrap_err();
+            assert!(err.contains("owned by uid 65534, not by you"), "{err}");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use logs::analysis::{Crash, Report, TimelineEntry};
 use logs::{analyze_reader, Limits, Phase};
 use serde::Serialize;
@@ -39,23 +39,25 @@ pub fn source_name(input: &Path) -> String {
 
 pub fn run(opts: &LogsOptions) -> Result<u8> {
     let name = source_name(&opts.input);
+    // A regular file is read twice (the second time for the lines claims cite); anything else — standard input, a
+    // pipe (`<(…)`) — once, since it cannot be read again. A named FIFO is refused: its open would wait for a writer.
+    let regular = opts.input != Path::new("-") && std::fs::metadata(&opts.input).is_ok_and(|m| m.is_file());
     let reader: Box<dyn Read> = if opts.input == Path::new("-") {
         Box::new(std::io::stdin().lock())
+    } else if std::fs::metadata(&opts.input).is_ok_and(|m| m.is_dir()) {
+        anyhow::bail!("{} is a directory: give a log file, or - for standard input", opts.input.display());
     } else {
-        let f = std::fs::File::open(&opts.input).with_context(|| format!("cannot open {}", opts.input.display()))?;
-        if f.metadata().is_ok_and(|m| m.is_dir()) {
-            anyhow::bail!("{} is a directory: give a log file, or - for standard input", opts.input.display());
-        }
-        Box::new(f)
+        crate::inputs::open_stream(&opts.input)?
     };
-    let mut out = Output::open(&opts.output)?;
+    let mut out = Output::open(&opts.output, &crate::output::Inputs::none().path(&opts.input))?;
     let report = analyze_reader(reader, Limits::default()).map_err(|e| anyhow::anyhow!("{}: {e}", name))?;
     let mut view = LogsView::new(name, report);
-    if opts.input != Path::new("-") {
+    if regular {
         // Lines the timeline did not keep are read again for the claims that cite them.
         fill_line_texts(&mut view.claims, &opts.input, &view.input);
     }
     out.emit(&view)?;
+    out.finish()?;
     Ok(exit::OK)
 }
 
@@ -109,7 +111,8 @@ pub fn fill_line_texts(claims: &mut [Claim], path: &Path, name: &str) {
         })
         .collect();
     let Some(&last) = wanted.last() else { return };
-    let Ok(file) = std::fs::File::open(path) else { return };
+    // Only a regular file (a FIFO swapped in since the first read would block here).
+    let Ok(crate::inputs::Input { file, .. }) = crate::inputs::open_input(path) else { return };
     let mut found = std::collections::BTreeMap::new();
     let _ = logs::Parser::parse_reader(file, Limits::default(), |e| {
         if e.line <= last && wanted.contains(&e.line) {

@@ -471,6 +471,18 @@ impl std::fmt::Display for TraceProblem {
 }
 
 /// Find the observer library: explicit path, environment, or beside the running executable.
+/// Where `trace --env` points a service's traces when no `--dir` is given: `/var/tmp/backscope-traces-UID`, made
+/// private to the user (mode 0700, [`crate::inputs::private_dir`]) and refused when someone else could have
+/// planted traces in it, since `trace --read` takes what it finds there as evidence. `/var/tmp` rather than
+/// `$XDG_RUNTIME_DIR`: that is a tmpfs of a few percent of RAM, removed at logout, and a service's traces (up to the
+/// observer's 1 GiB per process) outlive sessions.
+pub fn default_env_dir() -> Result<PathBuf> {
+    // SAFETY: getuid cannot fail.
+    let dir = PathBuf::from(format!("/var/tmp/backscope-traces-{}", unsafe { libc::getuid() }));
+    crate::inputs::private_dir(&dir).map_err(|e| anyhow::anyhow!("{e}, or name another directory with --dir"))?;
+    Ok(dir)
+}
+
 pub fn find_observer(explicit: Option<&Path>) -> Result<PathBuf> {
     find_library(explicit, "observer library", "BACKSCOPE_OBSERVER_SO", OBSERVER_FILE, " or pass --observer PATH")
 }
@@ -514,13 +526,21 @@ pub fn vulkan_env(explicit: Option<&Path>, existing: impl Fn(&str) -> Option<Str
 }
 
 pub fn run(args: TraceOptions) -> Result<u8> {
-    let mut out = Output::open(&args.output)?;
+    let inputs = crate::output::Inputs::none()
+        .maybe(args.read.as_ref())
+        .maybe(args.observer.as_ref())
+        .maybe(args.vklayer.as_ref());
+    let mut out = Output::open(&args.output, &inputs)?;
     if args.env {
         let observer = find_observer(args.observer.as_deref())?;
         // A service starts with its own environment: only what these lines set is assumed.
         let vulkan = vulkan_env(args.vklayer.as_deref(), |_| None)?;
-        let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("/var/tmp/backscope-traces"));
+        let dir = match &args.dir {
+            Some(d) => d.clone(),
+            None => default_env_dir()?,
+        };
         out.emit(&env_view(&observer, &vulkan, &dir, args.systemd.as_deref(), args.interval_ms))?;
+        out.finish()?;
         return Ok(0);
     }
     let (dir, exit_status) = match &args.read {
@@ -557,6 +577,7 @@ pub fn run(args: TraceOptions) -> Result<u8> {
     let read = trace::read_dir(&dir)?;
     let summary = summarise(&dir, read.traces, &read.problems, exit_status);
     out.emit(&TraceView { summary: &summary, top: args.top })?;
+    out.finish()?;
     // Exit with the traced command's status, so `backscope trace -- cmd` can stand in for `cmd` in scripts.
     Ok(match exit_status {
         Some(s) if (0..=255).contains(&s) => s as u8,

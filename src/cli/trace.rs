@@ -15,7 +15,8 @@ pub struct TraceArgs {
     /// so that ggml-vulkan names its pipelines.
     #[arg(long, value_name = "PATH")]
     pub vklayer: Option<PathBuf>,
-    /// Directory for the trace files (default: a new directory under the system temp dir). Must be empty or new.
+    /// Directory for the trace files (default: a new directory under the system temp dir; with --env,
+    /// /var/tmp/backscope-traces-UID, private to you). Must be empty or new.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// Length of a trace time window in milliseconds.

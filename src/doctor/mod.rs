@@ -48,10 +48,20 @@ impl Host {
     }
 }
 
-/// A small text file, or `None` if it cannot be read.
+/// The first [`MAX_FILE`] bytes of a small text file, or `None` if it cannot be read. Only a regular file is read:
+/// under `--root` anything may be a FIFO (whose open would wait for a writer forever) or a link to a device; such a
+/// file is left unread and named on standard error.
 pub(crate) fn read_small(path: &Path) -> Option<String> {
+    let input = match crate::inputs::open_input(path) {
+        Ok(input) => input,
+        Err(e @ crate::inputs::InputError::NotRegular { .. }) => {
+            crate::output::messages::note(format_args!("doctor: left unread: {e}"));
+            return None;
+        }
+        Err(_) => return None,
+    };
     let mut s = String::new();
-    std::fs::File::open(path).ok()?.take(MAX_FILE).read_to_string(&mut s).ok()?;
+    input.file.take(MAX_FILE).read_to_string(&mut s).ok()?;
     Some(s)
 }
 
@@ -752,7 +762,11 @@ pub fn doctor(opts: &DoctorOptions) -> Result<DoctorReport> {
 
 /// Probe and print.
 pub fn run(cmd: &DoctorCommand) -> Result<u8> {
-    let mut out = crate::output::Output::open(&cmd.output)?;
+    // Every file under a root other than `/` may be read (libraries, manifests, tools); the real root's own reads
+    // are a few system directories, and refusing every existing -o path under `/` would refuse them all.
+    let root = Some(&cmd.options.root).filter(|r| r.as_path() != Path::new("/"));
+    let mut out = crate::output::Output::open(&cmd.output, &crate::output::Inputs::none().maybe(root))?;
     out.emit(&doctor(&cmd.options)?)?;
+    out.finish()?;
     Ok(crate::exit::OK)
 }

@@ -1208,8 +1208,11 @@ pub fn gate(opts: &GateOptions) -> Result<GateReport> {
 
 /// Judge and print.
 pub fn run(cmd: &GateCommand) -> Result<u8> {
-    let mut out = crate::output::Output::open(&cmd.output)?;
+    let o = &cmd.options;
+    let inputs = crate::output::Inputs::none().paths(&o.install).paths(&o.logs).maybe(o.runs.as_ref());
+    let mut out = crate::output::Output::open(&cmd.output, &inputs)?;
     out.emit(&gate(&cmd.options)?)?;
+    out.finish()?;
     Ok(crate::exit::OK)
 }
 

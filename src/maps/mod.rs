@@ -337,7 +337,8 @@ pub fn run(opts: &MapsOptions) -> Result<u8> {
         proc::live(*pid)?;
         proc::maps(*pid)?;
     }
-    let mut out = Output::open(&opts.output)?;
+    // Processes are the input: what they map is read through /proc, where no -o file can be.
+    let mut out = Output::open(&opts.output, &crate::output::Inputs::none())?;
     let mut watched =
         Watched { started: Instant::now(), processes: BTreeMap::new(), snapshots: 0, problems: Vec::new() };
     let mut progress = |line: String| {
@@ -370,6 +371,7 @@ pub fn run(opts: &MapsOptions) -> Result<u8> {
     }
     let report = report(watched, opts);
     out.emit(&report)?;
+    out.finish()?;
     Ok(if report.problems.is_empty() { exit::OK } else { exit::PROBLEMS })
 }
 

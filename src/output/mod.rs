@@ -23,8 +23,9 @@ pub mod text;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 pub use doc::{Align, Block, Chart, ClaimList, Collapse, Column, Document, Excerpt, Fit, Span, Svg, Table, Text};
 
@@ -86,10 +87,53 @@ pub fn render_document(doc: &Document, format: Format, layout: text::Layout) -> 
 }
 
 /// The destination of one command's output: standard output or a file, buffered.
+///
+/// **`-o FILE` never destroys what was there, nor an input.** The output is written to a temporary file beside
+/// FILE (`.FILE.XXXXXX.backscope-tmp`, in FILE's own directory so that the rename stays on one file system) and
+/// renamed over FILE by [`Output::finish`], once the command's output is complete; an output dropped without
+/// `finish` (the command failed) removes its temporary file, and a previous FILE stays as it was. A FILE that is
+/// a symlink is followed: the file it names is replaced and the link kept. FILE is refused before any work when
+/// it is one of the command's [`Inputs`] (same device and inode, symlinks followed) or already exists inside a
+/// directory the command reads. Paths under `/dev` and `/proc` and files that are not regular (a FIFO, `>(…)`,
+/// a terminal) are written directly, as a stream, since there is nothing there to replace.
+///
+/// A stream ([`Output::into_stream`], the sweep's `--json` events) follows the same rule: its lines go to the
+/// temporary file as they come and FILE appears when the command ends; to follow one live, send it to standard
+/// output or a pipe.
 pub struct Output {
     options: OutputOptions,
-    sink: BufWriter<Box<dyn Write + Send>>,
+    sink: BufWriter<Destination>,
     to_stdout: bool,
+}
+
+/// Where the bytes go.
+enum Destination {
+    Stdout(io::Stdout),
+    /// A FIFO, a device, `/dev/stdout`: written as it is.
+    Direct(File),
+    /// A regular file: written beside it, renamed over `target` by `finish` (removed if dropped before).
+    Pending {
+        temp: tempfile::NamedTempFile,
+        target: PathBuf,
+    },
+}
+
+impl Write for Destination {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Destination::Stdout(w) => w.write(buf),
+            Destination::Direct(f) => f.write(buf),
+            Destination::Pending { temp, .. } => temp.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Destination::Stdout(w) => w.flush(),
+            Destination::Direct(f) => f.flush(),
+            Destination::Pending { temp, .. } => temp.flush(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Output {
@@ -98,16 +142,99 @@ impl std::fmt::Debug for Output {
     }
 }
 
+/// The paths a command reads, which its `-o FILE` must not replace: files (refused when FILE is the same file)
+/// and directories it reads from (refused when FILE already exists inside one, since any file there may be read).
+/// Each is decided when the output is opened, by what the path is then; `-` (standard input) is no path.
+#[derive(Clone, Debug, Default)]
+pub struct Inputs(Vec<PathBuf>);
+
+impl Inputs {
+    /// A command that reads no file (`maps`, `doctor` of the running system).
+    pub fn none() -> Inputs {
+        Inputs::default()
+    }
+
+    /// Adds a file or a directory the command reads.
+    pub fn path(mut self, path: impl AsRef<Path>) -> Inputs {
+        let path = path.as_ref();
+        if path != Path::new("-") && !path.as_os_str().is_empty() {
+            self.0.push(path.to_path_buf());
+        }
+        self
+    }
+
+    /// Adds files or directories the command reads.
+    pub fn paths<P: AsRef<Path>>(self, paths: impl IntoIterator<Item = P>) -> Inputs {
+        paths.into_iter().fold(self, |inputs, p| inputs.path(p))
+    }
+
+    /// Adds an optional file or directory.
+    pub fn maybe(self, path: Option<impl AsRef<Path>>) -> Inputs {
+        match path {
+            Some(p) => self.path(p),
+            None => self,
+        }
+    }
+
+    /// Refuses `output` when writing it would replace one of the inputs or a file inside an input directory.
+    pub fn check(&self, output: &Path) -> Result<()> {
+        let exists = std::fs::symlink_metadata(output).is_ok();
+        for input in &self.0 {
+            if crate::inputs::same_file(output, input) || resolved(output).is_some_and(|o| Some(o) == resolved(input)) {
+                bail!(
+                    "refusing to write the output to {}: it is {}, an input of this command, which the output would \
+                     replace; choose another -o path",
+                    output.display(),
+                    input.display()
+                );
+            }
+            if exists && std::fs::metadata(input).is_ok_and(|m| m.is_dir()) && lies_inside(input, output) {
+                bail!(
+                    "refusing to write the output to {}: it already exists inside {}, a directory this command reads, \
+                     where it would be read as an input; write the output elsewhere",
+                    output.display(),
+                    input.display()
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where `path` is or would be created: symlinks resolved, the last component kept when it does not exist yet (an
+/// input the command creates, such as a new sweep database).
+fn resolved(path: &Path) -> Option<PathBuf> {
+    if let Ok(p) = std::fs::canonicalize(path) {
+        return Some(p);
+    }
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    Some(std::fs::canonicalize(parent).ok()?.join(path.file_name()?))
+}
+
+/// Whether the existing `path` lies inside `dir`: the file it resolves to, or the link itself (its directory
+/// resolved, its own name kept), since a walk may read either.
+fn lies_inside(dir: &Path, path: &Path) -> bool {
+    if crate::inputs::resolved_inside(dir, path) {
+        return true;
+    }
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    match (std::fs::canonicalize(dir), std::fs::canonicalize(parent), path.file_name()) {
+        (Ok(d), Ok(p), Some(name)) => p.join(name).starts_with(d),
+        _ => false,
+    }
+}
+
 impl Output {
-    /// Opens the destination: `-o FILE` is created now, so that a path that cannot be written fails before the
-    /// command does its work.
-    pub fn open(options: &OutputOptions) -> Result<Output> {
-        let (sink, to_stdout): (Box<dyn Write + Send>, bool) = match &options.path {
+    /// Opens the destination, before the command does its work, so that a path that cannot be written or that
+    /// would replace one of `inputs` fails first. `-o FILE` gets a temporary file beside it (see [`Output`]).
+    pub fn open(options: &OutputOptions, inputs: &Inputs) -> Result<Output> {
+        let (sink, to_stdout) = match &options.path {
             Some(p) if p != Path::new("-") => {
-                (Box::new(File::create(p).with_context(|| format!("cannot create {}", p.display()))?), false)
+                inputs.check(p)?;
+                (destination(p)?, false)
             }
             // Unlocked: the lock would be held across the command's work and any other thread printing.
-            _ => (Box::new(io::stdout()), true),
+            _ => (Destination::Stdout(io::stdout()), true),
         };
         // A large buffer: a scan's JSON is one multi-MB line, and standard output alone is line-buffered.
         Ok(Output { options: options.clone(), sink: BufWriter::with_capacity(1 << 20, sink), to_stdout })
@@ -145,9 +272,115 @@ impl Output {
         self.sink.flush().context("writing the output")
     }
 
-    /// The destination as a writer that flushes every line, for a stream of events read while it runs.
-    pub fn into_line_writer(self) -> Box<dyn Write + Send> {
-        Box::new(LineFlush(self.sink))
+    /// The output is complete: `-o FILE` is written to disk and renamed over FILE. Without this call the output
+    /// is discarded (standard output and direct destinations have already received it).
+    pub fn finish(self) -> Result<()> {
+        let destination = self.sink.into_inner().map_err(|e| e.into_error()).context("writing the output")?;
+        if let Destination::Pending { temp, target } = destination {
+            temp.as_file().sync_all().with_context(|| format!("writing {}", temp.path().display()))?;
+            temp.persist(&target).map_err(|e| {
+                anyhow::Error::new(e.error).context(format!(
+                    "cannot rename {} to {}",
+                    e.file.path().display(),
+                    target.display()
+                ))
+            })?;
+            // The rename itself on disk (best effort: some file systems refuse to sync a directory).
+            if let Some(dir) = target.parent().filter(|p| !p.as_os_str().is_empty()) {
+                let _ = File::open(dir).and_then(|d| d.sync_all());
+            }
+        }
+        Ok(())
+    }
+
+    /// The destination as a stream of lines written while the command runs (see [`Output`] for where they go).
+    pub fn into_stream(self) -> Stream {
+        Stream(Arc::new(Mutex::new(self)))
+    }
+}
+
+/// Opens `-o PATH`: a temporary file beside a regular file (or where one will be), or the special file itself.
+fn destination(path: &Path) -> Result<Destination> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let special = path.starts_with("/dev") || path.starts_with("/proc");
+    let existing = match std::fs::metadata(path) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("cannot write {}", path.display()))),
+    };
+    if existing.as_ref().is_some_and(|m| m.is_dir()) {
+        bail!("{} is a directory: -o takes a file name", path.display());
+    }
+    if special || existing.as_ref().is_some_and(|m| !m.is_file()) {
+        // Non-blocking open: a FIFO with no reader fails at once (ENXIO) instead of hanging the command.
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+            .open(path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        crate::inputs::clear_nonblock(&file).with_context(|| format!("cannot write {}", path.display()))?;
+        return Ok(Destination::Direct(file));
+    }
+    // A symlink is followed: the file it names is the one replaced.
+    let target = match &existing {
+        Some(_) => std::fs::canonicalize(path).with_context(|| format!("cannot resolve {}", path.display()))?,
+        None => path.to_path_buf(),
+    };
+    let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = target.file_name().with_context(|| format!("-o {}: needs a file name", path.display()))?;
+    let mode = match &existing {
+        // An existing file that may not be written is not replaced either (opening it changes nothing).
+        Some(m) => {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&target)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            m.permissions().mode() & 0o7777
+        }
+        // What File::create gives: 0666 less the umask (applied by the kernel).
+        None => 0o666,
+    };
+    let temp = tempfile::Builder::new()
+        .prefix(&format!(".{}.", name.to_string_lossy()))
+        .suffix(".backscope-tmp")
+        .permissions(std::fs::Permissions::from_mode(mode))
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create {} (its temporary file in {})", path.display(), dir.display()))?;
+    if existing.is_some() {
+        // The umask narrowed the mode at creation; the replaced file's own mode is kept.
+        let _ = temp.as_file().set_permissions(std::fs::Permissions::from_mode(mode));
+    }
+    Ok(Destination::Pending { temp, target })
+}
+
+/// An [`Output`] written line by line while the command runs; [`Stream::finish`] when it is complete.
+pub struct Stream(Arc<Mutex<Output>>);
+
+impl Stream {
+    /// A writer into the stream that flushes every line, so a reader sees each event at once.
+    pub fn writer(&self) -> Box<dyn Write + Send> {
+        Box::new(LineFlush(StreamWriter(Arc::clone(&self.0))))
+    }
+
+    /// The stream is complete: as [`Output::finish`]. Every writer must have been dropped.
+    pub fn finish(self) -> Result<()> {
+        let output =
+            Arc::try_unwrap(self.0).map_err(|_| anyhow::anyhow!("the output stream is still being written"))?;
+        output.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()).finish()
+    }
+}
+
+struct StreamWriter(Arc<Mutex<Output>>);
+
+impl Write for StreamWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).sink.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).sink.flush()
     }
 }
 
@@ -224,6 +457,121 @@ mod tests {
             text.starts_with("decode t/s by num_gpu\n") && text.contains("41.5") && !text.contains("<svg"),
             "{text}"
         );
+    }
+
+    fn to_file(path: &Path) -> OutputOptions {
+        OutputOptions { format: Format::Text, path: Some(path.to_path_buf()), all: false }
+    }
+
+    fn names_in(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_file_appears_whole_at_finish_and_a_dropped_output_leaves_the_old_one() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("report.txt");
+        std::fs::write(&report, "previous good report\n").unwrap();
+        std::fs::set_permissions(&report, std::fs::Permissions::from_mode(0o640)).unwrap();
+
+        let mut out = Output::open(&to_file(&report), &Inputs::none()).unwrap();
+        out.write_raw(b"half of a new one").unwrap();
+        out.flush().unwrap();
+        assert_eq!(std::fs::read_to_string(&report).unwrap(), "previous good report\n", "untouched until finish");
+        drop(out); // the command failed
+        assert_eq!(std::fs::read_to_string(&report).unwrap(), "previous good report\n");
+        assert_eq!(names_in(dir.path()), ["report.txt"], "the temporary file is removed");
+
+        let mut out = Output::open(&to_file(&report), &Inputs::none()).unwrap();
+        out.write_raw(b"new report\n").unwrap();
+        out.finish().unwrap();
+        assert_eq!(std::fs::read_to_string(&report).unwrap(), "new report\n");
+        assert_eq!(names_in(dir.path()), ["report.txt"]);
+        let mode = std::fs::metadata(&report).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o640, "the replaced file's mode is kept");
+
+        // Through a symlink: the file it names is replaced, the link stays a link.
+        let link = dir.path().join("latest.txt");
+        std::os::unix::fs::symlink("report.txt", &link).unwrap();
+        let mut out = Output::open(&to_file(&link), &Inputs::none()).unwrap();
+        out.write_raw(b"via the link\n").unwrap();
+        out.finish().unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&report).unwrap(), "via the link\n");
+    }
+
+    #[test]
+    fn a_stream_is_complete_at_finish() {
+        let dir = tempfile::tempdir().unwrap();
+        let events = dir.path().join("events.jsonl");
+        let stream = Output::open(&to_file(&events), &Inputs::none()).unwrap().into_stream();
+        let mut w = stream.writer();
+        w.write_all(b"{\"event\":\"run_started\"}\n").unwrap();
+        assert!(!events.exists(), "a stream to a file appears when it ends");
+        drop(w);
+        stream.finish().unwrap();
+        assert_eq!(std::fs::read_to_string(&events).unwrap(), "{\"event\":\"run_started\"}\n");
+        // Finishing while a writer is still held is refused; the stream is then discarded like any unfinished one.
+        let stream = Output::open(&to_file(&events), &Inputs::none()).unwrap().into_stream();
+        let mut w = stream.writer();
+        w.write_all(b"partial\n").unwrap();
+        assert!(stream.finish().is_err());
+        drop(w);
+        assert_eq!(std::fs::read_to_string(&events).unwrap(), "{\"event\":\"run_started\"}\n");
+        assert_eq!(names_in(dir.path()), ["events.jsonl"]);
+    }
+
+    #[test]
+    fn an_input_or_a_file_in_a_read_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("a.log");
+        std::fs::write(&log, "x\n").unwrap();
+        let link = dir.path().join("link.log");
+        std::os::unix::fs::symlink(&log, &link).unwrap();
+        let inputs = Inputs::none().path(&log).path("-");
+        for target in [&log, &link] {
+            let err = Output::open(&to_file(target), &inputs).unwrap_err().to_string();
+            assert!(
+                err.contains(&target.display().to_string()) && err.contains(&log.display().to_string()),
+                "both paths named: {err}"
+            );
+        }
+        // An input that does not exist yet (a database the command creates) is the same place too.
+        let db = dir.path().join("new.db");
+        assert!(Output::open(&to_file(&dir.path().join("./new.db")), &Inputs::none().path(&db)).is_err());
+        assert!(!db.exists());
+
+        let walked = dir.path().join("tree");
+        std::fs::create_dir(&walked).unwrap();
+        std::fs::write(walked.join("old.json"), "{}").unwrap();
+        let inputs = Inputs::none().path(&walked);
+        let err = Output::open(&to_file(&walked.join("old.json")), &inputs).unwrap_err().to_string();
+        assert!(err.contains("inside") && err.contains(&walked.display().to_string()), "{err}");
+        assert_eq!(std::fs::read_to_string(walked.join("old.json")).unwrap(), "{}");
+        // A new file there is no input; elsewhere anything goes.
+        Output::open(&to_file(&walked.join("new.json")), &inputs).unwrap().finish().unwrap();
+        Output::open(&to_file(&dir.path().join("elsewhere.json")), &inputs).unwrap().finish().unwrap();
+    }
+
+    #[test]
+    fn special_files_are_written_directly() {
+        let mut out = Output::open(&to_file(Path::new("/dev/null")), &Inputs::none()).unwrap();
+        out.write_raw(b"gone").unwrap();
+        out.finish().unwrap();
+        use std::os::unix::fs::FileTypeExt;
+        assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+        // A FIFO nobody reads fails at once instead of waiting for a reader.
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = Output::open(&to_file(&fifo), &Inputs::none()).unwrap_err();
+        assert!(format!("{err:#}").contains("cannot create"), "{err:#}");
     }
 
     /// Print macros bypass the output layer (buffering, escaping, a closed pipe); none may appear in backscope's

@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::{compare, Batch, FlashAttn, ObservedSource, PredictOptions, PredictReport, PromptFromRun};
 use super::{WeightSource, DEFAULT_UBATCH};
 use crate::exit;
-use crate::output::{Output, OutputOptions};
+use crate::output::{Inputs, Output, OutputOptions};
 use crate::sweep::record::Record;
 use crate::sweep_db::{select_cells, SweepDb};
 
@@ -157,6 +157,22 @@ fn prompt_from_records(run_id: &str, records: &[&Record]) -> Result<PromptFromRu
     })
 }
 
+impl PredictCommand {
+    /// The files and directories this prediction reads, which its `-o` must not replace.
+    pub fn inputs(&self) -> Inputs {
+        let model = match &self.weights {
+            WeightSource::Model(p) => Some(p),
+            _ => None,
+        };
+        let observed = match &self.observation {
+            Observation::TraceDir(p) | Observation::TraceJson(p) | Observation::RecordFile(p) => Some(p),
+            Observation::None | Observation::Run(_) => None,
+        };
+        let reads_db = matches!(self.observation, Observation::Run(_)) || matches!(self.batch, BatchFrom::Run(_));
+        Inputs::none().maybe(model).maybe(observed).maybe(reads_db.then_some(&self.db))
+    }
+}
+
 /// Run the prediction(s) the command asks for.
 pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
     if let Observation::Run(run_id) = &cmd.observation {
@@ -237,7 +253,8 @@ pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
 
 /// Predict and print. A contradiction between prediction and observation is a finding, not an error: exit 0.
 pub fn run(cmd: &PredictCommand) -> Result<u8> {
-    let mut out = Output::open(&cmd.output)?;
+    let mut out = Output::open(&cmd.output, &cmd.inputs())?;
     out.emit(&predict(cmd)?)?;
+    out.finish()?;
     Ok(exit::OK)
 }

@@ -162,18 +162,22 @@ pub fn classify(name: &str, launches: u64) -> ObservedKernel {
     }
 }
 
+/// The largest `trace --json` summary or record `result.json` read: both are summaries (kernel totals, not
+/// launches) of a few hundred KB at most; 64 MiB is generous and refuses `/dev/zero` or a wrong file.
+const MAX_OBSERVED_JSON_BYTES: u64 = 64 << 20;
+
 /// Load observed kernels from a trace directory, a `trace --json` summary or a sweep record.
 pub fn load(src: &ObservedSource) -> Result<Observed> {
     match src {
         ObservedSource::TraceDir(dir) => from_trace_dir(dir),
         ObservedSource::TraceSummary(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let text = crate::inputs::read_text_limited(path, MAX_OBSERVED_JSON_BYTES)?;
             let v: serde_json::Value =
                 serde_json::from_str(text.trim()).with_context(|| format!("{}: not JSON", path.display()))?;
             from_summary_json(&v, &path.display().to_string())
         }
         ObservedSource::SweepRecord(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let text = crate::inputs::read_text_limited(path, MAX_OBSERVED_JSON_BYTES)?;
             let v: serde_json::Value =
                 serde_json::from_str(text.trim()).with_context(|| format!("{}: not JSON", path.display()))?;
             from_record_json(&v, &path.display().to_string())

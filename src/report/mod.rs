@@ -193,7 +193,7 @@ fn timelines(s: &RunStats, run_dir: &Path) -> Vec<CellTimeline> {
 
 pub fn run(opts: &ReportOptions) -> Result<u8> {
     // The destination is opened first, so that a path that cannot be written fails before the work.
-    let mut out = Output::open(&opts.output)?;
+    let mut out = Output::open(&opts.output, &crate::output::Inputs::none().path(&opts.input))?;
     let view = build(&opts.input, opts.run.as_deref())?;
     if let Some(dest) = &opts.bundle {
         let w = bundle::write(&view, dest)?;
@@ -207,5 +207,6 @@ pub fn run(opts: &ReportOptions) -> Result<u8> {
         ));
     }
     out.emit(&view)?;
+    out.finish()?;
     Ok(exit::OK)
 }

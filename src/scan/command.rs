@@ -25,9 +25,11 @@ pub fn run(cmd: &ScanCommand) -> Result<u8> {
     if let Some(d) = &cmd.options.disasm {
         crate::disasm::check_named_tools(d)?;
     }
-    let mut out = Output::open(&cmd.output)?;
+    let inputs = crate::output::Inputs::none().paths(&cmd.options.paths).paths(&cmd.options.library_path);
+    let mut out = Output::open(&cmd.output, &inputs)?;
     let report = scan(&cmd.options);
     out.emit(&ScanView { report: &report, kernels: cmd.options.kernels })?;
+    out.finish()?;
     let errors = report.problems.iter().any(|p| p.severity == Severity::Error);
     Ok(if errors { exit::PROBLEMS } else { exit::OK })
 }

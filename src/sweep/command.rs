@@ -20,7 +20,7 @@ use super::store::{self, RunRow, RunStatus, Store};
 use super::supervise::Ledger;
 use super::{dryrun, envsnap, http, import, report, supervise};
 use crate::exit;
-use crate::output::{messages, Document, Excerpt, Format, Output, OutputOptions, Rendered};
+use crate::output::{messages, Document, Excerpt, Format, Inputs, Output, OutputOptions, Rendered};
 
 /// One `backscope sweep` invocation.
 #[derive(Debug)]
@@ -178,8 +178,10 @@ fn sweep(opts: RunOptions) -> Result<u8> {
     if opts.resume.is_none() && !shaped {
         bail!("nothing to sweep: give --endpoint NAME=URL or --server NAME=llama-server with --model (see --help), a --spec file, or --resume");
     }
+    // Before the database is created or written: `-o` must not replace it or a file the plan is read from.
+    let out = Output::open(&opts.output, &run_inputs(&opts))?;
     if opts.dry_run {
-        return dry_run(&opts);
+        return dry_run(&opts, out);
     }
     let mut store = Store::open(&opts.db)?;
     reclaim_leftovers(&store)?;
@@ -191,17 +193,29 @@ fn sweep(opts: RunOptions) -> Result<u8> {
             new_run(&mut store, &opts, &plan, schedule)?
         }
     };
-    execute(&opts, &mut store, open)
+    execute(&opts, &mut store, open, out)
+}
+
+/// What a sweep reads, which its `-o` must not replace: the database (also when it does not exist yet: the sweep
+/// creates it), the spec, the prompt files and the observer libraries.
+fn run_inputs(opts: &RunOptions) -> Inputs {
+    let f = &opts.flags;
+    Inputs::none()
+        .path(&opts.db)
+        .maybe(opts.spec.as_ref())
+        .paths(&f.prompt_files)
+        .maybe(f.observer.as_ref())
+        .maybe(f.vklayer.as_ref())
 }
 
 /// `--dry-run`: print what would run. Creates no file and changes none: the database is read (for `--resume`)
 /// without being created or written.
-fn dry_run(opts: &RunOptions) -> Result<u8> {
+fn dry_run(opts: &RunOptions, out: Output) -> Result<u8> {
     let schedule = match &opts.resume {
         Some(which) => resumed_run(&Store::open_read_only(&opts.db)?, which, &opts.db)?.schedule,
         None => Schedule::of(&new_plan(opts)?),
     };
-    print_dry_run(&opts.output, &schedule)
+    print_dry_run(out, &schedule)
 }
 
 /// Kill what the servers of sweeps whose backscope died (SIGKILL, a second Ctrl-C) left running, from their run
@@ -226,8 +240,7 @@ fn reclaim_leftovers(store: &Store) -> Result<()> {
 }
 
 /// The dry run's plan as lines to read or copy (text in every format but Markdown and HTML, which wrap it).
-fn print_dry_run(output: &OutputOptions, schedule: &Schedule) -> Result<u8> {
-    let mut out = Output::open(output)?;
+fn print_dry_run(mut out: Output, schedule: &Schedule) -> Result<u8> {
     let text = dryrun::describe(schedule);
     match out.format() {
         Format::Markdown | Format::Html => {
@@ -237,13 +250,13 @@ fn print_dry_run(output: &OutputOptions, schedule: &Schedule) -> Result<u8> {
         }
         Format::Text | Format::Json => {
             out.write_raw(text.as_bytes())?;
-            out.flush()?;
         }
     }
+    out.finish()?;
     Ok(exit::OK)
 }
 
-fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun) -> Result<u8> {
+fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun, out: Output) -> Result<u8> {
     let OpenRun { run_id, run_dir, schedule, resumed } = open;
     let interrupt = supervise::Interrupt::install().context("cannot install the Ctrl-C handler")?;
     // Orphans of the servers' processes are adopted by backscope while it runs, so they can be found and stopped
@@ -251,12 +264,14 @@ fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun) -> Result<u8> {
     let _ = supervise::become_subreaper();
     let cells_total = schedule.cells.len() as u64;
     let cells_done = store.completed_keys(&run_id)?.len() as u64;
-    let mut out = Some(Output::open(&opts.output)?);
+    let mut out = Some(out);
     let json = opts.output.json();
     let mut sinks = Sinks::default();
     sinks.0.push(Box::new(Progress::new(cells_total, cells_done, !opts.quiet)));
-    if let Some(stream) = out.take_if(|_| json) {
-        sinks.0.push(Box::new(JsonLines::new(stream.into_line_writer())));
+    // The event stream: to `-o FILE` it appears there when the run ends (interrupted or not); see `Output`.
+    let stream = out.take_if(|_| json).map(Output::into_stream);
+    if let Some(stream) = &stream {
+        sinks.0.push(Box::new(JsonLines::new(stream.writer())));
     }
     let run_dir_s = run_dir.display().to_string();
     let db_s = opts.db.display().to_string();
@@ -286,6 +301,9 @@ fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun) -> Result<u8> {
     let status = status.as_str();
     sinks.event(&Event::RunFinished { run_id: &run_id, status, cells_ok: ok, cells_failed: failed, claims: &claims });
     drop(sinks);
+    if let Some(stream) = stream {
+        stream.finish()?;
+    }
     if let Some(mut out) = out {
         if opts.quiet {
             let line = format!(
@@ -293,7 +311,6 @@ fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun) -> Result<u8> {
                 records.len()
             );
             out.write_raw(line.as_bytes())?;
-            out.flush()?;
         } else {
             out.emit(&report::RunReport {
                 run_id: &run_id,
@@ -303,6 +320,7 @@ fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun) -> Result<u8> {
                 claims: &claims,
             })?;
         }
+        out.finish()?;
     }
     if end == RunEnd::Interrupted {
         messages::note(format_args!(
@@ -319,14 +337,15 @@ fn export(o: ExportOptions) -> Result<u8> {
     if !o.db.exists() {
         bail!("{} does not exist: run a sweep first or pass --db", o.db.display());
     }
+    let options = OutputOptions { format: Format::Json, path: o.output.clone(), all: false };
+    let mut out = Output::open(&options, &Inputs::none().path(&o.db))?;
     let store = Store::open(&o.db)?;
     let lines = store.record_json(&o.runs)?;
-    let mut out = Output::open(&OutputOptions { format: Format::Json, path: o.output.clone(), all: false })?;
     for l in lines {
         out.write_raw(l.as_bytes())?;
         out.write_raw(b"\n")?;
     }
-    out.flush()?;
+    out.finish()?;
     Ok(exit::OK)
 }
 
@@ -367,9 +386,9 @@ fn import(o: ImportOptions) -> Result<u8> {
         o.db.display(),
         run_dir.display()
     );
-    let mut out = Output::open(&OutputOptions::default())?;
+    let mut out = Output::open(&OutputOptions::default(), &Inputs::none())?;
     out.write_raw(line.as_bytes())?;
-    out.flush()?;
+    out.finish()?;
     Ok(exit::OK)
 }
 
@@ -377,12 +396,12 @@ fn report(o: ReportOptions) -> Result<u8> {
     if !o.db.exists() {
         bail!("{} does not exist: run a sweep first or pass --db", o.db.display());
     }
+    let mut out = Output::open(&o.output, &Inputs::none().path(&o.db))?;
     let store = Store::open(&o.db)?;
     let row = match &o.run_id {
         Some(id) => store.run(id)?.with_context(|| format!("no run {id} in {}", o.db.display()))?,
         None => store.runs()?.pop().with_context(|| format!("no runs in {}", o.db.display()))?,
     };
-    let mut out = Output::open(&o.output)?;
     let records = store.records(&row.run_id)?;
     let claims = report::claims(&records, Path::new(&row.run_dir));
     out.emit(&report::RunReport {
@@ -392,5 +411,6 @@ fn report(o: ReportOptions) -> Result<u8> {
         records: &records,
         claims: &claims,
     })?;
+    out.finish()?;
     Ok(exit::OK)
 }

@@ -325,6 +325,10 @@ fn models(spec: &SpecFile) -> Result<Vec<Model>> {
     Ok(models)
 }
 
+/// The largest prompt file read. The longest context windows of local models (128k–1M tokens) are a few MB of text;
+/// 16 MiB holds any prompt a server accepts, and refuses `/dev/zero` or a wrong file before memory runs out.
+pub const MAX_PROMPT_FILE_BYTES: u64 = 16 << 20;
+
 fn prompts(spec: &SpecFile) -> Result<Vec<Prompt>> {
     let default =
         [PromptSpec { name: Some("default".into()), text: Some(DEFAULT_PROMPT.into()), ..Default::default() }];
@@ -334,8 +338,8 @@ fn prompts(spec: &SpecFile) -> Result<Vec<Prompt>> {
         let (default_name, text, target) = match (&p.text, &p.file, p.tokens) {
             (Some(t), None, None) => (format!("text{}", i + 1), t.clone(), None),
             (None, Some(f), None) => {
-                let t =
-                    std::fs::read_to_string(f).with_context(|| format!("cannot read prompt file {}", f.display()))?;
+                let t = crate::inputs::read_text_limited(f, MAX_PROMPT_FILE_BYTES)
+                    .context("cannot read the prompt file")?;
                 let stem = f.file_stem().map(|s| s.to_string_lossy().into_owned());
                 (stem.unwrap_or_else(|| format!("file{}", i + 1)), t, None)
             }
@@ -473,7 +477,7 @@ mod tests {
             ngl(f, vec![0]);
             f.prompt_files = vec!["/nonexistent/p.txt".into()]
         })
-        .contains("cannot read prompt file /nonexistent/p.txt"));
+        .contains("cannot read the prompt file: cannot read /nonexistent/p.txt"));
         let no_model = plan_of(|f| f.endpoints = vec!["a=http://x".into()]).unwrap_err();
         assert!(format!("{no_model:#}").contains("no model"));
     }

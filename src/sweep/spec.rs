@@ -122,11 +122,15 @@ pub struct PromptSpec {
     pub tokens: Option<u32>,
 }
 
+/// The largest spec file read. A spec is a few dozen lines of TOML (its prompts may be inline text); 16 MiB is far
+/// past any real one and still cheap to hold, so a link to `/dev/zero` or a wrong file is refused, not read until
+/// memory runs out.
+pub const MAX_SPEC_BYTES: u64 = 16 << 20;
+
 impl SpecFile {
     /// Read a spec file; its relative paths become absolute against the file's directory.
     pub fn read(path: &Path) -> Result<SpecFile> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("cannot read sweep spec {}", path.display()))?;
+        let text = crate::inputs::read_text_limited(path, MAX_SPEC_BYTES).context("cannot read the sweep spec")?;
         let spec: SpecFile = toml::from_str(&text)
             .with_context(|| format!("{} is not a valid sweep spec (see docs/sweep.md)", path.display()))?;
         Ok(spec.relative_to(&absolute(path.parent().unwrap_or(Path::new(".")))))

@@ -201,7 +201,8 @@ fn update(path: &Path, cache: &mut FileCache) -> bool {
     if cache.error.is_some() {
         return false;
     }
-    let Ok(mut f) = std::fs::File::open(path) else { return false };
+    // A regular file only: a FIFO named like a trace would block this open, and the sweep with it.
+    let Ok(crate::inputs::Input { file: mut f, .. }) = crate::inputs::open_input(path) else { return false };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     if len <= cache.consumed {
         return false;

@@ -15,7 +15,7 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 
-use crate::output::{messages, Column, Document, Output, OutputOptions, Render, Table};
+use crate::output::{messages, Column, Document, Inputs, Output, OutputOptions, Render, Table};
 use gguf::{ArrayBuf, GgmlType, Gguf, GgufFile, GgufWriter, Value, ValueType};
 pub use model::{Fill, Preset, Shape, WeightType};
 pub use weights::{SplitMix64, WeightTable, WEIGHT_STD};
@@ -137,10 +137,12 @@ pub fn run(args: SynthOptions) -> Result<u8> {
         Some(q) => Some((q, find_llama_tool(args.llama_bin.as_deref(), "llama-quantize")?)),
         None => None,
     };
-    let mut report = Output::open(&OutputOptions { path: None, ..args.report.clone() })?;
+    let mut report = Output::open(&OutputOptions { path: None, ..args.report.clone() }, &Inputs::none())?;
 
     let started = Instant::now();
     let out = &args.output;
+    // OUT is renamed into place at the end: refused first when that would replace the vocab GGUF or the quantizer.
+    Inputs::none().path(&vocab_path).maybe(quantize.as_ref().map(|(_, tool)| tool)).check(out)?;
     let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let file_name = out.file_name().context("-o needs a file name")?.to_string_lossy().into_owned();
     // Written next to OUT, then renamed (or quantized) into place, so OUT is never a half-written file.
@@ -163,6 +165,7 @@ pub fn run(args: SynthOptions) -> Result<u8> {
     let file = open_gguf(out)?;
     let g = parse_gguf(&file)?;
     report.emit(&summary(&g, out, &vocab_path, started.elapsed().as_secs_f64()))?;
+    report.finish()?;
     Ok(0)
 }
 

@@ -315,8 +315,7 @@ impl TraceFile {
 
     /// Reads and parses one trace file.
     pub fn read(path: &Path) -> Result<TraceFile, TraceError> {
-        let bytes =
-            std::fs::read(path).map_err(|e| TraceError::whole(format!("cannot read: {e}")).in_file(Some(path)))?;
+        let bytes = read_regular(path, MAX_TRACE_BYTES).map_err(|e| TraceError::whole(e).in_file(Some(path)))?;
         Self::parse_in(&String::from_utf8_lossy(&bytes), Some(path))
     }
 
@@ -485,6 +484,63 @@ pub fn merge_by_name(stats: impl IntoIterator<Item = KernelStats>) -> BTreeMap<(
         }
     }
     merged
+}
+
+/// The most a trace file is read: an observer stops writing at its byte budget, 1 GiB per process unless
+/// `BACKSCOPE_TRACE_MAX_BYTES` raised it, so a larger "trace" is something else (a link to `/dev/zero`, a planted
+/// file) and is refused instead of read until memory runs out.
+pub const MAX_TRACE_BYTES: u64 = format::env::DEFAULT_MAX_BYTES;
+
+/// The bytes of a regular file of at most `limit` bytes. A FIFO, a device (a link to `/dev/zero`), a socket or a
+/// directory is refused without blocking: the path is checked with `stat`, opened with `O_NONBLOCK` (a FIFO swapped
+/// in between cannot make the open wait) and checked again on what was opened. (The binary's `inputs` module does
+/// the same for its own inputs; this crate stands alone.)
+fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let kind = |m: &std::fs::Metadata| {
+        use std::os::unix::fs::FileTypeExt;
+        let t = m.file_type();
+        if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_char_device() {
+            "a character device"
+        } else if t.is_block_device() {
+            "a block device"
+        } else if t.is_socket() {
+            "a socket"
+        } else if t.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file"
+        }
+    };
+    let not_regular =
+        |m: &std::fs::Metadata| format!("is {}, not a regular file: only regular trace files are read", kind(m));
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?;
+    if !meta.is_file() {
+        return Err(not_regular(&meta));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    let opened = file.metadata().map_err(|e| format!("cannot read: {e}"))?;
+    if !opened.is_file() {
+        return Err(not_regular(&opened));
+    }
+    let too_large = || format!("is larger than {limit} bytes, the most an observer writes for one process by default");
+    if opened.len() > limit {
+        return Err(too_large());
+    }
+    // O_NONBLOCK does not apply to regular files: reads below block as usual. The limit holds for a file that grows.
+    let mut bytes = Vec::with_capacity(opened.len() as usize);
+    file.take(limit + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large());
+    }
+    Ok(bytes)
 }
 
 /// The traces of one directory: those that could be read, ordered by pid and path, and the files
