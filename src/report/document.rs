@@ -494,6 +494,11 @@ pub fn document(v: &ReportView) -> Document {
         .and_plain(" — records in ")
         .and_code(&m.run_dir),
     );
+    if !v.problems.is_empty() {
+        doc.heading(2, "Problems");
+        doc.paragraph("Left out of this report (the rest stands):");
+        doc.push(Block::List(v.problems.iter().map(|p| Text::plain(p.clone())).collect()));
+    }
     let verdicts = verdict_lines(s);
     if !verdicts.is_empty() {
         doc.heading(2, "Crash timing");
@@ -615,6 +620,7 @@ mod tests {
             timelines: Vec::new(),
             claims,
             rules: Rules::default(),
+            problems: Vec::new(),
         }
     }
 
