@@ -178,23 +178,28 @@ pub fn library_files(plan: Option<&Value>) -> (Vec<LibraryFiles>, Vec<String>) {
         for (dir, mut files) in dirs {
             let depth = if dir.ends_with("lib/ollama") { 1 } else { 0 };
             shared_libraries(&dir, depth, &mut files);
-            let mut kept = Vec::new();
+            let (mut kept, mut past) = (Vec::new(), Vec::new());
             for f in files {
                 if !seen.insert(f.clone()) {
                     continue;
                 }
                 let size = std::fs::metadata(&f).map_or(0, |m| m.len());
                 if count >= SCAN_FILES || bytes + size > SCAN_BYTES {
-                    notes.push(format!(
-                        "{} (past the scan budget of {SCAN_FILES} files and {} GiB)",
-                        f.display(),
-                        SCAN_BYTES >> 30
-                    ));
+                    past.push(f);
                     continue;
                 }
                 count += 1;
                 bytes += size;
                 kept.push(f);
+            }
+            if let Some(first) = past.first() {
+                notes.push(format!(
+                    "{} and {} more file(s) of {} (past the scan budget of {SCAN_FILES} files and {} GiB)",
+                    first.display(),
+                    past.len() - 1,
+                    dir.display(),
+                    SCAN_BYTES >> 30
+                ));
             }
             match out.iter_mut().find(|l| l.dir == dir) {
                 Some(l) => {
