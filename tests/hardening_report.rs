@@ -280,6 +280,13 @@ fn no_planted_secret_reaches_the_bundle_and_plain_log_lines_stay() {
         "output": secrets.join("\n")}]}}});
     std::fs::write(run_dir.join("env.json"), env.to_string()).unwrap();
     write_run(&run_dir, &[crashed, records[1].clone()], json!({}));
+    // The report itself (not meant to leave the machine) quotes them: the record's error, the backend evidence, the
+    // timeline of the crash. So the bundle's copies of it are where redaction has to work.
+    let local = report(&["--json".as_ref(), run_dir.as_os_str()], quick());
+    local.assert_bounded(&[0], 60, GIB);
+    let quoted: Vec<&str> =
+        ["c4n4ry98", "c4n4ry01", "c4n4ry05", "c4n4ry02"].into_iter().filter(|c| local.stdout.contains(c)).collect();
+    assert!(quoted.len() >= 2, "the planted secrets reach the unredacted report: {quoted:?}");
     let bundle = tmp.path().join("bundle");
     let done = report(&[run_dir.as_os_str(), "--bundle".as_ref(), bundle.as_os_str()], quick());
     done.assert_bounded(&[0], 60, GIB);

@@ -337,7 +337,7 @@ fn environment_doc(env: &Value, run: &Value) -> Document {
 
 /// Discovery lines of each server log: backends loaded, devices found, layers offloaded, flash attention,
 /// inference compute.
-fn discovery_doc(run_dir: &Path, logs: &[String]) -> Document {
+fn discovery_doc(run_dir: &Path, logs: &[String], redacted: &mut usize) -> Document {
     let mut doc = Document::new("Discovery lines of the server logs");
     doc.paragraph("What each server said about its backends, devices and offload, with the line numbers of its log (read by backscope-logs).");
     for rel in logs {
@@ -368,7 +368,15 @@ fn discovery_doc(run_dir: &Path, logs: &[String]) -> Document {
         doc.push(Excerpt {
             file: Some(rel.clone()),
             line_numbers: picked.iter().map(|e| e.line).collect(),
-            lines: picked.iter().map(|e| e.raw.clone()).collect(),
+            // Redacted before Markdown escapes them (`:` becomes `\:`, and the shapes no longer read).
+            lines: picked
+                .iter()
+                .map(|e| {
+                    let (line, n) = redact::text(&e.raw);
+                    *redacted += n;
+                    line
+                })
+                .collect(),
             ..Default::default()
         });
     }
@@ -438,6 +446,9 @@ fn relocated(view: &ReportView, redacted: &mut usize) -> ReportView {
             }
         }
     }
+    for t in &mut v.timelines {
+        *redacted += redact_timeline(t);
+    }
     let mut clean = |s: &mut String| {
         let (c, n) = redact::text(s);
         if n > 0 {
@@ -445,17 +456,29 @@ fn relocated(view: &ReportView, redacted: &mut usize) -> ReportView {
             *redacted += n;
         }
     };
-    for t in &mut v.timelines {
-        for e in &mut t.entries {
-            clean(&mut e.summary);
-        }
-        if let Some(c) = t.crash.as_mut() {
-            clean(&mut c.what);
-            clean(&mut c.signature_text);
-        }
-    }
     v.problems.iter_mut().for_each(&mut clean);
     v
+}
+
+/// Redacts the texts of a timeline that come from its log (each entry, the crash), before a renderer escapes them;
+/// returns how many values were replaced.
+fn redact_timeline(t: &mut CellTimeline) -> usize {
+    let mut n = 0;
+    let mut clean = |s: &mut String| {
+        let (c, k) = redact::text(s);
+        if k > 0 {
+            *s = c;
+            n += k;
+        }
+    };
+    for e in &mut t.entries {
+        clean(&mut e.summary);
+    }
+    if let Some(c) = t.crash.as_mut() {
+        clean(&mut c.what);
+        clean(&mut c.signature_text);
+    }
+    n
 }
 
 /// Builds the bundle of `view` and writes it to `dest`: a directory (created; refused if it holds anything), or
@@ -552,11 +575,10 @@ fn build(view: &ReportView) -> Result<Builder> {
             }
         }
     }
-    b.text(
-        "discovery.md",
-        &markdown(&discovery_doc(&run_dir, &server_logs)),
-        "the backend, device and offload lines of each server log",
-    );
+    let mut redacted = 0;
+    let discovery = discovery_doc(&run_dir, &server_logs, &mut redacted);
+    b.redacted += redacted;
+    b.text("discovery.md", &markdown(&discovery), "the backend, device and offload lines of each server log");
     for l in &server_logs {
         b.copy(&run_dir, l, "a server's whole log");
     }
@@ -580,6 +602,7 @@ fn build(view: &ReportView) -> Result<Builder> {
             }
             let path =
                 if dir.is_empty() { format!("cells/{}-timeline.md", r.seq) } else { format!("{dir}/timeline.md") };
+            b.redacted += redact_timeline(&mut t);
             b.text(&path, &markdown(&timeline_doc(&t)), "a failing cell's timeline, crash phase and signature");
         }
     }
