@@ -360,6 +360,18 @@ mod tests {
             let circles: Vec<f64> =
                 m.split("<circle cx=\"").skip(1).filter_map(|c| c.split('"').next()?.parse().ok()).collect();
             assert_eq!(circles, ticks, "each point on its tick");
+            // Each tick labelled with its num_gpu value, in order: the texts below the axis.
+            let labels: Vec<String> = m
+                .split("<text ")
+                .skip(1)
+                .filter(|t| {
+                    let y: f64 = t.split("y=\"").nth(1).and_then(|r| r.split('"').next()?.parse().ok()).unwrap_or(0.0);
+                    t.contains("text-anchor=\"middle\"") && y > 300.0 && y < 345.0
+                })
+                .map(|t| t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()].trim().to_string())
+                .collect();
+            let want: Vec<String> = xs.iter().map(|n| num_gpu_label(*n)).collect();
+            assert_eq!(labels, want, "{m}");
         }
     }
 }
