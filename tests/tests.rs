@@ -7,6 +7,7 @@ mod doctor;
 mod gate;
 mod gguf_synth;
 mod hardening_io;
+mod hardening_report;
 mod maps_live;
 mod output_cli;
 mod predict;

@@ -73,6 +73,10 @@ struct RecordView<'a> {
 struct TimingsView {
     #[serde(default)]
     load_ms: Option<f64>,
+    #[serde(default)]
+    prompt_n: Option<u64>,
+    #[serde(default)]
+    decode_n: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -394,7 +398,16 @@ pub struct Aggregator {
     cells: usize,
     ok: usize,
     run_id: Option<String>,
+    /// Values not believed (negative or infinite times and rates, token counts no server reports), each naming
+    /// its record and field; the first [`PROBLEMS_KEPT`], then a count.
+    problems: Vec<String>,
+    problems_more: usize,
 }
+
+/// Problems listed by name; past these, only counted.
+const PROBLEMS_KEPT: usize = 100;
+/// Largest token count believed: llama.cpp and Ollama count tokens in 32 bits.
+const MAX_TOKENS: u64 = u32::MAX as u64;
 
 impl std::fmt::Debug for Aggregator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -421,6 +434,7 @@ impl Aggregator {
             self.run_id = Some(v.run_id.to_string());
         }
         self.cells += 1;
+        let v = self.sane(v);
         let key: Key = (v.endpoint.to_string(), v.model.to_string(), v.num_gpu, v.prompt.to_string(), v.num_predict);
         let index = match self.index.get(&key) {
             Some(i) => *i,
@@ -530,6 +544,61 @@ impl Aggregator {
             }
         }
         Ok(())
+    }
+
+    /// `v` with the values that cannot be measurements left out, each a problem: a time or a rate that is
+    /// negative or not finite (JSON has no NaN, but 1e999 reads as infinity), a token count past what a server
+    /// counts (its rates rest on it, so they go too), a num_predict below -1 (-1 is "until the model stops").
+    fn sane<'a>(&mut self, mut v: RecordView<'a>) -> RecordView<'a> {
+        let record = format!("record {} (seq {})", v.file, v.seq);
+        let mut flag = |field: &str, value: String, rule: &str| {
+            if self.problems.len() < PROBLEMS_KEPT {
+                self.problems
+                    .push(format!("{record}: {field} is {value}, not {rule}; the value is left out of the statistics"));
+            } else {
+                self.problems_more += 1;
+            }
+        };
+        let mut time = |field: &str, x: &mut Option<f64>, rule: &str| {
+            if let Some(t) = *x {
+                if !t.is_finite() || t < 0.0 {
+                    flag(field, t.to_string(), rule);
+                    *x = None;
+                }
+            }
+        };
+        time("wall_ms", &mut v.wall_ms, "a duration (a finite number ≥ 0)");
+        time("ttft_ms", &mut v.ttft_ms, "a duration (a finite number ≥ 0)");
+        time("ttf_ms", &mut v.ttf_ms, "a duration (a finite number ≥ 0)");
+        time("server_timings.load_ms", &mut v.server_timings.load_ms, "a duration (a finite number ≥ 0)");
+        time("prompt_tps", &mut v.prompt_tps, "a rate (a finite number ≥ 0)");
+        time("decode_tps", &mut v.decode_tps, "a rate (a finite number ≥ 0)");
+        for (field, n) in [
+            ("server_timings.prompt_n", v.server_timings.prompt_n),
+            ("server_timings.decode_n", v.server_timings.decode_n),
+        ] {
+            if n.is_some_and(|n| n > MAX_TOKENS) {
+                flag(field, n.unwrap_or_default().to_string(), "a token count (at most 2^32 - 1)");
+                if field.ends_with("prompt_n") {
+                    v.prompt_tps = None;
+                } else {
+                    v.decode_tps = None;
+                }
+            }
+        }
+        if v.num_predict < -1 {
+            flag("num_predict", v.num_predict.to_string(), "a token limit (-1 or more)");
+        }
+        v
+    }
+
+    /// The statistics of everything folded in, and the values that were not believed.
+    pub fn finish_with_problems(mut self) -> (RunStats, Vec<String>) {
+        let mut problems = std::mem::take(&mut self.problems);
+        if self.problems_more > 0 {
+            problems.push(format!("{} more values not believed (not listed)", self.problems_more));
+        }
+        (self.finish(), problems)
     }
 
     /// The statistics of everything folded in.

@@ -11,11 +11,12 @@
 
 use std::collections::BTreeSet;
 use std::io::Write as _;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
+use super::input::{lexically_inside, read_run_json, run_file};
 use super::redact;
 use super::timeline::{self, CellTimeline};
 use super::ReportView;
@@ -31,6 +32,10 @@ const TOTAL_CAP: u64 = 256 << 20;
 const FAILED_CELLS: usize = 64;
 /// Discovery lines kept per server log.
 const DISCOVERY_LINES: usize = 40;
+/// Most files of a runtime's directory scanned, and most bytes: a llama.cpp `bin` holds a dozen libraries, an
+/// Ollama `lib/ollama` a few dozen (some of hundreds of MB).
+const SCAN_FILES: usize = 64;
+const SCAN_BYTES: u64 = 8 << 30;
 
 /// One file of the bundle.
 #[derive(Debug)]
@@ -75,6 +80,11 @@ impl Builder {
     }
 
     fn push(&mut self, path: &str, bytes: Vec<u8>, what: String) {
+        // Every name is checked here, whoever built it: nothing is written outside the bundle.
+        if lexically_inside(path).is_none_or(|p| bundle_path(&p) != path) {
+            self.left_out.push(format!("{path} (not a path inside the bundle)"));
+            return;
+        }
         if self.entries.iter().any(|e| e.path == path) {
             return;
         }
@@ -90,42 +100,29 @@ impl Builder {
         self.entries.push(Entry { path: path.to_string(), bytes, what });
     }
 
-    /// Copies a file of the run directory (`rel` relative to it) to the same relative path in the bundle.
+    /// Copies a file of the run directory (`rel` relative to it) to the same relative path in the bundle: only a
+    /// regular file that is inside the run directory with its symlinks resolved ([`run_file`]), up to [`FILE_CAP`].
     fn copy(&mut self, run_dir: &Path, rel: &str, what: impl Into<String>) {
-        let Some(inside) = inside(rel) else {
-            self.left_out.push(format!("{rel} (not a path inside the run directory)"));
-            return;
-        };
-        let path = run_dir.join(&inside);
-        match std::fs::metadata(&path) {
-            Ok(m) if m.len() > FILE_CAP => {
-                self.left_out.push(format!("{rel} ({} bytes, over the {} MiB cap per file)", m.len(), FILE_CAP >> 20));
+        let path = match run_file(run_dir, rel) {
+            Ok(p) => p,
+            Err(why) => {
+                self.left_out.push(why);
+                return;
             }
-            Ok(m) if m.is_file() => match std::fs::read(&path) {
-                Ok(bytes) => {
-                    let text = String::from_utf8_lossy(&bytes).into_owned();
-                    self.text(&bundle_path(&inside), &text, what);
+        };
+        let Some(inside) = lexically_inside(rel) else { return };
+        match crate::inputs::read_limited(&path, FILE_CAP) {
+            Ok(bytes) => {
+                // A record is JSON: redacted by its structure (a command line's `"--api-key", "…"`) first.
+                let json = rel.ends_with(".json").then(|| serde_json::from_slice::<Value>(&bytes).ok()).flatten();
+                match json {
+                    Some(v) => self.json(&bundle_path(&inside), v, what),
+                    None => self.text(&bundle_path(&inside), &String::from_utf8_lossy(&bytes), what),
                 }
-                Err(e) => self.left_out.push(format!("{rel} (cannot read: {e})")),
-            },
-            Ok(_) => self.left_out.push(format!("{rel} (not a file)")),
-            Err(e) => self.left_out.push(format!("{rel} ({e})")),
+            }
+            Err(e) => self.left_out.push(e.to_string()),
         }
     }
-}
-
-/// `rel` as a path inside the run directory: relative, with no `..`, root or prefix component.
-fn inside(rel: &str) -> Option<PathBuf> {
-    let p = Path::new(rel);
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::Normal(n) => out.push(n),
-            Component::CurDir => {}
-            _ => return None,
-        }
-    }
-    (!out.as_os_str().is_empty()).then_some(out)
 }
 
 fn bundle_path(p: &Path) -> String {
@@ -136,37 +133,110 @@ fn markdown(doc: &Document) -> String {
     output::render_document(doc, Format::Markdown, output::text::Layout { width: 100, all: true })
 }
 
-/// The directories of the runtime's libraries the plan names, each with the endpoints that use it: a managed
-/// endpoint's program directory (a llama.cpp build's `bin`, which holds its `libggml-*.so`), and for Ollama its
-/// `lib/ollama` beside `bin`.
-pub fn library_dirs(plan: Option<&Value>) -> Vec<(PathBuf, Vec<String>)> {
-    let mut out: Vec<(PathBuf, Vec<String>)> = Vec::new();
-    let Some(endpoints) = plan.and_then(|p| p.get("endpoints")).and_then(Value::as_array) else { return out };
+/// The runtime files of one directory the bundle scans.
+#[derive(Debug, PartialEq)]
+pub struct LibraryFiles {
+    pub dir: PathBuf,
+    pub files: Vec<PathBuf>,
+    pub endpoints: Vec<String>,
+}
+
+/// The runtime files the plan names, by directory, with notes on what was not scanned. A run's plan can name any
+/// program (`program: "/"` is only text in a JSON file), so the scan is held to what a runtime is: the program
+/// itself when it is a regular file, and the shared libraries (`*.so*`, regular files) beside it — a llama.cpp
+/// build's `bin` holds its `libggml-*.so` — plus, for Ollama, those of `lib/ollama` beside its `bin` and of that
+/// directory's own subdirectories (`cuda_v12/`, `rocm/`), one level deep. Nothing else is walked, and at most
+/// [`SCAN_FILES`] files and [`SCAN_BYTES`] bytes are scanned in all.
+pub fn library_files(plan: Option<&Value>) -> (Vec<LibraryFiles>, Vec<String>) {
+    let mut out: Vec<LibraryFiles> = Vec::new();
+    let mut notes = Vec::new();
+    let Some(endpoints) = plan.and_then(|p| p.get("endpoints")).and_then(Value::as_array) else { return (out, notes) };
+    let (mut count, mut bytes) = (0usize, 0u64);
+    let mut seen: BTreeSet<PathBuf> = BTreeSet::new();
     for e in endpoints {
         let name = e.get("name").and_then(Value::as_str).unwrap_or("endpoint").to_string();
         let kind = e.get("kind");
         let Some(program) = kind.and_then(|k| k.get("program")).and_then(Value::as_str) else { continue };
-        let program = Path::new(program);
-        if !program.is_absolute() {
+        if !Path::new(program).is_absolute() {
             continue;
         }
+        let program = match std::fs::canonicalize(program) {
+            Ok(p) if p.is_file() => p,
+            _ => {
+                notes.push(format!("{program} (endpoint {name}'s program is not a regular file: nothing scanned)"));
+                continue;
+            }
+        };
         let Some(bin) = program.parent() else { continue };
         let preset = kind.and_then(|k| k.get("preset")).and_then(Value::as_str).unwrap_or("");
-        let mut dirs = vec![bin.to_path_buf()];
+        let mut dirs: Vec<(PathBuf, Vec<PathBuf>)> = vec![(bin.to_path_buf(), vec![program.clone()])];
         if preset == "ollama" {
             if let Some(prefix) = bin.parent() {
-                dirs.insert(0, prefix.join("lib/ollama"));
+                dirs.insert(0, (prefix.join("lib/ollama"), Vec::new()));
             }
         }
-        for d in dirs.into_iter().filter(|d| d.is_dir()) {
-            match out.iter_mut().find(|(o, _)| o == &d) {
-                Some((_, names)) if !names.contains(&name) => names.push(name.clone()),
-                Some(_) => {}
-                None => out.push((d, vec![name.clone()])),
+        for (dir, mut files) in dirs {
+            let depth = if dir.ends_with("lib/ollama") { 1 } else { 0 };
+            shared_libraries(&dir, depth, &mut files);
+            let (mut kept, mut past) = (Vec::new(), Vec::new());
+            for f in files {
+                if !seen.insert(f.clone()) {
+                    continue;
+                }
+                let size = std::fs::metadata(&f).map_or(0, |m| m.len());
+                if count >= SCAN_FILES || bytes + size > SCAN_BYTES {
+                    past.push(f);
+                    continue;
+                }
+                count += 1;
+                bytes += size;
+                kept.push(f);
+            }
+            if let Some(first) = past.first() {
+                notes.push(format!(
+                    "{} and {} more file(s) of {} (past the scan budget of {SCAN_FILES} files and {} GiB)",
+                    first.display(),
+                    past.len() - 1,
+                    dir.display(),
+                    SCAN_BYTES >> 30
+                ));
+            }
+            match out.iter_mut().find(|l| l.dir == dir) {
+                Some(l) => {
+                    l.files.extend(kept);
+                    if !l.endpoints.contains(&name) {
+                        l.endpoints.push(name.clone());
+                    }
+                }
+                None if !kept.is_empty() => out.push(LibraryFiles { dir, files: kept, endpoints: vec![name.clone()] }),
+                None => {}
             }
         }
     }
-    out
+    (out, notes)
+}
+
+/// The shared libraries directly in `dir` (regular files whose name holds `.so`), sorted by name, and those of its
+/// subdirectories down to `depth` levels.
+fn shared_libraries(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut names: Vec<(String, std::fs::FileType)> =
+        entries.flatten().filter_map(|e| Some((e.file_name().to_str()?.to_string(), e.file_type().ok()?))).collect();
+    names.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut subdirs = Vec::new();
+    for (name, t) in names {
+        let path = dir.join(&name);
+        if t.is_dir() {
+            subdirs.push(path);
+        } else if name.contains(".so") && std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            out.push(path);
+        }
+    }
+    if depth > 0 {
+        for d in subdirs {
+            shared_libraries(&d, depth - 1, out);
+        }
+    }
 }
 
 /// The environment snapshot as a document: versions, host, GPUs, drivers, overrides, and what each server
@@ -267,12 +337,12 @@ fn environment_doc(env: &Value, run: &Value) -> Document {
 
 /// Discovery lines of each server log: backends loaded, devices found, layers offloaded, flash attention,
 /// inference compute.
-fn discovery_doc(run_dir: &Path, logs: &[String]) -> Document {
+fn discovery_doc(run_dir: &Path, logs: &[String], redacted: &mut usize) -> Document {
     let mut doc = Document::new("Discovery lines of the server logs");
     doc.paragraph("What each server said about its backends, devices and offload, with the line numbers of its log (read by backscope-logs).");
     for rel in logs {
-        let Some(path) = inside(rel).map(|p| run_dir.join(p)) else { continue };
-        let Ok(file) = std::fs::File::open(&path) else { continue };
+        let Ok(path) = run_file(run_dir, rel) else { continue };
+        let Ok(crate::inputs::Input { file, .. }) = crate::inputs::open_input(&path) else { continue };
         let Ok(report) = logs::analyze_reader(file, logs::Limits::default()) else { continue };
         let f = &report.facts;
         let mut wanted: BTreeSet<u64> = BTreeSet::new();
@@ -298,7 +368,15 @@ fn discovery_doc(run_dir: &Path, logs: &[String]) -> Document {
         doc.push(Excerpt {
             file: Some(rel.clone()),
             line_numbers: picked.iter().map(|e| e.line).collect(),
-            lines: picked.iter().map(|e| e.raw.clone()).collect(),
+            // Redacted before Markdown escapes them (`:` becomes `\:`, and the shapes no longer read).
+            lines: picked
+                .iter()
+                .map(|e| {
+                    let (line, n) = redact::text(&e.raw);
+                    *redacted += n;
+                    line
+                })
+                .collect(),
             ..Default::default()
         });
     }
@@ -332,9 +410,11 @@ fn timeline_doc(t: &CellTimeline) -> Document {
     doc
 }
 
-/// A copy of the report whose log and file paths under the run directory are relative to it: the bundle keeps
-/// the run directory's layout, so that is where a reader of the bundle finds them.
-fn relocated(view: &ReportView) -> ReportView {
+/// A copy of the report whose log and file paths under the run directory are relative to it (the bundle keeps
+/// the run directory's layout, so that is where a reader of the bundle finds them), and whose texts from logs and
+/// records are redacted one by one: once rendered, a log line's quotes are `&quot;` in HTML and its JSON is
+/// escaped in JSON, where the shapes of secrets no longer read as they do in the log.
+fn relocated(view: &ReportView, redacted: &mut usize) -> ReportView {
     let prefix = format!("{}/", view.run.run_dir.trim_end_matches('/'));
     let strip = |p: &mut String| {
         if let Some(rel) = p.strip_prefix(&prefix) {
@@ -355,7 +435,50 @@ fn relocated(view: &ReportView) -> ReportView {
             strip(s);
         }
     }
+    for c in &mut v.claims {
+        if let Ok(mut value) = serde_json::to_value(&*c) {
+            let n = redact::json(&mut value);
+            if n > 0 {
+                if let Ok(back) = serde_json::from_value(value) {
+                    *c = back;
+                    *redacted += n;
+                }
+            }
+        }
+    }
+    for t in &mut v.timelines {
+        *redacted += redact_timeline(t);
+    }
+    let mut clean = |s: &mut String| {
+        let (c, n) = redact::text(s);
+        if n > 0 {
+            *s = c;
+            *redacted += n;
+        }
+    };
+    v.problems.iter_mut().for_each(&mut clean);
     v
+}
+
+/// Redacts the texts of a timeline that come from its log (each entry, the crash), before a renderer escapes them;
+/// returns how many values were replaced.
+fn redact_timeline(t: &mut CellTimeline) -> usize {
+    let mut n = 0;
+    let mut clean = |s: &mut String| {
+        let (c, k) = redact::text(s);
+        if k > 0 {
+            *s = c;
+            n += k;
+        }
+    };
+    for e in &mut t.entries {
+        clean(&mut e.summary);
+    }
+    if let Some(c) = t.crash.as_mut() {
+        clean(&mut c.what);
+        clean(&mut c.signature_text);
+    }
+    n
 }
 
 /// Builds the bundle of `view` and writes it to `dest`: a directory (created; refused if it holds anything), or
@@ -389,7 +512,7 @@ fn build(view: &ReportView) -> Result<Builder> {
     let run_dir = PathBuf::from(&view.run.run_dir);
     let mut b = Builder::default();
     let layout = output::text::Layout { width: 100, all: true };
-    let here = relocated(view);
+    let here = relocated(view, &mut b.redacted);
     let doc = here.document();
     b.text("report.md", &output::render_document(&doc, Format::Markdown, layout), "the report (Markdown)");
     b.text(
@@ -404,8 +527,10 @@ fn build(view: &ReportView) -> Result<Builder> {
         &String::from_utf8_lossy(&json),
         "the report's JSON (docs/report-json.md), log paths relative to the bundle",
     );
-    let env: Option<Value> = std::fs::read(run_dir.join("env.json")).ok().and_then(|b| serde_json::from_slice(&b).ok());
-    let run: Option<Value> = std::fs::read(run_dir.join("run.json")).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    let mut unread = Vec::new();
+    let env = read_run_json(&run_dir, "env.json", &mut unread);
+    let run = read_run_json(&run_dir, "run.json", &mut unread);
+    b.left_out.extend(unread);
     if let Some(env) = &env {
         let mut env = env.clone();
         b.redacted += redact::json(&mut env);
@@ -434,13 +559,13 @@ fn build(view: &ReportView) -> Result<Builder> {
         }
     };
     for r in &failed {
-        if let Some(s) = &r.server {
+        if let Some(s) = r.server.as_ref().filter(|s| !s.log.is_empty()) {
             add_log(&s.log);
         }
     }
     for g in &view.stats.groups {
         for r in g.backend_record.iter().chain(g.first_ok.iter()) {
-            if let Some(s) = &r.server {
+            if let Some(s) = r.server.as_ref().filter(|s| !s.log.is_empty()) {
                 add_log(&s.log);
             }
             for e in r.backend.iter().flat_map(|b| &b.evidence) {
@@ -450,18 +575,20 @@ fn build(view: &ReportView) -> Result<Builder> {
             }
         }
     }
-    b.text(
-        "discovery.md",
-        &markdown(&discovery_doc(&run_dir, &server_logs)),
-        "the backend, device and offload lines of each server log",
-    );
+    let mut redacted = 0;
+    let discovery = discovery_doc(&run_dir, &server_logs, &mut redacted);
+    b.redacted += redacted;
+    b.text("discovery.md", &markdown(&discovery), "the backend, device and offload lines of each server log");
     for l in &server_logs {
         b.copy(&run_dir, l, "a server's whole log");
     }
     // Failing cells: record, log slice, timeline.
     for r in &failed {
-        let dir = Path::new(&r.file).parent().map(|p| p.display().to_string()).unwrap_or_default();
         b.copy(&run_dir, &r.file, "a failing cell's record");
+        // The timeline goes beside the record, so the record's path must be one inside the run (the copy above
+        // said why it is not).
+        let Some(record) = lexically_inside(&r.file) else { continue };
+        let dir = record.parent().map(bundle_path).unwrap_or_default();
         if let Some(slice) = &r.log_slice {
             b.copy(&run_dir, slice, "a failing cell's log slice (the server log written while it ran)");
         }
@@ -475,26 +602,27 @@ fn build(view: &ReportView) -> Result<Builder> {
             }
             let path =
                 if dir.is_empty() { format!("cells/{}-timeline.md", r.seq) } else { format!("{dir}/timeline.md") };
+            b.redacted += redact_timeline(&mut t);
             b.text(&path, &markdown(&timeline_doc(&t)), "a failing cell's timeline, crash phase and signature");
         }
     }
     // The runtime's libraries.
-    for (dir, endpoints) in library_dirs(view.run.plan.as_ref()) {
-        let report = crate::scan::scan(&crate::scan::ScanOptions { paths: vec![dir.clone()], ..Default::default() });
+    let (scans, notes) = library_files(view.run.plan.as_ref());
+    b.left_out.extend(notes);
+    for lib in scans {
+        let report = crate::scan::scan(&crate::scan::ScanOptions { paths: lib.files.clone(), ..Default::default() });
         let scan_view = crate::scan::ScanView { report: &report, kernels: false };
-        let stem = format!("scan/{}", crate::sweep::paths::sanitize(&dir.display().to_string().replace('/', "_")));
-        let used_by = endpoints.join(", ");
+        let dir = lib.dir.display().to_string();
+        let stem = format!("scan/{}", crate::sweep::paths::sanitize(&dir.replace('/', "_")));
+        let used_by = lib.endpoints.join(", ");
         let mut json = Vec::new();
         scan_view.write_json(&mut json).context("writing the scan's JSON")?;
-        b.text(
-            &format!("{stem}.json"),
-            &String::from_utf8_lossy(&json),
-            format!("scan of {} (used by {used_by}; docs/scan-json.md)", dir.display()),
-        );
+        let what = format!("scan of {} files of {dir} (used by {used_by}", lib.files.len());
+        b.text(&format!("{stem}.json"), &String::from_utf8_lossy(&json), format!("{what}; docs/scan-json.md)"));
         b.text(
             &format!("{stem}.md"),
             &markdown(&scan_view.document()),
-            format!("scan of {} (used by {used_by}): GPU code, ggml backends, dependencies", dir.display()),
+            format!("{what}): GPU code, ggml backends, dependencies"),
         );
     }
     readme(&mut b, view);
@@ -530,14 +658,24 @@ fn readme(b: &mut Builder, view: &ReportView) {
     b.text("README.md", &text, "this list");
 }
 
+/// Writes the bundle into a new directory beside `dest`, then renames it to `dest` (which may exist empty): a
+/// bundle that fails halfway leaves nothing behind, and every file is created by this function inside it.
 fn write_dir(entries: &[Entry], dest: &Path) -> Result<()> {
+    let parent = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let tmp = tempfile::Builder::new()
+        .prefix(".backscope-bundle-")
+        .tempdir_in(parent)
+        .with_context(|| format!("cannot write in {}", parent.display()))?;
     for e in entries {
-        let path = dest.join(&e.path);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        let path = tmp.path().join(&e.path);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         }
         std::fs::write(&path, &e.bytes).with_context(|| format!("cannot write {}", path.display()))?;
     }
+    std::fs::rename(tmp.path(), dest).with_context(|| format!("cannot write {}", dest.display()))?;
+    // Renamed: nothing is left at the temporary path for the guard to remove.
+    let _ = tmp.keep();
     Ok(())
 }
 

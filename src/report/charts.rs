@@ -83,14 +83,16 @@ pub fn rate_by_num_gpu(title: &str, y_desc: &str, series: &[Series]) -> Result<S
             .margin(14)
             .x_label_area_size(40)
             .y_label_area_size(56)
-            .build_cartesian_2d((0..xs.len() as i32).into_segmented(), 0.0..y_max * 1.15)
+            // Integer ranges are inclusive in plotters: 0..=n-1 is one segment per num_gpu value (0..n drew an empty
+            // segment, with a tick, past the last value).
+            .build_cartesian_2d((0..xs.len() as i32 - 1).into_segmented(), 0.0..y_max * 1.15)
             .map_err(drawn)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
             .x_desc("num_gpu (layers offloaded)")
             .y_desc(label(y_desc, 40))
-            .x_labels(xs.len() + 1)
+            .x_labels(xs.len())
             .x_label_formatter(&|v| match v {
                 SegmentValue::CenterOf(i) => xs.get(*i as usize).map(|n| num_gpu_label(*n)).unwrap_or_default(),
                 _ => String::new(),
@@ -305,5 +307,71 @@ mod tests {
         assert!(rate_by_num_gpu("t", "y", &[]).is_err());
         assert!(crash_times(&[]).is_err());
         assert!(timeline("t", &[]).is_err());
+    }
+
+    /// The x of each tick mark below the x axis of a rate chart: plotters draws each as a 5-pixel vertical
+    /// `<polyline points="X,Y X,Y+5 "/>` from the axis line (the horizontal polyline spanning the plot).
+    fn x_ticks(markup: &str) -> (Vec<f64>, (f64, f64)) {
+        let points: Vec<Vec<(f64, f64)>> = markup
+            .split("<polyline ")
+            .skip(1)
+            .filter_map(|p| {
+                let pts = p.split("points=\"").nth(1)?.split('"').next()?;
+                Some(
+                    pts.split_whitespace()
+                        .filter_map(|xy| {
+                            let (x, y) = xy.split_once(',')?;
+                            Some((x.parse().ok()?, y.parse().ok()?))
+                        })
+                        .collect(),
+                )
+            })
+            .collect();
+        // The axis: the lowest horizontal black line spanning most of the chart.
+        let axis = points
+            .iter()
+            .filter(|p| p.len() == 2 && p[0].1 == p[1].1 && p[1].0 - p[0].0 > 300.0)
+            .max_by(|a, b| a[0].1.total_cmp(&b[0].1))
+            .expect("an x axis line");
+        let (y, span) = (axis[0].1, (axis[0].0, axis[1].0));
+        let ticks = points
+            .iter()
+            .filter(|p| p.len() == 2 && p[0].0 == p[1].0 && p[0].1 == y && p[1].1 > y)
+            .map(|p| p[0].0)
+            .collect();
+        (ticks, span)
+    }
+
+    #[test]
+    fn the_num_gpu_axis_has_one_tick_per_value_and_none_past_the_last() {
+        for xs in [vec![0], vec![0, 1], vec![0, 1, 2, -1], (0..10).collect::<Vec<i64>>()] {
+            let points: Vec<(i64, f64)> = xs.iter().map(|x| (*x, 10.0 + *x as f64)).collect();
+            let svg = rate_by_num_gpu("t", "y", &[Series { name: "a".into(), points }]).unwrap();
+            let m = svg.markup();
+            let (ticks, (left, right)) = x_ticks(m);
+            assert_eq!(ticks.len(), xs.len(), "one tick per num_gpu value: {ticks:?}\n{m}");
+            // The values sit at the centres of equal slots that fill the axis: the last one half a slot from its end
+            // (a single value's one tick stands where plotters puts a one-value range, not centred).
+            let slot = (right - left) / xs.len() as f64;
+            for (i, x) in ticks.iter().enumerate().filter(|_| xs.len() > 1) {
+                let want = left + slot * (i as f64 + 0.5);
+                assert!((x - want).abs() <= 2.0, "tick {i} at {x}, want {want}: {ticks:?}");
+            }
+            let circles: Vec<f64> =
+                m.split("<circle cx=\"").skip(1).filter_map(|c| c.split('"').next()?.parse().ok()).collect();
+            assert_eq!(circles, ticks, "each point on its tick");
+            // Each tick labelled with its num_gpu value, in order: the texts below the axis.
+            let labels: Vec<String> = m
+                .split("<text ")
+                .skip(1)
+                .filter(|t| {
+                    let y: f64 = t.split("y=\"").nth(1).and_then(|r| r.split('"').next()?.parse().ok()).unwrap_or(0.0);
+                    t.contains("text-anchor=\"middle\"") && y > 300.0 && y < 345.0
+                })
+                .map(|t| t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()].trim().to_string())
+                .collect();
+            let want: Vec<String> = xs.iter().map(|n| num_gpu_label(*n)).collect();
+            assert_eq!(labels, want, "{m}");
+        }
     }
 }

@@ -346,7 +346,7 @@ fn rate_charts(doc: &mut Document, s: &RunStats, metric: Metric) {
         }
         // The plotted values are the medians of the outcomes table; the fallback says so instead of repeating them.
         let fallback = Block::Paragraph(Text::plain(format!(
-            "(the chart plots the median {} of each endpoint at each num_gpu: the outcomes table above)",
+            "(the chart, in the HTML report, plots the median {} of each endpoint at each num_gpu: the outcomes table under Statistics per group)",
             metric.words()
         )));
         push_chart(doc, title, charts::rate_by_num_gpu("", metric.words(), &series), vec![fallback]);
@@ -494,14 +494,40 @@ pub fn document(v: &ReportView) -> Document {
         .and_plain(" — records in ")
         .and_code(&m.run_dir),
     );
+    if !v.problems.is_empty() {
+        doc.heading(2, "Problems");
+        doc.paragraph("Left out of this report (the rest stands):");
+        doc.push(Block::List(v.problems.iter().map(|p| Text::plain(p.clone())).collect()));
+    }
+    // The summary first, each with its chart right under it (a reader sees the picture with the words it
+    // illustrates), then the claims, then the detail.
     let verdicts = verdict_lines(s);
+    let crash_rows: Vec<CrashRow> = s
+        .groups
+        .iter()
+        .flat_map(|g| {
+            g.failure_timing.iter().filter(|f| !f.times_ms.is_empty()).map(move |f| CrashRow {
+                name: format!("{} {} — {}", g.endpoint, g.place(&s.varies), f.outcome),
+                times_s: f.times_ms.iter().map(|t| t / 1000.0).collect(),
+            })
+        })
+        .collect();
+    let crash_chart_first = !verdicts.is_empty() && !crash_rows.is_empty();
     if !verdicts.is_empty() {
         doc.heading(2, "Crash timing");
         doc.push(Block::List(verdicts));
+        if crash_chart_first {
+            push_chart(&mut doc, "time to failure".into(), charts::crash_times(&crash_rows), Vec::new());
+        }
     }
     if !s.groups.is_empty() {
         doc.heading(2, "Matched results: decode t/s (median of the successful requests)");
         doc.push(pivot(s));
+        if s.groups.iter().any(|g| g.decode_tps.is_some() || g.prompt_tps.is_some()) {
+            doc.heading(2, "Tokens/s by num_gpu");
+            rate_charts(&mut doc, s, Metric::DecodeTps);
+            rate_charts(&mut doc, s, Metric::PromptTps);
+        }
         doc.heading(2, "Backend that served each cell (from its server log)");
         doc.push(backend_pivot(s));
     }
@@ -523,28 +549,15 @@ pub fn document(v: &ReportView) -> Document {
     doc.push(wall_table(s));
     if s.groups.iter().any(|g| !g.failure_timing.is_empty()) {
         doc.heading(2, "Time to failure");
-        let rows: Vec<CrashRow> = s
-            .groups
-            .iter()
-            .flat_map(|g| {
-                g.failure_timing.iter().filter(|f| !f.times_ms.is_empty()).map(move |f| CrashRow {
-                    name: format!("{} {} — {}", g.endpoint, g.place(&s.varies), f.outcome),
-                    times_s: f.times_ms.iter().map(|t| t / 1000.0).collect(),
-                })
-            })
-            .collect();
-        push_chart(&mut doc, "time to failure".into(), charts::crash_times(&rows), Vec::new());
+        if !crash_chart_first {
+            push_chart(&mut doc, "time to failure".into(), charts::crash_times(&crash_rows), Vec::new());
+        }
         doc.push(timing_table(s));
     }
     if !s.ratios.is_empty() {
         doc.heading(2, "Endpoint ratios");
         doc.paragraph("Each rate of one endpoint over another at the same place: the ratio of the medians, and the ratio of the geometric means with Welch's 95% confidence interval on the logarithms (none with fewer than two requests a side).");
         doc.push(ratio_table(s));
-    }
-    if s.groups.iter().any(|g| g.decode_tps.is_some() || g.prompt_tps.is_some()) {
-        doc.heading(2, "Tokens/s by num_gpu");
-        rate_charts(&mut doc, s, Metric::DecodeTps);
-        rate_charts(&mut doc, s, Metric::PromptTps);
     }
     if s.groups.iter().any(|g| !g.outliers.is_empty()) {
         doc.heading(2, "Outliers");
@@ -615,6 +628,7 @@ mod tests {
             timelines: Vec::new(),
             claims,
             rules: Rules::default(),
+            problems: Vec::new(),
         }
     }
 
@@ -692,5 +706,26 @@ mod tests {
         // The pivot: cpu's and vk's medians, vk's crash where its rate would be, and the ratio of the two.
         assert!(text.contains("crash SIGSEGV 3/3"), "{text}");
         assert!(text.contains("┆ 10.0 ┆ 30.0 "), "{text}");
+    }
+
+    #[test]
+    fn each_chart_stands_with_its_summary_before_the_claims() {
+        let mut records = Vec::new();
+        for (i, ep) in ["cpu", "vk"].into_iter().enumerate() {
+            for k in 0..3 {
+                records.push(rec(ep, 0, (i * 6 + k) as u64, true, 100.0 * (i + 1) as f64 + k as f64));
+            }
+        }
+        for k in 0..3 {
+            records.push(rec("vk", 1, 20 + k, false, 2653.0 + 10.0 * k as f64));
+        }
+        let html = render_document(&view(&records).document(), Format::Html, Layout { width: 120, all: true });
+        let at = |s: &str| html.find(s).unwrap_or_else(|| panic!("no {s:?}"));
+        let crash_chart = at("<figcaption>time to failure</figcaption>");
+        let rate_chart = at("<figcaption>decode t/s by num_gpu</figcaption>");
+        assert!(at(">Crash timing<") < crash_chart && crash_chart < at(">Matched results"), "under its verdicts");
+        assert!(at(">Matched results") < rate_chart && rate_chart < at(">Backend that served"), "under its pivot");
+        assert!(rate_chart < at(">Claims<") && at(">Claims<") < at(">Statistics per group"));
+        assert_eq!(html.matches("<figcaption>time to failure</figcaption>").count(), 1, "drawn once");
     }
 }

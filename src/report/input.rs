@@ -2,7 +2,7 @@
 //! directory (its `cells/*/result.json`, or `records/` of an import; no database needed, so a run directory copied elsewhere still reports).
 //! Either way the records reach the statistics one at a time, in plan order, as their stored JSON text.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -12,6 +12,96 @@ use crate::sweep_db::SweepDb;
 
 /// Largest `result.json` read: a record is a few KiB (a traced one a few more), so anything near this is not one.
 const MAX_RECORD_BYTES: u64 = 64 << 20;
+/// Largest `run.json` or `env.json` read: a plan and an environment snapshot are tens of KiB.
+pub const MAX_META_BYTES: u64 = 16 << 20;
+
+/// `rel` as a path inside a run directory, lexically: relative, with no `..`, root or prefix component. A record
+/// names its files relative to its run directory; anything else is not one of the run's files.
+pub fn lexically_inside(rel: &str) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for c in Path::new(rel).components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    (!out.as_os_str().is_empty()).then_some(out)
+}
+
+/// The file `rel` of the run directory, when it is one of the run's files: a relative path inside the directory,
+/// inside it still with every symlink resolved (a log linked to `~/.ssh/id_ed25519` is not), and a regular file
+/// (not a FIFO, a device or a directory, which would hang or never end a reader). Otherwise why not, naming it.
+pub fn run_file(run_dir: &Path, rel: &str) -> Result<PathBuf, String> {
+    let Some(inside) = lexically_inside(rel) else {
+        return Err(format!("{rel}: not a path inside the run directory"));
+    };
+    let path = run_dir.join(inside);
+    std::fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !crate::inputs::resolved_inside(run_dir, &path) {
+        let target = std::fs::canonicalize(&path).map(|t| t.display().to_string()).unwrap_or_default();
+        return Err(format!("{}: a link to {target}, outside the run directory", path.display()));
+    }
+    // Opened (without blocking) to tell a regular file from a FIFO or a device, with the reason in words.
+    crate::inputs::open_input(&path).map_err(|e| e.to_string())?;
+    Ok(path)
+}
+
+/// Clears the log paths of `r` that are not files of the run ([`run_file`]), each a problem naming the record,
+/// the field and why, so that nothing later (timelines, crash analysis, the bundle) opens them.
+pub fn vet_record(r: &mut crate::sweep::record::Record, run_dir: &Path, problems: &mut Vec<String>) {
+    let file = r.file.clone();
+    let mut ok = |field: &str, rel: &str| match run_file(run_dir, rel) {
+        Ok(_) => true,
+        Err(why) => {
+            let p = format!("record {file}: {field} {why}; not read");
+            if !problems.contains(&p) {
+                problems.push(p);
+            }
+            false
+        }
+    };
+    if let Some(slice) = r.log_slice.clone() {
+        if !ok("log_slice", &slice) {
+            r.log_slice = None;
+        }
+    }
+    if let Some(server) = r.server.as_mut() {
+        if !server.log.is_empty() && !ok("server.log", &server.log) {
+            server.log.clear();
+        }
+    }
+}
+
+/// A JSON file of the run directory (`run.json`, `env.json`): none when it is absent; a problem, naming it, when
+/// it is there but not a regular file inside the run, larger than [`MAX_META_BYTES`] or not JSON.
+pub fn read_run_json(run_dir: &Path, name: &str, problems: &mut Vec<String>) -> Option<Value> {
+    let path = run_dir.join(name);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return None;
+    }
+    let path = match run_file(run_dir, name) {
+        Ok(p) => p,
+        Err(why) => {
+            problems.push(format!("{why}; not read"));
+            return None;
+        }
+    };
+    let bytes = match crate::inputs::read_limited(&path, MAX_META_BYTES) {
+        Ok(b) => b,
+        Err(e) => {
+            problems.push(format!("{e}; not read"));
+            return None;
+        }
+    };
+    match serde_json::from_slice(&bytes) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            problems.push(format!("{}: not JSON ({e}); not read", path.display()));
+            None
+        }
+    }
+}
 
 /// The run a report is about.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -47,12 +137,12 @@ pub enum Records {
 
 /// Opens `path`: a run directory (a directory), or a sweep database (a file) and `run` in it (the latest when
 /// none is given).
-pub fn open(path: &Path, run: Option<&str>) -> Result<(RunMeta, Records)> {
+pub fn open(path: &Path, run: Option<&str>, problems: &mut Vec<String>) -> Result<(RunMeta, Records)> {
     if path.is_dir() {
         if run.is_some() {
             bail!("{} is a run directory, which holds one run; --run picks a run in a database", path.display());
         }
-        return open_run_dir(path);
+        return open_run_dir(path, problems);
     }
     let db = SweepDb::open(path)?;
     let run_id = match run {
@@ -61,7 +151,7 @@ pub fn open(path: &Path, run: Option<&str>) -> Result<(RunMeta, Records)> {
     };
     let info = db.run_info(&run_id)?;
     let run_dir = PathBuf::from(&info.run_dir);
-    let plan = read_json(&run_dir.join("run.json"))
+    let plan = read_run_json(&run_dir, "run.json", problems)
         .and_then(|v| v.get("plan").cloned())
         .or_else(|| serde_json::from_str(&info.plan_json).ok());
     let meta = RunMeta {
@@ -77,11 +167,7 @@ pub fn open(path: &Path, run: Option<&str>) -> Result<(RunMeta, Records)> {
     Ok((meta, Records::Db(db)))
 }
 
-fn read_json(path: &Path) -> Option<Value> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
-}
-
-fn open_run_dir(dir: &Path) -> Result<(RunMeta, Records)> {
+fn open_run_dir(dir: &Path, problems: &mut Vec<String>) -> Result<(RunMeta, Records)> {
     // Absolute, without a trailing `/`: records and claims name files under it.
     let dir: PathBuf = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()).components().collect();
     // A sweep's records are under cells/, an import's under records/; each directory is named by the record's
@@ -97,9 +183,13 @@ fn open_run_dir(dir: &Path) -> Result<(RunMeta, Records)> {
             let name = e.file_name().to_string_lossy().into_owned();
             let digits: String = name.chars().take_while(char::is_ascii_digit).collect();
             let Ok(seq) = digits.parse::<u64>() else { continue };
-            let result = e.path().join("result.json");
-            if result.is_file() {
-                files.push((seq, result));
+            let rel = format!("{sub}/{name}/result.json");
+            if std::fs::symlink_metadata(dir.join(&rel)).is_err() {
+                continue;
+            }
+            match run_file(&dir, &rel) {
+                Ok(result) => files.push((seq, result)),
+                Err(why) => problems.push(format!("{why}; this record is left out")),
             }
         }
     }
@@ -110,8 +200,11 @@ fn open_run_dir(dir: &Path) -> Result<(RunMeta, Records)> {
         );
     }
     files.sort();
-    let run_json = read_json(&dir.join("run.json"));
-    let first = files.first().and_then(|(_, f)| read_json(f));
+    let run_json = read_run_json(&dir, "run.json", problems);
+    let first: Option<Value> = files
+        .first()
+        .and_then(|(_, f)| crate::inputs::read_limited(f, MAX_RECORD_BYTES).ok())
+        .and_then(|b| serde_json::from_slice(&b).ok());
     let field =
         |v: &Option<Value>, k: &str| v.as_ref().and_then(|v| v.get(k)).and_then(Value::as_str).map(str::to_string);
     let run_id = field(&run_json, "run_id")
@@ -132,25 +225,46 @@ fn open_run_dir(dir: &Path) -> Result<(RunMeta, Records)> {
 }
 
 impl Records {
-    /// Calls `f` with each record's JSON text, in plan order; returns how many there were.
-    pub fn for_each(&self, run_id: &str, mut f: impl FnMut(&str) -> Result<()>) -> Result<u64> {
+    /// Calls `f` with each record's JSON text, in plan order. A record that cannot be read, or that `f` refuses
+    /// (it does not parse), is a problem naming it, and the rest go on; returns how many were read.
+    pub fn for_each(
+        &self,
+        run_id: &str,
+        problems: &mut Vec<String>,
+        mut f: impl FnMut(&str) -> Result<()>,
+    ) -> Result<u64> {
         match self {
-            Records::Db(db) => db.for_each_record_json(run_id, f),
-            Records::Files(files) => {
-                for file in files {
-                    let size = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
-                    if size > MAX_RECORD_BYTES {
-                        bail!(
-                            "{}: {size} bytes, not a record (records are a few KiB; at most {} MiB is read)",
-                            file.display(),
-                            MAX_RECORD_BYTES >> 20
-                        );
+            Records::Db(db) => {
+                let mut n = 0u64;
+                db.for_each_record_json(run_id, |json| {
+                    n += 1;
+                    if let Err(e) = f(json) {
+                        problems
+                            .push(format!("{}: record {n} of run {run_id}: {e:#}; this record is left out", db.path()));
                     }
-                    let text =
-                        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-                    f(&text).with_context(|| file.display().to_string())?;
+                    Ok(())
+                })?;
+                Ok(n)
+            }
+            Records::Files(files) => {
+                let mut n = 0u64;
+                for file in files {
+                    let text = match crate::inputs::read_text_limited(file, MAX_RECORD_BYTES) {
+                        Ok(t) => t,
+                        Err(e) => {
+                            problems.push(format!(
+                                "{e} (records are a few KiB; at most {} MiB is read); this record is left out",
+                                MAX_RECORD_BYTES >> 20
+                            ));
+                            continue;
+                        }
+                    };
+                    match f(&text) {
+                        Ok(()) => n += 1,
+                        Err(e) => problems.push(format!("{}: {e:#}; this record is left out", file.display())),
+                    }
                 }
-                Ok(files.len() as u64)
+                Ok(n)
             }
         }
     }
@@ -170,25 +284,27 @@ mod tests {
             std::fs::write(cell.join("result.json"), format!("{{\"seq\": {seq}, \"run_id\": \"r9\"}}")).unwrap();
         }
         std::fs::create_dir_all(dir.path().join("cells/notes")).unwrap();
-        let (meta, records) = open(dir.path(), None).unwrap();
+        let mut problems = Vec::new();
+        let (meta, records) = open(dir.path(), None, &mut problems).unwrap();
         assert_eq!(meta.run_id, "r9", "from the first record, without run.json");
         let mut seqs = Vec::new();
         let n = records
-            .for_each("r9", |j| {
+            .for_each("r9", &mut problems, |j| {
                 seqs.push(serde_json::from_str::<Value>(j)?["seq"].as_u64().unwrap());
                 Ok(())
             })
             .unwrap();
         assert_eq!((n, seqs), (3, vec![7, 99_999, 100_000]));
-        assert!(open(dir.path(), Some("r9")).unwrap_err().to_string().contains("holds one run"));
+        assert!(problems.is_empty(), "{problems:?}");
+        assert!(open(dir.path(), Some("r9"), &mut problems).unwrap_err().to_string().contains("holds one run"));
         // A result.json far larger than any record is refused before it is read.
         let big = dir.path().join("cells/00008-a");
         std::fs::create_dir_all(&big).unwrap();
         std::fs::File::create(big.join("result.json")).unwrap().set_len(MAX_RECORD_BYTES + 1).unwrap();
-        let (_, records) = open(dir.path(), None).unwrap();
-        let e = records.for_each("r9", |_| Ok(())).unwrap_err().to_string();
-        assert!(e.contains("not a record"), "{e}");
+        let (_, records) = open(dir.path(), None, &mut problems).unwrap();
+        assert_eq!(records.for_each("r9", &mut problems, |_| Ok(())).unwrap(), 3, "the others are read");
+        assert!(problems.len() == 1 && problems[0].contains("00008-a/result.json is 67108865 bytes"), "{problems:?}");
         let empty = tempfile::tempdir().unwrap();
-        assert!(open(empty.path(), None).unwrap_err().to_string().contains("not a run directory"));
+        assert!(open(empty.path(), None, &mut problems).unwrap_err().to_string().contains("not a run directory"));
     }
 }

@@ -140,6 +140,9 @@ pub struct ReportView {
     pub timelines: Vec<CellTimeline>,
     pub claims: Vec<Claim>,
     pub rules: Rules,
+    /// What could not be read or was not believed, each naming its file and field; the rest of the report stands.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
 }
 
 impl Render for ReportView {
@@ -155,14 +158,27 @@ impl Render for ReportView {
 
 /// Reads a run and computes its report.
 pub fn build(input: &Path, run: Option<&str>) -> Result<ReportView> {
-    let (meta, records) = input::open(input, run)?;
+    let mut problems = Vec::new();
+    let (meta, records) = input::open(input, run, &mut problems)?;
     let mut agg = Aggregator::new();
-    records.for_each(&meta.run_id, |json| agg.add_json(json))?;
-    let stats = agg.finish();
+    records.for_each(&meta.run_id, &mut problems, |json| agg.add_json(json))?;
+    let (mut stats, flagged) = agg.finish_with_problems();
+    problems.extend(flagged);
     let run_dir = PathBuf::from(&meta.run_dir);
+    // The records kept whole name the logs that timelines, crash analysis and the bundle read: only the run's
+    // own regular files are kept named.
+    for g in &mut stats.groups {
+        let kept = g.failed_records.iter_mut().chain(g.first_ok.as_deref_mut()).chain(g.backend_record.as_deref_mut());
+        for r in kept {
+            input::vet_record(r, &run_dir, &mut problems);
+        }
+    }
     let claims = claims::claims(&stats, &meta.run_id, &run_dir);
     let timelines = timelines(&stats, &run_dir);
-    Ok(ReportView { schema: SCHEMA, run: meta, stats, timelines, claims, rules: Rules::default() })
+    for p in &problems {
+        messages::note(format_args!("warning: {p}"));
+    }
+    Ok(ReportView { schema: SCHEMA, run: meta, stats, timelines, claims, rules: Rules::default(), problems })
 }
 
 /// The timelines the report shows: the first failed cells (a few per group, so that different failures show),

@@ -19,11 +19,59 @@ pub const REDACTED: &str = "[REDACTED]";
 const SECRET_WORDS: &[&str] =
     &["TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY", "KEY", "AUTH", "AUTHORIZATION"];
 
+/// Names with a secret word whose values are not secrets: a sweep record's cell address, cache keys, public keys.
+const NOT_SECRET_NAMES: &[&str] = &["cell_key", "cache_key", "sort_key", "public_key", "pubkey"];
+
+/// Short flags whose value is a secret although their name does not say so: llama.cpp's `-hft` (`--hf-token`).
+const SECRET_SHORT_FLAGS: &[&str] = &["-hft"];
+
 /// Whether a variable, key or flag name marks its value secret (`HF_TOKEN`, `OLLAMA_API_KEY`, `--api-key`,
-/// `password`): one of its words (split at `_` and `-`) is a secret word. Counts of tokens (`n_tokens`,
-/// `target_tokens`), `KEEP_ALIVE` or `HOTKEYS` are not secrets.
+/// `password`, `X-Api-Key`, `apiKey`): one of its words (split at `_`, `-`, `.` and where a lower-case letter meets
+/// an upper-case one) is a secret word. Counts of tokens (`n_tokens`, `target_tokens`, `maxTokens`), `KEEP_ALIVE`
+/// or `HOTKEYS` are not secrets.
 pub fn secret_name(name: &str) -> bool {
-    name.trim_start_matches('-').split(['_', '-', '.']).any(|w| SECRET_WORDS.iter().any(|s| w.eq_ignore_ascii_case(s)))
+    let name = name.trim_start_matches('-');
+    if NOT_SECRET_NAMES.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+        return false;
+    }
+    let secret = |w: &str| SECRET_WORDS.iter().any(|s| w.eq_ignore_ascii_case(s));
+    name.split(['_', '-', '.']).any(|part| {
+        if secret(part) {
+            return true;
+        }
+        // camelCase: `apiKey`, `hfToken`, `clientSecret`.
+        let mut start = 0;
+        let bytes = part.as_bytes();
+        for i in 1..bytes.len() {
+            if bytes[i - 1].is_ascii_lowercase() && bytes[i].is_ascii_uppercase() {
+                if secret(&part[start..i]) {
+                    return true;
+                }
+                start = i;
+            }
+        }
+        start > 0 && secret(&part[start..])
+    })
+}
+
+/// Whether a flag (`--api-key`, `-hft`) takes a secret value.
+fn secret_flag(flag: &str) -> bool {
+    SECRET_SHORT_FLAGS.contains(&flag) || (flag.starts_with("--") && secret_name(flag))
+}
+
+/// Values that a secret-named field holds without being secrets: a short number (a count or an id:
+/// `eos_token_id=128009`), a boolean or a typed boolean/number (`add_bos_token=bool:false`), none, an empty value,
+/// the scheme word of an `Authorization` header, or a value already redacted.
+fn harmless_value(v: &str) -> bool {
+    let v = v.trim_matches(|c| c == '"' || c == '\'');
+    let lower = v.to_ascii_lowercase();
+    v.is_empty()
+        || (v.len() <= 6 && v.bytes().all(|b| b.is_ascii_digit()))
+        || ["true", "false", "yes", "no", "on", "off", "null", "none", "nil", "bearer", "basic", "digest", "token"]
+            .contains(&lower.as_str())
+        || ["bool:", "int:", "float:"].iter().any(|p| lower.starts_with(p))
+        || v == REDACTED
+        || v == "REDACTED"
 }
 
 fn is_uuid_like(v: &str) -> bool {
@@ -45,56 +93,98 @@ pub fn looks_like_token(v: &str) -> bool {
         && !is_uuid_like(v)
 }
 
+/// Whether a run of base64 characters is key material (a line of a PEM or OpenSSH private key, a base64 secret):
+/// at least 40 characters mixing upper case, lower case and digits as random bytes do (≥ 6, ≥ 6, ≥ 4), not a
+/// path (it does not start with `/`, and has at most one `/` per 16 characters, where a path has one per word).
+/// Hex digests (`sha256-6a07…`) have no upper case and stay.
+fn looks_like_key_material(v: &str) -> bool {
+    let count = |f: fn(&u8) -> bool| v.as_bytes().iter().filter(|b| f(b)).count();
+    v.len() >= 40
+        && !v.starts_with('/')
+        && count(u8::is_ascii_uppercase) >= 6
+        && count(u8::is_ascii_lowercase) >= 6
+        && count(u8::is_ascii_digit) >= 4
+        && count(|b| *b == b'/') * 16 <= v.len()
+}
+
+/// Whether a match of a pattern is a secret; by default every match is.
+type Test = fn(&regex_lite::Captures<'_>) -> bool;
+
 struct Pattern {
     re: Regex,
     /// The replacement (`$1` keeps what introduces the secret).
     with: &'static str,
-    /// A test of the match's second group: the match is replaced only when it holds.
-    only_if: Option<fn(&str) -> bool>,
+    /// A test of the match: it is replaced only when the test holds.
+    only_if: Option<Test>,
+}
+
+fn group<'a>(c: &regex_lite::Captures<'a>, i: usize) -> &'a str {
+    c.get(i).map_or("", |m| m.as_str())
 }
 
 static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
-    let p = |re: &str, with: &'static str| Pattern {
+    let p = |re: &str, with: &'static str, only_if: Option<Test>| Pattern {
         re: Regex::new(re).expect("a valid redaction pattern"),
         with,
-        only_if: None,
+        only_if,
     };
     vec![
+        // PEM and OpenSSH private keys, header to footer, over as many lines as they take (within one JSON string
+        // too, where the lines are `\n` escapes: the block never crosses a `"`). A block cut short has its
+        // lines caught as key material below.
+        p(
+            r"(-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----)[^\x22]*?(-----END [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----)",
+            "${1}[REDACTED]${2}",
+            Some(|c| group(c, 0).len() > group(c, 1).len() + group(c, 2).len() + REDACTED.len()),
+        ),
         // Token formats with a fixed prefix: Hugging Face, OpenAI and Anthropic, GitHub, GitLab, Slack, AWS access
         // key ids, Google API keys, JSON Web Tokens.
-        p(r"\bhf_[A-Za-z0-9]{20,}", REDACTED),
-        p(r"\bsk-[A-Za-z0-9_-]{20,}", REDACTED),
-        p(r"\bgh[pousr]_[A-Za-z0-9]{30,}", REDACTED),
-        p(r"\bgithub_pat_[A-Za-z0-9_]{30,}", REDACTED),
-        p(r"\bglpat-[A-Za-z0-9_-]{20,}", REDACTED),
-        p(r"\bxox[abprs]-[A-Za-z0-9-]{10,}", REDACTED),
-        p(r"\bAKIA[0-9A-Z]{16}\b", REDACTED),
-        p(r"\bAIza[0-9A-Za-z_-]{35}", REDACTED),
-        p(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", REDACTED),
-        // Authorization headers.
-        p(r"(?i)(authorization\s*[:=]\s*(?:bearer|basic|token)?\s*)[^\s,;]+", "${1}[REDACTED]"),
-        p(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/-]{8,}=*", "${1}[REDACTED]"),
-        // A password in a URL: scheme://user:password@host.
-        p(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+@", "${1}[REDACTED]@"),
-        // --api-key=VALUE, --hf-token=VALUE.
+        p(r"\bhf_[A-Za-z0-9]{20,}", REDACTED, None),
+        p(r"\bsk-[A-Za-z0-9_-]{20,}", REDACTED, None),
+        p(r"\bgh[pousr]_[A-Za-z0-9]{30,}", REDACTED, None),
+        p(r"\bgithub_pat_[A-Za-z0-9_]{30,}", REDACTED, None),
+        p(r"\bglpat-[A-Za-z0-9_-]{20,}", REDACTED, None),
+        p(r"\bxox[abprs]-[A-Za-z0-9-]{10,}", REDACTED, None),
+        p(r"\bAKIA[0-9A-Z]{16}\b", REDACTED, None),
+        p(r"\bAIza[0-9A-Za-z_-]{35}", REDACTED, None),
+        p(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", REDACTED, None),
+        // Key material: a long run of base64 (the lines of a private key, wherever a log or a table puts them).
+        p(r"[A-Za-z0-9+/]{40,}={0,2}", REDACTED, Some(|c| looks_like_key_material(group(c, 0)))),
+        // Authorization headers, also as Go prints an `http.Header` (`map[Authorization:[Bearer …]]`) and as JSON
+        // (`"Authorization": "Bearer …"`): the scheme word stays.
         p(
-            r"(?i)(--?(?:[a-z0-9]+-)*(?:key|token|secret|password|passwd|credentials?|auth)(?:-[a-z0-9]+)*=)[^\s,;]+",
+            r#"(?i)(authorization["']?\s*[:=]\s*\[?\s*["']?\s*(?:(?:bearer|basic|token|digest)\s+)?)[^\s,;\[\]"']+"#,
             "${1}[REDACTED]",
+            Some(|c| !harmless_value(group(c, 0).get(group(c, 1).len()..).unwrap_or(""))),
+        ),
+        p(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/-]{8,}=*", "${1}[REDACTED]", None),
+        // A password in a URL: scheme://user:password@host.
+        p(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+@", "${1}[REDACTED]@", None),
+        // A JSON member with a secret name and a string value, in a log line or a file: `"api_key": "…"`,
+        // `"password":"…"`, `"X-Api-Key": ["…"]`.
+        p(
+            r#"("([A-Za-z0-9_.-]+)"\s*:\s*\[?\s*")((?:[^"\\]|\\.)*)""#,
+            "${1}[REDACTED]\"",
+            Some(|c| secret_name(group(c, 2)) && !harmless_value(group(c, 3))),
+        ),
+        // A flag with a secret name and its value, after `=` or a space, or as the next string of a JSON list:
+        // `--api-key=…`, `--hf-token …`, `-hft …`, `"--api-key", "…"`.
+        p(
+            r#"(^|[\s"'\[,(])(--?[A-Za-z][A-Za-z0-9-]*)(=|[ \t]+['"]?|"\s*,\s*")([^\s"',;\[\])-][^\s"',;\])]*)"#,
+            "${1}${2}${3}[REDACTED]",
+            Some(|c| secret_flag(group(c, 2)) && !harmless_value(group(c, 4))),
         ),
         // NAME=value and NAME: value with a secret name (environment lines, `--env ep:HF_TOKEN=…`, Ollama's
-        // `server config` map); the `=` or `:` right after the name, so that prose such as llama.cpp's
-        // `BOS token = 1` stays.
+        // `server config` map, Go's `http.Header` map `X-Api-Key:[…]`); the `=` or `:` right after the name, so
+        // that prose such as llama.cpp's `BOS token = 1` stays.
         p(
-            r"(?i)\b((?:[A-Z0-9]+_)*(?:TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|APIKEY|KEY|AUTH)(?:_[A-Z0-9]+)*[=:]\s*)([^\s\x22',;\[\]][^\s\x22',;\]]*)",
-            "${1}[REDACTED]",
+            r"(?i)\b((?:[a-z0-9]+[_.-])*[a-z0-9]*(?:token|secret|passw(?:or)?d|credentials?|key|auth(?:orization)?)[a-z0-9]*(?:[_.-][a-z0-9]+)*)([=:]\s*\[?[\x22']?)([^\s\x22',;\[\]&<>()][^\s\x22',;\]&<>()]*)",
+            "${1}${2}[REDACTED]",
+            Some(|c| secret_name(group(c, 1)) && !harmless_value(group(c, 3))),
         ),
         // An environment assignment whose value is shaped like a token, whatever the variable's name
         // (`--env ep:SOME_VAR=…` on a command line).
-        Pattern {
-            re: Regex::new(r"\b([A-Z][A-Z0-9_]*=)([A-Za-z0-9_+/=-]{32,})").expect("a valid redaction pattern"),
-            with: "${1}[REDACTED]",
-            only_if: Some(looks_like_token),
-        },
+        p(r"\b([A-Z][A-Z0-9_]*=)([A-Za-z0-9_+/=-]{32,})", "${1}[REDACTED]", Some(|c| looks_like_token(group(c, 2)))),
     ]
 });
 
@@ -107,18 +197,15 @@ pub fn text(s: &str) -> (String, usize) {
             continue;
         }
         let replaced = p.re.replace_all(&out, |c: &regex_lite::Captures<'_>| {
-            let whole = c.get(0).map_or("", |m| m.as_str());
-            let applies = match (p.only_if, c.get(2)) {
-                (Some(test), Some(value)) => test(value.as_str()),
-                (Some(_), None) => false,
-                (None, _) => true,
-            };
-            if !applies || whole.ends_with(REDACTED) {
+            let whole = group(c, 0);
+            if !p.only_if.is_none_or(|test| test(c)) || whole.ends_with(REDACTED) {
                 return whole.to_string();
             }
-            n += 1;
             let mut r = String::new();
             c.expand(p.with, &mut r);
+            if r != whole {
+                n += 1;
+            }
             r
         });
         out = replaced.into_owned();
@@ -166,7 +253,9 @@ fn walk(v: &mut Value, env: bool) -> usize {
                         }
                     }
                 }
-                after_flag = item.as_str().is_some_and(|s| s.starts_with('-') && !s.contains('=') && secret_name(s));
+                after_flag = item
+                    .as_str()
+                    .is_some_and(|s| s.starts_with('-') && !s.contains('=') && (secret_name(s) || secret_flag(s)));
                 n += walk(item, env);
             }
         }
@@ -265,5 +354,36 @@ mod tests {
         assert_eq!(v["prompts"][0]["target_tokens"], 512, "a count of tokens is no token");
         assert_eq!(n, 5);
         assert_eq!(json(&mut v), 0, "idempotent");
+    }
+
+    /// The blocks of a corpus file: separated by `%%` lines, `#` lines dropped.
+    fn blocks(corpus: &str) -> Vec<String> {
+        corpus
+            .split("\n%%\n")
+            .map(|b| b.lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>().join("\n"))
+            .filter(|b| !b.trim().is_empty())
+            .collect()
+    }
+
+    #[test]
+    fn no_planted_secret_of_the_corpus_survives_and_no_plain_line_is_touched() {
+        let secrets = blocks(include_str!("../../tests/data/redaction/secrets.txt"));
+        assert!(secrets.len() >= 30, "{}", secrets.len());
+        for block in &secrets {
+            assert!(block.contains("c4n4ry"), "each block plants a canary: {block}");
+            let (clean, n) = text(block);
+            assert!(!clean.contains("c4n4ry"), "a secret survives:\n{block}\n→\n{clean}");
+            assert!(n >= 1);
+            assert_eq!(text(&clean), (clean.clone(), 0), "idempotent: {clean}");
+            // Inside JSON strings (as a bundle's records and report.json hold log lines), structurally too.
+            let mut v = json!({"log": block, "lines": block.lines().collect::<Vec<_>>()});
+            json(&mut v);
+            assert!(!v.to_string().contains("c4n4ry"), "in JSON: {v}");
+        }
+        let all = secrets.join("\n");
+        assert!(!text(&all).0.contains("c4n4ry"), "all of them in one text");
+        for line in include_str!("../../tests/data/redaction/not-secrets.txt").lines().filter(|l| !l.starts_with('#')) {
+            assert_eq!(text(line), (line.to_string(), 0), "{line}");
+        }
     }
 }

@@ -79,7 +79,8 @@ pub fn of_record(r: &Record, run_dir: &Path) -> Option<CellTimeline> {
         None => {
             let whole = r.server.as_ref().map(|s| run_dir.join(&s.log)).filter(|p| p.is_file());
             let log = whole.clone().or_else(|| slice.clone())?;
-            let file = std::fs::File::open(&log).ok()?;
+            // The record's paths were vetted (files of the run); opened still as a regular file only, never blocking.
+            let file = crate::inputs::open_input(&log).ok()?.file;
             let report = logs::analyze_reader(file, Limits::default()).ok()?;
             (log, whole.and(slice), report)
         }

@@ -65,7 +65,7 @@ pub fn slice_crash(r: &Record, run_dir: &Path) -> Option<SliceCrash> {
         Some(whole) if whole != slice && whole.is_file() => (whole, Some(slice)),
         _ => (slice, None),
     };
-    let file = std::fs::File::open(&log).ok()?;
+    let file = crate::inputs::open_input(&log).ok()?.file;
     let limits = Limits::default();
     let mut analyzer = Analyzer::new(limits);
     let stats = Parser::parse_reader(file, limits, |e| analyzer.event(e)).ok()?;
