@@ -187,6 +187,28 @@ fn a_second_runner_termination_is_a_second_crash() {
 }
 
 #[test]
+fn cr_only_and_crlf_logs_are_read_as_the_lines_they_show() {
+    // A real crash log (ollama/ollama#9352) with its line ends rewritten: CR alone (old Mac files, pastes,
+    // progress output) made the whole log one line; CRLF must stay one end per line.
+    let lf = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ollama-9352-assert-sigsegv.log")).unwrap();
+    let lines = lf.iter().filter(|b| **b == b'\n').count() as u64;
+    let expected = analyze_bytes(&lf, Limits::default()).unwrap();
+    assert_eq!((expected.stats.lines, expected.crashes_total), (lines, 1));
+    for end in [&b"\r"[..], b"\r\n"] {
+        let rewritten: Vec<u8> =
+            lf.split(|b| *b == b'\n').collect::<Vec<_>>().join(end).into_iter().collect::<Vec<u8>>();
+        let r = analyze_bytes(&rewritten, Limits::default()).unwrap();
+        assert_eq!(r.stats.lines, lines, "{end:?}");
+        assert_eq!(r.counts, expected.counts, "{end:?}");
+        assert_eq!(r.crashes_total, 1);
+        let (c, e) = (&r.crashes[0], &expected.crashes[0]);
+        assert_eq!((c.line, c.last_line, &c.signature.id, c.phase), (e.line, e.last_line, &e.signature.id, e.phase));
+        assert_eq!(r.timeline.len(), expected.timeline.len());
+        assert!(r.timeline.iter().all(|t| !t.raw.contains('\r')), "{end:?}");
+    }
+}
+
+#[test]
 fn edge_cases_hold_the_drain_properties() {
     // The fuzz target's properties on hand-picked edge cases: empty input, lone CR/LF, unbalanced quotes
     // and parentheses, a trace without a header, NUL after the probe window.
@@ -196,6 +218,8 @@ fn edge_cases_hold_the_drain_properties() {
         &b""[..],
         b"\r",
         b"\n\n\r\n",
+        b"\r\r\n\n\r",
+        b"SIGSEGV: segmentation violation\rPC=0x1 m=0 sigcode=1 addr=0x2\rsignal arrived during cgo execution\r",
         b"time=\"",
         b"time=2025-01-01T00:00:00Z msg=\"x",
         b"goroutine 1 [a]:\n)(\n((((\n\t.go:1\n",
