@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::bounded::{self, Bounds, GIB, MIB};
+use crate::bounded::{self, Bounds, GIB};
 
 /// The log fixtures of crates/logs (real lines quoted from public issues; README there).
 fn log_fixture(name: &str) -> String {
@@ -70,4 +70,54 @@ fn logs_counts_every_one_of_a_thousand_crashes_and_says_how_many_it_shows() {
     let head: String = text.stdout.lines().take(3).collect::<Vec<_>>().join(" ");
     assert!(head.contains("1000 crashes (1 distinct signatures), the first 256 shown in detail"), "{head}");
     assert!(text.stdout.contains("The log shows 1000 crashes; the first 256 are shown in detail"), "no claim");
+}
+
+/// A 64 KiB token without a space: where one stands, text output must cut it, not choke on it.
+fn token(i: usize, len: usize) -> String {
+    let mut t = format!("t{i:04}-");
+    t.extend((0..len - t.len()).map(|k| char::from(b'a' + (k % 26) as u8)));
+    t
+}
+
+#[test]
+fn text_output_of_unbreakable_tokens_takes_seconds_not_minutes() {
+    // A 6.5 MB log whose backend paths and Vulkan device names and drivers are tokens of up to 63 KiB (under the
+    // 64 KiB line cap; lines of
+    // tests/data's shapes: `load_backend: …` of ollama/ollama#13070, `ggml_vulkan: N = …` of llama.cpp#17334).
+    // Before: 172 s (backend paths, wrapped as facts and claims) and 81 s (device drivers, wrapped in a table
+    // column) in a debug build, against under a second for --json; wrapping measured and copied the rest of the
+    // token at every cut.
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = String::new();
+    for i in 0..50 {
+        log += &format!("load_backend: loaded CPU backend from /{}\n", token(i, 63 << 10));
+    }
+    for i in 0..50 {
+        log += &format!(
+            "ggml_vulkan: {i} = {} ({}) | uma: 0 | fp16: 1 | warp size: 64 | shared memory: 65536 | int dot: 1 | matrix cores: none\n",
+            token(i, 32 << 10),
+            token(i + 1000, 32 << 10)
+        );
+    }
+    assert!(log.len() > 6_500_000);
+    let path = write(dir.path(), "tokens.log", log.as_bytes());
+    let width = 100;
+    let columns = Bounds { env: vec![("COLUMNS", width.to_string())], ..bounds(120) };
+    let text = bounded::run(&["logs".into(), "--all".into(), path.clone().into_os_string()], columns);
+    text.assert_bounded(&[0], 15, GIB);
+    for line in text.stdout.lines() {
+        assert!(unicode_width::UnicodeWidthStr::width(line) <= width, "wider than {width}: {line:.200}");
+    }
+    // The tokens are cut, not lost: a backend path whole across its wrapped lines, the last driver's start.
+    let joined: String = text.stdout.split(['\n', ' ']).collect();
+    assert!(joined.contains(&token(0, 63 << 10)), "the first backend path is not whole");
+    assert!(text.stdout.contains("t1049-"), "the last driver is missing");
+    let json = bounded::run(&["logs".into(), "--json".into(), path.into_os_string()], bounds(120));
+    json.assert_bounded(&[0], 15, GIB);
+    assert!(
+        text.elapsed < json.elapsed * 20 + Duration::from_secs(3),
+        "text {:?}, json {:?}",
+        text.elapsed,
+        json.elapsed
+    );
 }
