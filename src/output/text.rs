@@ -528,6 +528,24 @@ mod tests {
     }
 
     #[test]
+    fn bidi_and_invisible_characters_cannot_shift_a_tables_columns() {
+        // RLM, LRM, ALM, RLO, RLI, PDI, LS, PS, BOM, ZWSP, ZWJ, WJ: each in a label, a wrapped and a kept cell.
+        let hazards = "\u{200f}\u{200e}\u{61c}\u{202e}\u{2067}\u{2069}\u{2028}\u{2029}\u{feff}\u{200b}\u{200d}\u{2060}";
+        let mut t = Table::new(vec![Column::label("name"), Column::text("what"), Column::keep("kind")]);
+        t.row(["plain name", "plain words", "plain"]);
+        for c in hazards.chars() {
+            t.row([format!("name{c}x"), format!("some{c} words{c}{c}"), format!("{c}k")]);
+        }
+        for width in [60, 200] {
+            let s = table_text(&t, Layout { width, all: true });
+            assert!(!s.chars().any(|c| hazards.contains(c)), "{s}");
+            let widths: Vec<usize> = s.lines().map(display_width).collect();
+            assert!(widths.iter().all(|w| *w == widths[0]), "{widths:?}\n{s}");
+            assert!(s.contains(r"name\u{200f}x"), "{s}");
+        }
+    }
+
+    #[test]
     fn a_table_that_cannot_fit_becomes_a_list() {
         let cols = (0..14).map(|i| Column::number(format!("column{i}"))).collect();
         let mut t = Table::new(cols);
