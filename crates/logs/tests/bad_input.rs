@@ -235,6 +235,25 @@ fn edge_cases_hold_the_drain_properties() {
 }
 
 #[test]
+fn the_fuzz_seeds_of_hostile_shapes_hold_the_drain_properties() {
+    // fuzz/seeds/logs (scripts/fuzz.sh adds them to the corpus): CR-only and mixed line ends, six runner crash
+    // cycles (past the drain's crash cap of 4), terminal escapes, bidi and invisible characters.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/logs");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        drain::logs(&std::fs::read(&path).unwrap());
+        seen += 1;
+    }
+    assert!(seen >= 4, "seeds missing in {}", dir.display());
+    let cycles = std::fs::read(dir.join("crash-cycles.log")).unwrap();
+    let r = analyze_bytes(&cycles, drain::limits()).unwrap();
+    assert_eq!((r.crashes_total, r.crashes.len()), (6, drain::limits().max_crashes));
+    let cr = analyze_bytes(&std::fs::read(dir.join("cr-only.log")).unwrap(), Limits::default()).unwrap();
+    assert_eq!(cr.stats.lines, 8);
+}
+
+#[test]
 fn fuzz_regressions() {
     // Crash files the fuzz target `logs` found, kept in tests/regressions/ (README there).
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/regressions");
