@@ -234,3 +234,20 @@ fn bidi_and_invisible_characters_in_a_log_cannot_shift_a_table_or_reorder_text()
         assert!(!has_raw_controls(&done.stdout), "{format}");
     }
 }
+
+#[test]
+fn a_usage_error_shows_the_bidi_controls_of_the_argument_it_quotes() {
+    // clap quotes the wrong value; without colours it strips ANSI sequences, but not an override (U+202E would
+    // reverse the rest of the line) nor a one-byte CSI.
+    let value = format!("{}html\u{202e}lmth", TERMINAL_ESCAPES);
+    let done = bounded::run(&["logs".to_string(), "--format".into(), value, "x.log".into()], bounds(60));
+    done.assert_bounded(&[2], 60, GIB);
+    assert!(!has_raw_controls(&done.stderr), "{:?}", done.stderr);
+    assert!(!done.stderr.contains('\u{202e}'), "{:?}", done.stderr);
+    assert!(done.stderr.contains(r"html\u{202e}lmth"), "{}", done.stderr);
+    assert!(done.stderr.contains("possible values"), "clap's message is kept: {}", done.stderr);
+    // Help is clap's, on standard output, status 0.
+    let help = bounded::run(&["logs", "--help"], bounds(60));
+    help.assert_bounded(&[0], 60, GIB);
+    assert!(help.stdout.contains("Usage: backscope logs"), "{}", help.stdout);
+}
