@@ -251,3 +251,24 @@ fn a_usage_error_shows_the_bidi_controls_of_the_argument_it_quotes() {
     help.assert_bounded(&[0], 60, GIB);
     assert!(help.stdout.contains("Usage: backscope logs"), "{}", help.stdout);
 }
+
+#[test]
+fn a_cr_only_log_is_read_as_its_lines_in_bounded_memory() {
+    // The 1000 runner crash cycles with every line ending in CR alone (an old Mac file, a paste, progress output):
+    // before, the whole log was one line and showed no crash at all.
+    let dir = tempfile::tempdir().unwrap();
+    let lf: String = (0..1000).map(runner_crash_cycle).collect();
+    let lines = lf.lines().count();
+    let path = write(dir.path(), "cr.log", lf.replace('\n', "\r").as_bytes());
+    let json = bounded::run(&["logs".into(), "--json".into(), path.into_os_string()], bounds(120));
+    json.assert_bounded(&[0], 120, 256 * bounded::MIB);
+    let v: Value = serde_json::from_str(&json.stdout).expect("logs --json");
+    assert_eq!(v["report"]["stats"]["lines"], lines);
+    assert_eq!(v["report"]["crashes_total"], 1000);
+    // The claims quote the lines they cite, read again from the file with the same line ends.
+    let crash = &v["claims"].as_array().unwrap().iter().find(|c| c["id"] == "logs.crash.1").expect("a crash claim");
+    let first = &crash["sources"][0];
+    let cited = lf.lines().nth(first["line"].as_u64().unwrap() as usize - 1).unwrap();
+    assert_eq!(first["text"], cited);
+    assert!(cited.contains("GGML_ASSERT"), "{cited}");
+}
