@@ -62,8 +62,9 @@ CARGO_TARGET_DIR="${FUZZ_SEEDS_TARGET_DIR:-$ROOT/fuzz/target/seeds}" \
 CARGO_TARGET_DIR="${FUZZ_SEEDS_TARGET_DIR:-$ROOT/fuzz/target/seeds}" \
   cargo run --release -q -p backscope-gguf --example gguf_fuzz_seeds -- "$VOCABS" "$ROOT/fuzz/corpus"
 
-# The log parser's seeds are its real fixtures.
-mkdir -p fuzz/corpus/logs && cp crates/logs/tests/data/*.log fuzz/corpus/logs/
+# The log parser's seeds are its real fixtures, and the hostile shapes of fuzz/seeds/logs (CR-only line ends,
+# crash cycles past the crash cap, terminal escapes, bidi and invisible characters).
+mkdir -p fuzz/corpus/logs && cp crates/logs/tests/data/*.log fuzz/seeds/logs/*.log fuzz/corpus/logs/
 stamp "building the fuzz targets"
 cargo +"$TOOLCHAIN" fuzz build
 

@@ -238,13 +238,19 @@ fn claims(r: &Report, file: &str) -> Vec<Claim> {
         );
     }
     if r.crashes_dropped > 0 {
+        let ungrouped = if r.signatures_dropped > 0 {
+            format!("; {} of them have signatures beyond the {} listed", r.signatures_dropped, r.signatures.len())
+        } else {
+            String::new()
+        };
         out.push(Claim::new(
             "logs.crashes_dropped",
             Confidence::Limited,
             format!(
-                "{} more crashes were counted but not kept (the report keeps the first {})",
-                r.crashes_dropped,
-                r.crashes.len()
+                "The log shows {} crashes; the first {} are shown in detail, the other {} are counted and grouped by signature but not kept{ungrouped}",
+                r.crashes_total,
+                r.crashes.len(),
+                r.crashes_dropped
             ),
         ));
     }
@@ -387,11 +393,18 @@ const TIMELINE_TAIL: usize = 28;
 fn document(v: &LogsView) -> Document {
     let r = &v.report;
     let mut doc = Document::new(format!("backscope logs: {}", v.input));
-    let crashes = r.crashes.len() as u64 + r.crashes_dropped;
-    let verdict = match crashes {
-        0 => "no crash".to_string(),
-        1 => format!("1 crash, in {}", phase_words(r.crashes[0].phase)),
-        n => format!("{n} crashes ({} distinct signatures)", r.signatures.len()),
+    let verdict = match (r.crashes_total, r.crashes.first()) {
+        (0, _) => "no crash".to_string(),
+        (1, Some(c)) => format!("1 crash, in {}", phase_words(c.phase)),
+        (n, _) => {
+            let at_least = if r.signatures_dropped > 0 { "at least " } else { "" };
+            let shown = if r.crashes_dropped > 0 {
+                format!(", the first {} shown in detail", r.crashes.len())
+            } else {
+                String::new()
+            };
+            format!("{n} crashes ({at_least}{} distinct signatures){shown}", r.signatures.len())
+        }
     };
     doc.paragraph(format!(
         "{}: {} lines ({}), {} log; {verdict}",

@@ -8,9 +8,14 @@ use std::process::ExitCode;
 
 use backscope::exit;
 use backscope::output::{is_broken_pipe, messages};
+use clap::Parser as _;
 
 fn main() -> ExitCode {
-    match cli::run(cli::parse()) {
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return command_line_error(&e),
+    };
+    match cli::run(cli) {
         Ok(code) => ExitCode::from(code),
         // A closed pipe (`backscope scan … | head`) is not an error: the reader has what it wanted.
         Err(e) if is_broken_pipe(&e) => ExitCode::from(exit::OK),
@@ -19,4 +24,19 @@ fn main() -> ExitCode {
             ExitCode::from(exit::ERROR)
         }
     }
+}
+
+/// What clap has to say about the command line. `--help` and `--version` are printed as clap prints them, to
+/// standard output. A usage error quotes the argument that was wrong, which may hold terminal escapes or bidi
+/// controls: it goes to standard error line by line through the one escaper, without clap's colours.
+fn command_line_error(e: &clap::Error) -> ExitCode {
+    if !e.use_stderr() {
+        // A closed standard output ends help quietly, as a closed pipe ends any output.
+        let _ = e.print();
+        return ExitCode::from(exit::OK);
+    }
+    for line in e.render().to_string().lines() {
+        messages::line(line);
+    }
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(exit::ERROR))
 }

@@ -8,6 +8,7 @@ mod gate;
 mod gguf_synth;
 mod hardening_io;
 mod hardening_report;
+mod hardening_text;
 mod maps_live;
 mod output_cli;
 mod predict;

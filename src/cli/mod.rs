@@ -138,11 +138,6 @@ impl From<ScanArgs> for scan::ScanCommand {
     }
 }
 
-/// The command line of this process; `--help`, `--version` and usage errors print and exit here.
-pub fn parse() -> Cli {
-    Cli::parse()
-}
-
 /// Run the command the line names; its exit status (`backscope::exit`).
 pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {

@@ -1,26 +1,96 @@
 //! Escaping for each output format. Every string in a document may come from a binary, a log or a server (kernel
-//! names, model names, log lines, paths), so every renderer passes every string through one of these.
+//! names, model names, log lines, paths), so every renderer passes every string through one of these, and every
+//! message to standard error through [`message`].
+//!
+//! A hazard — a character that changes how text is shown rather than being shown — is written visibly, as an
+//! escape a reader can recognise and report (`\x1b`, `\u{202e}`), in every format: text, Markdown, HTML and
+//! messages. HTML could keep bidi marks inside escaped text, but a mark that is not shown still reorders what is,
+//! and a reader comparing a report with a terminal should see the same characters; so HTML shows them too.
 
-/// Characters that change how text is shown rather than being shown: C0 and C1 controls (ESC starts terminal
-/// escape sequences; CR and BS overwrite what was printed) and the Unicode bidirectional overrides and isolates,
-/// which reorder what a reader sees.
+use std::fmt::Write as _;
+
+/// Characters that change how text is shown rather than being shown:
+/// - C0 and C1 controls and DEL: ESC starts terminal escape sequences (screen clear `ESC[2J`, window title
+///   `ESC]0;…BEL`, clipboard `ESC]52;…`), U+009B is a one-byte CSI, CR and BS overwrite what was printed;
+/// - the bidirectional marks, embeddings, overrides and isolates (ALM U+061C, LRM U+200E, RLM U+200F,
+///   U+202A–U+202E, U+2066–U+2069), which reorder what a reader sees;
+/// - the line and paragraph separators U+2028/U+2029, which some terminals and editors break lines at;
+/// - every other format character (Unicode general category Cf: zero-width space and joiners U+200B–U+200D, word
+///   joiner and invisible operators U+2060–U+2064, the BOM U+FEFF, the soft hyphen, tag characters…): invisible,
+///   zero columns wide to one program and one to another, so they shift table columns and hide text.
 fn is_hazard(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') || is_format(c)
 }
 
-/// Text for a terminal: a tab becomes a space, a newline a space, every other hazard `�`, so nothing in the text
-/// can move the cursor, change colours, rewrite the title or reorder what was printed.
+/// Unicode general category Cf (format characters), Unicode 15.1 (DerivedGeneralCategory.txt).
+fn is_format(c: char) -> bool {
+    matches!(
+        c,
+        '\u{ad}'
+            | '\u{600}'..='\u{605}'
+            | '\u{61c}'
+            | '\u{6dd}'
+            | '\u{70f}'
+            | '\u{890}'..='\u{891}'
+            | '\u{8e2}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{206f}'
+            | '\u{feff}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{110bd}'
+            | '\u{110cd}'
+            | '\u{13430}'..='\u{1343f}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0001}'
+            | '\u{e0020}'..='\u{e007f}'
+    )
+}
+
+/// A hazard as a visible escape: `\xHH` for C0 controls and DEL, `\u{HHHH}` for the others (C1 controls, bidi
+/// and format characters, line separators). Plain ASCII, one column per character.
+fn push_visible(out: &mut String, c: char) {
+    let _ = if u32::from(c) < 0x80 {
+        write!(out, "\\x{:02x}", u32::from(c))
+    } else {
+        write!(out, "\\u{{{:x}}}", u32::from(c))
+    };
+}
+
+/// `s` with every hazard but the characters `keep` allows written visibly, and `map` applied to those kept.
+fn escaped(s: &str, keep: impl Fn(char) -> Option<char>) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match keep(c) {
+            Some(k) => out.push(k),
+            None if is_hazard(c) => push_visible(&mut out, c),
+            None => out.push(c),
+        }
+    }
+    out
+}
+
+/// Text for a terminal: a tab becomes a space, a newline a space, every other hazard a visible escape (`\x1b`,
+/// `\u{202e}`), so nothing in the text can move the cursor, change colours, rewrite the title or the clipboard,
+/// reorder what was printed or shift a table's columns.
 pub fn printable(s: &str) -> String {
     if !s.chars().any(is_hazard) {
         return s.to_string();
     }
-    s.chars()
-        .map(|c| match c {
-            '\t' | '\n' => ' ',
-            c if is_hazard(c) => '\u{fffd}',
-            c => c,
-        })
-        .collect()
+    escaped(s, |c| matches!(c, '\t' | '\n').then_some(' '))
+}
+
+/// A message for standard error (warnings, notes, the final error, a child's output line): every hazard but the
+/// tab written visibly, the newline included, so a name from a file can neither drive the terminal nor forge a
+/// line of its own.
+pub fn message(s: &str) -> String {
+    if !s.chars().any(|c| c != '\t' && is_hazard(c)) {
+        return s.to_string();
+    }
+    escaped(s, |c| (c == '\t').then_some(c))
 }
 
 /// Lines for a terminal: each line made [`printable`], the line breaks kept.
@@ -28,8 +98,8 @@ pub fn printable_lines(s: &str) -> String {
     s.lines().map(printable).collect::<Vec<_>>().join("\n")
 }
 
-/// Text for HTML character data and attribute values: the five markup characters as entities, hazards as `�`
-/// (newlines and tabs are kept, for `<pre>`).
+/// Text for HTML character data and attribute values: the five markup characters as entities, hazards as visible
+/// escapes (newlines and tabs are kept, for `<pre>`).
 pub fn html(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + s.len() / 8);
     for c in s.chars() {
@@ -40,7 +110,7 @@ pub fn html(s: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
             '\n' | '\t' => out.push(c),
-            c if is_hazard(c) => out.push('\u{fffd}'),
+            c if is_hazard(c) => push_visible(&mut out, c),
             c => out.push(c),
         }
     }
@@ -51,7 +121,8 @@ pub fn html(s: &str) -> String {
 /// start inline markup anywhere are backslash-escaped (emphasis, code, links, raw HTML, entities, table cells,
 /// strikethrough, math, and `:` so that no `scheme:` becomes an autolink), and so is a block marker at the start
 /// (`#`, `-`, `+`, `=`, `>`, `1.`). A newline becomes a space (inside a cell it would end the table row; inside a
-/// paragraph it could start a heading or a list), and hazards become `�`.
+/// paragraph it could start a heading or a list), and hazards become visible escapes (a backslash before `x` or
+/// `u` is shown as it is).
 pub fn markdown(s: &str) -> String {
     markdown_escaped(s, true)
 }
@@ -84,7 +155,7 @@ fn markdown_escaped(s: &str, block_context: bool) -> String {
                 out.push(c);
             }
             '\n' | '\r' | '\t' => out.push(' '),
-            c if is_hazard(c) => out.push('\u{fffd}'),
+            c if is_hazard(c) => push_visible(&mut out, c),
             c => out.push(c),
         }
     }
@@ -95,14 +166,7 @@ fn markdown_escaped(s: &str, block_context: bool) -> String {
 /// the content starts or ends with a backtick. In a table cell `|` must still be escaped (GitHub splits cells
 /// before it parses code spans) and a newline still ends the row.
 pub fn markdown_code(s: &str, in_table: bool) -> String {
-    let clean: String = s
-        .chars()
-        .map(|c| match c {
-            '\n' | '\r' | '\t' => ' ',
-            c if is_hazard(c) => '\u{fffd}',
-            c => c,
-        })
-        .collect();
+    let clean = escaped(s, |c| matches!(c, '\n' | '\r' | '\t').then_some(' '));
     let clean = if in_table { clean.replace('|', "\\|") } else { clean };
     let longest = clean.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest + 1);
@@ -117,19 +181,9 @@ pub fn markdown_fence(lines: &[String]) -> String {
     "`".repeat((longest + 1).max(3))
 }
 
-/// A line of a fenced code block: hazards become `�`; nothing else needs escaping inside the fence.
+/// A line of a fenced code block: hazards become visible escapes; nothing else needs escaping inside the fence.
 pub fn markdown_pre(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c == '\t' {
-                c
-            } else if is_hazard(c) {
-                '\u{fffd}'
-            } else {
-                c
-            }
-        })
-        .collect()
+    escaped(s, |c| (c == '\t').then_some(c))
 }
 
 /// A local path as a link target for HTML `href` and Markdown link destinations: percent-encoded except for
@@ -158,8 +212,63 @@ mod tests {
         let p = printable(hostile);
         assert!(!p.chars().any(|c| c.is_control()), "{p:?}");
         assert!(!p.contains('\u{202e}'));
-        assert_eq!(p, "kernel\u{fffd}[2J\u{fffd}]0;title\u{fffd}name\u{fffd}\u{fffd}gpj.exe\u{fffd}31m tab line");
+        assert_eq!(p, r"kernel\x1b[2J\x1b]0;title\x07name\x0d\u{202e}gpj.exe\u{9b}31m tab line");
         assert_eq!(printable("plain ✓ text"), "plain ✓ text");
+    }
+
+    #[test]
+    fn bidi_separators_and_invisible_characters_are_shown_not_obeyed() {
+        // ALM, LRM, RLM, the embeddings/overrides and isolates, the line and paragraph separators, the BOM, the
+        // zero-width space/joiners, the word joiner, the soft hyphen and a tag character: each as its code point.
+        let all = [
+            '\u{61c}',
+            '\u{200e}',
+            '\u{200f}',
+            '\u{202a}',
+            '\u{202b}',
+            '\u{202c}',
+            '\u{202d}',
+            '\u{202e}',
+            '\u{2066}',
+            '\u{2067}',
+            '\u{2068}',
+            '\u{2069}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{feff}',
+            '\u{200b}',
+            '\u{200c}',
+            '\u{200d}',
+            '\u{2060}',
+            '\u{ad}',
+            '\u{e0041}',
+        ];
+        for c in all {
+            let want = format!("a\\u{{{:x}}}b", u32::from(c));
+            let s = format!("a{c}b");
+            assert_eq!(printable(&s), want);
+            assert_eq!(message(&s), want);
+            assert_eq!(html(&s), want);
+            assert_eq!(markdown(&s), want);
+            assert_eq!(markdown_pre(&s), want);
+            assert_eq!(markdown_code(&s, true), format!("`{want}`"));
+        }
+        // Letters of right-to-left scripts and other visible characters are text, not hazards.
+        for s in ["שלום עולם", "مرحبا", "漢字", "Ünïcödé ✓ …", "e\u{301}"] {
+            assert_eq!(printable(s), s);
+            assert_eq!(message(s), s);
+        }
+    }
+
+    #[test]
+    fn messages_cannot_drive_the_terminal_or_forge_a_line() {
+        let name = "blk.0\x1b]0;pwned\x07\x1b[2J\x1b]52;c;ZXZpbA==\x07\u{9b}31m\nbackscope: all good\there";
+        assert_eq!(
+            message(name),
+            r"blk.0\x1b]0;pwned\x07\x1b[2J\x1b]52;c;ZXZpbA==\x07\u{9b}31m\x0abackscope: all good".to_string()
+                + "\there"
+        );
+        assert_eq!(message("cannot open /tmp/a b.log: No such file"), "cannot open /tmp/a b.log: No such file");
     }
 
     #[test]
@@ -168,7 +277,7 @@ mod tests {
             html("</table><script>alert('x')</script> & \"q\""),
             "&lt;/table&gt;&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"
         );
-        assert_eq!(html("a\x1bb\nc"), "a\u{fffd}b\nc");
+        assert_eq!(html("a\x1bb\nc"), "a\\x1bb\nc");
     }
 
     #[test]

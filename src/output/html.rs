@@ -23,7 +23,7 @@ main { max-width: 1200px; margin: 0 auto; padding: 24px 28px 48px; }
 h1 { font-size: 1.6em; margin: 0 0 .6em; } h2 { font-size: 1.25em; margin: 1.6em 0 .5em; border-bottom: 1px solid var(--line); }
 h3, h4 { font-size: 1.05em; margin: 1.2em 0 .4em; }
 code, pre { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, "DejaVu Sans Mono", monospace; font-size: .88em; }
-code { background: var(--code); padding: 0 .25em; border-radius: 3px; overflow-wrap: anywhere; }
+code { background: var(--code); padding: 0 .25em; border-radius: 3px; overflow-wrap: anywhere; unicode-bidi: isolate; }
 a { color: var(--inf); overflow-wrap: anywhere; }
 .table-wrap { overflow-x: auto; margin: .4em 0 1em; }
 table { border-collapse: collapse; font-size: .92em; }

@@ -140,79 +140,92 @@ fn char_width(c: char) -> usize {
 /// Word-wraps `s` (already printable) to `width` columns: the first line indented by `first` plus the spaces `s`
 /// starts with, the others by `rest`. Runs of spaces inside a line are kept; words longer than a line are split.
 /// Ends with a newline.
+///
+/// Linear in the length of `s`: each word is measured once, and a word longer than a line is cut in one pass
+/// over its characters (an unbreakable 64 KiB token in a log line must not cost its length squared).
 pub fn wrap(s: &str, width: usize, first: usize, rest: usize) -> String {
     let lead = s.len() - s.trim_start_matches(' ').len();
-    let mut out = String::new();
-    let mut line = " ".repeat(first + lead);
-    let mut line_width = first + lead;
-    let mut line_has_word = false;
+    let mut out = String::with_capacity(s.len() + s.len() / width.max(1) * (rest + 1) + first + 1);
+    let mut line = Line { text: " ".repeat(first + lead), width: first + lead, has_word: false };
     let min_room = 8;
     for word in s[lead..].split(' ') {
         if word.is_empty() {
             // A second space in a run: kept inside a line, dropped at a line break.
-            if line_has_word && line_width < width {
-                line.push(' ');
-                line_width += 1;
+            if line.has_word && line.width < width {
+                line.text.push(' ');
+                line.width += 1;
             }
             continue;
         }
-        let mut word = word.to_string();
-        loop {
-            let w = display_width(&word);
-            let space = usize::from(line_has_word);
-            if line_width + space + w <= width {
-                if line_has_word {
-                    line.push(' ');
-                }
-                line.push_str(&word);
-                line_width += space + w;
-                line_has_word = true;
-                break;
-            }
-            let room = width.saturating_sub(line_width + space);
-            if line_has_word && (w <= width.saturating_sub(rest) || room < min_room) {
+        let w = display_width(word);
+        let space = usize::from(line.has_word);
+        if line.width + space + w > width {
+            let room = width.saturating_sub(line.width + space);
+            if line.has_word && (w <= width.saturating_sub(rest) || room < min_room) {
                 // The word fits on a new line, or too little room is left to split it here.
-                out.push_str(line.trim_end());
-                out.push('\n');
-                line = " ".repeat(rest);
-                line_width = rest;
-                line_has_word = false;
-                continue;
-            }
-            // A word longer than a whole line: split it at the columns left.
-            let (head, tail) = split_at_width(&word, room.max(1));
-            if line_has_word {
-                line.push(' ');
-            }
-            line.push_str(&head);
-            out.push_str(line.trim_end());
-            out.push('\n');
-            line = " ".repeat(rest);
-            line_width = rest;
-            line_has_word = false;
-            word = tail;
-            if word.is_empty() {
-                break;
+                line.flush(&mut out, rest);
             }
         }
+        let space = usize::from(line.has_word);
+        if line.width + space + w <= width {
+            line.push_word(word, w);
+            continue;
+        }
+        // A word longer than a whole line: cut it at the columns left, then at every full line.
+        if line.has_word {
+            line.text.push(' ');
+            line.width += 1;
+        }
+        let mut room = width.saturating_sub(line.width).max(1);
+        let (mut from, mut used) = (0, 0);
+        for (i, c) in word.char_indices() {
+            let cw = char_width(c);
+            if used + cw > room && i > from {
+                line.text.push_str(&word[from..i]);
+                line.flush(&mut out, rest);
+                room = width.saturating_sub(rest).max(1);
+                (from, used) = (i, 0);
+            }
+            used += cw;
+        }
+        line.text.push_str(&word[from..]);
+        line.width += used;
+        line.has_word = true;
     }
-    if line_has_word || out.is_empty() {
-        out.push_str(line.trim_end());
+    if line.has_word || out.is_empty() {
+        out.push_str(line.text.trim_end());
         out.push('\n');
     }
     out
 }
 
-fn split_at_width(s: &str, width: usize) -> (String, String) {
-    let mut used = 0;
-    for (i, c) in s.char_indices() {
-        let w = char_width(c);
-        if used + w > width && i > 0 {
-            return (s[..i].to_string(), s[i..].to_string());
+/// The line [`wrap`] is filling.
+struct Line {
+    text: String,
+    width: usize,
+    has_word: bool,
+}
+
+impl Line {
+    fn push_word(&mut self, word: &str, w: usize) {
+        if self.has_word {
+            self.text.push(' ');
+            self.width += 1;
         }
-        used += w;
+        self.text.push_str(word);
+        self.width += w;
+        self.has_word = true;
     }
-    (s.to_string(), String::new())
+
+    /// Ends the line (trailing spaces dropped) and starts the next one, indented by `rest`.
+    fn flush(&mut self, out: &mut String, rest: usize) {
+        out.push_str(self.text.trim_end());
+        out.push('\n');
+        self.text.clear();
+        self.text.extend(std::iter::repeat_n(' ', rest));
+        self.width = rest;
+        self.has_word = false;
+    }
 }
 
 /// Column widths (content only) that fit `avail`, or `None` when even the narrowest layout does not. Every
@@ -305,6 +318,13 @@ fn table_text(t: &Table, layout: Layout) -> String {
             .map(|(c, text)| {
                 let text = match t.columns[c].fit {
                     Fit::Middle => shorten_middle(text, widths[c]),
+                    // Wrapped here, in one pass, rather than by comfy-table, which cuts a long word one line at a
+                    // time and measures the rest again after each cut (quadratic in an unbreakable token).
+                    Fit::Wrap if display_width(text) > widths[c] => {
+                        let mut lines = wrap(text, widths[c], 0, 0);
+                        lines.pop();
+                        lines
+                    }
                     _ => text.clone(),
                 };
                 let cell = comfy_table::Cell::new(text);
@@ -470,6 +490,27 @@ mod tests {
     }
 
     #[test]
+    fn wrap_is_linear_in_an_unbreakable_token() {
+        // A 256 KiB token (a log line without spaces) at 100 columns: the old wrap measured and copied the rest of
+        // the token at every cut (2600 cuts × 256 KiB), seconds even for this one; now one pass.
+        let token: String = (0..256 * 1024).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        let text = format!("path {token} end");
+        let started = std::time::Instant::now();
+        let w = wrap(&text, 100, 0, 6);
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+        lines_fit(&w, 100);
+        assert_eq!(w.replace(['\n', ' '], ""), format!("path{token}end"));
+        // `path ` and 95 columns of the token, then 94 a line after the 6-column indent; ` end` fits on the last.
+        assert_eq!(w.lines().count(), 1 + (token.len() - 95).div_ceil(94));
+        assert!(w.ends_with(" end\n"), "{}", &w[w.len() - 120..]);
+        // Wide characters are cut between characters, never past the width.
+        let wide = "漢".repeat(1000);
+        let w = wrap(&wide, 41, 0, 0);
+        lines_fit(&w, 41);
+        assert_eq!(w.lines().next().unwrap().chars().count(), 20);
+    }
+
+    #[test]
     fn a_wide_table_fits_by_wrapping_and_shortening_and_keeps_numbers_whole() {
         let mut t = Table::new(vec![Column::label("library"), Column::text("families"), Column::number("kernels")]);
         t.row([
@@ -483,6 +524,24 @@ mod tests {
             assert!(s.contains("1234567"), "{s}");
             assert!(s.contains("library)"), "the end of the label stays: {s}");
             assert!(s.contains("│ rocbla"), "the start of the label stays: {s}");
+        }
+    }
+
+    #[test]
+    fn bidi_and_invisible_characters_cannot_shift_a_tables_columns() {
+        // RLM, LRM, ALM, RLO, RLI, PDI, LS, PS, BOM, ZWSP, ZWJ, WJ: each in a label, a wrapped and a kept cell.
+        let hazards = "\u{200f}\u{200e}\u{61c}\u{202e}\u{2067}\u{2069}\u{2028}\u{2029}\u{feff}\u{200b}\u{200d}\u{2060}";
+        let mut t = Table::new(vec![Column::label("name"), Column::text("what"), Column::keep("kind")]);
+        t.row(["plain name", "plain words", "plain"]);
+        for c in hazards.chars() {
+            t.row([format!("name{c}x"), format!("some{c} words{c}{c}"), format!("{c}k")]);
+        }
+        for width in [60, 200] {
+            let s = table_text(&t, Layout { width, all: true });
+            assert!(!s.chars().any(|c| hazards.contains(c)), "{s}");
+            let widths: Vec<usize> = s.lines().map(display_width).collect();
+            assert!(widths.iter().all(|w| *w == widths[0]), "{widths:?}\n{s}");
+            assert!(s.contains(r"name\u{200f}x"), "{s}");
         }
     }
 

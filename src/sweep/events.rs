@@ -79,11 +79,9 @@ impl Progress {
     }
 
     fn show(&self, now: &str) {
-        if self.last.is_empty() {
-            self.bar.set_message(now.to_string());
-        } else {
-            self.bar.set_message(format!("{now} | last: {}", self.last));
-        }
+        // Standard error, as every message: names from the spec and records are written visibly, never obeyed.
+        let message = if self.last.is_empty() { now.to_string() } else { format!("{now} | last: {}", self.last) };
+        self.bar.set_message(crate::output::escape::message(&message));
     }
 }
 

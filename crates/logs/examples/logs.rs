@@ -60,7 +60,7 @@ fn main() -> ExitCode {
                     "{} lines, {} bytes, {} crashes{}",
                     report.stats.lines,
                     report.stats.bytes,
-                    report.crashes.len() as u64 + report.crashes_dropped,
+                    report.crashes_total,
                     peak_rss().map(|kib| format!(", peak RSS {kib} KiB")).unwrap_or_default()
                 )
             } else if json {

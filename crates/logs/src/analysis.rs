@@ -4,13 +4,17 @@
 //! [`Analyzer`] consumes the parser's events one at a time and keeps bounded state: the first
 //! `timeline_head` and last `timeline_tail` timeline entries, at most `max_crashes` crashes with at most
 //! `max_frames` frames each, at most `max_ranges` ranges of unrecognised lines. Past a cap it counts.
+//! Crashes past `max_crashes` are delimited by the same rules as the others (each stays a crash of its own,
+//! never merged into the next), placed and grouped by signature; only their details are not kept:
+//! [`Report::crashes_total`] counts them all, [`Report::crashes`] holds the first `max_crashes`.
 //!
 //! # Crash incidents
 //! A line that shows a failure by itself ([`EventKind::is_fatal`]: a signal, an assertion, a GPU or BLAS
 //! error, a discovery failure, a terminated runner, `post predict … EOF`…) opens an incident when none is
 //! open. Later failure lines, the crashing goroutine's frames (the first goroutine Go prints after the
 //! signal), native backtrace frames and HTTP 5xx responses join it. It closes when a new runner starts,
-//! when a second signal or a new cause follows a terminated runner, or at the end of the log.
+//! when a second signal or a new cause follows a terminated runner, when a second runner is reported
+//! terminated (a runner terminates once), or at the end of the log.
 //!
 //! # Phase of a crash
 //! Each runner lifetime (from Ollama's `starting runner`/`starting llama server`/`starting llama-server`,
@@ -72,10 +76,17 @@ pub struct Report {
     /// Where in `timeline` the left-out entries were (the number of entries before them).
     pub timeline_elided_at: Option<usize>,
     pub facts: Facts,
+    /// The first `max_crashes` crashes, in detail.
     pub crashes: Vec<Crash>,
+    /// Every crash the log shows, kept in `crashes` or not.
+    pub crashes_total: u64,
+    /// Crashes counted (and grouped by signature) but not kept in `crashes`: `crashes_total - crashes.len()`.
     pub crashes_dropped: u64,
-    /// Crashes grouped by signature, most frequent first.
+    /// Crashes grouped by signature, most frequent first; every crash counts, kept in detail or not. At most
+    /// `max_crashes` distinct signatures are listed.
     pub signatures: Vec<SignatureGroup>,
+    /// Crashes whose signature is not in `signatures` because that many distinct signatures were listed.
+    pub signatures_dropped: u64,
     /// The state of the last runner when the log ends.
     pub ending: Ending,
 }
@@ -375,8 +386,6 @@ struct Open {
     go_dump_started: bool,
     terminated: bool,
     discovery_failure: bool,
-    /// Opened past `max_crashes`: delimited and counted only.
-    counted_only: bool,
 }
 
 impl Open {
@@ -388,7 +397,6 @@ impl Open {
             go_dump_started: false,
             terminated: false,
             discovery_failure: false,
-            counted_only: false,
         }
     }
 }
@@ -432,8 +440,9 @@ pub struct Analyzer {
     lifetime: Lifetime,
     open: Option<Open>,
     crashes: Vec<Crash>,
-    crashes_dropped: u64,
+    crashes_total: u64,
     groups: Vec<SignatureGroup>,
+    signatures_dropped: u64,
     saw_ollama: bool,
     saw_llama_server_runner: bool,
     saw_go_runner: bool,
@@ -462,8 +471,9 @@ impl Analyzer {
             lifetime: Lifetime::default(),
             open: None,
             crashes: Vec::new(),
-            crashes_dropped: 0,
+            crashes_total: 0,
             groups: Vec::new(),
+            signatures_dropped: 0,
             saw_ollama: false,
             saw_llama_server_runner: false,
             saw_go_runner: false,
@@ -745,6 +755,7 @@ impl Analyzer {
                 matches!(e.kind, Signal { .. } | GgmlAssert { .. } | Abort { .. } | GpuError { .. } | GoFatal { .. });
             if (open.terminated && new_cause && !matches!(e.kind, Signal { .. } if open.crash.signal.is_none()))
                 || (matches!(e.kind, Signal { .. }) && open.crash.signal.is_some())
+                || (open.terminated && matches!(e.kind, RunnerTerminated { .. }))
             {
                 self.close_incident();
             }
@@ -755,18 +766,9 @@ impl Analyzer {
                 return;
             }
             let crash = new_crash(e.line, e.offset, time.or(self.last_time));
-            let mut open = Open::new(crash, self.lifetime);
-            // Past the cap an incident is only delimited and counted: no frames, no text.
-            open.counted_only = self.crashes.len() >= self.limits.max_crashes;
-            self.open = Some(open);
-        }
-        if self.open.as_ref().is_some_and(|o| o.counted_only) {
-            if matches!(e.kind, RunnerTerminated { .. }) {
-                if let Some(o) = self.open.as_mut() {
-                    o.terminated = true;
-                }
-            }
-            return;
+            // Past the cap too the incident is followed in full (its signal, frames and causes, all bounded):
+            // what closes it and what it is grouped with depend on them.
+            self.open = Some(Open::new(crash, self.lifetime));
         }
         let max_frames = self.limits.max_frames;
         let max_lines = self.limits.max_causes;
@@ -864,20 +866,14 @@ impl Analyzer {
 
     fn close_incident(&mut self) {
         let Some(open) = self.open.take() else { return };
-        if open.counted_only {
-            self.crashes_dropped += 1;
-            return;
-        }
         let mut crash = open.crash;
         let (phase, rule, lines) = decide_phase(&open.at_open, open.discovery_failure, &crash.frames);
         crash.phase = phase;
         crash.phase_rule = rule;
         crash.phase_lines = lines;
         crash.signature = signature_of(&crash);
-        if self.crashes.len() >= self.limits.max_crashes {
-            self.crashes_dropped += 1;
-            return;
-        }
+        self.crashes_total += 1;
+        let room = self.groups.len() < self.limits.max_crashes;
         match self.groups.iter_mut().find(|g| g.id == crash.signature.id) {
             Some(g) => {
                 g.count += 1;
@@ -888,15 +884,18 @@ impl Analyzer {
                     g.crash_lines.push(crash.line);
                 }
             }
-            None => self.groups.push(SignatureGroup {
+            None if room => self.groups.push(SignatureGroup {
                 id: crash.signature.id.clone(),
                 text: crash.signature.text.clone(),
                 count: 1,
                 phases: vec![crash.phase],
                 crash_lines: vec![crash.line],
             }),
+            None => self.signatures_dropped += 1,
         }
-        self.crashes.push(crash);
+        if self.crashes.len() < self.limits.max_crashes {
+            self.crashes.push(crash);
+        }
     }
 
     fn push_timeline(&mut self, e: &Event<'_>, slog_line: bool, time: Option<Timestamp>) {
@@ -988,9 +987,11 @@ impl Analyzer {
             timeline_elided: self.elided,
             timeline_elided_at: elided_at,
             facts: self.facts,
+            crashes_dropped: self.crashes_total - self.crashes.len() as u64,
             crashes: self.crashes,
-            crashes_dropped: self.crashes_dropped,
+            crashes_total: self.crashes_total,
             signatures: self.groups,
+            signatures_dropped: self.signatures_dropped,
             ending,
         }
     }

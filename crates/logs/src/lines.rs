@@ -4,13 +4,16 @@
 //! line split across chunks is assembled in a buffer, and that buffer never grows past the line cap: the
 //! rest of an over-long line is counted and skipped, and the line is flagged as truncated. A single
 //! 1 GB line therefore costs the cap, not a gigabyte.
+//!
+//! A line ends at `\n`, at `\r\n` (one end, not two) and at a lone `\r` (old Mac files, some Windows pastes, and
+//! progress output that rewrites its line): a log whose lines end in CR alone is as many lines as it shows, not one.
 
-use memchr::memchr;
+use memchr::{memchr, memchr2};
 
 use crate::error::Error;
 use crate::Limits;
 
-/// One line as split: its number, where it starts, its bytes (without `\n` or a trailing `\r`).
+/// One line as split: its number, where it starts, its bytes (without its `\n`, `\r\n` or `\r`).
 #[derive(Clone, Copy, Debug)]
 pub struct RawLine<'a> {
     pub number: u64,
@@ -31,6 +34,8 @@ pub struct LineSplitter {
     /// A line is in progress (pending may be empty if it is all skipped bytes or nothing yet).
     in_line: bool,
     line_start: u64,
+    /// The last line ended in `\r`: a `\n` right after it (in this chunk or the next) is the same line end.
+    after_cr: bool,
     next_number: u64,
     consumed: u64,
     failed: bool,
@@ -48,6 +53,7 @@ impl LineSplitter {
             pending_truncated: false,
             in_line: false,
             line_start: 0,
+            after_cr: false,
             next_number: 1,
             consumed: 0,
             failed: false,
@@ -107,9 +113,15 @@ impl LineSplitter {
     fn split<F: FnMut(RawLine<'_>)>(&mut self, chunk: &[u8], mut f: F) {
         let base = self.consumed;
         let mut pos = 0usize;
+        if self.after_cr && !chunk.is_empty() {
+            self.after_cr = false;
+            if chunk[0] == b'\n' {
+                pos = 1;
+            }
+        }
         while pos < chunk.len() {
             let rest = &chunk[pos..];
-            match memchr(b'\n', rest) {
+            match memchr2(b'\n', b'\r', rest) {
                 Some(nl) => {
                     let body = &rest[..nl];
                     if self.in_line {
@@ -122,16 +134,18 @@ impl LineSplitter {
                         self.line_start = base + pos as u64;
                         let truncated = body.len() > self.max_line;
                         let bytes = if truncated { &body[..self.max_line] } else { body };
-                        let line = RawLine {
-                            number: self.next_number,
-                            offset: self.line_start,
-                            bytes: trim_cr(bytes, truncated),
-                            truncated,
-                        };
+                        let line = RawLine { number: self.next_number, offset: self.line_start, bytes, truncated };
                         self.next_number += 1;
                         f(line);
                     }
                     pos += nl + 1;
+                    if rest[nl] == b'\r' {
+                        match rest.get(nl + 1) {
+                            Some(b'\n') => pos += 1,
+                            Some(_) => {}
+                            None => self.after_cr = true,
+                        }
+                    }
                 }
                 None => {
                     if !self.in_line {
@@ -173,20 +187,11 @@ impl LineSplitter {
     /// The pending line as a [`RawLine`]; resets the in-line state.
     fn finish_line<'b>(&mut self, bytes: &'b [u8]) -> RawLine<'b> {
         let truncated = self.pending_truncated;
-        let line =
-            RawLine { number: self.next_number, offset: self.line_start, bytes: trim_cr(bytes, truncated), truncated };
+        let line = RawLine { number: self.next_number, offset: self.line_start, bytes, truncated };
         self.next_number += 1;
         self.in_line = false;
         self.pending_truncated = false;
         line
-    }
-}
-
-/// Drop a trailing `\r` (CRLF logs); a truncated line keeps its bytes as cut.
-fn trim_cr(bytes: &[u8], truncated: bool) -> &[u8] {
-    match bytes.split_last() {
-        Some((b'\r', head)) if !truncated => head,
-        _ => bytes,
     }
 }
 
@@ -219,6 +224,37 @@ mod tests {
                 (4, 8, b"last".to_vec(), false)
             ]
         );
+    }
+
+    #[test]
+    fn a_lone_cr_ends_a_line_and_crlf_is_one_end_however_chunked() {
+        // CR-only (old Mac, pastes, progress output), CRLF, LF and a CR right before the end, mixed.
+        let input: &[u8] = b"a\rbb\r\ncc\n\r\rdd\r\n\nlast\r";
+        let expected = vec![
+            (1, 0, b"a".to_vec(), false),
+            (2, 2, b"bb".to_vec(), false),
+            (3, 6, b"cc".to_vec(), false),
+            (4, 9, b"".to_vec(), false),
+            (5, 10, b"".to_vec(), false),
+            (6, 11, b"dd".to_vec(), false),
+            (7, 15, b"".to_vec(), false),
+            (8, 16, b"last".to_vec(), false),
+        ];
+        assert_eq!(split(&[input], 100), expected);
+        for size in 1..input.len() {
+            let pieces: Vec<&[u8]> = input.chunks(size).collect();
+            assert_eq!(split(&pieces, 100), expected, "chunks of {size}");
+        }
+        // The CR of a CRLF at the end of one chunk, its LF at the start of the next, on the pending path too.
+        assert_eq!(split(&[b"xy\r", b"\nz"], 100), vec![(1, 0, b"xy".to_vec(), false), (2, 4, b"z".to_vec(), false)]);
+        assert_eq!(split(&[b"x", b"y\r", b"\n", b"z"], 100), split(&[b"xy\r\nz"], 100));
+    }
+
+    #[test]
+    fn cr_ends_over_long_lines_too() {
+        let whole = split(&[b"0123456789\rab\r\n"], 4);
+        assert_eq!(whole, vec![(1, 0, b"0123".to_vec(), true), (2, 11, b"ab".to_vec(), false)]);
+        assert_eq!(whole, split(&[b"012", b"3456", b"789\r", b"ab\r", b"\n"], 4));
     }
 
     #[test]

@@ -104,6 +104,15 @@ pub fn report_text(report: &Report) -> String {
     for c in &report.crashes {
         crash_text(&mut out, c);
     }
+    if report.crashes_dropped > 0 {
+        let _ = writeln!(
+            out,
+            "{} crashes in all; the first {} are shown, {} more were counted and grouped but not kept",
+            report.crashes_total,
+            report.crashes.len(),
+            report.crashes_dropped
+        );
+    }
     out.push_str(&timeline_text(report));
     out
 }

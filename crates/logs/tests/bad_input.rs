@@ -98,12 +98,114 @@ fn a_long_log_stays_within_the_caps() {
     let limits = Limits::default();
     let r = analyze_reader(&log[..], limits).unwrap();
     assert_eq!(r.crashes.len(), limits.max_crashes);
+    assert_eq!(r.crashes_total, 3000);
     assert_eq!(r.crashes_dropped, 3000 - limits.max_crashes as u64);
     assert_eq!(r.signatures.len(), 1);
+    assert_eq!(r.signatures[0].count, 3000);
     assert_eq!(r.timeline.len(), limits.timeline_head + limits.timeline_tail);
     assert!(r.timeline_elided > 0);
     assert!(r.other.ranges.len() <= limits.max_ranges);
     assert_eq!(r.stats.lines, 3000 * 35);
+}
+
+/// One Ollama runner crash cycle as the server logs it: the runner is started (the `starting llama server`
+/// line of ollama/ollama#9352's era, with a port of its own), loads, crashes (the GGML_ASSERT and SIGSEGV of
+/// tests/data/ollama-9352-assert-sigsegv.log, with its goroutine dump) and is reported dead (the `post predict`
+/// EOF, `llama runner terminated` and HTTP 500 lines of tests/data/ollama-14983-post-predict-eof.log).
+fn runner_crash_cycle(i: usize) -> Vec<u8> {
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/");
+    let crash = std::fs::read(format!("{data}ollama-9352-assert-sigsegv.log")).unwrap();
+    let death = std::fs::read_to_string(format!("{data}ollama-14983-post-predict-eof.log")).unwrap();
+    let mut cycle = format!(
+        "time=2025-02-26T00:25:17.{:03}Z level=INFO source=server.go:405 msg=\"starting llama server\" cmd=\"/usr/bin/ollama runner --model /m --port {}\"\n",
+        i % 1000,
+        40000 + i
+    )
+    .into_bytes();
+    cycle.extend_from_slice(&crash);
+    for line in
+        death.lines().filter(|l| l.contains("post predict") || l.contains("runner terminated") || l.contains("| 500 |"))
+    {
+        cycle.extend_from_slice(line.as_bytes());
+        cycle.push(b'\n');
+    }
+    cycle
+}
+
+#[test]
+fn a_thousand_runner_crash_cycles_are_a_thousand_crashes() {
+    // Past the cap crashes used to be followed without their signals, so every later cycle merged into one
+    // (1000 cycles: 257 crashes). Each cycle is one crash, kept in detail or not; 1000 is past the cap.
+    let mut log = Vec::new();
+    let mut starts = Vec::new();
+    for i in 0..1000 {
+        starts.push(log.iter().filter(|b| **b == b'\n').count() as u64 + 1);
+        log.extend_from_slice(&runner_crash_cycle(i));
+    }
+    let limits = Limits::default();
+    assert!(limits.max_crashes < 1000);
+    let r = analyze_bytes(&log, limits).unwrap();
+    assert_eq!(r.crashes_total, 1000);
+    assert_eq!(r.crashes.len(), limits.max_crashes);
+    assert_eq!(r.crashes_dropped, 1000 - limits.max_crashes as u64);
+    // One signature, every cycle counted in it; the kept crashes are the first ones, one per cycle.
+    assert_eq!(r.signatures.len(), 1, "{:?}", r.signatures);
+    assert_eq!(r.signatures[0].count, 1000);
+    assert_eq!(r.signatures_dropped, 0);
+    for (c, start) in r.crashes.iter().zip(&starts) {
+        let end = start + runner_crash_cycle(0).iter().filter(|b| **b == b'\n').count() as u64;
+        assert!(
+            c.line > *start && c.last_line < end,
+            "crash {}–{} outside its cycle {start}–{end}",
+            c.line,
+            c.last_line
+        );
+        assert!(c.signal.as_ref().is_some_and(|s| s.name == "SIGSEGV"));
+        assert!(c.consequences.iter().any(|q| q.kind == "runner_terminated"), "{:?}", c.consequences);
+    }
+    // The count does not depend on the cap.
+    for max_crashes in [0, 1, 4, 10_000] {
+        let r = analyze_bytes(&log, Limits { max_crashes, ..limits }).unwrap();
+        assert_eq!((r.crashes_total, r.crashes.len()), (1000, max_crashes.min(1000)), "max_crashes {max_crashes}");
+    }
+}
+
+#[test]
+fn a_second_runner_termination_is_a_second_crash() {
+    // The death of ollama/ollama#14983 (post predict EOF, runner terminated, HTTP 500) twice, without a
+    // runner start between them (a log excerpt): a runner terminates once, so these are two crashes.
+    let death =
+        std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ollama-14983-post-predict-eof.log")).unwrap();
+    let log = [&death[..], &death[..]].concat();
+    let r = analyze_bytes(&log, Limits::default()).unwrap();
+    // (A `post predict` EOF right after a termination stays with it: with parallel requests Ollama logs one per
+    // request, and the order of those and the termination is not fixed.)
+    assert_eq!(r.crashes_total, 2, "{:#?}", r.crashes);
+    for c in &r.crashes {
+        assert_eq!(c.consequences.iter().filter(|q| q.kind == "runner_terminated").count(), 1, "{c:#?}");
+    }
+}
+
+#[test]
+fn cr_only_and_crlf_logs_are_read_as_the_lines_they_show() {
+    // A real crash log (ollama/ollama#9352) with its line ends rewritten: CR alone (old Mac files, pastes,
+    // progress output) made the whole log one line; CRLF must stay one end per line.
+    let lf = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ollama-9352-assert-sigsegv.log")).unwrap();
+    let lines = lf.iter().filter(|b| **b == b'\n').count() as u64;
+    let expected = analyze_bytes(&lf, Limits::default()).unwrap();
+    assert_eq!((expected.stats.lines, expected.crashes_total), (lines, 1));
+    for end in [&b"\r"[..], b"\r\n"] {
+        let rewritten: Vec<u8> =
+            lf.split(|b| *b == b'\n').collect::<Vec<_>>().join(end).into_iter().collect::<Vec<u8>>();
+        let r = analyze_bytes(&rewritten, Limits::default()).unwrap();
+        assert_eq!(r.stats.lines, lines, "{end:?}");
+        assert_eq!(r.counts, expected.counts, "{end:?}");
+        assert_eq!(r.crashes_total, 1);
+        let (c, e) = (&r.crashes[0], &expected.crashes[0]);
+        assert_eq!((c.line, c.last_line, &c.signature.id, c.phase), (e.line, e.last_line, &e.signature.id, e.phase));
+        assert_eq!(r.timeline.len(), expected.timeline.len());
+        assert!(r.timeline.iter().all(|t| !t.raw.contains('\r')), "{end:?}");
+    }
 }
 
 #[test]
@@ -116,6 +218,8 @@ fn edge_cases_hold_the_drain_properties() {
         &b""[..],
         b"\r",
         b"\n\n\r\n",
+        b"\r\r\n\n\r",
+        b"SIGSEGV: segmentation violation\rPC=0x1 m=0 sigcode=1 addr=0x2\rsignal arrived during cgo execution\r",
         b"time=\"",
         b"time=2025-01-01T00:00:00Z msg=\"x",
         b"goroutine 1 [a]:\n)(\n((((\n\t.go:1\n",
@@ -128,6 +232,25 @@ fn edge_cases_hold_the_drain_properties() {
     ] {
         drain::logs(input);
     }
+}
+
+#[test]
+fn the_fuzz_seeds_of_hostile_shapes_hold_the_drain_properties() {
+    // fuzz/seeds/logs (scripts/fuzz.sh adds them to the corpus): CR-only and mixed line ends, six runner crash
+    // cycles (past the drain's crash cap of 4), terminal escapes, bidi and invisible characters.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/logs");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        drain::logs(&std::fs::read(&path).unwrap());
+        seen += 1;
+    }
+    assert!(seen >= 4, "seeds missing in {}", dir.display());
+    let cycles = std::fs::read(dir.join("crash-cycles.log")).unwrap();
+    let r = analyze_bytes(&cycles, drain::limits()).unwrap();
+    assert_eq!((r.crashes_total, r.crashes.len()), (6, drain::limits().max_crashes));
+    let cr = analyze_bytes(&std::fs::read(dir.join("cr-only.log")).unwrap(), Limits::default()).unwrap();
+    assert_eq!(cr.stats.lines, 8);
 }
 
 #[test]

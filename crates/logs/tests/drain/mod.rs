@@ -3,7 +3,8 @@
 //!
 //! Properties: parsing in chunks gives the same events as parsing in one piece; line numbers count up
 //! by one from 1; offsets increase and stay inside the input; no event's raw bytes exceed the line
-//! cap; the analysis finishes and its report serialises. Limits are small so the caps are exercised.
+//! cap; the analysis finishes and its report serialises; the crashes found do not depend on the crash cap
+//! (past it crashes are counted, never merged). Limits are small so the caps are exercised.
 
 #![allow(dead_code)]
 
@@ -34,15 +35,19 @@ pub fn logs(data: &[u8]) {
     let limits = limits();
     let mut whole = Vec::new();
     let mut analyzer = Analyzer::new(limits);
+    let uncapped_limits = Limits { max_crashes: usize::MAX, ..limits };
+    let mut uncapped = Analyzer::new(uncapped_limits);
     let mut parser = Parser::new(limits);
     let first = parser.feed(data, |e| {
         whole.push(fingerprint(e));
         analyzer.event(e);
+        uncapped.event(e);
     });
     let stats = match first {
         Ok(()) => parser.finish(|e| {
             whole.push(fingerprint(e));
             analyzer.event(e);
+            uncapped.event(e);
         }),
         Err(e) => Err(e),
     };
@@ -74,8 +79,16 @@ pub fn logs(data: &[u8]) {
     }
     assert_eq!(stats.lines, whole.len() as u64);
     let report = analyzer.finish(stats);
+    let all = uncapped.finish(stats);
     assert!(report.timeline.len() <= limits.timeline_head + limits.timeline_tail);
     assert!(report.crashes.len() <= limits.max_crashes);
+    assert_eq!(report.crashes_total, all.crashes.len() as u64, "the crash cap changed how many crashes there are");
+    assert_eq!(report.crashes_total, report.crashes.len() as u64 + report.crashes_dropped);
+    for (kept, c) in report.crashes.iter().zip(&all.crashes) {
+        assert_eq!((kept.line, kept.last_line, &kept.signature.id), (c.line, c.last_line, &c.signature.id));
+    }
+    let grouped: u64 = report.signatures.iter().map(|g| g.count).sum::<u64>() + report.signatures_dropped;
+    assert_eq!(grouped, report.crashes_total, "every crash is in one signature group or counted as ungrouped");
     for c in &report.crashes {
         assert!(c.frames.len() <= limits.max_frames);
         assert_eq!(c.signature.id.len(), 16);
