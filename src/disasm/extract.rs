@@ -31,7 +31,8 @@ pub fn amd_code_object<'a>(file: &'a [u8], co: &CodeObjectRecord) -> Result<Cow<
     let FatbinItem::Compressed(c) = item.item else {
         return Err(format!("bundle at {at:#x}: expected a compressed bundle (CCOB), found an uncompressed one"));
     };
-    let inner = c.decompress(&Limits::default()).map_err(|e| format!("compressed bundle: {}", e.at_base(at)))?;
+    let inner =
+        c.decompress_bundle(&Limits::default()).map_err(|e| format!("compressed bundle: {}", e.at_base(at)))?.bytes;
     let b = Bundle::parse(&inner).map_err(|e| format!("bundle inside the compressed bundle at {at:#x}: {e}"))?;
     let entry = b
         .device_entries()
