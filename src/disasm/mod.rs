@@ -15,7 +15,6 @@ pub mod tools;
 pub mod view;
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,6 +26,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::evidence::{Claim, Confidence, Source};
+use crate::inputs::MappedFile;
 use crate::kernels;
 use crate::scan::coverage::{cubin_runs_on, DeviceArch};
 use crate::scan::{CodeObjectRecord, CudaEntryRecord, FileRecord, Problem, ScanReport, Severity};
@@ -37,6 +37,18 @@ use tools::Tool;
 /// Most bytes of one disassembler's output that are read; past it the listing is marked truncated. Far above real
 /// listings: the largest gfx942 code object of the 168 MB cyllama-rocm library prints about 210,000 lines.
 pub const OUTPUT_BUDGET: u64 = 2 << 30;
+/// Bytes of output read per byte of the code object, above [`OUTPUT_FLOOR`]. llvm-objdump 19 prints 10–11 bytes per
+/// byte of the cyllama-rocm library's largest code objects (1.6–2.1 MB each) and 5 for its smallest; a code object
+/// whose symbols share one long name prints that name once per symbol, hundreds of bytes per byte.
+pub const OUTPUT_PER_BYTE: u64 = 32;
+/// Output read for any code object, however small.
+pub const OUTPUT_FLOOR: u64 = 16 << 20;
+
+/// The output budget of one code object of `size` bytes: [`OUTPUT_FLOOR`] + [`OUTPUT_PER_BYTE`] × `size`, at most
+/// [`OUTPUT_BUDGET`].
+pub fn output_budget(size: u64) -> u64 {
+    OUTPUT_FLOOR.saturating_add(size.saturating_mul(OUTPUT_PER_BYTE)).min(OUTPUT_BUDGET)
+}
 /// Longest one disassembler may run on one code object.
 pub const TIME_LIMIT: Duration = Duration::from_secs(600);
 
@@ -112,7 +124,7 @@ pub struct CodeObjectMix {
     pub size: u64,
     pub sha256: String,
     pub cached: bool,
-    /// The disassembler's output was longer than [`OUTPUT_BUDGET`]: counts are lower bounds.
+    /// The disassembler's output was longer than its budget ([`output_budget`]): counts are lower bounds.
     pub truncated: bool,
     /// Every instruction in the code object (kernels, device functions, padding).
     pub instructions: u64,
@@ -170,6 +182,23 @@ impl Item<'_> {
     fn file(&self) -> &FileRecord {
         match self {
             Item::Amd { file, .. } | Item::Cuda { file, .. } => file,
+        }
+    }
+
+    /// The file offset a problem about the item names, and its target.
+    fn place(&self) -> (u64, &str) {
+        match self {
+            Item::Amd { co, .. } => (if co.in_file { co.offset } else { co.bundle_offset }, &co.target),
+            Item::Cuda { entry, .. } => (entry.offset, &entry.target),
+        }
+    }
+
+    /// Where the item's bytes end in its file, as far as the scan's record tells: exactly for a code object stored
+    /// as it is, the whole file for one inside a compressed container.
+    fn file_end(&self) -> u64 {
+        match self {
+            Item::Amd { co, .. } if co.in_file => co.offset.saturating_add(co.size),
+            _ => u64::MAX,
         }
     }
 
@@ -332,20 +361,25 @@ pub fn disassemble(report: &ScanReport, arch: Option<&DeviceArch>, opts: &Disasm
     };
     let ctx = Context { opts, amd, nvidia, cache, scratch: scratch.path().to_path_buf() };
 
-    // Map every file that holds a selected item once; the items share the map.
-    let mut maps: BTreeMap<&str, Result<Arc<memmap2::Mmap>, String>> = BTreeMap::new();
+    // Map every file that holds a selected item once; the items share the map. The maps are guarded as the scan's
+    // are: a file truncated while it is read reads zeros past its new end, and the item is then left out.
+    let mut maps: BTreeMap<&str, Result<Arc<MappedFile>, String>> = BTreeMap::new();
     for item in &items {
         let path = item.file().path.as_str();
-        maps.entry(path).or_insert_with(|| map_file(Path::new(path)).map(Arc::new));
+        maps.entry(path).or_insert_with(|| {
+            MappedFile::open(Path::new(path)).map(Arc::new).map_err(|e| format!("cannot map the file: {e}"))
+        });
     }
-    let results: Vec<(Item<'_>, Result<Done, String>)> = items
+    let results: Vec<(Item<'_>, Result<Done, String>, Option<u64>)> = items
         .par_iter()
-        .map(|item| {
-            let done = match &maps[item.file().path.as_str()] {
-                Ok(map) => one(&ctx, item, map),
-                Err(e) => Err(e.clone()),
-            };
-            (*item, done)
+        .map(|item| match &maps[item.file().path.as_str()] {
+            Ok(map) => {
+                let done = one(&ctx, item, map.bytes());
+                // Read after the item's bytes were: a cut below their end means some of them were zeros.
+                let cut = map.cut_at().filter(|&at| at < item.file_end());
+                (*item, done, cut)
+            }
+            Err(e) => (*item, Err(e.clone()), None),
         })
         .collect();
 
@@ -354,9 +388,39 @@ pub fn disassemble(report: &ScanReport, arch: Option<&DeviceArch>, opts: &Disasm
     stats.parallel = rayon::current_num_threads() as u64;
     let mut failures: Vec<String> = Vec::new();
     let mut no_tool: BTreeMap<Vendor, u64> = BTreeMap::new();
-    for (item, done) in results {
+    for (item, done, cut) in results {
+        if let Some(at) = cut {
+            stats.failed += 1;
+            let (offset, what) = item.place();
+            outcome.problems.push(Problem {
+                path: item.file().path.clone(),
+                offset: Some(at),
+                severity: Severity::Error,
+                message: format!(
+                    "the file changed while it was read for disassembly: its bytes from {at:#x} on were gone, inside \
+                     the {what} code at {offset:#x}, which is left out"
+                ),
+            });
+            failures.push(format!("{} @ {offset:#x} ({what}): the file changed while it was read", item.file().path));
+            continue;
+        }
         match done {
             Ok(Done::Mix(mix)) => {
+                if mix.truncated {
+                    let (offset, what) = item.place();
+                    outcome.problems.push(Problem {
+                        path: item.file().path.clone(),
+                        offset: Some(offset),
+                        severity: Severity::Warning,
+                        message: format!(
+                            "disassembly of the {what} code at {offset:#x}: the disassembler's output was cut at {} \
+                             bytes (limit: {OUTPUT_FLOOR} bytes + {OUTPUT_PER_BYTE} per byte of the {}-byte code \
+                             object, disasm::output_budget); its counts are lower bounds and the listing is not cached",
+                            output_budget(mix.size),
+                            mix.size
+                        ),
+                    });
+                }
                 stats.disassembled += u64::from(!mix.cached);
                 stats.from_cache += u64::from(mix.cached);
                 stats.kernels += mix.kernels.len() as u64;
@@ -370,10 +434,7 @@ pub fn disassemble(report: &ScanReport, arch: Option<&DeviceArch>, opts: &Disasm
             }
             Err(e) => {
                 stats.failed += 1;
-                let (offset, what) = match item {
-                    Item::Amd { co, .. } => (if co.in_file { co.offset } else { co.bundle_offset }, &co.target),
-                    Item::Cuda { entry, .. } => (entry.offset, &entry.target),
-                };
+                let (offset, what) = item.place();
                 outcome.problems.push(Problem {
                     path: item.file().path.clone(),
                     offset: Some(offset),
@@ -388,13 +449,6 @@ pub fn disassemble(report: &ScanReport, arch: Option<&DeviceArch>, opts: &Disasm
     outcome.claims = claims(&outcome.report, &ctx, &no_tool, &failures);
     drop(scratch);
     outcome
-}
-
-fn map_file(path: &Path) -> Result<memmap2::Mmap, String> {
-    let file = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
-    // SAFETY: read-only and private, as in the scan that found these code objects; a file truncated while it is
-    // read raises SIGBUS, the risk the scan accepts for installed libraries (replaced by rename, not rewritten).
-    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("cannot map: {e}"))
 }
 
 /// Find one item's bytes, disassemble them (or take the cached listing) and classify its kernels.
@@ -434,7 +488,8 @@ fn one(ctx: &Context<'_>, item: &Item<'_>, file_bytes: &[u8]) -> Result<Done, St
                 .map_err(|e| format!("cannot write the code object to a scratch file: {e}"))?;
             std::io::Write::write_all(&mut tmp, &bytes).map_err(|e| format!("cannot write a scratch file: {e}"))?;
             let mcpu = (item.vendor() == Vendor::Amd).then_some(cpu.as_str());
-            let l = tools::run(tool, tmp.path(), mcpu, OUTPUT_BUDGET, TIME_LIMIT).map_err(|e| e.to_string())?;
+            let budget = output_budget(bytes.len() as u64);
+            let l = tools::run(tool, tmp.path(), mcpu, budget, TIME_LIMIT).map_err(|e| e.to_string())?;
             if let Some(dir) = &ctx.cache {
                 cache::store(dir, tool, &cpu, &sha, &l);
             }
