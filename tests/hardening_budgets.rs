@@ -374,3 +374,72 @@ fn a_file_truncated_during_disasm_is_a_problem_not_a_sigbus() {
     assert_eq!(severity, "error", "{message}");
     assert!(report["disasm"]["stats"]["failed"].as_u64().unwrap() > 0);
 }
+
+/// A wrapper around llvm-objdump that appends a line to `log` for every disassembly (not for `--version`).
+fn counting_objdump(dir: &Path, log: &Path) -> PathBuf {
+    let wrapper = dir.join("llvm-objdump-counting");
+    let script = format!(
+        "#!/bin/sh\n[ \"$1\" != --version ] && echo \"$@\" >> '{}'\nexec '{}' \"$@\"\n",
+        log.display(),
+        llvm_objdump().display()
+    );
+    fs::write(&wrapper, script).unwrap();
+    fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    wrapper
+}
+
+/// Two code objects (kernels `alpha`, one `s_endpgm` under each of its 100 symbols, and `beta`, 200), each named by
+/// three bundle entries (aliases), stored plain and as a CCOB: every alias was disassembled again, and inside the
+/// CCOB every code object decompressed the whole bundle again. Now each code object is disassembled once (the
+/// wrapper counts llvm-objdump's runs), the CCOB is decompressed once for both, and the report is the same for
+/// the plain and the compressed bundle: six records, each alias with its code object's counts.
+#[test]
+fn aliased_and_compressed_code_objects_are_disassembled_once_each() {
+    let id = "hipv4-amdgcn-amd-amdhsa--gfx900";
+    let alpha = code_object_with_symbols("alpha", 100);
+    let beta = code_object_with_symbols("beta", 200);
+    let at = 0x1000u64;
+    let beta_at = (at + alpha.len() as u64).next_multiple_of(4096);
+    let mut payload = alpha.clone();
+    payload.resize((beta_at - at) as usize, 0);
+    payload.extend(&beta);
+    let mut entries = Vec::new();
+    for _ in 0..3 {
+        entries.push((id, at, alpha.len() as u64));
+        entries.push((id, beta_at, beta.len() as u64));
+    }
+    let plain = offload_bundle(&entries, at, &payload);
+    let compressed = ccob_v3_zlib(&zlib_prefix_then_zeros(&plain, 0), plain.len() as u64, 0);
+
+    let tmp = tempfile::tempdir().unwrap();
+    let mut reports = Vec::new();
+    for (name, bytes) in [("plain.co", &plain), ("compressed.co", &compressed)] {
+        let file = tmp.path().join(name);
+        fs::write(&file, bytes).unwrap();
+        let log = tmp.path().join(format!("{name}.runs"));
+        let wrapper = counting_objdump(tmp.path(), &log);
+        let args = ["--disasm", "--no-disasm-cache", "--llvm-objdump", wrapper.to_str().unwrap()];
+        let run = scan_bounded(&args, &[&file], Bounds::default());
+        let report = run.assert_bounded(30, 512 * MIB).clone();
+        let runs = fs::read_to_string(&log).unwrap_or_default();
+        assert_eq!(runs.lines().count(), 2, "{name}: one llvm-objdump run per code object: {runs}");
+        let cos = report["disasm"]["code_objects"].as_array().unwrap().clone();
+        assert_eq!(cos.len(), 6, "{name}");
+        let counts: Vec<(String, u64)> = cos
+            .iter()
+            .map(|c| {
+                let k = &c["kernels"][0];
+                (k["name"].as_str().unwrap().to_string(), k["instructions"].as_u64().unwrap())
+            })
+            .collect();
+        let mut sorted = counts.clone();
+        sorted.sort();
+        let expected: Vec<(String, u64)> =
+            [("alpha", 100), ("alpha", 100), ("alpha", 100), ("beta", 200), ("beta", 200), ("beta", 200)]
+                .map(|(n, c)| (n.to_string(), c))
+                .into();
+        assert_eq!(sorted, expected, "{name}");
+        reports.push(counts);
+    }
+    assert_eq!(reports[0], reports[1], "the compressed bundle reports what the plain one does");
+}

@@ -14,6 +14,7 @@ mod listing;
 pub mod tools;
 pub mod view;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -370,18 +371,26 @@ pub fn disassemble(report: &ScanReport, arch: Option<&DeviceArch>, opts: &Disasm
             MappedFile::open(Path::new(path)).map(Arc::new).map_err(|e| format!("cannot map the file: {e}"))
         });
     }
-    let results: Vec<(Item<'_>, Result<Done, String>, Option<u64>)> = items
+    // Items that name the same bytes (aliased bundle entries) are disassembled once; the code objects of one
+    // compressed bundle are taken from one decompression of it.
+    let mut groups: BTreeMap<(&str, Option<u64>), BTreeMap<UnitKey, Vec<usize>>> = BTreeMap::new();
+    for (i, item) in items.iter().enumerate() {
+        let (bundle, unit) = match item {
+            Item::Amd { co, .. } if !co.in_file => (Some(co.bundle_offset), UnitKey::Amd(co.offset, co.size)),
+            Item::Amd { co, .. } => (None, UnitKey::Amd(co.offset, co.size)),
+            Item::Cuda { entry, .. } => (None, UnitKey::Cuda(entry.offset)),
+        };
+        groups.entry((item.file().path.as_str(), bundle)).or_default().entry(unit).or_default().push(i);
+    }
+    let mut results: Vec<(usize, Result<Done, String>, Option<u64>)> = groups
         .par_iter()
-        .map(|item| match &maps[item.file().path.as_str()] {
-            Ok(map) => {
-                let done = one(&ctx, item, map.bytes());
-                // Read after the item's bytes were: a cut below their end means some of them were zeros.
-                let cut = map.cut_at().filter(|&at| at < item.file_end());
-                (*item, done, cut)
-            }
-            Err(e) => (*item, Err(e.clone()), None),
+        .flat_map_iter(|((path, bundle), units)| {
+            let units: Vec<&Vec<usize>> = units.values().collect();
+            group(&ctx, &items, &maps[path], *bundle, &units)
         })
         .collect();
+    results.sort_by_key(|(i, ..)| *i);
+    let results = results.into_iter().map(|(i, done, cut)| (items[i], done, cut));
 
     let stats = &mut outcome.report.stats;
     stats.selected = items.len() as u64;
@@ -452,12 +461,91 @@ pub fn disassemble(report: &ScanReport, arch: Option<&DeviceArch>, opts: &Disasm
 }
 
 /// Find one item's bytes, disassemble them (or take the cached listing) and classify its kernels.
-fn one(ctx: &Context<'_>, item: &Item<'_>, file_bytes: &[u8]) -> Result<Done, String> {
-    let bytes = match item {
-        Item::Amd { co, .. } => extract::amd_code_object(file_bytes, co)?,
-        Item::Cuda { file, entry } => extract::cubin(file_bytes, file, entry)?,
+/// The bytes one item names: a code object by its place in the file or in its decompressed bundle, a cubin by
+/// its fatbin entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum UnitKey {
+    Amd(u64, u64),
+    Cuda(u64),
+}
+
+/// The items of one file, or of one compressed bundle of it (`bundle`, decompressed once here), in units that name
+/// the same bytes: each unit's result per item, with the offset where the file was found cut if that is below the
+/// item's bytes.
+fn group(
+    ctx: &Context<'_>,
+    items: &[Item<'_>],
+    map: &Result<Arc<MappedFile>, String>,
+    bundle: Option<u64>,
+    units: &[&Vec<usize>],
+) -> Vec<(usize, Result<Done, String>, Option<u64>)> {
+    let failed = |e: &String| units.iter().flat_map(|u| u.iter()).map(|&i| (i, Err(e.clone()), None)).collect();
+    let map = match map {
+        Ok(m) => m,
+        Err(e) => return failed(e),
     };
-    let infos = kernel_infos(item, &bytes)?;
+    let file_bytes = map.bytes();
+    let bytes: Vec<Result<Cow<'_, [u8]>, String>> = match bundle {
+        None => units.iter().map(|u| plain_bytes(&items[u[0]], file_bytes)).collect(),
+        // The decompressed bundle (and its share of the decompression budget) is dropped once its code objects are
+        // copied out, before any disassembler runs.
+        Some(at) => match extract::compressed_bundle(file_bytes, at) {
+            Ok(inner) => units
+                .iter()
+                .map(|u| match &items[u[0]] {
+                    Item::Amd { co, .. } => extract::entry_in(&inner, co).map(Cow::Owned),
+                    Item::Cuda { .. } => Err("a cubin inside a compressed bundle".to_string()),
+                })
+                .collect(),
+            Err(e) => return failed(&e),
+        },
+    };
+    units
+        .par_iter()
+        .zip(bytes)
+        .flat_map_iter(|(unit, bytes)| {
+            let unit_items: Vec<Item<'_>> = unit.iter().map(|&i| items[i]).collect();
+            let done = match bytes {
+                Ok(b) => analyze(ctx, &unit_items, &b),
+                Err(e) => unit_items.iter().map(|_| Err(e.clone())).collect(),
+            };
+            // Read after the unit's bytes were: a cut below their end means some of them were zeros.
+            let cut = map.cut_at();
+            unit.iter()
+                .zip(done)
+                .map(move |(&i, done)| (i, done, cut.filter(|&at| at < items[i].file_end())))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The bytes of a code object that is not inside a compressed bundle: borrowed from the map, or (a compressed
+/// fatbin entry) decompressed.
+fn plain_bytes<'a>(item: &Item<'_>, file_bytes: &'a [u8]) -> Result<Cow<'a, [u8]>, String> {
+    match item {
+        Item::Amd { co, .. } => extract::amd_code_object(file_bytes, co),
+        Item::Cuda { file, entry } => extract::cubin(file_bytes, file, entry),
+    }
+}
+
+/// Disassemble one code object (or take the cached listing) and classify its kernels, once for every item that
+/// names these bytes (bundle entries that alias one code object): one result per item, in order.
+fn analyze(ctx: &Context<'_>, unit: &[Item<'_>], bytes: &[u8]) -> Vec<Result<Done, String>> {
+    let all = |r: Result<Done, String>| -> Vec<Result<Done, String>> {
+        unit.iter()
+            .map(|_| match &r {
+                Ok(Done::NoMatch) => Ok(Done::NoMatch),
+                Ok(Done::NoTool) => Ok(Done::NoTool),
+                Ok(Done::Mix(_)) => unreachable!("a mix is made per item"),
+                Err(e) => Err(e.clone()),
+            })
+            .collect()
+    };
+    let first = &unit[0];
+    let infos = match kernel_infos(first, bytes) {
+        Ok(i) => i,
+        Err(e) => return all(Err(e)),
+    };
     let pattern = ctx.opts.kernel.as_deref();
     let described: Vec<(KernelInfo, String, &'static str)> = infos
         .into_iter()
@@ -468,35 +556,48 @@ fn one(ctx: &Context<'_>, item: &Item<'_>, file_bytes: &[u8]) -> Result<Done, St
         })
         .collect();
     if described.is_empty() {
-        return Ok(Done::NoMatch);
+        return all(Ok(Done::NoMatch));
     }
-    let (tool, cpu) = match item {
+    let (tool, cpu) = match first {
         Item::Amd { co, .. } => (ctx.amd.as_ref(), co.processor.clone()),
         Item::Cuda { entry, .. } => (ctx.nvidia.as_ref(), entry.target.clone()),
     };
-    let Some(tool) = tool else { return Ok(Done::NoTool) };
-    let sha = cache::sha256_hex(&bytes);
+    let Some(tool) = tool else { return all(Ok(Done::NoTool)) };
+    let sha = cache::sha256_hex(bytes);
     let cached = ctx.cache.as_deref().and_then(|dir| cache::load(dir, tool, &cpu, &sha));
     let was_cached = cached.is_some();
     let listing = match cached {
         Some(l) => l,
-        None => {
-            let suffix = if item.vendor() == Vendor::Amd { ".co" } else { ".cubin" };
-            let mut tmp = tempfile::Builder::new()
-                .suffix(suffix)
-                .tempfile_in(&ctx.scratch)
-                .map_err(|e| format!("cannot write the code object to a scratch file: {e}"))?;
-            std::io::Write::write_all(&mut tmp, &bytes).map_err(|e| format!("cannot write a scratch file: {e}"))?;
-            let mcpu = (item.vendor() == Vendor::Amd).then_some(cpu.as_str());
-            let budget = output_budget(bytes.len() as u64);
-            let l = tools::run(tool, tmp.path(), mcpu, budget, TIME_LIMIT).map_err(|e| e.to_string())?;
-            if let Some(dir) = &ctx.cache {
-                cache::store(dir, tool, &cpu, &sha, &l);
+        None => match disassemble_bytes(ctx, first, tool, &cpu, bytes) {
+            Ok(l) => {
+                if let Some(dir) = &ctx.cache {
+                    cache::store(dir, tool, &cpu, &sha, &l);
+                }
+                l
             }
-            l
-        }
+            Err(e) => return all(Err(e)),
+        },
     };
-    Ok(Done::Mix(mix(item, &bytes, sha, was_cached, &listing, described)))
+    unit.iter().map(|item| Ok(Done::Mix(mix(item, bytes, sha.clone(), was_cached, &listing, &described)))).collect()
+}
+
+/// Run the disassembler on `bytes` (written to a scratch file).
+fn disassemble_bytes(
+    ctx: &Context<'_>,
+    item: &Item<'_>,
+    tool: &Tool,
+    cpu: &str,
+    bytes: &[u8],
+) -> Result<Listing, String> {
+    let suffix = if item.vendor() == Vendor::Amd { ".co" } else { ".cubin" };
+    let mut tmp = tempfile::Builder::new()
+        .suffix(suffix)
+        .tempfile_in(&ctx.scratch)
+        .map_err(|e| format!("cannot write the code object to a scratch file: {e}"))?;
+    std::io::Write::write_all(&mut tmp, bytes).map_err(|e| format!("cannot write a scratch file: {e}"))?;
+    let mcpu = (item.vendor() == Vendor::Amd).then_some(cpu);
+    let budget = output_budget(bytes.len() as u64);
+    tools::run(tool, tmp.path(), mcpu, budget, TIME_LIMIT).map_err(|e| e.to_string())
 }
 
 fn mix(
@@ -505,7 +606,7 @@ fn mix(
     sha256: String,
     cached: bool,
     listing: &Listing,
-    kernels_wanted: Vec<(KernelInfo, String, &'static str)>,
+    kernels_wanted: &[(KernelInfo, String, &'static str)],
 ) -> CodeObjectMix {
     let vendor = item.vendor();
     let table = classes::classes();
