@@ -309,6 +309,7 @@ struct Context<'a> {
 }
 
 /// What became of one item.
+#[derive(Clone)]
 enum Done {
     Mix(CodeObjectMix),
     NoMatch,
@@ -531,16 +532,7 @@ fn plain_bytes<'a>(item: &Item<'_>, file_bytes: &'a [u8]) -> Result<Cow<'a, [u8]
 /// Disassemble one code object (or take the cached listing) and classify its kernels, once for every item that
 /// names these bytes (bundle entries that alias one code object): one result per item, in order.
 fn analyze(ctx: &Context<'_>, unit: &[Item<'_>], bytes: &[u8]) -> Vec<Result<Done, String>> {
-    let all = |r: Result<Done, String>| -> Vec<Result<Done, String>> {
-        unit.iter()
-            .map(|_| match &r {
-                Ok(Done::NoMatch) => Ok(Done::NoMatch),
-                Ok(Done::NoTool) => Ok(Done::NoTool),
-                Ok(Done::Mix(_)) => unreachable!("a mix is made per item"),
-                Err(e) => Err(e.clone()),
-            })
-            .collect()
-    };
+    let all = |r: Result<Done, String>| vec![r; unit.len()];
     let first = &unit[0];
     let infos = match kernel_infos(first, bytes) {
         Ok(i) => i,
