@@ -374,7 +374,7 @@ pub fn disassemble(report: &ScanReport, arch: Option<&DeviceArch>, opts: &Disasm
     }
     // Items that name the same bytes (aliased bundle entries) are disassembled once; the code objects of one
     // compressed bundle are taken from one decompression of it.
-    let mut groups: BTreeMap<(&str, Option<u64>), BTreeMap<UnitKey, Vec<usize>>> = BTreeMap::new();
+    let mut groups: BTreeMap<GroupKey<'_>, BTreeMap<UnitKey, Vec<usize>>> = BTreeMap::new();
     for (i, item) in items.iter().enumerate() {
         let (bundle, unit) = match item {
             Item::Amd { co, .. } if !co.in_file => (Some(co.bundle_offset), UnitKey::Amd(co.offset, co.size)),
@@ -462,6 +462,9 @@ pub fn disassemble(report: &ScanReport, arch: Option<&DeviceArch>, opts: &Disasm
 }
 
 /// Find one item's bytes, disassemble them (or take the cached listing) and classify its kernels.
+/// A file, and the file offset of a compressed bundle in it whose code objects are decompressed together.
+type GroupKey<'r> = (&'r str, Option<u64>);
+
 /// The bytes one item names: a code object by its place in the file or in its decompressed bundle, a cubin by
 /// its fatbin entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
