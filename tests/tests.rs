@@ -1,11 +1,13 @@
 //! Integration tests: real inputs (downloaded by scripts/fixtures.sh), real independent tools.
 mod bounded;
+mod scan_inputs;
 mod util;
 
 mod disasm_real;
 mod doctor;
 mod gate;
 mod gguf_synth;
+mod hardening_budgets;
 mod hardening_io;
 mod hardening_report;
 mod hardening_text;

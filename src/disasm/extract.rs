@@ -1,6 +1,7 @@
 //! The bytes of one code object or cubin, found again from the scan's records: where the record says the bytes
 //! lie in the file they are borrowed from the map; inside a compressed bundle or a compressed fatbin entry the
-//! container is decoded again (through `binfmt`, with its caps on decompression).
+//! container is decoded again (through `binfmt`, with its caps on decompression; a compressed bundle once for all
+//! its selected code objects, within the scan's process-wide decompression budget).
 
 use std::borrow::Cow;
 
@@ -9,18 +10,25 @@ use binfmt::cuda::fatbin;
 use binfmt::read::slice_at;
 use binfmt::Limits;
 
+use crate::scan::limits::{Reservation, DECOMPRESSION};
 use crate::scan::{CodeObjectRecord, CudaEntryRecord, FileRecord};
 
 /// Why the bytes could not be found again; the message names the file offset.
 pub type ExtractError = String;
 
-/// An AMDGPU code object's bytes.
+/// An AMDGPU code object's bytes, where the record says they lie in the file (`co.in_file`).
 pub fn amd_code_object<'a>(file: &'a [u8], co: &CodeObjectRecord) -> Result<Cow<'a, [u8]>, ExtractError> {
-    if co.in_file {
-        return slice_at(file, co.offset, co.size, "code object").map(Cow::Borrowed).map_err(|e| e.to_string());
-    }
-    // Inside a compressed bundle: `offset` is relative to the decompressed bundle at `bundle_offset`.
-    let at = co.bundle_offset;
+    slice_at(file, co.offset, co.size, "code object").map(Cow::Borrowed).map_err(|e| e.to_string())
+}
+
+/// The offload bundle inside the compressed bundle at file offset `at`, decompressed as far as the bundle reaches,
+/// with the bytes taken from the process-wide decompression budget until it is dropped.
+pub struct Decompressed {
+    pub bytes: Vec<u8>,
+    _reservation: Reservation<'static>,
+}
+
+pub fn compressed_bundle(file: &[u8], at: u64) -> Result<Decompressed, ExtractError> {
     let rest = usize::try_from(at).ok().and_then(|a| file.get(a..)).ok_or_else(|| {
         format!("compressed bundle at {at:#x}: the offset lies past the end of the file ({} bytes)", file.len())
     })?;
@@ -31,13 +39,28 @@ pub fn amd_code_object<'a>(file: &'a [u8], co: &CodeObjectRecord) -> Result<Cow<
     let FatbinItem::Compressed(c) = item.item else {
         return Err(format!("bundle at {at:#x}: expected a compressed bundle (CCOB), found an uncompressed one"));
     };
-    let inner = c.decompress(&Limits::default()).map_err(|e| format!("compressed bundle: {}", e.at_base(at)))?;
-    let b = Bundle::parse(&inner).map_err(|e| format!("bundle inside the compressed bundle at {at:#x}: {e}"))?;
+    let limits = Limits::default();
+    let cost = c.decode_cost(&limits).map_err(|e| format!("compressed bundle: {}", e.at_base(at)))?;
+    let reservation = DECOMPRESSION.reserve(cost).ok_or_else(|| {
+        format!(
+            "compressed bundle at {at:#x}: decoding needs {cost} bytes at once, more than the process-wide \
+             decompression budget ({} bytes)",
+            DECOMPRESSION.capacity()
+        )
+    })?;
+    let bytes = c.decompress_bundle(&limits).map_err(|e| format!("compressed bundle: {}", e.at_base(at)))?.bytes;
+    Ok(Decompressed { bytes, _reservation: reservation })
+}
+
+/// The bytes of the code object `co` names inside a decompressed bundle (from [`compressed_bundle`]).
+pub fn entry_in(inner: &Decompressed, co: &CodeObjectRecord) -> Result<Vec<u8>, ExtractError> {
+    let at = co.bundle_offset;
+    let b = Bundle::parse(&inner.bytes).map_err(|e| format!("bundle inside the compressed bundle at {at:#x}: {e}"))?;
     let entry = b
         .device_entries()
         .find(|e| e.id.raw == co.entry_id && e.offset == co.offset)
         .ok_or_else(|| format!("compressed bundle at {at:#x}: no entry {} at {:#x}", co.entry_id, co.offset))?;
-    Ok(Cow::Owned(entry.data.to_vec()))
+    Ok(entry.data.to_vec())
 }
 
 /// A cubin's bytes: a standalone cubin file, or a cubin entry of a fatbin (in a host library's section or a bare

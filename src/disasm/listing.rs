@@ -2,7 +2,7 @@
 //! runs to hundreds of MB and is never held whole. Three formats: `llvm-objdump -d` (AMDGPU), `nvdisasm -c` and
 //! `cuobjdump -sass` (NVIDIA SASS).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
 
 use serde::{Deserialize, Serialize};
@@ -44,9 +44,15 @@ pub struct Listing {
 }
 
 /// Read a listing from `reader`, at most `budget` bytes.
+///
+/// Labels that repeat a name (symbols that share one string, or a function split by the disassembler) continue that
+/// name's one entry: a listing holds each distinct name once, so its memory follows the distinct names in the code
+/// object's string table, not the number of labels printed (300,000 symbols sharing one 4000-byte name printed 1.2
+/// GB of labels).
 pub fn read(reader: impl BufRead, format: Format, budget: u64) -> std::io::Result<Listing> {
     let mut listing = Listing::default();
     let mut current: Option<usize> = None;
+    let mut by_name: HashMap<String, usize> = HashMap::new();
     let mut lines = Lines { reader, budget, line: Vec::new() };
     while let Some(line) = lines.next_line()? {
         let Some(line) = line else {
@@ -55,10 +61,15 @@ pub fn read(reader: impl BufRead, format: Format, budget: u64) -> std::io::Resul
         };
         match parse_line(line, format) {
             Line::Function(name) => {
+                if let Some(&i) = by_name.get(name) {
+                    current = Some(i);
+                    continue;
+                }
                 if listing.functions.len() >= MAX_FUNCTIONS {
                     listing.truncated = true;
                     break;
                 }
+                by_name.insert(name.to_string(), listing.functions.len());
                 listing.functions.push(FunctionMnemonics { name: name.to_string(), mnemonics: BTreeMap::new() });
                 current = Some(listing.functions.len() - 1);
             }
@@ -257,6 +268,15 @@ mod tests {
             \x20       /*0060*/               @P0 EXIT ;                                                 /* 0x000000000000094d */\n";
         let l = read(cu.as_bytes(), Format::Cuobjdump, u64::MAX).unwrap();
         assert_eq!(counts(&l, "_Z7acc_f32PKf"), [("EXIT".into(), 1), ("IMAD.MOV.U32".into(), 1)]);
+    }
+
+    #[test]
+    fn labels_that_repeat_a_name_continue_its_one_entry() {
+        let text = "<k>:\n\ts_nop 0\n<j>:\n\ts_nop 0\n<k>:\n\ts_endpgm\n<k>:\n\ts_endpgm\n";
+        let l = read(text.as_bytes(), Format::LlvmObjdump, u64::MAX).unwrap();
+        assert_eq!(l.functions.len(), 2);
+        assert_eq!(counts(&l, "k"), [("s_endpgm".into(), 2), ("s_nop".into(), 1)]);
+        assert_eq!(counts(&l, "j"), [("s_nop".into(), 1)]);
     }
 
     #[test]

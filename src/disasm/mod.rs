@@ -14,8 +14,8 @@ mod listing;
 pub mod tools;
 pub mod view;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,6 +27,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::evidence::{Claim, Confidence, Source};
+use crate::inputs::MappedFile;
 use crate::kernels;
 use crate::scan::coverage::{cubin_runs_on, DeviceArch};
 use crate::scan::{CodeObjectRecord, CudaEntryRecord, FileRecord, Problem, ScanReport, Severity};
@@ -37,6 +38,18 @@ use tools::Tool;
 /// Most bytes of one disassembler's output that are read; past it the listing is marked truncated. Far above real
 /// listings: the largest gfx942 code object of the 168 MB cyllama-rocm library prints about 210,000 lines.
 pub const OUTPUT_BUDGET: u64 = 2 << 30;
+/// Bytes of output read per byte of the code object, above [`OUTPUT_FLOOR`]. llvm-objdump 19 prints 10–11 bytes per
+/// byte of the cyllama-rocm library's largest code objects (1.6–2.1 MB each) and 5 for its smallest; a code object
+/// whose symbols share one long name prints that name once per symbol, hundreds of bytes per byte.
+pub const OUTPUT_PER_BYTE: u64 = 32;
+/// Output read for any code object, however small.
+pub const OUTPUT_FLOOR: u64 = 16 << 20;
+
+/// The output budget of one code object of `size` bytes: [`OUTPUT_FLOOR`] + [`OUTPUT_PER_BYTE`] × `size`, at most
+/// [`OUTPUT_BUDGET`].
+pub fn output_budget(size: u64) -> u64 {
+    OUTPUT_FLOOR.saturating_add(size.saturating_mul(OUTPUT_PER_BYTE)).min(OUTPUT_BUDGET)
+}
 /// Longest one disassembler may run on one code object.
 pub const TIME_LIMIT: Duration = Duration::from_secs(600);
 
@@ -112,7 +125,7 @@ pub struct CodeObjectMix {
     pub size: u64,
     pub sha256: String,
     pub cached: bool,
-    /// The disassembler's output was longer than [`OUTPUT_BUDGET`]: counts are lower bounds.
+    /// The disassembler's output was longer than its budget ([`output_budget`]): counts are lower bounds.
     pub truncated: bool,
     /// Every instruction in the code object (kernels, device functions, padding).
     pub instructions: u64,
@@ -170,6 +183,23 @@ impl Item<'_> {
     fn file(&self) -> &FileRecord {
         match self {
             Item::Amd { file, .. } | Item::Cuda { file, .. } => file,
+        }
+    }
+
+    /// The file offset a problem about the item names, and its target.
+    fn place(&self) -> (u64, &str) {
+        match self {
+            Item::Amd { co, .. } => (if co.in_file { co.offset } else { co.bundle_offset }, &co.target),
+            Item::Cuda { entry, .. } => (entry.offset, &entry.target),
+        }
+    }
+
+    /// Where the item's bytes end in its file, as far as the scan's record tells: exactly for a code object stored
+    /// as it is, the whole file for one inside a compressed container.
+    fn file_end(&self) -> u64 {
+        match self {
+            Item::Amd { co, .. } if co.in_file => co.offset.saturating_add(co.size),
+            _ => u64::MAX,
         }
     }
 
@@ -279,6 +309,7 @@ struct Context<'a> {
 }
 
 /// What became of one item.
+#[derive(Clone)]
 enum Done {
     Mix(CodeObjectMix),
     NoMatch,
@@ -332,31 +363,74 @@ pub fn disassemble(report: &ScanReport, arch: Option<&DeviceArch>, opts: &Disasm
     };
     let ctx = Context { opts, amd, nvidia, cache, scratch: scratch.path().to_path_buf() };
 
-    // Map every file that holds a selected item once; the items share the map.
-    let mut maps: BTreeMap<&str, Result<Arc<memmap2::Mmap>, String>> = BTreeMap::new();
+    // Map every file that holds a selected item once; the items share the map. The maps are guarded as the scan's
+    // are: a file truncated while it is read reads zeros past its new end, and the item is then left out.
+    let mut maps: BTreeMap<&str, Result<Arc<MappedFile>, String>> = BTreeMap::new();
     for item in &items {
         let path = item.file().path.as_str();
-        maps.entry(path).or_insert_with(|| map_file(Path::new(path)).map(Arc::new));
+        maps.entry(path).or_insert_with(|| {
+            MappedFile::open(Path::new(path)).map(Arc::new).map_err(|e| format!("cannot map the file: {e}"))
+        });
     }
-    let results: Vec<(Item<'_>, Result<Done, String>)> = items
+    // Items that name the same bytes (aliased bundle entries) are disassembled once; the code objects of one
+    // compressed bundle are taken from one decompression of it.
+    let mut groups: BTreeMap<GroupKey<'_>, BTreeMap<UnitKey, Vec<usize>>> = BTreeMap::new();
+    for (i, item) in items.iter().enumerate() {
+        let (bundle, unit) = match item {
+            Item::Amd { co, .. } if !co.in_file => (Some(co.bundle_offset), UnitKey::Amd(co.offset, co.size)),
+            Item::Amd { co, .. } => (None, UnitKey::Amd(co.offset, co.size)),
+            Item::Cuda { entry, .. } => (None, UnitKey::Cuda(entry.offset)),
+        };
+        groups.entry((item.file().path.as_str(), bundle)).or_default().entry(unit).or_default().push(i);
+    }
+    let mut results: Vec<(usize, Result<Done, String>, Option<u64>)> = groups
         .par_iter()
-        .map(|item| {
-            let done = match &maps[item.file().path.as_str()] {
-                Ok(map) => one(&ctx, item, map),
-                Err(e) => Err(e.clone()),
-            };
-            (*item, done)
+        .flat_map_iter(|((path, bundle), units)| {
+            let units: Vec<&Vec<usize>> = units.values().collect();
+            group(&ctx, &items, &maps[path], *bundle, &units)
         })
         .collect();
+    results.sort_by_key(|(i, ..)| *i);
+    let results = results.into_iter().map(|(i, done, cut)| (items[i], done, cut));
 
     let stats = &mut outcome.report.stats;
     stats.selected = items.len() as u64;
     stats.parallel = rayon::current_num_threads() as u64;
     let mut failures: Vec<String> = Vec::new();
     let mut no_tool: BTreeMap<Vendor, u64> = BTreeMap::new();
-    for (item, done) in results {
+    for (item, done, cut) in results {
+        if let Some(at) = cut {
+            stats.failed += 1;
+            let (offset, what) = item.place();
+            outcome.problems.push(Problem {
+                path: item.file().path.clone(),
+                offset: Some(at),
+                severity: Severity::Error,
+                message: format!(
+                    "the file changed while it was read for disassembly: its bytes from {at:#x} on were gone, inside \
+                     the {what} code at {offset:#x}, which is left out"
+                ),
+            });
+            failures.push(format!("{} @ {offset:#x} ({what}): the file changed while it was read", item.file().path));
+            continue;
+        }
         match done {
             Ok(Done::Mix(mix)) => {
+                if mix.truncated {
+                    let (offset, what) = item.place();
+                    outcome.problems.push(Problem {
+                        path: item.file().path.clone(),
+                        offset: Some(offset),
+                        severity: Severity::Warning,
+                        message: format!(
+                            "disassembly of the {what} code at {offset:#x}: the disassembler's output was cut at {} \
+                             bytes (limit: {OUTPUT_FLOOR} bytes + {OUTPUT_PER_BYTE} per byte of the {}-byte code \
+                             object, disasm::output_budget); its counts are lower bounds and the listing is not cached",
+                            output_budget(mix.size),
+                            mix.size
+                        ),
+                    });
+                }
                 stats.disassembled += u64::from(!mix.cached);
                 stats.from_cache += u64::from(mix.cached);
                 stats.kernels += mix.kernels.len() as u64;
@@ -370,10 +444,7 @@ pub fn disassemble(report: &ScanReport, arch: Option<&DeviceArch>, opts: &Disasm
             }
             Err(e) => {
                 stats.failed += 1;
-                let (offset, what) = match item {
-                    Item::Amd { co, .. } => (if co.in_file { co.offset } else { co.bundle_offset }, &co.target),
-                    Item::Cuda { entry, .. } => (entry.offset, &entry.target),
-                };
+                let (offset, what) = item.place();
                 outcome.problems.push(Problem {
                     path: item.file().path.clone(),
                     offset: Some(offset),
@@ -390,20 +461,86 @@ pub fn disassemble(report: &ScanReport, arch: Option<&DeviceArch>, opts: &Disasm
     outcome
 }
 
-fn map_file(path: &Path) -> Result<memmap2::Mmap, String> {
-    let file = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
-    // SAFETY: read-only and private, as in the scan that found these code objects; a file truncated while it is
-    // read raises SIGBUS, the risk the scan accepts for installed libraries (replaced by rename, not rewritten).
-    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("cannot map: {e}"))
+/// Find one item's bytes, disassemble them (or take the cached listing) and classify its kernels.
+/// A file, and the file offset of a compressed bundle in it whose code objects are decompressed together.
+type GroupKey<'r> = (&'r str, Option<u64>);
+
+/// The bytes one item names: a code object by its place in the file or in its decompressed bundle, a cubin by
+/// its fatbin entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum UnitKey {
+    Amd(u64, u64),
+    Cuda(u64),
 }
 
-/// Find one item's bytes, disassemble them (or take the cached listing) and classify its kernels.
-fn one(ctx: &Context<'_>, item: &Item<'_>, file_bytes: &[u8]) -> Result<Done, String> {
-    let bytes = match item {
-        Item::Amd { co, .. } => extract::amd_code_object(file_bytes, co)?,
-        Item::Cuda { file, entry } => extract::cubin(file_bytes, file, entry)?,
+/// The items of one file, or of one compressed bundle of it (`bundle`, decompressed once here), in units that name
+/// the same bytes: each unit's result per item, with the offset where the file was found cut if that is below the
+/// item's bytes.
+fn group(
+    ctx: &Context<'_>,
+    items: &[Item<'_>],
+    map: &Result<Arc<MappedFile>, String>,
+    bundle: Option<u64>,
+    units: &[&Vec<usize>],
+) -> Vec<(usize, Result<Done, String>, Option<u64>)> {
+    let failed = |e: &String| units.iter().flat_map(|u| u.iter()).map(|&i| (i, Err(e.clone()), None)).collect();
+    let map = match map {
+        Ok(m) => m,
+        Err(e) => return failed(e),
     };
-    let infos = kernel_infos(item, &bytes)?;
+    let file_bytes = map.bytes();
+    let bytes: Vec<Result<Cow<'_, [u8]>, String>> = match bundle {
+        None => units.iter().map(|u| plain_bytes(&items[u[0]], file_bytes)).collect(),
+        // The decompressed bundle (and its share of the decompression budget) is dropped once its code objects are
+        // copied out, before any disassembler runs.
+        Some(at) => match extract::compressed_bundle(file_bytes, at) {
+            Ok(inner) => units
+                .iter()
+                .map(|u| match &items[u[0]] {
+                    Item::Amd { co, .. } => extract::entry_in(&inner, co).map(Cow::Owned),
+                    Item::Cuda { .. } => Err("a cubin inside a compressed bundle".to_string()),
+                })
+                .collect(),
+            Err(e) => return failed(&e),
+        },
+    };
+    units
+        .par_iter()
+        .zip(bytes)
+        .flat_map_iter(|(unit, bytes)| {
+            let unit_items: Vec<Item<'_>> = unit.iter().map(|&i| items[i]).collect();
+            let done = match bytes {
+                Ok(b) => analyze(ctx, &unit_items, &b),
+                Err(e) => unit_items.iter().map(|_| Err(e.clone())).collect(),
+            };
+            // Read after the unit's bytes were: a cut below their end means some of them were zeros.
+            let cut = map.cut_at();
+            unit.iter()
+                .zip(done)
+                .map(move |(&i, done)| (i, done, cut.filter(|&at| at < items[i].file_end())))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The bytes of a code object that is not inside a compressed bundle: borrowed from the map, or (a compressed
+/// fatbin entry) decompressed.
+fn plain_bytes<'a>(item: &Item<'_>, file_bytes: &'a [u8]) -> Result<Cow<'a, [u8]>, String> {
+    match item {
+        Item::Amd { co, .. } => extract::amd_code_object(file_bytes, co),
+        Item::Cuda { file, entry } => extract::cubin(file_bytes, file, entry),
+    }
+}
+
+/// Disassemble one code object (or take the cached listing) and classify its kernels, once for every item that
+/// names these bytes (bundle entries that alias one code object): one result per item, in order.
+fn analyze(ctx: &Context<'_>, unit: &[Item<'_>], bytes: &[u8]) -> Vec<Result<Done, String>> {
+    let all = |r: Result<Done, String>| vec![r; unit.len()];
+    let first = &unit[0];
+    let infos = match kernel_infos(first, bytes) {
+        Ok(i) => i,
+        Err(e) => return all(Err(e)),
+    };
     let pattern = ctx.opts.kernel.as_deref();
     let described: Vec<(KernelInfo, String, &'static str)> = infos
         .into_iter()
@@ -414,34 +551,48 @@ fn one(ctx: &Context<'_>, item: &Item<'_>, file_bytes: &[u8]) -> Result<Done, St
         })
         .collect();
     if described.is_empty() {
-        return Ok(Done::NoMatch);
+        return all(Ok(Done::NoMatch));
     }
-    let (tool, cpu) = match item {
+    let (tool, cpu) = match first {
         Item::Amd { co, .. } => (ctx.amd.as_ref(), co.processor.clone()),
         Item::Cuda { entry, .. } => (ctx.nvidia.as_ref(), entry.target.clone()),
     };
-    let Some(tool) = tool else { return Ok(Done::NoTool) };
-    let sha = cache::sha256_hex(&bytes);
+    let Some(tool) = tool else { return all(Ok(Done::NoTool)) };
+    let sha = cache::sha256_hex(bytes);
     let cached = ctx.cache.as_deref().and_then(|dir| cache::load(dir, tool, &cpu, &sha));
     let was_cached = cached.is_some();
     let listing = match cached {
         Some(l) => l,
-        None => {
-            let suffix = if item.vendor() == Vendor::Amd { ".co" } else { ".cubin" };
-            let mut tmp = tempfile::Builder::new()
-                .suffix(suffix)
-                .tempfile_in(&ctx.scratch)
-                .map_err(|e| format!("cannot write the code object to a scratch file: {e}"))?;
-            std::io::Write::write_all(&mut tmp, &bytes).map_err(|e| format!("cannot write a scratch file: {e}"))?;
-            let mcpu = (item.vendor() == Vendor::Amd).then_some(cpu.as_str());
-            let l = tools::run(tool, tmp.path(), mcpu, OUTPUT_BUDGET, TIME_LIMIT).map_err(|e| e.to_string())?;
-            if let Some(dir) = &ctx.cache {
-                cache::store(dir, tool, &cpu, &sha, &l);
+        None => match disassemble_bytes(ctx, first, tool, &cpu, bytes) {
+            Ok(l) => {
+                if let Some(dir) = &ctx.cache {
+                    cache::store(dir, tool, &cpu, &sha, &l);
+                }
+                l
             }
-            l
-        }
+            Err(e) => return all(Err(e)),
+        },
     };
-    Ok(Done::Mix(mix(item, &bytes, sha, was_cached, &listing, described)))
+    unit.iter().map(|item| Ok(Done::Mix(mix(item, bytes, sha.clone(), was_cached, &listing, &described)))).collect()
+}
+
+/// Run the disassembler on `bytes` (written to a scratch file).
+fn disassemble_bytes(
+    ctx: &Context<'_>,
+    item: &Item<'_>,
+    tool: &Tool,
+    cpu: &str,
+    bytes: &[u8],
+) -> Result<Listing, String> {
+    let suffix = if item.vendor() == Vendor::Amd { ".co" } else { ".cubin" };
+    let mut tmp = tempfile::Builder::new()
+        .suffix(suffix)
+        .tempfile_in(&ctx.scratch)
+        .map_err(|e| format!("cannot write the code object to a scratch file: {e}"))?;
+    std::io::Write::write_all(&mut tmp, bytes).map_err(|e| format!("cannot write a scratch file: {e}"))?;
+    let mcpu = (item.vendor() == Vendor::Amd).then_some(cpu);
+    let budget = output_budget(bytes.len() as u64);
+    tools::run(tool, tmp.path(), mcpu, budget, TIME_LIMIT).map_err(|e| e.to_string())
 }
 
 fn mix(
@@ -450,7 +601,7 @@ fn mix(
     sha256: String,
     cached: bool,
     listing: &Listing,
-    kernels_wanted: Vec<(KernelInfo, String, &'static str)>,
+    kernels_wanted: &[(KernelInfo, String, &'static str)],
 ) -> CodeObjectMix {
     let vendor = item.vendor();
     let table = classes::classes();

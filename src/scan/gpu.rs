@@ -406,7 +406,7 @@ impl FileScanner<'_> {
             self.over_budget(here, "compressed bundle", cost);
             return Vec::new();
         };
-        let inner = match c.decompress(&self.limits.decode) {
+        let inner = match c.decompress_bundle(&self.limits.decode) {
             Ok(v) => v,
             Err(e) => {
                 self.problem(here, "compressed bundle", e);
@@ -414,8 +414,26 @@ impl FileScanner<'_> {
             }
         };
         let inside = Place::Decompressed { container: file_offset, what: "compressed bundle", base: 0 };
-        match Bundle::parse_with_limits(&inner, &self.limits.decode) {
-            Ok(b) => self.bundle_entries(&b, inside, file_offset, compression),
+        match Bundle::parse_with_limits(&inner.bytes, &self.limits.decode) {
+            Ok(b) => {
+                if inner.skipped > 0 {
+                    self.problems.push(Problem {
+                        path: self.path.to_string(),
+                        offset: Some(file_offset),
+                        severity: Severity::Warning,
+                        message: format!(
+                            "compressed bundle: its offload bundle has {} entries, which end at byte {} of the {} bytes the CCOB \
+                             header announces (field at {:#x}); the other {} bytes are not decompressed",
+                            b.entries.len(),
+                            inner.bytes.len(),
+                            c.uncompressed_size,
+                            file_offset + c.uncompressed_size_at(),
+                            inner.skipped
+                        ),
+                    });
+                }
+                self.bundle_entries(&b, inside, file_offset, compression)
+            }
             Err(e) => {
                 self.problem(inside, "offload bundle", e);
                 Vec::new()

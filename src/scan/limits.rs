@@ -27,6 +27,14 @@ pub struct ScanLimits {
     /// Candidate paths looked up on disk in the whole scan (lookups of the same path are remembered and
     /// counted once).
     pub dependency_probes_per_scan: u64,
+    /// Bytes of candidate paths examined while resolving one file's chain, and of its search directories
+    /// after `$ORIGIN` expansion. Counting lookups is not enough: `$ORIGIN` makes a 7-byte RPATH entry a
+    /// path as long as the library's directory, so 500 of them in one entry became 10 KB per candidate
+    /// (a 117 KB library cost 453 MB). Real chains examine a few hundred paths of about 60 bytes.
+    pub dependency_path_bytes_per_file: u64,
+    /// Bytes of the distinct paths looked up on disk in the whole scan: the memo of their answers keeps each
+    /// one, so this bounds its memory.
+    pub dependency_path_bytes_per_scan: u64,
     /// Bytes of one demangled kernel name. Back-references let a 236-byte name demangle to 27 MB; the
     /// longest real one is 843 bytes.
     pub demangled_bytes_per_name: usize,
@@ -44,6 +52,8 @@ impl ScanLimits {
         dependency_probes_per_file: 1 << 18,
         dependencies_per_file: 1 << 12,
         dependency_probes_per_scan: 1 << 20,
+        dependency_path_bytes_per_file: 32 << 20,
+        dependency_path_bytes_per_scan: 64 << 20,
         demangled_bytes_per_name: 1 << 16,
         demangled_bytes_total: 1 << 28,
     };

@@ -252,13 +252,27 @@ struct LinkInfo {
     runpath: Vec<String>,
 }
 
+/// The longest path the kernel opens (`PATH_MAX` of linux/limits.h, counting the terminating NUL): `open(2)`
+/// fails with ENAMETOOLONG past it, and so does ld.so, so a longer candidate can never be a library.
+const PATH_MAX: usize = 4096;
+
+/// A library's RPATH and RUNPATH directories with `$ORIGIN` expanded, computed once and shared by every name
+/// it needs.
+#[derive(Debug, Default)]
+struct SearchDirs {
+    rpath: Vec<PathBuf>,
+    runpath: Vec<PathBuf>,
+    /// The library has a RUNPATH (even if every entry of it was skipped): ld.so then ignores its RPATH.
+    has_runpath: bool,
+}
+
 /// A `DT_NEEDED` name waiting to be resolved.
 struct Pending {
     name: String,
     /// The library that needs it.
     parent: Arc<Path>,
-    /// Its RPATH and RUNPATH.
-    link: Arc<LinkInfo>,
+    /// Its RPATH and RUNPATH, expanded.
+    dirs: Arc<SearchDirs>,
     depth: u32,
 }
 
@@ -275,23 +289,35 @@ enum Candidate {
 }
 
 /// Looks candidate paths up on disk, remembering each answer for the whole scan and counting the lookups
-/// against the scan's budget.
+/// and the bytes of the paths it keeps against the scan's budgets.
 struct Prober {
     seen: HashMap<PathBuf, Candidate>,
     lookups: u64,
     budget: u64,
+    bytes: u64,
+    bytes_budget: u64,
+}
+
+/// Why the prober refused a lookup.
+enum ProbeRefused {
+    Lookups,
+    Bytes,
 }
 
 impl Prober {
-    /// `None` once the scan's budget of lookups is spent.
-    fn probe(&mut self, path: &Path) -> Option<Candidate> {
+    fn probe(&mut self, path: &Path) -> Result<Candidate, ProbeRefused> {
         if let Some(&c) = self.seen.get(path) {
-            return Some(c);
+            return Ok(c);
         }
         if self.lookups >= self.budget {
-            return None;
+            return Err(ProbeRefused::Lookups);
+        }
+        let len = path.as_os_str().len() as u64;
+        if self.bytes + len > self.bytes_budget {
+            return Err(ProbeRefused::Bytes);
         }
         self.lookups += 1;
+        self.bytes += len;
         let c = match input::open_regular(path) {
             Ok(Ok(mut file)) => {
                 let mut head = [0u8; 20];
@@ -306,13 +332,90 @@ impl Prober {
             Err(_) => Candidate::Unusable,
         };
         self.seen.insert(path.to_path_buf(), c);
-        Some(c)
+        Ok(c)
     }
 }
 
-fn expand_origin(entry: &str, origin: &Path) -> PathBuf {
-    let o = origin.display().to_string();
-    PathBuf::from(entry.replace("${ORIGIN}", &o).replace("$ORIGIN", &o))
+/// The length `entry` has once `$ORIGIN` and `${ORIGIN}` are replaced by `origin` (of `origin_len` bytes),
+/// without building it.
+fn expanded_len(entry: &str, origin_len: usize) -> usize {
+    let braced = entry.matches("${ORIGIN}").count();
+    let plain = entry.matches("$ORIGIN").count();
+    entry.len() - braced * 9 - plain * 7 + (braced + plain) * origin_len
+}
+
+fn expand_origin(entry: &str, origin: &str) -> PathBuf {
+    PathBuf::from(entry.replace("${ORIGIN}", origin).replace("$ORIGIN", origin))
+}
+
+/// Per-file budget on the bytes of paths built and examined ([`ScanLimits::dependency_path_bytes_per_file`]).
+struct PathBytes {
+    spent: u64,
+    budget: u64,
+}
+
+impl PathBytes {
+    /// Take `n` bytes; false (and nothing taken) when they do not fit.
+    fn take(&mut self, n: usize) -> bool {
+        if self.spent + n as u64 > self.budget {
+            return false;
+        }
+        self.spent += n as u64;
+        true
+    }
+}
+
+/// Expand `library`'s RPATH and RUNPATH (`$ORIGIN` is the directory `library` was found in). An entry that would
+/// expand past [`PATH_MAX`] can name no directory ld.so could open: it is skipped, with one warning per library
+/// (`warned` remembers which were reported in this scan). `None` when the expansions would pass the file's byte
+/// budget.
+fn search_dirs(
+    link: &LinkInfo,
+    library: &Path,
+    bytes: &mut PathBytes,
+    warned: &mut HashSet<PathBuf>,
+    problems: &mut Vec<Problem>,
+) -> Option<SearchDirs> {
+    let origin = library.parent().map(|p| p.display().to_string()).unwrap_or_default();
+    let mut skipped: Vec<(&'static str, usize, usize)> = Vec::new();
+    let mut expand = |list: &[String], what: &'static str| -> Option<Vec<PathBuf>> {
+        let mut out = Vec::new();
+        for (i, entry) in list.iter().enumerate() {
+            let len = expanded_len(entry, origin.len());
+            if len >= PATH_MAX {
+                skipped.push((what, i, len));
+                continue;
+            }
+            if !bytes.take(len) {
+                return None;
+            }
+            out.push(expand_origin(entry, &origin));
+        }
+        Some(out)
+    };
+    let has_runpath = !link.runpath.is_empty();
+    let rpath = if has_runpath { Vec::new() } else { expand(&link.rpath, "RPATH")? };
+    let runpath = expand(&link.runpath, "RUNPATH")?;
+    if let Some(&(what, i, len)) = skipped.first() {
+        if warned.insert(library.to_path_buf()) {
+            let more = match skipped.len() - 1 {
+                0 => String::new(),
+                n => format!(" (and {n} more of its RPATH/RUNPATH entries)"),
+            };
+            problems.push(Problem {
+                path: library.display().to_string(),
+                offset: None,
+                severity: Severity::Warning,
+                message: format!(
+                    "{what} entry {} expands $ORIGIN (to {origin}) into a path of {len} bytes, longer than PATH_MAX \
+                     ({PATH_MAX} bytes, the longest path open(2), and so ld.so, accepts): skipped as a search \
+                     directory{more}",
+                    i + 1
+                ),
+            });
+        }
+    }
+    Some(SearchDirs { rpath, runpath, has_runpath })
 }
 
 /// Read a library's `DT_NEEDED`, RPATH and RUNPATH (through a guarded map: it may be rewritten while we read
@@ -344,8 +447,9 @@ fn link_info(path: &Path, problems: &mut Vec<Problem>) -> LinkInfo {
 /// Resolve each ELF's `DT_NEEDED` chain (transitively, breadth-first) the way ld.so would: RPATH (when
 /// there is no RUNPATH), LD_LIBRARY_PATH (`extra`), RUNPATH, ld.so.conf, default dirs; then, marked `tree`,
 /// the directories of the scanned tree, which Ollama puts on `LD_LIBRARY_PATH` for its runners. Candidates
-/// that are not regular files are skipped with a warning, never opened. The work is bounded by
-/// `limits`' dependency budgets; a file that reaches one gets a warning and keeps what was resolved.
+/// that are not regular files are skipped with a warning, never opened; candidates longer than `PATH_MAX`
+/// are skipped. The work is bounded by `limits`' dependency budgets, in lookups and in bytes of paths; a file
+/// that reaches one gets a warning and keeps what was resolved.
 pub fn resolve_dependencies(
     files: &mut [FileRecord],
     extra: &[PathBuf],
@@ -359,8 +463,27 @@ pub fn resolve_dependencies(
     tree_dirs.dedup();
     // Parsed dependencies of the libraries found, shared across files.
     let mut cache: HashMap<PathBuf, Arc<LinkInfo>> = HashMap::new();
-    let mut prober = Prober { seen: HashMap::new(), lookups: 0, budget: limits.dependency_probes_per_scan };
+    let mut prober = Prober {
+        seen: HashMap::new(),
+        lookups: 0,
+        budget: limits.dependency_probes_per_scan,
+        bytes: 0,
+        bytes_budget: limits.dependency_path_bytes_per_scan,
+    };
     let mut not_regular_reported: HashSet<PathBuf> = HashSet::new();
+    let mut too_long_reported: HashSet<PathBuf> = HashSet::new();
+    let scan_bytes_stop = || {
+        format!(
+            "{} bytes of paths looked up on disk in this scan (limit per scan)",
+            limits.dependency_path_bytes_per_scan
+        )
+    };
+    let file_bytes_stop = || {
+        format!(
+            "{} bytes of candidate paths and expanded search directories examined (limit per file)",
+            limits.dependency_path_bytes_per_file
+        )
+    };
     for f in files.iter_mut() {
         let Some(elf) = &f.elf else { continue };
         if elf.needed.is_empty() {
@@ -368,24 +491,32 @@ pub fn resolve_dependencies(
         }
         let identity = Candidate::Elf(if elf.class == 64 { 2 } else { 1 }, elf.machine);
         let me: Arc<Path> = Arc::from(Path::new(&f.path));
-        let link = Arc::new(LinkInfo { needed: Vec::new(), rpath: elf.rpath.clone(), runpath: elf.runpath.clone() });
+        let link = LinkInfo { needed: Vec::new(), rpath: elf.rpath.clone(), runpath: elf.runpath.clone() };
+        let mut bytes = PathBytes { spent: 0, budget: limits.dependency_path_bytes_per_file };
         let mut out = Vec::new();
+        let mut stopped: Option<String> = None;
         // Names queued or resolved: each is looked up once per file, as ld.so loads each once.
         let mut queued: HashSet<String> = HashSet::new();
         let mut queue: VecDeque<Pending> = VecDeque::new();
-        for n in &elf.needed {
-            if queued.insert(n.clone()) {
-                queue.push_back(Pending {
-                    name: n.clone(),
-                    parent: Arc::clone(&me),
-                    link: Arc::clone(&link),
-                    depth: 1,
-                });
+        match search_dirs(&link, &me, &mut bytes, &mut too_long_reported, problems) {
+            Some(dirs) => {
+                let dirs = Arc::new(dirs);
+                for n in &elf.needed {
+                    if queued.insert(n.clone()) {
+                        queue.push_back(Pending {
+                            name: n.clone(),
+                            parent: Arc::clone(&me),
+                            dirs: Arc::clone(&dirs),
+                            depth: 1,
+                        });
+                    }
+                }
             }
+            None => stopped = Some(file_bytes_stop()),
         }
         let mut probes = 0u64;
-        let mut stopped: Option<String> = None;
-        while let Some(Pending { name, parent, link, depth }) = queue.pop_front() {
+        let mut left_out = elf.needed.len();
+        while let Some(Pending { name, parent, dirs, depth }) = queue.pop_front() {
             if depth > 16 {
                 continue;
             }
@@ -396,22 +527,26 @@ pub fn resolve_dependencies(
                 ));
                 break;
             }
-            let origin = parent.parent().map(Path::to_path_buf).unwrap_or_default();
-            let candidates: Box<dyn Iterator<Item = (PathBuf, &'static str)>> = if name.contains('/') {
-                Box::new(std::iter::once((PathBuf::from(&name), "path")))
+            let is_path = name.contains('/');
+            let search: Box<dyn Iterator<Item = (&Path, &'static str)>> = if is_path {
+                Box::new(std::iter::once((Path::new(""), "path")))
             } else {
-                let rpath = link.runpath.is_empty().then_some(&link.rpath).into_iter().flatten();
+                let rpath = (!dirs.has_runpath).then_some(&dirs.rpath).into_iter().flatten();
                 Box::new(
                     rpath
-                        .map(|r| (expand_origin(r, &origin).join(&name), "rpath"))
-                        .chain(extra.iter().map(|d| (d.join(&name), "ld_library_path")))
-                        .chain(link.runpath.iter().map(|r| (expand_origin(r, &origin).join(&name), "runpath")))
-                        .chain(system.iter().map(|(d, via)| (d.join(&name), *via)))
-                        .chain(tree_dirs.iter().map(|d| (d.join(&name), "tree"))),
+                        .map(|d| (d.as_path(), "rpath"))
+                        .chain(extra.iter().map(|d| (d.as_path(), "ld_library_path")))
+                        .chain(dirs.runpath.iter().map(|d| (d.as_path(), "runpath")))
+                        .chain(system.iter().map(|(d, via)| (d.as_path(), *via)))
+                        .chain(tree_dirs.iter().map(|d| (d.as_path(), "tree"))),
                 )
             };
             let mut found = None;
-            for (path, via) in candidates {
+            for (dir, via) in search {
+                let len = if is_path { name.len() } else { dir.as_os_str().len() + 1 + name.len() };
+                if len >= PATH_MAX {
+                    continue;
+                }
                 if probes >= limits.dependency_probes_per_file {
                     stopped = Some(format!(
                         "{} candidate paths examined (limit per file)",
@@ -419,20 +554,29 @@ pub fn resolve_dependencies(
                     ));
                     break;
                 }
+                if !bytes.take(len) {
+                    stopped = Some(file_bytes_stop());
+                    break;
+                }
                 probes += 1;
+                let path = if is_path { PathBuf::from(&name) } else { dir.join(&name) };
                 match prober.probe(&path) {
-                    None => {
+                    Err(ProbeRefused::Lookups) => {
                         stopped = Some(format!(
                             "{} paths looked up on disk in this scan (limit per scan)",
                             limits.dependency_probes_per_scan
                         ));
                         break;
                     }
-                    Some(c) if c == identity => {
+                    Err(ProbeRefused::Bytes) => {
+                        stopped = Some(scan_bytes_stop());
+                        break;
+                    }
+                    Ok(c) if c == identity => {
                         found = Some((path, via));
                         break;
                     }
-                    Some(Candidate::NotRegular(kind)) => {
+                    Ok(Candidate::NotRegular(kind)) => {
                         if not_regular_reported.insert(path.clone()) {
                             problems.push(Problem {
                                 path: path.display().to_string(),
@@ -445,10 +589,11 @@ pub fn resolve_dependencies(
                             });
                         }
                     }
-                    Some(_) => {}
+                    Ok(_) => {}
                 }
             }
             if stopped.is_some() {
+                left_out = queue.len() + 1;
                 break;
             }
             let parent_name = parent.display().to_string();
@@ -458,13 +603,31 @@ pub fn resolve_dependencies(
                     let info = Arc::clone(
                         cache.entry(canonical.clone()).or_insert_with(|| Arc::new(link_info(&canonical, problems))),
                     );
-                    let found_at: Arc<Path> = Arc::from(path.as_path());
-                    for n in &info.needed {
-                        if queued.insert(n.clone()) {
+                    let fresh: Vec<&String> = info.needed.iter().filter(|n| !queued.contains(*n)).collect();
+                    if !fresh.is_empty() {
+                        let found_at: Arc<Path> = Arc::from(path.as_path());
+                        let Some(dirs) = search_dirs(&info, &found_at, &mut bytes, &mut too_long_reported, problems)
+                        else {
+                            stopped = Some(file_bytes_stop());
+                            left_out = queue.len() + fresh.len();
+                            out.push(Dependency {
+                                name,
+                                needed_by: parent_name,
+                                depth,
+                                resolved: Some(path.display().to_string()),
+                                via: via.into(),
+                            });
+                            break;
+                        };
+                        let dirs = Arc::new(dirs);
+                        for n in fresh {
+                            if !queued.insert(n.clone()) {
+                                continue;
+                            }
                             queue.push_back(Pending {
                                 name: n.clone(),
                                 parent: Arc::clone(&found_at),
-                                link: Arc::clone(&info),
+                                dirs: Arc::clone(&dirs),
                                 depth: depth + 1,
                             });
                         }
@@ -489,9 +652,8 @@ pub fn resolve_dependencies(
                 severity: Severity::Warning,
                 message: format!(
                     "dependency resolution stopped after {why}; {} of the DT_NEEDED names (chain included) are \
-                     resolved, the other {} are left out",
+                     resolved, the other {left_out} are left out",
                     out.len(),
-                    queue.len() + 1
                 ),
             });
         }
@@ -502,6 +664,14 @@ pub fn resolve_dependencies(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn origin_expansion_length_is_computed_without_building_it() {
+        for (entry, origin) in [("$ORIGIN/../lib", "/opt/x"), ("${ORIGIN}:$ORIGIN$ORIGIN", "/a"), ("/usr/lib", "/o")] {
+            assert_eq!(expanded_len(entry, origin.len()), expand_origin(entry, origin).as_os_str().len(), "{entry}");
+        }
+        assert_eq!(expanded_len(&"$ORIGIN".repeat(500), 20), 10_000);
+    }
 
     #[test]
     fn names() {

@@ -619,6 +619,14 @@ fn multipliers(root: &Path, seeds: &mut Seeds) {
     flood.resize(32 + 2000 * 24, 0);
     seeds.add("offload_bundle", "entry-flood", &flood);
     seeds.add("ccob", "entry-flood-ccob", &build_ccob(3, 0, &flood));
+    // A bundle header that says nothing is there (entry count 0), then zeros the header still announces: the
+    // decompressor stops after the header (the shape was 1 GiB of them; 256 KiB here).
+    let mut empty = BUNDLE_MAGIC.to_vec();
+    empty.extend(0u64.to_le_bytes());
+    empty.resize(256 << 10, 0);
+    for method in [0, 1] {
+        seeds.add("ccob", &format!("empty-bundle-ccob-m{method}"), &build_ccob(3, method, &empty));
+    }
     // More kernel maps than the fuzzers' cap (65536), one byte each.
     let mut note_flood = vec![0x81, 0xae];
     note_flood.extend(b"amdhsa.kernels");

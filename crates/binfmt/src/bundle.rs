@@ -52,14 +52,16 @@ impl<'a> Bundle<'a> {
             return Err(Error::new(0, "offload bundle magic", "`__CLANG_OFFLOAD_BUNDLE__`"));
         }
         let count = read::u64_at(data, 24, "offload bundle entry count")?;
+        // The cap first: a count over it is refused as such whatever the data holds (a decompressed bundle is
+        // parsed from only as many bytes as its header needs, see [`extent`]).
+        if count > limits.max_bundle_entries {
+            return Err(Error::new(24, "offload bundle entry count", EXPECT_BUNDLE_ENTRIES_CAP));
+        }
         // Every entry record takes at least 24 bytes, so a count the data cannot hold is a lie: reject it
         // before it drives a loop or an allocation.
         let room = (data.len() as u64).saturating_sub(HEADER_SIZE) / ENTRY_RECORD_SIZE;
         if count > room {
             return Err(Error::new(24, "offload bundle entry count", "a count whose entry records fit in the data"));
-        }
-        if count > limits.max_bundle_entries {
-            return Err(Error::new(24, "offload bundle entry count", EXPECT_BUNDLE_ENTRIES_CAP));
         }
         // A few entries is the rule; grow from there rather than trust the count.
         let mut entries = Vec::with_capacity(count.min(16) as usize);
@@ -87,6 +89,61 @@ impl<'a> Bundle<'a> {
     pub fn device_entries(&self) -> impl Iterator<Item = &BundleEntry<'a>> {
         self.entries.iter().filter(|e| e.id.kind != "host")
     }
+}
+
+/// How much of a bundle's bytes [`Bundle::parse`] reads, judged from a prefix of them: see [`extent`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Extent {
+    /// The prefix ends inside the header or the entry table: at least this many bytes are needed to go on.
+    NeedMore(u64),
+    /// The bundle ends here: the end of its entry table or of its furthest entry, whichever is later. Also
+    /// returned, as the prefix's own length, when the prefix already shows that parsing fails (wrong magic, an
+    /// entry count over the cap or beyond `total`, an entry past `total`): parsing the prefix gives that error.
+    Ends(u64),
+}
+
+/// For a bundle of `total` bytes (a decompressed payload, say) of which `prefix` has been produced: how far
+/// [`Bundle::parse_with_limits`] reads into it. Parsing the first [`Extent::Ends`] bytes gives the same bundle, or
+/// the same error, as parsing all `total` (bytes past the end of the last entry are never read), so a
+/// decompressor can stop there instead of inflating padding, or a gibibyte of zeros behind an empty header.
+pub fn extent(prefix: &[u8], total: u64, limits: &Limits) -> Extent {
+    let have = prefix.len() as u64;
+    let need = |n: u64| if n > total { Extent::Ends(have) } else { Extent::NeedMore(n) };
+    if have < HEADER_SIZE {
+        return need(HEADER_SIZE);
+    }
+    let Ok(count) = read::u64_at(prefix, 24, "") else { return Extent::Ends(have) };
+    let room = total.saturating_sub(HEADER_SIZE) / ENTRY_RECORD_SIZE;
+    if !prefix.starts_with(BUNDLE_MAGIC) || count > limits.max_bundle_entries || count > room {
+        return Extent::Ends(have);
+    }
+    let mut pos = HEADER_SIZE;
+    let mut end = HEADER_SIZE;
+    for _ in 0..count {
+        let Some(record_end) = pos.checked_add(ENTRY_RECORD_SIZE) else { return Extent::Ends(have) };
+        if have < record_end {
+            return need(record_end);
+        }
+        let (Ok(offset), Ok(size), Ok(id_len)) =
+            (read::u64_at(prefix, pos, ""), read::u64_at(prefix, pos + 8, ""), read::u64_at(prefix, pos + 16, ""))
+        else {
+            return Extent::Ends(have);
+        };
+        // In the order parsing checks them: the ID must lie inside, then the entry's bytes.
+        let Some(next) = record_end.checked_add(id_len) else { return Extent::Ends(have) };
+        if next > total {
+            return Extent::Ends(have);
+        }
+        if have < next {
+            return need(next);
+        }
+        match offset.checked_add(size) {
+            Some(entry_end) if entry_end <= total => end = end.max(entry_end),
+            _ => return Extent::Ends(have),
+        }
+        pos = next;
+    }
+    Extent::Ends(end.max(pos))
 }
 
 /// A bundle entry ID: `<offload-kind>-<triple>[-<target-id>]`.

@@ -6,6 +6,9 @@
 //! (24 bytes); v3: u64 total size, u64 uncompressed size, u64 hash (32 bytes). The payload decompresses
 //! to an ordinary `__CLANG_OFFLOAD_BUNDLE__`.
 
+use std::io::Read;
+
+use crate::bundle::{self, Extent};
 use crate::error::{Error, Result};
 use crate::read;
 use crate::sniff::{BUNDLE_MAGIC, CCOB_MAGIC};
@@ -87,7 +90,7 @@ impl<'a> CompressedBundle<'a> {
     }
 
     /// Offset of the uncompressed-size field in the header: 8 in v1, 12 in v2, 16 in v3.
-    fn uncompressed_size_at(&self) -> u64 {
+    pub fn uncompressed_size_at(&self) -> u64 {
         match self.version {
             1 => 8,
             2 => 12,
@@ -139,6 +142,77 @@ impl<'a> CompressedBundle<'a> {
 }
 
 const UNCOMPRESSED_SIZE: &str = "CCOB uncompressed size";
+/// Bytes decoded at least at a time while the bundle's header and entry table are read.
+const READ_AHEAD: u64 = 64 << 10;
+
+/// What [`CompressedBundle::decompress_bundle`] decoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecompressedBundle {
+    /// The decompressed bytes up to where the bundle inside ends ([`bundle::extent`]).
+    pub bytes: Vec<u8>,
+    /// Bytes the header announces past that end, left undecompressed (0 when the whole payload was decoded).
+    pub skipped: u64,
+}
+
+impl<'a> CompressedBundle<'a> {
+    /// Decompress as far as the offload bundle inside reaches, and no further: the bundle header and entry
+    /// table are read as they are decoded, and decoding stops where the last entry ends (or at once, when the
+    /// header already shows the bundle is malformed or over the caps), so an empty bundle header in front of a
+    /// gibibyte of zeros costs 32 bytes. [`bundle::Bundle::parse_with_limits`] on `bytes` gives the same bundle, or the
+    /// same error, as on the whole payload. Sizes are checked against `limits` first, as for
+    /// [`CompressedBundle::decompress`]; a stream shorter than the bytes the bundle needs is an error, and one
+    /// longer than the header's size is noticed when the bundle reaches that size.
+    pub fn decompress_bundle(&self, limits: &Limits) -> Result<DecompressedBundle> {
+        let at = self.uncompressed_size_at();
+        self.decode_cost(limits)?;
+        let want = self.uncompressed_size;
+        let stream_error = || Error::new(self.header_size, "CCOB payload", "a valid zlib/zstd stream");
+        let mut src = self.payload;
+        let mut decoder: Box<dyn std::io::Read + '_> = match self.method {
+            Method::Zlib => Box::new(flate2::read::ZlibDecoder::new(self.payload)),
+            Method::Zstd => Box::new(
+                ruzstd::decoding::StreamingDecoder::new(&mut src)
+                    .map_err(|_| Error::new(self.header_size, "CCOB zstd frame header", "a valid zstd frame"))?,
+            ),
+        };
+        let mut out: Vec<u8> = Vec::new();
+        // Decode up to `upto` bytes in all; false when the stream ended first.
+        let mut fill = |out: &mut Vec<u8>, upto: u64, exact: bool| -> Result<bool> {
+            let more = usize::try_from(upto).unwrap_or(usize::MAX).saturating_sub(out.len());
+            let reserved = if exact { out.try_reserve_exact(more) } else { out.try_reserve(more) };
+            reserved.map_err(|_| Error::new(at, UNCOMPRESSED_SIZE, EXPECT_ALLOCATION))?;
+            (&mut decoder).take(more as u64).read_to_end(out).map_err(|_| stream_error())?;
+            Ok(out.len() as u64 == upto)
+        };
+        let short = || Error::new(at, UNCOMPRESSED_SIZE, "the number of bytes the compressed stream decodes to");
+        let end = loop {
+            match bundle::extent(&out, want, limits) {
+                Extent::NeedMore(n) => {
+                    // Read ahead (within the announced size), so that a long entry table is walked a few times, not
+                    // once per entry.
+                    let ahead = n.max(2 * out.len() as u64).max(READ_AHEAD).min(want);
+                    fill(&mut out, ahead, false)?;
+                    if (out.len() as u64) < n {
+                        return Err(short());
+                    }
+                }
+                Extent::Ends(end) => break end,
+            }
+        };
+        if end > out.len() as u64 && !fill(&mut out, end, true)? {
+            return Err(short());
+        }
+        out.truncate(usize::try_from(end).unwrap_or(usize::MAX));
+        if end == want {
+            // The whole payload: a stream that goes on past the header's size is as wrong as one that stops short.
+            let mut extra = [0u8; 1];
+            if decoder.read(&mut extra).map_err(|_| stream_error())? != 0 {
+                return Err(short());
+            }
+        }
+        Ok(DecompressedBundle { bytes: out, skipped: want - end })
+    }
+}
 
 /// The first bundle magic (compressed or not) at or after `from`, or the end of `data`.
 fn next_magic(data: &[u8], from: usize) -> usize {
@@ -180,6 +254,67 @@ mod tests {
             let lie = v2(0, &zlib(&inner), claimed);
             let err = CompressedBundle::parse(&lie).unwrap().decompress(&Limits::default()).unwrap_err();
             assert_eq!(err.field, "CCOB uncompressed size");
+        }
+    }
+
+    /// A bundle (clang's layout: magic, u64 count, then u64 offset, u64 size, u64 ID length and the ID per entry)
+    /// of one 5-byte `host` entry at 64, followed by `padding` zero bytes.
+    fn one_entry_bundle(padding: usize) -> Vec<u8> {
+        let mut inner = BUNDLE_MAGIC.to_vec();
+        inner.extend(1u64.to_le_bytes());
+        inner.extend(64u64.to_le_bytes());
+        inner.extend(5u64.to_le_bytes());
+        inner.extend(4u64.to_le_bytes());
+        inner.extend(b"host");
+        inner.resize(64, 0);
+        inner.extend(b"hello");
+        inner.resize(69 + padding, 0);
+        inner
+    }
+
+    #[test]
+    fn decompress_bundle_stops_where_the_bundle_ends() {
+        use crate::bundle::Bundle;
+        // Zeros compress far beyond the ratio cap.
+        let loose = Limits { max_ratio: 1 << 20, ..Limits::default() };
+        let mut empty = BUNDLE_MAGIC.to_vec();
+        empty.extend(0u64.to_le_bytes());
+        empty.resize(300_000, 0);
+        for method in [0u16, 1] {
+            let pack = |inner: &[u8]| {
+                let stream = match method {
+                    0 => zlib(inner),
+                    _ => ruzstd::encoding::compress_to_vec(inner, ruzstd::encoding::CompressionLevel::Fastest),
+                };
+                v2(method, &stream, inner.len() as u32)
+            };
+            let padded = one_entry_bundle(100_000);
+            let packed = pack(&padded);
+            let d = CompressedBundle::parse(&packed).unwrap().decompress_bundle(&loose).unwrap();
+            assert_eq!((&d.bytes[..], d.skipped), (&padded[..69], 100_000));
+            assert_eq!(Bundle::parse(&d.bytes).unwrap(), Bundle::parse(&padded).unwrap());
+            // An entry count of 0: the 32-byte header is all there is.
+            let packed = pack(&empty);
+            let d = CompressedBundle::parse(&packed).unwrap().decompress_bundle(&loose).unwrap();
+            assert_eq!((d.bytes.len(), d.skipped), (32, 300_000 - 32));
+            // No padding: the whole payload. A header that claims less than the stream holds is an error as for
+            // `decompress`; one that claims more is not noticed, since the bytes past the bundle are not decoded
+            // (they are reported as skipped).
+            let exact = one_entry_bundle(0);
+            let packed = pack(&exact);
+            let c = CompressedBundle::parse(&packed).unwrap();
+            assert_eq!(c.decompress_bundle(&loose).unwrap().bytes, exact);
+            let with_claim = |claimed: u32| {
+                let mut lie = packed.clone();
+                lie[12..16].copy_from_slice(&claimed.to_le_bytes());
+                lie
+            };
+            let short = with_claim(68);
+            let err = CompressedBundle::parse(&short).unwrap().decompress_bundle(&loose).unwrap_err();
+            assert_eq!((err.offset, err.field), (12, "CCOB uncompressed size"), "method {method}");
+            let long = with_claim(70);
+            let d = CompressedBundle::parse(&long).unwrap().decompress_bundle(&loose).unwrap();
+            assert_eq!((d.bytes, d.skipped), (exact.clone(), 1));
         }
     }
 

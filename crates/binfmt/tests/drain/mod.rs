@@ -257,11 +257,26 @@ fn compressed(input: &[u8], c: &CompressedBundle<'_>) {
         assert_eq!(total, c.total_len() as u64);
     }
     let limits = limits();
-    match c.decompress(&limits) {
+    let whole = c.decompress(&limits);
+    let prefix = c.decompress_bundle(&limits);
+    if let Ok(p) = &prefix {
+        assert_eq!(p.bytes.len() as u64 + p.skipped, c.uncompressed_size);
+    }
+    match whole {
         Ok(out) => {
             assert_eq!(out.len() as u64, c.uncompressed_size);
             assert!(out.len() as u64 <= limits.max_decompressed);
-            match Bundle::parse_with_limits(&out, &limits) {
+            let parsed = Bundle::parse_with_limits(&out, &limits);
+            // Decompressing only as far as the bundle reaches parses to the same bundle, or the same error.
+            let p = prefix.expect("the prefix decodes where the whole payload does");
+            assert_eq!(p.bytes[..], out[..p.bytes.len()]);
+            let from_prefix = Bundle::parse_with_limits(&p.bytes, &limits);
+            match (&parsed, &from_prefix) {
+                (Ok(a), Ok(b)) => assert_eq!((&a.entries, a.header_size, a.data), (&b.entries, b.header_size, b.data)),
+                (Err(a), Err(b)) => assert_eq!((a.offset, a.field), (b.offset, b.field)),
+                _ => panic!("the whole payload and its prefix parse differently: {parsed:?} vs {from_prefix:?}"),
+            }
+            match parsed {
                 Ok(b) => bundle(&out, &b),
                 Err(e) => check_error(&e, &out),
             }
