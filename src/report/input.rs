@@ -1,7 +1,8 @@
 //! Where a report's records come from: a sweep database (one run of it: `--run`, else the latest) or a run
-//! directory (its `cells/*/result.json`, or `records/` of an import; no database needed, so a run directory copied elsewhere still reports).
+//! directory (its `cells/*/result.json`, or `records.jsonl` of an import; no database needed, so a run directory copied elsewhere still reports).
 //! Either way the records reach the statistics one at a time, in plan order, as their stored JSON text.
 
+use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -43,6 +44,8 @@ pub enum Records {
     Db(SweepDb),
     /// `result.json` files in plan order.
     Files(Vec<PathBuf>),
+    /// An import's `records.jsonl`: one record per line, in order.
+    Lines(PathBuf),
 }
 
 /// Opens `path`: a run directory (a directory), or a sweep database (a file) and `run` in it (the latest when
@@ -84,10 +87,11 @@ fn read_json(path: &Path) -> Option<Value> {
 fn open_run_dir(dir: &Path) -> Result<(RunMeta, Records)> {
     // Absolute, without a trailing `/`: records and claims name files under it.
     let dir: PathBuf = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()).components().collect();
-    // A sweep's records are under cells/, an import's under records/; each directory is named by the record's
-    // position in the plan (`00042-vk-ngl1-e1r2`), and the number sorts them.
+    // A sweep's records are under cells/, an import's in records.jsonl (earlier imports: under records/); each
+    // directory is named by the record's position in the plan (`00042-vk-ngl1-e1r2`), and the number sorts them.
     let mut files: Vec<(u64, PathBuf)> = Vec::new();
-    let mut found = false;
+    let lines = dir.join("records.jsonl");
+    let mut found = lines.is_file();
     for sub in ["cells", "records"] {
         let cells = dir.join(sub);
         let Ok(entries) = std::fs::read_dir(&cells) else { continue };
@@ -105,13 +109,13 @@ fn open_run_dir(dir: &Path) -> Result<(RunMeta, Records)> {
     }
     if !found {
         bail!(
-            "{}: not a run directory (no cells/ or records/; pass the directory `backscope sweep` printed)",
+            "{}: not a run directory (no cells/, records.jsonl or records/; pass the directory `backscope sweep` printed)",
             dir.display()
         );
     }
     files.sort();
     let run_json = read_json(&dir.join("run.json"));
-    let first = files.first().and_then(|(_, f)| read_json(f));
+    let first = if lines.is_file() { first_line_json(&lines) } else { files.first().and_then(|(_, f)| read_json(f)) };
     let field =
         |v: &Option<Value>, k: &str| v.as_ref().and_then(|v| v.get(k)).and_then(Value::as_str).map(str::to_string);
     let run_id = field(&run_json, "run_id")
@@ -128,7 +132,18 @@ fn open_run_dir(dir: &Path) -> Result<(RunMeta, Records)> {
         cells_planned: None,
         plan: run_json.as_ref().and_then(|v| v.get("plan").cloned()),
     };
+    if lines.is_file() {
+        return Ok((meta, Records::Lines(lines)));
+    }
     Ok((meta, Records::Files(files.into_iter().map(|(_, f)| f).collect())))
+}
+
+/// The first record of a `records.jsonl`.
+fn first_line_json(path: &Path) -> Option<Value> {
+    let mut line = Vec::new();
+    let file = crate::inputs::open_input(path).ok()?.file;
+    std::io::BufReader::new(file).take(MAX_RECORD_BYTES).read_until(b'\n', &mut line).ok()?;
+    serde_json::from_slice(&line).ok()
 }
 
 impl Records {
@@ -151,6 +166,28 @@ impl Records {
                     f(&text).with_context(|| file.display().to_string())?;
                 }
                 Ok(files.len() as u64)
+            }
+            Records::Lines(path) => {
+                let file = crate::inputs::open_input(path).map_err(anyhow::Error::new)?.file;
+                let mut reader = std::io::BufReader::new(file);
+                let (mut n, mut line) = (0u64, Vec::new());
+                loop {
+                    line.clear();
+                    (&mut reader)
+                        .take(MAX_RECORD_BYTES + 1)
+                        .read_until(b'\n', &mut line)
+                        .with_context(|| format!("cannot read {}", path.display()))?;
+                    if line.is_empty() {
+                        return Ok(n);
+                    }
+                    n += 1;
+                    if line.len() as u64 > MAX_RECORD_BYTES {
+                        bail!("{}, line {n}: longer than {} MiB, not a record", path.display(), MAX_RECORD_BYTES >> 20);
+                    }
+                    let text = std::str::from_utf8(&line)
+                        .with_context(|| format!("{}, line {n}: not UTF-8", path.display()))?;
+                    f(text.trim_end()).with_context(|| format!("{}, line {n}", path.display()))?;
+                }
             }
         }
     }
