@@ -222,3 +222,110 @@ fn an_invalid_import_leaves_the_database_and_runs_unchanged() {
     assert_eq!((runs_in(&db), records_in(&db)), (Some(1), 1));
     assert_eq!(tree(&runs), before);
 }
+
+/// Live processes (not zombies) whose environment holds `MARKER=value`: the test's own way of finding what the
+/// stand-in server started, independent of backscope's tag.
+fn marked(value: &str) -> Vec<i64> {
+    let entry = format!("MARKER={value}");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i64>() else { continue };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { continue };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let zombie = stat.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z'));
+        if !zombie && env.split(|&b| b == 0).any(|x| x == entry.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Kills what carries the marker when the test ends, also when it fails, so a failure leaves nothing running.
+struct KillMarked(String);
+
+impl Drop for KillMarked {
+    fn drop(&mut self) {
+        for pid in marked(&self.0) {
+            // SAFETY: a process of this test's stand-in server, found by the marker the test gave it.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+    }
+}
+
+/// Field `n` (1-based, as proc(5) counts) of `/proc/PID/stat`.
+fn stat_field(pid: i64, n: usize) -> Option<i64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(n - 3)?.parse().ok()
+}
+
+/// The pids of `parent`'s children whose command line starts with `argv0`.
+fn children_named(parent: i64, argv0: &str) -> Vec<i64> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i64>() else { continue };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if stat_field(pid, 4) == Some(parent) && cmdline.split(|&b| b == 0).next() == Some(argv0.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// A server the way `ollama serve` is one: it starts a runner, here in a session of its own (`setsid`, out of
+/// the server's process group), and serves HTTP (python's http.server, ready on GET /health).
+#[test]
+fn a_sigkilled_sweeps_server_and_its_grandchild_die_without_another_sweep() {
+    use crate::sweep_common::{event_is, gone_within, Sweep};
+    let dir = tempfile::tempdir().unwrap();
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let marker = format!("hardening-sweep-{}-{nanos}", std::process::id());
+    let _cleanup = KillMarked(marker.clone());
+    let www = dir.path().join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(www.join("health"), "ok").unwrap();
+    let spec = dir.path().join("spec.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            r#"
+            models = ["m"]
+            repetitions = 3
+            [timeouts]
+            grace_s = 2
+            [[endpoints]]
+            name = "runner"
+            server = "command"
+            program = "/bin/sh"
+            args = ["-c", "setsid python3 -c 'import time; time.sleep(300)' runner & exec python3 -m http.server {{port}} --bind 127.0.0.1 --directory {www}", "server"]
+            ready_timeout_s = 30
+            env = {{ MARKER = "{marker}" }}
+            "#,
+            www = www.display()
+        ),
+    )
+    .unwrap();
+    let mut sweep = Sweep::start(&["--spec", spec.to_str().unwrap()], &dir.path().join("db"), &dir.path().join("runs"));
+    sweep.wait_for(Duration::from_secs(60), |e| event_is(e, "server_ready"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut both = marked(&marker);
+    while both.len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        both = marked(&marker);
+    }
+    assert_eq!(both.len(), 2, "the server and its runner: {both:?}");
+    let backscope_pid = i64::from(sweep.child.id());
+    // The runner left the server's session and group: neither a group kill nor a death signal reaches it.
+    let sessions: Vec<Option<i64>> = both.iter().map(|&p| stat_field(p, 6)).collect();
+    assert_ne!(sessions[0], sessions[1], "the runner has a session of its own: {both:?}");
+    let watchdogs = children_named(backscope_pid, "backscope-sweep-watchdog");
+    assert_eq!(watchdogs.len(), 1, "one watchdog for the run");
+    sweep.child.kill().unwrap();
+    sweep.child.wait().unwrap();
+    for pid in both {
+        assert!(gone_within(pid, Duration::from_secs(5)), "pid {pid} survived backscope's SIGKILL");
+    }
+    assert!(gone_within(watchdogs[0], Duration::from_secs(5)), "the watchdog outlived its job");
+    let run_dir = std::fs::read_dir(dir.path().join("runs")).unwrap().next().unwrap().unwrap().path();
+    assert_eq!(std::fs::read_dir(run_dir.join("groups")).unwrap().count(), 0, "the ledger is emptied");
+}

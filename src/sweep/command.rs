@@ -165,7 +165,7 @@ fn new_run(store: &mut Store, opts: &RunOptions, plan: &Plan, schedule: Schedule
     let meta =
         json!({"run_id": run_id, "created_at": store::utc_now(), "db": absolute(&opts.db), "argv": argv, "plan": plan});
     store::write_atomic(&run_dir.join("run.json"), &serde_json::to_vec_pretty(&meta)?)?;
-    let env = envsnap::snapshot(plan, &Ledger::new(&run_dir));
+    let env = envsnap::snapshot(plan, &Ledger::watched(&run_dir));
     store::write_atomic(&run_dir.join("env.json"), &serde_json::to_vec_pretty(&env)?)?;
     Ok(OpenRun { run_id, run_dir, schedule, resumed: false })
 }
@@ -271,7 +271,7 @@ fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun) -> Result<u8> {
     store.set_run_status(&run_id, RunStatus::Running)?;
     let end = {
         let mut ctx = runner::RunContext { run_id: &run_id, run_dir: &run_dir, store, sink: &mut sinks, interrupt };
-        runner::execute(&mut ctx, &schedule, &mut Machine { ledger: Ledger::new(&run_dir) })?
+        runner::execute(&mut ctx, &schedule, &mut Machine { ledger: Ledger::watched(&run_dir) })?
     };
     let records = store.records(&run_id)?;
     let claims = report::claims(&records, &run_dir);
