@@ -223,6 +223,22 @@ fn an_invalid_import_leaves_the_database_and_runs_unchanged() {
     assert_eq!(tree(&runs), before);
 }
 
+/// An import that fails after the checks (here: its runs directory cannot be created) takes back what it made: a
+/// database it created, with the directory it made for it.
+#[test]
+fn an_import_that_fails_while_storing_leaves_no_database_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.jsonl");
+    std::fs::write(&good, bench_line(64, "47.0")).unwrap();
+    std::fs::write(dir.path().join("a-file"), "").unwrap();
+    let (db, runs) = (dir.path().join("new/b.db"), dir.path().join("a-file/runs"));
+    let done = import(&[good.as_os_str()], &db, &runs, bounds(30));
+    done.assert_bounded(&[2], 20, 150 * MIB);
+    assert!(done.stderr.contains("Not a directory"), "{}", done.stderr);
+    let left: Vec<PathBuf> = tree(dir.path()).into_iter().filter(|p| p != &good).collect();
+    assert_eq!(left, vec![dir.path().join("a-file")], "the import left files behind");
+}
+
 /// Live processes (not zombies) whose environment holds `MARKER=value`: the test's own way of finding what the
 /// stand-in server started, independent of backscope's tag.
 fn marked(value: &str) -> Vec<i64> {

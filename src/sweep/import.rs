@@ -320,24 +320,40 @@ pub struct Imported {
 pub fn import(files: &[PathBuf], db: &Path, runs_dir: &Path, endpoint: &str) -> Result<Imported> {
     let inputs = read_inputs(files)?;
     let tests = check(&inputs)?;
+    // The database and the runs directory may not exist yet; whatever this import creates is removed again when
+    // it fails (a full disk, say) after that.
+    let db_created = first_missing(&absolute(db));
     let mut store = Store::open(db)?;
     let run_id = store::new_run_id();
     let run_dir = absolute(&runs_dir.join(&run_id));
-    // The runs directory may not exist yet; whatever this import creates is removed again on failure.
-    let created = first_missing(&run_dir);
+    let dir_created = first_missing(&run_dir);
     let stored = store_run(&mut store, &inputs, tests, &run_id, &run_dir, endpoint);
+    drop(store);
     if stored.is_err() {
-        if let Some(top) = created {
+        if let Some(top) = dir_created {
             let _ = std::fs::remove_dir_all(top);
+        }
+        match db_created {
+            Some(file) if file == absolute(db) => {
+                for suffix in ["", "-wal", "-shm"] {
+                    let mut p = file.clone().into_os_string();
+                    p.push(suffix);
+                    let _ = std::fs::remove_file(p);
+                }
+            }
+            Some(top) => {
+                let _ = std::fs::remove_dir_all(top);
+            }
+            None => {}
         }
     }
     stored?;
     Ok(Imported { run_id, run_dir, tests })
 }
 
-/// The outermost directory of `dir` and its parents that does not exist yet.
-fn first_missing(dir: &Path) -> Option<PathBuf> {
-    dir.ancestors().take_while(|d| !d.exists()).last().map(Path::to_path_buf)
+/// The outermost of `path` (absolute) and its parents that does not exist yet.
+fn first_missing(path: &Path) -> Option<PathBuf> {
+    path.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).last().map(Path::to_path_buf)
 }
 
 fn store_run(
