@@ -106,6 +106,38 @@ fn more_tests_than_one_import_takes_are_refused_with_the_limit() {
     assert_eq!(tree(&runs), Vec::<PathBuf>::new());
 }
 
+/// More bytes than an import reads: a file is refused by its size before it is read, a pipe once the limit is
+/// passed; both in bounded memory, with the limit named.
+#[test]
+fn more_bytes_than_one_import_reads_are_refused_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, runs) = (dir.path().join("b.db"), dir.path().join("runs"));
+    let big = dir.path().join("big.jsonl");
+    std::fs::File::create(&big).unwrap().set_len(65 * MIB).unwrap();
+    let done = import(&[big.as_os_str()], &db, &runs, bounds(30));
+    done.assert_bounded(&[2], 10, 100 * MIB);
+    assert!(
+        done.stderr.contains(&format!("{}: more than the 64 MiB one import reads", big.display())),
+        "{}",
+        done.stderr
+    );
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    let feeder = std::thread::spawn(move || {
+        let line = bench_line(64, "47.0");
+        let mut written = 0u64;
+        // Stops when backscope closes the pipe after the limit.
+        while written < 80 * MIB && writer.write_all(line.as_bytes()).is_ok() {
+            written += line.len() as u64;
+        }
+    });
+    let done = import(&["-".as_ref()], &db, &runs, Bounds { stdin: Some(Stdio::from(reader)), ..bounds(60) });
+    feeder.join().unwrap();
+    done.assert_bounded(&[2], 30, 300 * MIB);
+    assert!(done.stderr.contains("-: more than the 64 MiB one import reads"), "{}", done.stderr);
+    assert_eq!(runs_in(&db), None);
+    assert_eq!(tree(&runs), Vec::<PathBuf>::new());
+}
+
 /// `llama-bench -o jsonl | backscope sweep import -`: standard input that is an anonymous pipe, read once.
 #[test]
 fn an_import_from_a_pipe_on_standard_input_works() {

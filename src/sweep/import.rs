@@ -73,18 +73,25 @@ pub fn read_inputs(files: &[PathBuf]) -> Result<Vec<Input>> {
     let mut out = Vec::new();
     for path in files {
         let stream = inputs::open_stream(path)?;
+        let too_large = |path: &Path| {
+            anyhow::anyhow!(
+                "{}: more than the {} MiB one import reads{}; split the llama-bench output into several imports",
+                path.display(),
+                MAX_IMPORT_BYTES >> 20,
+                if files.len() > 1 { " (all its files together)" } else { "" }
+            )
+        };
+        // A regular file says its size: one too large is refused before a byte of it is read.
+        if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > left) {
+            return Err(too_large(path));
+        }
         let mut bytes = Vec::new();
         stream
             .take(left.saturating_add(1))
             .read_to_end(&mut bytes)
             .with_context(|| format!("cannot read {}", path.display()))?;
         if bytes.len() as u64 > left {
-            bail!(
-                "{}: more than the {} MiB one import reads{}; split the llama-bench output into several imports",
-                path.display(),
-                MAX_IMPORT_BYTES >> 20,
-                if out.is_empty() { "" } else { " (all its files together)" }
-            );
+            return Err(too_large(path));
         }
         left -= bytes.len() as u64;
         out.push(Input { path: path.clone(), bytes });
