@@ -11,6 +11,10 @@ use backscope::output::{is_broken_pipe, messages};
 use clap::Parser as _;
 
 fn main() -> ExitCode {
+    // The sweep's watchdog is this binary started again under another name (see sweep::supervise::watchdog).
+    if let Some(code) = backscope::sweep::watchdog_main() {
+        return ExitCode::from(code);
+    }
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return command_line_error(&e),

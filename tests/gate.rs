@@ -300,7 +300,8 @@ fn matched_runs_are_execution_evidence() {
         "{finding}"
     );
     let s = sources(&r, 6);
-    assert!(s.iter().all(|x| x["kind"] == "run" && x["file"].as_str().unwrap().ends_with("result.json")), "{s:#?}");
+    // Imported records are lines of the run's records.jsonl.
+    assert!(s.iter().all(|x| x["kind"] == "run" && x["file"] == "records.jsonl"), "{s:#?}");
     assert_eq!(r["run_groups"][0]["ok"].as_u64(), Some(lines as u64));
     assert!(r["verdict"].as_str().unwrap().ends_with("executable: runs succeeded"));
     // The same runs say nothing about an AMD GPU's ROCm path: no rocm cell.

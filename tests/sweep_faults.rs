@@ -263,8 +263,13 @@ fn ctrl_c_stops_the_server_marks_the_run_interrupted_and_resume_continues() {
     let logs =
         std::fs::read_dir(runs.read_dir().unwrap().next().unwrap().unwrap().path().join("servers")).unwrap().count();
     assert_eq!(logs, 1, "one server log while the first server starts");
-    // The python server's pid: the only child of backscope.
-    let child_pid = children_of(sweep.child.id());
+    // The python server's pid: the only child of backscope besides its watchdog (`backscope-sweep-watchdog`).
+    let child_pid: Vec<i64> = children_of(sweep.child.id())
+        .into_iter()
+        .filter(|p| {
+            !std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default().starts_with(b"backscope-sweep-watchdog\0")
+        })
+        .collect();
     assert_eq!(child_pid.len(), 1, "{child_pid:?}");
     // SAFETY: signalling our own child process.
     unsafe { libc::kill(sweep.child.id() as libc::pid_t, libc::SIGINT) };

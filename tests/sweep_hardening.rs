@@ -94,14 +94,19 @@ fn spec_with_a_runner(dir: &Path, marker: &str, repetitions: u32) -> PathBuf {
     path
 }
 
-/// Start a sweep of that spec, wait until its server and the server's runner are up, and kill backscope with
-/// SIGKILL. Returns once the server died of its death signal; the runner is left, as the kernel leaves it.
+/// Start a sweep of that spec, wait until its server and the server's runner are up, and kill backscope's
+/// watchdog and then backscope with SIGKILL (as `kill -9` of both would). Returns once the server died of its
+/// death signal; the runner is left, as the kernel leaves it, for the next sweep to reclaim.
 fn kill_backscope_mid_sweep(dir: &Path, marker: &str) -> i64 {
     let spec = spec_with_a_runner(dir, marker, 3);
     let mut sweep = Sweep::start(&["--spec", spec.to_str().unwrap()], &dir.join("db"), &dir.join("runs"));
     sweep.wait_for(Duration::from_secs(60), |e| event_is(e, "server_ready"));
     let both = marked_until(marker, Duration::from_secs(10), |m| m.len() == 2);
     assert_eq!(both.len(), 2, "the server and its runner: {both:?}");
+    let watchdog = watchdog_of(sweep.child.id());
+    // SAFETY: killing the watchdog of the backscope this test started.
+    unsafe { libc::kill(watchdog as libc::pid_t, libc::SIGKILL) };
+    assert!(gone_within(watchdog, Duration::from_secs(5)));
     sweep.child.kill().unwrap();
     sweep.child.wait().unwrap();
     // The server dies of its death signal; its runner got none and is reparented.
@@ -109,6 +114,20 @@ fn kill_backscope_mid_sweep(dir: &Path, marker: &str) -> i64 {
     assert_eq!(left.len(), 1, "{left:?}");
     assert!(left[0].1.contains("time.sleep(300)"), "the runner is what is left: {left:?}");
     left[0].0
+}
+
+/// The pid of the watchdog (`backscope-sweep-watchdog RUN_DIR`) backscope `parent` started.
+fn watchdog_of(parent: u32) -> i64 {
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i64>() else { continue };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let ppid = stat.rsplit(')').next().and_then(|r| r.split_whitespace().nth(1)?.parse::<u32>().ok());
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if ppid == Some(parent) && cmdline.starts_with(b"backscope-sweep-watchdog\0") {
+            return pid;
+        }
+    }
+    panic!("backscope {parent} runs no watchdog");
 }
 
 #[test]

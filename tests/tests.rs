@@ -10,6 +10,7 @@ mod gguf_synth;
 mod hardening_budgets;
 mod hardening_io;
 mod hardening_report;
+mod hardening_sweep;
 mod hardening_text;
 mod maps_live;
 mod output_cli;

@@ -1,7 +1,8 @@
 //! Where a report's records come from: a sweep database (one run of it: `--run`, else the latest) or a run
-//! directory (its `cells/*/result.json`, or `records/` of an import; no database needed, so a run directory copied elsewhere still reports).
+//! directory (its `cells/*/result.json`, or `records.jsonl` of an import; no database needed, so a run directory copied elsewhere still reports).
 //! Either way the records reach the statistics one at a time, in plan order, as their stored JSON text.
 
+use std::io::{BufRead, Read};
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -133,6 +134,8 @@ pub enum Records {
     Db(SweepDb),
     /// `result.json` files in plan order.
     Files(Vec<PathBuf>),
+    /// An import's `records.jsonl`: one record per line, in order.
+    Lines(PathBuf),
 }
 
 /// Opens `path`: a run directory (a directory), or a sweep database (a file) and `run` in it (the latest when
@@ -170,10 +173,20 @@ pub fn open(path: &Path, run: Option<&str>, problems: &mut Vec<String>) -> Resul
 fn open_run_dir(dir: &Path, problems: &mut Vec<String>) -> Result<(RunMeta, Records)> {
     // Absolute, without a trailing `/`: records and claims name files under it.
     let dir: PathBuf = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()).components().collect();
-    // A sweep's records are under cells/, an import's under records/; each directory is named by the record's
-    // position in the plan (`00042-vk-ngl1-e1r2`), and the number sorts them.
+    // A sweep's records are under cells/, an import's in records.jsonl (earlier imports: under records/); each
+    // directory is named by the record's position in the plan (`00042-vk-ngl1-e1r2`), and the number sorts them.
     let mut files: Vec<(u64, PathBuf)> = Vec::new();
-    let mut found = false;
+    // An import's records, vetted as every file a run names is (inside the run with links resolved, regular).
+    let lines = dir.join("records.jsonl");
+    let lines_ok = match (lines.exists(), run_file(&dir, "records.jsonl")) {
+        (false, _) => false,
+        (true, Ok(_)) => true,
+        (true, Err(why)) => {
+            problems.push(format!("{why}; the import's records are not read"));
+            false
+        }
+    };
+    let mut found = lines_ok;
     for sub in ["cells", "records"] {
         let cells = dir.join(sub);
         let Ok(entries) = std::fs::read_dir(&cells) else { continue };
@@ -195,16 +208,20 @@ fn open_run_dir(dir: &Path, problems: &mut Vec<String>) -> Result<(RunMeta, Reco
     }
     if !found {
         bail!(
-            "{}: not a run directory (no cells/ or records/; pass the directory `backscope sweep` printed)",
+            "{}: not a run directory (no cells/, records.jsonl or records/; pass the directory `backscope sweep` printed)",
             dir.display()
         );
     }
     files.sort();
     let run_json = read_run_json(&dir, "run.json", problems);
-    let first: Option<Value> = files
-        .first()
-        .and_then(|(_, f)| crate::inputs::read_limited(f, MAX_RECORD_BYTES).ok())
-        .and_then(|b| serde_json::from_slice(&b).ok());
+    let first: Option<Value> = if lines_ok {
+        first_line_json(&lines)
+    } else {
+        files
+            .first()
+            .and_then(|(_, f)| crate::inputs::read_limited(f, MAX_RECORD_BYTES).ok())
+            .and_then(|b| serde_json::from_slice(&b).ok())
+    };
     let field =
         |v: &Option<Value>, k: &str| v.as_ref().and_then(|v| v.get(k)).and_then(Value::as_str).map(str::to_string);
     let run_id = field(&run_json, "run_id")
@@ -221,7 +238,18 @@ fn open_run_dir(dir: &Path, problems: &mut Vec<String>) -> Result<(RunMeta, Reco
         cells_planned: None,
         plan: run_json.as_ref().and_then(|v| v.get("plan").cloned()),
     };
+    if lines_ok {
+        return Ok((meta, Records::Lines(lines)));
+    }
     Ok((meta, Records::Files(files.into_iter().map(|(_, f)| f).collect())))
+}
+
+/// The first record of a `records.jsonl`.
+fn first_line_json(path: &Path) -> Option<Value> {
+    let mut line = Vec::new();
+    let file = crate::inputs::open_input(path).ok()?.file;
+    std::io::BufReader::new(file).take(MAX_RECORD_BYTES).read_until(b'\n', &mut line).ok()?;
+    serde_json::from_slice(&line).ok()
 }
 
 impl Records {
@@ -265,6 +293,40 @@ impl Records {
                     }
                 }
                 Ok(n)
+            }
+            Records::Lines(path) => {
+                let file = crate::inputs::open_input(path).map_err(anyhow::Error::new)?.file;
+                let mut reader = std::io::BufReader::new(file);
+                let (mut n, mut lineno, mut line) = (0u64, 0u64, Vec::new());
+                loop {
+                    line.clear();
+                    (&mut reader)
+                        .take(MAX_RECORD_BYTES + 1)
+                        .read_until(b'\n', &mut line)
+                        .with_context(|| format!("cannot read {}", path.display()))?;
+                    if line.is_empty() {
+                        return Ok(n);
+                    }
+                    lineno += 1;
+                    if line.len() as u64 > MAX_RECORD_BYTES {
+                        bail!(
+                            "{}, line {lineno}: longer than {} MiB, not a record",
+                            path.display(),
+                            MAX_RECORD_BYTES >> 20
+                        );
+                    }
+                    let outcome = match std::str::from_utf8(&line) {
+                        Ok(text) => f(text.trim_end()),
+                        Err(e) => Err(anyhow::Error::new(e).context("not UTF-8")),
+                    };
+                    match outcome {
+                        Ok(()) => n += 1,
+                        Err(e) => problems.push(format!(
+                            "{}, line {lineno}: {e:#}; this record is left out",
+                            path.display()
+                        )),
+                    }
+                }
             }
         }
     }

@@ -165,7 +165,7 @@ fn new_run(store: &mut Store, opts: &RunOptions, plan: &Plan, schedule: Schedule
     let meta =
         json!({"run_id": run_id, "created_at": store::utc_now(), "db": absolute(&opts.db), "argv": argv, "plan": plan});
     store::write_atomic(&run_dir.join("run.json"), &serde_json::to_vec_pretty(&meta)?)?;
-    let env = envsnap::snapshot(plan, &Ledger::new(&run_dir));
+    let env = envsnap::snapshot(plan, &Ledger::watched(&run_dir));
     store::write_atomic(&run_dir.join("env.json"), &serde_json::to_vec_pretty(&env)?)?;
     Ok(OpenRun { run_id, run_dir, schedule, resumed: false })
 }
@@ -286,7 +286,7 @@ fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun, out: Output) -> 
     store.set_run_status(&run_id, RunStatus::Running)?;
     let end = {
         let mut ctx = runner::RunContext { run_id: &run_id, run_dir: &run_dir, store, sink: &mut sinks, interrupt };
-        runner::execute(&mut ctx, &schedule, &mut Machine { ledger: Ledger::new(&run_dir) })?
+        runner::execute(&mut ctx, &schedule, &mut Machine { ledger: Ledger::watched(&run_dir) })?
     };
     let records = store.records(&run_id)?;
     let claims = report::claims(&records, &run_dir);
@@ -350,42 +350,9 @@ fn export(o: ExportOptions) -> Result<u8> {
 }
 
 fn import(o: ImportOptions) -> Result<u8> {
-    let mut tests = Vec::new();
-    for f in &o.files {
-        let text = std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
-        tests.extend(import::parse_bench(&text).with_context(|| f.display().to_string())?);
-    }
-    let mut store = Store::open(&o.db)?;
-    let run_id = store::new_run_id();
-    let run_dir = absolute(&o.runs_dir.join(&run_id));
-    std::fs::create_dir_all(run_dir.join("input"))?;
-    for f in &o.files {
-        let name = f.file_name().map(|n| n.to_os_string()).unwrap_or_else(|| "input".into());
-        std::fs::copy(f, run_dir.join("input").join(name)).with_context(|| format!("cannot copy {}", f.display()))?;
-    }
-    let records = import::to_records(&tests, &run_id, &o.endpoint);
-    let files: Vec<String> = o.files.iter().map(|f| absolute(f).display().to_string()).collect();
-    store.create_run(&RunRow {
-        run_id: run_id.clone(),
-        created_at: store::utc_now(),
-        finished_at: None,
-        status: RunStatus::Running,
-        source: RunSource::LlamaBench,
-        run_dir: run_dir.display().to_string(),
-        plan_json: json!({"imported_from": files}).to_string(),
-        cells_total: records.len() as u64,
-        backscope_version: env!("CARGO_PKG_VERSION").into(),
-    })?;
-    for r in &records {
-        store::commit_record(&mut store, &run_dir, r)?;
-    }
-    store.set_run_status(&run_id, RunStatus::Finished)?;
-    let line = format!(
-        "run {run_id}: imported {} llama-bench tests into {} ({})\n",
-        records.len(),
-        o.db.display(),
-        run_dir.display()
-    );
+    let import::Imported { run_id, run_dir, tests } = import::import(&o.files, &o.db, &o.runs_dir, &o.endpoint)?;
+    let line =
+        format!("run {run_id}: imported {tests} llama-bench tests into {} ({})\n", o.db.display(), run_dir.display());
     let mut out = Output::open(&OutputOptions::default(), &Inputs::none())?;
     out.write_raw(line.as_bytes())?;
     out.finish()?;

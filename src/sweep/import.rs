@@ -2,42 +2,461 @@
 //! sweep records in the same database and export. Fields as llama.cpp's `tools/llama-bench/llama-bench.cpp` writes
 //! them: `model_filename, backends, gpu_info, n_gpu_layers, n_prompt, n_gen,
 //! n_depth, test_time, avg_ns, stddev_ns, avg_ts, stddev_ts, samples_ns, samples_ts, …`.
+//!
+//! An import is all or nothing, and costs what its input costs. Every input is read exactly once (a pipe such as
+//! `<(llama-bench -o jsonl)` or `-` included) with a byte limit, and every test is parsed and checked before
+//! anything is created: a bad value is refused with its file, line and field, and leaves no run, no run directory
+//! and no database behind. The records are then written as one `records.jsonl` in the run directory (one file,
+//! one sync) and as rows of one database transaction (one commit), next to a copy of the bytes read; the database
+//! row of the run is what makes the import visible, so a crash before its commit leaves only an unreferenced
+//! directory. Past [`MAX_TESTS`] tests or [`MAX_IMPORT_BYTES`] bytes an import is refused, naming the file.
+
+use std::io::{Read, Write};
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
+use super::durable;
+use super::paths::absolute;
 use super::record::{BackendFacts, Record, RunSource, ServerTimings, Status, RECORD_SCHEMA};
+use super::store::{self, RunRow, RunStatus, Store};
+use crate::inputs;
 
-/// Parse llama-bench output (either format) into its test objects.
-pub fn parse_bench(text: &str) -> Result<Vec<Map<String, Value>>> {
-    let trimmed = text.trim_start();
-    let values: Vec<Value> = if trimmed.starts_with('[') {
-        serde_json::from_str(trimmed).context("llama-bench -o json output: not a JSON array")?
-    } else {
-        trimmed
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-            .map(|(i, l)| {
-                serde_json::from_str(l)
-                    .with_context(|| format!("llama-bench -o jsonl output, line {}: not JSON", i + 1))
-            })
-            .collect::<Result<_>>()?
-    };
-    let mut out = Vec::new();
-    for (i, v) in values.into_iter().enumerate() {
-        let Value::Object(o) = v else { bail!("llama-bench test {}: expected a JSON object", i + 1) };
-        for required in ["n_prompt", "n_gen", "avg_ns", "avg_ts"] {
-            if !o.contains_key(required) {
-                bail!("llama-bench test {}: no `{required}` field; is this llama-bench -o json/jsonl output?", i + 1);
-            }
+/// Most bytes one import reads, all its files together. llama-bench prints about 1 KB per test (its samples
+/// included), so this is far more than any real run of it — 60,000 tests of a full sweep — and what the parsed
+/// tests cost stays a few hundred MB at most.
+pub const MAX_IMPORT_BYTES: u64 = 64 << 20;
+/// Most tests one import stores. A llama-bench invocation runs one test per combination of its parameter lists;
+/// 100,000 is more than a week of them, and keeps an import within seconds.
+pub const MAX_TESTS: usize = 100_000;
+/// Most tokens one test may claim for `n_prompt`, `n_gen` or `n_depth`: 2^24 (16.7 million), beyond every
+/// context window llama.cpp can allocate on today's hardware. More is a corrupt or hand-made file.
+pub const MAX_TOKENS: u64 = 1 << 24;
+/// Most tokens per second a test may claim: far beyond any hardware; more is a corrupt file.
+pub const MAX_TOKENS_PER_S: f64 = 1e9;
+/// Problems listed before an import gives up listing them.
+const MAX_PROBLEMS: usize = 10;
+
+/// Fields every llama-bench test has; without them the input is not llama-bench output.
+const REQUIRED: [&str; 4] = ["n_prompt", "n_gen", "avg_ns", "avg_ts"];
+
+/// One input as read: how it was named, and its bytes.
+#[derive(Debug)]
+pub struct Input {
+    pub path: PathBuf,
+    pub bytes: Vec<u8>,
+}
+
+impl Input {
+    fn name(&self) -> String {
+        if self.path == Path::new("-") {
+            "standard input".into()
+        } else {
+            self.path.display().to_string()
         }
-        out.push(o);
     }
-    if out.is_empty() {
-        bail!("no llama-bench tests in the input");
+}
+
+/// Where a test is in its input (both 1-based).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct At {
+    test: usize,
+    line: usize,
+}
+
+/// Read every input once: `-` is standard input, an anonymous pipe (`<(…)`) is read as it comes, a named FIFO,
+/// a device or a directory is refused without blocking; all of them together at most [`MAX_IMPORT_BYTES`].
+pub fn read_inputs(files: &[PathBuf]) -> Result<Vec<Input>> {
+    let mut left = MAX_IMPORT_BYTES;
+    let mut out = Vec::new();
+    for path in files {
+        let stream = inputs::open_stream(path)?;
+        let too_large = |path: &Path| {
+            anyhow::anyhow!(
+                "{}: more than the {} MiB one import reads{}; split the llama-bench output into several imports",
+                path.display(),
+                MAX_IMPORT_BYTES >> 20,
+                if files.len() > 1 { " (all its files together)" } else { "" }
+            )
+        };
+        // A regular file says its size: one too large is refused before a byte of it is read.
+        if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > left) {
+            return Err(too_large(path));
+        }
+        let mut bytes = Vec::new();
+        stream
+            .take(left.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if bytes.len() as u64 > left {
+            return Err(too_large(path));
+        }
+        left -= bytes.len() as u64;
+        out.push(Input { path: path.clone(), bytes });
     }
     Ok(out)
+}
+
+/// Calls `f` with each test object's text in `bytes` (llama-bench `-o json` or `-o jsonl`) and where it is,
+/// without parsing more than one object at a time. Errors are about the shape only (an unclosed array).
+fn each_object(bytes: &[u8], mut f: impl FnMut(At, &[u8]) -> ControlFlow<()>) -> Result<()> {
+    let start = bytes.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(bytes.len());
+    let mut lines_before = bytes[..start].iter().filter(|&&b| b == b'\n').count();
+    let mut test = 0;
+    if bytes.get(start) != Some(&b'[') {
+        // JSON Lines: one object per line; blank lines are skipped.
+        for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            test += 1;
+            if f(At { test, line: i + 1 }, line).is_break() {
+                return Ok(());
+            }
+        }
+        return Ok(());
+    }
+    // One JSON array: split at the commas between its elements (outside strings, at depth 1) and hand each
+    // element on by itself, so that its line is known and only one is parsed at a time.
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let mut element: Option<usize> = None;
+    let mut counted = start;
+    let mut emit = |from: usize, to: usize, test: &mut usize| {
+        lines_before += bytes[counted..from].iter().filter(|&&b| b == b'\n').count();
+        counted = from;
+        *test += 1;
+        f(At { test: *test, line: lines_before + 1 }, &bytes[from..to])
+    };
+    for (i, &b) in bytes.iter().enumerate().skip(start) {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        if depth == 1 && element.is_none() && !b.is_ascii_whitespace() && !matches!(b, b',' | b']') {
+            element = Some(i);
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => depth += 1,
+            b']' | b'}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    if let Some(from) = element.take() {
+                        if emit(from, i, &mut test).is_break() {
+                            return Ok(());
+                        }
+                    }
+                    if !bytes[i + 1..].iter().all(u8::is_ascii_whitespace) {
+                        bail!("llama-bench -o json output: text after the closing `]` of the array");
+                    }
+                    return Ok(());
+                }
+            }
+            b',' if depth == 1 => {
+                // `[,` or `,,` is an empty element, which the parser refuses with its line.
+                let from = element.take().unwrap_or(i);
+                if emit(from, i, &mut test).is_break() {
+                    return Ok(());
+                }
+            }
+            _ => {}
+        }
+    }
+    bail!("llama-bench -o json output: the JSON array is not closed (cut short?)")
+}
+
+/// A token such as `nan` or `-inf` where a number belongs: llama-bench prints non-finite values that way (C++'s
+/// `std::to_string`), which is not JSON. The field and the token, for the message.
+fn non_finite_field(text: &[u8]) -> Option<(String, String)> {
+    let text = String::from_utf8_lossy(text);
+    for (colon, _) in text.match_indices(':') {
+        let value = text[colon + 1..].trim_start();
+        let token: String =
+            value.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '+' || *c == '.').collect();
+        let bare = token.trim_start_matches(['-', '+']).to_ascii_lowercase();
+        if !matches!(bare.as_str(), "nan" | "inf" | "infinity") {
+            continue;
+        }
+        // The key: the quoted string just before the colon.
+        let before = text[..colon].trim_end();
+        let key = before.strip_suffix('"').and_then(|k| k.rfind('"').map(|q| k[q + 1..].to_string()));
+        return Some((key.unwrap_or_else(|| "?".into()), token));
+    }
+    None
+}
+
+/// One test object parsed from its text, or why it is not one.
+fn parse_object(text: &[u8]) -> Result<Map<String, Value>, String> {
+    match serde_json::from_slice::<Value>(text) {
+        Ok(Value::Object(o)) => Ok(o),
+        Ok(_) => Err("expected a JSON object (one llama-bench test)".into()),
+        Err(e) => Err(match non_finite_field(text) {
+            Some((field, token)) => format!("`{field}` is `{token}`, which is no number (expected a finite value)"),
+            None => format!("not JSON ({e}); is this llama-bench -o json/jsonl output?"),
+        }),
+    }
+}
+
+/// What is wrong with one test's values, each problem naming its field. Empty when the test can be stored.
+fn problems(o: &Map<String, Value>) -> Vec<String> {
+    let mut out = Vec::new();
+    for required in REQUIRED {
+        if !o.contains_key(required) {
+            out.push(format!("no `{required}` field; is this llama-bench -o json/jsonl output?"));
+        }
+    }
+    for field in ["n_prompt", "n_gen", "n_depth"] {
+        match o.get(field) {
+            None => {}
+            Some(v) if v.as_u64().is_some_and(|n| n <= MAX_TOKENS) => {}
+            Some(v) => out.push(format!("`{field}` is {v}, expected a whole number of tokens from 0 to {MAX_TOKENS}")),
+        }
+    }
+    if let Some(v) = o.get("n_gpu_layers").filter(|v| v.as_i64().is_none_or(|n| n < -1)) {
+        out.push(format!("`n_gpu_layers` is {v}, expected a whole number of layers (or -1)"));
+    }
+    let number = |field: &str, max: f64, what: &str, out: &mut Vec<String>| match o.get(field) {
+        None => {}
+        Some(v) if v.as_f64().is_some_and(|x| x.is_finite() && (0.0..=max).contains(&x)) => {}
+        Some(v) => out.push(format!("`{field}` is {v}, expected {what}")),
+    };
+    let tps = format!("tokens per second from 0 to {MAX_TOKENS_PER_S:e}");
+    let ns = "a duration in nanoseconds, 0 or more";
+    number("avg_ts", MAX_TOKENS_PER_S, &tps, &mut out);
+    number("stddev_ts", MAX_TOKENS_PER_S, &tps, &mut out);
+    number("avg_ns", f64::MAX, ns, &mut out);
+    number("stddev_ns", f64::MAX, ns, &mut out);
+    for (field, max, what) in [("samples_ts", MAX_TOKENS_PER_S, tps.as_str()), ("samples_ns", f64::MAX, ns)] {
+        match o.get(field) {
+            None => {}
+            Some(Value::Array(samples)) => {
+                if let Some((i, v)) = samples
+                    .iter()
+                    .enumerate()
+                    .find(|(_, v)| !v.as_f64().is_some_and(|x| x.is_finite() && (0.0..=max).contains(&x)))
+                {
+                    out.push(format!("`{field}[{i}]` is {v}, expected {what}"));
+                }
+            }
+            Some(v) => out.push(format!("`{field}` is {}, expected an array of samples", short(v))),
+        }
+    }
+    out
+}
+
+/// A value for a message: at most 80 characters of its JSON.
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    match s.char_indices().nth(80) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s,
+    }
+}
+
+/// Check every test of the inputs, as [`import`] does before it creates anything: the number of tests, or every
+/// problem (up to [`MAX_PROBLEMS`]) with its file, line and field.
+pub fn check(inputs: &[Input]) -> Result<usize> {
+    let mut total = 0usize;
+    let mut found: Vec<String> = Vec::new();
+    let mut more = 0usize;
+    for input in inputs {
+        let name = input.name();
+        let mut in_file = 0usize;
+        let mut over_cap = None;
+        each_object(&input.bytes, |at, text| {
+            in_file += 1;
+            if total + in_file > MAX_TESTS {
+                over_cap = Some(at);
+                return ControlFlow::Break(());
+            }
+            let issues = match parse_object(text) {
+                Ok(o) => problems(&o),
+                Err(e) => vec![e],
+            };
+            for issue in issues {
+                if found.len() < MAX_PROBLEMS {
+                    found.push(format!("{name}, line {} (test {}): {issue}", at.line, at.test));
+                } else {
+                    more += 1;
+                }
+            }
+            ControlFlow::Continue(())
+        })
+        .with_context(|| name.clone())?;
+        if let Some(at) = over_cap {
+            bail!(
+                "{name}: more than {MAX_TESTS} llama-bench tests in one import (test {} at line {} is one too many); \
+                 split the output and import the parts separately",
+                total + in_file,
+                at.line
+            );
+        }
+        if in_file == 0 {
+            found.push(format!("{name}: no llama-bench tests in the input"));
+        }
+        total += in_file;
+    }
+    if !found.is_empty() {
+        let mut message =
+            format!("nothing imported; the input is not llama-bench output as recorded:\n  {}", found.join("\n  "));
+        if more > 0 {
+            message.push_str(&format!("\n  … and {more} more problems"));
+        }
+        bail!(message);
+    }
+    Ok(total)
+}
+
+/// What an import stored.
+#[derive(Debug)]
+pub struct Imported {
+    pub run_id: String,
+    pub run_dir: PathBuf,
+    pub tests: usize,
+}
+
+/// Store llama-bench output files as the records of a new run in `db`, its run directory under `runs_dir`. All or
+/// nothing: a failure leaves the database and `runs_dir` as they were.
+pub fn import(files: &[PathBuf], db: &Path, runs_dir: &Path, endpoint: &str) -> Result<Imported> {
+    let inputs = read_inputs(files)?;
+    let tests = check(&inputs)?;
+    // The database and the runs directory may not exist yet; whatever this import creates is removed again when
+    // it fails (a full disk, say) after that.
+    let db_created = first_missing(&absolute(db));
+    let mut store = Store::open(db)?;
+    let run_id = store::new_run_id();
+    let run_dir = absolute(&runs_dir.join(&run_id));
+    let dir_created = first_missing(&run_dir);
+    let stored = store_run(&mut store, &inputs, tests, &run_id, &run_dir, endpoint);
+    drop(store);
+    if stored.is_err() {
+        if let Some(top) = dir_created {
+            let _ = std::fs::remove_dir_all(top);
+        }
+        match db_created {
+            Some(file) if file == absolute(db) => {
+                for suffix in ["", "-wal", "-shm"] {
+                    let mut p = file.clone().into_os_string();
+                    p.push(suffix);
+                    let _ = std::fs::remove_file(p);
+                }
+            }
+            Some(top) => {
+                let _ = std::fs::remove_dir_all(top);
+            }
+            None => {}
+        }
+    }
+    stored?;
+    Ok(Imported { run_id, run_dir, tests })
+}
+
+/// The outermost of `path` (absolute) and its parents that does not exist yet.
+fn first_missing(path: &Path) -> Option<PathBuf> {
+    path.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).last().map(Path::to_path_buf)
+}
+
+fn store_run(
+    store: &mut Store,
+    inputs: &[Input],
+    tests: usize,
+    run_id: &str,
+    run_dir: &Path,
+    endpoint: &str,
+) -> Result<()> {
+    let input_dir = run_dir.join("input");
+    std::fs::create_dir_all(&input_dir).with_context(|| format!("cannot create {}", input_dir.display()))?;
+    // The bytes read, under their own names (standard input as `stdin`); two inputs of the same name get their
+    // position in front.
+    let mut names = std::collections::HashSet::new();
+    for (k, input) in inputs.iter().enumerate() {
+        let name = match input.path.file_name() {
+            _ if input.path == Path::new("-") => "stdin".into(),
+            Some(n) => n.to_os_string(),
+            None => "input".into(),
+        };
+        let name = if names.insert(name.clone()) {
+            name
+        } else {
+            let mut n = std::ffi::OsString::from(format!("{}-", k + 1));
+            n.push(&name);
+            n
+        };
+        write_synced(&input_dir.join(name), &input.bytes)?;
+    }
+    durable::sync_dir(&input_dir)?;
+    let from: Vec<String> = inputs
+        .iter()
+        .map(|i| if i.path == Path::new("-") { "-".into() } else { absolute(&i.path).display().to_string() })
+        .collect();
+    let batch = store.batch()?;
+    batch.create_run(&RunRow {
+        run_id: run_id.to_string(),
+        created_at: store::utc_now(),
+        finished_at: Some(store::utc_now()),
+        status: RunStatus::Finished,
+        source: RunSource::LlamaBench,
+        run_dir: run_dir.display().to_string(),
+        plan_json: json!({"imported_from": from}).to_string(),
+        cells_total: tests as u64,
+        backscope_version: env!("CARGO_PKG_VERSION").into(),
+    })?;
+    // records.jsonl: written through a temporary file and renamed, like every result file of a run.
+    let records_path = run_dir.join(RECORDS_FILE);
+    let tmp = run_dir.join(format!(".{RECORDS_FILE}.tmp"));
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?,
+    );
+    let mut index = 0usize;
+    let mut failed = None;
+    for input in inputs {
+        each_object(&input.bytes, |_, text| {
+            // Checked already: every object parses and has sane values.
+            let written = parse_object(text).map_err(anyhow::Error::msg).and_then(|o| {
+                let rec = to_record(&o, index, run_id, endpoint);
+                let json = serde_json::to_string(&rec)?;
+                batch.insert_record_json(&rec, &json)?;
+                out.write_all(json.as_bytes())?;
+                out.write_all(b"\n")?;
+                Ok(())
+            });
+            index += 1;
+            match written {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(e) => {
+                    failed = Some(e);
+                    ControlFlow::Break(())
+                }
+            }
+        })?;
+        if let Some(e) = failed.take() {
+            return Err(e);
+        }
+    }
+    let file =
+        out.into_inner().map_err(|e| e.into_error()).with_context(|| format!("cannot write {}", tmp.display()))?;
+    file.sync_all().with_context(|| format!("cannot write {}", tmp.display()))?;
+    drop(file);
+    std::fs::rename(&tmp, &records_path)
+        .with_context(|| format!("cannot rename {} to {}", tmp.display(), records_path.display()))?;
+    durable::sync_dir(run_dir)?;
+    // The run becomes visible with this one commit.
+    batch.commit()
+}
+
+/// The file in an import's run directory that holds its records, one JSON object per line, in order.
+pub const RECORDS_FILE: &str = "records.jsonl";
+
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f = std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
+    f.write_all(bytes).and_then(|_| f.sync_all()).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// The test's name as llama-bench prints it: `pp512`, `tg128`, `pp512+tg128`, with `@d4096` for a depth.
@@ -53,65 +472,60 @@ pub fn test_name(n_prompt: u64, n_gen: u64, n_depth: u64) -> String {
     s
 }
 
-pub fn to_records(tests: &[Map<String, Value>], run_id: &str, endpoint: &str) -> Vec<Record> {
-    let u = |o: &Map<String, Value>, k: &str| o.get(k).and_then(Value::as_u64).unwrap_or(0);
-    let f = |o: &Map<String, Value>, k: &str| o.get(k).and_then(Value::as_f64);
-    let s = |o: &Map<String, Value>, k: &str| o.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    tests
-        .iter()
-        .enumerate()
-        .map(|(i, o)| {
-            let (n_prompt, n_gen, n_depth) = (u(o, "n_prompt"), u(o, "n_gen"), u(o, "n_depth"));
-            let test = test_name(n_prompt, n_gen, n_depth);
-            let model_path = s(o, "model_filename");
-            let model = model_path.rsplit('/').next().unwrap_or(&model_path).to_string();
-            let ngl = o.get("n_gpu_layers").and_then(Value::as_i64).unwrap_or(-1);
-            let avg_ms = f(o, "avg_ns").map(|ns| ns / 1e6);
-            let avg_ts = f(o, "avg_ts");
-            let mut timings = ServerTimings::default();
-            let (mut prompt_tps, mut decode_tps) = (None, None);
-            if n_gen == 0 {
-                timings.prompt_n = Some(n_prompt);
-                timings.prompt_ms = avg_ms;
-                prompt_tps = avg_ts;
-            } else if n_prompt == 0 {
-                timings.decode_n = Some(n_gen);
-                timings.decode_ms = avg_ms;
-                decode_tps = avg_ts;
-            }
-            timings.total_ms = avg_ms;
-            let backends = s(o, "backends");
-            let gpu = s(o, "gpu_info");
-            let backend = if gpu.is_empty() { backends.clone() } else { format!("{backends} ({gpu})") };
-            let mut extra = Map::new();
-            extra.insert("llama_bench".into(), Value::Object(o.clone()));
-            Record {
-                schema: RECORD_SCHEMA,
-                run_id: run_id.to_string(),
-                cell_key: format!("{endpoint}|{model}|ngl={ngl}|{test}|n={n_gen}|t{i}"),
-                seq: i as u64,
-                source: RunSource::LlamaBench,
-                file: format!("records/{i:05}/result.json"),
-                endpoint: endpoint.to_string(),
-                model,
-                num_gpu: ngl,
-                prompt: test,
-                num_predict: n_gen as i64,
-                epoch: 1,
-                repetition: 1,
-                started_at: s(o, "test_time"),
-                status: Status::Ok,
-                wall_ms: avg_ms,
-                server_timings: timings,
-                prompt_tps,
-                decode_tps,
-                // llama-bench names its backends itself; no log line stands behind it, so no evidence lines.
-                backend: (!backends.is_empty()).then(|| BackendFacts { backend, ..Default::default() }),
-                extra,
-                ..Default::default()
-            }
-        })
-        .collect()
+/// The record of the test `o`, the `index`th of the import (0-based).
+fn to_record(o: &Map<String, Value>, index: usize, run_id: &str, endpoint: &str) -> Record {
+    let u = |k: &str| o.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let f = |k: &str| o.get(k).and_then(Value::as_f64);
+    let s = |k: &str| o.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let (n_prompt, n_gen, n_depth) = (u("n_prompt"), u("n_gen"), u("n_depth"));
+    let test = test_name(n_prompt, n_gen, n_depth);
+    let model_path = s("model_filename");
+    let model = model_path.rsplit('/').next().unwrap_or(&model_path).to_string();
+    let ngl = o.get("n_gpu_layers").and_then(Value::as_i64).unwrap_or(-1);
+    let avg_ms = f("avg_ns").map(|ns| ns / 1e6);
+    let avg_ts = f("avg_ts");
+    let mut timings = ServerTimings::default();
+    let (mut prompt_tps, mut decode_tps) = (None, None);
+    if n_gen == 0 {
+        timings.prompt_n = Some(n_prompt);
+        timings.prompt_ms = avg_ms;
+        prompt_tps = avg_ts;
+    } else if n_prompt == 0 {
+        timings.decode_n = Some(n_gen);
+        timings.decode_ms = avg_ms;
+        decode_tps = avg_ts;
+    }
+    timings.total_ms = avg_ms;
+    let backends = s("backends");
+    let gpu = s("gpu_info");
+    let backend = if gpu.is_empty() { backends.clone() } else { format!("{backends} ({gpu})") };
+    let mut extra = Map::new();
+    extra.insert("llama_bench".into(), Value::Object(o.clone()));
+    Record {
+        schema: RECORD_SCHEMA,
+        run_id: run_id.to_string(),
+        cell_key: format!("{endpoint}|{model}|ngl={ngl}|{test}|n={n_gen}|t{index}"),
+        seq: index as u64,
+        source: RunSource::LlamaBench,
+        file: RECORDS_FILE.to_string(),
+        endpoint: endpoint.to_string(),
+        model,
+        num_gpu: ngl,
+        prompt: test,
+        num_predict: n_gen as i64,
+        epoch: 1,
+        repetition: 1,
+        started_at: s("test_time"),
+        status: Status::Ok,
+        wall_ms: avg_ms,
+        server_timings: timings,
+        prompt_tps,
+        decode_tps,
+        // llama-bench names its backends itself; no log line stands behind it, so no evidence lines.
+        backend: (!backends.is_empty()).then(|| BackendFacts { backend, ..Default::default() }),
+        extra,
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]
@@ -123,13 +537,30 @@ mod tests {
 {"build_commit": "abc1234", "build_number": 11434, "cpu_info": "AMD EPYC", "gpu_info": "llvmpipe (LLVM 15.0.6, 256 bits)", "backends": "Vulkan", "model_filename": "/m/tiny.gguf", "n_gpu_layers": 99, "n_prompt": 0, "n_gen": 16, "n_depth": 0, "test_time": "2026-11-21T12:00:05Z", "avg_ns": 4705882352, "stddev_ns": 2000000, "avg_ts": 3.4, "stddev_ts": 0.1, "samples_ns": [4705882352], "samples_ts": [3.4]}
 "#;
 
+    /// The test objects of `text` as the import reads them, or the check's error.
+    fn tests_of(text: &str) -> Result<Vec<Map<String, Value>>> {
+        let input = Input { path: "t.jsonl".into(), bytes: text.as_bytes().to_vec() };
+        check(std::slice::from_ref(&input))?;
+        let mut out = Vec::new();
+        each_object(&input.bytes, |_, t| {
+            out.push(parse_object(t).unwrap());
+            ControlFlow::Continue(())
+        })?;
+        Ok(out)
+    }
+
+    fn check_error(text: &str) -> String {
+        format!("{:#}", tests_of(text).unwrap_err())
+    }
+
     #[test]
     fn jsonl_and_json_forms_give_the_same_records() {
-        let a = parse_bench(JSONL).unwrap();
-        let arr = format!("[{}]", JSONL.trim().lines().collect::<Vec<_>>().join(","));
-        let b = parse_bench(&arr).unwrap();
+        let a = tests_of(JSONL).unwrap();
+        // llama-bench -o json prints the array with each object over several lines.
+        let arr = format!("[\n  {}\n]\n", JSONL.trim().lines().collect::<Vec<_>>().join(",\n  "));
+        let b = tests_of(&arr).unwrap();
         assert_eq!(a, b);
-        let recs = to_records(&a, "r", "llama-bench");
+        let recs: Vec<Record> = a.iter().enumerate().map(|(i, o)| to_record(o, i, "r", "llama-bench")).collect();
         assert_eq!(recs.len(), 2);
         assert_eq!(recs[0].prompt, "pp64");
         assert_eq!(recs[0].prompt_tps, Some(47.0));
@@ -144,11 +575,77 @@ mod tests {
     }
 
     #[test]
+    fn array_elements_are_split_with_their_lines_and_strings_left_alone() {
+        let text = "\n[\n {\"a\": \"x,]}\\\"\"},\n\n {\"b\": [1, {\"c\": 2}]}\n, 3]\n";
+        let mut got = Vec::new();
+        each_object(text.as_bytes(), |at, t| {
+            got.push((at.test, at.line, String::from_utf8_lossy(t).trim().to_string()));
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        assert_eq!(
+            got,
+            [
+                (1, 3, "{\"a\": \"x,]}\\\"\"}".to_string()),
+                (2, 5, "{\"b\": [1, {\"c\": 2}]}".to_string()),
+                (3, 6, "3".to_string())
+            ]
+        );
+        assert!(each_object(b"[{\"a\": 1}", |_, _| ControlFlow::Continue(()))
+            .unwrap_err()
+            .to_string()
+            .contains("not closed"));
+        assert!(each_object(b"[1] x", |_, _| ControlFlow::Continue(()))
+            .unwrap_err()
+            .to_string()
+            .contains("after the closing"));
+    }
+
+    #[test]
     fn not_llama_bench_output_is_refused_with_the_reason() {
-        assert!(parse_bench("").unwrap_err().to_string().contains("no llama-bench tests"));
-        assert!(parse_bench("{\"x\": 1}").unwrap_err().to_string().contains("n_prompt"));
-        assert!(parse_bench("[1]").unwrap_err().to_string().contains("JSON object"));
-        assert!(parse_bench("| model | size |").unwrap_err().to_string().contains("line 1"));
+        assert!(check_error("").contains("no llama-bench tests"));
+        assert!(check_error("{\"x\": 1}").contains("line 1 (test 1): no `n_prompt` field"));
+        assert!(check_error("[1]").contains("JSON object"));
+        assert!(check_error("| model | size |").contains("line 1"));
         assert_eq!(test_name(512, 128, 4096), "pp512+tg128 @ d4096");
+    }
+
+    /// One valid jsonl test with `field` replaced by `value` (a JSON token, as llama-bench would print it).
+    fn with(field: &str, value: &str) -> String {
+        let first = JSONL.lines().next().unwrap();
+        let o: Map<String, Value> = serde_json::from_str(first).unwrap();
+        let fields: Vec<String> = o
+            .iter()
+            .map(|(k, v)| if k == field { format!("\"{k}\": {value}") } else { format!("\"{k}\": {v}") })
+            .collect();
+        format!("{first}\n{{{}}}\n", fields.join(", "))
+    }
+
+    #[test]
+    fn insane_values_are_refused_with_line_and_field() {
+        for (field, value, expect) in [
+            ("avg_ts", "-47.0", "`avg_ts` is -47.0, expected tokens per second"),
+            ("avg_ts", "nan", "`avg_ts` is `nan`, which is no number"),
+            ("avg_ts", "-nan", "`avg_ts` is `-nan`, which is no number"),
+            ("stddev_ts", "inf", "`stddev_ts` is `inf`, which is no number"),
+            ("avg_ts", "1e300", "`avg_ts` is 1e+300, expected tokens per second from 0 to 1e9"),
+            ("avg_ts", "\"47\"", "`avg_ts` is \"47\", expected"),
+            ("avg_ns", "-1361702127", "`avg_ns` is -1361702127, expected a duration"),
+            ("stddev_ns", "-1", "`stddev_ns` is -1, expected a duration"),
+            ("n_prompt", "-64", "`n_prompt` is -64, expected a whole number of tokens from 0 to 16777216"),
+            ("n_prompt", "18446744073709551615", "`n_prompt` is 18446744073709551615, expected a whole number"),
+            ("n_depth", "1.5", "`n_depth` is 1.5, expected a whole number"),
+            ("n_gpu_layers", "-7", "`n_gpu_layers` is -7"),
+            ("samples_ts", "[47.0, -1.0]", "`samples_ts[1]` is -1.0"),
+            ("samples_ns", "7", "`samples_ns` is 7, expected an array"),
+        ] {
+            let e = check_error(&with(field, value));
+            assert!(e.contains(&format!("t.jsonl, line 2 (test 2): {expect}")), "{field}={value}: {e}");
+            assert!(!e.contains("line 1 "), "the valid first line is not blamed: {e}");
+        }
+        // Every problem is listed, up to the limit, each with its own line.
+        let bad = "{\"n_prompt\": -1, \"n_gen\": 0, \"avg_ns\": 1, \"avg_ts\": 1}\n".repeat(12);
+        let e = check_error(&bad);
+        assert!(e.contains("line 10 (test 10)") && !e.contains("line 11 ") && e.contains("and 2 more problems"), "{e}");
     }
 }

@@ -49,3 +49,4 @@ mod ollama_docs;
 pub use command::{run, ExportOptions, ImportOptions, ReportOptions, Resume, RunOptions, SweepCommand};
 pub use flags::{FlagError, SweepFlags};
 pub use spec::TimeoutSpec;
+pub use supervise::watchdog_main;

@@ -5,7 +5,8 @@
 //! completed cells: a crash or power cut between the steps leaves a `result.json` without a row, and `--resume` runs
 //! that cell again and replaces the file. `(run_id, cell_key)` is the primary key, so a cell can never be recorded
 //! twice. The database runs in WAL mode with `synchronous = FULL`, so a committed row survives a power cut; one fsync
-//! per cell is nothing next to an LLM request.
+//! per cell is nothing next to an LLM request. An import stores all its records in one transaction instead
+//! ([`Store::batch`]): thousands of rows, one sync.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -222,24 +223,7 @@ impl Store {
     }
 
     pub fn create_run(&mut self, run: &RunRow) -> Result<()> {
-        self.conn
-            .execute(
-                "INSERT INTO runs (run_id, created_at, finished_at, status, source, run_dir, plan_json, cells_total, backscope_version)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![
-                    run.run_id,
-                    run.created_at,
-                    run.finished_at,
-                    run.status,
-                    run.source,
-                    run.run_dir,
-                    run.plan_json,
-                    run.cells_total as i64,
-                    run.backscope_version
-                ],
-            )
-            .with_context(|| format!("cannot record run {}", run.run_id))?;
-        Ok(())
+        insert_run(&self.conn, run)
     }
 
     fn run_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
@@ -301,44 +285,16 @@ impl Store {
     /// Insert one record in its own transaction.
     pub fn insert_record(&mut self, rec: &Record) -> Result<()> {
         let json = serde_json::to_string(rec)?;
-        let trace_json = rec.trace.as_ref().map(serde_json::to_string).transpose()?;
         let tx = self.conn.transaction()?;
-        tx.execute(
-            "INSERT INTO records (run_id, cell_key, seq, endpoint, model, num_gpu, prompt, num_predict, epoch, repetition,
-                status, error_class, signal, http_status, wall_ms, ttft_ms, ttf_ms, prompt_tps, decode_tps, backend, file, json, recorded_at,
-                trace_launches, trace_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)",
-            params![
-                rec.run_id,
-                rec.cell_key,
-                rec.seq as i64,
-                rec.endpoint,
-                rec.model,
-                rec.num_gpu,
-                rec.prompt,
-                rec.num_predict,
-                rec.epoch,
-                rec.repetition,
-                if rec.is_ok() { "ok" } else { "fail" },
-                rec.error_class.map(|c| c.as_str()),
-                rec.signal,
-                rec.http_status,
-                rec.wall_ms,
-                rec.ttft_ms,
-                rec.ttf_ms,
-                rec.prompt_tps,
-                rec.decode_tps,
-                rec.backend.as_ref().map(|b| b.backend.clone()),
-                rec.file,
-                json,
-                utc_now(),
-                rec.trace.as_ref().map(|t| t.total_launches as i64),
-                trace_json,
-            ],
-        )
-        .with_context(|| format!("cannot record cell {} of run {}", rec.cell_key, rec.run_id))?;
+        insert_record_json(&tx, rec, &json)?;
         tx.commit()?;
         Ok(())
+    }
+
+    /// A transaction for many rows at once (an import): one commit, so one sync of the database, at its end.
+    /// Dropped without [`Batch::commit`], it leaves the database as it was.
+    pub fn batch(&mut self) -> Result<Batch<'_>> {
+        Ok(Batch { tx: self.conn.transaction()? })
     }
 
     pub fn set_run_status(&mut self, run_id: &str, status: RunStatus) -> Result<()> {
@@ -409,6 +365,86 @@ impl Store {
         })?;
         Ok(out)
     }
+}
+
+/// Rows written in one transaction ([`Store::batch`]).
+pub struct Batch<'a> {
+    tx: rusqlite::Transaction<'a>,
+}
+
+impl Batch<'_> {
+    pub fn create_run(&self, run: &RunRow) -> Result<()> {
+        insert_run(&self.tx, run)
+    }
+
+    /// Insert a record whose JSON text (`serde_json::to_string(rec)`) the caller already has.
+    pub fn insert_record_json(&self, rec: &Record, json: &str) -> Result<()> {
+        insert_record_json(&self.tx, rec, json)
+    }
+
+    pub fn commit(self) -> Result<()> {
+        Ok(self.tx.commit()?)
+    }
+}
+
+fn insert_run(conn: &Connection, run: &RunRow) -> Result<()> {
+    conn.execute(
+        "INSERT INTO runs (run_id, created_at, finished_at, status, source, run_dir, plan_json, cells_total, backscope_version)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![
+            run.run_id,
+            run.created_at,
+            run.finished_at,
+            run.status,
+            run.source,
+            run.run_dir,
+            run.plan_json,
+            run.cells_total as i64,
+            run.backscope_version
+        ],
+    )
+    .with_context(|| format!("cannot record run {}", run.run_id))?;
+    Ok(())
+}
+
+/// One record's row; `json` is the record as stored (`serde_json::to_string(rec)`).
+fn insert_record_json(conn: &Connection, rec: &Record, json: &str) -> Result<()> {
+    let trace_json = rec.trace.as_ref().map(serde_json::to_string).transpose()?;
+    let mut st = conn.prepare_cached(
+        "INSERT INTO records (run_id, cell_key, seq, endpoint, model, num_gpu, prompt, num_predict, epoch, repetition,
+            status, error_class, signal, http_status, wall_ms, ttft_ms, ttf_ms, prompt_tps, decode_tps, backend, file, json, recorded_at,
+            trace_launches, trace_json)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)",
+    )?;
+    st.execute(params![
+        rec.run_id,
+        rec.cell_key,
+        rec.seq as i64,
+        rec.endpoint,
+        rec.model,
+        rec.num_gpu,
+        rec.prompt,
+        rec.num_predict,
+        rec.epoch,
+        rec.repetition,
+        if rec.is_ok() { "ok" } else { "fail" },
+        rec.error_class.map(|c| c.as_str()),
+        rec.signal,
+        rec.http_status,
+        rec.wall_ms,
+        rec.ttft_ms,
+        rec.ttf_ms,
+        rec.prompt_tps,
+        rec.decode_tps,
+        rec.backend.as_ref().map(|b| b.backend.clone()),
+        rec.file,
+        json,
+        utc_now(),
+        rec.trace.as_ref().map(|t| t.total_launches as i64),
+        trace_json,
+    ])
+    .with_context(|| format!("cannot record cell {} of run {}", rec.cell_key, rec.run_id))?;
+    Ok(())
 }
 
 pub use super::durable::write_atomic;

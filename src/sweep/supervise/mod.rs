@@ -15,9 +15,10 @@
 //! - **backscope killed with SIGKILL** (or a second Ctrl-C, which exits at once): it can do nothing, so the
 //!   children carry `PR_SET_PDEATHSIG(SIGKILL)` and die with it. The death signal fires when the *thread* that
 //!   spawned the child exits, so children are spawned from the sweep's main thread only. What *they* started does
-//!   not get the signal and survives, reparented to init — Ollama's runners sit exactly there. For those the run
-//!   directory keeps a ledger of the children ([`ledger`]); `--resume` and the next sweep on the same database
-//!   read it and kill what a dead backscope left behind ([`reclaim`]). Until then, they run.
+//!   not get the signal and is reparented to init — Ollama's runners sit exactly there. For those the run
+//!   directory keeps a ledger of the children ([`ledger`]), and a watchdog process started before the first child
+//!   ([`watchdog`]) notices backscope's end through a pipe and kills, from the ledger, what was left running. If
+//!   the watchdog was killed too, `--resume` and the next sweep on the same database do the same ([`reclaim`]).
 //! - **Processes that rewrite their environment** (dropping the tag) are found through the group while its leader
 //!   lives and through adoption while backscope lives; after a SIGKILL, without their leader, they cannot be told
 //!   from strangers and are left alone.
@@ -26,6 +27,7 @@ mod descendants;
 mod helper;
 mod ledger;
 mod procfs;
+mod watchdog;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
@@ -41,6 +43,7 @@ use descendants::{owner, spawn_tracked, Tag, TAG_VAR};
 pub use helper::run_bounded;
 use ledger::Recorded;
 pub use ledger::{reclaim, Ledger};
+pub use watchdog::main_if_requested as watchdog_main;
 
 /// How often exits are polled while waiting. Short enough that a crash is noticed within a few ms of the
 /// connection dropping; waits are bounded by their callers.
