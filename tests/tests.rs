@@ -6,6 +6,7 @@ mod disasm_real;
 mod doctor;
 mod gate;
 mod gguf_synth;
+mod hardening_trace;
 mod maps_live;
 mod output_cli;
 mod predict;
