@@ -82,7 +82,10 @@ fn layer_of(name: &str) -> Option<(u64, &str)> {
 pub fn from_gguf(path: &Path) -> Result<ModelWeights> {
     let file = crate::synth::open_gguf(path)?;
     let g = crate::synth::parse_gguf(&file)?;
-    from_parsed(&g, &path.display().to_string())
+    let weights = from_parsed(&g, &path.display().to_string());
+    // What was parsed is copied out by now; a file cut short meanwhile read as zeros, which is not the model.
+    file.check_whole()?;
+    weights
 }
 
 pub fn from_parsed(g: &Gguf<'_>, source: &str) -> Result<ModelWeights> {

@@ -180,3 +180,40 @@ fn prompt_count_from_a_sweep_record() {
         Some(PromptFromRun { run_id: "r1".into(), prompt_tokens: 1100, includes_cache: true })
     );
 }
+
+/// A GGUF of `n` small llama weight matrices (`blk.I.attn_q.weight`, 32×2 F32), written with the gguf crate's
+/// writer; its tensor-info table alone spans many pages.
+fn small_tensor_gguf(path: &std::path::Path, n: u64) {
+    use gguf::{GgmlType, GgufWriter, TensorSpec, Value};
+    let specs: Vec<TensorSpec> =
+        (0..n).map(|i| TensorSpec::new(format!("blk.{i}.attn_q.weight"), &[32, 2], GgmlType::F32)).collect();
+    let kvs = [("general.architecture", Value::String(b"llama"))];
+    let out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut w = GgufWriter::new(out, &kvs, &specs).unwrap();
+    let zeros = vec![0u8; 32 * 2 * 4];
+    for _ in 0..n {
+        w.write_data(&zeros).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// Issue 21: a GGUF cut short while it is mapped (a model being re-downloaded) killed predict and synth with
+/// SIGBUS. Through the guarded map it is an error naming the file and the offset where the bytes end.
+#[test]
+fn a_gguf_truncated_while_mapped_is_an_error_not_sigbus() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.gguf");
+    small_tensor_gguf(&path, 4000);
+    let file = crate::synth::open_gguf(&path).unwrap();
+    assert!(file.bytes().len() > 64 * 4096);
+    // Cut to one page (the tensor infos run far past it) before a byte is read.
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(4096).unwrap();
+    let error = format!("{:#}", crate::synth::parse_gguf(&file).unwrap_err());
+    assert!(error.starts_with(&format!("{}: ", path.display())), "{error}");
+    assert!(error.contains("truncated while it was being read"), "{error}");
+    assert!(error.contains("from offset 4096 on"), "{error}");
+    drop(file);
+    // The whole path, on the file as it now is: a clear reader error, not a crash.
+    let error = format!("{:#}", model::from_gguf(&path).unwrap_err());
+    assert!(error.contains("model.gguf"), "{error}");
+}
