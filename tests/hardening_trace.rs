@@ -94,3 +94,63 @@ fn sigterm_to_backscope_reaches_the_traced_command() {
 fn sigint_to_backscope_reaches_the_traced_command() {
     forwarded_signal_ends_the_command(libc::SIGINT, "SIGINT");
 }
+
+// ---- predict --model: time and memory bounded by the input, whatever its tensor count ----
+
+/// Writes a GGUF with the gguf crate's writer: llama metadata and `n` weight matrices `blk.I.attn_q.weight`
+/// of type `ggml_type` with the dimensions `dims(I)` gives (zero rows: a valid tensor of no bytes, so the
+/// file is all metadata).
+fn many_tensor_gguf(path: &Path, n: u64, ggml_type: gguf::GgmlType, dims: impl Fn(u64) -> [u64; 2]) {
+    use gguf::{GgufWriter, TensorSpec, Value};
+    let specs: Vec<TensorSpec> =
+        (0..n).map(|i| TensorSpec::new(format!("blk.{i}.attn_q.weight"), &dims(i), ggml_type)).collect();
+    let kvs = [
+        ("general.architecture", Value::String(b"llama")),
+        ("llama.attention.head_count", Value::U32(32)),
+        ("llama.attention.head_count_kv", Value::U32(8)),
+        ("llama.embedding_length", Value::U32(4096)),
+    ];
+    let out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut w = GgufWriter::new(out, &kvs, &specs).unwrap();
+    let total: u64 = specs.iter().map(|s| s.n_bytes().unwrap()).sum();
+    w.write_data(&vec![0u8; total as usize]).unwrap();
+    w.finish().unwrap();
+}
+
+fn predict_bounded(model: &Path, extra: &[&str]) -> bounded::Done {
+    let mut args = vec!["predict", "--json", "--arch", "gfx1201", "--model", model.to_str().unwrap()];
+    args.extend(extra);
+    bounded::run(&args, Bounds { address_space: 4 * GIB, deadline: Duration::from_secs(60), ..Default::default() })
+}
+
+/// Issue 21: the whole rule table ran per tensor per phase (20k tensors 11.6 s, 300k over 60 s). 300k tensors with
+/// the same facts are one evaluation per phase.
+#[test]
+fn predict_on_300k_equal_tensors_is_bounded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("many.gguf");
+    many_tensor_gguf(&model, 300_000, gguf::GgmlType::F16, |_| [4096, 0]);
+    let done = predict_bounded(&model, &["--prompt-tokens", "1000"]);
+    done.assert_bounded(&[0], 10, GIB);
+    let report: serde_json::Value = serde_json::from_str(done.stdout.trim()).unwrap();
+    let phases = report["phases"].as_array().unwrap();
+    // 1000 tokens: ubatch 1 of 512, the last of 488, then one decode step (llama.cpp's split_simple).
+    let ids: Vec<&str> = phases.iter().map(|p| p["id"].as_str().unwrap()).collect();
+    assert!(ids.starts_with(&["prefill", "prefill-last"]) && ids.ends_with(&["decode"]), "{ids:?}");
+    for p in phases {
+        let tensors: u64 = p["weights"].as_array().unwrap().iter().map(|g| g["tensors"].as_u64().unwrap()).sum();
+        // Every tensor is counted once per phase it takes part in (the last layer's attn_q is before the gather).
+        assert_eq!(tensors, 300_000, "{}", p["id"]);
+    }
+}
+
+/// The hostile variant: every tensor a different row length, so no two share a query.
+#[test]
+fn predict_on_150k_distinct_tensors_is_bounded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("distinct.gguf");
+    many_tensor_gguf(&model, 150_000, gguf::GgmlType::F32, |i| [i + 1, 0]);
+    assert!(std::fs::metadata(&model).unwrap().len() < 10 * MIB);
+    let done = predict_bounded(&model, &["--prompt-tokens", "1000"]);
+    done.assert_bounded(&[0], 10, GIB);
+}

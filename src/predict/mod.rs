@@ -16,7 +16,7 @@ pub mod compare;
 pub mod model;
 mod render;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Result};
@@ -426,6 +426,10 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
         FlashAttn::Auto => fa_supported == Some(true),
     };
 
+    // The rule tables depend only on the query: weights with equal facts (every layer's attn_q, …) share one
+    // evaluation, in every phase with the same ne11. A model of 300k tensors has a handful of distinct queries,
+    // and one of 300k distinct shapes a few hundred classes of them (Evaluator::matmul_key).
+    let mut memo: HashMap<MatmulQuery, MatmulPrediction> = HashMap::new();
     let mut phases = Vec::new();
     for p in &plans {
         let mut groups: Vec<WeightGroup> = Vec::new();
@@ -445,7 +449,9 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
                 ne11: p.ne11,
                 mul_mat_id: t.op == MatmulOp::MulMatId,
             };
-            let mut prediction = ev.matmul(&q);
+            // Without --explain nothing shows ne00/ne01 themselves: key on what the rules can tell apart in them.
+            let key = if opts.explain { q } else { ev.matmul_key(&q) };
+            let prediction = memo.entry(key).or_insert_with_key(|q| ev.matmul(q));
             let key = |g: &WeightGroup| {
                 g.ggml_type == t.ggml_type
                     && g.op == t.op
@@ -460,6 +466,7 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
                     g.examples.push(t.name.clone());
                 }
             } else {
+                let mut prediction = prediction.clone();
                 if !opts.explain {
                     prediction.path.clear();
                 }

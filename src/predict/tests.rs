@@ -217,3 +217,52 @@ fn a_gguf_truncated_while_mapped_is_an_error_not_sigbus() {
     let error = format!("{:#}", model::from_gguf(&path).unwrap_err());
     assert!(error.contains("model.gguf"), "{error}");
 }
+
+/// The memo key of `predict` (Evaluator::matmul_key) must be invisible: for every version, a spread of GPUs,
+/// types, shapes, token counts and expert counts, the key's prediction is the query's own.
+#[test]
+fn the_memo_key_predicts_what_the_query_predicts() {
+    use crate::knowledge::dispatch::{Evaluator, MatmulQuery};
+    let shapes = [0, 1, 2, 3, 31, 32, 33, 64, 96, 128, 130, 256, 511, 512, 513, 1024, 1025, 1056, 2048, 4096, 4097];
+    let shapes: Vec<u64> = shapes.into_iter().chain([11008, 14336, 151_936, 152_064, (1 << 40) + 32]).collect();
+    let mut compared = 0u64;
+    for version in crate::knowledge::dispatch_versions() {
+        let dispatch = crate::knowledge::dispatch(version).unwrap();
+        for arch in ["gfx900", "gfx906", "gfx1100", "gfx1201", "sm_75", "sm_86"] {
+            let Ok((device, _)) = device_for(arch) else { continue };
+            for flags in [vec![], vec!["GGML_CUDA_FORCE_MMQ".to_string()]] {
+                if !flags.iter().all(|f| dispatch.build_flag.iter().any(|b| &b.name == f)) {
+                    continue;
+                }
+                let ev = Evaluator::new(dispatch, &device, &flags);
+                for ty in ["F32", "F16", "Q4_0", "Q4_K", "Q8_0"] {
+                    let (_, quantized, type_size) = model::type_facts(ty).unwrap();
+                    for (&ne00, &ne01) in shapes.iter().zip(shapes.iter().rev()).chain(shapes.iter().zip(&shapes)) {
+                        for ne11 in [1, 8, 512] {
+                            for experts in [0, 8] {
+                                let q = MatmulQuery {
+                                    weight_type: ty.into(),
+                                    quantized,
+                                    type_size,
+                                    ne00: Some(ne00),
+                                    ne01: Some(ne01),
+                                    experts,
+                                    ne11,
+                                    mul_mat_id: experts > 0,
+                                };
+                                let (a, b) = (ev.matmul(&q), ev.matmul(&ev.matmul_key(&q)));
+                                assert_eq!(
+                                    (a.family, a.rule, a.blas_compute, a.undecided),
+                                    (b.family, b.rule, b.blas_compute, b.undecided),
+                                    "{version} {arch} {q:?}"
+                                );
+                                compared += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(compared > 10_000, "{compared}");
+}
