@@ -154,3 +154,36 @@ fn predict_on_150k_distinct_tensors_is_bounded() {
     let done = predict_bounded(&model, &["--prompt-tokens", "1000"]);
     done.assert_bounded(&[0], 10, GIB);
 }
+
+/// Issue 21: huge token counts wrapped (or, in a debug build, panicked) in the KV lengths and node counts. Each
+/// count is checked against its range, and the error names the flag.
+#[test]
+fn predict_refuses_token_counts_outside_their_range() {
+    let max = u64::MAX.to_string();
+    let cases: [(&[&str], &str); 4] = [
+        (&["--prompt-tokens", &max], "--prompt-tokens is 18446744073709551615; expected 0 to 1099511627776"),
+        (&["--prompt-tokens", "10", "--decode-tokens", &max], "--decode-tokens"),
+        (&["--ne11", "0"], "--ne11 is 0; expected 1 to 1099511627776"),
+        (&["--prompt-tokens", "9", "--ubatch", &max], "--ubatch is 18446744073709551615"),
+    ];
+    for (flags, message) in cases {
+        let mut args = vec!["predict", "--json", "--arch", "gfx1201", "--type", "q4_k"];
+        args.extend(flags);
+        let done = bounded::run(&args, Bounds { deadline: Duration::from_secs(30), ..Default::default() });
+        done.assert_bounded(&[2], 30, GIB);
+        assert!(done.stderr.contains(message), "{flags:?}: {}", done.stderr);
+        assert!(done.stdout.is_empty(), "{flags:?}: {}", done.stdout);
+    }
+    // The top of the range is a prediction: 2^40 prompt tokens then 2^40 decode steps, the counts exact.
+    let top = (1u64 << 40).to_string();
+    let args =
+        ["predict", "--json", "--arch", "gfx1201", "--type", "q4_k", "--prompt-tokens", &top, "--decode-tokens", &top];
+    let done = bounded::run(&args, Bounds { deadline: Duration::from_secs(30), ..Default::default() });
+    done.assert_bounded(&[0], 30, GIB);
+    let report: serde_json::Value = serde_json::from_str(done.stdout.trim()).unwrap();
+    let decode = report["phases"].as_array().unwrap().iter().find(|p| p["id"] == "decode").unwrap();
+    assert_eq!(decode["repeat"].as_u64(), Some(1 << 40));
+    // 2^40 / 512 ubatches: all but the last full, the last of 512 (llama.cpp's split_simple).
+    let prefill = report["phases"].as_array().unwrap().iter().find(|p| p["id"] == "prefill").unwrap();
+    assert_eq!(prefill["repeat"].as_u64(), Some((1 << 40) / 512 - 1));
+}

@@ -35,6 +35,18 @@ pub const SCHEMA: &str = "backscope.predict/1";
 pub const DEFAULT_UBATCH: u64 = 512;
 /// The KV cache view length is padded to this (src/llama-kv-cache.cpp:1285: max(n_pad, 256)).
 pub const KV_PAD: u64 = 256;
+/// The most tokens a count may say (2^40, about 10^12: far beyond any context or run), so that sums of counts,
+/// padded KV lengths and node counts (tensors × repeats) are all exact in u64 instead of wrapping.
+pub const MAX_TOKENS: u64 = 1 << 40;
+
+/// `value` of `what` (a flag, or a record's field) within 1..=MAX_TOKENS (0 too where `zero_ok`).
+fn check_count(what: &str, value: u64, zero_ok: bool) -> Result<()> {
+    let least = u64::from(!zero_ok);
+    if value < least || value > MAX_TOKENS {
+        bail!("{what} is {value}; expected {least} to {MAX_TOKENS} (2^40) tokens");
+    }
+    Ok(())
+}
 
 /// What weights to predict for.
 #[derive(Clone, Debug)]
@@ -379,11 +391,16 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
             knowledge::dispatch_versions().join(", ")
         )
     })?;
-    if opts.ubatch == 0 {
-        bail!("ubatch must be at least 1");
+    check_count("--ubatch", opts.ubatch, false)?;
+    match (opts.batch, &opts.prompt_from_run) {
+        (Batch::Ne11(n), _) => check_count("--ne11", n, false)?,
+        (Batch::PromptTokens(n), Some(run)) => {
+            check_count(&format!("the prompt token count of run {} (server_timings.prompt_n)", run.run_id), n, true)?
+        }
+        (Batch::PromptTokens(n), None) => check_count("--prompt-tokens", n, true)?,
     }
-    if let Batch::Ne11(0) = opts.batch {
-        bail!("ne11 must be at least 1");
+    if let Some(n) = opts.decode_tokens {
+        check_count("--decode-tokens (or a record's server_timings.decode_n)", n, true)?;
     }
     for flag in &opts.build_flags {
         if !dispatch.build_flag.iter().any(|f| &f.name == flag) {
@@ -461,7 +478,10 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
             };
             if let Some(g) = groups.iter_mut().find(|g| key(g)) {
                 g.tensors += 1;
-                g.nodes += p.repeat;
+                // Repeats are at most MAX_TOKENS, tensors fewer than the file's bytes: this fits, but says so if not.
+                g.nodes = g.nodes.checked_add(p.repeat).ok_or_else(|| {
+                    anyhow!("{}: more matmul nodes than a u64 counts ({} × {} repeats)", p.label, g.tensors, p.repeat)
+                })?;
                 if g.examples.len() < 4 {
                     g.examples.push(t.name.clone());
                 }
