@@ -187,3 +187,84 @@ fn predict_refuses_token_counts_outside_their_range() {
     let prefill = report["phases"].as_array().unwrap().iter().find(|p| p["id"] == "prefill").unwrap();
     assert_eq!(prefill["repeat"].as_u64(), Some((1 << 40) / 512 - 1));
 }
+
+// ---- trace --read: memory follows the kernel table, not the file ----
+
+/// Writes a trace of `kernels` HIP kernels and `windows` windows, each launching 100 of them (two shapes each),
+/// with the format's own writers (crates/trace). Returns the total launches written.
+fn big_trace(path: &Path, kernels: u32, windows: u32) -> u64 {
+    use trace_format::record::{self, api, source, ShapeCount};
+    let mut out = Vec::new();
+    record::header(
+        &mut out,
+        &record::Header {
+            pid: 4242,
+            ppid: 1,
+            exe: b"/opt/llama/llama-server",
+            cmdline: b"llama-server\0",
+            start_ns: 0,
+            interval_ms: 50,
+            shape_buckets: 8,
+            max_kernels: 1 << 20,
+            max_bytes: 1 << 30,
+            observer: "0.1.0",
+            writer: "backscope-observer",
+        },
+    );
+    let names: Vec<String> = (0..kernels).map(|i| format!("_Z6kernelILi{i}EEvPf")).collect();
+    for (i, name) in names.iter().enumerate() {
+        record::kernel(&mut out, &record::KernelDef::new(i as u32 + 1, name.as_bytes(), api::HIP, source::REGISTER));
+    }
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    std::io::Write::write_all(&mut file, &out).unwrap();
+    let mut total = 0u64;
+    for w in 0..windows {
+        let ids: Vec<u32> = (0..100).map(|j| (w * 7 + j * 13) % kernels + 1).collect();
+        let counts: Vec<(u32, u64)> = ids.iter().map(|&id| (id, u64::from(id % 5) + 2)).collect();
+        let shapes: Vec<ShapeCount> = counts
+            .iter()
+            .flat_map(|&(kernel, n)| {
+                let one = ShapeCount { kernel, grid: [kernel, 1, 1], block: [64, 1, 1], count: 1 };
+                [one, ShapeCount { grid: [kernel, 2, 1], count: n - 1, ..one }]
+            })
+            .collect();
+        total += counts.iter().map(|&(_, n)| n).sum::<u64>();
+        let t0 = u64::from(w) * 50_000_000;
+        out.clear();
+        record::window(
+            &mut out,
+            &record::Window { t0, t1: t0 + 50_000_000, counts: &counts, shapes: &shapes, ..Default::default() },
+        );
+        std::io::Write::write_all(&mut file, &out).unwrap();
+    }
+    out.clear();
+    record::end(&mut out, u64::from(windows) * 50_000_000);
+    std::io::Write::write_all(&mut file, &out).unwrap();
+    std::io::Write::flush(&mut file).unwrap();
+    total
+}
+
+/// Issue 21: `trace --read` held every window (≈3.6× the file: 507 MB → 1.8 GB). Read streaming and folded, a
+/// trace of tens of MB costs a fraction of its size, and the totals are those written.
+#[test]
+fn trace_read_memory_follows_the_kernel_table_not_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("traces");
+    std::fs::create_dir(&dir).unwrap();
+    let path = dir.join("trace-4242.jsonl");
+    let total = big_trace(&path, 2000, 12_000);
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert!(size > 40 * MIB, "{size}");
+    let done = bounded::run(
+        &["trace", "--json", "--top", "0", "--read", dir.to_str().unwrap()],
+        Bounds { address_space: 4 * GIB, deadline: Duration::from_secs(60), ..Default::default() },
+    );
+    eprintln!("trace --read of {} MiB: {}", size / MIB, done.describe());
+    done.assert_bounded(&[0], 60, size / 3);
+    let summary: serde_json::Value = serde_json::from_str(done.stdout.trim()).unwrap();
+    let kernels = summary["kernels"].as_array().unwrap();
+    assert_eq!(kernels.len(), 2000);
+    assert_eq!(kernels.iter().map(|k| k["launches"].as_u64().unwrap()).sum::<u64>(), total);
+    assert_eq!(summary["processes"][0]["launches"].as_u64(), Some(total));
+    assert_eq!(summary["processes"][0]["complete"], true);
+}
