@@ -252,7 +252,7 @@ fn trace_read_memory_follows_the_kernel_table_not_the_file() {
     let dir = tmp.path().join("traces");
     std::fs::create_dir(&dir).unwrap();
     let path = dir.join("trace-4242.jsonl");
-    let total = big_trace(&path, 2000, 12_000);
+    let total = big_trace(&path, 2000, 7_000);
     let size = std::fs::metadata(&path).unwrap().len();
     assert!(size > 40 * MIB, "{size}");
     let done = bounded::run(
@@ -267,4 +267,70 @@ fn trace_read_memory_follows_the_kernel_table_not_the_file() {
     assert_eq!(kernels.iter().map(|k| k["launches"].as_u64().unwrap()).sum::<u64>(), total);
     assert_eq!(summary["processes"][0]["launches"].as_u64(), Some(total));
     assert_eq!(summary["processes"][0]["complete"], true);
+}
+
+// ---- frictions ----
+
+/// Issue 21: `predict --run` demanded `--model` although each record names its model. Without it, each record's
+/// model is read: a GGUF path (here relative to the working directory, as the sweep was given it), else an Ollama
+/// name through Ollama's manifest and blob layout; a model found neither way is named in the error.
+#[test]
+fn predict_run_takes_each_records_model() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = crate::predict_cli::mmvq_program(tmp.path());
+    let (status, events, stderr, db) =
+        crate::sweep_trace::traced_stand_in_sweep(tmp.path(), &exe, &observer_library(), 1);
+    assert_eq!(status.code(), Some(0), "stderr: {stderr}");
+    let recs = crate::sweep_common::records(&events);
+    let run_id = recs[0]["run_id"].as_str().unwrap().to_string();
+    assert!(recs.iter().all(|r| r["model"] == "stand-in"));
+    let predict = |cwd: &Path, ollama: &Path| {
+        let mut cmd = backscope();
+        cmd.current_dir(cwd).env("OLLAMA_MODELS", ollama);
+        cmd.args(["predict", "--json", "--arch", "gfx900", "--run", &run_id, "--db", db.to_str().unwrap()]);
+        run(&mut cmd)
+    };
+    let (with_file, elsewhere, ollama) =
+        (tmp.path().join("cwd"), tmp.path().join("elsewhere"), tmp.path().join("ollama"));
+    for d in [&with_file, &elsewhere, &ollama] {
+        std::fs::create_dir(d).unwrap();
+    }
+    // Four Q4_K matrices of 256-element rows.
+    let gguf = with_file.join("stand-in");
+    many_tensor_gguf(&gguf, 4, gguf::GgmlType::Q4_K, |_| [256, 0]);
+
+    let out = predict(&with_file, &ollama);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = r["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), recs.len());
+    for cell in cells {
+        assert_eq!(cell["report"]["model"]["source"], "stand-in");
+        assert_eq!(cell["report"]["model"]["weights_per_type"]["Q4_K"], 4);
+    }
+
+    let out = predict(&elsewhere, &ollama);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("model stand-in is neither a GGUF file here nor an Ollama model in"), "{stderr}");
+
+    // The same name as an Ollama model: manifests/registry.ollama.ai/library/stand-in/latest names the blob.
+    let hex = "ab".repeat(32);
+    let manifest = ollama.join("manifests/registry.ollama.ai/library/stand-in");
+    std::fs::create_dir_all(&manifest).unwrap();
+    let layer =
+        serde_json::json!({"mediaType": "application/vnd.ollama.image.model", "digest": format!("sha256:{hex}")});
+    std::fs::write(manifest.join("latest"), serde_json::json!({"schemaVersion": 2, "layers": [layer]}).to_string())
+        .unwrap();
+    std::fs::create_dir(ollama.join("blobs")).unwrap();
+    std::fs::copy(&gguf, ollama.join(format!("blobs/sha256-{hex}"))).unwrap();
+    let out = predict(&elsewhere, &ollama);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["cells"][0]["report"]["model"]["weights_per_type"]["Q4_K"], 4);
+
+    // Without --run there is nothing to take the model from.
+    let out = run(backscope().args(["predict", "--arch", "gfx900", "--prompt-tokens", "5"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--model M.gguf or --type T"));
 }

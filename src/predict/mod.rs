@@ -57,6 +57,9 @@ pub enum WeightSource {
     Single { weight_type: String, n: Option<u64>, k: Option<u64> },
     /// Weights already read (from a GGUF the caller parsed, or built by hand).
     Weights(ModelWeights),
+    /// Each record's own model (`predict --run` without `--model`): a GGUF path or an Ollama model name
+    /// ([`model::of_record`]).
+    EachRecord,
 }
 
 /// How many tokens the matmuls see.
@@ -413,6 +416,9 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
         WeightSource::Model(path) => model::from_gguf(path)?,
         WeightSource::Single { weight_type, n, k } => model::single(weight_type, *n, *k)?,
         WeightSource::Weights(w) => w.clone(),
+        WeightSource::EachRecord => {
+            bail!("say which weights: --model M.gguf or --type T (with --run, each record's model is taken)")
+        }
     };
     let ev = Evaluator::new(dispatch, &device, &opts.build_flags);
     let gathered = weights.tensors.iter().any(|t| t.after_gather);
