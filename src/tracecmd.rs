@@ -478,6 +478,19 @@ pub fn find_observer(explicit: Option<&Path>) -> Result<PathBuf> {
     find_library(explicit, "observer library", "BACKSCOPE_OBSERVER_SO", OBSERVER_FILE, " or pass --observer PATH")
 }
 
+/// The observer library for `trace -- CMD`, or `None` (with a note) when none was named and none is found: a
+/// Vulkan-only program is still observed by the layer, and [`run_observed`] refuses only when neither is there.
+fn optional_observer(explicit: Option<&Path>) -> Result<Option<PathBuf>> {
+    match find_observer(explicit) {
+        Ok(p) => Ok(Some(p)),
+        Err(e) if explicit.is_none() && std::env::var_os("BACKSCOPE_OBSERVER_SO").is_none() => {
+            messages::note(format_args!("CUDA/HIP launches are not observed: {e:#}"));
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// A library `backscope trace` loads into the traced program (`file`, called `what` in messages): the path given,
 /// else `$env_var`, else beside the running executable, in `deps/`, or in `../lib/backscope` (where `cargo build` and
 /// an install put it). `hint` ends the not-found message.
@@ -532,7 +545,7 @@ pub fn run(args: TraceOptions) -> Result<u8> {
             if args.command.is_empty() {
                 bail!("nothing to trace: give a command after `--` (backscope trace -- llama-bench -m model.gguf), or --read DIR / --env");
             }
-            let observer = find_observer(args.observer.as_deref())?;
+            let observer = optional_observer(args.observer.as_deref())?;
             let dir = match &args.dir {
                 Some(d) => {
                     std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
@@ -553,7 +566,7 @@ pub fn run(args: TraceOptions) -> Result<u8> {
             };
             // First, so that a run that is killed outright still said where its files are.
             messages::note(format_args!("tracing into {}", dir.display()));
-            let (status, signal) = run_observed(&observer, &dir, &args)?;
+            let (status, signal) = run_observed(observer.as_deref(), &dir, &args)?;
             (dir, Some(status), signal)
         }
     };
@@ -661,17 +674,26 @@ pub fn env_lines(
 /// an empty signal mask and the default action for the signals backscope handles ([`signals::start_clean`]: std
 /// leaves the mask as the spawning thread has it), so it sees signals as it would without backscope. Returns the
 /// exit status (128 + N for a signal) and the signal that ended the command, if one did.
-fn run_observed(observer: &Path, dir: &Path, args: &TraceOptions) -> Result<(i32, Option<i32>)> {
-    let preload = match std::env::var("LD_PRELOAD") {
-        Ok(existing) if !existing.is_empty() => format!("{}:{existing}", observer.display()),
-        _ => observer.display().to_string(),
-    };
+fn run_observed(observer: Option<&Path>, dir: &Path, args: &TraceOptions) -> Result<(i32, Option<i32>)> {
+    let vulkan = vulkan_env(args.vklayer.as_deref(), |k| std::env::var(k).ok())?;
+    if observer.is_none() && vulkan.is_empty() {
+        bail!(
+            "nothing to observe with: neither the observer library (CUDA/HIP) nor the Vulkan layer was found; build \
+             them with `cargo build --release` (the workspace builds both) or pass --observer / --vklayer"
+        );
+    }
     let mut cmd = Command::new(&args.command[0]);
     cmd.args(&args.command[1..])
-        .env("LD_PRELOAD", preload)
         .env(env::TRACE_DIR.name(), dir)
         .env(env::TRACE_INTERVAL_MS.name(), args.interval_ms.to_string());
-    for (k, v) in vulkan_env(args.vklayer.as_deref(), |k| std::env::var(k).ok())? {
+    if let Some(observer) = observer {
+        let preload = match std::env::var("LD_PRELOAD") {
+            Ok(existing) if !existing.is_empty() => format!("{}:{existing}", observer.display()),
+            _ => observer.display().to_string(),
+        };
+        cmd.env("LD_PRELOAD", preload);
+    }
+    for (k, v) in vulkan {
         cmd.env(k, v);
     }
     if args.no_graphs {

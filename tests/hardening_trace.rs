@@ -334,3 +334,34 @@ fn predict_run_takes_each_records_model() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--model M.gguf or --type T"));
 }
+
+/// Issue 21: `trace` on a Vulkan-only program refused to start without the CUDA/HIP observer library beside the
+/// binary. A backscope with only the Vulkan layer (here: a hard link of the binary in a directory of its own, the
+/// layer named by $BACKSCOPE_VKLAYER_SO) traces vulkaninfo's device and says that CUDA/HIP is not observed; with
+/// neither it refuses, saying so.
+#[test]
+fn trace_starts_with_the_vulkan_layer_alone() {
+    let alone = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let exe = alone.path().join("backscope");
+    std::fs::hard_link(env!("CARGO_BIN_EXE_backscope"), &exe).unwrap();
+    let layer = Path::new(env!("CARGO_BIN_EXE_backscope")).parent().unwrap().join("libbackscope_vklayer.so");
+    let traces = alone.path().join("traces");
+    let mut cmd = Command::new(&exe);
+    cmd.env_remove("BACKSCOPE_OBSERVER_SO").env("BACKSCOPE_VKLAYER_SO", &layer);
+    cmd.args(["trace", "--json", "--dir"]).arg(&traces).args(["--", "vulkaninfo", "--summary"]);
+    let out = run(&mut cmd);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("CUDA/HIP launches are not observed: cannot find libbackscope_observer.so"), "{stderr}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let summary: serde_json::Value = serde_json::from_str(text.trim_end().rsplit('\n').next().unwrap()).unwrap();
+    assert!(!summary["devices"].as_array().unwrap().is_empty(), "the layer described vulkaninfo's device: {summary}");
+
+    let mut cmd = Command::new(&exe);
+    cmd.env_remove("BACKSCOPE_OBSERVER_SO").env_remove("BACKSCOPE_VKLAYER_SO");
+    cmd.args(["trace", "--dir"]).arg(alone.path().join("none")).args(["--", "true"]);
+    let out = run(&mut cmd);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("nothing to observe with: neither the observer library"), "{stderr}");
+}
