@@ -394,6 +394,8 @@ impl Reader {
             }
             Line::SignalReturned(seq) => match trace.crashes.iter_mut().rev().find(|c| c.seq == seq) {
                 Some(crash) => crash.returned = true,
+                // A folding reader may have left that crash out (it keeps the last ones).
+                None if self.folded.as_ref().is_some_and(|f| f.crashes_left_out > 0) => {}
                 None => return Err(format!("signal_returned names crash {seq}, which is not before it")),
             },
             Line::Device(device) => {
@@ -423,7 +425,16 @@ impl TraceFile {
     /// Parses the text of one trace file. A last line without its newline that cannot be read is
     /// what a process killed mid-write leaves: it is dropped and flagged in `partial_last_line`.
     pub fn parse(text: &str) -> Result<TraceFile, TraceError> {
-        Self::stream(text.as_bytes(), Reader::new(None)).map_err(|e| match e {
+        Self::parse_with(text, Reader::new(None))
+    }
+
+    /// [`TraceFile::parse`] with the windows folded into one ([`Reader::folding`]).
+    pub fn parse_folded(text: &str) -> Result<TraceFile, TraceError> {
+        Self::parse_with(text, Reader::folding(None))
+    }
+
+    fn parse_with(text: &str, reader: Reader) -> Result<TraceFile, TraceError> {
+        Self::stream(text.as_bytes(), reader).map_err(|e| match e {
             Streamed::Io(e) => TraceError::whole(format!("cannot read: {e}")),
             Streamed::Trace(e) => e,
         })
