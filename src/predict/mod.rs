@@ -472,9 +472,13 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
                 ne11: p.ne11,
                 mul_mat_id: t.op == MatmulOp::MulMatId,
             };
-            // Without --explain nothing shows ne00/ne01 themselves: key on what the rules can tell apart in them.
-            let key = if opts.explain { q } else { ev.matmul_key(&q) };
-            let prediction = memo.entry(key).or_insert_with_key(|q| ev.matmul(q));
+            // Keyed on what the rules can tell apart in ne00/ne01; the memo keeps no decision path (a path shows the
+            // values themselves, and 150k paths would take GBs): --explain evaluates each group's first weight again.
+            let prediction = memo.entry(ev.matmul_key(&q)).or_insert_with_key(|key| {
+                let mut prediction = ev.matmul(key);
+                prediction.path.clear();
+                prediction
+            });
             let key = |g: &WeightGroup| {
                 g.ggml_type == t.ggml_type
                     && g.op == t.op
@@ -492,10 +496,7 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
                     g.examples.push(t.name.clone());
                 }
             } else {
-                let mut prediction = prediction.clone();
-                if !opts.explain {
-                    prediction.path.clear();
-                }
+                let prediction = if opts.explain { ev.matmul(&q) } else { prediction.clone() };
                 groups.push(WeightGroup {
                     ggml_type: t.ggml_type.clone(),
                     op: t.op,
