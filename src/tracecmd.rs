@@ -420,6 +420,9 @@ pub struct TraceSummary {
     pub crashes: Vec<CrashSummary>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_status: Option<i32>,
+    /// The signal that ended the traced command (`SIGTERM`), when one did; `exit_status` is then 128 + its number.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_signal: Option<String>,
     /// Some trace was cut by the observer (byte budget, write error): every count is a lower bound.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub counts_are_lower_bounds: bool,
@@ -487,6 +490,19 @@ pub fn find_observer(explicit: Option<&Path>) -> Result<PathBuf> {
     find_library(explicit, "observer library", "BACKSCOPE_OBSERVER_SO", OBSERVER_FILE, " or pass --observer PATH")
 }
 
+/// The observer library for `trace -- CMD`, or `None` (with a note) when none was named and none is found: a
+/// Vulkan-only program is still observed by the layer, and [`run_observed`] refuses only when neither is there.
+fn optional_observer(explicit: Option<&Path>) -> Result<Option<PathBuf>> {
+    match find_observer(explicit) {
+        Ok(p) => Ok(Some(p)),
+        Err(e) if explicit.is_none() && std::env::var_os("BACKSCOPE_OBSERVER_SO").is_none() => {
+            messages::note(format_args!("CUDA/HIP launches are not observed: {e:#}"));
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// A library `backscope trace` loads into the traced program (`file`, called `what` in messages): the path given,
 /// else `$env_var`, else beside the running executable, in `deps/`, or in `../lib/backscope` (where `cargo build` and
 /// an install put it). `hint` ends the not-found message.
@@ -543,13 +559,13 @@ pub fn run(args: TraceOptions) -> Result<u8> {
         out.finish()?;
         return Ok(0);
     }
-    let (dir, exit_status) = match &args.read {
-        Some(dir) => (dir.clone(), None),
+    let (dir, exit_status, exit_signal) = match &args.read {
+        Some(dir) => (dir.clone(), None, None),
         None => {
             if args.command.is_empty() {
                 bail!("nothing to trace: give a command after `--` (backscope trace -- llama-bench -m model.gguf), or --read DIR / --env");
             }
-            let observer = find_observer(args.observer.as_deref())?;
+            let observer = optional_observer(args.observer.as_deref())?;
             let dir = match &args.dir {
                 Some(d) => {
                     std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
@@ -570,12 +586,13 @@ pub fn run(args: TraceOptions) -> Result<u8> {
             };
             // First, so that a run that is killed outright still said where its files are.
             messages::note(format_args!("tracing into {}", dir.display()));
-            let status = run_observed(&observer, &dir, &args)?;
-            (dir, Some(status))
+            let (status, signal) = run_observed(observer.as_deref(), &dir, &args)?;
+            (dir, Some(status), signal)
         }
     };
     let read = trace::read_dir(&dir)?;
-    let summary = summarise(&dir, read.traces, &read.problems, exit_status);
+    let mut summary = summarise(&dir, read.traces, &read.problems, exit_status);
+    summary.exit_signal = exit_signal.map(|s| trace_format::record::signal_name(s).to_string());
     out.emit(&TraceView { summary: &summary, top: args.top })?;
     out.finish()?;
     // Exit with the traced command's status, so `backscope trace -- cmd` can stand in for `cmd` in scripts.
@@ -675,23 +692,35 @@ pub fn env_lines(
 /// the command (see [`signals::forward`]) unless it came from the terminal to the foreground process group the command
 /// shares with backscope (it has it already: a second SIGINT would make llama-server quit without its orderly
 /// shutdown). The third request sends SIGKILL instead, for a command that does not stop. The command starts with
-/// an empty signal mask (std resets it in the child), so it sees signals as it would without backscope.
-fn run_observed(observer: &Path, dir: &Path, args: &TraceOptions) -> Result<i32> {
-    let preload = match std::env::var("LD_PRELOAD") {
-        Ok(existing) if !existing.is_empty() => format!("{}:{existing}", observer.display()),
-        _ => observer.display().to_string(),
-    };
+/// an empty signal mask and the default action for the signals backscope handles ([`signals::start_clean`]: std
+/// leaves the mask as the spawning thread has it), so it sees signals as it would without backscope. Returns the
+/// exit status (128 + N for a signal) and the signal that ended the command, if one did.
+fn run_observed(observer: Option<&Path>, dir: &Path, args: &TraceOptions) -> Result<(i32, Option<i32>)> {
+    let vulkan = vulkan_env(args.vklayer.as_deref(), |k| std::env::var(k).ok())?;
+    if observer.is_none() && vulkan.is_empty() {
+        bail!(
+            "nothing to observe with: neither the observer library (CUDA/HIP) nor the Vulkan layer was found; build \
+             them with `cargo build --release` (the workspace builds both) or pass --observer / --vklayer"
+        );
+    }
     let mut cmd = Command::new(&args.command[0]);
     cmd.args(&args.command[1..])
-        .env("LD_PRELOAD", preload)
         .env(env::TRACE_DIR.name(), dir)
         .env(env::TRACE_INTERVAL_MS.name(), args.interval_ms.to_string());
-    for (k, v) in vulkan_env(args.vklayer.as_deref(), |k| std::env::var(k).ok())? {
+    if let Some(observer) = observer {
+        let preload = match std::env::var("LD_PRELOAD") {
+            Ok(existing) if !existing.is_empty() => format!("{}:{existing}", observer.display()),
+            _ => observer.display().to_string(),
+        };
+        cmd.env("LD_PRELOAD", preload);
+    }
+    for (k, v) in vulkan {
         cmd.env(k, v);
     }
     if args.no_graphs {
         cmd.env("GGML_CUDA_DISABLE_GRAPHS", "1");
     }
+    signals::start_clean(&mut cmd);
     let signals = signals::Blocked::termination_and_child()?;
     let mut child = cmd.spawn().with_context(|| format!("cannot run {}", args.command[0]))?;
     let pid = child.id() as i32;
@@ -722,7 +751,7 @@ fn run_observed(observer: &Path, dir: &Path, args: &TraceOptions) -> Result<i32>
         }
     };
     use std::os::unix::process::ExitStatusExt;
-    Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+    Ok((status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)), status.signal()))
 }
 
 /// The signal plumbing of [`run_observed`], on libc alone.
@@ -730,6 +759,31 @@ mod signals {
     use std::collections::HashMap;
     use std::io;
     use std::time::Duration;
+
+    /// Makes `cmd` start with an empty signal mask and SIGINT, SIGTERM, SIGCHLD and SIGPIPE at their default
+    /// action. The mask is inherited across fork and exec, and std's spawn does not reset it: without this the
+    /// command would start with the signals [`Blocked`] takes blocked, so every forwarded SIGINT/SIGTERM would stay
+    /// pending in it forever (issue 21).
+    pub fn start_clean(cmd: &mut std::process::Command) {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: only async-signal-safe calls (sigemptyset, pthread_sigmask, signal) between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                let mut empty: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut empty);
+                let rc = libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+                if rc != 0 {
+                    return Err(io::Error::from_raw_os_error(rc));
+                }
+                for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGCHLD, libc::SIGPIPE] {
+                    if libc::signal(signal, libc::SIG_DFL) == libc::SIG_ERR {
+                        return Err(io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+    }
 
     /// A signal taken by [`Blocked::wait`].
     pub struct Received {
@@ -903,6 +957,7 @@ pub fn summarise(
         claims,
         crashes,
         exit_status,
+        exit_signal: None,
         counts_are_lower_bounds: traces.iter().any(TraceFile::is_cut),
         problems,
     }
@@ -1214,9 +1269,12 @@ impl Render for TraceView<'_> {
 /// processes.
 pub fn document(s: &TraceSummary, top: usize) -> Document {
     let mut doc = Document::new(format!("backscope trace: {}", s.dir));
-    match s.exit_status {
-        Some(code) => doc.paragraph(format!("traced command exited with status {code}; traces in {}", s.dir)),
-        None => doc.paragraph(format!("traces in {}", s.dir)),
+    match (s.exit_status, &s.exit_signal) {
+        (Some(code), Some(signal)) => {
+            doc.paragraph(format!("traced command was ended by {signal} (exit status {code}); traces in {}", s.dir))
+        }
+        (Some(code), None) => doc.paragraph(format!("traced command exited with status {code}; traces in {}", s.dir)),
+        (None, _) => doc.paragraph(format!("traces in {}", s.dir)),
     };
     if s.counts_are_lower_bounds {
         doc.paragraph("Counts are lower bounds (at least): a trace was cut before its process ended (see trace.cut)");

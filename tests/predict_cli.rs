@@ -127,7 +127,7 @@ fn an_h100_trace_summary_confirms_every_prediction() {
 
 /// A HIP program that launches a kernel named like ggml's `mul_mat_vec_q<Q4_K, 1>` through hipLaunchKernel
 /// (without a GPU the launch fails but the observer records it).
-fn mmvq_program(dir: &Path) -> std::path::PathBuf {
+pub(crate) fn mmvq_program(dir: &Path) -> std::path::PathBuf {
     const SRC: &str = r#"#include <hip/hip_runtime.h>
 enum ggml_type { GGML_TYPE_Q4_K = 12 };
 template <ggml_type T, int ncols_dst>

@@ -12,6 +12,7 @@ mod hardening_io;
 mod hardening_report;
 mod hardening_sweep;
 mod hardening_text;
+mod hardening_trace;
 mod maps_live;
 mod output_cli;
 mod predict;

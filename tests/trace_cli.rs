@@ -339,7 +339,12 @@ fn signal_reaches_the_traced_command(signal: libc::c_int, own_group: bool) {
     );
     assert!(stdout.contains("\nClaims\n"), "the summary is printed: {stdout}");
     assert!(
-        stdout.contains(&format!("traced command exited with status {}; traces in {}", 128 + signal, dir.display())),
+        stdout.contains(&format!(
+            "traced command was ended by {} (exit status {}); traces in {}",
+            if signal == libc::SIGINT { "SIGINT" } else { "SIGTERM" },
+            128 + signal,
+            dir.display()
+        )),
         "{stdout}"
     );
     assert!(!stdout.contains("after"), "the shell went on after its sleep: {stdout}");

@@ -8,7 +8,7 @@ use clap::{ArgGroup, Args, ValueEnum};
 
 #[derive(Debug, Args)]
 #[command(
-    group(ArgGroup::new("weights").required(true).args(["model", "weight_type"])),
+    group(ArgGroup::new("weights").args(["model", "weight_type"])),
     group(ArgGroup::new("tokens").args(["prompt_tokens", "ne11", "from_run"])),
     group(ArgGroup::new("observed").args(["trace", "trace_json", "record", "run"])),
     after_help = "Examples:
@@ -22,7 +22,8 @@ pub struct PredictArgs {
     /// The GPU: gfx900, gfx906, gfx90a:xnack-, gfx1201, sm_86 (or 8.6).
     #[arg(long)]
     pub arch: String,
-    /// A GGUF model: every weight matrix, its type and shape.
+    /// A GGUF model: every weight matrix, its type and shape. With --run it may be left out: each record's model
+    /// is read (a GGUF path, or an Ollama model name found under $OLLAMA_MODELS or ~/.ollama/models).
     #[arg(long, value_name = "M.gguf")]
     pub model: Option<PathBuf>,
     /// One weight of a ggml type instead of a model (q4_k, q8_0, f16, …).
@@ -113,8 +114,8 @@ impl From<PredictArgs> for PredictCommand {
         let weights = match (a.model, a.weight_type) {
             (Some(m), _) => WeightSource::Model(m),
             (None, Some(t)) => WeightSource::Single { weight_type: t, n: a.n, k: a.k },
-            // clap's `weights` group requires one of them.
-            (None, None) => WeightSource::Single { weight_type: String::new(), n: None, k: None },
+            // Each record's model with --run; anything else says it needs --model or --type.
+            (None, None) => WeightSource::EachRecord,
         };
         let batch = match (a.prompt_tokens, a.ne11, a.from_run) {
             (Some(n), _, _) => BatchFrom::Given(Batch::PromptTokens(n)),

@@ -201,8 +201,9 @@ pub struct Device {
     pub smem_per_block: u64,
 }
 
-/// One matrix multiplication: the weight (src0) against `ne11` activation columns.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// One matrix multiplication: the weight (src0) against `ne11` activation columns. Every fact a rule can read
+/// is a field, so equal queries get equal predictions (`predict` memoises on it).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct MatmulQuery {
     pub weight_type: String,
     pub quantized: bool,
@@ -390,6 +391,65 @@ pub struct Evaluator<'a> {
     pub dispatch: &'a Dispatch,
     pub device: &'a Device,
     pub flags: BTreeSet<String>,
+    shapes: ShapeClasses,
+}
+
+/// What the rules of one version can tell apart in a weight's row length (ne00) and row count (ne01), so that
+/// weights that differ only in what no rule reads share one evaluation ([`Evaluator::matmul_key`]). Derived from
+/// the conditions themselves: ne00 is read only modulo (`ne00_even`, `ne00_fits_warp`: a divisor of
+/// 4 × warp size), ne01 modulo `ne01_multiple_of` and against `ne01_gt` and `src0_small`'s 512.
+#[derive(Clone, Copy, Debug)]
+struct ShapeClasses {
+    /// A multiple of every ne00 divisor a rule can test; 0: keep ne00 as it is.
+    ne00_modulus: u64,
+    /// The largest ne01 bound a rule compares with.
+    ne01_bound: u64,
+    /// A multiple of every `ne01_multiple_of`; 0: keep ne01 as it is.
+    ne01_modulus: u64,
+}
+
+fn lcm(a: u64, b: u64) -> Option<u64> {
+    fn gcd(a: u64, b: u64) -> u64 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    match (a, b) {
+        (0, _) | (_, 0) => Some(0),
+        _ => (a / gcd(a, b)).checked_mul(b),
+    }
+}
+
+impl ShapeClasses {
+    fn of(dispatch: &Dispatch, device: &Device) -> ShapeClasses {
+        fn walk(w: &When, bounds: &mut Vec<u64>, moduli: &mut Vec<u64>) {
+            bounds.extend(w.ne01_gt);
+            moduli.extend(w.ne01_multiple_of);
+            w.any.iter().for_each(|a| walk(a, bounds, moduli));
+            if let Some(n) = &w.not {
+                walk(n, bounds, moduli);
+            }
+        }
+        // src0_small reads ne01 <= 512 (matmul_facts).
+        let (mut bounds, mut moduli) = (vec![512], Vec::new());
+        let rules = dispatch.tables().into_iter().flat_map(|(_, rules)| rules.iter());
+        for r in rules {
+            walk(&r.when, &mut bounds, &mut moduli);
+            if let Some(w) = &r.then.use_if {
+                walk(w, &mut bounds, &mut moduli);
+            }
+        }
+        for n in dispatch.class.iter().chain(&dispatch.feature) {
+            walk(&n.when, &mut bounds, &mut moduli);
+        }
+        // ne00_fits_warp's step is warp × (4 / type_size), warp being the device's or 32 (MUL_MAT_ID); ne00_even's 2.
+        let ne00_modulus = [2, 4 * 32, 4 * device.warp_size].into_iter().try_fold(1, lcm).unwrap_or(0);
+        // Moduli beyond 2^20 would not shrink anything worth it; a zero modulus would test nothing.
+        let ne01_modulus = moduli.into_iter().try_fold(1, lcm).filter(|&m| m <= 1 << 20).unwrap_or(0);
+        ShapeClasses { ne00_modulus, ne01_bound: bounds.into_iter().max().unwrap_or(0), ne01_modulus }
+    }
 }
 
 impl<'a> Evaluator<'a> {
@@ -398,7 +458,26 @@ impl<'a> Evaluator<'a> {
         let mut flags: BTreeSet<String> =
             dispatch.build_flag.iter().filter(|f| f.default).map(|f| f.name.clone()).collect();
         flags.extend(set.iter().cloned());
-        Evaluator { dispatch, device, flags }
+        Evaluator { dispatch, device, flags, shapes: ShapeClasses::of(dispatch, device) }
+    }
+
+    /// A query that every rule of this version answers as it answers `q`, with ne00 and ne01 reduced to the
+    /// smallest representatives of what the rules can tell apart in them ([`ShapeClasses`]): the memo key of
+    /// `predict`, where a model's tensors differ in shape but not in path. Only the decision paths (`explain`)
+    /// show the values themselves, so a caller that keeps them must key on `q` itself.
+    pub fn matmul_key(&self, q: &MatmulQuery) -> MatmulQuery {
+        let ShapeClasses { ne00_modulus, ne01_bound, ne01_modulus } = self.shapes;
+        // Congruent to v modulo m and above `above`: the smallest such value, when v itself is larger.
+        let reduce = |v: u64, m: u64, above: u64| -> u64 {
+            match above.checked_add(1) {
+                Some(base) if m > 0 && v > base => base + (v - base) % m,
+                _ => v,
+            }
+        };
+        let mut key = q.clone();
+        key.ne00 = q.ne00.map(|v| reduce(v, ne00_modulus, 0));
+        key.ne01 = q.ne01.map(|v| reduce(v, ne01_modulus, ne01_bound));
+        key
     }
 
     fn constant(&self, name: &str) -> Option<u64> {

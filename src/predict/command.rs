@@ -184,6 +184,8 @@ pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
         let picked = select_cells(&records, cmd.cell.as_deref())?;
         let mut cells = Vec::new();
         let mut skipped = Vec::new();
+        // Without --model each record names its model; records of one model share one read of it.
+        let mut models: std::collections::HashMap<String, Result<super::ModelWeights, String>> = Default::default();
         for r in picked {
             let Some(trace) = &r.trace else {
                 skipped.push(format!("{} ({}): no trace (the run was not recorded with --trace)", r.seq, r.cell_key));
@@ -200,6 +202,18 @@ pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
                 },
             };
             let mut o = cmd.options(batch);
+            if let WeightSource::EachRecord = o.weights {
+                let weights = models
+                    .entry(r.model.clone())
+                    .or_insert_with(|| super::model::of_record(&r.model).map_err(|e| format!("{e:#}")));
+                match weights {
+                    Ok(w) => o.weights = WeightSource::Weights(w.clone()),
+                    Err(why) => {
+                        skipped.push(format!("{} ({}): {why}", r.seq, r.cell_key));
+                        continue;
+                    }
+                }
+            }
             if o.decode_tokens.is_none() {
                 // The tokens the request generated; a prompt-only request (llama-bench pp) generated none.
                 o.decode_tokens = r.server_timings.decode_n.or((r.num_predict == 0).then_some(0));

@@ -443,7 +443,7 @@ pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
                 };
                 (Verdict::Unobserved, why, Vec::new())
             };
-            let matching_launches = hits.iter().map(|k| k.launches).sum();
+            let matching_launches = hits.iter().fold(0u64, |n, k| n.saturating_add(k.launches));
             items.push(ItemVerdict {
                 phase: p.id.clone(),
                 ggml_type: g.ggml_type.clone(),
@@ -487,7 +487,7 @@ pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
                 predicted: Some(family.to_string()),
                 verdict,
                 nodes: p.repeat,
-                matching_launches: hits.iter().map(|k| k.launches).sum(),
+                matching_launches: hits.iter().fold(0u64, |n, k| n.saturating_add(k.launches)),
                 evidence: shown.iter().map(|k| format!("{} ×{}", short(&k.demangled), k.launches)).collect(),
                 note,
             });

@@ -16,7 +16,7 @@ pub mod compare;
 pub mod model;
 mod render;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Result};
@@ -35,6 +35,18 @@ pub const SCHEMA: &str = "backscope.predict/1";
 pub const DEFAULT_UBATCH: u64 = 512;
 /// The KV cache view length is padded to this (src/llama-kv-cache.cpp:1285: max(n_pad, 256)).
 pub const KV_PAD: u64 = 256;
+/// The most tokens a count may say (2^40, about 10^12: far beyond any context or run), so that sums of counts,
+/// padded KV lengths and node counts (tensors × repeats) are all exact in u64 instead of wrapping.
+pub const MAX_TOKENS: u64 = 1 << 40;
+
+/// `value` of `what` (a flag, or a record's field) within 1..=MAX_TOKENS (0 too where `zero_ok`).
+fn check_count(what: &str, value: u64, zero_ok: bool) -> Result<()> {
+    let least = u64::from(!zero_ok);
+    if value < least || value > MAX_TOKENS {
+        bail!("{what} is {value}; expected {least} to {MAX_TOKENS} (2^40) tokens");
+    }
+    Ok(())
+}
 
 /// What weights to predict for.
 #[derive(Clone, Debug)]
@@ -45,6 +57,9 @@ pub enum WeightSource {
     Single { weight_type: String, n: Option<u64>, k: Option<u64> },
     /// Weights already read (from a GGUF the caller parsed, or built by hand).
     Weights(ModelWeights),
+    /// Each record's own model (`predict --run` without `--model`): a GGUF path or an Ollama model name
+    /// ([`model::of_record`]).
+    EachRecord,
 }
 
 /// How many tokens the matmuls see.
@@ -379,11 +394,16 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
             knowledge::dispatch_versions().join(", ")
         )
     })?;
-    if opts.ubatch == 0 {
-        bail!("ubatch must be at least 1");
+    check_count("--ubatch", opts.ubatch, false)?;
+    match (opts.batch, &opts.prompt_from_run) {
+        (Batch::Ne11(n), _) => check_count("--ne11", n, false)?,
+        (Batch::PromptTokens(n), Some(run)) => {
+            check_count(&format!("the prompt token count of run {} (server_timings.prompt_n)", run.run_id), n, true)?
+        }
+        (Batch::PromptTokens(n), None) => check_count("--prompt-tokens", n, true)?,
     }
-    if let Batch::Ne11(0) = opts.batch {
-        bail!("ne11 must be at least 1");
+    if let Some(n) = opts.decode_tokens {
+        check_count("--decode-tokens (or a record's server_timings.decode_n)", n, true)?;
     }
     for flag in &opts.build_flags {
         if !dispatch.build_flag.iter().any(|f| &f.name == flag) {
@@ -396,6 +416,9 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
         WeightSource::Model(path) => model::from_gguf(path)?,
         WeightSource::Single { weight_type, n, k } => model::single(weight_type, *n, *k)?,
         WeightSource::Weights(w) => w.clone(),
+        WeightSource::EachRecord => {
+            bail!("say which weights: --model M.gguf or --type T (with --run, each record's model is taken)")
+        }
     };
     let ev = Evaluator::new(dispatch, &device, &opts.build_flags);
     let gathered = weights.tensors.iter().any(|t| t.after_gather);
@@ -426,6 +449,10 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
         FlashAttn::Auto => fa_supported == Some(true),
     };
 
+    // The rule tables depend only on the query: weights with equal facts (every layer's attn_q, …) share one
+    // evaluation, in every phase with the same ne11. A model of 300k tensors has a handful of distinct queries,
+    // and one of 300k distinct shapes a few hundred classes of them (Evaluator::matmul_key).
+    let mut memo: HashMap<MatmulQuery, MatmulPrediction> = HashMap::new();
     let mut phases = Vec::new();
     for p in &plans {
         let mut groups: Vec<WeightGroup> = Vec::new();
@@ -445,7 +472,13 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
                 ne11: p.ne11,
                 mul_mat_id: t.op == MatmulOp::MulMatId,
             };
-            let mut prediction = ev.matmul(&q);
+            // Keyed on what the rules can tell apart in ne00/ne01; the memo keeps no decision path (a path shows the
+            // values themselves, and 150k paths would take GBs): --explain evaluates each group's first weight again.
+            let prediction = memo.entry(ev.matmul_key(&q)).or_insert_with_key(|key| {
+                let mut prediction = ev.matmul(key);
+                prediction.path.clear();
+                prediction
+            });
             let key = |g: &WeightGroup| {
                 g.ggml_type == t.ggml_type
                     && g.op == t.op
@@ -455,14 +488,15 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
             };
             if let Some(g) = groups.iter_mut().find(|g| key(g)) {
                 g.tensors += 1;
-                g.nodes += p.repeat;
+                // Repeats are at most MAX_TOKENS, tensors fewer than the file's bytes: this fits, but says so if not.
+                g.nodes = g.nodes.checked_add(p.repeat).ok_or_else(|| {
+                    anyhow!("{}: more matmul nodes than a u64 counts ({} × {} repeats)", p.label, g.tensors, p.repeat)
+                })?;
                 if g.examples.len() < 4 {
                     g.examples.push(t.name.clone());
                 }
             } else {
-                if !opts.explain {
-                    prediction.path.clear();
-                }
+                let prediction = if opts.explain { ev.matmul(&q) } else { prediction.clone() };
                 groups.push(WeightGroup {
                     ggml_type: t.ggml_type.clone(),
                     op: t.op,

@@ -2,9 +2,9 @@
 //! single weight type: which are matrix multiplications, which sit after the last layer's output-row gather,
 //! and the attention shape.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 
 use gguf::{GgmlType, Gguf};
@@ -82,7 +82,10 @@ fn layer_of(name: &str) -> Option<(u64, &str)> {
 pub fn from_gguf(path: &Path) -> Result<ModelWeights> {
     let file = crate::synth::open_gguf(path)?;
     let g = crate::synth::parse_gguf(&file)?;
-    from_parsed(&g, &path.display().to_string())
+    let weights = from_parsed(&g, &path.display().to_string());
+    // What was parsed is copied out by now; a file cut short meanwhile read as zeros, which is not the model.
+    file.check_whole()?;
+    weights
 }
 
 pub fn from_parsed(g: &Gguf<'_>, source: &str) -> Result<ModelWeights> {
@@ -140,6 +143,76 @@ pub fn from_parsed(g: &Gguf<'_>, source: &str) -> Result<ModelWeights> {
         tensors,
         attention,
     })
+}
+
+/// The weights of the model a sweep record names (`predict --run` without `--model`): a GGUF file (the path
+/// llama-server was given, relative to the working directory), else an Ollama model name, whose GGUF is the
+/// blob its manifest names.
+pub fn of_record(model: &str) -> Result<ModelWeights> {
+    let path = Path::new(model);
+    if path.is_file() {
+        return from_gguf(path);
+    }
+    match ollama_blob(model)? {
+        Some(blob) => from_gguf(&blob).with_context(|| format!("model {model} (Ollama blob {})", blob.display())),
+        None => bail!(
+            "model {model} is neither a GGUF file here nor an Ollama model in {} ($OLLAMA_MODELS); pass --model M.gguf",
+            ollama_models_dir().display()
+        ),
+    }
+}
+
+/// Where Ollama keeps its models: $OLLAMA_MODELS, else ~/.ollama/models (Ollama's envconfig.Models).
+fn ollama_models_dir() -> PathBuf {
+    match std::env::var_os("OLLAMA_MODELS").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(".ollama/models"),
+    }
+}
+
+/// The model blob of an Ollama name (`qwen2:0.5b`, `user/model:tag`, `host/namespace/model:tag`; the tag is
+/// `latest` when not given): Ollama's manifest `manifests/HOST/NAMESPACE/MODEL/TAG` (registry.ollama.ai and
+/// library by default), its layer of media type `application/vnd.ollama.image.model`, whose digest
+/// `sha256:HEX` is stored as `blobs/sha256-HEX` (Ollama's types/model/name.go and server/manifest.go). `None`
+/// when there is no such manifest.
+fn ollama_blob(name: &str) -> Result<Option<PathBuf>> {
+    let (path, tag) = match name.rsplit_once(':') {
+        Some((p, t)) if !t.contains('/') => (p, t),
+        _ => (name, "latest"),
+    };
+    let parts: Vec<&str> = path.split('/').collect();
+    let (host, namespace, model) = match parts[..] {
+        [m] => ("registry.ollama.ai", "library", m),
+        [n, m] => ("registry.ollama.ai", n, m),
+        [h, n, m] => (h, n, m),
+        _ => return Ok(None),
+    };
+    // A name is a path below the models directory only where each part is a plain name.
+    let plain = |s: &str| !s.is_empty() && s != "." && s != ".." && !s.contains(['/', '\\', '\0']);
+    if ![host, namespace, model, tag].into_iter().all(plain) {
+        return Ok(None);
+    }
+    let dir = ollama_models_dir();
+    let manifest = dir.join("manifests").join(host).join(namespace).join(model).join(tag);
+    if !manifest.is_file() {
+        return Ok(None);
+    }
+    let text =
+        crate::inputs::read_text_limited(&manifest, 1 << 20).map_err(|e| anyhow!("{}: {e}", manifest.display()))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{}: not a JSON manifest", manifest.display()))?;
+    let digest = json["layers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|l| l["mediaType"] == "application/vnd.ollama.image.model")
+        .and_then(|l| l["digest"].as_str())
+        .with_context(|| format!("{}: no layer of type application/vnd.ollama.image.model", manifest.display()))?;
+    let hex = digest
+        .strip_prefix("sha256:")
+        .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+        .with_context(|| format!("{}: model digest {digest:?} is not sha256:<64 hex digits>", manifest.display()))?;
+    Ok(Some(dir.join("blobs").join(format!("sha256-{hex}"))))
 }
 
 /// One weight of type `weight_type`, `n` rows of `k` elements where given.

@@ -180,3 +180,89 @@ fn prompt_count_from_a_sweep_record() {
         Some(PromptFromRun { run_id: "r1".into(), prompt_tokens: 1100, includes_cache: true })
     );
 }
+
+/// A GGUF of `n` small llama weight matrices (`blk.I.attn_q.weight`, 32×2 F32), written with the gguf crate's
+/// writer; its tensor-info table alone spans many pages.
+fn small_tensor_gguf(path: &std::path::Path, n: u64) {
+    use gguf::{GgmlType, GgufWriter, TensorSpec, Value};
+    let specs: Vec<TensorSpec> =
+        (0..n).map(|i| TensorSpec::new(format!("blk.{i}.attn_q.weight"), &[32, 2], GgmlType::F32)).collect();
+    let kvs = [("general.architecture", Value::String(b"llama"))];
+    let out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut w = GgufWriter::new(out, &kvs, &specs).unwrap();
+    let zeros = vec![0u8; 32 * 2 * 4];
+    for _ in 0..n {
+        w.write_data(&zeros).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// Issue 21: a GGUF cut short while it is mapped (a model being re-downloaded) killed predict and synth with
+/// SIGBUS. Through the guarded map it is an error naming the file and the offset where the bytes end.
+#[test]
+fn a_gguf_truncated_while_mapped_is_an_error_not_sigbus() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.gguf");
+    small_tensor_gguf(&path, 4000);
+    let file = crate::synth::open_gguf(&path).unwrap();
+    assert!(file.bytes().len() > 64 * 4096);
+    // Cut to one page (the tensor infos run far past it) before a byte is read.
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(4096).unwrap();
+    let error = format!("{:#}", crate::synth::parse_gguf(&file).unwrap_err());
+    assert!(error.starts_with(&format!("{}: ", path.display())), "{error}");
+    assert!(error.contains("truncated while it was being read"), "{error}");
+    assert!(error.contains("from offset 4096 on"), "{error}");
+    drop(file);
+    // The whole path, on the file as it now is: a clear reader error, not a crash.
+    let error = format!("{:#}", model::from_gguf(&path).unwrap_err());
+    assert!(error.contains("model.gguf"), "{error}");
+}
+
+/// The memo key of `predict` (Evaluator::matmul_key) must be invisible: for every version, a spread of GPUs,
+/// types, shapes, token counts and expert counts, the key's prediction is the query's own.
+#[test]
+fn the_memo_key_predicts_what_the_query_predicts() {
+    use crate::knowledge::dispatch::{Evaluator, MatmulQuery};
+    let shapes = [0, 1, 2, 3, 31, 32, 33, 64, 96, 128, 130, 256, 511, 512, 513, 1024, 1025, 1056, 2048, 4096, 4097];
+    let shapes: Vec<u64> = shapes.into_iter().chain([11008, 14336, 151_936, 152_064, (1 << 40) + 32]).collect();
+    let mut compared = 0u64;
+    for version in crate::knowledge::dispatch_versions() {
+        let dispatch = crate::knowledge::dispatch(version).unwrap();
+        for arch in ["gfx900", "gfx906", "gfx1100", "gfx1201", "sm_75", "sm_86"] {
+            let Ok((device, _)) = device_for(arch) else { continue };
+            for flags in [vec![], vec!["GGML_CUDA_FORCE_MMQ".to_string()]] {
+                if !flags.iter().all(|f| dispatch.build_flag.iter().any(|b| &b.name == f)) {
+                    continue;
+                }
+                let ev = Evaluator::new(dispatch, &device, &flags);
+                for ty in ["F32", "F16", "Q4_0", "Q4_K", "Q8_0"] {
+                    let (_, quantized, type_size) = model::type_facts(ty).unwrap();
+                    for (&ne00, &ne01) in shapes.iter().zip(shapes.iter().rev()).chain(shapes.iter().zip(&shapes)) {
+                        for ne11 in [1, 8, 512] {
+                            for experts in [0, 8] {
+                                let q = MatmulQuery {
+                                    weight_type: ty.into(),
+                                    quantized,
+                                    type_size,
+                                    ne00: Some(ne00),
+                                    ne01: Some(ne01),
+                                    experts,
+                                    ne11,
+                                    mul_mat_id: experts > 0,
+                                };
+                                let (a, b) = (ev.matmul(&q), ev.matmul(&ev.matmul_key(&q)));
+                                assert_eq!(
+                                    (a.family, a.rule, a.blas_compute, a.undecided),
+                                    (b.family, b.rule, b.blas_compute, b.undecided),
+                                    "{version} {arch} {q:?}"
+                                );
+                                compared += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(compared > 10_000, "{compared}");
+}

@@ -48,12 +48,29 @@ fn backend_from_name(file_name: &str) -> Option<String> {
     known.contains(&name).then(|| if name == "base" { "ggml-base".to_string() } else { name.to_string() })
 }
 
+/// Whether the dynamic symbol table defines (exports) `name`: an entry of that name whose section index is not
+/// SHN_UNDEF (ELF gABI, "Symbol Table"). ggml's core `libggml.so` *imports* `ggml_backend_vk_reg` and the other
+/// backends it was linked with (ggml-backend-reg.cpp calls them), so the name in `.dynstr` alone says nothing.
+/// Without a `.dynsym`, the name's presence is all there is to go on.
+fn defines(elf: &HostElf<'_>, name: &[u8]) -> bool {
+    let dynstr = elf.section(".dynstr").map(|s| s.data).unwrap_or_default();
+    let Some(dynsym) = elf.section(".dynsym") else { return binfmt::read::find(dynstr, name, 0).is_some() };
+    // Elf64_Sym: st_name u32, st_info, st_other, st_shndx u16 at 6; Elf32_Sym: st_shndx at 14.
+    let (size, shndx_at) = if elf.is_64 { (24, 6) } else { (16, 14) };
+    dynsym.data.chunks_exact(size).any(|sym| {
+        let st_name = u32::from_le_bytes([sym[0], sym[1], sym[2], sym[3]]) as usize;
+        let shndx = u16::from_le_bytes([sym[shndx_at], sym[shndx_at + 1]]);
+        shndx != 0
+            && dynstr.get(st_name..).is_some_and(|s| s.starts_with(name) && s.get(name.len()).is_none_or(|&b| b == 0))
+    })
+}
+
 pub fn identify_backend(record: &FileRecord, elf: &HostElf<'_>) -> Option<Backend> {
     let by_name = backend_from_name(record.file_name());
     let dynstr = elf.section(".dynstr").map(|s| s.data).unwrap_or_default();
     let mut by_content: Option<(String, String)> = None;
     for (sym, backend) in REG_SYMBOLS {
-        if binfmt::read::find(dynstr, sym.as_bytes(), 0).is_some() {
+        if binfmt::read::find(dynstr, sym.as_bytes(), 0).is_some() && defines(elf, sym.as_bytes()) {
             let (name, evidence) = match *backend {
                 "cuda" if record.amdgpu.is_some() => ("hip", format!("exports {sym} and has a .hip_fatbin section")),
                 "cuda" if record.cuda.is_some() => ("cuda", format!("exports {sym} and has a .nv_fatbin section")),

@@ -13,7 +13,9 @@
 //! - what `backscope synth` writes, in miniature: the llama tensors of a one-block model (32 wide, 64
 //!   tokens) with F32 norms and F32, F16 or Q8_0 matrices, the shrunk llama-spm tokenizer and synth's
 //!   hyperparameter keys;
-//! - one tensor of every ggml type this crate knows, alignment 64, in GGUF v3 and v2.
+//! - one tensor of every ggml type this crate knows, alignment 64, in GGUF v3 and v2;
+//! - the shapes of issue 21: 2000 weight matrices of zero rows (a file all metadata, as `predict` meets a
+//!   model of 300k tensors), once all of one row length and once each of its own.
 //!
 //! Seeds are named by a hash of their bytes, so running this twice writes nothing new. A vocab file that
 //! is missing or does not parse is reported and skipped.
@@ -85,6 +87,8 @@ fn main() {
         version.copy_from_slice(&2u32.to_le_bytes());
     }
     seeds.add("types-v2", &v2);
+    seeds.add("many-tensors-equal", &many_tensors(2000, |_| 4096));
+    seeds.add("many-tensors-distinct", &many_tensors(2000, |i| i + 1));
     eprintln!("gguf_fuzz_seeds: gguf: {} seeds written to {}", seeds.written, seeds.dir.display());
 }
 
@@ -253,4 +257,17 @@ fn every_type() -> Vec<u8> {
         ("t.bools", bools.value()),
     ];
     write(&kvs, &specs)
+}
+
+/// `n` F32 weight matrices `blk.I.attn_q.weight` of `row_length(I)` elements and zero rows (no data), with the
+/// llama keys `predict` reads.
+fn many_tensors(n: u64, row_length: impl Fn(u64) -> u64) -> Vec<u8> {
+    let kvs = [
+        ("general.architecture", Value::String(b"llama")),
+        ("llama.attention.head_count", Value::U32(32)),
+        ("llama.attention.head_count_kv", Value::U32(8)),
+    ];
+    let specs: Vec<TensorSpec> =
+        (0..n).map(|i| TensorSpec::new(format!("blk.{i}.attn_q.weight"), &[row_length(i), 0], GgmlType::F32)).collect();
+    GgufWriter::new(Vec::new(), &kvs, &specs).and_then(|w| w.finish()).expect("valid seed layout")
 }

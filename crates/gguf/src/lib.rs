@@ -1,4 +1,4 @@
-//! GGUF files: a zero-copy, bounds-checked reader ([`read`]: architecture, block count, hyperparameters,
+//! GGUF files: a zero-copy, bounds-checked reader over bytes the caller maps or reads ([`read`]: architecture, block count, hyperparameters,
 //! tensor types, shapes and data) and a streaming writer ([`write`], used by `backscope synth`).
 //!
 //! Format sources: llama.cpp ggml/src/gguf.cpp (the loader llama.cpp runs), gguf-py gguf_reader.py /
@@ -8,7 +8,7 @@
 //! number in the file, and does work bounded by the file's size. Its errors are `Copy` values naming the
 //! offset, the entry and field, and what was expected ([`Error`]).
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 #![warn(missing_debug_implementations)]
 
 mod error;
@@ -18,8 +18,7 @@ pub mod write;
 
 pub use error::{Entry, Error, Result, WithNames};
 pub use read::{
-    Array, ArrayIter, Gguf, GgufFile, Kv, TensorInfo, TypeTotals, Value, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH,
-    MAX_DIMS,
+    Array, ArrayIter, Gguf, Kv, TensorInfo, TypeTotals, Value, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_DIMS,
 };
 pub use types::{GgmlType, TypeInfo, ValueType};
 pub use write::{ArrayBuf, GgufWriter, TensorSpec, MAX_TENSOR_NAME};

@@ -24,7 +24,9 @@ mod records;
 mod summary;
 
 pub use format::{FORMAT, MIN_VERSION, VERSION};
-pub use reader::{merge_by_name, read_dir, DirTraces, KernelStats, Range, Reader, TraceError, TraceFile};
+pub use reader::{
+    merge_by_name, read_dir, DirTraces, KernelStats, Range, Reader, TraceError, TraceFile, LEFT_OUT, MAX_KEPT, MAX_LINE,
+};
 pub use records::{
     Crash, CrashLaunch, CrashThread, Device, End, Header, KernelDef, PipelineStat, Shape, ShapeCount, Truncated,
     Warning, Window,
@@ -152,6 +154,63 @@ mod tests {
         assert!(TraceFile::parse("").is_err());
         let headless = r#"{"kernel":1,"name":"k","api":"hip"}"#.to_string() + "\n";
         assert!(TraceFile::parse(&headless).is_err());
+    }
+
+    /// Folding every window into one while reading (what `read_dir` does, for summaries over all
+    /// windows) must give the same totals as keeping them, and keep few warnings and crashes.
+    #[test]
+    fn a_folded_trace_sums_as_the_whole_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace-42.jsonl");
+        let warnings: String =
+            (0..MAX_KEPT + 10).map(|i| format!("{{\"warning\":\"w\",\"detail\":\"{i}\"}}\n")).collect();
+        let text = sample().replace("{\"warning\"", &format!("{warnings}{{\"warning\""));
+        std::fs::write(&path, &text).unwrap();
+        let whole = TraceFile::read(&path).unwrap();
+        let folded = TraceFile::read_folded(&path).unwrap();
+        assert_eq!((whole.windows.len(), folded.windows.len()), (3, 1));
+        assert_eq!((folded.windows[0].t0, folded.windows[0].t1), (1000, 4000));
+        assert_eq!(folded.kernel_stats(Range::All), whole.kernel_stats(Range::All));
+        assert_eq!(folded.total_launches(Range::All), 12);
+        assert_eq!(folded.graph_launches(Range::All), 4);
+        assert_eq!(folded.windows[0].unknown_graph_launches, 2);
+        let all = |t: &TraceFile| Aggregate::of([t], Range::All);
+        assert_eq!(all(&folded).kernels, all(&whole).kernels);
+        assert_eq!(whole.warnings.len(), MAX_KEPT + 11);
+        assert_eq!(folded.warnings.len(), MAX_KEPT + 1);
+        let left_out = folded.warnings.last().unwrap();
+        assert_eq!(left_out.code, LEFT_OUT);
+        assert!(left_out.detail.contains("11 warnings and 0 crash records were left out"), "{}", left_out.detail);
+        // read_dir folds.
+        let read = read_dir(dir.path()).unwrap();
+        assert_eq!(read.traces[0].windows.len(), 1);
+        assert_eq!(read.traces[0].kernel_stats(Range::All), whole.kernel_stats(Range::All));
+    }
+
+    #[test]
+    fn a_line_longer_than_the_limit_is_an_error_not_an_allocation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace-1.jsonl");
+        let mut text = sample().into_bytes();
+        text.truncate(HEADER.len() + 1);
+        text.extend(std::iter::repeat_n(b' ', MAX_LINE + 10));
+        text.extend(b"\n");
+        std::fs::write(&path, &text).unwrap();
+        let error = TraceFile::read_folded(&path).unwrap_err();
+        assert_eq!(error.line, Some(2), "{error}");
+        assert!(error.to_string().contains("line longer than 64 MiB"), "{error}");
+    }
+
+    #[test]
+    fn huge_counts_saturate_instead_of_wrapping() {
+        let max = u64::MAX;
+        let text = sample()
+            .replace(r#""counts":[[1,3]]"#, &format!(r#""counts":[[1,{max}]]"#))
+            .replace(r#""counts":[[1,2],[2,5],[3,1]]"#, &format!(r#""counts":[[1,{max}],[2,5],[3,1]]"#));
+        let trace = TraceFile::parse(&text).unwrap();
+        assert_eq!(trace.total_launches(Range::All), max);
+        assert_eq!(trace.kernel_stats(Range::All)[0].launches, max);
+        assert_eq!(Aggregate::of([&trace], Range::All).total_launches, max);
     }
 
     #[test]

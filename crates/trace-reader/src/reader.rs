@@ -1,15 +1,22 @@
 //! Reading trace files: [`Reader`] takes one line at a time (a whole file, or the lines a growing
 //! file gained since the last look) and keeps the header, the kernel table and the records read;
 //! [`TraceFile::parse`] and [`TraceFile::read`] run it over a whole file.
+//!
+//! A trace can be large (the observer's budget is 1 GiB per process) while what a summary needs is
+//! small: per-kernel totals. [`TraceFile::read_folded`] (and [`read_dir`]) stream the file one line
+//! at a time and fold every window into one as it is read, so memory follows the kernel and shape
+//! tables, not the file: a 507 MB trace took 1.8 GB when every window was kept.
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 
 use format::record::kind;
 use format::{FORMAT, MIN_VERSION, VERSION};
 
 use crate::records::{
-    Crash, Device, End, Header, KernelDef, RawCrash, RawWindow, SignalReturned, Truncated, Warning, Window,
+    Crash, Device, End, Header, KernelDef, RawCrash, RawWindow, Shape, ShapeCount, SignalReturned, Truncated, Warning,
+    Window,
 };
 
 /// A trace file that could not be read: which file, which line (1-based) if one, and what was
@@ -94,6 +101,16 @@ enum Line {
 }
 
 fn parse_line(line: &str) -> Result<Line, String> {
+    // Window lines are nearly all of a trace: the observer writes their kind first, and they are read straight
+    // into their record instead of through a generic JSON value (half the time). A line that also names a kind
+    // that ranks before it (header, kernel), or that does not read so, takes the general path below.
+    let window_first =
+        line.strip_prefix("{\"").and_then(|l| l.strip_prefix(kind::WINDOW)).is_some_and(|l| l.starts_with("\":"));
+    if window_first && !line.contains("\"header\"") && !line.contains("\"kernel\"") {
+        if let Ok(window) = serde_json::from_str::<RawWindow>(line) {
+            return Ok(Line::Window(window.into()));
+        }
+    }
     let value: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
     let object = value.as_object().ok_or("not a JSON object")?;
     let Some(kind) = kind::ALL.into_iter().find(|k| object.contains_key(*k)) else { return Ok(Line::Unknown) };
@@ -128,6 +145,86 @@ pub struct Reader {
     lines: usize,
     has_header: bool,
     trace: TraceFile,
+    /// Set by [`Reader::folding`]: windows are summed here instead of kept.
+    folded: Option<Box<Folded>>,
+}
+
+/// The longest line [`TraceFile::read`] takes (a window line of every kernel of a large program is a
+/// few MB); a longer one is an error, not an allocation the size of the file.
+pub const MAX_LINE: usize = 64 << 20;
+/// Warnings and crash records a folding reader keeps (the first warnings, the last crashes); the
+/// rest are counted in one warning of code [`LEFT_OUT`].
+pub const MAX_KEPT: usize = 256;
+/// The code of the warning a folding reader adds when it left warnings or crash records out.
+pub const LEFT_OUT: &str = "records_left_out";
+
+/// Every window of a trace summed into one (see [`Reader::folding`]).
+#[derive(Clone, Debug, Default)]
+struct Folded {
+    any: bool,
+    t0: u64,
+    t1: u64,
+    counts: BTreeMap<u32, u64>,
+    errors: BTreeMap<u32, u64>,
+    graph: BTreeMap<u32, u64>,
+    captured: BTreeMap<u32, u64>,
+    other_shapes: BTreeMap<u32, u64>,
+    shapes: BTreeMap<(u32, Shape), u64>,
+    scalars: [u64; 5],
+    warnings_left_out: u64,
+    crashes_left_out: u64,
+}
+
+impl Folded {
+    fn add(&mut self, w: Window) {
+        let sum = |map: &mut BTreeMap<u32, u64>, list: Vec<(u32, u64)>| {
+            for (id, n) in list {
+                let v = map.entry(id).or_insert(0);
+                *v = v.saturating_add(n);
+            }
+        };
+        (self.t0, self.t1) = if self.any { (self.t0.min(w.t0), self.t1.max(w.t1)) } else { (w.t0, w.t1) };
+        self.any = true;
+        sum(&mut self.counts, w.counts);
+        sum(&mut self.errors, w.errors);
+        sum(&mut self.graph, w.graph);
+        sum(&mut self.captured, w.captured);
+        sum(&mut self.other_shapes, w.other_shapes);
+        for s in w.shapes {
+            let v = self.shapes.entry((s.kernel, s.shape)).or_insert(0);
+            *v = v.saturating_add(s.launches);
+        }
+        let scalars =
+            [w.graph_launches, w.unknown_graph_launches, w.unattributed_captures, w.expired_captures, w.submits];
+        for (total, n) in self.scalars.iter_mut().zip(scalars) {
+            *total = total.saturating_add(n);
+        }
+    }
+
+    /// The one window, when there was any.
+    fn window(&self) -> Option<Window> {
+        let list = |map: &BTreeMap<u32, u64>| map.iter().map(|(&id, &n)| (id, n)).collect();
+        let [graph_launches, unknown_graph_launches, unattributed_captures, expired_captures, submits] = self.scalars;
+        self.any.then(|| Window {
+            t0: self.t0,
+            t1: self.t1,
+            counts: list(&self.counts),
+            errors: list(&self.errors),
+            graph: list(&self.graph),
+            captured: list(&self.captured),
+            shapes: self
+                .shapes
+                .iter()
+                .map(|(&(kernel, shape), &launches)| ShapeCount { kernel, shape, launches })
+                .collect(),
+            other_shapes: list(&self.other_shapes),
+            graph_launches,
+            unknown_graph_launches,
+            unattributed_captures,
+            expired_captures,
+            submits,
+        })
+    }
 }
 
 impl Default for Reader {
@@ -156,7 +253,16 @@ impl Reader {
                 partial_last_line: false,
                 unknown_lines: 0,
             },
+            folded: None,
         }
+    }
+
+    /// A reader that sums every window into one as it reads (its [`TraceFile::windows`] holds that one
+    /// window, spanning them all, once finished), keeps the first [`MAX_KEPT`] warnings and the last
+    /// [`MAX_KEPT`] crash records, and counts the rest in a [`LEFT_OUT`] warning: what a summary over
+    /// [`Range::All`] needs, in memory that follows the kernel and shape tables instead of the file.
+    pub fn folding(path: Option<&Path>) -> Reader {
+        Reader { folded: Some(Box::default()), ..Reader::new(path) }
     }
 
     /// Lines fed so far (the number of the last one).
@@ -193,9 +299,22 @@ impl Reader {
     }
 
     /// The trace read; an error when no header was.
-    pub fn finish(self) -> Result<TraceFile, TraceError> {
+    pub fn finish(mut self) -> Result<TraceFile, TraceError> {
         if !self.has_header {
             return Err(TraceError::whole("empty trace: no header").in_file(self.path.as_deref()));
+        }
+        if let Some(folded) = self.folded.take() {
+            self.trace.windows.extend(folded.window());
+            let (warnings, crashes) = (folded.warnings_left_out, folded.crashes_left_out);
+            if warnings + crashes > 0 {
+                self.trace.warnings.push(Warning {
+                    code: LEFT_OUT.into(),
+                    detail: format!(
+                        "backscope kept the first {MAX_KEPT} warnings and the last {MAX_KEPT} crash records; \
+                         {warnings} warnings and {crashes} crash records were left out"
+                    ),
+                });
+            }
         }
         Ok(self.trace)
     }
@@ -253,17 +372,30 @@ impl Reader {
                     .map(|&(id, _)| id)
                     .chain(window.shapes.iter().map(|s| s.kernel));
                 check_defined(&trace.kernels, ids)?;
-                trace.windows.push(window);
+                match &mut self.folded {
+                    Some(folded) => folded.add(window),
+                    None => trace.windows.push(window),
+                }
             }
-            Line::Warning(warning) => trace.warnings.push(warning),
+            Line::Warning(warning) => match &mut self.folded {
+                Some(folded) if trace.warnings.len() >= MAX_KEPT => folded.warnings_left_out += 1,
+                _ => trace.warnings.push(warning),
+            },
             Line::End(end) => trace.end = Some(end),
             Line::Truncated(truncated) => trace.truncated = Some(truncated),
             Line::Crash(crash) => {
                 check_defined(&trace.kernels, crash.threads.iter().flat_map(|t| &t.launches).map(|l| l.kernel))?;
+                if let Some(folded) = self.folded.as_mut().filter(|_| trace.crashes.len() >= MAX_KEPT) {
+                    // The last ones are kept: the last says whether the process died of it.
+                    trace.crashes.remove(0);
+                    folded.crashes_left_out += 1;
+                }
                 trace.crashes.push(crash);
             }
             Line::SignalReturned(seq) => match trace.crashes.iter_mut().rev().find(|c| c.seq == seq) {
                 Some(crash) => crash.returned = true,
+                // A folding reader may have left that crash out (it keeps the last ones).
+                None if self.folded.as_ref().is_some_and(|f| f.crashes_left_out > 0) => {}
                 None => return Err(format!("signal_returned names crash {seq}, which is not before it")),
             },
             Line::Device(device) => {
@@ -293,30 +425,76 @@ impl TraceFile {
     /// Parses the text of one trace file. A last line without its newline that cannot be read is
     /// what a process killed mid-write leaves: it is dropped and flagged in `partial_last_line`.
     pub fn parse(text: &str) -> Result<TraceFile, TraceError> {
-        Self::parse_in(text, None)
+        Self::parse_with(text, Reader::new(None))
     }
 
-    fn parse_in(text: &str, path: Option<&Path>) -> Result<TraceFile, TraceError> {
-        let complete_last_line = text.ends_with('\n');
-        let mut reader = Reader::new(path);
-        let mut lines = text.lines().peekable();
-        while let Some(line) = lines.next() {
-            match reader.feed(line) {
+    /// [`TraceFile::parse`] with the windows folded into one ([`Reader::folding`]).
+    pub fn parse_folded(text: &str) -> Result<TraceFile, TraceError> {
+        Self::parse_with(text, Reader::folding(None))
+    }
+
+    fn parse_with(text: &str, reader: Reader) -> Result<TraceFile, TraceError> {
+        Self::stream(text.as_bytes(), reader).map_err(|e| match e {
+            Streamed::Io(e) => TraceError::whole(format!("cannot read: {e}")),
+            Streamed::Trace(e) => e,
+        })
+    }
+
+    /// Reads and parses one trace file, one line at a time, keeping every window.
+    pub fn read(path: &Path) -> Result<TraceFile, TraceError> {
+        Self::read_with(path, Reader::new(Some(path)))
+    }
+
+    /// Reads one trace file with its windows folded into one ([`Reader::folding`]): for summaries
+    /// over [`Range::All`], in memory that does not grow with the file.
+    pub fn read_folded(path: &Path) -> Result<TraceFile, TraceError> {
+        Self::read_with(path, Reader::folding(Some(path)))
+    }
+
+    fn read_with(path: &Path, reader: Reader) -> Result<TraceFile, TraceError> {
+        let cannot = |e: std::io::Error| TraceError::whole(format!("cannot read: {e}")).in_file(Some(path));
+        let file = open_regular(path, MAX_TRACE_BYTES).map_err(|e| TraceError::whole(e).in_file(Some(path)))?;
+        // One byte past the limit is read, so that a file that grew past it while being read is told apart.
+        let mut input = std::io::BufReader::with_capacity(1 << 20, file.take(MAX_TRACE_BYTES + 1));
+        let trace = Self::stream(&mut input, reader).map_err(|e| match e {
+            Streamed::Io(e) => cannot(e),
+            Streamed::Trace(e) => e,
+        })?;
+        if input.get_ref().limit() == 0 {
+            return Err(TraceError::whole(too_large(MAX_TRACE_BYTES)).in_file(Some(path)));
+        }
+        Ok(trace)
+    }
+
+    /// Feeds `input` to `reader` line by line (at most [`MAX_LINE`] bytes each), with
+    /// [`TraceFile::parse`]'s rule for a last line without its newline.
+    fn stream(mut input: impl BufRead, mut reader: Reader) -> Result<TraceFile, Streamed> {
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let n = input.by_ref().take(MAX_LINE as u64 + 1).read_until(b'\n', &mut line).map_err(Streamed::Io)?;
+            if n == 0 {
+                break;
+            }
+            let complete = line.last() == Some(&b'\n');
+            if !complete && line.len() > MAX_LINE {
+                let number = reader.lines() + 1;
+                let message = format!("line longer than {} MiB (not a trace line)", MAX_LINE >> 20);
+                return Err(Streamed::Trace(TraceError::at(number, message).in_file(reader.path.as_deref())));
+            }
+            let mut text: &[u8] = &line;
+            text = text.strip_suffix(b"\n").unwrap_or(text);
+            text = text.strip_suffix(b"\r").unwrap_or(text);
+            match reader.feed(&String::from_utf8_lossy(text)) {
                 Ok(()) => {}
-                Err(_) if lines.peek().is_none() && !complete_last_line => {
+                Err(_) if !complete => {
                     reader.mark_partial_last_line();
                     break;
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(Streamed::Trace(e)),
             }
         }
-        reader.finish()
-    }
-
-    /// Reads and parses one trace file.
-    pub fn read(path: &Path) -> Result<TraceFile, TraceError> {
-        let bytes = read_regular(path, MAX_TRACE_BYTES).map_err(|e| TraceError::whole(e).in_file(Some(path)))?;
-        Self::parse_in(&String::from_utf8_lossy(&bytes), Some(path))
+        reader.finish().map_err(Streamed::Trace)
     }
 
     pub fn pid(&self) -> u32 {
@@ -367,7 +545,8 @@ impl TraceFile {
             let mut add = |list: &[(u32, u64)], field: fn(&mut KernelStats) -> &mut u64| {
                 for &(id, n) in list {
                     if let Some(s) = stats.get_mut(&id) {
-                        *field(s) += n;
+                        let total = field(s);
+                        *total = total.saturating_add(n);
                     }
                 }
             };
@@ -377,7 +556,8 @@ impl TraceFile {
             add(&window.captured, |s| &mut s.captured);
             add(&window.other_shapes, |s| &mut s.other_shapes);
             for s in &window.shapes {
-                *shapes.entry(s.kernel).or_default().entry(s.shape).or_insert(0) += s.launches;
+                let total = shapes.entry(s.kernel).or_default().entry(s.shape).or_insert(0);
+                *total = total.saturating_add(s.launches);
             }
         }
         for (id, per_shape) in shapes {
@@ -395,16 +575,20 @@ impl TraceFile {
 
     /// Executions of all kernels in the selected windows.
     pub fn total_launches(&self, range: Range) -> u64 {
-        self.windows_in(range).flat_map(|w| &w.counts).map(|&(_, n)| n).sum()
+        self.windows_in(range).flat_map(|w| &w.counts).fold(0, |total, &(_, n)| total.saturating_add(n))
     }
 
     /// Graph launches (`…GraphLaunch` calls) in the selected windows.
     pub fn graph_launches(&self, range: Range) -> u64 {
-        self.windows_in(range).map(|w| w.graph_launches).sum()
+        self.windows_in(range).fold(0, |total, w| total.saturating_add(w.graph_launches))
     }
 }
 
-use crate::records::Shape;
+/// Why [`TraceFile::stream`] stopped.
+enum Streamed {
+    Io(std::io::Error),
+    Trace(TraceError),
+}
 
 /// Which windows an aggregation includes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -464,7 +648,8 @@ pub fn merge_by_name(stats: impl IntoIterator<Item = KernelStats>) -> BTreeMap<(
         let key = (s.api.clone(), s.name.clone());
         let per_shape = shapes.entry(key.clone()).or_default();
         for &(shape, n) in &s.shapes {
-            *per_shape.entry(shape).or_insert(0) += n;
+            let total = per_shape.entry(shape).or_insert(0);
+            *total = total.saturating_add(n);
         }
         let entry = merged.entry(key).or_insert_with(|| KernelStats {
             name: s.name.clone(),
@@ -472,11 +657,11 @@ pub fn merge_by_name(stats: impl IntoIterator<Item = KernelStats>) -> BTreeMap<(
             ..Default::default()
         });
         entry.ids.extend(&s.ids);
-        entry.launches += s.launches;
-        entry.errors += s.errors;
-        entry.graph += s.graph;
-        entry.captured += s.captured;
-        entry.other_shapes += s.other_shapes;
+        entry.launches = entry.launches.saturating_add(s.launches);
+        entry.errors = entry.errors.saturating_add(s.errors);
+        entry.graph = entry.graph.saturating_add(s.graph);
+        entry.captured = entry.captured.saturating_add(s.captured);
+        entry.other_shapes = entry.other_shapes.saturating_add(s.other_shapes);
     }
     for (key, per_shape) in shapes {
         if let Some(entry) = merged.get_mut(&key) {
@@ -491,12 +676,15 @@ pub fn merge_by_name(stats: impl IntoIterator<Item = KernelStats>) -> BTreeMap<(
 /// file) and is refused instead of read until memory runs out.
 pub const MAX_TRACE_BYTES: u64 = format::env::DEFAULT_MAX_BYTES;
 
-/// The bytes of a regular file of at most `limit` bytes. A FIFO, a device (a link to `/dev/zero`), a socket or a
-/// directory is refused without blocking: the path is checked with `stat`, opened with `O_NONBLOCK` (a FIFO swapped
-/// in between cannot make the open wait) and checked again on what was opened. (The binary's `inputs` module does
-/// the same for its own inputs; this crate stands alone.)
-fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
-    use std::io::Read;
+fn too_large(limit: u64) -> String {
+    format!("is larger than {limit} bytes, the most an observer writes for one process by default")
+}
+
+/// A regular file of at most `limit` bytes, opened for reading. A FIFO, a device (a link to `/dev/zero`), a socket
+/// or a directory is refused without blocking: the path is checked with `stat`, opened with `O_NONBLOCK` (a FIFO
+/// swapped in between cannot make the open wait) and checked again on what was opened. (The binary's `inputs`
+/// module does the same for its own inputs; this crate stands alone.)
+fn open_regular(path: &Path, limit: u64) -> Result<std::fs::File, String> {
     use std::os::unix::fs::OpenOptionsExt;
     let kind = |m: &std::fs::Metadata| {
         use std::os::unix::fs::FileTypeExt;
@@ -530,17 +718,11 @@ fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
     if !opened.is_file() {
         return Err(not_regular(&opened));
     }
-    let too_large = || format!("is larger than {limit} bytes, the most an observer writes for one process by default");
     if opened.len() > limit {
-        return Err(too_large());
+        return Err(too_large(limit));
     }
-    // O_NONBLOCK does not apply to regular files: reads below block as usual. The limit holds for a file that grows.
-    let mut bytes = Vec::with_capacity(opened.len() as usize);
-    file.take(limit + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read: {e}"))?;
-    if bytes.len() as u64 > limit {
-        return Err(too_large());
-    }
-    Ok(bytes)
+    // O_NONBLOCK does not apply to regular files: reads block as usual.
+    Ok(file)
 }
 
 /// The traces of one directory: those that could be read, ordered by pid and path, and the files
@@ -551,9 +733,10 @@ pub struct DirTraces {
     pub problems: Vec<TraceError>,
 }
 
-/// Reads every `trace-*.jsonl` file of a directory. A file that cannot be read or parsed is
-/// reported in [`DirTraces::problems`] and the others are kept; only a directory that cannot be
-/// listed is an error.
+/// Reads every `trace-*.jsonl` file of a directory, each streamed with its windows folded into one
+/// ([`TraceFile::read_folded`]: what `backscope trace --read` and `predict --trace` summarise over
+/// [`Range::All`]). A file that cannot be read or parsed is reported in [`DirTraces::problems`] and
+/// the others are kept; only a directory that cannot be listed is an error.
 pub fn read_dir(dir: &Path) -> std::io::Result<DirTraces> {
     let listing = |e: std::io::Error| std::io::Error::new(e.kind(), format!("listing {}: {e}", dir.display()));
     let mut out = DirTraces::default();
@@ -567,7 +750,7 @@ pub fn read_dir(dir: &Path) -> std::io::Result<DirTraces> {
     }
     paths.sort();
     for path in paths {
-        match TraceFile::read(&path) {
+        match TraceFile::read_folded(&path) {
             Ok(trace) => out.traces.push(trace),
             Err(problem) => out.problems.push(problem),
         }

@@ -147,7 +147,7 @@ impl Aggregate {
                 path: t.path.clone(),
                 launches: t.total_launches(range),
                 graph_launches: t.graph_launches(range),
-                unknown_graph_launches: t.windows_in(range).map(|w| w.unknown_graph_launches).sum(),
+                unknown_graph_launches: t.windows_in(range).fold(0, |n, w| n.saturating_add(w.unknown_graph_launches)),
                 complete: t.is_complete(),
                 cut: t.truncated.clone(),
                 warnings: t.warnings.clone(),
@@ -158,8 +158,8 @@ impl Aggregate {
         }
         let mut kernels: Vec<KernelStats> = merge_by_name(stats).into_values().filter(|s| s.launches > 0).collect();
         kernels.sort_by(|a, b| b.launches.cmp(&a.launches).then_with(|| a.name.cmp(&b.name)));
-        out.total_launches = kernels.iter().map(|k| k.launches).sum();
-        out.failed_launches = kernels.iter().map(|k| k.errors).sum();
+        out.total_launches = kernels.iter().fold(0, |n, k| n.saturating_add(k.launches));
+        out.failed_launches = kernels.iter().fold(0, |n, k| n.saturating_add(k.errors));
         out.kernels = kernels;
         out
     }

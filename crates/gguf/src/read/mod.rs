@@ -1,4 +1,7 @@
 //! GGUF reader over a byte slice (normally an mmap): every string, array and tensor borrows from the input.
+//! The caller maps the file: `backscope` maps through its SIGBUS-guarded `inputs::MappedFile`, so that a file
+//! truncated while it is read (a model being re-downloaded) reads as zeros and is reported, instead of killing
+//! the process; a plain map in this crate could not offer that.
 //!
 //! Layout (GGUF v2/v3, little-endian; llama.cpp ggml/src/gguf.cpp `gguf_init_from_file_impl`, gguf-py
 //! gguf_reader.py): magic `GGUF`, u32 version, u64 tensor count, u64 KV count, the KVs (u64-length key, u32
@@ -10,7 +13,6 @@
 //! allocation), and arrays are kept as validated slices, decoded only when iterated.
 
 mod cursor;
-mod file;
 mod tensor;
 mod value;
 
@@ -20,7 +22,6 @@ use crate::error::{Entry, Error, Result};
 use crate::types::GgmlType;
 
 pub(crate) use cursor::Cursor;
-pub use file::GgufFile;
 pub use tensor::TensorInfo;
 pub use value::{Array, ArrayIter, Value};
 

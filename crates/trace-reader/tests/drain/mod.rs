@@ -1,0 +1,43 @@
+//! The drain logic of the `trace_reader` fuzz target (fuzz/fuzz_targets/trace_reader.rs), shared with
+//! tests/fuzz_regressions.rs: read the input as a trace, whole and folded (what `trace --read` does), line by line
+//! through a [`Reader`] (what `sweep --trace` does), and aggregate it; nothing may panic, and the folded read must
+//! agree with the whole one over all windows.
+
+#![allow(dead_code)] // the fuzz target and the regression test each use part of this file
+
+use trace_reader::{Aggregate, Range, Reader, TraceFile, LEFT_OUT};
+
+pub type Drain = fn(&[u8]);
+
+pub const TARGETS: &[(&str, Drain)] = &[("trace_reader", trace_reader)];
+
+pub fn trace_reader(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let whole = TraceFile::parse(&text);
+    let folded = TraceFile::parse_folded(&text);
+    match (&whole, &folded) {
+        (Ok(w), Ok(f)) => {
+            assert!(f.windows.len() <= 1, "a folded trace has at most one window");
+            assert_eq!(w.kernel_stats(Range::All), f.kernel_stats(Range::All), "folding changed the totals");
+            assert_eq!(w.total_launches(Range::All), f.total_launches(Range::All));
+            assert_eq!(w.graph_launches(Range::All), f.graph_launches(Range::All));
+            assert_eq!(Aggregate::of([w], Range::All).kernels, Aggregate::of([f], Range::All).kernels);
+            assert_eq!(w.fatal_crash().map(|c| c.seq), f.fatal_crash().map(|c| c.seq), "the last crash is kept");
+            let kept = f.warnings.iter().filter(|x| x.code != LEFT_OUT).count();
+            assert!(kept <= w.warnings.len());
+            for range in [Range::Within(0, u64::MAX / 2), Range::Overlapping(u64::MAX / 2, u64::MAX)] {
+                let _ = Aggregate::of([w], range);
+            }
+        }
+        (Err(w), Err(f)) => assert_eq!(w, f, "whole and folded reads fail alike"),
+        _ => panic!("whole and folded reads disagree: {whole:?} vs {folded:?}"),
+    }
+    // Line by line, as a growing file is followed: every line fed once, errors skipped.
+    let mut reader = Reader::default();
+    for line in text.lines() {
+        let _ = reader.feed(line);
+    }
+    if let Some(t) = reader.trace() {
+        let _ = Aggregate::of([t], Range::All);
+    }
+}
