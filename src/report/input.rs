@@ -321,10 +321,9 @@ impl Records {
                     };
                     match outcome {
                         Ok(()) => n += 1,
-                        Err(e) => problems.push(format!(
-                            "{}, line {lineno}: {e:#}; this record is left out",
-                            path.display()
-                        )),
+                        Err(e) => {
+                            problems.push(format!("{}, line {lineno}: {e:#}; this record is left out", path.display()))
+                        }
                     }
                 }
             }
