@@ -574,15 +574,13 @@ pub fn run(args: TraceOptions) -> Result<u8> {
                     }
                     d.clone()
                 }
-                None => {
-                    let stamp = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map(|d| d.as_millis())
-                        .unwrap_or(0);
-                    let d = std::env::temp_dir().join(format!("backscope-trace-{}-{stamp}", std::process::id()));
-                    std::fs::create_dir_all(&d)?;
-                    d
-                }
+                // A new directory with an unpredictable name, mode 0700, created exclusively: in a shared /tmp a
+                // predictable name could be taken first by another user, who would then own the trace files.
+                None => tempfile::Builder::new()
+                    .prefix(&format!("backscope-trace-{}-", std::process::id()))
+                    .tempdir()
+                    .context("creating the trace directory")?
+                    .keep(),
             };
             // First, so that a run that is killed outright still said where its files are.
             messages::note(format_args!("tracing into {}", dir.display()));
@@ -590,7 +588,7 @@ pub fn run(args: TraceOptions) -> Result<u8> {
             (dir, Some(status), signal)
         }
     };
-    let read = trace::read_dir(&dir)?;
+    let read = trace::read_dir_folded(&dir)?;
     let mut summary = summarise(&dir, read.traces, &read.problems, exit_status);
     summary.exit_signal = exit_signal.map(|s| trace_format::record::signal_name(s).to_string());
     out.emit(&TraceView { summary: &summary, top: args.top })?;

@@ -25,7 +25,8 @@ mod summary;
 
 pub use format::{FORMAT, MIN_VERSION, VERSION};
 pub use reader::{
-    merge_by_name, read_dir, DirTraces, KernelStats, Range, Reader, TraceError, TraceFile, LEFT_OUT, MAX_KEPT, MAX_LINE,
+    merge_by_name, read_dir, read_dir_folded, DirTraces, KernelStats, Range, Reader, TraceError, TraceFile, LEFT_OUT,
+    MAX_KEPT, MAX_LINE,
 };
 pub use records::{
     Crash, CrashLaunch, CrashThread, Device, End, Header, KernelDef, PipelineStat, Shape, ShapeCount, Truncated,
@@ -156,7 +157,7 @@ mod tests {
         assert!(TraceFile::parse(&headless).is_err());
     }
 
-    /// Folding every window into one while reading (what `read_dir` does, for summaries over all
+    /// Folding every window into one while reading (what `read_dir_folded` does, for summaries over all
     /// windows) must give the same totals as keeping them, and keep few warnings and crashes.
     #[test]
     fn a_folded_trace_sums_as_the_whole_one() {
@@ -181,10 +182,11 @@ mod tests {
         let left_out = folded.warnings.last().unwrap();
         assert_eq!(left_out.code, LEFT_OUT);
         assert!(left_out.detail.contains("11 warnings and 0 crash records were left out"), "{}", left_out.detail);
-        // read_dir folds.
-        let read = read_dir(dir.path()).unwrap();
+        // read_dir_folded folds; read_dir keeps every window.
+        let read = read_dir_folded(dir.path()).unwrap();
         assert_eq!(read.traces[0].windows.len(), 1);
         assert_eq!(read.traces[0].kernel_stats(Range::All), whole.kernel_stats(Range::All));
+        assert_eq!(read_dir(dir.path()).unwrap().traces[0].windows.len(), 3);
     }
 
     #[test]

@@ -733,11 +733,21 @@ pub struct DirTraces {
     pub problems: Vec<TraceError>,
 }
 
-/// Reads every `trace-*.jsonl` file of a directory, each streamed with its windows folded into one
-/// ([`TraceFile::read_folded`]: what `backscope trace --read` and `predict --trace` summarise over
-/// [`Range::All`]). A file that cannot be read or parsed is reported in [`DirTraces::problems`] and
-/// the others are kept; only a directory that cannot be listed is an error.
+/// Reads every `trace-*.jsonl` file of a directory, each with all its windows ([`TraceFile::read`]). A file
+/// that cannot be read or parsed is reported in [`DirTraces::problems`] and the others are kept; only a
+/// directory that cannot be listed is an error.
 pub fn read_dir(dir: &Path) -> std::io::Result<DirTraces> {
+    read_dir_with(dir, TraceFile::read)
+}
+
+/// [`read_dir`] with each file's windows folded into one as it is read ([`TraceFile::read_folded`]): what
+/// `backscope trace --read` and `predict --trace` summarise over [`Range::All`], in memory that follows the
+/// kernel table, not the files.
+pub fn read_dir_folded(dir: &Path) -> std::io::Result<DirTraces> {
+    read_dir_with(dir, TraceFile::read_folded)
+}
+
+fn read_dir_with(dir: &Path, read: fn(&Path) -> Result<TraceFile, TraceError>) -> std::io::Result<DirTraces> {
     let listing = |e: std::io::Error| std::io::Error::new(e.kind(), format!("listing {}: {e}", dir.display()));
     let mut out = DirTraces::default();
     let mut paths = Vec::new();
@@ -750,7 +760,7 @@ pub fn read_dir(dir: &Path) -> std::io::Result<DirTraces> {
     }
     paths.sort();
     for path in paths {
-        match TraceFile::read_folded(&path) {
+        match read(&path) {
             Ok(trace) => out.traces.push(trace),
             Err(problem) => out.problems.push(problem),
         }
