@@ -3,12 +3,13 @@
 //! object per line with the fields `n_prompt`, `n_gen`, `avg_ns`, `avg_ts`, …), the database is read back with SQLite
 //! itself, and processes are looked up in /proc by pid.
 
+use std::ffi::OsStr;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::bounded::{self, Bounds, MIB};
+use crate::bounded::{self, Bounds, GIB, MIB};
 use crate::util::backscope;
 
 /// One llama-bench test as `-o jsonl` prints it: a prompt-processing test of `n_prompt` tokens.
@@ -84,6 +85,16 @@ fn twenty_thousand_tests_import_in_seconds_into_a_few_files() {
     let lines = std::fs::read_to_string(run_dir.join("records.jsonl")).unwrap();
     assert_eq!(lines.lines().count(), 20_000);
     assert_eq!(std::fs::read(run_dir.join("input/bench.jsonl")).unwrap(), std::fs::read(&input).unwrap());
+
+    // The report over it: 20,000 distinct prompt sizes are 20,000 places, which every lookup by place made
+    // quadratic (63 s in text before they became maps).
+    let json = bounded::run(&[OsStr::new("report"), run_dir.as_os_str(), OsStr::new("--json")], bounds(60));
+    json.assert_bounded(&[0], 15, GIB);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("report --json");
+    assert_eq!((v["cells"].as_u64(), v["groups"].as_array().map(Vec::len)), (Some(20_000), Some(20_000)));
+    let text = bounded::run(&[OsStr::new("report"), db.as_os_str()], bounds(60));
+    text.assert_bounded(&[0], 15, GIB);
+    assert!(text.stdout.contains("20000 cells"), "{}", &text.stdout[..text.stdout.len().min(2000)]);
 }
 
 /// Past the cap an import is refused, naming the file, the limit and the test that is one too many; nothing is

@@ -346,18 +346,17 @@ pub struct RunStats {
     /// Groups in the order their first cell ran.
     pub groups: Vec<Group>,
     pub ratios: Vec<Ratio>,
+    /// Where each place's group is in `groups`: lookups by place stay constant-time when a run has tens of
+    /// thousands of places (an import of a llama-bench sweep over prompt sizes).
+    #[serde(skip)]
+    by_place: HashMap<Key, usize>,
 }
 
 impl RunStats {
     /// The group of a place, by its indices.
     pub fn group(&self, endpoint: &str, model: &str, num_gpu: i64, prompt: &str, num_predict: i64) -> Option<&Group> {
-        self.groups.iter().find(|g| {
-            g.endpoint == endpoint
-                && g.model == model
-                && g.num_gpu == num_gpu
-                && g.prompt == prompt
-                && g.num_predict == num_predict
-        })
+        let key = (endpoint.to_string(), model.to_string(), num_gpu, prompt.to_string(), num_predict);
+        self.by_place.get(&key).and_then(|&i| self.groups.get(i))
     }
 }
 
@@ -612,6 +611,7 @@ impl Aggregator {
             num_predict: distinct(&|g| g.num_predict.to_string()),
         };
         let ratios = ratios(&groups, &self.endpoints);
+        let by_place = groups.iter().enumerate().map(|(i, g)| (place_key(g), i)).collect();
         RunStats {
             cells: self.cells,
             ok: self.ok,
@@ -620,8 +620,13 @@ impl Aggregator {
             varies,
             groups,
             ratios,
+            by_place,
         }
     }
+}
+
+fn place_key(g: &Group) -> Key {
+    (g.endpoint.clone(), g.model.clone(), g.num_gpu, g.prompt.clone(), g.num_predict)
 }
 
 fn parse_whole(json: &str) -> Result<Record> {
@@ -724,19 +729,23 @@ impl Acc {
 
 /// Every pair of endpoints compared at every place both ran, for both rates: the later endpoint over the
 /// earlier (in the order they first ran).
+/// A place of a run, borrowed: model, num_gpu, prompt, num_predict.
+type Place<'a> = (&'a str, i64, &'a str, i64);
+
 fn ratios(groups: &[Group], endpoints: &[String]) -> Vec<Ratio> {
-    let mut places: Vec<(&str, i64, &str, i64)> = Vec::new();
+    // Places in the order they first ran, and each (endpoint, place)'s group: maps, since a run may hold tens of
+    // thousands of places.
+    let mut places: Vec<Place> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut at: HashMap<(&str, Place), &Group> = HashMap::new();
     for g in groups {
         let p = (g.model.as_str(), g.num_gpu, g.prompt.as_str(), g.num_predict);
-        if !places.contains(&p) {
+        if seen.insert(p) {
             places.push(p);
         }
+        at.entry((g.endpoint.as_str(), p)).or_insert(g);
     }
-    let find = |e: &str, p: &(&str, i64, &str, i64)| {
-        groups
-            .iter()
-            .find(|g| g.endpoint == e && g.model == p.0 && g.num_gpu == p.1 && g.prompt == p.2 && g.num_predict == p.3)
-    };
+    let find = |e: &str, p: &Place| at.get(&(e, *p)).copied();
     let mut out = Vec::new();
     for metric in [Metric::DecodeTps, Metric::PromptTps] {
         for p in &places {

@@ -141,18 +141,21 @@ fn timing_claims(g: &Group, varies: &Varies, run_id: &str) -> Vec<Claim> {
 /// GPU path. Inferred: the pattern is observed, the cause is not.
 fn pattern_claims(s: &RunStats, run_id: &str) -> Vec<Claim> {
     let mut out = Vec::new();
-    let mut seen: Vec<(&str, &str, &str, i64)> = Vec::new();
+    // The groups of each (endpoint, model, prompt, num_predict), in the order the first of them ran.
+    let mut order: Vec<(&str, &str, &str, i64)> = Vec::new();
+    let mut by_key: std::collections::HashMap<(&str, &str, &str, i64), Vec<&Group>> = std::collections::HashMap::new();
     for g in &s.groups {
         let key = (g.endpoint.as_str(), g.model.as_str(), g.prompt.as_str(), g.num_predict);
-        if seen.contains(&key) {
-            continue;
-        }
-        seen.push(key);
-        let same: Vec<&Group> = s
-            .groups
-            .iter()
-            .filter(|h| (h.endpoint.as_str(), h.model.as_str(), h.prompt.as_str(), h.num_predict) == key)
-            .collect();
+        by_key
+            .entry(key)
+            .or_insert_with(|| {
+                order.push(key);
+                Vec::new()
+            })
+            .push(g);
+    }
+    for key in order {
+        let same = &by_key[&key];
         let zero_ok = same.iter().any(|h| h.num_gpu == 0 && h.n > 0 && h.ok == h.n);
         let offload: Vec<&&Group> = same.iter().filter(|h| h.num_gpu != 0).collect();
         if !zero_ok || offload.is_empty() || !offload.iter().all(|h| h.ok == 0 && h.n > 0) {

@@ -60,9 +60,10 @@ fn places(s: &RunStats) -> Vec<(&str, &str, i64, i64)> {
     let mut groups: Vec<&Group> = s.groups.iter().collect();
     groups.sort_by_key(|g| g.first_seq);
     let mut out: Vec<(&str, &str, i64, i64)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for g in groups {
         let p = (g.model.as_str(), g.prompt.as_str(), g.num_predict, g.num_gpu);
-        if !out.contains(&p) {
+        if seen.insert(p) {
             out.push(p);
         }
     }
@@ -120,21 +121,20 @@ fn pivot(s: &RunStats) -> Table {
     let others = s.endpoints.get(1..).unwrap_or_default();
     columns.extend(others.iter().map(|e| Column::keep(format!("{e} / {} (95% CI)", base.map_or("", |b| b.as_str())))));
     let mut t = Table::new(columns).collapse(Collapse::Head(PIVOT_ROWS));
+    // The decode ratios over the first endpoint, by numerator and place (a map: runs may hold thousands of places).
+    let decode_ratio: std::collections::HashMap<_, _> = s
+        .ratios
+        .iter()
+        .filter(|r| r.metric == Metric::DecodeTps && Some(&r.denominator) == base)
+        .map(|r| ((r.numerator.as_str(), r.model.as_str(), r.prompt.as_str(), r.num_predict, r.num_gpu), r))
+        .collect();
     for (model, prompt, num_predict, num_gpu) in places(s) {
         let mut row = place_cells(s, model, prompt, num_predict, num_gpu);
         for e in &s.endpoints {
             row.push(pivot_cell(s.group(e, model, num_gpu, prompt, num_predict)));
         }
         for e in others {
-            let r = s.ratios.iter().find(|r| {
-                r.metric == Metric::DecodeTps
-                    && &r.numerator == e
-                    && Some(&r.denominator) == base
-                    && r.model == model
-                    && r.prompt == prompt
-                    && r.num_predict == num_predict
-                    && r.num_gpu == num_gpu
-            });
+            let r = decode_ratio.get(&(e.as_str(), model, prompt, num_predict, num_gpu)).copied();
             row.push(match r {
                 Some(r) => match &r.welch {
                     Some(w) => format!("{} ({}–{})", times(w.ratio), times(w.low), times(w.high)),
@@ -298,14 +298,20 @@ fn ratio_table(s: &RunStats) -> Table {
 
 /// Throughput charts: per model × prompt × num_predict, a rate against num_gpu, one line per endpoint.
 fn rate_charts(doc: &mut Document, s: &RunStats, metric: Metric) {
+    // Distinct (model, prompt, num_predict) in the order they ran; only the first RATE_CHARTS are drawn, so the
+    // search stops there (a run may hold thousands of prompt sizes).
     let mut seen: Vec<(&str, &str, i64)> = Vec::new();
+    let mut known = std::collections::HashSet::new();
     for g in &s.groups {
         let p = (g.model.as_str(), g.prompt.as_str(), g.num_predict);
-        if !seen.contains(&p) {
+        if known.insert(p) {
             seen.push(p);
+            if seen.len() == RATE_CHARTS {
+                break;
+            }
         }
     }
-    for (model, prompt, num_predict) in seen.iter().take(RATE_CHARTS) {
+    for (model, prompt, num_predict) in seen.iter() {
         let series: Vec<Series> = s
             .endpoints
             .iter()
