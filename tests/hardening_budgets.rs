@@ -102,6 +102,16 @@ fn gate_install_on_an_origin_bomb_is_bounded() {
     done.assert_bounded(&[0, 1], 10, 256 * MIB);
     let report: serde_json::Value = serde_json::from_str(&done.stdout).expect("gate --json prints JSON");
     assert_eq!(report["schema"], "backscope.gate/1");
+    // The budget the scan reached is said, naming the library, not dropped.
+    let claim = report["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "gate.scan_problems")
+        .unwrap_or_else(|| panic!("no scan-problems claim: {}", report["claims"]));
+    assert_eq!(claim["confidence"], "Limited");
+    let statement = claim["statement"].as_str().unwrap();
+    assert!(statement.contains("liborigin.so") || statement.contains("libpastmax.so"), "{statement}");
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -1203,7 +1203,39 @@ pub fn gate(opts: &GateOptions) -> Result<GateReport> {
         rocm: opts.rocm.as_deref(),
     })?;
     report.inputs.run_ids = opts.run_ids.clone();
+    if let Some(claim) = scan.as_ref().and_then(scan_problems_claim) {
+        report.claims.push(claim);
+    }
     Ok(report)
+}
+
+/// The install scan's problems (a budget reached, a file that could not be read) limit what layers 3 and 4 rest
+/// on: said as one Limited claim with the first few, each naming its file, instead of being dropped.
+fn scan_problems_claim(scan: &ScanReport) -> Option<Claim> {
+    const SHOWN: usize = 3;
+    if scan.problems.is_empty() {
+        return None;
+    }
+    let first: Vec<String> = scan
+        .problems
+        .iter()
+        .take(SHOWN)
+        .map(|p| format!("{}: {}", p.path, crate::output::text::truncate(&p.message, 240)))
+        .collect();
+    let more = scan.problems.len().saturating_sub(SHOWN);
+    let statement = format!(
+        "The scan of the install met {} problem(s), so layers 3 and 4 rest on what it could read: {}{}",
+        scan.problems.len(),
+        first.join("; "),
+        if more > 0 { format!("; and {more} more (backscope scan --json lists them)") } else { String::new() }
+    );
+    let sources: Vec<Source> = scan
+        .problems
+        .iter()
+        .take(SHOWN)
+        .map(|p| Source::file(p.path.clone(), p.offset, None, "scan problem"))
+        .collect();
+    Some(Claim::new("gate.scan_problems", Confidence::Limited, statement).with_sources(sources))
 }
 
 /// Judge and print.
