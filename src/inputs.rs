@@ -74,6 +74,8 @@ pub enum InputError {
     Io { path: PathBuf, error: io::Error },
     /// The path exists but is not a regular file; the kind it is.
     NotRegular { path: PathBuf, kind: &'static str },
+    /// A named FIFO where a stream was asked for: it may have no writer, and its open would wait for one.
+    NamedFifo { path: PathBuf },
     /// The file is larger than the command reads: its size (`None` when it grew past the limit while being
     /// read) and the limit.
     TooLarge { path: PathBuf, size: Option<u64>, limit: u64 },
@@ -86,6 +88,12 @@ impl std::fmt::Display for InputError {
             InputError::NotRegular { path, kind } => {
                 write!(f, "{} is {kind}, not a regular file: backscope reads only regular files here", path.display())
             }
+            InputError::NamedFifo { path } => write!(
+                f,
+                "{} is a named FIFO, which may have no writer: pass its contents on standard input instead (`- < {}`)",
+                path.display(),
+                path.display()
+            ),
             InputError::TooLarge { path, size: Some(size), limit } => {
                 write!(f, "{} is {size} bytes, more than the {limit} bytes read for this input", path.display())
             }
@@ -183,10 +191,7 @@ pub fn open_stream(path: &Path) -> Result<Box<dyn io::Read + Send>, InputError> 
         .open(path)
         .map_err(|e| InputError::io(path, e))?;
     if !is_anonymous_pipe(&file) {
-        return Err(InputError::NotRegular {
-            path: path.to_path_buf(),
-            kind: "a named FIFO (pass its contents on standard input instead: `- < FIFO`)",
-        });
+        return Err(InputError::NamedFifo { path: path.to_path_buf() });
     }
     clear_nonblock(&file).map_err(|e| InputError::io(path, e))?;
     Ok(Box::new(file))

@@ -24,9 +24,11 @@ pub struct SweepDb {
 impl SweepDb {
     /// Open `path` read-only; a missing file is an error (a reader never creates a database).
     pub fn open(path: &Path) -> Result<SweepDb> {
-        if !path.is_file() {
+        if !path.exists() {
             bail!("{}: no such sweep database (record runs with `backscope sweep … --db FILE`)", path.display());
         }
+        // A FIFO, a device or a directory is named for what it is (the open does not block on it).
+        crate::inputs::open_input(path)?;
         Ok(SweepDb { store: Store::open_read_only(path)?, path: path.display().to_string() })
     }
 

@@ -204,6 +204,13 @@ fn logs_neither_hangs_on_a_fifo_nor_reopens_a_pipe() {
     let fifo = tmp.path().join("server.log");
     mkfifo(&fifo);
     bounded_refusal(&["logs".as_ref(), fifo.as_ref()], 2, &fifo, "FIFO");
+    // gate --log reads logs the same way.
+    bounded_refusal(
+        &["gate".as_ref(), "--arch".as_ref(), "gfx900".as_ref(), "--log".as_ref(), fifo.as_ref()],
+        2,
+        &fifo,
+        "named FIFO",
+    );
     // Standard input from a pipe is read once and analysed.
     let mut writer = Command::new("printf")
         .arg("ggml_cuda_init: found 1 CUDA devices\\nsecond line\\n")

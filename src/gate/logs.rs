@@ -113,7 +113,9 @@ fn inference_route(path: &[u8]) -> bool {
 impl LogEvidence {
     /// Read and analyse a log file (bounded memory whatever its size; see `logs::Limits`).
     pub fn read(path: &Path) -> Result<LogEvidence> {
-        let file = std::fs::File::open(path).with_context(|| format!("cannot open log {}", path.display()))?;
+        // A regular file or a pipe (`<(journalctl …)`), read once; a named FIFO or a device is refused instead of
+        // waited on.
+        let file = crate::inputs::open_stream(path).with_context(|| format!("cannot open log {}", path.display()))?;
         let limits = Limits::default();
         let mut analyzer = Analyzer::new(limits);
         let mut facts: Vec<LogFact> = Vec::new();
