@@ -513,12 +513,20 @@ pub(crate) fn find_library(
     file: &str,
     hint: &str,
 ) -> Result<PathBuf> {
+    // A named library must be a regular file: the dynamic loader of the traced program would block forever on a
+    // FIFO and read a device without end.
+    let regular = |p: PathBuf, named: String| -> Result<PathBuf> {
+        let p = p.canonicalize().with_context(|| named.clone())?;
+        crate::inputs::open_input(&p).with_context(|| named)?;
+        Ok(p)
+    };
     if let Some(p) = explicit {
-        return p.canonicalize().with_context(|| format!("{what} {}", p.display()));
+        return regular(p.to_path_buf(), format!("{what} {}", p.display()));
     }
     if let Some(p) = std::env::var_os(env_var) {
         let p = PathBuf::from(p);
-        return p.canonicalize().with_context(|| format!("{env_var}={}", p.display()));
+        let named = format!("{env_var}={}", p.display());
+        return regular(p, named);
     }
     let exe = std::env::current_exe().context("locating the backscope executable")?;
     let dir = exe.parent().unwrap_or(Path::new("."));

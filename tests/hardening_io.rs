@@ -204,6 +204,13 @@ fn logs_neither_hangs_on_a_fifo_nor_reopens_a_pipe() {
     let fifo = tmp.path().join("server.log");
     mkfifo(&fifo);
     bounded_refusal(&["logs".as_ref(), fifo.as_ref()], 2, &fifo, "FIFO");
+    // A library trace is told to load: the traced program's loader would wait on it.
+    bounded_refusal(
+        &["trace".as_ref(), "--observer".as_ref(), fifo.as_ref(), "--".as_ref(), "true".as_ref()],
+        2,
+        &fifo,
+        "is a FIFO",
+    );
     // gate --log reads logs the same way.
     bounded_refusal(
         &["gate".as_ref(), "--arch".as_ref(), "gfx900".as_ref(), "--log".as_ref(), fifo.as_ref()],
