@@ -366,7 +366,7 @@ fn trace_starts_with_the_vulkan_layer_alone() {
     let alone = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let exe = alone.path().join("backscope");
     std::fs::hard_link(env!("CARGO_BIN_EXE_backscope"), &exe).unwrap();
-    let layer = Path::new(env!("CARGO_BIN_EXE_backscope")).parent().unwrap().join("libbackscope_vklayer.so");
+    let layer = crate::util::vklayer_library();
     let traces = alone.path().join("traces");
     let mut cmd = Command::new(&exe);
     cmd.env_remove("BACKSCOPE_OBSERVER_SO").env("BACKSCOPE_VKLAYER_SO", &layer);

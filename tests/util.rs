@@ -116,6 +116,15 @@ pub fn readelf_notes(files: &[PathBuf]) -> std::collections::BTreeMap<String, Ve
 }
 
 /// The observer library cargo built next to the test binary (`deps/` when only `cargo test` built it).
+/// The Vulkan layer library `cargo test --workspace` built (beside the binary, or in `deps/` on a clean build).
+pub fn vklayer_library() -> PathBuf {
+    let dir = Path::new(env!("CARGO_BIN_EXE_backscope")).parent().expect("target dir");
+    let p = dir.join("libbackscope_vklayer.so");
+    let p = if p.exists() { p } else { dir.join("deps/libbackscope_vklayer.so") };
+    assert!(p.exists(), "build the Vulkan layer: cargo build --workspace ({})", p.display());
+    p
+}
+
 pub fn observer_library() -> PathBuf {
     let dir = Path::new(env!("CARGO_BIN_EXE_backscope")).parent().expect("target dir");
     let p = dir.join("libbackscope_observer.so");

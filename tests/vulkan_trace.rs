@@ -20,13 +20,6 @@ use crate::sweep_common::*;
 use crate::util::*;
 
 /// The Vulkan layer cargo built next to the test binary.
-fn vklayer_library() -> PathBuf {
-    let dir = Path::new(env!("CARGO_BIN_EXE_backscope")).parent().expect("target dir");
-    let p = dir.join("libbackscope_vklayer.so");
-    let p = if p.exists() { p } else { dir.join("deps/libbackscope_vklayer.so") };
-    assert!(p.exists(), "build the Vulkan layer: cargo build --workspace ({})", p.display());
-    p
-}
 
 /// The environment that enables the layer by hand (what `backscope trace` sets, without ggml's debug markers).
 fn with_layer(cmd: &mut Command, trace_dir: &Path) {
