@@ -19,8 +19,6 @@ use serde_json::Value;
 use crate::sweep_common::*;
 use crate::util::*;
 
-/// The Vulkan layer cargo built next to the test binary.
-
 /// The environment that enables the layer by hand (what `backscope trace` sets, without ggml's debug markers).
 fn with_layer(cmd: &mut Command, trace_dir: &Path) {
     let manifest = backscope::vulkan::manifest_dir(&vklayer_library()).unwrap();
