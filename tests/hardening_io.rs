@@ -211,6 +211,24 @@ fn logs_neither_hangs_on_a_fifo_nor_reopens_a_pipe() {
         &fifo,
         "is a FIFO",
     );
+    // A sweep database and a vocabulary GGUF are named for what they are (SQLite alone said "disk I/O error").
+    bounded_refusal(&["sweep".as_ref(), "export".as_ref(), "--db".as_ref(), fifo.as_ref()], 2, &fifo, "is a FIFO");
+    let out = tmp.path().join("out.gguf");
+    bounded_refusal(
+        &[
+            "synth".as_ref(),
+            "--preset".as_ref(),
+            "tiny".as_ref(),
+            "--vocab".as_ref(),
+            fifo.as_ref(),
+            "-o".as_ref(),
+            out.as_ref(),
+        ],
+        2,
+        &fifo,
+        "is a FIFO",
+    );
+    assert!(!out.exists(), "nothing written");
     // gate --log reads logs the same way.
     bounded_refusal(
         &["gate".as_ref(), "--arch".as_ref(), "gfx900".as_ref(), "--log".as_ref(), fifo.as_ref()],

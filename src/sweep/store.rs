@@ -146,6 +146,10 @@ impl Store {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         }
+        if path.exists() {
+            // An existing path must be a regular file: SQLite reports a FIFO or a device only as "disk I/O error".
+            crate::inputs::open_input(path).with_context(|| format!("cannot open database {}", path.display()))?;
+        }
         let conn = Connection::open(path).with_context(|| format!("cannot open database {}", path.display()))?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;

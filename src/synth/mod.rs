@@ -127,6 +127,10 @@ pub fn run(args: SynthOptions) -> Result<u8> {
     }
     shape.validate()?;
     let vocab_path = args.vocab.clone().unwrap_or_else(|| llama_cpp_source().join("models").join(shape.vocab_file));
+    if vocab_path.exists() && !vocab_path.is_file() {
+        // A FIFO, a device or a directory: said for what it is (the check does not block).
+        crate::inputs::open_input(&vocab_path).map_err(|e| anyhow!("vocab GGUF: {e}"))?;
+    }
     if !vocab_path.is_file() {
         let hint = match args.vocab {
             Some(_) => "",
