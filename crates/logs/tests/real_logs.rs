@@ -318,3 +318,62 @@ fn every_fixture_parses_the_same_in_chunks() {
     }
     assert!(n >= 16, "fixtures found: {n}");
 }
+
+/// A report as JSON without what a line prefix changes by itself: the raw lines, byte offsets and the
+/// byte count.
+fn without_raw_bytes(r: &Report) -> serde_json::Value {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => {
+                map.retain(|k, _| !matches!(k.as_str(), "raw" | "offset" | "bytes"));
+                map.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut v = serde_json::to_value(r).unwrap();
+    strip(&mut v);
+    v
+}
+
+/// Every line of `log` behind a Docker Compose prefix (`name  | `), as `docker compose logs` writes it.
+fn compose_prefixed(log: &[u8], prefix: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(log.len() * 2);
+    for line in log.split_inclusive(|&b| b == b'\n') {
+        out.extend_from_slice(prefix.as_bytes());
+        out.extend_from_slice(line);
+    }
+    out
+}
+
+#[test]
+fn compose_prefix_of_any_length_changes_nothing() {
+    // Compose v2 pads each container name to the longest of the project and writes ` | `: the default name of
+    // Open WebUI's bundled Ollama (19 bytes, past the 16 bytes once read), and a 40-byte one.
+    let prefixes = ["open-webui-ollama-1  | ", "my-company-open-webui-stack-ollama-gpu-1 | "];
+    assert_eq!(prefixes[1].len() - " | ".len(), 40);
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "log") {
+            continue;
+        }
+        let log = std::fs::read(&path).unwrap();
+        let plain = analyze_bytes(&log, Limits::default()).unwrap();
+        for prefix in prefixes {
+            let prefixed = analyze_bytes(&compose_prefixed(&log, prefix), Limits::default()).unwrap();
+            assert_eq!(without_raw_bytes(&prefixed), without_raw_bytes(&plain), "{} behind {prefix:?}", path.display());
+        }
+        n += 1;
+    }
+    assert!(n >= 16, "fixtures found: {n}");
+    // And what the issue reads off ollama/ollama#12106 (journal lines inside the Compose prefix): a SIGSEGV at
+    // line 2, six seconds after the generate request answered 200, in llama_decode.
+    let log = compose_prefixed(&data("ollama-12106-rocm-decode-sigsegv.log"), prefixes[0]);
+    let r = analyze_bytes(&log, Limits::default()).unwrap();
+    let c = only_crash(&r);
+    assert_eq!((c.line, c.phase, c.signature.text.as_str()), (2, Phase::Decode, "SIGSEGV | llama._Cfunc_llama_decode"));
+    assert!(close(c.t.unwrap(), 6.0));
+}
