@@ -132,8 +132,10 @@ pub fn fill_line_texts(claims: &mut [Claim], path: &Path, name: &str) {
     }
 }
 
-fn seconds(t: Option<f64>) -> String {
-    t.map(|t| format!(" (+{t:.3} s)")).unwrap_or_default()
+/// When the crash was written, in parentheses: its own time, or the bracket of a time its first line inherits
+/// from the lines around it (never a point: the line has no timestamp).
+fn crash_time(c: &Crash) -> String {
+    logs::render::time_words(c.t, c.t_bounds).map(|w| format!(" ({w})")).unwrap_or_default()
 }
 
 /// What a crash was, in words: the signal with its addresses, else its first cause, else its first consequence.
@@ -181,7 +183,7 @@ pub fn crash_claims(r: &Report, c: &Crash, file: &str, id: &str) -> Vec<Claim> {
         Claim::new(
             id.to_string(),
             Confidence::Confirmed,
-            format!("The log shows a crash at line {}{}: {}{frames}{caller}", c.line, seconds(c.t), crash_what(c)),
+            format!("The log shows a crash at line {}{}: {}{frames}{caller}", c.line, crash_time(c), crash_what(c)),
         )
         .with_sources(sources),
     );
@@ -422,7 +424,7 @@ fn document(v: &LogsView) -> Document {
     doc.heading(2, "Timeline");
     let clock = match r.clock {
         Some(c) => {
-            format!("times relative to the first timestamp ({c:?} clock); in parentheses: the time of an earlier line")
+            format!("times relative to the first timestamp ({c:?} clock); in parentheses: the time of the last earlier timestamp, for a line without one of its own (it was written at or after it; --json gives the bracket as t_bounds)")
         }
         None => "the log has no timestamps".to_string(),
     };
@@ -452,7 +454,7 @@ fn document(v: &LogsView) -> Document {
 }
 
 fn crash_section(doc: &mut Document, r: &Report, c: &Crash, n: usize, file: &str) {
-    doc.heading(3, format!("Crash {n}: line {}{}, {}", c.line, seconds(c.t), phase_words(c.phase)));
+    doc.heading(3, format!("Crash {n}: line {}{}, {}", c.line, crash_time(c), phase_words(c.phase)));
     let mut facts: Vec<(String, Text)> = vec![
         ("phase".into(), format!("{} — {}", c.phase.label(), c.phase_rule).into()),
         ("what".into(), crash_what(c).into()),
