@@ -460,7 +460,7 @@ fn brackets_close_in_the_timeline_tail_too() {
     let log = format!("{}{}{}{offload}", slog("31.250"), offload.repeat(10), slog("33.500"));
     let limits = Limits { timeline_head: 1, timeline_tail: 4, ..Limits::default() };
     let r = analyze_bytes(log.as_bytes(), limits).unwrap();
-    let got: Vec<(u64, Option<(f64, Option<f64>)>)> = r.timeline.iter().map(|e| (e.line, e.t_bounds)).collect();
+    let got: Vec<(u64, Option<logs::analysis::TimeBounds>)> = r.timeline.iter().map(|e| (e.line, e.t_bounds)).collect();
     let between = Some((0.0, Some(2.25)));
     assert_eq!(got, vec![(2, between), (9, between), (10, between), (11, between), (13, Some((2.25, None)))]);
 }
