@@ -51,14 +51,19 @@ pub fn run(opts: &LogsOptions) -> Result<u8> {
     };
     let mut out = Output::open(&opts.output, &crate::output::Inputs::none().path(&opts.input))?;
     let report = analyze_reader(reader, Limits::default()).map_err(|e| anyhow::anyhow!("{}: {e}", name))?;
+    // A script reads the verdict from the status without --json: 0 no crash, 1 a crash, 2 (an error) unreadable.
+    let status = if report.crashes_total > 0 { exit::CRASH_FOUND } else { exit::OK };
     let mut view = LogsView::new(name, report);
     if regular {
         // Lines the timeline did not keep are read again for the claims that cite them.
         fill_line_texts(&mut view.claims, &opts.input, &view.input);
     }
-    out.emit(&view)?;
-    out.finish()?;
-    Ok(exit::OK)
+    match out.emit(&view).and_then(|()| out.finish()) {
+        // A reader that closed the pipe early (`| head`) still gets the verdict in the status.
+        Err(e) if crate::output::is_broken_pipe(&e) => Ok(status),
+        Err(e) => Err(e),
+        Ok(()) => Ok(status),
+    }
 }
 
 /// A log's analysis and the claims it supports.
