@@ -6,6 +6,8 @@ pub const OK: u8 = 0;
 pub const PROBLEMS: u8 = 1;
 /// `sweep`: every cell was recorded, some failed (crashes, timeouts, …: see the table).
 pub const FAILED_CELLS: u8 = 1;
+/// `logs`: the log was read and shows at least one crash (0: it was read and shows none).
+pub const CRASH_FOUND: u8 = 1;
 /// A usage error, or an I/O error of backscope itself (a command line that does not parse exits with it too).
 pub const ERROR: u8 = 2;
 /// `sweep` was interrupted (Ctrl-C, SIGTERM, SIGHUP): completed cells are recorded and `--resume` continues.

@@ -51,14 +51,19 @@ pub fn run(opts: &LogsOptions) -> Result<u8> {
     };
     let mut out = Output::open(&opts.output, &crate::output::Inputs::none().path(&opts.input))?;
     let report = analyze_reader(reader, Limits::default()).map_err(|e| anyhow::anyhow!("{}: {e}", name))?;
+    // A script reads the verdict from the status without --json: 0 no crash, 1 a crash, 2 (an error) unreadable.
+    let status = if report.crashes_total > 0 { exit::CRASH_FOUND } else { exit::OK };
     let mut view = LogsView::new(name, report);
     if regular {
         // Lines the timeline did not keep are read again for the claims that cite them.
         fill_line_texts(&mut view.claims, &opts.input, &view.input);
     }
-    out.emit(&view)?;
-    out.finish()?;
-    Ok(exit::OK)
+    match out.emit(&view).and_then(|()| out.finish()) {
+        // A reader that closed the pipe early (`| head`) still gets the verdict in the status.
+        Err(e) if crate::output::is_broken_pipe(&e) => Ok(status),
+        Err(e) => Err(e),
+        Ok(()) => Ok(status),
+    }
 }
 
 /// A log's analysis and the claims it supports.
@@ -132,8 +137,10 @@ pub fn fill_line_texts(claims: &mut [Claim], path: &Path, name: &str) {
     }
 }
 
-fn seconds(t: Option<f64>) -> String {
-    t.map(|t| format!(" (+{t:.3} s)")).unwrap_or_default()
+/// When the crash was written, in parentheses: its own time, or the bracket of a time its first line inherits
+/// from the lines around it (never a point: the line has no timestamp).
+fn crash_time(c: &Crash) -> String {
+    logs::render::time_words(c.t, c.t_bounds).map(|w| format!(" ({w})")).unwrap_or_default()
 }
 
 /// What a crash was, in words: the signal with its addresses, else its first cause, else its first consequence.
@@ -181,7 +188,7 @@ pub fn crash_claims(r: &Report, c: &Crash, file: &str, id: &str) -> Vec<Claim> {
         Claim::new(
             id.to_string(),
             Confidence::Confirmed,
-            format!("The log shows a crash at line {}{}: {}{frames}{caller}", c.line, seconds(c.t), crash_what(c)),
+            format!("The log shows a crash at line {}{}: {}{frames}{caller}", c.line, crash_time(c), crash_what(c)),
         )
         .with_sources(sources),
     );
@@ -422,7 +429,7 @@ fn document(v: &LogsView) -> Document {
     doc.heading(2, "Timeline");
     let clock = match r.clock {
         Some(c) => {
-            format!("times relative to the first timestamp ({c:?} clock); in parentheses: the time of an earlier line")
+            format!("times relative to the first timestamp ({c:?} clock); in parentheses: the time of the last earlier timestamp, for a line without one of its own (it was written at or after it; --json gives the bracket as t_bounds)")
         }
         None => "the log has no timestamps".to_string(),
     };
@@ -452,7 +459,7 @@ fn document(v: &LogsView) -> Document {
 }
 
 fn crash_section(doc: &mut Document, r: &Report, c: &Crash, n: usize, file: &str) {
-    doc.heading(3, format!("Crash {n}: line {}{}, {}", c.line, seconds(c.t), phase_words(c.phase)));
+    doc.heading(3, format!("Crash {n}: line {}{}, {}", c.line, crash_time(c), phase_words(c.phase)));
     let mut facts: Vec<(String, Text)> = vec![
         ("phase".into(), format!("{} — {}", c.phase.label(), c.phase_rule).into()),
         ("what".into(), crash_what(c).into()),

@@ -13,6 +13,7 @@ mod hardening_report;
 mod hardening_sweep;
 mod hardening_text;
 mod hardening_trace;
+mod logs_cli;
 mod maps_live;
 mod output_cli;
 mod predict;

@@ -6,10 +6,16 @@ use backscope::logscmd::LogsOptions;
 use clap::Args;
 
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:
+#[command(after_help = "Exit status (in every format, --json or not):
+    0  the log was read and shows no crash
+    1  the log shows at least one crash
+    2  the log could not be read, or is not a log (a binary file)
+
+Examples:
     backscope logs ~/.ollama/logs/server.log
     journalctl -u ollama --no-pager | backscope logs -
-    backscope logs server.log --format html -o server-log.html")]
+    backscope logs server.log --format html -o server-log.html
+    backscope logs server.log >/dev/null || echo \"crashed (1) or unreadable (2)\"")]
 pub struct LogsArgs {
     /// The log: an Ollama server log (journal, Docker or plain), a llama-server or llama-cli log; - reads
     /// standard input.

@@ -34,6 +34,13 @@
 //! 6. **unknown** — the log shows none of this.
 //!
 //! The phase is an inference from the lines it cites (`phase_lines`), never more.
+//!
+//! # Times
+//! A line without a timestamp of its own (a Go panic, a backtrace, llama.cpp output in an Ollama log) takes
+//! the time of the last earlier timestamped line as `t`, marked `t_inherited`; it was written between that
+//! time and the next later timestamp, given as `t_bounds` (`[lo, hi]`, `hi` null when no timestamp follows).
+//! A later stamp in whole seconds bounds it by the end of that second. Renderers say an inherited time as
+//! that bracket, never as a point.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -141,12 +148,31 @@ pub struct TimelineEntry {
     pub t: Option<f64>,
     /// `t` is the time of an earlier line (this one has no timestamp of its own).
     pub t_inherited: bool,
+    /// When `t_inherited`: the line was written between these two times (see [`TimeBounds`]).
+    pub t_bounds: Option<TimeBounds>,
     pub kind: &'static str,
     pub summary: String,
     /// The line as written (lossy UTF-8, escape sequences kept; escape before display).
     pub raw: String,
     #[serde(skip)]
     time: Option<Timestamp>,
+    /// The next timestamp after this line, when its own time is inherited.
+    #[serde(skip)]
+    next_time: Option<Timestamp>,
+}
+
+/// The time of a line without a timestamp of its own, as a bracket in seconds since the log's first
+/// timestamp: `.0` is the time of the last earlier timestamped line, `.1` that of the next later one (`None`:
+/// no timestamp follows, the line was written at or after `.0`). Serialised as `[lo, hi]`, `hi` null when none.
+pub type TimeBounds = (f64, Option<f64>);
+
+/// The bracket of an inherited time: `[time, next]` relative to `origin`.
+fn bounds(origin: Option<Timestamp>, time: Option<Timestamp>, next: Option<Timestamp>) -> Option<TimeBounds> {
+    let rel = |t: Timestamp| -> Option<f64> {
+        let o = origin?;
+        (t.clock == o.clock).then(|| (t.micros - o.micros) as f64 / 1e6)
+    };
+    Some((rel(time?)?, next.and_then(rel)))
 }
 
 /// What the log states about the runtime's setup (the last value wins where one is expected).
@@ -297,6 +323,10 @@ pub struct Crash {
     pub line: u64,
     pub offset: u64,
     pub t: Option<f64>,
+    /// The first line has no timestamp of its own: `t` is the time of an earlier line, and `t_bounds` says
+    /// between which times the crash was written.
+    pub t_inherited: bool,
+    pub t_bounds: Option<TimeBounds>,
     pub phase: Phase,
     /// Which rule decided the phase, in words.
     pub phase_rule: String,
@@ -314,6 +344,9 @@ pub struct Crash {
     pub last_line: u64,
     #[serde(skip)]
     time: Option<Timestamp>,
+    /// The next timestamp after the first line, when its time is inherited.
+    #[serde(skip)]
+    next_time: Option<Timestamp>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -333,6 +366,7 @@ struct TailSlot {
     offset: u64,
     time: Option<Timestamp>,
     inherited: bool,
+    next_time: Option<Timestamp>,
     raw: Vec<u8>,
 }
 
@@ -352,10 +386,12 @@ impl TailSlot {
             offset: self.offset,
             t: None,
             t_inherited: self.inherited,
+            t_bounds: None,
             kind: kind.name(),
             summary: summary(&kind, message.starts_with(b"time=")),
             raw: clip(lossy(&self.raw).into_owned()),
             time: self.time,
+            next_time: self.next_time,
         }
     }
 }
@@ -401,11 +437,14 @@ impl Open {
     }
 }
 
-fn new_crash(line: u64, offset: u64, time: Option<Timestamp>) -> Crash {
+/// A crash opened at `line`; `inherited`: `time` is that of an earlier line.
+fn new_crash(line: u64, offset: u64, time: Option<Timestamp>, inherited: bool) -> Crash {
     Crash {
         line,
         offset,
         t: None,
+        t_inherited: inherited && time.is_some(),
+        t_bounds: None,
         phase: Phase::Unknown,
         phase_rule: String::new(),
         phase_lines: Vec::new(),
@@ -418,6 +457,7 @@ fn new_crash(line: u64, offset: u64, time: Option<Timestamp>) -> Crash {
         signature: Signature { id: String::new(), text: String::new(), frames: Vec::new() },
         last_line: line,
         time,
+        next_time: None,
     }
 }
 
@@ -452,6 +492,12 @@ pub struct Analyzer {
     last_offset: u64,
     /// The log's first timestamp: relative times count from it.
     origin: Option<Timestamp>,
+    /// Entries whose time is inherited and which wait for the next timestamp to close their bracket: the
+    /// head entries from this index on, the last `pending_tail` tail slots, the kept crashes from this index on
+    /// (and the open one).
+    pending_head: Option<usize>,
+    pending_tail: usize,
+    pending_crashes: Option<usize>,
 }
 
 impl Analyzer {
@@ -482,6 +528,9 @@ impl Analyzer {
             last_line: 0,
             last_offset: 0,
             origin: None,
+            pending_head: None,
+            pending_tail: 0,
+            pending_crashes: None,
         }
     }
 
@@ -491,7 +540,8 @@ impl Analyzer {
     /// has line number 0: it comes from the caller, not from the log.
     pub fn process_exit(&mut self, description: &str) {
         if self.open.is_none() {
-            let crash = new_crash(self.last_line, self.last_offset, self.last_time);
+            // The death was seen after the last line: at or after its time, never a timestamp later.
+            let crash = new_crash(self.last_line, self.last_offset, self.last_time, true);
             self.open = Some(Open::new(crash, self.lifetime));
         }
         if let Some(open) = self.open.as_mut() {
@@ -517,8 +567,17 @@ impl Analyzer {
             self.bad_timestamps.add(e.line, cap);
         }
         let time = self.own_time(e);
-        if time.is_some() {
+        if let Some(own) = time {
             self.last_time = time;
+            // The line's own stamp, not the finer earlier one `own_time` may have kept in its stead: a stamp in
+            // whole seconds says the line was written before the end of that second.
+            let stamp = e.time.filter(|t| t.clock == own.clock).unwrap_or(own);
+            let upper = if stamp.micros % 1_000_000 == 0 {
+                Timestamp { micros: stamp.micros.saturating_add(1_000_000), ..stamp }
+            } else {
+                stamp
+            };
+            self.close_brackets(Some(upper));
         }
         if matches!(e.kind, EventKind::Other) {
             self.other.add(e.line, cap);
@@ -536,6 +595,29 @@ impl Analyzer {
         self.incident(e, slog_line, time);
         if !e.kind.is_trace() {
             self.push_timeline(e, slog_line, time);
+        }
+    }
+
+    /// A line with a time of its own closes the bracket of every inherited time since the last such line.
+    /// Each pending entry is visited once, so this costs nothing per line beyond the entries themselves.
+    fn close_brackets(&mut self, next: Option<Timestamp>) {
+        if let Some(from) = self.pending_head.take() {
+            for entry in self.head.iter_mut().skip(from).filter(|e| e.t_inherited) {
+                entry.next_time = next;
+            }
+        }
+        let from = self.tail.len() - self.pending_tail.min(self.tail.len());
+        for slot in self.tail.range_mut(from..).filter(|s| s.inherited) {
+            slot.next_time = next;
+        }
+        self.pending_tail = 0;
+        if let Some(from) = self.pending_crashes.take() {
+            for crash in self.crashes.iter_mut().skip(from).filter(|c| c.t_inherited && c.next_time.is_none()) {
+                crash.next_time = next;
+            }
+        }
+        if let Some(open) = self.open.as_mut().filter(|o| o.crash.t_inherited && o.crash.next_time.is_none()) {
+            open.crash.next_time = next;
         }
     }
 
@@ -765,7 +847,7 @@ impl Analyzer {
             if !fatal && !matches!(e.kind, NativeFrame(_)) {
                 return;
             }
-            let crash = new_crash(e.line, e.offset, time.or(self.last_time));
+            let crash = new_crash(e.line, e.offset, time.or(self.last_time), time.is_none());
             // Past the cap too the incident is followed in full (its signal, frames and causes, all bounded):
             // what closes it and what it is grouped with depend on them.
             self.open = Some(Open::new(crash, self.lifetime));
@@ -894,6 +976,9 @@ impl Analyzer {
             None => self.signatures_dropped += 1,
         }
         if self.crashes.len() < self.limits.max_crashes {
+            if crash.t_inherited && crash.next_time.is_none() && self.pending_crashes.is_none() {
+                self.pending_crashes = Some(self.crashes.len());
+            }
             self.crashes.push(crash);
         }
     }
@@ -904,15 +989,20 @@ impl Analyzer {
             None => (self.last_time, self.last_time.is_some()),
         };
         if self.head.len() < self.limits.timeline_head {
+            if inherited && self.pending_head.is_none() {
+                self.pending_head = Some(self.head.len());
+            }
             self.head.push(TimelineEntry {
                 line: e.line,
                 offset: e.offset,
                 t: None,
                 t_inherited: inherited,
+                t_bounds: None,
                 kind: e.kind.name(),
                 summary: summary(&e.kind, slog_line),
                 raw: clip(lossy(e.raw).into_owned()),
                 time,
+                next_time: None,
             });
             return;
         }
@@ -930,9 +1020,12 @@ impl Analyzer {
         slot.offset = e.offset;
         slot.time = time;
         slot.inherited = inherited;
+        slot.next_time = None;
         slot.raw.clear();
         slot.raw.extend_from_slice(e.raw);
         self.tail.push_back(slot);
+        // Pending slots are the last ones; those that fell off the front are gone.
+        self.pending_tail = (self.pending_tail + usize::from(inherited)).min(self.tail.len());
     }
 
     /// Finish: close the open incident and assemble the report.
@@ -958,9 +1051,15 @@ impl Analyzer {
         let mut timeline: Vec<TimelineEntry> = self.head.into_iter().chain(tail).collect();
         for entry in &mut timeline {
             entry.t = rel(entry.time);
+            if entry.t_inherited {
+                entry.t_bounds = bounds(origin, entry.time, entry.next_time);
+            }
         }
         for crash in &mut self.crashes {
             crash.t = rel(crash.time);
+            if crash.t_inherited {
+                crash.t_bounds = bounds(origin, crash.time, crash.next_time);
+            }
         }
         self.groups.sort_by(|a, b| b.count.cmp(&a.count).then(a.crash_lines.first().cmp(&b.crash_lines.first())));
         let flavor = if self.saw_llama_server_runner {

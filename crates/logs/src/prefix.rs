@@ -1,7 +1,8 @@
 //! The outer layers a log line picks up on its way to a file, stripped before the line is classified.
 //!
 //! Recognised, in any stacking order (at most [`MAX_LAYERS`] layers):
-//! - Docker Compose: `ollama  | ` (service name, spaces, `| `);
+//! - Docker Compose: `ollama  | `, `open-webui-ollama-1  | ` (container name of up to
+//!   [`MAX_COMPOSE_NAME`] bytes, spaces, `| `);
 //! - Docker `--timestamps`: `2024-05-15T00:39:40.172587575Z `; Docker Desktop: `2025-03-05 09:00:31 `;
 //!   journald `-o short-iso`: `2025-11-13T10:01:52+0800 host ollama[1067]: `;
 //! - syslog/journal: `Nov 13 10:01:52 host ollama[1067]: ` (the month name may be in any locale, e.g.
@@ -73,18 +74,30 @@ fn strip_one(s: &[u8]) -> Option<(&[u8], Option<Timestamp>)> {
     if let Some(rest) = strip_spinner(s) {
         return Some((rest, None));
     }
-    // Both remaining forms have a short first word followed by spaces and then a digit (a journal's
-    // day or time) or `|` (Compose): anything else is a message.
-    let space = memchr::memchr(b' ', s.get(..s.len().min(16))?)?;
+    // Both remaining forms have a first word followed by spaces and then `|` (Compose, a service name of
+    // up to MAX_COMPOSE_NAME bytes) or a digit (a journal's day or time, after a short word): anything
+    // else is a message.
+    let space = memchr::memchr(b' ', s.get(..s.len().min(MAX_COMPOSE_NAME + 1))?)?;
     let after_spaces = s[space..].iter().find(|&&b| b != b' ')?;
-    if !(after_spaces.is_ascii_digit() || *after_spaces == b'|') {
-        return None;
+    if *after_spaces == b'|' {
+        return strip_compose(s).map(|rest| (rest, None));
     }
-    if let Some(step) = strip_journal(s) {
-        return Some(step);
+    if space < JOURNAL_FIRST_WORD && after_spaces.is_ascii_digit() {
+        return strip_journal(s);
     }
-    strip_compose(s).map(|rest| (rest, None))
+    None
 }
+
+/// Longest first word (a month name or a `DD.MM` date) before a journal line's day or time, plus one.
+const JOURNAL_FIRST_WORD: usize = 16;
+
+/// Longest Docker Compose prefix name read, in bytes. Compose writes the container's name (project,
+/// service and replica number: `open-webui-ollama-1`) padded with spaces to the longest name of the
+/// project, so the name has no fixed length: project and service names are chosen by users and grow
+/// long (`my-company-open-webui-stack-ollama-gpu-1`). A bound is still needed: it keeps the search for the
+/// `|` short on every line whatever the log, and a first word of more than 128 bytes before ` | ` is far
+/// more likely the log's own text than a container name.
+pub const MAX_COMPOSE_NAME: usize = 128;
 
 /// Ollama's CLI spinner: a Braille pattern (U+2800–U+28FF, UTF-8 `E2 A0..A3 xx`) and a space.
 fn strip_spinner(s: &[u8]) -> Option<&[u8]> {
@@ -175,10 +188,12 @@ fn day_dot_month(token: &[u8]) -> Option<(u32, u32)> {
     ((1..=31).contains(&day) && (1..=12).contains(&month)).then_some((day, month))
 }
 
-/// Docker Compose's `service  | `.
+/// Docker Compose's `service  | ` (the name padded to the project's longest, then ` | `): a name of
+/// `[A-Za-z0-9._-]`, at most [`MAX_COMPOSE_NAME`] bytes, one or more spaces, and `|` followed by a space or
+/// the end of the line (an empty log line, its trailing space trimmed by a paste).
 fn strip_compose(s: &[u8]) -> Option<&[u8]> {
     let name_end = s.iter().position(|&b| !(b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')))?;
-    if name_end == 0 {
+    if name_end == 0 || name_end > MAX_COMPOSE_NAME {
         return None;
     }
     let after = &s[name_end..];
@@ -187,7 +202,11 @@ fn strip_compose(s: &[u8]) -> Option<&[u8]> {
         return None;
     }
     let rest = after[spaces..].strip_prefix(b"|")?;
-    Some(rest.strip_prefix(b" ").unwrap_or(rest))
+    match rest {
+        [] => Some(rest),
+        [b' ', message @ ..] => Some(message),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -232,6 +251,35 @@ mod tests {
             msg("ollama  | time=2025-12-03T03:16:50.172Z level=INFO"),
             ("time=2025-12-03T03:16:50.172Z level=INFO".into(), None)
         );
+    }
+
+    #[test]
+    fn compose_names_of_any_length_up_to_the_bound() {
+        // Compose v2 pads every container name to the project's longest and writes ` | ` after it.
+        let long = "a".repeat(MAX_COMPOSE_NAME);
+        for prefix in [
+            "open-webui-ollama-1  | ".to_string(),
+            "my-company-open-webui-stack-ollama-gpu-1 | ".to_string(),
+            format!("{long} | "),
+        ] {
+            let line = format!("{prefix}time=2025-12-03T03:16:50.172Z level=INFO");
+            assert_eq!(msg(&line), ("time=2025-12-03T03:16:50.172Z level=INFO".into(), None), "{line}");
+        }
+        // An empty log line whose trailing space a paste trimmed.
+        assert_eq!(msg("open-webui-ollama-1  |"), (String::new(), None));
+        // Compose outside a journal: both layers go, the journal's time is kept.
+        assert_eq!(
+            msg("open-webui-ollama-1  | Nov 13 10:01:52 host ollama[1067]: SIGSEGV: segmentation violation"),
+            ("SIGSEGV: segmentation violation".into(), Some(Clock::Journal))
+        );
+        // One byte over the bound, a `|` not followed by a space, or no space before it: not a prefix.
+        for line in [
+            format!("{long}a | SIGSEGV: segmentation violation"),
+            "open-webui-ollama-1  |SIGSEGV".to_string(),
+            "open-webui-ollama-1| SIGSEGV".to_string(),
+        ] {
+            assert_eq!(msg(&line), (line.clone(), None), "{line}");
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use crate::analysis::{Crash, Report, TimelineEntry};
+use crate::analysis::{Crash, Report, TimeBounds, TimelineEntry};
 
 /// Replace control characters other than tab.
 pub fn printable(s: &str) -> String {
@@ -19,6 +19,17 @@ pub fn time_cell(e: &TimelineEntry) -> String {
         Some(t) if e.t_inherited => format!("(+{t:.3}s)"),
         Some(t) => format!("+{t:.3}s"),
         None => "-".to_string(),
+    }
+}
+
+/// When a line was written, in words: `+1.234 s` (its own timestamp), `between +1.234 s and +2.000 s` (no
+/// timestamp of its own: between the last earlier one and the next later one), `at or after +1.234 s` (no
+/// later timestamp), `None` (the log has no time for it). A time a line inherits is never said as a point.
+pub fn time_words(t: Option<f64>, bounds: Option<TimeBounds>) -> Option<String> {
+    match bounds {
+        Some((lo, Some(hi))) => Some(format!("between +{lo:.3} s and +{hi:.3} s")),
+        Some((lo, None)) => Some(format!("at or after +{lo:.3} s")),
+        None => t.map(|t| format!("+{t:.3} s")),
     }
 }
 
@@ -35,7 +46,7 @@ pub fn timeline_text(report: &Report) -> String {
 }
 
 fn crash_text(out: &mut String, c: &Crash) {
-    let t = c.t.map(|t| format!(" at +{t:.3}s")).unwrap_or_default();
+    let t = time_words(c.t, c.t_bounds).map(|w| format!(" ({w})")).unwrap_or_default();
     let _ = writeln!(out, "crash at L{}{t}: phase {} ({})", c.line, c.phase.label(), printable(&c.phase_rule));
     if !c.phase_lines.is_empty() {
         let lines: Vec<String> = c.phase_lines.iter().map(|l| format!("L{l}")).collect();

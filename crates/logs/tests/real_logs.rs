@@ -318,3 +318,149 @@ fn every_fixture_parses_the_same_in_chunks() {
     }
     assert!(n >= 16, "fixtures found: {n}");
 }
+
+/// A report as JSON without what a line prefix changes by itself: the raw lines, byte offsets and the
+/// byte count.
+fn without_raw_bytes(r: &Report) -> serde_json::Value {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => {
+                map.retain(|k, _| !matches!(k.as_str(), "raw" | "offset" | "bytes"));
+                map.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut v = serde_json::to_value(r).unwrap();
+    strip(&mut v);
+    v
+}
+
+/// Every line of `log` behind a Docker Compose prefix (`name  | `), as `docker compose logs` writes it.
+fn compose_prefixed(log: &[u8], prefix: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(log.len() * 2);
+    for line in log.split_inclusive(|&b| b == b'\n') {
+        out.extend_from_slice(prefix.as_bytes());
+        out.extend_from_slice(line);
+    }
+    out
+}
+
+#[test]
+fn compose_prefix_of_any_length_changes_nothing() {
+    // Compose v2 pads each container name to the longest of the project and writes ` | `: the default name of
+    // Open WebUI's bundled Ollama (19 bytes, past the 16 bytes once read), and a 40-byte one.
+    let prefixes = ["open-webui-ollama-1  | ", "my-company-open-webui-stack-ollama-gpu-1 | "];
+    assert_eq!(prefixes[1].len() - " | ".len(), 40);
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "log") {
+            continue;
+        }
+        let log = std::fs::read(&path).unwrap();
+        let plain = analyze_bytes(&log, Limits::default()).unwrap();
+        for prefix in prefixes {
+            let prefixed = analyze_bytes(&compose_prefixed(&log, prefix), Limits::default()).unwrap();
+            assert_eq!(without_raw_bytes(&prefixed), without_raw_bytes(&plain), "{} behind {prefix:?}", path.display());
+        }
+        n += 1;
+    }
+    assert!(n >= 16, "fixtures found: {n}");
+    // And what the issue reads off ollama/ollama#12106 (journal lines inside the Compose prefix): a SIGSEGV at
+    // line 2, six seconds after the generate request answered 200, in llama_decode.
+    let log = compose_prefixed(&data("ollama-12106-rocm-decode-sigsegv.log"), prefixes[0]);
+    let r = analyze_bytes(&log, Limits::default()).unwrap();
+    let c = only_crash(&r);
+    assert_eq!((c.line, c.phase, c.signature.text.as_str()), (2, Phase::Decode, "SIGSEGV | llama._Cfunc_llama_decode"));
+    assert!(close(c.t.unwrap(), 6.0));
+}
+
+/// Seconds since midnight of a slog line's `time=…THH:MM:SS.fff…`, read here without the crate's parser.
+fn slog_clock(line: &str) -> f64 {
+    let at = line.find("time=").expect("a slog line") + "time=".len();
+    let clock = &line[at..].split('T').nth(1).unwrap()[..12];
+    let (h, m, s) = (&clock[0..2], &clock[3..5], &clock[6..12]);
+    h.parse::<f64>().unwrap() * 3600.0 + m.parse::<f64>().unwrap() * 60.0 + s.parse::<f64>().unwrap()
+}
+
+#[test]
+fn inherited_times_are_brackets() {
+    // ollama/ollama#9807: the SIGSEGV line (L38) has no timestamp; the last earlier one is L32's, and none
+    // follows: the crash was written at or after L32's time, counted from L1's (the log's first).
+    let text = String::from_utf8(data("ollama-9807-gfx803-load-sigsegv.log")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(!lines[37].contains("time=") && lines[37].starts_with("SIGSEGV"), "{}", lines[37]);
+    assert!(lines[32..].iter().all(|l| !l.contains("time=")));
+    let lo = slog_clock(lines[31]) - slog_clock(lines[0]);
+    let r = report("ollama-9807-gfx803-load-sigsegv.log");
+    let c = only_crash(&r);
+    assert!(c.t_inherited);
+    let (got_lo, hi) = c.t_bounds.expect("an inherited time has a bracket");
+    assert!(close(got_lo, lo) && hi.is_none(), "{:?} vs {lo}", c.t_bounds);
+    let offload = entry(&r, 35);
+    assert!(offload.t_inherited && offload.t_bounds.is_some_and(|(l, h)| close(l, lo) && h.is_none()), "{offload:?}");
+    // A line with its own time has no bracket.
+    assert!(!entry(&r, 1).t_inherited && entry(&r, 1).t_bounds.is_none());
+
+    // ollama/ollama#9352 with the line Ollama writes when the runner is gone appended 15.951 s after the start
+    // (L17): the assertion (L18) and its SIGSEGV have no timestamp, so they happened between the two.
+    let log = String::from_utf8(data("ollama-9352-assert-sigsegv.log")).unwrap();
+    let after = "time=2025-02-26T00:25:34.881Z level=ERROR source=sched.go:455 msg=\"error loading llama server\" \
+                 error=\"llama runner process has terminated: exit status 2\"";
+    let log = format!("{log}{after}\n");
+    let lines: Vec<&str> = log.lines().collect();
+    let timed: Vec<usize> = (0..lines.len()).filter(|&i| lines[i].starts_with("time=")).collect();
+    assert_eq!(timed, vec![16, lines.len() - 1], "L17 and the appended line are the only timestamps");
+    let (lo, hi) = (0.0, slog_clock(lines[lines.len() - 1]) - slog_clock(lines[16]));
+    assert!(close(hi, 15.951));
+    let r = analyze_bytes(log.as_bytes(), Limits::default()).unwrap();
+    let c = only_crash(&r);
+    assert_eq!(c.line, 18);
+    assert!(c.t_inherited && close(c.t.unwrap(), lo));
+    let (got_lo, got_hi) = c.t_bounds.unwrap();
+    assert!(close(got_lo, lo) && got_hi.is_some_and(|h| close(h, hi)), "{:?}", c.t_bounds);
+    for e in r.timeline.iter().filter(|e| (18..lines.len() as u64).contains(&e.line)) {
+        assert!(e.t_inherited, "{e:?}");
+        assert!(e.t_bounds.is_some_and(|(l, h)| close(l, lo) && h.is_some_and(|h| close(h, hi))), "{e:?}");
+    }
+    let json = serde_json::to_value(c).unwrap();
+    let pair: Vec<f64> = json["t_bounds"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert!(pair.len() == 2 && close(pair[0], lo) && close(pair[1], hi), "serialised as [lo, hi]: {json}");
+    assert_eq!(
+        logs::render::time_words(c.t, c.t_bounds).as_deref(),
+        Some("between +0.000 s and +15.951 s"),
+        "never a point"
+    );
+}
+
+#[test]
+fn a_whole_second_stamp_after_an_inherited_time_bounds_it_by_the_end_of_its_second() {
+    // A slog line at .500, a SIGSEGV without a timestamp, then a Gin line stamped in whole seconds within the
+    // same second: the crash was written before the end of that second, not at .500.
+    let log =
+        "time=2025-08-28T10:25:21.500Z level=INFO source=server.go:1 msg=\"llama runner started in 1.00 seconds\"\n\
+               SIGSEGV: segmentation violation\n\
+               [GIN] 2025/08/28 - 10:25:21 | 500 | 1.2s | 127.0.0.1 | POST \"/api/generate\"\n";
+    let r = analyze_bytes(log.as_bytes(), Limits::default()).unwrap();
+    let c = only_crash(&r);
+    assert_eq!(c.line, 2);
+    assert!(c.t_bounds.is_some_and(|(l, h)| close(l, 0.0) && h.is_some_and(|h| close(h, 0.5))), "{:?}", c.t_bounds);
+}
+
+#[test]
+fn brackets_close_in_the_timeline_tail_too() {
+    // A timeline of one head entry and four tail entries: ten offload lines without timestamps between two slog
+    // lines 2.25 s apart (`other` lines, not in the timeline), then one more after the second. Each inherited
+    // entry kept, in the head or the tail, is bracketed by the slog lines around it (the last by none later).
+    let slog = |clock: &str| format!("time=2025-03-17T02:36:{clock}Z level=INFO source=server.go:1 msg=\"waiting\"\n");
+    let offload = "load_tensors: offloaded 23/23 layers to GPU\n";
+    let log = format!("{}{}{}{offload}", slog("31.250"), offload.repeat(10), slog("33.500"));
+    let limits = Limits { timeline_head: 1, timeline_tail: 4, ..Limits::default() };
+    let r = analyze_bytes(log.as_bytes(), limits).unwrap();
+    let got: Vec<(u64, Option<logs::analysis::TimeBounds>)> = r.timeline.iter().map(|e| (e.line, e.t_bounds)).collect();
+    let between = Some((0.0, Some(2.25)));
+    assert_eq!(got, vec![(2, between), (9, between), (10, between), (11, between), (13, Some((2.25, None)))]);
+}
