@@ -119,27 +119,31 @@ pub fn extent(prefix: &[u8], total: u64, limits: &Limits) -> Extent {
     }
     let mut pos = HEADER_SIZE;
     let mut end = HEADER_SIZE;
+    // Parsing fails at the current record. The records before it were checked, their entries' bytes included, so
+    // the prefix must reach the furthest of those bytes too: a shorter one would fail at an earlier record instead
+    // (a different offset and field). `end` never passes `total` (each entry was checked against it).
+    let fails_here = |end: u64| if have < end { Extent::NeedMore(end) } else { Extent::Ends(have) };
     for _ in 0..count {
-        let Some(record_end) = pos.checked_add(ENTRY_RECORD_SIZE) else { return Extent::Ends(have) };
+        let Some(record_end) = pos.checked_add(ENTRY_RECORD_SIZE) else { return fails_here(end) };
         if have < record_end {
             return need(record_end);
         }
         let (Ok(offset), Ok(size), Ok(id_len)) =
             (read::u64_at(prefix, pos, ""), read::u64_at(prefix, pos + 8, ""), read::u64_at(prefix, pos + 16, ""))
         else {
-            return Extent::Ends(have);
+            return fails_here(end);
         };
         // In the order parsing checks them: the ID must lie inside, then the entry's bytes.
-        let Some(next) = record_end.checked_add(id_len) else { return Extent::Ends(have) };
+        let Some(next) = record_end.checked_add(id_len) else { return fails_here(end) };
         if next > total {
-            return Extent::Ends(have);
+            return fails_here(end);
         }
         if have < next {
             return need(next);
         }
         match offset.checked_add(size) {
             Some(entry_end) if entry_end <= total => end = end.max(entry_end),
-            _ => return Extent::Ends(have),
+            _ => return fails_here(end),
         }
         pos = next;
     }
