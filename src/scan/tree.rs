@@ -623,30 +623,26 @@ pub fn resolve_dependencies(
                     let fresh: Vec<&String> = info.needed.iter().filter(|n| !queued.contains(*n)).collect();
                     if !fresh.is_empty() {
                         let found_at: Arc<Path> = Arc::from(path.as_path());
-                        let Some(dirs) = search_dirs(&info, &found_at, &mut bytes, &mut too_long_reported, problems)
-                        else {
-                            stopped = Some(file_bytes_stop());
-                            left_out = queue.len() + fresh.len();
-                            out.push(Dependency {
-                                name,
-                                needed_by: parent_name,
-                                depth,
-                                resolved: Some(path.display().to_string()),
-                                via: via.into(),
-                            });
-                            break;
-                        };
-                        let dirs = Arc::new(dirs);
-                        for n in fresh {
-                            if !queued.insert(n.clone()) {
-                                continue;
+                        match search_dirs(&info, &found_at, &mut bytes, &mut too_long_reported, problems) {
+                            // The byte budget ran out: this library is recorded, nothing after it is probed.
+                            None => {
+                                stopped = Some(file_bytes_stop());
+                                left_out = queue.len() + fresh.len();
                             }
-                            queue.push_back(Pending {
-                                name: n.clone(),
-                                parent: Arc::clone(&found_at),
-                                dirs: Arc::clone(&dirs),
-                                depth: depth + 1,
-                            });
+                            Some(dirs) => {
+                                let dirs = Arc::new(dirs);
+                                for n in fresh {
+                                    if !queued.insert(n.clone()) {
+                                        continue;
+                                    }
+                                    queue.push_back(Pending {
+                                        name: n.clone(),
+                                        parent: Arc::clone(&found_at),
+                                        dirs: Arc::clone(&dirs),
+                                        depth: depth + 1,
+                                    });
+                                }
+                            }
                         }
                     }
                     out.push(Dependency {
@@ -656,6 +652,9 @@ pub fn resolve_dependencies(
                         resolved: Some(path.display().to_string()),
                         via: via.into(),
                     });
+                    if stopped.is_some() {
+                        break;
+                    }
                 }
                 None => {
                     out.push(Dependency { name, needed_by: parent_name, depth, resolved: None, via: "missing".into() })
