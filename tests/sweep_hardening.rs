@@ -69,7 +69,8 @@ fn run_limited(cmd: &mut Command, limit: Duration) -> Output {
 
 /// A spec whose one managed server is a shell that leaves a sleeper behind and execs into http.server, ready on
 /// GET /health (a file it serves); its generation requests get 501. Everything carries the marker.
-fn spec_with_a_runner(dir: &Path, marker: &str, repetitions: u32) -> PathBuf {
+/// `runner_prefix` goes before the sleeper's command (`setsid ` puts it in a session of its own).
+fn spec_with_a_runner(dir: &Path, marker: &str, repetitions: u32, runner_prefix: &str) -> PathBuf {
     let www = dir.join("www");
     std::fs::create_dir_all(&www).unwrap();
     std::fs::write(www.join("health"), "ok").unwrap();
@@ -83,7 +84,7 @@ fn spec_with_a_runner(dir: &Path, marker: &str, repetitions: u32) -> PathBuf {
         name = "runner"
         server = "command"
         program = "/bin/sh"
-        args = ["-c", "python3 -c 'import time; time.sleep(300)' runner & exec python3 -m http.server {{port}} --bind 127.0.0.1 --directory {www}", "server"]
+        args = ["-c", "{runner_prefix}python3 -c 'import time; time.sleep(300)' runner & exec python3 -m http.server {{port}} --bind 127.0.0.1 --directory {www}", "server"]
         ready_timeout_s = 30
         env = {{ MARKER = "{marker}" }}
         "#,
@@ -98,7 +99,7 @@ fn spec_with_a_runner(dir: &Path, marker: &str, repetitions: u32) -> PathBuf {
 /// watchdog and then backscope with SIGKILL (as `kill -9` of both would). Returns once the server died of its
 /// death signal; the runner is left, as the kernel leaves it, for the next sweep to reclaim.
 fn kill_backscope_mid_sweep(dir: &Path, marker: &str) -> i64 {
-    let spec = spec_with_a_runner(dir, marker, 3);
+    let spec = spec_with_a_runner(dir, marker, 3, "");
     let mut sweep = Sweep::start(&["--spec", spec.to_str().unwrap()], &dir.join("db"), &dir.join("runs"));
     sweep.wait_for(Duration::from_secs(60), |e| event_is(e, "server_ready"));
     let both = marked_until(marker, Duration::from_secs(10), |m| m.len() == 2);
@@ -186,7 +187,7 @@ fn a_sweep_that_ends_leaves_nothing_running() {
     // The normal path: servers stopped between cells and at the end take their runners with them.
     let dir = tempfile::tempdir().unwrap();
     let marker = unique_marker();
-    let spec = spec_with_a_runner(dir.path(), &marker, 1);
+    let spec = spec_with_a_runner(dir.path(), &marker, 1, "");
     let out = run_limited(
         backscope()
             .args(["sweep", "--quiet", "--spec"])
@@ -315,4 +316,75 @@ fn a_cells_result_rename_is_followed_by_a_directory_fsync() {
         lines[open..].iter().any(|l| l.contains(&format!("fsync({fd})")) || l.contains(&format!("fsync({fd} <"))),
         "no fsync of {cell_dir} (fd {fd}) after the rename:\n{trace}"
     );
+}
+
+/// Kills what carries the marker when the test ends, also when it fails, so a failure leaves nothing running.
+struct KillMarked(String);
+
+impl Drop for KillMarked {
+    fn drop(&mut self) {
+        for (pid, _) in marked(&self.0) {
+            // SAFETY: a process of this test's stand-in server, found by the marker the test gave it.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+    }
+}
+
+/// Field `n` (1-based, as proc(5) counts) of `/proc/PID/stat`.
+fn stat_field(pid: i64, n: usize) -> Option<i64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(n - 3)?.parse().ok()
+}
+
+/// The pids of `parent`'s children whose command line starts with `argv0`.
+fn children_named(parent: i64, argv0: &str) -> Vec<i64> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i64>() else { continue };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if stat_field(pid, 4) == Some(parent) && cmdline.split(|&b| b == 0).next() == Some(argv0.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// The pids of [`marked`], in order.
+fn marked_pids(value: &str) -> Vec<i64> {
+    let mut pids: Vec<i64> = marked(value).into_iter().map(|(pid, _)| pid).collect();
+    pids.sort();
+    pids
+}
+
+/// A server the way `ollama serve` is one: it starts a runner, here in a session of its own (`setsid`, out of
+/// the server's process group), and serves HTTP (python's http.server, ready on GET /health).
+#[test]
+fn a_sigkilled_sweeps_server_and_its_grandchild_die_without_another_sweep() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = unique_marker();
+    let _cleanup = KillMarked(marker.clone());
+    let spec = spec_with_a_runner(dir.path(), &marker, 3, "setsid ");
+    let mut sweep = Sweep::start(&["--spec", spec.to_str().unwrap()], &dir.path().join("db"), &dir.path().join("runs"));
+    sweep.wait_for(Duration::from_secs(60), |e| event_is(e, "server_ready"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut both = marked_pids(&marker);
+    while both.len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        both = marked_pids(&marker);
+    }
+    assert_eq!(both.len(), 2, "the server and its runner: {both:?}");
+    let backscope_pid = i64::from(sweep.child.id());
+    // The runner left the server's session and group: neither a group kill nor a death signal reaches it.
+    let sessions: Vec<Option<i64>> = both.iter().map(|&p| stat_field(p, 6)).collect();
+    assert_ne!(sessions[0], sessions[1], "the runner has a session of its own: {both:?}");
+    let watchdogs = children_named(backscope_pid, "backscope-sweep-watchdog");
+    assert_eq!(watchdogs.len(), 1, "one watchdog for the run");
+    sweep.child.kill().unwrap();
+    sweep.child.wait().unwrap();
+    for pid in both {
+        assert!(gone_within(pid, Duration::from_secs(5)), "pid {pid} survived backscope's SIGKILL");
+    }
+    assert!(gone_within(watchdogs[0], Duration::from_secs(5)), "the watchdog outlived its job");
+    let run_dir = std::fs::read_dir(dir.path().join("runs")).unwrap().next().unwrap().unwrap().path();
+    assert_eq!(std::fs::read_dir(run_dir.join("groups")).unwrap().count(), 0, "the ledger is emptied");
 }
