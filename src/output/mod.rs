@@ -204,22 +204,24 @@ impl Inputs {
 /// Where `path` is or would be created: symlinks resolved, the last component kept when it does not exist yet (an
 /// input the command creates, such as a new sweep database).
 fn resolved(path: &Path) -> Option<PathBuf> {
-    if let Ok(p) = std::fs::canonicalize(path) {
-        return Some(p);
-    }
+    std::fs::canonicalize(path).ok().or_else(|| in_resolved_dir(path))
+}
+
+/// `path` with its directory resolved and its own name kept (the path itself when it is a symlink, or a path that
+/// does not exist yet).
+fn in_resolved_dir(path: &Path) -> Option<PathBuf> {
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     Some(std::fs::canonicalize(parent).ok()?.join(path.file_name()?))
 }
 
-/// Whether the existing `path` lies inside `dir`: the file it resolves to, or the link itself (its directory
-/// resolved, its own name kept), since a walk may read either.
+/// Whether the existing `path` lies inside `dir`: the file it resolves to, or the link itself, since a walk may read
+/// either.
 fn lies_inside(dir: &Path, path: &Path) -> bool {
     if crate::inputs::resolved_inside(dir, path) {
         return true;
     }
-    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    match (std::fs::canonicalize(dir), std::fs::canonicalize(parent), path.file_name()) {
-        (Ok(d), Ok(p), Some(name)) => p.join(name).starts_with(d),
+    match (std::fs::canonicalize(dir), in_resolved_dir(path)) {
+        (Ok(d), Some(p)) => p.starts_with(d),
         _ => false,
     }
 }
