@@ -23,6 +23,7 @@ pub mod logscmd;
 pub mod maps;
 pub mod output;
 pub mod predict;
+pub mod proc;
 pub mod report;
 pub mod scan;
 pub mod sweep;
