@@ -234,4 +234,18 @@ mod tests {
         .unwrap();
         assert_eq!((r.exit, r.stdout.trim(), r.stderr.trim()), (Some(3), "out", "err"));
     }
+
+    /// A vendor tool that prints and exits but leaves a daemon holding its stdout (as a driver helper can) used to
+    /// hold the doctor until the daemon ended: now it returns once the tool has exited.
+    #[test]
+    fn a_tool_whose_daemon_keeps_its_pipe_does_not_hold_the_doctor() {
+        let argv = ["sh", "-c", "echo 'GPU 0'; setsid sleep 30 & echo $! >&2"].map(String::from);
+        let r = run_bounded(&argv, Duration::from_secs(20)).unwrap();
+        if let Ok(daemon) = r.stderr.trim().parse::<i32>() {
+            // SAFETY: the sleeper this test started (setsid in a non-leader execs in place, keeping the pid).
+            unsafe { libc::kill(daemon, libc::SIGKILL) };
+        }
+        assert_eq!((r.exit, r.timed_out, r.stdout.trim()), (Some(0), false, "GPU 0"));
+        assert!(r.ms < 5000.0, "returned after {} ms", r.ms);
+    }
 }
