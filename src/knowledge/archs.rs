@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::dispatch::{Device, Vendor};
-use crate::scan::coverage::DeviceArch;
+use crate::gpucode::coverage::DeviceArch;
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

@@ -20,9 +20,9 @@ use serde::Serialize;
 
 use crate::evidence::{Claim, Confidence, Source};
 use crate::exit;
+use crate::gpucode::coverage::{answer, DeviceArch};
+use crate::gpucode::{gpu, FileRecord};
 use crate::output::{Block, Collapse, Column, Document, Output, OutputOptions, Render, Table, Text};
-use crate::scan::coverage::{answer, DeviceArch};
-use crate::scan::{gpu, FileRecord};
 
 pub const SCHEMA: &str = "backscope.maps/1";
 
@@ -436,7 +436,7 @@ fn library(path: &str, mapped_by: Vec<u32>, archs: &[DeviceArch]) -> LibraryReco
         scan_error: None,
     };
     let (file, problems): (Option<FileRecord>, _) =
-        gpu::scan_file(Path::new(path), false, &crate::scan::limits::ScanLimits::default());
+        gpu::scan_file(Path::new(path), false, &crate::gpucode::limits::ScanLimits::default());
     if let Some(p) = problems.first() {
         rec.scan_error = Some(p.message.clone());
     }
