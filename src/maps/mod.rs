@@ -241,7 +241,7 @@ fn kfd_gpus() -> Vec<GpuSeen> {
         else {
             continue;
         };
-        if let Some(arch) = crate::doctor::gpus::gfx_target_of(u64::from(v)) {
+        if let Some(arch) = crate::knowledge::archs::gfx_target_of(u64::from(v)) {
             if !out.iter().any(|g: &GpuSeen| g.arch == arch) {
                 out.push(GpuSeen { arch, from: file.display().to_string() });
             }
@@ -646,12 +646,12 @@ mod tests {
     #[test]
     fn kfd_versions_name_the_gfx_target() {
         // The KFD encoding (major*10000 + minor*100 + stepping) of targets whose names are known.
-        assert_eq!(crate::doctor::gpus::gfx_target_of(90000).as_deref(), Some("gfx900"));
-        assert_eq!(crate::doctor::gpus::gfx_target_of(90006).as_deref(), Some("gfx906"));
-        assert_eq!(crate::doctor::gpus::gfx_target_of(90010).as_deref(), Some("gfx90a"));
-        assert_eq!(crate::doctor::gpus::gfx_target_of(90402).as_deref(), Some("gfx942"));
-        assert_eq!(crate::doctor::gpus::gfx_target_of(110000).as_deref(), Some("gfx1100"));
-        assert_eq!(crate::doctor::gpus::gfx_target_of(120001).as_deref(), Some("gfx1201"));
-        assert_eq!(crate::doctor::gpus::gfx_target_of(0), None);
+        assert_eq!(crate::knowledge::archs::gfx_target_of(90000).as_deref(), Some("gfx900"));
+        assert_eq!(crate::knowledge::archs::gfx_target_of(90006).as_deref(), Some("gfx906"));
+        assert_eq!(crate::knowledge::archs::gfx_target_of(90010).as_deref(), Some("gfx90a"));
+        assert_eq!(crate::knowledge::archs::gfx_target_of(90402).as_deref(), Some("gfx942"));
+        assert_eq!(crate::knowledge::archs::gfx_target_of(110000).as_deref(), Some("gfx1100"));
+        assert_eq!(crate::knowledge::archs::gfx_target_of(120001).as_deref(), Some("gfx1201"));
+        assert_eq!(crate::knowledge::archs::gfx_target_of(0), None);
     }
 }
