@@ -51,8 +51,8 @@ pub fn describe(raw: &str) -> KernelName {
 /// Most bytes of one demangled name by default ([`ScanLimits::demangled_bytes_per_name`]): back-references
 /// let a 236-byte name demangle to 27 MB, while the longest real kernel name demangles to 843 bytes.
 ///
-/// [`ScanLimits::demangled_bytes_per_name`]: crate::scan::limits::ScanLimits::demangled_bytes_per_name
-pub const MAX_DEMANGLED_BYTES: usize = crate::scan::limits::ScanLimits::DEFAULT.demangled_bytes_per_name;
+/// [`ScanLimits::demangled_bytes_per_name`]: crate::gpucode::limits::ScanLimits::demangled_bytes_per_name
+pub const MAX_DEMANGLED_BYTES: usize = crate::gpucode::limits::ScanLimits::DEFAULT.demangled_bytes_per_name;
 
 /// [`KernelName::demangled`] alone, without the classification `describe` adds.
 pub fn display_name(raw: &str) -> String {

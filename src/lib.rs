@@ -11,11 +11,11 @@
 // would bypass its buffering, escaping and closed-pipe handling.
 #![warn(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
 
-pub mod disasm;
 pub mod doctor;
 pub mod evidence;
 pub mod exit;
 pub mod gate;
+pub mod gpucode;
 pub mod inputs;
 pub mod kernels;
 pub mod knowledge;
@@ -23,6 +23,7 @@ pub mod logscmd;
 pub mod maps;
 pub mod output;
 pub mod predict;
+pub mod proc;
 pub mod report;
 pub mod scan;
 pub mod sweep;

@@ -762,7 +762,6 @@ fn run_observed(observer: Option<&Path>, dir: &Path, args: &TraceOptions) -> Res
 
 /// The signal plumbing of [`run_observed`], on libc alone.
 mod signals {
-    use std::collections::HashMap;
     use std::io;
     use std::time::Duration;
 
@@ -867,7 +866,7 @@ mod signals {
             unsafe { libc::kill(-child, signal) };
             return format!("process group {child}");
         }
-        let below = descendants(child);
+        let below = crate::proc::stat::descendants(child);
         // SAFETY: signals the traced command, our own child (not yet reaped, so the pid is still its).
         unsafe { libc::kill(child, signal) };
         for &pid in &below {
@@ -878,32 +877,6 @@ mod signals {
             0 => format!("pid {child}"),
             n => format!("pid {child} and the {n} process(es) it started"),
         }
-    }
-
-    /// Processes below `root` (children, their children, …), from the parent pids in `/proc`.
-    pub fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
-        let mut children: HashMap<libc::pid_t, Vec<libc::pid_t>> = HashMap::new();
-        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-        for entry in entries.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<libc::pid_t>().ok()) else { continue };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-            // "pid (comm) state ppid …": comm may contain anything, so parse after the last ')'.
-            let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok());
-            if let Some(ppid) = ppid {
-                children.entry(ppid).or_default().push(pid);
-            }
-        }
-        let mut found = Vec::new();
-        let mut queue = vec![root];
-        while let Some(pid) = queue.pop() {
-            for &child in children.get(&pid).map(Vec::as_slice).unwrap_or_default() {
-                if child != root && !found.contains(&child) {
-                    found.push(child);
-                    queue.push(child);
-                }
-            }
-        }
-        found
     }
 }
 

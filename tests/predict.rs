@@ -493,7 +493,7 @@ fn ollama_target_regexes_filter_a_hipcc_fixture() {
             .arg("-o")
             .arg(&exe),
     );
-    let report = backscope::scan::scan(&backscope::scan::ScanOptions { paths: vec![exe], ..Default::default() });
+    let report = backscope::gpucode::scan(&backscope::gpucode::ScanOptions { paths: vec![exe], ..Default::default() });
     let mut targets: Vec<String> = report
         .files
         .iter()

@@ -15,7 +15,7 @@ mod trace;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use backscope::scan;
+use backscope::{gpucode, scan};
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -118,14 +118,14 @@ pub struct ScanArgs {
 impl From<ScanArgs> for scan::ScanCommand {
     fn from(a: ScanArgs) -> Self {
         scan::ScanCommand {
-            options: scan::ScanOptions {
+            options: gpucode::ScanOptions {
                 paths: a.paths,
                 arch: a.arch,
                 kernels: a.kernels,
                 library_path: a.library_path,
                 follow_outside: a.follow_outside,
-                limits: scan::limits::ScanLimits::default(),
-                disasm: a.disasm.then_some(backscope::disasm::DisasmOptions {
+                limits: gpucode::limits::ScanLimits::default(),
+                disasm: a.disasm.then_some(backscope::gpucode::disasm::DisasmOptions {
                     kernel: a.kernel,
                     llvm_objdump: a.llvm_objdump,
                     nvdisasm: a.nvdisasm,

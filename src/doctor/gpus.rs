@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::{read_small, Host};
+use crate::knowledge::archs::gfx_target_of;
 
 /// Entries read per directory: a guard against a pathological tree, far above any real machine's GPU count.
 const MAX_ENTRIES: usize = 256;
@@ -64,17 +65,6 @@ impl Gpu {
             None => format!("{name} [{id}]"),
         }
     }
-}
-
-/// The ISA a KFD `gfx_target_version` names: major·10000 + minor·100 + stepping, written as LLVM writes the
-/// processor (`gfx` + major in decimal + minor and stepping as one hex digit each): 90006 → gfx906, 90010 →
-/// gfx90a, 100300 → gfx1030 (Linux drivers/gpu/drm/amd/amdkfd/kfd_device.c, the gfx_target_version table).
-pub fn gfx_target_of(version: u64) -> Option<String> {
-    let (major, minor, stepping) = (version / 10000, (version / 100) % 100, version % 100);
-    if major == 0 || minor > 15 || stepping > 15 {
-        return None;
-    }
-    Some(format!("gfx{major}{minor:x}{stepping:x}"))
 }
 
 fn vendor_name(id: &str) -> &'static str {

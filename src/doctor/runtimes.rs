@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::{read_small, Host};
-use crate::scan::{self, ScanOptions, ScanReport};
+use crate::gpucode::{self as scan, ScanOptions, ScanReport};
 
 /// Directories walked below a runtime root, and entries read per directory.
 const MAX_DEPTH: usize = 4;

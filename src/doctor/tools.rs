@@ -2,17 +2,12 @@
 //! ollama.service` and `ollama --version`. Each runs in its own process group with a deadline and bounded output,
 //! so a hung driver call cannot hang the doctor; what each printed is parsed into typed findings.
 
-use std::io::Read;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 
 /// Output kept per stream.
 const MAX_OUTPUT: usize = 256 << 10;
-const POLL: Duration = Duration::from_millis(5);
 
 /// How a tool run ended.
 #[derive(Clone, Debug, Serialize)]
@@ -45,69 +40,18 @@ impl ToolRun {
     }
 }
 
-/// The executable `name` in the PATH directories.
-pub fn which(name: &str, path: Option<&str>) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    path?
-        .split(':')
-        .filter(|d| !d.is_empty())
-        .map(|d| Path::new(d).join(name))
-        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
-}
+pub use crate::proc::which;
 
-/// Run `argv` with stdin closed, in a process group of its own, for at most `limit`; the group is killed at the
-/// deadline. Output past `MAX_OUTPUT` bytes is drained and dropped, so the child never blocks on a full pipe.
+/// Run `argv` under the rules of [`crate::proc::run`] for at most `limit`, keeping `MAX_OUTPUT` bytes per stream.
 pub fn run_bounded(argv: &[String], limit: Duration) -> std::io::Result<ToolRun> {
-    let (program, args) = argv.split_first().ok_or_else(|| std::io::Error::other("empty argv"))?;
-    let mut cmd = Command::new(program);
-    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
-    let started = Instant::now();
-    let mut child = cmd.spawn()?;
-    let drain = |r: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut kept = Vec::new();
-            if let Some(mut r) = r {
-                let mut buf = [0u8; 8192];
-                while let Ok(n) = r.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    let room = MAX_OUTPUT.saturating_sub(kept.len());
-                    kept.extend_from_slice(&buf[..n.min(room)]);
-                }
-            }
-            kept
-        })
-    };
-    let out = drain(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
-    let err = drain(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
-    let pid = child.id() as libc::pid_t;
-    let deadline = started + limit;
-    let mut timed_out = false;
-    let status = loop {
-        if let Some(s) = child.try_wait()? {
-            break s;
-        }
-        if Instant::now() >= deadline {
-            timed_out = true;
-            // SAFETY: signals the process group this function created (pgid = the child's pid).
-            unsafe { libc::kill(-pid, libc::SIGKILL) };
-            break child.wait()?;
-        }
-        std::thread::sleep(POLL);
-    };
-    // Children the tool left behind hold the pipes open; end the group so the readers finish.
-    // SAFETY: as above; the group may already be empty (ESRCH is harmless).
-    unsafe { libc::kill(-pid, libc::SIGKILL) };
-    let text =
-        |h: std::thread::JoinHandle<Vec<u8>>| String::from_utf8_lossy(&h.join().unwrap_or_default()).into_owned();
+    let done = crate::proc::run::run_bounded(argv, &[], limit, MAX_OUTPUT)?;
     Ok(ToolRun {
         argv: argv.to_vec(),
-        exit: status.code(),
-        timed_out,
-        stdout: text(out),
-        stderr: text(err),
-        ms: started.elapsed().as_secs_f64() * 1e3,
+        exit: done.exit.code,
+        timed_out: done.timed_out,
+        stdout: String::from_utf8_lossy(&done.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&done.stderr).into_owned(),
+        ms: done.exit.after_ms,
     })
 }
 
@@ -289,5 +233,19 @@ mod tests {
         )
         .unwrap();
         assert_eq!((r.exit, r.stdout.trim(), r.stderr.trim()), (Some(3), "out", "err"));
+    }
+
+    /// A vendor tool that prints and exits but leaves a daemon holding its stdout (as a driver helper can) used to
+    /// hold the doctor until the daemon ended: now it returns once the tool has exited.
+    #[test]
+    fn a_tool_whose_daemon_keeps_its_pipe_does_not_hold_the_doctor() {
+        let argv = ["sh", "-c", "echo 'GPU 0'; setsid sleep 30 & echo $! >&2"].map(String::from);
+        let r = run_bounded(&argv, Duration::from_secs(20)).unwrap();
+        if let Ok(daemon) = r.stderr.trim().parse::<i32>() {
+            // SAFETY: the sleeper this test started (setsid in a non-leader execs in place, keeping the pid).
+            unsafe { libc::kill(daemon, libc::SIGKILL) };
+        }
+        assert_eq!((r.exit, r.timed_out, r.stdout.trim()), (Some(0), false, "GPU 0"));
+        assert!(r.ms < 5000.0, "returned after {} ms", r.ms);
     }
 }

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::evidence::Source;
-use crate::scan::coverage::DeviceArch;
+use crate::gpucode::coverage::DeviceArch;
 
 /// Facts kept per kind; a log repeating a line thousands of times adds nothing past the first ones.
 const MAX_FACTS: usize = 64;

@@ -30,9 +30,9 @@ use serde::Serialize;
 use self::logs::{processor, same_gpu, FactKind, LogEvidence};
 use self::runs::RunGroup;
 use crate::evidence::{Claim, Confidence, Source};
+use crate::gpucode::coverage::{self, DeviceArch};
+use crate::gpucode::{ArchAnswer, ScanOptions, ScanReport};
 use crate::knowledge::{self, ollama::parse_release};
-use crate::scan::coverage::{self, DeviceArch};
-use crate::scan::{ArchAnswer, ScanOptions, ScanReport};
 use crate::sweep::record::Record;
 use crate::sweep_db::SweepDb;
 
@@ -446,7 +446,7 @@ fn files_for(dir: &str, p: &str, n: usize) -> Vec<String> {
         .flatten()
         .flatten()
         .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|name| crate::scan::tree::arch_in_name(name).is_some_and(|a| a == p))
+        .filter(|name| crate::gpucode::tree::arch_in_name(name).is_some_and(|a| a == p))
         .collect();
     names.sort();
     names.truncate(n);
@@ -1171,7 +1171,7 @@ pub fn gate(opts: &GateOptions) -> Result<GateReport> {
         }
     }
     let scan = (!opts.install.is_empty()).then(|| {
-        crate::scan::scan(&ScanOptions {
+        crate::gpucode::scan(&ScanOptions {
             paths: opts.install.clone(),
             arch: Some(opts.arch.clone()),
             ..Default::default()

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::dispatch::{Device, Vendor};
-use crate::scan::coverage::DeviceArch;
+use crate::gpucode::coverage::DeviceArch;
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -131,4 +131,15 @@ pub fn ggml_cc_of_gfx(name: &str) -> Option<u64> {
     let major = u64::from_str_radix(major, 16).ok()?;
     let minor = u64::from_str_radix(minor, 16).ok()?;
     Some(0x100_0000 + major * 0x100 + minor)
+}
+
+/// The ISA a KFD `gfx_target_version` names: major·10000 + minor·100 + stepping, written as LLVM writes the
+/// processor (`gfx` + major in decimal + minor and stepping as one hex digit each): 90006 → gfx906, 90010 →
+/// gfx90a, 100300 → gfx1030 (Linux drivers/gpu/drm/amd/amdkfd/kfd_device.c, the gfx_target_version table).
+pub fn gfx_target_of(version: u64) -> Option<String> {
+    let (major, minor, stepping) = (version / 10000, (version / 100) % 100, version % 100);
+    if major == 0 || minor > 15 || stepping > 15 {
+        return None;
+    }
+    Some(format!("gfx{major}{minor:x}{stepping:x}"))
 }

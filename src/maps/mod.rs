@@ -20,9 +20,9 @@ use serde::Serialize;
 
 use crate::evidence::{Claim, Confidence, Source};
 use crate::exit;
+use crate::gpucode::coverage::{answer, DeviceArch};
+use crate::gpucode::{gpu, FileRecord};
 use crate::output::{Block, Collapse, Column, Document, Output, OutputOptions, Render, Table, Text};
-use crate::scan::coverage::{answer, DeviceArch};
-use crate::scan::{gpu, FileRecord};
 
 pub const SCHEMA: &str = "backscope.maps/1";
 
@@ -241,7 +241,7 @@ fn kfd_gpus() -> Vec<GpuSeen> {
         else {
             continue;
         };
-        if let Some(arch) = crate::doctor::gpus::gfx_target_of(u64::from(v)) {
+        if let Some(arch) = crate::knowledge::archs::gfx_target_of(u64::from(v)) {
             if !out.iter().any(|g: &GpuSeen| g.arch == arch) {
                 out.push(GpuSeen { arch, from: file.display().to_string() });
             }
@@ -436,7 +436,7 @@ fn library(path: &str, mapped_by: Vec<u32>, archs: &[DeviceArch]) -> LibraryReco
         scan_error: None,
     };
     let (file, problems): (Option<FileRecord>, _) =
-        gpu::scan_file(Path::new(path), false, &crate::scan::limits::ScanLimits::default());
+        gpu::scan_file(Path::new(path), false, &crate::gpucode::limits::ScanLimits::default());
     if let Some(p) = problems.first() {
         rec.scan_error = Some(p.message.clone());
     }
@@ -646,12 +646,12 @@ mod tests {
     #[test]
     fn kfd_versions_name_the_gfx_target() {
         // The KFD encoding (major*10000 + minor*100 + stepping) of targets whose names are known.
-        assert_eq!(crate::doctor::gpus::gfx_target_of(90000).as_deref(), Some("gfx900"));
-        assert_eq!(crate::doctor::gpus::gfx_target_of(90006).as_deref(), Some("gfx906"));
-        assert_eq!(crate::doctor::gpus::gfx_target_of(90010).as_deref(), Some("gfx90a"));
-        assert_eq!(crate::doctor::gpus::gfx_target_of(90402).as_deref(), Some("gfx942"));
-        assert_eq!(crate::doctor::gpus::gfx_target_of(110000).as_deref(), Some("gfx1100"));
-        assert_eq!(crate::doctor::gpus::gfx_target_of(120001).as_deref(), Some("gfx1201"));
-        assert_eq!(crate::doctor::gpus::gfx_target_of(0), None);
+        assert_eq!(crate::knowledge::archs::gfx_target_of(90000).as_deref(), Some("gfx900"));
+        assert_eq!(crate::knowledge::archs::gfx_target_of(90006).as_deref(), Some("gfx906"));
+        assert_eq!(crate::knowledge::archs::gfx_target_of(90010).as_deref(), Some("gfx90a"));
+        assert_eq!(crate::knowledge::archs::gfx_target_of(90402).as_deref(), Some("gfx942"));
+        assert_eq!(crate::knowledge::archs::gfx_target_of(110000).as_deref(), Some("gfx1100"));
+        assert_eq!(crate::knowledge::archs::gfx_target_of(120001).as_deref(), Some("gfx1201"));
+        assert_eq!(crate::knowledge::archs::gfx_target_of(0), None);
     }
 }

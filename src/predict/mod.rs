@@ -23,11 +23,11 @@ use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
 
 use crate::evidence::{Claim, Confidence, Source};
+use crate::gpucode::coverage::DeviceArch;
 use crate::knowledge::dispatch::{
     AttentionPrediction, AttentionQuery, Device, Evaluator, MatmulPrediction, MatmulQuery, RuleRef,
 };
 use crate::knowledge::{self, gpu_archs};
-use crate::scan::coverage::DeviceArch;
 pub use model::{AttentionShape, MatmulOp, ModelWeights, WeightTensor};
 
 pub const SCHEMA: &str = "backscope.predict/1";

@@ -610,8 +610,9 @@ fn build(view: &ReportView) -> Result<Builder> {
     let (scans, notes) = library_files(view.run.plan.as_ref());
     b.left_out.extend(notes);
     for lib in scans {
-        let report = crate::scan::scan(&crate::scan::ScanOptions { paths: lib.files.clone(), ..Default::default() });
-        let scan_view = crate::scan::ScanView { report: &report, kernels: false };
+        let report =
+            crate::gpucode::scan(&crate::gpucode::ScanOptions { paths: lib.files.clone(), ..Default::default() });
+        let scan_view = crate::gpucode::ScanView { report: &report, kernels: false };
         let dir = lib.dir.display().to_string();
         let stem = format!("scan/{}", crate::sweep::paths::sanitize(&dir.replace('/', "_")));
         let used_by = lib.endpoints.join(", ");

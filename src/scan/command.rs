@@ -2,9 +2,8 @@
 
 use anyhow::{bail, Result};
 
-use super::view::ScanView;
-use super::{scan, ScanOptions, Severity};
 use crate::exit;
+use crate::gpucode::{scan, ScanOptions, ScanView, Severity};
 use crate::output::{Output, OutputOptions};
 
 /// One `backscope scan` invocation.
@@ -23,7 +22,7 @@ pub fn run(cmd: &ScanCommand) -> Result<u8> {
         }
     }
     if let Some(d) = &cmd.options.disasm {
-        crate::disasm::check_named_tools(d)?;
+        crate::gpucode::disasm::check_named_tools(d)?;
     }
     let inputs = crate::output::Inputs::none().paths(&cmd.options.paths).paths(&cmd.options.library_path);
     let mut out = Output::open(&cmd.output, &inputs)?;

@@ -24,7 +24,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::procfs::{self, ProcStat};
+pub use crate::proc::run::{has_exited, signal_group};
+use crate::proc::stat::{self as procfs, ProcStat};
 
 /// The environment variable that tags a child and what it starts.
 pub const TAG_VAR: &str = "BACKSCOPE_SWEEP_TAG";
@@ -114,28 +115,6 @@ pub fn become_subreaper() -> io::Result<()> {
     }
     SUBREAPER.store(true, Ordering::SeqCst);
     Ok(())
-}
-
-/// Whether our child `pid` has exited, without reaping it: while it is a zombie its pid and group id stay
-/// reserved, so its group can still be signalled safely. `None` when it is not (or no longer) our child.
-pub fn has_exited(pid: u32) -> Option<bool> {
-    // SAFETY: siginfo_t is plain data; waitid writes into the one we own.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
-    // SAFETY: waitid on a pid we spawned; WNOWAIT leaves it unreaped.
-    if unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) } != 0 {
-        return None;
-    }
-    // SAFETY: waitid filled the union's child fields (or left si_pid 0: nothing exited).
-    Some(unsafe { info.si_pid() } != 0)
-}
-
-/// Signal the process group led by our child `leader`. The caller guarantees the leader is not reaped yet.
-pub fn signal_group(leader: u32, sig: i32) {
-    // SAFETY: plain syscall; a group that no longer exists gives ESRCH, which is fine.
-    unsafe {
-        libc::kill(-(leader as libc::pid_t), sig);
-    }
 }
 
 /// Send `sig` to the process `p` describes, only if the pid still names that process (same start time): the
@@ -254,7 +233,7 @@ mod tests {
     fn a_stale_process_description_is_not_signalled() {
         let mut child = Command::new("/bin/sh").args(["-c", "sleep 30"]).spawn().unwrap();
         let p = procfs::stat(child.id() as i32).unwrap();
-        let stale = ProcStat { start_ticks: p.start_ticks + 1, ..p };
+        let stale = ProcStat { start_ticks: p.start_ticks + 1, ..p.clone() };
         assert!(!kill_verified(&stale, libc::SIGKILL), "a different start time means a different process");
         assert_eq!(has_exited(child.id()), Some(false));
         assert!(kill_verified(&p, libc::SIGKILL));

@@ -1,93 +1,33 @@
-//! Short helper commands (version probes, device listings) under one hard deadline that covers everything: the
-//! spawn, the exit, and the pipes. A helper's output is read through `poll` on both pipes from the calling thread —
-//! no reader thread to join — so a background process that inherited stdout and keeps it open cannot hold the
-//! sweep: once the helper has exited, its pipes get a short linger to deliver what is in flight and are then
-//! abandoned; at the deadline the helper's whole group is killed.
+//! Short helper commands (version probes, device listings) under the deadline rules of [`crate::proc::run`] (one
+//! deadline for the spawn, the exit and the pipes; a background process holding a pipe cannot hold the sweep),
+//! spawned tracked like every child of the sweep, so that what a helper starts is ended through its group, its tag
+//! and the ledger.
 
-use std::io::{self, Read};
-use std::os::fd::AsRawFd;
-use std::process::{ChildStderr, ChildStdout, Command, Stdio};
+use std::io;
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use super::descendants;
 use super::{ExitInfo, Ledger, Tracked};
+use crate::proc::run::{self, Supervisee};
 
-/// How long the pipes of an exited helper may stay open (held by something it started) before they are abandoned.
-const PIPE_LINGER: Duration = Duration::from_millis(250);
-/// How long a helper killed at its deadline may take to die before it is abandoned (D state only).
-const KILL_WAIT: Duration = Duration::from_secs(2);
-/// Longest single `poll`, so that the helper's exit is noticed promptly.
-const POLL_MS: i32 = 10;
-
-/// One of the helper's output pipes and what was kept of it.
-struct Pipe<R> {
-    reader: Option<R>,
-    kept: Vec<u8>,
-}
-
-impl<R: Read + AsRawFd> Pipe<R> {
-    fn new(reader: Option<R>) -> io::Result<Self> {
-        if let Some(r) = &reader {
-            let fd = r.as_raw_fd();
-            // SAFETY: fcntl on a descriptor we own, with integer arguments.
-            unsafe {
-                let flags = libc::fcntl(fd, libc::F_GETFL);
-                if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
-        }
-        Ok(Pipe { reader, kept: Vec::new() })
+impl Supervisee for Tracked {
+    fn pid(&self) -> u32 {
+        self.child.id()
     }
 
-    fn pollfd(&self) -> Option<libc::pollfd> {
-        self.reader.as_ref().map(|r| libc::pollfd { fd: r.as_raw_fd(), events: libc::POLLIN, revents: 0 })
+    fn try_end(&mut self) -> Option<Option<ExitStatus>> {
+        Tracked::try_end(self)
     }
 
-    /// Read what is available; keep the first `max_bytes` and drop the rest, so the helper never blocks on a full
-    /// pipe. Closes the pipe at end of file.
-    fn drain(&mut self, max_bytes: usize) {
-        let Some(r) = self.reader.as_mut() else { return };
-        let mut buf = [0u8; 8192];
-        loop {
-            match r.read(&mut buf) {
-                Ok(0) => {
-                    self.reader = None;
-                    return;
-                }
-                Ok(n) => {
-                    let room = max_bytes.saturating_sub(self.kept.len());
-                    self.kept.extend_from_slice(&buf[..n.min(room)]);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(_) => {
-                    self.reader = None;
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// Wait up to `POLL_MS` (or until `until`) for either pipe to have data or close.
-fn wait_readable(stdout: &Pipe<ChildStdout>, stderr: &Pipe<ChildStderr>, until: Instant) {
-    let mut fds: Vec<libc::pollfd> = [stdout.pollfd(), stderr.pollfd()].into_iter().flatten().collect();
-    let left = until.saturating_duration_since(Instant::now()).as_millis().min(POLL_MS as u128) as i32;
-    if fds.is_empty() {
-        std::thread::sleep(Duration::from_millis(left.max(1) as u64));
-        return;
-    }
-    // SAFETY: fds is a live array of pollfd of the given length; poll only writes revents.
-    unsafe {
-        libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, left.max(1));
+    fn kill(&mut self) {
+        super::descendants::signal_group(self.child.id(), libc::SIGKILL);
     }
 }
 
 /// Run a short helper command (version probes, GPU listings): its exit and up to `max_bytes` of stdout+stderr,
-/// within `limit` from the spawn to the return, plus [`KILL_WAIT`] only for a helper that does not die of
-/// SIGKILL. What the helper started is killed with it. A command that does not exist is `Err`. With a `ledger`,
-/// the helper is recorded while it runs (see [`super::ledger`]).
+/// within `limit` from the spawn to the return, plus a short wait only for a helper that does not die of
+/// SIGKILL. What the helper started is killed with it (its group, its tag). A command that does not exist is
+/// `Err`. With a `ledger`, the helper is recorded while it runs (see [`super::ledger`]).
 pub fn run_bounded(
     argv: &[&str],
     env: &[(String, String)],
@@ -95,7 +35,6 @@ pub fn run_bounded(
     max_bytes: usize,
     ledger: Option<&Ledger>,
 ) -> io::Result<(ExitInfo, String)> {
-    let deadline = Instant::now() + limit;
     let (program, args) = argv.split_first().ok_or_else(|| io::Error::other("empty argv"))?;
     let mut cmd = Command::new(program);
     cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -104,58 +43,12 @@ pub fn run_bounded(
     }
     let spawned = Instant::now();
     let mut proc = Tracked::spawn(cmd, argv.iter().map(|a| a.to_string()).collect(), ledger)?;
-    let pid = proc.child.id();
-    let pipes = Pipe::new(proc.child.stdout.take()).and_then(|o| Ok((o, Pipe::new(proc.child.stderr.take())?)));
-    let (mut stdout, mut stderr) = match pipes {
-        Ok(p) => p,
-        Err(e) => {
-            // Unreadable pipes would block: the helper is not waited for.
-            descendants::signal_group(pid, libc::SIGKILL);
-            wait_killed(&mut proc, spawned);
-            return Err(e);
-        }
-    };
-    let mut exit: Option<ExitInfo> = None;
-    // Until when the pipes are read: the deadline, or a short linger after the exit.
-    let mut read_until = deadline;
-    loop {
-        wait_readable(&stdout, &stderr, read_until);
-        stdout.drain(max_bytes);
-        stderr.drain(max_bytes);
-        let now = Instant::now();
-        if exit.is_none() {
-            if let Some(status) = proc.try_end() {
-                exit = Some(ExitInfo::from_status(status, spawned));
-                read_until = read_until.min(now + PIPE_LINGER);
-            } else if now >= deadline {
-                descendants::signal_group(pid, libc::SIGKILL);
-                exit = Some(wait_killed(&mut proc, spawned));
-                break;
-            }
-        }
-        let pipes_open = stdout.reader.is_some() || stderr.reader.is_some();
-        if exit.is_some() && (!pipes_open || now >= read_until) {
-            break;
-        }
-    }
-    // Pipes still open here are abandoned: whatever holds them gets EPIPE.
-    let mut out = stdout.kept;
-    out.extend(stderr.kept);
+    let (stdout, stderr) = (proc.child.stdout.take(), proc.child.stderr.take());
+    let done = run::capture(&mut proc, stdout, stderr, spawned, limit, max_bytes)?;
+    let mut out = done.stdout;
+    out.extend(done.stderr);
     out.truncate(max_bytes);
-    let exit = exit.unwrap_or(ExitInfo { code: None, signal: None, after_ms: spawned.elapsed().as_secs_f64() * 1e3 });
-    Ok((exit, String::from_utf8_lossy(&out).into_owned()))
-}
-
-/// The exit of a helper SIGKILLed at its deadline, waited for at most [`KILL_WAIT`].
-fn wait_killed(proc: &mut Tracked, spawned: Instant) -> ExitInfo {
-    let until = Instant::now() + KILL_WAIT;
-    while Instant::now() < until {
-        if let Some(status) = proc.try_end() {
-            return ExitInfo::from_status(status, spawned);
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    ExitInfo { code: None, signal: Some(libc::SIGKILL), after_ms: spawned.elapsed().as_secs_f64() * 1e3 }
+    Ok((done.exit, String::from_utf8_lossy(&out).into_owned()))
 }
 
 #[cfg(test)]
@@ -198,7 +91,7 @@ mod tests {
             assert_eq!(e.code, *code, "{script}: {e:?}");
             // An exited helper returns after the pipe linger, one that runs on after its limit; the slack is for
             // the kill and the process-table walks on a loaded machine.
-            let bound = if code.is_some() { PIPE_LINGER } else { *limit } + Duration::from_secs(3);
+            let bound = if code.is_some() { run::PIPE_LINGER } else { *limit } + Duration::from_secs(3);
             assert!(took < bound, "{script}: returned after {took:?}, bound {bound:?}");
             assert_eq!(marked(&value), Vec::<i32>::new(), "{script}: a process it started survived");
         }

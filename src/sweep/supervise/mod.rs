@@ -26,12 +26,11 @@
 mod descendants;
 mod helper;
 mod ledger;
-mod procfs;
 mod watchdog;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,44 +62,8 @@ impl ProcessSpec {
     }
 }
 
-/// How a child ended.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ExitInfo {
-    pub code: Option<i32>,
-    pub signal: Option<i32>,
-    /// Milliseconds from spawn to when the exit was observed.
-    pub after_ms: f64,
-}
-
-impl ExitInfo {
-    fn from_status(status: Option<ExitStatus>, spawned: Instant) -> Self {
-        ExitInfo {
-            code: status.and_then(|s| s.code()),
-            signal: status.and_then(|s| s.signal()),
-            after_ms: spawned.elapsed().as_secs_f64() * 1e3,
-        }
-    }
-
-    pub fn signal_name(&self) -> Option<String> {
-        self.signal.map(signal_name)
-    }
-
-    pub fn describe(&self) -> String {
-        match (self.code, self.signal) {
-            (_, Some(s)) => format!("killed by {}", signal_name(s)),
-            (Some(c), None) => format!("exited with code {c}"),
-            (None, None) => "ended".into(),
-        }
-    }
-}
-
-/// `SIGSEGV` for 11, …; `signal N` for numbers without a conventional name.
-pub fn signal_name(sig: i32) -> String {
-    match trace_format::record::signal_name(sig) {
-        "" => format!("signal {sig}"),
-        name => name.to_string(),
-    }
-}
+use crate::proc::stat as procfs;
+pub use crate::proc::ExitInfo;
 
 /// Put the child in its own process group and tie its life to this thread.
 fn isolate(cmd: &mut Command) {
@@ -419,6 +382,7 @@ mod tests {
         std::fs::write(dir.path().join("log"), b"0123456789").unwrap();
         copy_slice(&dir.path().join("log"), 3, 7, &dir.path().join("slice")).unwrap();
         assert_eq!(std::fs::read(dir.path().join("slice")).unwrap(), b"3456");
+        use crate::proc::signal_name;
         assert_eq!(signal_name(libc::SIGABRT), "SIGABRT");
         assert_eq!(signal_name(64), "signal 64");
     }

@@ -465,7 +465,7 @@ pub fn claims(report: &ScanReport) -> Vec<Claim> {
         if let Some(s) = summary {
             out.push(Claim::new(format!("scan.arch.{}.summary", ans.arch), Confidence::Inferred, s).with_source(
                 Source::Rule {
-                    file: "src/scan/coverage.rs".into(),
+                    file: "src/gpucode/coverage.rs".into(),
                     rule: "no ggml code object compatible with the arch".into(),
                     upstream:
                         "clang offload bundle target matching (AMDGPUUsage target IDs, generic processors)".into(),

@@ -251,7 +251,7 @@ pub fn document(report: &ScanReport, kernels: bool) -> Document {
         doc.push(kernel_table(report));
     }
     if let Some(d) = &report.disasm {
-        doc.blocks.extend(crate::disasm::view::blocks(d, kernels || d.kernel_pattern.is_some()));
+        doc.blocks.extend(crate::gpucode::disasm::view::blocks(d, kernels || d.kernel_pattern.is_some()));
     }
     if !report.problems.is_empty() {
         let mut t = Table::new(vec![

@@ -10,8 +10,8 @@ use binfmt::cuda::fatbin;
 use binfmt::read::slice_at;
 use binfmt::Limits;
 
-use crate::scan::limits::{Reservation, DECOMPRESSION};
-use crate::scan::{CodeObjectRecord, CudaEntryRecord, FileRecord};
+use crate::gpucode::limits::{Reservation, DECOMPRESSION};
+use crate::gpucode::{CodeObjectRecord, CudaEntryRecord, FileRecord};
 
 /// Why the bytes could not be found again; the message names the file offset.
 pub type ExtractError = String;

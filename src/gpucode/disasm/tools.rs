@@ -10,19 +10,21 @@
 //!   `scripts/fixtures.sh` fills from the PyPI wheels `nvidia-cuda-nvdisasm`/`nvidia-cuda-cuobjdump`
 //!   (`$BACKSCOPE_CACHE/tools/*/nvidia/cu*/bin`, default `~/.cache/backscope`).
 
-use std::io::{BufReader, Read};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
 use super::listing::{self, Format, Listing};
+use crate::proc::run::{self, ReadTo};
 
 /// Newest and oldest LLVM major version looked for by name.
 const LLVM_NEWEST: u32 = 25;
 const LLVM_OLDEST: u32 = 17;
 /// What is kept of a disassembler's standard error for an error message.
 const STDERR_KEPT: usize = 4096;
+/// How long a `--version` may take (a tool on a hung network mount must not hang the scan).
+const VERSION_LIMIT: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -94,14 +96,16 @@ pub enum ToolError {
     Read { tool: String, input: String, source: std::io::Error },
 }
 
-/// Run `program args…` and return its standard output if it exits 0 (for `--version`: small, bounded).
+/// Run `program arg` and return its standard output if it exits 0 (for `--version`: small, bounded in bytes and
+/// time).
 fn version_output(program: &Path, arg: &str) -> Option<String> {
-    let out = Command::new(program).arg(arg).stdin(Stdio::null()).stderr(Stdio::null()).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout[..out.stdout.len().min(1 << 16)]).into_owned())
+    let argv = [program.display().to_string(), arg.to_string()];
+    let done = run::run_bounded(&argv, &[], VERSION_LIMIT, 1 << 16).ok()?;
+    (done.exit.code == Some(0)).then(|| String::from_utf8_lossy(&done.stdout).into_owned())
 }
 
 fn on_path(name: &str) -> Option<PathBuf> {
-    crate::doctor::tools::which(name, std::env::var("PATH").ok().as_deref())
+    crate::proc::which(name, std::env::var("PATH").ok().as_deref())
 }
 
 /// An `llvm-objdump` that can disassemble AMDGPU code: `--version` names the `amdgcn` target.
@@ -179,73 +183,22 @@ pub fn find_nvidia(explicit: Option<&Path>, cache: &Path) -> Result<Option<Tool>
 pub fn run(tool: &Tool, input: &Path, mcpu: Option<&str>, budget: u64, limit: Duration) -> Result<Listing, ToolError> {
     let name = tool.path.display().to_string();
     let shown = input.display().to_string();
-    let spawn = || {
-        Command::new(&tool.path)
-            .args(tool.args(mcpu))
-            .arg(input)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-    };
-    // A tool written moments ago (a fresh install, a wrapper script) can still be open for writing in a child that
-    // another thread forked before the writer closed it; exec then fails with ETXTBSY until that child execs.
-    // That lasts milliseconds, so a few short retries.
-    let mut tries = 0;
-    let mut child = loop {
-        match spawn() {
-            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 10 => {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            other => break other.map_err(|source| ToolError::Spawn { path: name.clone(), source })?,
-        }
-    };
-    let pid = child.id();
-    let (Some(stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Err(ToolError::Unusable { path: name, what: "no output pipes".into() });
-    };
-    // Stderr is drained on its own thread (a full pipe would stall the tool), keeping only its start.
-    let stderr_thread = std::thread::spawn(move || {
-        let mut kept = Vec::new();
-        let mut buf = [0u8; 8192];
-        while let Ok(n) = stderr.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            let room = STDERR_KEPT.saturating_sub(kept.len());
-            kept.extend_from_slice(&buf[..n.min(room)]);
-        }
-        String::from_utf8_lossy(&kept).into_owned()
-    });
-    // The watchdog stops the tool at the time limit, unless told first that the read is over.
-    let (done_tx, done_rx) = mpsc::channel::<()>();
-    let watchdog = std::thread::spawn(move || {
-        if done_rx.recv_timeout(limit) == Err(mpsc::RecvTimeoutError::Timeout) {
-            // SAFETY: kill(2) with a pid of a child that has not been reaped yet (the reader waits for this
-            // thread before `wait`), so the pid cannot have been reused.
-            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-            return true;
-        }
-        false
-    });
-    let read = listing::read(BufReader::with_capacity(1 << 16, stdout), tool.format(), budget);
-    let truncated = read.as_ref().is_ok_and(|l| l.truncated);
-    if truncated {
-        // The rest is not wanted; stop the tool rather than drain it.
-        let _ = child.kill();
-    }
-    let _ = done_tx.send(());
-    let timed_out = watchdog.join().unwrap_or(false);
-    let status = child.wait();
-    let stderr_text = stderr_thread.join().unwrap_or_default();
-    if timed_out {
+    let mut cmd = Command::new(&tool.path);
+    cmd.args(tool.args(mcpu)).arg(input);
+    let format = tool.format();
+    let done = run::stream(cmd, limit, STDERR_KEPT, |stdout| {
+        let read = listing::read(BufReader::with_capacity(1 << 16, stdout), format, budget);
+        // A listing cut at the budget needs no more: the tool is stopped rather than drained.
+        let to = if read.as_ref().is_ok_and(|l| l.truncated) { ReadTo::Early } else { ReadTo::End };
+        (read, to)
+    })
+    .map_err(|source| ToolError::Spawn { path: name.clone(), source })?;
+    if done.timed_out {
         return Err(ToolError::TimedOut { tool: name, input: shown, seconds: limit.as_secs() });
     }
-    let listing = read.map_err(|source| ToolError::Read { tool: name.clone(), input: shown.clone(), source })?;
-    let status = status.map_err(|source| ToolError::Read { tool: name.clone(), input: shown.clone(), source })?;
+    let listing = done.value.map_err(|source| ToolError::Read { tool: name.clone(), input: shown.clone(), source })?;
+    let truncated = listing.truncated;
+    let stderr_text = String::from_utf8_lossy(&done.stderr);
     // llvm-objdump warns and goes on with a generic CPU when it does not know the processor: that listing
     // would be of the wrong instruction set.
     if let Some(l) = stderr_text.lines().find(|l| l.contains("is not a recognized processor")) {
@@ -256,9 +209,9 @@ pub fn run(tool: &Tool, input: &Path, mcpu: Option<&str>, budget: u64, limit: Du
             stderr: l.trim().into(),
         });
     }
-    if !status.success() && !truncated {
+    if done.exit.code != Some(0) && !truncated {
         let first = stderr_text.lines().filter(|l| !l.trim().is_empty()).take(3).collect::<Vec<_>>().join(" | ");
-        return Err(ToolError::Failed { tool: name, input: shown, status: status.to_string(), stderr: first });
+        return Err(ToolError::Failed { tool: name, input: shown, status: done.exit.describe(), stderr: first });
     }
     Ok(listing)
 }

@@ -27,10 +27,10 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::evidence::{Claim, Confidence, Source};
+use crate::gpucode::coverage::{cubin_runs_on, DeviceArch};
+use crate::gpucode::{CodeObjectRecord, CudaEntryRecord, FileRecord, Problem, ScanReport, Severity};
 use crate::inputs::MappedFile;
 use crate::kernels;
-use crate::scan::coverage::{cubin_runs_on, DeviceArch};
-use crate::scan::{CodeObjectRecord, CudaEntryRecord, FileRecord, Problem, ScanReport, Severity};
 use classes::{Classifier, Vendor};
 use listing::Listing;
 use tools::Tool;

@@ -116,7 +116,7 @@ pub fn classes() -> &'static Classes {
     static T: OnceLock<Classes> = OnceLock::new();
     // The file is part of the binary and checked by a unit test, so a parse failure is a build defect.
     T.get_or_init(|| Classes {
-        file: toml::from_str(include_str!("../../data/instruction_classes.toml"))
+        file: toml::from_str(include_str!("../../../data/instruction_classes.toml"))
             .expect("data/instruction_classes.toml parses"),
     })
 }
