@@ -144,7 +144,8 @@ fn norm_backend(name: &str) -> Option<String> {
 struct Score {
     name: String,
     kind: (String, String, bool),
-    /// (reading, tool, verdict): verdict is "right", "unresolved", "wrong" or "-" (no crash in the reading).
+    /// (reading, tool, verdict): verdict is "right", "unresolved", "wrong" (another phase Inferred), "missed" (the
+    /// tool found no crash) or "-" (no crash in the reading).
     phase: (String, String, &'static str),
     backend: Option<(String, String, bool)>,
     devices: Option<(String, String, bool)>,
@@ -226,6 +227,7 @@ fn score(r: &Reading) -> Score {
     let tool_phase = primary.and_then(|c| c["phase"].as_str()).unwrap_or("none").to_string();
     let verdict = match (r.phase.as_str(), tool_phase.as_str()) {
         ("none", _) => "-",
+        (_, "none") => "missed",
         (want, got) if want == got => "right",
         (_, "unknown") => "unresolved",
         _ => "wrong",
@@ -321,6 +323,7 @@ struct Totals {
     phase_right: usize,
     phase_unresolved: usize,
     phase_wrong: usize,
+    phase_missed: usize,
     false_confirmed: usize,
     bad_citations: usize,
 }
@@ -334,6 +337,7 @@ fn totals(scores: &[Score]) -> Totals {
         phase_right: count(&|s| s.phase.2 == "right"),
         phase_unresolved: count(&|s| s.phase.2 == "unresolved"),
         phase_wrong: count(&|s| s.phase.2 == "wrong"),
+        phase_missed: count(&|s| s.phase.2 == "missed"),
         false_confirmed: scores.iter().map(|s| s.false_confirmed.len()).sum(),
         bad_citations: scores.iter().map(|s| s.bad_citations.len()).sum(),
     }
@@ -353,7 +357,8 @@ fn summary(t: &Totals, scores: &[Score]) -> String {
         format!("{}/{}", xs.iter().filter(|x| **x).count(), xs.len())
     };
     format!(
-        "logs: {}\nkind right: {}/{} ({:.1}%)\nphase right: {}/{} crash logs ({:.1}%), unresolved {} ({:.1}%), wrong {}\n\
+        "logs: {}\nkind right: {}/{} ({:.1}%)\nphase right: {}/{} crash logs ({:.1}%), unresolved {} ({:.1}%), \
+         wrong Inferred {}, crash missed {}\n\
          backend right: {}\ndevices right: {}\noffload right: {}\nfalse Confirmed claims: {}\nbad citations: {}\n",
         t.logs,
         t.kind_right,
@@ -365,6 +370,7 @@ fn summary(t: &Totals, scores: &[Score]) -> String {
         t.phase_unresolved,
         pct(t.phase_unresolved, t.crash_logs),
         t.phase_wrong,
+        t.phase_missed,
         scored(&|s| s.backend.as_ref().map(|b| b.2)),
         scored(&|s| s.devices.as_ref().map(|b| b.2)),
         scored(&|s| s.offload.as_ref().map(|b| b.2)),
@@ -421,7 +427,8 @@ fn logs_corpus_meets_issue_16_thresholds() {
         t.phase_right,
         t.crash_logs
     );
-    assert_eq!(t.phase_wrong, 0, "every phase not right must be Unresolved");
+    assert_eq!(t.phase_wrong, 0, "a phase Inferred that the reading contradicts");
+    assert_eq!(t.phase_missed, 0, "crashes not found, so their phase is neither right nor Unresolved");
     assert_eq!(t.false_confirmed, 0, "Confirmed claims that contradict a reading");
     assert_eq!(t.bad_citations, 0, "cited lines whose quoted text is not on that line");
 }
