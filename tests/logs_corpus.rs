@@ -152,6 +152,7 @@ struct Score {
     offload: Option<(String, String, bool)>,
     false_confirmed: Vec<String>,
     bad_citations: Vec<String>,
+    citations_checked: usize,
 }
 
 fn logs_json(log: &Path) -> Value {
@@ -166,15 +167,18 @@ fn logs_json(log: &Path) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{}: JSON: {e}", log.display()))
 }
 
-/// Claims whose `sources[]` quote a line that does not hold the quoted text (a trailing `…` clip is allowed).
-fn bad_citations(v: &Value, log: &Path) -> Vec<String> {
+/// Claims whose `sources[]` quote a line that does not hold the quoted text (a trailing `…` clip is allowed), and
+/// how many cited lines were checked.
+fn bad_citations(v: &Value, log: &Path) -> (Vec<String>, usize) {
     let bytes = std::fs::read(log).unwrap();
     let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
     let mut bad = Vec::new();
+    let mut checked = 0;
     for claim in v["claims"].as_array().into_iter().flatten() {
         for s in claim["sources"].as_array().into_iter().flatten().filter(|s| s["kind"] == "log_line") {
             let (Some(n), Some(quote)) = (s["line"].as_u64(), s["text"].as_str()) else { continue };
+            checked += 1;
             let quote = quote.strip_suffix('…').unwrap_or(quote);
             let on_line = n >= 1 && lines.get(n as usize - 1).is_some_and(|l| l.contains(quote));
             if !on_line {
@@ -182,7 +186,7 @@ fn bad_citations(v: &Value, log: &Path) -> Vec<String> {
             }
         }
     }
-    bad
+    (bad, checked)
 }
 
 /// Confirmed claims that contradict the reading: a crash where the reading has none, "no crash" where it has one,
@@ -259,7 +263,7 @@ fn score(r: &Reading) -> Score {
         s.offload = Some((want.clone(), got.clone(), *want == got));
     }
     s.false_confirmed = false_confirmed(&v, r);
-    s.bad_citations = bad_citations(&v, &r.log);
+    (s.bad_citations, s.citations_checked) = bad_citations(&v, &r.log);
     s
 }
 
@@ -326,6 +330,7 @@ struct Totals {
     phase_missed: usize,
     false_confirmed: usize,
     bad_citations: usize,
+    citations_checked: usize,
 }
 
 fn totals(scores: &[Score]) -> Totals {
@@ -340,6 +345,7 @@ fn totals(scores: &[Score]) -> Totals {
         phase_missed: count(&|s| s.phase.2 == "missed"),
         false_confirmed: scores.iter().map(|s| s.false_confirmed.len()).sum(),
         bad_citations: scores.iter().map(|s| s.bad_citations.len()).sum(),
+        citations_checked: scores.iter().map(|s| s.citations_checked).sum(),
     }
 }
 
@@ -359,7 +365,7 @@ fn summary(t: &Totals, scores: &[Score]) -> String {
     format!(
         "logs: {}\nkind right: {}/{} ({:.1}%)\nphase right: {}/{} crash logs ({:.1}%), unresolved {} ({:.1}%), \
          wrong Inferred {}, crash missed {}\n\
-         backend right: {}\ndevices right: {}\noffload right: {}\nfalse Confirmed claims: {}\nbad citations: {}\n",
+         backend right: {}\ndevices right: {}\noffload right: {}\nfalse Confirmed claims: {}\nbad citations: {} of {} cited lines\n",
         t.logs,
         t.kind_right,
         t.logs,
@@ -376,6 +382,7 @@ fn summary(t: &Totals, scores: &[Score]) -> String {
         scored(&|s| s.offload.as_ref().map(|b| b.2)),
         t.false_confirmed,
         t.bad_citations,
+        t.citations_checked,
     )
 }
 
@@ -430,5 +437,6 @@ fn logs_corpus_meets_issue_16_thresholds() {
     assert_eq!(t.phase_wrong, 0, "a phase Inferred that the reading contradicts");
     assert_eq!(t.phase_missed, 0, "crashes not found, so their phase is neither right nor Unresolved");
     assert_eq!(t.false_confirmed, 0, "Confirmed claims that contradict a reading");
+    assert!(t.citations_checked > 0, "no claim cited a log line");
     assert_eq!(t.bad_citations, 0, "cited lines whose quoted text is not on that line");
 }
