@@ -247,251 +247,257 @@ fn section_source(f: &FileRecord, section: &Option<SectionRef>, what: &str) -> S
     }
 }
 
+/// The claims of a scan: per file (backend, GPU code, dependencies that do not resolve), per library for the
+/// `--arch` asked about, and what could not be decoded.
 pub fn claims(report: &ScanReport) -> Vec<Claim> {
     let mut out = Vec::new();
     for f in &report.files {
-        let name = f.file_name();
-        if let Some(b) = &f.backend {
-            let (confidence, how) = match b.by {
-                BackendEvidence::NameAndContent | BackendEvidence::Content => {
-                    (Confidence::Confirmed, b.content_evidence.clone().unwrap_or_default())
-                }
-                BackendEvidence::Name => (Confidence::Inferred, "file name only".to_string()),
-            };
-            out.push(
-                Claim::new(
-                    format!("scan.backend.{name}"),
-                    confidence,
-                    match b.name.as_str() {
-                        "ggml" | "ggml-base" => format!("{name} is ggml's core library `{}` ({how})", b.name),
-                        _ => format!("{name} is the ggml `{}` backend ({how})", b.name),
-                    },
-                )
-                .with_source(Source::file(&f.path, None, None, "ELF dynamic symbols and sections")),
-            );
-        }
-        if let Some(a) = &f.amdgpu {
-            let mut per_target: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-            for co in &a.code_objects {
-                let e = per_target.entry(co.target.as_str()).or_default();
-                e.0 += 1;
-                e.1 += co.kernel_count;
-            }
-            let targets: Vec<String> =
-                per_target.iter().map(|(t, (n, k))| format!("{t} ({n} code objects, {k} kernels)")).collect();
-            let compressed = if a.compressed_bundles > 0 {
-                format!(", {} of them compressed (CCOB)", a.compressed_bundles)
-            } else {
-                String::new()
-            };
-            out.push(
-                Claim::new(
-                    format!("scan.amdgpu.{name}"),
-                    Confidence::Confirmed,
-                    format!(
-                        "{name} carries AMDGPU code for {} target(s) in {} bundle(s){compressed}: {}",
-                        per_target.len(),
-                        a.bundles,
-                        targets.join("; ")
-                    ),
-                )
-                .with_source(section_source(f, &a.section, "clang offload bundles")),
-            );
-        }
-        if let Some(c) = &f.cuda {
-            let mut per_target: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-            for e in &c.entries {
-                let t = per_target.entry(e.target.as_str()).or_default();
-                t.0 += 1;
-                t.1 += e.kernel_count;
-            }
-            let targets: Vec<String> =
-                per_target.iter().map(|(t, (n, k))| format!("{t} ({n} entries, {k} kernels)")).collect();
-            out.push(
-                Claim::new(
-                    format!("scan.cuda.{name}"),
-                    Confidence::Confirmed,
-                    format!("{name} carries CUDA code in {} fatbin container(s): {}", c.containers, targets.join("; ")),
-                )
-                .with_source(section_source(f, &c.section, "CUDA fatbin containers")),
-            );
-        }
-        let missing: Vec<&Dependency> = f.dependencies.iter().filter(|d| d.resolved.is_none()).collect();
-        if f.backend.is_some() && !missing.is_empty() {
-            let names: Vec<String> = missing
-                .iter()
-                .map(|d| format!("{} (needed by {})", d.name, d.needed_by.rsplit('/').next().unwrap_or("")))
-                .collect();
-            out.push(
-                Claim::new(
-                    format!("scan.deps.{name}"),
-                    Confidence::Inferred,
-                    format!(
-                        "{name} cannot be loaded as installed here: {} not found on its RPATH/RUNPATH, ld.so.conf, the default directories or the scanned tree (an LD_LIBRARY_PATH set at run time could still provide them)",
-                        names.join(", ")
-                    ),
-                )
-                .with_sources(missing.iter().take(8).map(|d| Source::file(&d.needed_by, None, None, format!("DT_NEEDED {}", d.name)))),
-            );
-        }
+        file_claims(f, &mut out);
     }
     if let Some(ans) = &report.arch_answer {
-        let mut ggml_libs = Vec::new();
-        let in_vendor_dir = |p: &str| report.vendor_blas.iter().any(|v| p.starts_with(&format!("{}/", v.path)));
-        for lib in &ans.libraries {
-            let name = lib.path.rsplit('/').next().unwrap_or(&lib.path);
-            // Files of a vendor BLAS directory are summarised by the directory's claim below.
-            if lib.verdict == "nothing" && in_vendor_dir(&lib.path) {
-                continue;
-            }
-            let f = report.files.iter().find(|f| f.path == lib.path);
-            let base_source = f.map(|f| match (&f.amdgpu, &f.cuda) {
-                (Some(a), _) => section_source(f, &a.section, "offload bundles"),
-                (_, Some(c)) => section_source(f, &c.section, "fatbin containers"),
-                _ => Source::file(&f.path, None, None, "file"),
-            });
-            let offsets = lib
-                .evidence_offsets
-                .iter()
-                .map(|o| Source::file(&lib.path, Some(*o), None, format!("code object for {}", ans.arch)));
-            let (confidence, statement) = match lib.verdict {
-                "ggml-kernels" => {
-                    ggml_libs.push(name.to_string());
-                    (
-                        Confidence::Confirmed,
-                        format!("On {}, {name} can run ggml GPU kernels: {}", ans.arch, families_text(&lib.families)),
-                    )
-                }
-                "vendor-blas" => (
-                    Confidence::Confirmed,
-                    format!(
-                        "On {}, {name} carries vendor BLAS kernels only ({})",
-                        ans.arch,
-                        families_text(&lib.families)
-                    ),
-                ),
-                "gpu-code" => (
-                    Confidence::Confirmed,
-                    format!(
-                        "On {}, {name} carries GPU code that is neither ggml's nor a known BLAS ({})",
-                        ans.arch,
-                        families_text(&lib.families)
-                    ),
-                ),
-                "depends-on-mode" => (Confidence::Unresolved, format!("On {}, {name}: {}", ans.arch, lib.note)),
-                "jit-from-ptx" => (
-                    Confidence::Inferred,
-                    format!(
-                        "On {}, {name} has no native cubin; it runs only if the driver JIT-compiles its PTX ({})",
-                        ans.arch,
-                        families_text(&lib.families)
-                    ),
-                ),
-                _ => (
-                    Confidence::Confirmed,
-                    format!(
-                        "{name} carries no code for {}; it carries {}. On {} it cannot run any of its GPU kernels",
-                        ans.arch,
-                        lib.targets_present.join(", "),
-                        ans.arch
-                    ),
-                ),
-            };
-            out.push(
-                Claim::new(format!("scan.arch.{}.{name}", ans.arch), confidence, statement)
-                    .with_sources(base_source)
-                    .with_sources(offsets),
-            );
-        }
-        let blas: Vec<&VendorBlasAnswer> = ans.vendor_blas.iter().filter(|v| v.files_for_arch > 0).collect();
-        for v in &ans.vendor_blas {
-            out.push(
-                Claim::new(
-                    format!("scan.arch.{}.vendor.{}", ans.arch, v.library),
-                    Confidence::Confirmed,
-                    format!(
-                        "{} library dir {} has {} file(s) for {} ({} code object files)",
-                        v.library, v.path, v.files_for_arch, ans.arch, v.code_objects_for_arch
-                    ),
-                )
-                .with_source(Source::file(&v.path, None, None, "file names per gfx arch")),
-            );
-        }
-        // The one-line answer for the arch when no library carries ggml code for it: what is left, by library.
-        let named = |verdict: &str| -> Vec<&str> {
-            ans.libraries
-                .iter()
-                .filter(|l| l.verdict == verdict)
-                .map(|l| l.path.rsplit('/').next().unwrap_or(&l.path))
-                .collect()
-        };
-        let summary = if !ggml_libs.is_empty() {
-            None
-        } else {
-            let mut parts = vec![format!("On {}, no scanned library carries ggml code built for it", ans.arch)];
-            let by_mode = named("depends-on-mode");
-            if !by_mode.is_empty() {
-                parts.push(format!(
-                    "{} {} code only for a specific xnack/sramecc mode: give it in --arch (e.g. {}:xnack-) to decide",
-                    by_mode.join(", "),
-                    if by_mode.len() == 1 { "carries" } else { "carry" },
-                    ans.arch
-                ));
-            }
-            let by_jit = named("jit-from-ptx");
-            if !by_jit.is_empty() {
-                parts.push(format!(
-                    "{} can run only through PTX JIT compilation by the driver (slow first load; fails if the driver is older than the PTX)",
-                    by_jit.join(", ")
-                ));
-            }
-            let mut vendor: Vec<&str> = named("vendor-blas");
-            vendor.extend(blas.iter().map(|v| v.library.as_str()));
-            vendor.dedup();
-            if !vendor.is_empty() {
-                parts.push(format!(
-                    "vendor BLAS kernels exist for it ({}): BLAS is the only GPU matrix path they offer",
-                    vendor.join(", ")
-                ));
-            }
-            if parts.len() == 1 {
-                parts.push(
-                    "nothing scanned carries GPU kernels for it: a runtime from these files would fall back to another backend or the CPU"
-                        .into(),
-                );
-            }
-            Some(parts.join("; "))
-        };
-        if let Some(s) = summary {
-            out.push(Claim::new(format!("scan.arch.{}.summary", ans.arch), Confidence::Inferred, s).with_source(
-                Source::Rule {
-                    file: "src/gpucode/coverage.rs".into(),
-                    rule: "no ggml code object compatible with the arch".into(),
-                    upstream:
-                        "clang offload bundle target matching (AMDGPUUsage target IDs, generic processors)".into(),
-                },
-            ));
-        }
+        arch_claims(report, ans, &mut out);
     }
-    let errors = report.problems.iter().filter(|p| p.severity == Severity::Error).count();
-    if errors > 0 {
+    out.extend(limited_claim(report));
+    out
+}
+
+/// What one file is: a ggml backend, AMDGPU or CUDA code per target, and dependencies that do not resolve.
+fn file_claims(f: &FileRecord, out: &mut Vec<Claim>) {
+    let name = f.file_name();
+    if let Some(b) = &f.backend {
+        let (confidence, how) = match b.by {
+            BackendEvidence::NameAndContent | BackendEvidence::Content => {
+                (Confidence::Confirmed, b.content_evidence.clone().unwrap_or_default())
+            }
+            BackendEvidence::Name => (Confidence::Inferred, "file name only".to_string()),
+        };
         out.push(
             Claim::new(
-                "scan.limited",
-                Confidence::Limited,
-                format!("{errors} item(s) could not be decoded; the counts above leave them out"),
+                format!("scan.backend.{name}"),
+                confidence,
+                match b.name.as_str() {
+                    "ggml" | "ggml-base" => format!("{name} is ggml's core library `{}` ({how})", b.name),
+                    _ => format!("{name} is the ggml `{}` backend ({how})", b.name),
+                },
             )
-            .with_sources(
-                report
-                    .problems
-                    .iter()
-                    .filter(|p| p.severity == Severity::Error)
-                    .take(8)
-                    .map(|p| Source::file(&p.path, p.offset, None, p.message.clone())),
-            ),
+            .with_source(Source::file(&f.path, None, None, "ELF dynamic symbols and sections")),
         );
     }
-    out
+    if let Some(a) = &f.amdgpu {
+        let mut per_target: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        for co in &a.code_objects {
+            let e = per_target.entry(co.target.as_str()).or_default();
+            e.0 += 1;
+            e.1 += co.kernel_count;
+        }
+        let targets: Vec<String> =
+            per_target.iter().map(|(t, (n, k))| format!("{t} ({n} code objects, {k} kernels)")).collect();
+        let compressed = if a.compressed_bundles > 0 {
+            format!(", {} of them compressed (CCOB)", a.compressed_bundles)
+        } else {
+            String::new()
+        };
+        out.push(
+            Claim::new(
+                format!("scan.amdgpu.{name}"),
+                Confidence::Confirmed,
+                format!(
+                    "{name} carries AMDGPU code for {} target(s) in {} bundle(s){compressed}: {}",
+                    per_target.len(),
+                    a.bundles,
+                    targets.join("; ")
+                ),
+            )
+            .with_source(section_source(f, &a.section, "clang offload bundles")),
+        );
+    }
+    if let Some(c) = &f.cuda {
+        let mut per_target: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        for e in &c.entries {
+            let t = per_target.entry(e.target.as_str()).or_default();
+            t.0 += 1;
+            t.1 += e.kernel_count;
+        }
+        let targets: Vec<String> =
+            per_target.iter().map(|(t, (n, k))| format!("{t} ({n} entries, {k} kernels)")).collect();
+        out.push(
+            Claim::new(
+                format!("scan.cuda.{name}"),
+                Confidence::Confirmed,
+                format!("{name} carries CUDA code in {} fatbin container(s): {}", c.containers, targets.join("; ")),
+            )
+            .with_source(section_source(f, &c.section, "CUDA fatbin containers")),
+        );
+    }
+    let missing: Vec<&Dependency> = f.dependencies.iter().filter(|d| d.resolved.is_none()).collect();
+    if f.backend.is_some() && !missing.is_empty() {
+        let names: Vec<String> = missing
+            .iter()
+            .map(|d| format!("{} (needed by {})", d.name, d.needed_by.rsplit('/').next().unwrap_or("")))
+            .collect();
+        out.push(
+            Claim::new(
+                format!("scan.deps.{name}"),
+                Confidence::Inferred,
+                format!(
+                    "{name} cannot be loaded as installed here: {} not found on its RPATH/RUNPATH, ld.so.conf, the default directories or the scanned tree (an LD_LIBRARY_PATH set at run time could still provide them)",
+                    names.join(", ")
+                ),
+            )
+            .with_sources(missing.iter().take(8).map(|d| Source::file(&d.needed_by, None, None, format!("DT_NEEDED {}", d.name)))),
+        );
+    }
+}
+
+/// Per library, whether it can run on `ans.arch`; per vendor BLAS directory, its files for the arch; and, when
+/// no library carries ggml code for it, the one-line summary of what is left.
+fn arch_claims(report: &ScanReport, ans: &ArchAnswer, out: &mut Vec<Claim>) {
+    let in_vendor_dir = |p: &str| report.vendor_blas.iter().any(|v| p.starts_with(&format!("{}/", v.path)));
+    let mut any_ggml = false;
+    for lib in &ans.libraries {
+        // Files of a vendor BLAS directory are summarised by the directory's claim below.
+        if lib.verdict == "nothing" && in_vendor_dir(&lib.path) {
+            continue;
+        }
+        any_ggml |= lib.verdict == "ggml-kernels";
+        out.push(library_claim(report, ans, lib));
+    }
+    for v in &ans.vendor_blas {
+        out.push(
+            Claim::new(
+                format!("scan.arch.{}.vendor.{}", ans.arch, v.library),
+                Confidence::Confirmed,
+                format!(
+                    "{} library dir {} has {} file(s) for {} ({} code object files)",
+                    v.library, v.path, v.files_for_arch, ans.arch, v.code_objects_for_arch
+                ),
+            )
+            .with_source(Source::file(&v.path, None, None, "file names per gfx arch")),
+        );
+    }
+    if !any_ggml {
+        out.push(arch_summary_claim(ans));
+    }
+}
+
+/// Whether one library can run on the arch, with the offsets of its code objects for it.
+fn library_claim(report: &ScanReport, ans: &ArchAnswer, lib: &LibraryAnswer) -> Claim {
+    let name = lib.path.rsplit('/').next().unwrap_or(&lib.path);
+    let f = report.files.iter().find(|f| f.path == lib.path);
+    let base_source = f.map(|f| match (&f.amdgpu, &f.cuda) {
+        (Some(a), _) => section_source(f, &a.section, "offload bundles"),
+        (_, Some(c)) => section_source(f, &c.section, "fatbin containers"),
+        _ => Source::file(&f.path, None, None, "file"),
+    });
+    let offsets = lib
+        .evidence_offsets
+        .iter()
+        .map(|o| Source::file(&lib.path, Some(*o), None, format!("code object for {}", ans.arch)));
+    let (confidence, statement) = match lib.verdict {
+        "ggml-kernels" => (
+            Confidence::Confirmed,
+            format!("On {}, {name} can run ggml GPU kernels: {}", ans.arch, families_text(&lib.families)),
+        ),
+        "vendor-blas" => (
+            Confidence::Confirmed,
+            format!("On {}, {name} carries vendor BLAS kernels only ({})", ans.arch, families_text(&lib.families)),
+        ),
+        "gpu-code" => (
+            Confidence::Confirmed,
+            format!(
+                "On {}, {name} carries GPU code that is neither ggml's nor a known BLAS ({})",
+                ans.arch,
+                families_text(&lib.families)
+            ),
+        ),
+        "depends-on-mode" => (Confidence::Unresolved, format!("On {}, {name}: {}", ans.arch, lib.note)),
+        "jit-from-ptx" => (
+            Confidence::Inferred,
+            format!(
+                "On {}, {name} has no native cubin; it runs only if the driver JIT-compiles its PTX ({})",
+                ans.arch,
+                families_text(&lib.families)
+            ),
+        ),
+        _ => (
+            Confidence::Confirmed,
+            format!(
+                "{name} carries no code for {}; it carries {}. On {} it cannot run any of its GPU kernels",
+                ans.arch,
+                lib.targets_present.join(", "),
+                ans.arch
+            ),
+        ),
+    };
+    Claim::new(format!("scan.arch.{}.{name}", ans.arch), confidence, statement)
+        .with_sources(base_source)
+        .with_sources(offsets)
+}
+
+/// The one-line answer for an arch that no scanned library carries ggml code for: what is left, by library.
+fn arch_summary_claim(ans: &ArchAnswer) -> Claim {
+    let named = |verdict: &str| -> Vec<&str> {
+        ans.libraries
+            .iter()
+            .filter(|l| l.verdict == verdict)
+            .map(|l| l.path.rsplit('/').next().unwrap_or(&l.path))
+            .collect()
+    };
+    let mut parts = vec![format!("On {}, no scanned library carries ggml code built for it", ans.arch)];
+    let by_mode = named("depends-on-mode");
+    if !by_mode.is_empty() {
+        parts.push(format!(
+            "{} {} code only for a specific xnack/sramecc mode: give it in --arch (e.g. {}:xnack-) to decide",
+            by_mode.join(", "),
+            if by_mode.len() == 1 { "carries" } else { "carry" },
+            ans.arch
+        ));
+    }
+    let by_jit = named("jit-from-ptx");
+    if !by_jit.is_empty() {
+        parts.push(format!(
+            "{} can run only through PTX JIT compilation by the driver (slow first load; fails if the driver is older than the PTX)",
+            by_jit.join(", ")
+        ));
+    }
+    let mut vendor: Vec<&str> = named("vendor-blas");
+    vendor.extend(ans.vendor_blas.iter().filter(|v| v.files_for_arch > 0).map(|v| v.library.as_str()));
+    vendor.dedup();
+    if !vendor.is_empty() {
+        parts.push(format!(
+            "vendor BLAS kernels exist for it ({}): BLAS is the only GPU matrix path they offer",
+            vendor.join(", ")
+        ));
+    }
+    if parts.len() == 1 {
+        parts.push(
+            "nothing scanned carries GPU kernels for it: a runtime from these files would fall back to another backend or the CPU"
+                .into(),
+        );
+    }
+    Claim::new(format!("scan.arch.{}.summary", ans.arch), Confidence::Inferred, parts.join("; ")).with_source(
+        Source::Rule {
+            file: "src/gpucode/coverage.rs".into(),
+            rule: "no ggml code object compatible with the arch".into(),
+            upstream: "clang offload bundle target matching (AMDGPUUsage target IDs, generic processors)".into(),
+        },
+    )
+}
+
+/// The items that could not be decoded, which every count above leaves out.
+fn limited_claim(report: &ScanReport) -> Option<Claim> {
+    let errors: Vec<&Problem> = report.problems.iter().filter(|p| p.severity == Severity::Error).collect();
+    if errors.is_empty() {
+        return None;
+    }
+    Some(
+        Claim::new(
+            "scan.limited",
+            Confidence::Limited,
+            format!("{} item(s) could not be decoded; the counts above leave them out", errors.len()),
+        )
+        .with_sources(errors.iter().take(8).map(|p| Source::file(&p.path, p.offset, None, p.message.clone()))),
+    )
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 
-use super::{KernelRecord, ScanReport};
+use super::{ArchAnswer, Dependency, FileRecord, KernelRecord, ScanReport};
+use crate::evidence::Claim;
 use crate::output::{Collapse, Column, Document, Render, Span, Table, Text};
 
 /// Rows terminal output shows of the long tables (`--all`: every row).
@@ -80,47 +81,8 @@ pub fn document(report: &ScanReport, kernels: bool) -> Document {
     let arch_prefix = report.arch_answer.as_ref().map(|a| format!("scan.arch.{}.", a.arch));
     let is_arch_claim = |id: &str| arch_prefix.as_deref().is_some_and(|p| id.starts_with(p));
     if let Some(a) = &report.arch_answer {
-        doc.heading(2, format!("On {}", a.arch));
-        // The verdict over all libraries first, then each library's.
-        let mut arch_claims: Vec<_> = report.claims.iter().filter(|c| is_arch_claim(&c.id)).cloned().collect();
-        arch_claims.sort_by_key(|c| !c.id.ends_with(".summary"));
-        doc.claims(&arch_claims);
-        let mut t = Table::new(vec![
-            Column::label("library"),
-            Column::keep("verdict"),
-            Column::text("families"),
-            Column::text("note"),
-        ])
-        .collapse(Collapse::Head(LIBRARY_ROWS));
-        let mut rows: Vec<(u8, Vec<Text>)> = a
-            .libraries
-            .iter()
-            .map(|l| {
-                let row = vec![
-                    file_cell(&l.path),
-                    l.verdict.into(),
-                    top_families(&l.families, 6).into(),
-                    l.note.clone().into(),
-                ];
-                (verdict_rank(l.verdict), row)
-            })
-            .collect();
-        for v in &a.vendor_blas {
-            let verdict = if v.files_for_arch > 0 { "vendor-blas" } else { "nothing" };
-            let row = vec![
-                format!("{} ({})", v.library, v.path).into(),
-                verdict.into(),
-                format!("{} files, {} code objects", v.files_for_arch, v.code_objects_for_arch).into(),
-                Text::default(),
-            ];
-            rows.push((verdict_rank(verdict), row));
-        }
-        // Stable: within a verdict, the scan's order.
-        rows.sort_by_key(|(rank, _)| *rank);
-        for (_, row) in rows {
-            t.row_text(row);
-        }
-        doc.push(t);
+        let arch_claims: Vec<_> = report.claims.iter().filter(|c| is_arch_claim(&c.id)).cloned().collect();
+        arch_section(&mut doc, a, arch_claims);
     }
     let other: Vec<_> = report.claims.iter().filter(|c| !is_arch_claim(&c.id)).cloned().collect();
     if !other.is_empty() {
@@ -130,80 +92,12 @@ pub fn document(report: &ScanReport, kernels: bool) -> Document {
     }
     let gpu_files: Vec<_> = report.files.iter().filter(|f| f.has_gpu_code() || f.backend.is_some()).collect();
     if !gpu_files.is_empty() {
-        let mut t = Table::new(vec![
-            Column::label("library"),
-            Column::text("backend"),
-            Column::text("GPU code"),
-            Column::text("targets"),
-            Column::number("kernels"),
-            Column::text("main families"),
-        ])
-        .collapse(Collapse::Head(LIBRARY_ROWS));
-        for f in &gpu_files {
-            let mut targets = BTreeSet::new();
-            let mut kernels = 0;
-            let mut fams = BTreeMap::new();
-            let mut code = String::new();
-            if let Some(a) = &f.amdgpu {
-                code = format!(
-                    "{} bundles{}, {} code objects",
-                    a.bundles,
-                    if a.compressed_bundles > 0 { format!(" ({} CCOB)", a.compressed_bundles) } else { String::new() },
-                    a.code_objects.len()
-                );
-                for co in &a.code_objects {
-                    targets.insert(co.target.clone());
-                    kernels += co.kernel_count;
-                    for (k, v) in &co.families {
-                        *fams.entry(k.clone()).or_default() += v;
-                    }
-                }
-            }
-            if let Some(c) = &f.cuda {
-                code = format!("{} fatbin containers, {} entries", c.containers, c.entries.len());
-                for e in &c.entries {
-                    targets.insert(e.target.clone());
-                    kernels += e.kernel_count;
-                    for (k, v) in &e.families {
-                        *fams.entry(k.clone()).or_default() += v;
-                    }
-                }
-            }
-            let backend = f.backend.as_ref().map(|b| format!("{} ({})", b.name, b.by)).unwrap_or_else(|| "-".into());
-            t.row_text(vec![
-                file_cell(&f.path),
-                backend.into(),
-                code.into(),
-                targets.into_iter().collect::<Vec<_>>().join(" ").into(),
-                kernels.to_string().into(),
-                top_families(&fams, 5).into(),
-            ]);
-        }
         doc.heading(2, "Libraries");
-        doc.push(t);
+        doc.push(library_table(&gpu_files));
     }
     if !report.coverage.is_empty() {
-        let mut t = Table::new(vec![
-            Column::keep("arch"),
-            Column::label("library"),
-            Column::keep("content"),
-            Column::number("code objects"),
-            Column::number("kernels"),
-            Column::text("families"),
-        ])
-        .collapse(Collapse::Head(COVERAGE_ROWS));
-        for c in &report.coverage {
-            t.row([
-                c.arch.clone(),
-                c.library.clone(),
-                c.content.to_string(),
-                c.code_objects.to_string(),
-                c.kernels.to_string(),
-                top_families(&c.families, 6),
-            ]);
-        }
         doc.heading(2, "Coverage (GPU arch × library)");
-        doc.push(t);
+        doc.push(coverage_table(report));
     }
     let deps: Vec<_> = report
         .files
@@ -213,38 +107,12 @@ pub fn document(report: &ScanReport, kernels: bool) -> Document {
         .filter(|(_, d)| d.resolved.is_none() || (d.depth == 1 && !matches!(d.via.as_str(), "ld.so.conf" | "default")))
         .collect();
     if !deps.is_empty() {
-        let mut t = Table::new(vec![
-            Column::label("library"),
-            Column::label("needs"),
-            Column::label("needed by"),
-            Column::label("resolved"),
-            Column::keep("via"),
-        ])
-        .collapse(Collapse::Head(LIBRARY_ROWS));
-        for (f, d) in deps {
-            t.row([
-                file_name(&f.path).to_string(),
-                d.name.clone(),
-                file_name(&d.needed_by).to_string(),
-                d.resolved.clone().unwrap_or_else(|| "NOT FOUND".into()),
-                d.via.clone(),
-            ]);
-        }
         doc.heading(2, "Dependencies of ggml backends (missing ones, and direct ones found outside the system dirs)");
-        doc.push(t);
+        doc.push(dependency_table(&deps));
     }
     if !report.vendor_blas.is_empty() {
-        let mut t = Table::new(vec![
-            Column::label("vendor library dir"),
-            Column::number("files"),
-            Column::text("files per arch"),
-        ]);
-        for v in &report.vendor_blas {
-            let per: Vec<String> = v.files_per_arch.iter().map(|(a, n)| format!("{a} {n}")).collect();
-            t.row([format!("{} ({})", v.library, v.path), v.files.to_string(), per.join(", ")]);
-        }
         doc.heading(2, "Vendor BLAS libraries");
-        doc.push(t);
+        doc.push(vendor_table(report));
     }
     if kernels {
         doc.heading(2, "Kernels");
@@ -254,23 +122,8 @@ pub fn document(report: &ScanReport, kernels: bool) -> Document {
         doc.blocks.extend(crate::gpucode::disasm::view::blocks(d, kernels || d.kernel_pattern.is_some()));
     }
     if !report.problems.is_empty() {
-        let mut t = Table::new(vec![
-            Column::keep("severity"),
-            Column::label("file"),
-            Column::keep("offset"),
-            Column::text("problem"),
-        ])
-        .collapse(Collapse::Head(PROBLEM_ROWS));
-        for p in &report.problems {
-            t.row([
-                format!("{:?}", p.severity),
-                p.path.clone(),
-                p.offset.map(|o| format!("{o:#x}")).unwrap_or_default(),
-                p.message.clone(),
-            ]);
-        }
         doc.heading(2, format!("Problems ({})", report.problems.len()));
-        doc.push(t);
+        doc.push(problem_table(report));
     }
     let s = &report.stats;
     doc.paragraph(format!(
@@ -281,6 +134,176 @@ pub fn document(report: &ScanReport, kernels: bool) -> Document {
         s.elapsed_ms
     ));
     doc
+}
+
+/// The answer for `--arch`: the verdict over all libraries first, then each library's, and their table.
+fn arch_section(doc: &mut Document, a: &ArchAnswer, mut arch_claims: Vec<Claim>) {
+    doc.heading(2, format!("On {}", a.arch));
+    arch_claims.sort_by_key(|c| !c.id.ends_with(".summary"));
+    doc.claims(&arch_claims);
+    let mut t = Table::new(vec![
+        Column::label("library"),
+        Column::keep("verdict"),
+        Column::text("families"),
+        Column::text("note"),
+    ])
+    .collapse(Collapse::Head(LIBRARY_ROWS));
+    let mut rows: Vec<(u8, Vec<Text>)> = a
+        .libraries
+        .iter()
+        .map(|l| {
+            let row =
+                vec![file_cell(&l.path), l.verdict.into(), top_families(&l.families, 6).into(), l.note.clone().into()];
+            (verdict_rank(l.verdict), row)
+        })
+        .collect();
+    for v in &a.vendor_blas {
+        let verdict = if v.files_for_arch > 0 { "vendor-blas" } else { "nothing" };
+        let row = vec![
+            format!("{} ({})", v.library, v.path).into(),
+            verdict.into(),
+            format!("{} files, {} code objects", v.files_for_arch, v.code_objects_for_arch).into(),
+            Text::default(),
+        ];
+        rows.push((verdict_rank(verdict), row));
+    }
+    // Stable: within a verdict, the scan's order.
+    rows.sort_by_key(|(rank, _)| *rank);
+    for (_, row) in rows {
+        t.row_text(row);
+    }
+    doc.push(t);
+}
+
+/// Each file with GPU code or a ggml backend: what code it carries, for which targets, and its main families.
+fn library_table(gpu_files: &[&FileRecord]) -> Table {
+    let mut t = Table::new(vec![
+        Column::label("library"),
+        Column::text("backend"),
+        Column::text("GPU code"),
+        Column::text("targets"),
+        Column::number("kernels"),
+        Column::text("main families"),
+    ])
+    .collapse(Collapse::Head(LIBRARY_ROWS));
+    for f in gpu_files {
+        let mut targets = BTreeSet::new();
+        let mut kernels = 0;
+        let mut fams = BTreeMap::new();
+        let mut code = String::new();
+        if let Some(a) = &f.amdgpu {
+            code = format!(
+                "{} bundles{}, {} code objects",
+                a.bundles,
+                if a.compressed_bundles > 0 { format!(" ({} CCOB)", a.compressed_bundles) } else { String::new() },
+                a.code_objects.len()
+            );
+            for co in &a.code_objects {
+                targets.insert(co.target.clone());
+                kernels += co.kernel_count;
+                for (k, v) in &co.families {
+                    *fams.entry(k.clone()).or_default() += v;
+                }
+            }
+        }
+        if let Some(c) = &f.cuda {
+            code = format!("{} fatbin containers, {} entries", c.containers, c.entries.len());
+            for e in &c.entries {
+                targets.insert(e.target.clone());
+                kernels += e.kernel_count;
+                for (k, v) in &e.families {
+                    *fams.entry(k.clone()).or_default() += v;
+                }
+            }
+        }
+        let backend = f.backend.as_ref().map(|b| format!("{} ({})", b.name, b.by)).unwrap_or_else(|| "-".into());
+        t.row_text(vec![
+            file_cell(&f.path),
+            backend.into(),
+            code.into(),
+            targets.into_iter().collect::<Vec<_>>().join(" ").into(),
+            kernels.to_string().into(),
+            top_families(&fams, 5).into(),
+        ]);
+    }
+    t
+}
+
+/// The GPU arch × library matrix.
+fn coverage_table(report: &ScanReport) -> Table {
+    let mut t = Table::new(vec![
+        Column::keep("arch"),
+        Column::label("library"),
+        Column::keep("content"),
+        Column::number("code objects"),
+        Column::number("kernels"),
+        Column::text("families"),
+    ])
+    .collapse(Collapse::Head(COVERAGE_ROWS));
+    for c in &report.coverage {
+        t.row([
+            c.arch.clone(),
+            c.library.clone(),
+            c.content.to_string(),
+            c.code_objects.to_string(),
+            c.kernels.to_string(),
+            top_families(&c.families, 6),
+        ]);
+    }
+    t
+}
+
+/// Dependencies of ggml backends that are missing, or direct ones found outside the system directories.
+fn dependency_table(deps: &[(&FileRecord, &Dependency)]) -> Table {
+    let mut t = Table::new(vec![
+        Column::label("library"),
+        Column::label("needs"),
+        Column::label("needed by"),
+        Column::label("resolved"),
+        Column::keep("via"),
+    ])
+    .collapse(Collapse::Head(LIBRARY_ROWS));
+    for (f, d) in deps {
+        t.row([
+            file_name(&f.path).to_string(),
+            d.name.clone(),
+            file_name(&d.needed_by).to_string(),
+            d.resolved.clone().unwrap_or_else(|| "NOT FOUND".into()),
+            d.via.clone(),
+        ]);
+    }
+    t
+}
+
+/// Vendor BLAS library directories and their files per arch.
+fn vendor_table(report: &ScanReport) -> Table {
+    let mut t =
+        Table::new(vec![Column::label("vendor library dir"), Column::number("files"), Column::text("files per arch")]);
+    for v in &report.vendor_blas {
+        let per: Vec<String> = v.files_per_arch.iter().map(|(a, n)| format!("{a} {n}")).collect();
+        t.row([format!("{} ({})", v.library, v.path), v.files.to_string(), per.join(", ")]);
+    }
+    t
+}
+
+/// What could not be decoded, by file and offset.
+fn problem_table(report: &ScanReport) -> Table {
+    let mut t = Table::new(vec![
+        Column::keep("severity"),
+        Column::label("file"),
+        Column::keep("offset"),
+        Column::text("problem"),
+    ])
+    .collapse(Collapse::Head(PROBLEM_ROWS));
+    for p in &report.problems {
+        t.row([
+            format!("{:?}", p.severity),
+            p.path.clone(),
+            p.offset.map(|o| format!("{o:#x}")).unwrap_or_default(),
+            p.message.clone(),
+        ]);
+    }
+    t
 }
 
 fn kernel_table(report: &ScanReport) -> Table {
