@@ -13,6 +13,8 @@ use trace_format::vulkan::{loader_env, LAYER_NAME, LIBRARY_FILE, MANIFEST_FILE};
 
 use crate::trace::TraceFile;
 
+pub mod counts;
+
 pub const PIPELINES_FILE: &str = "data/vulkan_pipelines.toml";
 /// The environment variable that makes ggml-vulkan name its pipelines (`vkSetDebugUtilsObjectNameEXT`).
 pub const GGML_DEBUG_MARKERS: &str = "GGML_VK_DEBUG_MARKERS";
@@ -28,7 +30,26 @@ struct RuleText {
     op: Option<String>,
     #[serde(default)]
     helper: bool,
+    #[serde(default)]
+    dispatches: Option<Dispatches>,
     /// Where the rule comes from upstream; required so that a rule without one does not load.
+    #[allow(dead_code)]
+    source: String,
+}
+
+/// A fused group of graph nodes that GGML_VK_PERF_LOGGER names by its fusion name rather than its first node.
+#[derive(Debug, Deserialize)]
+struct FusionText {
+    name: String,
+    op: String,
+    #[allow(dead_code)]
+    source: String,
+}
+
+/// What ggml-vulkan's graph compute decides per node, as the dispatch accounting needs it.
+#[derive(Debug, Deserialize)]
+struct GraphText {
+    mul_mat_id_vec_max_tokens: u64,
     #[allow(dead_code)]
     source: String,
 }
@@ -36,7 +57,43 @@ struct RuleText {
 #[derive(Debug, Deserialize)]
 struct PipelinesText {
     types: Vec<String>,
+    graph: GraphText,
+    #[serde(default)]
+    fusion: Vec<FusionText>,
     rule: Vec<RuleText>,
+}
+
+/// How many dispatches of a pipeline one graph node (a GGML_VK_PERF_LOGGER entry) of its op issues.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dispatches {
+    /// One per node: the node's main pipeline.
+    #[default]
+    Node,
+    /// One per token of a MUL_MAT_ID node on the vector path (ids with at most
+    /// [`Graph::mul_mat_id_vec_max_tokens`] rows): ggml_vk_mul_mat_vec_id_q_f16 loops over the tokens.
+    Token,
+    /// At most one per node: a helper (activation quantization, weight dequantization, split-k reduction), which
+    /// ggml skips when the previous node left what it needs.
+    Helper,
+    /// Exactly one per MUL_MAT_ID node on the matrix path (more tokens than the vector path takes):
+    /// count_experts.
+    MatrixNode,
+}
+
+/// ggml-vulkan's per-node decisions that the dispatch accounting needs (`[graph]` of the data file).
+#[derive(Debug)]
+pub struct Graph {
+    /// A MUL_MAT_ID node whose ids have at most this many rows (tokens) runs the per-token vector path.
+    pub mul_mat_id_vec_max_tokens: u64,
+    fusions: Vec<(regex_lite::Regex, String)>,
+}
+
+impl Graph {
+    /// The op a fused group named `fusion` by the perf logger counts as, when it is not its first node's.
+    pub fn fusion_op(&self, fusion: &str) -> Option<&str> {
+        self.fusions.iter().find(|(re, _)| re.is_match(fusion)).map(|(_, op)| op.as_str())
+    }
 }
 
 /// One rule of `data/vulkan_pipelines.toml`, its patterns compiled.
@@ -45,35 +102,66 @@ pub struct Rule {
     pub family: String,
     name: Option<regex_lite::Regex>,
     shader: Option<regex_lite::Regex>,
+    /// The op, or `{OP}`: the name's `op` group, upper-cased (ggml's op and unary-op names are the pipeline name
+    /// prefixes upper-cased).
     pub op: Option<String>,
     pub helper: bool,
+    pub dispatches: Dispatches,
 }
 
-/// The rules, in order.
-pub fn rules() -> &'static [Rule] {
-    static RULES: OnceLock<Vec<Rule>> = OnceLock::new();
-    RULES.get_or_init(|| {
+struct Pipelines {
+    rules: Vec<Rule>,
+    graph: Graph,
+}
+
+fn pipelines() -> &'static Pipelines {
+    static PIPELINES: OnceLock<Pipelines> = OnceLock::new();
+    PIPELINES.get_or_init(|| {
         // The file is part of the binary and checked by unit tests: a parse failure is a build defect.
         let text: PipelinesText =
             toml::from_str(include_str!("../data/vulkan_pipelines.toml")).expect("data/vulkan_pipelines.toml parses");
         let types = text.types.join("|");
-        let compile = |p: &Option<String>| {
-            p.as_ref().map(|p| {
-                regex_lite::Regex::new(&p.replace("{type}", &types))
-                    .unwrap_or_else(|e| panic!("data/vulkan_pipelines.toml: pattern {p}: {e}"))
-            })
+        let compile = |p: &str| {
+            regex_lite::Regex::new(&p.replace("{type}", &types))
+                .unwrap_or_else(|e| panic!("data/vulkan_pipelines.toml: pattern {p}: {e}"))
         };
-        text.rule
+        let rules = text
+            .rule
             .iter()
             .map(|r| Rule {
                 family: r.family.clone(),
-                name: compile(&r.name),
-                shader: compile(&r.shader),
+                name: r.name.as_deref().map(compile),
+                shader: r.shader.as_deref().map(compile),
                 op: r.op.clone(),
                 helper: r.helper,
+                dispatches: r.dispatches.unwrap_or(if r.helper { Dispatches::Helper } else { Dispatches::Node }),
             })
-            .collect()
+            .collect();
+        let fusions = text.fusion.iter().map(|f| (compile(&f.name), f.op.clone())).collect();
+        Pipelines { rules, graph: Graph { mul_mat_id_vec_max_tokens: text.graph.mul_mat_id_vec_max_tokens, fusions } }
     })
+}
+
+/// The rules, in order.
+pub fn rules() -> &'static [Rule] {
+    &pipelines().rules
+}
+
+/// ggml-vulkan's per-node decisions (`[graph]` and `[[fusion]]` of the data file).
+pub fn graph() -> &'static Graph {
+    &pipelines().graph
+}
+
+/// Upper-cased op names built from pipeline names, interned (a handful: ggml has about 130 op names).
+fn intern_op(op: String) -> &'static str {
+    static OPS: std::sync::Mutex<BTreeSet<&'static str>> = std::sync::Mutex::new(BTreeSet::new());
+    let mut ops = OPS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(known) = ops.get(op.as_str()) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(op.into_boxed_str());
+    ops.insert(leaked);
+    leaked
 }
 
 /// What backscope knows about one Vulkan pipeline name.
@@ -84,6 +172,8 @@ pub struct PipelineName {
     pub op: Option<&'static str>,
     /// A dispatch a node issues besides its main pipeline.
     pub helper: bool,
+    /// How many dispatches of it one node issues.
+    pub dispatches: Dispatches,
     /// The ggml type of its weights or input (`Q4_K`), from the name.
     pub ggml_type: Option<&'static str>,
     /// Matmul tile and alignment, and the shader's variant (coopmat, subgroup), in words.
@@ -135,15 +225,27 @@ pub fn describe(name: &str, shader: Option<&str>) -> PipelineName {
                 }
             }
         }
+        let op = match rule.op.as_deref() {
+            Some("{OP}") => group("op").map(|o| intern_op(o.to_ascii_uppercase())),
+            op => op,
+        };
         return PipelineName {
             family: rule.family.as_str(),
-            op: rule.op.as_deref(),
+            op,
             helper: rule.helper,
+            dispatches: rule.dispatches,
             ggml_type,
             variant: (!variant.is_empty()).then(|| variant.join(", ")),
         };
     }
-    PipelineName { family: OTHER, op: None, helper: false, ggml_type: None, variant: None }
+    PipelineName {
+        family: OTHER,
+        op: None,
+        helper: false,
+        dispatches: Dispatches::Node,
+        ggml_type: None,
+        variant: None,
+    }
 }
 
 /// The shaders that pipelines' SPIR-V hashes matched: `libggml-vulkan.so`'s embedded shaders, hashed as the
