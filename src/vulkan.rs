@@ -460,6 +460,11 @@ mod tests {
         assert!(rules().len() > 20);
         let text: PipelinesText = toml::from_str(include_str!("../data/vulkan_pipelines.toml")).unwrap();
         assert!(text.rule.iter().all(|r| !r.source.is_empty() && (r.name.is_some() || r.shader.is_some())));
+        // An op taken from the name needs the group it is taken from.
+        for r in text.rule.iter().filter(|r| r.op.as_deref() == Some("{OP}")) {
+            assert!(r.name.as_deref().is_some_and(|n| n.contains("(?P<op>")), "{:?}", r.name);
+        }
+        assert!(text.fusion.iter().all(|f| !f.source.is_empty()) && !text.graph.source.is_empty());
         for t in &text.types {
             assert!(gguf::GgmlType::from_name(t).is_some() || t == "q8_1", "type {t} is not a ggml type");
         }
@@ -495,6 +500,28 @@ mod tests {
             ("get_rows_q4_k_f32", None, "copy", Some("GET_ROWS"), Some("Q4_K")),
             ("set_rows_f32_f16_i64", None, "copy", Some("SET_ROWS"), None),
             ("spirv:0123456789abcdef", None, OTHER, None, None),
+            // Mixture of experts (ggml_vk_mul_mat_id_q_f16, ggml_vk_mul_mat_vec_id_q_f16, ggml_vk_topk_moe).
+            ("matmul_id_subgroup_quant_f32_f16acc_aligned_1", None, "MM", Some("MUL_MAT_ID"), None),
+            ("matmul_id_quant_f32_f16acc_aligned_1", None, "MM", Some("MUL_MAT_ID"), None),
+            ("matmul_id_q4_k_q8_1_1", None, "MMQ", Some("MUL_MAT_ID"), Some("Q4_K")),
+            (
+                "matmul_id_subgroup_f16_aligned_0",
+                Some("matmul_id_subgroup_f16_cm1"),
+                "MM-coopmat",
+                Some("MUL_MAT_ID"),
+                None,
+            ),
+            ("count_experts", None, "MoE-routing", Some("MUL_MAT_ID"), None),
+            ("topk_moe_f32_3", None, "MoE-routing", Some("TOPK_MOE"), None),
+            // Ops from the name: unary ops as GGML_VK_PERF_LOGGER names them (ggml_unary_op_name), plain ops.
+            ("silu_f32", None, "elementwise", Some("SILU"), None),
+            ("gelu_erf_f16", None, "elementwise", Some("GELU_ERF"), None),
+            ("silu_mul_b_f32_norepeat", None, "elementwise", Some("SILU"), None),
+            ("sqrt_f32", None, "elementwise", Some("SQRT"), None),
+            ("silu_back_f32", None, "elementwise", Some("SILU_BACK"), None),
+            ("pad_reflect_1d_f32", None, "copy", Some("PAD_REFLECT_1D"), None),
+            ("conv2d_dw_whcn_f32", None, "conv", Some("CONV_2D_DW"), None),
+            ("argsort_large_f32_2", None, "sort", Some("ARGSORT"), None),
         ];
         for (name, shader, family, op, ty) in cases {
             let d = describe(name, shader);
@@ -510,6 +537,13 @@ mod tests {
             Some("tile #0 of the enabled s/m/l, aligned")
         );
         assert!(describe("fa_split_k_reduce", None).helper && !describe("flash_attn_f32_f16", None).helper);
+        let dispatches = |n: &str| describe(n, None).dispatches;
+        assert_eq!(dispatches("mul_mat_vec_id_q4_k_f32"), Dispatches::Token);
+        assert_eq!(dispatches("count_experts"), Dispatches::MatrixNode);
+        assert_eq!(dispatches("quantize_q8_1_x4"), Dispatches::Helper);
+        assert_eq!(dispatches("matmul_id_quant_f32_aligned_0"), Dispatches::Node);
+        assert_eq!(graph().fusion_op("TOPK_MOE_LATE_SOFTMAX"), Some("TOPK_MOE"));
+        assert_eq!(graph().fusion_op("RMS_NORM_MUL"), None, "a fused norm is its first node's");
     }
 
     #[test]
