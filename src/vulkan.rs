@@ -50,6 +50,7 @@ struct FusionText {
 #[derive(Debug, Deserialize)]
 struct GraphText {
     mul_mat_id_vec_max_tokens: u64,
+    mul_mat_id_vec_excluded_types: Vec<String>,
     #[allow(dead_code)]
     source: String,
 }
@@ -86,6 +87,8 @@ pub enum Dispatches {
 pub struct Graph {
     /// A MUL_MAT_ID node whose ids have at most this many rows (tokens) runs the per-token vector path.
     pub mul_mat_id_vec_max_tokens: u64,
+    /// Expert weight types (as ggml_type_name spells them) that take the matrix path at any token count.
+    pub mul_mat_id_vec_excluded_types: Vec<String>,
     fusions: Vec<(regex_lite::Regex, String)>,
 }
 
@@ -138,7 +141,12 @@ fn pipelines() -> &'static Pipelines {
             })
             .collect();
         let fusions = text.fusion.iter().map(|f| (compile(&f.name), f.op.clone())).collect();
-        Pipelines { rules, graph: Graph { mul_mat_id_vec_max_tokens: text.graph.mul_mat_id_vec_max_tokens, fusions } }
+        let graph = Graph {
+            mul_mat_id_vec_max_tokens: text.graph.mul_mat_id_vec_max_tokens,
+            mul_mat_id_vec_excluded_types: text.graph.mul_mat_id_vec_excluded_types,
+            fusions,
+        };
+        Pipelines { rules, graph }
     })
 }
 

@@ -31,6 +31,8 @@ pub struct PerfEntry {
     pub op: String,
     /// MUL_MAT_ID: the tokens (ids rows) of the node, its `batch=` (1 without); else 1.
     pub tokens: u64,
+    /// MUL_MAT, MUL_MAT_ID: the weights' ggml type as printed (`q4_K`, `bf16`).
+    pub weight_type: Option<String>,
     /// Nodes of this name.
     pub count: u64,
 }
@@ -72,11 +74,19 @@ fn entry(name: &str, count: u64) -> PerfEntry {
         (None, node) => node,
     };
     let batch = name.split(' ').find_map(|t| t.strip_prefix("batch=")?.parse::<u64>().ok());
+    // `[FUSION ]MUL_MAT… TYPE m=…`: the token after the node's op.
+    let weight_type = node
+        .starts_with("MUL_MAT")
+        .then(|| tokens.get(usize::from(fusion.is_some()) + 1))
+        .flatten()
+        .filter(|t| !t.contains('='))
+        .map(|t| t.to_string());
     PerfEntry {
         name: name.to_string(),
         fusion: fusion.map(str::to_string),
         op: op.to_string(),
         tokens: if op == "MUL_MAT_ID" { batch.unwrap_or(1) } else { 1 },
+        weight_type,
         count,
     }
 }
@@ -132,12 +142,13 @@ pub struct Accounting {
 /// Accounts the perf logger's `entries` against the layer's `dispatches` (pipeline name, dispatches) of the same
 /// run.
 pub fn account<'a>(entries: &[PerfEntry], dispatches: impl IntoIterator<Item = (&'a str, u64)>) -> Accounting {
-    let max_tokens = graph().mul_mat_id_vec_max_tokens;
+    let g = graph();
+    let excluded = |t: &Option<String>| t.as_ref().is_some_and(|t| g.mul_mat_id_vec_excluded_types.contains(t));
     let mut acc = Accounting::default();
     for e in entries {
         let a = acc.ops.entry(e.op.clone()).or_default();
         a.nodes += e.count;
-        if e.op == "MUL_MAT_ID" && e.tokens <= max_tokens {
+        if e.op == "MUL_MAT_ID" && e.tokens <= g.mul_mat_id_vec_max_tokens && !excluded(&e.weight_type) {
             a.vector_nodes += e.count;
             a.vector_tokens += e.count * e.tokens;
         }
@@ -262,6 +273,7 @@ Total time: 239954 us.
             ("MUL_MAT_ID", 1, Some("MUL_MAT_ID_MUL"))
         );
         assert_eq!(find("RMS_NORM_MUL").op, "RMS_NORM");
+        assert_eq!((id8.weight_type.as_deref(), fused.weight_type.as_deref()), (Some("q4_K"), Some("q6_K")));
         // The fused top-k group counts as its own op, not as the SOFT_MAX it is named after.
         assert_eq!(find("TOPK_MOE").op, "TOPK_MOE");
         assert!(!e.iter().any(|x| x.name.starts_with("Total")));
@@ -312,5 +324,8 @@ Total time: 239954 us.
         assert_eq!((helped.ops["MUL_MAT"].helper_dispatches, helped.ops["MUL_MAT"].helper_bound), (6, 6));
         assert!(helped.equal());
         assert!(!account(&entries, layer.iter().copied().chain([("quantize_q8_1_x4", 7)])).equal());
+        // BF16 experts take the matrix path even for one token (ggml_vk_use_mul_mat_vec_id).
+        let bf16 = parse_perf_logger("MUL_MAT_ID_VEC bf16 m=512 n=2 k=256 n_expert=8: 3 x 1 us = 3 us\n");
+        assert!(account(&bf16, [("matmul_id_bf16_0", 3), ("count_experts", 3)]).equal());
     }
 }
