@@ -147,10 +147,11 @@ pub fn account<'a>(entries: &[PerfEntry], dispatches: impl IntoIterator<Item = (
     let mut acc = Accounting::default();
     for e in entries {
         let a = acc.ops.entry(e.op.clone()).or_default();
-        a.nodes += e.count;
+        // Counts come from files: a hostile one saturates rather than overflows.
+        a.nodes = a.nodes.saturating_add(e.count);
         if e.op == "MUL_MAT_ID" && e.tokens <= g.mul_mat_id_vec_max_tokens && !excluded(&e.weight_type) {
-            a.vector_nodes += e.count;
-            a.vector_tokens += e.count * e.tokens;
+            a.vector_nodes = a.vector_nodes.saturating_add(e.count);
+            a.vector_tokens = a.vector_tokens.saturating_add(e.count.saturating_mul(e.tokens));
         }
     }
     for (name, n) in dispatches {
@@ -160,14 +161,15 @@ pub fn account<'a>(entries: &[PerfEntry], dispatches: impl IntoIterator<Item = (
             continue;
         };
         let a = acc.ops.entry(op.to_string()).or_default();
-        match d.dispatches {
-            Dispatches::Node => a.node_dispatches += n,
-            Dispatches::Token => a.token_dispatches += n,
-            Dispatches::MatrixNode => a.matrix_node_dispatches += n,
-            Dispatches::Helper => a.helper_dispatches += n,
-        }
+        let into = match d.dispatches {
+            Dispatches::Node => &mut a.node_dispatches,
+            Dispatches::Token => &mut a.token_dispatches,
+            Dispatches::MatrixNode => &mut a.matrix_node_dispatches,
+            Dispatches::Helper => &mut a.helper_dispatches,
+        };
+        *into = into.saturating_add(n);
     }
-    let matmul_nodes: u64 = MATMUL_OPS.iter().filter_map(|op| acc.ops.get(*op)).map(|a| a.nodes).sum();
+    let matmul_nodes = MATMUL_OPS.iter().filter_map(|op| acc.ops.get(*op)).fold(0u64, |n, a| n.saturating_add(a.nodes));
     for (op, a) in acc.ops.iter_mut() {
         a.helper_bound = if op == "MUL_MAT" { matmul_nodes } else { a.nodes };
     }
@@ -306,6 +308,18 @@ Total time: 239954 us.
         assert!(!short.equal() && short.headline().contains("ops MUL_MAT_ID"), "{}", short.headline());
         let unknown = account(&entries, layer.iter().copied().chain([("spirv:00ff", 1)]));
         assert!(!unknown.equal() && unknown.headline().contains("no op for spirv:00ff"));
+    }
+
+    #[test]
+    fn hostile_counts_saturate() {
+        let entries = parse_perf_logger(&format!(
+            "MUL_MAT_ID q4_K m=1 n=2 k=3 n_expert=8 batch=8: {0} x 1 us = 1 us\nMUL_MAT_ID q4_K m=1 n=2 k=3 \
+             n_expert=8 batch=7: {0} x 1 us = 1 us\n",
+            u64::MAX
+        ));
+        let acc = account(&entries, [("mul_mat_vec_id_q4_k_f32", u64::MAX), ("mul_mat_vec_id_q6_k_f32", u64::MAX)]);
+        assert_eq!(acc.ops["MUL_MAT_ID"].vector_tokens, u64::MAX);
+        assert!(acc.headline().contains(&u64::MAX.to_string()));
     }
 
     #[test]
