@@ -5,9 +5,8 @@
 //! (`backscope::vulkan::counts`). The prompts cover both MUL_MAT_ID paths: 8 tokens and a decode take the per-token
 //! vector path, 64 tokens the matrix path with count_experts.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 use backscope::vulkan::counts::{account, parse_perf_logger};
 use backscope::vulkan::{describe, OTHER};
@@ -16,19 +15,15 @@ use serde_json::Value;
 use crate::sweep_common::{heavy, llama_bin};
 use crate::util::*;
 
-/// `tiny-moe` written by synth and quantized by the build's llama-quantize, once per test process per type.
-fn tiny_moe(ty: &'static str) -> PathBuf {
-    static MODELS: OnceLock<tempfile::TempDir> = OnceLock::new();
-    let dir = MODELS.get_or_init(|| tempfile::tempdir().unwrap());
-    let path = dir.path().join(format!("tiny-moe-{ty}.gguf"));
-    if !path.exists() {
-        let mut cmd = backscope();
-        cmd.args(["synth", "--preset", "tiny-moe", "--type", ty, "--json", "--llama-bin"])
-            .arg(llama_bin())
-            .arg("-o")
-            .arg(&path);
-        stdout_ok(&mut cmd);
-    }
+/// `tiny-moe` written by synth in `dir` and quantized by the build's llama-quantize (about 2 s).
+fn tiny_moe(dir: &Path, ty: &str) -> PathBuf {
+    let path = dir.join(format!("tiny-moe-{ty}.gguf"));
+    let mut cmd = backscope();
+    cmd.args(["synth", "--preset", "tiny-moe", "--type", ty, "--json", "--llama-bin"])
+        .arg(llama_bin())
+        .arg("-o")
+        .arg(&path);
+    stdout_ok(&mut cmd);
     path
 }
 
@@ -37,7 +32,8 @@ fn tiny_moe(ty: &'static str) -> PathBuf {
 #[test]
 fn tiny_moe_quantizes_and_runs_in_llama_bench() {
     let _turn = heavy();
-    let q8 = tiny_moe("q8_0");
+    let dir = tempfile::tempdir().unwrap();
+    let q8 = tiny_moe(dir.path(), "q8_0");
     let bytes = std::fs::read(&q8).unwrap();
     let g = gguf::Gguf::parse(&bytes).unwrap();
     assert_eq!(g.arch_u64("expert_count"), Some(8));
@@ -46,7 +42,7 @@ fn tiny_moe_quantizes_and_runs_in_llama_bench() {
     let up = tensor("blk.1.ffn_up_exps.weight");
     assert_eq!((up.ggml_type.to_string().as_str(), up.dims()), ("Q8_0", &[256, 512, 8][..]));
     assert_eq!(tensor("blk.0.ffn_gate_inp.weight").ggml_type.to_string(), "F32");
-    let q4 = tiny_moe("q4_k_m");
+    let q4 = tiny_moe(dir.path(), "q4_k_m");
     let bytes = std::fs::read(&q4).unwrap();
     let g4 = gguf::Gguf::parse(&bytes).unwrap();
     let down = g4.tensors.iter().find(|t| t.name == "blk.0.ffn_down_exps.weight").unwrap();
@@ -67,8 +63,8 @@ fn tiny_moe_quantizes_and_runs_in_llama_bench() {
 #[test]
 fn moe_dispatches_equal_perf_logger_nodes_after_accounting() {
     let _turn = heavy();
-    let model = tiny_moe("q4_k_m");
     let dir = tempfile::tempdir().unwrap();
+    let model = tiny_moe(dir.path(), "q4_k_m");
     let traces = dir.path().join("traces");
     let mut cmd = backscope();
     cmd.args(["trace", "--json", "--vklayer"]).arg(vklayer_library()).arg("--dir").arg(&traces).arg("--");
