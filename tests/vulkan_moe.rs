@@ -111,6 +111,20 @@ fn moe_dispatches_equal_perf_logger_nodes_after_accounting() {
     assert_eq!(launches("matmul_id_"), matrix_nodes);
     assert_eq!(launches("count_experts"), matrix_nodes);
 
+    // Each per-token dispatch covers the token's experts: workgroups { groups_x, nei0, groups_z } with nei0 the
+    // experts used per token (ggml-vulkan.cpp:7904), which the perf logger prints as the node's `n=`.
+    let used: Vec<u64> = entries
+        .iter()
+        .filter(|e| e.op == "MUL_MAT_ID")
+        .filter_map(|e| e.name.split(' ').find_map(|t| t.strip_prefix("n=")?.parse().ok()))
+        .collect();
+    assert!(!used.is_empty() && used.iter().all(|&n| n == 2), "{used:?}");
+    for k in kernels.iter().filter(|k| k["name"].as_str().unwrap().starts_with("mul_mat_vec_id_")) {
+        for shape in k["shapes"].as_array().unwrap() {
+            assert_eq!(shape[0][1], 2, "{k}");
+        }
+    }
+
     // The whole run, every op: equal after accounting, and not equal without it (dispatches per op against
     // nodes per op, the dense-model rule).
     let acc = account(&entries, rows.iter().copied());
