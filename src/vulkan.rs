@@ -13,6 +13,8 @@ use trace_format::vulkan::{loader_env, LAYER_NAME, LIBRARY_FILE, MANIFEST_FILE};
 
 use crate::trace::TraceFile;
 
+pub mod counts;
+
 pub const PIPELINES_FILE: &str = "data/vulkan_pipelines.toml";
 /// The environment variable that makes ggml-vulkan name its pipelines (`vkSetDebugUtilsObjectNameEXT`).
 pub const GGML_DEBUG_MARKERS: &str = "GGML_VK_DEBUG_MARKERS";
@@ -28,7 +30,27 @@ struct RuleText {
     op: Option<String>,
     #[serde(default)]
     helper: bool,
+    #[serde(default)]
+    dispatches: Option<Dispatches>,
     /// Where the rule comes from upstream; required so that a rule without one does not load.
+    #[allow(dead_code)]
+    source: String,
+}
+
+/// A fused group of graph nodes that GGML_VK_PERF_LOGGER names by its fusion name rather than its first node.
+#[derive(Debug, Deserialize)]
+struct FusionText {
+    name: String,
+    op: String,
+    #[allow(dead_code)]
+    source: String,
+}
+
+/// What ggml-vulkan's graph compute decides per node, as the dispatch accounting needs it.
+#[derive(Debug, Deserialize)]
+struct GraphText {
+    mul_mat_id_vec_max_tokens: u64,
+    mul_mat_id_vec_excluded_types: Vec<String>,
     #[allow(dead_code)]
     source: String,
 }
@@ -36,7 +58,45 @@ struct RuleText {
 #[derive(Debug, Deserialize)]
 struct PipelinesText {
     types: Vec<String>,
+    graph: GraphText,
+    #[serde(default)]
+    fusion: Vec<FusionText>,
     rule: Vec<RuleText>,
+}
+
+/// How many dispatches of a pipeline one graph node (a GGML_VK_PERF_LOGGER entry) of its op issues.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dispatches {
+    /// One per node: the node's main pipeline.
+    #[default]
+    Node,
+    /// One per token of a MUL_MAT_ID node on the vector path (ids with at most
+    /// [`Graph::mul_mat_id_vec_max_tokens`] rows): ggml_vk_mul_mat_vec_id_q_f16 loops over the tokens.
+    Token,
+    /// At most one per node: a helper (activation quantization, weight dequantization, split-k reduction), which
+    /// ggml skips when the previous node left what it needs.
+    Helper,
+    /// Exactly one per MUL_MAT_ID node on the matrix path (more tokens than the vector path takes):
+    /// count_experts.
+    MatrixNode,
+}
+
+/// ggml-vulkan's per-node decisions that the dispatch accounting needs (`[graph]` of the data file).
+#[derive(Debug)]
+pub struct Graph {
+    /// A MUL_MAT_ID node whose ids have at most this many rows (tokens) runs the per-token vector path.
+    pub mul_mat_id_vec_max_tokens: u64,
+    /// Expert weight types (as ggml_type_name spells them) that take the matrix path at any token count.
+    pub mul_mat_id_vec_excluded_types: Vec<String>,
+    fusions: Vec<(regex_lite::Regex, String)>,
+}
+
+impl Graph {
+    /// The op a fused group named `fusion` by the perf logger counts as, when it is not its first node's.
+    pub fn fusion_op(&self, fusion: &str) -> Option<&str> {
+        self.fusions.iter().find(|(re, _)| re.is_match(fusion)).map(|(_, op)| op.as_str())
+    }
 }
 
 /// One rule of `data/vulkan_pipelines.toml`, its patterns compiled.
@@ -45,35 +105,71 @@ pub struct Rule {
     pub family: String,
     name: Option<regex_lite::Regex>,
     shader: Option<regex_lite::Regex>,
+    /// The op, or `{OP}`: the name's `op` group, upper-cased (ggml's op and unary-op names are the pipeline name
+    /// prefixes upper-cased).
     pub op: Option<String>,
     pub helper: bool,
+    pub dispatches: Dispatches,
 }
 
-/// The rules, in order.
-pub fn rules() -> &'static [Rule] {
-    static RULES: OnceLock<Vec<Rule>> = OnceLock::new();
-    RULES.get_or_init(|| {
+struct Pipelines {
+    rules: Vec<Rule>,
+    graph: Graph,
+}
+
+fn pipelines() -> &'static Pipelines {
+    static PIPELINES: OnceLock<Pipelines> = OnceLock::new();
+    PIPELINES.get_or_init(|| {
         // The file is part of the binary and checked by unit tests: a parse failure is a build defect.
         let text: PipelinesText =
             toml::from_str(include_str!("../data/vulkan_pipelines.toml")).expect("data/vulkan_pipelines.toml parses");
         let types = text.types.join("|");
-        let compile = |p: &Option<String>| {
-            p.as_ref().map(|p| {
-                regex_lite::Regex::new(&p.replace("{type}", &types))
-                    .unwrap_or_else(|e| panic!("data/vulkan_pipelines.toml: pattern {p}: {e}"))
-            })
+        let compile = |p: &str| {
+            regex_lite::Regex::new(&p.replace("{type}", &types))
+                .unwrap_or_else(|e| panic!("data/vulkan_pipelines.toml: pattern {p}: {e}"))
         };
-        text.rule
+        let rules = text
+            .rule
             .iter()
             .map(|r| Rule {
                 family: r.family.clone(),
-                name: compile(&r.name),
-                shader: compile(&r.shader),
+                name: r.name.as_deref().map(compile),
+                shader: r.shader.as_deref().map(compile),
                 op: r.op.clone(),
                 helper: r.helper,
+                dispatches: r.dispatches.unwrap_or(if r.helper { Dispatches::Helper } else { Dispatches::Node }),
             })
-            .collect()
+            .collect();
+        let fusions = text.fusion.iter().map(|f| (compile(&f.name), f.op.clone())).collect();
+        let graph = Graph {
+            mul_mat_id_vec_max_tokens: text.graph.mul_mat_id_vec_max_tokens,
+            mul_mat_id_vec_excluded_types: text.graph.mul_mat_id_vec_excluded_types,
+            fusions,
+        };
+        Pipelines { rules, graph }
     })
+}
+
+/// The rules, in order.
+pub fn rules() -> &'static [Rule] {
+    &pipelines().rules
+}
+
+/// ggml-vulkan's per-node decisions (`[graph]` and `[[fusion]]` of the data file).
+pub fn graph() -> &'static Graph {
+    &pipelines().graph
+}
+
+/// Upper-cased op names built from pipeline names, interned (a handful: ggml has about 130 op names).
+fn intern_op(op: String) -> &'static str {
+    static OPS: std::sync::Mutex<BTreeSet<&'static str>> = std::sync::Mutex::new(BTreeSet::new());
+    let mut ops = OPS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(known) = ops.get(op.as_str()) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(op.into_boxed_str());
+    ops.insert(leaked);
+    leaked
 }
 
 /// What backscope knows about one Vulkan pipeline name.
@@ -84,6 +180,8 @@ pub struct PipelineName {
     pub op: Option<&'static str>,
     /// A dispatch a node issues besides its main pipeline.
     pub helper: bool,
+    /// How many dispatches of it one node issues.
+    pub dispatches: Dispatches,
     /// The ggml type of its weights or input (`Q4_K`), from the name.
     pub ggml_type: Option<&'static str>,
     /// Matmul tile and alignment, and the shader's variant (coopmat, subgroup), in words.
@@ -135,15 +233,27 @@ pub fn describe(name: &str, shader: Option<&str>) -> PipelineName {
                 }
             }
         }
+        let op = match rule.op.as_deref() {
+            Some("{OP}") => group("op").map(|o| intern_op(o.to_ascii_uppercase())),
+            op => op,
+        };
         return PipelineName {
             family: rule.family.as_str(),
-            op: rule.op.as_deref(),
+            op,
             helper: rule.helper,
+            dispatches: rule.dispatches,
             ggml_type,
             variant: (!variant.is_empty()).then(|| variant.join(", ")),
         };
     }
-    PipelineName { family: OTHER, op: None, helper: false, ggml_type: None, variant: None }
+    PipelineName {
+        family: OTHER,
+        op: None,
+        helper: false,
+        dispatches: Dispatches::Node,
+        ggml_type: None,
+        variant: None,
+    }
 }
 
 /// The shaders that pipelines' SPIR-V hashes matched: `libggml-vulkan.so`'s embedded shaders, hashed as the
@@ -358,6 +468,11 @@ mod tests {
         assert!(rules().len() > 20);
         let text: PipelinesText = toml::from_str(include_str!("../data/vulkan_pipelines.toml")).unwrap();
         assert!(text.rule.iter().all(|r| !r.source.is_empty() && (r.name.is_some() || r.shader.is_some())));
+        // An op taken from the name needs the group it is taken from.
+        for r in text.rule.iter().filter(|r| r.op.as_deref() == Some("{OP}")) {
+            assert!(r.name.as_deref().is_some_and(|n| n.contains("(?P<op>")), "{:?}", r.name);
+        }
+        assert!(text.fusion.iter().all(|f| !f.source.is_empty()) && !text.graph.source.is_empty());
         for t in &text.types {
             assert!(gguf::GgmlType::from_name(t).is_some() || t == "q8_1", "type {t} is not a ggml type");
         }
@@ -393,6 +508,28 @@ mod tests {
             ("get_rows_q4_k_f32", None, "copy", Some("GET_ROWS"), Some("Q4_K")),
             ("set_rows_f32_f16_i64", None, "copy", Some("SET_ROWS"), None),
             ("spirv:0123456789abcdef", None, OTHER, None, None),
+            // Mixture of experts (ggml_vk_mul_mat_id_q_f16, ggml_vk_mul_mat_vec_id_q_f16, ggml_vk_topk_moe).
+            ("matmul_id_subgroup_quant_f32_f16acc_aligned_1", None, "MM", Some("MUL_MAT_ID"), None),
+            ("matmul_id_quant_f32_f16acc_aligned_1", None, "MM", Some("MUL_MAT_ID"), None),
+            ("matmul_id_q4_k_q8_1_1", None, "MMQ", Some("MUL_MAT_ID"), Some("Q4_K")),
+            (
+                "matmul_id_subgroup_f16_aligned_0",
+                Some("matmul_id_subgroup_f16_cm1"),
+                "MM-coopmat",
+                Some("MUL_MAT_ID"),
+                None,
+            ),
+            ("count_experts", None, "MoE-routing", Some("MUL_MAT_ID"), None),
+            ("topk_moe_f32_3", None, "MoE-routing", Some("TOPK_MOE"), None),
+            // Ops from the name: unary ops as GGML_VK_PERF_LOGGER names them (ggml_unary_op_name), plain ops.
+            ("silu_f32", None, "elementwise", Some("SILU"), None),
+            ("gelu_erf_f16", None, "elementwise", Some("GELU_ERF"), None),
+            ("silu_mul_b_f32_norepeat", None, "elementwise", Some("SILU"), None),
+            ("sqrt_f32", None, "elementwise", Some("SQRT"), None),
+            ("silu_back_f32", None, "elementwise", Some("SILU_BACK"), None),
+            ("pad_reflect_1d_f32", None, "copy", Some("PAD_REFLECT_1D"), None),
+            ("conv2d_dw_whcn_f32", None, "conv", Some("CONV_2D_DW"), None),
+            ("argsort_large_f32_2", None, "sort", Some("ARGSORT"), None),
         ];
         for (name, shader, family, op, ty) in cases {
             let d = describe(name, shader);
@@ -408,6 +545,13 @@ mod tests {
             Some("tile #0 of the enabled s/m/l, aligned")
         );
         assert!(describe("fa_split_k_reduce", None).helper && !describe("flash_attn_f32_f16", None).helper);
+        let dispatches = |n: &str| describe(n, None).dispatches;
+        assert_eq!(dispatches("mul_mat_vec_id_q4_k_f32"), Dispatches::Token);
+        assert_eq!(dispatches("count_experts"), Dispatches::MatrixNode);
+        assert_eq!(dispatches("quantize_q8_1_x4"), Dispatches::Helper);
+        assert_eq!(dispatches("matmul_id_quant_f32_aligned_0"), Dispatches::Node);
+        assert_eq!(graph().fusion_op("TOPK_MOE_LATE_SOFTMAX"), Some("TOPK_MOE"));
+        assert_eq!(graph().fusion_op("RMS_NORM_MUL"), None, "a fused norm is its first node's");
     }
 
     #[test]

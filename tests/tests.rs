@@ -29,4 +29,6 @@ mod sweep_hardening;
 mod sweep_real;
 mod sweep_trace;
 mod trace_cli;
+mod vulkan_moe;
+mod vulkan_pipelines_map;
 mod vulkan_trace;

