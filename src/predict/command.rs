@@ -344,7 +344,7 @@ fn run_dir_records(dir: &std::path::Path) -> Result<(String, String, Vec<Record>
 /// The placement a record's own facts give, where the flags leave it open: its GPU backend and whether a GPU
 /// device held the model (the server log's `using device …` lines), and its layer count (the log's `offloaded N/M
 /// layers`, which is min(n_gpu_layers, n_layer + 1), else the record's num_gpu; -1 is llama.cpp's and Ollama's
-/// "auto", predicted as every layer).
+/// "auto", predicted as every layer, as without placement).
 pub fn placement_of_record(r: &Record, flags: &PlacementOptions, backend_given: bool) -> PlacementOptions {
     let mut p = flags.clone();
     if let Some(facts) = &r.backend {
@@ -357,7 +357,8 @@ pub fn placement_of_record(r: &Record, flags: &PlacementOptions, backend_given: 
     }
     if p.n_gpu_layers.is_none() {
         let logged = r.backend.as_ref().and_then(|f| f.offloaded).map(|(n, _)| i64::from(n));
-        p.n_gpu_layers = logged.or(Some(r.num_gpu));
+        // -1 (auto) without the log line is what a prediction assumes anyway: every layer, no placement verdicts.
+        p.n_gpu_layers = logged.or((r.num_gpu >= 0).then_some(r.num_gpu));
     }
     p
 }
