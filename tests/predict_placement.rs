@@ -312,3 +312,59 @@ fn predict_run_takes_model_prompt_num_gpu_and_backend_from_each_record() {
     let by_dir = predict_json(&["--arch", "sm_90", "--run", &run_dir]);
     assert_eq!(by_dir["cells"].as_array().unwrap().len(), 2);
 }
+
+/// The H100 traces of docs/validation/gpu-2026-11-21 (llama-bench -ngl 99 on the 22-layer TinyLlama-shaped Q4_K_M,
+/// CUDA): predicted with -ngl 99 every placement is confirmed; predicted with -ngl 0, the 64-token prompt's
+/// matmuls are still confirmed on the GPU (op offload), while the weights that would have stayed on the CPU (the
+/// one-row last layer FFN and head, every decode step, an 8-token prompt) are contradicted by the MMVQ kernels
+/// that ran for them, naming the placement rule.
+#[test]
+fn h100_traces_at_ngl_99_confirm_gpu_placement_and_contradict_a_cpu_one() {
+    use backscope::predict::{self, compare::Verdict, Batch, ObservedSource, PredictOptions, WeightSource};
+    let trace = |case: &str| {
+        ObservedSource::TraceSummary(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("docs/validation/gpu-2026-11-21/trace-{case}-off.json")),
+        )
+    };
+    let predict_at = |case: &str, ngl: i64| {
+        let (batch, decode) = match case.strip_prefix('p') {
+            Some(n) => (Batch::PromptTokens(n.parse().unwrap()), 0),
+            None => (Batch::PromptTokens(0), case.trim_start_matches("tg").parse().unwrap()),
+        };
+        let mut o =
+            PredictOptions::new("sm_90", WeightSource::Model(crate::predict::models().tl_q4_k_m.clone()), batch);
+        o.decode_tokens = Some(decode);
+        o.placement.n_gpu_layers = Some(ngl);
+        o.observed = Some(trace(case));
+        predict::run(&o).unwrap()
+    };
+    let placement = |r: &predict::PredictReport| -> Vec<(String, String, String, Verdict)> {
+        r.comparison
+            .as_ref()
+            .unwrap()
+            .items
+            .iter()
+            .filter_map(|i| Some((i.phase.clone(), i.predicted.clone()?, i.placement_rule.clone()?, i.verdict)))
+            .collect()
+    };
+    for case in ["p8", "p64", "tg16"] {
+        let all = placement(&predict_at(case, 99));
+        assert!(!all.is_empty() && all.iter().all(|(_, on, _, v)| on == "GPU" && *v == Verdict::Confirmed), "{all:?}");
+    }
+    let p64 = placement(&predict_at("p64", 0));
+    assert!(p64.iter().any(|(p, on, rule, v)| p == "prefill-last"
+        && on == "GPU"
+        && rule == "op-offload"
+        && *v == Verdict::Confirmed));
+    assert!(p64
+        .iter()
+        .filter(|(p, ..)| p == "last-rows")
+        .all(|(_, on, rule, v)| on == "CPU" && rule == "op-offload-small-batch" && *v == Verdict::Contradicted));
+    for case in ["p8", "tg16"] {
+        let cpu = placement(&predict_at(case, 0));
+        assert!(
+            !cpu.is_empty() && cpu.iter().all(|(_, on, _, v)| on == "CPU" && *v == Verdict::Contradicted),
+            "{cpu:?}"
+        );
+    }
+}
