@@ -370,3 +370,49 @@ pub fn run(cmd: &PredictCommand) -> Result<u8> {
     out.finish()?;
     Ok(exit::OK)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::record::BackendFacts;
+
+    fn record(num_gpu: i64, backend: Option<(&str, &[&str], Option<(u32, u32)>)>) -> Record {
+        Record {
+            num_gpu,
+            backend: backend.map(|(b, devices, offloaded)| BackendFacts {
+                backend: b.into(),
+                devices: devices.iter().map(|d| d.to_string()).collect(),
+                offloaded,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// Log lines as llama.cpp 11434 prints them (src/sweep/logs.rs): `using device Vulkan0 (…)`, `offloaded 5/5
+    /// layers to GPU`; `--device none` leaves no device in use and a CPU backend.
+    #[test]
+    fn a_record_gives_backend_gpu_device_and_layers() {
+        let flags = PlacementOptions::default();
+        let vk =
+            record(-1, Some(("Vulkan0 (llvmpipe)", &["Vulkan0 (llvmpipe (LLVM 15.0.6, 256 bits))"], Some((5, 5)))));
+        let p = placement_of_record(&vk, &flags, false);
+        assert_eq!((p.backend, p.gpu_device, p.n_gpu_layers), (GpuBackend::Vulkan, true, Some(5)));
+        // num_gpu 0 on a Vulkan server: the device is in use (op offload can reach it), no layer offloaded.
+        let zero = record(0, Some(("CPU", &["Vulkan0 (llvmpipe)"], Some((0, 5)))));
+        let p = placement_of_record(&zero, &flags, false);
+        assert_eq!((p.backend, p.gpu_device, p.n_gpu_layers), (GpuBackend::Vulkan, true, Some(0)));
+        let cpu = record(3, Some(("CPU", &[], Some((3, 5)))));
+        assert!(!placement_of_record(&cpu, &flags, false).gpu_device);
+        let rocm = record(7, Some(("ROCm0 (gfx906)", &["ROCm0 (AMD Radeon VII)"], None)));
+        let p = placement_of_record(&rocm, &flags, false);
+        assert_eq!((p.backend, p.n_gpu_layers), (GpuBackend::Hip, Some(7)));
+        // No log facts: the record's num_gpu; -1 (auto) is left to the default (all, no placement verdicts).
+        assert_eq!(placement_of_record(&record(4, None), &flags, false).n_gpu_layers, Some(4));
+        assert_eq!(placement_of_record(&record(-1, None), &flags, false).n_gpu_layers, None);
+        // Flags win over the record.
+        let given = PlacementOptions { n_gpu_layers: Some(2), backend: GpuBackend::Cuda, ..flags };
+        let p = placement_of_record(&vk, &given, true);
+        assert_eq!((p.backend, p.n_gpu_layers), (GpuBackend::Cuda, Some(2)));
+    }
+}
