@@ -240,6 +240,20 @@ pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
             }
             o.prompt_from_run = from_run;
             o.placement = placement_of_record(r, &cmd.placement, cmd.backend_given);
+            let all_logged = r.backend.as_ref().and_then(|f| f.offloaded).is_some_and(|(n, m)| n >= m);
+            if matches!(o.weights, WeightSource::Single { .. }) && all_logged && cmd.placement.n_gpu_layers.is_none() {
+                // `offloaded M/M layers`: every layer, which a single weight can be placed by.
+                o.placement.n_gpu_layers = Some(-1);
+            }
+            if let (WeightSource::Single { .. }, Some(n @ 1..)) = (&o.weights, o.placement.n_gpu_layers) {
+                // Which layers a count places depends on the model's layers, which a single --type lacks.
+                skipped.push(format!(
+                    "record {} ({}): num_gpu {n} offloads some layers only, and --type has none: give --model, or \
+                     --num-gpu -1 / 0",
+                    r.seq, r.cell_key
+                ));
+                continue;
+            }
             let source = format!("{source}: run {run_id}, {}", r.file);
             o.observed = Some(ObservedSource::Loaded(compare::from_record_trace(trace, &source, Some(run_id.clone()))));
             let report = super::run(&o).with_context(|| format!("record {} ({})", r.seq, r.cell_key))?;
@@ -376,7 +390,10 @@ mod tests {
     use super::*;
     use crate::sweep::record::BackendFacts;
 
-    fn record(num_gpu: i64, backend: Option<(&str, &[&str], Option<(u32, u32)>)>) -> Record {
+    /// The log facts of a record: backend, devices in use, `offloaded N/M`.
+    type Facts<'a> = (&'a str, &'a [&'a str], Option<(u32, u32)>);
+
+    fn record(num_gpu: i64, backend: Option<Facts<'_>>) -> Record {
         Record {
             num_gpu,
             backend: backend.map(|(b, devices, offloaded)| BackendFacts {
