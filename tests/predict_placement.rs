@@ -10,6 +10,10 @@
 //!   (ggml/src/ggml-backend.cpp:1107-1116, ggml-vulkan-debug.cpp:766-779, ggml-vulkan.cpp:16135);
 //! - only the last token's rows reach the last layer's FFN and the output head (src/models/llama.cpp:174-176).
 //!
+//! The counts also tell llama.cpp 11434's layer assignment from the older one (i_gpu_start = n_layer - ngl, the
+//! output layer only when ngl > n_layer): at -ngl 3 with an 8-token prompt 11434 runs layers 2-3 and the output
+//! layer on the GPU (15 matmul dispatches), the older rule would run layers 1-3 without the output (21).
+//!
 //! On ggml-vulkan one MUL_MAT node is one main-pipeline dispatch (tests/vulkan_trace.rs checks that against
 //! GGML_VK_PERF_LOGGER), and `llama-bench -r 1 --no-warmup -n 0` evaluates the prompt exactly once.
 
