@@ -19,6 +19,7 @@ mod maps_live;
 mod output_cli;
 mod predict;
 mod predict_cli;
+mod predict_placement;
 mod report_cli;
 mod scan_bad_input;
 mod scan_budgets;

@@ -16,7 +16,9 @@ use clap::{ArgGroup, Args, ValueEnum};
     backscope predict --arch gfx900 --type q4_k --ne11 64 --explain
     backscope predict --arch gfx900 --ggml ollama-v0.24.0 --model m.gguf --prompt-tokens 512
     backscope predict --arch sm_90 --model m.gguf --prompt-tokens 9 --decode-tokens 0 --trace-json trace.json
-    backscope predict --arch gfx906 --model m.gguf --run 20261123-142557-fc54 --db backscope.db"
+    backscope predict --arch gfx906 --model m.gguf --run 20261123-142557-fc54 --db backscope.db
+    backscope predict --arch sm_90 --model m.gguf --num-gpu 10 --prompt-tokens 64 --trace traces/
+    backscope predict --arch sm_90 --run backscope.db"
 )]
 pub struct PredictArgs {
     /// The GPU: gfx900, gfx906, gfx90a:xnack-, gfx1201, sm_86 (or 8.6).
@@ -75,10 +77,19 @@ pub struct PredictArgs {
     /// Compare with a sweep record's result.json (its `trace` field).
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
-    /// Compare with each record of a sweep run recorded with --trace (with --db); each record's prompt count is
-    /// its prompt unless --prompt-tokens/--ne11 say otherwise.
-    #[arg(long, value_name = "RUN")]
+    /// Compare with each record of a sweep run recorded with --trace: a run id (in --db), a database file (its
+    /// latest run) or a run directory. Each record gives its prompt count, model, num_gpu and backend unless the
+    /// flags say otherwise.
+    #[arg(long, value_name = "RUN|DB|RUN_DIR")]
     pub run: Option<String>,
+    /// Layers offloaded to the GPU (llama.cpp -ngl, Ollama num_gpu): the last N-1 repeating layers and the output
+    /// layer live on the GPU, the rest in CPU memory; negative: all. Default: all (with --run: each record's own).
+    #[arg(long = "num-gpu", visible_alias = "ngl", value_name = "N", allow_negative_numbers = true)]
+    pub num_gpu: Option<i64>,
+    /// As llama.cpp's --no-op-offload (llama-bench -nopo 1): matmuls of CPU-resident weights stay on the CPU even
+    /// at batches of 32 tokens or more.
+    #[arg(long)]
+    pub no_op_offload: bool,
     /// With --run/--from-run: one record, by position in the run or cell key.
     #[arg(long, value_name = "N|KEY")]
     pub cell: Option<String>,
@@ -139,6 +150,8 @@ impl From<PredictArgs> for PredictCommand {
         c.flash_attn = a.flash_attn.into();
         c.build_flags = a.build_flags;
         c.observation = observation;
+        c.placement.n_gpu_layers = a.num_gpu;
+        c.placement.op_offload = !a.no_op_offload;
         c.cell = a.cell;
         c.db = a.db;
         c.output = a.output.into();

@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use super::{compare, Batch, FlashAttn, ObservedSource, PredictOptions, PredictReport, PromptFromRun};
-use super::{WeightSource, DEFAULT_UBATCH};
+use super::{GpuBackend, PlacementOptions, WeightSource, DEFAULT_UBATCH};
 use crate::exit;
 use crate::output::{Inputs, Output, OutputOptions};
 use crate::sweep::record::Record;
@@ -37,7 +37,8 @@ pub enum Observation {
     TraceJson(PathBuf),
     /// `--record FILE`: a sweep record's `result.json`.
     RecordFile(PathBuf),
-    /// `--run RUN`: every record of the run that carries a trace.
+    /// `--run RUN|DB|RUN_DIR`: every record of the run that carries a trace (a run id in `--db`, a database's
+    /// latest run, or a run directory's `cells/*/result.json`).
     Run(String),
 }
 
@@ -55,6 +56,11 @@ pub struct PredictCommand {
     pub flash_attn: FlashAttn,
     pub build_flags: Vec<String>,
     pub observation: Observation,
+    /// `--num-gpu`, `--no-op-offload`, and the backend: with `--run`, each record's own num_gpu, offloaded layers
+    /// and backend replace what the flags leave unset.
+    pub placement: PlacementOptions,
+    /// Whether `--backend` was given (else a record's backend decides).
+    pub backend_given: bool,
     /// `--cell`: one record of the run (position or key).
     pub cell: Option<String>,
     /// The sweep database (`--db`).
@@ -78,6 +84,8 @@ impl PredictCommand {
             flash_attn: FlashAttn::Auto,
             build_flags: Vec::new(),
             observation: Observation::None,
+            placement: PlacementOptions::default(),
+            backend_given: false,
             cell: None,
             db: PathBuf::from("backscope.db"),
             output: OutputOptions::default(),
@@ -93,6 +101,7 @@ impl PredictCommand {
         o.kv_type = self.kv_type.clone();
         o.flash_attn = self.flash_attn;
         o.build_flags = self.build_flags.clone();
+        o.placement = self.placement.clone();
         o
     }
 }
@@ -168,8 +177,14 @@ impl PredictCommand {
             Observation::TraceDir(p) | Observation::TraceJson(p) | Observation::RecordFile(p) => Some(p),
             Observation::None | Observation::Run(_) => None,
         };
-        let reads_db = matches!(self.observation, Observation::Run(_)) || matches!(self.batch, BatchFrom::Run(_));
-        Inputs::none().maybe(model).maybe(observed).maybe(reads_db.then_some(&self.db))
+        // `--run` names a database file or run directory itself, or a run in `--db`.
+        let run_path = match &self.observation {
+            Observation::Run(arg) if std::path::Path::new(arg).exists() => Some(PathBuf::from(arg)),
+            _ => None,
+        };
+        let reads_db = (matches!(self.observation, Observation::Run(_)) && run_path.is_none())
+            || matches!(self.batch, BatchFrom::Run(_));
+        Inputs::none().maybe(model).maybe(observed).maybe(run_path.as_ref()).maybe(reads_db.then_some(&self.db))
     }
 }
 
@@ -179,8 +194,8 @@ pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
         if matches!(cmd.batch, BatchFrom::Run(_)) {
             bail!("--run already takes each record's prompt token count; --from-run is for a run without traces");
         }
-        let db = SweepDb::open(&cmd.db)?;
-        let records = db.records(run_id)?;
+        let (source, run_id, records) = run_records(run_id, &cmd.db)?;
+        let run_id = &run_id;
         let picked = select_cells(&records, cmd.cell.as_deref())?;
         let mut cells = Vec::new();
         let mut skipped = Vec::new();
@@ -196,7 +211,12 @@ pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
                 _ => match PromptFromRun::from_record(r) {
                     Some(p) => (Batch::PromptTokens(p.prompt_tokens), Some(p)),
                     None => {
-                        skipped.push(format!("{} ({}): no prompt token count ({})", r.seq, r.cell_key, r.outcome()));
+                        skipped.push(format!(
+                            "record {} ({}): no prompt token count (server_timings.prompt_n; {}): give --prompt-tokens",
+                            r.seq,
+                            r.cell_key,
+                            r.outcome()
+                        ));
                         continue;
                     }
                 },
@@ -209,7 +229,7 @@ pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
                 match weights {
                     Ok(w) => o.weights = WeightSource::Weights(w.clone()),
                     Err(why) => {
-                        skipped.push(format!("{} ({}): {why}", r.seq, r.cell_key));
+                        skipped.push(format!("record {} ({}): its model (field `model`): {why}", r.seq, r.cell_key));
                         continue;
                     }
                 }
@@ -219,7 +239,22 @@ pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
                 o.decode_tokens = r.server_timings.decode_n.or((r.num_predict == 0).then_some(0));
             }
             o.prompt_from_run = from_run;
-            let source = format!("{}: run {run_id}, {}", db.path(), r.file);
+            o.placement = placement_of_record(r, &cmd.placement, cmd.backend_given);
+            let all_logged = r.backend.as_ref().and_then(|f| f.offloaded).is_some_and(|(n, m)| n >= m);
+            if matches!(o.weights, WeightSource::Single { .. }) && all_logged && cmd.placement.n_gpu_layers.is_none() {
+                // `offloaded M/M layers`: every layer, which a single weight can be placed by.
+                o.placement.n_gpu_layers = Some(-1);
+            }
+            if let (WeightSource::Single { .. }, Some(n @ 1..)) = (&o.weights, o.placement.n_gpu_layers) {
+                // Which layers a count places depends on the model's layers, which a single --type lacks.
+                skipped.push(format!(
+                    "record {} ({}): num_gpu {n} offloads some layers only, and --type has none: give --model, or \
+                     --num-gpu -1 / 0",
+                    r.seq, r.cell_key
+                ));
+                continue;
+            }
+            let source = format!("{source}: run {run_id}, {}", r.file);
             o.observed = Some(ObservedSource::Loaded(compare::from_record_trace(trace, &source, Some(run_id.clone()))));
             let report = super::run(&o).with_context(|| format!("record {} ({})", r.seq, r.cell_key))?;
             cells.push(CellPrediction {
@@ -237,7 +272,7 @@ pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
         }
         return Ok(PredictOutput::Run(RunPredictions {
             schema: RUN_SCHEMA,
-            db: db.path().to_string(),
+            db: source,
             run_id: run_id.clone(),
             cells,
             skipped,
@@ -265,10 +300,136 @@ pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
     Ok(PredictOutput::One(Box::new(super::run(&o)?)))
 }
 
+/// The records of `--run ARG`: a run id in the database `db`, the latest run of a database file, or a run
+/// directory's `cells/*/result.json` (in plan order; no database needed). Returns where they came from, the run id
+/// and the records.
+fn run_records(arg: &str, db: &std::path::Path) -> Result<(String, String, Vec<Record>)> {
+    let path = std::path::Path::new(arg);
+    if path.is_dir() {
+        return run_dir_records(path);
+    }
+    let (db, run_id) = if path.is_file() {
+        let d = SweepDb::open(path)?;
+        let latest = d.latest_run()?.with_context(|| format!("{arg}: the database holds no run yet"))?;
+        (d, latest)
+    } else {
+        (SweepDb::open(db)?, arg.to_string())
+    };
+    let records = db.records(&run_id)?;
+    Ok((db.path().to_string(), run_id, records))
+}
+
+/// Largest `result.json` read from a run directory: a traced record is a few KiB; this refuses anything else.
+const MAX_RECORD_BYTES: u64 = 16 << 20;
+/// Most cells read from one run directory.
+const MAX_RUN_DIR_CELLS: usize = 1 << 20;
+
+/// The records of a run directory, `cells/*/result.json` in name (plan) order. A file that is not a record is an
+/// error naming it.
+fn run_dir_records(dir: &std::path::Path) -> Result<(String, String, Vec<Record>)> {
+    let cells = dir.join("cells");
+    let mut files: Vec<PathBuf> = Vec::new();
+    let entries = std::fs::read_dir(&cells)
+        .with_context(|| format!("{}: not a sweep run directory (no cells/ in it)", dir.display()))?;
+    for e in entries {
+        let e = e.with_context(|| format!("{}: cannot list", cells.display()))?;
+        let f = e.path().join("result.json");
+        if f.is_file() {
+            files.push(f);
+            if files.len() > MAX_RUN_DIR_CELLS {
+                bail!("{}: more than {MAX_RUN_DIR_CELLS} cells", cells.display());
+            }
+        }
+    }
+    files.sort();
+    let mut records = Vec::with_capacity(files.len());
+    for f in &files {
+        let text = crate::inputs::read_text_limited(f, MAX_RECORD_BYTES)?;
+        let r: Record = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a sweep record (result.json)", f.display()))?;
+        records.push(r);
+    }
+    let Some(run_id) = records.first().map(|r| r.run_id.clone()) else {
+        bail!("{}: no cells/*/result.json: the run recorded nothing yet", dir.display());
+    };
+    Ok((dir.display().to_string(), run_id, records))
+}
+
+/// The placement a record's own facts give, where the flags leave it open: its GPU backend and whether a GPU
+/// device held the model (the server log's `using device …` lines), and its layer count (the log's `offloaded N/M
+/// layers`, which is min(n_gpu_layers, n_layer + 1), else the record's num_gpu; -1 is llama.cpp's and Ollama's
+/// "auto", predicted as every layer, as without placement).
+pub fn placement_of_record(r: &Record, flags: &PlacementOptions, backend_given: bool) -> PlacementOptions {
+    let mut p = flags.clone();
+    if let Some(facts) = &r.backend {
+        match facts.devices.iter().find_map(|d| GpuBackend::parse(d)) {
+            Some(b) if !backend_given => p.backend = b,
+            Some(_) => {}
+            None if facts.devices.is_empty() && facts.backend == "CPU" => p.gpu_device = false,
+            None => {}
+        }
+    }
+    if p.n_gpu_layers.is_none() {
+        let logged = r.backend.as_ref().and_then(|f| f.offloaded).map(|(n, _)| i64::from(n));
+        // -1 (auto) without the log line is what a prediction assumes anyway: every layer, no placement verdicts.
+        p.n_gpu_layers = logged.or((r.num_gpu >= 0).then_some(r.num_gpu));
+    }
+    p
+}
+
 /// Predict and print. A contradiction between prediction and observation is a finding, not an error: exit 0.
 pub fn run(cmd: &PredictCommand) -> Result<u8> {
     let mut out = Output::open(&cmd.output, &cmd.inputs())?;
     out.emit(&predict(cmd)?)?;
     out.finish()?;
     Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::record::BackendFacts;
+
+    /// The log facts of a record: backend, devices in use, `offloaded N/M`.
+    type Facts<'a> = (&'a str, &'a [&'a str], Option<(u32, u32)>);
+
+    fn record(num_gpu: i64, backend: Option<Facts<'_>>) -> Record {
+        Record {
+            num_gpu,
+            backend: backend.map(|(b, devices, offloaded)| BackendFacts {
+                backend: b.into(),
+                devices: devices.iter().map(|d| d.to_string()).collect(),
+                offloaded,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// Log lines as llama.cpp 11434 prints them (src/sweep/logs.rs): `using device Vulkan0 (…)`, `offloaded 5/5
+    /// layers to GPU`; `--device none` leaves no device in use and a CPU backend.
+    #[test]
+    fn a_record_gives_backend_gpu_device_and_layers() {
+        let flags = PlacementOptions::default();
+        let vk =
+            record(-1, Some(("Vulkan0 (llvmpipe)", &["Vulkan0 (llvmpipe (LLVM 15.0.6, 256 bits))"], Some((5, 5)))));
+        let p = placement_of_record(&vk, &flags, false);
+        assert_eq!((p.backend, p.gpu_device, p.n_gpu_layers), (GpuBackend::Vulkan, true, Some(5)));
+        // num_gpu 0 on a Vulkan server: the device is in use (op offload can reach it), no layer offloaded.
+        let zero = record(0, Some(("CPU", &["Vulkan0 (llvmpipe)"], Some((0, 5)))));
+        let p = placement_of_record(&zero, &flags, false);
+        assert_eq!((p.backend, p.gpu_device, p.n_gpu_layers), (GpuBackend::Vulkan, true, Some(0)));
+        let cpu = record(3, Some(("CPU", &[], Some((3, 5)))));
+        assert!(!placement_of_record(&cpu, &flags, false).gpu_device);
+        let rocm = record(7, Some(("ROCm0 (gfx906)", &["ROCm0 (AMD Radeon VII)"], None)));
+        let p = placement_of_record(&rocm, &flags, false);
+        assert_eq!((p.backend, p.n_gpu_layers), (GpuBackend::Hip, Some(7)));
+        // No log facts: the record's num_gpu; -1 (auto) is left to the default (all, no placement verdicts).
+        assert_eq!(placement_of_record(&record(4, None), &flags, false).n_gpu_layers, Some(4));
+        assert_eq!(placement_of_record(&record(-1, None), &flags, false).n_gpu_layers, None);
+        // Flags win over the record.
+        let given = PlacementOptions { n_gpu_layers: Some(2), backend: GpuBackend::Cuda, ..flags };
+        let p = placement_of_record(&vk, &given, true);
+        assert_eq!((p.backend, p.n_gpu_layers), (GpuBackend::Cuda, Some(2)));
+    }
 }

@@ -29,7 +29,8 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::{family_text, rule_source, MatmulOp, ObservedSource, PredictReport};
+use super::placement::{self, gpu_matmul};
+use super::{family_text, rule_source, MatmulOp, ObservedSource, PredictReport, WeightGroup, Where};
 use crate::evidence::{Claim, Confidence, Source};
 use crate::kernels;
 use crate::sweep::record::RecordTrace;
@@ -254,8 +255,14 @@ pub fn from_record_json(v: &serde_json::Value, path: &str) -> Result<Observed> {
 pub fn from_record_trace(t: &RecordTrace, path: &str, run_id: Option<String>) -> Observed {
     let kernels: Vec<ObservedKernel> =
         t.kernels.iter().map(|k| classify(&k.name, k.launches.saturating_sub(k.errors))).collect();
-    let complete = t.distinct_kernels <= kernels.len() as u64;
+    // Where the record says that neither the dispatch observer nor the Vulkan layer was in the server, an empty
+    // kernel list is no evidence that nothing ran on the GPU.
+    let blind = t.observer_loaded == Some(false) && t.vulkan_layer != Some(true);
+    let complete = t.distinct_kernels <= kernels.len() as u64 && !blind;
     let mut notes = t.notes.clone();
+    if blind {
+        notes.push("neither the dispatch observer nor the Vulkan layer was loaded in the server".into());
+    }
     if !complete {
         notes.push(format!(
             "the record lists the {} most launched of {} distinct kernels: a kernel missing from the list may still have run",
@@ -310,6 +317,10 @@ pub struct ItemVerdict {
     /// The kernels that confirm or contradict it (demangled, with launches).
     pub evidence: Vec<String>,
     pub note: String,
+    /// For a placement verdict (where the weights ran, GPU or CPU): the placement rule that decided it
+    /// (data/ggml_placement_11434.toml).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement_rule: Option<String>,
 }
 
 /// An observed kernel no prediction of the run accounts for.
@@ -355,10 +366,11 @@ fn matches(k: &ObservedKernel, e: &Expect<'_>) -> bool {
     }
 }
 
+/// The kernels the GPU-run weights of a report may launch (weights that run on the CPU launch none).
 fn expects(report: &PredictReport) -> Vec<Expect<'_>> {
     let mut out = Vec::new();
     for p in &report.phases {
-        for g in &p.weights {
+        for g in p.weights.iter().filter(|g| g.placement.runs_on == Where::Gpu) {
             let Some(family) = g.prediction.family.as_deref() else { continue };
             let vector = matches!(family, "MMVQ" | "MMVF") && g.op == MatmulOp::MulMat;
             out.push(Expect { family, ggml_type: &g.ggml_type, ncols: vector.then_some(g.ne11) });
@@ -369,6 +381,120 @@ fn expects(report: &PredictReport) -> Vec<Expect<'_>> {
 
 fn short(s: &str) -> String {
     crate::output::text::truncate(s, 80)
+}
+
+/// Whether an observation can say that a kernel did NOT run: it lists every kernel, and an observer wrote it.
+fn absence_counts(observed: &Observed) -> bool {
+    observed.complete && !observed.files.is_empty()
+}
+
+/// The placement verdict on one weight group, where the report's placement was asked for (a num_gpu given) or
+/// where it matters anyway (weights in CPU memory: run on the CPU, or offloaded op by op).
+///
+/// - Weights predicted to run on the CPU: **Contradicted** by an observed GPU kernel that their matmul would be on
+///   the GPU (the rules' family, type and column count for CUDA/HIP; the type and ggml-vulkan's op for the column
+///   count on Vulkan) and that no GPU-run weight of the run explains; **Confirmed** when no such kernel ran and
+///   the observation is complete; else Unobserved (the kernel ran, but GPU-run weights of the same type and shape
+///   launch it too: a trace cannot tell them apart).
+/// - Weights predicted on the GPU: **Confirmed** by a GPU matmul of their type that fits their column count;
+///   **Contradicted** when the complete observation has none.
+fn placement_item(
+    report: &PredictReport,
+    phase: &str,
+    g: &WeightGroup,
+    observed: &Observed,
+    gpu_expects: &[Expect<'_>],
+) -> Option<ItemVerdict> {
+    let placed = g.placement;
+    let asked = report.placement.n_gpu_layers.is_some() || !report.placement.gpu_device;
+    if !asked && placed.rule == "weight-on-gpu" {
+        return None;
+    }
+    let vector = matches!(g.prediction.family.as_deref(), Some("MMVQ" | "MMVF")) && g.op == MatmulOp::MulMat;
+    let own = g.prediction.family.as_deref().map(|family| Expect {
+        family,
+        ggml_type: &g.ggml_type,
+        ncols: vector.then_some(g.ne11),
+    });
+    // Whether kernel k is this group's matmul as it would run (or runs) on the GPU.
+    let is_ours = |k: &ObservedKernel| {
+        let Some(m) = gpu_matmul(k) else { return false };
+        match (&m.vulkan_op, &own) {
+            (None, Some(e)) if placed.runs_on == Where::Cpu => matches(k, e),
+            (None, Some(e)) => matches(k, e) || m.fits(&g.ggml_type, g.ne11, g.op),
+            _ => m.fits(&g.ggml_type, g.ne11, g.op),
+        }
+    };
+    let ours: Vec<&ObservedKernel> = observed.kernels.iter().filter(|k| is_ours(k)).collect();
+    let shown =
+        |ks: &[&ObservedKernel]| ks.iter().map(|k| format!("{} ×{}", short(&k.demangled), k.launches)).collect();
+    let statement = &placement::data().rule(placed.rule).statement;
+    let (verdict, note, evidence) = match placed.runs_on {
+        Where::Cpu => {
+            // A kernel another (GPU-run) group of the run predicts is explained by it.
+            let explained = |k: &ObservedKernel| {
+                gpu_expects.iter().any(|e| matches(k, e))
+                    || report.phases.iter().flat_map(|p| &p.weights).any(|h| {
+                        h.placement.runs_on == Where::Gpu
+                            && gpu_matmul(k)
+                                .is_some_and(|m| m.vulkan_op.is_some() && m.fits(&h.ggml_type, h.ne11, h.op))
+                    })
+            };
+            let unexplained: Vec<&ObservedKernel> = ours.iter().copied().filter(|k| !explained(k)).collect();
+            if !unexplained.is_empty() {
+                let note = format!(
+                    "predicted on the CPU ({}: {statement}), but a GPU matmul for {} at {} column(s) ran",
+                    placed.rule, g.ggml_type, g.ne11
+                );
+                (Verdict::Contradicted, note, shown(&unexplained))
+            } else if !ours.is_empty() {
+                let note = format!(
+                    "the GPU kernel these weights would run ran for GPU-resident weights of the same type and shape; \
+                     a trace cannot tell whether these {} CPU-resident weight(s) ran on the GPU too",
+                    g.tensors
+                );
+                (Verdict::Unobserved, note, shown(&ours))
+            } else if absence_counts(observed) {
+                let note = format!(
+                    "no GPU matmul for {} at {} column(s) ran, as the CPU placement says ({})",
+                    g.ggml_type, g.ne11, placed.rule
+                );
+                (Verdict::Confirmed, note, Vec::new())
+            } else {
+                (Verdict::Unobserved, "the observation is incomplete: absence proves nothing".into(), Vec::new())
+            }
+        }
+        Where::Gpu => {
+            let how = if placed.rule == "op-offload" {
+                format!("offloaded from CPU memory (op-offload: {} >= {} tokens)", g.ne11, report.placement.min_batch)
+            } else {
+                format!("resident on the GPU ({})", placed.resident_rule)
+            };
+            if !ours.is_empty() {
+                (Verdict::Confirmed, format!("a GPU matmul for {} ran: {how}", g.ggml_type), shown(&ours))
+            } else if absence_counts(observed) {
+                let note = format!(
+                    "predicted on the GPU ({how}), but no GPU matmul for {} at {} column(s) ran",
+                    g.ggml_type, g.ne11
+                );
+                (Verdict::Contradicted, note, Vec::new())
+            } else {
+                (Verdict::Unobserved, format!("no GPU matmul for {} was observed", g.ggml_type), Vec::new())
+            }
+        }
+    };
+    Some(ItemVerdict {
+        phase: phase.to_string(),
+        ggml_type: g.ggml_type.clone(),
+        ne11: g.ne11,
+        predicted: Some(placed.runs_on.to_string()),
+        verdict,
+        nodes: g.nodes,
+        matching_launches: ours.iter().fold(0u64, |n, k| n.saturating_add(k.launches)),
+        evidence,
+        note,
+        placement_rule: Some(placed.rule.to_string()),
+    })
 }
 
 /// Compare a prediction with observed kernels.
@@ -397,6 +523,12 @@ pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
 
     for p in &report.phases {
         for g in &p.weights {
+            if let Some(item) = placement_item(report, &p.id, g, observed, &all) {
+                items.push(item);
+            }
+            if g.placement.runs_on == Where::Cpu {
+                continue;
+            }
             let Some(family) = g.prediction.family.as_deref() else { continue };
             let vector = matches!(family, "MMVQ" | "MMVF") && g.op == MatmulOp::MulMat;
             let e = Expect { family, ggml_type: &g.ggml_type, ncols: vector.then_some(g.ne11) };
@@ -454,6 +586,7 @@ pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
                 matching_launches,
                 evidence,
                 note,
+                placement_rule: None,
             });
         }
         for a in &p.attention {
@@ -490,6 +623,7 @@ pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
                 matching_launches: hits.iter().fold(0u64, |n, k| n.saturating_add(k.launches)),
                 evidence: shown.iter().map(|k| format!("{} ×{}", short(&k.demangled), k.launches)).collect(),
                 note,
+                placement_rule: None,
             });
         }
     }
@@ -529,7 +663,9 @@ pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
             Verdict::Unobserved => (Confidence::Unresolved, "not observed"),
         };
         let rule = report.phases.iter().find(|p| p.id == it.phase).and_then(|p| {
-            if it.ggml_type == "attention" {
+            if it.placement_rule.is_some() {
+                None
+            } else if it.ggml_type == "attention" {
                 p.attention.iter().find(|a| a.prediction.family == it.predicted).and_then(|a| a.prediction.rule.clone())
             } else {
                 p.weights
@@ -538,22 +674,30 @@ pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
                     .and_then(|g| g.prediction.rule.clone())
             }
         });
-        let predicted = it.predicted.as_deref().map(family_text).unwrap_or_default();
+        let predicted = match &it.placement_rule {
+            Some(_) => format!("runs on the {}", it.predicted.as_deref().unwrap_or_default()),
+            None => it.predicted.as_deref().map(family_text).unwrap_or_default(),
+        };
         let statement = format!(
-            "Prediction {verb} on {on}: {} {} (ne11 = {}) -> {predicted}: {}{}",
+            "{} {verb} on {on}: {} {} (ne11 = {}) -> {predicted}: {}{}",
+            if it.placement_rule.is_some() { "Placement" } else { "Prediction" },
             it.phase,
             it.ggml_type,
             it.ne11,
             it.note,
             if it.evidence.is_empty() { String::new() } else { format!(" ({})", it.evidence.join("; ")) }
         );
+        let what = if it.placement_rule.is_some() { ".placement" } else { "" };
         let mut c = Claim::new(
-            format!("compare.{}.{}.{}", it.phase, it.ggml_type, it.verdict.to_string().to_lowercase()),
+            format!("compare.{}.{}{what}.{}", it.phase, it.ggml_type, it.verdict.to_string().to_lowercase()),
             confidence,
             statement,
         );
         if let Some(r) = &rule {
             c = c.with_source(rule_source(r));
+        }
+        if let Some(id) = &it.placement_rule {
+            c = c.with_source(placement::rule_source(id));
         }
         claims.push(c.with_sources(trace_sources.iter().cloned()));
     }

@@ -14,6 +14,7 @@
 pub mod command;
 pub mod compare;
 pub mod model;
+pub mod placement;
 mod render;
 
 use std::collections::{BTreeMap, HashMap};
@@ -29,6 +30,7 @@ use crate::knowledge::dispatch::{
 };
 use crate::knowledge::{self, gpu_archs};
 pub use model::{AttentionShape, MatmulOp, ModelWeights, WeightTensor};
+pub use placement::{GpuBackend, Offload, Placed, PlacementOptions, Where};
 
 pub const SCHEMA: &str = "backscope.predict/1";
 /// llama.cpp's default n_ubatch (common/common.h:457, src/llama-context.cpp:3761).
@@ -139,6 +141,8 @@ pub struct PredictOptions {
     pub build_flags: Vec<String>,
     pub prompt_from_run: Option<PromptFromRun>,
     pub observed: Option<ObservedSource>,
+    /// Layers offloaded, backend, op offload: which weights run on the GPU in which phase.
+    pub placement: PlacementOptions,
 }
 
 impl PredictOptions {
@@ -156,6 +160,7 @@ impl PredictOptions {
             build_flags: Vec::new(),
             prompt_from_run: None,
             observed: None,
+            placement: PlacementOptions::default(),
         }
     }
 }
@@ -191,6 +196,9 @@ pub struct WeightGroup {
     pub examples: Vec<String>,
     /// Matmul nodes over the phase: tensors x repeat.
     pub nodes: u64,
+    /// Where these weights live and where their matmuls run in this phase ([`placement`]). For weights that run
+    /// on the CPU, `prediction` is the kernel the GPU would have run: what a trace must not show for them.
+    pub placement: Placed,
     #[serde(flatten)]
     pub prediction: MatmulPrediction,
 }
@@ -243,6 +251,8 @@ pub struct PredictReport {
     pub flash_attn: FlashAttn,
     /// Whether flash attention runs on the GPU (auto: a kernel exists for the shape).
     pub flash_attn_used: bool,
+    /// Which layers are offloaded and when CPU-resident weights run on the GPU.
+    pub placement: Offload,
     pub assumptions: Vec<String>,
     pub phases: Vec<Phase>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -421,6 +431,7 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
         }
     };
     let ev = Evaluator::new(dispatch, &device, &opts.build_flags);
+    let offload = Offload::new(&opts.placement, weights.n_layer)?;
     let gathered = weights.tensors.iter().any(|t| t.after_gather);
     let decode = opts.decode_tokens.unwrap_or(match opts.batch {
         Batch::PromptTokens(_) => 1,
@@ -454,8 +465,12 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
     // and one of 300k distinct shapes a few hundred classes of them (Evaluator::matmul_key).
     let mut memo: HashMap<MatmulQuery, MatmulPrediction> = HashMap::new();
     let mut phases = Vec::new();
+    // Phases where no layer's matmul runs on the GPU, so neither does its attention.
+    let mut attention_on_cpu = Vec::new();
     for p in &plans {
         let mut groups: Vec<WeightGroup> = Vec::new();
+        // Attention has no weight: the scheduler runs it next to its layer's matmuls (attention-follows-matmuls).
+        let mut layer_on_gpu = false;
         for t in weights.tensors.iter().filter(|t| match p.weights {
             WeightSet::All => true,
             WeightSet::BeforeGather => !t.after_gather,
@@ -479,8 +494,11 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
                 prediction.path.clear();
                 prediction
             });
+            let placed = offload.runs_on(t, p.ne11);
+            layer_on_gpu |= !t.head && placed.runs_on == Where::Gpu;
             let key = |g: &WeightGroup| {
-                g.ggml_type == t.ggml_type
+                g.placement == placed
+                    && g.ggml_type == t.ggml_type
                     && g.op == t.op
                     && g.prediction.family == prediction.family
                     && g.prediction.rule == prediction.rule
@@ -504,12 +522,16 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
                     tensors: 1,
                     examples: vec![t.name.clone()],
                     nodes: p.repeat,
+                    placement: placed,
                     prediction,
                 });
             }
         }
         let mut attention = Vec::new();
-        if flash_attn_used {
+        if !layer_on_gpu && !p.kv_lens.is_empty() {
+            attention_on_cpu.push(p.id);
+        }
+        if flash_attn_used && layer_on_gpu {
             let mut kvs = p.kv_lens.clone();
             kvs.dedup();
             for kv in kvs {
@@ -556,6 +578,13 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
         assumptions.push(format!(
             "attention: causal mask, no ALiBi, KV cache {} padded to {KV_PAD} cells",
             model::type_facts(&opts.kv_type)?.0
+        ));
+    }
+    assumptions.push(offload.describe(weights.n_layer));
+    if !attention_on_cpu.is_empty() && weights.attention.is_some() {
+        assumptions.push(format!(
+            "attention runs on the CPU in {}: no layer's matmul runs on the GPU there (attention-follows-matmuls)",
+            attention_on_cpu.join(", ")
         ));
     }
     if !flash_attn_used && weights.attention.is_some() {
@@ -609,6 +638,7 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
         },
         flash_attn: opts.flash_attn,
         flash_attn_used,
+        placement: offload,
         assumptions,
         phases,
         comparison: None,
@@ -643,9 +673,13 @@ fn prediction_claims(r: &PredictReport, from_run: Option<&PromptFromRun>) -> Vec
     };
     for p in &r.phases {
         for g in &p.weights {
-            let id =
-                format!("predict.{}.{}.{}", p.id, g.ggml_type, g.prediction.family.as_deref().unwrap_or("undecided"));
-            let what = match (&g.prediction.family, &g.prediction.undecided) {
+            let cpu = g.placement.runs_on == Where::Cpu;
+            let id = if cpu {
+                format!("predict.{}.{}.CPU", p.id, g.ggml_type)
+            } else {
+                format!("predict.{}.{}.{}", p.id, g.ggml_type, g.prediction.family.as_deref().unwrap_or("undecided"))
+            };
+            let gpu_what = match (&g.prediction.family, &g.prediction.undecided) {
                 (Some(f), _) => {
                     let compute =
                         g.prediction.blas_compute.as_ref().map(|c| format!(" (weights as {c})")).unwrap_or_default();
@@ -653,6 +687,19 @@ fn prediction_claims(r: &PredictReport, from_run: Option<&PromptFromRun>) -> Vec
                 }
                 (None, Some(why)) => format!("undecided: {why}"),
                 (None, None) => "undecided".into(),
+            };
+            let what = match (g.placement.runs_on, g.placement.rule) {
+                (Where::Cpu, rule) => format!(
+                    "the CPU ({rule}: {}), so no GPU kernel for them (on the GPU they would run {gpu_what})",
+                    placement::data().rule(rule).statement
+                ),
+                (Where::Gpu, "op-offload") => {
+                    format!(
+                        "{gpu_what}, on the GPU although they live in CPU memory (op-offload: ne11 >= {})",
+                        r.placement.min_batch
+                    )
+                }
+                (Where::Gpu, _) => gpu_what,
             };
             let statement = format!(
                 "On {on}, {} (ne11 = {}): {} {} weight(s) of type {} -> {what}",
@@ -665,10 +712,15 @@ fn prediction_claims(r: &PredictReport, from_run: Option<&PromptFromRun>) -> Vec
                 },
                 g.ggml_type
             );
-            let confidence = if g.prediction.family.is_some() { Confidence::Inferred } else { Confidence::Unresolved };
+            let confidence =
+                if cpu || g.prediction.family.is_some() { Confidence::Inferred } else { Confidence::Unresolved };
             let mut c = Claim::new(id, confidence, statement).with_source(arch_source.clone());
-            if let Some(rule) = &g.prediction.rule {
+            if let Some(rule) = g.prediction.rule.as_ref().filter(|_| !cpu) {
                 c = c.with_source(rule_source(rule));
+            }
+            if g.placement.rule != "weight-on-gpu" || r.placement.n_gpu_layers.is_some() {
+                c = c.with_source(placement::rule_source(g.placement.resident_rule));
+                c = c.with_source(placement::rule_source(g.placement.rule));
             }
             out.push(c);
         }

@@ -32,6 +32,12 @@ pub struct WeightTensor {
     /// After the last layer's gather of output rows (`build_inp_out_ids`): the last layer's FFN and the output
     /// head see only the rows that produce logits.
     pub after_gather: bool,
+    /// The repeating layer it belongs to (`blk.N.`), which decides where it lives with `-ngl`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layer: Option<u64>,
+    /// The output head (`output.weight`, or `token_embd.weight` where the model ties them): the output layer.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub head: bool,
 }
 
 /// The attention shape of the model (for the flash-attention prediction).
@@ -122,6 +128,8 @@ pub fn from_parsed(g: &Gguf<'_>, source: &str) -> Result<ModelWeights> {
             experts,
             op: if experts > 0 { MatmulOp::MulMatId } else { MatmulOp::MulMat },
             after_gather,
+            layer: layer.map(|(n, _)| n),
+            head,
         });
     }
     if tensors.is_empty() {
@@ -236,6 +244,8 @@ pub fn single(weight_type: &str, n: Option<u64>, k: Option<u64>) -> Result<Model
             experts: 0,
             op: MatmulOp::MulMat,
             after_gather: false,
+            layer: None,
+            head: false,
         }],
         attention: None,
     })

@@ -116,6 +116,12 @@ fn blocks(r: &PredictReport, depth: u8) -> Vec<Block> {
                 (None, Some(why)) => format!("undecided: {why}"),
                 (None, None) => "undecided".into(),
             };
+            // Where the weights run (data/ggml_placement_11434.toml): a CPU group lists what the GPU would run.
+            let family = match (g.placement.runs_on, g.placement.rule) {
+                (super::Where::Cpu, rule) => format!("CPU ({rule}; on the GPU: {family})"),
+                (super::Where::Gpu, "op-offload") => format!("{family} (GPU by op-offload, weights in CPU memory)"),
+                (super::Where::Gpu, _) => family,
+            };
             t.row([
                 g.ggml_type.clone(),
                 format!("{:?}", g.op).replace("MulMatId", "MUL_MAT_ID").replace("MulMat", "MUL_MAT"),
@@ -170,7 +176,10 @@ fn blocks(r: &PredictReport, depth: u8) -> Vec<Block> {
                 it.phase.clone(),
                 it.ggml_type.clone(),
                 it.ne11.to_string(),
-                it.predicted.clone().unwrap_or_default(),
+                match &it.placement_rule {
+                    Some(rule) => format!("on {} ({rule})", it.predicted.as_deref().unwrap_or_default()),
+                    None => it.predicted.clone().unwrap_or_default(),
+                },
                 it.verdict.to_string(),
                 it.matching_launches.to_string(),
                 it.note.clone(),

@@ -22,6 +22,8 @@ fn dense(name: &str, ty: &str, k: u64, n: u64, after_gather: bool) -> WeightTens
         experts: 0,
         op: MatmulOp::MulMat,
         after_gather,
+        layer: name.strip_prefix("blk.").and_then(|r| r.split('.').next()?.parse().ok()),
+        head: name == "output.weight",
     }
 }
 
@@ -84,6 +86,8 @@ fn experts(ty: &str, n_expert: u64) -> ModelWeights {
             experts: n_expert,
             op: MatmulOp::MulMatId,
             after_gather: false,
+            layer: Some(0),
+            head: false,
         }],
         None,
     )
