@@ -80,6 +80,7 @@ int main(int argc, char** argv) {
         fprintf(stderr, "usage: %s MODEL.gguf GROUPS [N] [ab|aa] [tg|pp]\n", argv[0]);
         return 2;
     }
+    setvbuf(stdout, nullptr, _IOLBF, 0);  // one line per round, visible as the run goes
     const char* model_path = argv[1];
     const int groups = atoi(argv[2]);
     const int n = argc > 3 ? atoi(argv[3]) : 128;

