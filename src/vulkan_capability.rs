@@ -23,7 +23,17 @@ pub const CAPABILITIES_FILE: &str = "data/vulkan_capabilities.toml";
 #[derive(Clone, Debug, Deserialize)]
 pub struct VendorCondition {
     pub vendor_id: u32,
+    /// Only on these drivers (`VkPhysicalDeviceDriverProperties::driverName`); empty: every driver.
+    #[serde(default)]
+    pub drivers: Vec<String>,
     pub says: String,
+}
+
+impl VendorCondition {
+    fn applies(&self, vendor_id: Option<u32>, driver: Option<&str>) -> bool {
+        vendor_id == Some(self.vendor_id)
+            && (self.drivers.is_empty() || driver.is_some_and(|d| self.drivers.iter().any(|x| x == d)))
+    }
 }
 
 /// One row of `data/vulkan_capabilities.toml`.
@@ -110,6 +120,8 @@ pub enum Offer {
 pub struct DeviceFacts {
     pub name: String,
     pub vendor_id: Option<u32>,
+    /// The driver's name (`radv`, `NVIDIA`, `AMD proprietary driver`).
+    pub driver: Option<String>,
     /// Capability id → offer.
     pub offers: BTreeMap<String, Offer>,
     pub source: Source,
@@ -143,7 +155,8 @@ impl DeviceFacts {
             };
             offers.insert(c.id.clone(), offer);
         }
-        DeviceFacts { name: d.name.clone(), vendor_id: Some(d.vendor_id), offers, source }
+        let driver = Some(d.driver.clone()).filter(|x| !x.is_empty());
+        DeviceFacts { name: d.name.clone(), vendor_id: Some(d.vendor_id), driver, offers, source }
     }
 
     /// From `vulkaninfo`'s full output: one per `GPU<N>:` section.
@@ -152,7 +165,13 @@ impl DeviceFacts {
             .into_iter()
             .map(|s| {
                 let offers = capabilities().iter().map(|c| (c.id.clone(), s.offer(&c.vulkaninfo))).collect();
-                DeviceFacts { name: s.name.clone(), vendor_id: s.vendor_id, offers, source: source.clone() }
+                DeviceFacts {
+                    name: s.name.clone(),
+                    vendor_id: s.vendor_id,
+                    driver: s.driver.clone(),
+                    offers,
+                    source: source.clone(),
+                }
             })
             .collect()
     }
@@ -163,6 +182,7 @@ impl DeviceFacts {
 struct VulkaninfoDevice {
     name: String,
     vendor_id: Option<u32>,
+    driver: Option<String>,
     extensions: BTreeSet<String>,
     /// Its `Device Extensions` list was printed (an output cut short may end before it).
     saw_extensions: bool,
@@ -223,6 +243,7 @@ fn vulkaninfo_sections(text: &str) -> Vec<VulkaninfoDevice> {
             let (key, value) = (key.trim(), value.trim());
             match key {
                 "deviceName" if dev.name.is_empty() => dev.name = value.to_string(),
+                "driverName" if dev.driver.is_none() => dev.driver = Some(value.to_string()),
                 "vendorID" if dev.vendor_id.is_none() => {
                     dev.vendor_id = u32::from_str_radix(value.trim_start_matches("0x"), 16).ok();
                 }
@@ -361,9 +382,10 @@ pub fn assess(
             ggml_says: ggml_line
                 .as_ref()
                 .and_then(|(l, s)| l.fields.get(&c.ggml_line_field).map(|v| (v.clone(), s.clone()))),
-            vendor_condition: device
-                .vendor_id
-                .and_then(|v| c.vendor_conditions.iter().find(|x| x.vendor_id == v))
+            vendor_condition: c
+                .vendor_conditions
+                .iter()
+                .find(|x| x.applies(device.vendor_id, device.driver.as_deref()))
                 .map(|x| x.says.clone()),
         })
         .collect()
@@ -598,6 +620,17 @@ mod tests {
         assert!(!by("integer_dot").affects("mul_mat_vec_q4_kx_f32"));
         assert!(by("cooperative_matrix2").affects("flash_attn_f32_f16_aligned"));
         assert!(!by("cooperative_matrix2").affects("rms_norm_mul_f32"));
+    }
+
+    #[test]
+    fn ggml_s_vendor_policy_applies_to_amd_s_own_drivers_only() {
+        // ggml-vulkan.cpp:16257-16262: AMD's proprietary and open-source (AMDVLK) drivers get KHR_coopmat only on
+        // RDNA3/RDNA4; RADV (Mesa) is not restricted.
+        let coop = capabilities().iter().find(|c| c.id == "cooperative_matrix").unwrap();
+        let amd = |driver: &str| coop.vendor_conditions.iter().any(|x| x.applies(Some(0x1002), Some(driver)));
+        assert!(amd("AMD proprietary driver") && amd("AMD open-source driver"));
+        assert!(!amd("radv"));
+        assert!(!coop.vendor_conditions.iter().any(|x| x.applies(Some(0x10de), Some("NVIDIA"))));
     }
 
     #[test]
