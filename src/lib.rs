@@ -33,3 +33,4 @@ pub mod synth;
 pub use trace_reader as trace;
 pub mod tracecmd;
 pub mod vulkan;
+pub mod vulkan_capability;

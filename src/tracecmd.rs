@@ -926,6 +926,12 @@ pub fn summarise(
     let crashes: Vec<CrashSummary> = all.crashes.iter().map(|c| CrashSummary::new(c, file(&c.path))).collect();
     let mut claims = claims(dir, traces, &problems, &kernels, &families, &crashes);
     claims.extend(vulkan_claims(traces, &devices, &index));
+    let observed: Vec<(String, u64)> = kernels
+        .iter()
+        .filter(|k| k.api == trace_format::record::api::VULKAN)
+        .map(|k| (k.name.clone(), k.launches))
+        .collect();
+    claims.extend(crate::vulkan_capability::trace_claims("trace.vulkan.capability", traces, &observed, &[]));
     TraceSummary {
         schema: "backscope.trace-summary/1",
         dir: dir.display().to_string(),

@@ -30,6 +30,7 @@ mod sweep_hardening;
 mod sweep_real;
 mod sweep_trace;
 mod trace_cli;
+mod vulkan_capability;
 mod vulkan_moe;
 mod vulkan_pipelines_map;
 mod vulkan_trace;

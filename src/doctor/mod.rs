@@ -503,6 +503,9 @@ pub fn doctor(opts: &DoctorOptions) -> Result<DoctorReport> {
         );
     }
 
+    let runtime_dirs: Vec<String> = rts.runtimes.iter().map(|r| r.path.clone()).collect();
+    claims.extend(vulkan::capability_claims(&runtime_dirs, &env, use_tools, opts.tool_timeout));
+
     // Environment: the process's and the service's.
     let mut environment = env::settings(&env, "process");
     if let Some(svc) = &service {

@@ -14,6 +14,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{read_small, Host};
+use crate::evidence::{Claim, Confidence, Source};
 
 /// Manifests read per directory.
 const MAX_MANIFESTS: usize = 64;
@@ -189,6 +190,132 @@ pub fn probe(host: &Host, env: &BTreeMap<String, String>) -> VulkanSetup {
         layer_dirs: layer_dirs.iter().map(|d| d.display().to_string()).collect(),
         env: env.iter().filter(|(k, _)| k.starts_with("VK_")).map(|(k, v)| (k.clone(), v.clone())).collect(),
     }
+}
+
+/// ggml-vulkan libraries looked at per runtime, and directories looked into.
+const MAX_VULKAN_LIBRARIES: usize = 8;
+
+/// `libggml-vulkan.so*` files next to the runtimes' programs, in `../lib`, or one directory below (Ollama keeps
+/// each backend in a directory of its own), each file once (the soname links lead to one file).
+pub fn ggml_vulkan_libraries(runtime_dirs: &[String]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let is_vulkan = |p: &std::path::Path| {
+        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libggml-vulkan") && n.contains(".so"))
+    };
+    let entries = |d: &std::path::Path| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> =
+            std::fs::read_dir(d).into_iter().flatten().flatten().take(MAX_MANIFESTS * 8).map(|e| e.path()).collect();
+        v.sort();
+        v
+    };
+    for dir in runtime_dirs {
+        let dir = PathBuf::from(dir);
+        let mut dirs = vec![dir.clone(), dir.join("../lib")];
+        dirs.extend(entries(&dir).into_iter().filter(|p| p.is_dir()));
+        for d in dirs {
+            for f in entries(&d).into_iter().filter(|p| is_vulkan(p) && p.is_file()) {
+                let real = f.canonicalize().unwrap_or(f);
+                if !out.contains(&real) && out.len() < MAX_VULKAN_LIBRARIES {
+                    out.push(real);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What the ggml-vulkan builds of the runtimes found embed, and where a device `vulkaninfo` lists offers a
+/// capability a build lacks (`crate::vulkan_capability`). Nothing without a ggml-vulkan library; without
+/// `vulkaninfo` (or with tools off) only the builds are described.
+pub fn capability_claims(
+    runtime_dirs: &[String],
+    env: &BTreeMap<String, String>,
+    use_tools: bool,
+    timeout: std::time::Duration,
+) -> Vec<Claim> {
+    use crate::vulkan_capability::{self as cap, BuildFacts, DeviceFacts};
+    let libraries = ggml_vulkan_libraries(runtime_dirs);
+    if libraries.is_empty() {
+        return Vec::new();
+    }
+    let mut claims = Vec::new();
+    let mut builds = Vec::new();
+    for (i, lib) in libraries.iter().enumerate() {
+        let id = format!("doctor.vulkan.build.{}", i + 1);
+        match BuildFacts::read(lib) {
+            Ok(b) => {
+                let list: Vec<String> = cap::capabilities()
+                    .iter()
+                    .map(|c| match &b.marker[&c.id] {
+                        Some(example) => format!("{}: built ({example})", c.name),
+                        None => {
+                            format!("{}: not built (no *{}* shader; {} unset)", c.name, c.shader_marker, c.build_define)
+                        }
+                    })
+                    .collect();
+                claims.push(
+                    Claim::new(
+                        id,
+                        Confidence::Confirmed,
+                        format!("{} embeds {} shaders: {}", lib.display(), b.shaders, list.join("; ")),
+                    )
+                    .with_source(super::file_src(lib.display().to_string(), "embedded shader names (ELF symbol table)"))
+                    .with_source(Source::Rule {
+                        file: cap::CAPABILITIES_FILE.into(),
+                        rule: "shader_marker".into(),
+                        upstream: "ggml/src/ggml-vulkan/vulkan-shaders/vulkan-shaders-gen.cpp:437, 627-630, 815-823"
+                            .into(),
+                    }),
+                );
+                builds.push(b);
+            }
+            Err(why) => claims.push(Claim::new(id, Confidence::Limited, format!("ggml-vulkan build not read: {why}"))),
+        }
+    }
+    let vulkaninfo =
+        if use_tools { super::tools::which("vulkaninfo", env.get("PATH").map(String::as_str)) } else { None };
+    let Some(program) = vulkaninfo else {
+        claims.push(Claim::new(
+            "doctor.vulkan.capability",
+            Confidence::Limited,
+            "No device capabilities were read (vulkaninfo is not installed, or tools are off), so no capability gap \
+             between the Vulkan devices and the ggml-vulkan builds is stated",
+        ));
+        return claims;
+    };
+    let argv = vec![program.display().to_string()];
+    let run = match super::tools::run_bounded(&argv, timeout) {
+        Ok(r) if r.exit == Some(0) => r,
+        other => {
+            let why = match other {
+                Ok(r) => r.status(),
+                Err(e) => e.to_string(),
+            };
+            claims.push(Claim::new(
+                "doctor.vulkan.capability",
+                Confidence::Limited,
+                format!("vulkaninfo did not list the devices' capabilities ({why}), so no capability gap is stated"),
+            ));
+            return claims;
+        }
+    };
+    let source = Source::Command {
+        argv,
+        excerpt: "device extensions, shaderIntegerDotProduct, integerDotProduct4x8BitPackedSignedAccelerated, \
+                  cooperativeMatrix* per GPU"
+            .into(),
+    };
+    let devices = DeviceFacts::from_vulkaninfo(&run.stdout, &source);
+    for (i, b) in builds.iter().enumerate() {
+        for (j, d) in devices.iter().enumerate() {
+            let prefix = match (builds.len(), devices.len()) {
+                (1, 1) => "doctor.vulkan.capability".to_string(),
+                _ => format!("doctor.vulkan.capability.{}.{}", i + 1, j + 1),
+            };
+            claims.extend(cap::claims(&prefix, d, b, &cap::assess(d, b, None), &[]));
+        }
+    }
+    claims
 }
 
 #[cfg(test)]

@@ -75,6 +75,8 @@ pub fn claims(s: &RunStats, run_id: &str, run_dir: &Path) -> Vec<Claim> {
         out.extend(kernel_claim(g, &at, &base, run_id));
         out.extend(outlier_claims(g, &at, &base, run_id));
     }
+    // Where a traced Vulkan device offers what the build's shaders lack.
+    out.extend(crate::vulkan_capability::run_claims("report.vulkan.capability", run_dir));
     out
 }
 

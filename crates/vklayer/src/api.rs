@@ -770,7 +770,7 @@ unsafe extern "system" fn reset_command_pool(
 /// kept up to date and are never used).
 #[inline(always)]
 fn followed(cb: vk::CommandBuffer) -> Option<&'static commands::CommandBuffer> {
-    if state::on() {
+    if state::on() && !crate::switch::paused() {
         commands::get(cb)
     } else {
         None
@@ -902,7 +902,7 @@ fn submit<I: Iterator<Item = vk::CommandBuffer> + Clone>(
     buffers: I,
     forward: impl FnOnce() -> vk::Result,
 ) -> vk::Result {
-    if !state::on() {
+    if !state::on() || crate::switch::paused() {
         return forward();
     }
     let tally = state::guarded(|| commands::count(buffers.clone(), false)).unwrap_or_default();

