@@ -15,6 +15,7 @@ pub mod command;
 pub mod compare;
 pub mod model;
 mod render;
+pub mod vulkan;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
