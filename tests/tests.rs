@@ -18,6 +18,7 @@ mod maps_live;
 mod output_cli;
 mod predict;
 mod predict_cli;
+mod predict_vulkan;
 mod report_cli;
 mod scan_bad_input;
 mod scan_budgets;
