@@ -224,6 +224,10 @@ fn h100_vulkan_traces_confirm_the_predictions_for_their_device_record() {
         assert_eq!(r["device"]["facts"]["coopmat2"], false, "the build cannot use it");
         if prompt == 512 {
             assert!(verdicts(&r).iter().any(|(_, w, v)| w == "helper split_k_reduce" && v == "Confirmed"), "{name}");
+            // The record offers coopmat2 and the build cannot use it: the gap is a claim, with what coopmat2 would run.
+            let gap = r["claims"].as_array().unwrap().iter().find(|c| c["id"] == "predict.vulkan.capability-gap");
+            let gap = gap.expect("a capability-gap claim")["statement"].as_str().unwrap().to_string();
+            assert!(gap.contains("GGML_VULKAN_COOPMAT2_GLSLC_SUPPORT") && gap.contains("MM-coopmat2 "), "{gap}");
         }
     }
 }

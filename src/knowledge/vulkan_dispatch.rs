@@ -208,10 +208,15 @@ const DEVICE_DEFAULTS: &[(&str, Fact)] = &[
     ("mmvq_mode", Fact::Str(String::new())),
 ];
 
+/// The facts of a device nothing is known about beyond what a caller adds: every extension not offered.
+pub fn default_facts() -> Facts {
+    DEVICE_DEFAULTS.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+}
+
 impl DeviceProfile {
     /// The profile's facts, with defaults for what it does not say and `vendor` named from `vendor_id`.
     pub fn facts(&self) -> Result<Facts> {
-        let mut facts: Facts = DEVICE_DEFAULTS.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        let mut facts = default_facts();
         for (k, v) in &self.facts {
             let f = Fact::of(v)
                 .ok_or_else(|| anyhow!("{DEVICES_FILE}: {}: fact {k} is not a bool, integer or string", self.id))?;
@@ -473,7 +478,7 @@ pub fn matmul(device: &Facts, q: &VkMatmulQuery) -> Result<VkMatmulPrediction> {
             };
             tile = tiles.get(index.min(tiles.len().saturating_sub(1))).copied();
             facts.insert("tile_index".into(), int(index as u64));
-            let aligned = tile.is_some_and(|t| q.ne00 % t.align == 0);
+            let aligned = tile.is_some_and(|t| q.ne00.is_multiple_of(t.align));
             facts.insert("ne00_tile_aligned".into(), Fact::Bool(aligned));
         }
         facts.insert(t.name.clone(), d.value.clone());
@@ -538,17 +543,23 @@ fn compose(
             } else {
                 "MM"
             };
-            let name = (!coopmat2 && !coopmat && !id && fact_bool(facts, "fp16") && undecided.is_none()).then(|| {
+            // create_mm_pipelines' names on the fp16 subgroup path (2617-2654; MUL_MAT_ID 2660-2700).
+            let stem = match (id, fact_bool(facts, "matmul_id_subgroup")) {
+                (false, _) => "matmul_",
+                (true, true) => "matmul_id_subgroup_",
+                (true, false) => "matmul_id_",
+            };
+            let name = (!coopmat2 && !coopmat && fact_bool(facts, "fp16") && undecided.is_none()).then(|| {
                 let base = if quantize_y {
-                    format!("matmul_{t}_q8_1")
+                    format!("{stem}{t}_q8_1")
                 } else if q.weight_type == "F32" {
-                    "matmul_f32_f32".to_string()
+                    format!("{stem}f32_f32")
                 } else if q.weight_type == "F16" {
-                    format!("matmul_f16_f32{acc}")
+                    format!("{stem}f16_f32{acc}")
                 } else if quantized && LUT_TYPES.contains(&q.weight_type.as_str()) {
-                    format!("matmul_{t}_f32{acc}")
+                    format!("{stem}{t}_f32{acc}")
                 } else {
-                    format!("matmul_quant_f32{acc}")
+                    format!("{stem}quant_f32{acc}")
                 };
                 format!("{base}{}_{index}", if aligned { "_aligned" } else { "" })
             });
@@ -562,7 +573,7 @@ fn compose(
     if split > 1 {
         helpers.push("split_k_reduce".into());
     }
-    let tile_name = matches!(family, "MM" | "MMQ" | "MM-coopmat" | "MM-coopmat2")
+    let tile_name = (matches!(family, "MM" | "MMQ" | "MM-coopmat" | "MM-coopmat2") && undecided.is_none())
         .then(|| {
             tile.map(|t| {
                 format!("{} (#{index} of {})", t.name, tiles.iter().map(|t| t.name.as_str()).collect::<String>())

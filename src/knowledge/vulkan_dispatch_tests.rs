@@ -194,6 +194,13 @@ fn mul_mat_id_is_per_token_up_to_eight_tokens() {
     assert_eq!(p.pipeline.as_deref(), Some("mul_mat_vec_id_q4_k_f32"));
     let p = id(9);
     assert_eq!((p.family.as_str(), p.op.as_str(), p.dispatches_per_node), ("MM", "MUL_MAT_ID", 1));
+    // lavapipe's subgroup of 8 rules out the matmul_id_subgroup pipelines (2660): matmul_id_quant, tile s (n <= 32).
+    assert_eq!(p.pipeline.as_deref(), Some("matmul_id_quant_f32_f16acc_aligned_0"));
+    let mut query = q("Q4_K", 2048, 5632, 512);
+    query.mul_mat_id = true;
+    let p = matmul(&device("rdna2-radv", bare_build()), &query).unwrap();
+    assert_eq!(p.pipeline.as_deref(), Some("matmul_id_subgroup_quant_f32_f16acc_aligned_2"));
+    assert_eq!(p.split_k, 1, "MUL_MAT_ID never splits K");
     // 7718: the vector id path quantizes with integer dot under should_use_mmvq (NVIDIA, a batch of tokens).
     let mut query = q("Q4_K", 2048, 5632, 4);
     query.mul_mat_id = true;

@@ -100,6 +100,9 @@ pub struct VkWeightGroup {
     pub nodes: u64,
     #[serde(flatten)]
     pub prediction: VkMatmulPrediction,
+    /// The first weight's query, for re-evaluating with another build.
+    #[serde(skip)]
+    pub query: VkMatmulQuery,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -187,9 +190,7 @@ fn device_from_trace(dir: &Path) -> Result<(VkDeviceInfo, Facts, Vec<String>)> {
     let profile = vkd::profiles().iter().find(|p| d.name.contains(&p.match_name));
     let mut facts = match profile {
         Some(p) => p.facts()?,
-        None => vkd::profiles()[0]
-            .facts()
-            .map(|f| f.into_iter().filter(|(k, _)| k.ends_with("_env") || k == "mmvq_mode").collect())?,
+        None => vkd::default_facts(),
     };
     let mut assumed = Vec::new();
     if profile.is_none() {
@@ -288,7 +289,13 @@ fn build_info(library: Option<&Path>) -> Result<VkBuildInfo> {
                     .into(),
         });
     };
-    let bytes = crate::inputs::read_limited(lib, MAX_LIBRARY_BYTES)?;
+    let bytes = crate::inputs::read_limited(lib, MAX_LIBRARY_BYTES).with_context(|| {
+        format!(
+            "reading the build's libggml-vulkan ({}) for its embedded shaders; name the library the traced program \
+             loaded with --vulkan-lib",
+            lib.display()
+        )
+    })?;
     let shaders = binfmt::spirv::embedded_shaders(&bytes).map_err(|e| anyhow!("{}: {e}", lib.display()))?;
     if shaders.is_empty() {
         bail!("{}: no embedded shader names (a stripped library): its glslc support cannot be read", lib.display());
@@ -307,6 +314,7 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
     let (mut device, dev_facts, libraries) = device_facts(&opts.device)?;
     let library = opts.library.clone().or_else(|| libraries.first().map(PathBuf::from));
     let build = build_info(library.as_deref())?;
+    let device_only = dev_facts.clone();
     let mut facts = dev_facts;
     facts.extend(build.facts.clone());
     let (facts, decisions) = device_decisions(facts)?;
@@ -376,6 +384,7 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
                     examples: vec![t.name.clone()],
                     nodes: p.repeat,
                     prediction,
+                    query: q.clone(),
                 });
             }
         }
@@ -444,6 +453,7 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
         claims: Vec::new(),
     };
     report.claims = prediction_claims(&report);
+    report.claims.extend(capability_gap(&report, device_only)?);
     if let Some(src) = &opts.observed {
         let observed = vkcompare::load(src)?;
         let cmp = vkcompare::compare(&report, &observed);
@@ -505,6 +515,71 @@ fn prediction_claims(r: &VulkanReport) -> Vec<Claim> {
         }
     }
     out
+}
+
+/// The build flags that gate a device capability: (capability fact, build fact, define, what it is).
+const GATED: &[(&str, &str, &str, &str)] = &[
+    ("integer_dot", "glslc_integer_dot", "GGML_VULKAN_INTEGER_DOT_GLSLC_SUPPORT", "integer dot product"),
+    ("coopmat", "glslc_coopmat", "GGML_VULKAN_COOPMAT_GLSLC_SUPPORT", "cooperative matrix (KHR)"),
+    ("coopmat2", "glslc_coopmat2", "GGML_VULKAN_COOPMAT2_GLSLC_SUPPORT", "cooperative matrix 2 (NV)"),
+];
+
+/// Device offers X, build lacks Y: what ggml would pick with a build whose glslc had Y, as an Inferred claim.
+fn capability_gap(r: &VulkanReport, device_only: Facts) -> Result<Vec<Claim>> {
+    let mut with_all = device_only;
+    with_all.extend(vkd::build_facts(["matmul_q4_0_q8_1", "matmul_f16_cm1", "matmul_f16_cm2", "matmul_bf16_cm1"])?);
+    let (full, _) = device_decisions(with_all)?;
+    let lacking: Vec<&(&str, &str, &str, &str)> = GATED
+        .iter()
+        .filter(|(cap, flag, _, _)| {
+            full.get(*cap) == Some(&Fact::Bool(true)) && r.build.facts.get(*flag) == Some(&Fact::Bool(false))
+        })
+        .collect();
+    if lacking.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut changes = Vec::new();
+    for p in &r.phases {
+        for g in &p.weights {
+            let alt = vkd::matmul(&full, &g.query)?;
+            if alt.family != g.prediction.family || alt.pipeline != g.prediction.pipeline {
+                let line = format!(
+                    "{} {}: {} instead of {}",
+                    p.id,
+                    g.ggml_type,
+                    prediction_text(&alt),
+                    prediction_text(&g.prediction)
+                );
+                if !changes.contains(&line) && changes.len() < 8 {
+                    changes.push(line);
+                }
+            }
+        }
+    }
+    let statement = format!(
+        "{} offers {}, which this build cannot use: its glslc lacked {} (no such shaders embedded{}). With them ggml \
+         would pick: {}",
+        r.device.label,
+        lacking.iter().map(|l| l.3).collect::<Vec<_>>().join(", "),
+        lacking.iter().map(|l| l.2).collect::<Vec<_>>().join(", "),
+        r.build.library.as_deref().map(|l| format!(" in {l}")).unwrap_or_default(),
+        if changes.is_empty() {
+            "the same pipelines for this model and these phases".to_string()
+        } else {
+            changes.join("; ")
+        }
+    );
+    let mut c = Claim::new("predict.vulkan.capability-gap", Confidence::Inferred, statement);
+    for (_, flag, _, _) in &lacking {
+        if let Some(row) = vkd::rules().build_flag.iter().find(|b| b.name == *flag) {
+            c = c.with_source(Source::Rule {
+                file: vkd::RULES_FILE.into(),
+                rule: format!("build_flag.{}", row.name),
+                upstream: row.source.clone(),
+            });
+        }
+    }
+    Ok(vec![c])
 }
 
 impl Render for VulkanReport {
