@@ -25,7 +25,7 @@ pub struct PredictArgs {
     #[arg(long, value_enum, default_value = "cuda")]
     pub backend: BackendArg,
     /// The GPU (CUDA/HIP): gfx900, gfx906, gfx90a:xnack-, gfx1201, sm_86 (or 8.6).
-    #[arg(long, required_unless_present = "device")]
+    #[arg(long)]
     pub arch: Option<String>,
     /// The Vulkan device (--backend vulkan): a profile of data/vulkan_devices.toml (llvmpipe, gfx900-radv,
     /// gfx906-radv, rdna2-radv, rdna3-radv, rdna4-radv, h100-nvidia, intel-arc-a770-anv, intel-xe2-anv) or a trace

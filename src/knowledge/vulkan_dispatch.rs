@@ -435,8 +435,8 @@ pub fn split_k(cores: u64, tile: &TileRow, q: &VkMatmulQuery) -> u64 {
     };
     split = split.clamp(1, 8);
     while split > 1 {
-        let k_split = q.ne00.div_ceil(split).div_ceil(256) * 256;
-        if k_split * (split - 1) < q.ne00 {
+        let k_split = q.ne00.div_ceil(split).div_ceil(256).saturating_mul(256);
+        if k_split.saturating_mul(split - 1) < q.ne00 {
             break;
         }
         split -= 1;

@@ -24,6 +24,9 @@ use crate::output::{Column, Document, Render, Table, Text};
 
 pub const SCHEMA: &str = "backscope.predict-vulkan/1";
 
+/// Distinct matmul queries remembered (a real model has a few dozen; a hostile one may have 10^5).
+const MAX_MEMO: usize = 4096;
+
 /// Largest libggml-vulkan.so read for its shader names (11434's is 29 MB).
 const MAX_LIBRARY_BYTES: u64 = 1 << 30;
 
@@ -142,6 +145,8 @@ pub struct VulkanReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub comparison: Option<VkComparison>,
     pub claims: Vec<Claim>,
+    /// Whether every table's decision was kept (`--explain`).
+    pub explain: bool,
 }
 
 /// The Vulkan layer's device facts mapped onto the rules' names: the driver name as ggml's driver ids say it.
@@ -364,7 +369,10 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
                             matches!(d.table.as_str(), "path" | "quantize_y" | "tile_selector" | "aligned")
                         });
                     }
-                    memo.insert(q.clone(), pr.clone());
+                    // A model of many distinct shapes is evaluated shape by shape without keeping them all.
+                    if memo.len() < MAX_MEMO {
+                        memo.insert(q.clone(), pr.clone());
+                    }
                     pr
                 }
             };
@@ -451,6 +459,7 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
         phases,
         comparison: None,
         claims: Vec::new(),
+        explain: opts.explain,
     };
     report.claims = prediction_claims(&report);
     report.claims.extend(capability_gap(&report, device_only)?);
@@ -582,6 +591,21 @@ fn capability_gap(r: &VulkanReport, device_only: Facts) -> Result<Vec<Claim>> {
     Ok(vec![c])
 }
 
+/// Each table's decision: its value, the rule, what the rule read, and the cited lines.
+fn decision_table(path: &[Decision]) -> Table {
+    let mut t = Table::new(vec![
+        Column::keep("table"),
+        Column::keep("value"),
+        Column::keep("rule"),
+        Column::text("inputs"),
+        Column::text("source"),
+    ]);
+    for d in path {
+        t.row([d.table.clone(), d.value.to_string(), d.rule.clone(), d.inputs.clone(), d.source.clone()]);
+    }
+    t
+}
+
 impl Render for VulkanReport {
     fn write_json(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         serde_json::to_writer(&mut *out, self)?;
@@ -639,6 +663,12 @@ impl Render for VulkanReport {
                 t.row([g.ggml_type.clone(), pr.op.clone(), g.tensors.to_string(), prediction_text(pr), variant]);
             }
             doc.push(t);
+            if self.explain {
+                for g in &p.weights {
+                    doc.paragraph(Text::plain(format!("{} {}: decision path", g.ggml_type, g.prediction.op)));
+                    doc.push(decision_table(&g.prediction.path));
+                }
+            }
             if let Some(a) = &p.attention {
                 doc.paragraph(Text::plain(format!(
                     "flash attention: {} ({} query rows, KV {})",
