@@ -201,7 +201,7 @@ fn mul_mat_id_is_per_token_up_to_eight_tokens() {
     let p = matmul(&device("rdna2-radv", bare_build()), &query).unwrap();
     assert_eq!(p.pipeline.as_deref(), Some("matmul_id_subgroup_quant_f32_f16acc_aligned_2"));
     assert_eq!(p.split_k, 1, "MUL_MAT_ID never splits K");
-    // 7718: the vector id path quantizes with integer dot under should_use_mmvq (NVIDIA, a batch of tokens).
+    // 7714: the vector id path quantizes with integer dot under should_use_mmvq (NVIDIA, a batch of tokens).
     let mut query = q("Q4_K", 2048, 5632, 4);
     query.mul_mat_id = true;
     let p = matmul(&device("h100-nvidia", full_build()), &query).unwrap();
