@@ -399,12 +399,7 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
         let attention = match (flash_attn_used, p.kv_lens.first()) {
             (true, Some(&kv)) => {
                 let (family, path) = vkd::attention(&facts, p.ne11, &kv_type.to_string())?;
-                Some(VkAttention {
-                    tokens: p.ne11,
-                    kv_len: kv,
-                    family,
-                    path: if opts.explain { path } else { Vec::new() },
-                })
+                Some(VkAttention { tokens: p.ne11, kv_len: kv, family, path })
             }
             _ => None,
         };

@@ -56,6 +56,8 @@ pub struct VkItem {
     pub nodes: u64,
     pub evidence: Vec<String>,
     pub note: String,
+    /// The rules that decided the prediction (`table.rule`, data/ggml_vulkan_11434.toml).
+    pub rules: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -301,6 +303,7 @@ pub fn compare(r: &VulkanReport, obs: &VkObservation) -> VkComparison {
                     nodes: g.nodes,
                     evidence,
                     note,
+                    rules: pr.path.iter().map(|d| format!("{}.{}", d.table, d.rule)).collect(),
                 });
             }
         }
@@ -323,6 +326,7 @@ pub fn compare(r: &VulkanReport, obs: &VkObservation) -> VkComparison {
                 nodes: p.repeat,
                 evidence: hits.iter().map(|o| show(o)).collect(),
                 note: format!("flash attention family {}", a.family),
+                rules: a.path.iter().map(|d| format!("{}.{}", d.table, d.rule)).collect(),
             });
         }
     }
