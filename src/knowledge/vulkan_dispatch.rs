@@ -524,7 +524,7 @@ fn compose(
                 let base = if id { format!("mul_mat_vec_id_{t}_f32_f32") } else { format!("mul_mat_vec_{t}_f32_f32") };
                 format!("{base}{suffix}")
             });
-            // ggml_vk_mul_mat_vec_id_q_f16 dispatches once per token of the ubatch (7677ff).
+            // ggml_vk_mul_mat_vec_id_q_f16 dispatches once per token of the ubatch (the loop over ids->ne[1] at 7887-7895).
             let per_node = if id { q.ne11.max(1) } else { 1 };
             let op = if id { "MUL_MAT_ID" } else { "MUL_MAT_VEC" };
             (if quantize_y { "MMVQ" } else { "MMV" }, op, Some(name), shader, per_node)
