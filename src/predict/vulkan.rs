@@ -314,35 +314,16 @@ fn build_info(library: Option<&Path>) -> Result<VkBuildInfo> {
     })
 }
 
-/// Predict, and compare with the observed pipelines when `opts.observed` is set.
-pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
-    let (mut device, dev_facts, libraries) = device_facts(&opts.device)?;
-    let library = opts.library.clone().or_else(|| libraries.first().map(PathBuf::from));
-    let build = build_info(library.as_deref())?;
-    let device_only = dev_facts.clone();
-    let mut facts = dev_facts;
-    facts.extend(build.facts.clone());
-    let (facts, decisions) = device_decisions(facts)?;
-    device.facts = facts.clone();
-    super::check_count("--ubatch", opts.ubatch, false)?;
-    let weights = match &opts.weights {
-        WeightSource::Model(path) => model::from_gguf(path)?,
-        WeightSource::Single { weight_type, n, k } => model::single(weight_type, n.or(Some(4096)), k.or(Some(4096)))?,
-        WeightSource::Weights(w) => w.clone(),
-        WeightSource::EachRecord => bail!("say which weights: --model M.gguf or --type T"),
-    };
+/// The weights' and attention's predictions, phase by phase.
+fn predict_phases(
+    opts: &VulkanOptions,
+    facts: &Facts,
+    weights: &model::ModelWeights,
+    decode: u64,
+    flash_attn_used: bool,
+    kv_type: &str,
+) -> Result<Vec<VkPhase>> {
     let gathered = weights.tensors.iter().any(|t| t.after_gather);
-    let decode = opts.decode_tokens.unwrap_or(match opts.batch {
-        Batch::PromptTokens(_) => 1,
-        Batch::Ne11(_) => 0,
-    });
-    let flash_attn_used = match opts.flash_attn {
-        FlashAttn::Off => false,
-        // ggml-vulkan supports FLASH_ATTN_EXT for the usual head sizes and F16 KV on every device
-        // (ggml_backend_vk_device_supports_op), so auto turns it on.
-        FlashAttn::On | FlashAttn::Auto => weights.attention.is_some(),
-    };
-    let (kv_type, _, _) = model::type_facts(&opts.kv_type)?;
     let mut memo: HashMap<VkMatmulQuery, VkMatmulPrediction> = HashMap::new();
     let mut phases = Vec::new();
     for p in plan(opts.batch, opts.ubatch, decode, gathered) {
@@ -363,7 +344,7 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
             let prediction = match memo.get(&q) {
                 Some(pr) => pr.clone(),
                 None => {
-                    let mut pr = vkd::matmul(&facts, &q)?;
+                    let mut pr = vkd::matmul(facts, &q)?;
                     if !opts.explain {
                         pr.path.retain(|d| {
                             matches!(d.table.as_str(), "path" | "quantize_y" | "tile_selector" | "aligned")
@@ -398,7 +379,7 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
         }
         let attention = match (flash_attn_used, p.kv_lens.first()) {
             (true, Some(&kv)) => {
-                let (family, path) = vkd::attention(&facts, p.ne11, &kv_type.to_string())?;
+                let (family, path) = vkd::attention(facts, p.ne11, kv_type)?;
                 Some(VkAttention { tokens: p.ne11, kv_len: kv, family, path })
             }
             _ => None,
@@ -412,6 +393,38 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
             attention,
         });
     }
+    Ok(phases)
+}
+
+/// Predict, and compare with the observed pipelines when `opts.observed` is set.
+pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
+    let (mut device, dev_facts, libraries) = device_facts(&opts.device)?;
+    let library = opts.library.clone().or_else(|| libraries.first().map(PathBuf::from));
+    let build = build_info(library.as_deref())?;
+    let device_only = dev_facts.clone();
+    let mut facts = dev_facts;
+    facts.extend(build.facts.clone());
+    let (facts, decisions) = device_decisions(facts)?;
+    device.facts = facts.clone();
+    super::check_count("--ubatch", opts.ubatch, false)?;
+    let weights = match &opts.weights {
+        WeightSource::Model(path) => model::from_gguf(path)?,
+        WeightSource::Single { weight_type, n, k } => model::single(weight_type, n.or(Some(4096)), k.or(Some(4096)))?,
+        WeightSource::Weights(w) => w.clone(),
+        WeightSource::EachRecord => bail!("say which weights: --model M.gguf or --type T"),
+    };
+    let decode = opts.decode_tokens.unwrap_or(match opts.batch {
+        Batch::PromptTokens(_) => 1,
+        Batch::Ne11(_) => 0,
+    });
+    let flash_attn_used = match opts.flash_attn {
+        FlashAttn::Off => false,
+        // ggml-vulkan supports FLASH_ATTN_EXT for the usual head sizes and F16 KV on every device
+        // (ggml_backend_vk_device_supports_op), so auto turns it on.
+        FlashAttn::On | FlashAttn::Auto => weights.attention.is_some(),
+    };
+    let (kv_type, _, _) = model::type_facts(&opts.kv_type)?;
+    let phases = predict_phases(opts, &facts, &weights, decode, flash_attn_used, &kv_type.to_string())?;
     let mut per_type = BTreeMap::new();
     for t in &weights.tensors {
         *per_type.entry(t.ggml_type.clone()).or_insert(0u64) += 1;
