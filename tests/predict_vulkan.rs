@@ -103,6 +103,27 @@ fn lavapipe_pipelines_confirm_every_prediction_for_the_traced_device() {
         );
         let what = format!("{ty} prompt {prompt}");
         assert_all_confirmed(&r, &what);
+        if prompt == 9 {
+            // The same pipelines through `backscope trace --json`'s summary.
+            let summary = tmp.path().join("summary.json");
+            std::fs::write(&summary, stdout_ok(backscope().args(["trace", "--json", "--read"]).arg(&dir))).unwrap();
+            let s = predict(
+                &[
+                    "--device",
+                    dir_s,
+                    "--prompt-tokens",
+                    &p,
+                    "--decode-tokens",
+                    "2",
+                    "--trace-json",
+                    summary.to_str().unwrap(),
+                    "--model",
+                ],
+                &[&model],
+            );
+            assert_all_confirmed(&s, "trace --json summary");
+            assert_eq!(s["comparison"]["confirmed"], r["comparison"]["confirmed"]);
+        }
         // The device and build facts against ggml's own line: `int dot: 0 | matrix cores: none`, warp size 8.
         let line = stderr.lines().find(|l| l.starts_with("ggml_vulkan: 0 = ")).expect("ggml's device line");
         assert!(
