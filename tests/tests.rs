@@ -20,6 +20,7 @@ mod output_cli;
 mod predict;
 mod predict_cli;
 mod predict_placement;
+mod predict_vulkan;
 mod report_cli;
 mod scan_bad_input;
 mod scan_budgets;

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use backscope::predict::command::{BatchFrom, Observation, PredictCommand};
+use backscope::predict::command::{Backend, BatchFrom, Observation, PredictCommand};
 use backscope::predict::{Batch, FlashAttn, WeightSource, DEFAULT_UBATCH};
 use clap::{ArgGroup, Args, ValueEnum};
 
@@ -18,12 +18,27 @@ use clap::{ArgGroup, Args, ValueEnum};
     backscope predict --arch sm_90 --model m.gguf --prompt-tokens 9 --decode-tokens 0 --trace-json trace.json
     backscope predict --arch gfx906 --model m.gguf --run 20261123-142557-fc54 --db backscope.db
     backscope predict --arch sm_90 --model m.gguf --num-gpu 10 --prompt-tokens 64 --trace traces/
-    backscope predict --arch sm_90 --run backscope.db"
+    backscope predict --arch sm_90 --run backscope.db
+
+    backscope predict --backend vulkan --device gfx900-radv --model m.gguf --prompt-tokens 64
+    backscope predict --backend vulkan --device traces/ --model m.gguf --prompt-tokens 9 --trace traces/"
 )]
 pub struct PredictArgs {
-    /// The GPU: gfx900, gfx906, gfx90a:xnack-, gfx1201, sm_86 (or 8.6).
+    /// Whose rules: ggml's CUDA/HIP backend (with --arch) or ggml-vulkan (with --device).
+    #[arg(long, value_enum, default_value = "cuda")]
+    pub backend: BackendArg,
+    /// The GPU (CUDA/HIP): gfx900, gfx906, gfx90a:xnack-, gfx1201, sm_86 (or 8.6).
     #[arg(long)]
-    pub arch: String,
+    pub arch: Option<String>,
+    /// The Vulkan device (--backend vulkan): a profile of data/vulkan_devices.toml (llvmpipe, gfx900-radv,
+    /// gfx906-radv, rdna2-radv, rdna3-radv, rdna4-radv, h100-nvidia, intel-arc-a770-anv, intel-xe2-anv) or a trace
+    /// directory whose Vulkan layer recorded the device.
+    #[arg(long, value_name = "PROFILE|DIR")]
+    pub device: Option<String>,
+    /// The libggml-vulkan.so whose embedded shaders tell what the build's glslc could emit (default: the one a
+    /// --device trace's pipelines came from).
+    #[arg(long, value_name = "FILE")]
+    pub vulkan_lib: Option<PathBuf>,
     /// A GGUF model: every weight matrix, its type and shape. With --run it may be left out: each record's model
     /// is read (a GGUF path, or an Ollama model name found under $OLLAMA_MODELS or ~/.ollama/models).
     #[arg(long, value_name = "M.gguf")]
@@ -102,6 +117,15 @@ pub struct PredictArgs {
     pub output: super::output::OutputArgs,
 }
 
+/// `--backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    /// ggml-cuda (CUDA and HIP).
+    Cuda,
+    /// ggml-vulkan.
+    Vulkan,
+}
+
 /// `--flash-attn`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FlashAttnArg {
@@ -141,7 +165,13 @@ impl From<PredictArgs> for PredictCommand {
             (.., Some(run)) => Observation::Run(run),
             _ => Observation::None,
         };
-        let mut c = PredictCommand::new(a.arch, weights, batch);
+        let mut c = PredictCommand::new(a.arch.unwrap_or_default(), weights, batch);
+        c.backend = match a.backend {
+            BackendArg::Cuda => Backend::Cuda,
+            BackendArg::Vulkan => Backend::Vulkan,
+        };
+        c.device = a.device;
+        c.vulkan_lib = a.vulkan_lib;
         c.decode_tokens = a.decode_tokens;
         c.ubatch = a.ubatch;
         c.ggml = a.ggml;

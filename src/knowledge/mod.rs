@@ -12,6 +12,7 @@ pub mod archs;
 pub mod dispatch;
 pub mod ollama;
 pub mod rocm;
+pub mod vulkan_dispatch;
 
 #[cfg(test)]
 mod data_tests;

@@ -42,9 +42,24 @@ pub enum Observation {
     Run(String),
 }
 
+/// Which ggml backend's rules predict (`--backend`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// ggml-cuda (CUDA and HIP): `--arch`.
+    #[default]
+    Cuda,
+    /// ggml-vulkan: `--device PROFILE|TRACE_DIR` ([`super::vulkan`]).
+    Vulkan,
+}
+
 /// One `backscope predict` invocation.
 #[derive(Clone, Debug)]
 pub struct PredictCommand {
+    pub backend: Backend,
+    /// `--device` (Vulkan): a profile id of data/vulkan_devices.toml or a trace directory.
+    pub device: Option<String>,
+    /// `--vulkan-lib`: the libggml-vulkan.so whose embedded shaders tell the build's glslc support.
+    pub vulkan_lib: Option<PathBuf>,
     pub arch: String,
     pub weights: WeightSource,
     pub batch: BatchFrom,
@@ -73,6 +88,9 @@ impl PredictCommand {
     /// A command with the defaults of the command line.
     pub fn new(arch: impl Into<String>, weights: WeightSource, batch: BatchFrom) -> Self {
         PredictCommand {
+            backend: Backend::Cuda,
+            device: None,
+            vulkan_lib: None,
             arch: arch.into(),
             weights,
             batch,
@@ -184,7 +202,14 @@ impl PredictCommand {
         };
         let reads_db = (matches!(self.observation, Observation::Run(_)) && run_path.is_none())
             || matches!(self.batch, BatchFrom::Run(_));
-        Inputs::none().maybe(model).maybe(observed).maybe(run_path.as_ref()).maybe(reads_db.then_some(&self.db))
+        let device_dir = self.device.as_ref().map(PathBuf::from).filter(|p| p.is_dir());
+        Inputs::none()
+            .maybe(model)
+            .maybe(observed)
+            .maybe(run_path.as_ref())
+            .maybe(reads_db.then_some(&self.db))
+            .maybe(device_dir.as_ref())
+            .maybe(self.vulkan_lib.as_ref())
     }
 }
 
@@ -377,8 +402,50 @@ pub fn placement_of_record(r: &Record, flags: &PlacementOptions, backend_given: 
     p
 }
 
+/// The options of a Vulkan prediction (`--backend vulkan`).
+fn vulkan_options(cmd: &PredictCommand) -> Result<super::vulkan::VulkanOptions> {
+    let Some(device) = &cmd.device else {
+        bail!("--backend vulkan needs --device: a profile of data/vulkan_devices.toml or a trace directory");
+    };
+    let batch = match &cmd.batch {
+        BatchFrom::Given(b) => *b,
+        _ => bail!("--backend vulkan: say how many tokens with --prompt-tokens N or --ne11 N"),
+    };
+    let observed = match &cmd.observation {
+        Observation::None => None,
+        Observation::TraceDir(d) => Some(ObservedSource::TraceDir(d.clone())),
+        Observation::TraceJson(f) => Some(ObservedSource::TraceSummary(f.clone())),
+        Observation::RecordFile(f) => Some(ObservedSource::SweepRecord(f.clone())),
+        Observation::Run(_) => {
+            bail!("--backend vulkan compares with --trace, --trace-json or --record (not --run yet)")
+        }
+    };
+    Ok(super::vulkan::VulkanOptions {
+        device: super::vulkan::DeviceSource::parse(device),
+        library: cmd.vulkan_lib.clone(),
+        weights: cmd.weights.clone(),
+        batch,
+        decode_tokens: cmd.decode_tokens,
+        ubatch: cmd.ubatch,
+        kv_type: cmd.kv_type.clone(),
+        flash_attn: cmd.flash_attn,
+        explain: cmd.explain,
+        observed,
+    })
+}
+
 /// Predict and print. A contradiction between prediction and observation is a finding, not an error: exit 0.
 pub fn run(cmd: &PredictCommand) -> Result<u8> {
+    if cmd.backend == Backend::Vulkan {
+        let report = super::vulkan::run(&vulkan_options(cmd)?)?;
+        let mut out = Output::open(&cmd.output, &cmd.inputs())?;
+        out.emit(&report)?;
+        out.finish()?;
+        return Ok(exit::OK);
+    }
+    if cmd.arch.is_empty() {
+        bail!("say which GPU: --arch gfx1201|sm_86|… (or --backend vulkan --device PROFILE|TRACE_DIR)");
+    }
     let mut out = Output::open(&cmd.output, &cmd.inputs())?;
     out.emit(&predict(cmd)?)?;
     out.finish()?;

@@ -23,6 +23,8 @@
 //! FFN gate and up projections share one MMVQ launch at one column), stream-k fix-up launches and graph replays
 //! make counts differ from node counts without contradicting the family.
 
+pub mod vulkan;
+
 use std::fmt;
 use std::path::Path;
 

@@ -16,6 +16,7 @@ pub mod compare;
 pub mod model;
 pub mod placement;
 mod render;
+pub mod vulkan;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

@@ -1,0 +1,616 @@
+//! ggml-vulkan's pipeline selection as data (`data/ggml_vulkan_11434.toml`) and device profiles
+//! (`data/vulkan_devices.toml`), with the small evaluator that reads them: ordered first-match tables over named
+//! facts, each table's value becoming a fact for the tables after it. What stays code here is arithmetic the
+//! rules cannot say as comparisons: the shared-memory test that enables the s/m/l tiles
+//! (ggml_vk_matmul_shmem_support), the tile alignment of K, the split-k count (ggml_vk_guess_split_k) and how a
+//! pipeline's debug name is composed from the decided values (create_mm_pipelines, the mul_mat_vec loops).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::OnceLock;
+
+use anyhow::{anyhow, bail, Result};
+use serde::{Deserialize, Serialize};
+
+pub const RULES_FILE: &str = "data/ggml_vulkan_11434.toml";
+pub const DEVICES_FILE: &str = "data/vulkan_devices.toml";
+
+/// A named fact: the device's, the build's or the matmul's.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(untagged)]
+pub enum Fact {
+    Bool(bool),
+    Int(i64),
+    Str(String),
+}
+
+impl fmt::Display for Fact {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fact::Bool(b) => write!(f, "{b}"),
+            Fact::Int(i) => write!(f, "{i}"),
+            Fact::Str(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+impl Fact {
+    fn of(v: &toml::Value) -> Option<Fact> {
+        match v {
+            toml::Value::Boolean(b) => Some(Fact::Bool(*b)),
+            toml::Value::Integer(i) => Some(Fact::Int(*i)),
+            toml::Value::String(s) => Some(Fact::Str(s.clone())),
+            _ => None,
+        }
+    }
+
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Fact::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Fact::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Fact::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+pub type Facts = BTreeMap<String, Fact>;
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    pub id: String,
+    #[serde(default)]
+    pub when: BTreeMap<String, toml::Value>,
+    pub then: toml::Value,
+    pub source: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Table {
+    pub name: String,
+    pub doc: String,
+    pub source: String,
+    pub rule: Vec<Rule>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VendorRow {
+    pub name: String,
+    pub id: u32,
+    pub source: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildFlagRow {
+    /// The fact it sets (`glslc_integer_dot`).
+    pub name: String,
+    pub define: String,
+    /// A regular expression over embedded shader names: a match proves the define.
+    pub shader: String,
+    pub source: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TileRow {
+    pub name: String,
+    pub bm: u64,
+    pub bn: u64,
+    pub bk: u64,
+    pub align: u64,
+    /// The tile's columns (wg_denoms[1]), which split-k compares N with.
+    pub wg_n: u64,
+    pub source: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LutRow {
+    pub types: Vec<String>,
+    pub bytes: u64,
+    pub source: String,
+}
+
+/// The rules of one ggml version.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VulkanRules {
+    pub version: String,
+    pub name: String,
+    pub source_root: String,
+    pub mul_mat_vec_max_cols: u64,
+    pub mul_mat_vec_max_cols_source: String,
+    pub vendor: Vec<VendorRow>,
+    pub build_flag: Vec<BuildFlagRow>,
+    pub tile: Vec<TileRow>,
+    pub lut: Vec<LutRow>,
+    pub device_table: Vec<Table>,
+    pub matmul_table: Vec<Table>,
+    pub attention_table: Vec<Table>,
+}
+
+/// One device profile (data/vulkan_devices.toml): facts by name, plus its label and source.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+pub struct DeviceProfile {
+    pub id: String,
+    pub label: String,
+    /// A substring of the Vulkan device name that selects this profile for a traced device.
+    #[serde(rename = "match")]
+    pub match_name: String,
+    pub source: String,
+    #[serde(flatten)]
+    pub facts: BTreeMap<String, toml::Value>,
+}
+
+#[derive(Deserialize)]
+struct DevicesText {
+    device: Vec<DeviceProfile>,
+}
+
+/// The rules (the file is part of the binary and checked by unit tests: a parse failure is a build defect).
+pub fn rules() -> &'static VulkanRules {
+    static RULES: OnceLock<VulkanRules> = OnceLock::new();
+    RULES.get_or_init(|| {
+        toml::from_str(include_str!("../../data/ggml_vulkan_11434.toml")).expect("data/ggml_vulkan_11434.toml parses")
+    })
+}
+
+/// The device profiles.
+pub fn profiles() -> &'static [DeviceProfile] {
+    static PROFILES: OnceLock<Vec<DeviceProfile>> = OnceLock::new();
+    PROFILES.get_or_init(|| {
+        let t: DevicesText =
+            toml::from_str(include_str!("../../data/vulkan_devices.toml")).expect("data/vulkan_devices.toml parses");
+        t.device
+    })
+}
+
+pub fn profile(id: &str) -> Option<&'static DeviceProfile> {
+    profiles().iter().find(|p| p.id.eq_ignore_ascii_case(id))
+}
+
+/// The facts every device has, at the value a profile that does not name them means (an extension not offered,
+/// no count known).
+const DEVICE_DEFAULTS: &[(&str, Fact)] = &[
+    ("subgroup_size_control", Fact::Bool(false)),
+    ("subgroup_arithmetic", Fact::Bool(false)),
+    ("fp16_offered", Fact::Bool(false)),
+    ("integer_dot_offered", Fact::Bool(false)),
+    ("int_dot_accelerated", Fact::Bool(false)),
+    ("int_dot_mixed_signedness_accelerated", Fact::Bool(false)),
+    ("coopmat_offered", Fact::Bool(false)),
+    ("coopmat2_offered", Fact::Bool(false)),
+    ("coopmat_acc_f16_offered", Fact::Bool(false)),
+    ("coopmat_int_offered", Fact::Bool(false)),
+    ("amd_shader_core_properties", Fact::Bool(false)),
+    ("wavefronts_per_simd", Fact::Int(0)),
+    ("shader_float8", Fact::Bool(false)),
+    ("warps_per_sm", Fact::Int(0)),
+    ("shader_core_count", Fact::Int(0)),
+    ("disable_f16_env", Fact::Bool(false)),
+    ("disable_integer_dot_env", Fact::Bool(false)),
+    ("mmvq_mode", Fact::Str(String::new())),
+];
+
+/// The facts of a device nothing is known about beyond what a caller adds: every extension not offered.
+pub fn default_facts() -> Facts {
+    DEVICE_DEFAULTS.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+}
+
+impl DeviceProfile {
+    /// The profile's facts, with defaults for what it does not say and `vendor` named from `vendor_id`.
+    pub fn facts(&self) -> Result<Facts> {
+        let mut facts = default_facts();
+        for (k, v) in &self.facts {
+            let f = Fact::of(v)
+                .ok_or_else(|| anyhow!("{DEVICES_FILE}: {}: fact {k} is not a bool, integer or string", self.id))?;
+            facts.insert(k.clone(), f);
+        }
+        let vendor_id = facts.get("vendor_id").and_then(Fact::as_int).unwrap_or(0);
+        facts.insert("vendor".into(), Fact::Str(vendor_name(vendor_id)));
+        Ok(facts)
+    }
+}
+
+/// ggml's vendor name for a PCI vendor id (`OTHER` for Mesa's CPU device and the rest).
+pub fn vendor_name(id: i64) -> String {
+    rules().vendor.iter().find(|v| i64::from(v.id) == id).map(|v| v.name.clone()).unwrap_or_else(|| "OTHER".into())
+}
+
+/// The build facts from the shader names a libggml-vulkan embeds: each `build_flag` is set iff some name matches.
+pub fn build_facts<'a>(shader_names: impl IntoIterator<Item = &'a str> + Clone) -> Result<Facts> {
+    let mut out = Facts::new();
+    for flag in &rules().build_flag {
+        let re = regex_lite::Regex::new(&flag.shader)
+            .map_err(|e| anyhow!("{RULES_FILE}: build_flag {}: pattern {}: {e}", flag.name, flag.shader))?;
+        let set = shader_names.clone().into_iter().any(|n| re.is_match(n));
+        out.insert(flag.name.clone(), Fact::Bool(set));
+    }
+    Ok(out)
+}
+
+/// One table's decision, with the rule that made it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    pub table: String,
+    pub value: Fact,
+    pub rule: String,
+    pub source: String,
+    /// The facts the deciding rule read, with their values.
+    pub inputs: String,
+}
+
+/// The fact a `when` key reads and how: (fact, operator).
+fn split_key(key: &str) -> (&str, &'static str) {
+    for op in ["_not_multiple_of", "_multiple_of", "_not_in", "_in", "_le", "_lt", "_ge", "_gt"] {
+        if let Some(fact) = key.strip_suffix(op) {
+            return (fact, op);
+        }
+    }
+    (key, "")
+}
+
+fn holds(table: &str, rule: &Rule, key: &str, expected: &toml::Value, facts: &Facts) -> Result<bool> {
+    let (name, op) = split_key(key);
+    let fact = facts.get(name).ok_or_else(|| {
+        anyhow!("{RULES_FILE}: table {table}, rule {}: reads fact `{name}`, which is not known", rule.id)
+    })?;
+    let bad = || {
+        anyhow!("{RULES_FILE}: table {table}, rule {}: `{key}` = {expected} does not fit fact {name} = {fact}", rule.id)
+    };
+    let list = || -> Result<Vec<Fact>> {
+        expected.as_array().ok_or_else(bad)?.iter().map(|v| Fact::of(v).ok_or_else(bad)).collect()
+    };
+    let int = || -> Result<(i64, i64)> { Ok((fact.as_int().ok_or_else(bad)?, expected.as_integer().ok_or_else(bad)?)) };
+    Ok(match op {
+        "" => &Fact::of(expected).ok_or_else(bad)? == fact,
+        "_in" => list()?.contains(fact),
+        "_not_in" => !list()?.contains(fact),
+        "_le" => int().map(|(a, b)| a <= b)?,
+        "_lt" => int().map(|(a, b)| a < b)?,
+        "_ge" => int().map(|(a, b)| a >= b)?,
+        "_gt" => int().map(|(a, b)| a > b)?,
+        "_multiple_of" => int().map(|(a, b)| b != 0 && a % b == 0)?,
+        "_not_multiple_of" => int().map(|(a, b)| b != 0 && a % b != 0)?,
+        _ => unreachable!("split_key returns these"),
+    })
+}
+
+/// The first rule of `table` whose condition holds; its value (`=FACT` reads another fact).
+pub fn decide(table: &Table, facts: &Facts) -> Result<Decision> {
+    for rule in &table.rule {
+        let mut all = true;
+        for (k, v) in &rule.when {
+            if !holds(&table.name, rule, k, v, facts)? {
+                all = false;
+                break;
+            }
+        }
+        if !all {
+            continue;
+        }
+        let value = match &rule.then {
+            toml::Value::String(s) if s.starts_with('=') => facts
+                .get(&s[1..])
+                .cloned()
+                .ok_or_else(|| anyhow!("{RULES_FILE}: table {}, rule {}: `{s}` names no fact", table.name, rule.id))?,
+            v => Fact::of(v).ok_or_else(|| {
+                anyhow!("{RULES_FILE}: table {}, rule {}: `then` is not a value", table.name, rule.id)
+            })?,
+        };
+        let inputs = rule
+            .when
+            .keys()
+            .map(|k| {
+                let name = split_key(k).0;
+                format!("{name}={}", facts.get(name).map(Fact::to_string).unwrap_or_default())
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Ok(Decision {
+            table: table.name.clone(),
+            value,
+            rule: rule.id.clone(),
+            source: rule.source.clone(),
+            inputs,
+        });
+    }
+    bail!("{RULES_FILE}: table {}: no rule holds (its last rule must be unconditional)", table.name)
+}
+
+/// Evaluates the device tables: the device's and build's facts plus each table's value.
+pub fn device_decisions(mut facts: Facts) -> Result<(Facts, Vec<Decision>)> {
+    let mut out = Vec::new();
+    for t in &rules().device_table {
+        let d = decide(t, &facts)?;
+        facts.insert(t.name.clone(), d.value.clone());
+        out.push(d);
+    }
+    Ok((facts, out))
+}
+
+/// One MUL_MAT or MUL_MAT_ID node.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct VkMatmulQuery {
+    pub weight_type: String,
+    /// K (src0->ne[0]).
+    pub ne00: u64,
+    /// M (src0->ne[1]).
+    pub ne01: u64,
+    /// N: columns, or tokens for MUL_MAT_ID.
+    pub ne11: u64,
+    pub mul_mat_id: bool,
+}
+
+/// The predicted pipeline of one matmul.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct VkMatmulPrediction {
+    /// A family of data/vulkan_pipelines.toml: MMV, MMVQ, MM, MMQ, MM-coopmat, MM-coopmat2.
+    pub family: String,
+    /// The ggml op the perf logger names the node by (MUL_MAT_VEC, MUL_MAT, MUL_MAT_ID).
+    pub op: String,
+    /// The pipeline's debug name where the rules decide it (`matmul_f16_f32_f16acc_aligned_2`); `None` for the
+    /// coopmat paths, whose names backscope does not compose.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<String>,
+    /// The embedded shader of a mat-vec pipeline (its reduction variant).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shader: Option<String>,
+    /// Tile (s/m/l) of a matrix pipeline and its index among the enabled tiles.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tile: Option<String>,
+    pub aligned: bool,
+    pub f16acc: bool,
+    pub split_k: u64,
+    /// Dispatches besides the main pipeline: `quantize_q8_1*`, `split_k_reduce`.
+    pub helpers: Vec<String>,
+    /// Dispatches per node (MUL_MAT_ID's vector path issues one per token).
+    pub dispatches_per_node: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undecided: Option<String>,
+    /// The decisions, table by table.
+    pub path: Vec<Decision>,
+}
+
+fn fact_bool(facts: &Facts, name: &str) -> bool {
+    facts.get(name).and_then(Fact::as_bool).unwrap_or(false)
+}
+
+fn fact_int(facts: &Facts, name: &str) -> u64 {
+    facts.get(name).and_then(Fact::as_int).and_then(|i| u64::try_from(i).ok()).unwrap_or(0)
+}
+
+fn fact_str<'f>(facts: &'f Facts, name: &str) -> &'f str {
+    facts.get(name).and_then(Fact::as_str).unwrap_or("")
+}
+
+/// Which of the s/m/l tiles the device enables for a weight type (ggml_vk_matmul_shmem_support, 1427-1478,
+/// applied at 1893-1915: a tile that does not fit disables it and the larger ones).
+pub fn enabled_tiles(device: &Facts, weight_type: &str) -> Vec<&'static TileRow> {
+    let r = rules();
+    let coopmat = fact_bool(device, "coopmat");
+    let pad = if coopmat { 8 } else { 1 };
+    let type_size = if fact_bool(device, "fp16") { 2 } else { 4 };
+    let lut = r.lut.iter().find(|l| l.types.iter().any(|t| t == weight_type)).map_or(0, |l| l.bytes);
+    let shared = fact_int(device, "shared_memory");
+    let mut out = Vec::new();
+    for t in &r.tile {
+        let need = (t.bm + t.bn) * (t.bk + pad) * type_size + lut;
+        if shared > 0 && need > shared {
+            break;
+        }
+        out.push(t);
+    }
+    out
+}
+
+/// ggml_vk_guess_split_k (5863-5900) for M = ne01, N = ne11, K = ne00 with `tile`'s N and M sizes.
+pub fn split_k(cores: u64, tile: &TileRow, q: &VkMatmulQuery) -> u64 {
+    if cores == 0 || q.ne11 < tile.wg_n || q.ne00 < 2048 {
+        return 1;
+    }
+    let tiles = q.ne01.div_ceil(tile.bm).saturating_mul(q.ne11.div_ceil(tile.bn)).max(1);
+    let mut split = if tiles <= cores / 2 {
+        cores / tiles
+    } else if tiles <= cores * 2 / 3 {
+        3
+    } else {
+        1
+    };
+    split = split.clamp(1, 8);
+    while split > 1 {
+        let k_split = q.ne00.div_ceil(split).div_ceil(256).saturating_mul(256);
+        if k_split.saturating_mul(split - 1) < q.ne00 {
+            break;
+        }
+        split -= 1;
+    }
+    split
+}
+
+/// Types whose matrix pipelines have one shader per type (the lookup-table types, FOR_EACH_LUT_TYPE, 2192-2207);
+/// the others share `matmul_quant_*` with the type as a specialization constant (2187-2190, 2629-2631).
+const LUT_TYPES: &[&str] =
+    &["IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_XS", "IQ4_NL", "MXFP4", "NVFP4"];
+
+/// Predicts one matmul on a device whose tables [`device_decisions`] evaluated.
+pub fn matmul(device: &Facts, q: &VkMatmulQuery) -> Result<VkMatmulPrediction> {
+    let r = rules();
+    let mut facts = device.clone();
+    let tiles = enabled_tiles(device, &q.weight_type);
+    let int = |v: u64| Fact::Int(i64::try_from(v).unwrap_or(i64::MAX));
+    facts.insert("weight_type".into(), Fact::Str(q.weight_type.clone()));
+    facts.insert("ne00".into(), int(q.ne00));
+    facts.insert("ne01".into(), int(q.ne01));
+    facts.insert("ne11".into(), int(q.ne11));
+    facts.insert("mul_mat_id".into(), Fact::Bool(q.mul_mat_id));
+    facts.insert("tiles_enabled".into(), int(tiles.len() as u64));
+    let mut path = Vec::new();
+    let mut tile: Option<&TileRow> = None;
+    let mut undecided = None;
+    for t in &r.matmul_table {
+        let d = decide(t, &facts)?;
+        if t.name == "tile_selector" {
+            let index = match &d.value {
+                Fact::Int(i) => usize::try_from(*i).unwrap_or(0),
+                Fact::Str(s) if s == "last" => tiles.len().saturating_sub(1),
+                Fact::Str(s) => {
+                    undecided = Some(s.strip_prefix("undecided:").unwrap_or(s).to_string());
+                    0
+                }
+                Fact::Bool(_) => 0,
+            };
+            tile = tiles.get(index.min(tiles.len().saturating_sub(1))).copied();
+            facts.insert("tile_index".into(), int(index as u64));
+            let aligned = tile.is_some_and(|t| q.ne00.is_multiple_of(t.align));
+            facts.insert("ne00_tile_aligned".into(), Fact::Bool(aligned));
+        }
+        facts.insert(t.name.clone(), d.value.clone());
+        path.push(d);
+    }
+    Ok(compose(&facts, q, tile, &tiles, undecided, path))
+}
+
+/// The family, pipeline name and helper dispatches from the decided facts.
+fn compose(
+    facts: &Facts,
+    q: &VkMatmulQuery,
+    tile: Option<&TileRow>,
+    tiles: &[&TileRow],
+    undecided: Option<String>,
+    path: Vec<Decision>,
+) -> VkMatmulPrediction {
+    let t = q.weight_type.to_ascii_lowercase();
+    let quantize_y = fact_bool(facts, "quantize_y");
+    let f16acc = fact_bool(facts, "f16acc");
+    let aligned = fact_bool(facts, "aligned");
+    let acc = if f16acc { "_f16acc" } else { "" };
+    let index = fact_int(facts, "tile_index");
+    let quantized = !matches!(q.weight_type.as_str(), "F32" | "F16" | "BF16");
+    let mut helpers = Vec::new();
+    if quantize_y {
+        // ggml_vk_get_quantize_pipeline returns pipeline_quantize_q8_1_x4 for Q8_1 (6227-6233, named at 3246-3249).
+        helpers.push("quantize_q8_1_x4".into());
+    }
+    let (family, op, pipeline, shader, dispatches) = match fact_str(facts, "path") {
+        "vec" | "vec_id" => {
+            let id = fact_str(facts, "path") == "vec_id";
+            let stem = if id { "mul_mat_vec_id_" } else { "mul_mat_vec_" };
+            let name = if quantize_y {
+                format!("{stem}{t}_q8_1_f32")
+            } else if id {
+                format!("{stem}{t}_f32")
+            } else {
+                format!("{stem}{t}_f32_f32")
+            };
+            let suffix = fact_str(facts, "mmv_shader");
+            let shader = (!quantize_y).then(|| {
+                let base = if id { format!("mul_mat_vec_id_{t}_f32_f32") } else { format!("mul_mat_vec_{t}_f32_f32") };
+                format!("{base}{suffix}")
+            });
+            // ggml_vk_mul_mat_vec_id_q_f16 dispatches once per token of the ubatch (the loop over ids->ne[1] at 7887-7895).
+            let per_node = if id { q.ne11.max(1) } else { 1 };
+            let op = if id { "MUL_MAT_ID" } else { "MUL_MAT_VEC" };
+            (if quantize_y { "MMVQ" } else { "MMV" }, op, Some(name), shader, per_node)
+        }
+        p => {
+            let id = p == "mat_id";
+            let op = if id { "MUL_MAT_ID" } else { "MUL_MAT" };
+            let coopmat2 = fact_bool(facts, "coopmat2");
+            let coopmat = fact_bool(facts, "coopmat");
+            let family = if quantize_y {
+                "MMQ"
+            } else if coopmat2 {
+                "MM-coopmat2"
+            } else if coopmat {
+                "MM-coopmat"
+            } else {
+                "MM"
+            };
+            // create_mm_pipelines' names on the fp16 subgroup path (2617-2654; MUL_MAT_ID 2660-2700).
+            let stem = match (id, fact_bool(facts, "matmul_id_subgroup")) {
+                (false, _) => "matmul_",
+                (true, true) => "matmul_id_subgroup_",
+                (true, false) => "matmul_id_",
+            };
+            let name = (!coopmat2 && !coopmat && fact_bool(facts, "fp16") && undecided.is_none()).then(|| {
+                let base = if quantize_y {
+                    format!("{stem}{t}_q8_1")
+                } else if q.weight_type == "F32" {
+                    format!("{stem}f32_f32")
+                } else if q.weight_type == "F16" {
+                    format!("{stem}f16_f32{acc}")
+                } else if quantized && LUT_TYPES.contains(&q.weight_type.as_str()) {
+                    format!("{stem}{t}_f32{acc}")
+                } else {
+                    format!("{stem}quant_f32{acc}")
+                };
+                format!("{base}{}_{index}", if aligned { "_aligned" } else { "" })
+            });
+            (family, op, name, None, 1)
+        }
+    };
+    let split = match (fact_bool(facts, "split_k_possible"), tile) {
+        (true, Some(tile)) => split_k(fact_int(facts, "shader_core_count"), tile, q),
+        _ => 1,
+    };
+    if split > 1 {
+        helpers.push("split_k_reduce".into());
+    }
+    let tile_name = (matches!(family, "MM" | "MMQ" | "MM-coopmat" | "MM-coopmat2") && undecided.is_none())
+        .then(|| {
+            tile.map(|t| {
+                format!("{} (#{index} of {})", t.name, tiles.iter().map(|t| t.name.as_str()).collect::<String>())
+            })
+        })
+        .flatten();
+    VkMatmulPrediction {
+        family: family.to_string(),
+        op: op.to_string(),
+        pipeline,
+        shader,
+        tile: tile_name,
+        aligned,
+        f16acc,
+        split_k: split,
+        helpers,
+        dispatches_per_node: dispatches,
+        undecided,
+        path,
+    }
+}
+
+/// One FLASH_ATTN_EXT node's pipeline family.
+pub fn attention(device: &Facts, tokens: u64, kv_type: &str) -> Result<(String, Vec<Decision>)> {
+    let mut facts = device.clone();
+    facts.insert("tokens".into(), Fact::Int(i64::try_from(tokens).unwrap_or(i64::MAX)));
+    facts.insert("kv_type".into(), Fact::Str(kv_type.to_string()));
+    let mut path = Vec::new();
+    for t in &rules().attention_table {
+        let d = decide(t, &facts)?;
+        facts.insert(t.name.clone(), d.value.clone());
+        path.push(d);
+    }
+    let family = path.last().map(|d| d.value.to_string()).unwrap_or_else(|| "FA".into());
+    Ok((family, path))
+}
+
+#[cfg(test)]
+#[path = "vulkan_dispatch_tests.rs"]
+mod tests;

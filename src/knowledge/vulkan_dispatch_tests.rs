@@ -1,0 +1,231 @@
+//! Table tests of data/ggml_vulkan_11434.toml and data/vulkan_devices.toml: each expected value is what the cited
+//! lines of ggml-vulkan.cpp (llama.cpp 11434) compute for the profile's facts, worked out by hand from those lines.
+
+use super::*;
+
+/// A build whose glslc had every extension (the shader names vulkan-shaders-gen writes only under each define).
+fn full_build() -> Facts {
+    build_facts(["matmul_q4_0_q8_1", "matmul_f16_cm1", "matmul_f16_cm2", "matmul_bf16_cm1"]).unwrap()
+}
+
+/// The lavapipe build of this repository's tests: none of them (its ggml line says `int dot: 0 | matrix cores: none`).
+fn bare_build() -> Facts {
+    build_facts(["matmul_f16_f32", "mul_mat_vec_q4_k_f32_f32", "quantize_q8_1_x4"]).unwrap()
+}
+
+fn device(id: &str, build: Facts) -> Facts {
+    let mut f = profile(id).unwrap_or_else(|| panic!("profile {id}")).facts().unwrap();
+    f.extend(build);
+    device_decisions(f).unwrap().0
+}
+
+fn q(t: &str, k: u64, m: u64, n: u64) -> VkMatmulQuery {
+    VkMatmulQuery { weight_type: t.into(), ne00: k, ne01: m, ne11: n, mul_mat_id: false }
+}
+
+fn rule_of(p: &VkMatmulPrediction, table: &str) -> String {
+    p.path.iter().find(|d| d.table == table).map(|d| format!("{}={}", d.rule, d.value)).unwrap_or_default()
+}
+
+#[test]
+fn every_row_cites_a_source_and_every_table_ends_unconditional() {
+    let r = rules();
+    assert_eq!(r.version, "11434");
+    for t in r.device_table.iter().chain(&r.matmul_table).chain(&r.attention_table) {
+        assert!(!t.source.is_empty(), "{}", t.name);
+        assert!(t.rule.iter().all(|x| !x.source.is_empty()), "{}", t.name);
+        assert!(t.rule.last().unwrap().when.is_empty(), "table {} must end with an unconditional rule", t.name);
+    }
+    assert!(r.build_flag.iter().all(|f| !f.source.is_empty() && regex_lite::Regex::new(&f.shader).is_ok()));
+    assert!(profiles().len() >= 9);
+    assert!(profiles().iter().all(|p| !p.source.is_empty()));
+}
+
+#[test]
+fn every_fact_a_rule_reads_is_known_for_every_profile_and_shape() {
+    for p in profiles() {
+        for build in [full_build(), bare_build()] {
+            let d = device(&p.id, build);
+            for t in ["F32", "F16", "BF16", "Q4_0", "Q8_0", "Q4_K", "Q6_K", "IQ4_XS", "IQ2_XXS"] {
+                for n in [1, 4, 8, 9, 33, 65, 512] {
+                    for id in [false, true] {
+                        let mut query = q(t, 4096, 4096, n);
+                        query.mul_mat_id = id;
+                        matmul(&d, &query).unwrap_or_else(|e| panic!("{} {t} n={n}: {e:#}", p.id));
+                    }
+                }
+            }
+            for tokens in [1, 9] {
+                attention(&d, tokens, "F16").unwrap();
+            }
+        }
+    }
+}
+
+/// get_device_architecture (ggml-vulkan.cpp:8-149) on each profile's facts.
+#[test]
+fn device_classes_follow_get_device_architecture() {
+    let arch = |id: &str| device(id, bare_build())["architecture"].to_string();
+    // 46-48: AMD with min = max = 64.
+    assert_eq!(arch("gfx900-radv"), "AMD_GCN");
+    assert_eq!(arch("gfx906-radv"), "AMD_GCN");
+    // 49-60: wave32/64; RDNA4 by shader_float8, RDNA3 by the accelerated mixed-sign dot, else RDNA2.
+    assert_eq!(arch("rdna2-radv"), "AMD_RDNA2");
+    assert_eq!(arch("rdna3-radv"), "AMD_RDNA3");
+    assert_eq!(arch("rdna4-radv"), "AMD_RDNA4");
+    // 88-96: Intel by minimum subgroup size.
+    assert_eq!(arch("intel-xe2-anv"), "INTEL_XE2");
+    assert_eq!(arch("intel-arc-a770-anv"), "INTEL_XE1");
+    // 112-128: NVIDIA with cooperative matrix and 64 warps per SM is neither pre-Turing nor Turing: OTHER (148).
+    assert_eq!(arch("h100-nvidia"), "OTHER");
+    assert_eq!(arch("llvmpipe"), "OTHER");
+    // 31-33: an AMD device without VK_AMD_shader_core_properties is OTHER whatever its subgroups.
+    let mut f = profile("gfx900-radv").unwrap().facts().unwrap();
+    f.insert("amd_shader_core_properties".into(), Fact::Bool(false));
+    f.extend(bare_build());
+    assert_eq!(device_decisions(f).unwrap().0["architecture"], Fact::Str("OTHER".into()));
+    // 112-115: NVIDIA without cooperative matrix is pre-Turing.
+    let mut f = profile("h100-nvidia").unwrap().facts().unwrap();
+    f.insert("coopmat_offered".into(), Fact::Bool(false));
+    f.extend(bare_build());
+    assert_eq!(device_decisions(f).unwrap().0["architecture"], Fact::Str("NVIDIA_PRE_TURING".into()));
+}
+
+/// What the device offers against what the build can use (4061-4081, 4280, 16251-16269).
+#[test]
+fn the_build_gates_what_the_device_offers() {
+    let h100 = device("h100-nvidia", bare_build());
+    for f in ["integer_dot", "coopmat", "coopmat2"] {
+        assert_eq!(h100[f], Fact::Bool(false), "{f}: the H100 build without glslc support uses none of them");
+    }
+    let h100 = device("h100-nvidia", full_build());
+    assert_eq!((h100["integer_dot"].clone(), h100["coopmat2"].clone()), (Fact::Bool(true), Fact::Bool(true)));
+    // 4280: gfx900 offers the extension without the accelerated 4x8 dot.
+    assert_eq!(device("gfx900-radv", full_build())["integer_dot"], Fact::Bool(false));
+    assert_eq!(device("gfx906-radv", full_build())["integer_dot"], Fact::Bool(true));
+    // 16253-16256: coopmat stays off on a discrete Xe1 card, on on Xe2.
+    assert_eq!(device("intel-arc-a770-anv", full_build())["coopmat"], Fact::Bool(false));
+    assert_eq!(device("intel-xe2-anv", full_build())["coopmat"], Fact::Bool(true));
+    // 16257-16261: AMD's own driver reporting coopmat on RDNA2 is not believed.
+    let mut f = profile("rdna2-radv").unwrap().facts().unwrap();
+    f.insert("coopmat_offered".into(), Fact::Bool(true));
+    f.insert("driver".into(), Fact::Str("amdvlk".into()));
+    f.extend(full_build());
+    assert_eq!(device_decisions(f).unwrap().0["coopmat"], Fact::Bool(false));
+}
+
+/// ggml_vk_mul_mat's vector/matrix choice (7296-7300) and ggml_vk_should_use_mmvq (6554-6635).
+#[test]
+fn mmvq_follows_should_use_mmvq_per_vendor() {
+    let mmvq = |id: &str, t: &str, k: u64, n: u64| {
+        let p = matmul(&device(id, full_build()), &q(t, k, 4096, n)).unwrap();
+        (p.family.clone(), rule_of(&p, "quantize_y"))
+    };
+    // 6595-6598: Q8_0 MMVQ on AMD only for GCN.
+    assert_eq!(mmvq("gfx906-radv", "Q8_0", 4096, 1), ("MMVQ".into(), "amd-q8_0-gcn=true".into()));
+    assert_eq!(mmvq("rdna2-radv", "Q8_0", 4096, 1), ("MMV".into(), "amd-q8_0=false".into()));
+    // 6591-6593: K below 2048 is not worth quantizing on AMD.
+    assert_eq!(mmvq("rdna2-radv", "Q4_K", 1024, 1), ("MMV".into(), "amd-small-k=false".into()));
+    assert_eq!(mmvq("rdna2-radv", "Q4_K", 4096, 1), ("MMVQ".into(), "amd=true".into()));
+    // 6580-6582 and 6568-6571: NVIDIA needs K > 4096 for one column, any K for a batch.
+    assert_eq!(mmvq("h100-nvidia", "Q4_K", 4096, 1), ("MMV".into(), "nvidia-small-k=false".into()));
+    assert_eq!(mmvq("h100-nvidia", "Q4_K", 4096, 4), ("MMVQ".into(), "batch=true".into()));
+    // 6561-6566: Q6_K only on Intel.
+    assert_eq!(mmvq("rdna3-radv", "Q6_K", 8192, 4), ("MMV".into(), "q6_k-not-intel=false".into()));
+    // 6677: no integer dot (gfx900, 4280), no MMVQ.
+    assert_eq!(mmvq("gfx900-radv", "Q4_K", 8192, 4).0, "MMV");
+    // 7296-7300: nine columns are a matrix multiplication; with integer dot and a q8_1 pipeline, MMQ (6324).
+    let p = matmul(&device("gfx906-radv", full_build()), &q("Q4_K", 4096, 4096, 9)).unwrap();
+    assert_eq!((p.family.as_str(), p.pipeline.as_deref()), ("MMQ", Some("matmul_q4_k_q8_1_0")));
+    assert_eq!(p.helpers, ["quantize_q8_1_x4"]);
+}
+
+/// The non-coopmat2 tile selector (2863-2870), alignment (6361-6364), f16 accumulation (5954-5968) and the
+/// names create_mm_pipelines gives (2237-2250, 2617-2631).
+#[test]
+fn matrix_pipelines_are_named_as_create_mm_pipelines_names_them() {
+    let lp = device("llvmpipe", bare_build());
+    let name = |t: &str, k, m, n| matmul(&lp, &q(t, k, m, n)).unwrap().pipeline.unwrap();
+    assert_eq!(name("F16", 256, 256, 9), "matmul_f16_f32_f16acc_aligned_0");
+    assert_eq!(name("F16", 256, 256, 64), "matmul_f16_f32_f16acc_aligned_1");
+    assert_eq!(name("F16", 256, 256, 512), "matmul_f16_f32_f16acc_aligned_2");
+    // K = 100 is not a multiple of the s tile's 32: unaligned.
+    assert_eq!(name("F16", 100, 256, 9), "matmul_f16_f32_f16acc_0");
+    // Quantized non-LUT types share matmul_quant (the type is a specialization constant); LUT types have their own.
+    assert_eq!(name("Q4_K", 4096, 4096, 512), "matmul_quant_f32_f16acc_aligned_2");
+    assert_eq!(name("IQ4_XS", 4096, 4096, 512), "matmul_iq4_xs_f32_f16acc_aligned_2");
+    // F32 weights never accumulate in f16 (5955).
+    assert_eq!(name("F32", 4096, 4096, 512), "matmul_f32_f32_aligned_2");
+    // A device without fp16 cannot fit the l tile in 32 KiB: (128 + 128) * (32 + 1) * 4 = 33792 (1427-1478).
+    let mut f = profile("llvmpipe").unwrap().facts().unwrap();
+    f.insert("fp16_offered".into(), Fact::Bool(false));
+    f.extend(bare_build());
+    let no_fp16 = device_decisions(f).unwrap().0;
+    assert_eq!(enabled_tiles(&no_fp16, "F16").len(), 2);
+    assert_eq!(enabled_tiles(&lp, "F16").len(), 3);
+}
+
+/// ggml_vk_guess_split_k (5863-5900): the H100's 132 SMs.
+#[test]
+fn split_k_counts_tiles_against_shader_cores() {
+    let h100 = device("h100-nvidia", bare_build());
+    // ffn_down of TinyLlama at 512 tokens: M 2048, K 5632: 16 x 4 tiles of 128 = 64 <= 66: 132 / 64 = 2 splits.
+    let p = matmul(&h100, &q("F16", 5632, 2048, 512)).unwrap();
+    assert_eq!((p.split_k, p.helpers.as_slice()), (2, ["split_k_reduce".to_string()].as_slice()));
+    // K below 2048: no split.
+    assert_eq!(matmul(&h100, &q("F16", 2048 - 32, 2048, 512)).unwrap().split_k, 1);
+    // 32000 rows: 250 x 4 tiles, more than 2/3 of 132: no split.
+    assert_eq!(matmul(&h100, &q("F16", 4096, 32000, 512)).unwrap().split_k, 1);
+    // lavapipe has no core count (4233): never.
+    assert_eq!(matmul(&device("llvmpipe", bare_build()), &q("F16", 5632, 2048, 512)).unwrap().split_k, 1);
+}
+
+/// MUL_MAT_ID: the per-token vector path up to 8 tokens (7911-7917), matmul_id above.
+#[test]
+fn mul_mat_id_is_per_token_up_to_eight_tokens() {
+    let lp = device("llvmpipe", bare_build());
+    let id = |n: u64| {
+        let mut query = q("Q4_K", 2048, 5632, n);
+        query.mul_mat_id = true;
+        matmul(&lp, &query).unwrap()
+    };
+    let p = id(8);
+    assert_eq!((p.family.as_str(), p.op.as_str(), p.dispatches_per_node), ("MMV", "MUL_MAT_ID", 8));
+    assert_eq!(p.pipeline.as_deref(), Some("mul_mat_vec_id_q4_k_f32"));
+    let p = id(9);
+    assert_eq!((p.family.as_str(), p.op.as_str(), p.dispatches_per_node), ("MM", "MUL_MAT_ID", 1));
+    // lavapipe's subgroup of 8 rules out the matmul_id_subgroup pipelines (2660): matmul_id_quant, tile s (n <= 32).
+    assert_eq!(p.pipeline.as_deref(), Some("matmul_id_quant_f32_f16acc_aligned_0"));
+    let mut query = q("Q4_K", 2048, 5632, 512);
+    query.mul_mat_id = true;
+    let p = matmul(&device("rdna2-radv", bare_build()), &query).unwrap();
+    assert_eq!(p.pipeline.as_deref(), Some("matmul_id_subgroup_quant_f32_f16acc_aligned_2"));
+    assert_eq!(p.split_k, 1, "MUL_MAT_ID never splits K");
+    // 7714: the vector id path quantizes with integer dot under should_use_mmvq (NVIDIA, a batch of tokens).
+    let mut query = q("Q4_K", 2048, 5632, 4);
+    query.mul_mat_id = true;
+    let p = matmul(&device("h100-nvidia", full_build()), &query).unwrap();
+    assert_eq!(p.pipeline.as_deref(), Some("mul_mat_vec_id_q4_k_q8_1_f32"));
+}
+
+/// The mat-vec reduction variant (2900-2933): K-quants need a subgroup of 16.
+#[test]
+fn mat_vec_shaders_follow_the_subgroup_sizes() {
+    let shader = |id: &str, t: &str| matmul(&device(id, bare_build()), &q(t, 256, 512, 1)).unwrap().shader.unwrap();
+    assert_eq!(shader("llvmpipe", "F16"), "mul_mat_vec_f16_f32_f32_subgroup_no_shmem");
+    assert_eq!(shader("llvmpipe", "Q4_K"), "mul_mat_vec_q4_k_f32_f32");
+    assert_eq!(shader("gfx900-radv", "Q4_K"), "mul_mat_vec_q4_k_f32_f32_subgroup_no_shmem");
+    // 5586-5589: NVIDIA's four-subgroup workgroup for M <= 8192 and K >= 1024 is the hybrid reduction.
+    let p = matmul(&device("h100-nvidia", bare_build()), &q("F16", 2048, 2048, 1)).unwrap();
+    assert_eq!(p.shader.as_deref(), Some("mul_mat_vec_f16_f32_f32_subgroup"));
+}
+
+/// FaCodePath (1340-1369).
+#[test]
+fn flash_attention_paths() {
+    assert_eq!(attention(&device("h100-nvidia", full_build()), 9, "F16").unwrap().0, "FA-coopmat2");
+    assert_eq!(attention(&device("h100-nvidia", full_build()), 1, "F16").unwrap().0, "FA");
+    assert_eq!(attention(&device("rdna3-radv", full_build()), 64, "F16").unwrap().0, "FA-coopmat");
+    assert_eq!(attention(&device("gfx900-radv", full_build()), 64, "F16").unwrap().0, "FA");
+    assert_eq!(attention(&device("llvmpipe", bare_build()), 64, "F16").unwrap().0, "FA");
+}

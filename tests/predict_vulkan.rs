@@ -1,0 +1,254 @@
+//! `backscope predict --backend vulkan` against real dispatches: llama-bench of the llama.cpp 11434 Vulkan build on
+//! Mesa's lavapipe under `backscope trace` with the Vulkan layer (ggml names each pipeline with its debug marker),
+//! on synthesized tiny models in F16 and Q4_K_M; and the Vulkan layer's traces of an H100 (NVIDIA's driver) committed
+//! under docs/validation/gpu-2026-11-23/vulkan. The expected side is the pipelines the layer saw ggml dispatch and
+//! ggml's own device line (`int dot: 0 | matrix cores: none`), not backscope's rules.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use backscope::predict::vulkan::{DeviceSource, VulkanOptions};
+use backscope::predict::{
+    AttentionShape, Batch, FlashAttn, MatmulOp, ModelWeights, ObservedSource, WeightSource, WeightTensor,
+};
+use serde_json::Value;
+
+use crate::sweep_common::*;
+use crate::util::*;
+
+/// The tiny model quantized to Q4_K_M (Q4_K and Q6_K weights), once per test process.
+fn tiny_q4_k_m() -> PathBuf {
+    static MODEL: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let path = tiny_model().with_file_name("tiny-q4_k_m-predict.gguf");
+            let mut cmd = backscope();
+            cmd.args(["synth", "--preset", "tiny", "--type", "q4_k_m", "--llama-bin"])
+                .arg(llama_bin())
+                .arg("-o")
+                .arg(&path);
+            stdout_ok(&mut cmd);
+            path
+        })
+        .clone()
+}
+
+/// llama-bench `-p prompt -n decode` under `backscope trace` with the layer; returns the trace dir and ggml's stderr.
+fn bench_trace(model: &Path, prompt: u64, decode: u64, dir: &Path) -> String {
+    let mut cmd = backscope();
+    cmd.args(["trace", "--vklayer"]).arg(vklayer_library()).arg("--dir").arg(dir).arg("--");
+    cmd.arg(llama_bin().join("llama-bench"))
+        .arg("-m")
+        .arg(model)
+        .args(["-ngl", "99", "-r", "1", "-p", &prompt.to_string(), "-n", &decode.to_string()])
+        .env("GGML_VK_VISIBLE_DEVICES", "0");
+    let out = run(&mut cmd);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    stderr
+}
+
+fn predict(args: &[&str], extra: &[&Path]) -> Value {
+    let mut cmd = backscope();
+    cmd.args(["predict", "--json", "--backend", "vulkan"]).args(args);
+    for p in extra {
+        cmd.arg(p);
+    }
+    serde_json::from_str(&stdout_ok(&mut cmd)).expect("predict --json prints JSON")
+}
+
+fn verdicts(r: &Value) -> Vec<(String, String, String)> {
+    r["comparison"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["phase"].as_str().unwrap().to_string(),
+                i["predicted"].as_str().unwrap().to_string(),
+                i["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn assert_all_confirmed(r: &Value, what: &str) {
+    let c = &r["comparison"];
+    let items = verdicts(r);
+    assert!(!items.is_empty(), "{what}: nothing predicted");
+    assert!(items.iter().all(|(_, _, v)| v == "Confirmed"), "{what}: {items:#?}");
+    assert_eq!(c["unexplained"].as_array().unwrap().len(), 0, "{what}: {}", c["unexplained"]);
+    assert_eq!(c["contradicted"], 0, "{what}");
+}
+
+/// Every prediction for the llvmpipe device, read from the layer's device record, is confirmed by the pipelines
+/// ggml dispatched, with none unexplained: F16 at 9 tokens (matrix path, small tile) and 512 (large tile), Q4_K_M at
+/// 8 (the vector path with 8 columns, Q6_K output) and 64 (medium tile, the shared matmul_quant pipeline), each with a
+/// decode of 2 tokens (vector path, one column). ggml's own device line says what the build lacks.
+#[test]
+fn lavapipe_pipelines_confirm_every_prediction_for_the_traced_device() {
+    let _turn = heavy();
+    let tmp = tempfile::tempdir().unwrap();
+    let lib = llama_bin().join("libggml-vulkan.so");
+    let cases =
+        [(tiny_model(), 9, "F16"), (tiny_model(), 512, "F16"), (tiny_q4_k_m(), 8, "Q4_K"), (tiny_q4_k_m(), 64, "Q4_K")];
+    for (model, prompt, ty) in cases {
+        let dir = tmp.path().join(format!("{ty}-{prompt}"));
+        let stderr = bench_trace(&model, prompt, 2, &dir);
+        let dir_s = dir.to_str().unwrap();
+        let p = prompt.to_string();
+        let r = predict(
+            &["--device", dir_s, "--trace", dir_s, "--prompt-tokens", &p, "--decode-tokens", "2", "--model"],
+            &[&model],
+        );
+        let what = format!("{ty} prompt {prompt}");
+        assert_all_confirmed(&r, &what);
+        if prompt == 9 {
+            // The same pipelines through `backscope trace --json`'s summary.
+            let summary = tmp.path().join("summary.json");
+            std::fs::write(&summary, stdout_ok(backscope().args(["trace", "--json", "--read"]).arg(&dir))).unwrap();
+            let s = predict(
+                &[
+                    "--device",
+                    dir_s,
+                    "--prompt-tokens",
+                    &p,
+                    "--decode-tokens",
+                    "2",
+                    "--trace-json",
+                    summary.to_str().unwrap(),
+                    "--model",
+                ],
+                &[&model],
+            );
+            assert_all_confirmed(&s, "trace --json summary");
+            assert_eq!(s["comparison"]["confirmed"], r["comparison"]["confirmed"]);
+        }
+        // The device and build facts against ggml's own line: `int dot: 0 | matrix cores: none`, warp size 8.
+        let line = stderr.lines().find(|l| l.starts_with("ggml_vulkan: 0 = ")).expect("ggml's device line");
+        assert!(
+            line.contains("int dot: 0") && line.contains("matrix cores: none") && line.contains("warp size: 8"),
+            "{line}"
+        );
+        let facts = &r["device"]["facts"];
+        assert_eq!((facts["integer_dot"].as_bool(), facts["coopmat"].as_bool()), (Some(false), Some(false)), "{what}");
+        assert_eq!(facts["integer_dot_offered"], true, "lavapipe offers the extension; the build's glslc lacked it");
+        assert_eq!(r["build"]["library"].as_str().map(|l| Path::new(l).file_name().is_some()), Some(true));
+        assert_eq!(r["build"]["facts"]["glslc_integer_dot"], false);
+        // The decode steps ran the vector path for every weight type of the model.
+        let decode: Vec<_> = verdicts(&r).into_iter().filter(|(ph, _, _)| ph == "decode").collect();
+        assert!(decode.iter().any(|(_, what, _)| what.starts_with("MMV `mul_mat_vec_")), "{decode:?}");
+        if ty == "Q4_K" {
+            // lavapipe's subgroup of 8 is below the 16 the K-quant mat-vec shaders need: the shared-memory variant.
+            assert!(
+                decode
+                    .iter()
+                    .any(|(_, w, _)| w.contains("shader mul_mat_vec_q4_k_f32_f32")
+                        && !w.contains("q4_k_f32_f32_subgroup"))
+            );
+        }
+        if prompt == 512 {
+            assert!(verdicts(&r).iter().any(|(_, w, _)| w.contains("matmul_f16_f32_f16acc_aligned_2")));
+        }
+        // A gfx900 (GCN, wave64) profile predicts the subgroup mat-vec shaders this trace did not run: contradicted.
+        if ty == "Q4_K" && prompt == 8 {
+            let wrong = predict(
+                &[
+                    "--device",
+                    "gfx900-radv",
+                    "--vulkan-lib",
+                    lib.to_str().unwrap(),
+                    "--trace",
+                    dir_s,
+                    "--prompt-tokens",
+                    &p,
+                    "--model",
+                ],
+                &[&model],
+            );
+            let c = &wrong["comparison"];
+            assert!(c["contradicted"].as_u64().unwrap() > 0, "{}", c);
+            assert_eq!(wrong["device_decisions"][0]["value"], "AMD_GCN");
+        }
+    }
+}
+
+/// TinyLlama 1.1B's weights as shapes (the validation's `synth --preset tinyllama-1.1b`: 2048 dims, 22 layers, 32
+/// heads of 64 with 4 KV heads, n_ff 5632, vocabulary 32000), F16, without writing its 2 GB.
+fn tinyllama_f16() -> ModelWeights {
+    let mut tensors = Vec::new();
+    let w = |name: String, k: u64, n: u64, after_gather: bool| WeightTensor {
+        name,
+        ggml_type: "F16".into(),
+        ne00: Some(k),
+        ne01: Some(n),
+        experts: 0,
+        op: MatmulOp::MulMat,
+        after_gather,
+    };
+    for l in 0..22 {
+        let last = l == 21;
+        for (t, k, n) in
+            [("attn_q", 2048, 2048), ("attn_k", 2048, 256), ("attn_v", 2048, 256), ("attn_output", 2048, 2048)]
+        {
+            tensors.push(w(format!("blk.{l}.{t}.weight"), k, n, false));
+        }
+        for (t, k, n) in [("ffn_gate", 2048, 5632), ("ffn_up", 2048, 5632), ("ffn_down", 5632, 2048)] {
+            tensors.push(w(format!("blk.{l}.{t}.weight"), k, n, last));
+        }
+    }
+    tensors.push(w("output.weight".into(), 2048, 32000, true));
+    ModelWeights {
+        source: "TinyLlama 1.1B shapes".into(),
+        architecture: Some("llama".into()),
+        n_layer: Some(22),
+        tensors,
+        attention: Some(AttentionShape { head_dim: 64, dv: 64, n_head: 32, n_head_kv: 4 }),
+    }
+}
+
+/// The Vulkan layer's traces of llama-bench on an H100 with NVIDIA's driver (docs/validation/gpu-2026-11-23/vulkan:
+/// a TinyLlama-1.1B-shaped F16 model, -p 512, -p 8, -n 16): the device comes from the traces' device record, the
+/// build from this repository's 11434 Vulkan library, which like the H100's build lacks glslc's integer-dot and coopmat
+/// support (the H100 run's own ggml line says `int dot: 0 | matrix cores: none`). At 512 tokens the large tile with a
+/// split-k reduce over the 132 SMs, at 8 the vector path with four-subgroup workgroups: all confirmed.
+#[test]
+fn h100_vulkan_traces_confirm_the_predictions_for_their_device_record() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tarball = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/validation/gpu-2026-11-23/vulkan/raw.tar.gz");
+    let out = Command::new("tar").arg("xzf").arg(&tarball).arg("-C").arg(tmp.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let raw = tmp.path().join("raw");
+    let devices = std::fs::read_to_string(raw.join("devices.txt")).unwrap();
+    let line = devices.lines().find(|l| l.contains("ggml_vulkan: 0 = ")).expect("the H100 run's ggml line");
+    assert!(line.contains("int dot: 0") && line.contains("matrix cores: none"), "{line}");
+    // The profile's shared memory (which enables the tiles) is what ggml printed for this card.
+    assert!(line.contains("shared memory: 49152"), "{line}");
+    for (name, prompt, decode) in [("vk-f16-p512", 512, 0), ("vk-f16-p8", 8, 0), ("vk-f16-tg16", 0, 16)] {
+        let dir = raw.join(format!("{name}.traces"));
+        let opts = VulkanOptions {
+            device: DeviceSource::TraceDir(dir.clone()),
+            library: Some(llama_bin().join("libggml-vulkan.so")),
+            weights: WeightSource::Weights(tinyllama_f16()),
+            batch: Batch::PromptTokens(prompt),
+            decode_tokens: Some(decode),
+            ubatch: 512,
+            kv_type: "F16".into(),
+            flash_attn: FlashAttn::Auto,
+            explain: false,
+            observed: Some(ObservedSource::TraceDir(dir)),
+        };
+        let r = serde_json::to_value(backscope::predict::vulkan::run(&opts).unwrap()).unwrap();
+        assert_all_confirmed(&r, name);
+        assert_eq!(r["device"]["profile"], "h100-nvidia");
+        assert_eq!(r["device"]["facts"]["coopmat2_offered"], true, "the record says the driver offers coopmat2");
+        assert_eq!(r["device"]["facts"]["coopmat2"], false, "the build cannot use it");
+        if prompt == 512 {
+            assert!(verdicts(&r).iter().any(|(_, w, v)| w == "helper split_k_reduce" && v == "Confirmed"), "{name}");
+            // The record offers coopmat2 and the build cannot use it: the gap is a claim, with what coopmat2 would run.
+            let gap = r["claims"].as_array().unwrap().iter().find(|c| c["id"] == "predict.vulkan.capability-gap");
+            let gap = gap.expect("a capability-gap claim")["statement"].as_str().unwrap().to_string();
+            assert!(gap.contains("GGML_VULKAN_COOPMAT2_GLSLC_SUPPORT") && gap.contains("MM-coopmat2 "), "{gap}");
+        }
+    }
+}
