@@ -21,9 +21,14 @@ pub mod kind {
     pub const SIGNAL_RETURNED: &str = "signal_returned";
     /// Version 3.
     pub const DEVICE: &str = "device";
+    /// Version 3 (added later; a reader that does not know it skips it as an unknown line): a Vulkan
+    /// call returned `VK_ERROR_DEVICE_LOST`.
+    pub const DEVICE_LOST: &str = "device_lost";
     /// In the order a reader tests them: a Vulkan pipeline's definition has a `device` field, so
-    /// `kernel` must win over `device`.
-    pub const ALL: [&str; 9] = [HEADER, KERNEL, WINDOW, WARNING, END, TRUNCATED, CRASH, SIGNAL_RETURNED, DEVICE];
+    /// `kernel` must win over `device`. (`device_lost` records carry no top-level `device` field, so
+    /// a reader that does not know them cannot take one for a device record.)
+    pub const ALL: [&str; 10] =
+        [HEADER, KERNEL, WINDOW, WARNING, END, TRUNCATED, CRASH, SIGNAL_RETURNED, DEVICE_LOST, DEVICE];
 }
 
 /// Values of a kernel definition's `api` field: how the kernel reached the runtime.
@@ -119,6 +124,11 @@ pub mod field {
     pub const THREADS: &str = "threads";
     pub const IN_FLIGHT: &str = "in_flight";
     pub const LAUNCHES: &str = "launches";
+    pub const QUEUES: &str = "queues";
+    pub const QUEUE: &str = "queue";
+    pub const DISPATCHES: &str = "dispatches";
+    pub const OMITTED: &str = "omitted";
+    pub const RESULT: &str = "result";
 
     pub const DRIVER: &str = "driver";
     pub const DRIVER_INFO: &str = "driver_info";
@@ -422,6 +432,12 @@ pub fn signal_name(signal: i32) -> &'static str {
 }
 
 pub fn crash(out: &mut (impl Out + ?Sized), c: &Crash<'_>) {
+    crash_with_queues(out, c, &[]);
+}
+
+/// A crash record with the Vulkan queues' last submitted dispatches (written by the Vulkan layer;
+/// `queues` is left out when empty, so [`crash`] writes the CUDA/HIP observer's record unchanged).
+pub fn crash_with_queues(out: &mut (impl Out + ?Sized), c: &Crash<'_>, queues: &[CrashQueue<'_>]) {
     let mut o = Obj::begin(out);
     o.i64(kind::CRASH, c.signal.into()).str(field::SIGNAL, signal_name(c.signal));
     o.i64(field::CODE, c.code.into()).u64(field::ADDR, c.addr);
@@ -455,6 +471,93 @@ pub fn crash(out: &mut (impl Out + ?Sized), c: &Crash<'_>) {
         th.end();
     }
     list.put(b"]");
+    put_queues(&mut o, queues);
+    o.end_line();
+}
+
+/// One dispatch (or several equal ones in a row) a Vulkan queue was given, remembered for the crash
+/// and device-lost records.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueDispatch {
+    /// The pipeline's kernel id.
+    pub kernel: u32,
+    /// The queue's submission (`vkQueueSubmit*` call with dispatches) that carried it, from 1.
+    pub submit: u64,
+    /// Workgroup counts (`[0,0,0]` for an indirect dispatch).
+    pub grid: [u32; 3],
+    /// Equal consecutive dispatches of one command buffer.
+    pub count: u32,
+}
+
+/// One Vulkan queue's last submitted dispatches, oldest first.
+#[derive(Clone, Copy, Debug)]
+pub struct CrashQueue<'a> {
+    /// The queue's number in the layer's table (in the order queues first submitted dispatches).
+    pub queue: u32,
+    /// The `device` record of its device, when described.
+    pub device: Option<u32>,
+    /// Submissions with dispatches on this queue so far.
+    pub submits: u64,
+    pub dispatches: &'a [QueueDispatch],
+    /// Dispatches left out of the list because their pipeline's definition could not be written.
+    pub omitted: u32,
+}
+
+fn put_queues<O: Out + ?Sized>(o: &mut Obj<'_, O>, queues: &[CrashQueue<'_>]) {
+    if queues.is_empty() {
+        return;
+    }
+    let list = o.key(field::QUEUES);
+    list.put(b"[");
+    for (i, q) in queues.iter().enumerate() {
+        if i > 0 {
+            list.put(b",");
+        }
+        let mut qo = Obj::begin(&mut *list);
+        qo.u64(field::QUEUE, q.queue.into());
+        if let Some(device) = q.device {
+            qo.u64(field::DEVICE, device.into());
+        }
+        qo.u64(field::SUBMITS, q.submits);
+        let dispatches = qo.key(field::DISPATCHES);
+        dispatches.put(b"[");
+        for (j, d) in q.dispatches.iter().enumerate() {
+            dispatches.put(if j == 0 { b"[" } else { b",[" });
+            put_u64(dispatches, d.kernel.into());
+            dispatches.put(b",");
+            put_u64(dispatches, d.submit);
+            dispatches.put(b",");
+            put_u32x3(dispatches, d.grid);
+            dispatches.put(b",");
+            put_u64(dispatches, d.count.into());
+            dispatches.put(b"]");
+        }
+        dispatches.put(b"]");
+        qo.u64_nonzero(field::OMITTED, q.omitted.into());
+        qo.end();
+    }
+    list.put(b"]");
+}
+
+/// A Vulkan call that returned `VK_ERROR_DEVICE_LOST`, as the layer saw it return.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceLost<'a> {
+    /// The call (`vkQueueSubmit`, `vkWaitForFences`, …).
+    pub call: &'a str,
+    /// Its `VkResult` (-4).
+    pub result: i32,
+    pub at_ns: u64,
+    /// The thread that made the call.
+    pub tid: u32,
+    /// Number of this device-lost record in the file, from 1.
+    pub seq: u32,
+}
+
+pub fn device_lost(out: &mut (impl Out + ?Sized), d: &DeviceLost<'_>, queues: &[CrashQueue<'_>]) {
+    let mut o = Obj::begin(out);
+    o.str(kind::DEVICE_LOST, d.call).i64(field::RESULT, d.result.into());
+    o.u64(field::AT_NS, d.at_ns).u64(field::SEQ, d.seq.into()).u64(field::TID, d.tid.into());
+    put_queues(&mut o, queues);
     o.end_line();
 }
 

@@ -20,6 +20,7 @@ use ash::vk::Handle;
 
 use crate::dispatch::DeviceDispatch;
 use crate::handles::HandleMap;
+use crate::locus;
 use crate::pipelines::{self, OVERFLOW};
 use format::spin::SpinLock;
 
@@ -275,6 +276,39 @@ fn count_buffer(state: &CommandBuffer, errors: bool, depth: u32, tally: &mut Tal
     if lost > 0 {
         add(OVERFLOW, [0; 3], lost, errors);
         tally.dispatches += lost;
+    }
+}
+
+/// Remembers the last dispatches of a submission's command buffers in its queue's ring (the crash
+/// locus): the last [`locus::RING_DISPATCHES`] entries of each buffer at most, so that a submission
+/// costs the same however many dispatches its buffers hold. A secondary buffer executed among them
+/// contributes its own last entries.
+pub fn remember(buffers: impl Iterator<Item = vk::CommandBuffer>, ring: &locus::QueueRing) {
+    let submit = ring.begin_submit();
+    for cb in buffers {
+        if let Some(state) = get(cb) {
+            remember_buffer(state, ring, submit, 0);
+        }
+    }
+}
+
+fn remember_buffer(state: &CommandBuffer, ring: &locus::QueueRing, submit: u64, depth: u32) {
+    // SAFETY: called from a submission hook, like `count_buffer`.
+    let entries = unsafe { state.entries() };
+    let tail = &entries[entries.len().saturating_sub(locus::RING_DISPATCHES)..];
+    for e in tail {
+        if e.slot == EXECUTE {
+            let secondary = vk::CommandBuffer::from_raw(u64::from(e.grid[0]) | (u64::from(e.grid[1]) << 32));
+            if let Some(s) = get(secondary).filter(|_| depth < MAX_NESTING) {
+                remember_buffer(s, ring, submit, depth + 1);
+            }
+            continue;
+        }
+        ring.push(e.slot, e.grid, e.count, submit);
+    }
+    let lost = state.lost.get();
+    if lost > 0 {
+        ring.push(OVERFLOW, [0; 3], u32::try_from(lost).unwrap_or(u32::MAX), submit);
     }
 }
 

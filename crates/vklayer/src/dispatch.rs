@@ -108,6 +108,18 @@ pub struct DeviceDispatch {
     pub queue_submit2_khr: Option<vk::PFN_vkQueueSubmit2>,
     pub get_pipeline_executable_properties: Option<vk::PFN_vkGetPipelineExecutablePropertiesKHR>,
     pub get_pipeline_executable_statistics: Option<vk::PFN_vkGetPipelineExecutableStatisticsKHR>,
+    // Calls that can return VK_ERROR_DEVICE_LOST, hooked for it (and marked in flight).
+    pub wait_for_fences: Option<vk::PFN_vkWaitForFences>,
+    pub get_fence_status: Option<vk::PFN_vkGetFenceStatus>,
+    pub queue_wait_idle: Option<vk::PFN_vkQueueWaitIdle>,
+    pub device_wait_idle: Option<vk::PFN_vkDeviceWaitIdle>,
+    pub wait_semaphores: Option<vk::PFN_vkWaitSemaphores>,
+    pub wait_semaphores_khr: Option<vk::PFN_vkWaitSemaphores>,
+    pub get_semaphore_counter_value: Option<vk::PFN_vkGetSemaphoreCounterValue>,
+    pub get_semaphore_counter_value_khr: Option<vk::PFN_vkGetSemaphoreCounterValue>,
+    pub get_query_pool_results: Option<vk::PFN_vkGetQueryPoolResults>,
+    pub allocate_memory: Option<vk::PFN_vkAllocateMemory>,
+    pub map_memory: Option<vk::PFN_vkMapMemory>,
 }
 
 impl DeviceDispatch {
@@ -153,6 +165,17 @@ impl DeviceDispatch {
                 queue_submit2_khr: load(&resolve, c"vkQueueSubmit2KHR"),
                 get_pipeline_executable_properties: load(&resolve, c"vkGetPipelineExecutablePropertiesKHR"),
                 get_pipeline_executable_statistics: load(&resolve, c"vkGetPipelineExecutableStatisticsKHR"),
+                wait_for_fences: load(&resolve, c"vkWaitForFences"),
+                get_fence_status: load(&resolve, c"vkGetFenceStatus"),
+                queue_wait_idle: load(&resolve, c"vkQueueWaitIdle"),
+                device_wait_idle: load(&resolve, c"vkDeviceWaitIdle"),
+                wait_semaphores: load(&resolve, c"vkWaitSemaphores"),
+                wait_semaphores_khr: load(&resolve, c"vkWaitSemaphoresKHR"),
+                get_semaphore_counter_value: load(&resolve, c"vkGetSemaphoreCounterValue"),
+                get_semaphore_counter_value_khr: load(&resolve, c"vkGetSemaphoreCounterValueKHR"),
+                get_query_pool_results: load(&resolve, c"vkGetQueryPoolResults"),
+                allocate_memory: load(&resolve, c"vkAllocateMemory"),
+                map_memory: load(&resolve, c"vkMapMemory"),
             }
         }
     }
