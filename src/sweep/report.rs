@@ -312,12 +312,16 @@ fn trace_crash_claims(r: &Record, base_id: &str, at: &str, run_dir: &std::path::
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            let path = std::path::Path::new(&c.file);
-            let file = if path.is_absolute() { c.file.clone() } else { run_dir.join(path).display().to_string() };
-            let sources = vec![
-                Source::file(file, None, None, "backscope-trace file: crash record (observer's signal handler)"),
-                Source::Run { run_id: r.run_id.clone(), file: Some(r.file.clone()) },
-            ];
+            let in_run = |f: &str| {
+                let path = std::path::Path::new(f);
+                if path.is_absolute() {
+                    f.to_string()
+                } else {
+                    run_dir.join(path).display().to_string()
+                }
+            };
+            let mut sources = c.sources(in_run);
+            sources.push(Source::Run { run_id: r.run_id.clone(), file: Some(r.file.clone()) });
             let suffix = if t.crashes.len() > 1 { format!(".{}", i + 1) } else { String::new() };
             let id = format!("{base_id}.e{}r{}.trace_crash{suffix}", r.epoch, r.repetition);
             let mut claim = c.claim(id, sources);

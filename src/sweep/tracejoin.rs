@@ -272,7 +272,7 @@ pub fn join_with(
         processes.push(TraceProcess { pid: p.pid, ppid: p.ppid, exe: p.exe.clone(), file, launches: p.launches });
     }
     let crashes: Vec<TraceCrash> =
-        all.crashes.iter().map(|c| TraceCrash::new(c, c.path.as_deref().map(label).unwrap_or_default())).collect();
+        TraceCrash::all_of(&all.crashes, |c| c.path.as_deref().map(label).unwrap_or_default());
     let mut kernels: Vec<TraceKernel> =
         all.kernels.into_iter().map(|s| TraceKernel::new(s, 0, &shader_names)).collect();
     let mut families: BTreeMap<String, u64> = BTreeMap::new();
