@@ -28,4 +28,5 @@ mod sweep_hardening;
 mod sweep_real;
 mod sweep_trace;
 mod trace_cli;
+mod vulkan_crash;
 mod vulkan_trace;
