@@ -746,4 +746,51 @@ mod tests {
         );
         assert_eq!(signal_name(6), "SIGABRT");
     }
+
+    /// The Vulkan layer's crash and device-lost examples of docs/trace-format.md.
+    #[test]
+    fn vulkan_crash_and_device_lost_records_match_the_documented_examples() {
+        let dispatches: Vec<QueueDispatch> = (1..=3)
+            .flat_map(|s| {
+                [
+                    QueueDispatch { kernel: 1, submit: s, grid: [4, 1, 1], count: 1 },
+                    QueueDispatch { kernel: 2, submit: s, grid: [2, 1, 1], count: 1 },
+                ]
+            })
+            .collect();
+        let queues = [CrashQueue { queue: 0, device: Some(0), submits: 3, dispatches: &dispatches, omitted: 0 }];
+        let threads = [CrashThread { tid: 3302, in_flight: None, launches: &[] }];
+        let c = Crash {
+            seq: 1,
+            signal: 11,
+            code: 1,
+            addr: 0,
+            sender_pid: None,
+            at_ns: 9664662022230,
+            tid: 3302,
+            flushed: true,
+            threads: &threads,
+        };
+        assert_eq!(
+            line(|o| crash_with_queues(o, &c, &queues)),
+            "{\"crash\":11,\"signal\":\"SIGSEGV\",\"code\":1,\"addr\":0,\"at_ns\":9664662022230,\"seq\":1,\"tid\":3302,\"flushed\":true,\
+             \"threads\":[{\"tid\":3302,\"launches\":[]}],\"queues\":[{\"queue\":0,\"device\":0,\"submits\":3,\
+             \"dispatches\":[[1,1,[4,1,1],1],[2,1,[2,1,1],1],[1,2,[4,1,1],1],[2,2,[2,1,1],1],[1,3,[4,1,1],1],[2,3,[2,1,1],1]]}]}\n"
+        );
+        let queues = [CrashQueue { queue: 0, device: Some(0), submits: 3, dispatches: &dispatches[2..], omitted: 0 }];
+        let lost = DeviceLost { call: "vkWaitForFences", result: -4, at_ns: 9683944997073, tid: 4567, seq: 1 };
+        assert_eq!(
+            line(|o| device_lost(o, &lost, &queues)),
+            "{\"device_lost\":\"vkWaitForFences\",\"result\":-4,\"at_ns\":9683944997073,\"seq\":1,\"tid\":4567,\
+             \"queues\":[{\"queue\":0,\"device\":0,\"submits\":3,\"dispatches\":[[1,2,[4,1,1],1],[2,2,[2,1,1],1],\
+             [1,3,[4,1,1],1],[2,3,[2,1,1],1]]}]}\n"
+        );
+        // Without queues the observer's record is unchanged.
+        assert!(!line(|o| crash(o, &c)).contains("queues"));
+        // An omitted count shows; a record of this kind is never taken for a `device` record.
+        let with_omitted = [CrashQueue { omitted: 2, device: None, ..queues[0] }];
+        let text = line(|o| device_lost(o, &lost, &with_omitted));
+        assert!(text.contains(",\"omitted\":2}"), "{text}");
+        assert_eq!(kind::ALL.iter().find(|k| text.contains(&format!("{{\"{k}\":"))), Some(&kind::DEVICE_LOST));
+    }
 }
