@@ -258,3 +258,63 @@ fn a_lost_device_names_the_call_and_the_last_submitted_dispatches() {
         "{statement}"
     );
 }
+
+/// llama-bench on lavapipe (the llama.cpp 11434 Vulkan build, ggml's debug markers naming its pipelines) sent
+/// SIGSEGV in the middle of its work, as the Vega crash of issue 20 kills the runner: it dies by the signal as it would
+/// without the layer, and the crash record names the ggml pipelines it had just submitted, each one ggml-vulkan's
+/// (data/vulkan_pipelines.toml gives every one an op) and each counted in the trace's windows.
+#[test]
+fn llama_bench_killed_mid_run_names_the_ggml_pipelines_it_last_submitted() {
+    let _turn = crate::sweep_common::heavy();
+    let (bin, model) = (crate::sweep_common::llama_bin(), crate::sweep_common::tiny_model());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("traces");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut cmd = Command::new(bin.join("llama-bench"));
+    // Enough repetitions to be still running when the signal comes.
+    cmd.arg("-m").arg(&model).args(["-ngl", "99", "-p", "64", "-n", "16", "-r", "1000"]);
+    cmd.env("GGML_VK_VISIBLE_DEVICES", "0").env("GGML_VK_DEBUG_MARKERS", "1");
+    cmd.env("VK_ADD_LAYER_PATH", &programs().ours).env("VK_INSTANCE_LAYERS", "VK_LAYER_BACKSCOPE_dispatch");
+    cmd.env("BACKSCOPE_TRACE_DIR", &dir).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    // Wait for the first window with dispatches (the writer's 50 ms windows), then a little more work.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let counted = || {
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .any(|e| std::fs::read_to_string(e.path()).is_ok_and(|t| t.lines().any(|l| l.starts_with("{\"window\""))))
+    };
+    while !counted() {
+        assert!(std::time::Instant::now() < deadline, "no window with dispatches in 120 s");
+        assert!(child.try_wait().unwrap().is_none(), "llama-bench ended before it was killed");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: sends a signal to the child this test started, still running (checked above).
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGSEGV) }, 0);
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGSEGV), "it dies by the signal, as without the layer");
+
+    let trace = the_trace(&dir);
+    let crash = trace.fatal_crash().expect("a crash record that ended the process");
+    assert_eq!((crash.signal, crash.sender_pid), (libc::SIGSEGV, Some(std::process::id())));
+    assert!(crash.flushed, "the open window was written first");
+    let counted: std::collections::BTreeSet<u32> =
+        trace.windows.iter().flat_map(|w| &w.counts).map(|&(id, _)| id).collect();
+    let queue = crash.queues.iter().find(|q| !q.dispatches.is_empty()).expect("a queue with dispatches");
+    assert!(queue.submits > 0 && queue.omitted == 0, "{queue:?}");
+    for d in &queue.dispatches {
+        let name = &trace.kernels[&d.kernel].name;
+        assert!(counted.contains(&d.kernel), "{name} is remembered but not counted");
+        let op = backscope::vulkan::describe(name, None).op;
+        assert!(op.is_some(), "{name}: not a ggml-vulkan pipeline with an op");
+    }
+    let read = stdout_ok(backscope().args(["trace", "--json", "--read"]).arg(&dir));
+    let summary: Value = serde_json::from_str(read.trim_end()).unwrap();
+    let statement = claim(&summary, "trace.crash")["statement"].as_str().unwrap().to_string();
+    assert!(statement.contains(" received SIGSEGV sent by pid "), "{statement}");
+    assert!(statement.contains("the last Vulkan dispatches before the crash were: queue "), "{statement}");
+    let last = &trace.kernels[&queue.dispatches.last().unwrap().kernel].name;
+    assert!(statement.contains(&format!("; the last: {last} (")), "{statement}");
+}
