@@ -418,3 +418,49 @@ fn write_all(fd: c_int, mut bytes: &[u8]) -> bool {
     }
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remembered_dispatches_of_undefined_pipelines_are_left_out_and_counted() {
+        let _serial = crate::pipelines::tests::TEST_LOCK.lock().unwrap();
+        crate::pipelines::init(1 << 20);
+        let defined = crate::pipelines::add_pipeline(crate::pipelines::tests::meta("defined"));
+        let undefined = crate::pipelines::add_pipeline(crate::pipelines::tests::meta("not yet"));
+        crate::pipelines::mark_defined(defined);
+        let ring = locus::queue_ring(0x5151, Some(1)).unwrap();
+        let submit = ring.begin_submit();
+        ring.push(defined, [4, 1, 1], 2, submit);
+        ring.push(undefined, [1, 1, 1], 3, submit);
+        ring.push(defined, [8, 1, 1], 1, submit);
+        let mut dispatches = Box::new([[QueueDispatch::default(); RING_DISPATCHES]; QUEUES]);
+        let mut queues = [None; QUEUES];
+        let n = read_queues(&mut dispatches, &mut queues);
+        let q = queues[..n].iter().flatten().find(|q| q.device == Some(1)).expect("the queue's ring");
+        let kept: Vec<(u32, [u32; 3], u32)> = q.dispatches.iter().map(|d| (d.kernel, d.grid, d.count)).collect();
+        assert_eq!(kept, [(defined, [4, 1, 1], 2), (defined, [8, 1, 1], 1)]);
+        assert_eq!(q.omitted, 3);
+        assert!(q.submits >= 1);
+    }
+
+    #[test]
+    fn the_receiving_thread_comes_first_then_threads_inside_a_vulkan_call() {
+        static CALL: &str = "vkQueueWaitIdle";
+        let (entered, release) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+        let other = std::thread::spawn(move || {
+            let _inside = locus::Marked::enter(&CALL);
+            entered.0.send(locus::gettid()).unwrap();
+            release.1.recv().unwrap();
+        });
+        let other_tid = entered.1.recv().unwrap();
+        let me = locus::gettid();
+        let mut threads = [CrashThread { tid: 0, in_flight: None, launches: &[] }; MAX_THREADS];
+        let n = threads_in_calls(me, &mut threads);
+        assert_eq!((threads[0].tid, threads[0].in_flight), (me, None));
+        assert!(threads[1..n].iter().any(|t| t.tid == other_tid && t.in_flight == Some("vkQueueWaitIdle")));
+        release.0.send(()).unwrap();
+        other.join().unwrap();
+    }
+}

@@ -28,7 +28,8 @@ pub const RING_DISPATCHES: usize = 32;
 /// Slots per ring: one more than remembered, for the entry the owner may be writing while the
 /// handler reads.
 const SLOTS: usize = RING_DISPATCHES + 1;
-/// Threads whose call in flight is tracked.
+/// Threads whose call in flight is tracked at once (a slot of a thread that exited is taken again when
+/// all are claimed).
 pub const THREADS: usize = 256;
 
 /// One remembered entry: kernel and count packed, submission, workgroup counts packed.
@@ -230,14 +231,32 @@ pub fn gettid() -> u32 {
 #[cold]
 #[inline(never)]
 fn claim_call_slot() -> *const CallSlot {
+    let me = gettid();
     let i = CLAIMED.fetch_add(1, Ordering::AcqRel);
-    match CALLS.get(i) {
-        Some(slot) => {
-            slot.tid.store(gettid(), Ordering::Release);
-            slot
-        }
-        None => NO_SLOT,
+    if let Some(slot) = CALLS.get(i) {
+        slot.tid.store(me, Ordering::Release);
+        return slot;
     }
+    CLAIMED.store(THREADS, Ordering::Release);
+    // Full: take the slot of a thread that has exited (a server that starts threads per request).
+    for slot in &CALLS {
+        let tid = slot.tid();
+        if tid != 0
+            && slot.call.load(Ordering::Relaxed) == 0
+            && thread_gone(tid)
+            && slot.tid.compare_exchange(tid, me, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+        {
+            return slot;
+        }
+    }
+    NO_SLOT
+}
+
+/// Whether thread `tid` of this process no longer exists.
+fn thread_gone(tid: u32) -> bool {
+    // SAFETY: tgkill with signal 0 only checks that the thread exists; it sends nothing.
+    let rc = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid as libc::pid_t, 0) };
+    rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
 }
 
 /// The call `name` is in flight on this thread until the value is dropped.
