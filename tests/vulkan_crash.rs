@@ -259,6 +259,56 @@ fn a_lost_device_names_the_call_and_the_last_submitted_dispatches() {
     );
 }
 
+/// The cgo program (`crates/vklayer/tests/go`): the Go runtime first, then vkcrash.c's Vulkan work and death in C,
+/// as ggml-vulkan inside Ollama's runner. Built once for this test binary.
+fn go_program() -> &'static Path {
+    static PROGRAM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PROGRAM.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/vklayer/tests/go");
+        let program = programs().program.with_file_name("govkcrash");
+        stdout_ok(
+            Command::new("go")
+                .args(["build", "-o"])
+                .arg(&program)
+                .arg(".")
+                .current_dir(&src)
+                .env("CGO_ENABLED", "1")
+                .env("GOCACHE", Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-cache"))
+                .env("GOPROXY", "off")
+                .env("GOFLAGS", "-mod=mod"),
+        );
+        program
+    })
+}
+
+#[test]
+fn a_cgo_program_that_dies_in_c_after_vulkan_work_keeps_gos_report_and_status() {
+    let spirv = &programs().spirv;
+    for (mode, report) in
+        [("segv", "[signal SIGSEGV: segmentation violation code=0x1 addr=0x0"), ("abort", "SIGABRT: abort")]
+    {
+        let go = || {
+            let mut cmd = Command::new(go_program());
+            cmd.arg(spirv).arg(mode).env_remove("VK_INSTANCE_LAYERS").env_remove("VK_ADD_LAYER_PATH");
+            cmd
+        };
+        let plain = run(&mut go());
+        let tmp = tempfile::tempdir().unwrap();
+        let layered = with_layer(go(), tmp.path(), false);
+        // Go's own report (its goroutine dump included) and its exit status 2, with and without the layer.
+        for out in [&plain, &layered] {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{mode}: {stderr}");
+            assert!(stderr.contains(report) && stderr.contains("goroutine 1 [syscall]"), "{mode}: {stderr}");
+        }
+        assert_eq!(layered.stdout, plain.stdout, "{mode}");
+        let trace = the_trace(tmp.path());
+        assert_eq!(trace.crashes.len(), 1, "{mode}");
+        assert_eq!(remembered(&trace, &trace.crashes[0].queues), submitted(3), "{mode}");
+        assert_eq!(counts(&trace), [("alpha_pipeline".to_string(), 3), ("beta_pipeline".to_string(), 3)], "{mode}");
+    }
+}
+
 /// llama-bench on lavapipe (the llama.cpp 11434 Vulkan build, ggml's debug markers naming its pipelines) sent
 /// SIGSEGV in the middle of its work, as the Vega crash of issue 20 kills the runner: it dies by the signal as it would
 /// without the layer, and the crash record names the ggml pipelines it had just submitted, each one ggml-vulkan's
