@@ -205,6 +205,10 @@ pub struct DispatchBeforeCrash {
     pub block: [u32; 3],
     /// The queue's submissions they were in (first, last), from 1.
     pub submits: [u64; 2],
+    /// The debug label they were recorded under: ggml-vulkan's graph node (`MUL_MAT blk.0.attn_q`) under
+    /// `GGML_VK_DEBUG_MARKERS`, which `backscope trace` sets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 /// One Vulkan queue's last submitted dispatches before a crash or a lost device, oldest first.
@@ -246,6 +250,7 @@ impl QueueBeforeCrash {
                         grid: r.grid,
                         block: r.block,
                         submits: [r.submits.0, r.submits.1],
+                        label: r.label.clone(),
                     }
                 })
                 .collect(),
@@ -279,7 +284,14 @@ impl QueueBeforeCrash {
         } else {
             format!("submissions {first}–{} of {}", self.submits, self.submits)
         };
-        let last = self.dispatches.last().map(|d| format!("; the last: {} ({})", d.name, what(d))).unwrap_or_default();
+        let last = self
+            .dispatches
+            .last()
+            .map(|d| {
+                let node = d.label.as_deref().map(|l| format!(", in `{l}`")).unwrap_or_default();
+                format!("; the last: {} ({}){node}", d.name, what(d))
+            })
+            .unwrap_or_default();
         let omitted = if self.omitted > 0 {
             format!("; {} more of pipelines not yet defined", self.omitted)
         } else {

@@ -113,16 +113,29 @@ fn counts(trace: &TraceFile) -> Vec<(String, u64)> {
     out
 }
 
-/// (pipeline name, submission, workgroup counts, dispatches) of each remembered dispatch of queue 0.
-fn remembered(trace: &TraceFile, queues: &[backscope::trace::QueueAtLoss]) -> Vec<(String, u64, [u32; 3], u32)> {
+/// `pipeline name, submission, workgroup counts × dispatches, label` of each remembered dispatch of queue 0.
+fn remembered(trace: &TraceFile, queues: &[backscope::trace::QueueAtLoss]) -> Vec<String> {
     assert_eq!(queues.len(), 1, "one queue: {queues:?}");
-    queues[0].dispatches.iter().map(|d| (trace.kernels[&d.kernel].name.clone(), d.submit, d.grid, d.count)).collect()
+    queues[0]
+        .dispatches
+        .iter()
+        .map(|d| {
+            let name = &trace.kernels[&d.kernel].name;
+            format!("{name}, {}, {:?}×{}, {}", d.submit, d.grid, d.count, d.label.as_deref().unwrap_or("-"))
+        })
+        .collect()
 }
 
-/// What vkcrash.c submits: alpha_pipeline (4,1,1) then beta_pipeline (2,1,1) in each of `submissions` submissions.
-fn submitted(submissions: u64) -> Vec<(String, u64, [u32; 3], u32)> {
+/// What vkcrash.c submits: alpha_pipeline (4,1,1) labelled `ALPHA node.0`, then beta_pipeline (2,1,1) labelled
+/// `BETA node.1`, in each of `submissions` submissions.
+fn submitted(submissions: u64) -> Vec<String> {
     (1..=submissions)
-        .flat_map(|s| [("alpha_pipeline".to_string(), s, [4, 1, 1], 1), ("beta_pipeline".to_string(), s, [2, 1, 1], 1)])
+        .flat_map(|s| {
+            [
+                format!("alpha_pipeline, {s}, [4, 1, 1]×1, ALPHA node.0"),
+                format!("beta_pipeline, {s}, [2, 1, 1]×1, BETA node.1"),
+            ]
+        })
         .collect()
 }
 
@@ -197,7 +210,7 @@ fn a_vulkan_program_that_crashes_in_host_code_leaves_its_last_dispatches_and_die
             statement.contains("the last Vulkan dispatches before the crash were: queue 0 (llvmpipe"),
             "{statement}"
         );
-        assert!(statement.contains("submissions 1–3 of 3: 3× alpha_pipeline (other) [4,1,1], 3× beta_pipeline (other) [2,1,1]; the last: beta_pipeline"), "{statement}");
+        assert!(statement.contains("submissions 1–3 of 3: 3× alpha_pipeline (other) [4,1,1], 3× beta_pipeline (other) [2,1,1]; the last: beta_pipeline (other), in `BETA node.1`"), "{statement}");
         assert!(!statement.contains("no CUDA/HIP kernel launch was observed"), "{statement}");
         assert_eq!(c["sources"].as_array().unwrap().len(), 2, "the observer's and the layer's trace files: {c:#}");
     }
@@ -365,6 +378,17 @@ fn llama_bench_killed_mid_run_names_the_ggml_pipelines_it_last_submitted() {
     let statement = claim(&summary, "trace.crash")["statement"].as_str().unwrap().to_string();
     assert!(statement.contains(" received SIGSEGV sent by pid "), "{statement}");
     assert!(statement.contains("the last Vulkan dispatches before the crash were: queue "), "{statement}");
-    let last = &trace.kernels[&queue.dispatches.last().unwrap().kernel].name;
-    assert!(statement.contains(&format!("; the last: {last} (")), "{statement}");
+    let last = queue.dispatches.last().unwrap();
+    let name = &trace.kernels[&last.kernel].name;
+    // ggml-vulkan's labels (ggml_vk_debug_label): the graph node's (its op names, a space, the tensor's name), then
+    // inside it the dispatch's own (the pipeline's name and its workgroup counts).
+    let label = last.label.as_deref().expect("the last dispatch's labels");
+    let (node, dispatch) = label.split_once(" > ").unwrap_or_else(|| panic!("{label}"));
+    let node_op = node.split([' ', '+']).next().unwrap();
+    assert!(!node_op.is_empty() && node_op.chars().all(|c| c.is_ascii_uppercase() || c == '_'), "{label}");
+    assert_eq!(dispatch, format!("{name} ({},{},{})", last.grid[0], last.grid[1], last.grid[2]), "{label}");
+    assert!(
+        statement.contains(&format!("; the last: {name} (")) && statement.contains(&format!(", in `{label}`")),
+        "{statement}"
+    );
 }

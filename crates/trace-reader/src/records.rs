@@ -209,7 +209,7 @@ pub struct Crash {
 }
 
 /// Equal consecutive dispatches a Vulkan queue was given (version 3, crash and device-lost records).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct QueueDispatch {
     pub kernel: u32,
     /// The queue's submission that carried them, from 1.
@@ -217,6 +217,9 @@ pub struct QueueDispatch {
     /// Workgroup counts.
     pub grid: [u32; 3],
     pub count: u32,
+    /// The debug label open when they were recorded (ggml-vulkan's graph node, `MUL_MAT blk.0.attn_q`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 /// One Vulkan queue's last submitted dispatches, oldest first, as a crash or device-lost record
@@ -235,9 +238,27 @@ pub struct QueueAtLoss {
     pub omitted: u32,
 }
 
+/// A remembered dispatch as written: `[kernel, submission, grid, count]`, then its label when it has one.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawDispatch {
+    Labelled(u32, u64, [u32; 3], u32, String),
+    Plain(u32, u64, [u32; 3], u32),
+}
+
 fn raw_dispatches<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<QueueDispatch>, D::Error> {
-    let raw = Vec::<(u32, u64, [u32; 3], u32)>::deserialize(d)?;
-    Ok(raw.into_iter().map(|(kernel, submit, grid, count)| QueueDispatch { kernel, submit, grid, count }).collect())
+    let raw = Vec::<RawDispatch>::deserialize(d)?;
+    Ok(raw
+        .into_iter()
+        .map(|r| match r {
+            RawDispatch::Labelled(kernel, submit, grid, count, label) => {
+                QueueDispatch { kernel, submit, grid, count, label: Some(label) }
+            }
+            RawDispatch::Plain(kernel, submit, grid, count) => {
+                QueueDispatch { kernel, submit, grid, count, label: None }
+            }
+        })
+        .collect())
 }
 
 /// A Vulkan call that returned `VK_ERROR_DEVICE_LOST` (a `device_lost` record).

@@ -60,6 +60,8 @@ pub struct DispatchRun {
     /// The queue's submissions the run spans (first, last).
     pub submits: (u64, u64),
     pub dispatches: u64,
+    /// The debug label they were recorded under (ggml-vulkan's graph node).
+    pub label: Option<String>,
 }
 
 /// One Vulkan queue's last submitted dispatches, oldest first, equal consecutive ones merged.
@@ -84,7 +86,7 @@ impl QueueRuns {
                 .map(|k| (k.name.clone(), k.local_size.unwrap_or_default()))
                 .unwrap_or_else(|| (format!("kernel {}", d.kernel), [0; 3]));
             match runs.last_mut() {
-                Some(run) if run.name == name && run.grid == d.grid => {
+                Some(run) if run.name == name && run.grid == d.grid && run.label == d.label => {
                     run.dispatches += u64::from(d.count);
                     run.submits.1 = d.submit;
                 }
@@ -94,6 +96,7 @@ impl QueueRuns {
                     block,
                     submits: (d.submit, d.submit),
                     dispatches: u64::from(d.count),
+                    label: d.label.clone(),
                 }),
             }
         }

@@ -308,9 +308,9 @@ fn vulkan_device_lost_and_crash_records_name_the_queues_last_dispatches() {
         );
     }
     let dispatches = [
-        record::QueueDispatch { kernel: 1, submit: 4, grid: [8, 2, 1], count: 1 },
-        record::QueueDispatch { kernel: 1, submit: 5, grid: [8, 2, 1], count: 2 },
-        record::QueueDispatch { kernel: 2, submit: 5, grid: [1, 1, 1], count: 1 },
+        record::QueueDispatch { kernel: 1, submit: 4, grid: [8, 2, 1], count: 1, label: b"" },
+        record::QueueDispatch { kernel: 1, submit: 5, grid: [8, 2, 1], count: 2, label: b"" },
+        record::QueueDispatch { kernel: 2, submit: 5, grid: [1, 1, 1], count: 1, label: b"ADD blk.0.ffn_inp \"x\"" },
     ];
     let queues = [record::CrashQueue { queue: 0, device: Some(0), submits: 5, dispatches: &dispatches, omitted: 3 }];
     let lost = record::DeviceLost { call: "vkWaitForFences", result: -4, at_ns: 3_000, tid: 7, seq: 1 };
@@ -336,8 +336,9 @@ fn vulkan_device_lost_and_crash_records_name_the_queues_last_dispatches() {
     assert_eq!((read.queues[0].device, read.queues[0].submits, read.queues[0].omitted), (Some(0), 5, 3));
     assert_eq!(
         read.queues[0].dispatches[1],
-        trace_reader::QueueDispatch { kernel: 1, submit: 5, grid: [8, 2, 1], count: 2 }
+        trace_reader::QueueDispatch { kernel: 1, submit: 5, grid: [8, 2, 1], count: 2, label: None }
     );
+    assert_eq!(read.queues[0].dispatches[2].label.as_deref(), Some("ADD blk.0.ffn_inp \"x\""));
     assert_eq!(trace.crashes[0].queues, read.queues);
     assert!(trace.devices.contains_key(&0), "a device_lost record is not taken for a device record");
 
@@ -352,7 +353,7 @@ fn vulkan_device_lost_and_crash_records_name_the_queues_last_dispatches() {
 
     // A dispatch of an undefined pipeline makes the record unreadable, as a launch's does.
     let mut bad = out.clone();
-    let undefined = [record::QueueDispatch { kernel: 9, submit: 1, grid: [1, 1, 1], count: 1 }];
+    let undefined = [record::QueueDispatch { kernel: 9, submit: 1, grid: [1, 1, 1], count: 1, label: b"" }];
     record::device_lost(
         &mut bad,
         &lost,

@@ -478,7 +478,7 @@ pub fn crash_with_queues(out: &mut (impl Out + ?Sized), c: &Crash<'_>, queues: &
 /// One dispatch (or several equal ones in a row) a Vulkan queue was given, remembered for the crash
 /// and device-lost records.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct QueueDispatch {
+pub struct QueueDispatch<'a> {
     /// The pipeline's kernel id.
     pub kernel: u32,
     /// The queue's submission (`vkQueueSubmit*` call with dispatches) that carried it, from 1.
@@ -487,6 +487,9 @@ pub struct QueueDispatch {
     pub grid: [u32; 3],
     /// Equal consecutive dispatches of one command buffer.
     pub count: u32,
+    /// The innermost debug label open when they were recorded (`vkCmdBeginDebugUtilsLabelEXT`: ggml-vulkan's
+    /// graph node, `MUL_MAT blk.0.attn_q`); empty for none.
+    pub label: &'a [u8],
 }
 
 /// One Vulkan queue's last submitted dispatches, oldest first.
@@ -498,7 +501,7 @@ pub struct CrashQueue<'a> {
     pub device: Option<u32>,
     /// Submissions with dispatches on this queue so far.
     pub submits: u64,
-    pub dispatches: &'a [QueueDispatch],
+    pub dispatches: &'a [QueueDispatch<'a>],
     /// Dispatches left out of the list because their pipeline's definition could not be written.
     pub omitted: u32,
 }
@@ -530,6 +533,10 @@ fn put_queues<O: Out + ?Sized>(o: &mut Obj<'_, O>, queues: &[CrashQueue<'_>]) {
             put_u32x3(dispatches, d.grid);
             dispatches.put(b",");
             put_u64(dispatches, d.count.into());
+            if !d.label.is_empty() {
+                dispatches.put(b",");
+                crate::json::put_str(dispatches, d.label);
+            }
             dispatches.put(b"]");
         }
         dispatches.put(b"]");
@@ -753,8 +760,8 @@ mod tests {
         let dispatches: Vec<QueueDispatch> = (1..=3)
             .flat_map(|s| {
                 [
-                    QueueDispatch { kernel: 1, submit: s, grid: [4, 1, 1], count: 1 },
-                    QueueDispatch { kernel: 2, submit: s, grid: [2, 1, 1], count: 1 },
+                    QueueDispatch { kernel: 1, submit: s, grid: [4, 1, 1], count: 1, label: b"" },
+                    QueueDispatch { kernel: 2, submit: s, grid: [2, 1, 1], count: 1, label: b"" },
                 ]
             })
             .collect();
@@ -787,6 +794,11 @@ mod tests {
         );
         // Without queues the observer's record is unchanged.
         assert!(!line(|o| crash(o, &c)).contains("queues"));
+        // A label follows the count.
+        let labelled = [QueueDispatch { label: b"MUL_MAT blk.0.attn_q > mul_mat_vec (2,1,1)", ..dispatches[0] }];
+        let queue = [CrashQueue { queue: 1, device: None, submits: 1, dispatches: &labelled, omitted: 0 }];
+        assert!(line(|o| device_lost(o, &lost, &queue))
+            .contains(r#""dispatches":[[1,1,[4,1,1],1,"MUL_MAT blk.0.attn_q > mul_mat_vec (2,1,1)"]]"#));
         // An omitted count shows; a record of this kind is never taken for a `device` record.
         let with_omitted = [CrashQueue { omitted: 2, device: None, ..queues[0] }];
         let text = line(|o| device_lost(o, &lost, &with_omitted));

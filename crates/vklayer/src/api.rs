@@ -83,6 +83,8 @@ fn device_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
         b"vkCreateComputePipelines" => hook!(create_compute_pipelines, vk::PFN_vkCreateComputePipelines),
         b"vkDestroyPipeline" => hook!(destroy_pipeline, vk::PFN_vkDestroyPipeline),
         b"vkSetDebugUtilsObjectNameEXT" => hook!(set_debug_utils_object_name, vk::PFN_vkSetDebugUtilsObjectNameEXT),
+        b"vkCmdBeginDebugUtilsLabelEXT" => hook!(cmd_begin_label, vk::PFN_vkCmdBeginDebugUtilsLabelEXT),
+        b"vkCmdEndDebugUtilsLabelEXT" => hook!(cmd_end_label, vk::PFN_vkCmdEndDebugUtilsLabelEXT),
         b"vkAllocateCommandBuffers" => hook!(allocate_command_buffers, vk::PFN_vkAllocateCommandBuffers),
         b"vkFreeCommandBuffers" => hook!(free_command_buffers, vk::PFN_vkFreeCommandBuffers),
         b"vkDestroyCommandPool" => hook!(destroy_command_pool, vk::PFN_vkDestroyCommandPool),
@@ -143,7 +145,9 @@ unsafe extern "system" fn get_instance_proc_addr(
     let next = unsafe { (table.get_instance_proc_addr)(instance, name) };
     // A device command of an instance extension: the loader fills device dispatch tables with it
     // through vkGetInstanceProcAddr (VK_EXT_debug_utils), so the hook must be handed out here too.
-    if n == b"vkSetDebugUtilsObjectNameEXT" && next.is_some() {
+    let debug_utils =
+        matches!(n, b"vkSetDebugUtilsObjectNameEXT" | b"vkCmdBeginDebugUtilsLabelEXT" | b"vkCmdEndDebugUtilsLabelEXT");
+    if debug_utils && next.is_some() {
         return device_hook(n);
     }
     next
@@ -332,6 +336,8 @@ unsafe extern "system" fn create_device(
     // SAFETY: next_gdpa is the next link's and `device` its new device.
     let mut table = unsafe { DeviceDispatch::new(device, next_gdpa, facts_id, statistics_on) };
     table.instance_set_debug_utils_object_name = inst.set_debug_utils_object_name;
+    table.cmd_begin_debug_utils_label = table.cmd_begin_debug_utils_label.or(inst.cmd_begin_debug_utils_label);
+    table.cmd_end_debug_utils_label = table.cmd_end_debug_utils_label.or(inst.cmd_end_debug_utils_label);
     let destroy = table.destroy_device;
     // SAFETY: a valid device handle.
     if dispatch::add_device(unsafe { dispatch_key(device.as_raw() as *mut u8) }, table).is_none() {
@@ -846,6 +852,40 @@ unsafe extern "system" fn cmd_bind_pipeline(
     if let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_bind_pipeline) {
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(cb, point, pipeline) };
+    }
+}
+
+/// `vkCmdBeginDebugUtilsLabelEXT`: the label names the dispatches recorded until its end (ggml-vulkan: one region
+/// per graph node, `MUL_MAT blk.0.attn_q`), for the crash locus.
+unsafe extern "system" fn cmd_begin_label(cb: vk::CommandBuffer, info: *const vk::DebugUtilsLabelEXT<'_>) {
+    let s = followed(cb);
+    if let (Some(s), false) = (s, info.is_null()) {
+        state::guarded(|| {
+            // SAFETY: the caller's valid label info.
+            let name = unsafe { (*info).p_label_name };
+            let text = if name.is_null() {
+                &b""[..]
+            } else {
+                // SAFETY: a valid label info's name is a NUL-terminated string.
+                unsafe { CStr::from_ptr(name) }.to_bytes()
+            };
+            s.begin_label(crate::labels::nested(s.label(), text));
+        });
+    }
+    if let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_begin_debug_utils_label) {
+        // SAFETY: forwarding the caller's arguments.
+        unsafe { next(cb, info) };
+    }
+}
+
+unsafe extern "system" fn cmd_end_label(cb: vk::CommandBuffer) {
+    let s = followed(cb);
+    if let Some(s) = s {
+        state::guarded(|| s.end_label());
+    }
+    if let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_end_debug_utils_label) {
+        // SAFETY: forwarding the caller's arguments.
+        unsafe { next(cb) };
     }
 }
 

@@ -90,12 +90,12 @@ static PREVIOUS: SetOnce<[libc::sigaction; 4]> =
 
 struct Scratch {
     record: FixedBuf<RECORD_BUFFER>,
-    dispatches: [[QueueDispatch; RING_DISPATCHES]; QUEUES],
+    dispatches: [[QueueDispatch<'static>; RING_DISPATCHES]; QUEUES],
 }
 
 static SCRATCH: HandlerOnly<Scratch> = HandlerOnly(UnsafeCell::new(Scratch {
     record: FixedBuf::new(),
-    dispatches: [[QueueDispatch { kernel: 0, submit: 0, grid: [0; 3], count: 0 }; RING_DISPATCHES]; QUEUES],
+    dispatches: [[QueueDispatch { kernel: 0, submit: 0, grid: [0; 3], count: 0, label: b"" }; RING_DISPATCHES]; QUEUES],
 }));
 
 // ---- What the writer tells the handler ----
@@ -296,7 +296,7 @@ fn flush_open_window(tid: u32) -> bool {
 /// Reads every claimed queue ring into `dispatches`, keeping only dispatches whose pipeline the file
 /// defines; fills `queues` and returns how many.
 pub fn read_queues<'a>(
-    dispatches: &'a mut [[QueueDispatch; RING_DISPATCHES]; QUEUES],
+    dispatches: &'a mut [[QueueDispatch<'static>; RING_DISPATCHES]; QUEUES],
     queues: &mut [Option<CrashQueue<'a>>; QUEUES],
 ) -> usize {
     let mut n = 0;
@@ -432,15 +432,16 @@ mod tests {
         crate::pipelines::mark_defined(defined);
         let ring = locus::queue_ring(0x5151, Some(1)).unwrap();
         let submit = ring.begin_submit();
-        ring.push(defined, [4, 1, 1], 2, submit);
-        ring.push(undefined, [1, 1, 1], 3, submit);
-        ring.push(defined, [8, 1, 1], 1, submit);
+        ring.push(defined, [4, 1, 1], 2, submit, 0);
+        ring.push(undefined, [1, 1, 1], 3, submit, 0);
+        ring.push(defined, [8, 1, 1], 1, submit, crate::labels::intern(b"ADD node"));
         let mut dispatches = Box::new([[QueueDispatch::default(); RING_DISPATCHES]; QUEUES]);
         let mut queues = [None; QUEUES];
         let n = read_queues(&mut dispatches, &mut queues);
         let q = queues[..n].iter().flatten().find(|q| q.device == Some(1)).expect("the queue's ring");
-        let kept: Vec<(u32, [u32; 3], u32)> = q.dispatches.iter().map(|d| (d.kernel, d.grid, d.count)).collect();
-        assert_eq!(kept, [(defined, [4, 1, 1], 2), (defined, [8, 1, 1], 1)]);
+        let kept: Vec<(u32, [u32; 3], u32, &[u8])> =
+            q.dispatches.iter().map(|d| (d.kernel, d.grid, d.count, d.label)).collect();
+        assert_eq!(kept, [(defined, [4, 1, 1], 2, &b""[..]), (defined, [8, 1, 1], 1, &b"ADD node"[..])]);
         assert_eq!(q.omitted, 3);
         assert!(q.submits >= 1);
     }

@@ -44,8 +44,10 @@ pub struct InstanceDispatch {
     pub get_physical_device_properties: Option<vk::PFN_vkGetPhysicalDeviceProperties>,
     pub get_physical_device_properties2: Option<vk::PFN_vkGetPhysicalDeviceProperties2>,
     pub get_physical_device_features2: Option<vk::PFN_vkGetPhysicalDeviceFeatures2>,
-    /// `VK_EXT_debug_utils` is an instance extension: its device command comes from here.
+    /// `VK_EXT_debug_utils` is an instance extension: its device commands come from here.
     pub set_debug_utils_object_name: Option<vk::PFN_vkSetDebugUtilsObjectNameEXT>,
+    pub cmd_begin_debug_utils_label: Option<vk::PFN_vkCmdBeginDebugUtilsLabelEXT>,
+    pub cmd_end_debug_utils_label: Option<vk::PFN_vkCmdEndDebugUtilsLabelEXT>,
 }
 
 impl InstanceDispatch {
@@ -67,6 +69,8 @@ impl InstanceDispatch {
                 get_physical_device_features2: load(&resolve, c"vkGetPhysicalDeviceFeatures2")
                     .or_else(|| load(&resolve, c"vkGetPhysicalDeviceFeatures2KHR")),
                 set_debug_utils_object_name: load(&resolve, c"vkSetDebugUtilsObjectNameEXT"),
+                cmd_begin_debug_utils_label: load(&resolve, c"vkCmdBeginDebugUtilsLabelEXT"),
+                cmd_end_debug_utils_label: load(&resolve, c"vkCmdEndDebugUtilsLabelEXT"),
             }
         }
     }
@@ -91,6 +95,10 @@ pub struct DeviceDispatch {
     pub set_debug_utils_object_name: Option<vk::PFN_vkSetDebugUtilsObjectNameEXT>,
     /// The same command from the instance's chain, where the device's has none.
     pub instance_set_debug_utils_object_name: Option<vk::PFN_vkSetDebugUtilsObjectNameEXT>,
+    /// Debug labels (ggml-vulkan's per-node regions under `GGML_VK_DEBUG_MARKERS`), from the device's chain or
+    /// the instance's.
+    pub cmd_begin_debug_utils_label: Option<vk::PFN_vkCmdBeginDebugUtilsLabelEXT>,
+    pub cmd_end_debug_utils_label: Option<vk::PFN_vkCmdEndDebugUtilsLabelEXT>,
     pub allocate_command_buffers: Option<vk::PFN_vkAllocateCommandBuffers>,
     pub free_command_buffers: Option<vk::PFN_vkFreeCommandBuffers>,
     pub destroy_command_pool: Option<vk::PFN_vkDestroyCommandPool>,
@@ -148,6 +156,8 @@ impl DeviceDispatch {
                 destroy_pipeline: load(&resolve, c"vkDestroyPipeline"),
                 set_debug_utils_object_name: load(&resolve, c"vkSetDebugUtilsObjectNameEXT"),
                 instance_set_debug_utils_object_name: None,
+                cmd_begin_debug_utils_label: load(&resolve, c"vkCmdBeginDebugUtilsLabelEXT"),
+                cmd_end_debug_utils_label: load(&resolve, c"vkCmdEndDebugUtilsLabelEXT"),
                 allocate_command_buffers: load(&resolve, c"vkAllocateCommandBuffers"),
                 free_command_buffers: load(&resolve, c"vkFreeCommandBuffers"),
                 destroy_command_pool: load(&resolve, c"vkDestroyCommandPool"),

@@ -32,6 +32,7 @@ mod crash;
 mod device;
 mod dispatch;
 mod handles;
+mod labels;
 mod loader;
 mod locus;
 mod pipelines;

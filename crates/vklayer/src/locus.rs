@@ -32,12 +32,13 @@ const SLOTS: usize = RING_DISPATCHES + 1;
 /// all are claimed).
 pub const THREADS: usize = 256;
 
-/// One remembered entry: kernel and count packed, submission, workgroup counts packed.
+/// One remembered entry: kernel and count packed, submission, workgroup counts packed, debug label.
 struct Entry {
     kernel_count: AtomicU64,
     submit: AtomicU64,
     xy: AtomicU64,
     z: AtomicU32,
+    label: AtomicU32,
 }
 
 impl Entry {
@@ -47,6 +48,7 @@ impl Entry {
             submit: AtomicU64::new(0),
             xy: AtomicU64::new(0),
             z: AtomicU32::new(0),
+            label: AtomicU32::new(0),
         }
     }
 }
@@ -83,9 +85,10 @@ impl QueueRing {
         n
     }
 
-    /// Remembers `count` equal dispatches of kernel `kernel`. Called by the submitting thread only.
+    /// Remembers `count` equal dispatches of kernel `kernel`, recorded under debug label `label`
+    /// (`crate::labels`; 0: none). Called by the submitting thread only.
     #[inline]
-    pub fn push(&self, kernel: u32, grid: [u32; 3], count: u32, submit: u64) {
+    pub fn push(&self, kernel: u32, grid: [u32; 3], count: u32, submit: u64, label: u32) {
         let n = self.head.load(Ordering::Relaxed);
         let entry = &self.entries[(n % SLOTS as u64) as usize];
         // A reader that sees any store below sees the count of the previous entry first.
@@ -94,6 +97,7 @@ impl QueueRing {
         entry.submit.store(submit, Ordering::Relaxed);
         entry.xy.store(u64::from(grid[0]) | (u64::from(grid[1]) << 32), Ordering::Relaxed);
         entry.z.store(grid[2], Ordering::Relaxed);
+        entry.label.store(label, Ordering::Relaxed);
         self.head.store(n.wrapping_add(1), Ordering::Release);
     }
 
@@ -107,7 +111,7 @@ impl QueueRing {
 
     /// Copies the kept entries, oldest first, into `out`; returns how many. Entries the owner may be
     /// rewriting now are left out. Allocates nothing (the signal handler calls it).
-    pub fn read(&self, out: &mut [QueueDispatch; RING_DISPATCHES]) -> usize {
+    pub fn read(&self, out: &mut [QueueDispatch<'static>; RING_DISPATCHES]) -> usize {
         let before = self.head.load(Ordering::Acquire);
         let kept = before.min(RING_DISPATCHES as u64);
         let mut read = [QueueDispatch::default(); RING_DISPATCHES];
@@ -120,6 +124,7 @@ impl QueueRing {
                 count: (kc >> 32) as u32,
                 submit: entry.submit.load(Ordering::Relaxed),
                 grid: [xy as u32, (xy >> 32) as u32, entry.z.load(Ordering::Relaxed)],
+                label: crate::labels::text(entry.label.load(Ordering::Relaxed)),
             };
         }
         // The entries were read before the count is read again.
@@ -315,7 +320,7 @@ mod tests {
         assert_eq!(ring.read(&mut out), 0);
         for i in 0..(RING_DISPATCHES as u32 + 5) {
             let submit = ring.begin_submit();
-            ring.push(i, [i, 2, 3], i + 1, submit);
+            ring.push(i, [i, 2, 3], i + 1, submit, 0);
         }
         assert_eq!(ring.read(&mut out), RING_DISPATCHES);
         let kernels: Vec<u32> = out.iter().map(|d| d.kernel).collect();
@@ -334,7 +339,7 @@ mod tests {
         let writer = std::thread::spawn(move || {
             let mut k = 0u32;
             while !stop.load(Ordering::Relaxed) {
-                ring.push(k % 1000, [k % 1000; 3], k % 1000, u64::from(k % 1000));
+                ring.push(k % 1000, [k % 1000; 3], k % 1000, u64::from(k % 1000), 0);
                 k = k.wrapping_add(1);
             }
         });

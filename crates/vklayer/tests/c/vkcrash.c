@@ -1,7 +1,8 @@
 // A Vulkan program that dies after GPU work, for the layer's crash and device-lost records
 // (tests/vulkan_crash.rs). It creates two compute pipelines from one shader, names them with
 // vkSetDebugUtilsObjectNameEXT (as ggml-vulkan does under GGML_VK_DEBUG_MARKERS), records
-// alpha_pipeline (4,1,1) then beta_pipeline (2,1,1) into one command buffer, submits it 3 times
+// alpha_pipeline (4,1,1) then beta_pipeline (2,1,1) into one command buffer, each inside a debug label
+// region ("ALPHA node.0", "BETA node.1", as ggml labels its graph nodes), submits it 3 times
 // waiting for its fence each time, and then, by MODE:
 //   segv     writes through a null pointer (SIGSEGV in host code)
 //   abort    calls abort() (SIGABRT)
@@ -70,6 +71,10 @@ int main(int argc, char **argv) {
     CHECK(vkCreateInstance(&ici, NULL, &instance));
     PFN_vkSetDebugUtilsObjectNameEXT set_name =
         (PFN_vkSetDebugUtilsObjectNameEXT)vkGetInstanceProcAddr(instance, "vkSetDebugUtilsObjectNameEXT");
+    PFN_vkCmdBeginDebugUtilsLabelEXT begin_label =
+        (PFN_vkCmdBeginDebugUtilsLabelEXT)vkGetInstanceProcAddr(instance, "vkCmdBeginDebugUtilsLabelEXT");
+    PFN_vkCmdEndDebugUtilsLabelEXT end_label =
+        (PFN_vkCmdEndDebugUtilsLabelEXT)vkGetInstanceProcAddr(instance, "vkCmdEndDebugUtilsLabelEXT");
     uint32_t n = 1;
     VkPhysicalDevice physical;
     VkResult enumerated = vkEnumeratePhysicalDevices(instance, &n, &physical);
@@ -119,10 +124,16 @@ int main(int argc, char **argv) {
     CHECK(vkAllocateCommandBuffers(device, &cbai, &cb));
     VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     CHECK(vkBeginCommandBuffer(cb, &begin));
+    VkDebugUtilsLabelEXT alpha = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_LABEL_EXT, .pLabelName = "ALPHA node.0"};
+    VkDebugUtilsLabelEXT beta = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_LABEL_EXT, .pLabelName = "BETA node.1"};
+    begin_label(cb, &alpha);
     vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipelines[0]);
     vkCmdDispatch(cb, 4, 1, 1);
+    end_label(cb);
+    begin_label(cb, &beta);
     vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipelines[1]);
     vkCmdDispatch(cb, 2, 1, 1);
+    end_label(cb);
     CHECK(vkEndCommandBuffer(cb));
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     VkFence fence;
