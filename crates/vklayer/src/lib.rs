@@ -10,8 +10,9 @@
 //! `vkSetDebugUtilsObjectNameEXT`, as ggml-vulkan does with `GGML_VK_DEBUG_MARKERS`, else
 //! `spirv:<hash>`) in `pipelines`, records the dispatches of each command buffer (`commands`) and
 //! counts them when the buffer is submitted; `writer` turns the counts into windows. `locus` keeps
-//! each queue's last submitted dispatches and each thread's Vulkan call in flight, which `crash`
-//! writes into the trace on a fatal signal and `writer` on `VK_ERROR_DEVICE_LOST`.
+//! each queue's last submitted dispatches (with the debug label region each was recorded in, interned
+//! by `labels`) and each thread's Vulkan call in flight, which `crash` writes into the trace on a fatal
+//! signal and `writer` on `VK_ERROR_DEVICE_LOST`.
 //!
 //! Rules the code keeps:
 //! * every call is forwarded with the caller's arguments and its result returned; the one change
