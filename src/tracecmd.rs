@@ -22,7 +22,9 @@ use trace_format::env;
 use crate::evidence::{Claim, Confidence, Source};
 use crate::kernels;
 use crate::output::{messages, Block, Column, Document, Excerpt, Output, OutputOptions, Render, Rendered, Table};
-use crate::trace::{self, Aggregate, CrashReport, KernelStats, Range, TraceError, TraceFile};
+use crate::trace::{
+    self, Aggregate, CrashReport, DeviceLostReport, KernelStats, QueueRuns, Range, TraceError, TraceFile,
+};
 use crate::vulkan::{self, ShaderIndex, Shaders};
 
 pub const OBSERVER_FILE: &str = "libbackscope_observer.so";
@@ -188,6 +190,124 @@ pub struct ThreadBeforeCrash {
     pub kernels: Vec<KernelBeforeCrash>,
 }
 
+/// Equal consecutive dispatches a Vulkan queue was given last (a crash or device-lost record of the layer).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DispatchBeforeCrash {
+    /// The pipeline's name (ggml's debug name, or `spirv:<hash>`).
+    pub name: String,
+    pub family: String,
+    /// The ggml op the pipeline computes (data/vulkan_pipelines.toml), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    pub dispatches: u64,
+    /// Workgroup counts and the pipeline's workgroup size.
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    /// The queue's submissions they were in (first, last), from 1.
+    pub submits: [u64; 2],
+    /// The debug label they were recorded under: ggml-vulkan's graph node (`MUL_MAT blk.0.attn_q`) under
+    /// `GGML_VK_DEBUG_MARKERS`, which `backscope trace` sets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+/// One Vulkan queue's last submitted dispatches before a crash or a lost device, oldest first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueBeforeCrash {
+    /// The queue's number in the layer's table (the order queues first submitted).
+    pub queue: u32,
+    /// The device's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// Submissions with dispatches to the queue in the process so far.
+    pub submits: u64,
+    pub dispatches: Vec<DispatchBeforeCrash>,
+    /// Dispatches the record left out (their pipeline was not yet defined in the trace).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl QueueBeforeCrash {
+    fn of(q: &QueueRuns) -> QueueBeforeCrash {
+        QueueBeforeCrash {
+            queue: q.queue,
+            device: q.device.clone(),
+            submits: q.submits,
+            dispatches: q
+                .runs
+                .iter()
+                .map(|r| {
+                    let d = RowName::of(trace_format::record::api::VULKAN, &r.name, &[]);
+                    DispatchBeforeCrash {
+                        name: r.name.clone(),
+                        family: d.family,
+                        op: d.op,
+                        dispatches: r.dispatches,
+                        grid: r.grid,
+                        block: r.block,
+                        submits: [r.submits.0, r.submits.1],
+                        label: r.label.clone(),
+                    }
+                })
+                .collect(),
+            omitted: q.omitted,
+        }
+    }
+
+    /// `queue 0 (llvmpipe), submissions 1–3 of 3: 3× alpha_pipeline (other) [4,1,1], then …; the last: …`:
+    /// the pipelines in the order they were last given, each with its dispatches over the remembered ones.
+    fn text(&self) -> String {
+        const SHOWN: usize = 6;
+        let mut tally: Vec<(&DispatchBeforeCrash, u64)> = Vec::new();
+        for d in &self.dispatches {
+            match tally.iter_mut().find(|(t, _)| t.name == d.name && t.grid == d.grid) {
+                Some((_, n)) => *n += d.dispatches,
+                None => tally.push((d, d.dispatches)),
+            }
+        }
+        let what = |d: &DispatchBeforeCrash| d.op.clone().unwrap_or_else(|| d.family.clone());
+        let mut parts: Vec<String> = tally
+            .iter()
+            .take(SHOWN)
+            .map(|(d, n)| format!("{n}× {} ({}) [{},{},{}]", d.name, what(d), d.grid[0], d.grid[1], d.grid[2]))
+            .collect();
+        if tally.len() > SHOWN {
+            parts.push(format!("{} more", tally.len() - SHOWN));
+        }
+        let first = self.dispatches.first().map_or(0, |d| d.submits[0]);
+        let span = if first == self.submits {
+            format!("submission {first}")
+        } else {
+            format!("submissions {first}–{} of {}", self.submits, self.submits)
+        };
+        let last = self
+            .dispatches
+            .last()
+            .map(|d| {
+                let node = d.label.as_deref().map(|l| format!(", in `{l}`")).unwrap_or_default();
+                format!("; the last: {} ({}){node}", d.name, what(d))
+            })
+            .unwrap_or_default();
+        let omitted = if self.omitted > 0 {
+            format!("; {} more of pipelines not yet defined", self.omitted)
+        } else {
+            String::new()
+        };
+        let device = self.device.as_deref().map(|d| format!(" ({d})")).unwrap_or_default();
+        format!("queue {}{device}, {span}: {}{last}{omitted}", self.queue, parts.join(", "))
+    }
+}
+
+/// The last Vulkan dispatches of each queue, in words (empty when none was remembered).
+fn vulkan_text(queues: &[QueueBeforeCrash]) -> Option<String> {
+    let parts: Vec<String> = queues.iter().filter(|q| !q.dispatches.is_empty()).map(QueueBeforeCrash::text).collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
 /// A fatal signal the observer recorded (a `crash` record, docs/trace-format.md).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CrashSummary {
@@ -211,9 +331,74 @@ pub struct CrashSummary {
     /// The window open at the signal was written before the record.
     pub flushed: bool,
     pub threads: Vec<ThreadBeforeCrash>,
+    /// The Vulkan queues' last submitted dispatches (from the Vulkan layer's crash record of the same process).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vulkan: Vec<QueueBeforeCrash>,
+    /// The Vulkan layer's trace file that holds `vulkan`, when it is not `file` (the observer's record of the same
+    /// signal was merged with the layer's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vulkan_file: Option<String>,
 }
 
 impl CrashSummary {
+    /// The trace files the claim cites: the record's, and the Vulkan layer's when another.
+    pub fn sources(&self, base: impl Fn(&str) -> String) -> Vec<Source> {
+        let mut out =
+            vec![Source::file(base(&self.file), None, None, "backscope-trace file: crash record (signal handler)")];
+        if let Some(f) = &self.vulkan_file {
+            out.push(Source::file(
+                base(f),
+                None,
+                None,
+                "backscope-trace file: crash record (Vulkan layer's signal handler)",
+            ));
+        }
+        out
+    }
+
+    /// The summaries of `reports`, with the Vulkan layer's record of a signal merged into the CUDA/HIP observer's
+    /// record of the same signal in the same process (both handlers see it; one claim per crash). `file` says how
+    /// a trace file is cited.
+    pub fn all_of(reports: &[CrashReport], file: impl Fn(&CrashReport) -> String) -> Vec<CrashSummary> {
+        /// Both handlers run within the one delivery of the signal: their records are a few ms apart at most
+        /// (the handler's flush waits 1 s at most).
+        const SAME_SIGNAL_NS: u64 = 5_000_000_000;
+        let mut out: Vec<CrashSummary> = Vec::new();
+        let mut layer: Vec<CrashSummary> = Vec::new();
+        for r in reports {
+            let summary = CrashSummary::new(r, file(r));
+            if r.writer == trace_format::vulkan::WRITER_NAME {
+                layer.push(summary);
+            } else {
+                out.push(summary);
+            }
+        }
+        for l in layer {
+            let same = out.iter_mut().find(|c| {
+                c.pid == l.pid
+                    && c.signal == l.signal
+                    && c.vulkan.is_empty()
+                    && c.at_ns.abs_diff(l.at_ns) < SAME_SIGNAL_NS
+            });
+            match same {
+                Some(c) => {
+                    for t in l.threads.into_iter().filter(|t| t.in_flight.is_some()) {
+                        match c.threads.iter_mut().find(|o| o.tid == t.tid) {
+                            Some(o) if o.in_flight.is_none() => o.in_flight = t.in_flight,
+                            Some(_) => {}
+                            None => c.threads.push(t),
+                        }
+                    }
+                    c.vulkan = l.vulkan;
+                    c.vulkan_file = Some(l.file);
+                }
+                None => out.push(l),
+            }
+        }
+        out.sort_by_key(|c| c.at_ns);
+        out
+    }
+
     /// `file` is how the trace file is cited (a sweep cites it relative to its run directory).
     pub fn new(report: &CrashReport, file: String) -> CrashSummary {
         let c = &report.crash;
@@ -255,6 +440,8 @@ impl CrashSummary {
                         .collect(),
                 })
                 .collect(),
+            vulkan: report.queues.iter().map(QueueBeforeCrash::of).collect(),
+            vulkan_file: None,
         }
     }
 
@@ -268,6 +455,7 @@ impl CrashSummary {
         };
         let inside = match self.threads.first().and_then(|t| t.in_flight.as_deref()) {
             Some(call) => format!(" inside {call}"),
+            None if !self.vulkan.is_empty() => " outside any observed CUDA/HIP or Vulkan call".to_string(),
             None => " outside any observed CUDA/HIP call".to_string(),
         };
         let mut last = Vec::new();
@@ -286,10 +474,15 @@ impl CrashSummary {
             let inside = t.in_flight.as_deref().map(|c| format!(", inside {c}")).unwrap_or_default();
             last.push(format!("thread {}{inside}: {}", t.tid, kernels.join(", then ")));
         }
-        let last = if last.is_empty() {
-            "no CUDA/HIP kernel launch was observed before the crash".to_string()
-        } else {
-            format!("the last kernels launched before the crash: {}", last.join("; "))
+        let vulkan = vulkan_text(&self.vulkan);
+        let last = match (last.is_empty(), vulkan) {
+            (true, None) => "no CUDA/HIP kernel launch was observed before the crash".to_string(),
+            (true, Some(v)) => format!("the last Vulkan dispatches before the crash were: {v}"),
+            (false, None) => format!("the last kernels launched before the crash: {}", last.join("; ")),
+            (false, Some(v)) => format!(
+                "the last kernels launched before the crash: {}; the last Vulkan dispatches before the crash were: {v}",
+                last.join("; ")
+            ),
         };
         let ending = if self.fatal { "" } else { " (the program's own handler returned from it: it may have gone on)" };
         format!("pid {} ({}) {how} in thread {}{inside}{ending}; {last}", self.pid, self.exe, self.tid)
@@ -300,6 +493,53 @@ impl CrashSummary {
     pub fn claim(&self, id: String, sources: Vec<Source>) -> Claim {
         let confidence = if self.fatal { Confidence::Confirmed } else { Confidence::Inferred };
         Claim::new(id, confidence, self.statement()).with_sources(sources)
+    }
+}
+
+/// A Vulkan call that returned `VK_ERROR_DEVICE_LOST` (the layer's `device_lost` record).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceLostSummary {
+    pub pid: u32,
+    pub exe: String,
+    /// The trace file holding the record.
+    pub file: String,
+    /// `vkQueueSubmit`, `vkWaitForFences`, …
+    pub call: String,
+    pub result: i32,
+    pub at_ns: u64,
+    /// The thread that made the call.
+    pub tid: u32,
+    pub vulkan: Vec<QueueBeforeCrash>,
+}
+
+impl DeviceLostSummary {
+    pub fn new(report: &DeviceLostReport, file: String) -> DeviceLostSummary {
+        DeviceLostSummary {
+            pid: report.pid,
+            exe: report.exe.clone(),
+            file,
+            call: report.lost.call.clone(),
+            result: report.lost.result,
+            at_ns: report.lost.at_ns,
+            tid: report.lost.tid,
+            vulkan: report.queues.iter().map(QueueBeforeCrash::of).collect(),
+        }
+    }
+
+    pub fn statement(&self) -> String {
+        let last = match vulkan_text(&self.vulkan) {
+            Some(v) => format!("the last Vulkan dispatches before it were: {v}"),
+            None => "no Vulkan dispatch was submitted before it".to_string(),
+        };
+        format!(
+            "pid {} ({}): {} returned VK_ERROR_DEVICE_LOST in thread {}; {last}",
+            self.pid, self.exe, self.call, self.tid
+        )
+    }
+
+    /// Confirmed: the layer saw the call return the error.
+    pub fn claim(&self, id: String, sources: Vec<Source>) -> Claim {
+        Claim::new(id, Confidence::Confirmed, self.statement()).with_sources(sources)
     }
 }
 
@@ -418,6 +658,9 @@ pub struct TraceSummary {
     /// Fatal signals the observer recorded, with the last kernels before each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub crashes: Vec<CrashSummary>,
+    /// Vulkan calls that returned `VK_ERROR_DEVICE_LOST`, with each queue's last dispatches before.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub device_lost: Vec<DeviceLostSummary>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_status: Option<i32>,
     /// The signal that ended the traced command (`SIGTERM`), when one did; `exit_status` is then 128 + its number.
@@ -923,8 +1166,20 @@ pub fn summarise(
     let mut families: Vec<FamilyTotal> = fam.into_values().collect();
     families.sort_by_key(|f| std::cmp::Reverse(f.launches));
     let problems: Vec<TraceProblem> = problems.iter().map(TraceProblem::from).collect();
-    let crashes: Vec<CrashSummary> = all.crashes.iter().map(|c| CrashSummary::new(c, file(&c.path))).collect();
+    let crashes = CrashSummary::all_of(&all.crashes, |c| file(&c.path));
+    let device_lost: Vec<DeviceLostSummary> =
+        all.device_lost.iter().map(|d| DeviceLostSummary::new(d, file(&d.path))).collect();
     let mut claims = claims(dir, traces, &problems, &kernels, &families, &crashes);
+    for (i, d) in device_lost.iter().enumerate() {
+        let id = if device_lost.len() == 1 {
+            "trace.device_lost".to_string()
+        } else {
+            format!("trace.device_lost.{}", i + 1)
+        };
+        let source =
+            Source::file(d.file.clone(), None, None, "backscope-trace file: device_lost record (Vulkan layer)");
+        claims.push(d.claim(id, vec![source]));
+    }
     claims.extend(vulkan_claims(traces, &devices, &index));
     let observed: Vec<(String, u64)> = kernels
         .iter()
@@ -941,6 +1196,7 @@ pub fn summarise(
         devices,
         claims,
         crashes,
+        device_lost,
         exit_status,
         exit_signal: None,
         counts_are_lower_bounds: traces.iter().any(TraceFile::is_cut),
@@ -1203,9 +1459,7 @@ fn claims(
     }
     for (i, c) in crashes.iter().enumerate() {
         let id = if crashes.len() == 1 { "trace.crash".to_string() } else { format!("trace.crash.{}", i + 1) };
-        let source =
-            Source::file(c.file.clone(), None, None, "backscope-trace file: crash record (observer's signal handler)");
-        out.push(c.claim(id, vec![source]));
+        out.push(c.claim(id, c.sources(str::to_string)));
     }
     // A process whose crash record says its open window was written lost nothing; any other that ended without
     // the exit flush may have lost its last window.

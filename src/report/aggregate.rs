@@ -916,6 +916,7 @@ mod tests {
                 processes: vec![],
                 cut: vec![],
                 crashes: vec![],
+                device_lost: vec![],
                 notes: vec![],
             });
             r

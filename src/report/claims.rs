@@ -61,6 +61,7 @@ pub fn claims(s: &RunStats, run_id: &str, run_dir: &Path) -> Vec<Claim> {
         out.extend(timing_claims(g, &s.varies, run_id));
         let failed: Vec<&Record> = g.failed_records.iter().collect();
         out.extend(forensics::point_claims(&failed, &base_id(g), &g.place(&s.varies), &g.endpoint, run_dir));
+        out.extend(trace_crash_claims(&failed, &base_id(g), &g.place(&s.varies), &g.endpoint, run_id, run_dir));
     }
     out.extend(pattern_claims(s, run_id));
     // What ran, then how fast compared with the other endpoints (decode: the pivot's rate; the ratio table has the
@@ -77,6 +78,62 @@ pub fn claims(s: &RunStats, run_id: &str, run_dir: &Path) -> Vec<Claim> {
     }
     // Where a traced Vulkan device offers what the build's shaders lack.
     out.extend(crate::vulkan_capability::run_claims("report.vulkan.capability", run_dir));
+    out
+}
+
+/// With `--trace`: what the first failed run's trace recorded as it died — the observer's and the Vulkan layer's
+/// crash record (the last kernels launched, the last Vulkan dispatches submitted) and a Vulkan device loss — with
+/// how many of the failed runs kept carry one.
+fn trace_crash_claims(
+    failed: &[&Record],
+    base: &str,
+    at: &str,
+    endpoint: &str,
+    run_id: &str,
+    run_dir: &Path,
+) -> Vec<Claim> {
+    let with_crash: Vec<&Record> =
+        failed.iter().copied().filter(|r| r.trace.as_ref().is_some_and(|t| !t.crashes.is_empty())).collect();
+    let with_lost: Vec<&Record> =
+        failed.iter().copied().filter(|r| r.trace.as_ref().is_some_and(|t| !t.device_lost.is_empty())).collect();
+    let in_run = |f: &str| {
+        let path = Path::new(f);
+        if path.is_absolute() {
+            f.to_string()
+        } else {
+            run_dir.join(path).display().to_string()
+        }
+    };
+    let run = |r: &Record| Source::Run { run_id: run_id.to_string(), file: Some(r.file.clone()) };
+    let of =
+        |n: usize, what: &str| format!("{n} of the {} failed runs kept have a {what} in their trace", failed.len());
+    let mut out = Vec::new();
+    if let Some(c) = with_crash.first().and_then(|r| r.trace.as_ref()?.crashes.last().map(|c| (r, c))) {
+        let (r, crash) = c;
+        let mut claim = crash.claim(format!("{base}.trace_crash"), crash.sources(in_run));
+        claim.sources.push(run(r));
+        claim.statement = format!(
+            "`{endpoint}` at {at}, run e{}r{} ({}): {}",
+            r.epoch,
+            r.repetition,
+            of(with_crash.len(), "crash record"),
+            claim.statement
+        );
+        out.push(claim);
+    }
+    if let Some((r, lost)) = with_lost.first().and_then(|r| r.trace.as_ref()?.device_lost.first().map(|d| (r, d))) {
+        let source =
+            Source::file(in_run(&lost.file), None, None, "backscope-trace file: device_lost record (Vulkan layer)");
+        let mut claim = lost.claim(format!("{base}.trace_device_lost"), vec![source, run(r)]);
+        claim.statement = format!(
+            "`{endpoint}` at {at}, run e{}r{} ({}): {}",
+            r.epoch,
+            r.repetition,
+            of(with_lost.len(), "device_lost record"),
+            claim.statement
+        );
+        out.push(claim);
+    }
     out
 }
 
@@ -498,6 +555,60 @@ mod tests {
         assert!(cl.iter().any(|c| c.id.ends_with(".offload_pattern") && c.confidence == Confidence::Inferred));
         let backend = cl.iter().find(|c| c.id.ends_with("ngl1.p.n8.backend")).unwrap();
         assert_eq!(backend.confidence, Confidence::Unresolved);
+    }
+
+    /// A traced Vulkan crash as `sweep --trace` records it (the merged summary of the observer's and the layer's
+    /// crash records, tracecmd::CrashSummary) reaches the report as a Confirmed claim of its group.
+    #[test]
+    fn a_traced_crash_record_of_a_failed_run_is_a_claim_of_its_group() {
+        let crash: crate::tracecmd::CrashSummary = serde_json::from_value(serde_json::json!({
+            "pid": 77, "exe": "/bin/llama-server", "file": "traces/s001-vk/trace-77.jsonl", "signal": "SIGSEGV",
+            "code": 1, "addr": 0, "at_ns": 5000, "tid": 77, "fatal": true, "flushed": true,
+            "threads": [{"tid": 77, "kernels": []}],
+            "vulkan": [{"queue": 0, "device": "AMD Radeon RX Vega", "submits": 40, "dispatches": [
+                {"name": "matmul_q4_k_f32_l", "family": "matmul", "op": "MUL_MAT", "dispatches": 2,
+                 "grid": [8, 2, 1], "block": [256, 1, 1], "submits": [39, 40]}]}],
+            "vulkan_file": "traces/s001-vk/trace-77.1.jsonl"
+        }))
+        .unwrap();
+        let mut records = vec![rec("vk", 1, 0, false, 2600.0), rec("vk", 1, 1, false, 2650.0)];
+        records[1].trace = Some(crate::sweep::record::RecordTrace {
+            dir: "traces/s001-vk".into(),
+            files: vec![],
+            window_ns: [0, 1],
+            interval_ms: 20,
+            spill_ns: [0, 0],
+            observer_loaded: Some(true),
+            vulkan_layer: Some(true),
+            total_launches: 2,
+            failed_launches: 0,
+            families: Default::default(),
+            kernels: vec![],
+            distinct_kernels: 1,
+            processes: vec![],
+            cut: vec![],
+            crashes: vec![crash],
+            device_lost: vec![],
+            notes: vec![],
+        });
+        let s = of_records(&records).unwrap();
+        let cl = claims(&s, "r", Path::new("/runs/r"));
+        let c = cl.iter().find(|c| c.id.ends_with(".trace_crash")).expect("a trace crash claim");
+        assert_eq!(c.confidence, Confidence::Confirmed);
+        assert!(
+            c.statement.starts_with(
+                "`vk` at num_gpu=1, run e1r1 (1 of the 2 failed runs kept have a crash record in their trace): pid 77"
+            ),
+            "{}",
+            c.statement
+        );
+        assert!(
+            c.statement.contains("the last Vulkan dispatches before the crash were: queue 0 (AMD Radeon RX Vega), submissions 39–40 of 40: 2× matmul_q4_k_f32_l (MUL_MAT) [8,2,1]"),
+            "{}",
+            c.statement
+        );
+        assert_eq!(c.sources.len(), 3, "{:?}", c.sources);
+        assert!(cl.iter().all(|c| !c.id.ends_with(".trace_device_lost")));
     }
 
     #[test]

@@ -368,6 +368,10 @@ pub type TraceKernel = crate::tracecmd::ObservedKernel;
 /// A fatal signal the observer recorded during a request, with the last kernels before it.
 pub type TraceCrash = crate::tracecmd::CrashSummary;
 
+/// A Vulkan call that returned `VK_ERROR_DEVICE_LOST` during a request (the Vulkan layer's record), with each
+/// queue's last dispatches before it.
+pub type TraceDeviceLost = crate::tracecmd::DeviceLostSummary;
+
 /// One process of the server as seen by the observer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceProcess {
@@ -421,6 +425,9 @@ pub struct RecordTrace {
     /// Fatal signals (`crash` records) that arrived during the request, with the last kernels before each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub crashes: Vec<TraceCrash>,
+    /// `VK_ERROR_DEVICE_LOST` returns (the Vulkan layer's `device_lost` records) during the request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_lost: Vec<TraceDeviceLost>,
     /// Problems: unreadable trace files, the wait for the observer's flush that ran out, processes that ended
     /// without the exit flush.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -303,8 +303,8 @@ fn trace_claim(r: &Record, base_id: &str, at: &str, run_dir: &std::path::Path) -
     Some(Claim::new(id, confidence, statement).with_sources(sources))
 }
 
-/// One claim per crash record the observer wrote during a traced request: the signal, the call in flight and the
-/// last kernels each thread launched before it.
+/// One claim per crash record the observer or the Vulkan layer wrote during a traced request (the signal, the call in
+/// flight, the last kernels each thread launched and the last Vulkan dispatches), and one per device-lost record.
 fn trace_crash_claims(r: &Record, base_id: &str, at: &str, run_dir: &std::path::Path) -> Vec<Claim> {
     let Some(t) = r.trace.as_ref() else { return Vec::new() };
     let request = format!("request e{}r{} of `{}` at {at}", r.epoch, r.repetition, r.endpoint);
@@ -312,18 +312,35 @@ fn trace_crash_claims(r: &Record, base_id: &str, at: &str, run_dir: &std::path::
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            let path = std::path::Path::new(&c.file);
-            let file = if path.is_absolute() { c.file.clone() } else { run_dir.join(path).display().to_string() };
-            let sources = vec![
-                Source::file(file, None, None, "backscope-trace file: crash record (observer's signal handler)"),
-                Source::Run { run_id: r.run_id.clone(), file: Some(r.file.clone()) },
-            ];
+            let in_run = |f: &str| {
+                let path = std::path::Path::new(f);
+                if path.is_absolute() {
+                    f.to_string()
+                } else {
+                    run_dir.join(path).display().to_string()
+                }
+            };
+            let mut sources = c.sources(in_run);
+            sources.push(Source::Run { run_id: r.run_id.clone(), file: Some(r.file.clone()) });
             let suffix = if t.crashes.len() > 1 { format!(".{}", i + 1) } else { String::new() };
             let id = format!("{base_id}.e{}r{}.trace_crash{suffix}", r.epoch, r.repetition);
             let mut claim = c.claim(id, sources);
             claim.statement = format!("{request}: {}", claim.statement);
             claim
         })
+        .chain(t.device_lost.iter().enumerate().map(|(i, d)| {
+            let path = std::path::Path::new(&d.file);
+            let file = if path.is_absolute() { d.file.clone() } else { run_dir.join(path).display().to_string() };
+            let sources = vec![
+                Source::file(file, None, None, "backscope-trace file: device_lost record (Vulkan layer)"),
+                Source::Run { run_id: r.run_id.clone(), file: Some(r.file.clone()) },
+            ];
+            let suffix = if t.device_lost.len() > 1 { format!(".{}", i + 1) } else { String::new() };
+            let id = format!("{base_id}.e{}r{}.trace_device_lost{suffix}", r.epoch, r.repetition);
+            let mut claim = d.claim(id, sources);
+            claim.statement = format!("{request}: {}", claim.statement);
+            claim
+        }))
         .collect()
 }
 

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use trace_format::env;
 
-use super::record::{RecordTrace, TraceCrash, TraceKernel, TraceProcess, TRACE_TOP_KERNELS};
+use super::record::{RecordTrace, TraceCrash, TraceDeviceLost, TraceKernel, TraceProcess, TRACE_TOP_KERNELS};
 use crate::trace::{Aggregate, Range, Reader, TraceFile};
 use crate::vulkan::ShaderIndex;
 
@@ -191,6 +191,7 @@ impl TraceDir {
             if let Some(tr) = c.reader.trace_mut() {
                 tr.windows.retain(|w| w.t1 >= t);
                 tr.crashes.retain(|c| c.at_ns >= t);
+                tr.device_lost.retain(|d| d.at_ns >= t);
             }
         }
     }
@@ -272,7 +273,12 @@ pub fn join_with(
         processes.push(TraceProcess { pid: p.pid, ppid: p.ppid, exe: p.exe.clone(), file, launches: p.launches });
     }
     let crashes: Vec<TraceCrash> =
-        all.crashes.iter().map(|c| TraceCrash::new(c, c.path.as_deref().map(label).unwrap_or_default())).collect();
+        TraceCrash::all_of(&all.crashes, |c| c.path.as_deref().map(label).unwrap_or_default());
+    let device_lost: Vec<TraceDeviceLost> = all
+        .device_lost
+        .iter()
+        .map(|d| TraceDeviceLost::new(d, d.path.as_deref().map(label).unwrap_or_default()))
+        .collect();
     let mut kernels: Vec<TraceKernel> =
         all.kernels.into_iter().map(|s| TraceKernel::new(s, 0, &shader_names)).collect();
     let mut families: BTreeMap<String, u64> = BTreeMap::new();
@@ -297,6 +303,7 @@ pub fn join_with(
         processes,
         cut,
         crashes,
+        device_lost,
         notes,
     }
 }
@@ -579,6 +586,75 @@ mod tests {
         assert!(k[2].statement.contains("launches during the request are unknown"), "{}", k[2].statement);
         let text = crate::sweep::report::render("r", "/runs/r", &records, &claims);
         assert!(text.contains("(trace cut: lower bounds)"), "{text}");
+    }
+
+    /// A Vulkan server process that lost its device and then aborted, as the observer and the Vulkan layer write
+    /// it (the layer's lines as crates/vklayer writes them, tests/vulkan_crash.rs runs it for real).
+    #[test]
+    fn a_vulkan_crash_and_a_lost_device_join_their_request_as_one_crash_claim_and_a_device_lost_claim() {
+        let header = |writer: &str| {
+            format!(
+                r#"{{"format":"backscope-trace","version":3,"pid":77,"ppid":1,"exe":"/bin/llama-server","cmdline":[],"clock":"monotonic","start_ns":1000,"interval_ms":20,"shape_buckets":8,"max_kernels":1024,"max_bytes":0,"observer":"0.1.0","writer":"{writer}"}}"#
+            )
+        };
+        let observer = format!(
+            "{}\n{}\n",
+            header("backscope-observer"),
+            r#"{"crash":6,"signal":"SIGABRT","code":-6,"addr":0,"sender_pid":77,"at_ns":5000,"seq":1,"tid":77,"flushed":false,"threads":[{"tid":77,"launches":[]}]}"#
+        );
+        let queues = r#""queues":[{"queue":0,"device":0,"submits":9,"dispatches":[[1,8,[8,2,1],1],[2,9,[1,1,1],1]]}]"#;
+        let layer = [
+            header("backscope-vklayer"),
+            r#"{"device":0,"api":"vulkan","name":"AMD Radeon RX Vega (RADV VEGA10)"}"#.to_string(),
+            r#"{"kernel":1,"name":"matmul_q4_k_f32_l","api":"vulkan","source":"debug_name","device":0}"#.to_string(),
+            r#"{"kernel":2,"name":"add_f32","api":"vulkan","source":"debug_name","device":0}"#.to_string(),
+            r#"{"window":[1000,4000],"counts":[[1,8],[2,9]],"submits":9}"#.to_string(),
+            format!(r#"{{"device_lost":"vkWaitForFences","result":-4,"at_ns":4500,"seq":1,"tid":78,{queues}}}"#),
+            format!(
+                r#"{{"crash":6,"signal":"SIGABRT","code":-6,"addr":0,"sender_pid":77,"at_ns":4990,"seq":1,"tid":77,"flushed":true,"threads":[{{"tid":77,"launches":[]}},{{"tid":78,"in_flight":"vkWaitForFences","launches":[]}}],{queues}}}"#
+            ),
+        ]
+        .join("\n");
+        let mut a = TraceFile::parse(&observer).unwrap();
+        a.path = Some(PathBuf::from("/runs/r/traces/s001-vk/trace-77.jsonl"));
+        let mut b = TraceFile::parse(&layer).unwrap();
+        b.path = Some(PathBuf::from("/runs/r/traces/s001-vk/trace-77.1.jsonl"));
+        let label = |p: &Path| p.strip_prefix("/runs/r").unwrap().display().to_string();
+        let mut rec = crate::sweep::store::tests::record("r", "vk|m|ngl=1|p|n=1|e1|r1", 1);
+        rec.endpoint = "vk".into();
+        rec.trace = Some(join("traces/s001-vk", vec![], &[&a, &b], &label, [3000, 6000], 20));
+        let t = rec.trace.as_ref().unwrap();
+        assert_eq!(
+            t.crashes.len(),
+            1,
+            "the observer's and the layer's records of one signal are one: {:#?}",
+            t.crashes
+        );
+        assert_eq!(t.crashes[0].vulkan_file.as_deref(), Some("traces/s001-vk/trace-77.1.jsonl"));
+        assert_eq!(t.crashes[0].threads[1].in_flight.as_deref(), Some("vkWaitForFences"));
+        assert_eq!(t.device_lost.len(), 1);
+        let claims = crate::sweep::report::claims(&[rec.clone()], Path::new("/runs/r"));
+        let crash = claims.iter().find(|c| c.id.ends_with(".trace_crash")).expect("a crash claim");
+        assert_eq!(crash.confidence, crate::evidence::Confidence::Confirmed);
+        assert!(
+            crash.statement.contains(
+                "the last Vulkan dispatches before the crash were: queue 0 (AMD Radeon RX Vega (RADV VEGA10)), \
+                 submissions 8–9 of 9: 1× matmul_q4_k_f32_l"
+            ) && crash.statement.ends_with("1× add_f32 (ADD) [1,1,1]; the last: add_f32 (ADD)"),
+            "{}",
+            crash.statement
+        );
+        assert_eq!(crash.sources.len(), 3, "both trace files and the run: {:?}", crash.sources);
+        let lost = claims.iter().find(|c| c.id.ends_with(".trace_device_lost")).expect("a device-lost claim");
+        assert!(
+            lost.statement
+                .contains("pid 77 (/bin/llama-server): vkWaitForFences returned VK_ERROR_DEVICE_LOST in thread 78"),
+            "{}",
+            lost.statement
+        );
+        // A request that began after both records carries neither.
+        let later = join("traces/s001-vk", vec![], &[&a, &b], &label, [7000, 8000], 20);
+        assert!(later.crashes.is_empty() && later.device_lost.is_empty());
     }
 
     #[test]

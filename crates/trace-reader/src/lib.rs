@@ -29,10 +29,12 @@ pub use reader::{
     MAX_KEPT, MAX_LINE,
 };
 pub use records::{
-    Crash, CrashLaunch, CrashThread, Device, End, Header, KernelDef, PipelineStat, Shape, ShapeCount, Truncated,
-    Warning, Window,
+    Crash, CrashLaunch, CrashThread, Device, DeviceLost, End, Header, KernelDef, PipelineStat, QueueAtLoss,
+    QueueDispatch, Shape, ShapeCount, Truncated, Warning, Window,
 };
-pub use summary::{Aggregate, CrashReport, LaunchRun, ProcessStats, ThreadAtCrash};
+pub use summary::{
+    Aggregate, CrashReport, DeviceLostReport, DispatchRun, LaunchRun, ProcessStats, QueueRuns, ThreadAtCrash,
+};
 
 /// Whether `name` is a trace file name: `trace-*.jsonl`.
 pub fn is_trace_file_name(name: &str) -> bool {

@@ -15,8 +15,8 @@ use format::record::kind;
 use format::{FORMAT, MIN_VERSION, VERSION};
 
 use crate::records::{
-    Crash, Device, End, Header, KernelDef, RawCrash, RawWindow, Shape, ShapeCount, SignalReturned, Truncated, Warning,
-    Window,
+    Crash, Device, DeviceLost, End, Header, KernelDef, RawCrash, RawWindow, Shape, ShapeCount, SignalReturned,
+    Truncated, Warning, Window,
 };
 
 /// A trace file that could not be read: which file, which line (1-based) if one, and what was
@@ -75,6 +75,8 @@ pub struct TraceFile {
     pub warnings: Vec<Warning>,
     /// Fatal signals the observer caught, in order (version 3).
     pub crashes: Vec<Crash>,
+    /// Vulkan calls that returned `VK_ERROR_DEVICE_LOST`, in order (the Vulkan layer's records).
+    pub device_lost: Vec<DeviceLost>,
     /// `None` when the process ended without the exit flush (killed, crashed, `_exit`, still
     /// running), or when the trace was cut.
     pub end: Option<End>,
@@ -97,6 +99,7 @@ enum Line {
     Crash(Crash),
     SignalReturned(u32),
     Device(Device),
+    DeviceLost(DeviceLost),
     Unknown,
 }
 
@@ -131,6 +134,7 @@ fn parse_line(line: &str) -> Result<Line, String> {
             Line::SignalReturned(serde_json::from_value::<SignalReturned>(value).map_err(record)?.signal_returned)
         }
         kind::DEVICE => Line::Device(serde_json::from_value(value).map_err(record)?),
+        kind::DEVICE_LOST => Line::DeviceLost(serde_json::from_value(value).map_err(record)?),
         _ => Line::Unknown,
     })
 }
@@ -248,6 +252,7 @@ impl Reader {
                 windows: Vec::new(),
                 warnings: Vec::new(),
                 crashes: Vec::new(),
+                device_lost: Vec::new(),
                 end: None,
                 truncated: None,
                 partial_last_line: false,
@@ -385,6 +390,7 @@ impl Reader {
             Line::Truncated(truncated) => trace.truncated = Some(truncated),
             Line::Crash(crash) => {
                 check_defined(&trace.kernels, crash.threads.iter().flat_map(|t| &t.launches).map(|l| l.kernel))?;
+                check_defined(&trace.kernels, crash.queues.iter().flat_map(|q| &q.dispatches).map(|d| d.kernel))?;
                 if let Some(folded) = self.folded.as_mut().filter(|_| trace.crashes.len() >= MAX_KEPT) {
                     // The last ones are kept: the last says whether the process died of it.
                     trace.crashes.remove(0);
@@ -405,6 +411,13 @@ impl Reader {
                     }
                 }
                 trace.devices.insert(device.id, device);
+            }
+            Line::DeviceLost(lost) => {
+                check_defined(&trace.kernels, lost.queues.iter().flat_map(|q| &q.dispatches).map(|d| d.kernel))?;
+                // Bounded by the layer (8 per process); a folding reader keeps the first ones too.
+                if self.folded.is_none() || trace.device_lost.len() < MAX_KEPT {
+                    trace.device_lost.push(lost);
+                }
             }
             Line::Unknown => trace.unknown_lines += 1,
         }

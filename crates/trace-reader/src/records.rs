@@ -200,9 +200,82 @@ pub struct Crash {
     /// The window open at the signal was written before this record.
     pub flushed: bool,
     pub threads: Vec<CrashThread>,
+    /// Vulkan queues and their last submitted dispatches (written by the Vulkan layer; empty in the
+    /// CUDA/HIP observer's records).
+    pub queues: Vec<QueueAtLoss>,
     /// A `signal_returned` record followed: the program's own handler returned from the signal, so
     /// the program may have gone on.
     pub returned: bool,
+}
+
+/// Equal consecutive dispatches a Vulkan queue was given (version 3, crash and device-lost records).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct QueueDispatch {
+    pub kernel: u32,
+    /// The queue's submission that carried them, from 1.
+    pub submit: u64,
+    /// Workgroup counts.
+    pub grid: [u32; 3],
+    pub count: u32,
+    /// The debug label open when they were recorded (ggml-vulkan's graph node, `MUL_MAT blk.0.attn_q`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+/// One Vulkan queue's last submitted dispatches, oldest first, as a crash or device-lost record
+/// lists them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueAtLoss {
+    pub queue: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<u32>,
+    #[serde(default)]
+    pub submits: u64,
+    #[serde(default, deserialize_with = "raw_dispatches")]
+    pub dispatches: Vec<QueueDispatch>,
+    /// Dispatches left out because their pipeline was not defined in the file.
+    #[serde(default)]
+    pub omitted: u32,
+}
+
+/// A remembered dispatch as written: `[kernel, submission, grid, count]`, then its label when it has one.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawDispatch {
+    Labelled(u32, u64, [u32; 3], u32, String),
+    Plain(u32, u64, [u32; 3], u32),
+}
+
+fn raw_dispatches<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<QueueDispatch>, D::Error> {
+    let raw = Vec::<RawDispatch>::deserialize(d)?;
+    Ok(raw
+        .into_iter()
+        .map(|r| match r {
+            RawDispatch::Labelled(kernel, submit, grid, count, label) => {
+                QueueDispatch { kernel, submit, grid, count, label: Some(label) }
+            }
+            RawDispatch::Plain(kernel, submit, grid, count) => {
+                QueueDispatch { kernel, submit, grid, count, label: None }
+            }
+        })
+        .collect())
+}
+
+/// A Vulkan call that returned `VK_ERROR_DEVICE_LOST` (a `device_lost` record).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceLost {
+    /// The call: `vkQueueSubmit`, `vkWaitForFences`, …
+    #[serde(rename = "device_lost")]
+    pub call: String,
+    #[serde(default)]
+    pub result: i32,
+    pub at_ns: u64,
+    #[serde(default)]
+    pub seq: u32,
+    #[serde(default)]
+    pub tid: u32,
+    #[serde(default)]
+    pub queues: Vec<QueueAtLoss>,
 }
 
 impl Crash {
@@ -332,6 +405,8 @@ pub(crate) struct RawCrash {
     flushed: bool,
     #[serde(default)]
     threads: Vec<RawCrashThread>,
+    #[serde(default)]
+    queues: Vec<QueueAtLoss>,
 }
 
 impl From<RawCrash> for Crash {
@@ -364,6 +439,7 @@ impl From<RawCrash> for Crash {
                         .collect(),
                 })
                 .collect(),
+            queues: raw.queues,
             returned: false,
         }
     }

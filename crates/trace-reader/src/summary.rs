@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use crate::reader::{merge_by_name, KernelStats, Range, TraceFile};
-use crate::records::{Crash, Shape, Truncated, Warning};
+use crate::records::{Crash, DeviceLost, QueueAtLoss, Shape, Truncated, Warning};
 
 /// One process's part of an [`Aggregate`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,17 +49,97 @@ pub struct ThreadAtCrash {
     pub launches: Vec<LaunchRun>,
 }
 
+/// A run of equal consecutive dispatches a Vulkan queue was given, its pipeline named.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DispatchRun {
+    pub name: String,
+    /// Workgroup counts.
+    pub grid: [u32; 3],
+    /// The pipeline's workgroup size, from its definition (`[0,0,0]` when unknown).
+    pub block: [u32; 3],
+    /// The queue's submissions the run spans (first, last).
+    pub submits: (u64, u64),
+    pub dispatches: u64,
+    /// The debug label they were recorded under (ggml-vulkan's graph node).
+    pub label: Option<String>,
+}
+
+/// One Vulkan queue's last submitted dispatches, oldest first, equal consecutive ones merged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueRuns {
+    pub queue: u32,
+    /// The device's name, from its `device` record.
+    pub device: Option<String>,
+    pub submits: u64,
+    pub runs: Vec<DispatchRun>,
+    /// Dispatches the record left out (their pipeline was not defined in the file).
+    pub omitted: u32,
+}
+
+impl QueueRuns {
+    fn of(trace: &TraceFile, q: &QueueAtLoss) -> QueueRuns {
+        let mut runs: Vec<DispatchRun> = Vec::new();
+        for d in &q.dispatches {
+            let (name, block) = trace
+                .kernels
+                .get(&d.kernel)
+                .map(|k| (k.name.clone(), k.local_size.unwrap_or_default()))
+                .unwrap_or_else(|| (format!("kernel {}", d.kernel), [0; 3]));
+            match runs.last_mut() {
+                Some(run) if run.name == name && run.grid == d.grid && run.label == d.label => {
+                    run.dispatches += u64::from(d.count);
+                    run.submits.1 = d.submit;
+                }
+                _ => runs.push(DispatchRun {
+                    name,
+                    grid: d.grid,
+                    block,
+                    submits: (d.submit, d.submit),
+                    dispatches: u64::from(d.count),
+                    label: d.label.clone(),
+                }),
+            }
+        }
+        QueueRuns {
+            queue: q.queue,
+            device: q.device.and_then(|id| trace.devices.get(&id)).map(|d| d.name.clone()),
+            submits: q.submits,
+            runs,
+            omitted: q.omitted,
+        }
+    }
+
+    /// Dispatches remembered.
+    pub fn dispatches(&self) -> u64 {
+        self.runs.iter().map(|r| r.dispatches).sum()
+    }
+}
+
 /// A crash record with its kernels named.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CrashReport {
     pub pid: u32,
     pub exe: String,
     pub path: Option<PathBuf>,
+    /// The program that wrote the trace (`backscope-vklayer` for the Vulkan layer's records).
+    pub writer: String,
     pub crash: Crash,
     /// Nothing shows that the process survived it (see [`TraceFile::fatal_crash`]).
     pub fatal: bool,
     /// The receiving thread first.
     pub threads: Vec<ThreadAtCrash>,
+    /// Vulkan queues' last submitted dispatches (the layer's records).
+    pub queues: Vec<QueueRuns>,
+}
+
+/// A `device_lost` record with its pipelines named.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceLostReport {
+    pub pid: u32,
+    pub exe: String,
+    pub path: Option<PathBuf>,
+    pub lost: DeviceLost,
+    pub queues: Vec<QueueRuns>,
 }
 
 impl CrashReport {
@@ -99,9 +179,11 @@ impl CrashReport {
             pid: trace.pid(),
             exe: trace.header.exe.clone(),
             path: trace.path.clone(),
+            writer: trace.header.writer.clone(),
             crash: crash.clone(),
             fatal: trace.fatal_crash().is_some_and(|f| f.seq == crash.seq),
             threads,
+            queues: crash.queues.iter().map(|q| QueueRuns::of(trace, q)).collect(),
         }
     }
 
@@ -127,6 +209,8 @@ pub struct Aggregate {
     pub spill_ns: [u64; 2],
     /// Crash records whose signal arrived within the range, in trace order.
     pub crashes: Vec<CrashReport>,
+    /// Device-lost records within the range, in trace order.
+    pub device_lost: Vec<DeviceLostReport>,
 }
 
 impl Aggregate {
@@ -154,6 +238,15 @@ impl Aggregate {
             });
             out.crashes
                 .extend(t.crashes.iter().filter(|c| range.includes_instant(c.at_ns)).map(|c| CrashReport::of(t, c)));
+            out.device_lost.extend(t.device_lost.iter().filter(|d| range.includes_instant(d.at_ns)).map(|d| {
+                DeviceLostReport {
+                    pid: t.pid(),
+                    exe: t.header.exe.clone(),
+                    path: t.path.clone(),
+                    lost: d.clone(),
+                    queues: d.queues.iter().map(|q| QueueRuns::of(t, q)).collect(),
+                }
+            }));
             stats.extend(t.kernel_stats(range));
         }
         let mut kernels: Vec<KernelStats> = merge_by_name(stats).into_values().filter(|s| s.launches > 0).collect();

@@ -289,3 +289,76 @@ fn the_aggregate_names_the_kernels_before_a_crash_and_merges_processes() {
     let before = Aggregate::of([&crashed, &other], Range::Overlapping(1_100, 1_900));
     assert_eq!((before.total_launches, before.crashes.len()), (3, 0));
 }
+
+/// A Vulkan process as the layer writes it when a call returns `VK_ERROR_DEVICE_LOST` and the program then
+/// aborts: the device, two pipelines, a window, the device-lost record and the crash record, both naming the
+/// queue's last dispatches.
+#[test]
+fn vulkan_device_lost_and_crash_records_name_the_queues_last_dispatches() {
+    let mut out = header(7);
+    record::device(&mut out, &record::Device { id: 0, api: api::VULKAN, name: b"llvmpipe", ..Default::default() });
+    for (id, name) in [(1, &b"matmul_f32_l"[..]), (2, b"add_f32")] {
+        record::kernel(
+            &mut out,
+            &record::KernelDef {
+                device: Some(0),
+                local_size: Some([64, 1, 1]),
+                ..record::KernelDef::new(id, name, api::VULKAN, source::DEBUG_NAME)
+            },
+        );
+    }
+    let dispatches = [
+        record::QueueDispatch { kernel: 1, submit: 4, grid: [8, 2, 1], count: 1, label: b"" },
+        record::QueueDispatch { kernel: 1, submit: 5, grid: [8, 2, 1], count: 2, label: b"" },
+        record::QueueDispatch { kernel: 2, submit: 5, grid: [1, 1, 1], count: 1, label: b"ADD blk.0.ffn_inp \"x\"" },
+    ];
+    let queues = [record::CrashQueue { queue: 0, device: Some(0), submits: 5, dispatches: &dispatches, omitted: 3 }];
+    let lost = record::DeviceLost { call: "vkWaitForFences", result: -4, at_ns: 3_000, tid: 7, seq: 1 };
+    record::device_lost(&mut out, &lost, &queues);
+    let threads = [CrashThread { tid: 7, in_flight: Some("vkQueueSubmit"), launches: &[] }];
+    let crash = record::Crash {
+        seq: 1,
+        signal: 6,
+        code: -6,
+        addr: 0,
+        sender_pid: Some(7),
+        at_ns: 3_500,
+        tid: 7,
+        flushed: true,
+        threads: &threads,
+    };
+    record::crash_with_queues(&mut out, &crash, &queues);
+    let trace = TraceFile::parse(std::str::from_utf8(&out).unwrap()).unwrap();
+    assert_eq!(trace.device_lost.len(), 1);
+    let read = &trace.device_lost[0];
+    assert_eq!((read.call.as_str(), read.result, read.at_ns, read.seq, read.tid), ("vkWaitForFences", -4, 3_000, 1, 7));
+    assert_eq!(read.queues[0].dispatches.len(), 3);
+    assert_eq!((read.queues[0].device, read.queues[0].submits, read.queues[0].omitted), (Some(0), 5, 3));
+    assert_eq!(
+        read.queues[0].dispatches[1],
+        trace_reader::QueueDispatch { kernel: 1, submit: 5, grid: [8, 2, 1], count: 2, label: None }
+    );
+    assert_eq!(read.queues[0].dispatches[2].label.as_deref(), Some("ADD blk.0.ffn_inp \"x\""));
+    assert_eq!(trace.crashes[0].queues, read.queues);
+    assert!(trace.devices.contains_key(&0), "a device_lost record is not taken for a device record");
+
+    let all = Aggregate::of([&trace], Range::All);
+    let runs = &all.crashes[0].queues[0];
+    assert_eq!(runs.device.as_deref(), Some("llvmpipe"));
+    let named: Vec<String> =
+        runs.runs.iter().map(|r| format!("{} {} {:?} {:?}", r.name, r.dispatches, r.submits, r.block)).collect();
+    assert_eq!(named, ["matmul_f32_l 3 (4, 5) [64, 1, 1]", "add_f32 1 (5, 5) [64, 1, 1]"]);
+    assert_eq!(all.device_lost.len(), 1);
+    assert_eq!(all.device_lost[0].queues[0].dispatches(), 4);
+
+    // A dispatch of an undefined pipeline makes the record unreadable, as a launch's does.
+    let mut bad = out.clone();
+    let undefined = [record::QueueDispatch { kernel: 9, submit: 1, grid: [1, 1, 1], count: 1, label: b"" }];
+    record::device_lost(
+        &mut bad,
+        &lost,
+        &[record::CrashQueue { queue: 0, device: None, submits: 1, dispatches: &undefined, omitted: 0 }],
+    );
+    let error = TraceFile::parse(std::str::from_utf8(&bad).unwrap()).unwrap_err().to_string();
+    assert!(error.contains("kernel 9 is used before its definition"), "{error}");
+}

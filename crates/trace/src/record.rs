@@ -21,9 +21,14 @@ pub mod kind {
     pub const SIGNAL_RETURNED: &str = "signal_returned";
     /// Version 3.
     pub const DEVICE: &str = "device";
+    /// Version 3 (added later; a reader that does not know it skips it as an unknown line): a Vulkan
+    /// call returned `VK_ERROR_DEVICE_LOST`.
+    pub const DEVICE_LOST: &str = "device_lost";
     /// In the order a reader tests them: a Vulkan pipeline's definition has a `device` field, so
-    /// `kernel` must win over `device`.
-    pub const ALL: [&str; 9] = [HEADER, KERNEL, WINDOW, WARNING, END, TRUNCATED, CRASH, SIGNAL_RETURNED, DEVICE];
+    /// `kernel` must win over `device`. (`device_lost` records carry no top-level `device` field, so
+    /// a reader that does not know them cannot take one for a device record.)
+    pub const ALL: [&str; 10] =
+        [HEADER, KERNEL, WINDOW, WARNING, END, TRUNCATED, CRASH, SIGNAL_RETURNED, DEVICE_LOST, DEVICE];
 }
 
 /// Values of a kernel definition's `api` field: how the kernel reached the runtime.
@@ -119,6 +124,11 @@ pub mod field {
     pub const THREADS: &str = "threads";
     pub const IN_FLIGHT: &str = "in_flight";
     pub const LAUNCHES: &str = "launches";
+    pub const QUEUES: &str = "queues";
+    pub const QUEUE: &str = "queue";
+    pub const DISPATCHES: &str = "dispatches";
+    pub const OMITTED: &str = "omitted";
+    pub const RESULT: &str = "result";
 
     pub const DRIVER: &str = "driver";
     pub const DRIVER_INFO: &str = "driver_info";
@@ -422,6 +432,12 @@ pub fn signal_name(signal: i32) -> &'static str {
 }
 
 pub fn crash(out: &mut (impl Out + ?Sized), c: &Crash<'_>) {
+    crash_with_queues(out, c, &[]);
+}
+
+/// A crash record with the Vulkan queues' last submitted dispatches (written by the Vulkan layer;
+/// `queues` is left out when empty, so [`crash`] writes the CUDA/HIP observer's record unchanged).
+pub fn crash_with_queues(out: &mut (impl Out + ?Sized), c: &Crash<'_>, queues: &[CrashQueue<'_>]) {
     let mut o = Obj::begin(out);
     o.i64(kind::CRASH, c.signal.into()).str(field::SIGNAL, signal_name(c.signal));
     o.i64(field::CODE, c.code.into()).u64(field::ADDR, c.addr);
@@ -455,6 +471,100 @@ pub fn crash(out: &mut (impl Out + ?Sized), c: &Crash<'_>) {
         th.end();
     }
     list.put(b"]");
+    put_queues(&mut o, queues);
+    o.end_line();
+}
+
+/// One dispatch (or several equal ones in a row) a Vulkan queue was given, remembered for the crash
+/// and device-lost records.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueDispatch<'a> {
+    /// The pipeline's kernel id.
+    pub kernel: u32,
+    /// The queue's submission (`vkQueueSubmit*` call with dispatches) that carried it, from 1.
+    pub submit: u64,
+    /// Workgroup counts (`[0,0,0]` for an indirect dispatch).
+    pub grid: [u32; 3],
+    /// Equal consecutive dispatches of one command buffer.
+    pub count: u32,
+    /// The innermost debug label open when they were recorded (`vkCmdBeginDebugUtilsLabelEXT`: ggml-vulkan's
+    /// graph node, `MUL_MAT blk.0.attn_q`); empty for none.
+    pub label: &'a [u8],
+}
+
+/// One Vulkan queue's last submitted dispatches, oldest first.
+#[derive(Clone, Copy, Debug)]
+pub struct CrashQueue<'a> {
+    /// The queue's number in the layer's table (in the order queues first submitted dispatches).
+    pub queue: u32,
+    /// The `device` record of its device, when described.
+    pub device: Option<u32>,
+    /// Submissions with dispatches on this queue so far.
+    pub submits: u64,
+    pub dispatches: &'a [QueueDispatch<'a>],
+    /// Dispatches left out of the list because their pipeline's definition could not be written.
+    pub omitted: u32,
+}
+
+fn put_queues<O: Out + ?Sized>(o: &mut Obj<'_, O>, queues: &[CrashQueue<'_>]) {
+    if queues.is_empty() {
+        return;
+    }
+    let list = o.key(field::QUEUES);
+    list.put(b"[");
+    for (i, q) in queues.iter().enumerate() {
+        if i > 0 {
+            list.put(b",");
+        }
+        let mut qo = Obj::begin(&mut *list);
+        qo.u64(field::QUEUE, q.queue.into());
+        if let Some(device) = q.device {
+            qo.u64(field::DEVICE, device.into());
+        }
+        qo.u64(field::SUBMITS, q.submits);
+        let dispatches = qo.key(field::DISPATCHES);
+        dispatches.put(b"[");
+        for (j, d) in q.dispatches.iter().enumerate() {
+            dispatches.put(if j == 0 { b"[" } else { b",[" });
+            put_u64(dispatches, d.kernel.into());
+            dispatches.put(b",");
+            put_u64(dispatches, d.submit);
+            dispatches.put(b",");
+            put_u32x3(dispatches, d.grid);
+            dispatches.put(b",");
+            put_u64(dispatches, d.count.into());
+            if !d.label.is_empty() {
+                dispatches.put(b",");
+                crate::json::put_str(dispatches, d.label);
+            }
+            dispatches.put(b"]");
+        }
+        dispatches.put(b"]");
+        qo.u64_nonzero(field::OMITTED, q.omitted.into());
+        qo.end();
+    }
+    list.put(b"]");
+}
+
+/// A Vulkan call that returned `VK_ERROR_DEVICE_LOST`, as the layer saw it return.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceLost<'a> {
+    /// The call (`vkQueueSubmit`, `vkWaitForFences`, …).
+    pub call: &'a str,
+    /// Its `VkResult` (-4).
+    pub result: i32,
+    pub at_ns: u64,
+    /// The thread that made the call.
+    pub tid: u32,
+    /// Number of this device-lost record in the file, from 1.
+    pub seq: u32,
+}
+
+pub fn device_lost(out: &mut (impl Out + ?Sized), d: &DeviceLost<'_>, queues: &[CrashQueue<'_>]) {
+    let mut o = Obj::begin(out);
+    o.str(kind::DEVICE_LOST, d.call).i64(field::RESULT, d.result.into());
+    o.u64(field::AT_NS, d.at_ns).u64(field::SEQ, d.seq.into()).u64(field::TID, d.tid.into());
+    put_queues(&mut o, queues);
     o.end_line();
 }
 
@@ -642,5 +752,57 @@ mod tests {
              [2,150,[2,1,1],[32,1,1],0]]},{\"tid\":8,\"launches\":[]}]}\n"
         );
         assert_eq!(signal_name(6), "SIGABRT");
+    }
+
+    /// The Vulkan layer's crash and device-lost examples of docs/trace-format.md.
+    #[test]
+    fn vulkan_crash_and_device_lost_records_match_the_documented_examples() {
+        let dispatches: Vec<QueueDispatch> = (1..=3)
+            .flat_map(|s| {
+                [
+                    QueueDispatch { kernel: 1, submit: s, grid: [4, 1, 1], count: 1, label: b"" },
+                    QueueDispatch { kernel: 2, submit: s, grid: [2, 1, 1], count: 1, label: b"" },
+                ]
+            })
+            .collect();
+        let queues = [CrashQueue { queue: 0, device: Some(0), submits: 3, dispatches: &dispatches, omitted: 0 }];
+        let threads = [CrashThread { tid: 3302, in_flight: None, launches: &[] }];
+        let c = Crash {
+            seq: 1,
+            signal: 11,
+            code: 1,
+            addr: 0,
+            sender_pid: None,
+            at_ns: 9664662022230,
+            tid: 3302,
+            flushed: true,
+            threads: &threads,
+        };
+        assert_eq!(
+            line(|o| crash_with_queues(o, &c, &queues)),
+            "{\"crash\":11,\"signal\":\"SIGSEGV\",\"code\":1,\"addr\":0,\"at_ns\":9664662022230,\"seq\":1,\"tid\":3302,\"flushed\":true,\
+             \"threads\":[{\"tid\":3302,\"launches\":[]}],\"queues\":[{\"queue\":0,\"device\":0,\"submits\":3,\
+             \"dispatches\":[[1,1,[4,1,1],1],[2,1,[2,1,1],1],[1,2,[4,1,1],1],[2,2,[2,1,1],1],[1,3,[4,1,1],1],[2,3,[2,1,1],1]]}]}\n"
+        );
+        let queues = [CrashQueue { queue: 0, device: Some(0), submits: 3, dispatches: &dispatches[2..], omitted: 0 }];
+        let lost = DeviceLost { call: "vkWaitForFences", result: -4, at_ns: 9683944997073, tid: 4567, seq: 1 };
+        assert_eq!(
+            line(|o| device_lost(o, &lost, &queues)),
+            "{\"device_lost\":\"vkWaitForFences\",\"result\":-4,\"at_ns\":9683944997073,\"seq\":1,\"tid\":4567,\
+             \"queues\":[{\"queue\":0,\"device\":0,\"submits\":3,\"dispatches\":[[1,2,[4,1,1],1],[2,2,[2,1,1],1],\
+             [1,3,[4,1,1],1],[2,3,[2,1,1],1]]}]}\n"
+        );
+        // Without queues the observer's record is unchanged.
+        assert!(!line(|o| crash(o, &c)).contains("queues"));
+        // A label follows the count.
+        let labelled = [QueueDispatch { label: b"MUL_MAT blk.0.attn_q > mul_mat_vec (2,1,1)", ..dispatches[0] }];
+        let queue = [CrashQueue { queue: 1, device: None, submits: 1, dispatches: &labelled, omitted: 0 }];
+        assert!(line(|o| device_lost(o, &lost, &queue))
+            .contains(r#""dispatches":[[1,1,[4,1,1],1,"MUL_MAT blk.0.attn_q > mul_mat_vec (2,1,1)"]]"#));
+        // An omitted count shows; a record of this kind is never taken for a `device` record.
+        let with_omitted = [CrashQueue { omitted: 2, device: None, ..queues[0] }];
+        let text = line(|o| device_lost(o, &lost, &with_omitted));
+        assert!(text.contains(",\"omitted\":2}"), "{text}");
+        assert_eq!(kind::ALL.iter().find(|k| text.contains(&format!("{{\"{k}\":"))), Some(&kind::DEVICE_LOST));
     }
 }

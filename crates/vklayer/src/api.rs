@@ -21,6 +21,7 @@ use crate::commands;
 use crate::device;
 use crate::dispatch::{self, DeviceDispatch, InstanceDispatch};
 use crate::loader::{self, dispatch_key, NegotiateLayerInterface};
+use crate::locus::Marked;
 use crate::pipelines::{self, Meta, Module, Stat, OVERFLOW};
 use crate::shader::{specialization_value, LocalSize};
 use crate::state;
@@ -82,6 +83,8 @@ fn device_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
         b"vkCreateComputePipelines" => hook!(create_compute_pipelines, vk::PFN_vkCreateComputePipelines),
         b"vkDestroyPipeline" => hook!(destroy_pipeline, vk::PFN_vkDestroyPipeline),
         b"vkSetDebugUtilsObjectNameEXT" => hook!(set_debug_utils_object_name, vk::PFN_vkSetDebugUtilsObjectNameEXT),
+        b"vkCmdBeginDebugUtilsLabelEXT" => hook!(cmd_begin_label, vk::PFN_vkCmdBeginDebugUtilsLabelEXT),
+        b"vkCmdEndDebugUtilsLabelEXT" => hook!(cmd_end_label, vk::PFN_vkCmdEndDebugUtilsLabelEXT),
         b"vkAllocateCommandBuffers" => hook!(allocate_command_buffers, vk::PFN_vkAllocateCommandBuffers),
         b"vkFreeCommandBuffers" => hook!(free_command_buffers, vk::PFN_vkFreeCommandBuffers),
         b"vkDestroyCommandPool" => hook!(destroy_command_pool, vk::PFN_vkDestroyCommandPool),
@@ -97,6 +100,19 @@ fn device_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
         b"vkQueueSubmit" => hook!(queue_submit, vk::PFN_vkQueueSubmit),
         b"vkQueueSubmit2" => hook!(queue_submit2, vk::PFN_vkQueueSubmit2),
         b"vkQueueSubmit2KHR" => hook!(queue_submit2_khr, vk::PFN_vkQueueSubmit2),
+        b"vkWaitForFences" => hook!(wait_for_fences, vk::PFN_vkWaitForFences),
+        b"vkGetFenceStatus" => hook!(get_fence_status, vk::PFN_vkGetFenceStatus),
+        b"vkQueueWaitIdle" => hook!(queue_wait_idle, vk::PFN_vkQueueWaitIdle),
+        b"vkDeviceWaitIdle" => hook!(device_wait_idle, vk::PFN_vkDeviceWaitIdle),
+        b"vkWaitSemaphores" => hook!(wait_semaphores, vk::PFN_vkWaitSemaphores),
+        b"vkWaitSemaphoresKHR" => hook!(wait_semaphores_khr, vk::PFN_vkWaitSemaphores),
+        b"vkGetSemaphoreCounterValue" => hook!(get_semaphore_counter_value, vk::PFN_vkGetSemaphoreCounterValue),
+        b"vkGetSemaphoreCounterValueKHR" => {
+            hook!(get_semaphore_counter_value_khr, vk::PFN_vkGetSemaphoreCounterValue)
+        }
+        b"vkGetQueryPoolResults" => hook!(get_query_pool_results, vk::PFN_vkGetQueryPoolResults),
+        b"vkAllocateMemory" => hook!(allocate_memory, vk::PFN_vkAllocateMemory),
+        b"vkMapMemory" => hook!(map_memory, vk::PFN_vkMapMemory),
         _ => None,
     }
 }
@@ -129,7 +145,9 @@ unsafe extern "system" fn get_instance_proc_addr(
     let next = unsafe { (table.get_instance_proc_addr)(instance, name) };
     // A device command of an instance extension: the loader fills device dispatch tables with it
     // through vkGetInstanceProcAddr (VK_EXT_debug_utils), so the hook must be handed out here too.
-    if n == b"vkSetDebugUtilsObjectNameEXT" && next.is_some() {
+    let debug_utils =
+        matches!(n, b"vkSetDebugUtilsObjectNameEXT" | b"vkCmdBeginDebugUtilsLabelEXT" | b"vkCmdEndDebugUtilsLabelEXT");
+    if debug_utils && next.is_some() {
         return device_hook(n);
     }
     next
@@ -291,7 +309,7 @@ unsafe extern "system" fn create_device(
             with.p_next = &feature as *const _ as *const c_void;
             with.enabled_extension_count = names.len() as u32;
             with.pp_enabled_extension_names = names.as_ptr();
-            result = next_create(physical, &with, allocator, out);
+            result = watched(&call::CREATE_DEVICE, || next_create(physical, &with, allocator, out));
         }
     }
     let statistics_on = match observed {
@@ -301,7 +319,7 @@ unsafe extern "system" fn create_device(
     };
     if result != vk::Result::SUCCESS {
         // SAFETY: forwarding the caller's arguments unchanged.
-        result = unsafe { next_create(physical, info, allocator, out) };
+        result = watched(&call::CREATE_DEVICE, || unsafe { next_create(physical, info, allocator, out) });
     }
     if result != vk::Result::SUCCESS {
         return result;
@@ -318,6 +336,8 @@ unsafe extern "system" fn create_device(
     // SAFETY: next_gdpa is the next link's and `device` its new device.
     let mut table = unsafe { DeviceDispatch::new(device, next_gdpa, facts_id, statistics_on) };
     table.instance_set_debug_utils_object_name = inst.set_debug_utils_object_name;
+    table.cmd_begin_debug_utils_label = table.cmd_begin_debug_utils_label.or(inst.cmd_begin_debug_utils_label);
+    table.cmd_end_debug_utils_label = table.cmd_end_debug_utils_label.or(inst.cmd_end_debug_utils_label);
     let destroy = table.destroy_device;
     // SAFETY: a valid device handle.
     if dispatch::add_device(unsafe { dispatch_key(device.as_raw() as *mut u8) }, table).is_none() {
@@ -425,7 +445,7 @@ unsafe extern "system" fn create_shader_module(
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: forwarding the caller's arguments.
-    let result = unsafe { next(device, info, allocator, out) };
+    let result = watched(&call::CREATE_SHADER_MODULE, || unsafe { next(device, info, allocator, out) });
     if result == vk::Result::SUCCESS && state::on() {
         state::guarded(|| {
             // SAFETY: the caller's valid create info and the module just created.
@@ -485,11 +505,11 @@ unsafe extern "system" fn create_compute_pipelines(
             for c in copies.iter_mut().filter(|c| !has_flags2(c)) {
                 c.flags |= vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR;
             }
-            next(device, cache, count, copies.as_ptr(), allocator, out)
+            watched(&call::CREATE_COMPUTE_PIPELINES, || next(device, cache, count, copies.as_ptr(), allocator, out))
         }
     } else {
         // SAFETY: forwarding the caller's arguments.
-        unsafe { next(device, cache, count, infos, allocator, out) }
+        watched(&call::CREATE_COMPUTE_PIPELINES, || unsafe { next(device, cache, count, infos, allocator, out) })
     };
     if observing && !out.is_null() {
         state::guarded(|| {
@@ -835,6 +855,40 @@ unsafe extern "system" fn cmd_bind_pipeline(
     }
 }
 
+/// `vkCmdBeginDebugUtilsLabelEXT`: the label names the dispatches recorded until its end (ggml-vulkan: one region
+/// per graph node, `MUL_MAT blk.0.attn_q`), for the crash locus.
+unsafe extern "system" fn cmd_begin_label(cb: vk::CommandBuffer, info: *const vk::DebugUtilsLabelEXT<'_>) {
+    let s = followed(cb);
+    if let (Some(s), false) = (s, info.is_null()) {
+        state::guarded(|| {
+            // SAFETY: the caller's valid label info.
+            let name = unsafe { (*info).p_label_name };
+            let text = if name.is_null() {
+                &b""[..]
+            } else {
+                // SAFETY: a valid label info's name is a NUL-terminated string.
+                unsafe { CStr::from_ptr(name) }.to_bytes()
+            };
+            s.begin_label(crate::labels::nested(s.label(), text));
+        });
+    }
+    if let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_begin_debug_utils_label) {
+        // SAFETY: forwarding the caller's arguments.
+        unsafe { next(cb, info) };
+    }
+}
+
+unsafe extern "system" fn cmd_end_label(cb: vk::CommandBuffer) {
+    let s = followed(cb);
+    if let Some(s) = s {
+        state::guarded(|| s.end_label());
+    }
+    if let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_end_debug_utils_label) {
+        // SAFETY: forwarding the caller's arguments.
+        unsafe { next(cb) };
+    }
+}
+
 /// Records one dispatch into `cb`'s state (when the layer follows `cb`), and returns its device.
 #[inline(always)]
 fn record(cb: vk::CommandBuffer, grid: [u32; 3]) -> Option<&'static DeviceDispatch> {
@@ -898,7 +952,12 @@ unsafe extern "system" fn cmd_execute_commands(cb: vk::CommandBuffer, count: u32
 /// Counts a submission's dispatches before the driver sees it (afterwards the application may reset
 /// the buffers as soon as they complete), then forwards it; a failed submission's dispatches are
 /// counted as errors too.
+///
+/// The dispatches are also remembered in the queue's ring (the crash locus) before the driver sees
+/// them, and the call is marked in flight: a crash inside the driver's submit names both.
 fn submit<I: Iterator<Item = vk::CommandBuffer> + Clone>(
+    queue: vk::Queue,
+    name: &'static &'static str,
     buffers: I,
     forward: impl FnOnce() -> vk::Result,
 ) -> vk::Result {
@@ -906,7 +965,15 @@ fn submit<I: Iterator<Item = vk::CommandBuffer> + Clone>(
         return forward();
     }
     let tally = state::guarded(|| commands::count(buffers.clone(), false)).unwrap_or_default();
-    let result = forward();
+    if tally.dispatches > 0 {
+        state::guarded(|| {
+            let device = device_of(queue).and_then(|d| d.facts_id);
+            if let Some(ring) = crate::locus::queue_ring(queue.as_raw(), device) {
+                commands::remember(buffers.clone(), ring);
+            }
+        });
+    }
+    let result = watched(name, forward);
     if tally.dispatches > 0 {
         crate::writer::SUBMITS.fetch_add(1, Ordering::Relaxed);
         if result.as_raw() < 0 {
@@ -914,6 +981,174 @@ fn submit<I: Iterator<Item = vk::CommandBuffer> + Clone>(
         }
     }
     result
+}
+
+/// Forwards a call marked in flight on this thread (the crash record names it); a
+/// `VK_ERROR_DEVICE_LOST` it returns is written to the trace with the queues' last dispatches.
+#[inline]
+fn watched(name: &'static &'static str, forward: impl FnOnce() -> vk::Result) -> vk::Result {
+    if !state::on() {
+        return forward();
+    }
+    let result = {
+        let _inside = Marked::enter(name);
+        forward()
+    };
+    if result == vk::Result::ERROR_DEVICE_LOST {
+        crate::writer::device_lost(name, result.as_raw());
+    }
+    result
+}
+
+/// Names of the calls marked in flight (statics: the crash handler reads them through their address).
+mod call {
+    pub static CREATE_DEVICE: &str = "vkCreateDevice";
+    pub static CREATE_SHADER_MODULE: &str = "vkCreateShaderModule";
+    pub static CREATE_COMPUTE_PIPELINES: &str = "vkCreateComputePipelines";
+    pub static QUEUE_SUBMIT: &str = "vkQueueSubmit";
+    pub static QUEUE_SUBMIT2: &str = "vkQueueSubmit2";
+    pub static QUEUE_SUBMIT2_KHR: &str = "vkQueueSubmit2KHR";
+    pub static WAIT_FOR_FENCES: &str = "vkWaitForFences";
+    pub static GET_FENCE_STATUS: &str = "vkGetFenceStatus";
+    pub static QUEUE_WAIT_IDLE: &str = "vkQueueWaitIdle";
+    pub static DEVICE_WAIT_IDLE: &str = "vkDeviceWaitIdle";
+    pub static WAIT_SEMAPHORES: &str = "vkWaitSemaphores";
+    pub static GET_SEMAPHORE_COUNTER_VALUE: &str = "vkGetSemaphoreCounterValue";
+    pub static GET_QUERY_POOL_RESULTS: &str = "vkGetQueryPoolResults";
+    pub static ALLOCATE_MEMORY: &str = "vkAllocateMemory";
+    pub static MAP_MEMORY: &str = "vkMapMemory";
+}
+
+unsafe extern "system" fn wait_for_fences(
+    device: vk::Device,
+    count: u32,
+    fences: *const vk::Fence,
+    wait_all: vk::Bool32,
+    timeout: u64,
+) -> vk::Result {
+    let Some(next) = device_of(device).and_then(|d| d.wait_for_fences) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::WAIT_FOR_FENCES, || unsafe { next(device, count, fences, wait_all, timeout) })
+}
+
+unsafe extern "system" fn get_fence_status(device: vk::Device, fence: vk::Fence) -> vk::Result {
+    let Some(next) = device_of(device).and_then(|d| d.get_fence_status) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::GET_FENCE_STATUS, || unsafe { next(device, fence) })
+}
+
+unsafe extern "system" fn queue_wait_idle(queue: vk::Queue) -> vk::Result {
+    let Some(next) = device_of(queue).and_then(|d| d.queue_wait_idle) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::QUEUE_WAIT_IDLE, || unsafe { next(queue) })
+}
+
+unsafe extern "system" fn device_wait_idle(device: vk::Device) -> vk::Result {
+    let Some(next) = device_of(device).and_then(|d| d.device_wait_idle) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::DEVICE_WAIT_IDLE, || unsafe { next(device) })
+}
+
+unsafe extern "system" fn wait_semaphores(
+    device: vk::Device,
+    info: *const vk::SemaphoreWaitInfo<'_>,
+    timeout: u64,
+) -> vk::Result {
+    let Some(next) = device_of(device).and_then(|d| d.wait_semaphores) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::WAIT_SEMAPHORES, || unsafe { next(device, info, timeout) })
+}
+
+unsafe extern "system" fn wait_semaphores_khr(
+    device: vk::Device,
+    info: *const vk::SemaphoreWaitInfo<'_>,
+    timeout: u64,
+) -> vk::Result {
+    let Some(next) = device_of(device).and_then(|d| d.wait_semaphores_khr) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::WAIT_SEMAPHORES, || unsafe { next(device, info, timeout) })
+}
+
+unsafe extern "system" fn get_semaphore_counter_value(
+    device: vk::Device,
+    semaphore: vk::Semaphore,
+    value: *mut u64,
+) -> vk::Result {
+    let Some(next) = device_of(device).and_then(|d| d.get_semaphore_counter_value) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::GET_SEMAPHORE_COUNTER_VALUE, || unsafe { next(device, semaphore, value) })
+}
+
+unsafe extern "system" fn get_semaphore_counter_value_khr(
+    device: vk::Device,
+    semaphore: vk::Semaphore,
+    value: *mut u64,
+) -> vk::Result {
+    let Some(next) = device_of(device).and_then(|d| d.get_semaphore_counter_value_khr) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::GET_SEMAPHORE_COUNTER_VALUE, || unsafe { next(device, semaphore, value) })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "system" fn get_query_pool_results(
+    device: vk::Device,
+    pool: vk::QueryPool,
+    first: u32,
+    count: u32,
+    size: usize,
+    data: *mut c_void,
+    stride: vk::DeviceSize,
+    flags: vk::QueryResultFlags,
+) -> vk::Result {
+    let Some(next) = device_of(device).and_then(|d| d.get_query_pool_results) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::GET_QUERY_POOL_RESULTS, || unsafe { next(device, pool, first, count, size, data, stride, flags) })
+}
+
+unsafe extern "system" fn allocate_memory(
+    device: vk::Device,
+    info: *const vk::MemoryAllocateInfo<'_>,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::DeviceMemory,
+) -> vk::Result {
+    let Some(next) = device_of(device).and_then(|d| d.allocate_memory) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::ALLOCATE_MEMORY, || unsafe { next(device, info, allocator, out) })
+}
+
+unsafe extern "system" fn map_memory(
+    device: vk::Device,
+    memory: vk::DeviceMemory,
+    offset: vk::DeviceSize,
+    size: vk::DeviceSize,
+    flags: vk::MemoryMapFlags,
+    out: *mut *mut c_void,
+) -> vk::Result {
+    let Some(next) = device_of(device).and_then(|d| d.map_memory) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::MAP_MEMORY, || unsafe { next(device, memory, offset, size, flags, out) })
 }
 
 /// The command buffers of `VkSubmitInfo`s.
@@ -970,7 +1205,7 @@ unsafe extern "system" fn queue_submit(
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: the caller's submit infos; forwarding the caller's arguments.
-    unsafe { submit(buffers_of(submits, count), || next(queue, count, submits, fence)) }
+    unsafe { submit(queue, &call::QUEUE_SUBMIT, buffers_of(submits, count), || next(queue, count, submits, fence)) }
 }
 
 unsafe extern "system" fn queue_submit2(
@@ -983,7 +1218,7 @@ unsafe extern "system" fn queue_submit2(
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: the caller's submit infos; forwarding the caller's arguments.
-    unsafe { submit(buffers_of2(submits, count), || next(queue, count, submits, fence)) }
+    unsafe { submit(queue, &call::QUEUE_SUBMIT2, buffers_of2(submits, count), || next(queue, count, submits, fence)) }
 }
 
 unsafe extern "system" fn queue_submit2_khr(
@@ -996,7 +1231,9 @@ unsafe extern "system" fn queue_submit2_khr(
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: the caller's submit infos; forwarding the caller's arguments.
-    unsafe { submit(buffers_of2(submits, count), || next(queue, count, submits, fence)) }
+    unsafe {
+        submit(queue, &call::QUEUE_SUBMIT2_KHR, buffers_of2(submits, count), || next(queue, count, submits, fence))
+    }
 }
 
 #[cfg(test)]

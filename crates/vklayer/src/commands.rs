@@ -20,6 +20,7 @@ use ash::vk::Handle;
 
 use crate::dispatch::DeviceDispatch;
 use crate::handles::HandleMap;
+use crate::locus;
 use crate::pipelines::{self, OVERFLOW};
 use format::spin::SpinLock;
 
@@ -34,13 +35,18 @@ const MAX_NESTING: u32 = 8;
 /// Command buffers alive at once that the layer follows.
 const MAX_LIVE: usize = 1 << 20;
 
-/// Dispatches of one pipeline with one workgroup count, recorded in a row or merged later.
+/// Dispatches of one pipeline with one workgroup count under one debug label, recorded in a row or merged later.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Entry {
     slot: u32,
     grid: [u32; 3],
     count: u32,
+    /// The innermost debug label open when they were recorded (`crate::labels`); 0 for none.
+    label: u32,
 }
+
+/// Nested debug labels a command buffer keeps (ggml opens two: the command buffer's and the node's).
+const LABEL_DEPTH: usize = 8;
 
 /// One command buffer's recorded dispatches.
 pub struct CommandBuffer {
@@ -53,6 +59,9 @@ pub struct CommandBuffer {
     lost: Cell<u64>,
     /// A merge left the entries at least half full: merging again would not make room worth its cost.
     crowded: Cell<bool>,
+    /// Open debug labels, innermost last (the first [`LABEL_DEPTH`] of `label_depth`).
+    labels: Cell<[u32; LABEL_DEPTH]>,
+    label_depth: Cell<u32>,
 }
 
 // SAFETY: a command buffer's state is used by one thread at a time: Vulkan requires the application
@@ -71,6 +80,8 @@ impl CommandBuffer {
             entries: UnsafeCell::new(Vec::with_capacity(INITIAL_ENTRIES)),
             lost: Cell::new(0),
             crowded: Cell::new(false),
+            labels: Cell::new([0; LABEL_DEPTH]),
+            label_depth: Cell::new(0),
         }
     }
 
@@ -98,6 +109,32 @@ impl CommandBuffer {
         self.bound.set(OVERFLOW);
         self.lost.set(0);
         self.crowded.set(false);
+        self.label_depth.set(0);
+    }
+
+    /// `vkCmdBeginDebugUtilsLabelEXT` with the interned label `id`.
+    pub fn begin_label(&self, id: u32) {
+        let depth = self.label_depth.get();
+        if (depth as usize) < LABEL_DEPTH {
+            let mut labels = self.labels.get();
+            labels[depth as usize] = id;
+            self.labels.set(labels);
+        }
+        self.label_depth.set(depth.saturating_add(1));
+    }
+
+    /// `vkCmdEndDebugUtilsLabelEXT`.
+    pub fn end_label(&self) {
+        self.label_depth.set(self.label_depth.get().saturating_sub(1));
+    }
+
+    /// The innermost open label (the deepest kept one when more are open than kept).
+    #[inline(always)]
+    pub fn label(&self) -> u32 {
+        match self.label_depth.get() {
+            0 => 0,
+            d => self.labels.get()[(d as usize).min(LABEL_DEPTH) - 1],
+        }
     }
 
     /// `vkCmdBindPipeline` with the compute bind point.
@@ -109,13 +146,13 @@ impl CommandBuffer {
     /// One `vkCmdDispatch*` with workgroup counts `grid` (`[0,0,0]` for an indirect dispatch).
     #[inline]
     pub fn record(&self, grid: [u32; 3]) {
-        self.push(Entry { slot: self.bound.get(), grid, count: 1 });
+        self.push(Entry { slot: self.bound.get(), grid, count: 1, label: self.label() });
     }
 
     /// `vkCmdExecuteCommands`: the secondary buffer's dispatches count with this one's.
     pub fn execute(&self, secondary: vk::CommandBuffer) {
         let raw = secondary.as_raw();
-        self.push(Entry { slot: EXECUTE, grid: [raw as u32, (raw >> 32) as u32, 0], count: 1 });
+        self.push(Entry { slot: EXECUTE, grid: [raw as u32, (raw >> 32) as u32, 0], count: 1, label: 0 });
     }
 
     #[inline]
@@ -123,7 +160,8 @@ impl CommandBuffer {
         // SAFETY: called from a command-recording hook on this buffer.
         let entries = unsafe { self.entries() };
         if let Some(last) = entries.last_mut() {
-            if last.slot == entry.slot && last.grid == entry.grid && last.count < u32::MAX {
+            if last.slot == entry.slot && last.grid == entry.grid && last.label == entry.label && last.count < u32::MAX
+            {
                 last.count += 1;
                 return;
             }
@@ -157,9 +195,12 @@ impl CommandBuffer {
 
 /// Sorts entries and merges equal ones (order does not matter for counting).
 fn merge(entries: &mut Vec<Entry>) {
-    entries.sort_unstable_by_key(|e| (e.slot, e.grid));
+    entries.sort_unstable_by_key(|e| (e.slot, e.grid, e.label));
     entries.dedup_by(|later, kept| {
-        let same = later.slot == kept.slot && later.grid == kept.grid && kept.count.checked_add(later.count).is_some();
+        let same = later.slot == kept.slot
+            && later.grid == kept.grid
+            && later.label == kept.label
+            && kept.count.checked_add(later.count).is_some();
         if same {
             kept.count += later.count;
         }
@@ -278,6 +319,39 @@ fn count_buffer(state: &CommandBuffer, errors: bool, depth: u32, tally: &mut Tal
     }
 }
 
+/// Remembers the last dispatches of a submission's command buffers in its queue's ring (the crash
+/// locus): the last [`locus::RING_DISPATCHES`] entries of each buffer at most, so that a submission
+/// costs the same however many dispatches its buffers hold. A secondary buffer executed among them
+/// contributes its own last entries.
+pub fn remember(buffers: impl Iterator<Item = vk::CommandBuffer>, ring: &locus::QueueRing) {
+    let submit = ring.begin_submit();
+    for cb in buffers {
+        if let Some(state) = get(cb) {
+            remember_buffer(state, ring, submit, 0);
+        }
+    }
+}
+
+fn remember_buffer(state: &CommandBuffer, ring: &locus::QueueRing, submit: u64, depth: u32) {
+    // SAFETY: called from a submission hook, like `count_buffer`.
+    let entries = unsafe { state.entries() };
+    let tail = &entries[entries.len().saturating_sub(locus::RING_DISPATCHES)..];
+    for e in tail {
+        if e.slot == EXECUTE {
+            let secondary = vk::CommandBuffer::from_raw(u64::from(e.grid[0]) | (u64::from(e.grid[1]) << 32));
+            if let Some(s) = get(secondary).filter(|_| depth < MAX_NESTING) {
+                remember_buffer(s, ring, submit, depth + 1);
+            }
+            continue;
+        }
+        ring.push(e.slot, e.grid, e.count, submit, e.label);
+    }
+    let lost = state.lost.get();
+    if lost > 0 {
+        ring.push(OVERFLOW, [0; 3], u32::try_from(lost).unwrap_or(u32::MAX), submit, 0);
+    }
+}
+
 fn add(slot: u32, grid: [u32; 3], n: u64, errors: bool) {
     if let Some(c) = pipelines::counters(slot) {
         if errors {
@@ -321,10 +395,10 @@ mod tests {
         assert_eq!(
             e,
             [
-                Entry { slot: 3, grid: [4, 1, 1], count: 2 },
-                Entry { slot: 3, grid: [8, 1, 1], count: 1 },
-                Entry { slot: 5, grid: [8, 1, 1], count: 1 },
-                Entry { slot: 3, grid: [4, 1, 1], count: 1 },
+                Entry { slot: 3, grid: [4, 1, 1], count: 2, label: 0 },
+                Entry { slot: 3, grid: [8, 1, 1], count: 1, label: 0 },
+                Entry { slot: 5, grid: [8, 1, 1], count: 1, label: 0 },
+                Entry { slot: 3, grid: [4, 1, 1], count: 1, label: 0 },
             ]
         );
         s.clear();
@@ -358,20 +432,52 @@ mod tests {
     }
 
     #[test]
+    fn dispatches_keep_the_innermost_open_label_and_equal_ones_under_another_label_stay_apart() {
+        let s = state();
+        s.bind(3);
+        s.begin_label(7);
+        s.record([4, 1, 1]);
+        s.begin_label(9);
+        s.record([4, 1, 1]);
+        s.record([4, 1, 1]);
+        s.end_label();
+        s.record([4, 1, 1]);
+        s.end_label();
+        s.end_label();
+        s.record([4, 1, 1]);
+        let labels: Vec<(u32, u32)> = entries(&s).iter().map(|e| (e.label, e.count)).collect();
+        assert_eq!(labels, [(7, 1), (9, 2), (7, 1), (0, 1)]);
+        // Deeper than kept: the deepest kept label stands for the ones beyond it.
+        for id in 1..=(LABEL_DEPTH as u32 + 2) {
+            s.begin_label(id);
+        }
+        assert_eq!(s.label(), LABEL_DEPTH as u32);
+        s.clear();
+        assert_eq!(s.label(), 0, "a reset buffer has no label open");
+        let mut merged = vec![
+            Entry { slot: 1, grid: [1, 1, 1], count: 1, label: 2 },
+            Entry { slot: 1, grid: [1, 1, 1], count: 1, label: 3 },
+            Entry { slot: 1, grid: [1, 1, 1], count: 1, label: 2 },
+        ];
+        merge(&mut merged);
+        assert_eq!(merged.iter().map(|e| (e.label, e.count)).collect::<Vec<_>>(), [(2, 2), (3, 1)]);
+    }
+
+    #[test]
     fn merging_adds_the_counts_of_equal_entries() {
         let mut e = vec![
-            Entry { slot: 2, grid: [1, 1, 1], count: 3 },
-            Entry { slot: 1, grid: [1, 1, 1], count: 1 },
-            Entry { slot: 2, grid: [1, 1, 1], count: 4 },
-            Entry { slot: 2, grid: [2, 1, 1], count: 1 },
+            Entry { slot: 2, grid: [1, 1, 1], count: 3, label: 0 },
+            Entry { slot: 1, grid: [1, 1, 1], count: 1, label: 0 },
+            Entry { slot: 2, grid: [1, 1, 1], count: 4, label: 0 },
+            Entry { slot: 2, grid: [2, 1, 1], count: 1, label: 0 },
         ];
         merge(&mut e);
         assert_eq!(
             e,
             [
-                Entry { slot: 1, grid: [1, 1, 1], count: 1 },
-                Entry { slot: 2, grid: [1, 1, 1], count: 7 },
-                Entry { slot: 2, grid: [2, 1, 1], count: 1 },
+                Entry { slot: 1, grid: [1, 1, 1], count: 1, label: 0 },
+                Entry { slot: 2, grid: [1, 1, 1], count: 7, label: 0 },
+                Entry { slot: 2, grid: [2, 1, 1], count: 1, label: 0 },
             ]
         );
     }

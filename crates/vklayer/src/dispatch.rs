@@ -44,8 +44,10 @@ pub struct InstanceDispatch {
     pub get_physical_device_properties: Option<vk::PFN_vkGetPhysicalDeviceProperties>,
     pub get_physical_device_properties2: Option<vk::PFN_vkGetPhysicalDeviceProperties2>,
     pub get_physical_device_features2: Option<vk::PFN_vkGetPhysicalDeviceFeatures2>,
-    /// `VK_EXT_debug_utils` is an instance extension: its device command comes from here.
+    /// `VK_EXT_debug_utils` is an instance extension: its device commands come from here.
     pub set_debug_utils_object_name: Option<vk::PFN_vkSetDebugUtilsObjectNameEXT>,
+    pub cmd_begin_debug_utils_label: Option<vk::PFN_vkCmdBeginDebugUtilsLabelEXT>,
+    pub cmd_end_debug_utils_label: Option<vk::PFN_vkCmdEndDebugUtilsLabelEXT>,
 }
 
 impl InstanceDispatch {
@@ -67,6 +69,8 @@ impl InstanceDispatch {
                 get_physical_device_features2: load(&resolve, c"vkGetPhysicalDeviceFeatures2")
                     .or_else(|| load(&resolve, c"vkGetPhysicalDeviceFeatures2KHR")),
                 set_debug_utils_object_name: load(&resolve, c"vkSetDebugUtilsObjectNameEXT"),
+                cmd_begin_debug_utils_label: load(&resolve, c"vkCmdBeginDebugUtilsLabelEXT"),
+                cmd_end_debug_utils_label: load(&resolve, c"vkCmdEndDebugUtilsLabelEXT"),
             }
         }
     }
@@ -91,6 +95,10 @@ pub struct DeviceDispatch {
     pub set_debug_utils_object_name: Option<vk::PFN_vkSetDebugUtilsObjectNameEXT>,
     /// The same command from the instance's chain, where the device's has none.
     pub instance_set_debug_utils_object_name: Option<vk::PFN_vkSetDebugUtilsObjectNameEXT>,
+    /// Debug labels (ggml-vulkan's per-node regions under `GGML_VK_DEBUG_MARKERS`), from the device's chain or
+    /// the instance's.
+    pub cmd_begin_debug_utils_label: Option<vk::PFN_vkCmdBeginDebugUtilsLabelEXT>,
+    pub cmd_end_debug_utils_label: Option<vk::PFN_vkCmdEndDebugUtilsLabelEXT>,
     pub allocate_command_buffers: Option<vk::PFN_vkAllocateCommandBuffers>,
     pub free_command_buffers: Option<vk::PFN_vkFreeCommandBuffers>,
     pub destroy_command_pool: Option<vk::PFN_vkDestroyCommandPool>,
@@ -108,6 +116,18 @@ pub struct DeviceDispatch {
     pub queue_submit2_khr: Option<vk::PFN_vkQueueSubmit2>,
     pub get_pipeline_executable_properties: Option<vk::PFN_vkGetPipelineExecutablePropertiesKHR>,
     pub get_pipeline_executable_statistics: Option<vk::PFN_vkGetPipelineExecutableStatisticsKHR>,
+    // Calls that can return VK_ERROR_DEVICE_LOST, hooked for it (and marked in flight).
+    pub wait_for_fences: Option<vk::PFN_vkWaitForFences>,
+    pub get_fence_status: Option<vk::PFN_vkGetFenceStatus>,
+    pub queue_wait_idle: Option<vk::PFN_vkQueueWaitIdle>,
+    pub device_wait_idle: Option<vk::PFN_vkDeviceWaitIdle>,
+    pub wait_semaphores: Option<vk::PFN_vkWaitSemaphores>,
+    pub wait_semaphores_khr: Option<vk::PFN_vkWaitSemaphores>,
+    pub get_semaphore_counter_value: Option<vk::PFN_vkGetSemaphoreCounterValue>,
+    pub get_semaphore_counter_value_khr: Option<vk::PFN_vkGetSemaphoreCounterValue>,
+    pub get_query_pool_results: Option<vk::PFN_vkGetQueryPoolResults>,
+    pub allocate_memory: Option<vk::PFN_vkAllocateMemory>,
+    pub map_memory: Option<vk::PFN_vkMapMemory>,
 }
 
 impl DeviceDispatch {
@@ -136,6 +156,8 @@ impl DeviceDispatch {
                 destroy_pipeline: load(&resolve, c"vkDestroyPipeline"),
                 set_debug_utils_object_name: load(&resolve, c"vkSetDebugUtilsObjectNameEXT"),
                 instance_set_debug_utils_object_name: None,
+                cmd_begin_debug_utils_label: load(&resolve, c"vkCmdBeginDebugUtilsLabelEXT"),
+                cmd_end_debug_utils_label: load(&resolve, c"vkCmdEndDebugUtilsLabelEXT"),
                 allocate_command_buffers: load(&resolve, c"vkAllocateCommandBuffers"),
                 free_command_buffers: load(&resolve, c"vkFreeCommandBuffers"),
                 destroy_command_pool: load(&resolve, c"vkDestroyCommandPool"),
@@ -153,6 +175,17 @@ impl DeviceDispatch {
                 queue_submit2_khr: load(&resolve, c"vkQueueSubmit2KHR"),
                 get_pipeline_executable_properties: load(&resolve, c"vkGetPipelineExecutablePropertiesKHR"),
                 get_pipeline_executable_statistics: load(&resolve, c"vkGetPipelineExecutableStatisticsKHR"),
+                wait_for_fences: load(&resolve, c"vkWaitForFences"),
+                get_fence_status: load(&resolve, c"vkGetFenceStatus"),
+                queue_wait_idle: load(&resolve, c"vkQueueWaitIdle"),
+                device_wait_idle: load(&resolve, c"vkDeviceWaitIdle"),
+                wait_semaphores: load(&resolve, c"vkWaitSemaphores"),
+                wait_semaphores_khr: load(&resolve, c"vkWaitSemaphoresKHR"),
+                get_semaphore_counter_value: load(&resolve, c"vkGetSemaphoreCounterValue"),
+                get_semaphore_counter_value_khr: load(&resolve, c"vkGetSemaphoreCounterValueKHR"),
+                get_query_pool_results: load(&resolve, c"vkGetQueryPoolResults"),
+                allocate_memory: load(&resolve, c"vkAllocateMemory"),
+                map_memory: load(&resolve, c"vkMapMemory"),
             }
         }
     }

@@ -78,6 +78,9 @@ pub struct Counters {
     /// The workgroup size, for the `shapes` block (`[0,0,0]` when unknown); set before the slot is
     /// published.
     local_size: [AtomicU32; 3],
+    /// The slot's definition is in the trace file (set by the writer; read by the crash handler,
+    /// which may name only defined kernels and cannot take the registry's lock).
+    defined: AtomicBool,
 }
 
 /// A pipeline's dispatches by workgroup counts at one moment.
@@ -134,6 +137,18 @@ static OVERFLOWED: AtomicBool = AtomicBool::new(false);
 #[inline]
 pub fn counters(id: u32) -> Option<&'static Counters> {
     SLOTS.get(id)
+}
+
+/// Whether slot `id`'s definition is in the trace file. Lock-free (the crash handler asks).
+pub fn is_defined(id: u32) -> bool {
+    counters(id).is_some_and(|c| c.defined.load(Ordering::Acquire))
+}
+
+/// The writer wrote slot `id`'s definition.
+pub fn mark_defined(id: u32) {
+    if let Some(c) = counters(id) {
+        c.defined.store(true, Ordering::Release);
+    }
 }
 
 pub fn slot_count() -> u32 {

@@ -67,6 +67,7 @@ pub fn start() {
             unsafe { libc::pthread_atfork(None, None, Some(fork_child)) };
             STATE.store(ON, Ordering::Release);
             crate::writer::spawn_thread(interval_ms);
+            crate::crash::arm();
         }
         Err(why) => {
             STATE.store(OFF, Ordering::Release);
@@ -157,5 +158,8 @@ extern "C" fn fork_child() {
         crate::pipelines::force_unlock_in_child();
         crate::commands::force_unlock_in_child();
         crate::writer::forget_in_child();
+        crate::crash::reset_in_child();
+        crate::locus::reset_in_child();
+        crate::labels::force_unlock_in_child();
     });
 }

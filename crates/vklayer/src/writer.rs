@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use format::clock::now_ns;
 use format::record::{self, api, ShapeCount};
-use format::sink::{Stop, TraceSink};
+use format::sink::{CoWriter, Stop, TraceSink};
 use format::spirv;
 
 use crate::pipelines::{self, DeviceFacts, Meta, ShapeCounts, OVERFLOW, SHAPE_BUCKETS};
@@ -22,6 +22,22 @@ use format::spin::SpinLock;
 
 /// `vkQueueSubmit*` calls that carried dispatches.
 pub static SUBMITS: AtomicU64 = AtomicU64::new(0);
+
+/// Device-lost records written per process (a program that retries after a lost device must not
+/// fill the disk).
+pub const MAX_DEVICE_LOST_RECORDS: u32 = 8;
+
+/// The crash handler writes into the trace file too (`crate::crash`).
+struct CrashHandler;
+
+impl CoWriter for CrashHandler {
+    fn written(&self) -> u64 {
+        crate::crash::extra_written()
+    }
+    fn finish(&self) {
+        crate::crash::finish_exclusive();
+    }
+}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Flush {
@@ -40,6 +56,8 @@ struct Writer {
     last_submits: u64,
     last_t: u64,
     overflow_defined: bool,
+    /// Device-lost records written.
+    device_lost: u32,
     buf: Vec<u8>,
 }
 
@@ -56,6 +74,7 @@ impl Writer {
             last_submits: 0,
             last_t: state::start_ns(),
             overflow_defined: false,
+            device_lost: 0,
             buf: Vec::with_capacity(64 * 1024),
         }
     }
@@ -85,6 +104,8 @@ impl Writer {
             },
         );
         sink.write_header(&header)?;
+        crate::crash::file_opened(std::os::fd::AsRawFd::as_raw_fd(&sink), settings.max_bytes);
+        crate::crash::flushed(sink.written());
         self.sink = Some(sink);
         Ok(())
     }
@@ -170,16 +191,52 @@ impl Writer {
             record::window(&mut self.buf, &window);
         }
         if kind == Flush::Exit {
+            // Nothing may follow the end record: the crash handler stops first.
+            crate::crash::finish_exclusive();
             record::end(&mut self.buf, now_ns());
         }
+        let result = self.write_buf();
+        if result.is_ok() {
+            // The crash handler may name these kernels from now on.
+            taken.definitions.iter().for_each(|(id, _)| pipelines::mark_defined(*id));
+            if self.overflow_defined {
+                pipelines::mark_defined(OVERFLOW);
+            }
+        }
+        result
+    }
+
+    /// Writes the lines in `buf` (beside the crash handler) and empties it.
+    fn write_buf(&mut self) -> Result<(), Stop> {
         let lines = std::mem::take(&mut self.buf);
         let result = match self.sink.as_mut() {
-            Some(sink) if !lines.is_empty() => sink.write_lines(&lines),
+            Some(sink) if !lines.is_empty() => {
+                let result = sink.write_lines_beside(&lines, &CrashHandler);
+                crate::crash::flushed(sink.written());
+                result
+            }
             _ => Ok(()),
         };
         self.buf = lines;
         self.buf.clear();
         result
+    }
+
+    /// After a window flush: the `device_lost` record, naming the queues' last dispatches.
+    fn device_lost(&mut self, call: &str, result: i32) -> Result<(), Stop> {
+        if self.sink.is_none() || self.device_lost >= MAX_DEVICE_LOST_RECORDS {
+            return Ok(());
+        }
+        self.device_lost += 1;
+        let mut dispatches =
+            Box::new([[record::QueueDispatch::default(); crate::locus::RING_DISPATCHES]; crate::locus::QUEUES]);
+        let mut queues = [None; crate::locus::QUEUES];
+        let n = crate::crash::read_queues(&mut dispatches, &mut queues);
+        let queues: Vec<record::CrashQueue<'_>> = queues.iter().take(n).flatten().copied().collect();
+        let lost =
+            record::DeviceLost { call, result, at_ns: now_ns(), tid: crate::locus::gettid(), seq: self.device_lost };
+        record::device_lost(&mut self.buf, &lost, &queues);
+        self.write_buf()
     }
 
     fn shape_deltas(
@@ -260,12 +317,29 @@ fn definition(out: &mut Vec<u8>, id: u32, meta: &Meta) {
 
 /// Flushes; false once the writer is finished.
 fn flush(kind: Flush) -> bool {
+    flush_then(kind, None)
+}
+
+/// A Vulkan call returned `VK_ERROR_DEVICE_LOST` (`result`): writes the open window, then a
+/// `device_lost` record naming each queue's last submitted dispatches. On the application's thread,
+/// outside any signal handler: it may lock and allocate like any flush.
+pub fn device_lost(call: &str, result: i32) {
+    if state::on() {
+        state::guarded(|| flush_then(Flush::Window, Some((call, result))));
+    }
+}
+
+fn flush_then(kind: Flush, lost: Option<(&str, i32)>) -> bool {
     let mut guard = WRITER.lock();
     let writer = guard.get_or_insert_with(Writer::new);
     if writer.done || writer.pid != std::process::id() {
         return false;
     }
-    match writer.flush(kind) {
+    let result = writer.flush(kind).and_then(|()| match lost {
+        Some((call, result)) => writer.device_lost(call, result),
+        None => Ok(()),
+    });
+    match result {
         Ok(()) => {
             writer.done = kind == Flush::Exit;
             !writer.done
@@ -281,8 +355,9 @@ fn flush(kind: Flush) -> bool {
         }
         Err(Stop::Failed(e)) => {
             if let Some(sink) = writer.sink.as_mut() {
-                sink.record_write_error(&e);
+                sink.record_write_error_beside(&e, &CrashHandler);
             }
+            crate::crash::finish_exclusive();
             writer.done = true;
             writer.sink = None;
             state::disable(format_args!("cannot write the trace ({e}); not observing, the program continues"));
@@ -318,21 +393,50 @@ pub fn spawn_thread(interval_ms: u64) {
     }
 }
 
+/// Flushes every `interval_ms`, and at once when the crash handler asks (an `eventfd`).
 fn writer_loop(interval_ms: u64) {
+    // SAFETY: creates a close-on-exec eventfd this thread owns.
+    let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if efd >= 0 {
+        crate::crash::writer_thread_started(efd);
+    }
     let interval = interval_ms.saturating_mul(1_000_000).max(1);
     let mut next = now_ns().saturating_add(interval);
     loop {
         let now = now_ns();
         if next > now {
-            std::thread::sleep(std::time::Duration::from_nanos(next - now));
+            wait(efd, next - now);
         }
-        next = next.saturating_add(interval).max(now_ns().saturating_add(1));
-        if !state::on() {
-            return;
+        let request = crate::crash::pending_request();
+        if now_ns() >= next {
+            next = next.saturating_add(interval).max(now_ns().saturating_add(1));
         }
-        if state::guarded(|| flush(Flush::Window)) != Some(true) {
-            return;
+        let running = state::on() && state::guarded(|| flush(Flush::Window)) == Some(true);
+        crate::crash::request_served(request);
+        if !running {
+            break;
         }
+    }
+    crate::crash::writer_thread_ended();
+    if efd >= 0 {
+        // SAFETY: the eventfd created above; the handler no longer sees it (writer_thread_ended).
+        unsafe { libc::close(efd) };
+    }
+}
+
+/// Sleeps up to `ns`, or until the crash handler writes to `efd` (whose counter is then reset).
+fn wait(efd: i32, ns: u64) {
+    if efd < 0 {
+        std::thread::sleep(std::time::Duration::from_nanos(ns));
+        return;
+    }
+    let mut fds = libc::pollfd { fd: efd, events: libc::POLLIN, revents: 0 };
+    let ms = ns.div_ceil(1_000_000).min(i32::MAX as u64) as i32;
+    // SAFETY: one valid pollfd.
+    if unsafe { libc::poll(&mut fds, 1, ms) } > 0 {
+        let mut value = 0u64;
+        // SAFETY: an 8-byte read from the eventfd into a u64.
+        unsafe { libc::read(efd, (&mut value as *mut u64).cast(), 8) };
     }
 }
 

@@ -1,0 +1,3 @@
+module govkcrash
+
+go 1.19
