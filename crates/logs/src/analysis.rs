@@ -47,6 +47,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::Serialize;
 
 use crate::event::{lossy, BufferKind, Event, EventKind, TimingKind};
+use crate::milestones::Meaning;
 use crate::parser::Stats;
 use crate::signature::{self, SIGNATURE_FRAMES};
 use crate::slog::unquote;
@@ -287,6 +288,8 @@ pub struct SignalInfo {
     pub sigcode: Option<String>,
     /// `signal arrived during cgo execution`: the fault was in C/C++ code (ggml, a GPU runtime).
     pub in_foreign_code: bool,
+    /// The Go runtime's `instruction bytes:` dump after a SIGILL (the bytes at PC), and its line.
+    pub instruction_bytes: Option<Sourced<String>>,
     pub line: u64,
 }
 
@@ -296,6 +299,24 @@ pub struct CrashLine {
     pub kind: &'static str,
     pub text: String,
     pub line: u64,
+    /// How many lines of the incident said exactly this (threads that hit the same assertion): `line` is the
+    /// first of them.
+    pub count: u64,
+    /// The line as written (clipped), for quoting it.
+    #[serde(skip)]
+    pub raw: String,
+}
+
+/// One attempt of an allocation retry loop (Ollama's new engine fits the model with fewer GPU layers after an
+/// out-of-memory failure): the failure and the layer count it was made with.
+#[derive(Clone, Debug, Serialize)]
+pub struct Attempt {
+    /// The out-of-memory line.
+    pub line: u64,
+    pub text: String,
+    /// GPU layers of the load request before it (`GPULayers:N`), and that request's line.
+    pub gpu_layers: Option<u32>,
+    pub request_line: Option<u64>,
 }
 
 /// A stack frame of the crash.
@@ -339,9 +360,17 @@ pub struct Crash {
     pub goroutine: Option<u64>,
     pub frames: Vec<Frame>,
     pub frames_dropped: u64,
+    /// The ggml op that was running when it failed (`MUL_MAT`, from `ggml_cuda_compute_forward: MUL_MAT failed`,
+    /// a GPU error's location `ggml_cuda_op_mul_mat…` or a frame `ggml_compute_forward_mul_mat`), and its line.
+    pub op: Option<Sourced<String>>,
+    /// The attempts of an allocation retry loop that this incident gathers (empty when it is no such loop).
+    pub attempts: Vec<Attempt>,
     pub signature: Signature,
     /// The last line of the incident.
     pub last_line: u64,
+    /// The first line as written (clipped), for quoting it.
+    #[serde(skip)]
+    pub raw: String,
     #[serde(skip)]
     time: Option<Timestamp>,
     /// The next timestamp after the first line, when its time is inherited.
@@ -409,6 +438,13 @@ struct Lifetime {
     /// A llama-server task began and has not finished.
     request_open: Option<u64>,
     shutdown: Option<u64>,
+    /// The time of the `ready` line and the load time the runner reported (`runner started in N s`).
+    ready_time: Option<Timestamp>,
+    started_s: Option<f64>,
+    /// An HTTP 2xx that was the load-only request Ollama's CLI sends when a model starts (not a computation).
+    load_only: Option<u64>,
+    /// The last allocation attempt of a load retry loop (`msg=load request="{Operation:fit … GPULayers:N …}"`).
+    attempt: Option<(u64, Option<u32>)>,
 }
 
 /// An open incident.
@@ -422,6 +458,8 @@ struct Open {
     go_dump_started: bool,
     terminated: bool,
     discovery_failure: bool,
+    /// A line of the incident names graph compute (an op that failed, `ggml_compute_forward_*`).
+    compute_line: Option<u64>,
 }
 
 impl Open {
@@ -433,6 +471,7 @@ impl Open {
             go_dump_started: false,
             terminated: false,
             discovery_failure: false,
+            compute_line: None,
         }
     }
 }
@@ -454,8 +493,11 @@ fn new_crash(line: u64, offset: u64, time: Option<Timestamp>, inherited: bool) -
         goroutine: None,
         frames: Vec::new(),
         frames_dropped: 0,
+        op: None,
+        attempts: Vec::new(),
         signature: Signature { id: String::new(), text: String::new(), frames: Vec::new() },
         last_line: line,
+        raw: String::new(),
         time,
         next_time: None,
     }
@@ -545,7 +587,8 @@ impl Analyzer {
             self.open = Some(Open::new(crash, self.lifetime));
         }
         if let Some(open) = self.open.as_mut() {
-            let line = CrashLine { kind: "process_exit", text: clip(format!("process exit: {description}")), line: 0 };
+            let text = clip(format!("process exit: {description}"));
+            let line = CrashLine { kind: "process_exit", raw: String::new(), text, line: 0, count: 1 };
             if open.crash.causes.is_empty() && open.crash.signal.is_none() {
                 open.crash.causes.push(line);
             } else {
@@ -590,7 +633,7 @@ impl Analyzer {
                 || matches!(e.kind, EventKind::GoFrame { function } if find_bytes(function, b"ollama").is_some());
         }
         self.saw_llama |= !slog_line && !e.kind.is_trace();
-        self.lifecycle(e);
+        self.lifecycle(e, time);
         self.facts(e, slog_line);
         self.incident(e, slog_line, time);
         if !e.kind.is_trace() {
@@ -646,9 +689,12 @@ impl Analyzer {
         }
     }
 
-    fn lifecycle(&mut self, e: &Event<'_>) {
+    fn lifecycle(&mut self, e: &Event<'_>, time: Option<Timestamp>) {
         use EventKind::*;
         let l = e.line;
+        // A request that finished after a crash line was written did not run before it: while an incident is open,
+        // answers do not count as finished requests.
+        let crashed = self.open.is_some();
         match e.kind {
             RunnerStarting { cmd, with_model } => {
                 if find_bytes(cmd, b"llama-server").is_some() {
@@ -674,9 +720,17 @@ impl Analyzer {
             Warmup => {
                 self.lifetime.warmup.get_or_insert(l);
             }
-            RunnerStarted { .. } | ServerReady => {
+            RunnerStarted { seconds } => {
+                if self.lifetime.ready.is_none() {
+                    self.lifetime.ready = Some(l);
+                    self.lifetime.ready_time = time;
+                    self.lifetime.started_s = Some(seconds);
+                }
+            }
+            ServerReady => {
                 self.lifetime.ready.get_or_insert(l);
             }
+            Milestone { index, number } => self.milestone(l, index, number),
             RequestStarted { .. } => {
                 self.lifetime.prompt_done = None;
                 self.lifetime.request_open = Some(l);
@@ -685,17 +739,87 @@ impl Analyzer {
                 self.lifetime.prompt_done.get_or_insert(l);
             }
             Shutdown => self.lifetime.shutdown = Some(l),
-            RequestDone { .. } | Timing { which: TimingKind::Total, .. } => {
+            RequestDone { .. } | Timing { which: TimingKind::Total, .. } if !crashed => {
                 self.lifetime.request_done = Some(l);
                 self.lifetime.prompt_done = None;
                 self.lifetime.request_open = None;
             }
-            HttpRequest { status, path, .. } if (200..300).contains(&status) && is_inference_route(path) => {
-                self.lifetime.request_done = Some(l);
-                self.lifetime.prompt_done = None;
+            HttpRequest { status, path, latency, .. }
+                if (200..300).contains(&status) && is_inference_route(path) && !crashed =>
+            {
+                if self.is_load_only(path, latency, time) {
+                    self.lifetime.load_only = Some(l);
+                } else {
+                    self.lifetime.request_done = Some(l);
+                    self.lifetime.prompt_done = None;
+                }
             }
             _ => {}
         }
+    }
+
+    /// A line of the era table ([`crate::milestones`]).
+    fn milestone(&mut self, l: u64, index: u16, number: Option<u32>) {
+        let Some(row) = crate::milestones::table().get(index) else { return };
+        if row.era.starts_with("ollama") {
+            self.saw_ollama = true;
+            self.saw_go_runner = true;
+        }
+        let crashed = self.open.is_some();
+        let lt = &mut self.lifetime;
+        match row.meaning {
+            Meaning::Discovery => {
+                if lt.loading.is_none() {
+                    lt.discovery_runner = true;
+                }
+            }
+            Meaning::Load => {
+                lt.loading.get_or_insert(l);
+                lt.discovery_runner = false;
+                if row.number_after.is_some() {
+                    lt.attempt = Some((l, number));
+                }
+            }
+            Meaning::Ready => {
+                lt.ready.get_or_insert(l);
+            }
+            Meaning::RequestStarted => {
+                lt.prompt_done = None;
+                lt.request_open = Some(l);
+            }
+            Meaning::PromptDone => {
+                lt.prompt_done.get_or_insert(l);
+            }
+            Meaning::RequestDone if !crashed => {
+                lt.request_done = Some(l);
+                lt.prompt_done = None;
+                lt.request_open = None;
+            }
+            Meaning::RequestDone => {}
+            Meaning::Compute => {
+                if let Some(open) = self.open.as_mut() {
+                    open.compute_line.get_or_insert(l);
+                }
+            }
+        }
+    }
+
+    /// Ollama's CLI (`ollama run`) first sends an empty `/api/generate` that only loads the model: it is answered
+    /// as soon as the runner is up, in about the runner's start time and in the second the runner reported
+    /// ready. Such an answer is no computation on the model (O24 `cmd/cmd.go` loadOrUnloadModel; the request
+    /// has no prompt, `server/routes.go` GenerateHandler answers it after scheduling).
+    fn is_load_only(&self, path: &[u8], latency: Option<&[u8]>, time: Option<Timestamp>) -> bool {
+        let lt = &self.lifetime;
+        if lt.request_done.is_some() || !(path.starts_with(b"/api/generate") || path.starts_with(b"/api/chat")) {
+            return false;
+        }
+        let (Some(ready), Some(started), Some(at), Some(latency)) =
+            (lt.ready_time, lt.started_s, time, latency.and_then(go_duration_s))
+        else {
+            return false;
+        };
+        let gap = (at.micros - ready.micros) as f64 / 1e6;
+        at.clock == ready.clock && (-1.0..=1.0).contains(&gap) && latency + 0.5 >= started && latency <= started + 1.5
     }
 
     fn facts(&mut self, e: &Event<'_>, slog_line: bool) {
@@ -835,7 +959,15 @@ impl Analyzer {
         if let Some(open) = &self.open {
             let new_cause =
                 matches!(e.kind, Signal { .. } | GgmlAssert { .. } | Abort { .. } | GpuError { .. } | GoFatal { .. });
-            if (open.terminated && new_cause && !matches!(e.kind, Signal { .. } if open.crash.signal.is_none()))
+            // The same assertion again (another thread, or its echo in the runner's log) is this crash, not a new one.
+            let repeated = new_cause && {
+                let text = summary(&e.kind, slog_line);
+                open.crash.causes.iter().any(|x| x.kind == e.kind.name() && x.text == text)
+            };
+            if (open.terminated
+                && new_cause
+                && !repeated
+                && !matches!(e.kind, Signal { .. } if open.crash.signal.is_none()))
                 || (matches!(e.kind, Signal { .. }) && open.crash.signal.is_some())
                 || (open.terminated && matches!(e.kind, RunnerTerminated { .. }))
             {
@@ -847,7 +979,8 @@ impl Analyzer {
             if !fatal && !matches!(e.kind, NativeFrame(_)) {
                 return;
             }
-            let crash = new_crash(e.line, e.offset, time.or(self.last_time), time.is_none());
+            let mut crash = new_crash(e.line, e.offset, time.or(self.last_time), time.is_none());
+            crash.raw = clip(lossy(e.raw).into_owned());
             // Past the cap too the incident is followed in full (its signal, frames and causes, all bounded):
             // what closes it and what it is grouped with depend on them.
             self.open = Some(Open::new(crash, self.lifetime));
@@ -879,6 +1012,30 @@ impl Analyzer {
             }
             SignalInForeignCode => {
                 c.signal.get_or_insert_with(SignalInfo::default).in_foreign_code = true;
+            }
+            InstructionBytes { bytes } => match c.signal.as_mut() {
+                Some(info) => info.instruction_bytes = Some(Sourced { value: text(bytes), line: e.line }),
+                None => joined = false,
+            },
+            OpFailed { op } => {
+                c.op = Some(Sourced { value: text(op), line: e.line });
+                open.compute_line.get_or_insert(e.line);
+                push_line(&mut c.causes, e, summary(&e.kind, slog_line), max_lines);
+            }
+            GpuErrorLocation { function, .. } => {
+                if c.op.is_none() && is_op_function(function) {
+                    c.op = Some(Sourced { value: text(function), line: e.line });
+                }
+                push_line(&mut c.causes, e, summary(&e.kind, slog_line), max_lines);
+            }
+            OutOfMemory { .. } => {
+                if let Some((request_line, gpu_layers)) = self.lifetime.attempt {
+                    if c.attempts.last().is_none_or(|a| a.request_line != Some(request_line)) && c.attempts.len() < max_lines {
+                        let text = summary(&e.kind, slog_line);
+                        c.attempts.push(Attempt { line: e.line, text, gpu_layers, request_line: Some(request_line) });
+                    }
+                }
+                push_line(&mut c.causes, e, summary(&e.kind, slog_line), max_lines);
             }
             Goroutine { id, .. } => {
                 if !open.go_dump_started {
@@ -918,6 +1075,13 @@ impl Analyzer {
                     frame.module.map(|m| lossy(m)).as_deref(),
                     frame.symbol.map(|s| lossy(s)).as_deref(),
                 ) {
+                    if let Some(at) = function.find("ggml_compute_forward_") {
+                        open.compute_line.get_or_insert(e.line);
+                        if c.op.is_none() {
+                            let op = function[at..].split(['(', '+', ' ']).next().unwrap_or_default().to_string();
+                            c.op = Some(Sourced { value: op, line: e.line });
+                        }
+                    }
                     push_frame(c, Frame { function, source: None, native: true, line: e.line }, max_frames);
                 }
             }
@@ -949,7 +1113,13 @@ impl Analyzer {
     fn close_incident(&mut self) {
         let Some(open) = self.open.take() else { return };
         let mut crash = open.crash;
-        let (phase, rule, lines) = decide_phase(&open.at_open, open.discovery_failure, &crash.frames);
+        let evidence = CrashEvidence {
+            line: Some(crash.line),
+            discovery_failure: open.discovery_failure,
+            frames: &crash.frames,
+            compute_line: open.compute_line,
+        };
+        let (phase, rule, lines) = decide_phase(&open.at_open, evidence);
         crash.phase = phase;
         crash.phase_rule = rule;
         crash.phase_lines = lines;
@@ -1031,7 +1201,7 @@ impl Analyzer {
     /// Finish: close the open incident and assemble the report.
     pub fn finish(mut self, stats: Stats) -> Report {
         self.close_incident();
-        let (phase, phase_rule, phase_lines) = decide_phase(&self.lifetime, false, &[]);
+        let (phase, phase_rule, phase_lines) = decide_phase(&self.lifetime, CrashEvidence::default());
         let ending = Ending {
             last_line: self.last_line,
             orderly_shutdown: self.lifetime.shutdown,
@@ -1096,6 +1266,28 @@ impl Analyzer {
     }
 }
 
+/// A Go `time.Duration` as Gin prints it (`2.345678s`, `1m2.5s`, `567.8ms`, `35.141µs`), in seconds.
+pub fn go_duration_s(text: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(text).ok()?.trim();
+    let mut total = 0.0;
+    let mut rest = s;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let n = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let value: f64 = rest[..n].parse().ok()?;
+        rest = &rest[n..];
+        let (factor, len) = [("h", 3600.0), ("ms", 1e-3), ("m", 60.0), ("s", 1.0), ("µs", 1e-6), ("us", 1e-6), ("ns", 1e-9)]
+            .iter()
+            .find(|(u, _)| rest.starts_with(u))
+            .map(|(u, f)| (*f, u.len()))?;
+        total += value * factor;
+        rest = &rest[len..];
+    }
+    Some(total)
+}
+
 fn find_bytes(h: &[u8], needle: &[u8]) -> Option<usize> {
     memchr::memmem::find(h, needle)
 }
@@ -1150,9 +1342,15 @@ fn push_frame(c: &mut Crash, frame: Frame, cap: usize) {
     }
 }
 
+/// Adds a cause or consequence line; a line that says exactly what an earlier one said (the same assertion from
+/// another thread) counts on the earlier one instead.
 fn push_line(list: &mut Vec<CrashLine>, e: &Event<'_>, text: String, cap: usize) {
+    if let Some(same) = list.iter_mut().find(|x| x.kind == e.kind.name() && x.text == text) {
+        same.count += 1;
+        return;
+    }
     if list.len() < cap {
-        list.push(CrashLine { kind: e.kind.name(), text, line: e.line });
+        list.push(CrashLine { kind: e.kind.name(), text, line: e.line, count: 1, raw: clip(lossy(e.raw).into_owned()) });
     }
 }
 
@@ -1182,6 +1380,9 @@ const LOAD_FUNCTIONS: &[&str] = &[
     "NewMtmdContext",
 ];
 const COMPUTE_FUNCTIONS: &[&str] = &[
+    "ggml_compute_forward",
+    "ggml_graph_compute",
+    "ggml_cuda_compute_forward",
     "llama_decode",
     "Decode",
     "processBatch",
@@ -1195,10 +1396,22 @@ fn stack_has(frames: &[Frame], names: &[&str]) -> Option<u64> {
     frames.iter().find(|f| names.iter().any(|n| f.function.contains(n))).map(|f| f.line)
 }
 
-fn decide_phase(lt: &Lifetime, discovery_failure: bool, frames: &[Frame]) -> (Phase, String, Vec<u64>) {
+/// What a crash incident adds to its runner's milestones for the phase rules.
+#[derive(Clone, Copy, Debug, Default)]
+struct CrashEvidence<'a> {
+    /// The incident's first line.
+    line: Option<u64>,
+    /// It begins with a GPU-discovery failure.
+    discovery_failure: bool,
+    frames: &'a [Frame],
+    /// A line of it names graph compute (a failing op, `ggml_compute_forward_*`).
+    compute_line: Option<u64>,
+}
+
+fn decide_phase(lt: &Lifetime, ev: CrashEvidence<'_>) -> (Phase, String, Vec<u64>) {
     let lines = |xs: &[Option<u64>]| xs.iter().flatten().copied().collect::<Vec<_>>();
-    if discovery_failure {
-        return (Phase::Discovery, "the incident is a GPU-discovery failure".into(), vec![]);
+    if ev.discovery_failure {
+        return (Phase::Discovery, "the incident begins with a GPU-discovery failure".into(), lines(&[ev.line]));
     }
     if lt.discovery_runner {
         return (
@@ -1207,32 +1420,72 @@ fn decide_phase(lt: &Lifetime, discovery_failure: bool, frames: &[Frame]) -> (Ph
             lines(&[lt.start]),
         );
     }
-    if let Some(l) = stack_has(frames, DISCOVERY_FUNCTIONS) {
+    if let Some(l) = stack_has(ev.frames, DISCOVERY_FUNCTIONS) {
         return (Phase::Discovery, "the crashing stack is in GPU discovery code".into(), vec![l]);
     }
-    if let Some(l) = stack_has(frames, LOAD_FUNCTIONS) {
+    if let Some(l) = stack_has(ev.frames, LOAD_FUNCTIONS) {
         return (Phase::Load, "the crashing stack is in model-loading code".into(), vec![l]);
     }
     if lt.request_done.is_some() || lt.prompt_done.is_some() {
-        return (
-            Phase::Decode,
-            "a request had finished in this runner, or the current request had finished its prompt".into(),
-            lines(&[lt.request_done, lt.prompt_done]),
-        );
-    }
-    let compute = stack_has(frames, COMPUTE_FUNCTIONS);
-    if lt.ready.is_some() || lt.warmup.is_some() || compute.is_some() {
-        let rule = match (lt.ready, lt.warmup, compute) {
-            (Some(_), _, _) => "the runner was ready and no request had finished: the first request's compute",
-            (None, Some(_), _) => "the load-time warm-up had begun: the first compute on the model",
-            _ => "the crashing stack is in graph compute and no request had finished",
+        let rule = match lt.request_done {
+            Some(r) => format!("a request had finished in this runner before the crash (line {r})"),
+            None => "the current request had finished its prompt and was generating".to_string(),
         };
-        return (Phase::FirstCompute, rule.into(), lines(&[lt.ready, lt.warmup, compute]));
+        return (Phase::Decode, rule, lines(&[lt.request_done, lt.prompt_done]));
+    }
+    let compute = stack_has(ev.frames, COMPUTE_FUNCTIONS).or(ev.compute_line);
+    let load_only = lt
+        .load_only
+        .map(|l| format!("; the answer at line {l} was the load-only request Ollama's CLI sends when a model starts (same second, about the start time), no computation"))
+        .unwrap_or_default();
+    if lt.ready.is_some() || lt.warmup.is_some() {
+        let rule = match (lt.ready, lt.warmup) {
+            (Some(r), _) => format!(
+                "the runner was ready (line {r}) and no request had finished since: the first request's compute{load_only}"
+            ),
+            _ => "the load-time warm-up had begun: the first compute on the model".to_string(),
+        };
+        return (Phase::FirstCompute, rule, lines(&[lt.ready, lt.warmup, lt.load_only, compute]));
+    }
+    if let Some(c) = compute {
+        if let Some(l) = lt.loading {
+            return (
+                Phase::FirstCompute,
+                format!("the crash is in graph compute (line {c}) and the log shows the model load (line {l}) with no request finished since: the first compute on the model"),
+                vec![l, c],
+            );
+        }
+        // The log begins after the runner loaded (a fragment, or a paste that starts mid-backtrace): the lines
+        // that would tell a first compute from a later request are not in it.
+        return (
+            Phase::Unknown,
+            format!("the crash is in graph compute (line {c}), but the log begins after the runner loaded: whether a request had finished before it cannot be told"),
+            vec![c],
+        );
     }
     if lt.loading.is_some() {
         return (Phase::Load, "model loading had begun and the runner was not ready".into(), lines(&[lt.loading]));
     }
     (Phase::Unknown, "the log shows no runner milestones and no stack that tells the phase".into(), vec![])
+}
+
+/// How much a cause line tells about what failed: the most specific one names a crash (an assertion or the GPU
+/// runtime's error string before ggml's generic `abort at ggml-cuda.cu:97: CUDA error`).
+fn cause_rank(kind: &str) -> u8 {
+    match kind {
+        "ggml_assert" => 0,
+        "gpu_error" | "blas_error" | "device_lost" => 1,
+        "out_of_memory" | "cpp_terminate" | "load_error" | "go_fatal" | "discovery_failure" => 2,
+        "abort" => 4,
+        "op_failed" | "gpu_error_location" => 5,
+        _ => 3,
+    }
+}
+
+/// Functions of a GPU error's location that name the op (`ggml_cuda_op_mul_mat_cublas`), not the dispatcher or a
+/// synchronisation (`ggml_cuda_compute_forward`, `ggml_backend_cuda_synchronize`).
+fn is_op_function(function: &[u8]) -> bool {
+    [&b"ggml_cuda_op_"[..], b"ggml_cuda_mul_mat", b"ggml_cuda_flash_attn"].iter().any(|p| function.starts_with(p))
 }
 
 fn signature_of(c: &Crash) -> Signature {
@@ -1244,13 +1497,16 @@ fn signature_of(c: &Crash) -> Signature {
             parts.push("signal in cgo".into());
         }
     }
-    // The first cause that names the failure (not a consequence line).
-    if let Some(cause) = c.causes.first() {
+    // The cause that names the failure best (the error string, not ggml's generic abort), then the op that ran.
+    if let Some(cause) = c.causes.iter().enumerate().min_by_key(|(i, x)| (cause_rank(x.kind), *i)).map(|(_, x)| x) {
         parts.push(signature::normalise_text(&cause.text));
     } else if parts.is_empty() {
         if let Some(first) = c.consequences.first() {
             parts.push(signature::normalise_text(&first.text));
         }
+    }
+    if let Some(op) = &c.op {
+        parts.push(format!("op {}", op.value));
     }
     let go: Vec<String> = c
         .frames
@@ -1434,6 +1690,17 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
         LoadError { error } => format!("model load failed: {}", t(error)),
         CompletionError { message } => format!("completion failed: {}", t(message)),
         Diagnostic { level, msg } => format!("{}: {}", t(level), t(msg)),
+        Milestone { index, number } => match crate::milestones::table().get(index) {
+            Some(m) => format!(
+                "{} ({}){}",
+                m.meaning.label(),
+                m.era,
+                number.map(|n| format!(": {} {n}", m.number_after.as_deref().unwrap_or("").trim_end_matches(':'))).unwrap_or_default()
+            ),
+            None => "milestone".into(),
+        },
+        OpFailed { op } => format!("op {} failed on the GPU", t(op)),
+        InstructionBytes { bytes } => format!("instruction bytes at PC: {}", t(bytes)),
         Goroutine { id, state } => format!("goroutine {id} [{}]", t(state)),
         GoFrame { function } => t(function),
         GoFrameSource { file, line } => format!("{}:{line}", t(file)),

@@ -176,12 +176,16 @@ pub fn classify<'a>(msg: &'a [u8], ctx: &mut Context) -> Classified<'a> {
         return c;
     }
     if msg.starts_with(b"time=") {
-        return slog_line(msg);
+        let mut c = slog_line(msg);
+        if matches!(c.kind, EventKind::Other) {
+            c.kind = milestone(msg);
+        }
+        return c;
     }
     if let Some(rest) = msg.strip_prefix(b"[GIN] ") {
         return gin(rest);
     }
-    let kind = structured(msg).unwrap_or(EventKind::Other);
+    let kind = structured(msg).unwrap_or_else(|| milestone(msg));
     if matches!(kind, EventKind::Goroutine { .. }) {
         ctx.in_go_trace = true;
     }
@@ -189,6 +193,14 @@ pub fn classify<'a>(msg: &'a [u8], ctx: &mut Context) -> Classified<'a> {
         ctx.in_native_trace = true;
     }
     Classified::plain(kind)
+}
+
+/// A line no typed rule claimed: a milestone of the era table, or `Other`.
+fn milestone(msg: &[u8]) -> EventKind<'_> {
+    match crate::milestones::table().find(msg) {
+        Some((index, number)) => EventKind::Milestone { index, number },
+        None => EventKind::Other,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -405,6 +417,19 @@ fn slog_message<'a>(line: &'a [u8], msg: &'a [u8], level: &'a [u8]) -> Option<Ev
         b"llama-server completion error" | b"completion error" => {
             EventKind::CompletionError { message: get(b"error").unwrap_or(msg) }
         }
+        // Devices current Ollama drops with its own checks (O `discover/amd.go:470`,
+        // `discover/llama_server.go:299`, `discover/runner.go:190`).
+        b"dropping ROCm device \xe2\x80\x94 no rocblas support for gfx target" => EventKind::UnsupportedGpu {
+            gpu: get(b"gfx_target"),
+            supported: get(b"supported"),
+            message: msg,
+        },
+        b"skipping CUDA device \xe2\x80\x94 compute capability not in compiled architectures" => {
+            EventKind::UnsupportedGpu { gpu: get(b"cc"), supported: get(b"archs"), message: msg }
+        }
+        b"removing unsupported or overlapping GPU combination" => {
+            EventKind::UnsupportedGpu { gpu: get(b"compute"), supported: None, message: msg }
+        }
         b"enabling flash attention" => EventKind::FlashAttention { setting: b"enabled" },
         b"compute graph" => {
             let nodes = get(b"nodes").and_then(|v| leading_u64(v)).map(|x| x.0);
@@ -541,6 +566,9 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
             }
         }
         _ => {}
+    }
+    if let Some(bytes) = msg.strip_prefix(b"instruction bytes:") {
+        return Some(EventKind::InstructionBytes { bytes: trim(bytes) });
     }
     if let Some(rest) = msg.strip_prefix(b"signal arrived during ") {
         if rest.starts_with(b"cgo execution") || rest.starts_with(b"external code execution") {
@@ -864,6 +892,11 @@ fn tagged<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
             }
         }
         b"llama_perf_context_print" => return timing(text),
+        b"ggml_cuda_compute_forward" => {
+            if let Some(op) = text.strip_suffix(b" failed") {
+                return Some(EventKind::OpFailed { op: trim(op) });
+            }
+        }
         b"main" if text.starts_with(b"server is listening on") || text.starts_with(b"model loaded") => {
             return Some(EventKind::ServerReady);
         }

@@ -27,6 +27,7 @@ pub mod classify;
 mod error;
 pub mod event;
 pub mod lines;
+pub mod milestones;
 mod parser;
 pub mod prefix;
 pub mod render;
