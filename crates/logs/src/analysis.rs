@@ -48,6 +48,7 @@ use serde::Serialize;
 
 use crate::event::{lossy, BufferKind, Event, EventKind, TimingKind};
 use crate::milestones::Meaning;
+use crate::placement::{backend_of_path, FilteredGpu, Placement, Reason};
 use crate::parser::Stats;
 use crate::signature::{self, SIGNATURE_FRAMES};
 use crate::slog::unquote;
@@ -190,6 +191,8 @@ pub struct Facts {
     pub http_status: BTreeMap<u16, u64>,
     /// The last timings (oldest first).
     pub timings: VecDeque<Timing>,
+    /// Where the model ran: backends and how each is known, dropped GPUs, CPU serving, contradictions.
+    pub placement: Placement,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -822,8 +825,59 @@ impl Analyzer {
         at.clock == ready.clock && (-1.0..=1.0).contains(&gap) && latency + 0.5 >= started && latency <= started + 1.5
     }
 
+    /// What a line says about where the model ran.
+    fn placement(&mut self, e: &Event<'_>, slog_line: bool) {
+        use EventKind::*;
+        let text = |b: &[u8]| -> String { clip(if slog_line { unquote(b).into_owned() } else { lossy(b).into_owned() }) };
+        let cap = self.limits.max_facts;
+        let gpu = if self.gpu_backend.is_empty() { "CUDA/ROCm".to_string() } else { self.gpu_backend.clone() };
+        let p = &mut self.facts.placement;
+        match e.kind {
+            BackendLoaded { backend, path } => p.backend(&text(backend), "library path", text(path), e.line, cap),
+            Milestone { .. } | RunnerStarting { .. } => {
+                let line = lossy(e.text);
+                let found = line
+                    .split([' ', '"', '='])
+                    .filter(|w| w.contains('/') || w.contains('\\'))
+                    .find_map(|w| backend_of_path(w).map(|b| (b, w)));
+                if let Some((backend, path)) = found {
+                    p.backend(backend, "runner library path", clip(path.to_string()), e.line, cap);
+                }
+            }
+            InferenceCompute(ic) => {
+                if let Some(lib) = ic.library {
+                    let lib = text(lib);
+                    if lib.eq_ignore_ascii_case("cpu") {
+                        p.inference_cpu.get_or_insert(e.line);
+                    }
+                    p.backend(&lib, "inference compute", format!("library={lib}"), e.line, cap);
+                }
+            }
+            DevicesFound { backend, count } if count > 0 => {
+                p.backend(&text(backend), "device initialisation", format!("{count} device(s) found"), e.line, cap)
+            }
+            OpFailed { op } => p.backend(&gpu, "failing op", format!("{} failed in ggml_cuda_compute_forward", text(op)), e.line, cap),
+            GpuError { api, message } => {
+                let api = text(api);
+                let backend = if api == "HIP" { "ROCm".to_string() } else { api.clone() };
+                p.backend(&backend, "GPU runtime error", format!("{api} error: {}", text(message)), e.line, cap)
+            }
+            BlasError { library, .. } => p.backend("ROCm", "BLAS library error", format!("{} error", text(library)), e.line, cap),
+            DeviceLost { .. } => p.backend("Vulkan", "device lost", summary(&e.kind, slog_line), e.line, cap),
+            UnsupportedGpu { gpu, supported, message } => {
+                let gpu = FilteredGpu { gpu: gpu.map(text), reason: text(message), supported: supported.map(text), line: e.line };
+                p.filtered(gpu, cap);
+            }
+            DiscoveryFailure { .. } if p.discovery_failures.len() < cap => {
+                p.discovery_failures.push(Reason { text: summary(&e.kind, slog_line), line: e.line });
+            }
+            _ => {}
+        }
+    }
+
     fn facts(&mut self, e: &Event<'_>, slog_line: bool) {
         use EventKind::*;
+        self.placement(e, slog_line);
         let text = |b: &[u8]| -> String {
             if slog_line {
                 unquote(b).into_owned()
@@ -1201,6 +1255,8 @@ impl Analyzer {
     /// Finish: close the open incident and assemble the report.
     pub fn finish(mut self, stats: Stats) -> Report {
         self.close_incident();
+        let facts = &mut self.facts;
+        facts.placement.judge(facts.offload.as_ref(), &facts.buffers);
         let (phase, phase_rule, phase_lines) = decide_phase(&self.lifetime, CrashEvidence::default());
         let ending = Ending {
             last_line: self.last_line,

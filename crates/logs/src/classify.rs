@@ -427,6 +427,8 @@ fn slog_message<'a>(line: &'a [u8], msg: &'a [u8], level: &'a [u8]) -> Option<Ev
         b"skipping CUDA device \xe2\x80\x94 compute capability not in compiled architectures" => {
             EventKind::UnsupportedGpu { gpu: get(b"cc"), supported: get(b"archs"), message: msg }
         }
+        // O24 `discover/gpu.go` (v0.5.0 `discover/gpu.go:386`): no GPU left after discovery's checks.
+        b"no compatible GPUs were discovered" => EventKind::UnsupportedGpu { gpu: None, supported: None, message: msg },
         b"removing unsupported or overlapping GPU combination" => {
             EventKind::UnsupportedGpu { gpu: get(b"compute"), supported: None, message: msg }
         }

@@ -29,6 +29,7 @@ pub mod event;
 pub mod lines;
 pub mod milestones;
 mod parser;
+pub mod placement;
 pub mod prefix;
 pub mod render;
 pub mod signature;
