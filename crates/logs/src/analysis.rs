@@ -446,6 +446,8 @@ struct Lifetime {
     started_s: Option<f64>,
     /// An HTTP 2xx that was the load-only request Ollama's CLI sends when a model starts (not a computation).
     load_only: Option<u64>,
+    /// A 2xx on `/api/generate` when the runner's ready line is not in the log: it may be that load-only request.
+    maybe_load_only: Option<u64>,
     /// The last allocation attempt of a load retry loop (`msg=load request="{Operation:fit … GPULayers:N …}"`).
     attempt: Option<(u64, Option<u32>)>,
 }
@@ -752,6 +754,12 @@ impl Analyzer {
             {
                 if self.is_load_only(path, latency, time) {
                     self.lifetime.load_only = Some(l);
+                } else if path.starts_with(b"/api/generate")
+                    && self.lifetime.ready_time.is_none()
+                    && self.lifetime.request_done.is_none()
+                {
+                    // Without the runner's ready line the load-only request cannot be told from a computation.
+                    self.lifetime.maybe_load_only.get_or_insert(l);
                 } else {
                     self.lifetime.request_done = Some(l);
                     self.lifetime.prompt_done = None;
@@ -809,8 +817,8 @@ impl Analyzer {
 
     /// Ollama's CLI (`ollama run`) first sends an empty `/api/generate` that only loads the model: it is answered
     /// as soon as the runner is up, in about the runner's start time and in the second the runner reported
-    /// ready. Such an answer is no computation on the model (O24 `cmd/cmd.go` loadOrUnloadModel; the request
-    /// has no prompt, `server/routes.go` GenerateHandler answers it after scheduling).
+    /// ready. Such an answer is no computation on the model (O24 `cmd/cmd.go:469-517` loadOrUnloadModel sends a
+    /// `GenerateRequest` without a prompt; `server/routes.go:429-436` answers it, `done_reason` "load").
     fn is_load_only(&self, path: &[u8], latency: Option<&[u8]>, time: Option<Timestamp>) -> bool {
         let lt = &self.lifetime;
         if lt.request_done.is_some() || !(path.starts_with(b"/api/generate") || path.starts_with(b"/api/chat")) {
@@ -1513,10 +1521,14 @@ fn decide_phase(lt: &Lifetime, ev: CrashEvidence<'_>) -> (Phase, String, Vec<u64
         }
         // The log begins after the runner loaded (a fragment, or a paste that starts mid-backtrace): the lines
         // that would tell a first compute from a later request are not in it.
+        let maybe = lt
+            .maybe_load_only
+            .map(|l| format!(" (the answer at line {l} may be the load-only request Ollama's CLI sends when a model starts)"))
+            .unwrap_or_default();
         return (
             Phase::Unknown,
-            format!("the crash is in graph compute (line {c}), but the log begins after the runner loaded: whether a request had finished before it cannot be told"),
-            vec![c],
+            format!("the crash is in graph compute (line {c}), but the log begins after the runner loaded: whether a request had finished before it cannot be told{maybe}"),
+            lines(&[lt.maybe_load_only, Some(c)]),
         );
     }
     if lt.loading.is_some() {
