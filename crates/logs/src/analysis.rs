@@ -627,15 +627,15 @@ impl Analyzer {
             };
             self.close_brackets(Some(upper));
         }
-        if matches!(e.kind, EventKind::Other) {
-            self.other.add(e.line, cap);
-            return;
-        }
         let slog_line = e.text.starts_with(b"time=");
         if !self.saw_ollama {
             self.saw_ollama = slog_line
                 || e.text.starts_with(b"[GIN]")
                 || matches!(e.kind, EventKind::GoFrame { function } if find_bytes(function, b"ollama").is_some());
+        }
+        if matches!(e.kind, EventKind::Other) {
+            self.other.add(e.line, cap);
+            return;
         }
         self.saw_llama |= !slog_line && !e.kind.is_trace();
         self.lifecycle(e, time);
@@ -782,6 +782,11 @@ impl Analyzer {
             Meaning::Discovery => {
                 if lt.loading.is_none() {
                     lt.discovery_runner = true;
+                }
+            }
+            Meaning::RunnerStart => {
+                if !lt.discovery_runner {
+                    lt.loading.get_or_insert(l);
                 }
             }
             Meaning::Load => {

@@ -1116,6 +1116,12 @@ fn anywhere<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
     if msg.starts_with(b"Segmentation fault") || msg.starts_with(b"Aborted") {
         return Some(EventKind::ProcessCrash { message: trim(msg) });
     }
+    // glibc's heap checks abort the process with one of these (malloc/malloc.c `malloc_printerr` messages).
+    const HEAP_ABORTS: &[&[u8]] =
+        &[b"free(): ", b"double free or corruption", b"malloc(): ", b"munmap_chunk(): ", b"corrupted size vs. prev_size", b"realloc(): "];
+    if HEAP_ABORTS.iter().any(|p| msg.starts_with(p)) {
+        return Some(EventKind::ProcessCrash { message: trim(msg) });
+    }
     if !marked.get() {
         return None;
     }

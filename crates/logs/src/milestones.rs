@@ -24,6 +24,8 @@ pub const MAX_LINE: usize = 4096;
 #[serde(rename_all = "snake_case")]
 pub enum Meaning {
     Discovery,
+    /// The runner process itself says it started: a model load follows, unless it is a discovery runner.
+    RunnerStart,
     Load,
     Ready,
     RequestStarted,
@@ -36,6 +38,7 @@ impl Meaning {
     fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "discovery" => Meaning::Discovery,
+            "runner_start" => Meaning::RunnerStart,
             "load" => Meaning::Load,
             "ready" => Meaning::Ready,
             "request_started" => Meaning::RequestStarted,
@@ -49,6 +52,7 @@ impl Meaning {
     pub fn label(self) -> &'static str {
         match self {
             Meaning::Discovery => "GPU discovery",
+            Meaning::RunnerStart => "runner process started",
             Meaning::Load => "model load",
             Meaning::Ready => "runner ready",
             Meaning::RequestStarted => "request started",

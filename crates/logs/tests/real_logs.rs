@@ -47,6 +47,7 @@ fn ollama_gfx803_sigsegv_during_load() {
         vec![
             (1, "runner_starting"),
             (3, "milestone"),
+            (5, "milestone"),
             (8, "devices_found"),
             (9, "gpu_device"),
             (10, "backend_loaded"),
