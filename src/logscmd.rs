@@ -221,8 +221,7 @@ pub fn crash_claims(r: &Report, c: &Crash, file: &str, id: &str) -> Vec<Claim> {
     if let Some(claim) = cpu_feature_claim(r, c, file, id) {
         out.push(claim);
     }
-    let phase_sources: Vec<Source> =
-        c.phase_lines.iter().take(6).map(|l| log_line(r, file, *l)).collect::<Vec<_>>();
+    let phase_sources: Vec<Source> = c.phase_lines.iter().take(6).map(|l| log_line(r, file, *l)).collect::<Vec<_>>();
     let confidence = if c.phase == Phase::Unknown { Confidence::Unresolved } else { Confidence::Inferred };
     out.push(
         Claim::new(

@@ -48,8 +48,8 @@ use serde::Serialize;
 
 use crate::event::{lossy, BufferKind, Event, EventKind, TimingKind};
 use crate::milestones::Meaning;
-use crate::placement::{backend_of_path, FilteredGpu, Placement, Reason};
 use crate::parser::Stats;
+use crate::placement::{backend_of_path, FilteredGpu, Placement, Reason};
 use crate::signature::{self, SIGNATURE_FRAMES};
 use crate::slog::unquote;
 use crate::time::{Clock, Timestamp};
@@ -841,7 +841,8 @@ impl Analyzer {
     /// What a line says about where the model ran.
     fn placement(&mut self, e: &Event<'_>, slog_line: bool) {
         use EventKind::*;
-        let text = |b: &[u8]| -> String { clip(if slog_line { unquote(b).into_owned() } else { lossy(b).into_owned() }) };
+        let text =
+            |b: &[u8]| -> String { clip(if slog_line { unquote(b).into_owned() } else { lossy(b).into_owned() }) };
         let cap = self.limits.max_facts;
         let gpu = if self.gpu_backend.is_empty() { "CUDA/ROCm".to_string() } else { self.gpu_backend.clone() };
         let p = &mut self.facts.placement;
@@ -869,16 +870,25 @@ impl Analyzer {
             DevicesFound { backend, count } if count > 0 => {
                 p.backend(&text(backend), "device initialisation", format!("{count} device(s) found"), e.line, cap)
             }
-            OpFailed { op } => p.backend(&gpu, "failing op", format!("{} failed in ggml_cuda_compute_forward", text(op)), e.line, cap),
+            OpFailed { op } => {
+                p.backend(&gpu, "failing op", format!("{} failed in ggml_cuda_compute_forward", text(op)), e.line, cap)
+            }
             GpuError { api, message } => {
                 let api = text(api);
                 let backend = if api == "HIP" { "ROCm".to_string() } else { api.clone() };
                 p.backend(&backend, "GPU runtime error", format!("{api} error: {}", text(message)), e.line, cap)
             }
-            BlasError { library, .. } => p.backend("ROCm", "BLAS library error", format!("{} error", text(library)), e.line, cap),
+            BlasError { library, .. } => {
+                p.backend("ROCm", "BLAS library error", format!("{} error", text(library)), e.line, cap)
+            }
             DeviceLost { .. } => p.backend("Vulkan", "device lost", summary(&e.kind, slog_line), e.line, cap),
             UnsupportedGpu { gpu, supported, message } => {
-                let gpu = FilteredGpu { gpu: gpu.map(text), reason: text(message), supported: supported.map(text), line: e.line };
+                let gpu = FilteredGpu {
+                    gpu: gpu.map(text),
+                    reason: text(message),
+                    supported: supported.map(text),
+                    line: e.line,
+                };
                 p.filtered(gpu, cap);
             }
             DiscoveryFailure { .. } if p.discovery_failures.len() < cap => {
@@ -1097,7 +1107,9 @@ impl Analyzer {
             }
             OutOfMemory { .. } => {
                 if let Some((request_line, gpu_layers)) = self.lifetime.attempt {
-                    if c.attempts.last().is_none_or(|a| a.request_line != Some(request_line)) && c.attempts.len() < max_lines {
+                    if c.attempts.last().is_none_or(|a| a.request_line != Some(request_line))
+                        && c.attempts.len() < max_lines
+                    {
                         let text = summary(&e.kind, slog_line);
                         c.attempts.push(Attempt { line: e.line, text, gpu_layers, request_line: Some(request_line) });
                     }
@@ -1347,10 +1359,11 @@ pub fn go_duration_s(text: &[u8]) -> Option<f64> {
         let n = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         let value: f64 = rest[..n].parse().ok()?;
         rest = &rest[n..];
-        let (factor, len) = [("h", 3600.0), ("ms", 1e-3), ("m", 60.0), ("s", 1.0), ("µs", 1e-6), ("us", 1e-6), ("ns", 1e-9)]
-            .iter()
-            .find(|(u, _)| rest.starts_with(u))
-            .map(|(u, f)| (*f, u.len()))?;
+        let (factor, len) =
+            [("h", 3600.0), ("ms", 1e-3), ("m", 60.0), ("s", 1.0), ("µs", 1e-6), ("us", 1e-6), ("ns", 1e-9)]
+                .iter()
+                .find(|(u, _)| rest.starts_with(u))
+                .map(|(u, f)| (*f, u.len()))?;
         total += value * factor;
         rest = &rest[len..];
     }
@@ -1419,7 +1432,13 @@ fn push_line(list: &mut Vec<CrashLine>, e: &Event<'_>, text: String, cap: usize)
         return;
     }
     if list.len() < cap {
-        list.push(CrashLine { kind: e.kind.name(), text, line: e.line, count: 1, raw: clip(lossy(e.raw).into_owned()) });
+        list.push(CrashLine {
+            kind: e.kind.name(),
+            text,
+            line: e.line,
+            count: 1,
+            raw: clip(lossy(e.raw).into_owned()),
+        });
     }
 }
 
@@ -1528,7 +1547,9 @@ fn decide_phase(lt: &Lifetime, ev: CrashEvidence<'_>) -> (Phase, String, Vec<u64
         // that would tell a first compute from a later request are not in it.
         let maybe = lt
             .maybe_load_only
-            .map(|l| format!(" (the answer at line {l} may be the load-only request Ollama's CLI sends when a model starts)"))
+            .map(|l| {
+                format!(" (the answer at line {l} may be the load-only request Ollama's CLI sends when a model starts)")
+            })
             .unwrap_or_default();
         return (
             Phase::Unknown,
@@ -1768,7 +1789,9 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
                 "{} ({}){}",
                 m.meaning.label(),
                 m.era,
-                number.map(|n| format!(": {} {n}", m.number_after.as_deref().unwrap_or("").trim_end_matches(':'))).unwrap_or_default()
+                number
+                    .map(|n| format!(": {} {n}", m.number_after.as_deref().unwrap_or("").trim_end_matches(':')))
+                    .unwrap_or_default()
             ),
             None => "milestone".into(),
         },

@@ -419,11 +419,9 @@ fn slog_message<'a>(line: &'a [u8], msg: &'a [u8], level: &'a [u8]) -> Option<Ev
         }
         // Devices current Ollama drops with its own checks (O `discover/amd.go:470`,
         // `discover/llama_server.go:299`, `discover/runner.go:190`).
-        b"dropping ROCm device \xe2\x80\x94 no rocblas support for gfx target" => EventKind::UnsupportedGpu {
-            gpu: get(b"gfx_target"),
-            supported: get(b"supported"),
-            message: msg,
-        },
+        b"dropping ROCm device \xe2\x80\x94 no rocblas support for gfx target" => {
+            EventKind::UnsupportedGpu { gpu: get(b"gfx_target"), supported: get(b"supported"), message: msg }
+        }
         b"skipping CUDA device \xe2\x80\x94 compute capability not in compiled architectures" => {
             EventKind::UnsupportedGpu { gpu: get(b"cc"), supported: get(b"archs"), message: msg }
         }
@@ -1117,8 +1115,14 @@ fn anywhere<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
         return Some(EventKind::ProcessCrash { message: trim(msg) });
     }
     // glibc's heap checks abort the process with one of these (malloc/malloc.c `malloc_printerr` messages).
-    const HEAP_ABORTS: &[&[u8]] =
-        &[b"free(): ", b"double free or corruption", b"malloc(): ", b"munmap_chunk(): ", b"corrupted size vs. prev_size", b"realloc(): "];
+    const HEAP_ABORTS: &[&[u8]] = &[
+        b"free(): ",
+        b"double free or corruption",
+        b"malloc(): ",
+        b"munmap_chunk(): ",
+        b"corrupted size vs. prev_size",
+        b"realloc(): ",
+    ];
     if HEAP_ABORTS.iter().any(|p| msg.starts_with(p)) {
         return Some(EventKind::ProcessCrash { message: trim(msg) });
     }

@@ -226,11 +226,19 @@ mod tests {
         assert!(table().error.is_none());
         for r in &rows {
             // A source names a file and line (Ollama tag + path:line, or L:path:line) or an issue URL.
-            let cited = r.source.contains("https://") || r.source.split(' ').any(|w| w.contains(".go:") || w.contains(".cpp:") || w.contains(".c:"));
+            let cited = r.source.contains("https://")
+                || r.source.split(' ').any(|w| w.contains(".go:") || w.contains(".cpp:") || w.contains(".c:"));
             assert!(cited, "row {:?} has no file:line or URL source", r.pattern);
         }
         let eras: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.era.as_str()).collect();
-        for era in ["ollama-dyn-ext-server", "ollama-go-runner", "ollama-new-engine", "llama-server", "llama-server-2024", "ggml"] {
+        for era in [
+            "ollama-dyn-ext-server",
+            "ollama-go-runner",
+            "ollama-new-engine",
+            "llama-server",
+            "llama-server-2024",
+            "ggml",
+        ] {
             assert!(eras.contains(era), "no row of era {era}");
         }
     }
@@ -250,7 +258,9 @@ mod tests {
             Some((Meaning::Load, Some(37)))
         );
         assert_eq!(
-            meaning("INFO [            update_slots] slot released | tid=\"1\" timestamp=1 id_slot=0 id_task=5 n_ctx=2048"),
+            meaning(
+                "INFO [            update_slots] slot released | tid=\"1\" timestamp=1 id_slot=0 id_task=5 n_ctx=2048"
+            ),
             Some((Meaning::RequestDone, None))
         );
         assert_eq!(meaning("ggml_compute_forward_mul_mat"), Some((Meaning::Compute, None)));
@@ -260,11 +270,22 @@ mod tests {
     #[test]
     fn bad_files_are_errors_with_their_line() {
         assert_eq!(parse("pattern = \"x\"").unwrap_err().line, 1);
-        assert_eq!(parse("[[milestone]]\npattern = \"x\"\nera = \"e\"\nmeaning = \"nope\"\nsource = \"s\"").unwrap_err().line, 1);
+        assert_eq!(
+            parse("[[milestone]]\npattern = \"x\"\nera = \"e\"\nmeaning = \"nope\"\nsource = \"s\"").unwrap_err().line,
+            1
+        );
         assert_eq!(parse("[[milestone]]\npattern = \"unterminated").unwrap_err().line, 2);
-        assert_eq!(parse("[[milestone]]\nera = \"e\"\nmeaning = \"load\"\nsource = \"s\"").unwrap_err().message, "the row has no `pattern`");
+        assert_eq!(
+            parse("[[milestone]]\nera = \"e\"\nmeaning = \"load\"\nsource = \"s\"").unwrap_err().message,
+            "the row has no `pattern`"
+        );
         let long = format!("# {}", "x".repeat(5000));
         assert!(parse(&long).is_err());
-        assert_eq!(parse("[[milestone]]\npattern = \"a\\\"b\" # c\nera = \"e\"\nmeaning = \"load\"\nsource = \"s\"").unwrap()[0].pattern, "a\"b");
+        assert_eq!(
+            parse("[[milestone]]\npattern = \"a\\\"b\" # c\nera = \"e\"\nmeaning = \"load\"\nsource = \"s\"").unwrap()
+                [0]
+            .pattern,
+            "a\"b"
+        );
     }
 }

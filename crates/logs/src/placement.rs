@@ -180,7 +180,12 @@ mod tests {
     fn cpu_verdicts_and_contradictions() {
         let mut p = Placement::default();
         p.filtered(
-            FilteredGpu { gpu: Some("gfx1031".into()), reason: "removing unsupported or overlapping GPU combination".into(), supported: None, line: 3 },
+            FilteredGpu {
+                gpu: Some("gfx1031".into()),
+                reason: "removing unsupported or overlapping GPU combination".into(),
+                supported: None,
+                line: 3,
+            },
             8,
         );
         p.judge(Some(&Offload { offloaded: 0, total: 33, line: 9 }), &[buffer("CPU_Mapped", 10)]);

@@ -382,7 +382,10 @@ fn compose_prefix_of_any_length_changes_nothing() {
     let r = analyze_bytes(&log, Limits::default()).unwrap();
     let c = only_crash(&r);
     // Phase unknown: the 200 may be the CLI's load-only request (see ollama_rocm_sigsegv_after_a_generate_answer).
-    assert_eq!((c.line, c.phase, c.signature.text.as_str()), (2, Phase::Unknown, "SIGSEGV | llama._Cfunc_llama_decode"));
+    assert_eq!(
+        (c.line, c.phase, c.signature.text.as_str()),
+        (2, Phase::Unknown, "SIGSEGV | llama._Cfunc_llama_decode")
+    );
     assert!(close(c.t.unwrap(), 6.0));
 }
 
