@@ -14,6 +14,7 @@ mod hardening_sweep;
 mod hardening_text;
 mod hardening_trace;
 mod logs_cli;
+mod logs_eras;
 mod maps_live;
 mod output_cli;
 mod predict;
