@@ -844,7 +844,7 @@ impl Analyzer {
         let text =
             |b: &[u8]| -> String { clip(if slog_line { unquote(b).into_owned() } else { lossy(b).into_owned() }) };
         let cap = self.limits.max_facts;
-        let gpu = if self.gpu_backend.is_empty() { "CUDA/ROCm".to_string() } else { self.gpu_backend.clone() };
+        let gpu = if self.gpu_backend.is_empty() { "CUDA/ROCm" } else { self.gpu_backend.as_str() };
         let p = &mut self.facts.placement;
         match e.kind {
             BackendLoaded { backend, path } => p.backend(&text(backend), "library path", text(path), e.line, cap),
