@@ -479,13 +479,28 @@ fn placement_claims(r: &Report, file: &str) -> Vec<Claim> {
     for backend in gpu_backends {
         let seen: Vec<&logs::placement::BackendSeen> = p.backends.iter().filter(|b| b.backend == backend).collect();
         let how: Vec<String> = seen.iter().map(|b| format!("{} `{}` (line {})", b.how, b.evidence, b.line)).collect();
+        // A line that names the backend outright (its library, its devices, its buffers) confirms it; an error's
+        // wording alone does not (ggml's HIP build printed "CUDA error" before mid-2024).
+        let direct = [
+            "library path",
+            "runner library path",
+            "device initialisation",
+            "inference compute",
+            "buffer",
+            "ggml_vulkan lines",
+            "crashing frame's library",
+        ];
+        let confidence = if seen.iter().any(|b| direct.contains(&b.how.as_str())) && !backend.contains('/') {
+            Confidence::Confirmed
+        } else {
+            Confidence::Inferred
+        };
+        // One claim per backend: `logs.backend.NAME` when no library line already states it, else `logs.where.NAME`.
+        let loaded = r.facts.backends.iter().any(|b| b.name == backend);
+        let id = if loaded { format!("logs.where.{backend}") } else { format!("logs.backend.{backend}") };
         out.push(
-            Claim::new(
-                format!("logs.where.{backend}"),
-                Confidence::Confirmed,
-                format!("The log shows the {backend} backend: {}", how.join("; ")),
-            )
-            .with_sources(seen.iter().take(4).map(|b| log_line(r, file, b.line))),
+            Claim::new(id, confidence, format!("The log shows the {backend} backend: {}", how.join("; ")))
+                .with_sources(seen.iter().take(4).map(|b| log_line(r, file, b.line))),
         );
     }
     for (i, g) in p.filtered_gpus.iter().enumerate() {

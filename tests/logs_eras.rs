@@ -98,7 +98,7 @@ Aborted (core dumped)
     let phase = claim(&v, "logs.crash.1.phase");
     assert_eq!(phase["confidence"], "Inferred");
     assert!(phase["statement"].as_str().unwrap().contains("model loading"), "{phase}");
-    let rocm = claim(&v, "logs.where.ROCm")["statement"].as_str().unwrap();
+    let rocm = claim(&v, "logs.backend.ROCm")["statement"].as_str().unwrap();
     assert!(rocm.contains("rocm_v5/libext_server.so"), "{rocm}");
 }
 

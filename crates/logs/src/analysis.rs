@@ -784,6 +784,11 @@ impl Analyzer {
                     lt.discovery_runner = true;
                 }
             }
+            Meaning::VocabOnly => {
+                // The model-loader lines before it were a tokenizer-only load (Ollama's server reads the vocabulary
+                // itself), not the runner's load.
+                lt.loading = None;
+            }
             Meaning::RunnerStart => {
                 if !lt.discovery_runner {
                     lt.loading.get_or_insert(l);
@@ -848,6 +853,25 @@ impl Analyzer {
         let p = &mut self.facts.placement;
         match e.kind {
             BackendLoaded { backend, path } => p.backend(&text(backend), "library path", text(path), e.line, cap),
+            BufferSize { device, .. } => {
+                let d = text(device);
+                if let Some(b) = crate::placement::backend_of_device(&d) {
+                    p.backend(b, "buffer", format!("{d} buffer"), e.line, cap);
+                }
+            }
+            NativeFrame(f) => {
+                if let Some(b) = f.module.map(text).as_deref().and_then(backend_of_path).filter(|b| *b != "CPU") {
+                    p.backend(b, "crashing frame's library", text(f.module.unwrap_or_default()), e.line, cap);
+                }
+            }
+            VulkanDevice(_) | DevicesFound { .. } | DeviceLost { .. } | OutOfMemory { .. }
+                if e.text.starts_with(b"ggml_vulkan: ") =>
+            {
+                p.backend("Vulkan", "ggml_vulkan lines", clip(lossy(e.text).into_owned()), e.line, cap)
+            }
+            GgmlAssert { file, .. } | Abort { file, .. } if find_bytes(file, b"ggml-cuda").is_some() => {
+                p.backend(gpu, "failing ggml-cuda code", text(file), e.line, cap)
+            }
             Milestone { .. } | RunnerStarting { .. } => {
                 let line = lossy(e.text);
                 let found = line
@@ -1053,7 +1077,8 @@ impl Analyzer {
         }
         if self.open.is_none() {
             // A native backtrace is printed only when something aborts: it opens an incident too.
-            if !fatal && !matches!(e.kind, NativeFrame(_)) {
+            // So is a goroutine dump: the Go runtime prints one when it dies, even where the log lost its cause.
+            if !fatal && !matches!(e.kind, NativeFrame(_) | Goroutine { .. }) {
                 return;
             }
             let mut crash = new_crash(e.line, e.offset, time.or(self.last_time), time.is_none());
@@ -1117,6 +1142,10 @@ impl Analyzer {
                 push_line(&mut c.causes, e, summary(&e.kind, slog_line), max_lines);
             }
             Goroutine { id, .. } => {
+                if c.causes.is_empty() && c.signal.is_none() && c.consequences.is_empty() {
+                    let text = "a Go goroutine dump without the line that says why the runtime died".to_string();
+                    push_line(&mut c.causes, e, text, max_lines);
+                }
                 if !open.go_dump_started {
                     open.go_dump_started = true;
                     open.in_crashing_goroutine = true;
@@ -1192,11 +1221,14 @@ impl Analyzer {
     fn close_incident(&mut self) {
         let Some(open) = self.open.take() else { return };
         let mut crash = open.crash;
+        let cause_line = |pred: &dyn Fn(&CrashLine) -> bool| crash.causes.iter().find(|x| pred(x)).map(|x| x.line);
         let evidence = CrashEvidence {
             line: Some(crash.line),
             discovery_failure: open.discovery_failure,
             frames: &crash.frames,
             compute_line: open.compute_line,
+            load_error: cause_line(&|x| x.kind == "load_error"),
+            k_shift: cause_line(&|x| x.text.contains("K-shift")),
         };
         let (phase, rule, lines) = decide_phase(&open.at_open, evidence);
         crash.phase = phase;
@@ -1452,8 +1484,8 @@ fn clip(mut s: String) -> String {
 }
 
 /// Functions whose presence in the crashing stack tells the phase.
-const DISCOVERY_FUNCTIONS: &[&str] =
-    &["discover.", "GetGPUInfo", "cuda_init", "bootstrapDevices", "ggml_backend_load_all"];
+/// (`ggml_backend_load_all` is not one: every runner loads its backends when it starts, discovery or not.)
+const DISCOVERY_FUNCTIONS: &[&str] = &["discover.", "GetGPUInfo", "cuda_init", "bootstrapDevices"];
 const LOAD_FUNCTIONS: &[&str] = &[
     "llama_model_load",
     "llama_load_model",
@@ -1494,6 +1526,10 @@ struct CrashEvidence<'a> {
     frames: &'a [Frame],
     /// A line of it names graph compute (a failing op, `ggml_compute_forward_*`).
     compute_line: Option<u64>,
+    /// A line of it says the model load failed (`error loading model`, Ollama's `Load failed`).
+    load_error: Option<u64>,
+    /// A line of it says the KV cache needed a K-shift (the context was full).
+    k_shift: Option<u64>,
 }
 
 fn decide_phase(lt: &Lifetime, ev: CrashEvidence<'_>) -> (Phase, String, Vec<u64>) {
@@ -1513,6 +1549,22 @@ fn decide_phase(lt: &Lifetime, ev: CrashEvidence<'_>) -> (Phase, String, Vec<u64
     }
     if let Some(l) = stack_has(ev.frames, LOAD_FUNCTIONS) {
         return (Phase::Load, "the crashing stack is in model-loading code".into(), vec![l]);
+    }
+    if let Some(l) = ev.load_error.filter(|_| lt.ready.is_none()) {
+        return (
+            Phase::Load,
+            format!("the runtime says the model load failed (line {l}) and the runner was not ready"),
+            vec![l],
+        );
+    }
+    if let Some(l) = ev.k_shift {
+        // ggml aborts when the KV cache must shift and the model cannot (L src/llama-kv-cache.cpp:877): the context
+        // filled up while tokens were being generated.
+        return (
+            Phase::Decode,
+            format!("the KV cache needed a K-shift (line {l}): the context was full, the request was generating"),
+            vec![l],
+        );
     }
     if lt.request_done.is_some() || lt.prompt_done.is_some() {
         let rule = match lt.request_done {

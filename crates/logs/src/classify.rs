@@ -73,6 +73,8 @@ static MARKERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
             "unable to allocate",
             "failed to allocate",
             "process has terminated",
+            "runner exited with error",
+            "Assertion `",
             "unexpectedly stopped",
             "POST predict",
             "post predict",
@@ -411,6 +413,8 @@ fn slog_message<'a>(line: &'a [u8], msg: &'a [u8], level: &'a [u8]) -> Option<Ev
         b"llama runner terminated" | b"llama-server terminated" => {
             EventKind::RunnerTerminated { error: get(b"error").unwrap_or_default() }
         }
+        // O `llm/llama_server.go` (v0.30+): the runner died while loading.
+        b"Load failed" | b"load failed" => EventKind::LoadError { error: get(b"error").unwrap_or(msg) },
         b"error loading llama server" | b"error loading llama-server" | b"error loading model" => {
             EventKind::LoadError { error: get(b"error").unwrap_or_default() }
         }
@@ -465,6 +469,15 @@ fn slog_message_text<'a>(line: &'a [u8], msg: &'a [u8], level: &'a [u8]) -> Opti
         msg.strip_prefix(b"llama runner started in ").or_else(|| msg.strip_prefix(b"llama-server started in "))
     {
         return Some(EventKind::RunnerStarted { seconds: leading_f64(rest)?.0 });
+    }
+    // The server's memory plan: `msg="offload to cpu" layers.model=25 layers.offload=0` (v0.5.0 `llm/memory.go:356-366`:
+    // "offload to " + the library), `msg=offload library=cuda …` later; the runner's own offload line follows and wins.
+    if msg == b"offload" || msg.starts_with(b"offload to ") {
+        let model = get(b"layers.model").and_then(|v| leading_u32(v)).map(|x| x.0);
+        let offload = get(b"layers.offload").and_then(|v| leading_u32(v)).map(|x| x.0);
+        if let (Some(offloaded), Some(total)) = (offload, model) {
+            return Some(EventKind::LayersOffloaded { offloaded, total });
+        }
     }
     let marked = MARKERS.is_match(msg);
     if let Some((offloaded, total)) = if marked { offloaded(msg) } else { None } {
@@ -552,7 +565,8 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
         b'E' => {
             if let Some(rest) = msg.strip_prefix(b"Exception 0x") {
                 let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
-                return Some(EventKind::Signal { signal: &msg[..10 + end], description: trim(&rest[end..]) });
+                // `Exception 0x` is 12 bytes: the code follows it whole (`Exception 0xc0000005`).
+                return Some(EventKind::Signal { signal: &msg[..12 + end], description: trim(&rest[end..]) });
             }
         }
         b'g' => {
@@ -569,6 +583,13 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
     }
     if let Some(bytes) = msg.strip_prefix(b"instruction bytes:") {
         return Some(EventKind::InstructionBytes { bytes: trim(bytes) });
+    }
+    // glibc frames of a library found through the loader path, without a directory:
+    // `libggml-base.so(ggml_abort+0x152)[0x7f…]`.
+    if msg.ends_with(b"]") && find(msg, b".so(").is_some() {
+        if let Some(frame) = native_frame(msg) {
+            return Some(EventKind::NativeFrame(frame));
+        }
     }
     if let Some(rest) = msg.strip_prefix(b"signal arrived during ") {
         if rest.starts_with(b"cgo execution") || rest.starts_with(b"external code execution") {
@@ -590,6 +611,14 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
         let exception = trim(rest).trim_ascii();
         let exception = exception.strip_prefix(b"'").and_then(|e| e.strip_suffix(b"'")).unwrap_or(exception);
         return Some(EventKind::CppTerminate { exception });
+    }
+    // The 2023 form: `CUDA error 3 at …/ggml-cuda.cu:5661: initialization error` (the code, the place, the text).
+    if let Some(rest) = msg.strip_prefix(b"CUDA error ").filter(|r| r.first().is_some_and(u8::is_ascii_digit)) {
+        if let Some(at) = find(rest, b" at ") {
+            let place = &rest[at + 4..];
+            let message = colon_space(place).map_or(place, |i| &place[i + 2..]);
+            return Some(EventKind::GpuError { api: b"CUDA", message: trim(message) });
+        }
     }
     // `CUDA error: …`, `rocBLAS error: …`: one word, then ` error: `.
     let first_space = memchr::memchr(b' ', &msg[..msg.len().min(12)]);
@@ -746,6 +775,10 @@ fn runner_failure(message: &[u8]) -> Option<EventKind<'_>> {
     if find(message, b"process has terminated").is_some() {
         return Some(EventKind::RunnerTerminated { error: message });
     }
+    // The 2023 runner (`llama.go`): `llama runner exited with error: signal: illegal instruction`.
+    if let Some(error) = after(message, b"llama runner exited with error: ") {
+        return Some(EventKind::RunnerTerminated { error });
+    }
     if find(message, b"unexpectedly stopped").is_some() {
         return Some(EventKind::CompletionError { message });
     }
@@ -785,7 +818,7 @@ fn llama_server_slot(body: &[u8]) -> Option<EventKind<'_>> {
     if text.starts_with(b"processing task") {
         return Some(EventKind::RequestStarted { task });
     }
-    if text.starts_with(b"prompt done") {
+    if text.starts_with(b"prompt done") || text.starts_with(b"prompt processing done") {
         return Some(EventKind::PromptDone { task });
     }
     if text.starts_with(b"stop processing") {
@@ -1114,6 +1147,13 @@ fn anywhere<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
     if msg.starts_with(b"Segmentation fault") || msg.starts_with(b"Aborted") {
         return Some(EventKind::ProcessCrash { message: trim(msg) });
     }
+    // The shell's report of a child killed by a signal: `zsh: abort      ./run-server`, `zsh: segmentation fault …`.
+    if let Some(rest) = msg.strip_prefix(b"zsh: ") {
+        const SIGNALS: &[&[u8]] = &[b"abort", b"segmentation fault", b"illegal hardware instruction", b"bus error"];
+        if SIGNALS.iter().any(|s| rest.starts_with(s)) {
+            return Some(EventKind::ProcessCrash { message: trim(msg) });
+        }
+    }
     // glibc's heap checks abort the process with one of these (malloc/malloc.c `malloc_printerr` messages).
     const HEAP_ABORTS: &[&[u8]] = &[
         b"free(): ",
@@ -1136,6 +1176,17 @@ fn anywhere<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
     }
     if find(msg, b"ErrorDeviceLost").is_some() || find(msg, b"VK_ERROR_DEVICE_LOST").is_some() {
         return Some(EventKind::DeviceLost { message: trim(msg) });
+    }
+    // glibc's assert(): `prog: file.cpp:1094: func: Assertion `found' failed.`
+    if let Some(at) = find(msg, b": Assertion `") {
+        let cond = &msg[at + 13..];
+        let end = cond.iter().rposition(|&b| b == b'\'').unwrap_or(cond.len());
+        return Some(EventKind::GgmlAssert { file: b"", line: 0, condition: &cond[..end] });
+    }
+    // A pinned-memory failure is a warning: llama.cpp falls back to pageable host memory and goes on
+    // (L ggml/src/ggml-cuda/ggml-cuda.cu ggml_cuda_host_malloc).
+    if find(msg, b"of pinned memory").is_some() {
+        return None;
     }
     if find(msg, b"out of memory").is_some()
         || find(msg, b"ErrorOutOfDeviceMemory").is_some()

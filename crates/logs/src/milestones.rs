@@ -26,6 +26,9 @@ pub enum Meaning {
     Discovery,
     /// The runner process itself says it started: a model load follows, unless it is a discovery runner.
     RunnerStart,
+    /// A tokenizer-only load (`vocab only - skipping tensors`): the model-loader lines before it were not the
+    /// runner's load.
+    VocabOnly,
     Load,
     Ready,
     RequestStarted,
@@ -39,6 +42,7 @@ impl Meaning {
         Some(match s {
             "discovery" => Meaning::Discovery,
             "runner_start" => Meaning::RunnerStart,
+            "vocab_only" => Meaning::VocabOnly,
             "load" => Meaning::Load,
             "ready" => Meaning::Ready,
             "request_started" => Meaning::RequestStarted,
@@ -53,6 +57,7 @@ impl Meaning {
         match self {
             Meaning::Discovery => "GPU discovery",
             Meaning::RunnerStart => "runner process started",
+            Meaning::VocabOnly => "vocabulary-only load",
             Meaning::Load => "model load",
             Meaning::Ready => "runner ready",
             Meaning::RequestStarted => "request started",

@@ -90,6 +90,35 @@ pub fn backend_of_path(path: &str) -> Option<&'static str> {
     }
 }
 
+/// The backend a ggml device name belongs to (`CUDA0`, `ROCm1`, `Vulkan0`, `Metal`, `SYCL0`); host buffers
+/// (`CPU`, `CUDA_Host`) name none.
+pub fn backend_of_device(device: &str) -> Option<&'static str> {
+    let name = device.trim_end_matches(|c: char| c.is_ascii_digit());
+    if name.len() == device.len() && name != "Metal" {
+        return None;
+    }
+    match name {
+        "CUDA" => Some("CUDA"),
+        "ROCm" | "HIP" => Some("ROCm"),
+        "Vulkan" => Some("Vulkan"),
+        "Metal" | "MTL" => Some("Metal"),
+        "SYCL" => Some("SYCL"),
+        _ => None,
+    }
+}
+
+/// One spelling per backend (Ollama writes `library=cuda` in some releases, `CUDA` in others).
+fn canonical(backend: &str) -> String {
+    match backend.to_ascii_lowercase().as_str() {
+        "cuda" => "CUDA".into(),
+        "rocm" | "hip" => "ROCm".into(),
+        "vulkan" => "Vulkan".into(),
+        "metal" => "Metal".into(),
+        "cpu" => "CPU".into(),
+        _ => backend.to_string(),
+    }
+}
+
 /// Devices ggml names for host memory (`CPU`, `CPU_Mapped`, `CPU_REPACK`, `CPU_AARCH64`); pinned host buffers of
 /// a GPU backend (`CUDA_Host`) are host memory too but belong to a GPU run.
 pub fn is_cpu_device(device: &str) -> bool {
@@ -98,10 +127,11 @@ pub fn is_cpu_device(device: &str) -> bool {
 
 impl Placement {
     pub fn backend(&mut self, backend: &str, how: &str, evidence: String, line: u64, cap: usize) {
+        let backend = canonical(backend);
         if self.backends.iter().any(|b| b.backend == backend && b.how == how) || self.backends.len() >= cap {
             return;
         }
-        self.backends.push(BackendSeen { backend: backend.to_string(), how: how.to_string(), evidence, line });
+        self.backends.push(BackendSeen { backend, how: how.to_string(), evidence, line });
     }
 
     pub fn filtered(&mut self, gpu: FilteredGpu, cap: usize) {
@@ -170,6 +200,12 @@ mod tests {
         assert_eq!(backend_of_path("/app/libggml-vulkan.so"), Some("Vulkan"));
         assert_eq!(backend_of_path("/usr/lib/ollama/libggml-cpu-haswell.so"), Some("CPU"));
         assert_eq!(backend_of_path("/home/me/models/llama.gguf"), None);
+        // Buffer device names (L src/llama-model.cpp `… model buffer size`): the device, not host memory.
+        assert_eq!(backend_of_device("CUDA0"), Some("CUDA"));
+        assert_eq!(backend_of_device("ROCm1"), Some("ROCm"));
+        assert_eq!(backend_of_device("Vulkan0"), Some("Vulkan"));
+        assert_eq!(backend_of_device("CUDA_Host"), None);
+        assert_eq!(backend_of_device("CPU_Mapped"), None);
     }
 
     fn buffer(device: &str, line: u64) -> Buffer {

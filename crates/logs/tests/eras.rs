@@ -220,3 +220,77 @@ fn old_llama_server_slot_lines_are_milestones() {
     let r = report(&format!("{started}\n{assert}\n"));
     assert_ne!(only_crash(&r).phase, Phase::Decode, "{}", only_crash(&r).phase_rule);
 }
+
+/// Crash lines of other eras and shells.
+#[test]
+fn crash_lines_of_old_runtimes_and_shells() {
+    // https://github.com/ggml-org/llama.cpp/issues/3320 (2023): the old `CUDA error N at file:line: text` form.
+    let r = report("CUDA error 98 at /code/llama.cpp/ggml-cuda.cu:6246: invalid device function\n");
+    assert_eq!(only_crash(&r).causes[0].kind, "gpu_error");
+    assert!(only_crash(&r).causes[0].text.contains("invalid device function"));
+    // https://github.com/ollama/ollama/issues/644 (2023): the old runner's exit line.
+    let r = report("2023/09/29 09:11:12 llama.go:320: llama runner exited with error: signal: illegal instruction\n");
+    assert_eq!(only_crash(&r).causes.len() + only_crash(&r).consequences.len(), 1);
+    assert!(r.crashes[0].consequences[0].text.contains("illegal instruction"), "{:?}", r.crashes[0]);
+    // glibc's assert() (glibc assert/assert.c: "%s%s%s:%u: %s%sAssertion `%s' failed.") and zsh's report of the
+    // SIGABRT that follows; built in those formats.
+    let r = report("llama-server: /src/tools/server/server.cpp:100: void f(): Assertion `found' failed.\nzsh: abort      ./llama-server -m m.gguf\n");
+    let c = only_crash(&r);
+    assert_eq!(c.causes.iter().map(|x| x.kind).collect::<Vec<_>>(), vec!["ggml_assert", "process_crash"]);
+    assert!(c.causes[0].text.contains("found"), "{}", c.causes[0].text);
+    // The Go runtime on Windows prints the exception code whole (runtime/signal_windows.go: "Exception %#x …").
+    let r = report("Exception 0xc0000005 0x0 0x0 0x7fffb8f22f58\n");
+    assert_eq!(only_crash(&r).signal.as_ref().unwrap().name, "Exception 0xc0000005");
+    // A pinned-memory failure is a warning llama.cpp goes on from (L ggml/src/ggml-cuda/ggml-cuda.cu:1283).
+    let r = report("ggml_cuda_host_malloc: failed to allocate 1024.00 MiB of pinned memory: out of memory\n");
+    assert!(r.crashes.is_empty(), "{:?}", r.crashes);
+}
+
+#[test]
+fn a_goroutine_dump_without_its_signal_is_a_crash_of_unknown_phase() {
+    // tests/data/ollama-9352 from its goroutine header (line 24): the signal lines are not in the paste.
+    let log = data("ollama-9352-assert-sigsegv.log");
+    let fragment: String = log.lines().skip(23).map(|l| format!("{l}\n")).collect();
+    let r = report(&fragment);
+    let c = only_crash(&r);
+    assert_eq!((c.line, c.phase), (1, Phase::Unknown), "{}", c.phase_rule);
+    assert_eq!(c.goroutine, Some(29));
+    assert!(c.signature.frames.iter().any(|f| f.contains("llama_decode")), "{:?}", c.signature);
+}
+
+#[test]
+fn load_failures_vocab_only_loads_and_k_shifts_place_the_phase() {
+    // Ollama's scheduler (O server/sched.go:641, `slog.Info("Load failed", "model", …, "error", err)`): the load failed.
+    let r = report(
+        r#"time=2026-07-21T14:50:00.000+08:00 level=INFO source=sched.go:641 msg="Load failed" model=/m/blobs/sha256-x error="llama-server process has terminated: signal: aborted"
+"#,
+    );
+    let c = only_crash(&r);
+    assert_eq!((c.phase, c.phase_lines.as_slice()), (Phase::Load, &[1u64][..]), "{}", c.phase_rule);
+    // A tokenizer-only load (L src/llama.cpp:365) is not the runner's load: a compute crash after it stays unknown.
+    let log = data("ollama-9352-assert-sigsegv.log");
+    let vocab = "llama_model_loader: loaded meta data with 26 key-value pairs and 291 tensors from /m/blobs/sha256-x (version GGUF V3 (latest))\nllama_model_load: vocab only - skipping tensors\n";
+    let fragment: String = log.lines().skip(17).map(|l| format!("{l}\n")).collect();
+    let r = report(&format!("{vocab}{fragment}"));
+    assert_eq!(only_crash(&r).phase, Phase::Unknown, "{}", only_crash(&r).phase_rule);
+    // ggml aborts when the KV cache must shift (L src/llama-kv-cache.cpp:877): the context filled while generating.
+    let r =
+        report("/src/llama-kv-cache.cpp:877: The current KV cache / model configuration does not support K-shift\n");
+    assert_eq!(only_crash(&r).phase, Phase::Decode, "{}", only_crash(&r).phase_rule);
+}
+
+#[test]
+fn backends_from_buffers_frames_and_plans() {
+    // Buffer device names (L src/llama-model.cpp), a crashing frame's library path, Ollama's memory plan
+    // (v0.5.0 llm/memory.go:356-366: `msg="offload to cpu" layers.model=25 layers.offload=0`).
+    let log = r#"load_tensors:        CUDA0 model buffer size =  4403.50 MiB
+/usr/lib/ollama/cuda_jetpack5/libggml-cuda.so(+0x1e3f4)[0x7f0000001000]
+time=2024-11-11T08:26:04.508Z level=INFO source=memory.go:356 msg="offload to cpu" layers.requested=-1 layers.model=25 layers.offload=0 layers.split=""
+"#;
+    let r = report(log);
+    let hows: Vec<(&str, &str)> =
+        r.facts.placement.backends.iter().map(|b| (b.backend.as_str(), b.how.as_str())).collect();
+    assert_eq!(hows, vec![("CUDA", "buffer"), ("CUDA", "crashing frame's library")]);
+    let o = r.facts.offload.as_ref().unwrap();
+    assert_eq!((o.offloaded, o.total, o.line), (0, 25, 3));
+}
