@@ -725,12 +725,10 @@ impl Analyzer {
             Warmup => {
                 self.lifetime.warmup.get_or_insert(l);
             }
-            RunnerStarted { seconds } => {
-                if self.lifetime.ready.is_none() {
-                    self.lifetime.ready = Some(l);
-                    self.lifetime.ready_time = time;
-                    self.lifetime.started_s = Some(seconds);
-                }
+            RunnerStarted { seconds } if self.lifetime.ready.is_none() => {
+                self.lifetime.ready = Some(l);
+                self.lifetime.ready_time = time;
+                self.lifetime.started_s = Some(seconds);
             }
             ServerReady => {
                 self.lifetime.ready.get_or_insert(l);
@@ -895,7 +893,7 @@ impl Analyzer {
                 p.backend(&text(backend), "device initialisation", format!("{count} device(s) found"), e.line, cap)
             }
             OpFailed { op } => {
-                p.backend(&gpu, "failing op", format!("{} failed in ggml_cuda_compute_forward", text(op)), e.line, cap)
+                p.backend(gpu, "failing op", format!("{} failed in ggml_cuda_compute_forward", text(op)), e.line, cap)
             }
             GpuError { api, message } => {
                 let api = text(api);
