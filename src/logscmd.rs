@@ -345,50 +345,7 @@ fn claims(r: &Report, file: &str) -> Vec<Claim> {
         ));
     }
     if r.crashes.is_empty() {
-        let e = &r.ending;
-        if let Some(line) = e.request_in_progress {
-            let mut sources = vec![log_line(r, file, line)];
-            sources.extend(e.phase_lines.iter().take(4).map(|l| log_line(r, file, *l)));
-            out.push(
-                Claim::new(
-                    "logs.ending",
-                    Confidence::Unresolved,
-                    format!(
-                        "The log shows no crash, but it ends (line {}) while the request begun at line {line} was in progress: if the process died there, the log says nothing of it; such a death would fall in {}: {}",
-                        e.last_line,
-                        phase_words(e.phase),
-                        e.phase_rule
-                    ),
-                )
-                .with_sources(sources),
-            );
-        } else if let Some(line) = e.orderly_shutdown {
-            out.push(
-                Claim::new(
-                    "logs.ending",
-                    Confidence::Confirmed,
-                    format!("The log shows no crash; the server shut down in order at line {line}"),
-                )
-                .with_source(log_line(r, file, line)),
-            );
-        } else if r.flavor == "unknown" {
-            // No line was recognised as Ollama or llama.cpp output: "no crash" would be a claim about a log that
-            // was not read.
-            out.push(Claim::new(
-                "logs.ending",
-                Confidence::Unresolved,
-                format!(
-                    "backscope recognised none of the {} lines as Ollama or llama.cpp output ({} not recognised): it cannot say whether this log shows a crash",
-                    r.stats.lines, r.other.count
-                ),
-            ));
-        } else {
-            out.push(Claim::new(
-                "logs.ending",
-                Confidence::Confirmed,
-                format!("The log shows no crash in its {} lines", r.stats.lines),
-            ));
-        }
+        out.push(ending_claim(r, file));
     }
     out.extend(placement_claims(r, file));
     for b in &r.facts.backends {
@@ -463,6 +420,50 @@ fn claims(r: &Report, file: &str) -> Vec<Claim> {
         );
     }
     out
+}
+
+/// The claim about a log without a crash: how it ends (in order, mid-request), or that backscope could not read it
+/// as a runtime's log.
+fn ending_claim(r: &Report, file: &str) -> Claim {
+    let e = &r.ending;
+    if let Some(line) = e.request_in_progress {
+        let mut sources = vec![log_line(r, file, line)];
+        sources.extend(e.phase_lines.iter().take(4).map(|l| log_line(r, file, *l)));
+        Claim::new(
+            "logs.ending",
+            Confidence::Unresolved,
+            format!(
+                "The log shows no crash, but it ends (line {}) while the request begun at line {line} was in progress: if the process died there, the log says nothing of it; such a death would fall in {}: {}",
+                e.last_line,
+                phase_words(e.phase),
+                e.phase_rule
+            ),
+        )
+        .with_sources(sources)
+    } else if let Some(line) = e.orderly_shutdown {
+        Claim::new(
+            "logs.ending",
+            Confidence::Confirmed,
+            format!("The log shows no crash; the server shut down in order at line {line}"),
+        )
+        .with_source(log_line(r, file, line))
+    } else if r.flavor == "unknown" {
+        // No line was recognised as Ollama or llama.cpp output: "no crash" would be a claim about a log that was not read.
+        Claim::new(
+            "logs.ending",
+            Confidence::Unresolved,
+            format!(
+                "backscope recognised none of the {} lines as Ollama or llama.cpp output ({} not recognised): it cannot say whether this log shows a crash",
+                r.stats.lines, r.other.count
+            ),
+        )
+    } else {
+        Claim::new(
+            "logs.ending",
+            Confidence::Confirmed,
+            format!("The log shows no crash in its {} lines", r.stats.lines),
+        )
+    }
 }
 
 /// Where the model ran: each GPU backend with how the log shows it, the GPUs the runtime dropped and why, "served on

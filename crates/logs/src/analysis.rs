@@ -1129,14 +1129,7 @@ impl Analyzer {
                 push_line(&mut c.causes, e, summary(&e.kind, slog_line), max_lines);
             }
             OutOfMemory { .. } => {
-                if let Some((request_line, gpu_layers)) = self.lifetime.attempt {
-                    if c.attempts.last().is_none_or(|a| a.request_line != Some(request_line))
-                        && c.attempts.len() < max_lines
-                    {
-                        let text = summary(&e.kind, slog_line);
-                        c.attempts.push(Attempt { line: e.line, text, gpu_layers, request_line: Some(request_line) });
-                    }
-                }
+                record_attempt(c, self.lifetime.attempt, e, slog_line, max_lines);
                 push_line(&mut c.causes, e, summary(&e.kind, slog_line), max_lines);
             }
             Goroutine { id, .. } => {
@@ -1454,6 +1447,16 @@ fn push_frame(c: &mut Crash, frame: Frame, cap: usize) {
     }
 }
 
+/// An out-of-memory line after a load request of a retry loop (`msg=load request="{Operation:fit … GPULayers:N …}"`)
+/// is an attempt of that loop: the first such line after each request is kept with the request's GPU layers.
+fn record_attempt(c: &mut Crash, attempt: Option<(u64, Option<u32>)>, e: &Event<'_>, slog_line: bool, cap: usize) {
+    let Some((request_line, gpu_layers)) = attempt else { return };
+    if c.attempts.last().is_none_or(|a| a.request_line != Some(request_line)) && c.attempts.len() < cap {
+        let text = summary(&e.kind, slog_line);
+        c.attempts.push(Attempt { line: e.line, text, gpu_layers, request_line: Some(request_line) });
+    }
+}
+
 /// Adds a cause or consequence line; a line that says exactly what an earlier one said (the same assertion from
 /// another thread) counts on the earlier one instead.
 fn push_line(list: &mut Vec<CrashLine>, e: &Event<'_>, text: String, cap: usize) {
@@ -1670,6 +1673,13 @@ fn signature_of(c: &Crash) -> Signature {
     Signature { id: signature::id_of(&text), text, frames }
 }
 
+/// `model load (ollama-new-engine): GPULayers 37`.
+fn milestone_summary(index: u16, number: Option<u32>) -> String {
+    let Some(m) = crate::milestones::table().get(index) else { return "milestone".into() };
+    let number = number.map(|n| format!(": {} {n}", m.number_after.as_deref().unwrap_or("").trim_end_matches(':')));
+    format!("{} ({}){}", m.meaning.label(), m.era, number.unwrap_or_default())
+}
+
 /// A one-line description of an event for the timeline.
 pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
     use EventKind::*;
@@ -1834,17 +1844,7 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
         LoadError { error } => format!("model load failed: {}", t(error)),
         CompletionError { message } => format!("completion failed: {}", t(message)),
         Diagnostic { level, msg } => format!("{}: {}", t(level), t(msg)),
-        Milestone { index, number } => match crate::milestones::table().get(index) {
-            Some(m) => format!(
-                "{} ({}){}",
-                m.meaning.label(),
-                m.era,
-                number
-                    .map(|n| format!(": {} {n}", m.number_after.as_deref().unwrap_or("").trim_end_matches(':')))
-                    .unwrap_or_default()
-            ),
-            None => "milestone".into(),
-        },
+        Milestone { index, number } => milestone_summary(index, number),
         OpFailed { op } => format!("op {} failed on the GPU", t(op)),
         InstructionBytes { bytes } => format!("instruction bytes at PC: {}", t(bytes)),
         Goroutine { id, state } => format!("goroutine {id} [{}]", t(state)),
