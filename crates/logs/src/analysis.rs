@@ -635,6 +635,9 @@ impl Analyzer {
         }
         if matches!(e.kind, EventKind::Other) {
             self.other.add(e.line, cap);
+            if slog_line {
+                self.slog_backend_hints(e);
+            }
             return;
         }
         self.saw_llama |= !slog_line && !e.kind.is_trace();
@@ -841,6 +844,28 @@ impl Analyzer {
         at.clock == ready.clock && (-1.0..=1.0).contains(&gap) && latency + 0.5 >= started && latency <= started + 1.5
     }
 
+    /// An Ollama line no rule claims may still name the backend: a `library=ROCm` field (`msg="gpu memory"`), the
+    /// library directories it uses (a `…/lib/ollama/cuda_v13` directory in any field).
+    fn slog_backend_hints(&mut self, e: &Event<'_>) {
+        let cap = self.limits.max_facts;
+        if let Some(lib) = crate::slog::get(e.text, b"library") {
+            let lib = lossy(lib).into_owned();
+            if !lib.eq_ignore_ascii_case("cpu") && !lib.is_empty() {
+                self.facts.placement.backend(&lib, "Ollama's library field", format!("library={lib}"), e.line, cap);
+            }
+        }
+        if find_bytes(e.text, b"lib/ollama/").is_some() {
+            let line = lossy(e.text);
+            let found = line
+                .split([' ', '"', '[', ']', '='])
+                .filter(|w| w.contains("lib/ollama/"))
+                .find_map(|w| backend_of_path(w).filter(|b| *b != "CPU").map(|b| (b, w.to_string())));
+            if let Some((b, w)) = found {
+                self.facts.placement.backend(b, "runner library path", clip(w), e.line, cap);
+            }
+        }
+    }
+
     /// What a line says about where the model ran.
     fn placement(&mut self, e: &Event<'_>, slog_line: bool) {
         use EventKind::*;
@@ -897,7 +922,14 @@ impl Analyzer {
             }
             GpuError { api, message } => {
                 let api = text(api);
-                let backend = if api == "HIP" { "ROCm".to_string() } else { api.clone() };
+                // ggml's HIP build reported its errors as "CUDA" before mid-2024: the devices the log found name it.
+                let backend = if api == "HIP" {
+                    "ROCm".to_string()
+                } else if api == "CUDA" && !gpu.starts_with("CUDA") {
+                    gpu.to_string()
+                } else {
+                    api.clone()
+                };
                 p.backend(&backend, "GPU runtime error", format!("{api} error: {}", text(message)), e.line, cap)
             }
             BlasError { library, .. } => {
@@ -912,6 +944,16 @@ impl Analyzer {
                     line: e.line,
                 };
                 p.filtered(gpu, cap);
+            }
+            OutOfMemory { message } | LoadError { error: message } => {
+                // `unable to allocate CUDA0 buffer`: the device the allocation was for.
+                let m = text(message);
+                let found = m
+                    .split([' ', '"', ':', ','])
+                    .find_map(|w| crate::placement::backend_of_device(w).map(|b| (b, w.to_string())));
+                if let Some((b, w)) = found {
+                    p.backend(b, "device named in a line", format!("{w} in: {m}"), e.line, cap);
+                }
             }
             DiscoveryFailure { .. } if p.discovery_failures.len() < cap => {
                 p.discovery_failures.push(Reason { text: summary(&e.kind, slog_line), line: e.line });
@@ -1168,6 +1210,20 @@ impl Analyzer {
             }
             GoCreatedBy { .. } | GoTraceDetail => joined = open.in_crashing_goroutine,
             NativeFrame(frame) => {
+                // ggml_abort in the backtrace: the process aborted through ggml even where its message is not in the log.
+                if !open.go_dump_started
+                    && frame.symbol == Some(b"ggml_abort")
+                    && !c.causes.iter().any(|x| x.kind == "abort")
+                {
+                    let text = "ggml_abort in the backtrace (its message is not in the log)".to_string();
+                    c.causes.push(CrashLine {
+                        kind: "abort",
+                        text,
+                        line: e.line,
+                        count: 1,
+                        raw: clip(lossy(e.raw).into_owned()),
+                    });
+                }
                 if open.go_dump_started {
                     joined = false;
                 } else if let Some(function) = signature::native_function(
@@ -1218,7 +1274,19 @@ impl Analyzer {
             discovery_failure: open.discovery_failure,
             frames: &crash.frames,
             compute_line: open.compute_line,
-            load_error: cause_line(&|x| x.kind == "load_error"),
+            load_error: cause_line(&|x| x.kind == "load_error").or_else(|| {
+                // Ollama's words for a runner that died before it was ready, wherever they are quoted (a JSON wrapper,
+                // the runner-terminated line): O24 server/sched.go "error loading llama server", v0.1.17
+                // llm/llama.go:459 "error starting llama runner".
+                const LOAD_FAILED: [&str; 3] =
+                    ["error loading llama server", "error starting llama runner", "error loading model"];
+                crash
+                    .causes
+                    .iter()
+                    .chain(&crash.consequences)
+                    .find(|x| LOAD_FAILED.iter().any(|w| x.raw.contains(w)))
+                    .map(|x| x.line)
+            }),
             k_shift: cause_line(&|x| x.text.contains("K-shift")),
         };
         let (phase, rule, lines) = decide_phase(&open.at_open, evidence);
@@ -1673,6 +1741,19 @@ fn signature_of(c: &Crash) -> Signature {
     Signature { id: signature::id_of(&text), text, frames }
 }
 
+/// A signal name a pager cut (`signal: illegal ins>`, `less` marks a cut line with `>`): which name it begins.
+fn cut_signal_note(error: &[u8]) -> String {
+    const NAMES: [&str; 6] =
+        ["segmentation fault", "illegal instruction", "aborted", "bus error", "floating point exception", "killed"];
+    let Some(cut) = error.strip_suffix(b">") else { return String::new() };
+    let Some(at) = find_bytes(cut, b"signal: ") else { return String::new() };
+    let head = String::from_utf8_lossy(&cut[at + 8..]).into_owned();
+    match NAMES.iter().find(|n| head.len() >= 3 && n.starts_with(head.as_str()) && n.len() > head.len()) {
+        Some(name) => format!(" (the line is cut; the signal's name begins as {name} does)"),
+        None => String::new(),
+    }
+}
+
 /// `model load (ollama-new-engine): GPULayers 37`.
 fn milestone_summary(index: u16, number: Option<u32>) -> String {
     let Some(m) = crate::milestones::table().get(index) else { return "milestone".into() };
@@ -1825,6 +1906,7 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
             let at = if file.is_empty() { String::new() } else { format!(" at {}:{line}", t(file)) };
             format!("GGML_ASSERT({}) failed{at}", t(condition))
         }
+        Abort { file: b"", message, .. } => format!("abort: {}", t(message)),
         Abort { file, line, message } => format!("abort at {}:{line}: {}", t(file), t(message)),
         GpuError { api, message } => format!("{} error: {}", t(api), t(message)),
         GpuErrorLocation { device, function, file, line } => format!(
@@ -1840,7 +1922,7 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
         PostPredictError { error } => {
             format!("post predict failed{}", error.map(|e| format!(": {}", t(e))).unwrap_or_default())
         }
-        RunnerTerminated { error } => format!("runner terminated: {}", t(error)),
+        RunnerTerminated { error } => format!("runner terminated: {}{}", t(error), cut_signal_note(error)),
         LoadError { error } => format!("model load failed: {}", t(error)),
         CompletionError { message } => format!("completion failed: {}", t(message)),
         Diagnostic { level, msg } => format!("{}: {}", t(level), t(msg)),

@@ -74,6 +74,7 @@ static MARKERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
             "failed to allocate",
             "process has terminated",
             "runner exited with error",
+            "error starting llama runner",
             "Assertion `",
             "unexpectedly stopped",
             "POST predict",
@@ -585,7 +586,7 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
         return Some(EventKind::InstructionBytes { bytes: trim(bytes) });
     }
     // glibc frames of a library found through the loader path, without a directory:
-    // `libggml-base.so(ggml_abort+0x152)[0x7f…]`.
+    // `libggml-base.so(sym+0x1e)[0x7f…]`.
     if msg.ends_with(b"]") && find(msg, b".so(").is_some() {
         if let Some(frame) = native_frame(msg) {
             return Some(EventKind::NativeFrame(frame));
@@ -1154,6 +1155,11 @@ fn anywhere<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
             return Some(EventKind::ProcessCrash { message: trim(msg) });
         }
     }
+    // gdb attached to the process: ggml's backtrace printer does that from ggml_abort and from its uncaught-exception
+    // handler (L ggml/src/ggml.c:194-226, :253-269), both on the way to abort().
+    if msg.starts_with(b"[Inferior ") && msg.ends_with(b" detached]") {
+        return Some(EventKind::Abort { file: b"", line: 0, message: trim(msg) });
+    }
     // glibc's heap checks abort the process with one of these (malloc/malloc.c `malloc_printerr` messages).
     const HEAP_ABORTS: &[&[u8]] = &[
         b"free(): ",
@@ -1194,6 +1200,10 @@ fn anywhere<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
         || find(msg, b"failed to allocate").is_some()
     {
         return Some(EventKind::OutOfMemory { message: trim(msg) });
+    }
+    // The 2023 runner (v0.1.17 llm/llama.go:459): `error starting llama runner: …` — it died before it was ready.
+    if let Some(error) = after(msg, b"error starting llama runner: ") {
+        return Some(EventKind::LoadError { error });
     }
     if let Some(kind) = runner_failure(msg) {
         return Some(kind);

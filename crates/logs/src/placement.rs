@@ -144,6 +144,16 @@ impl Placement {
     /// Judge, from the facts gathered and the last offload and the model buffers, whether the model was served
     /// on the CPU, and what contradicts what.
     pub fn judge(&mut self, offload: Option<&Offload>, buffers: &[Buffer]) {
+        // ggml's CUDA code serves both NVIDIA and AMD (HIP): a line from it says "CUDA/ROCm" until another line of the
+        // log names one of the two.
+        let cuda = self.backends.iter().any(|b| b.backend == "CUDA");
+        let rocm = self.backends.iter().any(|b| b.backend == "ROCm");
+        if cuda != rocm {
+            let known = if cuda { "CUDA" } else { "ROCm" };
+            for b in self.backends.iter_mut().filter(|b| b.backend == "CUDA/ROCm") {
+                b.backend = known.to_string();
+            }
+        }
         let model: Vec<&Buffer> = buffers.iter().filter(|b| b.kind == BufferKind::Model).collect();
         let all_cpu = !model.is_empty() && model.iter().all(|b| is_cpu_device(&b.device));
         let mut shown_by = Vec::new();

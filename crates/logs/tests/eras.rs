@@ -234,12 +234,12 @@ fn crash_lines_of_old_runtimes_and_shells() {
     assert!(r.crashes[0].consequences[0].text.contains("illegal instruction"), "{:?}", r.crashes[0]);
     // glibc's assert() (glibc assert/assert.c: "%s%s%s:%u: %s%sAssertion `%s' failed.") and zsh's report of the
     // SIGABRT that follows; built in those formats.
-    let r = report("llama-server: /src/tools/server/server.cpp:100: void f(): Assertion `found' failed.\nzsh: abort      ./llama-server -m m.gguf\n");
+    let r = report("llama-server: /src/tools/server/server.cpp:100: void f(): Assertion `ok' failed.\nzsh: abort      ./llama-server -m m.gguf\n");
     let c = only_crash(&r);
     assert_eq!(c.causes.iter().map(|x| x.kind).collect::<Vec<_>>(), vec!["ggml_assert", "process_crash"]);
-    assert!(c.causes[0].text.contains("found"), "{}", c.causes[0].text);
+    assert!(c.causes[0].text.contains("ok"), "{}", c.causes[0].text);
     // The Go runtime on Windows prints the exception code whole (runtime/signal_windows.go: "Exception %#x …").
-    let r = report("Exception 0xc0000005 0x0 0x0 0x7fffb8f22f58\n");
+    let r = report("Exception 0xc0000005 0x1 0x8 0x7ff812340000\n");
     assert_eq!(only_crash(&r).signal.as_ref().unwrap().name, "Exception 0xc0000005");
     // A pinned-memory failure is a warning llama.cpp goes on from (L ggml/src/ggml-cuda/ggml-cuda.cu:1283).
     let r = report("ggml_cuda_host_malloc: failed to allocate 1024.00 MiB of pinned memory: out of memory\n");
@@ -293,4 +293,40 @@ time=2024-11-11T08:26:04.508Z level=INFO source=memory.go:356 msg="offload to cp
     assert_eq!(hows, vec![("CUDA", "buffer"), ("CUDA", "crashing frame's library")]);
     let o = r.facts.offload.as_ref().unwrap();
     assert_eq!((o.offloaded, o.total, o.line), (0, 25, 3));
+}
+
+#[test]
+fn aborts_seen_only_through_their_backtrace() {
+    // https://github.com/lemonade-sdk/llamacpp-rocm/issues/32: gdb's banner after ggml attached it (ggml only does
+    // so on its way to abort(), L ggml/src/ggml.c:194-269), then the shell's report.
+    let r = report("[Inferior 1 (process 52963) detached]\nAborted (core dumped)\n");
+    assert_eq!(only_crash(&r).causes[0].kind, "abort");
+    // A glibc backtrace (backtrace_symbols format) whose ggml_abort frame is the only sign of the abort, built here.
+    let r = report("/usr/lib/libggml-base.so(+0x1200)[0x7f0000001200]\n/usr/lib/libggml-base.so(ggml_abort+0x1a0)[0x7f0000018a02]\n/usr/bin/llama-server(+0x4321)[0x560000004321]\n");
+    let c = only_crash(&r);
+    assert_eq!((c.causes[0].kind, c.causes[0].line), ("abort", 2));
+    // A pager (`less`) cuts the runner's exit line (format of https://github.com/ollama/ollama/issues/644): the
+    // summary says which signal name the cut text begins.
+    let r = report("2023/09/29 09:11:12 llama.go:320: llama runner exited with error: signal: illegal instr>\n");
+    assert!(r.crashes[0].consequences[0].text.contains("illegal instruction"), "{:?}", r.crashes[0].consequences);
+}
+
+#[test]
+fn ggml_cuda_lines_take_the_backend_another_line_names() {
+    // https://github.com/ggml-org/llama.cpp/issues/14370: the op line of ggml's CUDA code, then the HIP build's error.
+    let r = report("ggml_cuda_compute_forward: MUL failed\nROCm error: invalid device function\n");
+    let backends: Vec<&str> = r.facts.placement.backends.iter().map(|b| b.backend.as_str()).collect();
+    assert_eq!(backends, vec!["ROCm", "ROCm"]);
+    // Alone, the op line cannot tell CUDA from ROCm.
+    let r = report("ggml_cuda_compute_forward: MUL failed\n");
+    assert_eq!(r.facts.placement.backends[0].backend, "CUDA/ROCm");
+}
+
+#[test]
+fn a_runner_that_died_starting_is_in_load() {
+    // The 2023 runner's start failure (v0.1.17 llm/llama.go:459 `log.Printf("error starting llama runner: %v", err)`),
+    // built in that format: the runner died before it was ready.
+    let r = report("2024/01/05 10:00:00 llama.go:459: error starting llama runner: fork/exec /tmp/ollama1/runner: permission denied\n");
+    let c = only_crash(&r);
+    assert_eq!((c.phase, c.phase_lines.as_slice()), (Phase::Load, &[1u64][..]), "{}", c.phase_rule);
 }
