@@ -848,7 +848,8 @@ impl Analyzer {
     /// library directories it uses (a `…/lib/ollama/cuda_v13` directory in any field).
     fn slog_backend_hints(&mut self, e: &Event<'_>) {
         let cap = self.limits.max_facts;
-        if let Some(lib) = crate::slog::get(e.text, b"library") {
+        let field = find_bytes(e.text, b" library=").is_some();
+        if let Some(lib) = crate::slog::get(e.text, b"library").filter(|_| field) {
             let lib = lossy(lib).into_owned();
             if !lib.eq_ignore_ascii_case("cpu") && !lib.is_empty() {
                 self.facts.placement.backend(&lib, "Ollama's library field", format!("library={lib}"), e.line, cap);
@@ -882,7 +883,9 @@ impl Analyzer {
                     p.backend(b, "buffer", format!("{d} buffer"), e.line, cap);
                 }
             }
-            NativeFrame(f) => {
+            NativeFrame(f)
+                if f.module.is_some_and(|m| GPU_LIBRARY_HINTS.iter().any(|h| find_bytes(m, h).is_some())) =>
+            {
                 if let Some(b) = f.module.map(text).as_deref().and_then(backend_of_path).filter(|b| *b != "CPU") {
                     p.backend(b, "crashing frame's library", text(f.module.unwrap_or_default()), e.line, cap);
                 }
@@ -1460,6 +1463,10 @@ pub fn go_duration_s(text: &[u8]) -> Option<f64> {
     }
     Some(total)
 }
+
+/// Substrings of a library path that can name a GPU backend ([`backend_of_path`] decides): a frame's module is only
+/// read for the backend when it has one.
+const GPU_LIBRARY_HINTS: [&[u8]; 5] = [b"cuda", b"rocm", b"hip", b"vulkan", b"ggml-"];
 
 fn find_bytes(h: &[u8], needle: &[u8]) -> Option<usize> {
     memchr::memmem::find(h, needle)

@@ -198,9 +198,14 @@ pub fn classify<'a>(msg: &'a [u8], ctx: &mut Context) -> Classified<'a> {
     Classified::plain(kind)
 }
 
+/// How far into a line a milestone is looked for: every era's milestone text starts within its first few hundred
+/// bytes (after a slog `time=… level=… source=… msg=`, a Go log date, a 2024 server's `INFO [function]`), and the
+/// long lines no rule claims (configuration dumps, command lines) need not be searched to their end.
+const MILESTONE_WINDOW: usize = 384;
+
 /// A line no typed rule claimed: a milestone of the era table, or `Other`.
 fn milestone(msg: &[u8]) -> EventKind<'_> {
-    match crate::milestones::table().find(msg) {
+    match crate::milestones::table().find(&msg[..msg.len().min(MILESTONE_WINDOW)]) {
         Some((index, number)) => EventKind::Milestone { index, number },
         None => EventKind::Other,
     }
