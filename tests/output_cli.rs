@@ -767,7 +767,7 @@ fn ported_commands_fit_120_columns_and_their_markdown_and_html_tables_hold_every
             }
             "gate" => {
                 let layers = v["layers"].as_array().unwrap();
-                assert_eq!(layers.len(), 6, "six layers (README)");
+                assert_eq!(layers.len(), 7, "seven layers (README, docs/commands.md)");
                 assert_eq!(tables.len(), 1);
                 assert_eq!(tables[0].0, headers(&["layer", "status", "confidence", "finding", "basis"]));
                 for (row, layer) in tables[0].1.iter().zip(layers) {

@@ -18,6 +18,10 @@ use crate::evidence::{Confidence, Source};
 use crate::scan::coverage::DeviceArch;
 use crate::scan::ScanReport;
 
+/// The first release with these checks, and the commit that brought them (llama-server as the runner).
+const FIRST_RELEASE: [u64; 3] = [0, 30, 0];
+const INTRODUCED: &str = "9db4bdbad";
+
 /// Upstream of the rule, for the sources.
 const AMD_RULE: &str = "ollama/ollama fb30760 discover/amd.go:115-125, :470";
 const CUDA_RULE: &str = "ollama/ollama fb30760 discover/llama_server.go:292-305";
@@ -110,8 +114,19 @@ pub fn device_filter(
     ollama: &OllamaRelease,
 ) -> LayerRow {
     let layer = Layer::DeviceFilter;
-    if *ollama == OllamaRelease::NotOllama {
-        return LayerRow::no_input(layer, "not an Ollama runtime (--ollama none): no Ollama device filter applies");
+    match ollama {
+        OllamaRelease::NotOllama => {
+            return LayerRow::no_input(layer, "not an Ollama runtime (--ollama none): no Ollama device filter applies");
+        }
+        OllamaRelease::Release { tag, .. }
+            if crate::knowledge::ollama::parse_release(tag).is_some_and(|v| v < FIRST_RELEASE) =>
+        {
+            return LayerRow::no_input(
+                layer,
+                &format!("Ollama {tag} predates these discovery checks (v0.30.0, {INTRODUCED}): its GPUs are judged by layers 2 to 5"),
+            );
+        }
+        _ => {}
     }
     let rule_src = |amd: bool| Source::Rule {
         file: "ollama source".into(),

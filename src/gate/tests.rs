@@ -191,6 +191,11 @@ fn ollama_device_filter_predicted_from_the_install_tree() {
     let dropped = judge("gfx1031");
     assert_eq!((dropped.status, dropped.confidence), (Blocks, Inferred), "{}", dropped.finding);
     assert!(dropped.finding.contains("TensileLibrary_lazy_gfx1031.dat"), "{}", dropped.finding);
+    // A release before the checks (v0.30.0): the layer does not judge.
+    let old = OllamaRelease::from_option(Some("v0.12.5")).unwrap();
+    let inputs = Inputs { arch: "gfx1031", scan: Some(&scan), logs: &[], records: None, ollama: &old, rocm: None };
+    let row = evaluate(&inputs).unwrap().layers.into_iter().find(|l| l.layer == Layer::DeviceFilter).unwrap();
+    assert!(row.status == Unknown && row.finding.contains("predates"), "{}", row.finding);
     // Not Ollama: the layer does not apply.
     let inputs = Inputs {
         arch: "gfx1031",
