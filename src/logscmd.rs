@@ -94,13 +94,24 @@ impl Render for LogsView {
     }
 }
 
-/// The raw text of line `line`, where the timeline kept it.
+/// The raw text of line `line`, where the report kept it: the timeline, or a crash's first line and its causes.
 fn line_text(r: &Report, line: u64) -> Option<&str> {
-    r.timeline.iter().find(|e| e.line == line).map(|e| e.raw.as_str())
+    if let Some(e) = r.timeline.iter().find(|e| e.line == line) {
+        return Some(e.raw.as_str());
+    }
+    r.crashes.iter().find_map(|c| {
+        if c.line == line && !c.raw.is_empty() {
+            return Some(c.raw.as_str());
+        }
+        c.causes.iter().chain(&c.consequences).find(|x| x.line == line && !x.raw.is_empty()).map(|x| x.raw.as_str())
+    })
 }
 
-fn log_line(r: &Report, file: &str, line: u64, fallback: &str) -> Source {
-    let text = line_text(r, line).unwrap_or(fallback);
+/// A source citing line `line` of the log, quoted as it is written there. A line the report did not keep gets an
+/// empty text, which [`fill_line_texts`] fills by reading the file again: a quote is never another line's text nor
+/// a summary.
+fn log_line(r: &Report, file: &str, line: u64) -> Source {
+    let text = line_text(r, line).unwrap_or("");
     Source::LogLine { path: file.to_string(), line, text: truncate(text, 300) }
 }
 
@@ -168,32 +179,49 @@ pub fn crash_what(c: &Crash) -> String {
 /// inference from the lines it cites), and its signature. `id` prefixes the claim ids; `file` names the log.
 pub fn crash_claims(r: &Report, c: &Crash, file: &str, id: &str) -> Vec<Claim> {
     let mut out = Vec::new();
-    let mut sources = vec![log_line(r, file, c.line, c.causes.first().map_or("", |x| x.text.as_str()))];
+    let mut sources = vec![log_line(r, file, c.line)];
     if let Some(s) = &c.signal {
         if s.line != c.line && s.line > 0 {
-            sources.push(log_line(r, file, s.line, &s.name));
+            sources.push(log_line(r, file, s.line));
         }
     }
     for cause in c.causes.iter().filter(|x| x.line > 0 && x.line != c.line).take(3) {
-        sources.push(log_line(r, file, cause.line, &cause.text));
+        sources.push(log_line(r, file, cause.line));
     }
     for q in c.consequences.iter().filter(|x| x.line > 0).take(2) {
-        sources.push(log_line(r, file, q.line, &q.text));
+        sources.push(log_line(r, file, q.line));
     }
     let from_caller = c.causes.iter().chain(&c.consequences).find(|x| x.line == 0);
     let caller = from_caller.map(|x| format!("; the supervisor saw {}", x.text)).unwrap_or_default();
     let frames =
         if c.signature.frames.is_empty() { String::new() } else { format!(" in {}", c.signature.frames.join(" > ")) };
+    let op = c.op.as_ref().map(|o| format!(", while running op {} (line {})", o.value, o.line)).unwrap_or_default();
+    let repeated = c
+        .causes
+        .iter()
+        .filter(|x| x.count > 1)
+        .map(|x| format!("; line {} was printed {} times (threads that hit the same failure)", x.line, x.count))
+        .collect::<String>();
     out.push(
         Claim::new(
             id.to_string(),
             Confidence::Confirmed,
-            format!("The log shows a crash at line {}{}: {}{frames}{caller}", c.line, crash_time(c), crash_what(c)),
+            format!(
+                "The log shows a crash at line {}{}: {}{op}{frames}{repeated}{caller}",
+                c.line,
+                crash_time(c),
+                crash_what(c)
+            ),
         )
         .with_sources(sources),
     );
-    let phase_sources: Vec<Source> =
-        c.phase_lines.iter().take(6).map(|l| log_line(r, file, *l, "")).collect::<Vec<_>>();
+    if c.attempts.len() > 1 {
+        out.push(attempts_claim(r, c, file, id));
+    }
+    if let Some(claim) = cpu_feature_claim(r, c, file, id) {
+        out.push(claim);
+    }
+    let phase_sources: Vec<Source> = c.phase_lines.iter().take(6).map(|l| log_line(r, file, *l)).collect::<Vec<_>>();
     let confidence = if c.phase == Phase::Unknown { Confidence::Unresolved } else { Confidence::Inferred };
     out.push(
         Claim::new(
@@ -213,9 +241,64 @@ pub fn crash_claims(r: &Report, c: &Crash, file: &str, id: &str) -> Vec<Claim> {
                 if c.signature.text.is_empty() { "(nothing to normalise)" } else { &c.signature.text }
             ),
         )
-        .with_source(log_line(r, file, c.line, "")),
+        .with_source(log_line(r, file, c.line)),
     );
     out
+}
+
+/// An allocation retry loop gathered into one incident: each attempt with its GPU layers.
+fn attempts_claim(r: &Report, c: &Crash, file: &str, id: &str) -> Claim {
+    let steps: Vec<String> = c
+        .attempts
+        .iter()
+        .map(|a| {
+            let layers = a.gpu_layers.map_or("? GPU layers".to_string(), |n| format!("{n} GPU layers"));
+            format!("{layers} → {} (line {})", a.text, a.line)
+        })
+        .collect();
+    let mut sources = Vec::new();
+    for a in c.attempts.iter().take(4) {
+        if let Some(l) = a.request_line {
+            sources.push(log_line(r, file, l));
+        }
+        sources.push(log_line(r, file, a.line));
+    }
+    Claim::new(
+        format!("{id}.attempts"),
+        Confidence::Confirmed,
+        format!(
+            "The crash at line {} is a retry loop of {} allocation attempts, each with fewer GPU layers, all failing for memory: {}",
+            c.line,
+            c.attempts.len(),
+            steps.join("; ")
+        ),
+    )
+    .with_sources(sources)
+}
+
+/// A SIGILL with the Go runtime's `instruction bytes:` dump: the CPU met an instruction it does not have (the
+/// runtime was built for CPU features this machine lacks). The leading byte tells the encoding: 0x62 begins an
+/// EVEX (AVX-512) instruction in 64-bit code, 0xc4/0xc5 a VEX (AVX/AVX2/FMA) one (Intel SDM vol. 2, chapter 2).
+fn cpu_feature_claim(r: &Report, c: &Crash, file: &str, id: &str) -> Option<Claim> {
+    let s = c.signal.as_ref().filter(|s| s.name == "SIGILL")?;
+    let bytes = s.instruction_bytes.as_ref()?;
+    let first = bytes.value.split_whitespace().next().unwrap_or_default().to_ascii_lowercase();
+    let family = match first.as_str() {
+        "0x62" => " (0x62 begins an EVEX-encoded instruction: AVX-512)",
+        "0xc4" | "0xc5" => " (0xc4/0xc5 begin a VEX-encoded instruction: AVX, AVX2 or FMA)",
+        _ => "",
+    };
+    Some(
+        Claim::new(
+            format!("{id}.cpu_feature"),
+            Confidence::Inferred,
+            format!(
+                "The crash at line {} is an illegal instruction in host code (instruction bytes {}{family}): the runtime was built for a CPU feature this CPU lacks — a CPU-feature mismatch, not a GPU fault",
+                c.line, bytes.value
+            ),
+        )
+        .with_sources([log_line(r, file, s.line), log_line(r, file, bytes.line)]),
+    )
 }
 
 fn phase_words(p: Phase) -> &'static str {
@@ -241,7 +324,7 @@ fn claims(r: &Report, file: &str) -> Vec<Claim> {
                 Confidence::Confirmed,
                 format!("{} crashes share signature {} (lines {}): {}", g.count, g.id, lines.join(", "), g.text),
             )
-            .with_sources(g.crash_lines.iter().take(6).map(|l| log_line(r, file, *l, ""))),
+            .with_sources(g.crash_lines.iter().take(6).map(|l| log_line(r, file, *l))),
         );
     }
     if r.crashes_dropped > 0 {
@@ -262,40 +345,9 @@ fn claims(r: &Report, file: &str) -> Vec<Claim> {
         ));
     }
     if r.crashes.is_empty() {
-        let e = &r.ending;
-        if let Some(line) = e.request_in_progress {
-            let mut sources = vec![log_line(r, file, line, "")];
-            sources.extend(e.phase_lines.iter().take(4).map(|l| log_line(r, file, *l, "")));
-            out.push(
-                Claim::new(
-                    "logs.ending",
-                    Confidence::Unresolved,
-                    format!(
-                        "The log shows no crash, but it ends (line {}) while the request begun at line {line} was in progress: if the process died there, the log says nothing of it; such a death would fall in {}: {}",
-                        e.last_line,
-                        phase_words(e.phase),
-                        e.phase_rule
-                    ),
-                )
-                .with_sources(sources),
-            );
-        } else if let Some(line) = e.orderly_shutdown {
-            out.push(
-                Claim::new(
-                    "logs.ending",
-                    Confidence::Confirmed,
-                    format!("The log shows no crash; the server shut down in order at line {line}"),
-                )
-                .with_source(log_line(r, file, line, "")),
-            );
-        } else {
-            out.push(Claim::new(
-                "logs.ending",
-                Confidence::Confirmed,
-                format!("The log shows no crash in its {} lines", r.stats.lines),
-            ));
-        }
+        out.push(ending_claim(r, file));
     }
+    out.extend(placement_claims(r, file));
     for b in &r.facts.backends {
         out.push(
             Claim::new(
@@ -303,7 +355,7 @@ fn claims(r: &Report, file: &str) -> Vec<Claim> {
                 Confidence::Confirmed,
                 format!("The runtime loaded its {} backend from {}", b.name, b.path),
             )
-            .with_source(log_line(r, file, b.line, "")),
+            .with_source(log_line(r, file, b.line)),
         );
     }
     for d in &r.facts.devices {
@@ -324,7 +376,7 @@ fn claims(r: &Report, file: &str) -> Vec<Claim> {
                 Confidence::Confirmed,
                 format!("The log lists {} device {}: {}{detail}", d.backend, d.index, d.name),
             )
-            .with_source(log_line(r, file, d.line, "")),
+            .with_source(log_line(r, file, d.line)),
         );
     }
     if let Some(o) = &r.facts.offload {
@@ -333,10 +385,10 @@ fn claims(r: &Report, file: &str) -> Vec<Claim> {
         } else {
             format!("{}/{} layers were offloaded to the GPU", o.offloaded, o.total)
         };
-        out.push(Claim::new("logs.offload", Confidence::Confirmed, what).with_source(log_line(r, file, o.line, "")));
+        out.push(Claim::new("logs.offload", Confidence::Confirmed, what).with_source(log_line(r, file, o.line)));
     }
     let limited = |set: &logs::analysis::LineSet| -> Vec<Source> {
-        set.ranges.iter().take(4).map(|(a, _)| log_line(r, file, *a, "")).collect()
+        set.ranges.iter().take(4).map(|(a, _)| log_line(r, file, *a)).collect()
     };
     if r.truncated.count > 0 {
         out.push(
@@ -365,6 +417,133 @@ fn claims(r: &Report, file: &str) -> Vec<Claim> {
                 ),
             )
             .with_sources(limited(&r.bad_timestamps)),
+        );
+    }
+    out
+}
+
+/// The claim about a log without a crash: how it ends (in order, mid-request), or that backscope could not read it
+/// as a runtime's log.
+fn ending_claim(r: &Report, file: &str) -> Claim {
+    let e = &r.ending;
+    if let Some(line) = e.request_in_progress {
+        let mut sources = vec![log_line(r, file, line)];
+        sources.extend(e.phase_lines.iter().take(4).map(|l| log_line(r, file, *l)));
+        Claim::new(
+            "logs.ending",
+            Confidence::Unresolved,
+            format!(
+                "The log shows no crash, but it ends (line {}) while the request begun at line {line} was in progress: if the process died there, the log says nothing of it; such a death would fall in {}: {}",
+                e.last_line,
+                phase_words(e.phase),
+                e.phase_rule
+            ),
+        )
+        .with_sources(sources)
+    } else if let Some(line) = e.orderly_shutdown {
+        Claim::new(
+            "logs.ending",
+            Confidence::Confirmed,
+            format!("The log shows no crash; the server shut down in order at line {line}"),
+        )
+        .with_source(log_line(r, file, line))
+    } else if r.flavor == "unknown" {
+        // No line was recognised as Ollama or llama.cpp output: "no crash" would be a claim about a log that was not read.
+        Claim::new(
+            "logs.ending",
+            Confidence::Unresolved,
+            format!(
+                "backscope recognised none of the {} lines as Ollama or llama.cpp output ({} not recognised): it cannot say whether this log shows a crash",
+                r.stats.lines, r.other.count
+            ),
+        )
+    } else {
+        Claim::new(
+            "logs.ending",
+            Confidence::Confirmed,
+            format!("The log shows no crash in its {} lines", r.stats.lines),
+        )
+    }
+}
+
+/// Where the model ran: each GPU backend with how the log shows it, the GPUs the runtime dropped and why, "served on
+/// the CPU because …", and facts that contradict each other.
+fn placement_claims(r: &Report, file: &str) -> Vec<Claim> {
+    let p = &r.facts.placement;
+    let mut out = Vec::new();
+    let mut gpu_backends: Vec<&str> = Vec::new();
+    for b in p.backends.iter().filter(|b| b.backend != "CPU" && !b.backend.eq_ignore_ascii_case("cpu")) {
+        if !gpu_backends.contains(&b.backend.as_str()) {
+            gpu_backends.push(&b.backend);
+        }
+    }
+    for backend in gpu_backends {
+        let seen: Vec<&logs::placement::BackendSeen> = p.backends.iter().filter(|b| b.backend == backend).collect();
+        let how: Vec<String> = seen.iter().map(|b| format!("{} `{}` (line {})", b.how, b.evidence, b.line)).collect();
+        // A line that names the backend outright (its library, its devices, its buffers) confirms it; an error's
+        // wording alone does not (ggml's HIP build printed "CUDA error" before mid-2024).
+        let direct = [
+            "library path",
+            "runner library path",
+            "device initialisation",
+            "inference compute",
+            "buffer",
+            "ggml_vulkan lines",
+            "crashing frame's library",
+        ];
+        let confidence = if seen.iter().any(|b| direct.contains(&b.how.as_str())) && !backend.contains('/') {
+            Confidence::Confirmed
+        } else {
+            Confidence::Inferred
+        };
+        // One claim per backend: `logs.backend.NAME` when no library line already states it, else `logs.where.NAME`.
+        let loaded = r.facts.backends.iter().any(|b| b.name == backend);
+        let id = if loaded { format!("logs.where.{backend}") } else { format!("logs.backend.{backend}") };
+        out.push(
+            Claim::new(id, confidence, format!("The log shows the {backend} backend: {}", how.join("; ")))
+                .with_sources(seen.iter().take(4).map(|b| log_line(r, file, b.line))),
+        );
+    }
+    for (i, g) in p.filtered_gpus.iter().enumerate() {
+        let gpu = g.gpu.as_deref().map(|g| format!(" {g}")).unwrap_or_default();
+        let supported = g.supported.as_deref().map(|s| format!(" (the build supports {s})")).unwrap_or_default();
+        out.push(
+            Claim::new(
+                format!("logs.gpu_dropped.{}", i + 1),
+                Confidence::Confirmed,
+                format!("The runtime did not use GPU{gpu}: {}{supported}", g.reason),
+            )
+            .with_source(log_line(r, file, g.line)),
+        );
+    }
+    if let Some(cpu) = &p.cpu_served {
+        let shown: Vec<String> = cpu.shown_by.iter().map(|x| format!("{} (line {})", x.text, x.line)).collect();
+        let mut sources: Vec<Source> = cpu.shown_by.iter().take(4).map(|x| log_line(r, file, x.line)).collect();
+        let (confidence, because) = if cpu.because.is_empty() {
+            (Confidence::Confirmed, "; the log does not say why no GPU served it".to_string())
+        } else {
+            sources.extend(cpu.because.iter().take(4).map(|x| log_line(r, file, x.line)));
+            let why: Vec<String> = cpu.because.iter().map(|x| format!("{} (line {})", x.text, x.line)).collect();
+            // The causal link between a dropped GPU and the CPU serving is an inference from the two lines.
+            (Confidence::Inferred, format!(", because {}", why.join("; ")))
+        };
+        out.push(
+            Claim::new(
+                "logs.served_on_cpu",
+                confidence,
+                format!("The model was served on the CPU: {}{because}", shown.join(", ")),
+            )
+            .with_sources(sources),
+        );
+    }
+    for (i, x) in p.contradictions.iter().enumerate() {
+        out.push(
+            Claim::new(
+                format!("logs.contradiction.{}", i + 1),
+                Confidence::Confirmed,
+                format!("The log contradicts itself: {}", x.text),
+            )
+            .with_sources(x.lines.iter().take(6).map(|l| log_line(r, file, *l))),
         );
     }
     out

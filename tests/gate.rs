@@ -169,7 +169,7 @@ fn cyllama_libggml_hip_has_no_gfx900_and_explains_a_discovery_crash() {
         let tables = crate::output_cli::html_tables(doc);
         assert_eq!(tables.len(), 1, "the layer matrix");
         let statuses: Vec<&str> = tables[0].1.iter().map(|row| row[1].as_str()).collect();
-        let want: Vec<&str> = (1..=6).map(|n| status(&r, n)).collect();
+        let want: Vec<&str> = (1..=7).map(|n| status(&r, n)).collect();
         assert_eq!(statuses, want);
         let text = crate::output_cli::html_text(doc);
         assert!(text.contains(&format!("{} {at}: .hip_fatbin section", hip.display())), "{text}");

@@ -117,7 +117,7 @@ fn a_crash_line_without_a_timestamp_is_dated_between_its_neighbours() {
 #[test]
 fn a_compose_prefix_of_a_long_container_name_hides_nothing() {
     // ollama/ollama#12106's journal lines as `docker compose logs` shows them for Open WebUI's bundled Ollama: the
-    // same crash at line 2, in decoding, with the same signature as the plain log.
+    // same crash at line 2, in the same phase, with the same signature as the plain log.
     let dir = tempfile::tempdir().unwrap();
     let plain = log_fixture("ollama-12106-rocm-decode-sigsegv.log");
     let text = std::fs::read_to_string(&plain).unwrap();
@@ -133,6 +133,7 @@ fn a_compose_prefix_of_a_long_container_name_hides_nothing() {
     for id in ["logs.crash.1", "logs.crash.1.phase", "logs.crash.1.signature"] {
         assert_eq!(claim(&a, id), claim(&b, id));
     }
-    assert!(claim(&b, "logs.crash.1.phase").contains("during decoding"));
+    // Unknown: the 200 that opens the fragment may be `ollama run`'s load-only request (issue 16).
+    assert!(claim(&b, "logs.crash.1.phase").contains("during an unknown phase"));
     assert_eq!(b["report"]["flavor"], "ollama");
 }

@@ -15,6 +15,7 @@ mod hardening_text;
 mod hardening_trace;
 mod logs_cli;
 mod logs_corpus;
+mod logs_eras;
 mod maps_live;
 mod output_cli;
 mod predict;

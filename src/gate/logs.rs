@@ -34,7 +34,7 @@ pub enum FactKind {
     /// Ollama's `inference compute … library=ROCm compute=gfx906 …`.
     InferenceCompute { library: Option<String>, compute: Option<String>, name: Option<String> },
     /// `amdgpu is not supported (supported types:[…]) gpu_type=gfx1150`.
-    UnsupportedGpu { gpu: Option<String>, supported: Option<String> },
+    UnsupportedGpu { gpu: Option<String>, supported: Option<String>, reason: Option<String> },
     /// `failure during GPU discovery … error="runner crashed"`.
     DiscoveryFailure { error: Option<String> },
     /// `rocBLAS error: Cannot read …TensileLibrary.dat … for GPU arch : gfx906`, `rocblaslt error: …`.
@@ -140,9 +140,14 @@ impl LogEvidence {
                         name: ic.name.or(ic.description).map(text),
                     },
                 )),
-                EventKind::UnsupportedGpu { gpu, supported, .. } => {
-                    Some((2, FactKind::UnsupportedGpu { gpu: gpu.map(text), supported: supported.map(text) }))
-                }
+                EventKind::UnsupportedGpu { gpu, supported, message } => Some((
+                    2,
+                    FactKind::UnsupportedGpu {
+                        gpu: gpu.map(text),
+                        supported: supported.map(text),
+                        reason: Some(cut(&::logs::slog::unquote(message))),
+                    },
+                )),
                 EventKind::DiscoveryFailure { error, .. } => {
                     Some((3, FactKind::DiscoveryFailure { error: error.map(text) }))
                 }

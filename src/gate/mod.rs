@@ -11,13 +11,18 @@
 //! 5. **runtime recognition** — whether the runtime saw and accepted the GPU (log lines: device lines,
 //!    `inference compute`, unsupported-GPU and discovery-failure lines);
 //! 6. **runtime execution** — whether requests ran on it (sweep cells per backend and num_gpu, crashes and
-//!    finished requests in a log).
+//!    finished requests in a log);
+//! 7. **Ollama device filter** — whether Ollama's own discovery checks keep the GPU (a ROCm card needs
+//!    `rocblas/library/TensileLibrary_lazy_<gfx>.dat`, a CUDA card's compute capability must be in the build's
+//!    compiled archs), predicted from the install tree and confirmed by the log line that drops it ([`filter`]).
+//!    It acts at discovery, between layers 4 and 5; it is numbered last so that the other numbers stay stable.
 //!
 //! Each row is Blocks / Allows / Unknown with a confidence and its sources. Layers 1 and 2 come from backscope's
 //! knowledge files (Inferred: a cited table, not an observation of this machine); 3 to 6 need inputs and are
 //! Unknown without them. A failure in a log (a discovery crash, a rocBLAS missing-arch error) is attributed to the
 //! layer that explains it.
 
+mod filter;
 pub mod logs;
 mod render;
 pub mod runs;
@@ -78,16 +83,18 @@ pub enum Layer {
     Binaries,
     Recognition,
     Execution,
+    DeviceFilter,
 }
 
 impl Layer {
-    pub const ALL: [Layer; 6] = [
+    pub const ALL: [Layer; 7] = [
         Layer::VendorPolicy,
         Layer::BuildTargets,
         Layer::ShippedArtifacts,
         Layer::Binaries,
         Layer::Recognition,
         Layer::Execution,
+        Layer::DeviceFilter,
     ];
 
     pub fn number(self) -> u8 {
@@ -102,6 +109,7 @@ impl Layer {
             Layer::Binaries => "binaries",
             Layer::Recognition => "runtime recognition",
             Layer::Execution => "runtime execution",
+            Layer::DeviceFilter => "Ollama device filter",
         }
     }
 
@@ -113,6 +121,7 @@ impl Layer {
             Layer::Binaries => "binaries",
             Layer::Recognition => "recognition",
             Layer::Execution => "execution",
+            Layer::DeviceFilter => "device_filter",
         }
     }
 }
@@ -943,7 +952,16 @@ fn explain(arch: &DeviceArch, logs: &[LogEvidence], rows: &[LayerRow]) -> Vec<Ex
                         ),
                     });
                 }
-                FactKind::UnsupportedGpu { gpu, supported } => {
+                FactKind::UnsupportedGpu { gpu, reason: Some(r), .. } if filter::is_filter_reason(r) => {
+                    out.push(Explanation {
+                        event: format!("Ollama dropped {} at discovery: {r}", gpu.as_deref().unwrap_or("the GPU")),
+                        source,
+                        explained_by: Some(Layer::DeviceFilter),
+                        confidence: Confidence::Confirmed,
+                        reason: "Ollama's own device check (layer 7) names the missing file or arch itself".into(),
+                    });
+                }
+                FactKind::UnsupportedGpu { gpu, supported, .. } => {
                     let by = first_blocking(rows, &[Layer::BuildTargets]);
                     out.push(Explanation {
                         event: format!(
@@ -1021,6 +1039,9 @@ fn phrase(r: &LayerRow) -> &'static str {
         (Layer::Execution, Status::Blocks) => "runs failed",
         (Layer::Execution, Status::Allows) => "runs succeeded",
         (Layer::Execution, Status::Unknown) => "execution not observed",
+        (Layer::DeviceFilter, Status::Blocks) => "dropped by Ollama's device filter",
+        (Layer::DeviceFilter, Status::Allows) => "kept by Ollama's device filter",
+        (Layer::DeviceFilter, Status::Unknown) => "Ollama's device filter not judged",
     }
 }
 
@@ -1038,7 +1059,7 @@ fn verdict(label: &str, rows: &[LayerRow], ggml_scanned: bool) -> String {
     let mut blocking: Vec<&LayerRow> = rows
         .iter()
         .filter(|r| {
-            matches!(r.layer, Layer::BuildTargets | Layer::ShippedArtifacts | Layer::Binaries)
+            matches!(r.layer, Layer::BuildTargets | Layer::ShippedArtifacts | Layer::Binaries | Layer::DeviceFilter)
                 && r.status == Status::Blocks
         })
         .collect();
@@ -1133,6 +1154,7 @@ pub fn evaluate(i: &Inputs<'_>) -> Result<GateReport> {
         binaries_row,
         recognition(&arch, i.logs),
         execution(&arch, i.logs, i.records, &groups),
+        filter::device_filter(&arch, i.scan, i.logs, i.ollama),
     ];
     let explanations = explain(&arch, i.logs, &rows);
     let verdict_line = verdict(&label, &rows, ggml_scanned);

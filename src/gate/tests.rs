@@ -7,6 +7,7 @@ fn row(layer: Layer, status: Status, confidence: Confidence) -> LayerRow {
 }
 
 fn rows(statuses: [(Status, Confidence); 6]) -> Vec<LayerRow> {
+    // The first six layers; layer 7 (Ollama's device filter) has tests of its own below.
     Layer::ALL.iter().zip(statuses).map(|(l, (s, c))| row(*l, s, c)).collect()
 }
 
@@ -135,4 +136,75 @@ fn ollama_releases_and_miopen_names() {
     // MIOpen database names: `gfx906_60.HIP.fdb.txt` (scan reads `gfx906`), `gfx90a68.kdb` (`gfx90a68`).
     assert!(miopen_arch_matches("gfx906", "gfx906") && miopen_arch_matches("gfx90a68", "gfx90a"));
     assert!(!miopen_arch_matches("gfx90a68", "gfx906") && !miopen_arch_matches("gfx1030", "gfx103"));
+}
+
+/// Layer 7 from the log: Ollama's own line (format of O discover/amd.go:470) drops gfx1031; the row blocks, Confirmed,
+/// and the explanation names layer 7.
+#[test]
+fn ollama_device_filter_confirmed_by_its_log_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("ollama.log");
+    std::fs::write(
+        &log,
+        "time=2026-08-01T10:00:00.000Z level=WARN source=amd.go:470 msg=\"dropping ROCm device \u{2014} no rocblas support for gfx target\" device=\"AMD Radeon RX 6700 XT\" gfx_target=gfx1031 supported=\"map[gfx1030:true gfx1100:true]\" hint=\"set HSA_OVERRIDE_GFX_VERSION to map to a supported target\"\n",
+    )
+    .unwrap();
+    let ev = LogEvidence::read(&log).unwrap();
+    let ollama = OllamaRelease::from_option(None).unwrap();
+    let inputs = Inputs {
+        arch: "gfx1031",
+        scan: None,
+        logs: std::slice::from_ref(&ev),
+        records: None,
+        ollama: &ollama,
+        rocm: None,
+    };
+    let r = evaluate(&inputs).unwrap();
+    let row = r.layers.iter().find(|l| l.layer == Layer::DeviceFilter).unwrap();
+    assert_eq!((row.number, row.status, row.confidence), (7, Blocks, Confirmed), "{}", row.finding);
+    assert!(r.verdict.contains("layer 7 (Ollama device filter) blocks it"), "{}", r.verdict);
+    assert!(r.explanations.iter().any(|e| e.explained_by == Some(Layer::DeviceFilter)), "{:?}", r.explanations);
+    // Another GPU's line does not block this one.
+    let inputs = Inputs { arch: "gfx1100", ..inputs };
+    let r = evaluate(&inputs).unwrap();
+    let row = r.layers.iter().find(|l| l.layer == Layer::DeviceFilter).unwrap();
+    assert_ne!(row.status, Blocks, "{}", row.finding);
+}
+
+/// Layer 7 predicted from an install tree: Ollama keeps a ROCm card only if `rocblas/library` holds
+/// `TensileLibrary_lazy_<gfx>.dat` (O discover/amd.go:115-125).
+#[test]
+fn ollama_device_filter_predicted_from_the_install_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("lib/ollama/rocm/rocblas/library");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(lib.join("TensileLibrary_lazy_gfx1030.dat"), b"x").unwrap();
+    let scan = crate::scan::scan(&ScanOptions { paths: vec![dir.path().to_path_buf()], ..Default::default() });
+    let ollama = OllamaRelease::from_option(None).unwrap();
+    let judge = |arch: &str| {
+        let inputs = Inputs { arch, scan: Some(&scan), logs: &[], records: None, ollama: &ollama, rocm: None };
+        let r = evaluate(&inputs).unwrap();
+        r.layers.into_iter().find(|l| l.layer == Layer::DeviceFilter).unwrap()
+    };
+    let kept = judge("gfx1030");
+    assert_eq!((kept.status, kept.confidence), (Allows, Inferred), "{}", kept.finding);
+    let dropped = judge("gfx1031");
+    assert_eq!((dropped.status, dropped.confidence), (Blocks, Inferred), "{}", dropped.finding);
+    assert!(dropped.finding.contains("TensileLibrary_lazy_gfx1031.dat"), "{}", dropped.finding);
+    // A release before the checks (v0.30.0): the layer does not judge.
+    let old = OllamaRelease::from_option(Some("v0.12.5")).unwrap();
+    let inputs = Inputs { arch: "gfx1031", scan: Some(&scan), logs: &[], records: None, ollama: &old, rocm: None };
+    let row = evaluate(&inputs).unwrap().layers.into_iter().find(|l| l.layer == Layer::DeviceFilter).unwrap();
+    assert!(row.status == Unknown && row.finding.contains("predates"), "{}", row.finding);
+    // Not Ollama: the layer does not apply.
+    let inputs = Inputs {
+        arch: "gfx1031",
+        scan: Some(&scan),
+        logs: &[],
+        records: None,
+        ollama: &OllamaRelease::NotOllama,
+        rocm: None,
+    };
+    let r = evaluate(&inputs).unwrap();
+    assert_eq!(r.layers.iter().find(|l| l.layer == Layer::DeviceFilter).unwrap().status, Unknown);
 }

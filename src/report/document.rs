@@ -453,7 +453,8 @@ fn timeline_section(doc: &mut Document, t: &CellTimeline) {
         facts.push(("cell's slice".into(), Text::code(s)));
     }
     if let Some(c) = &t.crash {
-        let at = c.t.map(|t| format!(" at +{t:.3} s")).unwrap_or_default();
+        // An inherited time is said as its bracket, never as a point.
+        let at = logs::render::time_words(c.t, c.t_bounds).map(|w| format!(", {w}")).unwrap_or_default();
         facts.push(("crash".into(), format!("{} (line {}{at})", c.what, c.line).into()));
         facts.push(("phase".into(), format!("{} — {}", c.phase, c.phase_rule).into()));
         facts.push(("signature".into(), Text::code(&c.signature).and_plain(format!(" {}", c.signature_text))));

@@ -37,6 +37,10 @@ pub struct CrashBrief {
     pub line: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub t: Option<f64>,
+    /// When the crash line has no timestamp of its own: between which times it was written (`t` is then the
+    /// earlier one, never the crash's own time).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub t_bounds: Option<logs::analysis::TimeBounds>,
     pub what: String,
     pub phase: String,
     pub phase_rule: String,
@@ -145,6 +149,7 @@ fn build(r: &Record, log: &Path, slice: Option<&Path>, report: &Report) -> CellT
         crash: crash.map(|c| CrashBrief {
             line: c.line,
             t: c.t,
+            t_bounds: c.t_bounds,
             what: crate::logscmd::crash_what(c),
             phase: c.phase.label().to_string(),
             phase_rule: c.phase_rule.clone(),

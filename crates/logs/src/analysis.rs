@@ -47,7 +47,9 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::Serialize;
 
 use crate::event::{lossy, BufferKind, Event, EventKind, TimingKind};
+use crate::milestones::Meaning;
 use crate::parser::Stats;
+use crate::placement::{backend_of_path, FilteredGpu, Placement, Reason};
 use crate::signature::{self, SIGNATURE_FRAMES};
 use crate::slog::unquote;
 use crate::time::{Clock, Timestamp};
@@ -189,6 +191,8 @@ pub struct Facts {
     pub http_status: BTreeMap<u16, u64>,
     /// The last timings (oldest first).
     pub timings: VecDeque<Timing>,
+    /// Where the model ran: backends and how each is known, dropped GPUs, CPU serving, contradictions.
+    pub placement: Placement,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -287,6 +291,8 @@ pub struct SignalInfo {
     pub sigcode: Option<String>,
     /// `signal arrived during cgo execution`: the fault was in C/C++ code (ggml, a GPU runtime).
     pub in_foreign_code: bool,
+    /// The Go runtime's `instruction bytes:` dump after a SIGILL (the bytes at PC), and its line.
+    pub instruction_bytes: Option<Sourced<String>>,
     pub line: u64,
 }
 
@@ -296,6 +302,24 @@ pub struct CrashLine {
     pub kind: &'static str,
     pub text: String,
     pub line: u64,
+    /// How many lines of the incident said exactly this (threads that hit the same assertion): `line` is the
+    /// first of them.
+    pub count: u64,
+    /// The line as written (clipped), for quoting it.
+    #[serde(skip)]
+    pub raw: String,
+}
+
+/// One attempt of an allocation retry loop (Ollama's new engine fits the model with fewer GPU layers after an
+/// out-of-memory failure): the failure and the layer count it was made with.
+#[derive(Clone, Debug, Serialize)]
+pub struct Attempt {
+    /// The out-of-memory line.
+    pub line: u64,
+    pub text: String,
+    /// GPU layers of the load request before it (`GPULayers:N`), and that request's line.
+    pub gpu_layers: Option<u32>,
+    pub request_line: Option<u64>,
 }
 
 /// A stack frame of the crash.
@@ -339,9 +363,17 @@ pub struct Crash {
     pub goroutine: Option<u64>,
     pub frames: Vec<Frame>,
     pub frames_dropped: u64,
+    /// The ggml op that was running when it failed (`MUL_MAT`, from `ggml_cuda_compute_forward: MUL_MAT failed`,
+    /// a GPU error's location `ggml_cuda_op_mul_mat…` or a frame `ggml_compute_forward_mul_mat`), and its line.
+    pub op: Option<Sourced<String>>,
+    /// The attempts of an allocation retry loop that this incident gathers (empty when it is no such loop).
+    pub attempts: Vec<Attempt>,
     pub signature: Signature,
     /// The last line of the incident.
     pub last_line: u64,
+    /// The first line as written (clipped), for quoting it.
+    #[serde(skip)]
+    pub raw: String,
     #[serde(skip)]
     time: Option<Timestamp>,
     /// The next timestamp after the first line, when its time is inherited.
@@ -409,6 +441,15 @@ struct Lifetime {
     /// A llama-server task began and has not finished.
     request_open: Option<u64>,
     shutdown: Option<u64>,
+    /// The time of the `ready` line and the load time the runner reported (`runner started in N s`).
+    ready_time: Option<Timestamp>,
+    started_s: Option<f64>,
+    /// An HTTP 2xx that was the load-only request Ollama's CLI sends when a model starts (not a computation).
+    load_only: Option<u64>,
+    /// A 2xx on `/api/generate` when the runner's ready line is not in the log: it may be that load-only request.
+    maybe_load_only: Option<u64>,
+    /// The last allocation attempt of a load retry loop (`msg=load request="{Operation:fit … GPULayers:N …}"`).
+    attempt: Option<(u64, Option<u32>)>,
 }
 
 /// An open incident.
@@ -422,6 +463,8 @@ struct Open {
     go_dump_started: bool,
     terminated: bool,
     discovery_failure: bool,
+    /// A line of the incident names graph compute (an op that failed, `ggml_compute_forward_*`).
+    compute_line: Option<u64>,
 }
 
 impl Open {
@@ -433,6 +476,7 @@ impl Open {
             go_dump_started: false,
             terminated: false,
             discovery_failure: false,
+            compute_line: None,
         }
     }
 }
@@ -454,8 +498,11 @@ fn new_crash(line: u64, offset: u64, time: Option<Timestamp>, inherited: bool) -
         goroutine: None,
         frames: Vec::new(),
         frames_dropped: 0,
+        op: None,
+        attempts: Vec::new(),
         signature: Signature { id: String::new(), text: String::new(), frames: Vec::new() },
         last_line: line,
+        raw: String::new(),
         time,
         next_time: None,
     }
@@ -545,7 +592,8 @@ impl Analyzer {
             self.open = Some(Open::new(crash, self.lifetime));
         }
         if let Some(open) = self.open.as_mut() {
-            let line = CrashLine { kind: "process_exit", text: clip(format!("process exit: {description}")), line: 0 };
+            let text = clip(format!("process exit: {description}"));
+            let line = CrashLine { kind: "process_exit", raw: String::new(), text, line: 0, count: 1 };
             if open.crash.causes.is_empty() && open.crash.signal.is_none() {
                 open.crash.causes.push(line);
             } else {
@@ -579,18 +627,21 @@ impl Analyzer {
             };
             self.close_brackets(Some(upper));
         }
-        if matches!(e.kind, EventKind::Other) {
-            self.other.add(e.line, cap);
-            return;
-        }
         let slog_line = e.text.starts_with(b"time=");
         if !self.saw_ollama {
             self.saw_ollama = slog_line
                 || e.text.starts_with(b"[GIN]")
                 || matches!(e.kind, EventKind::GoFrame { function } if find_bytes(function, b"ollama").is_some());
         }
+        if matches!(e.kind, EventKind::Other) {
+            self.other.add(e.line, cap);
+            if slog_line {
+                self.slog_backend_hints(e);
+            }
+            return;
+        }
         self.saw_llama |= !slog_line && !e.kind.is_trace();
-        self.lifecycle(e);
+        self.lifecycle(e, time);
         self.facts(e, slog_line);
         self.incident(e, slog_line, time);
         if !e.kind.is_trace() {
@@ -646,9 +697,12 @@ impl Analyzer {
         }
     }
 
-    fn lifecycle(&mut self, e: &Event<'_>) {
+    fn lifecycle(&mut self, e: &Event<'_>, time: Option<Timestamp>) {
         use EventKind::*;
         let l = e.line;
+        // A request that finished after a crash line was written did not run before it: while an incident is open,
+        // answers do not count as finished requests.
+        let crashed = self.open.is_some();
         match e.kind {
             RunnerStarting { cmd, with_model } => {
                 if find_bytes(cmd, b"llama-server").is_some() {
@@ -674,9 +728,15 @@ impl Analyzer {
             Warmup => {
                 self.lifetime.warmup.get_or_insert(l);
             }
-            RunnerStarted { .. } | ServerReady => {
+            RunnerStarted { seconds } if self.lifetime.ready.is_none() => {
+                self.lifetime.ready = Some(l);
+                self.lifetime.ready_time = time;
+                self.lifetime.started_s = Some(seconds);
+            }
+            ServerReady => {
                 self.lifetime.ready.get_or_insert(l);
             }
+            Milestone { index, number } => self.milestone(l, index, number),
             RequestStarted { .. } => {
                 self.lifetime.prompt_done = None;
                 self.lifetime.request_open = Some(l);
@@ -685,14 +745,221 @@ impl Analyzer {
                 self.lifetime.prompt_done.get_or_insert(l);
             }
             Shutdown => self.lifetime.shutdown = Some(l),
-            RequestDone { .. } | Timing { which: TimingKind::Total, .. } => {
+            RequestDone { .. } | Timing { which: TimingKind::Total, .. } if !crashed => {
                 self.lifetime.request_done = Some(l);
                 self.lifetime.prompt_done = None;
                 self.lifetime.request_open = None;
             }
-            HttpRequest { status, path, .. } if (200..300).contains(&status) && is_inference_route(path) => {
-                self.lifetime.request_done = Some(l);
-                self.lifetime.prompt_done = None;
+            HttpRequest { status, path, latency, .. }
+                if (200..300).contains(&status) && is_inference_route(path) && !crashed =>
+            {
+                if self.is_load_only(path, latency, time) {
+                    self.lifetime.load_only = Some(l);
+                } else if path.starts_with(b"/api/generate")
+                    && self.lifetime.ready_time.is_none()
+                    && self.lifetime.request_done.is_none()
+                {
+                    // Without the runner's ready line the load-only request cannot be told from a computation.
+                    self.lifetime.maybe_load_only.get_or_insert(l);
+                } else {
+                    self.lifetime.request_done = Some(l);
+                    self.lifetime.prompt_done = None;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A line of the era table ([`crate::milestones`]).
+    fn milestone(&mut self, l: u64, index: u16, number: Option<u32>) {
+        let Some(row) = crate::milestones::table().get(index) else { return };
+        if row.era.starts_with("ollama") {
+            self.saw_ollama = true;
+            self.saw_go_runner = true;
+        }
+        let crashed = self.open.is_some();
+        let lt = &mut self.lifetime;
+        match row.meaning {
+            Meaning::Discovery => {
+                if lt.loading.is_none() {
+                    lt.discovery_runner = true;
+                }
+            }
+            Meaning::VocabOnly => {
+                // The model-loader lines before it were a tokenizer-only load (Ollama's server reads the vocabulary
+                // itself), not the runner's load.
+                lt.loading = None;
+            }
+            Meaning::RunnerStart => {
+                if !lt.discovery_runner {
+                    lt.loading.get_or_insert(l);
+                }
+            }
+            Meaning::Load => {
+                lt.loading.get_or_insert(l);
+                lt.discovery_runner = false;
+                if row.number_after.is_some() {
+                    lt.attempt = Some((l, number));
+                }
+            }
+            Meaning::Ready => {
+                lt.ready.get_or_insert(l);
+            }
+            Meaning::RequestStarted => {
+                lt.prompt_done = None;
+                lt.request_open = Some(l);
+            }
+            Meaning::PromptDone => {
+                lt.prompt_done.get_or_insert(l);
+            }
+            Meaning::RequestDone if !crashed => {
+                lt.request_done = Some(l);
+                lt.prompt_done = None;
+                lt.request_open = None;
+            }
+            Meaning::RequestDone => {}
+            Meaning::Compute => {
+                if let Some(open) = self.open.as_mut() {
+                    open.compute_line.get_or_insert(l);
+                }
+            }
+        }
+    }
+
+    /// Ollama's CLI (`ollama run`) first sends an empty `/api/generate` that only loads the model: it is answered
+    /// as soon as the runner is up, in about the runner's start time and in the second the runner reported
+    /// ready. Such an answer is no computation on the model (O24 `cmd/cmd.go:469-517` loadOrUnloadModel sends a
+    /// `GenerateRequest` without a prompt; `server/routes.go:429-436` answers it, `done_reason` "load").
+    fn is_load_only(&self, path: &[u8], latency: Option<&[u8]>, time: Option<Timestamp>) -> bool {
+        let lt = &self.lifetime;
+        if lt.request_done.is_some() || !(path.starts_with(b"/api/generate") || path.starts_with(b"/api/chat")) {
+            return false;
+        }
+        let (Some(ready), Some(started), Some(at), Some(latency)) =
+            (lt.ready_time, lt.started_s, time, latency.and_then(go_duration_s))
+        else {
+            return false;
+        };
+        let gap = (at.micros - ready.micros) as f64 / 1e6;
+        at.clock == ready.clock && (-1.0..=1.0).contains(&gap) && latency + 0.5 >= started && latency <= started + 1.5
+    }
+
+    /// An Ollama line no rule claims may still name the backend: a `library=ROCm` field (`msg="gpu memory"`), the
+    /// library directories it uses (a `…/lib/ollama/cuda_v13` directory in any field).
+    fn slog_backend_hints(&mut self, e: &Event<'_>) {
+        let cap = self.limits.max_facts;
+        let field = find_bytes(e.text, b" library=").is_some();
+        if let Some(lib) = crate::slog::get(e.text, b"library").filter(|_| field) {
+            let lib = lossy(lib).into_owned();
+            if !lib.eq_ignore_ascii_case("cpu") && !lib.is_empty() {
+                self.facts.placement.backend(&lib, "Ollama's library field", format!("library={lib}"), e.line, cap);
+            }
+        }
+        if find_bytes(e.text, b"lib/ollama/").is_some() {
+            let line = lossy(e.text);
+            let found = line
+                .split([' ', '"', '[', ']', '='])
+                .filter(|w| w.contains("lib/ollama/"))
+                .find_map(|w| backend_of_path(w).filter(|b| *b != "CPU").map(|b| (b, w.to_string())));
+            if let Some((b, w)) = found {
+                self.facts.placement.backend(b, "runner library path", clip(w), e.line, cap);
+            }
+        }
+    }
+
+    /// What a line says about where the model ran.
+    fn placement(&mut self, e: &Event<'_>, slog_line: bool) {
+        use EventKind::*;
+        let text =
+            |b: &[u8]| -> String { clip(if slog_line { unquote(b).into_owned() } else { lossy(b).into_owned() }) };
+        let cap = self.limits.max_facts;
+        let gpu = if self.gpu_backend.is_empty() { "CUDA/ROCm" } else { self.gpu_backend.as_str() };
+        let p = &mut self.facts.placement;
+        match e.kind {
+            BackendLoaded { backend, path } => p.backend(&text(backend), "library path", text(path), e.line, cap),
+            BufferSize { device, .. } => {
+                let d = text(device);
+                if let Some(b) = crate::placement::backend_of_device(&d) {
+                    p.backend(b, "buffer", format!("{d} buffer"), e.line, cap);
+                }
+            }
+            NativeFrame(f)
+                if f.module.is_some_and(|m| GPU_LIBRARY_HINTS.iter().any(|h| find_bytes(m, h).is_some())) =>
+            {
+                if let Some(b) = f.module.map(text).as_deref().and_then(backend_of_path).filter(|b| *b != "CPU") {
+                    p.backend(b, "crashing frame's library", text(f.module.unwrap_or_default()), e.line, cap);
+                }
+            }
+            VulkanDevice(_) | DevicesFound { .. } | DeviceLost { .. } | OutOfMemory { .. }
+                if e.text.starts_with(b"ggml_vulkan: ") =>
+            {
+                p.backend("Vulkan", "ggml_vulkan lines", clip(lossy(e.text).into_owned()), e.line, cap)
+            }
+            GgmlAssert { file, .. } | Abort { file, .. } if find_bytes(file, b"ggml-cuda").is_some() => {
+                p.backend(gpu, "failing ggml-cuda code", text(file), e.line, cap)
+            }
+            Milestone { .. } | RunnerStarting { .. } => {
+                let line = lossy(e.text);
+                let found = line
+                    .split([' ', '"', '='])
+                    .filter(|w| w.contains('/') || w.contains('\\'))
+                    .find_map(|w| backend_of_path(w).map(|b| (b, w)));
+                if let Some((backend, path)) = found {
+                    p.backend(backend, "runner library path", clip(path.to_string()), e.line, cap);
+                }
+            }
+            InferenceCompute(ic) => {
+                if let Some(lib) = ic.library {
+                    let lib = text(lib);
+                    if lib.eq_ignore_ascii_case("cpu") {
+                        p.inference_cpu.get_or_insert(e.line);
+                    }
+                    p.backend(&lib, "inference compute", format!("library={lib}"), e.line, cap);
+                }
+            }
+            DevicesFound { backend, count } if count > 0 => {
+                p.backend(&text(backend), "device initialisation", format!("{count} device(s) found"), e.line, cap)
+            }
+            OpFailed { op } => {
+                p.backend(gpu, "failing op", format!("{} failed in ggml_cuda_compute_forward", text(op)), e.line, cap)
+            }
+            GpuError { api, message } => {
+                let api = text(api);
+                // ggml's HIP build reported its errors as "CUDA" before mid-2024: the devices the log found name it.
+                let backend = if api == "HIP" {
+                    "ROCm".to_string()
+                } else if api == "CUDA" && !gpu.starts_with("CUDA") {
+                    gpu.to_string()
+                } else {
+                    api.clone()
+                };
+                p.backend(&backend, "GPU runtime error", format!("{api} error: {}", text(message)), e.line, cap)
+            }
+            BlasError { library, .. } => {
+                p.backend("ROCm", "BLAS library error", format!("{} error", text(library)), e.line, cap)
+            }
+            DeviceLost { .. } => p.backend("Vulkan", "device lost", summary(&e.kind, slog_line), e.line, cap),
+            UnsupportedGpu { gpu, supported, message } => {
+                let gpu = FilteredGpu {
+                    gpu: gpu.map(text),
+                    reason: text(message),
+                    supported: supported.map(text),
+                    line: e.line,
+                };
+                p.filtered(gpu, cap);
+            }
+            OutOfMemory { message } | LoadError { error: message } => {
+                // `unable to allocate CUDA0 buffer`: the device the allocation was for.
+                let m = text(message);
+                let found = m
+                    .split([' ', '"', ':', ','])
+                    .find_map(|w| crate::placement::backend_of_device(w).map(|b| (b, w.to_string())));
+                if let Some((b, w)) = found {
+                    p.backend(b, "device named in a line", format!("{w} in: {m}"), e.line, cap);
+                }
+            }
+            DiscoveryFailure { .. } if p.discovery_failures.len() < cap => {
+                p.discovery_failures.push(Reason { text: summary(&e.kind, slog_line), line: e.line });
             }
             _ => {}
         }
@@ -700,6 +967,7 @@ impl Analyzer {
 
     fn facts(&mut self, e: &Event<'_>, slog_line: bool) {
         use EventKind::*;
+        self.placement(e, slog_line);
         let text = |b: &[u8]| -> String {
             if slog_line {
                 unquote(b).into_owned()
@@ -835,7 +1103,15 @@ impl Analyzer {
         if let Some(open) = &self.open {
             let new_cause =
                 matches!(e.kind, Signal { .. } | GgmlAssert { .. } | Abort { .. } | GpuError { .. } | GoFatal { .. });
-            if (open.terminated && new_cause && !matches!(e.kind, Signal { .. } if open.crash.signal.is_none()))
+            // The same assertion again (another thread, or its echo in the runner's log) is this crash, not a new one.
+            let repeated = new_cause && {
+                let text = summary(&e.kind, slog_line);
+                open.crash.causes.iter().any(|x| x.kind == e.kind.name() && x.text == text)
+            };
+            if (open.terminated
+                && new_cause
+                && !repeated
+                && !matches!(e.kind, Signal { .. } if open.crash.signal.is_none()))
                 || (matches!(e.kind, Signal { .. }) && open.crash.signal.is_some())
                 || (open.terminated && matches!(e.kind, RunnerTerminated { .. }))
             {
@@ -844,10 +1120,12 @@ impl Analyzer {
         }
         if self.open.is_none() {
             // A native backtrace is printed only when something aborts: it opens an incident too.
-            if !fatal && !matches!(e.kind, NativeFrame(_)) {
+            // So is a goroutine dump: the Go runtime prints one when it dies, even where the log lost its cause.
+            if !fatal && !matches!(e.kind, NativeFrame(_) | Goroutine { .. }) {
                 return;
             }
-            let crash = new_crash(e.line, e.offset, time.or(self.last_time), time.is_none());
+            let mut crash = new_crash(e.line, e.offset, time.or(self.last_time), time.is_none());
+            crash.raw = clip(lossy(e.raw).into_owned());
             // Past the cap too the incident is followed in full (its signal, frames and causes, all bounded):
             // what closes it and what it is grouped with depend on them.
             self.open = Some(Open::new(crash, self.lifetime));
@@ -880,7 +1158,30 @@ impl Analyzer {
             SignalInForeignCode => {
                 c.signal.get_or_insert_with(SignalInfo::default).in_foreign_code = true;
             }
+            InstructionBytes { bytes } => match c.signal.as_mut() {
+                Some(info) => info.instruction_bytes = Some(Sourced { value: text(bytes), line: e.line }),
+                None => joined = false,
+            },
+            OpFailed { op } => {
+                c.op = Some(Sourced { value: text(op), line: e.line });
+                open.compute_line.get_or_insert(e.line);
+                push_line(&mut c.causes, e, summary(&e.kind, slog_line), max_lines);
+            }
+            GpuErrorLocation { function, .. } => {
+                if c.op.is_none() && is_op_function(function) {
+                    c.op = Some(Sourced { value: text(function), line: e.line });
+                }
+                push_line(&mut c.causes, e, summary(&e.kind, slog_line), max_lines);
+            }
+            OutOfMemory { .. } => {
+                record_attempt(c, self.lifetime.attempt, e, slog_line, max_lines);
+                push_line(&mut c.causes, e, summary(&e.kind, slog_line), max_lines);
+            }
             Goroutine { id, .. } => {
+                if c.causes.is_empty() && c.signal.is_none() && c.consequences.is_empty() {
+                    let text = "a Go goroutine dump without the line that says why the runtime died".to_string();
+                    push_line(&mut c.causes, e, text, max_lines);
+                }
                 if !open.go_dump_started {
                     open.go_dump_started = true;
                     open.in_crashing_goroutine = true;
@@ -912,12 +1213,33 @@ impl Analyzer {
             }
             GoCreatedBy { .. } | GoTraceDetail => joined = open.in_crashing_goroutine,
             NativeFrame(frame) => {
+                // ggml_abort in the backtrace: the process aborted through ggml even where its message is not in the log.
+                if !open.go_dump_started
+                    && frame.symbol == Some(b"ggml_abort")
+                    && !c.causes.iter().any(|x| x.kind == "abort")
+                {
+                    let text = "ggml_abort in the backtrace (its message is not in the log)".to_string();
+                    c.causes.push(CrashLine {
+                        kind: "abort",
+                        text,
+                        line: e.line,
+                        count: 1,
+                        raw: clip(lossy(e.raw).into_owned()),
+                    });
+                }
                 if open.go_dump_started {
                     joined = false;
                 } else if let Some(function) = signature::native_function(
                     frame.module.map(|m| lossy(m)).as_deref(),
                     frame.symbol.map(|s| lossy(s)).as_deref(),
                 ) {
+                    if let Some(at) = function.find("ggml_compute_forward_") {
+                        open.compute_line.get_or_insert(e.line);
+                        if c.op.is_none() {
+                            let op = function[at..].split(['(', '+', ' ']).next().unwrap_or_default().to_string();
+                            c.op = Some(Sourced { value: op, line: e.line });
+                        }
+                    }
                     push_frame(c, Frame { function, source: None, native: true, line: e.line }, max_frames);
                 }
             }
@@ -949,7 +1271,28 @@ impl Analyzer {
     fn close_incident(&mut self) {
         let Some(open) = self.open.take() else { return };
         let mut crash = open.crash;
-        let (phase, rule, lines) = decide_phase(&open.at_open, open.discovery_failure, &crash.frames);
+        let cause_line = |pred: &dyn Fn(&CrashLine) -> bool| crash.causes.iter().find(|x| pred(x)).map(|x| x.line);
+        let evidence = CrashEvidence {
+            line: Some(crash.line),
+            discovery_failure: open.discovery_failure,
+            frames: &crash.frames,
+            compute_line: open.compute_line,
+            load_error: cause_line(&|x| x.kind == "load_error").or_else(|| {
+                // Ollama's words for a runner that died before it was ready, wherever they are quoted (a JSON wrapper,
+                // the runner-terminated line): O24 server/sched.go "error loading llama server", v0.1.17
+                // llm/llama.go:459 "error starting llama runner".
+                const LOAD_FAILED: [&str; 3] =
+                    ["error loading llama server", "error starting llama runner", "error loading model"];
+                crash
+                    .causes
+                    .iter()
+                    .chain(&crash.consequences)
+                    .find(|x| LOAD_FAILED.iter().any(|w| x.raw.contains(w)))
+                    .map(|x| x.line)
+            }),
+            k_shift: cause_line(&|x| x.text.contains("K-shift")),
+        };
+        let (phase, rule, lines) = decide_phase(&open.at_open, evidence);
         crash.phase = phase;
         crash.phase_rule = rule;
         crash.phase_lines = lines;
@@ -1031,7 +1374,9 @@ impl Analyzer {
     /// Finish: close the open incident and assemble the report.
     pub fn finish(mut self, stats: Stats) -> Report {
         self.close_incident();
-        let (phase, phase_rule, phase_lines) = decide_phase(&self.lifetime, false, &[]);
+        let facts = &mut self.facts;
+        facts.placement.judge(facts.offload.as_ref(), &facts.buffers);
+        let (phase, phase_rule, phase_lines) = decide_phase(&self.lifetime, CrashEvidence::default());
         let ending = Ending {
             last_line: self.last_line,
             orderly_shutdown: self.lifetime.shutdown,
@@ -1096,6 +1441,33 @@ impl Analyzer {
     }
 }
 
+/// A Go `time.Duration` as Gin prints it (`2.345678s`, `1m2.5s`, `567.8ms`, `35.141µs`), in seconds.
+pub fn go_duration_s(text: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(text).ok()?.trim();
+    let mut total = 0.0;
+    let mut rest = s;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let n = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let value: f64 = rest[..n].parse().ok()?;
+        rest = &rest[n..];
+        let (factor, len) =
+            [("h", 3600.0), ("ms", 1e-3), ("m", 60.0), ("s", 1.0), ("µs", 1e-6), ("us", 1e-6), ("ns", 1e-9)]
+                .iter()
+                .find(|(u, _)| rest.starts_with(u))
+                .map(|(u, f)| (*f, u.len()))?;
+        total += value * factor;
+        rest = &rest[len..];
+    }
+    Some(total)
+}
+
+/// Substrings of a library path that can name a GPU backend ([`backend_of_path`] decides): a frame's module is only
+/// read for the backend when it has one.
+const GPU_LIBRARY_HINTS: [&[u8]; 5] = [b"cuda", b"rocm", b"hip", b"vulkan", b"ggml-"];
+
 fn find_bytes(h: &[u8], needle: &[u8]) -> Option<usize> {
     memchr::memmem::find(h, needle)
 }
@@ -1150,9 +1522,31 @@ fn push_frame(c: &mut Crash, frame: Frame, cap: usize) {
     }
 }
 
+/// An out-of-memory line after a load request of a retry loop (`msg=load request="{Operation:fit … GPULayers:N …}"`)
+/// is an attempt of that loop: the first such line after each request is kept with the request's GPU layers.
+fn record_attempt(c: &mut Crash, attempt: Option<(u64, Option<u32>)>, e: &Event<'_>, slog_line: bool, cap: usize) {
+    let Some((request_line, gpu_layers)) = attempt else { return };
+    if c.attempts.last().is_none_or(|a| a.request_line != Some(request_line)) && c.attempts.len() < cap {
+        let text = summary(&e.kind, slog_line);
+        c.attempts.push(Attempt { line: e.line, text, gpu_layers, request_line: Some(request_line) });
+    }
+}
+
+/// Adds a cause or consequence line; a line that says exactly what an earlier one said (the same assertion from
+/// another thread) counts on the earlier one instead.
 fn push_line(list: &mut Vec<CrashLine>, e: &Event<'_>, text: String, cap: usize) {
+    if let Some(same) = list.iter_mut().find(|x| x.kind == e.kind.name() && x.text == text) {
+        same.count += 1;
+        return;
+    }
     if list.len() < cap {
-        list.push(CrashLine { kind: e.kind.name(), text, line: e.line });
+        list.push(CrashLine {
+            kind: e.kind.name(),
+            text,
+            line: e.line,
+            count: 1,
+            raw: clip(lossy(e.raw).into_owned()),
+        });
     }
 }
 
@@ -1166,8 +1560,8 @@ fn clip(mut s: String) -> String {
 }
 
 /// Functions whose presence in the crashing stack tells the phase.
-const DISCOVERY_FUNCTIONS: &[&str] =
-    &["discover.", "GetGPUInfo", "cuda_init", "bootstrapDevices", "ggml_backend_load_all"];
+/// (`ggml_backend_load_all` is not one: every runner loads its backends when it starts, discovery or not.)
+const DISCOVERY_FUNCTIONS: &[&str] = &["discover.", "GetGPUInfo", "cuda_init", "bootstrapDevices"];
 const LOAD_FUNCTIONS: &[&str] = &[
     "llama_model_load",
     "llama_load_model",
@@ -1182,6 +1576,9 @@ const LOAD_FUNCTIONS: &[&str] = &[
     "NewMtmdContext",
 ];
 const COMPUTE_FUNCTIONS: &[&str] = &[
+    "ggml_compute_forward",
+    "ggml_graph_compute",
+    "ggml_cuda_compute_forward",
     "llama_decode",
     "Decode",
     "processBatch",
@@ -1195,10 +1592,26 @@ fn stack_has(frames: &[Frame], names: &[&str]) -> Option<u64> {
     frames.iter().find(|f| names.iter().any(|n| f.function.contains(n))).map(|f| f.line)
 }
 
-fn decide_phase(lt: &Lifetime, discovery_failure: bool, frames: &[Frame]) -> (Phase, String, Vec<u64>) {
+/// What a crash incident adds to its runner's milestones for the phase rules.
+#[derive(Clone, Copy, Debug, Default)]
+struct CrashEvidence<'a> {
+    /// The incident's first line.
+    line: Option<u64>,
+    /// It begins with a GPU-discovery failure.
+    discovery_failure: bool,
+    frames: &'a [Frame],
+    /// A line of it names graph compute (a failing op, `ggml_compute_forward_*`).
+    compute_line: Option<u64>,
+    /// A line of it says the model load failed (`error loading model`, Ollama's `Load failed`).
+    load_error: Option<u64>,
+    /// A line of it says the KV cache needed a K-shift (the context was full).
+    k_shift: Option<u64>,
+}
+
+fn decide_phase(lt: &Lifetime, ev: CrashEvidence<'_>) -> (Phase, String, Vec<u64>) {
     let lines = |xs: &[Option<u64>]| xs.iter().flatten().copied().collect::<Vec<_>>();
-    if discovery_failure {
-        return (Phase::Discovery, "the incident is a GPU-discovery failure".into(), vec![]);
+    if ev.discovery_failure {
+        return (Phase::Discovery, "the incident begins with a GPU-discovery failure".into(), lines(&[ev.line]));
     }
     if lt.discovery_runner {
         return (
@@ -1207,32 +1620,94 @@ fn decide_phase(lt: &Lifetime, discovery_failure: bool, frames: &[Frame]) -> (Ph
             lines(&[lt.start]),
         );
     }
-    if let Some(l) = stack_has(frames, DISCOVERY_FUNCTIONS) {
+    if let Some(l) = stack_has(ev.frames, DISCOVERY_FUNCTIONS) {
         return (Phase::Discovery, "the crashing stack is in GPU discovery code".into(), vec![l]);
     }
-    if let Some(l) = stack_has(frames, LOAD_FUNCTIONS) {
+    if let Some(l) = stack_has(ev.frames, LOAD_FUNCTIONS) {
         return (Phase::Load, "the crashing stack is in model-loading code".into(), vec![l]);
     }
-    if lt.request_done.is_some() || lt.prompt_done.is_some() {
+    if let Some(l) = ev.load_error.filter(|_| lt.ready.is_none()) {
         return (
-            Phase::Decode,
-            "a request had finished in this runner, or the current request had finished its prompt".into(),
-            lines(&[lt.request_done, lt.prompt_done]),
+            Phase::Load,
+            format!("the runtime says the model load failed (line {l}) and the runner was not ready"),
+            vec![l],
         );
     }
-    let compute = stack_has(frames, COMPUTE_FUNCTIONS);
-    if lt.ready.is_some() || lt.warmup.is_some() || compute.is_some() {
-        let rule = match (lt.ready, lt.warmup, compute) {
-            (Some(_), _, _) => "the runner was ready and no request had finished: the first request's compute",
-            (None, Some(_), _) => "the load-time warm-up had begun: the first compute on the model",
-            _ => "the crashing stack is in graph compute and no request had finished",
+    if let Some(l) = ev.k_shift {
+        // ggml aborts when the KV cache must shift and the model cannot (L src/llama-kv-cache.cpp:877): the context
+        // filled up while tokens were being generated.
+        return (
+            Phase::Decode,
+            format!("the KV cache needed a K-shift (line {l}): the context was full, the request was generating"),
+            vec![l],
+        );
+    }
+    if lt.request_done.is_some() || lt.prompt_done.is_some() {
+        let rule = match lt.request_done {
+            Some(r) => format!("a request had finished in this runner before the crash (line {r})"),
+            None => "the current request had finished its prompt and was generating".to_string(),
         };
-        return (Phase::FirstCompute, rule.into(), lines(&[lt.ready, lt.warmup, compute]));
+        return (Phase::Decode, rule, lines(&[lt.request_done, lt.prompt_done]));
+    }
+    let compute = stack_has(ev.frames, COMPUTE_FUNCTIONS).or(ev.compute_line);
+    let load_only = lt
+        .load_only
+        .map(|l| format!("; the answer at line {l} was the load-only request Ollama's CLI sends when a model starts (same second, about the start time), no computation"))
+        .unwrap_or_default();
+    if lt.ready.is_some() || lt.warmup.is_some() {
+        let rule = match (lt.ready, lt.warmup) {
+            (Some(r), _) => format!(
+                "the runner was ready (line {r}) and no request had finished since: the first request's compute{load_only}"
+            ),
+            _ => "the load-time warm-up had begun: the first compute on the model".to_string(),
+        };
+        return (Phase::FirstCompute, rule, lines(&[lt.ready, lt.warmup, lt.load_only, compute]));
+    }
+    if let Some(c) = compute {
+        if let Some(l) = lt.loading {
+            return (
+                Phase::FirstCompute,
+                format!("the crash is in graph compute (line {c}) and the log shows the model load (line {l}) with no request finished since: the first compute on the model"),
+                vec![l, c],
+            );
+        }
+        // The log begins after the runner loaded (a fragment, or a paste that starts mid-backtrace): the lines
+        // that would tell a first compute from a later request are not in it.
+        let maybe = lt
+            .maybe_load_only
+            .map(|l| {
+                format!(" (the answer at line {l} may be the load-only request Ollama's CLI sends when a model starts)")
+            })
+            .unwrap_or_default();
+        return (
+            Phase::Unknown,
+            format!("the crash is in graph compute (line {c}), but the log begins after the runner loaded: whether a request had finished before it cannot be told{maybe}"),
+            lines(&[lt.maybe_load_only, Some(c)]),
+        );
     }
     if lt.loading.is_some() {
         return (Phase::Load, "model loading had begun and the runner was not ready".into(), lines(&[lt.loading]));
     }
     (Phase::Unknown, "the log shows no runner milestones and no stack that tells the phase".into(), vec![])
+}
+
+/// How much a cause line tells about what failed: the most specific one names a crash (an assertion or the GPU
+/// runtime's error string before ggml's generic `abort at ggml-cuda.cu:97: CUDA error`).
+fn cause_rank(kind: &str) -> u8 {
+    match kind {
+        "ggml_assert" => 0,
+        "gpu_error" | "blas_error" | "device_lost" => 1,
+        "out_of_memory" | "cpp_terminate" | "load_error" | "go_fatal" | "discovery_failure" => 2,
+        "abort" => 4,
+        "op_failed" | "gpu_error_location" => 5,
+        _ => 3,
+    }
+}
+
+/// Functions of a GPU error's location that name the op (`ggml_cuda_op_mul_mat_cublas`), not the dispatcher or a
+/// synchronisation (`ggml_cuda_compute_forward`, `ggml_backend_cuda_synchronize`).
+fn is_op_function(function: &[u8]) -> bool {
+    [&b"ggml_cuda_op_"[..], b"ggml_cuda_mul_mat", b"ggml_cuda_flash_attn"].iter().any(|p| function.starts_with(p))
 }
 
 fn signature_of(c: &Crash) -> Signature {
@@ -1244,13 +1719,16 @@ fn signature_of(c: &Crash) -> Signature {
             parts.push("signal in cgo".into());
         }
     }
-    // The first cause that names the failure (not a consequence line).
-    if let Some(cause) = c.causes.first() {
+    // The cause that names the failure best (the error string, not ggml's generic abort), then the op that ran.
+    if let Some(cause) = c.causes.iter().enumerate().min_by_key(|(i, x)| (cause_rank(x.kind), *i)).map(|(_, x)| x) {
         parts.push(signature::normalise_text(&cause.text));
     } else if parts.is_empty() {
         if let Some(first) = c.consequences.first() {
             parts.push(signature::normalise_text(&first.text));
         }
+    }
+    if let Some(op) = &c.op {
+        parts.push(format!("op {}", op.value));
     }
     let go: Vec<String> = c
         .frames
@@ -1268,6 +1746,26 @@ fn signature_of(c: &Crash) -> Signature {
     }
     let text = parts.join(" | ");
     Signature { id: signature::id_of(&text), text, frames }
+}
+
+/// A signal name a pager cut (`signal: illegal ins>`, `less` marks a cut line with `>`): which name it begins.
+fn cut_signal_note(error: &[u8]) -> String {
+    const NAMES: [&str; 6] =
+        ["segmentation fault", "illegal instruction", "aborted", "bus error", "floating point exception", "killed"];
+    let Some(cut) = error.strip_suffix(b">") else { return String::new() };
+    let Some(at) = find_bytes(cut, b"signal: ") else { return String::new() };
+    let head = String::from_utf8_lossy(&cut[at + 8..]).into_owned();
+    match NAMES.iter().find(|n| head.len() >= 3 && n.starts_with(head.as_str()) && n.len() > head.len()) {
+        Some(name) => format!(" (the line is cut; the signal's name begins as {name} does)"),
+        None => String::new(),
+    }
+}
+
+/// `model load (ollama-new-engine): GPULayers 37`.
+fn milestone_summary(index: u16, number: Option<u32>) -> String {
+    let Some(m) = crate::milestones::table().get(index) else { return "milestone".into() };
+    let number = number.map(|n| format!(": {} {n}", m.number_after.as_deref().unwrap_or("").trim_end_matches(':')));
+    format!("{} ({}){}", m.meaning.label(), m.era, number.unwrap_or_default())
 }
 
 /// A one-line description of an event for the timeline.
@@ -1415,6 +1913,7 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
             let at = if file.is_empty() { String::new() } else { format!(" at {}:{line}", t(file)) };
             format!("GGML_ASSERT({}) failed{at}", t(condition))
         }
+        Abort { file: b"", message, .. } => format!("abort: {}", t(message)),
         Abort { file, line, message } => format!("abort at {}:{line}: {}", t(file), t(message)),
         GpuError { api, message } => format!("{} error: {}", t(api), t(message)),
         GpuErrorLocation { device, function, file, line } => format!(
@@ -1430,10 +1929,13 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
         PostPredictError { error } => {
             format!("post predict failed{}", error.map(|e| format!(": {}", t(e))).unwrap_or_default())
         }
-        RunnerTerminated { error } => format!("runner terminated: {}", t(error)),
+        RunnerTerminated { error } => format!("runner terminated: {}{}", t(error), cut_signal_note(error)),
         LoadError { error } => format!("model load failed: {}", t(error)),
         CompletionError { message } => format!("completion failed: {}", t(message)),
         Diagnostic { level, msg } => format!("{}: {}", t(level), t(msg)),
+        Milestone { index, number } => milestone_summary(index, number),
+        OpFailed { op } => format!("op {} failed on the GPU", t(op)),
+        InstructionBytes { bytes } => format!("instruction bytes at PC: {}", t(bytes)),
         Goroutine { id, state } => format!("goroutine {id} [{}]", t(state)),
         GoFrame { function } => t(function),
         GoFrameSource { file, line } => format!("{}:{line}", t(file)),

@@ -73,6 +73,9 @@ static MARKERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
             "unable to allocate",
             "failed to allocate",
             "process has terminated",
+            "runner exited with error",
+            "error starting llama runner",
+            "Assertion `",
             "unexpectedly stopped",
             "POST predict",
             "post predict",
@@ -176,12 +179,16 @@ pub fn classify<'a>(msg: &'a [u8], ctx: &mut Context) -> Classified<'a> {
         return c;
     }
     if msg.starts_with(b"time=") {
-        return slog_line(msg);
+        let mut c = slog_line(msg);
+        if matches!(c.kind, EventKind::Other) {
+            c.kind = milestone(msg);
+        }
+        return c;
     }
     if let Some(rest) = msg.strip_prefix(b"[GIN] ") {
         return gin(rest);
     }
-    let kind = structured(msg).unwrap_or(EventKind::Other);
+    let kind = structured(msg).unwrap_or_else(|| milestone(msg));
     if matches!(kind, EventKind::Goroutine { .. }) {
         ctx.in_go_trace = true;
     }
@@ -189,6 +196,19 @@ pub fn classify<'a>(msg: &'a [u8], ctx: &mut Context) -> Classified<'a> {
         ctx.in_native_trace = true;
     }
     Classified::plain(kind)
+}
+
+/// How far into a line a milestone is looked for: every era's milestone text starts within its first few hundred
+/// bytes (after a slog `time=… level=… source=… msg=`, a Go log date, a 2024 server's `INFO [function]`), and the
+/// long lines no rule claims (configuration dumps, command lines) need not be searched to their end.
+const MILESTONE_WINDOW: usize = 384;
+
+/// A line no typed rule claimed: a milestone of the era table, or `Other`.
+fn milestone(msg: &[u8]) -> EventKind<'_> {
+    match crate::milestones::table().find(&msg[..msg.len().min(MILESTONE_WINDOW)]) {
+        Some((index, number)) => EventKind::Milestone { index, number },
+        None => EventKind::Other,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -399,11 +419,26 @@ fn slog_message<'a>(line: &'a [u8], msg: &'a [u8], level: &'a [u8]) -> Option<Ev
         b"llama runner terminated" | b"llama-server terminated" => {
             EventKind::RunnerTerminated { error: get(b"error").unwrap_or_default() }
         }
+        // O `llm/llama_server.go` (v0.30+): the runner died while loading.
+        b"Load failed" | b"load failed" => EventKind::LoadError { error: get(b"error").unwrap_or(msg) },
         b"error loading llama server" | b"error loading llama-server" | b"error loading model" => {
             EventKind::LoadError { error: get(b"error").unwrap_or_default() }
         }
         b"llama-server completion error" | b"completion error" => {
             EventKind::CompletionError { message: get(b"error").unwrap_or(msg) }
+        }
+        // Devices current Ollama drops with its own checks (O `discover/amd.go:470`,
+        // `discover/llama_server.go:299`, `discover/runner.go:190`).
+        b"dropping ROCm device \xe2\x80\x94 no rocblas support for gfx target" => {
+            EventKind::UnsupportedGpu { gpu: get(b"gfx_target"), supported: get(b"supported"), message: msg }
+        }
+        b"skipping CUDA device \xe2\x80\x94 compute capability not in compiled architectures" => {
+            EventKind::UnsupportedGpu { gpu: get(b"cc"), supported: get(b"archs"), message: msg }
+        }
+        // O24 `discover/gpu.go` (v0.5.0 `discover/gpu.go:386`): no GPU left after discovery's checks.
+        b"no compatible GPUs were discovered" => EventKind::UnsupportedGpu { gpu: None, supported: None, message: msg },
+        b"removing unsupported or overlapping GPU combination" => {
+            EventKind::UnsupportedGpu { gpu: get(b"compute"), supported: None, message: msg }
         }
         b"enabling flash attention" => EventKind::FlashAttention { setting: b"enabled" },
         b"compute graph" => {
@@ -440,6 +475,15 @@ fn slog_message_text<'a>(line: &'a [u8], msg: &'a [u8], level: &'a [u8]) -> Opti
         msg.strip_prefix(b"llama runner started in ").or_else(|| msg.strip_prefix(b"llama-server started in "))
     {
         return Some(EventKind::RunnerStarted { seconds: leading_f64(rest)?.0 });
+    }
+    // The server's memory plan: `msg="offload to cpu" layers.model=25 layers.offload=0` (v0.5.0 `llm/memory.go:356-366`:
+    // "offload to " + the library), `msg=offload library=cuda …` later; the runner's own offload line follows and wins.
+    if msg == b"offload" || msg.starts_with(b"offload to ") {
+        let model = get(b"layers.model").and_then(|v| leading_u32(v)).map(|x| x.0);
+        let offload = get(b"layers.offload").and_then(|v| leading_u32(v)).map(|x| x.0);
+        if let (Some(offloaded), Some(total)) = (offload, model) {
+            return Some(EventKind::LayersOffloaded { offloaded, total });
+        }
     }
     let marked = MARKERS.is_match(msg);
     if let Some((offloaded, total)) = if marked { offloaded(msg) } else { None } {
@@ -527,7 +571,8 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
         b'E' => {
             if let Some(rest) = msg.strip_prefix(b"Exception 0x") {
                 let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
-                return Some(EventKind::Signal { signal: &msg[..10 + end], description: trim(&rest[end..]) });
+                // `Exception 0x` is 12 bytes: the code follows it whole (`Exception 0xc0000005`).
+                return Some(EventKind::Signal { signal: &msg[..12 + end], description: trim(&rest[end..]) });
             }
         }
         b'g' => {
@@ -541,6 +586,16 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
             }
         }
         _ => {}
+    }
+    if let Some(bytes) = msg.strip_prefix(b"instruction bytes:") {
+        return Some(EventKind::InstructionBytes { bytes: trim(bytes) });
+    }
+    // glibc frames of a library found through the loader path, without a directory:
+    // `libggml-base.so(sym+0x1e)[0x7f…]`.
+    if msg.ends_with(b"]") && find(msg, b".so(").is_some() {
+        if let Some(frame) = native_frame(msg) {
+            return Some(EventKind::NativeFrame(frame));
+        }
     }
     if let Some(rest) = msg.strip_prefix(b"signal arrived during ") {
         if rest.starts_with(b"cgo execution") || rest.starts_with(b"external code execution") {
@@ -562,6 +617,14 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
         let exception = trim(rest).trim_ascii();
         let exception = exception.strip_prefix(b"'").and_then(|e| e.strip_suffix(b"'")).unwrap_or(exception);
         return Some(EventKind::CppTerminate { exception });
+    }
+    // The 2023 form: `CUDA error 3 at …/ggml-cuda.cu:5661: initialization error` (the code, the place, the text).
+    if let Some(rest) = msg.strip_prefix(b"CUDA error ").filter(|r| r.first().is_some_and(u8::is_ascii_digit)) {
+        if let Some(at) = find(rest, b" at ") {
+            let place = &rest[at + 4..];
+            let message = colon_space(place).map_or(place, |i| &place[i + 2..]);
+            return Some(EventKind::GpuError { api: b"CUDA", message: trim(message) });
+        }
     }
     // `CUDA error: …`, `rocBLAS error: …`: one word, then ` error: `.
     let first_space = memchr::memchr(b' ', &msg[..msg.len().min(12)]);
@@ -718,6 +781,10 @@ fn runner_failure(message: &[u8]) -> Option<EventKind<'_>> {
     if find(message, b"process has terminated").is_some() {
         return Some(EventKind::RunnerTerminated { error: message });
     }
+    // The 2023 runner (`llama.go`): `llama runner exited with error: signal: illegal instruction`.
+    if let Some(error) = after(message, b"llama runner exited with error: ") {
+        return Some(EventKind::RunnerTerminated { error });
+    }
     if find(message, b"unexpectedly stopped").is_some() {
         return Some(EventKind::CompletionError { message });
     }
@@ -757,7 +824,7 @@ fn llama_server_slot(body: &[u8]) -> Option<EventKind<'_>> {
     if text.starts_with(b"processing task") {
         return Some(EventKind::RequestStarted { task });
     }
-    if text.starts_with(b"prompt done") {
+    if text.starts_with(b"prompt done") || text.starts_with(b"prompt processing done") {
         return Some(EventKind::PromptDone { task });
     }
     if text.starts_with(b"stop processing") {
@@ -864,6 +931,11 @@ fn tagged<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
             }
         }
         b"llama_perf_context_print" => return timing(text),
+        b"ggml_cuda_compute_forward" => {
+            if let Some(op) = text.strip_suffix(b" failed") {
+                return Some(EventKind::OpFailed { op: trim(op) });
+            }
+        }
         b"main" if text.starts_with(b"server is listening on") || text.starts_with(b"model loaded") => {
             return Some(EventKind::ServerReady);
         }
@@ -1081,6 +1153,30 @@ fn anywhere<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
     if msg.starts_with(b"Segmentation fault") || msg.starts_with(b"Aborted") {
         return Some(EventKind::ProcessCrash { message: trim(msg) });
     }
+    // The shell's report of a child killed by a signal: `zsh: abort      ./run-server`, `zsh: segmentation fault …`.
+    if let Some(rest) = msg.strip_prefix(b"zsh: ") {
+        const SIGNALS: &[&[u8]] = &[b"abort", b"segmentation fault", b"illegal hardware instruction", b"bus error"];
+        if SIGNALS.iter().any(|s| rest.starts_with(s)) {
+            return Some(EventKind::ProcessCrash { message: trim(msg) });
+        }
+    }
+    // gdb attached to the process: ggml's backtrace printer does that from ggml_abort and from its uncaught-exception
+    // handler (L ggml/src/ggml.c:194-226, :253-269), both on the way to abort().
+    if msg.starts_with(b"[Inferior ") && msg.ends_with(b" detached]") {
+        return Some(EventKind::Abort { file: b"", line: 0, message: trim(msg) });
+    }
+    // glibc's heap checks abort the process with one of these (malloc/malloc.c `malloc_printerr` messages).
+    const HEAP_ABORTS: &[&[u8]] = &[
+        b"free(): ",
+        b"double free or corruption",
+        b"malloc(): ",
+        b"munmap_chunk(): ",
+        b"corrupted size vs. prev_size",
+        b"realloc(): ",
+    ];
+    if HEAP_ABORTS.iter().any(|p| msg.starts_with(p)) {
+        return Some(EventKind::ProcessCrash { message: trim(msg) });
+    }
     if !marked.get() {
         return None;
     }
@@ -1092,12 +1188,27 @@ fn anywhere<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
     if find(msg, b"ErrorDeviceLost").is_some() || find(msg, b"VK_ERROR_DEVICE_LOST").is_some() {
         return Some(EventKind::DeviceLost { message: trim(msg) });
     }
+    // glibc's assert(): `prog: file.cpp:1094: func: Assertion `found' failed.`
+    if let Some(at) = find(msg, b": Assertion `") {
+        let cond = &msg[at + 13..];
+        let end = cond.iter().rposition(|&b| b == b'\'').unwrap_or(cond.len());
+        return Some(EventKind::GgmlAssert { file: b"", line: 0, condition: &cond[..end] });
+    }
+    // A pinned-memory failure is a warning: llama.cpp falls back to pageable host memory and goes on
+    // (L ggml/src/ggml-cuda/ggml-cuda.cu ggml_cuda_host_malloc).
+    if find(msg, b"of pinned memory").is_some() {
+        return None;
+    }
     if find(msg, b"out of memory").is_some()
         || find(msg, b"ErrorOutOfDeviceMemory").is_some()
         || find(msg, b"unable to allocate").is_some()
         || find(msg, b"failed to allocate").is_some()
     {
         return Some(EventKind::OutOfMemory { message: trim(msg) });
+    }
+    // The 2023 runner (v0.1.17 llm/llama.go:459): `error starting llama runner: …` — it died before it was ready.
+    if let Some(error) = after(msg, b"error starting llama runner: ") {
+        return Some(EventKind::LoadError { error });
     }
     if let Some(kind) = runner_failure(msg) {
         return Some(kind);

@@ -345,6 +345,21 @@ pub enum EventKind<'a> {
     CompletionError {
         message: Text<'a>,
     },
+    /// A line that holds a pattern of the milestone table ([`crate::milestones`]): `index` is its row,
+    /// `number` the number read after the row's `number_after` (the GPU layers of an allocation attempt).
+    Milestone {
+        index: u16,
+        number: Option<u32>,
+    },
+    /// ggml's CUDA/ROCm dispatcher names the op whose kernel failed: `ggml_cuda_compute_forward: MUL_MAT
+    /// failed` (L `ggml/src/ggml-cuda/ggml-cuda.cu:2480`).
+    OpFailed {
+        op: Text<'a>,
+    },
+    /// The Go runtime's dump of the bytes at the faulting PC after a SIGILL: `instruction bytes: 0x62 0xf2 …`.
+    InstructionBytes {
+        bytes: Text<'a>,
+    },
     /// An Ollama slog line at WARN or ERROR that no other rule names.
     Diagnostic {
         level: Text<'a>,
@@ -356,7 +371,7 @@ pub enum EventKind<'a> {
 
 impl EventKind<'_> {
     /// Stable snake_case names of the kinds, in [`EventKind::index`] order.
-    pub const NAMES: [&'static str; 50] = [
+    pub const NAMES: [&'static str; 53] = [
         "backend_loaded",
         "devices_found",
         "gpu_device",
@@ -405,6 +420,9 @@ impl EventKind<'_> {
         "runner_terminated",
         "load_error",
         "completion_error",
+        "milestone",
+        "op_failed",
+        "instruction_bytes",
         "diagnostic",
         "other",
     ];
@@ -461,8 +479,11 @@ impl EventKind<'_> {
             RunnerTerminated { .. } => 45,
             LoadError { .. } => 46,
             CompletionError { .. } => 47,
-            Diagnostic { .. } => 48,
-            Other => 49,
+            Milestone { .. } => 48,
+            OpFailed { .. } => 49,
+            InstructionBytes { .. } => 50,
+            Diagnostic { .. } => 51,
+            Other => 52,
         }
     }
 
@@ -493,6 +514,7 @@ impl EventKind<'_> {
                 | RunnerTerminated { .. }
                 | LoadError { .. }
                 | CompletionError { .. }
+                | OpFailed { .. }
         )
     }
 

@@ -46,10 +46,13 @@ fn ollama_gfx803_sigsegv_during_load() {
         kinds(&r),
         vec![
             (1, "runner_starting"),
+            (3, "milestone"),
+            (5, "milestone"),
             (8, "devices_found"),
             (9, "gpu_device"),
             (10, "backend_loaded"),
             (11, "backend_loaded"),
+            (31, "milestone"),
             (35, "layers_offloaded"),
             (36, "buffer_size"),
             (37, "buffer_size"),
@@ -86,15 +89,18 @@ fn ollama_gfx803_sigsegv_during_load() {
 }
 
 #[test]
-fn ollama_rocm_sigsegv_during_decode() {
+fn ollama_rocm_sigsegv_after_a_generate_answer() {
     // ollama/ollama#12106: a generate request answers 200 at 10:25:21, six seconds later the runner
     // segfaults (addr=0x28) in llama_decode.
     let r = report("ollama-12106-rocm-decode-sigsegv.log");
     assert_eq!(r.flavor, "ollama");
     assert_eq!(r.clock, Some(logs::time::Clock::Journal));
     let c = only_crash(&r);
-    assert_eq!(c.phase, Phase::Decode, "{}", c.phase_rule);
-    assert_eq!(c.phase_lines, vec![1]);
+    // The fragment begins with that 200: without the runner's ready line it cannot be told from the load-only
+    // `/api/generate` that `ollama run` sends when the model starts (O24 cmd/cmd.go:469-517, server/routes.go:429),
+    // so whether a computation had finished before the crash is unknown (issue 16: never a wrong Inferred).
+    assert_eq!(c.phase, Phase::Unknown, "{}", c.phase_rule);
+    assert_eq!(c.phase_lines, vec![1, 8]);
     assert!(close(c.t.unwrap(), 6.0));
     let s = c.signal.as_ref().unwrap();
     assert_eq!(
@@ -115,7 +121,8 @@ fn ollama_assert_then_sigsegv_in_first_compute() {
     let c = only_crash(&r);
     assert_eq!(c.phase, Phase::FirstCompute, "{}", c.phase_rule);
     assert_eq!(c.phase_lines, vec![17, 27], "runner started, and the llama_decode frame");
-    assert_eq!(c.causes.iter().map(|x| x.line).collect::<Vec<_>>(), vec![18, 19]);
+    // The same assertion printed twice (two threads) is one cause counted twice.
+    assert_eq!(c.causes.iter().map(|x| (x.line, x.count)).collect::<Vec<_>>(), vec![(18, 2)]);
     assert_eq!(
         c.signature.text,
         "SIGSEGV | GGML_ASSERT(i01 >= 0 && i01 < ne01) failed at ggml-cpu.c:8456 | llama._Cfunc_llama_decode > \
@@ -374,7 +381,11 @@ fn compose_prefix_of_any_length_changes_nothing() {
     let log = compose_prefixed(&data("ollama-12106-rocm-decode-sigsegv.log"), prefixes[0]);
     let r = analyze_bytes(&log, Limits::default()).unwrap();
     let c = only_crash(&r);
-    assert_eq!((c.line, c.phase, c.signature.text.as_str()), (2, Phase::Decode, "SIGSEGV | llama._Cfunc_llama_decode"));
+    // Phase unknown: the 200 may be the CLI's load-only request (see ollama_rocm_sigsegv_after_a_generate_answer).
+    assert_eq!(
+        (c.line, c.phase, c.signature.text.as_str()),
+        (2, Phase::Unknown, "SIGSEGV | llama._Cfunc_llama_decode")
+    );
     assert!(close(c.t.unwrap(), 6.0));
 }
 

@@ -1,0 +1,253 @@
+//! Where the model ran, as the log tells it: the backends (from library paths such as `cuda_v13/`, `rocm_v5/`,
+//! `libggml-vulkan`, `libggml-hip`, from device initialisation, from the op or the runtime that failed), the GPUs
+//! the runtime dropped and why, whether the model was served on the CPU and because of what, and the facts that
+//! contradict each other (the offload line says N/N while every model buffer is on the CPU).
+//!
+//! [`Placement`] is filled line by line from typed events (bounded lists) and judged once at the end
+//! ([`Placement::judge`]) from the offload and buffer facts.
+
+use serde::Serialize;
+
+use crate::analysis::{Buffer, Offload};
+use crate::event::BufferKind;
+
+/// A backend the log shows, and how it shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BackendSeen {
+    /// `CUDA`, `ROCm`, `Vulkan`, `Metal`, `CPU`, or `CUDA/ROCm` where ggml's shared CUDA/HIP code does not say which.
+    pub backend: String,
+    /// How: `library path`, `device initialisation`, `inference compute`, `failing op`, `GPU runtime error`…
+    pub how: String,
+    /// The path or text that tells it.
+    pub evidence: String,
+    pub line: u64,
+}
+
+/// A GPU the runtime found and did not use.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FilteredGpu {
+    /// The GPU as the line names it (`gfx1031`, a compute capability `6.1`, a device name), when it does.
+    pub gpu: Option<String>,
+    /// The line's reason, as written (`dropping ROCm device — no rocblas support for gfx target`).
+    pub reason: String,
+    /// What the build supports, when the line says (`[gfx1030 gfx1100]`, `750,800,860`).
+    pub supported: Option<String>,
+    pub line: u64,
+}
+
+/// A line a verdict rests on, with what it says.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Reason {
+    pub text: String,
+    pub line: u64,
+}
+
+/// The model was served on the CPU: the lines that show it, and those that say why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CpuServed {
+    pub shown_by: Vec<Reason>,
+    /// Discovery failures and dropped GPUs (empty: the log does not say why).
+    pub because: Vec<Reason>,
+}
+
+/// Facts that cannot all be true.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Contradiction {
+    pub text: String,
+    pub lines: Vec<u64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Placement {
+    pub backends: Vec<BackendSeen>,
+    pub filtered_gpus: Vec<FilteredGpu>,
+    /// GPU-discovery failures (they can leave the runtime without a GPU).
+    pub discovery_failures: Vec<Reason>,
+    /// Ollama's `inference compute` said `library=cpu`.
+    #[serde(skip)]
+    pub inference_cpu: Option<u64>,
+    pub cpu_served: Option<CpuServed>,
+    pub contradictions: Vec<Contradiction>,
+}
+
+/// The backend a library path or runner directory names (`…/cuda_v13/libggml-cuda.so`, `rocm_v5/`,
+/// `libggml-vulkan.so`, `ggml-hip.dll`), GPU backends before the CPU.
+pub fn backend_of_path(path: &str) -> Option<&'static str> {
+    let p = path.to_ascii_lowercase();
+    let has = |s: &str| p.contains(s);
+    if has("cuda_v") || has("ggml-cuda") || has("libcudart") || has("cuda_jetpack") {
+        Some("CUDA")
+    } else if has("rocm") || has("ggml-hip") || has("libhipblas") || has("librocblas") {
+        Some("ROCm")
+    } else if has("vulkan") {
+        Some("Vulkan")
+    } else if has("ggml-metal") || has("metal_") {
+        Some("Metal")
+    } else if has("cpu_avx") || has("ggml-cpu") || has("/cpu/") {
+        Some("CPU")
+    } else {
+        None
+    }
+}
+
+/// The backend a ggml device name belongs to (`CUDA0`, `ROCm1`, `Vulkan0`, `Metal`, `SYCL0`); host buffers
+/// (`CPU`, `CUDA_Host`) name none.
+pub fn backend_of_device(device: &str) -> Option<&'static str> {
+    let name = device.trim_end_matches(|c: char| c.is_ascii_digit());
+    if name.len() == device.len() && name != "Metal" {
+        return None;
+    }
+    match name {
+        "CUDA" => Some("CUDA"),
+        "ROCm" | "HIP" => Some("ROCm"),
+        "Vulkan" => Some("Vulkan"),
+        "Metal" | "MTL" => Some("Metal"),
+        "SYCL" => Some("SYCL"),
+        _ => None,
+    }
+}
+
+/// One spelling per backend (Ollama writes `library=cuda` in some releases, `CUDA` in others).
+fn canonical(backend: &str) -> String {
+    match backend.to_ascii_lowercase().as_str() {
+        "cuda" => "CUDA".into(),
+        "rocm" | "hip" => "ROCm".into(),
+        "vulkan" => "Vulkan".into(),
+        "metal" => "Metal".into(),
+        "cpu" => "CPU".into(),
+        _ => backend.to_string(),
+    }
+}
+
+/// Devices ggml names for host memory (`CPU`, `CPU_Mapped`, `CPU_REPACK`, `CPU_AARCH64`); pinned host buffers of
+/// a GPU backend (`CUDA_Host`) are host memory too but belong to a GPU run.
+pub fn is_cpu_device(device: &str) -> bool {
+    device == "CPU" || device.starts_with("CPU_") || device.eq_ignore_ascii_case("cpu")
+}
+
+impl Placement {
+    pub fn backend(&mut self, backend: &str, how: &str, evidence: String, line: u64, cap: usize) {
+        let backend = canonical(backend);
+        if self.backends.iter().any(|b| b.backend == backend && b.how == how) || self.backends.len() >= cap {
+            return;
+        }
+        self.backends.push(BackendSeen { backend, how: how.to_string(), evidence, line });
+    }
+
+    pub fn filtered(&mut self, gpu: FilteredGpu, cap: usize) {
+        let known = self.filtered_gpus.iter().any(|g| g.gpu == gpu.gpu && g.reason == gpu.reason);
+        if !known && self.filtered_gpus.len() < cap {
+            self.filtered_gpus.push(gpu);
+        }
+    }
+
+    /// Judge, from the facts gathered and the last offload and the model buffers, whether the model was served
+    /// on the CPU, and what contradicts what.
+    pub fn judge(&mut self, offload: Option<&Offload>, buffers: &[Buffer]) {
+        // ggml's CUDA code serves both NVIDIA and AMD (HIP): a line from it says "CUDA/ROCm" until another line of the
+        // log names one of the two.
+        let cuda = self.backends.iter().any(|b| b.backend == "CUDA");
+        let rocm = self.backends.iter().any(|b| b.backend == "ROCm");
+        if cuda != rocm {
+            let known = if cuda { "CUDA" } else { "ROCm" };
+            for b in self.backends.iter_mut().filter(|b| b.backend == "CUDA/ROCm") {
+                b.backend = known.to_string();
+            }
+        }
+        let model: Vec<&Buffer> = buffers.iter().filter(|b| b.kind == BufferKind::Model).collect();
+        let all_cpu = !model.is_empty() && model.iter().all(|b| is_cpu_device(&b.device));
+        let mut shown_by = Vec::new();
+        if let Some(o) = offload.filter(|o| o.offloaded == 0 && o.total > 0) {
+            shown_by.push(Reason { text: format!("offloaded 0/{} layers to GPU", o.total), line: o.line });
+        }
+        if all_cpu {
+            for b in &model {
+                shown_by.push(Reason { text: format!("{} model buffer {:.2} MiB", b.device, b.mib), line: b.line });
+            }
+        }
+        if let Some(line) = self.inference_cpu {
+            shown_by.push(Reason { text: "inference compute: library=cpu".into(), line });
+        }
+        if let Some(o) = offload.filter(|o| o.offloaded > 0 && all_cpu) {
+            let mut lines = vec![o.line];
+            lines.extend(model.iter().map(|b| b.line));
+            self.contradictions.push(Contradiction {
+                text: format!(
+                    "the offload line says {}/{} layers went to the GPU, but every model buffer is on the CPU ({})",
+                    o.offloaded,
+                    o.total,
+                    model.iter().map(|b| b.device.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+                lines,
+            });
+        }
+        if shown_by.is_empty() {
+            return;
+        }
+        let mut because: Vec<Reason> = self.discovery_failures.clone();
+        because.extend(self.filtered_gpus.iter().map(|g| Reason {
+            text: match &g.gpu {
+                Some(gpu) => format!("{gpu}: {}", g.reason),
+                None => g.reason.clone(),
+            },
+            line: g.line,
+        }));
+        self.cpu_served = Some(CpuServed { shown_by, because });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backends_from_paths() {
+        // Directory names of Ollama's bundles (O `discover/runner.go:67`: cuda_v12, cuda_v13, rocm_v7_2, vulkan),
+        // the ggml backend libraries (L `ggml/src/ggml-backend-reg.cpp`), and the 2024 runner dirs (rocm_v5).
+        assert_eq!(backend_of_path("/usr/lib/ollama/cuda_v13/libggml-cuda.so"), Some("CUDA"));
+        assert_eq!(backend_of_path("/tmp/ollama800487147/rocm_v5/libext_server.so"), Some("ROCm"));
+        assert_eq!(backend_of_path("C:\\Program Files\\Ollama\\lib\\ollama\\ggml-hip.dll"), Some("ROCm"));
+        assert_eq!(backend_of_path("/app/libggml-vulkan.so"), Some("Vulkan"));
+        assert_eq!(backend_of_path("/usr/lib/ollama/libggml-cpu-haswell.so"), Some("CPU"));
+        assert_eq!(backend_of_path("/home/me/models/llama.gguf"), None);
+        // Buffer device names (L src/llama-model.cpp `… model buffer size`): the device, not host memory.
+        assert_eq!(backend_of_device("CUDA0"), Some("CUDA"));
+        assert_eq!(backend_of_device("ROCm1"), Some("ROCm"));
+        assert_eq!(backend_of_device("Vulkan0"), Some("Vulkan"));
+        assert_eq!(backend_of_device("CUDA_Host"), None);
+        assert_eq!(backend_of_device("CPU_Mapped"), None);
+    }
+
+    fn buffer(device: &str, line: u64) -> Buffer {
+        Buffer { device: device.into(), kind: BufferKind::Model, mib: 100.0, line }
+    }
+
+    #[test]
+    fn cpu_verdicts_and_contradictions() {
+        let mut p = Placement::default();
+        p.filtered(
+            FilteredGpu {
+                gpu: Some("gfx1031".into()),
+                reason: "removing unsupported or overlapping GPU combination".into(),
+                supported: None,
+                line: 3,
+            },
+            8,
+        );
+        p.judge(Some(&Offload { offloaded: 0, total: 33, line: 9 }), &[buffer("CPU_Mapped", 10)]);
+        let cpu = p.cpu_served.as_ref().unwrap();
+        assert_eq!(cpu.shown_by.iter().map(|r| r.line).collect::<Vec<_>>(), vec![9, 10]);
+        assert_eq!(cpu.because[0].line, 3);
+        assert!(p.contradictions.is_empty());
+
+        let mut p = Placement::default();
+        p.judge(Some(&Offload { offloaded: 33, total: 33, line: 9 }), &[buffer("CPU", 10)]);
+        assert_eq!(p.contradictions[0].lines, vec![9, 10]);
+        assert!(p.cpu_served.as_ref().unwrap().because.is_empty());
+
+        // A normal GPU run: the CPU keeps the embeddings next to the GPU's weights.
+        let mut p = Placement::default();
+        p.judge(Some(&Offload { offloaded: 33, total: 33, line: 9 }), &[buffer("CPU_Mapped", 10), buffer("CUDA0", 11)]);
+        assert!(p.cpu_served.is_none() && p.contradictions.is_empty());
+    }
+}
