@@ -416,9 +416,7 @@ fn logs_corpus_is_well_formed() {
     }
 }
 
-// un-ignore at merge: today's logs code does not reach issue 16's thresholds yet; the logs rules branch does.
 #[test]
-#[ignore = "un-ignore at merge (issue 16 thresholds; run scripts/logs-corpus-score.sh for the table)"]
 fn logs_corpus_meets_issue_16_thresholds() {
     let scores: Vec<Score> = readings().iter().map(score).collect();
     let t = totals(&scores);

@@ -15,8 +15,8 @@ use std::path::Path;
 use super::logs::{processor, same_gpu, FactKind, LogEvidence};
 use super::{Layer, LayerRow, OllamaRelease, Status};
 use crate::evidence::{Confidence, Source};
-use crate::scan::coverage::DeviceArch;
-use crate::scan::ScanReport;
+use crate::gpucode::coverage::DeviceArch;
+use crate::gpucode::ScanReport;
 
 /// The first release with these checks, and the commit that brought them (llama-server as the runner).
 const FIRST_RELEASE: [u64; 3] = [0, 30, 0];

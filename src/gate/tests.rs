@@ -179,7 +179,7 @@ fn ollama_device_filter_predicted_from_the_install_tree() {
     let lib = dir.path().join("lib/ollama/rocm/rocblas/library");
     std::fs::create_dir_all(&lib).unwrap();
     std::fs::write(lib.join("TensileLibrary_lazy_gfx1030.dat"), b"x").unwrap();
-    let scan = crate::scan::scan(&ScanOptions { paths: vec![dir.path().to_path_buf()], ..Default::default() });
+    let scan = crate::gpucode::scan(&ScanOptions { paths: vec![dir.path().to_path_buf()], ..Default::default() });
     let ollama = OllamaRelease::from_option(None).unwrap();
     let judge = |arch: &str| {
         let inputs = Inputs { arch, scan: Some(&scan), logs: &[], records: None, ollama: &ollama, rocm: None };
