@@ -19,6 +19,7 @@ pub mod gpucode;
 pub mod inputs;
 pub mod kernels;
 pub mod knowledge;
+pub mod logfacts;
 pub mod logscmd;
 pub mod maps;
 pub mod output;

@@ -121,7 +121,7 @@ fn build(r: &Record, log: &Path, slice: Option<&Path>, report: &Report) -> CellT
             t: c.t.or_else(|| all.iter().filter_map(|e| e.t).reduce(f64::max)),
             line: c.line,
             kind: "crash".into(),
-            summary: crate::logscmd::crash_what(c),
+            summary: crate::logfacts::crash_what(c),
             alarm: true,
         });
     }
@@ -150,7 +150,7 @@ fn build(r: &Record, log: &Path, slice: Option<&Path>, report: &Report) -> CellT
             line: c.line,
             t: c.t,
             t_bounds: c.t_bounds,
-            what: crate::logscmd::crash_what(c),
+            what: crate::logfacts::crash_what(c),
             phase: c.phase.label().to_string(),
             phase_rule: c.phase_rule.clone(),
             signature: c.signature.id.clone(),

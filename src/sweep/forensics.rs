@@ -145,7 +145,7 @@ pub fn point_claims(recs: &[&Record], base_id: &str, at: &str, endpoint: &str, r
         let mut claim =
             Claim::new(format!("{base_id}.crash_phase.{}", n + 1), confidence, statement).with_sources(sources);
         let name = sc.log.display().to_string();
-        crate::logscmd::fill_line_texts(std::slice::from_mut(&mut claim), &sc.log, &name);
+        crate::logfacts::fill_line_texts(std::slice::from_mut(&mut claim), &sc.log, &name);
         out.push(claim);
     }
     out
