@@ -267,7 +267,9 @@ pub fn compare(r: &VulkanReport, obs: &VkObservation) -> VkComparison {
                     let seen = if hits.is_empty() { "was not dispatched" } else { "was dispatched" };
                     (
                         Verdict::Unobserved,
-                        format!("undecided: split_k_reduce {seen}, which the rules cannot check without the core count"),
+                        format!(
+                            "undecided: split_k_reduce {seen}, which the rules cannot check without the core count"
+                        ),
                         hits.iter().map(|o| show(o)).collect(),
                     )
                 } else if !hits.is_empty() && hits.iter().any(shader_ok) {
