@@ -392,3 +392,20 @@ fn without_a_profile_or_a_recorded_core_count_split_k_is_undecided_not_contradic
         assert!(claim.is_some(), "{name}: an Unresolved claim for the split");
     }
 }
+
+/// The wrong device against the H200 traces: the gfx900 (GCN, wave64, RADV) profile predicts the Q4_K_M model's
+/// K-quant mat-vec shaders by its subgroup of 64 and is contradicted. (For F16 and Q8_0 it is not, in any case: the
+/// H200 ran both reduction variants of `mul_mat_vec_<type>_f32_f32` under that one debug name — `_subgroup` for
+/// M <= 8192 and `_subgroup_no_shmem` for the 32000-row output — so gfx900's `_subgroup_no_shmem` for every weight is
+/// among the shaders the name ran; the layer's pipelines do not say which weight ran which.)
+#[test]
+fn gfx900_profile_is_contradicted_by_the_h200_q4_k_m_traces() {
+    let weights = tinyllama_quantized("q4km");
+    for (case, prompt, decode) in [("p1", 1, 0), ("p8", 8, 0), ("p64", 64, 0), ("tg16", 0, 16)] {
+        let dir = h200_evidence().join("traces").join(format!("vkp-q4km-{case}.traces"));
+        let opts = h200_options(DeviceSource::Profile("gfx900-radv".into()), &dir, weights.clone(), prompt, decode);
+        let r = serde_json::to_value(backscope::predict::vulkan::run(&opts).unwrap()).unwrap();
+        assert!(r["comparison"]["contradicted"].as_u64().unwrap() > 0, "{case}: {:?}", verdicts(&r));
+        assert_eq!(r["device_decisions"][0]["value"], "AMD_GCN");
+    }
+}
