@@ -569,6 +569,12 @@ pub struct DeviceSummary {
     pub subgroup_size_max: u32,
     pub integer_dot: bool,
     pub cooperative_matrix: bool,
+    /// The shader cores as ggml-vulkan reads them (SMs, active CUs), and the extension that gave them; absent in
+    /// traces of layers that did not record them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shader_core_count: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shader_core_count_from: Option<String>,
     pub flags: BTreeMap<String, bool>,
 }
 
@@ -603,6 +609,8 @@ impl DeviceSummary {
                     subgroup_size_max: d.subgroup_size_max,
                     integer_dot: d.integer_dot,
                     cooperative_matrix: d.cooperative_matrix,
+                    shader_core_count: d.shader_core_count,
+                    shader_core_count_from: d.shader_core_count_from.clone(),
                     flags: d.flags.clone(),
                 });
             }

@@ -178,6 +178,8 @@ fn lavapipe_pipelines_confirm_every_prediction_for_the_traced_device() {
 fn tinyllama_f16() -> ModelWeights {
     let mut tensors = Vec::new();
     let w = |name: String, k: u64, n: u64, after_gather: bool| WeightTensor {
+        layer: name.strip_prefix("blk.").and_then(|r| r.split('.').next()).and_then(|l| l.parse().ok()),
+        head: name == "output.weight",
         name,
         ggml_type: "F16".into(),
         ne00: Some(k),
@@ -250,5 +252,160 @@ fn h100_vulkan_traces_confirm_the_predictions_for_their_device_record() {
             let gap = gap.expect("a capability-gap claim")["statement"].as_str().unwrap().to_string();
             assert!(gap.contains("GGML_VULKAN_COOPMAT2_GLSLC_SUPPORT") && gap.contains("MM-coopmat2 "), "{gap}");
         }
+    }
+}
+
+/// The H200 run's evidence (docs/validation/gpu-2026-11-26/vulkan-predict, from bench/gpu/validate_vulkan_predict.sh):
+/// the layer's traces of llama-bench on an H200 with NVIDIA's driver, written by a layer that did not yet record the
+/// shader core count, and llama-quantize's own log of the Q4_K_M and Q8_0 models it quantized.
+fn h200_evidence() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/validation/gpu-2026-11-26/vulkan-predict")
+}
+
+/// TinyLlama's weights with the types llama-quantize wrote for `model` (`q4km`, `q8`), read from its log
+/// (`[  9/ 201] blk.0.ffn_down.weight - [  5632,   2048, 1, 1], type = f16, converting to q6_K`); the log's shapes
+/// must be TinyLlama's.
+fn tinyllama_quantized(model: &str) -> ModelWeights {
+    let log = std::fs::read_to_string(h200_evidence().join("quantize.log")).unwrap();
+    let target = format!("tl-{model}.gguf'");
+    let section: Vec<&str> = log
+        .split("llama_quantize: quantizing ")
+        .find(|s| s.lines().next().is_some_and(|l| l.contains(&target)))
+        .unwrap_or_else(|| panic!("no llama-quantize section for {model}"))
+        .lines()
+        .collect();
+    let mut w = tinyllama_f16();
+    for t in &mut w.tensors {
+        let line = section
+            .iter()
+            .find(|l| l.split_whitespace().nth(3) == Some(t.name.as_str()))
+            .unwrap_or_else(|| panic!("{model}: {} not in llama-quantize's log", t.name));
+        let dims: Vec<u64> =
+            line.split(['[', ']']).nth(3).unwrap().split(',').map(|d| d.trim().parse().unwrap()).collect();
+        assert_eq!((Some(dims[0]), Some(dims[1])), (t.ne00, t.ne01), "{line}");
+        let ty = line.split("converting to ").nth(1).unwrap().split_whitespace().next().unwrap();
+        t.ggml_type = ty.to_ascii_uppercase();
+    }
+    w.source = format!("TinyLlama 1.1B shapes, {model} as llama-quantize wrote it");
+    w
+}
+
+fn opts_label(o: &VulkanOptions) -> &'static str {
+    match o.device {
+        DeviceSource::Profile(_) => "--device h200-nvidia",
+        DeviceSource::TraceDir(_) => "--device TRACE",
+    }
+}
+
+fn h200_options(device: DeviceSource, dir: &Path, weights: ModelWeights, prompt: u64, decode: u64) -> VulkanOptions {
+    VulkanOptions {
+        device,
+        library: Some(llama_bin().join("libggml-vulkan.so")),
+        weights: WeightSource::Weights(weights),
+        batch: Batch::PromptTokens(prompt),
+        decode_tokens: Some(decode),
+        ubatch: 512,
+        kv_type: "F16".into(),
+        flash_attn: FlashAttn::Auto,
+        explain: false,
+        observed: Some(ObservedSource::TraceDir(dir.to_path_buf())),
+    }
+}
+
+/// The H200 cases of the validation, F16, Q4_K_M and Q8_0 at 1, 8, 9, 64 and 512 prompt tokens and a 16-token
+/// decode: with the h200-nvidia profile (132 SMs) every prediction is confirmed by the pipelines the layer saw and
+/// none is unexplained; at 64 and 512 tokens ggml split K (the traces hold split_k_reduce dispatches) and the split
+/// is predicted. The traced device's name selects the same profile. The run's own ggml line says what the build
+/// lacks (`int dot: 0 | matrix cores: none`), as this repository's build does.
+#[test]
+fn h200_vulkan_traces_confirm_every_prediction_with_the_h200_profile() {
+    let devices = std::fs::read_to_string(h200_evidence().join("devices.txt")).unwrap();
+    let line = devices.lines().find(|l| l.contains("ggml_vulkan: 0 = ")).expect("the H200 run's ggml line");
+    assert!(line.contains("NVIDIA H200") && line.contains("int dot: 0") && line.contains("matrix cores: none"));
+    assert!(line.contains("shared memory: 49152"), "{line}");
+    for model in ["f16", "q4km", "q8"] {
+        let weights = if model == "f16" { tinyllama_f16() } else { tinyllama_quantized(model) };
+        for (case, prompt, decode) in
+            [("p1", 1, 0), ("p8", 8, 0), ("p9", 9, 0), ("p64", 64, 0), ("p512", 512, 0), ("tg16", 0, 16)]
+        {
+            let name = format!("vkp-{model}-{case}");
+            let dir = h200_evidence().join("traces").join(format!("{name}.traces"));
+            let ran_split = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|f| std::fs::read_to_string(f.unwrap().path()).unwrap())
+                .any(|t| t.contains("\"split_k_reduce\""));
+            assert_eq!(ran_split, prompt >= 64, "{name}: the trace's own split_k_reduce dispatches");
+            for device in [DeviceSource::Profile("h200-nvidia".into()), DeviceSource::TraceDir(dir.clone())] {
+                let opts = h200_options(device, &dir, weights.clone(), prompt, decode);
+                let r = serde_json::to_value(backscope::predict::vulkan::run(&opts).unwrap()).unwrap();
+                assert_all_confirmed(&r, &name);
+                eprintln!("{name} ({}): {} confirmed", opts_label(&opts), r["comparison"]["confirmed"]);
+                assert_eq!(r["device"]["profile"], "h200-nvidia", "{name}");
+                assert_eq!(r["device"]["shader_core_count_from"], "profile h200-nvidia", "{name}");
+                let split_items: Vec<_> =
+                    verdicts(&r).into_iter().filter(|(_, w, _)| w.starts_with("helper split_k")).collect();
+                assert_eq!(!split_items.is_empty(), ran_split, "{name}: {split_items:?}");
+                assert!(split_items.iter().all(|(_, w, _)| w == "helper split_k_reduce"), "{name}: {split_items:?}");
+            }
+        }
+    }
+}
+
+/// A device no profile matches, traced by a layer that did not record the shader core count (the H200 traces with
+/// the device renamed): whether ggml splits K is undecided, so the split_k_reduce the trace holds is neither
+/// unexplained nor a contradiction, and the item says why; the other predictions stay confirmed.
+#[test]
+fn without_a_profile_or_a_recorded_core_count_split_k_is_undecided_not_contradicted() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (model, prompt) in [("f16", 64), ("q4km", 512), ("q8", 64)] {
+        let name = format!("vkp-{model}-p{prompt}");
+        let from = h200_evidence().join("traces").join(format!("{name}.traces"));
+        let dir = tmp.path().join(&name);
+        std::fs::create_dir(&dir).unwrap();
+        for f in std::fs::read_dir(&from).unwrap() {
+            let f = f.unwrap();
+            let text = std::fs::read_to_string(f.path()).unwrap();
+            assert!(text.contains("\"name\":\"NVIDIA H200\"") && !text.contains("shader_core_count"));
+            std::fs::write(dir.join(f.file_name()), text.replace("\"NVIDIA H200\"", "\"NVIDIA Hopper (unprofiled)\""))
+                .unwrap();
+        }
+        let weights = if model == "f16" { tinyllama_f16() } else { tinyllama_quantized(model) };
+        let opts = h200_options(DeviceSource::TraceDir(dir.clone()), &dir, weights, prompt, 0);
+        let r = serde_json::to_value(backscope::predict::vulkan::run(&opts).unwrap()).unwrap();
+        let c = &r["comparison"];
+        assert_eq!(r["device"]["profile"], Value::Null, "{name}");
+        assert_eq!(c["contradicted"], 0, "{name}: {c}");
+        assert_eq!(c["unexplained"].as_array().unwrap().len(), 0, "{name}");
+        let assumed = r["device"]["assumed"].to_string();
+        assert!(assumed.contains("shader_core_count = 0"), "{assumed}");
+        let items = verdicts(&r);
+        let open: Vec<_> = items.iter().filter(|(_, _, v)| v != "Confirmed").collect();
+        assert!(!open.is_empty(), "{name}: the split is not confirmed without the count");
+        for (_, what, verdict) in &open {
+            assert!(what.starts_with("helper split_k_reduce (undecided: depends on the shader core count"), "{what}");
+            assert_eq!(verdict, "Unobserved", "{name}: {what}");
+        }
+        let claim =
+            r["claims"].as_array().unwrap().iter().find(|c| {
+                c["statement"].as_str().unwrap().contains("left undecided") && c["confidence"] == "Unresolved"
+            });
+        assert!(claim.is_some(), "{name}: an Unresolved claim for the split");
+    }
+}
+
+/// The wrong device against the H200 traces: the gfx900 (GCN, wave64, RADV) profile predicts the Q4_K_M model's
+/// K-quant mat-vec shaders by its subgroup of 64 and is contradicted. (For F16 and Q8_0 it is not, in any case: the
+/// H200 ran both reduction variants of `mul_mat_vec_<type>_f32_f32` under that one debug name — `_subgroup` for
+/// M <= 8192 and `_subgroup_no_shmem` for the 32000-row output — so gfx900's `_subgroup_no_shmem` for every weight is
+/// among the shaders the name ran; the layer's pipelines do not say which weight ran which.)
+#[test]
+fn gfx900_profile_is_contradicted_by_the_h200_q4_k_m_traces() {
+    let weights = tinyllama_quantized("q4km");
+    for (case, prompt, decode) in [("p1", 1, 0), ("p8", 8, 0), ("p64", 64, 0), ("tg16", 0, 16)] {
+        let dir = h200_evidence().join("traces").join(format!("vkp-q4km-{case}.traces"));
+        let opts = h200_options(DeviceSource::Profile("gfx900-radv".into()), &dir, weights.clone(), prompt, decode);
+        let r = serde_json::to_value(backscope::predict::vulkan::run(&opts).unwrap()).unwrap();
+        assert!(r["comparison"]["contradicted"].as_u64().unwrap() > 0, "{case}: {:?}", verdicts(&r));
+        assert_eq!(r["device_decisions"][0]["value"], "AMD_GCN");
     }
 }

@@ -128,6 +128,18 @@ fn vulkaninfo_reports_the_same_devices_with_and_without_the_layer() {
     let offered = |ext: &str| plain.lines().any(|l| l.trim_start().starts_with(&format!("{ext} ")));
     assert_eq!(device.integer_dot, offered("VK_KHR_shader_integer_dot_product"));
     assert_eq!(device.cooperative_matrix, offered("VK_KHR_cooperative_matrix"));
+    // ggml's shader core count: shaderSMCount or activeComputeUnitCount as vulkaninfo prints them, else none (0).
+    let expected = if offered("VK_NV_shader_sm_builtins") {
+        (value("shaderSMCount"), "VK_NV_shader_sm_builtins")
+    } else if offered("VK_AMD_shader_core_properties2") {
+        (value("activeComputeUnitCount"), "VK_AMD_shader_core_properties2")
+    } else {
+        (Some("0".to_string()), "none")
+    };
+    assert_eq!(
+        (device.shader_core_count.map(|c| c.to_string()), device.shader_core_count_from.as_deref()),
+        (expected.0, Some(expected.1))
+    );
 }
 
 /// `nm` (binutils) lists the shader arrays of libggml-vulkan.so with their sizes: binfmt's reading must find the same.

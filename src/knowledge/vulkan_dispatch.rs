@@ -203,6 +203,8 @@ const DEVICE_DEFAULTS: &[(&str, Fact)] = &[
     ("shader_float8", Fact::Bool(false)),
     ("warps_per_sm", Fact::Int(0)),
     ("shader_core_count", Fact::Int(0)),
+    // False only where neither the trace's device record nor a profile gave the count: split-k is then undecided.
+    ("shader_core_count_known", Fact::Bool(true)),
     ("disable_f16_env", Fact::Bool(false)),
     ("disable_integer_dot_env", Fact::Bool(false)),
     ("mmvq_mode", Fact::Str(String::new())),
@@ -384,6 +386,9 @@ pub struct VkMatmulPrediction {
     pub dispatches_per_node: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub undecided: Option<String>,
+    /// Why whether ggml splits K (a `split_k_reduce` dispatch) is not decided: the shader core count is unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split_k_undecided: Option<String>,
     /// The decisions, table by table.
     pub path: Vec<Decision>,
 }
@@ -570,6 +575,10 @@ fn compose(
         (true, Some(tile)) => split_k(fact_int(facts, "shader_core_count"), tile, q),
         _ => 1,
     };
+    // N below the tile's columns never splits (5871), whatever the core count.
+    let split_k_undecided = (fact_str(facts, "split_k_possible") == "undecided"
+        && tile.is_some_and(|t| q.ne11 >= t.wg_n))
+    .then(|| SPLIT_K_UNDECIDED.to_string());
     if split > 1 {
         helpers.push("split_k_reduce".into());
     }
@@ -592,9 +601,14 @@ fn compose(
         helpers,
         dispatches_per_node: dispatches,
         undecided,
+        split_k_undecided,
         path,
     }
 }
+
+/// Why a split-k item is left open.
+pub const SPLIT_K_UNDECIDED: &str =
+    "depends on the shader core count, which the trace does not record (and no device profile gives)";
 
 /// One FLASH_ATTN_EXT node's pipeline family.
 pub fn attention(device: &Facts, tokens: u64, kv_type: &str) -> Result<(String, Vec<Decision>)> {

@@ -180,6 +180,28 @@ fn split_k_counts_tiles_against_shader_cores() {
     assert_eq!(matmul(&device("llvmpipe", bare_build()), &q("F16", 5632, 2048, 512)).unwrap().split_k, 1);
 }
 
+/// A traced device whose record carries no core count and that no profile matches: ggml's split (5871-5878) is
+/// left undecided wherever the count could matter, and decided where it cannot (K below 2048, N below the tile).
+#[test]
+fn split_k_is_undecided_without_a_core_count() {
+    let mut f = profile("h200-nvidia").unwrap().facts().unwrap();
+    f.insert("shader_core_count".into(), Fact::Int(0));
+    f.insert("shader_core_count_known".into(), Fact::Bool(false));
+    f.extend(bare_build());
+    let unknown = device_decisions(f).unwrap().0;
+    let p = matmul(&unknown, &q("F16", 5632, 2048, 512)).unwrap();
+    assert_eq!((p.split_k, p.helpers.len()), (1, 0));
+    assert_eq!(p.split_k_undecided.as_deref(), Some(SPLIT_K_UNDECIDED));
+    assert_eq!(rule_of(&p, "split_k_possible"), "core-count-unknown=undecided");
+    assert_eq!(matmul(&unknown, &q("F16", 2048 - 32, 2048, 512)).unwrap().split_k_undecided, None);
+    // One token is the vector path: no split whatever the count.
+    assert_eq!(matmul(&unknown, &q("F16", 5632, 2048, 1)).unwrap().split_k_undecided, None);
+    // The H200 profile's 132 SMs (NVIDIA H200 datasheet) decide it: ffn_down at 512 tokens splits as on the H100.
+    let h200 = device("h200-nvidia", bare_build());
+    let p = matmul(&h200, &q("F16", 5632, 2048, 512)).unwrap();
+    assert_eq!((p.split_k, p.split_k_undecided.as_deref()), (2, None));
+}
+
 /// MUL_MAT_ID: the per-token vector path up to 8 tokens (7911-7917), matmul_id above.
 #[test]
 fn mul_mat_id_is_per_token_up_to_eight_tokens() {

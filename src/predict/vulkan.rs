@@ -80,6 +80,8 @@ pub struct VkDeviceInfo {
     pub facts: Facts,
     /// Facts neither the trace nor a profile gave, at their assumed value.
     pub assumed: Vec<String>,
+    /// Where `shader_core_count` (split-k reads it) came from: the layer's record, a profile, or not known.
+    pub shader_core_count_from: String,
 }
 
 /// The build as predicted for.
@@ -174,7 +176,41 @@ fn driver_id(driver: &str) -> &'static str {
 }
 
 /// The facts a profile does not give and a trace record does not carry, with the value assumed.
-const TRACE_ASSUMED: &[(&str, Fact)] = &[("shared_memory", Fact::Int(32768)), ("shader_core_count", Fact::Int(0))];
+const TRACE_ASSUMED: &[(&str, Fact)] = &[("shared_memory", Fact::Int(32768))];
+
+/// ggml-vulkan's shader core count for a traced device: the layer's record (what the driver reported through the
+/// extension ggml reads) over a profile; unknown in traces of layers that did not record it, unless a profile gives
+/// it. Returns the count, whether it is known, and where it came from.
+fn shader_core_count(
+    d: &crate::tracecmd::DeviceSummary,
+    profile: Option<&vkd::DeviceProfile>,
+    profile_facts: &Facts,
+) -> (i64, bool, String) {
+    let from_profile = |p: &vkd::DeviceProfile| {
+        let n = profile_facts.get("shader_core_count").and_then(Fact::as_int).unwrap_or(0);
+        (n, true, format!("profile {}", p.id))
+    };
+    match (d.shader_core_count, d.shader_core_count_from.as_deref()) {
+        (Some(n), Some(ext)) if ext != "none" => {
+            (i64::from(n), true, format!("the layer's device record ({ext}, as ggml-vulkan.cpp:4226-4229 reads it)"))
+        }
+        // Neither extension offered: ggml's count is 0 (4232-4233), except on Intel, where it looks the device
+        // id up (4230-4231, ggml_vk_intel_shader_core_count), which only a profile says.
+        (Some(_), _) if d.vendor_id != INTEL_VENDOR_ID => (
+            0,
+            true,
+            "the layer's device record (no VK_NV_shader_sm_builtins or VK_AMD_shader_core_properties2: ggml counts \
+             0, ggml-vulkan.cpp:4232-4233)"
+                .into(),
+        ),
+        _ => match profile {
+            Some(p) => from_profile(p),
+            None => (0, false, "not known: the trace's device record does not carry it and no profile matches".into()),
+        },
+    }
+}
+
+const INTEL_VENDOR_ID: u32 = 0x8086;
 
 fn device_from_trace(dir: &Path) -> Result<(VkDeviceInfo, Facts, Vec<String>)> {
     let read = crate::trace::read_dir_folded(dir).with_context(|| format!("reading traces in {}", dir.display()))?;
@@ -203,6 +239,12 @@ fn device_from_trace(dir: &Path) -> Result<(VkDeviceInfo, Facts, Vec<String>)> {
             facts.insert(k.to_string(), v.clone());
             assumed.push(format!("{k} = {v}"));
         }
+    }
+    let (cores, cores_known, cores_from) = shader_core_count(d, profile, &facts);
+    facts.insert("shader_core_count".into(), Fact::Int(cores));
+    facts.insert("shader_core_count_known".into(), Fact::Bool(cores_known));
+    if !cores_known {
+        assumed.push(format!("shader_core_count = 0 ({}): whether ggml splits K is left undecided", cores_from));
     }
     let flag = |n: &str| d.flags.get(n).copied().unwrap_or(false);
     let int = |v: u32| Fact::Int(i64::from(v));
@@ -251,6 +293,7 @@ fn device_from_trace(dir: &Path) -> Result<(VkDeviceInfo, Facts, Vec<String>)> {
         },
         facts: BTreeMap::new(),
         assumed,
+        shader_core_count_from: cores_from,
     };
     Ok((info, facts, libraries))
 }
@@ -274,6 +317,7 @@ fn device_facts(src: &DeviceSource) -> Result<(VkDeviceInfo, Facts, Vec<String>)
                 source: p.source.clone(),
                 facts: BTreeMap::new(),
                 assumed: Vec::new(),
+                shader_core_count_from: format!("profile {}", p.id),
             };
             Ok((info, p.facts()?, Vec::new()))
         }
@@ -496,6 +540,9 @@ pub fn prediction_text(p: &VkMatmulPrediction) -> String {
     }
     if !p.helpers.is_empty() {
         s += &format!(" + {}", p.helpers.join(" + "));
+    }
+    if p.split_k_undecided.is_some() {
+        s += " + split_k_reduce if ggml splits K (undecided)";
     }
     if p.dispatches_per_node > 1 {
         s += &format!(", {} dispatches per node (one per token)", p.dispatches_per_node);

@@ -318,6 +318,14 @@ pub struct Device {
     pub integer_dot: bool,
     #[serde(default)]
     pub cooperative_matrix: bool,
+    /// The shader cores (SMs, active CUs) as ggml-vulkan reads them from the driver; `None` in traces of layers
+    /// that did not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shader_core_count: Option<u32>,
+    /// Where that count came from: `VK_NV_shader_sm_builtins`, `VK_AMD_shader_core_properties2`, or `none` (the
+    /// driver offers neither: ggml's count is 0, except on Intel, where ggml looks the device id up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shader_core_count_from: Option<String>,
     #[serde(default)]
     pub flags: std::collections::BTreeMap<String, bool>,
 }

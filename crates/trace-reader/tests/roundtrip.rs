@@ -140,6 +140,7 @@ fn the_end_and_truncated_records_and_vulkan_records_read_back() {
             subgroup_size_max: 64,
             integer_dot: false,
             cooperative_matrix: false,
+            shader_core_count: Some((64, "VK_AMD_shader_core_properties2")),
             flags: &[("subgroup_arithmetic", false), ("fp16", true)],
         },
     );
@@ -177,6 +178,10 @@ fn the_end_and_truncated_records_and_vulkan_records_read_back() {
     let d = &trace.devices[&0];
     assert_eq!((d.api.as_str(), d.driver.as_str(), d.vendor_id, d.subgroup_size_min), ("vulkan", "radv", 0x1002, 32));
     assert_eq!((d.api_version, d.integer_dot, d.flags["fp16"]), ([1, 3, 278], false, true));
+    assert_eq!(
+        (d.shader_core_count, d.shader_core_count_from.as_deref()),
+        (Some(64), Some("VK_AMD_shader_core_properties2"))
+    );
     let k = &trace.kernels[&1];
     assert_eq!((k.device, k.spirv_hash.as_deref(), k.local_size), (Some(0), Some("9f2c01aa"), Some([64, 1, 1])));
     assert_eq!(k.spirv_object.as_deref(), Some("/opt/llama/libggml-vulkan.so"));
@@ -341,6 +346,8 @@ fn vulkan_device_lost_and_crash_records_name_the_queues_last_dispatches() {
     assert_eq!(read.queues[0].dispatches[2].label.as_deref(), Some("ADD blk.0.ffn_inp \"x\""));
     assert_eq!(trace.crashes[0].queues, read.queues);
     assert!(trace.devices.contains_key(&0), "a device_lost record is not taken for a device record");
+    // A device record without the shader core count (layers before it was recorded) reads as not known.
+    assert_eq!((trace.devices[&0].shader_core_count, trace.devices[&0].shader_core_count_from.as_ref()), (None, None));
 
     let all = Aggregate::of([&trace], Range::All);
     let runs = &all.crashes[0].queues[0];

@@ -142,6 +142,8 @@ pub mod field {
     pub const SUBGROUP_SIZE_MAX: &str = "subgroup_size_max";
     pub const INTEGER_DOT: &str = "integer_dot";
     pub const COOPERATIVE_MATRIX: &str = "cooperative_matrix";
+    pub const SHADER_CORE_COUNT: &str = "shader_core_count";
+    pub const SHADER_CORE_COUNT_FROM: &str = "shader_core_count_from";
     pub const FLAGS: &str = "flags";
 }
 
@@ -603,6 +605,10 @@ pub struct Device<'a> {
     pub integer_dot: bool,
     /// `VK_KHR_cooperative_matrix` (or NVIDIA's) (ggml's `matrix cores`).
     pub cooperative_matrix: bool,
+    /// The shader cores (SMs, active CUs) the driver reports, where ggml-vulkan reads them; with the extension
+    /// it came from (`VK_NV_shader_sm_builtins`, `VK_AMD_shader_core_properties2`), or `none` with 0. `None`
+    /// leaves the fields out.
+    pub shader_core_count: Option<(u32, &'a str)>,
     /// Further yes/no facts by name (subgroup arithmetic, fp16, bf16 …).
     pub flags: &'a [(&'a str, bool)],
 }
@@ -617,6 +623,9 @@ pub fn device(out: &mut (impl Out + ?Sized), d: &Device<'_>) {
     o.u64(field::SUBGROUP_SIZE_MIN, d.subgroup_size_min.into())
         .u64(field::SUBGROUP_SIZE_MAX, d.subgroup_size_max.into());
     o.bool(field::INTEGER_DOT, d.integer_dot).bool(field::COOPERATIVE_MATRIX, d.cooperative_matrix);
+    if let Some((count, from)) = d.shader_core_count {
+        o.u64(field::SHADER_CORE_COUNT, count.into()).str(field::SHADER_CORE_COUNT_FROM, from);
+    }
     if !d.flags.is_empty() {
         let flags = o.key(field::FLAGS);
         let mut f = Obj::begin(&mut *flags);

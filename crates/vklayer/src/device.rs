@@ -1,6 +1,6 @@
 //! The facts about a physical device that ggml-vulkan chooses its shaders by, asked from the next link
 //! when a device is created: name, driver, vendor, subgroup sizes, integer dot product, cooperative
-//! matrices, FP16. ggml-vulkan's own start-up line (`int dot: … | matrix cores: …`) reports the same
+//! matrices, FP16, the shader core count (SMs, CUs) that ggml's split-k and tile choice read. ggml-vulkan's own start-up line (`int dot: … | matrix cores: …`) reports the same
 //! properties combined with what its shader compiler supported; the trace records what the device
 //! offers.
 //!
@@ -19,6 +19,10 @@ use crate::pipelines::DeviceFacts;
 const MAX_EXTENSIONS: u32 = 4096;
 
 pub const PIPELINE_EXECUTABLE_PROPERTIES: &CStr = c"VK_KHR_pipeline_executable_properties";
+
+/// The extensions ggml-vulkan reads its shader core count from (ggml-vulkan.cpp:4053-4056).
+const SM_BUILTINS: &str = "VK_NV_shader_sm_builtins";
+const AMD_CORE_PROPERTIES2: &str = "VK_AMD_shader_core_properties2";
 
 /// The extension names a physical device offers.
 ///
@@ -82,9 +86,24 @@ pub unsafe fn facts(inst: &InstanceDispatch, physical: vk::PhysicalDevice, exten
     let has_dot_props = at_least(3) || has(extensions, "VK_KHR_shader_integer_dot_product");
     let has_driver = at_least(2) || has(extensions, "VK_KHR_driver_properties");
     let has_size_control = at_least(3) || has(extensions, "VK_EXT_subgroup_size_control");
+    // ggml-vulkan's shader_core_count (ggml-vulkan.cpp:4226-4234): VK_NV_shader_sm_builtins' shaderSMCount, else
+    // VK_AMD_shader_core_properties2's activeComputeUnitCount, each chained only when the device offers the
+    // extension (4053-4056, 4141-4148); else 0 (on Intel ggml looks the device id up instead, 4230-4231, 16271).
+    let mut sm_builtins = vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV::default();
+    let mut amd_cores = vk::PhysicalDeviceShaderCoreProperties2AMD::default();
+    let has_sm_builtins = has(extensions, SM_BUILTINS);
+    let has_amd_cores = has(extensions, AMD_CORE_PROPERTIES2);
     if let (Some(get2), true) = (inst.get_physical_device_properties2, at_least(1)) {
         // Only structures the device knows may be chained.
         let mut next: *mut c_void = std::ptr::null_mut();
+        if has_sm_builtins {
+            sm_builtins.p_next = next;
+            next = &mut sm_builtins as *mut _ as *mut c_void;
+        }
+        if has_amd_cores {
+            amd_cores.p_next = next;
+            next = &mut amd_cores as *mut _ as *mut c_void;
+        }
         if has_size_control {
             size_control.p_next = next;
             next = &mut size_control as *mut _ as *mut c_void;
@@ -138,6 +157,13 @@ pub unsafe fn facts(inst: &InstanceDispatch, physical: vk::PhysicalDevice, exten
         subgroup_size_max: size_control.max_subgroup_size,
         integer_dot: integer_dot.shader_integer_dot_product == vk::TRUE,
         cooperative_matrix: has(extensions, "VK_KHR_cooperative_matrix") || has(extensions, "VK_NV_cooperative_matrix"),
+        shader_core_count: if has_sm_builtins {
+            (sm_builtins.shader_sm_count, SM_BUILTINS)
+        } else if has_amd_cores {
+            (amd_cores.active_compute_unit_count, AMD_CORE_PROPERTIES2)
+        } else {
+            (0, "none")
+        },
         flags: vec![
             ("subgroup_arithmetic", compute_arithmetic),
             ("subgroup_size_control", has_size_control),

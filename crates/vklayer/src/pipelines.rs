@@ -207,6 +207,8 @@ pub struct DeviceFacts {
     pub subgroup_size_max: u32,
     pub integer_dot: bool,
     pub cooperative_matrix: bool,
+    /// ggml-vulkan's `shader_core_count` and the extension it came from ([`crate::device::facts`]).
+    pub shader_core_count: (u32, &'static str),
     pub flags: Vec<(&'static str, bool)>,
 }
 

@@ -289,6 +289,7 @@ fn device_record(out: &mut Vec<u8>, d: &DeviceFacts) {
             subgroup_size_max: d.subgroup_size_max,
             integer_dot: d.integer_dot,
             cooperative_matrix: d.cooperative_matrix,
+            shader_core_count: Some(d.shader_core_count),
             flags: &d.flags,
         },
     );

@@ -179,9 +179,15 @@ fn expects(r: &VulkanReport) -> Vec<Expect<'_>> {
         for h in &pr.helpers {
             out.push(Expect { pipeline: Some(h), family: "", op: "", shader: None });
         }
+        // An undecided split accounts for a split-k reduce either way.
+        if pr.split_k_undecided.is_some() {
+            out.push(Expect { pipeline: Some(SPLIT_K_REDUCE), family: "", op: "", shader: None });
+        }
     }
     out
 }
+
+const SPLIT_K_REDUCE: &str = "split_k_reduce";
 
 /// Whether a pipeline some prediction (or the flash attention one) accounts for.
 fn explained(r: &VulkanReport, all: &[Expect<'_>], o: &VkObserved) -> bool {
@@ -238,6 +244,12 @@ pub fn compare(r: &VulkanReport, obs: &VkObservation) -> VkComparison {
                     .iter()
                     .map(|h| (format!("helper {h}"), Expect { pipeline: Some(h), family: "", op: "", shader: None })),
             );
+            if let Some(why) = &pr.split_k_undecided {
+                checks.push((
+                    format!("helper {SPLIT_K_REDUCE} (undecided: {why})"),
+                    Expect { pipeline: Some(SPLIT_K_REDUCE), family: "", op: "", shader: None },
+                ));
+            }
             for (what, e) in checks {
                 let hits: Vec<&VkObserved> = obs.pipelines.iter().filter(|o| hit(o, &e)).collect();
                 let shader_ok =
@@ -249,7 +261,18 @@ pub fn compare(r: &VulkanReport, obs: &VkObservation) -> VkComparison {
                             || o.op.as_deref() == Some(if e.op == "MUL_MAT_VEC" { "MUL_MAT_VEC" } else { e.op })
                     })
                     .collect();
-                let (verdict, note, evidence) = if !hits.is_empty() && hits.iter().any(shader_ok) {
+                let undecided_split = what.starts_with(&format!("helper {SPLIT_K_REDUCE} (undecided"));
+                let (verdict, note, evidence) = if undecided_split {
+                    // Neither a confirmation nor a contradiction: the prediction made none.
+                    let seen = if hits.is_empty() { "was not dispatched" } else { "was dispatched" };
+                    (
+                        Verdict::Unobserved,
+                        format!(
+                            "undecided: split_k_reduce {seen}, which the rules cannot check without the core count"
+                        ),
+                        hits.iter().map(|o| show(o)).collect(),
+                    )
+                } else if !hits.is_empty() && hits.iter().any(shader_ok) {
                     (
                         Verdict::Confirmed,
                         "the predicted pipeline was dispatched".to_string(),
@@ -274,6 +297,7 @@ pub fn compare(r: &VulkanReport, obs: &VkObservation) -> VkComparison {
                 let statement = format!(
                     "Prediction {} on {on}: {} {} (ne11 = {}) -> {what}: {note}{}",
                     match verdict {
+                        _ if undecided_split => "left undecided",
                         Verdict::Confirmed => "confirmed",
                         Verdict::Contradicted => "CONTRADICTED",
                         Verdict::Unobserved => "not observed",
