@@ -15,6 +15,7 @@ pub mod doctor;
 pub mod evidence;
 pub mod exit;
 pub mod gate;
+pub mod gguf_file;
 pub mod gpucode;
 pub mod inputs;
 pub mod kernels;

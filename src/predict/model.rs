@@ -86,8 +86,8 @@ fn layer_of(name: &str) -> Option<(u64, &str)> {
 /// matrix multiplication, except the token embedding (a row lookup), which is the output head only when the
 /// model has no `output.weight` (tied embeddings). Expert tensors (`_exps`) are MUL_MAT_ID with ne2 experts.
 pub fn from_gguf(path: &Path) -> Result<ModelWeights> {
-    let file = crate::synth::open_gguf(path)?;
-    let g = crate::synth::parse_gguf(&file)?;
+    let file = crate::gguf_file::open_gguf(path)?;
+    let g = crate::gguf_file::parse_gguf(&file)?;
     let weights = from_parsed(&g, &path.display().to_string());
     // What was parsed is copied out by now; a file cut short meanwhile read as zeros, which is not the model.
     file.check_whole()?;

@@ -208,11 +208,11 @@ fn a_gguf_truncated_while_mapped_is_an_error_not_sigbus() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("model.gguf");
     small_tensor_gguf(&path, 4000);
-    let file = crate::synth::open_gguf(&path).unwrap();
+    let file = crate::gguf_file::open_gguf(&path).unwrap();
     assert!(file.bytes().len() > 64 * 4096);
     // Cut to one page (the tensor infos run far past it) before a byte is read.
     std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(4096).unwrap();
-    let error = format!("{:#}", crate::synth::parse_gguf(&file).unwrap_err());
+    let error = format!("{:#}", crate::gguf_file::parse_gguf(&file).unwrap_err());
     assert!(error.starts_with(&format!("{}: ", path.display())), "{error}");
     assert!(error.contains("truncated while it was being read"), "{error}");
     assert!(error.contains("from offset 4096 on"), "{error}");
