@@ -23,6 +23,7 @@ pub mod knowledge;
 pub mod logfacts;
 pub mod logscmd;
 pub mod maps;
+pub mod observe;
 pub mod output;
 pub mod predict;
 pub mod proc;
@@ -33,6 +34,7 @@ pub mod sweep_db;
 pub mod synth;
 /// Reading trace files: the `backscope-trace-reader` crate.
 pub use trace_reader as trace;
+pub mod trace_summary;
 pub mod tracecmd;
 pub mod vulkan;
 pub mod vulkan_capability;

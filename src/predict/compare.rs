@@ -192,7 +192,7 @@ pub fn load(src: &ObservedSource) -> Result<Observed> {
 pub fn from_trace_dir(dir: &Path) -> Result<Observed> {
     let read = crate::trace::read_dir_folded(dir)?;
     let no_trace = read.traces.is_empty();
-    let summary = crate::tracecmd::summarise(dir, read.traces, &read.problems, None);
+    let summary = crate::trace_summary::summarise(dir, read.traces, &read.problems, None);
     let mut notes: Vec<String> =
         summary.problems.iter().map(|p| format!("unreadable trace file left out: {p}")).collect();
     if no_trace {

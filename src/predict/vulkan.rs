@@ -182,7 +182,7 @@ const TRACE_ASSUMED: &[(&str, Fact)] = &[("shared_memory", Fact::Int(32768))];
 /// extension ggml reads) over a profile; unknown in traces of layers that did not record it, unless a profile gives
 /// it. Returns the count, whether it is known, and where it came from.
 fn shader_core_count(
-    d: &crate::tracecmd::DeviceSummary,
+    d: &crate::trace_summary::DeviceSummary,
     profile: Option<&vkd::DeviceProfile>,
     profile_facts: &Facts,
 ) -> (i64, bool, String) {
@@ -214,7 +214,7 @@ const INTEL_VENDOR_ID: u32 = 0x8086;
 
 fn device_from_trace(dir: &Path) -> Result<(VkDeviceInfo, Facts, Vec<String>)> {
     let read = crate::trace::read_dir_folded(dir).with_context(|| format!("reading traces in {}", dir.display()))?;
-    let devices = crate::tracecmd::DeviceSummary::of(&read.traces);
+    let devices = crate::trace_summary::DeviceSummary::of(&read.traces);
     let Some(d) = devices.first() else {
         bail!("{}: no Vulkan device record (trace with the Vulkan layer: backscope trace --vklayer …)", dir.display());
     };

@@ -50,7 +50,7 @@ pub fn describe(schedule: &Schedule) -> String {
                         o.interval_ms
                     );
                     if let Some(manifest) = &o.vulkan_manifest {
-                        let vars = crate::vulkan::layer_env(manifest, |_| None);
+                        let vars = crate::observe::layer_env(manifest, |_| None);
                         let vars: Vec<String> = vars.iter().map(|(k, v)| format!("{k}={v}")).collect();
                         let _ = writeln!(out, "  --trace (Vulkan): {}", vars.join(" "));
                     }

@@ -366,13 +366,13 @@ fn trace(spec: &SpecFile, endpoints: &[Endpoint]) -> Result<Option<TracePlan>> {
     let dirs: BTreeMap<String, PathBuf> =
         spec.endpoints.iter().filter_map(|e| e.trace_dir.as_ref().map(|d| (e.name.clone(), d.clone()))).collect();
     let observer = if endpoints.iter().any(Endpoint::is_managed) {
-        Some(crate::tracecmd::find_observer(spec.observer.as_deref())?)
+        Some(crate::observe::find_observer(spec.observer.as_deref())?)
     } else {
         None
     };
     // The layer is optional unless named: without it CUDA and HIP are still observed.
     let vulkan_manifest =
-        if observer.is_none() { None } else { crate::vulkan::optional_manifest_dir(spec.vklayer.as_deref())? };
+        if observer.is_none() { None } else { crate::observe::optional_manifest_dir(spec.vklayer.as_deref())? };
     let interval_ms = spec.trace_interval_ms.unwrap_or(DEFAULT_TRACE_INTERVAL_MS);
     if interval_ms == 0 {
         bail!("trace_interval_ms must be at least 1: with 0 the observer writes only at exit and no request could be joined");

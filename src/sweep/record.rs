@@ -363,14 +363,14 @@ pub struct Record {
 
 /// One kernel as observed during a request, merged across the server's processes: the same row as
 /// `backscope trace`'s summary (its `shapes` left out).
-pub type TraceKernel = crate::tracecmd::ObservedKernel;
+pub type TraceKernel = crate::trace_summary::ObservedKernel;
 
 /// A fatal signal the observer recorded during a request, with the last kernels before it.
-pub type TraceCrash = crate::tracecmd::CrashSummary;
+pub type TraceCrash = crate::trace_summary::CrashSummary;
 
 /// A Vulkan call that returned `VK_ERROR_DEVICE_LOST` during a request (the Vulkan layer's record), with each
 /// queue's last dispatches before it.
-pub type TraceDeviceLost = crate::tracecmd::DeviceLostSummary;
+pub type TraceDeviceLost = crate::trace_summary::DeviceLostSummary;
 
 /// One process of the server as seen by the observer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

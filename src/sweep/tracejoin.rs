@@ -71,7 +71,7 @@ pub fn server_env(
     env.push((env::TRACE_INTERVAL_MS.name().into(), interval_ms.to_string()));
 }
 
-/// The Vulkan layer's variables for a managed server (`crate::vulkan::layer_env`): what the endpoint sets, else what
+/// The Vulkan layer's variables for a managed server (`crate::observe::layer_env`): what the endpoint sets, else what
 /// backscope runs with (`inherited`), keeps its place after the layer's.
 pub fn vulkan_server_env(
     env: &mut Vec<(String, String)>,
@@ -79,7 +79,7 @@ pub fn vulkan_server_env(
     inherited: impl Fn(&str) -> Option<String>,
 ) {
     let existing = |k: &str| env.iter().find(|(name, _)| name == k).map(|(_, v)| v.clone()).or_else(|| inherited(k));
-    let vars = crate::vulkan::layer_env(manifest_dir, existing);
+    let vars = crate::observe::layer_env(manifest_dir, existing);
     env.retain(|(k, _)| !vars.iter().any(|(name, _)| name == k));
     env.extend(vars);
 }

@@ -97,7 +97,7 @@ pub fn load(src: &ObservedSource) -> Result<VkObservation> {
     match src {
         ObservedSource::TraceDir(dir) => {
             let read = crate::trace::read_dir_folded(dir).with_context(|| format!("reading {}", dir.display()))?;
-            let summary = crate::tracecmd::summarise(dir, read.traces, &read.problems, None);
+            let summary = crate::trace_summary::summarise(dir, read.traces, &read.problems, None);
             Ok(VkObservation {
                 kind: "trace-dir".into(),
                 path: dir.display().to_string(),
