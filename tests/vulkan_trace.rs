@@ -21,7 +21,7 @@ use crate::util::*;
 
 /// The environment that enables the layer by hand (what `backscope trace` sets, without ggml's debug markers).
 fn with_layer(cmd: &mut Command, trace_dir: &Path) {
-    let manifest = backscope::vulkan::manifest_dir(&vklayer_library()).unwrap();
+    let manifest = backscope::observe::manifest_dir(&vklayer_library()).unwrap();
     cmd.env("VK_ADD_LAYER_PATH", manifest)
         .env("VK_INSTANCE_LAYERS", "VK_LAYER_BACKSCOPE_dispatch")
         .env("BACKSCOPE_TRACE_DIR", trace_dir)
