@@ -17,6 +17,7 @@ mod logs_cli;
 mod logs_corpus;
 mod logs_eras;
 mod maps_live;
+mod module_floor;
 mod output_cli;
 mod predict;
 mod predict_cli;

@@ -1,0 +1,90 @@
+//! The rule of issue 17: a command's module never imports another command's. Shared code lives in ground-floor
+//! modules (`proc`, `gpucode`, `observe`, `trace_summary`, `logfacts`, `gguf_file`, `knowledge`, `inputs`, `output`,
+//! …). This reads every file under a command's folder (or the command's own file) for `crate::OTHER` paths and
+//! fails on a pair not listed in [`STILL_TO_MOVE`]; a listed pair that no longer occurs fails too, so the list only
+//! shrinks.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Command modules: a folder `src/NAME/` or a file `src/NAME.rs`.
+const COMMANDS: &[&str] =
+    &["scan", "sweep", "tracecmd", "maps", "predict", "gate", "doctor", "logscmd", "report", "synth"];
+
+/// Imports that remain until the run format gets its ground floor (`run/`: record schema, store read side) and
+/// gate's evaluation leaves the command: (from, to).
+const STILL_TO_MOVE: &[(&str, &str)] =
+    &[("doctor", "gate"), ("gate", "sweep"), ("predict", "sweep"), ("report", "sweep")];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The command a file belongs to, if any.
+fn command_of(src: &Path, file: &Path) -> Option<&'static str> {
+    let first = file.strip_prefix(src).ok()?.components().next()?.as_os_str().to_str()?;
+    let name = first.strip_suffix(".rs").unwrap_or(first);
+    COMMANDS.iter().copied().find(|c| *c == name)
+}
+
+/// Every `crate::NAME` in `text` (outside `//` comments) whose NAME is a command.
+fn commands_named(text: &str) -> BTreeSet<&'static str> {
+    let mut found = BTreeSet::new();
+    for line in text.lines() {
+        let code = line.split("//").next().unwrap_or("");
+        let mut rest = code;
+        while let Some(at) = rest.find("crate::") {
+            rest = &rest[at + "crate::".len()..];
+            // `crate::{a, b::c}` names several; `crate::a` one.
+            let names: Vec<&str> = match rest.strip_prefix('{') {
+                Some(group) => group.split('}').next().unwrap_or("").split(',').collect(),
+                None => vec![rest],
+            };
+            for name in names {
+                let name: String = name.trim().chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                if let Some(c) = COMMANDS.iter().copied().find(|c| *c == name) {
+                    found.insert(c);
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_command_imports_another_commands_module() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut pairs: BTreeMap<(&str, &str), Vec<String>> = BTreeMap::new();
+    for file in &files {
+        let Some(from) = command_of(&src, file) else { continue };
+        let text = std::fs::read_to_string(file).unwrap();
+        for to in commands_named(&text) {
+            if to != from {
+                pairs.entry((from, to)).or_default().push(file.strip_prefix(&src).unwrap().display().to_string());
+            }
+        }
+    }
+    let new: Vec<_> = pairs.iter().filter(|(k, _)| !STILL_TO_MOVE.contains(k)).collect();
+    assert!(
+        new.is_empty(),
+        "a command imports another command's module (move the shared code to the ground floor): {new:?}"
+    );
+    let gone: Vec<_> = STILL_TO_MOVE.iter().filter(|k| !pairs.contains_key(k)).collect();
+    assert!(gone.is_empty(), "no longer imported: take {gone:?} off STILL_TO_MOVE");
+}
+
+#[test]
+fn the_reader_finds_paths_and_skips_comments() {
+    let text = "use crate::sweep::record::Record; // crate::gate::x\nlet x = crate::proc::stat::stat(1);\n  crate::predict::run()";
+    assert_eq!(commands_named(text), BTreeSet::from(["sweep", "predict"]));
+    assert_eq!(commands_named("use crate::{output, maps::proc, synth};"), BTreeSet::from(["maps", "synth"]));
+}
