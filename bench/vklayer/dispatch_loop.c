@@ -8,8 +8,14 @@
 // (`MUL_MAT blk.7.attn_q`) and inside it one per dispatch (`PIPELINE (X,Y,Z)`) around the bind and the dispatch;
 // recording then times the label calls too.
 //
+// With DISPATCH_LOOP_PAUSED=1 in the environment it pauses backscope's layer through its switch
+// (backscope_vk_set_observing, as bench/gpu/vk_decode_ab.cpp does): the layer then only forwards calls, which is
+// the plain arm of the in-process A/B.
+//
 // Usage: dispatch_loop SPIRV_FILE DISPATCHES ROUNDS [LABELLED]
-#define _POSIX_C_SOURCE 199309L
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +38,28 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+// The loader opens the layer RTLD_LOCAL: find it among the loaded objects, reopen it without loading anything.
+static int find_layer(struct dl_phdr_info *info, size_t size, void *out) {
+    (void)size;
+    if (info->dlpi_name && strstr(info->dlpi_name, "libbackscope_vklayer")) {
+        *(const char **)out = info->dlpi_name;
+        return 1;
+    }
+    return 0;
+}
+
+static void pause_layer(void) {
+    const char *path = NULL;
+    dl_iterate_phdr(find_layer, &path);
+    void *handle = path ? dlopen(path, RTLD_NOLOAD | RTLD_LAZY) : NULL;
+    int (*set_observing)(int) = handle ? (int (*)(int))dlsym(handle, "backscope_vk_set_observing") : NULL;
+    if (!set_observing) {
+        fprintf(stderr, "DISPATCH_LOOP_PAUSED: backscope's layer is not loaded\n");
+        exit(1);
+    }
+    set_observing(0);
+}
+
 int main(int argc, char **argv) {
     if (argc != 4 && argc != 5) {
         fprintf(stderr, "usage: %s SPIRV_FILE DISPATCHES ROUNDS [LABELLED]\n", argv[0]);
@@ -51,6 +79,8 @@ int main(int argc, char **argv) {
                                 .enabledExtensionCount = labelled ? 1 : 0, .ppEnabledExtensionNames = extensions};
     VkInstance instance;
     CHECK(vkCreateInstance(&ici, NULL, &instance));
+    const char *paused = getenv("DISPATCH_LOOP_PAUSED");
+    if (paused && strcmp(paused, "1") == 0) pause_layer();
     // ggml-vulkan takes these through vkGetInstanceProcAddr too.
     PFN_vkCmdBeginDebugUtilsLabelEXT begin_label = NULL;
     PFN_vkCmdEndDebugUtilsLabelEXT end_label = NULL;
