@@ -42,7 +42,7 @@ struct Entry {
     slot: u32,
     grid: [u32; 3],
     count: u32,
-    /// The debug label regions open when they were recorded (`crate::labels`): a path in the buffer's arena.
+    /// The two innermost debug label regions open when they were recorded (`crate::labels`), in the buffer's arena.
     label: Label,
 }
 
@@ -132,7 +132,7 @@ impl CommandBuffer {
         unsafe { self.labels() }.end();
     }
 
-    /// The innermost open label regions' path.
+    /// The two innermost open label regions.
     #[inline(always)]
     fn label(&self) -> Label {
         // SAFETY: called from a command-recording hook on this buffer.
@@ -340,6 +340,7 @@ fn remember_buffer(state: &CommandBuffer, ring: &locus::QueueRing, submit: u64, 
     // SAFETY: as above.
     let labels = unsafe { state.labels() };
     let tail = &entries[entries.len().saturating_sub(locus::RING_DISPATCHES)..];
+    let mut path = [0; crate::labels::MAX_PATH];
     for e in tail {
         if e.slot == EXECUTE {
             let secondary = vk::CommandBuffer::from_raw(u64::from(e.grid[0]) | (u64::from(e.grid[1]) << 32));
@@ -348,7 +349,7 @@ fn remember_buffer(state: &CommandBuffer, ring: &locus::QueueRing, submit: u64, 
             }
             continue;
         }
-        ring.push(e.slot, e.grid, e.count, submit, labels.text(e.label));
+        ring.push(e.slot, e.grid, e.count, submit, labels.path(e.label, &mut path));
     }
     let lost = state.lost.get();
     if lost > 0 {
@@ -452,7 +453,10 @@ mod tests {
         let texts = |s: &CommandBuffer| -> Vec<(String, u32)> {
             // SAFETY: single-threaded test.
             let labels = unsafe { s.labels() };
-            entries(s).iter().map(|e| (String::from_utf8_lossy(labels.text(e.label)).into_owned(), e.count)).collect()
+            let text = |e: &Entry| {
+                String::from_utf8_lossy(labels.path(e.label, &mut [0; crate::labels::MAX_PATH])).into_owned()
+            };
+            entries(s).iter().map(|e| (text(e), e.count)).collect()
         };
         let node = ("NODE a".to_string(), 1);
         assert_eq!(texts(&s), [node.clone(), ("NODE a > pipe (4,1,1)".to_string(), 2), node, (String::new(), 1)]);

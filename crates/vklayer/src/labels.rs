@@ -5,61 +5,68 @@
 //! so that a crash names the graph node as well as the pipeline.
 //!
 //! Labels are begun once or more per dispatch, on the recording path, so this takes no lock, hashes nothing and,
-//! once the buffer has recorded its largest batch, allocates nothing: each label begun appends its path (the
-//! parent's own text, [`NESTED`], its own text, each cut at [`MAX_TEXT`] bytes) to the buffer's byte arena, which
-//! is emptied when the buffer is begun or reset and keeps its capacity. A dispatch keeps the path as a [`Label`]
-//! (offset and length in the arena, plain integers), and a submission copies the bytes of its last dispatches'
-//! paths into the queue's ring (`crate::locus`), where the crash handler reads them without a lookup.
+//! once the buffer has recorded its largest batch, allocates nothing: each label begun appends its text (cut at
+//! [`MAX_TEXT`] bytes) to the buffer's byte arena, which is emptied when the buffer is begun or reset and keeps its
+//! capacity. A dispatch keeps the two innermost open regions' texts as a [`Label`] (offsets and lengths in the
+//! arena, plain integers), and a submission copies the path of its last dispatches (`OUTER > INNER`) into the
+//! queue's ring (`crate::locus`), where the crash handler reads it without a lookup.
 
 /// Longest own text of one label kept (ggml's node and dispatch labels are under 80 bytes).
 pub const MAX_TEXT: usize = 96;
 /// Separates a label from the one it is nested in.
 pub const NESTED: &[u8] = b" > ";
-/// Longest path: the parent's text, the separator, the label's text.
+/// Longest path: the outer region's text, the separator, the inner one's.
 pub const MAX_PATH: usize = 2 * MAX_TEXT + NESTED.len();
 /// Arena bytes one command buffer keeps (offsets fit in 24 bits); labels begun past it are not remembered.
 pub const MAX_ARENA: usize = 1 << 24;
 /// Nested label regions followed; deeper ones stand in for by the deepest followed.
 pub const MAX_DEPTH: usize = 8;
 
-/// A label's path in its command buffer's arena: offset << 8 | length; 0 for none (or an empty path).
+/// One label's text in its command buffer's arena: offset << 8 | length; 0 for none (or an empty text).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Label(u32);
+struct Text(u32);
 
-impl Label {
-    pub const NONE: Label = Label(0);
+impl Text {
+    const NONE: Text = Text(0);
 
-    fn new(offset: usize, len: usize) -> Label {
-        debug_assert!(offset < MAX_ARENA && len <= MAX_PATH && MAX_PATH < 256);
+    #[inline(always)]
+    fn new(offset: usize, len: usize) -> Text {
+        debug_assert!(offset < MAX_ARENA && len <= MAX_TEXT && MAX_TEXT < 256);
         if len == 0 {
-            return Label::NONE;
+            return Text::NONE;
         }
-        Label(((offset as u32) << 8) | len as u32)
+        Text(((offset as u32) << 8) | len as u32)
     }
 
+    #[inline(always)]
     fn range(self) -> std::ops::Range<usize> {
         let offset = (self.0 >> 8) as usize;
         offset..offset + (self.0 & 0xff) as usize
     }
 }
 
-/// One open region: its path and, inside the path, its own text (which a region nested in it starts with).
-#[derive(Clone, Copy, Default)]
-struct Open {
-    path: Label,
-    own: Label,
+/// The debug label regions a dispatch was recorded in: the two innermost open, in the buffer's arena.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Label {
+    outer: Text,
+    inner: Text,
+}
+
+impl Label {
+    pub const NONE: Label = Label { outer: Text::NONE, inner: Text::NONE };
 }
 
 /// The label regions of one command buffer.
 pub struct Labels {
     arena: Vec<u8>,
-    open: [Open; MAX_DEPTH],
+    /// The open regions' texts, outermost first (the first [`MAX_DEPTH`] of `depth`).
+    open: [Text; MAX_DEPTH],
     depth: u32,
 }
 
 impl Labels {
     pub fn new() -> Labels {
-        Labels { arena: Vec::new(), open: [Open::default(); MAX_DEPTH], depth: 0 }
+        Labels { arena: Vec::new(), open: [Text::NONE; MAX_DEPTH], depth: 0 }
     }
 
     /// Forgets every label (the buffer is begun or reset); the arena keeps its capacity.
@@ -77,22 +84,13 @@ impl Labels {
             return;
         }
         let text = &text[..text.len().min(MAX_TEXT)];
-        let parent = match depth {
-            0 => 0..0,
-            d => self.open[d - 1].own.range(),
-        };
-        let sep = if parent.is_empty() || text.is_empty() { 0 } else { NESTED.len() };
         let start = self.arena.len();
-        if start + parent.len() + sep + text.len() > MAX_ARENA {
-            self.open[depth] = Open::default();
-            return;
-        }
-        // The parent's text is copied from inside the arena.
-        self.arena.extend_from_within(parent);
-        self.arena.extend_from_slice(&NESTED[..sep]);
-        self.arena.extend_from_slice(text);
-        let end = self.arena.len();
-        self.open[depth] = Open { path: Label::new(start, end - start), own: Label::new(end - text.len(), text.len()) };
+        self.open[depth] = if start + text.len() <= MAX_ARENA {
+            self.arena.extend_from_slice(text);
+            Text::new(start, text.len())
+        } else {
+            Text::NONE
+        };
     }
 
     /// `vkCmdEndDebugUtilsLabelEXT`.
@@ -101,18 +99,28 @@ impl Labels {
         self.depth = self.depth.saturating_sub(1);
     }
 
-    /// The path of the innermost open region (the deepest followed when more are open); [`Label::NONE`] for none.
+    /// The two innermost open regions (the deepest followed when more are open); [`Label::NONE`] for none.
     #[inline(always)]
     pub fn current(&self) -> Label {
-        match self.depth as usize {
+        match (self.depth as usize).min(MAX_DEPTH) {
             0 => Label::NONE,
-            d => self.open[d.min(MAX_DEPTH) - 1].path,
+            1 => Label { outer: Text::NONE, inner: self.open[0] },
+            d => Label { outer: self.open[d - 2], inner: self.open[d - 1] },
         }
     }
 
-    /// The bytes of `label` (a label of this buffer since it was last cleared); empty for none.
-    pub fn text(&self, label: Label) -> &[u8] {
-        self.arena.get(label.range()).unwrap_or_default()
+    /// The path of `label` (a label of this buffer since it was last cleared), `OUTER > INNER` or the one region's
+    /// text, written into `out`; empty for none.
+    pub fn path<'a>(&self, label: Label, out: &'a mut [u8; MAX_PATH]) -> &'a [u8] {
+        let part = |t: Text| self.arena.get(t.range()).unwrap_or_default();
+        let (outer, inner) = (part(label.outer), part(label.inner));
+        let sep = if outer.is_empty() || inner.is_empty() { &[][..] } else { NESTED };
+        let mut len = 0;
+        for piece in [outer, sep, inner] {
+            out[len..len + piece.len()].copy_from_slice(piece);
+            len += piece.len();
+        }
+        &out[..len]
     }
 }
 
@@ -120,8 +128,12 @@ impl Labels {
 mod tests {
     use super::*;
 
-    fn text(labels: &Labels) -> &str {
-        std::str::from_utf8(labels.text(labels.current())).unwrap()
+    fn text(labels: &Labels) -> String {
+        path(labels, labels.current())
+    }
+
+    fn path(labels: &Labels, label: Label) -> String {
+        String::from_utf8(labels.path(label, &mut [0; MAX_PATH]).to_vec()).unwrap()
     }
 
     #[test]
@@ -141,8 +153,8 @@ mod tests {
         l.begin(b"ADD blk.0.ffn_inp");
         assert_eq!(text(&l), "submit 3 > ADD blk.0.ffn_inp");
         assert_eq!(
-            l.text(dispatch),
-            b"MUL_MAT blk.0.attn_q > mul_mat_vec_f16_f32_f32 (16000,1,1)",
+            path(&l, dispatch),
+            "MUL_MAT blk.0.attn_q > mul_mat_vec_f16_f32_f32 (16000,1,1)",
             "a closed region's path stays readable until the buffer is cleared"
         );
         l.end();
@@ -157,7 +169,7 @@ mod tests {
         let mut l = Labels::new();
         l.begin(&[b'x'; 1000]);
         l.begin(&[b'y'; 1000]);
-        assert_eq!(l.text(l.current()).len(), MAX_PATH);
+        assert_eq!(text(&l).len(), MAX_PATH);
         l.clear();
         assert_eq!(l.current(), Label::NONE);
         l.begin(b"");
