@@ -289,15 +289,56 @@ pub struct Tally {
 /// counted already).
 pub fn count(buffers: impl Iterator<Item = vk::CommandBuffer>, errors: bool) -> Tally {
     let mut tally = Tally::default();
+    let mut pending = Pending::new();
     for cb in buffers {
         if let Some(state) = get(cb) {
-            count_buffer(state, errors, 0, &mut tally);
+            count_buffer(state, errors, 0, &mut tally, &mut pending);
         }
     }
+    pending.flush(errors);
     tally
 }
 
-fn count_buffer(state: &CommandBuffer, errors: bool, depth: u32, tally: &mut Tally) {
+/// Slots of [`Pending`].
+const PENDING: usize = 64;
+
+/// A submission's counts gathered before they go to the shared counters: equal (pipeline, workgroup count) entries
+/// recur through a submission (each layer of a model dispatches the same pipelines), so they cost one atomic add
+/// together instead of one each. A direct-mapped table on the stack: a colliding key sends the one it replaces on.
+struct Pending {
+    keys: [(u32, [u32; 3]); PENDING],
+    /// 0: the slot is empty.
+    counts: [u64; PENDING],
+}
+
+impl Pending {
+    fn new() -> Pending {
+        Pending { keys: [(0, [0; 3]); PENDING], counts: [0; PENDING] }
+    }
+
+    #[inline]
+    fn add(&mut self, slot: u32, grid: [u32; 3], n: u64, errors: bool) {
+        let mixed = slot ^ grid[0].rotate_left(7) ^ grid[1].rotate_left(17) ^ grid[2].rotate_left(25);
+        let i = (mixed.wrapping_mul(0x9e37_79b9) >> (32 - PENDING.trailing_zeros())) as usize;
+        if self.counts[i] != 0 && self.keys[i] != (slot, grid) {
+            add(self.keys[i].0, self.keys[i].1, self.counts[i], errors);
+            self.counts[i] = 0;
+        }
+        self.keys[i] = (slot, grid);
+        self.counts[i] += n;
+    }
+
+    fn flush(&mut self, errors: bool) {
+        for (&(slot, grid), n) in self.keys.iter().zip(self.counts.iter_mut()) {
+            if *n != 0 {
+                add(slot, grid, *n, errors);
+                *n = 0;
+            }
+        }
+    }
+}
+
+fn count_buffer(state: &CommandBuffer, errors: bool, depth: u32, tally: &mut Tally, pending: &mut Pending) {
     // SAFETY: called from a submission hook: the application may not record into or reset a buffer
     // it is submitting.
     let entries = unsafe { state.entries() };
@@ -306,12 +347,12 @@ fn count_buffer(state: &CommandBuffer, errors: bool, depth: u32, tally: &mut Tal
             let secondary = vk::CommandBuffer::from_raw(u64::from(e.grid[0]) | (u64::from(e.grid[1]) << 32));
             if let Some(s) = get(secondary).filter(|_| depth < MAX_NESTING) {
                 for _ in 0..e.count {
-                    count_buffer(s, errors, depth + 1, tally);
+                    count_buffer(s, errors, depth + 1, tally, pending);
                 }
             }
             continue;
         }
-        add(e.slot, e.grid, u64::from(e.count), errors);
+        pending.add(e.slot, e.grid, u64::from(e.count), errors);
         tally.dispatches += u64::from(e.count);
     }
     let lost = state.lost.get();
@@ -472,6 +513,33 @@ mod tests {
         let mut merged = vec![e[0], e[1], Entry { label: e[0].label, ..e[2] }];
         merge(&mut merged);
         assert_eq!(merged.iter().map(|e| (e.label, e.count)).collect::<Vec<_>>(), [(e[0].label, 2), (e[1].label, 1)]);
+    }
+
+    #[test]
+    fn a_submission_s_pending_counts_keep_every_dispatch_through_collisions() {
+        // More distinct keys than slots: collisions send counts on; the sums per key stay exact.
+        let _serial = crate::pipelines::tests::TEST_LOCK.lock().unwrap();
+        crate::pipelines::init(1 << 20);
+        let slots: Vec<u32> =
+            (0..3).map(|i| crate::pipelines::add_pipeline(crate::pipelines::tests::meta(&format!("p{i}")))).collect();
+        let before: Vec<u64> = slots.iter().map(|&s| total(s)).collect();
+        let mut pending = Pending::new();
+        let mut expected = vec![0u64; slots.len()];
+        for round in 0..5u32 {
+            for x in 0..(PENDING as u32 * 2) {
+                let k = (x % 3) as usize;
+                pending.add(slots[k], [x % 7, 1, 1], u64::from(round + 1), false);
+                expected[k] += u64::from(round + 1);
+            }
+        }
+        pending.flush(false);
+        let after: Vec<u64> = slots.iter().zip(&before).map(|(&s, b)| total(s) - b).collect();
+        assert_eq!(after, expected);
+    }
+
+    fn total(slot: u32) -> u64 {
+        let counts = crate::pipelines::counters(slot).unwrap().shape_counts();
+        counts.entries.iter().flatten().map(|(_, n)| n).sum::<u64>() + counts.other
     }
 
     #[test]
