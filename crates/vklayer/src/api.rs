@@ -866,10 +866,12 @@ unsafe extern "system" fn cmd_begin_label(cb: vk::CommandBuffer, info: *const vk
             let text = if name.is_null() {
                 &b""[..]
             } else {
-                // SAFETY: a valid label info's name is a NUL-terminated string.
-                unsafe { CStr::from_ptr(name) }.to_bytes()
+                // SAFETY: a valid label info's name is a NUL-terminated string; only the bytes kept are read.
+                let len = unsafe { libc::strnlen(name, crate::labels::MAX_TEXT) };
+                // SAFETY: `len` bytes before the NUL (or the first MAX_TEXT of a longer name) are readable.
+                unsafe { std::slice::from_raw_parts(name.cast::<u8>(), len) }
             };
-            s.begin_label(crate::labels::nested(s.label(), text));
+            s.begin_label(text);
         });
     }
     if let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_begin_debug_utils_label) {

@@ -20,6 +20,7 @@ use ash::vk::Handle;
 
 use crate::dispatch::DeviceDispatch;
 use crate::handles::HandleMap;
+use crate::labels::{Label, Labels};
 use crate::locus;
 use crate::pipelines::{self, OVERFLOW};
 use format::spin::SpinLock;
@@ -41,12 +42,9 @@ struct Entry {
     slot: u32,
     grid: [u32; 3],
     count: u32,
-    /// The innermost debug label open when they were recorded (`crate::labels`); 0 for none.
-    label: u32,
+    /// The two innermost debug label regions open when they were recorded (`crate::labels`), in the buffer's arena.
+    label: Label,
 }
-
-/// Nested debug labels a command buffer keeps (ggml opens two: the command buffer's and the node's).
-const LABEL_DEPTH: usize = 8;
 
 /// One command buffer's recorded dispatches.
 pub struct CommandBuffer {
@@ -59,9 +57,8 @@ pub struct CommandBuffer {
     lost: Cell<u64>,
     /// A merge left the entries at least half full: merging again would not make room worth its cost.
     crowded: Cell<bool>,
-    /// Open debug labels, innermost last (the first [`LABEL_DEPTH`] of `label_depth`).
-    labels: Cell<[u32; LABEL_DEPTH]>,
-    label_depth: Cell<u32>,
+    /// Debug label regions: the open ones, and the texts of those dispatches were recorded in.
+    labels: UnsafeCell<Labels>,
 }
 
 // SAFETY: a command buffer's state is used by one thread at a time: Vulkan requires the application
@@ -80,8 +77,7 @@ impl CommandBuffer {
             entries: UnsafeCell::new(Vec::with_capacity(INITIAL_ENTRIES)),
             lost: Cell::new(0),
             crowded: Cell::new(false),
-            labels: Cell::new([0; LABEL_DEPTH]),
-            label_depth: Cell::new(0),
+            labels: UnsafeCell::new(Labels::new()),
         }
     }
 
@@ -101,6 +97,15 @@ impl CommandBuffer {
         unsafe { &mut *self.entries.get() }
     }
 
+    /// # Safety
+    /// As for [`Self::entries`].
+    #[allow(clippy::mut_from_ref)]
+    #[inline(always)]
+    unsafe fn labels(&self) -> &mut Labels {
+        // SAFETY: one thread at a time, per the caller's promise.
+        unsafe { &mut *self.labels.get() }
+    }
+
     /// Forgets everything recorded (begin, reset).
     pub fn clear(&self) {
         // SAFETY: called from hooks on this command buffer (begin, reset) or its pool (reset, free),
@@ -109,32 +114,29 @@ impl CommandBuffer {
         self.bound.set(OVERFLOW);
         self.lost.set(0);
         self.crowded.set(false);
-        self.label_depth.set(0);
+        // SAFETY: as above.
+        unsafe { self.labels() }.clear();
     }
 
-    /// `vkCmdBeginDebugUtilsLabelEXT` with the interned label `id`.
-    pub fn begin_label(&self, id: u32) {
-        let depth = self.label_depth.get();
-        if (depth as usize) < LABEL_DEPTH {
-            let mut labels = self.labels.get();
-            labels[depth as usize] = id;
-            self.labels.set(labels);
-        }
-        self.label_depth.set(depth.saturating_add(1));
+    /// `vkCmdBeginDebugUtilsLabelEXT` with label `text`.
+    #[inline]
+    pub fn begin_label(&self, text: &[u8]) {
+        // SAFETY: called from a command-recording hook on this buffer.
+        unsafe { self.labels() }.begin(text);
     }
 
     /// `vkCmdEndDebugUtilsLabelEXT`.
+    #[inline]
     pub fn end_label(&self) {
-        self.label_depth.set(self.label_depth.get().saturating_sub(1));
+        // SAFETY: called from a command-recording hook on this buffer.
+        unsafe { self.labels() }.end();
     }
 
-    /// The innermost open label (the deepest kept one when more are open than kept).
+    /// The two innermost open label regions.
     #[inline(always)]
-    pub fn label(&self) -> u32 {
-        match self.label_depth.get() {
-            0 => 0,
-            d => self.labels.get()[(d as usize).min(LABEL_DEPTH) - 1],
-        }
+    fn label(&self) -> Label {
+        // SAFETY: called from a command-recording hook on this buffer.
+        unsafe { self.labels() }.current()
     }
 
     /// `vkCmdBindPipeline` with the compute bind point.
@@ -152,7 +154,7 @@ impl CommandBuffer {
     /// `vkCmdExecuteCommands`: the secondary buffer's dispatches count with this one's.
     pub fn execute(&self, secondary: vk::CommandBuffer) {
         let raw = secondary.as_raw();
-        self.push(Entry { slot: EXECUTE, grid: [raw as u32, (raw >> 32) as u32, 0], count: 1, label: 0 });
+        self.push(Entry { slot: EXECUTE, grid: [raw as u32, (raw >> 32) as u32, 0], count: 1, label: Label::NONE });
     }
 
     #[inline]
@@ -287,15 +289,56 @@ pub struct Tally {
 /// counted already).
 pub fn count(buffers: impl Iterator<Item = vk::CommandBuffer>, errors: bool) -> Tally {
     let mut tally = Tally::default();
+    let mut pending = Pending::new();
     for cb in buffers {
         if let Some(state) = get(cb) {
-            count_buffer(state, errors, 0, &mut tally);
+            count_buffer(state, errors, 0, &mut tally, &mut pending);
         }
     }
+    pending.flush(errors);
     tally
 }
 
-fn count_buffer(state: &CommandBuffer, errors: bool, depth: u32, tally: &mut Tally) {
+/// Slots of [`Pending`].
+const PENDING: usize = 64;
+
+/// A submission's counts gathered before they go to the shared counters: equal (pipeline, workgroup count) entries
+/// recur through a submission (each layer of a model dispatches the same pipelines), so they cost one atomic add
+/// together instead of one each. A direct-mapped table on the stack: a colliding key sends the one it replaces on.
+struct Pending {
+    keys: [(u32, [u32; 3]); PENDING],
+    /// 0: the slot is empty.
+    counts: [u64; PENDING],
+}
+
+impl Pending {
+    fn new() -> Pending {
+        Pending { keys: [(0, [0; 3]); PENDING], counts: [0; PENDING] }
+    }
+
+    #[inline]
+    fn add(&mut self, slot: u32, grid: [u32; 3], n: u64, errors: bool) {
+        let mixed = slot ^ grid[0].rotate_left(7) ^ grid[1].rotate_left(17) ^ grid[2].rotate_left(25);
+        let i = (mixed.wrapping_mul(0x9e37_79b9) >> (32 - PENDING.trailing_zeros())) as usize;
+        if self.counts[i] != 0 && self.keys[i] != (slot, grid) {
+            add(self.keys[i].0, self.keys[i].1, self.counts[i], errors);
+            self.counts[i] = 0;
+        }
+        self.keys[i] = (slot, grid);
+        self.counts[i] += n;
+    }
+
+    fn flush(&mut self, errors: bool) {
+        for (&(slot, grid), n) in self.keys.iter().zip(self.counts.iter_mut()) {
+            if *n != 0 {
+                add(slot, grid, *n, errors);
+                *n = 0;
+            }
+        }
+    }
+}
+
+fn count_buffer(state: &CommandBuffer, errors: bool, depth: u32, tally: &mut Tally, pending: &mut Pending) {
     // SAFETY: called from a submission hook: the application may not record into or reset a buffer
     // it is submitting.
     let entries = unsafe { state.entries() };
@@ -304,12 +347,12 @@ fn count_buffer(state: &CommandBuffer, errors: bool, depth: u32, tally: &mut Tal
             let secondary = vk::CommandBuffer::from_raw(u64::from(e.grid[0]) | (u64::from(e.grid[1]) << 32));
             if let Some(s) = get(secondary).filter(|_| depth < MAX_NESTING) {
                 for _ in 0..e.count {
-                    count_buffer(s, errors, depth + 1, tally);
+                    count_buffer(s, errors, depth + 1, tally, pending);
                 }
             }
             continue;
         }
-        add(e.slot, e.grid, u64::from(e.count), errors);
+        pending.add(e.slot, e.grid, u64::from(e.count), errors);
         tally.dispatches += u64::from(e.count);
     }
     let lost = state.lost.get();
@@ -335,7 +378,10 @@ pub fn remember(buffers: impl Iterator<Item = vk::CommandBuffer>, ring: &locus::
 fn remember_buffer(state: &CommandBuffer, ring: &locus::QueueRing, submit: u64, depth: u32) {
     // SAFETY: called from a submission hook, like `count_buffer`.
     let entries = unsafe { state.entries() };
+    // SAFETY: as above.
+    let labels = unsafe { state.labels() };
     let tail = &entries[entries.len().saturating_sub(locus::RING_DISPATCHES)..];
+    let mut path = [0; crate::labels::MAX_PATH];
     for e in tail {
         if e.slot == EXECUTE {
             let secondary = vk::CommandBuffer::from_raw(u64::from(e.grid[0]) | (u64::from(e.grid[1]) << 32));
@@ -344,11 +390,11 @@ fn remember_buffer(state: &CommandBuffer, ring: &locus::QueueRing, submit: u64, 
             }
             continue;
         }
-        ring.push(e.slot, e.grid, e.count, submit, e.label);
+        ring.push(e.slot, e.grid, e.count, submit, labels.path(e.label, &mut path));
     }
     let lost = state.lost.get();
     if lost > 0 {
-        ring.push(OVERFLOW, [0; 3], u32::try_from(lost).unwrap_or(u32::MAX), submit, 0);
+        ring.push(OVERFLOW, [0; 3], u32::try_from(lost).unwrap_or(u32::MAX), submit, b"");
     }
 }
 
@@ -395,10 +441,10 @@ mod tests {
         assert_eq!(
             e,
             [
-                Entry { slot: 3, grid: [4, 1, 1], count: 2, label: 0 },
-                Entry { slot: 3, grid: [8, 1, 1], count: 1, label: 0 },
-                Entry { slot: 5, grid: [8, 1, 1], count: 1, label: 0 },
-                Entry { slot: 3, grid: [4, 1, 1], count: 1, label: 0 },
+                Entry { slot: 3, grid: [4, 1, 1], count: 2, label: Label::NONE },
+                Entry { slot: 3, grid: [8, 1, 1], count: 1, label: Label::NONE },
+                Entry { slot: 5, grid: [8, 1, 1], count: 1, label: Label::NONE },
+                Entry { slot: 3, grid: [4, 1, 1], count: 1, label: Label::NONE },
             ]
         );
         s.clear();
@@ -432,52 +478,85 @@ mod tests {
     }
 
     #[test]
-    fn dispatches_keep_the_innermost_open_label_and_equal_ones_under_another_label_stay_apart() {
+    fn dispatches_keep_their_open_label_regions_and_equal_ones_under_another_label_stay_apart() {
         let s = state();
         s.bind(3);
-        s.begin_label(7);
+        s.begin_label(b"NODE a");
         s.record([4, 1, 1]);
-        s.begin_label(9);
+        s.begin_label(b"pipe (4,1,1)");
         s.record([4, 1, 1]);
-        s.record([4, 1, 1]);
-        s.end_label();
         s.record([4, 1, 1]);
         s.end_label();
+        s.record([4, 1, 1]);
+        s.end_label();
         s.end_label();
         s.record([4, 1, 1]);
-        let labels: Vec<(u32, u32)> = entries(&s).iter().map(|e| (e.label, e.count)).collect();
-        assert_eq!(labels, [(7, 1), (9, 2), (7, 1), (0, 1)]);
-        // Deeper than kept: the deepest kept label stands for the ones beyond it.
-        for id in 1..=(LABEL_DEPTH as u32 + 2) {
-            s.begin_label(id);
-        }
-        assert_eq!(s.label(), LABEL_DEPTH as u32);
+        let texts = |s: &CommandBuffer| -> Vec<(String, u32)> {
+            // SAFETY: single-threaded test.
+            let labels = unsafe { s.labels() };
+            let text = |e: &Entry| {
+                String::from_utf8_lossy(labels.path(e.label, &mut [0; crate::labels::MAX_PATH])).into_owned()
+            };
+            entries(s).iter().map(|e| (text(e), e.count)).collect()
+        };
+        let node = ("NODE a".to_string(), 1);
+        assert_eq!(texts(&s), [node.clone(), ("NODE a > pipe (4,1,1)".to_string(), 2), node, (String::new(), 1)]);
         s.clear();
-        assert_eq!(s.label(), 0, "a reset buffer has no label open");
-        let mut merged = vec![
-            Entry { slot: 1, grid: [1, 1, 1], count: 1, label: 2 },
-            Entry { slot: 1, grid: [1, 1, 1], count: 1, label: 3 },
-            Entry { slot: 1, grid: [1, 1, 1], count: 1, label: 2 },
-        ];
+        assert_eq!(s.label(), Label::NONE, "a reset buffer has no label open");
+        // Merging keeps dispatches under different labels apart.
+        for text in [&b"x"[..], b"y", b"x"] {
+            s.begin_label(text);
+            s.record([1, 1, 1]);
+            s.end_label();
+        }
+        let e = entries(&s);
+        let mut merged = vec![e[0], e[1], Entry { label: e[0].label, ..e[2] }];
         merge(&mut merged);
-        assert_eq!(merged.iter().map(|e| (e.label, e.count)).collect::<Vec<_>>(), [(2, 2), (3, 1)]);
+        assert_eq!(merged.iter().map(|e| (e.label, e.count)).collect::<Vec<_>>(), [(e[0].label, 2), (e[1].label, 1)]);
+    }
+
+    #[test]
+    fn a_submission_s_pending_counts_keep_every_dispatch_through_collisions() {
+        // More distinct keys than slots: collisions send counts on; the sums per key stay exact.
+        let _serial = crate::pipelines::tests::TEST_LOCK.lock().unwrap();
+        crate::pipelines::init(1 << 20);
+        let slots: Vec<u32> =
+            (0..3).map(|i| crate::pipelines::add_pipeline(crate::pipelines::tests::meta(&format!("p{i}")))).collect();
+        let before: Vec<u64> = slots.iter().map(|&s| total(s)).collect();
+        let mut pending = Pending::new();
+        let mut expected = vec![0u64; slots.len()];
+        for round in 0..5u32 {
+            for x in 0..(PENDING as u32 * 2) {
+                let k = (x % 3) as usize;
+                pending.add(slots[k], [x % 7, 1, 1], u64::from(round + 1), false);
+                expected[k] += u64::from(round + 1);
+            }
+        }
+        pending.flush(false);
+        let after: Vec<u64> = slots.iter().zip(&before).map(|(&s, b)| total(s) - b).collect();
+        assert_eq!(after, expected);
+    }
+
+    fn total(slot: u32) -> u64 {
+        let counts = crate::pipelines::counters(slot).unwrap().shape_counts();
+        counts.entries.iter().flatten().map(|(_, n)| n).sum::<u64>() + counts.other
     }
 
     #[test]
     fn merging_adds_the_counts_of_equal_entries() {
         let mut e = vec![
-            Entry { slot: 2, grid: [1, 1, 1], count: 3, label: 0 },
-            Entry { slot: 1, grid: [1, 1, 1], count: 1, label: 0 },
-            Entry { slot: 2, grid: [1, 1, 1], count: 4, label: 0 },
-            Entry { slot: 2, grid: [2, 1, 1], count: 1, label: 0 },
+            Entry { slot: 2, grid: [1, 1, 1], count: 3, label: Label::NONE },
+            Entry { slot: 1, grid: [1, 1, 1], count: 1, label: Label::NONE },
+            Entry { slot: 2, grid: [1, 1, 1], count: 4, label: Label::NONE },
+            Entry { slot: 2, grid: [2, 1, 1], count: 1, label: Label::NONE },
         ];
         merge(&mut e);
         assert_eq!(
             e,
             [
-                Entry { slot: 1, grid: [1, 1, 1], count: 1, label: 0 },
-                Entry { slot: 2, grid: [1, 1, 1], count: 7, label: 0 },
-                Entry { slot: 2, grid: [2, 1, 1], count: 1, label: 0 },
+                Entry { slot: 1, grid: [1, 1, 1], count: 1, label: Label::NONE },
+                Entry { slot: 2, grid: [1, 1, 1], count: 7, label: Label::NONE },
+                Entry { slot: 2, grid: [2, 1, 1], count: 1, label: Label::NONE },
             ]
         );
     }

@@ -35,7 +35,7 @@ use format::clock::now_ns;
 use format::json::FixedBuf;
 use format::record::{self, CrashQueue, CrashThread, QueueDispatch};
 
-use crate::locus::{self, QUEUES, RING_DISPATCHES};
+use crate::locus::{self, LabelText, LABEL_BYTES, QUEUES, RING_DISPATCHES};
 
 /// The signals a crash record is written for.
 pub const SIGNALS: [c_int; 4] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGABRT, libc::SIGILL];
@@ -88,6 +88,9 @@ static PREVIOUS: SetOnce<[libc::sigaction; 4]> =
     // SAFETY: sigaction is plain data; all zeroes is SIG_DFL with no flags.
     SetOnce(UnsafeCell::new(unsafe { std::mem::zeroed() }));
 
+/// The rings' label paths, as read (the scratch's dispatches borrow them).
+pub type QueueTexts = [[LabelText; RING_DISPATCHES]; QUEUES];
+
 struct Scratch {
     record: FixedBuf<RECORD_BUFFER>,
     dispatches: [[QueueDispatch<'static>; RING_DISPATCHES]; QUEUES],
@@ -97,6 +100,8 @@ static SCRATCH: HandlerOnly<Scratch> = HandlerOnly(UnsafeCell::new(Scratch {
     record: FixedBuf::new(),
     dispatches: [[QueueDispatch { kernel: 0, submit: 0, grid: [0; 3], count: 0, label: b"" }; RING_DISPATCHES]; QUEUES],
 }));
+static SCRATCH_TEXTS: HandlerOnly<QueueTexts> =
+    HandlerOnly(UnsafeCell::new([[[0; LABEL_BYTES]; RING_DISPATCHES]; QUEUES]));
 
 // ---- What the writer tells the handler ----
 
@@ -293,16 +298,17 @@ fn flush_open_window(tid: u32) -> bool {
     wait_until(FLUSH_WAIT_MS, || SERVED.load(Ordering::Acquire) >= request)
 }
 
-/// Reads every claimed queue ring into `dispatches`, keeping only dispatches whose pipeline the file
-/// defines; fills `queues` and returns how many.
+/// Reads every claimed queue ring into `dispatches` (their label paths into `texts`), keeping only dispatches
+/// whose pipeline the file defines; fills `queues` and returns how many.
 pub fn read_queues<'a>(
-    dispatches: &'a mut [[QueueDispatch<'static>; RING_DISPATCHES]; QUEUES],
+    dispatches: &'a mut [[QueueDispatch<'a>; RING_DISPATCHES]; QUEUES],
+    texts: &'a mut QueueTexts,
     queues: &mut [Option<CrashQueue<'a>>; QUEUES],
 ) -> usize {
     let mut n = 0;
     let mut lens = [(0u32, 0usize, 0u32, None, 0u64); QUEUES];
-    for ((number, ring), out) in locus::queue_rings().zip(dispatches.iter_mut()) {
-        let read = ring.read(out);
+    for (((number, ring), out), texts) in locus::queue_rings().zip(dispatches.iter_mut()).zip(texts.iter_mut()) {
+        let read = ring.read(out, texts);
         // Dispatches of pipelines the file does not define cannot be named: left out, counted.
         let mut kept = 0;
         let mut omitted = 0u32;
@@ -361,7 +367,9 @@ fn write_record(signal: c_int, code: c_int, addr: u64, sender: Option<u32>, tid:
     let mut threads = [CrashThread { tid, in_flight: None, launches: &[] }; MAX_THREADS];
     let n_threads = threads_in_calls(tid, &mut threads);
     let mut queues: [Option<CrashQueue<'_>>; QUEUES] = [None; QUEUES];
-    let n_queues = read_queues(&mut scratch.dispatches, &mut queues);
+    // SAFETY: as above.
+    let texts = unsafe { &mut *SCRATCH_TEXTS.0.get() };
+    let n_queues = read_queues(&mut scratch.dispatches, texts, &mut queues);
     let mut listed = [CrashQueue { queue: 0, device: None, submits: 0, dispatches: &[], omitted: 0 }; QUEUES];
     for (l, q) in listed.iter_mut().zip(queues.iter().flatten()) {
         *l = *q;
@@ -432,12 +440,13 @@ mod tests {
         crate::pipelines::mark_defined(defined);
         let ring = locus::queue_ring(0x5151, Some(1)).unwrap();
         let submit = ring.begin_submit();
-        ring.push(defined, [4, 1, 1], 2, submit, 0);
-        ring.push(undefined, [1, 1, 1], 3, submit, 0);
-        ring.push(defined, [8, 1, 1], 1, submit, crate::labels::intern(b"ADD node"));
+        ring.push(defined, [4, 1, 1], 2, submit, b"");
+        ring.push(undefined, [1, 1, 1], 3, submit, b"");
+        ring.push(defined, [8, 1, 1], 1, submit, b"ADD node");
         let mut dispatches = Box::new([[QueueDispatch::default(); RING_DISPATCHES]; QUEUES]);
+        let mut texts = Box::new([[[0; LABEL_BYTES]; RING_DISPATCHES]; QUEUES]);
         let mut queues = [None; QUEUES];
-        let n = read_queues(&mut dispatches, &mut queues);
+        let n = read_queues(&mut dispatches, &mut texts, &mut queues);
         let q = queues[..n].iter().flatten().find(|q| q.device == Some(1)).expect("the queue's ring");
         let kept: Vec<(u32, [u32; 3], u32, &[u8])> =
             q.dispatches.iter().map(|d| (d.kernel, d.grid, d.count, d.label)).collect();

@@ -1,111 +1,192 @@
-//! Debug label texts, interned: ggml-vulkan under `GGML_VK_DEBUG_MARKERS` opens one label region per graph node
-//! (`MUL_MAT blk.0.attn_q`, `RMS_NORM+MUL blk.3.ffn_norm`) around the node's dispatches. A command buffer keeps the
-//! id of the label its dispatches are recorded under (`crate::commands`), the queues' rings keep it with each
-//! remembered dispatch (`crate::locus`), and the crash record writes its text, so that a crash names the graph
-//! node as well as the pipeline.
+//! Debug label regions of one command buffer: ggml-vulkan under `GGML_VK_DEBUG_MARKERS` opens a region per command
+//! buffer (`submit 3`), inside it one per graph node (`MUL_MAT blk.0.attn_q`, `RMS_NORM+MUL blk.3.ffn_norm`) and
+//! inside that one per dispatch (`mul_mat_vec_q4_k_f32_f32 (16000,1,1)`). A dispatch is remembered with the two
+//! innermost regions open when it was recorded, `PARENT > TEXT` (`MUL_MAT blk.0.attn_q > mul_mat_vec_… (16000,1,1)`),
+//! so that a crash names the graph node as well as the pipeline.
 //!
-//! Interning takes a lock and allocates, once per label begun (only programs that label their commands pay it;
-//! ggml builds a `std::string` for each label itself). Reading a text back is lock-free: the crash handler calls
-//! [`text`]. Texts are never freed; at most [`MAX_LABELS`] distinct ones are kept (a graph has a few thousand
-//! nodes), later ones are not remembered (id 0).
+//! Labels are begun once or more per dispatch, on the recording path, so this takes no lock, hashes nothing and,
+//! once the buffer has recorded its largest batch, allocates nothing: each label begun appends its text (cut at
+//! [`MAX_TEXT`] bytes) to the buffer's byte arena, which is emptied when the buffer is begun or reset and keeps its
+//! capacity. A dispatch keeps the two innermost open regions' texts as a [`Label`] (offsets and lengths in the
+//! arena, plain integers), and a submission copies the path of its last dispatches (`OUTER > INNER`) into the
+//! queue's ring (`crate::locus`), where the crash handler reads it without a lookup.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-
-use format::spin::SpinLock;
-
-/// Distinct label texts kept.
-pub const MAX_LABELS: usize = 1 << 16;
-/// Longest text kept (ggml's are under 100 bytes).
-pub const MAX_LABEL_BYTES: usize = 256;
-
-/// Per id: the address and length of its leaked text; 0 while unset.
-static ADDRESS: [AtomicUsize; MAX_LABELS] = [const { AtomicUsize::new(0) }; MAX_LABELS];
-static LENGTH: [AtomicU32; MAX_LABELS] = [const { AtomicU32::new(0) }; MAX_LABELS];
-static IDS: SpinLock<Option<HashMap<&'static [u8], u32>>> = SpinLock::new(None);
-
-/// The id of `text` (from 1); 0 for an empty text or when the table is full.
-pub fn intern(text: &[u8]) -> u32 {
-    let text = &text[..text.len().min(MAX_LABEL_BYTES)];
-    if text.is_empty() {
-        return 0;
-    }
-    let mut ids = IDS.lock();
-    let ids = ids.get_or_insert_with(HashMap::new);
-    if let Some(&id) = ids.get(text) {
-        return id;
-    }
-    let id = ids.len() + 1;
-    if id >= MAX_LABELS {
-        return 0;
-    }
-    let leaked: &'static [u8] = Box::leak(text.to_vec().into_boxed_slice());
-    LENGTH[id].store(leaked.len() as u32, Ordering::Relaxed);
-    ADDRESS[id].store(leaked.as_ptr() as usize, Ordering::Release);
-    ids.insert(leaked, id as u32);
-    id as u32
-}
-
+/// Longest own text of one label kept (ggml's node and dispatch labels are under 80 bytes).
+pub const MAX_TEXT: usize = 96;
 /// Separates a label from the one it is nested in.
 pub const NESTED: &[u8] = b" > ";
+/// Longest path: the outer region's text, the separator, the inner one's.
+pub const MAX_PATH: usize = 2 * MAX_TEXT + NESTED.len();
+/// Arena bytes one command buffer keeps (offsets fit in 24 bits); labels begun past it are not remembered.
+pub const MAX_ARENA: usize = 1 << 24;
+/// Nested label regions followed; deeper ones stand in for by the deepest followed.
+pub const MAX_DEPTH: usize = 8;
 
-/// The id of label `text` begun inside label `parent` (0: none): `PARENT > TEXT`, with only the innermost part of
-/// the parent's own path, so that a dispatch names the two innermost regions open (ggml-vulkan: the graph node,
-/// then its own per-dispatch label `PIPELINE (X,Y,Z)`).
-pub fn nested(parent: u32, label: &[u8]) -> u32 {
-    let parent = text(parent);
-    if parent.is_empty() {
-        return intern(label);
+/// One label's text in its command buffer's arena: offset << 8 | length; 0 for none (or an empty text).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Text(u32);
+
+impl Text {
+    const NONE: Text = Text(0);
+
+    #[inline(always)]
+    fn new(offset: usize, len: usize) -> Text {
+        debug_assert!(offset < MAX_ARENA && len <= MAX_TEXT && MAX_TEXT < 256);
+        if len == 0 {
+            return Text::NONE;
+        }
+        Text(((offset as u32) << 8) | len as u32)
     }
-    let own = match parent.windows(NESTED.len()).rposition(|w| w == NESTED) {
-        Some(at) => &parent[at + NESTED.len()..],
-        None => parent,
-    };
-    let mut path = Vec::with_capacity(own.len() + NESTED.len() + label.len());
-    path.extend_from_slice(own);
-    path.extend_from_slice(NESTED);
-    path.extend_from_slice(label);
-    intern(&path)
+
+    #[inline(always)]
+    fn range(self) -> std::ops::Range<usize> {
+        let offset = (self.0 >> 8) as usize;
+        offset..offset + (self.0 & 0xff) as usize
+    }
 }
 
-/// The text of label `id`; empty for 0 or an unknown id. Lock-free, allocation-free.
-pub fn text(id: u32) -> &'static [u8] {
-    let Some(address) = ADDRESS.get(id as usize).map(|a| a.load(Ordering::Acquire)).filter(|&a| a != 0) else {
-        return b"";
-    };
-    let len = LENGTH[id as usize].load(Ordering::Relaxed) as usize;
-    // SAFETY: `address` and `len` describe a leaked, never-freed slice, published (Release) after its length.
-    unsafe { std::slice::from_raw_parts(address as *const u8, len) }
+/// The debug label regions a dispatch was recorded in: the two innermost open, in the buffer's arena.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Label {
+    outer: Text,
+    inner: Text,
 }
 
-/// In a forked child: a parent thread may have held the lock.
-pub fn force_unlock_in_child() {
-    IDS.release_for_fork();
+impl Label {
+    pub const NONE: Label = Label { outer: Text::NONE, inner: Text::NONE };
+}
+
+/// The label regions of one command buffer.
+pub struct Labels {
+    arena: Vec<u8>,
+    /// The open regions' texts, outermost first (the first [`MAX_DEPTH`] of `depth`).
+    open: [Text; MAX_DEPTH],
+    depth: u32,
+}
+
+impl Labels {
+    pub fn new() -> Labels {
+        Labels { arena: Vec::new(), open: [Text::NONE; MAX_DEPTH], depth: 0 }
+    }
+
+    /// Forgets every label (the buffer is begun or reset); the arena keeps its capacity.
+    pub fn clear(&mut self) {
+        self.arena.clear();
+        self.depth = 0;
+    }
+
+    /// `vkCmdBeginDebugUtilsLabelEXT` with label `text` (cut at [`MAX_TEXT`] bytes).
+    #[inline]
+    pub fn begin(&mut self, text: &[u8]) {
+        let depth = self.depth as usize;
+        self.depth = self.depth.saturating_add(1);
+        if depth >= MAX_DEPTH {
+            return;
+        }
+        let text = &text[..text.len().min(MAX_TEXT)];
+        let start = self.arena.len();
+        self.open[depth] = if start + text.len() <= MAX_ARENA {
+            self.arena.extend_from_slice(text);
+            Text::new(start, text.len())
+        } else {
+            Text::NONE
+        };
+    }
+
+    /// `vkCmdEndDebugUtilsLabelEXT`.
+    #[inline]
+    pub fn end(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
+    }
+
+    /// The two innermost open regions (the deepest followed when more are open); [`Label::NONE`] for none.
+    #[inline(always)]
+    pub fn current(&self) -> Label {
+        match (self.depth as usize).min(MAX_DEPTH) {
+            0 => Label::NONE,
+            1 => Label { outer: Text::NONE, inner: self.open[0] },
+            d => Label { outer: self.open[d - 2], inner: self.open[d - 1] },
+        }
+    }
+
+    /// The path of `label` (a label of this buffer since it was last cleared), `OUTER > INNER` or the one region's
+    /// text, written into `out`; empty for none.
+    pub fn path<'a>(&self, label: Label, out: &'a mut [u8; MAX_PATH]) -> &'a [u8] {
+        let part = |t: Text| self.arena.get(t.range()).unwrap_or_default();
+        let (outer, inner) = (part(label.outer), part(label.inner));
+        let sep = if outer.is_empty() || inner.is_empty() { &[][..] } else { NESTED };
+        let mut len = 0;
+        for piece in [outer, sep, inner] {
+            out[len..len + piece.len()].copy_from_slice(piece);
+            len += piece.len();
+        }
+        &out[..len]
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_label_keeps_its_id_and_its_text_reads_back() {
-        let a = intern(b"MUL_MAT blk.0.attn_q");
-        assert!(a > 0);
-        assert_eq!(intern(b"MUL_MAT blk.0.attn_q"), a);
-        let b = intern(b"ADD blk.0.ffn_inp");
-        assert_ne!(a, b);
-        assert_eq!((text(a), text(b)), (&b"MUL_MAT blk.0.attn_q"[..], &b"ADD blk.0.ffn_inp"[..]));
-        assert_eq!((intern(b""), text(0), text(u32::MAX)), (0, &b""[..], &b""[..]));
-        assert_eq!(text(intern(&[b'x'; 1000])).len(), MAX_LABEL_BYTES);
+    fn text(labels: &Labels) -> String {
+        path(labels, labels.current())
+    }
+
+    fn path(labels: &Labels, label: Label) -> String {
+        String::from_utf8(labels.path(label, &mut [0; MAX_PATH]).to_vec()).unwrap()
     }
 
     #[test]
-    fn a_nested_label_names_its_parent_region_only() {
-        let submit = intern(b"submit 3");
-        let node = nested(submit, b"MUL_MAT blk.0.attn_q");
-        let dispatch = nested(node, b"mul_mat_vec_f16_f32_f32 (16000,1,1)");
-        assert_eq!(text(node), b"submit 3 > MUL_MAT blk.0.attn_q");
-        assert_eq!(text(dispatch), b"MUL_MAT blk.0.attn_q > mul_mat_vec_f16_f32_f32 (16000,1,1)");
-        assert_eq!(nested(0, b"alone"), intern(b"alone"));
+    fn a_region_names_itself_and_the_region_it_is_nested_in() {
+        let mut l = Labels::new();
+        assert_eq!(l.current(), Label::NONE);
+        l.begin(b"submit 3");
+        assert_eq!(text(&l), "submit 3");
+        l.begin(b"MUL_MAT blk.0.attn_q");
+        assert_eq!(text(&l), "submit 3 > MUL_MAT blk.0.attn_q");
+        l.begin(b"mul_mat_vec_f16_f32_f32 (16000,1,1)");
+        let dispatch = l.current();
+        assert_eq!(text(&l), "MUL_MAT blk.0.attn_q > mul_mat_vec_f16_f32_f32 (16000,1,1)");
+        l.end();
+        assert_eq!(text(&l), "submit 3 > MUL_MAT blk.0.attn_q");
+        l.end();
+        l.begin(b"ADD blk.0.ffn_inp");
+        assert_eq!(text(&l), "submit 3 > ADD blk.0.ffn_inp");
+        assert_eq!(
+            path(&l, dispatch),
+            "MUL_MAT blk.0.attn_q > mul_mat_vec_f16_f32_f32 (16000,1,1)",
+            "a closed region's path stays readable until the buffer is cleared"
+        );
+        l.end();
+        l.end();
+        assert_eq!(l.current(), Label::NONE);
+        l.end();
+        assert_eq!(l.current(), Label::NONE, "an unbalanced end is harmless");
+    }
+
+    #[test]
+    fn texts_are_cut_deep_regions_stand_in_and_clearing_keeps_the_arena() {
+        let mut l = Labels::new();
+        l.begin(&[b'x'; 1000]);
+        l.begin(&[b'y'; 1000]);
+        assert_eq!(text(&l).len(), MAX_PATH);
+        l.clear();
+        assert_eq!(l.current(), Label::NONE);
+        l.begin(b"");
+        assert_eq!(l.current(), Label::NONE, "an empty label names nothing");
+        l.begin(b"inner");
+        assert_eq!(text(&l), "inner", "nested in an empty one: no separator");
+        l.clear();
+        for i in 0..(MAX_DEPTH + 3) {
+            l.begin(format!("d{i}").as_bytes());
+        }
+        assert_eq!(text(&l), format!("d{} > d{}", MAX_DEPTH - 2, MAX_DEPTH - 1));
+        l.end();
+        l.end();
+        l.end();
+        assert_eq!(text(&l), format!("d{} > d{}", MAX_DEPTH - 2, MAX_DEPTH - 1));
+        let capacity = l.arena.capacity();
+        l.clear();
+        assert_eq!(l.arena.capacity(), capacity);
     }
 }

@@ -10,16 +10,17 @@
 //! `vkSetDebugUtilsObjectNameEXT`, as ggml-vulkan does with `GGML_VK_DEBUG_MARKERS`, else
 //! `spirv:<hash>`) in `pipelines`, records the dispatches of each command buffer (`commands`) and
 //! counts them when the buffer is submitted; `writer` turns the counts into windows. `locus` keeps
-//! each queue's last submitted dispatches (with the debug label region each was recorded in, interned
-//! by `labels`) and each thread's Vulkan call in flight, which `crash` writes into the trace on a fatal
-//! signal and `writer` on `VK_ERROR_DEVICE_LOST`.
+//! each queue's last submitted dispatches (with the text of the debug label regions each was recorded
+//! in, which `labels` keeps per command buffer) and each thread's Vulkan call in flight, which `crash`
+//! writes into the trace on a fatal signal and `writer` on `VK_ERROR_DEVICE_LOST`.
 //!
 //! Rules the code keeps:
 //! * every call is forwarded with the caller's arguments and its result returned; the one change
 //!   the layer makes is to turn driver pipeline statistics on where a device offers them (`device`);
 //! * no panic crosses into C: observation runs under `state::guarded`, and a panic switches it off;
-//! * recording a dispatch takes no lock and, once a command buffer has recorded its largest batch,
-//!   allocates nothing; counting a submission, and remembering its last dispatches, takes no lock;
+//! * recording a dispatch or a debug label takes no lock, looks up nothing but the command buffer and,
+//!   once a command buffer has recorded its largest batch, allocates nothing; counting a submission,
+//!   and remembering its last dispatches, takes no lock;
 //! * the crash handler is async-signal-safe and chains to the program's own handler (or the default
 //!   action), so the program's crash report and exit status stay what they would be without the layer;
 //! * problems produce one line on stderr and switch observation off; calls are still forwarded.

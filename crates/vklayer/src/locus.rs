@@ -10,8 +10,9 @@
 //!   application synchronise `vkQueueSubmit*` on one queue ("Threading Behavior"), so each ring has
 //!   one writer at a time, like the CUDA/HIP observer's per-thread rings. A submission writes the
 //!   last [`RING_DISPATCHES`] entries of each command buffer (never more: the cost per submission is
-//!   bounded however many dispatches a buffer holds), then advances the ring's count, which works as
-//!   a sequence lock for the reader.
+//!   bounded however many dispatches a buffer holds) with the bytes of their debug label paths
+//!   (`crate::labels`, at most [`LABEL_BYTES`] each, copied into the slot so that the reader needs no
+//!   lookup), then advances the ring's count, which works as a sequence lock for the reader.
 //! * A thread's in-flight slot is claimed at its first marked call (the cold path, once per
 //!   thread); marking a call is then one store before forwarding and one after. The recording calls
 //!   (`vkCmd*`) are not marked: they are the hot path and only append to host memory.
@@ -28,17 +29,25 @@ pub const RING_DISPATCHES: usize = 32;
 /// Slots per ring: one more than remembered, for the entry the owner may be writing while the
 /// handler reads.
 const SLOTS: usize = RING_DISPATCHES + 1;
+/// Bytes of a dispatch's label path kept in its slot.
+pub const LABEL_BYTES: usize = crate::labels::MAX_PATH;
+const LABEL_WORDS: usize = LABEL_BYTES.div_ceil(8);
+/// A label path read back from a ring.
+pub type LabelText = [u8; LABEL_BYTES];
+
 /// Threads whose call in flight is tracked at once (a slot of a thread that exited is taken again when
 /// all are claimed).
 pub const THREADS: usize = 256;
 
-/// One remembered entry: kernel and count packed, submission, workgroup counts packed, debug label.
+/// One remembered entry: kernel and count packed, submission, workgroup counts packed, debug label path
+/// (its length and its bytes, eight to a word).
 struct Entry {
     kernel_count: AtomicU64,
     submit: AtomicU64,
     xy: AtomicU64,
     z: AtomicU32,
-    label: AtomicU32,
+    label_len: AtomicU32,
+    label: [AtomicU64; LABEL_WORDS],
 }
 
 impl Entry {
@@ -48,7 +57,8 @@ impl Entry {
             submit: AtomicU64::new(0),
             xy: AtomicU64::new(0),
             z: AtomicU32::new(0),
-            label: AtomicU32::new(0),
+            label_len: AtomicU32::new(0),
+            label: [const { AtomicU64::new(0) }; LABEL_WORDS],
         }
     }
 }
@@ -85,10 +95,10 @@ impl QueueRing {
         n
     }
 
-    /// Remembers `count` equal dispatches of kernel `kernel`, recorded under debug label `label`
-    /// (`crate::labels`; 0: none). Called by the submitting thread only.
+    /// Remembers `count` equal dispatches of kernel `kernel`, recorded under the debug label path `label`
+    /// (`crate::labels`, cut at [`LABEL_BYTES`]; empty: none). Called by the submitting thread only.
     #[inline]
-    pub fn push(&self, kernel: u32, grid: [u32; 3], count: u32, submit: u64, label: u32) {
+    pub fn push(&self, kernel: u32, grid: [u32; 3], count: u32, submit: u64, label: &[u8]) {
         let n = self.head.load(Ordering::Relaxed);
         let entry = &self.entries[(n % SLOTS as u64) as usize];
         // A reader that sees any store below sees the count of the previous entry first.
@@ -97,7 +107,13 @@ impl QueueRing {
         entry.submit.store(submit, Ordering::Relaxed);
         entry.xy.store(u64::from(grid[0]) | (u64::from(grid[1]) << 32), Ordering::Relaxed);
         entry.z.store(grid[2], Ordering::Relaxed);
-        entry.label.store(label, Ordering::Relaxed);
+        let label = &label[..label.len().min(LABEL_BYTES)];
+        entry.label_len.store(label.len() as u32, Ordering::Relaxed);
+        for (word, bytes) in entry.label.iter().zip(label.chunks(8)) {
+            let mut le = [0u8; 8];
+            le[..bytes.len()].copy_from_slice(bytes);
+            word.store(u64::from_le_bytes(le), Ordering::Relaxed);
+        }
         self.head.store(n.wrapping_add(1), Ordering::Release);
     }
 
@@ -109,12 +125,17 @@ impl QueueRing {
         self.submits.load(Ordering::Relaxed)
     }
 
-    /// Copies the kept entries, oldest first, into `out`; returns how many. Entries the owner may be
-    /// rewriting now are left out. Allocates nothing (the signal handler calls it).
-    pub fn read(&self, out: &mut [QueueDispatch<'static>; RING_DISPATCHES]) -> usize {
+    /// Copies the kept entries, oldest first, into `out`, their label paths into `texts`; returns how many.
+    /// Entries the owner may be rewriting now are left out. Allocates nothing (the signal handler calls it).
+    pub fn read<'a>(
+        &self,
+        out: &mut [QueueDispatch<'a>; RING_DISPATCHES],
+        texts: &'a mut [LabelText; RING_DISPATCHES],
+    ) -> usize {
         let before = self.head.load(Ordering::Acquire);
         let kept = before.min(RING_DISPATCHES as u64);
         let mut read = [QueueDispatch::default(); RING_DISPATCHES];
+        let mut lens = [0usize; RING_DISPATCHES];
         for (i, n) in (before - kept..before).enumerate() {
             let entry = &self.entries[(n % SLOTS as u64) as usize];
             let kc = entry.kernel_count.load(Ordering::Relaxed);
@@ -124,18 +145,24 @@ impl QueueRing {
                 count: (kc >> 32) as u32,
                 submit: entry.submit.load(Ordering::Relaxed),
                 grid: [xy as u32, (xy >> 32) as u32, entry.z.load(Ordering::Relaxed)],
-                label: crate::labels::text(entry.label.load(Ordering::Relaxed)),
+                label: b"",
             };
+            lens[i] = (entry.label_len.load(Ordering::Relaxed) as usize).min(LABEL_BYTES);
+            for (word, bytes) in entry.label.iter().zip(texts[i].chunks_mut(8)) {
+                let le = word.load(Ordering::Relaxed).to_le_bytes();
+                bytes.copy_from_slice(&le[..bytes.len()]);
+            }
         }
         // The entries were read before the count is read again.
         fence(Ordering::Acquire);
         let after = self.head.load(Ordering::Relaxed);
+        let texts: &'a [LabelText; RING_DISPATCHES] = texts;
         let mut count = 0;
         for (i, n) in (before - kept..before).enumerate() {
             // Entries before `after` are complete; the owner may be writing entry `after` into the
             // slot of entry `after - SLOTS`: the last RING_DISPATCHES before `after` are intact.
             if after - n <= RING_DISPATCHES as u64 {
-                out[count] = read[i];
+                out[count] = QueueDispatch { label: &texts[i][..lens[i]], ..read[i] };
                 count += 1;
             }
         }
@@ -316,19 +343,26 @@ mod tests {
     #[test]
     fn a_queue_ring_keeps_the_last_dispatches_in_order() {
         let ring = QueueRing::new();
+        let (mut out, mut texts) = ([QueueDispatch::default(); RING_DISPATCHES], [[0; LABEL_BYTES]; RING_DISPATCHES]);
+        assert_eq!(ring.read(&mut out, &mut texts), 0);
         let mut out = [QueueDispatch::default(); RING_DISPATCHES];
-        assert_eq!(ring.read(&mut out), 0);
         for i in 0..(RING_DISPATCHES as u32 + 5) {
             let submit = ring.begin_submit();
-            ring.push(i, [i, 2, 3], i + 1, submit, 0);
+            ring.push(i, [i, 2, 3], i + 1, submit, format!("node {i}").as_bytes());
         }
-        assert_eq!(ring.read(&mut out), RING_DISPATCHES);
+        assert_eq!(ring.read(&mut out, &mut texts), RING_DISPATCHES);
         let kernels: Vec<u32> = out.iter().map(|d| d.kernel).collect();
         assert_eq!(kernels, (5..RING_DISPATCHES as u32 + 5).collect::<Vec<_>>(), "oldest first, the first 5 gone");
         assert!(out
             .iter()
             .all(|d| d.grid == [d.kernel, 2, 3] && d.count == d.kernel + 1 && d.submit == d.kernel as u64 + 1));
+        assert!(out.iter().all(|d| d.label == format!("node {}", d.kernel).as_bytes()));
         assert_eq!(ring.submits(), RING_DISPATCHES as u64 + 5);
+    }
+
+    /// A label whose length and bytes depend on `k`, up to the longest kept.
+    fn label_of(k: u32) -> Vec<u8> {
+        vec![b'a' + (k % 26) as u8; 3 + k as usize % (LABEL_BYTES - 2)]
     }
 
     #[test]
@@ -339,15 +373,17 @@ mod tests {
         let writer = std::thread::spawn(move || {
             let mut k = 0u32;
             while !stop.load(Ordering::Relaxed) {
-                ring.push(k % 1000, [k % 1000; 3], k % 1000, u64::from(k % 1000), 0);
+                ring.push(k % 1000, [k % 1000; 3], k % 1000, u64::from(k % 1000), &label_of(k % 1000));
                 k = k.wrapping_add(1);
             }
         });
-        let mut out = [QueueDispatch::default(); RING_DISPATCHES];
+        let mut texts = [[0; LABEL_BYTES]; RING_DISPATCHES];
         for _ in 0..100_000 {
-            let n = ring.read(&mut out);
+            let mut out = [QueueDispatch::default(); RING_DISPATCHES];
+            let n = ring.read(&mut out, &mut texts);
             for d in &out[..n] {
                 assert_eq!((d.grid, d.count, d.submit), ([d.kernel; 3], d.kernel, u64::from(d.kernel)), "a torn entry");
+                assert_eq!(d.label, &label_of(d.kernel)[..], "a torn label");
             }
             for pair in out[..n].windows(2) {
                 assert_eq!(pair[1].kernel, (pair[0].kernel + 1) % 1000, "entries out of order");

@@ -160,6 +160,5 @@ extern "C" fn fork_child() {
         crate::writer::forget_in_child();
         crate::crash::reset_in_child();
         crate::locus::reset_in_child();
-        crate::labels::force_unlock_in_child();
     });
 }

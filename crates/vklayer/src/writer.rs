@@ -230,8 +230,10 @@ impl Writer {
         self.device_lost += 1;
         let mut dispatches =
             Box::new([[record::QueueDispatch::default(); crate::locus::RING_DISPATCHES]; crate::locus::QUEUES]);
+        let mut texts =
+            Box::new([[[0; crate::locus::LABEL_BYTES]; crate::locus::RING_DISPATCHES]; crate::locus::QUEUES]);
         let mut queues = [None; crate::locus::QUEUES];
-        let n = crate::crash::read_queues(&mut dispatches, &mut queues);
+        let n = crate::crash::read_queues(&mut dispatches, &mut texts, &mut queues);
         let queues: Vec<record::CrashQueue<'_>> = queues.iter().take(n).flatten().copied().collect();
         let lost =
             record::DeviceLost { call, result, at_ns: now_ns(), tid: crate::locus::gettid(), seq: self.device_lost };
