@@ -173,6 +173,42 @@ fn lavapipe_pipelines_confirm_every_prediction_for_the_traced_device() {
     }
 }
 
+/// A mixture of experts (`synth --preset tiny-moe`: 8 experts, 2 used, Q4_K_M by the real llama-quantize) on
+/// lavapipe: at 8 tokens MUL_MAT_ID takes ggml's per-token vector path (`mul_mat_vec_id_*`, one dispatch per token),
+/// at 64 the matrix path (`matmul_id_*` after `count_experts`), and the decode the vector path; every prediction is
+/// confirmed by the pipelines the layer saw, and none is unexplained. The expected paths are the pipelines ggml
+/// dispatched, named by its debug markers.
+#[test]
+fn lavapipe_moe_pipelines_confirm_every_prediction() {
+    let _turn = heavy();
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("tiny-moe-q4_k_m.gguf");
+    let mut cmd = backscope();
+    cmd.args(["synth", "--preset", "tiny-moe", "--type", "q4_k_m", "--llama-bin"])
+        .arg(llama_bin())
+        .arg("-o")
+        .arg(&model);
+    stdout_ok(&mut cmd);
+    for prompt in [8u64, 64] {
+        let dir = tmp.path().join(format!("moe-{prompt}"));
+        bench_trace(&model, prompt, 2, &dir);
+        let dir_s = dir.to_str().unwrap();
+        let p = prompt.to_string();
+        let r = predict(
+            &["--device", dir_s, "--trace", dir_s, "--prompt-tokens", &p, "--decode-tokens", "2", "--model"],
+            &[&model],
+        );
+        let what = format!("tiny-moe Q4_K_M prompt {prompt}");
+        assert_all_confirmed(&r, &what);
+        let items = verdicts(&r);
+        let confirmed = |needle: &str| items.iter().any(|(_, w, v)| w.contains(needle) && v == "Confirmed");
+        assert!(confirmed("mul_mat_vec_id_"), "{what}: the decode's per-token path: {items:#?}");
+        if prompt == 64 {
+            assert!(confirmed("matmul_id"), "{what}: the matrix path: {items:#?}");
+        }
+    }
+}
+
 /// TinyLlama 1.1B's weights as shapes (the validation's `synth --preset tinyllama-1.1b`: 2048 dims, 22 layers, 32
 /// heads of 64 with 4 KV heads, n_ff 5632, vocabulary 32000), F16, without writing its 2 GB.
 fn tinyllama_f16() -> ModelWeights {
