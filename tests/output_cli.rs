@@ -563,8 +563,9 @@ fn a_real_sigsegv_sweep_reports_phase_and_signature_keeps_hostile_prompts_inert_
         "0",
         "--repetitions",
         "2",
+        // Long enough that the SIGSEGV sent at the first token lands while the request still streams.
         "--num-predict",
-        "8",
+        "48",
         "--read-timeout",
         "120",
     ];
@@ -596,7 +597,7 @@ fn a_real_sigsegv_sweep_reports_phase_and_signature_keeps_hostile_prompts_inert_
     assert_eq!(phase["confidence"], "Inferred", "{phase:#}");
     let statement = s(&phase["statement"]);
     assert!(
-        statement.starts_with("`cpu` at num_gpu=0, prompt Hello, num_predict 8: the log of the server that died"),
+        statement.starts_with("`cpu` at num_gpu=0, prompt Hello, num_predict 48: the log of the server that died"),
         "{statement}"
     );
     assert!(statement.contains("places the failure of 1 run(s) in decoding"), "{statement}");
