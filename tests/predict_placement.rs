@@ -17,30 +17,13 @@
 //! On ggml-vulkan one MUL_MAT node is one main-pipeline dispatch (tests/vulkan_trace.rs checks that against
 //! GGML_VK_PERF_LOGGER), and `llama-bench -r 1 --no-warmup -n 0` evaluates the prompt exactly once.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::sweep_common::*;
 use crate::util::*;
-
-/// The tiny model quantized to Q4_K_M, once per test process (its own file: tests/vulkan_trace.rs makes another).
-fn tiny_q4_k_m() -> PathBuf {
-    static MODEL: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    MODEL
-        .get_or_init(|| {
-            let path = tiny_model().with_file_name("tiny-q4_k_m-placement.gguf");
-            let mut cmd = backscope();
-            cmd.args(["synth", "--preset", "tiny", "--type", "q4_k_m", "--llama-bin"])
-                .arg(llama_bin())
-                .arg("-o")
-                .arg(&path);
-            stdout_ok(&mut cmd);
-            path
-        })
-        .clone()
-}
 
 /// `backscope trace` (Vulkan layer) around one llama-bench prompt evaluation; returns the trace summary.
 fn traced_bench(dir: &Path, model: &Path, ngl: u32, prompt: u32, extra: &[&str]) -> Value {

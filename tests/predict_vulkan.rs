@@ -16,23 +16,6 @@ use serde_json::Value;
 use crate::sweep_common::*;
 use crate::util::*;
 
-/// The tiny model quantized to Q4_K_M (Q4_K and Q6_K weights), once per test process.
-fn tiny_q4_k_m() -> PathBuf {
-    static MODEL: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    MODEL
-        .get_or_init(|| {
-            let path = tiny_model().with_file_name("tiny-q4_k_m-predict.gguf");
-            let mut cmd = backscope();
-            cmd.args(["synth", "--preset", "tiny", "--type", "q4_k_m", "--llama-bin"])
-                .arg(llama_bin())
-                .arg("-o")
-                .arg(&path);
-            stdout_ok(&mut cmd);
-            path
-        })
-        .clone()
-}
-
 /// llama-bench `-p prompt -n decode` under `backscope trace` with the layer; returns the trace dir and ggml's stderr.
 fn bench_trace(model: &Path, prompt: u64, decode: u64, dir: &Path) -> String {
     let mut cmd = backscope();

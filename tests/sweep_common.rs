@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{backscope, cache};
+use crate::util::{backscope, cache, stdout_ok};
 
 /// The machine has two cores; tests that run real llama-servers take turns.
 pub fn heavy() -> MutexGuard<'static, ()> {
@@ -56,6 +56,24 @@ pub fn tiny_model() -> PathBuf {
                 out.status,
                 String::from_utf8_lossy(&out.stderr)
             );
+            path
+        })
+        .clone()
+}
+
+/// The tiny model quantized to Q4_K_M by the real llama-quantize (as scripts/demo.sh makes it), once per test
+/// process, beside [`tiny_model`].
+pub fn tiny_q4_k_m() -> PathBuf {
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let path = tiny_model().with_file_name("tiny-q4_k_m.gguf");
+            let mut cmd = backscope();
+            cmd.args(["synth", "--preset", "tiny", "--type", "q4_k_m", "--llama-bin"])
+                .arg(llama_bin())
+                .arg("-o")
+                .arg(&path);
+            stdout_ok(&mut cmd);
             path
         })
         .clone()

@@ -323,23 +323,6 @@ fn trace_env_prints_the_vulkan_layer_variables() {
     assert_eq!(json["variables"]["VK_INSTANCE_LAYERS"], "VK_LAYER_BACKSCOPE_dispatch");
 }
 
-/// The tiny model quantized to Q4_K_M (as scripts/demo.sh makes it), once per test process.
-fn tiny_q4_k_m() -> PathBuf {
-    static MODEL: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    MODEL
-        .get_or_init(|| {
-            let path = tiny_model().with_file_name("tiny-q4_k_m.gguf");
-            let mut cmd = backscope();
-            cmd.args(["synth", "--preset", "tiny", "--type", "q4_k_m", "--llama-bin"])
-                .arg(llama_bin())
-                .arg("-o")
-                .arg(&path);
-            stdout_ok(&mut cmd);
-            path
-        })
-        .clone()
-}
-
 /// scripts/demo.sh's sweep (the CPU backend against the Vulkan backend on lavapipe, num_gpu 0, 1 and -1, a Q4_K_M
 /// model) with `--trace` and ggml's perf logger in the Vulkan server: every Vulkan request carries the pipelines it
 /// dispatched, per op equal to the perf logger lines of its own slice of the server log.
