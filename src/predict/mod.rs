@@ -241,6 +241,17 @@ pub struct TokensInfo {
     pub from_run: Option<PromptFromRun>,
 }
 
+impl TokensInfo {
+    /// The token counts of a prediction for `batch`.
+    pub fn new(batch: Batch, ubatch: u64, decode_tokens: u64, from_run: Option<PromptFromRun>) -> Self {
+        let (prompt_tokens, ne11) = match batch {
+            Batch::PromptTokens(n) => (Some(n), None),
+            Batch::Ne11(n) => (None, Some(n)),
+        };
+        TokensInfo { prompt_tokens, ne11, ubatch, decode_tokens, from_run }
+    }
+}
+
 /// Everything `predict` says, in the form `--json` prints.
 #[derive(Clone, Debug, Serialize)]
 pub struct PredictReport {
@@ -274,6 +285,23 @@ pub struct ModelSummary {
     pub weights_per_type: BTreeMap<String, u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attention: Option<AttentionShape>,
+}
+
+impl ModelSummary {
+    /// What a prediction says of the model it read: its source and shape, and its matmul weights per type.
+    pub fn of(weights: &ModelWeights) -> Self {
+        let mut weights_per_type = BTreeMap::new();
+        for t in &weights.tensors {
+            *weights_per_type.entry(t.ggml_type.clone()).or_insert(0u64) += 1;
+        }
+        ModelSummary {
+            source: weights.source.clone(),
+            architecture: weights.architecture.clone(),
+            n_layer: weights.n_layer,
+            weights_per_type,
+            attention: weights.attention.clone(),
+        }
+    }
 }
 
 /// The device for an `--arch` argument, with its knowledge row.
@@ -604,10 +632,6 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
         }
     }
 
-    let mut per_type = BTreeMap::new();
-    for t in &weights.tensors {
-        *per_type.entry(t.ggml_type.clone()).or_insert(0u64) += 1;
-    }
     let mut report = PredictReport {
         schema: SCHEMA,
         arch,
@@ -617,26 +641,8 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
             file: knowledge::dispatch_file(&dispatch.version).unwrap_or_default().to_string(),
             source_root: dispatch.source_root.clone(),
         },
-        model: ModelSummary {
-            source: weights.source.clone(),
-            architecture: weights.architecture.clone(),
-            n_layer: weights.n_layer,
-            weights_per_type: per_type,
-            attention: weights.attention.clone(),
-        },
-        tokens: TokensInfo {
-            prompt_tokens: match opts.batch {
-                Batch::PromptTokens(n) => Some(n),
-                Batch::Ne11(_) => None,
-            },
-            ne11: match opts.batch {
-                Batch::Ne11(n) => Some(n),
-                Batch::PromptTokens(_) => None,
-            },
-            ubatch: opts.ubatch,
-            decode_tokens: decode,
-            from_run: opts.prompt_from_run.clone(),
-        },
+        model: ModelSummary::of(&weights),
+        tokens: TokensInfo::new(opts.batch, opts.ubatch, decode, opts.prompt_from_run.clone()),
         flash_attn: opts.flash_attn,
         flash_attn_used,
         placement: offload,

@@ -469,10 +469,6 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
     };
     let (kv_type, _, _) = model::type_facts(&opts.kv_type)?;
     let phases = predict_phases(opts, &facts, &weights, decode, flash_attn_used, &kv_type.to_string())?;
-    let mut per_type = BTreeMap::new();
-    for t in &weights.tensors {
-        *per_type.entry(t.ggml_type.clone()).or_insert(0u64) += 1;
-    }
     let mut assumptions = vec![
         "one sequence; weights contiguous; F32 activations; default matmul precision; no GGML_VK_* environment overrides".to_string(),
         "the device's tiles are enabled by the shared-memory test of the mmq warptiles (coopmat staging not counted)".into(),
@@ -486,26 +482,8 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
         device,
         build,
         device_decisions: decisions,
-        model: ModelSummary {
-            source: weights.source.clone(),
-            architecture: weights.architecture.clone(),
-            n_layer: weights.n_layer,
-            weights_per_type: per_type,
-            attention: weights.attention.clone(),
-        },
-        tokens: TokensInfo {
-            prompt_tokens: match opts.batch {
-                Batch::PromptTokens(n) => Some(n),
-                Batch::Ne11(_) => None,
-            },
-            ne11: match opts.batch {
-                Batch::Ne11(n) => Some(n),
-                Batch::PromptTokens(_) => None,
-            },
-            ubatch: opts.ubatch,
-            decode_tokens: decode,
-            from_run: None,
-        },
+        model: ModelSummary::of(&weights),
+        tokens: TokensInfo::new(opts.batch, opts.ubatch, decode, None),
         flash_attn_used,
         assumptions,
         phases,
