@@ -685,13 +685,26 @@ impl std::fmt::Display for TraceProblem {
 /// files that could not be read (left out of the counts).
 pub fn summarise(
     dir: &Path,
+    traces: Vec<TraceFile>,
+    problems: &[TraceError],
+    exit_status: Option<i32>,
+) -> TraceSummary {
+    summarise_with_libraries(dir, traces, problems, exit_status, &[])
+}
+
+/// [`summarise`], with `libraries` read for Vulkan shaders besides those the traces name (see
+/// [`ShaderIndex::add_library`]).
+pub fn summarise_with_libraries(
+    dir: &Path,
     mut traces: Vec<TraceFile>,
     problems: &[TraceError],
     exit_status: Option<i32>,
+    libraries: &[&Path],
 ) -> TraceSummary {
     // Vulkan pipelines without a debug name are named after the shader their SPIR-V matched.
     let mut index = ShaderIndex::default();
     index.add_traces(&traces);
+    libraries.iter().for_each(|l| index.add_library(l));
     traces.iter_mut().for_each(|t| index.name_pipelines(t));
     let traces = traces.as_slice();
     let shaders = index.shaders_by_name(traces);

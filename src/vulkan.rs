@@ -289,10 +289,18 @@ impl ShaderIndex {
             }
         }
         for path in wanted {
-            if !self.libraries.iter().any(|(p, _)| *p == path) {
-                let outcome = self.read_library(&path);
-                self.libraries.push((path, outcome));
-            }
+            self.add_library(&path);
+        }
+    }
+
+    /// Reads `path` too, unless it was read already: a library the caller knows the pipelines came from (`predict
+    /// --vulkan-lib`), for traces whose recorded library path does not exist on this machine (traces copied from
+    /// another). A SPIR-V hash matches only the shader it was computed from, so a library that is not the traced one
+    /// names nothing.
+    pub fn add_library(&mut self, path: &Path) {
+        if !self.libraries.iter().any(|(p, _)| p == path) {
+            let outcome = self.read_library(path);
+            self.libraries.push((path.to_path_buf(), outcome));
         }
     }
 

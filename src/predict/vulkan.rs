@@ -494,7 +494,7 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
     report.claims = prediction_claims(&report);
     report.claims.extend(capability_gap(&report, device_only)?);
     if let Some(src) = &opts.observed {
-        let observed = vkcompare::load(src)?;
+        let observed = vkcompare::load(src, opts.library.as_deref())?;
         let cmp = vkcompare::compare(&report, &observed);
         report.claims.extend(cmp.claims.iter().cloned());
         report.comparison = Some(cmp);

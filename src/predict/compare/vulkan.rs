@@ -16,6 +16,8 @@
 //! unexplained (a contradiction). A trace of a whole llama-bench run mixes its phases, so a pipeline is explained
 //! when any phase predicts it.
 
+use std::path::Path;
+
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
@@ -92,12 +94,15 @@ fn observed(name: &str, shaders: Vec<String>, launches: u64) -> VkObserved {
 /// The largest `trace --json` summary or record read.
 const MAX_JSON_BYTES: u64 = 64 << 20;
 
-/// Loads the observed Vulkan pipelines.
-pub fn load(src: &ObservedSource) -> Result<VkObservation> {
+/// Loads the observed Vulkan pipelines; `library`, the build the pipelines came from when the caller knows it, also
+/// names their shaders where the trace's recorded library path is not on this machine.
+pub fn load(src: &ObservedSource, library: Option<&Path>) -> Result<VkObservation> {
     match src {
         ObservedSource::TraceDir(dir) => {
             let read = crate::trace::read_dir_folded(dir).with_context(|| format!("reading {}", dir.display()))?;
-            let summary = crate::trace_summary::summarise(dir, read.traces, &read.problems, None);
+            let libraries: Vec<&Path> = library.into_iter().collect();
+            let summary =
+                crate::trace_summary::summarise_with_libraries(dir, read.traces, &read.problems, None, &libraries);
             Ok(VkObservation {
                 kind: "trace-dir".into(),
                 path: dir.display().to_string(),
