@@ -13,10 +13,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use backscope::sweep::record::{
+use backscope::run::record::{
     Api, BackendFacts, ErrorClass, LogRef, Phase, Record, RunSource, ServerRef, ServerTimings, Status, RECORD_SCHEMA,
 };
-use backscope::sweep::store::{self, RunRow, RunStatus, Store};
+use backscope::run::store::{self, RunRow, RunStatus, Store};
 
 /// xorshift64*: a fixed-seed source of numbers, not a statistical tool.
 struct Rng(u64);

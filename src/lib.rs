@@ -28,9 +28,9 @@ pub mod output;
 pub mod predict;
 pub mod proc;
 pub mod report;
+pub mod run;
 pub mod scan;
 pub mod sweep;
-pub mod sweep_db;
 pub mod synth;
 /// Reading trace files: the `backscope-trace-reader` crate.
 pub use trace_reader as trace;

@@ -38,8 +38,8 @@ use crate::evidence::{Claim, Confidence, Source};
 use crate::gpucode::coverage::{self, DeviceArch};
 use crate::gpucode::{ArchAnswer, ScanOptions, ScanReport};
 use crate::knowledge::{self, ollama::parse_release};
-use crate::sweep::record::Record;
-use crate::sweep_db::SweepDb;
+use crate::run::db::SweepDb;
+use crate::run::record::Record;
 
 pub const SCHEMA: &str = "backscope.gate/1";
 

@@ -10,8 +10,8 @@ use super::{compare, Batch, FlashAttn, ObservedSource, PredictOptions, PredictRe
 use super::{GpuBackend, PlacementOptions, WeightSource, DEFAULT_UBATCH};
 use crate::exit;
 use crate::output::{Inputs, Output, OutputOptions};
-use crate::sweep::record::Record;
-use crate::sweep_db::{select_cells, SweepDb};
+use crate::run::db::{select_cells, SweepDb};
+use crate::run::record::Record;
 
 /// Schema of the JSON `predict --run` prints: one prediction per traced record of a sweep run.
 pub const RUN_SCHEMA: &str = "backscope.predict-run/1";
@@ -455,7 +455,7 @@ pub fn run(cmd: &PredictCommand) -> Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::record::BackendFacts;
+    use crate::run::record::BackendFacts;
 
     /// The log facts of a record: backend, devices in use, `offloaded N/M`.
     type Facts<'a> = (&'a str, &'a [&'a str], Option<(u32, u32)>);

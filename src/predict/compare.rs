@@ -35,7 +35,7 @@ use super::placement::{self, gpu_matmul};
 use super::{family_text, rule_source, MatmulOp, ObservedSource, PredictReport, WeightGroup, Where};
 use crate::evidence::{Claim, Confidence, Source};
 use crate::kernels;
-use crate::sweep::record::RecordTrace;
+use crate::run::record::RecordTrace;
 
 /// Families of ggml's flash-attention kernels.
 const FA_FAMILIES: &[&str] = &["FA-vec", "FA-tile", "FA-mma", "FA-wmma"];

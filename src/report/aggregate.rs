@@ -17,7 +17,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::stats::{self, RatioCi, Summary, Verdict};
-use crate::sweep::record::{ErrorClass, Record, Status};
+use crate::run::record::{ErrorClass, Record, Status};
 
 /// Failed records kept whole per group (their log slices are read for the crash phase and the timelines).
 pub const FAILED_KEPT: usize = 32;
@@ -111,7 +111,7 @@ impl RecordView<'_> {
 
     /// The outcome as the sweep's table names it (`Record::outcome`).
     fn outcome(&self) -> String {
-        crate::sweep::record::outcome(
+        crate::run::record::outcome(
             self.status,
             self.error_class,
             self.signal.as_deref(),
@@ -789,7 +789,7 @@ pub fn of_records(records: &[Record]) -> Result<RunStats> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::record::{BackendFacts, RecordTrace, ServerRef};
+    use crate::run::record::{BackendFacts, RecordTrace, ServerRef};
 
     use crate::report::test_records::cell as rec;
 

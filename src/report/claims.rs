@@ -8,8 +8,8 @@ use std::path::Path;
 use super::aggregate::{Group, Metric, Ratio, RecordRef, RunStats, Varies};
 use super::stats::{self, Verdict};
 use crate::evidence::{Claim, Confidence, Source};
-use crate::sweep::forensics;
-use crate::sweep::record::Record;
+use crate::run::forensics;
+use crate::run::record::Record;
 
 /// Record sources listed under a claim that counts many records.
 const REFS_SHOWN: usize = 8;
@@ -18,7 +18,7 @@ const REFS_SHOWN: usize = 8;
 const STATS_FILE: &str = "src/report/stats.rs";
 
 fn id_part(s: &str) -> String {
-    crate::sweep::paths::sanitize(s)
+    crate::run::paths::sanitize(s)
 }
 
 fn base_id(g: &Group) -> String {
@@ -358,7 +358,7 @@ fn backend_claim(g: &Group, at: &str, base: &str, run_id: &str, run_dir: &Path) 
     let id = format!("{base}.backend");
     let Some(r) = g.backend_record.as_deref() else {
         let never_started =
-            g.ok == 0 && g.failed_records.iter().all(|r| r.phase == Some(crate::sweep::record::Phase::Start));
+            g.ok == 0 && g.failed_records.iter().all(|r| r.phase == Some(crate::run::record::Phase::Start));
         let why = if never_started {
             "no backend to identify — the server never became ready"
         } else {
@@ -572,7 +572,7 @@ mod tests {
         }))
         .unwrap();
         let mut records = vec![rec("vk", 1, 0, false, 2600.0), rec("vk", 1, 1, false, 2650.0)];
-        records[1].trace = Some(crate::sweep::record::RecordTrace {
+        records[1].trace = Some(crate::run::record::RecordTrace {
             dir: "traces/s001-vk".into(),
             files: vec![],
             window_ns: [0, 1],

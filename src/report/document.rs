@@ -608,7 +608,7 @@ mod tests {
     use super::super::aggregate::of_records;
     use super::super::{input::RunMeta, ReportView, Rules, SCHEMA};
     use crate::output::{render_document, text::Layout, Format, Render};
-    use crate::sweep::record::Record;
+    use crate::run::record::Record;
 
     const HOSTILE: &str = "</table><script>alert(1)</script> a|b\nnext \u{1b}[31mred\u{1b}]0;t\u{7}";
 

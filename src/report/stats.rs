@@ -11,7 +11,7 @@
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 
-pub use crate::sweep::stats::{mean, median, sample_sd};
+pub use crate::run::stats::{mean, median, sample_sd};
 
 /// A sample's location and spread.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]

@@ -11,8 +11,8 @@ use logs::analysis::Report;
 use logs::Limits;
 use serde::Serialize;
 
-use crate::sweep::forensics;
-use crate::sweep::record::Record;
+use crate::run::forensics;
+use crate::run::record::Record;
 
 /// Timeline entries kept per cell: the first and the last (where crashes are).
 const HEAD: usize = 40;

@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::paths::sanitize;
 use super::plan::{Endpoint, EndpointKind, Plan, Prompt, Timeouts};
 use super::presets::{Launch, ServerKey};
-use super::record::Api;
+use crate::run::paths::sanitize;
+use crate::run::record::Api;
 
 /// The cells of a plan and the settings they share.
 #[derive(Debug)]

@@ -11,16 +11,16 @@ use super::cells::Schedule;
 use super::events::{Event, JsonLines, Progress, Sink, Sinks};
 use super::executor::Machine;
 use super::flags::SweepFlags;
-use super::paths::absolute;
 use super::plan::{self, Plan};
-use super::record::RunSource;
 use super::runner::{self, RunEnd};
 use super::spec::SpecFile;
-use super::store::{self, RunRow, RunStatus, Store};
 use super::supervise::Ledger;
 use super::{dryrun, envsnap, http, import, report, supervise};
 use crate::exit;
 use crate::output::{messages, Document, Excerpt, Format, Inputs, Output, OutputOptions, Rendered};
+use crate::run::paths::absolute;
+use crate::run::record::RunSource;
+use crate::run::store::{self, RunRow, RunStatus, Store};
 
 /// One `backscope sweep` invocation.
 #[derive(Debug)]

@@ -7,8 +7,8 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
-use super::record::Record;
 use crate::evidence::Claim;
+use crate::run::record::Record;
 
 /// One event. Serialised as one JSON object per line with an `event` tag (`--json`).
 #[derive(Debug, Serialize)]

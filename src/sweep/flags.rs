@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::paths::{absolute_in, program_in};
 use super::presets::Preset;
 use super::spec::{EndpointSpec, ModelEntry, PromptSpec, SpecFile, TimeoutSpec};
+use crate::run::paths::{absolute_in, program_in};
 
 /// The flags that describe the sweep, as given.
 #[derive(Clone, Debug, Default, PartialEq)]

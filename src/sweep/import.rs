@@ -18,11 +18,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Map, Value};
 
-use super::durable;
-use super::paths::absolute;
-use super::record::{BackendFacts, Record, RunSource, ServerTimings, Status, RECORD_SCHEMA};
-use super::store::{self, RunRow, RunStatus, Store};
 use crate::inputs;
+use crate::run::durable;
+use crate::run::paths::absolute;
+use crate::run::record::{BackendFacts, Record, RunSource, ServerTimings, Status, RECORD_SCHEMA};
+use crate::run::store::{self, RunRow, RunStatus, Store};
 
 /// Most bytes one import reads, all its files together. llama-bench prints about 1 KB per test (its samples
 /// included), so this is far more than any real run of it — 60,000 tests of a full sweep — and what the parsed

@@ -21,7 +21,7 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use super::record::{BackendFacts, LogRef};
+use crate::run::record::{BackendFacts, LogRef};
 
 /// Most bytes of one line kept for matching; the rest of a longer line is counted, not held. Every line the scan
 /// looks for is a few hundred bytes at most.

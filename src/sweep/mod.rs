@@ -3,7 +3,7 @@
 //! Data flows one way, each step in its own module:
 //!
 //! 1. `spec` reads a TOML spec file and `flags` merges the command line's flags onto it, relative paths made
-//!    absolute as each is read (`paths`);
+//!    absolute as each is read (`crate::run::paths`);
 //! 2. `plan` resolves that into a `plan::Plan` — endpoints with their programs and APIs, models, prompt texts,
 //!    settings — which is stored with the run, so `--resume` replays it;
 //! 3. `cells` expands the plan into the cells of a `cells::Schedule`, each with its key, directory, and the
@@ -11,10 +11,10 @@
 //! 4. `runner` walks the cells through an `executor::Executor` (processes, `supervise`; HTTP, `http` and
 //!    `api`), reading server logs (`logs`) and kernel traces (`tracejoin`) and telling `events` sinks
 //!    (progress bar, `--json`) as it goes;
-//! 5. `store` commits each cell's `record::Record` to SQLite and the run directory (files written whole and
-//!    durably, `durable`);
-//! 6. `report` turns the records into the table and claims, reading each failed cell's log slice (`forensics`) for
-//!    the phase and signature of its crash.
+//! 5. the run floor's `crate::run::store` commits each cell's `crate::run::record::Record` to SQLite and the run
+//!    directory (files written whole and durably, `crate::run::durable`);
+//! 6. `report` turns the records into the table and claims, reading each failed cell's log slice
+//!    (`crate::run::forensics`) for the phase and signature of its crash.
 //!
 //! `command` holds the command bodies: a run, and `export`, `import` (llama-bench) and `report` on the database.
 
@@ -22,24 +22,18 @@ mod api;
 mod cells;
 mod command;
 mod dryrun;
-mod durable;
 mod envsnap;
 mod events;
 mod executor;
 mod flags;
-pub(crate) mod forensics;
 mod http;
 mod import;
 mod logs;
-pub(crate) mod paths;
 mod plan;
 mod presets;
-pub mod record;
 mod report;
 mod runner;
 mod spec;
-pub(crate) mod stats;
-pub mod store;
 mod supervise;
 mod tracejoin;
 

@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::presets::Preset;
-use super::record::Api;
 use super::spec::{EndpointSpec, ModelEntry, PromptSpec, SpecFile};
+use crate::run::record::Api;
 
 /// Defaults, in seconds. Read: a cold model load on a slow backend sends no byte for minutes (Ollama loads the
 /// model inside the request). Ready: llama-server loads the model before `/health` turns 200.

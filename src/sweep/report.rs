@@ -6,11 +6,12 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::record::{ErrorClass, Record, Status};
-use super::stats::{mean, mean_sd_seconds, median, sample_sd};
-use super::{forensics, tracejoin};
+use super::tracejoin;
 use crate::evidence::{Claim, Confidence, Source};
 use crate::output::{Block, ClaimList, Collapse, Column, Document, Render, Table};
+use crate::run::forensics;
+use crate::run::record::{ErrorClass, Record, Status};
+use crate::run::stats::{mean, mean_sd_seconds, median, sample_sd};
 
 /// Most run-record sources listed under one claim; the rest are in the database.
 const MAX_RUN_SOURCES: usize = 8;
@@ -181,7 +182,7 @@ pub fn table(pts: &[PointRecords<'_>]) -> Table {
 
 /// The point's kernel families per request, from the first traced record; `(varies)` when its requests differ.
 fn kernels_text(recs: &[&Record]) -> String {
-    let traced: Vec<&super::record::RecordTrace> = recs.iter().filter_map(|r| r.trace.as_ref()).collect();
+    let traced: Vec<&crate::run::record::RecordTrace> = recs.iter().filter_map(|r| r.trace.as_ref()).collect();
     let Some(first) = traced.first() else { return "-".into() };
     let mut text = shorten(&tracejoin::families_text(first), 60);
     if traced.iter().any(|t| t.families != first.families) {
@@ -194,7 +195,7 @@ fn kernels_text(recs: &[&Record]) -> String {
 }
 
 /// The demangled name with its ggml type spelled out: `mul_mat_vec_q<(ggml_type)12, 8>` → `mul_mat_vec_q<Q4_K, 8>`.
-fn typed_name(k: &super::record::TraceKernel) -> String {
+fn typed_name(k: &crate::run::record::TraceKernel) -> String {
     let (Some(t), Some(at)) = (&k.ggml_type, k.demangled.find("(ggml_type)")) else { return k.demangled.clone() };
     let rest = &k.demangled[at + "(ggml_type)".len()..];
     let digits = rest.chars().take_while(char::is_ascii_digit).count();
@@ -353,7 +354,7 @@ fn run_sources(recs: &[&Record], pick: impl Fn(&Record) -> bool) -> Vec<Source> 
 }
 
 fn id_part(s: &str) -> String {
-    super::paths::sanitize(s)
+    crate::run::paths::sanitize(s)
 }
 
 fn where_text(p: &Point, multi_model: bool, multi_prompt: bool) -> String {
@@ -392,7 +393,7 @@ pub fn claims(records: &[Record], run_dir: &std::path::Path) -> Vec<Claim> {
             let ttf: Vec<f64> = failed.iter().filter_map(|r| r.ttf_ms).collect();
             let after = mean_sd_seconds(&ttf).map(|s| format!(" after {s}")).unwrap_or_default();
             let first = failed[0];
-            let phase = if first.phase == Some(super::record::Phase::Start) { " while starting" } else { "" };
+            let phase = if first.phase == Some(crate::run::record::Phase::Start) { " while starting" } else { "" };
             let http = first.http_status.filter(|s| *s >= 400).map(|s| format!(" (HTTP {s})")).unwrap_or_default();
             let statement = match first.error_class {
                 Some(ErrorClass::Crash) => format!(
@@ -501,7 +502,7 @@ pub fn claims(records: &[Record], run_dir: &std::path::Path) -> Vec<Claim> {
                     }
                 }
                 let managed = recs.iter().any(|r| r.managed);
-                let never_started = recs.iter().all(|r| r.phase == Some(super::record::Phase::Start));
+                let never_started = recs.iter().all(|r| r.phase == Some(crate::run::record::Phase::Start));
                 let statement = if never_started {
                     format!("`{}` at {at}: no backend to identify — the server never became ready", p.endpoint)
                 } else if managed {
@@ -624,8 +625,8 @@ pub fn render(run_id: &str, run_dir: &str, records: &[Record], claims: &[Claim])
 
 #[cfg(test)]
 mod tests {
-    use super::super::record::{BackendFacts, LogRef, Phase, RunSource, RECORD_SCHEMA};
     use super::*;
+    use crate::run::record::{BackendFacts, LogRef, Phase, RunSource, RECORD_SCHEMA};
 
     fn rec(ep: &str, ngl: i64, seq: u64, ok: bool) -> Record {
         Record {

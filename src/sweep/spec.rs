@@ -8,9 +8,9 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::paths::{absolute, absolute_in, join_clean, program_in};
 use super::presets::Preset;
-use super::record::Api;
+use crate::run::paths::{absolute, absolute_in, join_clean, program_in};
+use crate::run::record::Api;
 
 /// The TOML file. Every list replaces the default; flags add endpoints and replace lists they give.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use trace_format::env;
 
-use super::record::{RecordTrace, TraceCrash, TraceDeviceLost, TraceKernel, TraceProcess, TRACE_TOP_KERNELS};
+use crate::run::record::{RecordTrace, TraceCrash, TraceDeviceLost, TraceKernel, TraceProcess, TRACE_TOP_KERNELS};
 use crate::trace::{Aggregate, Range, Reader, TraceFile};
 use crate::vulkan::ShaderIndex;
 
@@ -441,12 +441,12 @@ mod tests {
             ..TraceFile::parse(&server_trace()).unwrap()
         };
         let label = |p: &Path| p.strip_prefix("/runs/r").unwrap().display().to_string();
-        let mut rec = crate::sweep::store::tests::record("r", "cuda|m|ngl=99|p|n=1|e1|r3", 2);
+        let mut rec = crate::run::store::tests::record("r", "cuda|m|ngl=99|p|n=1|e1|r3", 2);
         rec.endpoint = "cuda".into();
         rec.num_gpu = 99;
         rec.repetition = 3;
         rec.trace = Some(join("traces/s001-cuda", vec![], &[&a], &label, [3100, 3900], 20));
-        let mut cpu = crate::sweep::store::tests::record("r", "cpu|m|ngl=0|p|n=1|e1|r1", 3);
+        let mut cpu = crate::run::store::tests::record("r", "cpu|m|ngl=0|p|n=1|e1|r1", 3);
         cpu.endpoint = "cpu".into();
         cpu.trace = Some(RecordTrace {
             observer_loaded: Some(true),
@@ -560,7 +560,7 @@ mod tests {
         t.path = Some(PathBuf::from("/runs/r/traces/s001-cuda/trace-42.jsonl"));
         let label = |p: &Path| p.strip_prefix("/runs/r").unwrap().display().to_string();
         let rec = |rep: u32, window: [u64; 2]| {
-            let mut r = crate::sweep::store::tests::record("r", &format!("cuda|m|ngl=99|p|n=1|e1|r{rep}"), rep as u64);
+            let mut r = crate::run::store::tests::record("r", &format!("cuda|m|ngl=99|p|n=1|e1|r{rep}"), rep as u64);
             r.endpoint = "cuda".into();
             r.repetition = rep;
             r.trace = Some(join("traces/s001-cuda", vec![], &[&t], &label, window, 20));
@@ -620,7 +620,7 @@ mod tests {
         let mut b = TraceFile::parse(&layer).unwrap();
         b.path = Some(PathBuf::from("/runs/r/traces/s001-vk/trace-77.1.jsonl"));
         let label = |p: &Path| p.strip_prefix("/runs/r").unwrap().display().to_string();
-        let mut rec = crate::sweep::store::tests::record("r", "vk|m|ngl=1|p|n=1|e1|r1", 1);
+        let mut rec = crate::run::store::tests::record("r", "vk|m|ngl=1|p|n=1|e1|r1", 1);
         rec.endpoint = "vk".into();
         rec.trace = Some(join("traces/s001-vk", vec![], &[&a, &b], &label, [3000, 6000], 20));
         let t = rec.trace.as_ref().unwrap();

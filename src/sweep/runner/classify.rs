@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
+use crate::run::record::{tokens_per_second, Api, ErrorClass, Phase, Record, Status};
 use crate::sweep::api;
 use crate::sweep::http::{Failure, Measurement};
 use crate::sweep::logs::LogScan;
-use crate::sweep::record::{tokens_per_second, Api, ErrorClass, Phase, Record, Status};
 use crate::sweep::supervise::ExitInfo;
 
 /// A failure the client never reported (the worker thread was abandoned or died).
@@ -79,7 +79,7 @@ pub(super) fn classify_failure(rec: &mut Record, m: &Measurement, exit: Option<&
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::record::LogRef;
+    use crate::run::record::LogRef;
 
     fn failed(class: ErrorClass, message: &str) -> Measurement {
         Measurement {

@@ -29,10 +29,10 @@ use super::executor::{Executor, Server};
 use super::http::{detect_api, Client, Failure, Measurement, Timeouts};
 use super::logs::{LogReader, LogScan};
 use super::presets::ServerKey;
-use super::record::{Api, ErrorClass, Phase, Record, RunSource, ServerRef, Status, RECORD_SCHEMA};
-use super::store::{commit_record, utc_now, Store};
 use super::supervise::{copy_slice, ExitInfo, Interrupt};
 use super::tracejoin::{self, TraceDir};
+use crate::run::record::{Api, ErrorClass, Phase, Record, RunSource, ServerRef, Status, RECORD_SCHEMA};
+use crate::run::store::{commit_record, utc_now, Store};
 use classify::{classify_failure, fill_measurement, synthetic_failure};
 use start::StartError;
 
@@ -438,7 +438,7 @@ impl<E: Executor> Runner<'_, '_, E> {
     }
 
     /// `--trace`: the kernels the server's processes launched during the request's window.
-    fn observe(&mut self, cell: &Cell, window: [u64; 2]) -> Option<super::record::RecordTrace> {
+    fn observe(&mut self, cell: &Cell, window: [u64; 2]) -> Option<crate::run::record::RecordTrace> {
         match &cell.target {
             Target::Managed(_) => {
                 let interval_ms = self.schedule.observer.as_ref()?.interval_ms;

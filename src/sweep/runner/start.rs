@@ -5,12 +5,12 @@
 use std::time::{Duration, Instant};
 
 use super::{Runner, Running, ServerTrace};
+use crate::run::record::{ErrorClass, LogRef, Phase, Record, ServerRef, Status};
 use crate::sweep::cells::ManagedServer;
 use crate::sweep::events::Event;
 use crate::sweep::executor::{Executor, Server};
 use crate::sweep::http::Client;
 use crate::sweep::logs::{LogReader, LogScan};
-use crate::sweep::record::{ErrorClass, LogRef, Phase, Record, ServerRef, Status};
 use crate::sweep::supervise::ExitInfo;
 use crate::sweep::tracejoin::{self, TraceDir};
 

@@ -9,13 +9,13 @@ use std::sync::{Arc, Mutex};
 use serde_json::json;
 
 use super::*;
+use crate::run::record::RunSource;
+use crate::run::store::{RunRow, RunStatus};
 use crate::sweep::events::Collect;
 use crate::sweep::flags::SweepFlags;
 use crate::sweep::http::Failure;
 use crate::sweep::plan::resolve;
-use crate::sweep::record::RunSource;
 use crate::sweep::spec::SpecFile;
-use crate::sweep::store::{RunRow, RunStatus};
 use crate::sweep::supervise::ProcessSpec;
 
 /// How the next spawned server behaves.

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::descendants::{self, Owner, Stopped, Tag};
 use super::procfs;
-use crate::sweep::durable;
+use crate::run::durable;
 
 /// Most ledger files read per run directory and bytes per file: a run starts a few servers per cell at most.
 const MAX_ENTRIES: usize = 4096;

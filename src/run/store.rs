@@ -622,8 +622,25 @@ pub(crate) mod tests {
         assert_eq!(v, SCHEMA_VERSION);
         // A traced record fills the new columns.
         let mut traced = record("r1", "b", 1);
-        traced.trace =
-            Some(super::super::tracejoin::join("traces/s001-e", vec![], &[], &|p| p.display().to_string(), [1, 2], 20));
+        traced.trace = Some(crate::run::record::RecordTrace {
+            dir: "traces/s001-e".into(),
+            files: vec![],
+            window_ns: [1, 2],
+            interval_ms: 20,
+            spill_ns: [0, 0],
+            observer_loaded: None,
+            vulkan_layer: None,
+            total_launches: 0,
+            failed_launches: 0,
+            families: Default::default(),
+            kernels: vec![],
+            distinct_kernels: 0,
+            processes: vec![],
+            cut: vec![],
+            crashes: vec![],
+            device_lost: vec![],
+            notes: vec![],
+        });
         s.insert_record(&traced).unwrap();
         let (n, j): (Option<i64>, Option<String>) = s
             .conn

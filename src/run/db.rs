@@ -9,8 +9,8 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 
-use crate::sweep::record::Record;
-use crate::sweep::store::{RunRow, Store};
+use crate::run::record::Record;
+use crate::run::store::{RunRow, Store};
 
 /// An open sweep database, read-only (the sweep store's own read-only open: no file created or changed, a newer
 /// schema refused, a file without the sweep's tables refused).
@@ -102,8 +102,8 @@ pub fn select_cells<'r>(records: &'r [Record], cell: Option<&str>) -> Result<Vec
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::record::{RunSource, Status, RECORD_SCHEMA};
-    use crate::sweep::store::{self, RunRow, RunStatus, Store};
+    use crate::run::record::{RunSource, Status, RECORD_SCHEMA};
+    use crate::run::store::{self, RunRow, RunStatus, Store};
 
     fn files(dir: &Path) -> Vec<String> {
         let mut v: Vec<String> =

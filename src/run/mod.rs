@@ -1,0 +1,14 @@
+//! The run format, shared by every command that writes or reads runs: the stored record's schema (`record`), the
+//! SQLite store with its durability promise (`store`, files written whole by `durable`), the read-only view of a
+//! database that `report`, `predict` and `gate` open (`db`), the run directory's names (`paths`), the log-slice
+//! reading of a failed cell (`forensics`) and the summary statistics over a group of records (`stats`).
+//!
+//! `sweep` and `sweep import` write through it; nothing here knows about a command.
+
+pub mod db;
+pub mod durable;
+pub mod forensics;
+pub mod paths;
+pub mod record;
+pub mod stats;
+pub mod store;
