@@ -25,8 +25,9 @@ use clap::{ArgGroup, Args, ValueEnum};
 )]
 pub struct PredictArgs {
     /// Whose rules: ggml's CUDA/HIP backend (with --arch) or ggml-vulkan (with --device).
-    #[arg(long, value_enum, default_value = "cuda")]
-    pub backend: BackendArg,
+    /// Default: cuda; with --run, each record's own backend (a Vulkan server's records by ggml-vulkan's rules).
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendArg>,
     /// The GPU (CUDA/HIP): gfx900, gfx906, gfx90a:xnack-, gfx1201, sm_86 (or 8.6).
     #[arg(long)]
     pub arch: Option<String>,
@@ -166,9 +167,10 @@ impl From<PredictArgs> for PredictCommand {
             _ => Observation::None,
         };
         let mut c = PredictCommand::new(a.arch.unwrap_or_default(), weights, batch);
+        c.backend_given = a.backend.is_some();
         c.backend = match a.backend {
-            BackendArg::Cuda => Backend::Cuda,
-            BackendArg::Vulkan => Backend::Vulkan,
+            None | Some(BackendArg::Cuda) => Backend::Cuda,
+            Some(BackendArg::Vulkan) => Backend::Vulkan,
         };
         c.device = a.device;
         c.vulkan_lib = a.vulkan_lib;

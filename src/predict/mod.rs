@@ -119,6 +119,8 @@ pub enum ObservedSource {
     SweepRecord(PathBuf),
     /// Already loaded.
     Loaded(compare::Observed),
+    /// Vulkan pipelines already loaded (a sweep record's trace, for `--backend vulkan --run`).
+    LoadedVulkan(compare::vulkan::VkObservation),
 }
 
 /// Options of [`run`].

@@ -5,7 +5,7 @@
 
 use std::io::Write;
 
-use super::command::{PredictOutput, RunPredictions};
+use super::command::{CellReport, PredictOutput, RunPredictions};
 use super::{family_text, PredictReport};
 use crate::knowledge::dispatch::{Check, RuleRef};
 use crate::output::{Block, Column, Document, Render, Span, Table, Text};
@@ -215,7 +215,10 @@ fn run_document(run: &RunPredictions) -> Document {
                 c.seq, c.cell_key, c.endpoint, c.model, c.num_gpu, c.file
             ),
         );
-        doc.blocks.extend(blocks(&c.report, 1));
+        match &c.report {
+            CellReport::Cuda(r) => doc.blocks.extend(blocks(r, 1)),
+            CellReport::Vulkan(r) => doc.blocks.extend(Render::document(&**r).blocks),
+        }
     }
     if !run.skipped.is_empty() {
         doc.heading(2, "Records left out");
