@@ -160,47 +160,52 @@ fn blocks(r: &PredictReport, depth: u8) -> Vec<Block> {
     }
 
     if let Some(c) = &r.comparison {
-        // The tally is the report's first lines; here the items behind it.
-        doc.heading(level(2), "Prediction vs observation");
-        let mut t = Table::new(vec![
-            Column::keep("phase"),
-            Column::keep("type"),
-            Column::number("ne11"),
-            Column::text("predicted"),
-            Column::keep("verdict"),
-            Column::number("launches"),
-            Column::text("note"),
-        ]);
-        for it in &c.items {
-            t.row([
-                it.phase.clone(),
-                it.ggml_type.clone(),
-                it.ne11.to_string(),
-                match &it.placement_rule {
-                    Some(rule) => format!("on {} ({rule})", it.predicted.as_deref().unwrap_or_default()),
-                    None => it.predicted.clone().unwrap_or_default(),
-                },
-                it.verdict.to_string(),
-                it.matching_launches.to_string(),
-                it.note.clone(),
-            ]);
-        }
-        doc.push(t);
-        if !c.unexplained.is_empty() {
-            doc.heading(level(3), "Observed but predicted by no phase (contradictions)");
-            doc.push(Block::List(
-                c.unexplained
-                    .iter()
-                    .map(|u| Text::code(&u.kernel).and_plain(format!(" ({}, {} launches)", u.family, u.launches)))
-                    .collect(),
-            ));
-        }
+        comparison_blocks(c, &mut doc, &level);
     }
     doc.heading(level(2), "Assumptions");
     doc.push(Block::List(r.assumptions.iter().map(|a| Text::plain(a.as_str())).collect()));
     doc.heading(level(2), "Claims");
     doc.claims(&r.claims);
     doc.blocks
+}
+
+/// The items behind a comparison's tally, and the kernels no phase predicts.
+fn comparison_blocks(c: &super::compare::Comparison, doc: &mut Document, level: &dyn Fn(u8) -> u8) {
+    // The tally is the report's first lines; here the items behind it.
+    doc.heading(level(2), "Prediction vs observation");
+    let mut t = Table::new(vec![
+        Column::keep("phase"),
+        Column::keep("type"),
+        Column::number("ne11"),
+        Column::text("predicted"),
+        Column::keep("verdict"),
+        Column::number("launches"),
+        Column::text("note"),
+    ]);
+    for it in &c.items {
+        t.row([
+            it.phase.clone(),
+            it.ggml_type.clone(),
+            it.ne11.to_string(),
+            match &it.placement_rule {
+                Some(rule) => format!("on {} ({rule})", it.predicted.as_deref().unwrap_or_default()),
+                None => it.predicted.clone().unwrap_or_default(),
+            },
+            it.verdict.to_string(),
+            it.matching_launches.to_string(),
+            it.note.clone(),
+        ]);
+    }
+    doc.push(t);
+    if !c.unexplained.is_empty() {
+        doc.heading(level(3), "Observed but predicted by no phase (contradictions)");
+        doc.push(Block::List(
+            c.unexplained
+                .iter()
+                .map(|u| Text::code(&u.kernel).and_plain(format!(" ({}, {} launches)", u.family, u.launches)))
+                .collect(),
+        ));
+    }
 }
 
 /// `predict --run`: how many records were compared, then each record's report under its own heading.
