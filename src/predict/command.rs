@@ -319,7 +319,8 @@ fn record_device(
         return Ok(DeviceSource::parse(d));
     }
     let dir = run_dir.join(&trace.dir);
-    if dir.is_dir() && !trace.files.is_empty() {
+    // The server's trace files (its device record) are there also when this request dispatched nothing.
+    if std::fs::read_dir(&dir).is_ok_and(|mut entries| entries.next().is_some()) {
         return Ok(DeviceSource::TraceDir(dir));
     }
     Err(format!(
