@@ -31,15 +31,17 @@ fn perf_logger_matmuls(text: &str) -> BTreeMap<(String, String), u64> {
         let tokens: Vec<&str> = name.split(' ').collect();
         let node_at = if tokens.len() > 1 && is_op(tokens[1]) { 1 } else { 0 };
         let (Some(op), Some(ty)) = (tokens.get(node_at), tokens.get(node_at + 1)) else { continue };
-        if *op == "MUL_MAT" || *op == "MUL_MAT_VEC" {
+        // MUL_MAT_ID's vector path has a node name of its own; both are MUL_MAT_ID nodes.
+        let op = if *op == "MUL_MAT_ID_VEC" { "MUL_MAT_ID" } else { op };
+        if ["MUL_MAT", "MUL_MAT_VEC", "MUL_MAT_ID"].contains(&op) {
             *out.entry((op.to_string(), ty.to_ascii_uppercase())).or_default() += count;
         }
     }
     out
 }
 
-/// The matmul dispatches a Vulkan report predicts on the device, per (op, weight type): the GPU-run weight groups'
-/// nodes times the dispatches per node.
+/// The matmul nodes a Vulkan report predicts on the device, per (op, weight type): the GPU-run weight groups' nodes
+/// (for a dense model one main-pipeline dispatch each; the per-pipeline dispatch counts are the report's `counts`).
 fn predicted_matmuls(report: &Value) -> BTreeMap<(String, String), u64> {
     let mut out = BTreeMap::new();
     for p in report["phases"].as_array().unwrap() {
@@ -47,7 +49,7 @@ fn predicted_matmuls(report: &Value) -> BTreeMap<(String, String), u64> {
             if g["placement"]["runs_on"] != "GPU" {
                 continue;
             }
-            let n = g["nodes"].as_u64().unwrap() * g["dispatches_per_node"].as_u64().unwrap().max(1);
+            let n = g["nodes"].as_u64().unwrap();
             let key = (g["op"].as_str().unwrap().to_string(), g["ggml_type"].as_str().unwrap().to_string());
             *out.entry(key).or_default() += n;
         }
@@ -172,4 +174,91 @@ fn predict_run_confirms_a_vulkan_sweep_at_every_num_gpu_against_the_perf_logger(
         items.iter().any(|i| i["verdict"] == "Contradicted" && i["placement_rule"] == "op-offload-off"),
         "{items:#?}"
     );
+}
+
+/// A mixture of experts (`synth --preset tiny-moe`, Q4_K_M by the real llama-quantize) in the Vulkan llama-server at
+/// num_gpu 1 (the output layer; the 65-token prompt's expert matmuls offloaded op by op) and -1: `predict --run` has
+/// nothing contradicted or unexplained, and its MUL_MAT, MUL_MAT_VEC and MUL_MAT_ID nodes per weight type equal the
+/// perf logger's (which names MUL_MAT_ID's per-token vector path MUL_MAT_ID_VEC). Where a record lists every
+/// pipeline its dispatch counts, MUL_MAT_ID's included, are confirmed; a record keeps its 20 most dispatched
+/// pipelines only, so at num_gpu -1 (24 of them) the counts are not judged and the record says so.
+#[test]
+fn predict_run_on_a_moe_sweep_matches_the_perf_logger_nodes() {
+    let _turn = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("tiny-moe-q4_k_m.gguf");
+    let mut synth = backscope();
+    synth
+        .args(["synth", "--preset", "tiny-moe", "--type", "q4_k_m", "--llama-bin"])
+        .arg(llama_bin())
+        .arg("-o")
+        .arg(&model);
+    stdout_ok(&mut synth);
+    let (db, runs) = (dir.path().join("backscope.db"), dir.path().join("runs"));
+    let (observer, layer, bin) = (observer_library(), vklayer_library(), llama_bin());
+    let args = [
+        "--server",
+        "vulkan=llama-server:--device,Vulkan0",
+        "--env",
+        "vulkan:GGML_VK_VISIBLE_DEVICES=0",
+        "--env",
+        "vulkan:GGML_VK_PERF_LOGGER=1",
+        "--llama-bin",
+        bin.to_str().unwrap(),
+        "--model",
+        model.to_str().unwrap(),
+        "--num-gpu",
+        "1,-1",
+        "--prompt-tokens",
+        "8,64",
+        "--num-predict",
+        "4",
+        "--repetitions",
+        "2",
+        "--read-timeout",
+        "300",
+        "--trace",
+        "--observer",
+        observer.to_str().unwrap(),
+        "--vklayer",
+        layer.to_str().unwrap(),
+    ];
+    let (status, events, stderr) = Sweep::start(&args, &db, &runs).finish(Duration::from_secs(1200));
+    assert_eq!(status.code(), Some(0), "stderr: {stderr}");
+    let recs = records(&events);
+    assert_eq!(recs.len(), 8);
+    let run_dir =
+        PathBuf::from(events.iter().find(|e| event_is(e, "run_started")).unwrap()["run_dir"].as_str().unwrap());
+    let run = predict_json(&["--run", run_dir.to_str().unwrap()]);
+    let cells = run["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 8, "{:#}", run["skipped"]);
+    let mut judged = 0;
+    for cell in cells {
+        let rep = &cell["report"];
+        let rec = recs.iter().find(|x| x["file"] == cell["file"]).unwrap();
+        let what = format!("num_gpu {}, prompt {}", rec["num_gpu"], rec["server_timings"]["prompt_n"]);
+        let c = &rep["comparison"];
+        assert_eq!(c["contradicted"], 0, "{what}: {c:#}");
+        assert_eq!(c["unexplained"].as_array().unwrap().len(), 0, "{what}");
+        let complete = rec["trace"]["distinct_kernels"] == rec["trace"]["kernels"].as_array().unwrap().len();
+        assert_eq!(c["observed"]["complete"].as_bool(), Some(complete), "{what}");
+        if complete {
+            let counts = c["counts"].as_array().unwrap();
+            assert!(!counts.is_empty() && counts.iter().all(|n| n["verdict"] == "Confirmed"), "{what}: {counts:#?}");
+            assert!(c["items"].as_array().unwrap().iter().all(|i| i["verdict"] == "Confirmed"), "{what}");
+            judged += 1;
+        } else {
+            assert!(c["observed"]["notes"].to_string().contains("most dispatched"), "{what}");
+        }
+        if rec["repetition"] == 2 {
+            let slice = std::fs::read_to_string(run_dir.join(rec["log_slice"].as_str().unwrap())).unwrap();
+            let nodes = perf_logger_matmuls(&slice);
+            // The experts' matmuls run on the device with their layers, or offloaded at 65 tokens; the 8-token
+            // prompt at num_gpu 1 runs only the output layer there.
+            let experts_on_device = rec["num_gpu"] == -1 || rec["server_timings"]["prompt_n"].as_u64() > Some(32);
+            assert_eq!(nodes.keys().any(|(op, _)| op == "MUL_MAT_ID"), experts_on_device, "{what}: {nodes:?}");
+            assert_eq!(predicted_matmuls(rep), nodes, "{what}: matmul nodes per op and type");
+        }
+    }
+    assert!(judged >= 4, "the num_gpu-1 records list every pipeline: {judged}");
 }

@@ -287,7 +287,8 @@ fn record_options(
             // The tokens the request generated; a prompt-only request (llama-bench pp) generated none.
             Backend::Cuda => r.server_timings.decode_n.or((r.num_predict == 0).then_some(0)),
             // Dispatches are counted per request on Vulkan, so the decode is its steps: llama-server samples the
-            // first token from the prompt's logits and does not evaluate the last one it samples.
+            // first token from the prompt's logits and releases the slot without evaluating the last one it
+            // samples (tools/server/server-context.cpp:4222-4229, 11434).
             Backend::Vulkan => {
                 r.server_timings.decode_n.map(|n| n.saturating_sub(1)).or((r.num_predict == 0).then_some(0))
             }
