@@ -124,6 +124,9 @@ pub struct VkBuildInfo {
 #[derive(Clone, Debug, Serialize)]
 pub struct VkWeightGroup {
     pub ggml_type: String,
+    /// The graph node (MUL_MAT or MUL_MAT_ID); the flattened prediction's `op` names it as the perf logger does
+    /// (MUL_MAT_VEC for the vector path), so this one is `ggml_op` in JSON (one key per name).
+    #[serde(rename = "ggml_op")]
     pub op: MatmulOp,
     pub ne11: u64,
     pub tensors: u64,
