@@ -271,7 +271,9 @@ fn predict_run_takes_model_prompt_num_gpu_and_backend_from_each_record() {
     assert_eq!(status.code(), Some(0), "stderr: {stderr}");
     let recs = records(&events);
     assert_eq!(recs.len(), 2);
-    let r = predict_json(&["--arch", "sm_90", "--run", db.to_str().unwrap()]);
+    // --backend cuda: ggml-cuda's placement rules over the Vulkan dispatches (without it, each Vulkan record is
+    // predicted by ggml-vulkan's rules: tests/predict_vulkan_run.rs).
+    let r = predict_json(&["--backend", "cuda", "--arch", "sm_90", "--run", db.to_str().unwrap()]);
     let cells = r["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 2, "{r:#}");
     for cell in cells {
@@ -296,7 +298,7 @@ fn predict_run_takes_model_prompt_num_gpu_and_backend_from_each_record() {
     }
     // The run directory alone serves as well.
     let run_dir = events.iter().find(|e| event_is(e, "run_started")).unwrap()["run_dir"].as_str().unwrap().to_string();
-    let by_dir = predict_json(&["--arch", "sm_90", "--run", &run_dir]);
+    let by_dir = predict_json(&["--backend", "cuda", "--arch", "sm_90", "--run", &run_dir]);
     assert_eq!(by_dir["cells"].as_array().unwrap().len(), 2);
 }
 

@@ -247,18 +247,14 @@ fn h100_vulkan_traces_confirm_the_predictions_for_their_device_record() {
     assert!(line.contains("shared memory: 49152"), "{line}");
     for (name, prompt, decode) in [("vk-f16-p512", 512, 0), ("vk-f16-p8", 8, 0), ("vk-f16-tg16", 0, 16)] {
         let dir = raw.join(format!("{name}.traces"));
-        let opts = VulkanOptions {
-            device: DeviceSource::TraceDir(dir.clone()),
-            library: Some(llama_bin().join("libggml-vulkan.so")),
-            weights: WeightSource::Weights(tinyllama_f16()),
-            batch: Batch::PromptTokens(prompt),
-            decode_tokens: Some(decode),
-            ubatch: 512,
-            kv_type: "F16".into(),
-            flash_attn: FlashAttn::Auto,
-            explain: false,
-            observed: Some(ObservedSource::TraceDir(dir)),
-        };
+        let mut opts = VulkanOptions::new(
+            DeviceSource::TraceDir(dir.clone()),
+            WeightSource::Weights(tinyllama_f16()),
+            Batch::PromptTokens(prompt),
+        );
+        opts.library = Some(llama_bin().join("libggml-vulkan.so"));
+        opts.decode_tokens = Some(decode);
+        opts.observed = Some(ObservedSource::TraceDir(dir));
         let r = serde_json::to_value(backscope::predict::vulkan::run(&opts).unwrap()).unwrap();
         assert_all_confirmed(&r, name);
         assert_eq!(r["device"]["profile"], "h100-nvidia");
@@ -317,18 +313,12 @@ fn opts_label(o: &VulkanOptions) -> &'static str {
 }
 
 fn h200_options(device: DeviceSource, dir: &Path, weights: ModelWeights, prompt: u64, decode: u64) -> VulkanOptions {
-    VulkanOptions {
-        device,
-        library: Some(llama_bin().join("libggml-vulkan.so")),
-        weights: WeightSource::Weights(weights),
-        batch: Batch::PromptTokens(prompt),
-        decode_tokens: Some(decode),
-        ubatch: 512,
-        kv_type: "F16".into(),
-        flash_attn: FlashAttn::Auto,
-        explain: false,
-        observed: Some(ObservedSource::TraceDir(dir.to_path_buf())),
-    }
+    let mut o = VulkanOptions::new(device, WeightSource::Weights(weights), Batch::PromptTokens(prompt));
+    o.library = Some(llama_bin().join("libggml-vulkan.so"));
+    o.decode_tokens = Some(decode);
+    o.flash_attn = FlashAttn::Auto;
+    o.observed = Some(ObservedSource::TraceDir(dir.to_path_buf()));
+    o
 }
 
 /// The H200 cases of the validation, F16, Q4_K_M and Q8_0 at 1, 8, 9, 64 and 512 prompt tokens and a 16-token
@@ -413,10 +403,7 @@ fn without_a_profile_or_a_recorded_core_count_split_k_is_undecided_not_contradic
 }
 
 /// The wrong device against the H200 traces: the gfx900 (GCN, wave64, RADV) profile predicts the Q4_K_M model's
-/// K-quant mat-vec shaders by its subgroup of 64 and is contradicted. (For F16 and Q8_0 it is not, in any case: the
-/// H200 ran both reduction variants of `mul_mat_vec_<type>_f32_f32` under that one debug name — `_subgroup` for
-/// M <= 8192 and `_subgroup_no_shmem` for the 32000-row output — so gfx900's `_subgroup_no_shmem` for every weight is
-/// among the shaders the name ran; the layer's pipelines do not say which weight ran which.)
+/// K-quant mat-vec shaders by its subgroup of 64 and is contradicted.
 #[test]
 fn gfx900_profile_is_contradicted_by_the_h200_q4_k_m_traces() {
     let weights = tinyllama_quantized("q4km");
@@ -426,5 +413,66 @@ fn gfx900_profile_is_contradicted_by_the_h200_q4_k_m_traces() {
         let r = serde_json::to_value(backscope::predict::vulkan::run(&opts).unwrap()).unwrap();
         assert!(r["comparison"]["contradicted"].as_u64().unwrap() > 0, "{case}: {:?}", verdicts(&r));
         assert_eq!(r["device_decisions"][0]["value"], "AMD_GCN");
+    }
+}
+
+/// F16 and Q8_0 mat-vec on gfx900 and on the H200: ggml names the pipelines of both workgroup sizes
+/// `mul_mat_vec_<type>_f32_f32`, and picks the size by vendor and shape (ggml-vulkan.cpp:5576-5590: on NVIDIA past
+/// Turing and Intel, four subgroups for M <= 8192 with K >= 1024, else one), the shader's reduction by workgroup size
+/// and subgroup arithmetic (2899, 2923-2929: one subgroup -> SUBGROUP `_subgroup_no_shmem`, four -> HYBRID
+/// `_subgroup`), the workgroup's width by the subgroup size (2918-2919). So for TinyLlama's 2048-wide weights the H200
+/// profile predicts `_subgroup` and, for the 32000-row head, `_subgroup_no_shmem`, and gfx900 (AMD, wave64)
+/// `_subgroup_no_shmem` for every weight. The expected shaders are the cited lines read by hand; the traces'
+/// shaders (the layer's SPIR-V hashes matched against the library's embedded shaders) decide: the H200 profile is
+/// confirmed with nothing unexplained, gfx900 is contradicted by the `_subgroup` shader it never picks.
+#[test]
+fn f16_and_q8_0_mat_vec_tell_gfx900_from_the_h200_by_their_shaders() {
+    for model in ["f16", "q8"] {
+        let weights = if model == "f16" { tinyllama_f16() } else { tinyllama_quantized(model) };
+        let ty = if model == "f16" { "f16" } else { "q8_0" };
+        let name = format!("mul_mat_vec_{ty}_f32_f32");
+        for (case, prompt, decode) in [("p1", 1, 0), ("p8", 8, 0), ("tg16", 0, 16)] {
+            let dir = h200_evidence().join("traces").join(format!("vkp-{model}-{case}.traces"));
+            let shaders = |r: &Value| -> Vec<(String, String)> {
+                let mut v: Vec<(String, String)> = r["phases"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .flat_map(|p| p["weights"].as_array().unwrap())
+                    .filter(|g| g["pipeline"] == name.as_str())
+                    .map(|g| {
+                        (g["examples"][0].as_str().unwrap().to_string(), g["shader"].as_str().unwrap().to_string())
+                    })
+                    .collect();
+                v.sort();
+                v.dedup();
+                v
+            };
+            let run = |profile: &str| {
+                let opts = h200_options(DeviceSource::Profile(profile.into()), &dir, weights.clone(), prompt, decode);
+                serde_json::to_value(backscope::predict::vulkan::run(&opts).unwrap()).unwrap()
+            };
+            let (h200, gfx900) = (run("h200-nvidia"), run("gfx900-radv"));
+            let what = format!("{model} {case}");
+            let hybrid = format!("{name}_subgroup");
+            let subgroup = format!("{name}_subgroup_no_shmem");
+            let h = shaders(&h200);
+            assert!(h.iter().any(|(w, s)| w.starts_with("blk.") && *s == hybrid), "{what}: {h:?}");
+            assert!(h.iter().any(|(w, s)| w == "output.weight" && *s == subgroup), "{what}: {h:?}");
+            assert!(h.iter().filter(|(w, _)| w.starts_with("blk.")).all(|(_, s)| *s == hybrid), "{what}: {h:?}");
+            let g = shaders(&gfx900);
+            assert!(!g.is_empty() && g.iter().all(|(_, s)| *s == subgroup), "{what}: {g:?}");
+            assert_all_confirmed(&h200, &what);
+            let c = &gfx900["comparison"];
+            assert!(c["contradicted"].as_u64().unwrap() > 0, "{what}: {c}");
+            let unexplained: Vec<&str> =
+                c["unexplained"].as_array().unwrap().iter().map(|u| u["name"].as_str().unwrap()).collect();
+            assert!(unexplained.contains(&name.as_str()), "{what}: {unexplained:?}");
+            let claim = gfx900["claims"].as_array().unwrap().iter().any(|c| {
+                c["id"] == "compare.vulkan.unexplained.MMV"
+                    && c["statement"].as_str().unwrap().contains(&format!("whose shader(s) {hybrid} no prediction"))
+            });
+            assert!(claim, "{what}: the claim names the shader gfx900 never picks");
+        }
     }
 }

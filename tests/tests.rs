@@ -23,6 +23,7 @@ mod predict;
 mod predict_cli;
 mod predict_placement;
 mod predict_vulkan;
+mod predict_vulkan_run;
 mod report_cli;
 mod scan_bad_input;
 mod scan_budgets;

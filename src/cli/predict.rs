@@ -21,12 +21,14 @@ use clap::{ArgGroup, Args, ValueEnum};
     backscope predict --arch sm_90 --run backscope.db
 
     backscope predict --backend vulkan --device gfx900-radv --model m.gguf --prompt-tokens 64
-    backscope predict --backend vulkan --device traces/ --model m.gguf --prompt-tokens 9 --trace traces/"
+    backscope predict --backend vulkan --device traces/ --model m.gguf --prompt-tokens 9 --trace traces/
+    backscope predict --run backscope-runs/20261126-203910-ae6a   (a Vulkan server's traced sweep: nothing else)"
 )]
 pub struct PredictArgs {
     /// Whose rules: ggml's CUDA/HIP backend (with --arch) or ggml-vulkan (with --device).
-    #[arg(long, value_enum, default_value = "cuda")]
-    pub backend: BackendArg,
+    /// Default: cuda; with --run, each record's own backend (a Vulkan server's records by ggml-vulkan's rules).
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendArg>,
     /// The GPU (CUDA/HIP): gfx900, gfx906, gfx90a:xnack-, gfx1201, sm_86 (or 8.6).
     #[arg(long)]
     pub arch: Option<String>,
@@ -94,7 +96,8 @@ pub struct PredictArgs {
     pub record: Option<PathBuf>,
     /// Compare with each record of a sweep run recorded with --trace: a run id (in --db), a database file (its
     /// latest run) or a run directory. Each record gives its prompt count, model, num_gpu and backend unless the
-    /// flags say otherwise.
+    /// flags say otherwise; a Vulkan record is predicted by ggml-vulkan's rules for the device its own trace
+    /// recorded, its dispatches per pipeline counted against the GPU-run weights' nodes.
     #[arg(long, value_name = "RUN|DB|RUN_DIR")]
     pub run: Option<String>,
     /// Layers offloaded to the GPU (llama.cpp -ngl, Ollama num_gpu): the last N-1 repeating layers and the output
@@ -166,9 +169,10 @@ impl From<PredictArgs> for PredictCommand {
             _ => Observation::None,
         };
         let mut c = PredictCommand::new(a.arch.unwrap_or_default(), weights, batch);
+        c.backend_given = a.backend.is_some();
         c.backend = match a.backend {
-            BackendArg::Cuda => Backend::Cuda,
-            BackendArg::Vulkan => Backend::Vulkan,
+            None | Some(BackendArg::Cuda) => Backend::Cuda,
+            Some(BackendArg::Vulkan) => Backend::Vulkan,
         };
         c.device = a.device;
         c.vulkan_lib = a.vulkan_lib;

@@ -1,17 +1,19 @@
 //! The `predict` command body: where the prompt length and the observed kernels come from (flags, a trace, a
 //! sweep database), one prediction per observation, printed through the output layer.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
+use super::compare::vulkan as vkcompare;
+use super::vulkan::{DeviceSource, VulkanOptions, VulkanReport};
 use super::{compare, Batch, FlashAttn, ObservedSource, PredictOptions, PredictReport, PromptFromRun};
 use super::{GpuBackend, PlacementOptions, WeightSource, DEFAULT_UBATCH};
 use crate::exit;
 use crate::output::{Inputs, Output, OutputOptions};
 use crate::run::db::{select_cells, SweepDb};
-use crate::run::record::Record;
+use crate::run::record::{Record, RecordTrace};
 
 /// Schema of the JSON `predict --run` prints: one prediction per traced record of a sweep run.
 pub const RUN_SCHEMA: &str = "backscope.predict-run/1";
@@ -134,7 +136,15 @@ pub struct CellPrediction {
     pub num_gpu: i64,
     /// The record's `result.json`, relative to the run directory.
     pub file: String,
-    pub report: PredictReport,
+    pub report: CellReport,
+}
+
+/// A record's prediction: by ggml-cuda's rules (CUDA/HIP) or ggml-vulkan's, each in its own schema.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum CellReport {
+    Cuda(Box<PredictReport>),
+    Vulkan(Box<VulkanReport>),
 }
 
 /// `predict --run`: one prediction per traced record.
@@ -213,76 +223,181 @@ impl PredictCommand {
     }
 }
 
-/// Run the prediction(s) the command asks for.
-pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
-    if let Observation::Run(run_id) = &cmd.observation {
-        if matches!(cmd.batch, BatchFrom::Run(_)) {
-            bail!("--run already takes each record's prompt token count; --from-run is for a run without traces");
+/// What the records of one `--run` share: where they came from and the models they name, read once each.
+struct RunContext {
+    /// The database or run directory, for sources.
+    source: String,
+    run_id: String,
+    /// The run directory the records' relative paths (trace directories) are under.
+    run_dir: PathBuf,
+    models: std::collections::HashMap<String, Result<super::ModelWeights, String>>,
+}
+
+/// Which rules predict a record: `--backend` when given, else the record's own GPU backend (Vulkan or CUDA/HIP).
+fn record_backend(cmd: &PredictCommand, placement: &PlacementOptions) -> Backend {
+    if cmd.backend_given {
+        cmd.backend
+    } else if placement.backend == GpuBackend::Vulkan {
+        Backend::Vulkan
+    } else {
+        Backend::Cuda
+    }
+}
+
+/// What one record gives every prediction: its prompt count, its model's weights, its decode count, its placement.
+/// `Err` is the reason the record is left out.
+fn record_options(
+    cmd: &PredictCommand,
+    r: &Record,
+    ctx: &mut RunContext,
+) -> std::result::Result<(PredictOptions, Backend), String> {
+    let why = |s: String| format!("record {} ({}): {s}", r.seq, r.cell_key);
+    let (batch, from_run) = match &cmd.batch {
+        BatchFrom::Given(b) => (*b, None),
+        _ => match PromptFromRun::from_record(r) {
+            Some(p) => (Batch::PromptTokens(p.prompt_tokens), Some(p)),
+            None => {
+                return Err(why(format!(
+                    "no prompt token count (server_timings.prompt_n; {}): give --prompt-tokens",
+                    r.outcome()
+                )))
+            }
+        },
+    };
+    let mut o = cmd.options(batch);
+    if let WeightSource::EachRecord = o.weights {
+        let weights = ctx
+            .models
+            .entry(r.model.clone())
+            .or_insert_with(|| super::model::of_record(&r.model).map_err(|e| format!("{e:#}")));
+        match weights {
+            Ok(w) => o.weights = WeightSource::Weights(w.clone()),
+            Err(e) => return Err(why(format!("its model (field `model`): {e}"))),
         }
-        let (source, run_id, records) = run_records(run_id, &cmd.db)?;
-        let run_id = &run_id;
-        let picked = select_cells(&records, cmd.cell.as_deref())?;
-        let mut cells = Vec::new();
-        let mut skipped = Vec::new();
-        // Without --model each record names its model; records of one model share one read of it.
-        let mut models: std::collections::HashMap<String, Result<super::ModelWeights, String>> = Default::default();
-        for r in picked {
-            let Some(trace) = &r.trace else {
-                skipped.push(format!("{} ({}): no trace (the run was not recorded with --trace)", r.seq, r.cell_key));
-                continue;
-            };
-            let (batch, from_run) = match &cmd.batch {
-                BatchFrom::Given(b) => (*b, None),
-                _ => match PromptFromRun::from_record(r) {
-                    Some(p) => (Batch::PromptTokens(p.prompt_tokens), Some(p)),
-                    None => {
-                        skipped.push(format!(
-                            "record {} ({}): no prompt token count (server_timings.prompt_n; {}): give --prompt-tokens",
-                            r.seq,
-                            r.cell_key,
-                            r.outcome()
-                        ));
-                        continue;
-                    }
-                },
-            };
-            let mut o = cmd.options(batch);
-            if let WeightSource::EachRecord = o.weights {
-                let weights = models
-                    .entry(r.model.clone())
-                    .or_insert_with(|| super::model::of_record(&r.model).map_err(|e| format!("{e:#}")));
-                match weights {
-                    Ok(w) => o.weights = WeightSource::Weights(w.clone()),
-                    Err(why) => {
-                        skipped.push(format!("record {} ({}): its model (field `model`): {why}", r.seq, r.cell_key));
-                        continue;
-                    }
-                }
+    }
+    o.prompt_from_run = from_run;
+    let vulkan_given = cmd.backend_given && cmd.backend == Backend::Vulkan;
+    o.placement = placement_of_record(r, &cmd.placement, vulkan_given);
+    if vulkan_given {
+        o.placement.backend = GpuBackend::Vulkan;
+    }
+    let backend = record_backend(cmd, &o.placement);
+    if o.decode_tokens.is_none() {
+        o.decode_tokens = match backend {
+            // The tokens the request generated; a prompt-only request (llama-bench pp) generated none.
+            Backend::Cuda => r.server_timings.decode_n.or((r.num_predict == 0).then_some(0)),
+            // Dispatches are counted per request on Vulkan, so the decode is its steps: llama-server samples the
+            // first token from the prompt's logits and releases the slot without evaluating the last one it
+            // samples (tools/server/server-context.cpp:4222-4229, 11434).
+            Backend::Vulkan => {
+                r.server_timings.decode_n.map(|n| n.saturating_sub(1)).or((r.num_predict == 0).then_some(0))
             }
-            if o.decode_tokens.is_none() {
-                // The tokens the request generated; a prompt-only request (llama-bench pp) generated none.
-                o.decode_tokens = r.server_timings.decode_n.or((r.num_predict == 0).then_some(0));
-            }
-            o.prompt_from_run = from_run;
-            o.placement = placement_of_record(r, &cmd.placement, cmd.backend_given);
-            let all_logged = r.backend.as_ref().and_then(|f| f.offloaded).is_some_and(|(n, m)| n >= m);
-            if matches!(o.weights, WeightSource::Single { .. }) && all_logged && cmd.placement.n_gpu_layers.is_none() {
-                // `offloaded M/M layers`: every layer, which a single weight can be placed by.
-                o.placement.n_gpu_layers = Some(-1);
-            }
-            if let (WeightSource::Single { .. }, Some(n @ 1..)) = (&o.weights, o.placement.n_gpu_layers) {
-                // Which layers a count places depends on the model's layers, which a single --type lacks.
-                skipped.push(format!(
-                    "record {} ({}): num_gpu {n} offloads some layers only, and --type has none: give --model, or \
-                     --num-gpu -1 / 0",
+        };
+    }
+    let all_logged = r.backend.as_ref().and_then(|f| f.offloaded).is_some_and(|(n, m)| n >= m);
+    if matches!(o.weights, WeightSource::Single { .. }) && all_logged && cmd.placement.n_gpu_layers.is_none() {
+        // `offloaded M/M layers`: every layer, which a single weight can be placed by.
+        o.placement.n_gpu_layers = Some(-1);
+    }
+    if let (WeightSource::Single { .. }, Some(n @ 1..)) = (&o.weights, o.placement.n_gpu_layers) {
+        // Which layers a count places depends on the model's layers, which a single --type lacks.
+        return Err(why(format!(
+            "num_gpu {n} offloads some layers only, and --type has none: give --model, or --num-gpu -1 / 0"
+        )));
+    }
+    Ok((o, backend))
+}
+
+/// The device a Vulkan record is predicted for: `--device`, else the record's own trace directory (the layer's
+/// device record of the server that answered it).
+fn record_device(
+    cmd: &PredictCommand,
+    r: &Record,
+    trace: &RecordTrace,
+    run_dir: &Path,
+) -> Result<DeviceSource, String> {
+    if let Some(d) = &cmd.device {
+        return Ok(DeviceSource::parse(d));
+    }
+    let dir = run_dir.join(&trace.dir);
+    // The server's trace files (its device record) are there also when this request dispatched nothing.
+    if std::fs::read_dir(&dir).is_ok_and(|mut entries| entries.next().is_some()) {
+        return Ok(DeviceSource::TraceDir(dir));
+    }
+    Err(format!(
+        "record {} ({}): its trace directory {} holds no trace file with the layer's device record: give --device",
+        r.seq,
+        r.cell_key,
+        dir.display()
+    ))
+}
+
+/// One traced record's prediction and comparison; `Ok(Err(why))` leaves the record out.
+fn predict_record(
+    cmd: &PredictCommand,
+    r: &Record,
+    trace: &RecordTrace,
+    ctx: &mut RunContext,
+) -> Result<std::result::Result<CellReport, String>> {
+    let (o, backend) = match record_options(cmd, r, ctx) {
+        Ok(x) => x,
+        Err(why) => return Ok(Err(why)),
+    };
+    let source = format!("{}: run {}, {}", ctx.source, ctx.run_id, r.file);
+    let context = || format!("record {} ({})", r.seq, r.cell_key);
+    match backend {
+        Backend::Cuda => {
+            if cmd.arch.is_empty() {
+                return Ok(Err(format!(
+                    "record {} ({}): a CUDA/HIP record needs --arch (or --backend vulkan --device for a Vulkan one)",
                     r.seq, r.cell_key
-                ));
-                continue;
+                )));
             }
-            let source = format!("{source}: run {run_id}, {}", r.file);
-            o.observed = Some(ObservedSource::Loaded(compare::from_record_trace(trace, &source, Some(run_id.clone()))));
-            let report = super::run(&o).with_context(|| format!("record {} ({})", r.seq, r.cell_key))?;
-            cells.push(CellPrediction {
+            let mut o = o;
+            let observed = compare::from_record_trace(trace, &source, Some(ctx.run_id.clone()));
+            o.observed = Some(ObservedSource::Loaded(observed));
+            let report = super::run(&o).with_context(context)?;
+            Ok(Ok(CellReport::Cuda(Box::new(report))))
+        }
+        Backend::Vulkan => {
+            let device = match record_device(cmd, r, trace, &ctx.run_dir) {
+                Ok(d) => d,
+                Err(why) => return Ok(Err(why)),
+            };
+            let mut v = VulkanOptions::new(device, o.weights, o.batch);
+            v.library = cmd.vulkan_lib.clone();
+            v.decode_tokens = o.decode_tokens;
+            v.ubatch = o.ubatch;
+            v.kv_type = o.kv_type;
+            v.flash_attn = o.flash_attn;
+            v.explain = o.explain;
+            v.placement = o.placement;
+            v.prompt_from_run = o.prompt_from_run;
+            let observed = vkcompare::from_record_trace(trace, &source, &ctx.run_id);
+            v.observed = Some(ObservedSource::LoadedVulkan(observed));
+            let report = super::vulkan::run(&v).with_context(context)?;
+            Ok(Ok(CellReport::Vulkan(Box::new(report))))
+        }
+    }
+}
+
+/// `predict --run`: one prediction per traced record of the run.
+fn predict_run(cmd: &PredictCommand, arg: &str) -> Result<PredictOutput> {
+    if matches!(cmd.batch, BatchFrom::Run(_)) {
+        bail!("--run already takes each record's prompt token count; --from-run is for a run without traces");
+    }
+    let (source, run_id, run_dir, records) = run_records(arg, &cmd.db)?;
+    let picked = select_cells(&records, cmd.cell.as_deref())?;
+    let mut ctx = RunContext { source, run_id, run_dir, models: Default::default() };
+    let mut cells = Vec::new();
+    let mut skipped = Vec::new();
+    for r in picked {
+        let Some(trace) = &r.trace else {
+            skipped.push(format!("{} ({}): no trace (the run was not recorded with --trace)", r.seq, r.cell_key));
+            continue;
+        };
+        match predict_record(cmd, r, trace, &mut ctx)? {
+            Ok(report) => cells.push(CellPrediction {
                 cell_key: r.cell_key.clone(),
                 seq: r.seq,
                 endpoint: r.endpoint.clone(),
@@ -290,18 +405,20 @@ pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
                 num_gpu: r.num_gpu,
                 file: r.file.clone(),
                 report,
-            });
+            }),
+            Err(why) => skipped.push(why),
         }
-        if cells.is_empty() {
-            bail!("run {run_id} has no record to compare with: {}", skipped.join("; "));
-        }
-        return Ok(PredictOutput::Run(RunPredictions {
-            schema: RUN_SCHEMA,
-            db: source,
-            run_id: run_id.clone(),
-            cells,
-            skipped,
-        }));
+    }
+    if cells.is_empty() {
+        bail!("run {} has no record to compare with: {}", ctx.run_id, skipped.join("; "));
+    }
+    Ok(PredictOutput::Run(RunPredictions { schema: RUN_SCHEMA, db: ctx.source, run_id: ctx.run_id, cells, skipped }))
+}
+
+/// Run the prediction(s) the command asks for.
+pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
+    if let Observation::Run(arg) = &cmd.observation {
+        return predict_run(cmd, arg);
     }
     let mut o = match &cmd.batch {
         BatchFrom::Given(b) => cmd.options(*b),
@@ -315,23 +432,28 @@ pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
         }
         BatchFrom::EachRecord => bail!("say how many tokens: --prompt-tokens N, --ne11 N, --from-run RUN or --run RUN"),
     };
-    o.observed = match &cmd.observation {
-        Observation::None => None,
-        Observation::TraceDir(d) => Some(ObservedSource::TraceDir(d.clone())),
-        Observation::TraceJson(f) => Some(ObservedSource::TraceSummary(f.clone())),
-        Observation::RecordFile(f) => Some(ObservedSource::SweepRecord(f.clone())),
-        Observation::Run(_) => unreachable!("handled above"),
-    };
+    o.observed = observed_source(&cmd.observation);
     Ok(PredictOutput::One(Box::new(super::run(&o)?)))
 }
 
+/// The observation of a single prediction (not `--run`).
+fn observed_source(o: &Observation) -> Option<ObservedSource> {
+    match o {
+        Observation::None | Observation::Run(_) => None,
+        Observation::TraceDir(d) => Some(ObservedSource::TraceDir(d.clone())),
+        Observation::TraceJson(f) => Some(ObservedSource::TraceSummary(f.clone())),
+        Observation::RecordFile(f) => Some(ObservedSource::SweepRecord(f.clone())),
+    }
+}
+
 /// The records of `--run ARG`: a run id in the database `db`, the latest run of a database file, or a run
-/// directory's `cells/*/result.json` (in plan order; no database needed). Returns where they came from, the run id
-/// and the records.
-fn run_records(arg: &str, db: &std::path::Path) -> Result<(String, String, Vec<Record>)> {
+/// directory's `cells/*/result.json` (in plan order; no database needed). Returns where they came from, the run id,
+/// the run directory and the records.
+fn run_records(arg: &str, db: &std::path::Path) -> Result<(String, String, PathBuf, Vec<Record>)> {
     let path = std::path::Path::new(arg);
     if path.is_dir() {
-        return run_dir_records(path);
+        let (source, run_id, records) = run_dir_records(path)?;
+        return Ok((source, run_id, path.to_path_buf(), records));
     }
     let (db, run_id) = if path.is_file() {
         let d = SweepDb::open(path)?;
@@ -341,7 +463,8 @@ fn run_records(arg: &str, db: &std::path::Path) -> Result<(String, String, Vec<R
         (SweepDb::open(db)?, arg.to_string())
     };
     let records = db.records(&run_id)?;
-    Ok((db.path().to_string(), run_id, records))
+    let run_dir = PathBuf::from(db.run_info(&run_id)?.run_dir);
+    Ok((db.path().to_string(), run_id, run_dir, records))
 }
 
 /// Largest `result.json` read from a run directory: a traced record is a few KiB; this refuses anything else.
@@ -403,7 +526,7 @@ pub fn placement_of_record(r: &Record, flags: &PlacementOptions, backend_given: 
 }
 
 /// The options of a Vulkan prediction (`--backend vulkan`).
-fn vulkan_options(cmd: &PredictCommand) -> Result<super::vulkan::VulkanOptions> {
+fn vulkan_options(cmd: &PredictCommand) -> Result<VulkanOptions> {
     let Some(device) = &cmd.device else {
         bail!("--backend vulkan needs --device: a profile of data/vulkan_devices.toml or a trace directory");
     };
@@ -411,39 +534,28 @@ fn vulkan_options(cmd: &PredictCommand) -> Result<super::vulkan::VulkanOptions> 
         BatchFrom::Given(b) => *b,
         _ => bail!("--backend vulkan: say how many tokens with --prompt-tokens N or --ne11 N"),
     };
-    let observed = match &cmd.observation {
-        Observation::None => None,
-        Observation::TraceDir(d) => Some(ObservedSource::TraceDir(d.clone())),
-        Observation::TraceJson(f) => Some(ObservedSource::TraceSummary(f.clone())),
-        Observation::RecordFile(f) => Some(ObservedSource::SweepRecord(f.clone())),
-        Observation::Run(_) => {
-            bail!("--backend vulkan compares with --trace, --trace-json or --record (not --run yet)")
-        }
-    };
-    Ok(super::vulkan::VulkanOptions {
-        device: super::vulkan::DeviceSource::parse(device),
-        library: cmd.vulkan_lib.clone(),
-        weights: cmd.weights.clone(),
-        batch,
-        decode_tokens: cmd.decode_tokens,
-        ubatch: cmd.ubatch,
-        kv_type: cmd.kv_type.clone(),
-        flash_attn: cmd.flash_attn,
-        explain: cmd.explain,
-        observed,
-    })
+    let mut o = VulkanOptions::new(DeviceSource::parse(device), cmd.weights.clone(), batch);
+    o.library = cmd.vulkan_lib.clone();
+    o.decode_tokens = cmd.decode_tokens;
+    o.ubatch = cmd.ubatch;
+    o.kv_type = cmd.kv_type.clone();
+    o.flash_attn = cmd.flash_attn;
+    o.explain = cmd.explain;
+    o.observed = observed_source(&cmd.observation);
+    o.placement = PlacementOptions { backend: GpuBackend::Vulkan, ..cmd.placement.clone() };
+    Ok(o)
 }
 
 /// Predict and print. A contradiction between prediction and observation is a finding, not an error: exit 0.
 pub fn run(cmd: &PredictCommand) -> Result<u8> {
-    if cmd.backend == Backend::Vulkan {
+    if cmd.backend == Backend::Vulkan && !matches!(cmd.observation, Observation::Run(_)) {
         let report = super::vulkan::run(&vulkan_options(cmd)?)?;
         let mut out = Output::open(&cmd.output, &cmd.inputs())?;
         out.emit(&report)?;
         out.finish()?;
         return Ok(exit::OK);
     }
-    if cmd.arch.is_empty() {
+    if cmd.arch.is_empty() && !matches!(cmd.observation, Observation::Run(_)) {
         bail!("say which GPU: --arch gfx1201|sm_86|… (or --backend vulkan --device PROFILE|TRACE_DIR)");
     }
     let mut out = Output::open(&cmd.output, &cmd.inputs())?;

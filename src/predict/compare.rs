@@ -186,6 +186,7 @@ pub fn load(src: &ObservedSource) -> Result<Observed> {
             from_record_json(&v, &path.display().to_string())
         }
         ObservedSource::Loaded(o) => Ok(o.clone()),
+        ObservedSource::LoadedVulkan(_) => bail!("Vulkan pipelines cannot be compared with a CUDA/HIP prediction"),
     }
 }
 
@@ -499,10 +500,8 @@ fn placement_item(
     })
 }
 
-/// Compare a prediction with observed kernels.
-pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
-    let all = expects(report);
-    let mut items = Vec::new();
+/// The sources of every comparison claim: the run, then up to four trace files (or the observation's file).
+fn trace_sources(observed: &Observed) -> Vec<Source> {
     let trace_sources: Vec<Source> = if observed.files.is_empty() {
         vec![Source::file(observed.path.clone(), None, None, format!("observed kernels ({})", observed.kind))]
     } else {
@@ -513,124 +512,120 @@ pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
             .map(|f| Source::file(f.clone(), None, None, "backscope-trace file (observed launches)"))
             .collect()
     };
-    let trace_sources: Vec<Source> = match &observed.run_id {
+    match &observed.run_id {
         Some(run) => {
             let mut v = vec![Source::Run { run_id: run.clone(), file: Some(observed.path.clone()) }];
             v.extend(trace_sources);
             v
         }
         None => trace_sources,
-    };
-    let mut claims = Vec::new();
-
-    for p in &report.phases {
-        for g in &p.weights {
-            if let Some(item) = placement_item(report, &p.id, g, observed, &all) {
-                items.push(item);
-            }
-            if g.placement.runs_on == Where::Cpu {
-                continue;
-            }
-            let Some(family) = g.prediction.family.as_deref() else { continue };
-            let vector = matches!(family, "MMVQ" | "MMVF") && g.op == MatmulOp::MulMat;
-            let e = Expect { family, ggml_type: &g.ggml_type, ncols: vector.then_some(g.ne11) };
-            let hits: Vec<&ObservedKernel> = observed.kernels.iter().filter(|k| matches(k, &e)).collect();
-            // Kernels of another matmul family (or column count) for this type that no prediction of the run
-            // explains: in a mixed trace the other phases' kernels are explained by their own predictions.
-            let rivals: Vec<&ObservedKernel> = observed
-                .kernels
-                .iter()
-                .filter(|k| {
-                    k.launches > 0
-                        && kernels::MATMUL_FAMILIES.contains(&k.family.as_str())
-                        && k.ggml_type.as_deref() == Some(g.ggml_type.as_str())
-                        && !all.iter().any(|o| matches(k, o))
-                })
-                .collect();
-            let (verdict, note, evidence) = if !hits.is_empty() {
-                let how = if family == "BLAS" {
-                    "vendor GEMM or ggml's conversion kernels ran".to_string()
-                } else if e.ncols.is_some() {
-                    format!("{family} with {} column(s) ran for {}", g.ne11, g.ggml_type)
-                } else {
-                    format!("{family} ran for {}", g.ggml_type)
-                };
-                (
-                    Verdict::Confirmed,
-                    how,
-                    hits.iter().map(|k| format!("{} ×{}", short(&k.demangled), k.launches)).collect(),
-                )
-            } else if !rivals.is_empty() {
-                (
-                    Verdict::Contradicted,
-                    format!("no {family} kernel for {} ran, but {} did", g.ggml_type, rivals[0].family),
-                    rivals.iter().map(|k| format!("{} ×{}", short(&k.demangled), k.launches)).collect(),
-                )
-            } else {
-                let why = if !observed.complete {
-                    "not in the observed kernel list, which is incomplete".to_string()
-                } else if family == "BLAS" {
-                    "no vendor GEMM or conversion kernel was observed (cuBLAS kernels can be invisible to the observer)"
-                        .to_string()
-                } else {
-                    format!("no matmul kernel for {} was observed", g.ggml_type)
-                };
-                (Verdict::Unobserved, why, Vec::new())
-            };
-            let matching_launches = hits.iter().fold(0u64, |n, k| n.saturating_add(k.launches));
-            items.push(ItemVerdict {
-                phase: p.id.clone(),
-                ggml_type: g.ggml_type.clone(),
-                ne11: g.ne11,
-                predicted: Some(family.to_string()),
-                verdict,
-                nodes: g.nodes,
-                matching_launches,
-                evidence,
-                note,
-                placement_rule: None,
-            });
-        }
-        for a in &p.attention {
-            let Some(family) = a.prediction.family.as_deref() else { continue };
-            let hits: Vec<&ObservedKernel> =
-                observed.kernels.iter().filter(|k| k.launches > 0 && k.family == family).collect();
-            let others: Vec<&ObservedKernel> = observed
-                .kernels
-                .iter()
-                .filter(|k| k.launches > 0 && FA_FAMILIES.contains(&k.family.as_str()) && k.family != family)
-                .filter(|k| {
-                    !report
-                        .phases
-                        .iter()
-                        .flat_map(|q| &q.attention)
-                        .any(|b| b.prediction.family.as_deref() == Some(k.family.as_str()))
-                })
-                .collect();
-            let (verdict, note) = if !hits.is_empty() {
-                (Verdict::Confirmed, format!("{family} ran"))
-            } else if !others.is_empty() {
-                (Verdict::Contradicted, format!("no {family} kernel ran, but {} did", others[0].family))
-            } else {
-                (Verdict::Unobserved, "no flash-attention kernel was observed".to_string())
-            };
-            let shown = if hits.is_empty() { &others } else { &hits };
-            items.push(ItemVerdict {
-                phase: p.id.clone(),
-                ggml_type: "attention".into(),
-                ne11: a.tokens,
-                predicted: Some(family.to_string()),
-                verdict,
-                nodes: p.repeat,
-                matching_launches: hits.iter().fold(0u64, |n, k| n.saturating_add(k.launches)),
-                evidence: shown.iter().map(|k| format!("{} ×{}", short(&k.demangled), k.launches)).collect(),
-                note,
-                placement_rule: None,
-            });
-        }
     }
+}
 
-    // Run level: observed matmul and attention kernels no phase predicts.
+/// The family verdict on one GPU-run weight group (none where the rules left the family undecided).
+fn family_item(p: &super::Phase, g: &WeightGroup, observed: &Observed, all: &[Expect<'_>]) -> Option<ItemVerdict> {
+    let family = g.prediction.family.as_deref()?;
+    let vector = matches!(family, "MMVQ" | "MMVF") && g.op == MatmulOp::MulMat;
+    let e = Expect { family, ggml_type: &g.ggml_type, ncols: vector.then_some(g.ne11) };
+    let hits: Vec<&ObservedKernel> = observed.kernels.iter().filter(|k| matches(k, &e)).collect();
+    // Kernels of another matmul family (or column count) for this type that no prediction of the run
+    // explains: in a mixed trace the other phases' kernels are explained by their own predictions.
+    let rivals: Vec<&ObservedKernel> = observed
+        .kernels
+        .iter()
+        .filter(|k| {
+            k.launches > 0
+                && kernels::MATMUL_FAMILIES.contains(&k.family.as_str())
+                && k.ggml_type.as_deref() == Some(g.ggml_type.as_str())
+                && !all.iter().any(|o| matches(k, o))
+        })
+        .collect();
+    let (verdict, note, evidence) = if !hits.is_empty() {
+        let how = if family == "BLAS" {
+            "vendor GEMM or ggml's conversion kernels ran".to_string()
+        } else if e.ncols.is_some() {
+            format!("{family} with {} column(s) ran for {}", g.ne11, g.ggml_type)
+        } else {
+            format!("{family} ran for {}", g.ggml_type)
+        };
+        (Verdict::Confirmed, how, hits.iter().map(|k| format!("{} ×{}", short(&k.demangled), k.launches)).collect())
+    } else if !rivals.is_empty() {
+        (
+            Verdict::Contradicted,
+            format!("no {family} kernel for {} ran, but {} did", g.ggml_type, rivals[0].family),
+            rivals.iter().map(|k| format!("{} ×{}", short(&k.demangled), k.launches)).collect(),
+        )
+    } else {
+        let why = if !observed.complete {
+            "not in the observed kernel list, which is incomplete".to_string()
+        } else if family == "BLAS" {
+            "no vendor GEMM or conversion kernel was observed (cuBLAS kernels can be invisible to the observer)"
+                .to_string()
+        } else {
+            format!("no matmul kernel for {} was observed", g.ggml_type)
+        };
+        (Verdict::Unobserved, why, Vec::new())
+    };
+    let matching_launches = hits.iter().fold(0u64, |n, k| n.saturating_add(k.launches));
+    Some(ItemVerdict {
+        phase: p.id.clone(),
+        ggml_type: g.ggml_type.clone(),
+        ne11: g.ne11,
+        predicted: Some(family.to_string()),
+        verdict,
+        nodes: g.nodes,
+        matching_launches,
+        evidence,
+        note,
+        placement_rule: None,
+    })
+}
+
+/// The verdicts on a phase's flash attention.
+fn attention_items(report: &PredictReport, p: &super::Phase, observed: &Observed) -> Vec<ItemVerdict> {
+    let mut items = Vec::new();
+    for a in &p.attention {
+        let Some(family) = a.prediction.family.as_deref() else { continue };
+        let hits: Vec<&ObservedKernel> =
+            observed.kernels.iter().filter(|k| k.launches > 0 && k.family == family).collect();
+        let others: Vec<&ObservedKernel> = observed
+            .kernels
+            .iter()
+            .filter(|k| k.launches > 0 && FA_FAMILIES.contains(&k.family.as_str()) && k.family != family)
+            .filter(|k| {
+                !report
+                    .phases
+                    .iter()
+                    .flat_map(|q| &q.attention)
+                    .any(|b| b.prediction.family.as_deref() == Some(k.family.as_str()))
+            })
+            .collect();
+        let (verdict, note) = if !hits.is_empty() {
+            (Verdict::Confirmed, format!("{family} ran"))
+        } else if !others.is_empty() {
+            (Verdict::Contradicted, format!("no {family} kernel ran, but {} did", others[0].family))
+        } else {
+            (Verdict::Unobserved, "no flash-attention kernel was observed".to_string())
+        };
+        let shown = if hits.is_empty() { &others } else { &hits };
+        items.push(ItemVerdict {
+            phase: p.id.clone(),
+            ggml_type: "attention".into(),
+            ne11: a.tokens,
+            predicted: Some(family.to_string()),
+            verdict,
+            nodes: p.repeat,
+            matching_launches: hits.iter().fold(0u64, |n, k| n.saturating_add(k.launches)),
+            evidence: shown.iter().map(|k| format!("{} ×{}", short(&k.demangled), k.launches)).collect(),
+            note,
+            placement_rule: None,
+        });
+    }
+    items
+}
+
+/// Run level: observed matmul and attention kernels no phase predicts.
+fn unexplained_kernels(report: &PredictReport, observed: &Observed, all: &[Expect<'_>]) -> Vec<Unexplained> {
     let fa_predicted: Vec<&str> =
         report.phases.iter().flat_map(|p| &p.attention).filter_map(|a| a.prediction.family.as_deref()).collect();
     let mut unexplained = Vec::new();
@@ -656,9 +651,20 @@ pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
             });
         }
     }
+    unexplained
+}
 
+/// The claims of the items, the unexplained kernels and a partial observation.
+fn comparison_claims(
+    report: &PredictReport,
+    observed: &Observed,
+    items: &[ItemVerdict],
+    unexplained: &[Unexplained],
+    trace_sources: &[Source],
+) -> Vec<Claim> {
+    let mut claims = Vec::new();
     let on = format!("{} (ggml {})", report.arch.label, report.ggml.version);
-    for it in &items {
+    for it in items {
         let (confidence, verb) = match it.verdict {
             Verdict::Confirmed => (Confidence::Confirmed, "confirmed"),
             Verdict::Contradicted => (Confidence::Confirmed, "CONTRADICTED"),
@@ -703,7 +709,7 @@ pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
         }
         claims.push(c.with_sources(trace_sources.iter().cloned()));
     }
-    for u in &unexplained {
+    for u in unexplained {
         let statement = format!(
             "Observed on {on}: {} ({}{}{}, {} launches), which no phase of this run predicts: the rules exclude it, so the \
              run's dispatch differs from the prediction (another ggml version or build flags, or a different model or phase)",
@@ -732,6 +738,28 @@ pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
             .with_sources(trace_sources.iter().cloned()),
         );
     }
+    claims
+}
+
+/// Compare a prediction with observed kernels.
+pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
+    let all = expects(report);
+    let trace_sources = trace_sources(observed);
+    let mut items = Vec::new();
+    for p in &report.phases {
+        for g in &p.weights {
+            if let Some(item) = placement_item(report, &p.id, g, observed, &all) {
+                items.push(item);
+            }
+            if g.placement.runs_on == Where::Cpu {
+                continue;
+            }
+            items.extend(family_item(p, g, observed, &all));
+        }
+        items.extend(attention_items(report, p, observed));
+    }
+    let unexplained = unexplained_kernels(report, observed, &all);
+    let claims = comparison_claims(report, observed, &items, &unexplained, &trace_sources);
     let count = |v: Verdict| items.iter().filter(|i| i.verdict == v).count() as u64;
     Comparison {
         observed: observed.clone(),
@@ -745,35 +773,4 @@ pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
 }
 
 #[cfg(test)]
-mod unit {
-    use super::*;
-
-    #[test]
-    fn classifies_real_kernel_names() {
-        // Names from the H100 trace in docs/validation/gpu-2026-11-21 and the cyllama-rocm HIP library.
-        let k = classify("_Z13mul_mat_vec_qIL9ggml_type12ELi8ELb0ELb0ELb0EEvPKvS2_PKi31ggml_cuda_mm_fusion_args_devicePfj5uint3jjjS7_jjjS7_jjjj", 3);
-        assert_eq!((k.family.as_str(), k.ggml_type.as_deref(), k.ncols), ("MMVQ", Some("Q4_K"), Some(8)));
-        let k = classify(
-            "_Z9mul_mat_qIL9ggml_type14ELi16ELb0EL9ggml_prec30EEvPKcPKiS5_S5_PfS6_PKf5uint3iiiiiS9_S9_iiiS9_S9_iiiS9_",
-            1,
-        );
-        assert_eq!((k.family.as_str(), k.ggml_type.as_deref(), k.ncols), ("MMQ", Some("Q6_K"), None));
-        let k = classify("_ZL13mul_mat_vec_fI14__hip_bfloat16fLi5ELi32ELb0ELb0EEvPKT_PKfPKi31ggml_cuda_mm_fusion_args_devicePfi15HIP_vector_typeIjLj3EEiiiSB_iiiSB_iiii", 1);
-        assert_eq!((k.family.as_str(), k.ggml_type.as_deref(), k.ncols), ("MMVF", Some("BF16"), Some(5)));
-        // Conversion kernels of the real cyllama-rocm libggml-hip.
-        // An MMF kernel for F16 weights, as observed on an H100 (sm_90) for a 3-token prompt: `mul_mat_f<__half2, 32, 3,
-        // 8, false>`.
-        let k = classify("_Z9mul_mat_fI7__half2Li32ELi3ELi8ELb0EEvPKT_PKfPKiPfiiiiiiiiiiiiiiii", 151);
-        assert_eq!((k.family.as_str(), k.ggml_type.as_deref()), ("MMF", Some("F16")));
-        assert_eq!(type_in_name("_ZL21dequantize_block_q4_KI6__halfEvPKvPT_"), Some("Q4_K".into()));
-        let generic = "_ZL16dequantize_blockILi32ELi2EXadL_ZL15dequantize_q5_0PKvliR15HIP_vector_typeIfLj2EEEE6__halfEvS1_PT2_lllS2_IjLj3EElll";
-        assert_eq!(type_in_name(generic), Some("Q5_0".into()));
-        assert_eq!(classify(generic, 1).family, "dequantize");
-        assert_eq!(
-            type_in_name("_ZL13convert_unaryI6__half14__hip_bfloat16EvPKvPT0_lll15HIP_vector_typeIjLj3EElll"),
-            None
-        );
-        assert_eq!(template_args("f<a, g<b, c>, (t)1>"), vec!["a", "g<b, c>", "(t)1"]);
-        assert!(template_args("plain").is_empty());
-    }
-}
+mod unit;

@@ -11,10 +11,13 @@
 //! layer's FFN and the output head see ne11 = 1 in the final ubatch and nothing in earlier ones (empty nodes are
 //! skipped). Each decode step is one token (ne11 = 1 with one sequence).
 
+mod claims;
 pub mod command;
 pub mod compare;
 pub mod model;
 pub mod placement;
+use claims::prediction_claims;
+pub use claims::{family_text, rule_source};
 mod render;
 pub mod vulkan;
 
@@ -24,10 +27,10 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
 
-use crate::evidence::{Claim, Confidence, Source};
+use crate::evidence::Claim;
 use crate::gpucode::coverage::DeviceArch;
 use crate::knowledge::dispatch::{
-    AttentionPrediction, AttentionQuery, Device, Evaluator, MatmulPrediction, MatmulQuery, RuleRef,
+    AttentionPrediction, AttentionQuery, Device, Evaluator, MatmulPrediction, MatmulQuery,
 };
 use crate::knowledge::{self, gpu_archs};
 pub use model::{AttentionShape, MatmulOp, ModelWeights, WeightTensor};
@@ -119,6 +122,8 @@ pub enum ObservedSource {
     SweepRecord(PathBuf),
     /// Already loaded.
     Loaded(compare::Observed),
+    /// Vulkan pipelines already loaded (a sweep record's trace, for `--backend vulkan --run`).
+    LoadedVulkan(compare::vulkan::VkObservation),
 }
 
 /// Options of [`run`].
@@ -423,16 +428,8 @@ fn plan(batch: Batch, ubatch: u64, decode: u64, gathered: bool) -> Vec<PhasePlan
     out
 }
 
-/// Predict, and compare with observed kernels when `opts.observed` is set.
-pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
-    let (device, arch) = device_for(&opts.arch)?;
-    let dispatch = knowledge::dispatch(&opts.ggml).ok_or_else(|| {
-        anyhow!(
-            "no dispatch rules for ggml version `{}` (known: {})",
-            opts.ggml,
-            knowledge::dispatch_versions().join(", ")
-        )
-    })?;
+/// The counts and build flags of the options, checked before anything is read.
+fn check_options(opts: &PredictOptions, dispatch: &knowledge::dispatch::Dispatch) -> Result<()> {
     check_count("--ubatch", opts.ubatch, false)?;
     match (opts.batch, &opts.prompt_from_run) {
         (Batch::Ne11(n), _) => check_count("--ne11", n, false)?,
@@ -450,57 +447,47 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
             bail!("unknown build flag `{flag}` for ggml {} (known: {})", dispatch.version, known.join(", "));
         }
     }
-    let (_, kv_quantized, _) = model::type_facts(&opts.kv_type)?;
-    let weights = match &opts.weights {
-        WeightSource::Model(path) => model::from_gguf(path)?,
-        WeightSource::Single { weight_type, n, k } => model::single(weight_type, *n, *k)?,
-        WeightSource::Weights(w) => w.clone(),
-        WeightSource::EachRecord => {
-            bail!("say which weights: --model M.gguf or --type T (with --run, each record's model is taken)")
-        }
-    };
-    let ev = Evaluator::new(dispatch, &device, &opts.build_flags);
-    let offload = Offload::new(&opts.placement, weights.n_layer)?;
-    let gathered = weights.tensors.iter().any(|t| t.after_gather);
-    let decode = opts.decode_tokens.unwrap_or(match opts.batch {
-        Batch::PromptTokens(_) => 1,
-        Batch::Ne11(_) => 0,
-    });
-    let plans = plan(opts.batch, opts.ubatch, decode, gathered);
+    Ok(())
+}
 
-    // Flash attention: with `auto`, llama.cpp enables it when the GPU backend supports the op, i.e. when a
-    // kernel exists for the shape (ggml_cuda_flash_attn_ext_supported, fattn.cu), which does not depend on the
-    // number of tokens.
-    let attention_query = |tokens: u64, kv: u64| {
-        weights.attention.as_ref().map(|a| AttentionQuery {
+/// What the CUDA/HIP phases are predicted from besides the plan.
+struct CudaInputs<'a> {
+    ev: &'a Evaluator<'a>,
+    offload: &'a Offload,
+    weights: &'a ModelWeights,
+    kv_type: String,
+    kv_quantized: bool,
+    flash_attn_used: bool,
+    explain: bool,
+}
+
+impl CudaInputs<'_> {
+    /// The flash-attention query of `tokens` query rows against `kv` cells, for a model with attention.
+    fn attention_query(&self, tokens: u64, kv: u64) -> Option<AttentionQuery> {
+        self.weights.attention.as_ref().map(|a| AttentionQuery {
             head_dim: a.head_dim,
             dv: a.dv,
             gqa: a.n_head.checked_div(a.n_head_kv).unwrap_or(1),
-            kv_type: model::type_facts(&opts.kv_type).map(|(t, _, _)| t.to_string()).unwrap_or_default(),
-            kv_quantized,
+            kv_type: self.kv_type.clone(),
+            kv_quantized: self.kv_quantized,
             kv_len: kv,
             tokens,
         })
-    };
-    let fa_supported = attention_query(1, KV_PAD).map(|q| ev.attention(&q).family.is_some());
-    let flash_attn_used = match opts.flash_attn {
-        FlashAttn::Off => false,
-        FlashAttn::On => fa_supported.is_some(),
-        FlashAttn::Auto => fa_supported == Some(true),
-    };
+    }
 
-    // The rule tables depend only on the query: weights with equal facts (every layer's attn_q, …) share one
-    // evaluation, in every phase with the same ne11. A model of 300k tensors has a handful of distinct queries,
-    // and one of 300k distinct shapes a few hundred classes of them (Evaluator::matmul_key).
-    let mut memo: HashMap<MatmulQuery, MatmulPrediction> = HashMap::new();
-    let mut phases = Vec::new();
-    // Phases where no layer's matmul runs on the GPU, so neither does its attention.
-    let mut attention_on_cpu = Vec::new();
-    for p in &plans {
+    /// One phase's weight groups; also whether a layer's matmul runs on the GPU in it. The rule tables depend
+    /// only on the query: weights with equal facts (every layer's attn_q, …) share one evaluation, in every phase
+    /// with the same ne11. A model of 300k tensors has a handful of distinct queries, and one of 300k distinct
+    /// shapes a few hundred classes of them (Evaluator::matmul_key).
+    fn weight_groups(
+        &self,
+        p: &PhasePlan,
+        memo: &mut HashMap<MatmulQuery, MatmulPrediction>,
+    ) -> Result<(Vec<WeightGroup>, bool)> {
         let mut groups: Vec<WeightGroup> = Vec::new();
         // Attention has no weight: the scheduler runs it next to its layer's matmuls (attention-follows-matmuls).
         let mut layer_on_gpu = false;
-        for t in weights.tensors.iter().filter(|t| match p.weights {
+        for t in self.weights.tensors.iter().filter(|t| match p.weights {
             WeightSet::All => true,
             WeightSet::BeforeGather => !t.after_gather,
             WeightSet::AfterGather => t.after_gather,
@@ -518,12 +505,12 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
             };
             // Keyed on what the rules can tell apart in ne00/ne01; the memo keeps no decision path (a path shows the
             // values themselves, and 150k paths would take GBs): --explain evaluates each group's first weight again.
-            let prediction = memo.entry(ev.matmul_key(&q)).or_insert_with_key(|key| {
-                let mut prediction = ev.matmul(key);
+            let prediction = memo.entry(self.ev.matmul_key(&q)).or_insert_with_key(|key| {
+                let mut prediction = self.ev.matmul(key);
                 prediction.path.clear();
                 prediction
             });
-            let placed = offload.runs_on(t, p.ne11);
+            let placed = self.offload.runs_on(t, p.ne11);
             layer_on_gpu |= !t.head && placed.runs_on == Where::Gpu;
             let key = |g: &WeightGroup| {
                 g.placement == placed
@@ -543,7 +530,7 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
                     g.examples.push(t.name.clone());
                 }
             } else {
-                let prediction = if opts.explain { ev.matmul(&q) } else { prediction.clone() };
+                let prediction = if self.explain { self.ev.matmul(&q) } else { prediction.clone() };
                 groups.push(WeightGroup {
                     ggml_type: t.ggml_type.clone(),
                     op: t.op,
@@ -556,43 +543,68 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
                 });
             }
         }
-        let mut attention = Vec::new();
-        if !layer_on_gpu && !p.kv_lens.is_empty() {
-            attention_on_cpu.push(p.id);
-        }
-        if flash_attn_used && layer_on_gpu {
-            let mut kvs = p.kv_lens.clone();
-            kvs.dedup();
-            for kv in kvs {
-                let Some(q) = attention_query(p.ne11, kv) else { continue };
-                let mut prediction = ev.attention(&q);
-                if !opts.explain {
-                    prediction.path.clear();
-                }
-                // A second KV length is listed only where it changes the kernel.
-                if attention.last().is_some_and(|a: &AttentionEntry| a.prediction.family == prediction.family) {
-                    continue;
-                }
-                attention.push(AttentionEntry {
-                    tokens: q.tokens,
-                    kv_len: kv,
-                    head_dim: q.head_dim,
-                    gqa: q.gqa,
-                    kv_type: q.kv_type.clone(),
-                    prediction,
-                });
-            }
-        }
-        phases.push(Phase {
-            id: p.id.to_string(),
-            label: p.label.clone(),
-            ne11: p.ne11,
-            repeat: p.repeat,
-            weights: groups,
-            attention,
-        });
+        Ok((groups, layer_on_gpu))
     }
 
+    /// A phase's flash attention, per KV length where it changes the kernel.
+    fn attention(&self, p: &PhasePlan) -> Vec<AttentionEntry> {
+        let mut attention: Vec<AttentionEntry> = Vec::new();
+        let mut kvs = p.kv_lens.clone();
+        kvs.dedup();
+        for kv in kvs {
+            let Some(q) = self.attention_query(p.ne11, kv) else { continue };
+            let mut prediction = self.ev.attention(&q);
+            if !self.explain {
+                prediction.path.clear();
+            }
+            // A second KV length is listed only where it changes the kernel.
+            if attention.last().is_some_and(|a| a.prediction.family == prediction.family) {
+                continue;
+            }
+            attention.push(AttentionEntry {
+                tokens: q.tokens,
+                kv_len: kv,
+                head_dim: q.head_dim,
+                gqa: q.gqa,
+                kv_type: q.kv_type.clone(),
+                prediction,
+            });
+        }
+        attention
+    }
+
+    /// Every phase's groups and attention; also the phases where attention runs on the CPU.
+    fn phases(&self, plans: &[PhasePlan]) -> Result<(Vec<Phase>, Vec<&'static str>)> {
+        let mut memo: HashMap<MatmulQuery, MatmulPrediction> = HashMap::new();
+        let mut phases = Vec::new();
+        // Phases where no layer's matmul runs on the GPU, so neither does its attention.
+        let mut attention_on_cpu = Vec::new();
+        for p in plans {
+            let (weights, layer_on_gpu) = self.weight_groups(p, &mut memo)?;
+            if !layer_on_gpu && !p.kv_lens.is_empty() {
+                attention_on_cpu.push(p.id);
+            }
+            let attention = if self.flash_attn_used && layer_on_gpu { self.attention(p) } else { Vec::new() };
+            phases.push(Phase {
+                id: p.id.to_string(),
+                label: p.label.clone(),
+                ne11: p.ne11,
+                repeat: p.repeat,
+                weights,
+                attention,
+            });
+        }
+        Ok((phases, attention_on_cpu))
+    }
+}
+
+/// What a CUDA/HIP prediction assumes, in words.
+fn cuda_assumptions(
+    opts: &PredictOptions,
+    device: &Device,
+    inp: &CudaInputs<'_>,
+    attention_on_cpu: &[&str],
+) -> Result<Vec<String>> {
     let mut assumptions = vec![
         format!(
             "ggml's *_available() helpers that read ggml_cuda_highest_compiled_arch(cc) assume the build has code for {} itself",
@@ -603,20 +615,21 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
         "one sequence (no continuous batching with other requests); the logits of the last prompt token only".into(),
         "weights are contiguous, F32 activations and output (no split buffers, no padded views)".into(),
     ];
+    let weights = inp.weights;
     if weights.attention.is_some() {
         assumptions.push(format!(
             "attention: causal mask, no ALiBi, KV cache {} padded to {KV_PAD} cells",
             model::type_facts(&opts.kv_type)?.0
         ));
     }
-    assumptions.push(offload.describe(weights.n_layer));
+    assumptions.push(inp.offload.describe(weights.n_layer));
     if !attention_on_cpu.is_empty() && weights.attention.is_some() {
         assumptions.push(format!(
             "attention runs on the CPU in {}: no layer's matmul runs on the GPU there (attention-follows-matmuls)",
             attention_on_cpu.join(", ")
         ));
     }
-    if !flash_attn_used && weights.attention.is_some() {
+    if !inp.flash_attn_used && weights.attention.is_some() {
         assumptions.push(
             "flash attention off: the KQ and KQV products against the KV cache are matmuls this prediction does not list"
                 .into(),
@@ -631,7 +644,58 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
             ));
         }
     }
+    Ok(assumptions)
+}
 
+/// Predict, and compare with observed kernels when `opts.observed` is set.
+pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
+    let (device, arch) = device_for(&opts.arch)?;
+    let dispatch = knowledge::dispatch(&opts.ggml).ok_or_else(|| {
+        anyhow!(
+            "no dispatch rules for ggml version `{}` (known: {})",
+            opts.ggml,
+            knowledge::dispatch_versions().join(", ")
+        )
+    })?;
+    check_options(opts, dispatch)?;
+    let (kv_type, kv_quantized, _) = model::type_facts(&opts.kv_type)?;
+    let weights = match &opts.weights {
+        WeightSource::Model(path) => model::from_gguf(path)?,
+        WeightSource::Single { weight_type, n, k } => model::single(weight_type, *n, *k)?,
+        WeightSource::Weights(w) => w.clone(),
+        WeightSource::EachRecord => {
+            bail!("say which weights: --model M.gguf or --type T (with --run, each record's model is taken)")
+        }
+    };
+    let ev = Evaluator::new(dispatch, &device, &opts.build_flags);
+    let offload = Offload::new(&opts.placement, weights.n_layer)?;
+    let gathered = weights.tensors.iter().any(|t| t.after_gather);
+    let decode = opts.decode_tokens.unwrap_or(match opts.batch {
+        Batch::PromptTokens(_) => 1,
+        Batch::Ne11(_) => 0,
+    });
+    let plans = plan(opts.batch, opts.ubatch, decode, gathered);
+    let mut inputs = CudaInputs {
+        ev: &ev,
+        offload: &offload,
+        weights: &weights,
+        kv_type: kv_type.to_string(),
+        kv_quantized,
+        flash_attn_used: false,
+        explain: opts.explain,
+    };
+    // Flash attention: with `auto`, llama.cpp enables it when the GPU backend supports the op, i.e. when a
+    // kernel exists for the shape (ggml_cuda_flash_attn_ext_supported, fattn.cu), which does not depend on the
+    // number of tokens.
+    let fa_supported = inputs.attention_query(1, KV_PAD).map(|q| ev.attention(&q).family.is_some());
+    inputs.flash_attn_used = match opts.flash_attn {
+        FlashAttn::Off => false,
+        FlashAttn::On => fa_supported.is_some(),
+        FlashAttn::Auto => fa_supported == Some(true),
+    };
+    let (phases, attention_on_cpu) = inputs.phases(&plans)?;
+    let assumptions = cuda_assumptions(opts, &device, &inputs, &attention_on_cpu)?;
+    let flash_attn_used = inputs.flash_attn_used;
     let mut report = PredictReport {
         schema: SCHEMA,
         arch,
@@ -663,122 +727,6 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
         report.comparison = Some(cmp);
     }
     Ok(report)
-}
-
-/// The evidence source of a rule.
-pub fn rule_source(r: &RuleRef) -> Source {
-    Source::Rule { file: r.file(), rule: r.id.clone(), upstream: r.source.clone() }
-}
-
-fn prediction_claims(r: &PredictReport, from_run: Option<&PromptFromRun>) -> Vec<Claim> {
-    let mut out = Vec::new();
-    let on = format!("{} ({}, ggml {})", r.arch.label, r.arch.family, r.ggml.version);
-    let arch_source = Source::Rule {
-        file: knowledge::GPU_ARCHS_FILE.into(),
-        rule: r.arch.label.clone(),
-        upstream: r.arch.source.clone(),
-    };
-    for p in &r.phases {
-        for g in &p.weights {
-            let cpu = g.placement.runs_on == Where::Cpu;
-            let id = if cpu {
-                format!("predict.{}.{}.CPU", p.id, g.ggml_type)
-            } else {
-                format!("predict.{}.{}.{}", p.id, g.ggml_type, g.prediction.family.as_deref().unwrap_or("undecided"))
-            };
-            let gpu_what = match (&g.prediction.family, &g.prediction.undecided) {
-                (Some(f), _) => {
-                    let compute =
-                        g.prediction.blas_compute.as_ref().map(|c| format!(" (weights as {c})")).unwrap_or_default();
-                    format!("{}{compute}", family_text(f))
-                }
-                (None, Some(why)) => format!("undecided: {why}"),
-                (None, None) => "undecided".into(),
-            };
-            let what = match (g.placement.runs_on, g.placement.rule) {
-                (Where::Cpu, rule) => format!(
-                    "the CPU ({rule}: {}), so no GPU kernel for them (on the GPU they would run {gpu_what})",
-                    placement::data().rule(rule).statement
-                ),
-                (Where::Gpu, "op-offload") => {
-                    format!(
-                        "{gpu_what}, on the GPU although they live in CPU memory (op-offload: ne11 >= {})",
-                        r.placement.min_batch
-                    )
-                }
-                (Where::Gpu, _) => gpu_what,
-            };
-            let statement = format!(
-                "On {on}, {} (ne11 = {}): {} {} weight(s) of type {} -> {what}",
-                p.label,
-                g.ne11,
-                g.tensors,
-                match g.op {
-                    MatmulOp::MulMat => "MUL_MAT",
-                    MatmulOp::MulMatId => "MUL_MAT_ID",
-                },
-                g.ggml_type
-            );
-            let confidence =
-                if cpu || g.prediction.family.is_some() { Confidence::Inferred } else { Confidence::Unresolved };
-            let mut c = Claim::new(id, confidence, statement).with_source(arch_source.clone());
-            if let Some(rule) = g.prediction.rule.as_ref().filter(|_| !cpu) {
-                c = c.with_source(rule_source(rule));
-            }
-            if g.placement.rule != "weight-on-gpu" || r.placement.n_gpu_layers.is_some() {
-                c = c.with_source(placement::rule_source(g.placement.resident_rule));
-                c = c.with_source(placement::rule_source(g.placement.rule));
-            }
-            out.push(c);
-        }
-        for a in &p.attention {
-            let statement = format!(
-                "On {on}, {}: flash attention over {} query token(s), head size {}, GQA {}, KV {} x {} -> {}",
-                p.label,
-                a.tokens,
-                a.head_dim,
-                a.gqa,
-                a.kv_len,
-                a.kv_type,
-                a.prediction.family.as_deref().unwrap_or("no kernel")
-            );
-            let mut c = Claim::new(format!("predict.{}.attention", p.id), Confidence::Inferred, statement)
-                .with_source(arch_source.clone());
-            if let Some(rule) = &a.prediction.rule {
-                c = c.with_source(rule_source(rule));
-            }
-            out.push(c);
-        }
-    }
-    if let Some(run) = from_run {
-        out.push(
-            Claim::new(
-                "predict.prompt-from-run",
-                if run.includes_cache { Confidence::Limited } else { Confidence::Inferred },
-                format!(
-                    "The prompt of {} token(s) is the count recorded for run {}{}",
-                    run.prompt_tokens,
-                    run.run_id,
-                    if run.includes_cache {
-                        "; that count includes cached prompt tokens, which are not evaluated (prompt-cache caveat)"
-                    } else {
-                        ""
-                    }
-                ),
-            )
-            .with_source(Source::Run { run_id: run.run_id.clone(), file: None }),
-        );
-    }
-    out
-}
-
-/// How a family reads in text.
-pub fn family_text(f: &str) -> String {
-    match f {
-        "BLAS" => "dequantize/convert + vendor BLAS (cuBLAS/hipBLAS)".into(),
-        "MMID-loop" => "per-expert loop (MUL_MAT_ID fallback, host-synchronising)".into(),
-        other => other.to_string(),
-    }
 }
 
 #[cfg(test)]

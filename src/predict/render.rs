@@ -5,7 +5,7 @@
 
 use std::io::Write;
 
-use super::command::{PredictOutput, RunPredictions};
+use super::command::{CellReport, PredictOutput, RunPredictions};
 use super::{family_text, PredictReport};
 use crate::knowledge::dispatch::{Check, RuleRef};
 use crate::output::{Block, Column, Document, Render, Span, Table, Text};
@@ -160,47 +160,52 @@ fn blocks(r: &PredictReport, depth: u8) -> Vec<Block> {
     }
 
     if let Some(c) = &r.comparison {
-        // The tally is the report's first lines; here the items behind it.
-        doc.heading(level(2), "Prediction vs observation");
-        let mut t = Table::new(vec![
-            Column::keep("phase"),
-            Column::keep("type"),
-            Column::number("ne11"),
-            Column::text("predicted"),
-            Column::keep("verdict"),
-            Column::number("launches"),
-            Column::text("note"),
-        ]);
-        for it in &c.items {
-            t.row([
-                it.phase.clone(),
-                it.ggml_type.clone(),
-                it.ne11.to_string(),
-                match &it.placement_rule {
-                    Some(rule) => format!("on {} ({rule})", it.predicted.as_deref().unwrap_or_default()),
-                    None => it.predicted.clone().unwrap_or_default(),
-                },
-                it.verdict.to_string(),
-                it.matching_launches.to_string(),
-                it.note.clone(),
-            ]);
-        }
-        doc.push(t);
-        if !c.unexplained.is_empty() {
-            doc.heading(level(3), "Observed but predicted by no phase (contradictions)");
-            doc.push(Block::List(
-                c.unexplained
-                    .iter()
-                    .map(|u| Text::code(&u.kernel).and_plain(format!(" ({}, {} launches)", u.family, u.launches)))
-                    .collect(),
-            ));
-        }
+        comparison_blocks(c, &mut doc, &level);
     }
     doc.heading(level(2), "Assumptions");
     doc.push(Block::List(r.assumptions.iter().map(|a| Text::plain(a.as_str())).collect()));
     doc.heading(level(2), "Claims");
     doc.claims(&r.claims);
     doc.blocks
+}
+
+/// The items behind a comparison's tally, and the kernels no phase predicts.
+fn comparison_blocks(c: &super::compare::Comparison, doc: &mut Document, level: &dyn Fn(u8) -> u8) {
+    // The tally is the report's first lines; here the items behind it.
+    doc.heading(level(2), "Prediction vs observation");
+    let mut t = Table::new(vec![
+        Column::keep("phase"),
+        Column::keep("type"),
+        Column::number("ne11"),
+        Column::text("predicted"),
+        Column::keep("verdict"),
+        Column::number("launches"),
+        Column::text("note"),
+    ]);
+    for it in &c.items {
+        t.row([
+            it.phase.clone(),
+            it.ggml_type.clone(),
+            it.ne11.to_string(),
+            match &it.placement_rule {
+                Some(rule) => format!("on {} ({rule})", it.predicted.as_deref().unwrap_or_default()),
+                None => it.predicted.clone().unwrap_or_default(),
+            },
+            it.verdict.to_string(),
+            it.matching_launches.to_string(),
+            it.note.clone(),
+        ]);
+    }
+    doc.push(t);
+    if !c.unexplained.is_empty() {
+        doc.heading(level(3), "Observed but predicted by no phase (contradictions)");
+        doc.push(Block::List(
+            c.unexplained
+                .iter()
+                .map(|u| Text::code(&u.kernel).and_plain(format!(" ({}, {} launches)", u.family, u.launches)))
+                .collect(),
+        ));
+    }
 }
 
 /// `predict --run`: how many records were compared, then each record's report under its own heading.
@@ -215,7 +220,10 @@ fn run_document(run: &RunPredictions) -> Document {
                 c.seq, c.cell_key, c.endpoint, c.model, c.num_gpu, c.file
             ),
         );
-        doc.blocks.extend(blocks(&c.report, 1));
+        match &c.report {
+            CellReport::Cuda(r) => doc.blocks.extend(blocks(r, 1)),
+            CellReport::Vulkan(r) => doc.blocks.extend(Render::document(&**r).blocks),
+        }
     }
     if !run.skipped.is_empty() {
         doc.heading(2, "Records left out");

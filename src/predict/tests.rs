@@ -2,6 +2,7 @@
 //! are read off the cited llama.cpp 11434 (and Ollama v0.24.0) source lines, not produced by this code.
 
 use super::*;
+use crate::evidence::{Confidence, Source};
 
 fn weights(tensors: Vec<WeightTensor>, attention: Option<AttentionShape>) -> ModelWeights {
     ModelWeights {

@@ -1,0 +1,528 @@
+//! `predict --backend vulkan`: which ggml-vulkan pipeline each weight's matmul runs, per phase of a request, on
+//! a device (a profile of `data/vulkan_devices.toml`, or the device a trace's Vulkan layer recorded) with a
+//! build (the shaders its `libggml-vulkan.so` embeds), from the rules in `data/ggml_vulkan_11434.toml`; and,
+//! given the layer's observed pipelines, whether they confirm or contradict each prediction
+//! ([`super::compare::vulkan`]).
+//!
+//! The phases are the CUDA prediction's ([`super::plan`]): prefill ubatches, the last layer's rows after the gather,
+//! decode.
+
+mod device;
+mod render;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use serde::Serialize;
+
+use super::compare::vulkan::{self as vkcompare, VkComparison};
+use super::{model, plan, Batch, FlashAttn, MatmulOp, ModelSummary, ObservedSource, TokensInfo, WeightSet};
+use super::{Offload, Placed, PlacementOptions, PromptFromRun, WeightSource, Where};
+use crate::evidence::{Claim, Confidence, Source};
+use crate::knowledge::vulkan_dispatch::{
+    self as vkd, device_decisions, Decision, Fact, Facts, VkMatmulPrediction, VkMatmulQuery,
+};
+use device::{build_info, device_facts};
+
+pub const SCHEMA: &str = "backscope.predict-vulkan/1";
+
+/// Distinct matmul queries remembered (a real model has a few dozen; a hostile one may have 10^5).
+const MAX_MEMO: usize = 4096;
+
+/// Largest libggml-vulkan.so read for its shader names (11434's is 29 MB).
+const MAX_LIBRARY_BYTES: u64 = 1 << 30;
+
+/// Where the device facts come from.
+#[derive(Clone, Debug)]
+pub enum DeviceSource {
+    /// A profile id of data/vulkan_devices.toml.
+    Profile(String),
+    /// A trace directory whose Vulkan layer recorded the device.
+    TraceDir(PathBuf),
+}
+
+impl DeviceSource {
+    /// `--device`: an existing directory is a trace, anything else a profile id.
+    pub fn parse(arg: &str) -> DeviceSource {
+        let p = Path::new(arg);
+        if p.is_dir() {
+            DeviceSource::TraceDir(p.to_path_buf())
+        } else {
+            DeviceSource::Profile(arg.to_string())
+        }
+    }
+}
+
+/// Options of [`run`].
+#[derive(Clone, Debug)]
+pub struct VulkanOptions {
+    pub device: DeviceSource,
+    /// A libggml-vulkan.so whose embedded shaders tell the build's glslc support; default: the one the trace's
+    /// pipelines came from.
+    pub library: Option<PathBuf>,
+    pub weights: WeightSource,
+    pub batch: Batch,
+    pub decode_tokens: Option<u64>,
+    pub ubatch: u64,
+    pub kv_type: String,
+    pub flash_attn: FlashAttn,
+    pub explain: bool,
+    pub observed: Option<ObservedSource>,
+    /// Which layers are offloaded and whether op offload is on (`--num-gpu`, `--no-op-offload`, or a record's own).
+    pub placement: PlacementOptions,
+    /// Where the prompt token count came from (`--run`: the record's).
+    pub prompt_from_run: Option<PromptFromRun>,
+}
+
+impl VulkanOptions {
+    /// Options with the command line's defaults: every layer offloaded, op offload on, F16 KV, flash attention auto.
+    pub fn new(device: DeviceSource, weights: WeightSource, batch: Batch) -> Self {
+        VulkanOptions {
+            device,
+            library: None,
+            weights,
+            batch,
+            decode_tokens: None,
+            ubatch: super::DEFAULT_UBATCH,
+            kv_type: "F16".into(),
+            flash_attn: FlashAttn::Auto,
+            explain: false,
+            observed: None,
+            placement: PlacementOptions { backend: super::GpuBackend::Vulkan, ..PlacementOptions::default() },
+            prompt_from_run: None,
+        }
+    }
+}
+
+/// The device as predicted for.
+#[derive(Clone, Debug, Serialize)]
+pub struct VkDeviceInfo {
+    pub label: String,
+    /// `profile ID` or `trace DIR`.
+    pub from: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    pub source: String,
+    pub facts: Facts,
+    /// Facts neither the trace nor a profile gave, at their assumed value.
+    pub assumed: Vec<String>,
+    /// Where `shader_core_count` (split-k reads it) came from: the layer's record, a profile, or not known.
+    pub shader_core_count_from: String,
+}
+
+/// The build as predicted for.
+#[derive(Clone, Debug, Serialize)]
+pub struct VkBuildInfo {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub library: Option<String>,
+    pub embedded_shaders: usize,
+    pub facts: Facts,
+    pub note: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct VkWeightGroup {
+    pub ggml_type: String,
+    /// The graph node (MUL_MAT or MUL_MAT_ID); the flattened prediction's `op` names it as the perf logger does
+    /// (MUL_MAT_VEC for the vector path), so this one is `ggml_op` in JSON (one key per name).
+    #[serde(rename = "ggml_op")]
+    pub op: MatmulOp,
+    pub ne11: u64,
+    pub tensors: u64,
+    pub examples: Vec<String>,
+    /// Graph nodes over the phase (tensors × repeat).
+    pub nodes: u64,
+    /// Where these weights live and where their matmuls run in this phase (`super::placement`). For weights that
+    /// run on the CPU, `prediction` is the pipeline the GPU would have run: what a trace must not show for them.
+    pub placement: Placed,
+    #[serde(flatten)]
+    pub prediction: VkMatmulPrediction,
+    /// The first weight's query, for re-evaluating with another build.
+    #[serde(skip)]
+    pub query: VkMatmulQuery,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct VkAttention {
+    pub tokens: u64,
+    pub kv_len: u64,
+    pub family: String,
+    pub path: Vec<Decision>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct VkPhase {
+    pub id: String,
+    pub label: String,
+    pub ne11: u64,
+    pub repeat: u64,
+    pub weights: Vec<VkWeightGroup>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attention: Option<VkAttention>,
+}
+
+/// Everything `predict --backend vulkan` says (`--json`: schema backscope.predict-vulkan/1).
+#[derive(Clone, Debug, Serialize)]
+pub struct VulkanReport {
+    pub schema: &'static str,
+    pub rules: String,
+    pub rules_version: String,
+    pub device: VkDeviceInfo,
+    pub build: VkBuildInfo,
+    /// The device tables' decisions (architecture, integer dot, coopmat, …).
+    pub device_decisions: Vec<Decision>,
+    pub model: ModelSummary,
+    pub tokens: TokensInfo,
+    pub flash_attn_used: bool,
+    /// Which layers are offloaded and when CPU-resident weights' matmuls run on the device.
+    pub placement: Offload,
+    pub assumptions: Vec<String>,
+    pub phases: Vec<VkPhase>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<VkComparison>,
+    pub claims: Vec<Claim>,
+    /// Whether every table's decision was kept (`--explain`).
+    pub explain: bool,
+}
+
+/// One weight's query for the rules in a phase whose matmuls see `ne11` columns.
+fn query(t: &model::WeightTensor, ne11: u64) -> VkMatmulQuery {
+    VkMatmulQuery {
+        weight_type: t.ggml_type.clone(),
+        ne00: t.ne00.unwrap_or(4096),
+        ne01: t.ne01.unwrap_or(4096),
+        ne11,
+        mul_mat_id: t.op == MatmulOp::MulMatId,
+    }
+}
+
+/// The rules' prediction for a query, remembered across weights and phases.
+fn predict_matmul(
+    memo: &mut HashMap<VkMatmulQuery, VkMatmulPrediction>,
+    facts: &Facts,
+    q: &VkMatmulQuery,
+    explain: bool,
+) -> Result<VkMatmulPrediction> {
+    if let Some(pr) = memo.get(q) {
+        return Ok(pr.clone());
+    }
+    let mut pr = vkd::matmul(facts, q)?;
+    if !explain {
+        pr.path.retain(|d| matches!(d.table.as_str(), "path" | "quantize_y" | "tile_selector" | "aligned"));
+    }
+    // A model of many distinct shapes is evaluated shape by shape without keeping them all.
+    if memo.len() < MAX_MEMO {
+        memo.insert(q.clone(), pr.clone());
+    }
+    Ok(pr)
+}
+
+/// Adds one weight to the phase's groups: weights of one type, op, placement and prediction share a group.
+fn add_to_groups(
+    groups: &mut Vec<VkWeightGroup>,
+    t: &model::WeightTensor,
+    p: &super::PhasePlan,
+    q: VkMatmulQuery,
+    prediction: VkMatmulPrediction,
+    placement: Placed,
+) {
+    let same = |g: &VkWeightGroup| {
+        g.ggml_type == t.ggml_type && g.op == t.op && g.placement == placement && g.prediction == prediction
+    };
+    if let Some(g) = groups.iter_mut().find(|g| same(g)) {
+        g.tensors += 1;
+        g.nodes = g.nodes.saturating_add(p.repeat);
+        if g.examples.len() < 4 {
+            g.examples.push(t.name.clone());
+        }
+        return;
+    }
+    groups.push(VkWeightGroup {
+        ggml_type: t.ggml_type.clone(),
+        op: t.op,
+        ne11: p.ne11,
+        tensors: 1,
+        examples: vec![t.name.clone()],
+        nodes: p.repeat,
+        placement,
+        prediction,
+        query: q,
+    });
+}
+
+/// What the phases are predicted from besides the weights.
+struct PhaseInputs<'a> {
+    facts: &'a Facts,
+    offload: &'a Offload,
+    decode: u64,
+    flash_attn_used: bool,
+    kv_type: &'a str,
+}
+
+/// The weights' and attention's predictions, phase by phase. A weight whose matmul runs on the CPU (placement)
+/// keeps the pipeline the GPU would have run, which a trace must then not show for it.
+fn predict_phases(opts: &VulkanOptions, inp: &PhaseInputs<'_>, weights: &model::ModelWeights) -> Result<Vec<VkPhase>> {
+    let gathered = weights.tensors.iter().any(|t| t.after_gather);
+    let mut memo: HashMap<VkMatmulQuery, VkMatmulPrediction> = HashMap::new();
+    let mut phases = Vec::new();
+    for p in plan(opts.batch, opts.ubatch, inp.decode, gathered) {
+        let mut groups: Vec<VkWeightGroup> = Vec::new();
+        // Attention has no weight: the scheduler runs it next to its layer's matmuls (attention-follows-matmuls).
+        let mut layer_on_gpu = false;
+        let members = weights.tensors.iter().filter(|t| match p.weights {
+            WeightSet::All => true,
+            WeightSet::BeforeGather => !t.after_gather,
+            WeightSet::AfterGather => t.after_gather,
+        });
+        for t in members {
+            let q = query(t, p.ne11);
+            let prediction = predict_matmul(&mut memo, inp.facts, &q, opts.explain)?;
+            let placed = inp.offload.runs_on(t, p.ne11);
+            layer_on_gpu |= !t.head && placed.runs_on == Where::Gpu;
+            add_to_groups(&mut groups, t, &p, q, prediction, placed);
+        }
+        let attention = match (inp.flash_attn_used && layer_on_gpu, p.kv_lens.first()) {
+            (true, Some(&kv)) => {
+                let (family, path) = vkd::attention(inp.facts, p.ne11, inp.kv_type)?;
+                Some(VkAttention { tokens: p.ne11, kv_len: kv, family, path })
+            }
+            _ => None,
+        };
+        phases.push(VkPhase {
+            id: p.id.to_string(),
+            label: p.label.clone(),
+            ne11: p.ne11,
+            repeat: p.repeat,
+            weights: groups,
+            attention,
+        });
+    }
+    Ok(phases)
+}
+
+/// The weights a prediction is for.
+fn load_weights(w: &WeightSource) -> Result<model::ModelWeights> {
+    match w {
+        WeightSource::Model(path) => model::from_gguf(path),
+        WeightSource::Single { weight_type, n, k } => model::single(weight_type, n.or(Some(4096)), k.or(Some(4096))),
+        WeightSource::Weights(w) => Ok(w.clone()),
+        WeightSource::EachRecord => bail!("say which weights: --model M.gguf or --type T"),
+    }
+}
+
+/// What the prediction assumes, in words.
+fn assumptions(
+    device: &VkDeviceInfo,
+    build: &VkBuildInfo,
+    offload: &Offload,
+    weights: &model::ModelWeights,
+    from_run: Option<&PromptFromRun>,
+) -> Vec<String> {
+    let mut out = vec![
+        "one sequence; weights contiguous; F32 activations; default matmul precision; no GGML_VK_* environment overrides".to_string(),
+        "the device's tiles are enabled by the shared-memory test of the mmq warptiles (coopmat staging not counted)".into(),
+    ];
+    out.extend(device.assumed.iter().map(|a| format!("device fact assumed: {a}")));
+    out.push(format!("build: {}", build.note));
+    out.push(offload.describe(weights.n_layer));
+    if let Some(r) = from_run.filter(|r| r.includes_cache) {
+        out.push(format!(
+            "the prompt token count ({}) comes from run {} and includes prompt tokens served from the prompt cache; \
+             only the uncached suffix is evaluated, so the real ubatches may be fewer and smaller",
+            r.prompt_tokens, r.run_id
+        ));
+    }
+    out
+}
+
+/// Predict, and compare with the observed pipelines when `opts.observed` is set.
+pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
+    let (mut device, dev_facts, libraries) = device_facts(&opts.device)?;
+    let library = opts.library.clone().or_else(|| libraries.first().map(PathBuf::from));
+    let build = build_info(library.as_deref())?;
+    let device_only = dev_facts.clone();
+    let mut facts = dev_facts;
+    facts.extend(build.facts.clone());
+    let (facts, decisions) = device_decisions(facts)?;
+    device.facts = facts.clone();
+    super::check_count("--ubatch", opts.ubatch, false)?;
+    let weights = load_weights(&opts.weights)?;
+    let offload = Offload::new(&opts.placement, weights.n_layer)?;
+    let decode = opts.decode_tokens.unwrap_or(match opts.batch {
+        Batch::PromptTokens(_) => 1,
+        Batch::Ne11(_) => 0,
+    });
+    let flash_attn_used = match opts.flash_attn {
+        FlashAttn::Off => false,
+        // ggml-vulkan supports FLASH_ATTN_EXT for the usual head sizes and F16 KV on every device
+        // (ggml_backend_vk_device_supports_op), so auto turns it on.
+        FlashAttn::On | FlashAttn::Auto => weights.attention.is_some(),
+    };
+    let (kv_type, _, _) = model::type_facts(&opts.kv_type)?;
+    let kv_type = kv_type.to_string();
+    let inputs = PhaseInputs { facts: &facts, offload: &offload, decode, flash_attn_used, kv_type: &kv_type };
+    let phases = predict_phases(opts, &inputs, &weights)?;
+    let mut report = VulkanReport {
+        schema: SCHEMA,
+        rules: vkd::RULES_FILE.into(),
+        rules_version: vkd::rules().version.clone(),
+        assumptions: assumptions(&device, &build, &offload, &weights, opts.prompt_from_run.as_ref()),
+        device,
+        build,
+        device_decisions: decisions,
+        model: ModelSummary::of(&weights),
+        tokens: TokensInfo::new(opts.batch, opts.ubatch, decode, opts.prompt_from_run.clone()),
+        flash_attn_used,
+        placement: offload,
+        phases,
+        comparison: None,
+        claims: Vec::new(),
+        explain: opts.explain,
+    };
+    report.claims = prediction_claims(&report);
+    report.claims.extend(capability_gap(&report, device_only)?);
+    if let Some(src) = &opts.observed {
+        let observed = vkcompare::load(src, opts.library.as_deref())?;
+        let cmp = vkcompare::compare(&report, &observed);
+        report.claims.extend(cmp.claims.iter().cloned());
+        report.comparison = Some(cmp);
+    }
+    Ok(report)
+}
+
+/// The evidence source of a decision.
+pub fn decision_source(d: &Decision) -> Source {
+    Source::Rule { file: vkd::RULES_FILE.into(), rule: format!("{}.{}", d.table, d.rule), upstream: d.source.clone() }
+}
+
+/// What a prediction reads as: the pipeline name, else the family.
+pub fn prediction_text(p: &VkMatmulPrediction) -> String {
+    let mut s = match &p.pipeline {
+        Some(name) => format!("{} `{name}`", p.family),
+        None => format!("{} ({})", p.family, p.tile.as_deref().unwrap_or("pipeline name not composed")),
+    };
+    if let Some(sh) = &p.shader {
+        s += &format!(", shader {sh}");
+    }
+    if !p.helpers.is_empty() {
+        s += &format!(" + {}", p.helpers.join(" + "));
+    }
+    if p.split_k_undecided.is_some() {
+        s += " + split_k_reduce if ggml splits K (undecided)";
+    }
+    if p.dispatches_per_node > 1 {
+        s += &format!(", {} dispatches per node (one per token)", p.dispatches_per_node);
+    }
+    s
+}
+
+fn prediction_claims(r: &VulkanReport) -> Vec<Claim> {
+    let on = format!("{} (ggml-vulkan {})", r.device.label, r.rules_version);
+    let mut out = Vec::new();
+    let arch = r.device_decisions.iter().find(|d| d.table == "architecture");
+    for p in &r.phases {
+        for g in &p.weights {
+            let cpu = g.placement.runs_on == Where::Cpu;
+            let what = match (g.placement.runs_on, g.placement.rule) {
+                (Where::Cpu, rule) => format!(
+                    "the CPU ({rule}: {}), so no Vulkan dispatch for them (on the device they would run {})",
+                    super::placement::data().rule(rule).statement,
+                    prediction_text(&g.prediction)
+                ),
+                (Where::Gpu, "op-offload") => format!(
+                    "{}, on the device although they live in CPU memory (op-offload: ne11 >= {})",
+                    prediction_text(&g.prediction),
+                    r.placement.min_batch
+                ),
+                (Where::Gpu, _) => prediction_text(&g.prediction),
+            };
+            let statement = format!(
+                "On {on}, {} (ne11 = {}): {} {} weight(s) of type {} -> {what}",
+                p.label,
+                g.ne11,
+                g.tensors,
+                if g.op == MatmulOp::MulMatId { "MUL_MAT_ID" } else { "MUL_MAT" },
+                g.ggml_type,
+            );
+            let confidence =
+                if g.prediction.undecided.is_some() && !cpu { Confidence::Unresolved } else { Confidence::Inferred };
+            let family = if cpu { "CPU" } else { g.prediction.family.as_str() };
+            let mut c = Claim::new(format!("predict.vulkan.{}.{}.{family}", p.id, g.ggml_type), confidence, statement);
+            for d in arch.into_iter().chain(&g.prediction.path) {
+                c = c.with_source(decision_source(d));
+            }
+            if g.placement.rule != "weight-on-gpu" || r.placement.n_gpu_layers.is_some() {
+                c = c.with_source(super::placement::rule_source(g.placement.resident_rule));
+                c = c.with_source(super::placement::rule_source(g.placement.rule));
+            }
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The build flags that gate a device capability: (capability fact, build fact, define, what it is).
+const GATED: &[(&str, &str, &str, &str)] = &[
+    ("integer_dot", "glslc_integer_dot", "GGML_VULKAN_INTEGER_DOT_GLSLC_SUPPORT", "integer dot product"),
+    ("coopmat", "glslc_coopmat", "GGML_VULKAN_COOPMAT_GLSLC_SUPPORT", "cooperative matrix (KHR)"),
+    ("coopmat2", "glslc_coopmat2", "GGML_VULKAN_COOPMAT2_GLSLC_SUPPORT", "cooperative matrix 2 (NV)"),
+];
+
+/// Device offers X, build lacks Y: what ggml would pick with a build whose glslc had Y, as an Inferred claim.
+fn capability_gap(r: &VulkanReport, device_only: Facts) -> Result<Vec<Claim>> {
+    let mut with_all = device_only;
+    with_all.extend(vkd::build_facts(["matmul_q4_0_q8_1", "matmul_f16_cm1", "matmul_f16_cm2", "matmul_bf16_cm1"])?);
+    let (full, _) = device_decisions(with_all)?;
+    let lacking: Vec<&(&str, &str, &str, &str)> = GATED
+        .iter()
+        .filter(|(cap, flag, _, _)| {
+            full.get(*cap) == Some(&Fact::Bool(true)) && r.build.facts.get(*flag) == Some(&Fact::Bool(false))
+        })
+        .collect();
+    if lacking.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut changes = Vec::new();
+    for p in &r.phases {
+        for g in &p.weights {
+            let alt = vkd::matmul(&full, &g.query)?;
+            if alt.family != g.prediction.family || alt.pipeline != g.prediction.pipeline {
+                let line = format!(
+                    "{} {}: {} instead of {}",
+                    p.id,
+                    g.ggml_type,
+                    prediction_text(&alt),
+                    prediction_text(&g.prediction)
+                );
+                if !changes.contains(&line) && changes.len() < 8 {
+                    changes.push(line);
+                }
+            }
+        }
+    }
+    let statement = format!(
+        "{} offers {}, which this build cannot use: its glslc lacked {} (no such shaders embedded{}). With them ggml \
+         would pick: {}",
+        r.device.label,
+        lacking.iter().map(|l| l.3).collect::<Vec<_>>().join(", "),
+        lacking.iter().map(|l| l.2).collect::<Vec<_>>().join(", "),
+        r.build.library.as_deref().map(|l| format!(" in {l}")).unwrap_or_default(),
+        if changes.is_empty() {
+            "the same pipelines for this model and these phases".to_string()
+        } else {
+            changes.join("; ")
+        }
+    );
+    let mut c = Claim::new("predict.vulkan.capability-gap", Confidence::Inferred, statement);
+    for (_, flag, _, _) in &lacking {
+        if let Some(row) = vkd::rules().build_flag.iter().find(|b| b.name == *flag) {
+            c = c.with_source(Source::Rule {
+                file: vkd::RULES_FILE.into(),
+                rule: format!("build_flag.{}", row.name),
+                upstream: row.source.clone(),
+            });
+        }
+    }
+    Ok(vec![c])
+}
