@@ -15,7 +15,7 @@ use crate::run::record::Record;
 const REFS_SHOWN: usize = 8;
 
 /// The file whose constants the statistical claims rest on.
-const STATS_FILE: &str = "src/report/stats.rs";
+const STATS_FILE: &str = "src/run/summary/stats.rs";
 
 fn id_part(s: &str) -> String {
     crate::run::paths::sanitize(s)
@@ -531,7 +531,7 @@ mod tests {
     use super::super::aggregate::of_records;
     use super::*;
 
-    use crate::report::test_records::measured as rec;
+    use crate::run::summary::test_records::measured as rec;
 
     #[test]
     fn the_investigations_crash_gets_its_verdict_and_the_pattern_its_claim() {
