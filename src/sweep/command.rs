@@ -310,7 +310,13 @@ fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun, out: Output) -> 
             );
             out.write_raw(line.as_bytes())?;
         } else {
-            out.emit(&view::RunReport { run_id: &run_id, run_dir: &run_dir_s, status, summary: &summary, claims: &claims })?;
+            out.emit(&view::RunReport {
+                run_id: &run_id,
+                run_dir: &run_dir_s,
+                status,
+                summary: &summary,
+                claims: &claims,
+            })?;
         }
         out.finish()?;
     }

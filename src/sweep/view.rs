@@ -189,7 +189,8 @@ mod tests {
             records.push(crash("vulkan", 1, 1 + i as u64, t));
         }
         records[0].prompt_count_includes_cache = true;
-        records[0].backend = Some(BackendFacts { backend: "CPU".into(), offloaded: Some((0, 5)), ..Default::default() });
+        records[0].backend =
+            Some(BackendFacts { backend: "CPU".into(), offloaded: Some((0, 5)), ..Default::default() });
         let s = of_records(&records).unwrap();
         let cl = claims::claims(&s, "r", Path::new("/runs/r"));
         let text = render("r", "runs/r", &s, &cl);

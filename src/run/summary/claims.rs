@@ -495,7 +495,8 @@ fn kernel_claim(g: &Group, at: &str, base: &str, run_id: &str, run_dir: &Path) -
         fams.iter().take(8).map(|(f, n)| format!("{f} {n:.0}")).collect::<Vec<_>>().join(", ")
     };
     let launches = k.launches.map(|l| format!(", {:.0} launches in all", l.median)).unwrap_or_default();
-    let matmul = if k.vulkan_kernels { crate::kernels::VULKAN_MATMUL_FAMILIES } else { crate::kernels::MATMUL_FAMILIES };
+    let matmul =
+        if k.vulkan_kernels { crate::kernels::VULKAN_MATMUL_FAMILIES } else { crate::kernels::MATMUL_FAMILIES };
     let absent: Vec<&str> = matmul.iter().copied().filter(|f| !k.families.contains_key(*f)).collect();
     let absent = if fams.is_empty() || absent.is_empty() || k.cut > 0 {
         String::new()
@@ -510,11 +511,8 @@ fn kernel_claim(g: &Group, at: &str, base: &str, run_id: &str, run_dir: &Path) -
     } else {
         (Confidence::Confirmed, String::new())
     };
-    let precision = if k.interval_ms > 0 {
-        format!(" [join precision: windows of {} ms]", k.interval_ms)
-    } else {
-        String::new()
-    };
+    let precision =
+        if k.interval_ms > 0 { format!(" [join precision: windows of {} ms]", k.interval_ms) } else { String::new() };
     Some(
         Claim::new(
             format!("{base}.kernels"),

@@ -56,4 +56,3 @@ pub(crate) mod test_records {
         r
     }
 }
-

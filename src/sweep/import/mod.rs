@@ -20,11 +20,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::{json, Map, Value};
 
-use check::{check, each_object, parse_object, read_inputs, Input};
 use crate::run::durable;
 use crate::run::paths::absolute;
 use crate::run::record::{BackendFacts, Record, RunSource, ServerTimings, Status, RECORD_SCHEMA};
 use crate::run::store::{self, RunRow, RunStatus, Store};
+use check::{check, each_object, parse_object, read_inputs, Input};
 
 /// What an import stored.
 #[derive(Debug)]

@@ -170,10 +170,8 @@ fn reads_growing_files_incrementally_and_tolerates_a_cut_last_line() {
     assert_eq!(j.total_launches, 270 + 264 + 7, "the same as parsing whole files");
     assert_eq!(j.files.len(), 2);
     // A later chunk that uses kernels defined in an earlier one, and the end record.
-    let more = format!(
-        "{full}{}\n{}\n",
-        r#"{"window":[7000,8000],"counts":[[2,5]]}"#, r#"{"end_ns":8100,"reason":"exit"}"#
-    );
+    let more =
+        format!("{full}{}\n{}\n", r#"{"window":[7000,8000],"counts":[[2,5]]}"#, r#"{"end_ns":8100,"reason":"exit"}"#);
     std::fs::write(&path, more).unwrap();
     td.refresh();
     td.forget_before(7500);
@@ -289,12 +287,7 @@ fn a_vulkan_crash_and_a_lost_device_join_their_request_as_one_crash_claim_and_a_
     rec.signal = Some("SIGABRT".into());
     rec.trace = Some(join("traces/s001-vk", vec![], &[&a, &b], &label, [3000, 6000], 20));
     let t = rec.trace.as_ref().unwrap();
-    assert_eq!(
-        t.crashes.len(),
-        1,
-        "the observer's and the layer's records of one signal are one: {:#?}",
-        t.crashes
-    );
+    assert_eq!(t.crashes.len(), 1, "the observer's and the layer's records of one signal are one: {:#?}", t.crashes);
     assert_eq!(t.crashes[0].vulkan_file.as_deref(), Some("traces/s001-vk/trace-77.1.jsonl"));
     assert_eq!(t.crashes[0].threads[1].in_flight.as_deref(), Some("vkWaitForFences"));
     assert_eq!(t.device_lost.len(), 1);
