@@ -86,11 +86,11 @@ impl Facts {
                 }
                 self.buffers.clear();
             }
-            ServerLine::BackendLoaded(name) => {
-                if !self.loaded_backends.contains(name) && self.loaded_backends.len() < MAX_FACT_LINES {
-                    self.loaded_backends.push(name.clone());
-                    self.backend_lines.push(r());
-                }
+            ServerLine::BackendLoaded(name)
+                if !self.loaded_backends.contains(name) && self.loaded_backends.len() < MAX_FACT_LINES =>
+            {
+                self.loaded_backends.push(name.clone());
+                self.backend_lines.push(r());
             }
             ServerLine::ModelBuffer(device) => push_capped(&mut self.buffers, (device.clone(), r())),
             _ => {}

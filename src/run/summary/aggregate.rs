@@ -959,6 +959,21 @@ mod tests {
         assert_eq!(vk0.backend_record.as_ref().unwrap().seq, 9);
     }
 
+    /// What the views print once per run: the hint of each error class that occurred, and the note on Ollama's
+    /// prompt counts.
+    #[test]
+    fn run_level_facts_for_the_views() {
+        let mut timeout = crash("x", 0, 1, 300_000.0);
+        timeout.error_class = Some(ErrorClass::ReadTimeout);
+        let records = [ok("x", 0, 0, 1, 100.0, 10.0), timeout, crash("x", 0, 2, 2000.0)];
+        let s = of_records(&records).unwrap();
+        assert_eq!(s.error_classes.iter().copied().collect::<Vec<_>>(), [ErrorClass::Crash, ErrorClass::ReadTimeout]);
+        assert!(!s.prompt_count_includes_cache);
+        let mut cached = ok("x", 0, 3, 1, 100.0, 10.0);
+        cached.prompt_count_includes_cache = true;
+        assert!(of_records(&[cached]).unwrap().prompt_count_includes_cache);
+    }
+
     #[test]
     fn a_model_or_num_gpu_switch_makes_the_next_request_cold_without_server_identity() {
         // An external Ollama: no server record; the endpoint switches num_gpu and back.

@@ -698,6 +698,86 @@ mod tests {
         assert!(!cl.iter().any(|c| c.id.starts_with("report.ratio.prompt")), "prompt ratios are in the table only");
     }
 
+    /// A traced request whose server had the observer unmapped (or mapped), with `launches` kernels counted.
+    fn traced(seq: u64, observer_loaded: bool, launches: u64) -> Record {
+        let mut r = rec("cuda", 99, seq, true, 100.0);
+        r.trace = Some(crate::run::record::RecordTrace {
+            dir: "traces/s001-cuda".into(),
+            files: vec![],
+            window_ns: [0, 1],
+            interval_ms: 20,
+            spill_ns: [0, 0],
+            observer_loaded: Some(observer_loaded),
+            vulkan_layer: None,
+            total_launches: launches,
+            failed_launches: 0,
+            families: if launches > 0 { [("MMVQ".to_string(), launches)].into() } else { Default::default() },
+            kernels: vec![],
+            distinct_kernels: u64::from(launches > 0),
+            processes: vec![crate::run::record::TraceProcess {
+                pid: 42,
+                ppid: 1,
+                exe: "/bin/llama-server".into(),
+                file: "traces/s001-cuda/trace-42.jsonl".into(),
+                launches,
+            }],
+            cut: vec![],
+            crashes: vec![],
+            device_lost: vec![],
+            notes: vec![],
+        });
+        r
+    }
+
+    #[test]
+    fn silence_under_an_unmapped_observer_is_unresolved() {
+        // A static or setuid server ignores LD_PRELOAD: no launch counted proves nothing.
+        let s = of_records(&[traced(0, false, 0), traced(1, false, 0)]).unwrap();
+        let cl = claims(&s, "r", Path::new("/runs/r"));
+        let k = cl.iter().find(|c| c.id == "report.cuda.m.ngl99.p.n8.kernels").unwrap();
+        assert_eq!(k.confidence, Confidence::Unresolved, "{}", k.statement);
+        assert!(k.statement.contains("the observer was not mapped into the server in 2 of them"), "{}", k.statement);
+        // The trace file is cited once for both requests, under the run directory, before the records.
+        assert!(
+            matches!(&k.sources[0], Source::File { path, .. } if path == "/runs/r/traces/s001-cuda/trace-42.jsonl")
+        );
+        assert_eq!(k.sources.iter().filter(|s| matches!(s, Source::File { .. })).count(), 1);
+        // Mapped, the same silence is a finding; launches name the matmul families no request used.
+        let s = of_records(&[traced(0, true, 0)]).unwrap();
+        let k = claims(&s, "r", Path::new("/runs/r")).into_iter().find(|c| c.id.ends_with(".kernels")).unwrap();
+        assert_eq!(k.confidence, Confidence::Confirmed);
+        let s = of_records(&[traced(0, true, 800), traced(1, true, 820)]).unwrap();
+        let k = claims(&s, "r", Path::new("/runs/r")).into_iter().find(|c| c.id.ends_with(".kernels")).unwrap();
+        assert!(
+            k.statement.ends_with(
+                "MMVQ 810, 810 launches in all and no MMQ, no MMVF, no MMF in any of them [join precision: windows of 20 ms]"
+            ),
+            "{}",
+            k.statement
+        );
+    }
+
+    #[test]
+    fn ollamas_vram_share_is_claimed_only_without_log_facts() {
+        let mut r = rec("ollama", -1, 0, true, 100.0);
+        r.extra.insert("ollama_ps".into(), serde_json::json!({"size": 2, "size_vram": 1, "vram_fraction": 0.5}));
+        let s = of_records(std::slice::from_ref(&r)).unwrap();
+        let cl = claims(&s, "r", Path::new("/runs/r"));
+        let vram = cl.iter().find(|c| c.id == "report.ollama.m.ngl-1.p.n8.vram").unwrap();
+        assert_eq!(vram.confidence, Confidence::Inferred);
+        assert!(vram.statement.contains("Ollama reports 50% of the loaded model in GPU memory"), "{}", vram.statement);
+        r.backend = Some(crate::run::record::BackendFacts {
+            backend: "CUDA0 (NVIDIA H100)".into(),
+            offloaded: Some((29, 29)),
+            ..Default::default()
+        });
+        let s = of_records(&[r]).unwrap();
+        let cl = claims(&s, "r", Path::new("/runs/r"));
+        assert!(cl.iter().all(|c| !c.id.ends_with(".vram")), "the log names the backend: {cl:?}");
+        let b = cl.iter().find(|c| c.id.ends_with(".backend")).unwrap();
+        assert!(b.statement.ends_with("ran on CUDA0 (NVIDIA H100) (29/29 layers)"), "{}", b.statement);
+    }
+
     #[test]
     fn ratios_keep_three_significant_digits() {
         assert_eq!(times(9.4213), "9.42×");
