@@ -1,7 +1,8 @@
 //! The rule of issue 17: a command's module never imports another command's. Shared code lives in ground-floor
 //! modules (`proc`, `gpucode`, `observe`, `trace_summary`, `logfacts`, `gguf_file`, `knowledge`, `inputs`, `output`,
-//! …). This reads every file under a command's folder (or the command's own file) for `crate::OTHER` paths and
-//! fails on a pair not listed in [`STILL_TO_MOVE`]; a listed pair that no longer occurs fails too, so the list only
+//! `run` with `run::summary` — the one aggregation of a run's records that `sweep` and `report` both show —, …).
+//! This reads every file under a command's folder (or the command's own file) for `crate::OTHER` paths and fails on
+//! a pair not listed in [`STILL_TO_MOVE`]; a listed pair that no longer occurs fails too, so the list only
 //! shrinks.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -122,12 +122,13 @@ fn matched_sweep_cpu_and_vulkan_every_cell_recorded_and_both_backends_identified
             .find(|c| s(&c["id"]).starts_with(prefix) && s(&c["id"]).ends_with(".backend"))
             .unwrap_or_else(|| panic!("no {prefix} backend claim: {claims:#?}"))
     };
-    let vk = backend_claim("sweep.vulkan.");
+    // One claim-id scheme for `sweep` and `report` (issue 17): both show the run floor's one aggregation.
+    let vk = backend_claim("report.vulkan.");
     assert_eq!(vk["confidence"], "Confirmed");
     let vk1 = claims
         .iter()
         .find(|c| {
-            s(&c["id"]).starts_with("sweep.vulkan.")
+            s(&c["id"]).starts_with("report.vulkan.")
                 && s(&c["id"]).contains(".ngl1.")
                 && s(&c["id"]).ends_with(".backend")
         })
@@ -141,7 +142,7 @@ fn matched_sweep_cpu_and_vulkan_every_cell_recorded_and_both_backends_identified
             .any(|src| src["kind"] == "log_line" && s(&src["text"]).contains("using device Vulkan0")),
         "{vk1:#}"
     );
-    let cpu = backend_claim("sweep.cpu.");
+    let cpu = backend_claim("report.cpu.");
     assert!(s(&cpu["statement"]).contains("ran on the CPU"), "{cpu:#}");
     // The human report prints the table with both backends.
     // Wide enough that no table cell wraps: the test reads whole cells.
@@ -199,9 +200,10 @@ fn a_server_killed_by_sigsegv_mid_stream_is_a_crash_and_the_next_cell_gets_a_fre
     assert_ne!(recs[2]["server"]["pid"], pid);
     assert_eq!(recs[0]["server"]["pid"], pid, "cells of one num_gpu share a server until it dies");
     let claims = events.iter().find(|e| event_is(e, "run_finished")).unwrap()["claims"].as_array().unwrap().clone();
-    let c = claims.iter().find(|c| s(&c["id"]).ends_with(".crash")).expect("a crash claim");
-    assert!(s(&c["statement"]).starts_with("`vk` crashed with SIGSEGV at num_gpu=-1 after "), "{c:#}");
-    assert!(s(&c["statement"]).contains("in 1/3 runs"), "{c:#}");
+    // The timing claim of the crash (the report's: outcome, count, time to failure and its verdict).
+    let c = claims.iter().find(|c| s(&c["id"]).ends_with(".timing.1")).expect("a crash timing claim");
+    assert!(s(&c["statement"]).starts_with("`vk` at num_gpu=-1: crash SIGSEGV in 1/3 runs after "), "{c:#}");
+    assert!(s(&c["statement"]).contains("too few timed crashes to tell (1 timed, 3 needed)"), "{c:#}");
     assert!(c["sources"].as_array().unwrap().iter().any(|x| x["kind"] == "run" && x["file"] == crash["file"]));
 }
 

@@ -614,7 +614,7 @@ mod tests {
 
     /// A measured cell whose model and prompt are hostile text, which every format must escape.
     fn rec(ep: &str, ngl: i64, seq: u64, ok: bool, value: f64) -> Record {
-        let mut r = crate::report::test_records::measured(ep, ngl, seq, ok, value);
+        let mut r = crate::run::summary::test_records::measured(ep, ngl, seq, ok, value);
         r.model = HOSTILE.into();
         r.prompt = format!("{HOSTILE} | p");
         r

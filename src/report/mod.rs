@@ -2,69 +2,27 @@
 //! documents a person reads or attaches to a bug report.
 //!
 //! The records of one run are read one at a time (from the database, or from a run directory's `result.json`
-//! files) and folded into groups of cells ([`aggregate`]); the statistics are pure functions ([`stats`]); the
-//! claims ([`claims`]) and the document ([`document`]) are built from the groups, with charts drawn as SVG
-//! ([`charts`]) and per-cell timelines read from the server logs ([`timeline`]). The result goes through the
+//! files, [`input`], which also vets the paths the kept records name) and folded into groups of cells by the run
+//! floor's one aggregation (`crate::run::summary`: groups, statistics, claims); this command's own part is the
+//! views: the document ([`document`]), charts drawn as SVG ([`charts`]) and per-cell timelines read from the
+//! server logs ([`timeline`]). The result goes through the
 //! output layer like every command's: text, `--json` (`backscope.report/1`, docs/report-json.md), Markdown or
 //! one self-contained HTML file. `--bundle` also writes the evidence bundle ([`bundle`]), secrets redacted
 //! ([`redact`]).
 //!
-//! `backscope sweep report` is left as it is: it reprints what a sweep printed when it ended (its table and its
-//! per-cell claims). This command is the statistical report over a run, its documents and its bundle.
+//! `backscope sweep report` is a brief view of the same aggregation (its table and the same claims); this command is
+//! the full statistical report over a run, its documents and its bundle.
 
-pub mod aggregate;
 pub mod bundle;
 pub mod charts;
-pub mod claims;
 mod document;
 pub mod input;
 pub mod redact;
-pub mod stats;
 pub mod timeline;
 
-/// Records as a sweep writes them, for the report's unit tests.
-#[cfg(test)]
-pub(crate) mod test_records {
-    use crate::run::record::{ErrorClass, Record, RunSource, Status, RECORD_SCHEMA};
-
-    /// A successful record of one cell (model `m`, prompt `p`, 8 tokens, epoch and repetition 1), nothing measured.
-    pub fn cell(ep: &str, ngl: i64, seq: u64) -> Record {
-        Record {
-            schema: RECORD_SCHEMA,
-            run_id: "r".into(),
-            cell_key: format!("{ep}|m|ngl={ngl}|p|n=8|e1|r{seq}"),
-            seq,
-            source: RunSource::Sweep,
-            file: format!("cells/{seq:05}-{ep}/result.json"),
-            endpoint: ep.into(),
-            model: "m".into(),
-            num_gpu: ngl,
-            prompt: "p".into(),
-            num_predict: 8,
-            epoch: 1,
-            repetition: 1,
-            status: Status::Ok,
-            ..Default::default()
-        }
-    }
-
-    /// A cell that measured `value`: its wall time (ms; decode tokens/s a tenth of it, prompt tokens/s equal to it)
-    /// when it succeeded, its time to failure (ms) when it crashed with SIGSEGV.
-    pub fn measured(ep: &str, ngl: i64, seq: u64, ok: bool, value: f64) -> Record {
-        let mut r = cell(ep, ngl, seq);
-        if ok {
-            r.wall_ms = Some(value);
-            r.decode_tps = Some(value / 10.0);
-            r.prompt_tps = Some(value);
-        } else {
-            r.status = Status::Fail;
-            r.error_class = Some(ErrorClass::Crash);
-            r.signal = Some("SIGSEGV".into());
-            r.ttf_ms = Some(value);
-        }
-        r
-    }
-}
+// The aggregation, its statistics and its claims are the run floor's (`sweep` shows the same ones); the views
+// below reach them as `super::aggregate` and so on.
+use crate::run::summary::{aggregate, claims, stats};
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,9 @@
 //! The run format, shared by every command that writes or reads runs: the stored record's schema (`record`), the
 //! SQLite store with its durability promise (`store`, files written whole by `durable`), the read-only view of a
 //! database that `report`, `predict` and `gate` open (`db`), the run directory's names (`paths`), the log-slice
-//! reading of a failed cell (`forensics`) and the summary statistics over a group of records (`stats`).
+//! reading of a failed cell (`forensics`), the summary statistics over a group of records (`stats`), and the one
+//! aggregation of a run's records into groups, statistics and claims that `report` and `sweep` both show
+//! (`summary`).
 //!
 //! `sweep` and `sweep import` write through it; nothing here knows about a command.
 
@@ -12,3 +14,4 @@ pub mod paths;
 pub mod record;
 pub mod stats;
 pub mod store;
+pub mod summary;

@@ -30,16 +30,6 @@ pub fn median(v: &[f64]) -> Option<f64> {
     Some(if s.len().is_multiple_of(2) { (s[mid - 1] + s[mid]) / 2.0 } else { s[mid] })
 }
 
-/// Seconds as `2.65 ± 0.06 s` (mean ± sample sd), or `2.65 s` for one value. Two decimals: the investigation's
-/// timings are reported that way and finer digits are noise at these run counts.
-pub fn mean_sd_seconds(ms: &[f64]) -> Option<String> {
-    let m = mean(ms)? / 1000.0;
-    Some(match sample_sd(ms) {
-        Some(sd) => format!("{m:.2} ± {:.2} s", sd / 1000.0),
-        None => format!("{m:.2} s"),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,14 +49,5 @@ mod tests {
         assert_eq!(mean(&[]), None);
         assert_eq!(median(&[]), None);
         assert_eq!(sample_sd(&[1.0]), None);
-        assert_eq!(mean_sd_seconds(&[]), None);
-        assert_eq!(mean_sd_seconds(&[2650.0]).unwrap(), "2.65 s");
-    }
-
-    #[test]
-    fn the_investigations_crash_timing_formats_as_reported() {
-        // Three times to failure around 2.65 s with a small spread.
-        let s = mean_sd_seconds(&[2590.0, 2650.0, 2710.0]).unwrap();
-        assert_eq!(s, "2.65 ± 0.06 s");
     }
 }

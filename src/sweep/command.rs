@@ -15,7 +15,7 @@ use super::plan::{self, Plan};
 use super::runner::{self, RunEnd};
 use super::spec::SpecFile;
 use super::supervise::Ledger;
-use super::{dryrun, envsnap, http, import, report, supervise};
+use super::{dryrun, envsnap, http, import, supervise, view};
 use crate::exit;
 use crate::output::{messages, Document, Excerpt, Format, Inputs, Output, OutputOptions, Rendered};
 use crate::run::paths::absolute;
@@ -288,16 +288,14 @@ fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun, out: Output) -> 
         let mut ctx = runner::RunContext { run_id: &run_id, run_dir: &run_dir, store, sink: &mut sinks, interrupt };
         runner::execute(&mut ctx, &schedule, &mut Machine { ledger: Ledger::watched(&run_dir) })?
     };
-    let records = store.records(&run_id)?;
-    let claims = report::claims(&records, &run_dir);
+    let (summary, claims) = view::summarize(store, &run_id, &run_dir)?;
     let status = match end {
         RunEnd::Finished => RunStatus::Finished,
         RunEnd::Interrupted => RunStatus::Interrupted,
     };
     store.set_run_status(&run_id, status)?;
     store::write_atomic(&run_dir.join("claims.json"), &serde_json::to_vec_pretty(&claims)?)?;
-    let ok = records.iter().filter(|r| r.is_ok()).count() as u64;
-    let failed = records.len() as u64 - ok;
+    let (ok, failed) = (summary.ok as u64, summary.failed as u64);
     let status = status.as_str();
     sinks.event(&Event::RunFinished { run_id: &run_id, status, cells_ok: ok, cells_failed: failed, claims: &claims });
     drop(sinks);
@@ -308,15 +306,15 @@ fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun, out: Output) -> 
         if opts.quiet {
             let line = format!(
                 "run {run_id}: {} of {cells_total} cells recorded, {ok} ok, {failed} failed ({status})\n",
-                records.len()
+                summary.cells
             );
             out.write_raw(line.as_bytes())?;
         } else {
-            out.emit(&report::RunReport {
+            out.emit(&view::RunReport {
                 run_id: &run_id,
                 run_dir: &run_dir_s,
                 status,
-                records: &records,
+                summary: &summary,
                 claims: &claims,
             })?;
         }
@@ -325,7 +323,7 @@ fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun, out: Output) -> 
     if end == RunEnd::Interrupted {
         messages::note(format_args!(
             "interrupted; {} of {cells_total} cells are recorded. Continue with: backscope sweep --resume {run_id} --db {}",
-            records.len(),
+            summary.cells,
             opts.db.display()
         ));
         return Ok(exit::INTERRUPTED);
@@ -369,13 +367,12 @@ fn report(o: ReportOptions) -> Result<u8> {
         Some(id) => store.run(id)?.with_context(|| format!("no run {id} in {}", o.db.display()))?,
         None => store.runs()?.pop().with_context(|| format!("no runs in {}", o.db.display()))?,
     };
-    let records = store.records(&row.run_id)?;
-    let claims = report::claims(&records, Path::new(&row.run_dir));
-    out.emit(&report::RunReport {
+    let (summary, claims) = view::summarize(&store, &row.run_id, Path::new(&row.run_dir))?;
+    out.emit(&view::RunReport {
         run_id: &row.run_id,
         run_dir: &row.run_dir,
         status: row.status.as_str(),
-        records: &records,
+        summary: &summary,
         claims: &claims,
     })?;
     out.finish()?;

@@ -1,4 +1,7 @@
-//! Server log reading: which backend served a cell, and the line that names a crash or a start failure.
+//! Server log reading: which backend served a cell, and the line that names a crash or a start failure. What each
+//! line says is crates/logs' reading of it (`crate::logfacts::ServerLines`); this module is the sweep's plumbing
+//! around it: reading a growing log once across cells, slicing each cell's window, and deciding the backend from
+//! the facts.
 //!
 //! Formats, as llama.cpp 11434 and Ollama print them: llama-server at `-lv 4` writes
 //! `llama_model_load_from_file_impl: using device Vulkan0 (llvmpipe (LLVM 15.0.6, 256 bits)) (unknown id) - 7927
@@ -21,6 +24,7 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use crate::logfacts::{ServerLine, ServerLines};
 use crate::run::record::{BackendFacts, LogRef};
 
 /// Most bytes of one line kept for matching; the rest of a longer line is counted, not held. Every line the scan
@@ -70,27 +74,26 @@ fn push_capped<T>(v: &mut Vec<T>, item: T) {
 }
 
 impl Facts {
-    fn line(&mut self, line: &str, r: &dyn Fn() -> LogRef) {
-        if let Some(dev) = using_device(line) {
-            push_capped(&mut self.pending_devices, (dev, r()));
-        }
-        if let Some((n, m)) = offloaded(line) {
-            self.offloaded = Some((n, m));
-            self.offload_line = Some(r());
-            // A model (re)load: the devices logged since the previous load belong to this one.
-            if !self.pending_devices.is_empty() {
-                self.used_devices = std::mem::take(&mut self.pending_devices);
+    fn line(&mut self, what: &ServerLine, r: &dyn Fn() -> LogRef) {
+        match what {
+            ServerLine::DeviceUsed(dev) => push_capped(&mut self.pending_devices, (dev.clone(), r())),
+            ServerLine::Offloaded(n, m) => {
+                self.offloaded = Some((*n, *m));
+                self.offload_line = Some(r());
+                // A model (re)load: the devices logged since the previous load belong to this one.
+                if !self.pending_devices.is_empty() {
+                    self.used_devices = std::mem::take(&mut self.pending_devices);
+                }
+                self.buffers.clear();
             }
-            self.buffers.clear();
-        }
-        if let Some(name) = loaded_backend(line) {
-            if !self.loaded_backends.contains(&name) && self.loaded_backends.len() < MAX_FACT_LINES {
-                self.loaded_backends.push(name);
+            ServerLine::BackendLoaded(name)
+                if !self.loaded_backends.contains(name) && self.loaded_backends.len() < MAX_FACT_LINES =>
+            {
+                self.loaded_backends.push(name.clone());
                 self.backend_lines.push(r());
             }
-        }
-        if let Some(buf) = model_buffer(line) {
-            push_capped(&mut self.buffers, (buf, r()));
+            ServerLine::ModelBuffer(device) => push_capped(&mut self.buffers, (device.clone(), r())),
+            _ => {}
         }
     }
 
@@ -128,21 +131,21 @@ struct Window {
 }
 
 impl Window {
-    fn line(&mut self, line: &str, r: &dyn Fn() -> LogRef) {
+    fn line(&mut self, line: &str, what: &ServerLine, r: &dyn Fn() -> LogRef) {
         if !line.trim().is_empty() {
             if self.tail.len() == TAIL_LINES {
                 self.tail.pop_front();
             }
             self.tail.push_back(super::api::truncate(line.trim(), QUOTE_CHARS));
         }
-        if self.crash.is_none() && is_crash_line(line) {
-            self.crash = Some(r());
-        }
-        if self.load_error.is_none() && is_load_error(line) {
-            self.load_error = Some(r());
-        }
-        if self.bind_error.is_none() && is_bind_error(line) {
-            self.bind_error = Some(r());
+        let first = match what {
+            ServerLine::Crash => &mut self.crash,
+            ServerLine::LoadFailed => &mut self.load_error,
+            ServerLine::BindFailed => &mut self.bind_error,
+            _ => return,
+        };
+        if first.is_none() {
+            *first = Some(r());
         }
     }
 }
@@ -175,6 +178,8 @@ pub struct LogReader {
     /// Complete lines read.
     lines: u64,
     facts: Facts,
+    /// crates/logs' reading of each line, with its state from line to line.
+    classes: ServerLines,
 }
 
 impl LogReader {
@@ -193,6 +198,7 @@ impl LogReader {
             partial: Vec::new(),
             lines: 0,
             facts: Facts::default(),
+            classes: ServerLines::default(),
         }
     }
 
@@ -266,13 +272,15 @@ impl LogReader {
     }
 
     fn line(&mut self, bytes: &[u8], lineno: u64, in_window: bool, window: &mut Window) {
+        let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+        let what = self.classes.read(bytes);
         let text = String::from_utf8_lossy(bytes);
-        let line = text.trim_end_matches('\r');
+        let line = text.as_ref();
         let r =
             || LogRef { file: self.label.clone(), line: lineno, text: super::api::truncate(line.trim(), QUOTE_CHARS) };
-        self.facts.line(line, &r);
+        self.facts.line(&what, &r);
         if in_window {
-            window.line(line, &r);
+            window.line(line, &what, &r);
         }
     }
 
@@ -281,16 +289,19 @@ impl LogReader {
     fn scan(&self, window_start: u64, mut window: Window) -> LogScan {
         let mut facts = self.facts.clone();
         if !self.partial.is_empty() {
-            let text = String::from_utf8_lossy(&self.partial);
-            let line = text.trim_end_matches('\r');
+            let bytes = self.partial.strip_suffix(b"\r").unwrap_or(&self.partial);
+            // A copy of the line-to-line state: the completed line is read again by the next call.
+            let what = self.classes.clone().read(bytes);
+            let text = String::from_utf8_lossy(bytes);
+            let line = text.as_ref();
             let r = || LogRef {
                 file: self.label.clone(),
                 line: self.lines + 1,
                 text: super::api::truncate(line.trim(), QUOTE_CHARS),
             };
-            facts.line(line, &r);
+            facts.line(&what, &r);
             if self.line_start >= window_start {
-                window.line(line, &r);
+                window.line(line, &what, &r);
             }
         }
         LogScan {
@@ -311,93 +322,6 @@ pub fn scan_log(bytes: &[u8], file: &str, window_start: u64) -> LogScan {
     let mut window = Window::default();
     reader.feed(bytes, window_start, &mut window);
     reader.scan(window_start, window)
-}
-
-/// `… using device NAME (DESCRIPTION) (ID) - F MiB free` → `NAME (DESCRIPTION)`; the description can hold
-/// parentheses (`llvmpipe (LLVM 15.0.6, 256 bits)`), so the parentheses are balanced.
-fn using_device(line: &str) -> Option<String> {
-    let at = line.find("using device ")?;
-    if line[..at].contains("already") {
-        return None; // "skipping device … - already using device …"
-    }
-    let rest = &line[at + "using device ".len()..];
-    let name: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();
-    if name.is_empty() {
-        return None;
-    }
-    let after = rest[name.len()..].trim_start();
-    match balanced_parens(after) {
-        Some(desc) => Some(format!("{name} ({desc})")),
-        None => Some(name),
-    }
-}
-
-fn balanced_parens(s: &str) -> Option<&str> {
-    if !s.starts_with('(') {
-        return None;
-    }
-    let mut depth = 0usize;
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(&s[1..i]);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
-}
-
-/// `offloaded N/M layers to GPU` (llama.cpp and Ollama's Go engine).
-fn offloaded(line: &str) -> Option<(u32, u32)> {
-    let at = line.find("offloaded ")?;
-    let rest = &line[at + "offloaded ".len()..];
-    let (frac, tail) = rest.split_once(' ')?;
-    if !tail.starts_with("layers to GPU") {
-        return None;
-    }
-    let (n, m) = frac.split_once('/')?;
-    Some((n.parse().ok()?, m.parse().ok()?))
-}
-
-/// `load_backend: loaded Vulkan backend from /…/libggml-vulkan.so` → `Vulkan`.
-fn loaded_backend(line: &str) -> Option<String> {
-    let at = line.find("load_backend: loaded ")?;
-    let rest = &line[at + "load_backend: loaded ".len()..];
-    let (name, tail) = rest.split_once(' ')?;
-    tail.starts_with("backend").then(|| name.to_string())
-}
-
-/// `load_tensors: Vulkan0 model buffer size = 12.00 MiB` → `Vulkan0 12.00 MiB`.
-fn model_buffer(line: &str) -> Option<String> {
-    let at = line.find(" model buffer size = ")?;
-    let name = line[..at].rsplit([' ', ':']).next()?.trim();
-    if name.is_empty() {
-        return None;
-    }
-    let size = line[at + " model buffer size = ".len()..].trim();
-    Some(format!("{name} {size}"))
-}
-
-fn is_crash_line(line: &str) -> bool {
-    super::api::signal_in_text(line).is_some()
-        || ["GGML_ASSERT", "terminate called", "core dumped", "process has terminated", "llama-server terminated"]
-            .iter()
-            .any(|p| line.contains(p))
-}
-
-fn is_load_error(line: &str) -> bool {
-    ["error loading model", "failed to load model", "unable to load model", "failed to open", "out of memory"]
-        .iter()
-        .any(|p| line.contains(p))
-}
-
-fn is_bind_error(line: &str) -> bool {
-    line.contains("couldn't bind") || line.contains("address already in use")
 }
 
 #[cfg(test)]
@@ -449,7 +373,10 @@ mod tests {
 
     #[test]
     fn a_reload_replaces_the_previous_device_set() {
-        let log = "using device CUDA0 (NVIDIA H100) (0000:01:00.0) - 80000 MiB free\noffloaded 5/5 layers to GPU\nusing device ROCm0 (AMD Radeon Pro VII) (0000:03:00.0) - 16000 MiB free\noffloaded 2/5 layers to GPU\n";
+        let log = "llama_model_load_from_file_impl: using device CUDA0 (NVIDIA H100) (0000:01:00.0) - 80000 MiB free\n\
+                   load_tensors: offloaded 5/5 layers to GPU\n\
+                   llama_model_load_from_file_impl: using device ROCm0 (AMD Radeon Pro VII) (0000:03:00.0) - 16000 MiB free\n\
+                   load_tensors: offloaded 2/5 layers to GPU\n";
         let b = scan_log(log.as_bytes(), "l", 0).backend.unwrap();
         assert_eq!(b.backend, "ROCm0 (AMD Radeon Pro VII)");
         assert_eq!(b.offloaded, Some((2, 5)));
@@ -476,16 +403,12 @@ mod tests {
 
     #[test]
     fn skipping_duplicate_devices_is_not_a_use() {
-        assert_eq!(
-            using_device(
-                "x: skipping device Vulkan1 (a) with id 1 - already using device Vulkan0 (b) with the same id"
-            ),
-            None
-        );
-        assert_eq!(
-            using_device("using device CUDA0 (NVIDIA H200) (0000:01:00.0) - 1 MiB free").as_deref(),
-            Some("CUDA0 (NVIDIA H200)")
-        );
+        // llama.cpp 11434 src/llama.cpp:248 prints the skip after the use of the device it keeps.
+        let log = "llama_model_load_from_file_impl: using device Vulkan0 (b) (0000:03:00.0) - 1 MiB free\n\
+                   llama_model_load_from_file_impl: skipping device Vulkan1 (a) with id 0000:03:00.0 - already using device Vulkan0 (b) with the same id\n\
+                   load_tensors: offloaded 5/5 layers to GPU\n";
+        let b = scan_log(log.as_bytes(), "l", 0).backend.unwrap();
+        assert_eq!((b.backend.as_str(), b.devices.len()), ("Vulkan0 (b)", 1), "{b:?}");
     }
 
     /// A log that grows while it is read: `cells` windows of `noise` bytes each, with a crash line in one.
@@ -570,7 +493,7 @@ mod tests {
     fn a_line_without_its_newline_yet_counts_once() {
         let log = Growing::new("");
         let mut reader = LogReader::new(&log.path, "l");
-        let (start, end) = log.append(b"ok\nllama-server terminated: signal: segmentation fault");
+        let (start, end) = log.append(b"ok\nSegmentation fault (core dumped)");
         let scan = reader.advance(end, start, None).unwrap();
         assert_eq!(scan.crash.map(|c| c.line), Some(2), "a crash message without its newline is seen");
         let (start, end) = log.append(b"\nnext\n");
@@ -614,7 +537,7 @@ mod tests {
     #[test]
     fn invalid_utf8_and_empty_logs() {
         assert_eq!(scan_log(b"", "l", 0), LogScan::default());
-        let s = scan_log(b"\xff\xfe offloaded 3/5 layers to GPU\n", "l", 0);
+        let s = scan_log(b"\xff\xfe load\nload_tensors: offloaded 3/5 layers to GPU \xff\n", "l", 0);
         assert_eq!(s.backend.unwrap().offloaded, Some((3, 5)));
     }
 }

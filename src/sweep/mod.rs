@@ -13,8 +13,9 @@
 //!    (progress bar, `--json`) as it goes;
 //! 5. the run floor's `crate::run::store` commits each cell's `crate::run::record::Record` to SQLite and the run
 //!    directory (files written whole and durably, `crate::run::durable`);
-//! 6. `report` turns the records into the table and claims, reading each failed cell's log slice
-//!    (`crate::run::forensics`) for the phase and signature of its crash.
+//! 6. `view` shows the run floor's one aggregation of the records (`crate::run::summary`, the groups and claims
+//!    `backscope report` shows in full) as the table and claims a sweep prints when it ends and `sweep report`
+//!    prints again.
 //!
 //! `command` holds the command bodies: a run, and `export`, `import` (llama-bench) and `report` on the database.
 
@@ -31,11 +32,11 @@ mod import;
 mod logs;
 mod plan;
 mod presets;
-mod report;
 mod runner;
 mod spec;
 mod supervise;
 mod tracejoin;
+mod view;
 
 #[cfg(test)]
 mod ollama_docs;

@@ -1096,9 +1096,10 @@ impl Analyzer {
         }
     }
 
-    fn incident(&mut self, e: &Event<'_>, slog_line: bool, time: Option<Timestamp>) {
+    /// Closes the open incident where `e` begins a new one, and opens one where `e` can: whether an incident is open
+    /// for `e` to join.
+    fn open_or_close_incident(&mut self, e: &Event<'_>, slog_line: bool, time: Option<Timestamp>, fatal: bool) -> bool {
         use EventKind::*;
-        let fatal = e.kind.is_fatal();
         // A new failure after the runner was reported terminated, or a second signal, is a new crash.
         if let Some(open) = &self.open {
             let new_cause =
@@ -1122,13 +1123,22 @@ impl Analyzer {
             // A native backtrace is printed only when something aborts: it opens an incident too.
             // So is a goroutine dump: the Go runtime prints one when it dies, even where the log lost its cause.
             if !fatal && !matches!(e.kind, NativeFrame(_) | Goroutine { .. }) {
-                return;
+                return false;
             }
             let mut crash = new_crash(e.line, e.offset, time.or(self.last_time), time.is_none());
             crash.raw = clip(lossy(e.raw).into_owned());
             // Past the cap too the incident is followed in full (its signal, frames and causes, all bounded):
             // what closes it and what it is grouped with depend on them.
             self.open = Some(Open::new(crash, self.lifetime));
+        }
+        true
+    }
+
+    fn incident(&mut self, e: &Event<'_>, slog_line: bool, time: Option<Timestamp>) {
+        use EventKind::*;
+        let fatal = e.kind.is_fatal();
+        if !self.open_or_close_incident(e, slog_line, time, fatal) {
+            return;
         }
         let max_frames = self.limits.max_frames;
         let max_lines = self.limits.max_causes;
@@ -1768,6 +1778,52 @@ fn milestone_summary(index: u16, number: Option<u32>) -> String {
     format!("{} ({}){}", m.meaning.label(), m.era, number.unwrap_or_default())
 }
 
+/// `device 0: NAME, gfx900:xnack-, wave size 64, VMM no` (the timeline's words for a CUDA/ROCm device line).
+fn gpu_device_summary(d: &crate::event::GpuDevice<'_>, t: &dyn Fn(&[u8]) -> String) -> String {
+    let mut s = format!("device {}: {}", d.index, t(d.name));
+    if let Some(a) = d.arch {
+        s += &format!(", {}", t(a));
+    }
+    if let Some(cc) = d.compute_capability {
+        s += &format!(", compute capability {}", t(cc));
+    }
+    if let Some(w) = d.wave_size {
+        s += &format!(", wave size {w}");
+    }
+    if let Some(v) = d.vmm {
+        s += &format!(", VMM {}", if v { "yes" } else { "no" });
+    }
+    s
+}
+
+/// `Vulkan device 0: NAME (DRIVER), uma 0, fp16 1, warp size 64, int dot 0, matrix cores none`.
+fn vulkan_device_summary(v: &crate::event::VulkanDevice<'_>, t: &dyn Fn(&[u8]) -> String) -> String {
+    let mut s = format!("Vulkan device {}: {}", v.index, t(v.name));
+    if let Some(d) = v.driver {
+        s += &format!(" ({})", t(d));
+    }
+    let flag = |name: &str, v: Option<bool>| v.map(|b| format!(", {name} {}", u8::from(b))).unwrap_or_default();
+    s += &flag("uma", v.uma);
+    s += &flag("fp16", v.fp16);
+    if let Some(w) = v.warp_size {
+        s += &format!(", warp size {w}");
+    }
+    s += &flag("int dot", v.int_dot);
+    if let Some(m) = v.matrix_cores {
+        s += &format!(", matrix cores {}", t(m));
+    }
+    s
+}
+
+fn buffer_word(buffer: BufferKind) -> &'static str {
+    match buffer {
+        BufferKind::Model => "model",
+        BufferKind::Kv => "KV",
+        BufferKind::Compute => "compute",
+        BufferKind::Output => "output",
+    }
+}
+
 /// A one-line description of an event for the timeline.
 pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
     use EventKind::*;
@@ -1782,39 +1838,8 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
     let s = match *kind {
         BackendLoaded { backend, path } => format!("{} backend loaded from {}", t(backend), t(path)),
         DevicesFound { backend, count } => format!("{count} {} device(s) found", t(backend)),
-        GpuDevice(d) => {
-            let mut s = format!("device {}: {}", d.index, t(d.name));
-            if let Some(a) = d.arch {
-                s += &format!(", {}", t(a));
-            }
-            if let Some(cc) = d.compute_capability {
-                s += &format!(", compute capability {}", t(cc));
-            }
-            if let Some(w) = d.wave_size {
-                s += &format!(", wave size {w}");
-            }
-            if let Some(v) = d.vmm {
-                s += &format!(", VMM {}", if v { "yes" } else { "no" });
-            }
-            s
-        }
-        VulkanDevice(v) => {
-            let mut s = format!("Vulkan device {}: {}", v.index, t(v.name));
-            if let Some(d) = v.driver {
-                s += &format!(" ({})", t(d));
-            }
-            let flag = |name: &str, v: Option<bool>| v.map(|b| format!(", {name} {}", u8::from(b))).unwrap_or_default();
-            s += &flag("uma", v.uma);
-            s += &flag("fp16", v.fp16);
-            if let Some(w) = v.warp_size {
-                s += &format!(", warp size {w}");
-            }
-            s += &flag("int dot", v.int_dot);
-            if let Some(m) = v.matrix_cores {
-                s += &format!(", matrix cores {}", t(m));
-            }
-            s
-        }
+        GpuDevice(d) => gpu_device_summary(&d, &t),
+        VulkanDevice(v) => vulkan_device_summary(&v, &t),
         DeviceListed { device, description, total_mib, free_mib } => {
             let mem = match (total_mib, free_mib) {
                 (Some(t), Some(f)) => format!(" ({t} MiB, {f} MiB free)"),
@@ -1846,15 +1871,7 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
             let s = splits.map(|v| format!("splits {v}")).unwrap_or_default();
             format!("graph: {}", [n, s].into_iter().filter(|x| !x.is_empty()).collect::<Vec<_>>().join(", "))
         }
-        BufferSize { device, buffer, mib } => {
-            let k = match buffer {
-                BufferKind::Model => "model",
-                BufferKind::Kv => "KV",
-                BufferKind::Compute => "compute",
-                BufferKind::Output => "output",
-            };
-            format!("{} {k} buffer {mib:.2} MiB", t(device))
-        }
+        BufferSize { device, buffer, mib } => format!("{} {} buffer {mib:.2} MiB", t(device), buffer_word(buffer)),
         Warmup => "warm-up run begins".into(),
         RunnerStarted { seconds } => format!("runner started in {seconds} s"),
         ServerReady => "server ready".into(),
@@ -1931,6 +1948,7 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
         }
         RunnerTerminated { error } => format!("runner terminated: {}{}", t(error), cut_signal_note(error)),
         LoadError { error } => format!("model load failed: {}", t(error)),
+        BindFailed { message } => format!("the server could not listen: {}", t(message)),
         CompletionError { message } => format!("completion failed: {}", t(message)),
         Diagnostic { level, msg } => format!("{}: {}", t(level), t(msg)),
         Milestone { index, number } => milestone_summary(index, number),

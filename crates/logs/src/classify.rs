@@ -84,6 +84,8 @@ static MARKERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
             "unsupported",
             "request: ",
             "cleaning up before exit",
+            "couldn't bind",
+            "address already in use",
         ])
         .expect("the marker patterns are valid")
 });
@@ -854,6 +856,9 @@ fn llama_server_srv(text: &[u8]) -> Option<EventKind<'_>> {
     if text.ends_with(b"cleaning up before exit...") {
         return Some(EventKind::Shutdown);
     }
+    if text.starts_with(b"couldn't bind") {
+        return Some(EventKind::BindFailed { message: trim(text) });
+    }
     if let Some(req) = text.strip_prefix(b"done request: ").or_else(|| text.strip_prefix(b"request: ")) {
         return http_request_line(trim(req));
     }
@@ -950,8 +955,13 @@ fn generic<'a>(text: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
         return Some(EventKind::Warmup);
     }
     if marked.get() {
-        if let Some(rest) = after(text, b"using device ") {
+        // `skipping device Vulkan1 (…) with id X - already using device Vulkan0 (…) with the same id`
+        // (L src/llama.cpp:248) names a device that is not used, then one whose use was logged before.
+        if let Some(rest) = after(text, b"using device ").filter(|_| !text.starts_with(b"skipping device ")) {
             return device_used(rest);
+        }
+        if find(text, b"couldn't bind").is_some() || find(text, b"address already in use").is_some() {
+            return Some(EventKind::BindFailed { message: trim(text) });
         }
         if let Some((offloaded, total)) = offloaded(text) {
             return Some(EventKind::LayersOffloaded { offloaded, total });
@@ -1153,6 +1163,9 @@ fn anywhere<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
     if msg.starts_with(b"Segmentation fault") || msg.starts_with(b"Aborted") {
         return Some(EventKind::ProcessCrash { message: trim(msg) });
     }
+    if marked.get() && (find(msg, b"couldn't bind").is_some() || find(msg, b"address already in use").is_some()) {
+        return Some(EventKind::BindFailed { message: trim(msg) });
+    }
     // The shell's report of a child killed by a signal: `zsh: abort      ./run-server`, `zsh: segmentation fault …`.
     if let Some(rest) = msg.strip_prefix(b"zsh: ") {
         const SIGNALS: &[&[u8]] = &[b"abort", b"segmentation fault", b"illegal hardware instruction", b"bus error"];
@@ -1225,6 +1238,44 @@ mod tests {
 
     fn kind(line: &str) -> EventKind<'_> {
         classify(line.as_bytes(), &mut Context::default()).kind
+    }
+
+    /// A whole line as the parser sees it: its outer prefixes (llama.cpp's time and level) stripped first.
+    fn kind_of_line(line: &str) -> EventKind<'_> {
+        classify(crate::prefix::strip(line.as_bytes()).message, &mut Context::default()).kind
+    }
+
+    #[test]
+    fn a_port_in_use_is_a_bind_failure() {
+        // llama-server 11434 started on a port another process listens on (run on this project's machine; the
+        // line is printed at L tools/server/server-http.cpp:517).
+        let line =
+            "0.00.160.307 E srv         start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 40503";
+        assert_eq!(
+            kind_of_line(line),
+            EventKind::BindFailed { message: b"couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 40503" }
+        );
+        assert!(!kind_of_line(line).is_fatal(), "the logs command's crash analysis is unchanged");
+        assert_eq!(kind_of_line(line).name(), "bind_failed");
+        // `ollama serve` while another server holds its port (ollama/ollama issue 707), and the message without
+        // llama-server's module and function.
+        let go = "Error: listen tcp 127.0.0.1:11434: bind: address already in use";
+        assert!(matches!(kind_of_line(go), EventKind::BindFailed { .. }), "{:?}", kind_of_line(go));
+        assert!(matches!(kind_of_line("couldn't bind HTTP server socket"), EventKind::BindFailed { .. }));
+        // The older form, printed by llama-server's `main`.
+        let main = "main: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080";
+        assert!(matches!(kind_of_line(main), EventKind::BindFailed { .. }), "{:?}", kind_of_line(main));
+    }
+
+    #[test]
+    fn a_skipped_duplicate_device_is_not_a_device_used() {
+        // The line llama.cpp 11434 prints for a second device with the same id (L src/llama.cpp:248); the device it
+        // names as used had its own `using device` line before.
+        let skipped = "llama_model_load_from_file_impl: skipping device Vulkan1 (AMD Radeon RX 7900 XTX (RADV NAVI31)) \
+                       with id 0000:03:00.0 - already using device Vulkan0 (AMD Radeon RX 7900 XTX (RADV NAVI31)) with the same id";
+        assert!(!matches!(kind_of_line(skipped), EventKind::DeviceUsed { .. }), "{:?}", kind_of_line(skipped));
+        let used = "0.00.020.000 I llama_model_load_from_file_impl: using device Vulkan0 (llvmpipe (LLVM 15.0.6, 256 bits)) (unknown id) - 7927 MiB free";
+        assert!(matches!(kind_of_line(used), EventKind::DeviceUsed { device: b"Vulkan0", free_mib: Some(7927), .. }));
     }
 
     #[test]

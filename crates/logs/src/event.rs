@@ -365,13 +365,18 @@ pub enum EventKind<'a> {
         level: Text<'a>,
         msg: Text<'a>,
     },
+    /// The server could not listen on its port: llama-server's `couldn't bind HTTP server socket, hostname: H,
+    /// port: P` (L tools/server/server-http.cpp:517), Go's `listen tcp H:P: bind: address already in use`.
+    BindFailed {
+        message: Text<'a>,
+    },
     /// A line no rule recognised.
     Other,
 }
 
 impl EventKind<'_> {
     /// Stable snake_case names of the kinds, in [`EventKind::index`] order.
-    pub const NAMES: [&'static str; 53] = [
+    pub const NAMES: [&'static str; 54] = [
         "backend_loaded",
         "devices_found",
         "gpu_device",
@@ -424,6 +429,7 @@ impl EventKind<'_> {
         "op_failed",
         "instruction_bytes",
         "diagnostic",
+        "bind_failed",
         "other",
     ];
 
@@ -483,7 +489,8 @@ impl EventKind<'_> {
             OpFailed { .. } => 49,
             InstructionBytes { .. } => 50,
             Diagnostic { .. } => 51,
-            Other => 52,
+            BindFailed { .. } => 52,
+            Other => 53,
         }
     }
 

@@ -1,4 +1,4 @@
-//! The statistics of `backscope report`: pure functions over measured values, no I/O.
+//! The statistics of a run's summary (`report` and `sweep` show them): pure functions over measured values, no I/O.
 //!
 //! - A [`Summary`] of a sample: n, median, mean, sample sd and MAD.
 //! - Outliers by the modified z-score on the MAD ([`outliers`]), as hyperfine flags its outliers, with the

@@ -15,7 +15,7 @@ use crate::run::record::Record;
 const REFS_SHOWN: usize = 8;
 
 /// The file whose constants the statistical claims rest on.
-const STATS_FILE: &str = "src/report/stats.rs";
+const STATS_FILE: &str = "src/run/summary/stats.rs";
 
 fn id_part(s: &str) -> String {
     crate::run::paths::sanitize(s)
@@ -68,12 +68,13 @@ pub fn claims(s: &RunStats, run_id: &str, run_dir: &Path) -> Vec<Claim> {
     // prompt rates too).
     for g in &s.groups {
         out.push(backend_claim(g, &g.place(&s.varies), &base_id(g), run_id, run_dir));
+        out.extend(vram_claim(g, &g.place(&s.varies), &base_id(g), run_id));
     }
     out.extend(s.ratios.iter().filter(|r| r.metric == Metric::DecodeTps).filter_map(|r| ratio_claim(r, s, run_id)));
     for g in &s.groups {
         let (at, base) = (g.place(&s.varies), base_id(g));
         out.extend(ok_claim(g, &at, &base, run_id));
-        out.extend(kernel_claim(g, &at, &base, run_id));
+        out.extend(kernel_claim(g, &at, &base, run_id, run_dir));
         out.extend(outlier_claims(g, &at, &base, run_id));
     }
     // Where a traced Vulkan device offers what the build's shaders lack.
@@ -96,14 +97,7 @@ fn trace_crash_claims(
         failed.iter().copied().filter(|r| r.trace.as_ref().is_some_and(|t| !t.crashes.is_empty())).collect();
     let with_lost: Vec<&Record> =
         failed.iter().copied().filter(|r| r.trace.as_ref().is_some_and(|t| !t.device_lost.is_empty())).collect();
-    let in_run = |f: &str| {
-        let path = Path::new(f);
-        if path.is_absolute() {
-            f.to_string()
-        } else {
-            run_dir.join(path).display().to_string()
-        }
-    };
+    let in_run = |f: &str| in_run(run_dir, f);
     let run = |r: &Record| Source::Run { run_id: run_id.to_string(), file: Some(r.file.clone()) };
     let of =
         |n: usize, what: &str| format!("{n} of the {} failed runs kept have a {what} in their trace", failed.len());
@@ -375,11 +369,13 @@ fn backend_claim(g: &Group, at: &str, base: &str, run_id: &str, run_dir: &Path) 
     let statement = match g.backends.as_slice() {
         [b] if b.backend == "CPU" => {
             let devices = r.backend.as_ref().map(|f| f.devices.clone()).unwrap_or_default();
+            // The offload line counts layers assigned, not where they ran: a CPU run may still read n/m.
+            let line = b.offloaded.map(|(n, m)| format!(" (the log's offload line reads {n}/{m})")).unwrap_or_default();
             if devices.is_empty() {
-                format!("`{}` at {at} ran on the CPU: no GPU device was in use{of}", g.endpoint)
+                format!("`{}` at {at} ran on the CPU: no GPU device was in use{line}{of}", g.endpoint)
             } else {
                 format!(
-                    "`{}` at {at} ran on the CPU: {} was available but no layer was offloaded{of}",
+                    "`{}` at {at} ran on the CPU: {} was available but no layer was offloaded{line}{of}",
                     g.endpoint,
                     devices.join(", ")
                 )
@@ -399,6 +395,30 @@ fn backend_claim(g: &Group, at: &str, base: &str, run_id: &str, run_dir: &Path) 
         .collect();
     sources.push(Source::Run { run_id: run_id.into(), file: Some(r.file.clone()) });
     Claim::new(id, Confidence::Confirmed, statement).with_sources(sources)
+}
+
+/// Without a log that names the backend: how much of the loaded model Ollama reports in GPU memory (`/api/ps`),
+/// from the first kept record that has that report. Inferred: memory placement, not which library ran.
+fn vram_claim(g: &Group, at: &str, base: &str, run_id: &str) -> Option<Claim> {
+    if g.backend_record.is_some() {
+        return None;
+    }
+    let (r, fraction) = g.first_ok.as_deref().into_iter().chain(g.failed_records.iter()).find_map(|r| {
+        let fraction = r.extra.get("ollama_ps")?.get("vram_fraction")?.as_f64()?;
+        Some((r, fraction))
+    })?;
+    Some(
+        Claim::new(
+            format!("{base}.vram"),
+            Confidence::Inferred,
+            format!(
+                "`{}` at {at}: Ollama reports {:.0}% of the loaded model in GPU memory (/api/ps size_vram/size); which backend library ran is not in that report",
+                g.endpoint,
+                fraction * 100.0
+            ),
+        )
+        .with_source(Source::Run { run_id: run_id.into(), file: Some(r.file.clone()) }),
+    )
 }
 
 /// What the group's successful requests measured: rates from the server's own counts and durations, wall times
@@ -436,11 +456,35 @@ fn ok_claim(g: &Group, at: &str, base: &str, run_id: &str) -> Option<Claim> {
     )
 }
 
-/// The kernels per request of a traced group.
-fn kernel_claim(g: &Group, at: &str, base: &str, run_id: &str) -> Option<Claim> {
+/// The kernels per request of a traced group. Silence proves nothing where the observer was not mapped into the
+/// server or a trace was cut before its request ended; a cut trace's counts are lower bounds and what it does not
+/// show may have run after the cut.
+fn kernel_claim(g: &Group, at: &str, base: &str, run_id: &str, run_dir: &Path) -> Option<Claim> {
     let k = g.kernels.as_ref()?;
     let mut fams: Vec<(&String, &f64)> = k.families.iter().filter(|(_, n)| **n > 0.0).collect();
     fams.sort_by(|a, b| b.1.total_cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    let mut sources: Vec<Source> = k
+        .files
+        .iter()
+        .map(|f| Source::file(in_run(run_dir, f), None, None, "backscope-trace file: windows overlapping the requests"))
+        .collect();
+    sources.extend(run_sources(run_id, &k.refs));
+    let head = format!("`{}` at {at}: kernels per request (median of {} traced requests)", g.endpoint, k.traced);
+    let nothing = k.families.is_empty();
+    if nothing && k.unobserved > 0 {
+        let statement = format!(
+            "{head}: no kernel launch was observed, but the observer was not mapped into the server in {} of them (a static or setuid program ignores LD_PRELOAD)",
+            k.unobserved
+        );
+        return Some(Claim::new(format!("{base}.kernels"), Confidence::Unresolved, statement).with_sources(sources));
+    }
+    if nothing && k.cut > 0 {
+        let statement = format!(
+            "{head}: no kernel launch was counted, but {} of the traces were cut before their request ended, so the launches during the requests are unknown",
+            k.cut
+        );
+        return Some(Claim::new(format!("{base}.kernels"), Confidence::Unresolved, statement).with_sources(sources));
+    }
     let families = if fams.is_empty() {
         if k.vulkan_layer == k.traced {
             "no CUDA/HIP kernel launch and no Vulkan dispatch (CPU work is not observed)".to_string()
@@ -451,6 +495,14 @@ fn kernel_claim(g: &Group, at: &str, base: &str, run_id: &str) -> Option<Claim> 
         fams.iter().take(8).map(|(f, n)| format!("{f} {n:.0}")).collect::<Vec<_>>().join(", ")
     };
     let launches = k.launches.map(|l| format!(", {:.0} launches in all", l.median)).unwrap_or_default();
+    let matmul =
+        if k.vulkan_kernels { crate::kernels::VULKAN_MATMUL_FAMILIES } else { crate::kernels::MATMUL_FAMILIES };
+    let absent: Vec<&str> = matmul.iter().copied().filter(|f| !k.families.contains_key(*f)).collect();
+    let absent = if fams.is_empty() || absent.is_empty() || k.cut > 0 {
+        String::new()
+    } else {
+        format!(" and no {} in any of them", absent.join(", no "))
+    };
     let (confidence, lower) = if k.cut > 0 {
         (
             Confidence::Limited,
@@ -459,17 +511,26 @@ fn kernel_claim(g: &Group, at: &str, base: &str, run_id: &str) -> Option<Claim> 
     } else {
         (Confidence::Confirmed, String::new())
     };
+    let precision =
+        if k.interval_ms > 0 { format!(" [join precision: windows of {} ms]", k.interval_ms) } else { String::new() };
     Some(
         Claim::new(
             format!("{base}.kernels"),
             confidence,
-            format!(
-                "`{}` at {at}: kernels per request (median of {} traced requests): {families}{launches}{lower}",
-                g.endpoint, k.traced
-            ),
+            format!("{head}: {families}{launches}{absent}{lower}{precision}"),
         )
-        .with_sources(run_sources(run_id, &k.refs)),
+        .with_sources(sources),
     )
+}
+
+/// A path a record names, as a reader finds it: relative ones are under the run directory.
+fn in_run(run_dir: &Path, f: &str) -> String {
+    let path = Path::new(f);
+    if path.is_absolute() {
+        f.to_string()
+    } else {
+        run_dir.join(path).display().to_string()
+    }
 }
 
 /// Outliers claimed one by one per group; the rest are counted in one claim (the outliers table lists them all).
@@ -531,7 +592,7 @@ mod tests {
     use super::super::aggregate::of_records;
     use super::*;
 
-    use crate::report::test_records::measured as rec;
+    use crate::run::summary::test_records::measured as rec;
 
     #[test]
     fn the_investigations_crash_gets_its_verdict_and_the_pattern_its_claim() {
@@ -635,6 +696,86 @@ mod tests {
         assert_eq!(r.confidence, Confidence::Inferred);
         assert!(r.statement.contains("— faster; medians 40.0 vs 10.0 t/s over 3 and 3 requests"), "{}", r.statement);
         assert!(!cl.iter().any(|c| c.id.starts_with("report.ratio.prompt")), "prompt ratios are in the table only");
+    }
+
+    /// A traced request whose server had the observer unmapped (or mapped), with `launches` kernels counted.
+    fn traced(seq: u64, observer_loaded: bool, launches: u64) -> Record {
+        let mut r = rec("cuda", 99, seq, true, 100.0);
+        r.trace = Some(crate::run::record::RecordTrace {
+            dir: "traces/s001-cuda".into(),
+            files: vec![],
+            window_ns: [0, 1],
+            interval_ms: 20,
+            spill_ns: [0, 0],
+            observer_loaded: Some(observer_loaded),
+            vulkan_layer: None,
+            total_launches: launches,
+            failed_launches: 0,
+            families: if launches > 0 { [("MMVQ".to_string(), launches)].into() } else { Default::default() },
+            kernels: vec![],
+            distinct_kernels: u64::from(launches > 0),
+            processes: vec![crate::run::record::TraceProcess {
+                pid: 42,
+                ppid: 1,
+                exe: "/bin/llama-server".into(),
+                file: "traces/s001-cuda/trace-42.jsonl".into(),
+                launches,
+            }],
+            cut: vec![],
+            crashes: vec![],
+            device_lost: vec![],
+            notes: vec![],
+        });
+        r
+    }
+
+    #[test]
+    fn silence_under_an_unmapped_observer_is_unresolved() {
+        // A static or setuid server ignores LD_PRELOAD: no launch counted proves nothing.
+        let s = of_records(&[traced(0, false, 0), traced(1, false, 0)]).unwrap();
+        let cl = claims(&s, "r", Path::new("/runs/r"));
+        let k = cl.iter().find(|c| c.id == "report.cuda.m.ngl99.p.n8.kernels").unwrap();
+        assert_eq!(k.confidence, Confidence::Unresolved, "{}", k.statement);
+        assert!(k.statement.contains("the observer was not mapped into the server in 2 of them"), "{}", k.statement);
+        // The trace file is cited once for both requests, under the run directory, before the records.
+        assert!(
+            matches!(&k.sources[0], Source::File { path, .. } if path == "/runs/r/traces/s001-cuda/trace-42.jsonl")
+        );
+        assert_eq!(k.sources.iter().filter(|s| matches!(s, Source::File { .. })).count(), 1);
+        // Mapped, the same silence is a finding; launches name the matmul families no request used.
+        let s = of_records(&[traced(0, true, 0)]).unwrap();
+        let k = claims(&s, "r", Path::new("/runs/r")).into_iter().find(|c| c.id.ends_with(".kernels")).unwrap();
+        assert_eq!(k.confidence, Confidence::Confirmed);
+        let s = of_records(&[traced(0, true, 800), traced(1, true, 820)]).unwrap();
+        let k = claims(&s, "r", Path::new("/runs/r")).into_iter().find(|c| c.id.ends_with(".kernels")).unwrap();
+        assert!(
+            k.statement.ends_with(
+                "MMVQ 810, 810 launches in all and no MMQ, no MMVF, no MMF in any of them [join precision: windows of 20 ms]"
+            ),
+            "{}",
+            k.statement
+        );
+    }
+
+    #[test]
+    fn ollamas_vram_share_is_claimed_only_without_log_facts() {
+        let mut r = rec("ollama", -1, 0, true, 100.0);
+        r.extra.insert("ollama_ps".into(), serde_json::json!({"size": 2, "size_vram": 1, "vram_fraction": 0.5}));
+        let s = of_records(std::slice::from_ref(&r)).unwrap();
+        let cl = claims(&s, "r", Path::new("/runs/r"));
+        let vram = cl.iter().find(|c| c.id == "report.ollama.m.ngl-1.p.n8.vram").unwrap();
+        assert_eq!(vram.confidence, Confidence::Inferred);
+        assert!(vram.statement.contains("Ollama reports 50% of the loaded model in GPU memory"), "{}", vram.statement);
+        r.backend = Some(crate::run::record::BackendFacts {
+            backend: "CUDA0 (NVIDIA H100)".into(),
+            offloaded: Some((29, 29)),
+            ..Default::default()
+        });
+        let s = of_records(&[r]).unwrap();
+        let cl = claims(&s, "r", Path::new("/runs/r"));
+        assert!(cl.iter().all(|c| !c.id.ends_with(".vram")), "the log names the backend: {cl:?}");
+        let b = cl.iter().find(|c| c.id.ends_with(".backend")).unwrap();
+        assert!(b.statement.ends_with("ran on CUDA0 (NVIDIA H100) (29/29 layers)"), "{}", b.statement);
     }
 
     #[test]

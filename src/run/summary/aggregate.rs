@@ -61,6 +61,8 @@ struct RecordView<'a> {
     prompt_tps: Option<f64>,
     #[serde(default)]
     decode_tps: Option<f64>,
+    #[serde(default)]
+    prompt_count_includes_cache: bool,
     #[serde(default, borrow)]
     backend: Option<BackendView<'a>>,
     #[serde(default)]
@@ -102,6 +104,29 @@ struct TraceView<'a> {
     families: BTreeMap<Cow<'a, str>, u64>,
     #[serde(default)]
     cut: Vec<serde::de::IgnoredAny>,
+    #[serde(default)]
+    observer_loaded: Option<bool>,
+    #[serde(default)]
+    interval_ms: u64,
+    #[serde(default, borrow)]
+    kernels: Vec<TraceKernelView<'a>>,
+    #[serde(default, borrow)]
+    processes: Vec<TraceProcessView<'a>>,
+    #[serde(default, borrow)]
+    dir: Cow<'a, str>,
+}
+
+#[derive(Debug, Deserialize)]
+struct TraceKernelView<'a> {
+    #[serde(borrow)]
+    api: Cow<'a, str>,
+}
+
+#[derive(Debug, Deserialize)]
+struct TraceProcessView<'a> {
+    #[serde(borrow)]
+    file: Cow<'a, str>,
+    launches: u64,
 }
 
 impl RecordView<'_> {
@@ -190,6 +215,20 @@ pub struct KernelStats {
     pub families: BTreeMap<String, f64>,
     #[serde(skip)]
     pub refs: Vec<RecordRef>,
+    /// Requests traced although the observer was not mapped into their server (a static or setuid program ignores
+    /// `LD_PRELOAD`): their silence proves nothing.
+    #[serde(skip)]
+    pub unobserved: usize,
+    /// Whether any traced kernel was a Vulkan dispatch (so the Vulkan matmul families are the ones to miss).
+    #[serde(skip)]
+    pub vulkan_kernels: bool,
+    /// The observer's window length (ms), the precision of the join of requests to trace windows (the largest).
+    #[serde(skip)]
+    pub interval_ms: u64,
+    /// Trace files (relative to the run directory, or absolute) of the processes that launched during the first
+    /// traced requests; the trace directory where no process wrote one.
+    #[serde(skip)]
+    pub files: Vec<String>,
 }
 
 /// Summaries of a group's requests of one kind.
@@ -346,6 +385,13 @@ pub struct RunStats {
     /// Groups in the order their first cell ran.
     pub groups: Vec<Group>,
     pub ratios: Vec<Ratio>,
+    /// Error classes of the failed cells, for the hints a view prints once per class.
+    #[serde(skip)]
+    pub error_classes: std::collections::BTreeSet<ErrorClass>,
+    /// Whether a record's prompt token count includes cached tokens (Ollama's `prompt_eval_count`), so that prompt
+    /// rates of repeated prompts are overstated.
+    #[serde(skip)]
+    pub prompt_count_includes_cache: bool,
     /// Where each place's group is in `groups`: lookups by place stay constant-time when a run has tens of
     /// thousands of places (an import of a llama-bench sweep over prompt sizes).
     #[serde(skip)]
@@ -396,6 +442,8 @@ pub struct Aggregator {
     endpoints: Vec<String>,
     cells: usize,
     ok: usize,
+    error_classes: std::collections::BTreeSet<ErrorClass>,
+    prompt_count_includes_cache: bool,
     run_id: Option<String>,
     /// Values not believed (negative or infinite times and rates, token counts no server reports), each naming
     /// its record and field; the first [`PROBLEMS_KEPT`], then a count.
@@ -433,31 +481,12 @@ impl Aggregator {
             self.run_id = Some(v.run_id.to_string());
         }
         self.cells += 1;
+        self.prompt_count_includes_cache |= v.prompt_count_includes_cache;
         let v = self.sane(v);
-        let key: Key = (v.endpoint.to_string(), v.model.to_string(), v.num_gpu, v.prompt.to_string(), v.num_predict);
-        let index = match self.index.get(&key) {
-            Some(i) => *i,
-            None => {
-                if !self.endpoints.iter().any(|e| e == &key.0) {
-                    self.endpoints.push(key.0.clone());
-                }
-                self.accs.push(Acc::new(&key, v.seq));
-                self.index.insert(key, self.accs.len() - 1);
-                self.accs.len() - 1
-            }
-        };
-        let start_no = v.server.as_ref().map(|s| s.start_no);
-        let cold = match self.loaded.get(v.endpoint.as_ref()) {
-            None => true,
-            Some(l) => l.model != v.model || l.num_gpu != v.num_gpu || (start_no.is_some() && l.start_no != start_no),
-        };
-        if v.is_ok() || start_no.is_some() {
-            self.loaded
-                .insert(v.endpoint.to_string(), Loaded { model: v.model.to_string(), num_gpu: v.num_gpu, start_no });
-        }
+        let index = self.group_index(&v);
+        let cold = self.is_cold(&v);
         let acc = &mut self.accs[index];
         acc.group.n += 1;
-        let address = || RecordRef { seq: v.seq, file: v.file.to_string() };
         if let Some(b) = &v.backend {
             let e = acc.backends.entry((b.backend.to_string(), b.offloaded)).or_insert((0, v.seq));
             e.0 += 1;
@@ -467,82 +496,46 @@ impl Aggregator {
             }
         }
         if let Some(t) = &v.trace {
-            acc.launches.push(t.total_launches as f64);
-            let traced = acc.launches.len();
-            for (family, n) in &t.families {
-                let counts = acc.families.entry(family.to_string()).or_default();
-                // Requests before the first one with this family had none of it.
-                counts.resize(traced - 1, 0);
-                counts.push(*n);
-            }
-            let kernels = acc.group.kernels.get_or_insert_with(|| KernelStats {
-                traced: 0,
-                cut: 0,
-                vulkan_layer: 0,
-                launches: None,
-                families: BTreeMap::new(),
-                refs: Vec::new(),
-            });
-            kernels.traced += 1;
-            kernels.cut += usize::from(!t.cut.is_empty());
-            kernels.vulkan_layer += usize::from(t.vulkan_layer == Some(true));
-            if kernels.refs.len() < REFS_KEPT {
-                kernels.refs.push(address());
-            }
+            acc.add_trace(t, RecordRef { seq: v.seq, file: v.file.to_string() });
         }
         if v.is_ok() {
             self.ok += 1;
-            acc.group.ok += 1;
-            if acc.group.first_ok.is_none() {
-                acc.group.first_ok = Some(Box::new(parse_whole(json)?));
-            }
-            if acc.group.ok_refs.len() < REFS_KEPT {
-                acc.group.ok_refs.push(address());
-            }
-            if let Some(w) = v.wall_ms {
-                if cold { &mut acc.cold } else { &mut acc.warm }.push((w, address()));
-            }
-            if let Some(l) = v.server_timings.load_ms {
-                if cold { &mut acc.cold_load } else { &mut acc.warm_load }.push(l);
-            }
-            if let Some(x) = v.decode_tps {
-                acc.group.decode_samples.push(x);
-            }
-            if let Some(x) = v.prompt_tps {
-                acc.group.prompt_samples.push(x);
-            }
-            if let Some(x) = v.ttft_ms {
-                acc.ttft.push(x);
-            }
+            acc.add_ok(&v, json, cold)?;
         } else {
-            let class = v.error_class.map_or("fail", |c| c.as_str());
-            *acc.group.failed.entry(class.to_string()).or_insert(0) += 1;
-            let outcome = v.outcome();
-            *acc.group.outcomes.entry(outcome.clone()).or_insert(0) += 1;
-            let f = acc.failures.entry(outcome.clone()).or_insert_with(|| FailureTiming {
-                outcome,
-                class: class.to_string(),
-                n: 0,
-                timed: 0,
-                ttf_ms: None,
-                cv: None,
-                verdict: Verdict::TooFew,
-                ok_wall_cv: None,
-                times_ms: Vec::new(),
-                refs: Vec::new(),
-            });
-            f.n += 1;
-            if let Some(t) = v.ttf_ms {
-                f.times_ms.push(t);
+            if let Some(c) = v.error_class {
+                self.error_classes.insert(c);
             }
-            if f.refs.len() < REFS_KEPT {
-                f.refs.push(address());
-            }
-            if acc.group.failed_records.len() < FAILED_KEPT {
-                acc.group.failed_records.push(parse_whole(json)?);
-            }
+            acc.add_failed(&v, json)?;
         }
         Ok(())
+    }
+
+    /// The index of the record's group, a new group when its place is new.
+    fn group_index(&mut self, v: &RecordView<'_>) -> usize {
+        let key: Key = (v.endpoint.to_string(), v.model.to_string(), v.num_gpu, v.prompt.to_string(), v.num_predict);
+        if let Some(i) = self.index.get(&key) {
+            return *i;
+        }
+        if !self.endpoints.iter().any(|e| e == &key.0) {
+            self.endpoints.push(key.0.clone());
+        }
+        self.accs.push(Acc::new(&key, v.seq));
+        self.index.insert(key, self.accs.len() - 1);
+        self.accs.len() - 1
+    }
+
+    /// Whether the record's request was cold (see the module's comment), and what it leaves loaded.
+    fn is_cold(&mut self, v: &RecordView<'_>) -> bool {
+        let start_no = v.server.as_ref().map(|s| s.start_no);
+        let cold = match self.loaded.get(v.endpoint.as_ref()) {
+            None => true,
+            Some(l) => l.model != v.model || l.num_gpu != v.num_gpu || (start_no.is_some() && l.start_no != start_no),
+        };
+        if v.is_ok() || start_no.is_some() {
+            self.loaded
+                .insert(v.endpoint.to_string(), Loaded { model: v.model.to_string(), num_gpu: v.num_gpu, start_no });
+        }
+        cold
     }
 
     /// `v` with the values that cannot be measurements left out, each a problem: a time or a rate that is
@@ -620,6 +613,8 @@ impl Aggregator {
             varies,
             groups,
             ratios,
+            error_classes: self.error_classes,
+            prompt_count_includes_cache: self.prompt_count_includes_cache,
             by_place,
         }
     }
@@ -673,6 +668,110 @@ impl Acc {
             launches: Vec::new(),
             families: BTreeMap::new(),
         }
+    }
+
+    /// A traced request: its launches, per family, and where its trace files are.
+    fn add_trace(&mut self, t: &TraceView<'_>, address: RecordRef) {
+        self.launches.push(t.total_launches as f64);
+        let traced = self.launches.len();
+        for (family, n) in &t.families {
+            let counts = self.families.entry(family.to_string()).or_default();
+            // Requests before the first one with this family had none of it.
+            counts.resize(traced - 1, 0);
+            counts.push(*n);
+        }
+        let kernels = self.group.kernels.get_or_insert_with(|| KernelStats {
+            traced: 0,
+            cut: 0,
+            vulkan_layer: 0,
+            launches: None,
+            families: BTreeMap::new(),
+            refs: Vec::new(),
+            unobserved: 0,
+            vulkan_kernels: false,
+            interval_ms: 0,
+            files: Vec::new(),
+        });
+        kernels.traced += 1;
+        kernels.cut += usize::from(!t.cut.is_empty());
+        kernels.vulkan_layer += usize::from(t.vulkan_layer == Some(true));
+        kernels.unobserved += usize::from(t.observer_loaded == Some(false));
+        kernels.vulkan_kernels |= t.kernels.iter().any(|k| k.api == trace_format::record::api::VULKAN);
+        kernels.interval_ms = kernels.interval_ms.max(t.interval_ms);
+        if kernels.refs.len() < REFS_KEPT {
+            kernels.refs.push(address);
+        }
+        // The processes that launched during the request; without any, those observed at all; without a file,
+        // the directory that stayed empty.
+        let launched = t.processes.iter().filter(|p| p.launches > 0 || t.total_launches == 0).map(|p| &p.file);
+        let mut files: Vec<&str> = launched.map(|f| f.as_ref()).collect();
+        if t.processes.is_empty() && !t.dir.is_empty() {
+            files.push(t.dir.as_ref());
+        }
+        for f in files {
+            if kernels.files.len() < REFS_KEPT && !kernels.files.iter().any(|k| k == f) {
+                kernels.files.push(f.to_string());
+            }
+        }
+    }
+
+    /// A successful request: its times and rates, cold or warm.
+    fn add_ok(&mut self, v: &RecordView<'_>, json: &str, cold: bool) -> Result<()> {
+        let address = RecordRef { seq: v.seq, file: v.file.to_string() };
+        self.group.ok += 1;
+        if self.group.first_ok.is_none() {
+            self.group.first_ok = Some(Box::new(parse_whole(json)?));
+        }
+        if self.group.ok_refs.len() < REFS_KEPT {
+            self.group.ok_refs.push(address.clone());
+        }
+        if let Some(w) = v.wall_ms {
+            if cold { &mut self.cold } else { &mut self.warm }.push((w, address));
+        }
+        if let Some(l) = v.server_timings.load_ms {
+            if cold { &mut self.cold_load } else { &mut self.warm_load }.push(l);
+        }
+        if let Some(x) = v.decode_tps {
+            self.group.decode_samples.push(x);
+        }
+        if let Some(x) = v.prompt_tps {
+            self.group.prompt_samples.push(x);
+        }
+        if let Some(x) = v.ttft_ms {
+            self.ttft.push(x);
+        }
+        Ok(())
+    }
+
+    /// A failed request: counted by class and outcome, its time to failure, and the record kept whole while few.
+    fn add_failed(&mut self, v: &RecordView<'_>, json: &str) -> Result<()> {
+        let class = v.error_class.map_or("fail", |c| c.as_str());
+        *self.group.failed.entry(class.to_string()).or_insert(0) += 1;
+        let outcome = v.outcome();
+        *self.group.outcomes.entry(outcome.clone()).or_insert(0) += 1;
+        let f = self.failures.entry(outcome.clone()).or_insert_with(|| FailureTiming {
+            outcome,
+            class: class.to_string(),
+            n: 0,
+            timed: 0,
+            ttf_ms: None,
+            cv: None,
+            verdict: Verdict::TooFew,
+            ok_wall_cv: None,
+            times_ms: Vec::new(),
+            refs: Vec::new(),
+        });
+        f.n += 1;
+        if let Some(t) = v.ttf_ms {
+            f.times_ms.push(t);
+        }
+        if f.refs.len() < REFS_KEPT {
+            f.refs.push(RecordRef { seq: v.seq, file: v.file.to_string() });
+        }
+        if self.group.failed_records.len() < FAILED_KEPT {
+            self.group.failed_records.push(parse_whole(json)?);
+        }
+        Ok(())
     }
 
     fn finish(self) -> Group {
@@ -791,7 +890,7 @@ mod tests {
     use super::*;
     use crate::run::record::{BackendFacts, RecordTrace, ServerRef};
 
-    use crate::report::test_records::cell as rec;
+    use crate::run::summary::test_records::cell as rec;
 
     fn ok(ep: &str, ngl: i64, seq: u64, start_no: u32, wall: f64, decode: f64) -> Record {
         let mut r = rec(ep, ngl, seq);
@@ -858,6 +957,21 @@ mod tests {
         assert_eq!((vk0.wall_ms.cold.unwrap().n, vk0.wall_ms.warm.unwrap().n), (1, 1));
         assert_eq!(vk0.backends, vec![BackendSeen { backend: "CPU".into(), offloaded: None, cells: 2 }]);
         assert_eq!(vk0.backend_record.as_ref().unwrap().seq, 9);
+    }
+
+    /// What the views print once per run: the hint of each error class that occurred, and the note on Ollama's
+    /// prompt counts.
+    #[test]
+    fn run_level_facts_for_the_views() {
+        let mut timeout = crash("x", 0, 1, 300_000.0);
+        timeout.error_class = Some(ErrorClass::ReadTimeout);
+        let records = [ok("x", 0, 0, 1, 100.0, 10.0), timeout, crash("x", 0, 2, 2000.0)];
+        let s = of_records(&records).unwrap();
+        assert_eq!(s.error_classes.iter().copied().collect::<Vec<_>>(), [ErrorClass::Crash, ErrorClass::ReadTimeout]);
+        assert!(!s.prompt_count_includes_cache);
+        let mut cached = ok("x", 0, 3, 1, 100.0, 10.0);
+        cached.prompt_count_includes_cache = true;
+        assert!(of_records(&[cached]).unwrap().prompt_count_includes_cache);
     }
 
     #[test]
