@@ -159,7 +159,11 @@ pub fn classify_crash(records: &[Record], class: Option<&str>, signature: Option
     }
     let failed: Vec<&Record> = records.iter().filter(|r| !r.is_ok()).collect();
     if failed.is_empty() {
-        return Classified::new(Outcome::Good, format!("every cell succeeded ({})", records.len()), files(&[&records[0]]));
+        return Classified::new(
+            Outcome::Good,
+            format!("every cell succeeded ({})", records.len()),
+            files(&[&records[0]]),
+        );
     }
     let class_ok = |r: &Record| class.is_none_or(|c| r.error_class.is_some_and(|e| e.as_str() == c));
     let mut lines = Vec::new();
@@ -201,7 +205,11 @@ pub fn classify_kernel(records: &[Record], family: &str, absent: bool) -> Classi
     let ok: Vec<&Record> = records.iter().filter(|r| r.is_ok()).collect();
     if ok.is_empty() {
         let seen: Vec<String> = records.iter().map(|r| r.outcome()).collect();
-        return Classified::new(Outcome::Skip, format!("no cell succeeded ({})", seen.join(", ")), files(&records.iter().collect::<Vec<_>>()));
+        return Classified::new(
+            Outcome::Skip,
+            format!("no cell succeeded ({})", seen.join(", ")),
+            files(&records.iter().collect::<Vec<_>>()),
+        );
     }
     let traces: Vec<_> = ok.iter().filter_map(|r| r.trace.as_ref()).collect();
     let total: u64 = traces.iter().map(|t| t.total_launches).sum();
@@ -236,7 +244,11 @@ pub fn classify_log(records: &[Record], re: &regex_lite::Regex, run_dir: &Path) 
     let mut logs: Vec<&str> = records.iter().filter_map(|r| r.server.as_ref().map(|s| s.log.as_str())).collect();
     logs.dedup();
     if logs.is_empty() {
-        return Classified::new(Outcome::Skip, "no server log was recorded", files(&records.iter().collect::<Vec<_>>()));
+        return Classified::new(
+            Outcome::Skip,
+            "no server log was recorded",
+            files(&records.iter().collect::<Vec<_>>()),
+        );
     }
     let all = files(&records.iter().collect::<Vec<_>>());
     let mut read = 0;
@@ -292,7 +304,13 @@ impl BuildTest for CellTest {
             records: c.records,
             lines: c.lines,
         };
-        Ok(Attempt { outcome: c.outcome, reason: c.reason, runs: vec![evidence], command: None, measured: Default::default() })
+        Ok(Attempt {
+            outcome: c.outcome,
+            reason: c.reason,
+            runs: vec![evidence],
+            command: None,
+            measured: Default::default(),
+        })
     }
 }
 

@@ -111,11 +111,7 @@ pub fn run_logged(
         File::create(stderr_log).with_context(|| format!("cannot create {}", stderr_log.display()))?
     };
     let mut cmd = Command::new(program);
-    cmd.args(args)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err);
+    cmd.args(args).envs(env.iter().map(|(k, v)| (k, v))).stdin(Stdio::null()).stdout(out).stderr(err);
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let spawned = Instant::now();
     let child = cmd.spawn().with_context(|| format!("cannot run `{program}`"))?;

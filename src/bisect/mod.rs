@@ -110,7 +110,12 @@ fn candidates(spec: &BisectSpec, provider: &dyn Provider) -> Result<Vec<u32>> {
 }
 
 /// The test of a build the spec asks for.
-fn tester(spec: &BisectSpec, opts: &BisectOptions, dir: &std::path::Path, stop: &Arc<AtomicBool>) -> Box<dyn check::BuildTest> {
+fn tester(
+    spec: &BisectSpec,
+    opts: &BisectOptions,
+    dir: &std::path::Path,
+    stop: &Arc<AtomicBool>,
+) -> Box<dyn check::BuildTest> {
     let limit = Duration::from_secs(spec.test_timeout_s);
     let sweeper = || cell::Sweeper {
         exe: opts.exe.clone(),
@@ -154,6 +159,11 @@ fn run_spec(
         out.finish()?;
         return Ok(exit::OK);
     }
+    // The builds are listed before the database is opened: a bisect that cannot start leaves no file behind.
+    let listed = match &existing {
+        Some(_) => vec![],
+        None => candidates(&spec, provider)?,
+    };
     let mut store = BisectStore::open(&opts.db)?;
     let (row, steps) = match existing {
         Some(e) => e,
@@ -168,7 +178,7 @@ fn run_spec(
                 builds: spec.builds.clone(),
                 test: spec.test.describe(),
                 spec_json: serde_json::to_string(&spec)?,
-                candidates: candidates(&spec, provider)?,
+                candidates: listed,
                 upstream: None,
                 backscope_version: env!("CARGO_PKG_VERSION").to_string(),
             };

@@ -90,13 +90,25 @@ impl TestSpec {
             }
             TestSpec::Slower { rate, factor } => format!("--slower {} --factor {factor}", rate.as_str()),
             TestSpec::Log { regex } => format!("--log {regex}"),
-            TestSpec::External { argv } => format!("-- {}", argv.join(" ")),
+            TestSpec::External { argv } => {
+                format!("-- {}", argv.iter().map(|a| shell_quoted(a)).collect::<Vec<_>>().join(" "))
+            }
         }
     }
 
     /// Whether the test runs a sweep cell (and so needs `--model`).
     pub fn needs_cell(&self) -> bool {
         !matches!(self, TestSpec::External { .. })
+    }
+}
+
+/// An argument as a POSIX shell would need it written: as it is when it is plain, else in single quotes.
+pub fn shell_quoted(a: &str) -> String {
+    let plain = !a.is_empty() && a.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
+    if plain {
+        a.to_string()
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
     }
 }
 
@@ -220,6 +232,21 @@ mod tests {
         assert_eq!(parse_build("b9700"), Ok(BuildNumber(9700)));
         for bad in ["", "b", "bb9700", "-1", "+5", "97.0", "b99999999999"] {
             assert!(parse_build(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_external_test_is_described_as_a_shell_would_read_it() {
+        let t = TestSpec::External { argv: vec!["sh".into(), "-c".into(), "test -e \"$X/bad\" || echo 'no'".into()] };
+        assert_eq!(t.describe(), r#"-- sh -c 'test -e "$X/bad" || echo '\''no'\'''"#);
+        // The shell reads each quoted argument back as it was.
+        for arg in ["plain-1.0", "a b", "it's", "$HOME", "", "x\ny", "'"] {
+            let out = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(format!("printf %s {}", shell_quoted(arg)))
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8(out.stdout).unwrap(), arg);
         }
     }
 }

@@ -17,7 +17,10 @@ pub struct Progress {
 impl Progress {
     pub fn new() -> Progress {
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-        bar.set_style(ProgressStyle::with_template("{spinner} bisect {msg} [{elapsed}]").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} bisect {msg} [{elapsed}]")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
         bar.enable_steady_tick(Duration::from_millis(200));
         Progress { bar, started: Instant::now(), steps_done: 0 }
     }

@@ -76,7 +76,8 @@ impl<'a> Search<'a> {
     }
 
     fn steps_left(&self) -> u32 {
-        let ends_left = [Role::GoodEnd, Role::BadEnd].iter().filter(|r| !self.steps.iter().any(|s| s.role == **r)).count();
+        let ends_left =
+            [Role::GoodEnd, Role::BadEnd].iter().filter(|r| !self.steps.iter().any(|s| s.role == **r)).count();
         State::of(&self.row.candidates, self.row.good, self.row.bad, &self.steps).steps_left() + ends_left as u32
     }
 
@@ -96,7 +97,8 @@ impl<'a> Search<'a> {
         let (tried, build_secs, from_cache) = match prepared {
             Prepared::Unbuildable { reason, log } => {
                 evidence.build_log = log.map(|l| l.display().to_string());
-                let tried = Tried { outcome: Outcome::Skip, reason: format!("cannot be built: {reason}"), attempts: vec![] };
+                let tried =
+                    Tried { outcome: Outcome::Skip, reason: format!("cannot be built: {reason}"), attempts: vec![] };
                 (tried, None, None)
             }
             Prepared::Ready { bin_dir, build_secs, from_cache } => {
@@ -206,7 +208,11 @@ mod tests {
 
     impl Builds {
         fn new(range: std::ops::RangeInclusive<u32>, unbuildable: &[u32]) -> Builds {
-            Builds { list: range.collect(), unbuildable: unbuildable.iter().copied().collect(), prepared: RefCell::default() }
+            Builds {
+                list: range.collect(),
+                unbuildable: unbuildable.iter().copied().collect(),
+                prepared: RefCell::default(),
+            }
         }
     }
 
@@ -242,7 +248,13 @@ mod tests {
                 return Err(Interrupted.into());
             }
             let outcome = (self.answer)(t.build.0, t.attempt);
-            Ok(Attempt { outcome, reason: format!("said {}", outcome.as_str()), runs: vec![], command: None, measured: Default::default() })
+            Ok(Attempt {
+                outcome,
+                reason: format!("said {}", outcome.as_str()),
+                runs: vec![],
+                command: None,
+                measured: Default::default(),
+            })
         }
     }
 
@@ -313,7 +325,11 @@ mod tests {
         // Two ends, then ⌈log2(19 + 1)⌉ = 5 probes at most.
         assert!(steps.len() <= 7, "{} steps", steps.len());
         assert_eq!(steps.iter().map(|s| s.build).collect::<Vec<_>>(), t.calls.iter().map(|c| c.0).collect::<Vec<_>>());
-        assert_eq!((steps[0].role, steps[1].role, steps[2].build), (Role::GoodEnd, Role::BadEnd, 110), "midpoint third");
+        assert_eq!(
+            (steps[0].role, steps[1].role, steps[2].build),
+            (Role::GoodEnd, Role::BadEnd, 110),
+            "midpoint third"
+        );
         assert!(steps.iter().all(|s| s.build_secs == Some(2.0) && s.evidence.bin_dir.is_some()));
     }
 
@@ -326,7 +342,10 @@ mod tests {
         assert_eq!(v.unwrap(), Verdict::Found { last_good: 114, first_bad: 115 });
         let skipped: Vec<&Step> = steps.iter().filter(|s| s.outcome == Outcome::Skip).collect();
         assert_eq!(skipped[0].build, 110);
-        assert!(skipped[0].reason.contains("cmake failed") && skipped[0].evidence.build_log.as_deref() == Some("/logs/b110.log"));
+        assert!(
+            skipped[0].reason.contains("cmake failed")
+                && skipped[0].evidence.build_log.as_deref() == Some("/logs/b110.log")
+        );
         assert!(!t.calls.iter().any(|c| c.0 == 110 || c.0 == 111), "an unbuildable build is never tested");
     }
 
@@ -405,7 +424,8 @@ mod tests {
         let (v, after) = search(&path, &p, (100, 140), &mut again, 1);
         assert_eq!(v.unwrap(), Verdict::Found { last_good: 128, first_bad: 129 });
         assert_eq!(&after[..3], &before[..], "recorded steps are kept as they were");
-        let retested: Vec<u32> = again.calls.iter().map(|c| c.0).filter(|b| before.iter().any(|s| s.build == *b)).collect();
+        let retested: Vec<u32> =
+            again.calls.iter().map(|c| c.0).filter(|b| before.iter().any(|s| s.build == *b)).collect();
         assert!(retested.is_empty(), "already recorded builds were tested again: {retested:?}");
         let (_d2, path2) = db();
         let (_, whole) = search(&path2, &p, (100, 140), &mut answers(threshold(129)), 1);

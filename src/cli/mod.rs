@@ -1,6 +1,7 @@
 //! The command line: clap's definitions of every command and flag, and their conversion into the options values the
 //! library's commands take. Only this part of backscope knows clap; `main.rs` parses, calls [`run`] and exits.
 
+mod bisect;
 mod doctor;
 mod gate;
 mod logs;
@@ -67,6 +68,11 @@ pub enum Command {
     /// on, outliers, timelines; as text, JSON, Markdown or HTML with charts; --bundle writes the evidence for a
     /// bug report.
     Report(report::ReportArgs),
+    /// Find the first llama.cpp build where a crash, a kernel path, a speed or a log line changed (or an external
+    /// command's verdict flips): build or fetch the builds between --good and --bad, test each, binary-search, and
+    /// name the first bad build, the upstream range and both ends' evidence. Resumable (--resume).
+    // Boxed: its flags are many.
+    Bisect(Box<bisect::BisectArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -151,6 +157,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Doctor(a) => backscope::doctor::run(&a.into()),
         Command::Logs(a) => backscope::logscmd::run(&a.into()),
         Command::Report(a) => backscope::report::run(&a.into()),
+        Command::Bisect(a) => backscope::bisect::run(&a.into_options()?),
     }
 }
 

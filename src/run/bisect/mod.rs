@@ -541,10 +541,10 @@ mod tests {
         assert_eq!((run.status, run.candidates.len()), (Status::Finished, 5));
         assert_eq!(run.upstream.unwrap().compare_url, "https://github.com/ggml-org/llama.cpp/compare/b100...b101");
         let steps = r.steps("b1").unwrap();
-        assert_eq!(steps.iter().map(|s| (s.build, s.outcome)).collect::<Vec<_>>(), [
-            (100, Outcome::Good),
-            (104, Outcome::Bad)
-        ]);
+        assert_eq!(
+            steps.iter().map(|s| (s.build, s.outcome)).collect::<Vec<_>>(),
+            [(100, Outcome::Good), (104, Outcome::Bad)]
+        );
         assert_eq!(steps[0].build_secs, Some(1.5));
         let e = format!("{:#}", r.find(Some("nope")).unwrap_err());
         assert!(e.contains("no bisect nope") && e.contains("latest: b1"), "{e}");

@@ -74,7 +74,10 @@ impl State {
 pub enum Ends<'s> {
     /// Not both tested yet.
     Pending,
-    Checked { good: &'s Step, bad: &'s Step },
+    Checked {
+        good: &'s Step,
+        bad: &'s Step,
+    },
     /// The end tested otherwise than its role says: a bad range.
     Contradicted(&'s Step),
 }
@@ -172,7 +175,10 @@ pub fn step_sources(step: &Step) -> Vec<Source> {
         if let Some(c) = &a.command {
             let excerpt = match (c.exit_code, &c.signal) {
                 (_, Some(sig)) => format!("killed by {sig}"),
-                (Some(code), None) => format!("exit {code}: {}", last_line(&c.tail)),
+                (Some(code), None) => match last_line(&c.tail) {
+                    line if line.is_empty() => format!("exit {code}"),
+                    line => format!("exit {code}: {line}"),
+                },
                 (None, None) => "ended".into(),
             };
             out.push(Source::Command { argv: c.argv.clone(), excerpt });
@@ -215,8 +221,14 @@ pub fn claims(row: &BisectRow, steps: &[Step], verdict: &Verdict) -> Vec<Claim> 
                 )
                 .with_sources(step_sources(b)),
             );
-            out.push(Claim::new("bisect.last_good", Confidence::Confirmed, tested(g, &row.test)).with_sources(step_sources(g)));
-            out.push(Claim::new("bisect.first_bad.test", Confidence::Confirmed, tested(b, &row.test)).with_sources(step_sources(b)));
+            out.push(
+                Claim::new("bisect.last_good", Confidence::Confirmed, tested(g, &row.test))
+                    .with_sources(step_sources(g)),
+            );
+            out.push(
+                Claim::new("bisect.first_bad.test", Confidence::Confirmed, tested(b, &row.test))
+                    .with_sources(step_sources(b)),
+            );
         }
         Verdict::Ambiguous { last_good, first_bad, excluded } => {
             let list: Vec<String> = excluded.iter().map(|b| format!("b{b}")).collect();
@@ -232,7 +244,10 @@ pub fn claims(row: &BisectRow, steps: &[Step], verdict: &Verdict) -> Vec<Claim> 
             ));
             for b in [last_good, first_bad] {
                 if let Some(s) = step_of(*b) {
-                    out.push(Claim::new(format!("bisect.b{b}"), Confidence::Confirmed, tested(s, &row.test)).with_sources(step_sources(s)));
+                    out.push(
+                        Claim::new(format!("bisect.b{b}"), Confidence::Confirmed, tested(s, &row.test))
+                            .with_sources(step_sources(s)),
+                    );
                 }
             }
         }
@@ -282,7 +297,11 @@ mod tests {
         assert_eq!(s.steps_left(), 4, "⌈log2(10)⌉");
         let steps = [step(105, Role::Probe, Outcome::Skip)];
         let s = State::of(&c, 100, 110, &steps);
-        assert_eq!((s.excluded.as_slice(), s.next_probe()), (&[105][..], Some(104)), "the nearer neighbour, lower first");
+        assert_eq!(
+            (s.excluded.as_slice(), s.next_probe()),
+            (&[105][..], Some(104)),
+            "the nearer neighbour, lower first"
+        );
         let steps = [step(105, Role::Probe, Outcome::Good), step(108, Role::Probe, Outcome::Bad)];
         let s = State::of(&c, 100, 110, &steps);
         assert_eq!((s.last_good, s.first_bad, s.untested.as_slice()), (105, 108, &[106, 107][..]));
@@ -303,7 +322,8 @@ mod tests {
             Verdict::of(&row, &steps),
             Verdict::Ambiguous { last_good: 100, first_bad: 102, excluded: vec![101] }
         );
-        let steps = [ends.to_vec(), vec![step(102, Role::Probe, Outcome::Good), step(103, Role::Probe, Outcome::Bad)]].concat();
+        let steps =
+            [ends.to_vec(), vec![step(102, Role::Probe, Outcome::Good), step(103, Role::Probe, Outcome::Bad)]].concat();
         assert_eq!(Verdict::of(&row, &steps), Verdict::Found { last_good: 102, first_bad: 103 });
         let c = claims(&row, &steps, &Verdict::of(&row, &steps));
         assert_eq!(c[0].id, "bisect.first_bad");

@@ -120,7 +120,10 @@ impl Render for BisectView {
             ("bisect".to_string(), Text::code(&b.bisect_id)),
             ("builds".to_string(), Text::code(&b.builds)),
             ("test".to_string(), Text::code(&b.test)),
-            ("range".to_string(), Text::plain(format!("b{}..b{} ({} build(s) listed)", b.good, b.bad, b.candidates.len()))),
+            (
+                "range".to_string(),
+                Text::plain(format!("b{}..b{} ({} build(s) listed)", b.good, b.bad, b.candidates.len())),
+            ),
             ("status".to_string(), Text::plain(b.status.as_str())),
         ];
         if let Some(u) = &b.upstream {
