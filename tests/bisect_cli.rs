@@ -271,3 +271,37 @@ fn a_crash_test_runs_real_llama_servers_through_sweep() {
         }
     }
 }
+
+#[test]
+fn ctrl_c_mid_step_stops_the_test_exits_130_and_resume_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    builds(d, 100..=108, 107, &[]);
+    let hang = format!(
+        r#"if [ "$BACKSCOPE_BUILD" = b104 ] && [ ! -e "$CALLS.go" ]; then echo $$ > "$CALLS.pid"; sleep 60; fi; {TEST}"#
+    );
+    let mut c =
+        bisect(d, &["--good", "100", "--bad", "108", "--builds", "dir:builds", "--json", "--", "sh", "-c", &hang]);
+    let child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let t0 = Instant::now();
+    while !d.join("calls.pid").exists() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "the third step never began");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on the backscope we started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(50), "the test's sleep was ended, not waited for");
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--resume"), "says how to continue: {}", stderr(&out));
+    let sleeper: i32 = std::fs::read_to_string(d.join("calls.pid")).unwrap().trim().parse().unwrap();
+    assert!(!alive(sleeper), "the test command got the interrupt");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["bisect"]["status"].as_str(), v["verdict"]["kind"].as_str()), (Some("interrupted"), Some("open")));
+    assert_eq!(v["steps"].as_array().unwrap().len(), 2, "the interrupted step is not recorded");
+    std::fs::write(d.join("calls.go"), "").unwrap();
+    let id = v["bisect"]["bisect_id"].as_str().unwrap();
+    let (out, v) = run(bisect(d, &["--resume", id, "--json"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!((v["verdict"]["first_bad"].as_u64(), v["bisect"]["status"].as_str()), (Some(107), Some("finished")));
+}

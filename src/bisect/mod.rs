@@ -63,8 +63,11 @@ pub fn run_with(opts: &BisectOptions, provider: &dyn Provider) -> Result<u8> {
     run_spec(opts, spec, existing, provider)
 }
 
+/// A bisect already in the database, with its steps.
+type Stored = (BisectRow, Vec<Step>);
+
 /// The spec to run, and the stored bisect when resuming.
-fn resolve(opts: &BisectOptions) -> Result<(BisectSpec, Option<(BisectRow, Vec<Step>)>)> {
+fn resolve(opts: &BisectOptions) -> Result<(BisectSpec, Option<Stored>)> {
     match (&opts.resume, &opts.spec) {
         (Some(_), _) if opts.dry_run => bail!("--dry-run plans a new bisect; it does not go with --resume"),
         (Some(which), _) => {
@@ -146,12 +149,7 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
     Ok(stop)
 }
 
-fn run_spec(
-    opts: &BisectOptions,
-    spec: BisectSpec,
-    existing: Option<(BisectRow, Vec<Step>)>,
-    provider: &dyn Provider,
-) -> Result<u8> {
+fn run_spec(opts: &BisectOptions, spec: BisectSpec, existing: Option<Stored>, provider: &dyn Provider) -> Result<u8> {
     let mut out = Output::open(&opts.output, &crate::output::Inputs::none().path(&opts.db))?;
     if opts.dry_run {
         let plan = plan::Plan::new(&spec, candidates(&spec, provider)?);
@@ -227,7 +225,6 @@ fn search_to_end(
     let stop = stop_flag()?;
     let mut tester = tester(spec, opts, &dir, &stop);
     let flags = spec.flags()?;
-    let (good, bad) = (row.good, row.bad);
     let mut search = search::Search::new(store, row, steps, provider, tester.as_mut(), flags, spec.repeat, stop);
     search.progress = Some(progress::Progress::new());
     let result = search.run();
@@ -247,7 +244,6 @@ fn search_to_end(
                 }
                 _ => None,
             };
-            let _ = (good, bad);
             store.finish(&id, Status::Finished, upstream.as_ref())?;
             Ok(None)
         }

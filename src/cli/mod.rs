@@ -320,6 +320,65 @@ mod tests {
     }
 
     #[test]
+    fn bisect_flags_become_a_stored_spec() {
+        use backscope::bisect::{Rate, Resume, TestSpec};
+        let parse = |args: &[&str]| Cli::try_parse_from(["backscope", "bisect"].iter().chain(args));
+        let opts = |args: &[&str]| {
+            let Command::Bisect(a) = parse(args).unwrap().command else { panic!("not bisect") };
+            a.into_options()
+        };
+        let o = opts(&[
+            "--good",
+            "b9819",
+            "--bad",
+            "9900",
+            "--builds",
+            "dir:rel",
+            "--backend",
+            "vulkan",
+            "--cmake-arg",
+            "-DGGML_NATIVE=OFF",
+            "--jobs",
+            "3",
+            "--model",
+            "m.gguf",
+            "--num-gpu",
+            "-1",
+            "--server-arg=--device",
+            "--server-arg",
+            "none",
+            "--env",
+            "GGML_VK_VISIBLE_DEVICES=0",
+            "--slower",
+            "decode",
+            "--factor",
+            "1.2",
+            "--repeat",
+            "4",
+        ])
+        .unwrap();
+        let s = o.spec.unwrap();
+        assert_eq!((s.good, s.bad, s.backend.as_str(), s.jobs, s.repeat), (9819, 9900, "vulkan", 3, 4));
+        assert_eq!(s.test, TestSpec::Slower { rate: Rate::Decode, factor: 1.2 });
+        assert!(s.builds.starts_with("dir:/") && s.builds.ends_with("/rel"), "made absolute: {}", s.builds);
+        assert_eq!(s.cmake_args, ["-DGGML_NATIVE=OFF"]);
+        let cell = s.cell.unwrap();
+        assert_eq!(
+            (cell.num_gpu, cell.server_args.as_slice()),
+            (Some(-1), &["--device".to_string(), "none".into()][..])
+        );
+        let o = opts(&["--good", "1", "--bad", "2", "--", "sh", "-c", "exit 1"]).unwrap();
+        assert_eq!(o.spec.unwrap().test, TestSpec::External { argv: vec!["sh".into(), "-c".into(), "exit 1".into()] });
+        assert_eq!(opts(&["--resume"]).unwrap().resume, Some(Resume::Latest));
+        assert_eq!(opts(&["--resume", "bisect-x"]).unwrap().resume, Some(Resume::Id("bisect-x".into())));
+        assert!(parse(&["--good", "1", "--bad", "2", "--crash", "--log", "x"]).is_err(), "one test");
+        assert!(parse(&["--good", "1", "--bad", "2", "--slower", "decode"]).is_err(), "--slower needs --factor");
+        assert!(parse(&["--good", "1", "--bad", "2", "--class", "crash"]).is_err(), "--class needs --crash");
+        assert!(parse(&["--bad", "2", "--crash"]).is_err(), "--good is required without --resume");
+        assert!(opts(&["--resume", "--crash"]).is_err(), "--resume takes the stored spec");
+    }
+
+    #[test]
     fn scan_flags_become_scan_options() {
         let cli = Cli::try_parse_from(["backscope", "scan", "--arch", "gfx906", "--json", "/opt/rocm/lib"]).unwrap();
         let Command::Scan(a) = cli.command else { panic!("not a scan") };
