@@ -184,6 +184,12 @@ pub fn classify_crash(records: &[Record], class: Option<&str>, signature: Option
         })
         .collect();
     if let Some(first) = matching.first() {
+        // The line of the server log the sweep found naming each failure (a crash, a load error, a bad flag).
+        let named = matching.iter().filter_map(|r| r.failure_line.as_ref()).take(3);
+        let mut seen_lines: Vec<(String, u64, String)> =
+            named.map(|l| (run_dir.join(&l.file).display().to_string(), l.line, l.text.clone())).collect();
+        seen_lines.retain(|l| !lines.iter().any(|x: &(String, u64, String)| x.0 == l.0 && x.1 == l.1));
+        lines.extend(seen_lines);
         let mut c = Classified::new(
             Outcome::Bad,
             format!("{} of {} cell(s) failed: {}", matching.len(), records.len(), first.outcome()),
@@ -342,6 +348,15 @@ mod tests {
         assert_eq!(classify_crash(&exited, Some("crash"), None, dir).outcome, Outcome::Skip);
         assert_eq!(classify_crash(&exited, None, None, dir).outcome, Outcome::Bad);
         assert_eq!(classify_crash(&crashed, None, Some("sig-x"), dir).outcome, Outcome::Skip, "no log: no signature");
+        let mut named = rec(false, Some(ErrorClass::Crash));
+        named.failure_line =
+            Some(crate::run::record::LogRef { file: "servers/s1.log".into(), line: 7, text: "SEGV".into() });
+        let c = classify_crash(&[named], Some("crash"), None, Path::new("/runs/r1"));
+        assert_eq!(
+            c.lines,
+            [("/runs/r1/servers/s1.log".to_string(), 7, "SEGV".to_string())],
+            "the line the sweep named"
+        );
     }
 
     #[test]
