@@ -305,3 +305,71 @@ fn ctrl_c_mid_step_stops_the_test_exits_130_and_resume_finishes() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!((v["verdict"]["first_bad"].as_u64(), v["bisect"]["status"].as_str()), (Some(107), Some("finished")));
 }
+
+/// The speed test's path: each round is one sweep of the good end's and the candidate's llama-server side by side.
+/// Both builds are the same real build here, so the decision is left to the measurements (undecided or good on
+/// this busy machine, rarely anything else); what is asserted is that each side ran its own build's server and
+/// that the rates compared are the records'.
+#[test]
+fn a_speed_step_runs_the_good_end_and_the_candidate_side_by_side() {
+    let _turn = crate::sweep_common::heavy();
+    let (real, model) = (crate::sweep_common::llama_bin(), crate::sweep_common::tiny_model());
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for b in [300, 301] {
+        std::fs::create_dir_all(d.join(format!("builds/b{b}"))).unwrap();
+        std::os::unix::fs::symlink(&real, d.join(format!("builds/b{b}/bin"))).unwrap();
+    }
+    let model = model.display().to_string();
+    let args = [
+        "--good",
+        "300",
+        "--bad",
+        "301",
+        "--builds",
+        "dir:builds",
+        "--slower",
+        "decode",
+        "--factor",
+        "1.5",
+        "--model",
+        &model,
+        "--num-gpu",
+        "0",
+        "--server-arg=--device",
+        "--server-arg=none",
+        "--num-predict",
+        "4",
+        "--epochs",
+        "2",
+        "--repeat",
+        "2",
+        "--json",
+    ];
+    let (out, v) = run(bisect(d, &args));
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
+    let step = &v["steps"][1];
+    assert_eq!(step["build"], 301);
+    let attempt = &step["evidence"]["attempts"][0];
+    let runs = attempt["runs"].as_array().unwrap();
+    assert!((1..=2).contains(&runs.len()), "at most --repeat 2 rounds: {runs:?}");
+    let mut rates: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for run in runs {
+        let run_dir = Path::new(run["run_dir"].as_str().unwrap());
+        for f in run["records"].as_array().unwrap() {
+            let rec: Value =
+                serde_json::from_str(&std::fs::read_to_string(run_dir.join(f.as_str().unwrap())).unwrap()).unwrap();
+            let endpoint = rec["endpoint"].as_str().unwrap().to_string();
+            let build = if endpoint == "good" { "b300" } else { "b301" };
+            let program = rec["server"]["argv"][0].as_str().unwrap();
+            assert!(program.ends_with(&format!("builds/{build}/bin/llama-server")), "{endpoint} ran {program}");
+            rates.entry(endpoint).or_default().push(rec["decode_tps"].as_f64().unwrap());
+        }
+    }
+    let measured = |k: &str| -> Vec<f64> {
+        attempt["measured"][k].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+    };
+    assert_eq!(measured("good_tps"), rates["good"], "the good end's rates are its records'");
+    assert_eq!(measured("candidate_tps"), rates["candidate"]);
+    assert!(attempt["measured"]["ratio"]["level"] == 0.95, "{attempt:#}");
+}
