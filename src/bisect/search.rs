@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use super::check::{BuildTest, Interrupted, Target};
 use super::progress::Progress;
@@ -91,7 +91,14 @@ impl<'a> Search<'a> {
         if let Some(p) = &self.progress {
             p.begin(&format!("building {what}"), self.steps_left());
         }
-        let prepared = self.provider.prepare(BuildNumber(build), &self.flags)?;
+        let prepared = self
+            .provider
+            .prepare(BuildNumber(build), &self.flags)
+            .with_context(|| format!("cannot prepare b{build}"))?;
+        // A Ctrl-C during a build reaches the compiler too (it shares the terminal): its failure is not the build's.
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(Interrupted.into());
+        }
         let mut evidence = Evidence::default();
         let t0 = Instant::now();
         let (tried, build_secs, from_cache) = match prepared {
@@ -204,6 +211,8 @@ mod tests {
         list: Vec<u32>,
         unbuildable: HashSet<u32>,
         prepared: RefCell<Vec<u32>>,
+        /// Set this flag while preparing that build (a Ctrl-C arriving during a build).
+        stop_during: Option<(u32, Arc<AtomicBool>)>,
     }
 
     impl Builds {
@@ -212,6 +221,7 @@ mod tests {
                 list: range.collect(),
                 unbuildable: unbuildable.iter().copied().collect(),
                 prepared: RefCell::default(),
+                stop_during: None,
             }
         }
     }
@@ -222,6 +232,11 @@ mod tests {
         }
         fn prepare(&self, build: BuildNumber, _: &BuildFlags) -> Result<Prepared> {
             self.prepared.borrow_mut().push(build.0);
+            if let Some((b, stop)) = &self.stop_during {
+                if *b == build.0 {
+                    stop.store(true, Ordering::Relaxed);
+                }
+            }
             Ok(if self.unbuildable.contains(&build.0) {
                 Prepared::Unbuildable { reason: "cmake failed".into(), log: Some(format!("/logs/{build}.log").into()) }
             } else {
@@ -304,7 +319,7 @@ mod tests {
                 (r, vec![])
             }
         };
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = p.stop_during.as_ref().map_or_else(|| Arc::new(AtomicBool::new(false)), |(_, s)| Arc::clone(s));
         let v = Search::new(&mut store, row, steps, p, t, flags(), repeat, stop).run();
         (v, BisectStore::open_read_only(db).unwrap().steps("t").unwrap())
     }
@@ -431,5 +446,15 @@ mod tests {
         let (_, whole) = search(&path2, &p, (100, 140), &mut answers(threshold(129)), 1);
         let builds = |s: &[Step]| s.iter().map(|s| (s.build, s.outcome)).collect::<Vec<_>>();
         assert_eq!(builds(&after), builds(&whole), "the same steps as a search never interrupted");
+    }
+
+    #[test]
+    fn a_build_interrupted_by_ctrl_c_is_not_recorded_as_unbuildable() {
+        let (_d, path) = db();
+        let mut p = Builds::new(100..=108, &[104]);
+        p.stop_during = Some((104, Arc::new(AtomicBool::new(false))));
+        let (v, steps) = search(&path, &p, (100, 108), &mut answers(threshold(106)), 1);
+        assert!(v.unwrap_err().is::<Interrupted>());
+        assert_eq!(steps.iter().map(|s| s.build).collect::<Vec<_>>(), [100, 108], "b104's failed build is not a skip");
     }
 }
