@@ -219,10 +219,14 @@ pub fn classify_kernel(records: &[Record], family: &str, absent: bool) -> Classi
     }
     let traces: Vec<_> = ok.iter().filter_map(|r| r.trace.as_ref()).collect();
     let total: u64 = traces.iter().map(|t| t.total_launches).sum();
-    if traces.len() < ok.len() || total == 0 {
+    // No launch at all is an observation (everything ran on the CPU) only where something was watching: the
+    // observer mapped into the server (CUDA, HIP) or the Vulkan layer enabled for it.
+    let watched =
+        |t: &&crate::run::record::RecordTrace| t.observer_loaded == Some(true) || t.vulkan_layer == Some(true);
+    if traces.len() < ok.len() || (total == 0 && !traces.iter().all(watched)) {
         return Classified::new(
             Outcome::Skip,
-            "the trace saw no kernel launches (was the observer or the Vulkan layer loaded?)",
+            "no trace could see kernel launches (neither the observer nor the Vulkan layer was loaded)",
             files(&ok),
         );
     }
@@ -389,8 +393,12 @@ mod tests {
         assert_eq!(classify_kernel(&[r.clone()], "MMQ", true).outcome, Outcome::Bad);
         t.total_launches = 0;
         t.families.clear();
+        r.trace = Some(t.clone());
+        let c = classify_kernel(&[r.clone()], "MMQ", true);
+        assert_eq!(c.outcome, Outcome::Bad, "the observer watched and nothing ran on the GPU: {}", c.reason);
+        t.observer_loaded = Some(false);
         r.trace = Some(t);
-        assert_eq!(classify_kernel(&[r], "MMQ", true).outcome, Outcome::Skip, "nothing observed is not absence");
+        assert_eq!(classify_kernel(&[r], "MMQ", true).outcome, Outcome::Skip, "nothing watched is not absence");
     }
 
     #[test]
