@@ -373,3 +373,60 @@ fn a_speed_step_runs_the_good_end_and_the_candidate_side_by_side() {
     assert_eq!(measured("candidate_tps"), rates["candidate"]);
     assert!(attempt["measured"]["ratio"]["level"] == 0.95, "{attempt:#}");
 }
+
+/// A kernel-path bisect on real servers: b400 is the llama.cpp 11434 build on Vulkan (lavapipe), b401 wraps its
+/// llama-server to add `--device none`, a CPU fallback. `--kernel MMV --absent` (the matrix-vector family stops
+/// running) must name b401; llama-server's own log says where each cell ran.
+#[test]
+fn a_kernel_test_finds_a_cpu_fallback_from_the_traces() {
+    let _turn = crate::sweep_common::heavy();
+    let (real, model) = (crate::sweep_common::llama_bin(), crate::sweep_common::tiny_model());
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("builds/b400")).unwrap();
+    std::os::unix::fs::symlink(&real, d.join("builds/b400/bin")).unwrap();
+    let bin = d.join("builds/b401/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!("#!/bin/sh\nexec '{}' \"$@\" --device none\n", real.join("llama-server").display());
+    std::fs::write(bin.join("llama-server"), script).unwrap();
+    let mut p = std::fs::metadata(bin.join("llama-server")).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut p, 0o755);
+    std::fs::set_permissions(bin.join("llama-server"), p).unwrap();
+    let model = model.display().to_string();
+    let args = [
+        "--good",
+        "400",
+        "--bad",
+        "401",
+        "--builds",
+        "dir:builds",
+        "--kernel",
+        "MMV",
+        "--absent",
+        "--model",
+        &model,
+        "--num-gpu",
+        "99",
+        "--server-arg=--device",
+        "--server-arg=Vulkan0",
+        "--env",
+        "GGML_VK_VISIBLE_DEVICES=0",
+        "--num-predict",
+        "4",
+        "--json",
+    ];
+    let mut c = bisect(d, &args);
+    c.env("BACKSCOPE_OBSERVER_SO", crate::util::observer_library());
+    c.env("BACKSCOPE_VKLAYER_SO", crate::util::vklayer_library());
+    let (out, v) = run(c);
+    assert_eq!(out.status.code(), Some(0), "{}\n{v:#}", stderr(&out));
+    assert_eq!((v["verdict"]["last_good"].as_u64(), v["verdict"]["first_bad"].as_u64()), (Some(400), Some(401)));
+    for (s, backend, mmv) in [(&v["steps"][0], "Vulkan0", true), (&v["steps"][1], "CPU", false)] {
+        let run = &s["evidence"]["attempts"][0]["runs"][0];
+        let path = Path::new(run["run_dir"].as_str().unwrap()).join(run["records"][0].as_str().unwrap());
+        let rec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let served = rec["backend"]["backend"].as_str().unwrap();
+        assert!(served.starts_with(backend), "the server's log says it ran on {served}");
+        assert_eq!(rec["trace"]["families"]["MMV"].as_u64().unwrap_or(0) > 0, mmv, "{:#}", rec["trace"]);
+    }
+}
