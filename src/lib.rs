@@ -11,6 +11,7 @@
 // would bypass its buffering, escaping and closed-pipe handling.
 #![warn(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
 
+pub mod bisect;
 pub mod builds;
 pub mod doctor;
 pub mod evidence;

@@ -1,4 +1,5 @@
 //! Integration tests: real inputs (downloaded by scripts/fixtures.sh), real independent tools.
+mod bisect_cli;
 mod bounded;
 mod scan_inputs;
 mod util;

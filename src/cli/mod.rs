@@ -1,6 +1,7 @@
 //! The command line: clap's definitions of every command and flag, and their conversion into the options values the
 //! library's commands take. Only this part of backscope knows clap; `main.rs` parses, calls [`run`] and exits.
 
+mod bisect;
 mod doctor;
 mod gate;
 mod logs;
@@ -67,6 +68,11 @@ pub enum Command {
     /// on, outliers, timelines; as text, JSON, Markdown or HTML with charts; --bundle writes the evidence for a
     /// bug report.
     Report(report::ReportArgs),
+    /// Find the first llama.cpp build where a crash, a kernel path, a speed or a log line changed (or an external
+    /// command's verdict flips): build or fetch the builds between --good and --bad, test each, binary-search, and
+    /// name the first bad build, the upstream range and both ends' evidence. Resumable (--resume).
+    // Boxed: its flags are many.
+    Bisect(Box<bisect::BisectArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -151,6 +157,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Doctor(a) => backscope::doctor::run(&a.into()),
         Command::Logs(a) => backscope::logscmd::run(&a.into()),
         Command::Report(a) => backscope::report::run(&a.into()),
+        Command::Bisect(a) => backscope::bisect::run(&a.into_options()?),
     }
 }
 
@@ -310,6 +317,65 @@ mod tests {
         );
         assert_eq!(d.options.tool_timeout, std::time::Duration::from_secs(2));
         assert_eq!(d.output.format, backscope::output::Format::Json);
+    }
+
+    #[test]
+    fn bisect_flags_become_a_stored_spec() {
+        use backscope::bisect::{Rate, Resume, TestSpec};
+        let parse = |args: &[&str]| Cli::try_parse_from(["backscope", "bisect"].iter().chain(args));
+        let opts = |args: &[&str]| {
+            let Command::Bisect(a) = parse(args).unwrap().command else { panic!("not bisect") };
+            a.into_options()
+        };
+        let o = opts(&[
+            "--good",
+            "b9819",
+            "--bad",
+            "9900",
+            "--builds",
+            "dir:rel",
+            "--backend",
+            "vulkan",
+            "--cmake-arg",
+            "-DGGML_NATIVE=OFF",
+            "--jobs",
+            "3",
+            "--model",
+            "m.gguf",
+            "--num-gpu",
+            "-1",
+            "--server-arg=--device",
+            "--server-arg",
+            "none",
+            "--env",
+            "GGML_VK_VISIBLE_DEVICES=0",
+            "--slower",
+            "decode",
+            "--factor",
+            "1.2",
+            "--repeat",
+            "4",
+        ])
+        .unwrap();
+        let s = o.spec.unwrap();
+        assert_eq!((s.good, s.bad, s.backend.as_str(), s.jobs, s.repeat), (9819, 9900, "vulkan", 3, 4));
+        assert_eq!(s.test, TestSpec::Slower { rate: Rate::Decode, factor: 1.2 });
+        assert!(s.builds.starts_with("dir:/") && s.builds.ends_with("/rel"), "made absolute: {}", s.builds);
+        assert_eq!(s.cmake_args, ["-DGGML_NATIVE=OFF"]);
+        let cell = s.cell.unwrap();
+        assert_eq!(
+            (cell.num_gpu, cell.server_args.as_slice()),
+            (Some(-1), &["--device".to_string(), "none".into()][..])
+        );
+        let o = opts(&["--good", "1", "--bad", "2", "--", "sh", "-c", "exit 1"]).unwrap();
+        assert_eq!(o.spec.unwrap().test, TestSpec::External { argv: vec!["sh".into(), "-c".into(), "exit 1".into()] });
+        assert_eq!(opts(&["--resume"]).unwrap().resume, Some(Resume::Latest));
+        assert_eq!(opts(&["--resume", "bisect-x"]).unwrap().resume, Some(Resume::Id("bisect-x".into())));
+        assert!(parse(&["--good", "1", "--bad", "2", "--crash", "--log", "x"]).is_err(), "one test");
+        assert!(parse(&["--good", "1", "--bad", "2", "--slower", "decode"]).is_err(), "--slower needs --factor");
+        assert!(parse(&["--good", "1", "--bad", "2", "--class", "crash"]).is_err(), "--class needs --crash");
+        assert!(parse(&["--bad", "2", "--crash"]).is_err(), "--good is required without --resume");
+        assert!(opts(&["--resume", "--crash"]).is_err(), "--resume takes the stored spec");
     }
 
     #[test]

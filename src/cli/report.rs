@@ -9,7 +9,8 @@ use clap::Args;
 #[command(after_help = "Examples:
     backscope report backscope.db
     backscope report backscope.db --run 20261121-120501-3fa2 --format html -o report.html
-    backscope report backscope-runs/20261121-120501-3fa2 --bundle evidence.tar.gz")]
+    backscope report backscope-runs/20261121-120501-3fa2 --bundle evidence.tar.gz
+    backscope report backscope.db --bisect")]
 pub struct ReportArgs {
     /// A sweep database (backscope.db), or a run directory (what `backscope sweep` printed: its cells/ hold the
     /// records, no database needed).
@@ -21,8 +22,12 @@ pub struct ReportArgs {
     /// Also write an evidence bundle to attach to a bug report: a new directory, or an archive whose name ends in
     /// .tar.gz (report, environment, discovery lines, failing cells with their logs and timelines, library scans;
     /// secrets redacted).
-    #[arg(long, value_name = "DIR|FILE.tar.gz")]
+    #[arg(long, value_name = "DIR|FILE.tar.gz", conflicts_with = "bisect")]
     pub bundle: Option<PathBuf>,
+    /// Report a bisect stored in the database (`backscope bisect`): its verdict, evidence and steps. BISECT_ID
+    /// defaults to the latest.
+    #[arg(long, value_name = "BISECT_ID", num_args = 0..=1, default_missing_value = "latest", conflicts_with = "run")]
+    pub bisect: Option<String>,
     /// Output: text (the default), --json (docs/report-json.md), markdown, html.
     #[command(flatten)]
     pub output: super::output::OutputArgs,
@@ -30,6 +35,6 @@ pub struct ReportArgs {
 
 impl From<ReportArgs> for ReportOptions {
     fn from(a: ReportArgs) -> Self {
-        ReportOptions { input: a.input, run: a.run, bundle: a.bundle, output: a.output.into() }
+        ReportOptions { input: a.input, run: a.run, bundle: a.bundle, output: a.output.into(), bisect: a.bisect }
     }
 }

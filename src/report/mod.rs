@@ -13,6 +13,7 @@
 //! `backscope sweep report` is a brief view of the same aggregation (its table and the same claims); this command is
 //! the full statistical report over a run, its documents and its bundle.
 
+mod bisect;
 pub mod bundle;
 pub mod charts;
 mod document;
@@ -56,6 +57,8 @@ pub struct ReportOptions {
     /// Also write the evidence bundle here: a directory, or an archive named `*.tar.gz`.
     pub bundle: Option<PathBuf>,
     pub output: OutputOptions,
+    /// Report a bisect stored in the database instead of a run: its id, or `latest`.
+    pub bisect: Option<String>,
 }
 
 /// The thresholds and methods the numbers rest on, in the JSON for whoever reads it later.
@@ -166,6 +169,9 @@ fn timelines(s: &RunStats, run_dir: &Path) -> Vec<CellTimeline> {
 }
 
 pub fn run(opts: &ReportOptions) -> Result<u8> {
+    if let Some(id) = &opts.bisect {
+        return bisect::run(&opts.input, Some(id.as_str()).filter(|id| *id != "latest"), &opts.output);
+    }
     // The destination is opened first, so that a path that cannot be written fails before the work.
     let mut out = Output::open(&opts.output, &crate::output::Inputs::none().path(&opts.input))?;
     let view = build(&opts.input, opts.run.as_deref())?;

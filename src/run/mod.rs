@@ -7,6 +7,7 @@
 //!
 //! `sweep` and `sweep import` write through it; nothing here knows about a command.
 
+pub mod bisect;
 pub mod db;
 pub mod durable;
 pub mod forensics;

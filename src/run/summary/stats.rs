@@ -9,9 +9,10 @@
 //!   ([`welch_log_ratio`]).
 
 use serde::Serialize;
-use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
-
-pub use crate::run::stats::{mean, median, sample_sd};
+// Welch's interval is on the run format's floor (bisect compares speeds with it too).
+#[cfg(test)]
+use crate::run::stats::EXPANSION_DF;
+pub use crate::run::stats::{mean, median, sample_sd, t_quantile, welch_log_ratio, RatioCi};
 
 /// A sample's location and spread.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -139,68 +140,6 @@ pub fn timing_verdict(times: &[f64]) -> (Verdict, Option<f64>) {
         Some(c) => (Verdict::Variable, Some(c)),
         None => (Verdict::TooFew, None),
     }
-}
-
-/// The ratio a/b of two samples of a rate, with a confidence interval.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct RatioCi {
-    /// exp(mean(ln a) − mean(ln b)): the ratio of the geometric means.
-    pub ratio: f64,
-    pub low: f64,
-    pub high: f64,
-    /// Welch–Satterthwaite degrees of freedom; none when both samples are constant (the interval is the point).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub df: Option<f64>,
-    pub level: f64,
-}
-
-/// Degrees of freedom above which the t quantile comes from the Cornish–Fisher expansion around the normal
-/// quantile (Abramowitz and Stegun 26.7.5, four terms) instead of statrs's inversion of the incomplete beta
-/// function, which loses digits there (at 10⁶ df it is off by 1e-4); at 1000 df the two agree to 1e-12.
-const EXPANSION_DF: f64 = 1000.0;
-
-/// Welch's t interval for the difference of the means of ln a and ln b, turned back into a ratio: a/b as the
-/// ratio of geometric means with its `level` (e.g. 0.95) confidence interval. Rates combine by multiplication
-/// (twice as fast is a ratio), their spread grows with their size, and on the log scale a ratio is a difference;
-/// Welch's interval does not assume equal variances and is honest at the few repetitions a sweep has (its t
-/// quantile widens the interval for small n, where a bootstrap of two or three values cannot). B. L. Welch, "The
-/// generalization of 'Student's' problem when several different population variances are involved",
-/// Biometrika 34 (1947); the degrees of freedom are Satterthwaite's. None unless both samples have two or more
-/// positive values.
-pub fn welch_log_ratio(a: &[f64], b: &[f64], level: f64) -> Option<RatioCi> {
-    let la: Vec<f64> = a.iter().filter(|x| **x > 0.0 && x.is_finite()).map(|x| x.ln()).collect();
-    let lb: Vec<f64> = b.iter().filter(|x| **x > 0.0 && x.is_finite()).map(|x| x.ln()).collect();
-    if la.len() < 2 || lb.len() < 2 || !(0.0..1.0).contains(&level) {
-        return None;
-    }
-    let (na, nb) = (la.len() as f64, lb.len() as f64);
-    let diff = mean(&la)? - mean(&lb)?;
-    let (va, vb) = (sample_sd(&la)?.powi(2) / na, sample_sd(&lb)?.powi(2) / nb);
-    let se = (va + vb).sqrt();
-    let ratio = diff.exp();
-    if se == 0.0 {
-        return Some(RatioCi { ratio, low: ratio, high: ratio, df: None, level });
-    }
-    let df = (va + vb).powi(2) / (va.powi(2) / (na - 1.0) + vb.powi(2) / (nb - 1.0));
-    let t = t_quantile(0.5 + level / 2.0, df)?;
-    Some(RatioCi { ratio, low: (diff - t * se).exp(), high: (diff + t * se).exp(), df: Some(df), level })
-}
-
-/// The `p` quantile of Student's t with `df` degrees of freedom.
-pub fn t_quantile(p: f64, df: f64) -> Option<f64> {
-    if !(0.0..1.0).contains(&p) || p == 0.0 || df.is_nan() || df <= 0.0 {
-        return None;
-    }
-    let q = if df > EXPANSION_DF {
-        let z = Normal::new(0.0, 1.0).ok()?.inverse_cdf(p);
-        let (z3, z5, z7) = (z.powi(3), z.powi(5), z.powi(7));
-        z + (z3 + z) / (4.0 * df)
-            + (5.0 * z5 + 16.0 * z3 + 3.0 * z) / (96.0 * df.powi(2))
-            + (3.0 * z7 + 19.0 * z5 + 17.0 * z3 - 15.0 * z) / (384.0 * df.powi(3))
-    } else {
-        StudentsT::new(0.0, 1.0, df).ok()?.inverse_cdf(p)
-    };
-    q.is_finite().then_some(q)
 }
 
 #[cfg(test)]

@@ -1,0 +1,260 @@
+//! `backscope bisect --good N --bad N TEST`: find the first llama.cpp build where a crash, a kernel path, a speed
+//! or a log line changed, or where an external command's verdict flips (`git bisect run` semantics).
+//!
+//! The builds come from a [`Provider`] (`src/builds`: PyPI sdists, a git checkout's tags, a directory of built
+//! versions); the test of a build is a [`check::BuildTest`] — an external command ([`check::External`]), or a cell
+//! that `backscope sweep` runs as a child process with one managed llama-server from the build's `bin/`
+//! ([`cell`], [`speed`]). The search ([`search`]) checks both ends, then binary-searches, skipping builds that
+//! cannot be built or tested; every step is committed to the SQLite store (`run::bisect`) before the next, so
+//! `--resume` continues after Ctrl-C or a crash. The verdict — last good and first bad build, the upstream range
+//! and both ends' evidence as claims — is rendered from the store (`run::bisect::view`), as `backscope report
+//! --bisect` renders it.
+//!
+//! Library entry points: [`run`] (what the command line calls: it picks the provider), [`run_with`] (the same with
+//! a provider the caller gives).
+
+pub mod cell;
+pub mod check;
+mod dirbuilds;
+pub mod options;
+mod plan;
+mod progress;
+pub mod search;
+pub mod speed;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use crate::builds::{BuildFlags, Provider};
+use crate::exit;
+use crate::output::{messages, Output};
+use crate::run::bisect::verdict::Verdict;
+use crate::run::bisect::view::BisectView;
+use crate::run::bisect::{new_bisect_id, BisectRow, BisectStore, Status, Step, Upstream};
+use crate::run::store::utc_now;
+pub use options::{BisectOptions, BisectSpec, CellSpec, Rate, Resume, TestSpec};
+
+/// The build source a `--builds` value names.
+pub fn open_provider(spec: &str, flags: &BuildFlags) -> Result<Box<dyn Provider>> {
+    // MERGE: `crate::builds::provider(spec, flags)` once src/builds has it; `dirbuilds` stands in for `dir:` until
+    // then.
+    let _ = flags;
+    match spec.strip_prefix("dir:") {
+        Some(dir) => Ok(Box::new(dirbuilds::DirBuilds { dir: dir.into() })),
+        None => bail!(
+            "--builds {spec}: this backscope has only the dir:DIR build source (pypi and git:DIR come with src/builds)"
+        ),
+    }
+}
+
+/// `backscope bisect`: resolve the spec (new, or stored for `--resume`), open its build source, run.
+pub fn run(opts: &BisectOptions) -> Result<u8> {
+    let (spec, existing) = resolve(opts)?;
+    let provider = open_provider(&spec.builds, &spec.flags()?)?;
+    run_spec(opts, spec, existing, provider.as_ref())
+}
+
+/// [`run`] with the build source given by the caller (a test double, a provider built elsewhere).
+pub fn run_with(opts: &BisectOptions, provider: &dyn Provider) -> Result<u8> {
+    let (spec, existing) = resolve(opts)?;
+    run_spec(opts, spec, existing, provider)
+}
+
+/// A bisect already in the database, with its steps.
+type Stored = (BisectRow, Vec<Step>);
+
+/// The spec to run, and the stored bisect when resuming.
+fn resolve(opts: &BisectOptions) -> Result<(BisectSpec, Option<Stored>)> {
+    match (&opts.resume, &opts.spec) {
+        (Some(_), _) if opts.dry_run => bail!("--dry-run plans a new bisect; it does not go with --resume"),
+        (Some(which), _) => {
+            let store = BisectStore::open_read_only(&opts.db)?;
+            let id = match which {
+                Resume::Latest => None,
+                Resume::Id(id) => Some(id.as_str()),
+            };
+            let row = store.find(id)?;
+            let steps = store.steps(&row.bisect_id)?;
+            let spec: BisectSpec = serde_json::from_str(&row.spec_json)
+                .with_context(|| format!("bisect {}: its stored spec is not readable", row.bisect_id))?;
+            Ok((spec, Some((row, steps))))
+        }
+        (None, Some(spec)) => {
+            spec.validate()?;
+            Ok((spec.clone(), None))
+        }
+        (None, None) => bail!("give --good, --bad and a test, or --resume"),
+    }
+}
+
+/// The builds the source lists from good to bad; both ends must be among them.
+fn candidates(spec: &BisectSpec, provider: &dyn Provider) -> Result<Vec<u32>> {
+    let all: Vec<u32> = provider.list()?.into_iter().map(|b| b.0).collect();
+    for (end, flag) in [(spec.good, "--good"), (spec.bad, "--bad")] {
+        if !all.contains(&end) {
+            let near: Vec<String> = {
+                let mut v: Vec<u32> = all.clone();
+                v.sort_by_key(|b| b.abs_diff(end));
+                v.iter().take(4).map(|b| format!("b{b}")).collect()
+            };
+            bail!(
+                "{flag} b{end} is not a build {} offers ({} build(s){}{})",
+                spec.builds,
+                all.len(),
+                if near.is_empty() { "" } else { "; nearest: " },
+                near.join(", ")
+            );
+        }
+    }
+    Ok(all.into_iter().filter(|b| (spec.good..=spec.bad).contains(b)).collect())
+}
+
+/// The test of a build the spec asks for.
+fn tester(
+    spec: &BisectSpec,
+    opts: &BisectOptions,
+    dir: &std::path::Path,
+    stop: &Arc<AtomicBool>,
+) -> Box<dyn check::BuildTest> {
+    let limit = Duration::from_secs(spec.test_timeout_s);
+    let sweeper = || cell::Sweeper {
+        exe: opts.exe.clone(),
+        db: crate::run::paths::absolute(&opts.db),
+        runs_dir: spec.runs_dir.clone(),
+        dir: dir.to_path_buf(),
+        limit,
+        stop: Arc::clone(stop),
+        cell: spec.cell.clone().unwrap_or_default(),
+    };
+    match &spec.test {
+        TestSpec::External { argv } => {
+            Box::new(check::External { argv: argv.clone(), limit, dir: dir.to_path_buf(), stop: Arc::clone(stop) })
+        }
+        TestSpec::Slower { rate, factor } => Box::new(speed::SpeedTest::new(sweeper(), *rate, *factor, spec.repeat)),
+        other => Box::new(cell::CellTest { sweeper: sweeper(), test: other.clone() }),
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP set `stop` (the step in progress is passed the SIGINT and not recorded); a second
+/// one exits at once with 130.
+fn stop_flag() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+        signal_hook::flag::register_conditional_shutdown(sig, exit::INTERRUPTED.into(), Arc::clone(&stop))?;
+        signal_hook::flag::register(sig, Arc::clone(&stop))?;
+    }
+    Ok(stop)
+}
+
+fn run_spec(opts: &BisectOptions, spec: BisectSpec, existing: Option<Stored>, provider: &dyn Provider) -> Result<u8> {
+    let mut out = Output::open(&opts.output, &crate::output::Inputs::none().path(&opts.db))?;
+    if opts.dry_run {
+        let plan = plan::Plan::new(&spec, candidates(&spec, provider)?);
+        out.emit(&plan)?;
+        out.finish()?;
+        return Ok(exit::OK);
+    }
+    // The builds are listed before the database is opened: a bisect that cannot start leaves no file behind.
+    let listed = match &existing {
+        Some(_) => vec![],
+        None => candidates(&spec, provider)?,
+    };
+    let mut store = BisectStore::open(&opts.db)?;
+    let (row, steps) = match existing {
+        Some(e) => e,
+        None => {
+            let row = BisectRow {
+                bisect_id: new_bisect_id(),
+                created_at: utc_now(),
+                finished_at: None,
+                status: Status::Running,
+                good: spec.good,
+                bad: spec.bad,
+                builds: spec.builds.clone(),
+                test: spec.test.describe(),
+                spec_json: serde_json::to_string(&spec)?,
+                candidates: listed,
+                upstream: None,
+                backscope_version: env!("CARGO_PKG_VERSION").to_string(),
+            };
+            store.create(&row)?;
+            (row, vec![])
+        }
+    };
+    let id = row.bisect_id.clone();
+    if row.status != Status::Finished {
+        search_to_end(opts, &spec, &mut store, row, steps, provider)?.map_or(Ok(()), Err)?;
+    }
+    let store = BisectStore::open_read_only(&opts.db)?;
+    let view = BisectView::new(store.find(Some(&id))?, store.steps(&id)?);
+    let verdict = Verdict::of(&view.bisect, &view.steps);
+    out.emit(&view)?;
+    out.finish()?;
+    Ok(match verdict {
+        Verdict::Found { .. } => exit::OK,
+        Verdict::Open { .. } if view.bisect.status == Status::Interrupted => exit::INTERRUPTED,
+        _ => exit::FAILED_CELLS,
+    })
+}
+
+/// Run the search and record how it ended. The outer error is the store's; the inner one is the search's, after
+/// the bisect was marked failed (the view is not printed then: the error is the message).
+fn search_to_end(
+    opts: &BisectOptions,
+    spec: &BisectSpec,
+    store: &mut BisectStore,
+    row: BisectRow,
+    steps: Vec<Step>,
+    provider: &dyn Provider,
+) -> Result<Option<anyhow::Error>> {
+    let id = row.bisect_id.clone();
+    let dir = spec.runs_dir.join(&id);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    store.finish(&id, Status::Running, None)?;
+    messages::note(format_args!(
+        "bisect {id}: b{}..b{}, {} build(s) listed, test `{}`; logs in {}",
+        row.good,
+        row.bad,
+        row.candidates.len(),
+        row.test,
+        dir.display()
+    ));
+    let stop = stop_flag()?;
+    let mut tester = tester(spec, opts, &dir, &stop);
+    let flags = spec.flags()?;
+    let mut search = search::Search::new(store, row, steps, provider, tester.as_mut(), flags, spec.repeat, stop);
+    search.progress = Some(progress::Progress::new());
+    let result = search.run();
+    drop(search);
+    let resume = format!("`backscope bisect --resume {id} --db {}` continues", opts.db.display());
+    match result {
+        Ok(verdict) => {
+            let upstream = match verdict {
+                Verdict::Found { last_good, first_bad } | Verdict::Ambiguous { last_good, first_bad, .. } => {
+                    let commits = provider
+                        .between(crate::builds::BuildNumber(last_good), crate::builds::BuildNumber(first_bad))
+                        .unwrap_or_else(|e| {
+                            messages::note(format_args!("the commits between b{last_good} and b{first_bad}: {e:#}"));
+                            vec![]
+                        });
+                    Some(Upstream::new(last_good, first_bad, commits))
+                }
+                _ => None,
+            };
+            store.finish(&id, Status::Finished, upstream.as_ref())?;
+            Ok(None)
+        }
+        Err(e) if e.is::<check::Interrupted>() => {
+            store.finish(&id, Status::Interrupted, None)?;
+            messages::note(format_args!("interrupted; every finished step is recorded: {resume}"));
+            Ok(None)
+        }
+        Err(e) => {
+            store.finish(&id, Status::Failed, None)?;
+            Ok(Some(e.context(format!("bisect {id} stopped; {resume}"))))
+        }
+    }
+}

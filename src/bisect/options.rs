@@ -1,0 +1,252 @@
+//! What a bisect is asked to do: the ends, the build source and flags, the test and its cell. The spec is stored
+//! with the bisect (serde), so that `--resume` replays it exactly.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::builds::{Backend, BuildFlags, BuildNumber};
+use crate::output::OutputOptions;
+
+/// A build number as a person writes it: `9700` or `b9700`.
+pub fn parse_build(s: &str) -> Result<BuildNumber, String> {
+    let digits = s.strip_prefix('b').unwrap_or(s);
+    match digits.parse::<u32>() {
+        Ok(n) if !digits.starts_with('+') => Ok(BuildNumber(n)),
+        _ => Err(format!("`{s}` is not a llama.cpp build number (9700 or b9700)")),
+    }
+}
+
+pub fn parse_backend(s: &str) -> Result<Backend, String> {
+    match s {
+        "cpu" => Ok(Backend::Cpu),
+        "vulkan" => Ok(Backend::Vulkan),
+        "cuda" => Ok(Backend::Cuda),
+        "hip" => Ok(Backend::Hip),
+        _ => Err(format!("unknown backend `{s}` (cpu, vulkan, cuda or hip)")),
+    }
+}
+
+pub fn backend_name(b: Backend) -> &'static str {
+    match b {
+        Backend::Cpu => "cpu",
+        Backend::Vulkan => "vulkan",
+        Backend::Cuda => "cuda",
+        Backend::Hip => "hip",
+    }
+}
+
+/// Which t/s a speed test compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rate {
+    Decode,
+    Prompt,
+}
+
+impl Rate {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rate::Decode => "decode",
+            Rate::Prompt => "prompt",
+        }
+    }
+}
+
+/// The test: what makes a build "bad" (has the property the bad end has).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TestSpec {
+    /// A cell fails: with any error class, or with `class` (an error class name), or with a crash whose log
+    /// signature id starts with (or whose signature text contains) `signature`.
+    Crash { class: Option<String>, signature: Option<String> },
+    /// The kernel family runs in the cell (`absent`: does not run), from the sweep's trace.
+    Kernel { family: String, absent: bool },
+    /// The cell's t/s is slower than the good end's by more than `factor` (good ÷ candidate > factor).
+    Slower { rate: Rate, factor: f64 },
+    /// The cell's server log matches the regular expression.
+    Log { regex: String },
+    /// An external command with git-bisect-run semantics.
+    External { argv: Vec<String> },
+}
+
+impl TestSpec {
+    /// The test as it was asked for, for tables and claims.
+    pub fn describe(&self) -> String {
+        match self {
+            TestSpec::Crash { class, signature } => {
+                let mut s = "--crash".to_string();
+                if let Some(c) = class {
+                    s.push_str(&format!(" --class {c}"));
+                }
+                if let Some(sig) = signature {
+                    s.push_str(&format!(" --signature {sig}"));
+                }
+                s
+            }
+            TestSpec::Kernel { family, absent } => {
+                format!("--kernel {family}{}", if *absent { " --absent" } else { "" })
+            }
+            TestSpec::Slower { rate, factor } => format!("--slower {} --factor {factor}", rate.as_str()),
+            TestSpec::Log { regex } => format!("--log {regex}"),
+            TestSpec::External { argv } => {
+                format!("-- {}", argv.iter().map(|a| shell_quoted(a)).collect::<Vec<_>>().join(" "))
+            }
+        }
+    }
+
+    /// Whether the test runs a sweep cell (and so needs `--model`).
+    pub fn needs_cell(&self) -> bool {
+        !matches!(self, TestSpec::External { .. })
+    }
+}
+
+/// An argument as a POSIX shell would need it written: as it is when it is plain, else in single quotes.
+pub fn shell_quoted(a: &str) -> String {
+    let plain = !a.is_empty() && a.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
+    if plain {
+        a.to_string()
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
+    }
+}
+
+/// The cell a crash, kernel, speed or log test runs: one managed llama-server, one model.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CellSpec {
+    pub model: String,
+    pub num_gpu: Option<i64>,
+    /// Arguments appended to llama-server's (no commas: the sweep splits its server arguments at commas).
+    pub server_args: Vec<String>,
+    /// `KEY=VALUE` for the server's environment.
+    pub env: Vec<String>,
+    pub num_predict: Option<i64>,
+    pub prompt_tokens: Option<u32>,
+    pub epochs: Option<u32>,
+}
+
+/// A whole bisect, as stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BisectSpec {
+    pub good: u32,
+    pub bad: u32,
+    /// `pypi`, `git:DIR`, `dir:DIR`.
+    pub builds: String,
+    pub backend: String,
+    pub cmake_args: Vec<String>,
+    pub targets: Vec<String>,
+    pub jobs: usize,
+    /// Tries per build for a flaky test (any bad try makes the build bad); for `--slower`, the most rounds of
+    /// measurements before a step is undecided.
+    pub repeat: u32,
+    pub test: TestSpec,
+    pub cell: Option<CellSpec>,
+    /// Seconds one test (a command, a sweep) may run before it is killed.
+    pub test_timeout_s: u64,
+    /// Where the sweeps' run directories and the bisect's own logs go (absolute).
+    pub runs_dir: PathBuf,
+}
+
+impl BisectSpec {
+    pub fn flags(&self) -> Result<BuildFlags> {
+        Ok(BuildFlags {
+            backend: parse_backend(&self.backend).map_err(anyhow::Error::msg)?,
+            cmake_args: self.cmake_args.clone(),
+            targets: self.targets.clone(),
+            jobs: self.jobs,
+        })
+    }
+
+    /// The checks a spec must pass before anything runs.
+    pub fn validate(&self) -> Result<()> {
+        if self.good == self.bad {
+            bail!("--good and --bad name the same build b{}", self.good);
+        }
+        if self.good > self.bad {
+            bail!(
+                "--good b{} is newer than --bad b{}: bisect looks for the first bad build after a good one (a fix \
+                 is found by testing for its absence: the property the bad end has)",
+                self.good,
+                self.bad
+            );
+        }
+        if self.test.needs_cell() && self.cell.as_ref().is_none_or(|c| c.model.is_empty()) {
+            bail!("`{}` runs a cell: give --model M.gguf", self.test.describe());
+        }
+        if let TestSpec::Slower { factor, .. } = &self.test {
+            if !(factor.is_finite() && *factor > 1.0) {
+                bail!("--factor {factor}: give a factor above 1 (1.2: more than 20% slower)");
+            }
+        }
+        if let TestSpec::Log { regex } = &self.test {
+            regex_lite::Regex::new(regex).map_err(|e| anyhow::anyhow!("--log {regex}: {e}"))?;
+        }
+        if let TestSpec::External { argv } = &self.test {
+            if argv.is_empty() {
+                bail!("`--` needs a command");
+            }
+        }
+        if let Some(c) = &self.cell {
+            if let Some(a) = c.server_args.iter().find(|a| a.contains(',')) {
+                bail!("--server-arg `{a}`: the sweep splits server arguments at commas; give it as separate arguments");
+            }
+            if let Some(e) = c.env.iter().find(|e| !e.contains('=')) {
+                bail!("--env `{e}`: expected KEY=VALUE");
+            }
+        }
+        if self.repeat == 0 {
+            bail!("--repeat 0: give at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// Which bisect `--resume` continues.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resume {
+    Latest,
+    Id(String),
+}
+
+/// One `backscope bisect` invocation.
+#[derive(Clone, Debug)]
+pub struct BisectOptions {
+    /// The bisect to start; none with `--resume` (the stored spec is used).
+    pub spec: Option<BisectSpec>,
+    pub resume: Option<Resume>,
+    pub db: PathBuf,
+    pub dry_run: bool,
+    pub output: OutputOptions,
+    /// The backscope executable the cell tests run as `backscope sweep` (the running one, unless a caller says).
+    pub exe: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_numbers_are_read_with_or_without_the_b() {
+        assert_eq!(parse_build("9700"), Ok(BuildNumber(9700)));
+        assert_eq!(parse_build("b9700"), Ok(BuildNumber(9700)));
+        for bad in ["", "b", "bb9700", "-1", "+5", "97.0", "b99999999999"] {
+            assert!(parse_build(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_external_test_is_described_as_a_shell_would_read_it() {
+        let t = TestSpec::External { argv: vec!["sh".into(), "-c".into(), "test -e \"$X/bad\" || echo 'no'".into()] };
+        assert_eq!(t.describe(), r#"-- sh -c 'test -e "$X/bad" || echo '\''no'\'''"#);
+        // The shell reads each quoted argument back as it was.
+        for arg in ["plain-1.0", "a b", "it's", "$HOME", "", "x\ny", "'"] {
+            let out = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(format!("printf %s {}", shell_quoted(arg)))
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8(out.stdout).unwrap(), arg);
+        }
+    }
+}

@@ -1,0 +1,565 @@
+//! The bisect format: what `backscope bisect` stores in the same SQLite file as the sweeps whose records its
+//! steps cite. Two tables, created beside the sweep's (`CREATE TABLE IF NOT EXISTS`; the sweep schema's
+//! `user_version` is not touched, so a sweep database stays a sweep database and a bisect database opens in every
+//! backscope that reads sweeps):
+//!
+//! - `bisect_runs`: one row per bisect — its ends, the build source and test as given, the whole spec (so that
+//!   `--resume` replays it without the original command line), the builds in range, and once decided the upstream
+//!   range;
+//! - `bisect_steps`: one row per tested build, committed in one transaction before the next step starts — the
+//!   outcome, why, the evidence (sweep run ids and record files, or the external command's exit and output), and
+//!   the build and test timings.
+//!
+//! The search state, the verdict and its claims are computed from these rows alone ([`verdict`]), and the view
+//! ([`view`]) renders them, so that `backscope bisect` and `backscope report --bisect` show the same thing. Nothing
+//! here knows about a command; fleet code can mirror the two tables.
+
+pub mod verdict;
+pub mod view;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use serde::{Deserialize, Serialize};
+
+use super::store::utc_now;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS bisect_runs (
+    bisect_id TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT NOT NULL,
+    good INTEGER NOT NULL,
+    bad INTEGER NOT NULL,
+    builds TEXT NOT NULL,
+    test TEXT NOT NULL,
+    spec_json TEXT NOT NULL,
+    candidates_json TEXT NOT NULL,
+    upstream_json TEXT,
+    backscope_version TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS bisect_steps (
+    bisect_id TEXT NOT NULL REFERENCES bisect_runs(bisect_id),
+    seq INTEGER NOT NULL,
+    build INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    evidence_json TEXT NOT NULL,
+    build_secs REAL,
+    from_cache INTEGER,
+    test_secs REAL NOT NULL,
+    recorded_at TEXT NOT NULL,
+    PRIMARY KEY (bisect_id, seq)
+);
+";
+
+/// What one step found about a build. "Bad" means "has the property the bad end has".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Good,
+    Bad,
+    /// Not tested: the build cannot be had, or the test asked to skip it (exit 125, a cell that failed otherwise).
+    Skip,
+    /// Tested, but the measurements could not decide (a speed interval that straddles the threshold).
+    Undecided,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Good => "good",
+            Outcome::Bad => "bad",
+            Outcome::Skip => "skip",
+            Outcome::Undecided => "undecided",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Outcome> {
+        [Outcome::Good, Outcome::Bad, Outcome::Skip, Outcome::Undecided].into_iter().find(|o| o.as_str() == s)
+    }
+
+    /// Good or bad: the step narrowed the range.
+    pub fn decided(self) -> bool {
+        matches!(self, Outcome::Good | Outcome::Bad)
+    }
+}
+
+/// Why a build was tested: one of the two ends (checked first), or a probe between them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    GoodEnd,
+    BadEnd,
+    Probe,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::GoodEnd => "good_end",
+            Role::BadEnd => "bad_end",
+            Role::Probe => "probe",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Role> {
+        [Role::GoodEnd, Role::BadEnd, Role::Probe].into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+/// Where a bisect stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Running,
+    /// The search ended: a first bad build, a range only skipped builds separate, or a bad range.
+    Finished,
+    /// Stopped by a signal; `--resume` continues.
+    Interrupted,
+    /// Stopped by an error (an aborting test exit, a provider that failed); `--resume` continues.
+    Failed,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Running => "running",
+            Status::Finished => "finished",
+            Status::Interrupted => "interrupted",
+            Status::Failed => "failed",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Status> {
+        [Status::Running, Status::Finished, Status::Interrupted, Status::Failed].into_iter().find(|x| x.as_str() == s)
+    }
+}
+
+/// A sweep run a cell test made, and the records of it that decided.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunEvidence {
+    pub run_id: String,
+    pub run_dir: String,
+    /// `result.json` paths relative to `run_dir`.
+    pub records: Vec<String>,
+    /// Log lines that decided (`--log`, a crash signature): file (absolute), 1-based line, text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<(String, u64, String)>,
+}
+
+/// An external test command's run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CommandEvidence {
+    pub argv: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// Its standard output and error, interleaved, in full.
+    pub log: String,
+    /// The end of that log.
+    pub tail: String,
+}
+
+/// One try of a test on a build (`--repeat` tries several).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub outcome: Outcome,
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<RunEvidence>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<CommandEvidence>,
+    /// Measurements that decided (a speed test: t/s of each side, the interval).
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub measured: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Everything a step rests on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
+    /// The build log of a build that could not be built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_log: Option<String>,
+    /// The `bin/` directory the test ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bin_dir: Option<String>,
+}
+
+/// One stored step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub seq: u32,
+    pub build: u32,
+    pub role: Role,
+    pub outcome: Outcome,
+    pub reason: String,
+    pub evidence: Evidence,
+    /// Seconds spent building (none when the build was not prepared, e.g. a skipped end).
+    pub build_secs: Option<f64>,
+    pub from_cache: Option<bool>,
+    pub test_secs: f64,
+    pub recorded_at: String,
+}
+
+/// One stored bisect.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BisectRow {
+    pub bisect_id: String,
+    pub created_at: String,
+    pub finished_at: Option<String>,
+    pub status: Status,
+    pub good: u32,
+    pub bad: u32,
+    /// The build source as given (`pypi`, `git:DIR`, `dir:DIR`).
+    pub builds: String,
+    /// The test in words (`--crash --class crash`, `-- sh -c …`).
+    pub test: String,
+    /// The whole spec as the bisect command serialised it (replayed by `--resume`).
+    pub spec_json: String,
+    /// Every build the source listed from good to bad, both included, ascending.
+    pub candidates: Vec<u32>,
+    /// Once decided: what lies between the last good and first bad build upstream.
+    pub upstream: Option<Upstream>,
+    pub backscope_version: String,
+}
+
+/// The upstream range between the last good and the first bad build.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Upstream {
+    pub last_good: u32,
+    pub first_bad: u32,
+    /// llama.cpp's tags, `bGOOD..bBAD`.
+    pub tags: String,
+    pub compare_url: String,
+    /// The commits between them (hash and subject) where the build source has a git history.
+    pub commits: Vec<String>,
+}
+
+impl Upstream {
+    pub fn new(last_good: u32, first_bad: u32, commits: Vec<String>) -> Upstream {
+        Upstream {
+            last_good,
+            first_bad,
+            tags: format!("b{last_good}..b{first_bad}"),
+            compare_url: format!("https://github.com/ggml-org/llama.cpp/compare/b{last_good}...b{first_bad}"),
+            commits,
+        }
+    }
+}
+
+/// The bisect tables of one SQLite file.
+#[derive(Debug)]
+pub struct BisectStore {
+    conn: Connection,
+    pub path: PathBuf,
+}
+
+impl BisectStore {
+    /// Open (creating the file and the tables if missing) for writing, in WAL mode with `synchronous = FULL` like
+    /// the sweep store, so that a committed step survives a power cut and a sweep can write beside it.
+    pub fn open(path: &Path) -> Result<BisectStore> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        if path.exists() {
+            crate::inputs::open_input(path).with_context(|| format!("cannot open database {}", path.display()))?;
+        }
+        let conn = Connection::open(path).with_context(|| format!("cannot open database {}", path.display()))?;
+        conn.busy_timeout(Duration::from_secs(30))?;
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            bail!("{}: SQLite refused WAL mode ({mode}); put the database on a local file system", path.display());
+        }
+        conn.execute_batch("PRAGMA synchronous = FULL;")?;
+        conn.execute_batch(SCHEMA).with_context(|| format!("{}: cannot create the bisect tables", path.display()))?;
+        Ok(BisectStore { conn, path: path.to_path_buf() })
+    }
+
+    /// Open an existing database for reading only, creating and changing no file (the sweep store's rule: through
+    /// the WAL companions when a writer has them, else as immutable).
+    pub fn open_read_only(path: &Path) -> Result<BisectStore> {
+        if !path.is_file() {
+            bail!("{}: no such database (run `backscope bisect … --db FILE` first)", path.display());
+        }
+        crate::inputs::open_input(path)?;
+        let companion = |suffix: &str| {
+            let mut p = path.as_os_str().to_owned();
+            p.push(suffix);
+            PathBuf::from(p).exists()
+        };
+        let immutable = if companion("-wal") && companion("-shm") { "" } else { "&immutable=1" };
+        let uri = format!("file:{}?mode=ro{immutable}", uri_path(&super::paths::absolute(path)));
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&uri, flags)
+            .with_context(|| format!("cannot open database {} for reading", path.display()))?;
+        conn.busy_timeout(Duration::from_secs(10))?;
+        let tables: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('bisect_runs', 'bisect_steps')",
+                [],
+                |r| r.get(0),
+            )
+            .with_context(|| format!("{}: not an SQLite database", path.display()))?;
+        if tables != 2 {
+            bail!("{}: holds no bisect (no `bisect_runs` and `bisect_steps` tables)", path.display());
+        }
+        Ok(BisectStore { conn, path: path.to_path_buf() })
+    }
+
+    pub fn create(&mut self, row: &BisectRow) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO bisect_runs (bisect_id, created_at, finished_at, status, good, bad, builds, test, spec_json,
+                 candidates_json, upstream_json, backscope_version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                params![
+                    row.bisect_id,
+                    row.created_at,
+                    row.finished_at,
+                    row.status.as_str(),
+                    row.good,
+                    row.bad,
+                    row.builds,
+                    row.test,
+                    row.spec_json,
+                    serde_json::to_string(&row.candidates)?,
+                    row.upstream.as_ref().map(serde_json::to_string).transpose()?,
+                    row.backscope_version,
+                ],
+            )
+            .with_context(|| format!("cannot record bisect {}", row.bisect_id))?;
+        Ok(())
+    }
+
+    /// Record one step, in one transaction; its `seq` must be the next one (a step is never recorded twice).
+    pub fn append_step(&mut self, bisect_id: &str, step: &Step) -> Result<()> {
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "INSERT INTO bisect_steps (bisect_id, seq, build, role, outcome, reason, evidence_json, build_secs,
+             from_cache, test_secs, recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![
+                bisect_id,
+                step.seq,
+                step.build,
+                step.role.as_str(),
+                step.outcome.as_str(),
+                step.reason,
+                serde_json::to_string(&step.evidence)?,
+                step.build_secs,
+                step.from_cache,
+                step.test_secs,
+                step.recorded_at,
+            ],
+        )
+        .with_context(|| format!("cannot record step {} (b{}) of bisect {bisect_id}", step.seq, step.build))?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Set the status; `Finished` also stamps the end and stores the upstream range (if any).
+    pub fn finish(&mut self, bisect_id: &str, status: Status, upstream: Option<&Upstream>) -> Result<()> {
+        let finished = (status == Status::Finished).then(utc_now);
+        self.conn.execute(
+            "UPDATE bisect_runs SET status = ?2, finished_at = ?3, upstream_json = ?4 WHERE bisect_id = ?1",
+            params![bisect_id, status.as_str(), finished, upstream.map(serde_json::to_string).transpose()?],
+        )?;
+        Ok(())
+    }
+
+    pub fn run(&self, bisect_id: &str) -> Result<Option<BisectRow>> {
+        let mut stmt = self.conn.prepare(&format!("{SELECT_RUN} WHERE bisect_id = ?1"))?;
+        stmt.query_row([bisect_id], row_of).optional()?.transpose()
+    }
+
+    /// Every bisect, oldest first.
+    pub fn runs(&self) -> Result<Vec<BisectRow>> {
+        let mut stmt = self.conn.prepare(&format!("{SELECT_RUN} ORDER BY created_at, bisect_id"))?;
+        let rows = stmt.query_map([], row_of)?;
+        rows.map(|r| r?).collect()
+    }
+
+    /// One bisect by id, or the latest when `id` is none; an unknown id names the bisects there are.
+    pub fn find(&self, id: Option<&str>) -> Result<BisectRow> {
+        let runs = self.runs()?;
+        let found = match id {
+            Some(id) => runs.iter().find(|r| r.bisect_id == id),
+            None => runs.last(),
+        };
+        match found {
+            Some(r) => Ok(r.clone()),
+            None => {
+                let ids: Vec<&str> = runs.iter().rev().take(5).map(|r| r.bisect_id.as_str()).collect();
+                bail!(
+                    "no bisect {} in {} ({} bisect(s){}{})",
+                    id.unwrap_or("at all"),
+                    self.path.display(),
+                    runs.len(),
+                    if ids.is_empty() { "" } else { ", latest: " },
+                    ids.join(", ")
+                )
+            }
+        }
+    }
+
+    /// The steps of one bisect in the order they were taken.
+    pub fn steps(&self, bisect_id: &str) -> Result<Vec<Step>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT seq, build, role, outcome, reason, evidence_json, build_secs, from_cache, test_secs, recorded_at
+             FROM bisect_steps WHERE bisect_id = ?1 ORDER BY seq",
+        )?;
+        let rows = stmt.query_map([bisect_id], |r| {
+            let role: String = r.get(2)?;
+            let outcome: String = r.get(3)?;
+            let evidence: String = r.get(5)?;
+            Ok((role, outcome, evidence, r.get(0)?, r.get(1)?, r.get(4)?, r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (role, outcome, evidence, seq, build, reason, build_secs, from_cache, test_secs, recorded_at) = row?;
+            out.push(Step {
+                seq,
+                build,
+                role: Role::parse(&role).with_context(|| format!("bisect {bisect_id}: unknown step role `{role}`"))?,
+                outcome: Outcome::parse(&outcome)
+                    .with_context(|| format!("bisect {bisect_id}: unknown step outcome `{outcome}`"))?,
+                reason,
+                evidence: serde_json::from_str(&evidence)
+                    .with_context(|| format!("bisect {bisect_id} step {seq}: evidence is not readable"))?,
+                build_secs,
+                from_cache,
+                test_secs,
+                recorded_at,
+            });
+        }
+        Ok(out)
+    }
+}
+
+const SELECT_RUN: &str = "SELECT bisect_id, created_at, finished_at, status, good, bad, builds, test, spec_json,
+    candidates_json, upstream_json, backscope_version FROM bisect_runs";
+
+/// A `bisect_runs` row; the inner result carries a column that does not parse.
+fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<BisectRow>> {
+    let id: String = r.get(0)?;
+    let status: String = r.get(3)?;
+    let candidates: String = r.get(9)?;
+    let upstream: Option<String> = r.get(10)?;
+    let parsed = (|| -> Result<BisectRow> {
+        Ok(BisectRow {
+            bisect_id: id.clone(),
+            created_at: r.get(1)?,
+            finished_at: r.get(2)?,
+            status: Status::parse(&status).with_context(|| format!("unknown status `{status}`"))?,
+            good: r.get(4)?,
+            bad: r.get(5)?,
+            builds: r.get(6)?,
+            test: r.get(7)?,
+            spec_json: r.get(8)?,
+            candidates: serde_json::from_str(&candidates).context("candidates_json")?,
+            upstream: upstream.as_deref().map(serde_json::from_str).transpose().context("upstream_json")?,
+            backscope_version: r.get(11)?,
+        })
+    })();
+    Ok(parsed.with_context(|| format!("bisect {id}: a stored field is not readable")))
+}
+
+/// A path as the path part of an SQLite URI filename (percent-encoded but for unreserved characters and `/`).
+fn uri_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A new bisect id: `bisect-` and a run id's time and salt.
+pub fn new_bisect_id() -> String {
+    format!("bisect-{}", super::store::new_run_id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn row(id: &str) -> BisectRow {
+        BisectRow {
+            bisect_id: id.into(),
+            created_at: utc_now(),
+            finished_at: None,
+            status: Status::Running,
+            good: 100,
+            bad: 104,
+            builds: "dir:/x".into(),
+            test: "-- true".into(),
+            spec_json: "{}".into(),
+            candidates: vec![100, 101, 102, 103, 104],
+            upstream: None,
+            backscope_version: "t".into(),
+        }
+    }
+
+    fn step(seq: u32, build: u32, outcome: Outcome) -> Step {
+        Step {
+            seq,
+            build,
+            role: Role::Probe,
+            outcome,
+            reason: "r".into(),
+            evidence: Evidence::default(),
+            build_secs: Some(1.5),
+            from_cache: Some(false),
+            test_secs: 0.25,
+            recorded_at: utc_now(),
+        }
+    }
+
+    #[test]
+    fn steps_round_trip_and_a_step_is_never_recorded_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("b.db");
+        let mut s = BisectStore::open(&db).unwrap();
+        s.create(&row("b1")).unwrap();
+        s.append_step("b1", &step(0, 100, Outcome::Good)).unwrap();
+        s.append_step("b1", &step(1, 104, Outcome::Bad)).unwrap();
+        assert!(s.append_step("b1", &step(1, 102, Outcome::Skip)).is_err(), "seq 1 twice");
+        s.finish("b1", Status::Finished, Some(&Upstream::new(100, 101, vec![]))).unwrap();
+        drop(s);
+        let r = BisectStore::open_read_only(&db).unwrap();
+        let run = r.find(None).unwrap();
+        assert_eq!((run.status, run.candidates.len()), (Status::Finished, 5));
+        assert_eq!(run.upstream.unwrap().compare_url, "https://github.com/ggml-org/llama.cpp/compare/b100...b101");
+        let steps = r.steps("b1").unwrap();
+        assert_eq!(
+            steps.iter().map(|s| (s.build, s.outcome)).collect::<Vec<_>>(),
+            [(100, Outcome::Good), (104, Outcome::Bad)]
+        );
+        assert_eq!(steps[0].build_secs, Some(1.5));
+        let e = format!("{:#}", r.find(Some("nope")).unwrap_err());
+        assert!(e.contains("no bisect nope") && e.contains("latest: b1"), "{e}");
+    }
+
+    #[test]
+    fn the_sweep_schema_version_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("b.db");
+        BisectStore::open(&db).unwrap();
+        let v: i64 = Connection::open(&db).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(v, 0, "a sweep store opening this file later migrates from its own version 0");
+        let mut store = crate::run::store::Store::open(&db).unwrap();
+        assert!(store.runs().unwrap().is_empty());
+        store.set_run_status("none", crate::run::store::RunStatus::Finished).unwrap();
+        assert!(BisectStore::open_read_only(&db).unwrap().runs().unwrap().is_empty());
+    }
+}
