@@ -129,6 +129,7 @@ mod tests {
                     plan_json: "{}".into(),
                     cells_total: 3,
                     backscope_version: "t".into(),
+                    host: None,
                 })
                 .unwrap();
             }
