@@ -7,6 +7,7 @@ mod logs;
 mod maps;
 mod output;
 mod predict;
+mod push;
 mod report;
 mod sweep;
 mod synth;
@@ -67,6 +68,9 @@ pub enum Command {
     /// on, outliers, timelines; as text, JSON, Markdown or HTML with charts; --bundle writes the evidence for a
     /// bug report.
     Report(report::ReportArgs),
+    /// Upload runs from a local SQLite file (a host's backscope.db, or the RUN_DIR.local.db a sweep fell back to
+    /// when its PostgreSQL server went away) into a shared PostgreSQL store, exactly once (docs/fleet.md).
+    Push(push::PushArgs),
 }
 
 #[derive(Debug, Args)]
@@ -151,6 +155,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Doctor(a) => backscope::doctor::run(&a.into()),
         Command::Logs(a) => backscope::logscmd::run(&a.into()),
         Command::Report(a) => backscope::report::run(&a.into()),
+        Command::Push(a) => backscope::push::run(&a.into()),
     }
 }
 

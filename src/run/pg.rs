@@ -59,6 +59,21 @@ pub fn is_connection_loss(e: &postgres::Error) -> bool {
     std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
 }
 
+/// A PostgreSQL error in words: the server's message and SQLSTATE for a database error (the crate's own text is
+/// only "db error"), else the error and its causes.
+pub fn error_text(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return format!("{}: {} (SQLSTATE {})", db.severity(), db.message(), db.code().code());
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    text
+}
+
 fn tls_connector(t: &PgTarget) -> Result<tokio_postgres_rustls::MakeRustlsConnect> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::CertificateDer;
@@ -117,7 +132,7 @@ pub fn connect_client(t: &PgTarget) -> Result<Client> {
             c.ssl_mode(m).connect(tls_connector(t)?)
         }
     };
-    connected.map_err(|e| anyhow!("cannot connect to {}: {e}", t.display()))
+    connected.map_err(|e| anyhow!("cannot connect to {}: {}", t.display(), error_text(&e)))
 }
 
 impl PgStore {
@@ -147,7 +162,7 @@ impl PgStore {
     fn with_client<T>(&self, f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>) -> Option<Result<T>> {
         let mut guard = self.client.borrow_mut();
         let client = guard.as_mut()?;
-        Some(f(client).map_err(|e| anyhow!("{}: {e}", self.target.display())))
+        Some(f(client).map_err(|e| anyhow!("{}: {}", self.target.display(), error_text(&e))))
     }
 
     fn local(&self) -> Result<&SqliteStore> {
@@ -210,7 +225,7 @@ impl PgStore {
                 Some(Ok(inserted)) => return Ok(inserted),
                 Some(Err(e)) => match e.downcast_ref::<postgres::Error>() {
                     Some(pe) if is_connection_loss(pe) => {
-                        let reason = pe.to_string();
+                        let reason = error_text(pe);
                         self.enter_fallback(&rec.run_id, &reason)?
                     }
                     _ => return Err(e.context(format!("cannot record cell {} of run {}", rec.cell_key, rec.run_id))),
@@ -248,6 +263,11 @@ impl PgStore {
         Ok(())
     }
 
+    /// The fallback file, once the server went away.
+    pub fn fallback_in_use(&self) -> Option<&std::path::Path> {
+        self.fallback.as_ref().map(|(p, _)| p.as_path())
+    }
+
     /// Where run `run_id`'s records go if the server goes away: `RUN_DIR.local.db`, beside its run directory.
     pub fn fallback_path(&self, run_id: &str) -> Option<PathBuf> {
         self.owned.get(run_id).map(|r| PathBuf::from(format!("{}.local.db", r.run_dir.trim_end_matches('/'))))
@@ -270,9 +290,9 @@ impl PgStore {
                     self.describe()
                 ),
                 Some(Err(e)) if is_connection_loss(&e) && self.owned.contains_key(run_id) => {
-                    self.enter_fallback(run_id, &e.to_string())?
+                    self.enter_fallback(run_id, &error_text(&e))?
                 }
-                Some(Err(e)) => return Err(anyhow!("{}: {e}", self.describe())),
+                Some(Err(e)) => return Err(anyhow!("{}: {}", self.describe(), error_text(&e))),
                 None => bail!("{}: the connection is gone", self.describe()),
             }
         }

@@ -163,6 +163,14 @@ impl Store {
         }
     }
 
+    /// The local file a shared store's records went to after its server went away during this process.
+    pub fn fallback_in_use(&self) -> Option<&Path> {
+        match self {
+            Store::Sqlite(_) => None,
+            Store::Pg(p) => p.fallback_in_use(),
+        }
+    }
+
     /// Records as stored (JSON text), in plan order; all runs when `run_ids` is empty.
     pub fn record_json(&self, run_ids: &[String]) -> Result<Vec<String>> {
         each!(self, s => s.record_json(run_ids))

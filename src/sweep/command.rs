@@ -304,6 +304,14 @@ fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun, out: Output) -> 
         runner::execute(&mut ctx, &schedule, &mut Machine { ledger: Ledger::watched(&run_dir) })?
     };
     let records = store.records(&run_id)?;
+    if let Some(local) = store.fallback_in_use() {
+        messages::note(format_args!(
+            "the shared store went away during this run: what follows covers the {} cell(s) recorded in {} only. Push it (backscope push --from {} --db …), then report from the shared store",
+            records.len(),
+            local.display(),
+            local.display()
+        ));
+    }
     let claims = report::claims(&records, &run_dir);
     let status = match end {
         RunEnd::Finished => RunStatus::Finished,
