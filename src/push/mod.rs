@@ -95,9 +95,9 @@ pub fn push(o: &PushOptions) -> Result<Vec<Pushed>> {
         local.for_each_record_json(&row.run_id, |json| {
             let rec: Record = serde_json::from_str(json)
                 .context("the stored record does not parse (written by another backscope version?)")?;
-            // The record as the shared store keeps it: serialised again, exactly as a sweep stores it.
-            let text = serde_json::to_string(&rec)?;
-            if batch.insert_record_json(&rec, &text)? {
+            // The stored text as it is, not serialised again: serde_json's float parsing is not exact, and a record a
+            // sweep stored in the shared store before its server went away must compare equal to the same record here.
+            if batch.insert_record_json(&rec, json)? {
                 uploaded += 1;
             } else {
                 already_stored += 1;
