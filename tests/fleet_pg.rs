@@ -182,6 +182,31 @@ fn two_hosts_sweep_at_once_into_one_database_and_migrate_it_once() {
     let run_json = std::fs::read_to_string(runs.path().join("a").join(&ra).join("run.json")).unwrap();
     let meta: Value = serde_json::from_str(&run_json).unwrap();
     assert_eq!(meta["db"], format!("postgresql://postgres@/fleet?host={}&port=5432", pg.socket_dir()));
+    // One report across both hosts: the same model, endpoint and num_gpu, one column per GPU/host, with the cell
+    // counts of each host's plan.
+    let report: Value = serde_json::from_str(&ok(backscope().args(["report", &db, "--hosts", "--json"]))).unwrap();
+    let hosts: Vec<&str> = report["hosts"].as_array().unwrap().iter().map(|h| h["host_id"].as_str().unwrap()).collect();
+    assert_eq!(hosts, ["host-a", "host-b"]);
+    let points = report["points"].as_array().unwrap();
+    assert_eq!(points.len(), 1, "{points:?}");
+    assert_eq!((points[0]["endpoint"].as_str(), points[0]["num_gpu"].as_i64()), (Some("cpu"), Some(0)));
+    let cells: Vec<(&str, u64, u64)> = points[0]["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (h["host_id"].as_str().unwrap(), h["cells"].as_u64().unwrap(), h["ok"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(cells, [("host-a", 5, 5), ("host-b", 7, 7)]);
+    // The median decode rate of a host is the median of its records' decode_tps (read back with psql).
+    let rates = pg.psql(&format!("SELECT decode_tps FROM backscope.records WHERE run_id = '{rb}' ORDER BY decode_tps"));
+    let rates: Vec<f64> = rates.lines().map(|l| l.parse().unwrap()).collect();
+    let median = points[0]["hosts"][1]["decode_tps_median"].as_f64().unwrap();
+    assert!((median - rates[3]).abs() < 1e-6 * rates[3], "{median} vs {rates:?}");
+    let only_a: Value =
+        serde_json::from_str(&ok(backscope().args(["report", &db, "--host", "host-a", "--json"]))).unwrap();
+    assert_eq!(only_a["hosts"].as_array().unwrap().len(), 1);
+    let html = ok(backscope().args(["report", &db, "--hosts", "--format", "html"]));
+    assert!(html.contains("<svg") && html.contains("host-b"), "a chart per GPU");
 }
 
 #[test]

@@ -17,6 +17,7 @@ pub mod bundle;
 pub mod charts;
 pub mod claims;
 mod document;
+pub mod hosts;
 pub mod input;
 pub mod redact;
 pub mod stats;
@@ -69,7 +70,7 @@ pub(crate) mod test_records {
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use serde::Serialize;
 
 use crate::evidence::Claim;
@@ -98,6 +99,9 @@ pub struct ReportOptions {
     /// Also write the evidence bundle here: a directory, or an archive named `*.tar.gz`.
     pub bundle: Option<PathBuf>,
     pub output: OutputOptions,
+    /// Report every run of the database across hosts, grouped by GPU/host (`hosts`); implied by a filter.
+    pub hosts: bool,
+    pub host_filter: hosts::HostFilter,
 }
 
 /// The thresholds and methods the numbers rest on, in the JSON for whoever reads it later.
@@ -210,6 +214,15 @@ fn timelines(s: &RunStats, run_dir: &Path) -> Vec<CellTimeline> {
 pub fn run(opts: &ReportOptions) -> Result<u8> {
     // The destination is opened first, so that a path that cannot be written fails before the work.
     let mut out = Output::open(&opts.output, &crate::output::Inputs::none().path(&opts.input))?;
+    let f = &opts.host_filter;
+    if opts.hosts || f.host.is_some() || f.gpu.is_some() {
+        if opts.run.is_some() || opts.bundle.is_some() {
+            bail!("--hosts (--host, --gpu) reports every run across hosts; --run and --bundle are for one run");
+        }
+        out.emit(&hosts::build(&opts.input, f)?)?;
+        out.finish()?;
+        return Ok(exit::OK);
+    }
     let view = build(&opts.input, opts.run.as_deref())?;
     if let Some(dest) = &opts.bundle {
         let w = bundle::write(&view, dest)?;

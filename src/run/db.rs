@@ -40,6 +40,11 @@ impl SweepDb {
         &self.path
     }
 
+    /// Every run, oldest first.
+    pub fn runs(&self) -> Result<Vec<RunRow>> {
+        self.store.runs()
+    }
+
     /// The most recent run, by creation time; none in an empty database.
     pub fn latest_run(&self) -> Result<Option<String>> {
         Ok(self.store.runs()?.pop().map(|r| r.run_id))
