@@ -298,6 +298,17 @@ fn a_server_stopped_mid_run_leaves_the_records_in_the_local_fallback_and_push_co
     assert!(err.contains("went away") && err.contains(&fallback.display().to_string()), "{err}");
     assert!(err.contains("backscope push --from"), "{err}");
     pg.start_server();
+    // Resuming before the push would run the locally recorded cells again: refused, naming the file.
+    let out = backscope()
+        .env("BACKSCOPE_HOST_ID", "host-a")
+        .args(["sweep", "--quiet", "--resume", &run_id, "--db", &db])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && e.contains("push them first") && e.contains(&fallback.display().to_string()),
+        "{e}"
+    );
     let in_pg: usize =
         pg.psql(&format!("SELECT count(*) FROM backscope.records WHERE run_id = '{run_id}'")).parse().unwrap();
     assert!((3..CELLS).contains(&in_pg), "{in_pg} in the shared store before the push");

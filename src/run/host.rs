@@ -156,14 +156,25 @@ fn sorted_by_number(dir: &Path) -> Vec<std::path::PathBuf> {
     v
 }
 
-/// `/proc/driver/nvidia/gpus/<pci>/information` names each NVIDIA GPU (`Model: NVIDIA H100 80GB HBM3`).
-fn fill_nvidia_names(gpus: &mut [HostGpu], dir: &Path) {
+/// `/proc/driver/nvidia/gpus/<pci>/information` names each NVIDIA GPU (`Model: NVIDIA H100 80GB HBM3`), matched
+/// to its DRM card by PCI address; a GPU without a DRM card is added.
+fn fill_nvidia_names(gpus: &mut Vec<HostGpu>, dir: &Path) {
     for gpu_dir in sorted_entries(dir) {
         let Some(info) = read_trim(&gpu_dir.join("information")) else { continue };
         let model = info.lines().find_map(|l| l.strip_prefix("Model:")).map(|m| m.trim().to_string());
         let pci = gpu_dir.file_name().map(|f| f.to_string_lossy().to_ascii_lowercase());
-        if let Some(g) = gpus.iter_mut().find(|g| g.vendor == "nvidia" && g.pci.is_some() && g.pci == pci) {
-            g.name = model;
+        let known = gpus.iter().position(|g| g.vendor == "nvidia" && g.pci.is_some() && g.pci == pci);
+        match known {
+            Some(i) => gpus[i].name = model,
+            // A container may see the driver's GPUs without their DRM cards.
+            None if gpus.len() < MAX_DEVICES => gpus.push(HostGpu {
+                vendor: "nvidia".into(),
+                name: model,
+                arch: None,
+                driver: Some("nvidia".into()),
+                pci,
+            }),
+            None => {}
         }
     }
 }
@@ -228,6 +239,23 @@ mod tests {
         fill_amd_archs(&mut gpus, &nodes);
         let archs: Vec<_> = gpus.iter().map(|g| g.arch.as_deref()).collect();
         assert_eq!(archs, [Some("gfx906"), Some("gfx1201")]);
+        // The driver's own listing: a GPU with a DRM card gets its name, one without is added.
+        let nv = dir.path().join("nvidia");
+        for (pci, model) in [("0000:18:00.0", "NVIDIA H100 80GB HBM3"), ("0000:2a:00.0", "NVIDIA H100 80GB HBM3")] {
+            std::fs::create_dir_all(nv.join(pci)).unwrap();
+            std::fs::write(nv.join(pci).join("information"), format!("Model: \t\t {model}\nIRQ: 1\n")).unwrap();
+        }
+        let mut nv_gpus =
+            vec![HostGpu { vendor: "nvidia".into(), pci: Some("0000:18:00.0".into()), ..Default::default() }];
+        fill_nvidia_names(&mut nv_gpus, &nv);
+        let names: Vec<_> = nv_gpus.iter().map(|g| (g.pci.as_deref(), g.name.as_deref())).collect();
+        assert_eq!(
+            names,
+            [
+                (Some("0000:18:00.0"), Some("NVIDIA H100 80GB HBM3")),
+                (Some("0000:2a:00.0"), Some("NVIDIA H100 80GB HBM3"))
+            ]
+        );
         let h = HostIdentity { gpus, ..Default::default() };
         assert_eq!(h.gpu_label(), "gfx1201+gfx906");
         assert_eq!(HostIdentity::default().gpu_label(), "no GPU");

@@ -326,6 +326,28 @@ impl PgStore {
         tx.commit()?;
         let row = self.run(run_id)?.ok_or_else(|| anyhow!("no run {run_id} in {target}"))?;
         self.owned.insert(run_id.to_string(), row);
+        self.refuse_unpushed_fallback(run_id)
+    }
+
+    /// A run that fell back to its local file must have that file pushed before it continues here: otherwise the
+    /// cells recorded only locally would run again and their new records clash with the local ones at push time.
+    fn refuse_unpushed_fallback(&self, run_id: &str) -> Result<()> {
+        let Some(path) = self.fallback_path(run_id).filter(|p| p.is_file()) else { return Ok(()) };
+        let local = SqliteStore::open_read_only(&path)?;
+        if local.run(run_id)?.is_none() {
+            return Ok(());
+        }
+        let shared = self.completed_keys(run_id)?;
+        let missing = local.completed_keys(run_id)?.into_iter().filter(|k| !shared.contains(k)).count();
+        if missing > 0 {
+            bail!(
+                "run {run_id} has {missing} record(s) only in its local fallback file {} (recorded while the server was \
+                 away): push them first (backscope push --from {} --db '{}'), then resume",
+                path.display(),
+                path.display(),
+                self.describe()
+            );
+        }
         Ok(())
     }
 
