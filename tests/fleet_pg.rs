@@ -18,6 +18,10 @@ use crate::util::backscope;
 struct Pg {
     dir: tempfile::TempDir,
     bin: PathBuf,
+    /// More server settings (`-c …`): TLS on a TCP port for the TLS test.
+    extra: String,
+    /// The port (also the socket's name, `.s.PGSQL.PORT`).
+    port: u16,
 }
 
 /// The newest installed server's programs (`/usr/lib/postgresql/N/bin`).
@@ -38,17 +42,24 @@ fn is_root() -> bool {
 
 impl Pg {
     fn start() -> Pg {
+        Pg::start_with("", "", |_| {})
+    }
+
+    /// A cluster with more `-c` settings and `pg_hba.conf` lines, `prepare` run on its directory before it starts.
+    fn start_with(extra: &str, hba: &str, prepare: impl FnOnce(&Path)) -> Pg {
         let dir = tempfile::Builder::new().prefix("bs-pg-").tempdir_in("/tmp").unwrap();
         if is_root() {
             // initdb refuses root: the cluster is the postgres user's.
             let ok = Command::new("chown").arg("postgres:postgres").arg(dir.path()).status().unwrap().success();
             assert!(ok, "chown postgres {}", dir.path().display());
         }
-        let pg = Pg { dir, bin: pg_bin() };
+        let port = extra.split_once("-p ").and_then(|(_, p)| p.split(' ').next()?.parse().ok()).unwrap_or(5432);
+        let pg = Pg { dir, bin: pg_bin(), extra: extra.to_string(), port };
         let data = pg.data();
         pg.as_postgres(&pg.bin.join("initdb"), &["-D", &data, "-U", "postgres", "-A", "trust"]);
-        std::fs::write(Path::new(&data).join("pg_hba.conf"), "local all postgres trust\nlocal all all scram-sha-256\n")
-            .unwrap();
+        let hba_conf = format!("local all postgres trust\nlocal all all scram-sha-256\n{hba}");
+        std::fs::write(Path::new(&data).join("pg_hba.conf"), hba_conf).unwrap();
+        prepare(pg.dir.path());
         pg.start_server();
         pg.psql("CREATE DATABASE fleet");
         pg
@@ -75,9 +86,17 @@ impl Pg {
     }
 
     fn start_server(&self) {
-        let opts = format!("-k {} -c listen_addresses=", self.socket_dir());
+        let opts = match self.extra.as_str() {
+            "" => format!("-k {} -c listen_addresses=", self.socket_dir()),
+            extra => format!("-k {} {extra}", self.socket_dir()),
+        };
         let log = self.dir.path().join("pg.log").display().to_string();
-        self.as_postgres(&self.bin.join("pg_ctl"), &["-D", &self.data(), "-o", &opts, "-l", &log, "-w", "start"]);
+        let started = std::panic::catch_unwind(|| {
+            self.as_postgres(&self.bin.join("pg_ctl"), &["-D", &self.data(), "-o", &opts, "-l", &log, "-w", "start"])
+        });
+        if started.is_err() {
+            panic!("the server did not start; its log:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+        }
     }
 
     fn stop_server(&self) {
@@ -86,7 +105,7 @@ impl Pg {
 
     /// The `--db` value for `user`.
     fn db(&self, user: &str) -> String {
-        format!("host={} dbname=fleet user={user}", self.socket_dir())
+        format!("host={} port={} dbname=fleet user={user}", self.socket_dir(), self.port)
     }
 
     /// `psql -At` as the superuser: the rows, `|`-separated.
@@ -100,6 +119,8 @@ impl Pg {
                 "ON_ERROR_STOP=1",
                 "-h",
                 &self.socket_dir(),
+                "-p",
+                &self.port.to_string(),
                 "-U",
                 "postgres",
                 "-d",
@@ -432,4 +453,63 @@ fn a_host_role_with_only_the_documented_grants_can_sweep_and_push() {
         .unwrap();
     assert!(String::from_utf8_lossy(&denied.stderr).contains("permission denied"));
     assert_eq!(pg.psql("SELECT count(*) FROM backscope.records"), "6");
+}
+
+/// A CA and a server certificate for `localhost` signed by it (webpki takes no self-signed leaf as its own root).
+fn make_certs(dir: &Path) {
+    let sh = |script: &str| {
+        let out = Command::new("sh").arg("-ec").arg(script).current_dir(dir).output().unwrap();
+        assert!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    sh("openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=backscope-test-ca -keyout ca.key -out ca.crt 2>/dev/null
+        openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout server.key -out server.csr 2>/dev/null
+        printf 'subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n' > ext
+        openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile ext -out server.crt 2>/dev/null
+        chmod 600 server.key");
+    if is_root() {
+        let ok = Command::new("chown").arg("postgres:postgres").arg(dir.join("server.key")).status().unwrap().success();
+        assert!(ok);
+    }
+}
+
+#[test]
+fn tls_is_used_when_the_server_offers_it_and_its_certificate_is_verified() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // The certificate's directory is only known once the cluster's is: the settings go in postgresql.auto.conf.
+    let extra = format!("-p {port} -c listen_addresses=127.0.0.1 -c ssl=on");
+    // TCP only with TLS (`hostssl`): a connection without TLS is refused by the server.
+    let pg = Pg::start_with(&extra, "hostssl all postgres 127.0.0.1/32 trust\n", |dir| {
+        make_certs(dir);
+        for f in ["server.crt", "server.key"] {
+            std::fs::copy(dir.join(f), dir.join("pg").join(f)).unwrap();
+        }
+        let conf = format!(
+            "ssl_cert_file = '{}'\nssl_key_file = '{}'\n",
+            dir.join("pg/server.crt").display(),
+            dir.join("pg/server.key").display()
+        );
+        std::fs::write(dir.join("pg/postgresql.auto.conf"), conf).unwrap();
+        if is_root() {
+            let ok =
+                Command::new("chown").args(["-R", "postgres:postgres"]).arg(dir.join("pg")).status().unwrap().success();
+            assert!(ok);
+        }
+    });
+    let ca = pg.dir.path().join("ca.crt");
+    let export = |db: &str| backscope().args(["sweep", "export", "--jsonl", "--db", db]).output().unwrap();
+    // sslmode=prefer (the default) with the test CA: TLS, verified, connected (the schema is created).
+    let out = export(&format!("host=localhost port={port} dbname=fleet user=postgres sslrootcert={}", ca.display()));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(pg.psql("SELECT version FROM backscope.schema_migrations"), "1");
+    // Without the CA the server's certificate is not trusted: a clear error, no silent fallback to plain text.
+    let out = export(&format!("postgres://postgres@localhost:{port}/fleet?sslmode=require"));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && e.contains("cannot connect to") && e.to_lowercase().contains("certificate"),
+        "{e}"
+    );
+    // sslmode=disable is refused by this server (hostssl only), which shows the first connection used TLS.
+    let out = export(&format!("host=localhost port={port} dbname=fleet user=postgres sslmode=disable"));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && e.contains("no pg_hba.conf entry"), "{e}");
 }
