@@ -20,7 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use postgres::{Client, GenericClient, NoTls};
+
+use postgres::{Client, GenericClient, NoTls, ToStatement};
 
 use super::host::HostIdentity;
 use super::record::{Record, RunSource};
@@ -220,7 +221,7 @@ impl PgStore {
         if self.fallback.is_none() {
             let json = serde_json::to_string(rec)?;
             let host_id = self.host_id.clone();
-            let result = self.client.get_mut().as_mut().map(|c| insert_record(c, rec, &json, &host_id));
+            let result = self.client.get_mut().as_mut().map(|c| insert_record(c, INSERT_RECORD, rec, &json, &host_id));
             match result {
                 Some(Ok(inserted)) => return Ok(inserted),
                 Some(Err(e)) => match e.downcast_ref::<postgres::Error>() {
@@ -393,7 +394,7 @@ impl PgStore {
         let host_id = self.host_id.clone();
         let target = self.target.display();
         let client = self.client.get_mut().as_mut().ok_or_else(|| anyhow!("{target}: the connection is gone"))?;
-        Ok(PgBatch { tx: client.transaction()?, host_id, target })
+        Ok(PgBatch { tx: client.transaction()?, insert: None, host_id, target })
     }
 }
 
@@ -436,21 +437,31 @@ fn insert_run(c: &mut impl GenericClient, run: &RunRow, owner: &str) -> Result<(
     Ok(())
 }
 
+/// The insert of a record, only while its run is the inserting host's; a record there already is not replaced.
+const INSERT_RECORD: &str =
+    "INSERT INTO backscope.records (record_id, run_id, cell_key, seq, endpoint, model, num_gpu, prompt, num_predict,
+        epoch, repetition, status, error_class, signal, http_status, wall_ms, ttft_ms, ttf_ms, prompt_tps, decode_tps,
+        backend, file, json, recorded_at, host_id, trace_launches, trace_json)
+     SELECT $1::text, $2::text, $3::text, $4::bigint, $5::text, $6::text, $7::bigint, $8::text, $9::bigint,
+        $10::bigint, $11::bigint, $12::text, $13::text, $14::text, $15::integer, $16::float8, $17::float8,
+        $18::float8, $19::float8, $20::float8, $21::text, $22::text, $23::text, $24::text, $25::text,
+        $26::bigint, $27::text
+     WHERE EXISTS (SELECT 1 FROM backscope.runs WHERE run_id = $2 AND host_id = $25)
+     ON CONFLICT DO NOTHING";
+
 /// Insert a record while its run is `host_id`'s; `Ok(false)` when the same record (same JSON) is stored already.
 /// Errors: a different record under the same cell, a run that is not (or no longer) this host's.
-fn insert_record(c: &mut impl GenericClient, rec: &Record, json: &str, host_id: &str) -> Result<bool> {
+fn insert_record<S: ToStatement + ?Sized>(
+    c: &mut impl GenericClient,
+    stmt: &S,
+    rec: &Record,
+    json: &str,
+    host_id: &str,
+) -> Result<bool> {
     let id = record_id(&rec.run_id, &rec.cell_key, rec.repetition);
     let trace_json = rec.trace.as_ref().map(serde_json::to_string).transpose()?;
     let n = c.execute(
-        "INSERT INTO backscope.records (record_id, run_id, cell_key, seq, endpoint, model, num_gpu, prompt, num_predict,
-            epoch, repetition, status, error_class, signal, http_status, wall_ms, ttft_ms, ttf_ms, prompt_tps, decode_tps,
-            backend, file, json, recorded_at, host_id, trace_launches, trace_json)
-         SELECT $1::text, $2::text, $3::text, $4::bigint, $5::text, $6::text, $7::bigint, $8::text, $9::bigint,
-            $10::bigint, $11::bigint, $12::text, $13::text, $14::text, $15::integer, $16::float8, $17::float8,
-            $18::float8, $19::float8, $20::float8, $21::text, $22::text, $23::text, $24::text, $25::text,
-            $26::bigint, $27::text
-         WHERE EXISTS (SELECT 1 FROM backscope.runs WHERE run_id = $2 AND host_id = $25)
-         ON CONFLICT DO NOTHING",
+        stmt,
         &[
             &id,
             &rec.run_id,
@@ -513,6 +524,8 @@ fn insert_record(c: &mut impl GenericClient, rec: &Record, json: &str, host_id: 
 /// Rows written in one PostgreSQL transaction.
 pub struct PgBatch<'a> {
     tx: postgres::Transaction<'a>,
+    /// [`INSERT_RECORD`] prepared once for the batch's many rows (an import, a push).
+    insert: Option<postgres::Statement>,
     host_id: String,
     target: String,
 }
@@ -562,7 +575,11 @@ impl PgBatch<'_> {
     /// Insert a record whose JSON text the caller already has; `false` when the same record is stored already.
     pub fn insert_record_json(&mut self, rec: &Record, json: &str) -> Result<bool> {
         let host_id = self.host_id.clone();
-        insert_record(&mut self.tx, rec, json, &host_id)
+        if self.insert.is_none() {
+            self.insert = Some(self.tx.prepare(INSERT_RECORD)?);
+        }
+        let stmt = self.insert.clone().expect("prepared above");
+        insert_record(&mut self.tx, &stmt, rec, json, &host_id)
             .with_context(|| format!("{}: cannot record cell {} of run {}", self.target, rec.cell_key, rec.run_id))
     }
 
