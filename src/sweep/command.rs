@@ -236,7 +236,11 @@ fn dry_run(opts: &RunOptions, out: Output) -> Result<u8> {
 /// Kill what the servers of sweeps whose backscope died (SIGKILL, a second Ctrl-C) left running, from their run
 /// directories' ledgers, and say so. Runs of a backscope that still runs are left alone.
 fn reclaim_leftovers(store: &Store) -> Result<()> {
-    for row in store.runs()?.into_iter().filter(|r| r.source == RunSource::Sweep) {
+    // Only this host's runs: in a shared store another host's ledger names processes of that host, and its pids
+    // mean nothing (or something else) here.
+    let me = HostIdentity::current().host_id;
+    let mine = |r: &RunRow| r.host.as_ref().is_none_or(|h| h.host_id == me);
+    for row in store.runs()?.into_iter().filter(|r| r.source == RunSource::Sweep && mine(r)) {
         for r in supervise::reclaim(Path::new(&row.run_dir)) {
             if r.stopped.is_empty() {
                 continue;
