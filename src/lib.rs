@@ -29,6 +29,7 @@ pub mod observe;
 pub mod output;
 pub mod predict;
 pub mod proc;
+pub mod push;
 pub mod report;
 pub mod run;
 pub mod scan;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// Command modules: a folder `src/NAME/` or a file `src/NAME.rs`.
 const COMMANDS: &[&str] =
-    &["scan", "sweep", "tracecmd", "maps", "predict", "gate", "doctor", "logscmd", "report", "synth", "bisect"];
+    &["scan", "sweep", "tracecmd", "maps", "predict", "gate", "doctor", "logscmd", "report", "synth", "bisect", "push"];
 
 /// Imports that remain until the run format gets its ground floor (`run/`: record schema, store read side) and
 /// gate's evaluation leaves the command: (from, to).

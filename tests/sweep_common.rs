@@ -116,6 +116,11 @@ impl Sweep {
     pub fn start(args: &[&str], db: &Path, runs: &Path) -> Sweep {
         let mut cmd = backscope();
         cmd.arg("sweep").arg("--json").arg("--db").arg(db).arg("--runs-dir").arg(runs).args(args);
+        Sweep::spawn(cmd)
+    }
+
+    /// Start `cmd` (a `backscope sweep --json …` with its environment set) and read its events.
+    pub fn spawn(mut cmd: std::process::Command) -> Sweep {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("start backscope sweep");
         let stdout = child.stdout.take().unwrap();

@@ -6,6 +6,7 @@ mod util;
 
 mod disasm_real;
 mod doctor;
+mod fleet_pg;
 mod gate;
 mod gguf_synth;
 mod hardening_budgets;

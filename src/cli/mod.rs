@@ -8,6 +8,7 @@ mod logs;
 mod maps;
 mod output;
 mod predict;
+mod push;
 mod report;
 mod sweep;
 mod synth;
@@ -73,6 +74,9 @@ pub enum Command {
     /// name the first bad build, the upstream range and both ends' evidence. Resumable (--resume).
     // Boxed: its flags are many.
     Bisect(Box<bisect::BisectArgs>),
+    /// Upload runs from a local SQLite file (a host's backscope.db, or the RUN_DIR.local.db a sweep fell back to
+    /// when its PostgreSQL server went away) into a shared PostgreSQL store, exactly once (docs/fleet.md).
+    Push(push::PushArgs),
 }
 
 #[derive(Debug, Args)]
@@ -158,6 +162,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Logs(a) => backscope::logscmd::run(&a.into()),
         Command::Report(a) => backscope::report::run(&a.into()),
         Command::Bisect(a) => backscope::bisect::run(&a.into_options()?),
+        Command::Push(a) => backscope::push::run(&a.into()),
     }
 }
 

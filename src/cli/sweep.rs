@@ -117,8 +117,9 @@ pub struct RunArgs {
     /// Seconds between SIGTERM and SIGKILL when stopping a managed server. Default: 10.
     #[arg(long, value_name = "S")]
     pub grace: Option<f64>,
-    /// SQLite database for the records (created if missing).
-    #[arg(long, default_value = "backscope.db", value_name = "FILE")]
+    /// Where records go: an SQLite file (created if missing) or a shared PostgreSQL database
+    /// (`postgres://user@host/db` or `host=… dbname=… user=…`; password from PGPASSWORD or ~/.pgpass; docs/fleet.md).
+    #[arg(long, default_value = "backscope.db", value_name = "FILE|POSTGRES")]
     pub db: PathBuf,
     /// Where run directories are created (one per run, named by its run id).
     #[arg(long, default_value = "backscope-runs", value_name = "DIR")]
@@ -138,6 +139,10 @@ pub struct RunArgs {
     /// Print the resolved endpoints, server command lines and cells, then exit without running anything.
     #[arg(long)]
     pub dry_run: bool,
+    /// With --resume on a shared PostgreSQL --db: continue a run that another host owns, moving it to this host
+    /// (only when that host no longer runs it).
+    #[arg(long, requires = "resume")]
+    pub take_over: bool,
     /// Join each request to the GPU kernels that ran during it: managed servers (and the runners they start) get the
     /// dispatch observer (LD_PRELOAD, as `backscope trace`), and each record gets the kernel launches of its time
     /// window. CUDA and HIP launches are observed, and Vulkan dispatches (through backscope's Vulkan layer, enabled with
@@ -262,6 +267,7 @@ impl From<RunArgs> for RunOptions {
             quiet: a.quiet,
             output: a.output.into(),
             dry_run: a.dry_run,
+            take_over: a.take_over,
         }
     }
 }

@@ -160,7 +160,11 @@ pub fn open(path: &Path, run: Option<&str>, problems: &mut Vec<String>) -> Resul
     let meta = RunMeta {
         run_id: info.run_id,
         run_dir: info.run_dir,
-        db: Some(std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string()),
+        db: Some(if crate::run::target::is_postgres(path) {
+            db.path().to_string()
+        } else {
+            std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string()
+        }),
         status: Some(info.status.as_str().to_string()),
         source: info.source.as_str().to_string(),
         created_at: Some(info.created_at),

@@ -17,6 +17,7 @@ mod bisect;
 pub mod bundle;
 pub mod charts;
 mod document;
+pub mod hosts;
 pub mod input;
 pub mod redact;
 pub mod timeline;
@@ -28,7 +29,7 @@ use crate::run::summary::{aggregate, claims, stats};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use serde::Serialize;
 
 use crate::evidence::Claim;
@@ -59,6 +60,9 @@ pub struct ReportOptions {
     pub output: OutputOptions,
     /// Report a bisect stored in the database instead of a run: its id, or `latest`.
     pub bisect: Option<String>,
+    /// Report every run of the database across hosts, grouped by GPU/host (`hosts`); implied by a filter.
+    pub hosts: bool,
+    pub host_filter: hosts::HostFilter,
 }
 
 /// The thresholds and methods the numbers rest on, in the JSON for whoever reads it later.
@@ -174,6 +178,15 @@ pub fn run(opts: &ReportOptions) -> Result<u8> {
     }
     // The destination is opened first, so that a path that cannot be written fails before the work.
     let mut out = Output::open(&opts.output, &crate::output::Inputs::none().path(&opts.input))?;
+    let f = &opts.host_filter;
+    if opts.hosts || f.host.is_some() || f.gpu.is_some() {
+        if opts.run.is_some() || opts.bundle.is_some() {
+            bail!("--hosts (--host, --gpu) reports every run across hosts; --run and --bundle are for one run");
+        }
+        out.emit(&hosts::build(&opts.input, f)?)?;
+        out.finish()?;
+        return Ok(exit::OK);
+    }
     let view = build(&opts.input, opts.run.as_deref())?;
     if let Some(dest) = &opts.bundle {
         let w = bundle::write(&view, dest)?;

@@ -1,4 +1,4 @@
-//! Read-only access to the records a sweep stored in its SQLite database, for the commands that read runs without
+//! Read-only access to the records a sweep stored in its database (an SQLite file or a shared PostgreSQL store), for the commands that read runs without
 //! writing any (`predict --run`, `predict --from-run`, `gate --runs`).
 //!
 //! The sweep's own store opens the database for writing and migrates it; a reader must do neither, so that looking
@@ -24,6 +24,10 @@ pub struct SweepDb {
 impl SweepDb {
     /// Open `path` read-only; a missing file is an error (a reader never creates a database).
     pub fn open(path: &Path) -> Result<SweepDb> {
+        if crate::run::target::is_postgres(path) {
+            let store = Store::open_read_only(path)?;
+            return Ok(SweepDb { path: store.describe(), store });
+        }
         if !path.exists() {
             bail!("{}: no such sweep database (record runs with `backscope sweep … --db FILE`)", path.display());
         }
@@ -34,6 +38,11 @@ impl SweepDb {
 
     pub fn path(&self) -> &str {
         &self.path
+    }
+
+    /// Every run, oldest first.
+    pub fn runs(&self) -> Result<Vec<RunRow>> {
+        self.store.runs()
     }
 
     /// The most recent run, by creation time; none in an empty database.
@@ -129,6 +138,7 @@ mod tests {
                     plan_json: "{}".into(),
                     cells_total: 3,
                     backscope_version: "t".into(),
+                    host: None,
                 })
                 .unwrap();
             }

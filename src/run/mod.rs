@@ -5,14 +5,24 @@
 //! aggregation of a run's records into groups, statistics and claims that `report` and `sweep` both show
 //! (`summary`).
 //!
-//! `sweep` and `sweep import` write through it; nothing here knows about a command.
+//! The store is chosen by the `--db` value (`target`): an SQLite file (`sqlite`) or a PostgreSQL database shared by
+//! many hosts (`pg`, its schema and migrations in `pg_schema`, its password from `pgpass`); every run records the
+//! host that ran it (`host`).
+//!
+//! `sweep`, `sweep import` and `push` write through it; nothing here knows about a command.
 
 pub mod bisect;
 pub mod db;
 pub mod durable;
 pub mod forensics;
+pub mod host;
 pub mod paths;
+pub mod pg;
+pub mod pg_schema;
+pub mod pgpass;
 pub mod record;
+pub mod sqlite;
 pub mod stats;
 pub mod store;
 pub mod summary;
+pub mod target;

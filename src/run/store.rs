@@ -1,75 +1,26 @@
-//! Where records go: SQLite (`backscope.db` by default) and a run directory per run.
+//! Where records go: the store a `--db` value names ([`super::target::DbTarget`]) — an SQLite file (`backscope.db`
+//! by default, [`super::sqlite`]) or a PostgreSQL database shared by many hosts ([`super::pg`]) — and a run directory
+//! per run.
 //!
-//! A cell is committed in two steps: its `result.json` is written to a temporary file, fsynced, renamed into place and
-//! its directory fsynced (`durable`); then one SQLite transaction inserts its row. The database is the ledger of
-//! completed cells: a crash or power cut between the steps leaves a `result.json` without a row, and `--resume` runs
-//! that cell again and replaces the file. `(run_id, cell_key)` is the primary key, so a cell can never be recorded
-//! twice. The database runs in WAL mode with `synchronous = FULL`, so a committed row survives a power cut; one fsync
-//! per cell is nothing next to an LLM request. An import stores all its records in one transaction instead
-//! ([`Store::batch`]): thousands of rows, one sync.
+//! A cell is committed in two steps: its `result.json` is written to a temporary file, fsynced, renamed into place
+//! and its directory fsynced (`durable`); then one transaction inserts its row (SQLite: WAL with `synchronous =
+//! FULL`; PostgreSQL: a committed statement). The database is the ledger of completed cells: a crash between the
+//! steps leaves a `result.json` without a row, and `--resume` runs that cell again and replaces the file. `(run_id,
+//! cell_key)` is unique in both stores, so a cell can never be recorded twice. An import stores all its records in
+//! one transaction instead ([`Store::batch`]).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{bail, Context, Result};
-use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension, ToSql};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+use super::host::HostIdentity;
+use super::pg::{PgBatch, PgStore};
 use super::record::{Record, RunSource};
-
-/// `PRAGMA user_version` of the schema below; migrations step from one version to the next.
-const SCHEMA_VERSION: i64 = 2;
-
-const SCHEMA_V1: &str = "
-CREATE TABLE runs (
-    run_id TEXT PRIMARY KEY,
-    created_at TEXT NOT NULL,
-    finished_at TEXT,
-    status TEXT NOT NULL,
-    source TEXT NOT NULL,
-    run_dir TEXT NOT NULL,
-    plan_json TEXT NOT NULL,
-    cells_total INTEGER NOT NULL,
-    backscope_version TEXT NOT NULL
-);
-CREATE TABLE records (
-    run_id TEXT NOT NULL REFERENCES runs(run_id),
-    cell_key TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    endpoint TEXT NOT NULL,
-    model TEXT NOT NULL,
-    num_gpu INTEGER NOT NULL,
-    prompt TEXT NOT NULL,
-    num_predict INTEGER NOT NULL,
-    epoch INTEGER NOT NULL,
-    repetition INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    error_class TEXT,
-    signal TEXT,
-    http_status INTEGER,
-    wall_ms REAL,
-    ttft_ms REAL,
-    ttf_ms REAL,
-    prompt_tps REAL,
-    decode_tps REAL,
-    backend TEXT,
-    file TEXT NOT NULL,
-    json TEXT NOT NULL,
-    recorded_at TEXT NOT NULL,
-    PRIMARY KEY (run_id, cell_key)
-);
-CREATE INDEX records_by_point ON records(run_id, endpoint, model, num_gpu);
-";
-
-/// Version 2: `sweep --trace`. The record's `trace` section (also inside `json`) in a column of its own, and the
-/// request's launch count, so that kernels can be queried without parsing every record (`json_extract(trace_json,
-/// '$.families.MMVQ')`). Rows of version-1 databases get NULL: they were not traced.
-const SCHEMA_V2: &str = "
-ALTER TABLE records ADD COLUMN trace_launches INTEGER;
-ALTER TABLE records ADD COLUMN trace_json TEXT;
-";
+use super::sqlite::{SqliteBatch, SqliteStore};
+use super::target::DbTarget;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunRow {
@@ -82,6 +33,8 @@ pub struct RunRow {
     pub plan_json: String,
     pub cells_total: u64,
     pub backscope_version: String,
+    /// The host that ran (or imported) the run; `None` for runs stored before hosts were recorded.
+    pub host: Option<HostIdentity>,
 }
 
 /// Where a run stands.
@@ -95,7 +48,7 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
-    /// The stored spelling (SQLite, `sweep report --json`, events).
+    /// The stored spelling (SQLite, PostgreSQL, `sweep report --json`, events).
     pub fn as_str(self) -> &'static str {
         match self {
             RunStatus::Running => "running",
@@ -104,263 +57,136 @@ impl RunStatus {
         }
     }
 
-    fn parse(s: &str) -> Option<RunStatus> {
+    pub(crate) fn parse(s: &str) -> Option<RunStatus> {
         [RunStatus::Running, RunStatus::Finished, RunStatus::Interrupted].into_iter().find(|x| x.as_str() == s)
     }
 }
 
-impl ToSql for RunStatus {
-    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(self.as_str().into())
-    }
-}
-
-impl FromSql for RunStatus {
-    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-        let s = value.as_str()?;
-        RunStatus::parse(s).ok_or_else(|| FromSqlError::Other(format!("unknown run status `{s}`").into()))
-    }
-}
-
-impl ToSql for RunSource {
-    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(self.as_str().into())
-    }
-}
-
-impl FromSql for RunSource {
-    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-        let s = value.as_str()?;
-        RunSource::parse(s).ok_or_else(|| FromSqlError::Other(format!("unknown run source `{s}`").into()))
-    }
-}
-
+/// An open store. Both kinds keep the same promises; PostgreSQL adds run ownership ([`Store::claim_run`]) and a
+/// local fallback file when its server goes away mid-run.
 #[derive(Debug)]
-pub struct Store {
-    conn: Connection,
-    pub path: PathBuf,
+pub enum Store {
+    Sqlite(SqliteStore),
+    Pg(Box<PgStore>),
+}
+
+macro_rules! each {
+    ($self:expr, $s:ident => $e:expr) => {
+        match $self {
+            Store::Sqlite($s) => $e,
+            Store::Pg($s) => $e,
+        }
+    };
 }
 
 impl Store {
-    pub fn open(path: &Path) -> Result<Store> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        }
-        if path.exists() {
-            // An existing path must be a regular file: SQLite reports a FIFO or a device only as "disk I/O error".
-            crate::inputs::open_input(path).with_context(|| format!("cannot open database {}", path.display()))?;
-        }
-        let conn = Connection::open(path).with_context(|| format!("cannot open database {}", path.display()))?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))?;
-        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            bail!("{}: SQLite refused WAL mode ({mode}); put the database on a local file system", path.display());
-        }
-        conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")?;
-        let mut store = Store { conn, path: path.to_path_buf() };
-        store.migrate()?;
-        Ok(store)
-    }
-
-    /// Open an existing database for reading only, creating and changing no file: not the database, not its
-    /// `-wal` and `-shm` companions (`sweep --dry-run --resume`). A read-only connection to a WAL database creates
-    /// missing companions and leaves them behind, so: with both present (a writer has the database open) it reads
-    /// through them; otherwise every committed transaction is in the main file, which is opened as immutable — no
-    /// lock, no companion file.
-    pub fn open_read_only(path: &Path) -> Result<Store> {
-        if !path.is_file() {
-            bail!("{} does not exist: run a sweep first or pass --db", path.display());
-        }
-        let companion = |suffix: &str| {
-            let mut p = path.as_os_str().to_owned();
-            p.push(suffix);
-            PathBuf::from(p).exists()
-        };
-        let immutable = if companion("-wal") && companion("-shm") { "" } else { "&immutable=1" };
-        let uri = format!("file:{}?mode=ro{immutable}", uri_path(&super::paths::absolute(path)));
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(&uri, flags)
-            .with_context(|| format!("cannot open database {} for reading", path.display()))?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))?;
-        let has_tables: bool = conn
-            .query_row(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('runs', 'records')",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
-            .with_context(|| format!("{}: not an SQLite database", path.display()))?
-            == 2;
-        if !has_tables {
-            bail!("{}: not a backscope sweep database (no `runs` and `records` tables)", path.display());
-        }
-        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        if version > SCHEMA_VERSION {
-            bail!(
-                "{} was written by a newer backscope (schema {version}, this one knows {SCHEMA_VERSION}); use that version or another --db",
-                path.display()
-            );
-        }
-        Ok(Store { conn, path: path.to_path_buf() })
-    }
-
-    fn migrate(&mut self) -> Result<()> {
-        let version: i64 = self.conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        if version > SCHEMA_VERSION {
-            bail!(
-                "{} was written by a newer backscope (schema {version}, this one knows {SCHEMA_VERSION}); use that version or another --db",
-                self.path.display()
-            );
-        }
-        if version < 1 {
-            let tx = self.conn.transaction()?;
-            tx.execute_batch(SCHEMA_V1)?;
-            tx.execute_batch("PRAGMA user_version = 1")?;
-            tx.commit()?;
-        }
-        if version < 2 {
-            let tx = self.conn.transaction()?;
-            tx.execute_batch(SCHEMA_V2)?;
-            tx.execute_batch("PRAGMA user_version = 2")?;
-            tx.commit()?;
-        }
-        Ok(())
-    }
-
-    pub fn create_run(&mut self, run: &RunRow) -> Result<()> {
-        insert_run(&self.conn, run)
-    }
-
-    fn run_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
-        Ok(RunRow {
-            run_id: r.get(0)?,
-            created_at: r.get(1)?,
-            finished_at: r.get(2)?,
-            status: r.get(3)?,
-            source: r.get(4)?,
-            run_dir: r.get(5)?,
-            plan_json: r.get(6)?,
-            cells_total: r.get::<_, i64>(7)? as u64,
-            backscope_version: r.get(8)?,
+    /// Open (and create or migrate) the store a `--db` value names.
+    pub fn open(db: &Path) -> Result<Store> {
+        Ok(match DbTarget::parse(db)? {
+            DbTarget::Sqlite(path) => Store::Sqlite(SqliteStore::open(&path)?),
+            DbTarget::Postgres(t) => Store::Pg(Box::new(PgStore::connect(&t, true)?)),
         })
     }
 
-    const RUN_COLUMNS: &'static str =
-        "run_id, created_at, finished_at, status, source, run_dir, plan_json, cells_total, backscope_version";
-
-    pub fn run(&self, run_id: &str) -> Result<Option<RunRow>> {
-        Ok(self
-            .conn
-            .query_row(
-                &format!("SELECT {} FROM runs WHERE run_id = ?1", Self::RUN_COLUMNS),
-                [run_id],
-                Self::run_from_row,
-            )
-            .optional()?)
+    /// Open an existing store for reading only: no file created or changed, no migration applied.
+    pub fn open_read_only(db: &Path) -> Result<Store> {
+        Ok(match DbTarget::parse(db)? {
+            DbTarget::Sqlite(path) => Store::Sqlite(SqliteStore::open_read_only(&path)?),
+            DbTarget::Postgres(t) => Store::Pg(Box::new(PgStore::connect(&t, false)?)),
+        })
     }
 
-    /// The most recent sweep run (imports are not resumable).
+    /// The store as named in messages and run metadata: the path, or the PostgreSQL target without secrets.
+    pub fn describe(&self) -> String {
+        match self {
+            Store::Sqlite(s) => s.path.display().to_string(),
+            Store::Pg(p) => p.describe(),
+        }
+    }
+
+    pub fn create_run(&mut self, run: &RunRow) -> Result<()> {
+        each!(self, s => s.create_run(run))
+    }
+
+    pub fn run(&self, run_id: &str) -> Result<Option<RunRow>> {
+        each!(self, s => s.run(run_id))
+    }
+
+    /// The most recent sweep run (imports are not resumable); in a shared store, this host's most recent one.
     pub fn latest_sweep_run(&self) -> Result<Option<RunRow>> {
-        Ok(self
-            .conn
-            .query_row(
-                &format!(
-                    "SELECT {} FROM runs WHERE source = ?1 ORDER BY created_at DESC, rowid DESC LIMIT 1",
-                    Self::RUN_COLUMNS
-                ),
-                [RunSource::Sweep],
-                Self::run_from_row,
-            )
-            .optional()?)
+        each!(self, s => s.latest_sweep_run())
     }
 
     pub fn runs(&self) -> Result<Vec<RunRow>> {
-        let mut st =
-            self.conn.prepare(&format!("SELECT {} FROM runs ORDER BY created_at, rowid", Self::RUN_COLUMNS))?;
-        let rows = st.query_map([], Self::run_from_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        each!(self, s => s.runs())
     }
 
     pub fn completed_keys(&self, run_id: &str) -> Result<HashSet<String>> {
-        let mut st = self.conn.prepare("SELECT cell_key FROM records WHERE run_id = ?1")?;
-        let rows = st.query_map([run_id], |r| r.get::<_, String>(0))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        each!(self, s => s.completed_keys(run_id))
     }
 
     /// Insert one record in its own transaction.
     pub fn insert_record(&mut self, rec: &Record) -> Result<()> {
-        let json = serde_json::to_string(rec)?;
-        let tx = self.conn.transaction()?;
-        insert_record_json(&tx, rec, &json)?;
-        tx.commit()?;
-        Ok(())
+        match self {
+            Store::Sqlite(s) => s.insert_record(rec),
+            Store::Pg(p) => p.insert_record(rec).map(|_| ()),
+        }
     }
 
-    /// A transaction for many rows at once (an import): one commit, so one sync of the database, at its end.
-    /// Dropped without [`Batch::commit`], it leaves the database as it was.
+    /// A transaction for many rows at once (an import): one commit at its end. Dropped without
+    /// [`Batch::commit`], it leaves the store as it was.
     pub fn batch(&mut self) -> Result<Batch<'_>> {
-        Ok(Batch { tx: self.conn.transaction()? })
+        Ok(match self {
+            Store::Sqlite(s) => Batch::Sqlite(s.batch()?),
+            Store::Pg(p) => Batch::Pg(p.batch()?),
+        })
     }
 
     pub fn set_run_status(&mut self, run_id: &str, status: RunStatus) -> Result<()> {
-        let finished = (status != RunStatus::Running).then(utc_now);
-        self.conn.execute(
-            "UPDATE runs SET status = ?2, finished_at = ?3 WHERE run_id = ?1",
-            params![run_id, status, finished],
-        )?;
-        Ok(())
+        each!(self, s => s.set_run_status(run_id, status))
+    }
+
+    /// Make sure this host may write run `run_id`: in a shared store a run belongs to the host that created it, and
+    /// another host continues it only with `take_over` (which moves it). An SQLite file has one writer: always yes.
+    pub fn claim_run(&mut self, run_id: &str, take_over: bool) -> Result<()> {
+        match self {
+            Store::Sqlite(_) => Ok(()),
+            Store::Pg(p) => p.claim_run(run_id, take_over),
+        }
+    }
+
+    /// Where a shared store's records go if its server goes away mid-run (`None` for SQLite).
+    pub fn fallback_path(&self, run_id: &str) -> Option<PathBuf> {
+        match self {
+            Store::Sqlite(_) => None,
+            Store::Pg(p) => p.fallback_path(run_id),
+        }
+    }
+
+    /// The local file a shared store's records went to after its server went away during this process.
+    pub fn fallback_in_use(&self) -> Option<&Path> {
+        match self {
+            Store::Sqlite(_) => None,
+            Store::Pg(p) => p.fallback_in_use(),
+        }
     }
 
     /// Records as stored (JSON text), in plan order; all runs when `run_ids` is empty.
     pub fn record_json(&self, run_ids: &[String]) -> Result<Vec<String>> {
-        let mut out = Vec::new();
-        if run_ids.is_empty() {
-            let mut st = self.conn.prepare(
-                "SELECT r.json FROM records r JOIN runs u USING (run_id) ORDER BY u.created_at, u.rowid, r.seq",
-            )?;
-            for row in st.query_map([], |r| r.get::<_, String>(0))? {
-                out.push(row?);
-            }
-        } else {
-            let mut st = self.conn.prepare("SELECT json FROM records WHERE run_id = ?1 ORDER BY seq")?;
-            for id in run_ids {
-                if self.run(id)?.is_none() {
-                    bail!("no run {id} in {}", self.path.display());
-                }
-                for row in st.query_map([id], |r| r.get::<_, String>(0))? {
-                    out.push(row?);
-                }
-            }
-        }
-        Ok(out)
+        each!(self, s => s.record_json(run_ids))
     }
 
     /// Calls `f` with each record of one run as stored (its `result.json` text), in plan order, without holding
-    /// more than one record: a run of any size is read in bounded memory. Errors name the database, the run and
-    /// the cell. Returns the number of records.
-    pub fn for_each_record_json(&self, run_id: &str, mut f: impl FnMut(&str) -> Result<()>) -> Result<u64> {
-        let mut st = self.conn.prepare("SELECT json, cell_key FROM records WHERE run_id = ?1 ORDER BY seq")?;
-        let mut rows = st.query([run_id])?;
-        let mut n = 0u64;
-        while let Some(row) = rows.next()? {
-            let at = || {
-                format!(
-                    "{}: record {} of run {run_id}",
-                    self.path.display(),
-                    row.get::<_, String>(1).unwrap_or_default()
-                )
-            };
-            let json =
-                std::str::from_utf8(row.get_ref(0)?.as_bytes()?).with_context(|| format!("{} is not UTF-8", at()))?;
-            f(json).with_context(at)?;
-            n += 1;
-        }
-        Ok(n)
+    /// more than one record. Returns the number of records.
+    pub fn for_each_record_json(&self, run_id: &str, f: impl FnMut(&str) -> Result<()>) -> Result<u64> {
+        each!(self, s => s.for_each_record_json(run_id, f))
     }
 
     /// The records of one run in plan order.
     pub fn records(&self, run_id: &str) -> Result<Vec<Record>> {
         let mut out = Vec::new();
         self.for_each_record_json(run_id, |json| {
+            use anyhow::Context;
             out.push(
                 serde_json::from_str(json)
                     .context("the stored record does not parse (written by another backscope version?)")?,
@@ -372,83 +198,33 @@ impl Store {
 }
 
 /// Rows written in one transaction ([`Store::batch`]).
-pub struct Batch<'a> {
-    tx: rusqlite::Transaction<'a>,
+pub enum Batch<'a> {
+    Sqlite(SqliteBatch<'a>),
+    Pg(PgBatch<'a>),
 }
 
 impl Batch<'_> {
-    pub fn create_run(&self, run: &RunRow) -> Result<()> {
-        insert_run(&self.tx, run)
+    pub fn create_run(&mut self, run: &RunRow) -> Result<()> {
+        match self {
+            Batch::Sqlite(b) => b.create_run(run),
+            Batch::Pg(b) => b.create_run(run),
+        }
     }
 
     /// Insert a record whose JSON text (`serde_json::to_string(rec)`) the caller already has.
-    pub fn insert_record_json(&self, rec: &Record, json: &str) -> Result<()> {
-        insert_record_json(&self.tx, rec, json)
+    pub fn insert_record_json(&mut self, rec: &Record, json: &str) -> Result<()> {
+        match self {
+            Batch::Sqlite(b) => b.insert_record_json(rec, json),
+            Batch::Pg(b) => b.insert_record_json(rec, json).map(|_| ()),
+        }
     }
 
     pub fn commit(self) -> Result<()> {
-        Ok(self.tx.commit()?)
+        match self {
+            Batch::Sqlite(b) => b.commit(),
+            Batch::Pg(b) => b.commit(),
+        }
     }
-}
-
-fn insert_run(conn: &Connection, run: &RunRow) -> Result<()> {
-    conn.execute(
-        "INSERT INTO runs (run_id, created_at, finished_at, status, source, run_dir, plan_json, cells_total, backscope_version)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        params![
-            run.run_id,
-            run.created_at,
-            run.finished_at,
-            run.status,
-            run.source,
-            run.run_dir,
-            run.plan_json,
-            run.cells_total as i64,
-            run.backscope_version
-        ],
-    )
-    .with_context(|| format!("cannot record run {}", run.run_id))?;
-    Ok(())
-}
-
-/// One record's row; `json` is the record as stored (`serde_json::to_string(rec)`).
-fn insert_record_json(conn: &Connection, rec: &Record, json: &str) -> Result<()> {
-    let trace_json = rec.trace.as_ref().map(serde_json::to_string).transpose()?;
-    let mut st = conn.prepare_cached(
-        "INSERT INTO records (run_id, cell_key, seq, endpoint, model, num_gpu, prompt, num_predict, epoch, repetition,
-            status, error_class, signal, http_status, wall_ms, ttft_ms, ttf_ms, prompt_tps, decode_tps, backend, file, json, recorded_at,
-            trace_launches, trace_json)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)",
-    )?;
-    st.execute(params![
-        rec.run_id,
-        rec.cell_key,
-        rec.seq as i64,
-        rec.endpoint,
-        rec.model,
-        rec.num_gpu,
-        rec.prompt,
-        rec.num_predict,
-        rec.epoch,
-        rec.repetition,
-        if rec.is_ok() { "ok" } else { "fail" },
-        rec.error_class.map(|c| c.as_str()),
-        rec.signal,
-        rec.http_status,
-        rec.wall_ms,
-        rec.ttft_ms,
-        rec.ttf_ms,
-        rec.prompt_tps,
-        rec.decode_tps,
-        rec.backend.as_ref().map(|b| b.backend.clone()),
-        rec.file,
-        json,
-        utc_now(),
-        rec.trace.as_ref().map(|t| t.total_launches as i64),
-        trace_json,
-    ])
-    .with_context(|| format!("cannot record cell {} of run {}", rec.cell_key, rec.run_id))?;
-    Ok(())
 }
 
 pub use super::durable::write_atomic;
@@ -458,21 +234,6 @@ pub fn commit_record(store: &mut Store, run_dir: &Path, rec: &Record) -> Result<
     let json = serde_json::to_vec_pretty(rec)?;
     write_atomic(&run_dir.join(&rec.file), &json)?;
     store.insert_record(rec)
-}
-
-/// A path as the path part of an SQLite URI filename: bytes other than unreserved characters and `/` are
-/// percent-encoded, so that `?`, `#` and `%` in a directory name are not read as URI syntax.
-fn uri_path(path: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    let mut out = String::new();
-    for &b in path.as_os_str().as_bytes() {
-        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// UTC now as RFC 3339 with milliseconds.
@@ -506,6 +267,20 @@ pub fn new_run_id() -> String {
     format!("{}{}{}-{}{}{}-{salt:04x}", &t[0..4], &t[5..7], &t[8..10], &t[11..13], &t[14..16], &t[17..19])
 }
 
+/// A record's id in a shared store: the same cell of the same run always gets the same id, whichever host stores
+/// it and however often (a push repeated, a cell stored by a run that lost its server and pushed later), so that
+/// inserting it twice stores it once. SHA-256 of run id, cell key and repetition, length-prefixed so that no two
+/// different triples hash the same bytes; 32 hex digits.
+pub fn record_id(run_id: &str, cell_key: &str, repetition: u32) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for part in [run_id.as_bytes(), cell_key.as_bytes(), &repetition.to_le_bytes()] {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part);
+    }
+    h.finalize()[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::super::record::{Status, RECORD_SCHEMA};
@@ -534,167 +309,6 @@ pub(crate) mod tests {
         }
     }
 
-    fn run_row(id: &str, dir: &Path) -> RunRow {
-        RunRow {
-            run_id: id.into(),
-            created_at: utc_now(),
-            finished_at: None,
-            status: RunStatus::Running,
-            source: RunSource::Sweep,
-            run_dir: dir.display().to_string(),
-            plan_json: "{}".into(),
-            cells_total: 2,
-            backscope_version: "t".into(),
-        }
-    }
-
-    #[test]
-    fn records_are_unique_per_cell_and_survive_reopening() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("x/backscope.db");
-        {
-            let mut s = Store::open(&db).unwrap();
-            s.create_run(&run_row("r1", dir.path())).unwrap();
-            commit_record(&mut s, dir.path(), &record("r1", "a", 0)).unwrap();
-            let dup = s.insert_record(&record("r1", "a", 0)).unwrap_err();
-            assert!(format!("{dup:#}").contains("UNIQUE"), "{dup:#}");
-        }
-        let mut s = Store::open(&db).unwrap();
-        assert_eq!(s.completed_keys("r1").unwrap(), HashSet::from(["a".to_string()]));
-        assert!(dir.path().join("cells/00000/result.json").exists());
-        s.set_run_status("r1", RunStatus::Finished).unwrap();
-        let r = s.latest_sweep_run().unwrap().unwrap();
-        assert_eq!((r.status, r.finished_at.is_some()), (RunStatus::Finished, true));
-        assert_eq!(s.records("r1").unwrap()[0], record("r1", "a", 0).clone_with_started(&s.records("r1").unwrap()[0]));
-        assert!(s.record_json(&["nope".into()]).unwrap_err().to_string().contains("no run nope"));
-    }
-
-    #[test]
-    fn run_status_and_source_keep_their_stored_spelling() {
-        // The spellings databases of earlier versions hold (`status TEXT`, `source TEXT` of SCHEMA_V1's runs).
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(&dir.path().join("db")).unwrap();
-        let mut row = run_row("r1", dir.path());
-        row.source = RunSource::LlamaBench;
-        s.create_run(&row).unwrap();
-        let text = |s: &Store| -> (String, String) {
-            s.conn.query_row("SELECT status, source FROM runs", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap()
-        };
-        assert_eq!(text(&s), ("running".to_string(), "llama-bench".to_string()));
-        s.set_run_status("r1", RunStatus::Interrupted).unwrap();
-        assert_eq!(text(&s).0, "interrupted");
-        assert!(s.latest_sweep_run().unwrap().is_none(), "an import is no sweep");
-        assert_eq!(serde_json::to_value(RunStatus::Finished).unwrap(), "finished");
-        s.conn.execute("UPDATE runs SET status = 'paused'", []).unwrap();
-        let e = format!("{:#}", s.run("r1").unwrap_err());
-        assert!(e.contains("unknown run status `paused`"), "{e}");
-    }
-
-    impl Record {
-        fn clone_with_started(mut self, other: &Record) -> Record {
-            self.started_at = other.started_at.clone();
-            self
-        }
-    }
-
-    #[test]
-    fn a_version_1_database_is_migrated_and_keeps_its_records() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("v1.db");
-        {
-            let conn = Connection::open(&db).unwrap();
-            conn.execute_batch(SCHEMA_V1).unwrap();
-            conn.execute_batch("PRAGMA user_version = 1").unwrap();
-            conn.execute("INSERT INTO runs VALUES ('r1', 't', NULL, 'finished', 'sweep', '/x', '{}', 1, 'old')", [])
-                .unwrap();
-            let old = serde_json::to_string(&record("r1", "a", 0)).unwrap();
-            conn.execute(
-                "INSERT INTO records (run_id, cell_key, seq, endpoint, model, num_gpu, prompt, num_predict, epoch,
-                    repetition, status, file, json, recorded_at) VALUES ('r1','a',0,'e','m',0,'p',1,1,1,'ok','f',?1,'t')",
-                [old],
-            )
-            .unwrap();
-        }
-        let mut s = Store::open(&db).unwrap();
-        assert_eq!(s.records("r1").unwrap().len(), 1);
-        assert!(s.records("r1").unwrap()[0].trace.is_none());
-        let v: i64 = s.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-        assert_eq!(v, SCHEMA_VERSION);
-        // A traced record fills the new columns.
-        let mut traced = record("r1", "b", 1);
-        traced.trace = Some(crate::run::record::RecordTrace {
-            dir: "traces/s001-e".into(),
-            files: vec![],
-            window_ns: [1, 2],
-            interval_ms: 20,
-            spill_ns: [0, 0],
-            observer_loaded: None,
-            vulkan_layer: None,
-            total_launches: 0,
-            failed_launches: 0,
-            families: Default::default(),
-            kernels: vec![],
-            distinct_kernels: 0,
-            processes: vec![],
-            cut: vec![],
-            crashes: vec![],
-            device_lost: vec![],
-            notes: vec![],
-        });
-        s.insert_record(&traced).unwrap();
-        let (n, j): (Option<i64>, Option<String>) = s
-            .conn
-            .query_row("SELECT trace_launches, trace_json FROM records WHERE cell_key = 'b'", [], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .unwrap();
-        assert_eq!(n, Some(0));
-        assert!(j.unwrap().contains("\"window_ns\":[1,2]"));
-        assert_eq!(s.records("r1").unwrap()[1].trace, traced.trace);
-    }
-
-    #[test]
-    fn a_read_only_open_creates_no_file() {
-        let dir = tempfile::tempdir().unwrap();
-        // A directory name that is URI syntax.
-        let db = dir.path().join("a ?#%b/backscope.db");
-        let files = || {
-            let mut v: Vec<String> = std::fs::read_dir(db.parent().unwrap())
-                .unwrap()
-                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect();
-            v.sort();
-            v
-        };
-        assert!(Store::open_read_only(&db).err().unwrap().to_string().contains("does not exist"));
-        assert!(!db.parent().unwrap().exists(), "a missing database is not created");
-        {
-            let mut s = Store::open(&db).unwrap();
-            s.create_run(&run_row("r1", dir.path())).unwrap();
-        }
-        assert_eq!(files(), ["backscope.db"], "closing the last writer checkpoints and removes the companions");
-        let r = Store::open_read_only(&db).unwrap();
-        assert_eq!(r.runs().unwrap().len(), 1);
-        drop(r);
-        assert_eq!(files(), ["backscope.db"], "no -wal or -shm left by a reader");
-        // With a writer open, the reader sees its committed rows through the companions it made.
-        let mut w = Store::open(&db).unwrap();
-        w.create_run(&run_row("r2", dir.path())).unwrap();
-        let before = files();
-        assert_eq!(Store::open_read_only(&db).unwrap().runs().unwrap().len(), 2);
-        assert_eq!(files(), before);
-        assert_eq!(uri_path(Path::new("/a b/c?d#e%f")), "/a%20b/c%3Fd%23e%25f");
-    }
-
-    #[test]
-    fn a_newer_schema_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("b.db");
-        Connection::open(&db).unwrap().execute_batch("PRAGMA user_version = 99").unwrap();
-        let err = Store::open(&db).err().unwrap().to_string();
-        assert!(err.contains("newer backscope"), "{err}");
-    }
-
     #[test]
     fn utc_formatting_matches_known_dates() {
         assert_eq!(format_utc(0, 0), "1970-01-01T00:00:00.000Z");
@@ -703,5 +317,17 @@ pub(crate) mod tests {
         let id = new_run_id();
         assert_eq!(id.len(), "20261121-120501-3fa2".len());
         assert!(id.chars().nth(8) == Some('-'));
+    }
+
+    #[test]
+    fn record_ids_are_deterministic_and_distinct() {
+        let a = record_id("20261121-120501-3fa2", "cpu|m|ngl=0|p|n=1|e1|r1", 1);
+        assert_eq!(a, record_id("20261121-120501-3fa2", "cpu|m|ngl=0|p|n=1|e1|r1", 1));
+        // Computed independently with Python's hashlib over the same length-prefixed bytes.
+        assert_eq!(a, "32b31d59bbe17d95b2d9ca42a30cb972");
+        // Inputs that differ only in where one field ends and the next begins differ.
+        assert_ne!(record_id("ab", "c", 1), record_id("a", "bc", 1));
+        assert_ne!(a, record_id("20261121-120501-3fa2", "cpu|m|ngl=0|p|n=1|e1|r1", 2));
+        assert_ne!(a, record_id("20261121-120501-3fa3", "cpu|m|ngl=0|p|n=1|e1|r1", 1));
     }
 }

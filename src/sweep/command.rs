@@ -18,9 +18,11 @@ use super::supervise::Ledger;
 use super::{dryrun, envsnap, http, import, supervise, view};
 use crate::exit;
 use crate::output::{messages, Document, Excerpt, Format, Inputs, Output, OutputOptions, Rendered};
+use crate::run::host::HostIdentity;
 use crate::run::paths::absolute;
 use crate::run::record::RunSource;
 use crate::run::store::{self, RunRow, RunStatus, Store};
+use crate::run::target;
 
 /// One `backscope sweep` invocation.
 #[derive(Debug)]
@@ -51,6 +53,8 @@ pub struct RunOptions {
     pub output: OutputOptions,
     /// Print what would run, run nothing.
     pub dry_run: bool,
+    /// `--resume` a run that another host owns in a shared PostgreSQL store, moving it to this host.
+    pub take_over: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -147,6 +151,7 @@ fn resumed_run(store: &Store, which: &Resume, db: &Path) -> Result<OpenRun> {
 
 fn new_run(store: &mut Store, opts: &RunOptions, plan: &Plan, schedule: Schedule) -> Result<OpenRun> {
     let run_id = store::new_run_id();
+    let host = HostIdentity::current();
     let run_dir = absolute(&opts.runs_dir.join(&run_id));
     std::fs::create_dir_all(&run_dir)
         .with_context(|| format!("cannot create the run directory {}", run_dir.display()))?;
@@ -160,10 +165,16 @@ fn new_run(store: &mut Store, opts: &RunOptions, plan: &Plan, schedule: Schedule
         plan_json: serde_json::to_string(plan)?,
         cells_total: schedule.cells.len() as u64,
         backscope_version: env!("CARGO_PKG_VERSION").into(),
+        host: Some(host.clone()),
     })?;
     let argv: Vec<String> = std::env::args().collect();
+    // A PostgreSQL target as shown without secrets (a password is refused in --db, so argv holds none either).
+    let db = match store {
+        Store::Sqlite(_) => json!(absolute(&opts.db)),
+        Store::Pg(_) => json!(store.describe()),
+    };
     let meta =
-        json!({"run_id": run_id, "created_at": store::utc_now(), "db": absolute(&opts.db), "argv": argv, "plan": plan});
+        json!({"run_id": run_id, "created_at": store::utc_now(), "db": db, "argv": argv, "plan": plan, "host": host});
     store::write_atomic(&run_dir.join("run.json"), &serde_json::to_vec_pretty(&meta)?)?;
     let env = envsnap::snapshot(plan, &Ledger::watched(&run_dir));
     store::write_atomic(&run_dir.join("env.json"), &serde_json::to_vec_pretty(&env)?)?;
@@ -186,7 +197,11 @@ fn sweep(opts: RunOptions) -> Result<u8> {
     let mut store = Store::open(&opts.db)?;
     reclaim_leftovers(&store)?;
     let open = match &opts.resume {
-        Some(which) => resumed_run(&store, which, &opts.db)?,
+        Some(which) => {
+            let open = resumed_run(&store, which, &opts.db)?;
+            store.claim_run(&open.run_id, opts.take_over)?;
+            open
+        }
         None => {
             let plan = new_plan(&opts)?;
             let schedule = Schedule::of(&plan);
@@ -221,7 +236,11 @@ fn dry_run(opts: &RunOptions, out: Output) -> Result<u8> {
 /// Kill what the servers of sweeps whose backscope died (SIGKILL, a second Ctrl-C) left running, from their run
 /// directories' ledgers, and say so. Runs of a backscope that still runs are left alone.
 fn reclaim_leftovers(store: &Store) -> Result<()> {
-    for row in store.runs()?.into_iter().filter(|r| r.source == RunSource::Sweep) {
+    // Only this host's runs: in a shared store another host's ledger names processes of that host, and its pids
+    // mean nothing (or something else) here.
+    let me = HostIdentity::current().host_id;
+    let mine = |r: &RunRow| r.host.as_ref().is_none_or(|h| h.host_id == me);
+    for row in store.runs()?.into_iter().filter(|r| r.source == RunSource::Sweep && mine(r)) {
         for r in supervise::reclaim(Path::new(&row.run_dir)) {
             if r.stopped.is_empty() {
                 continue;
@@ -289,6 +308,13 @@ fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun, out: Output) -> 
         runner::execute(&mut ctx, &schedule, &mut Machine { ledger: Ledger::watched(&run_dir) })?
     };
     let (summary, claims) = view::summarize(store, &run_id, &run_dir)?;
+    if let Some(local) = store.fallback_in_use() {
+        messages::note(format_args!(
+            "the shared store went away during this run: what follows covers the cells recorded in {} only. Push it (backscope push --from {} --db …), then report from the shared store",
+            local.display(),
+            local.display()
+        ));
+    }
     let status = match end {
         RunEnd::Finished => RunStatus::Finished,
         RunEnd::Interrupted => RunStatus::Interrupted,
@@ -332,7 +358,7 @@ fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun, out: Output) -> 
 }
 
 fn export(o: ExportOptions) -> Result<u8> {
-    if !o.db.exists() {
+    if !o.db.exists() && !target::is_postgres(&o.db) {
         bail!("{} does not exist: run a sweep first or pass --db", o.db.display());
     }
     let options = OutputOptions { format: Format::Json, path: o.output.clone(), all: false };
@@ -358,7 +384,7 @@ fn import(o: ImportOptions) -> Result<u8> {
 }
 
 fn report(o: ReportOptions) -> Result<u8> {
-    if !o.db.exists() {
+    if !o.db.exists() && !target::is_postgres(&o.db) {
         bail!("{} does not exist: run a sweep first or pass --db", o.db.display());
     }
     let mut out = Output::open(&o.output, &Inputs::none().path(&o.db))?;

@@ -41,7 +41,7 @@ pub fn import(files: &[PathBuf], db: &Path, runs_dir: &Path, endpoint: &str) -> 
     let tests = check(&inputs)?;
     // The database and the runs directory may not exist yet; whatever this import creates is removed again when
     // it fails (a full disk, say) after that.
-    let db_created = first_missing(&absolute(db));
+    let db_created = if crate::run::target::is_postgres(db) { None } else { first_missing(&absolute(db)) };
     let mut store = Store::open(db)?;
     let run_id = store::new_run_id();
     let run_dir = absolute(&runs_dir.join(&run_id));
@@ -108,7 +108,7 @@ fn store_run(
         .iter()
         .map(|i| if i.path == Path::new("-") { "-".into() } else { absolute(&i.path).display().to_string() })
         .collect();
-    let batch = store.batch()?;
+    let mut batch = store.batch()?;
     batch.create_run(&RunRow {
         run_id: run_id.to_string(),
         created_at: store::utc_now(),
@@ -119,6 +119,7 @@ fn store_run(
         plan_json: json!({"imported_from": from}).to_string(),
         cells_total: tests as u64,
         backscope_version: env!("CARGO_PKG_VERSION").into(),
+        host: Some(crate::run::host::HostIdentity::current()),
     })?;
     // records.jsonl: written through a temporary file and renamed, like every result file of a run.
     let records_path = run_dir.join(RECORDS_FILE);

@@ -269,6 +269,7 @@ fn sweep_into(
             plan_json: "{}".into(),
             cells_total: schedule.cells.len() as u64,
             backscope_version: "test".into(),
+            host: None,
         })
         .unwrap();
     for &i in recorded_before {
