@@ -14,23 +14,31 @@
 //! * [`slots`]: the lock-free chunked table of counter slots both observers count into;
 //! * [`spin`]: the fork-safe spin lock both observers take on their cold paths;
 //! * [`spirv`]: the SPIR-V walk and module hash that name Vulkan pipelines without a debug name;
-//! * [`vulkan`]: the Vulkan layer's name, library file and manifest.
+//! * [`vulkan`]: the Vulkan layer's name, library file and manifest;
+//! * the runtime both observer libraries share (each cdylib links its own copy, with its own statics):
+//!   [`crash`] (the fatal-signal handler: flush request, record, chaining), [`fork`] (one table of fork
+//!   handlers that each module registers into), [`writer`] (the writer thread, shape deltas, a trace that
+//!   stops early) and [`runtime`] (stderr lines, panics, pinning the library, thread ids).
 //!
-//! The crate has no dependencies (the observer links only libc) and takes no lock itself.
+//! The crate depends on libc only; the format part takes no lock.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
 
 pub mod clock;
+pub mod crash;
 pub mod env;
+pub mod fork;
 pub mod json;
 pub mod naming;
 pub mod record;
+pub mod runtime;
 pub mod sink;
 pub mod slots;
 pub mod spin;
 pub mod spirv;
 pub mod vulkan;
+pub mod writer;
 
 /// Value of the header's `format` field.
 pub const FORMAT: &str = "backscope-trace";
