@@ -10,6 +10,7 @@
 //! and leaked, and a grown key table leaks its predecessor (which readers may still be probing);
 //! the total stays under twice the final table size.
 
+use format::fork::ForkHandlers;
 use std::collections::HashMap;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -232,7 +233,7 @@ pub struct SlotMeta {
 #[derive(Default)]
 pub struct Slot {
     first_shape: ShapeEntry,
-    /// [`crate::sync::thread_token`] of the thread that counts into the `owned` halves of this
+    /// [`format::runtime::thread_token`] of the thread that counts into the `owned` halves of this
     /// slot's counters (the first that recorded a launch); 0 while there is none.
     owner: AtomicUsize,
     more_shapes: AtomicPtr<MoreShapes>,
@@ -258,7 +259,7 @@ impl Slot {
     }
 
     /// Counts `n` executions of this kernel with `shape`, on the thread with token `thread`
-    /// ([`crate::sync::thread_token`]).
+    /// ([`format::runtime::thread_token`]).
     #[inline]
     pub fn record(&self, shape: &Shape, n: u64, failed: bool, via_graph: bool, thread: usize) {
         let owner = self.is_owner(thread);
@@ -563,18 +564,22 @@ fn put_key(registry: &mut Registry, key: usize, id: u32) {
     }
 }
 
-/// Registry lock, for the `pthread_atfork` handlers.
-pub fn acquire_for_fork() {
+/// The registry lock around `fork`: taken before, so that the child finds the tables consistent.
+pub const FORK_LOCK: ForkHandlers =
+    ForkHandlers { prepare: Some(acquire_for_fork), parent: Some(release_for_fork), child: Some(release_for_fork) };
+/// In a forked child: start counting from zero, so the child's trace holds only its own launches.
+pub const FORK_RESET: ForkHandlers = ForkHandlers::child(reset_counters_in_child);
+
+fn acquire_for_fork() {
     REGISTRY.acquire_for_fork();
 }
 
-pub fn release_for_fork() {
+fn release_for_fork() {
     REGISTRY.release_for_fork();
 }
 
-/// In a forked child: start counting from zero, so the child's trace holds only its own launches.
 /// Runs single-threaded (atfork child handler).
-pub fn reset_counters_in_child() {
+fn reset_counters_in_child() {
     for id in 0..SLOT_COUNT.load(Ordering::Relaxed) {
         if let Some(slot) = slot(id) {
             slot.reset_counters();
@@ -598,7 +603,7 @@ pub(crate) mod tests {
     #[test]
     fn slot_keeps_first_shapes_then_other() {
         let slot = Slot::default();
-        let thread = crate::sync::thread_token();
+        let thread = format::runtime::thread_token();
         for i in 0..(SHAPE_BUCKETS as u32 + 3) {
             let shape = Shape { grid: [i + 1, 1, 1], block: [32, 1, 1] };
             slot.record(&shape, u64::from(i) + 1, false, false, thread);
@@ -628,7 +633,7 @@ pub(crate) mod tests {
             .map(|_| {
                 let slot = slot.clone();
                 std::thread::spawn(move || {
-                    let thread = crate::sync::thread_token();
+                    let thread = format::runtime::thread_token();
                     for i in 0..10_000u32 {
                         slot.record(&Shape { grid: [i % 3, 1, 1], block: [1, 1, 1] }, 1, i % 7 == 0, false, thread);
                     }

@@ -50,5 +50,9 @@ pub const FORMAT: &str = "backscope-trace";
 /// 2 added the `truncated` record, `max_bytes` in the header and `expired_captures` in windows.
 pub const VERSION: u32 = 3;
 
+/// The header's `writer` of the CUDA/HIP dispatch observer (`crates/observer`); the Vulkan layer's is
+/// [`vulkan::WRITER_NAME`].
+pub const OBSERVER_WRITER_NAME: &str = "backscope-observer";
+
 /// The oldest version a reader of this crate's era must still read.
 pub const MIN_VERSION: u32 = 1;

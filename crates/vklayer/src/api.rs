@@ -183,7 +183,7 @@ unsafe extern "system" fn create_instance(
     allocator: *const vk::AllocationCallbacks<'_>,
     out: *mut vk::Instance,
 ) -> vk::Result {
-    state::start();
+    crate::start::start();
     // SAFETY: the loader chains its link structure into the create info it passes.
     let Some(link) = (unsafe { loader::instance_link((*info).p_next) }) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
@@ -1510,7 +1510,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::env::set_var("BACKSCOPE_TRACE_DIR", &dir);
         std::env::set_var("BACKSCOPE_TRACE_INTERVAL_MS", "0");
-        state::start();
+        crate::start::start();
         assert!(state::on());
         // SAFETY: `gipa` resolves the fake next link's commands.
         let table = unsafe { InstanceDispatch::new(vk::Instance::null(), next_link::gipa) };

@@ -409,7 +409,9 @@ fn add(slot: u32, grid: [u32; 3], n: u64, errors: bool) {
 }
 
 /// In a forked child: a parent thread may have held these locks.
-pub fn force_unlock_in_child() {
+pub const FORK: format::fork::ForkHandlers = format::fork::ForkHandlers::child(force_unlock_in_child);
+
+fn force_unlock_in_child() {
     SPARE.release_for_fork();
 }
 

@@ -254,11 +254,7 @@ pub fn call_slots() -> impl Iterator<Item = &'static CallSlot> {
     CALLS[..CLAIMED.load(Ordering::Acquire).min(THREADS)].iter().filter(|s| s.tid() != 0)
 }
 
-/// The kernel thread id of the calling thread.
-pub fn gettid() -> u32 {
-    // SAFETY: gettid has no preconditions and cannot fail.
-    (unsafe { libc::syscall(libc::SYS_gettid) }) as u32
-}
+pub use format::runtime::gettid;
 
 #[cold]
 #[inline(never)]
@@ -327,7 +323,9 @@ impl Drop for Marked {
 }
 
 /// In a forked child: the parent's queues and threads are not the child's.
-pub fn reset_in_child() {
+pub const FORK: format::fork::ForkHandlers = format::fork::ForkHandlers::child(reset_in_child);
+
+fn reset_in_child() {
     for ring in &RINGS {
         ring.reset();
     }
