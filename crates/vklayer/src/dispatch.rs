@@ -255,3 +255,10 @@ fn force_unlock_in_child() {
     INSTANCES.force_unlock();
     DEVICES.force_unlock();
 }
+
+/// The device table of a dispatchable handle of a device (device, queue, command buffer).
+#[inline(always)]
+pub fn device_of<H: ash::vk::Handle>(handle: H) -> Option<&'static DeviceDispatch> {
+    // SAFETY: hooks are called with valid handles of devices this layer created.
+    unsafe { device(handle.as_raw() as *mut u8) }
+}
