@@ -22,7 +22,9 @@
 
 use std::ffi::{c_char, c_void};
 
-use crate::glibc_dlsym::{real_dlsym, resolve_real_dlsym, REAL_DLSYM};
+#[cfg(all(target_arch = "x86_64", not(test)))]
+use crate::glibc_dlsym::REAL_DLSYM;
+use crate::glibc_dlsym::{real_dlsym, resolve_real_dlsym};
 
 /// A lookup in a real handle: glibc's answer, or a wrapper for a launch entry point.
 #[cfg_attr(any(test, not(target_arch = "x86_64")), allow(dead_code))]

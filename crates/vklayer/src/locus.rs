@@ -115,16 +115,19 @@ impl QueueRing {
         entry.submit.store(submit, Ordering::Relaxed);
         entry.xy.store(u64::from(grid[0]) | (u64::from(grid[1]) << 32), Ordering::Relaxed);
         entry.z.store(grid[2], Ordering::Relaxed);
-        let sep = if outer.is_empty() || inner.is_empty() { &[][..] } else { crate::labels::NESTED };
+        if outer.is_empty() && inner.is_empty() {
+            // No label (ggml without debug markers): nothing to assemble.
+            entry.label_len.store(0, Ordering::Relaxed);
+            self.head.store(n.wrapping_add(1), Ordering::Release);
+            return;
+        }
         // The path is assembled in place and only its words are stored; nothing else of the buffer is touched.
         let mut bytes = [MaybeUninit::<u8>::uninit(); LABEL_WORDS * 8];
-        let mut len = 0;
-        for piece in [outer, sep, inner] {
-            let take = piece.len().min(LABEL_BYTES - len);
-            // SAFETY: `len + take <= LABEL_BYTES <= bytes.len()`; the source has `take` bytes; no overlap.
-            unsafe { std::ptr::copy_nonoverlapping(piece.as_ptr(), bytes.as_mut_ptr().add(len).cast::<u8>(), take) };
-            len += take;
+        let mut len = append(&mut bytes, 0, outer);
+        if !outer.is_empty() && !inner.is_empty() {
+            len = append(&mut bytes, len, crate::labels::NESTED);
         }
+        len = append(&mut bytes, len, inner);
         let words = len.div_ceil(8);
         bytes[len..words * 8].iter_mut().for_each(|b| {
             b.write(0);
@@ -197,6 +200,15 @@ impl QueueRing {
         self.submits.store(0, Ordering::Relaxed);
         self.head.store(0, Ordering::Relaxed);
     }
+}
+
+/// Copies as much of `piece` as fits after `len` bytes of `bytes`; the new length.
+#[inline(always)]
+fn append(bytes: &mut [MaybeUninit<u8>; LABEL_WORDS * 8], len: usize, piece: &[u8]) -> usize {
+    let take = piece.len().min(LABEL_BYTES - len);
+    // SAFETY: `len + take <= LABEL_BYTES <= bytes.len()`; the source has `take` bytes; no overlap.
+    unsafe { std::ptr::copy_nonoverlapping(piece.as_ptr(), bytes.as_mut_ptr().add(len).cast::<u8>(), take) };
+    len + take
 }
 
 static RINGS: [QueueRing; QUEUES] = [const { QueueRing::new() }; QUEUES];
