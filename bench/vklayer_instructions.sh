@@ -14,6 +14,7 @@ DISPATCHES="${DISPATCHES:-32}"
 ROUNDS="${ROUNDS:-300}"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
+[ -n "${KEEP:-}" ] && trap 'mkdir -p "$KEEP" && cp "$WORK"/cg.* "$KEEP"/; rm -rf "$WORK"' EXIT
 glslc -O bench/vklayer/noop.comp -o "$WORK/noop.spv"
 cc -O2 -g -o "$WORK/dispatch_loop" bench/vklayer/dispatch_loop.c -lvulkan -ldl
 n=0
@@ -36,33 +37,24 @@ done
 python3 - "$WORK" "$DISPATCHES" "$ROUNDS" "$@" <<'PY'
 import re, subprocess, sys
 work, dispatches, rounds, sos = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
-hooks = re.compile(r"backscope_vklayer::api::(\w+::)?(cmd_\w+|queue_submit\w*|begin_command_buffer|reset_command_buffer)\b")
-forwarded = re.compile(r"\[/usr/lib/[^\]]*/(libvulkan|libVkLayer)[^\]]*\]")
-num = lambda s: int(s.replace(",", ""))
+# Exclusive instructions of the layer's own code, inlined parts included (callgrind lists those under the file they
+# come from, so only sums over every entry are independent of how entries are grouped); libc calls the layer makes
+# (strnlen for labels) are not included.
+own = re.compile(r"^\s*([\d,]+) \([^)]*\)\s+\S*:(\S*(backscope_vklayer|trace_format)::\S*)")
+area = {"api::recording": "recording", "commands::": "recording+submit", "labels::": "recording",
+        "api::calls": "submit", "locus::": "submit"}
 
-def per_hook(path):
-    out = subprocess.run(["callgrind_annotate", "--threshold=100", "--tree=calling", "--inclusive=yes", path],
+def layer_ir(path):
+    out = subprocess.run(["callgrind_annotate", "--auto=no", "--threshold=100", path],
                          capture_output=True, text=True, check=True).stdout
-    per, cur = {}, None
-    for line in out.splitlines():
-        m = re.match(r"\s*([\d,]+) \([^)]*\)\s+\*\s+(.*)", line)
-        if m:
-            h = hooks.search(m.group(2))
-            cur = h.group(2) if h and "vklayer" in m.group(2) else None
-            if cur:
-                per[cur] = per.get(cur, 0) + num(m.group(1))
-            continue
-        m = re.match(r"\s*([\d,]+) \([^)]*\)\s+>\s+(.*)", line)
-        if m and cur and forwarded.search(m.group(2)):
-            per[cur] -= num(m.group(1))
-    return {k: v / (dispatches * rounds) for k, v in per.items()}
+    return sum(int(m.group(1).replace(",", "")) for m in map(own.match, out.splitlines()) if m)
 
-print(f"instructions per dispatch in the layer's hooks ({dispatches} dispatches per submission, {rounds} submissions)")
+print(f"layer instructions per dispatch ({dispatches} dispatches per submission, {rounds} submissions; "
+      "observing - paused)")
 for n, so in enumerate(sos, 1):
     for labelled, case in ((1, "labelled as ggml-vulkan with GGML_VK_DEBUG_MARKERS"), (0, "plain")):
-        obs, paused = per_hook(f"{work}/cg.{n}.{labelled}.observing"), per_hook(f"{work}/cg.{n}.{labelled}.paused")
-        parts = "  ".join(f"{k} {obs.get(k, 0) - paused.get(k, 0):+.0f}" for k in sorted(obs) if k != "reset_command_buffer")
-        total_o, total_p = sum(obs.values()), sum(paused.values())
-        print(f"{so} [{case}]: observing {total_o:.0f}, paused {total_p:.0f}, observing - paused {total_o - total_p:.0f}")
-        print(f"    by hook (observing - paused): {parts}")
+        obs, paused = (layer_ir(f"{work}/cg.{n}.{labelled}.{arm}") for arm in ("observing", "paused"))
+        per = lambda ir: ir / (dispatches * rounds)
+        print(f"{so} [{case}]: observing {per(obs):.0f}, paused {per(paused):.0f}, "
+              f"observing - paused {per(obs - paused):.0f} instructions per dispatch")
 PY

@@ -183,24 +183,6 @@ pub fn blocks_from_global(global: [u32; 3], local: [u32; 3]) -> [u32; 3] {
     grid
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn global_work_size_becomes_blocks() {
-        assert_eq!(blocks_from_global([256, 3, 1], [64, 2, 1]), [4, 2, 1]);
-        assert_eq!(blocks_from_global([1, 1, 1], [0, 1, 1]), [0, 1, 1]);
-    }
-
-    #[test]
-    fn per_thread_stream_zero_is_normalised() {
-        assert_eq!(Stream::per_thread(std::ptr::null_mut()), Stream(2));
-        assert_eq!(Stream::per_thread(0x1000 as Handle), Stream(0x1000));
-        assert_eq!(Stream::new(std::ptr::null_mut()), Stream(0));
-    }
-}
-
 // Graph bookkeeping that can be the first thing a process does under the observer (a capture begun
 // before any launch): these start the observer, then hand over to `crate::graphs`, which only
 // works while it runs.
@@ -223,5 +205,23 @@ pub fn set_exec_graph(family: Family, exec: usize, graph: usize) {
 pub fn launch_graph(family: Family, exec: usize, stream: Stream, status: Status) {
     if crate::start::active() {
         graphs::launch_graph(family, exec, stream, status);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn global_work_size_becomes_blocks() {
+        assert_eq!(blocks_from_global([256, 3, 1], [64, 2, 1]), [4, 2, 1]);
+        assert_eq!(blocks_from_global([1, 1, 1], [0, 1, 1]), [0, 1, 1]);
+    }
+
+    #[test]
+    fn per_thread_stream_zero_is_normalised() {
+        assert_eq!(Stream::per_thread(std::ptr::null_mut()), Stream(2));
+        assert_eq!(Stream::per_thread(0x1000 as Handle), Stream(0x1000));
+        assert_eq!(Stream::new(std::ptr::null_mut()), Stream(0));
     }
 }

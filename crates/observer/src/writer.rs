@@ -349,7 +349,7 @@ pub fn spawn_thread(interval_ms: u64) {
 /// thread: it takes the dynamic loader's lock, which a thread waiting for the observer's start may
 /// hold.
 fn pin_in_memory() {
-    format::runtime::pin_in_memory(pin_in_memory as *const libc::c_void);
+    format::runtime::pin_in_memory(pin_in_memory as *const () as usize);
 }
 
 fn flush_window(periodic: bool) -> bool {

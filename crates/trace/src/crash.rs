@@ -46,6 +46,9 @@ pub const RECORD_BUFFER: usize = 64 * 1024;
 /// The buffer a record is written into.
 pub type RecordBuf = FixedBuf<RECORD_BUFFER>;
 
+/// Creates the trace file when the writer has not: its descriptor and the header's length.
+pub type CreateFile = fn() -> Option<(c_int, u64)>;
+
 /// What the library adds to the shared handler.
 #[derive(Clone, Copy, Debug)]
 pub struct CrashHooks {
@@ -53,7 +56,7 @@ pub struct CrashHooks {
     pub observing: fn() -> bool,
     /// Creates the trace file when the writer has not, header written, and says its descriptor and the header's
     /// length; `None` when it cannot, or when the library leaves no trace without its writer.
-    pub create_file: Option<fn() -> Option<(c_int, u64)>>,
+    pub create_file: Option<CreateFile>,
     /// Writes the record of `crash` (its `threads` empty: the library lists them) into `out`, in at most `budget`
     /// bytes; whether it fits. Called by one thread at a time (the one holding the handler), from the handler.
     pub record: fn(crash: &Crash<'_>, budget: u64, out: &mut RecordBuf) -> bool,

@@ -58,18 +58,18 @@ pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_default()
 }
 
-/// Keeps the library that holds `address` (a function of it) loaded until the process ends: its writer thread
+/// Keeps the library that holds `address` (the address of a function of it) loaded until the process ends: its writer thread
 /// and exit flush run its code, whoever `dlclose`s it (the Vulkan loader unloads a layer with its last instance).
 /// Takes the dynamic loader's lock: never call it while a thread may wait inside a library constructor.
-pub fn pin_in_memory(address: *const libc::c_void) {
+pub fn pin_in_memory(address: usize) {
     let mut info = libc::Dl_info {
         dli_fname: std::ptr::null(),
         dli_fbase: std::ptr::null_mut(),
         dli_sname: std::ptr::null(),
         dli_saddr: std::ptr::null_mut(),
     };
-    // SAFETY: dladdr fills `info` for an address inside a loaded object.
-    let found = unsafe { libc::dladdr(address, &mut info) };
+    // SAFETY: dladdr only looks the address up (it never reads through it) and fills `info`.
+    let found = unsafe { libc::dladdr(address as *const libc::c_void, &mut info) };
     if found != 0 && !info.dli_fname.is_null() {
         // SAFETY: RTLD_NOLOAD|RTLD_NODELETE on an object already loaded only marks it as never to be unloaded; the
         // extra reference is deliberately kept.

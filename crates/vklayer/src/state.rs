@@ -65,7 +65,7 @@ pub fn start(prepare: fn(&Settings), started: fn(&Settings)) {
             START_NS.store(format::clock::now_ns(), Ordering::Relaxed);
             // The loader unloads a layer library when the last instance is destroyed; the writer thread and the
             // exit flush run this library's code until the process ends, so it must stay mapped.
-            format::runtime::pin_in_memory(start as *const libc::c_void);
+            format::runtime::pin_in_memory(start as *const () as usize);
             let _ = format::fork::register(FORK);
             STATE.store(ON, Ordering::Release);
             started(settings);
