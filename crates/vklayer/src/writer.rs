@@ -179,6 +179,14 @@ impl Writer {
             };
             record::window(&mut self.buf, &window);
         }
+        // The program's handler returned from a crash record's signal and the process outlived it (a Go panic that
+        // was recovered): say so, as the CUDA/HIP observer does, so that a reader does not take the crash as fatal.
+        // Taken even without a file, so that the writer thread stops waking up for it.
+        if let Some((seq, at_ns)) = format::crash::survived_signal() {
+            if self.sink.is_some() {
+                record::signal_returned(&mut self.buf, seq, at_ns);
+            }
+        }
         if kind == Flush::Exit {
             // Nothing may follow the end record: the crash handler stops first.
             format::crash::finish_exclusive();
