@@ -445,3 +445,50 @@ pub fn write_all(fd: c_int, mut bytes: &[u8]) -> bool {
     }
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    static PROGRAM_HANDLER_RAN: AtomicUsize = AtomicUsize::new(0);
+
+    extern "C" fn program_handler(_: c_int) {
+        PROGRAM_HANDLER_RAN.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn record(crash: &Crash<'_>, budget: u64, out: &mut RecordBuf) -> bool {
+        crate::record::crash(out, crash);
+        out.len() as u64 <= budget
+    }
+
+    #[test]
+    fn a_signal_gets_its_record_then_the_programs_handler_and_a_returned_handler_is_survived_later() {
+        // The program's own handler first (as a Go runtime's would be), then ours over it.
+        // SAFETY: installs a plain handler for SIGABRT in this test process; nothing else here raises it.
+        unsafe { libc::signal(libc::SIGABRT, program_handler as extern "C" fn(c_int) as libc::sighandler_t) };
+        assert!(install(CrashHooks { observing: || false, create_file: None, record }));
+        assert!(!install(CrashHooks { observing: || false, create_file: None, record }), "once per image");
+        let path = std::env::temp_dir().join(format!("crash-runtime-{}.jsonl", std::process::id()));
+        let file = std::fs::File::create(&path).unwrap();
+        file_opened(std::os::fd::AsRawFd::as_raw_fd(&file), 0);
+        // SAFETY: raises SIGABRT on this thread; both handlers return.
+        unsafe { libc::raise(libc::SIGABRT) };
+        assert_eq!(PROGRAM_HANDLER_RAN.load(Ordering::SeqCst), 1, "chained to the program's handler");
+        let written = std::fs::read_to_string(&path).unwrap();
+        assert!(written.starts_with("{\"crash\":6,") && written.contains("\"seq\":1,"), "{written}");
+        assert_eq!(extra_written(), written.len() as u64);
+        // The handler returned: survived only once the process has lived on for SURVIVAL_NS.
+        assert!(survival_deadline().is_some() && survived_signal().is_none());
+        std::thread::sleep(std::time::Duration::from_nanos(SURVIVAL_NS + 50_000_000));
+        let (seq, _) = survived_signal().expect("survived");
+        assert_eq!(seq, 1);
+        assert!(survived_signal().is_none() && survival_deadline().is_none(), "taken once");
+        finish_exclusive();
+        // SAFETY: as above; the trace is finished, so no record, but the program's handler still runs.
+        unsafe { libc::raise(libc::SIGABRT) };
+        assert_eq!(PROGRAM_HANDLER_RAN.load(Ordering::SeqCst), 2);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), written, "nothing after the last record");
+        std::fs::remove_file(&path).unwrap();
+    }
+}
