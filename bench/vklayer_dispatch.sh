@@ -10,7 +10,11 @@
 # labelled as ggml-vulkan labels its commands under GGML_VK_DEBUG_MARKERS (a `submit N` region per command buffer,
 # a graph-node region and a per-dispatch region around each dispatch: four label calls more per dispatch), which
 # the layer follows for the crash locus.
-# Usage: bench/vklayer_dispatch.sh [RUNS] [DISPATCHES] [ROUNDS]
+# With LAYER_BEFORE=path/to/an/older/libbackscope_vklayer.so each run also starts it, enabled and tracing (arm
+# `before`), so that a change is compared with the build before it in one run: `layer - before`.
+# DISPATCHES 32 is what ggml-vulkan submits per command buffer while decoding a small model (about 30 dispatches per
+# submission: per-submission costs show there), 20000 the per-dispatch cost alone.
+# Usage: [LAYER_BEFORE=…] bench/vklayer_dispatch.sh [RUNS] [DISPATCHES] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${1:-5}"
@@ -23,9 +27,13 @@ trap 'rm -rf "$WORK"' EXIT
 [ -n "${KEEP_ROWS:-}" ] && trap 'cp "$WORK/rows.jsonl" "$KEEP_ROWS"; rm -rf "$WORK"' EXIT
 glslc -O bench/vklayer/noop.comp -o "$WORK/noop.spv"
 cc -O2 -o "$WORK/dispatch_loop" bench/vklayer/dispatch_loop.c -lvulkan -ldl
-mkdir -p "$WORK/manifest" "$WORK/trace"
-printf '{"file_format_version":"1.1.2","layer":{"name":"VK_LAYER_BACKSCOPE_dispatch","type":"GLOBAL","library_path":"%s","api_version":"1.3.0","implementation_version":"1","description":"backscope","functions":{"vkNegotiateLoaderLayerInterfaceVersion":"vkNegotiateLoaderLayerInterfaceVersion"}}}\n' \
-  "$LAYER" >"$WORK/manifest/VkLayer_backscope_dispatch.json"
+mkdir -p "$WORK/manifest" "$WORK/trace" "$WORK/manifest-before" "$WORK/trace-before"
+manifest() {
+  printf '{"file_format_version":"1.1.2","layer":{"name":"VK_LAYER_BACKSCOPE_dispatch","type":"GLOBAL","library_path":"%s","api_version":"1.3.0","implementation_version":"1","description":"backscope","functions":{"vkNegotiateLoaderLayerInterfaceVersion":"vkNegotiateLoaderLayerInterfaceVersion"}}}\n' \
+    "$1" >"$2/VkLayer_backscope_dispatch.json"
+}
+manifest "$LAYER" "$WORK/manifest"
+[ -n "${LAYER_BEFORE:-}" ] && manifest "$(realpath "$LAYER_BEFORE")" "$WORK/manifest-before"
 run() { "$WORK/dispatch_loop" "$WORK/noop.spv" "$DISPATCHES" "$ROUNDS" "$2" | sed "s/^{/{\"arm\":\"$1\",/"; }
 for _ in $(seq 1 "$RUNS"); do
   for labelled in 0 1; do
@@ -35,6 +43,10 @@ for _ in $(seq 1 "$RUNS"); do
     DISPATCH_LOOP_PAUSED=1 VK_ADD_LAYER_PATH="$WORK/manifest" VK_INSTANCE_LAYERS=VK_LAYER_BACKSCOPE_dispatch \
       BACKSCOPE_TRACE_DIR="$WORK/trace" run paused "$labelled" 2>/dev/null
     run control "$labelled"
+    if [ -n "${LAYER_BEFORE:-}" ]; then
+      VK_ADD_LAYER_PATH="$WORK/manifest-before" VK_INSTANCE_LAYERS=VK_LAYER_BACKSCOPE_dispatch \
+        BACKSCOPE_TRACE_DIR="$WORK/trace-before" run before "$labelled" 2>/dev/null
+    fi
   done
 done >"$WORK/rows.jsonl"
 # The traces must hold every dispatch: RUNS processes x 2 cases x ROUNDS rounds x DISPATCHES.
@@ -51,14 +63,18 @@ assert counted == 2 * runs * rounds * dispatches, f"traces count {counted}, expe
 for labelled, case in ((0, "plain (bind, dispatch)"), (1, "labelled as ggml-vulkan with GGML_VK_DEBUG_MARKERS")):
     print(f"{case}:")
     med = {}
-    for arm in ("baseline", "layer", "paused", "control"):
+    arms = [a for a in ("baseline", "layer", "paused", "control", "before") if any(x["arm"] == a for x in rows)]
+    for arm in arms:
         r = [x for x in rows if x["arm"] == arm and x["round"] > 0 and x["labelled"] == labelled]
         med[arm] = {k: statistics.median(x[k] for x in r) for k in ("record_ns", "submit_ns")}
         med[arm]["total_ns"] = med[arm]["record_ns"] + med[arm]["submit_ns"]
         m = med[arm]
         print(f"  {arm:9} record {m['record_ns']:7.2f} ns/dispatch   submit {m['submit_ns']:6.2f} ns/dispatch   "
               f"sum {m['total_ns']:7.2f} ns/dispatch   (medians of {len(r)} rounds)")
-    for arm, base in (("layer", "baseline"), ("paused", "baseline"), ("layer", "paused"), ("control", "baseline")):
+    pairs = [("layer", "baseline"), ("paused", "baseline"), ("layer", "paused"), ("control", "baseline")]
+    if "before" in arms:
+        pairs += [("before", "paused"), ("layer", "before")]
+    for arm, base in pairs:
         d = {k: med[arm][k] - med[base][k] for k in med[arm]}
         print(f"  {arm} - {base}: record {d['record_ns']:+6.2f}  submit {d['submit_ns']:+6.2f}  "
               f"sum {d['total_ns']:+6.2f} ns/dispatch  ({med[arm]['total_ns'] / med[base]['total_ns']:.3f}x)")

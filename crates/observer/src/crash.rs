@@ -1,7 +1,10 @@
 //! The crash record: on SIGSEGV, SIGBUS, SIGABRT or SIGILL the observer writes what was running (the
 //! call each thread was inside, its last launches: `crate::locus`) into the trace, then hands the
 //! signal on, so that the program's own crash report still appears and its exit status is the one it
-//! would have without the observer.
+//! would have without the observer. The handler itself (flush request to the writer thread, one
+//! record at a time, chaining, the `signal_returned` bookkeeping; async-signal-safe throughout) is
+//! the runtime both observer libraries share, `format::crash`; this module says when it is installed
+//! and what the observer's record holds.
 //!
 //! When the handler is installed matters:
 //! * a program that is not Go gets it when the library loads (if a trace destination is configured),
@@ -12,83 +15,31 @@
 //!   change the exit status. Installed after Go's, the observer's handler calls Go's, which reports
 //!   and exits as it always does. (A Go executable carries a `Go` build-id note, read from memory.)
 //!
-//! The handler, async-signal-safe throughout:
-//! 1. asks the writer thread to write the open window (an `eventfd` write) and waits for it, at most
-//!    [`FLUSH_WAIT_MS`]: the writer allocates and locks, which the handler must not, and if the crash
-//!    left a lock held the wait just ends;
-//! 2. writes the `crash` record with one `write` to a descriptor the writer duplicated when it opened
-//!    the trace, from a static buffer (or creates the trace file itself, header first, if none exists);
-//!    kernels the writer has not defined yet are defined first;
-//! 3. chains to what was installed before: the default action is restored and the signal raised again
-//!    (it is blocked, so it arrives as the handler returns); an ignored signal stays ignored; a handler
-//!    function is called with the same arguments.
-//!
-//! A handler that returns does not tell whether the program survives: Go's returns both for a fault in
-//! Go code (which becomes a panic the program may recover from) and for one in C code (whose panic
-//! then ends the process with Go's report). So the writer thread writes a `signal_returned` record
-//! only if the process is still running [`SURVIVAL_NS`] after the program's handler returned.
-//!
-//! Only one thread writes at a time; a second crashing thread waits for it (bounded) and chains. At
-//! most [`MAX_RECORDS`] crash records are written per process.
+//! The record defines the kernels the writer has not defined yet first; when no trace file exists
+//! yet, the handler creates it (header first) as the writer would.
 
 use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 
 use format::clock::now_ns;
+use format::crash::{CrashHooks, RecordBuf};
+use format::fork::ForkHandlers;
 use format::json::{FixedBuf, Out};
-use format::record::{self, CrashLaunch, CrashThread};
+use format::record::{self, Crash, CrashLaunch, CrashThread};
 
 use crate::locus::{self, RING_LAUNCHES};
 use crate::registry;
 use crate::state::{self, Destination};
 
-/// The signals a crash record is written for.
-pub const SIGNALS: [c_int; 4] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGABRT, libc::SIGILL];
-/// How long the process must outlive a returned handler for its crash record to be marked as survived.
-pub const SURVIVAL_NS: u64 = 2_000_000_000;
-/// Longest wait for the writer thread's flush.
-pub const FLUSH_WAIT_MS: u64 = 1000;
-/// Longest wait of a second crashing thread for the first to finish its record.
-const OTHER_CRASH_WAIT_MS: u64 = 2000;
-/// Crash records per process (a program that recovers from signals in a loop must not fill the disk).
-pub const MAX_RECORDS: u32 = 8;
 /// Threads listed in one crash record: the one that received the signal and the most recently active.
 pub const MAX_THREADS: usize = 16;
-/// Room for one crash record and the kernel definitions it needs.
-const RECORD_BUFFER: usize = 64 * 1024;
 /// Longest trace path the handler can build.
 const PATH_BUFFER: usize = 4096 + 64;
 
-/// `TRACE_FD` before the trace file exists.
-const NO_FILE: i32 = -1;
-/// `TRACE_FD` once nothing more may be written (the end or truncated record is out, or writing failed).
-const FINISHED: i32 = -2;
-
-/// Descriptor of the trace file for the handler: a duplicate the writer made when it opened the file.
-static TRACE_FD: AtomicI32 = AtomicI32::new(NO_FILE);
-/// Bytes the handler wrote (the writer counts them against the budget).
-static EXTRA_WRITTEN: AtomicU64 = AtomicU64::new(0);
-/// Bytes the writer wrote.
-static WRITTEN: AtomicU64 = AtomicU64::new(0);
 /// Kernel slots `1..DEFINED` have their definition in the file.
 static DEFINED: AtomicU32 = AtomicU32::new(1);
 static OVERFLOW_DEFINED: AtomicBool = AtomicBool::new(false);
-/// The writer thread's request `eventfd` and its thread id; -1 and 0 without one.
-static FLUSH_FD: AtomicI32 = AtomicI32::new(-1);
-/// A writer thread was spawned and has not ended (it may not have set up `FLUSH_FD` yet).
-static WRITER_EXPECTED: AtomicBool = AtomicBool::new(false);
-static WRITER_TID: AtomicU32 = AtomicU32::new(0);
-/// Flush requests made, and the last one the writer served.
-static REQUESTED: AtomicU64 = AtomicU64::new(0);
-static SERVED: AtomicU64 = AtomicU64::new(0);
-/// Thread id of the thread writing a crash record now; 0 when none.
-static HANDLING: AtomicU32 = AtomicU32::new(0);
-/// Crash records written.
-static SEQ: AtomicU32 = AtomicU32::new(0);
-/// The crash record after which the program's handler returned (0: none pending), and when.
-static RETURNED_SEQ: AtomicU32 = AtomicU32::new(0);
-static RETURNED_AT: AtomicU64 = AtomicU64::new(0);
 
 const UNDECIDED: u8 = 0;
 const DEFERRED: u8 = 1;
@@ -105,10 +56,10 @@ struct SetOnce<T>(UnsafeCell<T>);
 // ARMING state excludes a second writer); read-only afterwards.
 unsafe impl<T> Sync for SetOnce<T> {}
 
-/// Data only the thread holding `HANDLING` touches.
+/// Data only the thread writing a crash record touches.
 struct HandlerOnly<T>(UnsafeCell<T>);
 
-// SAFETY: `HANDLING` (a compare-exchange from 0 to the thread id) admits one thread at a time.
+// SAFETY: `format::crash` admits one thread at a time to `write_record` and `create_trace_file`.
 unsafe impl<T> Sync for HandlerOnly<T> {}
 
 /// What the handler needs to create the trace file when the writer has not.
@@ -128,12 +79,8 @@ static SNAPSHOT: SetOnce<Snapshot> = SetOnce(UnsafeCell::new(Snapshot {
     max_bytes: 0,
 }));
 
-static PREVIOUS: SetOnce<[libc::sigaction; 4]> =
-    // SAFETY: sigaction is plain data; all zeroes is SIG_DFL with no flags.
-    SetOnce(UnsafeCell::new(unsafe { std::mem::zeroed() }));
-
 struct Scratch {
-    record: FixedBuf<RECORD_BUFFER>,
+    record: FixedBuf<{ format::crash::RECORD_BUFFER }>,
     path: FixedBuf<PATH_BUFFER>,
     exe: [u8; 4096],
     cmdline: [u8; 4096],
@@ -152,111 +99,20 @@ static SCRATCH: HandlerOnly<Scratch> = HandlerOnly(UnsafeCell::new(Scratch {
     others: [None; locus::RINGS],
 }));
 
-// ---- What the writer tells the handler ----
-
-/// The writer opened the trace file: keep a duplicate of its descriptor for the handler.
-pub fn file_opened(fd: c_int) {
-    // SAFETY: duplicates a descriptor the writer just opened; the duplicate is close-on-exec and is
-    // kept for the life of the process image (closed only in a forked child).
-    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-    if dup >= 0 {
-        TRACE_FD.store(dup, Ordering::Release);
-    }
-}
-
-/// After a flush: what the file holds.
-pub fn flushed(defined: u32, overflow_defined: bool, written: u64) {
+/// After a flush: the kernels the file defines (slots `1..defined`, and the overflow kernel).
+pub fn kernels_defined(defined: u32, overflow_defined: bool) {
     DEFINED.store(defined, Ordering::Release);
     OVERFLOW_DEFINED.store(overflow_defined, Ordering::Release);
-    WRITTEN.store(written, Ordering::Release);
 }
 
-/// The trace is finished (end record, truncated record, or writing failed): the handler writes nothing
-/// more, so that no record follows the last one.
-pub fn writer_finished() {
-    TRACE_FD.store(FINISHED, Ordering::Release);
-}
+/// In a forked child: the parent's file, writer thread and records are not the child's; the child
+/// writes its own trace.
+pub const FORK: ForkHandlers = ForkHandlers::child(reset_in_child);
 
-/// The writer is about to write the last record (end or truncated): from now on the handler writes
-/// nothing, and a record it is writing now is finished first (waiting at most a few seconds).
-pub fn finish_exclusive() {
-    TRACE_FD.store(FINISHED, Ordering::Release);
-    let me = locus::gettid();
-    wait_until(OTHER_CRASH_WAIT_MS, || {
-        matches!(HANDLING.load(Ordering::Acquire), 0) || HANDLING.load(Ordering::Acquire) == me
-    });
-}
-
-/// Bytes the handler added to the file.
-pub fn extra_written() -> u64 {
-    EXTRA_WRITTEN.load(Ordering::Acquire)
-}
-
-/// A writer thread is about to be spawned: a crash before it is ready waits for it.
-pub fn writer_thread_expected() {
-    WRITER_EXPECTED.store(true, Ordering::Release);
-}
-
-/// The writer thread waits on `efd` for flush requests.
-pub fn writer_thread_started(efd: c_int) {
-    WRITER_TID.store(locus::gettid(), Ordering::Release);
-    FLUSH_FD.store(efd, Ordering::Release);
-}
-
-pub fn writer_thread_ended() {
-    WRITER_EXPECTED.store(false, Ordering::Release);
-    FLUSH_FD.store(-1, Ordering::Release);
-    WRITER_TID.store(0, Ordering::Release);
-}
-
-/// The newest flush request; the writer passes it to [`request_served`] after flushing.
-pub fn pending_request() -> u64 {
-    REQUESTED.load(Ordering::Acquire)
-}
-
-pub fn request_served(request: u64) {
-    SERVED.fetch_max(request, Ordering::AcqRel);
-}
-
-/// When the writer thread must look again whether the process outlived a returned handler.
-pub fn survival_deadline() -> Option<u64> {
-    (RETURNED_SEQ.load(Ordering::Acquire) != 0).then(|| RETURNED_AT.load(Ordering::Acquire).saturating_add(SURVIVAL_NS))
-}
-
-/// The crash record the process has outlived by [`SURVIVAL_NS`] since the program's handler returned
-/// from it, and now; taken once (the writer writes its `signal_returned` record).
-pub fn survived_signal() -> Option<(u32, u64)> {
-    let seq = RETURNED_SEQ.load(Ordering::Acquire);
-    let now = now_ns();
-    if seq == 0 || now < RETURNED_AT.load(Ordering::Acquire).saturating_add(SURVIVAL_NS) {
-        return None;
-    }
-    RETURNED_SEQ.compare_exchange(seq, 0, Ordering::AcqRel, Ordering::Relaxed).ok().map(|_| (seq, now))
-}
-
-/// In a forked child: the parent's file, writer thread and records are not the child's.
-pub fn reset_in_child() {
-    let fd = TRACE_FD.swap(NO_FILE, Ordering::AcqRel);
-    if fd >= 0 {
-        // SAFETY: closes the child's copy of the duplicate made in `file_opened`; the parent keeps its own.
-        unsafe { libc::close(fd) };
-    }
-    let efd = FLUSH_FD.swap(-1, Ordering::AcqRel);
-    if efd >= 0 {
-        // SAFETY: the child's copy of the parent writer thread's eventfd, which no thread here waits on.
-        unsafe { libc::close(efd) };
-    }
-    WRITER_TID.store(0, Ordering::Relaxed);
-    WRITER_EXPECTED.store(false, Ordering::Relaxed);
-    for counter in [&EXTRA_WRITTEN, &WRITTEN, &REQUESTED, &SERVED] {
-        counter.store(0, Ordering::Relaxed);
-    }
+fn reset_in_child() {
+    format::crash::reset_in_child(true);
     DEFINED.store(1, Ordering::Relaxed);
     OVERFLOW_DEFINED.store(false, Ordering::Relaxed);
-    HANDLING.store(0, Ordering::Relaxed);
-    SEQ.store(0, Ordering::Relaxed);
-    RETURNED_SEQ.store(0, Ordering::Relaxed);
-    locus::reset_in_child();
 }
 
 // ---- Installing the handler ----
@@ -308,9 +164,8 @@ fn arm(config: &state::Config, from: u8) {
     if ARM.compare_exchange(from, ARMING, Ordering::AcqRel, Ordering::Relaxed).is_err() {
         return;
     }
-    // SAFETY: ARMING admits this thread alone, and no handler that reads SNAPSHOT or PREVIOUS is
-    // installed yet.
-    let (snapshot, previous) = unsafe { (&mut *SNAPSHOT.0.get(), &mut *PREVIOUS.0.get()) };
+    // SAFETY: ARMING admits this thread alone, and no handler that reads SNAPSHOT is installed yet.
+    let snapshot = unsafe { &mut *SNAPSHOT.0.get() };
     let (dir, destination) = match &config.destination {
         Destination::Dir(dir) => (true, dir.as_bytes()),
         Destination::File(pattern) => (false, pattern.as_bytes()),
@@ -324,21 +179,12 @@ fn arm(config: &state::Config, from: u8) {
     snapshot.destination_len = destination.len();
     snapshot.interval_ms = config.interval_ms;
     snapshot.max_bytes = config.max_bytes;
-    for (signal, previous) in SIGNALS.iter().zip(previous.iter_mut()) {
-        // SAFETY: sigaction is plain data; it is filled in before use.
-        let mut ours: libc::sigaction = unsafe { std::mem::zeroed() };
-        ours.sa_sigaction = on_signal as extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) as usize;
-        // SA_ONSTACK: on an alternate signal stack where the thread has one (Go requires it of every
-        // handler); every signal blocked while the handler runs, as Go's own handlers have it, so that
-        // a handler chained to sees at least the mask the kernel would have given it.
-        ours.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
-        // SAFETY: valid pointers to a sigset and to sigaction structures; `previous` receives the
-        // handler in place now, which `on_signal` chains to.
-        unsafe {
-            libc::sigfillset(&mut ours.sa_mask);
-            libc::sigaction(*signal, &ours, previous);
-        }
-    }
+    format::crash::set_budget(config.max_bytes);
+    format::crash::install(CrashHooks {
+        observing: state::is_on,
+        create_file: Some(create_trace_file),
+        record: write_record,
+    });
     ARM.store(ARMED, Ordering::Release);
 }
 
@@ -393,153 +239,14 @@ fn has_go_build_id(notes: &[u8], align: usize) -> bool {
     false
 }
 
-// ---- The handler ----
-
-extern "C" fn on_signal(signal: c_int, info: *mut libc::siginfo_t, context: *mut c_void) {
-    // SAFETY: __errno_location returns this thread's errno; the handler must leave it as it found it.
-    let errno = unsafe { *libc::__errno_location() };
-    let Some(index) = SIGNALS.iter().position(|&s| s == signal) else { return };
-    // SAFETY: written before this handler was installed, read-only since.
-    let previous = unsafe { &(*PREVIOUS.0.get())[index] };
-    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler; a null one is tolerated.
-    let (code, addr, sender) = match unsafe { info.as_ref() } {
-        // SAFETY: si_pid is the union member a sent signal (si_code <= 0) fills in, si_addr the one
-        // a fault fills in.
-        Some(i) if i.si_code <= 0 => (i.si_code, 0, unsafe { i.si_pid() } as u32),
-        // SAFETY: as above.
-        Some(i) => (i.si_code, unsafe { i.si_addr() } as u64, 0),
-        None => (0, 0, 0),
-    };
-    let sent = code <= 0;
-    let tid = locus::gettid();
-    let mut seq = 0;
-    // A sent signal that the program ignores changes nothing: no record.
-    if !(sent && previous.sa_sigaction == libc::SIG_IGN) {
-        match HANDLING.compare_exchange(0, tid, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => {
-                seq = write_record(signal, code, addr, sent.then_some(sender), tid);
-                HANDLING.store(0, Ordering::Release);
-            }
-            // This thread faulted while writing its record: only chain.
-            Err(owner) if owner == tid => {}
-            // Another thread is writing: let it finish, since chaining may end the process.
-            Err(_) => {
-                wait_until(OTHER_CRASH_WAIT_MS, || HANDLING.load(Ordering::Acquire) == 0);
-            }
-        }
-    }
-    chain(signal, previous, info, context, tid, seq);
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = errno };
-}
-
-/// Hands the signal to what was installed before the observer.
-fn chain(
-    signal: c_int,
-    previous: &libc::sigaction,
-    info: *mut libc::siginfo_t,
-    context: *mut c_void,
-    tid: u32,
-    seq: u32,
-) {
-    match previous.sa_sigaction {
-        libc::SIG_DFL => {
-            // The default action, for this very signal: it is blocked while the handler runs, so it
-            // arrives, and takes the process down, as the handler returns (a fault would recur too).
-            // SAFETY: restores the disposition saved at arming and re-sends the signal to this thread.
-            unsafe {
-                libc::sigaction(signal, previous, std::ptr::null_mut());
-                libc::syscall(libc::SYS_tgkill, libc::getpid(), tid as libc::pid_t, signal);
-            }
-        }
-        libc::SIG_IGN => {
-            // A fault recurs as the handler returns, and the kernel then forces the default action,
-            // as it would have without the observer.
-            // SAFETY: restores the disposition saved at arming.
-            unsafe { libc::sigaction(signal, previous, std::ptr::null_mut()) };
-        }
-        handler => {
-            if previous.sa_flags & libc::SA_RESETHAND != 0 {
-                // The kernel would have reset it on delivery.
-                // SAFETY: a zeroed sigaction is SIG_DFL; only this signal's disposition changes.
-                unsafe {
-                    let default: libc::sigaction = std::mem::zeroed();
-                    libc::sigaction(signal, &default, std::ptr::null_mut());
-                }
-            }
-            if previous.sa_flags & libc::SA_SIGINFO != 0 {
-                // SAFETY: the program installed this function as an SA_SIGINFO handler for `signal`;
-                // it gets the arguments the kernel gave this handler.
-                let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
-                    unsafe { std::mem::transmute(handler) };
-                f(signal, info, context);
-            } else {
-                // SAFETY: the program installed this function as a plain handler for `signal`.
-                let f: extern "C" fn(c_int) = unsafe { std::mem::transmute(handler) };
-                f(signal);
-            }
-            if seq > 0 {
-                RETURNED_AT.store(now_ns(), Ordering::Release);
-                RETURNED_SEQ.store(seq, Ordering::Release);
-            }
-        }
-    }
-}
-
-/// Waits, polling every millisecond with `nanosleep` (async-signal-safe), until `done` or `ms` passed.
-fn wait_until(ms: u64, done: impl Fn() -> bool) -> bool {
-    let step = libc::timespec { tv_sec: 0, tv_nsec: 1_000_000 };
-    for _ in 0..ms {
-        if done() {
-            return true;
-        }
-        // SAFETY: sleeps this thread; an interruption only shortens one step.
-        unsafe { libc::nanosleep(&step, std::ptr::null_mut()) };
-    }
-    done()
-}
-
-/// Asks the writer thread to write the open window and waits for it; whether it did.
-fn flush_open_window(tid: u32) -> bool {
-    if !state::is_on() {
-        return false;
-    }
-    // A crash right after the observer started may come before its writer thread is ready.
-    wait_until(FLUSH_WAIT_MS, || FLUSH_FD.load(Ordering::Acquire) >= 0 || !WRITER_EXPECTED.load(Ordering::Acquire));
-    let efd = FLUSH_FD.load(Ordering::Acquire);
-    if efd < 0 || WRITER_TID.load(Ordering::Acquire) == tid {
-        return false;
-    }
-    let request = REQUESTED.fetch_add(1, Ordering::AcqRel) + 1;
-    let one: u64 = 1;
-    // SAFETY: an 8-byte write to the writer thread's eventfd wakes it.
-    if unsafe { libc::write(efd, (&one as *const u64).cast(), 8) } != 8 {
-        return false;
-    }
-    wait_until(FLUSH_WAIT_MS, || SERVED.load(Ordering::Acquire) >= request)
-}
-
-/// Writes the crash record (and what it needs first); its sequence number, or 0 if nothing was written.
-fn write_record(signal: c_int, code: c_int, addr: u64, sender: Option<u32>, tid: u32) -> u32 {
-    if SEQ.load(Ordering::Relaxed) >= MAX_RECORDS || TRACE_FD.load(Ordering::Acquire) == FINISHED {
-        return 0;
-    }
-    let flushed = flush_open_window(tid);
-    // SAFETY: this thread holds HANDLING, which admits one thread to the scratch space.
+/// The crash record of `crash` into `out` (within `budget` bytes): the receiving thread first (with its ring if it
+/// has one), then the others that launched, most recently active first, and the definitions of the kernels they
+/// name that the writer has not written. What does not fit gives way: all listed threads, then the receiving one
+/// alone, then no launches. Called from the signal handler, one thread at a time: allocates nothing, takes no lock.
+fn write_record(crash: &Crash<'_>, budget: u64, out: &mut RecordBuf) -> bool {
+    let tid = crash.tid;
+    // SAFETY: one thread at a time writes a record (`format::crash`'s handling flag).
     let scratch = unsafe { &mut *SCRATCH.0.get() };
-    let fd = match TRACE_FD.load(Ordering::Acquire) {
-        FINISHED => return 0,
-        NO_FILE => match create_trace_file(scratch) {
-            Some(fd) => fd,
-            None => return 0,
-        },
-        fd => fd,
-    };
-    let seq = SEQ.fetch_add(1, Ordering::AcqRel) + 1;
-    let at_ns = now_ns();
-
-    // The receiving thread first (with its ring if it has one), then the others that launched, most
-    // recently active first.
     let own = locus::claimed().find(|r| r.tid() == tid);
     let mut n_others = 0;
     for ring in locus::claimed().filter(|r| r.tid() != tid && r.recorded() > 0) {
@@ -569,24 +276,16 @@ fn write_record(signal: c_int, code: c_int, addr: u64, sender: Option<u32>, tid:
     }
     let receiving = [CrashThread { launches: &[], ..threads[0] }];
     let threads = &threads[..count];
-    let crash = record::Crash { seq, signal, code, addr, sender_pid: sender, at_ns, tid, flushed, threads };
-    // What does not fit gives way: all listed threads, then the receiving one alone, then no launches.
-    let budget = room_in_budget();
     let attempts: [&[CrashThread<'_>]; 3] = [threads, &threads[..1], &receiving];
-    let record_buf = &mut scratch.record;
     for threads in attempts {
-        record_buf.clear();
-        define_kernels(record_buf, threads);
-        record::crash(record_buf, &record::Crash { threads, ..crash });
-        if !record_buf.overflowed() && record_buf.len() as u64 <= budget {
-            if write_all(fd, record_buf.as_bytes()) {
-                EXTRA_WRITTEN.fetch_add(record_buf.len() as u64, Ordering::AcqRel);
-                return seq;
-            }
-            return 0;
+        out.clear();
+        define_kernels(out, threads);
+        record::crash(out, &Crash { threads, ..*crash });
+        if !out.overflowed() && out.len() as u64 <= budget {
+            return true;
         }
     }
-    0
+    false
 }
 
 /// Start of the window of a ring's newest launch (to order threads by recent activity).
@@ -598,17 +297,6 @@ fn last_window(ring: &locus::Ring) -> u64 {
     } else {
         launches[n - 1].window_t0
     }
-}
-
-/// Bytes the budget still allows (the writer's `truncated` record keeps its reserve).
-fn room_in_budget() -> u64 {
-    // SAFETY: written before the handler was installed, read-only since.
-    let max_bytes = unsafe { (*SNAPSHOT.0.get()).max_bytes };
-    if max_bytes == 0 {
-        return u64::MAX;
-    }
-    let used = WRITTEN.load(Ordering::Acquire) + EXTRA_WRITTEN.load(Ordering::Acquire);
-    max_bytes.saturating_sub(format::sink::CUT_RECORD_RESERVE).saturating_sub(used)
 }
 
 /// Definitions of the kernels `threads` name that the writer has not written.
@@ -634,28 +322,11 @@ fn define_kernels(out: &mut impl Out, threads: &[CrashThread<'_>]) {
     }
 }
 
-fn write_all(fd: c_int, mut bytes: &[u8]) -> bool {
-    while !bytes.is_empty() {
-        // SAFETY: writes from a live slice to a descriptor this module owns.
-        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
-        if n < 0 {
-            // SAFETY: reads this thread's errno.
-            if unsafe { *libc::__errno_location() } == libc::EINTR {
-                continue;
-            }
-            return false;
-        }
-        if n == 0 {
-            return false;
-        }
-        bytes = &bytes[n as usize..];
-    }
-    true
-}
-
 /// Creates the trace file as the writer would (the first free name, exclusively) and writes its
-/// header; the descriptor, kept for later records, or `None`.
-fn create_trace_file(scratch: &mut Scratch) -> Option<c_int> {
+/// header; the descriptor (kept for later records) and the header's length, or `None`.
+fn create_trace_file() -> Option<(c_int, u64)> {
+    // SAFETY: called from `format::crash`'s handler by the one thread writing a record.
+    let scratch = unsafe { &mut *SCRATCH.0.get() };
     // SAFETY: written before the handler was installed, read-only since.
     let snapshot = unsafe { &*SNAPSHOT.0.get() };
     let destination = &snapshot.destination[..snapshot.destination_len];
@@ -721,17 +392,15 @@ fn create_trace_file(scratch: &mut Scratch) -> Option<c_int> {
             max_kernels: registry::max_kernels(),
             max_bytes: snapshot.max_bytes,
             observer: env!("CARGO_PKG_VERSION"),
-            writer: crate::writer::WRITER_NAME,
+            writer: format::OBSERVER_WRITER_NAME,
         },
     );
-    if scratch.record.overflowed() || !write_all(fd, scratch.record.as_bytes()) {
+    if scratch.record.overflowed() || !format::crash::write_all(fd, scratch.record.as_bytes()) {
         // SAFETY: closes the descriptor opened above.
         unsafe { libc::close(fd) };
         return None;
     }
-    WRITTEN.store(scratch.record.len() as u64, Ordering::Release);
-    TRACE_FD.store(fd, Ordering::Release);
-    Some(fd)
+    Some((fd, scratch.record.len() as u64))
 }
 
 fn read_link(path: &std::ffi::CStr, out: &mut [u8]) -> usize {

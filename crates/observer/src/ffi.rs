@@ -81,3 +81,28 @@ mod tests {
         assert_eq!(offset_of!(CuLaunchConfig, num_attrs), 48);
     }
 }
+
+/// Family of runtimes whose streams, graphs and captures belong together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    Cuda,
+    Hip,
+}
+
+/// A stream handle as the capture bookkeeping keys it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Stream(pub usize);
+
+impl Stream {
+    pub fn new(handle: Handle) -> Stream {
+        Stream(handle as usize)
+    }
+
+    /// For `_ptsz`/`_spt` entry points, where stream 0 means the per-thread default stream.
+    pub fn per_thread(handle: Handle) -> Stream {
+        match handle as usize {
+            0 => Stream(STREAM_PER_THREAD),
+            other => Stream(other),
+        }
+    }
+}

@@ -22,6 +22,7 @@
 mod crash;
 mod dl;
 mod ffi;
+mod glibc_dlsym;
 mod graphs;
 pub mod hooks;
 mod locus;
@@ -29,6 +30,7 @@ mod observe;
 mod procs;
 mod real;
 mod registry;
+mod start;
 mod state;
 mod sync;
 mod writer;

@@ -54,7 +54,7 @@ impl Entry {
 
 /// One thread's call in flight and last launches.
 pub struct Ring {
-    /// [`crate::sync::thread_token`] of the owning thread; 0 while free.
+    /// [`format::runtime::thread_token`] of the owning thread; 0 while free.
     owner: AtomicUsize,
     /// The owner's kernel thread id.
     tid: AtomicU32,
@@ -207,10 +207,7 @@ impl ThreadRing {
 }
 
 /// The kernel thread id of the calling thread.
-pub fn gettid() -> u32 {
-    // SAFETY: gettid has no preconditions and cannot fail.
-    (unsafe { libc::syscall(libc::SYS_gettid) }) as u32
-}
+pub use format::runtime::gettid;
 
 /// Whether thread `tid` of this process no longer exists.
 fn thread_gone(tid: u32) -> bool {
@@ -222,7 +219,7 @@ fn thread_gone(tid: u32) -> bool {
 #[cold]
 #[inline(never)]
 fn claim() -> *const Ring {
-    let token = crate::sync::thread_token();
+    let token = format::runtime::thread_token();
     let tid = gettid();
     let take = |ring: &Ring, from: usize| {
         if ring.owner.compare_exchange(from, token, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
@@ -249,8 +246,10 @@ fn claim() -> *const Ring {
 /// In a forked child (single-threaded): the parent's threads are not here. The forking thread keeps
 /// its ring (its thread-local link still points to it) under its new thread id; every other ring is
 /// freed and emptied.
-pub fn reset_in_child() {
-    let token = crate::sync::thread_token();
+pub const FORK: format::fork::ForkHandlers = format::fork::ForkHandlers::child(reset_in_child);
+
+fn reset_in_child() {
+    let token = format::runtime::thread_token();
     let tid = gettid();
     for ring in &TABLE {
         ring.reset();

@@ -3,6 +3,7 @@
 use std::ffi::{c_char, CStr};
 
 use crate::ffi::{CuLaunchConfig, Handle, Status, SUCCESS};
+pub use crate::ffi::{Family, Stream};
 use crate::locus::Ring;
 use crate::real::RealFn;
 use crate::registry::{self, Api, NameSource, Shape};
@@ -24,13 +25,6 @@ pub enum Namer {
     HipFunction,
 }
 
-/// Family of runtimes whose streams, graphs and captures belong together.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Family {
-    Cuda,
-    Hip,
-}
-
 impl Api {
     pub fn family(self) -> Family {
         match self {
@@ -40,28 +34,10 @@ impl Api {
     }
 }
 
-/// A stream handle as the capture bookkeeping keys it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Stream(pub usize);
-
-impl Stream {
-    pub fn new(handle: Handle) -> Stream {
-        Stream(handle as usize)
-    }
-
-    /// For `_ptsz`/`_spt` entry points, where stream 0 means the per-thread default stream.
-    pub fn per_thread(handle: Handle) -> Stream {
-        match handle as usize {
-            0 => Stream(crate::ffi::STREAM_PER_THREAD),
-            other => Stream(other),
-        }
-    }
-}
-
 /// One kernel launch call that returned `status`, made by the thread whose crash-locus ring is `ring`.
 #[inline]
 pub fn launch(ring: Option<&Ring>, api: Api, namer: Namer, key: usize, shape: Shape, stream: Stream, status: Status) {
-    if !state::active() {
+    if !crate::start::active() {
         return;
     }
     crash::arm_if_deferred();
@@ -71,7 +47,7 @@ pub fn launch(ring: Option<&Ring>, api: Api, namer: Namer, key: usize, shape: Sh
         return;
     }
     if let Some(slot) = registry::slot(id) {
-        slot.record(&shape, 1, failed, false, crate::sync::thread_token());
+        slot.record(&shape, 1, failed, false, format::runtime::thread_token());
     }
     if let Some(ring) = ring {
         ring.launch(id, &shape, failed);
@@ -80,7 +56,7 @@ pub fn launch(ring: Option<&Ring>, api: Api, namer: Namer, key: usize, shape: Sh
 
 /// A second launch key for the kernel of `key` (`__cudaGetKernel`: kernel handle of a host stub).
 pub fn alias(api: Api, namer: Namer, key: usize, alias: usize, stream: Stream) {
-    if !state::active() {
+    if !crate::start::active() {
         return;
     }
     if let Some(id) = slot_of(api, namer, key, stream) {
@@ -97,7 +73,7 @@ fn slot_of(api: Api, namer: Namer, key: usize, stream: Stream) -> Option<u32> {
 
 /// Registration of a kernel name under a launch key.
 pub fn register(api: Api, key: usize, name: *const c_char, source: NameSource) {
-    if name.is_null() || !state::active() {
+    if name.is_null() || !crate::start::active() {
         return;
     }
     if state::panic_injected() {
@@ -205,6 +181,31 @@ pub fn blocks_from_global(global: [u32; 3], local: [u32; 3]) -> [u32; 3] {
         grid[i] = if local[i] == 0 { 0 } else { global[i].div_ceil(local[i]) };
     }
     grid
+}
+
+// Graph bookkeeping that can be the first thing a process does under the observer (a capture begun
+// before any launch): these start the observer, then hand over to `crate::graphs`, which only
+// works while it runs.
+
+/// `cudaStreamBeginCapture` and friends: see [`graphs::begin_capture`].
+pub fn begin_capture(family: Family, stream: Stream, into_graph: Option<usize>) {
+    if crate::start::active() {
+        graphs::begin_capture(family, stream, into_graph);
+    }
+}
+
+/// A graph was instantiated into an exec: see [`graphs::set_exec_graph`].
+pub fn set_exec_graph(family: Family, exec: usize, graph: usize) {
+    if crate::start::active() {
+        graphs::set_exec_graph(family, exec, graph);
+    }
+}
+
+/// `cudaGraphLaunch` and friends: see [`graphs::launch_graph`].
+pub fn launch_graph(family: Family, exec: usize, stream: Stream, status: Status) {
+    if crate::start::active() {
+        graphs::launch_graph(family, exec, stream, status);
+    }
 }
 
 #[cfg(test)]

@@ -20,7 +20,6 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::ffi::{CuLaunchConfig, Handle, Status, SUCCESS};
-use crate::graphs;
 use crate::observe::{blocks_from_global, from_cu_config, launch, Family, Namer, Stream};
 use crate::registry::{Api, Shape};
 use crate::state;
@@ -227,7 +226,7 @@ launch_wrappers! {
 launch_wrappers! {
     cu_graph_launch, CU_GRAPH_LAUNCH, CU_GRAPH_LAUNCH_FNS, "cuGraphLaunch",
     fn(exec: Handle, stream_handle: Handle) -> Status,
-    |status, _ring, ptsz| graphs::launch_graph(Family::Cuda, exec as usize, stream(stream_handle, ptsz), status)
+    |status, _ring, ptsz| crate::observe::launch_graph(Family::Cuda, exec as usize, stream(stream_handle, ptsz), status)
 }
 
 launch_wrappers! {

@@ -5,7 +5,7 @@
 //! runtimes they link) are `dlopen`ed long after the observer is preloaded.
 //!
 //! Order of the search:
-//! Lookups use glibc's `dlsym` directly (`crate::dl::real_dlsym`), never the observer's own.
+//! Lookups use glibc's `dlsym` directly (`crate::glibc_dlsym::real_dlsym`), never the observer's own.
 //!
 //! 1. `dlsym(RTLD_NEXT)`: the object after this one in the global lookup order, the classic
 //!    interposition lookup.
@@ -99,7 +99,7 @@ impl<F: Copy> RealFn<F> {
 fn find_symbol(name: &CStr) -> usize {
     for handle in [libc::RTLD_NEXT, libc::RTLD_DEFAULT] {
         // glibc's dlsym, not the observer's: RTLD_NEXT means "after the observer", and no wrapper.
-        let addr = crate::dl::real_dlsym(handle, name.as_ptr()) as usize;
+        let addr = crate::glibc_dlsym::real_dlsym(handle, name.as_ptr()) as usize;
         if addr != 0 && !is_ours(addr) {
             return addr;
         }
@@ -120,7 +120,7 @@ fn search_loaded_objects(name: &CStr) -> usize {
             continue;
         }
         // A live handle from dlopen and a NUL-terminated name; glibc's dlsym, so no wrapper comes back.
-        let addr = crate::dl::real_dlsym(handle, name.as_ptr()) as usize;
+        let addr = crate::glibc_dlsym::real_dlsym(handle, name.as_ptr()) as usize;
         // SAFETY: `handle` came from the successful dlopen above and is closed once; the object
         // stays loaded because its original loader still holds a reference.
         unsafe { libc::dlclose(handle) };

@@ -81,18 +81,6 @@ impl Drop for HookScope {
     }
 }
 
-/// A number that no other running thread has: `pthread_self()`, which on Linux is the address of
-/// the thread's control block, read from the thread pointer without touching TLS tables (a TLS
-/// lookup from a shared library is a call into the dynamic loader). Never 0. A thread that starts
-/// after another ended may get the same number; thread exit and creation order all memory
-/// accesses of the old thread before those of the new one, which is all that
-/// [`crate::registry::Counter`] needs.
-#[inline(always)]
-pub fn thread_token() -> usize {
-    // SAFETY: pthread_self has no preconditions and cannot fail.
-    unsafe { libc::pthread_self() as usize }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,6 +99,7 @@ mod tests {
 
     #[test]
     fn thread_tokens_differ_between_live_threads() {
+        use format::runtime::thread_token;
         let here = thread_token();
         assert_ne!(here, 0);
         assert_eq!(here, thread_token());

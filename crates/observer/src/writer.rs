@@ -14,21 +14,22 @@
 //! (names, budget, `truncated` record) are `format::sink`'s; the crash handler writes into the same
 //! file ([`CrashHandler`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io;
 use std::os::fd::AsRawFd;
 
 use format::clock::now_ns;
+use format::crash::Handler as CrashHandler;
+use format::fork::ForkHandlers;
 use format::record::{self, ShapeCount};
-use format::sink::{CoWriter, Stop, TraceSink};
+use format::sink::{Stop, TraceSink};
+use format::writer::{ShapeDeltas, WriterLoop};
 
 use crate::graphs;
 use crate::registry::{self, Shape, ShapeCounts, SHAPE_BUCKETS};
 use crate::state;
 use format::spin::SpinLock;
 
-/// The header's `writer`: which program wrote the trace.
-pub const WRITER_NAME: &str = "backscope-observer";
 /// Bytes gathered before a `write`; always cut at a line boundary.
 const WRITE_CHUNK: usize = 64 * 1024;
 
@@ -41,18 +42,6 @@ fn getpid() -> i32 {
 enum Flush {
     Window,
     Exit,
-}
-
-/// The crash handler (`crate::crash`) appends records to the trace through a descriptor of its own.
-struct CrashHandler;
-
-impl CoWriter for CrashHandler {
-    fn written(&self) -> u64 {
-        crate::crash::extra_written()
-    }
-    fn finish(&self) {
-        crate::crash::finish_exclusive();
-    }
 }
 
 /// Counter values at the last flush, per slot: launches, errors, graph, captured.
@@ -69,7 +58,7 @@ struct Writer {
     defined: u32,
     overflow_defined: bool,
     last: Vec<Counters>,
-    last_shapes: HashMap<u32, ([u64; SHAPE_BUCKETS], u64)>,
+    last_shapes: ShapeDeltas<Shape, SHAPE_BUCKETS>,
     last_graph: [u64; 4],
     last_t: u64,
     warned: HashSet<&'static str>,
@@ -87,7 +76,7 @@ impl Writer {
             defined: 1,
             overflow_defined: false,
             last: Vec::new(),
-            last_shapes: HashMap::new(),
+            last_shapes: ShapeDeltas::new(),
             last_graph: [0; 4],
             last_t: state::start_ns(),
             warned: HashSet::new(),
@@ -100,7 +89,7 @@ impl Writer {
         let config = state::config().ok_or_else(|| io::Error::other("no configuration"))?;
         let pid = getpid();
         let mut sink = TraceSink::create(&config.destination, pid as u32, config.max_bytes)?;
-        crate::crash::file_opened(sink.as_raw_fd());
+        format::crash::file_opened(sink.as_raw_fd(), config.max_bytes);
         self.header(config.interval_ms, pid);
         let written = sink.write_header(&self.buf);
         self.buf.clear();
@@ -125,7 +114,7 @@ impl Writer {
             max_kernels: registry::max_kernels(),
             max_bytes: state::config().map_or(0, |c| c.max_bytes),
             observer: env!("CARGO_PKG_VERSION"),
-            writer: WRITER_NAME,
+            writer: format::OBSERVER_WRITER_NAME,
         };
         record::header(&mut self.buf, &header);
     }
@@ -259,30 +248,11 @@ impl Writer {
         shapes: &mut Vec<ShapeCount>,
         other: &mut Vec<(u32, u64)>,
     ) {
-        let (last_entries, last_other) = self.last_shapes.entry(id).or_insert(([0; SHAPE_BUCKETS], 0));
-        let mut merged: Vec<(Shape, u64)> = Vec::new();
-        for (entry, last) in counts.entries.iter().zip(last_entries.iter_mut()) {
-            let Some((shape, n)) = *entry else { continue };
-            let delta = n.wrapping_sub(*last);
-            *last = n;
-            if delta == 0 {
-                continue;
-            }
-            // Two threads racing on a new shape can claim two entries for it: merge them.
-            match merged.iter_mut().find(|(s, _)| *s == shape) {
-                Some((_, m)) => *m += delta,
-                None => merged.push((shape, delta)),
-            }
-        }
-        shapes.extend(merged.into_iter().map(|(s, count)| ShapeCount {
-            kernel: id,
-            grid: s.grid,
-            block: s.block,
-            count,
-        }));
-        if counts.other != *last_other {
-            other.push((id, counts.other.wrapping_sub(*last_other)));
-            *last_other = counts.other;
+        let grown = self.last_shapes.take(id, &counts.entries, counts.other, |s, count| {
+            shapes.push(ShapeCount { kernel: id, grid: s.grid, block: s.block, count })
+        });
+        if let Some(n) = grown {
+            other.push((id, n));
         }
     }
 
@@ -311,16 +281,17 @@ impl Writer {
         }
         self.definitions()?;
         self.window();
-        if let Some((seq, at_ns)) = crate::crash::survived_signal() {
+        if let Some((seq, at_ns)) = format::crash::survived_signal() {
             record::signal_returned(&mut self.buf, seq, at_ns);
         }
         if kind == Flush::Exit {
             // Nothing may follow the end record: no crash record from now on.
-            crate::crash::finish_exclusive();
+            format::crash::finish_exclusive();
             record::end(&mut self.buf, now_ns());
         }
         self.write_out()?;
-        crate::crash::flushed(self.defined, self.overflow_defined, self.sink.as_ref().map_or(0, TraceSink::written));
+        crate::crash::kernels_defined(self.defined, self.overflow_defined);
+        format::crash::flushed(self.sink.as_ref().map_or(0, TraceSink::written));
         Ok(())
     }
 }
@@ -344,141 +315,58 @@ fn flush(kind: Flush) -> bool {
             }
             !writer.done
         }
-        Err(Stop::Budget) => {
+        Err(stop) => {
             // Counting goes on (it costs nothing worth saving), so that a child forked later
             // starts its own trace with its own budget.
             writer.done = true;
-            writer.sink = None;
-            state::note(format_args!(
-                "the trace reached its budget of {} bytes (BACKSCOPE_TRACE_MAX_BYTES) and was cut; the program continues",
-                state::config().map_or(0, |c| c.max_bytes)
-            ));
-            false
-        }
-        Err(Stop::Failed(e)) => {
-            if let Some(sink) = writer.sink.as_mut() {
-                sink.record_write_error_beside(&e, &CrashHandler);
+            match format::writer::stopped(&mut writer.sink, stop) {
+                None => state::note(format_args!(
+                    "the trace reached its budget of {} bytes (BACKSCOPE_TRACE_MAX_BYTES) and was cut; the program continues",
+                    state::config().map_or(0, |c| c.max_bytes)
+                )),
+                Some(e) => {
+                    state::disable(format_args!("cannot write the trace ({e}); observer disabled, the program continues"))
+                }
             }
-            writer.done = true;
-            writer.sink = None;
-            state::disable(format_args!("cannot write the trace ({e}); observer disabled, the program continues"));
             false
         }
     }
 }
 
 /// Starts the writer thread: a window every `interval_ms` (none when 0), and one whenever the crash
-/// handler asks for the open window (`crate::crash`).
+/// handler asks for the open window (`format::crash`).
 pub fn spawn_thread(interval_ms: u64) {
-    // The thread inherits the creating thread's signal mask: block everything around the spawn so
-    // that the host's signal handlers never run on the observer's thread (a Go runtime, for one,
-    // expects signals on its own threads).
-    // SAFETY: sigset_t is plain data initialised by sigfillset/pthread_sigmask before use.
-    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let mut previous: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: valid sigset pointers; only this thread's mask changes, and it is restored below.
-    unsafe {
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut previous);
-    }
-    crate::crash::writer_thread_expected();
-    let spawned = std::thread::Builder::new()
-        .name("backscope-obs".into())
-        .stack_size(256 * 1024)
-        .spawn(move || writer_loop(interval_ms));
-    // SAFETY: restores the mask saved above.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut()) };
-    if spawned.is_err() {
-        crate::crash::writer_thread_ended();
+    let what = WriterLoop { interval_ms, on_start: pin_in_memory, running: state::is_on, flush: flush_window };
+    if !format::writer::spawn("backscope-obs", what) {
         // Without the thread there are no periodic windows, but the exit flush still writes
         // everything as one window.
         state::note(format_args!("could not start the writer thread; the trace will be written at exit only"));
     }
 }
 
-/// Waits until `deadline` (CLOCK_MONOTONIC ns; `None`: no deadline) or a request on `efd`; whether a
-/// request came.
-fn wait(efd: libc::c_int, deadline: Option<u64>) -> bool {
-    let timeout = deadline.map(|d| {
-        let ns = d.saturating_sub(now_ns());
-        libc::timespec { tv_sec: (ns / 1_000_000_000) as libc::time_t, tv_nsec: (ns % 1_000_000_000) as libc::c_long }
-    });
-    if efd < 0 {
-        match timeout {
-            Some(t) => std::thread::sleep(std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)),
-            None => std::thread::park(),
-        }
-        return false;
-    }
-    let mut poll = libc::pollfd { fd: efd, events: libc::POLLIN, revents: 0 };
-    let timeout_ptr = timeout.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: one valid pollfd; a null timeout waits without limit; no signal mask change.
-    let ready = unsafe { libc::ppoll(&mut poll, 1, timeout_ptr, std::ptr::null()) };
-    if ready <= 0 || poll.revents & libc::POLLIN == 0 {
-        return false;
-    }
-    let mut count = 0u64;
-    // SAFETY: an 8-byte read from a non-blocking eventfd resets its counter.
-    unsafe { libc::read(efd, (&mut count as *mut u64).cast(), 8) };
-    true
+/// The writer thread runs code of this library until the process ends, so the library must never
+/// be unloaded, even if someone loads it with `dlopen` and later `dlclose`s it. On the writer
+/// thread: it takes the dynamic loader's lock, which a thread waiting for the observer's start may
+/// hold.
+fn pin_in_memory() {
+    format::runtime::pin_in_memory(pin_in_memory as *const () as usize);
 }
 
-fn writer_loop(interval_ms: u64) {
-    // First the crash handler's channel (a crash may come at once), then pinning, which waits for the
-    // dynamic loader's lock.
-    // SAFETY: eventfd has no memory preconditions; failure leaves the crash handler without flushes.
-    let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if efd >= 0 {
-        crate::crash::writer_thread_started(efd);
-    } else {
-        crate::crash::writer_thread_ended();
+fn flush_window(periodic: bool) -> bool {
+    let mut open = true;
+    state::guarded(|| open = flush(Flush::Window));
+    if open && periodic {
+        graphs::reclaim_if_idle();
     }
-    state::pin_in_memory();
-    let interval = (interval_ms > 0).then(|| interval_ms.saturating_mul(1_000_000));
-    let mut next = interval.map(|i| now_ns().saturating_add(i));
-    loop {
-        let survival = crate::crash::survival_deadline();
-        let deadline = match (next, survival) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        let requested = wait(efd, deadline);
-        let request = crate::crash::pending_request();
-        if !state::is_on() {
-            break;
-        }
-        let now = now_ns();
-        let periodic = next.is_some_and(|n| now >= n);
-        let survived = survival.is_some_and(|s| now >= s);
-        if !requested && !periodic && !survived {
-            continue;
-        }
-        if let (true, Some(i)) = (periodic, interval) {
-            // Fixed cadence; after a stall, restart from now rather than catching up.
-            next = next.map(|n| n.saturating_add(i).max(now.saturating_add(1)));
-        }
-        let mut open = true;
-        state::guarded(|| open = flush(Flush::Window));
-        crate::crash::request_served(request);
-        if !open {
-            break;
-        }
-        if periodic {
-            graphs::reclaim_if_idle();
-        }
-    }
-    crate::crash::writer_thread_ended();
-    if efd >= 0 {
-        // SAFETY: closes the eventfd created above, which the handler no longer uses (FLUSH_FD is -1).
-        unsafe { libc::close(efd) };
-    }
+    open
 }
 
 /// In a forked child (single-threaded): drop the parent's writer state. Its lock may have been held
 /// by the parent's writer thread, which does not exist here; then the state may be half-updated and
 /// is leaked rather than dropped.
-pub fn reset_in_child() {
+pub const FORK: ForkHandlers = ForkHandlers::child(reset_in_child);
+
+fn reset_in_child() {
     let was_locked = WRITER.is_locked();
     WRITER.release_for_fork();
     // SAFETY: atfork child handler: the only thread of the process, and no reference is kept.

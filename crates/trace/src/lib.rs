@@ -14,23 +14,31 @@
 //! * [`slots`]: the lock-free chunked table of counter slots both observers count into;
 //! * [`spin`]: the fork-safe spin lock both observers take on their cold paths;
 //! * [`spirv`]: the SPIR-V walk and module hash that name Vulkan pipelines without a debug name;
-//! * [`vulkan`]: the Vulkan layer's name, library file and manifest.
+//! * [`vulkan`]: the Vulkan layer's name, library file and manifest;
+//! * the runtime both observer libraries share (each cdylib links its own copy, with its own statics):
+//!   [`crash`] (the fatal-signal handler: flush request, record, chaining), [`fork`] (one table of fork
+//!   handlers that each module registers into), [`writer`] (the writer thread, shape deltas, a trace that
+//!   stops early) and [`runtime`] (stderr lines, panics, pinning the library, thread ids).
 //!
-//! The crate has no dependencies (the observer links only libc) and takes no lock itself.
+//! The crate depends on libc only; the format part takes no lock.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
 
 pub mod clock;
+pub mod crash;
 pub mod env;
+pub mod fork;
 pub mod json;
 pub mod naming;
 pub mod record;
+pub mod runtime;
 pub mod sink;
 pub mod slots;
 pub mod spin;
 pub mod spirv;
 pub mod vulkan;
+pub mod writer;
 
 /// Value of the header's `format` field.
 pub const FORMAT: &str = "backscope-trace";
@@ -41,6 +49,10 @@ pub const FORMAT: &str = "backscope-trace";
 /// one killed without a word and read Vulkan workgroup counts as CUDA grids, so it must refuse.
 /// 2 added the `truncated` record, `max_bytes` in the header and `expired_captures` in windows.
 pub const VERSION: u32 = 3;
+
+/// The header's `writer` of the CUDA/HIP dispatch observer (`crates/observer`); the Vulkan layer's is
+/// [`vulkan::WRITER_NAME`].
+pub const OBSERVER_WRITER_NAME: &str = "backscope-observer";
 
 /// The oldest version a reader of this crate's era must still read.
 pub const MIN_VERSION: u32 = 1;

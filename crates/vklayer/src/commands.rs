@@ -14,6 +14,7 @@
 //! buffer's dispatches count when a primary that executes it is submitted.
 
 use std::cell::{Cell, UnsafeCell};
+use std::mem::MaybeUninit;
 
 use ash::vk;
 use ash::vk::Handle;
@@ -305,35 +306,48 @@ const PENDING: usize = 64;
 /// A submission's counts gathered before they go to the shared counters: equal (pipeline, workgroup count) entries
 /// recur through a submission (each layer of a model dispatches the same pipelines), so they cost one atomic add
 /// together instead of one each. A direct-mapped table on the stack: a colliding key sends the one it replaces on.
+/// Slots are marked used in a bit mask, so that a submission neither clears nor scans the whole table.
 struct Pending {
-    keys: [(u32, [u32; 3]); PENDING],
-    /// 0: the slot is empty.
-    counts: [u64; PENDING],
+    keys: [MaybeUninit<(u32, [u32; 3])>; PENDING],
+    counts: [MaybeUninit<u64>; PENDING],
+    /// Bit `i`: slot `i` holds a key and its count.
+    used: u64,
 }
+
+const _: () = assert!(PENDING == 64, "one bit per slot in `used`");
 
 impl Pending {
     fn new() -> Pending {
-        Pending { keys: [(0, [0; 3]); PENDING], counts: [0; PENDING] }
+        Pending { keys: [MaybeUninit::uninit(); PENDING], counts: [MaybeUninit::uninit(); PENDING], used: 0 }
     }
 
     #[inline]
     fn add(&mut self, slot: u32, grid: [u32; 3], n: u64, errors: bool) {
         let mixed = slot ^ grid[0].rotate_left(7) ^ grid[1].rotate_left(17) ^ grid[2].rotate_left(25);
         let i = (mixed.wrapping_mul(0x9e37_79b9) >> (32 - PENDING.trailing_zeros())) as usize;
-        if self.counts[i] != 0 && self.keys[i] != (slot, grid) {
-            add(self.keys[i].0, self.keys[i].1, self.counts[i], errors);
-            self.counts[i] = 0;
+        let bit = 1u64 << i;
+        if self.used & bit != 0 {
+            // SAFETY: a used slot's key and count were written when its bit was set.
+            let (key, count) = unsafe { (self.keys[i].assume_init(), self.counts[i].assume_init()) };
+            if key == (slot, grid) {
+                self.counts[i].write(count + n);
+                return;
+            }
+            add(key.0, key.1, count, errors);
         }
-        self.keys[i] = (slot, grid);
-        self.counts[i] += n;
+        self.keys[i].write((slot, grid));
+        self.counts[i].write(n);
+        self.used |= bit;
     }
 
     fn flush(&mut self, errors: bool) {
-        for (&(slot, grid), n) in self.keys.iter().zip(self.counts.iter_mut()) {
-            if *n != 0 {
-                add(slot, grid, *n, errors);
-                *n = 0;
-            }
+        let mut used = std::mem::take(&mut self.used);
+        while used != 0 {
+            let i = used.trailing_zeros() as usize;
+            used &= used - 1;
+            // SAFETY: as in `add`: the slot's bit was set.
+            let ((slot, grid), n) = unsafe { (self.keys[i].assume_init(), self.counts[i].assume_init()) };
+            add(slot, grid, n, errors);
         }
     }
 }
@@ -381,7 +395,6 @@ fn remember_buffer(state: &CommandBuffer, ring: &locus::QueueRing, submit: u64, 
     // SAFETY: as above.
     let labels = unsafe { state.labels() };
     let tail = &entries[entries.len().saturating_sub(locus::RING_DISPATCHES)..];
-    let mut path = [0; crate::labels::MAX_PATH];
     for e in tail {
         if e.slot == EXECUTE {
             let secondary = vk::CommandBuffer::from_raw(u64::from(e.grid[0]) | (u64::from(e.grid[1]) << 32));
@@ -390,7 +403,7 @@ fn remember_buffer(state: &CommandBuffer, ring: &locus::QueueRing, submit: u64, 
             }
             continue;
         }
-        ring.push(e.slot, e.grid, e.count, submit, labels.path(e.label, &mut path));
+        ring.push_path(e.slot, e.grid, e.count, submit, labels.parts(e.label));
     }
     let lost = state.lost.get();
     if lost > 0 {
@@ -409,7 +422,9 @@ fn add(slot: u32, grid: [u32; 3], n: u64, errors: bool) {
 }
 
 /// In a forked child: a parent thread may have held these locks.
-pub fn force_unlock_in_child() {
+pub const FORK: format::fork::ForkHandlers = format::fork::ForkHandlers::child(force_unlock_in_child);
+
+fn force_unlock_in_child() {
     SPARE.release_for_fork();
 }
 
@@ -483,7 +498,7 @@ mod tests {
         s.bind(3);
         s.begin_label(b"NODE a");
         s.record([4, 1, 1]);
-        s.begin_label(b"pipe (4,1,1)");
+        s.begin_label(b"stage two");
         s.record([4, 1, 1]);
         s.record([4, 1, 1]);
         s.end_label();
@@ -500,7 +515,17 @@ mod tests {
             entries(s).iter().map(|e| (text(e), e.count)).collect()
         };
         let node = ("NODE a".to_string(), 1);
-        assert_eq!(texts(&s), [node.clone(), ("NODE a > pipe (4,1,1)".to_string(), 2), node, (String::new(), 1)]);
+        assert_eq!(texts(&s), [node.clone(), ("NODE a > stage two".to_string(), 2), node, (String::new(), 1)]);
+        s.clear();
+        // ggml's own per-dispatch region (`PIPELINE (X,Y,Z)`) is not kept: equal dispatches of a node share an entry.
+        s.begin_label(b"NODE b");
+        for _ in 0..3 {
+            s.begin_label(b"pipe (4,1,1)");
+            s.record([4, 1, 1]);
+            s.end_label();
+        }
+        s.end_label();
+        assert_eq!(texts(&s), [("NODE b".to_string(), 3)]);
         s.clear();
         assert_eq!(s.label(), Label::NONE, "a reset buffer has no label open");
         // Merging keeps dispatches under different labels apart.

@@ -5,297 +5,52 @@
 //! the layer. Without it a process that dies after or inside Vulkan work leaves no pipeline and no
 //! dispatch: the counts are only written by the writer thread's windows and the exit flush.
 //!
-//! The handler is installed when the layer starts (the first `vkCreateInstance` with a trace
-//! destination). A Go program such as Ollama's runner has set its runtime's handlers up long before
-//! its first Vulkan call, so the layer's handler comes after Go's and calls it, which reports and
-//! exits as it always does (the CUDA/HIP observer defers its handler to the first launch for the same
-//! reason; `crates/observer/src/crash.rs`).
+//! The handler itself (flush request to the writer thread, one record at a time, chaining to the
+//! program's handler, async-signal-safe throughout) is the runtime both observer libraries share,
+//! `format::crash`; this module says what the layer's record holds. It is installed when the layer
+//! starts (the first `vkCreateInstance` with a trace destination). A Go program such as Ollama's runner
+//! has set its runtime's handlers up long before its first Vulkan call, so the layer's handler comes
+//! after Go's and calls it, which reports and exits as it always does (the CUDA/HIP observer defers its
+//! handler to the first launch for the same reason; `crates/observer/src/crash.rs`).
 //!
-//! The handler, async-signal-safe throughout (no allocation, no lock, `write(2)` from static buffers):
-//! 1. asks the writer thread to write the open window (an `eventfd` write) and waits for it, at most
-//!    [`FLUSH_WAIT_MS`]: the writer allocates and locks, which the handler must not, and if the crash
-//!    left a lock held the wait just ends. The window holds every dispatch submitted so far, and the
-//!    definitions of their pipelines;
-//! 2. writes the `crash` record with one `write` to a duplicate of the trace file's descriptor; a
-//!    remembered dispatch whose pipeline has no definition in the file yet (the flush did not happen)
-//!    is left out and counted as `omitted`;
-//! 3. chains to what was installed before: the default action is restored and the signal raised
-//!    again (it is blocked, so it arrives as the handler returns); an ignored signal stays ignored; a
-//!    handler function is called with the same arguments.
-//!
-//! Only one thread writes at a time; a second crashing thread waits for it (bounded) and chains. At
-//! most [`MAX_RECORDS`] crash records are written per process. Nothing is written once the writer
-//! wrote the trace's last record (`end` or `truncated`), or when the trace file was never opened.
+//! A remembered dispatch whose pipeline has no definition in the file yet (the flush did not happen)
+//! is left out and counted as `omitted`. Nothing is written when the trace file was never opened.
 
 use std::cell::UnsafeCell;
-use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
-use format::clock::now_ns;
-use format::json::FixedBuf;
-use format::record::{self, CrashQueue, CrashThread, QueueDispatch};
+use format::crash::{CrashHooks, RecordBuf};
+use format::fork::ForkHandlers;
+use format::record::{self, Crash, CrashQueue, CrashThread, QueueDispatch};
 
 use crate::locus::{self, LabelText, LABEL_BYTES, QUEUES, RING_DISPATCHES};
 
-/// The signals a crash record is written for.
-pub const SIGNALS: [c_int; 4] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGABRT, libc::SIGILL];
-/// Longest wait for the writer thread's flush.
-pub const FLUSH_WAIT_MS: u64 = 1000;
-/// Longest wait of a second crashing thread for the first to finish its record.
-const OTHER_CRASH_WAIT_MS: u64 = 2000;
-/// Crash records per process.
-pub const MAX_RECORDS: u32 = 8;
 /// Threads listed in one crash record: the receiving one and those inside a Vulkan call.
 const MAX_THREADS: usize = 16;
-/// Room for one crash record.
-const RECORD_BUFFER: usize = 64 * 1024;
 
-const NO_FILE: i32 = -1;
-const FINISHED: i32 = -2;
-
-/// Duplicate of the trace file's descriptor, made when the writer opened it.
-static TRACE_FD: AtomicI32 = AtomicI32::new(NO_FILE);
-/// Bytes the handler wrote (the writer counts them against the budget), and bytes the writer wrote.
-static EXTRA_WRITTEN: AtomicU64 = AtomicU64::new(0);
-static WRITTEN: AtomicU64 = AtomicU64::new(0);
-static MAX_BYTES: AtomicU64 = AtomicU64::new(0);
-/// The writer thread's request `eventfd` and its thread id; -1 and 0 without one.
-static FLUSH_FD: AtomicI32 = AtomicI32::new(-1);
-static WRITER_TID: AtomicU32 = AtomicU32::new(0);
-static REQUESTED: AtomicU64 = AtomicU64::new(0);
-static SERVED: AtomicU64 = AtomicU64::new(0);
-/// Thread id of the thread writing a crash record now; 0 when none.
-static HANDLING: AtomicU32 = AtomicU32::new(0);
-static SEQ: AtomicU32 = AtomicU32::new(0);
-
-const UNARMED: u8 = 0;
-const ARMING: u8 = 1;
-const ARMED: u8 = 2;
-static ARM: AtomicU8 = AtomicU8::new(UNARMED);
-
-/// Data written once before the handler is installed, read-only afterwards.
-struct SetOnce<T>(UnsafeCell<T>);
-// SAFETY: written only by the arming thread before the handler that reads it exists (ARMING excludes
-// a second writer); read-only afterwards.
-unsafe impl<T> Sync for SetOnce<T> {}
-
-/// Data only the thread holding `HANDLING` touches.
+/// Data only the thread writing a crash record touches (`format::crash` admits one at a time).
 struct HandlerOnly<T>(UnsafeCell<T>);
-// SAFETY: `HANDLING` (a compare-exchange from 0 to the thread id) admits one thread at a time.
+// SAFETY: `format::crash` calls `write_record` from one thread at a time (its handling flag).
 unsafe impl<T> Sync for HandlerOnly<T> {}
-
-static PREVIOUS: SetOnce<[libc::sigaction; 4]> =
-    // SAFETY: sigaction is plain data; all zeroes is SIG_DFL with no flags.
-    SetOnce(UnsafeCell::new(unsafe { std::mem::zeroed() }));
 
 /// The rings' label paths, as read (the scratch's dispatches borrow them).
 pub type QueueTexts = [[LabelText; RING_DISPATCHES]; QUEUES];
 
-struct Scratch {
-    record: FixedBuf<RECORD_BUFFER>,
-    dispatches: [[QueueDispatch<'static>; RING_DISPATCHES]; QUEUES],
-}
+static DISPATCHES: HandlerOnly<[[QueueDispatch<'static>; RING_DISPATCHES]; QUEUES]> = HandlerOnly(UnsafeCell::new(
+    [[QueueDispatch { kernel: 0, submit: 0, grid: [0; 3], count: 0, label: b"" }; RING_DISPATCHES]; QUEUES],
+));
+static TEXTS: HandlerOnly<QueueTexts> = HandlerOnly(UnsafeCell::new([[[0; LABEL_BYTES]; RING_DISPATCHES]; QUEUES]));
 
-static SCRATCH: HandlerOnly<Scratch> = HandlerOnly(UnsafeCell::new(Scratch {
-    record: FixedBuf::new(),
-    dispatches: [[QueueDispatch { kernel: 0, submit: 0, grid: [0; 3], count: 0, label: b"" }; RING_DISPATCHES]; QUEUES],
-}));
-static SCRATCH_TEXTS: HandlerOnly<QueueTexts> =
-    HandlerOnly(UnsafeCell::new([[[0; LABEL_BYTES]; RING_DISPATCHES]; QUEUES]));
-
-// ---- What the writer tells the handler ----
-
-/// The writer opened the trace file (budget `max_bytes`, 0: none): keep a duplicate of its descriptor.
-pub fn file_opened(fd: c_int, max_bytes: u64) {
-    // SAFETY: duplicates a descriptor the writer just opened (close-on-exec, kept for the process).
-    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-    if dup >= 0 {
-        MAX_BYTES.store(max_bytes, Ordering::Release);
-        TRACE_FD.store(dup, Ordering::Release);
-    }
-}
-
-/// After a write: the bytes the writer has written.
-pub fn flushed(written: u64) {
-    WRITTEN.store(written, Ordering::Release);
-}
-
-/// The writer is about to write the last record (end or truncated), or writing failed: from now on
-/// the handler writes nothing, and a record it is writing now is finished first (bounded wait).
-pub fn finish_exclusive() {
-    TRACE_FD.store(FINISHED, Ordering::Release);
-    let me = locus::gettid();
-    wait_until(OTHER_CRASH_WAIT_MS, || {
-        matches!(HANDLING.load(Ordering::Acquire), 0) || HANDLING.load(Ordering::Acquire) == me
-    });
-}
-
-/// Bytes the handler added to the file.
-pub fn extra_written() -> u64 {
-    EXTRA_WRITTEN.load(Ordering::Acquire)
-}
-
-/// The writer thread waits on `efd` for flush requests.
-pub fn writer_thread_started(efd: c_int) {
-    WRITER_TID.store(locus::gettid(), Ordering::Release);
-    FLUSH_FD.store(efd, Ordering::Release);
-}
-
-pub fn writer_thread_ended() {
-    FLUSH_FD.store(-1, Ordering::Release);
-    WRITER_TID.store(0, Ordering::Release);
-}
-
-/// The newest flush request; the writer passes it to [`request_served`] after flushing.
-pub fn pending_request() -> u64 {
-    REQUESTED.load(Ordering::Acquire)
-}
-
-pub fn request_served(request: u64) {
-    SERVED.fetch_max(request, Ordering::AcqRel);
-}
-
-/// In a forked child: the parent's file, writer thread and records are not the child's (and the
-/// child does not observe).
-pub fn reset_in_child() {
-    let fd = TRACE_FD.swap(FINISHED, Ordering::AcqRel);
-    if fd >= 0 {
-        // SAFETY: closes the child's copy of the duplicate; the parent keeps its own.
-        unsafe { libc::close(fd) };
-    }
-    FLUSH_FD.store(-1, Ordering::Relaxed);
-    WRITER_TID.store(0, Ordering::Relaxed);
-    HANDLING.store(0, Ordering::Relaxed);
-}
-
-// ---- Installing the handler ----
-
-/// Installs the handler for [`SIGNALS`], once (when the layer starts).
+/// Installs the handler, once (when the layer starts).
 pub fn arm() {
-    if ARM.compare_exchange(UNARMED, ARMING, Ordering::AcqRel, Ordering::Relaxed).is_err() {
-        return;
-    }
-    // SAFETY: ARMING admits this thread alone, and no handler that reads PREVIOUS is installed yet.
-    let previous = unsafe { &mut *PREVIOUS.0.get() };
-    for (signal, previous) in SIGNALS.iter().zip(previous.iter_mut()) {
-        // SAFETY: sigaction is plain data; it is filled in before use.
-        let mut ours: libc::sigaction = unsafe { std::mem::zeroed() };
-        ours.sa_sigaction = on_signal as extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) as usize;
-        // SA_ONSTACK: on an alternate signal stack where the thread has one (Go requires it of every
-        // handler, and a stack overflow needs it); every signal blocked while the handler runs.
-        ours.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
-        // SAFETY: valid pointers; `previous` receives the handler in place now, which `on_signal` chains to.
-        unsafe {
-            libc::sigfillset(&mut ours.sa_mask);
-            libc::sigaction(*signal, &ours, previous);
-        }
-    }
-    ARM.store(ARMED, Ordering::Release);
+    format::crash::install(CrashHooks { observing: crate::state::on, create_file: None, record: write_record });
 }
 
-// ---- The handler ----
+/// In a forked child: the parent's file, writer thread and records are not the child's, and the child does not
+/// observe.
+pub const FORK: ForkHandlers = ForkHandlers::child(reset_in_child);
 
-extern "C" fn on_signal(signal: c_int, info: *mut libc::siginfo_t, context: *mut c_void) {
-    // SAFETY: __errno_location returns this thread's errno; the handler leaves it as it found it.
-    let errno = unsafe { *libc::__errno_location() };
-    let Some(index) = SIGNALS.iter().position(|&s| s == signal) else { return };
-    // SAFETY: written before this handler was installed, read-only since.
-    let previous = unsafe { &(*PREVIOUS.0.get())[index] };
-    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler; a null one is tolerated.
-    let (code, addr, sender) = match unsafe { info.as_ref() } {
-        // SAFETY: si_pid is the member a sent signal (si_code <= 0) fills in, si_addr the one a fault does.
-        Some(i) if i.si_code <= 0 => (i.si_code, 0, unsafe { i.si_pid() } as u32),
-        // SAFETY: as above.
-        Some(i) => (i.si_code, unsafe { i.si_addr() } as u64, 0),
-        None => (0, 0, 0),
-    };
-    let sent = code <= 0;
-    let tid = locus::gettid();
-    // A sent signal that the program ignores changes nothing: no record.
-    if !(sent && previous.sa_sigaction == libc::SIG_IGN) {
-        match HANDLING.compare_exchange(0, tid, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => {
-                write_record(signal, code, addr, sent.then_some(sender), tid);
-                HANDLING.store(0, Ordering::Release);
-            }
-            // This thread faulted while writing its record: only chain.
-            Err(owner) if owner == tid => {}
-            Err(_) => {
-                wait_until(OTHER_CRASH_WAIT_MS, || HANDLING.load(Ordering::Acquire) == 0);
-            }
-        }
-    }
-    chain(signal, previous, info, context, tid);
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = errno };
-}
-
-/// Hands the signal to what was installed before the layer.
-fn chain(signal: c_int, previous: &libc::sigaction, info: *mut libc::siginfo_t, context: *mut c_void, tid: u32) {
-    match previous.sa_sigaction {
-        libc::SIG_DFL => {
-            // The default action, for this very signal: blocked while the handler runs, it arrives
-            // (and takes the process down) as the handler returns; a fault would recur too.
-            // SAFETY: restores the saved disposition and re-sends the signal to this thread.
-            unsafe {
-                libc::sigaction(signal, previous, std::ptr::null_mut());
-                libc::syscall(libc::SYS_tgkill, libc::getpid(), tid as libc::pid_t, signal);
-            }
-        }
-        libc::SIG_IGN => {
-            // A fault recurs as the handler returns and the kernel then forces the default action,
-            // as it would have without the layer.
-            // SAFETY: restores the saved disposition.
-            unsafe { libc::sigaction(signal, previous, std::ptr::null_mut()) };
-        }
-        handler => {
-            if previous.sa_flags & libc::SA_RESETHAND != 0 {
-                // SAFETY: a zeroed sigaction is SIG_DFL; the kernel would have reset it on delivery.
-                unsafe {
-                    let default: libc::sigaction = std::mem::zeroed();
-                    libc::sigaction(signal, &default, std::ptr::null_mut());
-                }
-            }
-            if previous.sa_flags & libc::SA_SIGINFO != 0 {
-                // SAFETY: the program installed this function as an SA_SIGINFO handler for `signal`.
-                let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
-                    unsafe { std::mem::transmute(handler) };
-                f(signal, info, context);
-            } else {
-                // SAFETY: the program installed this function as a plain handler for `signal`.
-                let f: extern "C" fn(c_int) = unsafe { std::mem::transmute(handler) };
-                f(signal);
-            }
-        }
-    }
-}
-
-/// Waits, polling every millisecond with `nanosleep` (async-signal-safe), until `done` or `ms` passed.
-fn wait_until(ms: u64, done: impl Fn() -> bool) -> bool {
-    let step = libc::timespec { tv_sec: 0, tv_nsec: 1_000_000 };
-    for _ in 0..ms {
-        if done() {
-            return true;
-        }
-        // SAFETY: sleeps this thread; an interruption only shortens one step.
-        unsafe { libc::nanosleep(&step, std::ptr::null_mut()) };
-    }
-    done()
-}
-
-/// Asks the writer thread to write the open window and waits for it; whether it did.
-fn flush_open_window(tid: u32) -> bool {
-    let efd = FLUSH_FD.load(Ordering::Acquire);
-    if !crate::state::on() || efd < 0 || WRITER_TID.load(Ordering::Acquire) == tid {
-        return false;
-    }
-    let request = REQUESTED.fetch_add(1, Ordering::AcqRel) + 1;
-    let one: u64 = 1;
-    // SAFETY: an 8-byte write to the writer thread's eventfd wakes it.
-    if unsafe { libc::write(efd, (&one as *const u64).cast(), 8) } != 8 {
-        return false;
-    }
-    wait_until(FLUSH_WAIT_MS, || SERVED.load(Ordering::Acquire) >= request)
+fn reset_in_child() {
+    format::crash::reset_in_child(false);
 }
 
 /// Reads every claimed queue ring into `dispatches` (their label paths into `texts`), keeping only dispatches
@@ -351,80 +106,21 @@ pub fn threads_in_calls(tid: u32, out: &mut [CrashThread<'static>]) -> usize {
     n
 }
 
-/// Writes the crash record; whether it was written.
-fn write_record(signal: c_int, code: c_int, addr: u64, sender: Option<u32>, tid: u32) -> bool {
-    if SEQ.load(Ordering::Relaxed) >= MAX_RECORDS || TRACE_FD.load(Ordering::Acquire) == FINISHED {
-        return false;
-    }
-    let flushed = flush_open_window(tid);
-    let fd = TRACE_FD.load(Ordering::Acquire);
-    if fd < 0 {
-        return false;
-    }
-    // SAFETY: this thread holds HANDLING, which admits one thread to the scratch space.
-    let scratch = unsafe { &mut *SCRATCH.0.get() };
-    let seq = SEQ.fetch_add(1, Ordering::AcqRel) + 1;
-    let mut threads = [CrashThread { tid, in_flight: None, launches: &[] }; MAX_THREADS];
-    let n_threads = threads_in_calls(tid, &mut threads);
+/// The crash record of `crash` into `out` (within `budget` bytes): the threads inside a Vulkan call and every
+/// queue's last dispatches. Called from the signal handler: allocates nothing, takes no lock.
+fn write_record(crash: &Crash<'_>, budget: u64, out: &mut RecordBuf) -> bool {
+    let mut threads = [CrashThread { tid: crash.tid, in_flight: None, launches: &[] }; MAX_THREADS];
+    let n_threads = threads_in_calls(crash.tid, &mut threads);
     let mut queues: [Option<CrashQueue<'_>>; QUEUES] = [None; QUEUES];
-    // SAFETY: as above.
-    let texts = unsafe { &mut *SCRATCH_TEXTS.0.get() };
-    let n_queues = read_queues(&mut scratch.dispatches, texts, &mut queues);
+    // SAFETY: one thread at a time writes a record (see `HandlerOnly`).
+    let (dispatches, texts) = unsafe { (&mut *DISPATCHES.0.get(), &mut *TEXTS.0.get()) };
+    let n_queues = read_queues(dispatches, texts, &mut queues);
     let mut listed = [CrashQueue { queue: 0, device: None, submits: 0, dispatches: &[], omitted: 0 }; QUEUES];
     for (l, q) in listed.iter_mut().zip(queues.iter().flatten()) {
         *l = *q;
     }
-    let crash = record::Crash {
-        seq,
-        signal,
-        code,
-        addr,
-        sender_pid: sender,
-        at_ns: now_ns(),
-        tid,
-        flushed,
-        threads: &threads[..n_threads],
-    };
-    let record_buf = &mut scratch.record;
-    record_buf.clear();
-    record::crash_with_queues(record_buf, &crash, &listed[..n_queues]);
-    if record_buf.overflowed() || record_buf.len() as u64 > room_in_budget() {
-        return false;
-    }
-    if write_all(fd, record_buf.as_bytes()) {
-        EXTRA_WRITTEN.fetch_add(record_buf.len() as u64, Ordering::AcqRel);
-        return true;
-    }
-    false
-}
-
-/// Bytes the budget still allows (the writer's `truncated` record keeps its reserve).
-fn room_in_budget() -> u64 {
-    let max_bytes = MAX_BYTES.load(Ordering::Acquire);
-    if max_bytes == 0 {
-        return u64::MAX;
-    }
-    let used = WRITTEN.load(Ordering::Acquire) + EXTRA_WRITTEN.load(Ordering::Acquire);
-    max_bytes.saturating_sub(format::sink::CUT_RECORD_RESERVE).saturating_sub(used)
-}
-
-fn write_all(fd: c_int, mut bytes: &[u8]) -> bool {
-    while !bytes.is_empty() {
-        // SAFETY: writes from a live slice to a descriptor this module owns.
-        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
-        if n < 0 {
-            // SAFETY: reads this thread's errno.
-            if unsafe { *libc::__errno_location() } == libc::EINTR {
-                continue;
-            }
-            return false;
-        }
-        if n == 0 {
-            return false;
-        }
-        bytes = &bytes[n as usize..];
-    }
-    true
+    record::crash_with_queues(out, &Crash { threads: &threads[..n_threads], ..*crash }, &listed[..n_queues]);
+    !out.overflowed() && out.len() as u64 <= budget
 }
 
 #[cfg(test)]

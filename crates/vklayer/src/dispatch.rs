@@ -249,7 +249,16 @@ pub fn remove_device(key: u64) {
 
 /// In a forked child: a parent thread may have held a map's lock. The maps stay usable (entries are
 /// written with atomics), and the child still forwards every call through them.
-pub fn force_unlock_in_child() {
+pub const FORK: format::fork::ForkHandlers = format::fork::ForkHandlers::child(force_unlock_in_child);
+
+fn force_unlock_in_child() {
     INSTANCES.force_unlock();
     DEVICES.force_unlock();
+}
+
+/// The device table of a dispatchable handle of a device (device, queue, command buffer).
+#[inline(always)]
+pub fn device_of<H: ash::vk::Handle>(handle: H) -> Option<&'static DeviceDispatch> {
+    // SAFETY: hooks are called with valid handles of devices this layer created.
+    unsafe { device(handle.as_raw() as *mut u8) }
 }

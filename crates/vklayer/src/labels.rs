@@ -4,6 +4,12 @@
 //! innermost regions open when it was recorded, `PARENT > TEXT` (`MUL_MAT blk.0.attn_q > mul_mat_vec_… (16000,1,1)`),
 //! so that a crash names the graph node as well as the pipeline.
 //!
+//! ggml's innermost, per-dispatch region only repeats what the dispatch's entry holds already (the pipeline's name
+//! and the workgroup counts): a region whose text has that form, `NAME (X,Y,Z)` ([`is_dispatch_label`]), is followed
+//! (its end closes it) but not kept, so a dispatch is remembered with the two innermost *other* regions, `submit 3 >
+//! MUL_MAT blk.0.attn_q`: the arena copy per dispatch goes away, equal dispatches of one node share an entry, and a
+//! submission copies shorter paths. A crash record names the pipeline and its workgroup counts beside the label.
+//!
 //! Labels are begun once or more per dispatch, on the recording path, so this takes no lock, hashes nothing and,
 //! once the buffer has recorded its largest batch, allocates nothing: each label begun appends its text (cut at
 //! [`MAX_TEXT`] bytes) to the buffer's byte arena, which is emptied when the buffer is begun or reset and keeps its
@@ -59,19 +65,46 @@ impl Label {
 /// The label regions of one command buffer.
 pub struct Labels {
     arena: Vec<u8>,
-    /// The open regions' texts, outermost first (the first [`MAX_DEPTH`] of `depth`).
-    open: [Text; MAX_DEPTH],
+    /// The texts of the open regions that are kept (not a dispatch's own), outermost first.
+    kept: [Text; MAX_DEPTH],
+    kept_len: u32,
+    /// Bit `d`: the region open at depth `d` (of the first [`MAX_DEPTH`]) is a dispatch's own, not kept.
+    own: u32,
     depth: u32,
+}
+
+/// Whether `text` is ggml-vulkan's per-dispatch label, `NAME (X,Y,Z)` (`ggml_vk_debug_label` for a pipeline and
+/// its workgroup counts): a name, a space, then three decimal numbers separated by commas in parentheses, at the end.
+#[inline]
+pub fn is_dispatch_label(text: &[u8]) -> bool {
+    // The shortest is `A (0,0,0)`; anything not ending in `)` is rejected at once (a graph node's label).
+    let n = text.len();
+    if n < 9 || text[n - 1] != b')' {
+        return false;
+    }
+    let (mut i, mut commas, mut digits) = (n - 1, 0, 0);
+    while i > 0 {
+        i -= 1;
+        match text[i] {
+            b'0'..=b'9' => digits += 1,
+            b',' if digits > 0 => (commas, digits) = (commas + 1, 0),
+            b'(' => return digits > 0 && commas == 2 && i >= 2 && text[i - 1] == b' ',
+            _ => return false,
+        }
+    }
+    false
 }
 
 impl Labels {
     pub fn new() -> Labels {
-        Labels { arena: Vec::new(), open: [Text::NONE; MAX_DEPTH], depth: 0 }
+        Labels { arena: Vec::new(), kept: [Text::NONE; MAX_DEPTH], kept_len: 0, own: 0, depth: 0 }
     }
 
     /// Forgets every label (the buffer is begun or reset); the arena keeps its capacity.
     pub fn clear(&mut self) {
         self.arena.clear();
+        self.kept_len = 0;
+        self.own = 0;
         self.depth = 0;
     }
 
@@ -83,37 +116,56 @@ impl Labels {
         if depth >= MAX_DEPTH {
             return;
         }
+        if is_dispatch_label(text) {
+            self.own |= 1 << depth;
+            return;
+        }
+        self.own &= !(1 << depth);
         let text = &text[..text.len().min(MAX_TEXT)];
         let start = self.arena.len();
-        self.open[depth] = if start + text.len() <= MAX_ARENA {
+        let kept = if start + text.len() <= MAX_ARENA {
             self.arena.extend_from_slice(text);
             Text::new(start, text.len())
         } else {
             Text::NONE
         };
+        // At most one kept region per open depth below MAX_DEPTH: `kept_len <= depth < MAX_DEPTH`.
+        self.kept[self.kept_len as usize] = kept;
+        self.kept_len += 1;
     }
 
     /// `vkCmdEndDebugUtilsLabelEXT`.
     #[inline]
     pub fn end(&mut self) {
-        self.depth = self.depth.saturating_sub(1);
-    }
-
-    /// The two innermost open regions (the deepest followed when more are open); [`Label::NONE`] for none.
-    #[inline(always)]
-    pub fn current(&self) -> Label {
-        match (self.depth as usize).min(MAX_DEPTH) {
-            0 => Label::NONE,
-            1 => Label { outer: Text::NONE, inner: self.open[0] },
-            d => Label { outer: self.open[d - 2], inner: self.open[d - 1] },
+        let Some(depth) = self.depth.checked_sub(1) else { return };
+        self.depth = depth;
+        if (depth as usize) < MAX_DEPTH && self.own & (1 << depth) == 0 {
+            self.kept_len = self.kept_len.saturating_sub(1);
         }
     }
 
-    /// The path of `label` (a label of this buffer since it was last cleared), `OUTER > INNER` or the one region's
-    /// text, written into `out`; empty for none.
-    pub fn path<'a>(&self, label: Label, out: &'a mut [u8; MAX_PATH]) -> &'a [u8] {
+    /// The two innermost open regions that are kept (the deepest followed when more are open); [`Label::NONE`]
+    /// for none.
+    #[inline(always)]
+    pub fn current(&self) -> Label {
+        match self.kept_len as usize {
+            0 => Label::NONE,
+            1 => Label { outer: Text::NONE, inner: self.kept[0] },
+            n => Label { outer: self.kept[n - 2], inner: self.kept[n - 1] },
+        }
+    }
+
+    /// The texts of `label`'s two regions (a label of this buffer since it was last cleared); empty for none.
+    #[inline]
+    pub fn parts(&self, label: Label) -> (&[u8], &[u8]) {
         let part = |t: Text| self.arena.get(t.range()).unwrap_or_default();
-        let (outer, inner) = (part(label.outer), part(label.inner));
+        (part(label.outer), part(label.inner))
+    }
+
+    /// The path of `label`, `OUTER > INNER` or the one region's text, written into `out`; empty for none.
+    #[cfg(test)]
+    pub fn path<'a>(&self, label: Label, out: &'a mut [u8; MAX_PATH]) -> &'a [u8] {
+        let (outer, inner) = self.parts(label);
         let sep = if outer.is_empty() || inner.is_empty() { &[][..] } else { NESTED };
         let mut len = 0;
         for piece in [outer, sep, inner] {
@@ -144,17 +196,23 @@ mod tests {
         assert_eq!(text(&l), "submit 3");
         l.begin(b"MUL_MAT blk.0.attn_q");
         assert_eq!(text(&l), "submit 3 > MUL_MAT blk.0.attn_q");
+        l.begin(b"rms_norm (3,1,1) notes");
+        assert_eq!(text(&l), "MUL_MAT blk.0.attn_q > rms_norm (3,1,1) notes");
+        let nested = l.current();
+        l.end();
+        // ggml's per-dispatch region repeats the pipeline and workgroup counts: followed, not kept.
         l.begin(b"mul_mat_vec_f16_f32_f32 (16000,1,1)");
         let dispatch = l.current();
-        assert_eq!(text(&l), "MUL_MAT blk.0.attn_q > mul_mat_vec_f16_f32_f32 (16000,1,1)");
+        assert_eq!(text(&l), "submit 3 > MUL_MAT blk.0.attn_q");
         l.end();
         assert_eq!(text(&l), "submit 3 > MUL_MAT blk.0.attn_q");
         l.end();
         l.begin(b"ADD blk.0.ffn_inp");
         assert_eq!(text(&l), "submit 3 > ADD blk.0.ffn_inp");
+        assert_eq!(path(&l, dispatch), "submit 3 > MUL_MAT blk.0.attn_q");
         assert_eq!(
-            path(&l, dispatch),
-            "MUL_MAT blk.0.attn_q > mul_mat_vec_f16_f32_f32 (16000,1,1)",
+            path(&l, nested),
+            "MUL_MAT blk.0.attn_q > rms_norm (3,1,1) notes",
             "a closed region's path stays readable until the buffer is cleared"
         );
         l.end();
@@ -162,6 +220,29 @@ mod tests {
         assert_eq!(l.current(), Label::NONE);
         l.end();
         assert_eq!(l.current(), Label::NONE, "an unbalanced end is harmless");
+    }
+
+    #[test]
+    fn only_a_name_then_three_numbers_in_parentheses_is_a_dispatch_label() {
+        // ggml_vk_debug_label(ctx, pipeline_name, wg0, wg1, wg2): `pipeline_name + " (" + wg0 + "," + wg1 + "," + wg2 + ")"`.
+        for yes in [&b"mul_mat_vec_q4_k_f32_f32 (16000,1,1)"[..], b"a (0,0,0)", b"rope_neox_f32 (1,32,7)"] {
+            assert!(is_dispatch_label(yes), "{}", String::from_utf8_lossy(yes));
+        }
+        for no in [
+            &b"MUL_MAT blk.0.attn_q"[..],
+            b"submit 3",
+            b"(1,1,1)",
+            b"x(1,1,1)",
+            b"x (1,1)",
+            b"x (1,1,1,1)",
+            b"x (1,,1)",
+            b"x (1,1,1) ",
+            b"x (a,1,1)",
+            b")",
+            b"",
+        ] {
+            assert!(!is_dispatch_label(no), "{}", String::from_utf8_lossy(no));
+        }
     }
 
     #[test]

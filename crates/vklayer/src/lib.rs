@@ -39,6 +39,7 @@ mod loader;
 mod locus;
 mod pipelines;
 mod shader;
+mod start;
 mod state;
 mod switch;
 mod writer;

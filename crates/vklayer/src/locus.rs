@@ -18,6 +18,7 @@
 //!   (`vkCmd*`) are not marked: they are the hot path and only append to host memory.
 
 use std::cell::Cell;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use format::record::QueueDispatch;
@@ -99,6 +100,13 @@ impl QueueRing {
     /// (`crate::labels`, cut at [`LABEL_BYTES`]; empty: none). Called by the submitting thread only.
     #[inline]
     pub fn push(&self, kernel: u32, grid: [u32; 3], count: u32, submit: u64, label: &[u8]) {
+        self.push_path(kernel, grid, count, submit, (label, b""));
+    }
+
+    /// [`QueueRing::push`] with the label path in its two parts, `OUTER > INNER` (either may be empty: then
+    /// no separator), assembled straight into the slot.
+    #[inline]
+    pub fn push_path(&self, kernel: u32, grid: [u32; 3], count: u32, submit: u64, (outer, inner): (&[u8], &[u8])) {
         let n = self.head.load(Ordering::Relaxed);
         let entry = &self.entries[(n % SLOTS as u64) as usize];
         // A reader that sees any store below sees the count of the previous entry first.
@@ -107,12 +115,29 @@ impl QueueRing {
         entry.submit.store(submit, Ordering::Relaxed);
         entry.xy.store(u64::from(grid[0]) | (u64::from(grid[1]) << 32), Ordering::Relaxed);
         entry.z.store(grid[2], Ordering::Relaxed);
-        let label = &label[..label.len().min(LABEL_BYTES)];
-        entry.label_len.store(label.len() as u32, Ordering::Relaxed);
-        for (word, bytes) in entry.label.iter().zip(label.chunks(8)) {
-            let mut le = [0u8; 8];
-            le[..bytes.len()].copy_from_slice(bytes);
-            word.store(u64::from_le_bytes(le), Ordering::Relaxed);
+        if outer.is_empty() && inner.is_empty() {
+            // No label (ggml without debug markers): nothing to assemble.
+            entry.label_len.store(0, Ordering::Relaxed);
+            self.head.store(n.wrapping_add(1), Ordering::Release);
+            return;
+        }
+        // The path is assembled in place and only its words are stored; nothing else of the buffer is touched.
+        let mut bytes = [MaybeUninit::<u8>::uninit(); LABEL_WORDS * 8];
+        let mut len = append(&mut bytes, 0, outer);
+        if !outer.is_empty() && !inner.is_empty() {
+            len = append(&mut bytes, len, crate::labels::NESTED);
+        }
+        len = append(&mut bytes, len, inner);
+        let words = len.div_ceil(8);
+        bytes[len..words * 8].iter_mut().for_each(|b| {
+            b.write(0);
+        });
+        entry.label_len.store(len as u32, Ordering::Relaxed);
+        for (k, word) in entry.label[..words].iter().enumerate() {
+            // SAFETY: bytes `..words * 8` are initialised above; an unaligned 8-byte read inside the buffer.
+            let w = unsafe { std::ptr::read_unaligned(bytes.as_ptr().add(k * 8).cast::<u64>()) };
+            // Little-endian words, as `read` takes them apart.
+            word.store(u64::from_le(w), Ordering::Relaxed);
         }
         self.head.store(n.wrapping_add(1), Ordering::Release);
     }
@@ -175,6 +200,15 @@ impl QueueRing {
         self.submits.store(0, Ordering::Relaxed);
         self.head.store(0, Ordering::Relaxed);
     }
+}
+
+/// Copies as much of `piece` as fits after `len` bytes of `bytes`; the new length.
+#[inline(always)]
+fn append(bytes: &mut [MaybeUninit<u8>; LABEL_WORDS * 8], len: usize, piece: &[u8]) -> usize {
+    let take = piece.len().min(LABEL_BYTES - len);
+    // SAFETY: `len + take <= LABEL_BYTES <= bytes.len()`; the source has `take` bytes; no overlap.
+    unsafe { std::ptr::copy_nonoverlapping(piece.as_ptr(), bytes.as_mut_ptr().add(len).cast::<u8>(), take) };
+    len + take
 }
 
 static RINGS: [QueueRing; QUEUES] = [const { QueueRing::new() }; QUEUES];
@@ -254,11 +288,7 @@ pub fn call_slots() -> impl Iterator<Item = &'static CallSlot> {
     CALLS[..CLAIMED.load(Ordering::Acquire).min(THREADS)].iter().filter(|s| s.tid() != 0)
 }
 
-/// The kernel thread id of the calling thread.
-pub fn gettid() -> u32 {
-    // SAFETY: gettid has no preconditions and cannot fail.
-    (unsafe { libc::syscall(libc::SYS_gettid) }) as u32
-}
+pub use format::runtime::gettid;
 
 #[cold]
 #[inline(never)]
@@ -327,7 +357,9 @@ impl Drop for Marked {
 }
 
 /// In a forked child: the parent's queues and threads are not the child's.
-pub fn reset_in_child() {
+pub const FORK: format::fork::ForkHandlers = format::fork::ForkHandlers::child(reset_in_child);
+
+fn reset_in_child() {
     for ring in &RINGS {
         ring.reset();
     }

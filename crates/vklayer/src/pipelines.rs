@@ -352,7 +352,9 @@ pub fn take_for_writer(wanted: &[u32], all: bool) -> ForWriter {
 }
 
 /// In a forked child: a parent thread may have held the registry lock.
-pub fn force_unlock_in_child() {
+pub const FORK: format::fork::ForkHandlers = format::fork::ForkHandlers::child(force_unlock_in_child);
+
+fn force_unlock_in_child() {
     REGISTRY.release_for_fork();
 }
 

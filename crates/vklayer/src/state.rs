@@ -11,6 +11,8 @@ use std::sync::OnceLock;
 
 use format::env::{self, Settings};
 
+use format::fork::ForkHandlers;
+use format::runtime::Reporter;
 use format::spin::SpinLock;
 
 const UNINIT: u8 = 0;
@@ -20,7 +22,6 @@ const OFF: u8 = 2;
 static STATE: AtomicU8 = AtomicU8::new(UNINIT);
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
 static START_NS: AtomicU64 = AtomicU64::new(0);
-static REPORTED: AtomicBool = AtomicBool::new(false);
 static STATISTICS_WANTED: AtomicBool = AtomicBool::new(true);
 /// Serialises start-up (the first `vkCreateInstance` calls of several threads).
 static STARTING: SpinLock<()> = SpinLock::new(());
@@ -45,8 +46,9 @@ pub fn statistics_wanted() -> bool {
     on() && STATISTICS_WANTED.load(Ordering::Relaxed)
 }
 
-/// Starts the layer in this process, once (at the first instance).
-pub fn start() {
+/// Starts the layer in this process, once (at the first instance): `prepare` runs before observation is on (the
+/// tables it needs), `started` after. Without a trace destination, observation stays off with one line on stderr.
+pub fn start(prepare: fn(&Settings), started: fn(&Settings)) {
     if STATE.load(Ordering::Acquire) != UNINIT {
         return;
     }
@@ -58,71 +60,34 @@ pub fn start() {
         Ok(settings) => {
             STATISTICS_WANTED
                 .store(env::get(env::VK_PIPELINE_STATS).is_none_or(|v| v.trim() != "0"), Ordering::Relaxed);
-            let interval_ms = settings.interval_ms;
-            crate::pipelines::init(settings.max_kernels);
-            let _ = SETTINGS.set(settings);
+            prepare(&settings);
+            let settings = SETTINGS.get_or_init(|| settings);
             START_NS.store(format::clock::now_ns(), Ordering::Relaxed);
-            pin_in_memory();
-            // SAFETY: the handler is an `extern "C" fn()` that cannot unwind.
-            unsafe { libc::pthread_atfork(None, None, Some(fork_child)) };
+            // The loader unloads a layer library when the last instance is destroyed; the writer thread and the
+            // exit flush run this library's code until the process ends, so it must stay mapped.
+            format::runtime::pin_in_memory(start as *const () as usize);
+            let _ = format::fork::register(FORK);
             STATE.store(ON, Ordering::Release);
-            crate::writer::spawn_thread(interval_ms);
-            crate::crash::arm();
+            started(settings);
         }
         Err(why) => {
             STATE.store(OFF, Ordering::Release);
-            report_once(format_args!("{why}"));
+            REPORTER.stop_once(format_args!("{why}"));
         }
     }
 }
 
-/// The loader unloads a layer library when the last instance is destroyed; the writer thread and
-/// the exit flush run this library's code until the process ends, so it must stay mapped.
-fn pin_in_memory() {
-    let mut info: libc::Dl_info = libc::Dl_info {
-        dli_fname: std::ptr::null(),
-        dli_fbase: std::ptr::null_mut(),
-        dli_sname: std::ptr::null(),
-        dli_saddr: std::ptr::null_mut(),
-    };
-    // SAFETY: dladdr fills `info` for an address inside this library (a function of it).
-    let found = unsafe { libc::dladdr(pin_in_memory as *const libc::c_void, &mut info) };
-    if found != 0 && !info.dli_fname.is_null() {
-        // SAFETY: RTLD_NOLOAD|RTLD_NODELETE on an object already loaded only marks it as never to be
-        // unloaded; the extra reference is deliberately kept.
-        unsafe { libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE) };
-    }
-}
+static REPORTER: Reporter = Reporter::new("backscope-vklayer");
 
 /// Switches observation off for the rest of the process and says why, once.
 pub fn disable(why: fmt::Arguments<'_>) {
     STATE.store(OFF, Ordering::Release);
-    report_once(why);
+    REPORTER.stop_once(why);
 }
 
 /// One line on stderr that does not switch observation off.
 pub fn note(what: fmt::Arguments<'_>) {
-    write_stderr(format!("backscope-vklayer[{}]: {what}\n", std::process::id()).as_bytes());
-}
-
-fn report_once(why: fmt::Arguments<'_>) {
-    if !REPORTED.swap(true, Ordering::AcqRel) {
-        note(why);
-    }
-}
-
-fn write_stderr(mut bytes: &[u8]) {
-    while !bytes.is_empty() {
-        // SAFETY: writes from a live slice to fd 2; a closed stderr just makes this fail.
-        let n = unsafe { libc::write(2, bytes.as_ptr().cast(), bytes.len()) };
-        if n <= 0 {
-            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return;
-        }
-        bytes = &bytes[n as usize..];
-    }
+    REPORTER.note(what);
 }
 
 /// Runs layer code from a hook: a panic switches observation off instead of unwinding into C.
@@ -139,26 +104,15 @@ pub fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
 
 #[cold]
 fn report_panic(payload: &(dyn std::any::Any + Send)) {
-    let what = payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_default();
+    let what = format::runtime::panic_text(payload);
     disable(format_args!("internal error ({what}); not observing, the program continues"));
 }
 
-/// A forked child does not observe: Vulkan objects are not usable across `fork`, and the parent's
-/// trace is not the child's. Locks a parent thread held are released so that forwarding never waits;
-/// while the layer is off, hooks write nothing but the dispatch tables.
-extern "C" fn fork_child() {
-    let _ = std::panic::catch_unwind(|| {
-        STATE.store(OFF, Ordering::Release);
-        STARTING.release_for_fork();
-        crate::dispatch::force_unlock_in_child();
-        crate::pipelines::force_unlock_in_child();
-        crate::commands::force_unlock_in_child();
-        crate::writer::forget_in_child();
-        crate::crash::reset_in_child();
-        crate::locus::reset_in_child();
-    });
+/// A forked child does not observe: Vulkan objects are not usable across `fork`, and the parent's trace is not the
+/// child's; the start lock a parent thread held is released. (Each module registers its own fork handlers.)
+const FORK: ForkHandlers = ForkHandlers::child(off_in_child);
+
+fn off_in_child() {
+    STATE.store(OFF, Ordering::Release);
+    STARTING.release_for_fork();
 }

@@ -8,13 +8,14 @@
 //! that never create a Vulkan device leave no file. The file's edges (names, budget, `truncated`
 //! record) are `format::sink`'s.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use format::clock::now_ns;
+use format::crash::Handler as CrashHandler;
 use format::record::{self, api, ShapeCount};
-use format::sink::{CoWriter, Stop, TraceSink};
+use format::sink::{Stop, TraceSink};
 use format::spirv;
+use format::writer::{ShapeDeltas, WriterLoop};
 
 use crate::pipelines::{self, DeviceFacts, Meta, ShapeCounts, OVERFLOW, SHAPE_BUCKETS};
 use crate::state;
@@ -26,18 +27,6 @@ pub static SUBMITS: AtomicU64 = AtomicU64::new(0);
 /// Device-lost records written per process (a program that retries after a lost device must not
 /// fill the disk).
 pub const MAX_DEVICE_LOST_RECORDS: u32 = 8;
-
-/// The crash handler writes into the trace file too (`crate::crash`).
-struct CrashHandler;
-
-impl CoWriter for CrashHandler {
-    fn written(&self) -> u64 {
-        crate::crash::extra_written()
-    }
-    fn finish(&self) {
-        crate::crash::finish_exclusive();
-    }
-}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Flush {
@@ -52,7 +41,7 @@ struct Writer {
     done: bool,
     /// Per slot: dispatches and errors at the last flush.
     last: Vec<[u64; 2]>,
-    last_shapes: HashMap<u32, ([u64; SHAPE_BUCKETS], u64)>,
+    last_shapes: ShapeDeltas<[u32; 3], SHAPE_BUCKETS>,
     last_submits: u64,
     last_t: u64,
     overflow_defined: bool,
@@ -70,7 +59,7 @@ impl Writer {
             sink: None,
             done: false,
             last: Vec::new(),
-            last_shapes: HashMap::new(),
+            last_shapes: ShapeDeltas::new(),
             last_submits: 0,
             last_t: state::start_ns(),
             overflow_defined: false,
@@ -104,8 +93,8 @@ impl Writer {
             },
         );
         sink.write_header(&header)?;
-        crate::crash::file_opened(std::os::fd::AsRawFd::as_raw_fd(&sink), settings.max_bytes);
-        crate::crash::flushed(sink.written());
+        format::crash::file_opened(std::os::fd::AsRawFd::as_raw_fd(&sink), settings.max_bytes);
+        format::crash::flushed(sink.written());
         self.sink = Some(sink);
         Ok(())
     }
@@ -190,9 +179,17 @@ impl Writer {
             };
             record::window(&mut self.buf, &window);
         }
+        // The program's handler returned from a crash record's signal and the process outlived it (a Go panic that
+        // was recovered): say so, as the CUDA/HIP observer does, so that a reader does not take the crash as fatal.
+        // Taken even without a file, so that the writer thread stops waking up for it.
+        if let Some((seq, at_ns)) = format::crash::survived_signal() {
+            if self.sink.is_some() {
+                record::signal_returned(&mut self.buf, seq, at_ns);
+            }
+        }
         if kind == Flush::Exit {
             // Nothing may follow the end record: the crash handler stops first.
-            crate::crash::finish_exclusive();
+            format::crash::finish_exclusive();
             record::end(&mut self.buf, now_ns());
         }
         let result = self.write_buf();
@@ -212,7 +209,7 @@ impl Writer {
         let result = match self.sink.as_mut() {
             Some(sink) if !lines.is_empty() => {
                 let result = sink.write_lines_beside(&lines, &CrashHandler);
-                crate::crash::flushed(sink.written());
+                format::crash::flushed(sink.written());
                 result
             }
             _ => Ok(()),
@@ -249,25 +246,11 @@ impl Writer {
         shapes: &mut Vec<ShapeCount>,
         other: &mut Vec<(u32, u64)>,
     ) {
-        let (last_entries, last_other) = self.last_shapes.entry(id).or_insert(([0; SHAPE_BUCKETS], 0));
-        let mut merged: Vec<([u32; 3], u64)> = Vec::new();
-        for (entry, last) in counts.entries.iter().zip(last_entries.iter_mut()) {
-            let Some((grid, n)) = *entry else { continue };
-            let delta = n.wrapping_sub(*last);
-            *last = n;
-            if delta == 0 {
-                continue;
-            }
-            // Two threads racing on a new shape can claim two entries for it: merge them.
-            match merged.iter_mut().find(|(g, _)| *g == grid) {
-                Some((_, m)) => *m += delta,
-                None => merged.push((grid, delta)),
-            }
-        }
-        shapes.extend(merged.into_iter().map(|(grid, count)| ShapeCount { kernel: id, grid, block, count }));
-        if counts.other != *last_other {
-            other.push((id, counts.other.wrapping_sub(*last_other)));
-            *last_other = counts.other;
+        let grown = self.last_shapes.take(id, &counts.entries, counts.other, |grid, count| {
+            shapes.push(ShapeCount { kernel: id, grid, block, count })
+        });
+        if let Some(n) = grown {
+            other.push((id, n));
         }
     }
 }
@@ -347,105 +330,40 @@ fn flush_then(kind: Flush, lost: Option<(&str, i32)>) -> bool {
             writer.done = kind == Flush::Exit;
             !writer.done
         }
-        Err(Stop::Budget) => {
+        Err(stop) => {
             writer.done = true;
-            writer.sink = None;
-            state::note(format_args!(
-                "the trace reached its budget of {} bytes (BACKSCOPE_TRACE_MAX_BYTES) and was cut; the program continues",
-                state::settings().map_or(0, |s| s.max_bytes)
-            ));
-            false
-        }
-        Err(Stop::Failed(e)) => {
-            if let Some(sink) = writer.sink.as_mut() {
-                sink.record_write_error_beside(&e, &CrashHandler);
+            match format::writer::stopped(&mut writer.sink, stop) {
+                None => state::note(format_args!(
+                    "the trace reached its budget of {} bytes (BACKSCOPE_TRACE_MAX_BYTES) and was cut; the program continues",
+                    state::settings().map_or(0, |s| s.max_bytes)
+                )),
+                Some(e) => {
+                    state::disable(format_args!("cannot write the trace ({e}); not observing, the program continues"))
+                }
             }
-            crate::crash::finish_exclusive();
-            writer.done = true;
-            writer.sink = None;
-            state::disable(format_args!("cannot write the trace ({e}); not observing, the program continues"));
             false
         }
     }
 }
 
-/// Starts the periodic writer thread (`interval_ms` 0: only the exit flush writes).
+/// Starts the writer thread: a window every `interval_ms` (none when 0), and one whenever the crash handler asks
+/// for the open window.
 pub fn spawn_thread(interval_ms: u64) {
-    if interval_ms == 0 {
-        return;
-    }
-    // The thread inherits the creating thread's signal mask: block everything around the spawn so
-    // that the program's signal handlers never run on the layer's thread.
-    // SAFETY: sigset_t is plain data initialised by sigfillset/pthread_sigmask before use.
-    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let mut previous: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: valid sigset pointers; only this thread's mask changes, and it is restored below.
-    unsafe {
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut previous);
-    }
-    let spawned = std::thread::Builder::new()
-        .name("backscope-vk".into())
-        .stack_size(256 * 1024)
-        .spawn(move || writer_loop(interval_ms));
-    // SAFETY: restores the mask saved above.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut()) };
-    if spawned.is_err() {
+    let what = WriterLoop { interval_ms, on_start: || {}, running: state::on, flush: flush_window };
+    if !format::writer::spawn("backscope-vk", what) {
         state::note(format_args!("could not start the writer thread; the trace will be written at exit only"));
     }
 }
 
-/// Flushes every `interval_ms`, and at once when the crash handler asks (an `eventfd`).
-fn writer_loop(interval_ms: u64) {
-    // SAFETY: creates a close-on-exec eventfd this thread owns.
-    let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if efd >= 0 {
-        crate::crash::writer_thread_started(efd);
-    }
-    let interval = interval_ms.saturating_mul(1_000_000).max(1);
-    let mut next = now_ns().saturating_add(interval);
-    loop {
-        let now = now_ns();
-        if next > now {
-            wait(efd, next - now);
-        }
-        let request = crate::crash::pending_request();
-        if now_ns() >= next {
-            next = next.saturating_add(interval).max(now_ns().saturating_add(1));
-        }
-        let running = state::on() && state::guarded(|| flush(Flush::Window)) == Some(true);
-        crate::crash::request_served(request);
-        if !running {
-            break;
-        }
-    }
-    crate::crash::writer_thread_ended();
-    if efd >= 0 {
-        // SAFETY: the eventfd created above; the handler no longer sees it (writer_thread_ended).
-        unsafe { libc::close(efd) };
-    }
-}
-
-/// Sleeps up to `ns`, or until the crash handler writes to `efd` (whose counter is then reset).
-fn wait(efd: i32, ns: u64) {
-    if efd < 0 {
-        std::thread::sleep(std::time::Duration::from_nanos(ns));
-        return;
-    }
-    let mut fds = libc::pollfd { fd: efd, events: libc::POLLIN, revents: 0 };
-    let ms = ns.div_ceil(1_000_000).min(i32::MAX as u64) as i32;
-    // SAFETY: one valid pollfd.
-    if unsafe { libc::poll(&mut fds, 1, ms) } > 0 {
-        let mut value = 0u64;
-        // SAFETY: an 8-byte read from the eventfd into a u64.
-        unsafe { libc::read(efd, (&mut value as *mut u64).cast(), 8) };
-    }
+fn flush_window(_periodic: bool) -> bool {
+    state::guarded(|| flush(Flush::Window)) == Some(true)
 }
 
 /// In a forked child (one thread): the parent's writer state is not the child's; a lock a parent
 /// thread held is abandoned with it.
-pub fn forget_in_child() {
+pub const FORK: format::fork::ForkHandlers = format::fork::ForkHandlers::child(forget_in_child);
+
+fn forget_in_child() {
     WRITER.release_for_fork();
     let mut guard = WRITER.lock();
     if let Some(old) = guard.take() {

@@ -30,13 +30,12 @@ use crate::ffi::{
 use crate::graphs;
 use crate::observe::{alias, from_cu_config, launch, out_handle, register, Family, Namer, Stream};
 use crate::registry::{Api, NameSource, Shape};
-use crate::state;
 
 hook! {
     fn __cudaRegisterFatBinary(fat_cubin: *mut c_void) -> *mut *mut c_void;
     missing = ptr::null_mut();
     after |_handle| {
-        state::active();
+        crate::start::active();
     }
 }
 
@@ -265,7 +264,7 @@ hook! {
     missing = CUDA_ERROR_NOT_SUPPORTED;
     after |status| {
         if status == SUCCESS {
-            graphs::begin_capture(Family::Cuda, Stream::new(stream), None);
+            crate::observe::begin_capture(Family::Cuda, Stream::new(stream), None);
         }
     }
 }
@@ -275,7 +274,7 @@ hook! {
     missing = CUDA_ERROR_NOT_SUPPORTED;
     after |status| {
         if status == SUCCESS {
-            graphs::begin_capture(Family::Cuda, Stream::per_thread(stream), None);
+            crate::observe::begin_capture(Family::Cuda, Stream::per_thread(stream), None);
         }
     }
 }
@@ -293,7 +292,7 @@ hook! {
     missing = CUDA_ERROR_NOT_SUPPORTED;
     after |status| {
         if status == SUCCESS {
-            graphs::begin_capture(Family::Cuda, Stream::new(stream), Some(graph as usize));
+            crate::observe::begin_capture(Family::Cuda, Stream::new(stream), Some(graph as usize));
         }
     }
 }
@@ -354,7 +353,7 @@ hook! {
     missing = CUDA_ERROR_NOT_SUPPORTED;
     after |status| {
         if let Some(exec) = out_handle(status, exec) {
-            graphs::set_exec_graph(Family::Cuda, exec, graph as usize);
+            crate::observe::set_exec_graph(Family::Cuda, exec, graph as usize);
         }
     }
 }
@@ -364,7 +363,7 @@ hook! {
     missing = CUDA_ERROR_NOT_SUPPORTED;
     after |status| {
         if let Some(exec) = out_handle(status, exec) {
-            graphs::set_exec_graph(Family::Cuda, exec, graph as usize);
+            crate::observe::set_exec_graph(Family::Cuda, exec, graph as usize);
         }
     }
 }
@@ -374,7 +373,7 @@ hook! {
     missing = CUDA_ERROR_NOT_SUPPORTED;
     after |status| {
         if let Some(exec) = out_handle(status, exec) {
-            graphs::set_exec_graph(Family::Cuda, exec, graph as usize);
+            crate::observe::set_exec_graph(Family::Cuda, exec, graph as usize);
         }
     }
 }
@@ -384,7 +383,7 @@ hook! {
     missing = CUDA_ERROR_NOT_SUPPORTED;
     after |status| {
         if let Some(exec) = out_handle(status, exec) {
-            graphs::set_exec_graph(Family::Cuda, exec, graph as usize);
+            crate::observe::set_exec_graph(Family::Cuda, exec, graph as usize);
         }
     }
 }
@@ -396,7 +395,7 @@ hook! {
     missing = CUDA_ERROR_NOT_SUPPORTED;
     after |status| {
         if status == SUCCESS {
-            graphs::set_exec_graph(Family::Cuda, exec as usize, graph as usize);
+            crate::observe::set_exec_graph(Family::Cuda, exec as usize, graph as usize);
         }
     }
 }
@@ -404,13 +403,13 @@ hook! {
 hook! {
     fn cudaGraphLaunch(exec: Handle, stream: Handle) -> Status;
     missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| graphs::launch_graph(Family::Cuda, exec as usize, Stream::new(stream), status)
+    after |status| crate::observe::launch_graph(Family::Cuda, exec as usize, Stream::new(stream), status)
 }
 
 hook! {
     fn cudaGraphLaunch_ptsz(exec: Handle, stream: Handle) -> Status;
     missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| graphs::launch_graph(Family::Cuda, exec as usize, Stream::per_thread(stream), status)
+    after |status| crate::observe::launch_graph(Family::Cuda, exec as usize, Stream::per_thread(stream), status)
 }
 
 hook! {

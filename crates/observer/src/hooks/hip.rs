@@ -16,14 +16,13 @@ use crate::ffi::{Dim3, Handle, Status, HIP_ERROR_NOT_SUPPORTED, SUCCESS};
 use crate::graphs;
 use crate::observe::{blocks_from_global, launch, out_handle, register, Family, Namer, Stream};
 use crate::registry::{Api, NameSource, Shape};
-use crate::state;
 
 hook! {
     fn __hipRegisterFatBinary(data: *const c_void) -> *mut *mut c_void;
     missing = ptr::null_mut();
     after |_module| {
         // Registration is the first sign of a HIP program: start the observer (and its writer).
-        state::active();
+        crate::start::active();
     }
 }
 
@@ -178,7 +177,7 @@ hook! {
     missing = HIP_ERROR_NOT_SUPPORTED;
     after |status| {
         if status == SUCCESS {
-            graphs::begin_capture(Family::Hip, Stream::new(stream), None);
+            crate::observe::begin_capture(Family::Hip, Stream::new(stream), None);
         }
     }
 }
@@ -188,7 +187,7 @@ hook! {
     missing = HIP_ERROR_NOT_SUPPORTED;
     after |status| {
         if status == SUCCESS {
-            graphs::begin_capture(Family::Hip, Stream::per_thread(stream), None);
+            crate::observe::begin_capture(Family::Hip, Stream::per_thread(stream), None);
         }
     }
 }
@@ -227,7 +226,7 @@ hook! {
     missing = HIP_ERROR_NOT_SUPPORTED;
     after |status| {
         if let Some(exec) = out_handle(status, exec) {
-            graphs::set_exec_graph(Family::Hip, exec, graph as usize);
+            crate::observe::set_exec_graph(Family::Hip, exec, graph as usize);
         }
     }
 }
@@ -237,7 +236,7 @@ hook! {
     missing = HIP_ERROR_NOT_SUPPORTED;
     after |status| {
         if let Some(exec) = out_handle(status, exec) {
-            graphs::set_exec_graph(Family::Hip, exec, graph as usize);
+            crate::observe::set_exec_graph(Family::Hip, exec, graph as usize);
         }
     }
 }
@@ -247,7 +246,7 @@ hook! {
     missing = HIP_ERROR_NOT_SUPPORTED;
     after |status| {
         if status == SUCCESS {
-            graphs::set_exec_graph(Family::Hip, exec as usize, graph as usize);
+            crate::observe::set_exec_graph(Family::Hip, exec as usize, graph as usize);
         }
     }
 }
@@ -255,13 +254,13 @@ hook! {
 hook! {
     fn hipGraphLaunch(exec: Handle, stream: Handle) -> Status;
     missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| graphs::launch_graph(Family::Hip, exec as usize, Stream::new(stream), status)
+    after |status| crate::observe::launch_graph(Family::Hip, exec as usize, Stream::new(stream), status)
 }
 
 hook! {
     fn hipGraphLaunch_spt(exec: Handle, stream: Handle) -> Status;
     missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| graphs::launch_graph(Family::Hip, exec as usize, Stream::per_thread(stream), status)
+    after |status| crate::observe::launch_graph(Family::Hip, exec as usize, Stream::per_thread(stream), status)
 }
 
 hook! {

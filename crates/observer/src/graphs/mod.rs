@@ -38,8 +38,9 @@ use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::ffi::{Handle, Status, SUCCESS};
-use crate::observe::{Family, Stream};
+use format::fork::ForkHandlers;
+
+use crate::ffi::{Family, Handle, Status, Stream, SUCCESS};
 use crate::real::RealFn;
 use crate::registry::{self, Shape};
 use crate::state;
@@ -233,7 +234,7 @@ impl GraphState {
 /// capturing without a record joined a capture through events; it is attributed to the only capture
 /// of its family, or counted as unattributed when that is ambiguous.
 fn into_capture(family: Family, stream: Stream, failed: bool, add: impl FnOnce(&mut Capture)) -> bool {
-    let thread = crate::sync::thread_token();
+    let thread = format::runtime::thread_token();
     if may_have_record(stream) {
         let record = {
             let mut guard = GRAPHS.lock();
@@ -288,10 +289,10 @@ pub fn record_launch_if_capturing(family: Family, stream: Stream, slot: u32, sha
 }
 
 pub fn begin_capture(family: Family, stream: Stream, into_graph: Option<usize>) {
-    if !state::active() {
+    if !state::is_on() {
         return;
     }
-    let thread = crate::sync::thread_token();
+    let thread = format::runtime::thread_token();
     let mut guard = GRAPHS.lock();
     let state = state_mut(&mut guard);
     // The runtime began a capture, so the stream was not capturing: a record still there is one
@@ -304,7 +305,7 @@ pub fn begin_capture(family: Family, stream: Stream, into_graph: Option<usize>) 
 
 /// End of a capture; `graph` is the captured graph when the runtime returned one.
 pub fn end_capture(family: Family, stream: Stream, graph: Option<usize>) {
-    let thread = crate::sync::thread_token();
+    let thread = format::runtime::thread_token();
     let mut guard = GRAPHS.lock();
     let Some(state) = guard.as_mut() else { return };
     let Some(index) = state.captures.iter().position(|c| c.is_for(family, stream, thread)) else {
@@ -338,7 +339,7 @@ pub fn destroy_stream(family: Family, stream: Stream) {
 
 /// `exec` now replays `graph` (instantiation or a successful exec update).
 pub fn set_exec_graph(family: Family, exec: usize, graph: usize) {
-    if !state::active() {
+    if !state::is_on() {
         return;
     }
     let mut guard = GRAPHS.lock();
@@ -363,7 +364,7 @@ pub fn destroy_graph(family: Family, graph: usize) {
 
 /// A graph launch that returned `status`.
 pub fn launch_graph(family: Family, exec: usize, stream: Stream, status: Status) {
-    if !state::active() {
+    if !state::is_on() {
         return;
     }
     crate::crash::arm_if_deferred();
@@ -380,7 +381,7 @@ pub fn launch_graph(family: Family, exec: usize, stream: Stream, status: Status)
     // SAFETY: same grace-period argument for the exec's kernel list.
     match unsafe { kernels.as_ref() }.and_then(|k| k.kernels.as_deref()) {
         Some(list) => {
-            let thread = crate::sync::thread_token();
+            let thread = format::runtime::thread_token();
             for launch in list {
                 if let Some(slot) = registry::slot(launch.slot) {
                     slot.record(&launch.shape, launch.count, failed, true, thread);
@@ -560,17 +561,22 @@ pub fn reclaim_if_idle() {
     }
 }
 
-pub fn acquire_for_fork() {
+/// The graph lock around `fork`: taken before, so that the child finds the tables consistent.
+pub const FORK_LOCK: ForkHandlers =
+    ForkHandlers { prepare: Some(acquire_for_fork), parent: Some(release_for_fork), child: Some(release_for_fork) };
+/// In a forked child (single-threaded): captures in flight belong to the parent, and the window
+/// counters restart at zero like the kernel counters.
+pub const FORK_RESET: ForkHandlers = ForkHandlers::child(reset_in_child);
+
+fn acquire_for_fork() {
     GRAPHS.acquire_for_fork();
 }
 
-pub fn release_for_fork() {
+fn release_for_fork() {
     GRAPHS.release_for_fork();
 }
 
-/// In a forked child (single-threaded): captures in flight belong to the parent, and the window
-/// counters restart at zero like the kernel counters.
-pub fn reset_in_child() {
+fn reset_in_child() {
     // SAFETY: atfork child handler, only thread of the process, lock released just before.
     if let Some(state) = unsafe { GRAPHS.get_unchecked_mut() }.as_mut() {
         state.captures.clear();
@@ -587,67 +593,4 @@ pub fn reset_in_child() {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The exec table is global and these tests write it without the GRAPHS lock: one at a time.
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-    fn kernels(slot: u32) -> *mut ExecKernels {
-        let list: Arc<[CapturedLaunch]> = vec![CapturedLaunch { slot, shape: Shape::default(), count: 1 }].into();
-        Box::into_raw(Box::new(ExecKernels { kernels: Some(list) }))
-    }
-
-    fn slot_of(exec: usize) -> Option<u32> {
-        let table = EXECS.load(Ordering::SeqCst);
-        // SAFETY: no reclamation runs concurrently in this test (it owns the only state).
-        let found = unsafe { table.as_ref()?.find(exec).as_ref()? };
-        found.kernels.as_ref().map(|k| k[0].slot)
-    }
-
-    /// Thousands of execs created, updated and destroyed: the table keeps finding the live ones,
-    /// rebuilds away destroyed ones, and frees what it replaced (no reader is active).
-    #[test]
-    fn exec_table_survives_churn_and_reclaims() {
-        let _serial = SERIAL.lock().unwrap();
-        let mut state = GraphState::default();
-        let base = 0x10_0000usize;
-        for round in 0..4u32 {
-            for i in 0..5_000usize {
-                publish_exec(&mut state, base + i * 64, kernels(round * 10_000 + i as u32));
-            }
-            for i in 0..5_000usize {
-                assert_eq!(slot_of(base + i * 64), Some(round * 10_000 + i as u32));
-            }
-            for i in (0..5_000usize).step_by(2) {
-                publish_exec(&mut state, base + i * 64, ptr::null_mut());
-            }
-            for i in 0..5_000usize {
-                let expected = (i % 2 == 1).then_some(round * 10_000 + i as u32);
-                assert_eq!(slot_of(base + i * 64), expected, "round {round} exec {i}");
-            }
-        }
-        assert!(state.retired.is_empty(), "nothing reading: everything replaced was freed");
-        // SAFETY: as in `slot_of`.
-        let table = unsafe { &*EXECS.load(Ordering::SeqCst) };
-        assert!(table.keys.len() <= 64 * 1024, "table grew to {} for 5,000 live execs", table.keys.len());
-        assert_eq!(slot_of(0), None);
-        publish_exec(&mut state, 0, kernels(1)); // a null exec handle is ignored
-        assert_eq!(slot_of(0), None);
-    }
-
-    #[test]
-    fn retired_lists_wait_for_readers() {
-        let _serial = SERIAL.lock().unwrap();
-        let mut state = GraphState::default();
-        let exec = 0x7777_0000usize;
-        publish_exec(&mut state, exec, kernels(1));
-        let reading = ReaderScope::enter();
-        publish_exec(&mut state, exec, kernels(2));
-        assert_eq!(state.retired.len(), 1, "the old list is kept while a graph launch may read it");
-        drop(reading);
-        try_reclaim(&mut state);
-        assert!(state.retired.is_empty());
-        assert_eq!(slot_of(exec), Some(2));
-    }
-}
+mod tests;

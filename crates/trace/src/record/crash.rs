@@ -1,0 +1,212 @@
+//! The records of a crash and of a lost Vulkan device: what was running and what the GPU was last given.
+
+use super::keys::{field, kind};
+use crate::json::{put_u32x3, put_u64, Obj, Out};
+
+/// One launch remembered for the crash record.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CrashLaunch {
+    pub kernel: u32,
+    /// Start of the window the launch was counted in (the open window's start when it happened).
+    pub window_t0: u64,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    /// The launch call returned an error.
+    pub failed: bool,
+}
+
+/// One thread in a crash record: the runtime call it was inside, and its last launches, oldest first.
+#[derive(Clone, Copy, Debug)]
+pub struct CrashThread<'a> {
+    pub tid: u32,
+    pub in_flight: Option<&'a str>,
+    pub launches: &'a [CrashLaunch],
+}
+
+/// A fatal signal as the observer saw it, before the program's own handler (or the default action)
+/// took it.
+#[derive(Clone, Copy, Debug)]
+pub struct Crash<'a> {
+    /// Number of this crash record in the process, from 1.
+    pub seq: u32,
+    pub signal: i32,
+    /// `si_code`: > 0 for a fault the kernel raised, <= 0 for a signal some process sent.
+    pub code: i32,
+    /// `si_addr`: the faulting address of SIGSEGV/SIGBUS/SIGILL/SIGFPE.
+    pub addr: u64,
+    /// `si_pid` of a signal sent by a process (`code <= 0`).
+    pub sender_pid: Option<u32>,
+    pub at_ns: u64,
+    /// The thread that received the signal; it comes first in `threads`.
+    pub tid: u32,
+    /// The window open at the signal was written before this record.
+    pub flushed: bool,
+    pub threads: &'a [CrashThread<'a>],
+}
+
+/// The conventional name of a signal, or "" for one not listed.
+pub fn signal_name(signal: i32) -> &'static str {
+    // Linux numbering (x86-64 and AArch64 share it for these).
+    match signal {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        31 => "SIGSYS",
+        _ => "",
+    }
+}
+
+pub fn crash(out: &mut (impl Out + ?Sized), c: &Crash<'_>) {
+    crash_with_queues(out, c, &[]);
+}
+
+/// A crash record with the Vulkan queues' last submitted dispatches (written by the Vulkan layer;
+/// `queues` is left out when empty, so [`crash`] writes the CUDA/HIP observer's record unchanged).
+pub fn crash_with_queues(out: &mut (impl Out + ?Sized), c: &Crash<'_>, queues: &[CrashQueue<'_>]) {
+    let mut o = Obj::begin(out);
+    o.i64(kind::CRASH, c.signal.into()).str(field::SIGNAL, signal_name(c.signal));
+    o.i64(field::CODE, c.code.into()).u64(field::ADDR, c.addr);
+    if let Some(sender) = c.sender_pid {
+        o.u64(field::SENDER_PID, sender.into());
+    }
+    o.u64(field::AT_NS, c.at_ns).u64(field::SEQ, c.seq.into()).u64(field::TID, c.tid.into());
+    o.bool(field::FLUSHED, c.flushed);
+    let list = o.key(field::THREADS);
+    list.put(b"[");
+    for (i, t) in c.threads.iter().enumerate() {
+        if i > 0 {
+            list.put(b",");
+        }
+        let mut th = Obj::begin(&mut *list);
+        th.u64(field::TID, t.tid.into()).opt_str(field::IN_FLIGHT, t.in_flight);
+        let launches = th.key(field::LAUNCHES);
+        launches.put(b"[");
+        for (j, l) in t.launches.iter().enumerate() {
+            launches.put(if j == 0 { b"[" } else { b",[" });
+            put_u64(launches, l.kernel.into());
+            launches.put(b",");
+            put_u64(launches, l.window_t0);
+            launches.put(b",");
+            put_u32x3(launches, l.grid);
+            launches.put(b",");
+            put_u32x3(launches, l.block);
+            launches.put(if l.failed { b",1]" } else { b",0]" });
+        }
+        launches.put(b"]");
+        th.end();
+    }
+    list.put(b"]");
+    put_queues(&mut o, queues);
+    o.end_line();
+}
+
+/// One dispatch (or several equal ones in a row) a Vulkan queue was given, remembered for the crash
+/// and device-lost records.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueDispatch<'a> {
+    /// The pipeline's kernel id.
+    pub kernel: u32,
+    /// The queue's submission (`vkQueueSubmit*` call with dispatches) that carried it, from 1.
+    pub submit: u64,
+    /// Workgroup counts (`[0,0,0]` for an indirect dispatch).
+    pub grid: [u32; 3],
+    /// Equal consecutive dispatches of one command buffer.
+    pub count: u32,
+    /// The innermost debug label open when they were recorded (`vkCmdBeginDebugUtilsLabelEXT`: ggml-vulkan's
+    /// graph node, `MUL_MAT blk.0.attn_q`); empty for none.
+    pub label: &'a [u8],
+}
+
+/// One Vulkan queue's last submitted dispatches, oldest first.
+#[derive(Clone, Copy, Debug)]
+pub struct CrashQueue<'a> {
+    /// The queue's number in the layer's table (in the order queues first submitted dispatches).
+    pub queue: u32,
+    /// The `device` record of its device, when described.
+    pub device: Option<u32>,
+    /// Submissions with dispatches on this queue so far.
+    pub submits: u64,
+    pub dispatches: &'a [QueueDispatch<'a>],
+    /// Dispatches left out of the list because their pipeline's definition could not be written.
+    pub omitted: u32,
+}
+
+fn put_queues<O: Out + ?Sized>(o: &mut Obj<'_, O>, queues: &[CrashQueue<'_>]) {
+    if queues.is_empty() {
+        return;
+    }
+    let list = o.key(field::QUEUES);
+    list.put(b"[");
+    for (i, q) in queues.iter().enumerate() {
+        if i > 0 {
+            list.put(b",");
+        }
+        let mut qo = Obj::begin(&mut *list);
+        qo.u64(field::QUEUE, q.queue.into());
+        if let Some(device) = q.device {
+            qo.u64(field::DEVICE, device.into());
+        }
+        qo.u64(field::SUBMITS, q.submits);
+        let dispatches = qo.key(field::DISPATCHES);
+        dispatches.put(b"[");
+        for (j, d) in q.dispatches.iter().enumerate() {
+            dispatches.put(if j == 0 { b"[" } else { b",[" });
+            put_u64(dispatches, d.kernel.into());
+            dispatches.put(b",");
+            put_u64(dispatches, d.submit);
+            dispatches.put(b",");
+            put_u32x3(dispatches, d.grid);
+            dispatches.put(b",");
+            put_u64(dispatches, d.count.into());
+            if !d.label.is_empty() {
+                dispatches.put(b",");
+                crate::json::put_str(dispatches, d.label);
+            }
+            dispatches.put(b"]");
+        }
+        dispatches.put(b"]");
+        qo.u64_nonzero(field::OMITTED, q.omitted.into());
+        qo.end();
+    }
+    list.put(b"]");
+}
+
+/// A Vulkan call that returned `VK_ERROR_DEVICE_LOST`, as the layer saw it return.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceLost<'a> {
+    /// The call (`vkQueueSubmit`, `vkWaitForFences`, …).
+    pub call: &'a str,
+    /// Its `VkResult` (-4).
+    pub result: i32,
+    pub at_ns: u64,
+    /// The thread that made the call.
+    pub tid: u32,
+    /// Number of this device-lost record in the file, from 1.
+    pub seq: u32,
+}
+
+pub fn device_lost(out: &mut (impl Out + ?Sized), d: &DeviceLost<'_>, queues: &[CrashQueue<'_>]) {
+    let mut o = Obj::begin(out);
+    o.str(kind::DEVICE_LOST, d.call).i64(field::RESULT, d.result.into());
+    o.u64(field::AT_NS, d.at_ns).u64(field::SEQ, d.seq.into()).u64(field::TID, d.tid.into());
+    put_queues(&mut o, queues);
+    o.end_line();
+}
+
+/// The program's own handler, called after crash record `seq`, returned: the program may have
+/// recovered from the signal (a Go panic in Go code does), so that record may not mark its end.
+pub fn signal_returned(out: &mut (impl Out + ?Sized), seq: u32, at_ns: u64) {
+    let mut o = Obj::begin(out);
+    o.u64(kind::SIGNAL_RETURNED, seq.into()).u64(field::AT_NS, at_ns);
+    o.end_line();
+}

@@ -1,0 +1,301 @@
+//! Hooks on submissions and on the calls a crash or a lost device can happen in: submissions count their
+//! dispatches and remember them in the queue's ring (`crate::locus`); waits, allocations and maps are marked in
+//! flight and watched for `VK_ERROR_DEVICE_LOST`.
+
+use std::ffi::c_void;
+use std::sync::atomic::Ordering;
+
+use ash::vk;
+use ash::vk::Handle;
+
+use crate::commands;
+use crate::dispatch::device_of;
+use crate::locus::Marked;
+use crate::state;
+
+/// Counts a submission's dispatches before the driver sees it (afterwards the application may reset
+/// the buffers as soon as they complete), then forwards it; a failed submission's dispatches are
+/// counted as errors too.
+///
+/// The dispatches are also remembered in the queue's ring (the crash locus) before the driver sees
+/// them, and the call is marked in flight: a crash inside the driver's submit names both.
+pub(super) fn submit<I: Iterator<Item = vk::CommandBuffer> + Clone>(
+    queue: vk::Queue,
+    name: &'static &'static str,
+    buffers: I,
+    forward: impl FnOnce() -> vk::Result,
+) -> vk::Result {
+    if !state::on() || crate::switch::paused() {
+        return forward();
+    }
+    let tally = state::guarded(|| commands::count(buffers.clone(), false)).unwrap_or_default();
+    if tally.dispatches > 0 {
+        state::guarded(|| {
+            let device = device_of(queue).and_then(|d| d.facts_id);
+            if let Some(ring) = crate::locus::queue_ring(queue.as_raw(), device) {
+                commands::remember(buffers.clone(), ring);
+            }
+        });
+    }
+    let result = watched(name, forward);
+    if tally.dispatches > 0 {
+        crate::writer::SUBMITS.fetch_add(1, Ordering::Relaxed);
+        if result.as_raw() < 0 {
+            state::guarded(|| commands::count(buffers, true));
+        }
+    }
+    result
+}
+
+/// Forwards a call marked in flight on this thread (the crash record names it); a
+/// `VK_ERROR_DEVICE_LOST` it returns is written to the trace with the queues' last dispatches.
+#[inline]
+pub(super) fn watched(name: &'static &'static str, forward: impl FnOnce() -> vk::Result) -> vk::Result {
+    if !state::on() {
+        return forward();
+    }
+    let result = {
+        let _inside = Marked::enter(name);
+        forward()
+    };
+    if result == vk::Result::ERROR_DEVICE_LOST {
+        crate::writer::device_lost(name, result.as_raw());
+    }
+    result
+}
+
+/// Names of the calls marked in flight (statics: the crash handler reads them through their address).
+pub(super) mod call {
+    pub static CREATE_DEVICE: &str = "vkCreateDevice";
+    pub static CREATE_SHADER_MODULE: &str = "vkCreateShaderModule";
+    pub static CREATE_COMPUTE_PIPELINES: &str = "vkCreateComputePipelines";
+    pub static QUEUE_SUBMIT: &str = "vkQueueSubmit";
+    pub static QUEUE_SUBMIT2: &str = "vkQueueSubmit2";
+    pub static QUEUE_SUBMIT2_KHR: &str = "vkQueueSubmit2KHR";
+    pub static WAIT_FOR_FENCES: &str = "vkWaitForFences";
+    pub static GET_FENCE_STATUS: &str = "vkGetFenceStatus";
+    pub static QUEUE_WAIT_IDLE: &str = "vkQueueWaitIdle";
+    pub static DEVICE_WAIT_IDLE: &str = "vkDeviceWaitIdle";
+    pub static WAIT_SEMAPHORES: &str = "vkWaitSemaphores";
+    pub static GET_SEMAPHORE_COUNTER_VALUE: &str = "vkGetSemaphoreCounterValue";
+    pub static GET_QUERY_POOL_RESULTS: &str = "vkGetQueryPoolResults";
+    pub static ALLOCATE_MEMORY: &str = "vkAllocateMemory";
+    pub static MAP_MEMORY: &str = "vkMapMemory";
+}
+
+pub(super) unsafe extern "system" fn wait_for_fences(
+    device: vk::Device,
+    count: u32,
+    fences: *const vk::Fence,
+    wait_all: vk::Bool32,
+    timeout: u64,
+) -> vk::Result {
+    let Some(next) = device_of(device).and_then(|d| d.wait_for_fences) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::WAIT_FOR_FENCES, || unsafe { next(device, count, fences, wait_all, timeout) })
+}
+
+pub(super) unsafe extern "system" fn get_fence_status(device: vk::Device, fence: vk::Fence) -> vk::Result {
+    let Some(next) = device_of(device).and_then(|d| d.get_fence_status) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::GET_FENCE_STATUS, || unsafe { next(device, fence) })
+}
+
+pub(super) unsafe extern "system" fn queue_wait_idle(queue: vk::Queue) -> vk::Result {
+    let Some(next) = device_of(queue).and_then(|d| d.queue_wait_idle) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::QUEUE_WAIT_IDLE, || unsafe { next(queue) })
+}
+
+pub(super) unsafe extern "system" fn device_wait_idle(device: vk::Device) -> vk::Result {
+    let Some(next) = device_of(device).and_then(|d| d.device_wait_idle) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::DEVICE_WAIT_IDLE, || unsafe { next(device) })
+}
+
+pub(super) unsafe extern "system" fn wait_semaphores(
+    device: vk::Device,
+    info: *const vk::SemaphoreWaitInfo<'_>,
+    timeout: u64,
+) -> vk::Result {
+    let Some(next) = device_of(device).and_then(|d| d.wait_semaphores) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::WAIT_SEMAPHORES, || unsafe { next(device, info, timeout) })
+}
+
+pub(super) unsafe extern "system" fn wait_semaphores_khr(
+    device: vk::Device,
+    info: *const vk::SemaphoreWaitInfo<'_>,
+    timeout: u64,
+) -> vk::Result {
+    let Some(next) = device_of(device).and_then(|d| d.wait_semaphores_khr) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::WAIT_SEMAPHORES, || unsafe { next(device, info, timeout) })
+}
+
+pub(super) unsafe extern "system" fn get_semaphore_counter_value(
+    device: vk::Device,
+    semaphore: vk::Semaphore,
+    value: *mut u64,
+) -> vk::Result {
+    let Some(next) = device_of(device).and_then(|d| d.get_semaphore_counter_value) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::GET_SEMAPHORE_COUNTER_VALUE, || unsafe { next(device, semaphore, value) })
+}
+
+pub(super) unsafe extern "system" fn get_semaphore_counter_value_khr(
+    device: vk::Device,
+    semaphore: vk::Semaphore,
+    value: *mut u64,
+) -> vk::Result {
+    let Some(next) = device_of(device).and_then(|d| d.get_semaphore_counter_value_khr) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::GET_SEMAPHORE_COUNTER_VALUE, || unsafe { next(device, semaphore, value) })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe extern "system" fn get_query_pool_results(
+    device: vk::Device,
+    pool: vk::QueryPool,
+    first: u32,
+    count: u32,
+    size: usize,
+    data: *mut c_void,
+    stride: vk::DeviceSize,
+    flags: vk::QueryResultFlags,
+) -> vk::Result {
+    let Some(next) = device_of(device).and_then(|d| d.get_query_pool_results) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::GET_QUERY_POOL_RESULTS, || unsafe { next(device, pool, first, count, size, data, stride, flags) })
+}
+
+pub(super) unsafe extern "system" fn allocate_memory(
+    device: vk::Device,
+    info: *const vk::MemoryAllocateInfo<'_>,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::DeviceMemory,
+) -> vk::Result {
+    let Some(next) = device_of(device).and_then(|d| d.allocate_memory) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::ALLOCATE_MEMORY, || unsafe { next(device, info, allocator, out) })
+}
+
+pub(super) unsafe extern "system" fn map_memory(
+    device: vk::Device,
+    memory: vk::DeviceMemory,
+    offset: vk::DeviceSize,
+    size: vk::DeviceSize,
+    flags: vk::MemoryMapFlags,
+    out: *mut *mut c_void,
+) -> vk::Result {
+    let Some(next) = device_of(device).and_then(|d| d.map_memory) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: forwarding the caller's arguments.
+    watched(&call::MAP_MEMORY, || unsafe { next(device, memory, offset, size, flags, out) })
+}
+
+/// The command buffers of `VkSubmitInfo`s.
+///
+/// # Safety
+/// `submits` must hold `count` valid submit infos (or be null with `count` 0).
+unsafe fn buffers_of<'a>(
+    submits: *const vk::SubmitInfo<'a>,
+    count: u32,
+) -> impl Iterator<Item = vk::CommandBuffer> + Clone + 'a {
+    let submits: &'a [vk::SubmitInfo<'a>] =
+        // SAFETY: `count` valid submit infos, alive for the call.
+        if submits.is_null() { &[] } else { unsafe { std::slice::from_raw_parts(submits, count as usize) } };
+    submits.iter().flat_map(|s| {
+        let buffers: &[vk::CommandBuffer] = if s.p_command_buffers.is_null() {
+            &[]
+        } else {
+            // SAFETY: a valid submit info holds `command_buffer_count` handles.
+            unsafe { std::slice::from_raw_parts(s.p_command_buffers, s.command_buffer_count as usize) }
+        };
+        buffers.iter().copied()
+    })
+}
+
+/// The command buffers of `VkSubmitInfo2`s.
+///
+/// # Safety
+/// `submits` must hold `count` valid submit infos (or be null with `count` 0).
+unsafe fn buffers_of2<'a>(
+    submits: *const vk::SubmitInfo2<'a>,
+    count: u32,
+) -> impl Iterator<Item = vk::CommandBuffer> + Clone + 'a {
+    let submits: &'a [vk::SubmitInfo2<'a>] =
+        // SAFETY: `count` valid submit infos, alive for the call.
+        if submits.is_null() { &[] } else { unsafe { std::slice::from_raw_parts(submits, count as usize) } };
+    submits.iter().flat_map(|s| {
+        let infos: &[vk::CommandBufferSubmitInfo<'_>] = if s.p_command_buffer_infos.is_null() {
+            &[]
+        } else {
+            // SAFETY: a valid submit info holds `command_buffer_info_count` infos.
+            unsafe { std::slice::from_raw_parts(s.p_command_buffer_infos, s.command_buffer_info_count as usize) }
+        };
+        infos.iter().map(|i| i.command_buffer)
+    })
+}
+
+pub(super) unsafe extern "system" fn queue_submit(
+    queue: vk::Queue,
+    count: u32,
+    submits: *const vk::SubmitInfo<'_>,
+    fence: vk::Fence,
+) -> vk::Result {
+    let Some(next) = device_of(queue).and_then(|d| d.queue_submit) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: the caller's submit infos; forwarding the caller's arguments.
+    unsafe { submit(queue, &call::QUEUE_SUBMIT, buffers_of(submits, count), || next(queue, count, submits, fence)) }
+}
+
+pub(super) unsafe extern "system" fn queue_submit2(
+    queue: vk::Queue,
+    count: u32,
+    submits: *const vk::SubmitInfo2<'_>,
+    fence: vk::Fence,
+) -> vk::Result {
+    let Some(next) = device_of(queue).and_then(|d| d.queue_submit2) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: the caller's submit infos; forwarding the caller's arguments.
+    unsafe { submit(queue, &call::QUEUE_SUBMIT2, buffers_of2(submits, count), || next(queue, count, submits, fence)) }
+}
+
+pub(super) unsafe extern "system" fn queue_submit2_khr(
+    queue: vk::Queue,
+    count: u32,
+    submits: *const vk::SubmitInfo2<'_>,
+    fence: vk::Fence,
+) -> vk::Result {
+    let Some(next) = device_of(queue).and_then(|d| d.queue_submit2_khr) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: the caller's submit infos; forwarding the caller's arguments.
+    unsafe {
+        submit(queue, &call::QUEUE_SUBMIT2_KHR, buffers_of2(submits, count), || next(queue, count, submits, fence))
+    }
+}

@@ -1,0 +1,365 @@
+//! The layer's entry points: the one exported function the loader looks up
+//! (`vkNegotiateLoaderLayerInterfaceVersion`), the `vkGetInstanceProcAddr` / `vkGetDeviceProcAddr` it
+//! hands the loader, and the hooks those return.
+//!
+//! Every hook forwards its call, with the caller's arguments, to the next link found through the
+//! handle's dispatch table, and returns that result. The only calls the layer changes are the ones
+//! that make a device record pipeline statistics (`device::Statistics::ByLayer`): the device is
+//! created with `VK_KHR_pipeline_executable_properties` and its feature added (retried without them
+//! if that fails), and compute pipelines with `VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR`; no
+//! result an application sees changes. Observation runs under `state::guarded`, after or around
+//! the forwarded call, and is skipped while the layer is off.
+
+use std::ffi::{c_char, c_void, CStr};
+
+use ash::vk;
+use ash::vk::Handle;
+
+use crate::device;
+use crate::dispatch::{self, device_of, DeviceDispatch, InstanceDispatch};
+use crate::loader::{self, dispatch_key, NegotiateLayerInterface};
+use crate::pipelines::{self};
+use crate::state;
+
+mod calls;
+mod objects;
+mod recording;
+
+use calls::*;
+use objects::*;
+use recording::*;
+
+/// The loader's entry into the layer (interface version 2: the loader gets the layer's
+/// `vkGetInstanceProcAddr` and `vkGetDeviceProcAddr` from here).
+///
+/// # Safety
+/// `negotiate` must point to the loader's negotiation structure.
+#[cfg_attr(not(test), no_mangle)]
+#[allow(non_snake_case)]
+pub unsafe extern "system" fn vkNegotiateLoaderLayerInterfaceVersion(
+    negotiate: *mut NegotiateLayerInterface,
+) -> vk::Result {
+    if negotiate.is_null() {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    }
+    // SAFETY: the loader passes a valid, writable structure (checked non-null above).
+    let n = unsafe { &mut *negotiate };
+    if n.s_type != loader::LAYER_NEGOTIATE_INTERFACE_STRUCT || n.loader_layer_interface_version < 2 {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    }
+    n.loader_layer_interface_version = n.loader_layer_interface_version.min(loader::INTERFACE_VERSION);
+    n.pfn_get_instance_proc_addr = Some(get_instance_proc_addr);
+    n.pfn_get_device_proc_addr = Some(get_device_proc_addr);
+    n.pfn_get_physical_device_proc_addr = None;
+    vk::Result::SUCCESS
+}
+
+/// A hook as the untyped pointer `vkGet*ProcAddr` returns.
+macro_rules! hook {
+    ($f:expr, $t:ty) => {{
+        let f: $t = $f;
+        // SAFETY: a function pointer cast to the untyped function pointer the loader expects; the
+        // caller casts it back to the command's type.
+        Some(unsafe { std::mem::transmute::<$t, unsafe extern "system" fn()>(f) })
+    }};
+}
+
+/// Instance-level commands the layer implements.
+fn instance_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
+    match name {
+        b"vkGetInstanceProcAddr" => hook!(get_instance_proc_addr, vk::PFN_vkGetInstanceProcAddr),
+        b"vkGetDeviceProcAddr" => hook!(get_device_proc_addr, vk::PFN_vkGetDeviceProcAddr),
+        b"vkCreateInstance" => hook!(create_instance, vk::PFN_vkCreateInstance),
+        b"vkDestroyInstance" => hook!(destroy_instance, vk::PFN_vkDestroyInstance),
+        b"vkCreateDevice" => hook!(create_device, vk::PFN_vkCreateDevice),
+        _ => None,
+    }
+}
+
+/// Device-level commands the layer hooks.
+fn device_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
+    match name {
+        b"vkGetDeviceProcAddr" => hook!(get_device_proc_addr, vk::PFN_vkGetDeviceProcAddr),
+        b"vkDestroyDevice" => hook!(destroy_device, vk::PFN_vkDestroyDevice),
+        b"vkCreateShaderModule" => hook!(create_shader_module, vk::PFN_vkCreateShaderModule),
+        b"vkDestroyShaderModule" => hook!(destroy_shader_module, vk::PFN_vkDestroyShaderModule),
+        b"vkCreateComputePipelines" => hook!(create_compute_pipelines, vk::PFN_vkCreateComputePipelines),
+        b"vkDestroyPipeline" => hook!(destroy_pipeline, vk::PFN_vkDestroyPipeline),
+        b"vkSetDebugUtilsObjectNameEXT" => hook!(set_debug_utils_object_name, vk::PFN_vkSetDebugUtilsObjectNameEXT),
+        b"vkCmdBeginDebugUtilsLabelEXT" => hook!(cmd_begin_label, vk::PFN_vkCmdBeginDebugUtilsLabelEXT),
+        b"vkCmdEndDebugUtilsLabelEXT" => hook!(cmd_end_label, vk::PFN_vkCmdEndDebugUtilsLabelEXT),
+        b"vkAllocateCommandBuffers" => hook!(allocate_command_buffers, vk::PFN_vkAllocateCommandBuffers),
+        b"vkFreeCommandBuffers" => hook!(free_command_buffers, vk::PFN_vkFreeCommandBuffers),
+        b"vkDestroyCommandPool" => hook!(destroy_command_pool, vk::PFN_vkDestroyCommandPool),
+        b"vkResetCommandPool" => hook!(reset_command_pool, vk::PFN_vkResetCommandPool),
+        b"vkBeginCommandBuffer" => hook!(begin_command_buffer, vk::PFN_vkBeginCommandBuffer),
+        b"vkResetCommandBuffer" => hook!(reset_command_buffer, vk::PFN_vkResetCommandBuffer),
+        b"vkCmdBindPipeline" => hook!(cmd_bind_pipeline, vk::PFN_vkCmdBindPipeline),
+        b"vkCmdDispatch" => hook!(cmd_dispatch, vk::PFN_vkCmdDispatch),
+        b"vkCmdDispatchBase" => hook!(cmd_dispatch_base, vk::PFN_vkCmdDispatchBase),
+        b"vkCmdDispatchBaseKHR" => hook!(cmd_dispatch_base_khr, vk::PFN_vkCmdDispatchBase),
+        b"vkCmdDispatchIndirect" => hook!(cmd_dispatch_indirect, vk::PFN_vkCmdDispatchIndirect),
+        b"vkCmdExecuteCommands" => hook!(cmd_execute_commands, vk::PFN_vkCmdExecuteCommands),
+        b"vkQueueSubmit" => hook!(queue_submit, vk::PFN_vkQueueSubmit),
+        b"vkQueueSubmit2" => hook!(queue_submit2, vk::PFN_vkQueueSubmit2),
+        b"vkQueueSubmit2KHR" => hook!(queue_submit2_khr, vk::PFN_vkQueueSubmit2),
+        b"vkWaitForFences" => hook!(wait_for_fences, vk::PFN_vkWaitForFences),
+        b"vkGetFenceStatus" => hook!(get_fence_status, vk::PFN_vkGetFenceStatus),
+        b"vkQueueWaitIdle" => hook!(queue_wait_idle, vk::PFN_vkQueueWaitIdle),
+        b"vkDeviceWaitIdle" => hook!(device_wait_idle, vk::PFN_vkDeviceWaitIdle),
+        b"vkWaitSemaphores" => hook!(wait_semaphores, vk::PFN_vkWaitSemaphores),
+        b"vkWaitSemaphoresKHR" => hook!(wait_semaphores_khr, vk::PFN_vkWaitSemaphores),
+        b"vkGetSemaphoreCounterValue" => hook!(get_semaphore_counter_value, vk::PFN_vkGetSemaphoreCounterValue),
+        b"vkGetSemaphoreCounterValueKHR" => {
+            hook!(get_semaphore_counter_value_khr, vk::PFN_vkGetSemaphoreCounterValue)
+        }
+        b"vkGetQueryPoolResults" => hook!(get_query_pool_results, vk::PFN_vkGetQueryPoolResults),
+        b"vkAllocateMemory" => hook!(allocate_memory, vk::PFN_vkAllocateMemory),
+        b"vkMapMemory" => hook!(map_memory, vk::PFN_vkMapMemory),
+        _ => None,
+    }
+}
+
+/// # Safety
+/// `name` must be a NUL-terminated string.
+unsafe fn name_bytes<'a>(name: *const c_char) -> &'a [u8] {
+    if name.is_null() {
+        return b"";
+    }
+    // SAFETY: the caller's promise.
+    unsafe { CStr::from_ptr(name) }.to_bytes()
+}
+
+unsafe extern "system" fn get_instance_proc_addr(
+    instance: vk::Instance,
+    name: *const c_char,
+) -> vk::PFN_vkVoidFunction {
+    // SAFETY: the loader and applications pass a command name.
+    let n = unsafe { name_bytes(name) };
+    if let Some(f) = instance_hook(n) {
+        return Some(f);
+    }
+    if instance == vk::Instance::null() {
+        return None;
+    }
+    // SAFETY: a non-null instance handle of this chain.
+    let table = unsafe { dispatch::instance(instance.as_raw() as *mut u8) }?;
+    // SAFETY: the next link's vkGetInstanceProcAddr with its own instance.
+    let next = unsafe { (table.get_instance_proc_addr)(instance, name) };
+    // A device command of an instance extension: the loader fills device dispatch tables with it
+    // through vkGetInstanceProcAddr (VK_EXT_debug_utils), so the hook must be handed out here too.
+    let debug_utils =
+        matches!(n, b"vkSetDebugUtilsObjectNameEXT" | b"vkCmdBeginDebugUtilsLabelEXT" | b"vkCmdEndDebugUtilsLabelEXT");
+    if debug_utils && next.is_some() {
+        return device_hook(n);
+    }
+    next
+}
+
+unsafe extern "system" fn get_device_proc_addr(device: vk::Device, name: *const c_char) -> vk::PFN_vkVoidFunction {
+    // SAFETY: the loader and applications pass a command name.
+    let n = unsafe { name_bytes(name) };
+    if n == b"vkGetDeviceProcAddr" {
+        return device_hook(n);
+    }
+    if device == vk::Device::null() {
+        return None;
+    }
+    // SAFETY: a non-null device handle of this chain.
+    let table = unsafe { dispatch::device(device.as_raw() as *mut u8) }?;
+    // SAFETY: the next link's vkGetDeviceProcAddr with its own device.
+    let next = unsafe { (table.get_device_proc_addr)(device, name) };
+    // A command the next link does not offer is not offered here either.
+    next?;
+    device_hook(n).or(next)
+}
+
+unsafe extern "system" fn create_instance(
+    info: *const vk::InstanceCreateInfo<'_>,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::Instance,
+) -> vk::Result {
+    crate::start::start();
+    // SAFETY: the loader chains its link structure into the create info it passes.
+    let Some(link) = (unsafe { loader::instance_link((*info).p_next) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: the link structure is the loader's, valid for this call; the layer advances it for the
+    // next layer, as the loader's interface requires.
+    let next_gipa = unsafe {
+        let layer_info = (*link).layer_info;
+        if layer_info.is_null() {
+            return vk::Result::ERROR_INITIALIZATION_FAILED;
+        }
+        (*link).layer_info = (*layer_info).p_next;
+        (*layer_info).pfn_next_get_instance_proc_addr
+    };
+    // SAFETY: vkCreateInstance is a global command, looked up with a null instance.
+    let next_create = unsafe { next_gipa(vk::Instance::null(), c"vkCreateInstance".as_ptr()) };
+    let Some(next_create) = next_create else { return vk::Result::ERROR_INITIALIZATION_FAILED };
+    // SAFETY: the command's own type.
+    let next_create: vk::PFN_vkCreateInstance = unsafe { std::mem::transmute(next_create) };
+    // SAFETY: forwarding the caller's arguments.
+    let result = unsafe { next_create(info, allocator, out) };
+    if result != vk::Result::SUCCESS {
+        return result;
+    }
+    // SAFETY: the instance just created.
+    let instance = unsafe { *out };
+    // SAFETY: next_gipa is the next link's and `instance` its new instance.
+    let table = unsafe { InstanceDispatch::new(instance, next_gipa) };
+    let destroy = table.destroy_instance;
+    // SAFETY: a valid instance handle.
+    if !dispatch::add_instance(unsafe { dispatch_key(instance.as_raw() as *mut u8) }, table) {
+        // Without its table the layer could not forward the instance's calls.
+        if let Some(destroy) = destroy {
+            // SAFETY: destroys the instance this call created, with the caller's allocator.
+            unsafe { destroy(instance, allocator) };
+        }
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    }
+    result
+}
+
+unsafe extern "system" fn destroy_instance(instance: vk::Instance, allocator: *const vk::AllocationCallbacks<'_>) {
+    if instance == vk::Instance::null() {
+        return;
+    }
+    let raw = instance.as_raw() as *mut u8;
+    // SAFETY: a valid instance handle.
+    let (table, key) = unsafe { (dispatch::instance(raw), dispatch_key(raw)) };
+    dispatch::remove_instance(key);
+    if let Some(destroy) = table.and_then(|t| t.destroy_instance) {
+        // SAFETY: forwarding the caller's arguments.
+        unsafe { destroy(instance, allocator) };
+    }
+}
+
+unsafe extern "system" fn create_device(
+    physical: vk::PhysicalDevice,
+    info: *const vk::DeviceCreateInfo<'_>,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::Device,
+) -> vk::Result {
+    // SAFETY: a valid physical device handle; it shares its instance's dispatch key.
+    let Some(inst) = (unsafe { dispatch::instance(physical.as_raw() as *mut u8) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: the loader chains its link structure into the create info it passes.
+    let Some(link) = (unsafe { loader::device_link((*info).p_next) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: the loader's link structure for this call, advanced for the next layer.
+    let (next_gipa, next_gdpa) = unsafe {
+        let layer_info = (*link).layer_info;
+        if layer_info.is_null() {
+            return vk::Result::ERROR_INITIALIZATION_FAILED;
+        }
+        (*link).layer_info = (*layer_info).p_next;
+        ((*layer_info).pfn_next_get_instance_proc_addr, (*layer_info).pfn_next_get_device_proc_addr)
+    };
+    // SAFETY: an instance-level command looked up with the instance of `physical`.
+    let Some(next_create) = (unsafe { next_gipa(inst.instance, c"vkCreateDevice".as_ptr()) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: the command's own type.
+    let next_create: vk::PFN_vkCreateDevice = unsafe { std::mem::transmute(next_create) };
+
+    // What the device offers, and whether the layer adds pipeline statistics to its creation.
+    let observed = state::on()
+        .then(|| {
+            state::guarded(|| {
+                // SAFETY: a physical device of `inst`'s instance; `info` is the caller's valid create info.
+                unsafe {
+                    let extensions = device::extensions(inst, physical);
+                    let offered = extensions.iter().any(|e| e == device::PIPELINE_EXECUTABLE_PROPERTIES.to_bytes());
+                    let statistics = match device::statistics_in(&*info) {
+                        device::Statistics::ByApplication(on) => Some((on, false)),
+                        device::Statistics::ByLayer
+                            if offered
+                                && state::statistics_wanted()
+                                && device::supports_pipeline_statistics(inst, physical) =>
+                        {
+                            Some((true, true))
+                        }
+                        device::Statistics::ByLayer => None,
+                    };
+                    (extensions, statistics)
+                }
+            })
+        })
+        .flatten();
+    let add_statistics = matches!(observed, Some((_, Some((_, true)))));
+    let mut result = vk::Result::ERROR_INITIALIZATION_FAILED;
+    if add_statistics {
+        // SAFETY: `info` is valid; the copy points at the caller's structures plus two of the layer's
+        // that live until the call returns.
+        unsafe {
+            let names = device::extensions_with_statistics(&*info);
+            let mut feature = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR {
+                pipeline_executable_info: vk::TRUE,
+                ..Default::default()
+            };
+            feature.p_next = (*info).p_next as *mut c_void;
+            let mut with = *info;
+            with.p_next = &feature as *const _ as *const c_void;
+            with.enabled_extension_count = names.len() as u32;
+            with.pp_enabled_extension_names = names.as_ptr();
+            result = watched(&call::CREATE_DEVICE, || next_create(physical, &with, allocator, out));
+        }
+    }
+    let statistics_on = match observed {
+        Some((_, Some((on, true)))) => on && result == vk::Result::SUCCESS,
+        Some((_, Some((on, false)))) => on,
+        _ => false,
+    };
+    if result != vk::Result::SUCCESS {
+        // SAFETY: forwarding the caller's arguments unchanged.
+        result = watched(&call::CREATE_DEVICE, || unsafe { next_create(physical, info, allocator, out) });
+    }
+    if result != vk::Result::SUCCESS {
+        return result;
+    }
+    // SAFETY: the device just created.
+    let device = unsafe { *out };
+    let facts_id = observed.and_then(|(extensions, _)| {
+        state::guarded(|| {
+            // SAFETY: a physical device of `inst`'s instance.
+            pipelines::device_id(physical.as_raw(), || unsafe { device::facts(inst, physical, &extensions) })
+        })
+        .flatten()
+    });
+    // SAFETY: next_gdpa is the next link's and `device` its new device.
+    let mut table = unsafe { DeviceDispatch::new(device, next_gdpa, facts_id, statistics_on) };
+    table.instance_set_debug_utils_object_name = inst.set_debug_utils_object_name;
+    table.cmd_begin_debug_utils_label = table.cmd_begin_debug_utils_label.or(inst.cmd_begin_debug_utils_label);
+    table.cmd_end_debug_utils_label = table.cmd_end_debug_utils_label.or(inst.cmd_end_debug_utils_label);
+    let destroy = table.destroy_device;
+    // SAFETY: a valid device handle.
+    if dispatch::add_device(unsafe { dispatch_key(device.as_raw() as *mut u8) }, table).is_none() {
+        if let Some(destroy) = destroy {
+            // SAFETY: destroys the device this call created, with the caller's allocator.
+            unsafe { destroy(device, allocator) };
+        }
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    }
+    result
+}
+
+unsafe extern "system" fn destroy_device(device: vk::Device, allocator: *const vk::AllocationCallbacks<'_>) {
+    if device == vk::Device::null() {
+        return;
+    }
+    let Some(d) = device_of(device) else { return };
+    // SAFETY: a valid device handle.
+    let key = unsafe { dispatch_key(device.as_raw() as *mut u8) };
+    state::guarded(|| pipelines::remove_device_modules(key));
+    dispatch::remove_device(key);
+    if let Some(destroy) = d.destroy_device {
+        // SAFETY: forwarding the caller's arguments.
+        unsafe { destroy(device, allocator) };
+    }
+}
+
+#[cfg(test)]
+mod tests;

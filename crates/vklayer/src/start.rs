@@ -1,0 +1,30 @@
+//! Starting the layer in a process (at its first `vkCreateInstance`): the tables, then, once observation is on, the
+//! writer thread, the crash handler and each module's fork handlers. The one module that knows them all, so that
+//! `state` knows none of them.
+
+use format::env::Settings;
+use format::fork::{self, ForkHandlers};
+
+use crate::{commands, crash, dispatch, locus, pipelines, state, writer};
+
+/// Starts the layer, once per process (later calls do nothing).
+pub fn start() {
+    state::start(prepare, started);
+}
+
+fn prepare(settings: &Settings) {
+    pipelines::init(settings.max_kernels);
+    // Each module's locks and per-process state, in the order a child releases them (the state, which switches
+    // the child off, registers its own next). A failure (no memory for pthread_atfork) leaves a forked child
+    // with the parent's locks, as it always was before the layer started; observation in this process goes on.
+    let handlers: [ForkHandlers; 6] =
+        [dispatch::FORK, pipelines::FORK, commands::FORK, writer::FORK, crash::FORK, locus::FORK];
+    for handlers in handlers {
+        let _ = fork::register(handlers);
+    }
+}
+
+fn started(settings: &Settings) {
+    writer::spawn_thread(settings.interval_ms);
+    crash::arm();
+}
