@@ -1,5 +1,6 @@
 //! Integration tests: real inputs (downloaded by scripts/fixtures.sh), real independent tools.
 mod bounded;
+mod code_shape;
 mod scan_inputs;
 mod util;
 
