@@ -24,7 +24,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::evidence::{Claim, Confidence, Source};
-use crate::gate::{self, GateReport, OllamaRelease};
+use crate::support_matrix::{self as gate, GateReport, OllamaRelease};
 
 pub const SCHEMA: &str = "backscope.doctor/1";
 
