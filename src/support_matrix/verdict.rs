@@ -207,7 +207,7 @@ pub(super) fn claims(label: &str, rows: &[LayerRow], explanations: &[Explanation
     if decisive.is_empty() {
         // Every layer lacked input: the verdict rests on the rule that such layers are Unknown.
         decisive.push(Source::Rule {
-            file: "src/gate/mod.rs".into(),
+            file: "src/support_matrix/verdict.rs".into(),
             rule: "a layer without input is Unknown".into(),
             upstream: "the gate's inputs (--install, --log, --runs) and knowledge files".into(),
         });
