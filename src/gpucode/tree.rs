@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use binfmt::elf::HostElf;
 
-use super::input;
 use super::limits::ScanLimits;
 use super::records::*;
+use crate::inputs as input;
 
 /// ggml backends by the name their `ggml_backend_<x>_reg` registration function carries (ggml sources:
 /// `ggml/src/ggml-<x>/`). The HIP and MUSA backends compile the CUDA sources, so they export the CUDA name.

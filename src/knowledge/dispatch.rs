@@ -261,7 +261,7 @@ pub struct RuleRef {
 impl RuleRef {
     /// The data file the rule lives in, for evidence sources.
     pub fn file(&self) -> String {
-        super::dispatch_file(&self.version).unwrap_or("data/ggml_dispatch_*.toml").to_string()
+        super::dispatch_files::dispatch_file(&self.version).unwrap_or("data/ggml_dispatch_*.toml").to_string()
     }
 }
 
