@@ -1097,28 +1097,12 @@ impl Analyzer {
     }
 
     fn incident(&mut self, e: &Event<'_>, slog_line: bool, time: Option<Timestamp>) {
-        use EventKind::*;
         let fatal = e.kind.is_fatal();
-        // A new failure after the runner was reported terminated, or a second signal, is a new crash.
-        if let Some(open) = &self.open {
-            let new_cause =
-                matches!(e.kind, Signal { .. } | GgmlAssert { .. } | Abort { .. } | GpuError { .. } | GoFatal { .. });
-            // The same assertion again (another thread, or its echo in the runner's log) is this crash, not a new one.
-            let repeated = new_cause && {
-                let text = summary(&e.kind, slog_line);
-                open.crash.causes.iter().any(|x| x.kind == e.kind.name() && x.text == text)
-            };
-            if (open.terminated
-                && new_cause
-                && !repeated
-                && !matches!(e.kind, Signal { .. } if open.crash.signal.is_none()))
-                || (matches!(e.kind, Signal { .. }) && open.crash.signal.is_some())
-                || (open.terminated && matches!(e.kind, RunnerTerminated { .. }))
-            {
-                self.close_incident();
-            }
+        if self.closes_open_incident(e, slog_line) {
+            self.close_incident();
         }
         if self.open.is_none() {
+            use EventKind::*;
             // A native backtrace is printed only when something aborts: it opens an incident too.
             // So is a goroutine dump: the Go runtime prints one when it dies, even where the log lost its cause.
             if !fatal && !matches!(e.kind, NativeFrame(_) | Goroutine { .. }) {
@@ -1130,141 +1114,87 @@ impl Analyzer {
             // what closes it and what it is grouped with depend on them.
             self.open = Some(Open::new(crash, self.lifetime));
         }
+        if self.join_incident(e, slog_line, fatal) {
+            if let Some(open) = self.open.as_mut() {
+                open.crash.last_line = e.line;
+            }
+        }
+    }
+
+    /// Whether `e` starts a new crash rather than continuing the open one: a new failure after the runner was
+    /// reported terminated, or a second signal.
+    fn closes_open_incident(&self, e: &Event<'_>, slog_line: bool) -> bool {
+        use EventKind::*;
+        let Some(open) = &self.open else { return false };
+        let new_cause =
+            matches!(e.kind, Signal { .. } | GgmlAssert { .. } | Abort { .. } | GpuError { .. } | GoFatal { .. });
+        // The same assertion again (another thread, or its echo in the runner's log) is this crash, not a new one.
+        let repeated = new_cause && {
+            let text = summary(&e.kind, slog_line);
+            open.crash.causes.iter().any(|x| x.kind == e.kind.name() && x.text == text)
+        };
+        (open.terminated && new_cause && !repeated && !matches!(e.kind, Signal { .. } if open.crash.signal.is_none()))
+            || (matches!(e.kind, Signal { .. }) && open.crash.signal.is_some())
+            || (open.terminated && matches!(e.kind, RunnerTerminated { .. }))
+    }
+
+    /// Add `e` to the open incident; whether it belongs to it.
+    fn join_incident(&mut self, e: &Event<'_>, slog_line: bool, fatal: bool) -> bool {
+        use EventKind::*;
         let max_frames = self.limits.max_frames;
         let max_lines = self.limits.max_causes;
-        let Some(open) = self.open.as_mut() else { return };
-        let c = &mut open.crash;
-        let text = |b: &[u8]| -> String {
-            let s = if slog_line { unquote(b).into_owned() } else { lossy(b).into_owned() };
-            clip(s)
-        };
-        let mut joined = true;
+        let attempt = self.lifetime.attempt;
+        let Some(open) = self.open.as_mut() else { return false };
+        let text = |b: &[u8]| field_text(b, slog_line);
         match e.kind {
-            Signal { signal, description } => {
-                let info = c.signal.get_or_insert_with(SignalInfo::default);
-                info.name = text(signal);
-                info.description = text(description);
-                info.line = e.line;
+            Signal { .. } | SignalContext { .. } | SignalInForeignCode | InstructionBytes { .. } => {
+                join_signal(&mut open.crash, e, slog_line)
             }
-            SignalContext { pc, addr, sigcode } => {
-                if let Some(info) = c.signal.as_mut() {
-                    info.pc = pc.map(text);
-                    info.addr = addr.map(text);
-                    info.sigcode = sigcode.map(text);
-                } else {
-                    joined = false;
-                }
+            Goroutine { .. } | GoFrame { .. } | GoFrameSource { .. } | GoCreatedBy { .. } | GoTraceDetail => {
+                join_go_dump(open, e, slog_line, max_frames, max_lines)
             }
-            SignalInForeignCode => {
-                c.signal.get_or_insert_with(SignalInfo::default).in_foreign_code = true;
-            }
-            InstructionBytes { bytes } => match c.signal.as_mut() {
-                Some(info) => info.instruction_bytes = Some(Sourced { value: text(bytes), line: e.line }),
-                None => joined = false,
-            },
+            NativeFrame(frame) => join_native_frame(open, e, &frame, max_frames),
             OpFailed { op } => {
-                c.op = Some(Sourced { value: text(op), line: e.line });
+                open.crash.op = Some(Sourced { value: text(op), line: e.line });
                 open.compute_line.get_or_insert(e.line);
-                push_line(&mut c.causes, e, summary(&e.kind, slog_line), max_lines);
+                push_line(&mut open.crash.causes, e, summary(&e.kind, slog_line), max_lines);
+                true
             }
             GpuErrorLocation { function, .. } => {
-                if c.op.is_none() && is_op_function(function) {
-                    c.op = Some(Sourced { value: text(function), line: e.line });
+                if open.crash.op.is_none() && is_op_function(function) {
+                    open.crash.op = Some(Sourced { value: text(function), line: e.line });
                 }
-                push_line(&mut c.causes, e, summary(&e.kind, slog_line), max_lines);
+                push_line(&mut open.crash.causes, e, summary(&e.kind, slog_line), max_lines);
+                true
             }
             OutOfMemory { .. } => {
-                record_attempt(c, self.lifetime.attempt, e, slog_line, max_lines);
-                push_line(&mut c.causes, e, summary(&e.kind, slog_line), max_lines);
-            }
-            Goroutine { id, .. } => {
-                if c.causes.is_empty() && c.signal.is_none() && c.consequences.is_empty() {
-                    let text = "a Go goroutine dump without the line that says why the runtime died".to_string();
-                    push_line(&mut c.causes, e, text, max_lines);
-                }
-                if !open.go_dump_started {
-                    open.go_dump_started = true;
-                    open.in_crashing_goroutine = true;
-                    c.goroutine = Some(id);
-                } else {
-                    open.in_crashing_goroutine = false;
-                    joined = false;
-                }
-            }
-            GoFrame { function } => {
-                if open.in_crashing_goroutine {
-                    push_frame(
-                        c,
-                        Frame { function: text(function), source: None, native: false, line: e.line },
-                        max_frames,
-                    );
-                } else {
-                    joined = false;
-                }
-            }
-            GoFrameSource { file, line } => {
-                if open.in_crashing_goroutine {
-                    if let Some(last) = c.frames.last_mut().filter(|f| !f.native && f.source.is_none()) {
-                        last.source = Some(format!("{}:{line}", lossy(file)));
-                    }
-                } else {
-                    joined = false;
-                }
-            }
-            GoCreatedBy { .. } | GoTraceDetail => joined = open.in_crashing_goroutine,
-            NativeFrame(frame) => {
-                // ggml_abort in the backtrace: the process aborted through ggml even where its message is not in the log.
-                if !open.go_dump_started
-                    && frame.symbol == Some(b"ggml_abort")
-                    && !c.causes.iter().any(|x| x.kind == "abort")
-                {
-                    let text = "ggml_abort in the backtrace (its message is not in the log)".to_string();
-                    c.causes.push(CrashLine {
-                        kind: "abort",
-                        text,
-                        line: e.line,
-                        count: 1,
-                        raw: clip(lossy(e.raw).into_owned()),
-                    });
-                }
-                if open.go_dump_started {
-                    joined = false;
-                } else if let Some(function) = signature::native_function(
-                    frame.module.map(|m| lossy(m)).as_deref(),
-                    frame.symbol.map(|s| lossy(s)).as_deref(),
-                ) {
-                    if let Some(at) = function.find("ggml_compute_forward_") {
-                        open.compute_line.get_or_insert(e.line);
-                        if c.op.is_none() {
-                            let op = function[at..].split(['(', '+', ' ']).next().unwrap_or_default().to_string();
-                            c.op = Some(Sourced { value: op, line: e.line });
-                        }
-                    }
-                    push_frame(c, Frame { function, source: None, native: true, line: e.line }, max_frames);
-                }
+                record_attempt(&mut open.crash, attempt, e, slog_line, max_lines);
+                push_line(&mut open.crash.causes, e, summary(&e.kind, slog_line), max_lines);
+                true
             }
             PostPredictError { .. } | RunnerTerminated { .. } | CompletionError { .. } => {
                 if matches!(e.kind, RunnerTerminated { .. }) {
                     open.terminated = true;
                 }
-                push_line(&mut c.consequences, e, summary(&e.kind, slog_line), max_lines);
+                push_line(&mut open.crash.consequences, e, summary(&e.kind, slog_line), max_lines);
+                true
             }
             HttpRequest { status, .. } if status >= 500 => {
-                push_line(&mut c.consequences, e, summary(&e.kind, slog_line), max_lines);
+                push_line(&mut open.crash.consequences, e, summary(&e.kind, slog_line), max_lines);
+                true
             }
             DiscoveryFailure { .. } => {
-                if c.causes.is_empty() && c.signal.is_none() {
+                if open.crash.causes.is_empty() && open.crash.signal.is_none() {
                     open.discovery_failure = true;
                 }
-                push_line(&mut c.causes, e, summary(&e.kind, slog_line), max_lines);
+                push_line(&mut open.crash.causes, e, summary(&e.kind, slog_line), max_lines);
+                true
             }
-            _ if fatal || matches!(e.kind, GpuErrorLocation { .. }) => {
-                push_line(&mut c.causes, e, summary(&e.kind, slog_line), max_lines)
+            _ if fatal => {
+                push_line(&mut open.crash.causes, e, summary(&e.kind, slog_line), max_lines);
+                true
             }
-            _ => joined = false,
-        }
-        if joined {
-            c.last_line = e.line;
+            _ => false,
         }
     }
 
@@ -1512,6 +1442,113 @@ fn push_device(devices: &mut Vec<Device>, dev: Device, cap: usize) {
     if devices.len() < cap {
         devices.push(dev);
     }
+}
+/// A field of a log line as text: unquoted on a structured (slog) line, clipped.
+fn field_text(b: &[u8], slog_line: bool) -> String {
+    let s = if slog_line { unquote(b).into_owned() } else { lossy(b).into_owned() };
+    clip(s)
+}
+
+/// A signal line and the lines that describe it (context, foreign code, instruction bytes); whether `e` joined.
+fn join_signal(c: &mut Crash, e: &Event<'_>, slog_line: bool) -> bool {
+    use EventKind::*;
+    let text = |b: &[u8]| field_text(b, slog_line);
+    match e.kind {
+        Signal { signal, description } => {
+            let info = c.signal.get_or_insert_with(SignalInfo::default);
+            info.name = text(signal);
+            info.description = text(description);
+            info.line = e.line;
+            true
+        }
+        SignalContext { pc, addr, sigcode } => match c.signal.as_mut() {
+            Some(info) => {
+                info.pc = pc.map(text);
+                info.addr = addr.map(text);
+                info.sigcode = sigcode.map(text);
+                true
+            }
+            None => false,
+        },
+        SignalInForeignCode => {
+            c.signal.get_or_insert_with(SignalInfo::default).in_foreign_code = true;
+            true
+        }
+        InstructionBytes { bytes } => match c.signal.as_mut() {
+            Some(info) => {
+                info.instruction_bytes = Some(Sourced { value: text(bytes), line: e.line });
+                true
+            }
+            None => false,
+        },
+        _ => false,
+    }
+}
+
+/// A Go goroutine dump: the first goroutine is the crashing one, whose frames are the crash's; whether `e` joined.
+fn join_go_dump(open: &mut Open, e: &Event<'_>, slog_line: bool, max_frames: usize, max_lines: usize) -> bool {
+    use EventKind::*;
+    let c = &mut open.crash;
+    match e.kind {
+        Goroutine { id, .. } => {
+            if c.causes.is_empty() && c.signal.is_none() && c.consequences.is_empty() {
+                let text = "a Go goroutine dump without the line that says why the runtime died".to_string();
+                push_line(&mut c.causes, e, text, max_lines);
+            }
+            if open.go_dump_started {
+                open.in_crashing_goroutine = false;
+                return false;
+            }
+            open.go_dump_started = true;
+            open.in_crashing_goroutine = true;
+            c.goroutine = Some(id);
+            true
+        }
+        GoFrame { function } => {
+            if open.in_crashing_goroutine {
+                let frame =
+                    Frame { function: field_text(function, slog_line), source: None, native: false, line: e.line };
+                push_frame(c, frame, max_frames);
+            }
+            open.in_crashing_goroutine
+        }
+        GoFrameSource { file, line } => {
+            if open.in_crashing_goroutine {
+                if let Some(last) = c.frames.last_mut().filter(|f| !f.native && f.source.is_none()) {
+                    last.source = Some(format!("{}:{line}", lossy(file)));
+                }
+            }
+            open.in_crashing_goroutine
+        }
+        GoCreatedBy { .. } | GoTraceDetail => open.in_crashing_goroutine,
+        _ => false,
+    }
+}
+
+/// A frame of a native backtrace (before any goroutine dump); whether `e` joined.
+fn join_native_frame(open: &mut Open, e: &Event<'_>, frame: &crate::event::NativeFrame<'_>, max_frames: usize) -> bool {
+    let c = &mut open.crash;
+    // ggml_abort in the backtrace: the process aborted through ggml even where its message is not in the log.
+    if !open.go_dump_started && frame.symbol == Some(b"ggml_abort") && !c.causes.iter().any(|x| x.kind == "abort") {
+        let text = "ggml_abort in the backtrace (its message is not in the log)".to_string();
+        c.causes.push(CrashLine { kind: "abort", text, line: e.line, count: 1, raw: clip(lossy(e.raw).into_owned()) });
+    }
+    if open.go_dump_started {
+        return false;
+    }
+    if let Some(function) =
+        signature::native_function(frame.module.map(|m| lossy(m)).as_deref(), frame.symbol.map(|s| lossy(s)).as_deref())
+    {
+        if let Some(at) = function.find("ggml_compute_forward_") {
+            open.compute_line.get_or_insert(e.line);
+            if c.op.is_none() {
+                let op = function[at..].split(['(', '+', ' ']).next().unwrap_or_default().to_string();
+                c.op = Some(Sourced { value: op, line: e.line });
+            }
+        }
+        push_frame(c, Frame { function, source: None, native: true, line: e.line }, max_frames);
+    }
+    true
 }
 
 fn push_frame(c: &mut Crash, frame: Frame, cap: usize) {
@@ -1782,39 +1819,8 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
     let s = match *kind {
         BackendLoaded { backend, path } => format!("{} backend loaded from {}", t(backend), t(path)),
         DevicesFound { backend, count } => format!("{count} {} device(s) found", t(backend)),
-        GpuDevice(d) => {
-            let mut s = format!("device {}: {}", d.index, t(d.name));
-            if let Some(a) = d.arch {
-                s += &format!(", {}", t(a));
-            }
-            if let Some(cc) = d.compute_capability {
-                s += &format!(", compute capability {}", t(cc));
-            }
-            if let Some(w) = d.wave_size {
-                s += &format!(", wave size {w}");
-            }
-            if let Some(v) = d.vmm {
-                s += &format!(", VMM {}", if v { "yes" } else { "no" });
-            }
-            s
-        }
-        VulkanDevice(v) => {
-            let mut s = format!("Vulkan device {}: {}", v.index, t(v.name));
-            if let Some(d) = v.driver {
-                s += &format!(" ({})", t(d));
-            }
-            let flag = |name: &str, v: Option<bool>| v.map(|b| format!(", {name} {}", u8::from(b))).unwrap_or_default();
-            s += &flag("uma", v.uma);
-            s += &flag("fp16", v.fp16);
-            if let Some(w) = v.warp_size {
-                s += &format!(", warp size {w}");
-            }
-            s += &flag("int dot", v.int_dot);
-            if let Some(m) = v.matrix_cores {
-                s += &format!(", matrix cores {}", t(m));
-            }
-            s
-        }
+        GpuDevice(d) => gpu_device_summary(&d, slog_line),
+        VulkanDevice(v) => vulkan_device_summary(&v, slog_line),
         DeviceListed { device, description, total_mib, free_mib } => {
             let mem = match (total_mib, free_mib) {
                 (Some(t), Some(f)) => format!(" ({t} MiB, {f} MiB free)"),
@@ -1948,4 +1954,55 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
         Other => String::new(),
     };
     clip(s)
+}
+
+/// A CUDA/HIP device line for the timeline: name, arch, compute capability, wave size, VMM.
+fn gpu_device_summary(d: &crate::event::GpuDevice<'_>, slog_line: bool) -> String {
+    let t = |b: &[u8]| -> String {
+        if slog_line {
+            unquote(b).into_owned()
+        } else {
+            lossy(b).into_owned()
+        }
+    };
+    let mut s = format!("device {}: {}", d.index, t(d.name));
+    if let Some(a) = d.arch {
+        s += &format!(", {}", t(a));
+    }
+    if let Some(cc) = d.compute_capability {
+        s += &format!(", compute capability {}", t(cc));
+    }
+    if let Some(w) = d.wave_size {
+        s += &format!(", wave size {w}");
+    }
+    if let Some(v) = d.vmm {
+        s += &format!(", VMM {}", if v { "yes" } else { "no" });
+    }
+    s
+}
+
+/// A Vulkan device line for the timeline: name, driver and the features ggml reports.
+fn vulkan_device_summary(v: &crate::event::VulkanDevice<'_>, slog_line: bool) -> String {
+    let t = |b: &[u8]| -> String {
+        if slog_line {
+            unquote(b).into_owned()
+        } else {
+            lossy(b).into_owned()
+        }
+    };
+    let mut s = format!("Vulkan device {}: {}", v.index, t(v.name));
+    if let Some(d) = v.driver {
+        s += &format!(" ({})", t(d));
+    }
+    let flag = |name: &str, v: Option<bool>| v.map(|b| format!(", {name} {}", u8::from(b))).unwrap_or_default();
+    s += &flag("uma", v.uma);
+    s += &flag("fp16", v.fp16);
+    if let Some(w) = v.warp_size {
+        s += &format!(", warp size {w}");
+    }
+    s += &flag("int dot", v.int_dot);
+    if let Some(m) = v.matrix_cores {
+        s += &format!(", matrix cores {}", t(m));
+    }
+    s
 }
