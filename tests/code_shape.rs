@@ -536,7 +536,7 @@ fn uses_and_mods(code: &[char]) -> (Vec<String>, Vec<String>) {
 /// The import graph of `src/`: file → the files its paths name.
 fn import_graph() -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
     let src = workspace().join("src");
-    let sources = sources(&[src.clone()]);
+    let sources = sources(std::slice::from_ref(&src));
     let files: BTreeSet<PathBuf> = sources.iter().map(|s| s.path.clone()).collect();
     let mut graph = BTreeMap::new();
     for s in &sources {
