@@ -33,6 +33,7 @@ pub mod push;
 pub mod report;
 pub mod run;
 pub mod scan;
+pub mod support_matrix;
 pub mod sweep;
 pub mod synth;
 /// Reading trace files: the `backscope-trace-reader` crate.

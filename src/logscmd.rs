@@ -31,7 +31,7 @@ pub struct LogsOptions {
 }
 
 /// How a log is named in claims: its absolute path, or `<stdin>`.
-pub fn source_name(input: &Path) -> String {
+fn source_name(input: &Path) -> String {
     if input == Path::new("-") {
         return "<stdin>".into();
     }
@@ -69,7 +69,7 @@ pub fn run(opts: &LogsOptions) -> Result<u8> {
 
 /// A log's analysis and the claims it supports.
 #[derive(Debug, Serialize)]
-pub struct LogsView {
+struct LogsView {
     pub schema: &'static str,
     /// The log's absolute path, or `<stdin>`.
     pub input: String,
@@ -118,7 +118,7 @@ fn log_line(r: &Report, file: &str, line: u64) -> Source {
 
 /// The claims about a crash: what happened (Confirmed, from the lines), its phase (Inferred: the rule is an
 /// inference from the lines it cites), and its signature. `id` prefixes the claim ids; `file` names the log.
-pub fn crash_claims(r: &Report, c: &Crash, file: &str, id: &str) -> Vec<Claim> {
+fn crash_claims(r: &Report, c: &Crash, file: &str, id: &str) -> Vec<Claim> {
     let mut out = Vec::new();
     let mut sources = vec![log_line(r, file, c.line)];
     if let Some(s) = &c.signal {

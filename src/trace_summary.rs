@@ -894,46 +894,79 @@ fn claims(
         .collect();
     let mut out = Vec::new();
     if !problems.is_empty() {
-        let listed: Vec<String> = problems.iter().take(4).map(|p| p.to_string()).collect();
-        let more = if problems.len() > 4 { format!("; and {} more", problems.len() - 4) } else { String::new() };
-        out.push(
-            Claim::new(
-                "trace.unreadable",
-                Confidence::Limited,
-                format!(
-                    "{} trace file(s) could not be read and are left out of every count: {}{more}",
-                    problems.len(),
-                    listed.join("; ")
-                ),
-            )
-            .with_sources(
-                problems
-                    .iter()
-                    .take(8)
-                    .map(|p| Source::file(p.file.clone(), None, None, format!("unreadable trace file: {}", p.message))),
-            ),
-        );
+        out.push(unreadable_claim(problems));
     }
     if traces.is_empty() {
         if problems.is_empty() {
-            out.push(
-                Claim::new(
-                    "trace.none",
-                    Confidence::Unresolved,
-                    format!("No trace file in {}: the command loaded no CUDA/HIP runtime and created no Vulkan device, or the observer could not write (see its stderr line)", dir.display()),
-                )
-                .with_source(Source::file(dir.display().to_string(), None, None, "trace directory")),
-            );
+            out.push(none_claim(dir));
         }
         return out;
     }
     // A cut trace misses everything after its cut: its counts are lower bounds, and "did not run" is unknown.
     let cut: Vec<&TraceFile> = traces.iter().filter(|t| t.is_cut()).collect();
-    let (counted, at_least, confidence) = if cut.is_empty() {
-        ("", "", Confidence::Confirmed)
+    let counting = if cut.is_empty() {
+        Counting { counted: "", at_least: "", confidence: Confidence::Confirmed }
     } else {
-        (" (at least)", "at least ", Confidence::Limited)
+        Counting { counted: " (at least)", at_least: "at least ", confidence: Confidence::Limited }
     };
+    out.push(total_claim(traces, kernels, cut.len(), &counting, &sources));
+    family_claims(kernels, families, cut.is_empty(), &counting, &sources, &mut out);
+    out.extend(cut_claim(&cut));
+    for (i, c) in crashes.iter().enumerate() {
+        let id = if crashes.len() == 1 { "trace.crash".to_string() } else { format!("trace.crash.{}", i + 1) };
+        out.push(c.claim(id, c.sources(str::to_string)));
+    }
+    out.extend(incomplete_claim(traces));
+    out
+}
+
+/// How counts are worded: exact, or lower bounds when a trace was cut.
+struct Counting {
+    counted: &'static str,
+    at_least: &'static str,
+    confidence: Confidence,
+}
+
+/// Trace files that could not be read are left out of every count.
+fn unreadable_claim(problems: &[TraceProblem]) -> Claim {
+    let listed: Vec<String> = problems.iter().take(4).map(|p| p.to_string()).collect();
+    let more = if problems.len() > 4 { format!("; and {} more", problems.len() - 4) } else { String::new() };
+    Claim::new(
+        "trace.unreadable",
+        Confidence::Limited,
+        format!(
+            "{} trace file(s) could not be read and are left out of every count: {}{more}",
+            problems.len(),
+            listed.join("; ")
+        ),
+    )
+    .with_sources(
+        problems
+            .iter()
+            .take(8)
+            .map(|p| Source::file(p.file.clone(), None, None, format!("unreadable trace file: {}", p.message))),
+    )
+}
+
+/// No trace at all.
+fn none_claim(dir: &Path) -> Claim {
+    Claim::new(
+            "trace.none",
+            Confidence::Unresolved,
+            format!("No trace file in {}: the command loaded no CUDA/HIP runtime and created no Vulkan device, or the observer could not write (see its stderr line)", dir.display()),
+        )
+        .with_source(Source::file(dir.display().to_string(), None, None, "trace directory"))
+}
+
+/// How many launches of how many kernels in how many processes.
+fn total_claim(
+    traces: &[TraceFile],
+    kernels: &[ObservedKernel],
+    cut: usize,
+    counting: &Counting,
+    sources: &[Source],
+) -> Claim {
+    let Counting { at_least, confidence, .. } = *counting;
     let total: u64 = kernels.iter().map(|k| k.launches).sum();
     let failed: u64 = kernels.iter().map(|k| k.errors).sum();
     let failed_text =
@@ -943,13 +976,12 @@ fn claims(
     } else {
         ""
     };
-    let cut_text = if cut.is_empty() {
+    let cut_text = if cut == 0 {
         String::new()
     } else {
-        format!("; {} trace(s) were cut, so these counts are lower bounds (see trace.cut)", cut.len())
+        format!("; {} trace(s) were cut, so these counts are lower bounds (see trace.cut)", cut)
     };
-    out.push(
-        Claim::new(
+    Claim::new(
             "trace.total",
             confidence,
             format!(
@@ -958,8 +990,19 @@ fn claims(
                 traces.len()
             ),
         )
-        .with_sources(sources.clone()),
-    );
+        .with_sources(sources.to_vec())
+}
+
+/// Which matmul families ran, and which did not.
+fn family_claims(
+    kernels: &[ObservedKernel],
+    families: &[FamilyTotal],
+    complete: bool,
+    counting: &Counting,
+    sources: &[Source],
+    out: &mut Vec<Claim>,
+) {
+    let Counting { counted, at_least, confidence } = *counting;
     let relevant = matmul_families(kernels);
     let present: Vec<&FamilyTotal> = families.iter().filter(|f| relevant.contains(&f.family.as_str())).collect();
     let absent: Vec<&str> = relevant.iter().copied().filter(|m| !families.iter().any(|f| f.family == *m)).collect();
@@ -988,11 +1031,11 @@ fn claims(
                     top.join("; ")
                 ),
             )
-            .with_sources(sources.clone()),
+            .with_sources(sources.to_vec()),
         );
     }
     if !present.is_empty() && !absent.is_empty() {
-        let (confidence, statement) = if cut.is_empty() {
+        let (confidence, statement) = if complete {
             (Confidence::Confirmed, format!("No {} kernel ran during the traced command", absent.join(", ")))
         } else {
             (
@@ -1003,50 +1046,51 @@ fn claims(
                 ),
             )
         };
-        out.push(Claim::new("trace.absent", confidence, statement).with_sources(sources.clone()));
+        out.push(Claim::new("trace.absent", confidence, statement).with_sources(sources.to_vec()));
     }
-    if !cut.is_empty() {
-        let what: Vec<String> = cut
-            .iter()
-            .filter_map(|t| {
-                let c = t.truncated.as_ref()?;
-                Some(format!("pid {} after {} bytes: {}", t.pid(), c.bytes, c.why()))
-            })
-            .collect();
-        out.push(
-            Claim::new(
-                "trace.cut",
-                Confidence::Limited,
-                format!(
-                    "The observer stopped writing {} trace(s) before the process ended ({}); launches after the cut are not counted",
-                    cut.len(),
-                    what.join("; ")
-                ),
-            )
-            .with_sources(cut.iter().filter_map(|t| t.path.as_ref()).map(|p| {
-                Source::file(p.display().to_string(), None, None, "trace file ending with a truncated record")
-            })),
-        );
+}
+
+/// Traces the observer stopped writing before their process ended.
+fn cut_claim(cut: &[&TraceFile]) -> Option<Claim> {
+    if cut.is_empty() {
+        return None;
     }
-    for (i, c) in crashes.iter().enumerate() {
-        let id = if crashes.len() == 1 { "trace.crash".to_string() } else { format!("trace.crash.{}", i + 1) };
-        out.push(c.claim(id, c.sources(str::to_string)));
-    }
-    // A process whose crash record says its open window was written lost nothing; any other that ended without
-    // the exit flush may have lost its last window.
+    let what: Vec<String> = cut
+        .iter()
+        .filter_map(|t| {
+            let c = t.truncated.as_ref()?;
+            Some(format!("pid {} after {} bytes: {}", t.pid(), c.bytes, c.why()))
+        })
+        .collect();
+    Some(
+        Claim::new(
+            "trace.cut",
+            Confidence::Limited,
+            format!(
+                "The observer stopped writing {} trace(s) before the process ended ({}); launches after the cut are not counted",
+                cut.len(),
+                what.join("; ")
+            ),
+        )
+        .with_sources(cut.iter().filter_map(|t| t.path.as_ref()).map(|p| {
+            Source::file(p.display().to_string(), None, None, "trace file ending with a truncated record")
+        })),
+    )
+}
+
+/// A process whose crash record says its open window was written lost nothing; any other that ended without
+/// the exit flush may have lost its last window.
+fn incomplete_claim(traces: &[TraceFile]) -> Option<Claim> {
     let incomplete: Vec<&TraceFile> =
         traces.iter().filter(|t| !t.is_finished() && !t.fatal_crash().is_some_and(|c| c.flushed)).collect();
-    if !incomplete.is_empty() {
-        out.push(
+    (!incomplete.is_empty()).then(|| {
             Claim::new(
                 "trace.incomplete",
                 Confidence::Limited,
                 format!("{} process(es) ended without the observer's exit flush (killed or crashed): their last window may be missing", incomplete.len()),
             )
-            .with_sources(incomplete.iter().filter_map(|t| t.path.as_ref()).map(|p| Source::file(p.display().to_string(), None, None, "trace file without end record"))),
-        );
-    }
-    out
+            .with_sources(incomplete.iter().filter_map(|t| t.path.as_ref()).map(|p| Source::file(p.display().to_string(), None, None, "trace file without end record")))
+    })
 }
 
 pub fn short_name(demangled: &str) -> String {

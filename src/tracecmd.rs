@@ -57,7 +57,7 @@ pub struct TraceOptions {
 /// planted traces in it, since `trace --read` takes what it finds there as evidence. `/var/tmp` rather than
 /// `$XDG_RUNTIME_DIR`: that is a tmpfs of a few percent of RAM, removed at logout, and a service's traces (up to the
 /// observer's 1 GiB per process) outlive sessions.
-pub fn default_env_dir() -> Result<PathBuf> {
+fn default_env_dir() -> Result<PathBuf> {
     // SAFETY: getuid cannot fail.
     let dir = PathBuf::from(format!("/var/tmp/backscope-traces-{}", unsafe { libc::getuid() }));
     crate::inputs::private_dir(&dir).map_err(|e| anyhow::anyhow!("{e}, or name another directory with --dir"))?;
@@ -169,7 +169,7 @@ fn env_view(
 
 /// Environment that loads the observer into a process (and, through inheritance, its children), and enables the
 /// Vulkan layer in it (`vulkan`: from [`vulkan_env`]).
-pub fn env_lines(
+fn env_lines(
     observer: &Path,
     vulkan: &[(String, String)],
     dir: &Path,
@@ -410,7 +410,7 @@ mod signals {
 
 /// What `backscope trace` prints: the summary, with `top` rows of the per-kernel table (0: all).
 #[derive(Debug)]
-pub struct TraceView<'a> {
+struct TraceView<'a> {
     pub summary: &'a TraceSummary,
     pub top: usize,
 }
@@ -428,7 +428,7 @@ impl Render for TraceView<'_> {
 
 /// The summary as a document: how the command ended, what ran (the claims), then the families, the kernels, the
 /// processes.
-pub fn document(s: &TraceSummary, top: usize) -> Document {
+fn document(s: &TraceSummary, top: usize) -> Document {
     let mut doc = Document::new(format!("backscope trace: {}", s.dir));
     match (s.exit_status, &s.exit_signal) {
         (Some(code), Some(signal)) => {

@@ -1,9 +1,8 @@
 //! The rule of issue 17: a command's module never imports another command's. Shared code lives in ground-floor
 //! modules (`proc`, `gpucode`, `observe`, `trace_summary`, `logfacts`, `gguf_file`, `knowledge`, `inputs`, `output`,
-//! `run` with `run::summary` — the one aggregation of a run's records that `sweep` and `report` both show —, …).
-//! This reads every file under a command's folder (or the command's own file) for `crate::OTHER` paths and fails on
-//! a pair not listed in [`STILL_TO_MOVE`]; a listed pair that no longer occurs fails too, so the list only
-//! shrinks.
+//! `support_matrix`, `run` with `run::summary` — the one aggregation of a run's records that `sweep` and `report`
+//! both show —, `builds`, …). This reads every file under a command's folder (or the command's own file) for
+//! `crate::OTHER` paths and fails on any pair.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -11,10 +10,6 @@ use std::path::{Path, PathBuf};
 /// Command modules: a folder `src/NAME/` or a file `src/NAME.rs`.
 const COMMANDS: &[&str] =
     &["scan", "sweep", "tracecmd", "maps", "predict", "gate", "doctor", "logscmd", "report", "synth", "bisect", "push"];
-
-/// Imports that remain until the run format gets its ground floor (`run/`: record schema, store read side) and
-/// gate's evaluation leaves the command: (from, to).
-const STILL_TO_MOVE: &[(&str, &str)] = &[("doctor", "gate")];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
@@ -73,13 +68,10 @@ fn no_command_imports_another_commands_module() {
             }
         }
     }
-    let new: Vec<_> = pairs.iter().filter(|(k, _)| !STILL_TO_MOVE.contains(k)).collect();
     assert!(
-        new.is_empty(),
-        "a command imports another command's module (move the shared code to the ground floor): {new:?}"
+        pairs.is_empty(),
+        "a command imports another command's module (move the shared code to the ground floor): {pairs:?}"
     );
-    let gone: Vec<_> = STILL_TO_MOVE.iter().filter(|k| !pairs.contains_key(k)).collect();
-    assert!(gone.is_empty(), "no longer imported: take {gone:?} off STILL_TO_MOVE");
 }
 
 #[test]

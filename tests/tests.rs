@@ -1,6 +1,7 @@
 //! Integration tests: real inputs (downloaded by scripts/fixtures.sh), real independent tools.
 mod bisect_cli;
 mod bounded;
+mod code_shape;
 mod scan_inputs;
 mod util;
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::{read_small, Host};
+use super::host::{read_small, Host};
 
 /// Entries of /dev/dri and /dev read.
 const MAX_ENTRIES: usize = 256;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{read_small, Host};
+use super::host::{read_small, Host};
 use crate::evidence::Source;
 use crate::knowledge::{self, archs::AmdArch};
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::{read_small, Host};
+use super::host::{read_small, Host};
 use crate::knowledge::archs::gfx_target_of;
 
 /// Entries read per directory: a guard against a pathological tree, far above any real machine's GPU count.

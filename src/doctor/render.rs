@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use super::DoctorReport;
+use super::report::DoctorReport;
 use crate::output::{Block, Document, Render, Span, Text};
 
 /// Sections in print order: (claim id prefix, heading).

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::{read_small, Host};
+use super::host::{read_small, Host};
 use crate::gpucode::{self as scan, ScanOptions, ScanReport};
 
 /// Directories walked below a runtime root, and entries read per directory.

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{read_small, Host};
+use super::host::{read_small, Host};
 use crate::evidence::{Claim, Confidence, Source};
 
 /// Manifests read per directory.
@@ -259,7 +259,10 @@ pub fn capability_claims(
                         Confidence::Confirmed,
                         format!("{} embeds {} shaders: {}", lib.display(), b.shaders, list.join("; ")),
                     )
-                    .with_source(super::file_src(lib.display().to_string(), "embedded shader names (ELF symbol table)"))
+                    .with_source(super::host::file_src(
+                        lib.display().to_string(),
+                        "embedded shader names (ELF symbol table)",
+                    ))
                     .with_source(Source::Rule {
                         file: cap::CAPABILITIES_FILE.into(),
                         rule: "shader_marker".into(),

@@ -3,9 +3,9 @@
 
 use std::io::Write;
 
-use super::GateReport;
 use crate::evidence::Claim;
 use crate::output::{ClaimList, Column, Document, Render, Span, Table, Text};
+use crate::support_matrix::GateReport;
 
 impl Render for GateReport {
     fn write_json(&self, out: &mut dyn Write) -> std::io::Result<()> {

@@ -26,10 +26,10 @@ use binfmt::sniff::{self, Kind};
 use binfmt::EXPECT_KERNELS_CAP;
 use rayon::prelude::*;
 
-use super::input::{MapError, MappedFile};
 use super::limits::{ScanLimits, DECOMPRESSION};
 use super::records::*;
 use super::tree;
+use crate::inputs::{MapError, MappedFile};
 use crate::kernels;
 
 /// Bundles (or fatbin entries) of one file decoded side by side. The file's kernel budget is shared out

@@ -27,7 +27,7 @@ pub struct ScanReport {
     pub stats: ScanStats,
     /// `--disasm`: the instruction mix of every selected kernel.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub disasm: Option<crate::gpucode::disasm::DisasmReport>,
+    pub disasm: Option<crate::gpucode::disasm::report::DisasmReport>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]

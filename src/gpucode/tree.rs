@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use binfmt::elf::HostElf;
 
-use super::input;
 use super::limits::ScanLimits;
 use super::records::*;
+use crate::inputs as input;
 
 /// ggml backends by the name their `ggml_backend_<x>_reg` registration function carries (ggml sources:
 /// `ggml/src/ggml-<x>/`). The HIP and MUSA backends compile the CUDA sources, so they export the CUDA name.
@@ -473,207 +473,262 @@ pub fn resolve_dependencies(
     limits: &ScanLimits,
     problems: &mut Vec<Problem>,
 ) {
-    let system = system_dirs();
-    let mut tree_dirs: Vec<PathBuf> =
-        files.iter().filter_map(|f| Path::new(&f.path).parent().map(Path::to_path_buf)).collect();
-    tree_dirs.sort();
-    tree_dirs.dedup();
-    // Parsed dependencies of the libraries found, shared across files.
-    let mut cache: HashMap<PathBuf, Arc<LinkInfo>> = HashMap::new();
-    let mut prober = Prober {
-        seen: HashMap::new(),
-        lookups: 0,
-        budget: limits.dependency_probes_per_scan,
-        bytes: 0,
-        bytes_budget: limits.dependency_path_bytes_per_scan,
-    };
-    let mut not_regular_reported: HashSet<PathBuf> = HashSet::new();
-    let mut too_long_reported: HashSet<PathBuf> = HashSet::new();
-    let scan_bytes_stop = || {
-        format!(
-            "{} bytes of paths looked up on disk in this scan (limit per scan)",
-            limits.dependency_path_bytes_per_scan
-        )
-    };
-    let file_bytes_stop = || {
+    let mut resolver = Resolver::new(files, extra, limits);
+    for f in files.iter_mut() {
+        resolver.resolve_file(f, problems);
+    }
+}
+
+/// The scan-wide side of dependency resolution: where to look, the libraries parsed and paths probed so far
+/// (shared across files), and the paths already warned about.
+struct Resolver<'a> {
+    extra: &'a [PathBuf],
+    limits: &'a ScanLimits,
+    system: Vec<(PathBuf, &'static str)>,
+    tree_dirs: Vec<PathBuf>,
+    cache: HashMap<PathBuf, Arc<LinkInfo>>,
+    prober: Prober,
+    not_regular_reported: HashSet<PathBuf>,
+    too_long_reported: HashSet<PathBuf>,
+}
+
+/// One file's walk of its `DT_NEEDED` chain: its queue, what it resolved, its budgets, and why it stopped.
+struct FileWalk {
+    bytes: PathBytes,
+    probes: u64,
+    /// Names queued or resolved: each is looked up once per file, as ld.so loads each once.
+    queued: HashSet<String>,
+    queue: VecDeque<Pending>,
+    out: Vec<Dependency>,
+    stopped: Option<String>,
+    left_out: usize,
+}
+
+impl<'a> Resolver<'a> {
+    fn new(files: &[FileRecord], extra: &'a [PathBuf], limits: &'a ScanLimits) -> Self {
+        let mut tree_dirs: Vec<PathBuf> =
+            files.iter().filter_map(|f| Path::new(&f.path).parent().map(Path::to_path_buf)).collect();
+        tree_dirs.sort();
+        tree_dirs.dedup();
+        Resolver {
+            extra,
+            limits,
+            system: system_dirs(),
+            tree_dirs,
+            cache: HashMap::new(),
+            prober: Prober {
+                seen: HashMap::new(),
+                lookups: 0,
+                budget: limits.dependency_probes_per_scan,
+                bytes: 0,
+                bytes_budget: limits.dependency_path_bytes_per_scan,
+            },
+            not_regular_reported: HashSet::new(),
+            too_long_reported: HashSet::new(),
+        }
+    }
+
+    fn file_bytes_stop(&self) -> String {
         format!(
             "{} bytes of candidate paths and expanded search directories examined (limit per file)",
-            limits.dependency_path_bytes_per_file
+            self.limits.dependency_path_bytes_per_file
         )
-    };
-    for f in files.iter_mut() {
-        let Some(elf) = &f.elf else { continue };
+    }
+
+    /// Walk one file's chain breadth-first and record it in `f.dependencies`; a budget reached is a warning.
+    fn resolve_file(&mut self, f: &mut FileRecord, problems: &mut Vec<Problem>) {
+        let Some(elf) = &f.elf else { return };
         if elf.needed.is_empty() {
-            continue;
+            return;
         }
         let identity = Candidate::Elf(if elf.class == 64 { 2 } else { 1 }, elf.machine);
         let me: Arc<Path> = Arc::from(Path::new(&f.path));
         let link = LinkInfo { needed: Vec::new(), rpath: elf.rpath.clone(), runpath: elf.runpath.clone() };
-        let mut bytes = PathBytes { spent: 0, budget: limits.dependency_path_bytes_per_file };
-        let mut out = Vec::new();
-        let mut stopped: Option<String> = None;
-        // Names queued or resolved: each is looked up once per file, as ld.so loads each once.
-        let mut queued: HashSet<String> = HashSet::new();
-        let mut queue: VecDeque<Pending> = VecDeque::new();
-        match search_dirs(&link, &me, &mut bytes, &mut too_long_reported, problems) {
-            Some(dirs) => {
-                let dirs = Arc::new(dirs);
-                for n in &elf.needed {
-                    if queued.insert(n.clone()) {
-                        queue.push_back(Pending {
-                            name: n.clone(),
-                            parent: Arc::clone(&me),
-                            dirs: Arc::clone(&dirs),
-                            depth: 1,
-                        });
-                    }
-                }
-            }
-            None => stopped = Some(file_bytes_stop()),
+        let mut walk = FileWalk {
+            bytes: PathBytes { spent: 0, budget: self.limits.dependency_path_bytes_per_file },
+            probes: 0,
+            queued: HashSet::new(),
+            queue: VecDeque::new(),
+            out: Vec::new(),
+            stopped: None,
+            left_out: elf.needed.len(),
+        };
+        let needed: Vec<&String> = elf.needed.iter().collect();
+        if !self.enqueue(&mut walk, &link, &me, &needed, 1, problems) {
+            walk.stopped = Some(self.file_bytes_stop());
         }
-        let mut probes = 0u64;
-        let mut left_out = elf.needed.len();
-        while let Some(Pending { name, parent, dirs, depth }) = queue.pop_front() {
-            if depth > 16 {
+        while let Some(pending) = walk.queue.pop_front() {
+            if pending.depth > 16 {
                 continue;
             }
-            if out.len() as u64 >= limits.dependencies_per_file {
-                stopped = Some(format!(
+            if walk.out.len() as u64 >= self.limits.dependencies_per_file {
+                walk.stopped = Some(format!(
                     "more than {} dependencies in the chain (limit per file)",
-                    limits.dependencies_per_file
+                    self.limits.dependencies_per_file
                 ));
                 break;
             }
-            let is_path = name.contains('/');
-            let search: Box<dyn Iterator<Item = (&Path, &'static str)>> = if is_path {
-                Box::new(std::iter::once((Path::new(""), "path")))
-            } else {
-                let rpath = (!dirs.has_runpath).then_some(&dirs.rpath).into_iter().flatten();
-                Box::new(
-                    rpath
-                        .map(|d| (d.as_path(), "rpath"))
-                        .chain(extra.iter().map(|d| (d.as_path(), "ld_library_path")))
-                        .chain(dirs.runpath.iter().map(|d| (d.as_path(), "runpath")))
-                        .chain(system.iter().map(|(d, via)| (d.as_path(), *via)))
-                        .chain(tree_dirs.iter().map(|d| (d.as_path(), "tree"))),
-                )
+            let found = match self.find(&mut walk, &pending, identity, problems) {
+                Ok(found) => found,
+                Err(why) => {
+                    walk.stopped = Some(why);
+                    walk.left_out = walk.queue.len() + 1;
+                    break;
+                }
             };
-            let mut found = None;
-            for (dir, via) in search {
-                let len = if is_path { name.len() } else { dir.as_os_str().len() + 1 + name.len() };
-                if len >= PATH_MAX {
-                    continue;
-                }
-                if probes >= limits.dependency_probes_per_file {
-                    stopped = Some(format!(
-                        "{} candidate paths examined (limit per file)",
-                        limits.dependency_probes_per_file
-                    ));
-                    break;
-                }
-                if !bytes.take(len) {
-                    stopped = Some(file_bytes_stop());
-                    break;
-                }
-                probes += 1;
-                let path = if is_path { PathBuf::from(&name) } else { dir.join(&name) };
-                match prober.probe(&path) {
-                    Err(ProbeRefused::Lookups) => {
-                        stopped = Some(format!(
-                            "{} paths looked up on disk in this scan (limit per scan)",
-                            limits.dependency_probes_per_scan
-                        ));
-                        break;
-                    }
-                    Err(ProbeRefused::Bytes) => {
-                        stopped = Some(scan_bytes_stop());
-                        break;
-                    }
-                    Ok(c) if c == identity => {
-                        found = Some((path, via));
-                        break;
-                    }
-                    Ok(Candidate::NotRegular(kind)) => {
-                        if not_regular_reported.insert(path.clone()) {
-                            problems.push(Problem {
-                                path: path.display().to_string(),
-                                offset: None,
-                                severity: Severity::Warning,
-                                message: format!(
-                                    "not a regular file ({kind}): skipped as a candidate for {name}, needed by {}",
-                                    parent.display()
-                                ),
-                            });
-                        }
-                    }
-                    Ok(_) => {}
-                }
-            }
-            if stopped.is_some() {
-                left_out = queue.len() + 1;
+            self.record(&mut walk, pending, found, problems);
+            if walk.stopped.is_some() {
                 break;
             }
-            let parent_name = parent.display().to_string();
-            match found {
-                Some((path, via)) => {
-                    let canonical = path.canonicalize().unwrap_or(path.clone());
-                    let info = Arc::clone(
-                        cache.entry(canonical.clone()).or_insert_with(|| Arc::new(link_info(&canonical, problems))),
-                    );
-                    let fresh: Vec<&String> = info.needed.iter().filter(|n| !queued.contains(*n)).collect();
-                    if !fresh.is_empty() {
-                        let found_at: Arc<Path> = Arc::from(path.as_path());
-                        match search_dirs(&info, &found_at, &mut bytes, &mut too_long_reported, problems) {
-                            // The byte budget ran out: this library is recorded, nothing after it is probed.
-                            None => {
-                                stopped = Some(file_bytes_stop());
-                                left_out = queue.len() + fresh.len();
-                            }
-                            Some(dirs) => {
-                                let dirs = Arc::new(dirs);
-                                for n in fresh {
-                                    if !queued.insert(n.clone()) {
-                                        continue;
-                                    }
-                                    queue.push_back(Pending {
-                                        name: n.clone(),
-                                        parent: Arc::clone(&found_at),
-                                        dirs: Arc::clone(&dirs),
-                                        depth: depth + 1,
-                                    });
-                                }
-                            }
-                        }
-                    }
-                    out.push(Dependency {
-                        name,
-                        needed_by: parent_name,
-                        depth,
-                        resolved: Some(path.display().to_string()),
-                        via: via.into(),
-                    });
-                    if stopped.is_some() {
-                        break;
-                    }
-                }
-                None => {
-                    out.push(Dependency { name, needed_by: parent_name, depth, resolved: None, via: "missing".into() })
-                }
-            }
         }
-        if let Some(why) = stopped {
+        if let Some(why) = walk.stopped {
             problems.push(Problem {
                 path: f.path.clone(),
                 offset: None,
                 severity: Severity::Warning,
                 message: format!(
                     "dependency resolution stopped after {why}; {} of the DT_NEEDED names (chain included) are \
-                     resolved, the other {left_out} are left out",
-                    out.len(),
+                     resolved, the other {} are left out",
+                    walk.out.len(),
+                    walk.left_out,
                 ),
             });
         }
-        f.dependencies = out;
+        f.dependencies = walk.out;
+    }
+
+    /// Queue the `names` not queued yet, to be looked for in the search directories of `link` (a library found at
+    /// `from`); false when the file's byte budget ran out expanding those directories.
+    fn enqueue(
+        &mut self,
+        walk: &mut FileWalk,
+        link: &LinkInfo,
+        from: &Arc<Path>,
+        names: &[&String],
+        depth: u32,
+        problems: &mut Vec<Problem>,
+    ) -> bool {
+        let Some(dirs) = search_dirs(link, from, &mut walk.bytes, &mut self.too_long_reported, problems) else {
+            return false;
+        };
+        let dirs = Arc::new(dirs);
+        for name in names {
+            if walk.queued.insert((*name).clone()) {
+                walk.queue.push_back(Pending {
+                    name: (*name).clone(),
+                    parent: Arc::clone(from),
+                    dirs: Arc::clone(&dirs),
+                    depth,
+                });
+            }
+        }
+        true
+    }
+
+    /// Look one name up in ld.so's order; the path and how it was found, `None` when missing, or why a budget
+    /// stopped the walk.
+    fn find(
+        &mut self,
+        walk: &mut FileWalk,
+        pending: &Pending,
+        identity: Candidate,
+        problems: &mut Vec<Problem>,
+    ) -> Result<Option<(PathBuf, &'static str)>, String> {
+        let (name, dirs, limits) = (&pending.name, &pending.dirs, self.limits);
+        let is_path = name.contains('/');
+        let search: Box<dyn Iterator<Item = (&Path, &'static str)>> = if is_path {
+            Box::new(std::iter::once((Path::new(""), "path")))
+        } else {
+            let rpath = (!dirs.has_runpath).then_some(&dirs.rpath).into_iter().flatten();
+            Box::new(
+                rpath
+                    .map(|d| (d.as_path(), "rpath"))
+                    .chain(self.extra.iter().map(|d| (d.as_path(), "ld_library_path")))
+                    .chain(dirs.runpath.iter().map(|d| (d.as_path(), "runpath")))
+                    .chain(self.system.iter().map(|(d, via)| (d.as_path(), *via)))
+                    .chain(self.tree_dirs.iter().map(|d| (d.as_path(), "tree"))),
+            )
+        };
+        for (dir, via) in search {
+            let len = if is_path { name.len() } else { dir.as_os_str().len() + 1 + name.len() };
+            if len >= PATH_MAX {
+                continue;
+            }
+            if walk.probes >= limits.dependency_probes_per_file {
+                return Err(format!("{} candidate paths examined (limit per file)", limits.dependency_probes_per_file));
+            }
+            if !walk.bytes.take(len) {
+                return Err(self.file_bytes_stop());
+            }
+            walk.probes += 1;
+            let path = if is_path { PathBuf::from(name) } else { dir.join(name) };
+            match self.prober.probe(&path) {
+                Err(ProbeRefused::Lookups) => {
+                    return Err(format!(
+                        "{} paths looked up on disk in this scan (limit per scan)",
+                        limits.dependency_probes_per_scan
+                    ));
+                }
+                Err(ProbeRefused::Bytes) => {
+                    return Err(format!(
+                        "{} bytes of paths looked up on disk in this scan (limit per scan)",
+                        limits.dependency_path_bytes_per_scan
+                    ));
+                }
+                Ok(c) if c == identity => return Ok(Some((path, via))),
+                Ok(Candidate::NotRegular(kind)) => {
+                    if self.not_regular_reported.insert(path.clone()) {
+                        problems.push(Problem {
+                            path: path.display().to_string(),
+                            offset: None,
+                            severity: Severity::Warning,
+                            message: format!(
+                                "not a regular file ({kind}): skipped as a candidate for {name}, needed by {}",
+                                pending.parent.display()
+                            ),
+                        });
+                    }
+                }
+                Ok(_) => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// Record one name's outcome; a library found queues the names it needs in turn.
+    fn record(
+        &mut self,
+        walk: &mut FileWalk,
+        pending: Pending,
+        found: Option<(PathBuf, &'static str)>,
+        problems: &mut Vec<Problem>,
+    ) {
+        let Pending { name, parent, depth, .. } = pending;
+        let needed_by = parent.display().to_string();
+        let Some((path, via)) = found else {
+            walk.out.push(Dependency { name, needed_by, depth, resolved: None, via: "missing".into() });
+            return;
+        };
+        let canonical = path.canonicalize().unwrap_or(path.clone());
+        let info = Arc::clone(
+            self.cache.entry(canonical.clone()).or_insert_with(|| Arc::new(link_info(&canonical, problems))),
+        );
+        let fresh: Vec<&String> = info.needed.iter().filter(|n| !walk.queued.contains(*n)).collect();
+        if !fresh.is_empty() {
+            let found_at: Arc<Path> = Arc::from(path.as_path());
+            // The byte budget ran out: this library is recorded, nothing after it is probed.
+            if !self.enqueue(walk, &info, &found_at, &fresh, depth + 1, problems) {
+                walk.stopped = Some(self.file_bytes_stop());
+                walk.left_out = walk.queue.len() + fresh.len();
+            }
+        }
+        walk.out.push(Dependency {
+            name,
+            needed_by,
+            depth,
+            resolved: Some(path.display().to_string()),
+            via: via.into(),
+        });
     }
 }
 

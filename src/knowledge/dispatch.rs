@@ -261,7 +261,7 @@ pub struct RuleRef {
 impl RuleRef {
     /// The data file the rule lives in, for evidence sources.
     pub fn file(&self) -> String {
-        super::dispatch_file(&self.version).unwrap_or("data/ggml_dispatch_*.toml").to_string()
+        super::dispatch_files::dispatch_file(&self.version).unwrap_or("data/ggml_dispatch_*.toml").to_string()
     }
 }
 
@@ -512,30 +512,32 @@ impl<'a> Evaluator<'a> {
         if depth > MAX_DEPTH {
             return None;
         }
-        let mut terms: Vec<Option<bool>> = Vec::new();
-        fn note(out: &mut String, text: String, v: Option<bool>) -> Option<bool> {
-            if !out.is_empty() {
-                out.push_str(", ");
-            }
-            let _ = write!(out, "{text} {}", tri(v));
-            v
-        }
+        let mut t = Terms { out, values: Vec::new() };
+        self.device_terms(w, depth, &mut t);
+        self.matmul_terms(w, f, depth, &mut t);
+        self.attention_terms(w, f, depth, &mut t);
+        self.nested_terms(w, f, depth, &mut t);
+        and(t.values)
+    }
+
+    /// The device's and the build's terms: vendor, compute capability, class, features, build flags.
+    fn device_terms(&self, w: &When, depth: u32, t: &mut Terms<'_>) {
         if let Some(v) = w.vendor {
             let r = Some(self.device.vendor == v);
-            terms.push(note(out, format!("vendor {v:?}"), r));
+            t.note(format!("vendor {v:?}"), r);
         }
         if !w.cc.is_empty() {
             let r =
                 w.cc.iter()
                     .map(|c| self.constant(c).map(|v| v == self.device.cc))
                     .try_fold(false, |a, b| Some(a || b?));
-            terms.push(note(out, format!("cc {:#x} in [{}]", self.device.cc, w.cc.join(", ")), r));
+            t.note(format!("cc {:#x} in [{}]", self.device.cc, w.cc.join(", ")), r);
         }
         if let Some(c) = &w.cc_ge {
-            terms.push(note(out, format!("cc {:#x} >= {c}", self.device.cc), self.cmp_cc(c, |a, b| a >= b)));
+            t.note(format!("cc {:#x} >= {c}", self.device.cc), self.cmp_cc(c, |a, b| a >= b));
         }
         if let Some(c) = &w.cc_lt {
-            terms.push(note(out, format!("cc {:#x} < {c}", self.device.cc), self.cmp_cc(c, |a, b| a < b)));
+            t.note(format!("cc {:#x} < {c}", self.device.cc), self.cmp_cc(c, |a, b| a < b));
         }
         if !w.class.is_empty() {
             let mut r = Some(false);
@@ -549,64 +551,54 @@ impl<'a> Evaluator<'a> {
                     Some(false) => {}
                 }
             }
-            terms.push(note(out, format!("class {}", w.class.join("|")), r));
+            t.note(format!("class {}", w.class.join("|")), r);
         }
         for feat in &w.feature {
             let r = self.named(&self.dispatch.feature, feat, depth);
-            terms.push(note(out, feat.clone(), r));
+            t.note(feat.clone(), r);
         }
         for flag in &w.build_flag {
             let r = Some(self.flags.contains(flag));
-            terms.push(note(out, flag.clone(), r));
+            t.note(flag.clone(), r);
         }
+    }
+
+    /// The matrix multiplication's terms: weight type, batch, experts, shapes, and the MMF table.
+    fn matmul_terms(&self, w: &When, f: &Facts<'_>, depth: u32, t: &mut Terms<'_>) {
         if !w.types.is_empty() {
             let r = f.weight_type.map(|t| w.types.iter().any(|x| x == t));
-            terms.push(note(out, format!("type {} in [{}]", opt(f.weight_type), w.types.join(", ")), r));
+            t.note(format!("type {} in [{}]", opt(f.weight_type), w.types.join(", ")), r);
         }
         if let Some(q) = w.quantized {
-            terms.push(note(out, format!("quantized {}", opt(f.quantized)), f.quantized.map(|v| v == q)));
+            t.note(format!("quantized {}", opt(f.quantized)), f.quantized.map(|v| v == q));
         }
-        let num = |v: Option<u64>, what: &str, op: &str, n: u64, out: &mut String, t: &mut Vec<Option<bool>>| {
-            let r = v.map(|v| match op {
-                "<=" => v <= n,
-                "<" => v < n,
-                ">" => v > n,
-                ">=" => v >= n,
-                "==" => v == n,
-                "%" => n != 0 && v.is_multiple_of(n),
-                _ => false,
-            });
-            let text =
-                if op == "%" { format!("{what} {} % {n} == 0", opt(v)) } else { format!("{what} {} {op} {n}", opt(v)) };
-            t.push(note(out, text, r));
-        };
         if let Some(n) = w.ne11_le {
-            num(f.ne11, "ne11", "<=", n, out, &mut terms);
+            t.num(f.ne11, "ne11", "<=", n);
         }
         if let Some(n) = w.ne11_lt {
-            num(f.ne11, "ne11", "<", n, out, &mut terms);
+            t.num(f.ne11, "ne11", "<", n);
         }
         if let Some(n) = w.ne11_gt {
-            num(f.ne11, "ne11", ">", n, out, &mut terms);
+            t.num(f.ne11, "ne11", ">", n);
         }
         if let Some(n) = w.ne11_eq {
-            num(f.ne11, "ne11", "==", n, out, &mut terms);
+            t.num(f.ne11, "ne11", "==", n);
         }
         if let Some(n) = w.experts_gt {
-            num(f.experts, "experts", ">", n, out, &mut terms);
+            t.num(f.experts, "experts", ">", n);
         }
         if let Some(n) = w.experts_ge {
-            num(f.experts, "experts", ">=", n, out, &mut terms);
+            t.num(f.experts, "experts", ">=", n);
         }
         if let Some(n) = w.smem_per_block_lt {
-            num(Some(self.device.smem_per_block), "smem_per_block", "<", n, out, &mut terms);
+            t.num(Some(self.device.smem_per_block), "smem_per_block", "<", n);
         }
         if let Some(b) = w.src0_small {
-            terms.push(note(out, format!("src0_small {}", opt(f.src0_small)), f.src0_small.map(|v| v == b)));
+            t.note(format!("src0_small {}", opt(f.src0_small)), f.src0_small.map(|v| v == b));
         }
         if let Some(b) = w.ne00_even {
             let v = f.ne00.map(|n| n.is_multiple_of(2));
-            terms.push(note(out, format!("ne00 {} even", opt(f.ne00)), v.map(|v| v == b)));
+            t.note(format!("ne00 {} even", opt(f.ne00)), v.map(|v| v == b));
         }
         if let Some(b) = w.ne00_fits_warp {
             // mmf.cu: src0_ne[0] % (warp_size * (4/type_size)); the quotient is integer division as in C.
@@ -615,89 +607,97 @@ impl<'a> Evaluator<'a> {
                 _ => None,
             };
             let v = f.ne00.zip(step).map(|(n, s)| s != 0 && n.is_multiple_of(s));
-            terms.push(note(out, format!("ne00 {} % {} == 0", opt(f.ne00), opt(step)), v.map(|v| v == b)));
+            t.note(format!("ne00 {} % {} == 0", opt(f.ne00), opt(step)), v.map(|v| v == b));
         }
         if let Some(n) = w.ne01_multiple_of {
-            num(f.ne01, "ne01", "%", n, out, &mut terms);
+            t.num(f.ne01, "ne01", "%", n);
         }
         if let Some(n) = w.ne01_gt {
-            num(f.ne01, "ne01", ">", n, out, &mut terms);
+            t.num(f.ne01, "ne01", ">", n);
         }
         if let Some(b) = w.mul_mat_id {
-            terms.push(note(out, format!("mul_mat_id {}", opt(f.mul_mat_id)), f.mul_mat_id.map(|v| v == b)));
+            t.note(format!("mul_mat_id {}", opt(f.mul_mat_id)), f.mul_mat_id.map(|v| v == b));
         }
         // The MMF table is the costly term; a condition that already failed does not need it.
-        if let (Some(b), false) = (w.mmf, terms.contains(&Some(false))) {
+        if let (Some(b), false) = (w.mmf, t.values.contains(&Some(false))) {
             let mut inner = Vec::new();
             let mmf = self.table("mmf", &self.dispatch.mmf, f, depth + 1, &mut inner, 0);
             let v = match mmf.decision {
                 Decision::Use(u) => Some(u),
                 _ => None,
             };
-            terms.push(note(out, format!("mmf {}", yes_no(v)), v.map(|v| v == b)));
+            t.note(format!("mmf {}", yes_no(v)), v.map(|v| v == b));
         }
+    }
+
+    /// Flash attention's terms: head sizes, KV cache type and length, GQA, and its helper conditions.
+    fn attention_terms(&self, w: &When, f: &Facts<'_>, depth: u32, t: &mut Terms<'_>) {
         if !w.head_dim.is_empty() {
             let r = f.head_dim.map(|d| w.head_dim.contains(&d));
             let list: Vec<String> = w.head_dim.iter().map(u64::to_string).collect();
-            terms.push(note(out, format!("head_dim {} in [{}]", opt(f.head_dim), list.join(", ")), r));
+            t.note(format!("head_dim {} in [{}]", opt(f.head_dim), list.join(", ")), r);
         }
         if let Some(n) = w.head_dim_le {
-            num(f.head_dim, "head_dim", "<=", n, out, &mut terms);
+            t.num(f.head_dim, "head_dim", "<=", n);
         }
         if let Some(n) = w.head_dim_lt {
-            num(f.head_dim, "head_dim", "<", n, out, &mut terms);
+            t.num(f.head_dim, "head_dim", "<", n);
         }
         if let Some(n) = w.head_dim_gt {
-            num(f.head_dim, "head_dim", ">", n, out, &mut terms);
+            t.num(f.head_dim, "head_dim", ">", n);
         }
         if let Some(n) = w.head_dim_multiple_of {
-            num(f.head_dim, "head_dim", "%", n, out, &mut terms);
+            t.num(f.head_dim, "head_dim", "%", n);
         }
         if !w.dv.is_empty() {
             let r = f.dv.map(|d| w.dv.contains(&d));
-            terms.push(note(out, format!("dv {}", opt(f.dv)), r));
+            t.note(format!("dv {}", opt(f.dv)), r);
         }
         if let Some(b) = w.dv_eq_dk {
             let r = f.dv.zip(f.head_dim).map(|(a, b)| a == b);
-            terms.push(note(out, format!("dv {} == head_dim {}", opt(f.dv), opt(f.head_dim)), r.map(|v| v == b)));
+            t.note(format!("dv {} == head_dim {}", opt(f.dv), opt(f.head_dim)), r.map(|v| v == b));
         }
         if !w.kv_types.is_empty() {
             let r = f.kv_type.map(|t| w.kv_types.iter().any(|x| x == t));
-            terms.push(note(out, format!("kv_type {}", opt(f.kv_type)), r));
+            t.note(format!("kv_type {}", opt(f.kv_type)), r);
         }
         if let Some(b) = w.kv_quantized {
-            terms.push(note(out, format!("kv_quantized {}", opt(f.kv_quantized)), f.kv_quantized.map(|v| v == b)));
+            t.note(format!("kv_quantized {}", opt(f.kv_quantized)), f.kv_quantized.map(|v| v == b));
         }
         if let Some(n) = w.gqa_ge {
-            num(f.gqa, "gqa", ">=", n, out, &mut terms);
+            t.num(f.gqa, "gqa", ">=", n);
         }
         if let Some(n) = w.gqa_gt {
-            num(f.gqa, "gqa", ">", n, out, &mut terms);
+            t.num(f.gqa, "gqa", ">", n);
         }
         if let Some(n) = w.gqa_multiple_of {
-            num(f.gqa, "gqa", "%", n, out, &mut terms);
+            t.num(f.gqa, "gqa", "%", n);
         }
         if let Some(n) = w.kv_len_ge {
-            num(f.kv_len, "kv_len", ">=", n, out, &mut terms);
+            t.num(f.kv_len, "kv_len", ">=", n);
         }
         if let Some(n) = w.kv_len_multiple_of {
-            num(f.kv_len, "kv_len", "%", n, out, &mut terms);
+            t.num(f.kv_len, "kv_len", "%", n);
         }
         let tokens_eff = f.ne11.zip(f.gqa_eff).map(|(t, g)| t.saturating_mul(g));
         if let Some(n) = w.tokens_gqa_eff_le {
-            num(tokens_eff, "tokens*gqa_eff", "<=", n, out, &mut terms);
+            t.num(tokens_eff, "tokens*gqa_eff", "<=", n);
         }
         if let Some(n) = w.tokens_gqa_eff_gt {
-            num(tokens_eff, "tokens*gqa_eff", ">", n, out, &mut terms);
+            t.num(tokens_eff, "tokens*gqa_eff", ">", n);
         }
         if let Some(b) = w.gqa_opt {
             let v = self.eval(&self.dispatch.fattn.gqa_opt, f, depth + 1, &mut String::new());
-            terms.push(note(out, format!("gqa_opt {}", yes_no(v)), v.map(|v| v == b)));
+            t.note(format!("gqa_opt {}", yes_no(v)), v.map(|v| v == b));
         }
         if let Some(b) = w.vector_kernel {
             let v = self.eval(&self.dispatch.fattn.vector_kernel, f, depth + 1, &mut String::new());
-            terms.push(note(out, format!("vector_kernel {}", yes_no(v)), v.map(|v| v == b)));
+            t.note(format!("vector_kernel {}", yes_no(v)), v.map(|v| v == b));
         }
+    }
+
+    /// `any` and `not`: conditions inside the condition.
+    fn nested_terms(&self, w: &When, f: &Facts<'_>, depth: u32, t: &mut Terms<'_>) {
         if !w.any.is_empty() {
             let mut inner = String::new();
             let mut r = Some(false);
@@ -714,14 +714,13 @@ impl<'a> Evaluator<'a> {
                     _ => {}
                 }
             }
-            terms.push(note(out, format!("any({inner})"), r));
+            t.note(format!("any({inner})"), r);
         }
         if let Some(n) = &w.not {
             let mut inner = String::new();
             let v = self.eval(n, f, depth + 1, &mut inner).map(|v| !v);
-            terms.push(note(out, format!("not({inner})"), v));
+            t.note(format!("not({inner})"), v);
         }
-        and(terms)
     }
 
     /// What rule `r` decides, given that its condition held.
@@ -1044,5 +1043,38 @@ impl Dispatch {
             ("blas_compute", &self.blas_compute),
             ("fattn", &self.fattn_rule),
         ]
+    }
+}
+
+/// The terms of one condition as they are evaluated: each one's value, and its `name value ✓/✗` text appended to
+/// `out`.
+struct Terms<'o> {
+    out: &'o mut String,
+    values: Vec<Option<bool>>,
+}
+
+impl Terms<'_> {
+    fn note(&mut self, text: String, v: Option<bool>) {
+        if !self.out.is_empty() {
+            self.out.push_str(", ");
+        }
+        let _ = write!(self.out, "{text} {}", tri(v));
+        self.values.push(v);
+    }
+
+    /// A numeric comparison `what op n` (`%`: `what` is a multiple of `n`); unknown when `v` is.
+    fn num(&mut self, v: Option<u64>, what: &str, op: &str, n: u64) {
+        let r = v.map(|v| match op {
+            "<=" => v <= n,
+            "<" => v < n,
+            ">" => v > n,
+            ">=" => v >= n,
+            "==" => v == n,
+            "%" => n != 0 && v.is_multiple_of(n),
+            _ => false,
+        });
+        let text =
+            if op == "%" { format!("{what} {} % {n} == 0", opt(v)) } else { format!("{what} {} {op} {n}", opt(v)) };
+        self.note(text, r);
     }
 }

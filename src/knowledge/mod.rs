@@ -10,6 +10,7 @@
 
 pub mod archs;
 pub mod dispatch;
+mod dispatch_files;
 pub mod ollama;
 pub mod rocm;
 pub mod vulkan_dispatch;
@@ -23,55 +24,14 @@ use std::sync::OnceLock;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 
+use self::dispatch_files::DISPATCH_FILES;
+pub use self::dispatch_files::{dispatch_file, dispatch_version, dispatch_versions, DEFAULT_GGML_VERSION};
+
 pub const GGML_TYPES_FILE: &str = "data/ggml_types.toml";
 pub const KERNEL_FAMILIES_FILE: &str = "data/kernel_families.toml";
 pub const GPU_ARCHS_FILE: &str = "data/gpu_archs.toml";
 pub const ROCM_SUPPORT_FILE: &str = "data/rocm_support.toml";
 pub const OLLAMA_AMDGPU_FILE: &str = "data/ollama_amdgpu.toml";
-
-/// The ggml versions backscope has dispatch rules for: (version id, data file, file text). The first is the
-/// default.
-const DISPATCH_FILES: &[(&str, &str, &str)] = &[
-    ("11434", "data/ggml_dispatch_11434.toml", include_str!("../../data/ggml_dispatch_11434.toml")),
-    (
-        "ollama-v0.24.0",
-        "data/ggml_dispatch_ollama_v0.24.0.toml",
-        include_str!("../../data/ggml_dispatch_ollama_v0.24.0.toml"),
-    ),
-];
-
-/// Other spellings of the versions in [`DISPATCH_FILES`].
-const DISPATCH_ALIASES: &[(&str, &str)] = &[
-    ("b11434", "11434"),
-    ("llama.cpp-11434", "11434"),
-    ("o24", "ollama-v0.24.0"),
-    ("ollama-0.24.0", "ollama-v0.24.0"),
-    ("ollama-0.24", "ollama-v0.24.0"),
-    ("v0.24.0", "ollama-v0.24.0"),
-];
-
-/// The default ggml version of `predict`: the llama.cpp build backscope's fixtures use.
-pub const DEFAULT_GGML_VERSION: &str = "11434";
-
-/// The canonical id of a ggml version name or alias.
-pub fn dispatch_version(name: &str) -> Option<&'static str> {
-    let n = name.trim().to_ascii_lowercase();
-    DISPATCH_FILES
-        .iter()
-        .map(|(v, _, _)| *v)
-        .find(|v| *v == n)
-        .or_else(|| DISPATCH_ALIASES.iter().find(|(a, _)| *a == n).map(|(_, v)| *v))
-}
-
-/// The data file of a canonical version id.
-pub fn dispatch_file(version: &str) -> Option<&'static str> {
-    DISPATCH_FILES.iter().find(|(v, _, _)| *v == version).map(|(_, f, _)| *f)
-}
-
-/// Every version id, for messages.
-pub fn dispatch_versions() -> Vec<&'static str> {
-    DISPATCH_FILES.iter().map(|(v, _, _)| *v).collect()
-}
 
 /// The rules of a ggml version (name or alias).
 pub fn dispatch(name: &str) -> Option<&'static dispatch::Dispatch> {

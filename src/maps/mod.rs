@@ -6,7 +6,7 @@
 //! A mapping proves a library is loaded, nothing more: every claim says "loaded — not evidence of dispatch"
 //! (`backscope trace` observes dispatch).
 
-pub mod proc;
+mod proc;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;

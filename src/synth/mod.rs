@@ -79,7 +79,7 @@ pub fn llama_cpp_source() -> PathBuf {
 
 /// Directories that may hold llama.cpp executables, in the order they are tried: `explicit`,
 /// $BACKSCOPE_LLAMA_BIN, then the cached builds of scripts/llama-build.sh (vulkan, then cpu).
-pub fn llama_bin_candidates(explicit: Option<&Path>) -> Vec<PathBuf> {
+fn llama_bin_candidates(explicit: Option<&Path>) -> Vec<PathBuf> {
     if let Some(d) = explicit {
         return vec![d.to_path_buf()];
     }
@@ -90,7 +90,7 @@ pub fn llama_bin_candidates(explicit: Option<&Path>) -> Vec<PathBuf> {
 }
 
 /// Path of llama.cpp tool `tool` (llama-quantize, llama-bench, llama-server), or an error that says how to get it.
-pub fn find_llama_tool(explicit: Option<&Path>, tool: &str) -> Result<PathBuf> {
+fn find_llama_tool(explicit: Option<&Path>, tool: &str) -> Result<PathBuf> {
     let dirs = llama_bin_candidates(explicit);
     for d in &dirs {
         let p = d.join(tool);
@@ -240,7 +240,7 @@ fn borrow_tokenizer(vocab: &Gguf<'_>, n_vocab: Option<u64>, vocab_path: &Path) -
 }
 
 /// Writes the GGUF synth describes (matrices as `weight_type.written()`) to `path`.
-pub fn write_model(shape: &Shape, vocab_path: &Path, weight_type: WeightType, seed: u64, path: &Path) -> Result<()> {
+fn write_model(shape: &Shape, vocab_path: &Path, weight_type: WeightType, seed: u64, path: &Path) -> Result<()> {
     let vocab_file = open_gguf(vocab_path)?;
     let vocab = parse_gguf(&vocab_file)?;
     let tok = borrow_tokenizer(&vocab, shape.n_vocab, vocab_path)?;

@@ -11,7 +11,7 @@ use binfmt::read::slice_at;
 use binfmt::Limits;
 
 use crate::gpucode::limits::{Reservation, DECOMPRESSION};
-use crate::gpucode::{CodeObjectRecord, CudaEntryRecord, FileRecord};
+use crate::gpucode::records::{CodeObjectRecord, CudaEntryRecord, FileRecord};
 
 /// Why the bytes could not be found again; the message names the file offset.
 pub type ExtractError = String;

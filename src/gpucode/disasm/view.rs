@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{DisasmReport, KernelMix};
+use super::report::{DisasmReport, KernelMix};
 use crate::output::{Block, Collapse, Column, Document, Table};
 
 /// Rows terminal output shows (`--all`: every row).

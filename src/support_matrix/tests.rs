@@ -1,6 +1,12 @@
 //! Unit tests of the gate's rules on hand-made rows; the real fixtures are in tests/gate.rs.
 
+use super::artifacts::miopen_arch_matches;
+use super::logs::FactKind;
+use super::rows::*;
+use super::verdict::*;
 use super::*;
+use crate::evidence::Confidence;
+use crate::gpucode::ScanOptions;
 
 fn row(layer: Layer, status: Status, confidence: Confidence) -> LayerRow {
     LayerRow::new(layer, status, confidence, "x")

@@ -13,7 +13,7 @@
 use std::path::Path;
 
 use super::logs::{processor, same_gpu, FactKind, LogEvidence};
-use super::{Layer, LayerRow, OllamaRelease, Status};
+use super::rows::{Layer, LayerRow, OllamaRelease, Status};
 use crate::evidence::{Confidence, Source};
 use crate::gpucode::coverage::DeviceArch;
 use crate::gpucode::ScanReport;
