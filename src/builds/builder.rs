@@ -46,7 +46,7 @@ impl Builder {
     pub fn cached(&self, build: BuildNumber, flags: &BuildFlags) -> Option<PathBuf> {
         let dir = self.build_dir(build, flags);
         let bin = dir.join("bin");
-        (cache::is_complete(&dir) && targets(flags).iter().all(|t| is_executable(&bin.join(t)))).then_some(bin)
+        (cache::is_complete(&dir) && targets(flags).iter().all(|t| target_built(&bin, t))).then_some(bin)
     }
 
     /// Build `src` (a llama.cpp tree with a top-level CMakeLists.txt) as `build` with `flags`, or reuse the cached
@@ -86,7 +86,7 @@ impl Builder {
             std::os::unix::fs::symlink("build/bin", &bin_dir)
                 .with_context(|| format!("linking {}", bin_dir.display()))?;
         }
-        if let Some(missing) = targets(flags).into_iter().find(|t| !is_executable(&bin_dir.join(t))) {
+        if let Some(missing) = targets(flags).into_iter().find(|t| !target_built(&bin_dir, t)) {
             let reason = format!(
                 "{build} built, but {missing} is not in {} (no such target in this version?)",
                 bin_dir.display()
@@ -155,6 +155,12 @@ pub fn targets(flags: &BuildFlags) -> Vec<String> {
     } else {
         flags.targets.clone()
     }
+}
+
+/// Whether `bin` holds what `target` builds: the executable of that name, or the shared library `lib<target>.so`
+/// (a library target such as `ggml` or `ggml-cuda`, for tests that load the backend themselves).
+fn target_built(bin: &Path, target: &str) -> bool {
+    is_executable(&bin.join(target)) || bin.join(format!("lib{target}.so")).is_file()
 }
 
 fn is_executable(path: &Path) -> bool {
