@@ -18,7 +18,7 @@
 #   CARRY_DIR holds: backscope, libbackscope_observer.so (x86-64 builds) and llcuda.bundle, made here with
 #     scripts/sdists-to-git.sh /tmp/llcuda CARRY_DIR/llcuda.bundle 10182 10189 10199 10204
 # Results: OUT_DIR/{bisect.json,bisect.txt,bisect.db,steps/,summary.txt}; the builds stay in /var/tmp/bscache.
-# Build cost: every step is a CUDA build of the ggml-cuda target for sm_90 with FlashAttention kernels off
+# Build cost: every step is a CUDA build of the ggml target (libggml, libggml-base, -cpu, -cuda) for sm_90 with FlashAttention kernels off
 # (-DGGML_CUDA_FA=OFF: not needed by the test, most of the compile time); ccache is used when installed.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -54,7 +54,7 @@ chmod +x "$OUT/test.sh"
 
 log "bisect $GOOD..$BAD (CUDA sm_90)"
 "$BS" bisect --good "$GOOD" --bad "$BAD" --builds "git:$REPO" --backend cuda \
-  --cmake-arg -DCMAKE_CUDA_ARCHITECTURES=90 --cmake-arg -DGGML_CUDA_FA=OFF --target ggml-cuda \
+  --cmake-arg -DCMAKE_CUDA_ARCHITECTURES=90 --cmake-arg -DGGML_CUDA_FA=OFF --target ggml \
   --db "$OUT/bisect.db" --runs-dir "$OUT/runs" --json -- "$OUT/test.sh" >"$OUT/bisect.json" 2>"$OUT/bisect.txt" ||
   log "bisect exit $?"
 log "verdict: $(head -c 2000 "$OUT/bisect.json")"

@@ -70,7 +70,7 @@ impl Builder {
         let log = dir.join("build.log");
         let started = Instant::now();
         if !resume {
-            let args = self.configure_args(&key_dir.join("src"), &dir.join("build"), flags);
+            let args = self.configure_args(build, &key_dir.join("src"), &dir.join("build"), flags);
             if let Some(reason) = run_step("cmake", &args, &log, &format!("configuring {build}"))? {
                 return Ok(Prepared::Unbuildable { reason, log: Some(log) });
             }
@@ -104,7 +104,7 @@ impl Builder {
 
     /// The CMake command line: Ninja, Release, the backend's switches, ccache when present, then the user's arguments
     /// (last, so that they win).
-    pub fn configure_args(&self, src: &Path, build_dir: &Path, flags: &BuildFlags) -> Vec<String> {
+    pub fn configure_args(&self, build: BuildNumber, src: &Path, build_dir: &Path, flags: &BuildFlags) -> Vec<String> {
         let mut a: Vec<String> = vec![
             "-S".into(),
             src.display().to_string(),
@@ -122,6 +122,9 @@ impl Builder {
             // A cached build must run on another x86-64 CPU of the same machine pool, and ccache hits must not
             // depend on which CPU compiled first.
             "-DGGML_NATIVE=OFF".into(),
+            // Sources without git history (sdists, `git archive`) otherwise say `build: 0 (unknown)` in every log
+            // and `--version`; with it they name their build, which `logs` and a bisect's evidence read.
+            format!("-DLLAMA_BUILD_NUMBER={}", build.0),
         ];
         match flags.backend {
             Backend::Cpu => {}
@@ -269,19 +272,21 @@ mod tests {
     fn configure_args_carry_the_backend_switch_and_the_users_args_last() {
         let tmp = tempfile::tempdir().unwrap();
         let b = Builder::new(tmp.path());
-        let cpu = b.configure_args(Path::new("/s"), Path::new("/b"), &flags(Backend::Cpu, &[]));
+        let cpu = b.configure_args(BuildNumber(7), Path::new("/s"), Path::new("/b"), &flags(Backend::Cpu, &[]));
         assert!(cpu.contains(&"-DLLAMA_CURL=OFF".to_string()) && cpu.contains(&"-DGGML_NATIVE=OFF".to_string()));
+        assert!(cpu.contains(&"-DLLAMA_BUILD_NUMBER=7".to_string()));
         assert!(!cpu.iter().any(|a| a.starts_with("-DGGML_VULKAN") || a.starts_with("-DGGML_CUDA")));
         let cuda = b.configure_args(
+            BuildNumber(7),
             Path::new("/s"),
             Path::new("/b"),
             &flags(Backend::Cuda, &["-DCMAKE_CUDA_ARCHITECTURES=90"]),
         );
         assert!(cuda.contains(&"-DGGML_CUDA=ON".to_string()));
         assert_eq!(cuda.last().unwrap(), "-DCMAKE_CUDA_ARCHITECTURES=90");
-        let hip = b.configure_args(Path::new("/s"), Path::new("/b"), &flags(Backend::Hip, &[]));
+        let hip = b.configure_args(BuildNumber(7), Path::new("/s"), Path::new("/b"), &flags(Backend::Hip, &[]));
         assert!(hip.contains(&"-DGGML_HIP=ON".to_string()));
-        let vk = b.configure_args(Path::new("/s"), Path::new("/b"), &flags(Backend::Vulkan, &[]));
+        let vk = b.configure_args(BuildNumber(7), Path::new("/s"), Path::new("/b"), &flags(Backend::Vulkan, &[]));
         assert!(vk.contains(&"-DGGML_VULKAN=ON".to_string()));
     }
 
