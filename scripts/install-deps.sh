@@ -2,11 +2,12 @@
 # Install the system packages backscope's tests and demo use, on Debian 12 (bookworm), as root.
 # hipcc/llvm/clang give real HIP code objects and independent readers (llvm-readelf, clang-offload-bundler);
 # librocsparse0 is a real ROCm 5.3 multi-target library; zstd/binutils/python3 serve test oracles; strace shows the
-# sweep fsyncs directories after renames; chromium loads the HTML reports headless in the output tests (their DOM,
-# their network log, a screenshot); golang-go builds the cgo crash test program (the shape of Ollama's Go runner);
-# postgresql gives the fleet tests a real server (a throw-away cluster per test, on a Unix socket only).
+# sweep fsyncs directories after renames; ccache lets neighbouring llama.cpp builds of `bisect` reuse objects;
+# chromium loads the HTML reports headless in the output tests (their DOM, their network log, a screenshot);
+# golang-go builds the cgo crash test program (the shape of Ollama's Go runner); postgresql gives the fleet tests a
+# real server (a throw-away cluster per test, on a Unix socket only).
 set -euo pipefail
-PKGS=(hipcc llvm-15 clang-15 llvm-19 librocsparse0 binutils zstd unzip ca-certificates strace chromium golang-go postgresql)
+PKGS=(hipcc llvm-15 clang-15 llvm-19 librocsparse0 binutils zstd unzip ca-certificates strace chromium golang-go postgresql ccache)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

