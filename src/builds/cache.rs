@@ -127,9 +127,9 @@ pub fn entry_path(raw: &[u8]) -> Result<PathBuf, String> {
     Ok(out)
 }
 
-/// Unpack a tar stream into `dest` (which must exist): only directories and regular files (what sdists and
-/// `git archive` hold; links, devices and FIFOs are refused), every path checked by [`entry_path`], the total
-/// size and the entry count bounded. `what` names the archive in errors.
+/// Unpack a tar stream into `dest` (which must exist): only directories, regular files and symlinks pointing
+/// inside the tree (what sdists and `git archive` hold; hard links, devices and FIFOs are refused), every path
+/// checked by [`entry_path`], the total size and the entry count bounded. `what` names the archive in errors.
 pub fn unpack_tar(reader: impl Read, dest: &Path, limits: UnpackLimits, what: &str) -> anyhow::Result<u64> {
     let mut archive = tar::Archive::new(reader);
     let mut total: u64 = 0;
@@ -152,8 +152,12 @@ pub fn unpack_tar(reader: impl Read, dest: &Path, limits: UnpackLimits, what: &s
             fs::create_dir_all(&target).with_context(|| format!("{what}: creating {}", target.display()))?;
             continue;
         }
+        if kind.is_symlink() {
+            write_symlink(&entry, &rel, dest, what)?;
+            continue;
+        }
         if !(kind.is_file() || kind.is_contiguous()) {
-            bail!("{what}: entry {shown:?} is a {kind:?}, not a file or directory (refused)");
+            bail!("{what}: entry {shown:?} is a {kind:?}, not a file, directory or symlink (refused)");
         }
         let size = entry.header().size().with_context(|| format!("{what}: entry {shown:?}: bad size field"))?;
         total = total.saturating_add(size);
@@ -163,6 +167,35 @@ pub fn unpack_tar(reader: impl Read, dest: &Path, limits: UnpackLimits, what: &s
         write_entry(&mut entry, &target, size, what)?;
     }
     Ok(total)
+}
+
+/// A symlink entry (a git checkout may hold some): only a relative target that stays inside the destination,
+/// judged from the link's own directory, so that nothing written through it can leave `dest`.
+fn write_symlink(entry: &tar::Entry<impl Read>, rel: &Path, dest: &Path, what: &str) -> anyhow::Result<()> {
+    let target = entry
+        .link_name_bytes()
+        .with_context(|| format!("{what}: symlink {} has no target", rel.display()))?
+        .into_owned();
+    let target_text = std::str::from_utf8(&target)
+        .map_err(|_| anyhow::anyhow!("{what}: symlink {} target is not UTF-8", rel.display()))?;
+    let mut depth: i64 = rel.components().count() as i64 - 1;
+    for c in Path::new(target_text).components() {
+        match c {
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+            Component::ParentDir => depth -= 1,
+            Component::RootDir | Component::Prefix(_) => depth = -1,
+        }
+        if depth < 0 {
+            bail!("{what}: symlink {} -> {target_text:?} points outside the tree (refused)", rel.display());
+        }
+    }
+    let link = dest.join(rel);
+    if let Some(parent) = link.parent() {
+        fs::create_dir_all(parent).with_context(|| format!("{what}: creating {}", parent.display()))?;
+    }
+    std::os::unix::fs::symlink(target_text, &link)
+        .with_context(|| format!("{what}: creating symlink {}", link.display()))
 }
 
 fn write_entry(entry: &mut tar::Entry<impl Read>, target: &Path, size: u64, what: &str) -> anyhow::Result<()> {
@@ -241,13 +274,18 @@ mod tests {
             let name = &mut h.as_old_mut().name;
             name[..path.len()].copy_from_slice(path.as_bytes());
             h.set_entry_type(*kind);
-            h.set_size(data.len() as u64);
             h.set_mode(0o644);
-            if *kind == tar::EntryType::Symlink {
-                h.set_link_name("/etc").unwrap();
-            }
+            // A symlink's data is its target (raw, so that `..` can be written); empty means /etc.
+            let body: &[u8] = if *kind == tar::EntryType::Symlink {
+                let target: &[u8] = if data.is_empty() { b"/etc" } else { data };
+                h.as_old_mut().linkname[..target.len()].copy_from_slice(target);
+                b""
+            } else {
+                data
+            };
+            h.set_size(body.len() as u64);
             h.set_cksum();
-            b.append(&h, *data).unwrap();
+            b.append(&h, body).unwrap();
         }
         b.into_inner().unwrap()
     }
@@ -266,8 +304,16 @@ mod tests {
         assert!(err.contains("escape.tar") && err.contains(".."), "{err}");
         assert!(!dir.path().parent().unwrap().join("evil").exists());
 
+        // tar_with gives every symlink the target /etc.
         let link = tar_with(&[("t/l", T::Symlink, b"")]);
         assert!(unpack_tar(&link[..], dir.path(), limits, "link.tar").unwrap_err().to_string().contains("refused"));
+        let up = tar_with(&[("t/up", T::Symlink, b"../../x")]);
+        assert!(unpack_tar(&up[..], dir.path(), limits, "up.tar").unwrap_err().to_string().contains("outside"));
+        let inside = tar_with(&[("t/s/in", T::Symlink, b"../a.txt")]);
+        unpack_tar(&inside[..], dir.path(), limits, "inside.tar").unwrap();
+        assert_eq!(fs::read(dir.path().join("t/s/in")).unwrap(), b"hello");
+        let fifo = tar_with(&[("t/f", T::Fifo, b"")]);
+        assert!(unpack_tar(&fifo[..], dir.path(), limits, "fifo.tar").unwrap_err().to_string().contains("refused"));
 
         let big = tar_with(&[("t/b", T::Regular, &[7u8; 101])]);
         assert!(unpack_tar(&big[..], dir.path(), limits, "big.tar").unwrap_err().to_string().contains("100 bytes"));
