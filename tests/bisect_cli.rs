@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::util::backscope;
 
-/// `DIR/bN/bin` for each build; builds from `first_bad` on carry a `bad` marker; `broken` get no `bin/` at all.
+/// `DIR/bN/bin/llama-server` for each build; builds from `first_bad` on carry a `bad` marker; `broken` get no `bin/` at all.
 fn builds(dir: &Path, range: std::ops::RangeInclusive<u32>, first_bad: u32, missing: &[u32]) -> PathBuf {
     let root = dir.join("builds");
     for b in range {
@@ -20,6 +20,8 @@ fn builds(dir: &Path, range: std::ops::RangeInclusive<u32>, first_bad: u32, miss
             continue;
         }
         std::fs::create_dir_all(&bin).unwrap();
+        // The directory source lists a build whose bin/ holds a llama-server; these tests never start it.
+        std::fs::write(bin.join("llama-server"), "#!/bin/sh\nexit 1\n").unwrap();
         if b >= first_bad {
             std::fs::write(bin.join("bad"), "").unwrap();
         }
