@@ -26,7 +26,8 @@ use postgres::{Client, GenericClient, NoTls, ToStatement};
 use super::host::HostIdentity;
 use super::record::{Record, RunSource};
 use super::sqlite::{host_from_json, SqliteStore};
-use super::store::{record_id, utc_now, RunRow, RunStatus};
+use super::ids::{record_id, utc_now};
+use super::run_row::{RunRow, RunStatus};
 use super::target::{PgTarget, SslMode};
 
 const RUN_COLUMNS: &str =
