@@ -45,4 +45,3 @@ impl RunStatus {
         [RunStatus::Running, RunStatus::Finished, RunStatus::Interrupted].into_iter().find(|x| x.as_str() == s)
     }
 }
-
