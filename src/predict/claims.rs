@@ -1,7 +1,10 @@
 //! The claims of a CUDA/HIP prediction: per weight group and phase (with its placement) and per attention, and
 //! where the prompt count came from.
 
-use super::{placement, MatmulOp, PredictReport, PromptFromRun, Where};
+use super::model::MatmulOp;
+use super::options::PromptFromRun;
+use super::placement::{self, Where};
+use super::prediction::PredictReport;
 use crate::evidence::{Claim, Confidence, Source};
 use crate::knowledge::{self, dispatch::RuleRef};
 

@@ -25,145 +25,24 @@
 
 pub mod vulkan;
 
-use std::fmt;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
 
-use super::placement::{self, gpu_matmul};
-use super::{family_text, rule_source, MatmulOp, ObservedSource, PredictReport, WeightGroup, Where};
+use super::claims::{family_text, rule_source};
+use super::model::MatmulOp;
+use super::options::ObservedSource;
+use super::placement::{self, gpu_matmul, Where};
+use super::prediction::{Phase, PredictReport, WeightGroup};
+// What a comparison reads and says is shared with the Vulkan comparison and the reports; named here too, for callers.
+pub use super::comparison::{Comparison, ItemVerdict, Unexplained, Verdict};
+pub use super::observed::{classify, Observed, ObservedKernel};
 use crate::evidence::{Claim, Confidence, Source};
 use crate::kernels;
 use crate::run::record::RecordTrace;
 
 /// Families of ggml's flash-attention kernels.
 const FA_FAMILIES: &[&str] = &["FA-vec", "FA-tile", "FA-mma", "FA-wmma"];
-
-/// One observed kernel, classified from its name.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ObservedKernel {
-    pub name: String,
-    pub demangled: String,
-    pub family: String,
-    /// The weight type: the `ggml_type` template argument (MMVQ, MMQ), the element type (MMVF, MMF: `__half` is
-    /// F16) or the type in a conversion kernel's name (`dequantize_block_q4_K`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ggml_type: Option<String>,
-    /// Columns of a vector kernel (`ncols_dst`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ncols: Option<u64>,
-    pub launches: u64,
-}
-
-/// Observed kernels from one source.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Observed {
-    /// `trace-dir`, `trace-summary`, `sweep-record`.
-    pub kind: String,
-    pub path: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<String>,
-    /// The trace files behind it.
-    pub files: Vec<String>,
-    pub kernels: Vec<ObservedKernel>,
-    /// Every launched kernel is in `kernels` (false for a sweep record's top list).
-    pub complete: bool,
-    /// A trace was cut: counts are lower bounds (presence still holds).
-    pub counts_lower_bound: bool,
-    pub notes: Vec<String>,
-}
-
-/// Template arguments of a demangled name, split at the top level: `f<a, g<b, c>, d>` → `a`, `g<b, c>`, `d`.
-fn template_args(demangled: &str) -> Vec<&str> {
-    let Some(open) = demangled.find('<') else { return Vec::new() };
-    let Some(inner) = demangled.get(open + 1..demangled.rfind('>').unwrap_or(demangled.len())) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    let (mut depth, mut start) = (0i32, 0usize);
-    for (i, c) in inner.char_indices() {
-        match c {
-            '<' | '(' => depth += 1,
-            '>' | ')' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(inner[start..i].trim());
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(inner[start..].trim());
-    out
-}
-
-/// The ggml type of a float element type as it appears in a template argument. MMF reads F16 and BF16 weights two
-/// at a time, so its kernels are instantiated on the pair types (`half2`, `nv_bfloat162`; mmf.cu:104-127 of
-/// llama.cpp 11434), MMVF on the scalar ones.
-fn float_type(arg: &str) -> Option<&'static str> {
-    match arg {
-        "float" => Some("F32"),
-        "__half" | "half" | "__half2" | "half2" => Some("F16"),
-        "__hip_bfloat16" | "nv_bfloat16" | "__nv_bfloat16" | "__hip_bfloat162" | "nv_bfloat162" | "__nv_bfloat162" => {
-            Some("BF16")
-        }
-        _ => None,
-    }
-}
-
-/// The ggml type a conversion kernel's name spells: the Itanium `<length><identifier>` names in the mangled name
-/// (`21dequantize_block_q4_K`, or `15dequantize_q8_0` as the template argument of the generic
-/// `dequantize_block`) whose identifier is `dequantize_block_T`, `dequantize_row_T` or `dequantize_T` for a ggml
-/// type T.
-fn type_in_name(raw: &str) -> Option<String> {
-    let bytes = raw.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if !bytes[i].is_ascii_digit() || (i > 0 && bytes[i - 1].is_ascii_digit()) {
-            i += 1;
-            continue;
-        }
-        let digits = bytes[i..].iter().take_while(|b| b.is_ascii_digit()).count();
-        let len: Option<usize> = if digits <= 4 { raw[i..i + digits].parse().ok() } else { None };
-        let ident = len.and_then(|n| raw.get(i + digits..(i + digits).checked_add(n)?));
-        if let Some(ident) = ident {
-            let suffix =
-                ["dequantize_block_", "dequantize_row_", "dequantize_"].iter().find_map(|p| ident.strip_prefix(p));
-            if let Some(t) = suffix.and_then(gguf::GgmlType::from_name) {
-                return Some(t.to_string());
-            }
-        }
-        i += digits;
-    }
-    None
-}
-
-/// Classify a kernel name (the observed family is recomputed from the name, not trusted from the file).
-pub fn classify(name: &str, launches: u64) -> ObservedKernel {
-    let d = kernels::describe(name);
-    let args = template_args(&d.demangled);
-    let (ggml_type, ncols) = match d.family {
-        "MMVQ" => {
-            (d.ggml_type.map(str::to_string), (d.base == "mul_mat_vec_q").then(|| args.get(1)?.parse().ok()).flatten())
-        }
-        "MMQ" => (d.ggml_type.map(str::to_string), None),
-        "MMVF" => (
-            args.first().and_then(|a| float_type(a)).map(str::to_string),
-            (d.base == "mul_mat_vec_f").then(|| args.get(2)?.parse().ok()).flatten(),
-        ),
-        "MMF" => (args.first().and_then(|a| float_type(a)).map(str::to_string), None),
-        "dequantize" => (type_in_name(name), None),
-        _ => (d.ggml_type.map(str::to_string), None),
-    };
-    ObservedKernel {
-        name: name.to_string(),
-        demangled: d.demangled,
-        family: d.family.to_string(),
-        ggml_type,
-        ncols,
-        launches,
-    }
-}
 
 /// The largest `trace --json` summary or record `result.json` read: both are summaries (kernel totals, not
 /// launches) of a few hundred KB at most; 64 MiB is generous and refuses `/dev/zero` or a wrong file.
@@ -283,70 +162,6 @@ pub fn from_record_trace(t: &RecordTrace, path: &str, run_id: Option<String>) ->
         counts_lower_bound: false,
         notes,
     }
-}
-
-/// Verdict of one prediction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Verdict {
-    Confirmed,
-    Contradicted,
-    Unobserved,
-}
-
-impl fmt::Display for Verdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Verdict::Confirmed => "Confirmed",
-            Verdict::Contradicted => "Contradicted",
-            Verdict::Unobserved => "Unobserved",
-        })
-    }
-}
-
-/// The verdict on one predicted (phase, type, family).
-#[derive(Clone, Debug, Serialize)]
-pub struct ItemVerdict {
-    pub phase: String,
-    /// A weight type, or `attention`.
-    pub ggml_type: String,
-    pub ne11: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub predicted: Option<String>,
-    pub verdict: Verdict,
-    /// Matmul nodes (or attention nodes) the phase runs with this prediction.
-    pub nodes: u64,
-    /// Launches of the observed kernels that confirm it.
-    pub matching_launches: u64,
-    /// The kernels that confirm or contradict it (demangled, with launches).
-    pub evidence: Vec<String>,
-    pub note: String,
-    /// For a placement verdict (where the weights ran, GPU or CPU): the placement rule that decided it
-    /// (data/ggml_placement_11434.toml).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub placement_rule: Option<String>,
-}
-
-/// An observed kernel no prediction of the run accounts for.
-#[derive(Clone, Debug, Serialize)]
-pub struct Unexplained {
-    pub kernel: String,
-    pub family: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ggml_type: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ncols: Option<u64>,
-    pub launches: u64,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct Comparison {
-    pub observed: Observed,
-    pub items: Vec<ItemVerdict>,
-    pub unexplained: Vec<Unexplained>,
-    pub confirmed: u64,
-    pub contradicted: u64,
-    pub unobserved: u64,
-    pub claims: Vec<Claim>,
 }
 
 /// A predicted matmul the trace may show.
@@ -523,7 +338,7 @@ fn trace_sources(observed: &Observed) -> Vec<Source> {
 }
 
 /// The family verdict on one GPU-run weight group (none where the rules left the family undecided).
-fn family_item(p: &super::Phase, g: &WeightGroup, observed: &Observed, all: &[Expect<'_>]) -> Option<ItemVerdict> {
+fn family_item(p: &Phase, g: &WeightGroup, observed: &Observed, all: &[Expect<'_>]) -> Option<ItemVerdict> {
     let family = g.prediction.family.as_deref()?;
     let vector = matches!(family, "MMVQ" | "MMVF") && g.op == MatmulOp::MulMat;
     let e = Expect { family, ggml_type: &g.ggml_type, ncols: vector.then_some(g.ne11) };
@@ -582,7 +397,7 @@ fn family_item(p: &super::Phase, g: &WeightGroup, observed: &Observed, all: &[Ex
 }
 
 /// The verdicts on a phase's flash attention.
-fn attention_items(report: &PredictReport, p: &super::Phase, observed: &Observed) -> Vec<ItemVerdict> {
+fn attention_items(report: &PredictReport, p: &Phase, observed: &Observed) -> Vec<ItemVerdict> {
     let mut items = Vec::new();
     for a in &p.attention {
         let Some(family) = a.prediction.family.as_deref() else { continue };
@@ -771,6 +586,3 @@ pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
         claims,
     }
 }
-
-#[cfg(test)]
-mod unit;

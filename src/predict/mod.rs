@@ -11,303 +11,43 @@
 //! layer's FFN and the output head see ne11 = 1 in the final ubatch and nothing in earlier ones (empty nodes are
 //! skipped). Each decode step is one token (ne11 = 1 with one sequence).
 
+// `mod.rs` only calls down: what the children share (options, the report's types, the observations, the verdicts,
+// the phase plan) lives in its own file, so that no child reaches back up into this one.
 mod claims;
 pub mod command;
 pub mod compare;
+mod comparison;
 pub mod model;
+mod observed;
+mod options;
+mod phases;
 pub mod placement;
-use claims::prediction_claims;
-pub use claims::{family_text, rule_source};
+mod prediction;
 mod render;
 pub mod vulkan;
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::collections::HashMap;
 
 use anyhow::{anyhow, bail, Result};
-use serde::Serialize;
 
-use crate::evidence::Claim;
 use crate::gpucode::coverage::DeviceArch;
-use crate::knowledge::dispatch::{
-    AttentionPrediction, AttentionQuery, Device, Evaluator, MatmulPrediction, MatmulQuery,
-};
+use crate::knowledge::dispatch::{AttentionQuery, Device, Evaluator, MatmulPrediction, MatmulQuery};
 use crate::knowledge::{self, gpu_archs};
+use claims::prediction_claims;
+use options::check_count;
+use phases::{plan, PhasePlan, WeightSet, KV_PAD};
+
+pub use claims::{family_text, rule_source};
+pub use comparison::{Comparison, ItemVerdict, Unexplained, Verdict};
 pub use model::{AttentionShape, MatmulOp, ModelWeights, WeightTensor};
+pub use observed::{Observed, ObservedKernel};
+pub use options::{
+    Batch, FlashAttn, ObservedSource, PredictOptions, PromptFromRun, WeightSource, DEFAULT_UBATCH, MAX_TOKENS,
+};
 pub use placement::{GpuBackend, Offload, Placed, PlacementOptions, Where};
-
-pub const SCHEMA: &str = "backscope.predict/1";
-/// llama.cpp's default n_ubatch (common/common.h:457, src/llama-context.cpp:3761).
-pub const DEFAULT_UBATCH: u64 = 512;
-/// The KV cache view length is padded to this (src/llama-kv-cache.cpp:1285: max(n_pad, 256)).
-pub const KV_PAD: u64 = 256;
-/// The most tokens a count may say (2^40, about 10^12: far beyond any context or run), so that sums of counts,
-/// padded KV lengths and node counts (tensors × repeats) are all exact in u64 instead of wrapping.
-pub const MAX_TOKENS: u64 = 1 << 40;
-
-/// `value` of `what` (a flag, or a record's field) within 1..=MAX_TOKENS (0 too where `zero_ok`).
-fn check_count(what: &str, value: u64, zero_ok: bool) -> Result<()> {
-    let least = u64::from(!zero_ok);
-    if value < least || value > MAX_TOKENS {
-        bail!("{what} is {value}; expected {least} to {MAX_TOKENS} (2^40) tokens");
-    }
-    Ok(())
-}
-
-/// What weights to predict for.
-#[derive(Clone, Debug)]
-pub enum WeightSource {
-    /// A GGUF model file: its tensor names, types and shapes.
-    Model(PathBuf),
-    /// One weight of a type (`Q4_K`), optionally with `n` rows of `k` elements.
-    Single { weight_type: String, n: Option<u64>, k: Option<u64> },
-    /// Weights already read (from a GGUF the caller parsed, or built by hand).
-    Weights(ModelWeights),
-    /// Each record's own model (`predict --run` without `--model`): a GGUF path or an Ollama model name
-    /// ([`model::of_record`]).
-    EachRecord,
-}
-
-/// How many tokens the matmuls see.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Batch {
-    /// A prompt of N tokens, split into ubatches.
-    PromptTokens(u64),
-    /// One batch of exactly this many columns (every weight sees it).
-    Ne11(u64),
-}
-
-/// Whether flash attention is used (llama.cpp `-fa`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FlashAttn {
-    /// llama.cpp's default: on when the GPU backend has a kernel for the shape (llama-context.cpp:549-560).
-    #[default]
-    Auto,
-    On,
-    Off,
-}
-
-/// The prompt token count taken from a recorded run, with what that count means.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct PromptFromRun {
-    pub run_id: String,
-    pub prompt_tokens: u64,
-    /// The count includes tokens served from the prompt cache (Ollama's prompt_eval_count): fewer tokens may
-    /// have been evaluated, so the real ubatches may be smaller.
-    pub includes_cache: bool,
-}
-
-impl PromptFromRun {
-    /// The prompt token count a sweep record reports (`server_timings.prompt_n`), flagged when it includes
-    /// prompt-cache hits (Ollama's prompt_eval_count, `Record::prompt_count_includes_cache`). `None` when the
-    /// record has no count (a failed request).
-    pub fn from_record(r: &crate::run::record::Record) -> Option<PromptFromRun> {
-        Some(PromptFromRun {
-            run_id: r.run_id.clone(),
-            prompt_tokens: r.server_timings.prompt_n?,
-            includes_cache: r.prompt_count_includes_cache,
-        })
-    }
-}
-
-/// Where observed kernels come from.
-#[derive(Clone, Debug)]
-pub enum ObservedSource {
-    /// A directory of backscope-trace files (`backscope trace --dir`, or an observed service).
-    TraceDir(PathBuf),
-    /// The JSON `backscope trace --json` printed.
-    TraceSummary(PathBuf),
-    /// A JSON file holding a sweep record's `trace` field (or the whole record).
-    SweepRecord(PathBuf),
-    /// Already loaded.
-    Loaded(compare::Observed),
-    /// Vulkan pipelines already loaded (a sweep record's trace, for `--backend vulkan --run`).
-    LoadedVulkan(compare::vulkan::VkObservation),
-}
-
-/// Options of [`run`].
-#[derive(Clone, Debug)]
-pub struct PredictOptions {
-    /// `gfx1201`, `gfx90a:xnack-`, `sm_86`, `8.6`.
-    pub arch: String,
-    pub weights: WeightSource,
-    pub batch: Batch,
-    /// Decode steps after the prompt (one token each). `None`: one decode phase for prompts, none for `Ne11`.
-    pub decode_tokens: Option<u64>,
-    pub ubatch: u64,
-    /// ggml version (`11434`, `ollama-v0.24.0`, aliases in knowledge::dispatch_version).
-    pub ggml: String,
-    /// Keep every rule checked, with its inputs.
-    pub explain: bool,
-    /// KV cache type (llama.cpp `-ctk`/`-ctv`, default F16).
-    pub kv_type: String,
-    pub flash_attn: FlashAttn,
-    /// Build flags set in addition to the version's defaults (e.g. `GGML_CUDA_FORCE_MMQ`).
-    pub build_flags: Vec<String>,
-    pub prompt_from_run: Option<PromptFromRun>,
-    pub observed: Option<ObservedSource>,
-    /// Layers offloaded, backend, op offload: which weights run on the GPU in which phase.
-    pub placement: PlacementOptions,
-}
-
-impl PredictOptions {
-    pub fn new(arch: impl Into<String>, weights: WeightSource, batch: Batch) -> Self {
-        PredictOptions {
-            arch: arch.into(),
-            weights,
-            batch,
-            decode_tokens: None,
-            ubatch: DEFAULT_UBATCH,
-            ggml: knowledge::DEFAULT_GGML_VERSION.to_string(),
-            explain: false,
-            kv_type: "F16".into(),
-            flash_attn: FlashAttn::Auto,
-            build_flags: Vec::new(),
-            prompt_from_run: None,
-            observed: None,
-            placement: PlacementOptions::default(),
-        }
-    }
-}
-
-/// The GPU as predicted for.
-#[derive(Clone, Debug, Serialize)]
-pub struct ArchInfo {
-    pub label: String,
-    pub family: String,
-    pub vendor: String,
-    pub ggml_cc: String,
-    pub warp_size: u64,
-    pub source: String,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct GgmlInfo {
-    pub version: String,
-    pub name: String,
-    pub file: String,
-    pub source_root: String,
-}
-
-/// The weights of one type in one phase that take the same path.
-#[derive(Clone, Debug, Serialize)]
-pub struct WeightGroup {
-    pub ggml_type: String,
-    pub op: MatmulOp,
-    /// Columns these weights see (for MUL_MAT_ID: tokens).
-    pub ne11: u64,
-    pub tensors: u64,
-    /// Up to four tensor names.
-    pub examples: Vec<String>,
-    /// Matmul nodes over the phase: tensors x repeat.
-    pub nodes: u64,
-    /// Where these weights live and where their matmuls run in this phase ([`placement`]). For weights that run
-    /// on the CPU, `prediction` is the kernel the GPU would have run: what a trace must not show for them.
-    pub placement: Placed,
-    #[serde(flatten)]
-    pub prediction: MatmulPrediction,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct AttentionEntry {
-    pub tokens: u64,
-    pub kv_len: u64,
-    pub head_dim: u64,
-    pub gqa: u64,
-    pub kv_type: String,
-    #[serde(flatten)]
-    pub prediction: AttentionPrediction,
-}
-
-/// One phase of the request.
-#[derive(Clone, Debug, Serialize)]
-pub struct Phase {
-    /// `prefill`, `prefill-last`, `last-rows`, `decode`, `batch`.
-    pub id: String,
-    pub label: String,
-    pub ne11: u64,
-    /// How many times the phase runs (ubatches, decode steps).
-    pub repeat: u64,
-    pub weights: Vec<WeightGroup>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub attention: Vec<AttentionEntry>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct TokensInfo {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub prompt_tokens: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ne11: Option<u64>,
-    pub ubatch: u64,
-    pub decode_tokens: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub from_run: Option<PromptFromRun>,
-}
-
-impl TokensInfo {
-    /// The token counts of a prediction for `batch`.
-    pub fn new(batch: Batch, ubatch: u64, decode_tokens: u64, from_run: Option<PromptFromRun>) -> Self {
-        let (prompt_tokens, ne11) = match batch {
-            Batch::PromptTokens(n) => (Some(n), None),
-            Batch::Ne11(n) => (None, Some(n)),
-        };
-        TokensInfo { prompt_tokens, ne11, ubatch, decode_tokens, from_run }
-    }
-}
-
-/// Everything `predict` says, in the form `--json` prints.
-#[derive(Clone, Debug, Serialize)]
-pub struct PredictReport {
-    pub schema: &'static str,
-    pub arch: ArchInfo,
-    pub ggml: GgmlInfo,
-    pub model: ModelSummary,
-    pub tokens: TokensInfo,
-    pub flash_attn: FlashAttn,
-    /// Whether flash attention runs on the GPU (auto: a kernel exists for the shape).
-    pub flash_attn_used: bool,
-    /// Which layers are offloaded and when CPU-resident weights run on the GPU.
-    pub placement: Offload,
-    pub assumptions: Vec<String>,
-    pub phases: Vec<Phase>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub comparison: Option<compare::Comparison>,
-    pub claims: Vec<Claim>,
-    /// Whether the decision paths were kept (`explain`).
-    pub explain: bool,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct ModelSummary {
-    pub source: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub architecture: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub n_layer: Option<u64>,
-    /// Matmul weights per ggml type.
-    pub weights_per_type: BTreeMap<String, u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub attention: Option<AttentionShape>,
-}
-
-impl ModelSummary {
-    /// What a prediction says of the model it read: its source and shape, and its matmul weights per type.
-    pub fn of(weights: &ModelWeights) -> Self {
-        let mut weights_per_type = BTreeMap::new();
-        for t in &weights.tensors {
-            *weights_per_type.entry(t.ggml_type.clone()).or_insert(0u64) += 1;
-        }
-        ModelSummary {
-            source: weights.source.clone(),
-            architecture: weights.architecture.clone(),
-            n_layer: weights.n_layer,
-            weights_per_type,
-            attention: weights.attention.clone(),
-        }
-    }
-}
+pub use prediction::{
+    ArchInfo, AttentionEntry, GgmlInfo, ModelSummary, Phase, PredictReport, TokensInfo, WeightGroup, SCHEMA,
+};
 
 /// The device for an `--arch` argument, with its knowledge row.
 pub fn device_for(arch: &str) -> Result<(Device, ArchInfo)> {
@@ -329,103 +69,6 @@ pub fn device_for(arch: &str) -> Result<(Device, ArchInfo)> {
         source: row.source().to_string(),
     };
     Ok((device, info))
-}
-
-/// KV view length ggml sees with `used` cells: padded to 256, at least 256.
-fn kv_len(used: u64) -> u64 {
-    used.max(1).div_ceil(KV_PAD).saturating_mul(KV_PAD)
-}
-
-/// A phase before prediction: which weights see how many columns.
-struct PhasePlan {
-    id: &'static str,
-    label: String,
-    ne11: u64,
-    repeat: u64,
-    /// Which weights take part: all, those before the gather, or those after it.
-    weights: WeightSet,
-    /// KV lengths to predict attention at (empty: no attention in this phase).
-    kv_lens: Vec<u64>,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum WeightSet {
-    All,
-    BeforeGather,
-    AfterGather,
-}
-
-fn plan(batch: Batch, ubatch: u64, decode: u64, gathered: bool) -> Vec<PhasePlan> {
-    let mut out = Vec::new();
-    match batch {
-        Batch::Ne11(n) => out.push(PhasePlan {
-            id: "batch",
-            label: format!("one batch of {n} token(s)"),
-            ne11: n,
-            repeat: 1,
-            weights: WeightSet::All,
-            kv_lens: vec![kv_len(n)],
-        }),
-        Batch::PromptTokens(0) => {}
-        Batch::PromptTokens(n) => {
-            let ubatches = n.div_ceil(ubatch);
-            let last = n - (ubatches - 1) * ubatch;
-            if ubatches > 1 {
-                let full = ubatches - 1;
-                out.push(PhasePlan {
-                    id: "prefill",
-                    label: if full == 1 {
-                        format!("prefill ubatch 1 of {ubatches}")
-                    } else {
-                        format!("prefill ubatches 1-{full} of {ubatches}")
-                    },
-                    ne11: ubatch,
-                    repeat: full,
-                    // Earlier ubatches produce no logits: the gathered rows are empty there.
-                    weights: if gathered { WeightSet::BeforeGather } else { WeightSet::All },
-                    kv_lens: vec![kv_len(ubatch), kv_len(full * ubatch)],
-                });
-            }
-            // With one token in the last ubatch (or one in all), nothing is gathered away: every weight sees it.
-            let split = gathered && last > 1;
-            out.push(PhasePlan {
-                id: "prefill-last",
-                label: if ubatches == 1 {
-                    format!("prefill, one ubatch of {n} token(s)")
-                } else {
-                    format!("prefill ubatch {ubatches} of {ubatches}")
-                },
-                ne11: last,
-                repeat: 1,
-                weights: if split { WeightSet::BeforeGather } else { WeightSet::All },
-                kv_lens: vec![kv_len(n)],
-            });
-            if split {
-                out.push(PhasePlan {
-                    id: "last-rows",
-                    label: "last layer FFN and output head after the row gather (last ubatch)".into(),
-                    ne11: 1,
-                    repeat: 1,
-                    weights: WeightSet::AfterGather,
-                    kv_lens: Vec::new(),
-                });
-            }
-        }
-    }
-    if decode > 0 {
-        let prompt = match batch {
-            Batch::PromptTokens(n) | Batch::Ne11(n) => n,
-        };
-        out.push(PhasePlan {
-            id: "decode",
-            label: format!("decode, {decode} step(s) of one token"),
-            ne11: 1,
-            repeat: decode,
-            weights: WeightSet::All,
-            kv_lens: vec![kv_len(prompt + 1), kv_len(prompt + decode)],
-        });
-    }
-    out
 }
 
 /// The counts and build flags of the options, checked before anything is read.

@@ -322,7 +322,7 @@ pub const VULKAN_VEC_MAX_COLS: u64 = 8;
 
 /// The GPU matmul an observed kernel is, if it is one: a CUDA/HIP matmul family, vendor BLAS or ggml's
 /// conversion kernels, or a Vulkan pipeline whose op is a matmul (not a helper dispatch).
-pub fn gpu_matmul(k: &super::compare::ObservedKernel) -> Option<GpuMatmul> {
+pub fn gpu_matmul(k: &super::observed::ObservedKernel) -> Option<GpuMatmul> {
     if k.launches == 0 {
         return None;
     }

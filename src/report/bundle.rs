@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::input::{lexically_inside, read_run_json, run_file};
 use super::redact;
 use super::timeline::{self, CellTimeline};
-use super::ReportView;
+use super::view::ReportView;
 use crate::evidence::Source;
 use crate::output::{self, Column, Document, Excerpt, Format, Render, Table, Text};
 use crate::run::record::Record;

@@ -11,6 +11,7 @@ use plotters::prelude::*;
 use crate::output::escape::printable;
 use crate::output::text::shorten_middle;
 use crate::output::Svg;
+use crate::run::summary::stats;
 
 /// Okabe–Ito colours: told apart with the common colour-vision deficiencies.
 const PALETTE: [RGBColor; 7] = [
@@ -171,7 +172,7 @@ pub fn crash_times(rows: &[CrashRow]) -> Result<Svg, ChartError> {
         for (i, r) in rows.iter().enumerate() {
             let row = || SegmentValue::CenterOf((rows.len() - 1 - i) as i32);
             let slot = (rows.len() - 1 - i) as i32;
-            if let (Some(m), Some(sd)) = (super::stats::mean(&r.times_s), super::stats::sample_sd(&r.times_s)) {
+            if let (Some(m), Some(sd)) = (stats::mean(&r.times_s), stats::sample_sd(&r.times_s)) {
                 let bar = BLACK.mix(0.55).stroke_width(2);
                 chart
                     .draw_series(std::iter::once(PathElement::new(

@@ -2,13 +2,13 @@
 //! served each cell, the claims; then the statistics per group, endpoint ratios, charts, outliers, kernels per
 //! request, per-cell timelines and the methods the numbers rest on.
 
-use super::aggregate::{Group, Metric, RunStats};
 use super::charts::{self, CrashRow, Series};
-use super::claims::{mean_sd, percent, secs, times};
-use super::stats::{self, Verdict};
 use super::timeline::CellTimeline;
-use super::ReportView;
+use super::view::ReportView;
 use crate::output::{Block, Chart, ClaimList, Collapse, Column, Document, Table, Text};
+use crate::run::summary::aggregate::{Group, Metric, RunStats};
+use crate::run::summary::claims::{mean_sd, percent, secs, times};
+use crate::run::summary::stats::{self, Verdict};
 
 /// Rows terminal output shows of the long tables (`--all`: every row).
 const GROUP_ROWS: usize = 40;
@@ -605,10 +605,11 @@ pub fn document(v: &ReportView) -> Document {
 
 #[cfg(test)]
 mod tests {
-    use super::super::aggregate::of_records;
-    use super::super::{input::RunMeta, ReportView, Rules, SCHEMA};
+    use super::super::input::RunMeta;
+    use super::super::view::{ReportView, Rules, SCHEMA};
     use crate::output::{render_document, text::Layout, Format, Render};
     use crate::run::record::Record;
+    use crate::run::summary::aggregate::of_records;
 
     const HOSTILE: &str = "</table><script>alert(1)</script> a|b\nnext \u{1b}[31mred\u{1b}]0;t\u{7}";
 
@@ -622,7 +623,7 @@ mod tests {
 
     fn view(records: &[Record]) -> ReportView {
         let stats = of_records(records).unwrap();
-        let claims = super::super::claims::claims(&stats, "r", std::path::Path::new("/runs/r"));
+        let claims = crate::run::summary::claims::claims(&stats, "r", std::path::Path::new("/runs/r"));
         ReportView {
             schema: SCHEMA,
             run: RunMeta {

@@ -13,12 +13,12 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use super::charts;
-use super::stats::{self, Verdict};
 use crate::output::doc::{Block, Chart, Column, Document, Table};
 use crate::output::Render;
 use crate::run::db::SweepDb;
 use crate::run::host::HostIdentity;
 use crate::run::record::{ErrorClass, Record};
+use crate::run::summary::stats::{self, Verdict};
 
 pub const SCHEMA: &str = "backscope.report-hosts/1";
 

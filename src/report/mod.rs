@@ -21,26 +21,22 @@ pub mod hosts;
 pub mod input;
 pub mod redact;
 pub mod timeline;
+mod view;
 
 // The aggregation, its statistics and its claims are the run floor's (`sweep` shows the same ones); the views
-// below reach them as `super::aggregate` and so on.
-use crate::run::summary::{aggregate, claims, stats};
+// below name them by their own paths (`crate::run::summary::…`), never through this file.
+use crate::run::summary::{aggregate, claims};
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use serde::Serialize;
 
-use crate::evidence::Claim;
 use crate::exit;
 use crate::output::{messages, Document, Output, OutputOptions, Render};
 use aggregate::{Aggregator, RunStats};
-use input::RunMeta;
 use timeline::CellTimeline;
-
-/// JSON schema of `backscope report --json`.
-pub const SCHEMA: &str = "backscope.report/1";
+pub use view::{ReportView, Rules, SCHEMA};
 
 /// Failed cells whose timelines the report shows, in all and per group.
 const FAILED_TIMELINES: usize = 8;
@@ -63,51 +59,6 @@ pub struct ReportOptions {
     /// Report every run of the database across hosts, grouped by GPU/host (`hosts`); implied by a filter.
     pub hosts: bool,
     pub host_filter: hosts::HostFilter,
-}
-
-/// The thresholds and methods the numbers rest on, in the JSON for whoever reads it later.
-#[derive(Clone, Debug, Serialize)]
-pub struct Rules {
-    pub outlier: &'static str,
-    pub outlier_threshold: f64,
-    pub outlier_min_n: usize,
-    pub crash_timing: &'static str,
-    pub cv_deterministic: f64,
-    pub verdict_min_n: usize,
-    pub ratio: &'static str,
-    pub ratio_level: f64,
-    pub cold: &'static str,
-}
-
-impl Default for Rules {
-    fn default() -> Self {
-        Rules {
-            outlier: "modified z-score 0.6745 (x - median) / MAD (Iglewicz and Hoaglin 1993); MAD = 0: (x - median) / (1.253314 MeanAD)",
-            outlier_threshold: stats::OUTLIER_THRESHOLD,
-            outlier_min_n: stats::MIN_OUTLIER_N,
-            crash_timing: "coefficient of variation of the times to failure (sample sd / mean)",
-            cv_deterministic: stats::CV_DETERMINISTIC,
-            verdict_min_n: stats::MIN_VERDICT_N,
-            ratio: "Welch's t interval on the logarithms, as a ratio of geometric means",
-            ratio_level: 0.95,
-            cold: "the first request of a server process, or the first after the endpoint switched model or num_gpu",
-        }
-    }
-}
-
-/// A run's report: what `backscope report` prints.
-#[derive(Clone, Debug, Serialize)]
-pub struct ReportView {
-    pub schema: &'static str,
-    pub run: RunMeta,
-    #[serde(flatten)]
-    pub stats: RunStats,
-    pub timelines: Vec<CellTimeline>,
-    pub claims: Vec<Claim>,
-    pub rules: Rules,
-    /// What could not be read or was not believed, each naming its file and field; the rest of the report stands.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub problems: Vec<String>,
 }
 
 impl Render for ReportView {

@@ -24,9 +24,10 @@ use anyhow::{anyhow, bail, Context, Result};
 use postgres::{Client, GenericClient, NoTls, ToStatement};
 
 use super::host::HostIdentity;
+use super::ids::{record_id, utc_now};
 use super::record::{Record, RunSource};
+use super::run_row::{RunRow, RunStatus};
 use super::sqlite::{host_from_json, SqliteStore};
-use super::store::{record_id, utc_now, RunRow, RunStatus};
 use super::target::{PgTarget, SslMode};
 
 const RUN_COLUMNS: &str =

@@ -16,8 +16,9 @@ use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRe
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, ToSql};
 
 use super::host::HostIdentity;
+use super::ids::utc_now;
 use super::record::{Record, RunSource};
-use super::store::{utc_now, RunRow, RunStatus};
+use super::run_row::{RunRow, RunStatus};
 
 /// `PRAGMA user_version` of the schema below; migrations step from one version to the next.
 const SCHEMA_VERSION: i64 = 3;

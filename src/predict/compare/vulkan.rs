@@ -26,85 +26,16 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
 
-use super::super::vulkan::{decision_source, prediction_text, VkPhase, VkWeightGroup, VulkanReport};
-use super::super::{MatmulOp, ObservedSource, Where};
-use super::Verdict;
+use super::super::comparison::{Verdict, VkComparison, VkCount, VkItem};
+use super::super::model::MatmulOp;
+use super::super::observed::{VkObservation, VkObserved};
+use super::super::options::ObservedSource;
+use super::super::placement::Where;
+use super::super::vulkan::prediction::{decision_source, prediction_text, VkPhase, VkWeightGroup, VulkanReport};
 use crate::evidence::{Claim, Confidence, Source};
 use crate::output::{Column, Document, Table, Text};
 use crate::run::record::RecordTrace;
-
-/// One observed Vulkan pipeline.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct VkObserved {
-    pub name: String,
-    /// The embedded shaders behind it, when the trace knows them.
-    pub shaders: Vec<String>,
-    pub family: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub op: Option<String>,
-    pub helper: bool,
-    pub launches: u64,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct VkObservation {
-    pub kind: String,
-    pub path: String,
-    pub files: Vec<String>,
-    pub pipelines: Vec<VkObserved>,
-    /// The dispatches of one request (a sweep record's trace window): counts are judged.
-    pub per_request: bool,
-    /// Every pipeline that ran is listed (a record lists the most dispatched only).
-    pub complete: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct VkItem {
-    pub phase: String,
-    pub ggml_type: String,
-    pub ne11: u64,
-    pub predicted: String,
-    pub verdict: Verdict,
-    pub nodes: u64,
-    pub evidence: Vec<String>,
-    pub note: String,
-    /// The rules that decided the prediction (`table.rule`, data/ggml_vulkan_11434.toml).
-    pub rules: Vec<String>,
-    /// The placement rule (data/ggml_placement_11434.toml) where placement was asked for or weights are in CPU
-    /// memory.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub placement_rule: Option<String>,
-}
-
-/// Dispatches of one pipeline over a request: predicted (GPU-run weights' nodes) against observed.
-#[derive(Clone, Debug, Serialize)]
-pub struct VkCount {
-    pub pipeline: String,
-    pub predicted: u64,
-    pub observed: u64,
-    pub verdict: Verdict,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct VkComparison {
-    pub observed: VkObservation,
-    pub items: Vec<VkItem>,
-    /// Dispatch counts per predicted pipeline, where the observation is one request.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub counts: Vec<VkCount>,
-    /// Matmul and flash-attention pipelines no prediction accounts for.
-    pub unexplained: Vec<VkObserved>,
-    pub confirmed: u64,
-    pub contradicted: u64,
-    pub unobserved: u64,
-    pub claims: Vec<Claim>,
-}
 
 /// Families whose pipelines the prediction must account for.
 const MATMUL_FAMILIES: &[&str] =

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use super::{DeviceSource, VkBuildInfo, VkDeviceInfo, MAX_LIBRARY_BYTES};
+use super::prediction::{DeviceSource, VkBuildInfo, VkDeviceInfo, MAX_LIBRARY_BYTES};
 use crate::knowledge::vulkan_dispatch::{self as vkd, build_facts, Fact, Facts};
 
 /// The Vulkan layer's device facts mapped onto the rules' names: the driver name as ggml's driver ids say it.

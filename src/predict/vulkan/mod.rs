@@ -4,55 +4,36 @@
 //! given the layer's observed pipelines, whether they confirm or contradict each prediction
 //! ([`super::compare::vulkan`]).
 //!
-//! The phases are the CUDA prediction's ([`super::plan`]): prefill ubatches, the last layer's rows after the gather,
+//! The phases are the CUDA prediction's ([`super::phases::plan`]): prefill ubatches, the last layer's rows after the gather,
 //! decode.
 
 mod device;
+pub mod prediction;
 mod render;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use serde::Serialize;
 
-use super::compare::vulkan::{self as vkcompare, VkComparison};
-use super::{model, plan, Batch, FlashAttn, MatmulOp, ModelSummary, ObservedSource, TokensInfo, WeightSet};
-use super::{Offload, Placed, PlacementOptions, PromptFromRun, WeightSource, Where};
+use super::compare::vulkan as vkcompare;
+use super::model::{self, MatmulOp};
+use super::options::{Batch, FlashAttn, ObservedSource, PromptFromRun, WeightSource, DEFAULT_UBATCH};
+use super::phases::{plan, PhasePlan, WeightSet};
+use super::placement::{GpuBackend, Offload, Placed, PlacementOptions, Where};
+use super::prediction::{ModelSummary, TokensInfo};
 use crate::evidence::{Claim, Confidence, Source};
 use crate::knowledge::vulkan_dispatch::{
-    self as vkd, device_decisions, Decision, Fact, Facts, VkMatmulPrediction, VkMatmulQuery,
+    self as vkd, device_decisions, Fact, Facts, VkMatmulPrediction, VkMatmulQuery,
 };
 use device::{build_info, device_facts};
-
-pub const SCHEMA: &str = "backscope.predict-vulkan/1";
+pub use prediction::{
+    decision_source, prediction_text, DeviceSource, VkAttention, VkBuildInfo, VkDeviceInfo, VkPhase, VkWeightGroup,
+    VulkanReport, SCHEMA,
+};
 
 /// Distinct matmul queries remembered (a real model has a few dozen; a hostile one may have 10^5).
 const MAX_MEMO: usize = 4096;
-
-/// Largest libggml-vulkan.so read for its shader names (11434's is 29 MB).
-const MAX_LIBRARY_BYTES: u64 = 1 << 30;
-
-/// Where the device facts come from.
-#[derive(Clone, Debug)]
-pub enum DeviceSource {
-    /// A profile id of data/vulkan_devices.toml.
-    Profile(String),
-    /// A trace directory whose Vulkan layer recorded the device.
-    TraceDir(PathBuf),
-}
-
-impl DeviceSource {
-    /// `--device`: an existing directory is a trace, anything else a profile id.
-    pub fn parse(arg: &str) -> DeviceSource {
-        let p = Path::new(arg);
-        if p.is_dir() {
-            DeviceSource::TraceDir(p.to_path_buf())
-        } else {
-            DeviceSource::Profile(arg.to_string())
-        }
-    }
-}
 
 /// Options of [`run`].
 #[derive(Clone, Debug)]
@@ -84,106 +65,15 @@ impl VulkanOptions {
             weights,
             batch,
             decode_tokens: None,
-            ubatch: super::DEFAULT_UBATCH,
+            ubatch: DEFAULT_UBATCH,
             kv_type: "F16".into(),
             flash_attn: FlashAttn::Auto,
             explain: false,
             observed: None,
-            placement: PlacementOptions { backend: super::GpuBackend::Vulkan, ..PlacementOptions::default() },
+            placement: PlacementOptions { backend: GpuBackend::Vulkan, ..PlacementOptions::default() },
             prompt_from_run: None,
         }
     }
-}
-
-/// The device as predicted for.
-#[derive(Clone, Debug, Serialize)]
-pub struct VkDeviceInfo {
-    pub label: String,
-    /// `profile ID` or `trace DIR`.
-    pub from: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub profile: Option<String>,
-    pub source: String,
-    pub facts: Facts,
-    /// Facts neither the trace nor a profile gave, at their assumed value.
-    pub assumed: Vec<String>,
-    /// Where `shader_core_count` (split-k reads it) came from: the layer's record, a profile, or not known.
-    pub shader_core_count_from: String,
-}
-
-/// The build as predicted for.
-#[derive(Clone, Debug, Serialize)]
-pub struct VkBuildInfo {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub library: Option<String>,
-    pub embedded_shaders: usize,
-    pub facts: Facts,
-    pub note: String,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct VkWeightGroup {
-    pub ggml_type: String,
-    /// The graph node (MUL_MAT or MUL_MAT_ID); the flattened prediction's `op` names it as the perf logger does
-    /// (MUL_MAT_VEC for the vector path), so this one is `ggml_op` in JSON (one key per name).
-    #[serde(rename = "ggml_op")]
-    pub op: MatmulOp,
-    pub ne11: u64,
-    pub tensors: u64,
-    pub examples: Vec<String>,
-    /// Graph nodes over the phase (tensors × repeat).
-    pub nodes: u64,
-    /// Where these weights live and where their matmuls run in this phase (`super::placement`). For weights that
-    /// run on the CPU, `prediction` is the pipeline the GPU would have run: what a trace must not show for them.
-    pub placement: Placed,
-    #[serde(flatten)]
-    pub prediction: VkMatmulPrediction,
-    /// The first weight's query, for re-evaluating with another build.
-    #[serde(skip)]
-    pub query: VkMatmulQuery,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct VkAttention {
-    pub tokens: u64,
-    pub kv_len: u64,
-    pub family: String,
-    pub path: Vec<Decision>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct VkPhase {
-    pub id: String,
-    pub label: String,
-    pub ne11: u64,
-    pub repeat: u64,
-    pub weights: Vec<VkWeightGroup>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub attention: Option<VkAttention>,
-}
-
-/// Everything `predict --backend vulkan` says (`--json`: schema backscope.predict-vulkan/1).
-#[derive(Clone, Debug, Serialize)]
-pub struct VulkanReport {
-    pub schema: &'static str,
-    pub rules: String,
-    pub rules_version: String,
-    pub device: VkDeviceInfo,
-    pub build: VkBuildInfo,
-    /// The device tables' decisions (architecture, integer dot, coopmat, …).
-    pub device_decisions: Vec<Decision>,
-    pub model: ModelSummary,
-    pub tokens: TokensInfo,
-    pub flash_attn_used: bool,
-    /// Which layers are offloaded and when CPU-resident weights' matmuls run on the device.
-    pub placement: Offload,
-    pub assumptions: Vec<String>,
-    pub phases: Vec<VkPhase>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub comparison: Option<VkComparison>,
-    pub claims: Vec<Claim>,
-    /// Whether every table's decision was kept (`--explain`).
-    pub explain: bool,
 }
 
 /// One weight's query for the rules in a phase whose matmuls see `ne11` columns.
@@ -222,7 +112,7 @@ fn predict_matmul(
 fn add_to_groups(
     groups: &mut Vec<VkWeightGroup>,
     t: &model::WeightTensor,
-    p: &super::PhasePlan,
+    p: &PhasePlan,
     q: VkMatmulQuery,
     prediction: VkMatmulPrediction,
     placement: Placed,
@@ -389,32 +279,6 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
         report.comparison = Some(cmp);
     }
     Ok(report)
-}
-
-/// The evidence source of a decision.
-pub fn decision_source(d: &Decision) -> Source {
-    Source::Rule { file: vkd::RULES_FILE.into(), rule: format!("{}.{}", d.table, d.rule), upstream: d.source.clone() }
-}
-
-/// What a prediction reads as: the pipeline name, else the family.
-pub fn prediction_text(p: &VkMatmulPrediction) -> String {
-    let mut s = match &p.pipeline {
-        Some(name) => format!("{} `{name}`", p.family),
-        None => format!("{} ({})", p.family, p.tile.as_deref().unwrap_or("pipeline name not composed")),
-    };
-    if let Some(sh) = &p.shader {
-        s += &format!(", shader {sh}");
-    }
-    if !p.helpers.is_empty() {
-        s += &format!(" + {}", p.helpers.join(" + "));
-    }
-    if p.split_k_undecided.is_some() {
-        s += " + split_k_reduce if ggml splits K (undecided)";
-    }
-    if p.dispatches_per_node > 1 {
-        s += &format!(", {} dispatches per node (one per token)", p.dispatches_per_node);
-    }
-    s
 }
 
 fn prediction_claims(r: &VulkanReport) -> Vec<Claim> {

@@ -1,6 +1,7 @@
 //! How a Vulkan prediction reads: the device's decisions, each phase's pipelines, the comparison, the claims.
 
-use super::{prediction_text, vkcompare, VulkanReport};
+use super::super::compare::vulkan as vkcompare;
+use super::prediction::{prediction_text, VulkanReport};
 use crate::knowledge::vulkan_dispatch::Decision;
 use crate::output::{Column, Document, Render, Table, Text};
 

@@ -12,6 +12,7 @@
 mod classify;
 mod observe;
 mod start;
+mod start_failure;
 #[cfg(test)]
 mod tests;
 
@@ -35,7 +36,7 @@ use super::tracejoin::{self, TraceDir};
 use crate::run::record::{Api, ErrorClass, Phase, Record, RunSource, ServerRef, Status, RECORD_SCHEMA};
 use crate::run::store::{commit_record, utc_now, Store};
 use classify::{classify_failure, fill_measurement, synthetic_failure};
-use start::StartError;
+use start_failure::StartError;
 
 /// How long to wait for a managed server's wait status after its connection broke: the kernel closes a dying
 /// process's sockets before the parent can reap it, usually within milliseconds.

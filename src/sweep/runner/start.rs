@@ -1,11 +1,12 @@
 //! Starting the managed server a cell needs: a port (fixed, or a free one, retried when another process takes it
 //! first), the trace directory with `--trace`, the spawn, the wait until it is ready — and, when it does not come
-//! up, a [`StartFailure`] that becomes the cell's record, announced to the sinks by one [`Runner::fail`].
+//! up, a [`StartFailure`] (`start_failure`) that becomes the cell's record, announced to the sinks by one [`Runner::fail`].
 
 use std::time::{Duration, Instant};
 
+use super::start_failure::{StartError, StartFailure};
 use super::{Runner, Running, ServerTrace};
-use crate::run::record::{ErrorClass, LogRef, Phase, Record, ServerRef, Status};
+use crate::run::record::{ErrorClass, ServerRef};
 use crate::sweep::cells::ManagedServer;
 use crate::sweep::events::Event;
 use crate::sweep::executor::{Executor, Server};
@@ -24,52 +25,6 @@ enum Ready {
     Exited(ExitInfo),
     TimedOut,
     Interrupted,
-}
-
-/// Why a managed server did not come up; becomes the record of the cell that needed it.
-pub(super) struct StartFailure {
-    class: ErrorClass,
-    message: String,
-    ttf_ms: f64,
-    exit: Option<ExitInfo>,
-    server: Option<ServerRef>,
-    line: Option<LogRef>,
-}
-
-impl StartFailure {
-    /// A failure before any process ran (no port, no trace directory, no program).
-    fn before_start(class: ErrorClass, message: String) -> Self {
-        StartFailure { class, message, ttf_ms: 0.0, exit: None, server: None, line: None }
-    }
-
-    pub(super) fn into_record(self, mut rec: Record) -> Record {
-        rec.status = Status::Fail;
-        rec.phase = Some(Phase::Start);
-        rec.error_class = Some(self.class);
-        rec.error = Some(self.message);
-        rec.ttf_ms = Some(self.ttf_ms);
-        if let Some(e) = &self.exit {
-            rec.exit_code = e.code;
-            rec.signal = e.signal_name();
-            rec.signal_source = e.signal.map(|_| "wait status".to_string());
-        }
-        rec.log_slice = self.server.as_ref().map(|s| s.log.clone());
-        rec.server = self.server;
-        rec.failure_line = self.line;
-        rec
-    }
-}
-
-pub(super) enum StartError {
-    Failed(Box<StartFailure>),
-    /// Ctrl-C while the server was starting; it was stopped.
-    Interrupted,
-}
-
-impl From<StartFailure> for StartError {
-    fn from(f: StartFailure) -> Self {
-        StartError::Failed(Box::new(f))
-    }
 }
 
 /// One attempt at starting a server.

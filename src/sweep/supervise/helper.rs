@@ -7,8 +7,10 @@ use std::io;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{ExitInfo, Ledger, Tracked};
+use super::ledger::Ledger;
+use super::tracked::Tracked;
 use crate::proc::run::{self, Supervisee};
+use crate::proc::ExitInfo;
 
 impl Supervisee for Tracked {
     fn pid(&self) -> u32 {

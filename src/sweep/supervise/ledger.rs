@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::descendants::{self, Owner, Stopped, Tag};
-use super::procfs;
+use crate::proc::stat as procfs;
 use crate::run::durable;
 
 /// Most ledger files read per run directory and bytes per file: a run starts a few servers per cell at most.
@@ -51,18 +51,6 @@ pub struct Ledger {
 impl Ledger {
     pub fn new(run_dir: &Path) -> Ledger {
         Ledger { dir: run_dir.join("groups") }
-    }
-
-    /// The ledger of `run_dir` with its watchdog running ([`super::watchdog`]), so that what the run's children
-    /// start is stopped even when backscope is killed with SIGKILL. Without a watchdog (it could not be started)
-    /// the sweep goes on, and the next one reclaims what a killed backscope left.
-    pub fn watched(run_dir: &Path) -> Ledger {
-        if let Err(e) = super::watchdog::watch(run_dir) {
-            crate::output::messages::note(format_args!(
-                "cannot start the sweep's watchdog ({e}); if backscope is killed with SIGKILL, what its servers started runs until the next sweep on this database"
-            ));
-        }
-        Ledger::new(run_dir)
     }
 
     /// Record a child about to be spawned with `tag`.

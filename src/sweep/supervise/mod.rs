@@ -26,22 +26,21 @@
 mod descendants;
 mod helper;
 mod ledger;
+mod tracked;
 mod watchdog;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use descendants::become_subreaper;
-use descendants::{owner, spawn_tracked, Tag, TAG_VAR};
 pub use helper::run_bounded;
-use ledger::Recorded;
 pub use ledger::{reclaim, Ledger};
+use tracked::Tracked;
 pub use watchdog::main_if_requested as watchdog_main;
 
 /// How often exits are polled while waiting. Short enough that a crash is noticed within a few ms of the
@@ -62,94 +61,7 @@ impl ProcessSpec {
     }
 }
 
-use crate::proc::stat as procfs;
 pub use crate::proc::ExitInfo;
-
-/// Put the child in its own process group and tie its life to this thread.
-fn isolate(cmd: &mut Command) {
-    cmd.process_group(0);
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: the closure runs between fork and exec and calls only async-signal-safe functions (prctl,
-    // getppid); it allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // The parent may have died between fork and prctl; then nobody would stop this child.
-            if libc::getppid() != parent {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
-    }
-}
-
-/// A child of ours, spawned tagged, isolated and tracked, with its ledger file if the sweep keeps one.
-#[derive(Debug)]
-struct Tracked {
-    child: Child,
-    tag: Tag,
-    /// When it started (clock ticks after boot): everything it starts begins no earlier.
-    start_ticks: u64,
-    recorded: Option<Recorded>,
-}
-
-impl Tracked {
-    fn spawn(mut cmd: Command, argv: Vec<String>, ledger: Option<&Ledger>) -> io::Result<Tracked> {
-        let tag = Tag::new();
-        cmd.env(TAG_VAR, tag.value());
-        isolate(&mut cmd);
-        let mut recorded = ledger.map(|l| l.begin(&tag, argv)).transpose()?;
-        let child = match spawn_tracked(&mut cmd) {
-            Ok(c) => c,
-            Err(e) => {
-                if let Some(r) = recorded {
-                    let _ = r.ended();
-                }
-                return Err(e);
-            }
-        };
-        let start_ticks = procfs::stat(child.id() as i32).map(|s| s.start_ticks).unwrap_or(owner().start_ticks);
-        if let Some(r) = recorded.as_mut() {
-            // The file written before the spawn already names the tag, which is what a reclaim needs most; the
-            // group only adds members that dropped it.
-            let _ = r.started(child.id());
-        }
-        Ok(Tracked { child, tag, start_ticks, recorded })
-    }
-
-    /// The child's exit status once it has exited (inner `None`: it ended but its status was lost), after
-    /// everything it started was killed; `None` while it runs.
-    ///
-    /// The order matters: while the exited child is an unreaped zombie its group id cannot be reused, so the group
-    /// is killed first, then the tagged processes outside it, and only then is the child reaped.
-    fn try_end(&mut self) -> Option<Option<ExitStatus>> {
-        let pid = self.child.id();
-        match descendants::has_exited(pid) {
-            Some(false) => return None,
-            Some(true) => descendants::signal_group(pid, libc::SIGKILL),
-            // Not waitable (reaped already): the group id may belong to someone else by now.
-            None => {}
-        }
-        descendants::kill_tagged(&self.tag, self.start_ticks);
-        let status = match self.child.try_wait() {
-            Ok(Some(s)) => Some(s),
-            Ok(None) => return None,
-            // Reaped elsewhere: how it ended is lost.
-            Err(_) => None,
-        };
-        descendants::untrack(pid);
-        descendants::reap_orphans(ORPHAN_WAIT);
-        if let Some(r) = self.recorded.take() {
-            let _ = r.ended();
-        }
-        Some(status)
-    }
-}
-
-/// How long orphans adopted by the subreaper may take to die after their SIGKILL.
-const ORPHAN_WAIT: Duration = Duration::from_secs(2);
 
 /// A long-running child (a server) whose stdout and stderr go to one log file.
 #[derive(Debug)]
@@ -283,7 +195,9 @@ pub fn copy_slice(from: &Path, start: u64, end: u64, to: &Path) -> io::Result<u6
 
 #[cfg(test)]
 mod tests {
+    use super::descendants::Tag;
     use super::*;
+    use crate::proc::stat as procfs;
 
     fn sh(script: &str) -> ProcessSpec {
         ProcessSpec { program: "/bin/sh".into(), args: vec!["-c".into(), script.into()], env: vec![] }

@@ -23,8 +23,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::descendants::{self, Owner};
-use super::ledger::reclaim;
-use super::procfs;
+use super::ledger::{reclaim, Ledger};
+use crate::proc::stat as procfs;
 
 /// The watchdog's `argv[0]`, also how `ps` shows it.
 pub const ARGV0: &str = "backscope-sweep-watchdog";
@@ -57,6 +57,22 @@ pub fn watch(run_dir: &Path) -> io::Result<()> {
     let child = descendants::spawn_tracked(&mut cmd)?;
     watchdogs.push((run_dir.to_path_buf(), child));
     Ok(())
+}
+
+// The ledger's constructor that starts the watchdog lives here, beside `watch`, so that the ledger never calls up
+// into the watchdog that reads it.
+impl Ledger {
+    /// The ledger of `run_dir` with its watchdog running (this file's [`watch`]), so that what the run's children
+    /// start is stopped even when backscope is killed with SIGKILL. Without a watchdog (it could not be started)
+    /// the sweep goes on, and the next one reclaims what a killed backscope left.
+    pub fn watched(run_dir: &Path) -> Ledger {
+        if let Err(e) = watch(run_dir) {
+            crate::output::messages::note(format_args!(
+                "cannot start the sweep's watchdog ({e}); if backscope is killed with SIGKILL, what its servers started runs until the next sweep on this database"
+            ));
+        }
+        Ledger::new(run_dir)
+    }
 }
 
 /// Run as the watchdog if this process was started as one (by [`watch`]); the exit status then. `None` for every

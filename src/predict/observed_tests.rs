@@ -1,4 +1,4 @@
-//! Unit tests of the CUDA/HIP comparison.
+//! Unit tests of the CUDA/HIP kernel classification.
 
 use super::*;
 
