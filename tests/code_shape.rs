@@ -722,4 +722,3 @@ fn circles_are_components_of_more_than_one_file() {
             .collect();
     assert_eq!(circles(&g), vec![vec![PathBuf::from("a"), PathBuf::from("b"), PathBuf::from("c")]]);
 }
-

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::cache::{self, Lock};
-use super::{Backend, BuildFlags, BuildNumber, Prepared, DEFAULT_TARGETS};
+use super::types::{Backend, BuildFlags, BuildNumber, Prepared, DEFAULT_TARGETS};
 
 /// Longest a configure or compile may run (a cold CUDA build of many architectures on few cores is long).
 const STEP_LIMIT: Duration = Duration::from_secs(3 * 3600);

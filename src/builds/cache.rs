@@ -10,7 +10,7 @@ use std::path::{Component, Path, PathBuf};
 use anyhow::{bail, Context};
 use sha2::{Digest, Sha256};
 
-use super::BuildFlags;
+use super::types::BuildFlags;
 
 /// The name of the marker a finished cache entry (source tree or build) holds.
 pub const COMPLETE: &str = ".complete";
@@ -229,7 +229,7 @@ pub fn scratch_beside(final_dir: &Path) -> anyhow::Result<tempfile::TempDir> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::builds::Backend;
+    use crate::builds::types::Backend;
 
     fn flags(backend: Backend, args: &[&str], targets: &[&str]) -> BuildFlags {
         BuildFlags {

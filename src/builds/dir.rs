@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{BuildFlags, BuildNumber, Prepared, Provider};
+use super::types::{BuildFlags, BuildNumber, Prepared, Provider};
 
 pub struct DirProvider {
     pub root: PathBuf,
@@ -93,7 +93,7 @@ impl Provider for DirProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::builds::Backend;
+    use crate::builds::types::Backend;
     use std::fs;
 
     #[test]

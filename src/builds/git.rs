@@ -11,7 +11,7 @@ use anyhow::{bail, Context};
 
 use super::builder::Builder;
 use super::cache::{self, Lock};
-use super::{BuildFlags, BuildNumber, Prepared, Provider};
+use super::types::{BuildFlags, BuildNumber, Prepared, Provider};
 
 /// Longest a listing or log query may take.
 const GIT_LIMIT: Duration = Duration::from_secs(120);

