@@ -49,6 +49,20 @@ impl Builder {
         (cache::is_complete(&dir) && targets(flags).iter().all(|t| target_built(&bin, t))).then_some(bin)
     }
 
+    /// A source's `prepare`: the cached build, else the tree `source` fetches (only then: fetching is a download or an
+    /// archive), built now.
+    pub fn prepare(
+        &self,
+        build: BuildNumber,
+        flags: &BuildFlags,
+        source: impl FnOnce() -> anyhow::Result<PathBuf>,
+    ) -> anyhow::Result<Prepared> {
+        if let Some(bin_dir) = self.cached(build, flags) {
+            return Ok(Prepared::Ready { bin_dir, build_secs: 0.0, from_cache: true });
+        }
+        self.build(build, &source()?, flags)
+    }
+
     /// Build `src` (a llama.cpp tree with a top-level CMakeLists.txt) as `build` with `flags`, or reuse the cached
     /// build. A failed configure or compile is `Prepared::Unbuildable` naming the log.
     pub fn build(&self, build: BuildNumber, src: &Path, flags: &BuildFlags) -> anyhow::Result<Prepared> {

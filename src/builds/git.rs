@@ -106,11 +106,7 @@ impl Provider for GitProvider {
     }
 
     fn prepare(&self, build: BuildNumber, flags: &BuildFlags) -> anyhow::Result<Prepared> {
-        if let Some(bin_dir) = self.builder.cached(build, flags) {
-            return Ok(Prepared::Ready { bin_dir, build_secs: 0.0, from_cache: true });
-        }
-        let src = self.source(build)?;
-        self.builder.build(build, &src, flags)
+        self.builder.prepare(build, flags, || self.source(build))
     }
 
     fn between(&self, good: BuildNumber, bad: BuildNumber) -> anyhow::Result<Vec<String>> {

@@ -290,11 +290,7 @@ impl Provider for PypiProvider {
     }
 
     fn prepare(&self, build: BuildNumber, flags: &BuildFlags) -> anyhow::Result<Prepared> {
-        if let Some(bin_dir) = self.builder.cached(build, flags) {
-            return Ok(Prepared::Ready { bin_dir, build_secs: 0.0, from_cache: true });
-        }
-        let src = self.source(build)?;
-        self.builder.build(build, &src, flags)
+        self.builder.prepare(build, flags, || self.source(build))
     }
 
     /// The builds the index lists strictly between the two: the sdists carry no git history.
