@@ -182,7 +182,11 @@ fn two_hosts_sweep_at_once_into_one_database_and_migrate_it_once() {
     let (sa, ea, err_a) = a.finish(Duration::from_secs(300));
     let (sb, eb, err_b) = b.finish(Duration::from_secs(300));
     assert!(sa.success() && sb.success(), "{err_a}\n{err_b}");
-    assert_eq!(pg.psql("SELECT version FROM backscope.schema_migrations"), "1", "applied once");
+    assert_eq!(
+        pg.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM backscope.schema_migrations"),
+        "1,2",
+        "applied once"
+    );
     let (ra, rb) = (run_id_of(&ea), run_id_of(&eb));
     let owners = pg.psql("SELECT run_id || '=' || host_id FROM backscope.runs ORDER BY host_id");
     assert_eq!(owners, format!("{ra}=host-a\n{rb}=host-b"));
@@ -453,6 +457,19 @@ fn a_host_role_with_only_the_documented_grants_can_sweep_and_push() {
         .unwrap();
     assert!(String::from_utf8_lossy(&denied.stderr).contains("permission denied"));
     assert_eq!(pg.psql("SELECT count(*) FROM backscope.records"), "6");
+    // The host role bisects too (INSERT of the bisect and its steps, UPDATE of its status and upstream range).
+    marker_builds(dir.path(), 100..=102, 102);
+    let out = ok(backscope()
+        .current_dir(dir.path())
+        .env("PGPASSFILE", &pgpass)
+        .args(["bisect", "--json", "--db", &host_db, "--good", "100", "--bad", "102", "--builds", "dir:builds"])
+        .args(["--", "sh", "-c", r#"test ! -e "$BACKSCOPE_BIN_DIR/bad""#]));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["verdict"]["first_bad"], 102);
+    assert_eq!(
+        pg.psql("SELECT status || ' ' || (upstream_json::json ->> 'tags') FROM backscope.bisect_runs"),
+        "finished b101..b102"
+    );
 }
 
 /// A CA and a server certificate for `localhost` signed by it (webpki takes no self-signed leaf as its own root).
@@ -500,7 +517,10 @@ fn tls_is_used_when_the_server_offers_it_and_its_certificate_is_verified() {
     // sslmode=prefer (the default) with the test CA: TLS, verified, connected (the schema is created).
     let out = export(&format!("host=localhost port={port} dbname=fleet user=postgres sslrootcert={}", ca.display()));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(pg.psql("SELECT version FROM backscope.schema_migrations"), "1");
+    assert_eq!(
+        pg.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM backscope.schema_migrations"),
+        "1,2"
+    );
     // Without the CA the server's certificate is not trusted: a clear error, no silent fallback to plain text.
     let out = export(&format!("postgres://postgres@localhost:{port}/fleet?sslmode=require"));
     let e = String::from_utf8_lossy(&out.stderr);
@@ -512,4 +532,86 @@ fn tls_is_used_when_the_server_offers_it_and_its_certificate_is_verified() {
     let out = export(&format!("host=localhost port={port} dbname=fleet user=postgres sslmode=disable"));
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && e.contains("no pg_hba.conf entry"), "{e}");
+}
+
+/// `DIR/builds/bN/bin/llama-server` (a placeholder the external test never starts) for each build; builds from
+/// `first_bad` on carry a `bad` marker the test reads (the layout of tests/bisect_cli.rs).
+fn marker_builds(dir: &Path, range: std::ops::RangeInclusive<u32>, first_bad: u32) {
+    for b in range {
+        let bin = dir.join(format!("builds/b{b}/bin"));
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join("llama-server"), "#!/bin/sh\nexit 1\n").unwrap();
+        if b >= first_bad {
+            std::fs::write(bin.join("bad"), "").unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_bisect_killed_mid_step_resumes_from_postgres_and_each_step_is_stored_once() {
+    let _turn = heavy();
+    let pg = Pg::start();
+    let db = pg.db("postgres");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    marker_builds(d, 100..=108, 105);
+    let calls = d.join("calls");
+    // The third step (the midpoint b104) hangs until the `.go` marker exists; the first bad build is b105 by layout.
+    let test = r#"if [ "$BACKSCOPE_BUILD" = b104 ] && [ ! -e "$CALLS.go" ]; then echo $$ > "$CALLS.pid"; sleep 60; fi;
+        echo "$BACKSCOPE_BUILD" >> "$CALLS"; test ! -e "$BACKSCOPE_BIN_DIR/bad""#;
+    let bisect = |args: &[&str]| {
+        let mut c = backscope();
+        c.current_dir(d).env("BACKSCOPE_HOST_ID", "host-a").env("CALLS", &calls);
+        c.arg("bisect").args(["--db", &db, "--runs-dir", "runs"]).args(args);
+        c
+    };
+    let mut child = bisect(&["--good", "100", "--bad", "108", "--builds", "dir:builds", "--", "sh", "-c", test])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_file = d.join("calls.pid");
+    let t0 = std::time::Instant::now();
+    while !pid_file.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "the third step never began");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL mid-step: no handler runs
+    child.wait().unwrap();
+    let sleeper: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    // SAFETY: kill(2) on the process group of the pid our own test command wrote.
+    unsafe { libc::kill(-sleeper, libc::SIGKILL) };
+    // The two ends were committed before the killed step began; the killed step left no row.
+    let steps_sql =
+        "SELECT string_agg(seq || ':b' || build || ':' || outcome, ' ' ORDER BY seq) FROM backscope.bisect_steps";
+    assert_eq!(pg.psql(steps_sql), "0:b100:good 1:b108:bad");
+    assert_eq!(pg.psql("SELECT host_id || ' ' || status FROM backscope.bisect_runs"), "host-a running");
+    // Another host's `--resume` does not pick up host-a's bisect as its own latest.
+    let other = bisect(&["--resume"]).env("BACKSCOPE_HOST_ID", "host-b").output().unwrap();
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(!other.status.success() && err.contains("no bisect of host `host-b`"), "{err}");
+    std::fs::write(d.join("calls.go"), "").unwrap();
+    let out = bisect(&["--resume", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["verdict"]["last_good"].as_u64(), v["verdict"]["first_bad"].as_u64()), (Some(104), Some(105)));
+    // Each step once: as many rows as distinct seqs and distinct builds, the ends not run again.
+    let counts = pg.psql(
+        "SELECT count(*) || ' ' || count(DISTINCT seq) || ' ' || count(DISTINCT build) FROM backscope.bisect_steps",
+    );
+    let n = v["steps"].as_array().unwrap().len();
+    assert_eq!(counts, format!("{n} {n} {n}"));
+    let ran = std::fs::read_to_string(&calls).unwrap();
+    assert_eq!(ran.lines().filter(|b| *b == "b100" || *b == "b108").count(), 2, "committed ends not rerun: {ran}");
+    let stored = pg.psql(steps_sql);
+    assert!(stored.starts_with("0:b100:good 1:b108:bad 2:b104:good"), "{stored}");
+    assert_eq!(pg.psql("SELECT status FROM backscope.bisect_runs"), "finished");
+    // `report --bisect` reads the same bisect back from PostgreSQL.
+    let report = ok(backscope().args(["report", &db, "--bisect", "--json"]));
+    let r: Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(r["bisect"]["bisect_id"], v["bisect"]["bisect_id"]);
+    assert_eq!(r["verdict"]["first_bad"], 105);
+    let builds: Vec<String> = r["steps"].as_array().unwrap().iter().map(|s| format!("b{}", s["build"])).collect();
+    let from_psql: Vec<String> = stored.split(' ').map(|s| s.split(':').nth(1).unwrap().to_string()).collect();
+    assert_eq!(builds, from_psql);
 }

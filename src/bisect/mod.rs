@@ -69,7 +69,7 @@ fn resolve(opts: &BisectOptions) -> Result<(BisectSpec, Option<Stored>)> {
                 Resume::Latest => None,
                 Resume::Id(id) => Some(id.as_str()),
             };
-            let row = store.find(id)?;
+            let row = store.find_to_resume(id)?;
             let steps = store.steps(&row.bisect_id)?;
             let spec: BisectSpec = serde_json::from_str(&row.spec_json)
                 .with_context(|| format!("bisect {}: its stored spec is not readable", row.bisect_id))?;
@@ -115,7 +115,12 @@ fn tester(
     let limit = Duration::from_secs(spec.test_timeout_s);
     let sweeper = || cell::Sweeper {
         exe: opts.exe.clone(),
-        db: crate::run::paths::absolute(&opts.db),
+        // A PostgreSQL `--db` value is passed on as given; a file is made absolute for the sweep's own directory.
+        db: if crate::run::target::is_postgres(&opts.db) {
+            opts.db.clone()
+        } else {
+            crate::run::paths::absolute(&opts.db)
+        },
         runs_dir: spec.runs_dir.clone(),
         dir: dir.to_path_buf(),
         limit,

@@ -11,6 +11,7 @@
 pub mod archs;
 pub mod dispatch;
 mod dispatch_files;
+pub mod nvidia_products;
 pub mod ollama;
 pub mod rocm;
 pub mod vulkan_dispatch;

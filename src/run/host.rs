@@ -35,7 +35,8 @@ pub struct HostGpu {
     pub vendor: String,
     /// The product name where the driver gives one (`NVIDIA H100 80GB HBM3`, amdgpu's `product_name`).
     pub name: Option<String>,
-    /// The ISA: `gfx906` for AMD (from KFD); NVIDIA's compute capability is not in sysfs and stays `None`.
+    /// The ISA: `gfx906` for AMD (from KFD); for NVIDIA the compute capability (`sm_90`) looked up from the product
+    /// name (`data/nvidia_products.toml`: the driver lists no capability), `None` for a product the table lacks.
     pub arch: Option<String>,
     /// The kernel driver bound to the device (`amdgpu`, `nvidia`, `i915`).
     pub driver: Option<String>,
@@ -157,23 +158,24 @@ fn sorted_by_number(dir: &Path) -> Vec<std::path::PathBuf> {
 }
 
 /// `/proc/driver/nvidia/gpus/<pci>/information` names each NVIDIA GPU (`Model: NVIDIA H100 80GB HBM3`), matched
-/// to its DRM card by PCI address; a GPU without a DRM card is added.
+/// to its DRM card by PCI address; a GPU without a DRM card is added. That file has no compute capability, so the
+/// arch comes from the product name.
 fn fill_nvidia_names(gpus: &mut Vec<HostGpu>, dir: &Path) {
     for gpu_dir in sorted_entries(dir) {
         let Some(info) = read_trim(&gpu_dir.join("information")) else { continue };
         let model = info.lines().find_map(|l| l.strip_prefix("Model:")).map(|m| m.trim().to_string());
         let pci = gpu_dir.file_name().map(|f| f.to_string_lossy().to_ascii_lowercase());
         let known = gpus.iter().position(|g| g.vendor == "nvidia" && g.pci.is_some() && g.pci == pci);
+        let arch = model.as_deref().and_then(crate::knowledge::nvidia_products::arch_of);
         match known {
-            Some(i) => gpus[i].name = model,
+            Some(i) => {
+                gpus[i].name = model;
+                gpus[i].arch = arch;
+            }
             // A container may see the driver's GPUs without their DRM cards.
-            None if gpus.len() < MAX_DEVICES => gpus.push(HostGpu {
-                vendor: "nvidia".into(),
-                name: model,
-                arch: None,
-                driver: Some("nvidia".into()),
-                pci,
-            }),
+            None if gpus.len() < MAX_DEVICES => {
+                gpus.push(HostGpu { vendor: "nvidia".into(), name: model, arch, driver: Some("nvidia".into()), pci })
+            }
             None => {}
         }
     }
@@ -256,6 +258,9 @@ mod tests {
                 (Some("0000:2a:00.0"), Some("NVIDIA H100 80GB HBM3"))
             ]
         );
+        // H100: compute capability 9.0 on NVIDIA's CUDA GPUs list, both for the card with and without a DRM node.
+        let nv_archs: Vec<_> = nv_gpus.iter().map(|g| g.arch.as_deref()).collect();
+        assert_eq!(nv_archs, [Some("sm_90"), Some("sm_90")]);
         let h = HostIdentity { gpus, ..Default::default() };
         assert_eq!(h.gpu_label(), "gfx1201+gfx906");
         assert_eq!(HostIdentity::default().gpu_label(), "no GPU");

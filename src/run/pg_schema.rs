@@ -13,10 +13,10 @@ use postgres::Client;
 pub const MIGRATION_LOCK: i64 = 0x6261_636b_7363_6f70;
 
 /// The migrations in order: version, SQL.
-pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1)];
+pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2)];
 
 /// The schema this build writes.
-pub const LATEST: i32 = 1;
+pub const LATEST: i32 = 2;
 
 /// Version 1: the SQLite schema's runs and records (version 3 there), plus what many writers need: the owning host
 /// of a run (`runs.host_id`), the host that stored each record, and a deterministic `record_id`
@@ -67,6 +67,40 @@ CREATE TABLE backscope.records (
     UNIQUE (run_id, cell_key)
 );
 CREATE INDEX records_by_point ON backscope.records(run_id, endpoint, model, num_gpu);
+";
+
+/// Version 2: the bisect tables (`run::bisect`), the SQLite columns plus the host that started a bisect. A step is
+/// keyed by `(bisect_id, seq)`, so it is stored once.
+const V2: &str = "
+CREATE TABLE backscope.bisect_runs (
+    bisect_id TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT NOT NULL,
+    good BIGINT NOT NULL,
+    bad BIGINT NOT NULL,
+    builds TEXT NOT NULL,
+    test TEXT NOT NULL,
+    spec_json TEXT NOT NULL,
+    candidates_json TEXT NOT NULL,
+    upstream_json TEXT,
+    backscope_version TEXT NOT NULL,
+    host_id TEXT NOT NULL
+);
+CREATE TABLE backscope.bisect_steps (
+    bisect_id TEXT NOT NULL REFERENCES backscope.bisect_runs(bisect_id),
+    seq BIGINT NOT NULL,
+    build BIGINT NOT NULL,
+    role TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    evidence_json TEXT NOT NULL,
+    build_secs DOUBLE PRECISION,
+    from_cache BOOLEAN,
+    test_secs DOUBLE PRECISION NOT NULL,
+    recorded_at TEXT NOT NULL,
+    PRIMARY KEY (bisect_id, seq)
+);
 ";
 
 /// The applied version; 0 when the schema has no migrations table yet.

@@ -12,8 +12,11 @@
 //!
 //! The search state, the verdict and its claims are computed from these rows alone ([`verdict`]), and the view
 //! ([`view`]) renders them, so that `backscope bisect` and `backscope report --bisect` show the same thing. Nothing
-//! here knows about a command; fleet code can mirror the two tables.
+//! here knows about a command. On PostgreSQL (`--db postgres://…`) the same two tables live in the shared
+//! `backscope` schema ([`pg`]).
 
+pub mod pg;
+mod types;
 pub mod verdict;
 pub mod view;
 
@@ -22,9 +25,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
-use serde::{Deserialize, Serialize};
 
+use self::pg::PgBisect;
+pub use self::types::{
+    Attempt, BisectRow, CommandEvidence, Evidence, Outcome, Role, RunEvidence, Status, Step, Upstream,
+};
 use super::store::utc_now;
+use super::target::DbTarget;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS bisect_runs (
@@ -57,215 +64,46 @@ CREATE TABLE IF NOT EXISTS bisect_steps (
 );
 ";
 
-/// What one step found about a build. "Bad" means "has the property the bad end has".
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    Good,
-    Bad,
-    /// Not tested: the build cannot be had, or the test asked to skip it (exit 125, a cell that failed otherwise).
-    Skip,
-    /// Tested, but the measurements could not decide (a speed interval that straddles the threshold).
-    Undecided,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Good => "good",
-            Outcome::Bad => "bad",
-            Outcome::Skip => "skip",
-            Outcome::Undecided => "undecided",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Outcome> {
-        [Outcome::Good, Outcome::Bad, Outcome::Skip, Outcome::Undecided].into_iter().find(|o| o.as_str() == s)
-    }
-
-    /// Good or bad: the step narrowed the range.
-    pub fn decided(self) -> bool {
-        matches!(self, Outcome::Good | Outcome::Bad)
-    }
-}
-
-/// Why a build was tested: one of the two ends (checked first), or a probe between them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    GoodEnd,
-    BadEnd,
-    Probe,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::GoodEnd => "good_end",
-            Role::BadEnd => "bad_end",
-            Role::Probe => "probe",
-        }
-    }
-
-    fn parse(s: &str) -> Option<Role> {
-        [Role::GoodEnd, Role::BadEnd, Role::Probe].into_iter().find(|r| r.as_str() == s)
-    }
-}
-
-/// Where a bisect stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Running,
-    /// The search ended: a first bad build, a range only skipped builds separate, or a bad range.
-    Finished,
-    /// Stopped by a signal; `--resume` continues.
-    Interrupted,
-    /// Stopped by an error (an aborting test exit, a provider that failed); `--resume` continues.
-    Failed,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Running => "running",
-            Status::Finished => "finished",
-            Status::Interrupted => "interrupted",
-            Status::Failed => "failed",
-        }
-    }
-
-    fn parse(s: &str) -> Option<Status> {
-        [Status::Running, Status::Finished, Status::Interrupted, Status::Failed].into_iter().find(|x| x.as_str() == s)
-    }
-}
-
-/// A sweep run a cell test made, and the records of it that decided.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct RunEvidence {
-    pub run_id: String,
-    pub run_dir: String,
-    /// `result.json` paths relative to `run_dir`.
-    pub records: Vec<String>,
-    /// Log lines that decided (`--log`, a crash signature): file (absolute), 1-based line, text.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub lines: Vec<(String, u64, String)>,
-}
-
-/// An external test command's run.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CommandEvidence {
-    pub argv: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signal: Option<String>,
-    /// Its standard output and error, interleaved, in full.
-    pub log: String,
-    /// The end of that log.
-    pub tail: String,
-}
-
-/// One try of a test on a build (`--repeat` tries several).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Attempt {
-    pub outcome: Outcome,
-    pub reason: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub runs: Vec<RunEvidence>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub command: Option<CommandEvidence>,
-    /// Measurements that decided (a speed test: t/s of each side, the interval).
-    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
-    pub measured: serde_json::Map<String, serde_json::Value>,
-}
-
-/// Everything a step rests on.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Evidence {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub attempts: Vec<Attempt>,
-    /// The build log of a build that could not be built.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub build_log: Option<String>,
-    /// The `bin/` directory the test ran.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bin_dir: Option<String>,
-}
-
-/// One stored step.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Step {
-    pub seq: u32,
-    pub build: u32,
-    pub role: Role,
-    pub outcome: Outcome,
-    pub reason: String,
-    pub evidence: Evidence,
-    /// Seconds spent building (none when the build was not prepared, e.g. a skipped end).
-    pub build_secs: Option<f64>,
-    pub from_cache: Option<bool>,
-    pub test_secs: f64,
-    pub recorded_at: String,
-}
-
-/// One stored bisect.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct BisectRow {
-    pub bisect_id: String,
-    pub created_at: String,
-    pub finished_at: Option<String>,
-    pub status: Status,
-    pub good: u32,
-    pub bad: u32,
-    /// The build source as given (`pypi`, `git:DIR`, `dir:DIR`).
-    pub builds: String,
-    /// The test in words (`--crash --class crash`, `-- sh -c …`).
-    pub test: String,
-    /// The whole spec as the bisect command serialised it (replayed by `--resume`).
-    pub spec_json: String,
-    /// Every build the source listed from good to bad, both included, ascending.
-    pub candidates: Vec<u32>,
-    /// Once decided: what lies between the last good and first bad build upstream.
-    pub upstream: Option<Upstream>,
-    pub backscope_version: String,
-}
-
-/// The upstream range between the last good and the first bad build.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Upstream {
-    pub last_good: u32,
-    pub first_bad: u32,
-    /// llama.cpp's tags, `bGOOD..bBAD`.
-    pub tags: String,
-    pub compare_url: String,
-    /// The commits between them (hash and subject) where the build source has a git history.
-    pub commits: Vec<String>,
-}
-
-impl Upstream {
-    pub fn new(last_good: u32, first_bad: u32, commits: Vec<String>) -> Upstream {
-        Upstream {
-            last_good,
-            first_bad,
-            tags: format!("b{last_good}..b{first_bad}"),
-            compare_url: format!("https://github.com/ggml-org/llama.cpp/compare/b{last_good}...b{first_bad}"),
-            commits,
-        }
-    }
-}
-
-/// The bisect tables of one SQLite file.
+/// The bisect tables of the store a `--db` value names: an SQLite file, or a PostgreSQL database ([`pg`]).
 #[derive(Debug)]
 pub struct BisectStore {
-    conn: Connection,
+    backend: Backend,
+    /// The file, or the PostgreSQL target as shown in messages (no secrets).
     pub path: PathBuf,
 }
 
+#[derive(Debug)]
+enum Backend {
+    Sqlite(Connection),
+    Pg(Box<std::cell::RefCell<PgBisect>>),
+}
+
 impl BisectStore {
+    /// Open (creating and migrating what is missing) the store a `--db` value names, for writing.
+    pub fn open(db: &Path) -> Result<BisectStore> {
+        match DbTarget::parse(db)? {
+            DbTarget::Sqlite(path) => BisectStore::open_sqlite(&path),
+            DbTarget::Postgres(t) => BisectStore::open_pg(&t, true),
+        }
+    }
+
+    /// Open the store a `--db` value names for reading only (no file created, no migration applied).
+    pub fn open_read_only(db: &Path) -> Result<BisectStore> {
+        match DbTarget::parse(db)? {
+            DbTarget::Sqlite(path) => BisectStore::open_sqlite_read_only(&path),
+            DbTarget::Postgres(t) => BisectStore::open_pg(&t, false),
+        }
+    }
+
+    fn open_pg(t: &super::target::PgTarget, write: bool) -> Result<BisectStore> {
+        let pg = PgBisect::connect(t, write)?;
+        let path = PathBuf::from(pg.describe());
+        Ok(BisectStore { backend: Backend::Pg(Box::new(std::cell::RefCell::new(pg))), path })
+    }
+
     /// Open (creating the file and the tables if missing) for writing, in WAL mode with `synchronous = FULL` like
     /// the sweep store, so that a committed step survives a power cut and a sweep can write beside it.
-    pub fn open(path: &Path) -> Result<BisectStore> {
+    fn open_sqlite(path: &Path) -> Result<BisectStore> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         }
@@ -280,12 +118,12 @@ impl BisectStore {
         }
         conn.execute_batch("PRAGMA synchronous = FULL;")?;
         conn.execute_batch(SCHEMA).with_context(|| format!("{}: cannot create the bisect tables", path.display()))?;
-        Ok(BisectStore { conn, path: path.to_path_buf() })
+        Ok(BisectStore { backend: Backend::Sqlite(conn), path: path.to_path_buf() })
     }
 
     /// Open an existing database for reading only, creating and changing no file (the sweep store's rule: through
     /// the WAL companions when a writer has them, else as immutable).
-    pub fn open_read_only(path: &Path) -> Result<BisectStore> {
+    fn open_sqlite_read_only(path: &Path) -> Result<BisectStore> {
         if !path.is_file() {
             bail!("{}: no such database (run `backscope bisect … --db FILE` first)", path.display());
         }
@@ -311,12 +149,15 @@ impl BisectStore {
         if tables != 2 {
             bail!("{}: holds no bisect (no `bisect_runs` and `bisect_steps` tables)", path.display());
         }
-        Ok(BisectStore { conn, path: path.to_path_buf() })
+        Ok(BisectStore { backend: Backend::Sqlite(conn), path: path.to_path_buf() })
     }
 
     pub fn create(&mut self, row: &BisectRow) -> Result<()> {
-        self.conn
-            .execute(
+        let conn = match &mut self.backend {
+            Backend::Sqlite(c) => c,
+            Backend::Pg(p) => return p.get_mut().create(row),
+        };
+        conn.execute(
                 "INSERT INTO bisect_runs (bisect_id, created_at, finished_at, status, good, bad, builds, test, spec_json,
                  candidates_json, upstream_json, backscope_version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                 params![
@@ -340,7 +181,11 @@ impl BisectStore {
 
     /// Record one step, in one transaction; its `seq` must be the next one (a step is never recorded twice).
     pub fn append_step(&mut self, bisect_id: &str, step: &Step) -> Result<()> {
-        let tx = self.conn.transaction()?;
+        let conn = match &mut self.backend {
+            Backend::Sqlite(c) => c,
+            Backend::Pg(p) => return p.get_mut().append_step(bisect_id, step),
+        };
+        let tx = conn.transaction()?;
         tx.execute(
             "INSERT INTO bisect_steps (bisect_id, seq, build, role, outcome, reason, evidence_json, build_secs,
              from_cache, test_secs, recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
@@ -365,8 +210,12 @@ impl BisectStore {
 
     /// Set the status; `Finished` also stamps the end and stores the upstream range (if any).
     pub fn finish(&mut self, bisect_id: &str, status: Status, upstream: Option<&Upstream>) -> Result<()> {
+        let conn = match &mut self.backend {
+            Backend::Sqlite(c) => c,
+            Backend::Pg(p) => return p.get_mut().finish(bisect_id, status, upstream),
+        };
         let finished = (status == Status::Finished).then(utc_now);
-        self.conn.execute(
+        conn.execute(
             "UPDATE bisect_runs SET status = ?2, finished_at = ?3, upstream_json = ?4 WHERE bisect_id = ?1",
             params![bisect_id, status.as_str(), finished, upstream.map(serde_json::to_string).transpose()?],
         )?;
@@ -374,13 +223,21 @@ impl BisectStore {
     }
 
     pub fn run(&self, bisect_id: &str) -> Result<Option<BisectRow>> {
-        let mut stmt = self.conn.prepare(&format!("{SELECT_RUN} WHERE bisect_id = ?1"))?;
+        let conn = match &self.backend {
+            Backend::Sqlite(c) => c,
+            Backend::Pg(p) => return p.borrow_mut().run(bisect_id),
+        };
+        let mut stmt = conn.prepare(&format!("{SELECT_RUN} WHERE bisect_id = ?1"))?;
         stmt.query_row([bisect_id], row_of).optional()?.transpose()
     }
 
     /// Every bisect, oldest first.
     pub fn runs(&self) -> Result<Vec<BisectRow>> {
-        let mut stmt = self.conn.prepare(&format!("{SELECT_RUN} ORDER BY created_at, bisect_id"))?;
+        let conn = match &self.backend {
+            Backend::Sqlite(c) => c,
+            Backend::Pg(p) => return p.borrow_mut().runs(),
+        };
+        let mut stmt = conn.prepare(&format!("{SELECT_RUN} ORDER BY created_at, bisect_id"))?;
         let rows = stmt.query_map([], row_of)?;
         rows.map(|r| r?).collect()
     }
@@ -408,9 +265,27 @@ impl BisectStore {
         }
     }
 
+    /// The bisect `--resume [ID]` continues: by id, else the latest — in a PostgreSQL store the latest this host
+    /// started, so that a host never picks up another host's bisect by default.
+    pub fn find_to_resume(&self, id: Option<&str>) -> Result<BisectRow> {
+        let pg = match (&self.backend, id) {
+            (Backend::Pg(p), None) => p,
+            _ => return self.find(id),
+        };
+        let mut pg = pg.borrow_mut();
+        match pg.latest_own()? {
+            Some(row) => Ok(row),
+            None => bail!("no bisect of host `{}` in {} to resume (give its id)", pg.host_id(), self.path.display()),
+        }
+    }
+
     /// The steps of one bisect in the order they were taken.
     pub fn steps(&self, bisect_id: &str) -> Result<Vec<Step>> {
-        let mut stmt = self.conn.prepare(
+        let conn = match &self.backend {
+            Backend::Sqlite(c) => c,
+            Backend::Pg(p) => return p.borrow_mut().steps(bisect_id),
+        };
+        let mut stmt = conn.prepare(
             "SELECT seq, build, role, outcome, reason, evidence_json, build_secs, from_cache, test_secs, recorded_at
              FROM bisect_steps WHERE bisect_id = ?1 ORDER BY seq",
         )?;
