@@ -13,6 +13,7 @@
 
 pub mod bisect;
 pub mod builds;
+pub mod cache;
 pub mod doctor;
 pub mod evidence;
 pub mod exit;

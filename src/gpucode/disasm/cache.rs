@@ -28,13 +28,7 @@ pub fn default_dir() -> Option<PathBuf> {
     base_dir().map(|b| b.join("disasm"))
 }
 
-/// `$BACKSCOPE_CACHE`, else `~/.cache/backscope`.
-pub fn base_dir() -> Option<PathBuf> {
-    match std::env::var_os("BACKSCOPE_CACHE") {
-        Some(d) if !d.is_empty() => Some(PathBuf::from(d)),
-        _ => std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| Path::new(&h).join(".cache/backscope")),
-    }
-}
+pub use crate::cache::root as base_dir;
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
