@@ -14,6 +14,16 @@ use serde_json::Value;
 use crate::sweep_common::*;
 use crate::util::*;
 
+/// The library path the committed H200 traces recorded: the GPU machine's carried copy of the build (its
+/// `library` record). The tests point it at this machine's build of the same source.
+const RECORDED_LIB: &str = "/work/main/.carry/vk/llama/libggml-vulkan.so.0";
+
+/// The trace text with its recorded library replaced by `lib`; the replacement must really happen.
+fn with_library(trace: &str, lib: &std::path::Path) -> String {
+    assert!(trace.contains(RECORDED_LIB), "the trace no longer records {RECORDED_LIB}");
+    trace.replace(RECORDED_LIB, &lib.display().to_string())
+}
+
 /// Whether the library embeds a shader whose array name contains `marker` (searched as bytes: `…marker…_data\0`).
 fn embeds(lib: &Path, marker: &str, exclude: &str) -> bool {
     let bytes = std::fs::read(lib).unwrap();
@@ -80,7 +90,7 @@ fn the_h100_record_against_this_build_states_the_coopmat_gaps() {
     let lib = library();
     let dir = tmp.path().join("traces");
     std::fs::create_dir(&dir).unwrap();
-    let rewritten = original.replace("/work/main/.carry/vk/llama/libggml-vulkan.so.0", &lib.display().to_string());
+    let rewritten = with_library(&original, &lib);
     std::fs::write(dir.join("trace-5408.jsonl"), rewritten).unwrap();
     let out = stdout_ok(backscope().args(["trace", "--read"]).arg(&dir).arg("--json"));
     let summary: Value = serde_json::from_str(&out).unwrap();
@@ -139,11 +149,7 @@ fn a_run_directory_with_a_vulkan_trace_and_its_server_log_gets_the_claims() {
     std::fs::create_dir_all(run.join("servers")).unwrap();
     let original = std::fs::read_to_string(raw.join("vk-f16-p512.traces/trace-5376.jsonl")).unwrap();
     let lib = library();
-    std::fs::write(
-        run.join("traces/s001-vk/trace-5376.jsonl"),
-        original.replace("/work/main/.carry/vk/llama/libggml-vulkan.so.0", &lib.display().to_string()),
-    )
-    .unwrap();
+    std::fs::write(run.join("traces/s001-vk/trace-5376.jsonl"), with_library(&original, &lib)).unwrap();
     std::fs::copy(raw.join("vk-f16-p512.perf.log"), run.join("servers/s001-vk.log")).unwrap();
     let claims = backscope::vulkan_capability::run_claims("report.vulkan.capability", &run);
     let ids: Vec<&str> = claims.iter().map(|c| c.id.as_str()).collect();
