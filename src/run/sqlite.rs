@@ -114,20 +114,8 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     pub fn open(path: &Path) -> Result<SqliteStore> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        }
-        if path.exists() {
-            // An existing path must be a regular file: SQLite reports a FIFO or a device only as "disk I/O error".
-            crate::inputs::open_input(path).with_context(|| format!("cannot open database {}", path.display()))?;
-        }
-        let conn = Connection::open(path).with_context(|| format!("cannot open database {}", path.display()))?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))?;
-        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            bail!("{}: SQLite refused WAL mode ({mode}); put the database on a local file system", path.display());
-        }
-        conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")?;
+        let conn = connect_durable(path, std::time::Duration::from_secs(10))?;
+        conn.execute_batch("PRAGMA foreign_keys = ON;")?;
         let mut store = SqliteStore { conn, path: path.to_path_buf() };
         store.migrate()?;
         Ok(store)
@@ -142,17 +130,7 @@ impl SqliteStore {
         if !path.is_file() {
             bail!("{} does not exist: run a sweep first or pass --db", path.display());
         }
-        let companion = |suffix: &str| {
-            let mut p = path.as_os_str().to_owned();
-            p.push(suffix);
-            PathBuf::from(p).exists()
-        };
-        let immutable = if companion("-wal") && companion("-shm") { "" } else { "&immutable=1" };
-        let uri = format!("file:{}?mode=ro{immutable}", uri_path(&super::paths::absolute(path)));
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(&uri, flags)
-            .with_context(|| format!("cannot open database {} for reading", path.display()))?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        let conn = connect_read_only(path, std::time::Duration::from_secs(10))?;
         let has_tables: bool = conn
             .query_row(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('runs', 'records')",
@@ -440,6 +418,44 @@ pub(crate) fn host_from_json(json: Option<String>) -> Option<HostIdentity> {
 
 /// A path as the path part of an SQLite URI filename: bytes other than unreserved characters and `/` are
 /// percent-encoded, so that `?`, `#` and `%` in a directory name are not read as URI syntax.
+/// A connection for writing to the SQLite file at `path` (its directory created, the file created if missing), in WAL
+/// mode with `synchronous = FULL`: a committed transaction survives a power cut, and other connections (a sweep
+/// beside a bisect) write to the same file. Shared by the sweep store and the bisect tables.
+pub fn connect_durable(path: &Path, busy: std::time::Duration) -> Result<Connection> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    if path.exists() {
+        // An existing path must be a regular file: SQLite reports a FIFO or a device only as "disk I/O error".
+        crate::inputs::open_input(path).with_context(|| format!("cannot open database {}", path.display()))?;
+    }
+    let conn = Connection::open(path).with_context(|| format!("cannot open database {}", path.display()))?;
+    conn.busy_timeout(busy)?;
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        bail!("{}: SQLite refused WAL mode ({mode}); put the database on a local file system", path.display());
+    }
+    conn.execute_batch("PRAGMA synchronous = FULL;")?;
+    Ok(conn)
+}
+
+/// A read-only connection to the existing SQLite file at `path` that creates and changes no file (see
+/// [`SqliteStore::open_read_only`]): through the WAL companions when a writer has both, else the main file as immutable.
+pub fn connect_read_only(path: &Path, busy: std::time::Duration) -> Result<Connection> {
+    let companion = |suffix: &str| {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        PathBuf::from(p).exists()
+    };
+    let immutable = if companion("-wal") && companion("-shm") { "" } else { "&immutable=1" };
+    let uri = format!("file:{}?mode=ro{immutable}", uri_path(&super::paths::absolute(path)));
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(&uri, flags)
+        .with_context(|| format!("cannot open database {} for reading", path.display()))?;
+    conn.busy_timeout(busy)?;
+    Ok(conn)
+}
+
 fn uri_path(path: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
     let mut out = String::new();

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use self::pg::PgBisect;
 pub use self::types::{
@@ -104,19 +104,7 @@ impl BisectStore {
     /// Open (creating the file and the tables if missing) for writing, in WAL mode with `synchronous = FULL` like
     /// the sweep store, so that a committed step survives a power cut and a sweep can write beside it.
     fn open_sqlite(path: &Path) -> Result<BisectStore> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        }
-        if path.exists() {
-            crate::inputs::open_input(path).with_context(|| format!("cannot open database {}", path.display()))?;
-        }
-        let conn = Connection::open(path).with_context(|| format!("cannot open database {}", path.display()))?;
-        conn.busy_timeout(Duration::from_secs(30))?;
-        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            bail!("{}: SQLite refused WAL mode ({mode}); put the database on a local file system", path.display());
-        }
-        conn.execute_batch("PRAGMA synchronous = FULL;")?;
+        let conn = super::sqlite::connect_durable(path, Duration::from_secs(30))?;
         conn.execute_batch(SCHEMA).with_context(|| format!("{}: cannot create the bisect tables", path.display()))?;
         Ok(BisectStore { backend: Backend::Sqlite(conn), path: path.to_path_buf() })
     }
@@ -128,17 +116,7 @@ impl BisectStore {
             bail!("{}: no such database (run `backscope bisect … --db FILE` first)", path.display());
         }
         crate::inputs::open_input(path)?;
-        let companion = |suffix: &str| {
-            let mut p = path.as_os_str().to_owned();
-            p.push(suffix);
-            PathBuf::from(p).exists()
-        };
-        let immutable = if companion("-wal") && companion("-shm") { "" } else { "&immutable=1" };
-        let uri = format!("file:{}?mode=ro{immutable}", uri_path(&super::paths::absolute(path)));
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(&uri, flags)
-            .with_context(|| format!("cannot open database {} for reading", path.display()))?;
-        conn.busy_timeout(Duration::from_secs(10))?;
+        let conn = super::sqlite::connect_read_only(path, Duration::from_secs(10))?;
         let tables: i64 = conn
             .query_row(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('bisect_runs', 'bisect_steps')",
@@ -343,20 +321,6 @@ fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<BisectRow>> {
         })
     })();
     Ok(parsed.with_context(|| format!("bisect {id}: a stored field is not readable")))
-}
-
-/// A path as the path part of an SQLite URI filename (percent-encoded but for unreserved characters and `/`).
-fn uri_path(path: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    let mut out = String::new();
-    for &b in path.as_os_str().as_bytes() {
-        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// A new bisect id: `bisect-` and a run id's time and salt.
