@@ -61,19 +61,17 @@ fn total(m: &BTreeMap<(String, String), u64>) -> u64 {
     m.values().sum()
 }
 
-/// A sweep of the Vulkan llama-server at num_gpu 0 (nothing offloaded), 1 (the output layer only), 2 (one
-/// repeating layer and the output) and -1 (all 4 layers and the output) with 8- and 64-token prompts and 4
-/// generated tokens: `predict --run RUN_DIR` with no other flag predicts every record by ggml-vulkan's rules, with
-/// the placement of its num_gpu (op offload puts the CPU-resident weights' matmuls of the 65-token prompt on the
-/// device), and every prediction and per-pipeline dispatch count is confirmed with nothing unexplained. The predicted
-/// matmul dispatches per op and type equal the perf logger's nodes of the same request; partial offload predicts
-/// fewer of them. A wrong num_gpu or --no-op-offload is contradicted.
-#[test]
-fn predict_run_confirms_a_vulkan_sweep_at_every_num_gpu_against_the_perf_logger() {
-    let _turn = heavy();
-    let model = tiny_q4_k_m();
-    let dir = tempfile::tempdir().unwrap();
-    let (db, runs) = (dir.path().join("backscope.db"), dir.path().join("runs"));
+/// A traced sweep of the Vulkan llama-server with GGML_VK_PERF_LOGGER on (8- and 64-token prompts, 4 generated
+/// tokens, 2 repetitions), run into `dir`, which must exit 0 with `expected` records: the records and the run
+/// directory, and `predict --run RUN_DIR` of it (the database is `dir/backscope.db`), which must have predicted every record.
+fn traced_sweep_predicted(
+    dir: &std::path::Path,
+    model: &std::path::Path,
+    num_gpu: &str,
+    expected: usize,
+    limit: Duration,
+) -> (Vec<Value>, PathBuf, Value) {
+    let (db, runs) = (dir.join("backscope.db"), dir.join("runs"));
     let (observer, layer, bin) = (observer_library(), vklayer_library(), llama_bin());
     let args = [
         "--server",
@@ -87,7 +85,7 @@ fn predict_run_confirms_a_vulkan_sweep_at_every_num_gpu_against_the_perf_logger(
         "--model",
         model.to_str().unwrap(),
         "--num-gpu",
-        "0,1,2,-1",
+        num_gpu,
         "--prompt-tokens",
         "8,64",
         "--num-predict",
@@ -102,16 +100,32 @@ fn predict_run_confirms_a_vulkan_sweep_at_every_num_gpu_against_the_perf_logger(
         "--vklayer",
         layer.to_str().unwrap(),
     ];
-    let (status, events, stderr) = Sweep::start(&args, &db, &runs).finish(Duration::from_secs(1500));
+    let (status, events, stderr) = Sweep::start(&args, &db, &runs).finish(limit);
     assert_eq!(status.code(), Some(0), "stderr: {stderr}");
     let recs = records(&events);
-    assert_eq!(recs.len(), 16);
+    assert_eq!(recs.len(), expected);
     let run_dir =
         PathBuf::from(events.iter().find(|e| event_is(e, "run_started")).unwrap()["run_dir"].as_str().unwrap());
-
     let run = predict_json(&["--run", run_dir.to_str().unwrap()]);
+    assert_eq!(run["cells"].as_array().unwrap().len(), expected, "{:#}", run["skipped"]);
+    (recs, run_dir, run)
+}
+
+/// A sweep of the Vulkan llama-server at num_gpu 0 (nothing offloaded), 1 (the output layer only), 2 (one
+/// repeating layer and the output) and -1 (all 4 layers and the output) with 8- and 64-token prompts and 4
+/// generated tokens: `predict --run RUN_DIR` with no other flag predicts every record by ggml-vulkan's rules, with
+/// the placement of its num_gpu (op offload puts the CPU-resident weights' matmuls of the 65-token prompt on the
+/// device), and every prediction and per-pipeline dispatch count is confirmed with nothing unexplained. The predicted
+/// matmul dispatches per op and type equal the perf logger's nodes of the same request; partial offload predicts
+/// fewer of them. A wrong num_gpu or --no-op-offload is contradicted.
+#[test]
+fn predict_run_confirms_a_vulkan_sweep_at_every_num_gpu_against_the_perf_logger() {
+    let _turn = heavy();
+    let model = tiny_q4_k_m();
+    let dir = tempfile::tempdir().unwrap();
+    let (recs, run_dir, run) = traced_sweep_predicted(dir.path(), &model, "0,1,2,-1", 16, Duration::from_secs(1500));
+    let db = dir.path().join("backscope.db");
     let cells = run["cells"].as_array().unwrap();
-    assert_eq!(cells.len(), 16, "{:#}", run["skipped"]);
     let mut per_ngl: BTreeMap<(i64, u64), u64> = BTreeMap::new();
     for cell in cells {
         let rep = &cell["report"];
@@ -194,44 +208,8 @@ fn predict_run_on_a_moe_sweep_matches_the_perf_logger_nodes() {
         .arg("-o")
         .arg(&model);
     stdout_ok(&mut synth);
-    let (db, runs) = (dir.path().join("backscope.db"), dir.path().join("runs"));
-    let (observer, layer, bin) = (observer_library(), vklayer_library(), llama_bin());
-    let args = [
-        "--server",
-        "vulkan=llama-server:--device,Vulkan0",
-        "--env",
-        "vulkan:GGML_VK_VISIBLE_DEVICES=0",
-        "--env",
-        "vulkan:GGML_VK_PERF_LOGGER=1",
-        "--llama-bin",
-        bin.to_str().unwrap(),
-        "--model",
-        model.to_str().unwrap(),
-        "--num-gpu",
-        "1,-1",
-        "--prompt-tokens",
-        "8,64",
-        "--num-predict",
-        "4",
-        "--repetitions",
-        "2",
-        "--read-timeout",
-        "300",
-        "--trace",
-        "--observer",
-        observer.to_str().unwrap(),
-        "--vklayer",
-        layer.to_str().unwrap(),
-    ];
-    let (status, events, stderr) = Sweep::start(&args, &db, &runs).finish(Duration::from_secs(1200));
-    assert_eq!(status.code(), Some(0), "stderr: {stderr}");
-    let recs = records(&events);
-    assert_eq!(recs.len(), 8);
-    let run_dir =
-        PathBuf::from(events.iter().find(|e| event_is(e, "run_started")).unwrap()["run_dir"].as_str().unwrap());
-    let run = predict_json(&["--run", run_dir.to_str().unwrap()]);
+    let (recs, run_dir, run) = traced_sweep_predicted(dir.path(), &model, "1,-1", 8, Duration::from_secs(1200));
     let cells = run["cells"].as_array().unwrap();
-    assert_eq!(cells.len(), 8, "{:#}", run["skipped"]);
     let mut judged = 0;
     for cell in cells {
         let rep = &cell["report"];
