@@ -29,6 +29,16 @@ fn builds(dir: &Path, range: std::ops::RangeInclusive<u32>, first_bad: u32, miss
     root
 }
 
+/// A build directory `bin` whose `llama-server` runs the real one (in `real`) with `extra` appended to its arguments.
+fn wrapper_build(bin: &Path, real: &Path, extra: &str) {
+    std::fs::create_dir_all(bin).unwrap();
+    let script = format!("#!/bin/sh\nexec '{}' \"$@\" {extra}\n", real.join("llama-server").display());
+    std::fs::write(bin.join("llama-server"), script).unwrap();
+    let mut p = std::fs::metadata(bin.join("llama-server")).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut p, 0o755);
+    std::fs::set_permissions(bin.join("llama-server"), p).unwrap();
+}
+
 /// The test command: records which build it ran on, then fails where the `bad` marker is.
 const TEST: &str = r#"echo "$BACKSCOPE_BUILD" >> "$CALLS"; test ! -e "$BACKSCOPE_BIN_DIR/bad""#;
 
@@ -220,14 +230,7 @@ fn a_crash_test_runs_real_llama_servers_through_sweep() {
         std::os::unix::fs::symlink(&real, root.join(format!("b{b}/bin"))).unwrap();
     }
     for b in [202, 203] {
-        let bin = root.join(format!("b{b}/bin"));
-        std::fs::create_dir_all(&bin).unwrap();
-        let script =
-            format!("#!/bin/sh\nexec '{}' \"$@\" --no-such-flag-bisect\n", real.join("llama-server").display());
-        std::fs::write(bin.join("llama-server"), script).unwrap();
-        let mut p = std::fs::metadata(bin.join("llama-server")).unwrap().permissions();
-        std::os::unix::fs::PermissionsExt::set_mode(&mut p, 0o755);
-        std::fs::set_permissions(bin.join("llama-server"), p).unwrap();
+        wrapper_build(&root.join(format!("b{b}/bin")), &real, "--no-such-flag-bisect");
     }
     let model = model.display().to_string();
     let args = [
@@ -387,13 +390,7 @@ fn a_kernel_test_finds_a_cpu_fallback_from_the_traces() {
     let d = dir.path();
     std::fs::create_dir_all(d.join("builds/b400")).unwrap();
     std::os::unix::fs::symlink(&real, d.join("builds/b400/bin")).unwrap();
-    let bin = d.join("builds/b401/bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let script = format!("#!/bin/sh\nexec '{}' \"$@\" --device none\n", real.join("llama-server").display());
-    std::fs::write(bin.join("llama-server"), script).unwrap();
-    let mut p = std::fs::metadata(bin.join("llama-server")).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut p, 0o755);
-    std::fs::set_permissions(bin.join("llama-server"), p).unwrap();
+    wrapper_build(&d.join("builds/b401/bin"), &real, "--device none");
     let model = model.display().to_string();
     let args = [
         "--good",
