@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use crate::builds::{BuildFlags, Provider};
+use crate::builds::Provider;
 use crate::exit;
 use crate::output::{messages, Output};
 use crate::run::bisect::verdict::Verdict;
@@ -37,16 +37,16 @@ use crate::run::store::utc_now;
 pub use options::{BisectOptions, BisectSpec, CellSpec, Rate, Resume, TestSpec};
 
 /// The build source a `--builds` value names.
-pub fn open_provider(spec: &str, flags: &BuildFlags) -> Result<Box<dyn Provider>> {
-    // The flags reach the provider with each `prepare`; opening it needs only where builds are cached.
-    let _ = flags;
+pub fn open_provider(spec: &str) -> Result<Box<dyn Provider>> {
     crate::builds::provider(spec, &crate::builds::default_cache_dir())
 }
 
 /// `backscope bisect`: resolve the spec (new, or stored for `--resume`), open its build source, run.
 pub fn run(opts: &BisectOptions) -> Result<u8> {
     let (spec, existing) = resolve(opts)?;
-    let provider = open_provider(&spec.builds, &spec.flags()?)?;
+    // An unknown backend stops here, before the build source is opened (the flags reach it with each `prepare`).
+    spec.flags()?;
+    let provider = open_provider(&spec.builds)?;
     run_spec(opts, spec, existing, provider.as_ref())
 }
 
