@@ -18,14 +18,13 @@ pub fn parse_build(s: &str) -> Result<BuildNumber, String> {
     }
 }
 
+/// A backend by its exact name ([`Backend::name`]); the builder's own reader also takes `rocm` and any case, but a
+/// stored spec names one spelling.
 pub fn parse_backend(s: &str) -> Result<Backend, String> {
-    match s {
-        "cpu" => Ok(Backend::Cpu),
-        "vulkan" => Ok(Backend::Vulkan),
-        "cuda" => Ok(Backend::Cuda),
-        "hip" => Ok(Backend::Hip),
-        _ => Err(format!("unknown backend `{s}` (cpu, vulkan, cuda or hip)")),
-    }
+    [Backend::Cpu, Backend::Vulkan, Backend::Cuda, Backend::Hip]
+        .into_iter()
+        .find(|b| b.name() == s)
+        .ok_or_else(|| format!("unknown backend `{s}` (cpu, vulkan, cuda or hip)"))
 }
 
 pub fn backend_name(b: Backend) -> &'static str {
