@@ -479,6 +479,22 @@ pub fn outcome(
     }
 }
 
+/// Every stored record text `for_each` hands over, parsed, in its order (both stores' `records`).
+pub(crate) fn parse_records(
+    for_each: impl FnOnce(&mut dyn FnMut(&str) -> anyhow::Result<()>) -> anyhow::Result<u64>,
+) -> anyhow::Result<Vec<Record>> {
+    use anyhow::Context;
+    let mut out = Vec::new();
+    for_each(&mut |json| {
+        out.push(
+            serde_json::from_str(json)
+                .context("the stored record does not parse (written by another backscope version?)")?,
+        );
+        Ok(())
+    })?;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

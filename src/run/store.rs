@@ -145,16 +145,7 @@ impl Store {
 
     /// The records of one run in plan order.
     pub fn records(&self, run_id: &str) -> Result<Vec<Record>> {
-        let mut out = Vec::new();
-        self.for_each_record_json(run_id, |json| {
-            use anyhow::Context;
-            out.push(
-                serde_json::from_str(json)
-                    .context("the stored record does not parse (written by another backscope version?)")?,
-            );
-            Ok(())
-        })?;
-        Ok(out)
+        super::record::parse_records(|f| self.for_each_record_json(run_id, f))
     }
 }
 
