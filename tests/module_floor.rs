@@ -80,3 +80,25 @@ fn the_reader_finds_paths_and_skips_comments() {
     assert_eq!(commands_named(text), BTreeSet::from(["sweep", "predict"]));
     assert_eq!(commands_named("use crate::{output, maps::proc, synth};"), BTreeSet::from(["maps", "synth"]));
 }
+
+/// The ground floor lies under the commands: no shared module (nor its tests) imports a command's module. The binary's
+/// `cli/`, `main.rs` and `lib.rs` are above every command and may name them all.
+#[test]
+fn no_floor_module_imports_a_command() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut found = Vec::new();
+    for file in &files {
+        let rel = file.strip_prefix(&src).unwrap();
+        let top = rel.components().next().unwrap().as_os_str().to_str().unwrap();
+        if command_of(&src, file).is_some() || ["cli", "main.rs", "lib.rs"].contains(&top) {
+            continue;
+        }
+        let named = commands_named(&std::fs::read_to_string(file).unwrap());
+        if !named.is_empty() {
+            found.push(format!("{} → {named:?}", rel.display()));
+        }
+    }
+    assert!(found.is_empty(), "a ground-floor module imports a command (move what it needs down): {found:?}");
+}
