@@ -21,7 +21,10 @@ use std::sync::LazyLock;
 use aho_corasick::{AhoCorasick, AhoCorasickKind};
 use memchr::{memchr_iter, memmem};
 
-use crate::event::{BufferKind, EventKind, GpuDevice, InferenceCompute, NativeFrame, TimingKind, VulkanDevice};
+use crate::event::{
+    BufferKind, EventKind, GpuDevice, GpuDriver, GpuDriverEvent, InferenceCompute, NativeFrame, TimingKind,
+    VulkanDevice,
+};
 use crate::slog;
 use crate::time::{parse_rfc3339, parse_slash_date, Timestamp};
 
@@ -86,6 +89,7 @@ static MARKERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
             "cleaning up before exit",
             "couldn't bind",
             "address already in use",
+            " abort:",
         ])
         .expect("the marker patterns are valid")
 });
@@ -191,7 +195,15 @@ pub fn classify<'a>(msg: &'a [u8], ctx: &mut Context) -> Classified<'a> {
         return gin(rest);
     }
     let kind = structured(msg).unwrap_or_else(|| milestone(msg));
-    if matches!(kind, EventKind::Goroutine { .. }) {
+    // A goroutine header, or a frame's source line, `created by` line or Markdown-linked frame read outside a dump
+    // (a paste that starts inside one): the lines after it are the dump's.
+    if matches!(
+        kind,
+        EventKind::Goroutine { .. }
+            | EventKind::GoFrameSource { .. }
+            | EventKind::GoCreatedBy { .. }
+            | EventKind::GoFrame { .. }
+    ) {
         ctx.in_go_trace = true;
     }
     if matches!(kind, EventKind::NativeFrame(_)) {
@@ -262,6 +274,39 @@ fn go_trace_line(msg: &[u8]) -> Option<EventKind<'_>> {
     go_function(msg).map(|function| EventKind::GoFrame { function })
 }
 
+/// A Go trace line that is recognised outside a goroutine dump too, for a paste that starts inside one: a frame's
+/// source line with its `+0x` offset, `created by F in goroutine N`, a frame pasted as a Markdown link.
+fn headerless_go_line(msg: &[u8]) -> Option<EventKind<'_>> {
+    let s = trim_start(msg);
+    if s.len() < msg.len() {
+        return go_source(s).filter(|_| find(s, b" +0x").is_some());
+    }
+    if let Some(f) = msg.strip_prefix(b"created by ") {
+        let end = find(f, b" in goroutine ")?;
+        let function = &f[..end];
+        return (function.contains(&b'.') && !function.contains(&b' ')).then_some(EventKind::GoCreatedBy { function });
+    }
+    if msg.starts_with(b"[") {
+        return go_function(msg).map(|function| EventKind::GoFrame { function });
+    }
+    None
+}
+
+/// A Markdown link as GitHub renders a pasted Go frame when the paste is not in a code block:
+/// `[github.com/ollama/ollama/ml/backend/ggml._Cfunc_x](https://github.com/…)(0x7f…)`. Returns the link's text and
+/// what follows the link.
+fn markdown_link(s: &[u8]) -> Option<(&[u8], &[u8])> {
+    let rest = s.strip_prefix(b"[")?;
+    let close = find(rest, b"](")?;
+    let text = &rest[..close];
+    let after = &rest[close + 2..];
+    let end = after.iter().position(|&b| b == b')')?;
+    if !(after.starts_with(b"http://") || after.starts_with(b"https://")) || text.contains(&b' ') {
+        return None;
+    }
+    Some((text, &after[end + 1..]))
+}
+
 /// `goroutine 29 gp=0x… m=0 mp=0x… [syscall]:` / `goroutine 5 [syscall, 6 minutes]:`.
 fn goroutine(msg: &[u8]) -> Option<EventKind<'_>> {
     let rest = msg.strip_prefix(b"goroutine ")?;
@@ -276,8 +321,10 @@ fn goroutine(msg: &[u8]) -> Option<EventKind<'_>> {
 
 /// `path/file.go:123 +0x4b fp=… sp=… pc=…` (also `.s` for assembly frames).
 fn go_source(s: &[u8]) -> Option<EventKind<'_>> {
-    let end = s.iter().position(|&b| b == b' ').unwrap_or(s.len());
-    let loc = &s[..end];
+    let loc = match markdown_link(s) {
+        Some((text, _)) => text,
+        None => &s[..s.iter().position(|&b| b == b' ').unwrap_or(s.len())],
+    };
     let colon = loc.iter().rposition(|&b| b == b':')?;
     let (file, line) = (&loc[..colon], &loc[colon + 1..]);
     if !(file.ends_with(b".go") || file.ends_with(b".s")) {
@@ -295,6 +342,9 @@ fn go_source(s: &[u8]) -> Option<EventKind<'_>> {
 fn go_function(msg: &[u8]) -> Option<&[u8]> {
     if !msg.ends_with(b")") {
         return None;
+    }
+    if let Some((text, rest)) = markdown_link(msg) {
+        return (rest.starts_with(b"(") && text.contains(&b'.')).then_some(text);
     }
     let open = call_paren(msg)?;
     let name = &msg[..open];
@@ -332,6 +382,31 @@ fn is_register(msg: &[u8]) -> bool {
     rest.len() < msg.len() - name_len && rest.starts_with(b"0x") && !rest.contains(&b' ')
 }
 
+/// Registers the Go runtime prints after a fatal signal (`runtime/signal_amd64.go` `dumpregs`, and arm64's `r0`…
+/// `r29`, `lr`, `sp`, `pc`, `fault`).
+const GO_REGISTERS: &[&[u8]] = &[
+    b"rax", b"rbx", b"rcx", b"rdx", b"rdi", b"rsi", b"rbp", b"rsp", b"r8", b"r9", b"r10", b"r11", b"r12", b"r13",
+    b"r14", b"r15", b"rip", b"rflags", b"cs", b"fs", b"gs", b"lr", b"sp", b"pc", b"fault",
+];
+
+/// A register line of a Go crash dump read outside a goroutine dump: a register the runtime prints, spaces, and a
+/// hexadecimal value that ends the line (`rax    0x0`).
+fn go_register(msg: &[u8]) -> bool {
+    let name_len = msg.iter().take_while(|b| b.is_ascii_alphanumeric()).count();
+    let name = &msg[..name_len];
+    let arm = name.len() <= 3
+        && name.first() == Some(&b'r')
+        && name.len() > 1
+        && name[1..].iter().all(u8::is_ascii_digit)
+        && leading_u32(&name[1..]).is_some_and(|(n, _)| n <= 29);
+    if !(GO_REGISTERS.contains(&name) || arm) {
+        return false;
+    }
+    let value = trim_start(&msg[name_len..]);
+    value.len() < msg.len() - name_len
+        && value.strip_prefix(b"0x").is_some_and(|hex| !hex.is_empty() && hex.iter().all(u8::is_ascii_hexdigit))
+}
+
 /// A native backtrace frame in one of the forms `ggml_print_backtrace` produces.
 fn native_frame(msg: &[u8]) -> Option<NativeFrame<'_>> {
     let s = trim_start(msg);
@@ -355,19 +430,30 @@ fn native_frame(msg: &[u8]) -> Option<NativeFrame<'_>> {
             symbol: Some(&rest[..sym_end]).filter(|s| !s.is_empty()),
         });
     }
-    // glibc backtrace_symbols: `/path/lib.so(sym+0x1e)[0x7f…]` or `/path/lib.so(+0x1e)[0x7f…]`.
+    // glibc backtrace_symbols: `/path/lib.so(sym+0x1e) [0x7f…]` (glibc puts a space before the address; some
+    // pastes lose it) or `/path/lib.so(+0x1e) [0x7f…]`. The module is the last word before `(`: whatever a paste
+    // put before it (a router's `[pid] `, a viewer's clock) is not part of it.
     if s.ends_with(b"]") {
         let bracket = s.iter().rposition(|&b| b == b'[')?;
-        if !s[bracket + 1..].starts_with(b"0x") || bracket == 0 || s[bracket - 1] != b')' {
+        let hex = &s[bracket + 1..s.len() - 1];
+        if !hex.strip_prefix(b"0x").is_some_and(|h| !h.is_empty() && h.iter().all(u8::is_ascii_hexdigit)) {
             return None;
         }
-        let open = s[..bracket].iter().rposition(|&b| b == b'(')?;
-        let inside = &s[open + 1..bracket - 1];
+        let head = s[..bracket].trim_ascii_end();
+        let call = head.strip_suffix(b")")?;
+        let open = call.iter().rposition(|&b| b == b'(')?;
+        let inside = &call[open + 1..];
+        if inside.contains(&b' ') {
+            return None;
+        }
         let plus = inside.iter().rposition(|&b| b == b'+').unwrap_or(inside.len());
         let symbol = Some(&inside[..plus]).filter(|x| !x.is_empty());
-        let module = Some(&s[..open]).filter(|x| !x.is_empty() && !x.contains(&b' '));
-        module?;
-        return Some(NativeFrame { index: None, module, symbol });
+        let before = &call[..open];
+        let module = &before[before.iter().rposition(|&b| b == b' ').map_or(0, |i| i + 1)..];
+        if module.is_empty() {
+            return None;
+        }
+        return Some(NativeFrame { index: None, module: Some(module), symbol });
     }
     // ggml's unwind fallback: `3: 0x7f1234 symbol`.
     let (index, rest) = leading_u32(s)?;
@@ -559,7 +645,7 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
     let first = *msg.first()?;
     let marked = &Marked::new(msg);
     match first {
-        b' ' | b'\t' => return indented(msg, marked),
+        b' ' | b'\t' => return headerless_go_line(msg).or_else(|| indented(msg, marked)),
         b'S' => {
             if let Some(sig) = go_signal(msg) {
                 return Some(sig);
@@ -573,13 +659,30 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
         b'E' => {
             if let Some(rest) = msg.strip_prefix(b"Exception 0x") {
                 let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
-                // `Exception 0x` is 12 bytes: the code follows it whole (`Exception 0xc0000005`).
-                return Some(EventKind::Signal { signal: &msg[..12 + end], description: trim(&rest[end..]) });
+                let args = trim(&rest[end..]);
+                // Go's runtime prints the code and hexadecimal words only (`Exception 0xc0000005 0x8 0x7ffa… 0x7ffa…`,
+                // `runtime/signal_windows.go`); a sentence that begins with the same words is a person's.
+                let hex_word = |w: &[u8]| w.strip_prefix(b"0x").is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit));
+                if args.split(|&b| b == b' ').filter(|w| !w.is_empty()).all(hex_word) {
+                    // `Exception 0x` is 12 bytes: the code follows it whole (`Exception 0xc0000005`).
+                    return Some(EventKind::Signal { signal: &msg[..12 + end], description: args });
+                }
+                return Some(EventKind::Other);
+            }
+        }
+        b'a' | b'd' | b'r' | b'[' => {
+            if let Some(kind) = gpu_driver_line(msg) {
+                return Some(kind);
             }
         }
         b'g' => {
             if let Some(g) = goroutine(msg) {
                 return Some(g);
+            }
+        }
+        b'c' => {
+            if let Some(created) = headerless_go_line(msg) {
+                return Some(created);
             }
         }
         b'#' | b'/' => {
@@ -592,9 +695,17 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
     if let Some(bytes) = msg.strip_prefix(b"instruction bytes:") {
         return Some(EventKind::InstructionBytes { bytes: trim(bytes) });
     }
-    // glibc frames of a library found through the loader path, without a directory:
-    // `libggml-base.so(sym+0x1e)[0x7f…]`.
-    if msg.ends_with(b"]") && find(msg, b".so(").is_some() {
+    if go_register(msg) {
+        return Some(EventKind::RegisterDump);
+    }
+    if first == b'[' {
+        if let Some(frame) = headerless_go_line(msg) {
+            return Some(frame);
+        }
+    }
+    // glibc frames wherever the module path starts (a library found through the loader path has no directory,
+    // a paste may keep a prefix of its own): `libggml-base.so.0(ggml_print_backtrace+0x204) [0x7f…]`.
+    if msg.ends_with(b"]") && (find(msg, b") [0x").is_some() || find(msg, b")[0x").is_some()) {
         if let Some(frame) = native_frame(msg) {
             return Some(EventKind::NativeFrame(frame));
         }
@@ -910,6 +1021,13 @@ fn tagged<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
             let at = find(rest, b" backend from ")?;
             return Some(EventKind::BackendLoaded { backend: &rest[..at], path: trim(&rest[at + 14..]) });
         }
+        // `ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected` (L ggml-cuda.cu
+        // `ggml_cuda_init`): the backend found no device, and the runtime goes on without it.
+        b"ggml_cuda_init" if text.starts_with(b"failed to initialize ") => {
+            let api = &text[21..];
+            let end = api.iter().position(|&b| b == b':' || b == b' ').unwrap_or(api.len());
+            return Some(EventKind::DevicesFound { backend: &api[..end], count: 0 });
+        }
         b"ggml_cuda_init" => {
             let rest = text.strip_prefix(b"found ")?;
             let (count, rest) = leading_u32(rest)?;
@@ -1193,6 +1311,9 @@ fn anywhere<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
     if !marked.get() {
         return None;
     }
+    if let Some(abort) = named_abort(msg) {
+        return Some(abort);
+    }
     if let Some(at) = find(msg, b"GGML_ASSERT(") {
         let cond = &msg[at + 12..];
         let end = cond.iter().rposition(|&b| b == b')').unwrap_or(cond.len());
@@ -1228,6 +1349,94 @@ fn anywhere<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
     }
     if find(msg, b" segfault at ").is_some() {
         return Some(EventKind::ProcessCrash { message: trim(msg) });
+    }
+    None
+}
+
+/// `llama.cpp abort:97: message`: LM Studio's engine log names the file and line of a `ggml_abort` as a word, ` abort:`,
+/// the line and the message (lmstudio-ai/lmstudio-bug-tracker issue 297 quotes it).
+fn named_abort(msg: &[u8]) -> Option<EventKind<'_>> {
+    let at = find(msg, b" abort:")?;
+    let (line, rest) = leading_u32(&msg[at + 7..])?;
+    let message = rest.strip_prefix(b": ").or_else(|| rest.strip_prefix(b":"))?;
+    let head = &msg[..at];
+    let file = &head[head.iter().rposition(|&b| b == b' ').map_or(0, |i| i + 1)..];
+    if file.is_empty() || !file.contains(&b'.') {
+        return None;
+    }
+    if let Some(cond) = find(message, b"GGML_ASSERT(").map(|i| &message[i + 12..]) {
+        let end = cond.iter().rposition(|&b| b == b')').unwrap_or(cond.len());
+        return Some(EventKind::GgmlAssert { file, line, condition: &cond[..end] });
+    }
+    Some(EventKind::Abort { file, line, message: trim(message) })
+}
+
+/// A line of the kernel's amdgpu driver, or of RADV (Mesa's Vulkan driver) reporting what the kernel did to its
+/// context. Shapes: `amdgpu 0000:03:00.0: amdgpu: ring comp_1.1.0 timeout, signaled seq=7, emitted seq=9` (kernel 6.x,
+/// `amdgpu_job.c`), `[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx_0.0.0 timeout, …` (older kernels), FreeBSD's
+/// `[drm ERROR :amdgpu_job_timedout] …` and `drmn0: GPU reset begin!`.
+fn gpu_driver_line(msg: &[u8]) -> Option<EventKind<'_>> {
+    if msg.starts_with(b"radv/amdgpu: ") || msg.starts_with(b"amdgpu: The CS has been cancelled") {
+        // RADV: the kernel reset the GPU under this process's context (`radv_amdgpu_cs.c`); the device is lost.
+        return find(msg, b"context is lost").map(|_| EventKind::DeviceLost { message: trim(msg) });
+    }
+    if !(msg.starts_with(b"amdgpu") || msg.starts_with(b"[drm") || msg.starts_with(b"drmn")) {
+        return None;
+    }
+    let word_after = |needle: &[u8]| -> Option<&[u8]> {
+        let rest = after(msg, needle)?;
+        let end = rest.iter().position(|&b| b == b' ' || b == b',').unwrap_or(rest.len());
+        Some(&rest[..end]).filter(|w| !w.is_empty())
+    };
+    // `process NAME pid N thread …`: NAME may be empty (`process  pid 540118`).
+    let pid_after = |needle: &[u8]| -> (Option<&[u8]>, Option<u32>) {
+        let Some(rest) = after(msg, needle).map(trim_start) else { return (None, None) };
+        let (name, tail) = match rest.strip_prefix(b"pid ") {
+            Some(tail) => (&rest[..0], tail),
+            None => match find(rest, b" pid ") {
+                Some(at) => (&rest[..at], &rest[at + 5..]),
+                None => return (None, None),
+            },
+        };
+        (Some(name).filter(|n| !n.is_empty()), leading_u32(tail).map(|x| x.0))
+    };
+    fn driver<'a>(
+        event: GpuDriverEvent,
+        ring: Option<&'a [u8]>,
+        (process, pid): (Option<&'a [u8]>, Option<u32>),
+    ) -> Option<EventKind<'a>> {
+        Some(EventKind::GpuDriver(GpuDriver { event, ring, process, pid }))
+    }
+    if find(msg, b" timeout, signaled seq=").is_some() {
+        return driver(GpuDriverEvent::RingTimeout, word_after(b"ring "), (None, None));
+    }
+    if find(msg, b"Process information: process ").is_some() {
+        return driver(GpuDriverEvent::Process, None, pid_after(b"Process information: process "));
+    }
+    if find(msg, b":  Process ").is_some() {
+        return driver(GpuDriverEvent::Process, None, pid_after(b":  Process "));
+    }
+    if find(msg, b"page fault").is_some() {
+        return driver(GpuDriverEvent::PageFault, None, pid_after(b"for process "));
+    }
+    if find(msg, b"PROTECTION_FAULT_STATUS").is_some() {
+        return driver(GpuDriverEvent::PageFault, None, (None, None));
+    }
+    if find(msg, b"GPU reset begin").is_some() {
+        return driver(GpuDriverEvent::ResetBegin, None, (None, None));
+    }
+    if let Some(ring) = after(msg, b"Starting ").filter(|r| find(r, b" ring reset").is_some()) {
+        let end = ring.iter().position(|&b| b == b' ').unwrap_or(ring.len());
+        return driver(GpuDriverEvent::ResetBegin, Some(&ring[..end]), (None, None));
+    }
+    if find(msg, b"reset").is_some() && find(msg, b"succeeded").is_some() {
+        return driver(GpuDriverEvent::ResetSucceeded, word_after(b"Ring "), (None, None));
+    }
+    if find(msg, b"reset").is_some() && find(msg, b"failed").is_some() {
+        return driver(GpuDriverEvent::ResetFailed, word_after(b"Ring "), (None, None));
+    }
+    if find(msg, b"coredump").is_some() {
+        return driver(GpuDriverEvent::Coredump, None, (None, None));
     }
     None
 }

@@ -74,6 +74,9 @@ fn strip_one(s: &[u8]) -> Option<(&[u8], Option<Timestamp>)> {
     if let Some(rest) = strip_spinner(s) {
         return Some((rest, None));
     }
+    if first == b'[' {
+        return strip_bracketed(s).map(|rest| (rest, None));
+    }
     // Both remaining forms have a first word followed by spaces and then `|` (Compose, a service name of
     // up to MAX_COMPOSE_NAME bytes) or a digit (a journal's day or time, after a short word): anything
     // else is a message.
@@ -105,6 +108,29 @@ fn strip_spinner(s: &[u8]) -> Option<&[u8]> {
         [0xE2, 0xA0..=0xA3, 0x80..=0xBF, b' ', rest @ ..] => Some(rest),
         _ => None,
     }
+}
+
+/// A bracketed prefix that carries no time of the log's clock: llama-server's router and the tools that run it
+/// print a child's output behind its pid (`[38593] `); a log viewer's own clock (`[7:35:56 PM] `); the kernel's
+/// seconds since boot in `dmesg` output (`[   34.965321] `).
+fn strip_bracketed(s: &[u8]) -> Option<&[u8]> {
+    let close = memchr::memchr(b']', s.get(..s.len().min(24))?)?;
+    let inner = &s[1..close];
+    let rest = s[close + 1..].strip_prefix(b" ")?;
+    let digits =
+        |t: &[u8], len: std::ops::RangeInclusive<usize>| len.contains(&t.len()) && t.iter().all(u8::is_ascii_digit);
+    let pid = digits(inner, 1..=10);
+    // A 12-hour clock writes the hour in one or two digits: `7:35:56 PM`.
+    let clock = inner.strip_suffix(b" AM").or_else(|| inner.strip_suffix(b" PM")).is_some_and(|c| {
+        let hour = c.iter().position(|&b| b == b':').unwrap_or(c.len());
+        digits(&c[..hour], 1..=2) && is_clock_token(&[b"0".as_slice(), c].concat()[hour.saturating_sub(1)..])
+    });
+    let uptime = {
+        let t = trim_spaces(inner);
+        let dot = t.iter().position(|&b| b == b'.').unwrap_or(t.len());
+        dot < t.len() && digits(&t[..dot], 1..=10) && digits(&t[dot + 1..], 6..=6)
+    };
+    (pid || clock || uptime).then_some(rest)
 }
 
 /// Split off the next space-separated token (any run of spaces separates).
