@@ -137,13 +137,23 @@ fn crash_claims(r: &Report, c: &Crash, file: &str, id: &str) -> Vec<Claim> {
     let frames =
         if c.signature.frames.is_empty() { String::new() } else { format!(" in {}", c.signature.frames.join(" > ")) };
     let op = c.op.as_ref().map(|o| format!(", while running op {} (line {})", o.value, o.line)).unwrap_or_default();
+    // A Windows status the runner exited with names its failure (0xc0000409 a fail-fast, 0xc0000135 a missing DLL…)
+    // even where another line is the crash's first cause.
+    let status = c
+        .causes
+        .iter()
+        .chain(&c.consequences)
+        .find_map(|x| logs::signature::windows_status(&x.raw).map(|s| (x.line, s)))
+        .filter(|_| c.signal.as_ref().is_none_or(|s| logs::signature::windows_status(&s.name).is_none()))
+        .map(|(line, (code, meaning))| format!("; line {line}: exit status {code}, {meaning}"))
+        .unwrap_or_default();
     let repeated = c.causes.iter().filter(|x| x.count > 1).map(|x| repeat_words(c, x)).collect::<String>();
     out.push(
         Claim::new(
             id.to_string(),
             Confidence::Confirmed,
             format!(
-                "The log shows a crash at line {}{}: {}{op}{frames}{repeated}{caller}",
+                "The log shows a crash at line {}{}: {}{op}{frames}{status}{repeated}{caller}",
                 c.line,
                 crash_time(c),
                 crash_what(c)

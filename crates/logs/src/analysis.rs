@@ -1274,8 +1274,10 @@ impl Analyzer {
                 if matches!(d.event, GpuDriverEvent::ResetSucceeded | GpuDriverEvent::ResetFailed) {
                     open.gpu_reset_done = true;
                 }
-                if fatal && c.causes.iter().all(|x| x.kind == "gpu_driver") && c.signal.is_none() {
-                    push_line(&mut c.causes, e, summary(&e.kind, slog_line), max_lines);
+                let said = summary(&e.kind, slog_line);
+                // The coredump's two lines (created, where to find it) are one event, not a repeat.
+                if fatal && c.causes.iter().all(|x| x.kind == "gpu_driver" && x.text != said) && c.signal.is_none() {
+                    push_line(&mut c.causes, e, said, max_lines);
                     // The timed-out job or the fault decides the signature, not the coredump or reset around it.
                     if matches!(d.event, GpuDriverEvent::RingTimeout | GpuDriverEvent::PageFault) {
                         if let Some(at) = c.causes.iter().position(|x| x.line == e.line) {
@@ -1900,8 +1902,11 @@ fn signature_of(c: &Crash) -> Signature {
         .filter(|f| !f.native && !signature::is_go_runtime(&f.function))
         .map(|f| signature::go_function(&f.function))
         .collect();
+    // A native frame without a symbol (`libggml-base.so.0!?`) is an address, which differs between builds: only named
+    // frames decide.
     let frames: Vec<String> = if go.is_empty() {
-        c.frames.iter().filter(|f| f.native).map(|f| f.function.clone()).take(SIGNATURE_FRAMES).collect()
+        let named = |f: &&Frame| f.native && !f.function.ends_with('?');
+        c.frames.iter().filter(named).map(|f| f.function.clone()).take(SIGNATURE_FRAMES).collect()
     } else {
         go.into_iter().take(SIGNATURE_FRAMES).collect()
     };

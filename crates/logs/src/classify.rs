@@ -1664,4 +1664,158 @@ mod tests {
         );
         assert_eq!(kind("print_info: n_vocab          = 32000"), EventKind::Other);
     }
+
+    #[test]
+    fn glibc_backtrace_symbols_frames_wherever_they_start() {
+        // ggml-org/llama.cpp#21724 (comment by SteelPh0enix, 2026-05-08): ggml_print_backtrace in glibc's
+        // backtrace_symbols form, a space before the address; the router's `[pid] ` is stripped as a prefix, a paste may
+        // keep other words before the path.
+        let lines = [
+            ("/nix/store/s2jab8bjlxc1h503ylkjcs8y4b52p1m3-llama-cpp-mpi-vulkan-4.2.0/lib/libggml-base.so.0(ggml_print_backtrace+0x204) [0x752379951c64]",
+             "/nix/store/s2jab8bjlxc1h503ylkjcs8y4b52p1m3-llama-cpp-mpi-vulkan-4.2.0/lib/libggml-base.so.0", Some("ggml_print_backtrace")),
+            ("/nix/store/si4q3zks5mn5jhzzyri9hhd3cv789vlm-gcc-15.2.0-lib/lib/libstdc++.so.6(_ZSt10unexpectedv+0x0) [0x752378cb286e]",
+             "/nix/store/si4q3zks5mn5jhzzyri9hhd3cv789vlm-gcc-15.2.0-lib/lib/libstdc++.so.6", Some("_ZSt10unexpectedv")),
+            ("libggml-vulkan.so.0(+0xa12ca) [0x7f0c2a4a12ca]", "libggml-vulkan.so.0", None),
+            ("pasted: libggml-base.so.0(ggml_backend_sched_graph_compute_async+0x92c)[0x7f0c2b1e492c]",
+             "libggml-base.so.0", Some("ggml_backend_sched_graph_compute_async")),
+        ];
+        for (line, module, symbol) in lines {
+            match kind(line) {
+                EventKind::NativeFrame(f) => {
+                    assert_eq!(f.module, Some(module.as_bytes()), "{line}");
+                    assert_eq!(f.symbol, symbol.map(str::as_bytes), "{line}");
+                }
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+        // A bracket that is no address, a call without a module: not frames.
+        assert!(!matches!(kind("see foo(bar) [0xzz]"), EventKind::NativeFrame(_)));
+        assert!(!matches!(kind("(sym+0x1) [0x7f00]"), EventKind::NativeFrame(_)));
+    }
+
+    #[test]
+    fn go_dump_lines_outside_a_dump() {
+        // ollama/ollama#11420 (a journal fragment that starts mid register dump) and ollama/ollama#12137 (one that starts
+        // mid goroutine dump, without the signal header).
+        assert_eq!(kind("rip    0x7f98b88abe4b"), EventKind::RegisterDump);
+        assert_eq!(kind("rflags 0x246"), EventKind::RegisterDump);
+        assert_eq!(kind("r15    0x7ffcd56fdc28"), EventKind::RegisterDump);
+        assert_eq!(kind("r29    0x16d2e6f90"), EventKind::RegisterDump);
+        for prose in ["id 0x1234", "rax is 0x0", "r30    0x1", "rax    0x12 0x34", "rip    0x"] {
+            assert!(!matches!(kind(prose), EventKind::RegisterDump), "{prose}");
+        }
+        let mut ctx = Context::default();
+        let source = "        github.com/ollama/ollama/runner/llamarunner/runner.go:880 +0x28 fp=0xc0001247e0 sp=0xc0001247b8 pc=0x55ed7980d108";
+        assert!(matches!(classify(source.as_bytes(), &mut ctx).kind, EventKind::GoFrameSource { line: 880, .. }));
+        assert!(ctx.in_go_trace, "the lines after it are the dump's");
+        assert_eq!(
+            classify(b"github.com/ollama/ollama/runner/llamarunner.Execute.gowrap1()", &mut ctx).kind,
+            EventKind::GoFrame { function: b"github.com/ollama/ollama/runner/llamarunner.Execute.gowrap1" }
+        );
+        assert_eq!(
+            kind("created by github.com/ollama/ollama/runner/llamarunner.Execute in goroutine 1"),
+            EventKind::GoCreatedBy { function: b"github.com/ollama/ollama/runner/llamarunner.Execute" }
+        );
+        assert!(!matches!(kind("created by the team in goroutine 5"), EventKind::GoCreatedBy { .. }));
+        // An indented line without a frame's `+0x` offset is not read as one outside a dump.
+        assert!(!matches!(kind("    see runner.go:880 for details"), EventKind::GoFrameSource { .. }));
+    }
+
+    #[test]
+    fn markdown_linked_go_frames() {
+        // The shape GitHub gives a Go frame pasted outside a code block (issue 28's tester: `[github.com/…/ggml._Cfunc_…](https://…)`).
+        let frame = "[github.com/ollama/ollama/ml/backend/ggml._Cfunc_ggml_backend_sched_graph_compute_async](https://github.com/ollama/ollama/ml/backend/ggml._Cfunc_ggml_backend_sched_graph_compute_async)(0x7f0c2c000b70, 0xc0004c6000)";
+        assert_eq!(
+            kind(frame),
+            EventKind::GoFrame {
+                function: b"github.com/ollama/ollama/ml/backend/ggml._Cfunc_ggml_backend_sched_graph_compute_async"
+            }
+        );
+        let mut ctx = Context { in_go_trace: true, ..Context::default() };
+        let source = "\t[github.com/ollama/ollama/ml/backend/ggml/ggml.go:655](https://github.com/ollama/ollama/ml/backend/ggml/ggml.go:655) +0x1a5 fp=0xc";
+        assert!(matches!(classify(source.as_bytes(), &mut ctx).kind, EventKind::GoFrameSource { line: 655, .. }));
+        assert!(!matches!(kind("[a link](https://example.com)(and text)"), EventKind::GoFrame { .. }));
+    }
+
+    #[test]
+    fn windows_exceptions_and_prose() {
+        // NawfalMotii79/PLFM_RADAR#72: Ollama's Go runtime on Windows.
+        assert_eq!(
+            kind("Exception 0xc0000005 0x8 0x7ffa191bcb12 0x7ffa191bcb12"),
+            EventKind::Signal { signal: b"Exception 0xc0000005", description: b"0x8 0x7ffa191bcb12 0x7ffa191bcb12" }
+        );
+        // A reporter's sentence in the paste (issue 28's tester) is no runtime line.
+        assert_eq!(kind("Exception 0xe06d7363 is a C++ exception thrown by MSVC code."), EventKind::Other);
+    }
+
+    #[test]
+    fn amdgpu_kernel_lines() {
+        fn driver(line: &str) -> GpuDriver<'_> {
+            match kind(line) {
+                EventKind::GpuDriver(d) => d,
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+        // ROCm/legacy-rocm-build#6127 (kernel 6.x form).
+        let d = driver("amdgpu 0000:03:00.0: amdgpu: ring comp_1.1.0 timeout, signaled seq=7, emitted seq=9");
+        assert_eq!((d.event, d.ring), (GpuDriverEvent::RingTimeout, Some(&b"comp_1.1.0"[..])));
+        let d = driver("amdgpu 0000:03:00.0: amdgpu:  Process gst-plugin-scan pid 4087 thread gst-plugin:cs0 pid 4213");
+        assert_eq!((d.event, d.process, d.pid), (GpuDriverEvent::Process, Some(&b"gst-plugin-scan"[..]), Some(4087)));
+        assert_eq!(
+            driver("amdgpu 0000:03:00.0: amdgpu: Ring comp_1.1.0 reset succeeded").event,
+            GpuDriverEvent::ResetSucceeded
+        );
+        let d = driver("amdgpu 0000:03:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:32 vmid:0 pasid:0)");
+        assert_eq!((d.event, d.pid), (GpuDriverEvent::PageFault, None));
+        assert_eq!(
+            driver("amdgpu 0000:03:00.0: amdgpu: [drm] Check your /sys/class/drm/card1/device/devcoredump/data").event,
+            GpuDriverEvent::Coredump
+        );
+        // pop-os/cosmic-comp#2626 (older kernels: the function tag and *ERROR*).
+        let d = driver("[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx_0.0.0 timeout, signaled seq=5000163, emitted seq=5000165");
+        assert_eq!((d.event, d.ring), (GpuDriverEvent::RingTimeout, Some(&b"gfx_0.0.0"[..])));
+        let d = driver("[drm:amdgpu_job_timedout [amdgpu]] *ERROR* Process information: process cosmic-comp pid 3503 thread cosmic-com:cs0 pid 3539");
+        assert_eq!((d.process, d.pid), (Some(&b"cosmic-comp"[..]), Some(3503)));
+        assert_eq!(driver("amdgpu 0000:08:00.0: amdgpu: GPU reset begin!").event, GpuDriverEvent::ResetBegin);
+        assert_eq!(
+            driver("amdgpu 0000:08:00.0: amdgpu: GPU reset succeeded, trying to resume").event,
+            GpuDriverEvent::ResetSucceeded
+        );
+        // freebsd/drm-kmod#387: an unnamed process.
+        let d = driver("[drm ERROR :amdgpu_job_timedout] Process information: process  pid 540118 thread  pid 540118");
+        assert_eq!((d.process, d.pid), (None, Some(540118)));
+        // GPUOpen-Drivers/AMDVLK#91: the faulting process in the page-fault line.
+        let d = driver("amdgpu 0000:02:00.0: [gfxhub] no-retry page fault (src_id:0 ring:158 vmid:2 pasid:32774, for process vulkan-smoketes pid 28192 thread vulkan-smoketes pid 28192)");
+        assert_eq!(
+            (d.event, d.process, d.pid),
+            (GpuDriverEvent::PageFault, Some(&b"vulkan-smoketes"[..]), Some(28192))
+        );
+        assert_eq!(
+            driver("amdgpu 0000:02:00.0: VM_L2_PROTECTION_FAULT_STATUS:0x0020153C").event,
+            GpuDriverEvent::PageFault
+        );
+        // Other amdgpu lines are not GPU failures.
+        assert_eq!(kind("amdgpu 0000:c2:00.0: Dumping IP State"), EventKind::Other);
+        // lemonade-sdk/lemonade#2180 and llama.cpp#21724: RADV's word that the kernel reset its context.
+        assert!(matches!(
+            kind("radv/amdgpu: The CS has been cancelled because the context is lost. This context is innocent."),
+            EventKind::DeviceLost { .. }
+        ));
+    }
+
+    #[test]
+    fn a_backend_without_devices_and_named_aborts() {
+        // ggml-cuda.cu ggml_cuda_init prints this when cudaGetDeviceCount fails; the runtime goes on without CUDA.
+        assert_eq!(
+            kind("ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected"),
+            EventKind::DevicesFound { backend: b"CUDA", count: 0 }
+        );
+        // LM Studio's engine log names a ggml_abort's file and line (the shape issue 28 names).
+        assert_eq!(
+            kind("[2025-05-01 10:00:00][ERROR] llama.cpp abort:97: GGML_ASSERT(n_tokens > 0) failed"),
+            EventKind::GgmlAssert { file: b"llama.cpp", line: 97, condition: b"n_tokens > 0" }
+        );
+        assert!(matches!(kind("x llama.cpp abort:97: out of slots"), EventKind::Abort { line: 97, .. }));
+        assert!(!matches!(kind("we abort: 3 times"), EventKind::Abort { .. }));
+    }
 }

@@ -246,6 +246,24 @@ mod tests {
     }
 
     #[test]
+    fn bracketed_prefixes_without_a_log_clock() {
+        // ggml-org/llama.cpp#21724 (comment by SteelPh0enix, 2026-05-08): a viewer's 12-hour clock, a journal line with
+        // a Polish month and llm-router's `[pid] ` before llama-server's output.
+        let line =
+            "[7:35:56 PM] maj 08 19:35:55 RX-78-FPC llm-router[15732]: [38593] radv/amdgpu: The CS has been cancelled";
+        assert_eq!(msg(line), ("radv/amdgpu: The CS has been cancelled".into(), Some(Clock::Journal)));
+        // ROCm/legacy-rocm-build#6127: dmesg's seconds since boot.
+        assert_eq!(
+            msg("[   34.965321] amdgpu 0000:03:00.0: amdgpu: ring comp_1.1.0 timeout, signaled seq=7, emitted seq=9").0,
+            "amdgpu 0000:03:00.0: amdgpu: ring comp_1.1.0 timeout, signaled seq=7, emitted seq=9"
+        );
+        // Not prefixes: Gin's tag, gdb's thread notes, a bracket that is the message's own, an hour past 12 digits.
+        for line in ["[GIN] 2025/03/08 - 03:20:41 | 500 |", "[New LWP 2214]", "[1234567890123] x", "[123:35:56 PM] x"] {
+            assert_eq!(msg(line).0, line, "{line}");
+        }
+    }
+
+    #[test]
     fn journal_lines_from_issues() {
         // Lines as quoted in ollama/ollama issues 13070, 12106, 10977 and 5904.
         assert_eq!(
