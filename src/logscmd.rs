@@ -413,13 +413,21 @@ fn claims(r: &Report, file: &str) -> Vec<Claim> {
         };
         // A printed offload the log itself contradicts (no device found, every model buffer on the CPU) is not a
         // fact: the claim names both lines.
-        let against = r.facts.placement.contradictions.iter().find(|x| x.lines.contains(&o.line));
-        let claim = match against {
-            Some(x) => {
-                Claim::new("logs.offload", Confidence::Inferred, format!("Line {} says {what}, but {}", o.line, x.text))
-                    .with_sources(x.lines.iter().take(6).map(|l| log_line(r, file, *l)))
-            }
-            None => Claim::new("logs.offload", Confidence::Confirmed, what).with_source(log_line(r, file, o.line)),
+        let against: Vec<&logs::placement::Contradiction> =
+            r.facts.placement.contradictions.iter().filter(|x| x.lines.contains(&o.line)).collect();
+        let claim = if against.is_empty() {
+            Claim::new("logs.offload", Confidence::Confirmed, what).with_source(log_line(r, file, o.line))
+        } else {
+            let mut lines: Vec<u64> = against.iter().flat_map(|x| x.lines.iter().copied()).collect();
+            lines.sort_unstable();
+            lines.dedup();
+            let texts: Vec<&str> = against.iter().map(|x| x.text.as_str()).collect();
+            Claim::new(
+                "logs.offload",
+                Confidence::Inferred,
+                format!("Line {} says {what}, but {}", o.line, texts.join("; and ")),
+            )
+            .with_sources(lines.iter().take(6).map(|l| log_line(r, file, *l)))
         };
         out.push(claim);
     }
@@ -498,7 +506,7 @@ fn ending_claim(r: &Report, file: &str) -> Claim {
             "logs.ending",
             Confidence::Confirmed,
             format!(
-                "The log shows no crash in its {} lines, from the runtime's start (line {start}) to its end",
+                "The log shows no crash in its {} lines, from the runtime's start or its model load (line {start}) to its end",
                 r.stats.lines
             ),
         )

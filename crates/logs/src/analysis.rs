@@ -112,8 +112,8 @@ pub struct Ending {
     pub phase: Phase,
     pub phase_rule: String,
     pub phase_lines: Vec<u64>,
-    /// Where the log shows the last runtime start or begin loading its model (`None`: a fragment that starts after
-    /// that, whose "no crash" covers only its own lines).
+    /// Where the log shows the last runtime begin: a runner start or the model loader's first line (`None`: a
+    /// fragment that starts after that, whose "no crash" covers only its own lines).
     pub start_line: Option<u64>,
 }
 
@@ -453,6 +453,8 @@ impl TailSlot {
 #[derive(Clone, Copy, Debug, Default)]
 struct Lifetime {
     start: Option<u64>,
+    /// The line where the log shows this runtime begin: a runner started, or the model loader's first line.
+    began: Option<u64>,
     discovery_runner: bool,
     loading: Option<u64>,
     warmup: Option<u64>,
@@ -739,12 +741,18 @@ impl Analyzer {
                 self.close_incident();
                 self.lifetime = Lifetime {
                     start: Some(l),
+                    began: Some(l),
                     discovery_runner: !with_model,
                     loading: with_model.then_some(l),
                     ..Lifetime::default()
                 };
             }
-            ModelLoading { .. } | LayersOffloaded { .. } | DeviceUsed { .. } => {
+            ModelLoading { .. } => {
+                self.lifetime.loading.get_or_insert(l);
+                self.lifetime.began.get_or_insert(l);
+                self.lifetime.discovery_runner = false;
+            }
+            LayersOffloaded { .. } | DeviceUsed { .. } => {
                 self.lifetime.loading.get_or_insert(l);
                 self.lifetime.discovery_runner = false;
             }
@@ -817,6 +825,7 @@ impl Analyzer {
                 lt.loading = None;
             }
             Meaning::RunnerStart => {
+                lt.began.get_or_insert(l);
                 if !lt.discovery_runner {
                     lt.loading.get_or_insert(l);
                 }
@@ -1270,82 +1279,8 @@ impl Analyzer {
             }
             GoCreatedBy { .. } | GoTraceDetail => joined = open.in_crashing_goroutine,
             RegisterDump => {}
-            GpuDriver(d) => {
-                if matches!(d.event, GpuDriverEvent::ResetSucceeded | GpuDriverEvent::ResetFailed) {
-                    open.gpu_reset_done = true;
-                }
-                let said = summary(&e.kind, slog_line);
-                // The coredump's two lines (created, where to find it) are one event, not a repeat.
-                if fatal && c.causes.iter().all(|x| x.kind == "gpu_driver" && x.text != said) && c.signal.is_none() {
-                    push_line(&mut c.causes, e, said, max_lines);
-                    // The timed-out job or the fault decides the signature, not the coredump or reset around it.
-                    if matches!(d.event, GpuDriverEvent::RingTimeout | GpuDriverEvent::PageFault) {
-                        if let Some(at) = c.causes.iter().position(|x| x.line == e.line) {
-                            let first = c.causes.remove(at);
-                            c.causes.insert(0, first);
-                        }
-                    }
-                }
-                if c.gpu_driver.len() < max_lines {
-                    c.gpu_driver.push(GpuDriverLine {
-                        event: d.event,
-                        ring: d.ring.map(text),
-                        process: d.process.map(text),
-                        pid: d.pid,
-                        line: e.line,
-                    });
-                }
-            }
-            NativeFrame(frame) => {
-                // ggml_abort in the backtrace: the process aborted through ggml even where its message is not in the log.
-                if !open.go_dump_started
-                    && frame.symbol == Some(b"ggml_abort")
-                    && !c.causes.iter().any(|x| x.kind == "abort")
-                {
-                    let text = "ggml_abort in the backtrace (its message is not in the log)".to_string();
-                    c.causes.push(CrashLine {
-                        kind: "abort",
-                        text,
-                        line: e.line,
-                        count: 1,
-                        raw: clip(lossy(e.raw).into_owned()),
-                        last: e.line,
-                    });
-                }
-                // libstdc++'s terminate path in the backtrace: an exception nobody caught (ggml's handler prints the
-                // backtrace from std::terminate), even where the `terminate called after throwing` line is not in the log.
-                if !open.go_dump_started
-                    && frame.symbol.is_some_and(|s| UNCAUGHT_EXCEPTION_FRAMES.contains(&s))
-                    && !c.causes.iter().any(|x| x.kind == "cpp_terminate")
-                {
-                    let symbol = lossy(frame.symbol.unwrap_or_default()).into_owned();
-                    c.causes.push(CrashLine {
-                        kind: "cpp_terminate",
-                        text: format!(
-                            "an uncaught C++ exception ({symbol} in the backtrace: std::terminate was called)"
-                        ),
-                        line: e.line,
-                        count: 1,
-                        raw: clip(lossy(e.raw).into_owned()),
-                        last: e.line,
-                    });
-                }
-                if open.go_dump_started {
-                    joined = false;
-                } else if let Some(function) = signature::native_function(
-                    frame.module.map(|m| lossy(m)).as_deref(),
-                    frame.symbol.map(|s| lossy(s)).as_deref(),
-                ) {
-                    if let Some(at) = function.find("ggml_compute_forward_") {
-                        open.compute_line.get_or_insert(e.line);
-                        if c.op.is_none() {
-                            let op = function[at..].split(['(', '+', ' ']).next().unwrap_or_default().to_string();
-                            c.op = Some(Sourced { value: op, line: e.line });
-                        }
-                    }
-                    push_frame(c, Frame { function, source: None, native: true, line: e.line }, max_frames);
-                }
-            }
+            GpuDriver(d) => gpu_driver_joins(open, e, &d, fatal, slog_line, max_lines),
+            NativeFrame(frame) => joined = native_frame_joins(open, e, &frame, max_frames),
             PostPredictError { .. } | RunnerTerminated { .. } | CompletionError { .. } => {
                 if matches!(e.kind, RunnerTerminated { .. }) {
                     open.terminated = true;
@@ -1367,7 +1302,7 @@ impl Analyzer {
             _ => joined = false,
         }
         if joined {
-            c.last_line = e.line;
+            open.crash.last_line = e.line;
         }
     }
 
@@ -1487,7 +1422,7 @@ impl Analyzer {
             phase,
             phase_rule,
             phase_lines,
-            start_line: self.lifetime.start.or(self.lifetime.loading),
+            start_line: self.lifetime.began,
         };
         let origin = self.origin;
         let rel = |t: Option<Timestamp>| -> Option<f64> {
@@ -1661,6 +1596,92 @@ fn push_line(list: &mut Vec<CrashLine>, e: &Event<'_>, text: String, cap: usize)
             last: e.line,
         });
     }
+}
+
+/// A kernel GPU-driver line joins the incident: kept with the crash, and the timed-out job or fault as a cause when no
+/// runner line has said what failed.
+fn gpu_driver_joins(
+    open: &mut Open,
+    e: &Event<'_>,
+    d: &crate::event::GpuDriver<'_>,
+    fatal: bool,
+    slog_line: bool,
+    cap: usize,
+) {
+    if matches!(d.event, GpuDriverEvent::ResetSucceeded | GpuDriverEvent::ResetFailed) {
+        open.gpu_reset_done = true;
+    }
+    let c = &mut open.crash;
+    let said = summary(&e.kind, slog_line);
+    // The coredump's two lines (created, where to find it) are one event, not a repeat.
+    if fatal && c.causes.iter().all(|x| x.kind == "gpu_driver" && x.text != said) && c.signal.is_none() {
+        push_line(&mut c.causes, e, said, cap);
+        // The timed-out job or the fault decides the signature, not the coredump or reset around it.
+        if matches!(d.event, GpuDriverEvent::RingTimeout | GpuDriverEvent::PageFault) {
+            if let Some(at) = c.causes.iter().position(|x| x.line == e.line) {
+                let first = c.causes.remove(at);
+                c.causes.insert(0, first);
+            }
+        }
+    }
+    if c.gpu_driver.len() < cap {
+        let text = |b: &[u8]| clip(lossy(b).into_owned());
+        c.gpu_driver.push(GpuDriverLine {
+            event: d.event,
+            ring: d.ring.map(text),
+            process: d.process.map(text),
+            pid: d.pid,
+            line: e.line,
+        });
+    }
+}
+
+/// A native backtrace frame joins the incident (unless a Go dump began: its native frames are not the crash's); the
+/// abort and uncaught-exception machinery in it are causes even where their message is not in the log. Returns
+/// whether the line joined.
+fn native_frame_joins(
+    open: &mut Open,
+    e: &Event<'_>,
+    frame: &crate::event::NativeFrame<'_>,
+    max_frames: usize,
+) -> bool {
+    if open.go_dump_started {
+        return false;
+    }
+    let c = &mut open.crash;
+    let mark = |c: &mut Crash, kind: &'static str, text: String| {
+        if !c.causes.iter().any(|x| x.kind == kind) {
+            let raw = clip(lossy(e.raw).into_owned());
+            c.causes.push(CrashLine { kind, text, line: e.line, count: 1, raw, last: e.line });
+        }
+    };
+    // ggml_abort in the backtrace: the process aborted through ggml even where its message is not in the log.
+    if frame.symbol == Some(b"ggml_abort") {
+        mark(c, "abort", "ggml_abort in the backtrace (its message is not in the log)".to_string());
+    }
+    // libstdc++'s terminate path in the backtrace: an exception nobody caught (ggml's handler prints the backtrace
+    // from std::terminate), even where the `terminate called after throwing` line is not in the log.
+    if let Some(symbol) = frame.symbol.filter(|s| UNCAUGHT_EXCEPTION_FRAMES.contains(s)) {
+        let symbol = lossy(symbol);
+        mark(
+            c,
+            "cpp_terminate",
+            format!("an uncaught C++ exception ({symbol} in the backtrace: std::terminate was called)"),
+        );
+    }
+    let module = frame.module.map(|m| lossy(m));
+    let symbol = frame.symbol.map(|s| lossy(s));
+    if let Some(function) = signature::native_function(module.as_deref(), symbol.as_deref()) {
+        if let Some(at) = function.find("ggml_compute_forward_") {
+            open.compute_line.get_or_insert(e.line);
+            if c.op.is_none() {
+                let op = function[at..].split(['(', '+', ' ']).next().unwrap_or_default().to_string();
+                c.op = Some(Sourced { value: op, line: e.line });
+            }
+        }
+        push_frame(c, Frame { function, source: None, native: true, line: e.line }, max_frames);
+    }
+    true
 }
 
 /// Marks a crash that begins inside a crash dump whose header is not in the log, with a cause that says so.
