@@ -27,13 +27,22 @@
 //!    without a model (Ollama's discovery runners), or the stack is in discovery code;
 //! 2. **load** — the stack is in model-loading code (`llama_model_load*`, `LoadModelFromFile`, `loadModel`,
 //!    context or projector creation);
+//!    **first compute** — the stack is in the init function that runs the warm-up (`common_init_from_params`,
+//!    `llama_init_from_gpt_params`): stack evidence outranks every rule below, llama-cli has no runner milestones;
 //! 3. **decode** — a request had finished in this lifetime, or the current request's prompt was done;
 //! 4. **first compute** — the runner was ready, or warm-up had begun, or the stack is in graph compute
 //!    (`llama_decode`, `Decode`, `processBatch`, `graph_compute`): the first computation on the model;
 //! 5. **load** — model loading had begun;
 //! 6. **unknown** — the log shows none of this.
 //!
-//! The phase is an inference from the lines it cites (`phase_lines`), never more.
+//! The phase is an inference from the lines it cites (`phase_lines`), never more; `phase_rule` names the rule that won.
+//!
+//! # Shapes of a crash
+//! A paste may start inside a crash: a Go dump cut before its signal line (registers, a frame's source line, `created
+//! by`), which opens an incident marked `header_cut`; ggml's backtrace in glibc's `backtrace_symbols` form behind any
+//! prefix; libstdc++'s terminate path (an uncaught exception) without its `terminate called` line. The kernel's amdgpu
+//! lines pasted beside it (a ring timeout, the process it names, resets, a devcoredump, a GPU page fault) open an
+//! incident or join the open one (`gpu_driver`); a GPU hang after a finished reset is a new incident.
 //!
 //! # Times
 //! A line without a timestamp of its own (a Go panic, a backtrace, llama.cpp output in an Ollama log) takes
