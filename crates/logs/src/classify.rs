@@ -410,6 +410,23 @@ fn go_register(msg: &[u8]) -> bool {
 /// A native backtrace frame in one of the forms `ggml_print_backtrace` produces.
 fn native_frame(msg: &[u8]) -> Option<NativeFrame<'_>> {
     let s = trim_start(msg);
+    // lldb: `frame #3: 0x00000001a1b2c3d4 libggml-base.dylib`ggml_abort + 364` (`* frame #0:` for the selected one).
+    if let Some(rest) = s.strip_prefix(b"* ").unwrap_or(s).strip_prefix(b"frame #") {
+        let (index, rest) = leading_u32(rest)?;
+        let rest = trim_start(rest.strip_prefix(b":")?);
+        let addr = rest.strip_prefix(b"0x")?;
+        let after_addr = trim_start(&addr[addr.iter().position(|b| !b.is_ascii_hexdigit()).unwrap_or(addr.len())..]);
+        let tick = after_addr.iter().position(|&b| b == b'`');
+        let (module, symbol) = match tick {
+            Some(t) => {
+                let sym = &after_addr[t + 1..];
+                let end = find(sym, b" + ").or_else(|| sym.iter().position(|&b| b == b' ')).unwrap_or(sym.len());
+                (&after_addr[..t], Some(&sym[..end]).filter(|x| !x.is_empty()))
+            }
+            None => (&after_addr[..after_addr.iter().position(|&b| b == b' ').unwrap_or(after_addr.len())], None),
+        };
+        return Some(NativeFrame { index: Some(index), module: Some(module).filter(|m| !m.is_empty()), symbol });
+    }
     // gdb: `#3  0x00007f… in sym (args) at file:line` / `#4  sym (args) at …`.
     if let Some(rest) = s.strip_prefix(b"#") {
         let (index, rest) = leading_u32(rest)?;
@@ -685,7 +702,7 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
                 return Some(created);
             }
         }
-        b'#' | b'/' => {
+        b'#' | b'/' | b'f' | b'*' => {
             if let Some(frame) = native_frame(msg) {
                 return Some(EventKind::NativeFrame(frame));
             }
@@ -1691,6 +1708,24 @@ mod tests {
         // A bracket that is no address, a call without a module: not frames.
         assert!(!matches!(kind("see foo(bar) [0xzz]"), EventKind::NativeFrame(_)));
         assert!(!matches!(kind("(sym+0x1) [0x7f00]"), EventKind::NativeFrame(_)));
+    }
+
+    #[test]
+    fn lldb_frames() {
+        // The form lldb's `bt` prints on macOS (a Metal build of llama.cpp aborting through ggml_abort).
+        let frame = |line: &str| match kind(line) {
+            EventKind::NativeFrame(f) => (f.index, f.module.map(|m| m.to_vec()), f.symbol.map(|s| s.to_vec())),
+            other => panic!("{line}: {other:?}"),
+        };
+        assert_eq!(
+            frame("  * frame #0: 0x000000018e2a1388 libsystem_kernel.dylib`__pthread_kill + 8"),
+            (Some(0), Some(b"libsystem_kernel.dylib".to_vec()), Some(b"__pthread_kill".to_vec()))
+        );
+        assert_eq!(
+            frame("frame #4: 0x0000000100b5c2e0 libggml-base.dylib`ggml_abort + 156"),
+            (Some(4), Some(b"libggml-base.dylib".to_vec()), Some(b"ggml_abort".to_vec()))
+        );
+        assert!(!matches!(kind("frame #x: not a frame"), EventKind::NativeFrame(_)));
     }
 
     #[test]
