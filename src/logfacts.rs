@@ -54,6 +54,9 @@ pub fn crash_time(c: &Crash) -> String {
 pub fn crash_what(c: &Crash) -> String {
     if let Some(s) = &c.signal {
         let mut w = if s.name.is_empty() { "a signal".to_string() } else { s.name.clone() };
+        if let Some((_, meaning)) = logs::signature::windows_status(&s.name) {
+            w += &format!(" — {meaning}");
+        }
         if !s.description.is_empty() {
             w += &format!(" ({})", s.description);
         }

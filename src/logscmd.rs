@@ -137,18 +137,23 @@ fn crash_claims(r: &Report, c: &Crash, file: &str, id: &str) -> Vec<Claim> {
     let frames =
         if c.signature.frames.is_empty() { String::new() } else { format!(" in {}", c.signature.frames.join(" > ")) };
     let op = c.op.as_ref().map(|o| format!(", while running op {} (line {})", o.value, o.line)).unwrap_or_default();
-    let repeated = c
+    // A Windows status the runner exited with names its failure (0xc0000409 a fail-fast, 0xc0000135 a missing DLL…)
+    // even where another line is the crash's first cause.
+    let status = c
         .causes
         .iter()
-        .filter(|x| x.count > 1)
-        .map(|x| format!("; line {} was printed {} times (threads that hit the same failure)", x.line, x.count))
-        .collect::<String>();
+        .chain(&c.consequences)
+        .find_map(|x| logs::signature::windows_status(&x.raw).map(|s| (x.line, s)))
+        .filter(|_| c.signal.as_ref().is_none_or(|s| logs::signature::windows_status(&s.name).is_none()))
+        .map(|(line, (code, meaning))| format!("; line {line}: exit status {code}, {meaning}"))
+        .unwrap_or_default();
+    let repeated = c.causes.iter().filter(|x| x.count > 1).map(|x| repeat_words(c, x)).collect::<String>();
     out.push(
         Claim::new(
             id.to_string(),
             Confidence::Confirmed,
             format!(
-                "The log shows a crash at line {}{}: {}{op}{frames}{repeated}{caller}",
+                "The log shows a crash at line {}{}: {}{op}{frames}{status}{repeated}{caller}",
                 c.line,
                 crash_time(c),
                 crash_what(c)
@@ -158,6 +163,9 @@ fn crash_claims(r: &Report, c: &Crash, file: &str, id: &str) -> Vec<Claim> {
     );
     if c.attempts.len() > 1 {
         out.push(attempts_claim(r, c, file, id));
+    }
+    if let Some(claim) = gpu_driver_claim(r, c, file, id) {
+        out.push(claim);
     }
     if let Some(claim) = cpu_feature_claim(r, c, file, id) {
         out.push(claim);
@@ -185,6 +193,83 @@ fn crash_claims(r: &Report, c: &Crash, file: &str, id: &str) -> Vec<Claim> {
         .with_source(log_line(r, file, c.line)),
     );
     out
+}
+
+/// How often a failure line was printed, and what the repeats were when the log tells: lines one after another are
+/// threads that hit the same failure at once; the attempts of a retry loop each print theirs; repeats apart from
+/// each other are said as such, without a guess.
+fn repeat_words(c: &Crash, x: &logs::analysis::CrashLine) -> String {
+    let what = if c.attempts.len() > 1 {
+        "once per allocation attempt".to_string()
+    } else if x.last + 1 == x.line + x.count {
+        "on consecutive lines: threads that hit the same failure".to_string()
+    } else {
+        format!(
+            "between lines {} and {}, not one after another: retries or threads, the log does not say",
+            x.line, x.last
+        )
+    };
+    format!("; line {}'s failure was printed {} times ({what})", x.line, x.count)
+}
+
+/// The kernel's side of a GPU failure (amdgpu lines pasted beside the runner's log), joined to the runner's crash in
+/// the same incident: "the GPU job of pid N timed out on ring X and the GPU was reset; the runner then crashed with …".
+/// The kernel lines are facts; that they are the runner's failure is an inference from their order (and the process
+/// the kernel names), so a joined claim is Inferred.
+fn gpu_driver_claim(r: &Report, c: &Crash, file: &str, id: &str) -> Option<Claim> {
+    use logs::event::GpuDriverEvent as G;
+    let k = &c.gpu_driver;
+    let first = |e: G| k.iter().find(|d| d.event == e);
+    let timeout = first(G::RingTimeout);
+    let fault = first(G::PageFault);
+    let process = k.iter().find(|d| d.pid.is_some() || d.process.is_some());
+    if timeout.is_none() && fault.is_none() && first(G::Coredump).is_none() && first(G::ResetBegin).is_none() {
+        return None;
+    }
+    let who = match process {
+        Some(d) => format!(
+            " of {}{}",
+            d.process.as_deref().map(|p| format!("process {p} ")).unwrap_or_default(),
+            d.pid.map(|p| format!("pid {p}")).unwrap_or_default()
+        )
+        .trim_end()
+        .to_string(),
+        None => String::new(),
+    };
+    let mut parts = Vec::new();
+    if let Some(t) = timeout {
+        let ring = t.ring.as_deref().map(|r| format!(" on ring {r}")).unwrap_or_default();
+        parts.push(format!("the GPU job{who} timed out{ring} (line {})", t.line));
+    }
+    if let Some(f) = fault {
+        parts.push(format!("the GPU faulted on a page{who} (line {})", f.line));
+    }
+    if let Some(d) = first(G::Coredump) {
+        parts.push(format!("the driver wrote a device coredump (line {})", d.line));
+    }
+    match (first(G::ResetSucceeded), first(G::ResetFailed), first(G::ResetBegin)) {
+        (_, Some(f), _) => parts.push(format!("the GPU reset failed (line {})", f.line)),
+        (Some(s), _, _) => parts.push(format!("the GPU was reset (line {})", s.line)),
+        (None, None, Some(b)) => parts.push(format!("a GPU reset began (line {})", b.line)),
+        _ => {}
+    }
+    let runner = c.causes.iter().chain(&c.consequences).find(|x| x.kind != "gpu_driver");
+    let (confidence, then) = match runner {
+        Some(x) => (Confidence::Inferred, format!("; the runner then crashed with {} (line {})", x.text, x.line)),
+        None => (Confidence::Confirmed, "; the runner's own crash lines are not in this log".to_string()),
+    };
+    let mut sources: Vec<Source> = k.iter().take(5).map(|d| log_line(r, file, d.line)).collect();
+    if let Some(x) = runner {
+        sources.push(log_line(r, file, x.line));
+    }
+    Some(
+        Claim::new(
+            format!("{id}.gpu_driver"),
+            confidence,
+            format!("The kernel's GPU driver: {}{then}", parts.join(", ")),
+        )
+        .with_sources(sources),
+    )
 }
 
 /// An allocation retry loop gathered into one incident: each attempt with its GPU layers.
@@ -326,7 +411,25 @@ fn claims(r: &Report, file: &str) -> Vec<Claim> {
         } else {
             format!("{}/{} layers were offloaded to the GPU", o.offloaded, o.total)
         };
-        out.push(Claim::new("logs.offload", Confidence::Confirmed, what).with_source(log_line(r, file, o.line)));
+        // A printed offload the log itself contradicts (no device found, every model buffer on the CPU) is not a
+        // fact: the claim names both lines.
+        let against: Vec<&logs::placement::Contradiction> =
+            r.facts.placement.contradictions.iter().filter(|x| x.lines.contains(&o.line)).collect();
+        let claim = if against.is_empty() {
+            Claim::new("logs.offload", Confidence::Confirmed, what).with_source(log_line(r, file, o.line))
+        } else {
+            let mut lines: Vec<u64> = against.iter().flat_map(|x| x.lines.iter().copied()).collect();
+            lines.sort_unstable();
+            lines.dedup();
+            let texts: Vec<&str> = against.iter().map(|x| x.text.as_str()).collect();
+            Claim::new(
+                "logs.offload",
+                Confidence::Inferred,
+                format!("Line {} says {what}, but {}", o.line, texts.join("; and ")),
+            )
+            .with_sources(lines.iter().take(6).map(|l| log_line(r, file, *l)))
+        };
+        out.push(claim);
     }
     let limited = |set: &logs::analysis::LineSet| -> Vec<Source> {
         set.ranges.iter().take(4).map(|(a, _)| log_line(r, file, *a)).collect()
@@ -398,11 +501,29 @@ fn ending_claim(r: &Report, file: &str) -> Claim {
                 r.stats.lines, r.other.count
             ),
         )
-    } else {
+    } else if let Some(start) = e.start_line {
         Claim::new(
             "logs.ending",
             Confidence::Confirmed,
-            format!("The log shows no crash in its {} lines", r.stats.lines),
+            format!(
+                "The log shows no crash in its {} lines, from the runtime's start or its model load (line {start}) to its end",
+                r.stats.lines
+            ),
+        )
+        .with_source(log_line(r, file, start))
+    } else {
+        // A fragment: what came before its first line (the start, a crash already under way) is not in it.
+        let span = match (r.timeline.first().and_then(|x| x.t), r.timeline.last().and_then(|x| x.t)) {
+            (Some(a), Some(b)) if b > a => format!(", {:.1} s of the log's time", b - a),
+            _ => String::new(),
+        };
+        Claim::new(
+            "logs.ending",
+            Confidence::Inferred,
+            format!(
+                "This fragment shows no crash in lines 1–{}{span}; it does not show the runtime starting or loading a model, so it covers only that stretch: what came before its first line is not in it",
+                r.stats.lines
+            ),
         )
     }
 }

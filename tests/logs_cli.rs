@@ -137,3 +137,93 @@ fn a_compose_prefix_of_a_long_container_name_hides_nothing() {
     assert!(claim(&b, "logs.crash.1.phase").contains("during an unknown phase"));
     assert_eq!(b["report"]["flavor"], "ollama");
 }
+
+/// The claim `id` with its confidence.
+fn claim_with(v: &Value, id: &str) -> (String, String) {
+    let c = v["claims"].as_array().unwrap().iter().find(|c| c["id"] == id);
+    let c = c.unwrap_or_else(|| panic!("no claim {id}: {v:#}"));
+    (c["confidence"].as_str().unwrap().to_string(), c["statement"].as_str().unwrap().to_string())
+}
+
+fn logs_json(dir: &Path, name: &str, log: &str) -> (Option<i32>, Value) {
+    let path = dir.join(name);
+    std::fs::write(&path, log).unwrap();
+    let (code, out, err) = logs(&["--json".as_ref(), path.as_os_str()]);
+    (code, serde_json::from_str(&out).unwrap_or_else(|e| panic!("{name}: {e}: {out}{err}")))
+}
+
+#[test]
+fn claims_are_confirmed_only_when_nothing_in_the_log_says_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    // Issue 28's tester: an offload printed in a log whose first line says no CUDA device was found and whose model
+    // buffer is on the CPU. The offload is not confirmed, and the claim names both lines.
+    let log = "\
+ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected
+llm_load_tensors: offloaded 29/29 layers to GPU
+llm_load_tensors:        CPU buffer size =  4437.80 MiB
+";
+    let (code, v) = logs_json(dir.path(), "offload.log", log);
+    assert_eq!(code, Some(0));
+    let (confidence, statement) = claim_with(&v, "logs.offload");
+    assert_eq!(confidence, "Inferred", "{statement}");
+    assert!(statement.contains("Line 2 says 29/29 layers") && statement.contains("line 1"), "{statement}");
+    // A fragment without the runtime's start: its "no crash" covers only its own lines.
+    let (confidence, statement) = claim_with(&v, "logs.ending");
+    assert_eq!(confidence, "Inferred", "{statement}");
+    assert!(statement.contains("fragment"), "{statement}");
+    // A reporter's own sentence in the paste is no second crash.
+    let log = "\
+time=2025-03-08T03:20:41.451+08:00 level=ERROR source=server.go:421 msg=\"llama runner terminated\" error=\"exit status 0xe06d7363\"
+Exception 0xe06d7363 is a C++ exception, it seems.
+";
+    let (code, v) = logs_json(dir.path(), "prose.log", log);
+    assert_eq!(code, Some(1));
+    assert_eq!(v["report"]["crashes_total"], 1, "{v:#}");
+    assert!(claim(&v, "logs.crash.1").contains("0xe06d7363, an MSVC C++ exception"), "{}", claim(&v, "logs.crash.1"));
+}
+
+#[test]
+fn a_fragment_that_starts_mid_dump_is_a_crash_with_its_header_cut() {
+    // ollama/ollama#12137 (turn 1): the paste begins inside the Go runtime's dump; the verdict is a crash (status 1).
+    let dir = tempfile::tempdir().unwrap();
+    let log = "\
+Aug 31 13:49:48 ubuntu-desktop ollama[2824048]:         github.com/ollama/ollama/runner/llamarunner/runner.go:880 +0x28 fp=0xc0001247e0 sp=0xc0001247b8 pc=0x55ed7980d108
+Aug 31 13:49:48 ubuntu-desktop ollama[2824048]: created by github.com/ollama/ollama/runner/llamarunner.Execute in goroutine 1
+";
+    let (code, v) = logs_json(dir.path(), "cut.log", log);
+    assert_eq!(code, Some(1));
+    assert!(claim(&v, "logs.crash.1").contains("crash (header cut)"), "{}", claim(&v, "logs.crash.1"));
+}
+
+#[test]
+fn repeats_apart_are_not_called_threads_and_the_kernel_side_is_joined() {
+    let dir = tempfile::tempdir().unwrap();
+    // The same out-of-memory line twice, with other lines between: two retries or two threads, not said to be threads.
+    let log = "\
+ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4096.00 MiB on device 0: cudaMalloc failed: out of memory
+llama_model_load: retrying with fewer layers
+llm_load_tensors: offloading 20 repeating layers to GPU
+ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4096.00 MiB on device 0: cudaMalloc failed: out of memory
+";
+    let (_, v) = logs_json(dir.path(), "retry.log", log);
+    let crash = claim(&v, "logs.crash.1");
+    assert!(crash.contains("printed 2 times (between lines 1 and 4, not one after another"), "{crash}");
+    assert!(!crash.contains("threads that hit"), "{crash}");
+    // ggml-org/llama.cpp#21724 turn 8 (kernel) and the runner's lost device: one claim joins them.
+    let log = "\
+maj 08 19:27:35 RX-78-FPC kernel: amdgpu 0000:c2:00.0: ring gfx_0.0.0 timeout, signaled seq=166926, emitted seq=166928
+maj 08 19:27:35 RX-78-FPC kernel: amdgpu 0000:c2:00.0:  Process llama-server pid 12519 thread llama-server pid 12519
+maj 08 19:27:35 RX-78-FPC kernel: amdgpu 0000:c2:00.0: Ring gfx_0.0.0 reset succeeded
+maj 08 19:27:35 RX-78-FPC llama-server[12519]:   what():  vk::Queue::submit: ErrorDeviceLost
+";
+    let (code, v) = logs_json(dir.path(), "kernel.log", log);
+    assert_eq!(code, Some(1));
+    let (confidence, statement) = claim_with(&v, "logs.crash.1.gpu_driver");
+    assert_eq!(confidence, "Inferred", "the join is an inference from the order of the lines");
+    assert!(
+        statement.contains("the GPU job of process llama-server pid 12519 timed out on ring gfx_0.0.0 (line 1)")
+            && statement.contains("the GPU was reset (line 3)")
+            && statement.contains("the runner then crashed with Vulkan device lost"),
+        "{statement}"
+    );
+}

@@ -34,8 +34,11 @@ const PHASES: &[&str] = &["discovery", "load", "first_compute", "decode", "unkno
 const WHERE: &[&str] = &["gpu", "cpu", "partial", "unknown"];
 
 /// Kept out of the corpus for independent checks (issue 16).
-const EXCLUDED_OLLAMA: &[u64] = &[2198, 2823, 2870, 7640, 9500, 10265, 12708, 13303, 13552, 14550, 16946, 17069];
-const EXCLUDED_LLAMA_CPP: &[u64] = &[8504, 9170, 17389, 22013];
+const EXCLUDED_OLLAMA: &[u64] = &[
+    1674, 2198, 2823, 2870, 4334, 5629, 7640, 7765, 9500, 10265, 11211, 11380, 12303, 12564, 12634, 12708, 13303,
+    13552, 14487, 14550, 15890, 16946, 16970, 17069,
+];
+const EXCLUDED_LLAMA_CPP: &[u64] = &[8504, 9170, 17389, 20431, 21608, 22013];
 
 struct Reading {
     name: String,
@@ -110,7 +113,8 @@ fn crash_kind(c: &Value) -> &'static str {
         "discovery_failure"
     } else if signal.contains("SIGILL") || text.contains("illegal instruction") || text.contains("0xc000001d") {
         "illegal_instruction"
-    } else if has("device_lost") {
+    } else if has("device_lost") || has("gpu_driver") {
+        // The kernel's GPU driver timed out or faulted the runner's GPU job: its context is lost.
         "device_lost"
     } else if has("blas_error") {
         "blas_error"

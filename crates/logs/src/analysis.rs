@@ -27,13 +27,22 @@
 //!    without a model (Ollama's discovery runners), or the stack is in discovery code;
 //! 2. **load** — the stack is in model-loading code (`llama_model_load*`, `LoadModelFromFile`, `loadModel`,
 //!    context or projector creation);
+//!    **first compute** — the stack is in the init function that runs the warm-up (`common_init_from_params`,
+//!    `llama_init_from_gpt_params`): stack evidence outranks every rule below, llama-cli has no runner milestones;
 //! 3. **decode** — a request had finished in this lifetime, or the current request's prompt was done;
 //! 4. **first compute** — the runner was ready, or warm-up had begun, or the stack is in graph compute
 //!    (`llama_decode`, `Decode`, `processBatch`, `graph_compute`): the first computation on the model;
 //! 5. **load** — model loading had begun;
 //! 6. **unknown** — the log shows none of this.
 //!
-//! The phase is an inference from the lines it cites (`phase_lines`), never more.
+//! The phase is an inference from the lines it cites (`phase_lines`), never more; `phase_rule` names the rule that won.
+//!
+//! # Shapes of a crash
+//! A paste may start inside a crash: a Go dump cut before its signal line (registers, a frame's source line, `created
+//! by`), which opens an incident marked `header_cut`; ggml's backtrace in glibc's `backtrace_symbols` form behind any
+//! prefix; libstdc++'s terminate path (an uncaught exception) without its `terminate called` line. The kernel's amdgpu
+//! lines pasted beside it (a ring timeout, the process it names, resets, a devcoredump, a GPU page fault) open an
+//! incident or join the open one (`gpu_driver`); a GPU hang after a finished reset is a new incident.
 //!
 //! # Times
 //! A line without a timestamp of its own (a Go panic, a backtrace, llama.cpp output in an Ollama log) takes
@@ -46,7 +55,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::Serialize;
 
-use crate::event::{lossy, BufferKind, Event, EventKind, TimingKind};
+use crate::event::{lossy, BufferKind, Event, EventKind, GpuDriverEvent, TimingKind};
 use crate::milestones::Meaning;
 use crate::parser::Stats;
 use crate::placement::{backend_of_path, FilteredGpu, Placement, Reason};
@@ -56,7 +65,7 @@ use crate::time::{Clock, Timestamp};
 use crate::Limits;
 
 /// Version of the [`Report`] layout; bump on any change a consumer could notice.
-pub const SCHEMA: &str = "backscope.logs/1";
+pub const SCHEMA: &str = "backscope.logs/2";
 
 /// Longest summary text kept per timeline entry or cause (characters).
 const SUMMARY_CHARS: usize = 300;
@@ -112,6 +121,9 @@ pub struct Ending {
     pub phase: Phase,
     pub phase_rule: String,
     pub phase_lines: Vec<u64>,
+    /// Where the log shows the last runtime begin: a runner start or the model loader's first line (`None`: a
+    /// fragment that starts after that, whose "no crash" covers only its own lines).
+    pub start_line: Option<u64>,
 }
 
 /// A set of line numbers as ranges (bounded).
@@ -308,6 +320,19 @@ pub struct CrashLine {
     /// The line as written (clipped), for quoting it.
     #[serde(skip)]
     pub raw: String,
+    /// The last line that said it (`line` when `count` is 1): repeats on consecutive lines are threads printing
+    /// at once, repeats far apart may be retries.
+    pub last: u64,
+}
+
+/// A kernel GPU-driver line of a crash incident (amdgpu): a GPU job that timed out, whose job it was, a reset.
+#[derive(Clone, Debug, Serialize)]
+pub struct GpuDriverLine {
+    pub event: GpuDriverEvent,
+    pub ring: Option<String>,
+    pub process: Option<String>,
+    pub pid: Option<u32>,
+    pub line: u64,
 }
 
 /// One attempt of an allocation retry loop (Ollama's new engine fits the model with fewer GPU layers after an
@@ -368,6 +393,11 @@ pub struct Crash {
     pub op: Option<Sourced<String>>,
     /// The attempts of an allocation retry loop that this incident gathers (empty when it is no such loop).
     pub attempts: Vec<Attempt>,
+    /// The kernel's GPU-driver lines of this incident (a ring timeout, the process named, resets, a coredump).
+    pub gpu_driver: Vec<GpuDriverLine>,
+    /// The incident begins inside a crash dump whose header (the signal or panic line) is not in the log: the log
+    /// starts mid-dump.
+    pub header_cut: bool,
     pub signature: Signature,
     /// The last line of the incident.
     pub last_line: u64,
@@ -432,6 +462,8 @@ impl TailSlot {
 #[derive(Clone, Copy, Debug, Default)]
 struct Lifetime {
     start: Option<u64>,
+    /// The line where the log shows this runtime begin: a runner started, or the model loader's first line.
+    began: Option<u64>,
     discovery_runner: bool,
     loading: Option<u64>,
     warmup: Option<u64>,
@@ -465,6 +497,8 @@ struct Open {
     discovery_failure: bool,
     /// A line of the incident names graph compute (an op that failed, `ggml_compute_forward_*`).
     compute_line: Option<u64>,
+    /// The kernel reported a GPU or ring reset finished: a later GPU hang is a new incident.
+    gpu_reset_done: bool,
 }
 
 impl Open {
@@ -477,6 +511,7 @@ impl Open {
             terminated: false,
             discovery_failure: false,
             compute_line: None,
+            gpu_reset_done: false,
         }
     }
 }
@@ -500,6 +535,8 @@ fn new_crash(line: u64, offset: u64, time: Option<Timestamp>, inherited: bool) -
         frames_dropped: 0,
         op: None,
         attempts: Vec::new(),
+        gpu_driver: Vec::new(),
+        header_cut: false,
         signature: Signature { id: String::new(), text: String::new(), frames: Vec::new() },
         last_line: line,
         raw: String::new(),
@@ -593,7 +630,7 @@ impl Analyzer {
         }
         if let Some(open) = self.open.as_mut() {
             let text = clip(format!("process exit: {description}"));
-            let line = CrashLine { kind: "process_exit", raw: String::new(), text, line: 0, count: 1 };
+            let line = CrashLine { kind: "process_exit", raw: String::new(), text, line: 0, count: 1, last: 0 };
             if open.crash.causes.is_empty() && open.crash.signal.is_none() {
                 open.crash.causes.push(line);
             } else {
@@ -713,12 +750,18 @@ impl Analyzer {
                 self.close_incident();
                 self.lifetime = Lifetime {
                     start: Some(l),
+                    began: Some(l),
                     discovery_runner: !with_model,
                     loading: with_model.then_some(l),
                     ..Lifetime::default()
                 };
             }
-            ModelLoading { .. } | LayersOffloaded { .. } | DeviceUsed { .. } => {
+            ModelLoading { .. } => {
+                self.lifetime.loading.get_or_insert(l);
+                self.lifetime.began.get_or_insert(l);
+                self.lifetime.discovery_runner = false;
+            }
+            LayersOffloaded { .. } | DeviceUsed { .. } => {
                 self.lifetime.loading.get_or_insert(l);
                 self.lifetime.discovery_runner = false;
             }
@@ -791,6 +834,7 @@ impl Analyzer {
                 lt.loading = None;
             }
             Meaning::RunnerStart => {
+                lt.began.get_or_insert(l);
                 if !lt.discovery_runner {
                     lt.loading.get_or_insert(l);
                 }
@@ -849,13 +893,17 @@ impl Analyzer {
     fn slog_backend_hints(&mut self, e: &Event<'_>) {
         let cap = self.limits.max_facts;
         let field = find_bytes(e.text, b" library=").is_some();
+        let path = find_bytes(e.text, b"lib/ollama/").is_some();
+        if !(field || path) || says_not_used(e.text) {
+            return;
+        }
         if let Some(lib) = crate::slog::get(e.text, b"library").filter(|_| field) {
             let lib = lossy(lib).into_owned();
             if !lib.eq_ignore_ascii_case("cpu") && !lib.is_empty() {
                 self.facts.placement.backend(&lib, "Ollama's library field", format!("library={lib}"), e.line, cap);
             }
         }
-        if find_bytes(e.text, b"lib/ollama/").is_some() {
+        if path {
             let line = lossy(e.text);
             let found = line
                 .split([' ', '"', '[', ']', '='])
@@ -904,7 +952,7 @@ impl Analyzer {
                     .split([' ', '"', '='])
                     .filter(|w| w.contains('/') || w.contains('\\'))
                     .find_map(|w| backend_of_path(w).map(|b| (b, w)));
-                if let Some((backend, path)) = found {
+                if let Some((backend, path)) = found.filter(|_| !says_not_used(e.text)) {
                     p.backend(backend, "runner library path", clip(path.to_string()), e.line, cap);
                 }
             }
@@ -920,6 +968,10 @@ impl Analyzer {
             DevicesFound { backend, count } if count > 0 => {
                 p.backend(&text(backend), "device initialisation", format!("{count} device(s) found"), e.line, cap)
             }
+            DevicesFound { backend, .. } if p.no_device.len() < cap => p.no_device.push(Reason {
+                text: format!("{} found no device: {}", text(backend), clip(lossy(e.text).into_owned())),
+                line: e.line,
+            }),
             OpFailed { op } => {
                 p.backend(gpu, "failing op", format!("{} failed in ggml_cuda_compute_forward", text(op)), e.line, cap)
             }
@@ -984,7 +1036,9 @@ impl Analyzer {
                     f.backends.push(Backend { name: text(backend), path: text(path), line: e.line });
                 }
             }
-            DevicesFound { backend, .. } if self.gpu_backend.as_bytes() != backend => self.gpu_backend = text(backend),
+            DevicesFound { backend, count } if count > 0 && self.gpu_backend.as_bytes() != backend => {
+                self.gpu_backend = text(backend)
+            }
             GpuDevice(d) if seen_device(&mut f.devices, None, d.index, d.name, e.line) => {}
             VulkanDevice(v) if seen_device(&mut f.devices, Some("Vulkan"), v.index, v.name, e.line) => {}
             GpuDevice(d) => {
@@ -1115,21 +1169,32 @@ impl Analyzer {
                 && !matches!(e.kind, Signal { .. } if open.crash.signal.is_none()))
                 || (matches!(e.kind, Signal { .. }) && open.crash.signal.is_some())
                 || (open.terminated && matches!(e.kind, RunnerTerminated { .. }))
+                || (fatal && matches!(e.kind, GpuDriver(_)) && open.gpu_reset_done)
             {
                 self.close_incident();
             }
         }
         if self.open.is_none() {
             // A native backtrace is printed only when something aborts: it opens an incident too.
-            // So is a goroutine dump: the Go runtime prints one when it dies, even where the log lost its cause.
-            if !fatal && !matches!(e.kind, NativeFrame(_) | Goroutine { .. }) {
+            // So is a goroutine dump: the Go runtime prints one when it dies, even where the log lost its cause; and so
+            // is any line of a Go crash dump (a register, a frame's source, `created by`) that a paste starts with.
+            let headerless =
+                matches!(e.kind, RegisterDump | GoFrameSource { .. } | GoCreatedBy { .. } | GoFrame { .. });
+            if !fatal && !headerless && !matches!(e.kind, NativeFrame(_) | Goroutine { .. }) {
                 return false;
             }
             let mut crash = new_crash(e.line, e.offset, time.or(self.last_time), time.is_none());
             crash.raw = clip(lossy(e.raw).into_owned());
+            let mut open = Open::new(crash, self.lifetime);
+            if headerless {
+                // The frames before the first goroutine header belong to a goroutine whose header is cut: which one
+                // crashed cannot be told, so none of them is taken for the crashing stack.
+                open.go_dump_started = true;
+                header_cut(&mut open.crash, e, "the log starts inside a Go crash dump (registers, goroutine frames), which the Go runtime prints only when a fatal signal or panic kills it; the signal line is above the fragment", self.limits.max_causes);
+            }
             // Past the cap too the incident is followed in full (its signal, frames and causes, all bounded):
             // what closes it and what it is grouped with depend on them.
-            self.open = Some(Open::new(crash, self.lifetime));
+            self.open = Some(open);
         }
         true
     }
@@ -1189,8 +1254,8 @@ impl Analyzer {
             }
             Goroutine { id, .. } => {
                 if c.causes.is_empty() && c.signal.is_none() && c.consequences.is_empty() {
-                    let text = "a Go goroutine dump without the line that says why the runtime died".to_string();
-                    push_line(&mut c.causes, e, text, max_lines);
+                    let text = "a Go goroutine dump without the line that says why the runtime died";
+                    header_cut(c, e, text, max_lines);
                 }
                 if !open.go_dump_started {
                     open.go_dump_started = true;
@@ -1222,37 +1287,9 @@ impl Analyzer {
                 }
             }
             GoCreatedBy { .. } | GoTraceDetail => joined = open.in_crashing_goroutine,
-            NativeFrame(frame) => {
-                // ggml_abort in the backtrace: the process aborted through ggml even where its message is not in the log.
-                if !open.go_dump_started
-                    && frame.symbol == Some(b"ggml_abort")
-                    && !c.causes.iter().any(|x| x.kind == "abort")
-                {
-                    let text = "ggml_abort in the backtrace (its message is not in the log)".to_string();
-                    c.causes.push(CrashLine {
-                        kind: "abort",
-                        text,
-                        line: e.line,
-                        count: 1,
-                        raw: clip(lossy(e.raw).into_owned()),
-                    });
-                }
-                if open.go_dump_started {
-                    joined = false;
-                } else if let Some(function) = signature::native_function(
-                    frame.module.map(|m| lossy(m)).as_deref(),
-                    frame.symbol.map(|s| lossy(s)).as_deref(),
-                ) {
-                    if let Some(at) = function.find("ggml_compute_forward_") {
-                        open.compute_line.get_or_insert(e.line);
-                        if c.op.is_none() {
-                            let op = function[at..].split(['(', '+', ' ']).next().unwrap_or_default().to_string();
-                            c.op = Some(Sourced { value: op, line: e.line });
-                        }
-                    }
-                    push_frame(c, Frame { function, source: None, native: true, line: e.line }, max_frames);
-                }
-            }
+            RegisterDump => {}
+            GpuDriver(d) => gpu_driver_joins(open, e, &d, fatal, slog_line, max_lines),
+            NativeFrame(frame) => joined = native_frame_joins(open, e, &frame, max_frames),
             PostPredictError { .. } | RunnerTerminated { .. } | CompletionError { .. } => {
                 if matches!(e.kind, RunnerTerminated { .. }) {
                     open.terminated = true;
@@ -1274,7 +1311,7 @@ impl Analyzer {
             _ => joined = false,
         }
         if joined {
-            c.last_line = e.line;
+            open.crash.last_line = e.line;
         }
     }
 
@@ -1394,6 +1431,7 @@ impl Analyzer {
             phase,
             phase_rule,
             phase_lines,
+            start_line: self.lifetime.began,
         };
         let origin = self.origin;
         let rel = |t: Option<Timestamp>| -> Option<f64> {
@@ -1482,6 +1520,13 @@ fn find_bytes(h: &[u8], needle: &[u8]) -> Option<usize> {
     memchr::memmem::find(h, needle)
 }
 
+/// A line that names a library or device only to say it is not used (`skipping …`, `… skipped at user's request`,
+/// `disabled`): no evidence that the backend ran.
+fn says_not_used(text: &[u8]) -> bool {
+    const WORDS: [&[u8]; 6] = [b"skipping", b"skipped", b"Skipping", b"not loading", b"at user's request", b"ignoring"];
+    WORDS.iter().any(|w| find_bytes(text, w).is_some())
+}
+
 /// Routes whose successful answer means the model computed something.
 fn is_inference_route(path: &[u8]) -> bool {
     const ROUTES: &[&[u8]] = &[
@@ -1547,6 +1592,7 @@ fn record_attempt(c: &mut Crash, attempt: Option<(u64, Option<u32>)>, e: &Event<
 fn push_line(list: &mut Vec<CrashLine>, e: &Event<'_>, text: String, cap: usize) {
     if let Some(same) = list.iter_mut().find(|x| x.kind == e.kind.name() && x.text == text) {
         same.count += 1;
+        same.last = e.line;
         return;
     }
     if list.len() < cap {
@@ -1556,9 +1602,121 @@ fn push_line(list: &mut Vec<CrashLine>, e: &Event<'_>, text: String, cap: usize)
             line: e.line,
             count: 1,
             raw: clip(lossy(e.raw).into_owned()),
+            last: e.line,
         });
     }
 }
+
+/// A kernel GPU-driver line joins the incident: kept with the crash, and the timed-out job or fault as a cause when no
+/// runner line has said what failed.
+fn gpu_driver_joins(
+    open: &mut Open,
+    e: &Event<'_>,
+    d: &crate::event::GpuDriver<'_>,
+    fatal: bool,
+    slog_line: bool,
+    cap: usize,
+) {
+    if matches!(d.event, GpuDriverEvent::ResetSucceeded | GpuDriverEvent::ResetFailed) {
+        open.gpu_reset_done = true;
+    }
+    let c = &mut open.crash;
+    let said = summary(&e.kind, slog_line);
+    // The coredump's two lines (created, where to find it) are one event, not a repeat.
+    if fatal && c.causes.iter().all(|x| x.kind == "gpu_driver" && x.text != said) && c.signal.is_none() {
+        push_line(&mut c.causes, e, said, cap);
+        // The timed-out job or the fault decides the signature, not the coredump or reset around it.
+        if matches!(d.event, GpuDriverEvent::RingTimeout | GpuDriverEvent::PageFault) {
+            if let Some(at) = c.causes.iter().position(|x| x.line == e.line) {
+                let first = c.causes.remove(at);
+                c.causes.insert(0, first);
+            }
+        }
+    }
+    if c.gpu_driver.len() < cap {
+        let text = |b: &[u8]| clip(lossy(b).into_owned());
+        c.gpu_driver.push(GpuDriverLine {
+            event: d.event,
+            ring: d.ring.map(text),
+            process: d.process.map(text),
+            pid: d.pid,
+            line: e.line,
+        });
+    }
+}
+
+/// A native backtrace frame joins the incident (unless a Go dump began: its native frames are not the crash's); the
+/// abort and uncaught-exception machinery in it are causes even where their message is not in the log. Returns
+/// whether the line joined.
+fn native_frame_joins(
+    open: &mut Open,
+    e: &Event<'_>,
+    frame: &crate::event::NativeFrame<'_>,
+    max_frames: usize,
+) -> bool {
+    if open.go_dump_started {
+        return false;
+    }
+    let c = &mut open.crash;
+    let mark = |c: &mut Crash, kind: &'static str, text: String| {
+        if !c.causes.iter().any(|x| x.kind == kind) {
+            let raw = clip(lossy(e.raw).into_owned());
+            c.causes.push(CrashLine { kind, text, line: e.line, count: 1, raw, last: e.line });
+        }
+    };
+    // ggml_abort in the backtrace: the process aborted through ggml even where its message is not in the log.
+    if frame.symbol == Some(b"ggml_abort") {
+        mark(c, "abort", "ggml_abort in the backtrace (its message is not in the log)".to_string());
+    }
+    // libstdc++'s terminate path in the backtrace: an exception nobody caught (ggml's handler prints the backtrace
+    // from std::terminate), even where the `terminate called after throwing` line is not in the log.
+    if let Some(symbol) = frame.symbol.filter(|s| UNCAUGHT_EXCEPTION_FRAMES.contains(s)) {
+        let symbol = lossy(symbol);
+        mark(
+            c,
+            "cpp_terminate",
+            format!("an uncaught C++ exception ({symbol} in the backtrace: std::terminate was called)"),
+        );
+    }
+    let module = frame.module.map(|m| lossy(m));
+    let symbol = frame.symbol.map(|s| lossy(s));
+    if let Some(function) = signature::native_function(module.as_deref(), symbol.as_deref()) {
+        if let Some(at) = function.find("ggml_compute_forward_") {
+            open.compute_line.get_or_insert(e.line);
+            if c.op.is_none() {
+                let op = function[at..].split(['(', '+', ' ']).next().unwrap_or_default().to_string();
+                c.op = Some(Sourced { value: op, line: e.line });
+            }
+        }
+        push_frame(c, Frame { function, source: None, native: true, line: e.line }, max_frames);
+    }
+    true
+}
+
+/// Marks a crash that begins inside a crash dump whose header is not in the log, with a cause that says so.
+fn header_cut(c: &mut Crash, e: &Event<'_>, what: &str, cap: usize) {
+    c.header_cut = true;
+    if c.causes.len() < cap {
+        c.causes.push(CrashLine {
+            kind: "header_cut",
+            text: format!("crash (header cut): {what}"),
+            line: e.line,
+            count: 1,
+            raw: clip(lossy(e.raw).into_owned()),
+            last: e.line,
+        });
+    }
+}
+
+/// Frames of libstdc++'s and ggml's handling of an exception nobody caught.
+const UNCAUGHT_EXCEPTION_FRAMES: &[&[u8]] = &[
+    b"_ZSt10unexpectedv",
+    b"_ZSt9terminatev",
+    b"std::terminate",
+    b"__cxa_throw",
+    b"__cxa_rethrow",
+    b"ggml_uncaught_exception",
+];
 
 fn clip(mut s: String) -> String {
     if s.chars().count() > SUMMARY_CHARS {
@@ -1585,6 +1743,12 @@ const LOAD_FUNCTIONS: &[&str] = &[
     "mtmd_init",
     "NewMtmdContext",
 ];
+/// Init functions that run the warm-up compute after the model and context are loaded (a load frame above them in the
+/// stack decides load first).
+const WARMUP_FUNCTIONS: &[&str] = &["common_init_from_params", "llama_init_from_gpt_params"];
+/// Server functions that compute for a request (llama-server's slot loop, Ollama's runner batch loop).
+const REQUEST_FUNCTIONS: &[&str] =
+    &["update_slots", "handle_completions", "process_token", "processBatch", "forwardBatch"];
 const COMPUTE_FUNCTIONS: &[&str] = &[
     "ggml_compute_forward",
     "ggml_graph_compute",
@@ -1636,6 +1800,16 @@ fn decide_phase(lt: &Lifetime, ev: CrashEvidence<'_>) -> (Phase, String, Vec<u64
     if let Some(l) = stack_has(ev.frames, LOAD_FUNCTIONS) {
         return (Phase::Load, "the crashing stack is in model-loading code".into(), vec![l]);
     }
+    // The stack outranks milestones and the fragment rules: llama-cli and the common library run the warm-up inside
+    // their init function, before any request (L common/common.cpp common_init_from_params; before 2024-09
+    // llama_init_from_gpt_params), and llama-cli has no runner whose ready line would tell it.
+    if let Some(l) = stack_has(ev.frames, WARMUP_FUNCTIONS) {
+        return (
+            Phase::FirstCompute,
+            format!("the crashing stack is in the load-time warm-up (line {l}: the init function computes once on the model after loading it): the first compute"),
+            vec![l],
+        );
+    }
     if let Some(l) = ev.load_error.filter(|_| lt.ready.is_none()) {
         return (
             Phase::Load,
@@ -1682,7 +1856,15 @@ fn decide_phase(lt: &Lifetime, ev: CrashEvidence<'_>) -> (Phase, String, Vec<u64
             );
         }
         // The log begins after the runner loaded (a fragment, or a paste that starts mid-backtrace): the lines
-        // that would tell a first compute from a later request are not in it.
+        // that would tell a first compute from a later request are not in it. A stack in a request handler says it
+        // was a request's compute, not the warm-up; which request it still cannot say.
+        if let Some(r) = stack_has(ev.frames, REQUEST_FUNCTIONS) {
+            return (
+                Phase::Unknown,
+                format!("the crashing stack computes for a request (line {r}), not the load or warm-up, but the log begins after the runner loaded: whether an earlier request had finished cannot be told"),
+                vec![r, c],
+            );
+        }
         let maybe = lt
             .maybe_load_only
             .map(|l| {
@@ -1709,7 +1891,8 @@ fn cause_rank(kind: &str) -> u8 {
         "gpu_error" | "blas_error" | "device_lost" => 1,
         "out_of_memory" | "cpp_terminate" | "load_error" | "go_fatal" | "discovery_failure" => 2,
         "abort" => 4,
-        "op_failed" | "gpu_error_location" => 5,
+        "op_failed" | "gpu_error_location" | "gpu_driver" => 5,
+        "header_cut" => 6,
         _ => 3,
     }
 }
@@ -1730,10 +1913,13 @@ fn signature_of(c: &Crash) -> Signature {
         }
     }
     // The cause that names the failure best (the error string, not ggml's generic abort), then the op that ran.
-    if let Some(cause) = c.causes.iter().enumerate().min_by_key(|(i, x)| (cause_rank(x.kind), *i)).map(|(_, x)| x) {
+    // A cut header says nothing of the failure: the runner's own words after it (post predict EOF, its exit status)
+    // decide, and the same crash pasted whole or cut groups together.
+    let deciding = c.causes.iter().enumerate().filter(|(_, x)| x.kind != "header_cut");
+    if let Some(cause) = deciding.min_by_key(|(i, x)| (cause_rank(x.kind), *i)).map(|(_, x)| x) {
         parts.push(signature::normalise_text(&cause.text));
     } else if parts.is_empty() {
-        if let Some(first) = c.consequences.first() {
+        if let Some(first) = c.consequences.first().or(c.causes.first()) {
             parts.push(signature::normalise_text(&first.text));
         }
     }
@@ -1746,8 +1932,11 @@ fn signature_of(c: &Crash) -> Signature {
         .filter(|f| !f.native && !signature::is_go_runtime(&f.function))
         .map(|f| signature::go_function(&f.function))
         .collect();
+    // A native frame without a symbol (`libggml-base.so.0!?`) is an address, which differs between builds: only named
+    // frames decide.
     let frames: Vec<String> = if go.is_empty() {
-        c.frames.iter().filter(|f| f.native).map(|f| f.function.clone()).take(SIGNATURE_FRAMES).collect()
+        let named = |f: &&Frame| f.native && !f.function.ends_with('?');
+        c.frames.iter().filter(named).map(|f| f.function.clone()).take(SIGNATURE_FRAMES).collect()
     } else {
         go.into_iter().take(SIGNATURE_FRAMES).collect()
     };
@@ -1768,6 +1957,33 @@ fn cut_signal_note(error: &[u8]) -> String {
     match NAMES.iter().find(|n| head.len() >= 3 && n.starts_with(head.as_str()) && n.len() > head.len()) {
         Some(name) => format!(" (the line is cut; the signal's name begins as {name} does)"),
         None => String::new(),
+    }
+}
+
+/// ` (STATUS_ACCESS_VIOLATION: access violation)` for a text holding a Windows status code the table names.
+fn status_note(text: &str) -> String {
+    signature::windows_status(text).map(|(code, name)| format!(" ({code} is {name})")).unwrap_or_default()
+}
+
+/// `ring gfx_0.0.0 timeout (a GPU job did not finish)`, `process llama-server pid 12519`, `GPU reset begin`…
+fn gpu_driver_summary(d: &crate::event::GpuDriver<'_>, t: &dyn Fn(&[u8]) -> String) -> String {
+    let ring = d.ring.map(|r| format!(" on ring {}", t(r))).unwrap_or_default();
+    let who = match (d.process.map(t), d.pid) {
+        (Some(p), Some(pid)) => format!(" of process {p} pid {pid}"),
+        (None, Some(pid)) => format!(" of pid {pid}"),
+        (Some(p), None) => format!(" of process {p}"),
+        (None, None) => String::new(),
+    };
+    match d.event {
+        GpuDriverEvent::RingTimeout => format!("GPU driver: a GPU job timed out{ring}"),
+        GpuDriverEvent::Process => {
+            format!("GPU driver: the job was that{}", if who.is_empty() { " of an unnamed process" } else { &who })
+        }
+        GpuDriverEvent::ResetBegin => format!("GPU driver: reset begins{ring}"),
+        GpuDriverEvent::ResetSucceeded => format!("GPU driver: reset succeeded{ring}"),
+        GpuDriverEvent::ResetFailed => format!("GPU driver: reset failed{ring}"),
+        GpuDriverEvent::Coredump => "GPU driver: a device coredump was written".into(),
+        GpuDriverEvent::PageFault => format!("GPU driver: GPU page fault{who}"),
     }
 }
 
@@ -1918,7 +2134,7 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
                 arch.map(|a| format!(" [arch {}]", t(a))).unwrap_or_default()
             )
         }
-        Signal { signal, description } => format!("{}: {}", t(signal), t(description)),
+        Signal { signal, description } => format!("{}{}: {}", t(signal), status_note(&t(signal)), t(description)),
         SignalContext { pc, addr, sigcode } => [("PC", pc), ("addr", addr), ("sigcode", sigcode)]
             .iter()
             .filter_map(|(k, v)| v.map(|v| format!("{k}={}", t(v))))
@@ -1946,7 +2162,9 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
         PostPredictError { error } => {
             format!("post predict failed{}", error.map(|e| format!(": {}", t(e))).unwrap_or_default())
         }
-        RunnerTerminated { error } => format!("runner terminated: {}{}", t(error), cut_signal_note(error)),
+        RunnerTerminated { error } => {
+            format!("runner terminated: {}{}{}", t(error), status_note(&t(error)), cut_signal_note(error))
+        }
         LoadError { error } => format!("model load failed: {}", t(error)),
         BindFailed { message } => format!("the server could not listen: {}", t(message)),
         CompletionError { message } => format!("completion failed: {}", t(message)),
@@ -1963,6 +2181,8 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
             signature::native_function(f.module.map(|m| lossy(m)).as_deref(), f.symbol.map(|s| lossy(s)).as_deref())
                 .unwrap_or_else(|| "abort machinery".into())
         }
+        GpuDriver(d) => gpu_driver_summary(&d, &t),
+        RegisterDump => "a register of a Go crash dump".into(),
         Other => String::new(),
     };
     clip(s)

@@ -21,7 +21,10 @@ use std::sync::LazyLock;
 use aho_corasick::{AhoCorasick, AhoCorasickKind};
 use memchr::{memchr_iter, memmem};
 
-use crate::event::{BufferKind, EventKind, GpuDevice, InferenceCompute, NativeFrame, TimingKind, VulkanDevice};
+use crate::event::{
+    BufferKind, EventKind, GpuDevice, GpuDriver, GpuDriverEvent, InferenceCompute, NativeFrame, TimingKind,
+    VulkanDevice,
+};
 use crate::slog;
 use crate::time::{parse_rfc3339, parse_slash_date, Timestamp};
 
@@ -86,6 +89,7 @@ static MARKERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
             "cleaning up before exit",
             "couldn't bind",
             "address already in use",
+            " abort:",
         ])
         .expect("the marker patterns are valid")
 });
@@ -191,7 +195,15 @@ pub fn classify<'a>(msg: &'a [u8], ctx: &mut Context) -> Classified<'a> {
         return gin(rest);
     }
     let kind = structured(msg).unwrap_or_else(|| milestone(msg));
-    if matches!(kind, EventKind::Goroutine { .. }) {
+    // A goroutine header, or a frame's source line, `created by` line or Markdown-linked frame read outside a dump
+    // (a paste that starts inside one): the lines after it are the dump's.
+    if matches!(
+        kind,
+        EventKind::Goroutine { .. }
+            | EventKind::GoFrameSource { .. }
+            | EventKind::GoCreatedBy { .. }
+            | EventKind::GoFrame { .. }
+    ) {
         ctx.in_go_trace = true;
     }
     if matches!(kind, EventKind::NativeFrame(_)) {
@@ -262,6 +274,39 @@ fn go_trace_line(msg: &[u8]) -> Option<EventKind<'_>> {
     go_function(msg).map(|function| EventKind::GoFrame { function })
 }
 
+/// A Go trace line that is recognised outside a goroutine dump too, for a paste that starts inside one: a frame's
+/// source line with its `+0x` offset, `created by F in goroutine N`, a frame pasted as a Markdown link.
+fn headerless_go_line(msg: &[u8]) -> Option<EventKind<'_>> {
+    let s = trim_start(msg);
+    if s.len() < msg.len() {
+        return go_source(s).filter(|_| find(s, b" +0x").is_some());
+    }
+    if let Some(f) = msg.strip_prefix(b"created by ") {
+        let end = find(f, b" in goroutine ")?;
+        let function = &f[..end];
+        return (function.contains(&b'.') && !function.contains(&b' ')).then_some(EventKind::GoCreatedBy { function });
+    }
+    if msg.starts_with(b"[") {
+        return go_function(msg).map(|function| EventKind::GoFrame { function });
+    }
+    None
+}
+
+/// A Markdown link as GitHub renders a pasted Go frame when the paste is not in a code block:
+/// `[github.com/ollama/ollama/ml/backend/ggml._Cfunc_x](https://github.com/…)(0x7f…)`. Returns the link's text and
+/// what follows the link.
+fn markdown_link(s: &[u8]) -> Option<(&[u8], &[u8])> {
+    let rest = s.strip_prefix(b"[")?;
+    let close = find(rest, b"](")?;
+    let text = &rest[..close];
+    let after = &rest[close + 2..];
+    let end = after.iter().position(|&b| b == b')')?;
+    if !(after.starts_with(b"http://") || after.starts_with(b"https://")) || text.contains(&b' ') {
+        return None;
+    }
+    Some((text, &after[end + 1..]))
+}
+
 /// `goroutine 29 gp=0x… m=0 mp=0x… [syscall]:` / `goroutine 5 [syscall, 6 minutes]:`.
 fn goroutine(msg: &[u8]) -> Option<EventKind<'_>> {
     let rest = msg.strip_prefix(b"goroutine ")?;
@@ -276,8 +321,10 @@ fn goroutine(msg: &[u8]) -> Option<EventKind<'_>> {
 
 /// `path/file.go:123 +0x4b fp=… sp=… pc=…` (also `.s` for assembly frames).
 fn go_source(s: &[u8]) -> Option<EventKind<'_>> {
-    let end = s.iter().position(|&b| b == b' ').unwrap_or(s.len());
-    let loc = &s[..end];
+    let loc = match markdown_link(s) {
+        Some((text, _)) => text,
+        None => &s[..s.iter().position(|&b| b == b' ').unwrap_or(s.len())],
+    };
     let colon = loc.iter().rposition(|&b| b == b':')?;
     let (file, line) = (&loc[..colon], &loc[colon + 1..]);
     if !(file.ends_with(b".go") || file.ends_with(b".s")) {
@@ -295,6 +342,9 @@ fn go_source(s: &[u8]) -> Option<EventKind<'_>> {
 fn go_function(msg: &[u8]) -> Option<&[u8]> {
     if !msg.ends_with(b")") {
         return None;
+    }
+    if let Some((text, rest)) = markdown_link(msg) {
+        return (rest.starts_with(b"(") && text.contains(&b'.')).then_some(text);
     }
     let open = call_paren(msg)?;
     let name = &msg[..open];
@@ -332,9 +382,51 @@ fn is_register(msg: &[u8]) -> bool {
     rest.len() < msg.len() - name_len && rest.starts_with(b"0x") && !rest.contains(&b' ')
 }
 
+/// Registers the Go runtime prints after a fatal signal (`runtime/signal_amd64.go` `dumpregs`, and arm64's `r0`…
+/// `r29`, `lr`, `sp`, `pc`, `fault`).
+const GO_REGISTERS: &[&[u8]] = &[
+    b"rax", b"rbx", b"rcx", b"rdx", b"rdi", b"rsi", b"rbp", b"rsp", b"r8", b"r9", b"r10", b"r11", b"r12", b"r13",
+    b"r14", b"r15", b"rip", b"rflags", b"cs", b"fs", b"gs", b"lr", b"sp", b"pc", b"fault",
+];
+
+/// A register line of a Go crash dump read outside a goroutine dump: a register the runtime prints, spaces, and a
+/// hexadecimal value that ends the line (`rax    0x0`).
+fn go_register(msg: &[u8]) -> bool {
+    let name_len = msg.iter().take_while(|b| b.is_ascii_alphanumeric()).count();
+    let name = &msg[..name_len];
+    let arm = name.len() <= 3
+        && name.first() == Some(&b'r')
+        && name.len() > 1
+        && name[1..].iter().all(u8::is_ascii_digit)
+        && leading_u32(&name[1..]).is_some_and(|(n, _)| n <= 29);
+    if !(GO_REGISTERS.contains(&name) || arm) {
+        return false;
+    }
+    let value = trim_start(&msg[name_len..]);
+    value.len() < msg.len() - name_len
+        && value.strip_prefix(b"0x").is_some_and(|hex| !hex.is_empty() && hex.iter().all(u8::is_ascii_hexdigit))
+}
+
 /// A native backtrace frame in one of the forms `ggml_print_backtrace` produces.
 fn native_frame(msg: &[u8]) -> Option<NativeFrame<'_>> {
     let s = trim_start(msg);
+    // lldb: `frame #3: 0x00000001a1b2c3d4 libggml-base.dylib`ggml_abort + 364` (`* frame #0:` for the selected one).
+    if let Some(rest) = s.strip_prefix(b"* ").unwrap_or(s).strip_prefix(b"frame #") {
+        let (index, rest) = leading_u32(rest)?;
+        let rest = trim_start(rest.strip_prefix(b":")?);
+        let addr = rest.strip_prefix(b"0x")?;
+        let after_addr = trim_start(&addr[addr.iter().position(|b| !b.is_ascii_hexdigit()).unwrap_or(addr.len())..]);
+        let tick = after_addr.iter().position(|&b| b == b'`');
+        let (module, symbol) = match tick {
+            Some(t) => {
+                let sym = &after_addr[t + 1..];
+                let end = find(sym, b" + ").or_else(|| sym.iter().position(|&b| b == b' ')).unwrap_or(sym.len());
+                (&after_addr[..t], Some(&sym[..end]).filter(|x| !x.is_empty()))
+            }
+            None => (&after_addr[..after_addr.iter().position(|&b| b == b' ').unwrap_or(after_addr.len())], None),
+        };
+        return Some(NativeFrame { index: Some(index), module: Some(module).filter(|m| !m.is_empty()), symbol });
+    }
     // gdb: `#3  0x00007f… in sym (args) at file:line` / `#4  sym (args) at …`.
     if let Some(rest) = s.strip_prefix(b"#") {
         let (index, rest) = leading_u32(rest)?;
@@ -355,19 +447,30 @@ fn native_frame(msg: &[u8]) -> Option<NativeFrame<'_>> {
             symbol: Some(&rest[..sym_end]).filter(|s| !s.is_empty()),
         });
     }
-    // glibc backtrace_symbols: `/path/lib.so(sym+0x1e)[0x7f…]` or `/path/lib.so(+0x1e)[0x7f…]`.
+    // glibc backtrace_symbols: `/path/lib.so(sym+0x1e) [0x7f…]` (glibc puts a space before the address; some
+    // pastes lose it) or `/path/lib.so(+0x1e) [0x7f…]`. The module is the last word before `(`: whatever a paste
+    // put before it (a router's `[pid] `, a viewer's clock) is not part of it.
     if s.ends_with(b"]") {
         let bracket = s.iter().rposition(|&b| b == b'[')?;
-        if !s[bracket + 1..].starts_with(b"0x") || bracket == 0 || s[bracket - 1] != b')' {
+        let hex = &s[bracket + 1..s.len() - 1];
+        if !hex.strip_prefix(b"0x").is_some_and(|h| !h.is_empty() && h.iter().all(u8::is_ascii_hexdigit)) {
             return None;
         }
-        let open = s[..bracket].iter().rposition(|&b| b == b'(')?;
-        let inside = &s[open + 1..bracket - 1];
+        let head = s[..bracket].trim_ascii_end();
+        let call = head.strip_suffix(b")")?;
+        let open = call.iter().rposition(|&b| b == b'(')?;
+        let inside = &call[open + 1..];
+        if inside.contains(&b' ') {
+            return None;
+        }
         let plus = inside.iter().rposition(|&b| b == b'+').unwrap_or(inside.len());
         let symbol = Some(&inside[..plus]).filter(|x| !x.is_empty());
-        let module = Some(&s[..open]).filter(|x| !x.is_empty() && !x.contains(&b' '));
-        module?;
-        return Some(NativeFrame { index: None, module, symbol });
+        let before = &call[..open];
+        let module = &before[before.iter().rposition(|&b| b == b' ').map_or(0, |i| i + 1)..];
+        if module.is_empty() {
+            return None;
+        }
+        return Some(NativeFrame { index: None, module: Some(module), symbol });
     }
     // ggml's unwind fallback: `3: 0x7f1234 symbol`.
     let (index, rest) = leading_u32(s)?;
@@ -559,7 +662,7 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
     let first = *msg.first()?;
     let marked = &Marked::new(msg);
     match first {
-        b' ' | b'\t' => return indented(msg, marked),
+        b' ' | b'\t' => return headerless_go_line(msg).or_else(|| indented(msg, marked)),
         b'S' => {
             if let Some(sig) = go_signal(msg) {
                 return Some(sig);
@@ -573,8 +676,20 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
         b'E' => {
             if let Some(rest) = msg.strip_prefix(b"Exception 0x") {
                 let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
-                // `Exception 0x` is 12 bytes: the code follows it whole (`Exception 0xc0000005`).
-                return Some(EventKind::Signal { signal: &msg[..12 + end], description: trim(&rest[end..]) });
+                let args = trim(&rest[end..]);
+                // Go's runtime prints the code and hexadecimal words only (`Exception 0xc0000005 0x8 0x7ffa… 0x7ffa…`,
+                // `runtime/signal_windows.go`); a sentence that begins with the same words is a person's.
+                let hex_word = |w: &[u8]| w.strip_prefix(b"0x").is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit));
+                if args.split(|&b| b == b' ').filter(|w| !w.is_empty()).all(hex_word) {
+                    // `Exception 0x` is 12 bytes: the code follows it whole (`Exception 0xc0000005`).
+                    return Some(EventKind::Signal { signal: &msg[..12 + end], description: args });
+                }
+                return Some(EventKind::Other);
+            }
+        }
+        b'a' | b'd' | b'r' | b'[' => {
+            if let Some(kind) = gpu_driver_line(msg) {
+                return Some(kind);
             }
         }
         b'g' => {
@@ -582,7 +697,12 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
                 return Some(g);
             }
         }
-        b'#' | b'/' => {
+        b'c' => {
+            if let Some(created) = headerless_go_line(msg) {
+                return Some(created);
+            }
+        }
+        b'#' | b'/' | b'f' | b'*' => {
             if let Some(frame) = native_frame(msg) {
                 return Some(EventKind::NativeFrame(frame));
             }
@@ -592,9 +712,17 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
     if let Some(bytes) = msg.strip_prefix(b"instruction bytes:") {
         return Some(EventKind::InstructionBytes { bytes: trim(bytes) });
     }
-    // glibc frames of a library found through the loader path, without a directory:
-    // `libggml-base.so(sym+0x1e)[0x7f…]`.
-    if msg.ends_with(b"]") && find(msg, b".so(").is_some() {
+    if go_register(msg) {
+        return Some(EventKind::RegisterDump);
+    }
+    if first == b'[' {
+        if let Some(frame) = headerless_go_line(msg) {
+            return Some(frame);
+        }
+    }
+    // glibc frames wherever the module path starts (a library found through the loader path has no directory,
+    // a paste may keep a prefix of its own): `libggml-base.so.0(ggml_print_backtrace+0x204) [0x7f…]`.
+    if msg.ends_with(b"]") && (find(msg, b") [0x").is_some() || find(msg, b")[0x").is_some()) {
         if let Some(frame) = native_frame(msg) {
             return Some(EventKind::NativeFrame(frame));
         }
@@ -910,6 +1038,13 @@ fn tagged<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
             let at = find(rest, b" backend from ")?;
             return Some(EventKind::BackendLoaded { backend: &rest[..at], path: trim(&rest[at + 14..]) });
         }
+        // `ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected` (L ggml-cuda.cu
+        // `ggml_cuda_init`): the backend found no device, and the runtime goes on without it.
+        b"ggml_cuda_init" if text.starts_with(b"failed to initialize ") => {
+            let api = &text[21..];
+            let end = api.iter().position(|&b| b == b':' || b == b' ').unwrap_or(api.len());
+            return Some(EventKind::DevicesFound { backend: &api[..end], count: 0 });
+        }
         b"ggml_cuda_init" => {
             let rest = text.strip_prefix(b"found ")?;
             let (count, rest) = leading_u32(rest)?;
@@ -1193,6 +1328,9 @@ fn anywhere<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
     if !marked.get() {
         return None;
     }
+    if let Some(abort) = named_abort(msg) {
+        return Some(abort);
+    }
     if let Some(at) = find(msg, b"GGML_ASSERT(") {
         let cond = &msg[at + 12..];
         let end = cond.iter().rposition(|&b| b == b')').unwrap_or(cond.len());
@@ -1228,6 +1366,94 @@ fn anywhere<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
     }
     if find(msg, b" segfault at ").is_some() {
         return Some(EventKind::ProcessCrash { message: trim(msg) });
+    }
+    None
+}
+
+/// `llama.cpp abort:97: message`: LM Studio's engine log names the file and line of a `ggml_abort` as a word, ` abort:`,
+/// the line and the message (lmstudio-ai/lmstudio-bug-tracker issue 297 quotes it).
+fn named_abort(msg: &[u8]) -> Option<EventKind<'_>> {
+    let at = find(msg, b" abort:")?;
+    let (line, rest) = leading_u32(&msg[at + 7..])?;
+    let message = rest.strip_prefix(b": ").or_else(|| rest.strip_prefix(b":"))?;
+    let head = &msg[..at];
+    let file = &head[head.iter().rposition(|&b| b == b' ').map_or(0, |i| i + 1)..];
+    if file.is_empty() || !file.contains(&b'.') {
+        return None;
+    }
+    if let Some(cond) = find(message, b"GGML_ASSERT(").map(|i| &message[i + 12..]) {
+        let end = cond.iter().rposition(|&b| b == b')').unwrap_or(cond.len());
+        return Some(EventKind::GgmlAssert { file, line, condition: &cond[..end] });
+    }
+    Some(EventKind::Abort { file, line, message: trim(message) })
+}
+
+/// A line of the kernel's amdgpu driver, or of RADV (Mesa's Vulkan driver) reporting what the kernel did to its
+/// context. Shapes: `amdgpu 0000:03:00.0: amdgpu: ring comp_1.1.0 timeout, signaled seq=7, emitted seq=9` (kernel 6.x,
+/// `amdgpu_job.c`), `[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx_0.0.0 timeout, …` (older kernels), FreeBSD's
+/// `[drm ERROR :amdgpu_job_timedout] …` and `drmn0: GPU reset begin!`.
+fn gpu_driver_line(msg: &[u8]) -> Option<EventKind<'_>> {
+    if msg.starts_with(b"radv/amdgpu: ") || msg.starts_with(b"amdgpu: The CS has been cancelled") {
+        // RADV: the kernel reset the GPU under this process's context (`radv_amdgpu_cs.c`); the device is lost.
+        return find(msg, b"context is lost").map(|_| EventKind::DeviceLost { message: trim(msg) });
+    }
+    if !(msg.starts_with(b"amdgpu") || msg.starts_with(b"[drm") || msg.starts_with(b"drmn")) {
+        return None;
+    }
+    let word_after = |needle: &[u8]| -> Option<&[u8]> {
+        let rest = after(msg, needle)?;
+        let end = rest.iter().position(|&b| b == b' ' || b == b',').unwrap_or(rest.len());
+        Some(&rest[..end]).filter(|w| !w.is_empty())
+    };
+    // `process NAME pid N thread …`: NAME may be empty (`process  pid 540118`).
+    let pid_after = |needle: &[u8]| -> (Option<&[u8]>, Option<u32>) {
+        let Some(rest) = after(msg, needle).map(trim_start) else { return (None, None) };
+        let (name, tail) = match rest.strip_prefix(b"pid ") {
+            Some(tail) => (&rest[..0], tail),
+            None => match find(rest, b" pid ") {
+                Some(at) => (&rest[..at], &rest[at + 5..]),
+                None => return (None, None),
+            },
+        };
+        (Some(name).filter(|n| !n.is_empty()), leading_u32(tail).map(|x| x.0))
+    };
+    fn driver<'a>(
+        event: GpuDriverEvent,
+        ring: Option<&'a [u8]>,
+        (process, pid): (Option<&'a [u8]>, Option<u32>),
+    ) -> Option<EventKind<'a>> {
+        Some(EventKind::GpuDriver(GpuDriver { event, ring, process, pid }))
+    }
+    if find(msg, b" timeout, signaled seq=").is_some() {
+        return driver(GpuDriverEvent::RingTimeout, word_after(b"ring "), (None, None));
+    }
+    if find(msg, b"Process information: process ").is_some() {
+        return driver(GpuDriverEvent::Process, None, pid_after(b"Process information: process "));
+    }
+    if find(msg, b":  Process ").is_some() {
+        return driver(GpuDriverEvent::Process, None, pid_after(b":  Process "));
+    }
+    if find(msg, b"page fault").is_some() {
+        return driver(GpuDriverEvent::PageFault, None, pid_after(b"for process "));
+    }
+    if find(msg, b"PROTECTION_FAULT_STATUS").is_some() {
+        return driver(GpuDriverEvent::PageFault, None, (None, None));
+    }
+    if find(msg, b"GPU reset begin").is_some() {
+        return driver(GpuDriverEvent::ResetBegin, None, (None, None));
+    }
+    if let Some(ring) = after(msg, b"Starting ").filter(|r| find(r, b" ring reset").is_some()) {
+        let end = ring.iter().position(|&b| b == b' ').unwrap_or(ring.len());
+        return driver(GpuDriverEvent::ResetBegin, Some(&ring[..end]), (None, None));
+    }
+    if find(msg, b"reset").is_some() && find(msg, b"succeeded").is_some() {
+        return driver(GpuDriverEvent::ResetSucceeded, word_after(b"Ring "), (None, None));
+    }
+    if find(msg, b"reset").is_some() && find(msg, b"failed").is_some() {
+        return driver(GpuDriverEvent::ResetFailed, word_after(b"Ring "), (None, None));
+    }
+    if find(msg, b"coredump").is_some() {
+        return driver(GpuDriverEvent::Coredump, None, (None, None));
     }
     None
 }
@@ -1454,5 +1680,177 @@ mod tests {
             }
         );
         assert_eq!(kind("print_info: n_vocab          = 32000"), EventKind::Other);
+    }
+
+    #[test]
+    fn glibc_backtrace_symbols_frames_wherever_they_start() {
+        // ggml-org/llama.cpp#21724 (comment by SteelPh0enix, 2026-05-08): ggml_print_backtrace in glibc's
+        // backtrace_symbols form, a space before the address; the router's `[pid] ` is stripped as a prefix, a paste may
+        // keep other words before the path.
+        let lines = [
+            ("/nix/store/s2jab8bjlxc1h503ylkjcs8y4b52p1m3-llama-cpp-mpi-vulkan-4.2.0/lib/libggml-base.so.0(ggml_print_backtrace+0x204) [0x752379951c64]",
+             "/nix/store/s2jab8bjlxc1h503ylkjcs8y4b52p1m3-llama-cpp-mpi-vulkan-4.2.0/lib/libggml-base.so.0", Some("ggml_print_backtrace")),
+            ("/nix/store/si4q3zks5mn5jhzzyri9hhd3cv789vlm-gcc-15.2.0-lib/lib/libstdc++.so.6(_ZSt10unexpectedv+0x0) [0x752378cb286e]",
+             "/nix/store/si4q3zks5mn5jhzzyri9hhd3cv789vlm-gcc-15.2.0-lib/lib/libstdc++.so.6", Some("_ZSt10unexpectedv")),
+            ("libggml-vulkan.so.0(+0xa12ca) [0x7f0c2a4a12ca]", "libggml-vulkan.so.0", None),
+            ("pasted: libggml-base.so.0(ggml_backend_sched_graph_compute_async+0x92c)[0x7f0c2b1e492c]",
+             "libggml-base.so.0", Some("ggml_backend_sched_graph_compute_async")),
+        ];
+        for (line, module, symbol) in lines {
+            match kind(line) {
+                EventKind::NativeFrame(f) => {
+                    assert_eq!(f.module, Some(module.as_bytes()), "{line}");
+                    assert_eq!(f.symbol, symbol.map(str::as_bytes), "{line}");
+                }
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+        // A bracket that is no address, a call without a module: not frames.
+        assert!(!matches!(kind("see foo(bar) [0xzz]"), EventKind::NativeFrame(_)));
+        assert!(!matches!(kind("(sym+0x1) [0x7f00]"), EventKind::NativeFrame(_)));
+    }
+
+    #[test]
+    fn lldb_frames() {
+        // The form lldb's `bt` prints on macOS (a Metal build of llama.cpp aborting through ggml_abort).
+        let frame = |line: &str| match kind(line) {
+            EventKind::NativeFrame(f) => (f.index, f.module.map(|m| m.to_vec()), f.symbol.map(|s| s.to_vec())),
+            other => panic!("{line}: {other:?}"),
+        };
+        assert_eq!(
+            frame("  * frame #0: 0x000000018e2a1388 libsystem_kernel.dylib`__pthread_kill + 8"),
+            (Some(0), Some(b"libsystem_kernel.dylib".to_vec()), Some(b"__pthread_kill".to_vec()))
+        );
+        assert_eq!(
+            frame("frame #4: 0x0000000100b5c2e0 libggml-base.dylib`ggml_abort + 156"),
+            (Some(4), Some(b"libggml-base.dylib".to_vec()), Some(b"ggml_abort".to_vec()))
+        );
+        assert!(!matches!(kind("frame #x: not a frame"), EventKind::NativeFrame(_)));
+    }
+
+    #[test]
+    fn go_dump_lines_outside_a_dump() {
+        // ollama/ollama#11420 (a journal fragment that starts mid register dump) and ollama/ollama#12137 (one that starts
+        // mid goroutine dump, without the signal header).
+        assert_eq!(kind("rip    0x7f98b88abe4b"), EventKind::RegisterDump);
+        assert_eq!(kind("rflags 0x246"), EventKind::RegisterDump);
+        assert_eq!(kind("r15    0x7ffcd56fdc28"), EventKind::RegisterDump);
+        assert_eq!(kind("r29    0x16d2e6f90"), EventKind::RegisterDump);
+        for prose in ["id 0x1234", "rax is 0x0", "r30    0x1", "rax    0x12 0x34", "rip    0x"] {
+            assert!(!matches!(kind(prose), EventKind::RegisterDump), "{prose}");
+        }
+        let mut ctx = Context::default();
+        let source = "        github.com/ollama/ollama/runner/llamarunner/runner.go:880 +0x28 fp=0xc0001247e0 sp=0xc0001247b8 pc=0x55ed7980d108";
+        assert!(matches!(classify(source.as_bytes(), &mut ctx).kind, EventKind::GoFrameSource { line: 880, .. }));
+        assert!(ctx.in_go_trace, "the lines after it are the dump's");
+        assert_eq!(
+            classify(b"github.com/ollama/ollama/runner/llamarunner.Execute.gowrap1()", &mut ctx).kind,
+            EventKind::GoFrame { function: b"github.com/ollama/ollama/runner/llamarunner.Execute.gowrap1" }
+        );
+        assert_eq!(
+            kind("created by github.com/ollama/ollama/runner/llamarunner.Execute in goroutine 1"),
+            EventKind::GoCreatedBy { function: b"github.com/ollama/ollama/runner/llamarunner.Execute" }
+        );
+        assert!(!matches!(kind("created by the team in goroutine 5"), EventKind::GoCreatedBy { .. }));
+        // An indented line without a frame's `+0x` offset is not read as one outside a dump.
+        assert!(!matches!(kind("    see runner.go:880 for details"), EventKind::GoFrameSource { .. }));
+    }
+
+    #[test]
+    fn markdown_linked_go_frames() {
+        // The shape GitHub gives a Go frame pasted outside a code block (issue 28's tester: `[github.com/…/ggml._Cfunc_…](https://…)`).
+        let frame = "[github.com/ollama/ollama/ml/backend/ggml._Cfunc_ggml_backend_sched_graph_compute_async](https://github.com/ollama/ollama/ml/backend/ggml._Cfunc_ggml_backend_sched_graph_compute_async)(0x7f0c2c000b70, 0xc0004c6000)";
+        assert_eq!(
+            kind(frame),
+            EventKind::GoFrame {
+                function: b"github.com/ollama/ollama/ml/backend/ggml._Cfunc_ggml_backend_sched_graph_compute_async"
+            }
+        );
+        let mut ctx = Context { in_go_trace: true, ..Context::default() };
+        let source = "\t[github.com/ollama/ollama/ml/backend/ggml/ggml.go:655](https://github.com/ollama/ollama/ml/backend/ggml/ggml.go:655) +0x1a5 fp=0xc";
+        assert!(matches!(classify(source.as_bytes(), &mut ctx).kind, EventKind::GoFrameSource { line: 655, .. }));
+        assert!(!matches!(kind("[a link](https://example.com)(and text)"), EventKind::GoFrame { .. }));
+    }
+
+    #[test]
+    fn windows_exceptions_and_prose() {
+        // NawfalMotii79/PLFM_RADAR#72: Ollama's Go runtime on Windows.
+        assert_eq!(
+            kind("Exception 0xc0000005 0x8 0x7ffa191bcb12 0x7ffa191bcb12"),
+            EventKind::Signal { signal: b"Exception 0xc0000005", description: b"0x8 0x7ffa191bcb12 0x7ffa191bcb12" }
+        );
+        // A reporter's sentence in the paste (issue 28's tester) is no runtime line.
+        assert_eq!(kind("Exception 0xe06d7363 is a C++ exception thrown by MSVC code."), EventKind::Other);
+    }
+
+    #[test]
+    fn amdgpu_kernel_lines() {
+        fn driver(line: &str) -> GpuDriver<'_> {
+            match kind(line) {
+                EventKind::GpuDriver(d) => d,
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+        // ROCm/legacy-rocm-build#6127 (kernel 6.x form).
+        let d = driver("amdgpu 0000:03:00.0: amdgpu: ring comp_1.1.0 timeout, signaled seq=7, emitted seq=9");
+        assert_eq!((d.event, d.ring), (GpuDriverEvent::RingTimeout, Some(&b"comp_1.1.0"[..])));
+        let d = driver("amdgpu 0000:03:00.0: amdgpu:  Process gst-plugin-scan pid 4087 thread gst-plugin:cs0 pid 4213");
+        assert_eq!((d.event, d.process, d.pid), (GpuDriverEvent::Process, Some(&b"gst-plugin-scan"[..]), Some(4087)));
+        assert_eq!(
+            driver("amdgpu 0000:03:00.0: amdgpu: Ring comp_1.1.0 reset succeeded").event,
+            GpuDriverEvent::ResetSucceeded
+        );
+        let d = driver("amdgpu 0000:03:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:32 vmid:0 pasid:0)");
+        assert_eq!((d.event, d.pid), (GpuDriverEvent::PageFault, None));
+        assert_eq!(
+            driver("amdgpu 0000:03:00.0: amdgpu: [drm] Check your /sys/class/drm/card1/device/devcoredump/data").event,
+            GpuDriverEvent::Coredump
+        );
+        // pop-os/cosmic-comp#2626 (older kernels: the function tag and *ERROR*).
+        let d = driver("[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx_0.0.0 timeout, signaled seq=5000163, emitted seq=5000165");
+        assert_eq!((d.event, d.ring), (GpuDriverEvent::RingTimeout, Some(&b"gfx_0.0.0"[..])));
+        let d = driver("[drm:amdgpu_job_timedout [amdgpu]] *ERROR* Process information: process cosmic-comp pid 3503 thread cosmic-com:cs0 pid 3539");
+        assert_eq!((d.process, d.pid), (Some(&b"cosmic-comp"[..]), Some(3503)));
+        assert_eq!(driver("amdgpu 0000:08:00.0: amdgpu: GPU reset begin!").event, GpuDriverEvent::ResetBegin);
+        assert_eq!(
+            driver("amdgpu 0000:08:00.0: amdgpu: GPU reset succeeded, trying to resume").event,
+            GpuDriverEvent::ResetSucceeded
+        );
+        // freebsd/drm-kmod#387: an unnamed process.
+        let d = driver("[drm ERROR :amdgpu_job_timedout] Process information: process  pid 540118 thread  pid 540118");
+        assert_eq!((d.process, d.pid), (None, Some(540118)));
+        // GPUOpen-Drivers/AMDVLK#91: the faulting process in the page-fault line.
+        let d = driver("amdgpu 0000:02:00.0: [gfxhub] no-retry page fault (src_id:0 ring:158 vmid:2 pasid:32774, for process vulkan-smoketes pid 28192 thread vulkan-smoketes pid 28192)");
+        assert_eq!(
+            (d.event, d.process, d.pid),
+            (GpuDriverEvent::PageFault, Some(&b"vulkan-smoketes"[..]), Some(28192))
+        );
+        assert_eq!(
+            driver("amdgpu 0000:02:00.0: VM_L2_PROTECTION_FAULT_STATUS:0x0020153C").event,
+            GpuDriverEvent::PageFault
+        );
+        // Other amdgpu lines are not GPU failures.
+        assert_eq!(kind("amdgpu 0000:c2:00.0: Dumping IP State"), EventKind::Other);
+        // lemonade-sdk/lemonade#2180 and llama.cpp#21724: RADV's word that the kernel reset its context.
+        assert!(matches!(
+            kind("radv/amdgpu: The CS has been cancelled because the context is lost. This context is innocent."),
+            EventKind::DeviceLost { .. }
+        ));
+    }
+
+    #[test]
+    fn a_backend_without_devices_and_named_aborts() {
+        // ggml-cuda.cu ggml_cuda_init prints this when cudaGetDeviceCount fails; the runtime goes on without CUDA.
+        assert_eq!(
+            kind("ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected"),
+            EventKind::DevicesFound { backend: b"CUDA", count: 0 }
+        );
+        // LM Studio's engine log names a ggml_abort's file and line (the shape issue 28 names).
+        assert_eq!(
+            kind("[2025-05-01 10:00:00][ERROR] llama.cpp abort:97: GGML_ASSERT(n_tokens > 0) failed"),
+            EventKind::GgmlAssert { file: b"llama.cpp", line: 97, condition: b"n_tokens > 0" }
+        );
+        assert!(matches!(kind("x llama.cpp abort:97: out of slots"), EventKind::Abort { line: 97, .. }));
+        assert!(!matches!(kind("we abort: 3 times"), EventKind::Abort { .. }));
     }
 }

@@ -370,13 +370,50 @@ pub enum EventKind<'a> {
     BindFailed {
         message: Text<'a>,
     },
+    /// A line of the kernel's GPU driver (amdgpu) that users paste beside the runner's log: a GPU job that timed
+    /// out on a ring, the process it belonged to, a GPU or ring reset, a device coredump, a GPU page fault.
+    GpuDriver(GpuDriver<'a>),
+    /// A register of the Go runtime's crash dump (`rax    0x0`, `rip    0x7f…`) read outside a goroutine dump:
+    /// the runtime prints registers only when a fatal signal kills it, so a paste that starts there is a crash
+    /// whose header is cut.
+    RegisterDump,
     /// A line no rule recognised.
     Other,
 }
 
+/// What a kernel GPU-driver line says (amdgpu, `drivers/gpu/drm/amd/amdgpu/amdgpu_job.c` and friends).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuDriverEvent {
+    /// `ring gfx_0.0.0 timeout, signaled seq=166926, emitted seq=166928`: a GPU job did not finish in time.
+    RingTimeout,
+    /// `Process information: process ollama pid 1234 thread ollama pid 1240` / `Process llama-server pid 12519 …`:
+    /// whose job it was.
+    Process,
+    /// `GPU reset begin!`, `Starting gfx_0.0.0 ring reset`.
+    ResetBegin,
+    /// `GPU reset succeeded, trying to resume`, `GPU reset(2) succeeded!`, `Ring gfx_0.0.0 reset succeeded`.
+    ResetSucceeded,
+    /// `Ring gfx_0.0.0 reset failed`, `GPU reset(…) failed`.
+    ResetFailed,
+    /// `[drm] AMDGPU device coredump file has been created`, `Check your /sys/class/drm/card1/device/devcoredump/data`.
+    Coredump,
+    /// `[gfxhub] page fault (src_id:0 ring:32 vmid:0 pasid:0, for process X pid N …)`, `VM_L2_PROTECTION_FAULT_STATUS:…`.
+    PageFault,
+}
+
+/// A kernel GPU-driver line: what it says, the ring and the process it names.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GpuDriver<'a> {
+    pub event: GpuDriverEvent,
+    pub ring: Option<Text<'a>>,
+    pub process: Option<Text<'a>>,
+    pub pid: Option<u32>,
+}
+
 impl EventKind<'_> {
     /// Stable snake_case names of the kinds, in [`EventKind::index`] order.
-    pub const NAMES: [&'static str; 54] = [
+    pub const NAMES: [&'static str; 56] = [
         "backend_loaded",
         "devices_found",
         "gpu_device",
@@ -430,6 +467,8 @@ impl EventKind<'_> {
         "instruction_bytes",
         "diagnostic",
         "bind_failed",
+        "gpu_driver",
+        "register_dump",
         "other",
     ];
 
@@ -490,7 +529,9 @@ impl EventKind<'_> {
             InstructionBytes { .. } => 50,
             Diagnostic { .. } => 51,
             BindFailed { .. } => 52,
-            Other => 53,
+            GpuDriver(_) => 53,
+            RegisterDump => 54,
+            Other => 55,
         }
     }
 
@@ -522,6 +563,13 @@ impl EventKind<'_> {
                 | LoadError { .. }
                 | CompletionError { .. }
                 | OpFailed { .. }
+                | GpuDriver(crate::event::GpuDriver {
+                    event: GpuDriverEvent::RingTimeout
+                        | GpuDriverEvent::PageFault
+                        | GpuDriverEvent::Coredump
+                        | GpuDriverEvent::ResetBegin,
+                    ..
+                })
         )
     }
 
@@ -536,6 +584,7 @@ impl EventKind<'_> {
                 | GoCreatedBy { .. }
                 | GoTraceDetail
                 | NativeFrame(_)
+                | RegisterDump
         )
     }
 }

@@ -63,6 +63,9 @@ pub struct Placement {
     pub filtered_gpus: Vec<FilteredGpu>,
     /// GPU-discovery failures (they can leave the runtime without a GPU).
     pub discovery_failures: Vec<Reason>,
+    /// Lines where a GPU backend says it found no device (`ggml_cuda_init: failed to initialize CUDA: no
+    /// CUDA-capable device is detected`, `ggml_vulkan: No devices found`).
+    pub no_device: Vec<Reason>,
     /// Ollama's `inference compute` said `library=cpu`.
     #[serde(skip)]
     pub inference_cpu: Option<u64>,
@@ -180,6 +183,21 @@ impl Placement {
                 ),
                 lines,
             });
+        }
+        // A printed offload is not a GPU that ran it when a backend found no device and no other backend found one,
+        // and no model buffer is on a GPU.
+        let device_found = self.backends.iter().any(|b| b.how == "device initialisation");
+        let gpu_buffer = model.iter().any(|b| !is_cpu_device(&b.device));
+        if let (Some(o), Some(none)) = (offload.filter(|o| o.offloaded > 0), self.no_device.first()) {
+            if !device_found && !gpu_buffer {
+                self.contradictions.push(Contradiction {
+                    text: format!(
+                        "the offload line says {}/{} layers went to the GPU, but line {} says {} and no line shows a GPU device found or a model buffer on a GPU",
+                        o.offloaded, o.total, none.line, none.text
+                    ),
+                    lines: vec![o.line, none.line],
+                });
+            }
         }
         if shown_by.is_empty() {
             return;

@@ -74,6 +74,9 @@ fn strip_one(s: &[u8]) -> Option<(&[u8], Option<Timestamp>)> {
     if let Some(rest) = strip_spinner(s) {
         return Some((rest, None));
     }
+    if first == b'[' {
+        return strip_bracketed(s).map(|rest| (rest, None));
+    }
     // Both remaining forms have a first word followed by spaces and then `|` (Compose, a service name of
     // up to MAX_COMPOSE_NAME bytes) or a digit (a journal's day or time, after a short word): anything
     // else is a message.
@@ -105,6 +108,29 @@ fn strip_spinner(s: &[u8]) -> Option<&[u8]> {
         [0xE2, 0xA0..=0xA3, 0x80..=0xBF, b' ', rest @ ..] => Some(rest),
         _ => None,
     }
+}
+
+/// A bracketed prefix that carries no time of the log's clock: llama-server's router and the tools that run it
+/// print a child's output behind its pid (`[38593] `); a log viewer's own clock (`[7:35:56 PM] `); the kernel's
+/// seconds since boot in `dmesg` output (`[   34.965321] `).
+fn strip_bracketed(s: &[u8]) -> Option<&[u8]> {
+    let close = memchr::memchr(b']', s.get(..s.len().min(24))?)?;
+    let inner = &s[1..close];
+    let rest = s[close + 1..].strip_prefix(b" ")?;
+    let digits =
+        |t: &[u8], len: std::ops::RangeInclusive<usize>| len.contains(&t.len()) && t.iter().all(u8::is_ascii_digit);
+    let pid = digits(inner, 1..=10);
+    // A 12-hour clock writes the hour in one or two digits: `7:35:56 PM`.
+    let clock = inner.strip_suffix(b" AM").or_else(|| inner.strip_suffix(b" PM")).is_some_and(|c| {
+        let hour = c.iter().position(|&b| b == b':').unwrap_or(c.len());
+        digits(&c[..hour], 1..=2) && is_clock_token(&[b"0".as_slice(), c].concat()[hour.saturating_sub(1)..])
+    });
+    let uptime = {
+        let t = trim_spaces(inner);
+        let dot = t.iter().position(|&b| b == b'.').unwrap_or(t.len());
+        dot < t.len() && digits(&t[..dot], 1..=10) && digits(&t[dot + 1..], 6..=6)
+    };
+    (pid || clock || uptime).then_some(rest)
 }
 
 /// Split off the next space-separated token (any run of spaces separates).
@@ -217,6 +243,24 @@ mod tests {
     fn msg(line: &str) -> (String, Option<Clock>) {
         let p = strip(line.as_bytes());
         (String::from_utf8_lossy(p.message).into_owned(), p.time.map(|t| t.clock))
+    }
+
+    #[test]
+    fn bracketed_prefixes_without_a_log_clock() {
+        // ggml-org/llama.cpp#21724 (comment by SteelPh0enix, 2026-05-08): a viewer's 12-hour clock, a journal line with
+        // a Polish month and llm-router's `[pid] ` before llama-server's output.
+        let line =
+            "[7:35:56 PM] maj 08 19:35:55 RX-78-FPC llm-router[15732]: [38593] radv/amdgpu: The CS has been cancelled";
+        assert_eq!(msg(line), ("radv/amdgpu: The CS has been cancelled".into(), Some(Clock::Journal)));
+        // ROCm/legacy-rocm-build#6127: dmesg's seconds since boot.
+        assert_eq!(
+            msg("[   34.965321] amdgpu 0000:03:00.0: amdgpu: ring comp_1.1.0 timeout, signaled seq=7, emitted seq=9").0,
+            "amdgpu 0000:03:00.0: amdgpu: ring comp_1.1.0 timeout, signaled seq=7, emitted seq=9"
+        );
+        // Not prefixes: Gin's tag, gdb's thread notes, a bracket that is the message's own, an hour past 12 digits.
+        for line in ["[GIN] 2025/03/08 - 03:20:41 | 500 |", "[New LWP 2214]", "[1234567890123] x", "[123:35:56 PM] x"] {
+            assert_eq!(msg(line).0, line, "{line}");
+        }
     }
 
     #[test]

@@ -38,7 +38,45 @@ const NATIVE_NOISE: &[&str] = &[
     "_start",
     "__GI___wait4",
     "waitpid",
+    "wait4",
+    // libstdc++'s path for an exception nobody caught: the code that threw is below it.
+    "_ZSt10unexpectedv",
+    "_ZSt9terminatev",
+    "std::terminate",
+    "__cxa_throw",
+    "__cxa_rethrow",
 ];
+
+/// Windows status codes a crashed process exits with (`exit status 0xc0000409`) or the Go runtime reports
+/// (`Exception 0xc0000005 …`), and what each means (ntstatus.h; 0xe06d7363 is the code MSVC's C++ runtime raises
+/// for a `throw`). A signature keeps them: each names a different failure.
+pub const WINDOWS_STATUS: &[(&str, &str)] = &[
+    ("0xc0000005", "STATUS_ACCESS_VIOLATION: an access violation (a segfault)"),
+    (
+        "0xc0000409",
+        "STATUS_STACK_BUFFER_OVERRUN: a fail-fast, what abort() raises in MSVC builds (ggml_abort, an assertion)",
+    ),
+    ("0xc0000135", "STATUS_DLL_NOT_FOUND: a DLL the program needs was not found"),
+    ("0xc0000139", "STATUS_ENTRYPOINT_NOT_FOUND: a DLL lacks a function the program needs (a DLL of another version)"),
+    ("0xc0000142", "STATUS_DLL_INIT_FAILED: a DLL failed to initialise"),
+    ("0xc000001d", "STATUS_ILLEGAL_INSTRUCTION: an instruction this CPU does not have"),
+    ("0xc00000fd", "STATUS_STACK_OVERFLOW: a stack overflow"),
+    ("0xc0000374", "STATUS_HEAP_CORRUPTION: heap corruption"),
+    ("0xc0000094", "STATUS_INTEGER_DIVIDE_BY_ZERO: an integer division by zero"),
+    ("0xc0000096", "STATUS_PRIVILEGED_INSTRUCTION: a privileged instruction"),
+    ("0xc0000022", "STATUS_ACCESS_DENIED: access denied"),
+    ("0xc000013a", "STATUS_CONTROL_C_EXIT: ended by Ctrl+C or a console close"),
+    ("0xe06d7363", "an MSVC C++ exception nobody caught"),
+    ("0x80000003", "STATUS_BREAKPOINT: a breakpoint (a debug trap)"),
+];
+
+/// The first Windows status code of [`WINDOWS_STATUS`] that `text` holds as a word, and its meaning.
+pub fn windows_status(text: &str) -> Option<(&'static str, &'static str)> {
+    text.split(|c: char| !c.is_ascii_alphanumeric()).find_map(|w| {
+        let lower = w.to_ascii_lowercase();
+        WINDOWS_STATUS.iter().find(|(code, _)| *code == lower).copied()
+    })
+}
 
 /// A Go function name without its module path: everything up to the last `/` goes.
 pub fn go_function(function: &str) -> String {
@@ -69,12 +107,28 @@ pub fn native_function(module: Option<&str>, symbol: Option<&str>) -> Option<Str
     })
 }
 
-/// Normalise free text for a signature: hex numbers → `0x?`, path-like words → their base name.
+/// Words after which a number counts something that varies between two reports of one crash (a thread, a task, a
+/// process, a slot, a progress figure) rather than naming the failure.
+const COUNTER_WORDS: &[&str] = &["thread", "threads", "task", "tid", "pid", "id", "slot", "progress", "n_tokens"];
+
+/// Normalise free text for a signature: hex numbers → `0x?` except Windows status codes ([`WINDOWS_STATUS`]), which
+/// name the failure; path-like words → their base name; thread, task and process numbers and a `[pid]` → `N`.
 pub fn normalise_text(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
+    let mut previous = "";
     for (i, word) in text.split(' ').enumerate() {
         if i > 0 {
             out.push(' ');
+        }
+        let counted = COUNTER_WORDS.contains(&previous.trim_end_matches([':', '=']))
+            || (word.starts_with('[') && word.ends_with(']') && word.len() > 2);
+        if !word.is_empty() {
+            previous = word;
+        }
+        let digits = word.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+        if counted && !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+            out.push_str(&word.replace(digits, "N"));
+            continue;
         }
         let w = if let Some(scheme_end) = word.find("://") {
             // A URL: the host and port vary (Ollama's runner port is random), the path does not.
@@ -100,10 +154,16 @@ fn mask_hex(word: &str) -> String {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'0' && bytes.get(i + 1) == Some(&b'x') && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit) {
-            out.push_str("0x?");
+            let start = i;
             i += 2;
             while bytes.get(i).is_some_and(u8::is_ascii_hexdigit) {
                 i += 1;
+            }
+            let number = word[start..i].to_ascii_lowercase();
+            if WINDOWS_STATUS.iter().any(|(code, _)| *code == number) {
+                out.push_str(&number);
+            } else {
+                out.push_str("0x?");
             }
         } else {
             let c = word[i..].chars().next().unwrap_or('?');
