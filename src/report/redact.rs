@@ -432,7 +432,9 @@ fn flag_value(flag: &str, value: &str, password_p: bool) -> Option<String> {
 pub fn text(s: &str) -> (String, usize) {
     let mut n = 0;
     let blocks;
-    let s = match s.contains("PRIVATE KEY").then(|| replace(&PRIVATE_KEY_BLOCK, s, &mut n)).flatten() {
+    // A PEM header is upper case: its literal is looked for as it is.
+    let has_block = matches!(PRIVATE_KEY_BLOCK.gate, Gate::Literal(marks) if marks.iter().any(|m| s.contains(m)));
+    let s = match has_block.then(|| replace(&PRIVATE_KEY_BLOCK, s, &mut n)).flatten() {
         Some(r) => {
             blocks = r;
             blocks.as_str()
