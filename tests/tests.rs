@@ -13,6 +13,7 @@ mod gate;
 mod gguf_synth;
 mod hardening_budgets;
 mod hardening_io;
+mod hardening_redaction;
 mod hardening_report;
 mod hardening_sweep;
 mod hardening_text;
