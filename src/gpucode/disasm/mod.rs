@@ -233,6 +233,21 @@ enum Done {
     NoTool,
 }
 
+/// The checked cache root ([`crate::cache::root`]). It holds disassemblers that are run (scripts/fixtures.sh's
+/// wheels) and listings that are believed: a root that is not this user's own is not used, and a warning says why.
+fn cache_root(problems: &mut Vec<Problem>) -> Option<PathBuf> {
+    crate::cache::root()
+        .map_err(|e| {
+            problems.push(Problem {
+                path: String::new(),
+                offset: None,
+                severity: Severity::Warning,
+                message: format!("{e}: its tools and listings are not used"),
+            })
+        })
+        .ok()
+}
+
 /// Disassemble what the scan found (restricted to `arch` when given) and classify every kernel's instructions.
 pub fn disassemble(report: &ScanReport, arch: Option<&DeviceArch>, opts: &DisasmOptions) -> Outcome {
     let started = Instant::now();
@@ -240,21 +255,8 @@ pub fn disassemble(report: &ScanReport, arch: Option<&DeviceArch>, opts: &Disasm
     let mut outcome = Outcome::default();
     outcome.report.kernel_pattern = opts.kernel.clone();
     let want = |v: Vendor| items.iter().any(|i| i.vendor() == v);
-    // The cache root holds disassemblers that are run (scripts/fixtures.sh's wheels) and listings that are
-    // believed: a root that is not this user's own is not used, and the scan says why.
     let need_root = (want(Vendor::Nvidia) && opts.nvdisasm.is_none()) || (!opts.no_cache && opts.cache_dir.is_none());
-    let base = match need_root.then(crate::cache::root) {
-        Some(Err(e)) => {
-            outcome.problems.push(Problem {
-                path: String::new(),
-                offset: None,
-                severity: Severity::Warning,
-                message: format!("{e}: its tools and listings are not used"),
-            });
-            None
-        }
-        found => found.and_then(Result::ok),
-    };
+    let base = if need_root { cache_root(&mut outcome.problems) } else { None };
     let find_error = |vendor: &str, e: tools::ToolError| Problem {
         path: String::new(),
         offset: None,
