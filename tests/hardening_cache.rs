@@ -121,7 +121,9 @@ fn bisect_args(db: &Path, good: u32, bad: u32, extra: &[&str]) -> Vec<String> {
         .iter()
         .map(|s| s.to_string())
         .collect();
-    a.extend(["--db".to_string(), db.display().to_string()]);
+    // The step logs go beside the database, not into the test's working directory.
+    let runs = db.parent().unwrap().join("runs");
+    a.extend(["--db".to_string(), db.display().to_string(), "--runs-dir".to_string(), runs.display().to_string()]);
     a.extend(extra.iter().map(|s| s.to_string()));
     a.extend(["--", "sh", "-c", "\"$BACKSCOPE_BIN_DIR/llama-server\""].iter().map(|s| s.to_string()));
     a
