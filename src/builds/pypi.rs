@@ -547,6 +547,15 @@ mod tests {
     }
 
     #[test]
+    fn ages_are_said_to_the_unit_that_matters() {
+        let h = 3600;
+        assert_eq!(describe_age(Duration::from_secs(59)), "0 min");
+        assert_eq!(describe_age(Duration::from_secs(7 * 60 + 59)), "7 min");
+        assert_eq!(describe_age(Duration::from_secs(5 * h + 12 * 60)), "5 h 12 min");
+        assert_eq!(describe_age(Duration::from_secs((3 * 24 + 4) * h + 59 * 60)), "3 d 4 h");
+    }
+
+    #[test]
     fn index_urls_are_https_or_local_http() {
         for ok in
             [INDEX, "http://127.0.0.1:8080/pypi/x/json", "http://localhost/x", "http://[::1]:1/x", "http://127.9.9.9/"]
