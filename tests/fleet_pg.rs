@@ -15,7 +15,7 @@ use crate::util::backscope;
 
 /// A throw-away PostgreSQL cluster: `DIR/pg` data, socket in `DIR`, database `fleet`, superuser `postgres` (trust
 /// on the socket), every other role by password (scram), so that `~/.pgpass` is exercised.
-struct Pg {
+pub(crate) struct Pg {
     dir: tempfile::TempDir,
     bin: PathBuf,
     /// More server settings (`-c …`): TLS on a TCP port for the TLS test.
@@ -41,7 +41,7 @@ fn is_root() -> bool {
 }
 
 impl Pg {
-    fn start() -> Pg {
+    pub(crate) fn start() -> Pg {
         Pg::start_with("", "", |_| {})
     }
 
@@ -104,12 +104,12 @@ impl Pg {
     }
 
     /// The `--db` value for `user`.
-    fn db(&self, user: &str) -> String {
+    pub(crate) fn db(&self, user: &str) -> String {
         format!("host={} port={} dbname=fleet user={user}", self.socket_dir(), self.port)
     }
 
     /// `psql -At` as the superuser: the rows, `|`-separated.
-    fn psql(&self, sql: &str) -> String {
+    pub(crate) fn psql(&self, sql: &str) -> String {
         let db = if sql.starts_with("CREATE DATABASE") { "postgres" } else { "fleet" };
         let out = Command::new(self.bin.join("psql"))
             .args([

@@ -12,6 +12,7 @@ mod fleet_pg;
 mod gate;
 mod gguf_synth;
 mod hardening_budgets;
+mod hardening_cache;
 mod hardening_io;
 mod hardening_redaction;
 mod hardening_report;

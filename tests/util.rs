@@ -3,11 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// Root of the fixture cache (scripts/fixtures.sh fills it). Missing fixtures fail the test with the fix.
+/// Root of the fixture cache (scripts/fixtures.sh fills it): where backscope itself looks
+/// ([`backscope::cache::location`]). Missing fixtures fail the test with the fix.
 pub fn cache() -> PathBuf {
-    std::env::var_os("BACKSCOPE_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(&std::env::var_os("HOME").expect("HOME")).join(".cache/backscope"))
+    backscope::cache::location().0
 }
 
 pub fn fixture(rel: &str) -> PathBuf {

@@ -42,7 +42,7 @@ const CREATORS: &str = r"\b(ggml_vk_create_pipeline2?|create_mm_pipelines|cm1_cr
 const GGML_CALLS: [(&str, &str); 1] = [("ggml_type_name", "q8_0")];
 
 fn ggml_vulkan_source() -> String {
-    let path = backscope::synth::llama_cpp_source().join("ggml/src/ggml-vulkan/ggml-vulkan.cpp");
+    let path = backscope::synth::llama_cpp_source().unwrap().join("ggml/src/ggml-vulkan/ggml-vulkan.cpp");
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (run scripts/fixtures.sh)", path.display()))
 }
 
@@ -362,7 +362,8 @@ fn pipeline_names(text: &str) -> (BTreeSet<String>, Vec<String>) {
 /// MUL_MAT_ID nodes with one column or one token; plus the fusion names ggml-vulkan's graph compute gives a fused
 /// group (`fusion_string = "…"`) that the data file uses as the op of a pipeline only fused groups dispatch.
 fn node_names() -> BTreeSet<String> {
-    let ggml_c = std::fs::read_to_string(backscope::synth::llama_cpp_source().join("ggml/src/ggml.c")).unwrap();
+    let ggml_c =
+        std::fs::read_to_string(backscope::synth::llama_cpp_source().unwrap().join("ggml/src/ggml.c")).unwrap();
     let mut names = BTreeSet::new();
     for table in ["GGML_OP_NAME[", "GGML_UNARY_OP_NAME["] {
         let at = ggml_c.find(&format!("static const char * {table}")).expect(table);

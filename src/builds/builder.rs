@@ -42,11 +42,39 @@ impl Builder {
         self.root.join(cache::flags_key(flags)).join(build.to_string())
     }
 
-    /// The finished build of `build` with `flags` if the cache has it with every wanted target.
-    pub fn cached(&self, build: BuildNumber, flags: &BuildFlags) -> Option<PathBuf> {
+    /// The finished build of `build` with `flags` if the cache has it with every wanted target. A finished build
+    /// that this user's processes cannot be the only writers of ([`Builder::check_trusted`]) is an error, not run.
+    pub fn cached(&self, build: BuildNumber, flags: &BuildFlags) -> anyhow::Result<Option<PathBuf>> {
         let dir = self.build_dir(build, flags);
         let bin = dir.join("bin");
-        (cache::is_complete(&dir) && targets(flags).iter().all(|t| target_built(&bin, t))).then_some(bin)
+        if !(cache::is_complete(&dir) && targets(flags).iter().all(|t| target_built(&bin, t))) {
+            return Ok(None);
+        }
+        self.check_trusted(&dir, &targets(flags))
+            .map_err(|e| anyhow::anyhow!("refusing the cached build {}: {e}", dir.display()))?;
+        Ok(Some(bin))
+    }
+
+    /// A build directory is run only when every directory from the cache root down to it, the `bin` it links to
+    /// (inside it) and the target files there are this user's and writable by no one else
+    /// ([`crate::cache::check_trusted`]): the cache root is private, so this catches what was planted before it
+    /// was, or by a process that made part of it group- or world-writable.
+    pub fn check_trusted(&self, dir: &Path, targets: &[String]) -> Result<(), String> {
+        crate::cache::check_trusted(&self.cache_dir, dir)?;
+        let resolve = |p: &Path| p.canonicalize().map_err(|e| format!("cannot resolve {}: {e}", p.display()));
+        let (real_dir, real_bin) = (resolve(dir)?, resolve(&dir.join("bin"))?);
+        if !real_bin.starts_with(&real_dir) {
+            return Err(format!("{}/bin leads to {}, outside the build", dir.display(), real_bin.display()));
+        }
+        crate::cache::check_trusted(&real_dir, &real_bin)?;
+        for t in targets {
+            for file in [real_bin.join(t), real_bin.join(format!("lib{t}.so"))] {
+                if file.exists() {
+                    crate::cache::check_trusted(&real_bin, &file)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A source's `prepare`: the cached build, else the tree `source` fetches (only then: fetching is a download or an
@@ -57,7 +85,7 @@ impl Builder {
         flags: &BuildFlags,
         source: impl FnOnce() -> anyhow::Result<PathBuf>,
     ) -> anyhow::Result<Prepared> {
-        if let Some(bin_dir) = self.cached(build, flags) {
+        if let Some(bin_dir) = self.cached(build, flags)? {
             return Ok(Prepared::Ready { bin_dir, build_secs: 0.0, from_cache: true });
         }
         self.build(build, &source()?, flags)
@@ -68,7 +96,7 @@ impl Builder {
     pub fn build(&self, build: BuildNumber, src: &Path, flags: &BuildFlags) -> anyhow::Result<Prepared> {
         let key_dir = self.root.join(cache::flags_key(flags));
         let _lock = Lock::acquire(&key_dir.join(".lock"))?;
-        if let Some(bin_dir) = self.cached(build, flags) {
+        if let Some(bin_dir) = self.cached(build, flags)? {
             return Ok(Prepared::Ready { bin_dir, build_secs: 0.0, from_cache: true });
         }
         let dir = self.build_dir(build, flags);
@@ -78,7 +106,7 @@ impl Builder {
             if dir.exists() {
                 fs::remove_dir_all(&dir).with_context(|| format!("removing the unfinished build {}", dir.display()))?;
             }
-            fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            cache::create_dirs(&dir)?;
         }
         point_source_link(&key_dir.join("src"), src)?;
         let log = dir.join("build.log");
@@ -247,6 +275,16 @@ fn run_step(program: &str, args: &[String], log: &Path, what: &str) -> anyhow::R
     // `2>&1` through sh: the bounded runner streams one pipe into the log; both streams belong there, in order.
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg("exec \"$@\" 2>&1").arg("sh").arg(program).args(args).envs(ccache_env(log));
+    // What CMake and Ninja create is writable by its owner only (a user-private-group umask of 002 would make the
+    // build group-writable, and a build that is not this user's alone is not run: `Builder::cached`).
+    // SAFETY: umask is async-signal-safe and the closure touches nothing else between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            let old = libc::umask(0o022);
+            libc::umask(old | 0o022);
+            Ok(())
+        });
+    }
     let mut last_lines: Vec<String> = Vec::new();
     let streamed = crate::proc::run::stream(cmd, STEP_LIMIT, 64 << 10, |stdout| {
         use std::io::{BufRead, BufReader};
@@ -312,7 +350,7 @@ mod tests {
         let d = b.build_dir(BuildNumber(11218), &f);
         assert!(d.starts_with(tmp.path().join("builds")) && d.ends_with("b11218"), "{}", d.display());
         assert_ne!(d, b.build_dir(BuildNumber(11218), &flags(Backend::Vulkan, &[])));
-        assert!(b.cached(BuildNumber(11218), &f).is_none());
+        assert!(b.cached(BuildNumber(11218), &f).unwrap().is_none());
     }
 
     /// A tree whose CMake project fails to configure is Unbuildable, naming the log, and nothing is marked complete.

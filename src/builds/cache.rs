@@ -53,6 +53,14 @@ pub fn mark_complete(dir: &Path, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Create `dir` and the directories above it that are missing, writable by their owner only whatever the umask
+/// (a cached build is run only when no one else can write along its path: `Builder::cached`).
+pub fn create_dirs(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    // The umask can only take bits away from 0755: a user-private-group umask (002) leaves it as it is.
+    fs::DirBuilder::new().recursive(true).mode(0o755).create(dir).with_context(|| format!("creating {}", dir.display()))
+}
+
 /// An exclusive `flock` on a lock file, held until dropped: one build or unpack of an entry at a time, across
 /// processes (a second bisect or a test run waits, then reuses the result).
 pub struct Lock {
@@ -62,7 +70,7 @@ pub struct Lock {
 impl Lock {
     pub fn acquire(path: &Path) -> anyhow::Result<Lock> {
         if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+            create_dirs(parent)?;
         }
         let file = File::options()
             .create(true)
@@ -218,7 +226,7 @@ fn write_entry(entry: &mut tar::Entry<impl Read>, target: &Path, size: u64, what
 /// A scratch directory beside `final_dir` (same file system, so the finished tree is renamed into place).
 pub fn scratch_beside(final_dir: &Path) -> anyhow::Result<tempfile::TempDir> {
     let parent = final_dir.parent().context("cache path has no parent")?;
-    fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    create_dirs(parent)?;
     let name = final_dir.file_name().and_then(|n| n.to_str()).unwrap_or("entry");
     tempfile::Builder::new()
         .prefix(&format!(".tmp-{name}-"))

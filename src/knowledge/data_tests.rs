@@ -191,7 +191,7 @@ fn gfx_rows_agree_with_ggml_parse_id_and_range_classes() {
 /// (scripts/fixtures.sh unpacks it), which is the file the data cites.
 #[test]
 fn constants_match_common_cuh() {
-    let path = crate::cache::llama_cpp_source().join("ggml/src/ggml-cuda/common.cuh");
+    let path = crate::cache::llama_cpp_source().unwrap().join("ggml/src/ggml-cuda/common.cuh");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{}: {e}; run scripts/fixtures.sh first", path.display()));
     let mut defined = BTreeMap::new();

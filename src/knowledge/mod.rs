@@ -154,7 +154,7 @@ mod tests {
     /// script unpacks it); the header is the independent source of the table.
     #[test]
     fn ggml_types_match_ggml_h_when_available() {
-        let header = crate::cache::llama_cpp_source().join("ggml/include/ggml.h");
+        let header = crate::cache::llama_cpp_source().unwrap().join("ggml/include/ggml.h");
         let text = std::fs::read_to_string(&header)
             .unwrap_or_else(|e| panic!("{}: {e}; run scripts/fixtures.sh first", header.display()));
         let mut seen = 0;

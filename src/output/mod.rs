@@ -92,7 +92,10 @@ pub fn render_document(doc: &Document, format: Format, layout: text::Layout) -> 
 /// FILE (`.FILE.XXXXXX.backscope-tmp`, in FILE's own directory so that the rename stays on one file system) and
 /// renamed over FILE by [`Output::finish`], once the command's output is complete; an output dropped without
 /// `finish` (the command failed) removes its temporary file, and a previous FILE stays as it was. A FILE that is
-/// a symlink is followed: the file it names is replaced and the link kept. FILE is refused before any work when
+/// a symlink to a regular file is followed: the file it names is replaced and the link kept. A symlink that names
+/// nothing (dangling) is refused: following it would create a file wherever the link aims — in a shared directory,
+/// wherever another user aimed it — and replacing it would silently undo a link someone made; a symlink to a
+/// directory is refused as a directory is. FILE is refused before any work when
 /// it is one of the command's [`Inputs`] (same device and inode, symlinks followed) or already exists inside a
 /// directory the command reads. Paths under `/dev` and `/proc` and files that are not regular (a FIFO, `>(…)`,
 /// a terminal) are written directly, as a stream, since there is nothing there to replace.
@@ -310,8 +313,19 @@ fn destination(path: &Path) -> Result<Destination> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(anyhow::Error::new(e).context(format!("cannot write {}", path.display()))),
     };
+    let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    let aim = || std::fs::read_link(path).map(|t| t.display().to_string()).unwrap_or_else(|e| format!("? ({e})"));
+    if link && existing.is_none() {
+        bail!(
+            "{} is a symlink to {}, which does not exist: -o does not create a file through a dangling link (it \
+             could aim anywhere); remove the link, or give the path of the file itself",
+            path.display(),
+            aim()
+        );
+    }
     if existing.as_ref().is_some_and(|m| m.is_dir()) {
-        bail!("{} is a directory: -o takes a file name", path.display());
+        let what = if link { format!("a symlink to a directory ({})", aim()) } else { "a directory".to_string() };
+        bail!("{} is {what}: -o takes a file name", path.display());
     }
     if special || existing.as_ref().is_some_and(|m| !m.is_file()) {
         // Non-blocking open: a FIFO with no reader fails at once (ENXIO) instead of hanging the command.
@@ -504,6 +518,21 @@ mod tests {
         out.finish().unwrap();
         assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
         assert_eq!(std::fs::read_to_string(&report).unwrap(), "via the link\n");
+    }
+
+    #[test]
+    fn a_dangling_link_and_a_link_to_a_directory_are_refused_and_left_as_they_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let dangling = dir.path().join("out.txt");
+        std::os::unix::fs::symlink("elsewhere/none.txt", &dangling).unwrap();
+        let e = Output::open(&to_file(&dangling), &Inputs::none()).unwrap_err().to_string();
+        assert!(e.contains("is a symlink to elsewhere/none.txt, which does not exist"), "{e}");
+        assert_eq!(std::fs::read_link(&dangling).unwrap(), Path::new("elsewhere/none.txt"), "the link is kept");
+        let to_dir = dir.path().join("to-dir");
+        std::os::unix::fs::symlink(dir.path(), &to_dir).unwrap();
+        let e = Output::open(&to_file(&to_dir), &Inputs::none()).unwrap_err().to_string();
+        assert!(e.contains("is a symlink to a directory"), "{e}");
+        assert_eq!(names_in(dir.path()), ["out.txt", "to-dir"], "no temporary file left");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::exit;
-use crate::output::{Format, Inputs, Output, OutputOptions};
+use crate::output::{escape, Format, Inputs, Output, OutputOptions};
 use crate::run::record::Record;
 use crate::run::store::{RunStatus, Store};
 use crate::run::target::DbTarget;
@@ -50,9 +50,10 @@ pub fn run(o: &PushOptions) -> Result<u8> {
         out.write_raw(b"\n")?;
     } else {
         for p in &pushed {
+            // A run id is whatever the local file holds: a terminal escape in it is printed visibly, not obeyed.
             let line = format!(
                 "run {}: {} record(s) uploaded, {} already stored{}\n",
-                p.run_id,
+                escape::printable(&p.run_id),
                 p.uploaded,
                 p.already_stored,
                 if p.run_created { " (run created)" } else { "" }

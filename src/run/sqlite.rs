@@ -121,11 +121,10 @@ impl SqliteStore {
         Ok(store)
     }
 
-    /// Open an existing database for reading only, creating and changing no file: not the database, not its
-    /// `-wal` and `-shm` companions (`sweep --dry-run --resume`). A read-only connection to a WAL database creates
-    /// missing companions and leaves them behind, so: with both present (a writer has the database open) it reads
-    /// through them; otherwise every committed transaction is in the main file, which is opened as immutable — no
-    /// lock, no companion file.
+    /// Open an existing database for reading only, changing no data (`sweep --dry-run --resume`, `push`,
+    /// `report`): every committed transaction is seen, those still in the `-wal` file included, and no companion
+    /// file is created but the `-shm` index of a `-wal` that lacks it ([`connect_read_only`] says when each is
+    /// read how).
     pub fn open_read_only(path: &Path) -> Result<SqliteStore> {
         if !path.is_file() {
             bail!("{} does not exist: run a sweep first or pass --db", path.display());
@@ -431,21 +430,61 @@ pub fn connect_durable(path: &Path, busy: std::time::Duration) -> Result<Connect
     Ok(conn)
 }
 
-/// A read-only connection to the existing SQLite file at `path` that creates and changes no file (see
-/// [`SqliteStore::open_read_only`]): through the WAL companions when a writer has both, else the main file as immutable.
+/// A read-only connection to the existing SQLite file at `path` that sees every committed transaction and changes
+/// no data (see [`SqliteStore::open_read_only`]):
+/// - no `-wal`, or an empty one without its `-shm`: every committed transaction is in the main file, which is
+///   opened as immutable — no lock, no companion file created;
+/// - a `-wal` with its `-shm` (a writer has the database open, or left both): read through them;
+/// - a `-wal` with frames but no `-shm` (copied without it, or a writer that crashed): the transactions in the WAL
+///   are committed ones, which the main file alone lacks, so it is read through the WAL too — SQLite rebuilds the
+///   `-shm` index beside it, the one file this creates. Where the directory cannot be written, that cannot be done
+///   and the open is refused with the reason (an immutable open would silently miss those transactions).
 pub fn connect_read_only(path: &Path, busy: std::time::Duration) -> Result<Connection> {
     let companion = |suffix: &str| {
         let mut p = path.as_os_str().to_owned();
         p.push(suffix);
-        PathBuf::from(p).exists()
+        PathBuf::from(p)
     };
-    let immutable = if companion("-wal") && companion("-shm") { "" } else { "&immutable=1" };
+    let (wal, shm) = (companion("-wal"), companion("-shm"));
+    let wal_len = std::fs::symlink_metadata(&wal).ok().map(|m| m.len());
+    let has_shm = std::fs::symlink_metadata(&shm).is_ok();
+    let immutable = match wal_len {
+        None => true,
+        Some(0) => !has_shm,
+        Some(_) if has_shm => false,
+        Some(len) => {
+            let dir =
+                super::paths::absolute(path).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"));
+            if !dir_writable(&dir) {
+                bail!(
+                    "cannot read {}: its write-ahead log {} holds {len} bytes of committed transactions that are not \
+                     in the database file yet, and reading them needs its index {} (missing), which SQLite cannot \
+                     create because {} is not writable; copy the database and its -wal file into a writable \
+                     directory (or open it once with write access) and read that",
+                    path.display(),
+                    wal.display(),
+                    shm.display(),
+                    dir.display()
+                );
+            }
+            false
+        }
+    };
+    let immutable = if immutable { "&immutable=1" } else { "" };
     let uri = format!("file:{}?mode=ro{immutable}", uri_path(&super::paths::absolute(path)));
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(&uri, flags)
         .with_context(|| format!("cannot open database {} for reading", path.display()))?;
     conn.busy_timeout(busy)?;
     Ok(conn)
+}
+
+/// Whether this process may create files in `dir` (`access(W_OK)`: permissions, a read-only mount).
+fn dir_writable(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return false };
+    // SAFETY: a NUL-terminated path that lives across the call.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
 }
 
 fn uri_path(path: &Path) -> String {

@@ -62,31 +62,37 @@ pub struct SynthOptions {
     pub verbose: bool,
 }
 
-/// backscope's download and build cache ([`crate::cache`]), `./.cache/backscope` without a home directory.
-pub fn cache_dir() -> PathBuf {
-    crate::cache::root_or(".")
-}
-
 /// Directories that may hold llama.cpp executables, in the order they are tried: `explicit`,
-/// $BACKSCOPE_LLAMA_BIN, then the cached builds of scripts/llama-build.sh (vulkan, then cpu).
-fn llama_bin_candidates(explicit: Option<&Path>) -> Vec<PathBuf> {
+/// $BACKSCOPE_LLAMA_BIN, then the cached builds of scripts/llama-build.sh (vulkan, then cpu) in the checked cache
+/// root ([`crate::cache::root`]; a refused root is the error).
+fn llama_bin_candidates(explicit: Option<&Path>) -> Result<(Vec<PathBuf>, Option<PathBuf>)> {
     if let Some(d) = explicit {
-        return vec![d.to_path_buf()];
+        return Ok((vec![d.to_path_buf()], None));
     }
     if let Some(d) = std::env::var_os("BACKSCOPE_LLAMA_BIN") {
-        return vec![PathBuf::from(d)];
+        return Ok((vec![PathBuf::from(d)], None));
     }
-    ["vulkan", "cpu"].iter().map(|b| cache_dir().join(format!("llama.cpp/{LLAMA_CPP_VERSION}-{b}/bin"))).collect()
+    let root = crate::cache::root().map_err(|e| anyhow!("{e}"))?;
+    let dirs = ["vulkan", "cpu"].iter().map(|b| root.join(format!("llama.cpp/{LLAMA_CPP_VERSION}-{b}/bin"))).collect();
+    Ok((dirs, Some(root)))
 }
 
 /// Path of llama.cpp tool `tool` (llama-quantize, llama-bench, llama-server), or an error that says how to get it.
+/// A tool in the cache is used only when no one but this user can have written it or a directory on its way
+/// ([`crate::cache::check_trusted`], the `bin` link resolved); one refused is named with the reason.
 fn find_llama_tool(explicit: Option<&Path>, tool: &str) -> Result<PathBuf> {
-    let dirs = llama_bin_candidates(explicit);
+    let (dirs, cache_root) = llama_bin_candidates(explicit)?;
     for d in &dirs {
         let p = d.join(tool);
-        if p.is_file() {
-            return Ok(p);
+        if !p.is_file() {
+            continue;
         }
+        if let Some(root) = &cache_root {
+            let real = p.canonicalize().with_context(|| format!("resolving {}", p.display()))?;
+            let real_root = root.canonicalize().with_context(|| format!("resolving {}", root.display()))?;
+            crate::cache::check_trusted(&real_root, &real).map_err(|e| anyhow!("refusing the cached {tool}: {e}"))?;
+        }
+        return Ok(p);
     }
     let looked: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
     bail!(
@@ -122,7 +128,10 @@ pub fn run(args: SynthOptions) -> Result<u8> {
         shape.name = format!("{}-custom", shape.name);
     }
     shape.validate()?;
-    let vocab_path = args.vocab.clone().unwrap_or_else(|| llama_cpp_source().join("models").join(shape.vocab_file));
+    let vocab_path = match args.vocab.clone() {
+        Some(v) => v,
+        None => llama_cpp_source().map_err(|e| anyhow!("{e}"))?.join("models").join(shape.vocab_file),
+    };
     if vocab_path.exists() && !vocab_path.is_file() {
         // A FIFO, a device or a directory: said for what it is (the check does not block).
         crate::inputs::open_input(&vocab_path).map_err(|e| anyhow!("vocab GGUF: {e}"))?;

@@ -22,14 +22,6 @@ pub const ENTRY_BYTES: u64 = 32 << 20;
 /// Most bytes of the whole cache directory (all tools and versions together).
 pub const CACHE_BYTES: u64 = 256 << 20;
 
-/// Where listings are cached when no directory is given: `$BACKSCOPE_CACHE/disasm`, else
-/// `~/.cache/backscope/disasm`; `None` without a home directory.
-pub fn default_dir() -> Option<PathBuf> {
-    base_dir().map(|b| b.join("disasm"))
-}
-
-pub use crate::cache::root as base_dir;
-
 pub fn sha256_hex(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
     let mut s = String::with_capacity(64);

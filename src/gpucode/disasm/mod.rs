@@ -233,6 +233,21 @@ enum Done {
     NoTool,
 }
 
+/// The checked cache root ([`crate::cache::root`]). It holds disassemblers that are run (scripts/fixtures.sh's
+/// wheels) and listings that are believed: a root that is not this user's own is not used, and a warning says why.
+fn cache_root(problems: &mut Vec<Problem>) -> Option<PathBuf> {
+    crate::cache::root()
+        .map_err(|e| {
+            problems.push(Problem {
+                path: String::new(),
+                offset: None,
+                severity: Severity::Warning,
+                message: format!("{e}: its tools and listings are not used"),
+            })
+        })
+        .ok()
+}
+
 /// Disassemble what the scan found (restricted to `arch` when given) and classify every kernel's instructions.
 pub fn disassemble(report: &ScanReport, arch: Option<&DeviceArch>, opts: &DisasmOptions) -> Outcome {
     let started = Instant::now();
@@ -240,7 +255,8 @@ pub fn disassemble(report: &ScanReport, arch: Option<&DeviceArch>, opts: &Disasm
     let mut outcome = Outcome::default();
     outcome.report.kernel_pattern = opts.kernel.clone();
     let want = |v: Vendor| items.iter().any(|i| i.vendor() == v);
-    let base = cache::base_dir();
+    let need_root = (want(Vendor::Nvidia) && opts.nvdisasm.is_none()) || (!opts.no_cache && opts.cache_dir.is_none());
+    let base = if need_root { cache_root(&mut outcome.problems) } else { None };
     let find_error = |vendor: &str, e: tools::ToolError| Problem {
         path: String::new(),
         offset: None,
@@ -265,7 +281,8 @@ pub fn disassemble(report: &ScanReport, arch: Option<&DeviceArch>, opts: &Disasm
         None
     };
     outcome.report.tools = amd.iter().chain(nvidia.iter()).cloned().collect();
-    let cache = if opts.no_cache { None } else { opts.cache_dir.clone().or_else(cache::default_dir) };
+    let cache =
+        if opts.no_cache { None } else { opts.cache_dir.clone().or_else(|| base.as_ref().map(|b| b.join("disasm"))) };
     let scratch = match tempfile::Builder::new().prefix("backscope-disasm-").tempdir() {
         Ok(d) => d,
         Err(e) => {

@@ -166,16 +166,23 @@ pub fn find_nvidia(explicit: Option<&Path>, cache: &Path) -> Result<Option<Tool>
     }
     wheel_dirs.sort();
     wheel_dirs.reverse(); // cu13 before cu12
+                          // A tool in the cache is run only when no one but this user can have written it (crate::cache::check_trusted).
+    let mut refused = None;
     for name in ["nvdisasm", "cuobjdump"] {
         let mut candidates: Vec<PathBuf> = on_path(name).into_iter().collect();
         candidates.push(Path::new("/usr/local/cuda/bin").join(name));
         candidates.push(Path::new("/opt/cuda/bin").join(name));
-        candidates.extend(wheel_dirs.iter().map(|d| d.join(name)));
+        for tool in wheel_dirs.iter().map(|d| d.join(name)).filter(|p| p.exists()) {
+            match crate::cache::check_trusted(cache, &tool) {
+                Ok(()) => candidates.push(tool),
+                Err(what) => refused = refused.or(Some(ToolError::Unusable { path: tool.display().to_string(), what })),
+            }
+        }
         if let Some(t) = candidates.iter().filter(|p| p.exists()).find_map(|p| check_nvidia(p).ok()) {
             return Ok(Some(t));
         }
     }
-    Ok(None)
+    refused.map_or(Ok(None), Err)
 }
 
 /// Disassemble the code object in `input`: at most `budget` bytes of output are read (a longer listing is kept and
