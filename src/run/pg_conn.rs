@@ -688,7 +688,7 @@ pub fn connect(t: &PgTarget, password: Option<String>) -> Result<PgConn> {
         Ok::<_, anyhow::Error>(client)
     };
     let limit = Duration::from_secs(t.connect_timeout_s);
-    let client = match rt.block_on(tokio::time::timeout(limit, handshake)) {
+    let client = match rt.block_on(async { tokio::time::timeout(limit, handshake).await }) {
         Ok(client) => client?,
         Err(_) => anyhow::bail!(
             "no connection within {} s (connect, TLS, startup and authentication; --db field connect_timeout)",
