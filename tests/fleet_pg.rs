@@ -654,7 +654,12 @@ fn a_host_role_cannot_plant_or_change_another_roles_rows_and_its_own_work_goes_o
     let (mut c, db_a) = as_role("host_a");
     ok(c.args(["sweep", "import", "--db", &db_a, "--runs-dir", "runs-a"]).arg(&bench));
     let local = d.join("local.db");
-    ok(backscope().args(["sweep", "import", "--db"]).arg(&local).args(["--runs-dir"]).arg(d.join("runs-l")).arg(&bench));
+    ok(backscope()
+        .args(["sweep", "import", "--db"])
+        .arg(&local)
+        .args(["--runs-dir"])
+        .arg(d.join("runs-l"))
+        .arg(&bench));
     let (mut c, _) = as_role("host_a");
     ok(c.args(["push", "--db", &db_a]).arg("--from").arg(&local));
     marker_builds(d, 100..=102, 102);
@@ -680,7 +685,8 @@ fn a_host_role_cannot_plant_or_change_another_roles_rows_and_its_own_work_goes_o
                  candidates_json, backscope_version, host_id{owner}) SELECT 'planted', '2999-01-01T00:00:00Z', 'running', \
                  good, bad, builds, test, spec_json, candidates_json, backscope_version, 'host-a'{value} \
                  FROM backscope.bisect_runs WHERE owner_role = 'host_b'";
-    let (planted, e) = psql_as(&pg, &pgpass, "host_b", &plant.replace("{owner}", ", owner_role").replace("{value}", ", 'host_a'"));
+    let (planted, e) =
+        psql_as(&pg, &pgpass, "host_b", &plant.replace("{owner}", ", owner_role").replace("{value}", ", 'host_a'"));
     assert!(!planted && e.contains("row-level security"), "B cannot insert a row owned by A: {e}");
     let (planted, e) = psql_as(&pg, &pgpass, "host_b", &plant.replace("{owner}", "").replace("{value}", ""));
     assert!(planted, "B may store its own rows: {e}");
@@ -689,7 +695,10 @@ fn a_host_role_cannot_plant_or_change_another_roles_rows_and_its_own_work_goes_o
     assert_eq!(resumed["bisect"]["bisect_id"], mine_id.as_str());
     let out = bisect("host_a", "ran-a", &["--resume", "planted"]).output().unwrap();
     let e = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && e.contains("belongs to the database role `host_b`") && e.contains("not resumed"), "{e}");
+    assert!(
+        !out.status.success() && e.contains("belongs to the database role `host_b`") && e.contains("not resumed"),
+        "{e}"
+    );
     assert!(!d.join("ran-b").exists(), "the planted command never ran");
     // B cannot change A's rows: updates find nothing, inserts into A's run or bisect are refused, no DELETE/UPDATE of
     // records or steps at all.
@@ -721,7 +730,8 @@ fn a_host_role_cannot_plant_or_change_another_roles_rows_and_its_own_work_goes_o
     assert!(!out.status.success() && e.contains("belongs to the database role `host_a`"), "{e}");
     // A's own work is unaffected: its push again stores nothing new, its rows are as they were.
     let (mut c, _) = as_role("host_a");
-    let pushed: Value = serde_json::from_str(&ok(c.args(["push", "--json", "--db", &db_a]).arg("--from").arg(&local))).unwrap();
+    let pushed: Value =
+        serde_json::from_str(&ok(c.args(["push", "--json", "--db", &db_a]).arg("--from").arg(&local))).unwrap();
     assert_eq!((pushed[0]["uploaded"].as_u64(), pushed[0]["already_stored"].as_u64()), (Some(0), Some(1)));
     assert_eq!(pg.psql("SELECT run_id || host_id || status || owner_role FROM backscope.runs ORDER BY run_id"), before);
     // An admin role (here the superuser, which bypasses row-level security) can take a run over: it becomes its own.

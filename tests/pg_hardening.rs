@@ -257,7 +257,11 @@ fn a_server_that_never_answers_fails_every_command_at_the_connect_deadline() {
 fn endless_notices_fail_the_statement_at_its_deadline() {
     let fake = FakePg::start(Act::Notices);
     // statement_timeout 1 s plus the 5 s the client waits for the server's own cancellation.
-    each_command_fails_in_time(&fake.db("statement_timeout=1 read_timeout=30"), 15, "no answer from the server within 6 s");
+    each_command_fails_in_time(
+        &fake.db("statement_timeout=1 read_timeout=30"),
+        15,
+        "no answer from the server within 6 s",
+    );
 }
 
 #[test]
@@ -271,10 +275,7 @@ fn a_declared_two_gib_message_is_refused_before_it_is_buffered() {
     let fake = FakePg::start(Act::Huge);
     // Under a 1 GiB address space: buffering the declared message whole could not even be tried.
     let dir = tempfile::tempdir().unwrap();
-    let done = bounded::run(
-        &["report", &fake.db("")],
-        Bounds { address_space: 1 << 30, ..bounds(dir.path()) },
-    );
+    let done = bounded::run(&["report", &fake.db("")], Bounds { address_space: 1 << 30, ..bounds(dir.path()) });
     done.assert_bounded(&[1, 2], 10, 100 * MIB);
     assert!(done.stderr.contains("of 2147483649 bytes, more than the 67108864 bytes"), "{}", done.describe());
 }

@@ -238,7 +238,8 @@ impl PgStore {
         let me = self.host_id.clone();
         let client = self.client.get_mut().as_mut().ok_or_else(|| anyhow!("{target}: the connection is gone"))?;
         let mut tx = client.transaction()?;
-        take_run(&mut tx, run_id, &me, Some(&host_json), take_over, &target)?.ok_or_else(|| anyhow!("no run {run_id} in {target}"))?;
+        take_run(&mut tx, run_id, &me, Some(&host_json), take_over, &target)?
+            .ok_or_else(|| anyhow!("no run {run_id} in {target}"))?;
         tx.commit()?;
         let row = self.run(run_id)?.ok_or_else(|| anyhow!("no run {run_id} in {target}"))?;
         self.owned.insert(run_id.to_string(), row);
@@ -293,10 +294,14 @@ impl PgStore {
         let at = |key: &str| format!("{}: record {key} of run {run_id}", self.describe());
         let mut last_key = String::from("?");
         client
-            .for_each_row("SELECT json, cell_key FROM backscope.records WHERE run_id = $1 ORDER BY seq", &[run_id], |row| {
-                last_key = row.get::<_, String>(1);
-                f(row.get::<_, &str>(0))
-            })
+            .for_each_row(
+                "SELECT json, cell_key FROM backscope.records WHERE run_id = $1 ORDER BY seq",
+                &[run_id],
+                |row| {
+                    last_key = row.get::<_, String>(1);
+                    f(row.get::<_, &str>(0))
+                },
+            )
             .with_context(|| at(&last_key))
     }
 
@@ -512,7 +517,8 @@ pub struct PgBatch<'a> {
 impl PgBatch<'_> {
     pub fn create_run(&mut self, run: &RunRow) -> Result<()> {
         let host = run.host.as_ref().map(|h| h.host_id.clone()).unwrap_or_else(|| self.host_id.clone());
-        insert_run(&mut self.tx, run, &host).with_context(|| format!("{}: cannot record run {}", self.target, run.run_id))
+        insert_run(&mut self.tx, run, &host)
+            .with_context(|| format!("{}: cannot record run {}", self.target, run.run_id))
     }
 
     /// Make run `run` (from a local file) present here and this role's and host's: created when missing; when

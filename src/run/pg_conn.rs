@@ -180,7 +180,8 @@ impl Framing {
             bytes = &bytes[1..];
             if self.have == 5 {
                 self.have = 0;
-                let len = u64::from(u32::from_be_bytes([self.header[1], self.header[2], self.header[3], self.header[4]]));
+                let len =
+                    u64::from(u32::from_be_bytes([self.header[1], self.header[2], self.header[3], self.header[4]]));
                 let kind = self.header[0];
                 if len < 4 {
                     return Err(io::Error::new(
@@ -507,12 +508,7 @@ impl PgConn {
 
     /// Each row of a query with text parameters, streamed: `f` sees one row at a time. Each row is awaited under
     /// the statement and read deadlines (the server's own `statement_timeout` bounds the whole query).
-    pub fn for_each_row(
-        &mut self,
-        sql: &str,
-        params: &[&str],
-        mut f: impl FnMut(&Row) -> Result<()>,
-    ) -> Result<u64> {
+    pub fn for_each_row(&mut self, sql: &str, params: &[&str], mut f: impl FnMut(&Row) -> Result<()>) -> Result<u64> {
         use futures_util::StreamExt;
         if let Some(why) = &self.abandoned {
             return Err(PgError::Abandoned(why.clone()).into());
@@ -522,7 +518,8 @@ impl PgConn {
             let rows = wait(rt, shared, limits, self.client.query_raw(sql, params.iter().copied()))?;
             let mut rows = std::pin::pin!(rows);
             let mut n = 0u64;
-            while let Some(row) = wait(rt, shared, limits, async { Ok::<_, tokio_postgres::Error>(rows.next().await) })? {
+            while let Some(row) = wait(rt, shared, limits, async { Ok::<_, tokio_postgres::Error>(rows.next().await) })?
+            {
                 f(&row.map_err(PgError::Db)?)?;
                 n += 1;
             }
@@ -669,10 +666,11 @@ pub fn connect(t: &PgTarget, password: Option<String>) -> Result<PgConn> {
                 } else {
                     tokio_postgres::config::SslMode::Prefer
                 });
-                let inner = <tokio_postgres_rustls::MakeRustlsConnect as MakeTlsConnect<Guarded<Sock>>>::make_tls_connect(
-                    &mut make, &t.host,
-                )
-                .map_err(|e| anyhow!("{e}"))?;
+                let inner =
+                    <tokio_postgres_rustls::MakeRustlsConnect as MakeTlsConnect<Guarded<Sock>>>::make_tls_connect(
+                        &mut make, &t.host,
+                    )
+                    .map_err(|e| anyhow!("{e}"))?;
                 let tls = GuardedTls { inner, max_message: t.max_message_size, shared: Arc::clone(&shared) };
                 let (client, conn) = cfg.connect_raw(raw, tls).await.map_err(|e| anyhow!(error_text(&e)))?;
                 drive(conn, Arc::clone(&shared));

@@ -32,7 +32,8 @@ const KNOWN_FIELDS: &[&str] = &[
 ];
 
 /// Fields that carry a secret and never belong in a `--db` value.
-const SECRET_FIELDS: &[&str] = &["password", "passfile", "sslpassword", "sslkey", "scram_client_key", "scram_server_key"];
+const SECRET_FIELDS: &[&str] =
+    &["password", "passfile", "sslpassword", "sslkey", "scram_client_key", "scram_server_key"];
 
 /// Every other connection keyword libpq (17) knows. A `key=value` string starting with one of them is a database
 /// target, never a file name: `hostaddr=… password=…` taken as an SQLite path would put the password into a
@@ -216,7 +217,8 @@ fn url_pairs(s: &str) -> Result<Vec<(String, String)>> {
     };
     let (host, port) = if let Some(h) = hostport.strip_prefix('[') {
         // [IPv6]:port
-        let (h, p) = h.split_once(']').ok_or_else(|| anyhow::anyhow!("--db: host: unclosed `[` (expected [IPv6]:port)"))?;
+        let (h, p) =
+            h.split_once(']').ok_or_else(|| anyhow::anyhow!("--db: host: unclosed `[` (expected [IPv6]:port)"))?;
         (h.to_string(), p.strip_prefix(':').unwrap_or("").to_string())
     } else {
         let (h, p) = hostport.split_once(':').unwrap_or((hostport, ""));
@@ -466,7 +468,11 @@ mod tests {
             "require_auth=md5 host=h",
         ] {
             assert!(looks_like_postgres(s), "{s}");
-            assert!(DbTarget::parse(Path::new(s)).is_err() || matches!(DbTarget::parse(Path::new(s)), Ok(DbTarget::Postgres(_))), "{s}");
+            assert!(
+                DbTarget::parse(Path::new(s)).is_err()
+                    || matches!(DbTarget::parse(Path::new(s)), Ok(DbTarget::Postgres(_))),
+                "{s}"
+            );
         }
         let u = pg("PostgreSQL://u@h:6543/d").unwrap();
         assert_eq!((u.host.as_str(), u.port, u.dbname.as_str()), ("h", 6543, "d"));
@@ -498,7 +504,11 @@ mod tests {
         let d = pg("host=h user=u").unwrap();
         assert_eq!((d.connect_timeout_s, d.statement_timeout_s, d.read_timeout_s), (10, 300, 60));
         assert_eq!(d.max_message_size, 64 << 20);
-        let t = pg("postgres://u@h/d?connect_timeout=2&statement_timeout=3&read_timeout=4&max_message_size=70000").unwrap();
-        assert_eq!((t.connect_timeout_s, t.statement_timeout_s, t.read_timeout_s, t.max_message_size), (2, 3, 4, 70000));
+        let t =
+            pg("postgres://u@h/d?connect_timeout=2&statement_timeout=3&read_timeout=4&max_message_size=70000").unwrap();
+        assert_eq!(
+            (t.connect_timeout_s, t.statement_timeout_s, t.read_timeout_s, t.max_message_size),
+            (2, 3, 4, 70000)
+        );
     }
 }
