@@ -713,7 +713,7 @@ fn a_host_role_cannot_plant_or_change_another_roles_rows_and_its_own_work_goes_o
     for (sql, why) in [
         (format!("INSERT INTO backscope.records (record_id, run_id, cell_key, seq, endpoint, model, num_gpu, prompt, num_predict, epoch, repetition, status, file, json, recorded_at, host_id) VALUES ('x', '{a_run}', 'k', 99, 'e', 'm', 0, 'p', 1, 0, 0, 'ok', 'f', '{{}}', 't', 'host-a')"), "row-level security"),
         (format!("INSERT INTO backscope.bisect_steps (bisect_id, seq, build, role, outcome, reason, evidence_json, test_secs, recorded_at) VALUES ('{mine_id}', 99, 101, 'probe', 'good', 'r', '[]', 1, 't')"), "row-level security"),
-        (format!("INSERT INTO backscope.runs (run_id, created_at, status, source, run_dir, plan_json, cells_total, backscope_version, host_id, owner_role) VALUES ('x', 'c', 'running', 'sweep', '/x', '{{}}', 1, 'v', 'host-a', 'host_a')"), "row-level security"),
+        ("INSERT INTO backscope.runs (run_id, created_at, status, source, run_dir, plan_json, cells_total, backscope_version, host_id, owner_role) VALUES ('x', 'c', 'running', 'sweep', '/x', '{}', 1, 'v', 'host-a', 'host_a')".to_string(), "row-level security"),
         ("UPDATE backscope.records SET json = '{}'".to_string(), "permission denied"),
         ("UPDATE backscope.runs SET owner_role = 'host_b'".to_string(), "permission denied"),
         ("DELETE FROM backscope.bisect_steps".to_string(), "permission denied"),
