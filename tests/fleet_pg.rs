@@ -416,12 +416,9 @@ fn a_host_role_with_only_the_documented_grants_can_sweep_and_push() {
         .unwrap();
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && e.contains("migration role"), "{e}");
-    // The migration role (here the superuser) applies the schema with a first push; then the documented grants.
-    ok(backscope()
-        .env("BACKSCOPE_HOST_ID", "host-a")
-        .args(["push", "--db", &pg.db("postgres")])
-        .arg("--from")
-        .arg(&local));
+    // The migration role (here the superuser) applies the schema (a read of the empty store creates it); then the
+    // documented grants.
+    ok(backscope().args(["sweep", "export", "--jsonl", "--db", &pg.db("postgres")]));
     pg.psql(&documented_grants());
     // The host role sweeps (INSERT runs and records, UPDATE of the status) …
     let mut cmd = sweep_cmd("host-b", &host_db, &dir.path().join("runs-b"), 3);
@@ -430,15 +427,25 @@ fn a_host_role_with_only_the_documented_grants_can_sweep_and_push() {
     assert!(status.success(), "{err}");
     let swept = run_id_of(&events);
     assert_eq!(pg.psql(&format!("SELECT status FROM backscope.runs WHERE run_id = '{swept}'")), "finished");
-    // … and pushes (the run is there: every record already stored).
-    let out = ok(backscope()
-        .env("PGPASSFILE", &pgpass)
-        .env("BACKSCOPE_HOST_ID", "host-a")
-        .args(["push", "--json", "--db", &host_db])
-        .arg("--from")
-        .arg(&local));
-    let pushed: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!((pushed[0]["run_id"].as_str(), pushed[0]["already_stored"].as_u64()), (Some(&*pushed_run), Some(3)));
+    // … and pushes: the run is created (its role's), and a second push finds every record stored already.
+    let push = || -> Value {
+        let out = ok(backscope()
+            .env("PGPASSFILE", &pgpass)
+            .env("BACKSCOPE_HOST_ID", "host-a")
+            .args(["push", "--json", "--db", &host_db])
+            .arg("--from")
+            .arg(&local));
+        serde_json::from_str(&out).unwrap()
+    };
+    let first = push();
+    assert_eq!((first[0]["run_id"].as_str(), first[0]["uploaded"].as_u64()), (Some(&*pushed_run), Some(3)));
+    let second = push();
+    assert_eq!((second[0]["run_id"].as_str(), second[0]["already_stored"].as_u64()), (Some(&*pushed_run), Some(3)));
+    assert_eq!(
+        pg.psql("SELECT string_agg(DISTINCT owner_role, ',') FROM backscope.runs"),
+        "backscope_host",
+        "stamped by the server"
+    );
     // It cannot delete what another host stored.
     let denied = Command::new(pg.bin.join("psql"))
         .env("PGPASSFILE", &pgpass)
