@@ -25,6 +25,7 @@ mod logs_eras;
 mod maps_live;
 mod module_floor;
 mod output_cli;
+mod pg_hardening;
 mod predict;
 mod predict_cli;
 mod predict_placement;

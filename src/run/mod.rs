@@ -20,6 +20,7 @@ pub mod host;
 pub mod ids;
 pub mod paths;
 pub mod pg;
+pub mod pg_conn;
 pub mod pg_schema;
 pub mod pgpass;
 pub mod record;

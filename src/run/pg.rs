@@ -5,37 +5,39 @@
 //! - a record's key is [`record_id`] (run id + cell key + repetition), inserted with `ON CONFLICT DO NOTHING`; when
 //!   the row is there already it must be the same record (its JSON), so a repeated insert (a push done twice) is a
 //!   no-op and a different one is an error, never a silent replacement;
-//! - a run belongs to the host that created it (`runs.host_id`); a record is inserted only while the run is this
-//!   host's, and another host continues a run only with `--take-over` ([`PgStore::claim_run`]);
+//! - a run belongs to the database role that created it (`runs.owner_role`, set by the server to `current_user`,
+//!   never by the client) and, within that role, to the host that created it (`runs.host_id`, self-declared: a guard
+//!   against mix-ups between hosts that share a role, not a security boundary). Row-level security
+//!   (`pg_schema`, migration 3) lets a role insert and update only its own rows; the checks here compare
+//!   `owner_role` with `current_user` first. A record is inserted only while the run is this role's and this host's;
+//!   another host of the same role continues a run only with `--take-over`, and a run of another role only an admin
+//!   role (one that bypasses row-level security) can take over ([`PgStore::claim_run`]);
 //! - when the server goes away mid-run (connection closed, admin shutdown) the run continues into a local SQLite file
 //!   beside its run directory (`RUN_DIR.local.db`), with a note saying how to `backscope push` it later.
 //!
-//! TLS: rustls with the ring provider (no OpenSSL headers needed to build), roots from the system store plus
-//! `sslrootcert`; `sslmode=prefer` (the default) uses TLS when a TCP server offers it. Unix sockets carry no TLS.
+//! The connection and its deadlines, size cap and TLS are `pg_conn`'s.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-
-use postgres::{Client, GenericClient, NoTls, ToStatement};
+use tokio_postgres::ToStatement;
 
 use super::host::HostIdentity;
 use super::ids::{record_id, utc_now};
+use super::pg_conn::{PgConn, PgError};
 use super::record::{Record, RunSource};
 use super::run_row::{RunRow, RunStatus};
 use super::sqlite::{host_from_json, SqliteStore};
-use super::target::{PgTarget, SslMode};
+use super::target::PgTarget;
 
 const RUN_COLUMNS: &str =
     "run_id, created_at, finished_at, status, source, run_dir, plan_json, cells_total, backscope_version, host_id, host_json";
 
 pub struct PgStore {
     /// `None` once the server went away: everything goes to `fallback` from then on.
-    client: RefCell<Option<Client>>,
+    client: RefCell<Option<PgConn>>,
     target: PgTarget,
     host_id: String,
     /// Runs this process created or claimed: their rows seed the fallback file.
@@ -49,92 +51,18 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
-/// The server went away (not: a query was wrong). Connection exceptions (SQLSTATE class 08), operator
-/// intervention (57P: admin or crash shutdown) and a closed or broken socket.
-pub fn is_connection_loss(e: &postgres::Error) -> bool {
-    if e.is_closed() {
-        return true;
-    }
-    if let Some(code) = e.code() {
-        return code.code().starts_with("08") || code.code().starts_with("57P");
-    }
-    std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+/// Connect to `t` with the password from the environment or `~/.pgpass`, under `pg_conn`'s deadlines.
+pub fn connect_client(t: &PgTarget) -> Result<PgConn> {
+    super::pg_conn::connect(t, super::pgpass::password_for(t))
+        .map_err(|e| anyhow!("cannot connect to {}: {e:#}", t.display()))
 }
 
-/// A PostgreSQL error in words: the server's message and SQLSTATE for a database error (the crate's own text is
-/// only "db error"), else the error and its causes.
-pub fn error_text(e: &postgres::Error) -> String {
-    if let Some(db) = e.as_db_error() {
-        return format!("{}: {} (SQLSTATE {})", db.severity(), db.message(), db.code().code());
-    }
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(&format!(": {s}"));
-        source = s.source();
-    }
-    text
-}
-
-fn tls_connector(t: &PgTarget) -> Result<tokio_postgres_rustls::MakeRustlsConnect> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::CertificateDer;
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-    if let Some(file) = &t.sslrootcert {
-        let pem = crate::inputs::read_limited(file, 1 << 20)
-            .with_context(|| format!("--db: sslrootcert: {}", file.display()))?;
-        for cert in CertificateDer::pem_slice_iter(&pem) {
-            let cert = cert.map_err(|e| anyhow!("--db: sslrootcert: {}: {e:?}", file.display()))?;
-            roots.add(cert).map_err(|e| anyhow!("--db: sslrootcert: {}: {e}", file.display()))?;
-        }
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
-}
-
-/// Connect to `t` with the password from the environment or `~/.pgpass`.
-pub fn connect_client(t: &PgTarget) -> Result<Client> {
-    let mut c = postgres::Config::new();
-    if t.is_socket() {
-        c.host_path(&t.host);
-    } else {
-        c.host(&t.host);
-    }
-    c.port(t.port).user(&t.user).dbname(&t.dbname).connect_timeout(Duration::from_secs(t.connect_timeout_s));
-    c.keepalives(t.keepalives);
-    if let Some(idle) = t.keepalives_idle_s {
-        c.keepalives_idle(Duration::from_secs(idle));
-    }
-    if let Some(a) = &t.application_name {
-        c.application_name(a);
-    }
-    if let Some(o) = &t.options {
-        c.options(o);
-    }
-    if t.target_session_attrs.as_deref() == Some("read-write") {
-        c.target_session_attrs(postgres::config::TargetSessionAttrs::ReadWrite);
-    }
-    if let Some(p) = super::pgpass::password_for(t) {
-        c.password(p);
-    }
-    let connected = match t.sslmode {
-        SslMode::Disable => c.ssl_mode(postgres::config::SslMode::Disable).connect(NoTls),
-        _ if t.is_socket() => c.ssl_mode(postgres::config::SslMode::Disable).connect(NoTls),
-        mode => {
-            let m = if mode == SslMode::Require {
-                postgres::config::SslMode::Require
-            } else {
-                postgres::config::SslMode::Prefer
-            };
-            c.ssl_mode(m).connect(tls_connector(t)?)
-        }
-    };
-    connected.map_err(|e| anyhow!("cannot connect to {}: {}", t.display(), error_text(&e)))
+/// The message for a run (or bisect) of another role: what can be done about it.
+pub fn not_this_role(what: &str, owner: &str, me: &str) -> String {
+    format!(
+        "{what} belongs to the database role `{owner}`; this connection's role is `{me}`. Only `{owner}` or an admin \
+         role (one that bypasses row-level security: the schema's owner or a superuser) can continue it (docs/fleet.md)"
+    )
 }
 
 impl PgStore {
@@ -161,10 +89,10 @@ impl PgStore {
     }
 
     /// Run `f` on the connection; `None` when the server is gone (the fallback file answers instead).
-    fn with_client<T>(&self, f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>) -> Option<Result<T>> {
+    fn with_client<T>(&self, f: impl FnOnce(&mut PgConn) -> Result<T, PgError>) -> Option<Result<T>> {
         let mut guard = self.client.borrow_mut();
         let client = guard.as_mut()?;
-        Some(f(client).map_err(|e| anyhow!("{}: {}", self.target.display(), error_text(&e))))
+        Some(f(client).map_err(|e| anyhow!("{}: {e}", self.target.display())))
     }
 
     fn local(&self) -> Result<&SqliteStore> {
@@ -172,9 +100,9 @@ impl PgStore {
     }
 
     pub fn create_run(&mut self, run: &RunRow) -> Result<()> {
-        let owner = run.host.as_ref().map(|h| h.host_id.clone()).unwrap_or_else(|| self.host_id.clone());
+        let host = run.host.as_ref().map(|h| h.host_id.clone()).unwrap_or_else(|| self.host_id.clone());
         let run_c = run.clone();
-        self.with_client(|c| insert_run(c, &run_c, &owner))
+        self.with_client(|c| insert_run(c, &run_c, &host))
             .unwrap_or_else(|| bail!("{}: the connection is gone", self.describe()))
             .with_context(|| format!("cannot record run {}", run.run_id))?;
         self.owned.insert(run.run_id.clone(), run.clone());
@@ -189,11 +117,12 @@ impl PgStore {
         }
     }
 
-    /// This host's most recent sweep run.
+    /// This host's most recent sweep run, among this role's runs: another role's run never counts, whatever host
+    /// id it claims.
     pub fn latest_sweep_run(&self) -> Result<Option<RunRow>> {
         let sql = format!(
             "SELECT {RUN_COLUMNS} FROM backscope.runs WHERE source = 'sweep' AND host_id = $1
-             ORDER BY created_at DESC, run_id DESC LIMIT 1"
+             AND owner_role = current_user ORDER BY created_at DESC, run_id DESC LIMIT 1"
         );
         match self.with_client(|c| c.query_opt(&sql, &[&self.host_id])) {
             Some(row) => row?.map(|r| run_from_row(&r)).transpose(),
@@ -225,9 +154,9 @@ impl PgStore {
             let result = self.client.get_mut().as_mut().map(|c| insert_record(c, INSERT_RECORD, rec, &json, &host_id));
             match result {
                 Some(Ok(inserted)) => return Ok(inserted),
-                Some(Err(e)) => match e.downcast_ref::<postgres::Error>() {
-                    Some(pe) if is_connection_loss(pe) => {
-                        let reason = error_text(pe);
+                Some(Err(e)) => match e.downcast_ref::<PgError>() {
+                    Some(pe) if pe.is_connection_loss() => {
+                        let reason = pe.to_string();
                         self.enter_fallback(&rec.run_id, &reason)?
                     }
                     _ => return Err(e.context(format!("cannot record cell {} of run {}", rec.cell_key, rec.run_id))),
@@ -281,50 +210,36 @@ impl PgStore {
             let host_id = self.host_id.clone();
             let result = self.client.get_mut().as_mut().map(|c| {
                 c.execute(
-                    "UPDATE backscope.runs SET status = $2, finished_at = $3 WHERE run_id = $1 AND host_id = $4",
+                    "UPDATE backscope.runs SET status = $2, finished_at = $3
+                     WHERE run_id = $1 AND host_id = $4 AND owner_role = current_user",
                     &[&run_id, &status.as_str(), &finished, &host_id],
                 )
             });
             match result {
                 Some(Ok(1)) => return Ok(()),
                 Some(Ok(_)) => bail!(
-                    "{}: run {run_id} is not this host's (`{host_id}`): taken over by another host?",
+                    "{}: run {run_id} is not this role's and host's (`{host_id}`): taken over by another host?",
                     self.describe()
                 ),
-                Some(Err(e)) if is_connection_loss(&e) && self.owned.contains_key(run_id) => {
-                    self.enter_fallback(run_id, &error_text(&e))?
+                Some(Err(e)) if e.is_connection_loss() && self.owned.contains_key(run_id) => {
+                    self.enter_fallback(run_id, &e.to_string())?
                 }
-                Some(Err(e)) => return Err(anyhow!("{}: {}", self.describe(), error_text(&e))),
+                Some(Err(e)) => return Err(anyhow!("{}: {e}", self.describe())),
                 None => bail!("{}: the connection is gone", self.describe()),
             }
         }
         self.fallback.as_mut().expect("entered above").1.set_run_status(run_id, status)
     }
 
-    /// Make run `run_id` this host's to write: it is already, or `take_over` moves it here.
+    /// Make run `run_id` this host's to write: it is already, or `take_over` moves it here ([`take_run`]).
     pub fn claim_run(&mut self, run_id: &str, take_over: bool) -> Result<()> {
-        let me = self.host_id.clone();
         let host_json = serde_json::to_string(&HostIdentity::current())?;
         let target = self.describe();
+        let me = self.host_id.clone();
         let client = self.client.get_mut().as_mut().ok_or_else(|| anyhow!("{target}: the connection is gone"))?;
         let mut tx = client.transaction()?;
-        let owner: String = tx
-            .query_opt("SELECT host_id FROM backscope.runs WHERE run_id = $1 FOR UPDATE", &[&run_id])?
-            .ok_or_else(|| anyhow!("no run {run_id} in {target}"))?
-            .get(0);
-        if owner != me {
-            if !take_over {
-                bail!(
-                    "run {run_id} in {target} belongs to host `{owner}`; this host is `{me}`. Resume it on `{owner}`, \
-                     or pass --take-over to move it to this host (only when `{owner}` no longer runs it)"
-                );
-            }
-            tx.execute(
-                "UPDATE backscope.runs SET host_id = $2, host_json = $3 WHERE run_id = $1",
-                &[&run_id, &me, &host_json],
-            )?;
-            crate::output::messages::note(format_args!("took over run {run_id} from host `{owner}`"));
-        }
+        take_run(&mut tx, run_id, &me, Some(&host_json), take_over, &target)?
+            .ok_or_else(|| anyhow!("no run {run_id} in {target}"))?;
         tx.commit()?;
         let row = self.run(run_id)?.ok_or_else(|| anyhow!("no run {run_id} in {target}"))?;
         self.owned.insert(run_id.to_string(), row);
@@ -371,23 +286,23 @@ impl PgStore {
 
     /// Each record of one run as stored, in plan order, streamed from the server.
     pub fn for_each_record_json(&self, run_id: &str, mut f: impl FnMut(&str) -> Result<()>) -> Result<u64> {
-        use postgres::fallible_iterator::FallibleIterator;
         let mut guard = self.client.borrow_mut();
         let Some(client) = guard.as_mut() else {
             drop(guard);
             return self.local()?.for_each_record_json(run_id, f);
         };
         let at = |key: &str| format!("{}: record {key} of run {run_id}", self.describe());
-        let mut rows = client
-            .query_raw("SELECT json, cell_key FROM backscope.records WHERE run_id = $1 ORDER BY seq", [run_id])
-            .with_context(|| at("?"))?;
-        let mut n = 0u64;
-        while let Some(row) = rows.next().with_context(|| at("?"))? {
-            let key: String = row.get(1);
-            f(row.get::<_, &str>(0)).with_context(|| at(&key))?;
-            n += 1;
-        }
-        Ok(n)
+        let mut last_key = String::from("?");
+        client
+            .for_each_row(
+                "SELECT json, cell_key FROM backscope.records WHERE run_id = $1 ORDER BY seq",
+                &[run_id],
+                |row| {
+                    last_key = row.get::<_, String>(1);
+                    f(row.get::<_, &str>(0))
+                },
+            )
+            .with_context(|| at(&last_key))
     }
 
     /// A transaction for many rows (an import, a push).
@@ -399,7 +314,64 @@ impl PgStore {
     }
 }
 
-fn run_from_row(r: &postgres::Row) -> Result<RunRow> {
+/// Make run `run_id` host `me`'s within this role, inside a transaction; `None` when there is no such run.
+/// A run of another role is refused, or with `take_over` moved to this role — which only an admin role can do: a
+/// host role has no UPDATE right on `owner_role`, and row-level security hides other roles' rows from its
+/// updates. A run of another host of this role is refused, or with `take_over` moved to `me` (and `host_json`).
+fn take_run(
+    tx: &mut PgConn,
+    run_id: &str,
+    me: &str,
+    host_json: Option<&str>,
+    take_over: bool,
+    target: &str,
+) -> Result<Option<()>> {
+    let Some(row) = tx.query_opt(
+        "SELECT host_id, owner_role, current_user::text FROM backscope.runs WHERE run_id = $1",
+        &[&run_id],
+    )?
+    else {
+        return Ok(None);
+    };
+    let (host, owner, role): (String, String, String) = (row.get(0), row.get(1), row.get(2));
+    if owner != role {
+        let refusal = not_this_role(&format!("run {run_id} in {target}"), &owner, &role);
+        if !take_over {
+            bail!("{refusal}; --take-over moves it only for such a role");
+        }
+        let moved = tx.execute(
+            "UPDATE backscope.runs SET owner_role = current_user, host_id = $2, host_json = coalesce($3, host_json)
+             WHERE run_id = $1",
+            &[&run_id, &me, &host_json],
+        );
+        match moved {
+            Ok(1) => {}
+            Ok(_) => bail!("{refusal}; --take-over was refused (row-level security)"),
+            Err(e) if e.code() == Some("42501") => bail!("{refusal}; --take-over was refused: {e}"),
+            Err(e) => return Err(e.into()),
+        }
+        crate::output::messages::note(format_args!("took over run {run_id} from role `{owner}` (host `{host}`)"));
+        return Ok(Some(()));
+    }
+    // This role's: lock it (visible to this role's UPDATE policy, so FOR UPDATE finds it) and check the host.
+    tx.query_opt("SELECT 1 FROM backscope.runs WHERE run_id = $1 FOR UPDATE", &[&run_id])?;
+    if host != me {
+        if !take_over {
+            bail!(
+                "run {run_id} in {target} belongs to host `{host}`; this host is `{me}`. Resume it on `{host}`, \
+                 or pass --take-over to move it to this host (only when `{host}` no longer runs it)"
+            );
+        }
+        tx.execute(
+            "UPDATE backscope.runs SET host_id = $2, host_json = coalesce($3, host_json) WHERE run_id = $1",
+            &[&run_id, &me, &host_json],
+        )?;
+        crate::output::messages::note(format_args!("took over run {run_id} from host `{host}`"));
+    }
+    Ok(Some(()))
+}
+
+fn run_from_row(r: &tokio_postgres::Row) -> Result<RunRow> {
     let status: String = r.get(3);
     let source: String = r.get(4);
     Ok(RunRow {
@@ -416,7 +388,8 @@ fn run_from_row(r: &postgres::Row) -> Result<RunRow> {
     })
 }
 
-fn insert_run(c: &mut impl GenericClient, run: &RunRow, owner: &str) -> Result<(), postgres::Error> {
+/// Insert a run as host `host`; its `owner_role` is the server's `current_user` (the column's default).
+fn insert_run(c: &mut PgConn, run: &RunRow, host: &str) -> Result<(), PgError> {
     let host_json = run.host.as_ref().and_then(|h| serde_json::to_string(h).ok());
     c.execute(
         "INSERT INTO backscope.runs (run_id, created_at, finished_at, status, source, run_dir, plan_json, cells_total,
@@ -431,14 +404,16 @@ fn insert_run(c: &mut impl GenericClient, run: &RunRow, owner: &str) -> Result<(
             &run.plan_json,
             &(run.cells_total as i64),
             &run.backscope_version,
-            &owner,
+            &host,
             &host_json,
         ],
     )?;
     Ok(())
 }
 
-/// The insert of a record, only while its run is the inserting host's; a record there already is not replaced.
+/// The insert of a record, only while its run is the inserting role's and host's; a record there already is not
+/// replaced. The record's `owner_role` is the server's `current_user` (the column's default); row-level security
+/// checks the same again.
 const INSERT_RECORD: &str =
     "INSERT INTO backscope.records (record_id, run_id, cell_key, seq, endpoint, model, num_gpu, prompt, num_predict,
         epoch, repetition, status, error_class, signal, http_status, wall_ms, ttft_ms, ttf_ms, prompt_tps, decode_tps,
@@ -447,13 +422,13 @@ const INSERT_RECORD: &str =
         $10::bigint, $11::bigint, $12::text, $13::text, $14::text, $15::integer, $16::float8, $17::float8,
         $18::float8, $19::float8, $20::float8, $21::text, $22::text, $23::text, $24::text, $25::text,
         $26::bigint, $27::text
-     WHERE EXISTS (SELECT 1 FROM backscope.runs WHERE run_id = $2 AND host_id = $25)
+     WHERE EXISTS (SELECT 1 FROM backscope.runs WHERE run_id = $2 AND host_id = $25 AND owner_role = current_user)
      ON CONFLICT DO NOTHING";
 
 /// Insert a record while its run is `host_id`'s; `Ok(false)` when the same record (same JSON) is stored already.
-/// Errors: a different record under the same cell, a run that is not (or no longer) this host's.
-fn insert_record<S: ToStatement + ?Sized>(
-    c: &mut impl GenericClient,
+/// Errors: a different record under the same cell, a run that is not (or no longer) this role's and host's.
+fn insert_record<S: ToStatement + ?Sized + Sync>(
+    c: &mut PgConn,
     stmt: &S,
     rec: &Record,
     json: &str,
@@ -508,8 +483,16 @@ fn insert_record<S: ToStatement + ?Sized>(
             rec.run_id
         ),
         None => {
-            let owner = c.query_opt("SELECT host_id FROM backscope.runs WHERE run_id = $1", &[&rec.run_id])?;
+            let owner = c.query_opt(
+                "SELECT host_id, owner_role, current_user::text FROM backscope.runs WHERE run_id = $1",
+                &[&rec.run_id],
+            )?;
             match owner {
+                Some(o) if o.get::<_, String>(1) != o.get::<_, String>(2) => bail!(
+                    "{}: cell {} not recorded",
+                    not_this_role(&format!("run {}", rec.run_id), o.get(1), o.get(2)),
+                    rec.cell_key
+                ),
                 Some(o) => bail!(
                     "run {} belongs to host `{}`, not `{host_id}` (taken over?): cell {} not recorded",
                     rec.run_id,
@@ -524,52 +507,43 @@ fn insert_record<S: ToStatement + ?Sized>(
 
 /// Rows written in one PostgreSQL transaction.
 pub struct PgBatch<'a> {
-    tx: postgres::Transaction<'a>,
+    tx: super::pg_conn::PgTx<'a>,
     /// [`INSERT_RECORD`] prepared once for the batch's many rows (an import, a push).
-    insert: Option<postgres::Statement>,
+    insert: Option<tokio_postgres::Statement>,
     host_id: String,
     target: String,
 }
 
 impl PgBatch<'_> {
     pub fn create_run(&mut self, run: &RunRow) -> Result<()> {
-        let owner = run.host.as_ref().map(|h| h.host_id.clone()).unwrap_or_else(|| self.host_id.clone());
-        insert_run(&mut self.tx, run, &owner)
+        let host = run.host.as_ref().map(|h| h.host_id.clone()).unwrap_or_else(|| self.host_id.clone());
+        insert_run(&mut self.tx, run, &host)
             .with_context(|| format!("{}: cannot record run {}", self.target, run.run_id))
     }
 
-    /// Make run `run` (from a local file) present here and this host's: created when missing; when present, it
-    /// must be this host's already, or `take_over` moves it. Returns whether the run was created.
+    /// Make run `run` (from a local file) present here and this role's and host's: created when missing; when
+    /// present, it must be this host's already, or `take_over` moves it ([`take_run`]). Returns whether the run was
+    /// created.
     pub fn adopt_run(&mut self, run: &RunRow, take_over: bool) -> Result<bool> {
-        let owner =
-            self.tx.query_opt("SELECT host_id FROM backscope.runs WHERE run_id = $1 FOR UPDATE", &[&run.run_id])?;
-        let Some(owner) = owner.map(|r| r.get::<_, String>(0)) else {
-            let mut mine = run.clone();
-            mine.host.get_or_insert_with(HostIdentity::current).host_id = self.host_id.clone();
-            self.create_run(&mine)?;
-            return Ok(true);
-        };
-        if owner != self.host_id {
-            if !take_over {
-                bail!(
-                    "run {} in {} belongs to host `{owner}`; this host is `{}`: pass --take-over to push into it anyway",
-                    run.run_id,
-                    self.target,
-                    self.host_id
-                );
-            }
-            self.tx
-                .execute("UPDATE backscope.runs SET host_id = $2 WHERE run_id = $1", &[&run.run_id, &self.host_id])?;
+        let (me, target) = (self.host_id.clone(), self.target.clone());
+        if take_run(&mut self.tx, &run.run_id, &me, None, take_over, &target)?.is_some() {
+            return Ok(false);
         }
-        Ok(false)
+        let mut mine = run.clone();
+        mine.host.get_or_insert_with(HostIdentity::current).host_id = me;
+        self.create_run(&mine)?;
+        Ok(true)
     }
 
-    /// Set a run's status as its local copy has it.
+    /// Set a run's status as its local copy has it (a run of this role only).
     pub fn set_run_status(&mut self, run_id: &str, status: RunStatus, finished_at: Option<&str>) -> Result<()> {
-        self.tx.execute(
-            "UPDATE backscope.runs SET status = $2, finished_at = $3 WHERE run_id = $1",
+        let n = self.tx.execute(
+            "UPDATE backscope.runs SET status = $2, finished_at = $3 WHERE run_id = $1 AND owner_role = current_user",
             &[&run_id, &status.as_str(), &finished_at],
         )?;
+        if n != 1 {
+            bail!("{}: run {run_id}: its status was not set (not this role's run)", self.target);
+        }
         Ok(())
     }
 

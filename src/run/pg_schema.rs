@@ -5,18 +5,23 @@
 //! `pg_advisory_lock(MIGRATION_LOCK)`, checks again and applies what is missing in one transaction, so hosts that
 //! start together apply each migration once. A host that finds the schema current takes no lock and needs no
 //! DDL right: a fleet host's role (INSERT/SELECT, UPDATE of a run's status) never migrates (docs/fleet.md).
+//!
+//! Migration 3 makes the database role, not the self-declared host id, the owner of every row hosts write: an
+//! `owner_role` column the server fills with `current_user`, and row-level security that lets a role insert and
+//! update only its own rows while every role reads all of them (cross-host reports).
 
 use anyhow::{bail, Context, Result};
-use postgres::Client;
+
+use super::pg_conn::PgConn;
 
 /// `pg_advisory_lock` key of the migration lock: "backscop" as a big-endian integer.
 pub const MIGRATION_LOCK: i64 = 0x6261_636b_7363_6f70;
 
 /// The migrations in order: version, SQL.
-pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2)];
+pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3)];
 
 /// The schema this build writes.
-pub const LATEST: i32 = 2;
+pub const LATEST: i32 = 3;
 
 /// Version 1: the SQLite schema's runs and records (version 3 there), plus what many writers need: the owning host
 /// of a run (`runs.host_id`), the host that stored each record, and a deterministic `record_id`
@@ -103,8 +108,48 @@ CREATE TABLE backscope.bisect_steps (
 );
 ";
 
+/// Version 3: ownership by database role. Each table hosts write gets `owner_role` (default `current_user`: the
+/// server stamps it; rows stored before this migration belong to the role that applied it) and row-level security:
+/// every role reads every row; a role inserts only rows it owns, and records and steps only into a run or bisect it
+/// owns; a role updates only the runs and bisects it owns and may not hand them to another role. No policy allows
+/// UPDATE of records or steps, nor DELETE of anything. The schema's owner (the migration role) and superusers
+/// bypass these policies: they are the admin roles (`--take-over` of another role's run, docs/fleet.md).
+const V3: &str = "
+ALTER TABLE backscope.runs ADD COLUMN owner_role TEXT NOT NULL DEFAULT current_user;
+ALTER TABLE backscope.records ADD COLUMN owner_role TEXT NOT NULL DEFAULT current_user;
+ALTER TABLE backscope.bisect_runs ADD COLUMN owner_role TEXT NOT NULL DEFAULT current_user;
+ALTER TABLE backscope.bisect_steps ADD COLUMN owner_role TEXT NOT NULL DEFAULT current_user;
+CREATE INDEX runs_by_owner ON backscope.runs(owner_role, host_id, source, created_at);
+CREATE INDEX bisect_runs_by_owner ON backscope.bisect_runs(owner_role, host_id, created_at);
+
+ALTER TABLE backscope.runs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY runs_read ON backscope.runs FOR SELECT USING (true);
+CREATE POLICY runs_insert ON backscope.runs FOR INSERT WITH CHECK (owner_role = current_user);
+CREATE POLICY runs_update ON backscope.runs FOR UPDATE
+    USING (owner_role = current_user) WITH CHECK (owner_role = current_user);
+
+ALTER TABLE backscope.records ENABLE ROW LEVEL SECURITY;
+CREATE POLICY records_read ON backscope.records FOR SELECT USING (true);
+CREATE POLICY records_insert ON backscope.records FOR INSERT WITH CHECK (
+    owner_role = current_user
+    AND EXISTS (SELECT 1 FROM backscope.runs r WHERE r.run_id = records.run_id AND r.owner_role = current_user));
+
+ALTER TABLE backscope.bisect_runs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY bisect_runs_read ON backscope.bisect_runs FOR SELECT USING (true);
+CREATE POLICY bisect_runs_insert ON backscope.bisect_runs FOR INSERT WITH CHECK (owner_role = current_user);
+CREATE POLICY bisect_runs_update ON backscope.bisect_runs FOR UPDATE
+    USING (owner_role = current_user) WITH CHECK (owner_role = current_user);
+
+ALTER TABLE backscope.bisect_steps ENABLE ROW LEVEL SECURITY;
+CREATE POLICY bisect_steps_read ON backscope.bisect_steps FOR SELECT USING (true);
+CREATE POLICY bisect_steps_insert ON backscope.bisect_steps FOR INSERT WITH CHECK (
+    owner_role = current_user
+    AND EXISTS (SELECT 1 FROM backscope.bisect_runs b
+                WHERE b.bisect_id = bisect_steps.bisect_id AND b.owner_role = current_user));
+";
+
 /// The applied version; 0 when the schema has no migrations table yet.
-fn applied(client: &mut Client) -> Result<i32> {
+fn applied(client: &mut PgConn) -> Result<i32> {
     let exists: bool = client.query_one("SELECT to_regclass('backscope.schema_migrations') IS NOT NULL", &[])?.get(0);
     if !exists {
         return Ok(0);
@@ -114,7 +159,7 @@ fn applied(client: &mut Client) -> Result<i32> {
 
 /// Bring the schema to [`LATEST`] (`write`), or check that it is there (a reader: `write` false). `who` names the
 /// host in `schema_migrations.applied_by`; `target` names the database in errors.
-pub fn migrate(client: &mut Client, write: bool, who: &str, target: &str) -> Result<()> {
+pub fn migrate(client: &mut PgConn, write: bool, who: &str, target: &str) -> Result<()> {
     let version = applied(client).with_context(|| format!("{target}: cannot read the schema version"))?;
     if version > LATEST {
         bail!(
@@ -144,7 +189,7 @@ pub fn migrate(client: &mut Client, write: bool, who: &str, target: &str) -> Res
     Ok(())
 }
 
-fn apply_locked(client: &mut Client, who: &str) -> Result<()> {
+fn apply_locked(client: &mut PgConn, who: &str) -> Result<()> {
     let mut tx = client.transaction()?;
     // Another host may have applied them while this one waited for the lock: ask again, inside the lock.
     let exists: bool = tx.query_one("SELECT to_regclass('backscope.schema_migrations') IS NOT NULL", &[])?.get(0);

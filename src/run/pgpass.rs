@@ -35,17 +35,31 @@ fn pgpass_path() -> Option<PathBuf> {
     std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| PathBuf::from(h).join(".pgpass"))
 }
 
-/// The file's text; `None` when it does not exist.
+/// The file's text; `None` when it does not exist. Opened through the floor's door for untrusted paths
+/// (`inputs::open_input`: a FIFO, a device or a directory is refused as what it is, without blocking), then the
+/// permissions of what was opened are checked, then at most [`PGPASS_LIMIT`] bytes are read.
 fn read_pgpass(file: &Path) -> Result<Option<String>, String> {
-    let meta = match std::fs::metadata(file) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+    use std::io::Read;
+    let input = match crate::inputs::open_input(file) {
+        Ok(i) => i,
+        Err(crate::inputs::InputError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(None)
+        }
         Err(e) => return Err(e.to_string()),
     };
+    let meta = input.file.metadata().map_err(|e| e.to_string())?;
     if meta.permissions().mode() & 0o077 != 0 {
         return Err("group or others may read it (libpq ignores such a file too: chmod 0600)".into());
     }
-    crate::inputs::read_text_limited(file, PGPASS_LIMIT).map(Some).map_err(|e| e.to_string())
+    if input.len > PGPASS_LIMIT {
+        return Err(format!("{} bytes, more than the {PGPASS_LIMIT} bytes a password file may hold", input.len));
+    }
+    let mut bytes = Vec::new();
+    input.file.take(PGPASS_LIMIT + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > PGPASS_LIMIT {
+        return Err(format!("grew past the {PGPASS_LIMIT} bytes a password file may hold while being read"));
+    }
+    String::from_utf8(bytes).map(Some).map_err(|e| format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()))
 }
 
 /// The host as libpq matches it: the default socket directory counts as `localhost`, another socket directory is
@@ -119,5 +133,26 @@ mod tests {
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(read_pgpass(&f).unwrap().as_deref(), Some("*:*:*:*:pw\n"));
         assert_eq!(read_pgpass(&dir.path().join("none")).unwrap(), None);
+    }
+
+    #[test]
+    fn a_device_a_fifo_or_a_huge_file_is_refused_as_what_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let zero = dir.path().join("zero");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let e = read_pgpass(&zero).unwrap_err();
+        assert!(e.contains("a character device") && !e.contains("chmod"), "{e}");
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a path in our own temp dir.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = read_pgpass(&fifo).unwrap_err();
+        assert!(e.contains("a FIFO"), "{e}");
+        let big = dir.path().join("big");
+        let f = std::fs::File::create(&big).unwrap();
+        f.set_len(PGPASS_LIMIT + 1).unwrap();
+        std::fs::set_permissions(&big, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let e = read_pgpass(&big).unwrap_err();
+        assert!(e.contains(&format!("{} bytes, more than", PGPASS_LIMIT + 1)), "{e}");
     }
 }

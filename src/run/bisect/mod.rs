@@ -244,13 +244,14 @@ impl BisectStore {
     }
 
     /// The bisect `--resume [ID]` continues: by id, else the latest — in a PostgreSQL store the latest this host
-    /// started, so that a host never picks up another host's bisect by default.
+    /// started, so that a host never picks up another host's bisect by default, and only one of this database
+    /// role's (another role's bisect, by id or not, is never continued: `pg::PgBisect::resumable`).
     pub fn find_to_resume(&self, id: Option<&str>) -> Result<BisectRow> {
-        let pg = match (&self.backend, id) {
-            (Backend::Pg(p), None) => p,
-            _ => return self.find(id),
-        };
+        let Backend::Pg(pg) = &self.backend else { return self.find(id) };
         let mut pg = pg.borrow_mut();
+        if let Some(id) = id {
+            return pg.resumable(id);
+        }
         match pg.latest_own()? {
             Some(row) => Ok(row),
             None => bail!("no bisect of host `{}` in {} to resume (give its id)", pg.host_id(), self.path.display()),

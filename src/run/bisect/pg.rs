@@ -1,21 +1,25 @@
 //! The bisect tables in a PostgreSQL store (`backscope.bisect_runs`, `backscope.bisect_steps`, migration 2 of
-//! `run::pg_schema`): the same columns as the SQLite tables, plus the host that started the bisect. Every statement
+//! `run::pg_schema`): the same columns as the SQLite tables, plus the host that started the bisect and the database
+//! role that owns it (`owner_role`, migration 3: set by the server, checked by row-level security). A bisect is
+//! continued only by its own role ([`PgBisect::resumable`]); another role's row, whatever host id it claims, is
+//! never picked up. Every statement
 //! commits on its own (synchronous commit), so a step is durable before the next one starts. A step is keyed by
 //! `(bisect_id, seq)` and inserted with `ON CONFLICT DO NOTHING`; a row already there must be the same step (build,
 //! role, outcome, reason, evidence), so a repeated insert is a no-op and a different one an error, never a silent
 //! replacement.
 
 use anyhow::{anyhow, bail, Context, Result};
-use postgres::{Client, Row};
+use tokio_postgres::Row;
 
 use super::types::{BisectRow, Outcome, Role, Status, Step, Upstream};
 use crate::run::host::HostIdentity;
 use crate::run::ids::utc_now;
-use crate::run::pg::{connect_client, error_text};
+use crate::run::pg::{connect_client, not_this_role};
+use crate::run::pg_conn::{PgConn, PgError};
 use crate::run::target::PgTarget;
 
 pub struct PgBisect {
-    client: Client,
+    client: PgConn,
     target: String,
     host_id: String,
 }
@@ -47,8 +51,8 @@ impl PgBisect {
         &self.target
     }
 
-    fn err(&self, e: postgres::Error) -> anyhow::Error {
-        anyhow!("{}: {}", self.target, error_text(&e))
+    fn err(&self, e: PgError) -> anyhow::Error {
+        anyhow!("{}: {e}", self.target)
     }
 
     pub fn create(&mut self, row: &BisectRow) -> Result<()> {
@@ -87,7 +91,10 @@ impl PgBisect {
             .client
             .execute(
                 "INSERT INTO backscope.bisect_steps (bisect_id, seq, build, role, outcome, reason, evidence_json,
-                 build_secs, from_cache, test_secs, recorded_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                 build_secs, from_cache, test_secs, recorded_at)
+                 SELECT $1::text, $2::bigint, $3::bigint, $4::text, $5::text, $6::text, $7::text, $8::float8,
+                    $9::boolean, $10::float8, $11::text
+                 WHERE EXISTS (SELECT 1 FROM backscope.bisect_runs WHERE bisect_id = $1 AND owner_role = current_user)
                  ON CONFLICT (bisect_id, seq) DO NOTHING",
                 &[
                     &bisect_id,
@@ -110,12 +117,16 @@ impl PgBisect {
         }
         let there = self
             .client
-            .query_one(
+            .query_opt(
                 "SELECT build, role, outcome, reason, evidence_json FROM backscope.bisect_steps
                  WHERE bisect_id = $1 AND seq = $2",
                 &[&bisect_id, &seq],
             )
             .map_err(|e| self.err(e))?;
+        let Some(there) = there else {
+            self.resumable(bisect_id)?;
+            bail!("{}: step {} of bisect {bisect_id} was not recorded", self.target, step.seq);
+        };
         let same = there.get::<_, i64>(0) == i64::from(step.build)
             && there.get::<_, &str>(1) == step.role.as_str()
             && there.get::<_, &str>(2) == step.outcome.as_str()
@@ -135,12 +146,18 @@ impl PgBisect {
     pub fn finish(&mut self, bisect_id: &str, status: Status, upstream: Option<&Upstream>) -> Result<()> {
         let finished = (status == Status::Finished).then(utc_now);
         let upstream = upstream.map(serde_json::to_string).transpose()?;
-        self.client
+        let n = self
+            .client
             .execute(
-                "UPDATE backscope.bisect_runs SET status = $2, finished_at = $3, upstream_json = $4 WHERE bisect_id = $1",
+                "UPDATE backscope.bisect_runs SET status = $2, finished_at = $3, upstream_json = $4
+                 WHERE bisect_id = $1 AND owner_role = current_user",
                 &[&bisect_id, &status.as_str(), &finished, &upstream],
             )
             .map_err(|e| self.err(e))?;
+        if n != 1 {
+            self.resumable(bisect_id)?;
+            bail!("{}: bisect {bisect_id}: its status was not set", self.target);
+        }
         Ok(())
     }
 
@@ -156,11 +173,33 @@ impl PgBisect {
         rows.iter().map(run_of).collect()
     }
 
-    /// This host's most recent bisect (what `--resume` without an id continues in a shared database).
+    /// This host's most recent bisect of this role (what `--resume` without an id continues in a shared
+    /// database): a row another role stored, whatever host id it claims, is never this host's.
     pub fn latest_own(&mut self) -> Result<Option<BisectRow>> {
-        let sql = format!("{SELECT_RUN} WHERE host_id = $1 ORDER BY created_at DESC, bisect_id DESC LIMIT 1");
+        let sql = format!(
+            "{SELECT_RUN} WHERE host_id = $1 AND owner_role = current_user
+             ORDER BY created_at DESC, bisect_id DESC LIMIT 1"
+        );
         let row = self.client.query_opt(&sql, &[&self.host_id]).map_err(|e| self.err(e))?;
         row.as_ref().map(run_of).transpose()
+    }
+
+    /// Bisect `bisect_id`, when this connection's role owns it (what `--resume ID` may continue); another role's
+    /// bisect is refused, naming its role: its command is not this host's to run.
+    pub fn resumable(&mut self, bisect_id: &str) -> Result<BisectRow> {
+        let owner = self
+            .client
+            .query_opt(
+                "SELECT owner_role, current_user::text FROM backscope.bisect_runs WHERE bisect_id = $1",
+                &[&bisect_id],
+            )
+            .map_err(|e| self.err(e))?
+            .ok_or_else(|| anyhow!("no bisect {bisect_id} in {}", self.target))?;
+        let (owner, me): (String, String) = (owner.get(0), owner.get(1));
+        if owner != me {
+            bail!("{}: not resumed", not_this_role(&format!("bisect {bisect_id} in {}", self.target), &owner, &me));
+        }
+        self.run(bisect_id)?.ok_or_else(|| anyhow!("no bisect {bisect_id} in {}", self.target))
     }
 
     pub fn host_id(&self) -> &str {
