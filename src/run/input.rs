@@ -1,6 +1,9 @@
-//! Where a report's records come from: a sweep database (one run of it: `--run`, else the latest) or a run
-//! directory (its `cells/*/result.json`, or `records.jsonl` of an import; no database needed, so a run directory copied elsewhere still reports).
-//! Either way the records reach the statistics one at a time, in plan order, as their stored JSON text.
+//! Where a run's records come from, for every command that reads a finished run (`report`, `predict --run`): a sweep
+//! database (one run of it: `--run`, else the latest) or a run directory (its `cells/*/result.json`, or
+//! `records.jsonl` of an import; no database needed, so a run directory copied elsewhere still reports).
+//! Either way the records reach the caller one at a time, in plan order, as their stored JSON text, so memory
+//! follows one record, not the run; a record that cannot be read or parsed is a problem naming it, and the rest go
+//! on.
 
 use std::io::{BufRead, Read};
 use std::path::{Component, Path, PathBuf};
