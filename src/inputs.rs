@@ -619,6 +619,32 @@ mod tests {
     }
 
     #[test]
+    fn a_read_budget_charges_each_file_once_and_refuses_past_it_naming_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, c) = (dir.path().join("a.so"), dir.path().join("b.so"), dir.path().join("c.so"));
+        std::fs::write(&a, vec![7u8; 600]).unwrap();
+        std::fs::hard_link(&a, dir.path().join("a-link.so")).unwrap();
+        // Sparse: no block on disk, charged its apparent size all the same.
+        File::create(&b).unwrap().set_len(500).unwrap();
+        std::fs::write(&c, b"c").unwrap();
+        let mut budget = ReadBudget::new(2, 1000);
+        assert_eq!(budget.read(&a, 1 << 20).unwrap().len(), 600);
+        assert_eq!(budget.map(&dir.path().join("a-link.so"), 1 << 20).unwrap().bytes()[599], 7, "the same file");
+        assert_eq!((budget.files, budget.bytes), (1, 400), "charged once");
+        let err = budget.map(&b, 1 << 20).unwrap_err();
+        assert!(matches!(err, InputError::OverBudget { .. }), "{err}");
+        let text = err.to_string();
+        assert!(text.contains(&b.display().to_string()) && text.contains("500 bytes are more than the 400"), "{text}");
+        assert_eq!((budget.files, budget.bytes), (1, 400), "a refusal costs nothing");
+        budget.read(&c, 10).unwrap();
+        let err = budget.read(&b, 1 << 20).unwrap_err().to_string();
+        assert!(err.contains("budget of files") && err.contains("is spent"), "{err}");
+        // What is not a regular file is refused before the budget is asked.
+        let err = budget.map(Path::new("/dev/zero"), 1 << 20).unwrap_err();
+        assert!(matches!(err, InputError::NotRegular { kind: "a character device", .. }), "{err}");
+    }
+
+    #[test]
     fn a_file_over_the_limit_is_refused_by_its_size() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("spec.toml");

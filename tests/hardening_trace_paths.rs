@@ -234,7 +234,11 @@ fn traced_record(seq: u64, prompt: &str) -> Value {
         "trace": {
             "dir": "traces/s001-rocm", "files": ["trace-77.jsonl"], "window_ns": [0, 100_000_000], "interval_ms": 50,
             "spill_ns": [0, 0], "total_launches": 10, "failed_launches": 0, "families": {"mmvq": 10},
-            "kernels": [{"name": "_Z9mul_mat_vecIL9ggml_type12ELi1EEvPKvS2_PKfPfiiii", "family": "mmvq", "launches": 10}],
+            "kernels": [{
+                "name": "_Z13mul_mat_vec_qIL9ggml_type12ELi1EEvPKvS2_PKfPfiiii",
+                "demangled": "void mul_mat_vec_q<(ggml_type)12, 1>(void const*, void const*, float const*, float*, int, int, int, int)",
+                "api": "hip", "family": "mmvq", "launches": 10,
+            }],
             "distinct_kernels": 1, "processes": [],
         },
     })
@@ -253,15 +257,15 @@ fn predict_run(run: &Path) -> Done {
 }
 
 /// Issue 26: `predict --run` kept every record: 300 hard links to one 15 MiB record aborted it at 3.9 GB. Read one
-/// record at a time, 300 links to one 4 MiB record (1.2 GB of records, each parsed whole) stay far below the sum,
+/// record at a time, 300 links to one 2 MiB record (600 MiB of records, each parsed whole) stay far below the sum,
 /// and every record is predicted.
 #[test]
 fn predict_run_streams_300_links_to_one_large_record() {
     let tmp = tempfile::tempdir().unwrap();
     let run = tmp.path().join("run");
-    let first = write_record(&run, &traced_record(0, &"x".repeat(4 << 20)));
+    let first = write_record(&run, &traced_record(0, &"x".repeat(2 << 20)));
     let size = std::fs::metadata(&first).unwrap().len();
-    assert!(size > 4 * MIB, "{size}");
+    assert!(size > 2 * MIB, "{size}");
     for seq in 1..300u64 {
         let cell = run.join(format!("cells/{seq:05}-rocm-ngl99"));
         std::fs::create_dir_all(&cell).unwrap();
@@ -269,7 +273,7 @@ fn predict_run_streams_300_links_to_one_large_record() {
     }
     let done = predict_run(&run);
     eprintln!("predict --run of 300 links to {} MiB: {}", size / MIB, done.describe());
-    // All of them kept would be 300 × 4 MiB of prompt text alone.
+    // All of them kept would be 300 × 2 MiB of prompt text alone.
     done.assert_bounded(&[0], 120, 200 * MIB);
     let out = json_of(&done);
     assert_eq!(out["cells"].as_array().unwrap().len(), 300, "{}", out["skipped"]);

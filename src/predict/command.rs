@@ -447,7 +447,15 @@ fn predict_run(cmd: &PredictCommand, arg: &str) -> Result<PredictOutput> {
     }
     skipped.extend(problems);
     if cells.is_empty() {
-        bail!("run {} has no record to compare with: {}", ctx.run_id, skipped.join("; "));
+        // The first reasons: a run of thousands of bad records needs no thousand-line error.
+        const SHOWN: usize = 8;
+        let mut reasons: Vec<&str> = skipped.iter().take(SHOWN).map(String::as_str).collect();
+        let more = skipped.len().saturating_sub(SHOWN);
+        let more = format!("and {more} more");
+        if skipped.len() > SHOWN {
+            reasons.push(&more);
+        }
+        bail!("run {} has no record to compare with: {}", ctx.run_id, reasons.join("; "));
     }
     Ok(PredictOutput::Run(RunPredictions { schema: RUN_SCHEMA, db: ctx.source, run_id: ctx.run_id, cells, skipped }))
 }
