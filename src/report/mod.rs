@@ -18,8 +18,7 @@ pub mod bundle;
 pub mod charts;
 mod document;
 pub mod hosts;
-/// Where a report's records come from: the run format's reader, which `predict --run` streams too.
-pub use crate::run::input;
+pub mod input;
 pub mod redact;
 pub mod timeline;
 mod view;
