@@ -372,7 +372,9 @@ impl ReadBudget {
         MappedFile::of_file(&input.file).map_err(|e| match e {
             MapError::Io(error) => InputError::Io { path: path.to_path_buf(), error },
             MapError::NotRegular(kind) => InputError::NotRegular { path: path.to_path_buf(), kind },
-            MapError::NoGuardSlot => InputError::Io { path: path.to_path_buf(), error: io::Error::other(e.to_string()) },
+            MapError::NoGuardSlot => {
+                InputError::Io { path: path.to_path_buf(), error: io::Error::other(e.to_string()) }
+            }
         })
     }
 }

@@ -881,6 +881,9 @@ fn vulkan_claims(traces: &[TraceFile], devices: &[DeviceSummary], index: &Shader
     out
 }
 
+/// The id of the Limited claim naming the shader libraries the traces name that were not read.
+pub const LIBRARIES_SKIPPED: &str = "trace.vulkan.libraries_skipped";
+
 /// The libraries the traces name that were not read for shaders (not a regular file, too large, over the
 /// command's read budget, not a library), each named with why: what the shader names rest on is then partial.
 fn unread_libraries_claim(index: &ShaderIndex) -> Option<Claim> {
@@ -896,19 +899,23 @@ fn unread_libraries_claim(index: &ShaderIndex) -> Option<Claim> {
         return None;
     }
     const SHOWN: usize = 4;
-    let mut listed: Vec<String> = unread.iter().take(SHOWN).map(|(p, why)| format!("{} ({why})", p.display())).collect();
+    let mut listed: Vec<String> =
+        unread.iter().take(SHOWN).map(|(p, why)| format!("{} ({why})", p.display())).collect();
     if unread.len() > SHOWN {
         listed.push(format!("and {} more", unread.len() - SHOWN));
     }
     if index.libraries_left_out {
-        listed.push(format!("the traces name more than {} libraries; the rest were not looked at", vulkan::MAX_LIBRARIES));
+        listed.push(format!(
+            "the traces name more than {} libraries; the rest were not looked at",
+            vulkan::MAX_LIBRARIES
+        ));
     }
     let sources = unread.iter().take(SHOWN).map(|(p, why)| {
         Source::file(p.display().to_string(), None, None, format!("named by a trace's pipeline; not read: {why}"))
     });
     Some(
         Claim::new(
-            "trace.vulkan.libraries_skipped",
+            LIBRARIES_SKIPPED,
             Confidence::Limited,
             format!(
                 "{} of the {}{} shader libraries the traces name were not read, so pipelines from them keep their \

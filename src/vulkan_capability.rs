@@ -538,8 +538,10 @@ pub fn trace_claims(
     out
 }
 
-/// Trace directories read below a sweep run's `traces/`, and trace files kept in all.
+/// Trace directories read below a sweep run's `traces/`, and Vulkan traces kept in all (one per server process;
+/// each costs its kernel table, so thousands of planted files do not add up).
 const MAX_RUN_TRACE_DIRS: usize = 256;
+const MAX_RUN_TRACES: usize = 4096;
 
 /// Capability claims for the Vulkan traces of a sweep run (`RUN_DIR/traces/*/trace-*.jsonl`): every device
 /// recorded, against the libraries its pipelines came from, with the dispatches of all traced requests.
@@ -551,6 +553,9 @@ pub fn run_claims(id_prefix: &str, run_dir: &Path) -> Vec<Claim> {
     let mut traces = Vec::new();
     let mut ggml_lines = Vec::new();
     for d in dirs {
+        if traces.len() >= MAX_RUN_TRACES {
+            break;
+        }
         let Ok(read) = crate::trace::read_dir_folded(&d) else { continue };
         let before = traces.len();
         traces.extend(read.traces.into_iter().filter(|t| t.devices.values().any(|d| d.api == "vulkan")));

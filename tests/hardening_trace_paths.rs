@@ -87,8 +87,10 @@ fn vk_trace(dir: &Path, pid: u32, libraries: &[PathBuf]) {
         );
     }
     let counts: Vec<(u32, u64)> = (1..=libraries.len() as u32).map(|id| (id, 3)).collect();
-    let shapes: Vec<ShapeCount> =
-        counts.iter().map(|&(kernel, count)| ShapeCount { kernel, grid: [8, 1, 1], block: [64, 1, 1], count }).collect();
+    let shapes: Vec<ShapeCount> = counts
+        .iter()
+        .map(|&(kernel, count)| ShapeCount { kernel, grid: [8, 1, 1], block: [64, 1, 1], count })
+        .collect();
     record::window(
         &mut out,
         &record::Window { t0: 0, t1: 50_000_000, counts: &counts, shapes: &shapes, ..Default::default() },
@@ -212,12 +214,34 @@ fn predict_trace_names_a_library_that_is_a_device() {
     let traces = tmp.path().join("traces");
     vk_trace(&traces, 4244, &[PathBuf::from("/dev/zero")]);
     let dir = traces.to_str().unwrap();
-    let args =
-        ["predict", "--json", "--backend", "vulkan", "--device", dir, "--trace", dir, "--type", "f16", "--prompt-tokens", "8"];
+    let args = [
+        "predict",
+        "--json",
+        "--backend",
+        "vulkan",
+        "--device",
+        dir,
+        "--trace",
+        dir,
+        "--type",
+        "f16",
+        "--prompt-tokens",
+        "8",
+    ];
     let done = bounded::run(&args, bounds());
     done.assert_bounded(&[0], 30, 256 * MIB);
-    let assumptions = json_of(&done)["assumptions"].to_string();
-    assert!(assumptions.contains("(/dev/zero) was not read") && assumptions.contains("character device"), "{assumptions}");
+    let report = json_of(&done);
+    let assumptions = report["assumptions"].to_string();
+    assert!(
+        assumptions.contains("(/dev/zero) was not read") && assumptions.contains("character device"),
+        "{assumptions}"
+    );
+    // The observed pipelines say why they keep their hash names.
+    let notes = report["comparison"]["observed"]["notes"].to_string();
+    assert!(
+        notes.contains("1 of the 1 shader libraries the traces name were not read") && notes.contains("/dev/zero"),
+        "{report:#}"
+    );
 }
 
 /// A traced record of a sweep run, as `backscope sweep --trace` stores it: cell `seq`, a 9-token prompt, CUDA/HIP
@@ -308,7 +332,10 @@ fn predict_run_skips_corrupt_records_and_predicts_the_good_ones() {
     assert_eq!(skipped.len(), 3, "{skipped:#?}");
     for (path, why) in [(&cut, "EOF while parsing"), (&other, "missing field"), (&fifo, "is a FIFO")] {
         let name = path.strip_prefix(&run).unwrap().display().to_string();
-        assert!(skipped.iter().any(|s| s.contains(&name) && s.contains(why) && s.contains("left out")), "{name}: {skipped:#?}");
+        assert!(
+            skipped.iter().any(|s| s.contains(&name) && s.contains(why) && s.contains("left out")),
+            "{name}: {skipped:#?}"
+        );
     }
 }
 
@@ -321,7 +348,11 @@ fn predict_run_with_only_a_corrupt_record_fails_naming_it() {
     std::fs::write(&bad, "{\"seq\": ").unwrap();
     let done = predict_run(&run);
     done.assert_bounded(&[2], 30, 256 * MIB);
-    assert!(done.stderr.contains("no record to compare with") && done.stderr.contains("00001-rocm-ngl99/result.json"), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("no record to compare with") && done.stderr.contains("00001-rocm-ngl99/result.json"),
+        "{}",
+        done.stderr
+    );
 }
 
 /// Issue 26 (low): 100,000 trace files took 727 MB. One directory's reading stops at 4096 trace files (one per

@@ -363,7 +363,8 @@ fn predict_record(
             if cmd.arch.is_empty() {
                 return Ok(Err(format!(
                     "record {} ({}): a CUDA/HIP record needs --arch (or --backend vulkan --device for a Vulkan one)",
-                    r.seq, short(&r.cell_key)
+                    r.seq,
+                    short(&r.cell_key)
                 )));
             }
             let mut o = o;
@@ -424,7 +425,11 @@ fn predict_run(cmd: &PredictCommand, arg: &str) -> Result<PredictOutput> {
             selected = true;
         }
         let Some(trace) = &r.trace else {
-            skipped.push(format!("{} ({}): no trace (the run was not recorded with --trace)", r.seq, short(&r.cell_key)));
+            skipped.push(format!(
+                "{} ({}): no trace (the run was not recorded with --trace)",
+                r.seq,
+                short(&r.cell_key)
+            ));
             return Ok(());
         };
         match predict_record(cmd, &r, trace, &mut ctx) {
