@@ -392,6 +392,32 @@ impl Shaders {
 mod tests {
     use super::*;
 
+    /// What a trace names is opened through the floor: a FIFO is refused without waiting for a writer (a `sweep
+    /// --trace` whose server writes such a trace used to hang), /dev/zero without reading it, and past
+    /// [`MAX_LIBRARIES`] paths the rest are not looked at.
+    #[test]
+    fn the_index_refuses_fifos_and_devices_and_stops_looking_after_its_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("libggml-vulkan.so");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let mut index = ShaderIndex::default();
+        index.add_library(&fifo);
+        index.add_library(Path::new("/dev/zero"));
+        let why = |i: usize| match &index.libraries[i].1 {
+            Library::Unreadable(why) => why.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert!(why(0).contains("is a FIFO, not a regular file"), "{}", why(0));
+        assert!(why(1).contains("/dev/zero is a character device"), "{}", why(1));
+        for i in 0..MAX_LIBRARIES {
+            index.add_library(&dir.path().join(format!("absent-{i}.so")));
+        }
+        assert_eq!(index.libraries.len(), MAX_LIBRARIES);
+        assert!(index.libraries_left_out);
+    }
+
     #[test]
     fn every_rule_compiles_and_names_a_source() {
         assert!(rules().len() > 20);
