@@ -79,6 +79,8 @@ pub enum InputError {
     /// The file is larger than the command reads: its size (`None` when it grew past the limit while being
     /// read) and the limit.
     TooLarge { path: PathBuf, size: Option<u64>, limit: u64 },
+    /// The command's [`ReadBudget`] does not cover the file: why, in words.
+    OverBudget { path: PathBuf, what: String },
 }
 
 impl std::fmt::Display for InputError {
@@ -100,6 +102,7 @@ impl std::fmt::Display for InputError {
             InputError::TooLarge { path, size: None, limit } => {
                 write!(f, "{} grew past the {limit} bytes read for this input while being read", path.display())
             }
+            InputError::OverBudget { path, what } => write!(f, "{} is not read: {what}", path.display()),
         }
     }
 }
@@ -276,6 +279,106 @@ pub fn private_dir(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// How much one command reads of the files its records and traces name (the library a Vulkan pipeline's SPIR-V
+/// came from, and the like): a trace is written by the program under test, or copied from anywhere, and may name
+/// as many files as it likes, each as large as a file can be. Every such read goes through the command's budget
+/// ([`ReadBudget::command`]); a file over it is not read, and the caller turns the refusal
+/// ([`InputError::OverBudget`], naming the path) into a skipped file or a Limited claim instead of failing.
+///
+/// **What a file costs.** Each distinct file (device and inode) costs one of [`ReadBudget::files`] and its size
+/// in [`ReadBudget::bytes`] the first time it is read; reading it again costs nothing (a sweep names each
+/// server's pipelines from the same library, a run's records share their server's). A mapped read costs the
+/// file's apparent size (`st_size`), not the pages it has on disk: the decoders of such files (a shader library's
+/// symbol table and every shader it embeds, each hashed) may touch any page, the size is the only bound known
+/// before reading, and a sparse file's holes still cost a zero-filled page each when touched. So twelve sparse
+/// 1 GiB "libraries" spend the bytes after two, while the one real library a trace names (29 MB for llama.cpp's
+/// libggml-vulkan) costs what it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadBudget {
+    /// Distinct files that may still be read.
+    pub files: u64,
+    /// Bytes that may still be read.
+    pub bytes: u64,
+    /// The files charged already (device, inode).
+    charged: std::collections::BTreeSet<(u64, u64)>,
+}
+
+/// The budget of this process's command ([`ReadBudget::command`]).
+static COMMAND_BUDGET: std::sync::Mutex<ReadBudget> =
+    std::sync::Mutex::new(ReadBudget::new(ReadBudget::DEFAULT_FILES, ReadBudget::DEFAULT_BYTES));
+
+impl ReadBudget {
+    /// Distinct files a command reads from what records and traces name: a trace names one shader library, a
+    /// sweep run one per server build.
+    pub const DEFAULT_FILES: u64 = 16;
+    /// Bytes a command reads from what records and traces name: some seventy 29 MB libraries.
+    pub const DEFAULT_BYTES: u64 = 2 << 30;
+
+    pub const fn new(files: u64, bytes: u64) -> ReadBudget {
+        ReadBudget { files, bytes, charged: std::collections::BTreeSet::new() }
+    }
+
+    /// The budget of the command this process runs, shared by every reader of record- and trace-named files. Hold
+    /// it only while opening: the guard is a lock.
+    pub fn command() -> std::sync::MutexGuard<'static, ReadBudget> {
+        COMMAND_BUDGET.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Charges the opened file `input` to the budget, or says why it is not read.
+    fn take(&mut self, path: &Path, input: &Input) -> Result<(), InputError> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = input.file.metadata().map_err(|e| InputError::io(path, e))?;
+        let id = (meta.dev(), meta.ino());
+        if self.charged.contains(&id) {
+            return Ok(());
+        }
+        let refused = |what: String| Err(InputError::OverBudget { path: path.to_path_buf(), what });
+        if self.files == 0 {
+            return refused("the command's budget of files read from what traces and records name is spent".into());
+        }
+        if input.len > self.bytes {
+            return refused(format!(
+                "its {} bytes are more than the {} bytes left of the command's budget for files that traces and \
+                 records name",
+                input.len, self.bytes
+            ));
+        }
+        self.files -= 1;
+        self.bytes -= input.len;
+        self.charged.insert(id);
+        Ok(())
+    }
+
+    /// An opened regular file of at most `limit` bytes, charged to the budget.
+    fn open(&mut self, path: &Path, limit: u64) -> Result<Input, InputError> {
+        let input = open_input(path)?;
+        if input.len > limit {
+            return Err(InputError::TooLarge { path: path.to_path_buf(), size: Some(input.len), limit });
+        }
+        self.take(path, &input)?;
+        Ok(input)
+    }
+
+    /// [`read_limited`] within the budget: a whole regular file of at most `limit` bytes.
+    pub fn read(&mut self, path: &Path, limit: u64) -> Result<Vec<u8>, InputError> {
+        let input = self.open(path, limit)?;
+        read_all(path, input.file, input.len as usize, limit)
+    }
+
+    /// [`MappedFile::open`] within the budget: a regular file of at most `limit` bytes, charged its apparent size
+    /// (see the type's documentation). Only the pages the caller touches are read.
+    pub fn map(&mut self, path: &Path, limit: u64) -> Result<MappedFile, InputError> {
+        let input = self.open(path, limit)?;
+        MappedFile::of_file(&input.file).map_err(|e| match e {
+            MapError::Io(error) => InputError::Io { path: path.to_path_buf(), error },
+            MapError::NotRegular(kind) => InputError::NotRegular { path: path.to_path_buf(), kind },
+            MapError::NoGuardSlot => {
+                InputError::Io { path: path.to_path_buf(), error: io::Error::other(e.to_string()) }
+            }
+        })
+    }
+}
+
 /// A read-only map of a whole regular file, guarded against truncation (see the module documentation).
 #[derive(Debug)]
 pub struct MappedFile {
@@ -307,10 +410,15 @@ impl std::fmt::Display for MapError {
 impl MappedFile {
     pub fn open(path: &Path) -> Result<MappedFile, MapError> {
         let file = open_regular(path).map_err(MapError::Io)?.map_err(MapError::NotRegular)?;
+        MappedFile::of_file(&file)
+    }
+
+    /// Maps a regular file already opened (by [`open_regular`] or [`open_input`]).
+    fn of_file(file: &File) -> Result<MappedFile, MapError> {
         // SAFETY: a read-only private map. The file may be truncated by another process while we read it;
         // the mapping is registered before any byte of it is read and stays registered until it is
         // unmapped, so such a fault reads zeros instead of killing the process (module documentation).
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(MapError::Io)?;
+        let map = unsafe { memmap2::Mmap::map(file) }.map_err(MapError::Io)?;
         let slot = if map.is_empty() { None } else { Some(register(map.as_ptr() as usize, map.len())?) };
         Ok(MappedFile { map, slot })
     }
@@ -510,6 +618,32 @@ mod tests {
         // A named FIFO is no stream either: nobody may be writing to it.
         let err = open_stream(&fifo).err().expect("a named FIFO is refused");
         assert!(err.to_string().contains("named FIFO"), "{err}");
+    }
+
+    #[test]
+    fn a_read_budget_charges_each_file_once_and_refuses_past_it_naming_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, c) = (dir.path().join("a.so"), dir.path().join("b.so"), dir.path().join("c.so"));
+        std::fs::write(&a, vec![7u8; 600]).unwrap();
+        std::fs::hard_link(&a, dir.path().join("a-link.so")).unwrap();
+        // Sparse: no block on disk, charged its apparent size all the same.
+        File::create(&b).unwrap().set_len(500).unwrap();
+        std::fs::write(&c, b"c").unwrap();
+        let mut budget = ReadBudget::new(2, 1000);
+        assert_eq!(budget.read(&a, 1 << 20).unwrap().len(), 600);
+        assert_eq!(budget.map(&dir.path().join("a-link.so"), 1 << 20).unwrap().bytes()[599], 7, "the same file");
+        assert_eq!((budget.files, budget.bytes), (1, 400), "charged once");
+        let err = budget.map(&b, 1 << 20).unwrap_err();
+        assert!(matches!(err, InputError::OverBudget { .. }), "{err}");
+        let text = err.to_string();
+        assert!(text.contains(&b.display().to_string()) && text.contains("500 bytes are more than the 400"), "{text}");
+        assert_eq!((budget.files, budget.bytes), (1, 400), "a refusal costs nothing");
+        budget.read(&c, 10).unwrap();
+        let err = budget.read(&b, 1 << 20).unwrap_err().to_string();
+        assert!(err.contains("budget of files") && err.contains("is spent"), "{err}");
+        // What is not a regular file is refused before the budget is asked.
+        let err = budget.map(Path::new("/dev/zero"), 1 << 20).unwrap_err();
+        assert!(matches!(err, InputError::NotRegular { kind: "a character device", .. }), "{err}");
     }
 
     #[test]

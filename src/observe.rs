@@ -94,7 +94,10 @@ pub fn manifest_dir(layer: &Path) -> Result<PathBuf> {
     let mut last_error = None;
     for dir in beside.into_iter().chain([fallback]) {
         let path = dir.join(MANIFEST_FILE);
-        if std::fs::read(&path).is_ok_and(|t| t == text) {
+        // Through the floor's door: the fallback is under the shared temp directory, where another user could have
+        // put a FIFO (a plain read would wait on it forever) or a link to /dev/zero; one byte more than the
+        // manifest tells a longer file apart.
+        if crate::inputs::read_limited(&path, text.len() as u64 + 1).is_ok_and(|t| t == text) {
             return Ok(dir);
         }
         match write_atomically(&dir, &path, &text) {

@@ -856,6 +856,9 @@ fn vulkan_claims(traces: &[TraceFile], devices: &[DeviceSummary], index: &Shader
             .with_sources(libraries.clone()),
         );
     }
+    if let Some(claim) = unread_libraries_claim(index) {
+        out.push(claim);
+    }
     let unnamed = index.unnamed(traces);
     if unnamed > 0 {
         let why = if index.libraries.is_empty() {
@@ -876,6 +879,55 @@ fn vulkan_claims(traces: &[TraceFile], devices: &[DeviceSummary], index: &Shader
         );
     }
     out
+}
+
+/// The id of the Limited claim naming the shader libraries the traces name that were not read.
+pub const LIBRARIES_SKIPPED: &str = "trace.vulkan.libraries_skipped";
+
+/// The libraries the traces name that were not read for shaders (not a regular file, too large, over the
+/// command's read budget, not a library), each named with why: what the shader names rest on is then partial.
+fn unread_libraries_claim(index: &ShaderIndex) -> Option<Claim> {
+    let unread: Vec<(&PathBuf, &str)> = index
+        .libraries
+        .iter()
+        .filter_map(|(p, what)| match what {
+            vulkan::Library::Unreadable(why) => Some((p, why.as_str())),
+            _ => None,
+        })
+        .collect();
+    if unread.is_empty() && !index.libraries_left_out {
+        return None;
+    }
+    const SHOWN: usize = 4;
+    let mut listed: Vec<String> =
+        unread.iter().take(SHOWN).map(|(p, why)| format!("{} ({why})", p.display())).collect();
+    if unread.len() > SHOWN {
+        listed.push(format!("and {} more", unread.len() - SHOWN));
+    }
+    if index.libraries_left_out {
+        listed.push(format!(
+            "the traces name more than {} libraries; the rest were not looked at",
+            vulkan::MAX_LIBRARIES
+        ));
+    }
+    let sources = unread.iter().take(SHOWN).map(|(p, why)| {
+        Source::file(p.display().to_string(), None, None, format!("named by a trace's pipeline; not read: {why}"))
+    });
+    Some(
+        Claim::new(
+            LIBRARIES_SKIPPED,
+            Confidence::Limited,
+            format!(
+                "{} of the {}{} shader libraries the traces name were not read, so pipelines from them keep their \
+                 spirv:<hash> names: {}",
+                unread.len(),
+                index.libraries.len(),
+                if index.libraries_left_out { "+" } else { "" },
+                listed.join("; ")
+            ),
+        )
+        .with_sources(sources),
+    )
 }
 
 fn claims(

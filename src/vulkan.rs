@@ -261,7 +261,13 @@ pub struct ShaderIndex {
     by_hash: HashMap<String, String>,
     /// Libraries read: path, and what came of it.
     pub libraries: Vec<(PathBuf, Library)>,
+    /// The traces named more than [`MAX_LIBRARIES`] libraries; the others were not looked at.
+    pub libraries_left_out: bool,
 }
+
+/// Libraries looked at for one index: a trace names the one libggml-vulkan its process loaded, a sweep's servers a
+/// few builds; a trace naming thousands is not a program's (and each is a path to check).
+pub const MAX_LIBRARIES: usize = 64;
 
 /// What reading one library gave.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -280,14 +286,7 @@ const MAX_LIBRARY_BYTES: u64 = 1 << 30;
 impl ShaderIndex {
     /// Reads the libraries `traces` name that are not read yet.
     pub fn add_traces<'a>(&mut self, traces: impl IntoIterator<Item = &'a TraceFile>) {
-        let mut wanted = BTreeSet::new();
-        for t in traces {
-            for k in t.kernels.values().filter(|k| k.api == "vulkan") {
-                if let Some(object) = &k.spirv_object {
-                    wanted.insert(PathBuf::from(object));
-                }
-            }
-        }
+        let wanted: BTreeSet<PathBuf> = traces.into_iter().flat_map(|t| t.named_files()).map(PathBuf::from).collect();
         for path in wanted {
             self.add_library(&path);
         }
@@ -298,6 +297,10 @@ impl ShaderIndex {
     /// another). A SPIR-V hash matches only the shader it was computed from, so a library that is not the traced one
     /// names nothing.
     pub fn add_library(&mut self, path: &Path) {
+        if self.libraries.len() >= MAX_LIBRARIES {
+            self.libraries_left_out |= !self.libraries.iter().any(|(p, _)| p == path);
+            return;
+        }
         if !self.libraries.iter().any(|(p, _)| p == path) {
             let outcome = self.read_library(path);
             self.libraries.push((path.to_path_buf(), outcome));
@@ -305,17 +308,17 @@ impl ShaderIndex {
     }
 
     fn read_library(&mut self, path: &Path) -> Library {
-        let bytes = match std::fs::metadata(path) {
-            Ok(m) if m.len() > MAX_LIBRARY_BYTES => {
-                return Library::Unreadable(format!("larger than {MAX_LIBRARY_BYTES} bytes"));
-            }
-            Ok(_) => match std::fs::read(path) {
-                Ok(b) => b,
-                Err(e) => return Library::Unreadable(e.to_string()),
-            },
+        // Mapped, within the command's budget: a trace may name any path (a device, a FIFO, a sparse file of any
+        // size, many of them); the decoder reads the symbol table and the shaders, not the whole file.
+        let mapped = match crate::inputs::ReadBudget::command().map(path, MAX_LIBRARY_BYTES) {
+            Ok(m) => m,
             Err(e) => return Library::Unreadable(e.to_string()),
         };
-        match binfmt::spirv::embedded_shaders(&bytes) {
+        let shaders = binfmt::spirv::embedded_shaders(mapped.bytes());
+        if let Some(at) = mapped.cut_at() {
+            return Library::Unreadable(format!("cut short at byte {at} while it was read (the file changed)"));
+        }
+        match shaders {
             Ok(shaders) if shaders.is_empty() => Library::Stripped,
             Ok(shaders) => {
                 for s in &shaders {
@@ -388,6 +391,32 @@ impl Shaders {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a trace names is opened through the floor: a FIFO is refused without waiting for a writer (a `sweep
+    /// --trace` whose server writes such a trace used to hang), /dev/zero without reading it, and past
+    /// [`MAX_LIBRARIES`] paths the rest are not looked at.
+    #[test]
+    fn the_index_refuses_fifos_and_devices_and_stops_looking_after_its_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("libggml-vulkan.so");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let mut index = ShaderIndex::default();
+        index.add_library(&fifo);
+        index.add_library(Path::new("/dev/zero"));
+        let why = |i: usize| match &index.libraries[i].1 {
+            Library::Unreadable(why) => why.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert!(why(0).contains("is a FIFO, not a regular file"), "{}", why(0));
+        assert!(why(1).contains("/dev/zero is a character device"), "{}", why(1));
+        for i in 0..MAX_LIBRARIES {
+            index.add_library(&dir.path().join(format!("absent-{i}.so")));
+        }
+        assert_eq!(index.libraries.len(), MAX_LIBRARIES);
+        assert!(index.libraries_left_out);
+    }
 
     #[test]
     fn every_rule_compiles_and_names_a_source() {

@@ -297,8 +297,22 @@ impl BuildFacts {
 
     /// Reads the library's embedded shader names; an error names the file and what was wrong.
     pub fn read(library: &Path) -> Result<Self, String> {
-        let bytes = crate::inputs::read_limited(library, MAX_LIBRARY_BYTES).map_err(|e| e.to_string())?;
-        let shaders = binfmt::spirv::embedded_shaders(&bytes).map_err(|e| format!("{}: {e}", library.display()))?;
+        Self::read_within(library, &mut crate::inputs::ReadBudget::new(1, MAX_LIBRARY_BYTES))
+    }
+
+    /// [`BuildFacts::read`] of a library that a trace names, within the command's budget for such files
+    /// ([`crate::inputs::ReadBudget::command`]): mapped, so that only the symbol table and the shader names are read.
+    pub fn read_named(library: &Path) -> Result<Self, String> {
+        Self::read_within(library, &mut crate::inputs::ReadBudget::command())
+    }
+
+    fn read_within(library: &Path, budget: &mut crate::inputs::ReadBudget) -> Result<Self, String> {
+        let mapped = budget.map(library, MAX_LIBRARY_BYTES).map_err(|e| e.to_string())?;
+        let shaders =
+            binfmt::spirv::embedded_shaders(mapped.bytes()).map_err(|e| format!("{}: {e}", library.display()))?;
+        if let Some(at) = mapped.cut_at() {
+            return Err(format!("{}: cut short at byte {at} while it was read (the file changed)", library.display()));
+        }
         if shaders.is_empty() {
             return Err(format!(
                 "{}: no embedded shader names (a stripped library has no symbol table)",
@@ -471,15 +485,8 @@ pub fn claims(
 
 /// The libraries the Vulkan pipelines of `traces` came from (`spirv_object`), in order.
 pub fn trace_libraries(traces: &[TraceFile]) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = Vec::new();
-    for k in traces.iter().flat_map(|t| t.kernels.values()) {
-        if let Some(o) = k.spirv_object.as_deref().map(PathBuf::from) {
-            if !out.contains(&o) {
-                out.push(o);
-            }
-        }
-    }
-    out
+    let mut seen = std::collections::BTreeSet::new();
+    traces.iter().flat_map(|t| t.named_files()).filter(|o| seen.insert(*o)).map(PathBuf::from).collect()
 }
 
 /// Capability claims for the devices the traces recorded, against the libraries their pipelines came from.
@@ -504,7 +511,7 @@ pub fn trace_claims(
     }
     let mut out = Vec::new();
     for library in trace_libraries(traces).iter().take(4) {
-        let build = match BuildFacts::read(library) {
+        let build = match BuildFacts::read_named(library) {
             Ok(b) => b,
             Err(why) => {
                 out.push(Claim::new(
@@ -531,8 +538,10 @@ pub fn trace_claims(
     out
 }
 
-/// Trace directories read below a sweep run's `traces/`, and trace files kept in all.
+/// Trace directories read below a sweep run's `traces/`, and Vulkan traces kept in all (one per server process;
+/// each costs its kernel table, so thousands of planted files do not add up).
 const MAX_RUN_TRACE_DIRS: usize = 256;
+const MAX_RUN_TRACES: usize = 4096;
 
 /// Capability claims for the Vulkan traces of a sweep run (`RUN_DIR/traces/*/trace-*.jsonl`): every device
 /// recorded, against the libraries its pipelines came from, with the dispatches of all traced requests.
@@ -544,6 +553,9 @@ pub fn run_claims(id_prefix: &str, run_dir: &Path) -> Vec<Claim> {
     let mut traces = Vec::new();
     let mut ggml_lines = Vec::new();
     for d in dirs {
+        if traces.len() >= MAX_RUN_TRACES {
+            break;
+        }
         let Ok(read) = crate::trace::read_dir_folded(&d) else { continue };
         let before = traces.len();
         traces.extend(read.traces.into_iter().filter(|t| t.devices.values().any(|d| d.api == "vulkan")));

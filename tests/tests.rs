@@ -19,6 +19,7 @@ mod hardening_report;
 mod hardening_sweep;
 mod hardening_text;
 mod hardening_trace;
+mod hardening_trace_paths;
 mod logs_cli;
 mod logs_corpus;
 mod logs_eras;

@@ -251,7 +251,7 @@ fn record_options(
     r: &Record,
     ctx: &mut RunContext,
 ) -> std::result::Result<(PredictOptions, Backend), String> {
-    let why = |s: String| format!("record {} ({}): {s}", r.seq, r.cell_key);
+    let why = |s: String| format!("record {} ({}): {s}", r.seq, short(&r.cell_key));
     let (batch, from_run) = match &cmd.batch {
         BatchFrom::Given(b) => (*b, None),
         _ => match PromptFromRun::from_record(r) {
@@ -319,7 +319,20 @@ fn record_device(
     if let Some(d) = &cmd.device {
         return Ok(DeviceSource::parse(d));
     }
-    let dir = run_dir.join(&trace.dir);
+    // A record names its trace directory relative to the run; a record is anyone's file, so anything else (an
+    // absolute path, `..`, a link out of the run) is not read.
+    let dir = match crate::run::input::lexically_inside(&trace.dir).map(|rel| run_dir.join(rel)) {
+        Some(dir) if crate::inputs::resolved_inside(run_dir, &dir) => dir,
+        _ => {
+            return Err(format!(
+                "record {} ({}): its trace directory `{}` is not a directory inside the run {}: give --device",
+                r.seq,
+                short(&r.cell_key),
+                short(&trace.dir),
+                run_dir.display()
+            ))
+        }
+    };
     // The server's trace files (its device record) are there also when this request dispatched nothing.
     if std::fs::read_dir(&dir).is_ok_and(|mut entries| entries.next().is_some()) {
         return Ok(DeviceSource::TraceDir(dir));
@@ -327,7 +340,7 @@ fn record_device(
     Err(format!(
         "record {} ({}): its trace directory {} holds no trace file with the layer's device record: give --device",
         r.seq,
-        r.cell_key,
+        short(&r.cell_key),
         dir.display()
     ))
 }
@@ -344,13 +357,14 @@ fn predict_record(
         Err(why) => return Ok(Err(why)),
     };
     let source = format!("{}: run {}, {}", ctx.source, ctx.run_id, r.file);
-    let context = || format!("record {} ({})", r.seq, r.cell_key);
+    let context = || format!("record {} ({})", r.seq, short(&r.cell_key));
     match backend {
         Backend::Cuda => {
             if cmd.arch.is_empty() {
                 return Ok(Err(format!(
                     "record {} ({}): a CUDA/HIP record needs --arch (or --backend vulkan --device for a Vulkan one)",
-                    r.seq, r.cell_key
+                    r.seq,
+                    short(&r.cell_key)
                 )));
             }
             let mut o = o;
@@ -381,23 +395,45 @@ fn predict_record(
     }
 }
 
-/// `predict --run`: one prediction per traced record of the run.
+/// `predict --run`: one prediction per traced record of the run, the records read one at a time (as `report` reads
+/// them: [`crate::run::input`]), so that memory follows one record and the predictions, not the run. A record that
+/// cannot be read, parsed or predicted is left out with the reason, naming it; only a run with no record predicted
+/// fails.
 fn predict_run(cmd: &PredictCommand, arg: &str) -> Result<PredictOutput> {
     if matches!(cmd.batch, BatchFrom::Run(_)) {
         bail!("--run already takes each record's prompt token count; --from-run is for a run without traces");
     }
-    let (source, run_id, run_dir, records) = run_records(arg, &cmd.db)?;
-    let picked = select_cells(&records, cmd.cell.as_deref())?;
-    let mut ctx = RunContext { source, run_id, run_dir, models: Default::default() };
+    let (input, run) = run_input(arg, &cmd.db);
+    let mut problems = Vec::new();
+    let (meta, records) = crate::run::input::open(&input, run.as_deref(), &mut problems)?;
+    let source = meta.db.clone().unwrap_or_else(|| meta.run_dir.clone());
+    let mut ctx = RunContext { source, run_id: meta.run_id, run_dir: meta.run_dir.into(), models: Default::default() };
     let mut cells = Vec::new();
     let mut skipped = Vec::new();
-    for r in picked {
+    // With --cell: whether it named a record, else the first few cells (for the error that lists them).
+    let (mut selected, mut cell_names) = (false, Vec::new());
+    let run_id = ctx.run_id.clone();
+    records.for_each(&run_id, &mut problems, |json| {
+        let r: Record = serde_json::from_str(json).context("not a sweep record")?;
+        if let Some(sel) = cmd.cell.as_deref() {
+            if !crate::run::db::cell_selected(&r, sel) {
+                if cell_names.len() < 8 {
+                    cell_names.push(format!("{} ({})", r.seq, short(&r.cell_key)));
+                }
+                return Ok(());
+            }
+            selected = true;
+        }
         let Some(trace) = &r.trace else {
-            skipped.push(format!("{} ({}): no trace (the run was not recorded with --trace)", r.seq, r.cell_key));
-            continue;
+            skipped.push(format!(
+                "{} ({}): no trace (the run was not recorded with --trace)",
+                r.seq,
+                short(&r.cell_key)
+            ));
+            return Ok(());
         };
-        match predict_record(cmd, r, trace, &mut ctx)? {
-            Ok(report) => cells.push(CellPrediction {
+        match predict_record(cmd, &r, trace, &mut ctx) {
+            Ok(Ok(report)) => cells.push(CellPrediction {
                 cell_key: r.cell_key.clone(),
                 seq: r.seq,
                 endpoint: r.endpoint.clone(),
@@ -406,13 +442,36 @@ fn predict_run(cmd: &PredictCommand, arg: &str) -> Result<PredictOutput> {
                 file: r.file.clone(),
                 report,
             }),
-            Err(why) => skipped.push(why),
+            Ok(Err(why)) => skipped.push(why),
+            Err(e) => skipped.push(format!("{e:#}; this record is left out")),
         }
+        Ok(())
+    })?;
+    if let (Some(sel), false) = (cmd.cell.as_deref(), selected) {
+        bail!("no cell `{sel}` in the run (cells are named by position or key: {})", cell_names.join(", "));
     }
+    skipped.extend(problems);
     if cells.is_empty() {
-        bail!("run {} has no record to compare with: {}", ctx.run_id, skipped.join("; "));
+        // The first reasons: a run of thousands of bad records needs no thousand-line error.
+        const SHOWN: usize = 8;
+        let mut reasons: Vec<&str> = skipped.iter().take(SHOWN).map(String::as_str).collect();
+        let more = skipped.len().saturating_sub(SHOWN);
+        let more = format!("and {more} more");
+        if skipped.len() > SHOWN {
+            reasons.push(&more);
+        }
+        bail!("run {} has no record to compare with: {}", ctx.run_id, reasons.join("; "));
     }
     Ok(PredictOutput::Run(RunPredictions { schema: RUN_SCHEMA, db: ctx.source, run_id: ctx.run_id, cells, skipped }))
+}
+
+/// A record's text field for a message: a cell key is a few dozen bytes, but a record is anyone's file.
+fn short(text: &str) -> &str {
+    const MAX: usize = 200;
+    match text.char_indices().nth(MAX) {
+        Some((at, _)) => &text[..at],
+        None => text,
+    }
 }
 
 /// Run the prediction(s) the command asks for.
@@ -446,61 +505,15 @@ fn observed_source(o: &Observation) -> Option<ObservedSource> {
     }
 }
 
-/// The records of `--run ARG`: a run id in the database `db`, the latest run of a database file, or a run
-/// directory's `cells/*/result.json` (in plan order; no database needed). Returns where they came from, the run id,
-/// the run directory and the records.
-fn run_records(arg: &str, db: &std::path::Path) -> Result<(String, String, PathBuf, Vec<Record>)> {
-    let path = std::path::Path::new(arg);
-    if path.is_dir() {
-        let (source, run_id, records) = run_dir_records(path)?;
-        return Ok((source, run_id, path.to_path_buf(), records));
-    }
-    let (db, run_id) = if path.is_file() {
-        let d = SweepDb::open(path)?;
-        let latest = d.latest_run()?.with_context(|| format!("{arg}: the database holds no run yet"))?;
-        (d, latest)
+/// What `--run ARG` reads: a run directory, or a database file (its latest run), or else a run id in the database
+/// `db`. Returns the path to open and the run to pick in it.
+fn run_input(arg: &str, db: &Path) -> (PathBuf, Option<String>) {
+    let path = Path::new(arg);
+    if path.is_dir() || path.is_file() {
+        (path.to_path_buf(), None)
     } else {
-        (SweepDb::open(db)?, arg.to_string())
-    };
-    let records = db.records(&run_id)?;
-    let run_dir = PathBuf::from(db.run_info(&run_id)?.run_dir);
-    Ok((db.path().to_string(), run_id, run_dir, records))
-}
-
-/// Largest `result.json` read from a run directory: a traced record is a few KiB; this refuses anything else.
-const MAX_RECORD_BYTES: u64 = 16 << 20;
-/// Most cells read from one run directory.
-const MAX_RUN_DIR_CELLS: usize = 1 << 20;
-
-/// The records of a run directory, `cells/*/result.json` in name (plan) order. A file that is not a record is an
-/// error naming it.
-fn run_dir_records(dir: &std::path::Path) -> Result<(String, String, Vec<Record>)> {
-    let cells = dir.join("cells");
-    let mut files: Vec<PathBuf> = Vec::new();
-    let entries = std::fs::read_dir(&cells)
-        .with_context(|| format!("{}: not a sweep run directory (no cells/ in it)", dir.display()))?;
-    for e in entries {
-        let e = e.with_context(|| format!("{}: cannot list", cells.display()))?;
-        let f = e.path().join("result.json");
-        if f.is_file() {
-            files.push(f);
-            if files.len() > MAX_RUN_DIR_CELLS {
-                bail!("{}: more than {MAX_RUN_DIR_CELLS} cells", cells.display());
-            }
-        }
+        (db.to_path_buf(), Some(arg.to_string()))
     }
-    files.sort();
-    let mut records = Vec::with_capacity(files.len());
-    for f in &files {
-        let text = crate::inputs::read_text_limited(f, MAX_RECORD_BYTES)?;
-        let r: Record = serde_json::from_str(&text)
-            .with_context(|| format!("{}: not a sweep record (result.json)", f.display()))?;
-        records.push(r);
-    }
-    let Some(run_id) = records.first().map(|r| r.run_id.clone()) else {
-        bail!("{}: no cells/*/result.json: the run recorded nothing yet", dir.display());
-    };
-    Ok((dir.display().to_string(), run_id, records))
 }
 
 /// The placement a record's own facts give, where the flags leave it open: its GPU backend and whether a GPU

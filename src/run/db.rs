@@ -93,14 +93,17 @@ impl SweepDb {
     }
 }
 
+/// Whether the `--cell` selector `sel` names record `r`: its position in the plan (`seq`), its whole cell key, or its
+/// `result.json` path.
+pub fn cell_selected(r: &Record, sel: &str) -> bool {
+    sel.parse::<u64>().is_ok_and(|n| n == r.seq) || r.cell_key == sel || r.file == sel
+}
+
 /// The records of `records` that a `--cell` selector names: its position in the plan (`seq`), its whole cell key,
 /// or its `result.json` path. `None` selects all.
 pub fn select_cells<'r>(records: &'r [Record], cell: Option<&str>) -> Result<Vec<&'r Record>> {
     let Some(sel) = cell else { return Ok(records.iter().collect()) };
-    let picked: Vec<&Record> = records
-        .iter()
-        .filter(|r| sel.parse::<u64>().is_ok_and(|n| n == r.seq) || r.cell_key == sel || r.file == sel)
-        .collect();
+    let picked: Vec<&Record> = records.iter().filter(|r| cell_selected(r, sel)).collect();
     if picked.is_empty() {
         let keys: Vec<String> = records.iter().take(8).map(|r| format!("{} ({})", r.seq, r.cell_key)).collect();
         bail!("no cell `{sel}` in the run (cells are named by position or key: {})", keys.join(", "));

@@ -1,7 +1,8 @@
 //! The run format, shared by every command that writes or reads runs: the stored record's schema (`record`), the
 //! SQLite store with its durability promise (`store`, files written whole by `durable`; the run's row in `run_row`
 //! and the ids and times it is stamped with in `ids`, so that the stores never reach back up into `store`), the
-//! read-only view of a database that `report`, `predict` and `gate` open (`db`), the run directory's names
+//! read-only view of a database that `report`, `predict` and `gate` open (`db`), the one streaming reader of a
+//! finished run's records from a database or a run directory that `report` and `predict --run` share (`input`), the run directory's names
 //! (`paths`), the log-slice reading of a failed cell (`forensics`), the summary statistics over a group of records
 //! (`stats`), and the one aggregation of a run's records into groups, statistics and claims that `report` and
 //! `sweep` both show (`summary`).
@@ -18,6 +19,7 @@ pub mod durable;
 pub mod forensics;
 pub mod host;
 pub mod ids;
+pub mod input;
 pub mod paths;
 pub mod pg;
 pub mod pg_conn;

@@ -26,7 +26,7 @@ mod summary;
 pub use format::{FORMAT, MIN_VERSION, VERSION};
 pub use reader::{
     merge_by_name, read_dir, read_dir_folded, DirTraces, KernelStats, Range, Reader, TraceError, TraceFile, LEFT_OUT,
-    MAX_KEPT, MAX_LINE,
+    MAX_DIR_TRACE_FILES, MAX_KEPT, MAX_LINE,
 };
 pub use records::{
     Crash, CrashLaunch, CrashThread, Device, DeviceLost, End, Header, KernelDef, PipelineStat, QueueAtLoss,

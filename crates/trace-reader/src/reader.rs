@@ -514,6 +514,15 @@ impl TraceFile {
         self.header.pid
     }
 
+    /// The files this trace names, which a reader of it may open: the objects its Vulkan pipelines' SPIR-V came
+    /// from (`spirv_object`), each once, in kernel order. They are whatever the process under test (or whoever
+    /// wrote the file) put there — a device, a FIFO, a huge sparse file — so a caller opens them only through a
+    /// bounded, non-blocking door (the binary's `inputs::ReadBudget`).
+    pub fn named_files(&self) -> Vec<&str> {
+        let mut seen = std::collections::BTreeSet::new();
+        self.kernels.values().filter_map(|k| k.spirv_object.as_deref()).filter(|o| seen.insert(*o)).collect()
+    }
+
     /// Whether the process reached its exit flush.
     pub fn is_complete(&self) -> bool {
         self.end.is_some()
@@ -738,6 +747,10 @@ fn open_regular(path: &Path, limit: u64) -> Result<std::fs::File, String> {
     Ok(file)
 }
 
+/// The most trace files read from one directory ([`read_dir`]): a trace is one process's, and a server under test
+/// starts a handful.
+pub const MAX_DIR_TRACE_FILES: usize = 4096;
+
 /// The traces of one directory: those that could be read, ordered by pid and path, and the files
 /// that could not.
 #[derive(Clone, Debug, Default)]
@@ -772,6 +785,20 @@ fn read_dir_with(dir: &Path, read: fn(&Path) -> Result<TraceFile, TraceError>) -
         }
     }
     paths.sort();
+    if paths.len() > MAX_DIR_TRACE_FILES {
+        // One trace per traced process: a directory with more is not one run's, and each file read costs its kernel
+        // table in memory (100,000 small files took 727 MB). The first by name are read; the rest are one problem.
+        let left = paths.len() - MAX_DIR_TRACE_FILES;
+        paths.truncate(MAX_DIR_TRACE_FILES);
+        out.problems.push(TraceError {
+            path: Some(dir.to_path_buf()),
+            line: None,
+            message: format!(
+                "{left} more trace files not read: at most {MAX_DIR_TRACE_FILES} of one directory are (one per traced \
+                 process)"
+            ),
+        });
+    }
     for path in paths {
         match read(&path) {
             Ok(trace) => out.traces.push(trace),

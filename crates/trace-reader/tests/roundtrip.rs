@@ -369,3 +369,24 @@ fn vulkan_device_lost_and_crash_records_name_the_queues_last_dispatches() {
     let error = TraceFile::parse(std::str::from_utf8(&bad).unwrap()).unwrap_err().to_string();
     assert!(error.contains("kernel 9 is used before its definition"), "{error}");
 }
+
+/// The files a trace names are its pipelines' `spirv_object`s, each once in kernel order, whatever they are: the
+/// reader only reports them (the binary opens them through its read budget).
+#[test]
+fn a_trace_names_each_pipelines_object_once() {
+    let mut out = header(11);
+    let objects: [&[u8]; 4] = [b"/opt/a/libggml-vulkan.so", b"/dev/zero", b"/opt/a/libggml-vulkan.so", b"/tmp/fifo"];
+    for (i, object) in objects.iter().enumerate() {
+        record::kernel(
+            &mut out,
+            &record::KernelDef {
+                spirv_hash: Some("9f2c01aa"),
+                spirv_object: Some(object),
+                ..record::KernelDef::new(i as u32 + 1, format!("spirv:{i}").as_bytes(), api::VULKAN, source::SPIRV_HASH)
+            },
+        );
+    }
+    record::kernel(&mut out, &record::KernelDef::new(9, b"_Z3addPf", api::HIP, source::REGISTER));
+    let trace = TraceFile::parse(std::str::from_utf8(&out).unwrap()).unwrap();
+    assert_eq!(trace.named_files(), ["/opt/a/libggml-vulkan.so", "/dev/zero", "/tmp/fifo"]);
+}

@@ -113,7 +113,14 @@ pub fn load(src: &ObservedSource, library: Option<&Path>) -> Result<VkObservatio
                 per_request: false,
                 complete: true,
                 run_id: None,
-                notes: Vec::new(),
+                // The shader libraries the traces name that were not read (a device, a FIFO, past the read budget):
+                // the pipelines from them keep their spirv:<hash> names.
+                notes: summary
+                    .claims
+                    .iter()
+                    .filter(|c| c.id == crate::trace_summary::LIBRARIES_SKIPPED)
+                    .map(|c| c.statement.clone())
+                    .collect(),
             })
         }
         ObservedSource::TraceSummary(path) | ObservedSource::SweepRecord(path) => load_json(path),

@@ -76,16 +76,10 @@ fn device_from_trace(dir: &Path) -> Result<(VkDeviceInfo, Facts, Vec<String>)> {
     let Some(d) = devices.first() else {
         bail!("{}: no Vulkan device record (trace with the Vulkan layer: backscope trace --vklayer …)", dir.display());
     };
-    let libraries: Vec<String> =
-        read.traces.iter().flat_map(|t| t.kernels.values()).filter_map(|k| k.spirv_object.clone()).fold(
-            Vec::new(),
-            |mut v, o| {
-                if !v.contains(&o) {
-                    v.push(o);
-                }
-                v
-            },
-        );
+    let libraries: Vec<String> = crate::vulkan_capability::trace_libraries(&read.traces)
+        .into_iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
     let profile = vkd::profiles().iter().find(|p| d.name.contains(&p.match_name));
     let mut facts = match profile {
         Some(p) => p.facts()?,
@@ -182,28 +176,48 @@ pub(super) fn device_facts(src: &DeviceSource) -> Result<(VkDeviceInfo, Facts, V
     }
 }
 
-/// The build facts from a library's embedded shader names; all set (a current glslc) when no library is known.
-pub(super) fn build_info(library: Option<&Path>) -> Result<VkBuildInfo> {
-    let Some(lib) = library else {
+/// The build facts from a library's embedded shader names: `given` (`--vulkan-lib`), else `traced` (the library a
+/// trace's pipelines came from); all set (a current glslc) when no library is known. A library the user names must
+/// be read; one a trace names is only a record's say-so (any path: a device, a FIFO, a sparse file), so when it
+/// cannot be read the prediction goes on with the assumed build and a note naming it and why.
+pub(super) fn build_info(given: Option<&Path>, traced: Option<&Path>) -> Result<VkBuildInfo> {
+    let assumed = |why: String| -> Result<VkBuildInfo> {
         let facts = build_facts(["matmul_q4_0_q8_1", "matmul_f16_cm1", "matmul_f16_cm2", "matmul_bf16_cm1"])?;
-        return Ok(VkBuildInfo {
+        Ok(VkBuildInfo {
             library: None,
             embedded_shaders: 0,
             facts,
-            note:
-                "no libggml-vulkan.so given (--vulkan-lib) or named by a trace: assumed a build whose glslc supports \
-                   integer dot, coopmat, coopmat2 and bfloat16"
-                    .into(),
-        });
+            note: format!("{why}: assumed a build whose glslc supports integer dot, coopmat, coopmat2 and bfloat16"),
+        })
     };
-    let bytes = crate::inputs::read_limited(lib, MAX_LIBRARY_BYTES).with_context(|| {
-        format!(
-            "reading the build's libggml-vulkan ({}) for its embedded shaders; name the library the traced program \
-             loaded with --vulkan-lib",
-            lib.display()
-        )
-    })?;
-    let shaders = binfmt::spirv::embedded_shaders(&bytes).map_err(|e| anyhow!("{}: {e}", lib.display()))?;
+    match (given, traced) {
+        (Some(lib), _) => library_build_info(lib).with_context(|| {
+            format!(
+                "reading the build's libggml-vulkan ({}) for its embedded shaders; name the library the traced \
+                 program loaded with --vulkan-lib",
+                lib.display()
+            )
+        }),
+        (None, Some(lib)) => match library_build_info(lib) {
+            Ok(info) => Ok(info),
+            Err(e) => assumed(format!(
+                "the libggml-vulkan the trace names ({}) was not read ({e:#}); name the library the traced program \
+                 loaded with --vulkan-lib",
+                lib.display()
+            )),
+        },
+        (None, None) => assumed("no libggml-vulkan.so given (--vulkan-lib) or named by a trace".into()),
+    }
+}
+
+/// The build facts of one library, mapped within the command's read budget (only its symbol table and shader names
+/// are read).
+fn library_build_info(lib: &Path) -> Result<VkBuildInfo> {
+    let mapped = crate::inputs::ReadBudget::command().map(lib, MAX_LIBRARY_BYTES)?;
+    let shaders = binfmt::spirv::embedded_shaders(mapped.bytes()).map_err(|e| anyhow!("{}: {e}", lib.display()))?;
+    if let Some(at) = mapped.cut_at() {
+        bail!("{}: cut short at byte {at} while it was read (the file changed)", lib.display());
+    }
     if shaders.is_empty() {
         bail!("{}: no embedded shader names (a stripped library): its glslc support cannot be read", lib.display());
     }

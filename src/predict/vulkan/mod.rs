@@ -229,8 +229,7 @@ fn assumptions(
 /// Predict, and compare with the observed pipelines when `opts.observed` is set.
 pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
     let (mut device, dev_facts, libraries) = device_facts(&opts.device)?;
-    let library = opts.library.clone().or_else(|| libraries.first().map(PathBuf::from));
-    let build = build_info(library.as_deref())?;
+    let build = build_info(opts.library.as_deref(), libraries.first().map(std::path::Path::new))?;
     let device_only = dev_facts.clone();
     let mut facts = dev_facts;
     facts.extend(build.facts.clone());

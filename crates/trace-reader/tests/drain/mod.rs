@@ -1,7 +1,7 @@
 //! The drain logic of the `trace_reader` fuzz target (fuzz/fuzz_targets/trace_reader.rs), shared with
 //! tests/fuzz_regressions.rs: read the input as a trace, whole and folded (what `trace --read` does), line by line
 //! through a [`Reader`] (what `sweep --trace` does), and aggregate it; nothing may panic, and the folded read must
-//! agree with the whole one over all windows.
+//! agree with the whole one over all windows, also on the files the trace names (the paths the binary opens).
 
 #![allow(dead_code)] // the fuzz target and the regression test each use part of this file
 
@@ -25,6 +25,15 @@ pub fn trace_reader(data: &[u8]) {
             assert_eq!(w.fatal_crash().map(|c| c.seq), f.fatal_crash().map(|c| c.seq), "the last crash is kept");
             let kept = f.warnings.iter().filter(|x| x.code != LEFT_OUT).count();
             assert!(kept <= w.warnings.len());
+            // The record → path step: the files a trace names (what the binary will try to open) are the same
+            // either way, each once, and no more than its kernels.
+            let named = w.named_files();
+            assert_eq!(named, f.named_files(), "folding changed the files named");
+            assert!(named.len() <= w.kernels.len());
+            let mut unique = named.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            assert_eq!(unique.len(), named.len(), "a file is named twice: {named:?}");
             for range in [Range::Within(0, u64::MAX / 2), Range::Overlapping(u64::MAX / 2, u64::MAX)] {
                 let _ = Aggregate::of([w], range);
             }
