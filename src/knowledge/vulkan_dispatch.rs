@@ -131,6 +131,20 @@ pub struct LutRow {
     pub source: String,
 }
 
+/// How a version names its matrix pipelines and which helper dispatches it issues: code in ggml, a choice here.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineNaming {
+    /// `index`: a tile's pipeline ends in its index among the enabled tiles (`_1`); `letter`: in the tile's
+    /// name (`_m`).
+    pub tile_suffix: String,
+    /// `shared`: non-lookup-table quant types share `matmul_quant_*`; `per_type`: each type has `matmul_<type>_*`.
+    pub quant: String,
+    /// Whether MUL_MAT_ID's matrix path dispatches `count_experts` first.
+    pub count_experts: bool,
+    pub source: String,
+}
+
 /// The rules of one ggml version.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -143,6 +157,7 @@ pub struct VulkanRules {
     pub source_root: String,
     pub mul_mat_vec_max_cols: u64,
     pub mul_mat_vec_max_cols_source: String,
+    pub naming: PipelineNaming,
     pub vendor: Vec<VendorRow>,
     pub build_flag: Vec<BuildFlagRow>,
     pub tile: Vec<TileRow>,
@@ -180,6 +195,7 @@ struct VulkanRulesDelta {
     source_root: String,
     /// The version whose rules these change.
     base: String,
+    naming: Option<PipelineNaming>,
     #[serde(default)]
     device_table: Vec<Table>,
     #[serde(default)]
@@ -190,7 +206,14 @@ struct VulkanRulesDelta {
 
 /// The ggml versions with Vulkan rules: (version id, data file, file text). The first is the default and the
 /// base of the others' deltas.
-const RULES_FILES: &[(&str, &str, &str)] = &[("11434", RULES_FILE, include_str!("../../data/ggml_vulkan_11434.toml"))];
+const RULES_FILES: &[(&str, &str, &str)] = &[
+    ("11434", RULES_FILE, include_str!("../../data/ggml_vulkan_11434.toml")),
+    (
+        "ollama-v0.17.4",
+        "data/ggml_vulkan_ollama_v0.17.4.toml",
+        include_str!("../../data/ggml_vulkan_ollama_v0.17.4.toml"),
+    ),
+];
 
 /// Other spellings of the versions in [`RULES_FILES`] (those of the CUDA rules' versions are accepted too, where
 /// they name a version listed here).
@@ -244,6 +267,9 @@ fn parse_rules(file: &'static str, text: &str) -> Result<VulkanRules> {
     apply_tables(file, "device_table", &mut r.device_table, d.device_table)?;
     apply_tables(file, "matmul_table", &mut r.matmul_table, d.matmul_table)?;
     apply_tables(file, "attention_table", &mut r.attention_table, d.attention_table)?;
+    if let Some(n) = d.naming {
+        r.naming = n;
+    }
     r.file = file;
     r.version = d.version;
     r.name = d.name;
@@ -638,11 +664,12 @@ fn matmul_with(r: &VulkanRules, device: &Facts, q: &VkMatmulQuery) -> Result<VkM
         facts.insert(t.name.clone(), d.value.clone());
         path.push(d);
     }
-    Ok(compose(&facts, q, tile, &tiles, undecided, path))
+    Ok(compose(&r.naming, &facts, q, tile, &tiles, undecided, path))
 }
 
 /// The family, pipeline name and helper dispatches from the decided facts.
 fn compose(
+    naming: &PipelineNaming,
     facts: &Facts,
     q: &VkMatmulQuery,
     tile: Option<&TileRow>,
@@ -710,12 +737,16 @@ fn compose(
                     format!("{stem}f32_f32")
                 } else if q.weight_type == "F16" {
                     format!("{stem}f16_f32{acc}")
-                } else if quantized && LUT_TYPES.contains(&q.weight_type.as_str()) {
+                } else if quantized && (naming.quant == "per_type" || LUT_TYPES.contains(&q.weight_type.as_str())) {
                     format!("{stem}{t}_f32{acc}")
                 } else {
                     format!("{stem}quant_f32{acc}")
                 };
-                format!("{base}{}_{index}", if aligned { "_aligned" } else { "" })
+                let suffix = match (naming.tile_suffix.as_str(), tile) {
+                    ("letter", Some(tile)) => tile.name.clone(),
+                    _ => index.to_string(),
+                };
+                format!("{base}{}_{suffix}", if aligned { "_aligned" } else { "" })
             });
             (family, op, name, None, 1)
         }
@@ -733,7 +764,7 @@ fn compose(
     }
     // ggml_vk_mul_mat_id_q_f16 counts each expert's rows (count_experts, dispatched at 7577-7590) before it
     // quantizes B (7628-7637) and multiplies (7659), whatever the weight type; the vector path does not (7887).
-    if op == "MUL_MAT_ID" && !matches!(family, "MMV" | "MMVQ") {
+    if naming.count_experts && op == "MUL_MAT_ID" && !matches!(family, "MMV" | "MMVQ") {
         helpers.insert(0, "count_experts".into());
     }
     let tile_name = (matches!(family, "MM" | "MMQ" | "MM-coopmat" | "MM-coopmat2") && undecided.is_none())

@@ -41,19 +41,26 @@ fn rule_of(p: &VkMatmulPrediction, table: &str) -> String {
 
 #[test]
 fn every_row_cites_a_source_and_every_table_ends_unconditional() {
-    let r = rules();
-    assert_eq!(r.version, "11434");
-    for t in r.device_table.iter().chain(&r.matmul_table).chain(&r.attention_table) {
-        assert!(!t.source.is_empty(), "{}", t.name);
-        assert!(t.rule.iter().all(|x| !x.source.is_empty()), "{}", t.name);
-        assert!(t.rule.last().unwrap().when.is_empty(), "table {} must end with an unconditional rule", t.name);
-        for x in &t.rule {
-            assert!(x.source.chars().any(|c| c.is_ascii_digit()), "{}.{} cites no line: {}", t.name, x.id, x.source);
+    assert_eq!(rules().version, "11434");
+    assert_eq!(versions(), ["11434", "ollama-v0.17.4"]);
+    for v in versions() {
+        let r = rules_for(v).unwrap();
+        assert_eq!(r.version, v);
+        for t in r.device_table.iter().chain(&r.matmul_table).chain(&r.attention_table) {
+            assert!(!t.source.is_empty(), "{v} {}", t.name);
+            assert!(t.rule.last().unwrap().when.is_empty(), "{v}: table {} must end unconditional", t.name);
+            for x in &t.rule {
+                assert!(x.source.chars().any(|c| c.is_ascii_digit()), "{v} {}.{} cites no line", t.name, x.id);
+            }
+            // A delta's rows cite the vendored file by tag; the base's rows cite 11434's lines.
+            let versioned = t.rule.iter().all(|x| x.source.contains("@v0.17.4:"));
+            assert_eq!(versioned, t.file != RULES_FILE, "{v} {}", t.name);
         }
+        // The tile selector chooses among the tiles the vendor switch left on.
+        let at = |name: &str| r.matmul_table.iter().position(|t| t.name == name).unwrap();
+        assert!(at("vendor_tiles") < at("tile_selector"), "{v}");
     }
-    // The tile selector chooses among the tiles the vendor switch left on.
-    let at = |name: &str| r.matmul_table.iter().position(|t| t.name == name).unwrap();
-    assert!(at("vendor_tiles") < at("tile_selector"));
+    let r = rules();
     assert!(r.build_flag.iter().all(|f| !f.source.is_empty() && regex_lite::Regex::new(&f.shader).is_ok()));
     assert!(profiles().len() >= 9);
     assert!(profiles().iter().all(|p| !p.source.is_empty()));
@@ -61,20 +68,23 @@ fn every_row_cites_a_source_and_every_table_ends_unconditional() {
 
 #[test]
 fn every_fact_a_rule_reads_is_known_for_every_profile_and_shape() {
-    for p in profiles() {
+    for (v, p) in versions().into_iter().flat_map(|v| profiles().iter().map(move |p| (v, p))) {
+        let r = rules_for(v).unwrap();
         for build in [full_build(), bare_build()] {
-            let d = device(&p.id, build);
+            let mut f = p.facts().unwrap();
+            f.extend(build);
+            let d = r.device_decisions(f).unwrap().0;
             for t in ["F32", "F16", "BF16", "Q4_0", "Q8_0", "Q4_K", "Q6_K", "IQ4_XS", "IQ2_XXS"] {
                 for n in [1, 4, 8, 9, 33, 65, 512] {
                     for id in [false, true] {
                         let mut query = q(t, 4096, 4096, n);
                         query.mul_mat_id = id;
-                        matmul(&d, &query).unwrap_or_else(|e| panic!("{} {t} n={n}: {e:#}", p.id));
+                        r.matmul(&d, &query).unwrap_or_else(|e| panic!("{v} {} {t} n={n}: {e:#}", p.id));
                     }
                 }
             }
             for tokens in [1, 9] {
-                attention(&d, tokens, "F16").unwrap();
+                r.attention(&d, tokens, "F16").unwrap();
             }
         }
     }
@@ -417,4 +427,79 @@ fn quantize_y_tests_the_product_of_k_and_n() {
     // The matrix path: 10 columns pass (40980), 9 do not (36882).
     assert_eq!(rule(4098, 10), "matrix-int=true");
     assert_eq!(rule(4098, 9), "row-not-multiple-of-4=false");
+}
+
+/// The rules of Ollama v0.17.4's vendored ggml (a delta over 11434's): each expected value is what the cited lines
+/// of ml/backend/ggml/ggml/src/ggml-vulkan/ggml-vulkan.cpp at v0.17.4 compute, worked out by hand.
+#[test]
+fn ollama_v0_17_4_rules_follow_its_vendored_ggml_vulkan() {
+    let o17 = rules_for("ollama-v0.17.4").unwrap();
+    assert_eq!(rules_for("o17").unwrap().version, "ollama-v0.17.4");
+    assert_eq!(o17.file, "data/ggml_vulkan_ollama_v0.17.4.toml");
+    let dev = |id: &str, build: Facts| {
+        let mut f = profile(id).unwrap().facts().unwrap();
+        f.extend(build);
+        o17.device_decisions(f).unwrap().0
+    };
+    // 3550: no subgroup reduction on GCN, so Vega's mat-vec shaders are the shared-memory ones (no suffix).
+    let vega = dev("gfx900-radv", full_build());
+    assert_eq!(vega["use_subgroups"], Fact::Bool(false));
+    let shader = |d: &Facts, t: &str| o17.matmul(d, &q(t, 4096, 4096, 1)).unwrap().shader.unwrap();
+    assert_eq!(shader(&vega, "F16"), "mul_mat_vec_f16_f32_f32");
+    assert_eq!(shader(&vega, "Q4_K"), "mul_mat_vec_q4_k_f32_f32");
+    // 11434 reduces through subgroups on the same card (2899).
+    assert_eq!(
+        rules().matmul(&device("gfx900-radv", full_build()), &q("F16", 4096, 4096, 1)).unwrap().shader.unwrap(),
+        "mul_mat_vec_f16_f32_f32_subgroup_no_shmem"
+    );
+    // 4871-4879 and 3219-3243, 3256-3276: AMD's medium tile at 512 columns, named by letter and per type.
+    let name = |d: &Facts, t: &str, n: u64, id: bool| {
+        let mut query = q(t, 4096, 4096, n);
+        query.mul_mat_id = id;
+        o17.matmul(d, &query).unwrap()
+    };
+    assert_eq!(name(&vega, "Q4_K", 512, false).pipeline.as_deref(), Some("matmul_q4_k_f32_f16acc_aligned_m"));
+    assert_eq!(name(&vega, "F16", 512, false).pipeline.as_deref(), Some("matmul_f16_f32_f16acc_aligned_m"));
+    let vega20 = dev("gfx906-radv", full_build());
+    assert_eq!(name(&vega20, "Q4_K", 512, false).pipeline.as_deref(), Some("matmul_q4_k_q8_1_m"));
+    // 7939-7944: MUL_MAT_ID is per token only for one token; two already take the matrix path, with no
+    // count_experts.
+    let p = name(&vega20, "Q4_K", 2, true);
+    assert_eq!((p.family.as_str(), p.pipeline.as_deref()), ("MMQ", Some("matmul_id_subgroup_q4_k_q8_1_s")));
+    assert_eq!(p.helpers, ["quantize_q8_1_x4"]);
+    // 6928-6931: no MMVQ for Q6_K or Q3_K anywhere; 3280-3292: no IQ4_XS q8_1 matmul.
+    assert_eq!(name(&vega20, "Q3_K", 4, false).family, "MMV");
+    assert_eq!(name(&vega20, "IQ4_XS", 512, false).family, "MM");
+    // 298-300: RDNA4 is classed RDNA3; 14612-14616 and 3100-3216: coopmat there has no q8_1 matmul.
+    let rdna4 = dev("rdna4-radv", full_build());
+    assert_eq!(rdna4["architecture"], Fact::Str("AMD_RDNA3".into()));
+    assert_eq!(name(&rdna4, "Q4_0", 512, false).family, "MM-coopmat");
+    // The tables it does not change are 11434's, and say so.
+    let fp16 = vega.get("fp16").cloned();
+    assert_eq!(fp16, Some(Fact::Bool(true)));
+    let d = o17.device_decisions({
+        let mut f = profile("gfx900-radv").unwrap().facts().unwrap();
+        f.extend(full_build());
+        f
+    });
+    let (_, decisions) = d.unwrap();
+    let file_of = |t: &str| decisions.iter().find(|x| x.table == t).unwrap().file;
+    assert_eq!((file_of("fp16"), file_of("use_subgroups")), (RULES_FILE, o17.file));
+}
+
+/// A version without Vulkan rules is refused with the list of those there are; a delta naming a table its base
+/// lacks is an error naming the table.
+#[test]
+fn unknown_versions_and_bad_deltas_are_refused() {
+    let e = rules_for("ollama-v0.24.0").unwrap_err().to_string();
+    assert!(e.contains("ollama-v0.24.0") && e.contains("11434") && e.contains("ollama-v0.17.4"), "{e}");
+    assert_eq!(rules_for("b11434").unwrap().version, "11434");
+    let bad = "version = \"x\"\nname = \"x\"\nsource_root = \"x\"\nbase = \"11434\"\n\n[[matmul_table]]\nname = \"no_such\"\ndoc = \"\"\nsource = \"1\"\n[[matmul_table.rule]]\nid = \"a\"\nthen = true\nsource = \"1\"\n";
+    let e = format!("{:#}", parse_rules("bad.toml", bad).unwrap_err());
+    assert!(e.contains("bad.toml") && e.contains("no_such"), "{e}");
+    let e = format!(
+        "{:#}",
+        parse_rules("bad.toml", "version = \"x\"\nname = \"x\"\nsource_root = \"x\"\nbase = \"9\"\n").unwrap_err()
+    );
+    assert!(e.contains("base 9"), "{e}");
 }
