@@ -36,6 +36,7 @@ mod report_cli;
 mod scan_bad_input;
 mod scan_budgets;
 mod scan_real;
+mod scan_vulkan;
 mod sweep_common;
 mod sweep_faults;
 mod sweep_hardening;

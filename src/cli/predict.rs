@@ -70,7 +70,8 @@ pub struct PredictArgs {
     /// llama.cpp's n_ubatch.
     #[arg(long, value_name = "U", default_value_t = DEFAULT_UBATCH)]
     pub ubatch: u64,
-    /// ggml version of the rules: 11434 (llama.cpp b11434) or ollama-v0.24.0 (alias o24).
+    /// ggml version of the rules: 11434 (llama.cpp b11434) or ollama-v0.24.0 (alias o24); with --backend vulkan,
+    /// 11434 or ollama-v0.17.4 (alias o17), and any other is refused.
     #[arg(long, value_name = "VERSION", default_value = backscope::knowledge::DEFAULT_GGML_VERSION)]
     pub ggml: String,
     /// Print each decision path: every rule checked, its inputs and whether it held.

@@ -221,6 +221,7 @@ impl FileScanner<'_> {
             backend: None,
             amdgpu: None,
             cuda: None,
+            vulkan: None,
             dependencies: Vec::new(),
         };
         match sniff::sniff(data) {
@@ -261,6 +262,7 @@ impl FileScanner<'_> {
                     let section = SectionRef { name: s.name.to_string(), offset: s.offset, size: s.size };
                     record.cuda = Some(self.cuda_fatbin(s.data, s.offset, Some(section)));
                 }
+                record.vulkan = self.vulkan_shaders(data);
                 record.backend = tree::identify_backend(&record, &elf);
             }
             Kind::OffloadBundle | Kind::CompressedBundle => {
@@ -287,6 +289,26 @@ impl FileScanner<'_> {
             }
         }
         Some(record)
+    }
+
+    /// The SPIR-V shaders a 64-bit host ELF embeds the way ggml-vulkan does; `None` when it has none. A file
+    /// whose symbol table cannot be read is a problem, not a scan failure: its other records stand.
+    fn vulkan_shaders(&mut self, data: &[u8]) -> Option<VulkanCode> {
+        // A 32-bit host library carries no ggml-vulkan build (the reader is for 64-bit little-endian ELF).
+        if data.get(4) != Some(&2) || data.get(5) != Some(&1) {
+            return None;
+        }
+        let shaders = match binfmt::spirv::embedded_shaders(data) {
+            Ok(s) => s,
+            Err(e) => {
+                self.problem(Place::File { base: 0 }, "embedded SPIR-V", e);
+                return None;
+            }
+        };
+        if shaders.is_empty() {
+            return None;
+        }
+        Some(super::vulkan::summarize(&shaders, self.want_kernels))
     }
 
     /// A file of no known format. Most are data and say nothing; one named like a library or code object

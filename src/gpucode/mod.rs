@@ -14,6 +14,7 @@
 pub mod coverage;
 pub mod disasm;
 pub mod gpu;
+pub mod vulkan;
 /// How a scan opens and maps files: the ground-floor [`crate::inputs`], which every command uses.
 pub use crate::inputs as input;
 pub mod limits;

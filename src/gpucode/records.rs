@@ -71,6 +71,9 @@ pub struct FileRecord {
     pub amdgpu: Option<AmdGpuCode>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cuda: Option<CudaCode>,
+    /// The SPIR-V shaders a ggml-vulkan build embeds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vulkan: Option<VulkanCode>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dependencies: Vec<Dependency>,
 }
@@ -83,6 +86,7 @@ impl FileRecord {
     pub fn has_gpu_code(&self) -> bool {
         self.amdgpu.as_ref().is_some_and(|a| !a.code_objects.is_empty())
             || self.cuda.as_ref().is_some_and(|c| !c.entries.is_empty())
+            || self.vulkan.as_ref().is_some_and(|v| v.shaders > 0)
     }
 }
 
@@ -243,6 +247,32 @@ pub struct KernelRecord {
     /// NVIDIA registers per thread.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub registers: Option<u64>,
+}
+
+/// The SPIR-V shaders embedded in a host library (ggml-vulkan's `NAME_data`/`NAME_len` arrays).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct VulkanCode {
+    pub shaders: u64,
+    /// Their bytes, together.
+    pub bytes: u64,
+    /// Shaders per op family (`matmul`, `mul_mat_vec`, `flash_attn`, …).
+    pub families: BTreeMap<String, u64>,
+    /// Shaders per build variant: `q8_1` (integer dot), `cm1`/`cm2` (cooperative matrix), `bf16`, `subgroup`,
+    /// `f16acc`. A shader can count in several.
+    pub variants: BTreeMap<String, u64>,
+    /// Each shader, with `--kernels`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entries: Option<Vec<VulkanShaderRecord>>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct VulkanShaderRecord {
+    /// The array's name without `_data`.
+    pub name: String,
+    pub family: String,
+    /// File offset of the SPIR-V module.
+    pub offset: u64,
+    pub size: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]

@@ -206,6 +206,19 @@ fn library_table(gpu_files: &[&FileRecord]) -> Table {
                 }
             }
         }
+        if let Some(v) = &f.vulkan {
+            let variants: Vec<String> = v.variants.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            code = format!(
+                "{} SPIR-V shaders{}",
+                v.shaders,
+                if variants.is_empty() { String::new() } else { format!(" ({})", variants.join(", ")) }
+            );
+            targets.insert("spirv".to_string());
+            kernels += v.shaders;
+            for (k, n) in &v.families {
+                *fams.entry(k.clone()).or_default() += n;
+            }
+        }
         if let Some(c) = &f.cuda {
             code = format!("{} fatbin containers, {} entries", c.containers, c.entries.len());
             for e in &c.entries {

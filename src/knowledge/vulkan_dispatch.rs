@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Serialize};
 
+/// The rules of the default version (llama.cpp 11434).
 pub const RULES_FILE: &str = "data/ggml_vulkan_11434.toml";
 pub const DEVICES_FILE: &str = "data/vulkan_devices.toml";
 
@@ -81,6 +82,9 @@ pub struct Rule {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Table {
+    /// The data file the table was read from (a delta's tables are its own, the rest its base's).
+    #[serde(skip)]
+    pub file: &'static str,
     pub name: String,
     pub doc: String,
     pub source: String,
@@ -127,15 +131,33 @@ pub struct LutRow {
     pub source: String,
 }
 
+/// How a version names its matrix pipelines and which helper dispatches it issues: code in ggml, a choice here.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineNaming {
+    /// `index`: a tile's pipeline ends in its index among the enabled tiles (`_1`); `letter`: in the tile's
+    /// name (`_m`).
+    pub tile_suffix: String,
+    /// `shared`: non-lookup-table quant types share `matmul_quant_*`; `per_type`: each type has `matmul_<type>_*`.
+    pub quant: String,
+    /// Whether MUL_MAT_ID's matrix path dispatches `count_experts` first.
+    pub count_experts: bool,
+    pub source: String,
+}
+
 /// The rules of one ggml version.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VulkanRules {
+    /// The data file the rules came from (for messages and claims' sources).
+    #[serde(skip)]
+    pub file: &'static str,
     pub version: String,
     pub name: String,
     pub source_root: String,
     pub mul_mat_vec_max_cols: u64,
     pub mul_mat_vec_max_cols_source: String,
+    pub naming: PipelineNaming,
     pub vendor: Vec<VendorRow>,
     pub build_flag: Vec<BuildFlagRow>,
     pub tile: Vec<TileRow>,
@@ -163,12 +185,127 @@ struct DevicesText {
     device: Vec<DeviceProfile>,
 }
 
-/// The rules (the file is part of the binary and checked by unit tests: a parse failure is a build defect).
+/// A version's rules written as changes to another version's: each table here replaces the base's table of the
+/// same name (which must exist), the rest is the base's.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VulkanRulesDelta {
+    version: String,
+    name: String,
+    source_root: String,
+    /// The version whose rules these change.
+    base: String,
+    naming: Option<PipelineNaming>,
+    #[serde(default)]
+    device_table: Vec<Table>,
+    #[serde(default)]
+    matmul_table: Vec<Table>,
+    #[serde(default)]
+    attention_table: Vec<Table>,
+}
+
+/// The ggml versions with Vulkan rules: (version id, data file, file text). The first is the default and the
+/// base of the others' deltas.
+const RULES_FILES: &[(&str, &str, &str)] = &[
+    ("11434", RULES_FILE, include_str!("../../data/ggml_vulkan_11434.toml")),
+    (
+        "ollama-v0.17.4",
+        "data/ggml_vulkan_ollama_v0.17.4.toml",
+        include_str!("../../data/ggml_vulkan_ollama_v0.17.4.toml"),
+    ),
+];
+
+/// Other spellings of the versions in [`RULES_FILES`] (those of the CUDA rules' versions are accepted too, where
+/// they name a version listed here).
+const RULES_ALIASES: &[(&str, &str)] =
+    &[("o17", "ollama-v0.17.4"), ("ollama-0.17.4", "ollama-v0.17.4"), ("v0.17.4", "ollama-v0.17.4")];
+
+/// The versions with Vulkan rules, for messages.
+pub fn versions() -> Vec<&'static str> {
+    RULES_FILES.iter().map(|(v, _, _)| *v).collect()
+}
+
+/// The canonical id of a version name or alias that has Vulkan rules.
+pub fn version_id(name: &str) -> Option<&'static str> {
+    let n = name.trim().to_ascii_lowercase();
+    let listed = |v: &str| RULES_FILES.iter().map(|(id, _, _)| *id).find(|id| *id == v);
+    listed(&n)
+        .or_else(|| RULES_ALIASES.iter().find(|(a, _)| *a == n).map(|(_, v)| *v))
+        .or_else(|| crate::knowledge::dispatch_version(&n).and_then(listed))
+}
+
+/// Replaces `base`'s tables by the delta's tables of the same name.
+fn apply_tables(file: &str, kind: &str, base: &mut [Table], delta: Vec<Table>) -> Result<()> {
+    for t in delta {
+        let slot = base
+            .iter_mut()
+            .find(|b| b.name == t.name)
+            .ok_or_else(|| anyhow!("{file}: {kind} {} replaces no table of the base version's rules", t.name))?;
+        *slot = t;
+    }
+    Ok(())
+}
+
+/// Parses one rules file (a full set, or a delta over the default version's).
+fn parse_rules(file: &'static str, text: &str) -> Result<VulkanRules> {
+    let value: toml::Table = toml::from_str(text).map_err(|e| anyhow!("{file}: {e}"))?;
+    if !value.contains_key("base") {
+        return parse_full(file, text);
+    }
+    let mut d: VulkanRulesDelta = toml::from_str(text).map_err(|e| anyhow!("{file}: {e}"))?;
+    for t in d.device_table.iter_mut().chain(&mut d.matmul_table).chain(&mut d.attention_table) {
+        t.file = file;
+    }
+    let (_, base_file, base_text) = RULES_FILES
+        .iter()
+        .find(|(v, _, _)| *v == d.base)
+        .ok_or_else(|| anyhow!("{file}: base {} is not a version with Vulkan rules", d.base))?;
+    if RULES_FILES.iter().any(|(v, f, _)| *v == d.base && *f == file) {
+        bail!("{file}: a delta cannot be its own base");
+    }
+    let mut r = parse_full(base_file, base_text)?;
+    apply_tables(file, "device_table", &mut r.device_table, d.device_table)?;
+    apply_tables(file, "matmul_table", &mut r.matmul_table, d.matmul_table)?;
+    apply_tables(file, "attention_table", &mut r.attention_table, d.attention_table)?;
+    if let Some(n) = d.naming {
+        r.naming = n;
+    }
+    r.file = file;
+    r.version = d.version;
+    r.name = d.name;
+    r.source_root = d.source_root;
+    Ok(r)
+}
+
+/// A full set of rules, each table marked with the file.
+fn parse_full(file: &'static str, text: &str) -> Result<VulkanRules> {
+    let mut r: VulkanRules = toml::from_str(text).map_err(|e| anyhow!("{file}: {e}"))?;
+    r.file = file;
+    for t in r.device_table.iter_mut().chain(&mut r.matmul_table).chain(&mut r.attention_table) {
+        t.file = file;
+    }
+    Ok(r)
+}
+
+/// Every version's rules, parsed once.
+fn all_rules() -> &'static [Result<VulkanRules, String>] {
+    static ALL: OnceLock<Vec<Result<VulkanRules, String>>> = OnceLock::new();
+    ALL.get_or_init(|| RULES_FILES.iter().map(|(_, f, t)| parse_rules(f, t).map_err(|e| format!("{e:#}"))).collect())
+}
+
+/// The rules of a version name or alias; an error lists the versions there are Vulkan rules for.
+pub fn rules_for(name: &str) -> Result<&'static VulkanRules> {
+    let Some(id) = version_id(name) else {
+        bail!("no ggml-vulkan rules for ggml version {name:?}; Vulkan rules exist for: {}", versions().join(", "));
+    };
+    let i = RULES_FILES.iter().position(|(v, _, _)| *v == id).unwrap_or(0);
+    all_rules()[i].as_ref().map_err(|e| anyhow!("{e}"))
+}
+
+/// The default version's rules (the file is part of the binary and checked by unit tests: a parse failure is a
+/// build defect).
 pub fn rules() -> &'static VulkanRules {
-    static RULES: OnceLock<VulkanRules> = OnceLock::new();
-    RULES.get_or_init(|| {
-        toml::from_str(include_str!("../../data/ggml_vulkan_11434.toml")).expect("data/ggml_vulkan_11434.toml parses")
-    })
+    all_rules()[0].as_ref().expect("data/ggml_vulkan_11434.toml parses")
 }
 
 /// The device profiles.
@@ -198,6 +335,7 @@ const DEVICE_DEFAULTS: &[(&str, Fact)] = &[
     ("coopmat2_offered", Fact::Bool(false)),
     ("coopmat_acc_f16_offered", Fact::Bool(false)),
     ("coopmat_int_offered", Fact::Bool(false)),
+    ("coopmat_bf16_offered", Fact::Bool(false)),
     ("amd_shader_core_properties", Fact::Bool(false)),
     ("wavefronts_per_simd", Fact::Int(0)),
     ("shader_float8", Fact::Bool(false)),
@@ -247,9 +385,45 @@ pub fn build_facts<'a>(shader_names: impl IntoIterator<Item = &'a str> + Clone) 
     Ok(out)
 }
 
+impl VulkanRules {
+    /// Evaluates the device tables: the device's and build's facts plus each table's value.
+    pub fn device_decisions(&self, mut facts: Facts) -> Result<(Facts, Vec<Decision>)> {
+        let mut out = Vec::new();
+        for t in &self.device_table {
+            let d = decide(t, &facts)?;
+            facts.insert(t.name.clone(), d.value.clone());
+            out.push(d);
+        }
+        Ok((facts, out))
+    }
+
+    /// Predicts one matmul on a device whose tables [`VulkanRules::device_decisions`] evaluated.
+    pub fn matmul(&self, device: &Facts, q: &VkMatmulQuery) -> Result<VkMatmulPrediction> {
+        matmul_with(self, device, q)
+    }
+
+    /// One FLASH_ATTN_EXT node's pipeline family.
+    pub fn attention(&self, device: &Facts, tokens: u64, kv_type: &str) -> Result<(String, Vec<Decision>)> {
+        let mut facts = device.clone();
+        facts.insert("tokens".into(), Fact::Int(i64::try_from(tokens).unwrap_or(i64::MAX)));
+        facts.insert("kv_type".into(), Fact::Str(kv_type.to_string()));
+        let mut path = Vec::new();
+        for t in &self.attention_table {
+            let d = decide(t, &facts)?;
+            facts.insert(t.name.clone(), d.value.clone());
+            path.push(d);
+        }
+        let family = path.last().map(|d| d.value.to_string()).unwrap_or_else(|| "FA".into());
+        Ok((family, path))
+    }
+}
+
 /// One table's decision, with the rule that made it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Decision {
+    /// The data file of the deciding table.
+    #[serde(skip)]
+    pub file: &'static str,
     pub table: String,
     pub value: Fact,
     pub rule: String,
@@ -268,14 +442,13 @@ fn split_key(key: &str) -> (&str, &'static str) {
     (key, "")
 }
 
-fn holds(table: &str, rule: &Rule, key: &str, expected: &toml::Value, facts: &Facts) -> Result<bool> {
+fn holds(file: &str, table: &str, rule: &Rule, key: &str, expected: &toml::Value, facts: &Facts) -> Result<bool> {
     let (name, op) = split_key(key);
-    let fact = facts.get(name).ok_or_else(|| {
-        anyhow!("{RULES_FILE}: table {table}, rule {}: reads fact `{name}`, which is not known", rule.id)
-    })?;
-    let bad = || {
-        anyhow!("{RULES_FILE}: table {table}, rule {}: `{key}` = {expected} does not fit fact {name} = {fact}", rule.id)
-    };
+    let fact = facts
+        .get(name)
+        .ok_or_else(|| anyhow!("{file}: table {table}, rule {}: reads fact `{name}`, which is not known", rule.id))?;
+    let bad =
+        || anyhow!("{file}: table {table}, rule {}: `{key}` = {expected} does not fit fact {name} = {fact}", rule.id);
     let list = || -> Result<Vec<Fact>> {
         expected.as_array().ok_or_else(bad)?.iter().map(|v| Fact::of(v).ok_or_else(bad)).collect()
     };
@@ -296,10 +469,11 @@ fn holds(table: &str, rule: &Rule, key: &str, expected: &toml::Value, facts: &Fa
 
 /// The first rule of `table` whose condition holds; its value (`=FACT` reads another fact).
 pub fn decide(table: &Table, facts: &Facts) -> Result<Decision> {
+    let file = table.file;
     for rule in &table.rule {
         let mut all = true;
         for (k, v) in &rule.when {
-            if !holds(&table.name, rule, k, v, facts)? {
+            if !holds(file, &table.name, rule, k, v, facts)? {
                 all = false;
                 break;
             }
@@ -311,10 +485,9 @@ pub fn decide(table: &Table, facts: &Facts) -> Result<Decision> {
             toml::Value::String(s) if s.starts_with('=') => facts
                 .get(&s[1..])
                 .cloned()
-                .ok_or_else(|| anyhow!("{RULES_FILE}: table {}, rule {}: `{s}` names no fact", table.name, rule.id))?,
-            v => Fact::of(v).ok_or_else(|| {
-                anyhow!("{RULES_FILE}: table {}, rule {}: `then` is not a value", table.name, rule.id)
-            })?,
+                .ok_or_else(|| anyhow!("{file}: table {}, rule {}: `{s}` names no fact", table.name, rule.id))?,
+            v => Fact::of(v)
+                .ok_or_else(|| anyhow!("{file}: table {}, rule {}: `then` is not a value", table.name, rule.id))?,
         };
         let inputs = rule
             .when
@@ -326,6 +499,7 @@ pub fn decide(table: &Table, facts: &Facts) -> Result<Decision> {
             .collect::<Vec<_>>()
             .join(", ");
         return Ok(Decision {
+            file: table.file,
             table: table.name.clone(),
             value,
             rule: rule.id.clone(),
@@ -333,18 +507,7 @@ pub fn decide(table: &Table, facts: &Facts) -> Result<Decision> {
             inputs,
         });
     }
-    bail!("{RULES_FILE}: table {}: no rule holds (its last rule must be unconditional)", table.name)
-}
-
-/// Evaluates the device tables: the device's and build's facts plus each table's value.
-pub fn device_decisions(mut facts: Facts) -> Result<(Facts, Vec<Decision>)> {
-    let mut out = Vec::new();
-    for t in &rules().device_table {
-        let d = decide(t, &facts)?;
-        facts.insert(t.name.clone(), d.value.clone());
-        out.push(d);
-    }
-    Ok((facts, out))
+    bail!("{file}: table {}: no rule holds (its last rule must be unconditional)", table.name)
 }
 
 /// One MUL_MAT or MUL_MAT_ID node.
@@ -405,22 +568,25 @@ fn fact_str<'f>(facts: &'f Facts, name: &str) -> &'f str {
     facts.get(name).and_then(Fact::as_str).unwrap_or("")
 }
 
-/// Which of the s/m/l tiles the device enables for a weight type (ggml_vk_matmul_shmem_support, 1427-1478,
-/// applied at 1893-1915: a tile that does not fit disables it and the larger ones).
-pub fn enabled_tiles(device: &Facts, weight_type: &str) -> Vec<&'static TileRow> {
-    let r = rules();
+/// Which of the s/m/l tiles the device enables for a weight type: those the vendor switch allows (`allowed`, the
+/// `vendor_tiles` table's value: tile names, 4780-4857) that also pass the shared-memory test
+/// (ggml_vk_matmul_shmem_support, 1427-1485, applied at 1893-1915: a tile that does not fit disables it and the
+/// larger ones). create_mm_pipelines numbers the pipelines by their index in this list (filter_tc, 2256-2273).
+pub fn enabled_tiles<'r>(rules: &'r VulkanRules, device: &Facts, weight_type: &str, allowed: &str) -> Vec<&'r TileRow> {
     let coopmat = fact_bool(device, "coopmat");
     let pad = if coopmat { 8 } else { 1 };
     let type_size = if fact_bool(device, "fp16") { 2 } else { 4 };
-    let lut = r.lut.iter().find(|l| l.types.iter().any(|t| t == weight_type)).map_or(0, |l| l.bytes);
+    let lut = rules.lut.iter().find(|l| l.types.iter().any(|t| t == weight_type)).map_or(0, |l| l.bytes);
     let shared = fact_int(device, "shared_memory");
     let mut out = Vec::new();
-    for t in &r.tile {
+    for t in &rules.tile {
         let need = (t.bm + t.bn) * (t.bk + pad) * type_size + lut;
         if shared > 0 && need > shared {
             break;
         }
-        out.push(t);
+        if allowed.contains(t.name.as_str()) {
+            out.push(t);
+        }
     }
     out
 }
@@ -454,23 +620,30 @@ pub fn split_k(cores: u64, tile: &TileRow, q: &VkMatmulQuery) -> u64 {
 const LUT_TYPES: &[&str] =
     &["IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_XS", "IQ4_NL", "MXFP4", "NVFP4"];
 
-/// Predicts one matmul on a device whose tables [`device_decisions`] evaluated.
-pub fn matmul(device: &Facts, q: &VkMatmulQuery) -> Result<VkMatmulPrediction> {
-    let r = rules();
+/// [`VulkanRules::matmul`]: the matmul tables in order; the `vendor_tiles` table's value picks the tiles the
+/// tile selector then chooses among.
+fn matmul_with(r: &VulkanRules, device: &Facts, q: &VkMatmulQuery) -> Result<VkMatmulPrediction> {
     let mut facts = device.clone();
-    let tiles = enabled_tiles(device, &q.weight_type);
     let int = |v: u64| Fact::Int(i64::try_from(v).unwrap_or(i64::MAX));
     facts.insert("weight_type".into(), Fact::Str(q.weight_type.clone()));
     facts.insert("ne00".into(), int(q.ne00));
     facts.insert("ne01".into(), int(q.ne01));
     facts.insert("ne11".into(), int(q.ne11));
+    // quantize_y's `(ne11 * ne10) % 4 == 0` (6677, 6324-6325, 7401, 7714): B's row length times its rows. For
+    // MUL_MAT B's rows are the columns N; MUL_MAT_ID's B rows (src1->ne[1], experts per token or 1) are not in
+    // the query, so its rule reads K alone (see the rules file).
+    facts.insert("ne10_ne11".into(), int(q.ne00.saturating_mul(q.ne11)));
     facts.insert("mul_mat_id".into(), Fact::Bool(q.mul_mat_id));
-    facts.insert("tiles_enabled".into(), int(tiles.len() as u64));
     let mut path = Vec::new();
+    let mut tiles: Vec<&TileRow> = Vec::new();
     let mut tile: Option<&TileRow> = None;
     let mut undecided = None;
     for t in &r.matmul_table {
         let d = decide(t, &facts)?;
+        if t.name == "vendor_tiles" {
+            tiles = enabled_tiles(r, device, &q.weight_type, &d.value.to_string());
+            facts.insert("tiles_enabled".into(), int(tiles.len() as u64));
+        }
         if t.name == "tile_selector" {
             let index = match &d.value {
                 Fact::Int(i) => usize::try_from(*i).unwrap_or(0),
@@ -481,7 +654,9 @@ pub fn matmul(device: &Facts, q: &VkMatmulQuery) -> Result<VkMatmulPrediction> {
                 }
                 Fact::Bool(_) => 0,
             };
-            tile = tiles.get(index.min(tiles.len().saturating_sub(1))).copied();
+            // ggml_vk_guess_matmul_pipeline_map clamps the selector's index to the enabled tiles (5991-5992).
+            let index = index.min(tiles.len().saturating_sub(1));
+            tile = tiles.get(index).copied();
             facts.insert("tile_index".into(), int(index as u64));
             let aligned = tile.is_some_and(|t| q.ne00.is_multiple_of(t.align));
             facts.insert("ne00_tile_aligned".into(), Fact::Bool(aligned));
@@ -489,11 +664,12 @@ pub fn matmul(device: &Facts, q: &VkMatmulQuery) -> Result<VkMatmulPrediction> {
         facts.insert(t.name.clone(), d.value.clone());
         path.push(d);
     }
-    Ok(compose(&facts, q, tile, &tiles, undecided, path))
+    Ok(compose(&r.naming, &facts, q, tile, &tiles, undecided, path))
 }
 
 /// The family, pipeline name and helper dispatches from the decided facts.
 fn compose(
+    naming: &PipelineNaming,
     facts: &Facts,
     q: &VkMatmulQuery,
     tile: Option<&TileRow>,
@@ -561,12 +737,16 @@ fn compose(
                     format!("{stem}f32_f32")
                 } else if q.weight_type == "F16" {
                     format!("{stem}f16_f32{acc}")
-                } else if quantized && LUT_TYPES.contains(&q.weight_type.as_str()) {
+                } else if quantized && (naming.quant == "per_type" || LUT_TYPES.contains(&q.weight_type.as_str())) {
                     format!("{stem}{t}_f32{acc}")
                 } else {
                     format!("{stem}quant_f32{acc}")
                 };
-                format!("{base}{}_{index}", if aligned { "_aligned" } else { "" })
+                let suffix = match (naming.tile_suffix.as_str(), tile) {
+                    ("letter", Some(tile)) => tile.name.clone(),
+                    _ => index.to_string(),
+                };
+                format!("{base}{}_{suffix}", if aligned { "_aligned" } else { "" })
             });
             (family, op, name, None, 1)
         }
@@ -581,6 +761,11 @@ fn compose(
     .then(|| SPLIT_K_UNDECIDED.to_string());
     if split > 1 {
         helpers.push("split_k_reduce".into());
+    }
+    // ggml_vk_mul_mat_id_q_f16 counts each expert's rows (count_experts, dispatched at 7577-7590) before it
+    // quantizes B (7628-7637) and multiplies (7659), whatever the weight type; the vector path does not (7887).
+    if naming.count_experts && op == "MUL_MAT_ID" && !matches!(family, "MMV" | "MMVQ") {
+        helpers.insert(0, "count_experts".into());
     }
     let tile_name = (matches!(family, "MM" | "MMQ" | "MM-coopmat" | "MM-coopmat2") && undecided.is_none())
         .then(|| {
@@ -609,21 +794,6 @@ fn compose(
 /// Why a split-k item is left open.
 pub const SPLIT_K_UNDECIDED: &str =
     "depends on the shader core count, which the trace does not record (and no device profile gives)";
-
-/// One FLASH_ATTN_EXT node's pipeline family.
-pub fn attention(device: &Facts, tokens: u64, kv_type: &str) -> Result<(String, Vec<Decision>)> {
-    let mut facts = device.clone();
-    facts.insert("tokens".into(), Fact::Int(i64::try_from(tokens).unwrap_or(i64::MAX)));
-    facts.insert("kv_type".into(), Fact::Str(kv_type.to_string()));
-    let mut path = Vec::new();
-    for t in &rules().attention_table {
-        let d = decide(t, &facts)?;
-        facts.insert(t.name.clone(), d.value.clone());
-        path.push(d);
-    }
-    let family = path.last().map(|d| d.value.to_string()).unwrap_or_else(|| "FA".into());
-    Ok((family, path))
-}
 
 #[cfg(test)]
 #[path = "vulkan_dispatch_tests.rs"]

@@ -387,6 +387,7 @@ fn predict_record(
             v.explain = o.explain;
             v.placement = o.placement;
             v.prompt_from_run = o.prompt_from_run;
+            v.ggml = o.ggml;
             let observed = vkcompare::from_record_trace(trace, &source, &ctx.run_id);
             v.observed = Some(ObservedSource::LoadedVulkan(observed));
             let report = super::vulkan::run(&v).with_context(context)?;
@@ -556,6 +557,7 @@ fn vulkan_options(cmd: &PredictCommand) -> Result<VulkanOptions> {
     o.explain = cmd.explain;
     o.observed = observed_source(&cmd.observation);
     o.placement = PlacementOptions { backend: GpuBackend::Vulkan, ..cmd.placement.clone() };
+    o.ggml = cmd.ggml.clone();
     Ok(o)
 }
 

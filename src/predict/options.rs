@@ -108,7 +108,8 @@ pub struct PredictOptions {
     /// Decode steps after the prompt (one token each). `None`: one decode phase for prompts, none for `Ne11`.
     pub decode_tokens: Option<u64>,
     pub ubatch: u64,
-    /// ggml version (`11434`, `ollama-v0.24.0`, aliases in knowledge::dispatch_version).
+    /// ggml version (`11434`, `ollama-v0.24.0`, aliases in knowledge::dispatch_version; the Vulkan rules' versions
+    /// are knowledge::vulkan_dispatch::versions).
     pub ggml: String,
     /// Keep every rule checked, with its inputs.
     pub explain: bool,

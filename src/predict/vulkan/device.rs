@@ -26,6 +26,8 @@ fn driver_id(driver: &str) -> &'static str {
         "nvidia"
     } else if d.contains("llvmpipe") {
         "llvmpipe"
+    } else if d.contains("honeykrisp") {
+        "honeykrisp"
     } else if d.contains("imagination") {
         "imagination_proprietary"
     } else {

@@ -23,9 +23,7 @@ use super::phases::{plan, PhasePlan, WeightSet};
 use super::placement::{GpuBackend, Offload, Placed, PlacementOptions, Where};
 use super::prediction::{ModelSummary, TokensInfo};
 use crate::evidence::{Claim, Confidence, Source};
-use crate::knowledge::vulkan_dispatch::{
-    self as vkd, device_decisions, Fact, Facts, VkMatmulPrediction, VkMatmulQuery,
-};
+use crate::knowledge::vulkan_dispatch::{self as vkd, Fact, Facts, VkMatmulPrediction, VkMatmulQuery, VulkanRules};
 use device::{build_info, device_facts};
 pub use prediction::{
     decision_source, prediction_text, DeviceSource, VkAttention, VkBuildInfo, VkDeviceInfo, VkPhase, VkWeightGroup,
@@ -54,6 +52,8 @@ pub struct VulkanOptions {
     pub placement: PlacementOptions,
     /// Where the prompt token count came from (`--run`: the record's).
     pub prompt_from_run: Option<PromptFromRun>,
+    /// The ggml version whose Vulkan rules decide (`--ggml`; [`vkd::versions`] lists those there are).
+    pub ggml: String,
 }
 
 impl VulkanOptions {
@@ -72,6 +72,7 @@ impl VulkanOptions {
             observed: None,
             placement: PlacementOptions { backend: GpuBackend::Vulkan, ..PlacementOptions::default() },
             prompt_from_run: None,
+            ggml: crate::knowledge::DEFAULT_GGML_VERSION.to_string(),
         }
     }
 }
@@ -89,6 +90,7 @@ fn query(t: &model::WeightTensor, ne11: u64) -> VkMatmulQuery {
 
 /// The rules' prediction for a query, remembered across weights and phases.
 fn predict_matmul(
+    rules: &VulkanRules,
     memo: &mut HashMap<VkMatmulQuery, VkMatmulPrediction>,
     facts: &Facts,
     q: &VkMatmulQuery,
@@ -97,7 +99,7 @@ fn predict_matmul(
     if let Some(pr) = memo.get(q) {
         return Ok(pr.clone());
     }
-    let mut pr = vkd::matmul(facts, q)?;
+    let mut pr = rules.matmul(facts, q)?;
     if !explain {
         pr.path.retain(|d| matches!(d.table.as_str(), "path" | "quantize_y" | "tile_selector" | "aligned"));
     }
@@ -143,6 +145,7 @@ fn add_to_groups(
 
 /// What the phases are predicted from besides the weights.
 struct PhaseInputs<'a> {
+    rules: &'a VulkanRules,
     facts: &'a Facts,
     offload: &'a Offload,
     decode: u64,
@@ -167,14 +170,14 @@ fn predict_phases(opts: &VulkanOptions, inp: &PhaseInputs<'_>, weights: &model::
         });
         for t in members {
             let q = query(t, p.ne11);
-            let prediction = predict_matmul(&mut memo, inp.facts, &q, opts.explain)?;
+            let prediction = predict_matmul(inp.rules, &mut memo, inp.facts, &q, opts.explain)?;
             let placed = inp.offload.runs_on(t, p.ne11);
             layer_on_gpu |= !t.head && placed.runs_on == Where::Gpu;
             add_to_groups(&mut groups, t, &p, q, prediction, placed);
         }
         let attention = match (inp.flash_attn_used && layer_on_gpu, p.kv_lens.first()) {
             (true, Some(&kv)) => {
-                let (family, path) = vkd::attention(inp.facts, p.ne11, inp.kv_type)?;
+                let (family, path) = inp.rules.attention(inp.facts, p.ne11, inp.kv_type)?;
                 Some(VkAttention { tokens: p.ne11, kv_len: kv, family, path })
             }
             _ => None,
@@ -228,12 +231,13 @@ fn assumptions(
 
 /// Predict, and compare with the observed pipelines when `opts.observed` is set.
 pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
+    let rules = vkd::rules_for(&opts.ggml)?;
     let (mut device, dev_facts, libraries) = device_facts(&opts.device)?;
     let build = build_info(opts.library.as_deref(), libraries.first().map(std::path::Path::new))?;
     let device_only = dev_facts.clone();
     let mut facts = dev_facts;
     facts.extend(build.facts.clone());
-    let (facts, decisions) = device_decisions(facts)?;
+    let (facts, decisions) = rules.device_decisions(facts)?;
     device.facts = facts.clone();
     super::check_count("--ubatch", opts.ubatch, false)?;
     let weights = load_weights(&opts.weights)?;
@@ -250,12 +254,12 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
     };
     let (kv_type, _, _) = model::type_facts(&opts.kv_type)?;
     let kv_type = kv_type.to_string();
-    let inputs = PhaseInputs { facts: &facts, offload: &offload, decode, flash_attn_used, kv_type: &kv_type };
+    let inputs = PhaseInputs { rules, facts: &facts, offload: &offload, decode, flash_attn_used, kv_type: &kv_type };
     let phases = predict_phases(opts, &inputs, &weights)?;
     let mut report = VulkanReport {
         schema: SCHEMA,
-        rules: vkd::RULES_FILE.into(),
-        rules_version: vkd::rules().version.clone(),
+        rules: rules.file.into(),
+        rules_version: rules.version.clone(),
         assumptions: assumptions(&device, &build, &offload, &weights, opts.prompt_from_run.as_ref()),
         device,
         build,
@@ -270,7 +274,7 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
         explain: opts.explain,
     };
     report.claims = prediction_claims(&report);
-    report.claims.extend(capability_gap(&report, device_only)?);
+    report.claims.extend(capability_gap(rules, &report, device_only)?);
     if let Some(src) = &opts.observed {
         let observed = vkcompare::load(src, opts.library.as_deref())?;
         let cmp = vkcompare::compare(&report, &observed);
@@ -333,10 +337,10 @@ const GATED: &[(&str, &str, &str, &str)] = &[
 ];
 
 /// Device offers X, build lacks Y: what ggml would pick with a build whose glslc had Y, as an Inferred claim.
-fn capability_gap(r: &VulkanReport, device_only: Facts) -> Result<Vec<Claim>> {
+fn capability_gap(rules: &VulkanRules, r: &VulkanReport, device_only: Facts) -> Result<Vec<Claim>> {
     let mut with_all = device_only;
     with_all.extend(vkd::build_facts(["matmul_q4_0_q8_1", "matmul_f16_cm1", "matmul_f16_cm2", "matmul_bf16_cm1"])?);
-    let (full, _) = device_decisions(with_all)?;
+    let (full, _) = rules.device_decisions(with_all)?;
     let lacking: Vec<&(&str, &str, &str, &str)> = GATED
         .iter()
         .filter(|(cap, flag, _, _)| {
@@ -349,7 +353,7 @@ fn capability_gap(r: &VulkanReport, device_only: Facts) -> Result<Vec<Claim>> {
     let mut changes = Vec::new();
     for p in &r.phases {
         for g in &p.weights {
-            let alt = vkd::matmul(&full, &g.query)?;
+            let alt = rules.matmul(&full, &g.query)?;
             if alt.family != g.prediction.family || alt.pipeline != g.prediction.pipeline {
                 let line = format!(
                     "{} {}: {} instead of {}",
@@ -379,9 +383,9 @@ fn capability_gap(r: &VulkanReport, device_only: Facts) -> Result<Vec<Claim>> {
     );
     let mut c = Claim::new("predict.vulkan.capability-gap", Confidence::Inferred, statement);
     for (_, flag, _, _) in &lacking {
-        if let Some(row) = vkd::rules().build_flag.iter().find(|b| b.name == *flag) {
+        if let Some(row) = rules.build_flag.iter().find(|b| b.name == *flag) {
             c = c.with_source(Source::Rule {
-                file: vkd::RULES_FILE.into(),
+                file: rules.file.into(),
                 rule: format!("build_flag.{}", row.name),
                 upstream: row.source.clone(),
             });

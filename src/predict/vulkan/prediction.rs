@@ -11,7 +11,7 @@ use super::super::model::MatmulOp;
 use super::super::placement::{Offload, Placed};
 use super::super::prediction::{ModelSummary, TokensInfo};
 use crate::evidence::{Claim, Source};
-use crate::knowledge::vulkan_dispatch::{self as vkd, Decision, Facts, VkMatmulPrediction, VkMatmulQuery};
+use crate::knowledge::vulkan_dispatch::{Decision, Facts, VkMatmulPrediction, VkMatmulQuery};
 
 pub const SCHEMA: &str = "backscope.predict-vulkan/1";
 
@@ -132,7 +132,7 @@ pub struct VulkanReport {
 
 /// The evidence source of a decision.
 pub fn decision_source(d: &Decision) -> Source {
-    Source::Rule { file: vkd::RULES_FILE.into(), rule: format!("{}.{}", d.table, d.rule), upstream: d.source.clone() }
+    Source::Rule { file: d.file.into(), rule: format!("{}.{}", d.table, d.rule), upstream: d.source.clone() }
 }
 
 /// What a prediction reads as: the pipeline name, else the family.
