@@ -29,7 +29,7 @@ pub use reader::{
     MAX_KEPT, MAX_LINE,
 };
 pub use records::{
-    Crash, CrashLaunch, CrashThread, Device, DeviceLost, End, Header, KernelDef, PipelineStat, QueueAtLoss,
+    Crash, CrashLaunch, CrashThread, Device, DeviceLost, End, Header, Impersonated, KernelDef, PipelineStat, QueueAtLoss,
     QueueDispatch, Shape, ShapeCount, Truncated, Warning, Window,
 };
 pub use summary::{
