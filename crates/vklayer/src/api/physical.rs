@@ -161,9 +161,12 @@ unsafe extern "system" fn enumerate_extensions(
         // SAFETY: forwarding the caller's arguments (a layer's own extensions are not the device's).
         return unsafe { next(physical, layer, count, out) };
     };
+    // SAFETY: a physical device of `inst`'s instance.
+    let real = unsafe { device::extensions(inst, physical) };
     let items: Vec<vk::ExtensionProperties> = p
         .extensions
         .iter()
+        .filter(|name| !impersonate::hidden(name, &real))
         .map(|name| {
             let mut e = vk::ExtensionProperties { spec_version: 1, ..Default::default() };
             let bytes = &name.as_bytes()[..name.len().min(e.extension_name.len() - 1)];

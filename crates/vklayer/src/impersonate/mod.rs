@@ -17,6 +17,7 @@
 //!   and the real one cannot reaches the driver; pipelines lose their required subgroup size, their stage and
 //!   pipeline flags and their extension structures; dispatches are clamped to the real device's workgroup-count
 //!   limits when forwarded (the trace records what ggml asked for). Results are garbage; choices are ggml's.
+//! * the few extensions whose use needs the real device (`NEEDS_REAL`) are withheld when it lacks them.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
@@ -68,6 +69,22 @@ fn load() -> Option<Profile> {
             None
         }
     }
+}
+
+/// Extensions whose use goes beyond queries and device creation: the application would call commands of them
+/// (pipeline statistics, fault reports, host-pointer imports) or chain structures into other queries (memory budget)
+/// that the real device cannot answer. The profile's claim of them is withheld where the real device lacks them;
+/// none of them changes which pipeline ggml-vulkan picks.
+const NEEDS_REAL: [&str; 4] = [
+    "VK_KHR_pipeline_executable_properties",
+    "VK_EXT_device_fault",
+    "VK_EXT_external_memory_host",
+    "VK_EXT_memory_budget",
+];
+
+/// Whether the profile's extension `name` is withheld from the application (see [`NEEDS_REAL`]).
+pub fn hidden(name: &str, real_extensions: &[Vec<u8>]) -> bool {
+    NEEDS_REAL.contains(&name) && !real_extensions.iter().any(|e| e == name.as_bytes())
 }
 
 /// An empty compute shader: SPIR-V 1.0, one `main` with local size 1×1×1 that returns at once. Every module an
