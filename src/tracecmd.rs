@@ -531,7 +531,9 @@ fn document(s: &TraceSummary, top: usize) -> Document {
                 d.subgroup_size.to_string()
             };
             let name = match &d.impersonated {
-                Some(i) => format!("{} (impersonated by {} {}: profile {})", d.name, i.real_name, i.real_driver, i.profile),
+                Some(i) => {
+                    format!("{} (impersonated by {} {}: profile {})", d.name, i.real_name, i.real_driver, i.profile)
+                }
                 None => d.name.clone(),
             };
             t.row([

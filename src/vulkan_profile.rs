@@ -99,7 +99,8 @@ pub fn resolve(arg: &str) -> Result<Profile> {
         let ids: Vec<&str> = BUILTIN.iter().map(|(id, _)| *id).collect();
         bail!("--impersonate {arg}: neither a profile id ({}) nor a file", ids.join(", "));
     }
-    let text = crate::inputs::read_text_limited(path, MAX_INPUT_BYTES).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    let text =
+        crate::inputs::read_text_limited(path, MAX_INPUT_BYTES).map_err(|e| anyhow!("{}: {e}", path.display()))?;
     let value: Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
     let flat = if value.get("format").is_some() { value } else { from_khronos(&value, path)? };
     check(flat).with_context(|| format!("{}", path.display()))
@@ -239,7 +240,10 @@ pub fn from_khronos(value: &Value, path: &Path) -> Result<Value> {
         .unwrap_or_else(|| path.display().to_string());
     put("format", Some(FORMAT.into()));
     put("id", Some(label.clone().into()));
-    put("source", Some(format!("converted by backscope from the Khronos Vulkan profile {label} in {}", path.display()).into()));
+    put(
+        "source",
+        Some(format!("converted by backscope from the Khronos Vulkan profile {label} in {}", path.display()).into()),
+    );
     put("device_name", core.get("deviceName").cloned());
     put("vendor_id", core.get("vendorID").cloned());
     put("device_id", core.get("deviceID").cloned());
@@ -274,19 +278,33 @@ pub fn from_khronos(value: &Value, path: &Path) -> Result<Value> {
     put("features", Some(features.into()));
     let subgroup = ["VkPhysicalDeviceSubgroupProperties", "VkPhysicalDeviceVulkan11Properties"];
     put("subgroup_size", k.prop(&subgroup, "subgroupSize").cloned());
-    put("subgroup_supported_stages", k.prop(&subgroup, "supportedStages").or(k.prop(&subgroup, "subgroupSupportedStages")).cloned());
+    put(
+        "subgroup_supported_stages",
+        k.prop(&subgroup, "supportedStages").or(k.prop(&subgroup, "subgroupSupportedStages")).cloned(),
+    );
     put(
         "subgroup_supported_operations",
         k.prop(&subgroup, "supportedOperations").or(k.prop(&subgroup, "subgroupSupportedOperations")).cloned(),
     );
-    let size_control = ["VkPhysicalDeviceSubgroupSizeControlProperties", "VkPhysicalDeviceSubgroupSizeControlPropertiesEXT", "VkPhysicalDeviceVulkan13Properties"];
+    let size_control = [
+        "VkPhysicalDeviceSubgroupSizeControlProperties",
+        "VkPhysicalDeviceSubgroupSizeControlPropertiesEXT",
+        "VkPhysicalDeviceVulkan13Properties",
+    ];
     put("subgroup_size_min", k.prop(&size_control, "minSubgroupSize").cloned());
     put("subgroup_size_max", k.prop(&size_control, "maxSubgroupSize").cloned());
     put("max_compute_workgroup_subgroups", k.prop(&size_control, "maxComputeWorkgroupSubgroups").cloned());
     put("required_subgroup_size_stages", k.prop(&size_control, "requiredSubgroupSizeStages").cloned());
     let float_structs = ["VkPhysicalDeviceFloatControlsProperties", "VkPhysicalDeviceVulkan12Properties"];
-    put("float_controls", true_members(&k, &float_structs, |n| FLOAT_CONTROL_PREFIXES.iter().any(|p| n.starts_with(p))));
-    let dot_structs = ["VkPhysicalDeviceShaderIntegerDotProductProperties", "VkPhysicalDeviceShaderIntegerDotProductPropertiesKHR", "VkPhysicalDeviceVulkan13Properties"];
+    put(
+        "float_controls",
+        true_members(&k, &float_structs, |n| FLOAT_CONTROL_PREFIXES.iter().any(|p| n.starts_with(p))),
+    );
+    let dot_structs = [
+        "VkPhysicalDeviceShaderIntegerDotProductProperties",
+        "VkPhysicalDeviceShaderIntegerDotProductPropertiesKHR",
+        "VkPhysicalDeviceVulkan13Properties",
+    ];
     put("integer_dot_properties", true_members(&k, &dot_structs, |n| n.starts_with("integerDotProduct")));
     for (key, field) in [
         ("max_compute_shared_memory_size", "maxComputeSharedMemorySize"),
@@ -300,13 +318,30 @@ pub fn from_khronos(value: &Value, path: &Path) -> Result<Value> {
     ] {
         put(key, limits.get(field).cloned());
     }
-    put("max_memory_allocation_size", k.prop(&["VkPhysicalDeviceMaintenance3Properties", "VkPhysicalDeviceVulkan11Properties"], "maxMemoryAllocationSize").cloned());
-    put("max_buffer_size", k.prop(&["VkPhysicalDeviceMaintenance4Properties", "VkPhysicalDeviceVulkan13Properties"], "maxBufferSize").cloned());
+    put(
+        "max_memory_allocation_size",
+        k.prop(
+            &["VkPhysicalDeviceMaintenance3Properties", "VkPhysicalDeviceVulkan11Properties"],
+            "maxMemoryAllocationSize",
+        )
+        .cloned(),
+    );
+    put(
+        "max_buffer_size",
+        k.prop(&["VkPhysicalDeviceMaintenance4Properties", "VkPhysicalDeviceVulkan13Properties"], "maxBufferSize")
+            .cloned(),
+    );
     put("amd_wavefronts_per_simd", k.prop(&["VkPhysicalDeviceShaderCorePropertiesAMD"], "wavefrontsPerSimd").cloned());
     put("amd_wavefront_size", k.prop(&["VkPhysicalDeviceShaderCorePropertiesAMD"], "wavefrontSize").cloned());
-    put("amd_active_compute_unit_count", k.prop(&["VkPhysicalDeviceShaderCoreProperties2AMD"], "activeComputeUnitCount").cloned());
+    put(
+        "amd_active_compute_unit_count",
+        k.prop(&["VkPhysicalDeviceShaderCoreProperties2AMD"], "activeComputeUnitCount").cloned(),
+    );
     put("nv_shader_sm_count", k.prop(&["VkPhysicalDeviceShaderSMBuiltinsPropertiesNV"], "shaderSMCount").cloned());
-    put("nv_shader_warps_per_sm", k.prop(&["VkPhysicalDeviceShaderSMBuiltinsPropertiesNV"], "shaderWarpsPerSM").cloned());
+    put(
+        "nv_shader_warps_per_sm",
+        k.prop(&["VkPhysicalDeviceShaderSMBuiltinsPropertiesNV"], "shaderWarpsPerSM").cloned(),
+    );
     Ok(Value::Object(out))
 }
 
@@ -394,7 +429,10 @@ mod tests {
         assert_eq!(flat["driver_id"], 3);
         assert_eq!(flat["features"], serde_json::json!(["shaderFloat16", "shaderInt64"]));
         assert_eq!(flat["subgroup_size_min"], 32);
-        assert_eq!(flat["integer_dot_properties"], serde_json::json!(["integerDotProduct4x8BitPackedSignedAccelerated"]));
+        assert_eq!(
+            flat["integer_dot_properties"],
+            serde_json::json!(["integerDotProduct4x8BitPackedSignedAccelerated"])
+        );
         assert_eq!(flat["max_compute_work_group_count"], serde_json::json!([4294967295u64, 65535, 65535]));
     }
 

@@ -32,7 +32,8 @@ fn bench(dir: &Path, profile: Option<&str>) -> (GgmlDeviceLine, BTreeMap<String,
     let seconds = started.elapsed().as_secs_f64();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{profile:?}: {stderr}");
-    let line = stderr.lines().find_map(GgmlDeviceLine::parse).unwrap_or_else(|| panic!("no ggml device line: {stderr}"));
+    let line =
+        stderr.lines().find_map(GgmlDeviceLine::parse).unwrap_or_else(|| panic!("no ggml device line: {stderr}"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let summary: Value = serde_json::from_str(stdout.trim_end().rsplit('\n').next().unwrap()).unwrap();
     let pipelines = summary["kernels"]
@@ -55,9 +56,14 @@ fn ggml_reports_the_impersonated_device_and_the_run_completes() {
     // Expected: the values written in data/vulkan_profiles/gfx900-radv.json, as ggml prints them.
     assert_eq!(line.name, "AMD Radeon RX Vega (RADV VEGA10)", "{}", line.line);
     assert!(line.line.contains("(radv)"), "{}", line.line);
-    for (field, value) in
-        [("uma", "0"), ("fp16", "1"), ("warp size", "64"), ("shared memory", "65536"), ("int dot", "0"), ("matrix cores", "none")]
-    {
+    for (field, value) in [
+        ("uma", "0"),
+        ("fp16", "1"),
+        ("warp size", "64"),
+        ("shared memory", "65536"),
+        ("int dot", "0"),
+        ("matrix cores", "none"),
+    ] {
         assert_eq!(line.fields.get(field).map(String::as_str), Some(value), "{field}: {}", line.line);
     }
     assert!(pipelines.values().sum::<u64>() > 0, "no dispatch recorded");
@@ -126,7 +132,8 @@ fn a_profile_that_lies_changes_ggml_s_device_line() {
     profile["id"] = "gfx900-radv-lying".into();
     profile["extensions"].as_array_mut().unwrap().push("VK_KHR_cooperative_matrix".into());
     profile["features"].as_array_mut().unwrap().push("cooperativeMatrix".into());
-    profile["cooperative_matrix"] = serde_json::json!(["16x16x16 f16 f16 f32 f32 subgroup", "16x16x16 f16 f16 f16 f16 subgroup"]);
+    profile["cooperative_matrix"] =
+        serde_json::json!(["16x16x16 f16 f16 f32 f32 subgroup", "16x16x16 f16 f16 f16 f16 subgroup"]);
     profile["integer_dot_properties"] = serde_json::json!(["integerDotProduct4x8BitPackedSignedAccelerated"]);
     let path = tmp.path().join("lying.json");
     std::fs::write(&path, serde_json::to_string(&profile).unwrap()).unwrap();
@@ -161,7 +168,8 @@ fn broken_profiles_are_refused_with_the_reason() {
     for (name, bytes, message) in cases {
         let path = tmp.path().join(name);
         std::fs::write(&path, bytes).unwrap();
-        let args = ["trace", "--impersonate", path.to_str().unwrap(), "--vklayer", layer.to_str().unwrap(), "--", "true"];
+        let args =
+            ["trace", "--impersonate", path.to_str().unwrap(), "--vklayer", layer.to_str().unwrap(), "--", "true"];
         let done = bounded::run(&args, Bounds { deadline: Duration::from_secs(30), ..Default::default() });
         done.assert_bounded(&[1, 2], 30, GIB);
         assert!(done.stderr.contains(message), "{name}: {}", done.stderr);

@@ -154,8 +154,7 @@ pub(super) unsafe extern "system" fn create_compute_pipelines(
     let result = if crate::impersonate::active().is_some() && count > 0 && !infos.is_null() {
         // SAFETY: `count` valid create infos; the copies live until the call returns.
         unsafe {
-            let copies =
-                crate::impersonate::pipeline_create_infos(std::slice::from_raw_parts(infos, count as usize));
+            let copies = crate::impersonate::pipeline_create_infos(std::slice::from_raw_parts(infos, count as usize));
             watched(&call::CREATE_COMPUTE_PIPELINES, || next(device, cache, count, copies.as_ptr(), allocator, out))
         }
     } else if with_statistics {

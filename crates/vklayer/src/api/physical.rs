@@ -276,8 +276,10 @@ pub(super) unsafe fn create_device(
             let mut facts = unsafe { device::facts(&view, physical, &device::extensions(&view, physical)) };
             let mut driver = vk::PhysicalDeviceDriverProperties::default();
             if let Some(get2) = inst.get_physical_device_properties2 {
-                let mut props2 =
-                    vk::PhysicalDeviceProperties2 { p_next: &mut driver as *mut _ as *mut c_void, ..Default::default() };
+                let mut props2 = vk::PhysicalDeviceProperties2 {
+                    p_next: &mut driver as *mut _ as *mut c_void,
+                    ..Default::default()
+                };
                 // SAFETY: one live output structure every Vulkan 1.2 driver knows.
                 unsafe { get2(physical, &mut props2) };
             }

@@ -163,7 +163,11 @@ unsafe fn property_struct(p: &Profile, s: *mut c_void) {
                     set_text(&mut out.driver_info, info);
                 }
                 if let Some(names) = &p.float_controls {
-                    write_bools(&mut out.shader_signed_zero_inf_nan_preserve_float16, &FLOAT_CONTROLS, &name_set(names));
+                    write_bools(
+                        &mut out.shader_signed_zero_inf_nan_preserve_float16,
+                        &FLOAT_CONTROLS,
+                        &name_set(names),
+                    );
                 }
             }
             S::PHYSICAL_DEVICE_DRIVER_PROPERTIES => {
@@ -177,7 +181,11 @@ unsafe fn property_struct(p: &Profile, s: *mut c_void) {
             S::PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES => {
                 if let Some(names) = &p.float_controls {
                     let out = &mut *(s as *mut vk::PhysicalDeviceFloatControlsProperties<'_>);
-                    write_bools(&mut out.shader_signed_zero_inf_nan_preserve_float16, &FLOAT_CONTROLS, &name_set(names));
+                    write_bools(
+                        &mut out.shader_signed_zero_inf_nan_preserve_float16,
+                        &FLOAT_CONTROLS,
+                        &name_set(names),
+                    );
                 }
             }
             S::PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES => {
@@ -266,15 +274,23 @@ mod tests {
         let size = |name: &str| 16 + 4 * FEATURE_STRUCTS.iter().find(|f| f.name == name).unwrap().members.len();
         assert_eq!(4 * core_features().members.len(), std::mem::size_of::<vk::PhysicalDeviceFeatures>());
         assert_eq!(size("VkPhysicalDeviceVulkan11Features"), std::mem::size_of::<vk::PhysicalDeviceVulkan11Features>());
-        assert_eq!(size("VkPhysicalDeviceVulkan12Features"), std::mem::size_of::<vk::PhysicalDeviceVulkan12Features>() - 4);
-        assert_eq!(size("VkPhysicalDeviceVulkan13Features"), std::mem::size_of::<vk::PhysicalDeviceVulkan13Features>() - 4);
+        assert_eq!(
+            size("VkPhysicalDeviceVulkan12Features"),
+            std::mem::size_of::<vk::PhysicalDeviceVulkan12Features>() - 4
+        );
+        assert_eq!(
+            size("VkPhysicalDeviceVulkan13Features"),
+            std::mem::size_of::<vk::PhysicalDeviceVulkan13Features>() - 4
+        );
         assert_eq!(std::mem::offset_of!(vk::PhysicalDeviceVulkan12Features, shader_float16), 16 + 4 * 7);
         let v12 = FEATURE_STRUCTS.iter().find(|f| f.name == "VkPhysicalDeviceVulkan12Features").unwrap();
         assert_eq!(v12.members[7], "shaderFloat16");
         assert_eq!(
             std::mem::offset_of!(vk::PhysicalDeviceFloatControlsProperties, shader_rounding_mode_rte_float16),
-            std::mem::offset_of!(vk::PhysicalDeviceFloatControlsProperties, shader_signed_zero_inf_nan_preserve_float16)
-                + 4 * 9
+            std::mem::offset_of!(
+                vk::PhysicalDeviceFloatControlsProperties,
+                shader_signed_zero_inf_nan_preserve_float16
+            ) + 4 * 9
         );
         assert_eq!(std::mem::size_of::<vk::PhysicalDeviceShaderIntegerDotProductProperties>(), 16 + 4 * 30);
         assert_eq!(

@@ -96,7 +96,11 @@ pub unsafe fn device_create_info(info: &vk::DeviceCreateInfo<'_>, real: &RealDev
             let ours = words.as_mut_ptr() as *mut vk::PhysicalDeviceFeatures2<'_>;
             // SAFETY: the copy is a VkPhysicalDeviceFeatures2; its core features are `core_count` VkBool32s.
             unsafe {
-                and_bools(&mut (*ours).features as *mut _ as *mut vk::Bool32, &real_core.features as *const _ as *const vk::Bool32, core_count)
+                and_bools(
+                    &mut (*ours).features as *mut _ as *mut vk::Bool32,
+                    &real_core.features as *const _ as *const vk::Bool32,
+                    core_count,
+                )
             };
             structs.push(words);
         } else if s_type == vk::StructureType::LOADER_DEVICE_CREATE_INFO {
@@ -145,7 +149,11 @@ pub unsafe fn device_create_info(info: &vk::DeviceCreateInfo<'_>, real: &RealDev
         let mut core = Box::new(unsafe { *info.p_enabled_features });
         // SAFETY: both are VkPhysicalDeviceFeatures, `core_count` VkBool32s.
         unsafe {
-            and_bools(&mut *core as *mut _ as *mut vk::Bool32, &real_core.features as *const _ as *const vk::Bool32, core_count)
+            and_bools(
+                &mut *core as *mut _ as *mut vk::Bool32,
+                &real_core.features as *const _ as *const vk::Bool32,
+                core_count,
+            )
         };
         core
     });
@@ -267,7 +275,8 @@ mod tests {
 
     #[test]
     fn pipelines_lose_what_concerned_the_replaced_shader() {
-        let required = vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo { required_subgroup_size: 64, ..Default::default() };
+        let required =
+            vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo { required_subgroup_size: 64, ..Default::default() };
         let stage = vk::PipelineShaderStageCreateInfo {
             p_next: &required as *const _ as *const c_void,
             flags: vk::PipelineShaderStageCreateFlags::REQUIRE_FULL_SUBGROUPS,

@@ -191,48 +191,35 @@ pub const FEATURE_STRUCTS: &[FeatureStruct] = &[
         s_type: 1000082000,
         extension: Some("VK_KHR_shader_float16_int8"),
         core_minor: Some(2),
-        members: &[
-            "shaderFloat16",
-            "shaderInt8",
-        ],
+        members: &["shaderFloat16", "shaderInt8"],
     },
     FeatureStruct {
         name: "VkPhysicalDeviceSubgroupSizeControlFeatures",
         s_type: 1000225002,
         extension: Some("VK_EXT_subgroup_size_control"),
         core_minor: Some(3),
-        members: &[
-            "subgroupSizeControl",
-            "computeFullSubgroups",
-        ],
+        members: &["subgroupSizeControl", "computeFullSubgroups"],
     },
     FeatureStruct {
         name: "VkPhysicalDeviceShaderIntegerDotProductFeatures",
         s_type: 1000280000,
         extension: Some("VK_KHR_shader_integer_dot_product"),
         core_minor: Some(3),
-        members: &[
-            "shaderIntegerDotProduct",
-        ],
+        members: &["shaderIntegerDotProduct"],
     },
     FeatureStruct {
         name: "VkPhysicalDeviceMaintenance4Features",
         s_type: 1000413000,
         extension: Some("VK_KHR_maintenance4"),
         core_minor: Some(3),
-        members: &[
-            "maintenance4",
-        ],
+        members: &["maintenance4"],
     },
     FeatureStruct {
         name: "VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
         s_type: 1000506000,
         extension: Some("VK_KHR_cooperative_matrix"),
         core_minor: None,
-        members: &[
-            "cooperativeMatrix",
-            "cooperativeMatrixRobustBufferAccess",
-        ],
+        members: &["cooperativeMatrix", "cooperativeMatrixRobustBufferAccess"],
     },
     FeatureStruct {
         name: "VkPhysicalDeviceCooperativeMatrix2FeaturesNV",
@@ -254,37 +241,28 @@ pub const FEATURE_STRUCTS: &[FeatureStruct] = &[
         s_type: 1000068001,
         extension: Some("VK_EXT_pipeline_robustness"),
         core_minor: None,
-        members: &[
-            "pipelineRobustness",
-        ],
+        members: &["pipelineRobustness"],
     },
     FeatureStruct {
         name: "VkPhysicalDeviceMemoryPriorityFeaturesEXT",
         s_type: 1000238000,
         extension: Some("VK_EXT_memory_priority"),
         core_minor: None,
-        members: &[
-            "memoryPriority",
-        ],
+        members: &["memoryPriority"],
     },
     FeatureStruct {
         name: "VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
         s_type: 1000269000,
         extension: Some("VK_KHR_pipeline_executable_properties"),
         core_minor: None,
-        members: &[
-            "pipelineExecutableInfo",
-        ],
+        members: &["pipelineExecutableInfo"],
     },
     FeatureStruct {
         name: "VkPhysicalDeviceFaultFeaturesEXT",
         s_type: 1000341000,
         extension: Some("VK_EXT_device_fault"),
         core_minor: None,
-        members: &[
-            "deviceFault",
-            "deviceFaultVendorBinary",
-        ],
+        members: &["deviceFault", "deviceFaultVendorBinary"],
     },
     FeatureStruct {
         name: "VkPhysicalDeviceShaderMixedFloatDotProductFeaturesVALVE",
@@ -303,17 +281,13 @@ pub const FEATURE_STRUCTS: &[FeatureStruct] = &[
         s_type: 1000689000,
         extension: Some("VK_NV_cooperative_matrix_decode_vector"),
         core_minor: None,
-        members: &[
-            "cooperativeMatrixDecodeVector",
-        ],
+        members: &["cooperativeMatrixDecodeVector"],
     },
     FeatureStruct {
         name: "VkPhysicalDeviceInternallySynchronizedQueuesFeaturesKHR",
         s_type: 1000504000,
         extension: Some("VK_KHR_internally_synchronized_queues"),
         core_minor: None,
-        members: &[
-            "internallySynchronizedQueues",
-        ],
+        members: &["internallySynchronizedQueues"],
     },
 ];

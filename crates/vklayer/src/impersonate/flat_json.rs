@@ -204,8 +204,10 @@ mod tests {
 
     #[test]
     fn reads_every_value_kind_and_escapes() {
-        let map = parse(br#" {"a": "x\"y\u00e9", "n": 18446744073709551615, "t": true, "f": false,
-            "s": ["p", "q"], "u": [1, 2, 65535], "e": []} "#)
+        let map = parse(
+            br#" {"a": "x\"y\u00e9", "n": 18446744073709551615, "t": true, "f": false,
+            "s": ["p", "q"], "u": [1, 2, 65535], "e": []} "#,
+        )
         .unwrap();
         assert_eq!(map["a"], Value::Str("x\"y\u{e9}".into()));
         assert_eq!(map["n"], Value::Num(u64::MAX));

@@ -256,10 +256,10 @@ fn cooperative_matrix_shape(text: &str) -> Result<vk::CooperativeMatrixPropertie
     }
     let dims: Vec<u32> = words[0].split('x').map(str::parse).collect::<Result<_, _>>().map_err(|_| bad())?;
     let [m, n, k] = dims[..] else { return Err(bad()) };
-    let component = |w: &str| {
-        COMPONENT_TYPES.iter().find(|(name, _)| *name == w).map(|&(_, v)| vk::ComponentTypeKHR::from_raw(v))
-    };
-    let (Some(a), Some(b), Some(c), Some(r)) = (component(words[1]), component(words[2]), component(words[3]), component(words[4]))
+    let component =
+        |w: &str| COMPONENT_TYPES.iter().find(|(name, _)| *name == w).map(|&(_, v)| vk::ComponentTypeKHR::from_raw(v));
+    let (Some(a), Some(b), Some(c), Some(r)) =
+        (component(words[1]), component(words[2]), component(words[3]), component(words[4]))
     else {
         return Err(bad());
     };
