@@ -412,7 +412,7 @@ mod tests {
                 "properties": {
                     "VkPhysicalDeviceProperties": {"deviceName": "Card", "vendorID": 4098, "deviceID": 29772,
                         "deviceType": "VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU", "apiVersion": 4206847,
-                        "limits": {"maxComputeSharedMemorySize": 65536, "maxComputeWorkGroupCount": [4294967295, 65535, 65535]}},
+                        "limits": {"maxComputeSharedMemorySize": 65536, "maxComputeWorkGroupCount": [4294967295u64, 65535, 65535]}},
                     "VkPhysicalDeviceDriverProperties": {"driverID": "VK_DRIVER_ID_MESA_RADV", "driverName": "radv"},
                     "VkPhysicalDeviceSubgroupProperties": {"subgroupSize": 64,
                         "supportedStages": ["VK_SHADER_STAGE_COMPUTE_BIT"], "supportedOperations": ["VK_SUBGROUP_FEATURE_BASIC_BIT"]},
