@@ -138,7 +138,7 @@ unsafe fn property_struct(p: &Profile, s: *mut c_void) {
     type S = vk::StructureType;
     // SAFETY: every Vulkan structure starts with its sType.
     let s_type = unsafe { *(s as *const S) };
-    // SAFETY (each arm): the structure whose sType was read.
+    // SAFETY: each arm casts to the structure whose sType was read, live and writable (the caller's promise).
     unsafe {
         match s_type {
             S::PHYSICAL_DEVICE_SUBGROUP_PROPERTIES => {
@@ -309,8 +309,8 @@ mod tests {
             ..Default::default()
         };
         let mut v12 = vk::PhysicalDeviceVulkan12Features { buffer_device_address: vk::TRUE, ..Default::default() };
-        let mut v11 = vk::PhysicalDeviceVulkan11Features::default();
-        v11.p_next = &mut v12 as *mut _ as *mut c_void;
+        let mut v11 =
+            vk::PhysicalDeviceVulkan11Features { p_next: &mut v12 as *mut _ as *mut c_void, ..Default::default() };
         let mut f2 = vk::PhysicalDeviceFeatures2 { p_next: &mut v11 as *mut _ as *mut c_void, ..Default::default() };
         // SAFETY: a chain of live structures.
         unsafe { features2(&p, &mut f2) };

@@ -160,7 +160,8 @@ pub unsafe fn device_create_info(info: &vk::DeviceCreateInfo<'_>, real: &RealDev
     let mut copy = vk::DeviceCreateInfo {
         flags: info.flags,
         queue_create_info_count: info.queue_create_info_count,
-        p_queue_create_infos: info.p_queue_create_infos as *const vk::DeviceQueueCreateInfo<'static>,
+        // The copy outlives nothing it points at: it is used within the application's call.
+        p_queue_create_infos: info.p_queue_create_infos.cast(),
         enabled_extension_count: names.len() as u32,
         pp_enabled_extension_names: names.as_ptr(),
         p_enabled_features: core.as_deref().map_or(std::ptr::null(), |c| c as *const _),
@@ -201,7 +202,7 @@ pub unsafe fn pipeline_create_infos(infos: &[vk::ComputePipelineCreateInfo<'_>])
                         module: stage.module,
                         p_name: c"main".as_ptr(),
                         // The caller keeps the specialization info alive while the copies are used.
-                        p_specialization_info: stage.p_specialization_info as *const vk::SpecializationInfo<'static>,
+                        p_specialization_info: stage.p_specialization_info.cast(),
                         _marker: std::marker::PhantomData,
                     },
                     layout: info.layout,
