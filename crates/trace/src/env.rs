@@ -190,7 +190,8 @@ mod tests {
                 "BACKSCOPE_TRACE_MAX_BYTES",
                 "BACKSCOPE_MAX_KERNELS",
                 "BACKSCOPE_TEST_INJECT_PANIC",
-                "BACKSCOPE_VK_PIPELINE_STATS"
+                "BACKSCOPE_VK_PIPELINE_STATS",
+                "BACKSCOPE_VK_IMPERSONATE",
             ]
         );
         for v in ALL {
