@@ -43,3 +43,4 @@ pub mod trace_summary;
 pub mod tracecmd;
 pub mod vulkan;
 pub mod vulkan_capability;
+pub mod vulkan_profile;

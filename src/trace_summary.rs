@@ -533,6 +533,9 @@ pub struct DeviceSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shader_core_count_from: Option<String>,
     pub flags: BTreeMap<String, bool>,
+    /// The device answered as a profile (`backscope trace --impersonate`): which, and the device that really ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub impersonated: Option<trace_reader::Impersonated>,
 }
 
 impl DeviceSummary {
@@ -569,6 +572,7 @@ impl DeviceSummary {
                     shader_core_count: d.shader_core_count,
                     shader_core_count_from: d.shader_core_count_from.clone(),
                     flags: d.flags.clone(),
+                    impersonated: d.impersonated.clone(),
                 });
             }
         }
@@ -588,10 +592,18 @@ impl DeviceSummary {
         } else {
             String::new()
         };
+        let impersonated = match &self.impersonated {
+            Some(i) => format!(
+                " [impersonated: profile {} answered ggml's device queries; the work ran on {} ({}) with empty shaders]",
+                i.profile, i.real_name, i.real_driver
+            ),
+            None => String::new(),
+        };
         format!(
             "Vulkan device {} (driver {}, {}; vendor {:#06x}, device {:#06x}, {}, Vulkan {}) was used by pid {}: subgroup \
              size {}{sizes}, integer dot product {}, cooperative matrix {}, FP16 shaders {}, subgroup arithmetic {} \
-             (the device's side of ggml-vulkan's `int dot` and `matrix cores`; ggml also needs shaders built for them)",
+             (the device's side of ggml-vulkan's `int dot` and `matrix cores`; ggml also needs shaders built for them)\
+             {impersonated}",
             self.name,
             self.driver,
             self.driver_info,

@@ -47,6 +47,10 @@ pub struct TraceOptions {
     pub output: OutputOptions,
     /// Rows of the per-kernel table (0 = all).
     pub top: usize,
+    /// Make every Vulkan device answer ggml-vulkan as the profiled one (`crate::vulkan_profile`: a profile id of
+    /// data/vulkan_profiles/, or a profile / vulkaninfo --json file): pipelines are ggml's choices for that device,
+    /// results are meaningless (the layer runs empty shaders).
+    pub impersonate: Option<String>,
     /// The command to run.
     pub command: Vec<String>,
 }
@@ -241,6 +245,27 @@ fn run_observed(observer: Option<&Path>, dir: &Path, args: &TraceOptions) -> Res
     cmd.args(&args.command[1..])
         .env(env::TRACE_DIR.name(), dir)
         .env(env::TRACE_INTERVAL_MS.name(), args.interval_ms.to_string());
+    // Kept until the command has run: the layer reads the profile when the command creates its first instance.
+    let _profile_file = match &args.impersonate {
+        Some(arg) => {
+            if vulkan.is_empty() {
+                bail!("--impersonate needs the Vulkan layer, which was not found (pass --vklayer)");
+            }
+            let profile = crate::vulkan_profile::resolve(arg)?;
+            let path = crate::vulkan_profile::write_for_layer(&profile, &std::env::temp_dir())?;
+            messages::note(format_args!(
+                "impersonating {} ({}): Vulkan devices answer ggml as this profile; shaders are replaced by empty ones, \
+                 so pipeline choices are ggml's and results are meaningless",
+                profile.id, profile.device_name
+            ));
+            cmd.env(env::VK_IMPERSONATE.name(), &path);
+            Some(path)
+        }
+        None => {
+            cmd.env_remove(env::VK_IMPERSONATE.name());
+            None
+        }
+    };
     if let Some(observer) = observer {
         let preload = match std::env::var("LD_PRELOAD") {
             Ok(existing) if !existing.is_empty() => format!("{}:{existing}", observer.display()),
@@ -505,8 +530,14 @@ fn document(s: &TraceSummary, top: usize) -> Document {
             } else {
                 d.subgroup_size.to_string()
             };
+            let name = match &d.impersonated {
+                Some(i) => {
+                    format!("{} (impersonated by {} {}: profile {})", d.name, i.real_name, i.real_driver, i.profile)
+                }
+                None => d.name.clone(),
+            };
             t.row([
-                d.name.clone(),
+                name,
                 format!("{} {}", d.driver, d.driver_info),
                 subgroup,
                 yes(d.integer_dot),

@@ -45,6 +45,7 @@ mod sweep_trace;
 mod trace_cli;
 mod vulkan_capability;
 mod vulkan_crash;
+mod vulkan_impersonate;
 mod vulkan_moe;
 mod vulkan_pipelines_map;
 mod vulkan_trace;

@@ -41,6 +41,11 @@ pub struct TraceArgs {
     /// Rows of the per-kernel table (0 = all).
     #[arg(long, default_value_t = 40)]
     pub top: usize,
+    /// Run as if on another GPU: every Vulkan device answers ggml-vulkan's device queries from PROFILE (an id of
+    /// data/vulkan_profiles/, e.g. gfx900-radv, or a profile / `vulkaninfo --json` / gpuinfo.org profile file), so the
+    /// trace records the pipelines ggml picks for that device. Shaders are replaced by empty ones: numbers are garbage.
+    #[arg(long, value_name = "PROFILE", conflicts_with_all = ["read", "env"])]
+    pub impersonate: Option<String>,
     /// The command to run, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -59,6 +64,7 @@ impl From<TraceArgs> for TraceOptions {
             read: a.read,
             output: a.output.into(),
             top: a.top,
+            impersonate: a.impersonate,
             command: a.command,
         }
     }

@@ -29,8 +29,8 @@ pub use reader::{
     MAX_DIR_TRACE_FILES, MAX_KEPT, MAX_LINE,
 };
 pub use records::{
-    Crash, CrashLaunch, CrashThread, Device, DeviceLost, End, Header, KernelDef, PipelineStat, QueueAtLoss,
-    QueueDispatch, Shape, ShapeCount, Truncated, Warning, Window,
+    Crash, CrashLaunch, CrashThread, Device, DeviceLost, End, Header, Impersonated, KernelDef, PipelineStat,
+    QueueAtLoss, QueueDispatch, Shape, ShapeCount, Truncated, Warning, Window,
 };
 pub use summary::{
     Aggregate, CrashReport, DeviceLostReport, DispatchRun, LaunchRun, ProcessStats, QueueRuns, ThreadAtCrash,

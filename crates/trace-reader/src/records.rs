@@ -328,6 +328,23 @@ pub struct Device {
     pub shader_core_count_from: Option<String>,
     #[serde(default)]
     pub flags: std::collections::BTreeMap<String, bool>,
+    /// Present when the layer made the device answer from a profile (`backscope trace --impersonate`): the facts
+    /// above are the profile's, the work ran on `real_name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub impersonated: Option<Impersonated>,
+}
+
+/// The profile a device was impersonating and the device that really ran the work.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Impersonated {
+    #[serde(default)]
+    pub profile: String,
+    #[serde(default)]
+    pub profile_source: String,
+    #[serde(default)]
+    pub real_name: String,
+    #[serde(default)]
+    pub real_driver: String,
 }
 
 // Raw forms of the records whose format is compact arrays.

@@ -142,6 +142,12 @@ fn the_end_and_truncated_records_and_vulkan_records_read_back() {
             cooperative_matrix: false,
             shader_core_count: Some((64, "VK_AMD_shader_core_properties2")),
             flags: &[("subgroup_arithmetic", false), ("fp16", true)],
+            impersonated: Some(record::Impersonated {
+                profile: b"gfx900-radv",
+                profile_source: b"written by hand",
+                real_name: b"llvmpipe (LLVM 15.0.6, 256 bits)",
+                real_driver: b"llvmpipe",
+            }),
         },
     );
     let stats = [
@@ -176,6 +182,9 @@ fn the_end_and_truncated_records_and_vulkan_records_read_back() {
     record::end(&mut out, 1_100);
     let trace = TraceFile::parse(std::str::from_utf8(&out).unwrap()).unwrap();
     let d = &trace.devices[&0];
+    let imp = d.impersonated.as_ref().expect("the impersonation reads back");
+    assert_eq!((imp.profile.as_str(), imp.real_driver.as_str()), ("gfx900-radv", "llvmpipe"));
+    assert_eq!(imp.real_name, "llvmpipe (LLVM 15.0.6, 256 bits)");
     assert_eq!((d.api.as_str(), d.driver.as_str(), d.vendor_id, d.subgroup_size_min), ("vulkan", "radv", 0x1002, 32));
     assert_eq!((d.api_version, d.integer_dot, d.flags["fp16"]), ([1, 3, 278], false, true));
     assert_eq!(
@@ -348,6 +357,7 @@ fn vulkan_device_lost_and_crash_records_name_the_queues_last_dispatches() {
     assert!(trace.devices.contains_key(&0), "a device_lost record is not taken for a device record");
     // A device record without the shader core count (layers before it was recorded) reads as not known.
     assert_eq!((trace.devices[&0].shader_core_count, trace.devices[&0].shader_core_count_from.as_ref()), (None, None));
+    assert!(trace.devices[&0].impersonated.is_none(), "a device record without the field was not impersonated");
 
     let all = Aggregate::of([&trace], Range::All);
     let runs = &all.crashes[0].queues[0];

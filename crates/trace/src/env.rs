@@ -52,9 +52,21 @@ pub const TEST_INJECT_PANIC: Var = Var::new(c"BACKSCOPE_TEST_INJECT_PANIC");
 /// (`VK_KHR_pipeline_executable_properties`), which it otherwise enables on devices that offer it.
 pub const VK_PIPELINE_STATS: Var = Var::new(c"BACKSCOPE_VK_PIPELINE_STATS");
 
+/// Vulkan layer: a device profile file (`docs/vulkan-profiles.md`) every physical device answers ggml-vulkan's
+/// queries from (device impersonation; shaders are replaced by empty ones, so results are meaningless).
+pub const VK_IMPERSONATE: Var = Var::new(c"BACKSCOPE_VK_IMPERSONATE");
+
 /// Every variable above, for harnesses that clear an inherited configuration.
-pub const ALL: [Var; 7] =
-    [TRACE_DIR, TRACE_FILE, TRACE_INTERVAL_MS, TRACE_MAX_BYTES, MAX_KERNELS, TEST_INJECT_PANIC, VK_PIPELINE_STATS];
+pub const ALL: [Var; 8] = [
+    TRACE_DIR,
+    TRACE_FILE,
+    TRACE_INTERVAL_MS,
+    TRACE_MAX_BYTES,
+    MAX_KERNELS,
+    TEST_INJECT_PANIC,
+    VK_PIPELINE_STATS,
+    VK_IMPERSONATE,
+];
 
 pub const DEFAULT_INTERVAL_MS: u64 = 50;
 /// Longest window accepted; longer requests are clamped to it.
@@ -178,7 +190,8 @@ mod tests {
                 "BACKSCOPE_TRACE_MAX_BYTES",
                 "BACKSCOPE_MAX_KERNELS",
                 "BACKSCOPE_TEST_INJECT_PANIC",
-                "BACKSCOPE_VK_PIPELINE_STATS"
+                "BACKSCOPE_VK_PIPELINE_STATS",
+                "BACKSCOPE_VK_IMPERSONATE",
             ]
         );
         for v in ALL {

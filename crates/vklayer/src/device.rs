@@ -173,6 +173,7 @@ pub unsafe fn facts(inst: &InstanceDispatch, physical: vk::PhysicalDevice, exten
             ("integer_dot_accelerated", dot_props.integer_dot_product4x8_bit_packed_signed_accelerated == vk::TRUE),
             ("pipeline_executable_properties", has(extensions, "VK_KHR_pipeline_executable_properties")),
         ],
+        impersonated: None,
     }
 }
 

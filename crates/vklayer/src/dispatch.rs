@@ -44,6 +44,10 @@ pub struct InstanceDispatch {
     pub get_physical_device_properties: Option<vk::PFN_vkGetPhysicalDeviceProperties>,
     pub get_physical_device_properties2: Option<vk::PFN_vkGetPhysicalDeviceProperties2>,
     pub get_physical_device_features2: Option<vk::PFN_vkGetPhysicalDeviceFeatures2>,
+    pub get_physical_device_features: Option<vk::PFN_vkGetPhysicalDeviceFeatures>,
+    /// The next link's `vk_layerGetPhysicalDeviceProcAddr` (set by `vkCreateInstance` from the loader's link), which
+    /// an impersonating layer forwards the physical-device commands it does not answer to.
+    pub get_physical_device_proc_addr: crate::loader::GetPhysicalDeviceProcAddr,
     /// `VK_EXT_debug_utils` is an instance extension: its device commands come from here.
     pub set_debug_utils_object_name: Option<vk::PFN_vkSetDebugUtilsObjectNameEXT>,
     pub cmd_begin_debug_utils_label: Option<vk::PFN_vkCmdBeginDebugUtilsLabelEXT>,
@@ -68,6 +72,8 @@ impl InstanceDispatch {
                     .or_else(|| load(&resolve, c"vkGetPhysicalDeviceProperties2KHR")),
                 get_physical_device_features2: load(&resolve, c"vkGetPhysicalDeviceFeatures2")
                     .or_else(|| load(&resolve, c"vkGetPhysicalDeviceFeatures2KHR")),
+                get_physical_device_features: load(&resolve, c"vkGetPhysicalDeviceFeatures"),
+                get_physical_device_proc_addr: None,
                 set_debug_utils_object_name: load(&resolve, c"vkSetDebugUtilsObjectNameEXT"),
                 cmd_begin_debug_utils_label: load(&resolve, c"vkCmdBeginDebugUtilsLabelEXT"),
                 cmd_end_debug_utils_label: load(&resolve, c"vkCmdEndDebugUtilsLabelEXT"),

@@ -34,6 +34,7 @@ mod crash;
 mod device;
 mod dispatch;
 mod handles;
+mod impersonate;
 mod labels;
 mod loader;
 mod locus;

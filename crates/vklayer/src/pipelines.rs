@@ -210,6 +210,16 @@ pub struct DeviceFacts {
     /// ggml-vulkan's `shader_core_count` and the extension it came from ([`crate::device::facts`]).
     pub shader_core_count: (u32, &'static str),
     pub flags: Vec<(&'static str, bool)>,
+    /// The device answered from a profile (`crate::impersonate`): profile id and source, real name and driver.
+    pub impersonated: Option<ImpersonatedFacts>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ImpersonatedFacts {
+    pub profile: Vec<u8>,
+    pub profile_source: Vec<u8>,
+    pub real_name: Vec<u8>,
+    pub real_driver: Vec<u8>,
 }
 
 struct Registry {

@@ -276,6 +276,12 @@ fn device_record(out: &mut Vec<u8>, d: &DeviceFacts) {
             cooperative_matrix: d.cooperative_matrix,
             shader_core_count: Some(d.shader_core_count),
             flags: &d.flags,
+            impersonated: d.impersonated.as_ref().map(|i| record::Impersonated {
+                profile: &i.profile,
+                profile_source: &i.profile_source,
+                real_name: &i.real_name,
+                real_driver: &i.real_driver,
+            }),
         },
     );
 }

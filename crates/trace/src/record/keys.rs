@@ -138,6 +138,11 @@ pub mod field {
     pub const SHADER_CORE_COUNT: &str = "shader_core_count";
     pub const SHADER_CORE_COUNT_FROM: &str = "shader_core_count_from";
     pub const FLAGS: &str = "flags";
+    pub const IMPERSONATED: &str = "impersonated";
+    pub const PROFILE: &str = "profile";
+    pub const PROFILE_SOURCE: &str = "profile_source";
+    pub const REAL_NAME: &str = "real_name";
+    pub const REAL_DRIVER: &str = "real_driver";
 }
 
 /// `/proc/self/cmdline` bytes kept in the header: enough to tell processes apart (`ollama runner

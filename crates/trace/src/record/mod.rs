@@ -265,6 +265,19 @@ pub struct Device<'a> {
     pub shader_core_count: Option<(u32, &'a str)>,
     /// Further yes/no facts by name (subgroup arithmetic, fp16, bf16 …).
     pub flags: &'a [(&'a str, bool)],
+    /// The device answered from a profile (`BACKSCOPE_VK_IMPERSONATE`): the facts above are the profile's.
+    pub impersonated: Option<Impersonated<'a>>,
+}
+
+/// A device the layer made answer as another (`backscope trace --impersonate`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Impersonated<'a> {
+    /// The profile's `id` and `source`.
+    pub profile: &'a [u8],
+    pub profile_source: &'a [u8],
+    /// The device that ran the work: its name and driver.
+    pub real_name: &'a [u8],
+    pub real_driver: &'a [u8],
 }
 
 pub fn device(out: &mut (impl Out + ?Sized), d: &Device<'_>) {
@@ -286,6 +299,13 @@ pub fn device(out: &mut (impl Out + ?Sized), d: &Device<'_>) {
         for &(name, value) in d.flags {
             f.bool(name, value);
         }
+        f.end();
+    }
+    if let Some(i) = d.impersonated {
+        let inner = o.key(field::IMPERSONATED);
+        let mut f = Obj::begin(&mut *inner);
+        f.bytes(field::PROFILE, i.profile).bytes(field::PROFILE_SOURCE, i.profile_source);
+        f.bytes(field::REAL_NAME, i.real_name).bytes(field::REAL_DRIVER, i.real_driver);
         f.end();
     }
     o.end_line();

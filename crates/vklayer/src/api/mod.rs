@@ -50,7 +50,10 @@ pub unsafe extern "system" fn vkNegotiateLoaderLayerInterfaceVersion(
     n.loader_layer_interface_version = n.loader_layer_interface_version.min(loader::INTERFACE_VERSION);
     n.pfn_get_instance_proc_addr = Some(get_instance_proc_addr);
     n.pfn_get_device_proc_addr = Some(get_device_proc_addr);
-    n.pfn_get_physical_device_proc_addr = None;
+    // Only an impersonating layer answers physical-device commands the loader may not know itself
+    // (vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR on older loaders).
+    n.pfn_get_physical_device_proc_addr = crate::impersonate::requested()
+        .then_some(physical::get_physical_device_proc_addr as unsafe extern "system" fn(_, _) -> _);
     vk::Result::SUCCESS
 }
 
@@ -64,6 +67,8 @@ macro_rules! hook {
     }};
 }
 
+mod physical;
+
 /// Instance-level commands the layer implements.
 fn instance_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
     match name {
@@ -72,7 +77,7 @@ fn instance_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
         b"vkCreateInstance" => hook!(create_instance, vk::PFN_vkCreateInstance),
         b"vkDestroyInstance" => hook!(destroy_instance, vk::PFN_vkDestroyInstance),
         b"vkCreateDevice" => hook!(create_device, vk::PFN_vkCreateDevice),
-        _ => None,
+        _ => physical::physical_hook(name),
     }
 }
 
@@ -180,19 +185,24 @@ unsafe extern "system" fn create_instance(
     out: *mut vk::Instance,
 ) -> vk::Result {
     crate::start::start();
+    if let Some(why) = crate::impersonate::failure() {
+        // Running as the real device would pass a real run off as an impersonated one.
+        state::note(format_args!("BACKSCOPE_VK_IMPERSONATE: {why}; no instance is created"));
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    }
     // SAFETY: the loader chains its link structure into the create info it passes.
     let Some(link) = (unsafe { loader::instance_link((*info).p_next) }) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: the link structure is the loader's, valid for this call; the layer advances it for the
     // next layer, as the loader's interface requires.
-    let next_gipa = unsafe {
+    let (next_gipa, next_gpdpa) = unsafe {
         let layer_info = (*link).layer_info;
         if layer_info.is_null() {
             return vk::Result::ERROR_INITIALIZATION_FAILED;
         }
         (*link).layer_info = (*layer_info).p_next;
-        (*layer_info).pfn_next_get_instance_proc_addr
+        ((*layer_info).pfn_next_get_instance_proc_addr, (*layer_info).pfn_next_get_physical_device_proc_addr)
     };
     // SAFETY: vkCreateInstance is a global command, looked up with a null instance.
     let next_create = unsafe { next_gipa(vk::Instance::null(), c"vkCreateInstance".as_ptr()) };
@@ -207,7 +217,8 @@ unsafe extern "system" fn create_instance(
     // SAFETY: the instance just created.
     let instance = unsafe { *out };
     // SAFETY: next_gipa is the next link's and `instance` its new instance.
-    let table = unsafe { InstanceDispatch::new(instance, next_gipa) };
+    let mut table = unsafe { InstanceDispatch::new(instance, next_gipa) };
+    table.get_physical_device_proc_addr = next_gpdpa;
     let destroy = table.destroy_instance;
     // SAFETY: a valid instance handle.
     if !dispatch::add_instance(unsafe { dispatch_key(instance.as_raw() as *mut u8) }, table) {
@@ -264,6 +275,16 @@ unsafe extern "system" fn create_device(
     };
     // SAFETY: the command's own type.
     let next_create: vk::PFN_vkCreateDevice = unsafe { std::mem::transmute(next_create) };
+    if let Some(profile) = crate::impersonate::active() {
+        // SAFETY: the caller's arguments, `inst` the physical device's instance.
+        let (result, facts_id) =
+            unsafe { physical::create_device(inst, profile, physical, info, allocator, out, next_create) };
+        if result != vk::Result::SUCCESS {
+            return result;
+        }
+        // SAFETY: the device just created, by the next link whose vkGetDeviceProcAddr is next_gdpa.
+        return unsafe { register_device(inst, *out, next_gdpa, facts_id, false, allocator) };
+    }
 
     // What the device offers, and whether the layer adds pipeline statistics to its creation.
     let observed = state::on()
@@ -329,6 +350,23 @@ unsafe extern "system" fn create_device(
         })
         .flatten()
     });
+    // SAFETY: the device just created by the next link.
+    unsafe { register_device(inst, device, next_gdpa, facts_id, statistics_on, allocator) }
+}
+
+/// Gives a new device its table of the next link's functions; a device without one is destroyed again (its calls
+/// could not be forwarded).
+///
+/// # Safety
+/// `device` must be the device the next link, whose `vkGetDeviceProcAddr` is `next_gdpa`, just created.
+unsafe fn register_device(
+    inst: &InstanceDispatch,
+    device: vk::Device,
+    next_gdpa: vk::PFN_vkGetDeviceProcAddr,
+    facts_id: Option<u32>,
+    statistics_on: bool,
+    allocator: *const vk::AllocationCallbacks<'_>,
+) -> vk::Result {
     // SAFETY: next_gdpa is the next link's and `device` its new device.
     let mut table = unsafe { DeviceDispatch::new(device, next_gdpa, facts_id, statistics_on) };
     table.instance_set_debug_utils_object_name = inst.set_debug_utils_object_name;
@@ -343,7 +381,7 @@ unsafe extern "system" fn create_device(
         }
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     }
-    result
+    vk::Result::SUCCESS
 }
 
 unsafe extern "system" fn destroy_device(device: vk::Device, allocator: *const vk::AllocationCallbacks<'_>) {

@@ -93,8 +93,13 @@ pub(super) unsafe extern "system" fn create_shader_module(
     let Some(next) = device_of(device).and_then(|d| d.create_shader_module) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    // SAFETY: forwarding the caller's arguments.
-    let result = watched(&call::CREATE_SHADER_MODULE, || unsafe { next(device, info, allocator, out) });
+    // An impersonating layer gives the driver the empty shader (the observation below reads the original code).
+    let empty = (crate::impersonate::active().is_some() && !info.is_null())
+        // SAFETY: the caller's valid create info.
+        .then(|| super::physical::empty_module_info(unsafe { &*info }));
+    let forwarded = empty.as_ref().map_or(info, |e| e as *const _);
+    // SAFETY: forwarding the caller's arguments (or the empty module's create info, alive for the call).
+    let result = watched(&call::CREATE_SHADER_MODULE, || unsafe { next(device, forwarded, allocator, out) });
     if result == vk::Result::SUCCESS && state::on() {
         state::guarded(|| {
             // SAFETY: the caller's valid create info and the module just created.
@@ -146,7 +151,13 @@ pub(super) unsafe extern "system" fn create_compute_pipelines(
     let Some(next) = d.create_compute_pipelines else { return vk::Result::ERROR_INITIALIZATION_FAILED };
     let observing = state::on() && count > 0 && !infos.is_null();
     let with_statistics = observing && d.capture_statistics;
-    let result = if with_statistics {
+    let result = if crate::impersonate::active().is_some() && count > 0 && !infos.is_null() {
+        // SAFETY: `count` valid create infos; the copies live until the call returns.
+        unsafe {
+            let copies = crate::impersonate::pipeline_create_infos(std::slice::from_raw_parts(infos, count as usize));
+            watched(&call::CREATE_COMPUTE_PIPELINES, || next(device, cache, count, copies.as_ptr(), allocator, out))
+        }
+    } else if with_statistics {
         // SAFETY: `count` valid create infos; the copies differ only in `flags` and live until the
         // call returns.
         unsafe {

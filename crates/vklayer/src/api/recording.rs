@@ -195,6 +195,9 @@ fn record(cb: vk::CommandBuffer, grid: [u32; 3]) -> Option<&'static DeviceDispat
 
 pub(super) unsafe extern "system" fn cmd_dispatch(cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
     if let Some(next) = record(cb, [x, y, z]).and_then(|d| d.cmd_dispatch) {
+        // An impersonated device may take more workgroups than the real one: recorded as asked, forwarded within
+        // the real limits (unchanged otherwise).
+        let (x, y, z) = crate::impersonate::clamp_groups(x, y, z);
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(cb, x, y, z) };
     }
@@ -210,6 +213,7 @@ pub(super) unsafe extern "system" fn cmd_dispatch_base(
     z: u32,
 ) {
     if let Some(next) = record(cb, [x, y, z]).and_then(|d| d.cmd_dispatch_base) {
+        let (x, y, z) = crate::impersonate::clamp_groups(x, y, z);
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(cb, bx, by, bz, x, y, z) };
     }
@@ -225,6 +229,7 @@ pub(super) unsafe extern "system" fn cmd_dispatch_base_khr(
     z: u32,
 ) {
     if let Some(next) = record(cb, [x, y, z]).and_then(|d| d.cmd_dispatch_base_khr) {
+        let (x, y, z) = crate::impersonate::clamp_groups(x, y, z);
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(cb, bx, by, bz, x, y, z) };
     }
