@@ -70,6 +70,7 @@ fn vk_trace(dir: &Path, pid: u32, libraries: &[PathBuf]) {
             cooperative_matrix: true,
             shader_core_count: Some((132, "VK_NV_shader_sm_builtins")),
             flags: &[("subgroup_arithmetic", true), ("fp16", true)],
+            impersonated: None,
         },
     );
     let names: Vec<String> = (0..libraries.len()).map(|i| format!("spirv:{:016x}", 0xabc0 + i)).collect();
