@@ -27,6 +27,19 @@ pub const DEFAULT_PROMPT: &str = "Why is the sky blue?";
 /// Default observer window for sweeps: shorter than `backscope trace`'s 50 ms, so a request's join waits less and
 /// windows straddling a request boundary are shorter.
 pub const DEFAULT_TRACE_INTERVAL_MS: u64 = 20;
+/// The documented maxima of the sweep's numbers (docs/commands.md), checked for flags and spec files alike: a timeout
+/// becomes a deadline (`now + d`, which a huge value overflows), epochs and repetitions a loop, a generated prompt an
+/// allocation. Seven days; a thousand passes; 100,000 layers; ten million tokens to generate; a prompt of 2^20
+/// tokens (about 6 MB); an observer window of an hour.
+pub const MAX_TIMEOUT_S: f64 = 7.0 * 24.0 * 3600.0;
+pub const MAX_EPOCHS: u32 = 1000;
+pub const MAX_REPETITIONS: u32 = 1000;
+pub const MAX_NUM_GPU: i64 = 100_000;
+pub const MAX_NUM_PREDICT: i64 = 10_000_000;
+pub const MAX_PROMPT_TOKENS: u32 = 1 << 20;
+pub const MAX_TRACE_INTERVAL_MS: u64 = 3_600_000;
+/// Sampling temperatures beyond this are typos (llama.cpp reads any value ≤ 0 as greedy).
+pub const MAX_TEMPERATURE: f64 = 1000.0;
 
 /// Everything a run needs, resolved; stored with the run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -202,12 +215,12 @@ pub fn resolve(spec: &SpecFile, detect: &mut dyn FnMut(&str) -> Option<Api>) -> 
     let models = models(spec)?;
     let prompts = prompts(spec)?;
     let num_gpu = if spec.num_gpu.is_empty() { vec![-1] } else { spec.num_gpu.clone() };
-    if let Some(bad) = num_gpu.iter().find(|&&n| n < -1) {
-        bail!("num_gpu {bad}: use a layer count ≥ 0, or -1 to let the runtime decide");
+    if let Some(bad) = num_gpu.iter().find(|&&n| !(-1..=MAX_NUM_GPU).contains(&n)) {
+        bail!("num_gpu {bad}: use a layer count from 0 to {MAX_NUM_GPU}, or -1 to let the runtime decide");
     }
     let num_predict = if spec.num_predict.is_empty() { vec![DEFAULT_NUM_PREDICT] } else { spec.num_predict.clone() };
-    if let Some(bad) = num_predict.iter().find(|&&n| n < 1) {
-        bail!("num_predict {bad}: generate at least one token");
+    if let Some(bad) = num_predict.iter().find(|&&n| !(1..=MAX_NUM_PREDICT).contains(&n)) {
+        bail!("num_predict {bad}: generate from 1 to {MAX_NUM_PREDICT} tokens");
     }
     for list in [&num_gpu, &num_predict] {
         let mut seen = BTreeSet::new();
@@ -218,8 +231,14 @@ pub fn resolve(spec: &SpecFile, detect: &mut dyn FnMut(&str) -> Option<Api>) -> 
     let trace = trace(spec, &endpoints)?;
     let epochs = spec.epochs.unwrap_or(1);
     let repetitions = spec.repetitions.unwrap_or(1);
-    if epochs == 0 || repetitions == 0 {
-        bail!("epochs and repetitions must be at least 1");
+    if !(1..=MAX_EPOCHS).contains(&epochs) {
+        bail!("epochs {epochs}: give 1 to {MAX_EPOCHS} passes");
+    }
+    if !(1..=MAX_REPETITIONS).contains(&repetitions) {
+        bail!("repetitions {repetitions}: give 1 to {MAX_REPETITIONS}");
+    }
+    if let Some(t) = spec.temperature.filter(|t| !(-MAX_TEMPERATURE..=MAX_TEMPERATURE).contains(t)) {
+        bail!("temperature {t}: give a number from -{MAX_TEMPERATURE} to {MAX_TEMPERATURE}");
     }
     Ok(Plan {
         endpoints,
@@ -255,8 +274,8 @@ fn timeouts(spec: &SpecFile) -> Result<Timeouts> {
         ("ready", timeouts.ready_s),
         ("grace", timeouts.grace_s),
     ] {
-        if !(v > 0.0 && v.is_finite()) {
-            bail!("the {what} timeout must be a positive number of seconds, not {v}");
+        if !(v > 0.0 && v <= MAX_TIMEOUT_S) {
+            bail!("the {what} timeout must be a positive number of seconds up to {MAX_TIMEOUT_S} (7 days), not {v}");
         }
     }
     Ok(timeouts)
@@ -343,8 +362,12 @@ fn prompts(spec: &SpecFile) -> Result<Vec<Prompt>> {
                 let stem = f.file_stem().map(|s| s.to_string_lossy().into_owned());
                 (stem.unwrap_or_else(|| format!("file{}", i + 1)), t, None)
             }
-            (None, None, Some(n)) if n > 0 => (format!("{n}tok"), prompt_of_tokens(n), Some(n)),
-            (None, None, Some(_)) => bail!("prompt {}: `tokens` must be at least 1", i + 1),
+            (None, None, Some(n)) if (1..=MAX_PROMPT_TOKENS).contains(&n) => {
+                (format!("{n}tok"), prompt_of_tokens(n), Some(n))
+            }
+            (None, None, Some(n)) => {
+                bail!("prompt {}: prompt_tokens {n}: give 1 to {MAX_PROMPT_TOKENS} tokens", i + 1)
+            }
             _ => bail!("prompt {}: give exactly one of `text`, `file` or `tokens`", i + 1),
         };
         let name = p.name.clone().unwrap_or(default_name);
@@ -376,6 +399,9 @@ fn trace(spec: &SpecFile, endpoints: &[Endpoint]) -> Result<Option<TracePlan>> {
     let interval_ms = spec.trace_interval_ms.unwrap_or(DEFAULT_TRACE_INTERVAL_MS);
     if interval_ms == 0 {
         bail!("trace_interval_ms must be at least 1: with 0 the observer writes only at exit and no request could be joined");
+    }
+    if interval_ms > MAX_TRACE_INTERVAL_MS {
+        bail!("trace_interval_ms {interval_ms}: at most {MAX_TRACE_INTERVAL_MS} (an hour)");
     }
     Ok(Some(TracePlan { observer, interval_ms, vulkan_manifest, dirs }))
 }
