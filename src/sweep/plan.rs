@@ -493,7 +493,24 @@ mod tests {
             ngl(f, vec![0]);
             f.epochs = Some(0)
         })
-        .contains("at least 1"));
+        .contains("give 1 to 1000"));
+        // The documented maxima: a huge value is a loop, a deadline or an allocation that never ends.
+        assert!(err(|f| {
+            ngl(f, vec![0]);
+            f.repetitions = Some(u32::MAX)
+        })
+        .contains("give 1 to 1000"));
+        assert!(err(|f| {
+            ngl(f, vec![0]);
+            f.timeouts.request_s = Some(1e300)
+        })
+        .contains("up to 604800"));
+        assert!(err(|f| ngl(f, vec![i64::MAX])).contains("from 0 to 100000"));
+        assert!(err(|f| {
+            ngl(f, vec![0]);
+            f.prompt_tokens = vec![u32::MAX]
+        })
+        .contains("give 1 to 1048576"));
         assert!(err(|f| {
             ngl(f, vec![0]);
             f.timeouts.read_s = Some(-1.0)

@@ -245,7 +245,8 @@ impl Shape {
         let vocab = u128::from(self.n_vocab.unwrap_or(MAX_VOCAB));
         let gqa = u128::from(self.n_embd_gqa());
         let experts = u128::from(self.n_expert.max(1));
-        let per_layer = 2 * e * e + 2 * e * gqa + 3 * e * ff * experts + e * experts + 2 * e;
+        // Per layer: q and output, k and v, the feed-forward (per expert), the router, the norms and biases.
+        let per_layer = 2 * e * e + 2 * e * gqa + 3 * e * ff * experts + e * experts + 3 * e + 2 * gqa;
         2 * e * vocab + layers * per_layer + e
     }
 
@@ -360,5 +361,17 @@ mod tests {
         let mut s = Preset::Tiny.shape();
         s.n_vocab = Some(MAX_VOCAB + 1);
         assert!(s.validate().is_err());
+        // More layers than llama.cpp loads, and a shape of terabytes (n_ff of 2^32 - 1), are refused before any
+        // tensor list is made.
+        let mut s = Preset::Tiny.shape();
+        s.n_layer = MAX_LAYERS + 1;
+        assert!(s.validate().unwrap_err().to_string().contains("LLAMA_MAX_LAYERS"));
+        let mut s = Preset::Tiny.shape();
+        s.n_ff = u64::from(u32::MAX);
+        assert!(s.validate().unwrap_err().to_string().contains("at most 1099511627776"));
+        // The bound is no looser than the count: Qwen2-7B's 7.6 B weights are below their bound.
+        let q = Preset::Qwen2_7b.shape();
+        let counted: u64 = q.tensors(152064, GgmlType::F16).iter().map(|(t, _)| t.n_elements().unwrap()).sum();
+        assert!(q.weights_at_most() >= u128::from(counted));
     }
 }
