@@ -40,7 +40,8 @@ fn bisect(dir: &Path, args: &[&str]) -> Done {
 /// A bisect b100..b104 (first bad b103) run to its end; its id.
 fn finished_bisect(dir: &Path) -> String {
     builds(dir, 100..=104, 103);
-    let done = bisect(dir, &["--good", "100", "--bad", "104", "--builds", "dir:builds", "--json", "--", "sh", "-c", TEST]);
+    let done =
+        bisect(dir, &["--good", "100", "--bad", "104", "--builds", "dir:builds", "--json", "--", "sh", "-c", TEST]);
     done.assert_bounded(&[0], 30, 200 * MIB);
     let v: Value = serde_json::from_str(&done.stdout).unwrap();
     assert_eq!(v["verdict"]["kind"], "found", "{}", done.stdout);
@@ -186,7 +187,8 @@ fn a_row_with_swapped_ends_gives_no_confirmed_verdict() {
     let conn = Connection::open(d.join("b.db")).unwrap();
     conn.execute("UPDATE bisect_runs SET good = bad, bad = good", []).unwrap();
     let db = d.join("b.db");
-    let done = bounded::run(&["report".as_ref(), db.as_os_str(), "--bisect".as_ref(), "--json".as_ref()], bounds(d, 30));
+    let done =
+        bounded::run(&["report".as_ref(), db.as_os_str(), "--bisect".as_ref(), "--json".as_ref()], bounds(d, 30));
     assert_no_panic(&done);
     let v: Value = serde_json::from_str(&done.stdout).unwrap_or_else(|_| panic!("{}", done.describe()));
     assert_eq!(v["verdict"]["kind"], "inconsistent", "{}", done.stdout);
@@ -206,11 +208,13 @@ fn an_external_tests_output_is_capped() {
     let d = dir.path();
     builds(d, 100..=101, 101);
     let loud = format!("head -c 200000000 /dev/zero; echo; echo last-line; {TEST}");
-    let done = bisect(d, &["--good", "100", "--bad", "101", "--builds", "dir:builds", "--json", "--", "sh", "-c", &loud]);
+    let done =
+        bisect(d, &["--good", "100", "--bad", "101", "--builds", "dir:builds", "--json", "--", "sh", "-c", &loud]);
     done.assert_bounded(&[0], 50, 200 * MIB);
     let v: Value = serde_json::from_str(&done.stdout).unwrap();
     assert_eq!(v["verdict"]["first_bad"], 101, "the test still gets its exit status");
-    let logs: Vec<PathBuf> = walk(&d.join("runs")).into_iter().filter(|p| p.extension() == Some("log".as_ref())).collect();
+    let logs: Vec<PathBuf> =
+        walk(&d.join("runs")).into_iter().filter(|p| p.extension() == Some("log".as_ref())).collect();
     assert_eq!(logs.len(), 2, "{logs:?}");
     for log in logs {
         let len = std::fs::metadata(&log).unwrap().len();

@@ -110,7 +110,11 @@ fn stored_spec(row: &BisectRow) -> Result<BisectSpec> {
     let ascending = row.candidates.windows(2).all(|w| w[0] < w[1]);
     let ends = row.candidates.first() == Some(&spec.good) && row.candidates.last() == Some(&spec.bad);
     if !ascending || !ends {
-        bail!("bisect {id}: its stored candidates are not the builds from b{} to b{} ascending; refused", spec.good, spec.bad);
+        bail!(
+            "bisect {id}: its stored candidates are not the builds from b{} to b{} ascending; refused",
+            spec.good,
+            spec.bad
+        );
     }
     Ok(spec)
 }

@@ -123,7 +123,11 @@ fn check_test(test: &TestSpec) -> Result<(), SpecError> {
                 let known: Result<crate::run::record::ErrorClass, _> =
                     serde_json::from_value(serde_json::Value::String(c.clone()));
                 if known.is_err() {
-                    return refuse("test.class", "--class", format!("`{c}` is not an error class (crash, server_exit, …)"));
+                    return refuse(
+                        "test.class",
+                        "--class",
+                        format!("`{c}` is not an error class (crash, server_exit, …)"),
+                    );
                 }
             }
             if let Some(s) = signature {
@@ -167,7 +171,11 @@ fn check_test(test: &TestSpec) -> Result<(), SpecError> {
 fn check_cell(spec: &BisectSpec) -> Result<(), SpecError> {
     let Some(c) = &spec.cell else {
         if spec.test.needs_cell() {
-            return refuse("cell.model", "--model", format!("`{}` runs a cell: give --model M.gguf", spec.test.describe()));
+            return refuse(
+                "cell.model",
+                "--model",
+                format!("`{}` runs a cell: give --model M.gguf", spec.test.describe()),
+            );
         }
         return Ok(());
     };
@@ -259,12 +267,7 @@ impl BisectSpec {
             anyhow!("bisect {bisect_id}: its stored spec (bisect_runs.spec_json) is not a bisect spec: {e}")
         })?;
         spec.check().map_err(|e| {
-            anyhow!(
-                "bisect {bisect_id}: its stored spec is refused: field `{}` ({}): {}",
-                e.field,
-                e.flag,
-                e.problem
-            )
+            anyhow!("bisect {bisect_id}: its stored spec is refused: field `{}` ({}): {}", e.field, e.flag, e.problem)
         })?;
         Ok(spec)
     }

@@ -138,14 +138,23 @@ pub fn contradiction(row: &BisectRow, steps: &[Step]) -> Option<String> {
         }
     }
     if let Some(s) = steps.iter().find(|s| s.build < row.good || s.build > row.bad) {
-        return Some(format!("step {} tested b{}, outside b{}..b{}", s.seq.saturating_add(1), s.build, row.good, row.bad));
+        return Some(format!(
+            "step {} tested b{}, outside b{}..b{}",
+            s.seq.saturating_add(1),
+            s.build,
+            row.good,
+            row.bad
+        ));
     }
     let st = State::of(&row.candidates, row.good, row.bad, steps);
     // The ends' own outcomes are checked by [`ends`] (an end that tests otherwise is a bad range, not this).
-    let wrong_side = |s: &&Step| s.role == Role::Probe && match s.outcome {
-        Outcome::Good => s.build >= st.first_bad,
-        Outcome::Bad => s.build <= st.last_good,
-        _ => false,
+    let wrong_side = |s: &&Step| {
+        s.role == Role::Probe
+            && match s.outcome {
+                Outcome::Good => s.build >= st.first_bad,
+                Outcome::Bad => s.build <= st.last_good,
+                _ => false,
+            }
     };
     steps.iter().find(wrong_side).map(|s| {
         format!(
@@ -414,7 +423,12 @@ mod tests {
         assert!(matches!(&v, Verdict::Inconsistent { why } if why.contains("good-end step 1 tested b100")), "{v:?}");
         // A good probe above a bad one: the steps contradict each other.
         let row = crate::run::bisect::tests::row("b");
-        let flipped = [steps[0].clone(), steps[1].clone(), step(101, Role::Probe, Outcome::Bad), step(103, Role::Probe, Outcome::Good)];
+        let flipped = [
+            steps[0].clone(),
+            steps[1].clone(),
+            step(101, Role::Probe, Outcome::Bad),
+            step(103, Role::Probe, Outcome::Good),
+        ];
         assert!(matches!(Verdict::of(&row, &flipped), Verdict::Inconsistent { .. }));
         assert_eq!(Verdict::of(&row, &steps), Verdict::Found { last_good: 102, first_bad: 103 });
     }
