@@ -243,6 +243,9 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// One numeric flag's case: the command line before the flag, the flag, the values to try, what follows the flag.
+type Case<'a> = (&'a [&'a str], &'a str, &'a [&'a str], &'a [&'a str]);
+
 /// "No panic from any numeric flag": each command with its numeric flags at their extremes (u64::MAX, i64::MAX,
 /// 4294967295, the most negative i64, NaN and infinities for the decimal ones) exits 2 with an error naming the
 /// flag, before it does anything else. (`--n-layer 4294967295` aborted `synth` on a failed allocation; NaN in
@@ -263,8 +266,7 @@ fn no_numeric_flag_panics() {
     let predict_base: &[&str] = &["predict", "--arch", "sm_86", "--type", "q4_k", "--n", "4096", "--k", "4096"];
     let synth_base: &[&str] = &["synth", "--preset", "tiny", "--output", "synth.gguf"];
     let cell: &[&str] = &["--crash", "--model", "m.gguf"];
-    // (the command line before the flag, the flag, the values, what follows the flag)
-    let cases: Vec<(&[&str], &str, &[&str], &[&str])> = vec![
+    let cases: Vec<Case> = vec![
         (bisect_base, "--test-timeout", &huge, &["--", "true"]),
         (bisect_base, "--repeat", &huge, &["--", "true"]),
         (bisect_base, "--jobs", &huge, &["--", "true"]),
