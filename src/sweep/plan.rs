@@ -267,18 +267,56 @@ fn timeouts(spec: &SpecFile) -> Result<Timeouts> {
         ready_s: t.ready_s.unwrap_or(DEFAULT_READY_S),
         grace_s: t.grace_s.unwrap_or(DEFAULT_GRACE_S),
     };
-    for (what, v) in [
-        ("connect", timeouts.connect_s),
-        ("read", timeouts.read_s),
-        ("request", timeouts.request_s),
-        ("ready", timeouts.ready_s),
-        ("grace", timeouts.grace_s),
-    ] {
-        if !(v > 0.0 && v <= MAX_TIMEOUT_S) {
-            bail!("the {what} timeout must be a positive number of seconds up to {MAX_TIMEOUT_S} (7 days), not {v}");
-        }
-    }
+    check_timeouts(&timeouts)?;
     Ok(timeouts)
+}
+
+/// A timeout becomes a `Duration` and a deadline (`now + d`): NaN, infinities and huge values are refused here.
+fn check_seconds(what: &str, v: f64) -> Result<()> {
+    if !(v > 0.0 && v <= MAX_TIMEOUT_S) {
+        bail!("the {what} timeout must be a positive number of seconds up to {MAX_TIMEOUT_S} (7 days), not {v}");
+    }
+    Ok(())
+}
+
+fn check_timeouts(t: &Timeouts) -> Result<()> {
+    for (what, v) in [
+        ("connect", t.connect_s),
+        ("read", t.read_s),
+        ("request", t.request_s),
+        ("ready", t.ready_s),
+        ("grace", t.grace_s),
+    ] {
+        check_seconds(what, v)?;
+    }
+    Ok(())
+}
+
+impl Plan {
+    /// The numeric limits every new plan passes, checked again on a plan read back for `--resume`: a stored row is
+    /// data someone may have rewritten, and a timeout, a loop count or a window from it must not reach a deadline
+    /// or a loop the flags would have refused.
+    pub fn check_limits(&self) -> Result<()> {
+        check_timeouts(&self.timeouts)?;
+        for e in &self.endpoints {
+            if let EndpointKind::Managed { ready_timeout_s, .. } = &e.kind {
+                check_seconds(&format!("endpoint `{}` ready", e.name), *ready_timeout_s)?;
+            }
+        }
+        if !(1..=MAX_EPOCHS).contains(&self.epochs) || !(1..=MAX_REPETITIONS).contains(&self.repetitions) {
+            bail!("epochs {} and repetitions {}: give 1 to {MAX_EPOCHS} each", self.epochs, self.repetitions);
+        }
+        if let Some(n) = self.num_gpu.iter().find(|n| !(-1..=MAX_NUM_GPU).contains(*n)) {
+            bail!("num_gpu {n}: use a layer count from 0 to {MAX_NUM_GPU}, or -1 to let the runtime decide");
+        }
+        if let Some(n) = self.num_predict.iter().find(|n| !(1..=MAX_NUM_PREDICT).contains(*n)) {
+            bail!("num_predict {n}: generate from 1 to {MAX_NUM_PREDICT} tokens");
+        }
+        if let Some(t) = self.trace.as_ref().filter(|t| t.interval_ms > MAX_TRACE_INTERVAL_MS) {
+            bail!("trace_interval_ms {}: at most {MAX_TRACE_INTERVAL_MS} (an hour)", t.interval_ms);
+        }
+        Ok(())
+    }
 }
 
 fn endpoint_kind(
@@ -326,7 +364,11 @@ fn endpoint_kind(
                 args: e.args.clone(),
                 env: e.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                 port: e.port,
-                ready_timeout_s: e.ready_timeout_s.unwrap_or(timeouts.ready_s),
+                ready_timeout_s: {
+                    let s = e.ready_timeout_s.unwrap_or(timeouts.ready_s);
+                    check_seconds(&format!("endpoint `{}` ready", e.name), s)?;
+                    s
+                },
             })
         }
     }
@@ -464,6 +506,37 @@ mod tests {
         assert_eq!(e.model_name(&p.models[1]), "/m/qwen.gguf");
         assert_eq!(e.api(), Some(Api::OpenAi));
         assert!(!e.num_gpu_settable(), "a command without {{num_gpu}} that is not Ollama cannot vary it");
+    }
+
+    /// A plan read back for `--resume` passes the limits a new one does: a rewritten row's NaN or huge timeout,
+    /// endless epochs or huge layer count is refused before any deadline or loop sees it.
+    #[test]
+    fn a_stored_plan_out_of_limits_is_refused() {
+        let ok = plan_of(|f| {
+            f.endpoints = vec!["a=http://x".into()];
+            f.servers = vec!["b=llama-server".into()];
+            f.llama_bin = Some("/llama/bin".into());
+            f.models = vec!["/m.gguf".into()];
+        })
+        .unwrap();
+        ok.check_limits().unwrap();
+        let refused = |f: &dyn Fn(&mut Plan)| {
+            let mut p = ok.clone();
+            f(&mut p);
+            format!("{:#}", p.check_limits().unwrap_err())
+        };
+        assert!(refused(&|p| p.timeouts.request_s = f64::NAN).contains("request timeout"));
+        assert!(refused(&|p| p.timeouts.grace_s = 1e300).contains("grace timeout"));
+        assert!(refused(&|p| p.epochs = u32::MAX).contains("epochs"));
+        assert!(refused(&|p| p.num_gpu = vec![i64::MIN]).contains("num_gpu"));
+        let managed = |p: &mut Plan| {
+            for e in &mut p.endpoints {
+                if let EndpointKind::Managed { ready_timeout_s, .. } = &mut e.kind {
+                    *ready_timeout_s = f64::INFINITY;
+                }
+            }
+        };
+        assert!(refused(&managed).contains("endpoint `b` ready"));
     }
 
     #[test]
