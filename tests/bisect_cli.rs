@@ -202,7 +202,8 @@ fn sigkill_mid_step_loses_no_committed_step_and_resume_finishes() {
     drop(db);
     assert_eq!(committed, [(100, "good".to_string()), (108, "bad".to_string())]);
     std::fs::write(d.join("calls.go"), "").unwrap();
-    let (out, v) = run(bisect(d, &["--resume", "--json"]));
+    // The stored test is an external command: a resume runs it only when told to (--yes).
+    let (out, v) = run(bisect(d, &["--resume", "--yes", "--json"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!((v["verdict"]["last_good"].as_u64(), v["verdict"]["first_bad"].as_u64()), (Some(104), Some(105)));
     let c = calls(d);
@@ -306,7 +307,7 @@ fn ctrl_c_mid_step_stops_the_test_exits_130_and_resume_finishes() {
     assert_eq!(v["steps"].as_array().unwrap().len(), 2, "the interrupted step is not recorded");
     std::fs::write(d.join("calls.go"), "").unwrap();
     let id = v["bisect"]["bisect_id"].as_str().unwrap();
-    let (out, v) = run(bisect(d, &["--resume", id, "--json"]));
+    let (out, v) = run(bisect(d, &["--resume", id, "--yes", "--json"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!((v["verdict"]["first_bad"].as_u64(), v["bisect"]["status"].as_str()), (Some(107), Some("finished")));
 }

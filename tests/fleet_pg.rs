@@ -598,7 +598,8 @@ fn a_bisect_killed_mid_step_resumes_from_postgres_and_each_step_is_stored_once()
     let err = String::from_utf8_lossy(&other.stderr);
     assert!(!other.status.success() && err.contains("no bisect of host `host-b`"), "{err}");
     std::fs::write(d.join("calls.go"), "").unwrap();
-    let out = bisect(&["--resume", "--json"]).output().unwrap();
+    // The stored test is an external command: a resume runs it only when told to (--yes).
+    let out = bisect(&["--resume", "--yes", "--json"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((v["verdict"]["last_good"].as_u64(), v["verdict"]["first_bad"].as_u64()), (Some(104), Some(105)));

@@ -11,6 +11,7 @@ mod doctor;
 mod fleet_pg;
 mod gate;
 mod gguf_synth;
+mod hardening_bisect;
 mod hardening_budgets;
 mod hardening_cache;
 mod hardening_io;

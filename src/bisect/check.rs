@@ -3,11 +3,13 @@
 //! deadline, its output into a log file, and a Ctrl-C of backscope passed on to it as SIGINT so that it can stop
 //! cleanly (a sweep marks its run interrupted) before the bisect exits as interrupted.
 
+use std::collections::VecDeque;
 use std::fs::File;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -89,9 +91,66 @@ pub struct Ran {
     pub secs: f64,
 }
 
+/// Bytes of a test's output kept at the start of its log file, and at its end. What comes between is read and
+/// dropped, with a line in the log saying how much: a test that prints gigabytes neither fills the disk nor stalls
+/// on a full pipe, and it still gets its exit status. So a log holds at most 16 MiB and that line.
+pub const LOG_HEAD_BYTES: usize = 8 << 20;
+pub const LOG_TAIL_BYTES: usize = 8 << 20;
+
+/// How long the log copiers may still run once the child has ended (something it left behind holding the pipe
+/// open, outside its process group): then they are abandoned, as `proc::run` abandons such pipes.
+const COPY_LINGER: Duration = Duration::from_secs(2);
+
+/// Copy `pipe` into `file`: its first [`LOG_HEAD_BYTES`] as they come, then only the last [`LOG_TAIL_BYTES`] (held in
+/// memory), written at the end of the output after a line that says how many bytes were dropped.
+fn copy_capped(mut pipe: impl Read, mut file: File) -> std::io::Result<u64> {
+    let mut buf = vec![0u8; 64 << 10];
+    let mut head_left = LOG_HEAD_BYTES;
+    let mut tail: VecDeque<u8> = VecDeque::new();
+    let mut dropped: u64 = 0;
+    loop {
+        let n = match pipe.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let to_head = n.min(head_left);
+        file.write_all(&buf[..to_head])?;
+        head_left -= to_head;
+        tail.extend(&buf[to_head..n]);
+        if tail.len() > LOG_TAIL_BYTES {
+            let over = tail.len() - LOG_TAIL_BYTES;
+            tail.drain(..over);
+            dropped += over as u64;
+        }
+    }
+    if dropped > 0 {
+        writeln!(
+            file,
+            "\n[backscope: {dropped} bytes of output dropped here; a test log keeps its first {LOG_HEAD_BYTES} and \
+             last {LOG_TAIL_BYTES} bytes]"
+        )?;
+    }
+    let (a, b) = tail.as_slices();
+    file.write_all(a)?;
+    file.write_all(b)?;
+    Ok(dropped)
+}
+
+/// A thread copying one output pipe into its log ([`copy_capped`]); `done` hears when it ends.
+fn start_copy(pipe: std::io::PipeReader, file: File, done: &mpsc::Sender<()>) {
+    let done = done.clone();
+    std::thread::spawn(move || {
+        let _ = copy_capped(pipe, file);
+        let _ = done.send(());
+    });
+}
+
 /// Run `argv` with `env` added, standard output to `stdout_log` and standard error to `stderr_log` (the same
-/// file for both when they are equal), in its own process group, for at most `limit`. Returns [`Interrupted`] when
-/// `stop` was set while it ran (it got SIGINT and was waited for).
+/// file for both when they are equal), each capped ([`LOG_HEAD_BYTES`], [`LOG_TAIL_BYTES`]), in its own process
+/// group, for at most `limit`. Returns [`Interrupted`] when `stop` was set while it ran (it got SIGINT and was
+/// waited for).
 pub fn run_logged(
     argv: &[String],
     env: &[(String, String)],
@@ -105,18 +164,31 @@ pub fn run_logged(
         return Err(Interrupted.into());
     }
     let out = File::create(stdout_log).with_context(|| format!("cannot create {}", stdout_log.display()))?;
-    let err = if stderr_log == stdout_log {
-        out.try_clone()?
+    let (done, copied) = mpsc::channel();
+    let (out_read, out_write) = std::io::pipe().context("cannot make a pipe for the test's output")?;
+    let err_write = if stderr_log == stdout_log {
+        out_write.try_clone()?
     } else {
-        File::create(stderr_log).with_context(|| format!("cannot create {}", stderr_log.display()))?
+        let err = File::create(stderr_log).with_context(|| format!("cannot create {}", stderr_log.display()))?;
+        let (err_read, err_write) = std::io::pipe().context("cannot make a pipe for the test's output")?;
+        start_copy(err_read, err, &done);
+        err_write
     };
-    let mut cmd = Command::new(program);
-    cmd.args(args).envs(env.iter().map(|(k, v)| (k, v))).stdin(Stdio::null()).stdout(out).stderr(err);
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    start_copy(out_read, out, &done);
+    drop(done);
     let spawned = Instant::now();
-    let child = cmd.spawn().with_context(|| format!("cannot run `{program}`"))?;
+    let child = {
+        // The command holds the pipes' write ends: it is dropped once the child has them, so that the copiers
+        // see the end of the output when the child (and what it started) has closed them.
+        let mut cmd = Command::new(program);
+        cmd.args(args).envs(env.iter().map(|(k, v)| (k, v))).stdin(Stdio::null()).stdout(out_write).stderr(err_write);
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        cmd.spawn().with_context(|| format!("cannot run `{program}`"))?
+    };
     let mut sup = Forwarding { child: GroupChild { child }, stop: Arc::clone(stop), forwarded: false };
     let captured = capture(&mut sup, None, None, spawned, limit, 0)?;
+    let until = Instant::now() + COPY_LINGER;
+    while copied.recv_timeout(until.saturating_duration_since(Instant::now())).is_ok() {}
     if sup.forwarded || stop.load(Ordering::Relaxed) {
         return Err(Interrupted.into());
     }
@@ -125,7 +197,7 @@ pub fn run_logged(
 
 /// The last `max` bytes of a file, as text (lossy), from the start of a line where one begins within them.
 pub fn tail(path: &Path, max: u64) -> String {
-    use std::io::{Read, Seek, SeekFrom};
+    use std::io::{Seek, SeekFrom};
     let Ok(mut input) = crate::inputs::open_input(path) else { return String::new() };
     let from = input.len.saturating_sub(max);
     if input.file.seek(SeekFrom::Start(from)).is_err() {
@@ -220,6 +292,27 @@ mod tests {
         }
         assert!(external_outcome(&exit(None, Some(libc::SIGSEGV)), false).unwrap_err().contains("SIGSEGV"));
         assert!(external_outcome(&exit(Some(0), None), true).is_err(), "a timeout aborts");
+    }
+
+    #[test]
+    fn a_log_keeps_the_head_and_tail_of_a_long_output_and_drops_the_middle() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("x.log");
+        let total = LOG_HEAD_BYTES + LOG_TAIL_BYTES + 3_000_000;
+        // 'h' fills the head, 'm' the middle that is dropped, 't' the tail; each byte's place is known.
+        let mut input = vec![b'h'; LOG_HEAD_BYTES];
+        input.extend(std::iter::repeat_n(b'm', total - LOG_HEAD_BYTES - LOG_TAIL_BYTES));
+        input.extend(std::iter::repeat_n(b't', LOG_TAIL_BYTES));
+        let dropped = copy_capped(&input[..], File::create(&log).unwrap()).unwrap();
+        assert_eq!(dropped, 3_000_000);
+        let kept = std::fs::read(&log).unwrap();
+        assert!(kept[..LOG_HEAD_BYTES].iter().all(|b| *b == b'h'));
+        assert!(kept[kept.len() - LOG_TAIL_BYTES..].iter().all(|b| *b == b't'));
+        let note = String::from_utf8_lossy(&kept[LOG_HEAD_BYTES..kept.len() - LOG_TAIL_BYTES]).into_owned();
+        assert!(note.contains("3000000 bytes of output dropped"), "{note}");
+        let short = dir.path().join("short.log");
+        assert_eq!(copy_capped(&b"all of it\n"[..], File::create(&short).unwrap()).unwrap(), 0);
+        assert_eq!(std::fs::read(&short).unwrap(), b"all of it\n");
     }
 
     #[test]

@@ -20,6 +20,7 @@ mod plan;
 mod progress;
 pub mod search;
 pub mod speed;
+pub mod validate;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -32,7 +33,7 @@ use crate::exit;
 use crate::output::{messages, Output};
 use crate::run::bisect::verdict::Verdict;
 use crate::run::bisect::view::BisectView;
-use crate::run::bisect::{new_bisect_id, BisectRow, BisectStore, Status, Step, Upstream};
+use crate::run::bisect::{is_bisect_id, new_bisect_id, BisectRow, BisectStore, Status, Step, Upstream};
 use crate::run::store::utc_now;
 pub use options::{BisectOptions, BisectSpec, CellSpec, Rate, Resume, TestSpec};
 
@@ -64,15 +65,18 @@ fn resolve(opts: &BisectOptions) -> Result<(BisectSpec, Option<Stored>)> {
     match (&opts.resume, &opts.spec) {
         (Some(_), _) if opts.dry_run => bail!("--dry-run plans a new bisect; it does not go with --resume"),
         (Some(which), _) => {
-            let store = BisectStore::open_read_only(&opts.db)?;
             let id = match which {
                 Resume::Latest => None,
-                Resume::Id(id) => Some(id.as_str()),
+                Resume::Id(id) if is_bisect_id(id) => Some(id.as_str()),
+                Resume::Id(id) => {
+                    bail!("--resume {id}: not a bisect id (bisect-YYYYMMDD-HHMMSS-xxxx, as `backscope bisect` prints)")
+                }
             };
+            let store = BisectStore::open_read_only(&opts.db)?;
             let row = store.find_to_resume(id)?;
+            let spec = stored_spec(&row)?;
+            confirmed(opts, &row, &spec)?;
             let steps = store.steps(&row.bisect_id)?;
-            let spec: BisectSpec = serde_json::from_str(&row.spec_json)
-                .with_context(|| format!("bisect {}: its stored spec is not readable", row.bisect_id))?;
             Ok((spec, Some((row, steps))))
         }
         (None, Some(spec)) => {
@@ -81,6 +85,60 @@ fn resolve(opts: &BisectOptions) -> Result<(BisectSpec, Option<Stored>)> {
         }
         (None, None) => bail!("give --good, --bad and a test, or --resume"),
     }
+}
+
+/// The spec of a stored bisect, checked as a new one is, and its row against it: the row is data someone may have
+/// rewritten, and nothing of it may reach a path, a build or a command unchecked.
+fn stored_spec(row: &BisectRow) -> Result<BisectSpec> {
+    if !is_bisect_id(&row.bisect_id) {
+        bail!(
+            "the store holds a bisect id `{}` that backscope does not make (bisect-YYYYMMDD-HHMMSS-xxxx); refused",
+            row.bisect_id
+        );
+    }
+    let spec = BisectSpec::from_stored(&row.bisect_id, &row.spec_json)?;
+    let id = &row.bisect_id;
+    if (row.good, row.bad) != (spec.good, spec.bad) {
+        bail!(
+            "bisect {id}: its row says b{}..b{} but its stored spec b{}..b{}; refused",
+            row.good,
+            row.bad,
+            spec.good,
+            spec.bad
+        );
+    }
+    let ascending = row.candidates.windows(2).all(|w| w[0] < w[1]);
+    let ends = row.candidates.first() == Some(&spec.good) && row.candidates.last() == Some(&spec.bad);
+    if !ascending || !ends {
+        bail!(
+            "bisect {id}: its stored candidates are not the builds from b{} to b{} ascending; refused",
+            spec.good,
+            spec.bad
+        );
+    }
+    Ok(spec)
+}
+
+/// A resume runs what the stored spec names only when this command line says so (`--yes`), where that is code the
+/// row chose ([`BisectSpec::runs_stored_code`]): otherwise the stored command is shown and the resume refused.
+fn confirmed(opts: &BisectOptions, row: &BisectRow, spec: &BisectSpec) -> Result<()> {
+    if opts.yes || !spec.runs_stored_code() {
+        return Ok(());
+    }
+    messages::note(format_args!(
+        "bisect {} in {} would run what its stored spec names, not this command line:",
+        row.bisect_id,
+        opts.db.display()
+    ));
+    for (what, value) in spec.what_runs() {
+        messages::line(format_args!("  {what}: {value}"));
+    }
+    bail!(
+        "refused to run a stored command without confirmation: check it, then `backscope bisect --resume {} --db {} \
+         --yes`",
+        row.bisect_id,
+        crate::bisect::options::shell_quoted(&opts.db.to_string_lossy())
+    )
 }
 
 /// The builds the source lists from good to bad; both ends must be among them.
@@ -112,7 +170,8 @@ fn tester(
     dir: &std::path::Path,
     stop: &Arc<AtomicBool>,
 ) -> Box<dyn check::BuildTest> {
-    let limit = Duration::from_secs(spec.test_timeout_s);
+    // The spec was checked: the timeout is at most validate::MAX_TEST_TIMEOUT_S, so a deadline cannot overflow.
+    let limit = Duration::from_secs(spec.test_timeout_s.min(validate::MAX_TEST_TIMEOUT_S));
     let sweeper = || cell::Sweeper {
         exe: opts.exe.clone(),
         // A PostgreSQL `--db` value is passed on as given; a file is made absolute for the sweep's own directory.
@@ -209,6 +268,10 @@ fn search_to_end(
     provider: &dyn Provider,
 ) -> Result<Option<anyhow::Error>> {
     let id = row.bisect_id.clone();
+    // The id is the generated shape (checked when it was read back), so its directory stays under the runs dir.
+    if !is_bisect_id(&id) {
+        bail!("bisect id `{id}` is not one backscope makes; its logs would leave {}", spec.runs_dir.display());
+    }
     let dir = spec.runs_dir.join(&id);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     store.finish(&id, Status::Running, None)?;

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use crate::builds::{Backend, BuildFlags, BuildNumber};
@@ -156,49 +156,6 @@ impl BisectSpec {
             jobs: self.jobs,
         })
     }
-
-    /// The checks a spec must pass before anything runs.
-    pub fn validate(&self) -> Result<()> {
-        if self.good == self.bad {
-            bail!("--good and --bad name the same build b{}", self.good);
-        }
-        if self.good > self.bad {
-            bail!(
-                "--good b{} is newer than --bad b{}: bisect looks for the first bad build after a good one (a fix \
-                 is found by testing for its absence: the property the bad end has)",
-                self.good,
-                self.bad
-            );
-        }
-        if self.test.needs_cell() && self.cell.as_ref().is_none_or(|c| c.model.is_empty()) {
-            bail!("`{}` runs a cell: give --model M.gguf", self.test.describe());
-        }
-        if let TestSpec::Slower { factor, .. } = &self.test {
-            if !(factor.is_finite() && *factor > 1.0) {
-                bail!("--factor {factor}: give a factor above 1 (1.2: more than 20% slower)");
-            }
-        }
-        if let TestSpec::Log { regex } = &self.test {
-            regex_lite::Regex::new(regex).map_err(|e| anyhow::anyhow!("--log {regex}: {e}"))?;
-        }
-        if let TestSpec::External { argv } = &self.test {
-            if argv.is_empty() {
-                bail!("`--` needs a command");
-            }
-        }
-        if let Some(c) = &self.cell {
-            if let Some(a) = c.server_args.iter().find(|a| a.contains(',')) {
-                bail!("--server-arg `{a}`: the sweep splits server arguments at commas; give it as separate arguments");
-            }
-            if let Some(e) = c.env.iter().find(|e| !e.contains('=')) {
-                bail!("--env `{e}`: expected KEY=VALUE");
-            }
-        }
-        if self.repeat == 0 {
-            bail!("--repeat 0: give at least 1");
-        }
-        Ok(())
-    }
 }
 
 /// Which bisect `--resume` continues.
@@ -216,6 +173,9 @@ pub struct BisectOptions {
     pub resume: Option<Resume>,
     pub db: PathBuf,
     pub dry_run: bool,
+    /// `--yes`: a resumed bisect may run what its stored spec names (an external command, builds from a directory,
+    /// CMake or server arguments) although this command line did not give it.
+    pub yes: bool,
     pub output: OutputOptions,
     /// The backscope executable the cell tests run as `backscope sweep` (the running one, unless a caller says).
     pub exe: PathBuf,

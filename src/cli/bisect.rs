@@ -4,9 +4,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 use backscope::bisect::options::{parse_backend, parse_build};
+use backscope::bisect::validate;
 use backscope::bisect::{BisectOptions, BisectSpec, CellSpec, Rate, Resume, TestSpec};
 use backscope::builds::BuildNumber;
-use clap::{ArgGroup, Args, ValueEnum};
+use clap::{value_parser, ArgGroup, Args, ValueEnum};
 
 const AFTER_HELP: &str = "\
 The test, exactly one of:
@@ -53,7 +54,7 @@ pub struct BisectArgs {
     #[arg(long = "target", value_name = "T")]
     pub targets: Vec<String>,
     /// Parallel build jobs (default: the number of CPUs).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_jobs)]
     pub jobs: Option<usize>,
     /// SQLite database for the bisect's steps and its cells' records (created if missing).
     #[arg(long, default_value = "backscope.db", value_name = "FILE")]
@@ -62,18 +63,26 @@ pub struct BisectArgs {
     #[arg(long, default_value = "backscope-runs", value_name = "DIR")]
     pub runs_dir: PathBuf,
     /// Tries per build for a flaky test: any bad try makes the build bad. With --slower: the most rounds of
-    /// measurements per build before it is undecided (default 3).
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    /// measurements per build before it is undecided (default 3). At most 100.
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = value_parser!(u32).range(1..=i64::from(validate::MAX_REPEAT)))]
     pub repeat: u32,
     /// Continue a bisect stopped by Ctrl-C, an error or a crash: its stored spec and steps (BISECT_ID defaults to
     /// the latest in --db). Give no other bisect flags.
     #[arg(long, value_name = "BISECT_ID", num_args = 0..=1, default_missing_value = "latest")]
     pub resume: Option<String>,
+    /// With --resume: run what the stored bisect names (its external command, builds from a directory, CMake or
+    /// server arguments) although this command line does not give it. Without it such a resume shows the stored
+    /// command and exits 2.
+    #[arg(long, requires = "resume")]
+    pub yes: bool,
     /// Print the builds in range and the first planned steps; build and run nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Seconds one test (the command, a cell's sweep) may run before it is killed and the bisect stops.
-    #[arg(long, default_value_t = 1800, value_name = "SECS")]
+    /// Seconds one test (the command, a cell's sweep) may run before it is killed and the bisect stops (at most
+    /// 604800: seven days).
+    #[arg(long, default_value_t = 1800, value_name = "SECS",
+          value_parser = value_parser!(u64).range(1..=validate::MAX_TEST_TIMEOUT_S))]
     pub test_timeout: u64,
 
     /// Test: a cell fails.
@@ -95,7 +104,7 @@ pub struct BisectArgs {
     #[arg(long, value_enum, requires = "factor", value_name = "RATE")]
     pub slower: Option<RateArg>,
     /// With --slower: good t/s ÷ candidate t/s above F is bad (1.2: more than 20% slower).
-    #[arg(long, requires = "slower", value_name = "F")]
+    #[arg(long, requires = "slower", value_name = "F", value_parser = parse_factor)]
     pub factor: Option<f64>,
     /// Test: the cell's server log has a line matching REGEX.
     #[arg(long, value_name = "REGEX")]
@@ -108,7 +117,8 @@ pub struct BisectArgs {
     #[arg(long, short = 'm', value_name = "M.gguf")]
     pub model: Option<String>,
     /// The cell: layers offloaded to the GPU (-ngl); default: llama.cpp's.
-    #[arg(long, allow_negative_numbers = true, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N",
+          value_parser = value_parser!(i64).range(validate::NUM_GPU))]
     pub num_gpu: Option<i64>,
     /// The cell: an argument appended to llama-server's (repeatable; --server-arg=--device --server-arg=none).
     #[arg(long = "server-arg", value_name = "A", allow_hyphen_values = true)]
@@ -117,13 +127,14 @@ pub struct BisectArgs {
     #[arg(long = "env", value_name = "K=V")]
     pub env: Vec<String>,
     /// The cell: tokens to generate.
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N",
+          value_parser = value_parser!(i64).range(validate::NUM_PREDICT))]
     pub num_predict: Option<i64>,
     /// The cell: a generated prompt of about N tokens.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(range_i64(validate::PROMPT_TOKENS)))]
     pub prompt_tokens: Option<u32>,
     /// The cell: passes (the speed test's repetitions per round).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(range_i64(validate::EPOCHS)))]
     pub epochs: Option<u32>,
 
     /// Output of the verdict: text (the default), --json (backscope.bisect/1), markdown, html.
@@ -133,6 +144,24 @@ pub struct BisectArgs {
 
 fn parse_backend_name(s: &str) -> Result<String, String> {
     parse_backend(s).map(|_| s.to_string())
+}
+
+fn range_i64(r: std::ops::RangeInclusive<u32>) -> std::ops::RangeInclusive<i64> {
+    i64::from(*r.start())..=i64::from(*r.end())
+}
+
+fn parse_jobs(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=validate::MAX_JOBS).contains(&n) => Ok(n),
+        _ => Err(format!("expected a number of jobs from 1 to {}", validate::MAX_JOBS)),
+    }
+}
+
+fn parse_factor(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if f.is_finite() && f > 1.0 && f <= validate::MAX_FACTOR => Ok(f),
+        _ => Err(format!("expected a factor above 1 and at most {} (1.2: more than 20% slower)", validate::MAX_FACTOR)),
+    }
 }
 
 /// A path made absolute against the current directory (a resumed bisect may run from elsewhere).
@@ -215,7 +244,9 @@ impl BisectArgs {
                     backend: self.backend.clone(),
                     cmake_args: self.cmake_args.clone(),
                     targets: self.targets.clone(),
-                    jobs: self.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+                    jobs: self.jobs.unwrap_or_else(|| {
+                        std::thread::available_parallelism().map_or(1, |n| n.get()).min(validate::MAX_JOBS)
+                    }),
                     repeat: self.repeat,
                     cell: self.cell(),
                     test,
@@ -225,6 +256,14 @@ impl BisectArgs {
             }
             _ => None,
         };
-        Ok(BisectOptions { spec, resume, db: self.db, dry_run: self.dry_run, output: self.output.into(), exe })
+        Ok(BisectOptions {
+            spec,
+            resume,
+            db: self.db,
+            dry_run: self.dry_run,
+            yes: self.yes,
+            output: self.output.into(),
+            exe,
+        })
     }
 }

@@ -17,8 +17,8 @@ pub struct DoctorArgs {
     /// Do not run rocminfo, vulkaninfo, nvidia-smi, systemctl or ollama.
     #[arg(long)]
     pub no_tools: bool,
-    /// Deadline of each tool, in seconds.
-    #[arg(long, value_name = "S", default_value_t = 5.0)]
+    /// Deadline of each tool, in seconds (0.1 to 600).
+    #[arg(long, value_name = "S", default_value_t = 5.0, value_parser = super::numbers::decimal(0.1, 600.0))]
     pub tool_timeout: f64,
     /// Do not scan the installed runtimes' GPU libraries.
     #[arg(long)]
@@ -36,7 +36,7 @@ impl From<DoctorArgs> for DoctorCommand {
                 user: a.user,
                 env: None,
                 tools: a.no_tools.then_some(false),
-                tool_timeout: Duration::from_secs_f64(a.tool_timeout.clamp(0.1, 600.0)),
+                tool_timeout: Duration::from_secs_f64(a.tool_timeout),
                 scan: !a.no_scan,
             },
             output: a.output.into(),

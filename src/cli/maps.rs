@@ -17,8 +17,9 @@ pub struct MapsArgs {
     /// runners come and go.
     #[arg(long)]
     pub watch: bool,
-    /// With --watch: seconds between reads.
-    #[arg(long, default_value_t = 0.5, value_name = "SECONDS", requires = "watch")]
+    /// With --watch: seconds between reads (0.01 to 3600).
+    #[arg(long, default_value_t = 0.5, value_name = "SECONDS", requires = "watch",
+          value_parser = super::numbers::decimal(0.01, 3600.0))]
     pub interval: f64,
     /// Answer for this GPU too (gfx1201, sm_86, …), besides the AMD GPUs found in the KFD topology.
     #[arg(long, value_name = "ARCH")]
@@ -35,7 +36,7 @@ impl From<MapsArgs> for MapsOptions {
             pids: a.pids,
             names: a.name,
             watch: a.watch,
-            interval: Duration::from_secs_f64(a.interval.clamp(0.01, 3600.0)),
+            interval: Duration::from_secs_f64(a.interval),
             archs: a.arch,
             output: a.output.into(),
         }

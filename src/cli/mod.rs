@@ -6,6 +6,7 @@ mod doctor;
 mod gate;
 mod logs;
 mod maps;
+mod numbers;
 mod output;
 mod predict;
 mod push;

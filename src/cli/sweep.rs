@@ -4,8 +4,11 @@ use std::path::PathBuf;
 
 use backscope::sweep::{
     ExportOptions, ImportOptions, ReportOptions, Resume, RunOptions, SweepCommand, SweepFlags, TimeoutSpec,
+    MAX_TEMPERATURE, MAX_TIMEOUT_S,
 };
 use clap::{Args, Subcommand};
+
+use super::numbers;
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true, after_long_help = AFTER_HELP)]
@@ -90,7 +93,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub repetitions: Option<u32>,
     /// Sampling temperature. Default: 0 (greedy), so runs are comparable.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = numbers::decimal(-MAX_TEMPERATURE, MAX_TEMPERATURE))]
     pub temperature: Option<f64>,
     /// Sampling seed. Default: 42.
     #[arg(long)]
@@ -103,19 +106,19 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_stream: bool,
     /// Seconds to connect. Default: 5.
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", value_parser = numbers::seconds(MAX_TIMEOUT_S))]
     pub connect_timeout: Option<f64>,
     /// Seconds of silence before a request counts as hung (model loading included). Default: 300.
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", value_parser = numbers::seconds(MAX_TIMEOUT_S))]
     pub read_timeout: Option<f64>,
     /// Seconds for a whole request. Default: 1800.
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", value_parser = numbers::seconds(MAX_TIMEOUT_S))]
     pub request_timeout: Option<f64>,
     /// Seconds for a managed server to become ready (GET /health or /api/version answers 200). Default: 300.
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", value_parser = numbers::seconds(MAX_TIMEOUT_S))]
     pub ready_timeout: Option<f64>,
     /// Seconds between SIGTERM and SIGKILL when stopping a managed server. Default: 10.
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", value_parser = numbers::seconds(MAX_TIMEOUT_S))]
     pub grace: Option<f64>,
     /// Where records go: an SQLite file (created if missing) or a shared PostgreSQL database
     /// (`postgres://user@host/db` or `host=… dbname=… user=…`; password from PGPASSWORD or ~/.pgpass; docs/fleet.md).

@@ -19,8 +19,8 @@ pub struct TraceArgs {
     /// /var/tmp/backscope-traces-UID, private to you). Must be empty or new.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// Length of a trace time window in milliseconds.
-    #[arg(long, default_value_t = 50)]
+    /// Length of a trace time window in milliseconds (at most 3600000: an hour; 0: one window, written at exit).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
     pub interval_ms: u64,
     /// Turn ggml's CUDA graphs off in the traced command (GGML_CUDA_DISABLE_GRAPHS=1). The observer attributes graph
     /// replays to their captured kernels either way; this makes every launch a direct one.

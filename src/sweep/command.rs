@@ -141,6 +141,7 @@ fn resumed_run(store: &Store, which: &Resume, db: &Path) -> Result<OpenRun> {
     }
     let plan: Plan = serde_json::from_str(&row.plan_json)
         .context("the stored plan does not parse (written by another backscope version?)")?;
+    plan.check_limits().with_context(|| format!("run {}: the stored plan is refused", row.run_id))?;
     Ok(OpenRun {
         run_id: row.run_id,
         run_dir: PathBuf::from(row.run_dir),

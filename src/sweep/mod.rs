@@ -43,5 +43,6 @@ mod ollama_docs;
 
 pub use command::{run, ExportOptions, ImportOptions, ReportOptions, Resume, RunOptions, SweepCommand};
 pub use flags::{FlagError, SweepFlags};
+pub use plan::{MAX_TEMPERATURE, MAX_TIMEOUT_S};
 pub use spec::TimeoutSpec;
 pub use supervise::watchdog_main;

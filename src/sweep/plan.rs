@@ -27,6 +27,19 @@ pub const DEFAULT_PROMPT: &str = "Why is the sky blue?";
 /// Default observer window for sweeps: shorter than `backscope trace`'s 50 ms, so a request's join waits less and
 /// windows straddling a request boundary are shorter.
 pub const DEFAULT_TRACE_INTERVAL_MS: u64 = 20;
+/// The documented maxima of the sweep's numbers (docs/commands.md), checked for flags and spec files alike: a timeout
+/// becomes a deadline (`now + d`, which a huge value overflows), epochs and repetitions a loop, a generated prompt an
+/// allocation. Seven days; a thousand passes; 100,000 layers; ten million tokens to generate; a prompt of 2^20
+/// tokens (about 6 MB); an observer window of an hour.
+pub const MAX_TIMEOUT_S: f64 = 7.0 * 24.0 * 3600.0;
+pub const MAX_EPOCHS: u32 = 1000;
+pub const MAX_REPETITIONS: u32 = 1000;
+pub const MAX_NUM_GPU: i64 = 100_000;
+pub const MAX_NUM_PREDICT: i64 = 10_000_000;
+pub const MAX_PROMPT_TOKENS: u32 = 1 << 20;
+pub const MAX_TRACE_INTERVAL_MS: u64 = 3_600_000;
+/// Sampling temperatures beyond this are typos (llama.cpp reads any value ≤ 0 as greedy).
+pub const MAX_TEMPERATURE: f64 = 1000.0;
 
 /// Everything a run needs, resolved; stored with the run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -202,12 +215,12 @@ pub fn resolve(spec: &SpecFile, detect: &mut dyn FnMut(&str) -> Option<Api>) -> 
     let models = models(spec)?;
     let prompts = prompts(spec)?;
     let num_gpu = if spec.num_gpu.is_empty() { vec![-1] } else { spec.num_gpu.clone() };
-    if let Some(bad) = num_gpu.iter().find(|&&n| n < -1) {
-        bail!("num_gpu {bad}: use a layer count ≥ 0, or -1 to let the runtime decide");
+    if let Some(bad) = num_gpu.iter().find(|&&n| !(-1..=MAX_NUM_GPU).contains(&n)) {
+        bail!("num_gpu {bad}: use a layer count from 0 to {MAX_NUM_GPU}, or -1 to let the runtime decide");
     }
     let num_predict = if spec.num_predict.is_empty() { vec![DEFAULT_NUM_PREDICT] } else { spec.num_predict.clone() };
-    if let Some(bad) = num_predict.iter().find(|&&n| n < 1) {
-        bail!("num_predict {bad}: generate at least one token");
+    if let Some(bad) = num_predict.iter().find(|&&n| !(1..=MAX_NUM_PREDICT).contains(&n)) {
+        bail!("num_predict {bad}: generate from 1 to {MAX_NUM_PREDICT} tokens");
     }
     for list in [&num_gpu, &num_predict] {
         let mut seen = BTreeSet::new();
@@ -218,8 +231,14 @@ pub fn resolve(spec: &SpecFile, detect: &mut dyn FnMut(&str) -> Option<Api>) -> 
     let trace = trace(spec, &endpoints)?;
     let epochs = spec.epochs.unwrap_or(1);
     let repetitions = spec.repetitions.unwrap_or(1);
-    if epochs == 0 || repetitions == 0 {
-        bail!("epochs and repetitions must be at least 1");
+    if !(1..=MAX_EPOCHS).contains(&epochs) {
+        bail!("epochs {epochs}: give 1 to {MAX_EPOCHS} passes");
+    }
+    if !(1..=MAX_REPETITIONS).contains(&repetitions) {
+        bail!("repetitions {repetitions}: give 1 to {MAX_REPETITIONS}");
+    }
+    if let Some(t) = spec.temperature.filter(|t| !(-MAX_TEMPERATURE..=MAX_TEMPERATURE).contains(t)) {
+        bail!("temperature {t}: give a number from -{MAX_TEMPERATURE} to {MAX_TEMPERATURE}");
     }
     Ok(Plan {
         endpoints,
@@ -248,18 +267,56 @@ fn timeouts(spec: &SpecFile) -> Result<Timeouts> {
         ready_s: t.ready_s.unwrap_or(DEFAULT_READY_S),
         grace_s: t.grace_s.unwrap_or(DEFAULT_GRACE_S),
     };
-    for (what, v) in [
-        ("connect", timeouts.connect_s),
-        ("read", timeouts.read_s),
-        ("request", timeouts.request_s),
-        ("ready", timeouts.ready_s),
-        ("grace", timeouts.grace_s),
-    ] {
-        if !(v > 0.0 && v.is_finite()) {
-            bail!("the {what} timeout must be a positive number of seconds, not {v}");
-        }
-    }
+    check_timeouts(&timeouts)?;
     Ok(timeouts)
+}
+
+/// A timeout becomes a `Duration` and a deadline (`now + d`): NaN, infinities and huge values are refused here.
+fn check_seconds(what: &str, v: f64) -> Result<()> {
+    if !(v > 0.0 && v <= MAX_TIMEOUT_S) {
+        bail!("the {what} timeout must be a positive number of seconds up to {MAX_TIMEOUT_S} (7 days), not {v}");
+    }
+    Ok(())
+}
+
+fn check_timeouts(t: &Timeouts) -> Result<()> {
+    for (what, v) in [
+        ("connect", t.connect_s),
+        ("read", t.read_s),
+        ("request", t.request_s),
+        ("ready", t.ready_s),
+        ("grace", t.grace_s),
+    ] {
+        check_seconds(what, v)?;
+    }
+    Ok(())
+}
+
+impl Plan {
+    /// The numeric limits every new plan passes, checked again on a plan read back for `--resume`: a stored row is
+    /// data someone may have rewritten, and a timeout, a loop count or a window from it must not reach a deadline
+    /// or a loop the flags would have refused.
+    pub fn check_limits(&self) -> Result<()> {
+        check_timeouts(&self.timeouts)?;
+        for e in &self.endpoints {
+            if let EndpointKind::Managed { ready_timeout_s, .. } = &e.kind {
+                check_seconds(&format!("endpoint `{}` ready", e.name), *ready_timeout_s)?;
+            }
+        }
+        if !(1..=MAX_EPOCHS).contains(&self.epochs) || !(1..=MAX_REPETITIONS).contains(&self.repetitions) {
+            bail!("epochs {} and repetitions {}: give 1 to {MAX_EPOCHS} each", self.epochs, self.repetitions);
+        }
+        if let Some(n) = self.num_gpu.iter().find(|n| !(-1..=MAX_NUM_GPU).contains(*n)) {
+            bail!("num_gpu {n}: use a layer count from 0 to {MAX_NUM_GPU}, or -1 to let the runtime decide");
+        }
+        if let Some(n) = self.num_predict.iter().find(|n| !(1..=MAX_NUM_PREDICT).contains(*n)) {
+            bail!("num_predict {n}: generate from 1 to {MAX_NUM_PREDICT} tokens");
+        }
+        if let Some(t) = self.trace.as_ref().filter(|t| t.interval_ms > MAX_TRACE_INTERVAL_MS) {
+            bail!("trace_interval_ms {}: at most {MAX_TRACE_INTERVAL_MS} (an hour)", t.interval_ms);
+        }
+        Ok(())
+    }
 }
 
 fn endpoint_kind(
@@ -307,7 +364,11 @@ fn endpoint_kind(
                 args: e.args.clone(),
                 env: e.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                 port: e.port,
-                ready_timeout_s: e.ready_timeout_s.unwrap_or(timeouts.ready_s),
+                ready_timeout_s: {
+                    let s = e.ready_timeout_s.unwrap_or(timeouts.ready_s);
+                    check_seconds(&format!("endpoint `{}` ready", e.name), s)?;
+                    s
+                },
             })
         }
     }
@@ -343,8 +404,12 @@ fn prompts(spec: &SpecFile) -> Result<Vec<Prompt>> {
                 let stem = f.file_stem().map(|s| s.to_string_lossy().into_owned());
                 (stem.unwrap_or_else(|| format!("file{}", i + 1)), t, None)
             }
-            (None, None, Some(n)) if n > 0 => (format!("{n}tok"), prompt_of_tokens(n), Some(n)),
-            (None, None, Some(_)) => bail!("prompt {}: `tokens` must be at least 1", i + 1),
+            (None, None, Some(n)) if (1..=MAX_PROMPT_TOKENS).contains(&n) => {
+                (format!("{n}tok"), prompt_of_tokens(n), Some(n))
+            }
+            (None, None, Some(n)) => {
+                bail!("prompt {}: prompt_tokens {n}: give 1 to {MAX_PROMPT_TOKENS} tokens", i + 1)
+            }
             _ => bail!("prompt {}: give exactly one of `text`, `file` or `tokens`", i + 1),
         };
         let name = p.name.clone().unwrap_or(default_name);
@@ -376,6 +441,9 @@ fn trace(spec: &SpecFile, endpoints: &[Endpoint]) -> Result<Option<TracePlan>> {
     let interval_ms = spec.trace_interval_ms.unwrap_or(DEFAULT_TRACE_INTERVAL_MS);
     if interval_ms == 0 {
         bail!("trace_interval_ms must be at least 1: with 0 the observer writes only at exit and no request could be joined");
+    }
+    if interval_ms > MAX_TRACE_INTERVAL_MS {
+        bail!("trace_interval_ms {interval_ms}: at most {MAX_TRACE_INTERVAL_MS} (an hour)");
     }
     Ok(Some(TracePlan { observer, interval_ms, vulkan_manifest, dirs }))
 }
@@ -440,6 +508,37 @@ mod tests {
         assert!(!e.num_gpu_settable(), "a command without {{num_gpu}} that is not Ollama cannot vary it");
     }
 
+    /// A plan read back for `--resume` passes the limits a new one does: a rewritten row's NaN or huge timeout,
+    /// endless epochs or huge layer count is refused before any deadline or loop sees it.
+    #[test]
+    fn a_stored_plan_out_of_limits_is_refused() {
+        let ok = plan_of(|f| {
+            f.endpoints = vec!["a=http://x".into()];
+            f.servers = vec!["b=llama-server".into()];
+            f.llama_bin = Some("/llama/bin".into());
+            f.models = vec!["/m.gguf".into()];
+        })
+        .unwrap();
+        ok.check_limits().unwrap();
+        let refused = |f: &dyn Fn(&mut Plan)| {
+            let mut p = ok.clone();
+            f(&mut p);
+            format!("{:#}", p.check_limits().unwrap_err())
+        };
+        assert!(refused(&|p| p.timeouts.request_s = f64::NAN).contains("request timeout"));
+        assert!(refused(&|p| p.timeouts.grace_s = 1e300).contains("grace timeout"));
+        assert!(refused(&|p| p.epochs = u32::MAX).contains("epochs"));
+        assert!(refused(&|p| p.num_gpu = vec![i64::MIN]).contains("num_gpu"));
+        let managed = |p: &mut Plan| {
+            for e in &mut p.endpoints {
+                if let EndpointKind::Managed { ready_timeout_s, .. } = &mut e.kind {
+                    *ready_timeout_s = f64::INFINITY;
+                }
+            }
+        };
+        assert!(refused(&managed).contains("endpoint `b` ready"));
+    }
+
     #[test]
     fn mistakes_are_refused_with_what_to_do() {
         /// The error of a plan with one model and what `f` adds.
@@ -467,7 +566,24 @@ mod tests {
             ngl(f, vec![0]);
             f.epochs = Some(0)
         })
-        .contains("at least 1"));
+        .contains("give 1 to 1000"));
+        // The documented maxima: a huge value is a loop, a deadline or an allocation that never ends.
+        assert!(err(|f| {
+            ngl(f, vec![0]);
+            f.repetitions = Some(u32::MAX)
+        })
+        .contains("give 1 to 1000"));
+        assert!(err(|f| {
+            ngl(f, vec![0]);
+            f.timeouts.request_s = Some(1e300)
+        })
+        .contains("up to 604800"));
+        assert!(err(|f| ngl(f, vec![i64::MAX])).contains("from 0 to 100000"));
+        assert!(err(|f| {
+            ngl(f, vec![0]);
+            f.prompt_tokens = vec![u32::MAX]
+        })
+        .contains("give 1 to 1048576"));
         assert!(err(|f| {
             ngl(f, vec![0]);
             f.timeouts.read_s = Some(-1.0)

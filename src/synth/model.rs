@@ -30,6 +30,13 @@ pub enum Preset {
 /// src/llama-model.cpp:1363).
 pub const MAX_EXPERTS: u64 = 1024;
 
+/// Most layers llama.cpp 11434 loads (src/llama-hparams.h:11 `LLAMA_MAX_LAYERS`).
+pub const MAX_LAYERS: u64 = 512;
+
+/// Most weights a synthetic model may have: 2^40, about 1.1 trillion (the largest open models are near one
+/// trillion). A shape above it is a typo that would write terabytes.
+pub const MAX_PARAMETERS: u128 = 1 << 40;
+
 /// Everything that decides the file's tensors and hyperparameters.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Shape {
@@ -191,6 +198,9 @@ impl Shape {
                 bail!("--n-vocab must be between 1 and {MAX_VOCAB}, not {v}");
             }
         }
+        if self.n_layer > MAX_LAYERS {
+            bail!("--n-layer must be at most {MAX_LAYERS} (llama.cpp's LLAMA_MAX_LAYERS), not {}", self.n_layer);
+        }
         if self.n_expert > MAX_EXPERTS {
             bail!("--n-expert must be at most {MAX_EXPERTS} (llama.cpp's LLAMA_MAX_EXPERTS), not {}", self.n_expert);
         }
@@ -218,7 +228,26 @@ impl Shape {
         if !self.head_dim().is_multiple_of(2) {
             bail!("the head size n_embd / n_head = {} must be even for RoPE", self.head_dim());
         }
+        let weights = self.weights_at_most();
+        if weights > MAX_PARAMETERS {
+            bail!(
+                "the shape (--n-embd, --n-layer, --n-ff, --n-expert, --n-vocab) has about {weights} weights; a \
+                 synthetic model may have at most {MAX_PARAMETERS} (2^40)"
+            );
+        }
         Ok(())
+    }
+
+    /// The weights of the shape's matrices, with the vocabulary at its largest when it is not given: in u128, where
+    /// the product of the bounded dimensions cannot overflow.
+    fn weights_at_most(&self) -> u128 {
+        let (e, ff, layers) = (u128::from(self.n_embd), u128::from(self.n_ff), u128::from(self.n_layer));
+        let vocab = u128::from(self.n_vocab.unwrap_or(MAX_VOCAB));
+        let gqa = u128::from(self.n_embd_gqa());
+        let experts = u128::from(self.n_expert.max(1));
+        // Per layer: q and output, k and v, the feed-forward (per expert), the router, the norms and biases.
+        let per_layer = 2 * e * e + 2 * e * gqa + 3 * e * ff * experts + e * experts + 3 * e + 2 * gqa;
+        2 * e * vocab + layers * per_layer + e
     }
 
     pub fn head_dim(&self) -> u64 {
@@ -332,5 +361,17 @@ mod tests {
         let mut s = Preset::Tiny.shape();
         s.n_vocab = Some(MAX_VOCAB + 1);
         assert!(s.validate().is_err());
+        // More layers than llama.cpp loads, and a shape of terabytes (n_ff of 2^32 - 1), are refused before any
+        // tensor list is made.
+        let mut s = Preset::Tiny.shape();
+        s.n_layer = MAX_LAYERS + 1;
+        assert!(s.validate().unwrap_err().to_string().contains("LLAMA_MAX_LAYERS"));
+        let mut s = Preset::Tiny.shape();
+        s.n_ff = u64::from(u32::MAX);
+        assert!(s.validate().unwrap_err().to_string().contains("at most 1099511627776"));
+        // The bound is no looser than the count: Qwen2-7B's 7.6 B weights are below their bound.
+        let q = Preset::Qwen2_7b.shape();
+        let counted: u64 = q.tensors(152064, GgmlType::F16).iter().map(|(t, _)| t.n_elements().unwrap()).sum();
+        assert!(q.weights_at_most() >= u128::from(counted));
     }
 }

@@ -329,6 +329,20 @@ pub fn new_bisect_id() -> String {
     format!("bisect-{}", super::store::new_run_id())
 }
 
+/// Whether `id` has the shape [`new_bisect_id`] gives: `bisect-YYYYMMDD-HHMMSS-xxxx` (the salt in lowercase hex).
+/// The id names a directory under the runs directory, so nothing else (a `/`, a `..`) may pass for one.
+pub fn is_bisect_id(id: &str) -> bool {
+    let Some(rest) = id.strip_prefix("bisect-") else { return false };
+    let b = rest.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    b.len() == 20
+        && digits(0..8)
+        && b[8] == b'-'
+        && digits(9..15)
+        && b[15] == b'-'
+        && b[16..].iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,6 +402,26 @@ mod tests {
         assert_eq!(steps[0].build_secs, Some(1.5));
         let e = format!("{:#}", r.find(Some("nope")).unwrap_err());
         assert!(e.contains("no bisect nope") && e.contains("latest: b1"), "{e}");
+    }
+
+    #[test]
+    fn only_the_generated_id_shape_is_a_bisect_id() {
+        assert!(is_bisect_id(&new_bisect_id()));
+        assert!(is_bisect_id("bisect-20261202-021855-0a9f"));
+        for bad in [
+            "",
+            "bisect-",
+            "../../etc",
+            "bisect-20261202-021855-0a9f/..",
+            "/tmp/x",
+            "bisect-20261202-021855-0A9F",
+            "bisect-2026120-0218550-0a9f",
+            "bisect-20261202-021855-0a9",
+            "bisect-20261202-021855-0a9fe",
+            "bisect-20261202\u{0}021855-0a9f",
+        ] {
+            assert!(!is_bisect_id(bad), "{bad}");
+        }
     }
 
     #[test]

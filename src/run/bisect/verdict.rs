@@ -27,8 +27,12 @@ pub struct State {
 impl State {
     /// The state after `steps` over `candidates` (ascending, both ends included). Only probes move the range: the
     /// ends' own outcomes are checked by [`ends`].
+    ///
+    /// The range starts at the builds the ends' steps tested, once they are recorded (the row's `good` and `bad`
+    /// until then): a verdict rests on what was tested, not on fields beside it.
     pub fn of(candidates: &[u32], good: u32, bad: u32, steps: &[Step]) -> State {
-        let (mut lo, mut hi) = (good, bad);
+        let end = |role: Role, given: u32| steps.iter().find(|s| s.role == role).map_or(given, |s| s.build);
+        let (mut lo, mut hi) = (end(Role::GoodEnd, good), end(Role::BadEnd, bad));
         let mut excluded: BTreeSet<u32> = BTreeSet::new();
         for s in steps.iter().filter(|s| s.role == Role::Probe) {
             match s.outcome {
@@ -108,10 +112,71 @@ pub enum Verdict {
     BadRange { build: u32, role: Role, outcome: Outcome, reason: String },
     /// Not over yet (interrupted, failed, running).
     Open { last_good: u32, first_bad: u32, untested: usize, excluded: Vec<u32> },
+    /// The stored rows contradict each other (a row rewritten, swapped ends): no verdict; `why` says what
+    /// contradicts what.
+    Inconsistent { why: String },
+}
+
+/// What in the stored rows contradicts what, if anything: the row's ends against the builds its end steps tested,
+/// an end tested twice, a step outside the range, or a decided step on the wrong side of the range the steps make.
+/// A search never records any of these: each probe lies strictly inside the range the earlier steps left.
+pub fn contradiction(row: &BisectRow, steps: &[Step]) -> Option<String> {
+    if row.good >= row.bad {
+        return Some(format!("the row's good end b{} is not older than its bad end b{}", row.good, row.bad));
+    }
+    for (role, given, name) in [(Role::GoodEnd, row.good, "good"), (Role::BadEnd, row.bad, "bad")] {
+        let tested: Vec<&Step> = steps.iter().filter(|s| s.role == role).collect();
+        if tested.len() > 1 {
+            return Some(format!("the {name} end was tested {} times (steps {})", tested.len(), seqs(&tested)));
+        }
+        if let Some(s) = tested.first().filter(|s| s.build != given) {
+            return Some(format!(
+                "the row's {name} end is b{given} but its {name}-end step {} tested b{}",
+                s.seq.saturating_add(1),
+                s.build
+            ));
+        }
+    }
+    if let Some(s) = steps.iter().find(|s| s.build < row.good || s.build > row.bad) {
+        return Some(format!(
+            "step {} tested b{}, outside b{}..b{}",
+            s.seq.saturating_add(1),
+            s.build,
+            row.good,
+            row.bad
+        ));
+    }
+    let st = State::of(&row.candidates, row.good, row.bad, steps);
+    // The ends' own outcomes are checked by [`ends`] (an end that tests otherwise is a bad range, not this).
+    let wrong_side = |s: &&Step| {
+        s.role == Role::Probe
+            && match s.outcome {
+                Outcome::Good => s.build >= st.first_bad,
+                Outcome::Bad => s.build <= st.last_good,
+                _ => false,
+            }
+    };
+    steps.iter().find(wrong_side).map(|s| {
+        format!(
+            "step {} says b{} is {}, but the steps put the last good build at b{} and the first bad at b{}",
+            s.seq.saturating_add(1),
+            s.build,
+            s.outcome.as_str(),
+            st.last_good,
+            st.first_bad
+        )
+    })
+}
+
+fn seqs(steps: &[&Step]) -> String {
+    steps.iter().map(|s| (s.seq.saturating_add(1)).to_string()).collect::<Vec<_>>().join(", ")
 }
 
 impl Verdict {
     pub fn of(row: &BisectRow, steps: &[Step]) -> Verdict {
+        if let Some(why) = contradiction(row, steps) {
+            return Verdict::Inconsistent { why };
+        }
         match ends(steps) {
             Ends::Contradicted(s) => {
                 return Verdict::BadRange { build: s.build, role: s.role, outcome: s.outcome, reason: s.reason.clone() }
@@ -148,7 +213,7 @@ impl Verdict {
             Verdict::Found { last_good, first_bad }
             | Verdict::Ambiguous { last_good, first_bad, .. }
             | Verdict::Open { last_good, first_bad, .. } => Some((*last_good, *first_bad)),
-            Verdict::BadRange { .. } => None,
+            Verdict::BadRange { .. } | Verdict::Inconsistent { .. } => None,
         }
     }
 }
@@ -264,6 +329,11 @@ pub fn claims(row: &BisectRow, steps: &[Step], verdict: &Verdict) -> Vec<Claim> 
                 );
             }
         }
+        Verdict::Inconsistent { why } => out.push(Claim::new(
+            "bisect.inconsistent",
+            Confidence::Unresolved,
+            format!("no verdict: the stored bisect contradicts itself: {why}"),
+        )),
         Verdict::Open { .. } => {}
     }
     out
@@ -331,5 +401,35 @@ mod tests {
         let bad = [step(100, Role::GoodEnd, Outcome::Bad)];
         assert!(matches!(Verdict::of(&row, &bad), Verdict::BadRange { build: 100, role: Role::GoodEnd, .. }));
         assert_eq!(claims(&row, &bad, &Verdict::of(&row, &bad))[0].id, "bisect.bad_range");
+    }
+
+    #[test]
+    fn ends_come_from_the_steps_and_a_row_that_contradicts_them_has_no_verdict() {
+        let steps = [
+            step(100, Role::GoodEnd, Outcome::Good),
+            step(104, Role::BadEnd, Outcome::Bad),
+            step(102, Role::Probe, Outcome::Good),
+            step(103, Role::Probe, Outcome::Bad),
+        ];
+        let mut swapped = crate::run::bisect::tests::row("b");
+        (swapped.good, swapped.bad) = (104, 100);
+        let v = Verdict::of(&swapped, &steps);
+        assert!(matches!(&v, Verdict::Inconsistent { why } if why.contains("not older")), "{v:?}");
+        let c = claims(&swapped, &steps, &v);
+        assert!(c.iter().all(|c| c.confidence != Confidence::Confirmed), "{c:?}");
+        let mut moved = crate::run::bisect::tests::row("b");
+        moved.good = 101;
+        let v = Verdict::of(&moved, &steps);
+        assert!(matches!(&v, Verdict::Inconsistent { why } if why.contains("good-end step 1 tested b100")), "{v:?}");
+        // A good probe above a bad one: the steps contradict each other.
+        let row = crate::run::bisect::tests::row("b");
+        let flipped = [
+            steps[0].clone(),
+            steps[1].clone(),
+            step(101, Role::Probe, Outcome::Bad),
+            step(103, Role::Probe, Outcome::Good),
+        ];
+        assert!(matches!(Verdict::of(&row, &flipped), Verdict::Inconsistent { .. }));
+        assert_eq!(Verdict::of(&row, &steps), Verdict::Found { last_good: 102, first_bad: 103 });
     }
 }

@@ -23,7 +23,7 @@ pub struct BisectView {
     pub claims: Vec<Claim>,
 }
 
-/// The verdict as JSON: `kind` is `found`, `ambiguous`, `bad_range` or `open`.
+/// The verdict as JSON: `kind` is `found`, `ambiguous`, `bad_range`, `open` or `inconsistent`.
 #[derive(Clone, Debug, Serialize)]
 pub struct VerdictJson {
     pub kind: &'static str,
@@ -67,6 +67,9 @@ fn verdict_json(v: &Verdict, row: &BisectRow) -> VerdictJson {
                 outcome.as_str()
             );
             ("bad_range", vec![], 0, summary)
+        }
+        Verdict::Inconsistent { why } => {
+            ("inconsistent", vec![], 0, format!("no verdict: the stored bisect contradicts itself: {why}"))
         }
         Verdict::Open { last_good, first_bad, untested, excluded } => {
             let summary = format!(
@@ -158,7 +161,7 @@ impl Render for BisectView {
                 None => "",
             };
             t.row([
-                (s.seq + 1).to_string(),
+                s.seq.saturating_add(1).to_string(),
                 format!("b{}", s.build),
                 s.role.as_str().to_string(),
                 s.outcome.as_str().to_string(),
