@@ -99,8 +99,9 @@ fn impersonating_the_real_device_changes_no_choice() {
 }
 
 /// The gfx900 profile against plain lavapipe runs of the same models and prompts, and `predict` for gfx900-radv
-/// checked against each impersonated trace (its verdicts are printed for the rules' authors, not asserted: the rules
-/// are being revised). Expected from ggml-vulkan.cpp, not from backscope's rules: at 8 tokens of Q4_K_M the mat-vec
+/// checked against each impersonated trace: ggml's own choices confirm every prediction, none is contradicted and no
+/// pipeline is left unexplained (before the AMD tile switch of 4781-4857 was in the rules, the 512-token case had 2
+/// contradictions and an unexplained `_aligned_1`). Expected from ggml-vulkan.cpp, not from backscope's rules: at 8 tokens of Q4_K_M the mat-vec
 /// pipelines keep their names but are built from the subgroup-reduction shaders on a 64-wide subgroup (2899-2948:
 /// `use_subgroups16` needs 16 lanes, lavapipe has 8); at 512 tokens of F16 an AMD device without cooperative
 /// matrices has no large matmul tile (4785: `mul_mat_l = coopmat_support`), so the `_aligned_2` lavapipe runs
@@ -145,6 +146,11 @@ fn gfx900_choices_differ_from_lavapipe_where_ggml_says() {
         }
         eprintln!("  predict: {} contradicted, unexplained {}", c["contradicted"], c["unexplained"]);
         assert!(!c["items"].as_array().unwrap().is_empty(), "predict compared nothing: {c}");
+        assert_eq!(c["contradicted"], 0, "{label} p{prompt}: predict contradicted by ggml's own choices: {c}");
+        assert_eq!(c["unexplained"].as_array().map(Vec::len), Some(0), "{label} p{prompt}: unexplained: {c}");
+        for item in c["items"].as_array().unwrap() {
+            assert_eq!(item["verdict"], "Confirmed", "{label} p{prompt}: {item}");
+        }
     }
 }
 
