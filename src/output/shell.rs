@@ -24,7 +24,11 @@ pub fn shell_line<S: AsRef<str>>(argv: &[S]) -> String {
 /// Show `intro`, then each `(what, value)` line of what would run (through the message escaper, so a stored
 /// argument can neither drive the terminal nor forge a line), and return the refusal naming `retry`, the command
 /// line that confirms. The caller returns the error, which exits 2.
-pub fn refuse_unconfirmed(intro: impl Display, what_runs: &[(&str, String)], retry: impl Display) -> anyhow::Error {
+pub fn refuse_unconfirmed<W: Display>(
+    intro: impl Display,
+    what_runs: &[(W, String)],
+    retry: impl Display,
+) -> anyhow::Error {
     messages::note(intro);
     for (what, value) in what_runs {
         messages::line(format_args!("  {what}: {value}"));
