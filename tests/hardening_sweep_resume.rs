@@ -219,3 +219,62 @@ fn a_run_dir_others_can_write_to_is_not_reclaimed() {
     assert!(shared.join("groups/x.json").exists(), "its ledger was consumed");
     assert!(!in_private.alive(), "the private run's leftover was not reclaimed: {}", done.describe());
 }
+
+/// A ledger in `run_dir` as [`plant_ledger`] writes it, without the row.
+fn ledger_only(run_dir: &Path, tag: &str) {
+    std::fs::create_dir_all(run_dir.join("groups")).unwrap();
+    std::fs::set_permissions(run_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap().trim().to_string();
+    let entry = serde_json::json!({"tag": tag, "owner_pid": 2_000_000_000, "owner_start_ticks": 0,
+        "boot_id": boot, "argv": ["planted"]});
+    std::fs::write(run_dir.join("groups/x.json"), entry.to_string()).unwrap();
+}
+
+/// Issue 26 in a shared PostgreSQL store: role B plants a run claiming A's host id whose ledger (in a private
+/// directory of this user) names a process of A's host. A's next sweep reclaims only its own role's runs: B's
+/// planted leftover lives on, A's own (the control: the same ledger in a row of A's role) is killed.
+#[test]
+fn another_roles_run_claiming_this_host_is_not_reclaimed() {
+    let pg = crate::fleet_pg::Pg::start();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let pgpass = d.join("pgpass");
+    std::fs::write(&pgpass, "*:*:*:host_a:pw-a\n*:*:*:host_b:pw-b\n").unwrap();
+    std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let as_role = |role: &str, args: &[&str]| {
+        let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        all.extend(["--db".into(), pg.db(role)]);
+        let env = vec![("PGPASSFILE", pgpass.display().to_string()), ("BACKSCOPE_HOST_ID", "host-a".to_string())];
+        bounded::run(&all, Bounds { env, env_remove: vec!["PGPASSWORD"], ..bounds(d, 60) })
+    };
+    // The migration role (here the superuser) creates the schema; each host its own role, the documented grants.
+    as_role("postgres", &["sweep", "export"]).assert_bounded(&[0], 30, 200 * MIB);
+    for role in ["host_a", "host_b"] {
+        pg.psql(&format!("CREATE ROLE {role} LOGIN PASSWORD 'pw-{}'", &role[5..]));
+        pg.psql(&crate::fleet_pg::documented_grants().replace("backscope_host", role));
+    }
+    let mut leftovers = Vec::new();
+    for (role, run_id) in [("host_b", "20260101-000000-bbbb"), ("host_a", "20260101-000000-aaaa")] {
+        let run_dir = d.join(format!("run-of-{role}"));
+        let tag = format!("planted-{role}-{}", std::process::id());
+        leftovers.push(Leftover::start(&tag));
+        ledger_only(&run_dir, &tag);
+        let insert = format!(
+            "INSERT INTO backscope.runs (run_id, created_at, status, source, run_dir, plan_json, cells_total, \
+             backscope_version, host_id) VALUES ('{run_id}', '2026-01-01T00:00:00.000Z', 'running', 'sweep', \
+             '{}', '{{}}', 1, 't', 'host-a')",
+            run_dir.display()
+        );
+        let (ok, out) = crate::fleet_pg::psql_as(&pg, &pgpass, role, &insert);
+        assert!(ok, "{role} inserts a run of its own: {out}");
+    }
+    assert_eq!(pg.psql("SELECT string_agg(owner_role, ',' ORDER BY run_id) FROM backscope.runs"), "host_a,host_b");
+
+    // A sweep of host_a on the shared store reclaims first; this one then stops at the run it cannot find.
+    let done = as_role("host_a", &["sweep", "--resume", "20990101-000000-none"]);
+    done.assert_bounded(&[2], 30, 200 * MIB);
+    std::thread::sleep(Duration::from_millis(200));
+    let [planted_by_b, own] = &mut leftovers[..] else { unreachable!() };
+    assert!(planted_by_b.alive(), "a run another role planted was reclaimed: {}", done.describe());
+    assert!(!own.alive(), "the role's own run was not reclaimed: {}", done.describe());
+}
