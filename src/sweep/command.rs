@@ -145,14 +145,19 @@ fn resumed_run(store: &Store, which: &Resume, db: &Path) -> Result<(OpenRun, Pla
     if row.source != RunSource::Sweep {
         bail!("run {} holds imported {} records; only sweeps can be resumed", row.run_id, row.source);
     }
-    let plan: Plan = serde_json::from_str(&row.plan_json)
-        .with_context(|| format!("run {}: the stored plan does not parse (written by another backscope version?)", row.run_id))?;
+    let plan: Plan = serde_json::from_str(&row.plan_json).with_context(|| {
+        format!("run {}: the stored plan does not parse (written by another backscope version?)", row.run_id)
+    })?;
     plan.check().with_context(|| format!("run {}: the stored plan is refused", row.run_id))?;
     // The run directory receives the cells' files and the ledgers of the processes a leftover reclaim kills.
     crate::inputs::private_dir(Path::new(&row.run_dir))
         .map_err(|e| anyhow::anyhow!("run {}: its stored run directory is refused: {e}", row.run_id))?;
-    let open =
-        OpenRun { run_id: row.run_id, run_dir: PathBuf::from(row.run_dir), schedule: Schedule::of(&plan), resumed: true };
+    let open = OpenRun {
+        run_id: row.run_id,
+        run_dir: PathBuf::from(row.run_dir),
+        schedule: Schedule::of(&plan),
+        resumed: true,
+    };
     Ok((open, plan))
 }
 
@@ -162,10 +167,8 @@ fn confirmed(opts: &RunOptions, run_id: &str, plan: &Plan) -> Result<()> {
     if opts.yes || !plan.starts_programs() {
         return Ok(());
     }
-    let intro = format!(
-        "run {run_id} in {} would start what its stored plan names, not this command line:",
-        opts.db.display()
-    );
+    let intro =
+        format!("run {run_id} in {} would start what its stored plan names, not this command line:", opts.db.display());
     let retry = format!(
         "backscope sweep --resume {} --db {} --yes",
         shell_quoted(run_id),

@@ -304,8 +304,9 @@ impl Plan {
     /// plan passes it when it is resolved, a stored one again on `--resume`, so a row rewritten in the store gets
     /// no further than the same spec given as flags would.
     pub fn check(&self) -> Result<()> {
-        self.check_shape()?;
-        self.check_limits()
+        // The limits first: a value out of range is named as such, not as the cells it multiplies to.
+        self.check_limits()?;
+        self.check_shape()
     }
 
     /// What [`resolve`] makes of a spec and a rewritten row could break: endpoint names (they name files and
@@ -345,7 +346,9 @@ impl Plan {
         if let Some(p) = self.prompts.iter().find(|p| !prompt_names.insert(&p.name)) {
             bail!("field `prompts`: two prompts are named `{}`", p.name);
         }
-        if let Some(n) = self.prompts.iter().filter_map(|p| p.target_tokens).find(|n| !(1..=MAX_PROMPT_TOKENS).contains(n)) {
+        if let Some(n) =
+            self.prompts.iter().filter_map(|p| p.target_tokens).find(|n| !(1..=MAX_PROMPT_TOKENS).contains(n))
+        {
             bail!("field `prompts`: prompt_tokens {n}: give 1 to {MAX_PROMPT_TOKENS} tokens");
         }
         for (field, list) in [("num_gpu", &self.num_gpu), ("num_predict", &self.num_predict)] {
@@ -368,7 +371,10 @@ impl Plan {
             );
         }
         if !(-MAX_TEMPERATURE..=MAX_TEMPERATURE).contains(&self.temperature) {
-            bail!("field `temperature`: {}: give a number from -{MAX_TEMPERATURE} to {MAX_TEMPERATURE}", self.temperature);
+            bail!(
+                "field `temperature`: {}: give a number from -{MAX_TEMPERATURE} to {MAX_TEMPERATURE}",
+                self.temperature
+            );
         }
         if self.trace.as_ref().is_some_and(|t| t.interval_ms == 0) {
             bail!("field `trace_interval_ms`: 0; it must be at least 1");
