@@ -86,6 +86,7 @@ fn main() -> Result<()> {
         cells_total: n as u64,
         backscope_version: env!("CARGO_PKG_VERSION").into(),
         host: None,
+        owner: None,
     })?;
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let mut seq = 0u64;

@@ -383,7 +383,7 @@ fn bad_connection_strings_are_refused_naming_the_field_before_any_cell_runs() {
 }
 
 /// The grant statements of docs/fleet.md, between its `<!-- grants -->` markers.
-fn documented_grants() -> String {
+pub(crate) fn documented_grants() -> String {
     let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/fleet.md")).unwrap();
     let block = doc.split("<!-- grants -->").nth(1).unwrap().split("<!-- /grants -->").next().unwrap();
     block.lines().filter(|l| !l.starts_with("```")).collect::<Vec<_>>().join("\n")
@@ -625,7 +625,7 @@ fn a_bisect_killed_mid_step_resumes_from_postgres_and_each_step_is_stored_once()
 }
 
 /// `psql` as `role` (its password from `pgpass`): the output, whatever the exit status (a refusal is the point).
-fn psql_as(pg: &Pg, pgpass: &Path, role: &str, sql: &str) -> (bool, String) {
+pub(crate) fn psql_as(pg: &Pg, pgpass: &Path, role: &str, sql: &str) -> (bool, String) {
     let out = Command::new(pg.bin.join("psql"))
         .env("PGPASSFILE", pgpass)
         .env_remove("PGPASSWORD")

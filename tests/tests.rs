@@ -18,6 +18,7 @@ mod hardening_io;
 mod hardening_redaction;
 mod hardening_report;
 mod hardening_sweep;
+mod hardening_sweep_resume;
 mod hardening_text;
 mod hardening_trace;
 mod hardening_trace_paths;

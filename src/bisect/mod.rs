@@ -30,6 +30,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::builds::Provider;
 use crate::exit;
+use crate::output::shell::{self, shell_quoted};
 use crate::output::{messages, Output};
 use crate::run::bisect::verdict::Verdict;
 use crate::run::bisect::view::BisectView;
@@ -125,20 +126,14 @@ fn confirmed(opts: &BisectOptions, row: &BisectRow, spec: &BisectSpec) -> Result
     if opts.yes || !spec.runs_stored_code() {
         return Ok(());
     }
-    messages::note(format_args!(
+    let intro = format!(
         "bisect {} in {} would run what its stored spec names, not this command line:",
         row.bisect_id,
         opts.db.display()
-    ));
-    for (what, value) in spec.what_runs() {
-        messages::line(format_args!("  {what}: {value}"));
-    }
-    bail!(
-        "refused to run a stored command without confirmation: check it, then `backscope bisect --resume {} --db {} \
-         --yes`",
-        row.bisect_id,
-        crate::bisect::options::shell_quoted(&opts.db.to_string_lossy())
-    )
+    );
+    let retry =
+        format!("backscope bisect --resume {} --db {} --yes", row.bisect_id, shell_quoted(&opts.db.to_string_lossy()));
+    Err(shell::refuse_unconfirmed(intro, &spec.what_runs(), retry))
 }
 
 /// The builds the source lists from good to bad; both ends must be among them.

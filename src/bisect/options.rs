@@ -7,6 +7,9 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use crate::builds::{Backend, BuildFlags, BuildNumber};
+use crate::output::shell::shell_line;
+#[cfg(test)]
+use crate::output::shell::shell_quoted;
 use crate::output::OutputOptions;
 
 /// A build number as a person writes it: `9700` or `b9700`.
@@ -90,7 +93,7 @@ impl TestSpec {
             TestSpec::Slower { rate, factor } => format!("--slower {} --factor {factor}", rate.as_str()),
             TestSpec::Log { regex } => format!("--log {regex}"),
             TestSpec::External { argv } => {
-                format!("-- {}", argv.iter().map(|a| shell_quoted(a)).collect::<Vec<_>>().join(" "))
+                format!("-- {}", shell_line(argv))
             }
         }
     }
@@ -98,16 +101,6 @@ impl TestSpec {
     /// Whether the test runs a sweep cell (and so needs `--model`).
     pub fn needs_cell(&self) -> bool {
         !matches!(self, TestSpec::External { .. })
-    }
-}
-
-/// An argument as a POSIX shell would need it written: as it is when it is plain, else in single quotes.
-pub fn shell_quoted(a: &str) -> String {
-    let plain = !a.is_empty() && a.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
-    if plain {
-        a.to_string()
-    } else {
-        format!("'{}'", a.replace('\'', "'\\''"))
     }
 }
 

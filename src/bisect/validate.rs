@@ -11,7 +11,8 @@ use std::path::{Component, Path};
 
 use anyhow::{anyhow, bail, Result};
 
-use super::options::{parse_backend, shell_quoted, BisectSpec, TestSpec};
+use super::options::{parse_backend, BisectSpec, TestSpec};
+use crate::output::shell::shell_quoted;
 
 /// Most tries per build (`--repeat`): more is a typo (4294967295 tries is forever), not a flaky test.
 pub const MAX_REPEAT: u32 = 100;

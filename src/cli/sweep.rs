@@ -146,6 +146,11 @@ pub struct RunArgs {
     /// (only when that host no longer runs it).
     #[arg(long, requires = "resume")]
     pub take_over: bool,
+    /// With --resume: start what the stored run names (its servers' programs, arguments and environment, the
+    /// observer it preloads) although this command line does not give it. Without it such a resume shows the
+    /// stored commands and exits 2. A run of external endpoints only starts nothing and needs no --yes.
+    #[arg(long, requires = "resume")]
+    pub yes: bool,
     /// Join each request to the GPU kernels that ran during it: managed servers (and the runners they start) get the
     /// dispatch observer (LD_PRELOAD, as `backscope trace`), and each record gets the kernel launches of its time
     /// window. CUDA and HIP launches are observed, and Vulkan dispatches (through backscope's Vulkan layer, enabled with
@@ -271,6 +276,7 @@ impl From<RunArgs> for RunOptions {
             output: a.output.into(),
             dry_run: a.dry_run,
             take_over: a.take_over,
+            yes: a.yes,
         }
     }
 }

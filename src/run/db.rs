@@ -142,6 +142,7 @@ mod tests {
                     cells_total: 3,
                     backscope_version: "t".into(),
                     host: None,
+                    owner: None,
                 })
                 .unwrap();
             }

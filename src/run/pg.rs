@@ -28,12 +28,13 @@ use super::host::HostIdentity;
 use super::ids::{record_id, utc_now};
 use super::pg_conn::{PgConn, PgError};
 use super::record::{Record, RunSource};
-use super::run_row::{RunRow, RunStatus};
+use super::run_row::{RunOwner, RunRow, RunStatus};
 use super::sqlite::{host_from_json, SqliteStore};
 use super::target::PgTarget;
 
-const RUN_COLUMNS: &str =
-    "run_id, created_at, finished_at, status, source, run_dir, plan_json, cells_total, backscope_version, host_id, host_json";
+/// A run's columns as [`run_from_row`] reads them; the last two say who owns it and whether that is this role.
+const RUN_COLUMNS: &str = "run_id, created_at, finished_at, status, source, run_dir, plan_json, cells_total, \
+     backscope_version, host_id, host_json, owner_role, owner_role = current_user";
 
 pub struct PgStore {
     /// `None` once the server went away: everything goes to `fallback` from then on.
@@ -385,6 +386,7 @@ fn run_from_row(r: &tokio_postgres::Row) -> Result<RunRow> {
         cells_total: r.get::<_, i64>(7) as u64,
         backscope_version: r.get(8),
         host: host_from_json(r.get(10)),
+        owner: Some(RunOwner { role: r.get(11), is_current: r.get(12) }),
     })
 }
 

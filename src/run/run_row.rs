@@ -19,6 +19,18 @@ pub struct RunRow {
     pub backscope_version: String,
     /// The host that ran (or imported) the run; `None` for runs stored before hosts were recorded.
     pub host: Option<HostIdentity>,
+    /// The database role that stored the row, in a PostgreSQL store; `None` for SQLite rows (a local file: its
+    /// rows are this user's, or whoever could write the file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<RunOwner>,
+}
+
+/// A PostgreSQL row's owner (`runs.owner_role`), and whether it is the role this connection runs as
+/// (`current_user`): only that role's runs are this user's to resume or to reclaim leftovers of.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunOwner {
+    pub role: String,
+    pub is_current: bool,
 }
 
 /// Where a run stands.

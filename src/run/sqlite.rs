@@ -196,6 +196,7 @@ impl SqliteStore {
             cells_total: r.get::<_, i64>(7)? as u64,
             backscope_version: r.get(8)?,
             host: host_from_json(r.get::<_, Option<String>>(9)?),
+            owner: None,
         })
     }
 

@@ -17,6 +17,7 @@ fn run_row(id: &str, dir: &Path) -> RunRow {
         cells_total: 2,
         backscope_version: "t".into(),
         host: None,
+        owner: None,
     }
 }
 

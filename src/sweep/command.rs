@@ -17,6 +17,7 @@ use super::spec::SpecFile;
 use super::supervise::Ledger;
 use super::{dryrun, envsnap, http, import, supervise, view};
 use crate::exit;
+use crate::output::shell::{self, shell_quoted};
 use crate::output::{messages, Document, Excerpt, Format, Inputs, Output, OutputOptions, Rendered};
 use crate::run::host::HostIdentity;
 use crate::run::paths::absolute;
@@ -55,6 +56,9 @@ pub struct RunOptions {
     pub dry_run: bool,
     /// `--resume` a run that another host owns in a shared PostgreSQL store, moving it to this host.
     pub take_over: bool,
+    /// `--resume` a run whose stored plan starts programs (managed servers): this command line names none, so
+    /// without it they are shown and the resume refused.
+    pub yes: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,7 +133,9 @@ struct OpenRun {
     resumed: bool,
 }
 
-fn resumed_run(store: &Store, which: &Resume, db: &Path) -> Result<OpenRun> {
+/// The run `--resume` names, with its stored plan checked as a new one is ([`Plan::check`]): the row is data
+/// someone may have rewritten.
+fn resumed_run(store: &Store, which: &Resume, db: &Path) -> Result<(OpenRun, Plan)> {
     let row = match which {
         Resume::Latest => {
             store.latest_sweep_run()?.with_context(|| format!("no sweep run in {} to resume", db.display()))?
@@ -139,23 +145,48 @@ fn resumed_run(store: &Store, which: &Resume, db: &Path) -> Result<OpenRun> {
     if row.source != RunSource::Sweep {
         bail!("run {} holds imported {} records; only sweeps can be resumed", row.run_id, row.source);
     }
-    let plan: Plan = serde_json::from_str(&row.plan_json)
-        .context("the stored plan does not parse (written by another backscope version?)")?;
-    plan.check_limits().with_context(|| format!("run {}: the stored plan is refused", row.run_id))?;
-    Ok(OpenRun {
+    let plan: Plan = serde_json::from_str(&row.plan_json).with_context(|| {
+        format!("run {}: the stored plan does not parse (written by another backscope version?)", row.run_id)
+    })?;
+    plan.check().with_context(|| format!("run {}: the stored plan is refused", row.run_id))?;
+    // The run directory receives the cells' files and the ledgers of the processes a leftover reclaim kills.
+    crate::inputs::private_dir(Path::new(&row.run_dir))
+        .map_err(|e| anyhow::anyhow!("run {}: its stored run directory is refused: {e}", row.run_id))?;
+    let open = OpenRun {
         run_id: row.run_id,
         run_dir: PathBuf::from(row.run_dir),
         schedule: Schedule::of(&plan),
         resumed: true,
-    })
+    };
+    Ok((open, plan))
+}
+
+/// A resume starts the programs its stored plan names only when this command line says so (`--yes`): the plan
+/// came from the store, not from these flags. A plan of external endpoints starts nothing and needs no `--yes`.
+fn confirmed(opts: &RunOptions, run_id: &str, plan: &Plan) -> Result<()> {
+    if opts.yes || !plan.starts_programs() {
+        return Ok(());
+    }
+    let intro =
+        format!("run {run_id} in {} would start what its stored plan names, not this command line:", opts.db.display());
+    let retry = format!(
+        "backscope sweep --resume {} --db {} --yes",
+        shell_quoted(run_id),
+        shell_quoted(&opts.db.to_string_lossy())
+    );
+    Err(shell::refuse_unconfirmed(intro, &plan.what_runs(), retry))
 }
 
 fn new_run(store: &mut Store, opts: &RunOptions, plan: &Plan, schedule: Schedule) -> Result<OpenRun> {
     let run_id = store::new_run_id();
     let host = HostIdentity::current();
     let run_dir = absolute(&opts.runs_dir.join(&run_id));
-    std::fs::create_dir_all(&run_dir)
-        .with_context(|| format!("cannot create the run directory {}", run_dir.display()))?;
+    std::fs::create_dir_all(&opts.runs_dir)
+        .with_context(|| format!("cannot create the runs directory {}", opts.runs_dir.display()))?;
+    // Private (0700, whatever the umask): it holds the ledgers of the processes a later sweep may kill as leftovers,
+    // and a reclaim trusts only a directory no other user can write to.
+    crate::inputs::private_dir(&run_dir)
+        .map_err(|e| anyhow::anyhow!("cannot create the run directory {}: {e}", run_dir.display()))?;
     store.create_run(&RunRow {
         run_id: run_id.clone(),
         created_at: store::utc_now(),
@@ -167,6 +198,7 @@ fn new_run(store: &mut Store, opts: &RunOptions, plan: &Plan, schedule: Schedule
         cells_total: schedule.cells.len() as u64,
         backscope_version: env!("CARGO_PKG_VERSION").into(),
         host: Some(host.clone()),
+        owner: None,
     })?;
     let argv: Vec<String> = std::env::args().collect();
     // A PostgreSQL target as shown without secrets (a password is refused in --db, so argv holds none either).
@@ -199,7 +231,8 @@ fn sweep(opts: RunOptions) -> Result<u8> {
     reclaim_leftovers(&store)?;
     let open = match &opts.resume {
         Some(which) => {
-            let open = resumed_run(&store, which, &opts.db)?;
+            let (open, plan) = resumed_run(&store, which, &opts.db)?;
+            confirmed(&opts, &open.run_id, &plan)?;
             store.claim_run(&open.run_id, opts.take_over)?;
             open
         }
@@ -228,7 +261,7 @@ fn run_inputs(opts: &RunOptions) -> Inputs {
 /// without being created or written.
 fn dry_run(opts: &RunOptions, out: Output) -> Result<u8> {
     let schedule = match &opts.resume {
-        Some(which) => resumed_run(&Store::open_read_only(&opts.db)?, which, &opts.db)?.schedule,
+        Some(which) => resumed_run(&Store::open_read_only(&opts.db)?, which, &opts.db)?.0.schedule,
         None => Schedule::of(&new_plan(opts)?),
     };
     print_dry_run(out, &schedule)
@@ -237,11 +270,8 @@ fn dry_run(opts: &RunOptions, out: Output) -> Result<u8> {
 /// Kill what the servers of sweeps whose backscope died (SIGKILL, a second Ctrl-C) left running, from their run
 /// directories' ledgers, and say so. Runs of a backscope that still runs are left alone.
 fn reclaim_leftovers(store: &Store) -> Result<()> {
-    // Only this host's runs: in a shared store another host's ledger names processes of that host, and its pids
-    // mean nothing (or something else) here.
     let me = HostIdentity::current().host_id;
-    let mine = |r: &RunRow| r.host.as_ref().is_none_or(|h| h.host_id == me);
-    for row in store.runs()?.into_iter().filter(|r| r.source == RunSource::Sweep && mine(r)) {
+    for row in store.runs()?.into_iter().filter(|r| reclaimable(r, &me)) {
         for r in supervise::reclaim(Path::new(&row.run_dir)) {
             if r.stopped.is_empty() {
                 continue;
@@ -257,6 +287,20 @@ fn reclaim_leftovers(store: &Store) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether a run's leftover processes may be looked for and killed: a sweep of this host (in a shared store another
+/// host's ledger names processes of that host, and its pids mean nothing, or something else, here), stored by this
+/// database role (the host id is what the row says of itself: another role could plant a row claiming this host),
+/// whose run directory exists and is private to this user (else its ledgers could have been written by anyone,
+/// naming any process).
+fn reclaimable(row: &RunRow, me: &str) -> bool {
+    let this_host = row.host.as_ref().is_none_or(|h| h.host_id == me);
+    let this_role = row.owner.as_ref().is_none_or(|o| o.is_current);
+    let dir = Path::new(&row.run_dir);
+    // Checked only when it exists: the check creates a missing directory, and a gone run has nothing to reclaim.
+    let private = std::fs::symlink_metadata(dir).is_ok() && crate::inputs::private_dir(dir).is_ok();
+    row.source == RunSource::Sweep && this_host && this_role && private
 }
 
 /// The dry run's plan as lines to read or copy (text in every format but Markdown and HTML, which wrap it).

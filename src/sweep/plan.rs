@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use super::presets::Preset;
 use super::spec::{EndpointSpec, ModelEntry, PromptSpec, SpecFile};
+use crate::output::shell::{shell_line, shell_quoted};
 use crate::run::record::Api;
 
 /// Defaults, in seconds. Read: a cold model load on a slow backend sends no byte for minutes (Ollama loads the
@@ -40,6 +41,9 @@ pub const MAX_PROMPT_TOKENS: u32 = 1 << 20;
 pub const MAX_TRACE_INTERVAL_MS: u64 = 3_600_000;
 /// Sampling temperatures beyond this are typos (llama.cpp reads any value ≤ 0 as greedy).
 pub const MAX_TEMPERATURE: f64 = 1000.0;
+/// Most cells in one sweep: each is at least one request to a server, so a million is weeks of work, and more is a
+/// typo or a rewritten row whose schedule would not fit in memory.
+pub const MAX_CELLS: usize = 1_000_000;
 
 /// Everything a run needs, resolved; stored with the run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -240,7 +244,7 @@ pub fn resolve(spec: &SpecFile, detect: &mut dyn FnMut(&str) -> Option<Api>) -> 
     if let Some(t) = spec.temperature.filter(|t| !(-MAX_TEMPERATURE..=MAX_TEMPERATURE).contains(t)) {
         bail!("temperature {t}: give a number from -{MAX_TEMPERATURE} to {MAX_TEMPERATURE}");
     }
-    Ok(Plan {
+    let plan = Plan {
         endpoints,
         models,
         num_gpu,
@@ -255,7 +259,10 @@ pub fn resolve(spec: &SpecFile, detect: &mut dyn FnMut(&str) -> Option<Api>) -> 
         request: spec.request.clone(),
         timeouts,
         trace,
-    })
+    };
+    // The one check a stored plan goes through on `--resume` too: what passes here is what a resume accepts.
+    plan.check()?;
+    Ok(plan)
 }
 
 fn timeouts(spec: &SpecFile) -> Result<Timeouts> {
@@ -293,6 +300,121 @@ fn check_timeouts(t: &Timeouts) -> Result<()> {
 }
 
 impl Plan {
+    /// Every check a plan passes: its shape ([`Plan::check_shape`]) and its numbers ([`Plan::check_limits`]). A new
+    /// plan passes it when it is resolved, a stored one again on `--resume`, so a row rewritten in the store gets
+    /// no further than the same spec given as flags would.
+    pub fn check(&self) -> Result<()> {
+        // The limits first: a value out of range is named as such, not as the cells it multiplies to.
+        self.check_limits()?;
+        self.check_shape()
+    }
+
+    /// What [`resolve`] makes of a spec and a rewritten row could break: endpoint names (they name files and
+    /// directories of the run), plain-HTTP URLs, unique models and prompts, lists that are not empty nor repeat a
+    /// value, and the cells they multiply to.
+    pub fn check_shape(&self) -> Result<()> {
+        if self.endpoints.is_empty() {
+            bail!("field `endpoints`: no endpoint");
+        }
+        let mut names = BTreeSet::new();
+        for e in &self.endpoints {
+            validate_name(&e.name).context("field `endpoints`")?;
+            if !names.insert(&e.name) {
+                bail!("field `endpoints`: two endpoints are named `{}`; names must be unique", e.name);
+            }
+            match &e.kind {
+                EndpointKind::External { url, .. } if !url.starts_with("http://") => {
+                    bail!("field `endpoints`: endpoint `{}`: `{url}` is not an http:// URL", e.name)
+                }
+                EndpointKind::Managed { program, .. } if program.as_os_str().is_empty() => {
+                    bail!("field `endpoints`: endpoint `{}` names no program", e.name)
+                }
+                _ => {}
+            }
+        }
+        if self.models.is_empty() {
+            bail!("field `models`: no model");
+        }
+        let mut labels = BTreeSet::new();
+        if let Some(m) = self.models.iter().find(|m| !labels.insert(&m.label)) {
+            bail!("field `models`: model `{}` is listed twice", m.label);
+        }
+        if self.prompts.is_empty() {
+            bail!("field `prompts`: no prompt");
+        }
+        let mut prompt_names = BTreeSet::new();
+        if let Some(p) = self.prompts.iter().find(|p| !prompt_names.insert(&p.name)) {
+            bail!("field `prompts`: two prompts are named `{}`", p.name);
+        }
+        if let Some(n) =
+            self.prompts.iter().filter_map(|p| p.target_tokens).find(|n| !(1..=MAX_PROMPT_TOKENS).contains(n))
+        {
+            bail!("field `prompts`: prompt_tokens {n}: give 1 to {MAX_PROMPT_TOKENS} tokens");
+        }
+        for (field, list) in [("num_gpu", &self.num_gpu), ("num_predict", &self.num_predict)] {
+            let mut seen = BTreeSet::new();
+            if list.is_empty() {
+                bail!("field `{field}`: an empty list");
+            }
+            if let Some(x) = list.iter().find(|&x| !seen.insert(x)) {
+                bail!("field `{field}`: value {x} is listed twice");
+            }
+        }
+        let cells = [self.endpoints.len(), self.models.len(), self.num_gpu.len(), self.prompts.len()]
+            .into_iter()
+            .chain([self.num_predict.len(), self.epochs as usize, self.repetitions as usize])
+            .try_fold(1usize, usize::checked_mul);
+        if cells.is_none_or(|n| n > MAX_CELLS) {
+            bail!(
+                "the endpoints, models, num_gpu, prompts, num_predict, epochs and repetitions multiply to more than \
+                 {MAX_CELLS} cells; split the sweep"
+            );
+        }
+        if !(-MAX_TEMPERATURE..=MAX_TEMPERATURE).contains(&self.temperature) {
+            bail!(
+                "field `temperature`: {}: give a number from -{MAX_TEMPERATURE} to {MAX_TEMPERATURE}",
+                self.temperature
+            );
+        }
+        if self.trace.as_ref().is_some_and(|t| t.interval_ms == 0) {
+            bail!("field `trace_interval_ms`: 0; it must be at least 1");
+        }
+        Ok(())
+    }
+
+    /// Whether the plan starts any program: a managed server (its program, arguments and environment, and with
+    /// `--trace` the observer library preloaded into it and the Vulkan layer it loads). A plan of external
+    /// endpoints only starts nothing: it sends its requests over HTTP to the URLs it names.
+    pub fn starts_programs(&self) -> bool {
+        self.endpoints.iter().any(Endpoint::is_managed)
+    }
+
+    /// What of the plan decides which code runs, as `(what, value)` lines with every argument shell-quoted: each
+    /// managed server's command line and environment, the observer library and the Vulkan layer directory.
+    pub fn what_runs(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for e in &self.endpoints {
+            if let EndpointKind::Managed { program, args, env, .. } = &e.kind {
+                let argv: Vec<String> =
+                    std::iter::once(program.to_string_lossy().into_owned()).chain(args.iter().cloned()).collect();
+                out.push((format!("server `{}`", e.name), shell_line(&argv)));
+                if !env.is_empty() {
+                    let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    out.push((format!("server `{}` env", e.name), shell_line(&env)));
+                }
+            }
+        }
+        if let Some(t) = self.trace.as_ref().filter(|_| self.starts_programs()) {
+            if let Some(observer) = &t.observer {
+                out.push(("observer (LD_PRELOAD)".into(), shell_quoted(&observer.to_string_lossy())));
+            }
+            if let Some(layer) = &t.vulkan_manifest {
+                out.push(("Vulkan layer dir".into(), shell_quoted(&layer.to_string_lossy())));
+            }
+        }
+        out
+    }
+
     /// The numeric limits every new plan passes, checked again on a plan read back for `--resume`: a stored row is
     /// data someone may have rewritten, and a timeout, a loop count or a window from it must not reach a deadline
     /// or a loop the flags would have refused.
@@ -303,8 +425,11 @@ impl Plan {
                 check_seconds(&format!("endpoint `{}` ready", e.name), *ready_timeout_s)?;
             }
         }
-        if !(1..=MAX_EPOCHS).contains(&self.epochs) || !(1..=MAX_REPETITIONS).contains(&self.repetitions) {
-            bail!("epochs {} and repetitions {}: give 1 to {MAX_EPOCHS} each", self.epochs, self.repetitions);
+        if !(1..=MAX_EPOCHS).contains(&self.epochs) {
+            bail!("field `epochs`: {}: give 1 to {MAX_EPOCHS} passes", self.epochs);
+        }
+        if !(1..=MAX_REPETITIONS).contains(&self.repetitions) {
+            bail!("field `repetitions`: {}: give 1 to {MAX_REPETITIONS}", self.repetitions);
         }
         if let Some(n) = self.num_gpu.iter().find(|n| !(-1..=MAX_NUM_GPU).contains(*n)) {
             bail!("num_gpu {n}: use a layer count from 0 to {MAX_NUM_GPU}, or -1 to let the runtime decide");

@@ -120,6 +120,7 @@ fn store_run(
         cells_total: tests as u64,
         backscope_version: env!("CARGO_PKG_VERSION").into(),
         host: Some(crate::run::host::HostIdentity::current()),
+        owner: None,
     })?;
     // records.jsonl: written through a temporary file and renamed, like every result file of a run.
     let records_path = run_dir.join(RECORDS_FILE);

@@ -270,6 +270,7 @@ fn sweep_into(
             cells_total: schedule.cells.len() as u64,
             backscope_version: "test".into(),
             host: None,
+            owner: None,
         })
         .unwrap();
     for &i in recorded_before {
