@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark: the evidence bundle's redaction (src/report/redact.rs, `redact::text`) over a large server log.
+# Benchmark: the evidence bundle's redaction (src/output/redact.rs, `redact::text`) over a large server log.
 #
 #   bench/redact.sh [RUNS] [MIB] [REV]      (defaults: 3 runs, 50 MiB; REV: also time redact.rs as of that commit)
 #
@@ -64,10 +64,12 @@ EOF
 }
 
 echo -n "working tree: "
-harness "$WORK/now" "$PWD/src/report/redact.rs"
+harness "$WORK/now" "$PWD/src/output/redact.rs"
 if [ -n "$REV" ]; then
   # The old file's corpus tests are not compiled (no cfg(test)), so its include_str! paths need not resolve.
-  git show "$REV:src/report/redact.rs" >"$WORK/redact_old.rs"
+  # It lived in src/report/ before it moved to the output floor.
+  git show "$REV:src/output/redact.rs" >"$WORK/redact_old.rs" 2>/dev/null ||
+    git show "$REV:src/report/redact.rs" >"$WORK/redact_old.rs"
   echo -n "$REV: "
   harness "$WORK/old" "$WORK/redact_old.rs"
 fi

@@ -282,7 +282,8 @@ fn the_h200_profile_on_lavapipe_dispatches_what_the_real_h200_dispatched() {
             .arg(ty));
         assert!(out.status.success(), "llama-quantize {ty}: {}", String::from_utf8_lossy(&out.stderr));
     }
-    let real_traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/validation/gpu-2026-11-26/vulkan-predict/traces");
+    let real_traces =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/validation/gpu-2026-11-26/vulkan-predict/traces");
     let impersonated = |profile: &Path, model: &str, case: &str| {
         let dir = tmp.path().join(format!("{}-{model}-{case}", profile.file_stem().unwrap().to_string_lossy()));
         let mut cmd = backscope();

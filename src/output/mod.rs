@@ -17,6 +17,7 @@ pub mod escape;
 mod html;
 mod markdown;
 pub mod messages;
+pub mod redact;
 pub mod shell;
 pub mod term;
 pub mod text;

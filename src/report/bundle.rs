@@ -17,10 +17,10 @@ use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
 use super::input::{lexically_inside, read_run_json, run_file};
-use super::redact;
 use super::timeline::{self, CellTimeline};
 use super::view::ReportView;
 use crate::evidence::Source;
+use crate::output::redact;
 use crate::output::{self, Column, Document, Excerpt, Format, Render, Table, Text};
 use crate::run::record::Record;
 

@@ -8,7 +8,7 @@
 //! server logs ([`timeline`]). The result goes through the
 //! output layer like every command's: text, `--json` (`backscope.report/1`, docs/report-json.md), Markdown or
 //! one self-contained HTML file. `--bundle` also writes the evidence bundle ([`bundle`]), secrets redacted
-//! ([`redact`]).
+//! ([`crate::output::redact`]).
 //!
 //! `backscope sweep report` is a brief view of the same aggregation (its table and the same claims); this command is
 //! the full statistical report over a run, its documents and its bundle.
@@ -19,7 +19,6 @@ pub mod charts;
 mod document;
 pub mod hosts;
 pub mod input;
-pub mod redact;
 pub mod timeline;
 mod view;
 

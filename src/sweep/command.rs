@@ -145,10 +145,7 @@ fn resumed_run(store: &Store, which: &Resume, db: &Path) -> Result<(OpenRun, Pla
     if row.source != RunSource::Sweep {
         bail!("run {} holds imported {} records; only sweeps can be resumed", row.run_id, row.source);
     }
-    let plan: Plan = serde_json::from_str(&row.plan_json).with_context(|| {
-        format!("run {}: the stored plan does not parse (written by another backscope version?)", row.run_id)
-    })?;
-    plan.check().with_context(|| format!("run {}: the stored plan is refused", row.run_id))?;
+    let plan = stored_plan(&row.plan_json).with_context(|| format!("run {}", row.run_id))?;
     // The run directory receives the cells' files and the ledgers of the processes a leftover reclaim kills.
     crate::inputs::private_dir(Path::new(&row.run_dir))
         .map_err(|e| anyhow::anyhow!("run {}: its stored run directory is refused: {e}", row.run_id))?;
@@ -159,6 +156,22 @@ fn resumed_run(store: &Store, which: &Resume, db: &Path) -> Result<(OpenRun, Pla
         resumed: true,
     };
     Ok((open, plan))
+}
+
+/// A plan as `--resume` reads it back from the store: parsed, then held to every check a new plan passes.
+fn stored_plan(json: &str) -> Result<Plan> {
+    let plan: Plan =
+        serde_json::from_str(json).context("the stored plan does not parse (written by another backscope version?)")?;
+    plan.check().context("the stored plan is refused")?;
+    Ok(plan)
+}
+
+/// What `--resume` makes of a stored plan before it starts anything: the plan read back and checked
+/// ([`stored_plan`]), its cells laid out, and what it would run (what the confirmation shows). Returns the number of
+/// cells and those lines. The entry of the `sweep_plan` fuzz target: no stored bytes may panic it.
+pub fn read_stored_plan(json: &str) -> Result<(usize, Vec<(String, String)>)> {
+    let plan = stored_plan(json)?;
+    Ok((Schedule::of(&plan).cells.len(), plan.what_runs()))
 }
 
 /// A resume starts the programs its stored plan names only when this command line says so (`--yes`): the plan

@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 
 use super::plan::{EndpointKind, Plan};
 use super::supervise::{run_bounded, Ledger};
+use crate::output::redact;
 
 /// Variables that change which backend or device a runtime picks (Ollama's, ggml's and the HIP, CUDA and Vulkan
 /// runtimes' device and library selection) or how libraries load.
@@ -30,7 +31,6 @@ const ENV_PREFIXES: &[&str] = &[
     "GPU_DEVICE_ORDINAL",
 ];
 const ENV_NAMES: &[&str] = &["LD_LIBRARY_PATH", "LD_PRELOAD", "PATH"];
-const SECRET_HINTS: &[&str] = &["TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL"];
 
 const HELPER_LIMIT: Duration = Duration::from_secs(20);
 const HELPER_BYTES: usize = 64 << 10;
@@ -39,8 +39,9 @@ pub fn relevant_env() -> Map<String, Value> {
     let mut vars: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
         .filter(|(k, _)| ENV_PREFIXES.iter().any(|p| k.starts_with(p)) || ENV_NAMES.contains(&k.as_str()))
-        // The snapshot is meant to be shared in bug reports: never copy anything that looks like a credential.
-        .filter(|(k, _)| !SECRET_HINTS.iter().any(|h| k.to_ascii_uppercase().contains(h)))
+        // The snapshot is meant to be shared in bug reports: never copy anything that looks like a credential, by
+        // the same rules the bundle's redaction uses (a secret word in the name, or a value shaped like a token).
+        .filter(|(k, v)| !redact::secret_name(k) && !redact::looks_like_token(v))
         .collect();
     vars.sort();
     vars.into_iter().map(|(k, v)| (k, Value::String(v))).collect()
@@ -189,7 +190,12 @@ mod tests {
         std::env::set_var("GGML_VK_VISIBLE_DEVICES_SNAPSHOT_TEST", "0");
         std::env::set_var("UNRELATED_SNAPSHOT_TEST", "x");
         std::env::set_var("OLLAMA_API_KEY_SNAPSHOT_TEST", "secret");
+        // Shapes the old whole-word list let through: a PASS suffix, and a token under an innocent name.
+        std::env::set_var("OLLAMA_REDIS_PASS_SNAPSHOT_TEST", "hunter2");
+        std::env::set_var("GGML_SNAPSHOT_TEST_URLISH", "ghp_0123456789abcdefABCDEF0123456789abcd");
         let env = relevant_env();
+        assert!(!env.contains_key("OLLAMA_REDIS_PASS_SNAPSHOT_TEST"));
+        assert!(!env.contains_key("GGML_SNAPSHOT_TEST_URLISH"));
         assert_eq!(env["GGML_VK_VISIBLE_DEVICES_SNAPSHOT_TEST"], "0");
         assert!(!env.contains_key("UNRELATED_SNAPSHOT_TEST"));
         assert!(!env.contains_key("OLLAMA_API_KEY_SNAPSHOT_TEST"), "credentials never enter the snapshot");

@@ -41,7 +41,9 @@ mod view;
 #[cfg(test)]
 mod ollama_docs;
 
-pub use command::{run, ExportOptions, ImportOptions, ReportOptions, Resume, RunOptions, SweepCommand};
+pub use command::{
+    read_stored_plan, run, ExportOptions, ImportOptions, ReportOptions, Resume, RunOptions, SweepCommand,
+};
 pub use flags::{FlagError, SweepFlags};
 pub use plan::{MAX_TEMPERATURE, MAX_TIMEOUT_S};
 pub use spec::TimeoutSpec;
