@@ -10,7 +10,7 @@
 # The traces are the expected side of tests/vulkan_impersonate.rs; nothing here judges them.
 # Usage: [CASES="..."] bench/gpu/record_vulkan_dispatch.sh CARRY_DIR OUT_DIR
 #   CARRY_DIR holds: backscope, libbackscope_vklayer.so, llama/ (the bin directory of scripts/llama-build.sh vulkan),
-#   debs/ (libvulkan1 from Debian bookworm, `apt-get download`), ggml-vocab-llama-spm.gguf.
+#   debs/ (libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 from Debian bookworm, `apt-get download`), ggml-vocab-llama-spm.gguf.
 #   A case is MODEL-ngl-N-SIZE with MODEL one of moe-q8 moe-q4km tl-q4km, SIZE pN or tg16.
 # Results: OUT_DIR/traces/CASE.traces (the layer's trace file), OUT_DIR/summary.txt, OUT_DIR/devices.txt,
 # OUT_DIR/quantize.log.
@@ -60,9 +60,10 @@ for case in ${CASES:-$DEFAULT_CASES}; do
   esac
   rm -rf "$W/$case"
   if "$BS" trace --dir "$W/$case" --vklayer "$CARRY/libbackscope_vklayer.so" -- \
-    "$BIN/llama-bench" -m "$W/$model.gguf" -ngl "$ngl" -r 1 "${bench[@]}" >"$W/$case.out" 2>&1; then
-    cp "$W/$case"/* "$OUT/traces/$case.traces"
-    log "$case: $(grep -c '"window"' "$OUT/traces/$case.traces") windows"
+    "$BIN/llama-bench" -m "$W/$model.gguf" -ngl "$ngl" -r 1 "${bench[@]}" >"$W/$case.out" 2>&1 &&
+    files=("$W/$case"/*) && [ -f "${files[0]}" ]; then
+    cp "${files[0]}" "$OUT/traces/$case.traces"
+    log "$case: ${#files[@]} trace file(s), $(grep -c '"window"' "$OUT/traces/$case.traces") windows"
   else
     failed=1
     log "$case: exit $?: $(tail -3 "$W/$case.out" | tr '\n' ' ')"
