@@ -129,7 +129,8 @@ fn records(dir: &Path) -> i64 {
 /// naming the field, before anything is started (with `--yes` too).
 #[test]
 fn a_stored_plan_out_of_range_is_refused_naming_the_field() {
-    let cases: [(&str, fn(&mut Value)); 6] = [
+    type Edit = fn(&mut Value);
+    let cases: [(&str, Edit); 6] = [
         ("epochs", |p| p["epochs"] = 5000.into()),
         ("repetitions", |p| p["repetitions"] = 0.into()),
         ("num_predict", |p| p["num_predict"] = serde_json::json!([0])),

@@ -308,6 +308,7 @@ fn impersonated_bench(
 ///   Mixtral-routed MoE (`tiny-moe`, 8 experts, 2 per token) in Q8_0 and Q4_K_M with every layer offloaded and its
 ///   Q4_K_M with one layer, at 1, 9, 64 and 512 prompt tokens and decode
 ///   (docs/validation/gpu-2026-12-02-vulkan-dispatch/traces, by bench/gpu/record_vulkan_dispatch.sh).
+///
 /// Not among them: the MoE with one layer offloaded at 64 and 512 tokens, which impersonation cannot run (ggml's
 /// scheduler reads the routed expert ids back from the GPU to copy only the used experts, ggml-backend.cpp:1883-1892,
 /// and the replaced shaders leave them garbage: `GGML_ASSERT(id >= 0 && id < n_expert)`); docs/vulkan-profiles.md.
