@@ -371,3 +371,40 @@ fn the_h200_profile_on_lavapipe_dispatches_what_the_real_h200_dispatched() {
     assert_eq!(differ[0].0, "split_k_reduce");
     assert!(!unsplit.contains_key(differ[0]));
 }
+
+/// `predict --verify LLAMA_BENCH`: one command runs the case through ggml-vulkan impersonating `--device` and
+/// compares. The expected side is ggml's own choice under impersonation (the gfx900 cases above: the Q4_K_M model
+/// at 512 tokens is Confirmed item for item). A profile file (here the H200's, as `vulkaninfo --json` would be
+/// converted) is predicted from the device record the layer wrote, which must name the impersonated device. A device
+/// with rules but no impersonation profile is refused naming the profiles there are, before anything runs.
+#[test]
+fn predict_verify_runs_ggml_as_the_device_and_confirms_the_prediction() {
+    let _turn = heavy();
+    let model = tiny_q4_k_m();
+    let predict = |device: &str, extra: &[&str]| {
+        let mut cmd = backscope();
+        cmd.args(["predict", "--json", "--backend", "vulkan", "--device", device, "--model"]).arg(&model);
+        cmd.args(["--prompt-tokens", "512", "--decode-tokens", "2", "--vklayer"]).arg(vklayer_library());
+        cmd.arg("--verify").arg(llama_bin().join("llama-bench")).args(extra);
+        cmd
+    };
+    let h200 = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/vulkan_profiles/h200-nvidia.json");
+    for device in ["gfx900-radv".to_string(), h200.display().to_string()] {
+        let r: Value = serde_json::from_str(&stdout_ok(&mut predict(&device, &[]))).unwrap();
+        let c = &r["comparison"];
+        assert!(c["confirmed"].as_u64().unwrap() >= 4, "{device}: {c}");
+        assert_eq!(c["contradicted"], 0, "{device}: {c}");
+        assert_eq!(c["unobserved"], 0, "{device}: {c}");
+        assert_eq!(c["unexplained"].as_array().map(Vec::len), Some(0), "{device}: {c}");
+        let label = r["device"]["label"].as_str().unwrap();
+        let expected = if device == "gfx900-radv" { "gfx900" } else { "NVIDIA H200" };
+        assert!(label.contains(expected), "{device}: predicted for {label}");
+    }
+    let out = run(&mut predict("rdna3-radv", &["--num-gpu", "1"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("rdna3-radv") && stderr.contains("h200-nvidia") && !stderr.contains("verifying"),
+        "{stderr}"
+    );
+}

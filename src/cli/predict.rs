@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use backscope::predict::command::{Backend, BatchFrom, Observation, PredictCommand};
+use backscope::predict::vulkan::verify::Verify;
 use backscope::predict::{Batch, FlashAttn, WeightSource, DEFAULT_UBATCH};
 use clap::{ArgGroup, Args, ValueEnum};
 
@@ -10,7 +11,7 @@ use clap::{ArgGroup, Args, ValueEnum};
 #[command(
     group(ArgGroup::new("weights").args(["model", "weight_type"])),
     group(ArgGroup::new("tokens").args(["prompt_tokens", "ne11", "from_run"])),
-    group(ArgGroup::new("observed").args(["trace", "trace_json", "record", "run"])),
+    group(ArgGroup::new("observed").args(["trace", "trace_json", "record", "run", "verify"])),
     after_help = "Examples:
     backscope predict --arch gfx1201 --model qwen-q4_k_m.gguf --prompt-tokens 100
     backscope predict --arch gfx900 --type q4_k --ne11 64 --explain
@@ -22,6 +23,7 @@ use clap::{ArgGroup, Args, ValueEnum};
 
     backscope predict --backend vulkan --device gfx900-radv --model m.gguf --prompt-tokens 64
     backscope predict --backend vulkan --device traces/ --model m.gguf --prompt-tokens 9 --trace traces/
+    backscope predict --backend vulkan --device gfx900-radv --model m.gguf --prompt-tokens 512 --verify bin/llama-bench
     backscope predict --run backscope-runs/20261126-203910-ae6a   (a Vulkan server's traced sweep: nothing else)"
 )]
 pub struct PredictArgs {
@@ -101,6 +103,16 @@ pub struct PredictArgs {
     /// recorded, its dispatches per pipeline counted against the GPU-run weights' nodes.
     #[arg(long, value_name = "RUN|DB|RUN_DIR")]
     pub run: Option<String>,
+    /// With --backend vulkan: let ggml-vulkan check the prediction. This llama-bench (a Vulkan build) runs the case
+    /// once (the model, prompt, decode, layers, ubatch, flash attention and KV type given) under the Vulkan layer
+    /// impersonating --device: a profile of data/vulkan_profiles (gfx900-radv, lavapipe, h200-nvidia) or a profile
+    /// file (`vulkaninfo --json`, a Khronos profile). Shaders are replaced by empty ones, so any Vulkan device
+    /// serves, lavapipe included; the trace directory is kept and named on stderr.
+    #[arg(long, value_name = "LLAMA_BENCH")]
+    pub verify: Option<PathBuf>,
+    /// With --verify: the Vulkan layer library (default: beside backscope, or $BACKSCOPE_VKLAYER_SO).
+    #[arg(long, value_name = "FILE", requires = "verify")]
+    pub vklayer: Option<PathBuf>,
     /// Layers offloaded to the GPU (llama.cpp -ngl, Ollama num_gpu): the last N-1 repeating layers and the output
     /// layer live on the GPU, the rest in CPU memory; negative: all. Default: all (with --run: each record's own).
     #[arg(long = "num-gpu", visible_alias = "ngl", value_name = "N", allow_negative_numbers = true)]
@@ -162,10 +174,11 @@ impl From<PredictArgs> for PredictCommand {
             (_, _, Some(run)) => BatchFrom::Run(run),
             _ => BatchFrom::EachRecord,
         };
-        let observation = match (a.trace, a.trace_json, a.record, a.run) {
-            (Some(d), ..) => Observation::TraceDir(d),
-            (_, Some(f), ..) => Observation::TraceJson(f),
-            (_, _, Some(f), _) => Observation::RecordFile(f),
+        let observation = match (a.verify, a.trace, a.trace_json, a.record, a.run) {
+            (Some(llama_bench), ..) => Observation::Verify(Verify { llama_bench, vklayer: a.vklayer }),
+            (_, Some(d), ..) => Observation::TraceDir(d),
+            (_, _, Some(f), ..) => Observation::TraceJson(f),
+            (_, _, _, Some(f), _) => Observation::RecordFile(f),
             (.., Some(run)) => Observation::Run(run),
             _ => Observation::None,
         };

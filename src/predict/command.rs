@@ -42,6 +42,8 @@ pub enum Observation {
     /// `--run RUN|DB|RUN_DIR`: every record of the run that carries a trace (a run id in `--db`, a database's
     /// latest run, or a run directory's `cells/*/result.json`).
     Run(String),
+    /// `--verify LLAMA_BENCH` (Vulkan): the case run through llama-bench impersonating `--device`, traced.
+    Verify(super::vulkan::verify::Verify),
 }
 
 /// Which ggml backend's rules predict (`--backend`).
@@ -204,6 +206,7 @@ impl PredictCommand {
         let observed = match &self.observation {
             Observation::TraceDir(p) | Observation::TraceJson(p) | Observation::RecordFile(p) => Some(p),
             Observation::None | Observation::Run(_) => None,
+            Observation::Verify(v) => Some(&v.llama_bench),
         };
         // `--run` names a database file or run directory itself, or a run in `--db`.
         let run_path = match &self.observation {
@@ -499,7 +502,7 @@ pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
 /// The observation of a single prediction (not `--run`).
 fn observed_source(o: &Observation) -> Option<ObservedSource> {
     match o {
-        Observation::None | Observation::Run(_) => None,
+        Observation::None | Observation::Run(_) | Observation::Verify(_) => None,
         Observation::TraceDir(d) => Some(ObservedSource::TraceDir(d.clone())),
         Observation::TraceJson(f) => Some(ObservedSource::TraceSummary(f.clone())),
         Observation::RecordFile(f) => Some(ObservedSource::SweepRecord(f.clone())),
@@ -558,7 +561,10 @@ fn vulkan_options(cmd: &PredictCommand) -> Result<VulkanOptions> {
     o.observed = observed_source(&cmd.observation);
     o.placement = PlacementOptions { backend: GpuBackend::Vulkan, ..cmd.placement.clone() };
     o.ggml = cmd.ggml.clone();
-    Ok(o)
+    match &cmd.observation {
+        Observation::Verify(v) => super::vulkan::verify::observe(o, device, v),
+        _ => Ok(o),
+    }
 }
 
 /// Predict and print. A contradiction between prediction and observation is a finding, not an error: exit 0.
@@ -569,6 +575,9 @@ pub fn run(cmd: &PredictCommand) -> Result<u8> {
         out.emit(&report)?;
         out.finish()?;
         return Ok(exit::OK);
+    }
+    if let Observation::Verify(_) = &cmd.observation {
+        bail!("--verify runs ggml-vulkan impersonating a device: give --backend vulkan --device PROFILE");
     }
     if cmd.arch.is_empty() && !matches!(cmd.observation, Observation::Run(_)) {
         bail!("say which GPU: --arch gfx1201|sm_86|… (or --backend vulkan --device PROFILE|TRACE_DIR)");

@@ -10,6 +10,7 @@
 mod device;
 pub mod prediction;
 mod render;
+pub mod verify;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
