@@ -50,7 +50,7 @@ for dev in ${DEVS:-gfx900-radv $P/lavapipe.json $P/h200-nvidia.json $P/gfx900-ra
       for p in ${SIZES:-1 8 9 32 64 512}; do
         line=$("$B" predict --json --backend vulkan --device "$dev" --model "$W/$m.gguf" --prompt-tokens "$p" \
           --decode-tokens 2 --num-gpu "$ngl" --verify "$L/llama-bench" --vklayer "$LAYER" 2>"$W/err.txt" | judge) || true
-        case "$line" in ERR*) line="$line $( (grep -m1 GGML_ASSERT "$W/err.txt" || tail -1 "$W/err.txt") | tail -c 200)" ;; esac
+        case "$line" in ERR*) line="$line $( (grep -o -m1 'GGML_ASSERT([^)]*)' "$W/err.txt" || tail -1 "$W/err.txt") | tail -c 200)" ;; esac
         echo "$(basename "$dev") $m ngl$ngl p$p: $line"
       done
     done
