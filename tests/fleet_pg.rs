@@ -256,14 +256,15 @@ fn a_host_killed_mid_cell_resumes_its_run_and_every_cell_is_recorded_once() {
     // Another host may not continue it …
     let out = backscope()
         .env("BACKSCOPE_HOST_ID", "host-b")
-        .args(["sweep", "--quiet", "--resume", &run_id, "--db", &db])
+        .args(["sweep", "--quiet", "--yes", "--resume", &run_id, "--db", &db])
         .output()
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("belongs to host `host-a`") && err.contains("--take-over"), "{err}");
     // … its own host does (its latest run, by default).
-    let line = ok(backscope().env("BACKSCOPE_HOST_ID", "host-a").args(["sweep", "--quiet", "--resume", "--db", &db]));
+    let line =
+        ok(backscope().env("BACKSCOPE_HOST_ID", "host-a").args(["sweep", "--quiet", "--yes", "--resume", "--db", &db]));
     assert!(line.contains(&format!("run {run_id}: {CELLS} of {CELLS} cells recorded")), "{line}");
     let counts = pg.psql(&format!(
         "SELECT count(*) || ' ' || count(DISTINCT cell_key) || ' ' || min(seq) || ' ' || max(seq) FROM backscope.records WHERE run_id = '{run_id}'"
@@ -326,7 +327,7 @@ fn a_server_stopped_mid_run_leaves_the_records_in_the_local_fallback_and_push_co
     // Resuming before the push would run the locally recorded cells again: refused, naming the file.
     let out = backscope()
         .env("BACKSCOPE_HOST_ID", "host-a")
-        .args(["sweep", "--quiet", "--resume", &run_id, "--db", &db])
+        .args(["sweep", "--quiet", "--yes", "--resume", &run_id, "--db", &db])
         .output()
         .unwrap();
     let e = String::from_utf8_lossy(&out.stderr);
@@ -690,7 +691,7 @@ fn a_host_role_cannot_plant_or_change_another_roles_rows_and_its_own_work_goes_o
     ok(&mut bisect("host_b", "ran-b", &good_bad));
     std::fs::remove_file(d.join("ran-b")).unwrap();
     let plant = "INSERT INTO backscope.bisect_runs (bisect_id, created_at, status, good, bad, builds, test, spec_json, \
-                 candidates_json, backscope_version, host_id{owner}) SELECT 'planted', '2999-01-01T00:00:00Z', 'running', \
+                 candidates_json, backscope_version, host_id{owner}) SELECT 'bisect-29990101-000000-beef', '2999-01-01T00:00:00Z', 'running', \
                  good, bad, builds, test, spec_json, candidates_json, backscope_version, 'host-a'{value} \
                  FROM backscope.bisect_runs WHERE owner_role = 'host_b'";
     let (planted, e) =
@@ -699,9 +700,9 @@ fn a_host_role_cannot_plant_or_change_another_roles_rows_and_its_own_work_goes_o
     let (planted, e) = psql_as(&pg, &pgpass, "host_b", &plant.replace("{owner}", "").replace("{value}", ""));
     assert!(planted, "B may store its own rows: {e}");
     // A's plain --resume continues A's own latest bisect, not the planted one; --resume of the planted id is refused.
-    let resumed: Value = serde_json::from_str(&ok(&mut bisect("host_a", "ran-a", &["--resume"]))).unwrap();
+    let resumed: Value = serde_json::from_str(&ok(&mut bisect("host_a", "ran-a", &["--resume", "--yes"]))).unwrap();
     assert_eq!(resumed["bisect"]["bisect_id"], mine_id.as_str());
-    let out = bisect("host_a", "ran-a", &["--resume", "planted"]).output().unwrap();
+    let out = bisect("host_a", "ran-a", &["--resume", "bisect-29990101-000000-beef", "--yes"]).output().unwrap();
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && e.contains("belongs to the database role `host_b`") && e.contains("not resumed"),

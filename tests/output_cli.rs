@@ -279,7 +279,7 @@ fn no_command_panics_on_a_closed_pipe() {
     let db_s = db.to_str().unwrap();
     // The reproduction, as a shell runs it.
     let dry = format!(
-        "set -o pipefail; \"$0\" sweep --dry-run --endpoint a=http://127.0.0.1:9 --model m --repetitions 5000 --db {} | head -2",
+        "set -o pipefail; \"$0\" sweep --dry-run --endpoint a=http://127.0.0.1:9 --model m --repetitions 1000 --num-gpu 0,1,2,-1 --db {} | head -2",
         dir.path().join("dry.db").display()
     );
     let out = run(Command::new("bash").arg("-c").arg(&dry).arg(env!("CARGO_BIN_EXE_backscope")));

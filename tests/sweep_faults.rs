@@ -281,7 +281,7 @@ fn ctrl_c_stops_the_server_marks_the_run_interrupted_and_resume_continues() {
     let finished = events.iter().find(|e| event_is(e, "run_finished")).unwrap();
     assert_eq!(finished["status"], "interrupted");
     // Resume runs both cells (each fails not_ready after 2 s) and finishes the run.
-    let out = backscope().args(["sweep", "--resume", "--quiet", "--db"]).arg(&db).output().unwrap();
+    let out = backscope().args(["sweep", "--resume", "--yes", "--quiet", "--db"]).arg(&db).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("2 of 2 cells recorded"),

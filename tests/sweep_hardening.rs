@@ -137,7 +137,7 @@ fn resume_after_sigkill_stops_what_the_dead_sweeps_server_left_running() {
     let marker = unique_marker();
     let runner = kill_backscope_mid_sweep(dir.path(), &marker);
     let out = run_limited(
-        backscope().args(["sweep", "--resume", "--quiet", "--db"]).arg(dir.path().join("db")),
+        backscope().args(["sweep", "--resume", "--yes", "--quiet", "--db"]).arg(dir.path().join("db")),
         Duration::from_secs(120),
     );
     let stderr = String::from_utf8_lossy(&out.stderr);

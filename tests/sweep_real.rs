@@ -250,7 +250,7 @@ fn resume_after_sigkill_of_backscope_neither_duplicates_nor_loses_records() {
     assert!(stored.len() >= 3 && stored.len() < CELLS, "{} stored", stored.len());
     assert_eq!(&stored[..3], &before[..3], "what was reported is what was stored");
     // Resume the latest run.
-    let out = backscope().args(["sweep", "--resume", "--quiet", "--db"]).arg(&db).output().unwrap();
+    let out = backscope().args(["sweep", "--resume", "--yes", "--quiet", "--db"]).arg(&db).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("run {run_id}: {CELLS} of {CELLS} cells recorded")));
     let after = export(&db, Some(&run_id));
