@@ -134,6 +134,11 @@ pub struct DeviceDispatch {
     pub get_query_pool_results: Option<vk::PFN_vkGetQueryPoolResults>,
     pub allocate_memory: Option<vk::PFN_vkAllocateMemory>,
     pub map_memory: Option<vk::PFN_vkMapMemory>,
+    // Impersonation only (`impersonate::readback`): descriptor bookkeeping and the zero-fill of read-back outputs.
+    pub update_descriptor_sets: Option<vk::PFN_vkUpdateDescriptorSets>,
+    pub cmd_bind_descriptor_sets: Option<vk::PFN_vkCmdBindDescriptorSets>,
+    pub cmd_fill_buffer: Option<vk::PFN_vkCmdFillBuffer>,
+    pub cmd_pipeline_barrier: Option<vk::PFN_vkCmdPipelineBarrier>,
 }
 
 impl DeviceDispatch {
@@ -192,6 +197,10 @@ impl DeviceDispatch {
                 get_query_pool_results: load(&resolve, c"vkGetQueryPoolResults"),
                 allocate_memory: load(&resolve, c"vkAllocateMemory"),
                 map_memory: load(&resolve, c"vkMapMemory"),
+                update_descriptor_sets: load(&resolve, c"vkUpdateDescriptorSets"),
+                cmd_bind_descriptor_sets: load(&resolve, c"vkCmdBindDescriptorSets"),
+                cmd_fill_buffer: load(&resolve, c"vkCmdFillBuffer"),
+                cmd_pipeline_barrier: load(&resolve, c"vkCmdPipelineBarrier"),
             }
         }
     }

@@ -121,6 +121,13 @@ fn device_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
         b"vkGetQueryPoolResults" => hook!(get_query_pool_results, vk::PFN_vkGetQueryPoolResults),
         b"vkAllocateMemory" => hook!(allocate_memory, vk::PFN_vkAllocateMemory),
         b"vkMapMemory" => hook!(map_memory, vk::PFN_vkMapMemory),
+        // Only an impersonating process needs its descriptors followed (`impersonate::readback`).
+        b"vkUpdateDescriptorSets" if crate::impersonate::requested() => {
+            hook!(update_descriptor_sets, vk::PFN_vkUpdateDescriptorSets)
+        }
+        b"vkCmdBindDescriptorSets" if crate::impersonate::requested() => {
+            hook!(cmd_bind_descriptor_sets, vk::PFN_vkCmdBindDescriptorSets)
+        }
         _ => None,
     }
 }

@@ -346,6 +346,9 @@ pub(super) unsafe extern "system" fn destroy_pipeline(
     if pipeline != vk::Pipeline::null() && state::on() {
         d.pipelines.remove(pipeline.as_raw());
     }
+    if pipeline != vk::Pipeline::null() && crate::impersonate::active().is_some() {
+        crate::impersonate::readback::pipeline_destroyed(pipeline.as_raw());
+    }
     if let Some(next) = d.destroy_pipeline {
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(device, pipeline, allocator) };
@@ -362,10 +365,13 @@ pub(super) unsafe extern "system" fn set_debug_utils_object_name(
             // SAFETY: the caller's valid name info.
             let info = unsafe { &*info };
             if info.object_type == vk::ObjectType::PIPELINE && !info.p_object_name.is_null() {
+                // SAFETY: a NUL-terminated name.
+                let name = unsafe { CStr::from_ptr(info.p_object_name) }.to_bytes();
                 if let Some(slot) = d.pipelines.get(info.object_handle) {
-                    // SAFETY: a NUL-terminated name.
-                    let name = unsafe { CStr::from_ptr(info.p_object_name) }.to_bytes();
                     pipelines::set_name((slot - 1) as u32, name);
+                }
+                if crate::impersonate::active().is_some() {
+                    crate::impersonate::readback::pipeline_named(info.object_handle, name);
                 }
             }
         });
@@ -374,5 +380,33 @@ pub(super) unsafe extern "system" fn set_debug_utils_object_name(
         // SAFETY: forwarding the caller's arguments.
         Some(next) => unsafe { next(device, info) },
         None => vk::Result::ERROR_EXTENSION_NOT_PRESENT,
+    }
+}
+
+/// `vkUpdateDescriptorSets` (hooked only when impersonating): the storage-buffer ranges of each set, for
+/// `impersonate::readback`.
+pub(super) unsafe extern "system" fn update_descriptor_sets(
+    device: vk::Device,
+    write_count: u32,
+    writes: *const vk::WriteDescriptorSet<'_>,
+    copy_count: u32,
+    copies: *const vk::CopyDescriptorSet<'_>,
+) {
+    let Some(d) = device_of(device) else { return };
+    if crate::impersonate::active().is_some() && !writes.is_null() {
+        state::guarded(|| {
+            // SAFETY: `write_count` valid writes, per the caller's promise.
+            for w in unsafe { std::slice::from_raw_parts(writes, write_count as usize) } {
+                if w.descriptor_type == vk::DescriptorType::STORAGE_BUFFER && !w.p_buffer_info.is_null() {
+                    // SAFETY: a storage-buffer write's `descriptor_count` buffer infos.
+                    let infos = unsafe { std::slice::from_raw_parts(w.p_buffer_info, w.descriptor_count as usize) };
+                    crate::impersonate::readback::descriptors_written(w.dst_set.as_raw(), w.dst_binding, infos);
+                }
+            }
+        });
+    }
+    if let Some(next) = d.update_descriptor_sets {
+        // SAFETY: forwarding the caller's arguments.
+        unsafe { next(device, write_count, writes, copy_count, copies) };
     }
 }

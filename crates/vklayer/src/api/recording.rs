@@ -41,6 +41,11 @@ pub(super) unsafe extern "system" fn free_command_buffers(
         // SAFETY: `count` handles (some may be null, which no map holds).
         state::guarded(|| commands::freed(unsafe { std::slice::from_raw_parts(buffers, count as usize) }));
     }
+    if !buffers.is_null() && crate::impersonate::active().is_some() {
+        // SAFETY: as above.
+        let freed = unsafe { std::slice::from_raw_parts(buffers, count as usize) };
+        state::guarded(|| freed.iter().for_each(|b| crate::impersonate::readback::command_buffer_gone(b.as_raw())));
+    }
     if let Some(next) = d.free_command_buffers {
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(device, pool, count, buffers) };
@@ -135,6 +140,9 @@ pub(super) unsafe extern "system" fn cmd_bind_pipeline(
     pipeline: vk::Pipeline,
 ) {
     let s = followed(cb);
+    if point == vk::PipelineBindPoint::COMPUTE && crate::impersonate::active().is_some() {
+        state::guarded(|| crate::impersonate::readback::pipeline_bound(cb.as_raw(), pipeline.as_raw()));
+    }
     if let (Some(s), vk::PipelineBindPoint::COMPUTE) = (s, point) {
         state::guarded(|| {
             let slot = s.device().pipelines.get(pipeline.as_raw()).map_or(OVERFLOW, |v| (v - 1) as u32);
@@ -194,7 +202,11 @@ fn record(cb: vk::CommandBuffer, grid: [u32; 3]) -> Option<&'static DeviceDispat
 }
 
 pub(super) unsafe extern "system" fn cmd_dispatch(cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
-    if let Some(next) = record(cb, [x, y, z]).and_then(|d| d.cmd_dispatch) {
+    let device = record(cb, [x, y, z]);
+    if let Some(d) = device {
+        crate::impersonate::zero_readback_outputs(cb, d);
+    }
+    if let Some(next) = device.and_then(|d| d.cmd_dispatch) {
         // An impersonated device may take more workgroups than the real one: recorded as asked, forwarded within
         // the real limits (unchanged otherwise).
         let (x, y, z) = crate::impersonate::clamp_groups(x, y, z);
@@ -212,7 +224,11 @@ pub(super) unsafe extern "system" fn cmd_dispatch_base(
     y: u32,
     z: u32,
 ) {
-    if let Some(next) = record(cb, [x, y, z]).and_then(|d| d.cmd_dispatch_base) {
+    let device = record(cb, [x, y, z]);
+    if let Some(d) = device {
+        crate::impersonate::zero_readback_outputs(cb, d);
+    }
+    if let Some(next) = device.and_then(|d| d.cmd_dispatch_base) {
         let (x, y, z) = crate::impersonate::clamp_groups(x, y, z);
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(cb, bx, by, bz, x, y, z) };
@@ -228,7 +244,11 @@ pub(super) unsafe extern "system" fn cmd_dispatch_base_khr(
     y: u32,
     z: u32,
 ) {
-    if let Some(next) = record(cb, [x, y, z]).and_then(|d| d.cmd_dispatch_base_khr) {
+    let device = record(cb, [x, y, z]);
+    if let Some(d) = device {
+        crate::impersonate::zero_readback_outputs(cb, d);
+    }
+    if let Some(next) = device.and_then(|d| d.cmd_dispatch_base_khr) {
         let (x, y, z) = crate::impersonate::clamp_groups(x, y, z);
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(cb, bx, by, bz, x, y, z) };
@@ -261,5 +281,32 @@ pub(super) unsafe extern "system" fn cmd_execute_commands(
     if let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_execute_commands) {
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(cb, count, buffers) };
+    }
+}
+
+/// `vkCmdBindDescriptorSets` (hooked only when impersonating): which set a compute dispatch reads and writes, for
+/// `impersonate::readback`.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe extern "system" fn cmd_bind_descriptor_sets(
+    cb: vk::CommandBuffer,
+    point: vk::PipelineBindPoint,
+    layout: vk::PipelineLayout,
+    first: u32,
+    count: u32,
+    sets: *const vk::DescriptorSet,
+    dynamic_count: u32,
+    dynamic_offsets: *const u32,
+) {
+    if point == vk::PipelineBindPoint::COMPUTE && !sets.is_null() && crate::impersonate::active().is_some() {
+        state::guarded(|| {
+            // SAFETY: `count` set handles, per the caller's promise.
+            let sets = unsafe { std::slice::from_raw_parts(sets, count as usize) };
+            let raw: Vec<u64> = sets.iter().map(|s| s.as_raw()).collect();
+            crate::impersonate::readback::sets_bound(cb.as_raw(), first, &raw);
+        });
+    }
+    if let Some(next) = buffer_device(cb, followed(cb)).and_then(|d| d.cmd_bind_descriptor_sets) {
+        // SAFETY: forwarding the caller's arguments.
+        unsafe { next(cb, point, layout, first, count, sets, dynamic_count, dynamic_offsets) };
     }
 }

@@ -17,7 +17,9 @@
 //!   and the real one cannot reaches the driver; pipelines lose their required subgroup size, their stage and
 //!   pipeline flags and their extension structures; dispatches are clamped to the real device's workgroup-count
 //!   limits when forwarded (the trace records what ggml asked for). Results are garbage; choices are ggml's.
-//! * the few extensions whose use needs the real device (`NEEDS_REAL`) are withheld when it lacks them.
+//! * the few extensions whose use needs the real device (`NEEDS_REAL`) are withheld when it lacks them;
+//! * the outputs of the pipelines whose results ggml's host code reads back to decide (the MoE router's expert ids)
+//!   are zero-filled before each dispatch (`readback`), so that a valid id comes back.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
@@ -27,6 +29,7 @@ mod create;
 mod feature_table;
 pub mod flat_json;
 pub mod profile;
+pub mod readback;
 
 pub use create::{device_create_info, pipeline_create_infos, RealDevice};
 pub use profile::Profile;
@@ -149,6 +152,44 @@ pub fn clamp_groups(x: u32, y: u32, z: u32) -> (u32, u32, u32) {
         }
     };
     (clamp(x, 0), clamp(y, 1), clamp(z, 2))
+}
+
+/// Before a dispatch into `cb` on device `d`: when impersonating and the bound pipeline's output is read back by the
+/// host ([`readback`]), zero-fill its bound storage ranges and make the fill visible to what follows.
+pub fn zero_readback_outputs(cb: ash::vk::CommandBuffer, d: &crate::dispatch::DeviceDispatch) {
+    use ash::vk::{self, Handle};
+    if active().is_none() {
+        return;
+    }
+    let (Some(fill), Some(barrier)) = (d.cmd_fill_buffer, d.cmd_pipeline_barrier) else { return };
+    let ranges = readback::to_zero(cb.as_raw());
+    if ranges.is_empty() {
+        return;
+    }
+    for r in &ranges {
+        // SAFETY: a buffer, offset and range the application bound for this dispatch; offset and size are
+        // multiples of 4 or VK_WHOLE_SIZE (`readback::to_zero`); ggml's buffers allow transfers.
+        unsafe { fill(cb, vk::Buffer::from_raw(r.buffer), r.offset, r.range, 0) };
+    }
+    let memory = vk::MemoryBarrier::default()
+        .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+        .dst_access_mask(vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE);
+    // SAFETY: one global memory barrier recorded into the application's command buffer, outside any render pass
+    // (compute only).
+    unsafe {
+        barrier(
+            cb,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::PipelineStageFlags::ALL_COMMANDS,
+            vk::DependencyFlags::empty(),
+            1,
+            &memory,
+            0,
+            std::ptr::null(),
+            0,
+            std::ptr::null(),
+        )
+    };
 }
 
 #[cfg(test)]
