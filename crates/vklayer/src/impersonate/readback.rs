@@ -76,6 +76,11 @@ pub fn descriptors_written(set: u64, first: u32, infos: &[vk::DescriptorBufferIn
             return;
         }
         let ranges = t.sets.entry(set).or_default();
+        // A write from binding 0 is a new dispatch's whole set (ggml writes all its parameters at once); bindings
+        // of the set's earlier use by a pipeline with more parameters may name buffers since destroyed.
+        if first == 0 {
+            ranges.clear();
+        }
         for (i, info) in infos.iter().enumerate() {
             let at = first as usize + i;
             if at >= MAX_BINDINGS {
@@ -150,6 +155,9 @@ mod tests {
         // Range 66 is cut to 64; the binding at offset 2 cannot be filled and is left out.
         let expected = [(7, 0, 4096), (8, 256, 64), (10, 0, vk::WHOLE_SIZE)];
         assert_eq!(zero.iter().map(|r| (r.buffer, r.offset, r.range)).collect::<Vec<_>>(), expected);
+        // The set written again from binding 0 for a pipeline with fewer parameters keeps only those.
+        descriptors_written(set, 0, &[info(11, 0, 128)]);
+        assert_eq!(to_zero(cb).iter().map(|r| (r.buffer, r.offset, r.range)).collect::<Vec<_>>(), [(11, 0, 128)]);
         pipeline_destroyed(router);
         pipeline_bound(cb, router);
         assert!(to_zero(cb).is_empty(), "a destroyed pipeline's handle is no longer a readback one");
