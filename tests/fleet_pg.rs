@@ -466,7 +466,7 @@ fn a_host_role_with_only_the_documented_grants_can_sweep_and_push() {
     assert!(String::from_utf8_lossy(&denied.stderr).contains("permission denied"));
     assert_eq!(pg.psql("SELECT count(*) FROM backscope.records"), "6");
     // The host role bisects too (INSERT of the bisect and its steps, UPDATE of its status and upstream range).
-    marker_builds(dir.path(), 100..=102, 102);
+    crate::util::marker_builds(dir.path(), 100..=102, 102);
     let out = ok(backscope()
         .current_dir(dir.path())
         .env("PGPASSFILE", &pgpass)
@@ -542,19 +542,6 @@ fn tls_is_used_when_the_server_offers_it_and_its_certificate_is_verified() {
     assert!(!out.status.success() && e.contains("no pg_hba.conf entry"), "{e}");
 }
 
-/// `DIR/builds/bN/bin/llama-server` (a placeholder the external test never starts) for each build; builds from
-/// `first_bad` on carry a `bad` marker the test reads (the layout of tests/bisect_cli.rs).
-fn marker_builds(dir: &Path, range: std::ops::RangeInclusive<u32>, first_bad: u32) {
-    for b in range {
-        let bin = dir.join(format!("builds/b{b}/bin"));
-        std::fs::create_dir_all(&bin).unwrap();
-        std::fs::write(bin.join("llama-server"), "#!/bin/sh\nexit 1\n").unwrap();
-        if b >= first_bad {
-            std::fs::write(bin.join("bad"), "").unwrap();
-        }
-    }
-}
-
 #[test]
 fn a_bisect_killed_mid_step_resumes_from_postgres_and_each_step_is_stored_once() {
     let _turn = heavy();
@@ -562,7 +549,7 @@ fn a_bisect_killed_mid_step_resumes_from_postgres_and_each_step_is_stored_once()
     let db = pg.db("postgres");
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    marker_builds(d, 100..=108, 105);
+    crate::util::marker_builds(d, 100..=108, 105);
     let calls = d.join("calls");
     // The third step (the midpoint b104) hangs until the `.go` marker exists; the first bad build is b105 by layout.
     let test = r#"if [ "$BACKSCOPE_BUILD" = b104 ] && [ ! -e "$CALLS.go" ]; then echo $$ > "$CALLS.pid"; sleep 60; fi;
@@ -671,7 +658,7 @@ fn a_host_role_cannot_plant_or_change_another_roles_rows_and_its_own_work_goes_o
         .arg(&bench));
     let (mut c, _) = as_role("host_a");
     ok(c.args(["push", "--db", &db_a]).arg("--from").arg(&local));
-    marker_builds(d, 100..=102, 102);
+    crate::util::marker_builds(d, 100..=102, 102);
     let test = r#"echo "$BACKSCOPE_BUILD" >> "$RAN"; test ! -e "$BACKSCOPE_BIN_DIR/bad""#;
     let bisect = |role: &str, ran: &str, args: &[&str]| {
         let (mut c, db) = as_role(role);

@@ -11,18 +11,6 @@ use serde_json::Value;
 
 use crate::bounded::{self, Bounds, Done, MIB};
 
-/// `DIR/builds/bN/bin/llama-server` for each build; builds from `first_bad` on carry a `bad` marker the test reads.
-fn builds(dir: &Path, range: std::ops::RangeInclusive<u32>, first_bad: u32) {
-    for b in range {
-        let bin = dir.join(format!("builds/b{b}/bin"));
-        std::fs::create_dir_all(&bin).unwrap();
-        std::fs::write(bin.join("llama-server"), "#!/bin/sh\nexit 1\n").unwrap();
-        if b >= first_bad {
-            std::fs::write(bin.join("bad"), "").unwrap();
-        }
-    }
-}
-
 /// The honest test: bad where the build carries the `bad` marker.
 const TEST: &str = r#"test ! -e "$BACKSCOPE_BIN_DIR/bad""#;
 
@@ -39,7 +27,7 @@ fn bisect(dir: &Path, args: &[&str]) -> Done {
 
 /// A bisect b100..b104 (first bad b103) run to its end; its id.
 fn finished_bisect(dir: &Path) -> String {
-    builds(dir, 100..=104, 103);
+    crate::util::marker_builds(dir, 100..=104, 103);
     let done =
         bisect(dir, &["--good", "100", "--bad", "104", "--builds", "dir:builds", "--json", "--", "sh", "-c", TEST]);
     done.assert_bounded(&[0], 30, 200 * MIB);
@@ -51,7 +39,7 @@ fn finished_bisect(dir: &Path) -> String {
 /// A bisect b100..b104 whose test aborted at its first step (exit 127: the command could not run): stored as
 /// failed, so `--resume` continues it. Its id.
 fn stopped_bisect(dir: &Path) -> String {
-    builds(dir, 100..=104, 103);
+    crate::util::marker_builds(dir, 100..=104, 103);
     let done = bisect(dir, &["--good", "100", "--bad", "104", "--builds", "dir:builds", "--", "sh", "-c", "exit 127"]);
     done.assert_bounded(&[2], 30, 200 * MIB);
     let conn = Connection::open(dir.join("b.db")).unwrap();
@@ -144,7 +132,7 @@ fn a_bisect_id_that_is_a_path_is_refused() {
 fn a_huge_test_timeout_is_refused_on_the_command_line_and_in_a_stored_spec() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    builds(d, 100..=104, 103);
+    crate::util::marker_builds(d, 100..=104, 103);
     let done = bisect(
         d,
         &["--good", "100", "--bad", "104", "--builds", "dir:builds", "--test-timeout", "18446744073709551615", "--"],
@@ -164,7 +152,7 @@ fn a_huge_test_timeout_is_refused_on_the_command_line_and_in_a_stored_spec() {
 fn a_huge_repeat_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    builds(d, 100..=104, 103);
+    crate::util::marker_builds(d, 100..=104, 103);
     for n in ["4294967295", "101", "0"] {
         let done = bisect(d, &["--good", "100", "--bad", "104", "--builds", "dir:builds", "--repeat", n, "--", "true"]);
         done.assert_bounded(&[2], 30, 200 * MIB);
@@ -206,7 +194,7 @@ fn a_row_with_swapped_ends_gives_no_confirmed_verdict() {
 fn an_external_tests_output_is_capped() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    builds(d, 100..=101, 101);
+    crate::util::marker_builds(d, 100..=101, 101);
     let loud = format!("head -c 200000000 /dev/zero; echo; echo last-line; {TEST}");
     let done =
         bisect(d, &["--good", "100", "--bad", "101", "--builds", "dir:builds", "--json", "--", "sh", "-c", &loud]);
@@ -254,7 +242,7 @@ type Case<'a> = (&'a [&'a str], &'a str, &'a [&'a str], &'a [&'a str]);
 fn no_numeric_flag_panics() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    builds(d, 100..=104, 103);
+    crate::util::marker_builds(d, 100..=104, 103);
     let huge = ["18446744073709551615", "9223372036854775807", "4294967295", "-9223372036854775808", "-1"];
     // Where -1 (and for tokens to generate, -2) is a meaning of its own.
     let signed = ["18446744073709551615", "9223372036854775807", "4294967295", "-9223372036854775808", "-3"];

@@ -4,14 +4,13 @@
 //! becomes ready), so `run.json`, `env.json`, the records and the server logs are the sweep's own; the bundle is
 //! written as an archive by `backscope report` under the bounded runner and unpacked by `tar`.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use crate::bounded::{run, Bounds, GIB};
 use crate::sweep_common::{event_is, Sweep};
-use crate::util::stdout_ok;
+use crate::util::{files_under, stdout_ok};
 
 /// The secret values, by where the sweep is given them. Each holds `c4n4ry` (any case), which nothing else in
 /// the run does.
@@ -44,24 +43,6 @@ print("sts: ASIAC4N4RY16EXAMPLE1", flush=True)
 print("load_backend: loaded CPU backend; signal handler installed; n_tokens = 512", flush=True)
 time.sleep(60)
 "#;
-
-/// Every file under `dir` with its text.
-fn files_under(dir: &Path) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(dir).unwrap().display().to_string();
-                out.insert(rel, String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned());
-            }
-        }
-    }
-    out
-}
 
 /// Where a text holds a canary (any case), with what surrounds it.
 fn canary_in(text: &str) -> Option<String> {

@@ -115,24 +115,6 @@ fn snapshot(root: &Path, skip: &Path) -> BTreeMap<PathBuf, String> {
     out
 }
 
-/// Every file under `dir` with its text.
-fn bundle_files(dir: &Path) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(dir).unwrap().display().to_string();
-                out.insert(rel, String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned());
-            }
-        }
-    }
-    out
-}
-
 #[test]
 fn a_record_naming_paths_outside_the_run_writes_nothing_outside_the_bundle() {
     let tmp = tempfile::tempdir().unwrap();
@@ -168,7 +150,7 @@ fn a_record_naming_paths_outside_the_run_writes_nothing_outside_the_bundle() {
     let gone: Vec<_> = before.keys().filter(|p| !after.contains_key(*p)).collect();
     assert!(changed.is_empty() && gone.is_empty(), "changed or created {changed:?}, removed {gone:?}");
     assert!(!work.join("created").exists());
-    let files = bundle_files(&bundle);
+    let files = crate::util::files_under(&bundle);
     assert!(files.keys().all(|f| !f.contains("..")), "{files:?}");
     assert!(!files.keys().any(|f| f.ends_with("timeline.md")), "no record path is one of the run's: {files:?}");
     for f in [climbing, deeper, absolute.as_str()] {
@@ -179,7 +161,7 @@ fn a_record_naming_paths_outside_the_run_writes_nothing_outside_the_bundle() {
     write_run(&honest, &records, json!({}));
     let bundle = tmp.path().join("honest-bundle");
     report(&[honest.as_os_str(), "--bundle".as_ref(), bundle.as_os_str()], quick()).assert_bounded(&[0], 60, GIB);
-    let files = bundle_files(&bundle);
+    let files = crate::util::files_under(&bundle);
     assert!(files.contains_key("cells/00000-vk-ngl1/timeline.md"), "{:?}", files.keys());
 }
 
@@ -207,7 +189,7 @@ fn the_bundle_scans_the_program_and_the_libraries_beside_it_within_a_budget() {
     let done = report(&[run_dir.as_os_str(), "--bundle".as_ref(), bundle.as_os_str()], quick());
     eprintln!("report --bundle of a plan naming / and 100 libraries: {}", done.describe());
     done.assert_bounded(&[0], 30, GIB);
-    let files = bundle_files(&bundle);
+    let files = crate::util::files_under(&bundle);
     let scans: Vec<&String> = files.keys().filter(|f| f.starts_with("scan/") && f.ends_with(".json")).collect();
     assert_eq!(scans.len(), 1, "only the program's directory: {scans:?}");
     let scan: Value = serde_json::from_str(&files[scans[0]]).unwrap();
@@ -290,7 +272,7 @@ fn no_planted_secret_reaches_the_bundle_and_plain_log_lines_stay() {
     let bundle = tmp.path().join("bundle");
     let done = report(&[run_dir.as_os_str(), "--bundle".as_ref(), bundle.as_os_str()], quick());
     done.assert_bounded(&[0], 60, GIB);
-    let files = bundle_files(&bundle);
+    let files = crate::util::files_under(&bundle);
     for name in
         ["report.html", "report.json", "report.md", "env.json", "servers/s00.log", "cells/00000-vk-ngl1/server.log"]
     {
@@ -304,7 +286,7 @@ fn no_planted_secret_reaches_the_bundle_and_plain_log_lines_stay() {
     std::fs::create_dir(&unpacked).unwrap();
     let tar = std::process::Command::new("tar").arg("-xzf").arg(&archive).arg("-C").arg(&unpacked).status().unwrap();
     assert!(tar.success());
-    let from_archive = bundle_files(&unpacked);
+    let from_archive = crate::util::files_under(&unpacked);
     assert_eq!(from_archive.len(), files.len(), "{:?}", from_archive.keys());
     for (name, text) in files.iter().chain(&from_archive) {
         if let Some(at) = text.to_ascii_lowercase().find("c4n4ry") {
@@ -346,7 +328,7 @@ fn a_log_linked_out_of_the_run_is_neither_copied_nor_quoted() {
     let bundle = tmp.path().join("bundle");
     let done = report(&[run_dir.as_os_str(), "--bundle".as_ref(), bundle.as_os_str()], quick());
     done.assert_bounded(&[0], 60, GIB);
-    for (name, text) in bundle_files(&bundle) {
+    for (name, text) in crate::util::files_under(&bundle) {
         assert!(!text.contains("PRIVATE-NOTE"), "{name} quotes the linked file");
     }
     let json = report(&["--json".as_ref(), run_dir.as_os_str()], quick());

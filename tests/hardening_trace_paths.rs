@@ -181,22 +181,7 @@ fn twelve_sparse_gib_libraries_spend_the_read_budget() {
     let skipped = claim(&summary, "trace.vulkan.libraries_skipped");
     assert!(skipped["statement"].as_str().unwrap().contains("12 of the 12"), "{skipped}");
 
-    let dir = traces.to_str().unwrap();
-    let args = [
-        "predict",
-        "--json",
-        "--backend",
-        "vulkan",
-        "--device",
-        dir,
-        "--trace",
-        dir,
-        "--type",
-        "f16",
-        "--prompt-tokens",
-        "8",
-    ];
-    let done = bounded::run(&args, bounds());
+    let done = predict_vulkan_trace(&traces);
     done.assert_bounded(&[0], 30, 256 * MIB);
     let report = json_of(&done);
     let assumptions = report["assumptions"].to_string();
@@ -207,13 +192,9 @@ fn twelve_sparse_gib_libraries_spend_the_read_budget() {
     );
 }
 
-/// `predict --trace` with a trace whose library is `/dev/zero`: the device comes from the trace, the build is
-/// assumed, and the note names the device file and what it is.
-#[test]
-fn predict_trace_names_a_library_that_is_a_device() {
-    let tmp = tempfile::tempdir().unwrap();
-    let traces = tmp.path().join("traces");
-    vk_trace(&traces, 4244, &[PathBuf::from("/dev/zero")]);
+/// `predict --backend vulkan` of one F16 weight at 8 tokens with the device and the observation from the trace
+/// directory `traces`, under the bounded runner.
+fn predict_vulkan_trace(traces: &Path) -> Done {
     let dir = traces.to_str().unwrap();
     let args = [
         "predict",
@@ -229,7 +210,17 @@ fn predict_trace_names_a_library_that_is_a_device() {
         "--prompt-tokens",
         "8",
     ];
-    let done = bounded::run(&args, bounds());
+    bounded::run(&args, bounds())
+}
+
+/// `predict --trace` with a trace whose library is `/dev/zero`: the device comes from the trace, the build is
+/// assumed, and the note names the device file and what it is.
+#[test]
+fn predict_trace_names_a_library_that_is_a_device() {
+    let tmp = tempfile::tempdir().unwrap();
+    let traces = tmp.path().join("traces");
+    vk_trace(&traces, 4244, &[PathBuf::from("/dev/zero")]);
+    let done = predict_vulkan_trace(&traces);
     done.assert_bounded(&[0], 30, 256 * MIB);
     let report = json_of(&done);
     let assumptions = report["assumptions"].to_string();

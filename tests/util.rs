@@ -131,3 +131,34 @@ pub fn observer_library() -> PathBuf {
     assert!(p.exists(), "build the observer: cargo build --workspace ({})", p.display());
     p
 }
+
+/// Every file under `dir` (recursively), by its path relative to `dir`, with its text (lossy UTF-8).
+pub fn files_under(dir: &Path) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().display().to_string();
+                out.insert(rel, String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned());
+            }
+        }
+    }
+    out
+}
+
+/// `DIR/builds/bN/bin/llama-server` (a placeholder an external bisect test never starts) for each build; builds from
+/// `first_bad` on carry a `bad` marker the test reads (the layout of tests/bisect_cli.rs).
+pub fn marker_builds(dir: &Path, range: std::ops::RangeInclusive<u32>, first_bad: u32) {
+    for b in range {
+        let bin = dir.join(format!("builds/b{b}/bin"));
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join("llama-server"), "#!/bin/sh\nexit 1\n").unwrap();
+        if b >= first_bad {
+            std::fs::write(bin.join("bad"), "").unwrap();
+        }
+    }
+}
