@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::evidence::{Claim, Confidence, Source};
 use crate::kernels;
-use crate::trace::{Aggregate, CrashReport, DeviceLostReport, KernelStats, QueueRuns, Range, TraceError, TraceFile};
+use crate::trace::{
+    Aggregate, CrashReport, DeviceLostReport, HangReport, KernelStats, QueueRuns, Range, TraceError, TraceFile,
+};
 use crate::vulkan::{self, ShaderIndex, Shaders};
 
 /// One kernel as observed, merged across processes: a row of `backscope trace`'s summary and of a sweep record's
@@ -182,6 +184,83 @@ pub struct QueueBeforeCrash {
     /// Dispatches the record left out (their pipeline was not yet defined in the trace).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub omitted: u32,
+    /// How far the GPU got, from the layer's black box.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<QueueProgressSummary>,
+}
+
+/// How far the GPU got through a queue's work (the layer's black box).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueProgressSummary {
+    /// `buffer_marker` (the GPU's own completion markers) or `submission` (the layer's per-submission signal).
+    pub by: String,
+    /// `in_flight` names dispatches that had started and not finished (markers); otherwise they are the
+    /// dispatches of the first unfinished submission, one or more of which ran.
+    pub exact: bool,
+    pub completed: u64,
+    pub pending: bool,
+    pub in_flight: Vec<InFlightSummary>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub more_in_flight: u32,
+    pub not_started: u64,
+}
+
+/// A dispatch in flight (or a candidate), named.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InFlightSummary {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    pub submit: u64,
+    /// Its index in its command buffer, from 1.
+    pub index: u32,
+    pub grid: [u32; 3],
+}
+
+impl QueueProgressSummary {
+    /// `in flight: spin_pipeline [1,1,1] (dispatch 1 of submission 2; by the GPU's own completion markers)`.
+    fn text(&self, queue: u32) -> String {
+        let names: Vec<String> = self
+            .in_flight
+            .iter()
+            .map(|d| {
+                let op = d.op.as_deref().map(|o| format!(" ({o})")).unwrap_or_default();
+                format!(
+                    "{}{op} [{},{},{}] (dispatch {} of submission {})",
+                    d.name, d.grid[0], d.grid[1], d.grid[2], d.index, d.submit
+                )
+            })
+            .collect();
+        let more = if self.more_in_flight > 0 { format!(" and {} more", self.more_in_flight) } else { String::new() };
+        if !self.pending {
+            return format!("queue {queue}: all {} followed dispatches had completed", self.completed);
+        }
+        let done = format!("{} completed before it, {} not started", self.completed, self.not_started);
+        match (self.exact, names.is_empty()) {
+            (_, true) => format!("queue {queue}: work pending, no dispatch in flight could be named ({done})"),
+            (true, false) => format!(
+                "queue {queue}: in flight: {}{more} ({done}; by the GPU's own completion markers)",
+                names.join(", ")
+            ),
+            (false, false) => format!(
+                "queue {queue}: unfinished: one or more of {}{more} ({done}; by the layer's per-submission signal, \
+                 which cannot tell which dispatch of a submission ran)",
+                names.join(", ")
+            ),
+        }
+    }
+}
+
+/// What each queue had in flight, in words (None when no queue has black-box progress).
+fn in_flight_text(queues: &[QueueBeforeCrash]) -> Option<String> {
+    let parts: Vec<String> = queues.iter().filter_map(|q| q.progress.as_ref().map(|p| p.text(q.queue))).collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// Whether the black box named exactly what ran (markers) on every queue with pending work.
+fn in_flight_exact(queues: &[QueueBeforeCrash]) -> bool {
+    let mut pending = queues.iter().filter_map(|q| q.progress.as_ref()).filter(|p| p.pending).peekable();
+    pending.peek().is_some() && pending.all(|p| p.exact && !p.in_flight.is_empty())
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -212,6 +291,24 @@ impl QueueBeforeCrash {
                 })
                 .collect(),
             omitted: q.omitted,
+            progress: q.progress.as_ref().map(|(p, named)| QueueProgressSummary {
+                exact: p.exact(),
+                by: p.by.clone(),
+                completed: p.completed,
+                pending: p.pending,
+                in_flight: named
+                    .iter()
+                    .map(|d| InFlightSummary {
+                        name: d.name.clone(),
+                        op: RowName::of(trace_format::record::api::VULKAN, &d.name, &[]).op,
+                        submit: d.submit,
+                        index: d.index,
+                        grid: d.grid,
+                    })
+                    .collect(),
+                more_in_flight: p.more_in_flight,
+                not_started: p.not_started,
+            }),
         }
     }
 
@@ -442,7 +539,8 @@ impl CrashSummary {
             ),
         };
         let ending = if self.fatal { "" } else { " (the program's own handler returned from it: it may have gone on)" };
-        format!("pid {} ({}) {how} in thread {}{inside}{ending}; {last}", self.pid, self.exe, self.tid)
+        let gpu = in_flight_text(&self.vulkan).map(|t| format!("; on the GPU at the crash: {t}")).unwrap_or_default();
+        format!("pid {} ({}) {how} in thread {}{inside}{ending}; {last}{gpu}", self.pid, self.exe, self.tid)
     }
 
     /// The claim about this crash: Confirmed when it ended the process (the record was written by the observer
@@ -488,8 +586,10 @@ impl DeviceLostSummary {
             Some(v) => format!("the last Vulkan dispatches before it were: {v}"),
             None => "no Vulkan dispatch was submitted before it".to_string(),
         };
+        let gpu =
+            in_flight_text(&self.vulkan).map(|t| format!("; on the GPU at the device loss: {t}")).unwrap_or_default();
         format!(
-            "pid {} ({}): {} returned VK_ERROR_DEVICE_LOST in thread {}; {last}",
+            "pid {} ({}): {} returned VK_ERROR_DEVICE_LOST in thread {}; {last}{gpu}",
             self.pid, self.exe, self.call, self.tid
         )
     }
@@ -497,6 +597,48 @@ impl DeviceLostSummary {
     /// Confirmed: the layer saw the call return the error.
     pub fn claim(&self, id: String, sources: Vec<Source>) -> Claim {
         Claim::new(id, Confidence::Confirmed, self.statement()).with_sources(sources)
+    }
+}
+
+/// Pending GPU work that made no progress (the layer's hang watcher, a `hang_ms` record).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HangSummary {
+    pub pid: u32,
+    pub exe: String,
+    /// The trace file holding the record.
+    pub file: String,
+    pub stalled_ms: u64,
+    pub at_ns: u64,
+    pub vulkan: Vec<QueueBeforeCrash>,
+}
+
+impl HangSummary {
+    pub fn new(report: &HangReport, file: String) -> HangSummary {
+        HangSummary {
+            pid: report.pid,
+            exe: report.exe.clone(),
+            file,
+            stalled_ms: report.hang.stalled_ms,
+            at_ns: report.hang.at_ns,
+            vulkan: report.queues.iter().map(QueueBeforeCrash::of).collect(),
+        }
+    }
+
+    pub fn statement(&self) -> String {
+        let gpu = in_flight_text(&self.vulkan).unwrap_or_else(|| "no queue's progress was known".into());
+        format!(
+            "pid {} ({}): GPU work made no progress for {:.1} s while pending (the layer's hang watcher); {gpu}",
+            self.pid,
+            self.exe,
+            self.stalled_ms as f64 / 1000.0
+        )
+    }
+
+    /// Confirmed when the GPU's own markers named what was in flight; Inferred by submission (which dispatch of the
+    /// unfinished submission stalled is not known) — a stall the watcher saw is itself observed either way.
+    pub fn claim(&self, id: String, sources: Vec<Source>) -> Claim {
+        let confidence = if in_flight_exact(&self.vulkan) { Confidence::Confirmed } else { Confidence::Inferred };
+        Claim::new(id, confidence, self.statement()).with_sources(sources)
     }
 }
 
@@ -638,6 +780,9 @@ pub struct TraceSummary {
     /// Vulkan calls that returned `VK_ERROR_DEVICE_LOST`, with each queue's last dispatches before.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub device_lost: Vec<DeviceLostSummary>,
+    /// The Vulkan layer's hang records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hangs: Vec<HangSummary>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_status: Option<i32>,
     /// The signal that ended the traced command (`SIGTERM`), when one did; `exit_status` is then 128 + its number.
@@ -763,6 +908,12 @@ pub fn summarise_with_libraries(
             Source::file(d.file.clone(), None, None, "backscope-trace file: device_lost record (Vulkan layer)");
         claims.push(d.claim(id, vec![source]));
     }
+    let hangs: Vec<HangSummary> = all.hangs.iter().map(|h| HangSummary::new(h, file(&h.path))).collect();
+    for (i, h) in hangs.iter().enumerate() {
+        let id = if hangs.len() == 1 { "trace.hang".to_string() } else { format!("trace.hang.{}", i + 1) };
+        let source = Source::file(h.file.clone(), None, None, "backscope-trace file: hang_ms record (Vulkan layer)");
+        claims.push(h.claim(id, vec![source]));
+    }
     claims.extend(vulkan_claims(traces, &devices, &index));
     let observed: Vec<(String, u64)> = kernels
         .iter()
@@ -780,6 +931,7 @@ pub fn summarise_with_libraries(
         claims,
         crashes,
         device_lost,
+        hangs,
         exit_status,
         exit_signal: None,
         counts_are_lower_bounds: traces.iter().any(TraceFile::is_cut),

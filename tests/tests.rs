@@ -45,6 +45,7 @@ mod sweep_hardening;
 mod sweep_real;
 mod sweep_trace;
 mod trace_cli;
+mod vulkan_blackbox;
 mod vulkan_capability;
 mod vulkan_crash;
 mod vulkan_impersonate;

@@ -29,11 +29,12 @@ pub use reader::{
     MAX_DIR_TRACE_FILES, MAX_KEPT, MAX_LINE,
 };
 pub use records::{
-    Crash, CrashLaunch, CrashThread, Device, DeviceLost, End, Header, Impersonated, KernelDef, PipelineStat,
-    QueueAtLoss, QueueDispatch, Shape, ShapeCount, Truncated, Warning, Window,
+    Crash, CrashLaunch, CrashThread, Device, DeviceLost, End, Hang, Header, Impersonated, InFlightDispatch, KernelDef,
+    PipelineStat, QueueAtLoss, QueueDispatch, QueueProgress, Shape, ShapeCount, Truncated, Warning, Window,
 };
 pub use summary::{
-    Aggregate, CrashReport, DeviceLostReport, DispatchRun, LaunchRun, ProcessStats, QueueRuns, ThreadAtCrash,
+    Aggregate, CrashReport, DeviceLostReport, DispatchRun, HangReport, InFlightRun, LaunchRun, ProcessStats, QueueRuns,
+    ThreadAtCrash,
 };
 
 /// Whether `name` is a trace file name: `trace-*.jsonl`.

@@ -15,7 +15,7 @@ use format::record::kind;
 use format::{FORMAT, MIN_VERSION, VERSION};
 
 use crate::records::{
-    Crash, Device, DeviceLost, End, Header, KernelDef, RawCrash, RawWindow, Shape, ShapeCount, SignalReturned,
+    Crash, Device, DeviceLost, End, Hang, Header, KernelDef, RawCrash, RawWindow, Shape, ShapeCount, SignalReturned,
     Truncated, Warning, Window,
 };
 
@@ -77,6 +77,8 @@ pub struct TraceFile {
     pub crashes: Vec<Crash>,
     /// Vulkan calls that returned `VK_ERROR_DEVICE_LOST`, in order (the Vulkan layer's records).
     pub device_lost: Vec<DeviceLost>,
+    /// The hang watcher's records, in order (the Vulkan layer's black box).
+    pub hangs: Vec<Hang>,
     /// `None` when the process ended without the exit flush (killed, crashed, `_exit`, still
     /// running), or when the trace was cut.
     pub end: Option<End>,
@@ -100,6 +102,7 @@ enum Line {
     SignalReturned(u32),
     Device(Device),
     DeviceLost(DeviceLost),
+    Hang(Hang),
     Unknown,
 }
 
@@ -135,6 +138,7 @@ fn parse_line(line: &str) -> Result<Line, String> {
         }
         kind::DEVICE => Line::Device(serde_json::from_value(value).map_err(record)?),
         kind::DEVICE_LOST => Line::DeviceLost(serde_json::from_value(value).map_err(record)?),
+        kind::HANG => Line::Hang(serde_json::from_value(value).map_err(record)?),
         _ => Line::Unknown,
     })
 }
@@ -159,6 +163,11 @@ pub const MAX_LINE: usize = 64 << 20;
 /// Warnings and crash records a folding reader keeps (the first warnings, the last crashes); the
 /// rest are counted in one warning of code [`LEFT_OUT`].
 pub const MAX_KEPT: usize = 256;
+
+/// The kernels a record's queues name as in flight.
+fn in_flight_kernels(queues: &[crate::records::QueueAtLoss]) -> impl Iterator<Item = u32> + '_ {
+    queues.iter().filter_map(|q| q.progress.as_ref()).flat_map(|p| &p.in_flight).map(|d| d.kernel)
+}
 /// The code of the warning a folding reader adds when it left warnings or crash records out.
 pub const LEFT_OUT: &str = "records_left_out";
 
@@ -253,6 +262,7 @@ impl Reader {
                 warnings: Vec::new(),
                 crashes: Vec::new(),
                 device_lost: Vec::new(),
+                hangs: Vec::new(),
                 end: None,
                 truncated: None,
                 partial_last_line: false,
@@ -414,9 +424,18 @@ impl Reader {
             }
             Line::DeviceLost(lost) => {
                 check_defined(&trace.kernels, lost.queues.iter().flat_map(|q| &q.dispatches).map(|d| d.kernel))?;
+                check_defined(&trace.kernels, in_flight_kernels(&lost.queues))?;
                 // Bounded by the layer (8 per process); a folding reader keeps the first ones too.
                 if self.folded.is_none() || trace.device_lost.len() < MAX_KEPT {
                     trace.device_lost.push(lost);
+                }
+            }
+            Line::Hang(hang) => {
+                check_defined(&trace.kernels, hang.queues.iter().flat_map(|q| &q.dispatches).map(|d| d.kernel))?;
+                check_defined(&trace.kernels, in_flight_kernels(&hang.queues))?;
+                // Bounded by the layer (8 per process); a folding reader keeps the first ones too.
+                if self.folded.is_none() || trace.hangs.len() < MAX_KEPT {
+                    trace.hangs.push(hang);
                 }
             }
             Line::Unknown => trace.unknown_lines += 1,

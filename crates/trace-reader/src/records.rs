@@ -236,6 +236,63 @@ pub struct QueueAtLoss {
     /// Dispatches left out because their pipeline was not defined in the file.
     #[serde(default)]
     pub omitted: u32,
+    /// How far the GPU got (the layer's black box), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<QueueProgress>,
+}
+
+/// How far the GPU got through a queue's followed submissions (a queue's `progress` in crash, device-lost and hang
+/// records).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueProgress {
+    /// `buffer_marker`: the GPU's own completion markers (the `in_flight` dispatches had started and not finished);
+    /// `submission`: the layer's per-submission signal (`in_flight` are the first unfinished submission's
+    /// dispatches, one or more of which ran).
+    pub by: String,
+    #[serde(default)]
+    pub completed: u64,
+    #[serde(default)]
+    pub pending: bool,
+    #[serde(default, deserialize_with = "raw_in_flight")]
+    pub in_flight: Vec<InFlightDispatch>,
+    #[serde(default)]
+    pub more_in_flight: u32,
+    #[serde(default)]
+    pub not_started: u64,
+}
+
+impl QueueProgress {
+    /// Whether `in_flight` names what ran (markers), not candidates (submissions).
+    pub fn exact(&self) -> bool {
+        self.by == "buffer_marker"
+    }
+}
+
+/// A dispatch in flight: written as `[kernel, submission, index in its command buffer, grid]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct InFlightDispatch {
+    pub kernel: u32,
+    pub submit: u64,
+    pub index: u32,
+    pub grid: [u32; 3],
+}
+
+fn raw_in_flight<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<InFlightDispatch>, D::Error> {
+    let raw = Vec::<(u32, u64, u32, [u32; 3])>::deserialize(d)?;
+    Ok(raw.into_iter().map(|(kernel, submit, index, grid)| InFlightDispatch { kernel, submit, index, grid }).collect())
+}
+
+/// The layer's hang watcher saw pending GPU work make no progress (a `hang_ms` record).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hang {
+    /// How long nothing progressed, in milliseconds.
+    #[serde(rename = "hang_ms")]
+    pub stalled_ms: u64,
+    pub at_ns: u64,
+    #[serde(default)]
+    pub seq: u32,
+    #[serde(default)]
+    pub queues: Vec<QueueAtLoss>,
 }
 
 /// A remembered dispatch as written: `[kernel, submission, grid, count]`, then its label when it has one.

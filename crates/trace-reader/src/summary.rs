@@ -74,6 +74,18 @@ pub struct QueueRuns {
     pub runs: Vec<DispatchRun>,
     /// Dispatches the record left out (their pipeline was not defined in the file).
     pub omitted: u32,
+    /// The black box's progress, with the in-flight dispatches named.
+    pub progress: Option<(crate::records::QueueProgress, Vec<InFlightRun>)>,
+}
+
+/// A dispatch the black box names as in flight (or as a candidate, by submission).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InFlightRun {
+    pub name: String,
+    pub submit: u64,
+    /// Its index in its command buffer, from 1.
+    pub index: u32,
+    pub grid: [u32; 3],
 }
 
 impl QueueRuns {
@@ -106,6 +118,22 @@ impl QueueRuns {
             submits: q.submits,
             runs,
             omitted: q.omitted,
+            progress: q.progress.as_ref().map(|p| {
+                let named = p
+                    .in_flight
+                    .iter()
+                    .map(|d| InFlightRun {
+                        name: trace
+                            .kernels
+                            .get(&d.kernel)
+                            .map_or_else(|| format!("kernel {}", d.kernel), |k| k.name.clone()),
+                        submit: d.submit,
+                        index: d.index,
+                        grid: d.grid,
+                    })
+                    .collect();
+                (p.clone(), named)
+            }),
         }
     }
 
@@ -139,6 +167,16 @@ pub struct DeviceLostReport {
     pub exe: String,
     pub path: Option<PathBuf>,
     pub lost: DeviceLost,
+    pub queues: Vec<QueueRuns>,
+}
+
+/// A `hang_ms` record with its pipelines named.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HangReport {
+    pub pid: u32,
+    pub exe: String,
+    pub path: Option<PathBuf>,
+    pub hang: crate::records::Hang,
     pub queues: Vec<QueueRuns>,
 }
 
@@ -211,6 +249,8 @@ pub struct Aggregate {
     pub crashes: Vec<CrashReport>,
     /// Device-lost records within the range, in trace order.
     pub device_lost: Vec<DeviceLostReport>,
+    /// The Vulkan layer's hang records.
+    pub hangs: Vec<HangReport>,
 }
 
 impl Aggregate {
@@ -246,6 +286,13 @@ impl Aggregate {
                     lost: d.clone(),
                     queues: d.queues.iter().map(|q| QueueRuns::of(t, q)).collect(),
                 }
+            }));
+            out.hangs.extend(t.hangs.iter().filter(|h| range.includes_instant(h.at_ns)).map(|h| HangReport {
+                pid: t.pid(),
+                exe: t.header.exe.clone(),
+                path: t.path.clone(),
+                hang: h.clone(),
+                queues: h.queues.iter().map(|q| QueueRuns::of(t, q)).collect(),
             }));
             stats.extend(t.kernel_stats(range));
         }

@@ -326,7 +326,14 @@ fn vulkan_device_lost_and_crash_records_name_the_queues_last_dispatches() {
         record::QueueDispatch { kernel: 1, submit: 5, grid: [8, 2, 1], count: 2, label: b"" },
         record::QueueDispatch { kernel: 2, submit: 5, grid: [1, 1, 1], count: 1, label: b"ADD blk.0.ffn_inp \"x\"" },
     ];
-    let queues = [record::CrashQueue { queue: 0, device: Some(0), submits: 5, dispatches: &dispatches, omitted: 3 }];
+    let queues = [record::CrashQueue {
+        queue: 0,
+        device: Some(0),
+        submits: 5,
+        dispatches: &dispatches,
+        omitted: 3,
+        progress: None,
+    }];
     let lost = record::DeviceLost { call: "vkWaitForFences", result: -4, at_ns: 3_000, tid: 7, seq: 1 };
     record::device_lost(&mut out, &lost, &queues);
     let threads = [CrashThread { tid: 7, in_flight: Some("vkQueueSubmit"), launches: &[] }];
@@ -374,7 +381,14 @@ fn vulkan_device_lost_and_crash_records_name_the_queues_last_dispatches() {
     record::device_lost(
         &mut bad,
         &lost,
-        &[record::CrashQueue { queue: 0, device: None, submits: 1, dispatches: &undefined, omitted: 0 }],
+        &[record::CrashQueue {
+            queue: 0,
+            device: None,
+            submits: 1,
+            dispatches: &undefined,
+            omitted: 0,
+            progress: None,
+        }],
     );
     let error = TraceFile::parse(std::str::from_utf8(&bad).unwrap()).unwrap_err().to_string();
     assert!(error.contains("kernel 9 is used before its definition"), "{error}");

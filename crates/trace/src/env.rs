@@ -56,8 +56,16 @@ pub const VK_PIPELINE_STATS: Var = Var::new(c"BACKSCOPE_VK_PIPELINE_STATS");
 /// queries from (device impersonation; shaders are replaced by empty ones, so results are meaningless).
 pub const VK_IMPERSONATE: Var = Var::new(c"BACKSCOPE_VK_IMPERSONATE");
 
+/// Vulkan layer: the black box (GPU-side progress: buffer markers or the layer's timeline semaphores, and the hang
+/// watcher). `0` turns it off; on otherwise.
+pub const VK_BLACKBOX: Var = Var::new(c"BACKSCOPE_VK_BLACKBOX");
+
+/// Vulkan layer: milliseconds without GPU progress, while work is pending, after which the hang watcher writes a
+/// `hang` record (default 10000; `0` turns the watcher off).
+pub const VK_HANG_MS: Var = Var::new(c"BACKSCOPE_VK_HANG_MS");
+
 /// Every variable above, for harnesses that clear an inherited configuration.
-pub const ALL: [Var; 8] = [
+pub const ALL: [Var; 10] = [
     TRACE_DIR,
     TRACE_FILE,
     TRACE_INTERVAL_MS,
@@ -66,6 +74,8 @@ pub const ALL: [Var; 8] = [
     TEST_INJECT_PANIC,
     VK_PIPELINE_STATS,
     VK_IMPERSONATE,
+    VK_BLACKBOX,
+    VK_HANG_MS,
 ];
 
 pub const DEFAULT_INTERVAL_MS: u64 = 50;
@@ -192,6 +202,8 @@ mod tests {
                 "BACKSCOPE_TEST_INJECT_PANIC",
                 "BACKSCOPE_VK_PIPELINE_STATS",
                 "BACKSCOPE_VK_IMPERSONATE",
+                "BACKSCOPE_VK_BLACKBOX",
+                "BACKSCOPE_VK_HANG_MS",
             ]
         );
         for v in ALL {

@@ -60,6 +60,8 @@ pub struct CommandBuffer {
     crowded: Cell<bool>,
     /// Debug label regions: the open ones, and the texts of those dispatches were recorded in.
     labels: UnsafeCell<Labels>,
+    /// The dispatches by index and the marker slot of the black box (`crate::progress`).
+    pub progress: crate::progress::BufferProgress,
 }
 
 // SAFETY: a command buffer's state is used by one thread at a time: Vulkan requires the application
@@ -79,6 +81,7 @@ impl CommandBuffer {
             lost: Cell::new(0),
             crowded: Cell::new(false),
             labels: UnsafeCell::new(Labels::new()),
+            progress: crate::progress::BufferProgress::new(),
         }
     }
 
@@ -117,6 +120,7 @@ impl CommandBuffer {
         self.crowded.set(false);
         // SAFETY: as above.
         unsafe { self.labels() }.clear();
+        self.progress.begin();
     }
 
     /// `vkCmdBeginDebugUtilsLabelEXT` with label `text`.
@@ -146,10 +150,13 @@ impl CommandBuffer {
         self.bound.set(slot);
     }
 
-    /// One `vkCmdDispatch*` with workgroup counts `grid` (`[0,0,0]` for an indirect dispatch).
+    /// One `vkCmdDispatch*` with workgroup counts `grid` (`[0,0,0]` for an indirect dispatch); its index in the
+    /// buffer, from 1.
     #[inline]
-    pub fn record(&self, grid: [u32; 3]) {
-        self.push(Entry { slot: self.bound.get(), grid, count: 1, label: self.label() });
+    pub fn record(&self, grid: [u32; 3]) -> u32 {
+        let slot = self.bound.get();
+        self.push(Entry { slot, grid, count: 1, label: self.label() });
+        self.progress.record(slot, grid)
     }
 
     /// `vkCmdExecuteCommands`: the secondary buffer's dispatches count with this one's.
@@ -233,7 +240,9 @@ pub fn allocated(device: &'static DeviceDispatch, pool: vk::CommandPool, buffers
         s.device.set(device);
         s.pool.set(pool.as_raw());
         s.clear();
+        s.progress.attach(&device.progress);
         if !BUFFERS.insert(cb.as_raw(), state as u64) {
+            s.progress.detach();
             SPARE.lock().push(state);
         }
     }
@@ -243,6 +252,8 @@ pub fn allocated(device: &'static DeviceDispatch, pool: vk::CommandPool, buffers
 pub fn freed(buffers: &[vk::CommandBuffer]) {
     for &cb in buffers {
         if let Some(state) = BUFFERS.remove(cb.as_raw()) {
+            // SAFETY: values are pointers to never-freed states.
+            unsafe { &*(state as *const CommandBuffer) }.progress.detach();
             SPARE.lock().push(state as usize);
         }
     }
@@ -263,6 +274,10 @@ pub fn pool_destroyed(device: &DeviceDispatch, pool: vk::CommandPool) {
         let s = unsafe { &*(state as *const CommandBuffer) };
         !s.belongs_to_pool(device, pool)
     });
+    for &state in &removed {
+        // SAFETY: values are pointers to never-freed states.
+        unsafe { &*(state as *const CommandBuffer) }.progress.detach();
+    }
     SPARE.lock().extend(removed.into_iter().map(|s| s as usize));
 }
 
@@ -380,13 +395,14 @@ fn count_buffer(state: &CommandBuffer, errors: bool, depth: u32, tally: &mut Tal
 /// locus): the last [`locus::RING_DISPATCHES`] entries of each buffer at most, so that a submission
 /// costs the same however many dispatches its buffers hold. A secondary buffer executed among them
 /// contributes its own last entries.
-pub fn remember(buffers: impl Iterator<Item = vk::CommandBuffer>, ring: &locus::QueueRing) {
+pub fn remember(buffers: impl Iterator<Item = vk::CommandBuffer>, ring: &locus::QueueRing) -> u64 {
     let submit = ring.begin_submit();
     for cb in buffers {
         if let Some(state) = get(cb) {
             remember_buffer(state, ring, submit, 0);
         }
     }
+    submit
 }
 
 fn remember_buffer(state: &CommandBuffer, ring: &locus::QueueRing, submit: u64, depth: u32) {

@@ -20,9 +20,10 @@ use std::cell::UnsafeCell;
 
 use format::crash::{CrashHooks, RecordBuf};
 use format::fork::ForkHandlers;
-use format::record::{self, Crash, CrashQueue, CrashThread, QueueDispatch};
+use format::record::{self, Crash, CrashQueue, CrashThread, InFlightDispatch, QueueDispatch, QueueProgress};
 
 use crate::locus::{self, LabelText, LABEL_BYTES, QUEUES, RING_DISPATCHES};
+use crate::progress::{By, MAX_IN_FLIGHT};
 
 /// Threads listed in one crash record: the receiving one and those inside a Vulkan call.
 const MAX_THREADS: usize = 16;
@@ -39,6 +40,12 @@ static DISPATCHES: HandlerOnly<[[QueueDispatch<'static>; RING_DISPATCHES]; QUEUE
     [[QueueDispatch { kernel: 0, submit: 0, grid: [0; 3], count: 0, label: b"" }; RING_DISPATCHES]; QUEUES],
 ));
 static TEXTS: HandlerOnly<QueueTexts> = HandlerOnly(UnsafeCell::new([[[0; LABEL_BYTES]; RING_DISPATCHES]; QUEUES]));
+static IN_FLIGHT: HandlerOnly<InFlightLists> = HandlerOnly(UnsafeCell::new(
+    [[InFlightDispatch { kernel: 0, submit: 0, index: 0, grid: [0; 3] }; MAX_IN_FLIGHT]; QUEUES],
+));
+
+/// Per queue, the black box's in-flight dispatches as read.
+pub type InFlightLists = [[InFlightDispatch; MAX_IN_FLIGHT]; QUEUES];
 
 /// Installs the handler, once (when the layer starts).
 pub fn arm() {
@@ -54,14 +61,17 @@ fn reset_in_child() {
 }
 
 /// Reads every claimed queue ring into `dispatches` (their label paths into `texts`), keeping only dispatches
-/// whose pipeline the file defines; fills `queues` and returns how many.
+/// whose pipeline the file defines, and the black box's progress of each queue (its in-flight dispatches into
+/// `in_flight`); fills `queues` and returns how many.
 pub fn read_queues<'a>(
     dispatches: &'a mut [[QueueDispatch<'a>; RING_DISPATCHES]; QUEUES],
     texts: &'a mut QueueTexts,
+    in_flight: &'a mut InFlightLists,
     queues: &mut [Option<CrashQueue<'a>>; QUEUES],
 ) -> usize {
     let mut n = 0;
     let mut lens = [(0u32, 0usize, 0u32, None, 0u64); QUEUES];
+    let mut states = [crate::progress::QueueState::default(); QUEUES];
     for (((number, ring), out), texts) in locus::queue_rings().zip(dispatches.iter_mut()).zip(texts.iter_mut()) {
         let read = ring.read(out, texts);
         // Dispatches of pipelines the file does not define cannot be named: left out, counted.
@@ -76,12 +86,45 @@ pub fn read_queues<'a>(
             }
         }
         lens[n] = (number, kept, omitted, ring.device(), ring.submits());
+        states[n] = crate::progress::read(&ring.progress);
         n += 1;
     }
-    for ((slot, out), (number, kept, omitted, device, submits)) in
-        queues.iter_mut().zip(dispatches.iter()).zip(lens.iter().copied()).take(n)
+    for ((((slot, out), (number, kept, omitted, device, submits)), state), listed) in queues
+        .iter_mut()
+        .zip(dispatches.iter())
+        .zip(lens.iter().copied())
+        .zip(states.iter())
+        .zip(in_flight.iter_mut())
+        .take(n)
     {
-        *slot = Some(CrashQueue { queue: number, device, submits, dispatches: &out[..kept], omitted });
+        let progress = (state.by != By::Nothing).then(|| {
+            let mut k = 0;
+            let mut more = state.more_in_flight;
+            for d in state.in_flight() {
+                if crate::pipelines::is_defined(d.kernel) {
+                    listed[k] = InFlightDispatch { kernel: d.kernel, submit: d.submit, index: d.index, grid: d.grid };
+                    k += 1;
+                } else {
+                    more = more.saturating_add(1);
+                }
+            }
+            (k, more)
+        });
+        *slot = Some(CrashQueue {
+            queue: number,
+            device,
+            submits,
+            dispatches: &out[..kept],
+            omitted,
+            progress: progress.map(|(k, more)| QueueProgress {
+                by: state.by.name(),
+                completed: state.completed,
+                in_flight: &listed[..k],
+                more_in_flight: more,
+                not_started: state.not_started,
+                pending: state.pending,
+            }),
+        });
     }
     n
 }
@@ -113,9 +156,11 @@ fn write_record(crash: &Crash<'_>, budget: u64, out: &mut RecordBuf) -> bool {
     let n_threads = threads_in_calls(crash.tid, &mut threads);
     let mut queues: [Option<CrashQueue<'_>>; QUEUES] = [None; QUEUES];
     // SAFETY: one thread at a time writes a record (see `HandlerOnly`).
-    let (dispatches, texts) = unsafe { (&mut *DISPATCHES.0.get(), &mut *TEXTS.0.get()) };
-    let n_queues = read_queues(dispatches, texts, &mut queues);
-    let mut listed = [CrashQueue { queue: 0, device: None, submits: 0, dispatches: &[], omitted: 0 }; QUEUES];
+    let (dispatches, texts, in_flight) =
+        unsafe { (&mut *DISPATCHES.0.get(), &mut *TEXTS.0.get(), &mut *IN_FLIGHT.0.get()) };
+    let n_queues = read_queues(dispatches, texts, in_flight, &mut queues);
+    let mut listed =
+        [CrashQueue { queue: 0, device: None, submits: 0, dispatches: &[], omitted: 0, progress: None }; QUEUES];
     for (l, q) in listed.iter_mut().zip(queues.iter().flatten()) {
         *l = *q;
     }
@@ -141,8 +186,9 @@ mod tests {
         ring.push(defined, [8, 1, 1], 1, submit, b"ADD node");
         let mut dispatches = Box::new([[QueueDispatch::default(); RING_DISPATCHES]; QUEUES]);
         let mut texts = Box::new([[[0; LABEL_BYTES]; RING_DISPATCHES]; QUEUES]);
+        let mut in_flight = Box::new([[InFlightDispatch::default(); MAX_IN_FLIGHT]; QUEUES]);
         let mut queues = [None; QUEUES];
-        let n = read_queues(&mut dispatches, &mut texts, &mut queues);
+        let n = read_queues(&mut dispatches, &mut texts, &mut in_flight, &mut queues);
         let q = queues[..n].iter().flatten().find(|q| q.device == Some(1)).expect("the queue's ring");
         let kept: Vec<(u32, [u32; 3], u32, &[u8])> =
             q.dispatches.iter().map(|d| (d.kernel, d.grid, d.count, d.label)).collect();

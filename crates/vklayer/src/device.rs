@@ -221,7 +221,17 @@ pub unsafe fn statistics_in(info: &vk::DeviceCreateInfo<'_>) -> Statistics {
 ///
 /// # Safety
 /// `info` must be a valid `VkDeviceCreateInfo`.
+#[cfg(test)]
 pub unsafe fn extensions_with_statistics(info: &vk::DeviceCreateInfo<'_>) -> Vec<*const c_char> {
+    // SAFETY: forwarded from the caller.
+    unsafe { extensions_with(info, &[PIPELINE_EXECUTABLE_PROPERTIES]) }
+}
+
+/// The create info's extension names plus those of `added` it does not list yet.
+///
+/// # Safety
+/// `info` must be a valid create info.
+pub unsafe fn extensions_with(info: &vk::DeviceCreateInfo<'_>, added: &[&'static CStr]) -> Vec<*const c_char> {
     let mut names: Vec<*const c_char> = if info.enabled_extension_count == 0
         || info.pp_enabled_extension_names.is_null()
     {
@@ -231,9 +241,11 @@ pub unsafe fn extensions_with_statistics(info: &vk::DeviceCreateInfo<'_>) -> Vec
         unsafe { std::slice::from_raw_parts(info.pp_enabled_extension_names, info.enabled_extension_count as usize) }
             .to_vec()
     };
-    // SAFETY: each is a NUL-terminated extension name of a valid create info.
-    if !names.iter().any(|&n| unsafe { CStr::from_ptr(n) } == PIPELINE_EXECUTABLE_PROPERTIES) {
-        names.push(PIPELINE_EXECUTABLE_PROPERTIES.as_ptr());
+    for name in added {
+        // SAFETY: each is a NUL-terminated extension name of a valid create info.
+        if !names.iter().any(|&n| unsafe { CStr::from_ptr(n) } == *name) {
+            names.push(name.as_ptr());
+        }
     }
     names
 }

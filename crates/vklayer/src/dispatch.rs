@@ -45,6 +45,7 @@ pub struct InstanceDispatch {
     pub get_physical_device_properties2: Option<vk::PFN_vkGetPhysicalDeviceProperties2>,
     pub get_physical_device_features2: Option<vk::PFN_vkGetPhysicalDeviceFeatures2>,
     pub get_physical_device_features: Option<vk::PFN_vkGetPhysicalDeviceFeatures>,
+    pub get_physical_device_memory_properties: Option<vk::PFN_vkGetPhysicalDeviceMemoryProperties>,
     /// The next link's `vk_layerGetPhysicalDeviceProcAddr` (set by `vkCreateInstance` from the loader's link), which
     /// an impersonating layer forwards the physical-device commands it does not answer to.
     pub get_physical_device_proc_addr: crate::loader::GetPhysicalDeviceProcAddr,
@@ -73,6 +74,7 @@ impl InstanceDispatch {
                 get_physical_device_features2: load(&resolve, c"vkGetPhysicalDeviceFeatures2")
                     .or_else(|| load(&resolve, c"vkGetPhysicalDeviceFeatures2KHR")),
                 get_physical_device_features: load(&resolve, c"vkGetPhysicalDeviceFeatures"),
+                get_physical_device_memory_properties: load(&resolve, c"vkGetPhysicalDeviceMemoryProperties"),
                 get_physical_device_proc_addr: None,
                 set_debug_utils_object_name: load(&resolve, c"vkSetDebugUtilsObjectNameEXT"),
                 cmd_begin_debug_utils_label: load(&resolve, c"vkCmdBeginDebugUtilsLabelEXT"),
@@ -139,6 +141,16 @@ pub struct DeviceDispatch {
     pub cmd_bind_descriptor_sets: Option<vk::PFN_vkCmdBindDescriptorSets>,
     pub cmd_fill_buffer: Option<vk::PFN_vkCmdFillBuffer>,
     pub cmd_pipeline_barrier: Option<vk::PFN_vkCmdPipelineBarrier>,
+    // The black box (`crate::progress`): marker writes, the marker buffer, the layer's timeline semaphores.
+    pub cmd_write_buffer_marker: Option<vk::PFN_vkCmdWriteBufferMarkerAMD>,
+    pub create_buffer: Option<vk::PFN_vkCreateBuffer>,
+    pub get_buffer_memory_requirements: Option<vk::PFN_vkGetBufferMemoryRequirements>,
+    pub bind_buffer_memory: Option<vk::PFN_vkBindBufferMemory>,
+    pub create_semaphore: Option<vk::PFN_vkCreateSemaphore>,
+    pub destroy_semaphore: Option<vk::PFN_vkDestroySemaphore>,
+    pub destroy_buffer: Option<vk::PFN_vkDestroyBuffer>,
+    pub free_memory: Option<vk::PFN_vkFreeMemory>,
+    pub progress: crate::progress::DeviceProgress,
 }
 
 impl DeviceDispatch {
@@ -201,6 +213,15 @@ impl DeviceDispatch {
                 cmd_bind_descriptor_sets: load(&resolve, c"vkCmdBindDescriptorSets"),
                 cmd_fill_buffer: load(&resolve, c"vkCmdFillBuffer"),
                 cmd_pipeline_barrier: load(&resolve, c"vkCmdPipelineBarrier"),
+                cmd_write_buffer_marker: load(&resolve, c"vkCmdWriteBufferMarkerAMD"),
+                create_buffer: load(&resolve, c"vkCreateBuffer"),
+                get_buffer_memory_requirements: load(&resolve, c"vkGetBufferMemoryRequirements"),
+                bind_buffer_memory: load(&resolve, c"vkBindBufferMemory"),
+                create_semaphore: load(&resolve, c"vkCreateSemaphore"),
+                destroy_semaphore: load(&resolve, c"vkDestroySemaphore"),
+                destroy_buffer: load(&resolve, c"vkDestroyBuffer"),
+                free_memory: load(&resolve, c"vkFreeMemory"),
+                progress: Default::default(),
             }
         }
     }

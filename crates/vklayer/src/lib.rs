@@ -29,6 +29,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod api;
+mod blackbox;
 mod commands;
 mod crash;
 mod device;
@@ -39,6 +40,7 @@ mod labels;
 mod loader;
 mod locus;
 mod pipelines;
+mod progress;
 mod shader;
 mod start;
 mod state;

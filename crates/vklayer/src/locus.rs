@@ -75,6 +75,8 @@ pub struct QueueRing {
     /// Entries written so far; the next goes into slot `head % SLOTS`.
     head: AtomicU64,
     entries: [Entry; SLOTS],
+    /// How far the GPU got through this queue's submissions (the black box).
+    pub progress: crate::progress::QueueProgress,
 }
 
 impl QueueRing {
@@ -85,6 +87,7 @@ impl QueueRing {
             submits: AtomicU64::new(0),
             head: AtomicU64::new(0),
             entries: [const { Entry::new() }; SLOTS],
+            progress: crate::progress::QueueProgress::new(),
         }
     }
 
@@ -199,6 +202,7 @@ impl QueueRing {
         self.device.store(0, Ordering::Relaxed);
         self.submits.store(0, Ordering::Relaxed);
         self.head.store(0, Ordering::Relaxed);
+        self.progress.reset();
     }
 }
 
@@ -241,6 +245,18 @@ fn claim_queue(queue: u64, device: Option<u32>) -> Option<&'static QueueRing> {
         }
     }
     None
+}
+
+/// The ring numbered `number` (see [`queue_rings`]).
+pub fn ring(number: u32) -> Option<&'static QueueRing> {
+    RINGS.get(number as usize).filter(|r| r.queue.load(Ordering::Acquire) != 0)
+}
+
+impl QueueRing {
+    /// Its number in the table.
+    pub fn number(&'static self) -> u32 {
+        ((self as *const QueueRing as usize - RINGS.as_ptr() as usize) / std::mem::size_of::<QueueRing>()) as u32
+    }
 }
 
 /// The rings claimed so far, with their number (the order queues first submitted).

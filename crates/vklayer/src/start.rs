@@ -5,7 +5,7 @@
 use format::env::Settings;
 use format::fork::{self, ForkHandlers};
 
-use crate::{commands, crash, dispatch, locus, pipelines, state, writer};
+use crate::{blackbox, commands, crash, dispatch, locus, pipelines, state, writer};
 
 /// Starts the layer, once per process (later calls do nothing).
 pub fn start() {
@@ -27,4 +27,5 @@ fn prepare(settings: &Settings) {
 fn started(settings: &Settings) {
     writer::spawn_thread(settings.interval_ms);
     crash::arm();
+    blackbox::start_watcher();
 }

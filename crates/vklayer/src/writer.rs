@@ -28,6 +28,9 @@ pub static SUBMITS: AtomicU64 = AtomicU64::new(0);
 /// fill the disk).
 pub const MAX_DEVICE_LOST_RECORDS: u32 = 8;
 
+/// Hang records written per process (one per stall; a program that stalls again and again must not fill the disk).
+pub const MAX_HANG_RECORDS: u32 = 8;
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Flush {
     Window,
@@ -47,6 +50,8 @@ struct Writer {
     overflow_defined: bool,
     /// Device-lost records written.
     device_lost: u32,
+    /// Hang records written.
+    hangs: u32,
     buf: Vec<u8>,
 }
 
@@ -64,6 +69,7 @@ impl Writer {
             last_t: state::start_ns(),
             overflow_defined: false,
             device_lost: 0,
+            hangs: 0,
             buf: Vec::with_capacity(64 * 1024),
         }
     }
@@ -225,16 +231,20 @@ impl Writer {
             return Ok(());
         }
         self.device_lost += 1;
-        let mut dispatches =
-            Box::new([[record::QueueDispatch::default(); crate::locus::RING_DISPATCHES]; crate::locus::QUEUES]);
-        let mut texts =
-            Box::new([[[0; crate::locus::LABEL_BYTES]; crate::locus::RING_DISPATCHES]; crate::locus::QUEUES]);
-        let mut queues = [None; crate::locus::QUEUES];
-        let n = crate::crash::read_queues(&mut dispatches, &mut texts, &mut queues);
-        let queues: Vec<record::CrashQueue<'_>> = queues.iter().take(n).flatten().copied().collect();
         let lost =
             record::DeviceLost { call, result, at_ns: now_ns(), tid: crate::locus::gettid(), seq: self.device_lost };
-        record::device_lost(&mut self.buf, &lost, &queues);
+        with_queues(|queues| record::device_lost(&mut self.buf, &lost, queues));
+        self.write_buf()
+    }
+
+    /// After a window flush: the hang watcher's `hang` record.
+    fn hang(&mut self, stalled_ms: u64) -> Result<(), Stop> {
+        if self.sink.is_none() || self.hangs >= MAX_HANG_RECORDS {
+            return Ok(());
+        }
+        self.hangs += 1;
+        let hang = record::Hang { stalled_ms, at_ns: now_ns(), seq: self.hangs };
+        with_queues(|queues| record::hang(&mut self.buf, &hang, queues));
         self.write_buf()
     }
 
@@ -253,6 +263,19 @@ impl Writer {
             other.push((id, n));
         }
     }
+}
+
+/// Calls `f` with every queue's last dispatches and progress, read now (off the signal path: the buffers are
+/// allocated here).
+fn with_queues(f: impl FnOnce(&[record::CrashQueue<'_>])) {
+    use crate::locus::{LABEL_BYTES, QUEUES, RING_DISPATCHES};
+    let mut dispatches = Box::new([[record::QueueDispatch::default(); RING_DISPATCHES]; QUEUES]);
+    let mut texts = Box::new([[[0; LABEL_BYTES]; RING_DISPATCHES]; QUEUES]);
+    let mut in_flight = Box::new([[record::InFlightDispatch::default(); crate::progress::MAX_IN_FLIGHT]; QUEUES]);
+    let mut queues = [None; QUEUES];
+    let n = crate::crash::read_queues(&mut dispatches, &mut texts, &mut in_flight, &mut queues);
+    let queues: Vec<record::CrashQueue<'_>> = queues.iter().take(n).flatten().copied().collect();
+    f(&queues)
 }
 
 fn device_record(out: &mut Vec<u8>, d: &DeviceFacts) {
@@ -309,7 +332,14 @@ fn definition(out: &mut Vec<u8>, id: u32, meta: &Meta) {
 
 /// Flushes; false once the writer is finished.
 fn flush(kind: Flush) -> bool {
-    flush_then(kind, None)
+    flush_then(kind, After::Nothing)
+}
+
+/// A record written after the window flush.
+enum After<'a> {
+    Nothing,
+    DeviceLost(&'a str, i32),
+    Hang(u64),
 }
 
 /// A Vulkan call returned `VK_ERROR_DEVICE_LOST` (`result`): writes the open window, then a
@@ -317,19 +347,32 @@ fn flush(kind: Flush) -> bool {
 /// outside any signal handler: it may lock and allocate like any flush.
 pub fn device_lost(call: &str, result: i32) {
     if state::on() {
-        state::guarded(|| flush_then(Flush::Window, Some((call, result))));
+        state::guarded(|| flush_then(Flush::Window, After::DeviceLost(call, result)));
     }
 }
 
-fn flush_then(kind: Flush, lost: Option<(&str, i32)>) -> bool {
+/// The hang watcher saw no GPU progress for `stalled_ms` while work was pending: writes the open window, then a
+/// `hang` record with each queue's progress.
+pub fn hang(stalled_ms: u64) {
+    if state::on() {
+        state::guarded(|| flush_then(Flush::Window, After::Hang(stalled_ms)));
+    }
+}
+
+fn flush_then(kind: Flush, after: After<'_>) -> bool {
+    if kind == Flush::Window {
+        // The black box's submission progress, fresh for a crash record the handler writes after this flush.
+        crate::blackbox::poll_semaphores();
+    }
     let mut guard = WRITER.lock();
     let writer = guard.get_or_insert_with(Writer::new);
     if writer.done || writer.pid != std::process::id() {
         return false;
     }
-    let result = writer.flush(kind).and_then(|()| match lost {
-        Some((call, result)) => writer.device_lost(call, result),
-        None => Ok(()),
+    let result = writer.flush(kind).and_then(|()| match after {
+        After::DeviceLost(call, result) => writer.device_lost(call, result),
+        After::Hang(stalled_ms) => writer.hang(stalled_ms),
+        After::Nothing => Ok(()),
     });
     match result {
         Ok(()) => {

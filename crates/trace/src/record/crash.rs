@@ -139,6 +139,33 @@ pub struct CrashQueue<'a> {
     pub dispatches: &'a [QueueDispatch<'a>],
     /// Dispatches left out of the list because their pipeline's definition could not be written.
     pub omitted: u32,
+    /// How far the GPU got (the black box), when known.
+    pub progress: Option<QueueProgress<'a>>,
+}
+
+/// A dispatch in flight (or a candidate for it): `[kernel, submission, index in its command buffer, grid]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InFlightDispatch {
+    pub kernel: u32,
+    pub submit: u64,
+    pub index: u32,
+    pub grid: [u32; 3],
+}
+
+/// How far the GPU got through a queue's followed submissions.
+#[derive(Clone, Copy, Debug)]
+pub struct QueueProgress<'a> {
+    /// `buffer_marker` (the GPU's own completion markers: `in_flight` were started and not finished) or
+    /// `submission` (the layer's timeline semaphore: `in_flight` are the dispatches of the first unfinished
+    /// submission, one or more of which was running).
+    pub by: &'a str,
+    pub completed: u64,
+    pub in_flight: &'a [InFlightDispatch],
+    /// In flight but not listed.
+    pub more_in_flight: u32,
+    pub not_started: u64,
+    /// Some followed work had not completed.
+    pub pending: bool,
 }
 
 fn put_queues<O: Out + ?Sized>(o: &mut Obj<'_, O>, queues: &[CrashQueue<'_>]) {
@@ -176,6 +203,28 @@ fn put_queues<O: Out + ?Sized>(o: &mut Obj<'_, O>, queues: &[CrashQueue<'_>]) {
         }
         dispatches.put(b"]");
         qo.u64_nonzero(field::OMITTED, q.omitted.into());
+        if let Some(p) = &q.progress {
+            let po = qo.key(field::PROGRESS);
+            let mut o = Obj::begin(&mut *po);
+            o.str(field::BY, p.by).u64(field::COMPLETED, p.completed).bool(field::PENDING, p.pending);
+            let list = o.key(field::IN_FLIGHT);
+            list.put(b"[");
+            for (j, d) in p.in_flight.iter().enumerate() {
+                list.put(if j == 0 { b"[" } else { b",[" });
+                put_u64(list, d.kernel.into());
+                list.put(b",");
+                put_u64(list, d.submit);
+                list.put(b",");
+                put_u64(list, d.index.into());
+                list.put(b",");
+                put_u32x3(list, d.grid);
+                list.put(b"]");
+            }
+            list.put(b"]");
+            o.u64_nonzero(field::MORE_IN_FLIGHT, p.more_in_flight.into());
+            o.u64(field::NOT_STARTED, p.not_started);
+            o.end();
+        }
         qo.end();
     }
     list.put(b"]");
@@ -199,6 +248,22 @@ pub fn device_lost(out: &mut (impl Out + ?Sized), d: &DeviceLost<'_>, queues: &[
     let mut o = Obj::begin(out);
     o.str(kind::DEVICE_LOST, d.call).i64(field::RESULT, d.result.into());
     o.u64(field::AT_NS, d.at_ns).u64(field::SEQ, d.seq.into()).u64(field::TID, d.tid.into());
+    put_queues(&mut o, queues);
+    o.end_line();
+}
+
+/// The hang watcher's record: work was pending on a queue and the GPU made no progress for `stalled_ms`.
+#[derive(Clone, Copy, Debug)]
+pub struct Hang {
+    pub stalled_ms: u64,
+    pub at_ns: u64,
+    /// Number of this hang record in the file, from 1.
+    pub seq: u32,
+}
+
+pub fn hang(out: &mut (impl Out + ?Sized), h: &Hang, queues: &[CrashQueue<'_>]) {
+    let mut o = Obj::begin(out);
+    o.u64(kind::HANG, h.stalled_ms).u64(field::AT_NS, h.at_ns).u64(field::SEQ, h.seq.into());
     put_queues(&mut o, queues);
     o.end_line();
 }

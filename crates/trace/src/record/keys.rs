@@ -20,8 +20,10 @@ pub mod kind {
     /// In the order a reader tests them: a Vulkan pipeline's definition has a `device` field, so
     /// `kernel` must win over `device`. (`device_lost` records carry no top-level `device` field, so
     /// a reader that does not know them cannot take one for a device record.)
-    pub const ALL: [&str; 10] =
-        [HEADER, KERNEL, WINDOW, WARNING, END, TRUNCATED, CRASH, SIGNAL_RETURNED, DEVICE_LOST, DEVICE];
+    /// Version 3 (added later): the Vulkan layer's hang watcher saw pending GPU work make no progress.
+    pub const HANG: &str = "hang_ms";
+    pub const ALL: [&str; 11] =
+        [HEADER, KERNEL, WINDOW, WARNING, END, TRUNCATED, CRASH, SIGNAL_RETURNED, DEVICE_LOST, HANG, DEVICE];
 }
 
 /// Values of a kernel definition's `api` field: how the kernel reached the runtime.
@@ -121,6 +123,13 @@ pub mod field {
     pub const QUEUE: &str = "queue";
     pub const DISPATCHES: &str = "dispatches";
     pub const OMITTED: &str = "omitted";
+    /// Version 3 (black box): a queue's `progress` object and its fields.
+    pub const PROGRESS: &str = "progress";
+    pub const BY: &str = "by";
+    pub const COMPLETED: &str = "completed";
+    pub const PENDING: &str = "pending";
+    pub const MORE_IN_FLIGHT: &str = "more_in_flight";
+    pub const NOT_STARTED: &str = "not_started";
     pub const RESULT: &str = "result";
 
     pub const DRIVER: &str = "driver";

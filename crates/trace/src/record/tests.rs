@@ -132,7 +132,8 @@ fn vulkan_crash_and_device_lost_records_match_the_documented_examples() {
             ]
         })
         .collect();
-    let queues = [CrashQueue { queue: 0, device: Some(0), submits: 3, dispatches: &dispatches, omitted: 0 }];
+    let queues =
+        [CrashQueue { queue: 0, device: Some(0), submits: 3, dispatches: &dispatches, omitted: 0, progress: None }];
     let threads = [CrashThread { tid: 3302, in_flight: None, launches: &[] }];
     let c = Crash {
         seq: 1,
@@ -151,7 +152,14 @@ fn vulkan_crash_and_device_lost_records_match_the_documented_examples() {
          \"threads\":[{\"tid\":3302,\"launches\":[]}],\"queues\":[{\"queue\":0,\"device\":0,\"submits\":3,\
          \"dispatches\":[[1,1,[4,1,1],1],[2,1,[2,1,1],1],[1,2,[4,1,1],1],[2,2,[2,1,1],1],[1,3,[4,1,1],1],[2,3,[2,1,1],1]]}]}\n"
     );
-    let queues = [CrashQueue { queue: 0, device: Some(0), submits: 3, dispatches: &dispatches[2..], omitted: 0 }];
+    let queues = [CrashQueue {
+        queue: 0,
+        device: Some(0),
+        submits: 3,
+        dispatches: &dispatches[2..],
+        omitted: 0,
+        progress: None,
+    }];
     let lost = DeviceLost { call: "vkWaitForFences", result: -4, at_ns: 9683944997073, tid: 4567, seq: 1 };
     assert_eq!(
         line(|o| device_lost(o, &lost, &queues)),
@@ -163,7 +171,7 @@ fn vulkan_crash_and_device_lost_records_match_the_documented_examples() {
     assert!(!line(|o| crash(o, &c)).contains("queues"));
     // A label follows the count.
     let labelled = [QueueDispatch { label: b"MUL_MAT blk.0.attn_q > mul_mat_vec (2,1,1)", ..dispatches[0] }];
-    let queue = [CrashQueue { queue: 1, device: None, submits: 1, dispatches: &labelled, omitted: 0 }];
+    let queue = [CrashQueue { queue: 1, device: None, submits: 1, dispatches: &labelled, omitted: 0, progress: None }];
     assert!(line(|o| device_lost(o, &lost, &queue))
         .contains(r#""dispatches":[[1,1,[4,1,1],1,"MUL_MAT blk.0.attn_q > mul_mat_vec (2,1,1)"]]"#));
     // An omitted count shows; a record of this kind is never taken for a `device` record.

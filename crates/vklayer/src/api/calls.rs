@@ -19,25 +19,32 @@ use crate::state;
 ///
 /// The dispatches are also remembered in the queue's ring (the crash locus) before the driver sees
 /// them, and the call is marked in flight: a crash inside the driver's submit names both.
+///
+/// With the black box following a queue by submissions, `forward` is given the layer's semaphore and the value to
+/// signal with it in one more batch of the same call (`crate::progress`).
 pub(super) fn submit<I: Iterator<Item = vk::CommandBuffer> + Clone>(
     queue: vk::Queue,
     name: &'static &'static str,
     buffers: I,
-    forward: impl FnOnce() -> vk::Result,
+    fence: vk::Fence,
+    forward: impl FnOnce(Option<(vk::Semaphore, u64)>) -> vk::Result,
 ) -> vk::Result {
     if !state::on() || crate::switch::paused() {
-        return forward();
+        return forward(None);
     }
     let tally = state::guarded(|| commands::count(buffers.clone(), false)).unwrap_or_default();
+    let mut signal = None;
     if tally.dispatches > 0 {
-        state::guarded(|| {
-            let device = device_of(queue).and_then(|d| d.facts_id);
-            if let Some(ring) = crate::locus::queue_ring(queue.as_raw(), device) {
-                commands::remember(buffers.clone(), ring);
-            }
-        });
+        signal = state::guarded(|| {
+            let device = device_of(queue);
+            let ring = crate::locus::queue_ring(queue.as_raw(), device.and_then(|d| d.facts_id))?;
+            let submit = commands::remember(buffers.clone(), ring);
+            let d = device.filter(|_| crate::progress::wanted())?;
+            crate::blackbox::submitting(ring, d, buffers.clone(), submit, fence)
+        })
+        .flatten();
     }
-    let result = watched(name, forward);
+    let result = watched(name, || forward(signal));
     if tally.dispatches > 0 {
         crate::writer::SUBMITS.fetch_add(1, Ordering::Relaxed);
         if result.as_raw() < 0 {
@@ -94,7 +101,13 @@ pub(super) unsafe extern "system" fn wait_for_fences(
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: forwarding the caller's arguments.
-    watched(&call::WAIT_FOR_FENCES, || unsafe { next(device, count, fences, wait_all, timeout) })
+    let result = watched(&call::WAIT_FOR_FENCES, || unsafe { next(device, count, fences, wait_all, timeout) });
+    if result == vk::Result::SUCCESS && (wait_all == vk::TRUE || count == 1) && !fences.is_null() && state::on() {
+        // SAFETY: a valid call's `count` fences.
+        let fences = unsafe { std::slice::from_raw_parts(fences, count as usize) };
+        state::guarded(|| crate::blackbox::fences_signaled(fences));
+    }
+    result
 }
 
 pub(super) unsafe extern "system" fn get_fence_status(device: vk::Device, fence: vk::Fence) -> vk::Result {
@@ -102,7 +115,11 @@ pub(super) unsafe extern "system" fn get_fence_status(device: vk::Device, fence:
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: forwarding the caller's arguments.
-    watched(&call::GET_FENCE_STATUS, || unsafe { next(device, fence) })
+    let result = watched(&call::GET_FENCE_STATUS, || unsafe { next(device, fence) });
+    if result == vk::Result::SUCCESS && state::on() {
+        state::guarded(|| crate::blackbox::fences_signaled(&[fence]));
+    }
+    result
 }
 
 pub(super) unsafe extern "system" fn queue_wait_idle(queue: vk::Queue) -> vk::Result {
@@ -268,8 +285,73 @@ pub(super) unsafe extern "system" fn queue_submit(
     let Some(next) = device_of(queue).and_then(|d| d.queue_submit) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    // SAFETY: the caller's submit infos; forwarding the caller's arguments.
-    unsafe { submit(queue, &call::QUEUE_SUBMIT, buffers_of(submits, count), || next(queue, count, submits, fence)) }
+    // SAFETY: the caller's submit infos; forwarding the caller's arguments (plus, for the black box, one batch that
+    // only signals the layer's semaphore).
+    unsafe {
+        submit(queue, &call::QUEUE_SUBMIT, buffers_of(submits, count), fence, |signal| match signal {
+            None => next(queue, count, submits, fence),
+            Some((semaphore, value)) => {
+                let values = [value];
+                let timeline = vk::TimelineSemaphoreSubmitInfo {
+                    signal_semaphore_value_count: 1,
+                    p_signal_semaphore_values: values.as_ptr(),
+                    ..Default::default()
+                };
+                let semaphores = [semaphore];
+                let extra = vk::SubmitInfo {
+                    p_next: &timeline as *const _ as *const c_void,
+                    signal_semaphore_count: 1,
+                    p_signal_semaphores: semaphores.as_ptr(),
+                    ..Default::default()
+                };
+                let mut all: Vec<vk::SubmitInfo<'_>> = if count == 0 || submits.is_null() {
+                    Vec::new()
+                } else {
+                    std::slice::from_raw_parts(submits, count as usize).to_vec()
+                };
+                all.push(extra);
+                next(queue, all.len() as u32, all.as_ptr(), fence)
+            }
+        })
+    }
+}
+
+/// `vkQueueSubmit2`'s forwarding, with the black box's extra batch when given one.
+///
+/// # Safety
+/// The caller's arguments of a `vkQueueSubmit2` call.
+unsafe fn forward2(
+    next: vk::PFN_vkQueueSubmit2,
+    queue: vk::Queue,
+    count: u32,
+    submits: *const vk::SubmitInfo2<'_>,
+    fence: vk::Fence,
+    signal: Option<(vk::Semaphore, u64)>,
+) -> vk::Result {
+    let Some((semaphore, value)) = signal else {
+        // SAFETY: forwarding the caller's arguments.
+        return unsafe { next(queue, count, submits, fence) };
+    };
+    let info = [vk::SemaphoreSubmitInfo {
+        semaphore,
+        value,
+        stage_mask: vk::PipelineStageFlags2::ALL_COMMANDS,
+        ..Default::default()
+    }];
+    let extra = vk::SubmitInfo2 {
+        signal_semaphore_info_count: 1,
+        p_signal_semaphore_infos: info.as_ptr(),
+        ..Default::default()
+    };
+    let mut all: Vec<vk::SubmitInfo2<'_>> = if count == 0 || submits.is_null() {
+        Vec::new()
+    } else {
+        // SAFETY: a valid call holds `count` submit infos.
+        unsafe { std::slice::from_raw_parts(submits, count as usize) }.to_vec()
+    };
+    all.push(extra);
+    // SAFETY: the caller's batches plus one that only signals the layer's semaphore.
+    unsafe { next(queue, all.len() as u32, all.as_ptr(), fence) }
 }
 
 pub(super) unsafe extern "system" fn queue_submit2(
@@ -282,7 +364,11 @@ pub(super) unsafe extern "system" fn queue_submit2(
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: the caller's submit infos; forwarding the caller's arguments.
-    unsafe { submit(queue, &call::QUEUE_SUBMIT2, buffers_of2(submits, count), || next(queue, count, submits, fence)) }
+    unsafe {
+        submit(queue, &call::QUEUE_SUBMIT2, buffers_of2(submits, count), fence, |signal| {
+            forward2(next, queue, count, submits, fence, signal)
+        })
+    }
 }
 
 pub(super) unsafe extern "system" fn queue_submit2_khr(
@@ -296,6 +382,8 @@ pub(super) unsafe extern "system" fn queue_submit2_khr(
     };
     // SAFETY: the caller's submit infos; forwarding the caller's arguments.
     unsafe {
-        submit(queue, &call::QUEUE_SUBMIT2_KHR, buffers_of2(submits, count), || next(queue, count, submits, fence))
+        submit(queue, &call::QUEUE_SUBMIT2_KHR, buffers_of2(submits, count), fence, |signal| {
+            forward2(next, queue, count, submits, fence, signal)
+        })
     }
 }

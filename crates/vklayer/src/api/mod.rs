@@ -318,22 +318,38 @@ unsafe extern "system" fn create_device(
         })
         .flatten();
     let add_statistics = matches!(observed, Some((_, Some((_, true)))));
+    // The black box's buffer markers, where the device offers them (the layer adds the extension).
+    let add_markers = crate::progress::wanted()
+        && observed
+            .as_ref()
+            .is_some_and(|(extensions, _)| extensions.iter().any(|e| e == crate::progress::BUFFER_MARKER.to_bytes()));
     let mut result = vk::Result::ERROR_INITIALIZATION_FAILED;
-    if add_statistics {
-        // SAFETY: `info` is valid; the copy points at the caller's structures plus two of the layer's
-        // that live until the call returns.
+    let mut markers_on = false;
+    if add_statistics || add_markers {
+        // SAFETY: `info` is valid; the copy points at the caller's structures plus the layer's, which live until
+        // the call returns.
         unsafe {
-            let names = device::extensions_with_statistics(&*info);
+            let mut added = Vec::new();
+            if add_statistics {
+                added.push(device::PIPELINE_EXECUTABLE_PROPERTIES);
+            }
+            if add_markers {
+                added.push(crate::progress::BUFFER_MARKER);
+            }
+            let names = device::extensions_with(&*info, &added);
             let mut feature = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR {
                 pipeline_executable_info: vk::TRUE,
                 ..Default::default()
             };
             feature.p_next = (*info).p_next as *mut c_void;
             let mut with = *info;
-            with.p_next = &feature as *const _ as *const c_void;
+            if add_statistics {
+                with.p_next = &feature as *const _ as *const c_void;
+            }
             with.enabled_extension_count = names.len() as u32;
             with.pp_enabled_extension_names = names.as_ptr();
             result = watched(&call::CREATE_DEVICE, || next_create(physical, &with, allocator, out));
+            markers_on = add_markers && result == vk::Result::SUCCESS;
         }
     }
     let statistics_on = match observed {
@@ -358,7 +374,16 @@ unsafe extern "system" fn create_device(
         .flatten()
     });
     // SAFETY: the device just created by the next link.
-    unsafe { register_device(inst, device, next_gdpa, facts_id, statistics_on, allocator) }
+    let result = unsafe { register_device(inst, device, next_gdpa, facts_id, statistics_on, allocator) };
+    if result == vk::Result::SUCCESS && crate::progress::wanted() {
+        if let Some(d) = device_of(device) {
+            state::guarded(|| {
+                // SAFETY: `info` is the caller's valid create info, `physical` the device's physical device.
+                unsafe { crate::blackbox::set_up_device(inst, physical, d, &*info, markers_on) }
+            });
+        }
+    }
+    result
 }
 
 /// Gives a new device its table of the next link's functions; a device without one is destroyed again (its calls
@@ -399,6 +424,7 @@ unsafe extern "system" fn destroy_device(device: vk::Device, allocator: *const v
     // SAFETY: a valid device handle.
     let key = unsafe { dispatch_key(device.as_raw() as *mut u8) };
     state::guarded(|| pipelines::remove_device_modules(key));
+    state::guarded(|| crate::blackbox::device_destroyed(d));
     dispatch::remove_device(key);
     if let Some(destroy) = d.destroy_device {
         // SAFETY: forwarding the caller's arguments.

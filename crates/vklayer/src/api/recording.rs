@@ -191,27 +191,62 @@ pub(super) unsafe extern "system" fn cmd_end_label(cb: vk::CommandBuffer) {
     }
 }
 
-/// Records one dispatch into `cb`'s state (when the layer follows `cb`), and returns its device.
-#[inline(always)]
-fn record(cb: vk::CommandBuffer, grid: [u32; 3]) -> Option<&'static DeviceDispatch> {
-    let s = followed(cb);
-    if let Some(s) = s {
-        state::guarded(|| s.record(grid));
+/// A dispatch being recorded: the device to forward it to, and where the black box marks its start and end.
+struct Recorded {
+    device: &'static DeviceDispatch,
+    marker: Option<(&'static crate::progress::Markers, u32, u32)>,
+}
+
+impl Recorded {
+    /// Before forwarding: the zero-fill of impersonation, and the "started" marker.
+    #[inline(always)]
+    fn before(&self, cb: vk::CommandBuffer) {
+        crate::impersonate::zero_readback_outputs(cb, self.device);
+        if let Some((m, slot, index)) = self.marker {
+            let (started, _) = crate::progress::Markers::offsets(slot);
+            // SAFETY: a command buffer in the recording state (the caller is recording a dispatch into it), the
+            // layer's marker buffer of the same device.
+            unsafe { (m.write)(cb, vk::PipelineStageFlags::TOP_OF_PIPE, m.buffer, started, index) };
+        }
     }
-    buffer_device(cb, s)
+
+    /// After forwarding: the "completed" marker.
+    #[inline(always)]
+    fn after(&self, cb: vk::CommandBuffer) {
+        if let Some((m, slot, index)) = self.marker {
+            let (_, completed) = crate::progress::Markers::offsets(slot);
+            // SAFETY: as in `before`.
+            unsafe { (m.write)(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, m.buffer, completed, index) };
+        }
+    }
+}
+
+/// Records one dispatch into `cb`'s state (when the layer follows `cb`), and returns its device and markers.
+#[inline(always)]
+fn record(cb: vk::CommandBuffer, grid: [u32; 3]) -> Option<Recorded> {
+    let s = followed(cb);
+    let mut marker = None;
+    if let Some(s) = s {
+        if let Some(index) = state::guarded(|| s.record(grid)) {
+            let slot = s.progress.slot.load(std::sync::atomic::Ordering::Relaxed);
+            if slot != crate::progress::NO_SLOT {
+                marker = s.progress.markers_ref().map(|m| (m, slot, index));
+            }
+        }
+    }
+    buffer_device(cb, s).map(|device| Recorded { device, marker })
 }
 
 pub(super) unsafe extern "system" fn cmd_dispatch(cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
-    let device = record(cb, [x, y, z]);
-    if let Some(d) = device {
-        crate::impersonate::zero_readback_outputs(cb, d);
-    }
-    if let Some(next) = device.and_then(|d| d.cmd_dispatch) {
+    let Some(r) = record(cb, [x, y, z]) else { return };
+    if let Some(next) = r.device.cmd_dispatch {
+        r.before(cb);
         // An impersonated device may take more workgroups than the real one: recorded as asked, forwarded within
         // the real limits (unchanged otherwise).
         let (x, y, z) = crate::impersonate::clamp_groups(x, y, z);
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(cb, x, y, z) };
+        r.after(cb);
     }
 }
 
@@ -224,14 +259,13 @@ pub(super) unsafe extern "system" fn cmd_dispatch_base(
     y: u32,
     z: u32,
 ) {
-    let device = record(cb, [x, y, z]);
-    if let Some(d) = device {
-        crate::impersonate::zero_readback_outputs(cb, d);
-    }
-    if let Some(next) = device.and_then(|d| d.cmd_dispatch_base) {
+    let Some(r) = record(cb, [x, y, z]) else { return };
+    if let Some(next) = r.device.cmd_dispatch_base {
+        r.before(cb);
         let (x, y, z) = crate::impersonate::clamp_groups(x, y, z);
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(cb, bx, by, bz, x, y, z) };
+        r.after(cb);
     }
 }
 
@@ -244,14 +278,13 @@ pub(super) unsafe extern "system" fn cmd_dispatch_base_khr(
     y: u32,
     z: u32,
 ) {
-    let device = record(cb, [x, y, z]);
-    if let Some(d) = device {
-        crate::impersonate::zero_readback_outputs(cb, d);
-    }
-    if let Some(next) = device.and_then(|d| d.cmd_dispatch_base_khr) {
+    let Some(r) = record(cb, [x, y, z]) else { return };
+    if let Some(next) = r.device.cmd_dispatch_base_khr {
+        r.before(cb);
         let (x, y, z) = crate::impersonate::clamp_groups(x, y, z);
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(cb, bx, by, bz, x, y, z) };
+        r.after(cb);
     }
 }
 
@@ -261,9 +294,12 @@ pub(super) unsafe extern "system" fn cmd_dispatch_indirect(
     offset: vk::DeviceSize,
 ) {
     // The workgroup counts live in GPU memory: recorded as [0, 0, 0].
-    if let Some(next) = record(cb, [0, 0, 0]).and_then(|d| d.cmd_dispatch_indirect) {
+    let Some(r) = record(cb, [0, 0, 0]) else { return };
+    if let Some(next) = r.device.cmd_dispatch_indirect {
+        r.before(cb);
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(cb, buffer, offset) };
+        r.after(cb);
     }
 }
 

@@ -1,7 +1,11 @@
-// A test Vulkan layer that makes the device "lost": every call passes through, except that the
-// LOST_AFTER-th vkWaitForFences (and every later one) returns VK_ERROR_DEVICE_LOST without reaching
-// the driver. Enabled below the backscope layer (VK_INSTANCE_LAYERS lists it after it), so the
-// backscope layer sees the error come back from the call it forwarded (tests/vulkan_crash.rs).
+// A test Vulkan layer that makes the device "lost" or "hung": every call passes through, except that
+// - the LOST_AFTER-th vkWaitForFences (and every later one) returns VK_ERROR_DEVICE_LOST without
+//   reaching the driver (default: the 2nd);
+// - with STALL_FROM=N, the N-th vkQueueSubmit and every later one are swallowed: they return
+//   VK_SUCCESS and never reach the driver, as work a hung GPU never finishes (its fences and
+//   semaphores are never signalled).
+// Enabled below the backscope layer (VK_INSTANCE_LAYERS lists it after it), so the backscope layer
+// sees the error come back from the call it forwarded (tests/vulkan_crash.rs, tests/vulkan_blackbox.rs).
 #include <stdlib.h>
 #include <string.h>
 #include <vulkan/vk_layer.h>
@@ -12,7 +16,16 @@
 static PFN_vkGetInstanceProcAddr next_gipa;
 static PFN_vkGetDeviceProcAddr next_gdpa;
 static PFN_vkWaitForFences next_wait;
+static PFN_vkQueueSubmit next_submit;
 static int waits;
+static int submits;
+
+static VKAPI_ATTR VkResult VKAPI_CALL queue_submit(VkQueue queue, uint32_t count, const VkSubmitInfo *infos,
+                                                   VkFence fence) {
+    const char *from = getenv("STALL_FROM");
+    if (from && ++submits >= atoi(from)) return VK_SUCCESS;
+    return next_submit(queue, count, infos, fence);
+}
 
 static VKAPI_ATTR VkResult VKAPI_CALL wait_for_fences(VkDevice device, uint32_t count, const VkFence *fences,
                                                       VkBool32 all, uint64_t timeout) {
@@ -44,13 +57,17 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical, c
     link->u.pLayerInfo = link->u.pLayerInfo->pNext;
     PFN_vkCreateDevice create = (PFN_vkCreateDevice)gipa(VK_NULL_HANDLE, "vkCreateDevice");
     VkResult r = create(physical, info, allocator, out);
-    if (r == VK_SUCCESS) next_wait = (PFN_vkWaitForFences)next_gdpa(*out, "vkWaitForFences");
+    if (r == VK_SUCCESS) {
+        next_wait = (PFN_vkWaitForFences)next_gdpa(*out, "vkWaitForFences");
+        next_submit = (PFN_vkQueueSubmit)next_gdpa(*out, "vkQueueSubmit");
+    }
     return r;
 }
 
 static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL get_device_proc_addr(VkDevice device, const char *name) {
     if (strcmp(name, "vkGetDeviceProcAddr") == 0) return (PFN_vkVoidFunction)get_device_proc_addr;
     if (strcmp(name, "vkWaitForFences") == 0) return (PFN_vkVoidFunction)wait_for_fences;
+    if (strcmp(name, "vkQueueSubmit") == 0) return (PFN_vkVoidFunction)queue_submit;
     return next_gdpa(device, name);
 }
 
@@ -60,6 +77,7 @@ static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL get_instance_proc_addr(VkInstanc
     if (strcmp(name, "vkCreateDevice") == 0) return (PFN_vkVoidFunction)create_device;
     if (strcmp(name, "vkGetDeviceProcAddr") == 0) return (PFN_vkVoidFunction)get_device_proc_addr;
     if (strcmp(name, "vkWaitForFences") == 0) return (PFN_vkVoidFunction)wait_for_fences;
+    if (strcmp(name, "vkQueueSubmit") == 0) return (PFN_vkVoidFunction)queue_submit;
     return next_gipa(instance, name);
 }
 

@@ -1,0 +1,345 @@
+//! The black box's hooks into the layer (`crate::progress` holds its state): setting it up on a new device, what
+//! each submission adds, reading the layer's timeline semaphores, and the hang watcher, a thread that writes a
+//! `hang` record when a queue has pending work and the GPU made no progress for `BACKSCOPE_VK_HANG_MS`.
+
+use std::ffi::c_void;
+use std::sync::atomic::Ordering;
+
+use ash::vk;
+use ash::vk::Handle;
+
+use crate::dispatch::{DeviceDispatch, InstanceDispatch};
+use crate::progress::{By, Markers, MARKER_SLOTS};
+
+/// Sets the black box up on a device just created: its marker buffer when the layer enabled buffer markers
+/// (`markers`), else the submission way when the application enabled timeline semaphores. A device where neither
+/// works is followed without progress (one line on stderr says why).
+///
+/// # Safety
+/// `info` must be the create info of `d`'s device, `physical` its physical device of `inst`'s instance.
+pub unsafe fn set_up_device(
+    inst: &InstanceDispatch,
+    physical: vk::PhysicalDevice,
+    d: &'static DeviceDispatch,
+    info: &vk::DeviceCreateInfo<'_>,
+    markers: bool,
+) {
+    if markers {
+        // SAFETY: forwarded from the caller.
+        match unsafe { marker_buffer(inst, physical, d) } {
+            Ok(m) => {
+                let _ = d.progress.markers.set(m);
+                return;
+            }
+            Err(why) => crate::state::note(format_args!("black box: no buffer markers on this device ({why})")),
+        }
+    }
+    // SAFETY: a valid create info's chain.
+    if unsafe { timeline_enabled(info) } && d.create_semaphore.is_some() {
+        d.progress.timeline.store(true, Ordering::Relaxed);
+    } else {
+        crate::state::note(format_args!(
+            "black box: the device offers no buffer markers and the program did not enable timeline semaphores: \
+             in-flight dispatches cannot be told, only the last submitted"
+        ));
+    }
+}
+
+/// Whether the device create info enables `timelineSemaphore` (Vulkan 1.2 features or the extension's struct).
+///
+/// # Safety
+/// `info` must be a valid create info.
+unsafe fn timeline_enabled(info: &vk::DeviceCreateInfo<'_>) -> bool {
+    let mut next = info.p_next as *const vk::BaseInStructure<'_>;
+    let mut hops = 0;
+    while !next.is_null() && hops < 256 {
+        // SAFETY: a valid pNext chain of Vulkan structures.
+        let base = unsafe { &*next };
+        match base.s_type {
+            vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_2_FEATURES => {
+                // SAFETY: the structure type says what it is.
+                let f = unsafe { &*(next as *const vk::PhysicalDeviceVulkan12Features<'_>) };
+                if f.timeline_semaphore == vk::TRUE {
+                    return true;
+                }
+            }
+            vk::StructureType::PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES => {
+                // SAFETY: as above.
+                let f = unsafe { &*(next as *const vk::PhysicalDeviceTimelineSemaphoreFeatures<'_>) };
+                if f.timeline_semaphore == vk::TRUE {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+        next = base.p_next;
+        hops += 1;
+    }
+    false
+}
+
+/// Creates, binds and maps the device's marker buffer in host-visible, coherent memory.
+///
+/// # Safety
+/// `physical` must be `d`'s physical device, of `inst`'s instance.
+unsafe fn marker_buffer(
+    inst: &InstanceDispatch,
+    physical: vk::PhysicalDevice,
+    d: &DeviceDispatch,
+) -> Result<Markers, &'static str> {
+    let (Some(write), Some(create), Some(requirements), Some(allocate), Some(bind), Some(map), Some(memory_props)) = (
+        d.cmd_write_buffer_marker,
+        d.create_buffer,
+        d.get_buffer_memory_requirements,
+        d.allocate_memory,
+        d.bind_buffer_memory,
+        d.map_memory,
+        inst.get_physical_device_memory_properties,
+    ) else {
+        return Err("a command it needs is missing");
+    };
+    let size = u64::from(MARKER_SLOTS) * 8;
+    let buffer_info = vk::BufferCreateInfo {
+        size,
+        usage: vk::BufferUsageFlags::TRANSFER_DST | vk::BufferUsageFlags::STORAGE_BUFFER,
+        sharing_mode: vk::SharingMode::EXCLUSIVE,
+        ..Default::default()
+    };
+    let mut buffer = vk::Buffer::null();
+    // SAFETY: valid create info; the buffer is the layer's own.
+    if unsafe { create(d.device, &buffer_info, std::ptr::null(), &mut buffer) } != vk::Result::SUCCESS {
+        return Err("vkCreateBuffer failed");
+    }
+    let mut req = vk::MemoryRequirements::default();
+    // SAFETY: the buffer just created.
+    unsafe { requirements(d.device, buffer, &mut req) };
+    let mut props = vk::PhysicalDeviceMemoryProperties::default();
+    // SAFETY: fills one structure.
+    unsafe { memory_props(physical, &mut props) };
+    let wanted = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+    let Some(type_index) = (0..props.memory_type_count.min(vk::MAX_MEMORY_TYPES as u32)).find(|&i| {
+        req.memory_type_bits & (1 << i) != 0 && props.memory_types[i as usize].property_flags.contains(wanted)
+    }) else {
+        return Err("no host-visible coherent memory for it");
+    };
+    let alloc =
+        vk::MemoryAllocateInfo { allocation_size: req.size, memory_type_index: type_index, ..Default::default() };
+    let mut memory = vk::DeviceMemory::null();
+    // SAFETY: valid allocate info.
+    if unsafe { allocate(d.device, &alloc, std::ptr::null(), &mut memory) } != vk::Result::SUCCESS {
+        return Err("vkAllocateMemory failed");
+    }
+    // SAFETY: the layer's buffer and memory, unbound so far.
+    if unsafe { bind(d.device, buffer, memory, 0) } != vk::Result::SUCCESS {
+        return Err("vkBindBufferMemory failed");
+    }
+    let mut ptr: *mut c_void = std::ptr::null_mut();
+    // SAFETY: host-visible memory the layer allocated; mapped for the life of the process.
+    if unsafe { map(d.device, memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty(), &mut ptr) } != vk::Result::SUCCESS
+        || ptr.is_null()
+    {
+        return Err("vkMapMemory failed");
+    }
+    // SAFETY: `size` mapped bytes.
+    unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), 0, size as usize) };
+    // SAFETY: `2 * MARKER_SLOTS` u32 mapped until the process ends.
+    Ok(unsafe { Markers::new(ptr.cast::<u32>(), MARKER_SLOTS, buffer, memory, write) })
+}
+
+/// Reads the layer's semaphore of each queue that has one into its `signaled` value. Not for the signal handler:
+/// it calls into the driver. A device that was lost keeps the value last seen.
+pub fn poll_semaphores() {
+    // A device being destroyed waits for a poll in progress (`device_destroyed`).
+    let _polling = POLLING.lock();
+    for (_, ring) in crate::locus::queue_rings() {
+        let q = &ring.progress;
+        let Some((semaphore, device)) = q.semaphore() else { continue };
+        if device == 0 {
+            continue;
+        }
+        // SAFETY: `device` points at a device table, never freed.
+        let d = unsafe { &*(device as *const DeviceDispatch) };
+        let Some(get) = d.get_semaphore_counter_value.or(d.get_semaphore_counter_value_khr) else { continue };
+        let mut value = 0u64;
+        // SAFETY: a semaphore the layer created on that device; reading its counter needs no synchronisation.
+        if unsafe { get(d.device, semaphore, &mut value) } == vk::Result::SUCCESS {
+            q.signaled_at(value);
+        }
+    }
+}
+
+/// Held while semaphores are read, and while a device's are forgotten before it is destroyed.
+static POLLING: format::spin::SpinLock<()> = format::spin::SpinLock::new(());
+
+/// The application is destroying `d`'s device: nothing of the black box reads or uses its objects any more, and the
+/// layer's own (semaphores, marker buffer and memory) are destroyed first, as Vulkan requires of child objects.
+pub fn device_destroyed(d: &'static DeviceDispatch) {
+    let key = d as *const DeviceDispatch as usize;
+    let mut semaphores = Vec::new();
+    {
+        let _polling = POLLING.lock();
+        for (_, ring) in crate::locus::queue_rings() {
+            if let Some(s) = ring.progress.take_semaphore_of(key) {
+                semaphores.push(s);
+            }
+        }
+    }
+    if let Some(destroy) = d.destroy_semaphore {
+        for s in semaphores {
+            // SAFETY: the layer's semaphore on this device; the application waited for the device's work before
+            // destroying it (Vulkan requires it), so no submission still signals it.
+            unsafe { destroy(d.device, s, std::ptr::null()) };
+        }
+    }
+    if let Some(m) = d.progress.markers.get() {
+        m.retire();
+        if let (Some(destroy), Some(free)) = (d.destroy_buffer, d.free_memory) {
+            // SAFETY: the layer's buffer and memory on this device, no longer read (retired above).
+            unsafe {
+                destroy(d.device, m.buffer, std::ptr::null());
+                free(d.device, m.memory, std::ptr::null());
+            }
+        }
+    }
+}
+
+/// Fences the application submitted work with: handle to `ring number << 48 | submission`.
+static FENCES: crate::handles::HandleMap = crate::handles::HandleMap::new(4096);
+
+/// The application saw these fences signalled: their submissions, and all earlier ones on their queues, completed.
+pub fn fences_signaled(fences: &[vk::Fence]) {
+    for f in fences {
+        if let Some(v) = FENCES.get(f.as_raw()) {
+            if let Some(ring) = crate::locus::ring((v >> 48) as u32) {
+                ring.progress.signaled_at(v & ((1 << 48) - 1));
+            }
+        }
+    }
+}
+
+/// A submission with dispatches is about to be forwarded as number `submit` of `ring`'s queue: each command buffer's
+/// marker words are reset and the buffers remembered with their dispatch counts. Returns the layer's semaphore and
+/// the value to signal with it, when the queue's progress is followed by submissions.
+///
+/// The application's `fence`, when it passed one, is remembered with the submission: when the application sees it
+/// signalled (`vkWaitForFences`, `vkGetFenceStatus`), this submission and every earlier one on the queue completed.
+pub fn submitting(
+    ring: &'static crate::locus::QueueRing,
+    d: &'static DeviceDispatch,
+    buffers: impl Iterator<Item = vk::CommandBuffer>,
+    submit: u64,
+    fence: vk::Fence,
+) -> Option<(vk::Semaphore, u64)> {
+    let by = d.progress.by();
+    let q = &ring.progress;
+    q.set_by(by);
+    if !fence.is_null() && submit < 1 << 48 {
+        let _ = FENCES.insert(fence.as_raw(), (u64::from(ring.number()) << 48) | submit);
+    }
+    for cb in buffers {
+        if let Some(state) = crate::commands::get(cb) {
+            let b = &state.progress;
+            if let Some(m) = b.markers_ref() {
+                m.reset(b.slot.load(Ordering::Relaxed));
+            }
+            q.submitted(submit, b, b.recorded());
+        }
+    }
+    if by != By::Submission {
+        return None;
+    }
+    let semaphore = match q.semaphore() {
+        Some((s, _)) => s,
+        None => {
+            let create = d.create_semaphore?;
+            let mut kind = vk::SemaphoreTypeCreateInfo {
+                semaphore_type: vk::SemaphoreType::TIMELINE,
+                initial_value: 0,
+                ..Default::default()
+            };
+            let info = vk::SemaphoreCreateInfo { p_next: &mut kind as *mut _ as *const c_void, ..Default::default() };
+            let mut s = vk::Semaphore::null();
+            // SAFETY: a valid create info; the semaphore is the layer's own, never destroyed (the device's table
+            // outlives it too).
+            if unsafe { create(d.device, &info, std::ptr::null(), &mut s) } != vk::Result::SUCCESS || s.is_null() {
+                d.progress.timeline.store(false, Ordering::Relaxed);
+                crate::state::note(format_args!("black box: the layer's timeline semaphore could not be created"));
+                return None;
+            }
+            q.set_semaphore(s, d as *const DeviceDispatch as usize);
+            s
+        }
+    };
+    Some((semaphore, submit))
+}
+
+/// The hang watcher's default: ten seconds without GPU progress while work is pending (ggml's longest single
+/// dispatches, a 512-token prompt's matrix multiplications on a slow GPU, take well under a second; amdgpu's own
+/// compute-ring timeout is 10 s by default, after which the kernel resets the GPU).
+pub const DEFAULT_HANG_MS: u64 = 10_000;
+
+/// Starts the hang watcher (unless the black box is off or `BACKSCOPE_VK_HANG_MS=0`): a thread that reads every
+/// queue's progress a few times per hang period and writes one `hang` record per stall.
+pub fn start_watcher() {
+    if !crate::progress::wanted() {
+        return;
+    }
+    let hang_ms = match format::env::get(format::env::VK_HANG_MS) {
+        None => DEFAULT_HANG_MS,
+        Some(v) => match v.trim().parse::<u64>() {
+            Ok(ms) => ms.min(24 * 3_600_000),
+            Err(_) => {
+                crate::state::note(format_args!(
+                    "BACKSCOPE_VK_HANG_MS={v:?} is not a number of milliseconds; the hang watcher uses {DEFAULT_HANG_MS}"
+                ));
+                DEFAULT_HANG_MS
+            }
+        },
+    };
+    if hang_ms == 0 {
+        return;
+    }
+    let spawned = std::thread::Builder::new().name("backscope-vk-hang".into()).spawn(move || watch(hang_ms));
+    if spawned.is_err() {
+        crate::state::note(format_args!("could not start the hang watcher; hangs will not be recorded"));
+    }
+}
+
+fn watch(hang_ms: u64) {
+    use crate::locus::QUEUES;
+    let period = std::time::Duration::from_millis((hang_ms / 4).clamp(5, 1000));
+    let mut last = [0u64; QUEUES];
+    let mut since = [None::<std::time::Instant>; QUEUES];
+    let mut reported = [false; QUEUES];
+    loop {
+        std::thread::sleep(period);
+        if !crate::state::on() {
+            return;
+        }
+        let stalled = crate::state::guarded(|| {
+            poll_semaphores();
+            let mut stalled_ms = None;
+            for (number, ring) in crate::locus::queue_rings() {
+                let i = number as usize;
+                let state = crate::progress::read(&ring.progress);
+                if !state.pending || state.by == By::Nothing || state.signature != last[i] {
+                    last[i] = state.signature;
+                    since[i] = state.pending.then(std::time::Instant::now);
+                    reported[i] = false;
+                    continue;
+                }
+                let start = *since[i].get_or_insert_with(std::time::Instant::now);
+                let ms = start.elapsed().as_millis() as u64;
+                if ms >= hang_ms && !reported[i] {
+                    reported[i] = true;
+                    stalled_ms = Some(stalled_ms.unwrap_or(0).max(ms));
+                }
+            }
+            stalled_ms
+        })
+        .flatten();
+        if let Some(ms) = stalled {
+            crate::writer::hang(ms);
+        }
+    }
+}

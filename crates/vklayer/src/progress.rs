@@ -1,0 +1,656 @@
+//! The black box: how far the GPU got through what each queue was given, told by the GPU itself, so that a
+//! crash, a lost device or a hang can name the dispatch *in flight* and not only the last ones submitted
+//! (ggml puts up to 100 graph nodes into one submission, most of which finished long before a device loss).
+//!
+//! Two ways to learn it, chosen per device when it is created:
+//! * **Buffer markers** (`VK_AMD_buffer_marker`: RADV, AMDVLK and NVIDIA's driver offer it). Each command buffer
+//!   the layer follows owns two words of a host-visible, coherent buffer. Around each dispatch the layer records
+//!   `vkCmdWriteBufferMarkerAMD`: before it, at `TOP_OF_PIPE`, the dispatch's index in the buffer ("started":
+//!   written when the command processor reaches it, which a barrier before it delays until the barrier clears);
+//!   after it, at `BOTTOM_OF_PIPE`, the same index ("completed": written once every earlier command finished).
+//!   Neither is a barrier: the GPU keeps overlapping what the application lets overlap. The words are plain
+//!   memory, so even the signal handler reads them, and they stay readable after a device loss. The dispatches
+//!   between "completed" and "started" were in flight; those after "started", not begun.
+//! * **Submissions** (any device with timeline semaphores, e.g. lavapipe, which offers no markers): the layer adds
+//!   one batch to each `vkQueueSubmit*` call that carried dispatches, signalling a timeline semaphore of its own
+//!   with the queue's submission number (a semaphore signal covers every command earlier in submission order).
+//!   No command is added to any command buffer. It tells which submissions completed, not which dispatch of an
+//!   unfinished one runs: the first unfinished submission's dispatches are reported as "one of these".
+//!
+//! Either way, a command buffer begun again (or whose pool was reset) finished its previous execution: Vulkan
+//! forbids re-recording a pending buffer, so that is known without asking the GPU.
+//!
+//! Each followed command buffer keeps the identity (pipeline, workgroups) of its first [`TRAIL`] dispatches by
+//! index, stored with atomics in memory that is never freed, so a reader on any thread (the signal handler
+//! included) can name a dispatch by its index; each queue keeps its last [`RECENT`] (submission, command buffer)
+//! pairs. Reading allocates nothing and takes no lock.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+use ash::vk;
+
+/// No marker slot (the device has no markers, or all slots are taken).
+pub const NO_SLOT: u32 = u32::MAX;
+/// Dispatches of one command buffer whose identity is kept by index (ggml records at most ~100 per buffer).
+pub const TRAIL: usize = 1024;
+/// (submission, command buffer) pairs each queue keeps for reading progress.
+pub const RECENT: usize = 32;
+/// Command buffers with marker words per device (8 bytes each).
+pub const MARKER_SLOTS: u32 = 8192;
+/// In-flight dispatches listed per queue.
+pub const MAX_IN_FLIGHT: usize = 16;
+
+/// How a queue's progress is known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum By {
+    /// Not known: the device offers neither markers nor timeline semaphores (or they could not be set up).
+    #[default]
+    Nothing,
+    BufferMarker,
+    Submission,
+}
+
+impl By {
+    pub fn name(self) -> &'static str {
+        match self {
+            By::Nothing => "none",
+            By::BufferMarker => "buffer_marker",
+            By::Submission => "submission",
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Per device
+
+/// A device's marker words: two `u32` per command buffer slot, `[started, completed]`.
+pub struct Markers {
+    words: *const AtomicU32,
+    slots: u32,
+    pub buffer: vk::Buffer,
+    pub write: vk::PFN_vkCmdWriteBufferMarkerAMD,
+    next: AtomicU32,
+    free: format::spin::SpinLock<Vec<u32>>,
+    /// Set when the device is destroyed: its memory is gone, so nothing reads the words any more.
+    dead: std::sync::atomic::AtomicBool,
+    pub memory: vk::DeviceMemory,
+}
+
+// SAFETY: `words` points at a persistently mapped allocation the layer never unmaps or frees; it is only
+// accessed through atomics.
+unsafe impl Sync for Markers {}
+// SAFETY: as above.
+unsafe impl Send for Markers {}
+
+impl Markers {
+    /// # Safety
+    /// `words` must point at `2 * slots` u32 of mapped memory that stays mapped until [`Markers::retire`].
+    pub unsafe fn new(
+        words: *mut u32,
+        slots: u32,
+        buffer: vk::Buffer,
+        memory: vk::DeviceMemory,
+        write: vk::PFN_vkCmdWriteBufferMarkerAMD,
+    ) -> Self {
+        Markers {
+            words: words as *const AtomicU32,
+            slots,
+            buffer,
+            memory,
+            write,
+            next: AtomicU32::new(0),
+            free: format::spin::SpinLock::new(Vec::new()),
+            dead: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The device is being destroyed: the words are not read from now on.
+    pub fn retire(&self) {
+        self.dead.store(true, Ordering::SeqCst);
+    }
+
+    pub fn retired(&self) -> bool {
+        self.dead.load(Ordering::SeqCst)
+    }
+
+    fn word(&self, i: u32) -> &AtomicU32 {
+        debug_assert!(i < 2 * self.slots);
+        // SAFETY: `i < 2 * slots` (callers pass slots below `self.slots`); the memory lives forever.
+        unsafe { &*self.words.add(i as usize) }
+    }
+
+    /// A slot for a new command buffer, or [`NO_SLOT`] when all are taken.
+    pub fn claim(&self) -> u32 {
+        if let Some(slot) = self.free.lock().pop() {
+            return slot;
+        }
+        let slot = self.next.fetch_add(1, Ordering::Relaxed);
+        if slot < self.slots {
+            slot
+        } else {
+            self.next.store(self.slots, Ordering::Relaxed);
+            NO_SLOT
+        }
+    }
+
+    pub fn release(&self, slot: u32) {
+        if slot < self.slots {
+            self.free.lock().push(slot);
+        }
+    }
+
+    /// `[started, completed]` of `slot`.
+    pub fn read(&self, slot: u32) -> (u32, u32) {
+        if slot >= self.slots || self.retired() {
+            return (0, 0);
+        }
+        (self.word(2 * slot).load(Ordering::Acquire), self.word(2 * slot + 1).load(Ordering::Acquire))
+    }
+
+    /// Before a submission of the slot's buffer: nothing of it started. The buffer's previous execution finished
+    /// (a pending buffer cannot be submitted again), so the GPU writes nothing here until the new one runs.
+    pub fn reset(&self, slot: u32) {
+        if slot < self.slots && !self.retired() {
+            self.word(2 * slot).store(0, Ordering::Relaxed);
+            self.word(2 * slot + 1).store(0, Ordering::Release);
+        }
+    }
+
+    /// Byte offsets of the slot's words in the marker buffer.
+    pub fn offsets(slot: u32) -> (u64, u64) {
+        (u64::from(slot) * 8, u64::from(slot) * 8 + 4)
+    }
+}
+
+/// The black box's state of one device.
+#[derive(Default)]
+pub struct DeviceProgress {
+    pub markers: OnceLock<Markers>,
+    /// The application enabled timeline semaphores: the submission way can be used where markers are not.
+    pub timeline: std::sync::atomic::AtomicBool,
+}
+
+impl DeviceProgress {
+    pub fn by(&self) -> By {
+        if self.markers.get().is_some() {
+            By::BufferMarker
+        } else if self.timeline.load(Ordering::Relaxed) {
+            By::Submission
+        } else {
+            By::Nothing
+        }
+    }
+}
+
+/// The extension the layer adds to devices that offer it.
+pub const BUFFER_MARKER: &std::ffi::CStr = c"VK_AMD_buffer_marker";
+
+/// Whether the black box is wanted in this process: observing, and not turned off (`BACKSCOPE_VK_BLACKBOX=0`).
+pub fn wanted() -> bool {
+    static WANTED: OnceLock<bool> = OnceLock::new();
+    crate::state::on()
+        && *WANTED.get_or_init(|| format::env::get(format::env::VK_BLACKBOX).is_none_or(|v| v.trim() != "0"))
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Per command buffer
+
+/// What the black box keeps of one command buffer.
+pub struct BufferProgress {
+    /// Its two marker words in its device's marker buffer ([`NO_SLOT`]: none).
+    pub slot: AtomicU32,
+    /// The device's [`Markers`] the slot belongs to (0: none).
+    markers: AtomicUsize,
+    /// Dispatches recorded since the buffer was begun.
+    recorded: AtomicU32,
+    /// Bumped whenever the buffer is begun or reset: a submission of an older generation finished.
+    generation: AtomicU64,
+    /// `kernel | x << 32` of each of the first [`TRAIL`] dispatches, by index.
+    trail: Box<[AtomicU64]>,
+    /// `y | z << 32` of the same.
+    trail_yz: Box<[AtomicU64]>,
+}
+
+impl Default for BufferProgress {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl BufferProgress {
+    pub fn new() -> BufferProgress {
+        BufferProgress {
+            slot: AtomicU32::new(NO_SLOT),
+            markers: AtomicUsize::new(0),
+            recorded: AtomicU32::new(0),
+            generation: AtomicU64::new(0),
+            trail: (0..TRAIL).map(|_| AtomicU64::new(0)).collect(),
+            trail_yz: (0..TRAIL).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// The buffer was allocated on a device: claims a marker slot where the device has markers.
+    pub fn attach(&self, device: &'static DeviceProgress) {
+        self.detach();
+        if let Some(m) = device.markers.get() {
+            let slot = m.claim();
+            if slot != NO_SLOT {
+                self.markers.store(m as *const Markers as usize, Ordering::Relaxed);
+                self.slot.store(slot, Ordering::Release);
+            }
+        }
+    }
+
+    /// The buffer was freed: its slot goes back to its device.
+    pub fn detach(&self) {
+        let slot = self.slot.swap(NO_SLOT, Ordering::AcqRel);
+        if let Some(m) = self.markers_ref() {
+            m.release(slot);
+        }
+        self.markers.store(0, Ordering::Relaxed);
+    }
+
+    pub fn markers_ref(&self) -> Option<&'static Markers> {
+        let p = self.markers.load(Ordering::Acquire);
+        // SAFETY: a non-zero value points at a device's `Markers`, which live as long as the process (device tables
+        // are never freed).
+        (p != 0).then(|| unsafe { &*(p as *const Markers) })
+    }
+
+    /// Begun or reset: a new generation with no dispatches.
+    pub fn begin(&self) {
+        self.generation.fetch_add(1, Ordering::Release);
+        self.recorded.store(0, Ordering::Relaxed);
+    }
+
+    /// One dispatch of `kernel` with workgroups `grid` recorded; its index in the buffer, from 1.
+    #[inline(always)]
+    pub fn record(&self, kernel: u32, grid: [u32; 3]) -> u32 {
+        let index = self.recorded.load(Ordering::Relaxed).wrapping_add(1);
+        if let (Some(k), Some(yz)) = (self.trail.get(index as usize - 1), self.trail_yz.get(index as usize - 1)) {
+            k.store(u64::from(kernel) | (u64::from(grid[0]) << 32), Ordering::Relaxed);
+            yz.store(u64::from(grid[1]) | (u64::from(grid[2]) << 32), Ordering::Relaxed);
+        }
+        self.recorded.store(index, Ordering::Release);
+        index
+    }
+
+    pub fn recorded(&self) -> u32 {
+        self.recorded.load(Ordering::Acquire)
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The kernel and workgroups of dispatch `index` (from 1), when kept.
+    fn dispatch(&self, index: u32) -> Option<(u32, [u32; 3])> {
+        let i = (index as usize).checked_sub(1)?;
+        let k = self.trail.get(i)?.load(Ordering::Relaxed);
+        let yz = self.trail_yz.get(i)?.load(Ordering::Relaxed);
+        Some((k as u32, [(k >> 32) as u32, yz as u32, (yz >> 32) as u32]))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Per queue
+
+struct Recent {
+    /// The command buffer's [`BufferProgress`] (0: empty entry).
+    buffer: AtomicUsize,
+    submit: AtomicU64,
+    generation: AtomicU64,
+    dispatches: AtomicU32,
+}
+
+impl Recent {
+    const fn new() -> Recent {
+        Recent {
+            buffer: AtomicUsize::new(0),
+            submit: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
+            dispatches: AtomicU32::new(0),
+        }
+    }
+}
+
+/// What the black box keeps of one queue.
+pub struct QueueProgress {
+    recent: [Recent; RECENT],
+    /// Entries written so far.
+    head: AtomicU64,
+    /// The layer's timeline semaphore on this queue (0: none) and its device's table.
+    semaphore: AtomicU64,
+    device: AtomicUsize,
+    /// The highest submission number the semaphore was seen to reach.
+    signaled: AtomicU64,
+    /// How progress is known on this queue.
+    by: AtomicU32,
+}
+
+impl Default for QueueProgress {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl QueueProgress {
+    pub const fn new() -> QueueProgress {
+        QueueProgress {
+            recent: [const { Recent::new() }; RECENT],
+            head: AtomicU64::new(0),
+            semaphore: AtomicU64::new(0),
+            device: AtomicUsize::new(0),
+            signaled: AtomicU64::new(0),
+            by: AtomicU32::new(0),
+        }
+    }
+
+    pub fn reset(&self) {
+        self.head.store(0, Ordering::Relaxed);
+        self.semaphore.store(0, Ordering::Relaxed);
+        self.device.store(0, Ordering::Relaxed);
+        self.signaled.store(0, Ordering::Relaxed);
+        self.by.store(0, Ordering::Relaxed);
+    }
+
+    pub fn by(&self) -> By {
+        match self.by.load(Ordering::Relaxed) {
+            1 => By::BufferMarker,
+            2 => By::Submission,
+            _ => By::Nothing,
+        }
+    }
+
+    pub fn set_by(&self, by: By) {
+        self.by.store(
+            match by {
+                By::Nothing => 0,
+                By::BufferMarker => 1,
+                By::Submission => 2,
+            },
+            Ordering::Relaxed,
+        );
+    }
+
+    /// The layer's semaphore on this queue, with the device table that created it.
+    pub fn semaphore(&self) -> Option<(vk::Semaphore, usize)> {
+        let s = self.semaphore.load(Ordering::Acquire);
+        (s != 0).then(|| (ash::vk::Handle::from_raw(s), self.device.load(Ordering::Relaxed)))
+    }
+
+    /// Forgets the semaphore (its device is being destroyed); returns it.
+    pub fn take_semaphore_of(&self, device: usize) -> Option<vk::Semaphore> {
+        if self.device.load(Ordering::Relaxed) != device {
+            return None;
+        }
+        let s = self.semaphore.swap(0, Ordering::AcqRel);
+        (s != 0).then(|| ash::vk::Handle::from_raw(s))
+    }
+
+    pub fn set_semaphore(&self, semaphore: vk::Semaphore, device: usize) {
+        self.device.store(device, Ordering::Relaxed);
+        self.semaphore.store(ash::vk::Handle::as_raw(semaphore), Ordering::Release);
+    }
+
+    /// The semaphore was seen at `value`.
+    pub fn signaled_at(&self, value: u64) {
+        self.signaled.fetch_max(value, Ordering::AcqRel);
+    }
+
+    pub fn signaled(&self) -> u64 {
+        self.signaled.load(Ordering::Acquire)
+    }
+
+    /// Submission `submit` carried `buffer` with `dispatches` dispatches. Called by the queue's submitting thread
+    /// only (Vulkan makes the application synchronise submissions to one queue).
+    pub fn submitted(&self, submit: u64, buffer: &BufferProgress, dispatches: u32) {
+        let n = self.head.load(Ordering::Relaxed);
+        let e = &self.recent[(n % RECENT as u64) as usize];
+        // Invalidate the entry before rewriting it: a reader that sees buffer 0 skips it.
+        e.buffer.store(0, Ordering::Release);
+        e.submit.store(submit, Ordering::Relaxed);
+        e.generation.store(buffer.generation(), Ordering::Relaxed);
+        e.dispatches.store(dispatches, Ordering::Relaxed);
+        e.buffer.store(buffer as *const BufferProgress as usize, Ordering::Release);
+        self.head.store(n + 1, Ordering::Release);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Reading
+
+/// A dispatch the GPU had started and not finished (buffer markers), or one of the dispatches of the first
+/// unfinished submission (submissions).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InFlight {
+    pub kernel: u32,
+    pub submit: u64,
+    /// Its index in its command buffer, from 1.
+    pub index: u32,
+    pub grid: [u32; 3],
+}
+
+/// One queue's progress as read.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QueueState {
+    pub by: By,
+    /// Dispatches of the followed submissions known to have completed.
+    pub completed: u64,
+    /// In flight (markers), or the candidates (submissions): see `by`.
+    pub in_flight: [InFlight; MAX_IN_FLIGHT],
+    pub n_in_flight: usize,
+    /// In-flight dispatches past [`MAX_IN_FLIGHT`] (or whose identity was not kept).
+    pub more_in_flight: u32,
+    /// Dispatches known not to have started (markers), or of later unfinished submissions (submissions).
+    pub not_started: u64,
+    /// Some followed work is not known to be complete.
+    pub pending: bool,
+    /// Changes whenever the GPU makes progress or new work arrives (the hang watcher compares it).
+    pub signature: u64,
+}
+
+impl QueueState {
+    pub fn in_flight(&self) -> &[InFlight] {
+        &self.in_flight[..self.n_in_flight]
+    }
+
+    fn push(&mut self, d: InFlight) {
+        if self.n_in_flight < MAX_IN_FLIGHT {
+            self.in_flight[self.n_in_flight] = d;
+            self.n_in_flight += 1;
+        } else {
+            self.more_in_flight = self.more_in_flight.saturating_add(1);
+        }
+    }
+
+    fn push_range(&mut self, b: &BufferProgress, submit: u64, from: u32, to: u32) {
+        for index in from..=to {
+            match b.dispatch(index) {
+                Some((kernel, grid)) => self.push(InFlight { kernel, submit, index, grid }),
+                None => self.more_in_flight = self.more_in_flight.saturating_add(1),
+            }
+        }
+    }
+}
+
+/// Reads how far the GPU got through the queue's followed submissions, oldest first. Allocates nothing and takes no
+/// lock (the signal handler calls it).
+pub fn read(q: &QueueProgress) -> QueueState {
+    let by = q.by();
+    let mut state = QueueState { by, ..Default::default() };
+    let head = q.head.load(Ordering::Acquire);
+    let first = head.saturating_sub(RECENT as u64);
+    let signaled = q.signaled();
+    let mut signature = head.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ signaled;
+    // Submissions mode: the first unfinished submission is the one in flight; its dispatches are the candidates.
+    let mut candidate_submit: Option<u64> = None;
+    for n in first..head {
+        let e = &q.recent[(n % RECENT as u64) as usize];
+        let p = e.buffer.load(Ordering::Acquire);
+        if p == 0 {
+            continue;
+        }
+        // SAFETY: entries point at command buffer states, which are never freed.
+        let b = unsafe { &*(p as *const BufferProgress) };
+        let submit = e.submit.load(Ordering::Relaxed);
+        let dispatches = e.dispatches.load(Ordering::Relaxed);
+        if b.generation() != e.generation.load(Ordering::Relaxed) || (by == By::Submission && signaled >= submit) {
+            state.completed += u64::from(dispatches);
+            continue;
+        }
+        match by {
+            By::BufferMarker => {
+                let (started, completed) = match (b.slot.load(Ordering::Acquire), b.markers_ref()) {
+                    (slot, Some(m)) if slot != NO_SLOT => m.read(slot),
+                    _ => {
+                        state.pending = true;
+                        continue;
+                    }
+                };
+                let (started, completed) = (started.min(dispatches), completed.min(dispatches));
+                signature = signature.wrapping_mul(31).wrapping_add(u64::from(started) << 32 | u64::from(completed));
+                state.completed += u64::from(completed);
+                if completed >= dispatches {
+                    continue;
+                }
+                state.pending = true;
+                if started > completed {
+                    state.push_range(b, submit, completed + 1, started);
+                }
+                state.not_started += u64::from(dispatches - started.max(completed));
+            }
+            By::Submission => {
+                state.pending = true;
+                if candidate_submit.is_none_or(|s| s == submit) {
+                    candidate_submit = Some(submit);
+                    state.push_range(b, submit, 1, dispatches);
+                } else {
+                    state.not_started += u64::from(dispatches);
+                }
+            }
+            By::Nothing => state.pending = true,
+        }
+    }
+    state.signature = signature;
+    state
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    unsafe extern "system" fn dummy_write(
+        _: vk::CommandBuffer,
+        _: vk::PipelineStageFlags,
+        _: vk::Buffer,
+        _: vk::DeviceSize,
+        _: u32,
+    ) {
+    }
+
+    fn device_with_markers(slots: usize) -> &'static DeviceProgress {
+        let d: &'static DeviceProgress = Box::leak(Box::default());
+        let words: &'static mut [u32] = Box::leak(vec![0u32; 2 * slots].into_boxed_slice());
+        // SAFETY: leaked memory lives forever.
+        let m = unsafe {
+            Markers::new(words.as_mut_ptr(), slots as u32, vk::Buffer::null(), vk::DeviceMemory::null(), dummy_write)
+        };
+        assert!(d.markers.set(m).is_ok());
+        d
+    }
+
+    fn record(b: &BufferProgress, kernels: &[u32]) {
+        b.begin();
+        for &k in kernels {
+            b.record(k, [k, 1, 1]);
+        }
+    }
+
+    /// What the GPU would write: `started` and `completed` of the buffer's slot.
+    fn gpu_reached(b: &BufferProgress, started: u32, completed: u32) {
+        let m = b.markers_ref().unwrap();
+        let slot = b.slot.load(Ordering::Relaxed);
+        m.word(2 * slot).store(started, Ordering::Relaxed);
+        m.word(2 * slot + 1).store(completed, Ordering::Relaxed);
+    }
+
+    #[test]
+    fn markers_name_the_dispatches_between_completed_and_started() {
+        let device = device_with_markers(4);
+        let q: &'static QueueProgress = Box::leak(Box::default());
+        q.set_by(By::BufferMarker);
+        let (a, b) = (Box::leak(Box::new(BufferProgress::new())), Box::leak(Box::new(BufferProgress::new())));
+        a.attach(device);
+        b.attach(device);
+        assert_ne!(a.slot.load(Ordering::Relaxed), b.slot.load(Ordering::Relaxed));
+        record(a, &[10, 11, 12]);
+        record(b, &[20, 21, 22, 23]);
+        a.markers_ref().unwrap().reset(a.slot.load(Ordering::Relaxed));
+        q.submitted(1, a, 3);
+        q.submitted(2, b, 4);
+        gpu_reached(a, 3, 3);
+        gpu_reached(b, 3, 1);
+        let s = read(q);
+        assert_eq!(s.by, By::BufferMarker);
+        assert!(s.pending);
+        assert_eq!(s.completed, 3 + 1);
+        let names: Vec<(u32, u64, u32)> = s.in_flight().iter().map(|d| (d.kernel, d.submit, d.index)).collect();
+        assert_eq!(names, [(21, 2, 2), (22, 2, 3)]);
+        assert_eq!(s.not_started, 1);
+        let before = s.signature;
+        gpu_reached(b, 4, 4);
+        let done = read(q);
+        assert!(!done.pending);
+        assert_eq!((done.completed, done.n_in_flight, done.not_started), (7, 0, 0));
+        assert_ne!(done.signature, before, "progress changes the signature");
+    }
+
+    #[test]
+    fn a_buffer_begun_again_finished_its_previous_submission() {
+        let device = device_with_markers(2);
+        let q: &'static QueueProgress = Box::leak(Box::default());
+        q.set_by(By::BufferMarker);
+        let a = Box::leak(Box::new(BufferProgress::new()));
+        a.attach(device);
+        record(a, &[1, 2]);
+        q.submitted(1, a, 2);
+        assert!(read(q).pending);
+        a.begin();
+        let s = read(q);
+        assert!(!s.pending);
+        assert_eq!(s.completed, 2);
+    }
+
+    #[test]
+    fn submissions_name_the_first_unfinished_submission_as_candidates() {
+        let q: &'static QueueProgress = Box::leak(Box::default());
+        q.set_by(By::Submission);
+        let bufs: Vec<&'static BufferProgress> = (0..3).map(|_| &*Box::leak(Box::new(BufferProgress::new()))).collect();
+        record(bufs[0], &[1, 2]);
+        record(bufs[1], &[3]);
+        record(bufs[2], &[4, 5]);
+        for (i, b) in bufs.iter().enumerate() {
+            q.submitted(i as u64 + 1, b, b.recorded());
+        }
+        q.signaled_at(1);
+        let s = read(q);
+        assert_eq!(s.completed, 2);
+        assert_eq!(s.in_flight().iter().map(|d| d.kernel).collect::<Vec<_>>(), [3]);
+        assert_eq!(s.not_started, 2);
+        q.signaled_at(3);
+        assert!(!read(q).pending);
+    }
+
+    #[test]
+    fn slots_are_reused_and_run_out_without_failing() {
+        let device = device_with_markers(2);
+        let m = device.markers.get().unwrap();
+        let (x, y) = (m.claim(), m.claim());
+        assert_eq!((x, y, m.claim()), (0, 1, NO_SLOT));
+        m.release(x);
+        assert_eq!(m.claim(), x);
+        assert_eq!(m.read(99), (0, 0));
+    }
+}

@@ -1,0 +1,232 @@
+//! The Vulkan layer's black box (`crates/vklayer/src/progress.rs`, `blackbox.rs`) under a real Vulkan program on
+//! Mesa's lavapipe. `crates/vklayer/tests/c/vkspin.c` submits `before_a` and `before_b` in submission 1 (and waits for
+//! it), then `spin_pipeline` in submission 2 and `after_c` in submission 3 (or both in submission 2, `grouped`).
+//! lavapipe offers no buffer markers, so the layer follows progress by submission (its timeline semaphore, one
+//! extra batch per submission). A GPU that never finishes work is played by the test layer below ours
+//! (`lost_layer.c` with `STALL_FROM=2`: submissions 2 on are swallowed, so their fences and semaphores never
+//! signal); it can also return `VK_ERROR_DEVICE_LOST` (`LOST_AFTER`). The expected in-flight work, completed and
+//! not-started counts come from the program's source: what it submitted, and which submission the test layer
+//! swallowed first.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use backscope::trace::TraceFile;
+use serde_json::Value;
+
+use crate::util::*;
+
+struct Programs {
+    program: PathBuf,
+    spirv: PathBuf,
+    ours: PathBuf,
+    below: PathBuf,
+}
+
+const BELOW: &str = "VK_LAYER_TEST_lost";
+
+fn programs() -> &'static Programs {
+    static P: std::sync::OnceLock<Programs> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let src = root.join("crates/vklayer/tests/c");
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("vulkan-blackbox-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (ours, below) = (dir.join("ours"), dir.join("below"));
+        std::fs::create_dir_all(&ours).unwrap();
+        std::fs::create_dir_all(&below).unwrap();
+        let program = dir.join("vkspin");
+        let below_lib = dir.join("liblost_layer.so");
+        let spirv = dir.join("spin.spv");
+        stdout_ok(
+            Command::new("gcc")
+                .args(["-O2", "-Wall", "-Werror", "-o"])
+                .arg(&program)
+                .arg(src.join("vkspin.c"))
+                .arg("-lvulkan"),
+        );
+        stdout_ok(
+            Command::new("gcc")
+                .args(["-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o"])
+                .arg(&below_lib)
+                .arg(src.join("lost_layer.c")),
+        );
+        stdout_ok(Command::new("glslc").arg(root.join("bench/vklayer/spin.comp")).arg("-o").arg(&spirv));
+        let manifest = |name: &str, library: &Path| {
+            serde_json::json!({
+                "file_format_version": "1.1.2",
+                "layer": {
+                    "name": name, "type": "GLOBAL", "library_path": library, "api_version": "1.3.0",
+                    "implementation_version": "1", "description": "test",
+                    "functions": {"vkNegotiateLoaderLayerInterfaceVersion": "vkNegotiateLoaderLayerInterfaceVersion"}
+                }
+            })
+            .to_string()
+        };
+        std::fs::write(ours.join("ours.json"), manifest("VK_LAYER_BACKSCOPE_dispatch", &vklayer_library())).unwrap();
+        std::fs::write(below.join("below.json"), manifest(BELOW, &below_lib)).unwrap();
+        Programs { program, spirv, ours, below }
+    })
+}
+
+/// vkspin in `mode` (`[seconds] [grouped]` in `args`) under our layer tracing into `dir`, the test layer below it,
+/// with `env`.
+fn vkspin(mode: &str, args: &[&str], dir: &Path, env: &[(&str, &str)]) -> Output {
+    let p = programs();
+    std::fs::create_dir_all(dir).unwrap();
+    let mut cmd = Command::new(&p.program);
+    cmd.arg(&p.spirv).arg(mode).args(args);
+    cmd.env("VK_ADD_LAYER_PATH", format!("{}:{}", p.ours.display(), p.below.display()))
+        .env("VK_INSTANCE_LAYERS", format!("VK_LAYER_BACKSCOPE_dispatch:{BELOW}"))
+        .env("BACKSCOPE_TRACE_DIR", dir)
+        // The test layer loses the device at its 2nd wait unless told otherwise.
+        .env("LOST_AFTER", "1000")
+        .env_remove("STALL_FROM")
+        .envs(env.iter().copied());
+    run(&mut cmd)
+}
+
+fn the_trace(dir: &Path) -> TraceFile {
+    let files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    TraceFile::parse(&std::fs::read_to_string(&files[0]).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", files[0].display()))
+}
+
+/// `(by, completed, in flight as "name@submission#index", not started)` of a record's one queue.
+fn progress(trace: &TraceFile, queues: &[backscope::trace::QueueAtLoss]) -> (String, u64, Vec<String>, u64) {
+    assert_eq!(queues.len(), 1, "one queue: {queues:?}");
+    let p = queues[0].progress.as_ref().unwrap_or_else(|| panic!("no progress: {queues:?}"));
+    assert!(p.pending);
+    let names =
+        p.in_flight.iter().map(|d| format!("{}@{}#{}", trace.kernels[&d.kernel].name, d.submit, d.index)).collect();
+    (p.by.clone(), p.completed, names, p.not_started)
+}
+
+/// `backscope trace --read DIR --json`'s claims.
+fn claims(dir: &Path) -> Vec<Value> {
+    let out = run(backscope().args(["trace", "--json", "--read"]).arg(dir));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let summary: Value = serde_json::from_str(text.trim_end().rsplit('\n').next().unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {text}\n{}", String::from_utf8_lossy(&out.stderr)));
+    summary["claims"].as_array().unwrap().clone()
+}
+
+fn claim(claims: &[Value], id: &str) -> Value {
+    claims.iter().find(|c| c["id"] == id).cloned().unwrap_or_else(|| panic!("no claim {id}: {claims:#?}"))
+}
+
+#[test]
+fn the_hang_watcher_names_the_unfinished_submission_while_the_program_still_waits() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The program waits 4 s for submission 3; the watcher fires after 0.5 s without progress.
+    let out = vkspin("hang", &["4"], tmp.path(), &[("STALL_FROM", "2"), ("BACKSCOPE_VK_HANG_MS", "500")]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("vkspin: the work did not finish in 4.0 s"), "{said}");
+    let trace = the_trace(tmp.path());
+    assert_eq!(trace.hangs.len(), 1, "one record per stall: {:?}", trace.hangs);
+    let hang = &trace.hangs[0];
+    assert!((500..4000).contains(&hang.stalled_ms), "{}", hang.stalled_ms);
+    assert!(hang.at_ns > trace.header.start_ns);
+    // Submission 1 (before_a, before_b) completed; submission 2 (spin_pipeline) is the first unfinished;
+    // submission 3 (after_c) is after it.
+    assert_eq!(progress(&trace, &hang.queues), ("submission".to_string(), 2, vec!["spin_pipeline@2#1".to_string()], 1));
+    let c = claim(&claims(tmp.path()), "trace.hang");
+    // By submission the layer knows the unfinished submission, not which of its dispatches stalled.
+    assert_eq!(c["confidence"], "Inferred");
+    let statement = c["statement"].as_str().unwrap();
+    assert!(statement.contains("GPU work made no progress for "), "{statement}");
+    assert!(
+        statement.contains("unfinished: one or more of spin_pipeline [1,1,1] (dispatch 1 of submission 2)")
+            && statement.contains("2 completed before it, 1 not started"),
+        "{statement}"
+    );
+}
+
+#[test]
+fn a_grouped_submission_lists_every_dispatch_it_holds_as_a_candidate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = vkspin("hang", &["2", "grouped"], tmp.path(), &[("STALL_FROM", "2"), ("BACKSCOPE_VK_HANG_MS", "300")]);
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+    let trace = the_trace(tmp.path());
+    assert_eq!(trace.hangs.len(), 1);
+    assert_eq!(
+        progress(&trace, &trace.hangs[0].queues),
+        ("submission".to_string(), 2, vec!["spin_pipeline@2#1".to_string(), "after_c@2#2".to_string()], 0)
+    );
+}
+
+#[test]
+fn a_crash_and_a_lost_device_during_the_stall_name_what_was_unfinished() {
+    let tmp = tempfile::tempdir().unwrap();
+    let crashed = tmp.path().join("segv");
+    let out = vkspin("segv", &[], &crashed, &[("STALL_FROM", "2"), ("BACKSCOPE_VK_HANG_MS", "0")]);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGSEGV), "it dies by the signal, as without the layer");
+    let trace = the_trace(&crashed);
+    assert!(trace.hangs.is_empty(), "BACKSCOPE_VK_HANG_MS=0 turns the watcher off");
+    assert_eq!(trace.crashes.len(), 1);
+    assert_eq!(
+        progress(&trace, &trace.crashes[0].queues),
+        ("submission".to_string(), 2, vec!["spin_pipeline@2#1".to_string()], 1)
+    );
+    let statement = claim(&claims(&crashed), "trace.crash")["statement"].as_str().unwrap().to_string();
+    assert!(
+        statement.contains("on the GPU at the crash: queue 0: unfinished: one or more of spin_pipeline"),
+        "{statement}"
+    );
+
+    let lost = tmp.path().join("lost");
+    let out = vkspin("lost", &[], &lost, &[("STALL_FROM", "2"), ("LOST_AFTER", "2")]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("vkspin: vkWaitForFences returned VK_ERROR_DEVICE_LOST"), "{said}");
+    let trace = the_trace(&lost);
+    assert_eq!(trace.device_lost.len(), 1);
+    assert_eq!(
+        progress(&trace, &trace.device_lost[0].queues),
+        ("submission".to_string(), 2, vec!["spin_pipeline@2#1".to_string()], 1)
+    );
+    let statement = claim(&claims(&lost), "trace.device_lost")["statement"].as_str().unwrap().to_string();
+    assert!(
+        statement.contains("on the GPU at the device loss: queue 0: unfinished: one or more of spin_pipeline"),
+        "{statement}"
+    );
+}
+
+#[test]
+fn work_that_finishes_leaves_no_hang_and_the_black_box_off_leaves_no_progress() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The GPU finishes everything (nothing swallowed; the spin is released at once), with a 50 ms watcher.
+    let normal = tmp.path().join("normal");
+    let out = vkspin("exit", &[], &normal, &[("BACKSCOPE_VK_HANG_MS", "50")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let trace = the_trace(&normal);
+    assert!(trace.hangs.is_empty() && trace.crashes.is_empty() && trace.end.is_some(), "{:?}", trace.hangs);
+    let counts = |t: &TraceFile| {
+        let mut v: Vec<(String, u64)> = t
+            .kernels
+            .values()
+            .map(|k| {
+                (k.name.clone(), t.windows.iter().flat_map(|w| &w.counts).filter(|c| c.0 == k.id).map(|c| c.1).sum())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let expected: Vec<(String, u64)> = [("after_c", 1), ("before_a", 1), ("before_b", 1), ("spin_pipeline", 1)]
+        .map(|(n, c)| (n.to_string(), c))
+        .into();
+    assert_eq!(counts(&trace), expected);
+
+    // Off: the same stall leaves a crash record with the last submitted dispatches and no progress.
+    let off = tmp.path().join("off");
+    let out = vkspin("segv", &[], &off, &[("STALL_FROM", "2"), ("BACKSCOPE_VK_BLACKBOX", "0")]);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGSEGV));
+    let trace = the_trace(&off);
+    assert_eq!(trace.crashes.len(), 1);
+    assert!(trace.crashes[0].queues.iter().all(|q| q.progress.is_none()), "{:?}", trace.crashes[0].queues);
+    assert!(!trace.crashes[0].queues.is_empty() && !trace.crashes[0].queues[0].dispatches.is_empty());
+}
