@@ -13,7 +13,7 @@ use crate::progress::{By, Markers, MARKER_SLOTS};
 
 /// Sets the black box up on a device just created: its marker buffer when the layer enabled buffer markers
 /// (`markers`), else the submission way when the application enabled timeline semaphores. A device where neither
-/// works is followed without progress (one line on stderr says why).
+/// works is followed without progress.
 ///
 /// # Safety
 /// `info` must be the create info of `d`'s device, `physical` its physical device of `inst`'s instance.
@@ -34,14 +34,11 @@ pub unsafe fn set_up_device(
             Err(why) => crate::state::note(format_args!("black box: no buffer markers on this device ({why})")),
         }
     }
+    // Without either, the device is followed without progress (records keep the last submitted dispatches),
+    // silently: the program's own output stays what it is without the layer.
     // SAFETY: a valid create info's chain.
     if unsafe { timeline_enabled(info) } && d.create_semaphore.is_some() {
         d.progress.timeline.store(true, Ordering::Relaxed);
-    } else {
-        crate::state::note(format_args!(
-            "black box: the device offers no buffer markers and the program did not enable timeline semaphores: \
-             in-flight dispatches cannot be told, only the last submitted"
-        ));
     }
 }
 
