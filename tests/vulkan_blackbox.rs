@@ -230,3 +230,51 @@ fn work_that_finishes_leaves_no_hang_and_the_black_box_off_leaves_no_progress() 
     assert!(trace.crashes[0].queues.iter().all(|q| q.progress.is_none()), "{:?}", trace.crashes[0].queues);
     assert!(!trace.crashes[0].queues.is_empty() && !trace.crashes[0].queues[0].dispatches.is_empty());
 }
+
+/// The GPU machine's records (docs/validation/gpu-2026-12-02-blackbox, `bench/gpu/blackbox_h200.sh`): NVIDIA's driver
+/// offers buffer markers, so the layer followed the H200's queue with the GPU's own completion markers. vkspin's
+/// spinning dispatch is named, exactly (the grouped case tells it from `after_c` in the same command buffer), and each
+/// of ten llama-bench runs killed mid-run names one dispatch in flight whose counts add up.
+#[test]
+fn on_the_h200_the_gpus_own_markers_named_the_spinning_dispatch_and_llama_bench_s_in_flight_one() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/validation/gpu-2026-12-02-blackbox/traces");
+    let read = |name: &str| {
+        let path = dir.join(format!("{name}.jsonl"));
+        TraceFile::parse(&std::fs::read_to_string(&path).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    };
+    let spin = ("buffer_marker".to_string(), 2, vec!["spin_pipeline@2#1".to_string()], 1);
+    for (name, queues) in [
+        ("hang", read("hang").hangs[0].queues.clone()),
+        ("hang-grouped", read("hang-grouped").hangs[0].queues.clone()),
+        ("segv", read("segv").crashes[0].queues.clone()),
+        ("lost", read("lost").device_lost[0].queues.clone()),
+    ] {
+        let trace = read(name);
+        assert_eq!(progress(&trace, &queues), spin, "{name}");
+    }
+    let off = read("off");
+    assert!(off.crashes[0].queues.iter().all(|q| q.progress.is_none()), "the black box off");
+
+    let mut named = 0;
+    for delay in ["2.0", "2.5", "3.0", "3.5", "4.0", "4.5", "5.0", "5.5", "6.0", "6.5"] {
+        let trace = read(&format!("killed-{delay}"));
+        assert_eq!(trace.crashes.len(), 1, "{delay}");
+        let q = &trace.crashes[0].queues[0];
+        let p = q.progress.as_ref().expect("progress");
+        assert_eq!(p.by, "buffer_marker");
+        assert!(p.pending, "{delay}: work was on the GPU");
+        // Each dispatch in flight is of a pipeline the windows counted, in one of the queue's last submissions.
+        for d in &p.in_flight {
+            assert!(trace.kernels.contains_key(&d.kernel), "{delay}");
+            assert!(
+                d.submit + 32 > q.submits && d.submit <= q.submits,
+                "{delay}: submission {} of {}",
+                d.submit,
+                q.submits
+            );
+            assert!(d.index >= 1);
+        }
+        named += usize::from(p.in_flight.len() == 1 && p.more_in_flight == 0);
+    }
+    assert_eq!(named, 10, "one dispatch in flight named in each killed run");
+}

@@ -308,7 +308,16 @@ fn trace_env_prints_the_vulkan_layer_variables() {
     let manifest_dir = layer.canonicalize().unwrap().parent().unwrap().join("vulkan");
     assert!(text.contains(&format!("Environment=\"VK_ADD_LAYER_PATH={}\"", manifest_dir.display())), "{text}");
     assert!(text.contains("Environment=\"VK_INSTANCE_LAYERS=VK_LAYER_BACKSCOPE_dispatch\""), "{text}");
-    assert!(text.contains("Environment=\"GGML_VK_DEBUG_MARKERS=1\""), "{text}");
+    // A service left traced: no ggml debug labels unless asked for (they cost ggml string building per dispatch).
+    assert!(!text.contains("GGML_VK_DEBUG_MARKERS=1"), "{text}");
+    let labelled = stdout_ok(
+        backscope()
+            .args(["trace", "--env", "--labels", "on", "--dir", "/var/tmp/bt", "--observer"])
+            .arg(observer_library())
+            .arg("--vklayer")
+            .arg(&layer),
+    );
+    assert!(labelled.contains("export GGML_VK_DEBUG_MARKERS=1"), "{labelled}");
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(manifest_dir.join("VkLayer_backscope_dispatch.json")).unwrap()).unwrap();
     assert_eq!(manifest["layer"]["library_path"], layer.canonicalize().unwrap().display().to_string());

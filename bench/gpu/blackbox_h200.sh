@@ -5,9 +5,10 @@
 #      submission 1 completed; the hang watcher (0.5 s), a SIGSEGV while the GPU spins, a VK_ERROR_DEVICE_LOST from the
 #      test layer below ours (lost_layer.c) while the GPU spins, the same with spin and after_c in one command buffer
 #      (markers tell them apart), a normal run, and the black box off;
-#   2. llama-bench (TinyLlama-shaped Q4_K_M, `backscope synth`) killed with SIGSEGV mid-run with the black box on;
-#   3. the cost: llama-bench pp512/tg128, interleaved processes, plain vs layer (black box on) vs layer (black box off),
-#      no ggml debug markers.
+#   2. the cost: llama-bench (TinyLlama-shaped Q4_K_M, `backscope synth`) pp512/tg256 -r 5, ROUNDS interleaved rounds
+#      of separate processes: plain, the layer with the black box on, off, and on with ggml's debug markers
+#      (GGML_VK_DEBUG_MARKERS=1, which `backscope trace` sets to name graph nodes);
+#   3. llama-bench killed with SIGSEGV mid-run with the black box on, at ten moments.
 # Usage: bench/gpu/blackbox_h200.sh CARRY_DIR OUT_DIR
 #   CARRY_DIR: backscope.xz, llama.tar.xz (a stripped Vulkan llama.cpp bin dir), debs/ (Debian's Vulkan loader),
 #   ggml-vocab-llama-spm.gguf, bb/{vkspin,spin.spv,liblost_layer.so,libbackscope_vklayer.so}.
@@ -56,7 +57,7 @@ LOST_AFTER=1000 BACKSCOPE_VK_HANG_MS=500 spin hang hang 3
 LOST_AFTER=1000 BACKSCOPE_VK_HANG_MS=500 spin hang-grouped hang 3 grouped
 LOST_AFTER=1000 BACKSCOPE_VK_HANG_MS=0 spin segv segv
 LOST_AFTER=2 BACKSCOPE_VK_HANG_MS=0 spin lost lost
-LOST_AFTER=1000 BACKSCOPE_VK_HANG_MS=50 spin exit exit
+LOST_AFTER=1000 BACKSCOPE_VK_HANG_MS=2000 spin exit exit
 LOST_AFTER=1000 BACKSCOPE_VK_BLACKBOX=0 spin off segv
 
 # A model.
@@ -65,35 +66,39 @@ LOST_AFTER=1000 BACKSCOPE_VK_BLACKBOX=0 spin off segv
 "$BIN/llama-quantize" "$W/tl-f16.gguf" "$W/tl-q4km.gguf" Q4_K_M >>"$W/raw/synth.log" 2>&1
 M="$W/tl-q4km.gguf"
 
-# llama-bench killed mid-run with the black box on.
-mkdir -p "$W/raw/bench-killed"
-VK_ADD_LAYER_PATH="$W/ours" VK_INSTANCE_LAYERS=VK_LAYER_BACKSCOPE_dispatch BACKSCOPE_TRACE_DIR="$W/raw/bench-killed" \
-  "$BIN/llama-bench" -m "$M" -ngl 99 -p 512 -n 64 -r 1000 >"$W/raw/bench-killed.stdout" 2>"$W/raw/bench-killed.stderr" &
-pid=$!
-sleep 4
-kill -SEGV "$pid"
-set +e
-wait "$pid"
-log "llama-bench killed: exit $?"
-set -e
-grep -hoE '"crash":.*' "$W/raw/bench-killed"/*.jsonl | cut -c1-1500 >>"$OUT/summary.txt" || true
-
 # The cost: interleaved processes, ROUNDS rounds of plain / black box on / black box off.
-ROUNDS=${ROUNDS:-8}
+ROUNDS=${ROUNDS:-16}
 echo "round arm test t/s" >"$OUT/overhead.txt"
 for r in $(seq 1 "$ROUNDS"); do
-  for arm in plain on off; do
+  for arm in plain on off markers; do
     env=()
     case $arm in
       on) env=(VK_ADD_LAYER_PATH="$W/ours" VK_INSTANCE_LAYERS=VK_LAYER_BACKSCOPE_dispatch BACKSCOPE_TRACE_DIR="$W/raw/ab-$arm-$r") ;;
       off) env=(VK_ADD_LAYER_PATH="$W/ours" VK_INSTANCE_LAYERS=VK_LAYER_BACKSCOPE_dispatch BACKSCOPE_TRACE_DIR="$W/raw/ab-$arm-$r" BACKSCOPE_VK_BLACKBOX=0) ;;
+      markers) env=(VK_ADD_LAYER_PATH="$W/ours" VK_INSTANCE_LAYERS=VK_LAYER_BACKSCOPE_dispatch BACKSCOPE_TRACE_DIR="$W/raw/ab-$arm-$r" GGML_VK_DEBUG_MARKERS=1) ;;
     esac
-    env "${env[@]}" "$BIN/llama-bench" -m "$M" -ngl 99 -p 512 -n 128 -r 3 -o csv >"$W/raw/ab-$arm-$r.csv" 2>/dev/null || true
+    env "${env[@]}" "$BIN/llama-bench" -m "$M" -ngl 99 -p 512 -n 256 -r 5 -o csv >"$W/raw/ab-$arm-$r.csv" 2>/dev/null || true
     awk -F, -v r="$r" -v a="$arm" 'NR>1 { gsub(/"/,""); for (i=1;i<=NF;i++) { if ($i ~ /^[0-9]+$/ && i>1) {} } print r, a, $0 }' \
       "$W/raw/ab-$arm-$r.csv" >>"$W/raw/ab-rows.txt"
   done
 done
 head -1 "$W/raw/ab-plain-1.csv" >"$OUT/ab-header.csv" || true
 cp "$W/raw/ab-rows.txt" "$OUT/ab-rows.txt" || true
+# llama-bench killed mid-run with the black box on, at KILLS different moments (after the cost runs, so the driver's
+# pipeline cache is warm and the runs are past start-up).
+for delay in ${KILL_DELAYS:-2.0 2.5 3.0 3.5 4.0 4.5 5.0 5.5 6.0 6.5}; do
+  d="$W/raw/killed-$delay"
+  mkdir -p "$d"
+  VK_ADD_LAYER_PATH="$W/ours" VK_INSTANCE_LAYERS=VK_LAYER_BACKSCOPE_dispatch BACKSCOPE_TRACE_DIR="$d" \
+    "$BIN/llama-bench" -m "$M" -ngl 99 -p 512 -n 64 -r 1000 >"$d.stdout" 2>"$d.stderr" &
+  pid=$!
+  sleep "$delay"
+  kill -SEGV "$pid"
+  set +e
+  wait "$pid"
+  rc=$?
+  set -e
+  log "llama-bench killed after $delay s: exit $rc"
+done
 tar -czf "$OUT/raw.tar.gz" -C "$W" raw
 log "done"

@@ -11,10 +11,15 @@ pub struct TraceArgs {
     #[arg(long, value_name = "PATH")]
     pub observer: Option<PathBuf>,
     /// The Vulkan layer library (default: $BACKSCOPE_VKLAYER_SO, else next to the backscope executable). The layer
-    /// is enabled through the Vulkan loader's VK_ADD_LAYER_PATH and VK_INSTANCE_LAYERS, with GGML_VK_DEBUG_MARKERS=1
-    /// so that ggml-vulkan names its pipelines.
+    /// is enabled through the Vulkan loader's VK_ADD_LAYER_PATH and VK_INSTANCE_LAYERS.
     #[arg(long, value_name = "PATH")]
     pub vklayer: Option<PathBuf>,
+    /// ggml-vulkan's debug labels (GGML_VK_DEBUG_MARKERS=1): pipelines named by ggml and each dispatch's graph node
+    /// (`MUL_MAT blk.0.attn_q`). They cost ggml string building per dispatch (7% of decode on an H200, BENCHMARKS.md).
+    /// Default: on for a command (a diagnosis), off for --env (a service left traced); without them pipelines are
+    /// named from the library's embedded shaders where it has symbols, else by SPIR-V hash.
+    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+    pub labels: Option<String>,
     /// Directory for the trace files (default: a new directory under the system temp dir; with --env,
     /// /var/tmp/backscope-traces-UID, private to you). Must be empty or new.
     #[arg(long, value_name = "DIR")]
@@ -56,6 +61,7 @@ impl From<TraceArgs> for TraceOptions {
         TraceOptions {
             observer: a.observer,
             vklayer: a.vklayer,
+            labels: a.labels.map(|l| l == "on"),
             dir: a.dir,
             interval_ms: a.interval_ms,
             no_graphs: a.no_graphs,
