@@ -384,6 +384,7 @@ mod tests {
             cut: vec![],
             crashes: vec![],
             device_lost: vec![],
+            hangs: vec![],
             notes: vec![],
         };
         r.trace = Some(t.clone());

@@ -372,6 +372,9 @@ pub type TraceCrash = crate::trace_summary::CrashSummary;
 /// queue's last dispatches before it.
 pub type TraceDeviceLost = crate::trace_summary::DeviceLostSummary;
 
+/// The Vulkan layer's hang watcher saw pending GPU work make no progress during a request, with what was in flight.
+pub type TraceHang = crate::trace_summary::HangSummary;
+
 /// One process of the server as seen by the observer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceProcess {
@@ -428,6 +431,9 @@ pub struct RecordTrace {
     /// `VK_ERROR_DEVICE_LOST` returns (the Vulkan layer's `device_lost` records) during the request.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub device_lost: Vec<TraceDeviceLost>,
+    /// The Vulkan layer's `hang_ms` records during the request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hangs: Vec<TraceHang>,
     /// Problems: unreadable trace files, the wait for the observer's flush that ran out, processes that ended
     /// without the exit flush.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

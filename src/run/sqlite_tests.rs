@@ -124,6 +124,7 @@ fn a_version_1_database_is_migrated_and_keeps_its_records() {
         cut: vec![],
         crashes: vec![],
         device_lost: vec![],
+        hangs: vec![],
         notes: vec![],
     });
     s.insert_record(&traced).unwrap();

@@ -1031,6 +1031,7 @@ mod tests {
                 cut: vec![],
                 crashes: vec![],
                 device_lost: vec![],
+                hangs: vec![],
                 notes: vec![],
             });
             r

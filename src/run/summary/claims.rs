@@ -128,6 +128,21 @@ fn trace_crash_claims(
         );
         out.push(claim);
     }
+    let with_hang: Vec<&Record> =
+        failed.iter().copied().filter(|r| r.trace.as_ref().is_some_and(|t| !t.hangs.is_empty())).collect();
+    if let Some((r, hang)) = with_hang.first().and_then(|r| r.trace.as_ref()?.hangs.first().map(|h| (r, h))) {
+        let source =
+            Source::file(in_run(&hang.file), None, None, "backscope-trace file: hang_ms record (Vulkan layer)");
+        let mut claim = hang.claim(format!("{base}.trace_hang"), vec![source, run(r)]);
+        claim.statement = format!(
+            "`{endpoint}` at {at}, run e{}r{} ({}): {}",
+            r.epoch,
+            r.repetition,
+            of(with_hang.len(), "hang record"),
+            claim.statement
+        );
+        out.push(claim);
+    }
     out
 }
 
@@ -650,6 +665,7 @@ mod tests {
             cut: vec![],
             crashes: vec![crash],
             device_lost: vec![],
+            hangs: vec![],
             notes: vec![],
         });
         let s = of_records(&records).unwrap();
@@ -670,6 +686,38 @@ mod tests {
         );
         assert_eq!(c.sources.len(), 3, "{:?}", c.sources);
         assert!(cl.iter().all(|c| !c.id.ends_with(".trace_device_lost")));
+    }
+
+    /// A hang the layer's watcher recorded during a failed run (a Vega's device loss begins as one) reaches the report
+    /// with what the GPU's markers said was in flight: Confirmed by markers, Inferred by submission.
+    #[test]
+    fn a_traced_hang_of_a_failed_run_names_what_was_in_flight() {
+        let hang = |by: &str, exact: bool| -> crate::trace_summary::HangSummary {
+            serde_json::from_value(serde_json::json!({
+                "pid": 77, "exe": "/bin/llama-server", "file": "traces/s001-vk/trace-77.jsonl", "stalled_ms": 10000,
+                "at_ns": 5000,
+                "vulkan": [{"queue": 0, "device": "AMD Radeon RX Vega", "submits": 40, "dispatches": [],
+                    "progress": {"by": by, "exact": exact, "completed": 57, "pending": true, "not_started": 40,
+                        "in_flight": [{"name": "matmul_q4_k_f32_l", "op": "MUL_MAT", "submit": 40, "index": 58,
+                            "grid": [8, 2, 1]}]}}]
+            }))
+            .unwrap()
+        };
+        for (by, exact, confidence, words) in [
+            ("buffer_marker", true, Confidence::Confirmed, "in flight: matmul_q4_k_f32_l (MUL_MAT) [8,2,1] (dispatch 58 of submission 40) (57 completed before it, 40 not started; by the GPU's own completion markers)"),
+            ("submission", false, Confidence::Inferred, "unfinished: one or more of matmul_q4_k_f32_l (MUL_MAT) [8,2,1]"),
+        ] {
+            let mut records = vec![rec("vk", 1, 0, false, 2600.0)];
+            let mut trace = traced(0, true, 2).trace.unwrap();
+            trace.hangs = vec![hang(by, exact)];
+            records[0].trace = Some(trace);
+            let s = of_records(&records).unwrap();
+            let cl = claims(&s, "r", Path::new("/runs/r"));
+            let c = cl.iter().find(|c| c.id.ends_with(".trace_hang")).expect("a trace hang claim");
+            assert_eq!(c.confidence, confidence, "{}", c.statement);
+            assert!(c.statement.contains("GPU work made no progress for 10.0 s while pending"), "{}", c.statement);
+            assert!(c.statement.contains(words), "{}", c.statement);
+        }
     }
 
     #[test]
@@ -724,6 +772,7 @@ mod tests {
             cut: vec![],
             crashes: vec![],
             device_lost: vec![],
+            hangs: vec![],
             notes: vec![],
         });
         r

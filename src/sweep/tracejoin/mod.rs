@@ -279,6 +279,11 @@ pub fn join_with(
         .iter()
         .map(|d| TraceDeviceLost::new(d, d.path.as_deref().map(label).unwrap_or_default()))
         .collect();
+    let hangs: Vec<crate::run::record::TraceHang> = all
+        .hangs
+        .iter()
+        .map(|h| crate::run::record::TraceHang::new(h, h.path.as_deref().map(label).unwrap_or_default()))
+        .collect();
     let mut kernels: Vec<TraceKernel> =
         all.kernels.into_iter().map(|s| TraceKernel::new(s, 0, &shader_names)).collect();
     let mut families: BTreeMap<String, u64> = BTreeMap::new();
@@ -304,6 +309,7 @@ pub fn join_with(
         cut,
         crashes,
         device_lost,
+        hangs,
         notes,
     }
 }
