@@ -64,8 +64,13 @@ pub const VK_BLACKBOX: Var = Var::new(c"BACKSCOPE_VK_BLACKBOX");
 /// `hang` record (default 10000; `0` turns the watcher off).
 pub const VK_HANG_MS: Var = Var::new(c"BACKSCOPE_VK_HANG_MS");
 
+/// Vulkan layer: where the black box's "completed" markers go: `sync` (after the program's own barriers and at the
+/// end of each command buffer; the default) or `dispatch` (after every dispatch: exact, but it makes some drivers
+/// drain the GPU each time).
+pub const VK_MARKERS: Var = Var::new(c"BACKSCOPE_VK_MARKERS");
+
 /// Every variable above, for harnesses that clear an inherited configuration.
-pub const ALL: [Var; 10] = [
+pub const ALL: [Var; 11] = [
     TRACE_DIR,
     TRACE_FILE,
     TRACE_INTERVAL_MS,
@@ -76,6 +81,7 @@ pub const ALL: [Var; 10] = [
     VK_IMPERSONATE,
     VK_BLACKBOX,
     VK_HANG_MS,
+    VK_MARKERS,
 ];
 
 pub const DEFAULT_INTERVAL_MS: u64 = 50;
@@ -204,6 +210,7 @@ mod tests {
                 "BACKSCOPE_VK_IMPERSONATE",
                 "BACKSCOPE_VK_BLACKBOX",
                 "BACKSCOPE_VK_HANG_MS",
+                "BACKSCOPE_VK_MARKERS",
             ]
         );
         for v in ALL {

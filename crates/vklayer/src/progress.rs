@@ -41,6 +41,27 @@ pub const MARKER_SLOTS: u32 = 8192;
 /// In-flight dispatches listed per queue.
 pub const MAX_IN_FLIGHT: usize = 16;
 
+/// Where the layer writes a command buffer's "completed" marker (`BACKSCOPE_VK_MARKERS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MarkerPlacement {
+    /// After every dispatch (`BOTTOM_OF_PIPE`): exact, but on NVIDIA's driver each such write waits for the GPU to
+    /// drain (decode 38% slower on an H200, BENCHMARKS.md).
+    Dispatch,
+    /// After each of the program's own pipeline barriers, and at the end of the buffer: where the GPU drains anyway
+    /// (ggml puts a barrier between dependent nodes), so no wait is added. Dispatches since the last barrier are
+    /// "started, not known complete".
+    Sync,
+}
+
+/// The placement asked for: `dispatch`, or `sync` (the default).
+pub fn marker_placement() -> MarkerPlacement {
+    static PLACEMENT: OnceLock<MarkerPlacement> = OnceLock::new();
+    *PLACEMENT.get_or_init(|| match format::env::get(format::env::VK_MARKERS).as_deref().map(str::trim) {
+        Some("dispatch") => MarkerPlacement::Dispatch,
+        _ => MarkerPlacement::Sync,
+    })
+}
+
 /// How a queue's progress is known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum By {

@@ -105,6 +105,11 @@ fn device_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
         b"vkCmdDispatchBaseKHR" => hook!(cmd_dispatch_base_khr, vk::PFN_vkCmdDispatchBase),
         b"vkCmdDispatchIndirect" => hook!(cmd_dispatch_indirect, vk::PFN_vkCmdDispatchIndirect),
         b"vkCmdExecuteCommands" => hook!(cmd_execute_commands, vk::PFN_vkCmdExecuteCommands),
+        // The black box's "completed" markers at the program's own sync points (`crate::progress`).
+        b"vkCmdPipelineBarrier" => hook!(cmd_pipeline_barrier, vk::PFN_vkCmdPipelineBarrier),
+        b"vkCmdPipelineBarrier2" => hook!(cmd_pipeline_barrier2, vk::PFN_vkCmdPipelineBarrier2),
+        b"vkCmdPipelineBarrier2KHR" => hook!(cmd_pipeline_barrier2_khr, vk::PFN_vkCmdPipelineBarrier2),
+        b"vkEndCommandBuffer" => hook!(end_command_buffer, vk::PFN_vkEndCommandBuffer),
         b"vkQueueSubmit" => hook!(queue_submit, vk::PFN_vkQueueSubmit),
         b"vkQueueSubmit2" => hook!(queue_submit2, vk::PFN_vkQueueSubmit2),
         b"vkQueueSubmit2KHR" => hook!(queue_submit2_khr, vk::PFN_vkQueueSubmit2),

@@ -210,10 +210,12 @@ impl Recorded {
         }
     }
 
-    /// After forwarding: the "completed" marker.
+    /// After forwarding: the "completed" marker, where markers follow every dispatch.
     #[inline(always)]
     fn after(&self, cb: vk::CommandBuffer) {
-        if let Some((m, slot, index)) = self.marker {
+        if let Some((m, slot, index)) =
+            self.marker.filter(|_| crate::progress::marker_placement() == crate::progress::MarkerPlacement::Dispatch)
+        {
             let (_, completed) = crate::progress::Markers::offsets(slot);
             // SAFETY: as in `before`.
             unsafe { (m.write)(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, m.buffer, completed, index) };
@@ -345,4 +347,75 @@ pub(super) unsafe extern "system" fn cmd_bind_descriptor_sets(
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(cb, point, layout, first, count, sets, dynamic_count, dynamic_offsets) };
     }
+}
+
+/// The black box's "completed" marker at a point where everything recorded before it is ordered: after a pipeline
+/// barrier of the program's (its first scope covers the earlier dispatches; the GPU waits there anyway) and at the
+/// end of the buffer. Nothing where markers follow every dispatch, or where the buffer has no marker slot.
+#[inline(always)]
+fn mark_completed_so_far(cb: vk::CommandBuffer, s: Option<&'static commands::CommandBuffer>) {
+    if crate::progress::marker_placement() != crate::progress::MarkerPlacement::Sync {
+        return;
+    }
+    let Some(s) = s else { return };
+    let slot = s.progress.slot.load(std::sync::atomic::Ordering::Relaxed);
+    let recorded = s.progress.recorded();
+    if slot == crate::progress::NO_SLOT || recorded == 0 {
+        return;
+    }
+    if let Some(m) = s.progress.markers_ref() {
+        let (_, completed) = crate::progress::Markers::offsets(slot);
+        // SAFETY: a command buffer in the recording state (the caller's command is being recorded into it), the
+        // layer's marker buffer of the same device.
+        unsafe { (m.write)(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, m.buffer, completed, recorded) };
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe extern "system" fn cmd_pipeline_barrier(
+    cb: vk::CommandBuffer,
+    src: vk::PipelineStageFlags,
+    dst: vk::PipelineStageFlags,
+    dependency: vk::DependencyFlags,
+    memory_count: u32,
+    memory: *const vk::MemoryBarrier<'_>,
+    buffer_count: u32,
+    buffers: *const vk::BufferMemoryBarrier<'_>,
+    image_count: u32,
+    images: *const vk::ImageMemoryBarrier<'_>,
+) {
+    let s = followed(cb);
+    let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_pipeline_barrier) else { return };
+    // SAFETY: forwarding the caller's arguments.
+    unsafe { next(cb, src, dst, dependency, memory_count, memory, buffer_count, buffers, image_count, images) };
+    state::guarded(|| mark_completed_so_far(cb, s));
+}
+
+pub(super) unsafe extern "system" fn cmd_pipeline_barrier2(cb: vk::CommandBuffer, info: *const vk::DependencyInfo<'_>) {
+    let s = followed(cb);
+    let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_pipeline_barrier2) else { return };
+    // SAFETY: forwarding the caller's arguments.
+    unsafe { next(cb, info) };
+    state::guarded(|| mark_completed_so_far(cb, s));
+}
+
+pub(super) unsafe extern "system" fn cmd_pipeline_barrier2_khr(
+    cb: vk::CommandBuffer,
+    info: *const vk::DependencyInfo<'_>,
+) {
+    let s = followed(cb);
+    let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_pipeline_barrier2_khr) else { return };
+    // SAFETY: forwarding the caller's arguments.
+    unsafe { next(cb, info) };
+    state::guarded(|| mark_completed_so_far(cb, s));
+}
+
+pub(super) unsafe extern "system" fn end_command_buffer(cb: vk::CommandBuffer) -> vk::Result {
+    let s = followed(cb);
+    let Some(next) = buffer_device(cb, s).and_then(|d| d.end_command_buffer) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    state::guarded(|| mark_completed_so_far(cb, s));
+    // SAFETY: forwarding the caller's arguments.
+    unsafe { next(cb) }
 }
