@@ -243,9 +243,13 @@ impl QueueProgressSummary {
                 names.join(", ")
             ),
             (false, false) => format!(
-                "queue {queue}: unfinished: one or more of {}{more} ({done}; by the layer's per-submission signal, \
-                 which cannot tell which dispatch of a submission ran)",
-                names.join(", ")
+                "queue {queue}: unfinished: one or more of {}{more} ({done}; {})",
+                names.join(", "),
+                if self.by == "command_buffer_marker" {
+                    "by the GPU's marker at the end of each command buffer, which cannot tell which of its dispatches ran"
+                } else {
+                    "by the layer's per-submission signal, which cannot tell which dispatch of a submission ran"
+                }
             ),
         }
     }

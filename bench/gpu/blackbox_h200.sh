@@ -77,6 +77,8 @@ for r in $(seq 1 "$ROUNDS"); do
       off) env=(VK_ADD_LAYER_PATH="$W/ours" VK_INSTANCE_LAYERS=VK_LAYER_BACKSCOPE_dispatch BACKSCOPE_TRACE_DIR="$W/raw/ab-$arm-$r" BACKSCOPE_VK_BLACKBOX=0) ;;
       markers) env=(VK_ADD_LAYER_PATH="$W/ours" VK_INSTANCE_LAYERS=VK_LAYER_BACKSCOPE_dispatch BACKSCOPE_TRACE_DIR="$W/raw/ab-$arm-$r" GGML_VK_DEBUG_MARKERS=1) ;;
     esac
+    # The layer observes only into an existing directory (without it, it says so once and only forwards calls).
+    mkdir -p "$W/raw/ab-$arm-$r"
     env "${env[@]}" "$BIN/llama-bench" -m "$M" -ngl 99 -p 512 -n 256 -r 5 -o csv >"$W/raw/ab-$arm-$r.csv" 2>/dev/null || true
     awk -F, -v r="$r" -v a="$arm" 'NR>1 { gsub(/"/,""); for (i=1;i<=NF;i++) { if ($i ~ /^[0-9]+$/ && i>1) {} } print r, a, $0 }' \
       "$W/raw/ab-$arm-$r.csv" >>"$W/raw/ab-rows.txt"

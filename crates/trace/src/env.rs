@@ -64,9 +64,9 @@ pub const VK_BLACKBOX: Var = Var::new(c"BACKSCOPE_VK_BLACKBOX");
 /// `hang` record (default 10000; `0` turns the watcher off).
 pub const VK_HANG_MS: Var = Var::new(c"BACKSCOPE_VK_HANG_MS");
 
-/// Vulkan layer: where the black box's "completed" markers go: `sync` (after the program's own barriers and at the
-/// end of each command buffer; the default) or `dispatch` (after every dispatch: exact, but it makes some drivers
-/// drain the GPU each time).
+/// Vulkan layer: where the black box's GPU markers go: `buffer` (the end of each command buffer; the default),
+/// `barrier` (also after the program's own barriers), `sync` (and a "started" marker before every dispatch) or
+/// `dispatch` (around every dispatch). Each marker costs GPU time on some drivers (about 1 µs on NVIDIA's).
 pub const VK_MARKERS: Var = Var::new(c"BACKSCOPE_VK_MARKERS");
 
 /// Every variable above, for harnesses that clear an inherited configuration.

@@ -4,13 +4,12 @@
 //!
 //! Two ways to learn it, chosen per device when it is created:
 //! * **Buffer markers** (`VK_AMD_buffer_marker`: RADV, AMDVLK and NVIDIA's driver offer it). Each command buffer
-//!   the layer follows owns two words of a host-visible, coherent buffer. Around each dispatch the layer records
-//!   `vkCmdWriteBufferMarkerAMD`: before it, at `TOP_OF_PIPE`, the dispatch's index in the buffer ("started":
-//!   written when the command processor reaches it, which a barrier before it delays until the barrier clears);
-//!   after it, at `BOTTOM_OF_PIPE`, the same index ("completed": written once every earlier command finished).
-//!   Neither is a barrier: the GPU keeps overlapping what the application lets overlap. The words are plain
-//!   memory, so even the signal handler reads them, and they stay readable after a device loss. The dispatches
-//!   between "completed" and "started" were in flight; those after "started", not begun.
+//!   the layer follows owns two words of a host-visible, coherent buffer, `[started, completed]`, which the GPU
+//!   writes with `vkCmdWriteBufferMarkerAMD`: "started" (`TOP_OF_PIPE`) the index of a dispatch the command
+//!   processor reached, "completed" (`BOTTOM_OF_PIPE`) how many dispatches finished. None is a barrier: the GPU keeps
+//!   overlapping what the application lets overlap. The words are plain memory, so even the signal handler reads
+//!   them, and they stay readable after a device loss. Where the markers go is [`MarkerPlacement`]: every marker
+//!   costs GPU time on NVIDIA's driver (about 1 µs), so by default only each command buffer's end is marked.
 //! * **Submissions** (any device with timeline semaphores, e.g. lavapipe, which offers no markers): the layer adds
 //!   one batch to each `vkQueueSubmit*` call that carried dispatches, signalling a timeline semaphore of its own
 //!   with the queue's submission number (a semaphore signal covers every command earlier in submission order).
@@ -49,16 +48,26 @@ pub enum MarkerPlacement {
     Dispatch,
     /// After each of the program's own pipeline barriers, and at the end of the buffer: where the GPU drains anyway
     /// (ggml puts a barrier between dependent nodes), so no wait is added. Dispatches since the last barrier are
-    /// "started, not known complete".
+    /// "started, not known complete". With a "started" marker before every dispatch (at `TOP_OF_PIPE`).
     Sync,
+    /// As `Sync` without the "started" markers: the first dispatch no completion marker covers is the one in flight
+    /// (a queue runs its command buffers in order; ggml's barriers order its nodes).
+    Barrier,
+    /// One completion marker at the end of each command buffer: the first unfinished command buffer is known, not
+    /// which of its dispatches runs (they are listed as candidates). The default: on NVIDIA's driver every marker
+    /// costs about a microsecond of GPU time, and ggml records a few hundred nodes per token but a few command
+    /// buffers.
+    Buffer,
 }
 
-/// The placement asked for: `dispatch`, or `sync` (the default).
+/// The placement asked for (`BACKSCOPE_VK_MARKERS`): `dispatch`, `sync`, `barrier`, or `buffer` (the default).
 pub fn marker_placement() -> MarkerPlacement {
     static PLACEMENT: OnceLock<MarkerPlacement> = OnceLock::new();
     *PLACEMENT.get_or_init(|| match format::env::get(format::env::VK_MARKERS).as_deref().map(str::trim) {
         Some("dispatch") => MarkerPlacement::Dispatch,
-        _ => MarkerPlacement::Sync,
+        Some("sync") => MarkerPlacement::Sync,
+        Some("barrier") => MarkerPlacement::Barrier,
+        _ => MarkerPlacement::Buffer,
     })
 }
 
@@ -76,6 +85,7 @@ impl By {
     pub fn name(self) -> &'static str {
         match self {
             By::Nothing => "none",
+            By::BufferMarker if marker_placement() == MarkerPlacement::Buffer => "command_buffer_marker",
             By::BufferMarker => "buffer_marker",
             By::Submission => "submission",
         }
@@ -499,6 +509,11 @@ impl QueueState {
 /// Reads how far the GPU got through the queue's followed submissions, oldest first. Allocates nothing and takes no
 /// lock (the signal handler calls it).
 pub fn read(q: &QueueProgress) -> QueueState {
+    read_placed(q, marker_placement())
+}
+
+/// [`read`] for markers placed as `placement`.
+fn read_placed(q: &QueueProgress, placement: MarkerPlacement) -> QueueState {
     let by = q.by();
     let mut state = QueueState { by, ..Default::default() };
     let head = q.head.load(Ordering::Acquire);
@@ -507,6 +522,8 @@ pub fn read(q: &QueueProgress) -> QueueState {
     let mut signature = head.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ signaled;
     // Submissions mode: the first unfinished submission is the one in flight; its dispatches are the candidates.
     let mut candidate_submit: Option<u64> = None;
+    // Barrier placement: the first unfinished command buffer is the one running.
+    let mut running_found = false;
     for n in first..head {
         let e = &q.recent[(n % RECENT as u64) as usize];
         let p = e.buffer.load(Ordering::Acquire);
@@ -530,7 +547,23 @@ pub fn read(q: &QueueProgress) -> QueueState {
                         continue;
                     }
                 };
-                let (started, completed) = (started.min(dispatches), completed.min(dispatches));
+                let (mut started, completed) = (started.min(dispatches), completed.min(dispatches));
+                if placement == MarkerPlacement::Buffer && completed < dispatches {
+                    // One marker per buffer: the first unfinished buffer's dispatches are the candidates.
+                    if !running_found {
+                        state.push_range(b, submit, 1, dispatches);
+                    } else {
+                        state.not_started += u64::from(dispatches);
+                    }
+                    running_found = true;
+                    state.pending = true;
+                    continue;
+                }
+                if placement == MarkerPlacement::Barrier && completed < dispatches {
+                    // No "started" markers: the first unfinished buffer runs its first unfinished dispatch.
+                    started = if running_found { 0 } else { completed + 1 };
+                    running_found = true;
+                }
                 signature = signature.wrapping_mul(31).wrapping_add(u64::from(started) << 32 | u64::from(completed));
                 state.completed += u64::from(completed);
                 if completed >= dispatches {
@@ -613,7 +646,7 @@ mod tests {
         q.submitted(2, b, 4);
         gpu_reached(a, 3, 3);
         gpu_reached(b, 3, 1);
-        let s = read(q);
+        let s = read_placed(q, MarkerPlacement::Sync);
         assert_eq!(s.by, By::BufferMarker);
         assert!(s.pending);
         assert_eq!(s.completed, 3 + 1);
@@ -621,8 +654,17 @@ mod tests {
         assert_eq!(names, [(21, 2, 2), (22, 2, 3)]);
         assert_eq!(s.not_started, 1);
         let before = s.signature;
+        // Without "started" markers the first dispatch no completion marker covers is the one in flight.
+        let barrier = read_placed(q, MarkerPlacement::Barrier);
+        let names: Vec<(u32, u64, u32)> = barrier.in_flight().iter().map(|d| (d.kernel, d.submit, d.index)).collect();
+        assert_eq!((names, barrier.not_started), (vec![(21, 2, 2)], 2));
+        // One marker per command buffer (its end): every dispatch of the first unfinished one is a candidate, and only
+        // whole buffers count as completed.
+        let buffer = read_placed(q, MarkerPlacement::Buffer);
+        let names: Vec<u32> = buffer.in_flight().iter().map(|d| d.kernel).collect();
+        assert_eq!((names, buffer.completed), (vec![20, 21, 22, 23], 3));
         gpu_reached(b, 4, 4);
-        let done = read(q);
+        let done = read_placed(q, MarkerPlacement::Sync);
         assert!(!done.pending);
         assert_eq!((done.completed, done.n_in_flight, done.not_started), (7, 0, 0));
         assert_ne!(done.signature, before, "progress changes the signature");

@@ -202,7 +202,12 @@ impl Recorded {
     #[inline(always)]
     fn before(&self, cb: vk::CommandBuffer) {
         crate::impersonate::zero_readback_outputs(cb, self.device);
-        if let Some((m, slot, index)) = self.marker {
+        if let Some((m, slot, index)) = self.marker.filter(|_| {
+            matches!(
+                crate::progress::marker_placement(),
+                crate::progress::MarkerPlacement::Dispatch | crate::progress::MarkerPlacement::Sync
+            )
+        }) {
             let (started, _) = crate::progress::Markers::offsets(slot);
             // SAFETY: a command buffer in the recording state (the caller is recording a dispatch into it), the
             // layer's marker buffer of the same device.
@@ -354,7 +359,7 @@ pub(super) unsafe extern "system" fn cmd_bind_descriptor_sets(
 /// end of the buffer. Nothing where markers follow every dispatch, or where the buffer has no marker slot.
 #[inline(always)]
 fn mark_completed_so_far(cb: vk::CommandBuffer, s: Option<&'static commands::CommandBuffer>) {
-    if crate::progress::marker_placement() != crate::progress::MarkerPlacement::Sync {
+    if crate::progress::marker_placement() == crate::progress::MarkerPlacement::Dispatch {
         return;
     }
     let Some(s) = s else { return };
@@ -388,7 +393,18 @@ pub(super) unsafe extern "system" fn cmd_pipeline_barrier(
     let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_pipeline_barrier) else { return };
     // SAFETY: forwarding the caller's arguments.
     unsafe { next(cb, src, dst, dependency, memory_count, memory, buffer_count, buffers, image_count, images) };
-    state::guarded(|| mark_completed_so_far(cb, s));
+    state::guarded(|| mark_at_barrier(cb, s));
+}
+
+/// After a barrier of the program's: a completion marker where markers go at barriers.
+#[inline(always)]
+fn mark_at_barrier(cb: vk::CommandBuffer, s: Option<&'static commands::CommandBuffer>) {
+    if matches!(
+        crate::progress::marker_placement(),
+        crate::progress::MarkerPlacement::Sync | crate::progress::MarkerPlacement::Barrier
+    ) {
+        mark_completed_so_far(cb, s);
+    }
 }
 
 pub(super) unsafe extern "system" fn cmd_pipeline_barrier2(cb: vk::CommandBuffer, info: *const vk::DependencyInfo<'_>) {
@@ -396,7 +412,7 @@ pub(super) unsafe extern "system" fn cmd_pipeline_barrier2(cb: vk::CommandBuffer
     let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_pipeline_barrier2) else { return };
     // SAFETY: forwarding the caller's arguments.
     unsafe { next(cb, info) };
-    state::guarded(|| mark_completed_so_far(cb, s));
+    state::guarded(|| mark_at_barrier(cb, s));
 }
 
 pub(super) unsafe extern "system" fn cmd_pipeline_barrier2_khr(
@@ -407,7 +423,7 @@ pub(super) unsafe extern "system" fn cmd_pipeline_barrier2_khr(
     let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_pipeline_barrier2_khr) else { return };
     // SAFETY: forwarding the caller's arguments.
     unsafe { next(cb, info) };
-    state::guarded(|| mark_completed_so_far(cb, s));
+    state::guarded(|| mark_at_barrier(cb, s));
 }
 
 pub(super) unsafe extern "system" fn end_command_buffer(cb: vk::CommandBuffer) -> vk::Result {
