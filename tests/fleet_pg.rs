@@ -567,13 +567,16 @@ fn a_bisect_killed_mid_step_resumes_from_postgres_and_each_step_is_stored_once()
         .unwrap();
     let pid_file = d.join("calls.pid");
     let t0 = std::time::Instant::now();
-    while !pid_file.exists() {
+    // The test command writes its pid with a shell redirection: the file can exist before the pid is in it.
+    let sleeper: i32 = loop {
+        if let Ok(pid) = std::fs::read_to_string(&pid_file).unwrap_or_default().trim().parse() {
+            break pid;
+        }
         assert!(t0.elapsed() < Duration::from_secs(60), "the third step never began");
         std::thread::sleep(Duration::from_millis(20));
-    }
+    };
     child.kill().unwrap(); // SIGKILL mid-step: no handler runs
     child.wait().unwrap();
-    let sleeper: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
     // SAFETY: kill(2) on the process group of the pid our own test command wrote.
     unsafe { libc::kill(-sleeper, libc::SIGKILL) };
     // The two ends were committed before the killed step began; the killed step left no row.

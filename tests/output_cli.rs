@@ -484,7 +484,20 @@ fn chromium(profile: &Path) -> Command {
 /// Requests the page itself made, from Chromium's network log: URL requests whose initiator is an origin (a
 /// page loaded from a file has the opaque origin `null`). Chromium's own background requests have none.
 fn page_requests(net_log: &Path) -> Vec<String> {
-    let log: Value = serde_json::from_str(&std::fs::read_to_string(net_log).unwrap()).unwrap();
+    // Chromium's network service may still be finishing the file when the browser process has exited (seen on a
+    // loaded machine): wait for it to be whole, a bounded while.
+    let mut tries = 0;
+    let log: Value = loop {
+        let text = std::fs::read_to_string(net_log).unwrap_or_default();
+        match serde_json::from_str(&text) {
+            Ok(v) => break v,
+            Err(_) if tries < 60 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(250));
+            }
+            Err(e) => panic!("{}: not whole after 15 s: {e}", net_log.display()),
+        }
+    };
     let start_job = log["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"].as_u64().unwrap();
     log["events"]
         .as_array()
