@@ -698,7 +698,12 @@ fn matmul_with(r: &VulkanRules, device: &Facts, q: &VkMatmulQuery) -> Result<VkM
                     let lut = LUT_TYPES.contains(&q.weight_type.as_str());
                     tiles = cm2_tiles.iter().filter(|t| !lut || allowed.contains(t.name.as_str())).collect();
                     facts.insert("tiles_enabled".into(), int(tiles.len() as u64));
-                    coopmat2_tile_index(&tiles, q, fact_int(&facts, "shader_core_count"))
+                    if !q.mul_mat_id && tiles.len() > 2 && !fact_bool(&facts, "shader_core_count_known") {
+                        undecided = Some(COOPMAT2_TILE_UNDECIDED.to_string());
+                        0
+                    } else {
+                        coopmat2_tile_index(&tiles, q, fact_int(&facts, "shader_core_count"))
+                    }
                 }
                 Fact::Str(s) => {
                     undecided = Some(s.strip_prefix("undecided:").unwrap_or(s).to_string());
@@ -913,6 +918,10 @@ fn compose(
         path,
     }
 }
+
+/// Why a coopmat2 matmul's tile (and so its pipeline name) is left open.
+pub const COOPMAT2_TILE_UNDECIDED: &str = "the coopmat2 tile selector compares tile counts with the shader core count \
+     (2828-2861), which the trace does not record (and no device profile gives)";
 
 /// Why a split-k item is left open.
 pub const SPLIT_K_UNDECIDED: &str =
