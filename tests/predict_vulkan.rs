@@ -231,6 +231,46 @@ fn tinyllama_f16() -> ModelWeights {
     }
 }
 
+/// The capability-gap claim: the H200's profile offers integer dot, coopmat and coopmat2; with this build (whose
+/// library embeds those shaders) predict states no gap and predicts the coopmat2 matmul, while with a build lacking
+/// them (the library with those shader names renamed: `library_without_the_shaders`) it predicts the plain matmul and
+/// states, as an Inferred claim, what coopmat2 would have run and which define the build lacked.
+#[test]
+fn a_build_without_the_shaders_gets_the_capability_gap_claim() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |lib: PathBuf| {
+        let mut o = VulkanOptions::new(
+            DeviceSource::Profile("h200-nvidia".into()),
+            WeightSource::Weights(tinyllama_f16()),
+            Batch::PromptTokens(512),
+        );
+        o.library = Some(lib);
+        serde_json::to_value(backscope::predict::vulkan::run(&o).unwrap()).unwrap()
+    };
+    let gap = |r: &Value| {
+        r["claims"].as_array().unwrap().iter().find(|c| c["id"] == "predict.vulkan.capability-gap").cloned()
+    };
+    let families = |r: &Value| -> Vec<String> {
+        r["phases"][0]["weights"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["family"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let full = run(llama_bin().join("libggml-vulkan.so"));
+    assert_eq!(full["build"]["facts"]["glslc_coopmat2"], true);
+    assert!(gap(&full).is_none(), "{}", full["claims"]);
+    assert!(families(&full).iter().any(|f| f == "MM-coopmat2"), "{:?}", families(&full));
+    let without = run(library_without_the_shaders(tmp.path()));
+    assert_eq!(without["build"]["facts"]["glslc_coopmat2"], false);
+    assert!(families(&without).iter().all(|f| f == "MM" || f == "MMV"), "{:?}", families(&without));
+    let claim = gap(&without).expect("a capability-gap claim");
+    assert_eq!(claim["confidence"], "Inferred");
+    let s = claim["statement"].as_str().unwrap();
+    assert!(s.contains("GGML_VULKAN_COOPMAT2_GLSLC_SUPPORT") && s.contains("MM-coopmat2 "), "{s}");
+}
+
 /// The H200 run's evidence (docs/validation/gpu-2026-12-02-vulkan-intdot-coopmat, from
 /// bench/gpu/record_vulkan_dispatch.sh): the layer's traces of llama-bench on an H200 with NVIDIA's driver, running this
 /// repository's Vulkan build (the glslc of scripts/llama-build.sh: integer-dot, coopmat and coopmat2 shaders), and

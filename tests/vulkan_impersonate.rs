@@ -18,6 +18,9 @@ use crate::util::*;
 /// variant it compiled for a device (subgroup or shared-memory reduction, …) shows in the shader.
 type Dispatched = BTreeMap<String, (u64, Vec<String>)>;
 
+/// ggml's `GGML_VK_*` environment switches for a run.
+type Switches = &'static [(&'static str, &'static str)];
+
 /// llama-bench `-p PROMPT -n 2` of `model` under `backscope trace` (with `--impersonate PROFILE` when given):
 /// ggml's device line, what it dispatched, the summary's devices, and the wall time.
 fn bench(dir: &Path, profile: Option<&str>, model: &Path, prompt: u32) -> (GgmlDeviceLine, Dispatched, Value, f64) {
@@ -213,21 +216,42 @@ fn integer_dot_and_cooperative_matrix_pipelines_follow_what_the_profile_offers()
     let profiles = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/vulkan_profiles");
     let h200 = profiles.join("h200-nvidia.json").display().to_string();
     let lavapipe = profiles.join("lavapipe.json").display().to_string();
-    let cm2_off: &[(&str, &str)] = &[("GGML_VK_DISABLE_COOPMAT2", "1")];
-    let dot_off: &[(&str, &str)] = &[("GGML_VK_DISABLE_INTEGER_DOT_PRODUCT", "1")];
-    // (label, profile, switches, prompt, ggml's int dot, ggml's matrix cores, variant that must run (`!`: must not;
-    // none: no integer-dot or cooperative-matrix variant at all), family confirmed)
-    let cases: [(&str, &str, &[(&str, &str)], u32, &str, &str, Option<&str>, Option<&str>); 7] = [
-        ("h200-p8", &h200, &[], 8, "1", "NV_coopmat2", Some("q8_1"), Some("MMVQ")),
-        ("h200-p64", &h200, &[], 64, "1", "NV_coopmat2", Some("_cm2"), Some("MM-coopmat2")),
-        ("h200-cm1-p64", &h200, cm2_off, 64, "1", "KHR_coopmat", Some("_cm1"), Some("MM-coopmat")),
-        ("h200-nodot-p8", &h200, dot_off, 8, "0", "NV_coopmat2", Some("!q8_1"), None),
-        ("lavapipe-p8", &lavapipe, &[], 8, "0", "none", None, None),
-        ("lavapipe-p64", &lavapipe, &[], 64, "0", "none", None, None),
-        ("h200-cm1-p8", &h200, cm2_off, 8, "1", "KHR_coopmat", Some("q8_1"), Some("MMVQ")),
+    /// One run: the profile, ggml's switches, the prompt; ggml's `int dot` and `matrix cores`; the variant that must
+    /// run (`!`: must not; none: no integer-dot or cooperative-matrix variant at all); the family predict confirms.
+    struct Case<'a> {
+        label: &'a str,
+        profile: &'a str,
+        env: Switches,
+        prompt: u32,
+        int_dot: &'a str,
+        cores: &'a str,
+        variant: Option<&'a str>,
+        family: Option<&'a str>,
+    }
+    const NONE: Switches = &[];
+    const CM2_OFF: Switches = &[("GGML_VK_DISABLE_COOPMAT2", "1")];
+    const DOT_OFF: Switches = &[("GGML_VK_DISABLE_INTEGER_DOT_PRODUCT", "1")];
+    let case = |label, profile, env, prompt, int_dot, cores, variant, family| Case {
+        label,
+        profile,
+        env,
+        prompt,
+        int_dot,
+        cores,
+        variant,
+        family,
+    };
+    let cases = [
+        case("h200-p8", &h200, NONE, 8, "1", "NV_coopmat2", Some("q8_1"), Some("MMVQ")),
+        case("h200-p64", &h200, NONE, 64, "1", "NV_coopmat2", Some("_cm2"), Some("MM-coopmat2")),
+        case("h200-cm1-p64", &h200, CM2_OFF, 64, "1", "KHR_coopmat", Some("_cm1"), Some("MM-coopmat")),
+        case("h200-cm1-p8", &h200, CM2_OFF, 8, "1", "KHR_coopmat", Some("q8_1"), Some("MMVQ")),
+        case("h200-nodot-p8", &h200, DOT_OFF, 8, "0", "NV_coopmat2", Some("!q8_1"), None),
+        case("lavapipe-p8", &lavapipe, NONE, 8, "0", "none", None, None),
+        case("lavapipe-p64", &lavapipe, NONE, 64, "0", "none", None, None),
     ];
     let lib = llama_bin().join("libggml-vulkan.so");
-    for (label, profile, env, prompt, int_dot, cores, variant, family) in cases {
+    for Case { label, profile, env, prompt, int_dot, cores, variant, family } in cases {
         let dir = tmp.path().join(label);
         let (line, dispatched, _, _) = bench_env(&dir, Some(profile), &model, prompt, env);
         assert_eq!(line.fields.get("int dot").map(String::as_str), Some(int_dot), "{label}: {}", line.line);
@@ -617,14 +641,14 @@ fn every_profile_predicts_what_ggml_chooses_over_the_grid() {
     }
     // The H200 again with ggml's own GGML_VK_DISABLE_COOPMAT2 (the layer records it, predict honours it): the
     // coopmat1 matmuls of the prompts that reach the matrix path.
-    let mut runs: Vec<(&str, &str, &str, &str, &[(&str, &str)])> = Vec::new();
+    let mut runs: Vec<(&str, &str, &str, &str, Switches)> = Vec::new();
     for device in &devices {
         runs.extend(cases.iter().map(|(name, prompt, ngl)| (device.as_str(), *name, *prompt, *ngl, &[][..])));
     }
-    let cm2_off: &[(&str, &str)] = &[("GGML_VK_DISABLE_COOPMAT2", "1")];
+    const CM2_OFF: Switches = &[("GGML_VK_DISABLE_COOPMAT2", "1")];
     for name in &models {
         for prompt in ["64", "512"] {
-            runs.push((devices[2].as_str(), name.as_str(), prompt, "99", cm2_off));
+            runs.push((devices[2].as_str(), name.as_str(), prompt, "99", CM2_OFF));
         }
     }
     let mut checked = 0;
