@@ -167,7 +167,7 @@ cmake -S "$SRC" -B "$OUTDIR/build" "${CMAKE_ARGS[@]}" 2>&1 | tee "$OUTDIR/config
 if [ "$BACKEND" = vulkan ]; then
   # ggml's CMake asks glslc about each GLSL extension it has shaders for (GGML_VULKAN_*_GLSLC_SUPPORT) and silently
   # leaves out the shaders of any it lacks: a build without the four below would not be the one this cache promises.
-  grep -E '^-- GL_[A-Za-z0-9_]+ (not )?supported by glslc' "$OUTDIR/configure.log" | sed 's/^/llama-build: /' >&2
+  { grep -E '^-- GL_[A-Za-z0-9_]+ (not )?supported by glslc' "$OUTDIR/configure.log" || true; } | sed 's/^/llama-build: /' >&2
   for ext in GL_EXT_integer_dot_product GL_KHR_cooperative_matrix GL_NV_cooperative_matrix2 GL_EXT_bfloat16; do
     grep -q "^-- $ext supported by glslc" "$OUTDIR/configure.log" ||
       { log "ggml's configure did not find $ext in $GLSLC (see $OUTDIR/configure.log)"; exit 1; }
