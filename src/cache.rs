@@ -18,6 +18,10 @@ use std::path::{Component, Path, PathBuf};
 /// llama.cpp version of the cached sdist and build (scripts/fixtures.sh, scripts/llama-build.sh).
 pub const LLAMA_CPP_VERSION: &str = "11434";
 
+/// The cache key (under `llama.cpp/`) of the Vulkan build of scripts/llama-build.sh: the version and the shader
+/// compiler's, since which shaders the build embeds (integer dot, cooperative matrix 1/2, bf16) depends on glslc.
+pub const LLAMA_VULKAN_BUILD: &str = "11434-vulkan-glslc2026.4";
+
 /// Where the cache root's path came from: the fix for a refused root differs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
@@ -182,6 +186,19 @@ pub fn llama_cpp_source() -> Result<PathBuf, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_vulkan_build_key_is_the_one_llama_build_writes() {
+        // scripts/llama-build.sh names the key from its pinned shaderc version: the two must not drift apart.
+        let script = include_str!("../scripts/llama-build.sh");
+        let version = script
+            .lines()
+            .find_map(|l| l.strip_prefix("SHADERC_DEB_VERSION="))
+            .expect("scripts/llama-build.sh pins SHADERC_DEB_VERSION");
+        let upstream = version.rsplit_once('-').map_or(version, |(v, _)| v);
+        assert_eq!(super::LLAMA_VULKAN_BUILD, format!("{}-vulkan-glslc{upstream}", super::LLAMA_CPP_VERSION));
+        assert!(script.contains(r#"KEY="$VERSION-vulkan-glslc${SHADERC_DEB_VERSION%-*}""#));
+    }
+
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 

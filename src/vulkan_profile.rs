@@ -78,6 +78,8 @@ const KEYS: &[(&str, Kind, bool)] = &[
     ("nv_shader_sm_count", Kind::Number, false),
     ("nv_shader_warps_per_sm", Kind::Number, false),
     ("cooperative_matrix", Kind::Texts, false),
+    ("cooperative_matrix_flexible_dimensions", Kind::Texts, false),
+    ("nv_cooperative_matrix2_properties", Kind::Numbers3, false),
 ];
 
 /// A checked flat profile: its id and the JSON text the layer reads.

@@ -394,7 +394,7 @@ fn trace_starts_with_the_vulkan_layer_alone() {
 /// define one.
 #[test]
 fn only_a_library_that_defines_a_backends_reg_function_is_that_backend() {
-    let bin = cache().join("llama.cpp/11434-vulkan/build/bin");
+    let bin = cache().join("llama.cpp").join(backscope::cache::LLAMA_VULKAN_BUILD).join("build/bin");
     let mut seen = 0;
     let cases = [
         ("libggml.so", "ggml", "ggml_backend_vk_reg"),

@@ -26,13 +26,36 @@ pub fn llama_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("BACKSCOPE_LLAMA_BIN") {
         return PathBuf::from(p);
     }
-    let dir = cache().join("llama.cpp/11434-vulkan");
+    let dir = cache().join("llama.cpp").join(backscope::cache::LLAMA_VULKAN_BUILD);
     assert!(
         dir.join(".complete").exists() && dir.join("bin/llama-server").exists(),
         "no llama.cpp build at {}: run scripts/llama-build.sh vulkan (about 11 minutes on 2 cores)",
         dir.display()
     );
     dir.join("bin")
+}
+
+/// A copy of the build's `libggml-vulkan.so` in `dir` whose integer-dot (`…_q8_1…`) and cooperative-matrix (`…_cm1`,
+/// `…_cm2`) shader arrays are renamed, byte for byte, so that their names no longer say what they are: a build
+/// without them as far as the shader names go (the code bytes are this build's), standing for a build whose glslc
+/// lacked those extensions (Debian 12's, which the H100 evidence ran).
+pub fn library_without_the_shaders(dir: &Path) -> PathBuf {
+    let mut bytes = std::fs::read(llama_bin().join("libggml-vulkan.so")).unwrap();
+    let mut renamed = 0;
+    for (from, to) in
+        [(&b"_cm1_data\0"[..], &b"_cX1_data\0"[..]), (b"_cm2_data\0", b"_cX2_data\0"), (b"_q8_1", b"_q8_X")]
+    {
+        let mut at = 0;
+        while let Some(i) = bytes[at..].windows(from.len()).position(|w| w == from) {
+            bytes[at + i..at + i + to.len()].copy_from_slice(to);
+            renamed += 1;
+            at += i + from.len();
+        }
+    }
+    assert!(renamed > 100, "only {renamed} names renamed");
+    let path = dir.join("libggml-vulkan.so");
+    std::fs::write(&path, bytes).unwrap();
+    path
 }
 
 /// The tiny synthesized model (F16), made once per test process by `backscope synth`, or the GGUF named by

@@ -18,10 +18,25 @@ use crate::util::*;
 /// variant it compiled for a device (subgroup or shared-memory reduction, …) shows in the shader.
 type Dispatched = BTreeMap<String, (u64, Vec<String>)>;
 
+/// ggml's `GGML_VK_*` environment switches for a run.
+type Switches = &'static [(&'static str, &'static str)];
+
 /// llama-bench `-p PROMPT -n 2` of `model` under `backscope trace` (with `--impersonate PROFILE` when given):
 /// ggml's device line, what it dispatched, the summary's devices, and the wall time.
 fn bench(dir: &Path, profile: Option<&str>, model: &Path, prompt: u32) -> (GgmlDeviceLine, Dispatched, Value, f64) {
+    bench_env(dir, profile, model, prompt, &[])
+}
+
+/// [`bench`] with `env` set for the traced run (ggml's `GGML_VK_*` switches).
+fn bench_env(
+    dir: &Path,
+    profile: Option<&str>,
+    model: &Path,
+    prompt: u32,
+    env: &[(&str, &str)],
+) -> (GgmlDeviceLine, Dispatched, Value, f64) {
     let mut cmd = backscope();
+    cmd.envs(env.iter().copied());
     cmd.args(["trace", "--json", "--vklayer"]).arg(vklayer_library()).arg("--dir").arg(dir);
     if let Some(p) = profile {
         cmd.args(["--impersonate", p]);
@@ -184,6 +199,161 @@ fn a_profile_that_lies_changes_ggml_s_device_line() {
     eprintln!("pipelines: {:?}", pipelines.keys().collect::<Vec<_>>());
 }
 
+/// The pipelines the build's integer-dot and cooperative-matrix shaders give ggml, chosen exactly where the profile
+/// offers what they need, and predicted there: on the H200's profile ggml's own line says `int dot: 1 | matrix
+/// cores: NV_coopmat2` and it runs the integer-dot MMVQ pipelines at 8 columns (`mul_mat_vec_q4_k_q8_1_f32` after
+/// `quantize_q8_1_x4`) and coopmat2 matmuls and flash attention at 64 (their shaders end in `_cm2`); with its own
+/// switch `GGML_VK_DISABLE_COOPMAT2` it says `KHR_coopmat` and runs `_cm1` shaders; with
+/// `GGML_VK_DISABLE_INTEGER_DOT_PRODUCT` `int dot: 0` and no q8_1 pipeline. On lavapipe's profile (integer dot not
+/// accelerated, no cooperative matrix: `int dot: 0 | matrix cores: none`) none of them. The expected side is ggml's
+/// line and the shader names the layer's hashes matched in the library; `predict` on each trace (the device from the
+/// layer's record, its switches included) must confirm every item, with nothing unexplained.
+#[test]
+fn integer_dot_and_cooperative_matrix_pipelines_follow_what_the_profile_offers() {
+    let _turn = heavy();
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_q4_k_m();
+    let profiles = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/vulkan_profiles");
+    let h200 = profiles.join("h200-nvidia.json").display().to_string();
+    let lavapipe = profiles.join("lavapipe.json").display().to_string();
+    /// One run: the profile, ggml's switches, the prompt; ggml's `int dot` and `matrix cores`; the variant that must
+    /// run (`!`: must not; none: no integer-dot or cooperative-matrix variant at all); the family predict confirms.
+    struct Case<'a> {
+        label: &'a str,
+        profile: &'a str,
+        env: Switches,
+        prompt: u32,
+        int_dot: &'a str,
+        cores: &'a str,
+        variant: Option<&'a str>,
+        family: Option<&'a str>,
+    }
+    const NONE: Switches = &[];
+    const CM2_OFF: Switches = &[("GGML_VK_DISABLE_COOPMAT2", "1")];
+    const DOT_OFF: Switches = &[("GGML_VK_DISABLE_INTEGER_DOT_PRODUCT", "1")];
+    let case = |label, profile, env, prompt, int_dot, cores, variant, family| Case {
+        label,
+        profile,
+        env,
+        prompt,
+        int_dot,
+        cores,
+        variant,
+        family,
+    };
+    let cases = [
+        case("h200-p8", &h200, NONE, 8, "1", "NV_coopmat2", Some("q8_1"), Some("MMVQ")),
+        case("h200-p64", &h200, NONE, 64, "1", "NV_coopmat2", Some("_cm2"), Some("MM-coopmat2")),
+        case("h200-cm1-p64", &h200, CM2_OFF, 64, "1", "KHR_coopmat", Some("_cm1"), Some("MM-coopmat")),
+        case("h200-cm1-p8", &h200, CM2_OFF, 8, "1", "KHR_coopmat", Some("q8_1"), Some("MMVQ")),
+        case("h200-nodot-p8", &h200, DOT_OFF, 8, "0", "NV_coopmat2", Some("!q8_1"), None),
+        case("lavapipe-p8", &lavapipe, NONE, 8, "0", "none", None, None),
+        case("lavapipe-p64", &lavapipe, NONE, 64, "0", "none", None, None),
+    ];
+    let lib = llama_bin().join("libggml-vulkan.so");
+    for Case { label, profile, env, prompt, int_dot, cores, variant, family } in cases {
+        let dir = tmp.path().join(label);
+        let (line, dispatched, _, _) = bench_env(&dir, Some(profile), &model, prompt, env);
+        assert_eq!(line.fields.get("int dot").map(String::as_str), Some(int_dot), "{label}: {}", line.line);
+        assert_eq!(line.fields.get("matrix cores").map(String::as_str), Some(cores), "{label}: {}", line.line);
+        let names: Vec<&str> = dispatched
+            .iter()
+            .flat_map(|(name, (_, shaders))| std::iter::once(name).chain(shaders))
+            .map(String::as_str)
+            .collect();
+        let has = |marker: &str| names.iter().any(|n| n.contains(marker));
+        match variant {
+            Some(v) if v.starts_with('!') => assert!(!has(&v[1..]), "{label}: {dispatched:?}"),
+            Some(v) => assert!(has(v), "{label}: no {v} pipeline or shader: {dispatched:?}"),
+            None => assert!(!has("q8_1") && !has("_cm1") && !has("_cm2"), "{label}: {dispatched:?}"),
+        }
+        if variant == Some("q8_1") {
+            assert!(dispatched.contains_key("quantize_q8_1_x4"), "{label}: {dispatched:?}");
+        }
+        let mut cmd = backscope();
+        cmd.args(["predict", "--json", "--backend", "vulkan", "--device"]).arg(&dir).arg("--trace").arg(&dir);
+        cmd.arg("--vulkan-lib").arg(&lib).arg("--model").arg(&model);
+        cmd.args(["--prompt-tokens", &prompt.to_string(), "--decode-tokens", "2"]);
+        let r: Value = serde_json::from_str(&stdout_ok(&mut cmd)).unwrap();
+        let c = &r["comparison"];
+        assert_eq!(c["contradicted"], 0, "{label}: {c}");
+        assert_eq!(c["unexplained"].as_array().map(Vec::len), Some(0), "{label}: {c}");
+        let items = c["items"].as_array().unwrap();
+        assert!(items.iter().all(|i| i["verdict"] == "Confirmed"), "{label}: {c}");
+        if let Some(f) = family {
+            let prefix = format!("{f} ");
+            assert!(items.iter().any(|i| i["predicted"].as_str().unwrap().starts_with(&prefix)), "{label}: {c}");
+        }
+    }
+}
+
+/// The cooperative-matrix answers of the H200 profile, read back through the Vulkan loader and the layer by
+/// bench/gpu/vk_coopmat_caps.c (compiled here against the Vulkan headers scripts/llama-build.sh unpacks): they are
+/// what the same program printed on the real H200 (docs/validation/gpu-2026-12-02-vulkan-intdot-coopmat/
+/// coopmat-caps.json) — the KHR shapes, coopmat2's flexible dimensions and properties, the feature members — so
+/// ggml's coopmat and coopmat2 checks (ggml-vulkan.cpp:4538-4636, 4658-4756) see the card's answers on lavapipe. On
+/// lavapipe's own profile the program sees none of them.
+#[test]
+fn the_layer_answers_the_cooperative_matrix_queries_from_the_profile() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let headers = std::fs::read_dir(cache().join("llama.cpp"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("vulkan-headers-"))
+        .expect("the Vulkan headers of scripts/llama-build.sh")
+        .join("root/usr/include");
+    let exe = tmp.path().join("vk_coopmat_caps");
+    let out = run(std::process::Command::new("cc")
+        .args(["-std=c11", "-O1", "-Wall", "-Werror", "-I"])
+        .arg(&headers)
+        .arg(root.join("bench/gpu/vk_coopmat_caps.c"))
+        .arg("-lvulkan")
+        .arg("-o")
+        .arg(&exe));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let answers = |profile: &str| -> Value {
+        let mut cmd = backscope();
+        cmd.args(["trace", "--vklayer"]).arg(vklayer_library()).arg("--dir").arg(tmp.path().join(profile));
+        cmd.args(["--impersonate", profile, "--"]).arg(&exe);
+        let out = run(&mut cmd);
+        assert!(out.status.success(), "{profile}: {}", String::from_utf8_lossy(&out.stderr));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        // The program's one object comes first (one per device, and lavapipe is the only one), then trace's report.
+        let json = &stdout[..stdout.find("}\n").map_or(stdout.len(), |i| i + 1)];
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("{profile}: {e}: {stdout}"))
+    };
+    let real: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("docs/validation/gpu-2026-12-02-vulkan-intdot-coopmat/coopmat-caps.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let h200 = answers("h200-nvidia");
+    for key in [
+        "device_name",
+        "cooperative_matrix",
+        "cooperative_matrix_flexible_dimensions",
+        "nv_cooperative_matrix2_properties",
+    ] {
+        assert_eq!(h200[key], real[key], "{key}");
+    }
+    // The bf16 members are the one part the layer does not answer (its feature table predates the extension).
+    let features = |v: &Value| -> Vec<String> {
+        v["features"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap().to_string())
+            .filter(|f| !f.contains("BFloat16"))
+            .collect()
+    };
+    assert_eq!(features(&h200), features(&real));
+    assert!(features(&real).len() >= 8, "{real}");
+    let lavapipe = answers("lavapipe");
+    assert_eq!(lavapipe["cooperative_matrix"], serde_json::json!([]));
+    assert_eq!(lavapipe["features"], serde_json::json!([]));
+}
+
 /// Hostile or broken profiles, built here: `trace --impersonate` refuses each with the file and the key (or what was
 /// expected) before running anything, within bounds; and the layer itself, handed a broken profile directly, refuses
 /// to create the instance (running as the real device would pass a real run off as an impersonated one).
@@ -281,8 +451,10 @@ fn impersonated_bench(
     ngl: &str,
     case: &str,
     dir: &Path,
+    env: &[(&str, &str)],
 ) -> BTreeMap<(String, String), u64> {
     let mut cmd = backscope();
+    cmd.envs(env.iter().copied());
     cmd.args(["trace", "--vklayer"]).arg(vklayer_library()).arg("--dir").arg(dir).arg("--impersonate");
     cmd.arg(profile).arg("--").arg(llama_bin().join("llama-bench")).arg("-m").arg(model);
     cmd.args(["-ngl", ngl, "-r", "1"]);
@@ -297,23 +469,27 @@ fn impersonated_bench(
 }
 
 /// The harness proved against a real device: the H200's captured profile (`data/vulkan_profiles/h200-nvidia.json`,
-/// from `vulkaninfo --json` on that card) impersonated on lavapipe dispatches exactly what the same llama.cpp build
-/// dispatched on the real H200 — every pipeline, the shader variant it was built from and its dispatch count.
-/// The expected side is the real H200's traces, written by the layer on the GPU machine:
+/// from `vulkaninfo --json` and bench/gpu/vk_coopmat_caps.c on that card) impersonated on lavapipe dispatches
+/// exactly what the same llama.cpp build dispatched on the real H200 — every pipeline, the shader variant it was built
+/// from and its dispatch count. The expected side is the real H200's traces, written by the layer on the GPU machine
+/// (docs/validation/gpu-2026-12-02-vulkan-intdot-coopmat/traces, by bench/gpu/record_vulkan_dispatch.sh) with this
+/// repository's Vulkan build, whose glslc gives ggml its integer-dot, coopmat and coopmat2 pipelines:
 /// - a TinyLlama-1.1B-shaped model in F16, Q4_K_M and Q8_0, every layer offloaded, at 1, 8, 9, 64 and 512 prompt
-///   tokens and a 16-token decode (docs/validation/gpu-2026-11-26/vulkan-predict/traces, by
-///   bench/gpu/validate_vulkan_predict.sh);
-/// - the same Q4_K_M model with no layer offloaded (`-ngl 0`: ggml offloads only the large matrix products of
-///   prompts of 32 tokens and more, so 1 and 9 tokens and decode dispatch nothing, on both) and with 11 of 22, and a
+///   tokens and a 16-token decode (the H200 runs the coopmat2 matmuls and flash attention, and at 8 columns the
+///   integer-dot MMVQ pipelines);
+/// - the same Q4_K_M model with no layer offloaded (`-ngl 0`: ggml offloads only the large matrix products of prompts
+///   of 32 tokens and more, so 1 and 9 tokens and decode dispatch nothing, on both) and with 11 of 22, and a
 ///   Mixtral-routed MoE (`tiny-moe`, 8 experts, 2 per token) in Q8_0 and Q4_K_M with every layer offloaded and its
-///   Q4_K_M with one layer, at 1, 9, 64 and 512 prompt tokens and decode
-///   (docs/validation/gpu-2026-12-02-vulkan-dispatch/traces, by bench/gpu/record_vulkan_dispatch.sh).
+///   Q4_K_M with one layer, at 1, 9, 64 and 512 prompt tokens and decode;
+/// - with ggml's `GGML_VK_DISABLE_COOPMAT2` set on both sides, the dense models at 8, 64 and 512 tokens and the MoE at
+///   64 and 512: the KHR cooperative-matrix (coopmat1) pipelines.
 ///
 /// The MoE with one layer offloaded at 64 and 512 tokens needs the layer's zero-fill of the router's outputs: ggml's
 /// scheduler reads the routed expert ids back from the GPU to copy only the used experts (ggml-backend.cpp:1883-1892)
 /// and stops at `GGML_ASSERT(id >= 0 && id < n_expert)` on what an empty shader leaves (docs/vulkan-profiles.md).
-/// A control: without the SM count (which ggml reads to decide split-K, ggml-vulkan.cpp:5871) the 512-token Q4_K_M
-/// run loses exactly its `split_k_reduce`.
+/// A control: without the SM count, which ggml reads to split K (ggml-vulkan.cpp:5871) and to choose coopmat2 tiles
+/// (2838-2841: with no cores counted the large tiling is preferred past the medium tile's columns), the 512-token
+/// Q4_K_M run loses its `split_k_reduce` and every matmul moves to the large tile (`…_aligned_2`).
 #[test]
 fn the_h200_profile_on_lavapipe_dispatches_what_the_real_h200_dispatched() {
     let _turn = heavy();
@@ -327,46 +503,62 @@ fn the_h200_profile_on_lavapipe_dispatches_what_the_real_h200_dispatched() {
     quantize(&model("moe-f16"), &model("moe-q8"), "Q8_0");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let profile = root.join("data/vulkan_profiles/h200-nvidia.json");
-    let impersonated = |profile: &Path, name: &str, ngl: &str, case: &str| {
-        let dir = tmp.path().join(format!("{}-{name}-ngl{ngl}-{case}", profile.file_stem().unwrap().to_string_lossy()));
-        impersonated_bench(profile, &model(name), ngl, case, &dir)
+    let impersonated = |profile: &Path, case: &str, env: &[(&str, &str)]| {
+        let rest = case.strip_prefix("cm1-").unwrap_or(case);
+        let (name, rest) = rest.split_once("-ngl-").unwrap();
+        let (ngl, size) = rest.split_once('-').unwrap();
+        let dir = tmp.path().join(format!("{}-{case}", profile.file_stem().unwrap().to_string_lossy()));
+        impersonated_bench(profile, &model(name), ngl, size, &dir, env)
     };
 
-    let dense_all = root.join("docs/validation/gpu-2026-11-26/vulkan-predict/traces");
-    let mut cases = 0;
-    for name in ["f16", "q4km", "q8"] {
-        for case in ["p1", "p8", "p9", "p64", "p512", "tg16"] {
-            let real = dispatches_by_shader(&only_trace(&dense_all.join(format!("vkp-{name}-{case}.traces"))));
-            assert!(real.len() >= 10, "{name} {case}: the real trace has {} pipelines", real.len());
-            let got = impersonated(&profile, &format!("tl-{name}"), "99", case);
-            assert_eq!(got, real, "{name} {case}: impersonated vs the real H200");
-            cases += 1;
-        }
+    let recorded = root.join("docs/validation/gpu-2026-12-02-vulkan-intdot-coopmat/traces");
+    let mut cases = Vec::new();
+    for name in ["tl-f16", "tl-q4km", "tl-q8"] {
+        cases.extend(["p1", "p8", "p9", "p64", "p512", "tg16"].map(|s| format!("{name}-ngl-99-{s}")));
+        cases.extend(["p8", "p64", "p512"].map(|s| format!("cm1-{name}-ngl-99-{s}")));
     }
-    let recorded = root.join("docs/validation/gpu-2026-12-02-vulkan-dispatch/traces");
     for (name, ngl) in [("moe-q8", "99"), ("moe-q4km", "99"), ("moe-q4km", "1"), ("tl-q4km", "0"), ("tl-q4km", "11")] {
-        for case in ["p1", "p9", "p64", "p512", "tg16"] {
-            let real = dispatches_by_shader(&recorded.join(format!("{name}-ngl-{ngl}-{case}.traces")));
-            // Without offloaded layers only a prompt of 32 tokens or more reaches the GPU (ggml's op offload).
-            let offloads = ngl != "0" || case == "p64" || case == "p512";
-            assert_eq!(!real.is_empty(), offloads, "{name} -ngl {ngl} {case}: the real H200 dispatched {real:?}");
-            assert_eq!(impersonated(&profile, name, ngl, case), real, "{name} -ngl {ngl} {case}: vs the real H200");
-            cases += 1;
-        }
+        cases.extend(["p1", "p9", "p64", "p512", "tg16"].map(|s| format!("{name}-ngl-{ngl}-{s}")));
     }
-    assert_eq!(cases, 18 + 25);
+    cases.extend(["p64", "p512"].map(|s| format!("cm1-moe-q4km-ngl-99-{s}")));
+    let mut seen = std::collections::BTreeSet::new();
+    for case in &cases {
+        let real = dispatches_by_shader(&recorded.join(format!("{case}.traces")));
+        // Without offloaded layers only a prompt of 32 tokens or more reaches the GPU (ggml's op offload).
+        let offloads = !case.contains("-ngl-0-") || case.ends_with("p64") || case.ends_with("p512");
+        assert_eq!(!real.is_empty(), offloads, "{case}: the real H200 dispatched {real:?}");
+        let env: &[(&str, &str)] = if case.starts_with("cm1-") { &[("GGML_VK_DISABLE_COOPMAT2", "1")] } else { &[] };
+        assert_eq!(impersonated(&profile, case, env), real, "{case}: impersonated vs the real H200");
+        seen.extend(real.into_keys().map(|(name, _)| name));
+    }
+    assert_eq!(cases.len(), 18 + 9 + 25 + 2);
+    // The variants the new shader compiler gave the build, chosen by ggml on the real card and under impersonation:
+    // integer-dot MMVQ (with its activation quantization), coopmat2 and coopmat1 flash attention, the coopmat2
+    // matmuls' own B-in-F16 pipelines.
+    for pipeline in [
+        "mul_mat_vec_q4_k_q8_1_f32",
+        "quantize_q8_1_x4",
+        "flash_attn_f32_f16_aligned_f32acc_cm2",
+        "flash_attn_f32_f16_aligned_cm1",
+        "matmul_q4_k_f16_f16acc_aligned_1",
+    ] {
+        assert!(seen.contains(pipeline), "{pipeline} never dispatched: {seen:?}");
+    }
 
     let mut without_sm: Value = serde_json::from_str(&std::fs::read_to_string(&profile).unwrap()).unwrap();
     without_sm.as_object_mut().unwrap().remove("nv_shader_sm_count");
     without_sm["id"] = "h200-without-sm-count".into();
     let control = tmp.path().join("h200-without-sm-count.json");
     std::fs::write(&control, without_sm.to_string()).unwrap();
-    let real = dispatches_by_shader(&only_trace(&dense_all.join("vkp-q4km-p512.traces")));
-    let unsplit = impersonated(&control, "tl-q4km", "99", "p512");
-    let differ: Vec<_> = real.keys().chain(unsplit.keys()).filter(|k| real.get(*k) != unsplit.get(*k)).collect();
-    assert_eq!(differ.len(), 1, "{differ:?}");
-    assert_eq!(differ[0].0, "split_k_reduce");
-    assert!(!unsplit.contains_key(differ[0]));
+    let real = dispatches_by_shader(&recorded.join("tl-q4km-ngl-99-p512.traces"));
+    let unsplit = impersonated(&control, "tl-q4km-ngl-99-p512", &[]);
+    let matmuls = |d: &BTreeMap<(String, String), u64>| -> u64 {
+        d.iter().filter(|((n, _), _)| n.starts_with("matmul_")).map(|(_, c)| c).sum()
+    };
+    assert!(real.keys().any(|(n, _)| n == "split_k_reduce") && real.keys().any(|(n, _)| n.ends_with("_aligned_1")));
+    assert!(!unsplit.keys().any(|(n, _)| n == "split_k_reduce"), "{unsplit:?}");
+    assert!(unsplit.keys().filter(|(n, _)| n.starts_with("matmul_")).all(|(n, _)| n.ends_with("_aligned_2")));
+    assert_eq!(matmuls(&unsplit), matmuls(&real));
 }
 
 /// `predict --verify LLAMA_BENCH`: one command runs the case through ggml-vulkan impersonating `--device` and
@@ -415,7 +607,9 @@ fn predict_verify_runs_ggml_as_the_device_and_confirms_the_prediction() {
 /// pipeline unexplained, and every item Confirmed except weights predicted on the CPU, which a GPU trace cannot
 /// see (Unobserved). `gfx900-radv` is given by id (the predict profile of data/vulkan_devices.toml against the
 /// impersonation profile of the same card); `lavapipe` and `h200-nvidia` as files (predicted from the device record
-/// the layer wrote).
+/// the layer wrote). On the H200 profile the build's integer-dot and coopmat2 pipelines are what ggml picks (MMVQ at
+/// 8 columns, coopmat2 matmuls and flash attention), and with ggml's `GGML_VK_DISABLE_COOPMAT2` at 64 and 512 tokens
+/// the coopmat1 ones.
 #[test]
 fn every_profile_predicts_what_ggml_chooses_over_the_grid() {
     let _turn = heavy();
@@ -445,26 +639,37 @@ fn every_profile_predicts_what_ggml_chooses_over_the_grid() {
         }
         cases.push((name.as_str(), "64", "1"));
     }
-    let mut checked = 0;
+    // The H200 again with ggml's own GGML_VK_DISABLE_COOPMAT2 (the layer records it, predict honours it): the
+    // coopmat1 matmuls of the prompts that reach the matrix path.
+    let mut runs: Vec<(&str, &str, &str, &str, Switches)> = Vec::new();
     for device in &devices {
-        for (name, prompt, ngl) in &cases {
-            let mut cmd = backscope();
-            cmd.args(["predict", "--json", "--backend", "vulkan", "--device", device, "--model"]).arg(model(name));
-            cmd.args(["--prompt-tokens", prompt, "--decode-tokens", "2", "--num-gpu", ngl, "--vklayer"]);
-            cmd.arg(vklayer_library()).arg("--verify").arg(llama_bin().join("llama-bench"));
-            let case = format!("{device} {name} -p {prompt} -ngl {ngl}");
-            let r: Value = serde_json::from_str(&stdout_ok(&mut cmd)).unwrap_or_else(|e| panic!("{case}: {e}"));
-            let c = &r["comparison"];
-            assert_eq!(c["contradicted"], 0, "{case}: {c}");
-            assert_eq!(c["unexplained"].as_array().map(Vec::len), Some(0), "{case}: {c}");
-            assert!(c["confirmed"].as_u64().unwrap() > 0, "{case}: {c}");
-            for item in c["items"].as_array().unwrap() {
-                let on_cpu = item["predicted"].as_str().unwrap().starts_with("on the CPU");
-                let ok = item["verdict"] == "Confirmed" || (item["verdict"] == "Unobserved" && on_cpu);
-                assert!(ok, "{case}: {item}");
-            }
-            checked += 1;
+        runs.extend(cases.iter().map(|(name, prompt, ngl)| (device.as_str(), *name, *prompt, *ngl, &[][..])));
+    }
+    const CM2_OFF: Switches = &[("GGML_VK_DISABLE_COOPMAT2", "1")];
+    for name in &models {
+        for prompt in ["64", "512"] {
+            runs.push((devices[2].as_str(), name.as_str(), prompt, "99", CM2_OFF));
         }
     }
-    assert_eq!(checked, 3 * (9 * 4 + 9));
+    let mut checked = 0;
+    for (device, name, prompt, ngl, env) in runs {
+        let mut cmd = backscope();
+        cmd.envs(env.iter().copied());
+        cmd.args(["predict", "--json", "--backend", "vulkan", "--device", device, "--model"]).arg(model(name));
+        cmd.args(["--prompt-tokens", prompt, "--decode-tokens", "2", "--num-gpu", ngl, "--vklayer"]);
+        cmd.arg(vklayer_library()).arg("--verify").arg(llama_bin().join("llama-bench"));
+        let case = format!("{device} {name} -p {prompt} -ngl {ngl} {env:?}");
+        let r: Value = serde_json::from_str(&stdout_ok(&mut cmd)).unwrap_or_else(|e| panic!("{case}: {e}"));
+        let c = &r["comparison"];
+        assert_eq!(c["contradicted"], 0, "{case}: {c}");
+        assert_eq!(c["unexplained"].as_array().map(Vec::len), Some(0), "{case}: {c}");
+        assert!(c["confirmed"].as_u64().unwrap() > 0, "{case}: {c}");
+        for item in c["items"].as_array().unwrap() {
+            let on_cpu = item["predicted"].as_str().unwrap().starts_with("on the CPU");
+            let ok = item["verdict"] == "Confirmed" || (item["verdict"] == "Unobserved" && on_cpu);
+            assert!(ok, "{case}: {item}");
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 3 * (9 * 4 + 9) + 9 * 2);
 }

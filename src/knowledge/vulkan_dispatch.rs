@@ -123,6 +123,35 @@ pub struct TileRow {
     pub source: String,
 }
 
+/// One of the coopmat2 branch's tile configurations (its own warptiles and wg_denoms, set where
+/// ggml_vk_load_shaders starts): the tile's rows and columns (wg_denoms[0], [1]) and alignment, per class of
+/// pipeline: `f16` (tc_mm: F16 weights, and F32 weights converted to F16), `quant` (tc_mmq / tc_mmq_k, which are
+/// equal) and `id` (tc_mmqid: every MUL_MAT_ID).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Coopmat2TileRow {
+    pub name: String,
+    pub class: String,
+    pub bm: u64,
+    pub bn: u64,
+    pub align: u64,
+    pub source: String,
+}
+
+impl Coopmat2TileRow {
+    fn as_tile(&self) -> TileRow {
+        TileRow {
+            name: self.name.clone(),
+            bm: self.bm,
+            bn: self.bn,
+            bk: 0,
+            align: self.align,
+            wg_n: self.bn,
+            source: self.source.clone(),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LutRow {
@@ -161,6 +190,8 @@ pub struct VulkanRules {
     pub vendor: Vec<VendorRow>,
     pub build_flag: Vec<BuildFlagRow>,
     pub tile: Vec<TileRow>,
+    #[serde(default)]
+    pub coopmat2_tile: Vec<Coopmat2TileRow>,
     pub lut: Vec<LutRow>,
     pub device_table: Vec<Table>,
     pub matmul_table: Vec<Table>,
@@ -345,6 +376,9 @@ const DEVICE_DEFAULTS: &[(&str, Fact)] = &[
     ("shader_core_count_known", Fact::Bool(true)),
     ("disable_f16_env", Fact::Bool(false)),
     ("disable_integer_dot_env", Fact::Bool(false)),
+    ("disable_coopmat_env", Fact::Bool(false)),
+    ("disable_coopmat2_env", Fact::Bool(false)),
+    ("disable_bfloat16_env", Fact::Bool(false)),
     ("mmvq_mode", Fact::Str(String::new())),
 ];
 
@@ -402,10 +436,18 @@ impl VulkanRules {
         matmul_with(self, device, q)
     }
 
-    /// One FLASH_ATTN_EXT node's pipeline family.
-    pub fn attention(&self, device: &Facts, tokens: u64, kv_type: &str) -> Result<(String, Vec<Decision>)> {
+    /// One FLASH_ATTN_EXT node's pipeline family; `gqa_ratio` is the query heads per KV head (1 without
+    /// grouped-query attention), which ggml takes as the rows of a few-token node (ggml-vulkan.cpp 8117-8128).
+    pub fn attention(
+        &self,
+        device: &Facts,
+        tokens: u64,
+        kv_type: &str,
+        gqa_ratio: u64,
+    ) -> Result<(String, Vec<Decision>)> {
         let mut facts = device.clone();
         facts.insert("tokens".into(), Fact::Int(i64::try_from(tokens).unwrap_or(i64::MAX)));
+        facts.insert("gqa_ratio".into(), Fact::Int(i64::try_from(gqa_ratio).unwrap_or(i64::MAX)));
         facts.insert("kv_type".into(), Fact::Str(kv_type.to_string()));
         let mut path = Vec::new();
         for t in &self.attention_table {
@@ -635,6 +677,7 @@ fn matmul_with(r: &VulkanRules, device: &Facts, q: &VkMatmulQuery) -> Result<VkM
     facts.insert("ne10_ne11".into(), int(q.ne00.saturating_mul(q.ne11)));
     facts.insert("mul_mat_id".into(), Fact::Bool(q.mul_mat_id));
     let mut path = Vec::new();
+    let cm2_tiles = coopmat2_tiles(r, q);
     let mut tiles: Vec<&TileRow> = Vec::new();
     let mut tile: Option<&TileRow> = None;
     let mut undecided = None;
@@ -648,6 +691,20 @@ fn matmul_with(r: &VulkanRules, device: &Facts, q: &VkMatmulQuery) -> Result<VkM
             let index = match &d.value {
                 Fact::Int(i) => usize::try_from(*i).unwrap_or(0),
                 Fact::Str(s) if s == "last" => tiles.len().saturating_sub(1),
+                Fact::Str(s) if s == "coopmat2" => {
+                    // The lookup-table types' tiles go through filter_tc (2256-2273): those the vendor switch
+                    // left on (4781-4857; the shared-memory test of 1890-1915 is the other branch's).
+                    let allowed = fact_str(&facts, "vendor_tiles");
+                    let lut = LUT_TYPES.contains(&q.weight_type.as_str());
+                    tiles = cm2_tiles.iter().filter(|t| !lut || allowed.contains(t.name.as_str())).collect();
+                    facts.insert("tiles_enabled".into(), int(tiles.len() as u64));
+                    if !q.mul_mat_id && tiles.len() > 2 && !fact_bool(&facts, "shader_core_count_known") {
+                        undecided = Some(COOPMAT2_TILE_UNDECIDED.to_string());
+                        0
+                    } else {
+                        coopmat2_tile_index(&tiles, q, fact_int(&facts, "shader_core_count"))
+                    }
+                }
                 Fact::Str(s) => {
                     undecided = Some(s.strip_prefix("undecided:").unwrap_or(s).to_string());
                     0
@@ -665,6 +722,68 @@ fn matmul_with(r: &VulkanRules, device: &Facts, q: &VkMatmulQuery) -> Result<VkM
         path.push(d);
     }
     Ok(compose(&r.naming, &facts, q, tile, &tiles, undecided, path))
+}
+
+/// The coopmat2 branch's tiles for a matmul (ggml_vk_load_shaders): MUL_MAT_ID's tc_mmqid, F16 (and F32, converted
+/// to F16, 6315-6316) weights' tc_mm, the quants' tc_mmq / tc_mmq_k. The branch passes them unfiltered (2297-2331,
+/// 2345-2359), except for the lookup-table types (see the tile selection).
+fn coopmat2_tiles(r: &VulkanRules, q: &VkMatmulQuery) -> Vec<TileRow> {
+    let class = if q.mul_mat_id {
+        "id"
+    } else if matches!(q.weight_type.as_str(), "F16" | "F32") {
+        "f16"
+    } else {
+        "quant"
+    };
+    r.coopmat2_tile.iter().filter(|t| t.class == class).map(Coopmat2TileRow::as_tile).collect()
+}
+
+/// The coopmat2 tile selectors (2828-2861): for MUL_MAT, the large tile when N passes the medium tile's columns
+/// and the medium or large tiling oversubscribes the shader cores (or the large one leaves them mostly idle while
+/// the medium one does not), else the medium tile when M and N pass the small tile's, else the small one; for
+/// MUL_MAT_ID, by N alone against the medium and small tiles' columns. Two tiles: by N against the first's columns.
+fn coopmat2_tile_index(tiles: &[&TileRow], q: &VkMatmulQuery, cores: u64) -> usize {
+    let (m, n) = (q.ne01, q.ne11);
+    match tiles {
+        [] | [_] => 0,
+        [s, _] => usize::from(n > s.bn),
+        [s, med, .., large] => {
+            let last = tiles.len() - 1;
+            if q.mul_mat_id {
+                return if n > med.bn {
+                    last
+                } else if n > s.bn {
+                    1
+                } else {
+                    0
+                };
+            }
+            let count = |t: &TileRow| m.div_ceil(t.bm).saturating_mul(n.div_ceil(t.bn));
+            let (tiles_l, tiles_m) = (count(large), count(med));
+            let prefer_large = tiles_m > cores || tiles_l > cores || (tiles_l <= cores / 3 && tiles_m > cores / 2);
+            if n > med.bn && prefer_large {
+                last
+            } else if m > s.bm && n > s.bn {
+                1
+            } else {
+                0
+            }
+        }
+    }
+}
+
+/// The coopmat2 branch's pipeline name stem for a weight type (2287-2331; MUL_MAT_ID 2345-2381): F16 (and F32,
+/// converted) `f16`, Q4_K and Q5_K their own shaders, the other non-lookup-table quants the shared `quant`, the
+/// lookup-table types theirs; always with an F16 B (`_f16`). `None` for BF16 (its pipelines depend on bf16 support).
+fn coopmat2_stem(weight_type: &str) -> Option<String> {
+    let t = weight_type.to_ascii_lowercase();
+    match weight_type {
+        "F16" | "F32" => Some("f16".into()),
+        "BF16" => None,
+        "Q4_K" | "Q5_K" => Some(format!("{t}_f16")),
+        w if LUT_TYPES.contains(&w) => Some(format!("{t}_f16")),
+        _ => Some("quant_f16".into()),
+    }
 }
 
 /// The family, pipeline name and helper dispatches from the decided facts.
@@ -730,23 +849,32 @@ fn compose(
                 (true, true) => "matmul_id_subgroup_",
                 (true, false) => "matmul_id_",
             };
-            let name = (!coopmat2 && !coopmat && fact_bool(facts, "fp16") && undecided.is_none()).then(|| {
-                let base = if quantize_y {
-                    format!("{stem}{t}_q8_1")
-                } else if q.weight_type == "F32" {
-                    format!("{stem}f32_f32")
-                } else if q.weight_type == "F16" {
-                    format!("{stem}f16_f32{acc}")
-                } else if quantized && (naming.quant == "per_type" || LUT_TYPES.contains(&q.weight_type.as_str())) {
-                    format!("{stem}{t}_f32{acc}")
-                } else {
-                    format!("{stem}quant_f32{acc}")
-                };
-                let suffix = match (naming.tile_suffix.as_str(), tile) {
-                    ("letter", Some(tile)) => tile.name.clone(),
-                    _ => index.to_string(),
-                };
-                format!("{base}{}_{suffix}", if aligned { "_aligned" } else { "" })
+            let cm2_name = (coopmat2 && !quantize_y && undecided.is_none())
+                .then(|| coopmat2_stem(&q.weight_type))
+                .flatten()
+                .map(|stem| {
+                    let prefix = if id { "matmul_id_subgroup_" } else { "matmul_" };
+                    format!("{prefix}{stem}{acc}{}_{index}", if aligned { "_aligned" } else { "" })
+                });
+            let name = cm2_name.or_else(|| {
+                (!coopmat2 && !coopmat && fact_bool(facts, "fp16") && undecided.is_none()).then(|| {
+                    let base = if quantize_y {
+                        format!("{stem}{t}_q8_1")
+                    } else if q.weight_type == "F32" {
+                        format!("{stem}f32_f32")
+                    } else if q.weight_type == "F16" {
+                        format!("{stem}f16_f32{acc}")
+                    } else if quantized && (naming.quant == "per_type" || LUT_TYPES.contains(&q.weight_type.as_str())) {
+                        format!("{stem}{t}_f32{acc}")
+                    } else {
+                        format!("{stem}quant_f32{acc}")
+                    };
+                    let suffix = match (naming.tile_suffix.as_str(), tile) {
+                        ("letter", Some(tile)) => tile.name.clone(),
+                        _ => index.to_string(),
+                    };
+                    format!("{base}{}_{suffix}", if aligned { "_aligned" } else { "" })
+                })
             });
             (family, op, name, None, 1)
         }
@@ -790,6 +918,10 @@ fn compose(
         path,
     }
 }
+
+/// Why a coopmat2 matmul's tile (and so its pipeline name) is left open.
+pub const COOPMAT2_TILE_UNDECIDED: &str = "the coopmat2 tile selector compares tile counts with the shader core count \
+     (2828-2861), which the trace does not record (and no device profile gives)";
 
 /// Why a split-k item is left open.
 pub const SPLIT_K_UNDECIDED: &str =

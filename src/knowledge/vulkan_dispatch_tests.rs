@@ -22,7 +22,7 @@ fn matmul(device: &Facts, q: &VkMatmulQuery) -> Result<VkMatmulPrediction> {
 }
 
 fn attention(device: &Facts, tokens: u64, kv_type: &str) -> Result<(String, Vec<Decision>)> {
-    rules().attention(device, tokens, kv_type)
+    rules().attention(device, tokens, kv_type, 1)
 }
 
 fn device(id: &str, build: Facts) -> Facts {
@@ -84,7 +84,7 @@ fn every_fact_a_rule_reads_is_known_for_every_profile_and_shape() {
                 }
             }
             for tokens in [1, 9] {
-                r.attention(&d, tokens, "F16").unwrap();
+                r.attention(&d, tokens, "F16", 1).unwrap();
             }
         }
     }

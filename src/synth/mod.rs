@@ -73,7 +73,10 @@ fn llama_bin_candidates(explicit: Option<&Path>) -> Result<(Vec<PathBuf>, Option
         return Ok((vec![PathBuf::from(d)], None));
     }
     let root = crate::cache::root().map_err(|e| anyhow!("{e}"))?;
-    let dirs = ["vulkan", "cpu"].iter().map(|b| root.join(format!("llama.cpp/{LLAMA_CPP_VERSION}-{b}/bin"))).collect();
+    let dirs = [crate::cache::LLAMA_VULKAN_BUILD.to_string(), format!("{LLAMA_CPP_VERSION}-cpu")]
+        .iter()
+        .map(|key| root.join(format!("llama.cpp/{key}/bin")))
+        .collect();
     Ok((dirs, Some(root)))
 }
 

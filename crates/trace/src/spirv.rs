@@ -10,8 +10,13 @@
 //! (`ggml_vk_create_pipeline_func` in ggml-vulkan.cpp inserts `OpCapability RoundingModeRTE` /
 //! `DenormPreserve`, `OpExtension "SPV_KHR_float_controls"` and `OpExecutionMode … RoundingModeRTE
 //! 16` / `DenormPreserve 16`): a patched module hashes like the embedded one it came from. Those
-//! instructions are skipped wherever they appear, on both sides, so the rule is symmetric. Bytes that
-//! are not a well-formed little-endian module are hashed whole.
+//! instructions are skipped wherever they appear, on both sides, so the rule is symmetric. Likewise
+//! for what ggml-vulkan strips from a coopmat2 shader on a device without
+//! VK_NV_cooperative_matrix_decode_vector (`ggml_vk_strip_decode_vector`): its `OpExtension
+//! "SPV_NV_cooperative_matrix_decode_vector"` and `OpCapability CooperativeMatrixDecodeVectorNV` are
+//! skipped, and an `OpCooperativeMatrixLoadTensorNV` that names a decode-vector function is hashed as
+//! the stripped instruction (the function operand dropped, its tensor-addressing bit cleared, the
+//! word count one less). Bytes that are not a well-formed little-endian module are hashed whole.
 
 /// The first word of every SPIR-V module (read little-endian).
 pub const MAGIC: u32 = 0x0723_0203;
@@ -38,6 +43,18 @@ const CAPABILITY_ROUNDING_MODE_RTE: u32 = 4467;
 const MODE_DENORM_PRESERVE: u32 = 4459;
 const MODE_ROUNDING_MODE_RTE: u32 = 4462;
 const FLOAT_CONTROLS_EXTENSION: &[u8] = b"SPV_KHR_float_controls";
+
+/// What ggml-vulkan strips from coopmat2 shaders on devices without decode-vector support
+/// (ggml-vulkan-types.h: kSpvCapabilityCooperativeMatrixDecodeVectorNV, kSpvOpCooperativeMatrixLoadTensorNV,
+/// kSpvTensorAddressingDecodeVectorFuncBit).
+const DECODE_VECTOR_EXTENSION: &[u8] = b"SPV_NV_cooperative_matrix_decode_vector";
+const CAPABILITY_DECODE_VECTOR: u32 = 5447;
+const OP_COOPERATIVE_MATRIX_LOAD_TENSOR: u16 = 5367;
+const TENSOR_ADDRESSING_DECODE_VECTOR: u32 = 0x4;
+/// Memory-access bits that carry one operand each (Aligned, MakePointerAvailable, MakePointerVisible, the two
+/// Intel alias masks): what lies between an `OpCooperativeMatrixLoadTensorNV`'s memory-access mask and its
+/// tensor-addressing mask.
+const MEMORY_ACCESS_OPERAND_BITS: [u32; 5] = [0x2, 0x8, 0x10, 0x1_0000, 0x2_0000];
 
 /// One instruction: its opcode and its operand words (after the word holding count and opcode).
 #[derive(Clone, Copy, Debug)]
@@ -148,6 +165,42 @@ fn is_float_controls_patch(inst: &Instruction<'_>) -> bool {
     }
 }
 
+/// Whether `inst` is one of the decode-vector declarations ggml-vulkan strips.
+fn is_decode_vector_declaration(inst: &Instruction<'_>) -> bool {
+    match inst.opcode {
+        op::CAPABILITY => inst.len() == 1 && inst.word(0) == Some(CAPABILITY_DECODE_VECTOR),
+        op::EXTENSION => inst.string(0) == Some(DECODE_VECTOR_EXTENSION),
+        _ => false,
+    }
+}
+
+/// An `OpCooperativeMatrixLoadTensorNV` that names a decode-vector function, as ggml-vulkan strips it: the words
+/// of the instruction without that function, its bit cleared and the word count one less. `None` for any other
+/// instruction, or one whose operands do not add up (hashed as it is).
+fn stripped_load_tensor(inst: &Instruction<'_>) -> Option<Vec<u8>> {
+    if inst.opcode != OP_COOPERATIVE_MATRIX_LOAD_TENSOR {
+        return None;
+    }
+    // Operands: result type, result, pointer, object, tensor layout, memory-access mask, its operands, the
+    // tensor-addressing mask, its operands (tensor view 0x1, decode function 0x2, decode-vector function 0x4).
+    let memory = inst.word(5)?;
+    let ta_at = 6 + MEMORY_ACCESS_OPERAND_BITS.iter().filter(|&&b| memory & b != 0).count();
+    let ta = inst.word(ta_at)?;
+    if ta & TENSOR_ADDRESSING_DECODE_VECTOR == 0 {
+        return None;
+    }
+    let kept = usize::from(ta & 0x1 != 0) + usize::from(ta & 0x2 != 0);
+    if inst.len() != ta_at + 1 + kept + 1 {
+        return None;
+    }
+    let mut words = Vec::with_capacity(inst.len());
+    words.push(((inst.len() as u32) << 16) | u32::from(inst.opcode));
+    words.extend((0..ta_at).filter_map(|i| inst.word(i)));
+    words.push(ta & !TENSOR_ADDRESSING_DECODE_VECTOR);
+    words.extend((ta_at + 1..ta_at + 1 + kept).filter_map(|i| inst.word(i)));
+    Some(words.iter().flat_map(|w| w.to_le_bytes()).collect())
+}
+
 /// The module hash of `code` (see the module documentation). Linear in `code`'s length.
 pub fn module_hash(code: &[u8]) -> u64 {
     let Some(mut walk) = Instructions::of(code) else { return fnv1a(FNV_OFFSET, code) };
@@ -157,7 +210,9 @@ pub fn module_hash(code: &[u8]) -> u64 {
         let before = walk.remaining().len();
         let Some(inst) = walk.next() else { break };
         let taken = before - walk.remaining().len();
-        if !is_float_controls_patch(&inst) {
+        if let Some(stripped) = stripped_load_tensor(&inst) {
+            hash = fnv1a(hash, &stripped);
+        } else if !is_float_controls_patch(&inst) && !is_decode_vector_declaration(&inst) {
             hash = fnv1a(hash, &code[at..at + taken]);
         }
         at += taken;
@@ -261,5 +316,46 @@ mod tests {
         assert_ne!(module_hash(&original), module_hash(&flipped));
         // Not SPIR-V: the plain FNV-1a of the bytes.
         assert_eq!(module_hash(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    fn decode_vector_extension() -> Vec<u32> {
+        let mut text = DECODE_VECTOR_EXTENSION.to_vec();
+        text.resize(text.len() / 4 * 4 + 4, 0);
+        let operands: Vec<u32> = text.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        inst(10, &operands)
+    }
+
+    #[test]
+    fn a_coopmat2_shader_stripped_of_decode_vector_hashes_like_the_original() {
+        // What ggml_vk_strip_decode_vector (ggml-vulkan.cpp 386-504) does, written out by hand: the extension and
+        // the capability go; a load whose tensor-addressing mask (after the memory-access mask 0x2 and its one
+        // operand, the alignment 16) has the decode function 0x2 and the decode-vector function 0x4 keeps
+        // the mask 0x2 and the function %30, drops %31, and counts one word less.
+        let load = |ta: u32, extras: &[u32]| {
+            let mut ops = vec![7, 8, 9, 10, 11, 0x2, 16, ta];
+            ops.extend_from_slice(extras);
+            inst(u32::from(OP_COOPERATIVE_MATRIX_LOAD_TENSOR), &ops)
+        };
+        let original = module(&[
+            inst(17, &[1]),
+            inst(17, &[CAPABILITY_DECODE_VECTOR]),
+            decode_vector_extension(),
+            load(0x6, &[30, 31]),
+            load(0x2, &[30]),
+            inst(19, &[2]),
+        ]);
+        let stripped = module(&[inst(17, &[1]), load(0x2, &[30]), load(0x2, &[30]), inst(19, &[2])]);
+        assert_eq!(module_hash(&original), module_hash(&stripped));
+        // The decode function kept is part of the hash: another one is another shader.
+        let other = module(&[inst(17, &[1]), load(0x2, &[32]), load(0x2, &[30]), inst(19, &[2])]);
+        assert_ne!(module_hash(&original), module_hash(&other));
+        // A load whose operands do not add up is hashed as it is (no panic, no strip).
+        let short = module(&[
+            inst(17, &[1]),
+            inst(u32::from(OP_COOPERATIVE_MATRIX_LOAD_TENSOR), &[7, 8, 9, 10, 11, 0x2, 16, 0x4]),
+            inst(19, &[2]),
+        ]);
+        let without = module(&[inst(17, &[1]), inst(19, &[2])]);
+        assert_ne!(module_hash(&short), module_hash(&without));
     }
 }

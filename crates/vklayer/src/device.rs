@@ -24,6 +24,30 @@ pub const PIPELINE_EXECUTABLE_PROPERTIES: &CStr = c"VK_KHR_pipeline_executable_p
 const SM_BUILTINS: &str = "VK_NV_shader_sm_builtins";
 const AMD_CORE_PROPERTIES2: &str = "VK_AMD_shader_core_properties2";
 
+/// ggml-vulkan's environment switches that turn off what the driver offers (ggml-vulkan.cpp 4063, 4071, 4079, 4084,
+/// 4272, 4919-4921 of llama.cpp 11434): each one the process has set is recorded as a flag of that name, true, since
+/// the device's offers alone would then say ggml may use what it was told not to. ggml tests only that the variable
+/// is set (`getenv(...) != nullptr`), whatever its value.
+const GGML_SWITCHES: [&CStr; 7] = [
+    c"GGML_VK_DISABLE_COOPMAT",
+    c"GGML_VK_DISABLE_COOPMAT2",
+    c"GGML_VK_DISABLE_INTEGER_DOT_PRODUCT",
+    c"GGML_VK_DISABLE_BFLOAT16",
+    c"GGML_VK_DISABLE_F16",
+    c"GGML_VK_DISABLE_MMVQ",
+    c"GGML_VK_FORCE_MMVQ",
+];
+
+/// The switches of [`GGML_SWITCHES`] this process has set.
+fn ggml_switches_set() -> Vec<(&'static str, bool)> {
+    GGML_SWITCHES
+        .iter()
+        // SAFETY: getenv with a NUL-terminated name; the layer never modifies the environment.
+        .filter(|name| !unsafe { libc::getenv(name.as_ptr()) }.is_null())
+        .filter_map(|name| name.to_str().ok().map(|n| (n, true)))
+        .collect()
+}
+
 /// The extension names a physical device offers.
 ///
 /// # Safety
@@ -164,7 +188,7 @@ pub unsafe fn facts(inst: &InstanceDispatch, physical: vk::PhysicalDevice, exten
         } else {
             (0, "none")
         },
-        flags: vec![
+        flags: [
             ("subgroup_arithmetic", compute_arithmetic),
             ("subgroup_size_control", has_size_control),
             ("fp16", float16.shader_float16 == vk::TRUE),
@@ -172,7 +196,10 @@ pub unsafe fn facts(inst: &InstanceDispatch, physical: vk::PhysicalDevice, exten
             ("cooperative_matrix2", has(extensions, "VK_NV_cooperative_matrix2")),
             ("integer_dot_accelerated", dot_props.integer_dot_product4x8_bit_packed_signed_accelerated == vk::TRUE),
             ("pipeline_executable_properties", has(extensions, "VK_KHR_pipeline_executable_properties")),
-        ],
+        ]
+        .into_iter()
+        .chain(ggml_switches_set())
+        .collect(),
         impersonated: None,
     }
 }

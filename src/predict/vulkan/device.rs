@@ -72,6 +72,16 @@ fn shader_core_count(
 
 const INTEL_VENDOR_ID: u32 = 0x8086;
 
+/// ggml-vulkan's environment switches that turn an offered feature off, as the layer's device record names them,
+/// and the fact each one sets for the rules (ggml-vulkan.cpp 4063, 4071, 4079, 4084, 4272).
+const GGML_SWITCHES: [(&str, &str); 5] = [
+    ("GGML_VK_DISABLE_COOPMAT", "disable_coopmat_env"),
+    ("GGML_VK_DISABLE_COOPMAT2", "disable_coopmat2_env"),
+    ("GGML_VK_DISABLE_INTEGER_DOT_PRODUCT", "disable_integer_dot_env"),
+    ("GGML_VK_DISABLE_BFLOAT16", "disable_bfloat16_env"),
+    ("GGML_VK_DISABLE_F16", "disable_f16_env"),
+];
+
 fn device_from_trace(dir: &Path) -> Result<(VkDeviceInfo, Facts, Vec<String>)> {
     let read = crate::trace::read_dir_folded(dir).with_context(|| format!("reading traces in {}", dir.display()))?;
     let devices = crate::trace_summary::DeviceSummary::of(&read.traces);
@@ -130,6 +140,23 @@ fn device_from_trace(dir: &Path) -> Result<(VkDeviceInfo, Facts, Vec<String>)> {
             facts.insert(k.to_string(), v);
         }
     }
+    // ggml's switches the traced process had set (the layer records each as a flag named like the variable).
+    let mut switches = Vec::new();
+    for (var, fact) in GGML_SWITCHES {
+        facts.insert(fact.to_string(), Fact::Bool(flag(var)));
+        if flag(var) {
+            switches.push(var);
+        }
+    }
+    let mmvq = if flag("GGML_VK_DISABLE_MMVQ") {
+        "disable"
+    } else if flag("GGML_VK_FORCE_MMVQ") {
+        "force"
+    } else {
+        ""
+    };
+    facts.insert("mmvq_mode".into(), Fact::Str(mmvq.into()));
+    switches.extend(["GGML_VK_DISABLE_MMVQ", "GGML_VK_FORCE_MMVQ"].into_iter().filter(|v| flag(v)));
     let vendor = vkd::vendor_name(i64::from(d.vendor_id));
     facts.insert("vendor".into(), Fact::Str(vendor));
     let info = VkDeviceInfo {
@@ -148,6 +175,7 @@ fn device_from_trace(dir: &Path) -> Result<(VkDeviceInfo, Facts, Vec<String>)> {
         facts: BTreeMap::new(),
         assumed,
         shader_core_count_from: cores_from,
+        ggml_switches: switches.iter().map(|s| s.to_string()).collect(),
     };
     Ok((info, facts, libraries))
 }
@@ -172,6 +200,7 @@ pub(super) fn device_facts(src: &DeviceSource) -> Result<(VkDeviceInfo, Facts, V
                 facts: BTreeMap::new(),
                 assumed: Vec::new(),
                 shader_core_count_from: format!("profile {}", p.id),
+                ggml_switches: Vec::new(),
             };
             Ok((info, p.facts()?, Vec::new()))
         }

@@ -152,6 +152,8 @@ struct PhaseInputs<'a> {
     decode: u64,
     flash_attn_used: bool,
     kv_type: &'a str,
+    /// Query heads per KV head (1 without grouped-query attention, or when the heads are not known).
+    gqa_ratio: u64,
 }
 
 /// The weights' and attention's predictions, phase by phase. A weight whose matmul runs on the CPU (placement)
@@ -178,7 +180,7 @@ fn predict_phases(opts: &VulkanOptions, inp: &PhaseInputs<'_>, weights: &model::
         }
         let attention = match (inp.flash_attn_used && layer_on_gpu, p.kv_lens.first()) {
             (true, Some(&kv)) => {
-                let (family, path) = inp.rules.attention(inp.facts, p.ne11, inp.kv_type)?;
+                let (family, path) = inp.rules.attention(inp.facts, p.ne11, inp.kv_type, inp.gqa_ratio)?;
                 Some(VkAttention { tokens: p.ne11, kv_len: kv, family, path })
             }
             _ => None,
@@ -213,9 +215,15 @@ fn assumptions(
     weights: &model::ModelWeights,
     from_run: Option<&PromptFromRun>,
 ) -> Vec<String> {
+    let switches = if device.ggml_switches.is_empty() {
+        "no GGML_VK_* environment overrides".to_string()
+    } else {
+        format!("the GGML_VK_* switches the traced process set: {}", device.ggml_switches.join(", "))
+    };
     let mut out = vec![
-        "one sequence; weights contiguous; F32 activations; default matmul precision; no GGML_VK_* environment overrides".to_string(),
-        "the device's tiles are enabled by the shared-memory test of the mmq warptiles (coopmat staging not counted)".into(),
+        format!("one sequence; weights contiguous; F32 activations; default matmul precision; {switches}"),
+        "the device's tiles are enabled by the shared-memory test of the mmq warptiles (coopmat staging not counted)"
+            .into(),
     ];
     out.extend(device.assumed.iter().map(|a| format!("device fact assumed: {a}")));
     out.push(format!("build: {}", build.note));
@@ -255,7 +263,13 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
     };
     let (kv_type, _, _) = model::type_facts(&opts.kv_type)?;
     let kv_type = kv_type.to_string();
-    let inputs = PhaseInputs { rules, facts: &facts, offload: &offload, decode, flash_attn_used, kv_type: &kv_type };
+    let gqa_ratio = weights
+        .attention
+        .as_ref()
+        .filter(|a| a.n_head_kv > 0 && a.n_head % a.n_head_kv == 0)
+        .map_or(1, |a| a.n_head / a.n_head_kv);
+    let inputs =
+        PhaseInputs { rules, facts: &facts, offload: &offload, decode, flash_attn_used, kv_type: &kv_type, gqa_ratio };
     let phases = predict_phases(opts, &inputs, &weights)?;
     let mut report = VulkanReport {
         schema: SCHEMA,

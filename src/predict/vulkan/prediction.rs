@@ -53,6 +53,10 @@ pub struct VkDeviceInfo {
     pub assumed: Vec<String>,
     /// Where `shader_core_count` (split-k reads it) came from: the layer's record, a profile, or not known.
     pub shader_core_count_from: String,
+    /// ggml's `GGML_VK_DISABLE_*`/`GGML_VK_FORCE_MMVQ` switches the traced process had set (the layer's device
+    /// record); none for a profile.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ggml_switches: Vec<String>,
 }
 
 /// The build as predicted for.

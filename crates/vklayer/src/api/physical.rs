@@ -41,9 +41,9 @@ pub(super) fn physical_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
     }
 }
 
-/// `PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV` (newer than ash's headers); the layer
-/// only ever reports no entries, so the element type does not matter.
-type FlexibleDimensions = unsafe extern "system" fn(vk::PhysicalDevice, *mut u32, *mut c_void) -> vk::Result;
+/// `PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV` (newer than ash's headers).
+type FlexibleDimensions =
+    unsafe extern "system" fn(vk::PhysicalDevice, *mut u32, *mut answers::FlexibleDimensionsProperties) -> vk::Result;
 
 /// The loader's entry for physical-device commands it does not know itself (`vk_layerGetPhysicalDeviceProcAddr`):
 /// the commands above, else the next link's.
@@ -211,13 +211,31 @@ unsafe extern "system" fn cooperative_matrix(
 unsafe extern "system" fn flexible_dimensions(
     _physical: vk::PhysicalDevice,
     count: *mut u32,
-    _out: *mut c_void,
+    out: *mut answers::FlexibleDimensionsProperties,
 ) -> vk::Result {
-    if !count.is_null() {
-        // SAFETY: the caller's count.
-        unsafe { *count = 0 };
+    let Some(p) = impersonate::active() else { return vk::Result::ERROR_INITIALIZATION_FAILED };
+    if count.is_null() {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
     }
-    vk::Result::SUCCESS
+    let shapes = &p.flexible_dimensions;
+    // SAFETY: the caller's count, and (when `out` is not null) its array of `*count` elements, whose sType and
+    // pNext it set and which are kept.
+    unsafe {
+        if out.is_null() {
+            *count = shapes.len() as u32;
+            return vk::Result::SUCCESS;
+        }
+        let room = (*count as usize).min(shapes.len());
+        for (i, shape) in shapes.iter().take(room).enumerate() {
+            answers::flexible_dimensions(shape, &mut *out.add(i));
+        }
+        *count = room as u32;
+        if room < shapes.len() {
+            vk::Result::INCOMPLETE
+        } else {
+            vk::Result::SUCCESS
+        }
+    }
 }
 
 /// `vkCreateDevice` of an impersonating layer: the application's create info cut down to what the real device

@@ -64,6 +64,41 @@ const INTEGER_DOT: [&str; 30] = [
     "integerDotProductAccumulatingSaturating64BitMixedSignednessAccelerated",
 ];
 
+/// `VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV` (VK_NV_cooperative_matrix2 is newer than
+/// ash's headers).
+pub const COOPMAT2_PROPERTIES_STYPE: i32 = 1_000_593_002;
+
+/// `VkPhysicalDeviceCooperativeMatrix2PropertiesNV`, as Vulkan-Headers declare it.
+#[repr(C)]
+pub struct Coopmat2Properties {
+    pub s_type: vk::StructureType,
+    pub p_next: *mut c_void,
+    pub workgroup_scope_max_workgroup_size: u32,
+    pub flexible_dimensions_max_dimension: u32,
+    pub workgroup_scope_reserved_shared_memory: u32,
+}
+
+/// `VkCooperativeMatrixFlexibleDimensionsPropertiesNV`, as Vulkan-Headers declare it.
+#[repr(C)]
+pub struct FlexibleDimensionsProperties {
+    pub s_type: vk::StructureType,
+    pub p_next: *mut c_void,
+    pub granularity: [u32; 3],
+    pub types: [vk::ComponentTypeKHR; 4],
+    pub saturating_accumulation: vk::Bool32,
+    pub scope: vk::ScopeKHR,
+    pub workgroup_invocations: u32,
+}
+
+/// Writes one flexible-dimensions entry into the application's element, keeping its sType and pNext.
+pub fn flexible_dimensions(shape: &super::profile::FlexibleShape, out: &mut FlexibleDimensionsProperties) {
+    out.granularity = shape.granularity;
+    out.types = shape.types;
+    out.saturating_accumulation = vk::Bool32::from(shape.saturating);
+    out.scope = shape.scope;
+    out.workgroup_invocations = shape.workgroup_invocations;
+}
+
 /// Writes `names`' truth into `count` consecutive `VkBool32`s starting at `first`.
 ///
 /// # Safety
@@ -227,6 +262,14 @@ unsafe fn property_struct(p: &Profile, s: *mut c_void) {
                 out.shader_sm_count = p.nv_shader_sm_count.unwrap_or(out.shader_sm_count);
                 out.shader_warps_per_sm = p.nv_shader_warps_per_sm.unwrap_or(out.shader_warps_per_sm);
             }
+            t if t.as_raw() == COOPMAT2_PROPERTIES_STYPE => {
+                if let Some([max_workgroup, max_dimension, reserved]) = p.coopmat2_properties {
+                    let out = &mut *(s as *mut Coopmat2Properties);
+                    out.workgroup_scope_max_workgroup_size = max_workgroup;
+                    out.flexible_dimensions_max_dimension = max_dimension;
+                    out.workgroup_scope_reserved_shared_memory = reserved;
+                }
+            }
             _ => {}
         }
     }
@@ -317,6 +360,54 @@ mod tests {
         assert_eq!((f2.features.shader_int64, f2.features.robust_buffer_access), (vk::TRUE, vk::FALSE));
         assert_eq!(v11.storage_buffer16_bit_access, vk::TRUE);
         assert_eq!((v12.shader_float16, v12.buffer_device_address), (vk::TRUE, vk::FALSE));
+    }
+
+    /// `VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV` (Vulkan-Headers 1.4.309).
+    const FLEXIBLE_DIMENSIONS_STYPE: i32 = 1_000_593_001;
+
+    #[test]
+    fn the_cooperative_matrix_2_answers_land_where_the_headers_put_them() {
+        // Vulkan-Headers 1.4.309: three uint32_t after sType and pNext; the flexible-dimensions entry has its
+        // granularities at 16, the four component types at 28, then saturation, scope and invocations.
+        assert_eq!(std::mem::size_of::<Coopmat2Properties>(), 32);
+        assert_eq!(std::mem::offset_of!(FlexibleDimensionsProperties, types), 28);
+        assert_eq!(std::mem::offset_of!(FlexibleDimensionsProperties, workgroup_invocations), 52);
+        let p = Profile { coopmat2_properties: Some([256, 65535, 0]), ..Default::default() };
+        let mut cm2 = Coopmat2Properties {
+            s_type: vk::StructureType::from_raw(COOPMAT2_PROPERTIES_STYPE),
+            p_next: std::ptr::null_mut(),
+            workgroup_scope_max_workgroup_size: 0,
+            flexible_dimensions_max_dimension: 0,
+            workgroup_scope_reserved_shared_memory: 7,
+        };
+        let mut props2 =
+            vk::PhysicalDeviceProperties2 { p_next: &mut cm2 as *mut _ as *mut c_void, ..Default::default() };
+        // SAFETY: a chain of one live structure.
+        unsafe { properties2(&p, &mut props2) };
+        assert_eq!((cm2.workgroup_scope_max_workgroup_size, cm2.flexible_dimensions_max_dimension), (256, 65535));
+        assert_eq!(cm2.workgroup_scope_reserved_shared_memory, 0);
+        let mut entry = FlexibleDimensionsProperties {
+            s_type: vk::StructureType::from_raw(FLEXIBLE_DIMENSIONS_STYPE),
+            p_next: std::ptr::null_mut(),
+            granularity: [0; 3],
+            types: [vk::ComponentTypeKHR::from_raw(0); 4],
+            saturating_accumulation: vk::TRUE,
+            scope: vk::ScopeKHR::DEVICE,
+            workgroup_invocations: 0,
+        };
+        let shape = crate::impersonate::profile::FlexibleShape {
+            granularity: [32, 16, 16],
+            types: [0, 0, 1, 1].map(vk::ComponentTypeKHR::from_raw),
+            saturating: false,
+            scope: vk::ScopeKHR::WORKGROUP,
+            workgroup_invocations: 128,
+        };
+        flexible_dimensions(&shape, &mut entry);
+        assert_eq!(entry.s_type.as_raw(), FLEXIBLE_DIMENSIONS_STYPE);
+        assert_eq!(
+            (entry.granularity, entry.workgroup_invocations, entry.saturating_accumulation),
+            ([32, 16, 16], 128, 0)
+        );
     }
 
     #[test]

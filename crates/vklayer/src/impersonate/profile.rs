@@ -45,6 +45,22 @@ pub struct Profile {
     pub nv_shader_sm_count: Option<u32>,
     pub nv_shader_warps_per_sm: Option<u32>,
     pub cooperative_matrix: Vec<vk::CooperativeMatrixPropertiesKHR<'static>>,
+    /// `vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV`'s entries (none when not given).
+    pub flexible_dimensions: Vec<FlexibleShape>,
+    /// `VkPhysicalDeviceCooperativeMatrix2PropertiesNV`: workgroup-scope max workgroup size, flexible-dimensions
+    /// max dimension, workgroup-scope reserved shared memory; `None`: the real device's answer.
+    pub coopmat2_properties: Option<[u32; 3]>,
+}
+
+/// One flexible-dimensions entry of VK_NV_cooperative_matrix2 (written
+/// `MGxNGxKG A B C RESULT SCOPE INVOCATIONS [saturating]`: granularities, component types, scope, workgroup size).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct FlexibleShape {
+    pub granularity: [u32; 3],
+    pub types: [vk::ComponentTypeKHR; 4],
+    pub saturating: bool,
+    pub scope: vk::ScopeKHR,
+    pub workgroup_invocations: u32,
 }
 
 #[derive(Default)]
@@ -154,6 +170,12 @@ pub fn parse(bytes: &[u8]) -> Result<Profile, Error> {
         .iter()
         .map(|s| cooperative_matrix_shape(s))
         .collect::<Result<Vec<_>, _>>()?;
+    let flexible_dimensions = keys
+        .strings("cooperative_matrix_flexible_dimensions")?
+        .unwrap_or_default()
+        .iter()
+        .map(|s| flexible_shape(s))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Profile {
         id: Keys::required("id", keys.string("id")?)?,
         source: Keys::required("source", keys.string("source")?)?,
@@ -197,6 +219,8 @@ pub fn parse(bytes: &[u8]) -> Result<Profile, Error> {
         nv_shader_sm_count: keys.u32("nv_shader_sm_count")?,
         nv_shader_warps_per_sm: keys.u32("nv_shader_warps_per_sm")?,
         cooperative_matrix,
+        flexible_dimensions,
+        coopmat2_properties: keys.u32x3("nv_cooperative_matrix2_properties")?,
     })
 }
 
@@ -246,30 +270,36 @@ const COMPONENT_TYPES: &[(&str, i32)] = &[
     ("bf16", 1000141000),
 ];
 
-/// One `vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR` entry, written `MxNxK A B C RESULT SCOPE` with an
-/// optional trailing `saturating` (`16x16x16 f16 f16 f32 f32 subgroup`).
-fn cooperative_matrix_shape(text: &str) -> Result<vk::CooperativeMatrixPropertiesKHR<'static>, Error> {
-    let bad = || Error(format!("key `cooperative_matrix`: `{text}` is not `MxNxK A B C RESULT SCOPE [saturating]`"));
+/// The words of a cooperative-matrix entry: `MxNxK A B C RESULT SCOPE`, then `extra` more words, then an optional
+/// `saturating`. Dimensions, component types, scope, the extra words and whether it saturates; `None` if malformed.
+type ShapeWords<'a> = ([u32; 3], [vk::ComponentTypeKHR; 4], vk::ScopeKHR, Vec<&'a str>, bool);
+
+fn shape_words(text: &str, extra: usize) -> Option<ShapeWords<'_>> {
     let words: Vec<&str> = text.split_whitespace().collect();
-    if !(6..=7).contains(&words.len()) || words.get(6).is_some_and(|w| *w != "saturating") {
-        return Err(bad());
+    let fixed = 6 + extra;
+    if !(fixed..=fixed + 1).contains(&words.len()) || words.get(fixed).is_some_and(|w| *w != "saturating") {
+        return None;
     }
-    let dims: Vec<u32> = words[0].split('x').map(str::parse).collect::<Result<_, _>>().map_err(|_| bad())?;
-    let [m, n, k] = dims[..] else { return Err(bad()) };
+    let dims: Vec<u32> = words[0].split('x').map(str::parse).collect::<Result<_, _>>().ok()?;
+    let [m, n, k] = dims[..] else { return None };
     let component =
         |w: &str| COMPONENT_TYPES.iter().find(|(name, _)| *name == w).map(|&(_, v)| vk::ComponentTypeKHR::from_raw(v));
-    let (Some(a), Some(b), Some(c), Some(r)) =
-        (component(words[1]), component(words[2]), component(words[3]), component(words[4]))
-    else {
-        return Err(bad());
-    };
+    let types = [component(words[1])?, component(words[2])?, component(words[3])?, component(words[4])?];
     let scope = match words[5] {
         "device" => vk::ScopeKHR::DEVICE,
         "workgroup" => vk::ScopeKHR::WORKGROUP,
         "subgroup" => vk::ScopeKHR::SUBGROUP,
         "queue_family" => vk::ScopeKHR::QUEUE_FAMILY,
-        _ => return Err(bad()),
+        _ => return None,
     };
+    Some(([m, n, k], types, scope, words[6..fixed].to_vec(), words.len() > fixed))
+}
+
+/// One `vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR` entry, written `MxNxK A B C RESULT SCOPE` with an
+/// optional trailing `saturating` (`16x16x16 f16 f16 f32 f32 subgroup`).
+fn cooperative_matrix_shape(text: &str) -> Result<vk::CooperativeMatrixPropertiesKHR<'static>, Error> {
+    let bad = || Error(format!("key `cooperative_matrix`: `{text}` is not `MxNxK A B C RESULT SCOPE [saturating]`"));
+    let ([m, n, k], [a, b, c, r], scope, _, saturating) = shape_words(text, 0).ok_or_else(bad)?;
     Ok(vk::CooperativeMatrixPropertiesKHR {
         m_size: m,
         n_size: n,
@@ -278,10 +308,24 @@ fn cooperative_matrix_shape(text: &str) -> Result<vk::CooperativeMatrixPropertie
         b_type: b,
         c_type: c,
         result_type: r,
-        saturating_accumulation: vk::Bool32::from(words.len() == 7),
+        saturating_accumulation: vk::Bool32::from(saturating),
         scope,
         ..Default::default()
     })
+}
+
+/// One `vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV` entry, written
+/// `MGxNGxKG A B C RESULT SCOPE INVOCATIONS [saturating]` (`32x16x16 f16 f16 f32 f32 workgroup 128`).
+fn flexible_shape(text: &str) -> Result<FlexibleShape, Error> {
+    let bad = || {
+        Error(format!(
+            "key `cooperative_matrix_flexible_dimensions`: `{text}` is not \
+             `MGxNGxKG A B C RESULT SCOPE INVOCATIONS [saturating]`"
+        ))
+    };
+    let (granularity, types, scope, extra, saturating) = shape_words(text, 1).ok_or_else(bad)?;
+    let workgroup_invocations = extra[0].parse().map_err(|_| bad())?;
+    Ok(FlexibleShape { granularity, types, saturating, scope, workgroup_invocations })
 }
 
 #[cfg(test)]
@@ -305,6 +349,24 @@ mod tests {
         assert_eq!(p.limits.max_compute_shared_memory_size, None);
         let shape = p.cooperative_matrix[0];
         assert_eq!((shape.m_size, shape.c_type.as_raw(), shape.scope.as_raw()), (16, 1, 3));
+        assert!(p.flexible_dimensions.is_empty() && p.coopmat2_properties.is_none());
+    }
+
+    #[test]
+    fn reads_the_cooperative_matrix_2_answers() {
+        let text = MINIMAL.replace(
+            r#""cooperative_matrix": ["#,
+            r#""nv_cooperative_matrix2_properties": [256, 65535, 0],
+            "cooperative_matrix_flexible_dimensions": ["32x16x16 f16 f16 f32 f32 workgroup 128",
+                "16x8x16 s8 s8 s32 s32 workgroup 256 saturating"], "cooperative_matrix": ["#,
+        );
+        let p = parse(text.as_bytes()).unwrap();
+        assert_eq!(p.coopmat2_properties, Some([256, 65535, 0]));
+        let [f16, s8] = p.flexible_dimensions[..] else { panic!("{} entries", p.flexible_dimensions.len()) };
+        assert_eq!((f16.granularity, f16.workgroup_invocations, f16.saturating), ([32, 16, 16], 128, false));
+        // Vulkan's numbers: VK_COMPONENT_TYPE_FLOAT32_KHR 1, SINT8 3, SINT32 5; VK_SCOPE_WORKGROUP_KHR 2.
+        assert_eq!((f16.types[2].as_raw(), f16.scope.as_raw()), (1, 2));
+        assert_eq!((s8.types[0].as_raw(), s8.types[3].as_raw(), s8.saturating), (3, 5, true));
     }
 
     #[test]
@@ -317,6 +379,8 @@ mod tests {
         assert!(parse(big.as_bytes()).err().unwrap().0.contains("below 2^32"));
         let shape = MINIMAL.replace("16x16x16 f16", "16x16 f16");
         assert!(parse(shape.as_bytes()).err().unwrap().0.contains("cooperative_matrix"));
+        let flexible = MINIMAL.replace(r#""cooperative_matrix": ["#, r#""cooperative_matrix_flexible_dimensions": ["#);
+        assert!(parse(flexible.as_bytes()).err().unwrap().0.contains("INVOCATIONS"));
         let format = MINIMAL.replace("profile/1", "profile/2");
         assert!(parse(format.as_bytes()).err().unwrap().0.contains("`format`"));
     }
