@@ -468,3 +468,30 @@ fn every_profile_predicts_what_ggml_chooses_over_the_grid() {
     }
     assert_eq!(checked, 3 * (9 * 4 + 9));
 }
+
+/// The study's crashing model, as far as llama.cpp 11434 runs it: a `qwen35` hybrid from `synth --preset qwen3.5-2b`
+/// (its delta-net of 16 QK and 16 V heads of 128 and its attention heads of 256, four layers in the 3:1 layout; a
+/// narrower embedding and the test vocabulary's own 151936 rows, so that it is written in seconds) loads and runs a
+/// prompt and decode impersonating gfx900, and the trace names the pipelines of its linear-attention layers. Expected
+/// from ggml-vulkan.cpp (11434): a head size of 128 picks `gated_delta_net_f32_d128` (3665-3668), and the convolution
+/// followed by SiLU, as the qwen35 graph builds it, `ssm_conv_silu_f32` (3747, 9167); each graph evaluation runs one
+/// of each per delta-net layer (src/models/qwen35.cpp:19-21: layers 0-2 of 4), so both counts are multiples of 3,
+/// and the full-attention layer (3) runs flash attention.
+#[test]
+fn a_qwen35_hybrid_runs_impersonating_gfx900_with_its_delta_net_pipelines() {
+    let _turn = heavy();
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("qwen35-4-layers.gguf");
+    let mut synth = backscope();
+    synth.args(["synth", "--preset", "qwen3.5-2b", "--n-layer", "4", "--n-embd", "512", "--n-head", "2"]);
+    synth.args(["--n-head-kv", "2", "--n-ff", "1024", "--n-vocab", "151936", "-o"]).arg(&model);
+    stdout_ok(&mut synth);
+    let (line, pipelines, devices, _) = bench(&tmp.path().join("gfx900"), Some("gfx900-radv"), &model, 8);
+    assert_eq!(line.name, "AMD Radeon RX Vega (RADV VEGA10)", "{}", line.line);
+    assert_eq!(devices[0]["impersonated"]["profile"], "gfx900-radv");
+    for name in ["gated_delta_net_f32_d128", "ssm_conv_silu_f32"] {
+        let (n, _) = pipelines.get(name).unwrap_or_else(|| panic!("no {name}: {:?}", pipelines.keys()));
+        assert!(*n > 0 && n % 3 == 0, "{name} ×{n}: one per delta-net layer and graph");
+    }
+    assert!(pipelines.keys().any(|k| k.starts_with("flash_attn")), "{:?}", pipelines.keys());
+}
