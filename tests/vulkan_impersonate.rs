@@ -496,6 +496,30 @@ fn a_qwen35_hybrid_runs_impersonating_gfx900_with_its_delta_net_pipelines() {
     assert!(pipelines.keys().any(|k| k.starts_with("flash_attn")), "{:?}", pipelines.keys());
 }
 
+/// The study's other model: a `phi3` from `synth --preset phi4-mini` (fused QKV and gate/up, LongRoPE factors, tied
+/// output; two layers, 384 wide with heads of 96 so that all 96 of Phi-4-mini's rotated dims fit, and llama-bpe's own
+/// 128256 rows) loads in llama.cpp 11434 and runs impersonating gfx900. Expected from llama.cpp: phi3 rotates in
+/// NeoX order (src/llama-model.cpp 3143-3193), so Q and K each take a `rope_neox` pipeline once per layer and graph
+/// (K's fused with its store into the F16 cache, `rope_neox_f32_f16`), and no `rope_norm`; the fused gate/up
+/// projection is split by `swiglu` (src/models/phi3.cpp: `LLM_FFN_SWIGLU` on `ffn_up` alone).
+#[test]
+fn a_phi4_mini_shaped_model_runs_impersonating_gfx900() {
+    let _turn = heavy();
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("phi3-2-layers.gguf");
+    let mut synth = backscope();
+    synth.args(["synth", "--preset", "phi4-mini", "--n-layer", "2", "--n-embd", "384", "--n-head", "4"]);
+    synth.args(["--n-head-kv", "4", "--n-ff", "512", "--n-vocab", "128256", "-o"]).arg(&model);
+    stdout_ok(&mut synth);
+    let (line, pipelines, _, _) = bench(&tmp.path().join("gfx900"), Some("gfx900-radv"), &model, 8);
+    assert_eq!(line.name, "AMD Radeon RX Vega (RADV VEGA10)", "{}", line.line);
+    let count = |name: &str| pipelines.get(name).map_or(0, |(n, _)| *n);
+    let (q, k) = (count("rope_neox_f32"), count("rope_neox_f32_f16"));
+    assert!(q > 0 && q % 2 == 0 && q == k, "rope_neox ×{q}, fused with the K store ×{k}: {:?}", pipelines.keys());
+    assert!(!pipelines.keys().any(|p| p.starts_with("rope_norm")), "{:?}", pipelines.keys());
+    assert!(count("swiglu_f32") > 0, "{:?}", pipelines.keys());
+}
+
 /// The crash the study's attempt met, held fixed: llama-server on a Q4_K_M qwen35 hybrid impersonating gfx900 answers
 /// a completion of a 101-token prompt (Ollama 0.17.4's context of 4096 and batch of 512 on an 8 GiB card) and shuts
 /// down cleanly, with no crash record in the trace. With the gfx900 profile's 64 compute units
