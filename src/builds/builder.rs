@@ -94,13 +94,14 @@ impl Builder {
     /// Build `src` (a llama.cpp tree with a top-level CMakeLists.txt) as `build` with `flags`, or reuse the cached
     /// build. A failed configure or compile is `Prepared::Unbuildable` naming the log.
     pub fn build(&self, build: BuildNumber, src: &Path, flags: &BuildFlags) -> anyhow::Result<Prepared> {
+        // Before the lock: a tree that cannot give the backend leaves nothing behind in the cache.
+        if let Some(reason) = missing_backend_sources(src, flags.backend) {
+            return Ok(Prepared::Unbuildable { reason: format!("{build}: {reason}"), log: None });
+        }
         let key_dir = self.root.join(cache::flags_key(flags));
         let _lock = Lock::acquire(&key_dir.join(".lock"))?;
         if let Some(bin_dir) = self.cached(build, flags)? {
             return Ok(Prepared::Ready { bin_dir, build_secs: 0.0, from_cache: true });
-        }
-        if let Some(reason) = missing_backend_sources(src, flags.backend) {
-            return Ok(Prepared::Unbuildable { reason: format!("{build}: {reason}"), log: None });
         }
         let dir = self.build_dir(build, flags);
         let resume = cache::is_complete(&dir) && dir.join("build/build.ninja").is_file();
