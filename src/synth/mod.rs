@@ -264,7 +264,7 @@ fn write_model(shape: &Shape, vocab_path: &Path, weight_type: WeightType, seed: 
         (format!("{a}.feed_forward_length"), u32v(shape.n_ff)),
         (format!("{a}.attention.head_count"), u32v(shape.n_head)),
         (format!("{a}.attention.head_count_kv"), u32v(shape.n_head_kv)),
-        (format!("{a}.rope.dimension_count"), u32v(shape.head_dim())),
+        (format!("{a}.rope.dimension_count"), u32v(shape.rope_dims())),
         (format!("{a}.rope.freq_base"), Value::F32(shape.rope_freq_base)),
         (format!("{a}.attention.layer_norm_rms_epsilon"), Value::F32(shape.rms_eps)),
     ];
@@ -273,6 +273,29 @@ fn write_model(shape: &Shape, vocab_path: &Path, weight_type: WeightType, seed: 
         // `%s.expert_used_count` of src/llama-arch.cpp:214-215).
         keys.push((format!("{a}.expert_count"), u32v(shape.n_expert)));
         keys.push((format!("{a}.expert_used_count"), u32v(shape.n_expert_used)));
+    }
+    if let Some(d) = shape.delta_net {
+        // What src/models/qwen35.cpp:4-23 reads; the names and values convert_hf_to_gguf.py writes from
+        // config.json (conversion/qwen.py: conv kernel, key head dim as state size, key heads as groups, value
+        // heads as time-step rank, value width as inner size, the interval, mrope sections [11, 11, 10, 0]).
+        keys.push((format!("{a}.ssm.conv_kernel"), u32v(d.conv_kernel)));
+        keys.push((format!("{a}.ssm.state_size"), u32v(d.head_dim)));
+        keys.push((format!("{a}.ssm.group_count"), u32v(d.k_heads)));
+        keys.push((format!("{a}.ssm.time_step_rank"), u32v(d.v_heads)));
+        keys.push((format!("{a}.ssm.inner_size"), u32v(d.value_dim())));
+        keys.push((format!("{a}.full_attention_interval"), u32v(d.full_attention_interval)));
+        keys.push((format!("{a}.attention.key_length"), u32v(shape.head_dim())));
+        keys.push((format!("{a}.attention.value_length"), u32v(shape.head_dim())));
+    }
+    let sections = rope_sections(shape)?;
+    if let Some(s) = &sections {
+        keys.push((format!("{a}.rope.dimension_sections"), s.value()));
+    }
+    if let Some(orig) = shape.rope_orig_ctx {
+        keys.push((format!("{a}.rope.scaling.original_context_length"), u32v(orig)));
+    }
+    if let Some(w) = shape.sliding_window {
+        keys.push((format!("{a}.attention.sliding_window"), u32v(w)));
     }
     let mut kvs: Vec<(&str, Value<'_>)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     for kv in vocab.kvs.iter().filter(|kv| kv.key.starts_with("tokenizer.")) {
@@ -311,6 +334,22 @@ fn write_model(shape: &Shape, vocab_path: &Path, weight_type: WeightType, seed: 
     sink.flush().with_context(|| format!("writing {}", path.display()))?;
     // The tokenizer was copied from the map: a vocab cut short meanwhile gave zeros, not its tokens.
     vocab_file.check_whole()
+}
+
+/// `rope.dimension_sections` of a `qwen35` hybrid (multi-section RoPE over the rotated dims, a required key): Qwen3.5's
+/// `mrope_section` [11, 11, 10] and a 0, as convert_hf_to_gguf.py writes them (conversion/qwen.py
+/// `_QWEN35_DEFAULT_MROPE_SECTION`), when 64 dims rotate; all in the first section otherwise.
+fn rope_sections(shape: &Shape) -> Result<Option<ArrayBuf>> {
+    if shape.delta_net.is_none() {
+        return Ok(None);
+    }
+    let half = i32::try_from(shape.rope_dims() / 2).context("rotated dims")?;
+    let sections = if half == 32 { [11, 11, 10, 0] } else { [half, 0, 0, 0] };
+    let mut buf = ArrayBuf::new(ValueType::I32);
+    for s in sections {
+        buf.push(&Value::I32(s))?;
+    }
+    Ok(Some(buf))
 }
 
 /// Runs `llama-quantize SRC DST QTYPE` with its output (a line per tensor) in the log file `log`: shown on

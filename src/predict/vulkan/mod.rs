@@ -55,6 +55,8 @@ pub struct VulkanOptions {
     pub prompt_from_run: Option<PromptFromRun>,
     /// The ggml version whose Vulkan rules decide (`--ggml`; [`vkd::versions`] lists those there are).
     pub ggml: String,
+    /// The build whose ggml made the observed choices, when `--verify` ran one ([`verify::observe`]).
+    pub verified_with: Option<verify::VerifyingBuild>,
 }
 
 impl VulkanOptions {
@@ -74,6 +76,7 @@ impl VulkanOptions {
             placement: PlacementOptions { backend: GpuBackend::Vulkan, ..PlacementOptions::default() },
             prompt_from_run: None,
             ggml: crate::knowledge::DEFAULT_GGML_VERSION.to_string(),
+            verified_with: None,
         }
     }
 }
@@ -290,6 +293,10 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
     };
     report.claims = prediction_claims(&report);
     report.claims.extend(capability_gap(rules, &report, device_only)?);
+    if let Some(by) = &opts.verified_with {
+        report.assumptions.push(format!("verified with {}", by.origin));
+        report.claims.extend(verify::version_claim(&rules.version, &rules.name, rules.file, by));
+    }
     if let Some(src) = &opts.observed {
         let observed = vkcompare::load(src, opts.library.as_deref())?;
         let cmp = vkcompare::compare(&report, &observed);

@@ -340,13 +340,23 @@ pub(super) unsafe extern "system" fn cmd_bind_descriptor_sets(
     dynamic_count: u32,
     dynamic_offsets: *const u32,
 ) {
-    if point == vk::PipelineBindPoint::COMPUTE && !sets.is_null() && crate::impersonate::active().is_some() {
-        state::guarded(|| {
-            // SAFETY: `count` set handles, per the caller's promise.
-            let sets = unsafe { std::slice::from_raw_parts(sets, count as usize) };
-            let raw: Vec<u64> = sets.iter().map(|s| s.as_raw()).collect();
-            crate::impersonate::readback::sets_bound(cb.as_raw(), first, &raw);
-        });
+    if point == vk::PipelineBindPoint::COMPUTE && crate::impersonate::active().is_some() {
+        if !sets.is_null() {
+            state::guarded(|| {
+                // SAFETY: `count` set handles, per the caller's promise.
+                let sets = unsafe { std::slice::from_raw_parts(sets, count as usize) };
+                let raw: Vec<u64> = sets.iter().map(|s| s.as_raw()).collect();
+                crate::impersonate::readback::sets_bound(cb.as_raw(), first, &raw);
+            });
+        }
+        // Not forwarded: every compute shader is the empty one, which declares no descriptor, so no dispatch needs a
+        // set bound (Vulkan requires bound sets only for the descriptors a pipeline uses). Forwarding was harmful on
+        // lavapipe (Mesa 22.3), which reads every buffer a bound set names when it executes the bind: ggml-vulkan
+        // reuses descriptor sets whose unused bindings may still name a buffer it has since destroyed (a
+        // preallocated buffer grown in the middle of a graph), which is valid Vulkan but made lavapipe read the freed
+        // buffer (valgrind) and die of SIGSEGV in its queue thread, e.g. llama-server on a qwen35 model under the
+        // gfx900 profile, whose 64 compute units give ggml split-k matmuls that grow the split-k buffer.
+        return;
     }
     if let Some(next) = buffer_device(cb, followed(cb)).and_then(|d| d.cmd_bind_descriptor_sets) {
         // SAFETY: forwarding the caller's arguments.
