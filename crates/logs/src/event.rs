@@ -31,6 +31,9 @@ pub struct Event<'a> {
     pub text: Text<'a>,
     pub flags: LineFlags,
     pub kind: EventKind<'a>,
+    /// A message printed on the same line before this one, without a newline between them: KoboldCpp's
+    /// `Processing Prompt [BLAS] (512 / 12710 tokens)` progress, which the error that interrupted it continues.
+    pub before: Option<EventKind<'a>>,
 }
 
 /// Facts about a line's bytes that a reader of the evidence should know.

@@ -26,6 +26,7 @@ pub mod analysis;
 pub mod classify;
 mod error;
 pub mod event;
+pub mod jsonline;
 pub mod lines;
 pub mod milestones;
 mod parser;

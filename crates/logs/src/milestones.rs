@@ -35,6 +35,9 @@ pub enum Meaning {
     PromptDone,
     RequestDone,
     Compute,
+    /// The runtime retries an allocation that failed another way (fewer GPU layers, no pipeline parallelism): the
+    /// failure before it was handled.
+    Retry,
 }
 
 impl Meaning {
@@ -49,6 +52,7 @@ impl Meaning {
             "prompt_done" => Meaning::PromptDone,
             "request_done" => Meaning::RequestDone,
             "compute" => Meaning::Compute,
+            "retry" => Meaning::Retry,
             _ => return None,
         })
     }
@@ -64,6 +68,7 @@ impl Meaning {
             Meaning::PromptDone => "prompt done",
             Meaning::RequestDone => "request finished",
             Meaning::Compute => "graph compute",
+            Meaning::Retry => "allocation retried",
         }
     }
 }
@@ -232,7 +237,7 @@ mod tests {
         for r in &rows {
             // A source names a file and line (Ollama tag + path:line, or L:path:line) or an issue URL.
             let cited = r.source.contains("https://")
-                || r.source.split(' ').any(|w| w.contains(".go:") || w.contains(".cpp:") || w.contains(".c:"));
+                || r.source.split(' ').any(|w| [".go:", ".cpp:", ".c:", ".py:"].iter().any(|x| w.contains(x)));
             assert!(cited, "row {:?} has no file:line or URL source", r.pattern);
         }
         let eras: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.era.as_str()).collect();
