@@ -65,7 +65,7 @@ use crate::time::{Clock, Timestamp};
 use crate::Limits;
 
 /// Version of the [`Report`] layout; bump on any change a consumer could notice.
-pub const SCHEMA: &str = "backscope.logs/2";
+pub const SCHEMA: &str = "backscope.logs/3";
 
 /// Longest summary text kept per timeline entry or cause (characters).
 const SUMMARY_CHARS: usize = 300;

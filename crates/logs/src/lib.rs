@@ -1,5 +1,6 @@
 //! Log forensics for local LLM runtimes: Ollama server logs (the Go-runner era up to v0.29 and the
-//! llama-server era from v0.30) and llama.cpp server/CLI logs.
+//! llama-server era from v0.30), llama.cpp server/CLI logs (text, timestamped, or JSON records read by
+//! [`jsonline`]), and the consoles and logs of the front ends built on them (KoboldCpp, LM Studio).
 //!
 //! - [`Parser`] streams bytes into typed, timestamped [`Event`]s, one per line, in bounded memory: lines
 //!   are found with `memchr`, borrowed from the input, and over-long lines are cut at
