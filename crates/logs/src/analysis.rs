@@ -1104,11 +1104,13 @@ impl Analyzer {
         let gpu = if self.gpu_backend.is_empty() { "CUDA/ROCm" } else { self.gpu_backend.as_str() };
         let p = &mut self.facts.placement;
         match e.kind {
-            BackendLoaded { backend, path } => p.backend(&text(backend), "library path", text(path), e.line, cap),
+            BackendLoaded { backend, path } => {
+                p.backend_with(&lossy(backend), "library path", || text(path), e.line, cap)
+            }
             BufferSize { device, .. } => {
-                let d = text(device);
+                let d = lossy(device);
                 if let Some(b) = crate::placement::backend_of_device(&d) {
-                    p.backend(b, "buffer", format!("{d} buffer"), e.line, cap);
+                    p.backend_with(b, "buffer", || format!("{} buffer", text(device)), e.line, cap);
                 }
             }
             NativeFrame(f)
@@ -1121,7 +1123,7 @@ impl Analyzer {
             VulkanDevice(_) | DevicesFound { .. } | DeviceLost { .. } | OutOfMemory { .. }
                 if e.text.starts_with(b"ggml_vulkan: ") =>
             {
-                p.backend("Vulkan", "ggml_vulkan lines", clip(lossy(e.text).into_owned()), e.line, cap)
+                p.backend_with("Vulkan", "ggml_vulkan lines", || clip(lossy(e.text).into_owned()), e.line, cap)
             }
             GgmlAssert { file, .. } | Abort { file, .. } if find_bytes(file, b"ggml-cuda").is_some() => {
                 p.backend(gpu, "failing ggml-cuda code", text(file), e.line, cap)
@@ -1129,7 +1131,10 @@ impl Analyzer {
             GgmlAssert { file, .. } | Abort { file, .. } if find_bytes(file, b"ggml-vulkan").is_some() => {
                 p.backend("Vulkan", "failing ggml-vulkan code", text(file), e.line, cap)
             }
-            Milestone { .. } | RunnerStarting { .. } => {
+            // Only a line with a path (or a KoboldCpp library name) can name one.
+            Milestone { .. } | RunnerStarting { .. }
+                if memchr::memchr2(b'/', b'\\', e.text).is_some() || find_bytes(e.text, b"koboldcpp_").is_some() =>
+            {
                 let line = lossy(e.text);
                 let found = line
                     .split([' ', '"', '='])
@@ -1562,7 +1567,10 @@ impl Analyzer {
         crash.phase = phase;
         crash.phase_rule = rule;
         crash.phase_lines = lines;
-        crash.signature = signature_of(&crash);
+        crash.signature = signature_of(&crash, |text| {
+            // A crash like one grouped before has its id already: the hash is computed once per signature.
+            self.groups.iter().find(|g| g.text == text).map(|g| g.id.clone())
+        });
         self.crashes_total += 1;
         let room = self.groups.len() < self.limits.max_crashes;
         match self.groups.iter_mut().find(|g| g.id == crash.signature.id) {
@@ -1736,7 +1744,7 @@ pub fn go_duration_s(text: &[u8]) -> Option<f64> {
 const GPU_LIBRARY_HINTS: [&[u8]; 6] = [b"cuda", b"rocm", b"hip", b"vulkan", b"ggml-", b"koboldcpp_"];
 
 fn find_bytes(h: &[u8], needle: &[u8]) -> Option<usize> {
-    memchr::memmem::find(h, needle)
+    crate::find_in(h, needle)
 }
 
 fn after_bytes<'a>(h: &'a [u8], needle: &[u8]) -> Option<&'a [u8]> {
@@ -2161,7 +2169,7 @@ fn is_op_function(function: &[u8]) -> bool {
     [&b"ggml_cuda_op_"[..], b"ggml_cuda_mul_mat", b"ggml_cuda_flash_attn"].iter().any(|p| function.starts_with(p))
 }
 
-fn signature_of(c: &Crash) -> Signature {
+fn signature_of(c: &Crash, known: impl FnOnce(&str) -> Option<String>) -> Signature {
     let mut parts: Vec<String> = Vec::new();
     if let Some(s) = &c.signal {
         if !s.name.is_empty() {
@@ -2208,7 +2216,8 @@ fn signature_of(c: &Crash) -> Signature {
         parts.push(frames.join(" > "));
     }
     let text = parts.join(" | ");
-    Signature { id: signature::id_of(&text), text, frames }
+    let id = known(&text).unwrap_or_else(|| signature::id_of(&text));
+    Signature { id, text, frames }
 }
 
 /// A signal name a pager cut (`signal: illegal ins>`, `less` marks a cut line with `>`): which name it begins.

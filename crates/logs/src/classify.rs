@@ -19,7 +19,7 @@
 use std::sync::LazyLock;
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind};
-use memchr::{memchr_iter, memmem};
+use memchr::memchr_iter;
 
 use crate::event::{
     BufferKind, EventKind, GpuDevice, GpuDriver, GpuDriverEvent, InferenceCompute, NativeFrame, TimingKind,
@@ -58,7 +58,7 @@ impl<'a> Classified<'a> {
 }
 
 fn find(h: &[u8], needle: &[u8]) -> Option<usize> {
-    memmem::find(h, needle)
+    crate::find_in(h, needle)
 }
 
 /// Every substring that a rule searches for (rather than matching at a fixed place). One pass of this

@@ -157,15 +157,10 @@ pub fn backend_of_device(device: &str) -> Option<&'static str> {
 }
 
 /// One spelling per backend (Ollama writes `library=cuda` in some releases, `CUDA` in others).
-fn canonical(backend: &str) -> String {
-    match backend.to_ascii_lowercase().as_str() {
-        "cuda" => "CUDA".into(),
-        "rocm" | "hip" => "ROCm".into(),
-        "vulkan" => "Vulkan".into(),
-        "metal" => "Metal".into(),
-        "cpu" => "CPU".into(),
-        _ => backend.to_string(),
-    }
+fn canonical_name(backend: &str) -> &str {
+    const NAMES: [(&str, &str); 6] =
+        [("cuda", "CUDA"), ("rocm", "ROCm"), ("hip", "ROCm"), ("vulkan", "Vulkan"), ("metal", "Metal"), ("cpu", "CPU")];
+    NAMES.iter().find(|(k, _)| k.eq_ignore_ascii_case(backend)).map_or(backend, |(_, v)| v)
 }
 
 /// Devices ggml names for host memory (`CPU`, `CPU_Mapped`, `CPU_REPACK`, `CPU_AARCH64`); pinned host buffers of
@@ -176,11 +171,17 @@ pub fn is_cpu_device(device: &str) -> bool {
 
 impl Placement {
     pub fn backend(&mut self, backend: &str, how: &str, evidence: String, line: u64, cap: usize) {
-        let backend = canonical(backend);
-        if self.backends.iter().any(|b| b.backend == backend && b.how == how) || self.backends.len() >= cap {
+        self.backend_with(backend, how, || evidence, line, cap);
+    }
+
+    /// [`Placement::backend`] with the evidence made only when the backend is new for `how`: the hot path (a
+    /// buffer line, a milestone) names the same backend again and again.
+    pub fn backend_with(&mut self, backend: &str, how: &str, evidence: impl FnOnce() -> String, line: u64, cap: usize) {
+        let name = canonical_name(backend);
+        if self.backends.iter().any(|b| b.backend == name && b.how == how) || self.backends.len() >= cap {
             return;
         }
-        self.backends.push(BackendSeen { backend, how: how.to_string(), evidence, line });
+        self.backends.push(BackendSeen { backend: name.to_string(), how: how.to_string(), evidence: evidence(), line });
     }
 
     pub fn filtered(&mut self, gpu: FilteredGpu, cap: usize) {

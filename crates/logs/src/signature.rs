@@ -104,10 +104,9 @@ pub fn rounded_exit_code(text: &str) -> Option<String> {
 
 /// The first Windows status code of [`WINDOWS_STATUS`] that `text` holds as a word, and its meaning.
 pub fn windows_status(text: &str) -> Option<(&'static str, &'static str)> {
-    text.split(|c: char| !c.is_ascii_alphanumeric()).find_map(|w| {
-        let lower = w.to_ascii_lowercase();
-        WINDOWS_STATUS.iter().find(|(code, _)| *code == lower).copied()
-    })
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| w.len() == 10)
+        .find_map(|w| WINDOWS_STATUS.iter().find(|(code, _)| code.eq_ignore_ascii_case(w)).copied())
 }
 
 /// A Go function name without its module path: everything up to the last `/` goes.
