@@ -435,6 +435,9 @@ pub struct SignatureGroup {
     pub crash_lines: Vec<u64>,
 }
 
+/// Bytes of the contiguous ring that hold a tail entry's line; a longer line is kept whole beside it.
+const TAIL_STRIDE: usize = 512;
+
 /// A timeline entry kept as its raw line until the report is assembled.
 #[derive(Debug, Default)]
 struct TailSlot {
@@ -443,17 +446,77 @@ struct TailSlot {
     time: Option<Timestamp>,
     inherited: bool,
     next_time: Option<Timestamp>,
-    raw: Vec<u8>,
+    /// The line's length; up to [`TAIL_STRIDE`] bytes it is in the ring, a longer one in `long`.
+    len: usize,
+    long: Vec<u8>,
+}
+
+/// The last timeline entries, their lines in one contiguous ring of fixed strides (written in order, so the copy of
+/// each line streams through the cache instead of touching one heap buffer per entry).
+#[derive(Debug, Default)]
+struct Tail {
+    slots: Vec<TailSlot>,
+    bytes: Vec<u8>,
+    /// Where the next entry goes, and how many are kept.
+    next: usize,
+    len: usize,
+}
+
+impl Tail {
+    /// Keep `raw` as the newest entry of at most `cap`; returns whether the oldest one was dropped for it.
+    fn push(&mut self, cap: usize, raw: &[u8], head: TailSlot) -> bool {
+        if self.slots.len() < cap {
+            self.slots.resize_with(cap, TailSlot::default);
+            self.bytes.resize(cap * TAIL_STRIDE, 0);
+        }
+        let i = self.next;
+        let slot = &mut self.slots[i];
+        let long = std::mem::take(&mut slot.long);
+        *slot = TailSlot { long, ..head };
+        slot.len = raw.len();
+        if raw.len() <= TAIL_STRIDE {
+            self.bytes[i * TAIL_STRIDE..i * TAIL_STRIDE + raw.len()].copy_from_slice(raw);
+        } else {
+            slot.long.clear();
+            slot.long.extend_from_slice(raw);
+        }
+        self.next = (i + 1) % cap;
+        let dropped = self.len == cap;
+        self.len = (self.len + 1).min(cap);
+        dropped
+    }
+
+    /// Ring positions of the last `n` entries, oldest first.
+    fn last(&self, n: usize) -> impl Iterator<Item = usize> + '_ {
+        let cap = self.slots.len().max(1);
+        let n = n.min(self.len);
+        (self.len - n..self.len).map(move |k| (self.next + cap - self.len + k) % cap)
+    }
+
+    fn raw(&self, i: usize) -> &[u8] {
+        let slot = &self.slots[i];
+        if slot.len <= TAIL_STRIDE {
+            &self.bytes[i * TAIL_STRIDE..i * TAIL_STRIDE + slot.len]
+        } else {
+            &slot.long
+        }
+    }
+
+    /// The kept entries, oldest first, as timeline entries.
+    fn entries(&self) -> Vec<TimelineEntry> {
+        let (mut scratch, mut json) = (Vec::new(), Vec::new());
+        self.last(self.len).map(|i| self.slots[i].entry(self.raw(i), &mut scratch, &mut json)).collect()
+    }
 }
 
 impl TailSlot {
     /// Re-read the line (classification does not depend on earlier lines for timeline kinds).
-    fn entry(self, scratch: &mut Vec<u8>, json: &mut Vec<u8>) -> TimelineEntry {
-        let text: &[u8] = if self.raw.contains(&0x1b) {
-            crate::parser::strip_ansi(&self.raw, scratch);
+    fn entry(&self, raw: &[u8], scratch: &mut Vec<u8>, json: &mut Vec<u8>) -> TimelineEntry {
+        let text: &[u8] = if raw.contains(&0x1b) {
+            crate::parser::strip_ansi(raw, scratch);
             scratch
         } else {
-            &self.raw
+            raw
         };
         let stripped = crate::prefix::strip(text).message;
         let message: &[u8] =
@@ -467,7 +530,7 @@ impl TailSlot {
             t_bounds: None,
             kind: kind.name(),
             summary: summary(&kind, message.starts_with(b"time=")),
-            raw: clip(lossy(&self.raw).into_owned()),
+            raw: clip(lossy(raw).into_owned()),
             time: self.time,
             next_time: self.next_time,
         }
@@ -590,7 +653,7 @@ pub struct Analyzer {
     head: Vec<TimelineEntry>,
     /// The last entries as raw lines in reused buffers: their summaries are made at the end, so the
     /// timeline costs no allocation per line once the head is full.
-    tail: VecDeque<TailSlot>,
+    tail: Tail,
     elided: u64,
     facts: Facts,
     lifetime: Lifetime,
@@ -631,7 +694,7 @@ impl Analyzer {
             clock: None,
             last_time: None,
             head: Vec::new(),
-            tail: VecDeque::new(),
+            tail: Tail::default(),
             elided: 0,
             facts: Facts::default(),
             lifetime: Lifetime::default(),
@@ -710,8 +773,9 @@ impl Analyzer {
         }
         if let Some(before) = e.before {
             // The message the line began with (a progress line the crash cut short) happened first.
-            self.counts[before.index()] += 1;
-            self.lifecycle(&Event { kind: before, before: None, ..*e }, time);
+            let kind = before.kind();
+            self.counts[kind.index()] += 1;
+            self.lifecycle(&Event { kind, before: None, ..*e }, time);
         }
         if matches!(e.kind, EventKind::Other) {
             self.other.add(e.line, cap);
@@ -749,9 +813,12 @@ impl Analyzer {
                 entry.next_time = next;
             }
         }
-        let from = self.tail.len() - self.pending_tail.min(self.tail.len());
-        for slot in self.tail.range_mut(from..).filter(|s| s.inherited) {
-            slot.next_time = next;
+        let (cap, len, at) = (self.tail.slots.len().max(1), self.tail.len, self.tail.next);
+        for k in len - self.pending_tail.min(len)..len {
+            let slot = &mut self.tail.slots[(at + cap - len + k) % cap];
+            if slot.inherited {
+                slot.next_time = next;
+            }
         }
         self.pending_tail = 0;
         if let Some(from) = self.pending_crashes.take() {
@@ -1627,22 +1694,12 @@ impl Analyzer {
             self.elided += 1;
             return;
         }
-        let mut slot = if self.tail.len() == self.limits.timeline_tail {
+        let head = TailSlot { line: e.line, offset: e.offset, time, inherited, ..TailSlot::default() };
+        if self.tail.push(self.limits.timeline_tail, e.raw, head) {
             self.elided += 1;
-            self.tail.pop_front().unwrap_or_default()
-        } else {
-            TailSlot::default()
-        };
-        slot.line = e.line;
-        slot.offset = e.offset;
-        slot.time = time;
-        slot.inherited = inherited;
-        slot.next_time = None;
-        slot.raw.clear();
-        slot.raw.extend_from_slice(e.raw);
-        self.tail.push_back(slot);
+        }
         // Pending slots are the last ones; those that fell off the front are gone.
-        self.pending_tail = (self.pending_tail + usize::from(inherited)).min(self.tail.len());
+        self.pending_tail = (self.pending_tail + usize::from(inherited)).min(self.tail.len);
     }
 
     /// Finish: close the open incident and assemble the report.
@@ -1666,8 +1723,7 @@ impl Analyzer {
             (t.clock == o.clock).then(|| (t.micros - o.micros) as f64 / 1e6)
         };
         let elided_at = (self.elided > 0).then_some(self.head.len());
-        let (mut scratch, mut json) = (Vec::new(), Vec::new());
-        let tail: Vec<TimelineEntry> = self.tail.into_iter().map(|slot| slot.entry(&mut scratch, &mut json)).collect();
+        let tail: Vec<TimelineEntry> = self.tail.entries();
         let mut timeline: Vec<TimelineEntry> = self.head.into_iter().chain(tail).collect();
         for entry in &mut timeline {
             entry.t = rel(entry.time);

@@ -18,7 +18,6 @@
 
 use std::sync::LazyLock;
 
-use aho_corasick::{AhoCorasick, AhoCorasickKind};
 use memchr::memchr_iter;
 
 use crate::event::{
@@ -48,7 +47,7 @@ pub struct Classified<'a> {
     /// A progress message the line began with, before the message `kind` describes (see [`Event::before`]).
     ///
     /// [`Event::before`]: crate::event::Event::before
-    pub before: Option<EventKind<'a>>,
+    pub before: Option<crate::event::Before>,
 }
 
 impl<'a> Classified<'a> {
@@ -61,45 +60,45 @@ fn find(h: &[u8], needle: &[u8]) -> Option<usize> {
     crate::find_in(h, needle)
 }
 
-/// Every substring that a rule searches for (rather than matching at a fixed place). One pass of this
-/// automaton over a message tells whether any such rule can apply; most lines of a log (model metadata,
-/// trace frames, progress) contain none, and then no rule searches them at all.
-static MARKERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
-    AhoCorasick::builder()
-        .kind(Some(AhoCorasickKind::DFA))
-        .build([
-            "using device ",
-            "offloaded ",
-            "buffer size",
-            "GGML_ASSERT",
-            "DeviceLost",
-            "DEVICE_LOST",
-            "device lost",
-            "out of memory",
-            "OutOfDeviceMemory",
-            "unable to allocate",
-            "failed to allocate",
-            "process has terminated",
-            "runner exited with error",
-            "error starting llama runner",
-            "Assertion `",
-            "unexpectedly stopped",
-            "POST predict",
-            "post predict",
-            "segfault at",
-            "not supported",
-            "unsupported",
-            "request: ",
-            "cleaning up before exit",
-            "couldn't bind",
-            "address already in use",
-            " abort:",
-            "crashed without additional information",
-            "Failed to load model",
-            "Main process exited, code=",
-            "dumped core",
-        ])
-        .expect("the marker patterns are valid")
+/// Every substring that a rule searches for (rather than matching at a fixed place), each by a slice of it (the
+/// comment gives the whole). One pass of this searcher over a message tells whether any such rule can apply; most
+/// lines of a log (model metadata, trace frames, progress) contain none, and then no rule searches them at all.
+/// The searcher's fingerprint of a pattern is its first bytes, and a slice that begins where the bytes are rare in
+/// logs (`ss has terminated`, not `process`) leaves it few false candidates to check: a line with the slice but not
+/// the whole only lets the rules look, and they find nothing.
+static MARKERS: LazyLock<crate::Patterns> = LazyLock::new(|| {
+    crate::Patterns::new(&[
+        "g device ", // using device
+        "offloaded ",
+        "r size",    // buffer size
+        "ML_ASSERT", // GGML_ASSERT
+        "iceLost",   // DeviceLost
+        "ICE_LOST",  // DEVICE_LOST
+        "ce lost",   // device lost
+        "of memory", // out of memory
+        "OutOfDeviceMemory",
+        "o allocate",              // failed to allocate, unable to allocate
+        "ss has terminated",       // process has terminated
+        "th error",                // runner exited with error
+        "r starting llama runner", // error starting llama runner
+        "Assertion `",
+        "tedly stopped", // unexpectedly stopped
+        "ST predict",    // POST predict
+        "st predict",    // post predict
+        "segfault at",
+        "ot supported", // not supported
+        "unsupported",
+        "quest: ",                // request:
+        "leaning up before exit", // cleaning up before exit
+        "couldn't bind",
+        "ss already in use", // address already in use
+        " abort:",
+        "ut additional information", // crashed without additional information
+        "Failed to load model",
+        "ss exited, code=", // Main process exited, code=
+        "umped core",       // dumped core
+    ])
+    .expect("the marker patterns are valid")
 });
 
 /// Whether a message holds any substring a searching rule looks for, computed on first use: lines that
@@ -118,7 +117,7 @@ impl<'a> Marked<'a> {
         match self.value.get() {
             Some(v) => v,
             None => {
-                let v = MARKERS.is_match(self.msg);
+                let v = MARKERS.find(self.msg).is_some();
                 self.value.set(Some(v));
                 v
             }
@@ -212,14 +211,16 @@ pub fn classify<'a>(msg: &'a [u8], ctx: &mut Context) -> Classified<'a> {
         }
         // The progress line had no newline: what follows it is the next message (an error that stopped it).
         let mut c = classify(rest, ctx);
-        c.before = Some(progress);
+        c.before = crate::event::Before::of(&progress);
         return c;
     }
     let kind = structured(msg).unwrap_or_else(|| milestone(msg));
     // A crash a person quoted inside a sentence with the progress it interrupted (`… fails with: "Processing Prompt
     // [BLAS] (1024 / 2380 tokens)ggml-vulkan.cpp:4367: GGML_ASSERT(…) failed`): the progress is read too.
     let before = if kind.is_fatal() {
-        find(msg, b"Processing Prompt").and_then(|at| koboldcpp_progress(&msg[at..])).map(|(p, _)| p)
+        find(msg, b"Processing Prompt")
+            .and_then(|at| koboldcpp_progress(&msg[at..]))
+            .and_then(|(p, _)| crate::event::Before::of(&p))
     } else {
         None
     };
@@ -639,7 +640,7 @@ fn slog_message_text<'a>(line: &'a [u8], msg: &'a [u8], level: &'a [u8]) -> Opti
             return Some(EventKind::LayersOffloaded { offloaded, total });
         }
     }
-    let marked = MARKERS.is_match(msg);
+    let marked = MARKERS.find(msg).is_some();
     if let Some((offloaded, total)) = if marked { offloaded(msg) } else { None } {
         return Some(EventKind::LayersOffloaded { offloaded, total });
     }
