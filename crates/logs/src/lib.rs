@@ -194,7 +194,7 @@ mod tests {
             lines.push(format!("x {a}{b}").into_bytes());
             lines.push(format!("{b}{a}").into_bytes());
             lines.push(format!("{}{b}", &a[..a.len() / 2]).into_bytes());
-            lines.push(a[..a.len() - 1].as_bytes().to_vec());
+            lines.push(a.as_bytes()[..a.len() - 1].to_vec());
         }
         let mut found = 0;
         for line in &lines {

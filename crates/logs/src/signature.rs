@@ -78,7 +78,7 @@ pub fn rounded_exit_code(text: &str) -> Option<String> {
     // The printed digits are the shortest that read back as the double; the double is the status rounded to a
     // multiple of 2048 (doubles between 2^63 and 2^64 are 2048 apart), so the status is within 1024 of it.
     let double: f64 = digits.parse().ok()?;
-    if !(double >= 9.223_372_036_854_775_808e18 && double < 1.844_674_407_370_955_161_6e19) {
+    if !(2f64.powi(63)..2f64.powi(64)).contains(&double) {
         return None;
     }
     let value = double as u64;
