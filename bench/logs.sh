@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Benchmark: throughput of the log forensics (parse + analyse: `cargo run --example logs -- FILE --quiet`
-# of crates/logs) on a large real-shaped log, and its peak memory.
+# of crates/logs) on two large real-shaped logs, and its peak memory.
 #
 #   bench/logs.sh [RUNS] [MIB]      (defaults: 7 runs, 400 MiB)
 #
-# The log is built by repeating the real fixtures of crates/logs/tests/data (Ollama issue excerpts with
-# their crashes, llama-server runs with and without ANSI-coloured prefixes) until it reaches MIB MiB, so
-# every kind of line the parser knows is on the hot path, crash incidents included. Prints the medians of
-# wall time and of CPU time (user + system, from /usr/bin/time) with MB/s over RUNS runs after one warm-up
-# run, `wc -l` on the same file as a baseline (a bare newline count: the floor for any line reader), and
-# the example's own peak RSS (VmHWM). On a shared machine the CPU figure is the program's own speed.
+# The first log is built by repeating the real fixtures of crates/logs/tests/data (Ollama issue excerpts with
+# their crashes, llama-server runs with and without ANSI-coloured prefixes) until it reaches MIB MiB, so every
+# kind of line the parser knows is on the hot path, crash incidents included. The second, crash-dense, repeats
+# the corpus of pasted logs (tests/data/logs-corpus: 91 fragments, most of them around a crash) the same way:
+# about ten times more crashes per byte, each an incident with its causes, frames, phase and signature.
+# Prints the medians of wall time and of CPU time (user + system, from /usr/bin/time) with MB/s over RUNS runs
+# after one warm-up run, `wc -l` on the first file as a baseline (a bare newline count: the floor for any line
+# reader), and the example's own peak RSS (VmHWM). On a shared machine the CPU figure is the program's own speed.
 # LOGS_BIN=path skips the build and times that binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,16 +23,25 @@ if [ -z "${LOGS_BIN:-}" ]; then
 fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-LOG="$WORK/big.log"
-cat crates/logs/tests/data/*.log >"$WORK/unit.log"
-unit=$(stat -c %s "$WORK/unit.log")
-reps=$(( (MIB * 1024 * 1024 + unit - 1) / unit ))
-for _ in $(seq 1 "$reps"); do cat "$WORK/unit.log"; done >"$LOG"
-size=$(stat -c %s "$LOG")
-echo "log: $size bytes, $(wc -l <"$LOG") lines ($reps copies of the $unit-byte fixture set); $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
-time_runs() { # LABEL CMD...
-  local label="$1"; shift
+# build NAME FILES...: repeat the concatenation of FILES to MIB MiB in $WORK/NAME.log.
+build() {
+  local name="$1"; shift
+  cat "$@" >"$WORK/$name.unit"
+  local unit reps
+  unit=$(stat -c %s "$WORK/$name.unit")
+  reps=$(( (MIB * 1024 * 1024 + unit - 1) / unit ))
+  for _ in $(seq 1 "$reps"); do cat "$WORK/$name.unit"; done >"$WORK/$name.log"
+  echo "$name log: $(stat -c %s "$WORK/$name.log") bytes, $(wc -l <"$WORK/$name.log") lines ($reps copies of the $unit-byte set)"
+}
+build fixtures crates/logs/tests/data/*.log
+build crash-dense tests/data/logs-corpus/*.log
+echo "$(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+time_runs() { # LABEL FILE CMD...
+  local label="$1" file="$2"; shift 2
+  local size
+  size=$(stat -c %s "$file")
   "$@" >/dev/null 2>&1 # warm-up: page cache
   : >"$WORK/times"
   for _ in $(seq 1 "$RUNS"); do
@@ -46,10 +57,12 @@ time_runs() { # LABEL CMD...
     }
     END {
       w = median(wall); c = median(cpu)
-      printf "%-32s wall median %7.3f s %7.1f MB/s | CPU median %7.3f s %7.1f MB/s  (%d runs)\n", label, w, size / w / 1e6, c, size / (c > 0 ? c : 1e-9) / 1e6, n
+      printf "%-36s wall median %7.3f s %7.1f MB/s | CPU median %7.3f s %7.1f MB/s  (%d runs)\n", label, w, size / w / 1e6, c, size / (c > 0 ? c : 1e-9) / 1e6, n
     }' "$WORK/times"
 }
 
-time_runs "logs example (parse + analyse)" "$LOGS_BIN" "$LOG" --quiet
-time_runs "wc -l (newline count)" wc -l "$LOG"
-echo "logs example: $("$LOGS_BIN" "$LOG" --quiet)"
+time_runs "logs example, fixtures" "$WORK/fixtures.log" "$LOGS_BIN" "$WORK/fixtures.log" --quiet
+time_runs "logs example, crash-dense corpus" "$WORK/crash-dense.log" "$LOGS_BIN" "$WORK/crash-dense.log" --quiet
+time_runs "wc -l (newline count), fixtures" "$WORK/fixtures.log" wc -l "$WORK/fixtures.log"
+echo "logs example, fixtures: $("$LOGS_BIN" "$WORK/fixtures.log" --quiet)"
+echo "logs example, crash-dense: $("$LOGS_BIN" "$WORK/crash-dense.log" --quiet)"

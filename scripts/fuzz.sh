@@ -63,9 +63,10 @@ CARGO_TARGET_DIR="${FUZZ_SEEDS_TARGET_DIR:-$ROOT/fuzz/target/seeds}" \
 CARGO_TARGET_DIR="${FUZZ_SEEDS_TARGET_DIR:-$ROOT/fuzz/target/seeds}" \
   cargo run --release -q -p backscope-gguf --example gguf_fuzz_seeds -- "$VOCABS" "$ROOT/fuzz/corpus"
 
-# The log parser's seeds are its real fixtures, and the hostile shapes of fuzz/seeds/logs (CR-only line ends,
-# crash cycles past the crash cap, terminal escapes, bidi and invisible characters).
-mkdir -p fuzz/corpus/logs && cp crates/logs/tests/data/*.log fuzz/seeds/logs/*.log fuzz/corpus/logs/
+# The log parser's seeds are its real fixtures, the corpus of pasted logs, and the hostile shapes of fuzz/seeds/logs
+# (CR-only line ends, crash cycles past the crash cap, terminal escapes, bidi and invisible characters, JSON records and
+# front-end lines cut in odd places).
+mkdir -p fuzz/corpus/logs && cp crates/logs/tests/data/*.log tests/data/logs-corpus/*.log fuzz/seeds/logs/*.log fuzz/corpus/logs/
 # The trace reader's: a real observer trace and the regression inputs (issue 21's shapes among them).
 mkdir -p fuzz/corpus/trace_reader &&
   cp crates/trace-reader/tests/data/*.jsonl crates/trace-reader/tests/regressions/*.bin fuzz/corpus/trace_reader/

@@ -552,6 +552,7 @@ fn placement_claims(r: &Report, file: &str) -> Vec<Claim> {
             "buffer",
             "ggml_vulkan lines",
             "crashing frame's library",
+            "Ollama's scheduler record",
         ];
         let confidence = if seen.iter().any(|b| direct.contains(&b.how.as_str())) && !backend.contains('/') {
             Confidence::Confirmed
@@ -596,6 +597,48 @@ fn placement_claims(r: &Report, file: &str) -> Vec<Claim> {
                 format!("The model was served on the CPU: {}{because}", shown.join(", ")),
             )
             .with_sources(sources),
+        );
+    }
+    if let Some(m) = &p.scheduler_memory {
+        let share = match m.share() {
+            Some("all") => ": all of it in GPU memory, the model ran on the GPU",
+            Some("none") => ": none of it in GPU memory, the model ran on the CPU",
+            Some(_) => ": part of it in GPU memory, the model was split between the GPU and the CPU",
+            None => "",
+        };
+        out.push(
+            Claim::new(
+                "logs.scheduler_memory",
+                Confidence::Confirmed,
+                format!("Ollama's scheduler records the runner at {} with {} in GPU memory{share}", m.size, m.vram),
+            )
+            .with_source(log_line(r, file, m.line)),
+        );
+    }
+    if let Some(o) = &p.requested_offload {
+        out.push(
+            Claim::new(
+                "logs.offload_requested",
+                Confidence::Inferred,
+                format!(
+                    "The front end's GPU offload setting is {}: what it asked for, not where the layers went",
+                    o.text
+                ),
+            )
+            .with_source(log_line(r, file, o.line)),
+        );
+    }
+    for (i, h) in r.facts.handled.iter().enumerate() {
+        out.push(
+            Claim::new(
+                format!("logs.handled.{}", i + 1),
+                Confidence::Inferred,
+                format!(
+                    "Not a crash: {} (line {}) was followed by {} (line {}), and nothing failed after it in the log",
+                    h.failure, h.line, h.retry, h.retry_line
+                ),
+            )
+            .with_sources([log_line(r, file, h.line), log_line(r, file, h.retry_line)]),
         );
     }
     for (i, x) in p.contradictions.iter().enumerate() {

@@ -65,7 +65,7 @@ use crate::time::{Clock, Timestamp};
 use crate::Limits;
 
 /// Version of the [`Report`] layout; bump on any change a consumer could notice.
-pub const SCHEMA: &str = "backscope.logs/2";
+pub const SCHEMA: &str = "backscope.logs/3";
 
 /// Longest summary text kept per timeline entry or cause (characters).
 const SUMMARY_CHARS: usize = 300;
@@ -205,6 +205,20 @@ pub struct Facts {
     pub timings: VecDeque<Timing>,
     /// Where the model ran: backends and how each is known, dropped GPUs, CPU serving, contradictions.
     pub placement: Placement,
+    /// Failures the runtime handled and went on from (an allocation it retried another way): no crash.
+    pub handled: Vec<Handled>,
+}
+
+/// A failure the runtime handled: the lines that said it failed, and the line where it went on.
+#[derive(Clone, Debug, Serialize)]
+pub struct Handled {
+    /// What failed, as its first line says.
+    pub failure: String,
+    pub line: u64,
+    pub last_line: u64,
+    /// The line where the runtime went on (a retry it announced, another allocation attempt).
+    pub retry_line: u64,
+    pub retry: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -421,6 +435,9 @@ pub struct SignatureGroup {
     pub crash_lines: Vec<u64>,
 }
 
+/// Bytes of the contiguous ring that hold a tail entry's line; a longer line is kept whole beside it.
+const TAIL_STRIDE: usize = 512;
+
 /// A timeline entry kept as its raw line until the report is assembled.
 #[derive(Debug, Default)]
 struct TailSlot {
@@ -429,19 +446,81 @@ struct TailSlot {
     time: Option<Timestamp>,
     inherited: bool,
     next_time: Option<Timestamp>,
-    raw: Vec<u8>,
+    /// The line's length; up to [`TAIL_STRIDE`] bytes it is in the ring, a longer one in `long`.
+    len: usize,
+    long: Vec<u8>,
+}
+
+/// The last timeline entries, their lines in one contiguous ring of fixed strides (written in order, so the copy of
+/// each line streams through the cache instead of touching one heap buffer per entry).
+#[derive(Debug, Default)]
+struct Tail {
+    slots: Vec<TailSlot>,
+    bytes: Vec<u8>,
+    /// Where the next entry goes, and how many are kept.
+    next: usize,
+    len: usize,
+}
+
+impl Tail {
+    /// Keep `raw` as the newest entry of at most `cap`; returns whether the oldest one was dropped for it.
+    fn push(&mut self, cap: usize, raw: &[u8], head: TailSlot) -> bool {
+        if self.slots.len() < cap {
+            self.slots.resize_with(cap, TailSlot::default);
+            self.bytes.resize(cap * TAIL_STRIDE, 0);
+        }
+        let i = self.next;
+        let slot = &mut self.slots[i];
+        let long = std::mem::take(&mut slot.long);
+        *slot = TailSlot { long, ..head };
+        slot.len = raw.len();
+        if raw.len() <= TAIL_STRIDE {
+            self.bytes[i * TAIL_STRIDE..i * TAIL_STRIDE + raw.len()].copy_from_slice(raw);
+        } else {
+            slot.long.clear();
+            slot.long.extend_from_slice(raw);
+        }
+        self.next = (i + 1) % cap;
+        let dropped = self.len == cap;
+        self.len = (self.len + 1).min(cap);
+        dropped
+    }
+
+    /// Ring positions of the last `n` entries, oldest first.
+    fn last(&self, n: usize) -> impl Iterator<Item = usize> + '_ {
+        let cap = self.slots.len().max(1);
+        let n = n.min(self.len);
+        (self.len - n..self.len).map(move |k| (self.next + cap - self.len + k) % cap)
+    }
+
+    fn raw(&self, i: usize) -> &[u8] {
+        let slot = &self.slots[i];
+        if slot.len <= TAIL_STRIDE {
+            &self.bytes[i * TAIL_STRIDE..i * TAIL_STRIDE + slot.len]
+        } else {
+            &slot.long
+        }
+    }
+
+    /// The kept entries, oldest first, as timeline entries.
+    fn entries(&self) -> Vec<TimelineEntry> {
+        let (mut scratch, mut json) = (Vec::new(), Vec::new());
+        self.last(self.len).map(|i| self.slots[i].entry(self.raw(i), &mut scratch, &mut json)).collect()
+    }
 }
 
 impl TailSlot {
     /// Re-read the line (classification does not depend on earlier lines for timeline kinds).
-    fn entry(self, scratch: &mut Vec<u8>) -> TimelineEntry {
-        let text: &[u8] = if self.raw.contains(&0x1b) {
-            crate::parser::strip_ansi(&self.raw, scratch);
+    fn entry(&self, raw: &[u8], scratch: &mut Vec<u8>, json: &mut Vec<u8>) -> TimelineEntry {
+        let text: &[u8] = if raw.contains(&0x1b) {
+            crate::parser::strip_ansi(raw, scratch);
             scratch
         } else {
-            &self.raw
+            raw
         };
-        let message = crate::prefix::strip(text).message;
+        let stripped = crate::prefix::strip(text).message;
+        let message: &[u8] =
+            if stripped.first() == Some(&b'{') && crate::jsonline::decode(stripped, json) { json } else { stripped };
         let kind = crate::classify::classify(message, &mut crate::classify::Context::default()).kind;
         TimelineEntry {
             line: self.line,
@@ -451,7 +530,7 @@ impl TailSlot {
             t_bounds: None,
             kind: kind.name(),
             summary: summary(&kind, message.starts_with(b"time=")),
-            raw: clip(lossy(&self.raw).into_owned()),
+            raw: clip(lossy(raw).into_owned()),
             time: self.time,
             next_time: self.next_time,
         }
@@ -470,8 +549,10 @@ struct Lifetime {
     ready: Option<u64>,
     request_done: Option<u64>,
     prompt_done: Option<u64>,
-    /// A llama-server task began and has not finished.
+    /// A llama-server task began and has not finished, or a request's prompt was being processed.
     request_open: Option<u64>,
+    /// A llama-server task numbered above 0 began: the server had run earlier tasks (it numbers them from 0).
+    earlier_tasks: Option<(u64, u64)>,
     shutdown: Option<u64>,
     /// The time of the `ready` line and the load time the runner reported (`runner started in N s`).
     ready_time: Option<Timestamp>,
@@ -499,9 +580,22 @@ struct Open {
     compute_line: Option<u64>,
     /// The kernel reported a GPU or ring reset finished: a later GPU hang is a new incident.
     gpu_reset_done: bool,
+    /// The incident's allocation failures were followed by a retry the runtime announced, and nothing failed since:
+    /// the line of that retry and what it says.
+    recovered: Option<(u64, String)>,
 }
 
 impl Open {
+    /// The incident so far is allocation failures only: no signal, no abort, no death of the runner.
+    fn only_allocation_failures(&self) -> bool {
+        let c = &self.crash;
+        !self.terminated
+            && c.signal.is_none()
+            && c.consequences.is_empty()
+            && c.causes.iter().any(|x| x.kind == "out_of_memory")
+            && c.causes.iter().all(|x| matches!(x.kind, "out_of_memory" | "gpu_error_location"))
+    }
+
     fn new(crash: Crash, at_open: Lifetime) -> Self {
         Open {
             crash,
@@ -512,6 +606,7 @@ impl Open {
             discovery_failure: false,
             compute_line: None,
             gpu_reset_done: false,
+            recovered: None,
         }
     }
 }
@@ -558,7 +653,7 @@ pub struct Analyzer {
     head: Vec<TimelineEntry>,
     /// The last entries as raw lines in reused buffers: their summaries are made at the end, so the
     /// timeline costs no allocation per line once the head is full.
-    tail: VecDeque<TailSlot>,
+    tail: Tail,
     elided: u64,
     facts: Facts,
     lifetime: Lifetime,
@@ -582,6 +677,10 @@ pub struct Analyzer {
     pending_head: Option<usize>,
     pending_tail: usize,
     pending_crashes: Option<usize>,
+    /// The frames of the last Python traceback (innermost last) and the line of its last frame: a Python launcher
+    /// (KoboldCpp's) prints them before the exception that a native crash became.
+    python_frames: Vec<Frame>,
+    python_frames_line: u64,
 }
 
 impl Analyzer {
@@ -595,7 +694,7 @@ impl Analyzer {
             clock: None,
             last_time: None,
             head: Vec::new(),
-            tail: VecDeque::new(),
+            tail: Tail::default(),
             elided: 0,
             facts: Facts::default(),
             lifetime: Lifetime::default(),
@@ -615,6 +714,8 @@ impl Analyzer {
             pending_head: None,
             pending_tail: 0,
             pending_crashes: None,
+            python_frames: Vec::new(),
+            python_frames_line: 0,
         }
     }
 
@@ -670,12 +771,30 @@ impl Analyzer {
                 || e.text.starts_with(b"[GIN]")
                 || matches!(e.kind, EventKind::GoFrame { function } if find_bytes(function, b"ollama").is_some());
         }
+        if let Some(before) = e.before {
+            // The message the line began with (a progress line the crash cut short) happened first.
+            let kind = before.kind();
+            self.counts[kind.index()] += 1;
+            self.lifecycle(&Event { kind, before: None, ..*e }, time);
+        }
         if matches!(e.kind, EventKind::Other) {
             self.other.add(e.line, cap);
             if slog_line {
                 self.slog_backend_hints(e);
+                self.scheduler_hints(e);
+            } else {
+                if self.open.is_some() {
+                    self.failed_call_hints(e);
+                }
+                self.front_end_hints(e);
             }
             return;
+        }
+        if let EventKind::NativeFrame(f) = e.kind {
+            if f.module.is_some_and(|m| m.ends_with(b".py")) {
+                self.python_frame(e, &f);
+                return;
+            }
         }
         self.saw_llama |= !slog_line && !e.kind.is_trace();
         self.lifecycle(e, time);
@@ -694,9 +813,12 @@ impl Analyzer {
                 entry.next_time = next;
             }
         }
-        let from = self.tail.len() - self.pending_tail.min(self.tail.len());
-        for slot in self.tail.range_mut(from..).filter(|s| s.inherited) {
-            slot.next_time = next;
+        let (cap, len, at) = (self.tail.slots.len().max(1), self.tail.len, self.tail.next);
+        for k in len - self.pending_tail.min(len)..len {
+            let slot = &mut self.tail.slots[(at + cap - len + k) % cap];
+            if slot.inherited {
+                slot.next_time = next;
+            }
         }
         self.pending_tail = 0;
         if let Some(from) = self.pending_crashes.take() {
@@ -765,7 +887,8 @@ impl Analyzer {
                 self.lifetime.loading.get_or_insert(l);
                 self.lifetime.discovery_runner = false;
             }
-            BufferSize { buffer: BufferKind::Model, .. } => {
+            // The model's buffers, the context's KV, compute and output buffers and its graph are set up while loading.
+            BufferSize { .. } | Graph { .. } => {
                 self.lifetime.loading.get_or_insert(l);
             }
             Warmup => {
@@ -780,9 +903,16 @@ impl Analyzer {
                 self.lifetime.ready.get_or_insert(l);
             }
             Milestone { index, number } => self.milestone(l, index, number),
-            RequestStarted { .. } => {
+            RequestStarted { task } => {
                 self.lifetime.prompt_done = None;
                 self.lifetime.request_open = Some(l);
+                if let Some(t) = task.filter(|&t| t > 0) {
+                    self.lifetime.earlier_tasks.get_or_insert((l, t));
+                }
+            }
+            // A request's prompt is being processed (KoboldCpp's progress has no task line before it).
+            Progress { decoding: false, .. } => {
+                self.lifetime.request_open.get_or_insert(l);
             }
             PromptDone { .. } | Progress { decoding: true, .. } => {
                 self.lifetime.prompt_done.get_or_insert(l);
@@ -821,6 +951,12 @@ impl Analyzer {
             self.saw_go_runner = true;
         }
         let crashed = self.open.is_some();
+        // Another allocation attempt after allocation failures: the runtime handled them (Ollama's fit loop asks the
+        // runner again with fewer layers; llama.cpp retries without pipeline parallelism, L src/llama-context.cpp:680).
+        let retry = row.meaning == Meaning::Retry || (row.meaning == Meaning::Load && row.number_after.is_some());
+        if let Some(open) = self.open.as_mut().filter(|o| retry && o.only_allocation_failures()) {
+            open.recovered = Some((l, format!("{}: {}", row.meaning.label(), row.pattern)));
+        }
         let lt = &mut self.lifetime;
         match row.meaning {
             Meaning::Discovery => {
@@ -867,6 +1003,7 @@ impl Analyzer {
                     open.compute_line.get_or_insert(l);
                 }
             }
+            Meaning::Retry => {}
         }
     }
 
@@ -915,6 +1052,116 @@ impl Analyzer {
         }
     }
 
+    /// Ollama's scheduler logs each runner with its inference library, size and GPU memory (`runner.inference="[{ID:0
+    /// Library:Vulkan}]" runner.size="2.3 GiB" runner.vram="2.3 GiB"`, older releases `runner.inference=cuda`), and the
+    /// devices a runner enumerated (`msg="runner enumerated devices" devices="[{DeviceID:{ID:… Library:CUDA} Name:CUDA0
+    /// Description:NVIDIA GeForce RTX 4070 FilterID: …}]"`, O `discover/runner.go`).
+    fn scheduler_hints(&mut self, e: &Event<'_>) {
+        let cap = self.limits.max_facts;
+        let text = e.text;
+        let runner = find_bytes(text, b" runner.").is_some();
+        if !runner && find_bytes(text, b" devices=\"[{").is_none() {
+            return;
+        }
+        if let Some(inference) = crate::slog::get(text, b"runner.inference").filter(|_| runner) {
+            let value = lossy(inference).into_owned();
+            let mut libraries: Vec<&str> =
+                value.split("Library:").skip(1).map(|l| l.split(['}', ' ']).next().unwrap_or("")).collect();
+            if libraries.is_empty() {
+                libraries.push(value.as_str());
+            }
+            for lib in libraries.into_iter().filter(|l| !l.is_empty() && !l.eq_ignore_ascii_case("cpu")) {
+                let evidence = format!("runner.inference={}", clip(value.clone()));
+                self.facts.placement.backend(lib, "Ollama's scheduler record", evidence, e.line, cap);
+            }
+        }
+        if let (Some(size), Some(vram)) =
+            (crate::slog::get(text, b"runner.size"), crate::slog::get(text, b"runner.vram"))
+        {
+            self.facts.placement.scheduler_memory = Some(crate::placement::SchedulerMemory {
+                size: unquote(size).into_owned(),
+                vram: unquote(vram).into_owned(),
+                line: e.line,
+            });
+        }
+        if let Some(devices) = crate::slog::get(text, b"devices").filter(|d| d.starts_with(b"[{")) {
+            let devices = unquote(devices).into_owned();
+            for entry in devices.split("Name:").skip(1).take(cap) {
+                let name = entry.split(' ').next().unwrap_or("");
+                let Some(description) =
+                    entry.split_once("Description:").and_then(|(_, d)| d.split(" FilterID:").next())
+                else {
+                    continue;
+                };
+                let Some(backend) = crate::placement::backend_of_device(name) else { continue };
+                let digits = name.bytes().rev().take_while(u8::is_ascii_digit).count();
+                let index = name[name.len() - digits..].parse().unwrap_or(0);
+                let dev = Device {
+                    backend: backend.to_string(),
+                    index,
+                    name: clip(description.to_string()),
+                    line: e.line,
+                    ..Device::default()
+                };
+                push_device(&mut self.facts.devices, dev, cap);
+            }
+        }
+    }
+
+    /// Settings a front end logs before it loads a model: LM Studio's resolved GPU offload (`  Num Offload Layers: 39`
+    /// in its `Resolved GPU config options:` block, `… with raw num offload layers '0' and context length …` in its
+    /// estimate).
+    fn front_end_hints(&mut self, e: &Event<'_>) {
+        let text = e.text;
+        if !matches!(text.first(), Some(b' ' | b'[')) {
+            return;
+        }
+        let setting = if let Some(n) = text.strip_prefix(b"  Num Offload Layers: ") {
+            Some(format!("Num Offload Layers: {}", lossy(n.trim_ascii())))
+        } else if text
+            .trim_ascii_start()
+            .starts_with(b"[LM Studio] Model load size estimate with raw num offload layers '")
+        {
+            let n = after_bytes(text, b"layers '").and_then(|r| r.split(|&b| b == b'\'').next()).unwrap_or_default();
+            Some(format!("raw num offload layers '{}' (LM Studio's load estimate)", lossy(n)))
+        } else {
+            None
+        };
+        if let Some(text) = setting {
+            self.facts.placement.requested_offload = Some(crate::placement::Reason { text: clip(text), line: e.line });
+        }
+    }
+
+    /// The call that failed, as the line after a CUDA-named error prints it: `hipMalloc((void **) &ptr, size)` says the
+    /// build is HIP (ROCm), whatever name the error line used (ggml's HIP build printed `CUDA error` before mid-2024).
+    fn failed_call_hints(&mut self, e: &Event<'_>) {
+        let call = e.text.trim_ascii_start();
+        let api = call.iter().take_while(|b| b.is_ascii_alphanumeric() || **b == b'_').count();
+        if api > 3 && call.get(api) == Some(&b'(') && call.starts_with(b"hip") {
+            let cap = self.limits.max_facts;
+            let what = format!("{} failed", lossy(&call[..api]));
+            self.facts.placement.backend("ROCm", "failing HIP call", what, e.line, cap);
+        }
+    }
+
+    /// A frame of a Python traceback (`File "koboldcpp.py", line 351, in load_model`): kept until the exception that
+    /// ends the traceback opens a crash, which takes them as its stack.
+    fn python_frame(&mut self, e: &Event<'_>, f: &crate::event::NativeFrame<'_>) {
+        if e.line > self.python_frames_line + 4 {
+            self.python_frames.clear();
+        }
+        self.python_frames_line = e.line;
+        if self.python_frames.len() < self.limits.max_frames {
+            let function = signature::native_function(
+                f.module.map(|m| lossy(m)).as_deref(),
+                f.symbol.map(|s| lossy(s)).as_deref(),
+            );
+            if let Some(function) = function {
+                self.python_frames.push(Frame { function, source: None, native: true, line: e.line });
+            }
+        }
+    }
+
     /// What a line says about where the model ran.
     fn placement(&mut self, e: &Event<'_>, slog_line: bool) {
         use EventKind::*;
@@ -924,11 +1171,13 @@ impl Analyzer {
         let gpu = if self.gpu_backend.is_empty() { "CUDA/ROCm" } else { self.gpu_backend.as_str() };
         let p = &mut self.facts.placement;
         match e.kind {
-            BackendLoaded { backend, path } => p.backend(&text(backend), "library path", text(path), e.line, cap),
+            BackendLoaded { backend, path } => {
+                p.backend_with(&lossy(backend), "library path", || text(path), e.line, cap)
+            }
             BufferSize { device, .. } => {
-                let d = text(device);
+                let d = lossy(device);
                 if let Some(b) = crate::placement::backend_of_device(&d) {
-                    p.backend(b, "buffer", format!("{d} buffer"), e.line, cap);
+                    p.backend_with(b, "buffer", || format!("{} buffer", text(device)), e.line, cap);
                 }
             }
             NativeFrame(f)
@@ -941,16 +1190,22 @@ impl Analyzer {
             VulkanDevice(_) | DevicesFound { .. } | DeviceLost { .. } | OutOfMemory { .. }
                 if e.text.starts_with(b"ggml_vulkan: ") =>
             {
-                p.backend("Vulkan", "ggml_vulkan lines", clip(lossy(e.text).into_owned()), e.line, cap)
+                p.backend_with("Vulkan", "ggml_vulkan lines", || clip(lossy(e.text).into_owned()), e.line, cap)
             }
             GgmlAssert { file, .. } | Abort { file, .. } if find_bytes(file, b"ggml-cuda").is_some() => {
                 p.backend(gpu, "failing ggml-cuda code", text(file), e.line, cap)
             }
-            Milestone { .. } | RunnerStarting { .. } => {
+            GgmlAssert { file, .. } | Abort { file, .. } if find_bytes(file, b"ggml-vulkan").is_some() => {
+                p.backend("Vulkan", "failing ggml-vulkan code", text(file), e.line, cap)
+            }
+            // Only a line with a path (or a KoboldCpp library name) can name one.
+            Milestone { .. } | RunnerStarting { .. }
+                if memchr::memchr2(b'/', b'\\', e.text).is_some() || find_bytes(e.text, b"koboldcpp_").is_some() =>
+            {
                 let line = lossy(e.text);
                 let found = line
                     .split([' ', '"', '='])
-                    .filter(|w| w.contains('/') || w.contains('\\'))
+                    .filter(|w| w.contains('/') || w.contains('\\') || w.starts_with("koboldcpp_"))
                     .find_map(|w| backend_of_path(w).map(|b| (b, w)));
                 if let Some((backend, path)) = found.filter(|_| !says_not_used(e.text)) {
                     p.backend(backend, "runner library path", clip(path.to_string()), e.line, cap);
@@ -980,7 +1235,8 @@ impl Analyzer {
                 // ggml's HIP build reported its errors as "CUDA" before mid-2024: the devices the log found name it.
                 let backend = if api == "HIP" {
                     "ROCm".to_string()
-                } else if api == "CUDA" && !gpu.starts_with("CUDA") {
+                } else if api == "CUDA" && gpu != "CUDA" {
+                    // `CUDA/ROCm` until a line of the log says which ([`Placement::judge`]).
                     gpu.to_string()
                 } else {
                     api.clone()
@@ -989,6 +1245,10 @@ impl Analyzer {
             }
             BlasError { library, .. } => {
                 p.backend("ROCm", "BLAS library error", format!("{} error", text(library)), e.line, cap)
+            }
+            // ROCr's hang report (`HW Exception by GPU node-N … reason :GPU Hang`) is ROCm's; every other is Vulkan's.
+            DeviceLost { message } if message.starts_with(b"HW Exception") => {
+                p.backend("ROCm", "ROCm runtime", summary(&e.kind, slog_line), e.line, cap)
             }
             DeviceLost { .. } => p.backend("Vulkan", "device lost", summary(&e.kind, slog_line), e.line, cap),
             UnsupportedGpu { gpu, supported, message } => {
@@ -1044,7 +1304,9 @@ impl Analyzer {
             GpuDevice(d) => {
                 let backend = if !self.gpu_backend.is_empty() && self.gpu_backend != "Vulkan" {
                     self.gpu_backend.clone()
-                } else if d.arch.is_some() {
+                } else if d.arch.is_some() || is_amd_name(d.name) {
+                    // An AMD GPU in a `Device N:` list is a HIP build's (CUDA lists NVIDIA GPUs only), whatever
+                    // the list's header said or whether it was pasted.
                     "ROCm".to_string()
                 } else {
                     "CUDA".to_string()
@@ -1163,13 +1425,21 @@ impl Analyzer {
                 let text = summary(&e.kind, slog_line);
                 open.crash.causes.iter().any(|x| x.kind == e.kind.name() && x.text == text)
             };
+            // The same death told again in the same record (LM Studio repeats it in each `Caused By:` of one error's
+            // chain, lines without a time of their own); the same words in a later record are another death.
+            let told_again = matches!(e.kind, RunnerTerminated { .. }) && time.is_none() && {
+                let text = summary(&e.kind, slog_line);
+                open.crash.consequences.iter().any(|x| x.kind == e.kind.name() && x.text == text)
+            };
             if (open.terminated
                 && new_cause
                 && !repeated
                 && !matches!(e.kind, Signal { .. } if open.crash.signal.is_none()))
                 || (matches!(e.kind, Signal { .. }) && open.crash.signal.is_some())
-                || (open.terminated && matches!(e.kind, RunnerTerminated { .. }))
+                || (open.terminated && matches!(e.kind, RunnerTerminated { .. }) && !told_again)
                 || (fatal && matches!(e.kind, GpuDriver(_)) && open.gpu_reset_done)
+                // After a handled allocation failure, only another allocation failure continues the retry loop.
+                || (open.recovered.is_some() && fatal && !matches!(e.kind, OutOfMemory { .. }))
             {
                 self.close_incident();
             }
@@ -1185,6 +1455,10 @@ impl Analyzer {
             }
             let mut crash = new_crash(e.line, e.offset, time.or(self.last_time), time.is_none());
             crash.raw = clip(lossy(e.raw).into_owned());
+            if !self.python_frames.is_empty() && e.line <= self.python_frames_line + 4 {
+                // The traceback just above is the stack the exception unwound (innermost last as Python prints it).
+                crash.frames = self.python_frames.drain(..).rev().collect();
+            }
             let mut open = Open::new(crash, self.lifetime);
             if headerless {
                 // The frames before the first goroutine header belong to a goroutine whose header is cut: which one
@@ -1213,6 +1487,9 @@ impl Analyzer {
             let s = if slog_line { unquote(b).into_owned() } else { lossy(b).into_owned() };
             clip(s)
         };
+        if fatal {
+            open.recovered = None;
+        }
         let mut joined = true;
         match e.kind {
             Signal { signal, description } => {
@@ -1317,6 +1594,20 @@ impl Analyzer {
 
     fn close_incident(&mut self) {
         let Some(open) = self.open.take() else { return };
+        if let Some((retry_line, retry)) = open.recovered {
+            // Handled: no crash. What failed and where the runtime went on are kept as facts.
+            if self.facts.handled.len() < self.limits.max_facts {
+                let first = open.crash.causes.first();
+                self.facts.handled.push(Handled {
+                    failure: first.map(|x| x.text.clone()).unwrap_or_default(),
+                    line: open.crash.line,
+                    last_line: open.crash.last_line,
+                    retry_line,
+                    retry,
+                });
+            }
+            return;
+        }
         let mut crash = open.crash;
         let cause_line = |pred: &dyn Fn(&CrashLine) -> bool| crash.causes.iter().find(|x| pred(x)).map(|x| x.line);
         let evidence = CrashEvidence {
@@ -1343,7 +1634,10 @@ impl Analyzer {
         crash.phase = phase;
         crash.phase_rule = rule;
         crash.phase_lines = lines;
-        crash.signature = signature_of(&crash);
+        crash.signature = signature_of(&crash, |text| {
+            // A crash like one grouped before has its id already: the hash is computed once per signature.
+            self.groups.iter().find(|g| g.text == text).map(|g| g.id.clone())
+        });
         self.crashes_total += 1;
         let room = self.groups.len() < self.limits.max_crashes;
         match self.groups.iter_mut().find(|g| g.id == crash.signature.id) {
@@ -1400,22 +1694,12 @@ impl Analyzer {
             self.elided += 1;
             return;
         }
-        let mut slot = if self.tail.len() == self.limits.timeline_tail {
+        let head = TailSlot { line: e.line, offset: e.offset, time, inherited, ..TailSlot::default() };
+        if self.tail.push(self.limits.timeline_tail, e.raw, head) {
             self.elided += 1;
-            self.tail.pop_front().unwrap_or_default()
-        } else {
-            TailSlot::default()
-        };
-        slot.line = e.line;
-        slot.offset = e.offset;
-        slot.time = time;
-        slot.inherited = inherited;
-        slot.next_time = None;
-        slot.raw.clear();
-        slot.raw.extend_from_slice(e.raw);
-        self.tail.push_back(slot);
+        }
         // Pending slots are the last ones; those that fell off the front are gone.
-        self.pending_tail = (self.pending_tail + usize::from(inherited)).min(self.tail.len());
+        self.pending_tail = (self.pending_tail + usize::from(inherited)).min(self.tail.len);
     }
 
     /// Finish: close the open incident and assemble the report.
@@ -1439,8 +1723,7 @@ impl Analyzer {
             (t.clock == o.clock).then(|| (t.micros - o.micros) as f64 / 1e6)
         };
         let elided_at = (self.elided > 0).then_some(self.head.len());
-        let mut scratch = Vec::new();
-        let tail: Vec<TimelineEntry> = self.tail.into_iter().map(|slot| slot.entry(&mut scratch)).collect();
+        let tail: Vec<TimelineEntry> = self.tail.entries();
         let mut timeline: Vec<TimelineEntry> = self.head.into_iter().chain(tail).collect();
         for entry in &mut timeline {
             entry.t = rel(entry.time);
@@ -1514,10 +1797,14 @@ pub fn go_duration_s(text: &[u8]) -> Option<f64> {
 
 /// Substrings of a library path that can name a GPU backend ([`backend_of_path`] decides): a frame's module is only
 /// read for the backend when it has one.
-const GPU_LIBRARY_HINTS: [&[u8]; 5] = [b"cuda", b"rocm", b"hip", b"vulkan", b"ggml-"];
+const GPU_LIBRARY_HINTS: [&[u8]; 6] = [b"cuda", b"rocm", b"hip", b"vulkan", b"ggml-", b"koboldcpp_"];
 
 fn find_bytes(h: &[u8], needle: &[u8]) -> Option<usize> {
-    memchr::memmem::find(h, needle)
+    crate::find_in(h, needle)
+}
+
+fn after_bytes<'a>(h: &'a [u8], needle: &[u8]) -> Option<&'a [u8]> {
+    find_bytes(h, needle).map(|i| &h[i + needle.len()..])
 }
 
 /// A line that names a library or device only to say it is not used (`skipping …`, `… skipped at user's request`,
@@ -1525,6 +1812,11 @@ fn find_bytes(h: &[u8], needle: &[u8]) -> Option<usize> {
 fn says_not_used(text: &[u8]) -> bool {
     const WORDS: [&[u8]; 6] = [b"skipping", b"skipped", b"Skipping", b"not loading", b"at user's request", b"ignoring"];
     WORDS.iter().any(|w| find_bytes(text, w).is_some())
+}
+
+/// A GPU name of AMD's (`AMD Radeon RX 6700 XT`, `Radeon RX 580`, `AMD Instinct MI100`).
+fn is_amd_name(name: &[u8]) -> bool {
+    name.starts_with(b"AMD ") || name.starts_with(b"Radeon") || find_bytes(name, b" Radeon").is_some()
 }
 
 /// Routes whose successful answer means the model computed something.
@@ -1668,6 +1960,15 @@ fn native_frame_joins(
     if frame.symbol == Some(b"ggml_abort") {
         mark(c, "abort", "ggml_abort in the backtrace (its message is not in the log)".to_string());
     }
+    // ggml's CUDA/HIP error handler in the backtrace: a GPU runtime call failed (it aborts through ggml_abort), even where
+    // the error line is not in the log (L ggml/src/ggml-cuda/ggml-cuda.cu ggml_cuda_error).
+    if frame.symbol.is_some_and(|s| s.starts_with(b"ggml_cuda_error")) {
+        mark(
+            c,
+            "gpu_error",
+            "ggml_cuda_error in the backtrace: a CUDA/HIP call failed (its error line is not in the log)".to_string(),
+        );
+    }
     // libstdc++'s terminate path in the backtrace: an exception nobody caught (ggml's handler prints the backtrace
     // from std::terminate), even where the `terminate called after throwing` line is not in the log.
     if let Some(symbol) = frame.symbol.filter(|s| UNCAUGHT_EXCEPTION_FRAMES.contains(s)) {
@@ -1731,6 +2032,11 @@ fn clip(mut s: String) -> String {
 /// (`ggml_backend_load_all` is not one: every runner loads its backends when it starts, discovery or not.)
 const DISCOVERY_FUNCTIONS: &[&str] = &["discover.", "GetGPUInfo", "cuda_init", "bootstrapDevices"];
 const LOAD_FUNCTIONS: &[&str] = &[
+    // KoboldCpp's launcher (`koboldcpp.py` load_model) and llama-server's `server_context::load_model`.
+    "load_model",
+    // Ollama's in-process server of 2024 (O v0.1.29 llm/dyn_ext_server.go:81 newDynExtServer → dyn_init).
+    "newLlmServer",
+    "newDynExtServer",
     "llama_model_load",
     "llama_load_model",
     "LoadModelFromFile",
@@ -1833,7 +2139,23 @@ fn decide_phase(lt: &Lifetime, ev: CrashEvidence<'_>) -> (Phase, String, Vec<u64
         };
         return (Phase::Decode, rule, lines(&[lt.request_done, lt.prompt_done]));
     }
+    if let Some((l, task)) = lt.earlier_tasks {
+        // llama-server numbers the tasks it creates from 0 (L tools/server/server-queue.h:17 `id = 0`, get_new_id): a
+        // task above 0 means the server had already run others.
+        return (
+            Phase::Decode,
+            format!("the request began as task {task} (line {l}): llama-server numbers its tasks from 0, so earlier requests had run in this server (runner-up: the first compute, if none of them finished)"),
+            vec![l],
+        );
+    }
     let compute = stack_has(ev.frames, COMPUTE_FUNCTIONS).or(ev.compute_line);
+    if let Some(r) = lt.request_open.filter(|_| lt.ready.is_none() && lt.warmup.is_none()) {
+        return (
+            Phase::FirstCompute,
+            format!("a request's prompt was being processed (line {r}) and the log shows no request or prompt finished before it: the first compute (runner-up: unknown, if the log begins after earlier requests)"),
+            lines(&[Some(r), compute]),
+        );
+    }
     let load_only = lt
         .load_only
         .map(|l| format!("; the answer at line {l} was the load-only request Ollama's CLI sends when a model starts (same second, about the start time), no computation"))
@@ -1903,7 +2225,7 @@ fn is_op_function(function: &[u8]) -> bool {
     [&b"ggml_cuda_op_"[..], b"ggml_cuda_mul_mat", b"ggml_cuda_flash_attn"].iter().any(|p| function.starts_with(p))
 }
 
-fn signature_of(c: &Crash) -> Signature {
+fn signature_of(c: &Crash, known: impl FnOnce(&str) -> Option<String>) -> Signature {
     let mut parts: Vec<String> = Vec::new();
     if let Some(s) = &c.signal {
         if !s.name.is_empty() {
@@ -1925,6 +2247,12 @@ fn signature_of(c: &Crash) -> Signature {
     }
     if let Some(op) = &c.op {
         parts.push(format!("op {}", op.value));
+    } else if let Some(at) = c.causes.iter().find(|x| x.kind == "gpu_error_location") {
+        // Where the GPU call failed, when no op is named (`in ggml_cuda_pool_malloc_leg`: the compute pool, not the
+        // weights): the function, without the line numbers that change between builds.
+        if let Some(function) = at.text.strip_prefix("in ").and_then(|t| t.split(' ').next()) {
+            parts.push(format!("in {function}"));
+        }
     }
     let go: Vec<String> = c
         .frames
@@ -1944,7 +2272,8 @@ fn signature_of(c: &Crash) -> Signature {
         parts.push(frames.join(" > "));
     }
     let text = parts.join(" | ");
-    Signature { id: signature::id_of(&text), text, frames }
+    let id = known(&text).unwrap_or_else(|| signature::id_of(&text));
+    Signature { id, text, frames }
 }
 
 /// A signal name a pager cut (`signal: illegal ins>`, `less` marks a cut line with `>`): which name it begins.
@@ -1962,7 +2291,10 @@ fn cut_signal_note(error: &[u8]) -> String {
 
 /// ` (STATUS_ACCESS_VIOLATION: access violation)` for a text holding a Windows status code the table names.
 fn status_note(text: &str) -> String {
-    signature::windows_status(text).map(|(code, name)| format!(" ({code} is {name})")).unwrap_or_default()
+    if let Some((code, name)) = signature::windows_status(text) {
+        return format!(" ({code} is {name})");
+    }
+    signature::rounded_exit_code(text).unwrap_or_default()
 }
 
 /// `ring gfx_0.0.0 timeout (a GPU job did not finish)`, `process llama-server pid 12519`, `GPU reset begin`…
@@ -2155,6 +2487,9 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
             t(file),
             device.map(|d| format!(" (device {d})")).unwrap_or_default()
         ),
+        DeviceLost { message } if message.starts_with(b"HW Exception") => {
+            format!("GPU hang reported by the ROCm runtime: {}", t(message))
+        }
         DeviceLost { message } => format!("Vulkan device lost: {}", t(message)),
         CppTerminate { exception } => format!("C++ exception: {}", t(exception)),
         OutOfMemory { message } => format!("out of memory: {}", t(message)),

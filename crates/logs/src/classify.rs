@@ -18,8 +18,7 @@
 
 use std::sync::LazyLock;
 
-use aho_corasick::{AhoCorasick, AhoCorasickKind};
-use memchr::{memchr_iter, memmem};
+use memchr::memchr_iter;
 
 use crate::event::{
     BufferKind, EventKind, GpuDevice, GpuDriver, GpuDriverEvent, InferenceCompute, NativeFrame, TimingKind,
@@ -45,53 +44,61 @@ pub struct Classified<'a> {
     pub time: Option<Timestamp>,
     /// The message had a timestamp field that could not be read.
     pub bad_timestamp: bool,
+    /// A progress message the line began with, before the message `kind` describes (see [`Event::before`]).
+    ///
+    /// [`Event::before`]: crate::event::Event::before
+    pub before: Option<crate::event::Before>,
 }
 
 impl<'a> Classified<'a> {
     fn plain(kind: EventKind<'a>) -> Self {
-        Classified { kind, time: None, bad_timestamp: false }
+        Classified { kind, time: None, bad_timestamp: false, before: None }
     }
 }
 
 fn find(h: &[u8], needle: &[u8]) -> Option<usize> {
-    memmem::find(h, needle)
+    crate::find_in(h, needle)
 }
 
-/// Every substring that a rule searches for (rather than matching at a fixed place). One pass of this
-/// automaton over a message tells whether any such rule can apply; most lines of a log (model metadata,
-/// trace frames, progress) contain none, and then no rule searches them at all.
-static MARKERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
-    AhoCorasick::builder()
-        .kind(Some(AhoCorasickKind::DFA))
-        .build([
-            "using device ",
-            "offloaded ",
-            "buffer size",
-            "GGML_ASSERT",
-            "DeviceLost",
-            "DEVICE_LOST",
-            "device lost",
-            "out of memory",
-            "OutOfDeviceMemory",
-            "unable to allocate",
-            "failed to allocate",
-            "process has terminated",
-            "runner exited with error",
-            "error starting llama runner",
-            "Assertion `",
-            "unexpectedly stopped",
-            "POST predict",
-            "post predict",
-            "segfault at",
-            "not supported",
-            "unsupported",
-            "request: ",
-            "cleaning up before exit",
-            "couldn't bind",
-            "address already in use",
-            " abort:",
-        ])
-        .expect("the marker patterns are valid")
+/// Every substring that a rule searches for (rather than matching at a fixed place), each by a slice of it (the
+/// comment gives the whole). One pass of this searcher over a message tells whether any such rule can apply; most
+/// lines of a log (model metadata, trace frames, progress) contain none, and then no rule searches them at all.
+/// The searcher's fingerprint of a pattern is its first bytes, and a slice that begins where the bytes are rare in
+/// logs (`ss has terminated`, not `process`) leaves it few false candidates to check: a line with the slice but not
+/// the whole only lets the rules look, and they find nothing.
+static MARKERS: LazyLock<crate::Patterns> = LazyLock::new(|| {
+    crate::Patterns::new(&[
+        "g device ", // using device
+        "offloaded ",
+        "r size",    // buffer size
+        "ML_ASSERT", // GGML_ASSERT
+        "iceLost",   // DeviceLost
+        "ICE_LOST",  // DEVICE_LOST
+        "ce lost",   // device lost
+        "of memory", // out of memory
+        "OutOfDeviceMemory",
+        "o allocate",              // failed to allocate, unable to allocate
+        "ss has terminated",       // process has terminated
+        "th error",                // runner exited with error
+        "r starting llama runner", // error starting llama runner
+        "Assertion `",
+        "tedly stopped", // unexpectedly stopped
+        "ST predict",    // POST predict
+        "st predict",    // post predict
+        "segfault at",
+        "ot supported", // not supported
+        "unsupported",
+        "quest: ",                // request:
+        "leaning up before exit", // cleaning up before exit
+        "couldn't bind",
+        "ss already in use", // address already in use
+        " abort:",
+        "ut additional information", // crashed without additional information
+        "Failed to load model",
+        "ss exited, code=", // Main process exited, code=
+        "umped core",       // dumped core
+    ])
+    .expect("the marker patterns are valid")
 });
 
 /// Whether a message holds any substring a searching rule looks for, computed on first use: lines that
@@ -110,7 +117,7 @@ impl<'a> Marked<'a> {
         match self.value.get() {
             Some(v) => v,
             None => {
-                let v = MARKERS.is_match(self.msg);
+                let v = MARKERS.find(self.msg).is_some();
                 self.value.set(Some(v));
                 v
             }
@@ -194,7 +201,29 @@ pub fn classify<'a>(msg: &'a [u8], ctx: &mut Context) -> Classified<'a> {
     if let Some(rest) = msg.strip_prefix(b"[GIN] ") {
         return gin(rest);
     }
+    if let Some((mut progress, mut rest)) = koboldcpp_progress(msg) {
+        // Progress after progress (each without its newline): the last one is where it stopped.
+        while let Some((next, tail)) = koboldcpp_progress(rest) {
+            (progress, rest) = (next, tail);
+        }
+        if trim(rest).is_empty() {
+            return Classified::plain(progress);
+        }
+        // The progress line had no newline: what follows it is the next message (an error that stopped it).
+        let mut c = classify(rest, ctx);
+        c.before = crate::event::Before::of(&progress);
+        return c;
+    }
     let kind = structured(msg).unwrap_or_else(|| milestone(msg));
+    // A crash a person quoted inside a sentence with the progress it interrupted (`… fails with: "Processing Prompt
+    // [BLAS] (1024 / 2380 tokens)ggml-vulkan.cpp:4367: GGML_ASSERT(…) failed`): the progress is read too.
+    let before = if kind.is_fatal() {
+        find(msg, b"Processing Prompt")
+            .and_then(|at| koboldcpp_progress(&msg[at..]))
+            .and_then(|(p, _)| crate::event::Before::of(&p))
+    } else {
+        None
+    };
     // A goroutine header, or a frame's source line, `created by` line or Markdown-linked frame read outside a dump
     // (a paste that starts inside one): the lines after it are the dump's.
     if matches!(
@@ -209,7 +238,28 @@ pub fn classify<'a>(msg: &'a [u8], ctx: &mut Context) -> Classified<'a> {
     if matches!(kind, EventKind::NativeFrame(_)) {
         ctx.in_native_trace = true;
     }
-    Classified::plain(kind)
+    Classified { before, ..Classified::plain(kind) }
+}
+
+/// KoboldCpp's progress lines (`koboldcpp.py` prints them with `\r` and no newline): `Processing Prompt [BLAS] (512 /
+/// 12710 tokens)` (also `[BATCH]`, or no bracket) while a request's prompt is processed, `Generating (20 / 512 tokens)`
+/// while it generates. Returns the progress and what follows it on the line.
+fn koboldcpp_progress(msg: &[u8]) -> Option<(EventKind<'_>, &[u8])> {
+    let (decoding, rest) = match msg.strip_prefix(b"Processing Prompt") {
+        Some(rest) => {
+            let rest = trim_start(rest);
+            let rest = match rest.strip_prefix(b"[") {
+                Some(r) => &r[r.iter().position(|&b| b == b']')? + 1..],
+                None => rest,
+            };
+            (false, trim_start(rest))
+        }
+        None => (true, msg.strip_prefix(b"Generating ")?),
+    };
+    let (done, rest) = leading_u64(rest.strip_prefix(b"(")?)?;
+    let (_, rest) = leading_u64(trim_start(rest.strip_prefix(b" /")?))?;
+    let rest = rest.strip_prefix(b" tokens)")?;
+    Some((EventKind::Progress { task: None, decoding, tokens: Some(done) }, rest))
 }
 
 /// How far into a line a milestone is looked for: every era's milestone text starts within its first few hundred
@@ -494,7 +544,7 @@ fn slog_line(msg: &[u8]) -> Classified<'_> {
         None => (None, false),
     };
     let kind = rec.msg.and_then(|m| slog_message(msg, m, rec.level.unwrap_or_default())).unwrap_or(EventKind::Other);
-    Classified { kind, time, bad_timestamp }
+    Classified { kind, time, bad_timestamp, before: None }
 }
 
 fn slog_message<'a>(line: &'a [u8], msg: &'a [u8], level: &'a [u8]) -> Option<EventKind<'a>> {
@@ -590,7 +640,7 @@ fn slog_message_text<'a>(line: &'a [u8], msg: &'a [u8], level: &'a [u8]) -> Opti
             return Some(EventKind::LayersOffloaded { offloaded, total });
         }
     }
-    let marked = MARKERS.is_match(msg);
+    let marked = MARKERS.find(msg).is_some();
     if let Some((offloaded, total)) = if marked { offloaded(msg) } else { None } {
         return Some(EventKind::LayersOffloaded { offloaded, total });
     }
@@ -604,6 +654,11 @@ fn slog_message_text<'a>(line: &'a [u8], msg: &'a [u8], level: &'a [u8]) -> Opti
         });
         let gpu = get(b"gpu_type").or_else(|| gfx_token(msg));
         return Some(EventKind::UnsupportedGpu { gpu, supported, message: msg });
+    }
+    // The Windows tray app supervising `ollama serve` (its app.log, `source=server.go:113`, ollama/ollama issue 3362):
+    // `server crash 1 - exit code 1 - respawning`.
+    if msg.starts_with(b"server crash ") && find(msg, b" exit code ").is_some() {
+        return Some(EventKind::ProcessCrash { message: msg });
     }
     if level == b"ERROR" || level == b"WARN" {
         return Some(EventKind::Diagnostic { level, msg });
@@ -652,7 +707,7 @@ fn gin(rest: &[u8]) -> Classified<'_> {
         }
         None => EventKind::Other,
     };
-    Classified { kind, time, bad_timestamp }
+    Classified { kind, time, bad_timestamp, before: None }
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -671,6 +726,39 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
         b'P' => {
             if let Some(rest) = msg.strip_prefix(b"PC=") {
                 return Some(signal_context(rest));
+            }
+            if let Some(kind) = sanitizer_error(msg) {
+                return Some(kind);
+            }
+        }
+        b'O' => {
+            if let Some(kind) = python_os_error(msg) {
+                return Some(kind);
+            }
+        }
+        b'H' => {
+            if let Some(frame) = msg.strip_prefix(b"Host Frame:").and_then(sanitizer_frame) {
+                return Some(EventKind::NativeFrame(frame));
+            }
+            // ROCr (the ROCm runtime) reports a GPU hang or fault: `HW Exception by GPU node-1 (Agent handle: 0x…)
+            // reason :GPU Hang` (ROCR-Runtime `core/runtime/runtime.cpp` HwExceptionHandler).
+            if msg.starts_with(b"HW Exception by GPU node-") {
+                // A hang is the GPU's context lost to a reset, as a lost Vulkan device is; other reasons (a memory
+                // violation) are errors of the runtime.
+                if find(msg, b"GPU Hang").is_some() {
+                    return Some(EventKind::DeviceLost { message: trim(msg) });
+                }
+                let reason = after(msg, b"reason :").or_else(|| after(msg, b"reason: ")).map_or(msg, trim);
+                return Some(EventKind::GpuError { api: b"ROCm", message: reason });
+            }
+        }
+        b'D' => {
+            // A CUDA/ROCm device line whose indent a journal's single separator space ate (`ollama: Device 0: …`).
+            if let Some(device) = msg.strip_prefix(b"Device ").and_then(gpu_device) {
+                return Some(EventKind::GpuDevice(device));
+            }
+            if let Some(kind) = dxgi_discrete_gpu(msg) {
+                return Some(kind);
             }
         }
         b'E' => {
@@ -773,6 +861,11 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
         if let Some(kind) = runner_failure(message) {
             return Some(kind);
         }
+        // A wrapper that puts `Error: ` before each line of the runtime's stderr: the line after it is read as it
+        // would be without (once: an `Error: Error: …` line is not unwrapped twice).
+        if !message.is_empty() && !trim_start(message).starts_with(b"Error: ") {
+            return structured(message);
+        }
     }
     if let Some((module, text)) = module_tag(msg) {
         return match module {
@@ -829,7 +922,23 @@ fn indented<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
     if let Some(frame) = native_frame(s) {
         return Some(EventKind::NativeFrame(frame));
     }
+    if let Some(frame) = python_frame(s) {
+        return Some(EventKind::NativeFrame(frame));
+    }
     device_listed(s).or_else(|| anywhere(s, marked))
+}
+
+/// A frame of a Python traceback: `File "koboldcpp.py", line 351, in load_model` (the module is the `.py` file).
+fn python_frame(s: &[u8]) -> Option<NativeFrame<'_>> {
+    let rest = s.strip_prefix(b"File \"")?;
+    let end = rest.iter().position(|&b| b == b'"')?;
+    let module = &rest[..end];
+    let symbol = trim(after(&rest[end..], b", in ")?);
+    (module.ends_with(b".py") && !symbol.is_empty()).then_some(NativeFrame {
+        index: None,
+        module: Some(module),
+        symbol: Some(symbol),
+    })
 }
 
 /// `  Device 0: NAME, gfx900:xnack- (0x900), VMM: no, Wave Size: 64[, VRAM: N MiB][, ID: x]` (ROCm) or
@@ -907,6 +1016,69 @@ fn blas_arch(message: &[u8]) -> Option<&[u8]> {
 }
 
 /// Ollama's user-facing failure texts (`Error: …` on the CLI, also inside slog `error=` values).
+/// Python's `ctypes` turns a Windows exception raised in the native code it called into `OSError` (CPython
+/// `Modules/_ctypes/callproc.c` SetException): `OSError: exception: access violation reading 0x…`, `… writing …`,
+/// `exception: stack overflow`, `exception: integer divide by zero`, `exception code 0xc000001d`, and for a status it
+/// does not name `OSError: [WinError -1073741795] Windows Error 0xc000001d`. KoboldCpp's launcher prints it when its
+/// native library crashes. The signal is the Windows status code the text names.
+fn python_os_error(msg: &[u8]) -> Option<EventKind<'_>> {
+    let rest = msg.strip_prefix(b"OSError: ")?;
+    let named: &[(&[u8], &'static str)] = &[
+        (b"exception: access violation", "0xc0000005"),
+        (b"exception: stack overflow", "0xc00000fd"),
+        (b"exception: integer divide by zero", "0xc0000094"),
+    ];
+    if let Some((_, code)) = named.iter().find(|(p, _)| rest.starts_with(p)) {
+        return Some(EventKind::Signal { signal: code.as_bytes(), description: rest });
+    }
+    let code = if let Some(n) = rest.strip_prefix(b"[WinError -") {
+        // The status as a negative 32-bit number: -1073741795 is 0xc000001d.
+        let (v, _) = leading_u64(n)?;
+        u32::try_from(v).ok().map(|v| 0u32.wrapping_sub(v))
+    } else {
+        let hex = after(rest, b"exception code 0x")?;
+        let digits = hex.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+        u32::from_str_radix(std::str::from_utf8(&hex[..digits]).ok()?, 16).ok()
+    }?;
+    let code = crate::signature::WINDOWS_STATUS
+        .iter()
+        .map(|(c, _)| *c)
+        .find(|c| u32::from_str_radix(&c[2..], 16).ok() == Some(code))
+        .unwrap_or("exception");
+    Some(EventKind::Signal { signal: code.as_bytes(), description: rest })
+}
+
+/// NVIDIA compute-sanitizer's report of a failed CUDA call: `Program hit cudaErrorIllegalAddress (error 700) due to
+/// "an illegal memory access was encountered" on CUDA API call to cudaLaunchKernel.` (its `=========` prefix is
+/// stripped before).
+fn sanitizer_error(msg: &[u8]) -> Option<EventKind<'_>> {
+    let rest = msg.strip_prefix(b"Program hit cuda")?;
+    let message = after(rest, b"due to \"").and_then(|m| m.iter().position(|&b| b == b'"').map(|end| &m[..end]));
+    Some(EventKind::GpuError { api: b"CUDA", message: message.unwrap_or(msg) })
+}
+
+/// A compute-sanitizer host frame: `Host Frame: ggml_cuda_cpy(…) in cpy.cu:612 [0x59421a8] in koboldcpp_cublas.so`,
+/// or the older `Host Frame:main [0x3c9ae]` (its module on the next line).
+fn sanitizer_frame(rest: &[u8]) -> Option<NativeFrame<'_>> {
+    let rest = trim_start(rest);
+    let addr = find(rest, b" [0x").unwrap_or(rest.len());
+    let head = &rest[..addr];
+    // The symbol ends at its argument list or at ` in FILE:LINE`.
+    let paren = call_paren(head).unwrap_or(head.len());
+    let symbol = trim(&head[..find(&head[..paren], b" in ").unwrap_or(paren)]);
+    let module = rest[addr..].rsplit(|&b| b == b' ').next().filter(|_| find(&rest[addr..], b"] in ").is_some());
+    (!symbol.is_empty()).then_some(NativeFrame { index: None, module, symbol: Some(symbol) })
+}
+
+/// Ollama's Windows Vulkan memory probe names the GPU it reads: `Discrete GPU (AMD Radeon RX 6650 XT) with LUID 0x…
+/// detected. Dedicated Total: 8515719168.00 bytes (7.93 GB), …` (its DXGI + PDH reporting in ggml-vulkan).
+fn dxgi_discrete_gpu(msg: &[u8]) -> Option<EventKind<'_>> {
+    let rest = msg.strip_prefix(b"Discrete GPU (")?;
+    let end = find(rest, b") with LUID ")?;
+    let total_mib = after(rest, b"Dedicated Total: ").and_then(leading_u64).map(|(bytes, _)| bytes / (1024 * 1024));
+    Some(EventKind::DeviceListed { device: b"Vulkan", description: &rest[..end], total_mib, free_mib: None })
+}
+
 fn runner_failure(message: &[u8]) -> Option<EventKind<'_>> {
     if find(message, b"process has terminated").is_some() {
         return Some(EventKind::RunnerTerminated { error: message });
@@ -1040,12 +1212,13 @@ fn tagged<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
         }
         // `ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected` (L ggml-cuda.cu
         // `ggml_cuda_init`): the backend found no device, and the runtime goes on without it.
-        b"ggml_cuda_init" if text.starts_with(b"failed to initialize ") => {
+        b"ggml_cuda_init" | b"ggml_init_cublas" if text.starts_with(b"failed to initialize ") => {
             let api = &text[21..];
             let end = api.iter().position(|&b| b == b':' || b == b' ').unwrap_or(api.len());
             return Some(EventKind::DevicesFound { backend: &api[..end], count: 0 });
         }
-        b"ggml_cuda_init" => {
+        // `ggml_init_cublas` is the name llama.cpp's CUDA/HIP backend printed before 2024-03.
+        b"ggml_cuda_init" | b"ggml_init_cublas" => {
             let rest = text.strip_prefix(b"found ")?;
             let (count, rest) = leading_u32(rest)?;
             let rest = trim_start(rest);
@@ -1088,6 +1261,11 @@ fn tagged<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
 fn generic<'a>(text: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
     if text.starts_with(b"warming up the model") {
         return Some(EventKind::Warmup);
+    }
+    // llama-server of 2024 (its JSON records read as `main: unable to load model`; ollama/ollama v0.1.45
+    // llm/ext_server/server.cpp `LOG_ERROR("unable to load model", …)`).
+    if text.starts_with(b"unable to load model") {
+        return Some(EventKind::LoadError { error: text });
     }
     if marked.get() {
         // `skipping device Vulkan1 (…) with id X - already using device Vulkan0 (…) with the same id`
@@ -1331,10 +1509,16 @@ fn anywhere<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
     if let Some(abort) = named_abort(msg) {
         return Some(abort);
     }
+    if let Some(kind) = supervisor_report(msg) {
+        return Some(kind);
+    }
     if let Some(at) = find(msg, b"GGML_ASSERT(") {
         let cond = &msg[at + 12..];
         let end = cond.iter().rposition(|&b| b == b')').unwrap_or(cond.len());
-        return Some(EventKind::GgmlAssert { file: b"", line: 0, condition: &cond[..end] });
+        // `FILE:LINE: ` just before the assertion, whatever text a paste glued before it (`Assistant: HelloC:\…\ggml-
+        // vulkan.cpp:6078: GGML_ASSERT(…)`): the file says which backend's code failed.
+        let (file, line) = assert_location(&msg[..at]).unwrap_or((b"", 0));
+        return Some(EventKind::GgmlAssert { file, line, condition: &cond[..end] });
     }
     if find(msg, b"ErrorDeviceLost").is_some() || find(msg, b"VK_ERROR_DEVICE_LOST").is_some() {
         return Some(EventKind::DeviceLost { message: trim(msg) });
@@ -1365,6 +1549,43 @@ fn anywhere<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
         return Some(kind);
     }
     if find(msg, b" segfault at ").is_some() {
+        return Some(EventKind::ProcessCrash { message: trim(msg) });
+    }
+    None
+}
+
+/// The `FILE:LINE:` that ends `head` (the text before an assertion), the file being the last word of it.
+fn assert_location(head: &[u8]) -> Option<(&[u8], u32)> {
+    let head = head.trim_ascii_end().strip_suffix(b":")?;
+    let colon = head.iter().rposition(|&b| b == b':')?;
+    let (line, rest) = leading_u32(&head[colon + 1..])?;
+    if !rest.is_empty() {
+        return None;
+    }
+    let word = &head[..colon];
+    let file = &word[word.iter().rposition(|&b| b == b' ' || b == b'"').map_or(0, |i| i + 1)..];
+    (file.contains(&b'.') && !file.is_empty()).then_some((file, line))
+}
+
+/// What a supervisor says of a process it ran: LM Studio's app log (`The model has crashed without additional
+/// information. (Exit code: 18446744072635812000)`, `Error: Failed to load model.`), systemd (`Main process exited,
+/// code=dumped, status=11/SEGV`) and systemd-coredump (`Process 14750 (python) of user 0 dumped core.`).
+fn supervisor_report(msg: &[u8]) -> Option<EventKind<'_>> {
+    if let Some(at) = find(msg, b"crashed without additional information") {
+        let error = find(&msg[at..], b"(Exit code: ").map_or(&msg[at..], |i| &msg[at + i + 1..]);
+        let error = error.strip_suffix(b")").unwrap_or(error);
+        return Some(EventKind::RunnerTerminated { error: trim(error) });
+    }
+    if let Some(at) = find(msg, b"Error: Failed to load model") {
+        return Some(EventKind::LoadError { error: trim(&msg[at + 7..]) });
+    }
+    if let Some(status) = after(msg, b"Main process exited, code=") {
+        // `code=exited, status=0/SUCCESS` is a clean exit.
+        if !status.starts_with(b"exited, status=0/") {
+            return Some(EventKind::ProcessCrash { message: trim(msg) });
+        }
+    }
+    if msg.starts_with(b"Process ") && find(msg, b" dumped core").is_some() {
         return Some(EventKind::ProcessCrash { message: trim(msg) });
     }
     None

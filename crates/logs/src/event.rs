@@ -13,7 +13,12 @@ pub type Text<'a> = &'a [u8];
 
 /// Bytes as text, invalid UTF-8 replaced.
 pub fn lossy(bytes: &[u8]) -> Cow<'_, str> {
-    String::from_utf8_lossy(bytes)
+    // Validating first is much faster than `from_utf8_lossy`'s chunk iterator on the valid text that almost every
+    // line is; only invalid text pays for the replacement.
+    match std::str::from_utf8(bytes) {
+        Ok(s) => Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
 }
 
 /// One log line and what it says.
@@ -31,6 +36,31 @@ pub struct Event<'a> {
     pub text: Text<'a>,
     pub flags: LineFlags,
     pub kind: EventKind<'a>,
+    /// A message printed on the same line before this one, without a newline between them: KoboldCpp's
+    /// `Processing Prompt [BLAS] (512 / 12710 tokens)` progress, which the error that interrupted it continues.
+    pub before: Option<Before>,
+}
+
+/// The progress a line began with before its message (see [`Event::before`]): kept apart from [`EventKind`], whose
+/// size every event pays, as the few words it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Before {
+    pub decoding: bool,
+    pub tokens: Option<u64>,
+}
+
+impl Before {
+    /// The progress as its event kind, if `kind` is one.
+    pub fn of(kind: &EventKind<'_>) -> Option<Self> {
+        match *kind {
+            EventKind::Progress { decoding, tokens, .. } => Some(Before { decoding, tokens }),
+            _ => None,
+        }
+    }
+
+    pub fn kind(self) -> EventKind<'static> {
+        EventKind::Progress { task: None, decoding: self.decoding, tokens: self.tokens }
+    }
 }
 
 /// Facts about a line's bytes that a reader of the evidence should know.

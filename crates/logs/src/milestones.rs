@@ -9,8 +9,6 @@
 
 use std::sync::LazyLock;
 
-use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
-
 /// The embedded milestone file.
 pub const SOURCE: &str = include_str!("../../../data/log_milestones.toml");
 
@@ -35,6 +33,9 @@ pub enum Meaning {
     PromptDone,
     RequestDone,
     Compute,
+    /// The runtime retries an allocation that failed another way (fewer GPU layers, no pipeline parallelism): the
+    /// failure before it was handled.
+    Retry,
 }
 
 impl Meaning {
@@ -49,6 +50,7 @@ impl Meaning {
             "prompt_done" => Meaning::PromptDone,
             "request_done" => Meaning::RequestDone,
             "compute" => Meaning::Compute,
+            "retry" => Meaning::Retry,
             _ => return None,
         })
     }
@@ -64,6 +66,7 @@ impl Meaning {
             Meaning::PromptDone => "prompt done",
             Meaning::RequestDone => "request finished",
             Meaning::Compute => "graph compute",
+            Meaning::Retry => "allocation retried",
         }
     }
 }
@@ -180,26 +183,22 @@ pub struct Table {
     pub rows: Vec<Milestone>,
     /// Why the embedded file could not be used, if it could not.
     pub error: Option<TableError>,
-    automaton: Option<AhoCorasick>,
+    automaton: Option<crate::Patterns>,
 }
 
 impl Table {
     pub fn new(rows: Vec<Milestone>) -> Self {
-        let automaton = AhoCorasick::builder()
-            .kind(Some(AhoCorasickKind::DFA))
-            .match_kind(MatchKind::LeftmostFirst)
-            .build(rows.iter().map(|r| r.pattern.as_bytes()))
-            .ok();
+        let patterns: Vec<&str> = rows.iter().map(|r| r.pattern.as_str()).collect();
+        let automaton = crate::Patterns::new(&patterns).ok();
         Table { rows, error: None, automaton }
     }
 
     /// The row whose pattern comes first in `text`, and the number after its `number_after`, if any.
     pub fn find(&self, text: &[u8]) -> Option<(u16, Option<u32>)> {
-        let m = self.automaton.as_ref()?.find(text)?;
-        let index = m.pattern().as_usize();
+        let (index, start) = self.automaton.as_ref()?.find(text)?;
         let row = self.rows.get(index)?;
         let number = row.number_after.as_ref().and_then(|key| {
-            let at = memchr::memmem::find(&text[m.start()..], key.as_bytes())? + m.start() + key.len();
+            let at = memchr::memmem::find(&text[start..], key.as_bytes())? + start + key.len();
             let digits = text[at..].iter().take_while(|b| b.is_ascii_digit()).count();
             std::str::from_utf8(&text[at..at + digits]).ok()?.parse().ok()
         });
@@ -232,7 +231,7 @@ mod tests {
         for r in &rows {
             // A source names a file and line (Ollama tag + path:line, or L:path:line) or an issue URL.
             let cited = r.source.contains("https://")
-                || r.source.split(' ').any(|w| w.contains(".go:") || w.contains(".cpp:") || w.contains(".c:"));
+                || r.source.split(' ').any(|w| [".go:", ".cpp:", ".c:", ".py:"].iter().any(|x| w.contains(x)));
             assert!(cited, "row {:?} has no file:line or URL source", r.pattern);
         }
         let eras: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.era.as_str()).collect();

@@ -41,6 +41,8 @@ pub struct Parser {
     splitter: LineSplitter,
     ctx: Context,
     scratch: Vec<u8>,
+    /// The message of a JSON log record, decoded ([`crate::jsonline`]).
+    json: Vec<u8>,
     stats: Stats,
 }
 
@@ -50,20 +52,21 @@ impl Parser {
             splitter: LineSplitter::new(&limits),
             ctx: Context::default(),
             scratch: Vec::new(),
+            json: Vec::new(),
             stats: Stats::default(),
         }
     }
 
     /// Parse `chunk`, calling `sink` for each line it completes.
     pub fn feed<F: FnMut(&Event<'_>)>(&mut self, chunk: &[u8], mut sink: F) -> Result<(), Error> {
-        let Parser { splitter, ctx, scratch, stats } = self;
-        splitter.feed(chunk, |raw| line(ctx, scratch, stats, raw, &mut sink))
+        let Parser { splitter, ctx, scratch, json, stats } = self;
+        splitter.feed(chunk, |raw| line(ctx, scratch, json, stats, raw, &mut sink))
     }
 
     /// Parse the last line (one without a final newline) and return the counts.
     pub fn finish<F: FnMut(&Event<'_>)>(&mut self, mut sink: F) -> Result<Stats, Error> {
-        let Parser { splitter, ctx, scratch, stats } = self;
-        splitter.finish(|raw| line(ctx, scratch, stats, raw, &mut sink))?;
+        let Parser { splitter, ctx, scratch, json, stats } = self;
+        splitter.finish(|raw| line(ctx, scratch, json, stats, raw, &mut sink))?;
         stats.bytes = splitter.bytes();
         stats.lines = splitter.lines();
         Ok(*stats)
@@ -90,6 +93,7 @@ impl Parser {
 fn line<F: FnMut(&Event<'_>)>(
     ctx: &mut Context,
     scratch: &mut Vec<u8>,
+    json: &mut Vec<u8>,
     stats: &mut Stats,
     raw: RawLine<'_>,
     sink: &mut F,
@@ -121,7 +125,13 @@ fn line<F: FnMut(&Event<'_>)>(
         bytes
     };
     let prefixed = prefix::strip(text);
-    let classified = classify(prefixed.message, ctx);
+    // A JSON log record is read as the message it carries.
+    let message: &[u8] = if prefixed.message.first() == Some(&b'{') && crate::jsonline::decode(prefixed.message, json) {
+        json
+    } else {
+        prefixed.message
+    };
+    let classified = classify(message, ctx);
     if classified.bad_timestamp {
         flags.bad_timestamp = true;
         stats.bad_timestamps += 1;
@@ -135,9 +145,10 @@ fn line<F: FnMut(&Event<'_>)>(
         offset: raw.offset,
         time,
         raw: bytes,
-        text: prefixed.message,
+        text: message,
         flags,
         kind: classified.kind,
+        before: classified.before,
     };
     sink(&event);
 }

@@ -71,6 +71,50 @@ pub struct Placement {
     pub inference_cpu: Option<u64>,
     pub cpu_served: Option<CpuServed>,
     pub contradictions: Vec<Contradiction>,
+    /// Ollama's scheduler's record of the runner: its size and how much of it is in GPU memory (`runner.size="35.7
+    /// GiB" runner.vram="35.7 GiB"`, O `server/sched.go` runner log values); the last such line.
+    pub scheduler_memory: Option<SchedulerMemory>,
+    /// The GPU offload a front end asked for (LM Studio's `Num Offload Layers: max`, its estimate for `raw num offload
+    /// layers '0'`): a setting, not where the layers went. The last such line.
+    pub requested_offload: Option<Reason>,
+}
+
+/// How much of a runner Ollama's scheduler counts in GPU memory.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SchedulerMemory {
+    pub size: String,
+    pub vram: String,
+    pub line: u64,
+}
+
+impl SchedulerMemory {
+    /// `all`, `none` or `part` of the runner in GPU memory, when both sizes read.
+    pub fn share(&self) -> Option<&'static str> {
+        let (size, vram) = (size_mib(&self.size)?, size_mib(&self.vram)?);
+        Some(if vram <= 0.0 {
+            "none"
+        } else if vram >= size {
+            "all"
+        } else {
+            "part"
+        })
+    }
+}
+
+/// `35.7 GiB`, `0 B`, `512.0 MiB` in MiB.
+pub fn size_mib(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let value: f64 = s[..split].parse().ok()?;
+    let factor = match s[split..].trim() {
+        "B" => 1.0 / (1024.0 * 1024.0),
+        "KiB" | "KB" => 1.0 / 1024.0,
+        "MiB" | "MB" => 1.0,
+        "GiB" | "GB" => 1024.0,
+        "TiB" | "TB" => 1024.0 * 1024.0,
+        _ => return None,
+    };
+    Some(value * factor)
 }
 
 /// The backend a library path or runner directory names (`…/cuda_v13/libggml-cuda.so`, `rocm_v5/`,
@@ -78,9 +122,11 @@ pub struct Placement {
 pub fn backend_of_path(path: &str) -> Option<&'static str> {
     let p = path.to_ascii_lowercase();
     let has = |s: &str| p.contains(s);
-    if has("cuda_v") || has("ggml-cuda") || has("libcudart") || has("cuda_jetpack") {
+    // KoboldCpp names its builds after the BLAS they use: koboldcpp_cublas (CUDA), koboldcpp_hipblas (ROCm),
+    // koboldcpp_vulkan (LostRuins/koboldcpp koboldcpp.py `lib_cublas`, `lib_hipblas`, `lib_vulkan`).
+    if has("cuda_v") || has("ggml-cuda") || has("libcudart") || has("cuda_jetpack") || has("koboldcpp_cublas") {
         Some("CUDA")
-    } else if has("rocm") || has("ggml-hip") || has("libhipblas") || has("librocblas") {
+    } else if has("rocm") || has("ggml-hip") || has("libhipblas") || has("librocblas") || has("koboldcpp_hipblas") {
         Some("ROCm")
     } else if has("vulkan") {
         Some("Vulkan")
@@ -111,15 +157,10 @@ pub fn backend_of_device(device: &str) -> Option<&'static str> {
 }
 
 /// One spelling per backend (Ollama writes `library=cuda` in some releases, `CUDA` in others).
-fn canonical(backend: &str) -> String {
-    match backend.to_ascii_lowercase().as_str() {
-        "cuda" => "CUDA".into(),
-        "rocm" | "hip" => "ROCm".into(),
-        "vulkan" => "Vulkan".into(),
-        "metal" => "Metal".into(),
-        "cpu" => "CPU".into(),
-        _ => backend.to_string(),
-    }
+fn canonical_name(backend: &str) -> &str {
+    const NAMES: [(&str, &str); 6] =
+        [("cuda", "CUDA"), ("rocm", "ROCm"), ("hip", "ROCm"), ("vulkan", "Vulkan"), ("metal", "Metal"), ("cpu", "CPU")];
+    NAMES.iter().find(|(k, _)| k.eq_ignore_ascii_case(backend)).map_or(backend, |(_, v)| v)
 }
 
 /// Devices ggml names for host memory (`CPU`, `CPU_Mapped`, `CPU_REPACK`, `CPU_AARCH64`); pinned host buffers of
@@ -130,11 +171,17 @@ pub fn is_cpu_device(device: &str) -> bool {
 
 impl Placement {
     pub fn backend(&mut self, backend: &str, how: &str, evidence: String, line: u64, cap: usize) {
-        let backend = canonical(backend);
-        if self.backends.iter().any(|b| b.backend == backend && b.how == how) || self.backends.len() >= cap {
+        self.backend_with(backend, how, || evidence, line, cap);
+    }
+
+    /// [`Placement::backend`] with the evidence made only when the backend is new for `how`: the hot path (a
+    /// buffer line, a milestone) names the same backend again and again.
+    pub fn backend_with(&mut self, backend: &str, how: &str, evidence: impl FnOnce() -> String, line: u64, cap: usize) {
+        let name = canonical_name(backend);
+        if self.backends.iter().any(|b| b.backend == name && b.how == how) || self.backends.len() >= cap {
             return;
         }
-        self.backends.push(BackendSeen { backend, how: how.to_string(), evidence, line });
+        self.backends.push(BackendSeen { backend: name.to_string(), how: how.to_string(), evidence: evidence(), line });
     }
 
     pub fn filtered(&mut self, gpu: FilteredGpu, cap: usize) {
@@ -170,6 +217,9 @@ impl Placement {
         }
         if let Some(line) = self.inference_cpu {
             shown_by.push(Reason { text: "inference compute: library=cpu".into(), line });
+        }
+        if let Some(m) = self.scheduler_memory.as_ref().filter(|m| m.share() == Some("none")) {
+            shown_by.push(Reason { text: format!("runner.vram={} of runner.size={}", m.vram, m.size), line: m.line });
         }
         if let Some(o) = offload.filter(|o| o.offloaded > 0 && all_cpu) {
             let mut lines = vec![o.line];

@@ -51,6 +51,13 @@ fn strip_one(s: &[u8]) -> Option<(&[u8], Option<Timestamp>)> {
     let first = *s.first()?;
     if first.is_ascii_digit() {
         if let Some((t, rest)) = parse_rfc3339(s) {
+            // LM Studio's developer log writes the level after the time and the message on the next line:
+            // `2025-08-07 16:44:58 [DEBUG]` alone on its line.
+            if let Some(level) = rest.strip_prefix(b" ").or_else(|| rest.strip_prefix(b"  ")) {
+                if let Some(after) = strip_level(level.trim_ascii_start()) {
+                    return Some((after, Some(t)));
+                }
+            }
             let rest = rest.strip_prefix(b" ")?;
             // journald's short-iso output: the host and the program follow the time.
             let rest = strip_host_ident(rest, true).unwrap_or(rest);
@@ -75,7 +82,18 @@ fn strip_one(s: &[u8]) -> Option<(&[u8], Option<Timestamp>)> {
         return Some((rest, None));
     }
     if first == b'[' {
+        if let Some(step) = strip_bracketed_time(s) {
+            return Some(step);
+        }
+        if let Some(rest) = strip_level(s) {
+            return Some((rest, None));
+        }
         return strip_bracketed(s).map(|rest| (rest, None));
+    }
+    // NVIDIA compute-sanitizer writes `=========` and an indent before every line of its report.
+    if first == b'=' && s.starts_with(b"=========") {
+        let rest = &s[9..];
+        return Some((trim_spaces(rest), None));
     }
     // Both remaining forms have a first word followed by spaces and then `|` (Compose, a service name of
     // up to MAX_COMPOSE_NAME bytes) or a digit (a journal's day or time, after a short word): anything
@@ -131,6 +149,36 @@ fn strip_bracketed(s: &[u8]) -> Option<&[u8]> {
         dot < t.len() && digits(&t[..dot], 1..=10) && digits(&t[dot + 1..], 6..=6)
     };
     (pid || clock || uptime).then_some(rest)
+}
+
+/// A date and time in brackets, then a level: LM Studio's engine log `[2025-10-09 11:58:09][DEBUG] ` and its app log
+/// `[2026-01-01 16:01:39.279] [error] `; the level bracket is optional.
+fn strip_bracketed_time(s: &[u8]) -> Option<(&[u8], Option<Timestamp>)> {
+    let inner = s.get(1..)?;
+    if !inner.first().is_some_and(u8::is_ascii_digit) {
+        return None;
+    }
+    let (t, rest) = parse_rfc3339(inner)?;
+    let rest = rest.strip_prefix(b"]")?;
+    let rest = rest.strip_prefix(b" ").unwrap_or(rest);
+    Some((strip_level(rest).unwrap_or(rest), Some(t)))
+}
+
+/// A log level in brackets and the space after it (`[DEBUG] `, `[error] `, `[WARN]` ending the line).
+fn strip_level(s: &[u8]) -> Option<&[u8]> {
+    const LEVELS: [&[u8]; 8] = [b"DEBUG", b"INFO", b"WARN", b"WARNING", b"ERROR", b"TRACE", b"VERBOSE", b"FATAL"];
+    let inner = s.strip_prefix(b"[")?;
+    let close = memchr::memchr(b']', inner.get(..inner.len().min(9))?)?;
+    let word = trim_spaces(&inner[..close]);
+    if !LEVELS.iter().any(|l| l.eq_ignore_ascii_case(word)) {
+        return None;
+    }
+    let rest = &inner[close + 1..];
+    match rest {
+        [] => Some(rest),
+        [b' ', tail @ ..] => Some(tail),
+        _ => None,
+    }
 }
 
 /// Split off the next space-separated token (any run of spaces separates).

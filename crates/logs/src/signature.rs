@@ -70,12 +70,43 @@ pub const WINDOWS_STATUS: &[(&str, &str)] = &[
     ("0x80000003", "STATUS_BREAKPOINT: a breakpoint (a debug trap)"),
 ];
 
+/// A Windows exit status that a supervisor printed as an unsigned 64-bit number rounded through a double (LM Studio:
+/// `Exit code: 18446744072635812000`), read back: the status lies within the double's step (2048 there) of the
+/// number, and the note names the table's codes in that range. `None` for other numbers.
+pub fn rounded_exit_code(text: &str) -> Option<String> {
+    let digits = text.split(|c: char| !c.is_ascii_digit()).find(|w| w.len() == 20)?;
+    // The printed digits are the shortest that read back as the double; the double is the status rounded to a
+    // multiple of 2048 (doubles between 2^63 and 2^64 are 2048 apart), so the status is within 1024 of it.
+    let double: f64 = digits.parse().ok()?;
+    if !(2f64.powi(63)..2f64.powi(64)).contains(&double) {
+        return None;
+    }
+    let value = double as u64;
+    let base: u64 = u64::MAX - u64::from(u32::MAX);
+    let status = value.checked_sub(base)?;
+    let (low, high) = (status.saturating_sub(1024), status + 1024);
+    let codes: Vec<&(&str, &str)> = WINDOWS_STATUS
+        .iter()
+        .filter(|(c, _)| u64::from_str_radix(&c[2..], 16).is_ok_and(|v| (low..high).contains(&v)))
+        .collect();
+    let range = format!("0x{low:08x}-0x{:08x}", high - 1);
+    Some(match codes.as_slice() {
+        [] => format!(" (an unsigned 64-bit reading of a Windows status in {range}, rounded through a double)"),
+        [(code, name)] => format!(
+            " (an unsigned 64-bit reading of Windows status {code}, rounded through a double: {range} holds only {code} of the known codes; {code} is {name})"
+        ),
+        many => format!(
+            " (an unsigned 64-bit reading of a Windows status in {range}, rounded through a double: {})",
+            many.iter().map(|(c, n)| format!("{c} is {n}")).collect::<Vec<_>>().join("; ")
+        ),
+    })
+}
+
 /// The first Windows status code of [`WINDOWS_STATUS`] that `text` holds as a word, and its meaning.
 pub fn windows_status(text: &str) -> Option<(&'static str, &'static str)> {
-    text.split(|c: char| !c.is_ascii_alphanumeric()).find_map(|w| {
-        let lower = w.to_ascii_lowercase();
-        WINDOWS_STATUS.iter().find(|(code, _)| *code == lower).copied()
-    })
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| w.len() == 10)
+        .find_map(|w| WINDOWS_STATUS.iter().find(|(code, _)| code.eq_ignore_ascii_case(w)).copied())
 }
 
 /// A Go function name without its module path: everything up to the last `/` goes.
@@ -200,6 +231,19 @@ mod tests {
         assert_eq!(native_function(Some("/usr/bin/ollama"), None).unwrap(), "ollama!?");
         assert_eq!(native_function(Some("/x/libggml-base.so"), Some("ggml_abort")), None);
         assert_eq!(native_function(None, Some("llama_decode")).unwrap(), "llama_decode");
+    }
+
+    #[test]
+    fn exit_codes_rounded_through_a_double() {
+        // LM Studio's `Exit code: 18446744072635812000` (lmstudio-ai/lmstudio-bug-tracker issues 1347, 471): JavaScript
+        // prints the u64 reading of a negative status as the shortest decimal of its double, 2^64 - 2^32 + 0x800.
+        let note = rounded_exit_code("Exit code: 18446744072635812000").unwrap();
+        assert!(note.contains("0xc0000409") && note.contains("0xc0000400-0xc0000bff"), "{note}");
+        // 0xc0000005 (and 0xc000001d, 0xc0000135) round to 2^64 - 2^32 + 0: another number, another range.
+        let note = rounded_exit_code("Exit code: 18446744072635810000").unwrap();
+        assert!(note.contains("0xc0000005") && note.contains("0xc000001d") && !note.contains("0xc0000409"), "{note}");
+        assert_eq!(rounded_exit_code("exit status 2"), None);
+        assert_eq!(rounded_exit_code("Exit code: 99999999999999999999"), None);
     }
 
     #[test]
