@@ -11,6 +11,7 @@ mod device;
 pub mod prediction;
 mod render;
 pub mod verify;
+pub mod verifying_build;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -55,8 +56,8 @@ pub struct VulkanOptions {
     pub prompt_from_run: Option<PromptFromRun>,
     /// The ggml version whose Vulkan rules decide (`--ggml`; [`vkd::versions`] lists those there are).
     pub ggml: String,
-    /// The build whose ggml made the observed choices, when `--verify` ran one ([`verify::observe`]).
-    pub verified_with: Option<verify::VerifyingBuild>,
+    /// The build whose ggml made the observed choices, when `--verify` ran one (`verify::observe`).
+    pub verified_with: Option<verifying_build::VerifyingBuild>,
 }
 
 impl VulkanOptions {
@@ -295,7 +296,7 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
     report.claims.extend(capability_gap(rules, &report, device_only)?);
     if let Some(by) = &opts.verified_with {
         report.assumptions.push(format!("verified with {}", by.origin));
-        report.claims.extend(verify::version_claim(&rules.version, &rules.name, rules.file, by));
+        report.claims.extend(verifying_build::version_claim(&rules.version, &rules.name, rules.file, by));
     }
     if let Some(src) = &opts.observed {
         let observed = vkcompare::load(src, opts.library.as_deref())?;

@@ -17,9 +17,9 @@ use anyhow::{bail, Context, Result};
 use trace_format::env;
 
 use crate::builds::{self, Backend, BuildFlags, BuildNumber, Prepared};
-use crate::evidence::{Claim, Confidence, Source};
 
 use super::prediction::DeviceSource;
+pub use super::verifying_build::{version_claim, VerifyingBuild};
 use super::VulkanOptions;
 use crate::output::messages;
 use crate::predict::{Batch, FlashAttn, ObservedSource, WeightSource};
@@ -41,19 +41,6 @@ pub struct Verify {
     pub build: Option<String>,
     /// The Vulkan layer library (default: found as `trace` finds it).
     pub vklayer: Option<PathBuf>,
-}
-
-/// The build whose llama-bench verified, as the report names it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct VerifyingBuild {
-    pub llama_bench: PathBuf,
-    /// Its llama.cpp build number: the one `--build` named, else what `llama-bench --version` prints (none for a
-    /// build configured without one, which says `build 0`).
-    pub build: Option<BuildNumber>,
-    /// Where it came from, in words (the provider and its cache directory, or the path given).
-    pub origin: String,
-    /// `llama-bench --version`'s first line, when it was asked (a source for the version note).
-    pub version_line: Option<String>,
 }
 
 /// The llama-bench `verify` names: the path given, or the build the providers prepare (a PyPI build not yet in the
@@ -205,37 +192,6 @@ fn build_in_version_line(line: &str) -> Option<BuildNumber> {
     BuildNumber::parse(number).ok().filter(|b| b.0 > 0)
 }
 
-/// The note on versions: None when the verifying build is the rules' own (the rules' version names a llama.cpp build,
-/// and it is that one); else a Limited claim naming both.
-pub fn version_claim(rules_version: &str, rules_name: &str, rules_file: &str, by: &VerifyingBuild) -> Option<Claim> {
-    let rules_build = BuildNumber::parse(rules_version).ok();
-    if rules_build.is_some() && rules_build == by.build {
-        return None;
-    }
-    let verifying = match by.build {
-        Some(b) => format!("llama.cpp {b}"),
-        None => "a llama.cpp build of unknown version (its llama-bench --version names no build number)".to_string(),
-    };
-    let statement = format!(
-        "The rules are {rules_name} (--ggml {rules_version}); the pipelines they are compared with were chosen by \
-         {verifying}, from {}. ggml-vulkan's choices differ between versions, so a Confirmed or Contradicted item \
-         here says how the {rules_version} rules fare against that build's ggml, not against {rules_version}'s own",
-        by.origin
-    );
-    let mut c = Claim::new("predict.vulkan.verify.version", Confidence::Limited, statement).with_source(Source::Rule {
-        file: rules_file.to_string(),
-        rule: "version".into(),
-        upstream: rules_name.to_string(),
-    });
-    if let Some(line) = &by.version_line {
-        c = c.with_source(Source::Command {
-            argv: vec![by.llama_bench.display().to_string(), "--version".into()],
-            excerpt: line.clone(),
-        });
-    }
-    Some(c)
-}
-
 /// Runs llama-bench impersonating `device` (a profile id of `data/vulkan_profiles/` or a profile file: flat,
 /// `vulkaninfo --json` or Khronos) with the model, prompt, decode, ubatch, flash attention, KV type and layers of
 /// `opts`, traced into a new directory that is kept. Returns `opts` observing that trace; where `device` is a file,
@@ -340,6 +296,7 @@ fn shell_words(argv: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evidence::Confidence;
     use crate::predict::PlacementOptions;
 
     #[test]
