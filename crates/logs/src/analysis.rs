@@ -2020,7 +2020,8 @@ const UNCAUGHT_EXCEPTION_FRAMES: &[&[u8]] = &[
 ];
 
 fn clip(mut s: String) -> String {
-    if s.chars().count() > SUMMARY_CHARS {
+    // A text of no more bytes than the limit has no more characters either: most summaries end here.
+    if s.len() > SUMMARY_CHARS && s.chars().count() > SUMMARY_CHARS {
         let cut = s.char_indices().nth(SUMMARY_CHARS).map_or(s.len(), |(i, _)| i);
         s.truncate(cut);
         s.push('…');
@@ -2069,7 +2070,8 @@ const COMPUTE_FUNCTIONS: &[&str] = &[
 ];
 
 fn stack_has(frames: &[Frame], names: &[&str]) -> Option<u64> {
-    frames.iter().find(|f| names.iter().any(|n| f.function.contains(n))).map(|f| f.line)
+    let has = |function: &str, name: &str| crate::find_in(function.as_bytes(), name.as_bytes()).is_some();
+    frames.iter().find(|f| names.iter().any(|n| has(&f.function, n))).map(|f| f.line)
 }
 
 /// What a crash incident adds to its runner's milestones for the phase rules.

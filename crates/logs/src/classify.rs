@@ -713,32 +713,32 @@ fn gin(rest: &[u8]) -> Classified<'_> {
 // ---------------------------------------------------------------------------------------------------------
 // llama.cpp / ggml / Go runtime lines.
 
-fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
-    let first = *msg.first()?;
-    let marked = &Marked::new(msg);
+/// The rules a message's first byte selects. `Some(answer)` is the answer for the whole message (an indented line is
+/// read by [`indented`] alone); `None` lets the other rules look.
+fn by_first_byte<'a>(msg: &'a [u8], first: u8, marked: &Marked<'_>) -> Option<Option<EventKind<'a>>> {
     match first {
-        b' ' | b'\t' => return headerless_go_line(msg).or_else(|| indented(msg, marked)),
+        b' ' | b'\t' => return Some(headerless_go_line(msg).or_else(|| indented(msg, marked))),
         b'S' => {
             if let Some(sig) = go_signal(msg) {
-                return Some(sig);
+                return Some(Some(sig));
             }
         }
         b'P' => {
             if let Some(rest) = msg.strip_prefix(b"PC=") {
-                return Some(signal_context(rest));
+                return Some(Some(signal_context(rest)));
             }
             if let Some(kind) = sanitizer_error(msg) {
-                return Some(kind);
+                return Some(Some(kind));
             }
         }
         b'O' => {
             if let Some(kind) = python_os_error(msg) {
-                return Some(kind);
+                return Some(Some(kind));
             }
         }
         b'H' => {
             if let Some(frame) = msg.strip_prefix(b"Host Frame:").and_then(sanitizer_frame) {
-                return Some(EventKind::NativeFrame(frame));
+                return Some(Some(EventKind::NativeFrame(frame)));
             }
             // ROCr (the ROCm runtime) reports a GPU hang or fault: `HW Exception by GPU node-1 (Agent handle: 0x…)
             // reason :GPU Hang` (ROCR-Runtime `core/runtime/runtime.cpp` HwExceptionHandler).
@@ -746,19 +746,19 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
                 // A hang is the GPU's context lost to a reset, as a lost Vulkan device is; other reasons (a memory
                 // violation) are errors of the runtime.
                 if find(msg, b"GPU Hang").is_some() {
-                    return Some(EventKind::DeviceLost { message: trim(msg) });
+                    return Some(Some(EventKind::DeviceLost { message: trim(msg) }));
                 }
                 let reason = after(msg, b"reason :").or_else(|| after(msg, b"reason: ")).map_or(msg, trim);
-                return Some(EventKind::GpuError { api: b"ROCm", message: reason });
+                return Some(Some(EventKind::GpuError { api: b"ROCm", message: reason }));
             }
         }
         b'D' => {
             // A CUDA/ROCm device line whose indent a journal's single separator space ate (`ollama: Device 0: …`).
             if let Some(device) = msg.strip_prefix(b"Device ").and_then(gpu_device) {
-                return Some(EventKind::GpuDevice(device));
+                return Some(Some(EventKind::GpuDevice(device)));
             }
             if let Some(kind) = dxgi_discrete_gpu(msg) {
-                return Some(kind);
+                return Some(Some(kind));
             }
         }
         b'E' => {
@@ -770,32 +770,41 @@ fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
                 let hex_word = |w: &[u8]| w.strip_prefix(b"0x").is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit));
                 if args.split(|&b| b == b' ').filter(|w| !w.is_empty()).all(hex_word) {
                     // `Exception 0x` is 12 bytes: the code follows it whole (`Exception 0xc0000005`).
-                    return Some(EventKind::Signal { signal: &msg[..12 + end], description: args });
+                    return Some(Some(EventKind::Signal { signal: &msg[..12 + end], description: args }));
                 }
-                return Some(EventKind::Other);
+                return Some(Some(EventKind::Other));
             }
         }
         b'a' | b'd' | b'r' | b'[' => {
             if let Some(kind) = gpu_driver_line(msg) {
-                return Some(kind);
+                return Some(Some(kind));
             }
         }
         b'g' => {
             if let Some(g) = goroutine(msg) {
-                return Some(g);
+                return Some(Some(g));
             }
         }
         b'c' => {
             if let Some(created) = headerless_go_line(msg) {
-                return Some(created);
+                return Some(Some(created));
             }
         }
         b'#' | b'/' | b'f' | b'*' => {
             if let Some(frame) = native_frame(msg) {
-                return Some(EventKind::NativeFrame(frame));
+                return Some(Some(EventKind::NativeFrame(frame)));
             }
         }
         _ => {}
+    }
+    None
+}
+
+fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
+    let first = *msg.first()?;
+    let marked = &Marked::new(msg);
+    if let Some(answer) = by_first_byte(msg, first, marked) {
+        return answer;
     }
     if let Some(bytes) = msg.strip_prefix(b"instruction bytes:") {
         return Some(EventKind::InstructionBytes { bytes: trim(bytes) });

@@ -161,27 +161,35 @@ pub fn normalise_text(text: &str) -> String {
             out.push_str(&word.replace(digits, "N"));
             continue;
         }
-        let w = if let Some(scheme_end) = word.find("://") {
+        // The pieces are masked one by one: a hexadecimal number cannot span them (`://`, `/` and the trailing
+        // punctuation hold no hex digit).
+        if let Some(scheme_end) = word.find("://") {
             // A URL: the host and port vary (Ollama's runner port is random), the path does not.
             let after = &word[scheme_end + 3..];
             let path = after.find('/').map_or("", |i| &after[i..]);
-            format!("{}://…{path}", &word[..scheme_end])
-        } else if word.contains('/') || word.contains('\\') {
+            mask_hex(&mut out, &word[..scheme_end]);
+            out.push_str("://…");
+            mask_hex(&mut out, path);
+        } else if word.contains(['/', '\\']) {
             let trimmed = word.trim_end_matches([':', ',', ')', '"', '\'']);
             let tail = &word[trimmed.len()..];
             let base = trimmed.rsplit(['/', '\\']).next().unwrap_or(trimmed);
-            format!("{base}{tail}")
+            mask_hex(&mut out, base);
+            out.push_str(tail);
         } else {
-            word.to_string()
-        };
-        out.push_str(&mask_hex(&w));
+            mask_hex(&mut out, word);
+        }
     }
     out
 }
 
-fn mask_hex(word: &str) -> String {
+/// Appends `word` with each hexadecimal number (`0x…`) written as `0x?`, unless it is a Windows status code.
+fn mask_hex(out: &mut String, word: &str) {
     let bytes = word.as_bytes();
-    let mut out = String::with_capacity(word.len());
+    if crate::find_in(bytes, b"0x").is_none() {
+        out.push_str(word);
+        return;
+    }
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'0' && bytes.get(i + 1) == Some(&b'x') && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit) {
@@ -202,7 +210,6 @@ fn mask_hex(word: &str) -> String {
             i += c.len_utf8();
         }
     }
-    out
 }
 
 /// The signature id of a text.
