@@ -19,14 +19,19 @@ use serde_json::Value;
 use crate::sweep_common::*;
 use crate::util::*;
 
-/// The library path the committed H200 traces recorded: the GPU machine's carried copy of the build (its
-/// `library` record). The tests point it at this machine's build of the same source.
-const RECORDED_LIB: &str = "/work/main/.carry/vk/llama/libggml-vulkan.so.0";
-
-/// The trace text with its recorded library replaced by `lib`; the replacement must really happen.
+/// The trace text with the library its pipelines were recorded from (the GPU machine's carried copy of the build,
+/// named by the kernels' `spirv_object`) replaced by `lib`: this machine's build of the same source. The trace must
+/// name one such library, and the replacement must really happen.
 fn with_library(trace: &str, lib: &std::path::Path) -> String {
-    assert!(trace.contains(RECORDED_LIB), "the trace no longer records {RECORDED_LIB}");
-    trace.replace(RECORDED_LIB, &lib.display().to_string())
+    const KEY: &str = "\"spirv_object\":\"";
+    let recorded: std::collections::BTreeSet<&str> = trace
+        .match_indices(KEY)
+        .filter_map(|(at, _)| trace[at + KEY.len()..].split('"').next())
+        .filter(|path| path.ends_with("/libggml-vulkan.so.0"))
+        .collect();
+    assert_eq!(recorded.len(), 1, "the trace records one libggml-vulkan.so.0: {recorded:?}");
+    let recorded = recorded.into_iter().next().unwrap();
+    trace.replace(recorded, &lib.display().to_string())
 }
 
 /// Whether the library embeds a shader whose array name contains `marker` (searched as bytes: `…marker…_data\0`).
