@@ -9,7 +9,7 @@ use super::aggregate::{Group, Metric, Ratio, RecordRef, RunStats, Varies};
 use super::stats::{self, Verdict};
 use crate::evidence::{Claim, Confidence, Source};
 use crate::run::forensics;
-use crate::run::record::Record;
+use crate::run::record::{Record, RecordTrace};
 
 /// Record sources listed under a claim that counts many records.
 const REFS_SHOWN: usize = 8;
@@ -83,7 +83,7 @@ pub fn claims(s: &RunStats, run_id: &str, run_dir: &Path) -> Vec<Claim> {
 }
 
 /// With `--trace`: what the first failed run's trace recorded as it died — the observer's and the Vulkan layer's
-/// crash record (the last kernels launched, the last Vulkan dispatches submitted) and a Vulkan device loss — with
+/// crash record (the last kernels launched, the last Vulkan dispatches submitted), a Vulkan device loss and a hang — with
 /// how many of the failed runs kept carry one.
 fn trace_crash_claims(
     failed: &[&Record],
@@ -93,55 +93,48 @@ fn trace_crash_claims(
     run_id: &str,
     run_dir: &Path,
 ) -> Vec<Claim> {
-    let with_crash: Vec<&Record> =
-        failed.iter().copied().filter(|r| r.trace.as_ref().is_some_and(|t| !t.crashes.is_empty())).collect();
-    let with_lost: Vec<&Record> =
-        failed.iter().copied().filter(|r| r.trace.as_ref().is_some_and(|t| !t.device_lost.is_empty())).collect();
     let in_run = |f: &str| in_run(run_dir, f);
     let run = |r: &Record| Source::Run { run_id: run_id.to_string(), file: Some(r.file.clone()) };
-    let of =
-        |n: usize, what: &str| format!("{n} of the {} failed runs kept have a {what} in their trace", failed.len());
+    // The first failed run whose trace holds such a record (`pick`), and how many failed runs hold one.
+    fn first<'r, T>(
+        failed: &[&'r Record],
+        pick: impl Fn(&'r RecordTrace) -> Option<&'r T>,
+    ) -> (usize, Option<(&'r Record, &'r T)>) {
+        let mut with = failed.iter().filter_map(|r| Some((*r, pick(r.trace.as_ref()?)?)));
+        let first = with.next();
+        (first.map_or(0, |_| 1 + with.count()), first)
+    }
+    // The claim placed in its group: which endpoint, cell and run, and how many failed runs carry such a record.
+    let placed = |mut claim: Claim, r: &Record, n: usize, what: &str| {
+        claim.statement = format!(
+            "`{endpoint}` at {at}, run e{}r{} ({n} of the {} failed runs kept have a {what} in their trace): {}",
+            r.epoch,
+            r.repetition,
+            failed.len(),
+            claim.statement
+        );
+        claim
+    };
     let mut out = Vec::new();
-    if let Some(c) = with_crash.first().and_then(|r| r.trace.as_ref()?.crashes.last().map(|c| (r, c))) {
-        let (r, crash) = c;
+    if let (n, Some((r, crash))) = first(failed, |t| t.crashes.last()) {
         let mut claim = crash.claim(format!("{base}.trace_crash"), crash.sources(in_run));
         claim.sources.push(run(r));
-        claim.statement = format!(
-            "`{endpoint}` at {at}, run e{}r{} ({}): {}",
-            r.epoch,
-            r.repetition,
-            of(with_crash.len(), "crash record"),
-            claim.statement
-        );
-        out.push(claim);
+        out.push(placed(claim, r, n, "crash record"));
     }
-    if let Some((r, lost)) = with_lost.first().and_then(|r| r.trace.as_ref()?.device_lost.first().map(|d| (r, d))) {
+    if let (n, Some((r, lost))) = first(failed, |t| t.device_lost.first()) {
         let source =
             Source::file(in_run(&lost.file), None, None, "backscope-trace file: device_lost record (Vulkan layer)");
-        let mut claim = lost.claim(format!("{base}.trace_device_lost"), vec![source, run(r)]);
-        claim.statement = format!(
-            "`{endpoint}` at {at}, run e{}r{} ({}): {}",
-            r.epoch,
-            r.repetition,
-            of(with_lost.len(), "device_lost record"),
-            claim.statement
-        );
-        out.push(claim);
+        out.push(placed(
+            lost.claim(format!("{base}.trace_device_lost"), vec![source, run(r)]),
+            r,
+            n,
+            "device_lost record",
+        ));
     }
-    let with_hang: Vec<&Record> =
-        failed.iter().copied().filter(|r| r.trace.as_ref().is_some_and(|t| !t.hangs.is_empty())).collect();
-    if let Some((r, hang)) = with_hang.first().and_then(|r| r.trace.as_ref()?.hangs.first().map(|h| (r, h))) {
+    if let (n, Some((r, hang))) = first(failed, |t| t.hangs.first()) {
         let source =
             Source::file(in_run(&hang.file), None, None, "backscope-trace file: hang_ms record (Vulkan layer)");
-        let mut claim = hang.claim(format!("{base}.trace_hang"), vec![source, run(r)]);
-        claim.statement = format!(
-            "`{endpoint}` at {at}, run e{}r{} ({}): {}",
-            r.epoch,
-            r.repetition,
-            of(with_hang.len(), "hang record"),
-            claim.statement
-        );
-        out.push(claim);
+        out.push(placed(hang.claim(format!("{base}.trace_hang"), vec![source, run(r)]), r, n, "hang record"));
     }
     out
 }
