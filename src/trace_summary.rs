@@ -902,21 +902,23 @@ pub fn summarise_with_libraries(
     let device_lost: Vec<DeviceLostSummary> =
         all.device_lost.iter().map(|d| DeviceLostSummary::new(d, file(&d.path))).collect();
     let mut claims = claims(dir, traces, &problems, &kernels, &families, &crashes);
-    for (i, d) in device_lost.iter().enumerate() {
-        let id = if device_lost.len() == 1 {
-            "trace.device_lost".to_string()
+    // One claim per record: `trace.KIND` when there is one, `trace.KIND.N` when there are several.
+    let numbered = |kind: &str, i: usize, n: usize| {
+        if n == 1 {
+            format!("trace.{kind}")
         } else {
-            format!("trace.device_lost.{}", i + 1)
-        };
+            format!("trace.{kind}.{}", i + 1)
+        }
+    };
+    for (i, d) in device_lost.iter().enumerate() {
         let source =
             Source::file(d.file.clone(), None, None, "backscope-trace file: device_lost record (Vulkan layer)");
-        claims.push(d.claim(id, vec![source]));
+        claims.push(d.claim(numbered("device_lost", i, device_lost.len()), vec![source]));
     }
     let hangs: Vec<HangSummary> = all.hangs.iter().map(|h| HangSummary::new(h, file(&h.path))).collect();
     for (i, h) in hangs.iter().enumerate() {
-        let id = if hangs.len() == 1 { "trace.hang".to_string() } else { format!("trace.hang.{}", i + 1) };
         let source = Source::file(h.file.clone(), None, None, "backscope-trace file: hang_ms record (Vulkan layer)");
-        claims.push(h.claim(id, vec![source]));
+        claims.push(h.claim(numbered("hang", i, hangs.len()), vec![source]));
     }
     claims.extend(vulkan_claims(traces, &devices, &index));
     let observed: Vec<(String, u64)> = kernels

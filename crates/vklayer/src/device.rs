@@ -244,16 +244,6 @@ pub unsafe fn statistics_in(info: &vk::DeviceCreateInfo<'_>) -> Statistics {
     Statistics::ByLayer
 }
 
-/// The application's extension names plus `VK_KHR_pipeline_executable_properties` if missing.
-///
-/// # Safety
-/// `info` must be a valid `VkDeviceCreateInfo`.
-#[cfg(test)]
-pub unsafe fn extensions_with_statistics(info: &vk::DeviceCreateInfo<'_>) -> Vec<*const c_char> {
-    // SAFETY: forwarded from the caller.
-    unsafe { extensions_with(info, &[PIPELINE_EXECUTABLE_PROPERTIES]) }
-}
-
 /// The create info's extension names plus those of `added` it does not list yet.
 ///
 /// # Safety
@@ -297,11 +287,11 @@ mod tests {
         info.enabled_extension_count = 1;
         info.pp_enabled_extension_names = names.as_ptr();
         // SAFETY: one live extension name.
-        let added = unsafe { extensions_with_statistics(&info) };
+        let added = unsafe { extensions_with(&info, &[PIPELINE_EXECUTABLE_PROPERTIES]) };
         assert_eq!(added.len(), 2);
         let already = [c"VK_KHR_pipeline_executable_properties".as_ptr()];
         info.pp_enabled_extension_names = already.as_ptr();
         // SAFETY: as above.
-        assert_eq!(unsafe { extensions_with_statistics(&info) }.len(), 1);
+        assert_eq!(unsafe { extensions_with(&info, &[PIPELINE_EXECUTABLE_PROPERTIES]) }.len(), 1);
     }
 }
