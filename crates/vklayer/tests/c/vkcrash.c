@@ -21,14 +21,8 @@
 #include <unistd.h>
 #include <vulkan/vulkan.h>
 
-#define CHECK(call)                                                                    \
-    do {                                                                               \
-        VkResult r_ = (call);                                                          \
-        if (r_ != VK_SUCCESS) {                                                        \
-            fprintf(stderr, "%s:%d: %s returned %d\n", __FILE__, __LINE__, #call, r_); \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
+#include "vktest.h"
+
 
 static void own_handler(int sig, siginfo_t *info, void *context) {
     (void)info;
@@ -57,11 +51,8 @@ int main(int argc, char **argv) {
         sigemptyset(&sa.sa_mask);
         sigaction(SIGSEGV, &sa, NULL);
     }
-    FILE *f = fopen(argv[1], "rb");
-    if (!f) { perror(argv[1]); return 1; }
     static uint32_t code[1 << 14];
-    size_t code_size = fread(code, 1, sizeof code, f);
-    fclose(f);
+    size_t code_size = read_spirv(argv[1], code, sizeof code);
 
     const char *extensions[] = {"VK_EXT_debug_utils"};
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .apiVersion = VK_API_VERSION_1_2};

@@ -23,14 +23,8 @@
 #include <unistd.h>
 #include <vulkan/vulkan.h>
 
-#define CHECK(call)                                                                    \
-    do {                                                                               \
-        VkResult r_ = (call);                                                          \
-        if (r_ != VK_SUCCESS) {                                                        \
-            fprintf(stderr, "%s:%d: %s returned %d\n", __FILE__, __LINE__, #call, r_); \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
+#include "vktest.h"
+
 
 static VkDevice device;
 static VkPipelineLayout layout;
@@ -69,11 +63,8 @@ int main(int argc, char **argv) {
     const char *mode = argv[2];
     double seconds = argc > 3 ? atof(argv[3]) : 3.0;
     int grouped = argc > 4 && strcmp(argv[4], "grouped") == 0;
-    FILE *f = fopen(argv[1], "rb");
-    if (!f) { perror(argv[1]); return 1; }
     static uint32_t code[1 << 14];
-    size_t code_size = fread(code, 1, sizeof code, f);
-    fclose(f);
+    size_t code_size = read_spirv(argv[1], code, sizeof code);
 
     const char *extensions[] = {"VK_EXT_debug_utils"};
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .apiVersion = VK_API_VERSION_1_2};
