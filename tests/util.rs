@@ -222,3 +222,26 @@ impl Drop for Index {
         self.stop.store(true, Ordering::SeqCst);
     }
 }
+
+/// The test layer below ours (`crates/vklayer/tests/c/lost_layer.c`: loses the device at its LOST_AFTER-th wait,
+/// swallows submissions from its STALL_FROM-th), built into `dir`; the library's path.
+pub fn build_test_layer(dir: &Path) -> PathBuf {
+    let lib = dir.join("liblost_layer.so");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/vklayer/tests/c/lost_layer.c");
+    stdout_ok(Command::new("gcc").args(["-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o"]).arg(&lib).arg(src));
+    lib
+}
+
+/// Writes a Vulkan explicit-layer manifest naming layer `name` in `library` into `dir` (as `FILE`), for
+/// `VK_ADD_LAYER_PATH`.
+pub fn write_layer_manifest(dir: &Path, file: &str, name: &str, library: &Path) {
+    let manifest = serde_json::json!({
+        "file_format_version": "1.1.2",
+        "layer": {
+            "name": name, "type": "GLOBAL", "library_path": library, "api_version": "1.3.0",
+            "implementation_version": "1", "description": "test",
+            "functions": {"vkNegotiateLoaderLayerInterfaceVersion": "vkNegotiateLoaderLayerInterfaceVersion"}
+        }
+    });
+    std::fs::write(dir.join(file), manifest.to_string()).unwrap();
+}

@@ -36,7 +36,6 @@ fn programs() -> &'static Programs {
         std::fs::create_dir_all(&ours).unwrap();
         std::fs::create_dir_all(&lost).unwrap();
         let program = dir.join("vkcrash");
-        let lost_lib = dir.join("liblost_layer.so");
         let spirv = dir.join("noop.spv");
         stdout_ok(
             Command::new("gcc")
@@ -45,26 +44,10 @@ fn programs() -> &'static Programs {
                 .arg(src.join("vkcrash.c"))
                 .arg("-lvulkan"),
         );
-        stdout_ok(
-            Command::new("gcc")
-                .args(["-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o"])
-                .arg(&lost_lib)
-                .arg(src.join("lost_layer.c")),
-        );
         stdout_ok(Command::new("glslc").arg(root.join("bench/vklayer/noop.comp")).arg("-o").arg(&spirv));
-        let manifest = |name: &str, library: &Path| {
-            serde_json::json!({
-                "file_format_version": "1.1.2",
-                "layer": {
-                    "name": name, "type": "GLOBAL", "library_path": library, "api_version": "1.3.0",
-                    "implementation_version": "1", "description": "test",
-                    "functions": {"vkNegotiateLoaderLayerInterfaceVersion": "vkNegotiateLoaderLayerInterfaceVersion"}
-                }
-            })
-            .to_string()
-        };
-        std::fs::write(ours.join("ours.json"), manifest("VK_LAYER_BACKSCOPE_dispatch", &vklayer_library())).unwrap();
-        std::fs::write(lost.join("lost.json"), manifest(LOST_LAYER, &lost_lib)).unwrap();
+        let lost_lib = build_test_layer(&dir);
+        write_layer_manifest(&ours, "ours.json", "VK_LAYER_BACKSCOPE_dispatch", &vklayer_library());
+        write_layer_manifest(&lost, "lost.json", LOST_LAYER, &lost_lib);
         Programs { program, spirv, ours, lost }
     })
 }
