@@ -3,21 +3,11 @@
 //! a public issue (cited beside it); the expected values are read off those lines. A line built for a test is in the
 //! format of a quoted one and says so.
 
-use logs::analysis::{Crash, Report};
-use logs::{analyze_bytes, Limits, Phase};
+use logs::analysis::Report;
+use logs::Phase;
 
-fn report(log: &str) -> Report {
-    analyze_bytes(log.as_bytes(), Limits::default()).expect("a text log")
-}
-
-fn only_crash(r: &Report) -> &Crash {
-    assert_eq!(r.crashes.len(), 1, "crashes: {:#?}", r.crashes);
-    &r.crashes[0]
-}
-
-fn cause_kinds(c: &Crash) -> Vec<&str> {
-    c.causes.iter().map(|x| x.kind).collect()
-}
+mod pasted;
+use pasted::{cause_kinds, only_crash, report};
 
 fn backends(r: &Report) -> Vec<&str> {
     let mut b: Vec<&str> = r.facts.placement.backends.iter().map(|b| b.backend.as_str()).collect();

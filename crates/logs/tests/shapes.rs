@@ -1,22 +1,11 @@
 //! Crash shapes that pasted logs take, each from a public issue (cited beside it), read through the whole analysis:
 //! the incident, its phase and signature. The expected values are read off the quoted lines.
 
-use logs::analysis::{Crash, Report};
 use logs::event::GpuDriverEvent;
-use logs::{analyze_bytes, Limits, Phase};
+use logs::Phase;
 
-fn report(log: &str) -> Report {
-    analyze_bytes(log.as_bytes(), Limits::default()).expect("a text log")
-}
-
-fn only_crash(r: &Report) -> &Crash {
-    assert_eq!(r.crashes.len(), 1, "crashes: {:#?}", r.crashes);
-    &r.crashes[0]
-}
-
-fn cause_kinds(c: &Crash) -> Vec<&str> {
-    c.causes.iter().map(|x| x.kind).collect()
-}
+mod pasted;
+use pasted::{cause_kinds, only_crash, report};
 
 #[test]
 fn ggml_backtrace_in_backtrace_symbols_form_behind_a_router_prefix_is_a_crash() {
