@@ -25,7 +25,7 @@ fn prepare(settings: &Settings) {
 }
 
 fn started(settings: &Settings) {
-    writer::spawn_thread(settings.interval_ms);
+    writer::spawn_thread(settings.interval_ms, blackbox::poll_semaphores);
     crash::arm();
     blackbox::start_watcher();
 }

@@ -362,7 +362,9 @@ pub fn hang(stalled_ms: u64) {
 fn flush_then(kind: Flush, after: After<'_>) -> bool {
     if kind == Flush::Window {
         // The black box's submission progress, fresh for a crash record the handler writes after this flush.
-        crate::blackbox::poll_semaphores();
+        if let Some(refresh) = BEFORE_WINDOW.get() {
+            refresh();
+        }
     }
     let mut guard = WRITER.lock();
     let writer = guard.get_or_insert_with(Writer::new);
@@ -396,13 +398,17 @@ fn flush_then(kind: Flush, after: After<'_>) -> bool {
 }
 
 /// Starts the writer thread: a window every `interval_ms` (none when 0), and one whenever the crash handler asks
-/// for the open window.
-pub fn spawn_thread(interval_ms: u64) {
+/// for the open window. `before_window` runs before each window is written (the black box reads its semaphores
+/// there); it is passed in so that the writer, which every hook reaches, imports none of them.
+pub fn spawn_thread(interval_ms: u64, before_window: fn()) {
+    let _ = BEFORE_WINDOW.set(before_window);
     let what = WriterLoop { interval_ms, on_start: || {}, running: state::on, flush: flush_window };
     if !format::writer::spawn("backscope-vk", what) {
         state::note(format_args!("could not start the writer thread; the trace will be written at exit only"));
     }
 }
+
+static BEFORE_WINDOW: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
 
 fn flush_window(_periodic: bool) -> bool {
     state::guarded(|| flush(Flush::Window)) == Some(true)
