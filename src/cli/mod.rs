@@ -4,6 +4,7 @@
 mod bisect;
 mod doctor;
 mod gate;
+mod generate;
 mod logs;
 mod maps;
 mod numbers;
@@ -78,6 +79,10 @@ pub enum Command {
     /// Upload runs from a local SQLite file (a host's backscope.db, or the RUN_DIR.local.db a sweep fell back to
     /// when its PostgreSQL server went away) into a shared PostgreSQL store, exactly once (docs/fleet.md).
     Push(push::PushArgs),
+    /// Write the manual pages, shell completions or the Vulkan layer's manifest a package installs
+    /// (scripts/package-deb.sh).
+    #[command(hide = true)]
+    Generate(generate::GenerateArgs),
 }
 
 #[derive(Debug, Args)]
@@ -164,6 +169,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Report(a) => backscope::report::run(&a.into()),
         Command::Bisect(a) => backscope::bisect::run(&a.into_options()?),
         Command::Push(a) => backscope::push::run(&a.into()),
+        Command::Generate(a) => generate::run(a),
     }
 }
 

@@ -157,10 +157,12 @@ pub struct RunArgs {
     /// the Vulkan loader's environment); CPU work is not.
     #[arg(long)]
     pub trace: bool,
-    /// The observer library for --trace (default: $BACKSCOPE_OBSERVER_SO, else next to the backscope executable).
+    /// The observer library for --trace (default: $BACKSCOPE_OBSERVER_SO, else next to the backscope executable or
+    /// in its ../lib/backscope).
     #[arg(long, value_name = "PATH")]
     pub observer: Option<PathBuf>,
-    /// The Vulkan layer library for --trace (default: $BACKSCOPE_VKLAYER_SO, else next to the backscope executable).
+    /// The Vulkan layer library for --trace (default: $BACKSCOPE_VKLAYER_SO, else next to the backscope executable
+    /// or in its ../lib/backscope).
     #[arg(long, value_name = "PATH")]
     pub vklayer: Option<PathBuf>,
     /// Trace directory of an external endpoint, as NAME=DIR: where its server, started with the environment of

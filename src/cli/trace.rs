@@ -7,11 +7,13 @@ use clap::Args;
 
 #[derive(Debug, Args)]
 pub struct TraceArgs {
-    /// The observer library (default: $BACKSCOPE_OBSERVER_SO, else next to the backscope executable).
+    /// The observer library (default: $BACKSCOPE_OBSERVER_SO, else next to the backscope executable or in its
+    /// ../lib/backscope, where the Debian package installs it).
     #[arg(long, value_name = "PATH")]
     pub observer: Option<PathBuf>,
-    /// The Vulkan layer library (default: $BACKSCOPE_VKLAYER_SO, else next to the backscope executable). The layer
-    /// is enabled through the Vulkan loader's VK_ADD_LAYER_PATH and VK_INSTANCE_LAYERS.
+    /// The Vulkan layer library (default: $BACKSCOPE_VKLAYER_SO, else next to the backscope executable or in its
+    /// ../lib/backscope). The layer is enabled through the Vulkan loader's VK_ADD_LAYER_PATH (VK_LAYER_PATH when
+    /// another backscope's layer is installed system-wide) and VK_INSTANCE_LAYERS.
     #[arg(long, value_name = "PATH")]
     pub vklayer: Option<PathBuf>,
     /// ggml-vulkan's debug labels (GGML_VK_DEBUG_MARKERS=1): pipelines named by ggml and each dispatch's graph node

@@ -27,6 +27,8 @@ pub const MANIFEST_FORMAT: &str = "1.1.2";
 pub mod loader_env {
     /// Directories (`:`-separated) searched for explicit layer manifests, besides the system ones.
     pub const ADD_LAYER_PATH: &str = "VK_ADD_LAYER_PATH";
+    /// Directories (`:`-separated) searched for explicit layer manifests *instead of* the system ones.
+    pub const LAYER_PATH: &str = "VK_LAYER_PATH";
     /// Layers (`:`-separated) the loader enables in every instance, before those the application asks for.
     pub const INSTANCE_LAYERS: &str = "VK_INSTANCE_LAYERS";
 }

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Build backscope's Debian package: /usr/bin/backscope, the CUDA/HIP observer and the Vulkan layer in
+# /usr/lib/backscope/, the layer's manifest in /usr/share/vulkan/explicit_layer.d/, manual pages, bash/zsh/fish
+# completions, README and licenses (the assets: Cargo.toml, [package.metadata.deb]). Prints the .deb's path.
+# Usage: scripts/package-deb.sh [PROFILE]   (default: release; tests pass `dev` to package the build they already have)
+# Installs cargo-deb (pinned) with `cargo install` the first time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PROFILE="${1:-release}"
+CARGO_DEB_VERSION=3.8.0
+log() { echo "package-deb: $*" >&2; }
+
+if [ "$(cargo deb --version 2>/dev/null)" != "cargo-deb $CARGO_DEB_VERSION" ]; then
+  log "installing cargo-deb $CARGO_DEB_VERSION"
+  cargo install cargo-deb --locked --version "$CARGO_DEB_VERSION" >&2
+fi
+
+# The workspace's default members: the binary, the observer and the layer, in one build.
+cargo build --profile "$PROFILE" -q >&2
+TARGET="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+OUT_DIR="$TARGET/$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE")"
+# Made by the binary just built, from the definitions it runs with (src/cli/generate.rs). cargo-deb compresses
+# man pages it does not see as built; these are under the target directory, so they are compressed here.
+GEN="$OUT_DIR/package"
+rm -rf "$GEN"
+"$OUT_DIR/backscope" generate man "$GEN/man"
+gzip -9n "$GEN"/man/*.1
+"$OUT_DIR/backscope" generate completions "$GEN/completions"
+"$OUT_DIR/backscope" generate vulkan-manifest --library /usr/lib/backscope/libbackscope_vklayer.so "$GEN"
+
+# --no-build: built above; cargo-deb maps the assets' `target/release/` to the profile's directory.
+cargo deb --no-build --strip --profile "$PROFILE" -p backscope -q "${@:2}"
