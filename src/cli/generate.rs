@@ -70,3 +70,45 @@ pub fn run(args: GenerateArgs) -> Result<u8> {
 fn create(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    fn generate(args: &[&str]) {
+        let cli = super::super::Cli::try_parse_from(["backscope", "generate"].iter().chain(args)).unwrap();
+        let super::super::Command::Generate(a) = cli.command else { panic!("not generate") };
+        assert_eq!(run(a).unwrap(), backscope::exit::OK);
+    }
+
+    #[test]
+    fn every_command_gets_a_page_and_every_shell_its_completions() {
+        let dir = tempfile::tempdir().unwrap();
+        let man = dir.path().join("man");
+        generate(&["man", man.to_str().unwrap()]);
+        let commands: Vec<String> = super::super::Cli::command()
+            .get_subcommands()
+            .filter(|c| !c.is_hide_set())
+            .map(|c| c.get_name().to_string())
+            .collect();
+        assert!(commands.len() >= 12 && !commands.contains(&"generate".to_string()), "{commands:?}");
+        for name in std::iter::once("backscope".to_string()).chain(commands.iter().map(|c| format!("backscope-{c}"))) {
+            let page = std::fs::read_to_string(man.join(format!("{name}.1"))).unwrap();
+            assert!(page.starts_with(".ie \\n(.g .ds Aq") || page.contains(".TH"), "{name}: {page}");
+        }
+        let completions = dir.path().join("completions");
+        generate(&["completions", completions.to_str().unwrap()]);
+        for (file, flag) in
+            [("backscope.bash", "--vklayer"), ("_backscope", "--vklayer"), ("backscope.fish", "-l vklayer")]
+        {
+            let text = std::fs::read_to_string(completions.join(file)).unwrap();
+            assert!(text.contains(flag), "{file} completes trace's flags");
+        }
+        let layer = "/usr/lib/backscope/libbackscope_vklayer.so";
+        generate(&["vulkan-manifest", "--library", layer, dir.path().to_str().unwrap()]);
+        let manifest = std::fs::read(dir.path().join(trace_format::vulkan::MANIFEST_FILE)).unwrap();
+        assert_eq!(manifest, backscope::observe::manifest_text(Path::new(layer)), "the text trace recognises");
+    }
+}
