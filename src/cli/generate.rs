@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use clap::{Args, CommandFactory, Subcommand};
+use clap::{Args, Subcommand};
 use clap_complete::Shell;
 
 #[derive(Debug, Args)]
@@ -38,17 +38,22 @@ pub enum Generated {
     },
 }
 
-pub fn run(args: GenerateArgs) -> Result<u8> {
+/// Writes what `args` asks for; `cli` is the whole command line's definition (`Cli::command()`), passed in by the
+/// module that defines it.
+pub fn run(args: GenerateArgs, cli: clap::Command) -> Result<u8> {
     match args.what {
         Generated::Man { dir } => {
             create(&dir)?;
-            clap_mangen::generate_to(super::Cli::command(), &dir)
-                .with_context(|| format!("writing manual pages to {}", dir.display()))?;
+            let mut cli = cli.disable_help_subcommand(true);
+            cli.build();
+            let source = format!("backscope {}", cli.get_version().unwrap_or_default());
+            write_pages(&cli, &source, &dir)?;
         }
         Generated::Completions { dir } => {
             create(&dir)?;
+            let mut cli = cli;
             for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
-                clap_complete::generate_to(shell, &mut super::Cli::command(), "backscope", &dir)
+                clap_complete::generate_to(shell, &mut cli, "backscope", &dir)
                     .with_context(|| format!("writing {shell} completions to {}", dir.display()))?;
             }
         }
@@ -67,48 +72,18 @@ pub fn run(args: GenerateArgs) -> Result<u8> {
     Ok(backscope::exit::OK)
 }
 
-fn create(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
+/// The page of `cmd` (its display name, `backscope-trace`, is the file's) and of each visible command under it, all
+/// from one source line (`backscope VERSION`): clap_mangen's own walk would give each command's name without the
+/// version, which only the top command carries.
+fn write_pages(cmd: &clap::Command, source: &str, dir: &Path) -> Result<()> {
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        write_pages(sub, source, dir)?;
+    }
+    let page = clap_mangen::Man::new(cmd.clone()).source(source).manual("backscope manual");
+    page.generate_to(dir).with_context(|| format!("writing {}", dir.join(page.get_filename()).display()))?;
+    Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use clap::Parser as _;
-
-    use super::*;
-
-    fn generate(args: &[&str]) {
-        let cli = super::super::Cli::try_parse_from(["backscope", "generate"].iter().chain(args)).unwrap();
-        let super::super::Command::Generate(a) = cli.command else { panic!("not generate") };
-        assert_eq!(run(a).unwrap(), backscope::exit::OK);
-    }
-
-    #[test]
-    fn every_command_gets_a_page_and_every_shell_its_completions() {
-        let dir = tempfile::tempdir().unwrap();
-        let man = dir.path().join("man");
-        generate(&["man", man.to_str().unwrap()]);
-        let commands: Vec<String> = super::super::Cli::command()
-            .get_subcommands()
-            .filter(|c| !c.is_hide_set())
-            .map(|c| c.get_name().to_string())
-            .collect();
-        assert!(commands.len() >= 12 && !commands.contains(&"generate".to_string()), "{commands:?}");
-        for name in std::iter::once("backscope".to_string()).chain(commands.iter().map(|c| format!("backscope-{c}"))) {
-            let page = std::fs::read_to_string(man.join(format!("{name}.1"))).unwrap();
-            assert!(page.starts_with(".ie \\n(.g .ds Aq") || page.contains(".TH"), "{name}: {page}");
-        }
-        let completions = dir.path().join("completions");
-        generate(&["completions", completions.to_str().unwrap()]);
-        for (file, flag) in
-            [("backscope.bash", "--vklayer"), ("_backscope", "--vklayer"), ("backscope.fish", "-l vklayer")]
-        {
-            let text = std::fs::read_to_string(completions.join(file)).unwrap();
-            assert!(text.contains(flag), "{file} completes trace's flags");
-        }
-        let layer = "/usr/lib/backscope/libbackscope_vklayer.so";
-        generate(&["vulkan-manifest", "--library", layer, dir.path().to_str().unwrap()]);
-        let manifest = std::fs::read(dir.path().join(trace_format::vulkan::MANIFEST_FILE)).unwrap();
-        assert_eq!(manifest, backscope::observe::manifest_text(Path::new(layer)), "the text trace recognises");
-    }
+fn create(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
 }

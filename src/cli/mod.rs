@@ -169,7 +169,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Report(a) => backscope::report::run(&a.into()),
         Command::Bisect(a) => backscope::bisect::run(&a.into_options()?),
         Command::Push(a) => backscope::push::run(&a.into()),
-        Command::Generate(a) => generate::run(a),
+        Command::Generate(a) => generate::run(a, <Cli as clap::CommandFactory>::command()),
     }
 }
 
@@ -184,6 +184,43 @@ mod tests {
         let cli = Cli::try_parse_from(["backscope", "sweep"].iter().chain(args)).unwrap();
         let Command::Sweep(a) = cli.command else { panic!("not a sweep") };
         a.into()
+    }
+
+    fn generate_files(args: &[&str]) {
+        let cli = Cli::try_parse_from(["backscope", "generate"].iter().chain(args)).unwrap();
+        let Command::Generate(a) = cli.command else { panic!("not generate") };
+        assert_eq!(generate::run(a, Cli::command()).unwrap(), backscope::exit::OK);
+    }
+
+    #[test]
+    fn every_command_gets_a_page_and_every_shell_its_completions() {
+        let dir = tempfile::tempdir().unwrap();
+        let man = dir.path().join("man");
+        generate_files(&["man", man.to_str().unwrap()]);
+        let commands: Vec<String> =
+            Cli::command().get_subcommands().filter(|c| !c.is_hide_set()).map(|c| c.get_name().to_string()).collect();
+        assert!(commands.len() >= 12 && !commands.contains(&"generate".to_string()), "{commands:?}");
+        for name in std::iter::once("backscope".to_string()).chain(commands.iter().map(|c| format!("backscope-{c}"))) {
+            let page = std::fs::read_to_string(man.join(format!("{name}.1"))).unwrap();
+            let title = format!(".TH {name} 1  \"backscope {}\" \"backscope manual\"", env!("CARGO_PKG_VERSION"));
+            assert!(page.contains(&title), "{name}: {page}");
+        }
+        let completions = dir.path().join("completions");
+        generate_files(&["completions", completions.to_str().unwrap()]);
+        for (file, flag) in
+            [("backscope.bash", "--vklayer"), ("_backscope", "--vklayer"), ("backscope.fish", "-l vklayer")]
+        {
+            let text = std::fs::read_to_string(completions.join(file)).unwrap();
+            assert!(text.contains(flag), "{file} completes trace's flags");
+        }
+        let layer = "/usr/lib/backscope/libbackscope_vklayer.so";
+        generate_files(&["vulkan-manifest", "--library", layer, dir.path().to_str().unwrap()]);
+        let manifest = std::fs::read(dir.path().join(trace_format::vulkan::MANIFEST_FILE)).unwrap();
+        assert_eq!(
+            manifest,
+            backscope::observe::manifest_text(std::path::Path::new(layer)),
+            "the text trace recognises"
+        );
     }
 
     #[test]
