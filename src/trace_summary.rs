@@ -569,6 +569,9 @@ pub struct DeviceLostSummary {
     /// The thread that made the call.
     pub tid: u32,
     pub vulkan: Vec<QueueBeforeCrash>,
+    /// What the driver said about the fault (`VK_EXT_device_fault`), where it offers that.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<trace_reader::DeviceFault>,
 }
 
 impl DeviceLostSummary {
@@ -582,10 +585,13 @@ impl DeviceLostSummary {
             at_ns: report.lost.at_ns,
             tid: report.lost.tid,
             vulkan: report.queues.iter().map(QueueBeforeCrash::of).collect(),
+            faults: report.lost.faults.clone(),
         }
     }
 
     pub fn statement(&self) -> String {
+        let driver = self.faults.iter().map(fault_text).collect::<Vec<_>>().join("; ");
+        let driver = if driver.is_empty() { driver } else { format!("; {driver}") };
         let last = match vulkan_text(&self.vulkan) {
             Some(v) => format!("the last Vulkan dispatches before it were: {v}"),
             None => "no Vulkan dispatch was submitted before it".to_string(),
@@ -593,7 +599,7 @@ impl DeviceLostSummary {
         let gpu =
             in_flight_text(&self.vulkan).map(|t| format!("; on the GPU at the device loss: {t}")).unwrap_or_default();
         format!(
-            "pid {} ({}): {} returned VK_ERROR_DEVICE_LOST in thread {}; {last}{gpu}",
+            "pid {} ({}): {} returned VK_ERROR_DEVICE_LOST in thread {}; {last}{gpu}{driver}",
             self.pid, self.exe, self.call, self.tid
         )
     }
@@ -602,6 +608,29 @@ impl DeviceLostSummary {
     pub fn claim(&self, id: String, sources: Vec<Source>) -> Claim {
         Claim::new(id, Confidence::Confirmed, self.statement()).with_sources(sources)
     }
+}
+
+/// One driver's `VK_EXT_device_fault` answer, as a clause: its description, the faulting addresses and the vendor's
+/// codes.
+fn fault_text(f: &trace_reader::DeviceFault) -> String {
+    let device = f.device.map(|d| format!(" of device {d}")).unwrap_or_default();
+    let mut text = format!("the driver{device} reports (VK_EXT_device_fault): \"{}\"", f.description);
+    let addresses: Vec<String> = f
+        .addresses
+        .iter()
+        .map(|(kind, address, precision)| {
+            format!("{} at {address:#x} (within {precision} bytes)", kind.replace('_', " "))
+        })
+        .collect();
+    if !addresses.is_empty() {
+        text.push_str(&format!(", {}", addresses.join(", ")));
+    }
+    let vendor: Vec<String> =
+        f.vendor.iter().map(|(d, code, data)| format!("\"{d}\" (code {code:#x}, data {data:#x})")).collect();
+    if !vendor.is_empty() {
+        text.push_str(&format!(", vendor: {}", vendor.join(", ")));
+    }
+    text
 }
 
 /// Pending GPU work that made no progress (the layer's hang watcher, a `hang_ms` record).

@@ -176,6 +176,51 @@ fn a_crash_and_a_lost_device_during_the_stall_name_what_was_unfinished() {
         statement.contains("on the GPU at the device loss: queue 0: unfinished: one or more of spin_pipeline"),
         "{statement}"
     );
+    assert!(trace.device_lost[0].faults.is_empty(), "lavapipe offers no VK_EXT_device_fault");
+    assert!(!statement.contains("VK_EXT_device_fault"), "{statement}");
+}
+
+/// A driver that offers `VK_EXT_device_fault` (the test layer below ours stands in for RADV or NVIDIA's driver,
+/// which offer it; lavapipe does not): after the device loss the layer asks it, and the record and the claim carry
+/// its own account of the fault, beside the black box's progress.
+#[test]
+fn a_driver_with_device_fault_reports_its_own_account_of_the_loss() {
+    let tmp = tempfile::tempdir().unwrap();
+    let description = "GPU page fault: VM_L2_PROTECTION_FAULT (test layer)";
+    let out = vkspin(
+        "lost",
+        &[],
+        tmp.path(),
+        &[
+            ("STALL_FROM", "2"),
+            ("LOST_AFTER", "2"),
+            ("FAULT_DESCRIPTION", description),
+            ("FAULT_ADDRESS", "0x7f3a0000"),
+        ],
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    let trace = the_trace(tmp.path());
+    assert_eq!(trace.device_lost.len(), 1);
+    let faults = &trace.device_lost[0].faults;
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    let device = trace.devices.keys().next().copied();
+    assert!(device.is_some(), "the device record");
+    assert_eq!(faults[0].device, device);
+    assert_eq!(faults[0].description, description);
+    assert_eq!(faults[0].addresses, [("write_invalid".to_string(), 0x7f3a_0000, 4096)]);
+    assert_eq!(faults[0].vendor, [("test vendor fault".to_string(), 0x31, 0x1)]);
+    // The black box's account is unchanged by the driver's.
+    assert_eq!(
+        progress(&trace, &trace.device_lost[0].queues),
+        ("submission".to_string(), 2, vec!["spin_pipeline@2#1".to_string()], 1)
+    );
+    let statement = claim(&claims(tmp.path()), "trace.device_lost")["statement"].as_str().unwrap().to_string();
+    let expected = format!(
+        "reports (VK_EXT_device_fault): \"{description}\", write invalid at 0x7f3a0000 (within 4096 bytes), vendor: \
+         \"test vendor fault\" (code 0x31, data 0x1)"
+    );
+    assert!(statement.contains(&expected), "{statement}");
 }
 
 #[test]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Summarises bench/gpu/blackbox_h200.sh's cost runs: per test and arm, the median over rounds of the arm's t/s over the
+# Summarises bench/gpu/blackbox_h200.sh's and blackbox_cost.sh's cost runs: per test and arm, the median over rounds of the arm's t/s over the
 # plain run's of the same round, with a bootstrap 95% interval of that median. Usage: blackbox_ab.py OUT_DIR
 import statistics as st, collections, csv, io, random, sys
 d0=sys.argv[1]
@@ -13,7 +13,10 @@ for line in open(d0+'/ab-rows.txt'):
     rows[(test,arm)][int(r)]=float(d['avg_ts'])
 random.seed(1)
 tests=sorted({t for t,_ in rows})
-arms=[a for a in ['plain','on','off','markers'] if any(k[1]==a for k in rows)]
+arms=[]
+for line in open(d0+'/ab-rows.txt'):
+    a=line.split(' ',2)[1]
+    if a not in arms: arms.append(a)
 for test in tests:
     base=rows[(test,'plain')]
     for arm in arms:

@@ -29,8 +29,9 @@ pub use reader::{
     MAX_DIR_TRACE_FILES, MAX_KEPT, MAX_LINE,
 };
 pub use records::{
-    Crash, CrashLaunch, CrashThread, Device, DeviceLost, End, Hang, Header, Impersonated, InFlightDispatch, KernelDef,
-    PipelineStat, QueueAtLoss, QueueDispatch, QueueProgress, Shape, ShapeCount, Truncated, Warning, Window,
+    Crash, CrashLaunch, CrashThread, Device, DeviceFault, DeviceLost, End, Hang, Header, Impersonated,
+    InFlightDispatch, KernelDef, PipelineStat, QueueAtLoss, QueueDispatch, QueueProgress, Shape, ShapeCount, Truncated,
+    Warning, Window,
 };
 pub use summary::{
     Aggregate, CrashReport, DeviceLostReport, DispatchRun, HangReport, InFlightRun, LaunchRun, ProcessStats, QueueRuns,

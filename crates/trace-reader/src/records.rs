@@ -333,6 +333,27 @@ pub struct DeviceLost {
     pub tid: u32,
     #[serde(default)]
     pub queues: Vec<QueueAtLoss>,
+    /// What drivers with `VK_EXT_device_fault` reported about the loss.
+    #[serde(default)]
+    pub faults: Vec<DeviceFault>,
+}
+
+/// One device's `vkGetDeviceFaultInfoEXT` answer in a `device_lost` record.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceFault {
+    /// The trace's id of the device (a `device` record), when known.
+    #[serde(default)]
+    pub device: Option<u32>,
+    #[serde(default)]
+    pub description: String,
+    /// `[kind, address, precision]`: `read_invalid`, `write_invalid`, `execute_invalid`, `instruction_pointer_*`.
+    #[serde(default)]
+    pub addresses: Vec<(String, u64, u64)>,
+    /// `[description, code, data]` of the vendor's own fault information.
+    #[serde(default)]
+    pub vendor: Vec<(String, u64, u64)>,
+    #[serde(default)]
+    pub vendor_binary_bytes: u64,
 }
 
 impl Crash {

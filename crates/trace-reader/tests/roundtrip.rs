@@ -334,7 +334,7 @@ fn vulkan_device_lost_and_crash_records_name_the_queues_last_dispatches() {
         omitted: 3,
         progress: None,
     }];
-    let lost = record::DeviceLost { call: "vkWaitForFences", result: -4, at_ns: 3_000, tid: 7, seq: 1 };
+    let lost = record::DeviceLost { call: "vkWaitForFences", result: -4, at_ns: 3_000, tid: 7, seq: 1, faults: &[] };
     record::device_lost(&mut out, &lost, &queues);
     let threads = [CrashThread { tid: 7, in_flight: Some("vkQueueSubmit"), launches: &[] }];
     let crash = record::Crash {

@@ -143,6 +143,9 @@ pub struct DeviceDispatch {
     pub cmd_pipeline_barrier: Option<vk::PFN_vkCmdPipelineBarrier>,
     // The black box (`crate::progress`): marker writes, the marker buffer, the layer's timeline semaphores.
     pub cmd_write_buffer_marker: Option<vk::PFN_vkCmdWriteBufferMarkerAMD>,
+    /// `vkGetDeviceFaultInfoEXT`, only on devices the layer or the application created with `VK_EXT_device_fault`
+    /// and its feature (`crate::fault`).
+    pub get_device_fault_info: Option<vk::PFN_vkGetDeviceFaultInfoEXT>,
     pub cmd_pipeline_barrier2: Option<vk::PFN_vkCmdPipelineBarrier2>,
     pub cmd_pipeline_barrier2_khr: Option<vk::PFN_vkCmdPipelineBarrier2>,
     pub end_command_buffer: Option<vk::PFN_vkEndCommandBuffer>,
@@ -217,6 +220,7 @@ impl DeviceDispatch {
                 cmd_fill_buffer: load(&resolve, c"vkCmdFillBuffer"),
                 cmd_pipeline_barrier: load(&resolve, c"vkCmdPipelineBarrier"),
                 cmd_write_buffer_marker: load(&resolve, c"vkCmdWriteBufferMarkerAMD"),
+                get_device_fault_info: None,
                 cmd_pipeline_barrier2: load(&resolve, c"vkCmdPipelineBarrier2"),
                 cmd_pipeline_barrier2_khr: load(&resolve, c"vkCmdPipelineBarrier2KHR"),
                 end_command_buffer: load(&resolve, c"vkEndCommandBuffer"),
@@ -287,6 +291,12 @@ pub fn remove_instance(key: u64) {
 
 pub fn remove_device(key: u64) {
     DEVICES.remove(key);
+}
+
+/// Calls `f` with each live device's table.
+pub fn for_each_device(mut f: impl FnMut(&'static DeviceDispatch)) {
+    // SAFETY: values are pointers to tables leaked in `add_device`, never freed.
+    DEVICES.for_each(|_, p| f(unsafe { &*(p as *const DeviceDispatch) }));
 }
 
 /// In a forked child: a parent thread may have held a map's lock. The maps stay usable (entries are

@@ -34,6 +34,7 @@ mod commands;
 mod crash;
 mod device;
 mod dispatch;
+mod fault;
 mod handles;
 mod impersonate;
 mod labels;

@@ -231,9 +231,14 @@ impl Writer {
             return Ok(());
         }
         self.device_lost += 1;
-        let lost =
-            record::DeviceLost { call, result, at_ns: now_ns(), tid: crate::locus::gettid(), seq: self.device_lost };
-        with_queues(|queues| record::device_lost(&mut self.buf, &lost, queues));
+        let at_ns = now_ns();
+        // The drivers' own account of the loss, asked now that a call returned it (VK_EXT_device_fault).
+        let answers = crate::fault::ask_all();
+        crate::fault::with_records(&answers, |faults| {
+            let lost =
+                record::DeviceLost { call, result, at_ns, tid: crate::locus::gettid(), seq: self.device_lost, faults };
+            with_queues(|queues| record::device_lost(&mut self.buf, &lost, queues));
+        });
         self.write_buf()
     }
 

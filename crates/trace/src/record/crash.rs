@@ -242,6 +242,53 @@ pub struct DeviceLost<'a> {
     pub tid: u32,
     /// Number of this device-lost record in the file, from 1.
     pub seq: u32,
+    /// What the drivers of devices with `VK_EXT_device_fault` said about the loss (`vkGetDeviceFaultInfoEXT`).
+    pub faults: &'a [DeviceFault<'a>],
+}
+
+/// One device's answer to `vkGetDeviceFaultInfoEXT` after a device loss.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DeviceFault<'a> {
+    /// The trace's id of the device (`device` record), when the layer described it.
+    pub device: Option<u32>,
+    /// The driver's description of the fault.
+    pub description: &'a [u8],
+    pub addresses: &'a [FaultAddress],
+    pub vendor: &'a [FaultVendor<'a>],
+    /// Size of the vendor's binary crash dump the driver offers (not fetched).
+    pub vendor_binary_bytes: u64,
+}
+
+/// A `VkDeviceFaultAddressInfoEXT`: what kind of access, where, to what precision.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultAddress {
+    /// `VkDeviceFaultAddressTypeEXT`.
+    pub kind: i32,
+    pub address: u64,
+    /// The address is known to within this many bytes (a power of two).
+    pub precision: u64,
+}
+
+/// A `VkDeviceFaultVendorInfoEXT`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FaultVendor<'a> {
+    pub description: &'a [u8],
+    pub code: u64,
+    pub data: u64,
+}
+
+/// The name a fault address type is written as (`VkDeviceFaultAddressTypeEXT`, Vulkan 1.3 spec, VK_EXT_device_fault).
+pub fn fault_address_kind(kind: i32) -> &'static str {
+    match kind {
+        0 => "none",
+        1 => "read_invalid",
+        2 => "write_invalid",
+        3 => "execute_invalid",
+        4 => "instruction_pointer_unknown",
+        5 => "instruction_pointer_invalid",
+        6 => "instruction_pointer_fault",
+        _ => "unknown",
+    }
 }
 
 pub fn device_lost(out: &mut (impl Out + ?Sized), d: &DeviceLost<'_>, queues: &[CrashQueue<'_>]) {
@@ -249,7 +296,53 @@ pub fn device_lost(out: &mut (impl Out + ?Sized), d: &DeviceLost<'_>, queues: &[
     o.str(kind::DEVICE_LOST, d.call).i64(field::RESULT, d.result.into());
     o.u64(field::AT_NS, d.at_ns).u64(field::SEQ, d.seq.into()).u64(field::TID, d.tid.into());
     put_queues(&mut o, queues);
+    put_faults(&mut o, d.faults);
     o.end_line();
+}
+
+fn put_faults<O: Out + ?Sized>(o: &mut Obj<'_, O>, faults: &[DeviceFault<'_>]) {
+    if faults.is_empty() {
+        return;
+    }
+    let list = o.key(field::FAULTS);
+    list.put(b"[");
+    for (i, f) in faults.iter().enumerate() {
+        if i > 0 {
+            list.put(b",");
+        }
+        let mut fo = Obj::begin(&mut *list);
+        if let Some(device) = f.device {
+            fo.u64(field::DEVICE, device.into());
+        }
+        fo.bytes(field::DESCRIPTION, f.description);
+        let addresses = fo.key(field::ADDRESSES);
+        addresses.put(b"[");
+        for (j, a) in f.addresses.iter().enumerate() {
+            addresses.put(if j == 0 { b"[" } else { b",[" });
+            crate::json::put_str(addresses, fault_address_kind(a.kind).as_bytes());
+            addresses.put(b",");
+            put_u64(addresses, a.address);
+            addresses.put(b",");
+            put_u64(addresses, a.precision);
+            addresses.put(b"]");
+        }
+        addresses.put(b"]");
+        let vendor = fo.key(field::VENDOR);
+        vendor.put(b"[");
+        for (j, v) in f.vendor.iter().enumerate() {
+            vendor.put(if j == 0 { b"[" } else { b",[" });
+            crate::json::put_str(vendor, v.description);
+            vendor.put(b",");
+            put_u64(vendor, v.code);
+            vendor.put(b",");
+            put_u64(vendor, v.data);
+            vendor.put(b"]");
+        }
+        vendor.put(b"]");
+        fo.u64_nonzero(field::VENDOR_BINARY_BYTES, f.vendor_binary_bytes);
+        fo.end();
+    }
+    list.put(b"]");
 }
 
 /// The hang watcher's record: work was pending on a queue and the GPU made no progress for `stalled_ms`.

@@ -131,6 +131,12 @@ pub mod field {
     pub const MORE_IN_FLIGHT: &str = "more_in_flight";
     pub const NOT_STARTED: &str = "not_started";
     pub const RESULT: &str = "result";
+    /// A `device_lost` record's `faults` (`VK_EXT_device_fault`) and their fields.
+    pub const FAULTS: &str = "faults";
+    pub const DESCRIPTION: &str = "description";
+    pub const ADDRESSES: &str = "addresses";
+    pub const VENDOR: &str = "vendor";
+    pub const VENDOR_BINARY_BYTES: &str = "vendor_binary_bytes";
 
     pub const DRIVER: &str = "driver";
     pub const DRIVER_INFO: &str = "driver_info";

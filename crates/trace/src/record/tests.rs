@@ -160,7 +160,7 @@ fn vulkan_crash_and_device_lost_records_match_the_documented_examples() {
         omitted: 0,
         progress: None,
     }];
-    let lost = DeviceLost { call: "vkWaitForFences", result: -4, at_ns: 9683944997073, tid: 4567, seq: 1 };
+    let lost = DeviceLost { call: "vkWaitForFences", result: -4, at_ns: 9683944997073, tid: 4567, seq: 1, faults: &[] };
     assert_eq!(
         line(|o| device_lost(o, &lost, &queues)),
         "{\"device_lost\":\"vkWaitForFences\",\"result\":-4,\"at_ns\":9683944997073,\"seq\":1,\"tid\":4567,\

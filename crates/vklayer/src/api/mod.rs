@@ -295,7 +295,7 @@ unsafe extern "system" fn create_device(
             return result;
         }
         // SAFETY: the device just created, by the next link whose vkGetDeviceProcAddr is next_gdpa.
-        return unsafe { register_device(inst, *out, next_gdpa, facts_id, false, allocator) };
+        return unsafe { register_device(inst, *out, next_gdpa, facts_id, false, false, allocator) };
     }
 
     // What the device offers, and whether the layer adds pipeline statistics to its creation.
@@ -328,9 +328,15 @@ unsafe extern "system" fn create_device(
         && observed
             .as_ref()
             .is_some_and(|(extensions, _)| extensions.iter().any(|e| e == crate::progress::BUFFER_MARKER.to_bytes()));
+    // What the driver says about a device loss (VK_EXT_device_fault), where the device offers it.
+    let add_fault = crate::progress::wanted()
+        && observed.as_ref().is_some_and(|(extensions, _)| extensions.iter().any(|e| e == crate::fault::EXTENSION.to_bytes()))
+        // SAFETY: `info` is the caller's valid create info, `physical` a physical device of `inst`'s instance.
+        && unsafe { !crate::fault::chained_by_application(&*info) && crate::fault::supported(inst, physical) };
     let mut result = vk::Result::ERROR_INITIALIZATION_FAILED;
     let mut markers_on = false;
-    if add_statistics || add_markers {
+    let mut fault_on = false;
+    if add_statistics || add_markers || add_fault {
         // SAFETY: `info` is valid; the copy points at the caller's structures plus the layer's, which live until
         // the call returns.
         unsafe {
@@ -341,20 +347,32 @@ unsafe extern "system" fn create_device(
             if add_markers {
                 added.push(crate::progress::BUFFER_MARKER);
             }
+            if add_fault {
+                added.push(crate::fault::EXTENSION);
+            }
             let names = device::extensions_with(&*info, &added);
+            // The layer's feature structures go in front of the application's chain.
+            let mut head = (*info).p_next as *mut c_void;
             let mut feature = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR {
                 pipeline_executable_info: vk::TRUE,
                 ..Default::default()
             };
-            feature.p_next = (*info).p_next as *mut c_void;
-            let mut with = *info;
             if add_statistics {
-                with.p_next = &feature as *const _ as *const c_void;
+                feature.p_next = head;
+                head = &mut feature as *mut _ as *mut c_void;
             }
+            let mut fault_feature = vk::PhysicalDeviceFaultFeaturesEXT { device_fault: vk::TRUE, ..Default::default() };
+            if add_fault {
+                fault_feature.p_next = head;
+                head = &mut fault_feature as *mut _ as *mut c_void;
+            }
+            let mut with = *info;
+            with.p_next = head;
             with.enabled_extension_count = names.len() as u32;
             with.pp_enabled_extension_names = names.as_ptr();
             result = watched(&call::CREATE_DEVICE, || next_create(physical, &with, allocator, out));
             markers_on = add_markers && result == vk::Result::SUCCESS;
+            fault_on = add_fault && result == vk::Result::SUCCESS;
         }
     }
     let statistics_on = match observed {
@@ -379,7 +397,7 @@ unsafe extern "system" fn create_device(
         .flatten()
     });
     // SAFETY: the device just created by the next link.
-    let result = unsafe { register_device(inst, device, next_gdpa, facts_id, statistics_on, allocator) };
+    let result = unsafe { register_device(inst, device, next_gdpa, facts_id, statistics_on, fault_on, allocator) };
     if result == vk::Result::SUCCESS && crate::progress::wanted() {
         if let Some(d) = device_of(device) {
             state::guarded(|| {
@@ -402,10 +420,16 @@ unsafe fn register_device(
     next_gdpa: vk::PFN_vkGetDeviceProcAddr,
     facts_id: Option<u32>,
     statistics_on: bool,
+    fault_on: bool,
     allocator: *const vk::AllocationCallbacks<'_>,
 ) -> vk::Result {
     // SAFETY: next_gdpa is the next link's and `device` its new device.
     let mut table = unsafe { DeviceDispatch::new(device, next_gdpa, facts_id, statistics_on) };
+    if fault_on {
+        // SAFETY: the next link's vkGetDeviceProcAddr for its device; the name and the type are the same command's.
+        table.get_device_fault_info = unsafe { next_gdpa(device, c"vkGetDeviceFaultInfoEXT".as_ptr()) }
+            .map(|f| unsafe { std::mem::transmute::<unsafe extern "system" fn(), vk::PFN_vkGetDeviceFaultInfoEXT>(f) });
+    }
     table.instance_set_debug_utils_object_name = inst.set_debug_utils_object_name;
     table.cmd_begin_debug_utils_label = table.cmd_begin_debug_utils_label.or(inst.cmd_begin_debug_utils_label);
     table.cmd_end_debug_utils_label = table.cmd_end_debug_utils_label.or(inst.cmd_end_debug_utils_label);

@@ -4,6 +4,11 @@
 // - with STALL_FROM=N, the N-th vkQueueSubmit and every later one are swallowed: they return
 //   VK_SUCCESS and never reach the driver, as work a hung GPU never finishes (its fences and
 //   semaphores are never signalled).
+// - with FAULT_DESCRIPTION set, it offers VK_EXT_device_fault (the extension and its deviceFault feature) on every
+//   physical device, strips both from vkCreateDevice before the driver sees them, and answers
+//   vkGetDeviceFaultInfoEXT as a driver would after a loss: that description, one write fault at FAULT_ADDRESS
+//   (default 0xdead0000, to 4096 bytes) and one vendor entry ("test vendor fault", code 0x31, data 0x1), as RADV and
+//   NVIDIA's driver answer it for a GPU page fault.
 // Enabled below the backscope layer (VK_INSTANCE_LAYERS lists it after it), so the backscope layer
 // sees the error come back from the call it forwarded (tests/vulkan_crash.rs, tests/vulkan_blackbox.rs).
 #include <stdlib.h>
@@ -17,6 +22,8 @@ static PFN_vkGetInstanceProcAddr next_gipa;
 static PFN_vkGetDeviceProcAddr next_gdpa;
 static PFN_vkWaitForFences next_wait;
 static PFN_vkQueueSubmit next_submit;
+static PFN_vkEnumerateDeviceExtensionProperties next_enumerate;
+static PFN_vkGetPhysicalDeviceFeatures2 next_features2, next_features2_khr;
 static int waits;
 static int submits;
 
@@ -43,7 +50,94 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_instance(const VkInstanceCreateInfo
     next_gipa = link->u.pLayerInfo->pfnNextGetInstanceProcAddr;
     link->u.pLayerInfo = link->u.pLayerInfo->pNext;
     PFN_vkCreateInstance create = (PFN_vkCreateInstance)next_gipa(VK_NULL_HANDLE, "vkCreateInstance");
-    return create(info, allocator, out);
+    VkResult r = create(info, allocator, out);
+    // Resolved now: once the instance is made, the loader's terminator answers instance commands from the
+    // instance's own chain, which starts above this layer (asking later returns this layer's functions).
+    if (r == VK_SUCCESS) {
+        next_enumerate = (PFN_vkEnumerateDeviceExtensionProperties)next_gipa(*out, "vkEnumerateDeviceExtensionProperties");
+        next_features2 = (PFN_vkGetPhysicalDeviceFeatures2)next_gipa(*out, "vkGetPhysicalDeviceFeatures2");
+        next_features2_khr = (PFN_vkGetPhysicalDeviceFeatures2)next_gipa(*out, "vkGetPhysicalDeviceFeatures2KHR");
+    }
+    return r;
+}
+
+static const char FAULT_EXTENSION[] = "VK_EXT_device_fault";
+
+static VKAPI_ATTR VkResult VKAPI_CALL enumerate_device_extensions(VkPhysicalDevice physical, const char *layer,
+                                                                  uint32_t *count, VkExtensionProperties *props) {
+    PFN_vkEnumerateDeviceExtensionProperties next = next_enumerate;
+    if (!getenv("FAULT_DESCRIPTION") || layer) return next(physical, layer, count, props);
+    uint32_t n = 0;
+    VkResult r = next(physical, NULL, &n, NULL);
+    if (r != VK_SUCCESS) return r;
+    if (!props) {
+        *count = n + 1;
+        return VK_SUCCESS;
+    }
+    if (*count <= n) return next(physical, NULL, count, props) == VK_SUCCESS ? VK_INCOMPLETE : r;
+    r = next(physical, NULL, &n, props);
+    if (r != VK_SUCCESS) return r;
+    memset(&props[n], 0, sizeof props[n]);
+    strcpy(props[n].extensionName, FAULT_EXTENSION);
+    props[n].specVersion = 2;
+    *count = n + 1;
+    return VK_SUCCESS;
+}
+
+static void offer_fault_feature(VkPhysicalDeviceFeatures2 *features) {
+    if (!getenv("FAULT_DESCRIPTION")) return;
+    for (VkBaseOutStructure *s = (VkBaseOutStructure *)features->pNext; s; s = s->pNext)
+        if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FAULT_FEATURES_EXT) {
+            ((VkPhysicalDeviceFaultFeaturesEXT *)s)->deviceFault = VK_TRUE;
+            ((VkPhysicalDeviceFaultFeaturesEXT *)s)->deviceFaultVendorBinary = VK_FALSE;
+        }
+}
+
+static VKAPI_ATTR void VKAPI_CALL get_features2(VkPhysicalDevice physical, VkPhysicalDeviceFeatures2 *features) {
+    next_features2(physical, features);
+    offer_fault_feature(features);
+}
+
+static VKAPI_ATTR void VKAPI_CALL get_features2_khr(VkPhysicalDevice physical, VkPhysicalDeviceFeatures2 *features) {
+    (next_features2_khr ? next_features2_khr : next_features2)(physical, features);
+    offer_fault_feature(features);
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL get_device_fault_info(VkDevice device, VkDeviceFaultCountsEXT *counts,
+                                                            VkDeviceFaultInfoEXT *info) {
+    (void)device;
+    const char *description = getenv("FAULT_DESCRIPTION");
+    const char *address = getenv("FAULT_ADDRESS");
+    if (!info) {
+        counts->addressInfoCount = 1;
+        counts->vendorInfoCount = 1;
+        counts->vendorBinarySize = 0;
+        return VK_SUCCESS;
+    }
+    memset(info->description, 0, sizeof info->description);
+    strncpy(info->description, description ? description : "", sizeof info->description - 1);
+    VkResult r = VK_SUCCESS;
+    if (counts->addressInfoCount >= 1 && info->pAddressInfos) {
+        info->pAddressInfos[0].addressType = VK_DEVICE_FAULT_ADDRESS_TYPE_WRITE_INVALID_EXT;
+        info->pAddressInfos[0].reportedAddress = address ? strtoull(address, NULL, 0) : 0xdead0000ull;
+        info->pAddressInfos[0].addressPrecision = 4096;
+        counts->addressInfoCount = 1;
+    } else {
+        counts->addressInfoCount = 0;
+        r = VK_INCOMPLETE;
+    }
+    if (counts->vendorInfoCount >= 1 && info->pVendorInfos) {
+        memset(info->pVendorInfos[0].description, 0, sizeof info->pVendorInfos[0].description);
+        strcpy(info->pVendorInfos[0].description, "test vendor fault");
+        info->pVendorInfos[0].vendorFaultCode = 0x31;
+        info->pVendorInfos[0].vendorFaultData = 0x1;
+        counts->vendorInfoCount = 1;
+    } else {
+        counts->vendorInfoCount = 0;
+        r = VK_INCOMPLETE;
+    }
+    counts->vendorBinarySize = 0;
+    return r;
 }
 
 static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical, const VkDeviceCreateInfo *info,
@@ -56,7 +150,24 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical, c
     next_gdpa = link->u.pLayerInfo->pfnNextGetDeviceProcAddr;
     link->u.pLayerInfo = link->u.pLayerInfo->pNext;
     PFN_vkCreateDevice create = (PFN_vkCreateDevice)gipa(VK_NULL_HANDLE, "vkCreateDevice");
-    VkResult r = create(physical, info, allocator, out);
+    // The driver below knows neither the fault extension nor its feature: both are taken out of what it is given
+    // (the feature structure unlinked from the chain for the call, then linked back).
+    VkDeviceCreateInfo copy = *info;
+    const char *names[64];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < info->enabledExtensionCount && n < 64; i++)
+        if (strcmp(info->ppEnabledExtensionNames[i], FAULT_EXTENSION) != 0) names[n++] = info->ppEnabledExtensionNames[i];
+    copy.enabledExtensionCount = n;
+    copy.ppEnabledExtensionNames = names;
+    VkBaseOutStructure *before = (VkBaseOutStructure *)&copy, *fault = NULL;
+    for (VkBaseOutStructure *s = (VkBaseOutStructure *)copy.pNext; s; before = s, s = s->pNext)
+        if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FAULT_FEATURES_EXT) {
+            fault = s;
+            break;
+        }
+    if (fault) before->pNext = fault->pNext;
+    VkResult r = create(physical, &copy, allocator, out);
+    if (fault && before != (VkBaseOutStructure *)&copy) before->pNext = fault;
     if (r == VK_SUCCESS) {
         next_wait = (PFN_vkWaitForFences)next_gdpa(*out, "vkWaitForFences");
         next_submit = (PFN_vkQueueSubmit)next_gdpa(*out, "vkQueueSubmit");
@@ -66,6 +177,8 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical, c
 
 static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL get_device_proc_addr(VkDevice device, const char *name) {
     if (strcmp(name, "vkGetDeviceProcAddr") == 0) return (PFN_vkVoidFunction)get_device_proc_addr;
+    if (strcmp(name, "vkGetDeviceFaultInfoEXT") == 0 && getenv("FAULT_DESCRIPTION"))
+        return (PFN_vkVoidFunction)get_device_fault_info;
     if (strcmp(name, "vkWaitForFences") == 0) return (PFN_vkVoidFunction)wait_for_fences;
     if (strcmp(name, "vkQueueSubmit") == 0) return (PFN_vkVoidFunction)queue_submit;
     return next_gdpa(device, name);
@@ -78,6 +191,9 @@ static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL get_instance_proc_addr(VkInstanc
     if (strcmp(name, "vkGetDeviceProcAddr") == 0) return (PFN_vkVoidFunction)get_device_proc_addr;
     if (strcmp(name, "vkWaitForFences") == 0) return (PFN_vkVoidFunction)wait_for_fences;
     if (strcmp(name, "vkQueueSubmit") == 0) return (PFN_vkVoidFunction)queue_submit;
+    if (strcmp(name, "vkEnumerateDeviceExtensionProperties") == 0) return (PFN_vkVoidFunction)enumerate_device_extensions;
+    if (strcmp(name, "vkGetPhysicalDeviceFeatures2") == 0) return (PFN_vkVoidFunction)get_features2;
+    if (strcmp(name, "vkGetPhysicalDeviceFeatures2KHR") == 0) return (PFN_vkVoidFunction)get_features2_khr;
     return next_gipa(instance, name);
 }
 

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# What a user pays for `backscope trace --env` (a service left traced: the CUDA/HIP observer preloaded, the Vulkan
+# layer with its black box, the crash ring and the hang watcher, no ggml labels) against a plain run, as separate
+# processes interleaved round by round: llama-bench (TinyLlama-shaped Q4_K_M, `backscope synth`, all layers on the
+# GPU) pp512 + tg128, -r 5 per process. Arms (ARMS):
+#   plain    no observer, no layer;
+#   env      exactly what `backscope trace --env --dir D` prints, exported;
+#   nostats  env with BACKSCOPE_VK_PIPELINE_STATS=0 (pipelines created without CAPTURE_STATISTICS);
+#   nobb     env with BACKSCOPE_VK_BLACKBOX=0 and BACKSCOPE_VK_PIPELINE_STATS=0;
+#   present  the layer loaded but not observing (no trace directory: it only forwards calls);
+#   labels   env with ggml's debug labels (GGML_VK_DEBUG_MARKERS=1, `trace --labels on`).
+# Run from the repository root on the GPU machine with .carry/ holding backscope.xz, debs/ (Debian's Vulkan loader and
+# GL libraries), bb/{libbackscope_vklayer.so,libbackscope_observer.so}, and either llama.tar.xz (a stripped Vulkan
+# llama.cpp bin dir) plus ggml-vocab-llama-spm.gguf, or what bench/gpu/build_vulkan_llama.sh builds (LLAMA_BIN).
+# Usage: [ARMS="plain env nostats"] [ROUNDS=20] bash bench/gpu/blackbox_cost.sh OUT_DIR
+# Summary: python3 bench/gpu/blackbox_ab.py OUT_DIR (paired ratios to plain per round, bootstrap 95% intervals).
+set -euo pipefail
+C=$PWD/.carry
+OUT=$(mkdir -p "$1" && realpath "$1")
+W=/var/tmp/bscost
+if [ ! -f $W/q4.gguf ]; then
+  mkdir -p $W
+  for f in "$C"/debs/*.deb; do dpkg -x "$f" /; done
+  ldconfig
+  xz -dc "$C/backscope.xz" >$W/backscope && chmod +x $W/backscope
+  if [ -z "${LLAMA_BIN:-}" ]; then mkdir -p $W/llama && tar -xJf "$C/llama.tar.xz" -C $W/llama; fi
+  B0=${LLAMA_BIN:-$(dirname "$(find $W/llama -name llama-bench -type f | head -1)")}
+  vocab=$C/ggml-vocab-llama-spm.gguf
+  [ -f "$vocab" ] || vocab=$B0/ggml-vocab-llama-spm.gguf
+  LD_LIBRARY_PATH=$B0 $W/backscope synth --preset tinyllama-1.1b --type f16 --vocab "$vocab" \
+    -o $W/f16.gguf >/dev/null 2>&1
+  LD_LIBRARY_PATH=$B0 "$B0/llama-quantize" $W/f16.gguf $W/q4.gguf Q4_K_M >/dev/null 2>&1
+fi
+BIN=${LLAMA_BIN:-$(dirname "$(find $W/llama -name llama-bench -type f | head -1)")}
+export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json LD_LIBRARY_PATH=$BIN
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$OUT/gpu.txt" 2>&1 || true
+
+# The lines `trace --env` prints for a traced directory (`export K=V`), as environment assignments.
+env_of() { # DIR [--labels on]
+  mkdir -p "$1"
+  $W/backscope trace --env --dir "$1" --observer "$C/bb/libbackscope_observer.so" --vklayer "$C/bb/libbackscope_vklayer.so" \
+    "${@:2}" | sed -n 's/^export //p'
+}
+env_of $W/probe >"$OUT/trace-env.txt"
+rm -f "$OUT/ab-rows.txt"
+for r in $(seq 1 "${ROUNDS:-20}"); do
+  for arm in ${ARMS:-plain env nostats nobb present}; do
+    d=$W/t-$arm-$r
+    e=()
+    case $arm in
+      plain) ;;
+      env) mapfile -t e < <(env_of "$d") ;;
+      nostats) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_PIPELINE_STATS=0) ;;
+      nobb) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_BLACKBOX=0 BACKSCOPE_VK_PIPELINE_STATS=0) ;;
+      present) mapfile -t e < <(env_of "$d" | grep -v -e '^BACKSCOPE_TRACE_DIR=' -e '^LD_PRELOAD=') ;;
+      labels) mapfile -t e < <(env_of "$d" --labels on) ;;
+    esac
+    env "${e[@]}" "$BIN/llama-bench" -m $W/q4.gguf -ngl 99 -p 512 -n 128 -r 5 -o csv >$W/ab.csv 2>$W/ab.err || true
+    head -1 $W/ab.csv >"$OUT/ab-header.csv"
+    tail -n +2 $W/ab.csv | sed "s/^/$r $arm /" >>"$OUT/ab-rows.txt"
+    ls "$d" 2>/dev/null | head -3 | sed "s/^/$r $arm trace: /" >>"$OUT/traces.txt" || true
+  done
+done
+python3 bench/gpu/blackbox_ab.py "$OUT" | tee "$OUT/summary.txt"
+du -sh $W/t-env-1 >>"$OUT/summary.txt" 2>&1 || true
