@@ -414,7 +414,7 @@ pub enum EventKind<'a> {
 
 /// What a kernel GPU-driver line says (amdgpu, `drivers/gpu/drm/amd/amdgpu/amdgpu_job.c` and friends; NVIDIA's `NVRM: Xid`;
 /// i915's and xe's hang and reset lines).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GpuDriverEvent {
     /// `ring gfx_0.0.0 timeout, signaled seq=166926, emitted seq=166928`: a GPU job did not finish in time.
