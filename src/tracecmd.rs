@@ -137,7 +137,11 @@ pub fn run(args: TraceOptions) -> Result<u8> {
             };
             // First, so that a run that is killed outright still said where its files are.
             messages::note(format_args!("tracing into {}", dir.display()));
+            // The kernel's GPU-driver lines while the command runs (kernel-log.jsonl beside the traces).
+            let file = crate::kernel_log::record::FILE_NAME;
+            let kernel = crate::kernel_log::capture::Capture::start(&dir.join(file), file);
             let (status, signal) = run_observed(observer.as_deref(), &dir, &args)?;
+            kernel.finish();
             (dir, Some(status), signal)
         }
     };
@@ -606,6 +610,16 @@ fn document(s: &TraceSummary, top: usize) -> Document {
     doc.push(t);
     if !warnings.is_empty() {
         doc.push(Block::List(warnings));
+    }
+    if let Some(log) = s.kernel_log.as_ref().filter(|l| !l.lines.is_empty()) {
+        const SHOWN: usize = 20;
+        let mut lines: Vec<_> =
+            log.lines.iter().take(SHOWN).map(|l| format!("{}:{}: {}", l.file, l.line, l.dmesg()).into()).collect();
+        if log.lines.len() > SHOWN {
+            lines.push(format!("and {} more in {}", log.lines.len() - SHOWN, log.file).into());
+        }
+        doc.heading(2, "Kernel GPU-driver lines");
+        doc.push(Block::List(lines));
     }
     if !s.problems.is_empty() {
         doc.heading(2, "Problems (these files are left out)");
