@@ -41,19 +41,119 @@ const MAX_RECORDS_PER_PASS: usize = 100_000;
 /// Bytes read at most in one pass from a followed file.
 const MAX_FOLLOW_BYTES: usize = 4 << 20;
 
-/// Where records come from.
+/// Where records come from, positioned where the capture began.
 enum Source {
     /// `/dev/kmsg`: one record per read.
     Kmsg(File),
     /// A file in the same format, followed as it grows; `pending` holds a record not yet ended by its newline.
     Follow { file: File, pending: Vec<u8> },
-    /// Not readable (see `unreadable`), or reading stopped (see `read_error`).
-    Closed,
+}
+
+/// A reader of the kernel log (or of a file in its format) from the moment it was opened.
+pub struct Reader {
+    source: Source,
+    name: String,
+    /// The kernel said records were overwritten before they were read (`EPIPE`).
+    pub overwritten: bool,
+    /// Records read that are not records (counted with the others, never kept).
+    pub malformed: u64,
+}
+
+/// Why `/dev/kmsg` could not be opened, in words: the error, and the setting that decides it.
+fn unreadable_reason(path: &str, e: &std::io::Error) -> String {
+    let restrict = std::fs::read_to_string("/proc/sys/kernel/dmesg_restrict").ok();
+    let why = match (e.kind(), restrict.as_deref().map(str::trim)) {
+        (ErrorKind::PermissionDenied, Some("1")) => {
+            " (kernel.dmesg_restrict is 1: reading the kernel log needs root or CAP_SYSLOG)"
+        }
+        (ErrorKind::PermissionDenied, _) => " (reading the kernel log needs root or CAP_SYSLOG)",
+        _ => "",
+    };
+    format!("{path}: {e}{why}")
+}
+
+impl Reader {
+    /// Opens `path` non-blocking, positioned at its end: `/dev/kmsg` (`follow` false: `SEEK_END` puts the reader after
+    /// the last record), or a file in its format that is followed as it grows (`follow`: a regular file from its end,
+    /// a FIFO as it is written). `Err`: why it cannot be read, in words.
+    pub fn open(path: &str, follow: bool) -> Result<Reader, String> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| unreadable_reason(path, &e))?;
+        match file.seek(SeekFrom::End(0)) {
+            Ok(_) => {}
+            Err(e) if follow && e.raw_os_error() == Some(libc::ESPIPE) => {}
+            Err(e) => return Err(format!("{path}: cannot seek to its end: {e}")),
+        }
+        let source = if follow { Source::Follow { file, pending: Vec::new() } } else { Source::Kmsg(file) };
+        Ok(Reader { source, name: path.to_string(), overwritten: false, malformed: 0 })
+    }
+
+    /// Where it reads.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Every record available now, each given to `each`. `Err`: reading failed and must stop (why, in words).
+    pub fn read(&mut self, each: &mut dyn FnMut(&logs::kmsg::KmsgRecord<'_>)) -> Result<(), String> {
+        match &mut self.source {
+            Source::Kmsg(f) => {
+                // The kernel's records are at most 8 KiB with their dictionary (CONSOLE_EXT_LOG_MAX); a smaller
+                // buffer is EINVAL.
+                let mut buf = vec![0u8; 16 << 10];
+                for _ in 0..MAX_RECORDS_PER_PASS {
+                    match f.read(&mut buf) {
+                        Ok(0) => return Ok(()),
+                        Ok(n) => match logs::kmsg::parse_record(&buf[..n]) {
+                            Ok(r) => each(&r),
+                            Err(_) => self.malformed += 1,
+                        },
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        // Records were overwritten; the next read goes on from the oldest left, and the gap in the
+                        // sequence numbers counts them.
+                        Err(e) if e.raw_os_error() == Some(libc::EPIPE) => self.overwritten = true,
+                        Err(e) => return Err(format!("{}: {e}", self.name)),
+                    }
+                }
+                Ok(())
+            }
+            Source::Follow { file, pending } => {
+                let mut chunk = vec![0u8; 64 << 10];
+                let mut read = 0;
+                while read < MAX_FOLLOW_BYTES {
+                    match file.read(&mut chunk) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            pending.extend_from_slice(&chunk[..n]);
+                            read += n;
+                        }
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(e) => return Err(format!("{}: {e}", self.name)),
+                    }
+                }
+                let Some(cut) = pending.iter().rposition(|&b| b == b'\n') else { return Ok(()) };
+                let complete: Vec<u8> = pending.drain(..=cut).collect();
+                for (_, r) in logs::kmsg::Records::new(&complete) {
+                    match r {
+                        Ok(r) => each(&r),
+                        Err(_) => self.malformed += 1,
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 /// The capture's state, behind a lock: the thread and [`Capture::drain`] read through it.
 struct State {
-    source: Source,
+    /// `None`: not readable (see `unreadable`), or reading stopped (see `read_error`).
+    reader: Option<Reader>,
     source_name: String,
     out_path: PathBuf,
     /// How kept lines cite the stored file.
@@ -86,36 +186,6 @@ pub struct Capture {
 /// CLOCK_MONOTONIC in µs.
 fn monotonic_usec() -> u64 {
     trace_format::clock::now_ns() / 1000
-}
-
-/// Why `/dev/kmsg` could not be opened, in words: the error, and the setting that decides it.
-fn unreadable_reason(path: &str, e: &std::io::Error) -> String {
-    let restrict = std::fs::read_to_string("/proc/sys/kernel/dmesg_restrict").ok();
-    let why = match (e.kind(), restrict.as_deref().map(str::trim)) {
-        (ErrorKind::PermissionDenied, Some("1")) => {
-            " (kernel.dmesg_restrict is 1: reading the kernel log needs root or CAP_SYSLOG)"
-        }
-        (ErrorKind::PermissionDenied, _) => " (reading the kernel log needs root or CAP_SYSLOG)",
-        _ => "",
-    };
-    format!("{path}: {e}{why}")
-}
-
-/// Opens the source, positioned at its end.
-fn open(path: &str, follow: bool) -> Result<Source, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| unreadable_reason(path, &e))?;
-    // /dev/kmsg: SEEK_END puts the reader after the last record. A followed regular file: its end; a FIFO cannot seek.
-    match file.seek(SeekFrom::End(0)) {
-        Ok(_) => {}
-        Err(e) if follow && e.raw_os_error() == Some(libc::ESPIPE) => {}
-        Err(e) => return Err(format!("{path}: cannot seek to its end: {e}")),
-    }
-    Ok(if follow { Source::Follow { file, pending: Vec::new() } } else { Source::Kmsg(file) })
 }
 
 impl State {
@@ -195,74 +265,13 @@ impl State {
 
     /// Reads every record available now.
     fn drain(&mut self) {
-        let source = std::mem::replace(&mut self.source, Source::Closed);
-        self.source = match source {
-            Source::Kmsg(mut f) => self.drain_kmsg(&mut f).then_some(Source::Kmsg(f)).unwrap_or(Source::Closed),
-            Source::Follow { mut file, mut pending } => {
-                if self.drain_follow(&mut file, &mut pending) {
-                    Source::Follow { file, pending }
-                } else {
-                    Source::Closed
-                }
-            }
-            Source::Closed => Source::Closed,
-        };
-    }
-
-    /// `/dev/kmsg`: one record per read. False when reading must stop.
-    fn drain_kmsg(&mut self, f: &mut File) -> bool {
-        // The kernel's records are at most 8 KiB with their dictionary (CONSOLE_EXT_LOG_MAX); a smaller buffer is
-        // EINVAL.
-        let mut buf = vec![0u8; 16 << 10];
-        for _ in 0..MAX_RECORDS_PER_PASS {
-            match f.read(&mut buf) {
-                Ok(0) => return true,
-                Ok(n) => match logs::kmsg::parse_record(&buf[..n]) {
-                    Ok(r) => self.take(&r),
-                    Err(_) => self.end.records += 1,
-                },
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                // Records were overwritten; the next read goes on from the oldest left, and the sequence gap
-                // counts them.
-                Err(e) if e.raw_os_error() == Some(libc::EPIPE) => self.end.overwritten = true,
-                Err(e) => {
-                    self.read_error = Some(format!("{}: {e}", self.source_name));
-                    return false;
-                }
-            }
+        let Some(mut reader) = self.reader.take() else { return };
+        let result = reader.read(&mut |r| self.take(r));
+        self.end.overwritten |= reader.overwritten;
+        match result {
+            Ok(()) => self.reader = Some(reader),
+            Err(e) => self.read_error = Some(e),
         }
-        true
-    }
-
-    /// A followed file: the complete records appended since the last pass. False when reading must stop.
-    fn drain_follow(&mut self, f: &mut File, pending: &mut Vec<u8>) -> bool {
-        let mut chunk = vec![0u8; 64 << 10];
-        let mut read = 0;
-        while read < MAX_FOLLOW_BYTES {
-            match f.read(&mut chunk) {
-                Ok(0) => break,
-                Ok(n) => {
-                    pending.extend_from_slice(&chunk[..n]);
-                    read += n;
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => {
-                    self.read_error = Some(format!("{}: {e}", self.source_name));
-                    return false;
-                }
-            }
-        }
-        let Some(cut) = pending.iter().rposition(|&b| b == b'\n') else { return true };
-        let complete: Vec<u8> = pending.drain(..=cut).collect();
-        for (_, r) in logs::kmsg::Records::new(&complete) {
-            match r {
-                Ok(r) => self.take(&r),
-                Err(_) => self.end.records += 1,
-            }
-        }
-        true
     }
 }
 
@@ -278,13 +287,19 @@ impl Capture {
     /// Starts reading the kernel log (or the file [`SOURCE_ENV`] names) from now, storing kept lines in `out`, which
     /// claims cite as `cited`. Never fails: an unreadable log is said in the stored file and by [`Capture::unreadable`].
     pub fn start(out: &Path, cited: &str) -> Capture {
-        let (source_name, follow) = match std::env::var(SOURCE_ENV) {
-            Ok(p) if !p.is_empty() => (p, true),
-            _ => (KMSG.to_string(), false),
-        };
-        let opened = open(&source_name, follow);
+        match std::env::var(SOURCE_ENV) {
+            Ok(p) if !p.is_empty() => Capture::start_from(out, cited, Some(&p)),
+            _ => Capture::start_from(out, cited, None),
+        }
+    }
+
+    /// [`Capture::start`] reading `follow` (a file in /dev/kmsg's format, followed as it grows) instead of
+    /// `/dev/kmsg` when given.
+    pub fn start_from(out: &Path, cited: &str, follow: Option<&str>) -> Capture {
+        let source_name = follow.unwrap_or(KMSG).to_string();
+        let opened = Reader::open(&source_name, follow.is_some());
         let mut state = State {
-            source: Source::Closed,
+            reader: None,
             source_name,
             out_path: out.to_path_buf(),
             cited: cited.to_string(),
@@ -300,7 +315,7 @@ impl Capture {
             new_lines: Vec::new(),
         };
         match opened {
-            Ok(s) => state.source = s,
+            Ok(r) => state.reader = Some(r),
             Err(why) => {
                 state.write(&stored::line(&serde_json::json!({ "unreadable": why })));
                 state.unreadable = Some(why);

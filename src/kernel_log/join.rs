@@ -94,7 +94,16 @@ impl<'a> Incident<'a> {
         let what = match first.event {
             G::RingTimeout => format!("a GPU job timeout{ring}"),
             G::PageFault => "a GPU page fault".to_string(),
-            G::Xid => format!("NVIDIA Xid {}", first.code.unwrap_or(0)),
+            G::Xid => {
+                let mut codes: Vec<u32> = Vec::new();
+                for c in self.lines.iter().filter_map(|l| l.code) {
+                    if !codes.contains(&c) {
+                        codes.push(c);
+                    }
+                }
+                let codes: Vec<String> = codes.iter().map(u32::to_string).collect();
+                format!("NVIDIA Xid {}", codes.join(", "))
+            }
             G::Hang => "a GPU hang".to_string(),
             G::ResetBegin | G::ResetSucceeded => format!("a GPU reset{ring}"),
             G::ResetFailed => format!("a failed GPU reset{ring}"),
