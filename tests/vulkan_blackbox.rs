@@ -279,8 +279,8 @@ fn the_kernels_timeout_naming_the_traced_pid_joins_the_hang() {
     assert!(
         statement.starts_with(&format!(
             "The kernel's GPU driver reported a GPU job timeout on ring gfx_0.0.0 naming pid {pid} (vkspin), a traced process ("
-        )) && statement.contains(&format!(" pid {pid}'s stalled GPU work (0.5 s without progress, the layer's hang watcher)"))
-            && statement.contains("(trace.hang); ")
+        )) && statement.contains(&format!(" pid {pid}'s stalled GPU work ("))
+            && statement.contains(" s without progress, the layer's hang watcher) (trace.hang); ")
             && statement.ends_with("; the GPU was reset"),
         "{statement}"
     );
