@@ -119,3 +119,31 @@ fn real_gpu_driver_lines_are_kept_stored_and_grouped() {
         ]
     );
 }
+
+/// The capture's reading thread blocks every signal: `trace` and `sweep` take SIGINT and SIGTERM in the thread that
+/// blocked them, and a process-directed signal delivered to a thread that did not would end backscope before its
+/// summary (trace_cli's SIGINT test caught this when the signal fell on the reading thread).
+#[test]
+fn the_reading_thread_takes_no_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("kmsg");
+    std::fs::write(&source, "").unwrap();
+    let capture = Capture::start_from(&dir.path().join(FILE_NAME), FILE_NAME, Some(source.to_str().unwrap()));
+    let blocked: Vec<u64> = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "kernel-log"))
+        .filter_map(|t| {
+            let status = std::fs::read_to_string(t.path().join("status")).ok()?;
+            let mask = status.lines().find_map(|l| l.strip_prefix("SigBlk:"))?;
+            u64::from_str_radix(mask.trim(), 16).ok()
+        })
+        .collect();
+    capture.finish();
+    assert!(!blocked.is_empty(), "no kernel-log thread found");
+    for mask in blocked {
+        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGCHLD, libc::SIGHUP] {
+            assert_ne!(mask & (1 << (signal - 1)), 0, "signal {signal} not blocked: SigBlk {mask:#x}");
+        }
+    }
+}

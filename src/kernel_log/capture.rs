@@ -283,6 +283,24 @@ impl Shared {
     }
 }
 
+/// Spawns the reading thread with every signal blocked in it. `trace` and `sweep` take SIGINT and SIGTERM with
+/// `sigtimedwait` in the thread that blocked them; a process-directed signal goes to any thread that does not block it,
+/// and this thread, started first, would otherwise take it with the default action and end backscope before its
+/// summary.
+fn spawn_without_signals(f: impl FnOnce() + Send + 'static) -> std::io::Result<JoinHandle<()>> {
+    // SAFETY: sigset_t is plain data, initialised by sigfillset before use; pthread_sigmask changes this thread's mask
+    // only, and the old mask is put back before returning (the new thread keeps the full one it inherited).
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+        let spawned = std::thread::Builder::new().name("kernel-log".into()).spawn(f);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        spawned
+    }
+}
+
 impl Capture {
     /// Starts reading the kernel log (or the file [`SOURCE_ENV`] names) from now, storing kept lines in `out`, which
     /// claims cite as `cited`. Never fails: an unreadable log is said in the stored file and by [`Capture::unreadable`].
@@ -325,15 +343,13 @@ impl Capture {
         let shared = Arc::new(Shared { stop: AtomicBool::new(false), state: Mutex::new(state) });
         let thread = readable.then(|| {
             let s = Arc::clone(&shared);
-            std::thread::Builder::new()
-                .name("kernel-log".into())
-                .spawn(move || {
-                    while !s.stop.load(Ordering::Relaxed) {
-                        s.drain();
-                        std::thread::park_timeout(POLL);
-                    }
-                })
-                .ok()
+            spawn_without_signals(move || {
+                while !s.stop.load(Ordering::Relaxed) {
+                    s.drain();
+                    std::thread::park_timeout(POLL);
+                }
+            })
+            .ok()
         });
         Capture { shared, thread: thread.flatten() }
     }
