@@ -168,7 +168,17 @@ fn trace_kernel_claims(t: &RecordTrace, base: &str, in_run: &dyn Fn(&str) -> Str
         let what = "stalled GPU work (the layer's hang watcher)".to_string();
         failures.push(Failure { pid: h.pid, at_ns: h.at_ns, what, claim: format!("{base}.trace_hang") });
     }
-    let traced: Vec<(u32, String)> = t.processes.iter().map(|p| (p.pid, p.exe.clone())).collect();
+    // The server's processes with a trace file in the window, and those whose failure records the trace holds (a
+    // process that only crashed has no window).
+    let mut traced: Vec<(u32, String)> = t.processes.iter().map(|p| (p.pid, p.exe.clone())).collect();
+    let recorded = t.crashes.iter().map(|c| (c.pid, &c.exe));
+    let recorded =
+        recorded.chain(t.device_lost.iter().map(|d| (d.pid, &d.exe))).chain(t.hangs.iter().map(|h| (h.pid, &h.exe)));
+    for (pid, exe) in recorded {
+        if !traced.iter().any(|(p, _)| *p == pid) {
+            traced.push((pid, exe.clone()));
+        }
+    }
     let joined = join::join(&t.kernel, &traced, &failures);
     joined
         .iter()
