@@ -105,8 +105,16 @@ pub fn line<T: Serialize>(value: &T) -> String {
 
 /// Reads `path` (cited as `file`); `None` when there is no such file (nothing was kept and nothing went wrong).
 pub fn read(path: &Path, file: &str) -> Option<KernelLog> {
-    let f = std::fs::File::open(path).ok()?;
+    std::fs::symlink_metadata(path).ok()?;
     let mut log = KernelLog { file: file.to_string(), ..Default::default() };
+    // A regular file only: a FIFO or a device in a directory given to `trace --read` would block or never end.
+    let f = match crate::inputs::open_input(path) {
+        Ok(input) => input.file,
+        Err(e) => {
+            log.problems.push(format!("{file}: {e}"));
+            return Some(log);
+        }
+    };
     let mut bytes = Vec::new();
     if let Err(e) = f.take(MAX_FILE + 1).read_to_end(&mut bytes) {
         log.problems.push(format!("{file}: {e}"));
@@ -188,5 +196,12 @@ mod tests {
         assert_eq!(log.problems.len(), 1);
         assert!(log.problems[0].starts_with("kernel-log.jsonl:4: not a kernel-log line"), "{:?}", log.problems);
         assert!(read(&dir.path().join("none"), "none").is_none());
+        // A FIFO is refused without blocking.
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid path for mkfifo.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let log = read(&fifo, "fifo").unwrap();
+        assert!(log.lines.is_empty() && log.problems.len() == 1, "{log:?}");
     }
 }
