@@ -129,16 +129,24 @@ fn the_reading_thread_takes_no_signal() {
     let source = dir.path().join("kmsg");
     std::fs::write(&source, "").unwrap();
     let capture = Capture::start_from(&dir.path().join(FILE_NAME), FILE_NAME, Some(source.to_str().unwrap()));
-    let blocked: Vec<u64> = std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .flatten()
-        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "kernel-log"))
-        .filter_map(|t| {
-            let status = std::fs::read_to_string(t.path().join("status")).ok()?;
-            let mask = status.lines().find_map(|l| l.strip_prefix("SigBlk:"))?;
-            u64::from_str_radix(mask.trim(), 16).ok()
-        })
-        .collect();
+    // The thread names itself once it runs: look until it has (at most 5 s).
+    let started = std::time::Instant::now();
+    let blocked: Vec<u64> = loop {
+        let found: Vec<u64> = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .flatten()
+            .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "kernel-log"))
+            .filter_map(|t| {
+                let status = std::fs::read_to_string(t.path().join("status")).ok()?;
+                let mask = status.lines().find_map(|l| l.strip_prefix("SigBlk:"))?;
+                u64::from_str_radix(mask.trim(), 16).ok()
+            })
+            .collect();
+        if !found.is_empty() || started.elapsed().as_secs() >= 5 {
+            break found;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
     capture.finish();
     assert!(!blocked.is_empty(), "no kernel-log thread found");
     for mask in blocked {
