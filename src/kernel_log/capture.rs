@@ -235,8 +235,8 @@ impl State {
     fn take(&mut self, r: &logs::kmsg::KmsgRecord<'_>) {
         self.end.records += 1;
         if let Some(last) = self.last_seq {
-            if r.seq > last + 1 {
-                self.end.lost += r.seq - last - 1;
+            if r.seq > last.saturating_add(1) {
+                self.end.lost = self.end.lost.saturating_add(r.seq - last - 1);
             }
         }
         self.last_seq = Some(r.seq);
