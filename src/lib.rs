@@ -21,6 +21,7 @@ pub mod gate;
 pub mod gguf_file;
 pub mod gpucode;
 pub mod inputs;
+pub mod kernel_log;
 pub mod kernels;
 pub mod knowledge;
 pub mod logfacts;

@@ -222,8 +222,15 @@ fn gpu_driver_claim(r: &Report, c: &Crash, file: &str, id: &str) -> Option<Claim
     let first = |e: G| k.iter().find(|d| d.event == e);
     let timeout = first(G::RingTimeout);
     let fault = first(G::PageFault);
+    let (hang, xid) = (first(G::Hang), first(G::Xid));
     let process = k.iter().find(|d| d.pid.is_some() || d.process.is_some());
-    if timeout.is_none() && fault.is_none() && first(G::Coredump).is_none() && first(G::ResetBegin).is_none() {
+    if timeout.is_none()
+        && fault.is_none()
+        && hang.is_none()
+        && xid.is_none()
+        && first(G::Coredump).is_none()
+        && first(G::ResetBegin).is_none()
+    {
         return None;
     }
     let who = match process {
@@ -243,6 +250,12 @@ fn gpu_driver_claim(r: &Report, c: &Crash, file: &str, id: &str) -> Option<Claim
     }
     if let Some(f) = fault {
         parts.push(format!("the GPU faulted on a page{who} (line {})", f.line));
+    }
+    if let Some(h) = hang {
+        parts.push(format!("the GPU hung in the job{who} (line {})", h.line));
+    }
+    if let Some(x) = xid {
+        parts.push(format!("NVIDIA's driver reported Xid {}{who} (line {})", x.code.unwrap_or(0), x.line));
     }
     if let Some(d) = first(G::Coredump) {
         parts.push(format!("the driver wrote a device coredump (line {})", d.line));

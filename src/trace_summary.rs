@@ -816,6 +816,10 @@ pub struct TraceSummary {
     /// The Vulkan layer's hang records.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hangs: Vec<HangSummary>,
+    /// The GPU-driver lines the kernel logged while the command ran (`kernel-log.jsonl`), when any were kept or the
+    /// kernel log could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_log: Option<crate::kernel_log::stored::KernelLog>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_status: Option<i32>,
     /// The signal that ended the traced command (`SIGTERM`), when one did; `exit_status` is then 128 + its number.
@@ -956,6 +960,11 @@ pub fn summarise_with_libraries(
         .map(|k| (k.name.clone(), k.launches))
         .collect();
     claims.extend(crate::vulkan_capability::trace_claims("trace.vulkan.capability", traces, &observed, &[]));
+    let kernel_log =
+        crate::kernel_log::stored::read_dir(dir, &dir.join(crate::kernel_log::record::FILE_NAME).display().to_string());
+    if let Some(log) = &kernel_log {
+        kernel_claims(log, traces, (&crashes, &device_lost, &hangs), &mut claims);
+    }
     TraceSummary {
         schema: "backscope.trace-summary/1",
         dir: dir.display().to_string(),
@@ -967,11 +976,80 @@ pub fn summarise_with_libraries(
         crashes,
         device_lost,
         hangs,
+        kernel_log,
         exit_status,
         exit_signal: None,
         counts_are_lower_bounds: traces.iter().any(TraceFile::is_cut),
         problems,
     }
+}
+
+/// The failure records of a trace for the kernel join, each with the id of its claim (as [`summarise`] numbers them).
+pub fn kernel_failures(
+    crashes: &[CrashSummary],
+    device_lost: &[DeviceLostSummary],
+    hangs: &[HangSummary],
+) -> Vec<crate::kernel_log::join::Failure> {
+    use crate::kernel_log::join::Failure;
+    let id = |kind: &str, i: usize, n: usize| {
+        if n == 1 {
+            format!("trace.{kind}")
+        } else {
+            format!("trace.{kind}.{}", i + 1)
+        }
+    };
+    let mut out = Vec::new();
+    for (i, c) in crashes.iter().enumerate() {
+        let what = if c.code <= 0 { format!("{} it received", c.signal) } else { format!("crash ({})", c.signal) };
+        out.push(Failure { pid: c.pid, at_ns: c.at_ns, what, claim: id("crash", i, crashes.len()) });
+    }
+    for (i, d) in device_lost.iter().enumerate() {
+        let what = format!("VK_ERROR_DEVICE_LOST ({})", d.call);
+        out.push(Failure { pid: d.pid, at_ns: d.at_ns, what, claim: id("device_lost", i, device_lost.len()) });
+    }
+    for (i, h) in hangs.iter().enumerate() {
+        let what =
+            format!("stalled GPU work ({:.1} s without progress, the layer's hang watcher)", h.stalled_ms as f64 / 1e3);
+        out.push(Failure { pid: h.pid, at_ns: h.at_ns, what, claim: id("hang", i, hangs.len()) });
+    }
+    out
+}
+
+/// The kernel's side: a claim per incident of the kept GPU-driver lines (`trace.kernel`, `trace.kernel.N`), joined
+/// to the traced process it names and that process's failure record, whose claim then names it; and the capture's
+/// limits (`trace.kernel_log`, Limited).
+fn kernel_claims(
+    log: &crate::kernel_log::stored::KernelLog,
+    traces: &[TraceFile],
+    (crashes, device_lost, hangs): (&[CrashSummary], &[DeviceLostSummary], &[HangSummary]),
+    claims: &mut Vec<Claim>,
+) {
+    use crate::kernel_log::join;
+    let failures = kernel_failures(crashes, device_lost, hangs);
+    let traced: Vec<(u32, String)> = traces.iter().map(|t| (t.pid(), t.header.exe.clone())).collect();
+    // The last window with work of a process that began before an instant: where its last launch or submission was.
+    let last_work = |pid: u32, t_ns: u64| {
+        traces
+            .iter()
+            .filter(|t| t.pid() == pid)
+            .flat_map(|t| t.windows.iter())
+            .filter(|w| w.t0 <= t_ns && !w.counts.is_empty())
+            .max_by_key(|w| w.t0)
+            .map(|w| [w.t0, w.t1])
+    };
+    let joined = join::join(&log.lines, &traced, &failures);
+    for (i, j) in joined.iter().enumerate() {
+        let id = if joined.len() == 1 { "trace.kernel".to_string() } else { format!("trace.kernel.{}", i + 1) };
+        claims.push(j.claim(id.clone(), &failures, &last_work));
+        for (k, f) in failures.iter().enumerate() {
+            let Some((note, sources)) = j.note_for(k, &id, &failures) else { continue };
+            if let Some(c) = claims.iter_mut().find(|c| c.id == f.claim) {
+                c.statement.push_str(&note);
+                c.sources.extend(sources);
+            }
+        }
+    }
+    claims.extend(join::limits_claim(log, "trace.kernel_log"));
 }
 
 /// Besides ggml's own matmul kernels ([`kernels::MATMUL_FAMILIES`]), a trace summary names the paths that leave

@@ -137,7 +137,11 @@ pub fn run(args: TraceOptions) -> Result<u8> {
             };
             // First, so that a run that is killed outright still said where its files are.
             messages::note(format_args!("tracing into {}", dir.display()));
+            // The kernel's GPU-driver lines while the command runs (kernel-log.jsonl beside the traces).
+            let file = crate::kernel_log::record::FILE_NAME;
+            let kernel = crate::kernel_log::capture::Capture::start(&dir.join(file), file);
             let (status, signal) = run_observed(observer.as_deref(), &dir, &args)?;
+            kernel.finish();
             (dir, Some(status), signal)
         }
     };
@@ -607,9 +611,24 @@ fn document(s: &TraceSummary, top: usize) -> Document {
     if !warnings.is_empty() {
         doc.push(Block::List(warnings));
     }
+    kernel_lines(&mut doc, s);
     if !s.problems.is_empty() {
         doc.heading(2, "Problems (these files are left out)");
         doc.push(Block::List(s.problems.iter().map(|p| p.to_string().into()).collect()));
     }
     doc
+}
+
+/// The kernel's GPU-driver lines kept while the command ran (`kernel-log.jsonl`), as `dmesg` prints them, each with
+/// where it is stored; nothing when none was kept.
+fn kernel_lines(doc: &mut Document, s: &TraceSummary) {
+    let Some(log) = s.kernel_log.as_ref().filter(|l| !l.lines.is_empty()) else { return };
+    const SHOWN: usize = 20;
+    let mut lines: Vec<_> =
+        log.lines.iter().take(SHOWN).map(|l| format!("{}:{}: {}", l.file, l.line, l.dmesg()).into()).collect();
+    if log.lines.len() > SHOWN {
+        lines.push(format!("and {} more in {}", log.lines.len() - SHOWN, log.file).into());
+    }
+    doc.heading(2, "Kernel GPU-driver lines");
+    doc.push(Block::List(lines));
 }

@@ -332,3 +332,93 @@ fn a_traced_llama_server_killed_by_sigsegv_mid_request_leaves_a_crash_record() {
 fn a_traced_llama_server_killed_by_sigabrt_mid_request_leaves_a_crash_record() {
     llama_server_killed_mid_request_leaves_a_crash_record(libc::SIGABRT, "SIGABRT");
 }
+
+/// A stand-in server that, on its request, appends amdgpu's timeout lines naming its own pid (ggml-org/llama.cpp#21724's
+/// kernel 6.x lines) to the file `BACKSCOPE_KMSG` names, then dies of SIGSEGV: the sweep keeps the lines in the run
+/// directory's kernel-log.jsonl, the record carries them beside the observer's crash record, and the report joins them
+/// to it. The file stands for /dev/kmsg (writing a GPU driver's lines into the host's real kernel log would tell what
+/// watches it of a failure that did not happen).
+const KERNEL_STAND_IN: &str = r#"
+import http.server, json, os, signal, sys, time
+port, kmsg = int(sys.argv[1]), sys.argv[2]
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"status": "ok"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        t, pid = time.monotonic_ns() // 1000, os.getpid()
+        lines = [
+            f"3,7001,{t},-;amdgpu 0000:c2:00.0: ring gfx_0.0.0 timeout, signaled seq=166926, emitted seq=166928\n",
+            f"3,7002,{t + 50},-;amdgpu 0000:c2:00.0:  Process llama-server pid {pid} thread llama-server pid {pid}\n",
+            f"6,7003,{t + 90},-;amdgpu 0000:c2:00.0: Ring gfx_0.0.0 reset succeeded\n",
+        ]
+        with open(kmsg, "a") as f:
+            f.write("".join(lines))
+        time.sleep(0.3)
+        os.kill(pid, signal.SIGSEGV)
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+"#;
+
+#[test]
+fn the_kernels_lines_naming_the_server_join_its_crash_record() {
+    let observer = observer_library();
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("kernel_stand_in.py");
+    std::fs::write(&script, KERNEL_STAND_IN).unwrap();
+    let kmsg = tmp.path().join("kmsg");
+    std::fs::write(&kmsg, "").unwrap();
+    let (db, runs) = (tmp.path().join("backscope.db"), tmp.path().join("runs"));
+    let server = format!("k=command:{},{{port}},{}", script.display(), kmsg.display());
+    let mut cmd = backscope();
+    cmd.arg("sweep").arg("--json").arg("--db").arg(&db).arg("--runs-dir").arg(&runs);
+    cmd.args(["--server", &server, "--program", "k=python3", "--model", "stand-in", "--repetitions", "1"]);
+    cmd.args(["--no-stream", "--trace", "--observer"]).arg(&observer).env("BACKSCOPE_KMSG", &kmsg);
+    let (status, events, stderr) = Sweep::spawn(cmd).finish(Duration::from_secs(300));
+    assert_eq!(status.code(), Some(1), "a failed cell: {stderr}");
+    let run_dir = PathBuf::from(s(&events.iter().find(|e| event_is(e, "run_started")).unwrap()["run_dir"]));
+    let recs = records(&events);
+    let rec = &recs[0];
+    let pid = rec["server"]["pid"].as_u64().unwrap();
+    assert_eq!((rec["error_class"].as_str(), rec["signal"].as_str()), (Some("crash"), Some("SIGSEGV")), "{rec:#}");
+    let t = &rec["trace"];
+    assert_eq!(t["crashes"][0]["pid"].as_u64(), Some(pid), "{t:#}");
+    let kernel = t["kernel"].as_array().unwrap_or_else(|| panic!("no kernel lines in the record: {t:#}"));
+    let got: Vec<(&str, Option<u64>, Option<u64>)> =
+        kernel.iter().map(|l| (s(&l["event"]), l["pid"].as_u64(), l["line"].as_u64())).collect();
+    assert_eq!(
+        got,
+        vec![("ring_timeout", None, Some(2)), ("process", Some(pid), Some(3)), ("reset_succeeded", None, Some(4))]
+    );
+    let stored = std::fs::read_to_string(run_dir.join("kernel-log.jsonl")).unwrap();
+    assert!(stored.lines().nth(2).unwrap().contains(&format!("Process llama-server pid {pid} ")), "{stored}");
+
+    let (claims, text) = report(&db, s(&rec["run_id"]));
+    let c = claims.iter().find(|c| s(&c["id"]).ends_with(".trace_kernel")).unwrap_or_else(|| panic!("{claims:#?}"));
+    assert_eq!(c["confidence"], "Confirmed");
+    let statement = s(&c["statement"]);
+    assert!(
+        statement.contains(&format!("The kernel's GPU driver reported a GPU job timeout on ring gfx_0.0.0 naming pid {pid} (llama-server), a traced process ("))
+            && statement.contains(&format!(" pid {pid}'s crash (SIGSEGV) ("))
+            && statement.contains(".trace_crash); the GPU was reset"),
+        "{statement}"
+    );
+    let cited = run_dir.join("kernel-log.jsonl").display().to_string();
+    assert!(
+        c["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["kind"] == "log_line" && x["path"] == cited.as_str() && x["line"] == 3),
+        "{c:#}"
+    );
+    let printed =
+        format!("The kernel's GPU driver reported a GPU job timeout on ring gfx_0.0.0 naming pid {pid} (llama-server)");
+    assert!(text.contains(&printed), "the report prints the claim: {text}");
+}

@@ -22,6 +22,7 @@ mod hardening_sweep_resume;
 mod hardening_text;
 mod hardening_trace;
 mod hardening_trace_paths;
+mod kernel_log;
 mod logs_cli;
 mod logs_corpus;
 mod logs_eras;

@@ -259,6 +259,97 @@ fn work_that_finishes_leaves_no_hang_and_the_black_box_off_leaves_no_progress() 
     assert!(!trace.crashes[0].queues.is_empty() && !trace.crashes[0].queues[0].dispatches.is_empty());
 }
 
+/// The kernel's side of a hang joined in `backscope trace`'s summary. A GPU driver's lines are played from a file in
+/// /dev/kmsg's record format (`BACKSCOPE_KMSG`) rather than written into this host's real kernel log, where they
+/// would tell whatever watches it of a GPU failure that did not happen. Once the layer's hang record is written, the
+/// kernel 6.x amdgpu lines of ggml-org/llama.cpp#21724 (turn 8) are appended with vkspin's pid in place of theirs,
+/// then pop-os/cosmic-comp#2626's timeout naming its own process: the first is joined to the traced process and its
+/// hang, the second is kept and said apart.
+#[test]
+fn the_kernels_timeout_naming_the_traced_pid_joins_the_hang() {
+    use std::io::Write;
+    let p = programs();
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, kmsg) = (tmp.path().join("trace"), tmp.path().join("kmsg"));
+    std::fs::write(&kmsg, "").unwrap();
+    let mut cmd = backscope();
+    cmd.args(["trace", "--json", "--vklayer"]).arg(vklayer_library()).arg("--dir").arg(&dir).arg("--");
+    cmd.arg(&p.program).arg(&p.spirv).args(["hang", "4"]);
+    cmd.env("VK_ADD_LAYER_PATH", &p.below)
+        .env("VK_INSTANCE_LAYERS", BELOW)
+        .env("STALL_FROM", "2")
+        .env("LOST_AFTER", "1000")
+        .env("BACKSCOPE_VK_HANG_MS", "500")
+        .env("BACKSCOPE_KMSG", &kmsg)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    // vkspin's trace file, once it holds the hang record: its name gives the pid.
+    let started = std::time::Instant::now();
+    let pid: u32 = loop {
+        let hung = std::fs::read_dir(&dir).into_iter().flatten().flatten().find_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid = name.strip_prefix("trace-")?.strip_suffix(".jsonl")?.parse().ok()?;
+            std::fs::read_to_string(e.path()).ok()?.contains("{\"hang_ms\":").then_some(pid)
+        });
+        if let Some(pid) = hung {
+            break pid;
+        }
+        assert!(started.elapsed().as_secs() < 20, "no hang record in {}", dir.display());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid timespec for clock_gettime to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    // The printk clock, which journald takes as CLOCK_MONOTONIC (tests/kernel_log.rs checks it on this machine).
+    let usec = ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000;
+    let records = [
+        (3, 5001, usec, "amdgpu 0000:c2:00.0: ring gfx_0.0.0 timeout, signaled seq=166926, emitted seq=166928".to_string()),
+        (3, 5002, usec + 40, format!("amdgpu 0000:c2:00.0:  Process vkspin pid {pid} thread vkspin pid {pid}")),
+        (6, 5003, usec + 90, "amdgpu 0000:c2:00.0: Starting gfx_0.0.0 ring reset".to_string()),
+        (6, 5004, usec + 200, "amdgpu 0000:c2:00.0: Ring gfx_0.0.0 reset succeeded".to_string()),
+        (3, 5005, usec + 300, "[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx_0.0.0 timeout, signaled seq=5000163, emitted seq=5000165".to_string()),
+        (3, 5006, usec + 310, "[drm:amdgpu_job_timedout [amdgpu]] *ERROR* Process information: process cosmic-comp pid 3503 thread cosmic-com:cs0 pid 3539".to_string()),
+    ];
+    let text: String = records.iter().map(|(l, seq, t, text)| format!("{l},{seq},{t},-;{text}\n")).collect();
+    std::fs::OpenOptions::new().append(true).open(&kmsg).unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_str(said.trim_end().rsplit('\n').next().unwrap()).unwrap();
+    let claims = summary["claims"].as_array().unwrap().clone();
+    let joined = claim(&claims, "trace.kernel.1");
+    assert_eq!(joined["confidence"], "Confirmed");
+    let statement = joined["statement"].as_str().unwrap();
+    assert!(
+        statement.starts_with(&format!(
+            "The kernel's GPU driver reported a GPU job timeout on ring gfx_0.0.0 naming pid {pid} (vkspin), a traced process ("
+        )) && statement.contains(&format!(" pid {pid}'s stalled GPU work ("))
+            && statement.contains(" s without progress, the layer's hang watcher) (trace.hang); ")
+            && statement.ends_with("; the GPU was reset"),
+        "{statement}"
+    );
+    // The kernel's lines are its sources, cited in the stored file.
+    let kernel_log = dir.join("kernel-log.jsonl").display().to_string();
+    let sources = joined["sources"].as_array().unwrap();
+    assert_eq!(sources.len(), 4, "{sources:#?}");
+    assert_eq!((sources[1]["path"].as_str(), sources[1]["line"].as_u64()), (Some(kernel_log.as_str()), Some(3)));
+    // The hang's own claim names the kernel's side.
+    let hang = claim(&claims, "trace.hang")["statement"].as_str().unwrap().to_string();
+    assert!(
+        hang.contains(
+            "; the kernel's side (trace.kernel.1): a GPU job timeout on ring gfx_0.0.0 naming this process, "
+        ),
+        "{hang}"
+    );
+    let apart = claim(&claims, "trace.kernel.2")["statement"].as_str().unwrap().to_string();
+    assert!(apart.contains("naming pid 3503 (cosmic-comp), which is not a traced process"), "{apart}");
+    assert!(!apart.contains("trace.hang"), "{apart}");
+    assert_eq!(summary["kernel_log"]["lines"].as_array().unwrap().len(), 6);
+    // `--read` of the directory says the same.
+    assert_eq!(claims, self::claims(&dir));
+}
+
 /// The GPU machine's records (docs/validation/gpu-2026-12-02-blackbox, `bench/gpu/blackbox_h200.sh`): NVIDIA's driver
 /// offers buffer markers, so the layer followed the H200's queue with the GPU's own completion markers. vkspin's
 /// spinning dispatch is named, exactly (the grouped case tells it from `after_c` in the same command buffer), and each

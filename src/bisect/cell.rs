@@ -385,6 +385,7 @@ mod tests {
             crashes: vec![],
             device_lost: vec![],
             hangs: vec![],
+            kernel: vec![],
             notes: vec![],
         };
         r.trace = Some(t.clone());

@@ -434,6 +434,10 @@ pub struct RecordTrace {
     /// The Vulkan layer's `hang_ms` records during the request.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hangs: Vec<TraceHang>,
+    /// The kernel's GPU-driver lines read since the previous request ended (the run directory's `kernel-log.jsonl`,
+    /// whose lines they cite): a ring timeout, the process it names, a reset, an Xid.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel: Vec<crate::kernel_log::record::KernelLine>,
     /// Problems: unreadable trace files, the wait for the observer's flush that ran out, processes that ended
     /// without the exit flush.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

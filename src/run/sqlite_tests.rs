@@ -125,6 +125,7 @@ fn a_version_1_database_is_migrated_and_keeps_its_records() {
         crashes: vec![],
         device_lost: vec![],
         hangs: vec![],
+        kernel: vec![],
         notes: vec![],
     });
     s.insert_record(&traced).unwrap();

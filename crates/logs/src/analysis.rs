@@ -346,6 +346,9 @@ pub struct GpuDriverLine {
     pub ring: Option<String>,
     pub process: Option<String>,
     pub pid: Option<u32>,
+    /// An NVIDIA Xid's number.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<u32>,
     pub line: u64,
 }
 
@@ -1918,7 +1921,10 @@ fn gpu_driver_joins(
     if fatal && c.causes.iter().all(|x| x.kind == "gpu_driver" && x.text != said) && c.signal.is_none() {
         push_line(&mut c.causes, e, said, cap);
         // The timed-out job or the fault decides the signature, not the coredump or reset around it.
-        if matches!(d.event, GpuDriverEvent::RingTimeout | GpuDriverEvent::PageFault) {
+        if matches!(
+            d.event,
+            GpuDriverEvent::RingTimeout | GpuDriverEvent::PageFault | GpuDriverEvent::Xid | GpuDriverEvent::Hang
+        ) {
             if let Some(at) = c.causes.iter().position(|x| x.line == e.line) {
                 let first = c.causes.remove(at);
                 c.causes.insert(0, first);
@@ -1932,6 +1938,7 @@ fn gpu_driver_joins(
             ring: d.ring.map(text),
             process: d.process.map(text),
             pid: d.pid,
+            code: d.code,
             line: e.line,
         });
     }
@@ -2318,6 +2325,8 @@ fn gpu_driver_summary(d: &crate::event::GpuDriver<'_>, t: &dyn Fn(&[u8]) -> Stri
         GpuDriverEvent::ResetFailed => format!("GPU driver: reset failed{ring}"),
         GpuDriverEvent::Coredump => "GPU driver: a device coredump was written".into(),
         GpuDriverEvent::PageFault => format!("GPU driver: GPU page fault{who}"),
+        GpuDriverEvent::Xid => format!("GPU driver: NVIDIA Xid {}{who}", d.code.unwrap_or(0)),
+        GpuDriverEvent::Hang => format!("GPU driver: a GPU hang{who}"),
     }
 }
 

@@ -775,8 +775,13 @@ fn by_first_byte<'a>(msg: &'a [u8], first: u8, marked: &Marked<'_>) -> Option<Op
                 return Some(Some(EventKind::Other));
             }
         }
-        b'a' | b'd' | b'r' | b'[' => {
+        b'a' | b'd' | b'r' | b'[' | b'i' | b'x' => {
             if let Some(kind) = gpu_driver_line(msg) {
+                return Some(Some(kind));
+            }
+        }
+        b'N' => {
+            if let Some(kind) = nvidia_xid(msg) {
                 return Some(Some(kind));
             }
         }
@@ -1618,6 +1623,59 @@ fn named_abort(msg: &[u8]) -> Option<EventKind<'_>> {
     Some(EventKind::Abort { file, line, message: trim(message) })
 }
 
+fn driver<'a>(
+    event: GpuDriverEvent,
+    ring: Option<&'a [u8]>,
+    (process, pid): (Option<&'a [u8]>, Option<u32>),
+) -> Option<EventKind<'a>> {
+    Some(EventKind::GpuDriver(GpuDriver { event, ring, process, pid, code: None }))
+}
+
+/// NVIDIA's kernel driver reports a GPU error by number (`nv_report_error` in the driver's `nvidia/` sources): `NVRM: Xid
+/// (PCI:0000:01:00): 31, pid=14292, name=python, Ch 00000030, …`. Since the 470-era drivers the line names the process
+/// (`pid='<unknown>', name=<unknown>` when the driver cannot tell); older ones give the number and the details only
+/// (`NVRM: Xid (PCI:0000:01:00): 31, Ch 00000003, engmask 00000101, intr 10000000`).
+fn nvidia_xid(msg: &[u8]) -> Option<EventKind<'_>> {
+    let rest = msg.strip_prefix(b"NVRM: Xid (")?;
+    let rest = after(rest, b"): ")?;
+    let (code, rest) = leading_u32(rest)?;
+    let pid = rest.strip_prefix(b", pid=").and_then(leading_u32).map(|x| x.0);
+    let process = after(rest, b", name=")
+        .map(|n| &n[..n.iter().position(|&b| b == b',').unwrap_or(n.len())])
+        .filter(|n| !n.is_empty() && *n != b"<unknown>");
+    Some(EventKind::GpuDriver(GpuDriver { event: GpuDriverEvent::Xid, ring: None, process, pid, code: Some(code) }))
+}
+
+/// `NAME [PID]` after Intel's `in ` (i915's `GPU HANG: …, in xdg-desktop-por [1676]`, xe's `Timedout job: … in
+/// llama-bench [260404]`); xe writes `no process [-1]` for a job no process owns.
+fn intel_process(s: &[u8]) -> (Option<&[u8]>, Option<u32>) {
+    let Some(open) = find(s, b" [") else { return (None, None) };
+    let name = &s[..open];
+    let pid = leading_u32(&s[open + 2..]).filter(|(_, rest)| rest.starts_with(b"]")).map(|x| x.0);
+    (Some(name).filter(|n| !n.is_empty() && *n != b"no process"), pid)
+}
+
+/// Intel's i915 and xe drivers (`i915 0000:00:02.0: [drm] …`, `xe 0000:03:00.0: [drm] Tile0: GT0: …`, FreeBSD's
+/// `drmn0: [drm] …`): a hang and the process it names, an engine or chip reset.
+fn intel_line(msg: &[u8]) -> Option<EventKind<'_>> {
+    if let Some(rest) = after(msg, b"GPU HANG: ") {
+        return driver(GpuDriverEvent::Hang, None, after(rest, b", in ").map_or((None, None), intel_process));
+    }
+    if let Some(rest) = after(msg, b"Timedout job: ") {
+        return driver(GpuDriverEvent::Hang, None, after(rest, b" in ").map_or((None, None), intel_process));
+    }
+    if let Some(rest) = after(msg, b"Engine reset: engine_class=") {
+        let end = rest.iter().position(|&b| b == b',' || b == b' ').unwrap_or(rest.len());
+        return driver(GpuDriverEvent::ResetBegin, Some(&rest[..end]).filter(|r| !r.is_empty()), (None, None));
+    }
+    if let Some(rest) = after(msg, b"] Resetting ").or_else(|| after(msg, b": Resetting ")) {
+        let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+        let ring = Some(&rest[..end]).filter(|r| *r != b"chip" && !r.is_empty());
+        return driver(GpuDriverEvent::ResetBegin, ring, (None, None));
+    }
+    None
+}
+
 /// A line of the kernel's amdgpu driver, or of RADV (Mesa's Vulkan driver) reporting what the kernel did to its
 /// context. Shapes: `amdgpu 0000:03:00.0: amdgpu: ring comp_1.1.0 timeout, signaled seq=7, emitted seq=9` (kernel 6.x,
 /// `amdgpu_job.c`), `[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx_0.0.0 timeout, …` (older kernels), FreeBSD's
@@ -1627,7 +1685,14 @@ fn gpu_driver_line(msg: &[u8]) -> Option<EventKind<'_>> {
         // RADV: the kernel reset the GPU under this process's context (`radv_amdgpu_cs.c`); the device is lost.
         return find(msg, b"context is lost").map(|_| EventKind::DeviceLost { message: trim(msg) });
     }
-    if !(msg.starts_with(b"amdgpu") || msg.starts_with(b"[drm") || msg.starts_with(b"drmn")) {
+    let intel = msg.starts_with(b"i915 ") || msg.starts_with(b"xe ");
+    if !(intel || msg.starts_with(b"amdgpu") || msg.starts_with(b"[drm") || msg.starts_with(b"drmn")) {
+        return None;
+    }
+    if let Some(kind) = intel_line(msg) {
+        return Some(kind);
+    }
+    if intel {
         return None;
     }
     let word_after = |needle: &[u8]| -> Option<&[u8]> {
@@ -1647,13 +1712,6 @@ fn gpu_driver_line(msg: &[u8]) -> Option<EventKind<'_>> {
         };
         (Some(name).filter(|n| !n.is_empty()), leading_u32(tail).map(|x| x.0))
     };
-    fn driver<'a>(
-        event: GpuDriverEvent,
-        ring: Option<&'a [u8]>,
-        (process, pid): (Option<&'a [u8]>, Option<u32>),
-    ) -> Option<EventKind<'a>> {
-        Some(EventKind::GpuDriver(GpuDriver { event, ring, process, pid }))
-    }
     if find(msg, b" timeout, signaled seq=").is_some() {
         return driver(GpuDriverEvent::RingTimeout, word_after(b"ring "), (None, None));
     }
@@ -2066,6 +2124,63 @@ mod tests {
             kind("radv/amdgpu: The CS has been cancelled because the context is lost. This context is innocent."),
             EventKind::DeviceLost { .. }
         ));
+    }
+
+    #[test]
+    fn nvidia_xid_and_intel_hang_lines() {
+        fn driver(line: &str) -> GpuDriver<'_> {
+            match kind(line) {
+                EventKind::GpuDriver(d) => d,
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+        let who =
+            |d: GpuDriver<'_>| (d.event, d.code, d.process.map(|p| String::from_utf8_lossy(p).into_owned()), d.pid);
+        // tinygrad/tinygrad#6947 (dmesg, driver 535): an MMU fault with the process named.
+        let d = driver("NVRM: Xid (PCI:0000:01:00): 31, pid=14292, name=python, Ch 00000030, intr 00000000. MMU Fault: ENGINE HOST0 HUBCLIENT_ESC faulted @ 0x10_00200000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ");
+        assert_eq!(who(d), (GpuDriverEvent::Xid, Some(31), Some("python".into()), Some(14292)));
+        // leptonai/gpud#46: the driver could not tell the process; then a context-switch timeout that names it.
+        let d = driver("NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction Parameter");
+        assert_eq!(who(d), (GpuDriverEvent::Xid, Some(13), None, None));
+        let d = driver("NVRM: Xid (PCI:0000:cb:00): 109, pid=1797828, name=pt_main_thread, Ch 00000008, errorString CTX SWITCH TIMEOUT, Info 0x58005");
+        assert_eq!(who(d), (GpuDriverEvent::Xid, Some(109), Some("pt_main_thread".into()), Some(1797828)));
+        // NVIDIA/open-gpu-kernel-modules#1150.
+        let d =
+            driver("NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by previous Xid 149");
+        assert_eq!(who(d), (GpuDriverEvent::Xid, Some(45), Some("python3".into()), Some(1818990)));
+        // Bumblebee-Project/Bumblebee#677 (an old driver: no process).
+        let d = driver("NVRM: Xid (PCI:0000:01:00): 31, Ch 00000003, engmask 00000101, intr 10000000");
+        assert_eq!(who(d), (GpuDriverEvent::Xid, Some(31), None, None));
+        // Other NVRM lines are not failures.
+        assert_eq!(kind("NVRM: GPU at PCI:0000:01:00: GPU-af4f89ae-d08b-1b53-9938-c9ed209a3513"), EventKind::Other);
+
+        // clearlinux/distribution#2907 (i915 with GuC) and freebsd/drm-kmod#509 (the same driver on FreeBSD).
+        let d = driver("i915 0000:00:02.0: [drm] GPU HANG: ecode 12:1:0020fffe, in xdg-desktop-por [1676]");
+        assert_eq!(who(d), (GpuDriverEvent::Hang, None, Some("xdg-desktop-por".into()), Some(1676)));
+        let d = driver("drmn0: [drm] GPU HANG: ecode 9:1:85d7bfff, in MainThread [101714]");
+        assert_eq!(who(d), (GpuDriverEvent::Hang, None, Some("MainThread".into()), Some(101714)));
+        let d = driver("drmn0: [drm] Resetting rcs0 for preemption time out");
+        assert_eq!((d.event, d.ring), (GpuDriverEvent::ResetBegin, Some(&b"rcs0"[..])));
+        let d = driver("i915 0000:00:02.0: [drm] Resetting chip for GuC failed to reset engine mask=0x1");
+        assert_eq!((d.event, d.ring), (GpuDriverEvent::ResetBegin, None));
+        // intel/gvt-linux#137 (before the [drm] tag).
+        let d = driver("i915 0000:00:02.0: Resetting rcs0 for hang on rcs0");
+        assert_eq!((d.event, d.ring), (GpuDriverEvent::ResetBegin, Some(&b"rcs0"[..])));
+        // FreeBSDDesktop/DEPRECATED-freebsd-base-graphics#2 (an old i915: no process).
+        let d = driver("[drm] GPU HANG: ecode 7:0:0x87c3ffff, reason: Ring hung, action: reset");
+        assert_eq!(who(d), (GpuDriverEvent::Hang, None, None, None));
+        // xe: intel/compute-runtime#962 (an engine reset), and the lines drm/xe issue 4856 quotes (Matthew Auld's
+        // xe_gpu_scheduler.h fix on stable@vger.kernel.org): a timed-out job no process owns.
+        let d = driver("xe 0000:09:00.0: [drm] GT0: Engine reset: engine_class=ccs, logical_mask: 0x1, guc_id=2");
+        assert_eq!((d.event, d.ring), (GpuDriverEvent::ResetBegin, Some(&b"ccs"[..])));
+        let d = driver("xe 0000:00:02.0: [drm] GT0: Timedout job: seqno=24496, lrc_seqno=24496, guc_id=0, flags=0x13 in no process [-1]");
+        assert_eq!(who(d), (GpuDriverEvent::Hang, None, None, None));
+        // The process form of the same line (`xe_guc_submit.c`: `… flags=0x%lx in %s [%d]`).
+        let d = driver("xe 0000:03:00.0: [drm] Tile0: GT0: Timedout job: seqno=7811, lrc_seqno=7811, guc_id=6, flags=0x20 in llama-server [318738]");
+        assert_eq!(who(d), (GpuDriverEvent::Hang, None, Some("llama-server".into()), Some(318738)));
+        // Other Intel lines are not failures.
+        assert_eq!(kind("i915 0000:00:02.0: [drm] GT0: GUC: SLPC enabled"), EventKind::Other);
+        assert_eq!(kind("xe 0000:00:02.0: [drm] fb0: xedrmfb frame buffer device"), EventKind::Other);
     }
 
     #[test]

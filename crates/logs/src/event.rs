@@ -400,8 +400,9 @@ pub enum EventKind<'a> {
     BindFailed {
         message: Text<'a>,
     },
-    /// A line of the kernel's GPU driver (amdgpu) that users paste beside the runner's log: a GPU job that timed
-    /// out on a ring, the process it belonged to, a GPU or ring reset, a device coredump, a GPU page fault.
+    /// A line of the kernel's GPU driver (amdgpu, NVIDIA's NVRM, i915, xe) that users paste beside the runner's log: a
+    /// GPU job that timed out on a ring, the process it belonged to, a GPU or ring reset, a device coredump, a GPU page
+    /// fault, an NVIDIA Xid, an Intel GPU hang.
     GpuDriver(GpuDriver<'a>),
     /// A register of the Go runtime's crash dump (`rax    0x0`, `rip    0x7f…`) read outside a goroutine dump:
     /// the runtime prints registers only when a fatal signal kills it, so a paste that starts there is a crash
@@ -411,8 +412,9 @@ pub enum EventKind<'a> {
     Other,
 }
 
-/// What a kernel GPU-driver line says (amdgpu, `drivers/gpu/drm/amd/amdgpu/amdgpu_job.c` and friends).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+/// What a kernel GPU-driver line says (amdgpu, `drivers/gpu/drm/amd/amdgpu/amdgpu_job.c` and friends; NVIDIA's `NVRM: Xid`;
+/// i915's and xe's hang and reset lines).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GpuDriverEvent {
     /// `ring gfx_0.0.0 timeout, signaled seq=166926, emitted seq=166928`: a GPU job did not finish in time.
@@ -420,7 +422,8 @@ pub enum GpuDriverEvent {
     /// `Process information: process ollama pid 1234 thread ollama pid 1240` / `Process llama-server pid 12519 …`:
     /// whose job it was.
     Process,
-    /// `GPU reset begin!`, `Starting gfx_0.0.0 ring reset`.
+    /// `GPU reset begin!`, `Starting gfx_0.0.0 ring reset`; i915's `Resetting rcs0 for preemption time out`, xe's
+    /// `Engine reset: engine_class=ccs, …`.
     ResetBegin,
     /// `GPU reset succeeded, trying to resume`, `GPU reset(2) succeeded!`, `Ring gfx_0.0.0 reset succeeded`.
     ResetSucceeded,
@@ -430,15 +433,23 @@ pub enum GpuDriverEvent {
     Coredump,
     /// `[gfxhub] page fault (src_id:0 ring:32 vmid:0 pasid:0, for process X pid N …)`, `VM_L2_PROTECTION_FAULT_STATUS:…`.
     PageFault,
+    /// NVIDIA's driver reports an error by number: `NVRM: Xid (PCI:0000:01:00): 31, pid=14292, name=python, Ch 00000030,
+    /// … MMU Fault: …` (the number is [`GpuDriver::code`]; NVIDIA's Xid catalog says what each means).
+    Xid,
+    /// Intel's drivers saw a GPU job hang: i915's `GPU HANG: ecode 12:1:0020fffe, in xdg-desktop-por [1676]`, xe's
+    /// `Timedout job: seqno=…, guc_id=…, flags=0x… in llama-bench [260404]`.
+    Hang,
 }
 
-/// A kernel GPU-driver line: what it says, the ring and the process it names.
+/// A kernel GPU-driver line: what it says, the ring (engine) and the process it names.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GpuDriver<'a> {
     pub event: GpuDriverEvent,
     pub ring: Option<Text<'a>>,
     pub process: Option<Text<'a>>,
     pub pid: Option<u32>,
+    /// An NVIDIA Xid's number.
+    pub code: Option<u32>,
 }
 
 impl EventKind<'_> {
@@ -597,7 +608,9 @@ impl EventKind<'_> {
                     event: GpuDriverEvent::RingTimeout
                         | GpuDriverEvent::PageFault
                         | GpuDriverEvent::Coredump
-                        | GpuDriverEvent::ResetBegin,
+                        | GpuDriverEvent::ResetBegin
+                        | GpuDriverEvent::Xid
+                        | GpuDriverEvent::Hang,
                     ..
                 })
         )

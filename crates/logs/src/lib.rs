@@ -28,6 +28,7 @@ pub mod classify;
 mod error;
 pub mod event;
 pub mod jsonline;
+pub mod kmsg;
 pub mod lines;
 pub mod milestones;
 mod parser;

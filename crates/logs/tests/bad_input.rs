@@ -255,7 +255,32 @@ fn the_fuzz_seeds_of_hostile_shapes_hold_the_drain_properties() {
 
 #[test]
 fn fuzz_regressions() {
-    // Crash files the fuzz target `logs` found, kept in tests/regressions/ (README there).
+    // Crash files the fuzz targets `logs` and `kmsg` found, kept in tests/regressions/ (README there).
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/regressions");
-    fuzz_replay::replay(&dir, &[("logs", drain::logs)]);
+    fuzz_replay::replay(&dir, &[("logs", drain::logs), ("kmsg", drain::kmsg)]);
+}
+
+/// The kmsg fuzz target's properties (drain::kmsg) on its seeds and on every cut and many byte changes of them: the
+/// decoder's errors stay values and its records stay inside the input.
+#[test]
+fn the_kmsg_decoder_holds_on_its_seeds_cut_and_changed() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut seeds = vec![std::fs::read(root.join("tests/data/kmsg/gpu-lines.kmsg")).unwrap()];
+    for e in std::fs::read_dir(root.join("fuzz/seeds/kmsg")).unwrap() {
+        seeds.push(std::fs::read(e.unwrap().path()).unwrap());
+    }
+    assert!(seeds.len() >= 3);
+    for s in &seeds {
+        drain::kmsg(s);
+        for cut in 0..s.len().min(400) {
+            drain::kmsg(&s[..cut]);
+            drain::kmsg(&s[cut..]);
+        }
+        for (i, b) in [b',', b';', b'\n', b' ', b'9', 0xff].iter().cycle().take(600).enumerate() {
+            let mut m = s.clone();
+            let at = (i * 7919) % m.len();
+            m[at] = *b;
+            drain::kmsg(&m);
+        }
+    }
 }

@@ -94,6 +94,35 @@ maj 08 19:35:55 RX-78-FPC kernel: amdgpu 0000:c2:00.0: [drm] AMDGPU device cored
 }
 
 #[test]
+fn nvidia_xids_and_an_intel_hang_pasted_beside_a_runner_join_its_crash() {
+    // Kernel lines: tinygrad/tinygrad#6947 (dmesg, an MMU fault naming its process); runner lines: the shape ggml-cuda
+    // prints for a CUDA error (ggml-cuda.cu `ggml_cuda_error`). The kernel first, as a journal interleaves them.
+    let log = "\
+[22859.081855] NVRM: GPU at PCI:0000:01:00: GPU-af4f89ae-d08b-1b53-9938-c9ed209a3513
+[22859.081860] NVRM: Xid (PCI:0000:01:00): 31, pid=14292, name=python, Ch 00000030, intr 00000000. MMU Fault: ENGINE HOST0 HUBCLIENT_ESC faulted @ 0x10_00200000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ
+CUDA error: an illegal memory access was encountered
+";
+    let r = report(log);
+    let c = only_crash(&r);
+    let d: Vec<(GpuDriverEvent, Option<u32>, Option<u32>)> =
+        c.gpu_driver.iter().map(|d| (d.event, d.code, d.pid)).collect();
+    assert_eq!(d, vec![(GpuDriverEvent::Xid, Some(31), Some(14292))]);
+    assert_eq!(cause_kinds(c), vec!["gpu_driver", "gpu_error"]);
+    assert!(c.causes[0].text.contains("NVIDIA Xid 31 of process python pid 14292"), "{}", c.causes[0].text);
+
+    // clearlinux/distribution#2907: an i915 hang naming its process, after the chip reset (the paste's lines without
+    // its `22:39:31 kernel: `, as `journalctl -k -o cat` prints them).
+    let log = "\
+i915 0000:00:02.0: [drm] Resetting chip for GuC failed to reset engine mask=0x1
+i915 0000:00:02.0: [drm] GPU HANG: ecode 12:1:0020fffe, in xdg-desktop-por [1676]
+";
+    let r = report(log);
+    let c = only_crash(&r);
+    let d: Vec<(GpuDriverEvent, Option<u32>)> = c.gpu_driver.iter().map(|d| (d.event, d.pid)).collect();
+    assert_eq!(d, vec![(GpuDriverEvent::ResetBegin, None), (GpuDriverEvent::Hang, Some(1676))]);
+}
+
+#[test]
 fn windows_exit_codes_keep_failures_apart() {
     // ollama/ollama#9583 (0xc0000409), #6946 (0xc0000005), #5669 (0xc0000135), #16645 (0xe06d7363): the same line
     // with four codes, four different failures; the same code twice is one.

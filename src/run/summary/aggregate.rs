@@ -1032,6 +1032,7 @@ mod tests {
                 crashes: vec![],
                 device_lost: vec![],
                 hangs: vec![],
+                kernel: vec![],
                 notes: vec![],
             });
             r

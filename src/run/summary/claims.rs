@@ -79,6 +79,11 @@ pub fn claims(s: &RunStats, run_id: &str, run_dir: &Path) -> Vec<Claim> {
     }
     // Where a traced Vulkan device offers what the build's shaders lack.
     out.extend(crate::vulkan_capability::run_claims("report.vulkan.capability", run_dir));
+    // What kept the kernel's GPU-driver lines from being read or kept in full (`sweep --trace`).
+    let kernel_log = crate::kernel_log::record::FILE_NAME;
+    if let Some(log) = crate::kernel_log::stored::read_dir(run_dir, &run_dir.join(kernel_log).display().to_string()) {
+        out.extend(crate::kernel_log::join::limits_claim(&log, "report.kernel_log"));
+    }
     out
 }
 
@@ -136,7 +141,64 @@ fn trace_crash_claims(
             Source::file(in_run(&hang.file), None, None, "backscope-trace file: hang_ms record (Vulkan layer)");
         out.push(placed(hang.claim(format!("{base}.trace_hang"), vec![source, run(r)]), r, n, "hang record"));
     }
+    if let (n, Some((r, t))) = first(failed, |t| (!t.kernel.is_empty()).then_some(t)) {
+        for claim in trace_kernel_claims(t, base, &in_run) {
+            let mut claim = placed(claim, r, n, "kernel GPU-driver line");
+            claim.sources.push(run(r));
+            out.push(claim);
+        }
+    }
     out
+}
+
+/// The kernel's GPU-driver lines a failed request's record carries, as incidents joined to the server's traced
+/// processes and to the record's crash, device-lost and hang records (the claims above name them).
+fn trace_kernel_claims(t: &RecordTrace, base: &str, in_run: &dyn Fn(&str) -> String) -> Vec<Claim> {
+    use crate::kernel_log::join::{self, Failure};
+    let mut failures = Vec::new();
+    if let Some(c) = t.crashes.last() {
+        let what = format!("crash ({})", c.signal);
+        failures.push(Failure { pid: c.pid, at_ns: c.at_ns, what, claim: format!("{base}.trace_crash") });
+    }
+    if let Some(d) = t.device_lost.first() {
+        let what = format!("VK_ERROR_DEVICE_LOST ({})", d.call);
+        failures.push(Failure { pid: d.pid, at_ns: d.at_ns, what, claim: format!("{base}.trace_device_lost") });
+    }
+    if let Some(h) = t.hangs.first() {
+        let what = "stalled GPU work (the layer's hang watcher)".to_string();
+        failures.push(Failure { pid: h.pid, at_ns: h.at_ns, what, claim: format!("{base}.trace_hang") });
+    }
+    // The server's processes with a trace file in the window, and those whose failure records the trace holds (a
+    // process that only crashed has no window).
+    let mut traced: Vec<(u32, String)> = t.processes.iter().map(|p| (p.pid, p.exe.clone())).collect();
+    let recorded = t.crashes.iter().map(|c| (c.pid, &c.exe));
+    let recorded =
+        recorded.chain(t.device_lost.iter().map(|d| (d.pid, &d.exe))).chain(t.hangs.iter().map(|h| (h.pid, &h.exe)));
+    for (pid, exe) in recorded {
+        if !traced.iter().any(|(p, _)| *p == pid) {
+            traced.push((pid, exe.clone()));
+        }
+    }
+    let joined = join::join(&t.kernel, &traced, &failures);
+    joined
+        .iter()
+        .take(4)
+        .enumerate()
+        .map(|(i, j)| {
+            let id = if joined.len() == 1 {
+                format!("{base}.trace_kernel")
+            } else {
+                format!("{base}.trace_kernel.{}", i + 1)
+            };
+            let mut claim = j.claim(id, &failures, &|_, _| None);
+            for s in &mut claim.sources {
+                if let Source::LogLine { path, .. } = s {
+                    *path = in_run(path);
+                }
+            }
+            claim
+        })
+        .collect()
 }
 
 fn cv_rule() -> Source {
@@ -659,6 +721,7 @@ mod tests {
             crashes: vec![crash],
             device_lost: vec![],
             hangs: vec![],
+            kernel: vec![],
             notes: vec![],
         });
         let s = of_records(&records).unwrap();
@@ -711,6 +774,45 @@ mod tests {
             assert!(c.statement.contains("GPU work made no progress for 10.0 s while pending"), "{}", c.statement);
             assert!(c.statement.contains(words), "{}", c.statement);
         }
+    }
+
+    /// A failed run whose record carries the kernel's amdgpu lines naming the server's pid: the report joins them to its
+    /// hang record and cites them in the run directory's kernel-log.jsonl.
+    #[test]
+    fn the_kernel_lines_of_a_failed_run_join_its_hang_record() {
+        let mut records = vec![rec("vk", 1, 0, false, 2600.0)];
+        let mut trace = traced(0, true, 2).trace.unwrap();
+        trace.hangs = vec![serde_json::from_value(serde_json::json!({
+            "pid": 42, "exe": "/bin/llama-server", "file": "traces/s001-cuda/trace-42.jsonl", "stalled_ms": 2000,
+            "at_ns": 12_000_000_000u64, "vulkan": []
+        }))
+        .unwrap()];
+        // ggml-org/llama.cpp#21724's kernel lines (turn 8), the pid the server's.
+        let line = |n: u64, usec: u64, text: &str| {
+            crate::kernel_log::record::KernelLine::new("kernel-log.jsonl".into(), n, (n, usec, 3), text.into(), None)
+                .unwrap()
+        };
+        trace.kernel = vec![
+            line(2, 10_000_000, "amdgpu 0000:c2:00.0: ring gfx_0.0.0 timeout, signaled seq=166926, emitted seq=166928"),
+            line(3, 10_000_050, "amdgpu 0000:c2:00.0:  Process llama-server pid 42 thread llama-server pid 42"),
+            line(4, 10_000_100, "amdgpu 0000:c2:00.0: Ring gfx_0.0.0 reset succeeded"),
+        ];
+        records[0].trace = Some(trace);
+        let s = of_records(&records).unwrap();
+        let cl = claims(&s, "r", Path::new("/runs/r"));
+        let c = cl.iter().find(|c| c.id.ends_with(".trace_kernel")).expect("a kernel claim");
+        assert_eq!(c.confidence, Confidence::Confirmed);
+        assert!(
+            c.statement.contains("(1 of the 1 failed runs kept have a kernel GPU-driver line in their trace): The kernel's GPU driver reported a GPU job timeout on ring gfx_0.0.0 naming pid 42 (llama-server), a traced process (/bin/llama-server)")
+                && c.statement.contains("2.000 s before pid 42's stalled GPU work (the layer's hang watcher) (report.vk.m.ngl1.p.n8.trace_hang); the GPU was reset"),
+            "{}",
+            c.statement
+        );
+        assert!(
+            matches!(&c.sources[0], Source::LogLine { path, line: 2, .. } if path == "/runs/r/kernel-log.jsonl"),
+            "{:?}",
+            c.sources
+        );
     }
 
     #[test]
@@ -766,6 +868,7 @@ mod tests {
             crashes: vec![],
             device_lost: vec![],
             hangs: vec![],
+            kernel: vec![],
             notes: vec![],
         });
         r

@@ -63,6 +63,19 @@ pub fn execute<E: Executor>(ctx: &mut RunContext<'_>, schedule: &Schedule, exec:
     std::fs::create_dir_all(&servers_dir)?;
     // On resume, new server logs continue the numbering instead of overwriting the earlier ones.
     let server_logs = std::fs::read_dir(&servers_dir)?.count() as u32;
+    // `--trace`: the kernel's GPU-driver lines while the sweep runs, joined to each request's record.
+    let traced = schedule.observer.is_some()
+        || schedule.cells.iter().any(|c| matches!(&c.target, Target::External(x) if x.trace_dir.is_some()));
+    let kernel = traced.then(|| {
+        let file = crate::kernel_log::record::FILE_NAME;
+        let capture = crate::kernel_log::capture::Capture::start(&ctx.run_dir.join(file), file);
+        if let Some(why) = capture.unreadable() {
+            crate::output::messages::note(format_args!(
+                "the kernel's GPU-driver lines are not joined to the records: {why}"
+            ));
+        }
+        capture
+    });
     let mut runner = Runner {
         ctx,
         schedule,
@@ -72,6 +85,7 @@ pub fn execute<E: Executor>(ctx: &mut RunContext<'_>, schedule: &Schedule, exec:
         starts: HashMap::new(),
         server_logs,
         logs: HashMap::new(),
+        kernel,
     };
     let mut end = RunEnd::Finished;
     for cell in &schedule.cells {
@@ -96,6 +110,9 @@ pub fn execute<E: Executor>(ctx: &mut RunContext<'_>, schedule: &Schedule, exec:
         }
     }
     runner.stop_current();
+    if let Some(k) = runner.kernel.take() {
+        k.finish();
+    }
     Ok(end)
 }
 
@@ -181,6 +198,8 @@ struct Runner<'a, 'b, E: Executor> {
     server_logs: u32,
     /// The server logs being read, by path: each cell reads only what was appended since the previous one.
     logs: HashMap<PathBuf, LogReader>,
+    /// `--trace`: the kernel log capture (`kernel-log.jsonl` in the run directory).
+    kernel: Option<crate::kernel_log::capture::Capture>,
 }
 
 impl<E: Executor> Runner<'_, '_, E> {

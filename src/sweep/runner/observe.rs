@@ -60,8 +60,17 @@ impl<E: Executor> Runner<'_, '_, E> {
         Ok(scan)
     }
 
-    /// `--trace`: the kernels the server's processes launched during the request's window.
+    /// `--trace`: the kernels the server's processes launched during the request's window, and the kernel's
+    /// GPU-driver lines read since the previous request.
     pub(super) fn observe(&mut self, cell: &Cell, window: [u64; 2]) -> Option<RecordTrace> {
+        let mut t = self.observe_traces(cell, window)?;
+        if let Some(k) = &self.kernel {
+            t.kernel = k.take_new();
+        }
+        Some(t)
+    }
+
+    fn observe_traces(&mut self, cell: &Cell, window: [u64; 2]) -> Option<RecordTrace> {
         match &cell.target {
             Target::Managed(_) => {
                 let interval_ms = self.schedule.observer.as_ref()?.interval_ms;

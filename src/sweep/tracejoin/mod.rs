@@ -310,6 +310,7 @@ pub fn join_with(
         crashes,
         device_lost,
         hangs,
+        kernel: Vec::new(),
         notes,
     }
 }

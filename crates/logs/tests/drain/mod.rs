@@ -95,3 +95,43 @@ pub fn logs(data: &[u8]) {
     }
     let _ = logs::render::report_text(&report);
 }
+
+/// The /dev/kmsg record decoder (`logs::kmsg`) over the input, as one record and as a text of records: errors are
+/// values naming a byte inside the input, records start at increasing offsets inside it, a record's text never holds
+/// its newline, the dictionary's pairs come from its own lines, and a record parsed on its own reads the same.
+/// Shared by the fuzz target `kmsg` (fuzz/fuzz_targets/kmsg.rs) and the regression replay.
+pub fn kmsg(data: &[u8]) {
+    use logs::kmsg::{parse_record, Records};
+    match parse_record(data) {
+        Ok(r) => {
+            assert!(!r.text.contains(&b'\n'), "the text ends at the first newline");
+            assert!(r.level <= 7);
+            for (k, v) in r.dict() {
+                assert!(!k.contains(&b'\n') && !v.contains(&b'\n'));
+            }
+        }
+        Err(e) => assert!(e.offset <= data.len(), "{e}"),
+    }
+    let mut prev: Option<usize> = None;
+    let mut n = 0usize;
+    for (at, r) in Records::new(data) {
+        assert!(prev.is_none_or(|p| at > p), "records start at increasing offsets");
+        assert!(at < data.len(), "a record starts inside the input");
+        match r {
+            Ok(r) => {
+                assert!(!r.text.contains(&b'\n'));
+                // The record's own bytes parse alone to the same record.
+                let end =
+                    data[at..].windows(2).position(|w| w[0] == b'\n' && w[1] != b' ').map_or(data.len(), |i| at + i);
+                let key = |r: &logs::kmsg::KmsgRecord<'_>| {
+                    (r.level, r.facility, r.seq, r.usec, r.continuation, r.text.to_vec(), r.dict().count())
+                };
+                assert_eq!(parse_record(&data[at..end]).map(|x| key(&x)), Ok(key(&r)));
+            }
+            Err(e) => assert!(e.offset >= at && e.offset <= data.len(), "{e} at {at}"),
+        }
+        prev = Some(at);
+        n += 1;
+    }
+    assert!(n <= data.len());
+}
