@@ -22,6 +22,7 @@ fn header(pid: u32) -> Vec<u8> {
             max_bytes: 1 << 30,
             observer: "0.1.0",
             writer: "backscope-observer",
+            segment: None,
         },
     );
     out
