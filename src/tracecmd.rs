@@ -557,10 +557,20 @@ fn document(s: &TraceSummary, top: usize) -> Document {
         (None, _) => doc.paragraph(format!("traces in {}", s.dir)),
     };
     if s.counts_are_lower_bounds {
-        doc.paragraph(
-            "Counts are lower bounds (at least): a trace was cut before its process ended (see trace.cut), or a \
-             rotating trace's earliest segments were rotated away (see trace.rotated)",
-        );
+        let cut = s.processes.iter().any(|p| p.cut.is_some());
+        let rotated = s
+            .processes
+            .iter()
+            .any(|p| p.segments.as_ref().is_some_and(|g| g.rotated_away > 0 || !g.missing.is_empty()));
+        let why = match (cut, rotated) {
+            (_, false) => "a trace was cut before its process ended (see trace.cut)",
+            (false, true) => "a rotating trace's earliest segments were rotated away (see trace.rotated)",
+            (true, true) => {
+                "a trace was cut before its process ended (see trace.cut), and a rotating trace's earliest segments \
+                 were rotated away (see trace.rotated)"
+            }
+        };
+        doc.paragraph(format!("Counts are lower bounds (at least): {why}"));
     }
     doc.heading(2, "Claims");
     doc.claims(&s.claims);
