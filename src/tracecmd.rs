@@ -220,7 +220,7 @@ impl ServiceSettings {
 /// `n` bytes with the largest binary suffix that divides it (`1G`, `256M`, `65537`).
 fn bytes_text(n: u64) -> String {
     for (shift, suffix) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if n > 0 && n % (1u64 << shift) == 0 {
+        if n > 0 && n.is_multiple_of(1u64 << shift) {
             return format!("{}{suffix}", n >> shift);
         }
     }
@@ -545,6 +545,38 @@ impl Render for TraceView<'_> {
     }
 }
 
+/// Why the counts are lower bounds, when they are.
+fn lower_bounds_note(s: &TraceSummary) -> Option<String> {
+    if !s.counts_are_lower_bounds {
+        return None;
+    }
+    let cut = s.processes.iter().any(|p| p.cut.is_some());
+    let rotated =
+        s.processes.iter().any(|p| p.segments.as_ref().is_some_and(|g| g.rotated_away > 0 || !g.missing.is_empty()));
+    let why = match (cut, rotated) {
+        (_, false) => "a trace was cut before its process ended (see trace.cut)",
+        (false, true) => "a rotating trace's earliest segments were rotated away (see trace.rotated)",
+        (true, true) => {
+            "a trace was cut before its process ended (see trace.cut), and a rotating trace's earliest segments were \
+             rotated away (see trace.rotated)"
+        }
+    };
+    Some(format!("Counts are lower bounds (at least): {why}"))
+}
+
+/// How a process's trace ended, and which segments of a rotating one were read.
+fn trace_state(p: &ProcessSummary) -> String {
+    let state = match (&p.cut, p.complete) {
+        (Some(why), _) => format!("cut: {why}"),
+        (None, true) => "complete".to_string(),
+        (None, false) => "no exit record".to_string(),
+    };
+    match &p.segments {
+        Some(segments) => format!("{state}; {}", segments.statement),
+        None => state,
+    }
+}
+
 /// The summary as a document: how the command ended, what ran (the claims), then the families, the kernels, the
 /// processes.
 fn document(s: &TraceSummary, top: usize) -> Document {
@@ -556,21 +588,8 @@ fn document(s: &TraceSummary, top: usize) -> Document {
         (Some(code), None) => doc.paragraph(format!("traced command exited with status {code}; traces in {}", s.dir)),
         (None, _) => doc.paragraph(format!("traces in {}", s.dir)),
     };
-    if s.counts_are_lower_bounds {
-        let cut = s.processes.iter().any(|p| p.cut.is_some());
-        let rotated = s
-            .processes
-            .iter()
-            .any(|p| p.segments.as_ref().is_some_and(|g| g.rotated_away > 0 || !g.missing.is_empty()));
-        let why = match (cut, rotated) {
-            (_, false) => "a trace was cut before its process ended (see trace.cut)",
-            (false, true) => "a rotating trace's earliest segments were rotated away (see trace.rotated)",
-            (true, true) => {
-                "a trace was cut before its process ended (see trace.cut), and a rotating trace's earliest segments \
-                 were rotated away (see trace.rotated)"
-            }
-        };
-        doc.paragraph(format!("Counts are lower bounds (at least): {why}"));
+    if let Some(note) = lower_bounds_note(s) {
+        doc.paragraph(note);
     }
     doc.heading(2, "Claims");
     doc.claims(&s.claims);
@@ -666,14 +685,7 @@ fn document(s: &TraceSummary, top: usize) -> Document {
     ]);
     let mut warnings = Vec::new();
     for p in &s.processes {
-        let mut state = match (&p.cut, p.complete) {
-            (Some(why), _) => format!("cut: {why}"),
-            (None, true) => "complete".to_string(),
-            (None, false) => "no exit record".to_string(),
-        };
-        if let Some(segments) = &p.segments {
-            state = format!("{state}; {}", segments.statement);
-        }
+        let state = trace_state(p);
         t.row([
             p.pid.to_string(),
             p.exe.clone(),
