@@ -67,10 +67,13 @@ CARGO_TARGET_DIR="${FUZZ_SEEDS_TARGET_DIR:-$ROOT/fuzz/target/seeds}" \
 # (CR-only line ends, crash cycles past the crash cap, terminal escapes, bidi and invisible characters, JSON records and
 # front-end lines cut in odd places).
 mkdir -p fuzz/corpus/logs && cp crates/logs/tests/data/*.log tests/data/logs-corpus/*.log fuzz/seeds/logs/*.log fuzz/corpus/logs/
-# The trace reader's: a real observer trace, the regression inputs (issue 21's shapes among them), and the Vulkan
-# layer's black-box records from the H200 (hang, device loss and crash records with each queue's progress).
+# The trace reader's: a real observer trace, the regression inputs (issue 21's shapes among them), the Vulkan
+# layer's black-box records from the H200 (hang, device loss and crash records with each queue's progress), and a
+# rotating trace's segments from lavapipe (fuzz/seeds/trace_reader: one segment ending with its rotated record, and
+# two consecutive segments in one input, the newest with a crash record, which the drain joins).
 mkdir -p fuzz/corpus/trace_reader &&
-  cp crates/trace-reader/tests/data/*.jsonl crates/trace-reader/tests/regressions/*.bin fuzz/corpus/trace_reader/ &&
+  cp crates/trace-reader/tests/data/*.jsonl crates/trace-reader/tests/regressions/*.bin fuzz/seeds/trace_reader/*.jsonl \
+    fuzz/corpus/trace_reader/ &&
   for t in hang lost segv; do
     cp "docs/validation/gpu-2026-12-02-blackbox/traces/$t.jsonl" "fuzz/corpus/trace_reader/blackbox-$t.jsonl"
   done

@@ -71,3 +71,34 @@ fn hostile_segments_drain() {
     assert_eq!(segments.missing(), [(1, u32::MAX - 1)], "a range, not a list of four billion");
     assert_eq!(joined[0].total_launches(trace_reader::Range::All), u64::MAX, "saturated");
 }
+
+/// The rotating-trace seeds of fuzz/seeds/trace_reader (the Vulkan layer on lavapipe, vkcrash.c 1,500 submissions
+/// then SIGSEGV, a 48 KiB budget in 3 segments): they drain, and the two consecutive segments of one input join into
+/// one process whose crash, in the newest, ended it.
+#[test]
+fn the_rotating_trace_seeds_drain_and_join() {
+    let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/trace_reader");
+    let one = std::fs::read(seeds.join("lavapipe-rotated-segment.jsonl")).unwrap();
+    let two = std::fs::read(seeds.join("lavapipe-two-segments-crash.jsonl")).unwrap();
+    drain::trace_reader(&one);
+    drain::trace_reader(&two);
+    let alone = trace_reader::TraceFile::parse(std::str::from_utf8(&one).unwrap()).unwrap();
+    assert_eq!(
+        (alone.header.segment, alone.rotated.as_ref().map(|r| r.next.as_str())),
+        (Some(4), Some("trace-15370.s5.jsonl"))
+    );
+    let text = String::from_utf8(two).unwrap();
+    let at = text.match_indices("{\"format\"").nth(1).unwrap().0;
+    let parts = vec![
+        trace_reader::TraceFile::parse(&text[..at]).unwrap(),
+        trace_reader::TraceFile::parse(&text[at..]).unwrap(),
+    ];
+    let launches: u64 = parts.iter().map(|t| t.total_launches(trace_reader::Range::All)).sum();
+    let (joined, problems) = trace_reader::join_segments(parts);
+    assert!(problems.is_empty() && joined.len() == 1, "{problems:?}");
+    let t = &joined[0];
+    assert_eq!(t.total_launches(trace_reader::Range::All), launches);
+    assert_eq!(t.segments.as_ref().unwrap().present.iter().map(|s| s.index).collect::<Vec<_>>(), [5, 6]);
+    assert_eq!(t.fatal_crash().map(|c| (c.signal, c.queues[0].submits)), Some((11, 1500)));
+    assert!(t.rotated_away().is_some(), "segments 0-4 are not in the input");
+}
