@@ -122,9 +122,13 @@ pub fn join(traces: Vec<TraceFile>) -> (Vec<TraceFile>, Vec<TraceError>) {
     let mut out = Vec::new();
     let mut problems = Vec::new();
     let mut groups: BTreeMap<ProcessKey, Vec<TraceFile>> = BTreeMap::new();
-    for trace in traces {
+    for mut trace in traces {
         match trace.header.segment {
             Some(_) => {
+                // A trace fed line by line (`Reader::trace`) has not said its segment yet.
+                if trace.segments.is_none() {
+                    trace.segments = Segments::of_one(&trace);
+                }
                 let h = &trace.header;
                 groups.entry((h.pid, h.start_ns, h.writer.clone(), h.exe.clone())).or_default().push(trace);
             }
