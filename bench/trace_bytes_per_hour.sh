@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Measurement: how many bytes an hour the Vulkan layer's trace of a busy program takes, per window length, for the
 # budget and rotation `backscope trace --env` prints for a service left traced (docs/commands.md). A size, not a
-# speed: llama-bench (repeating prompt and decode without pause, the busiest a server gets) on Mesa's lavapipe under
+# speed: llama-bench (decoding without pause, the busiest a server gets: a graph of every layer per token, submitted
+# as the token is made, where a prompt's few large submissions leave most windows empty) on Mesa's lavapipe under
 # the layer, once per window length, with ggml's debug labels off as `trace --env` leaves them. The bytes are
 # counted over SECONDS after WARM seconds (model load and lavapipe's pipeline compilation write nothing but the
 # header and definitions), times 3600 / SECONDS; also the windows written and their mean size, and how many hours
@@ -30,7 +31,7 @@ for interval in "${INTERVALS[@]}"; do
   mkdir -p "$dir"
   VK_ADD_LAYER_PATH="$WORK" VK_INSTANCE_LAYERS=VK_LAYER_BACKSCOPE_dispatch BACKSCOPE_TRACE_DIR="$dir" \
     BACKSCOPE_TRACE_INTERVAL_MS="$interval" GGML_VK_VISIBLE_DEVICES=0 \
-    "$BIN/llama-bench" -m "$MODEL" -ngl 99 -p 64 -n 32 -r 100000 >/dev/null 2>&1 &
+    "$BIN/llama-bench" -m "$MODEL" -ngl 99 -p 0 -n 128 -r 100000 >/dev/null 2>&1 &
   pid=$!
   sleep "$WARM"
   read -r b0 w0 < <(measure "$dir")
