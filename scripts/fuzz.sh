@@ -70,10 +70,13 @@ mkdir -p fuzz/corpus/logs && cp crates/logs/tests/data/*.log tests/data/logs-cor
 # The kmsg record decoder's: real GPU-driver lines from public issues in /dev/kmsg's format (tests/data/kmsg) and
 # this machine's own first records, a dictionary, a continuation, a field a later kernel adds, escapes.
 mkdir -p fuzz/corpus/kmsg && cp tests/data/kmsg/*.kmsg fuzz/seeds/kmsg/* fuzz/corpus/kmsg/
-# The trace reader's: a real observer trace, the regression inputs (issue 21's shapes among them), and the Vulkan
-# layer's black-box records from the H200 (hang, device loss and crash records with each queue's progress).
+# The trace reader's: a real observer trace, the regression inputs (issue 21's shapes among them), the Vulkan
+# layer's black-box records from the H200 (hang, device loss and crash records with each queue's progress), and a
+# rotating trace's segments from lavapipe (fuzz/seeds/trace_reader: one segment ending with its rotated record, and
+# two consecutive segments in one input, the newest with a crash record, which the drain joins).
 mkdir -p fuzz/corpus/trace_reader &&
-  cp crates/trace-reader/tests/data/*.jsonl crates/trace-reader/tests/regressions/*.bin fuzz/corpus/trace_reader/ &&
+  cp crates/trace-reader/tests/data/*.jsonl crates/trace-reader/tests/regressions/*.bin fuzz/seeds/trace_reader/*.jsonl \
+    fuzz/corpus/trace_reader/ &&
   for t in hang lost segv; do
     cp "docs/validation/gpu-2026-12-02-blackbox/traces/$t.jsonl" "fuzz/corpus/trace_reader/blackbox-$t.jsonl"
   done

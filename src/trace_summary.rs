@@ -825,7 +825,8 @@ pub struct TraceSummary {
     /// The signal that ended the traced command (`SIGTERM`), when one did; `exit_status` is then 128 + its number.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_signal: Option<String>,
-    /// Some trace was cut by the observer (byte budget, write error): every count is a lower bound.
+    /// Some trace was cut by the observer (byte budget, write error), or is a rotating trace whose earliest segments
+    /// were rotated away: every count is a lower bound.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub counts_are_lower_bounds: bool,
     /// Trace files that could not be read; they are left out of every count.
@@ -844,7 +845,50 @@ pub struct ProcessSummary {
     /// Why the observer stopped writing this trace early; its counts are lower bounds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cut: Option<String>,
+    /// The segments of a rotating trace (`BACKSCOPE_TRACE_ROTATE`) read as this process's trace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub segments: Option<SegmentsSummary>,
     pub warnings: Vec<String>,
+}
+
+/// Which segments of a rotating trace were read: `file` is the newest's; counts are those since `since_ns` when
+/// earlier segments were rotated away.
+#[derive(Clone, Debug, Serialize)]
+pub struct SegmentsSummary {
+    /// Segment numbers read, oldest first, and their files.
+    pub present: Vec<u32>,
+    pub files: Vec<String>,
+    /// Segments the trace keeps.
+    pub kept: u32,
+    /// Earlier segments not read (numbers 0 to `rotated_away` - 1): deleted by the rotation.
+    pub rotated_away: u32,
+    /// Runs of segment numbers between those read that are missing, `[first, last]`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<[u32; 2]>,
+    /// Start of the first window read (CLOCK_MONOTONIC ns): the counts are those since then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since_ns: Option<u64>,
+    /// The newest segment read names a next one that was not read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continues_in: Option<String>,
+    /// All of it, for people.
+    pub statement: String,
+}
+
+impl SegmentsSummary {
+    fn of(trace: &TraceFile) -> Option<SegmentsSummary> {
+        let s = trace.segments.as_ref()?;
+        Some(SegmentsSummary {
+            present: s.present.iter().map(|p| p.index).collect(),
+            files: s.present.iter().filter_map(|p| p.path.as_ref()).map(|p| p.display().to_string()).collect(),
+            kept: s.kept,
+            rotated_away: s.first_index(),
+            missing: s.missing().into_iter().map(|(a, b)| [a, b]).collect(),
+            since_ns: s.since_ns,
+            continues_in: s.continues_in.clone(),
+            statement: s.describe(),
+        })
+    }
 }
 
 /// A trace file left out: where, and what was wrong.
@@ -904,10 +948,12 @@ pub fn summarise_with_libraries(
     let shaders = index.shaders_by_name(traces);
     let all = Aggregate::of(traces, Range::All);
     let file = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+    // `Aggregate::of` lists one process per trace, in their order.
     let processes = all
         .processes
         .iter()
-        .map(|p| ProcessSummary {
+        .zip(traces)
+        .map(|(p, t)| ProcessSummary {
             pid: p.pid,
             exe: p.exe.clone(),
             file: file(&p.path),
@@ -915,6 +961,7 @@ pub fn summarise_with_libraries(
             graph_launches: p.graph_launches,
             complete: p.complete,
             cut: p.cut.as_ref().map(|c| c.why()),
+            segments: SegmentsSummary::of(t),
             warnings: p.warnings.iter().map(|w| format!("{}: {}", w.code, w.detail)).collect(),
         })
         .collect();
@@ -979,7 +1026,7 @@ pub fn summarise_with_libraries(
         kernel_log,
         exit_status,
         exit_signal: None,
-        counts_are_lower_bounds: traces.iter().any(TraceFile::is_cut),
+        counts_are_lower_bounds: traces.iter().any(|t| t.is_cut() || t.rotated_away().is_some()),
         problems,
     }
 }
@@ -1231,16 +1278,19 @@ fn claims(
         }
         return out;
     }
-    // A cut trace misses everything after its cut: its counts are lower bounds, and "did not run" is unknown.
+    // A cut trace misses everything after its cut, a rotating one whose earliest segments were rotated away
+    // everything before its first window read: their counts are lower bounds, and "did not run" is unknown.
     let cut: Vec<&TraceFile> = traces.iter().filter(|t| t.is_cut()).collect();
-    let counting = if cut.is_empty() {
+    let rotated: Vec<&TraceFile> = traces.iter().filter(|t| t.rotated_away().is_some()).collect();
+    let counting = if cut.is_empty() && rotated.is_empty() {
         Counting { counted: "", at_least: "", confidence: Confidence::Confirmed }
     } else {
         Counting { counted: " (at least)", at_least: "at least ", confidence: Confidence::Limited }
     };
-    out.push(total_claim(traces, kernels, cut.len(), &counting, &sources));
-    family_claims(kernels, families, cut.is_empty(), &counting, &sources, &mut out);
+    out.push(total_claim(traces, kernels, (cut.len(), rotated.len()), &counting, &sources));
+    family_claims(kernels, families, (cut.len(), rotated.len()), &counting, &sources, &mut out);
     out.extend(cut_claim(&cut));
+    out.extend(rotated_claim(&rotated));
     for (i, c) in crashes.iter().enumerate() {
         let id = if crashes.len() == 1 { "trace.crash".to_string() } else { format!("trace.crash.{}", i + 1) };
         out.push(c.claim(id, c.sources(str::to_string)));
@@ -1291,7 +1341,7 @@ fn none_claim(dir: &Path) -> Claim {
 fn total_claim(
     traces: &[TraceFile],
     kernels: &[ObservedKernel],
-    cut: usize,
+    (cut, rotated): (usize, usize),
     counting: &Counting,
     sources: &[Source],
 ) -> Claim {
@@ -1305,10 +1355,17 @@ fn total_claim(
     } else {
         ""
     };
-    let cut_text = if cut == 0 {
-        String::new()
-    } else {
-        format!("; {} trace(s) were cut, so these counts are lower bounds (see trace.cut)", cut)
+    let cut_text = match (cut, rotated) {
+        (0, 0) => String::new(),
+        (cut, 0) => format!("; {cut} trace(s) were cut, so these counts are lower bounds (see trace.cut)"),
+        (0, rotated) => format!(
+            "; {rotated} rotating trace(s) had their earliest segments rotated away, so these counts are lower \
+             bounds (see trace.rotated)"
+        ),
+        (cut, rotated) => format!(
+            "; {cut} trace(s) were cut and {rotated} had their earliest segments rotated away, so these counts are \
+             lower bounds (see trace.cut, trace.rotated)"
+        ),
     };
     Claim::new(
             "trace.total",
@@ -1326,7 +1383,7 @@ fn total_claim(
 fn family_claims(
     kernels: &[ObservedKernel],
     families: &[FamilyTotal],
-    complete: bool,
+    (cut, rotated): (usize, usize),
     counting: &Counting,
     sources: &[Source],
     out: &mut Vec<Claim>,
@@ -1364,16 +1421,20 @@ fn family_claims(
         );
     }
     if !present.is_empty() && !absent.is_empty() {
-        let (confidence, statement) = if complete {
-            (Confidence::Confirmed, format!("No {} kernel ran during the traced command", absent.join(", ")))
-        } else {
-            (
+        let absent = absent.join(", ");
+        let (confidence, statement) = match (cut, rotated) {
+            (0, 0) => (Confidence::Confirmed, format!("No {absent} kernel ran during the traced command")),
+            (_, 0) => (
+                Confidence::Unresolved,
+                format!("No {absent} kernel ran before the trace(s) were cut; whether one ran afterwards is not known"),
+            ),
+            _ => (
                 Confidence::Unresolved,
                 format!(
-                    "No {} kernel ran before the trace(s) were cut; whether one ran afterwards is not known",
-                    absent.join(", ")
+                    "No {absent} kernel ran in what the traces hold; some were cut or rotated (see trace.cut, \
+                     trace.rotated), and whether one ran outside it is not known"
                 ),
-            )
+            ),
         };
         out.push(Claim::new("trace.absent", confidence, statement).with_sources(sources.to_vec()));
     }
@@ -1404,6 +1465,45 @@ fn cut_claim(cut: &[&TraceFile]) -> Option<Claim> {
         .with_sources(cut.iter().filter_map(|t| t.path.as_ref()).map(|p| {
             Source::file(p.display().to_string(), None, None, "trace file ending with a truncated record")
         })),
+    )
+}
+
+/// Rotating traces whose earliest segments were rotated away (or are missing): their counts start later than their
+/// process.
+fn rotated_claim(rotated: &[&TraceFile]) -> Option<Claim> {
+    if rotated.is_empty() {
+        return None;
+    }
+    let what: Vec<String> = rotated
+        .iter()
+        .filter_map(|t| {
+            let s = t.rotated_away()?;
+            let since = match s.since_ns {
+                Some(since) => format!(
+                    "its counts are those since {since} ns (CLOCK_MONOTONIC; {:.1} s after the process started)",
+                    since.saturating_sub(t.header.start_ns) as f64 / 1e9
+                ),
+                None => "its segments read hold no window".to_string(),
+            };
+            Some(format!("pid {} ({}): {}; {since}", t.pid(), t.header.exe, s.describe()))
+        })
+        .collect();
+    let sources = rotated.iter().filter_map(|t| t.segments.as_ref()).flat_map(|s| &s.present).filter_map(|p| {
+        let what = format!("backscope-trace file: segment {} of a rotating trace", p.index);
+        p.path.as_ref().map(|path| Source::file(path.display().to_string(), None, None, what))
+    });
+    Some(
+        Claim::new(
+            "trace.rotated",
+            Confidence::Limited,
+            format!(
+                "{} rotating trace(s) (BACKSCOPE_TRACE_ROTATE) no longer hold their process's beginning: {}; \
+                 every count of theirs is a lower bound for the process",
+                rotated.len(),
+                what.join("; ")
+            ),
+        )
+        .with_sources(sources.take(16)),
     )
 }
 

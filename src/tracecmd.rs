@@ -35,8 +35,14 @@ pub struct TraceOptions {
     pub labels: Option<bool>,
     /// Directory for the trace files (default: a new directory under the system temp dir). Must be empty or new.
     pub dir: Option<PathBuf>,
-    /// Length of a trace time window in milliseconds.
-    pub interval_ms: u64,
+    /// Length of a trace time window in milliseconds; `None`: [`COMMAND_INTERVAL_MS`] for a command,
+    /// [`SERVICE_INTERVAL_MS`] for `env`.
+    pub interval_ms: Option<u64>,
+    /// A trace's byte budget (`BACKSCOPE_TRACE_MAX_BYTES`); `None`: the observers' default, which `env` prints.
+    pub max_bytes: Option<u64>,
+    /// Segments a trace rotates through (`BACKSCOPE_TRACE_ROTATE`); `None`: none for a command,
+    /// [`SERVICE_ROTATE`] for `env`.
+    pub rotate: Option<u32>,
     /// Turn ggml's CUDA graphs off in the traced command (GGML_CUDA_DISABLE_GRAPHS=1).
     pub no_graphs: bool,
     /// Print the environment lines that observe a service, then exit.
@@ -56,6 +62,16 @@ pub struct TraceOptions {
     /// The command to run.
     pub command: Vec<String>,
 }
+
+/// The window length of `trace -- CMD`: a diagnosis, joined to requests and phases within 50 ms.
+pub const COMMAND_INTERVAL_MS: u64 = env::DEFAULT_INTERVAL_MS;
+/// The window length `trace --env` prints for a service left traced for days: windows of a busy process are each
+/// about as long at any length (one entry per pipeline or kernel that ran), so 1 s windows write about a twentieth
+/// of what 50 ms windows do (BENCHMARKS.md, "A service left traced"), and a request is still placed within a second.
+pub const SERVICE_INTERVAL_MS: u64 = 1000;
+/// Segments `trace --env` rotates a service's traces through, within the 1 GiB budget: four of 256 MiB, so that at
+/// least three quarters of the budget (the segments before the one being written) always hold the newest records.
+pub const SERVICE_ROTATE: u32 = 4;
 
 /// The layer's variables with ggml-vulkan's debug labels on (`GGML_VK_DEBUG_MARKERS=1`, as `layer_env` adds it
 /// unless the environment set it) or off (the variable left out).
@@ -108,7 +124,12 @@ pub fn run(args: TraceOptions) -> Result<u8> {
             Some(d) => d.clone(),
             None => default_env_dir()?,
         };
-        out.emit(&env_view(&observer, &vulkan, &dir, args.systemd.as_deref(), args.interval_ms))?;
+        let service = ServiceSettings {
+            interval_ms: args.interval_ms.unwrap_or(SERVICE_INTERVAL_MS),
+            max_bytes: args.max_bytes.unwrap_or(env::DEFAULT_MAX_BYTES),
+            rotate: args.rotate.unwrap_or(SERVICE_ROTATE),
+        };
+        out.emit(&env_view(&observer, &vulkan, &dir, args.systemd.as_deref(), &service))?;
         out.finish()?;
         return Ok(0);
     }
@@ -160,22 +181,74 @@ pub fn run(args: TraceOptions) -> Result<u8> {
     })
 }
 
+/// What `--env` sets for the trace of a service left traced: window length, budget, rotation.
+#[derive(Clone, Copy, Debug)]
+struct ServiceSettings {
+    interval_ms: u64,
+    max_bytes: u64,
+    /// Below 2: no rotation (the variable is left out).
+    rotate: u32,
+}
+
+impl ServiceSettings {
+    /// The trace variables, in the order printed.
+    fn vars(&self) -> Vec<(&'static str, String)> {
+        let mut vars = vec![
+            (env::TRACE_INTERVAL_MS.name(), self.interval_ms.to_string()),
+            (env::TRACE_MAX_BYTES.name(), bytes_text(self.max_bytes)),
+        ];
+        if self.rotate >= 2 {
+            vars.push((env::TRACE_ROTATE.name(), self.rotate.to_string()));
+        }
+        vars
+    }
+
+    /// What the rotation keeps, for the comment above the lines.
+    fn comment(&self) -> String {
+        match trace_format::sink::rotation_plan(self.max_bytes, self.rotate) {
+            Some((keep, segment)) => format!(
+                "# each process's trace rotates through {keep} files of {} (BACKSCOPE_TRACE_ROTATE): at least its newest \
+                 {} are kept, and a crash, device loss or hang is recorded however long it runs",
+                bytes_text(segment),
+                bytes_text(segment * u64::from(keep - 1))
+            ),
+            None if self.max_bytes == 0 => "# no budget: each process's trace grows without limit".to_string(),
+            None => format!(
+                "# each process's trace stops at {} (no rotation): what comes after, a crash included, is not recorded",
+                bytes_text(self.max_bytes)
+            ),
+        }
+    }
+}
+
+/// `n` bytes with the largest binary suffix that divides it (`1G`, `256M`, `65537`).
+fn bytes_text(n: u64) -> String {
+    for (shift, suffix) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
+        if n > 0 && n.is_multiple_of(1u64 << shift) {
+            return format!("{}{suffix}", n >> shift);
+        }
+    }
+    n.to_string()
+}
+
 /// `--env`: the lines to copy, and (JSON) the variables.
 fn env_view(
     observer: &Path,
     vulkan: &[(String, String)],
     dir: &Path,
     systemd_unit: Option<&str>,
-    interval_ms: u64,
+    service: &ServiceSettings,
 ) -> Rendered {
-    let text = env_lines(observer, vulkan, dir, systemd_unit, interval_ms);
+    let text = env_lines(observer, vulkan, dir, systemd_unit, service);
     let mut document = Document::new("backscope trace --env");
     document.push(Excerpt::verbatim(text.lines().map(str::to_string)));
     let mut variables = serde_json::json!({
         "LD_PRELOAD": observer.display().to_string(),
         "BACKSCOPE_TRACE_DIR": dir.display().to_string(),
-        "BACKSCOPE_TRACE_INTERVAL_MS": interval_ms.to_string(),
     });
+    for (k, v) in service.vars() {
+        variables[k] = serde_json::Value::String(v);
+    }
     for (k, v) in vulkan {
         variables[k.as_str()] = serde_json::Value::String(v.clone());
     }
@@ -195,13 +268,11 @@ fn env_lines(
     vulkan: &[(String, String)],
     dir: &Path,
     systemd_unit: Option<&str>,
-    interval_ms: u64,
+    service: &ServiceSettings,
 ) -> String {
-    let mut vars: Vec<(&str, String)> = vec![
-        ("LD_PRELOAD", observer.display().to_string()),
-        (env::TRACE_DIR.name(), dir.display().to_string()),
-        (env::TRACE_INTERVAL_MS.name(), interval_ms.to_string()),
-    ];
+    let mut vars: Vec<(&str, String)> =
+        vec![("LD_PRELOAD", observer.display().to_string()), (env::TRACE_DIR.name(), dir.display().to_string())];
+    vars.extend(service.vars());
     vars.extend(vulkan.iter().map(|(k, v)| (k.as_str(), v.clone())));
     let mut out = String::new();
     match systemd_unit {
@@ -217,6 +288,7 @@ fn env_lines(
                 "# runners the service starts inherit LD_PRELOAD; read the traces with: backscope trace --read {}",
                 dir.display()
             );
+            let _ = writeln!(out, "{}", service.comment());
             if !vulkan.is_empty() {
                 let _ = writeln!(
                     out,
@@ -235,6 +307,7 @@ fn env_lines(
                 "# mkdir -p {0}; export these before starting the service; then: backscope trace --read {0}",
                 dir.display()
             );
+            let _ = writeln!(out, "{}", service.comment());
             for (k, v) in vars {
                 let _ = writeln!(out, "export {k}={v}");
             }
@@ -263,7 +336,13 @@ fn run_observed(observer: Option<&Path>, dir: &Path, args: &TraceOptions) -> Res
     let mut cmd = Command::new(&args.command[0]);
     cmd.args(&args.command[1..])
         .env(env::TRACE_DIR.name(), dir)
-        .env(env::TRACE_INTERVAL_MS.name(), args.interval_ms.to_string());
+        .env(env::TRACE_INTERVAL_MS.name(), args.interval_ms.unwrap_or(COMMAND_INTERVAL_MS).to_string());
+    if let Some(max_bytes) = args.max_bytes {
+        cmd.env(env::TRACE_MAX_BYTES.name(), max_bytes.to_string());
+    }
+    if let Some(rotate) = args.rotate {
+        cmd.env(env::TRACE_ROTATE.name(), rotate.to_string());
+    }
     // Kept until the command has run: the layer reads the profile when the command creates its first instance.
     let _profile_file = match &args.impersonate {
         Some(arg) => {
@@ -470,6 +549,38 @@ impl Render for TraceView<'_> {
     }
 }
 
+/// Why the counts are lower bounds, when they are.
+fn lower_bounds_note(s: &TraceSummary) -> Option<String> {
+    if !s.counts_are_lower_bounds {
+        return None;
+    }
+    let cut = s.processes.iter().any(|p| p.cut.is_some());
+    let rotated =
+        s.processes.iter().any(|p| p.segments.as_ref().is_some_and(|g| g.rotated_away > 0 || !g.missing.is_empty()));
+    let why = match (cut, rotated) {
+        (_, false) => "a trace was cut before its process ended (see trace.cut)",
+        (false, true) => "a rotating trace's earliest segments were rotated away (see trace.rotated)",
+        (true, true) => {
+            "a trace was cut before its process ended (see trace.cut), and a rotating trace's earliest segments were \
+             rotated away (see trace.rotated)"
+        }
+    };
+    Some(format!("Counts are lower bounds (at least): {why}"))
+}
+
+/// How a process's trace ended, and which segments of a rotating one were read.
+fn trace_state(p: &ProcessSummary) -> String {
+    let state = match (&p.cut, p.complete) {
+        (Some(why), _) => format!("cut: {why}"),
+        (None, true) => "complete".to_string(),
+        (None, false) => "no exit record".to_string(),
+    };
+    match &p.segments {
+        Some(segments) => format!("{state}; {}", segments.statement),
+        None => state,
+    }
+}
+
 /// The summary as a document: how the command ended, what ran (the claims), then the families, the kernels, the
 /// processes.
 fn document(s: &TraceSummary, top: usize) -> Document {
@@ -481,8 +592,8 @@ fn document(s: &TraceSummary, top: usize) -> Document {
         (Some(code), None) => doc.paragraph(format!("traced command exited with status {code}; traces in {}", s.dir)),
         (None, _) => doc.paragraph(format!("traces in {}", s.dir)),
     };
-    if s.counts_are_lower_bounds {
-        doc.paragraph("Counts are lower bounds (at least): a trace was cut before its process ended (see trace.cut)");
+    if let Some(note) = lower_bounds_note(s) {
+        doc.paragraph(note);
     }
     doc.heading(2, "Claims");
     doc.claims(&s.claims);
@@ -578,11 +689,7 @@ fn document(s: &TraceSummary, top: usize) -> Document {
     ]);
     let mut warnings = Vec::new();
     for p in &s.processes {
-        let state = match (&p.cut, p.complete) {
-            (Some(why), _) => format!("cut: {why}"),
-            (None, true) => "complete".to_string(),
-            (None, false) => "no exit record".to_string(),
-        };
+        let state = trace_state(p);
         t.row([
             p.pid.to_string(),
             p.exe.clone(),

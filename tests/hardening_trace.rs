@@ -222,6 +222,7 @@ fn big_trace(path: &Path, kernels: u32, windows: u32) -> u64 {
             max_bytes: 1 << 30,
             observer: "0.1.0",
             writer: "backscope-observer",
+            segment: None,
         },
     );
     let names: Vec<String> = (0..kernels).map(|i| format!("_Z6kernelILi{i}EEvPf")).collect();

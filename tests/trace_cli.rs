@@ -70,6 +70,37 @@ fn trace_env_prints_a_systemd_drop_in() {
     assert!(text.contains("[Service]"));
     assert!(text.contains("Environment=\"BACKSCOPE_TRACE_DIR=/var/tmp/bt\""));
     assert!(text.contains(&format!("Environment=\"LD_PRELOAD={}\"", observer.canonicalize().unwrap().display())));
+    // A service left traced for days: its trace bounded by a ring of 4 segment files within the 1 GiB budget, in
+    // 1 s windows.
+    for line in ["BACKSCOPE_TRACE_MAX_BYTES=1G", "BACKSCOPE_TRACE_ROTATE=4", "BACKSCOPE_TRACE_INTERVAL_MS=1000"] {
+        assert!(text.contains(&format!("Environment=\"{line}\"")), "{line}: {text}");
+    }
+    assert!(text.contains("rotates through 4 files of 256M") && text.contains("at least its newest 768M"), "{text}");
+    // Asked otherwise: the trace stops at its budget, and says that a crash after it is not recorded.
+    let text = stdout_ok(
+        backscope()
+            .args(["trace", "--env", "--dir", "/var/tmp/bt", "--rotate", "1", "--max-bytes", "64M", "--interval-ms"])
+            .args(["200", "--observer"])
+            .arg(&observer),
+    );
+    assert!(
+        text.contains("export BACKSCOPE_TRACE_MAX_BYTES=64M\n") && !text.contains("BACKSCOPE_TRACE_ROTATE"),
+        "{text}"
+    );
+    assert!(
+        text.contains("export BACKSCOPE_TRACE_INTERVAL_MS=200\n") && text.contains("a crash included, is not recorded")
+    );
+    let json: serde_json::Value = serde_json::from_str(&stdout_ok(
+        backscope().args(["trace", "--env", "--json", "--dir", "/var/tmp/bt", "--observer"]).arg(&observer),
+    ))
+    .unwrap();
+    assert_eq!(
+        (&json["variables"]["BACKSCOPE_TRACE_ROTATE"], &json["variables"]["BACKSCOPE_TRACE_MAX_BYTES"]),
+        (&"4".into(), &"1G".into())
+    );
+    let out = run(backscope().args(["trace", "--env", "--max-bytes", "lots", "--observer"]).arg(&observer));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\"lots\" is not a byte count"));
 }
 
 /// The observer's C test programs (`crates/observer/tests/c`: a host that dlopens a backend linked

@@ -377,3 +377,190 @@ fn llama_bench_killed_mid_run_names_the_ggml_pipelines_it_last_submitted() {
         "{statement}"
     );
 }
+
+// ---- Rotating traces (BACKSCOPE_TRACE_ROTATE): a program left traced long after its budget ----
+
+/// The rotation these tests ask for: a 64 KiB budget in 3 segments, 5 ms windows.
+const ROTATING: [(&str, &str); 3] =
+    [("BACKSCOPE_TRACE_MAX_BYTES", "64K"), ("BACKSCOPE_TRACE_ROTATE", "3"), ("BACKSCOPE_TRACE_INTERVAL_MS", "5")];
+
+/// vkcrash in `mode` for `rounds` submissions 1 ms apart (each fence waited for at most 3 s), with `env`.
+fn vkcrash_long(mode: &str, rounds: u32, env: &[(&str, &str)]) -> Command {
+    let mut cmd = vkcrash(mode);
+    cmd.arg(rounds.to_string()).arg("1000").arg("3000").envs(env.iter().copied());
+    cmd
+}
+
+/// The files in `dir`, by name, with their text; each must read alone as a trace.
+fn segment_files(dir: &Path) -> Vec<(String, String, TraceFile)> {
+    let mut files: Vec<(String, String, TraceFile)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let path = e.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let trace = TraceFile::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            (path.file_name().unwrap().to_string_lossy().into_owned(), text, trace)
+        })
+        .collect();
+    files.sort_by_key(|(_, _, t)| t.header.segment);
+    files
+}
+
+/// What every rotating run leaves: at most 3 segment files, within the budget together, the oldest rotated away,
+/// each reading alone with the device and both pipelines defined, each but the newest ending with its `rotated`
+/// record naming the next. Returns the newest segment.
+fn assert_rotated(dir: &Path) -> TraceFile {
+    let files = segment_files(dir);
+    let names: Vec<&str> = files.iter().map(|(n, _, _)| n.as_str()).collect();
+    assert_eq!(files.len(), 3, "{names:?}");
+    let total: usize = files.iter().map(|(_, text, _)| text.len()).sum();
+    assert!(total <= 64 * 1024, "{total} bytes in {names:?}");
+    let first = files[0].2.header.segment.unwrap();
+    assert!(first >= 1, "the run outlived its first segment: {names:?}");
+    for (i, (name, _, trace)) in files.iter().enumerate() {
+        let k = first + i as u32;
+        assert_eq!(trace.header.segment, Some(k), "{name}: consecutive segments");
+        assert_eq!(name, &format!("trace-{}.s{k}.jsonl", trace.pid()), "the documented name");
+        assert_eq!((trace.header.version, trace.header.segments_kept), (4, Some(3)));
+        assert_eq!(
+            trace.header.previous,
+            Some(if k == 1 {
+                format!("trace-{}.jsonl", trace.pid())
+            } else {
+                format!("trace-{}.s{}.jsonl", trace.pid(), k - 1)
+            })
+        );
+        assert_eq!(trace.devices.len(), 1, "{name}: its own device record");
+        let mut defined: Vec<&str> = trace.kernels.values().map(|k| k.name.as_str()).collect();
+        defined.sort_unstable();
+        assert_eq!(defined, ["alpha_pipeline", "beta_pipeline"], "{name}");
+        assert!(!trace.windows.is_empty(), "{name}");
+        match files.get(i + 1) {
+            Some((next, _, _)) => assert_eq!(trace.rotated.as_ref().map(|r| &r.next), Some(next), "{name}"),
+            None => assert!(trace.rotated.is_none(), "{name}: the newest"),
+        }
+        assert!(!trace.is_cut() && !trace.partial_last_line, "{name}");
+    }
+    files.into_iter().last().unwrap().2
+}
+
+/// `backscope trace --read DIR --json`.
+fn read_summary(dir: &Path) -> Value {
+    let out = run(backscope().args(["trace", "--json", "--read"]).arg(dir));
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim_end().rsplit('\n').next().unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {text}\n{}", String::from_utf8_lossy(&out.stderr)))
+}
+
+/// One process in the summary, its segments said, its counts lower bounds for the process.
+fn assert_one_rotated_process(summary: &Value, rounds: u64) {
+    let processes = summary["processes"].as_array().unwrap();
+    assert_eq!(processes.len(), 1, "the segments are one process: {processes:#?}");
+    let segments = &processes[0]["segments"];
+    let present: Vec<u64> = segments["present"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    assert_eq!(present.len(), 3, "{segments}");
+    assert_eq!(segments["rotated_away"].as_u64(), Some(present[0]), "{segments}");
+    assert!(processes[0]["file"].as_str().unwrap().ends_with(&format!(".s{}.jsonl", present[2])));
+    let launches = processes[0]["launches"].as_u64().unwrap();
+    assert!(launches > 0 && launches < 2 * rounds, "since the first segment read: {launches}");
+    assert_eq!(summary["counts_are_lower_bounds"], true);
+    let rotated = claim(summary, "trace.rotated");
+    assert_eq!(rotated["confidence"], "Limited");
+    let statement = rotated["statement"].as_str().unwrap();
+    assert!(
+        statement.contains(&format!("segments {}–{} of a trace that keeps 3", present[0], present[2]))
+            && statement.contains("rotated away")
+            && statement.contains("its counts are those since "),
+        "{statement}"
+    );
+    assert!(claim(summary, "trace.total")["statement"].as_str().unwrap().starts_with("at least "));
+}
+
+/// The crash statement with the pid (and the main thread's id, the same number) as `P`: all that differs between
+/// two runs of one program.
+fn crash_statement(summary: &Value) -> String {
+    let pid = summary["processes"][0]["pid"].as_u64().unwrap().to_string();
+    claim(summary, "trace.crash")["statement"].as_str().unwrap().replace(&pid, "P")
+}
+
+#[test]
+fn a_rotating_trace_keeps_three_segments_within_its_budget_and_the_crash_in_the_newest() {
+    const ROUNDS: u32 = 3000;
+    let tmp = tempfile::tempdir().unwrap();
+    // The control: the same program, its trace not rotating (one file, within the default budget).
+    let control_dir = tmp.path().join("one-file");
+    let control =
+        with_layer(vkcrash_long("segv", ROUNDS, &[("BACKSCOPE_TRACE_INTERVAL_MS", "5")]), &control_dir, false);
+    assert_eq!(control.status.signal(), Some(libc::SIGSEGV));
+    let one = the_trace(&control_dir);
+    assert_eq!((one.header.version, one.header.segment), (3, None), "no rotation asked: the version 3 file");
+    let dir = tmp.path().join("rotating");
+    let out = with_layer(vkcrash_long("segv", ROUNDS, &ROTATING), &dir, false);
+    // The program dies by its signal, its output as without the layer.
+    assert_eq!(out.status.signal(), Some(libc::SIGSEGV), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.stdout, control.stdout);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("3000 submissions done, now segv"));
+    let newest = assert_rotated(&dir);
+    // The crash record is in the newest segment, naming the last submissions as the unrotated trace does.
+    assert_eq!(newest.crashes.len(), 1);
+    let crash = &newest.crashes[0];
+    assert_eq!((crash.signal, crash.flushed), (libc::SIGSEGV, true));
+    assert_eq!(newest.fatal_crash().map(|c| c.seq), Some(1));
+    assert_eq!(crash.queues[0].submits, u64::from(ROUNDS));
+    assert_eq!(remembered(&newest, &crash.queues), remembered(&one, &one.crashes[0].queues));
+
+    let summary = read_summary(&dir);
+    assert_one_rotated_process(&summary, ROUNDS.into());
+    let c = claim(&summary, "trace.crash");
+    assert_eq!(c["confidence"], "Confirmed");
+    assert_eq!(crash_statement(&summary), crash_statement(&read_summary(&control_dir)), "named as without rotation");
+    assert!(c["statement"].as_str().unwrap().contains("the last: beta_pipeline (other), in `BETA node.1`"), "{c}");
+    assert!(c["sources"][0]["path"]
+        .as_str()
+        .unwrap()
+        .ends_with(&format!(".s{}.jsonl", newest.header.segment.unwrap())));
+}
+
+#[test]
+fn a_rotating_trace_records_a_lost_device_and_a_hang_late_in_the_run_in_its_newest_segment() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The 2500th wait loses the device.
+    let lost_dir = tmp.path().join("lost");
+    let mut lost = vkcrash_long("lost", 5000, &ROTATING);
+    lost.env("LOST_AFTER", "2500");
+    let out = with_layer(lost, &lost_dir, true);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(3), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("vkWaitForFences returned VK_ERROR_DEVICE_LOST after 2500 submissions"), "{said}");
+    let newest = assert_rotated(&lost_dir);
+    assert_eq!(newest.device_lost.len(), 1);
+    assert_eq!(newest.device_lost[0].queues[0].submits, 2500);
+    assert!(newest.end.is_some(), "the program went on to exit normally");
+    let summary = read_summary(&lost_dir);
+    assert_one_rotated_process(&summary, 2500);
+    let statement = claim(&summary, "trace.device_lost")["statement"].as_str().unwrap().to_string();
+    assert!(
+        statement.contains(": vkWaitForFences returned VK_ERROR_DEVICE_LOST in thread ")
+            && statement.contains(
+                "submissions 2485–2500 of 2500: 16× alpha_pipeline (other) [4,1,1], 16× beta_pipeline (other) [2,1,1]"
+            ),
+        "{statement}"
+    );
+
+    // Submission 2500 on are swallowed by the test layer, as a hung GPU never finishes them: the watcher's record,
+    // 0.3 s into the stall, is in the newest segment; the program gives up after 3 s.
+    let hang_dir = tmp.path().join("hang");
+    let mut hung = vkcrash_long("exit", 5000, &ROTATING);
+    hung.env("STALL_FROM", "2500").env("LOST_AFTER", "100000").env("BACKSCOPE_VK_HANG_MS", "300");
+    let out = with_layer(hung, &hang_dir, true);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(4), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("vkcrash: submission 2500 did not finish in 3000 ms"), "{said}");
+    let newest = assert_rotated(&hang_dir);
+    assert_eq!(newest.hangs.len(), 1, "{:?}", newest.hangs);
+    let summary = read_summary(&hang_dir);
+    assert_one_rotated_process(&summary, 2500);
+    let statement = claim(&summary, "trace.hang")["statement"].as_str().unwrap().to_string();
+    assert!(statement.contains("GPU work made no progress for "), "{statement}");
+    assert!(statement.contains("alpha_pipeline") && statement.contains("submission 2500"), "{statement}");
+}

@@ -27,8 +27,18 @@ pub struct TraceArgs {
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// Length of a trace time window in milliseconds (at most 3600000: an hour; 0: one window, written at exit).
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
-    pub interval_ms: u64,
+    /// Default: 50 for a command; 1000 with --env (a service left traced for days: a twentieth of the bytes).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
+    pub interval_ms: Option<u64>,
+    /// Byte budget of one process's trace (BACKSCOPE_TRACE_MAX_BYTES; K/M/G/T suffixes, powers of 1024; 0: no
+    /// limit). Default: the observers' 1G (printed with --env).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_bytes: Option<u64>,
+    /// Rotate each process's trace through N segment files (BACKSCOPE_TRACE_ROTATE, N >= 2; 0 or 1: one file, cut at
+    /// the budget): the budget is split among them and the oldest is deleted when a new one begins, so that a crash,
+    /// device loss or hang after days is still recorded. Default: 4 with --env, none for a command.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub rotate: Option<u32>,
     /// Turn ggml's CUDA graphs off in the traced command (GGML_CUDA_DISABLE_GRAPHS=1). The observer attributes graph
     /// replays to their captured kernels either way; this makes every launch a direct one.
     #[arg(long)]
@@ -58,6 +68,12 @@ pub struct TraceArgs {
     pub command: Vec<String>,
 }
 
+/// A byte count as `BACKSCOPE_TRACE_MAX_BYTES` takes it.
+fn parse_size(text: &str) -> Result<u64, String> {
+    trace_format::env::parse_bytes(text)
+        .ok_or_else(|| format!("{text:?} is not a byte count (digits with an optional K, M, G or T suffix)"))
+}
+
 impl From<TraceArgs> for TraceOptions {
     fn from(a: TraceArgs) -> Self {
         TraceOptions {
@@ -66,6 +82,8 @@ impl From<TraceArgs> for TraceOptions {
             labels: a.labels.map(|l| l == "on"),
             dir: a.dir,
             interval_ms: a.interval_ms,
+            max_bytes: a.max_bytes,
+            rotate: a.rotate,
             no_graphs: a.no_graphs,
             env: a.env,
             systemd: a.systemd,

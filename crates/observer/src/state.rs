@@ -25,8 +25,10 @@ pub struct Config {
     /// 0: no periodic windows, only the final flush at exit.
     pub interval_ms: u64,
     pub max_kernels: u32,
-    /// Most bytes of this process's trace file; 0: no limit.
+    /// Most bytes of this process's trace file (all its segments, when it rotates); 0: no limit.
     pub max_bytes: u64,
+    /// Segments a rotating trace keeps (`BACKSCOPE_TRACE_ROTATE`); below 2 it does not rotate.
+    pub rotate: u32,
     pub inject_panic: bool,
 }
 
@@ -41,6 +43,7 @@ impl Config {
             interval_ms: settings.interval_ms,
             max_kernels: settings.max_kernels,
             max_bytes: settings.max_bytes,
+            rotate: settings.rotate,
             inject_panic: env::get(env::TEST_INJECT_PANIC).is_some_and(|v| v == "1"),
         })
     }

@@ -10,8 +10,9 @@
 //! the whole lines that fit and a `truncated` record, and the trace ends there. A failed write
 //! (full disk, file size limit) ends it too; for a regular file the writer cuts the file back to
 //! its last whole line, giving up lines from the end until the `truncated` record fits, so that a
-//! reader learns why the trace stops instead of taking it for a killed process. The file's edges
-//! (names, budget, `truncated` record) are `format::sink`'s; the crash handler writes into the same
+//! reader learns why the trace stops instead of taking it for a killed process. With
+//! `BACKSCOPE_TRACE_ROTATE` the budget is split into segment files instead, the newest kept. The file's edges
+//! (names, budget, `truncated` record, segments) are `format::sink`'s; the crash handler writes into the same
 //! file ([`CrashHandler`]).
 
 use std::collections::HashSet;
@@ -22,7 +23,7 @@ use format::clock::now_ns;
 use format::crash::Handler as CrashHandler;
 use format::fork::ForkHandlers;
 use format::record::{self, ShapeCount};
-use format::sink::{Stop, TraceSink};
+use format::sink::{HeaderWriter, Stop, TraceSink};
 use format::writer::{ShapeDeltas, WriterLoop};
 
 use crate::graphs;
@@ -88,35 +89,39 @@ impl Writer {
     fn open(&mut self) -> io::Result<()> {
         let config = state::config().ok_or_else(|| io::Error::other("no configuration"))?;
         let pid = getpid();
-        let mut sink = TraceSink::create(&config.destination, pid as u32, config.max_bytes)?;
-        format::crash::file_opened(sink.as_raw_fd(), config.max_bytes);
-        self.header(config.interval_ms, pid);
-        let written = sink.write_header(&self.buf);
-        self.buf.clear();
+        let mut sink = TraceSink::create_rotating(&config.destination, pid as u32, config.max_bytes, config.rotate)?;
+        format::crash::file_opened(sink.as_raw_fd(), sink.budget());
+        let written = sink.write_header_with(self.header(config.interval_ms, pid));
         self.sink = Some(sink);
         written
     }
 
-    fn header(&mut self, interval_ms: u64, pid: i32) {
+    /// What writes the header (a rotating trace keeps it for its later segments' headers).
+    fn header(&self, interval_ms: u64, pid: i32) -> HeaderWriter {
         // SAFETY: getppid has no preconditions.
         let ppid = unsafe { libc::getppid() };
         let exe =
             std::fs::read_link("/proc/self/exe").map(|p| p.into_os_string().into_encoded_bytes()).unwrap_or_default();
         let cmdline = std::fs::read("/proc/self/cmdline").unwrap_or_default();
-        let header = record::Header {
-            pid: pid as u32,
-            ppid: ppid as u32,
-            exe: &exe,
-            cmdline: &cmdline,
-            start_ns: self.last_t,
-            interval_ms,
-            shape_buckets: SHAPE_BUCKETS as u32,
-            max_kernels: registry::max_kernels(),
-            max_bytes: state::config().map_or(0, |c| c.max_bytes),
-            observer: env!("CARGO_PKG_VERSION"),
-            writer: format::OBSERVER_WRITER_NAME,
-        };
-        record::header(&mut self.buf, &header);
+        let (start_ns, max_kernels) = (self.last_t, registry::max_kernels());
+        let max_bytes = state::config().map_or(0, |c| c.max_bytes);
+        Box::new(move |out, segment| {
+            let header = record::Header {
+                pid: pid as u32,
+                ppid: ppid as u32,
+                exe: &exe,
+                cmdline: &cmdline,
+                start_ns,
+                interval_ms,
+                shape_buckets: SHAPE_BUCKETS as u32,
+                max_kernels,
+                max_bytes,
+                observer: env!("CARGO_PKG_VERSION"),
+                writer: format::OBSERVER_WRITER_NAME,
+                segment,
+            };
+            record::header(out, &header);
+        })
     }
 
     fn definitions(&mut self) -> Result<(), Stop> {
@@ -320,13 +325,13 @@ fn flush(kind: Flush) -> bool {
             // starts its own trace with its own budget.
             writer.done = true;
             match format::writer::stopped(&mut writer.sink, stop) {
-                None => state::note(format_args!(
-                    "the trace reached its budget of {} bytes (BACKSCOPE_TRACE_MAX_BYTES) and was cut; the program continues",
-                    state::config().map_or(0, |c| c.max_bytes)
-                )),
-                Some(e) => {
-                    state::disable(format_args!("cannot write the trace ({e}); observer disabled, the program continues"))
+                None => {
+                    let (max_bytes, rotate) = state::config().map_or((0, 0), |c| (c.max_bytes, c.rotate));
+                    state::note(format_args!("{}", format::writer::budget_note(max_bytes, rotate)))
                 }
+                Some(e) => state::disable(format_args!(
+                    "cannot write the trace ({e}); observer disabled, the program continues"
+                )),
             }
             false
         }

@@ -1,4 +1,4 @@
-//! Reader for `backscope-trace` files (versions 1 to 3, JSON Lines; the format is specified in
+//! Reader for `backscope-trace` files (versions 1 to 4, JSON Lines; the format is specified in
 //! `docs/trace-format.md` and its names and writers are in the `backscope-trace` crate).
 //!
 //! [`Reader`] reads a trace one line at a time and keeps the header and kernel table, so a growing
@@ -8,8 +8,11 @@
 //! [`TraceFile::end`] empty. A trace the observer stopped writing (byte budget spent, write error)
 //! ends with a `truncated` record ([`TraceFile::truncated`]): its counts are lower bounds. A fatal
 //! signal leaves a `crash` record ([`TraceFile::crashes`], [`TraceFile::fatal_crash`]) with the
-//! runtime call in flight and each thread's last launches. Anything else malformed is a
-//! [`TraceError`] naming the file and line; [`read_dir`] reports such files and keeps the others.
+//! runtime call in flight and each thread's last launches. A rotating trace's segment (version 4)
+//! ends with a `rotated` record ([`TraceFile::rotated`]), neither cut nor partial; [`read_dir`] joins
+//! the segments of one process into one trace ([`join_segments`], [`Segments`]). Anything else
+//! malformed is a [`TraceError`] naming the file and line; [`read_dir`] reports such files and keeps
+//! the others.
 //!
 //! [`TraceFile::kernel_stats`] aggregates per kernel (launches, errors, graph replays, captures and
 //! the grid/block histogram) over all windows or a time range; [`Aggregate`] does it for the
@@ -21,18 +24,20 @@
 
 mod reader;
 mod records;
+mod segments;
 mod summary;
 
-pub use format::{FORMAT, MIN_VERSION, VERSION};
+pub use format::{FORMAT, MAX_VERSION, MIN_VERSION, ROTATING_VERSION, VERSION};
 pub use reader::{
     merge_by_name, read_dir, read_dir_folded, DirTraces, KernelStats, Range, Reader, TraceError, TraceFile, LEFT_OUT,
     MAX_DIR_TRACE_FILES, MAX_KEPT, MAX_LINE,
 };
 pub use records::{
     Crash, CrashLaunch, CrashThread, Device, DeviceFault, DeviceLost, End, Hang, Header, Impersonated,
-    InFlightDispatch, KernelDef, PipelineStat, QueueAtLoss, QueueDispatch, QueueProgress, Shape, ShapeCount, Truncated,
-    Warning, Window,
+    InFlightDispatch, KernelDef, PipelineStat, QueueAtLoss, QueueDispatch, QueueProgress, Rotated, Shape, ShapeCount,
+    Truncated, Warning, Window,
 };
+pub use segments::{join as join_segments, Segment, Segments};
 pub use summary::{
     Aggregate, CrashReport, DeviceLostReport, DispatchRun, HangReport, InFlightRun, LaunchRun, ProcessStats, QueueRuns,
     ThreadAtCrash,
@@ -149,8 +154,8 @@ mod tests {
         assert!(format!("{:#}", TraceFile::parse(&undefined).unwrap_err()).contains("kernel 9"));
         let twice = format!("{HEADER}\n{}", sample());
         assert!(format!("{:#}", TraceFile::parse(&twice).unwrap_err()).contains("second header"));
-        let newer = sample().replace(r#""version":1"#, r#""version":4"#);
-        assert!(format!("{:#}", TraceFile::parse(&newer).unwrap_err()).contains("version 4"));
+        let newer = sample().replace(r#""version":1"#, r#""version":5"#);
+        assert!(format!("{:#}", TraceFile::parse(&newer).unwrap_err()).contains("version 5"));
         let bad_window = sample()
             .replace(r#"{"window":[1000,2000],"counts":[[1,3]]"#, r#"{"window":[1000,2000],"counts":[[1,"x"]]"#);
         let error = TraceFile::parse(&bad_window).unwrap_err();

@@ -12,12 +12,13 @@ use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 
 use format::record::kind;
-use format::{FORMAT, MIN_VERSION, VERSION};
+use format::{FORMAT, MAX_VERSION, MIN_VERSION};
 
 use crate::records::{
-    Crash, Device, DeviceLost, End, Hang, Header, KernelDef, RawCrash, RawWindow, Shape, ShapeCount, SignalReturned,
-    Truncated, Warning, Window,
+    Crash, Device, DeviceLost, End, Hang, Header, KernelDef, RawCrash, RawWindow, Rotated, Shape, ShapeCount,
+    SignalReturned, Truncated, Warning, Window,
 };
+use crate::segments::Segments;
 
 /// A trace file that could not be read: which file, which line (1-based) if one, and what was
 /// wrong.
@@ -85,6 +86,14 @@ pub struct TraceFile {
     /// The observer stopped writing this trace early (budget or write error): counts are lower
     /// bounds.
     pub truncated: Option<Truncated>,
+    /// A rotating trace's segment ends here and the trace goes on in the next file (version 4): neither cut nor
+    /// partial.
+    pub rotated: Option<Rotated>,
+    /// The segments of a rotating trace read as this one ([`read_dir`] joins a process's segments), when it rotates.
+    pub segments: Option<Segments>,
+    /// `signal_returned` records of a rotating trace's segment that name a crash of an earlier segment (applied
+    /// when the segments are joined; at most [`MAX_KEPT`]).
+    pub earlier_returns: Vec<u32>,
     /// The last line was cut short (no newline: the process died mid-write) and was dropped.
     pub partial_last_line: bool,
     /// Lines of a kind this reader does not know (written by a newer observer), skipped.
@@ -103,6 +112,7 @@ enum Line {
     Device(Device),
     DeviceLost(DeviceLost),
     Hang(Hang),
+    Rotated(Rotated),
     Unknown,
 }
 
@@ -132,6 +142,7 @@ fn parse_line(line: &str) -> Result<Line, String> {
         kind::WARNING => Line::Warning(serde_json::from_value(value).map_err(record)?),
         kind::END => Line::End(serde_json::from_value(value).map_err(record)?),
         kind::TRUNCATED => Line::Truncated(serde_json::from_value(value).map_err(record)?),
+        kind::ROTATED => Line::Rotated(serde_json::from_value(value).map_err(record)?),
         kind::CRASH => Line::Crash(serde_json::from_value::<RawCrash>(value).map_err(record)?.into()),
         kind::SIGNAL_RETURNED => {
             Line::SignalReturned(serde_json::from_value::<SignalReturned>(value).map_err(record)?.signal_returned)
@@ -173,7 +184,7 @@ pub const LEFT_OUT: &str = "records_left_out";
 
 /// Every window of a trace summed into one (see [`Reader::folding`]).
 #[derive(Clone, Debug, Default)]
-struct Folded {
+pub(crate) struct Folded {
     any: bool,
     t0: u64,
     t1: u64,
@@ -189,6 +200,13 @@ struct Folded {
 }
 
 impl Folded {
+    /// `windows` summed into one; `None` for none.
+    pub(crate) fn all(windows: impl IntoIterator<Item = Window>) -> Option<Window> {
+        let mut folded = Folded::default();
+        windows.into_iter().for_each(|w| folded.add(w));
+        folded.window()
+    }
+
     fn add(&mut self, w: Window) {
         let sum = |map: &mut BTreeMap<u32, u64>, list: Vec<(u32, u64)>| {
             for (id, n) in list {
@@ -265,6 +283,9 @@ impl Reader {
                 hangs: Vec::new(),
                 end: None,
                 truncated: None,
+                rotated: None,
+                segments: None,
+                earlier_returns: Vec::new(),
                 partial_last_line: false,
                 unknown_lines: 0,
             },
@@ -331,6 +352,7 @@ impl Reader {
                 });
             }
         }
+        self.trace.segments = Segments::of_one(&self.trace);
         Ok(self.trace)
     }
 
@@ -343,6 +365,9 @@ impl Reader {
             if trace.truncated.is_some() {
                 return Err("record after the truncated record".into());
             }
+            if trace.rotated.is_some() {
+                return Err("record after the rotated record".into());
+            }
         }
         match parsed {
             Line::Header(h) => {
@@ -352,11 +377,16 @@ impl Reader {
                 if h.format != FORMAT {
                     return Err(format!("format is {:?}, expected {FORMAT:?}", h.format));
                 }
-                if !(MIN_VERSION..=VERSION).contains(&h.version) {
+                if !(MIN_VERSION..=MAX_VERSION).contains(&h.version) {
                     return Err(format!(
-                        "trace format version {} is not supported (this reader knows {MIN_VERSION} to {VERSION})",
+                        "trace format version {} is not supported (this reader knows {MIN_VERSION} to {MAX_VERSION})",
                         h.version
                     ));
+                }
+                if h.segment.is_some() && h.segments_kept.is_none_or(|k| k < 2) {
+                    return Err(
+                        "header: a segment of a rotating trace keeps at least 2 segments (segments_kept)".into()
+                    );
                 }
                 trace.header = h;
                 self.has_header = true;
@@ -398,6 +428,12 @@ impl Reader {
             },
             Line::End(end) => trace.end = Some(end),
             Line::Truncated(truncated) => trace.truncated = Some(truncated),
+            Line::Rotated(rotated) => {
+                if trace.header.segment.is_none() {
+                    return Err("rotated record in a trace that does not rotate (no segment in its header)".into());
+                }
+                trace.rotated = Some(rotated);
+            }
             Line::Crash(crash) => {
                 check_defined(&trace.kernels, crash.threads.iter().flat_map(|t| &t.launches).map(|l| l.kernel))?;
                 check_defined(&trace.kernels, crash.queues.iter().flat_map(|q| &q.dispatches).map(|d| d.kernel))?;
@@ -412,6 +448,12 @@ impl Reader {
                 Some(crash) => crash.returned = true,
                 // A folding reader may have left that crash out (it keeps the last ones).
                 None if self.folded.as_ref().is_some_and(|f| f.crashes_left_out > 0) => {}
+                // A rotating trace's crash may be in an earlier segment.
+                None if trace.header.segment.is_some_and(|k| k > 0) => {
+                    if trace.earlier_returns.len() < MAX_KEPT {
+                        trace.earlier_returns.push(seq);
+                    }
+                }
                 None => return Err(format!("signal_returned names crash {seq}, which is not before it")),
             },
             Line::Device(device) => {
@@ -553,9 +595,25 @@ impl TraceFile {
         self.truncated.is_some()
     }
 
-    /// Whether nothing more will be appended: the end record or a `truncated` record is there.
+    /// Whether nothing more will be appended: the end record, a `truncated` record or (for a rotating trace's
+    /// segment) a `rotated` record is there.
     pub fn is_finished(&self) -> bool {
-        self.end.is_some() || self.truncated.is_some()
+        self.end.is_some() || self.truncated.is_some() || self.rotated.is_some()
+    }
+
+    /// The file that holds a record of `at_ns`: for a rotating trace's joined segments, the segment open then;
+    /// else the trace's file.
+    pub fn path_at(&self, at_ns: u64) -> Option<PathBuf> {
+        match self.segments.as_ref().and_then(|s| s.file_at(at_ns)) {
+            Some(path) => Some(path.to_path_buf()),
+            None => self.path.clone(),
+        }
+    }
+
+    /// The earlier segments of a rotating trace that were not read (deleted by the rotation, or missing), when
+    /// some were: the counts are then those since [`Segments::since_ns`], lower bounds for the process.
+    pub fn rotated_away(&self) -> Option<&Segments> {
+        self.segments.as_ref().filter(|s| s.first_index() > 0 || !s.missing().is_empty())
     }
 
     /// The crash that ended the process: the last crash record, unless the program's handler
@@ -818,12 +876,17 @@ fn read_dir_with(dir: &Path, read: fn(&Path) -> Result<TraceFile, TraceError>) -
             ),
         });
     }
+    let mut traces = Vec::new();
     for path in paths {
         match read(&path) {
-            Ok(trace) => out.traces.push(trace),
+            Ok(trace) => traces.push(trace),
             Err(problem) => out.problems.push(problem),
         }
     }
+    // The segments of one rotating trace are one process's.
+    let (joined, problems) = crate::segments::join(traces);
+    out.traces = joined;
+    out.problems.extend(problems);
     out.traces.sort_by(|a, b| (a.pid(), &a.path).cmp(&(b.pid(), &b.path)));
     Ok(out)
 }

@@ -30,6 +30,18 @@ pub struct Header {
     /// The program that wrote the trace (version 3; empty when not said).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub writer: String,
+    /// Version 4: the segment of a rotating trace this file is (from 0; `BACKSCOPE_TRACE_ROTATE`); `None` for a
+    /// trace that does not rotate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment: Option<u32>,
+    /// Version 4: segments the rotating trace keeps, and each one's budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments_kept: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment_max_bytes: Option<u64>,
+    /// Version 4: the file name of the segment before this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<String>,
 }
 
 /// A statistic the driver reported for a Vulkan pipeline (version 3).
@@ -160,6 +172,17 @@ impl Truncated {
             (reason, _, _) => format!("the observer stopped writing ({reason})"),
         }
     }
+}
+
+/// The last record of a segment of a rotating trace (version 4): the trace goes on in the file `next` (a file name
+/// in the same directory).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rotated {
+    #[serde(rename = "rotated")]
+    pub next: String,
+    pub at_ns: u64,
+    /// Size of the file before this record.
+    pub bytes: u64,
 }
 
 /// One launch a thread made shortly before a crash.

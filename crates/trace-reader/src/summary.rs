@@ -216,7 +216,7 @@ impl CrashReport {
         CrashReport {
             pid: trace.pid(),
             exe: trace.header.exe.clone(),
-            path: trace.path.clone(),
+            path: trace.path_at(crash.at_ns),
             writer: trace.header.writer.clone(),
             crash: crash.clone(),
             fatal: trace.fatal_crash().is_some_and(|f| f.seq == crash.seq),
@@ -282,7 +282,7 @@ impl Aggregate {
                 DeviceLostReport {
                     pid: t.pid(),
                     exe: t.header.exe.clone(),
-                    path: t.path.clone(),
+                    path: t.path_at(d.at_ns),
                     lost: d.clone(),
                     queues: d.queues.iter().map(|q| QueueRuns::of(t, q)).collect(),
                 }
@@ -290,7 +290,7 @@ impl Aggregate {
             out.hangs.extend(t.hangs.iter().filter(|h| range.includes_instant(h.at_ns)).map(|h| HangReport {
                 pid: t.pid(),
                 exe: t.header.exe.clone(),
-                path: t.path.clone(),
+                path: t.path_at(h.at_ns),
                 hang: h.clone(),
                 queues: h.queues.iter().map(|q| QueueRuns::of(t, q)).collect(),
             }));

@@ -34,3 +34,71 @@ fn real_and_hostile_traces_drain() {
     assert_eq!(folded.crashes.len(), trace_reader::MAX_KEPT);
     assert_eq!(folded.crashes.last().unwrap().seq, 299);
 }
+
+/// A rotating trace's segments in one input (the drain splits it before each header and joins the parts): segment
+/// numbers at the ends of their range, a contradicting definition, a repeated segment, records after `rotated`.
+#[test]
+fn hostile_segments_drain() {
+    let header = |k: u32, pid: u32| {
+        format!(
+            r#"{{"format":"backscope-trace","version":4,"pid":{pid},"ppid":0,"exe":"x","clock":"monotonic","start_ns":0,"segment":{k},"segments_kept":2,"segment_max_bytes":16384}}"#
+        )
+    };
+    let mut text = String::new();
+    for (k, name) in [(0, "a"), (u32::MAX, "a"), (u32::MAX, "a"), (7, "b")] {
+        text += &format!("{}\n{{\"kernel\":1,\"name\":\"{name}\",\"api\":\"hip\"}}\n", header(k, 1));
+        text += &format!("{{\"window\":[{k},{}],\"counts\":[[1,{}]]}}\n", u64::from(k) + 1, u64::MAX - 1);
+        text += "{\"rotated\":\"next\",\"at_ns\":1,\"bytes\":1}\n";
+    }
+    text += &format!("{}\n{{\"rotated\":\"n\",\"at_ns\":1,\"bytes\":1}}\n{{\"window\":[0,1]}}\n", header(3, 1));
+    drain::trace_reader(text.as_bytes());
+    let parts: Vec<trace_reader::TraceFile> = text
+        .split_inclusive('\n')
+        .fold(Vec::<String>::new(), |mut parts, line| {
+            if line.starts_with("{\"format\"") {
+                parts.push(String::new());
+            }
+            parts.last_mut().unwrap().push_str(line);
+            parts
+        })
+        .iter()
+        .filter_map(|p| trace_reader::TraceFile::parse(p).ok())
+        .collect();
+    assert_eq!(parts.len(), 4, "the part with a record after `rotated` is refused");
+    let (joined, problems) = trace_reader::join_segments(parts);
+    assert_eq!((joined.len(), problems.len()), (1, 2), "{problems:?}");
+    let segments = joined[0].segments.as_ref().unwrap();
+    assert_eq!(segments.missing(), [(1, u32::MAX - 1)], "a range, not a list of four billion");
+    assert_eq!(joined[0].total_launches(trace_reader::Range::All), u64::MAX, "saturated");
+}
+
+/// The rotating-trace seeds of fuzz/seeds/trace_reader (the Vulkan layer on lavapipe, vkcrash.c 1,500 submissions
+/// then SIGSEGV, a 48 KiB budget in 3 segments): they drain, and the two consecutive segments of one input join into
+/// one process whose crash, in the newest, ended it.
+#[test]
+fn the_rotating_trace_seeds_drain_and_join() {
+    let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/trace_reader");
+    let one = std::fs::read(seeds.join("lavapipe-rotated-segment.jsonl")).unwrap();
+    let two = std::fs::read(seeds.join("lavapipe-two-segments-crash.jsonl")).unwrap();
+    drain::trace_reader(&one);
+    drain::trace_reader(&two);
+    let alone = trace_reader::TraceFile::parse(std::str::from_utf8(&one).unwrap()).unwrap();
+    assert_eq!(
+        (alone.header.segment, alone.rotated.as_ref().map(|r| r.next.as_str())),
+        (Some(4), Some("trace-15370.s5.jsonl"))
+    );
+    let text = String::from_utf8(two).unwrap();
+    let at = text.match_indices("{\"format\"").nth(1).unwrap().0;
+    let parts = vec![
+        trace_reader::TraceFile::parse(&text[..at]).unwrap(),
+        trace_reader::TraceFile::parse(&text[at..]).unwrap(),
+    ];
+    let launches: u64 = parts.iter().map(|t| t.total_launches(trace_reader::Range::All)).sum();
+    let (joined, problems) = trace_reader::join_segments(parts);
+    assert!(problems.is_empty() && joined.len() == 1, "{problems:?}");
+    let t = &joined[0];
+    assert_eq!(t.total_launches(trace_reader::Range::All), launches);
+    assert_eq!(t.segments.as_ref().unwrap().present.iter().map(|s| s.index).collect::<Vec<_>>(), [5, 6]);
+    assert_eq!(t.fatal_crash().map(|c| (c.signal, c.queues[0].submits)), Some((11, 1500)));
+    assert!(t.rotated_away().is_some(), "segments 0-4 are not in the input");
+}

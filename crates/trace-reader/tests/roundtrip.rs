@@ -22,6 +22,7 @@ fn header(pid: u32) -> Vec<u8> {
             max_bytes: 1 << 30,
             observer: "0.1.0",
             writer: "backscope-observer",
+            segment: None,
         },
     );
     out
@@ -413,4 +414,43 @@ fn a_trace_names_each_pipelines_object_once() {
     record::kernel(&mut out, &record::KernelDef::new(9, b"_Z3addPf", api::HIP, source::REGISTER));
     let trace = TraceFile::parse(std::str::from_utf8(&out).unwrap()).unwrap();
     assert_eq!(trace.named_files(), ["/opt/a/libggml-vulkan.so", "/dev/zero", "/tmp/fifo"]);
+}
+
+/// A rotating trace's segment as the sink writes it (header with the segment fields, version 4; the `rotated`
+/// record), read back: the fields agree, and the segment is neither cut nor partial.
+#[test]
+fn a_rotating_segment_reads_back() {
+    let mut out = Vec::new();
+    let segment = record::Segment { index: 3, keep: 4, max_bytes: 1 << 28, previous: b"trace-42.s2.jsonl" };
+    record::header(
+        &mut out,
+        &record::Header {
+            pid: 42,
+            ppid: 1,
+            exe: b"/usr/bin/ollama",
+            cmdline: b"ollama\0runner\0",
+            start_ns: 1_000,
+            interval_ms: 1000,
+            shape_buckets: 8,
+            max_kernels: 1 << 20,
+            max_bytes: 1 << 30,
+            observer: "0.1.0",
+            writer: "backscope-vklayer",
+            segment: Some(segment),
+        },
+    );
+    record::kernel(&mut out, &record::KernelDef::new(1, b"k", api::HIP, source::REGISTER));
+    record::window(&mut out, &record::Window { t0: 5_000, t1: 6_000, counts: &[(1, 2)], ..Default::default() });
+    let bytes = out.len() as u64;
+    record::rotated(&mut out, b"trace-42.s4.jsonl", 6_500, bytes);
+    let trace = TraceFile::parse(std::str::from_utf8(&out).unwrap()).unwrap();
+    let h = &trace.header;
+    assert_eq!(h.version, format::ROTATING_VERSION);
+    assert_eq!((h.segment, h.segments_kept, h.segment_max_bytes), (Some(3), Some(4), Some(1 << 28)));
+    assert_eq!(h.previous.as_deref(), Some("trace-42.s2.jsonl"));
+    let rotated = trace.rotated.as_ref().unwrap();
+    assert_eq!((rotated.next.as_str(), rotated.at_ns), ("trace-42.s4.jsonl", 6_500));
+    assert_eq!(rotated.bytes, bytes);
+    assert!(trace.is_finished() && !trace.is_cut() && !trace.is_complete() && !trace.partial_last_line);
+    assert_eq!(trace.rotated_away().unwrap().since_ns, Some(5_000));
 }

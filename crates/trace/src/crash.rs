@@ -17,6 +17,12 @@
 //! [`MAX_RECORDS`] crash records are written per process. Nothing is written once the writer wrote the trace's last
 //! record (`end` or `truncated`, [`finish_exclusive`]).
 //!
+//! A rotating trace moves to its next segment ([`begin_switch`], [`switched`]): the handler writes nothing into a
+//! segment once the writer is about to end it with its `rotated` record (the writer waits for a record being
+//! written), and a record that comes during the switch waits for the next segment, at most [`SWITCH_WAIT_MS`]. The
+//! one record lost is that of a signal taken by the switching thread itself during the switch (the writes of the
+//! `rotated` record, the next header and the definitions), which cannot wait for itself.
+//!
 //! A handler that returns does not tell whether the program survives (Go's returns both for a fault in Go code and
 //! for one in C code); [`survived_signal`] says when the process outlived a returned handler by [`SURVIVAL_NS`].
 
@@ -38,6 +44,8 @@ pub const SURVIVAL_NS: u64 = 2_000_000_000;
 pub const FLUSH_WAIT_MS: u64 = 1000;
 /// Longest wait of a second crashing thread for the first to finish its record.
 pub const OTHER_CRASH_WAIT_MS: u64 = 2000;
+/// Longest wait of a crash record for a rotating trace's switch to its next segment.
+pub const SWITCH_WAIT_MS: u64 = 2000;
 /// Crash records per process (a program that recovers from signals in a loop must not fill the disk).
 pub const MAX_RECORDS: u32 = 8;
 /// Room for one crash record and what it needs first (kernel definitions).
@@ -66,6 +74,8 @@ pub struct CrashHooks {
 const NO_FILE: i32 = -1;
 /// `TRACE_FD` once nothing more may be written.
 const FINISHED: i32 = -2;
+/// `TRACE_FD` while a rotating trace switches to its next segment.
+const SWITCHING: i32 = -3;
 
 /// Duplicate of the trace file's descriptor for the handler.
 static TRACE_FD: AtomicI32 = AtomicI32::new(NO_FILE);
@@ -83,6 +93,12 @@ static REQUESTED: AtomicU64 = AtomicU64::new(0);
 static SERVED: AtomicU64 = AtomicU64::new(0);
 /// Thread id of the thread writing a crash record now; 0 when none.
 static HANDLING: AtomicU32 = AtomicU32::new(0);
+/// Thread id of the handler's thread while it uses `TRACE_FD`'s descriptor (from reading it until its record is
+/// written), and of the writer's thread while it switches segments; 0 when none. `WRITING` and `TRACE_FD` are
+/// stored and read in sequentially consistent order on both sides, so that either the handler sees the switch, or
+/// the writer sees the handler and waits for it.
+static WRITING: AtomicU32 = AtomicU32::new(0);
+static SWITCHER: AtomicU32 = AtomicU32::new(0);
 /// Crash records written.
 static SEQ: AtomicU32 = AtomicU32::new(0);
 /// The crash record after which the program's handler returned (0: none pending), and when.
@@ -147,6 +163,52 @@ pub fn finish_exclusive() {
     });
 }
 
+/// A rotating trace's segment is about to end with its `rotated` record: from now on the handler writes nothing into
+/// it (a record written now is finished first, waiting at most [`OTHER_CRASH_WAIT_MS`]), and a record that comes
+/// before [`switched`] waits for the next segment.
+pub fn begin_switch() {
+    let me = gettid();
+    SWITCHER.store(me, Ordering::SeqCst);
+    let mut fd = TRACE_FD.load(Ordering::SeqCst);
+    loop {
+        if fd < 0 {
+            // No descriptor (none was duplicated, or the trace is finished): nothing to move.
+            SWITCHER.store(0, Ordering::SeqCst);
+            return;
+        }
+        match TRACE_FD.compare_exchange(fd, SWITCHING, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => break,
+            Err(now) => fd = now,
+        }
+    }
+    let idle = wait_until(OTHER_CRASH_WAIT_MS, || {
+        matches!(WRITING.load(Ordering::SeqCst), 0) || WRITING.load(Ordering::SeqCst) == me
+    });
+    if idle {
+        // SAFETY: the duplicate made for the handler, which no handler uses any more (none is writing, and a later
+        // one reads SWITCHING). A handler still writing after the wait keeps it: leaked rather than closed under it.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// The next segment is open at `fd` with a budget of `max_bytes`, its header and definitions written (`written`
+/// bytes): the handler writes there from now on. Nothing changes unless [`begin_switch`] paused the handler.
+pub fn switched(fd: c_int, max_bytes: u64, written: u64) {
+    if TRACE_FD.load(Ordering::SeqCst) == SWITCHING {
+        // SAFETY: duplicates the descriptor the writer just opened, as `file_opened` does.
+        let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+        EXTRA_WRITTEN.store(0, Ordering::SeqCst);
+        WRITTEN.store(written, Ordering::SeqCst);
+        MAX_BYTES.store(max_bytes, Ordering::SeqCst);
+        let next = if dup >= 0 { dup } else { FINISHED };
+        if TRACE_FD.compare_exchange(SWITCHING, next, Ordering::SeqCst, Ordering::SeqCst).is_err() && dup >= 0 {
+            // SAFETY: the duplicate made above, never published.
+            unsafe { libc::close(dup) };
+        }
+    }
+    SWITCHER.store(0, Ordering::SeqCst);
+}
+
 /// Bytes the handler added to the file.
 pub fn extra_written() -> u64 {
     EXTRA_WRITTEN.load(Ordering::Acquire)
@@ -162,6 +224,13 @@ impl CoWriter for Handler {
     }
     fn finish(&self) {
         finish_exclusive();
+        SWITCHER.store(0, Ordering::SeqCst);
+    }
+    fn pause(&self) {
+        begin_switch();
+    }
+    fn resume(&self, fd: std::os::fd::RawFd, max_bytes: u64, written: u64) {
+        switched(fd, max_bytes, written);
     }
 }
 
@@ -226,6 +295,8 @@ pub fn reset_in_child(child_traces: bool) {
         counter.store(0, Ordering::Relaxed);
     }
     HANDLING.store(0, Ordering::Relaxed);
+    WRITING.store(0, Ordering::Relaxed);
+    SWITCHER.store(0, Ordering::Relaxed);
     SEQ.store(0, Ordering::Relaxed);
     RETURNED_SEQ.store(0, Ordering::Relaxed);
 }
@@ -389,8 +460,9 @@ fn write_record(signal: c_int, code: c_int, addr: u64, sender: Option<u32>, tid:
         return 0;
     }
     let flushed = flush_open_window(hooks, tid);
-    let fd = match TRACE_FD.load(Ordering::Acquire) {
-        FINISHED => return 0,
+    let _writing = Writing(tid);
+    let fd = match claim_file(tid) {
+        FINISHED | SWITCHING => return 0,
         NO_FILE => match hooks.create_file.and_then(|create| create()) {
             Some((fd, header)) => {
                 WRITTEN.store(header, Ordering::Release);
@@ -414,6 +486,35 @@ fn write_record(signal: c_int, code: c_int, addr: u64, sender: Option<u32>, tid:
         return seq;
     }
     0
+}
+
+/// Marks the handler's thread as using the trace's descriptor until dropped (see `WRITING`).
+struct Writing(u32);
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        let _ = WRITING.compare_exchange(self.0, 0, Ordering::SeqCst, Ordering::SeqCst);
+    }
+}
+
+/// `TRACE_FD` for a record of thread `tid`, which `WRITING` then names: during a rotating trace's switch, the next
+/// segment's, waiting for it at most [`SWITCH_WAIT_MS`] (a switch after the wait is waited for once more);
+/// `SWITCHING` when the switch did not end (or `tid` is the switching thread, which cannot wait for itself).
+fn claim_file(tid: u32) -> i32 {
+    for _ in 0..2 {
+        WRITING.store(tid, Ordering::SeqCst);
+        let fd = TRACE_FD.load(Ordering::SeqCst);
+        if fd != SWITCHING {
+            return fd;
+        }
+        WRITING.store(0, Ordering::SeqCst);
+        if SWITCHER.load(Ordering::SeqCst) == tid
+            || !wait_until(SWITCH_WAIT_MS, || TRACE_FD.load(Ordering::SeqCst) != SWITCHING)
+        {
+            return SWITCHING;
+        }
+    }
+    SWITCHING
 }
 
 /// Bytes the budget still allows (the writer's `truncated` record keeps its reserve).
@@ -484,10 +585,36 @@ mod tests {
         let (seq, _) = survived_signal().expect("survived");
         assert_eq!(seq, 1);
         assert!(survived_signal().is_none() && survival_deadline().is_none(), "taken once");
+        // A rotating trace's switch: a record that comes while the writer switches waits for the next segment.
+        let next_path = std::env::temp_dir().join(format!("crash-runtime-{}.s1.jsonl", std::process::id()));
+        let next = std::fs::File::create(&next_path).unwrap();
+        begin_switch();
+        let raiser = std::thread::spawn(|| {
+            // SAFETY: as above, from another thread; both handlers return.
+            unsafe { libc::raise(libc::SIGABRT) };
+        });
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(PROGRAM_HANDLER_RAN.load(Ordering::SeqCst), 1, "the record waits for the switch");
+        switched(std::os::fd::AsRawFd::as_raw_fd(&next), 0, 0);
+        raiser.join().unwrap();
+        assert_eq!(PROGRAM_HANDLER_RAN.load(Ordering::SeqCst), 2);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), written, "nothing after the switch began");
+        let moved = std::fs::read_to_string(&next_path).unwrap();
+        assert!(moved.starts_with("{\"crash\":6,") && moved.contains("\"seq\":2,"), "{moved}");
+        assert_eq!(extra_written(), moved.len() as u64, "counted from 0 in the next segment");
+        // The switching thread's own signal, during its switch, cannot wait for it: no record, the signal goes on.
+        begin_switch();
+        // SAFETY: as above.
+        unsafe { libc::raise(libc::SIGABRT) };
+        assert_eq!(PROGRAM_HANDLER_RAN.load(Ordering::SeqCst), 3);
+        switched(std::os::fd::AsRawFd::as_raw_fd(&next), 0, 0);
+        assert_eq!(std::fs::read_to_string(&next_path).unwrap(), moved);
+        std::fs::remove_file(&path).unwrap();
+        let (path, written) = (next_path, moved);
         finish_exclusive();
         // SAFETY: as above; the trace is finished, so no record, but the program's handler still runs.
         unsafe { libc::raise(libc::SIGABRT) };
-        assert_eq!(PROGRAM_HANDLER_RAN.load(Ordering::SeqCst), 2);
+        assert_eq!(PROGRAM_HANDLER_RAN.load(Ordering::SeqCst), 4);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), written, "nothing after the last record");
         std::fs::remove_file(&path).unwrap();
     }

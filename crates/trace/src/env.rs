@@ -44,6 +44,10 @@ pub const TRACE_INTERVAL_MS: Var = Var::new(c"BACKSCOPE_TRACE_INTERVAL_MS");
 /// Most bytes of one process's trace file ([`DEFAULT_MAX_BYTES`]; `0`: no limit; syntax of
 /// [`parse_bytes`]).
 pub const TRACE_MAX_BYTES: Var = Var::new(c"BACKSCOPE_TRACE_MAX_BYTES");
+/// Segments a trace rotates through (`2` or more; unset, `0` or `1`: one file, cut at the budget): the budget is
+/// split into that many segment files, and when one is full the trace goes on in a new one and the oldest is
+/// deleted, so that a process traced for days keeps its newest records (see [`crate::sink`]).
+pub const TRACE_ROTATE: Var = Var::new(c"BACKSCOPE_TRACE_ROTATE");
 /// Most distinct kernels tracked before the overflow kernel 0 is used ([`DEFAULT_MAX_KERNELS`]).
 pub const MAX_KERNELS: Var = Var::new(c"BACKSCOPE_MAX_KERNELS");
 /// Test only: `1` makes kernel registration panic inside the observer (fault injection).
@@ -70,11 +74,12 @@ pub const VK_HANG_MS: Var = Var::new(c"BACKSCOPE_VK_HANG_MS");
 pub const VK_MARKERS: Var = Var::new(c"BACKSCOPE_VK_MARKERS");
 
 /// Every variable above, for harnesses that clear an inherited configuration.
-pub const ALL: [Var; 11] = [
+pub const ALL: [Var; 12] = [
     TRACE_DIR,
     TRACE_FILE,
     TRACE_INTERVAL_MS,
     TRACE_MAX_BYTES,
+    TRACE_ROTATE,
     MAX_KERNELS,
     TEST_INJECT_PANIC,
     VK_PIPELINE_STATS,
@@ -127,8 +132,10 @@ pub struct Settings {
     pub interval_ms: u64,
     /// At least 1; an observer may lower it to its own hard limit.
     pub max_kernels: u32,
-    /// Most bytes of one process's trace file; 0: no limit.
+    /// Most bytes of one process's trace file (of all its segments together, when it rotates); 0: no limit.
     pub max_bytes: u64,
+    /// [`TRACE_ROTATE`]: segments kept; below 2, the trace does not rotate.
+    pub rotate: u32,
 }
 
 impl Settings {
@@ -146,7 +153,8 @@ impl Settings {
         let max_kernels =
             lookup(MAX_KERNELS).and_then(|v| v.trim().parse::<u32>().ok()).map_or(DEFAULT_MAX_KERNELS, |n| n.max(1));
         let max_bytes = lookup(TRACE_MAX_BYTES).and_then(|v| parse_bytes(&v)).unwrap_or(DEFAULT_MAX_BYTES);
-        Ok(Settings { destination, interval_ms, max_kernels, max_bytes })
+        let rotate = lookup(TRACE_ROTATE).and_then(|v| v.trim().parse::<u32>().ok()).unwrap_or(0);
+        Ok(Settings { destination, interval_ms, max_kernels, max_bytes, rotate })
     }
 
     /// The settings of this process's environment.
@@ -204,6 +212,7 @@ mod tests {
                 "BACKSCOPE_TRACE_FILE",
                 "BACKSCOPE_TRACE_INTERVAL_MS",
                 "BACKSCOPE_TRACE_MAX_BYTES",
+                "BACKSCOPE_TRACE_ROTATE",
                 "BACKSCOPE_MAX_KERNELS",
                 "BACKSCOPE_TEST_INJECT_PANIC",
                 "BACKSCOPE_VK_PIPELINE_STATS",
@@ -227,15 +236,17 @@ mod tests {
         assert!(from(&[("BACKSCOPE_TRACE_DIR", "")]).is_err());
         let s = from(&[("BACKSCOPE_TRACE_DIR", "/t")]).unwrap();
         assert_eq!(s.destination, Destination::Dir("/t".into()));
-        assert_eq!((s.interval_ms, s.max_kernels, s.max_bytes), (50, 1 << 20, 1 << 30));
+        assert_eq!((s.interval_ms, s.max_kernels, s.max_bytes, s.rotate), (50, 1 << 20, 1 << 30, 0));
         let s = from(&[
             ("BACKSCOPE_TRACE_DIR", "/t"),
             ("BACKSCOPE_TRACE_FILE", "/f-%p.jsonl"),
             ("BACKSCOPE_TRACE_INTERVAL_MS", "99999999999"),
             ("BACKSCOPE_MAX_KERNELS", "0"),
             ("BACKSCOPE_TRACE_MAX_BYTES", "64k"),
+            ("BACKSCOPE_TRACE_ROTATE", " 3 "),
         ])
         .unwrap();
+        assert_eq!(s.rotate, 3);
         assert_eq!(s.destination, Destination::File("/f-%p.jsonl".into()), "the file wins over the directory");
         assert_eq!((s.interval_ms, s.max_kernels, s.max_bytes), (MAX_INTERVAL_MS, 1, 65536));
         // The process environment is read through the C library.

@@ -50,6 +50,15 @@ pub const FORMAT: &str = "backscope-trace";
 /// 2 added the `truncated` record, `max_bytes` in the header and `expired_captures` in windows.
 pub const VERSION: u32 = 3;
 
+/// The version the segments of a rotating trace carry (`BACKSCOPE_TRACE_ROTATE`; a trace that does not rotate is
+/// written as [`VERSION`]). 4 added the `rotated` record and the header's `segment`, `segments_kept`,
+/// `segment_max_bytes` and `previous`: a later segment's counts start where the segment before it ended, so a
+/// reader that knows only 3 would take them for the whole process's, and must refuse.
+pub const ROTATING_VERSION: u32 = 4;
+
+/// The newest version a reader of this crate's era reads.
+pub const MAX_VERSION: u32 = ROTATING_VERSION;
+
 /// The header's `writer` of the CUDA/HIP dispatch observer (`crates/observer`); the Vulkan layer's is
 /// [`vulkan::WRITER_NAME`].
 pub const OBSERVER_WRITER_NAME: &str = "backscope-observer";

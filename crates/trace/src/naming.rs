@@ -6,6 +6,12 @@
 //! * `BACKSCOPE_TRACE_FILE=P`: `P` with `%p` replaced by the pid; when it is taken and `P` has no `%p`,
 //!   the pid goes before the `.jsonl` suffix (or at the end without one), then a number:
 //!   `t.jsonl`, `t.<pid>.jsonl`, `t.<pid>.<n>.jsonl`; with `%p` only the number is added.
+//! * A rotating trace (`BACKSCOPE_TRACE_ROTATE`): segment 0 is named as above; segment k ≥ 1 puts `.s<k>` before
+//!   the first segment's `.jsonl` suffix (or at its end without one): `trace-<pid>.s<k>.jsonl`,
+//!   `trace-<pid>.<n>.s<k>.jsonl`, `t.s<k>.jsonl`; when that is taken (a process of the same pid before it, whose
+//!   first segment was rotated away, so that this one got its name), a number follows: `trace-<pid>.s<k>.<n>.jsonl`.
+//!   The `s` keeps a segment apart from the numbered names of pid reuse; which process a segment belongs to is in
+//!   its header (pid and start time), never in its name.
 //!
 //! Candidates are written into an [`Out`] so that the crash path can build them in a fixed buffer.
 
@@ -79,6 +85,27 @@ pub fn file_candidate(out: &mut (impl Out + ?Sized), pattern: &[u8], pid: u32, a
     true
 }
 
+/// Candidate `attempt` (0-based) for segment `index` (≥ 1) of the rotating trace whose segment 0 is `first`; false
+/// once the candidates are used up.
+pub fn segment_candidate(out: &mut (impl Out + ?Sized), first: &[u8], index: u32, attempt: u32) -> bool {
+    if attempt >= MAX_CANDIDATES {
+        return false;
+    }
+    let (stem, extension) = match first.strip_suffix(SUFFIX.as_bytes()) {
+        Some(stem) => (stem, SUFFIX.as_bytes()),
+        None => (first, &b""[..]),
+    };
+    out.put(stem);
+    out.put(b".s");
+    put_u64(out, index.into());
+    if attempt > 0 {
+        out.put(b".");
+        put_u64(out, attempt.into());
+    }
+    out.put(extension);
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,5 +140,20 @@ mod tests {
         let names = candidates(|o, a| file_candidate(o, b"/dev/stderr", 7, a));
         assert_eq!(&names[..2], ["/dev/stderr", "/dev/stderr.7"]);
         assert!(!is_trace_file_name("notes.txt") && !is_trace_file_name("trace-1.json"));
+    }
+
+    #[test]
+    fn segments_add_s_and_their_number_before_the_suffix() {
+        let names = candidates(|o, a| segment_candidate(o, b"/t/trace-42.jsonl", 3, a));
+        assert_eq!(&names[..3], ["/t/trace-42.s3.jsonl", "/t/trace-42.s3.1.jsonl", "/t/trace-42.s3.2.jsonl"]);
+        assert_eq!(names.len(), MAX_CANDIDATES as usize);
+        assert!(names.iter().all(|n| is_trace_file_name(n.rsplit('/').next().unwrap())));
+        // Apart from pid reuse's numbered names, whatever the first segment was called.
+        let reused = candidates(|o, a| dir_candidate(o, b"/t", 42, a));
+        assert!(names.iter().all(|n| !reused.contains(n)));
+        let names = candidates(|o, a| segment_candidate(o, b"/t/trace-42.1.jsonl", 1, a));
+        assert_eq!(names[0], "/t/trace-42.1.s1.jsonl");
+        let names = candidates(|o, a| segment_candidate(o, b"/dev/shm/t", 12, a));
+        assert_eq!(&names[..2], ["/dev/shm/t.s12", "/dev/shm/t.s12.1"]);
     }
 }

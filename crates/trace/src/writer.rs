@@ -135,6 +135,21 @@ pub fn stopped(sink: &mut Option<TraceSink>, stop: Stop) -> Option<io::Error> {
     failed
 }
 
+/// The line an observer prints when its trace of budget `max_bytes`, asked to rotate through `rotate` segments,
+/// stopped at the budget.
+pub fn budget_note(max_bytes: u64, rotate: u32) -> String {
+    match crate::sink::rotation_plan(max_bytes, rotate) {
+        Some((keep, segment)) => format!(
+            "a record did not fit one of the trace's {keep} segments of {segment} bytes (BACKSCOPE_TRACE_MAX_BYTES \
+             {max_bytes} over BACKSCOPE_TRACE_ROTATE) and the trace was cut; the program continues"
+        ),
+        None => format!(
+            "the trace reached its budget of {max_bytes} bytes (BACKSCOPE_TRACE_MAX_BYTES) and was cut; the program \
+             continues"
+        ),
+    }
+}
+
 /// Per kernel, the shape counts at the last window, to write the next window's deltas. `K` is what tells shapes
 /// apart (grid and block for CUDA/HIP, the workgroup count for a Vulkan pipeline); `N` entries per kernel.
 #[derive(Debug, Default)]

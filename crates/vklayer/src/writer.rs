@@ -6,7 +6,7 @@
 //! the pipelines counted for the first time, then one window line with the deltas since the last
 //! flush. The file is created at the first flush that has something to say (a device), so processes
 //! that never create a Vulkan device leave no file. The file's edges (names, budget, `truncated`
-//! record) are `format::sink`'s.
+//! record, the segments of a rotating trace) are `format::sink`'s.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -76,30 +76,37 @@ impl Writer {
 
     fn open(&mut self) -> std::io::Result<()> {
         let settings = state::settings().ok_or_else(|| std::io::Error::other("no configuration"))?;
-        let mut sink = TraceSink::create(&settings.destination, self.pid, settings.max_bytes)?;
+        let mut sink =
+            TraceSink::create_rotating(&settings.destination, self.pid, settings.max_bytes, settings.rotate)?;
         let exe =
             std::fs::read_link("/proc/self/exe").map(|p| p.into_os_string().into_encoded_bytes()).unwrap_or_default();
         let cmdline = std::fs::read("/proc/self/cmdline").unwrap_or_default();
-        let mut header = Vec::new();
-        record::header(
-            &mut header,
-            &record::Header {
-                pid: self.pid,
-                // SAFETY: getppid has no preconditions.
-                ppid: unsafe { libc::getppid() } as u32,
-                exe: &exe,
-                cmdline: &cmdline,
-                start_ns: state::start_ns(),
-                interval_ms: settings.interval_ms,
-                shape_buckets: SHAPE_BUCKETS as u32,
-                max_kernels: settings.max_kernels.min(pipelines::HARD_MAX_SLOTS),
-                max_bytes: settings.max_bytes,
-                observer: env!("CARGO_PKG_VERSION"),
-                writer: format::vulkan::WRITER_NAME,
-            },
-        );
-        sink.write_header(&header)?;
-        format::crash::file_opened(std::os::fd::AsRawFd::as_raw_fd(&sink), settings.max_bytes);
+        let pid = self.pid;
+        // SAFETY: getppid has no preconditions.
+        let ppid = unsafe { libc::getppid() } as u32;
+        let (start_ns, interval_ms, max_bytes) = (state::start_ns(), settings.interval_ms, settings.max_bytes);
+        let max_kernels = settings.max_kernels.min(pipelines::HARD_MAX_SLOTS);
+        // Kept by a rotating trace for its later segments' headers.
+        sink.write_header_with(Box::new(move |out, segment| {
+            record::header(
+                out,
+                &record::Header {
+                    pid,
+                    ppid,
+                    exe: &exe,
+                    cmdline: &cmdline,
+                    start_ns,
+                    interval_ms,
+                    shape_buckets: SHAPE_BUCKETS as u32,
+                    max_kernels,
+                    max_bytes,
+                    observer: env!("CARGO_PKG_VERSION"),
+                    writer: format::vulkan::WRITER_NAME,
+                    segment,
+                },
+            )
+        }))?;
+        format::crash::file_opened(std::os::fd::AsRawFd::as_raw_fd(&sink), sink.budget());
         format::crash::flushed(sink.written());
         self.sink = Some(sink);
         Ok(())
@@ -389,10 +396,10 @@ fn flush_then(kind: Flush, after: After<'_>) -> bool {
         Err(stop) => {
             writer.done = true;
             match format::writer::stopped(&mut writer.sink, stop) {
-                None => state::note(format_args!(
-                    "the trace reached its budget of {} bytes (BACKSCOPE_TRACE_MAX_BYTES) and was cut; the program continues",
-                    state::settings().map_or(0, |s| s.max_bytes)
-                )),
+                None => {
+                    let (max_bytes, rotate) = state::settings().map_or((0, 0), |s| (s.max_bytes, s.rotate));
+                    state::note(format_args!("{}", format::writer::budget_note(max_bytes, rotate)))
+                }
                 Some(e) => {
                     state::disable(format_args!("cannot write the trace ({e}); not observing, the program continues"))
                 }

@@ -16,6 +16,9 @@
 //! Trace files grow for as long as a server runs, so they are followed: each call feeds the trace reader only the
 //! lines appended since the last one, and windows that ended before a request began are forgotten.
 //!
+//! A rotating trace's segments (a service traced with `BACKSCOPE_TRACE_ROTATE`) are followed as files of their own and
+//! joined into one process for each request; a segment that was rotated and deleted is forgotten.
+//!
 //! A server that dies of a signal while the observer is loaded leaves a `crash` record; a request during which one
 //! arrived carries it (`RecordTrace::crashes`) with the last kernels each thread launched.
 
@@ -116,10 +119,12 @@ impl TraceDir {
     pub fn refresh(&mut self) {
         let Ok(rd) = std::fs::read_dir(&self.dir) else { return };
         let mut fed = false;
+        let mut listed = std::collections::BTreeSet::new();
         for entry in rd.flatten() {
             let path = entry.path();
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
             if trace_format::naming::is_trace_file_name(name) {
+                listed.insert(path.clone());
                 let cache = self.files.entry(path.clone()).or_insert_with(|| FileCache {
                     consumed: 0,
                     reader: Reader::new(Some(&path)),
@@ -128,6 +133,9 @@ impl TraceDir {
                 fed |= update(&path, cache);
             }
         }
+        // A rotating trace deletes its oldest segments (docs/trace-format.md, "Rotating traces"): one that ended
+        // with its `rotated` record and is gone is forgotten, so that a service traced for days does not pile up.
+        self.files.retain(|path, c| listed.contains(path) || c.reader.trace().is_none_or(|t| t.rotated.is_none()));
         // `wait_for` polls every few milliseconds; with no new line there is no new pipeline to name.
         if !fed {
             return;
@@ -326,8 +334,15 @@ pub fn observe(
     let caught_up = td.wait_for(window[1], interval_ms);
     let interval_ms = td.interval_ms().unwrap_or(interval_ms);
     let files: Vec<String> = td.paths().map(|p| label(p)).collect();
-    let traces: Vec<&TraceFile> = td.traces().collect();
+    // The segments of a rotating trace are one process's (trace_reader::join_segments).
+    let rotating = td.traces().any(|t| t.header.segment.is_some());
+    let (joined, segment_problems) =
+        if rotating { crate::trace::join_segments(td.traces().cloned().collect()) } else { Default::default() };
+    let traces: Vec<&TraceFile> = if rotating { joined.iter().collect() } else { td.traces().collect() };
     let mut rec = join_with(dir_label, files, &traces, td.shaders(), label, window, interval_ms);
+    for e in &segment_problems {
+        rec.notes.push(format!("{}: {}; skipped", e.path.as_deref().map(label).unwrap_or_default(), e.message));
+    }
     for (p, e) in td.errors() {
         rec.notes.push(format!("{}: not readable as a trace ({e}); skipped", label(p)));
     }

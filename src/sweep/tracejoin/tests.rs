@@ -208,6 +208,48 @@ fn a_cut_trace_counts_as_flushed_and_its_counts_are_noted_as_lower_bounds() {
     assert_eq!(after.cut, [dir.path().join("trace-42.jsonl").display().to_string()]);
 }
 
+/// A service traced with `BACKSCOPE_TRACE_ROTATE`: server 42's windows in two segments, the first ending with its
+/// `rotated` record. A request across both is one process's; the first segment, once deleted, is forgotten.
+#[test]
+fn the_segments_of_a_rotating_trace_join_each_request_as_one_process() {
+    let segment = |k: u32, windows: &[&str], last: &str| {
+        let header = header(42, 1, "/usr/bin/llama-server").replace(r#""version":1"#, r#""version":4"#).replace(
+            r#""observer":"0.1.0"}"#,
+            &format!(r#""observer":"0.1.0","segment":{k},"segments_kept":2,"segment_max_bytes":16384}}"#),
+        );
+        let mut text =
+            format!("{header}\n{{\"kernel\":1,\"name\":\"{MMVQ}\",\"api\":\"cuda\",\"source\":\"register\"}}\n");
+        windows.iter().chain([last].iter().filter(|l| !l.is_empty())).for_each(|l| text += &format!("{l}\n"));
+        text
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("trace-42.jsonl");
+    std::fs::write(
+        &first,
+        segment(
+            0,
+            &[r#"{"window":[1000,2000],"counts":[[1,5]]}"#],
+            r#"{"rotated":"trace-42.s1.jsonl","at_ns":2100,"bytes":500}"#,
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("trace-42.s1.jsonl"),
+        segment(1, &[r#"{"window":[2000,3000],"counts":[[1,7]]}"#], ""),
+    )
+    .unwrap();
+    let mut td = TraceDir::new(dir.path().to_path_buf());
+    td.refresh();
+    let rec = observe(&mut td, "d", &label, [1500, 2500], 1);
+    assert_eq!(rec.processes.len(), 1, "{:?}", rec.processes);
+    assert_eq!((rec.processes[0].pid, rec.total_launches), (42, 12));
+    assert!(rec.processes[0].file.ends_with("trace-42.s1.jsonl"), "the newest segment's");
+    assert!(rec.notes.is_empty(), "{:?}", rec.notes);
+    std::fs::remove_file(&first).unwrap();
+    td.refresh();
+    assert_eq!(td.paths().count(), 1, "the deleted segment is forgotten");
+}
+
 #[test]
 fn claims_from_a_cut_trace_are_lower_bounds_and_never_claim_absence() {
     let cut = format!(

@@ -214,6 +214,41 @@ fn the_trace_byte_budget_cuts_with_a_truncated_record() {
     assert_lower_bound(trace, &run.stdout);
 }
 
+/// The same busy program with the budget split into 3 rotating segments (`BACKSCOPE_TRACE_ROTATE`): the trace never
+/// stops, at most 3 files stay, within the budget together, each readable alone with every kernel definition, and
+/// read together they are one process that reached its exit flush, its counts lower bounds.
+#[test]
+fn a_rotating_trace_keeps_its_newest_segments_within_the_budget() {
+    const BUDGET: u64 = 48 * 1024;
+    let dir = TempDir::new("rotate");
+    let setup = Setup::traced(dir.path())
+        .env("BACKSCOPE_TRACE_INTERVAL_MS", "1")
+        .env("BACKSCOPE_TRACE_MAX_BYTES", "48K")
+        .env("BACKSCOPE_TRACE_ROTATE", "3");
+    let run = run(&fake_programs().host, &["threads", "4", "400000"], &setup);
+    assert!(run.status.success(), "{run:?}");
+    assert!(observer_lines(&run.stderr).is_empty(), "never cut: {}", run.stderr);
+    let mut files: Vec<std::path::PathBuf> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert!(files.len() <= 3, "{files:?}");
+    let total: u64 = files.iter().map(|f| std::fs::metadata(f).unwrap().len()).sum();
+    assert!(total <= BUDGET, "{total}");
+    let alone: Vec<crate::trace::TraceFile> =
+        files.iter().map(|f| crate::trace::TraceFile::read(f).unwrap_or_else(|e| panic!("{e}"))).collect();
+    let kernels = alone.iter().map(|t| t.kernels.len()).max().unwrap();
+    assert!(alone.iter().all(|t| t.kernels.len() == kernels && t.header.segment.is_some()), "{files:?}");
+    let all = traces_by_pid(dir.path());
+    let trace = &all[&run.pid];
+    let segments = trace.rotated_away().expect("the first segments were rotated away");
+    assert_eq!(segments.present.len(), files.len());
+    assert!(segments.first_index() >= 1 && segments.missing().is_empty());
+    assert!(trace.end.is_some() && trace.rotated.is_none() && !trace.is_cut());
+    assert_windows_well_formed(trace);
+    assert_lower_bound(trace, &run.stdout);
+    assert!(trace.total_launches(crate::trace::Range::All) < 4 * 400_000);
+}
+
 #[test]
 fn a_failed_write_ends_the_trace_with_a_truncated_record() {
     // The file may not grow past 8,000 bytes (RLIMIT_FSIZE): the write that would pass it fails

@@ -1,11 +1,13 @@
 //! The drain logic of the `trace_reader` fuzz target (fuzz/fuzz_targets/trace_reader.rs), shared with
 //! tests/fuzz_regressions.rs: read the input as a trace, whole and folded (what `trace --read` does), line by line
 //! through a [`Reader`] (what `sweep --trace` does), and aggregate it; nothing may panic, and the folded read must
-//! agree with the whole one over all windows, also on the files the trace names (the paths the binary opens).
+//! agree with the whole one over all windows, also on the files the trace names (the paths the binary opens). An
+//! input with several headers is also read as several files (split before each header, as the segments of a
+//! rotating trace are) and joined as `read_dir` joins segments.
 
 #![allow(dead_code)] // the fuzz target and the regression test each use part of this file
 
-use trace_reader::{Aggregate, Range, Reader, TraceFile, LEFT_OUT};
+use trace_reader::{join_segments, Aggregate, Range, Reader, TraceFile, LEFT_OUT};
 
 pub type Drain = fn(&[u8]);
 
@@ -48,5 +50,41 @@ pub fn trace_reader(data: &[u8]) {
     }
     if let Some(t) = reader.trace() {
         let _ = Aggregate::of([t], Range::All);
+    }
+    segments(&text);
+}
+
+/// The input split before each header line, each part read as a file (whole and folded), then joined: nothing may
+/// panic, a joined trace comes from at least one part, and joining never adds launches.
+fn segments(text: &str) {
+    let mut parts: Vec<String> = Vec::new();
+    for line in text.split_inclusive('\n') {
+        if line.starts_with("{\"format\"") || parts.is_empty() {
+            if parts.len() == 64 {
+                break;
+            }
+            parts.push(String::new());
+        }
+        if let Some(last) = parts.last_mut() {
+            last.push_str(line);
+        }
+    }
+    if parts.len() < 2 {
+        return;
+    }
+    for parse in [TraceFile::parse, TraceFile::parse_folded] {
+        let read: Vec<TraceFile> = parts.iter().filter_map(|p| parse(p).ok()).collect();
+        let launches = read.iter().fold(0u64, |n, t| n.saturating_add(t.total_launches(Range::All)));
+        let count = read.len();
+        let (joined, problems) = join_segments(read);
+        assert!(joined.len() + problems.len() <= count && joined.len() <= count);
+        let after = joined.iter().fold(0u64, |n, t| n.saturating_add(t.total_launches(Range::All)));
+        assert!(after <= launches, "joining added launches: {after} > {launches}");
+        for t in &joined {
+            if let Some(s) = t.segments.as_ref() {
+                let _ = (s.describe(), s.missing(), s.file_at(u64::MAX));
+            }
+            let _ = Aggregate::of([t], Range::All);
+        }
     }
 }

@@ -22,8 +22,11 @@ pub mod kind {
     /// a reader that does not know them cannot take one for a device record.)
     /// Version 3 (added later): the Vulkan layer's hang watcher saw pending GPU work make no progress.
     pub const HANG: &str = "hang_ms";
-    pub const ALL: [&str; 11] =
-        [HEADER, KERNEL, WINDOW, WARNING, END, TRUNCATED, CRASH, SIGNAL_RETURNED, DEVICE_LOST, HANG, DEVICE];
+    /// Version 4: the last record of a segment of a rotating trace (`BACKSCOPE_TRACE_ROTATE`), naming the next
+    /// segment's file.
+    pub const ROTATED: &str = "rotated";
+    pub const ALL: [&str; 12] =
+        [HEADER, KERNEL, WINDOW, WARNING, END, TRUNCATED, ROTATED, CRASH, SIGNAL_RETURNED, DEVICE_LOST, HANG, DEVICE];
 }
 
 /// Values of a kernel definition's `api` field: how the kernel reached the runtime.
@@ -79,6 +82,12 @@ pub mod field {
     pub const MAX_BYTES: &str = "max_bytes";
     pub const OBSERVER: &str = "observer";
     pub const WRITER: &str = "writer";
+    /// Version 4: a rotating trace's header (`BACKSCOPE_TRACE_ROTATE`): the segment's number (from 0), how many
+    /// segments are kept, each one's budget, and the file name of the segment before it.
+    pub const SEGMENT: &str = "segment";
+    pub const SEGMENTS_KEPT: &str = "segments_kept";
+    pub const SEGMENT_MAX_BYTES: &str = "segment_max_bytes";
+    pub const PREVIOUS: &str = "previous";
 
     pub const NAME: &str = "name";
     pub const API: &str = "api";

@@ -31,11 +31,28 @@ pub struct Header<'a> {
     pub observer: &'a str,
     /// Which program writes it (`backscope-observer`, a Vulkan layer); left out when empty.
     pub writer: &'a str,
+    /// The segment of a rotating trace this file is (version 4); `None` for a trace that does not rotate, whose
+    /// header is the version 3 one.
+    pub segment: Option<Segment<'a>>,
+}
+
+/// Where a file stands in a rotating trace (`BACKSCOPE_TRACE_ROTATE`, version 4).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Segment<'a> {
+    /// From 0, in the order the segments were written.
+    pub index: u32,
+    /// Segments kept on disk: writing segment k deletes segment k - keep.
+    pub keep: u32,
+    /// One segment's byte budget.
+    pub max_bytes: u64,
+    /// The file name (no directory) of segment `index - 1`; empty for segment 0.
+    pub previous: &'a [u8],
 }
 
 pub fn header(out: &mut (impl Out + ?Sized), h: &Header<'_>) {
     let mut o = Obj::begin(out);
-    o.str(kind::HEADER, crate::FORMAT).u64(field::VERSION, crate::VERSION.into());
+    let version = if h.segment.is_some() { crate::ROTATING_VERSION } else { crate::VERSION };
+    o.str(kind::HEADER, crate::FORMAT).u64(field::VERSION, version.into());
     o.u64(field::PID, h.pid.into()).u64(field::PPID, h.ppid.into()).bytes(field::EXE, h.exe);
     let args = o.key(field::CMDLINE);
     args.put(b"[");
@@ -56,6 +73,13 @@ pub fn header(out: &mut (impl Out + ?Sized), h: &Header<'_>) {
     o.u64(field::MAX_BYTES, h.max_bytes).str(field::OBSERVER, h.observer);
     if !h.writer.is_empty() {
         o.str(field::WRITER, h.writer);
+    }
+    if let Some(segment) = h.segment {
+        o.u64(field::SEGMENT, segment.index.into()).u64(field::SEGMENTS_KEPT, segment.keep.into());
+        o.u64(field::SEGMENT_MAX_BYTES, segment.max_bytes);
+        if !segment.previous.is_empty() {
+            o.bytes(field::PREVIOUS, segment.previous);
+        }
     }
     o.end_line();
 }
@@ -229,6 +253,14 @@ pub fn truncated_write_error(out: &mut (impl Out + ?Sized), at_ns: u64, bytes: u
     let mut o = Obj::begin(out);
     o.str(kind::TRUNCATED, truncated::WRITE_ERROR).u64(field::AT_NS, at_ns).u64(field::BYTES, bytes);
     o.str(field::ERROR, error);
+    o.end_line();
+}
+
+/// The last record of a segment of a rotating trace whose budget was reached (version 4): the trace goes on in
+/// the file named `next` (a file name, no directory); `bytes` is this file's size before the record.
+pub fn rotated(out: &mut (impl Out + ?Sized), next: &[u8], at_ns: u64, bytes: u64) {
+    let mut o = Obj::begin(out);
+    o.bytes(kind::ROTATED, next).u64(field::AT_NS, at_ns).u64(field::BYTES, bytes);
     o.end_line();
 }
 

@@ -20,6 +20,7 @@ fn records_match_the_documented_examples() {
         max_bytes: 1073741824,
         observer: "0.1.0",
         writer: "",
+        segment: None,
     };
     assert_eq!(
         line(|o| header(o, &h)),
@@ -84,6 +85,7 @@ fn the_header_keeps_at_most_4_kib_of_arguments() {
             max_bytes: 0,
             observer: "",
             writer: "w",
+            segment: None,
         }
     };
     let text = line(|o| header(o, &h));

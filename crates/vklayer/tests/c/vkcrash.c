@@ -11,7 +11,13 @@
 //   lost     keeps submitting and waiting until a call fails; on VK_ERROR_DEVICE_LOST it prints the call
 //            and exits with 3 (a layer below the one under test makes the driver "lose" the device)
 //   exit     returns normally (the control: the same pipelines x3 through the exit flush)
-// Usage: vkcrash SPIRV_FILE MODE
+// ROUNDS makes it ROUNDS submissions instead (lost: at most ROUNDS), PAUSE_US microseconds apart, and WAIT_MS bounds
+// each fence wait: one that times out prints "vkcrash: submission N did not finish in WAIT_MS ms" and exits with 4
+// (a submission the test layer swallowed, as a hung GPU never finishes it). With ROUNDS the device also enables
+// timeline semaphores, as ggml-vulkan does, so that the layer's black box follows its progress by submission (and
+// its hang watcher sees a stall). For the rotating traces of tests/vulkan_crash.rs, which need a program that runs
+// long enough.
+// Usage: vkcrash SPIRV_FILE MODE [ROUNDS PAUSE_US [WAIT_MS]]
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdint.h>
@@ -34,8 +40,8 @@ static void own_handler(int sig, siginfo_t *info, void *context) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s SPIRV_FILE MODE\n", argv[0]);
+    if (argc != 3 && argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: %s SPIRV_FILE MODE [ROUNDS PAUSE_US [WAIT_MS]]\n", argv[0]);
         return 2;
     }
     const char *mode = argv[2];
@@ -76,8 +82,10 @@ int main(int argc, char **argv) {
     float priority = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = 0,
                                    .queueCount = 1, .pQueuePriorities = &priority};
-    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1,
-                              .pQueueCreateInfos = &qci};
+    VkPhysicalDeviceVulkan12Features v12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                            .timelineSemaphore = VK_TRUE};
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = argc >= 5 ? &v12 : NULL,
+                              .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci};
     VkDevice device;
     CHECK(vkCreateDevice(physical, &dci, NULL, &device));
     VkQueue queue;
@@ -130,13 +138,20 @@ int main(int argc, char **argv) {
     VkFence fence;
     CHECK(vkCreateFence(device, &fci, NULL, &fence));
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cb};
-    int rounds = strcmp(mode, "lost") == 0 ? 1000 : 3;
+    int rounds = argc >= 5 ? atoi(argv[3]) : strcmp(mode, "lost") == 0 ? 1000 : 3;
+    useconds_t pause_us = argc >= 5 ? (useconds_t)atoi(argv[4]) : 0;
+    uint64_t wait_ns = argc == 6 ? (uint64_t)atoi(argv[5]) * 1000000 : UINT64_MAX;
     for (int i = 0; i < rounds; i++) {
+        if (pause_us > 0) usleep(pause_us);
         VkResult r = vkQueueSubmit(queue, 1, &si, fence);
         const char *call = "vkQueueSubmit";
         if (r == VK_SUCCESS) {
-            r = vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX);
+            r = vkWaitForFences(device, 1, &fence, VK_TRUE, wait_ns);
             call = "vkWaitForFences";
+        }
+        if (r == VK_TIMEOUT) {
+            printf("vkcrash: submission %d did not finish in %s ms\n", i + 1, argv[5]);
+            return 4;
         }
         if (r == VK_ERROR_DEVICE_LOST) {
             printf("vkcrash: %s returned VK_ERROR_DEVICE_LOST after %d submissions\n", call, i + 1);
