@@ -434,7 +434,9 @@ fn assert_rotated(dir: &Path) -> TraceFile {
         let mut defined: Vec<&str> = trace.kernels.values().map(|k| k.name.as_str()).collect();
         defined.sort_unstable();
         assert_eq!(defined, ["alpha_pipeline", "beta_pipeline"], "{name}");
-        assert!(!trace.windows.is_empty(), "{name}");
+        // The newest may hold only what its process wrote last (under load, a failure record right after the
+        // switch, with no dispatch in the window before it); every other segment filled up with windows.
+        assert!(!trace.windows.is_empty() || i + 1 == files.len(), "{name}");
         match files.get(i + 1) {
             Some((next, _, _)) => assert_eq!(trace.rotated.as_ref().map(|r| &r.next), Some(next), "{name}"),
             None => assert!(trace.rotated.is_none(), "{name}: the newest"),
