@@ -22,6 +22,7 @@ fn header(pid: u32) -> Vec<u8> {
             max_bytes: 1 << 30,
             observer: "0.1.0",
             writer: "backscope-observer",
+            max_sequences: 0,
             segment: None,
         },
     );
@@ -436,6 +437,7 @@ fn a_rotating_segment_reads_back() {
             max_bytes: 1 << 30,
             observer: "0.1.0",
             writer: "backscope-vklayer",
+            max_sequences: 0,
             segment: Some(segment),
         },
     );

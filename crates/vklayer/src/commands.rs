@@ -15,6 +15,7 @@
 
 use std::cell::{Cell, UnsafeCell};
 use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use ash::vk;
 use ash::vk::Handle;
@@ -58,6 +59,11 @@ pub struct CommandBuffer {
     lost: Cell<u64>,
     /// A merge left the entries at least half full: merging again would not make room worth its cost.
     crowded: Cell<bool>,
+    /// Entries were merged (sorted): the order they were recorded in is gone.
+    merged: Cell<bool>,
+    /// The dispatch sequence this recording was found to be (`crate::order`), [`SEQUENCE_UNKNOWN`] until its first
+    /// submission looks it up. Atomic: a buffer recorded for simultaneous use may be submitted by two threads at once.
+    pub sequence: AtomicU32,
     /// Debug label regions: the open ones, and the texts of those dispatches were recorded in.
     labels: UnsafeCell<Labels>,
     /// The dispatches by index and the marker slot of the black box (`crate::progress`).
@@ -72,6 +78,12 @@ unsafe impl Sync for CommandBuffer {}
 unsafe impl Send for CommandBuffer {}
 
 impl CommandBuffer {
+    /// A buffer followed by no device, for unit tests elsewhere in the crate.
+    #[cfg(test)]
+    pub(crate) fn for_test() -> CommandBuffer {
+        CommandBuffer::new()
+    }
+
     fn new() -> CommandBuffer {
         CommandBuffer {
             device: Cell::new(std::ptr::null()),
@@ -80,6 +92,8 @@ impl CommandBuffer {
             entries: UnsafeCell::new(Vec::with_capacity(INITIAL_ENTRIES)),
             lost: Cell::new(0),
             crowded: Cell::new(false),
+            merged: Cell::new(false),
+            sequence: AtomicU32::new(SEQUENCE_UNKNOWN),
             labels: UnsafeCell::new(Labels::new()),
             progress: crate::progress::BufferProgress::new(),
         }
@@ -118,6 +132,8 @@ impl CommandBuffer {
         self.bound.set(OVERFLOW);
         self.lost.set(0);
         self.crowded.set(false);
+        self.merged.set(false);
+        self.sequence.store(SEQUENCE_UNKNOWN, Ordering::Relaxed);
         // SAFETY: as above.
         unsafe { self.labels() }.clear();
         self.progress.begin();
@@ -193,12 +209,93 @@ impl CommandBuffer {
         // distinct ones, whose further new entries are lost instead (counted as the overflow kernel).
         if !self.crowded.get() {
             merge(entries);
+            self.merged.set(true);
             self.crowded.set(entries.len() >= MAX_ENTRIES / 2);
         }
         if entries.len() < MAX_ENTRIES {
             entries.push(entry);
         } else {
             self.lost.set(self.lost.get() + 1);
+        }
+    }
+}
+
+/// The buffer's dispatch sequence has not been looked up since it was recorded.
+pub const SEQUENCE_UNKNOWN: u32 = u32::MAX;
+
+/// What [`CommandBuffer::runs`] saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Walked {
+    /// Runs given to the caller.
+    pub runs: usize,
+    /// The order is known: no entries were merged or lost, and there were no more runs than asked for.
+    pub ordered: bool,
+}
+
+/// Joins consecutive dispatches of one pipeline into a run on their way to the caller.
+struct RunJoin {
+    last: Option<(u32, u32)>,
+    runs: usize,
+    max_runs: usize,
+    ordered: bool,
+}
+
+impl RunJoin {
+    #[inline]
+    fn push(&mut self, slot: u32, n: u32, emit: &mut impl FnMut(u32, u32)) {
+        match &mut self.last {
+            Some((last, count)) if *last == slot => *count = count.saturating_add(n),
+            last => {
+                if let Some((s, c)) = last.replace((slot, n)) {
+                    emit(s, c);
+                    self.runs += 1;
+                    self.ordered &= self.runs < self.max_runs;
+                }
+            }
+        }
+    }
+}
+
+impl CommandBuffer {
+    /// The pipelines this buffer dispatches, in order, as runs of (slot, dispatches in a row) given to `emit`; a
+    /// secondary buffer's where it is executed. Stops early, with `ordered` false, when the order is not known
+    /// (entries merged or lost once the buffer outgrew [`MAX_ENTRIES`]) or past `max_runs` runs.
+    ///
+    /// Called at submission, like the counting: the application may not record into or reset a buffer it submits.
+    pub fn runs(&self, max_runs: usize, emit: &mut impl FnMut(u32, u32)) -> Walked {
+        let mut join = RunJoin { last: None, runs: 0, max_runs: max_runs.max(1), ordered: true };
+        self.walk(0, &mut join, emit);
+        if join.ordered {
+            if let Some((s, c)) = join.last {
+                emit(s, c);
+                join.runs += 1;
+            }
+        }
+        Walked { runs: join.runs, ordered: join.ordered }
+    }
+
+    fn walk(&self, depth: u32, join: &mut RunJoin, emit: &mut impl FnMut(u32, u32)) {
+        join.ordered &= !self.merged.get() && self.lost.get() == 0;
+        // SAFETY: at submission (see `runs`), like `count_buffer`.
+        let entries = unsafe { self.entries() };
+        for e in entries.iter() {
+            if !join.ordered {
+                return;
+            }
+            if e.slot != EXECUTE {
+                join.push(e.slot, e.count, emit);
+                continue;
+            }
+            let secondary = vk::CommandBuffer::from_raw(u64::from(e.grid[0]) | (u64::from(e.grid[1]) << 32));
+            let Some(s) = get(secondary).filter(|_| depth < MAX_NESTING) else { continue };
+            for _ in 0..e.count {
+                let before = (join.runs, join.last);
+                s.walk(depth + 1, join, emit);
+                // A secondary that dispatches nothing adds nothing however often it is executed.
+                if !join.ordered || (join.runs, join.last) == before {
+                    break;
+                }
+            }
         }
     }
 }
@@ -581,6 +678,46 @@ mod tests {
     fn total(slot: u32) -> u64 {
         let counts = crate::pipelines::counters(slot).unwrap().shape_counts();
         counts.entries.iter().flatten().map(|(_, n)| n).sum::<u64>() + counts.other
+    }
+
+    fn runs(s: &CommandBuffer, max: usize) -> (Vec<(u32, u32)>, Walked) {
+        let mut out = Vec::new();
+        let walked = s.runs(max, &mut |slot, n| out.push((slot, n)));
+        (out, walked)
+    }
+
+    #[test]
+    fn runs_join_a_pipeline_s_dispatches_in_a_row_and_keep_the_order() {
+        let s = state();
+        s.bind(3);
+        s.record([4, 1, 1]);
+        s.begin_label(b"NODE a");
+        s.record([4, 1, 1]);
+        s.record([8, 1, 1]);
+        s.end_label();
+        s.bind(5);
+        s.record([1, 1, 1]);
+        s.bind(3);
+        s.record([4, 1, 1]);
+        assert_eq!(runs(&s, 16), (vec![(3, 3), (5, 1), (3, 1)], Walked { runs: 3, ordered: true }));
+        assert!(!runs(&s, 2).1.ordered, "more runs than asked for");
+        assert!(runs(&s, 3).1.ordered, "exactly as many as asked for");
+        s.clear();
+        assert_eq!(runs(&s, 16), (vec![], Walked { runs: 0, ordered: true }));
+    }
+
+    #[test]
+    fn a_merged_buffer_has_no_order() {
+        let s = state();
+        for i in 0..=MAX_ENTRIES as u32 {
+            s.bind(1 + i % 2);
+            s.record([1, 1, 1]);
+        }
+        assert!(!runs(&s, MAX_ENTRIES * 2).1.ordered);
+        s.clear();
+        s.bind(1);
+        s.record([1, 1, 1]);
+        assert_eq!(runs(&s, 4), (vec![(1, 1)], Walked { runs: 1, ordered: true }), "begun again, in order again");
     }
 
     #[test]

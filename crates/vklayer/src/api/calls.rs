@@ -35,6 +35,7 @@ pub(super) fn submit<I: Iterator<Item = vk::CommandBuffer> + Clone>(
     let tally = state::guarded(|| commands::count(buffers.clone(), false)).unwrap_or_default();
     let mut signal = None;
     if tally.dispatches > 0 {
+        state::guarded(|| crate::order::count_submission(buffers.clone()));
         signal = state::guarded(|| {
             let device = device_of(queue);
             let ring = crate::locus::queue_ring(queue.as_raw(), device.and_then(|d| d.facts_id))?;
