@@ -33,6 +33,23 @@ fn real_and_hostile_traces_drain() {
     assert_eq!(folded.total_launches(trace_reader::Range::All), u64::MAX);
     assert_eq!(folded.crashes.len(), trace_reader::MAX_KEPT);
     assert_eq!(folded.crashes.last().unwrap().seq, 299);
+
+    // The Vulkan layer's order records at their limits: runs of u32::MAX dispatches, sequence counts at u64::MAX in
+    // every window, and submissions whose order was not kept (sequence 0).
+    let mut text = format!(
+        "{}\n{{\"kernel\":1,\"name\":\"p\",\"api\":\"vulkan\"}}\n",
+        header.replace('}', ",\"max_sequences\":4096}")
+    );
+    for id in 1..=200u32 {
+        text += &format!("{{\"sequence\":{id},\"first_ns\":{id},\"runs\":[[1,{}],[1,1]]}}\n", u32::MAX);
+        text += &format!("{{\"window\":[{id},{}],\"sequences\":[[{id},{}],[0,{}]]}}\n", id + 1, u64::MAX, u64::MAX);
+    }
+    drain::trace_reader(text.as_bytes());
+    let folded = trace_reader::TraceFile::parse_folded(&text).unwrap();
+    assert!(folded.order_recorded());
+    assert_eq!(folded.sequences.len(), 200);
+    assert_eq!(folded.sequences[&7].dispatches(), u64::from(u32::MAX) + 1);
+    assert_eq!(folded.sequence_submissions(trace_reader::Range::All)[&0], u64::MAX);
 }
 
 /// A rotating trace's segments in one input (the drain splits it before each header and joins the parts): segment
