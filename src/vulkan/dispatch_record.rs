@@ -81,20 +81,20 @@ pub struct DispatchRecord {
 }
 
 impl DispatchRecord {
-    /// The Vulkan traces of `dir` (`trace-*.jsonl`, as `backscope trace --dir` writes them). A directory with no
-    /// readable trace, or whose traces hold no Vulkan dispatch, is refused: there would be nothing to hold a run
-    /// against.
+    /// The Vulkan traces of `dir` (`trace-*.jsonl`, as `backscope trace --dir` writes them). A directory without a
+    /// trace file, or with one that cannot be read, is refused: there would be nothing (or only part) to hold a run
+    /// against. Traces without a dispatch are a record of none (ggml offloads nothing of a short prompt with no
+    /// layer on the GPU).
     pub fn read(dir: &Path) -> Result<DispatchRecord> {
         let read =
             crate::trace::read_dir_folded(dir).with_context(|| format!("reading traces in {}", dir.display()))?;
         if let Some(problem) = read.problems.first() {
             bail!("{problem}");
         }
-        let record = DispatchRecord::of(dir, &read.traces);
-        if record.pipelines.is_empty() {
-            bail!("{}: no Vulkan dispatch in its trace files (a directory `backscope trace` wrote)", dir.display());
+        if read.traces.is_empty() {
+            bail!("{}: no trace file (trace-*.jsonl, as `backscope trace --dir` writes them)", dir.display());
         }
-        Ok(record)
+        Ok(DispatchRecord::of(dir, &read.traces))
     }
 
     /// The record of traces already read.

@@ -84,6 +84,16 @@ impl CommandBuffer {
         CommandBuffer::new()
     }
 
+    /// The key a submission of this buffer computes ([`count`]), for unit tests elsewhere in the crate.
+    #[cfg(test)]
+    pub(crate) fn key_for_test(&self) -> SequenceKey {
+        let mut key = SequenceKey::new();
+        let mut tally = Tally::default();
+        count_buffer(self, false, 0, &mut tally, &mut Pending::new(), Some(&mut key));
+        key.finish(tally.dispatches);
+        key
+    }
+
     fn new() -> CommandBuffer {
         CommandBuffer {
             device: Cell::new(std::ptr::null()),
@@ -232,29 +242,102 @@ pub struct Walked {
     pub ordered: bool,
 }
 
-/// Joins consecutive dispatches of one pipeline into a run on their way to the caller.
+/// Joins consecutive dispatches of one pipeline into a run on their way to the caller. [`EXECUTE`], never a
+/// pipeline's slot, marks "no run yet".
 struct RunJoin {
-    last: Option<(u32, u32)>,
+    slot: u32,
+    count: u32,
     runs: usize,
     max_runs: usize,
     ordered: bool,
 }
 
 impl RunJoin {
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, slot: u32, n: u32, emit: &mut impl FnMut(u32, u32)) {
-        match &mut self.last {
-            Some((last, count)) if *last == slot => *count = count.saturating_add(n),
-            last => {
-                if let Some((s, c)) = last.replace((slot, n)) {
-                    emit(s, c);
-                    self.runs += 1;
-                    self.ordered &= self.runs < self.max_runs;
-                }
-            }
+        if slot == self.slot {
+            self.count = self.count.saturating_add(n);
+            return;
         }
+        if self.slot != EXECUTE {
+            emit(self.slot, self.count);
+            self.runs += 1;
+            self.ordered &= self.runs < self.max_runs;
+        }
+        self.slot = slot;
+        self.count = n;
     }
 }
+
+/// Runs one sequence may have: as many as a command buffer keeps entries (a secondary executed in it adds its own).
+pub const MAX_SEQUENCE_RUNS: usize = MAX_ENTRIES;
+
+/// One step of a sequence's 64-bit hash (FxHash's mix, one word per run).
+#[inline(always)]
+pub fn mix(hash: u64, slot: u32, n: u32) -> u64 {
+    let word = u64::from(slot) << 32 | u64::from(n);
+    (hash.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
+}
+
+/// A submitted command buffer's sequence of pipelines, joined into runs and hashed while its dispatches are counted
+/// ([`count`]), so that `crate::order` finds it without another walk over the entries. The hash starts with the
+/// "no run yet" mark (`EXECUTE`, 0), so that a run begins without a test for the first one.
+pub struct SequenceKey {
+    slot: u32,
+    count: u32,
+    runs: usize,
+    hash: u64,
+    dispatches: u64,
+    ordered: bool,
+}
+
+impl SequenceKey {
+    fn new() -> SequenceKey {
+        SequenceKey { slot: EXECUTE, count: 0, runs: 0, hash: 0, dispatches: 0, ordered: true }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, slot: u32, n: u32) {
+        if slot == self.slot {
+            self.count = self.count.saturating_add(n);
+        } else {
+            self.hash = mix(self.hash, self.slot, self.count);
+            self.slot = slot;
+            self.count = n;
+            self.runs += 1;
+        }
+    }
+
+    /// The last run joined in, the buffer's `dispatches` and whether its order is known.
+    fn finish(&mut self, dispatches: u64) {
+        self.hash = mix(self.hash, self.slot, self.count);
+        self.slot = EXECUTE;
+        self.dispatches = dispatches;
+        self.ordered &= self.runs <= MAX_SEQUENCE_RUNS;
+    }
+
+    /// The hash of the runs, never 0.
+    pub fn hash(&self) -> u64 {
+        self.hash.max(1)
+    }
+
+    pub fn runs(&self) -> usize {
+        self.runs
+    }
+
+    pub fn dispatches(&self) -> u64 {
+        self.dispatches
+    }
+
+    /// The order is known (see [`Walked::ordered`]).
+    pub fn ordered(&self) -> bool {
+        self.ordered
+    }
+}
+
+/// What a submission does with each command buffer's sequence: the buffer, and its key when the buffer's sequence
+/// was not looked up since it was recorded (`crate::order::counted`).
+pub type SequenceHook = fn(&CommandBuffer, Option<&SequenceKey>);
 
 impl CommandBuffer {
     /// The pipelines this buffer dispatches, in order, as runs of (slot, dispatches in a row) given to `emit`; a
@@ -263,13 +346,11 @@ impl CommandBuffer {
     ///
     /// Called at submission, like the counting: the application may not record into or reset a buffer it submits.
     pub fn runs(&self, max_runs: usize, emit: &mut impl FnMut(u32, u32)) -> Walked {
-        let mut join = RunJoin { last: None, runs: 0, max_runs: max_runs.max(1), ordered: true };
+        let mut join = RunJoin { slot: EXECUTE, count: 0, runs: 0, max_runs: max_runs.max(1), ordered: true };
         self.walk(0, &mut join, emit);
-        if join.ordered {
-            if let Some((s, c)) = join.last {
-                emit(s, c);
-                join.runs += 1;
-            }
+        if join.ordered && join.slot != EXECUTE {
+            emit(join.slot, join.count);
+            join.runs += 1;
         }
         Walked { runs: join.runs, ordered: join.ordered }
     }
@@ -289,10 +370,10 @@ impl CommandBuffer {
             let secondary = vk::CommandBuffer::from_raw(u64::from(e.grid[0]) | (u64::from(e.grid[1]) << 32));
             let Some(s) = get(secondary).filter(|_| depth < MAX_NESTING) else { continue };
             for _ in 0..e.count {
-                let before = (join.runs, join.last);
+                let before = (join.runs, join.slot, join.count);
                 s.walk(depth + 1, join, emit);
                 // A secondary that dispatches nothing adds nothing however often it is executed.
-                if !join.ordered || (join.runs, join.last) == before {
+                if !join.ordered || (join.runs, join.slot, join.count) == before {
                     break;
                 }
             }
@@ -400,12 +481,25 @@ pub struct Tally {
 /// Counts the dispatches recorded in `buffers` (a submission's command buffers) into the pipelines'
 /// counters; with `errors`, into their error counters instead (the submission failed, and they were
 /// counted already).
-pub fn count(buffers: impl Iterator<Item = vk::CommandBuffer>, errors: bool) -> Tally {
+///
+/// With `sequences`, each buffer's sequence of pipelines is joined and hashed in the same walk, when the buffer was
+/// not submitted since it was recorded, and handed to the hook with the buffer.
+pub fn count(buffers: impl Iterator<Item = vk::CommandBuffer>, errors: bool, sequences: Option<SequenceHook>) -> Tally {
     let mut tally = Tally::default();
     let mut pending = Pending::new();
     for cb in buffers {
         if let Some(state) = get(cb) {
-            count_buffer(state, errors, 0, &mut tally, &mut pending);
+            let mut key = sequences
+                .filter(|_| state.sequence.load(Ordering::Relaxed) == SEQUENCE_UNKNOWN)
+                .map(|_| SequenceKey::new());
+            let before = tally.dispatches;
+            count_buffer(state, errors, 0, &mut tally, &mut pending, key.as_mut());
+            if let Some(hook) = sequences {
+                if let Some(k) = key.as_mut() {
+                    k.finish(tally.dispatches - before);
+                }
+                hook(state, key.as_ref());
+            }
         }
     }
     pending.flush(errors);
@@ -464,22 +558,35 @@ impl Pending {
     }
 }
 
-fn count_buffer(state: &CommandBuffer, errors: bool, depth: u32, tally: &mut Tally, pending: &mut Pending) {
+fn count_buffer(
+    state: &CommandBuffer,
+    errors: bool,
+    depth: u32,
+    tally: &mut Tally,
+    pending: &mut Pending,
+    mut key: Option<&mut SequenceKey>,
+) {
     // SAFETY: called from a submission hook: the application may not record into or reset a buffer
     // it is submitting.
     let entries = unsafe { state.entries() };
+    if let Some(k) = key.as_deref_mut() {
+        k.ordered &= !state.merged.get() && state.lost.get() == 0;
+    }
     for e in entries.iter() {
         if e.slot == EXECUTE {
             let secondary = vk::CommandBuffer::from_raw(u64::from(e.grid[0]) | (u64::from(e.grid[1]) << 32));
             if let Some(s) = get(secondary).filter(|_| depth < MAX_NESTING) {
                 for _ in 0..e.count {
-                    count_buffer(s, errors, depth + 1, tally, pending);
+                    count_buffer(s, errors, depth + 1, tally, pending, key.as_deref_mut());
                 }
             }
             continue;
         }
         pending.add(e.slot, e.grid, u64::from(e.count), errors);
         tally.dispatches += u64::from(e.count);
+        if let Some(k) = key.as_deref_mut() {
+            k.push(e.slot, e.count);
+        }
     }
     let lost = state.lost.get();
     if lost > 0 {
@@ -704,6 +811,21 @@ mod tests {
         assert!(runs(&s, 3).1.ordered, "exactly as many as asked for");
         s.clear();
         assert_eq!(runs(&s, 16), (vec![], Walked { runs: 0, ordered: true }));
+    }
+
+    /// The key a submission hashes while counting holds the runs `CommandBuffer::runs` gives, hashed.
+    #[test]
+    fn the_key_counted_at_submission_hashes_the_runs() {
+        let s = state();
+        for p in [3, 3, 5, 3] {
+            s.bind(p);
+            s.record([4, 1, 1]);
+        }
+        let key = s.key_for_test();
+        let (runs, walked) = runs(&s, 16);
+        let hash = runs.iter().fold(mix(0, EXECUTE, 0), |h, &(slot, n)| mix(h, slot, n));
+        assert_eq!((key.hash(), key.runs(), key.dispatches(), key.ordered()), (hash, walked.runs, 4, true));
+        assert_eq!(runs, [(3, 2), (5, 1), (3, 1)]);
     }
 
     #[test]

@@ -7,9 +7,9 @@
 //! few distinct sequences, not every submission.
 //!
 //! The cost is at submission, not per dispatch: a command buffer's entries are already in recording order (runs of
-//! equal dispatches, `crate::commands`), and its sequence is looked up once per recording — a walk over its entries
-//! to hash them, one lock-free probe, and a second walk to compare with the kept sequence of that hash — then cached
-//! on the buffer until it is recorded again. Only a sequence never seen takes a lock and allocates.
+//! equal dispatches, `crate::commands`), and its sequence is looked up once per recording — one walk over its
+//! entries to hash them and one lock-free probe — then cached on the buffer until it is recorded again. Only a
+//! sequence never seen takes a lock, allocates and is compared run by run.
 //!
 //! Bounds: [`MAX_SEQUENCES`] distinct sequences, [`MAX_SEQUENCE_RUNS`] runs in one, [`MAX_TOTAL_RUNS`] runs in all
 //! (8 bytes each: 8 MiB). A submitted buffer whose sequence is not kept (a bound was reached, or its order was lost
@@ -17,17 +17,15 @@
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
-use ash::vk;
 use format::spin::SpinLock;
 
-use crate::commands::{self, SEQUENCE_UNKNOWN};
+pub use crate::commands::MAX_SEQUENCE_RUNS;
+use crate::commands::{CommandBuffer, SequenceKey, SEQUENCE_UNKNOWN};
 
 /// The sequence id of submissions whose order was not kept.
 pub const NOT_KEPT: u32 = 0;
 /// Distinct sequences kept (ids 1 to this).
 pub const MAX_SEQUENCES: u32 = 4096;
-/// Runs one kept sequence may have (a command buffer keeps 65,536 entries).
-pub const MAX_SEQUENCE_RUNS: usize = 1 << 16;
 /// Runs of all kept sequences together.
 pub const MAX_TOTAL_RUNS: usize = 1 << 20;
 
@@ -40,6 +38,8 @@ const _: () = assert!(SLOTS.is_power_of_two() && (MAX_SEQUENCES as usize) < SLOT
 /// A kept sequence. Never freed: the writer and later lookups read it without a lock.
 struct Kept {
     runs: Box<[(u32, u32)]>,
+    /// The runs' lengths added.
+    dispatches: u64,
     first_ns: u64,
 }
 
@@ -70,50 +70,39 @@ pub fn recording() -> bool {
     RECORDING.load(Ordering::Relaxed)
 }
 
-/// Counts the submission of `buffers` (the command buffers of a `vkQueueSubmit*` that carried dispatches): one
-/// submission of each buffer's sequence. A buffer without dispatches counts nothing.
-pub fn count_submission(buffers: impl Iterator<Item = vk::CommandBuffer>) {
-    if !recording() {
-        return;
-    }
-    for cb in buffers {
-        let Some(state) = commands::get(cb) else { continue };
-        let id = match state.sequence.load(Ordering::Relaxed) {
-            SEQUENCE_UNKNOWN => {
-                let id = look_up(state);
-                state.sequence.store(id, Ordering::Relaxed);
-                id
-            }
-            cached => cached,
-        };
-        if id != EMPTY {
-            // Release: the writer that reads this count (Acquire) sees the dispatches counted before it.
-            COUNTS[id as usize].fetch_add(1, Ordering::Release);
+/// A submitted command buffer (`crate::commands::count`'s hook): one submission of its sequence. Looked up once per
+/// recording from the key counted with its dispatches, then cached on the buffer. A buffer without dispatches counts
+/// nothing.
+pub fn counted(state: &CommandBuffer, key: Option<&SequenceKey>) {
+    let id = match state.sequence.load(Ordering::Relaxed) {
+        SEQUENCE_UNKNOWN => {
+            let Some(key) = key else { return };
+            let id = look_up(state, key);
+            state.sequence.store(id, Ordering::Relaxed);
+            id
         }
+        cached => cached,
+    };
+    if id != EMPTY {
+        // Release: the writer that reads this count (Acquire) sees the dispatches counted before it.
+        COUNTS[id as usize].fetch_add(1, Ordering::Release);
     }
 }
 
-/// The sequence `state` dispatches: found among the kept ones, kept now, [`NOT_KEPT`] or [`EMPTY`].
-fn look_up(state: &commands::CommandBuffer) -> u32 {
-    let mut hash = Hasher::new();
-    let walked = state.runs(MAX_SEQUENCE_RUNS, &mut |slot, n| hash.add(slot, n));
-    if walked.runs == 0 && walked.ordered {
+/// The sequence `key` stands for: found among the kept ones, kept now, [`NOT_KEPT`] or [`EMPTY`].
+///
+/// A sequence is found by its hash, its runs and its dispatches; it is compared run by run only when it is kept. Two
+/// sequences that agree in all three are taken for one: with 64-bit hashes and at most [`MAX_SEQUENCES`] kept, the
+/// chance of that is below 10^-12 per run.
+fn look_up(state: &CommandBuffer, key: &SequenceKey) -> u32 {
+    if key.runs() == 0 && key.ordered() {
         return EMPTY;
     }
-    if !walked.ordered {
+    if !key.ordered() {
         return NOT_KEPT;
     }
-    let (hash, len) = (hash.finish(), walked.runs);
-    let same = |kept: &[(u32, u32)]| {
-        let mut i = 0;
-        let mut equal = kept.len() == len;
-        state.runs(MAX_SEQUENCE_RUNS, &mut |slot, n| {
-            equal &= kept.get(i) == Some(&(slot, n));
-            i += 1;
-        });
-        equal
-    };
-    if let Some(id) = find(hash, same) {
+    let (hash, len, dispatches) = (key.hash(), key.runs(), key.dispatches());
+    if let Some(id) = find(hash, |k| k.runs.len() == len && k.dispatches == dispatches) {
         return id;
     }
     if FULL.load(Ordering::Relaxed) {
@@ -124,35 +113,15 @@ fn look_up(state: &commands::CommandBuffer) -> u32 {
     keep(hash, runs)
 }
 
-/// A 64-bit hash of a sequence's runs (FxHash's mix, one word per run); equal hashes are compared run by run.
-struct Hasher(u64);
-
-impl Hasher {
-    fn new() -> Hasher {
-        Hasher(0)
-    }
-
-    #[inline(always)]
-    fn add(&mut self, slot: u32, n: u32) {
-        let word = u64::from(slot) << 32 | u64::from(n);
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    /// Never 0, which marks a free slot.
-    fn finish(&self) -> u64 {
-        self.0.max(1)
-    }
-}
-
 /// The kept sequence with `hash` for which `same` holds. Lock-free.
-fn find(hash: u64, same: impl Fn(&[(u32, u32)]) -> bool) -> Option<u32> {
+fn find(hash: u64, same: impl Fn(&Kept) -> bool) -> Option<u32> {
     let mut i = hash as usize & (SLOTS - 1);
     for _ in 0..SLOTS {
         match HASHES[i].load(Ordering::Acquire) {
             0 => return None,
             h if h == hash => {
                 let id = SLOT_IDS[i].load(Ordering::Relaxed);
-                if kept(id).is_some_and(|k| same(&k.runs)) {
+                if kept(id).is_some_and(&same) {
                     return Some(id);
                 }
             }
@@ -173,7 +142,7 @@ fn kept(id: u32) -> Option<&'static Kept> {
 #[cold]
 fn keep(hash: u64, runs: Vec<(u32, u32)>) -> u32 {
     let mut total = KEEPING.lock();
-    if let Some(id) = find(hash, |k| k == runs.as_slice()) {
+    if let Some(id) = find(hash, |k| *k.runs == *runs) {
         return id;
     }
     let next = KEPT_COUNT.load(Ordering::Relaxed) + 1;
@@ -182,7 +151,8 @@ fn keep(hash: u64, runs: Vec<(u32, u32)>) -> u32 {
         return NOT_KEPT;
     }
     *total += runs.len();
-    let kept = Box::new(Kept { runs: runs.into_boxed_slice(), first_ns: format::clock::now_ns() });
+    let dispatches = runs.iter().map(|&(_, n)| u64::from(n)).sum();
+    let kept = Box::new(Kept { runs: runs.into_boxed_slice(), dispatches, first_ns: format::clock::now_ns() });
     KEPT[next as usize].store(Box::into_raw(kept), Ordering::Release);
     let mut i = hash as usize & (SLOTS - 1);
     while HASHES[i].load(Ordering::Relaxed) != 0 {
@@ -225,13 +195,18 @@ fn force_unlock_in_child() {
 mod tests {
     use super::*;
 
+    fn hash(runs: &[(u32, u32)]) -> u64 {
+        runs.iter().fold(0, |h, &(s, n)| crate::commands::mix(h, s, n)).max(1)
+    }
+
+    #[test]
+    fn an_empty_buffer_has_a_key_of_no_run() {
+        let key = CommandBuffer::for_test().key_for_test();
+        assert_eq!((key.runs(), key.dispatches(), key.ordered()), (0, 0, true));
+    }
+
     #[test]
     fn equal_runs_hash_alike_and_order_changes_the_hash() {
-        let hash = |runs: &[(u32, u32)]| {
-            let mut h = Hasher::new();
-            runs.iter().for_each(|&(s, n)| h.add(s, n));
-            h.finish()
-        };
         assert_eq!(hash(&[(1, 2), (3, 1)]), hash(&[(1, 2), (3, 1)]));
         assert_ne!(hash(&[(1, 2), (3, 1)]), hash(&[(3, 1), (1, 2)]));
         assert_ne!(hash(&[(1, 2)]), hash(&[(1, 3)]));
@@ -242,32 +217,37 @@ mod tests {
     #[test]
     fn a_recording_is_found_once_kept_and_each_recording_is_looked_up_once() {
         let record = |pipelines: &[u32]| {
-            let s = commands::CommandBuffer::for_test();
+            let s = CommandBuffer::for_test();
             for &p in pipelines {
                 s.bind(p);
                 s.record([1, 1, 1]);
             }
             s
         };
+        let look = |s: &CommandBuffer| look_up(s, &s.key_for_test());
         let a = record(&[7, 7, 8, 9]);
-        let first = look_up(&a);
+        let first = look(&a);
         assert!(first != NOT_KEPT && first != EMPTY);
         assert_eq!(sequence(first).unwrap().0, &[(7, 2), (8, 1), (9, 1)]);
-        assert_eq!(look_up(&record(&[7, 7, 8, 9])), first, "the same sequence recorded again");
-        let other = look_up(&record(&[7, 8, 7, 9]));
+        assert_eq!(look(&record(&[7, 7, 8, 9])), first, "the same sequence recorded again");
+        let other = look(&record(&[7, 8, 7, 9]));
         assert!(other != first && other != NOT_KEPT);
-        assert_eq!(look_up(&record(&[])), EMPTY);
+        assert_eq!(look(&record(&[])), EMPTY);
         assert!(kept_count() >= 2);
+        // A submission counts once per buffer, from the key, and afterwards from the buffer's cache.
+        let before = submissions(first);
+        counted(&a, Some(&a.key_for_test()));
+        counted(&a, None);
+        assert_eq!(submissions(first), before + 2);
         // Forced collisions: sequences kept under one hash are told apart by their runs.
-        let mut h = Hasher::new();
-        h.add(1, 1);
+        let h = hash(&[(1, 1)]);
         let runs_x = vec![(100, 1)];
         let runs_y = vec![(101, 1)];
-        let x = keep(h.finish(), runs_x.clone());
-        let y = keep(h.finish(), runs_y.clone());
+        let x = keep(h, runs_x.clone());
+        let y = keep(h, runs_y.clone());
         assert!(x != y && x != NOT_KEPT && y != NOT_KEPT);
-        assert_eq!(find(h.finish(), |k| k == runs_y.as_slice()), Some(y));
-        assert_eq!(find(h.finish(), |k| k == runs_x.as_slice()), Some(x));
-        assert_eq!(keep(h.finish(), runs_y), y, "kept once");
+        assert_eq!(find(h, |k| *k.runs == *runs_y), Some(y));
+        assert_eq!(find(h, |k| *k.runs == *runs_x), Some(x));
+        assert_eq!(keep(h, runs_y), y, "kept once");
     }
 }

@@ -32,10 +32,10 @@ pub(super) fn submit<I: Iterator<Item = vk::CommandBuffer> + Clone>(
     if !state::on() || crate::switch::paused() {
         return forward(None);
     }
-    let tally = state::guarded(|| commands::count(buffers.clone(), false)).unwrap_or_default();
+    let sequences = crate::order::recording().then_some(crate::order::counted as commands::SequenceHook);
+    let tally = state::guarded(|| commands::count(buffers.clone(), false, sequences)).unwrap_or_default();
     let mut signal = None;
     if tally.dispatches > 0 {
-        state::guarded(|| crate::order::count_submission(buffers.clone()));
         signal = state::guarded(|| {
             let device = device_of(queue);
             let ring = crate::locus::queue_ring(queue.as_raw(), device.and_then(|d| d.facts_id))?;
@@ -49,7 +49,7 @@ pub(super) fn submit<I: Iterator<Item = vk::CommandBuffer> + Clone>(
     if tally.dispatches > 0 {
         crate::writer::SUBMITS.fetch_add(1, Ordering::Relaxed);
         if result.as_raw() < 0 {
-            state::guarded(|| commands::count(buffers, true));
+            state::guarded(|| commands::count(buffers, true, None));
         }
     }
     result
