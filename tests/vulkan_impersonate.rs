@@ -783,3 +783,128 @@ fn llama_server_on_a_qwen35_hybrid_survives_split_k_buffer_growth_impersonating_
         assert!(dispatched.contains(&name), "{name} not dispatched: {dispatched:?}");
     }
 }
+
+/// `predict --backend vulkan --device DEVICE --verify --against REAL`: the case (`--prompt-tokens`,
+/// `--decode-tokens`, `--num-gpu`) run by llama-bench impersonating `device`, held against the traces in `real`;
+/// the report's `against` object and its two claims (`…against.dispatches`, `…against.order`).
+fn verify_against(device: &str, model: &Path, case: [&str; 3], real: &Path) -> (Value, Vec<Value>) {
+    let [prompt, decode, ngl] = case;
+    let mut cmd = backscope();
+    cmd.args(["predict", "--json", "--backend", "vulkan", "--device", device, "--model"]).arg(model);
+    cmd.args(["--prompt-tokens", prompt, "--decode-tokens", decode, "--num-gpu", ngl, "--vklayer"]);
+    cmd.arg(vklayer_library()).arg("--verify").arg(llama_bin().join("llama-bench")).arg("--against").arg(real);
+    let r: Value = serde_json::from_str(&stdout_ok(&mut cmd)).unwrap();
+    let claims = r["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["id"].as_str().unwrap().starts_with("predict.vulkan.verify.against."))
+        .cloned()
+        .collect();
+    (r["against"].clone(), claims)
+}
+
+/// Issue 29's "dispatch for dispatch": the Vulkan layer records the order of dispatches (each distinct sequence of
+/// pipelines a submitted command buffer dispatched, with its submissions), and a run held against another is
+/// compared sequence by sequence. Two runs of one case impersonating the H200 on lavapipe — the first under
+/// `backscope trace --impersonate` with the llama-bench arguments `predict --verify` gives, the second by `predict
+/// --verify --against` the first — are equal pipeline by pipeline and in order. The record holds together: a decode
+/// repeats its graph, so some sequence is submitted more than once, and the sequences' dispatches, times their
+/// submissions, add up to the dispatches the windows counted per pipeline (two independent tallies of the layer).
+#[test]
+fn two_impersonated_runs_of_one_case_are_equal_dispatch_for_dispatch() {
+    let _turn = heavy();
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_q4_k_m();
+    let h200 = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/vulkan_profiles/h200-nvidia.json");
+    let first = tmp.path().join("first");
+    let mut cmd = backscope();
+    cmd.args(["trace", "--vklayer"]).arg(vklayer_library()).arg("--dir").arg(&first).arg("--impersonate").arg(&h200);
+    cmd.arg("--").arg(llama_bin().join("llama-bench")).arg("-m").arg(&model);
+    cmd.args(["-ngl", "99", "-r", "1", "-p", "64", "-n", "4", "-ub", "512", "-ctk", "f16", "-ctv", "f16"]);
+    cmd.env("GGML_VK_VISIBLE_DEVICES", "0");
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let record = backscope::vulkan::dispatch_record::DispatchRecord::read(&first).unwrap();
+    let backscope::vulkan::dispatch_record::Order::Yes { sequences, not_kept } = &record.order else {
+        panic!("no order recorded: {:?}", record.order)
+    };
+    assert_eq!(*not_kept, 0);
+    assert!(sequences.len() >= 2, "{sequences:?}");
+    assert!(sequences.iter().any(|s| s.submissions > 1), "the decode graph is submitted again: {sequences:?}");
+    let in_order: u64 = sequences.iter().map(|s| s.dispatches() * s.submissions).sum();
+    assert_eq!(in_order, record.pipelines.values().sum::<u64>(), "sequences × submissions against the counts");
+
+    let (against, claims) = verify_against(&h200.display().to_string(), &model, ["64", "4", "99"], &first);
+    assert_eq!(against["pipelines"]["equal"], true, "{against}");
+    assert_eq!(against["order"]["verdict"], "equal", "{against}");
+    assert_eq!(against["order"]["sequences"], sequences.len(), "{against}");
+    assert_eq!(claims.len(), 2);
+    assert!(claims.iter().all(|c| c["confidence"] == "Confirmed"), "{claims:?}");
+    assert!(claims[1]["statement"].as_str().unwrap().contains("dispatch for dispatch"), "{claims:?}");
+}
+
+/// A plain lavapipe run against gfx900 impersonated on lavapipe, both held by `predict --verify --against`: they
+/// differ where ggml's rules say, and the comparison names the place. Expected from ggml-vulkan.cpp (11434): at 512
+/// tokens of F16, an AMD device without cooperative matrices has no large matmul tile (4785: `mul_mat_l =
+/// coopmat_support`), so the first matmul lavapipe runs as `matmul_f16_f32_f16acc_aligned_2` is `…_aligned_1` on
+/// gfx900, right after the RMS norm that precedes it in the graph; everything before it is dispatched alike.
+#[test]
+fn a_plain_lavapipe_run_and_gfx900_differ_in_order_where_the_tile_rule_says() {
+    let _turn = heavy();
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model();
+    let plain = tmp.path().join("plain");
+    let mut cmd = backscope();
+    cmd.args(["trace", "--vklayer"]).arg(vklayer_library()).arg("--dir").arg(&plain);
+    cmd.arg("--").arg(llama_bin().join("llama-bench")).arg("-m").arg(&model);
+    cmd.args(["-ngl", "99", "-r", "1", "-p", "512", "-n", "0"]).env("GGML_VK_VISIBLE_DEVICES", "0");
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let (against, claims) = verify_against("gfx900-radv", &model, ["512", "0", "99"], &plain);
+    assert_eq!(against["pipelines"]["equal"], false, "{against}");
+    let order = &against["order"];
+    assert_eq!(order["verdict"], "differ", "{against}");
+    let first = &order["first"];
+    assert_eq!(first["expected"], "matmul_f16_f32_f16acc_aligned_2", "{first}");
+    assert_eq!(first["got"], "matmul_f16_f32_f16acc_aligned_1", "{first}");
+    assert!(first["position"].as_u64().unwrap() >= 2, "{first}");
+    assert!(first["after"].as_str().unwrap().starts_with("rms_norm"), "{first}");
+    let statement = claims[1]["statement"].as_str().unwrap();
+    assert!(
+        statement.contains(
+            "the real run dispatched matmul_f16_f32_f16acc_aligned_2, the impersonated run dispatched \
+                            matmul_f16_f32_f16acc_aligned_1"
+        ),
+        "{statement}"
+    );
+}
+
+/// The H200 traces committed before the layer recorded order (docs/validation/gpu-2026-12-02-vulkan-intdot-coopmat,
+/// a layer of version 3 without `sequence` records): a run held against one is compared by pipelines and counts,
+/// which agree, and the order is "not recorded" — a Limited claim, not a failure. The MoE case at 64 tokens (every
+/// layer offloaded), whose model `synth` makes in seconds.
+#[test]
+fn a_committed_h200_trace_without_order_compares_by_pipelines_and_says_order_not_recorded() {
+    let _turn = heavy();
+    let tmp = tempfile::tempdir().unwrap();
+    let f16 = tmp.path().join("moe-f16.gguf");
+    let model = tmp.path().join("moe-q8.gguf");
+    synth_f16("tiny-moe", &f16);
+    quantize(&f16, &model, "Q8_0");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let real = tmp.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let committed = root.join("docs/validation/gpu-2026-12-02-vulkan-intdot-coopmat/traces/moe-q8-ngl-99-p64.traces");
+    std::fs::copy(&committed, real.join("trace-1.jsonl")).unwrap();
+    let h200 = root.join("data/vulkan_profiles/h200-nvidia.json");
+    let (against, claims) = verify_against(&h200.display().to_string(), &model, ["64", "0", "99"], &real);
+    assert_eq!(against["pipelines"]["equal"], true, "{against}");
+    assert_eq!(against["order"]["verdict"], "not_recorded", "{against}");
+    assert_eq!((&against["order"]["expected"], &against["order"]["got"]), (&Value::Bool(true), &Value::Bool(false)));
+    assert_eq!(claims[0]["confidence"], "Confirmed", "{claims:?}");
+    assert_eq!(claims[1]["confidence"], "Limited", "{claims:?}");
+    assert!(claims[1]["statement"].as_str().unwrap().starts_with("Order not recorded in the real run"), "{claims:?}");
+}

@@ -385,17 +385,26 @@ impl FirstDifference {
             );
         };
         let side = |name: &Option<String>, len: u64, run: &str| match name {
-            Some(n) => format!("{n} in {run}"),
-            None if len == 0 => format!("no such sequence in {run}"),
-            None => format!("the end of the sequence in {run} (after {len} dispatches)"),
+            Some(n) => format!("{run} dispatched {n}"),
+            None if len == 0 => format!("{run} has no such sequence"),
+            None => format!("{run}'s sequence ends after {len} dispatches"),
         };
         format!(
-            "sequence {} (in order of first submission), dispatch {position}{}: {} where {} was expected",
+            "sequence {} (in order of first submission), dispatch {position}{}: {}, {}",
             self.sequence,
-            self.after.as_deref().map(|a| format!(", after {a}")).unwrap_or_default(),
-            side(&self.got, self.got_dispatches, got),
+            self.after.as_deref().map(|a| format!(" (after {a})")).unwrap_or_default(),
             side(&self.expected, self.expected_dispatches, expected),
+            side(&self.got, self.got_dispatches, got),
         )
+    }
+}
+
+/// `text` with its first letter a capital, to begin a statement.
+fn sentence(text: String) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => text,
     }
 }
 
@@ -430,7 +439,7 @@ impl RecordComparison {
                 if p.more_differences > 0 { format!("; {} more", p.more_differences) } else { String::new() }
             )
         };
-        let mut out = vec![Claim::new(format!("{id}.dispatches"), Confidence::Confirmed, statement)];
+        let mut out = vec![Claim::new(format!("{id}.dispatches"), Confidence::Confirmed, sentence(statement))];
         let (confidence, statement) = match &self.order {
             OrderComparison::Equal { sequences, submissions, dispatches } => (
                 Confidence::Confirmed,
@@ -463,7 +472,7 @@ impl RecordComparison {
                 ),
             ),
         };
-        out.push(Claim::new(format!("{id}.order"), confidence, statement));
+        out.push(Claim::new(format!("{id}.order"), confidence, sentence(statement)));
         for c in &mut out {
             for s in sources() {
                 c.sources.push(s);
@@ -504,9 +513,9 @@ mod tests {
         assert_eq!(first.after.as_deref(), Some("matmul_aligned_2"));
         let text = first.describe("the real run", "the impersonated run");
         assert!(
-            text.contains(
-                "dispatch 3, after matmul_aligned_2: matmul_aligned_1 in the impersonated run where \
-                           matmul_aligned_2 in the real run was expected"
+            text.ends_with(
+                "dispatch 3 (after matmul_aligned_2): the real run dispatched matmul_aligned_2, the impersonated run \
+                 dispatched matmul_aligned_1"
             ),
             "{text}"
         );
@@ -516,13 +525,13 @@ mod tests {
             panic!()
         };
         assert_eq!((first.sequence, first.position, first.got.clone()), (2, Some(4), None));
-        assert!(first.describe("e", "g").contains("the end of the sequence in g (after 3 dispatches)"));
+        assert!(first.describe("e", "g").ends_with("e dispatched mul_mat_vec, g's sequence ends after 3 dispatches"));
         let OrderComparison::Differ { first, got_sequences, .. } = compare_order(&a, &order(vec![prompt.clone()]))
         else {
             panic!()
         };
         assert_eq!((first.sequence, first.position, got_sequences), (2, Some(1), 1));
-        assert!(first.describe("e", "g").contains("no such sequence in g"), "{}", first.describe("e", "g"));
+        assert!(first.describe("e", "g").ends_with("g has no such sequence"), "{}", first.describe("e", "g"));
         let fewer = seq(&[("rms_norm", 1), ("mul_mat_vec", 3), ("rope", 2)], 15, 10);
         let OrderComparison::Differ { first, .. } = compare_order(&a, &order(vec![prompt.clone(), fewer])) else {
             panic!()
