@@ -810,7 +810,8 @@ fn verify_against(device: &str, model: &Path, case: [&str; 3], real: &Path) -> (
 /// `backscope trace --impersonate` with the llama-bench arguments `predict --verify` gives, the second by `predict
 /// --verify --against` the first — are equal pipeline by pipeline and in order. The record holds together: a decode
 /// repeats its graph, so some sequence is submitted more than once, and the sequences' dispatches, times their
-/// submissions, add up to the dispatches the windows counted per pipeline (two independent tallies of the layer).
+/// submissions, add up to the dispatches the windows counted per pipeline (two independent tallies of the layer), and
+/// `trace`'s summary names the sequences.
 #[test]
 fn two_impersonated_runs_of_one_case_are_equal_dispatch_for_dispatch() {
     let _turn = heavy();
@@ -819,7 +820,8 @@ fn two_impersonated_runs_of_one_case_are_equal_dispatch_for_dispatch() {
     let h200 = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/vulkan_profiles/h200-nvidia.json");
     let first = tmp.path().join("first");
     let mut cmd = backscope();
-    cmd.args(["trace", "--vklayer"]).arg(vklayer_library()).arg("--dir").arg(&first).arg("--impersonate").arg(&h200);
+    cmd.args(["trace", "--json", "--vklayer"]).arg(vklayer_library()).arg("--dir").arg(&first);
+    cmd.arg("--impersonate").arg(&h200);
     cmd.arg("--").arg(llama_bin().join("llama-bench")).arg("-m").arg(&model);
     cmd.args(["-ngl", "99", "-r", "1", "-p", "64", "-n", "4", "-ub", "512", "-ctk", "f16", "-ctv", "f16"]);
     cmd.env("GGML_VK_VISIBLE_DEVICES", "0");
@@ -835,6 +837,12 @@ fn two_impersonated_runs_of_one_case_are_equal_dispatch_for_dispatch() {
     assert!(sequences.iter().any(|s| s.submissions > 1), "the decode graph is submitted again: {sequences:?}");
     let in_order: u64 = sequences.iter().map(|s| s.dispatches() * s.submissions).sum();
     assert_eq!(in_order, record.pipelines.values().sum::<u64>(), "sequences × submissions against the counts");
+    // `trace` says so too.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary: Value = serde_json::from_str(stdout.trim_end().rsplit('\n').next().unwrap()).unwrap();
+    let claim = summary["claims"].as_array().unwrap().iter().find(|c| c["id"] == "trace.vulkan.order").unwrap();
+    let said = format!("recorded: {} distinct sequence(s) of pipelines over ", sequences.len());
+    assert!(claim["statement"].as_str().unwrap().contains(&said), "{claim}");
 
     let (against, claims) = verify_against(&h200.display().to_string(), &model, ["64", "4", "99"], &first);
     assert_eq!(against["pipelines"]["equal"], true, "{against}");
