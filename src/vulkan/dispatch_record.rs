@@ -445,8 +445,8 @@ impl RecordComparison {
                 Confidence::Confirmed,
                 format!(
                     "{got} dispatched in the order {expected} did: the same {sequences} distinct sequence(s) of \
-                     pipelines ({dispatches} dispatches in all), dispatch for dispatch, submitted {submissions} \
-                     time(s) in all"
+                     pipelines ({dispatches} dispatches between them), each dispatch for dispatch, submitted \
+                     {submissions} time(s) in all"
                 ),
             ),
             OrderComparison::Differ { first, expected_sequences, got_sequences } => (
