@@ -18,6 +18,19 @@ fn every_regression_input_drains_without_panicking() {
 fn real_and_hostile_traces_drain() {
     let real = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1-graph-cuda.jsonl")).unwrap();
     drain::trace_reader(&real);
+    // The fuzz seed with the Vulkan layer's order of dispatches (a MoE llama-bench impersonating the H200 on
+    // lavapipe): its sequences, times their submissions, add up to the dispatches its windows counted.
+    let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/trace_reader/vulkan-order-moe-p9.jsonl");
+    let seed = std::fs::read(seed).unwrap();
+    drain::trace_reader(&seed);
+    let trace = trace_reader::TraceFile::parse(std::str::from_utf8(&seed).unwrap()).unwrap();
+    assert!(trace.order_recorded() && trace.sequences.len() > 1);
+    let in_sequences: u64 = trace
+        .sequence_submissions(trace_reader::Range::All)
+        .iter()
+        .map(|(id, n)| trace.sequences[id].dispatches() * n)
+        .sum();
+    assert_eq!(in_sequences, trace.total_launches(trace_reader::Range::All));
     let header =
         r#"{"format":"backscope-trace","version":3,"pid":1,"ppid":0,"exe":"x","clock":"monotonic","start_ns":0}"#;
     let mut text = format!("{header}\n{{\"kernel\":1,\"name\":\"k\",\"api\":\"hip\"}}\n");
