@@ -154,7 +154,7 @@ pub struct Window {
     pub expired_captures: u64,
     /// Vulkan queue submissions that carried the window's dispatches (version 3).
     pub submits: u64,
-    /// Submitted command buffers per dispatch sequence (`[sequence, n]`; 0: order not kept). Version 3, added later.
+    /// Submitted command buffers per dispatch sequence (`[sequence, n]`; 0: order not kept). Versions 3 and 4, added later.
     pub sequences: Vec<(u32, u64)>,
 }
 
