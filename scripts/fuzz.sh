@@ -73,7 +73,8 @@ mkdir -p fuzz/corpus/kmsg && cp tests/data/kmsg/*.kmsg fuzz/seeds/kmsg/* fuzz/co
 # The trace reader's: a real observer trace, the regression inputs (issue 21's shapes among them), the Vulkan
 # layer's black-box records from the H200 (hang, device loss and crash records with each queue's progress), and a
 # rotating trace's segments from lavapipe (fuzz/seeds/trace_reader: one segment ending with its rotated record, and
-# two consecutive segments in one input, the newest with a crash record, which the drain joins).
+# two consecutive segments in one input, the newest with a crash record, which the drain joins; and a layer trace with
+# the order of dispatches: sequence records and windows counting them).
 mkdir -p fuzz/corpus/trace_reader &&
   cp crates/trace-reader/tests/data/*.jsonl crates/trace-reader/tests/regressions/*.bin fuzz/seeds/trace_reader/*.jsonl \
     fuzz/corpus/trace_reader/ &&

@@ -1001,6 +1001,7 @@ pub fn summarise_with_libraries(
         claims.push(h.claim(numbered("hang", i, hangs.len()), vec![source]));
     }
     claims.extend(vulkan_claims(traces, &devices, &index));
+    claims.extend(order_claim(dir, traces));
     let observed: Vec<(String, u64)> = kernels
         .iter()
         .filter(|k| k.api == trace_format::record::api::VULKAN)
@@ -1203,6 +1204,32 @@ fn vulkan_claims(traces: &[TraceFile], devices: &[DeviceSummary], index: &Shader
         );
     }
     out
+}
+
+/// The order of the Vulkan dispatches, where the layer recorded it: how many distinct sequences of pipelines the
+/// submitted command buffers dispatched (`crate::vulkan::dispatch_record`), the one submitted most, and those whose
+/// order was not kept. Nothing for traces that recorded no order or no dispatch.
+fn order_claim(dir: &Path, traces: &[TraceFile]) -> Option<Claim> {
+    use crate::vulkan::dispatch_record::{DispatchRecord, Order};
+    let record = DispatchRecord::of(dir, traces);
+    let Order::Yes { sequences, not_kept } = &record.order else { return None };
+    let most = sequences.iter().max_by_key(|s| (s.submissions, std::cmp::Reverse(s.first_ns)))?;
+    let submissions: u64 = sequences.iter().map(|s| s.submissions).sum();
+    let start: Vec<String> = most.runs.iter().take(4).map(|(name, n)| format!("{n}× {name}")).collect();
+    let statement = format!(
+        "The order of the Vulkan dispatches was recorded: {} distinct sequence(s) of pipelines over {submissions} \
+         submitted command buffer(s){}; the most submitted ({}×) is {} dispatches: {}{}",
+        sequences.len(),
+        if *not_kept > 0 { format!(" and {not_kept} whose order the layer did not keep") } else { String::new() },
+        most.submissions,
+        most.dispatches(),
+        start.join(", "),
+        if most.runs.len() > start.len() { ", …" } else { "" }
+    );
+    let sources = traces.iter().filter(|t| t.order_recorded()).filter_map(|t| t.path.as_ref()).take(8).map(|p| {
+        Source::file(p.display().to_string(), None, None, "backscope-trace file: sequence records (Vulkan layer)")
+    });
+    Some(Claim::new("trace.vulkan.order", Confidence::Confirmed, statement).with_sources(sources))
 }
 
 /// The id of the Limited claim naming the shader libraries the traces name that were not read.

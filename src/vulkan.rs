@@ -11,6 +11,7 @@ use serde::Deserialize;
 use crate::trace::TraceFile;
 
 pub mod counts;
+pub mod dispatch_record;
 
 pub const PIPELINES_FILE: &str = "data/vulkan_pipelines.toml";
 /// The environment variable that makes ggml-vulkan name its pipelines (`vkSetDebugUtilsObjectNameEXT`).

@@ -222,6 +222,7 @@ fn big_trace(path: &Path, kernels: u32, windows: u32) -> u64 {
             max_bytes: 1 << 30,
             observer: "0.1.0",
             writer: "backscope-observer",
+            max_sequences: 0,
             segment: None,
         },
     );

@@ -48,6 +48,7 @@ fn vk_trace(dir: &Path, pid: u32, libraries: &[PathBuf]) {
             max_bytes: 1 << 30,
             observer: "0.1.0",
             writer: "backscope-vklayer",
+            max_sequences: 0,
             segment: None,
         },
     );

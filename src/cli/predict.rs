@@ -25,6 +25,8 @@ use clap::{ArgGroup, Args, ValueEnum};
     backscope predict --backend vulkan --device traces/ --model m.gguf --prompt-tokens 9 --trace traces/
     backscope predict --backend vulkan --device gfx900-radv --model m.gguf --prompt-tokens 512 --verify bin/llama-bench
     backscope predict --backend vulkan --device gfx900-radv --model m.gguf --prompt-tokens 64 --verify --build b11434
+    backscope predict --backend vulkan --device h200-nvidia --model m.gguf --prompt-tokens 64 --decode-tokens 16 \\
+      --verify bin/llama-bench --against h200-traces/   (held against a real run: dispatch for dispatch)
     backscope predict --run backscope-runs/20261126-203910-ae6a   (a Vulkan server's traced sweep: nothing else)"
 )]
 pub struct PredictArgs {
@@ -120,6 +122,13 @@ pub struct PredictArgs {
     /// With --verify: the Vulkan layer library (default: beside backscope, or $BACKSCOPE_VKLAYER_SO).
     #[arg(long, value_name = "FILE", requires = "verify")]
     pub vklayer: Option<PathBuf>,
+    /// With --verify: the trace directory of the same case run for real on the device (`backscope trace --dir`, the
+    /// llama-bench of the same build with the same arguments). The impersonated run is held against it: per pipeline
+    /// and shader the dispatches, and the order of dispatches (the distinct sequences of pipelines its command
+    /// buffers dispatched), naming the first place they differ. A trace of a layer that recorded no order is
+    /// compared by pipelines only, and the report says so.
+    #[arg(long, value_name = "DIR", requires = "verify")]
+    pub against: Option<PathBuf>,
     /// Layers offloaded to the GPU (llama.cpp -ngl, Ollama num_gpu): the last N-1 repeating layers and the output
     /// layer live on the GPU, the rest in CPU memory; negative: all. Default: all (with --run: each record's own).
     #[arg(long = "num-gpu", visible_alias = "ngl", value_name = "N", allow_negative_numbers = true)]
@@ -182,7 +191,9 @@ impl From<PredictArgs> for PredictCommand {
             _ => BatchFrom::EachRecord,
         };
         let observation = match (a.verify, a.trace, a.trace_json, a.record, a.run) {
-            (Some(llama_bench), ..) => Observation::Verify(Verify { llama_bench, build: a.build, vklayer: a.vklayer }),
+            (Some(llama_bench), ..) => {
+                Observation::Verify(Verify { llama_bench, build: a.build, vklayer: a.vklayer, against: a.against })
+            }
             (_, Some(d), ..) => Observation::TraceDir(d),
             (_, _, Some(f), ..) => Observation::TraceJson(f),
             (_, _, _, Some(f), _) => Observation::RecordFile(f),

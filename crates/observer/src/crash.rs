@@ -393,6 +393,7 @@ fn create_trace_file() -> Option<(c_int, u64)> {
             max_bytes: snapshot.max_bytes,
             observer: env!("CARGO_PKG_VERSION"),
             writer: format::OBSERVER_WRITER_NAME,
+            max_sequences: 0,
             segment: None,
         },
     );

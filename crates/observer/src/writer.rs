@@ -118,6 +118,7 @@ impl Writer {
                 max_bytes,
                 observer: env!("CARGO_PKG_VERSION"),
                 writer: format::OBSERVER_WRITER_NAME,
+                max_sequences: 0,
                 segment,
             };
             record::header(out, &header);
@@ -240,6 +241,7 @@ impl Writer {
             unattributed_captures: graph_delta[2],
             expired_captures: graph_delta[3],
             submits: 0,
+            sequences: &[],
         };
         record::window(&mut self.buf, &window);
     }

@@ -34,8 +34,8 @@ pub use reader::{
 };
 pub use records::{
     Crash, CrashLaunch, CrashThread, Device, DeviceFault, DeviceLost, End, Hang, Header, Impersonated,
-    InFlightDispatch, KernelDef, PipelineStat, QueueAtLoss, QueueDispatch, QueueProgress, Rotated, Shape, ShapeCount,
-    Truncated, Warning, Window,
+    InFlightDispatch, KernelDef, PipelineStat, QueueAtLoss, QueueDispatch, QueueProgress, Rotated, Sequence, Shape,
+    ShapeCount, Truncated, Warning, Window,
 };
 pub use segments::{join as join_segments, Segment, Segments};
 pub use summary::{

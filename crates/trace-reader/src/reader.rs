@@ -15,7 +15,7 @@ use format::record::kind;
 use format::{FORMAT, MAX_VERSION, MIN_VERSION};
 
 use crate::records::{
-    Crash, Device, DeviceLost, End, Hang, Header, KernelDef, RawCrash, RawWindow, Rotated, Shape, ShapeCount,
+    Crash, Device, DeviceLost, End, Hang, Header, KernelDef, RawCrash, RawWindow, Rotated, Sequence, Shape, ShapeCount,
     SignalReturned, Truncated, Warning, Window,
 };
 use crate::segments::Segments;
@@ -80,6 +80,8 @@ pub struct TraceFile {
     pub device_lost: Vec<DeviceLost>,
     /// The hang watcher's records, in order (the Vulkan layer's black box).
     pub hangs: Vec<Hang>,
+    /// The Vulkan layer's dispatch sequences by id (the order of dispatches; see [`TraceFile::order_recorded`]).
+    pub sequences: BTreeMap<u32, Sequence>,
     /// `None` when the process ended without the exit flush (killed, crashed, `_exit`, still
     /// running), or when the trace was cut.
     pub end: Option<End>,
@@ -113,6 +115,7 @@ enum Line {
     DeviceLost(DeviceLost),
     Hang(Hang),
     Rotated(Rotated),
+    Sequence(Sequence),
     Unknown,
 }
 
@@ -150,6 +153,7 @@ fn parse_line(line: &str) -> Result<Line, String> {
         kind::DEVICE => Line::Device(serde_json::from_value(value).map_err(record)?),
         kind::DEVICE_LOST => Line::DeviceLost(serde_json::from_value(value).map_err(record)?),
         kind::HANG => Line::Hang(serde_json::from_value(value).map_err(record)?),
+        kind::SEQUENCE => Line::Sequence(serde_json::from_value(value).map_err(record)?),
         _ => Line::Unknown,
     })
 }
@@ -194,6 +198,7 @@ pub(crate) struct Folded {
     captured: BTreeMap<u32, u64>,
     other_shapes: BTreeMap<u32, u64>,
     shapes: BTreeMap<(u32, Shape), u64>,
+    sequences: BTreeMap<u32, u64>,
     scalars: [u64; 5],
     warnings_left_out: u64,
     crashes_left_out: u64,
@@ -221,6 +226,7 @@ impl Folded {
         sum(&mut self.graph, w.graph);
         sum(&mut self.captured, w.captured);
         sum(&mut self.other_shapes, w.other_shapes);
+        sum(&mut self.sequences, w.sequences);
         for s in w.shapes {
             let v = self.shapes.entry((s.kernel, s.shape)).or_insert(0);
             *v = v.saturating_add(s.launches);
@@ -254,6 +260,7 @@ impl Folded {
             unattributed_captures,
             expired_captures,
             submits,
+            sequences: list(&self.sequences),
         })
     }
 }
@@ -281,6 +288,7 @@ impl Reader {
                 crashes: Vec::new(),
                 device_lost: Vec::new(),
                 hangs: Vec::new(),
+                sequences: BTreeMap::new(),
                 end: None,
                 truncated: None,
                 rotated: None,
@@ -417,6 +425,11 @@ impl Reader {
                     .map(|&(id, _)| id)
                     .chain(window.shapes.iter().map(|s| s.kernel));
                 check_defined(&trace.kernels, ids)?;
+                if let Some(&(id, _)) =
+                    window.sequences.iter().find(|(id, _)| *id != 0 && !trace.sequences.contains_key(id))
+                {
+                    return Err(format!("sequence {id} is counted before its definition"));
+                }
                 match &mut self.folded {
                     Some(folded) => folded.add(window),
                     None => trace.windows.push(window),
@@ -479,6 +492,18 @@ impl Reader {
                 if self.folded.is_none() || trace.hangs.len() < MAX_KEPT {
                     trace.hangs.push(hang);
                 }
+            }
+            Line::Sequence(sequence) => {
+                if sequence.id == 0 {
+                    return Err("sequence 0 is defined, but 0 counts the submissions whose order was not kept".into());
+                }
+                if let Some(previous) = trace.sequences.get(&sequence.id) {
+                    if previous != &sequence {
+                        return Err(format!("sequence {} defined twice, differently", sequence.id));
+                    }
+                }
+                check_defined(&trace.kernels, sequence.runs.iter().map(|&(kernel, _)| kernel))?;
+                trace.sequences.insert(sequence.id, sequence);
             }
             Line::Unknown => trace.unknown_lines += 1,
         }
@@ -670,6 +695,23 @@ impl TraceFile {
     /// Like [`TraceFile::kernel_stats`], merged by (api, name).
     pub fn stats_by_name(&self, range: Range) -> BTreeMap<(String, String), KernelStats> {
         merge_by_name(self.kernel_stats(range))
+    }
+
+    /// Whether the writer recorded the order of dispatches (the Vulkan layer's `sequence` records): a trace of an
+    /// older layer, or with order recording off, says nothing about order, which is not the same as an empty one.
+    pub fn order_recorded(&self) -> bool {
+        self.header.max_sequences > 0
+    }
+
+    /// Submissions per dispatch sequence in the selected windows (id 0: submissions whose order was not kept), for
+    /// every sequence counted there.
+    pub fn sequence_submissions(&self, range: Range) -> BTreeMap<u32, u64> {
+        let mut out = BTreeMap::new();
+        for &(id, n) in self.windows_in(range).flat_map(|w| &w.sequences) {
+            let total: &mut u64 = out.entry(id).or_insert(0);
+            *total = total.saturating_add(n);
+        }
+        out
     }
 
     /// Executions of all kernels in the selected windows.

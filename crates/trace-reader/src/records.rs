@@ -42,6 +42,34 @@ pub struct Header {
     /// Version 4: the file name of the segment before this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous: Option<String>,
+    /// The distinct dispatch sequences the Vulkan layer keeps (versions 3 and 4, added later); 0: the trace records no
+    /// order (an older layer, order recording off, or the CUDA/HIP observer).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub max_sequences: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A Vulkan dispatch sequence (a `sequence` record): the pipelines one submitted command buffer dispatched, in order,
+/// as runs of `(kernel id, dispatches in a row)`. Windows count its submissions.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sequence {
+    /// From 1, in order of first submission (0, in windows, counts submissions whose order was not kept).
+    #[serde(rename = "sequence")]
+    pub id: u32,
+    /// When it was first submitted (CLOCK_MONOTONIC ns): the request it belongs to.
+    #[serde(default)]
+    pub first_ns: u64,
+    pub runs: Vec<(u32, u32)>,
+}
+
+impl Sequence {
+    /// Its dispatches: the runs' lengths added.
+    pub fn dispatches(&self) -> u64 {
+        self.runs.iter().fold(0u64, |sum, &(_, n)| sum.saturating_add(n.into()))
+    }
 }
 
 /// A statistic the driver reported for a Vulkan pipeline (version 3).
@@ -126,6 +154,8 @@ pub struct Window {
     pub expired_captures: u64,
     /// Vulkan queue submissions that carried the window's dispatches (version 3).
     pub submits: u64,
+    /// Submitted command buffers per dispatch sequence (`[sequence, n]`; 0: order not kept). Versions 3 and 4, added later.
+    pub sequences: Vec<(u32, u64)>,
 }
 
 /// A warning line: `{"warning":CODE,"detail":…}`.
@@ -475,6 +505,8 @@ pub(crate) struct RawWindow {
     expired_captures: u64,
     #[serde(default)]
     submits: u64,
+    #[serde(default)]
+    sequences: Vec<(u32, u64)>,
 }
 
 impl From<RawWindow> for Window {
@@ -497,6 +529,7 @@ impl From<RawWindow> for Window {
             unattributed_captures: raw.unattributed_captures,
             expired_captures: raw.expired_captures,
             submits: raw.submits,
+            sequences: raw.sequences,
         }
     }
 }

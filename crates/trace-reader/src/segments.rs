@@ -175,6 +175,13 @@ fn absorb(joined: &mut TraceFile, next: TraceFile) -> Result<(), String> {
             ));
         }
     }
+    for (id, sequence) in &next.sequences {
+        if joined.sequences.get(id).is_some_and(|s| s != sequence) {
+            return Err(format!(
+                "sequence {id} is defined differently than in segment {newest} ({newest_path}); left out"
+            ));
+        }
+    }
     let TraceFile {
         path,
         header,
@@ -185,6 +192,7 @@ fn absorb(joined: &mut TraceFile, next: TraceFile) -> Result<(), String> {
         crashes,
         device_lost,
         hangs,
+        sequences,
         end,
         truncated,
         rotated,
@@ -195,6 +203,7 @@ fn absorb(joined: &mut TraceFile, next: TraceFile) -> Result<(), String> {
     } = next;
     joined.kernels.extend(kernels);
     joined.devices.extend(devices);
+    joined.sequences.extend(sequences);
     joined.windows.extend(windows);
     for warning in warnings {
         if !joined.warnings.iter().any(|w| w.code == warning.code) {

@@ -18,6 +18,19 @@ fn every_regression_input_drains_without_panicking() {
 fn real_and_hostile_traces_drain() {
     let real = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1-graph-cuda.jsonl")).unwrap();
     drain::trace_reader(&real);
+    // The fuzz seed with the Vulkan layer's order of dispatches (a MoE llama-bench impersonating the H200 on
+    // lavapipe): its sequences, times their submissions, add up to the dispatches its windows counted.
+    let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/trace_reader/vulkan-order-moe-p9.jsonl");
+    let seed = std::fs::read(seed).unwrap();
+    drain::trace_reader(&seed);
+    let trace = trace_reader::TraceFile::parse(std::str::from_utf8(&seed).unwrap()).unwrap();
+    assert!(trace.order_recorded() && trace.sequences.len() > 1);
+    let in_sequences: u64 = trace
+        .sequence_submissions(trace_reader::Range::All)
+        .iter()
+        .map(|(id, n)| trace.sequences[id].dispatches() * n)
+        .sum();
+    assert_eq!(in_sequences, trace.total_launches(trace_reader::Range::All));
     let header =
         r#"{"format":"backscope-trace","version":3,"pid":1,"ppid":0,"exe":"x","clock":"monotonic","start_ns":0}"#;
     let mut text = format!("{header}\n{{\"kernel\":1,\"name\":\"k\",\"api\":\"hip\"}}\n");
@@ -33,6 +46,23 @@ fn real_and_hostile_traces_drain() {
     assert_eq!(folded.total_launches(trace_reader::Range::All), u64::MAX);
     assert_eq!(folded.crashes.len(), trace_reader::MAX_KEPT);
     assert_eq!(folded.crashes.last().unwrap().seq, 299);
+
+    // The Vulkan layer's order records at their limits: runs of u32::MAX dispatches, sequence counts at u64::MAX in
+    // every window, and submissions whose order was not kept (sequence 0).
+    let mut text = format!(
+        "{}\n{{\"kernel\":1,\"name\":\"p\",\"api\":\"vulkan\"}}\n",
+        header.replace('}', ",\"max_sequences\":4096}")
+    );
+    for id in 1..=200u32 {
+        text += &format!("{{\"sequence\":{id},\"first_ns\":{id},\"runs\":[[1,{}],[1,1]]}}\n", u32::MAX);
+        text += &format!("{{\"window\":[{id},{}],\"sequences\":[[{id},{}],[0,{}]]}}\n", id + 1, u64::MAX, u64::MAX);
+    }
+    drain::trace_reader(text.as_bytes());
+    let folded = trace_reader::TraceFile::parse_folded(&text).unwrap();
+    assert!(folded.order_recorded());
+    assert_eq!(folded.sequences.len(), 200);
+    assert_eq!(folded.sequences[&7].dispatches(), u64::from(u32::MAX) + 1);
+    assert_eq!(folded.sequence_submissions(trace_reader::Range::All)[&0], u64::MAX);
 }
 
 /// A rotating trace's segments in one input (the drain splits it before each header and joins the parts): segment

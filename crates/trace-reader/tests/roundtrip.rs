@@ -22,6 +22,7 @@ fn header(pid: u32) -> Vec<u8> {
             max_bytes: 1 << 30,
             observer: "0.1.0",
             writer: "backscope-observer",
+            max_sequences: 0,
             segment: None,
         },
     );
@@ -436,6 +437,7 @@ fn a_rotating_segment_reads_back() {
             max_bytes: 1 << 30,
             observer: "0.1.0",
             writer: "backscope-vklayer",
+            max_sequences: 0,
             segment: Some(segment),
         },
     );
@@ -453,4 +455,76 @@ fn a_rotating_segment_reads_back() {
     assert_eq!(rotated.bytes, bytes);
     assert!(trace.is_finished() && !trace.is_cut() && !trace.is_complete() && !trace.partial_last_line);
     assert_eq!(trace.rotated_away().unwrap().since_ns, Some(5_000));
+}
+
+/// The order of dispatches (the Vulkan layer's `sequence` records) reads back: each sequence's runs, the submissions
+/// windows count per sequence (0: order not kept), the header that says order is recorded; a window folded keeps the
+/// totals. A sequence that names an undefined pipeline, a window that counts an undefined sequence, a sequence 0 and
+/// one defined twice differently are broken traces, each named by its line.
+#[test]
+fn dispatch_sequences_read_back_and_broken_ones_are_refused() {
+    let vulkan_header = |max_sequences: u32| {
+        let mut out = Vec::new();
+        record::header(
+            &mut out,
+            &record::Header {
+                pid: 5,
+                ppid: 1,
+                exe: b"/opt/llama/llama-bench",
+                cmdline: b"llama-bench\0",
+                start_ns: 1_000,
+                interval_ms: 50,
+                shape_buckets: 8,
+                max_kernels: 1 << 20,
+                max_bytes: 1 << 30,
+                observer: "0.1.0",
+                writer: "backscope-vklayer",
+                max_sequences,
+                segment: None,
+            },
+        );
+        for (id, name) in [(1, &b"rms_norm_f32"[..]), (2, b"mul_mat_vec_q4_k_f32_f32")] {
+            record::kernel(&mut out, &record::KernelDef::new(id, name, api::VULKAN, source::DEBUG_NAME));
+        }
+        out
+    };
+    let mut out = vulkan_header(4096);
+    let decode = [(1, 1), (2, 3), (1, 1)];
+    record::sequence(&mut out, &record::Sequence { id: 1, first_ns: 1_010, runs: &decode });
+    let window = |out: &mut Vec<u8>, t0: u64, sequences: &[(u32, u64)]| {
+        let counts = [(1, 2 * sequences[0].1), (2, 3 * sequences[0].1)];
+        record::window(out, &record::Window { t0, t1: t0 + 50, counts: &counts, sequences, ..Default::default() });
+    };
+    window(&mut out, 1_000, &[(1, 2)]);
+    record::sequence(&mut out, &record::Sequence { id: 2, first_ns: 1_060, runs: &[(2, 1)] });
+    window(&mut out, 1_050, &[(1, 1), (2, 1), (0, 4)]);
+    let text = String::from_utf8(out.clone()).unwrap();
+    let trace = TraceFile::parse(&text).unwrap();
+    assert!(trace.order_recorded());
+    assert_eq!(trace.header.max_sequences, 4096);
+    assert_eq!(trace.sequences[&1].runs, decode);
+    assert_eq!((trace.sequences[&1].first_ns, trace.sequences[&1].dispatches()), (1_010, 5));
+    let all = trace.sequence_submissions(Range::All);
+    assert_eq!(all.into_iter().collect::<Vec<_>>(), [(0, 4), (1, 3), (2, 1)]);
+    assert_eq!(trace.sequence_submissions(Range::Within(1_000, 1_050)).get(&2), None);
+    let folded = TraceFile::parse_folded(&text).unwrap();
+    assert_eq!(folded.sequence_submissions(Range::All), trace.sequence_submissions(Range::All));
+    assert_eq!(folded.sequences, trace.sequences);
+    // A trace of the CUDA observer, or of a layer before order was recorded, says nothing about order.
+    assert!(!TraceFile::parse(std::str::from_utf8(&header(6)).unwrap()).unwrap().order_recorded());
+    assert!(!TraceFile::parse(std::str::from_utf8(&vulkan_header(0)).unwrap()).unwrap().order_recorded());
+
+    let broken = |line: &str, why: &str| {
+        let mut text = String::from_utf8(vulkan_header(4096)).unwrap();
+        text += &format!("{{\"sequence\":1,\"first_ns\":5,\"runs\":[[1,1]]}}\n{line}\n");
+        let error = TraceFile::parse(&text).unwrap_err();
+        assert_eq!(error.line, Some(5), "{line}: {error}");
+        assert!(error.message.contains(why), "{line}: {error}");
+    };
+    broken(r#"{"sequence":2,"first_ns":5,"runs":[[9,1]]}"#, "kernel 9 is used before its definition");
+    broken(r#"{"window":[1,2],"counts":[[1,1]],"sequences":[[3,1]]}"#, "sequence 3 is counted before its definition");
+    broken(r#"{"sequence":0,"first_ns":5,"runs":[[1,1]]}"#, "sequence 0");
+    broken(r#"{"sequence":1,"first_ns":5,"runs":[[2,1]]}"#, "sequence 1 defined twice, differently");
+    broken(r#"{"sequence":3,"first_ns":5,"runs":[[1,-1]]}"#, "sequence record");
+    broken(r#"{"sequence":3,"first_ns":5}"#, "sequence record");
 }

@@ -73,8 +73,12 @@ pub const VK_HANG_MS: Var = Var::new(c"BACKSCOPE_VK_HANG_MS");
 /// `dispatch` (around every dispatch). Each marker costs GPU time on some drivers (about 1 µs on NVIDIA's).
 pub const VK_MARKERS: Var = Var::new(c"BACKSCOPE_VK_MARKERS");
 
+/// Vulkan layer: `0` keeps it from recording the order of dispatches (the distinct pipeline sequences of submitted
+/// command buffers, `sequence` records); on otherwise.
+pub const VK_ORDER: Var = Var::new(c"BACKSCOPE_VK_ORDER");
+
 /// Every variable above, for harnesses that clear an inherited configuration.
-pub const ALL: [Var; 12] = [
+pub const ALL: [Var; 13] = [
     TRACE_DIR,
     TRACE_FILE,
     TRACE_INTERVAL_MS,
@@ -87,6 +91,7 @@ pub const ALL: [Var; 12] = [
     VK_BLACKBOX,
     VK_HANG_MS,
     VK_MARKERS,
+    VK_ORDER,
 ];
 
 pub const DEFAULT_INTERVAL_MS: u64 = 50;
@@ -220,6 +225,7 @@ mod tests {
                 "BACKSCOPE_VK_BLACKBOX",
                 "BACKSCOPE_VK_HANG_MS",
                 "BACKSCOPE_VK_MARKERS",
+                "BACKSCOPE_VK_ORDER",
             ]
         );
         for v in ALL {

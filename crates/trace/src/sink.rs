@@ -148,9 +148,10 @@ impl std::fmt::Debug for Rotation {
     }
 }
 
-/// The record kinds a later segment repeats: what other records refer to (kernel ids, device ids) or what appears
-/// once per file (warnings).
-const REPEATED_KINDS: [&str; 3] = [record::kind::KERNEL, record::kind::DEVICE, record::kind::WARNING];
+/// The record kinds a later segment repeats: what other records refer to (kernel ids, device ids, the Vulkan layer's
+/// dispatch sequences) or what appears once per file (warnings).
+const REPEATED_KINDS: [&str; 4] =
+    [record::kind::KERNEL, record::kind::DEVICE, record::kind::SEQUENCE, record::kind::WARNING];
 
 /// Whether `line` is a record whose kind key is `kind`, written first (as every writer of this crate does).
 fn is_kind(line: &[u8], kind: &str) -> bool {
@@ -592,6 +593,7 @@ mod tests {
                     max_bytes: 64 * 1024,
                     observer: "0",
                     writer: "test",
+                    max_sequences: 0,
                     segment,
                 },
             )
@@ -684,7 +686,9 @@ mod tests {
         for i in 0..400 {
             sink.write_lines_beside(window_line(i).as_bytes(), &other).unwrap();
             if i == 200 {
-                let late = "{\"kernel\":2,\"name\":\"late\",\"api\":\"vulkan\",\"source\":\"none\",\"device\":0}\n{\"warning\":\"w\",\"detail\":\"d\"}\n";
+                // A kernel, a Vulkan dispatch sequence naming it, a warning: each later segment repeats all three.
+                let late = "{\"kernel\":2,\"name\":\"late\",\"api\":\"vulkan\",\"source\":\"none\",\"device\":0}\n\
+                            {\"sequence\":1,\"first_ns\":7,\"runs\":[[1,1],[2,3]]}\n{\"warning\":\"w\",\"detail\":\"d\"}\n";
                 sink.write_lines_beside(late.as_bytes(), &other).unwrap();
             }
         }
@@ -712,7 +716,8 @@ mod tests {
             assert!(lines[1].starts_with("{\"device\":0"), "{}", lines[1]);
             assert!(lines[2].starts_with("{\"kernel\":1"), "{}", lines[2]);
             if k > 3 {
-                assert!(lines[3].starts_with("{\"kernel\":2") && lines[4].starts_with("{\"warning\""), "{text}");
+                assert!(lines[3].starts_with("{\"kernel\":2") && lines[4].starts_with("{\"sequence\":1"), "{text}");
+                assert!(lines[5].starts_with("{\"warning\""), "{text}");
             }
             let last = lines.last().unwrap();
             if k < index {

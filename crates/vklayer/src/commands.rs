@@ -15,6 +15,7 @@
 
 use std::cell::{Cell, UnsafeCell};
 use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use ash::vk;
 use ash::vk::Handle;
@@ -58,6 +59,11 @@ pub struct CommandBuffer {
     lost: Cell<u64>,
     /// A merge left the entries at least half full: merging again would not make room worth its cost.
     crowded: Cell<bool>,
+    /// Entries were merged (sorted): the order they were recorded in is gone.
+    merged: Cell<bool>,
+    /// The dispatch sequence this recording was found to be (`crate::order`), [`SEQUENCE_UNKNOWN`] until its first
+    /// submission looks it up. Atomic: a buffer recorded for simultaneous use may be submitted by two threads at once.
+    pub sequence: AtomicU32,
     /// Debug label regions: the open ones, and the texts of those dispatches were recorded in.
     labels: UnsafeCell<Labels>,
     /// The dispatches by index and the marker slot of the black box (`crate::progress`).
@@ -72,6 +78,22 @@ unsafe impl Sync for CommandBuffer {}
 unsafe impl Send for CommandBuffer {}
 
 impl CommandBuffer {
+    /// A buffer followed by no device, for unit tests elsewhere in the crate.
+    #[cfg(test)]
+    pub(crate) fn for_test() -> CommandBuffer {
+        CommandBuffer::new()
+    }
+
+    /// The key a submission of this buffer computes ([`count`]), for unit tests elsewhere in the crate.
+    #[cfg(test)]
+    pub(crate) fn key_for_test(&self) -> SequenceKey {
+        let mut key = SequenceKey::new();
+        let mut tally = Tally::default();
+        count_buffer(self, false, 0, &mut tally, &mut Pending::new(), Some(&mut key));
+        key.finish(tally.dispatches);
+        key
+    }
+
     fn new() -> CommandBuffer {
         CommandBuffer {
             device: Cell::new(std::ptr::null()),
@@ -80,6 +102,8 @@ impl CommandBuffer {
             entries: UnsafeCell::new(Vec::with_capacity(INITIAL_ENTRIES)),
             lost: Cell::new(0),
             crowded: Cell::new(false),
+            merged: Cell::new(false),
+            sequence: AtomicU32::new(SEQUENCE_UNKNOWN),
             labels: UnsafeCell::new(Labels::new()),
             progress: crate::progress::BufferProgress::new(),
         }
@@ -118,6 +142,8 @@ impl CommandBuffer {
         self.bound.set(OVERFLOW);
         self.lost.set(0);
         self.crowded.set(false);
+        self.merged.set(false);
+        self.sequence.store(SEQUENCE_UNKNOWN, Ordering::Relaxed);
         // SAFETY: as above.
         unsafe { self.labels() }.clear();
         self.progress.begin();
@@ -193,12 +219,164 @@ impl CommandBuffer {
         // distinct ones, whose further new entries are lost instead (counted as the overflow kernel).
         if !self.crowded.get() {
             merge(entries);
+            self.merged.set(true);
             self.crowded.set(entries.len() >= MAX_ENTRIES / 2);
         }
         if entries.len() < MAX_ENTRIES {
             entries.push(entry);
         } else {
             self.lost.set(self.lost.get() + 1);
+        }
+    }
+}
+
+/// The buffer's dispatch sequence has not been looked up since it was recorded.
+pub const SEQUENCE_UNKNOWN: u32 = u32::MAX;
+
+/// What [`CommandBuffer::runs`] saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Walked {
+    /// Runs given to the caller.
+    pub runs: usize,
+    /// The order is known: no entries were merged or lost, and there were no more runs than asked for.
+    pub ordered: bool,
+}
+
+/// Joins consecutive dispatches of one pipeline into a run on their way to the caller. [`EXECUTE`], never a
+/// pipeline's slot, marks "no run yet".
+struct RunJoin {
+    slot: u32,
+    count: u32,
+    runs: usize,
+    max_runs: usize,
+    ordered: bool,
+}
+
+impl RunJoin {
+    #[inline(always)]
+    fn push(&mut self, slot: u32, n: u32, emit: &mut impl FnMut(u32, u32)) {
+        if slot == self.slot {
+            self.count = self.count.saturating_add(n);
+            return;
+        }
+        if self.slot != EXECUTE {
+            emit(self.slot, self.count);
+            self.runs += 1;
+            self.ordered &= self.runs < self.max_runs;
+        }
+        self.slot = slot;
+        self.count = n;
+    }
+}
+
+/// Runs one sequence may have: as many as a command buffer keeps entries (a secondary executed in it adds its own).
+pub const MAX_SEQUENCE_RUNS: usize = MAX_ENTRIES;
+
+/// One step of a sequence's 64-bit hash (FxHash's mix, one word per run).
+#[inline(always)]
+pub fn mix(hash: u64, slot: u32, n: u32) -> u64 {
+    let word = u64::from(slot) << 32 | u64::from(n);
+    (hash.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
+}
+
+/// A submitted command buffer's sequence of pipelines, joined into runs and hashed while its dispatches are counted
+/// ([`count`]), so that `crate::order` finds it without another walk over the entries. The hash starts with the
+/// "no run yet" mark (`EXECUTE`, 0), so that a run begins without a test for the first one.
+pub struct SequenceKey {
+    slot: u32,
+    count: u32,
+    runs: usize,
+    hash: u64,
+    dispatches: u64,
+    ordered: bool,
+}
+
+impl SequenceKey {
+    fn new() -> SequenceKey {
+        SequenceKey { slot: EXECUTE, count: 0, runs: 0, hash: 0, dispatches: 0, ordered: true }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, slot: u32, n: u32) {
+        if slot == self.slot {
+            self.count = self.count.saturating_add(n);
+        } else {
+            self.hash = mix(self.hash, self.slot, self.count);
+            self.slot = slot;
+            self.count = n;
+            self.runs += 1;
+        }
+    }
+
+    /// The last run joined in, the buffer's `dispatches` and whether its order is known.
+    fn finish(&mut self, dispatches: u64) {
+        self.hash = mix(self.hash, self.slot, self.count);
+        self.slot = EXECUTE;
+        self.dispatches = dispatches;
+        self.ordered &= self.runs <= MAX_SEQUENCE_RUNS;
+    }
+
+    /// The hash of the runs, never 0.
+    pub fn hash(&self) -> u64 {
+        self.hash.max(1)
+    }
+
+    pub fn runs(&self) -> usize {
+        self.runs
+    }
+
+    pub fn dispatches(&self) -> u64 {
+        self.dispatches
+    }
+
+    /// The order is known (see [`Walked::ordered`]).
+    pub fn ordered(&self) -> bool {
+        self.ordered
+    }
+}
+
+/// What a submission does with each command buffer's sequence: the buffer, and its key when the buffer's sequence
+/// was not looked up since it was recorded (`crate::order::counted`).
+pub type SequenceHook = fn(&CommandBuffer, Option<&SequenceKey>);
+
+impl CommandBuffer {
+    /// The pipelines this buffer dispatches, in order, as runs of (slot, dispatches in a row) given to `emit`; a
+    /// secondary buffer's where it is executed. Stops early, with `ordered` false, when the order is not known
+    /// (entries merged or lost once the buffer outgrew [`MAX_ENTRIES`]) or past `max_runs` runs.
+    ///
+    /// Called at submission, like the counting: the application may not record into or reset a buffer it submits.
+    pub fn runs(&self, max_runs: usize, emit: &mut impl FnMut(u32, u32)) -> Walked {
+        let mut join = RunJoin { slot: EXECUTE, count: 0, runs: 0, max_runs: max_runs.max(1), ordered: true };
+        self.walk(0, &mut join, emit);
+        if join.ordered && join.slot != EXECUTE {
+            emit(join.slot, join.count);
+            join.runs += 1;
+        }
+        Walked { runs: join.runs, ordered: join.ordered }
+    }
+
+    fn walk(&self, depth: u32, join: &mut RunJoin, emit: &mut impl FnMut(u32, u32)) {
+        join.ordered &= !self.merged.get() && self.lost.get() == 0;
+        // SAFETY: at submission (see `runs`), like `count_buffer`.
+        let entries = unsafe { self.entries() };
+        for e in entries.iter() {
+            if !join.ordered {
+                return;
+            }
+            if e.slot != EXECUTE {
+                join.push(e.slot, e.count, emit);
+                continue;
+            }
+            let secondary = vk::CommandBuffer::from_raw(u64::from(e.grid[0]) | (u64::from(e.grid[1]) << 32));
+            let Some(s) = get(secondary).filter(|_| depth < MAX_NESTING) else { continue };
+            for _ in 0..e.count {
+                let before = (join.runs, join.slot, join.count);
+                s.walk(depth + 1, join, emit);
+                // A secondary that dispatches nothing adds nothing however often it is executed.
+                if !join.ordered || (join.runs, join.slot, join.count) == before {
+                    break;
+                }
+            }
         }
     }
 }
@@ -303,12 +481,25 @@ pub struct Tally {
 /// Counts the dispatches recorded in `buffers` (a submission's command buffers) into the pipelines'
 /// counters; with `errors`, into their error counters instead (the submission failed, and they were
 /// counted already).
-pub fn count(buffers: impl Iterator<Item = vk::CommandBuffer>, errors: bool) -> Tally {
+///
+/// With `sequences`, each buffer's sequence of pipelines is joined and hashed in the same walk, when the buffer was
+/// not submitted since it was recorded, and handed to the hook with the buffer.
+pub fn count(buffers: impl Iterator<Item = vk::CommandBuffer>, errors: bool, sequences: Option<SequenceHook>) -> Tally {
     let mut tally = Tally::default();
     let mut pending = Pending::new();
     for cb in buffers {
         if let Some(state) = get(cb) {
-            count_buffer(state, errors, 0, &mut tally, &mut pending);
+            let mut key = sequences
+                .filter(|_| state.sequence.load(Ordering::Relaxed) == SEQUENCE_UNKNOWN)
+                .map(|_| SequenceKey::new());
+            let before = tally.dispatches;
+            count_buffer(state, errors, 0, &mut tally, &mut pending, key.as_mut());
+            if let Some(hook) = sequences {
+                if let Some(k) = key.as_mut() {
+                    k.finish(tally.dispatches - before);
+                }
+                hook(state, key.as_ref());
+            }
         }
     }
     pending.flush(errors);
@@ -367,22 +558,35 @@ impl Pending {
     }
 }
 
-fn count_buffer(state: &CommandBuffer, errors: bool, depth: u32, tally: &mut Tally, pending: &mut Pending) {
+fn count_buffer(
+    state: &CommandBuffer,
+    errors: bool,
+    depth: u32,
+    tally: &mut Tally,
+    pending: &mut Pending,
+    mut key: Option<&mut SequenceKey>,
+) {
     // SAFETY: called from a submission hook: the application may not record into or reset a buffer
     // it is submitting.
     let entries = unsafe { state.entries() };
+    if let Some(k) = key.as_deref_mut() {
+        k.ordered &= !state.merged.get() && state.lost.get() == 0;
+    }
     for e in entries.iter() {
         if e.slot == EXECUTE {
             let secondary = vk::CommandBuffer::from_raw(u64::from(e.grid[0]) | (u64::from(e.grid[1]) << 32));
             if let Some(s) = get(secondary).filter(|_| depth < MAX_NESTING) {
                 for _ in 0..e.count {
-                    count_buffer(s, errors, depth + 1, tally, pending);
+                    count_buffer(s, errors, depth + 1, tally, pending, key.as_deref_mut());
                 }
             }
             continue;
         }
         pending.add(e.slot, e.grid, u64::from(e.count), errors);
         tally.dispatches += u64::from(e.count);
+        if let Some(k) = key.as_deref_mut() {
+            k.push(e.slot, e.count);
+        }
     }
     let lost = state.lost.get();
     if lost > 0 {
@@ -581,6 +785,61 @@ mod tests {
     fn total(slot: u32) -> u64 {
         let counts = crate::pipelines::counters(slot).unwrap().shape_counts();
         counts.entries.iter().flatten().map(|(_, n)| n).sum::<u64>() + counts.other
+    }
+
+    fn runs(s: &CommandBuffer, max: usize) -> (Vec<(u32, u32)>, Walked) {
+        let mut out = Vec::new();
+        let walked = s.runs(max, &mut |slot, n| out.push((slot, n)));
+        (out, walked)
+    }
+
+    #[test]
+    fn runs_join_a_pipeline_s_dispatches_in_a_row_and_keep_the_order() {
+        let s = state();
+        s.bind(3);
+        s.record([4, 1, 1]);
+        s.begin_label(b"NODE a");
+        s.record([4, 1, 1]);
+        s.record([8, 1, 1]);
+        s.end_label();
+        s.bind(5);
+        s.record([1, 1, 1]);
+        s.bind(3);
+        s.record([4, 1, 1]);
+        assert_eq!(runs(&s, 16), (vec![(3, 3), (5, 1), (3, 1)], Walked { runs: 3, ordered: true }));
+        assert!(!runs(&s, 2).1.ordered, "more runs than asked for");
+        assert!(runs(&s, 3).1.ordered, "exactly as many as asked for");
+        s.clear();
+        assert_eq!(runs(&s, 16), (vec![], Walked { runs: 0, ordered: true }));
+    }
+
+    /// The key a submission hashes while counting holds the runs `CommandBuffer::runs` gives, hashed.
+    #[test]
+    fn the_key_counted_at_submission_hashes_the_runs() {
+        let s = state();
+        for p in [3, 3, 5, 3] {
+            s.bind(p);
+            s.record([4, 1, 1]);
+        }
+        let key = s.key_for_test();
+        let (runs, walked) = runs(&s, 16);
+        let hash = runs.iter().fold(mix(0, EXECUTE, 0), |h, &(slot, n)| mix(h, slot, n));
+        assert_eq!((key.hash(), key.runs(), key.dispatches(), key.ordered()), (hash, walked.runs, 4, true));
+        assert_eq!(runs, [(3, 2), (5, 1), (3, 1)]);
+    }
+
+    #[test]
+    fn a_merged_buffer_has_no_order() {
+        let s = state();
+        for i in 0..=MAX_ENTRIES as u32 {
+            s.bind(1 + i % 2);
+            s.record([1, 1, 1]);
+        }
+        assert!(!runs(&s, MAX_ENTRIES * 2).1.ordered);
+        s.clear();
+        s.bind(1);
+        s.record([1, 1, 1]);
+        assert_eq!(runs(&s, 4), (vec![(1, 1)], Walked { runs: 1, ordered: true }), "begun again, in order again");
     }
 
     #[test]

@@ -12,7 +12,8 @@
 //! counts them when the buffer is submitted; `writer` turns the counts into windows. `locus` keeps
 //! each queue's last submitted dispatches (with the text of the debug label regions each was recorded
 //! in, which `labels` keeps per command buffer) and each thread's Vulkan call in flight, which `crash`
-//! writes into the trace on a fatal signal and `writer` on `VK_ERROR_DEVICE_LOST`.
+//! writes into the trace on a fatal signal and `writer` on `VK_ERROR_DEVICE_LOST`. `order` keeps each distinct
+//! sequence of pipelines a submitted command buffer dispatched (the order within a graph) and counts its submissions.
 //!
 //! Rules the code keeps:
 //! * every call is forwarded with the caller's arguments and its result returned; the one change
@@ -40,6 +41,7 @@ mod impersonate;
 mod labels;
 mod loader;
 mod locus;
+mod order;
 mod pipelines;
 mod progress;
 mod shader;

@@ -5,7 +5,7 @@
 use format::env::Settings;
 use format::fork::{self, ForkHandlers};
 
-use crate::{blackbox, commands, crash, dispatch, locus, pipelines, state, writer};
+use crate::{blackbox, commands, crash, dispatch, locus, order, pipelines, state, writer};
 
 /// Starts the layer, once per process (later calls do nothing).
 pub fn start() {
@@ -14,11 +14,12 @@ pub fn start() {
 
 fn prepare(settings: &Settings) {
     pipelines::init(settings.max_kernels);
+    order::init(format::env::get(format::env::VK_ORDER).is_none_or(|v| v.trim() != "0"));
     // Each module's locks and per-process state, in the order a child releases them (the state, which switches
     // the child off, registers its own next). A failure (no memory for pthread_atfork) leaves a forked child
     // with the parent's locks, as it always was before the layer started; observation in this process goes on.
-    let handlers: [ForkHandlers; 6] =
-        [dispatch::FORK, pipelines::FORK, commands::FORK, writer::FORK, crash::FORK, locus::FORK];
+    let handlers: [ForkHandlers; 7] =
+        [dispatch::FORK, pipelines::FORK, commands::FORK, order::FORK, writer::FORK, crash::FORK, locus::FORK];
     for handlers in handlers {
         let _ = fork::register(handlers);
     }

@@ -18,7 +18,7 @@ use format::spirv;
 use format::writer::{ShapeDeltas, WriterLoop};
 
 use crate::pipelines::{self, DeviceFacts, Meta, ShapeCounts, OVERFLOW, SHAPE_BUCKETS};
-use crate::state;
+use crate::{order, state};
 use format::spin::SpinLock;
 
 /// `vkQueueSubmit*` calls that carried dispatches.
@@ -48,6 +48,12 @@ struct Writer {
     last_submits: u64,
     last_t: u64,
     overflow_defined: bool,
+    /// Dispatch sequences whose `sequence` record is written (ids 1 to this).
+    sequences_written: u32,
+    /// Per sequence id: submissions at the last flush.
+    last_sequences: Vec<u64>,
+    /// The `sequence_table_full` warning is written.
+    sequences_full_said: bool,
     /// Device-lost records written.
     device_lost: u32,
     /// Hang records written.
@@ -68,6 +74,9 @@ impl Writer {
             last_submits: 0,
             last_t: state::start_ns(),
             overflow_defined: false,
+            sequences_written: 0,
+            last_sequences: Vec::new(),
+            sequences_full_said: false,
             device_lost: 0,
             hangs: 0,
             buf: Vec::with_capacity(64 * 1024),
@@ -86,6 +95,7 @@ impl Writer {
         let ppid = unsafe { libc::getppid() } as u32;
         let (start_ns, interval_ms, max_bytes) = (state::start_ns(), settings.interval_ms, settings.max_bytes);
         let max_kernels = settings.max_kernels.min(pipelines::HARD_MAX_SLOTS);
+        let max_sequences = if order::recording() { order::MAX_SEQUENCES } else { 0 };
         // Kept by a rotating trace for its later segments' headers.
         sink.write_header_with(Box::new(move |out, segment| {
             record::header(
@@ -102,6 +112,7 @@ impl Writer {
                     max_bytes,
                     observer: env!("CARGO_PKG_VERSION"),
                     writer: format::vulkan::WRITER_NAME,
+                    max_sequences,
                     segment,
                 },
             )
@@ -113,6 +124,9 @@ impl Writer {
     }
 
     fn flush(&mut self, kind: Flush) -> Result<(), Stop> {
+        // Sequences before the pipelines' counts: a submission counts its dispatches before its sequence, so every
+        // sequence counted here has its dispatches in the counts read below (or in an earlier window).
+        let (new_sequences, sequences) = self.sequence_deltas();
         // Deltas first: they say which definitions this flush must write.
         let count = pipelines::slot_count() as usize;
         if self.last.len() < count {
@@ -139,11 +153,16 @@ impl Writer {
             }
             self.last[id as usize] = now;
         }
-        let wanted: Vec<u32> = counts.iter().chain(&errors).map(|&(id, _)| id).collect();
+        let mut wanted: Vec<u32> = counts.iter().chain(&errors).map(|&(id, _)| id).collect();
+        // A sequence names its pipelines: they are defined before it.
+        wanted.extend(new_sequences.iter().flat_map(|s| s.runs).map(|&(slot, _)| slot));
+        wanted.sort_unstable();
+        wanted.dedup();
         let taken = pipelines::take_for_writer(&wanted, kind == Flush::Exit);
         let submits = SUBMITS.load(Ordering::Relaxed);
         if self.sink.is_none() {
-            if taken.devices.is_empty() && taken.definitions.is_empty() && counts.is_empty() {
+            if taken.devices.is_empty() && taken.definitions.is_empty() && counts.is_empty() && new_sequences.is_empty()
+            {
                 return Ok(());
             }
             self.open()?;
@@ -174,12 +193,25 @@ impl Writer {
             };
             record::warning_record(&mut self.buf, record::warning::KERNEL_TABLE_FULL, &detail);
         }
+        for s in &new_sequences {
+            record::sequence(&mut self.buf, s);
+        }
+        if !self.sequences_full_said && order::full() {
+            self.sequences_full_said = true;
+            let detail = format!(
+                "more than {} distinct dispatch sequences, or more than {} runs of pipelines in all; submissions of \
+                 further ones count as sequence 0",
+                order::MAX_SEQUENCES,
+                order::MAX_TOTAL_RUNS
+            );
+            record::warning_record(&mut self.buf, record::warning::SEQUENCE_TABLE_FULL, &detail);
+        }
         let t0 = self.last_t;
         let t1 = now_ns().max(t0);
         self.last_t = t1;
         let window_submits = submits.wrapping_sub(self.last_submits);
         self.last_submits = submits;
-        if !counts.is_empty() || !errors.is_empty() {
+        if !counts.is_empty() || !errors.is_empty() || !sequences.is_empty() {
             let window = record::Window {
                 t0,
                 t1,
@@ -188,6 +220,7 @@ impl Writer {
                 shapes: &shapes,
                 other_shapes: &other_shapes,
                 submits: window_submits,
+                sequences: &sequences,
                 ..Default::default()
             };
             record::window(&mut self.buf, &window);
@@ -214,6 +247,28 @@ impl Writer {
             }
         }
         result
+    }
+
+    /// The sequences kept since the last flush (their records are written in this one, so they count as written), and
+    /// the submissions per sequence since then (`[id, n]`, 0 for those whose order was not kept).
+    fn sequence_deltas(&mut self) -> (Vec<record::Sequence<'static>>, Vec<(u32, u64)>) {
+        let kept = order::kept_count();
+        let new: Vec<record::Sequence<'static>> = (self.sequences_written + 1..=kept)
+            .filter_map(|id| order::sequence(id).map(|(runs, first_ns)| record::Sequence { id, first_ns, runs }))
+            .collect();
+        self.sequences_written = kept;
+        if self.last_sequences.len() <= kept as usize {
+            self.last_sequences.resize(kept as usize + 1, 0);
+        }
+        let mut deltas = Vec::new();
+        for (id, last) in self.last_sequences.iter_mut().enumerate() {
+            let now = order::submissions(id as u32);
+            if now != *last {
+                deltas.push((id as u32, now.wrapping_sub(*last)));
+                *last = now;
+            }
+        }
+        (new, deltas)
     }
 
     /// Writes the lines in `buf` (beside the crash handler) and empties it.

@@ -26,6 +26,7 @@ use super::placement::{GpuBackend, Offload, Placed, PlacementOptions, Where};
 use super::prediction::{ModelSummary, TokensInfo};
 use crate::evidence::{Claim, Confidence, Source};
 use crate::knowledge::vulkan_dispatch::{self as vkd, Fact, Facts, VkMatmulPrediction, VkMatmulQuery, VulkanRules};
+use crate::vulkan::dispatch_record::{self, DispatchRecord};
 use device::{build_info, device_facts};
 pub use prediction::{
     decision_source, prediction_text, DeviceSource, VkAttention, VkBuildInfo, VkDeviceInfo, VkPhase, VkWeightGroup,
@@ -58,6 +59,8 @@ pub struct VulkanOptions {
     pub ggml: String,
     /// The build whose ggml made the observed choices, when `--verify` ran one (`verify::observe`).
     pub verified_with: Option<verifying_build::VerifyingBuild>,
+    /// `--verify --against DIR`: the real run the impersonated one is held against.
+    pub against: Option<DispatchRecord>,
 }
 
 impl VulkanOptions {
@@ -78,6 +81,7 @@ impl VulkanOptions {
             prompt_from_run: None,
             ggml: crate::knowledge::DEFAULT_GGML_VERSION.to_string(),
             verified_with: None,
+            against: None,
         }
     }
 }
@@ -289,6 +293,7 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
         placement: offload,
         phases,
         comparison: None,
+        against: None,
         claims: Vec::new(),
         explain: opts.explain,
     };
@@ -303,6 +308,12 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
         let cmp = vkcompare::compare(&report, &observed);
         report.claims.extend(cmp.claims.iter().cloned());
         report.comparison = Some(cmp);
+    }
+    if let (Some(real), Some(ObservedSource::TraceDir(dir))) = (&opts.against, &opts.observed) {
+        let impersonated = DispatchRecord::read(dir)?;
+        let cmp = dispatch_record::compare(real, &impersonated);
+        report.claims.extend(cmp.claims("predict.vulkan.verify.against", "the real run", "the impersonated run"));
+        report.against = Some(cmp);
     }
     Ok(report)
 }

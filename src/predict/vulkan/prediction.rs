@@ -129,6 +129,9 @@ pub struct VulkanReport {
     pub phases: Vec<VkPhase>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub comparison: Option<VkComparison>,
+    /// `--verify --against DIR`: the impersonated run held against the real one (expected: the real run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub against: Option<crate::vulkan::dispatch_record::RecordComparison>,
     pub claims: Vec<Claim>,
     /// Whether every table's decision was kept (`--explain`).
     pub explain: bool,

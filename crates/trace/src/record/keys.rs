@@ -25,8 +25,24 @@ pub mod kind {
     /// Version 4: the last record of a segment of a rotating trace (`BACKSCOPE_TRACE_ROTATE`), naming the next
     /// segment's file.
     pub const ROTATED: &str = "rotated";
-    pub const ALL: [&str; 12] =
-        [HEADER, KERNEL, WINDOW, WARNING, END, TRUNCATED, ROTATED, CRASH, SIGNAL_RETURNED, DEVICE_LOST, HANG, DEVICE];
+    /// Versions 3 and 4 (added later): a Vulkan dispatch sequence, the pipelines one submitted command buffer dispatched,
+    /// in order (defined once; windows count its submissions).
+    pub const SEQUENCE: &str = "sequence";
+    pub const ALL: [&str; 13] = [
+        HEADER,
+        KERNEL,
+        WINDOW,
+        WARNING,
+        END,
+        TRUNCATED,
+        ROTATED,
+        CRASH,
+        SIGNAL_RETURNED,
+        DEVICE_LOST,
+        HANG,
+        SEQUENCE,
+        DEVICE,
+    ];
 }
 
 /// Values of a kernel definition's `api` field: how the kernel reached the runtime.
@@ -59,6 +75,8 @@ pub mod warning {
     pub const UNKNOWN_GRAPH_EXEC: &str = "unknown_graph_exec";
     pub const UNATTRIBUTED_CAPTURE: &str = "unattributed_capture";
     pub const STALE_CAPTURE: &str = "stale_capture";
+    /// The Vulkan layer kept as many dispatch sequences as it keeps; submissions of further ones count as sequence 0.
+    pub const SEQUENCE_TABLE_FULL: &str = "sequence_table_full";
 }
 
 /// Values of the `truncated` record's kind key.
@@ -88,6 +106,8 @@ pub mod field {
     pub const SEGMENTS_KEPT: &str = "segments_kept";
     pub const SEGMENT_MAX_BYTES: &str = "segment_max_bytes";
     pub const PREVIOUS: &str = "previous";
+    /// Versions 3 and 4 (added later): the distinct dispatch sequences the Vulkan layer keeps; absent when it records none.
+    pub const MAX_SEQUENCES: &str = "max_sequences";
 
     pub const NAME: &str = "name";
     pub const API: &str = "api";
@@ -111,6 +131,12 @@ pub mod field {
     pub const UNATTRIBUTED_CAPTURES: &str = "unattributed_captures";
     pub const EXPIRED_CAPTURES: &str = "expired_captures";
     pub const SUBMITS: &str = "submits";
+    /// Versions 3 and 4 (added later): submitted command buffers per dispatch sequence, `[[sequence, n], …]`.
+    pub const SEQUENCES: &str = "sequences";
+    /// A `sequence` record's pipelines in dispatch order, `[[kernel, dispatches in a row], …]`.
+    pub const RUNS: &str = "runs";
+    /// When a `sequence` was first submitted.
+    pub const FIRST_NS: &str = "first_ns";
 
     pub const DETAIL: &str = "detail";
     pub const REASON: &str = "reason";

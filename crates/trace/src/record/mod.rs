@@ -31,6 +31,9 @@ pub struct Header<'a> {
     pub observer: &'a str,
     /// Which program writes it (`backscope-observer`, a Vulkan layer); left out when empty.
     pub writer: &'a str,
+    /// The distinct dispatch sequences the writer keeps (the Vulkan layer's order record); 0, left out: it records
+    /// no order.
+    pub max_sequences: u32,
     /// The segment of a rotating trace this file is (version 4); `None` for a trace that does not rotate, whose
     /// header is the version 3 one.
     pub segment: Option<Segment<'a>>,
@@ -81,6 +84,7 @@ pub fn header(out: &mut (impl Out + ?Sized), h: &Header<'_>) {
             o.bytes(field::PREVIOUS, segment.previous);
         }
     }
+    o.u64_nonzero(field::MAX_SEQUENCES, h.max_sequences.into());
     o.end_line();
 }
 
@@ -190,6 +194,8 @@ pub struct Window<'a> {
     pub expired_captures: u64,
     /// Vulkan: `vkQueueSubmit*` calls that carried the window's dispatches.
     pub submits: u64,
+    /// Vulkan: submitted command buffers per dispatch sequence ([`sequence`]; 0: one whose order was not kept).
+    pub sequences: &'a [(u32, u64)],
 }
 
 pub fn window(out: &mut (impl Out + ?Sized), w: &Window<'_>) {
@@ -224,6 +230,34 @@ pub fn window(out: &mut (impl Out + ?Sized), w: &Window<'_>) {
     o.u64_nonzero(field::UNATTRIBUTED_CAPTURES, w.unattributed_captures);
     o.u64_nonzero(field::EXPIRED_CAPTURES, w.expired_captures);
     o.u64_nonzero(field::SUBMITS, w.submits);
+    o.pairs(field::SEQUENCES, w.sequences);
+    o.end_line();
+}
+
+/// A Vulkan dispatch sequence: the pipelines one submitted command buffer dispatched, in order, as runs of
+/// `(kernel id, dispatches in a row)`. Written once, before any window that counts it.
+#[derive(Clone, Copy, Debug)]
+pub struct Sequence<'a> {
+    /// From 1, in order of first submission; 0 is no sequence (submissions whose order was not kept).
+    pub id: u32,
+    /// When it was first submitted.
+    pub first_ns: u64,
+    pub runs: &'a [(u32, u32)],
+}
+
+pub fn sequence(out: &mut (impl Out + ?Sized), s: &Sequence<'_>) {
+    let mut o = Obj::begin(out);
+    o.u64(kind::SEQUENCE, s.id.into()).u64(field::FIRST_NS, s.first_ns);
+    let list = o.key(field::RUNS);
+    list.put(b"[");
+    for (i, &(kernel, n)) in s.runs.iter().enumerate() {
+        list.put(if i == 0 { b"[" } else { b",[" });
+        put_u64(list, kernel.into());
+        list.put(b",");
+        put_u64(list, n.into());
+        list.put(b"]");
+    }
+    list.put(b"]");
     o.end_line();
 }
 

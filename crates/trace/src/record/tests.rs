@@ -20,6 +20,7 @@ fn records_match_the_documented_examples() {
         max_bytes: 1073741824,
         observer: "0.1.0",
         writer: "",
+        max_sequences: 0,
         segment: None,
     };
     assert_eq!(
@@ -85,6 +86,7 @@ fn the_header_keeps_at_most_4_kib_of_arguments() {
             max_bytes: 0,
             observer: "",
             writer: "w",
+            max_sequences: 0,
             segment: None,
         }
     };
@@ -181,4 +183,36 @@ fn vulkan_crash_and_device_lost_records_match_the_documented_examples() {
     let text = line(|o| device_lost(o, &lost, &with_omitted));
     assert!(text.contains(",\"omitted\":2}"), "{text}");
     assert_eq!(kind::ALL.iter().find(|k| text.contains(&format!("{{\"{k}\":"))), Some(&kind::DEVICE_LOST));
+}
+
+/// The Vulkan layer's order record of docs/trace-format.md: a sequence's definition, its count in a window, and the
+/// header field that says the writer records order (left out, as before, when it does not).
+#[test]
+fn sequence_records_match_the_documented_examples() {
+    let runs = [(1, 1), (2, 1), (3, 2), (1, 1)];
+    let text = line(|o| sequence(o, &Sequence { id: 1, first_ns: 1254000000000, runs: &runs }));
+    assert_eq!(text, "{\"sequence\":1,\"first_ns\":1254000000000,\"runs\":[[1,1],[2,1],[3,2],[1,1]]}\n");
+    assert_eq!(kind::ALL.iter().find(|k| text.contains(&format!("{{\"{k}\":"))), Some(&kind::SEQUENCE));
+    let w = Window { t0: 1, t1: 2, counts: &[(1, 2)], submits: 1, sequences: &[(1, 1), (0, 3)], ..Window::default() };
+    assert_eq!(
+        line(|o| window(o, &w)),
+        "{\"window\":[1,2],\"counts\":[[1,2]],\"submits\":1,\"sequences\":[[1,1],[0,3]]}\n"
+    );
+    let h = Header {
+        pid: 1,
+        ppid: 0,
+        exe: b"",
+        cmdline: b"",
+        start_ns: 0,
+        interval_ms: 50,
+        shape_buckets: 8,
+        max_kernels: 1,
+        max_bytes: 0,
+        observer: "0.1.0",
+        writer: "backscope-vklayer",
+        max_sequences: 4096,
+        segment: None,
+    };
+    assert!(line(|o| header(o, &h)).ends_with(",\"writer\":\"backscope-vklayer\",\"max_sequences\":4096}\n"));
+    assert!(!line(|o| header(o, &Header { max_sequences: 0, ..h })).contains("max_sequences"));
 }

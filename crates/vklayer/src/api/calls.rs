@@ -32,7 +32,8 @@ pub(super) fn submit<I: Iterator<Item = vk::CommandBuffer> + Clone>(
     if !state::on() || crate::switch::paused() {
         return forward(None);
     }
-    let tally = state::guarded(|| commands::count(buffers.clone(), false)).unwrap_or_default();
+    let sequences = crate::order::recording().then_some(crate::order::counted as commands::SequenceHook);
+    let tally = state::guarded(|| commands::count(buffers.clone(), false, sequences)).unwrap_or_default();
     let mut signal = None;
     if tally.dispatches > 0 {
         signal = state::guarded(|| {
@@ -48,7 +49,7 @@ pub(super) fn submit<I: Iterator<Item = vk::CommandBuffer> + Clone>(
     if tally.dispatches > 0 {
         crate::writer::SUBMITS.fetch_add(1, Ordering::Relaxed);
         if result.as_raw() < 0 {
-            state::guarded(|| commands::count(buffers, true));
+            state::guarded(|| commands::count(buffers, true, None));
         }
     }
     result
