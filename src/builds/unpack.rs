@@ -39,7 +39,8 @@ const MAX_LINK_TARGET: u64 = 4096;
 /// The path an archive entry would have under the destination, or why it is refused: it must be relative and
 /// made only of plain names (no `..`, no root, no backslash, no NUL; `.` components are dropped).
 pub fn entry_path(raw: &[u8]) -> Result<PathBuf, String> {
-    let text = std::str::from_utf8(raw).map_err(|_| "entry path is not UTF-8".to_string())?;
+    let text =
+        std::str::from_utf8(raw).map_err(|_| format!("entry path {:?} is not UTF-8", String::from_utf8_lossy(raw)))?;
     if text.is_empty() {
         return Err("empty entry path".into());
     }
@@ -120,7 +121,7 @@ impl<'a> Tree<'a> {
 
     /// The checked relative path of an entry.
     pub fn path(&self, raw: &[u8]) -> anyhow::Result<PathBuf> {
-        entry_path(raw).map_err(|e| anyhow::anyhow!("{}: entry {:?}: {e}", self.what, String::from_utf8_lossy(raw)))
+        entry_path(raw).map_err(|e| anyhow::anyhow!("{}: {e}", self.what))
     }
 
     /// Create the directories above `rel` that are missing; refuse one that exists as anything but a directory
@@ -270,6 +271,16 @@ pub fn unpack_zip(reader: impl Read + Seek, dest: &Path, limits: UnpackLimits, w
         zip::ZipArchive::new(reader).with_context(|| format!("{what}: not a zip archive (or a truncated one)"))?;
     if archive.len() as u64 > limits.max_entries {
         bail!("{what}: {} entries, more than {}", archive.len(), limits.max_entries);
+    }
+    // The central directory declares every size up front: a bomb is refused before anything is written (each
+    // entry is still held to its own declaration as it inflates).
+    let mut declared: u64 = 0;
+    for i in 0..archive.len() {
+        let entry = archive.by_index_raw(i).with_context(|| format!("{what}: reading entry {i}"))?;
+        declared = declared.saturating_add(entry.size());
+    }
+    if declared > limits.max_total_bytes {
+        bail!("{what}: its entries declare {declared} bytes in all, over the {}-byte cap", limits.max_total_bytes);
     }
     let mut tree = Tree::new(dest, limits, what);
     for i in 0..archive.len() {
@@ -476,6 +487,17 @@ mod tests {
             w.write_all(&[0u8; 61]).unwrap();
         });
         assert!(zip_result(&big, SMALL).1.unwrap_err().to_string().contains("over the 60-byte cap"));
+        let (dir, r) = zip_result(
+            &zip_with(|w| {
+                for name in ["a", "b"] {
+                    w.start_file(name, opts()).unwrap();
+                    w.write_all(&[0u8; 60]).unwrap();
+                }
+            }),
+            SMALL,
+        );
+        assert!(r.unwrap_err().to_string().contains("declare 120 bytes in all"));
+        assert_eq!(fs::read_dir(dir.path().join("d")).unwrap().count(), 0, "refused before anything was written");
         assert!(zip_result(b"PK\x03\x04 not really", SMALL).1.is_err());
     }
 

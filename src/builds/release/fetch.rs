@@ -154,20 +154,25 @@ impl Source {
         Ok(found.range(lo.0..=hi.0).map(|(b, _)| BuildNumber(*b)).collect())
     }
 
-    /// The first URL of `build` that answers with a file (recorded), if any.
+    /// The first URL of `build` whose archive the store holds, else the first that answers with a file; recorded.
     fn probe(&self, build: BuildNumber) -> anyhow::Result<Option<Located>> {
         let Origin::Url(pattern) = &self.origin else { bail!("not a URL source") };
-        for url in names::urls_for(pattern, build) {
-            let cached = self.store.meta(&archive_entry(&url)).is_some();
-            if cached || crate::builds::http::exists(&self.agent, &url)? {
-                let located = Located::Url(url);
-                if let Ok(mut f) = self.found.lock() {
-                    f.insert(build.0, located.clone());
+        let urls = names::urls_for(pattern, build);
+        let mut hit = urls.iter().find(|u| self.store.meta(&archive_entry(u)).is_some()).cloned();
+        if hit.is_none() {
+            for url in &urls {
+                if crate::builds::http::exists(&self.agent, url)? {
+                    hit = Some(url.clone());
+                    break;
                 }
-                return Ok(Some(located));
             }
         }
-        Ok(None)
+        let Some(url) = hit else { return Ok(None) };
+        let located = Located::Url(url);
+        if let Ok(mut f) = self.found.lock() {
+            f.insert(build.0, located.clone());
+        }
+        Ok(Some(located))
     }
 
     /// Where `build`'s archive is: found by a listing, or probed now (a resumed bisect lists nothing).
