@@ -66,6 +66,11 @@ pub fn entry_path(raw: &[u8]) -> Result<PathBuf, String> {
     Ok(out)
 }
 
+/// Whether a directory entry names the destination itself (`./`, what `tar -C dir .` writes first).
+fn names_the_top(raw: &[u8]) -> bool {
+    std::str::from_utf8(raw).is_ok_and(|t| !t.is_empty() && Path::new(t).components().all(|c| c == Component::CurDir))
+}
+
 /// Why a symlink at `rel` (relative to the destination) pointing at `target` could lead outside it, if it could:
 /// the target must be relative, climb (`..`) only as far as the link's own depth, and then only descend.
 pub fn link_target_problem(rel: &Path, target: &str) -> Option<String> {
@@ -244,6 +249,9 @@ pub fn unpack_tar(reader: impl Read, dest: &Path, limits: UnpackLimits, what: &s
         if kind.is_pax_global_extensions() || kind.is_pax_local_extensions() || kind.is_gnu_longname() {
             continue;
         }
+        if kind.is_dir() && names_the_top(&raw) {
+            continue;
+        }
         let rel = tree.path(&raw)?;
         if kind.is_dir() {
             tree.dir(&rel)?;
@@ -289,6 +297,9 @@ pub fn unpack_zip(reader: impl Read + Seek, dest: &Path, limits: UnpackLimits, w
         tree.count(&name)?;
         if entry.encrypted() {
             bail!("{what}: entry {name:?} is encrypted (refused)");
+        }
+        if entry.is_dir() && names_the_top(name.as_bytes()) {
+            continue;
         }
         let rel = tree.path(name.as_bytes())?;
         if entry.is_symlink() {
@@ -419,6 +430,7 @@ mod tests {
 
         assert!(tar_err(&[("../evil", T::Regular, b"x")]).contains(".."));
         assert!(tar_err(&[("/abs", T::Regular, b"x")]).contains("absolute"));
+        assert!(tar_err(&[("./", T::Regular, b"x")]).contains("names no file"), "only a directory may name the top");
         assert!(tar_err(&[("t/l", T::Symlink, b"/etc")]).contains("outside"));
         assert!(tar_err(&[("t/up", T::Symlink, b"../../x")]).contains("outside"));
         assert!(tar_err(&[("t/f", T::Fifo, b"")]).contains("refused"));

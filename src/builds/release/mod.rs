@@ -56,6 +56,8 @@ const MAX_BACKGROUND: usize = 2;
 pub struct ReleaseProvider {
     source: Arc<Source>,
     background: Mutex<Vec<Background>>,
+    /// Background work no longer wanted: cancelled, and waited for when the provider goes.
+    retired: Mutex<Vec<JoinHandle<anyhow::Result<Outcome>>>>,
     held: Mutex<Held>,
 }
 
@@ -87,6 +89,7 @@ impl ReleaseProvider {
         ReleaseProvider {
             source: Arc::new(Source::new(origin, store, cache_dir)),
             background: Mutex::new(Vec::new()),
+            retired: Mutex::new(Vec::new()),
             held: Mutex::new(Held::default()),
         }
     }
@@ -174,14 +177,16 @@ impl Provider for ReleaseProvider {
 
     fn prefetch(&self, builds: &[BuildNumber], _flags: &BuildFlags) -> Vec<BuildNumber> {
         let Ok(mut bg) = self.background.lock() else { return Vec::new() };
-        // What is no longer a candidate is cancelled (its thread ends at its next read) and let go.
-        bg.retain(|b| {
-            let wanted = builds.contains(&b.build);
-            if !wanted {
+        // What is no longer a candidate is cancelled (its thread ends at its next read) and retired.
+        let (keep, gone): (Vec<Background>, Vec<Background>) = bg.drain(..).partition(|b| builds.contains(&b.build));
+        *bg = keep;
+        if let Ok(mut retired) = self.retired.lock() {
+            retired.retain(|h| !h.is_finished());
+            for b in gone {
                 b.cancel.store(true, Ordering::Relaxed);
+                retired.push(b.handle);
             }
-            wanted
-        });
+        }
         let mut started = Vec::new();
         for &build in builds {
             if bg.len() >= MAX_BACKGROUND || bg.iter().any(|b| b.build == build) {
@@ -225,12 +230,142 @@ impl Drop for ReleaseProvider {
     /// Background work is cancelled and waited for (a download stops at its next read), so that nothing is left
     /// half-written when the command ends.
     fn drop(&mut self) {
-        let Ok(mut bg) = self.background.lock() else { return };
-        for b in bg.iter() {
-            b.cancel.store(true, Ordering::Relaxed);
+        if let Ok(mut bg) = self.background.lock() {
+            for b in bg.iter() {
+                b.cancel.store(true, Ordering::Relaxed);
+            }
+            for b in bg.drain(..) {
+                let _ = b.handle.join();
+            }
         }
-        for b in bg.drain(..) {
-            let _ = b.handle.join();
+        if let Ok(mut retired) = self.retired.lock() {
+            for h in retired.drain(..) {
+                let _ = h.join();
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::io::Write;
+    use std::path::PathBuf;
+
+    /// `DIR/llama-bN-bin-ubuntu-<arch>.tar.gz` for each build: the release layout, a `llama-server` script that says
+    /// its build, `pad` bytes of library beside it.
+    fn archives(dir: &Path, builds: &[u32], pad: usize) {
+        for b in builds {
+            let mut tar = tar::Builder::new(Vec::new());
+            for (name, data, mode) in [
+                (format!("llama-b{b}/llama-server"), format!("#!/bin/sh\necho b{b}\n").into_bytes(), 0o755),
+                (format!("llama-b{b}/libggml-base.so"), vec![7u8; pad], 0o644),
+            ] {
+                let mut h = tar::Header::new_gnu();
+                h.set_size(data.len() as u64);
+                h.set_mode(mode);
+                h.set_cksum();
+                tar.append_data(&mut h, name, &data[..]).unwrap();
+            }
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(&tar.into_inner().unwrap()).unwrap();
+            let name = format!("llama-b{b}-bin-ubuntu-{}.tar.gz", names::arch_name());
+            fs::write(dir.join(name), gz.finish().unwrap()).unwrap();
+        }
+    }
+
+    fn flags() -> BuildFlags {
+        BuildFlags { backend: Backend::Cpu, cmake_args: vec![], targets: vec![], jobs: 1 }
+    }
+
+    fn private(dir: &Path) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let cache = dir.join("cache");
+        fs::create_dir(&cache).unwrap();
+        fs::set_permissions(&cache, fs::Permissions::from_mode(0o700)).unwrap();
+        cache
+    }
+
+    #[test]
+    fn a_prefetched_build_is_taken_from_its_thread_and_counts_as_cached() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("rel");
+        fs::create_dir(&dir).unwrap();
+        archives(&dir, &[10, 11, 12], 100);
+        let cache = private(tmp.path());
+        let p = ReleaseProvider::dir(&dir, Backend::Cpu, &cache, Store::new(&cache, 1 << 30)).unwrap();
+        assert_eq!(p.list().unwrap(), [10, 11, 12].map(BuildNumber).to_vec());
+        assert_eq!(p.list_range(BuildNumber(11), BuildNumber(20)).unwrap(), [11, 12].map(BuildNumber).to_vec());
+        assert_eq!(p.prefetch(&[BuildNumber(11), BuildNumber(12)], &flags()), [BuildNumber(11), BuildNumber(12)]);
+        assert!(p.prefetch(&[BuildNumber(11)], &flags()).is_empty(), "already running; b12 is let go");
+        assert!(p.retired.lock().unwrap().len() <= 1, "b12's thread is retired (or already finished)");
+        let bg = p.background.lock().unwrap().iter().map(|b| b.build).collect::<Vec<_>>();
+        assert_eq!(bg, [BuildNumber(11)]);
+        // Wait for the thread, so that the step finds it finished.
+        while !p.background.lock().unwrap()[0].handle.is_finished() {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        match p.prepare(BuildNumber(11), &flags()).unwrap() {
+            Prepared::Ready { bin_dir, from_cache, .. } => {
+                assert!(from_cache, "a finished prefetch is a cached build to the step");
+                assert_eq!(fs::read_to_string(bin_dir.join("llama-server")).unwrap(), "#!/bin/sh\necho b11\n");
+                assert!(bin_dir.ends_with("llama-b11") && bin_dir.starts_with(cache.join("downloads")));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(p.background.lock().unwrap().is_empty());
+        // Unprefetched, then again: made now, then from the store.
+        let first = p.prepare(BuildNumber(10), &flags()).unwrap();
+        assert!(matches!(first, Prepared::Ready { from_cache: false, .. }), "{first:?}");
+        assert!(matches!(p.prepare(BuildNumber(10), &flags()).unwrap(), Prepared::Ready { from_cache: true, .. }));
+        assert!(matches!(p.prepare(BuildNumber(13), &flags()).unwrap(), Prepared::Unbuildable { .. }));
+        assert_eq!(p.between(BuildNumber(10), BuildNumber(12)).unwrap().len(), 1);
+    }
+
+    /// With a cap of two and a half trees, preparing more evicts the least recently used ones, but never a tree the
+    /// provider still holds (the first, and the last three).
+    #[test]
+    fn trees_in_use_survive_eviction_and_the_rest_go_oldest_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("rel");
+        fs::create_dir(&dir).unwrap();
+        let builds = [20, 21, 22, 23, 24, 25];
+        archives(&dir, &builds, 1 << 20);
+        let cache = private(tmp.path());
+        let store = Store::new(&cache, 5 << 19);
+        let p = ReleaseProvider::dir(&dir, Backend::Cpu, &cache, store.clone()).unwrap();
+        let mut bins = Vec::new();
+        for b in builds {
+            match p.prepare(BuildNumber(b), &flags()).unwrap() {
+                Prepared::Ready { bin_dir, .. } => bins.push(bin_dir),
+                other => panic!("{other:?}"),
+            }
+        }
+        let present: Vec<bool> = bins.iter().map(|b| b.join("llama-server").is_file()).collect();
+        // Eviction runs as each tree comes in and spares what is held then: b20 (the first) always, the last three,
+        // and the one coming in. b21, let go when b24 was handed out, went when b25 came in; b22 was let go only
+        // after that, so it is still there until the next eviction.
+        assert_eq!(present, [true, false, true, true, true, true]);
+        drop(p);
+        let ev = store.evict(&[]).unwrap();
+        assert!(!ev.names.is_empty() && ev.left <= store.cap, "{ev:?}");
+    }
+
+    #[test]
+    fn a_cuda_or_missing_directory_is_refused_and_patterns_are_checked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = private(tmp.path());
+        let store = || Store::new(&cache, 1 << 20);
+        assert!(ReleaseProvider::dir(tmp.path(), Backend::Cuda, &cache, store()).is_err());
+        assert!(ReleaseProvider::dir(&tmp.path().join("none"), Backend::Cpu, &cache, store()).is_err());
+        let empty = ReleaseProvider::dir(tmp.path(), Backend::Vulkan, &cache, store()).unwrap();
+        let e = empty.list().unwrap_err().to_string();
+        assert!(e.contains("ubuntu-vulkan-") && e.contains("no llama.cpp release archive"), "{e}");
+        assert!(ReleaseProvider::url("https://x/{build}/a.tgz", Backend::Cpu, &cache, store()).is_ok());
+        assert!(ReleaseProvider::url("https://x/a.tgz", Backend::Cpu, &cache, store()).is_err());
+        let url = ReleaseProvider::url("github", Backend::Vulkan, &cache, store()).unwrap();
+        assert!(url.describe().contains("ubuntu-vulkan-"), "{}", url.describe());
+        assert!(url.list().is_err(), "a URL lists only a range");
     }
 }
