@@ -49,6 +49,9 @@ pub enum Outcome {
     Unbuildable(String),
 }
 
+/// A `SHA256SUMS` file's lines: file name, lowercase hex digest.
+type Sums = Vec<(String, String)>;
+
 /// The state a provider and its prefetch threads share.
 pub struct Source {
     pub origin: Origin,
@@ -58,7 +61,7 @@ pub struct Source {
     /// Builds found so far (a directory's whole listing, or the URL probes of a range).
     found: Mutex<BTreeMap<u32, Located>>,
     /// `SHA256SUMS` by directory URL (or path): its lines, or none when there is no such file.
-    sums: Mutex<HashMap<String, Option<Vec<(String, String)>>>>,
+    sums: Mutex<HashMap<String, Option<Sums>>>,
     /// Whether the note that downloads go unchecked was given (once per source).
     unchecked_noted: AtomicBool,
 }
@@ -190,7 +193,7 @@ impl Source {
     }
 
     /// The digests published beside an archive: `SHA256SUMS` in its directory (URL or path), read once.
-    fn sums_beside(&self, dir: &str) -> anyhow::Result<Option<Vec<(String, String)>>> {
+    fn sums_beside(&self, dir: &str) -> anyhow::Result<Option<Sums>> {
         if let Some(known) = self.sums.lock().ok().and_then(|s| s.get(dir).cloned()) {
             return Ok(known);
         }
