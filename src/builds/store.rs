@@ -133,7 +133,7 @@ impl Store {
     }
 
     /// Mark `name` finished with `meta` (the record is written through a temporary name and renamed), then evict
-    /// what the cap asks for, `name` aside.
+    /// what the cap asks for, `name` aside, and say what went.
     pub fn finish(&self, name: &str, meta: &Meta) -> anyhow::Result<Evicted> {
         let dir = self.root.join(".meta");
         cache::create_dirs(&dir)?;
@@ -143,7 +143,19 @@ impl Store {
             .with_context(|| format!("creating a record in {}", dir.display()))?;
         tmp.write_all(&serde_json::to_vec(meta)?).with_context(|| format!("writing the record of {name}"))?;
         tmp.persist(self.meta_path(name)).with_context(|| format!("recording {name} in {}", dir.display()))?;
-        self.evict(&[name])
+        let evicted = self.evict(&[name])?;
+        if !evicted.names.is_empty() {
+            crate::output::messages::note(format_args!(
+                "download cache {}: over its {} MiB cap, removed {} least recently used entr{} ({} MiB); {} MiB left",
+                self.root.display(),
+                self.cap >> 20,
+                evicted.names.len(),
+                if evicted.names.len() == 1 { "y" } else { "ies" },
+                evicted.bytes >> 20,
+                evicted.left >> 20
+            ));
+        }
+        Ok(evicted)
     }
 
     /// Note a use of `name` (its record's mtime, the order eviction goes by).

@@ -346,8 +346,7 @@ impl Source {
         std::fs::rename(scratch.keep(), &dest)
             .with_context(|| format!("moving the unpacked tree to {}", dest.display()))?;
         let meta = Meta { size, sha256: Some(archive.sha256.clone()), source: archive.source.clone() };
-        let evicted = self.store.finish(tree, &meta)?;
-        note_evicted(&self.store, &evicted);
+        self.store.finish(tree, &meta)?;
         Ok(Ok(dest.join(rel)))
     }
 }
@@ -401,19 +400,4 @@ pub fn find_server(root: &Path, build: BuildNumber) -> Option<String> {
         let server = root.join(rel).join("llama-server");
         std::fs::symlink_metadata(&server).is_ok_and(|m| m.is_file())
     })
-}
-
-/// Say what an eviction removed, if anything.
-pub fn note_evicted(store: &Store, evicted: &store::Evicted) {
-    if !evicted.names.is_empty() {
-        messages::note(format_args!(
-            "download cache {}: over its {} MiB cap, removed {} least recently used entr{} ({} MiB); {} MiB left",
-            store.root.display(),
-            store.cap >> 20,
-            evicted.names.len(),
-            if evicted.names.len() == 1 { "y" } else { "ies" },
-            evicted.bytes >> 20,
-            evicted.left >> 20
-        ));
-    }
 }
