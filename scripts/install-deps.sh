@@ -6,9 +6,10 @@
 # chromium loads the HTML reports headless in the output tests (their DOM, their network log, a screenshot);
 # golang-go builds the cgo crash test program (the shape of Ollama's Go runner); postgresql gives the fleet tests a
 # real server (a throw-away cluster per test, on a Unix socket only); man-db is `man`, which the package test
-# (scripts/test-package.sh) reads the installed manual pages with.
+# (scripts/test-package.sh) reads the installed manual pages with; chrpath sets `$ORIGIN` RUNPATHs in the release
+# archives tests/bisect_prebuilt.rs packs from the bisect builds, as llama.cpp's release job does.
 set -euo pipefail
-PKGS=(hipcc llvm-15 clang-15 llvm-19 librocsparse0 binutils zstd unzip ca-certificates strace chromium golang-go postgresql ccache man-db)
+PKGS=(hipcc llvm-15 clang-15 llvm-19 librocsparse0 binutils zstd unzip ca-certificates strace chromium golang-go postgresql ccache man-db chrpath)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

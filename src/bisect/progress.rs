@@ -39,6 +39,11 @@ impl Progress {
         self.bar.suspend(|| messages::note(line));
     }
 
+    /// A line in the log of steps, between the finished steps' lines.
+    pub fn note(&self, line: &str) {
+        self.bar.suspend(|| messages::note(line));
+    }
+
     fn mean_step(&self) -> Option<Duration> {
         (self.steps_done > 0).then(|| self.started.elapsed() / self.steps_done)
     }

