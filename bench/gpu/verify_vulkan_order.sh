@@ -11,34 +11,41 @@
 #      got).
 # Both sides run with ggml's debug markers (backscope sets GGML_VK_DEBUG_MARKERS=1), so pipelines carry ggml's names.
 #
-# Usage: [CASES="…"] [PROFILE=h200-nvidia] bench/gpu/verify_vulkan_order.sh CARRY_DIR OUT_DIR
+# Usage: [CASES="…"] [PROFILE=h200-nvidia] [REAL_ONLY=1 | RECORDED=DIR] bench/gpu/verify_vulkan_order.sh CARRY_DIR OUT_DIR
 #   CARRY_DIR holds: backscope and libbackscope_vklayer.so (release builds of the same commit), llama/ (the bin
 #   directory of scripts/llama-build.sh vulkan), debs/ (the Vulkan loader as for record_vulkan_dispatch.sh: libvulkan1
-#   libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 from Debian bookworm), lavapipe/ (mesa-vulkan-drivers and the
-#   libraries lavapipe links that a minimal system may lack, from Debian bookworm:
+#   libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 from Debian bookworm; not needed where a loader is installed),
+#   ggml-vocab-llama-spm.gguf, and lavapipe for the impersonated side, either as lavapipe.tar.xz (a root tree with
+#   usr/lib/x86_64-linux-gnu/libvulkan_lvp.so and the libraries it links; made from the debs below with
+#   `tar -cJf lavapipe.tar.xz lib/x86_64-linux-gnu usr/lib/x86_64-linux-gnu` in the directory they were unpacked to,
+#   about 41 MB) or as lavapipe/, the debs themselves (about 49 MB), from Debian bookworm:
 #     apt-get download mesa-vulkan-drivers libllvm15 libdrm2 libdrm-common libedit2 libelf1 libexpat1 libffi8 \
 #       libicu72 libxml2 libz3-4 libzstd1 zlib1g libtinfo6 libbsd0 libmd0 liblzma5 libwayland-client0 libx11-xcb1 \
 #       libxau6 libxdmcp6 libxcb1 libxcb-dri3-0 libxcb-present0 libxcb-randr0 libxcb-shm0 libxcb-sync1 \
 #       libxcb-xfixes0 libxshmfence1
-#   — libc6, libgcc-s1 and libstdc++6 are deliberately not among them: the system's serve), and
-#   ggml-vocab-llama-spm.gguf.
+#   — libc6, libgcc-s1 and libstdc++6 are deliberately not among them: the system's serve. Where lavapipe is
+#   installed (the CI machine) neither is needed.
+#   Modes, for a machine where carrying lavapipe does not fit: REAL_ONLY=1 records the real side only (OUT_DIR/traces,
+#   no lavapipe needed); RECORDED=DIR then runs only the impersonated side, anywhere with lavapipe, against the
+#   real traces DIR/CASE.traces a REAL_ONLY run wrote. Both halves together are the default.
 #   A case is [cm1-]MODEL-ngl-N-SIZE: MODEL one of tl-f16 tl-q4km tl-q8 (TinyLlama-1.1B-shaped) moe-q8 moe-q4km
 #   (Mixtral-routed tiny-moe), N the layers offloaded (-ngl), SIZE pN (an N-token prompt, no decode) or tgN (an
 #   N-token decode, no prompt); `cm1-` sets GGML_VK_DISABLE_COOPMAT2=1 on both sides. The default is the 54 cases of
-#   tests/vulkan_impersonate.rs. On 16 cores a case takes a few seconds (the impersonated side's shaders do no work);
-#   split CASES over several calls where one call may take at most 10 minutes (OUT_DIR accumulates).
+#   tests/vulkan_impersonate.rs. A case takes seconds (the impersonated side's shaders do no work); split CASES over
+#   several calls where one call may take at most 10 minutes (OUT_DIR accumulates).
 #   Dry run anywhere with lavapipe (no NVIDIA): REAL_ICD=lavapipe REAL_IMPERSONATE=PROFILE makes the "real" side an
 #   impersonated run too (every case must then be EQUAL); REAL_ICD=lavapipe alone runs plain lavapipe (cases differ
 #   where ggml's rules for the two devices do).
-# Results: OUT_DIR/summary.txt (one line per case: EQUAL, DIFFER with the first difference, or FAILED, then totals),
-#   OUT_DIR/order.jsonl (per case predict's `against` object), OUT_DIR/traces/CASE.traces (the real run's trace,
-#   with its sequence records: the expected side tests/vulkan_impersonate.rs holds impersonation against),
-#   OUT_DIR/impersonated/CASE.traces, OUT_DIR/devices.txt, OUT_DIR/logs/ (each run's output).
-#   The exit status is 0 when every case ran and was EQUAL, 1 otherwise.
+# Results: OUT_DIR/summary.txt (one line per case: EQUAL, DIFFER with the first difference, RECORDED (REAL_ONLY), or
+#   FAILED, then totals; "EQUAL (order not recorded)" where RECORDED traces came from a layer without order records), OUT_DIR/order.jsonl (per case predict's `against` object), OUT_DIR/traces/CASE.traces (the
+#   real run's trace, with its sequence records: the expected side tests/vulkan_impersonate.rs holds impersonation
+#   against, once committed), OUT_DIR/impersonated/CASE.traces, OUT_DIR/devices.txt, OUT_DIR/logs/ (each run's
+#   output). The exit status is 0 when every case ran and was EQUAL (or recorded), 1 otherwise.
 set -euo pipefail
 CARRY=$(realpath "$1")
 OUT=$(realpath -m "$2")
 PROFILE=${PROFILE:-h200-nvidia}
+[ -n "${RECORDED:-}" ] && RECORDED=$(realpath "$RECORDED")
 W=${WORK_DIR:-/var/tmp/bsvkorder}
 mkdir -p "$W" "$OUT/traces" "$OUT/impersonated" "$OUT/logs"
 BS="$CARRY/backscope"
@@ -54,14 +61,23 @@ if [ -d "$CARRY/debs" ]; then
 fi
 LVP_ROOT="$W/lavapipe-root"
 LVP_ICD="$W/lvp_icd.json"
-if [ -d "$CARRY/lavapipe" ]; then
-  rm -rf "$LVP_ROOT" && mkdir -p "$LVP_ROOT"
+rm -rf "$LVP_ROOT" && mkdir -p "$LVP_ROOT"
+if [ -f "$CARRY/lavapipe.tar.xz" ]; then
+  tar -xJf "$CARRY/lavapipe.tar.xz" -C "$LVP_ROOT"
+elif [ -d "$CARRY/lavapipe" ]; then
   for f in "$CARRY"/lavapipe/*.deb; do dpkg -x "$f" "$LVP_ROOT"; done
-  LVP_LIB="$LVP_ROOT/usr/lib/x86_64-linux-gnu"
-else
-  LVP_LIB=/usr/lib/x86_64-linux-gnu # a machine that has lavapipe installed (the dry run)
 fi
-[ -f "$LVP_LIB/libvulkan_lvp.so" ] || { log "no lavapipe: $LVP_LIB/libvulkan_lvp.so (carry lavapipe/)"; exit 2; }
+if [ -f "$LVP_ROOT/usr/lib/x86_64-linux-gnu/libvulkan_lvp.so" ]; then
+  LVP_LIB="$LVP_ROOT/usr/lib/x86_64-linux-gnu"
+  # Debian's packages still put some libraries under /lib.
+  LVP_PATH="$LVP_LIB:$LVP_ROOT/lib/x86_64-linux-gnu"
+else
+  LVP_LIB=/usr/lib/x86_64-linux-gnu # a machine with lavapipe installed (the CI machine, a dry run)
+  LVP_PATH=$LVP_LIB
+fi
+if [ -z "${REAL_ONLY:-}" ] || [ "${REAL_ICD:-nvidia}" = lavapipe ]; then
+  [ -f "$LVP_LIB/libvulkan_lvp.so" ] || { log "no lavapipe: $LVP_LIB/libvulkan_lvp.so (carry lavapipe.tar.xz)"; exit 2; }
+fi
 printf '{"file_format_version":"1.0.0","ICD":{"library_path":"%s","api_version":"1.3.230"}}\n' \
   "$LVP_LIB/libvulkan_lvp.so" >"$LVP_ICD"
 NVIDIA_ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
@@ -69,17 +85,21 @@ case ${REAL_ICD:-nvidia} in
   nvidia) REAL_ENV=(VK_DRIVER_FILES="$NVIDIA_ICD") ;;
   # ggml leaves a CPU-type device (lavapipe) out unless it is named.
   lavapipe) REAL_ENV=(VK_DRIVER_FILES="$LVP_ICD" GGML_VK_VISIBLE_DEVICES=0
-    LD_LIBRARY_PATH="$LVP_LIB:$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}") ;;
+    LD_LIBRARY_PATH="$LVP_PATH:$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}") ;;
   *) echo "REAL_ICD: nvidia or lavapipe" >&2; exit 2 ;;
 esac
-IMP_ENV=(VK_DRIVER_FILES="$LVP_ICD" LD_LIBRARY_PATH="$LVP_LIB:$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+IMP_ENV=(VK_DRIVER_FILES="$LVP_ICD" LD_LIBRARY_PATH="$LVP_PATH:$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
 export LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 unset GGML_VK_VISIBLE_DEVICES
 {
-  echo "== real side (${REAL_ICD:-nvidia})"
-  env "${REAL_ENV[@]}" "$BIN/llama-bench" --list-devices 2>&1 || true
-  echo "== impersonating side (lavapipe)"
-  env "${IMP_ENV[@]}" GGML_VK_VISIBLE_DEVICES=0 "$BIN/llama-bench" --list-devices 2>&1 || true
+  if [ -z "${RECORDED:-}" ]; then
+    echo "== real side (${REAL_ICD:-nvidia})"
+    env "${REAL_ENV[@]}" "$BIN/llama-bench" --list-devices 2>&1 || true
+  fi
+  if [ -z "${REAL_ONLY:-}" ]; then
+    echo "== impersonating side (lavapipe)"
+    env "${IMP_ENV[@]}" GGML_VK_VISIBLE_DEVICES=0 "$BIN/llama-bench" --list-devices 2>&1 || true
+  fi
 } >"$OUT/devices.txt"
 log "devices: $(grep -i 'vulkan\|llvmpipe\|NVIDIA' "$OUT/devices.txt" | tr '\n' ' ')"
 
@@ -130,17 +150,27 @@ for case in ${CASES:-$DEFAULT_CASES}; do
   # The real run, with exactly the llama-bench arguments `predict --verify` gives the impersonated one.
   real="$W/real-$case"
   rm -rf "$real"
-  impersonate=()
-  [ -n "${REAL_IMPERSONATE:-}" ] && impersonate=(--impersonate "$REAL_IMPERSONATE")
-  if ! env "${REAL_ENV[@]}" "${switches[@]}" "$BS" trace --dir "$real" --vklayer "$LAYER" "${impersonate[@]}" -- \
-    "$BIN/llama-bench" -m "$gguf" -ngl "$ngl" -r 1 -p "$prompt" -n "$decode" -ub 512 -ctk f16 -ctv f16 \
-    >"$OUT/logs/$case.real.log" 2>&1; then
-    log "$case: FAILED (the real run): $(tail -3 "$OUT/logs/$case.real.log" | tr '\n' ' ')"
-    status=1
-    continue
+  if [ -n "${RECORDED:-}" ]; then
+    mkdir -p "$real"
+    [ -f "$RECORDED/$case.traces" ] || { log "$case: FAILED (no $RECORDED/$case.traces)"; status=1; continue; }
+    cp "$RECORDED/$case.traces" "$real/trace-1.jsonl"
+  else
+    impersonate=()
+    [ -n "${REAL_IMPERSONATE:-}" ] && impersonate=(--impersonate "$REAL_IMPERSONATE")
+    if ! env "${REAL_ENV[@]}" "${switches[@]}" "$BS" trace --dir "$real" --vklayer "$LAYER" "${impersonate[@]}" -- \
+      "$BIN/llama-bench" -m "$gguf" -ngl "$ngl" -r 1 -p "$prompt" -n "$decode" -ub 512 -ctk f16 -ctv f16 \
+      >"$OUT/logs/$case.real.log" 2>&1; then
+      log "$case: FAILED (the real run): $(tail -3 "$OUT/logs/$case.real.log" | tr '\n' ' ')"
+      status=1
+      continue
+    fi
+    files=("$real"/trace-*.jsonl)
+    [ -f "${files[0]}" ] && cp "${files[0]}" "$OUT/traces/$case.traces"
+    if [ -n "${REAL_ONLY:-}" ]; then
+      log "$case: RECORDED ($(grep -c '"sequence"' "${files[0]}" || true) dispatch sequences)"
+      continue
+    fi
   fi
-  files=("$real"/trace-*.jsonl)
-  [ -f "${files[0]}" ] && cp "${files[0]}" "$OUT/traces/$case.traces"
   json="$W/predict-$case.json"
   if ! env "${IMP_ENV[@]}" "${switches[@]}" "$BS" predict --json --backend vulkan --device "$PROFILE" --model "$gguf" \
     --prompt-tokens "$prompt" --decode-tokens "$decode" --num-gpu "$ngl" --vklayer "$LAYER" \
@@ -162,12 +192,21 @@ with open(out, "a") as f:
 pipelines, order = against["pipelines"], against["order"]
 said = {c["id"].rsplit(".", 1)[1]: c["statement"] for c in report["claims"]
         if c["id"].startswith("predict.vulkan.verify.against.")}
-equal = pipelines["equal"] and order["verdict"] == "equal"
-print(("EQUAL" if equal else "DIFFER") + f" | pipelines: {said['dispatches']} | order: {said['order']}")
+if pipelines["equal"] and order["verdict"] == "equal":
+    verdict = "EQUAL"
+elif pipelines["equal"] and order["verdict"] == "not_recorded":
+    verdict = "EQUAL (order not recorded)"
+else:
+    verdict = "DIFFER"
+print(f"{verdict} | pipelines: {said['dispatches']} | order: {said['order']}")
 PY
   ) || { log "$case: FAILED (reading predict's JSON)"; status=1; continue; }
   log "$case: $line"
   case $line in EQUAL*) ;; *) status=1 ;; esac
 done
-log "totals: $(grep -c ': EQUAL' "$OUT/summary.txt" || true) EQUAL, $(grep -c ': DIFFER' "$OUT/summary.txt" || true) DIFFER, $(grep -c ': FAILED' "$OUT/summary.txt" || true) FAILED (all calls into this OUT_DIR)"
+log "totals: $(grep -c ': EQUAL |' "$OUT/summary.txt" || true) EQUAL," \
+  "$(grep -c ': EQUAL (order not recorded)' "$OUT/summary.txt" || true) EQUAL with order not recorded," \
+  "$(grep -c ': DIFFER' "$OUT/summary.txt" || true) DIFFER," \
+  "$(grep -c ': RECORDED' "$OUT/summary.txt" || true) RECORDED, $(grep -c ': FAILED' "$OUT/summary.txt" || true) FAILED" \
+  "(all calls into this OUT_DIR)"
 exit $status
