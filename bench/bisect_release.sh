@@ -56,8 +56,11 @@ for b in "${BUILDS[@]}"; do
   cold=(); warm=()
   for _ in $(seq "$RUNS"); do
     c=$(fresh)
-    t0=$(now); BACKSCOPE_CACHE="$c" "$PREP" "$SOURCE" cpu 2 "$b" >/dev/null 2>&1; t1=$(now)
-    BACKSCOPE_CACHE="$c" "$PREP" "$SOURCE" cpu 2 "$b" >/dev/null 2>&1; t2=$(now)
+    t0=$(now); BACKSCOPE_CACHE="$c" "$PREP" "$SOURCE" cpu 2 "$b" >"$c/cold.out" 2>&1; t1=$(now)
+    BACKSCOPE_CACHE="$c" "$PREP" "$SOURCE" cpu 2 "$b" >"$c/warm.out" 2>&1; t2=$(now)
+    # A step that failed, or that did not come from where it should, is no measurement.
+    grep -q "from cache: false" "$c/cold.out" || { cat "$c/cold.out" >&2; exit 1; }
+    grep -q "from cache: true" "$c/warm.out" || { cat "$c/warm.out" >&2; exit 1; }
     cold+=("$(echo "$t1 - $t0" | bc)"); warm+=("$(echo "$t2 - $t1" | bc)")
     rm -rf "$c"
   done
@@ -81,6 +84,12 @@ for i in $(seq "$RUNS"); do
     t1=$(now)
     if [ "$phase" = cold ]; then bcold+=("$(echo "$t1 - $t0" | bc)"); else bwarm+=("$(echo "$t1 - $t0" | bc)"); fi
   done
+  grep -q '"from_cache": *false' "$c/cold.json" 2>/dev/null || python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))["steps"]
+assert len(s) == 4 and not all(x["from_cache"] for x in s), s' "$c/cold.json"
+  python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))["steps"]
+assert len(s) == 4 and all(x["from_cache"] for x in s), s' "$c/warm.json"
   verdict=$(python3 -c 'import json, sys; v = json.load(open(sys.argv[1]))["verdict"]; print(v["kind"], v["last_good"], v["first_bad"])' "$c/warm.json")
   rm -rf "$c"
 done

@@ -81,7 +81,8 @@ fn sh(script: &str, dir: &Path) {
     assert!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// How a build's archive is packed: the release job's tarball, or the Linux zip of before December 2025.
+/// How a build's archive is packed: the release job's tarball, or the Linux zip of before the switch (announced in
+/// b7312's release notes, December 2025).
 #[derive(Clone, Copy, PartialEq)]
 enum Era {
     TarGz,

@@ -4,8 +4,9 @@
 //! platforms `ubuntu-x64`, `ubuntu-arm64`, `ubuntu-s390x` (CPU), `ubuntu-vulkan-x64`, `ubuntu-vulkan-arm64`,
 //! `ubuntu-rocm-7.2-x64` (the ROCm version is in the name), `ubuntu-openvino-<ver>-x64`; Windows `win-cpu-x64`,
 //! `win-vulkan-x64`, `win-cuda-12.4-x64`, `win-hip-radeon-x64`; macOS `macos-arm64`, `macos-x64`. Linux and macOS
-//! archives are `.tar.gz` with every entry under `llama-bNNNN/`; until December 2025 the Linux ones were `.zip`
-//! with the binaries under `build/bin/`. Windows archives are `.zip`, flat. llama.cpp publishes no checksum file.
+//! archives are `.tar.gz` with every entry under `llama-bNNNN/`; until the switch b7312's release notes announced
+//! (December 2025) the Linux ones were `.zip` with the binaries under `build/bin/`. Windows archives are `.zip`,
+//! flat. llama.cpp publishes no checksum file.
 
 use anyhow::{bail, Context};
 
