@@ -133,6 +133,11 @@ pub fn get_small(agent: &ureq::Agent, url: &str, cap: u64) -> anyhow::Result<Opt
         404 | 410 => return Ok(None),
         other => bail!("GET {url}: HTTP {other}"),
     }
+    read_capped(resp, url, cap).map(Some)
+}
+
+/// The body of a response to `url`, read whole up to `cap` bytes (more is an error, not an allocation).
+pub fn read_capped(resp: ureq::http::Response<ureq::Body>, url: &str, cap: u64) -> anyhow::Result<Vec<u8>> {
     let mut body = Vec::new();
     resp.into_body()
         .into_with_config()
@@ -140,7 +145,7 @@ pub fn get_small(agent: &ureq::Agent, url: &str, cap: u64) -> anyhow::Result<Opt
         .reader()
         .read_to_end(&mut body)
         .with_context(|| format!("GET {url}: reading the body (cap {cap} bytes)"))?;
-    Ok(Some(body))
+    Ok(body)
 }
 
 #[cfg(test)]

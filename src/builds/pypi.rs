@@ -13,7 +13,7 @@
 //! with a note giving its age, only when the index cannot be reached.
 
 use std::fs::{self, File};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -296,14 +296,7 @@ impl PypiProvider {
         if status != 200 {
             bail!("GET {url}: HTTP {status}");
         }
-        let mut body = Vec::new();
-        resp.into_body()
-            .into_with_config()
-            .limit(cap)
-            .reader()
-            .read_to_end(&mut body)
-            .with_context(|| format!("GET {url}: reading the body (cap {cap} bytes)"))?;
-        Ok(body)
+        super::http::read_capped(resp, url, cap)
     }
 }
 
