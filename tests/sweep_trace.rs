@@ -339,7 +339,7 @@ fn a_traced_llama_server_killed_by_sigabrt_mid_request_leaves_a_crash_record() {
 /// to it. The file stands for /dev/kmsg (writing a GPU driver's lines into the host's real kernel log would tell what
 /// watches it of a failure that did not happen).
 const KERNEL_STAND_IN: &str = r#"
-import http.server, json, os, signal, sys, time
+import http.server, json, os, signal, sys, threading, time
 port, kmsg = int(sys.argv[1]), sys.argv[2]
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
@@ -360,7 +360,10 @@ class H(http.server.BaseHTTPRequestHandler):
         with open(kmsg, "a") as f:
             f.write("".join(lines))
         time.sleep(0.3)
-        os.kill(pid, signal.SIGSEGV)
+        # Raised on this thread, which then never answers: as a server's worker that faults mid-request. (os.kill
+        # would let this thread return and close the connection while another thread's handler still writes.)
+        signal.pthread_kill(threading.get_ident(), signal.SIGSEGV)
+        time.sleep(60)
     def log_message(self, *a):
         pass
 http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
