@@ -432,7 +432,7 @@ fn an_install_under_one_prefix_finds_its_libraries() {
     let text = String::from_utf8_lossy(&out.stdout);
     let lib = lib.canonicalize().unwrap();
     assert!(text.contains(&format!("export LD_PRELOAD={}/libbackscope_observer.so\n", lib.display())), "{text}");
-    // VK_ADD_LAYER_PATH, or VK_LAYER_PATH where a package's layer is installed too (src/observe.rs, layer_env).
+    // VK_ADD_LAYER_PATH, or VK_LAYER_PATH where a package's layer is installed too (src/observe/observers.rs, layer_env).
     assert!(text.contains(&format!("LAYER_PATH={}/vulkan\n", lib.display())), "{text}");
 }
 
@@ -442,7 +442,7 @@ fn an_install_under_one_prefix_finds_its_libraries() {
 /// define one.
 #[test]
 fn only_a_library_that_defines_a_backends_reg_function_is_that_backend() {
-    let bin = cache().join("llama.cpp").join(backscope::cache::LLAMA_VULKAN_BUILD).join("build/bin");
+    let bin = cache().join("llama.cpp").join(backscope::host::cache::LLAMA_VULKAN_BUILD).join("build/bin");
     let mut seen = 0;
     let cases = [
         ("libggml.so", "ggml", "ggml_backend_vk_reg"),
