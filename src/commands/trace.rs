@@ -19,7 +19,9 @@ use trace_format::env;
 
 pub use crate::observe::observers::OBSERVER_FILE;
 use crate::observe::observers::{find_observer, vulkan_env};
-use crate::observe::trace_summary::*;
+use crate::observe::trace_summary::files::ProcessSummary;
+use crate::observe::trace_summary::kernels::short_name;
+use crate::observe::trace_summary::{summarise, TraceSummary};
 use crate::output::{messages, Block, Column, Document, Excerpt, Output, OutputOptions, Render, Rendered, Table};
 use crate::trace;
 

@@ -697,7 +697,7 @@ mod tests {
     /// crash records, tracecmd::CrashSummary) reaches the report as a Confirmed claim of its group.
     #[test]
     fn a_traced_crash_record_of_a_failed_run_is_a_claim_of_its_group() {
-        let crash: crate::observe::trace_summary::CrashSummary = serde_json::from_value(serde_json::json!({
+        let crash: crate::observe::trace_summary::crashes::CrashSummary = serde_json::from_value(serde_json::json!({
             "pid": 77, "exe": "/bin/llama-server", "file": "traces/s001-vk/trace-77.jsonl", "signal": "SIGSEGV",
             "code": 1, "addr": 0, "at_ns": 5000, "tid": 77, "fatal": true, "flushed": true,
             "threads": [{"tid": 77, "kernels": []}],
@@ -753,7 +753,7 @@ mod tests {
     /// with what the GPU's markers said was in flight: Confirmed by markers, Inferred by submission.
     #[test]
     fn a_traced_hang_of_a_failed_run_names_what_was_in_flight() {
-        let hang = |by: &str, exact: bool| -> crate::observe::trace_summary::HangSummary {
+        let hang = |by: &str, exact: bool| -> crate::observe::trace_summary::crashes::HangSummary {
             serde_json::from_value(serde_json::json!({
                 "pid": 77, "exe": "/bin/llama-server", "file": "traces/s001-vk/trace-77.jsonl", "stalled_ms": 10000,
                 "at_ns": 5000,

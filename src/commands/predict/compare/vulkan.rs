@@ -123,7 +123,7 @@ pub fn load(src: &ObservedSource, library: Option<&Path>) -> Result<VkObservatio
                 notes: summary
                     .claims
                     .iter()
-                    .filter(|c| c.id == crate::observe::trace_summary::LIBRARIES_SKIPPED)
+                    .filter(|c| c.id == crate::observe::trace_summary::claims::LIBRARIES_SKIPPED)
                     .map(|c| c.statement.clone())
                     .collect(),
             })

@@ -42,7 +42,7 @@ const TRACE_ASSUMED: &[(&str, Fact)] = &[("shared_memory", Fact::Int(32768))];
 /// extension ggml reads) over a profile; unknown in traces of layers that did not record it, unless a profile gives
 /// it. Returns the count, whether it is known, and where it came from.
 fn shader_core_count(
-    d: &crate::observe::trace_summary::DeviceSummary,
+    d: &crate::observe::trace_summary::kernels::DeviceSummary,
     profile: Option<&vkd::DeviceProfile>,
     profile_facts: &Facts,
 ) -> (i64, bool, String) {
@@ -84,7 +84,7 @@ const GGML_SWITCHES: [(&str, &str); 5] = [
 
 fn device_from_trace(dir: &Path) -> Result<(VkDeviceInfo, Facts, Vec<String>)> {
     let read = crate::trace::read_dir_folded(dir).with_context(|| format!("reading traces in {}", dir.display()))?;
-    let devices = crate::observe::trace_summary::DeviceSummary::of(&read.traces);
+    let devices = crate::observe::trace_summary::kernels::DeviceSummary::of(&read.traces);
     let Some(d) = devices.first() else {
         bail!("{}: no Vulkan device record (trace with the Vulkan layer: backscope trace --vklayer …)", dir.display());
     };
