@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use backscope::commands::predict::command::PredictOutput;
 use backscope::commands::predict::compare::{self, Verdict};
-use backscope::commands::predict::{self, Batch, ObservedSource, PredictOptions, PredictReport, WeightSource};
+use backscope::commands::predict::{self, Backend, Batch, ObservedSource, PredictOptions, PredictReport, WeightSource};
 use backscope::output::text::Layout;
 use backscope::output::{render_document, Format, Render};
 
@@ -79,7 +79,7 @@ pub(crate) fn models() -> &'static Models {
 }
 
 fn predict_ne11(arch: &str, ggml: &str, model: &Path, ne11: u64) -> PredictReport {
-    let mut o = PredictOptions::new(arch, WeightSource::Model(model.to_path_buf()), Batch::Ne11(ne11));
+    let mut o = PredictOptions::new(Backend::cuda(arch), WeightSource::Model(model.to_path_buf()), Batch::Ne11(ne11));
     o.ggml = ggml.into();
     predict::run(&o).unwrap_or_else(|e| panic!("predict {arch} {ggml} ne11={ne11}: {e:#}"))
 }
@@ -226,7 +226,8 @@ fn q4_k_m_mixes_q4_k_and_q6_k() {
 #[test]
 fn prompt_splits_into_ubatches_and_the_gathered_rows() {
     let m = models();
-    let mut o = PredictOptions::new("gfx1201", WeightSource::Model(m.q4_k_m.clone()), Batch::PromptTokens(1100));
+    let mut o =
+        PredictOptions::new(Backend::cuda("gfx1201"), WeightSource::Model(m.q4_k_m.clone()), Batch::PromptTokens(1100));
     o.explain = true;
     let r = predict::run(&o).unwrap();
     let shape: Vec<(&str, u64, u64)> = r.phases.iter().map(|p| (p.id.as_str(), p.ne11, p.repeat)).collect();
@@ -282,7 +283,11 @@ fn gfx900_differs_between_versions() {
 #[test]
 fn single_weight_type_with_and_without_shape() {
     let one = |ty: &str, n: Option<u64>, k: Option<u64>, ne11: u64| {
-        let o = PredictOptions::new("gfx942", WeightSource::Single { weight_type: ty.into(), n, k }, Batch::Ne11(ne11));
+        let o = PredictOptions::new(
+            Backend::cuda("gfx942"),
+            WeightSource::Single { weight_type: ty.into(), n, k },
+            Batch::Ne11(ne11),
+        );
         predict::run(&o).unwrap().phases[0].weights[0].prediction.clone()
     };
     assert_eq!(one("q4_k", None, None, 2).family.as_deref(), Some("MMVQ"));
@@ -293,13 +298,13 @@ fn single_weight_type_with_and_without_shape() {
     assert_eq!(one("F16", Some(4096), Some(4096), 8).family.as_deref(), Some("MMF"));
     assert_eq!(one("F16", Some(4096), Some(4096), 1).family.as_deref(), Some("MMVF"));
     let bad = PredictOptions::new(
-        "gfx942",
+        Backend::cuda("gfx942"),
         WeightSource::Single { weight_type: "Q9".into(), n: None, k: None },
         Batch::Ne11(1),
     );
     assert!(predict::run(&bad).unwrap_err().to_string().contains("unknown ggml type"));
     let arch = PredictOptions::new(
-        "gfx9999",
+        Backend::cuda("gfx9999"),
         WeightSource::Single { weight_type: "Q8_0".into(), n: None, k: None },
         Batch::Ne11(1),
     );
@@ -320,7 +325,7 @@ fn compare_with(case: &str, observed: ObservedSource) -> PredictReport {
         Some(n) => (Batch::PromptTokens(n.parse().unwrap()), 0),
         None => (Batch::PromptTokens(0), case.trim_start_matches("tg").parse().unwrap()),
     };
-    let mut o = PredictOptions::new("sm_90", WeightSource::Model(models().tl_q4_k_m.clone()), batch);
+    let mut o = PredictOptions::new(Backend::cuda("sm_90"), WeightSource::Model(models().tl_q4_k_m.clone()), batch);
     o.decode_tokens = Some(decode);
     o.observed = Some(observed);
     predict::run(&o).unwrap()
@@ -409,7 +414,11 @@ fn h100_h200_traces_and_ncu_counts_confirm_every_prediction() {
 /// the 8-token trace expects MMQ, and the trace's 8-column MMVQ is predicted by no phase.
 #[test]
 fn a_wrong_prediction_is_contradicted_with_both_sources() {
-    let mut o = PredictOptions::new("sm_90", WeightSource::Model(models().tl_q4_k_m.clone()), Batch::PromptTokens(9));
+    let mut o = PredictOptions::new(
+        Backend::cuda("sm_90"),
+        WeightSource::Model(models().tl_q4_k_m.clone()),
+        Batch::PromptTokens(9),
+    );
     o.decode_tokens = Some(0);
     o.observed = Some(ObservedSource::TraceSummary(validation("trace-p8-off.json")));
     let r = predict::run(&o).unwrap();
@@ -423,7 +432,11 @@ fn a_wrong_prediction_is_contradicted_with_both_sources() {
     assert!(sources.iter().any(|s| s.contains("trace-")), "{sources:?}");
 
     // gfx900 rules against an NVIDIA trace: BLAS predicted, MMQ observed.
-    let mut o = PredictOptions::new("gfx900", WeightSource::Model(models().tl_q4_k_m.clone()), Batch::PromptTokens(9));
+    let mut o = PredictOptions::new(
+        Backend::cuda("gfx900"),
+        WeightSource::Model(models().tl_q4_k_m.clone()),
+        Batch::PromptTokens(9),
+    );
     o.decode_tokens = Some(0);
     o.observed = Some(ObservedSource::TraceSummary(validation("trace-p9-off.json")));
     let c = predict::run(&o).unwrap().comparison.unwrap();
@@ -458,7 +471,11 @@ fn sweep_record_trace_is_an_observation() {
     let observed = compare::load(&ObservedSource::SweepRecord(path)).unwrap();
     assert!(!observed.complete);
     assert_eq!(observed.run_id.as_deref(), Some("r-test"));
-    let mut o = PredictOptions::new("sm_90", WeightSource::Model(models().tl_q4_k_m.clone()), Batch::PromptTokens(8));
+    let mut o = PredictOptions::new(
+        Backend::cuda("sm_90"),
+        WeightSource::Model(models().tl_q4_k_m.clone()),
+        Batch::PromptTokens(8),
+    );
     o.decode_tokens = Some(0);
     o.observed = Some(ObservedSource::Loaded(observed));
     let c = predict::run(&o).unwrap().comparison.unwrap();
@@ -568,7 +585,7 @@ int main() {
     assert!(observed.files.iter().all(|f| f.starts_with(dir.to_str().unwrap())) && !observed.files.is_empty());
 
     let mut o = PredictOptions::new(
-        "gfx900",
+        Backend::cuda("gfx900"),
         WeightSource::Single { weight_type: "Q4_K".into(), n: Some(4096), k: Some(4096) },
         Batch::Ne11(1),
     );

@@ -309,7 +309,9 @@ fn predict_run_takes_model_prompt_num_gpu_and_backend_from_each_record() {
 /// that ran for them, naming the placement rule.
 #[test]
 fn h100_traces_at_ngl_99_confirm_gpu_placement_and_contradict_a_cpu_one() {
-    use backscope::commands::predict::{self, compare::Verdict, Batch, ObservedSource, PredictOptions, WeightSource};
+    use backscope::commands::predict::{
+        self, compare::Verdict, Backend, Batch, ObservedSource, PredictOptions, WeightSource,
+    };
     let trace = |case: &str| {
         ObservedSource::TraceSummary(
             Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("docs/validation/gpu-2026-11-21/trace-{case}-off.json")),
@@ -320,8 +322,11 @@ fn h100_traces_at_ngl_99_confirm_gpu_placement_and_contradict_a_cpu_one() {
             Some(n) => (Batch::PromptTokens(n.parse().unwrap()), 0),
             None => (Batch::PromptTokens(0), case.trim_start_matches("tg").parse().unwrap()),
         };
-        let mut o =
-            PredictOptions::new("sm_90", WeightSource::Model(crate::predict::models().tl_q4_k_m.clone()), batch);
+        let mut o = PredictOptions::new(
+            Backend::cuda("sm_90"),
+            WeightSource::Model(crate::predict::models().tl_q4_k_m.clone()),
+            batch,
+        );
         o.decode_tokens = Some(decode);
         o.placement.n_gpu_layers = Some(ngl);
         o.observed = Some(trace(case));

@@ -65,7 +65,9 @@ pub fn load(src: &ObservedSource) -> Result<Observed> {
             from_record_json(&v, &path.display().to_string())
         }
         ObservedSource::Loaded(o) => Ok(o.clone()),
-        ObservedSource::LoadedVulkan(_) => bail!("Vulkan pipelines cannot be compared with a CUDA/HIP prediction"),
+        ObservedSource::LoadedVulkan(_) | ObservedSource::Verified(_) => {
+            bail!("Vulkan pipelines cannot be compared with a CUDA/HIP prediction")
+        }
     }
 }
 

@@ -42,7 +42,8 @@ pub use comparison::{Comparison, ItemVerdict, Unexplained, Verdict};
 pub use model::{AttentionShape, MatmulOp, ModelWeights, WeightTensor};
 pub use observed::{Observed, ObservedKernel};
 pub use options::{
-    Batch, FlashAttn, ObservedSource, PredictOptions, PromptFromRun, WeightSource, DEFAULT_UBATCH, MAX_TOKENS,
+    Backend, Batch, DeviceSource, FlashAttn, ObservedSource, PredictOptions, PromptFromRun, Verified, VerifyingBuild,
+    WeightSource, DEFAULT_UBATCH, MAX_TOKENS,
 };
 pub use placement::{GpuBackend, Offload, Placed, PlacementOptions, Where};
 pub use prediction::{
@@ -72,7 +73,11 @@ pub fn device_for(arch: &str) -> Result<(Device, ArchInfo)> {
 }
 
 /// The counts and build flags of the options, checked before anything is read.
-fn check_options(opts: &PredictOptions, dispatch: &knowledge::dispatch::Dispatch) -> Result<()> {
+fn check_options(
+    opts: &PredictOptions,
+    build_flags: &[String],
+    dispatch: &knowledge::dispatch::Dispatch,
+) -> Result<()> {
     check_count("--ubatch", opts.ubatch, false)?;
     match (opts.batch, &opts.prompt_from_run) {
         (Batch::Ne11(n), _) => check_count("--ne11", n, false)?,
@@ -84,7 +89,7 @@ fn check_options(opts: &PredictOptions, dispatch: &knowledge::dispatch::Dispatch
     if let Some(n) = opts.decode_tokens {
         check_count("--decode-tokens (or a record's server_timings.decode_n)", n, true)?;
     }
-    for flag in &opts.build_flags {
+    for flag in build_flags {
         if !dispatch.build_flag.iter().any(|f| &f.name == flag) {
             let known: Vec<&str> = dispatch.build_flag.iter().map(|f| f.name.as_str()).collect();
             bail!("unknown build flag `{flag}` for ggml {} (known: {})", dispatch.version, known.join(", "));
@@ -244,6 +249,7 @@ impl CudaInputs<'_> {
 /// What a CUDA/HIP prediction assumes, in words.
 fn cuda_assumptions(
     opts: &PredictOptions,
+    build_flags: &[String],
     device: &Device,
     inp: &CudaInputs<'_>,
     attention_on_cpu: &[&str],
@@ -254,7 +260,7 @@ fn cuda_assumptions(
             device.label
         ),
         "build flags at their defaults".to_string()
-            + &if opts.build_flags.is_empty() { String::new() } else { format!(", plus {}", opts.build_flags.join(", ")) },
+            + &if build_flags.is_empty() { String::new() } else { format!(", plus {}", build_flags.join(", ")) },
         "one sequence (no continuous batching with other requests); the logits of the last prompt token only".into(),
         "weights are contiguous, F32 activations and output (no split buffers, no padded views)".into(),
     ];
@@ -292,7 +298,10 @@ fn cuda_assumptions(
 
 /// Predict, and compare with observed kernels when `opts.observed` is set.
 pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
-    let (device, arch) = device_for(&opts.arch)?;
+    let Backend::Cuda { arch, build_flags } = &opts.backend else {
+        bail!("ggml-cuda's rules predict for a GPU arch (Backend::Cuda), not a Vulkan device");
+    };
+    let (device, arch) = device_for(arch)?;
     let dispatch = knowledge::dispatch(&opts.ggml).ok_or_else(|| {
         anyhow!(
             "no dispatch rules for ggml version `{}` (known: {})",
@@ -300,7 +309,7 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
             knowledge::dispatch_versions().join(", ")
         )
     })?;
-    check_options(opts, dispatch)?;
+    check_options(opts, build_flags, dispatch)?;
     let (kv_type, kv_quantized, _) = model::type_facts(&opts.kv_type)?;
     let weights = match &opts.weights {
         WeightSource::Model(path) => model::from_gguf(path)?,
@@ -310,7 +319,7 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
             bail!("say which weights: --model M.gguf or --type T (with --run, each record's model is taken)")
         }
     };
-    let ev = Evaluator::new(dispatch, &device, &opts.build_flags);
+    let ev = Evaluator::new(dispatch, &device, build_flags);
     let offload = Offload::new(&opts.placement, weights.n_layer)?;
     let gathered = weights.tensors.iter().any(|t| t.after_gather);
     let decode = opts.decode_tokens.unwrap_or(match opts.batch {
@@ -337,7 +346,7 @@ pub fn run(opts: &PredictOptions) -> Result<PredictReport> {
         FlashAttn::Auto => fa_supported == Some(true),
     };
     let (phases, attention_on_cpu) = inputs.phases(&plans)?;
-    let assumptions = cuda_assumptions(opts, &device, &inputs, &attention_on_cpu)?;
+    let assumptions = cuda_assumptions(opts, build_flags, &device, &inputs, &attention_on_cpu)?;
     let flash_attn_used = inputs.flash_attn_used;
     let mut report = PredictReport {
         schema: SCHEMA,

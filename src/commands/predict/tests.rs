@@ -34,7 +34,7 @@ fn attention_family(arch: &str, ggml: &str, head_dim: u64, n_head: u64, n_head_k
         vec![dense("blk.0.attn_q.weight", "Q8_0", 4096, 4096, false)],
         Some(AttentionShape { head_dim, dv: head_dim, n_head, n_head_kv }),
     );
-    let mut o = PredictOptions::new(arch, WeightSource::Weights(w), Batch::Ne11(tokens));
+    let mut o = PredictOptions::new(Backend::cuda(arch), WeightSource::Weights(w), Batch::Ne11(tokens));
     o.ggml = ggml.into();
     let r = run(&o).unwrap();
     r.phases[0].attention.first().and_then(|a| a.prediction.family.clone())
@@ -72,7 +72,7 @@ fn unsupported_head_size_turns_auto_flash_attention_off() {
         vec![dense("blk.0.attn_q.weight", "Q8_0", 4096, 4096, false)],
         Some(AttentionShape { head_dim: 48, dv: 48, n_head: 8, n_head_kv: 8 }),
     );
-    let r = run(&PredictOptions::new("sm_90", WeightSource::Weights(w), Batch::Ne11(4))).unwrap();
+    let r = run(&PredictOptions::new(Backend::cuda("sm_90"), WeightSource::Weights(w), Batch::Ne11(4))).unwrap();
     assert!(!r.flash_attn_used);
     assert!(r.phases[0].attention.is_empty());
     assert!(r.assumptions.iter().any(|a| a.contains("flash attention off")));
@@ -96,7 +96,7 @@ fn experts(ty: &str, n_expert: u64) -> ModelWeights {
 }
 
 fn moe_family(arch: &str, ggml: &str, ty: &str, tokens: u64) -> String {
-    let mut o = PredictOptions::new(arch, WeightSource::Weights(experts(ty, 8)), Batch::Ne11(tokens));
+    let mut o = PredictOptions::new(Backend::cuda(arch), WeightSource::Weights(experts(ty, 8)), Batch::Ne11(tokens));
     o.ggml = ggml.into();
     run(&o).unwrap().phases[0].weights[0].prediction.family.clone().unwrap()
 }
@@ -124,7 +124,7 @@ fn phases_of_prompts() {
         None,
     );
     let shape = |batch, decode| {
-        let mut o = PredictOptions::new("sm_90", WeightSource::Weights(w.clone()), batch);
+        let mut o = PredictOptions::new(Backend::cuda("sm_90"), WeightSource::Weights(w.clone()), batch);
         o.decode_tokens = decode;
         run(&o).unwrap().phases.iter().map(|p| (p.id.clone(), p.ne11, p.repeat)).collect::<Vec<_>>()
     };
@@ -148,7 +148,7 @@ fn phases_of_prompts() {
 #[test]
 fn prompt_count_from_a_run_carries_the_cache_caveat() {
     let w = weights(vec![dense("blk.0.attn_q.weight", "Q8_0", 256, 256, false)], None);
-    let mut o = PredictOptions::new("gfx1201", WeightSource::Weights(w), Batch::PromptTokens(700));
+    let mut o = PredictOptions::new(Backend::cuda("gfx1201"), WeightSource::Weights(w), Batch::PromptTokens(700));
     o.prompt_from_run =
         Some(PromptFromRun { run_id: "2026-11-20T10-00-00-ollama".into(), prompt_tokens: 700, includes_cache: true });
     let r = run(&o).unwrap();
@@ -162,16 +162,16 @@ fn prompt_count_from_a_run_carries_the_cache_caveat() {
 #[test]
 fn options_are_checked() {
     let w = WeightSource::Single { weight_type: "Q8_0".into(), n: None, k: None };
-    let mut o = PredictOptions::new("sm_90", w.clone(), Batch::Ne11(1));
+    let mut o = PredictOptions::new(Backend::cuda("sm_90"), w.clone(), Batch::Ne11(1));
     o.ggml = "b9999".into();
     assert!(run(&o).unwrap_err().to_string().contains("no dispatch rules"));
-    let mut o = PredictOptions::new("sm_90", w.clone(), Batch::Ne11(1));
-    o.build_flags = vec!["GGML_NOPE".into()];
+    let mut o = PredictOptions::new(Backend::cuda("sm_90"), w.clone(), Batch::Ne11(1));
+    o.backend = Backend::Cuda { arch: "sm_90".into(), build_flags: vec!["GGML_NOPE".into()] };
     assert!(run(&o).unwrap_err().to_string().contains("unknown build flag"));
-    assert!(run(&PredictOptions::new("sm_90", w.clone(), Batch::Ne11(0))).is_err());
+    assert!(run(&PredictOptions::new(Backend::cuda("sm_90"), w.clone(), Batch::Ne11(0))).is_err());
     // GGML_CUDA_FORCE_CUBLAS sends quantized weights past MMQ (mmq.cu:319-321).
-    let mut o = PredictOptions::new("sm_90", w, Batch::Ne11(64));
-    o.build_flags = vec!["GGML_CUDA_FORCE_CUBLAS".into()];
+    let mut o = PredictOptions::new(Backend::cuda("sm_90"), w, Batch::Ne11(64));
+    o.backend = Backend::Cuda { arch: "sm_90".into(), build_flags: vec!["GGML_CUDA_FORCE_CUBLAS".into()] };
     assert_eq!(run(&o).unwrap().phases[0].weights[0].prediction.family.as_deref(), Some("BLAS"));
 }
 

@@ -95,43 +95,42 @@ pub fn from_record_trace(t: &RecordTrace, path: &str, run_id: &str) -> VkObserva
 /// names their shaders where the trace's recorded library path is not on this machine.
 pub fn load(src: &ObservedSource, library: Option<&Path>) -> Result<VkObservation> {
     match src {
-        ObservedSource::TraceDir(dir) => {
-            let read = crate::trace::read_dir_folded(dir).with_context(|| format!("reading {}", dir.display()))?;
-            let libraries: Vec<&Path> = library.into_iter().collect();
-            let summary = crate::observe::trace_summary::summarise_with_libraries(
-                dir,
-                read.traces,
-                &read.problems,
-                None,
-                &libraries,
-            );
-            Ok(VkObservation {
-                kind: "trace-dir".into(),
-                path: dir.display().to_string(),
-                files: summary.processes.iter().map(|p| p.file.clone()).collect(),
-                pipelines: summary
-                    .kernels
-                    .iter()
-                    .filter(|k| k.api == "vulkan")
-                    .map(|k| observed(&k.name, k.shaders.clone(), k.launches.saturating_sub(k.errors)))
-                    .collect(),
-                per_request: false,
-                complete: true,
-                run_id: None,
-                // The shader libraries the traces name that were not read (a device, a FIFO, past the read budget):
-                // the pipelines from them keep their spirv:<hash> names.
-                notes: summary
-                    .claims
-                    .iter()
-                    .filter(|c| c.id == crate::observe::trace_summary::claims::LIBRARIES_SKIPPED)
-                    .map(|c| c.statement.clone())
-                    .collect(),
-            })
-        }
+        ObservedSource::TraceDir(dir) => from_trace_dir(dir, library),
+        ObservedSource::Verified(v) => from_trace_dir(&v.trace, library),
         ObservedSource::TraceSummary(path) | ObservedSource::SweepRecord(path) => load_json(path),
         ObservedSource::LoadedVulkan(o) => Ok(o.clone()),
         ObservedSource::Loaded(_) => bail!("a loaded CUDA/HIP observation cannot be compared with a Vulkan prediction"),
     }
+}
+
+/// The Vulkan pipelines of a trace directory; `library` names their shaders as in [`load`].
+fn from_trace_dir(dir: &Path, library: Option<&Path>) -> Result<VkObservation> {
+    let read = crate::trace::read_dir_folded(dir).with_context(|| format!("reading {}", dir.display()))?;
+    let libraries: Vec<&Path> = library.into_iter().collect();
+    let summary =
+        crate::observe::trace_summary::summarise_with_libraries(dir, read.traces, &read.problems, None, &libraries);
+    Ok(VkObservation {
+        kind: "trace-dir".into(),
+        path: dir.display().to_string(),
+        files: summary.processes.iter().map(|p| p.file.clone()).collect(),
+        pipelines: summary
+            .kernels
+            .iter()
+            .filter(|k| k.api == "vulkan")
+            .map(|k| observed(&k.name, k.shaders.clone(), k.launches.saturating_sub(k.errors)))
+            .collect(),
+        per_request: false,
+        complete: true,
+        run_id: None,
+        // The shader libraries the traces name that were not read (a device, a FIFO, past the read budget):
+        // the pipelines from them keep their spirv:<hash> names.
+        notes: summary
+            .claims
+            .iter()
+            .filter(|c| c.id == crate::observe::trace_summary::claims::LIBRARIES_SKIPPED)
+            .map(|c| c.statement.clone())
+            .collect(),
+    })
 }
 
 /// A `backscope trace --json` summary, or a sweep record (or its `trace` field): a record's trace is one request.

@@ -14,15 +14,14 @@ pub mod verify;
 pub mod verifying_build;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 
 use super::compare::vulkan as vkcompare;
 use super::model::{self, MatmulOp};
-use super::options::{Batch, FlashAttn, ObservedSource, PromptFromRun, WeightSource, DEFAULT_UBATCH};
+use super::options::{Backend, Batch, FlashAttn, ObservedSource, PredictOptions, PromptFromRun, WeightSource};
 use super::phases::{plan, PhasePlan, WeightSet};
-use super::placement::{GpuBackend, Offload, Placed, PlacementOptions, Where};
+use super::placement::{Offload, Placed, Where};
 use super::prediction::{ModelSummary, TokensInfo};
 use crate::evidence::{Claim, Confidence, Source};
 use crate::gpu::knowledge::vulkan_dispatch::{
@@ -31,62 +30,12 @@ use crate::gpu::knowledge::vulkan_dispatch::{
 use crate::observe::vulkan::dispatch_record::{self, DispatchRecord};
 use device::{build_info, device_facts};
 pub use prediction::{
-    decision_source, prediction_text, DeviceSource, VkAttention, VkBuildInfo, VkDeviceInfo, VkPhase, VkWeightGroup,
-    VulkanReport, SCHEMA,
+    decision_source, prediction_text, VkAttention, VkBuildInfo, VkDeviceInfo, VkPhase, VkWeightGroup, VulkanReport,
+    SCHEMA,
 };
 
 /// Distinct matmul queries remembered (a real model has a few dozen; a hostile one may have 10^5).
 const MAX_MEMO: usize = 4096;
-
-/// Options of [`run`].
-#[derive(Clone, Debug)]
-pub struct VulkanOptions {
-    pub device: DeviceSource,
-    /// A libggml-vulkan.so whose embedded shaders tell the build's glslc support; default: the one the trace's
-    /// pipelines came from.
-    pub library: Option<PathBuf>,
-    pub weights: WeightSource,
-    pub batch: Batch,
-    pub decode_tokens: Option<u64>,
-    pub ubatch: u64,
-    pub kv_type: String,
-    pub flash_attn: FlashAttn,
-    pub explain: bool,
-    pub observed: Option<ObservedSource>,
-    /// Which layers are offloaded and whether op offload is on (`--num-gpu`, `--no-op-offload`, or a record's own).
-    pub placement: PlacementOptions,
-    /// Where the prompt token count came from (`--run`: the record's).
-    pub prompt_from_run: Option<PromptFromRun>,
-    /// The ggml version whose Vulkan rules decide (`--ggml`; [`vkd::versions`] lists those there are).
-    pub ggml: String,
-    /// The build whose ggml made the observed choices, when `--verify` ran one (`verify::observe`).
-    pub verified_with: Option<verifying_build::VerifyingBuild>,
-    /// `--verify --against DIR`: the real run the impersonated one is held against.
-    pub against: Option<DispatchRecord>,
-}
-
-impl VulkanOptions {
-    /// Options with the command line's defaults: every layer offloaded, op offload on, F16 KV, flash attention auto.
-    pub fn new(device: DeviceSource, weights: WeightSource, batch: Batch) -> Self {
-        VulkanOptions {
-            device,
-            library: None,
-            weights,
-            batch,
-            decode_tokens: None,
-            ubatch: DEFAULT_UBATCH,
-            kv_type: "F16".into(),
-            flash_attn: FlashAttn::Auto,
-            explain: false,
-            observed: None,
-            placement: PlacementOptions { backend: GpuBackend::Vulkan, ..PlacementOptions::default() },
-            prompt_from_run: None,
-            ggml: crate::gpu::knowledge::DEFAULT_GGML_VERSION.to_string(),
-            verified_with: None,
-            against: None,
-        }
-    }
-}
 
 /// One weight's query for the rules in a phase whose matmuls see `ne11` columns.
 fn query(t: &model::WeightTensor, ne11: u64) -> VkMatmulQuery {
@@ -168,7 +117,7 @@ struct PhaseInputs<'a> {
 
 /// The weights' and attention's predictions, phase by phase. A weight whose matmul runs on the CPU (placement)
 /// keeps the pipeline the GPU would have run, which a trace must then not show for it.
-fn predict_phases(opts: &VulkanOptions, inp: &PhaseInputs<'_>, weights: &model::ModelWeights) -> Result<Vec<VkPhase>> {
+fn predict_phases(opts: &PredictOptions, inp: &PhaseInputs<'_>, weights: &model::ModelWeights) -> Result<Vec<VkPhase>> {
     let gathered = weights.tensors.iter().any(|t| t.after_gather);
     let mut memo: HashMap<VkMatmulQuery, VkMatmulPrediction> = HashMap::new();
     let mut phases = Vec::new();
@@ -248,11 +197,15 @@ fn assumptions(
     out
 }
 
-/// Predict, and compare with the observed pipelines when `opts.observed` is set.
-pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
+/// Predict by ggml-vulkan's rules (`opts.backend` is [`Backend::Vulkan`]), and compare with the observed pipelines
+/// when `opts.observed` is set.
+pub fn run(opts: &PredictOptions) -> Result<VulkanReport> {
+    let Backend::Vulkan { device, library } = &opts.backend else {
+        bail!("ggml-vulkan's rules predict for a Vulkan device (Backend::Vulkan), not a GPU arch");
+    };
     let rules = vkd::rules_for(&opts.ggml)?;
-    let (mut device, dev_facts, libraries) = device_facts(&opts.device)?;
-    let build = build_info(opts.library.as_deref(), libraries.first().map(std::path::Path::new))?;
+    let (mut device, dev_facts, libraries) = device_facts(device)?;
+    let build = build_info(library.as_deref(), libraries.first().map(std::path::Path::new))?;
     let device_only = dev_facts.clone();
     let mut facts = dev_facts;
     facts.extend(build.facts.clone());
@@ -301,18 +254,22 @@ pub fn run(opts: &VulkanOptions) -> Result<VulkanReport> {
     };
     report.claims = prediction_claims(&report);
     report.claims.extend(capability_gap(rules, &report, device_only)?);
-    if let Some(by) = &opts.verified_with {
-        report.assumptions.push(format!("verified with {}", by.origin));
-        report.claims.extend(verifying_build::version_claim(&rules.version, &rules.name, rules.file, by));
+    let verified = match &opts.observed {
+        Some(ObservedSource::Verified(v)) => Some(v),
+        _ => None,
+    };
+    if let Some(v) = verified {
+        report.assumptions.push(format!("verified with {}", v.by.origin));
+        report.claims.extend(verifying_build::version_claim(&rules.version, &rules.name, rules.file, &v.by));
     }
     if let Some(src) = &opts.observed {
-        let observed = vkcompare::load(src, opts.library.as_deref())?;
+        let observed = vkcompare::load(src, library.as_deref())?;
         let cmp = vkcompare::compare(&report, &observed);
         report.claims.extend(cmp.claims.iter().cloned());
         report.comparison = Some(cmp);
     }
-    if let (Some(real), Some(ObservedSource::TraceDir(dir))) = (&opts.against, &opts.observed) {
-        let impersonated = DispatchRecord::read(dir)?;
+    if let Some((real, v)) = verified.and_then(|v| Some((v.against.as_ref()?, v))) {
+        let impersonated = DispatchRecord::read(&v.trace)?;
         let cmp = dispatch_record::compare(real, &impersonated);
         report.claims.extend(cmp.claims("predict.vulkan.verify.against", "the real run", "the impersonated run"));
         report.against = Some(cmp);

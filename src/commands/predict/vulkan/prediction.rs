@@ -2,8 +2,6 @@
 //! predicted for, per phase the pipeline each weight group runs, and the comparison with observed pipelines; with
 //! where the device facts come from and how a prediction and its decisions read as text and evidence.
 
-use std::path::{Path, PathBuf};
-
 use serde::Serialize;
 
 use super::super::comparison::VkComparison;
@@ -17,27 +15,6 @@ pub const SCHEMA: &str = "backscope.predict-vulkan/1";
 
 /// Largest libggml-vulkan.so read for its shader names (11434's is 29 MB).
 pub(super) const MAX_LIBRARY_BYTES: u64 = 1 << 30;
-
-/// Where the device facts come from.
-#[derive(Clone, Debug)]
-pub enum DeviceSource {
-    /// A profile id of data/vulkan_devices.toml.
-    Profile(String),
-    /// A trace directory whose Vulkan layer recorded the device.
-    TraceDir(PathBuf),
-}
-
-impl DeviceSource {
-    /// `--device`: an existing directory is a trace, anything else a profile id.
-    pub fn parse(arg: &str) -> DeviceSource {
-        let p = Path::new(arg);
-        if p.is_dir() {
-            DeviceSource::TraceDir(p.to_path_buf())
-        } else {
-            DeviceSource::Profile(arg.to_string())
-        }
-    }
-}
 
 /// The device as predicted for.
 #[derive(Clone, Debug, Serialize)]
