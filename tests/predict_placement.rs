@@ -309,9 +309,7 @@ fn predict_run_takes_model_prompt_num_gpu_and_backend_from_each_record() {
 /// that ran for them, naming the placement rule.
 #[test]
 fn h100_traces_at_ngl_99_confirm_gpu_placement_and_contradict_a_cpu_one() {
-    use backscope::commands::predict::{
-        self, compare::Verdict, Backend, Batch, ObservedSource, PredictOptions, WeightSource,
-    };
+    use backscope::commands::predict::{self, Backend, Batch, ObservedSource, PredictOptions, Verdict, WeightSource};
     let trace = |case: &str| {
         ObservedSource::TraceSummary(
             Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("docs/validation/gpu-2026-11-21/trace-{case}-off.json")),
@@ -330,9 +328,9 @@ fn h100_traces_at_ngl_99_confirm_gpu_placement_and_contradict_a_cpu_one() {
         o.decode_tokens = Some(decode);
         o.placement.n_gpu_layers = Some(ngl);
         o.observed = Some(trace(case));
-        predict::run(&o).unwrap()
+        predict::cuda::run(&o).unwrap()
     };
-    let placement = |r: &predict::PredictReport| -> Vec<(String, String, String, Verdict)> {
+    let placement = |r: &predict::CudaReport| -> Vec<(String, String, String, Verdict)> {
         r.comparison
             .as_ref()
             .unwrap()

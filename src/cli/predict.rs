@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use backscope::commands::predict::command::{BatchFrom, Observation, PredictCommand, RecordBackend};
+use backscope::commands::predict::command::{BatchFrom, Observation, PredictCommand, RecordBackend, VulkanFlags};
 use backscope::commands::predict::vulkan::verify::Verify;
 use backscope::commands::predict::{
     Backend, Batch, DeviceSource, FlashAttn, PredictOptions, WeightSource, DEFAULT_UBATCH,
@@ -203,17 +203,17 @@ impl From<PredictArgs> for PredictCommand {
             (.., Some(run)) => Observation::Run(run),
             _ => Observation::None,
         };
-        let device = a.device.as_deref().map_or(DeviceSource::EachRecord, DeviceSource::parse);
-        let (backend, records) = match a.backend {
-            Some(BackendArg::Vulkan) => (Backend::Vulkan { device, library: a.vulkan_lib }, RecordBackend::Given),
-            given => {
-                let cuda = Backend::Cuda { arch: a.arch.unwrap_or_default(), build_flags: a.build_flags };
-                let records = match given {
-                    Some(_) => RecordBackend::Given,
-                    None => RecordBackend::Own { device, library: a.vulkan_lib },
-                };
-                (cuda, records)
-            }
+        let vulkan = VulkanFlags {
+            device: a.device.as_deref().map_or(DeviceSource::EachRecord, DeviceSource::parse),
+            library: a.vulkan_lib,
+        };
+        let records = if a.backend.is_some() { RecordBackend::Given } else { RecordBackend::Own };
+        let (backend, vulkan) = match a.backend {
+            Some(BackendArg::Vulkan) => (
+                Backend::Vulkan { device: vulkan.device, library: vulkan.library },
+                VulkanFlags { device: DeviceSource::EachRecord, library: None },
+            ),
+            _ => (Backend::Cuda { arch: a.arch.unwrap_or_default(), build_flags: a.build_flags }, vulkan),
         };
         let mut p = PredictOptions::new(backend, weights, batch);
         p.decode_tokens = a.decode_tokens;
@@ -228,6 +228,7 @@ impl From<PredictArgs> for PredictCommand {
         c.batch = batch_from;
         c.observation = observation;
         c.records = records;
+        c.vulkan = vulkan;
         c.cell = a.cell;
         c.db = a.db;
         c.output = a.output.into();

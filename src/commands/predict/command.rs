@@ -6,10 +6,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use super::compare::vulkan as vkcompare;
-use super::vulkan::VulkanReport;
-use super::{compare, Backend, Batch, DeviceSource, ObservedSource, PredictOptions, PredictReport, PromptFromRun};
-use super::{GpuBackend, PlacementOptions, WeightSource};
+use super::cuda::{self, prediction::CudaReport};
+use super::model::{self, ModelWeights};
+use super::options::{Backend, Batch, DeviceSource, ObservedSource, PredictOptions, PromptFromRun, WeightSource};
+use super::placement::{GpuBackend, PlacementOptions};
+use super::report::{self, Report};
+use super::vulkan;
 use crate::exit;
 use crate::output::{Inputs, Output, OutputOptions};
 use crate::run::db::{select_cells, SweepDb};
@@ -44,18 +46,27 @@ pub enum Observation {
     Run(String),
     /// `--verify [LLAMA_BENCH] [--build SPEC]` (Vulkan): the case run through llama-bench impersonating `--device`,
     /// traced.
-    Verify(super::vulkan::verify::Verify),
+    Verify(vulkan::verify::Verify),
 }
 
 /// Whose rules predict the records of `--run`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecordBackend {
-    /// `--backend` was given: the prediction's backend, for every record.
+    /// `--backend` was given: the prediction's, for every record.
     Given,
-    /// Each record's own GPU backend: a CUDA/HIP record by ggml-cuda's rules (the prediction's, with `--arch`), a
-    /// Vulkan one by ggml-vulkan's for this device (`--device`, else the record's own trace) and library
-    /// (`--vulkan-lib`).
-    Own { device: DeviceSource, library: Option<PathBuf> },
+    /// Each record's own GPU backend's: a CUDA/HIP record by ggml-cuda's rules (the prediction's, with `--arch`), a
+    /// Vulkan one by ggml-vulkan's for the command's [`VulkanFlags`].
+    Own,
+}
+
+/// The Vulkan device and library the flags name beside ggml-cuda's rules (with `--backend vulkan` they are the
+/// prediction's own): what a Vulkan record of `--run` is predicted for, and inputs `-o` must not replace.
+#[derive(Clone, Debug)]
+pub struct VulkanFlags {
+    /// `--device`; else each record's own trace.
+    pub device: DeviceSource,
+    /// `--vulkan-lib`.
+    pub library: Option<PathBuf>,
 }
 
 /// One `backscope predict` invocation.
@@ -71,6 +82,7 @@ pub struct PredictCommand {
     pub observation: Observation,
     /// Whose rules predict a record of `--run`.
     pub records: RecordBackend,
+    pub vulkan: VulkanFlags,
     /// `--cell`: one record of the run (position or key).
     pub cell: Option<String>,
     /// The sweep database (`--db`).
@@ -87,7 +99,8 @@ impl PredictCommand {
             prediction,
             batch: BatchFrom::Flags,
             observation: Observation::None,
-            records: RecordBackend::Own { device: DeviceSource::EachRecord, library: None },
+            records: RecordBackend::Own,
+            vulkan: VulkanFlags { device: DeviceSource::EachRecord, library: None },
             cell: None,
             db: PathBuf::from("backscope.db"),
             output: OutputOptions::default(),
@@ -110,15 +123,8 @@ pub struct CellPrediction {
     pub num_gpu: i64,
     /// The record's `result.json`, relative to the run directory.
     pub file: String,
-    pub report: CellReport,
-}
-
-/// A record's prediction: by ggml-cuda's rules (CUDA/HIP) or ggml-vulkan's, each in its own schema.
-#[derive(Clone, Debug, Serialize)]
-#[serde(untagged)]
-pub enum CellReport {
-    Cuda(Box<PredictReport>),
-    Vulkan(Box<VulkanReport>),
+    /// By ggml-cuda's rules (CUDA/HIP) or ggml-vulkan's, each in its own schema.
+    pub report: Report,
 }
 
 /// `predict --run`: one prediction per traced record.
@@ -136,7 +142,7 @@ pub struct RunPredictions {
 #[derive(Clone, Debug, Serialize)]
 #[serde(untagged)]
 pub enum PredictOutput {
-    One(Box<PredictReport>),
+    One(Box<CudaReport>),
     Run(RunPredictions),
 }
 
@@ -209,15 +215,15 @@ struct RunContext {
     run_id: String,
     /// The run directory the records' relative paths (trace directories) are under.
     run_dir: PathBuf,
-    models: std::collections::HashMap<String, Result<super::ModelWeights, String>>,
+    models: std::collections::HashMap<String, Result<ModelWeights, String>>,
 }
 
 impl PredictCommand {
     /// The Vulkan device and library the flags name (`--device`, `--vulkan-lib`), for a Vulkan prediction.
     fn vulkan_flags(&self) -> (&DeviceSource, &Option<PathBuf>) {
-        match (&self.prediction.backend, &self.records) {
-            (Backend::Vulkan { device, library }, _) | (_, RecordBackend::Own { device, library }) => (device, library),
-            _ => (&DeviceSource::EachRecord, &None),
+        match &self.prediction.backend {
+            Backend::Vulkan { device, library } => (device, library),
+            Backend::Cuda { .. } => (&self.vulkan.device, &self.vulkan.library),
         }
     }
 
@@ -232,7 +238,7 @@ impl PredictCommand {
 fn record_is_vulkan(cmd: &PredictCommand, placement: &PlacementOptions) -> bool {
     match cmd.records {
         RecordBackend::Given => matches!(cmd.prediction.backend, Backend::Vulkan { .. }),
-        RecordBackend::Own { .. } => placement.backend == GpuBackend::Vulkan,
+        RecordBackend::Own => placement.backend == GpuBackend::Vulkan,
     }
 }
 
@@ -261,7 +267,7 @@ fn record_options(
         let weights = ctx
             .models
             .entry(r.model.clone())
-            .or_insert_with(|| super::model::of_record(&r.model).map_err(|e| format!("{e:#}")));
+            .or_insert_with(|| model::of_record(&r.model).map_err(|e| format!("{e:#}")));
         match weights {
             Ok(w) => o.weights = WeightSource::Weights(w.clone()),
             Err(e) => return Err(why(format!("its model (field `model`): {e}"))),
@@ -343,7 +349,7 @@ fn predict_record(
     r: &Record,
     trace: &RecordTrace,
     ctx: &mut RunContext,
-) -> Result<std::result::Result<CellReport, String>> {
+) -> Result<std::result::Result<Report, String>> {
     let (mut o, vulkan) = match record_options(cmd, r, ctx) {
         Ok(x) => x,
         Err(why) => return Ok(Err(why)),
@@ -357,10 +363,9 @@ fn predict_record(
             Err(why) => return Ok(Err(why)),
         };
         o.backend = Backend::Vulkan { device, library: library.clone() };
-        let observed = vkcompare::from_record_trace(trace, &source, &ctx.run_id);
+        let observed = vulkan::observed::from_record_trace(trace, &source, &ctx.run_id);
         o.observed = Some(ObservedSource::LoadedVulkan(observed));
-        let report = super::vulkan::run(&o).with_context(context)?;
-        return Ok(Ok(CellReport::Vulkan(Box::new(report))));
+        return Ok(Ok(report::run(&o).with_context(context)?));
     }
     match &o.backend {
         Backend::Cuda { arch, .. } if !arch.is_empty() => {}
@@ -372,10 +377,9 @@ fn predict_record(
             )))
         }
     }
-    let observed = compare::from_record_trace(trace, &source, Some(ctx.run_id.clone()));
+    let observed = cuda::observed::from_record_trace(trace, &source, Some(ctx.run_id.clone()));
     o.observed = Some(ObservedSource::Loaded(observed));
-    let report = super::run(&o).with_context(context)?;
-    Ok(Ok(CellReport::Cuda(Box::new(report))))
+    Ok(Ok(report::run(&o).with_context(context)?))
 }
 
 /// `predict --run`: one prediction per traced record of the run, the records read one at a time (as `report` reads
@@ -475,7 +479,7 @@ pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
         BatchFrom::EachRecord => bail!("say how many tokens: --prompt-tokens N, --ne11 N, --from-run RUN or --run RUN"),
     };
     o.observed = observed_source(&cmd.observation);
-    Ok(PredictOutput::One(Box::new(super::run(&o)?)))
+    Ok(PredictOutput::One(Box::new(cuda::run(&o)?)))
 }
 
 /// The observation of a single prediction (not `--run`).
@@ -535,7 +539,7 @@ fn vulkan_options(cmd: &PredictCommand) -> Result<PredictOptions> {
     let mut o = cmd.prediction.clone();
     o.observed = observed_source(&cmd.observation);
     match &cmd.observation {
-        Observation::Verify(v) => super::vulkan::verify::observe(o, &device_arg(device), v),
+        Observation::Verify(v) => vulkan::verify::observe(o, &device_arg(device), v),
         _ => Ok(o),
     }
 }
@@ -553,7 +557,7 @@ fn device_arg(device: &DeviceSource) -> String {
 pub fn run(cmd: &PredictCommand) -> Result<u8> {
     let vulkan = matches!(cmd.prediction.backend, Backend::Vulkan { .. });
     if vulkan && !matches!(cmd.observation, Observation::Run(_)) {
-        let report = super::vulkan::run(&vulkan_options(cmd)?)?;
+        let report = vulkan::run(&vulkan_options(cmd)?)?;
         let mut out = Output::open(&cmd.output, &cmd.inputs())?;
         out.emit(&report)?;
         out.finish()?;

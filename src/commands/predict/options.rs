@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use super::model::ModelWeights;
+use super::model::{self, ModelWeights};
 use super::observed::{Observed, VkObservation};
 use super::placement::{GpuBackend, PlacementOptions};
 use crate::builds::BuildNumber;
@@ -41,6 +41,21 @@ pub enum WeightSource {
     /// Each record's own model (`predict --run` without `--model`): a GGUF path or an Ollama model name
     /// ([`super::model::of_record`]).
     EachRecord,
+}
+
+impl WeightSource {
+    /// The weights this names; `None` for each record's own, which the caller fills in first. A single weight's unknown
+    /// row count and length stay unknown, or are `single_shape` where the rules need a number.
+    pub(super) fn read(&self, single_shape: Option<u64>) -> Result<Option<ModelWeights>> {
+        Ok(Some(match self {
+            WeightSource::Model(path) => model::from_gguf(path)?,
+            WeightSource::Single { weight_type, n, k } => {
+                model::single(weight_type, n.or(single_shape), k.or(single_shape))?
+            }
+            WeightSource::Weights(w) => w.clone(),
+            WeightSource::EachRecord => return Ok(None),
+        }))
+    }
 }
 
 /// How many tokens the matmuls see.
@@ -171,7 +186,7 @@ impl Backend {
     }
 }
 
-/// What one prediction is asked ([`super::run`] for ggml-cuda's rules, [`super::vulkan::run`] for ggml-vulkan's).
+/// What one prediction is asked ([`super::run`] predicts it by its backend's rules).
 #[derive(Clone, Debug)]
 pub struct PredictOptions {
     pub backend: Backend,
@@ -216,5 +231,13 @@ impl PredictOptions {
             observed: None,
             placement: PlacementOptions { backend: gpu, ..PlacementOptions::default() },
         }
+    }
+
+    /// The decode steps predicted: as given, else one after a prompt and none after one batch.
+    pub fn decode_steps(&self) -> u64 {
+        self.decode_tokens.unwrap_or(match self.batch {
+            Batch::PromptTokens(_) => 1,
+            Batch::Ne11(_) => 0,
+        })
     }
 }

@@ -14,6 +14,7 @@ use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 use super::model::{MatmulOp, WeightTensor};
+use super::observed::ObservedKernel;
 use crate::evidence::Source;
 
 pub const PLACEMENT_FILE: &str = "data/ggml_placement_11434.toml";
@@ -322,7 +323,7 @@ pub const VULKAN_VEC_MAX_COLS: u64 = 8;
 
 /// The GPU matmul an observed kernel is, if it is one: a CUDA/HIP matmul family, vendor BLAS or ggml's
 /// conversion kernels, or a Vulkan pipeline whose op is a matmul (not a helper dispatch).
-pub fn gpu_matmul(k: &super::observed::ObservedKernel) -> Option<GpuMatmul> {
+pub fn gpu_matmul(k: &ObservedKernel) -> Option<GpuMatmul> {
     if k.launches == 0 {
         return None;
     }
@@ -363,6 +364,7 @@ impl GpuMatmul {
 
 #[cfg(test)]
 mod tests {
+    use super::super::observed::ReadAs;
     use super::*;
 
     fn tensor(name: &str, layer: Option<u64>, head: bool) -> WeightTensor {
@@ -466,12 +468,16 @@ mod tests {
 
     #[test]
     fn vulkan_pipelines_fit_by_op_and_type() {
-        let k = |name: &str| super::super::compare::ObservedKernel {
+        let k = |name: &str| ObservedKernel {
+            read_as: ReadAs::CudaKernel,
             name: name.into(),
             demangled: name.into(),
+            shaders: Vec::new(),
             family: "other".into(),
             ggml_type: None,
             ncols: None,
+            op: None,
+            helper: false,
             launches: 3,
         };
         let vec = gpu_matmul(&k("mul_mat_vec_q4_k_f32_f32")).expect("a Vulkan vector matmul");

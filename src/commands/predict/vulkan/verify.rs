@@ -18,10 +18,10 @@ use trace_format::env;
 
 use crate::builds::{self, BuildFlags, BuildNumber, Prepared};
 
-pub use super::verifying_build::version_claim;
-use crate::commands::predict::{
+use super::super::options::{
     Backend, Batch, DeviceSource, FlashAttn, ObservedSource, PredictOptions, Verified, VerifyingBuild, WeightSource,
 };
+pub use super::verifying_build::version_claim;
 use crate::output::messages;
 
 /// How long the impersonated llama-bench may take: its shaders do no work, so minutes mean something is wrong.
@@ -307,8 +307,8 @@ fn shell_words(argv: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::super::placement::PlacementOptions;
     use super::*;
-    use crate::commands::predict::PlacementOptions;
     use crate::evidence::Confidence;
 
     #[test]

@@ -1,5 +1,5 @@
 //! The note a report carries when the llama.cpp build whose ggml made the choices `--verify` compares with is not the
-//! build the rules were written for (`crate::commands::predict::vulkan::verify` obtains the build).
+//! build the rules were written for (`super::verify` obtains the build).
 
 use super::super::options::VerifyingBuild;
 use crate::builds::BuildNumber;

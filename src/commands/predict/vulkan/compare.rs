@@ -23,160 +23,19 @@
 //! per pipeline are counted too: the nodes of the GPU-run weights over the request's phases, against the
 //! dispatches the layer saw. That is what tells a partial offload from another (the same pipelines, fewer of them).
 
-use std::path::Path;
-
-use anyhow::{bail, Context, Result};
-
-use super::super::comparison::{Verdict, VkComparison, VkCount, VkItem};
 use super::super::model::MatmulOp;
-use super::super::observed::{VkObservation, VkObserved};
-use super::super::options::ObservedSource;
+use super::super::observed::{ObservedKernel, VkObservation};
 use super::super::placement::Where;
-use super::super::vulkan::prediction::{decision_source, prediction_text, VkPhase, VkWeightGroup, VulkanReport};
+use super::super::verdict::Verdict;
+use super::prediction::{
+    decision_source, prediction_text, VkComparison, VkCount, VkItem, VkPhase, VkWeightGroup, VulkanReport,
+};
 use crate::evidence::{Claim, Confidence, Source};
-use crate::output::{Column, Document, Table, Text};
-use crate::run::record::RecordTrace;
 
 /// Families whose pipelines the prediction must account for.
 const MATMUL_FAMILIES: &[&str] =
     &["MMV", "MMVQ", "MM", "MMQ", "MM-coopmat", "MM-coopmat2", "MM-support", "quantize", "dequantize"];
 const FA_FAMILIES: &[&str] = &["FA", "FA-coopmat", "FA-coopmat2", "FA-support"];
-
-fn observed(name: &str, shaders: Vec<String>, launches: u64) -> VkObserved {
-    let d = crate::observe::vulkan::describe(name, shaders.first().map(String::as_str));
-    VkObserved {
-        name: name.to_string(),
-        shaders,
-        family: d.family.to_string(),
-        op: d.op.map(str::to_string),
-        helper: d.helper,
-        launches,
-    }
-}
-
-/// The largest `trace --json` summary or record read.
-const MAX_JSON_BYTES: u64 = 64 << 20;
-
-/// The Vulkan pipelines of a sweep record's trace: one request's dispatches (`path` names the record).
-pub fn from_record_trace(t: &RecordTrace, path: &str, run_id: &str) -> VkObservation {
-    let pipelines: Vec<VkObserved> = t
-        .kernels
-        .iter()
-        .filter(|k| k.api == "vulkan")
-        .map(|k| observed(&k.name, k.shaders.clone(), k.launches.saturating_sub(k.errors)))
-        .collect();
-    let mut notes = t.notes.clone();
-    let complete = t.distinct_kernels <= t.kernels.len() as u64 && t.cut.is_empty();
-    if !complete {
-        notes.push(format!(
-            "the record lists the {} most dispatched of {} distinct pipelines{}: a pipeline missing from the list may \
-             still have run",
-            t.kernels.len(),
-            t.distinct_kernels,
-            if t.cut.is_empty() { "" } else { " and a trace was cut" }
-        ));
-    }
-    if t.vulkan_layer == Some(false) {
-        notes.push("the server ran without the Vulkan layer: its dispatches were not observed".into());
-    }
-    VkObservation {
-        kind: "sweep-record".into(),
-        path: path.to_string(),
-        files: t.files.clone(),
-        pipelines,
-        per_request: complete && t.vulkan_layer != Some(false),
-        complete: complete && t.vulkan_layer != Some(false),
-        run_id: Some(run_id.to_string()),
-        notes,
-    }
-}
-
-/// Loads the observed Vulkan pipelines; `library`, the build the pipelines came from when the caller knows it, also
-/// names their shaders where the trace's recorded library path is not on this machine.
-pub fn load(src: &ObservedSource, library: Option<&Path>) -> Result<VkObservation> {
-    match src {
-        ObservedSource::TraceDir(dir) => from_trace_dir(dir, library),
-        ObservedSource::Verified(v) => from_trace_dir(&v.trace, library),
-        ObservedSource::TraceSummary(path) | ObservedSource::SweepRecord(path) => load_json(path),
-        ObservedSource::LoadedVulkan(o) => Ok(o.clone()),
-        ObservedSource::Loaded(_) => bail!("a loaded CUDA/HIP observation cannot be compared with a Vulkan prediction"),
-    }
-}
-
-/// The Vulkan pipelines of a trace directory; `library` names their shaders as in [`load`].
-fn from_trace_dir(dir: &Path, library: Option<&Path>) -> Result<VkObservation> {
-    let read = crate::trace::read_dir_folded(dir).with_context(|| format!("reading {}", dir.display()))?;
-    let libraries: Vec<&Path> = library.into_iter().collect();
-    let summary =
-        crate::observe::trace_summary::summarise_with_libraries(dir, read.traces, &read.problems, None, &libraries);
-    Ok(VkObservation {
-        kind: "trace-dir".into(),
-        path: dir.display().to_string(),
-        files: summary.processes.iter().map(|p| p.file.clone()).collect(),
-        pipelines: summary
-            .kernels
-            .iter()
-            .filter(|k| k.api == "vulkan")
-            .map(|k| observed(&k.name, k.shaders.clone(), k.launches.saturating_sub(k.errors)))
-            .collect(),
-        per_request: false,
-        complete: true,
-        run_id: None,
-        // The shader libraries the traces name that were not read (a device, a FIFO, past the read budget):
-        // the pipelines from them keep their spirv:<hash> names.
-        notes: summary
-            .claims
-            .iter()
-            .filter(|c| c.id == crate::observe::trace_summary::claims::LIBRARIES_SKIPPED)
-            .map(|c| c.statement.clone())
-            .collect(),
-    })
-}
-
-/// A `backscope trace --json` summary, or a sweep record (or its `trace` field): a record's trace is one request.
-fn load_json(path: &Path) -> Result<VkObservation> {
-    let text = crate::host::inputs::read_text_limited(path, MAX_JSON_BYTES)?;
-    let v: serde_json::Value =
-        serde_json::from_str(text.trim()).with_context(|| format!("{}: not JSON", path.display()))?;
-    let record_trace = v.get("trace").filter(|t| t.get("window_ns").is_some()).or(v.get("window_ns").map(|_| &v));
-    if let Some(t) = record_trace {
-        let t: RecordTrace = serde_json::from_value(t.clone())
-            .with_context(|| format!("{}: a sweep record's `trace` that does not parse", path.display()))?;
-        let run_id = v.get("run_id").and_then(|r| r.as_str()).unwrap_or_default();
-        return Ok(from_record_trace(&t, &path.display().to_string(), run_id));
-    }
-    let Some(kernels) = v.get("kernels").and_then(|k| k.as_array()) else {
-        bail!(
-            "{}: no `kernels` array (a `backscope trace --json` summary or a sweep record with a trace)",
-            path.display()
-        );
-    };
-    let mut pipelines = Vec::new();
-    for (i, k) in kernels.iter().enumerate() {
-        let (Some(name), Some(n)) =
-            (k.get("name").and_then(|n| n.as_str()), k.get("launches").and_then(|n| n.as_u64()))
-        else {
-            bail!("{}: kernels[{i}] lacks a name or a launch count", path.display());
-        };
-        let shaders = k
-            .get("shaders")
-            .and_then(|s| s.as_array())
-            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
-            .unwrap_or_default();
-        let errors = k.get("errors").and_then(|n| n.as_u64()).unwrap_or(0);
-        pipelines.push(observed(name, shaders, n.saturating_sub(errors)));
-    }
-    Ok(VkObservation {
-        kind: "trace-summary".into(),
-        path: path.display().to_string(),
-        files: Vec::new(),
-        pipelines,
-        per_request: false,
-        complete: true,
-        run_id: None,
-        notes: Vec::new(),
-    })
-}
 
 /// What a prediction expects to see dispatched.
 struct Expect<'a> {
@@ -200,7 +59,7 @@ impl<'a> Expect<'a> {
     }
 }
 
-fn hit(o: &VkObserved, e: &Expect<'_>) -> bool {
+fn hit(o: &ObservedKernel, e: &Expect<'_>) -> bool {
     if o.launches == 0 {
         return false;
     }
@@ -233,7 +92,7 @@ const SPLIT_K_REDUCE: &str = "split_k_reduce";
 
 /// Whether a pipeline some prediction (or the flash attention one) accounts for. Where the trace knows the shaders
 /// behind the name, each must be one a hitting prediction names (or one that names none).
-fn explained(r: &VulkanReport, all: &[Expect<'_>], o: &VkObserved) -> bool {
+fn explained(r: &VulkanReport, all: &[Expect<'_>], o: &ObservedKernel) -> bool {
     let hits: Vec<&Expect<'_>> = all.iter().filter(|e| hit(o, e)).collect();
     if !hits.is_empty() {
         return hits.iter().any(|e| e.shader.is_none())
@@ -249,7 +108,7 @@ fn explained(r: &VulkanReport, all: &[Expect<'_>], o: &VkObserved) -> bool {
 }
 
 /// The shaders of an observed pipeline that no prediction hitting it names.
-fn unpredicted_shaders<'o>(all: &[Expect<'_>], o: &'o VkObserved) -> Vec<&'o str> {
+fn unpredicted_shaders<'o>(all: &[Expect<'_>], o: &'o ObservedKernel) -> Vec<&'o str> {
     let hits: Vec<&Expect<'_>> = all.iter().filter(|e| hit(o, e)).collect();
     if hits.is_empty() || hits.iter().any(|e| e.shader.is_none()) {
         return Vec::new();
@@ -275,7 +134,7 @@ fn source_list(obs: &VkObservation) -> Vec<Source> {
     out
 }
 
-fn show(o: &VkObserved) -> String {
+fn show(o: &ObservedKernel) -> String {
     format!("{} ×{}{}", o.name, o.launches, o.shaders.first().map(|s| format!(" [{s}]")).unwrap_or_default())
 }
 
@@ -308,20 +167,21 @@ fn count_dispatches(r: &VulkanReport, obs: &VkObservation) -> Vec<VkCount> {
 /// The verdict on one expected dispatch of a GPU-run weight group: (verdict, note, evidence).
 fn gpu_verdict(
     obs: &VkObservation,
-    unexplained: &[VkObserved],
+    unexplained: &[ObservedKernel],
     what: &str,
     e: &Expect<'_>,
 ) -> (Verdict, String, Vec<String>) {
-    let hits: Vec<&VkObserved> = obs.pipelines.iter().filter(|o| hit(o, e)).collect();
-    let shown = |v: &[&VkObserved]| v.iter().map(|o| show(o)).collect::<Vec<_>>();
+    let hits: Vec<&ObservedKernel> = obs.pipelines.iter().filter(|o| hit(o, e)).collect();
+    let shown = |v: &[&ObservedKernel]| v.iter().map(|o| show(o)).collect::<Vec<_>>();
     if what.starts_with(&format!("helper {SPLIT_K_REDUCE} (undecided")) {
         // Neither a confirmation nor a contradiction: the prediction made none.
         let seen = if hits.is_empty() { "was not dispatched" } else { "was dispatched" };
         let note = format!("undecided: split_k_reduce {seen}, which the rules cannot check without the core count");
         return (Verdict::Unobserved, note, shown(&hits));
     }
-    let shader_ok = |o: &&VkObserved| e.shader.is_none_or(|s| o.shaders.is_empty() || o.shaders.iter().any(|x| x == s));
-    let rivals: Vec<&VkObserved> =
+    let shader_ok =
+        |o: &&ObservedKernel| e.shader.is_none_or(|s| o.shaders.is_empty() || o.shaders.iter().any(|x| x == s));
+    let rivals: Vec<&ObservedKernel> =
         unexplained.iter().filter(|o| e.op.is_empty() || o.op.as_deref() == Some(e.op)).collect();
     if !hits.is_empty() && hits.iter().any(shader_ok) {
         (Verdict::Confirmed, "the predicted pipeline was dispatched".to_string(), shown(&hits))
@@ -342,11 +202,11 @@ fn gpu_verdict(
 fn cpu_verdict(
     g: &VkWeightGroup,
     obs: &VkObservation,
-    unexplained: &[VkObserved],
+    unexplained: &[ObservedKernel],
     counts: &[VkCount],
 ) -> (Verdict, String, Vec<String>) {
     let e = Expect::main(g);
-    let ran: Vec<&VkObserved> = obs.pipelines.iter().filter(|o| hit(o, &e)).collect();
+    let ran: Vec<&ObservedKernel> = obs.pipelines.iter().filter(|o| hit(o, &e)).collect();
     let evidence: Vec<String> = ran.iter().map(|o| show(o)).collect();
     let rule = g.placement.rule;
     if ran.iter().any(|o| unexplained.iter().any(|u| u.name == o.name)) {
@@ -425,7 +285,7 @@ fn checks(g: &VkWeightGroup) -> Vec<(String, Expect<'_>)> {
 struct Judge<'a> {
     r: &'a VulkanReport,
     obs: &'a VkObservation,
-    unexplained: &'a [VkObserved],
+    unexplained: &'a [ObservedKernel],
     counts: &'a [VkCount],
     sources: Vec<Source>,
     on: String,
@@ -477,7 +337,7 @@ impl Judge<'_> {
 
     fn attention_item(&self, p: &VkPhase) -> Option<VkItem> {
         let a = p.attention.as_ref()?;
-        let hits: Vec<&VkObserved> =
+        let hits: Vec<&ObservedKernel> =
             self.obs.pipelines.iter().filter(|o| o.launches > 0 && o.family == a.family).collect();
         let verdict = if !hits.is_empty() {
             Verdict::Confirmed
@@ -500,7 +360,7 @@ impl Judge<'_> {
         })
     }
 
-    fn unexplained_claim(&self, u: &VkObserved, all: &[Expect<'_>]) -> Claim {
+    fn unexplained_claim(&self, u: &ObservedKernel, all: &[Expect<'_>]) -> Claim {
         let shaders = unpredicted_shaders(all, u);
         let what = if shaders.is_empty() {
             "which no phase of this prediction accounts for".to_string()
@@ -544,7 +404,7 @@ impl Judge<'_> {
 /// Compare a Vulkan prediction with observed pipelines.
 pub fn compare(r: &VulkanReport, obs: &VkObservation) -> VkComparison {
     let all = expects(r);
-    let unexplained: Vec<VkObserved> = obs
+    let unexplained: Vec<ObservedKernel> = obs
         .pipelines
         .iter()
         .filter(|o| o.launches > 0)
@@ -582,53 +442,5 @@ pub fn compare(r: &VulkanReport, obs: &VkObservation) -> VkComparison {
         counts,
         unexplained,
         claims,
-    }
-}
-
-/// The comparison's tables in a document.
-pub fn document(c: &VkComparison, doc: &mut Document) {
-    doc.heading(2, "Against the observed pipelines");
-    let mut t = Table::new(vec![
-        Column::keep("phase"),
-        Column::keep("type"),
-        Column::keep("verdict"),
-        Column::text("predicted"),
-        Column::text("evidence"),
-    ]);
-    for i in &c.items {
-        t.row([
-            i.phase.clone(),
-            i.ggml_type.clone(),
-            i.verdict.to_string(),
-            i.predicted.clone(),
-            i.evidence.join("; "),
-        ]);
-    }
-    doc.push(t);
-    if !c.counts.is_empty() {
-        let mut t = Table::new(vec![
-            Column::text("pipeline"),
-            Column::number("predicted dispatches"),
-            Column::number("observed"),
-            Column::keep("verdict"),
-        ]);
-        for n in &c.counts {
-            t.row([n.pipeline.clone(), n.predicted.to_string(), n.observed.to_string(), n.verdict.to_string()]);
-        }
-        doc.paragraph(Text::plain("Dispatches in the request, per pipeline (GPU-run weights' nodes):"));
-        doc.push(t);
-    }
-    for n in &c.observed.notes {
-        doc.paragraph(Text::plain(format!("note: {n}")));
-    }
-    if !c.unexplained.is_empty() {
-        doc.paragraph(Text::plain(format!(
-            "Unexplained pipelines: {}",
-            c.unexplained
-                .iter()
-                .map(|u| format!("{} ({}, ×{})", u.name, u.family, u.launches))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
     }
 }

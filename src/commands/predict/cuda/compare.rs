@@ -23,148 +23,18 @@
 //! FFN gate and up projections share one MMVQ launch at one column), stream-k fix-up launches and graph replays
 //! make counts differ from node counts without contradicting the family.
 
-pub mod vulkan;
-
-use std::path::Path;
-
-use anyhow::{bail, Context, Result};
-
-use super::claims::{family_text, rule_source};
-use super::model::MatmulOp;
-use super::options::ObservedSource;
-use super::placement::{self, gpu_matmul, Where};
-use super::prediction::{Phase, PredictReport, WeightGroup};
-// What a comparison reads and says is shared with the Vulkan comparison and the reports; named here too, for callers.
-pub use super::comparison::{Comparison, ItemVerdict, Unexplained, Verdict};
-pub use super::observed::{classify, Observed, ObservedKernel};
+use super::super::model::MatmulOp;
+use super::super::observed::{Observed, ObservedKernel};
+use super::super::placement::{self, gpu_matmul, Where};
+use super::super::verdict::Verdict;
+use super::prediction::{
+    family_text, rule_source, Comparison, CudaPhase, CudaReport, CudaWeightGroup, ItemVerdict, Unexplained,
+};
 use crate::evidence::{Claim, Confidence, Source};
 use crate::gpu::kernels;
-use crate::run::record::RecordTrace;
 
 /// Families of ggml's flash-attention kernels.
 const FA_FAMILIES: &[&str] = &["FA-vec", "FA-tile", "FA-mma", "FA-wmma"];
-
-/// The largest `trace --json` summary or record `result.json` read: both are summaries (kernel totals, not
-/// launches) of a few hundred KB at most; 64 MiB is generous and refuses `/dev/zero` or a wrong file.
-const MAX_OBSERVED_JSON_BYTES: u64 = 64 << 20;
-
-/// Load observed kernels from a trace directory, a `trace --json` summary or a sweep record.
-pub fn load(src: &ObservedSource) -> Result<Observed> {
-    match src {
-        ObservedSource::TraceDir(dir) => from_trace_dir(dir),
-        ObservedSource::TraceSummary(path) => {
-            let text = crate::host::inputs::read_text_limited(path, MAX_OBSERVED_JSON_BYTES)?;
-            let v: serde_json::Value =
-                serde_json::from_str(text.trim()).with_context(|| format!("{}: not JSON", path.display()))?;
-            from_summary_json(&v, &path.display().to_string())
-        }
-        ObservedSource::SweepRecord(path) => {
-            let text = crate::host::inputs::read_text_limited(path, MAX_OBSERVED_JSON_BYTES)?;
-            let v: serde_json::Value =
-                serde_json::from_str(text.trim()).with_context(|| format!("{}: not JSON", path.display()))?;
-            from_record_json(&v, &path.display().to_string())
-        }
-        ObservedSource::Loaded(o) => Ok(o.clone()),
-        ObservedSource::LoadedVulkan(_) | ObservedSource::Verified(_) => {
-            bail!("Vulkan pipelines cannot be compared with a CUDA/HIP prediction")
-        }
-    }
-}
-
-pub fn from_trace_dir(dir: &Path) -> Result<Observed> {
-    let read = crate::trace::read_dir_folded(dir)?;
-    let no_trace = read.traces.is_empty();
-    let summary = crate::observe::trace_summary::summarise(dir, read.traces, &read.problems, None);
-    let mut notes: Vec<String> =
-        summary.problems.iter().map(|p| format!("unreadable trace file left out: {p}")).collect();
-    if no_trace {
-        notes.push(format!("no trace file in {}", dir.display()));
-    }
-    Ok(Observed {
-        kind: "trace-dir".into(),
-        path: dir.display().to_string(),
-        run_id: None,
-        files: summary.processes.iter().map(|p| p.file.clone()).collect(),
-        kernels: summary.kernels.iter().map(|k| classify(&k.name, k.launches.saturating_sub(k.errors))).collect(),
-        complete: true,
-        counts_lower_bound: summary.counts_are_lower_bounds,
-        notes,
-    })
-}
-
-/// A `backscope trace --json` summary (schema backscope.trace-summary/1).
-pub fn from_summary_json(v: &serde_json::Value, path: &str) -> Result<Observed> {
-    let Some(kernels) = v.get("kernels").and_then(|k| k.as_array()) else {
-        bail!("{path}: no `kernels` array: not a `backscope trace --json` summary");
-    };
-    let mut out = Vec::new();
-    for (i, k) in kernels.iter().enumerate() {
-        let name = k.get("name").and_then(|n| n.as_str());
-        let launches = k.get("launches").and_then(|n| n.as_u64());
-        let (Some(name), Some(launches)) = (name, launches) else {
-            bail!("{path}: kernels[{i}] lacks a name or a launch count");
-        };
-        let errors = k.get("errors").and_then(|n| n.as_u64()).unwrap_or(0);
-        out.push(classify(name, launches.saturating_sub(errors)));
-    }
-    let files = v
-        .get("processes")
-        .and_then(|p| p.as_array())
-        .map(|ps| ps.iter().filter_map(|p| p.get("file")?.as_str().map(str::to_string)).collect())
-        .unwrap_or_default();
-    Ok(Observed {
-        kind: "trace-summary".into(),
-        path: path.to_string(),
-        run_id: None,
-        files,
-        kernels: out,
-        complete: true,
-        counts_lower_bound: v.get("counts_are_lower_bounds").and_then(|b| b.as_bool()).unwrap_or(false),
-        notes: Vec::new(),
-    })
-}
-
-/// A sweep record (its `trace` field) or a bare `RecordTrace`.
-pub fn from_record_json(v: &serde_json::Value, path: &str) -> Result<Observed> {
-    let run_id = v.get("run_id").and_then(|r| r.as_str()).map(str::to_string);
-    let trace_value = v.get("trace").unwrap_or(v);
-    if trace_value.is_null() {
-        bail!("{path}: the record has no trace (run the sweep with --trace)");
-    }
-    let t: RecordTrace = serde_json::from_value(trace_value.clone())
-        .with_context(|| format!("{path}: not a sweep record with a `trace` field, nor a record trace"))?;
-    Ok(from_record_trace(&t, path, run_id))
-}
-
-pub fn from_record_trace(t: &RecordTrace, path: &str, run_id: Option<String>) -> Observed {
-    let kernels: Vec<ObservedKernel> =
-        t.kernels.iter().map(|k| classify(&k.name, k.launches.saturating_sub(k.errors))).collect();
-    // Where the record says that neither the dispatch observer nor the Vulkan layer was in the server, an empty
-    // kernel list is no evidence that nothing ran on the GPU.
-    let blind = t.observer_loaded == Some(false) && t.vulkan_layer != Some(true);
-    let complete = t.distinct_kernels <= kernels.len() as u64 && !blind;
-    let mut notes = t.notes.clone();
-    if blind {
-        notes.push("neither the dispatch observer nor the Vulkan layer was loaded in the server".into());
-    }
-    if !complete {
-        notes.push(format!(
-            "the record lists the {} most launched of {} distinct kernels: a kernel missing from the list may still have run",
-            kernels.len(),
-            t.distinct_kernels
-        ));
-    }
-    Observed {
-        kind: "sweep-record".into(),
-        path: path.to_string(),
-        run_id,
-        files: t.files.clone(),
-        kernels,
-        complete,
-        counts_lower_bound: false,
-        notes,
-    }
-}
 
 /// A predicted matmul the trace may show.
 struct Expect<'a> {
@@ -187,7 +57,7 @@ fn matches(k: &ObservedKernel, e: &Expect<'_>) -> bool {
 }
 
 /// The kernels the GPU-run weights of a report may launch (weights that run on the CPU launch none).
-fn expects(report: &PredictReport) -> Vec<Expect<'_>> {
+fn expects(report: &CudaReport) -> Vec<Expect<'_>> {
     let mut out = Vec::new();
     for p in &report.phases {
         for g in p.weights.iter().filter(|g| g.placement.runs_on == Where::Gpu) {
@@ -219,9 +89,9 @@ fn absence_counts(observed: &Observed) -> bool {
 /// - Weights predicted on the GPU: **Confirmed** by a GPU matmul of their type that fits their column count;
 ///   **Contradicted** when the complete observation has none.
 fn placement_item(
-    report: &PredictReport,
+    report: &CudaReport,
     phase: &str,
-    g: &WeightGroup,
+    g: &CudaWeightGroup,
     observed: &Observed,
     gpu_expects: &[Expect<'_>],
 ) -> Option<ItemVerdict> {
@@ -340,7 +210,7 @@ fn trace_sources(observed: &Observed) -> Vec<Source> {
 }
 
 /// The family verdict on one GPU-run weight group (none where the rules left the family undecided).
-fn family_item(p: &Phase, g: &WeightGroup, observed: &Observed, all: &[Expect<'_>]) -> Option<ItemVerdict> {
+fn family_item(p: &CudaPhase, g: &CudaWeightGroup, observed: &Observed, all: &[Expect<'_>]) -> Option<ItemVerdict> {
     let family = g.prediction.family.as_deref()?;
     let vector = matches!(family, "MMVQ" | "MMVF") && g.op == MatmulOp::MulMat;
     let e = Expect { family, ggml_type: &g.ggml_type, ncols: vector.then_some(g.ne11) };
@@ -399,7 +269,7 @@ fn family_item(p: &Phase, g: &WeightGroup, observed: &Observed, all: &[Expect<'_
 }
 
 /// The verdicts on a phase's flash attention.
-fn attention_items(report: &PredictReport, p: &Phase, observed: &Observed) -> Vec<ItemVerdict> {
+fn attention_items(report: &CudaReport, p: &CudaPhase, observed: &Observed) -> Vec<ItemVerdict> {
     let mut items = Vec::new();
     for a in &p.attention {
         let Some(family) = a.prediction.family.as_deref() else { continue };
@@ -442,7 +312,7 @@ fn attention_items(report: &PredictReport, p: &Phase, observed: &Observed) -> Ve
 }
 
 /// Run level: observed matmul and attention kernels no phase predicts.
-fn unexplained_kernels(report: &PredictReport, observed: &Observed, all: &[Expect<'_>]) -> Vec<Unexplained> {
+fn unexplained_kernels(report: &CudaReport, observed: &Observed, all: &[Expect<'_>]) -> Vec<Unexplained> {
     let fa_predicted: Vec<&str> =
         report.phases.iter().flat_map(|p| &p.attention).filter_map(|a| a.prediction.family.as_deref()).collect();
     let mut unexplained = Vec::new();
@@ -473,7 +343,7 @@ fn unexplained_kernels(report: &PredictReport, observed: &Observed, all: &[Expec
 
 /// The claims of the items, the unexplained kernels and a partial observation.
 fn comparison_claims(
-    report: &PredictReport,
+    report: &CudaReport,
     observed: &Observed,
     items: &[ItemVerdict],
     unexplained: &[Unexplained],
@@ -559,7 +429,7 @@ fn comparison_claims(
 }
 
 /// Compare a prediction with observed kernels.
-pub fn compare(report: &PredictReport, observed: &Observed) -> Comparison {
+pub fn compare(report: &CudaReport, observed: &Observed) -> Comparison {
     let all = expects(report);
     let trace_sources = trace_sources(observed);
     let mut items = Vec::new();

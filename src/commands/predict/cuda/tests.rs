@@ -1,8 +1,10 @@
 //! Unit tests of the phase plan, flash-attention and MUL_MAT_ID predictions on hand-built weights. Expected values
 //! are read off the cited llama.cpp 11434 (and Ollama v0.24.0) source lines, not produced by this code.
 
-use super::phases::kv_len;
-use super::*;
+use super::super::phases::kv_len;
+use super::super::*;
+use super::rules::device_for;
+use super::run;
 use crate::evidence::{Confidence, Source};
 
 fn weights(tensors: Vec<WeightTensor>, attention: Option<AttentionShape>) -> ModelWeights {
