@@ -309,7 +309,9 @@ fn predict_run_takes_model_prompt_num_gpu_and_backend_from_each_record() {
 /// that ran for them, naming the placement rule.
 #[test]
 fn h100_traces_at_ngl_99_confirm_gpu_placement_and_contradict_a_cpu_one() {
-    use backscope::commands::predict::{self, Backend, Batch, ObservedSource, PredictOptions, Verdict, WeightSource};
+    use backscope::commands::predict::{
+        self, Backend, Batch, NumGpu, ObservedSource, PredictOptions, Verdict, WeightSource,
+    };
     let trace = |case: &str| {
         ObservedSource::TraceSummary(
             Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("docs/validation/gpu-2026-11-21/trace-{case}-off.json")),
@@ -326,7 +328,7 @@ fn h100_traces_at_ngl_99_confirm_gpu_placement_and_contradict_a_cpu_one() {
             batch,
         );
         o.decode_tokens = Some(decode);
-        o.placement.n_gpu_layers = Some(ngl);
+        o.placement.num_gpu = Some(NumGpu::from_count(ngl));
         o.observed = Some(trace(case));
         predict::cuda::run(&o).unwrap()
     };

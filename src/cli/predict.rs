@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use backscope::commands::predict::command::{BatchFrom, Observation, PredictCommand, RecordBackend, VulkanFlags};
 use backscope::commands::predict::vulkan::verify::Verify;
 use backscope::commands::predict::{
-    Backend, Batch, DeviceSource, FlashAttn, PredictOptions, WeightSource, DEFAULT_UBATCH,
+    Backend, Batch, DeviceSource, FlashAttn, NumGpu, PredictOptions, WeightSource, DEFAULT_UBATCH,
 };
 use clap::{ArgGroup, Args, ValueEnum};
 
@@ -222,7 +222,7 @@ impl From<PredictArgs> for PredictCommand {
         p.explain = a.explain;
         p.kv_type = a.kv_type;
         p.flash_attn = a.flash_attn.into();
-        p.placement.n_gpu_layers = a.num_gpu;
+        p.placement.num_gpu = a.num_gpu.map(NumGpu::from_count);
         p.placement.op_offload = !a.no_op_offload;
         let mut c = PredictCommand::new(p);
         c.batch = batch_from;

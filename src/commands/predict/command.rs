@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::cuda::{self, prediction::CudaReport};
 use super::model::{self, ModelWeights};
 use super::options::{Backend, Batch, DeviceSource, ObservedSource, PredictOptions, PromptFromRun, WeightSource};
-use super::placement::{GpuBackend, PlacementOptions};
+use super::placement::{GpuBackend, NumGpu, PlacementOptions};
 use super::report::{self, Report};
 use super::vulkan;
 use crate::exit;
@@ -292,12 +292,11 @@ fn record_options(
         };
     }
     let all_logged = r.backend.as_ref().and_then(|f| f.offloaded).is_some_and(|(n, m)| n >= m);
-    if matches!(o.weights, WeightSource::Single { .. }) && all_logged && cmd.prediction.placement.n_gpu_layers.is_none()
-    {
+    if matches!(o.weights, WeightSource::Single { .. }) && all_logged && cmd.prediction.placement.num_gpu.is_none() {
         // `offloaded M/M layers`: every layer, which a single weight can be placed by.
-        o.placement.n_gpu_layers = Some(-1);
+        o.placement.num_gpu = Some(NumGpu::Auto);
     }
-    if let (WeightSource::Single { .. }, Some(n @ 1..)) = (&o.weights, o.placement.n_gpu_layers) {
+    if let (WeightSource::Single { .. }, Some(NumGpu::Layers(n @ 1..))) = (&o.weights, o.placement.num_gpu) {
         // Which layers a count places depends on the model's layers, which a single --type lacks.
         return Err(why(format!(
             "num_gpu {n} offloads some layers only, and --type has none: give --model, or --num-gpu -1 / 0"
@@ -517,10 +516,10 @@ pub fn placement_of_record(r: &Record, flags: &PlacementOptions, backend_given: 
             None => {}
         }
     }
-    if p.n_gpu_layers.is_none() {
-        let logged = r.backend.as_ref().and_then(|f| f.offloaded).map(|(n, _)| i64::from(n));
+    if p.num_gpu.is_none() {
+        let logged = r.backend.as_ref().and_then(|f| f.offloaded).map(|(n, _)| NumGpu::Layers(u64::from(n)));
         // -1 (auto) without the log line is what a prediction assumes anyway: every layer, no placement verdicts.
-        p.n_gpu_layers = logged.or((r.num_gpu >= 0).then_some(r.num_gpu));
+        p.num_gpu = logged.or((r.num_gpu >= 0).then(|| NumGpu::from_count(r.num_gpu)));
     }
     p
 }
@@ -605,22 +604,22 @@ mod tests {
         let vk =
             record(-1, Some(("Vulkan0 (llvmpipe)", &["Vulkan0 (llvmpipe (LLVM 15.0.6, 256 bits))"], Some((5, 5)))));
         let p = placement_of_record(&vk, &flags, false);
-        assert_eq!((p.backend, p.gpu_device, p.n_gpu_layers), (GpuBackend::Vulkan, true, Some(5)));
+        assert_eq!((p.backend, p.gpu_device, p.num_gpu), (GpuBackend::Vulkan, true, Some(NumGpu::Layers(5))));
         // num_gpu 0 on a Vulkan server: the device is in use (op offload can reach it), no layer offloaded.
         let zero = record(0, Some(("CPU", &["Vulkan0 (llvmpipe)"], Some((0, 5)))));
         let p = placement_of_record(&zero, &flags, false);
-        assert_eq!((p.backend, p.gpu_device, p.n_gpu_layers), (GpuBackend::Vulkan, true, Some(0)));
+        assert_eq!((p.backend, p.gpu_device, p.num_gpu), (GpuBackend::Vulkan, true, Some(NumGpu::Layers(0))));
         let cpu = record(3, Some(("CPU", &[], Some((3, 5)))));
         assert!(!placement_of_record(&cpu, &flags, false).gpu_device);
         let rocm = record(7, Some(("ROCm0 (gfx906)", &["ROCm0 (AMD Radeon VII)"], None)));
         let p = placement_of_record(&rocm, &flags, false);
-        assert_eq!((p.backend, p.n_gpu_layers), (GpuBackend::Hip, Some(7)));
+        assert_eq!((p.backend, p.num_gpu), (GpuBackend::Hip, Some(NumGpu::Layers(7))));
         // No log facts: the record's num_gpu; -1 (auto) is left to the default (all, no placement verdicts).
-        assert_eq!(placement_of_record(&record(4, None), &flags, false).n_gpu_layers, Some(4));
-        assert_eq!(placement_of_record(&record(-1, None), &flags, false).n_gpu_layers, None);
+        assert_eq!(placement_of_record(&record(4, None), &flags, false).num_gpu, Some(NumGpu::Layers(4)));
+        assert_eq!(placement_of_record(&record(-1, None), &flags, false).num_gpu, None);
         // Flags win over the record.
-        let given = PlacementOptions { n_gpu_layers: Some(2), backend: GpuBackend::Cuda, ..flags };
+        let given = PlacementOptions { num_gpu: Some(NumGpu::Layers(2)), backend: GpuBackend::Cuda, ..flags };
         let p = placement_of_record(&vk, &given, true);
-        assert_eq!((p.backend, p.n_gpu_layers), (GpuBackend::Cuda, Some(2)));
+        assert_eq!((p.backend, p.num_gpu), (GpuBackend::Cuda, Some(NumGpu::Layers(2))));
     }
 }

@@ -37,7 +37,7 @@ pub use options::{
     WeightSource, DEFAULT_UBATCH, MAX_TOKENS,
 };
 pub use phases::TokensInfo;
-pub use placement::{GpuBackend, Offload, Placed, PlacementOptions, Where};
+pub use placement::{GpuBackend, NumGpu, Offload, Placed, PlacementOptions, Where};
 pub use report::{run, Report};
 pub use verdict::Verdict;
 pub use vulkan::prediction::VulkanReport;

@@ -96,7 +96,7 @@ fn placement_item(
     gpu_expects: &[Expect<'_>],
 ) -> Option<ItemVerdict> {
     let placed = g.placement;
-    let asked = report.placement.n_gpu_layers.is_some() || !report.placement.gpu_device;
+    let asked = report.placement.num_gpu.is_some() || !report.placement.gpu_device;
     if !asked && placed.rule == "weight-on-gpu" {
         return None;
     }

@@ -183,7 +183,7 @@ pub(super) fn prediction_claims(r: &CudaReport, from_run: Option<&PromptFromRun>
             if let Some(rule) = g.prediction.rule.as_ref().filter(|_| !cpu) {
                 c = c.with_source(rule_source(rule));
             }
-            if g.placement.rule != "weight-on-gpu" || r.placement.n_gpu_layers.is_some() {
+            if g.placement.rule != "weight-on-gpu" || r.placement.num_gpu.is_some() {
                 c = c.with_source(placement::rule_source(g.placement.resident_rule));
                 c = c.with_source(placement::rule_source(g.placement.rule));
             }

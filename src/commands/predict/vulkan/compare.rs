@@ -293,7 +293,7 @@ struct Judge<'a> {
 
 impl Judge<'_> {
     fn group_items(&self, p: &VkPhase, g: &VkWeightGroup, items: &mut Vec<VkItem>, claims: &mut Vec<Claim>) {
-        let asked = self.r.placement.n_gpu_layers.is_some() || !self.r.placement.gpu_device;
+        let asked = self.r.placement.num_gpu.is_some() || !self.r.placement.gpu_device;
         let placement_rule = (asked || g.placement.rule != "weight-on-gpu").then(|| g.placement.rule.to_string());
         let judged: Vec<(String, Verdict, String, Vec<String>)> = if on_gpu(g) {
             checks(g)

@@ -196,7 +196,7 @@ pub(super) fn prediction_claims(r: &VulkanReport) -> Vec<Claim> {
             for d in arch.into_iter().chain(&g.prediction.path) {
                 c = c.with_source(decision_source(d));
             }
-            if g.placement.rule != "weight-on-gpu" || r.placement.n_gpu_layers.is_some() {
+            if g.placement.rule != "weight-on-gpu" || r.placement.num_gpu.is_some() {
                 c = c.with_source(placement::rule_source(g.placement.resident_rule));
                 c = c.with_source(placement::rule_source(g.placement.rule));
             }

@@ -21,6 +21,7 @@ use crate::builds::{self, BuildFlags, BuildNumber, Prepared};
 use super::super::options::{
     Backend, Batch, DeviceSource, FlashAttn, ObservedSource, PredictOptions, Verified, VerifyingBuild, WeightSource,
 };
+use super::super::placement::NumGpu;
 pub use super::verifying_build::version_claim;
 use crate::output::messages;
 
@@ -276,7 +277,10 @@ pub fn observe(mut opts: PredictOptions, device: &str, verify: &Verify) -> Resul
 /// steps are predicted, a decode test of that many tokens; layers, ubatch, flash attention and KV types as predicted.
 fn bench_argv(llama_bench: &Path, model: &Path, prompt: u64, opts: &PredictOptions) -> Vec<String> {
     let mut argv = vec![llama_bench.display().to_string(), "-m".into(), model.display().to_string()];
-    let ngl = opts.placement.n_gpu_layers.filter(|n| *n >= 0).unwrap_or(999);
+    let ngl = match opts.placement.num_gpu {
+        Some(NumGpu::Layers(n)) => n,
+        None | Some(NumGpu::Auto) => 999,
+    };
     let decode = opts.decode_tokens.unwrap_or(1);
     for (flag, value) in [
         ("-ngl", ngl.to_string()),
@@ -322,7 +326,7 @@ mod tests {
         let line = argv.join(" ");
         assert!(line.starts_with("/b/llama-bench -m m.gguf -ngl 999 -r 1 -p 64 -n 1 -ub 512"), "{line}");
         assert!(line.contains("-ctk f16 -ctv f16") && !line.contains("-fa") && !line.contains("-nopo"), "{line}");
-        o.placement = PlacementOptions { n_gpu_layers: Some(3), op_offload: false, ..o.placement.clone() };
+        o.placement = PlacementOptions { num_gpu: Some(NumGpu::Layers(3)), op_offload: false, ..o.placement.clone() };
         o.flash_attn = FlashAttn::Off;
         o.decode_tokens = Some(0);
         let line = bench_argv(Path::new("/b/llama-bench"), Path::new("m.gguf"), 9, &o).join(" ");
