@@ -3,6 +3,8 @@
 //! What differs between ggml-cuda's and ggml-vulkan's rules (the query, the prediction, how predictions are
 //! remembered, the attention) is the [`Rules`] each backend implements.
 
+use std::borrow::Cow;
+
 use anyhow::Result;
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
@@ -121,8 +123,9 @@ pub(super) trait Rules {
     type Prediction: Predicted;
     /// What the rules are asked of weight `t` in a phase whose matmuls see `ne11` columns.
     fn query(&self, t: &WeightTensor, ne11: u64) -> Result<<Self::Prediction as Predicted>::Query>;
-    /// The prediction weights are grouped by (remembered across weights and phases as the rules see fit).
-    fn matmul(&mut self, q: &<Self::Prediction as Predicted>::Query) -> Result<Self::Prediction>;
+    /// The prediction weights are grouped by, borrowed where the rules remember it across weights and phases (a
+    /// model of 300k weights has a handful of distinct queries: only a new group takes a copy).
+    fn matmul(&mut self, q: &<Self::Prediction as Predicted>::Query) -> Result<Cow<'_, Self::Prediction>>;
     /// The prediction a new group shows: the grouping one, or one with more of its decision path.
     fn shown(&self, _q: &<Self::Prediction as Predicted>::Query, grouping: Self::Prediction) -> Self::Prediction {
         grouping
@@ -161,33 +164,38 @@ pub(super) fn predict<R: Rules>(
         });
         for t in members {
             let q = rules.query(t, p.ne11)?;
-            let prediction = rules.matmul(&q)?;
             let placed = offload.runs_on(t, p.ne11);
             layer_on_gpu |= !t.head && placed.runs_on == Where::Gpu;
+            let prediction = rules.matmul(&q)?;
             let same = |g: &WeightGroup<R::Prediction>| {
                 g.placement == placed
                     && g.ggml_type == t.ggml_type
                     && g.op == t.op
                     && g.prediction.groups_with(&prediction)
             };
-            if let Some(i) = groups.iter().position(same) {
-                groups[i].tensors += 1;
-                groups[i].nodes = rules.add_nodes(&groups[i], p)?;
-                if groups[i].examples.len() < 4 {
-                    groups[i].examples.push(t.name.clone());
+            match groups.iter().position(same) {
+                Some(i) => {
+                    drop(prediction);
+                    groups[i].tensors += 1;
+                    groups[i].nodes = rules.add_nodes(&groups[i], p)?;
+                    if groups[i].examples.len() < 4 {
+                        groups[i].examples.push(t.name.clone());
+                    }
                 }
-            } else {
-                groups.push(WeightGroup {
-                    ggml_type: t.ggml_type.clone(),
-                    op: t.op,
-                    ne11: p.ne11,
-                    tensors: 1,
-                    examples: vec![t.name.clone()],
-                    nodes: p.repeat,
-                    placement: placed,
-                    prediction: rules.shown(&q, prediction),
-                    query: q,
-                });
+                None => {
+                    let prediction = prediction.into_owned();
+                    groups.push(WeightGroup {
+                        ggml_type: t.ggml_type.clone(),
+                        op: t.op,
+                        ne11: p.ne11,
+                        tensors: 1,
+                        examples: vec![t.name.clone()],
+                        nodes: p.repeat,
+                        placement: placed,
+                        prediction: rules.shown(&q, prediction),
+                        query: q,
+                    });
+                }
             }
         }
         if !layer_on_gpu && !p.kv_lens.is_empty() {

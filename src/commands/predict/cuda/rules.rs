@@ -1,6 +1,7 @@
 //! ggml-cuda's rules as the phases ask them: the GPU an `--arch` means, one weight's matmul query and its kernel
 //! family (remembered per class of queries the rules cannot tell apart), and a phase's flash attention.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use anyhow::{anyhow, Result};
@@ -140,14 +141,14 @@ impl Rules for CudaRules<'_> {
 
     /// Keyed on what the rules can tell apart in ne00/ne01; the memo keeps no decision path (a path shows the values
     /// themselves, and 150k paths would take GBs): `--explain` evaluates each group's first weight again.
-    fn matmul(&mut self, q: &MatmulQuery) -> Result<MatmulPrediction> {
+    fn matmul(&mut self, q: &MatmulQuery) -> Result<Cow<'_, MatmulPrediction>> {
         let ev = self.ev;
         let prediction = self.memo.entry(ev.matmul_key(q)).or_insert_with_key(|key| {
             let mut prediction = ev.matmul(key);
             prediction.path.clear();
             prediction
         });
-        Ok(prediction.clone())
+        Ok(Cow::Borrowed(prediction))
     }
 
     fn shown(&self, q: &MatmulQuery, grouping: MatmulPrediction) -> MatmulPrediction {

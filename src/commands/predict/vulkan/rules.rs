@@ -1,6 +1,7 @@
 //! ggml-vulkan's rules as the phases ask them: one weight's matmul query and its pipeline (remembered per query),
 //! a phase's flash attention; and what the device would run with a build that had the shaders it lacks.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use anyhow::Result;
@@ -56,9 +57,9 @@ impl Rules for VkRules<'_> {
     }
 
     /// The rules' prediction for a query, remembered across weights and phases.
-    fn matmul(&mut self, q: &VkMatmulQuery) -> Result<VkMatmulPrediction> {
-        if let Some(pr) = self.memo.get(q) {
-            return Ok(pr.clone());
+    fn matmul(&mut self, q: &VkMatmulQuery) -> Result<Cow<'_, VkMatmulPrediction>> {
+        if self.memo.contains_key(q) {
+            return Ok(Cow::Borrowed(&self.memo[q]));
         }
         let mut pr = self.rules.matmul(self.facts, q)?;
         if !self.explain {
@@ -66,9 +67,9 @@ impl Rules for VkRules<'_> {
         }
         // A model of many distinct shapes is evaluated shape by shape without keeping them all.
         if self.memo.len() < MAX_MEMO {
-            self.memo.insert(q.clone(), pr.clone());
+            return Ok(Cow::Borrowed(self.memo.entry(q.clone()).or_insert(pr)));
         }
-        Ok(pr)
+        Ok(Cow::Owned(pr))
     }
 
     fn add_nodes(&self, g: &WeightGroup<VkMatmulPrediction>, p: &PhasePlan) -> Result<u64> {
