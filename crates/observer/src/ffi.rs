@@ -105,4 +105,14 @@ impl Stream {
             other => Stream(other),
         }
     }
+
+    /// [`Stream::per_thread`] for the per-thread variant of an entry point, [`Stream::new`] otherwise.
+    #[inline(always)]
+    pub fn of(handle: Handle, per_thread: bool) -> Stream {
+        if per_thread {
+            Stream::per_thread(handle)
+        } else {
+            Stream::new(handle)
+        }
+    }
 }

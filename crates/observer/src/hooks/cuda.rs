@@ -82,6 +82,7 @@ hook! {
 }
 
 hook! {
+    /// `<<<>>>` up to nvcc 12.3, and the cooperative launch; the `_ptsz` variants for per-thread default streams.
     fn cudaLaunchKernel(
         function: *const c_void,
         grid: Dim3,
@@ -90,24 +91,16 @@ hook! {
         shared_mem: usize,
         stream: Handle,
     ) -> Status;
+    also cudaLaunchKernel_ptsz(per_thread), cudaLaunchCooperativeKernel, cudaLaunchCooperativeKernel_ptsz(per_thread);
     missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status, ring| launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape(grid, block), Stream::new(stream), status)
+    after |status, ring, per_thread| {
+        launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape(grid, block),
+            Stream::of(stream, per_thread), status)
+    }
 }
 
 hook! {
-    fn cudaLaunchKernel_ptsz(
-        function: *const c_void,
-        grid: Dim3,
-        block: Dim3,
-        args: *mut *mut c_void,
-        shared_mem: usize,
-        stream: Handle,
-    ) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status, ring| launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape(grid, block), Stream::per_thread(stream), status)
-}
-
-hook! {
+    /// nvcc 12.4+ `<<<>>>`: a `cudaKernel_t` from `__cudaGetKernel`.
     fn __cudaLaunchKernel(
         kernel: Handle,
         grid: Dim3,
@@ -116,21 +109,12 @@ hook! {
         shared_mem: usize,
         stream: Handle,
     ) -> Status;
+    also __cudaLaunchKernel_ptsz(per_thread);
     missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status, ring| launch(ring, Api::Cuda, Namer::CudaKernel, kernel as usize, shape(grid, block), Stream::new(stream), status)
-}
-
-hook! {
-    fn __cudaLaunchKernel_ptsz(
-        kernel: Handle,
-        grid: Dim3,
-        block: Dim3,
-        args: *mut *mut c_void,
-        shared_mem: usize,
-        stream: Handle,
-    ) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status, ring| launch(ring, Api::Cuda, Namer::CudaKernel, kernel as usize, shape(grid, block), Stream::per_thread(stream), status)
+    after |status, ring, per_thread| {
+        launch(ring, Api::Cuda, Namer::CudaKernel, kernel as usize, shape(grid, block),
+            Stream::of(stream, per_thread), status)
+    }
 }
 
 /// Shape and stream of a `cudaLaunchConfig_t`, if the pointer is usable.
@@ -143,48 +127,13 @@ fn from_cuda_config(config: *const CudaLaunchConfig) -> Option<(Shape, Handle)> 
 
 hook! {
     fn cudaLaunchKernelExC(config: *const CudaLaunchConfig, function: *const c_void, args: *mut *mut c_void) -> Status;
+    also cudaLaunchKernelExC_ptsz(per_thread);
     missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status, ring| {
+    after |status, ring, per_thread| {
         if let Some((shape, stream)) = from_cuda_config(config) {
-            launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape, Stream::new(stream), status);
+            launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape, Stream::of(stream, per_thread), status);
         }
     }
-}
-
-hook! {
-    fn cudaLaunchKernelExC_ptsz(config: *const CudaLaunchConfig, function: *const c_void, args: *mut *mut c_void) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status, ring| {
-        if let Some((shape, stream)) = from_cuda_config(config) {
-            launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape, Stream::per_thread(stream), status);
-        }
-    }
-}
-
-hook! {
-    fn cudaLaunchCooperativeKernel(
-        function: *const c_void,
-        grid: Dim3,
-        block: Dim3,
-        args: *mut *mut c_void,
-        shared_mem: usize,
-        stream: Handle,
-    ) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status, ring| launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape(grid, block), Stream::new(stream), status)
-}
-
-hook! {
-    fn cudaLaunchCooperativeKernel_ptsz(
-        function: *const c_void,
-        grid: Dim3,
-        block: Dim3,
-        args: *mut *mut c_void,
-        shared_mem: usize,
-        stream: Handle,
-    ) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status, ring| launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape(grid, block), Stream::per_thread(stream), status)
 }
 
 hook! {
@@ -198,6 +147,7 @@ hook! {
 }
 
 hook! {
+    /// Also handed out by lookups (`hooks::lookup`): cuBLAS reaches it through `cuGetProcAddress`.
     fn cuLaunchKernel(
         function: Handle,
         grid_x: c_uint,
@@ -211,70 +161,34 @@ hook! {
         params: *mut *mut c_void,
         extra: *mut *mut c_void,
     ) -> Status;
+    also cuLaunchKernel_ptsz(per_thread);
+    looked_up cuLaunchKernel as CU_LAUNCH_KERNEL;
     missing = CU_ERROR_NOT_SUPPORTED;
-    after |status, ring| {
+    after |status, ring, per_thread| {
         let shape = Shape { grid: [grid_x, grid_y, grid_z], block: [block_x, block_y, block_z] };
-        launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, Stream::new(stream), status)
-    }
-}
-
-hook! {
-    fn cuLaunchKernel_ptsz(
-        function: Handle,
-        grid_x: c_uint,
-        grid_y: c_uint,
-        grid_z: c_uint,
-        block_x: c_uint,
-        block_y: c_uint,
-        block_z: c_uint,
-        shared_mem_bytes: c_uint,
-        stream: Handle,
-        params: *mut *mut c_void,
-        extra: *mut *mut c_void,
-    ) -> Status;
-    missing = CU_ERROR_NOT_SUPPORTED;
-    after |status, ring| {
-        let shape = Shape { grid: [grid_x, grid_y, grid_z], block: [block_x, block_y, block_z] };
-        launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, Stream::per_thread(stream), status)
+        launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, Stream::of(stream, per_thread), status)
     }
 }
 
 hook! {
     fn cuLaunchKernelEx(config: *const CuLaunchConfig, function: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) -> Status;
+    also cuLaunchKernelEx_ptsz(per_thread);
+    looked_up cuLaunchKernelEx as CU_LAUNCH_KERNEL_EX;
     missing = CU_ERROR_NOT_SUPPORTED;
-    after |status, ring| {
+    after |status, ring, per_thread| {
         if let Some((shape, stream)) = from_cu_config(config) {
-            launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, Stream::new(stream), status);
-        }
-    }
-}
-
-hook! {
-    fn cuLaunchKernelEx_ptsz(config: *const CuLaunchConfig, function: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) -> Status;
-    missing = CU_ERROR_NOT_SUPPORTED;
-    after |status, ring| {
-        if let Some((shape, stream)) = from_cu_config(config) {
-            launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, Stream::per_thread(stream), status);
+            launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, Stream::of(stream, per_thread), status);
         }
     }
 }
 
 hook! {
     fn cudaStreamBeginCapture(stream: Handle, mode: c_int) -> Status;
+    also cudaStreamBeginCapture_ptsz(per_thread);
     missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
+    after |status, _ring, per_thread| {
         if status == SUCCESS {
-            crate::observe::begin_capture(Family::Cuda, Stream::new(stream), None);
-        }
-    }
-}
-
-hook! {
-    fn cudaStreamBeginCapture_ptsz(stream: Handle, mode: c_int) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if status == SUCCESS {
-            crate::observe::begin_capture(Family::Cuda, Stream::per_thread(stream), None);
+            crate::observe::begin_capture(Family::Cuda, Stream::of(stream, per_thread), None);
         }
     }
 }
@@ -299,28 +213,22 @@ hook! {
 
 hook! {
     fn cudaStreamEndCapture(stream: Handle, graph: *mut Handle) -> Status;
+    also cudaStreamEndCapture_ptsz(per_thread);
     missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| graphs::end_capture(Family::Cuda, Stream::new(stream), out_handle(status, graph))
-}
-
-hook! {
-    fn cudaStreamEndCapture_ptsz(stream: Handle, graph: *mut Handle) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| graphs::end_capture(Family::Cuda, Stream::per_thread(stream), out_handle(status, graph))
+    after |status, _ring, per_thread| {
+        graphs::end_capture(Family::Cuda, Stream::of(stream, per_thread), out_handle(status, graph))
+    }
 }
 
 hook! {
     /// The driver's end of a capture the runtime began (`cudaStream_t` and `CUstream` are one
     /// handle): a program that mixes the two APIs ends it here.
     fn cuStreamEndCapture(stream: Handle, graph: *mut Handle) -> Status;
+    also cuStreamEndCapture_ptsz(per_thread);
     missing = CU_ERROR_NOT_SUPPORTED;
-    after |status| graphs::end_capture(Family::Cuda, Stream::new(stream), out_handle(status, graph))
-}
-
-hook! {
-    fn cuStreamEndCapture_ptsz(stream: Handle, graph: *mut Handle) -> Status;
-    missing = CU_ERROR_NOT_SUPPORTED;
-    after |status| graphs::end_capture(Family::Cuda, Stream::per_thread(stream), out_handle(status, graph))
+    after |status, _ring, per_thread| {
+        graphs::end_capture(Family::Cuda, Stream::of(stream, per_thread), out_handle(status, graph))
+    }
 }
 
 hook! {
@@ -370,16 +278,7 @@ hook! {
 
 hook! {
     fn cudaGraphInstantiateWithParams(exec: *mut Handle, graph: Handle, params: *mut c_void) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if let Some(exec) = out_handle(status, exec) {
-            crate::observe::set_exec_graph(Family::Cuda, exec, graph as usize);
-        }
-    }
-}
-
-hook! {
-    fn cudaGraphInstantiateWithParams_ptsz(exec: *mut Handle, graph: Handle, params: *mut c_void) -> Status;
+    also cudaGraphInstantiateWithParams_ptsz;
     missing = CUDA_ERROR_NOT_SUPPORTED;
     after |status| {
         if let Some(exec) = out_handle(status, exec) {
@@ -401,15 +300,15 @@ hook! {
 }
 
 hook! {
+    /// The driver's `cuGraphLaunch` has the same parameters and meaning: the observer does not export it,
+    /// but wraps it when a lookup hands it out (`hooks::lookup`).
     fn cudaGraphLaunch(exec: Handle, stream: Handle) -> Status;
+    also cudaGraphLaunch_ptsz(per_thread);
+    looked_up cuGraphLaunch as CU_GRAPH_LAUNCH;
     missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| crate::observe::launch_graph(Family::Cuda, exec as usize, Stream::new(stream), status)
-}
-
-hook! {
-    fn cudaGraphLaunch_ptsz(exec: Handle, stream: Handle) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| crate::observe::launch_graph(Family::Cuda, exec as usize, Stream::per_thread(stream), status)
+    after |status, _ring, per_thread| {
+        crate::observe::launch_graph(Family::Cuda, exec as usize, Stream::of(stream, per_thread), status)
+    }
 }
 
 hook! {

@@ -56,21 +56,12 @@ hook! {
         shared_mem_bytes: usize,
         stream: Handle,
     ) -> Status;
+    also hipLaunchKernel_spt(per_thread);
     missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status, ring| launch(ring, Api::Hip, Namer::HipStub, function_address as usize, shape(grid, block), Stream::new(stream), status)
-}
-
-hook! {
-    fn hipLaunchKernel_spt(
-        function_address: *const c_void,
-        grid: Dim3,
-        block: Dim3,
-        args: *mut *mut c_void,
-        shared_mem_bytes: usize,
-        stream: Handle,
-    ) -> Status;
-    missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status, ring| launch(ring, Api::Hip, Namer::HipStub, function_address as usize, shape(grid, block), Stream::per_thread(stream), status)
+    after |status, ring, per_thread| {
+        launch(ring, Api::Hip, Namer::HipStub, function_address as usize, shape(grid, block),
+            Stream::of(stream, per_thread), status)
+    }
 }
 
 hook! {
@@ -98,21 +89,12 @@ hook! {
         shared_mem_bytes: c_uint,
         stream: Handle,
     ) -> Status;
+    also hipLaunchCooperativeKernel_spt(per_thread);
     missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status, ring| launch(ring, Api::Hip, Namer::HipStub, function as usize, shape(grid, block), Stream::new(stream), status)
-}
-
-hook! {
-    fn hipLaunchCooperativeKernel_spt(
-        function: *const c_void,
-        grid: Dim3,
-        block: Dim3,
-        args: *mut *mut c_void,
-        shared_mem_bytes: c_uint,
-        stream: Handle,
-    ) -> Status;
-    missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status, ring| launch(ring, Api::Hip, Namer::HipStub, function as usize, shape(grid, block), Stream::per_thread(stream), status)
+    after |status, ring, per_thread| {
+        launch(ring, Api::Hip, Namer::HipStub, function as usize, shape(grid, block),
+            Stream::of(stream, per_thread), status)
+    }
 }
 
 hook! {
@@ -139,6 +121,7 @@ hook! {
         params: *mut *mut c_void,
         extra: *mut *mut c_void,
     ) -> Status;
+    looked_up hipModuleLaunchKernel as HIP_MODULE_LAUNCH_KERNEL;
     missing = HIP_ERROR_NOT_SUPPORTED;
     after |status, ring| {
         let shape = Shape { grid: [grid_x, grid_y, grid_z], block: [block_x, block_y, block_z] };
@@ -164,6 +147,7 @@ hook! {
         stop_event: Handle,
         flags: u32,
     ) -> Status;
+    looked_up hipExtModuleLaunchKernel as HIP_EXT_MODULE_LAUNCH_KERNEL;
     missing = HIP_ERROR_NOT_SUPPORTED;
     after |status, ring| {
         let block = [local_x, local_y, local_z];
@@ -174,34 +158,22 @@ hook! {
 
 hook! {
     fn hipStreamBeginCapture(stream: Handle, mode: c_int) -> Status;
+    also hipStreamBeginCapture_spt(per_thread);
     missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| {
+    after |status, _ring, per_thread| {
         if status == SUCCESS {
-            crate::observe::begin_capture(Family::Hip, Stream::new(stream), None);
-        }
-    }
-}
-
-hook! {
-    fn hipStreamBeginCapture_spt(stream: Handle, mode: c_int) -> Status;
-    missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if status == SUCCESS {
-            crate::observe::begin_capture(Family::Hip, Stream::per_thread(stream), None);
+            crate::observe::begin_capture(Family::Hip, Stream::of(stream, per_thread), None);
         }
     }
 }
 
 hook! {
     fn hipStreamEndCapture(stream: Handle, graph: *mut Handle) -> Status;
+    also hipStreamEndCapture_spt(per_thread);
     missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| graphs::end_capture(Family::Hip, Stream::new(stream), out_handle(status, graph))
-}
-
-hook! {
-    fn hipStreamEndCapture_spt(stream: Handle, graph: *mut Handle) -> Status;
-    missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| graphs::end_capture(Family::Hip, Stream::per_thread(stream), out_handle(status, graph))
+    after |status, _ring, per_thread| {
+        graphs::end_capture(Family::Hip, Stream::of(stream, per_thread), out_handle(status, graph))
+    }
 }
 
 hook! {
@@ -253,14 +225,11 @@ hook! {
 
 hook! {
     fn hipGraphLaunch(exec: Handle, stream: Handle) -> Status;
+    also hipGraphLaunch_spt(per_thread);
     missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| crate::observe::launch_graph(Family::Hip, exec as usize, Stream::new(stream), status)
-}
-
-hook! {
-    fn hipGraphLaunch_spt(exec: Handle, stream: Handle) -> Status;
-    missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| crate::observe::launch_graph(Family::Hip, exec as usize, Stream::per_thread(stream), status)
+    after |status, _ring, per_thread| {
+        crate::observe::launch_graph(Family::Hip, exec as usize, Stream::of(stream, per_thread), status)
+    }
 }
 
 hook! {
