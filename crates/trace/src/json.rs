@@ -199,25 +199,20 @@ fn put_escaped(out: &mut (impl Out + ?Sized), text: &str) {
 /// object nested in another value).
 #[allow(missing_debug_implementations)]
 pub struct Obj<'o, O: Out + ?Sized> {
-    out: &'o mut O,
-    first: bool,
+    members: Items<'o, O>,
 }
 
 impl<'o, O: Out + ?Sized> Obj<'o, O> {
     pub fn begin(out: &'o mut O) -> Self {
-        out.put(b"{");
-        Obj { out, first: true }
+        Obj { members: Items::open(out, b"{") }
     }
 
     /// Writes `"key":` (with the separator) and returns the sink for the value.
     pub fn key(&mut self, key: &str) -> &mut O {
-        if !self.first {
-            self.out.put(b",");
-        }
-        self.first = false;
-        put_str(self.out, key.as_bytes());
-        self.out.put(b":");
-        self.out
+        let out = self.members.next();
+        put_str(out, key.as_bytes());
+        out.put(b":");
+        out
     }
 
     pub fn u64(&mut self, key: &str, value: u64) -> &mut Self {
@@ -286,13 +281,40 @@ impl<'o, O: Out + ?Sized> Obj<'o, O> {
         self
     }
 
-    pub fn end(self) {
-        self.out.put(b"}");
+    pub fn end(mut self) {
+        self.members.close(b"}");
     }
 
     /// `}` and the newline that ends a record.
-    pub fn end_line(self) {
-        self.out.put(b"}\n");
+    pub fn end_line(mut self) {
+        self.members.close(b"}\n");
+    }
+}
+
+/// The items of a JSON object or array being written: the opening bracket, the items with a comma between
+/// each two, the closing bracket.
+struct Items<'o, O: Out + ?Sized> {
+    out: &'o mut O,
+    first: bool,
+}
+
+impl<'o, O: Out + ?Sized> Items<'o, O> {
+    fn open(out: &'o mut O, bracket: &[u8]) -> Self {
+        out.put(bracket);
+        Items { out, first: true }
+    }
+
+    /// The separator (none before the first item), and the sink for the next item.
+    fn next(&mut self) -> &mut O {
+        if !self.first {
+            self.out.put(b",");
+        }
+        self.first = false;
+        self.out
+    }
+
+    fn close(&mut self, bracket: &[u8]) {
+        self.out.put(bracket);
     }
 }
 
@@ -302,37 +324,27 @@ pub fn put_u32x3(out: &mut (impl Out + ?Sized), value: [u32; 3]) {
 
 /// `[item,…]`: each item written by `each`, commas between (an [`Obj`] or an [`Arr`] per item).
 pub fn put_list<O: Out + ?Sized, T>(out: &mut O, items: impl IntoIterator<Item = T>, mut each: impl FnMut(&mut O, T)) {
-    out.put(b"[");
-    for (i, item) in items.into_iter().enumerate() {
-        if i > 0 {
-            out.put(b",");
-        }
-        each(out, item);
+    let mut list = Items::open(out, b"[");
+    for item in items {
+        each(list.next(), item);
     }
-    out.put(b"]");
+    list.close(b"]");
 }
 
 /// One JSON array being written, a call per value: `Arr::begin(out).u64(a).u32x3(b).end()`; the trace format
 /// writes its tuples (a launch, a shape count, a dispatch) so.
 #[allow(missing_debug_implementations)]
 pub struct Arr<'o, O: Out + ?Sized> {
-    out: &'o mut O,
-    first: bool,
+    values: Items<'o, O>,
 }
 
 impl<'o, O: Out + ?Sized> Arr<'o, O> {
     pub fn begin(out: &'o mut O) -> Self {
-        out.put(b"[");
-        Arr { out, first: true }
+        Arr { values: Items::open(out, b"[") }
     }
 
-    /// The separator, and the sink for the next value.
     fn next(&mut self) -> &mut O {
-        if !self.first {
-            self.out.put(b",");
-        }
-        self.first = false;
-        self.out
+        self.values.next()
     }
 
     pub fn u64(&mut self, value: u64) -> &mut Self {
@@ -353,7 +365,7 @@ impl<'o, O: Out + ?Sized> Arr<'o, O> {
     }
 
     pub fn end(&mut self) {
-        self.out.put(b"]");
+        self.values.close(b"]");
     }
 }
 
