@@ -11,11 +11,7 @@
 //! * driver-API users launch `CUfunction`s with `cuLaunchKernel(Ex)`, named by
 //!   `cuModuleGetFunction` or, failing that, `cuFuncGetName`.
 //!
-//! Two functions changed their parameter lists between CUDA 11 and 12 (`cudaGraphInstantiate`,
-//! `cudaGraphExecUpdate`). Their hooks take the longer list and forward all of it: on x86-64 and
-//! AArch64 these arguments travel in registers, so a caller of the shorter form leaves unused
-//! registers that the real function of that version ignores, and only the leading parameters,
-//! the same in both versions, are interpreted here.
+//! Stream capture and graphs are `hooks::capture`'s, with HIP's.
 
 #![allow(non_snake_case, clippy::missing_safety_doc, clippy::too_many_arguments)]
 #![cfg_attr(test, allow(dead_code))]
@@ -25,10 +21,9 @@ use std::ptr;
 
 use super::{hook, shape};
 use crate::ffi::{
-    CuLaunchConfig, CudaLaunchConfig, Dim3, Handle, Status, CUDA_ERROR_NOT_SUPPORTED, CU_ERROR_NOT_SUPPORTED, SUCCESS,
+    CuLaunchConfig, CudaLaunchConfig, Dim3, Handle, Status, CUDA_ERROR_NOT_SUPPORTED, CU_ERROR_NOT_SUPPORTED,
 };
-use crate::graphs;
-use crate::observe::{alias, from_cu_config, launch, out_handle, register, Family, Namer, Stream};
+use crate::observe::{alias, from_cu_config, launch, out_handle, register, Namer, Stream};
 use crate::registry::{Api, NameSource, Shape};
 
 hook! {
@@ -180,145 +175,4 @@ hook! {
             launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, Stream::of(stream, per_thread), status);
         }
     }
-}
-
-hook! {
-    fn cudaStreamBeginCapture(stream: Handle, mode: c_int) -> Status;
-    also cudaStreamBeginCapture_ptsz(per_thread);
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status, _ring, per_thread| {
-        if status == SUCCESS {
-            crate::observe::begin_capture(Family::Cuda, Stream::of(stream, per_thread), None);
-        }
-    }
-}
-
-hook! {
-    /// CUDA 12.3+: capture into an existing graph, whose kernels the capture adds to.
-    fn cudaStreamBeginCaptureToGraph(
-        stream: Handle,
-        graph: Handle,
-        dependencies: *const Handle,
-        dependency_data: *const c_void,
-        num_dependencies: usize,
-        mode: c_int,
-    ) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if status == SUCCESS {
-            crate::observe::begin_capture(Family::Cuda, Stream::new(stream), Some(graph as usize));
-        }
-    }
-}
-
-hook! {
-    fn cudaStreamEndCapture(stream: Handle, graph: *mut Handle) -> Status;
-    also cudaStreamEndCapture_ptsz(per_thread);
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status, _ring, per_thread| {
-        graphs::end_capture(Family::Cuda, Stream::of(stream, per_thread), out_handle(status, graph))
-    }
-}
-
-hook! {
-    /// The driver's end of a capture the runtime began (`cudaStream_t` and `CUstream` are one
-    /// handle): a program that mixes the two APIs ends it here.
-    fn cuStreamEndCapture(stream: Handle, graph: *mut Handle) -> Status;
-    also cuStreamEndCapture_ptsz(per_thread);
-    missing = CU_ERROR_NOT_SUPPORTED;
-    after |status, _ring, per_thread| {
-        graphs::end_capture(Family::Cuda, Stream::of(stream, per_thread), out_handle(status, graph))
-    }
-}
-
-hook! {
-    /// A stream destroyed while its capture was recorded: the record expires. Observed after the
-    /// call, and only if it succeeded (a failed destroy leaves the stream and its capture alive).
-    fn cudaStreamDestroy(stream: Handle) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if status == SUCCESS {
-            graphs::destroy_stream(Family::Cuda, Stream::new(stream));
-        }
-    }
-}
-
-hook! {
-    /// `cuStreamDestroy` in `cuda.h` is this symbol.
-    fn cuStreamDestroy_v2(stream: Handle) -> Status;
-    missing = CU_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if status == SUCCESS {
-            graphs::destroy_stream(Family::Cuda, Stream::new(stream));
-        }
-    }
-}
-
-hook! {
-    /// CUDA 12+: `(exec*, graph, unsigned long long flags)`; CUDA 11:
-    /// `(exec*, graph, cudaGraphNode_t* errorNode, char* log, size_t logSize)`. See the module docs.
-    fn cudaGraphInstantiate(exec: *mut Handle, graph: Handle, arg3: usize, arg4: usize, arg5: usize) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if let Some(exec) = out_handle(status, exec) {
-            crate::observe::set_exec_graph(Family::Cuda, exec, graph as usize);
-        }
-    }
-}
-
-hook! {
-    fn cudaGraphInstantiateWithFlags(exec: *mut Handle, graph: Handle, flags: u64) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if let Some(exec) = out_handle(status, exec) {
-            crate::observe::set_exec_graph(Family::Cuda, exec, graph as usize);
-        }
-    }
-}
-
-hook! {
-    fn cudaGraphInstantiateWithParams(exec: *mut Handle, graph: Handle, params: *mut c_void) -> Status;
-    also cudaGraphInstantiateWithParams_ptsz;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if let Some(exec) = out_handle(status, exec) {
-            crate::observe::set_exec_graph(Family::Cuda, exec, graph as usize);
-        }
-    }
-}
-
-hook! {
-    /// CUDA 12+: `(exec, graph, cudaGraphExecUpdateResultInfo*)`; CUDA 11:
-    /// `(exec, graph, cudaGraphNode_t* errorNode, cudaGraphExecUpdateResult*)`. See the module docs.
-    fn cudaGraphExecUpdate(exec: Handle, graph: Handle, arg3: usize, arg4: usize) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if status == SUCCESS {
-            crate::observe::set_exec_graph(Family::Cuda, exec as usize, graph as usize);
-        }
-    }
-}
-
-hook! {
-    /// The driver's `cuGraphLaunch` has the same parameters and meaning: the observer does not export it,
-    /// but wraps it when a lookup hands it out (`hooks::lookup`).
-    fn cudaGraphLaunch(exec: Handle, stream: Handle) -> Status;
-    also cudaGraphLaunch_ptsz(per_thread);
-    looked_up cuGraphLaunch as CU_GRAPH_LAUNCH;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status, _ring, per_thread| {
-        crate::observe::launch_graph(Family::Cuda, exec as usize, Stream::of(stream, per_thread), status)
-    }
-}
-
-hook! {
-    fn cudaGraphExecDestroy(exec: Handle) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    before graphs::destroy_exec(exec as usize)
-}
-
-hook! {
-    fn cudaGraphDestroy(graph: Handle) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    before graphs::destroy_graph(Family::Cuda, graph as usize)
 }

@@ -29,7 +29,7 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 
-use super::{cuda, hip, hook};
+use super::{capture, cuda, hip, hook};
 use crate::ffi::{Status, CUDA_ERROR_NOT_SUPPORTED, CU_ERROR_NOT_SUPPORTED, HIP_ERROR_NOT_SUPPORTED, SUCCESS};
 
 hook! {
@@ -79,7 +79,7 @@ hook! {
         flags: u64,
         status: *mut c_int,
     ) -> Status;
-    looked_up hipGetProcAddress as HIP_GET_PROC_ADDRESS;
+    looked_up hipGetProcAddress(hip) as HIP_GET_PROC_ADDRESS;
     missing = HIP_ERROR_NOT_SUPPORTED;
     then |result| map_out(result, symbol, pfn, flags)
 }
@@ -144,7 +144,7 @@ fn wrap(entry: Entry, ptsz: bool, real: usize) -> usize {
     let wrapper = match entry {
         Entry::CuLaunchKernel => cuda::CU_LAUNCH_KERNEL.bind(ptsz, real),
         Entry::CuLaunchKernelEx => cuda::CU_LAUNCH_KERNEL_EX.bind(ptsz, real),
-        Entry::CuGraphLaunch => cuda::CU_GRAPH_LAUNCH.bind(ptsz, real),
+        Entry::CuGraphLaunch => capture::CU_GRAPH_LAUNCH.bind(ptsz, real),
         Entry::HipModuleLaunchKernel => hip::HIP_MODULE_LAUNCH_KERNEL.bind(false, real),
         Entry::HipExtModuleLaunchKernel => hip::HIP_EXT_MODULE_LAUNCH_KERNEL.bind(false, real),
         Entry::CuGetProcAddress => CU_GET_PROC_ADDRESS.bind(false, real),
