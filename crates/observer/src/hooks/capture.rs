@@ -82,33 +82,21 @@ hook! {
     fn cudaGraphInstantiate(exec: *mut Handle, graph: Handle, arg3: usize, arg4: usize, arg5: usize) -> Status;
     also hipGraphInstantiate(hip);
     missing = NOT_SUPPORTED;
-    after |status, _ring, _per_thread, family| {
-        if let Some(exec) = out_handle(status, exec) {
-            set_exec_graph(family, exec, graph as usize);
-        }
-    }
+    after |status, _ring, _per_thread, family| instantiated(family, status, exec, graph)
 }
 
 hook! {
     fn cudaGraphInstantiateWithFlags(exec: *mut Handle, graph: Handle, flags: u64) -> Status;
     also hipGraphInstantiateWithFlags(hip);
     missing = NOT_SUPPORTED;
-    after |status, _ring, _per_thread, family| {
-        if let Some(exec) = out_handle(status, exec) {
-            set_exec_graph(family, exec, graph as usize);
-        }
-    }
+    after |status, _ring, _per_thread, family| instantiated(family, status, exec, graph)
 }
 
 hook! {
     fn cudaGraphInstantiateWithParams(exec: *mut Handle, graph: Handle, params: *mut c_void) -> Status;
     also cudaGraphInstantiateWithParams_ptsz;
     missing = NOT_SUPPORTED;
-    after |status| {
-        if let Some(exec) = out_handle(status, exec) {
-            set_exec_graph(Family::Cuda, exec, graph as usize);
-        }
-    }
+    after |status| instantiated(Family::Cuda, status, exec, graph)
 }
 
 hook! {
@@ -148,4 +136,11 @@ hook! {
     also hipGraphDestroy(hip);
     missing = NOT_SUPPORTED;
     before |family| graphs::destroy_graph(family, graph as usize)
+}
+
+/// An instantiation that returned `status` and wrote its exec through `exec`: from now on the exec runs `graph`.
+fn instantiated(family: Family, status: Status, exec: *mut Handle, graph: Handle) {
+    if let Some(exec) = out_handle(status, exec) {
+        set_exec_graph(family, exec, graph as usize);
+    }
 }

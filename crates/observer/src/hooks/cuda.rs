@@ -56,22 +56,13 @@ hook! {
 }
 
 hook! {
-    /// CUDA 12.4+ `<<<>>>` lowering: the kernel handle of a host stub.
+    /// CUDA 12.4+ `<<<>>>` lowering: the kernel handle of a host stub (`cudaGetKernel`: of an entry function).
     fn __cudaGetKernel(kernel: *mut Handle, host_function: *const c_void) -> Status;
+    also cudaGetKernel;
     missing = CUDA_ERROR_NOT_SUPPORTED;
     after |status| {
         if let Some(kernel) = out_handle(status, kernel) {
             alias(Api::Cuda, Namer::CudaStub, host_function as usize, kernel, Stream(0));
-        }
-    }
-}
-
-hook! {
-    fn cudaGetKernel(kernel: *mut Handle, entry_function: *const c_void) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if let Some(kernel) = out_handle(status, kernel) {
-            alias(Api::Cuda, Namer::CudaStub, entry_function as usize, kernel, Stream(0));
         }
     }
 }

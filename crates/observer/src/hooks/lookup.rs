@@ -30,11 +30,11 @@
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 
 use super::{capture, cuda, hip, hook};
-use crate::ffi::{Status, CUDA_ERROR_NOT_SUPPORTED, CU_ERROR_NOT_SUPPORTED, HIP_ERROR_NOT_SUPPORTED, SUCCESS};
+use crate::ffi::{Status, CUDA_ERROR_NOT_SUPPORTED, NOT_SUPPORTED, SUCCESS};
 
 hook! {
     /// CUDA 11.3's four parameters, and `cuGetProcAddress_v2`'s five (CUDA 12): the fifth is forwarded as the
-    /// caller left it, and the four-parameter function ignores it.
+    /// caller left it, and the four-parameter function ignores it. HIP's takes the five.
     fn cuGetProcAddress(
         symbol: *const c_char,
         pfn: *mut *mut c_void,
@@ -42,9 +42,9 @@ hook! {
         flags: u64,
         status: *mut c_int,
     ) -> Status;
-    also cuGetProcAddress_v2;
-    looked_up cuGetProcAddress as CU_GET_PROC_ADDRESS;
-    missing = CU_ERROR_NOT_SUPPORTED;
+    also cuGetProcAddress_v2, hipGetProcAddress(hip);
+    looked_up cuGetProcAddress as CU_GET_PROC_ADDRESS, hipGetProcAddress(hip) as HIP_GET_PROC_ADDRESS;
+    missing = NOT_SUPPORTED;
     then |result| map_out(result, symbol, pfn, flags)
 }
 
@@ -69,19 +69,6 @@ hook! {
     ) -> Status;
     missing = CUDA_ERROR_NOT_SUPPORTED;
     then |result| map_out(result, symbol, function, flags)
-}
-
-hook! {
-    fn hipGetProcAddress(
-        symbol: *const c_char,
-        pfn: *mut *mut c_void,
-        version: c_int,
-        flags: u64,
-        status: *mut c_int,
-    ) -> Status;
-    looked_up hipGetProcAddress(hip) as HIP_GET_PROC_ADDRESS;
-    missing = HIP_ERROR_NOT_SUPPORTED;
-    then |result| map_out(result, symbol, pfn, flags)
 }
 
 /// `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM` (cuda.h) and `cudaEnablePerThreadDefaultStream`

@@ -35,14 +35,14 @@ pub const fn c_name(with_nul: &'static str) -> &'static CStr {
 /// /// docs
 /// fn name(arg: Type, …) -> Ret;                    // the signature (no `-> Ret`: a `void` function)
 /// also other_name, name_ptsz(per_thread), …;       // optional: more exports of this signature and meaning
-/// looked_up lookup_name as WRAPPERS;               // optional: lookup wrappers, a `real::Wrappers` static
+/// looked_up lookup_name as WRAPPERS, …;            // optional: lookup wrappers, a `real::Wrappers` static each
 /// missing = E;                                     // returned when no runtime defines the function
 /// MODE
 /// ```
 ///
 /// An export's flags say which one was called: `(per_thread)`, the `_ptsz`/`_spt` stream variant; `(hip)`, a HIP
 /// function (the family is CUDA's otherwise: the first name of a row that binds `family` is a CUDA function);
-/// `(hip, per_thread)`. The looked-up name takes `(hip)` likewise.
+/// `(hip, per_thread)`. A looked-up name takes `(hip)` likewise.
 ///
 /// MODE is what the hook does around forwarding the call:
 /// * `after |status, ring, per_thread, family| OBSERVE` — call, then observe with the result, the thread's
@@ -66,8 +66,8 @@ macro_rules! hook {
         $crate::hooks::hook!(@clauses $sig [$($export)* $(($alias $($($flag)+)?))+] $lookup $missing; $($rest)*);
     };
     (@clauses $sig:tt $exports:tt $lookup:tt $missing:tt;
-     looked_up $looked_up:ident $(($($flag:ident),+))? as $wrappers:ident; $($rest:tt)*) => {
-        $crate::hooks::hook!(@clauses $sig $exports [$looked_up [$($($flag)+)?] $wrappers] $missing; $($rest)*);
+     looked_up $($looked_up:ident $(($($flag:ident),+))? as $wrappers:ident),+; $($rest:tt)*) => {
+        $crate::hooks::hook!(@clauses $sig $exports [$(($looked_up [$($($flag)+)?] $wrappers))+] $missing; $($rest)*);
     };
     (@clauses $sig:tt $exports:tt $lookup:tt $missing:tt; missing = $value:expr; $($rest:tt)*) => {
         $crate::hooks::hook!(@clauses $sig $exports $lookup [$value]; $($rest)*);
@@ -93,10 +93,10 @@ macro_rules! hook {
     };
 
     // ---- What a row makes: an exported hook per name, and the lookup wrappers ----
-    (@row [$(($export:ident $($flag:ident)*))+] [$($looked_up:ident $looked_up_flags:tt $wrappers:ident)?]
+    (@row [$(($export:ident $($flag:ident)*))+] [$(($looked_up:ident $looked_up_flags:tt $wrappers:ident))*]
      $spec:tt) => {
         $($crate::hooks::hook!(@export $export [$($flag)*] $spec);)+
-        $($crate::hooks::hook!(@wrappers $looked_up $looked_up_flags $wrappers $spec);)?
+        $($crate::hooks::hook!(@wrappers $looked_up $looked_up_flags $wrappers $spec);)*
     };
     (@per_thread) => { false };
     (@per_thread per_thread) => { true };
