@@ -198,18 +198,16 @@ fn put_escaped(out: &mut (impl Out + ?Sized), text: &str) {
 /// (which closes the object and ends the line, as every trace record does) or [`Obj::end`] (an
 /// object nested in another value).
 #[allow(missing_debug_implementations)]
-pub struct Obj<'o, O: Out + ?Sized> {
-    members: Items<'o, O>,
-}
+pub struct Obj<'o, O: Out + ?Sized>(Items<'o, O>);
 
 impl<'o, O: Out + ?Sized> Obj<'o, O> {
     pub fn begin(out: &'o mut O) -> Self {
-        Obj { members: Items::open(out, b"{") }
+        Obj(Items::open(out, b"{"))
     }
 
     /// Writes `"key":` (with the separator) and returns the sink for the value.
     pub fn key(&mut self, key: &str) -> &mut O {
-        let out = self.members.next();
+        let out = self.0.next();
         put_str(out, key.as_bytes());
         out.put(b":");
         out
@@ -282,12 +280,12 @@ impl<'o, O: Out + ?Sized> Obj<'o, O> {
     }
 
     pub fn end(mut self) {
-        self.members.close(b"}");
+        self.0.close(b"}");
     }
 
     /// `}` and the newline that ends a record.
     pub fn end_line(mut self) {
-        self.members.close(b"}\n");
+        self.0.close(b"}\n");
     }
 }
 
@@ -334,38 +332,32 @@ pub fn put_list<O: Out + ?Sized, T>(out: &mut O, items: impl IntoIterator<Item =
 /// One JSON array being written, a call per value: `Arr::begin(out).u64(a).u32x3(b).end()`; the trace format
 /// writes its tuples (a launch, a shape count, a dispatch) so.
 #[allow(missing_debug_implementations)]
-pub struct Arr<'o, O: Out + ?Sized> {
-    values: Items<'o, O>,
-}
+pub struct Arr<'o, O: Out + ?Sized>(Items<'o, O>);
 
 impl<'o, O: Out + ?Sized> Arr<'o, O> {
     pub fn begin(out: &'o mut O) -> Self {
-        Arr { values: Items::open(out, b"[") }
-    }
-
-    fn next(&mut self) -> &mut O {
-        self.values.next()
+        Arr(Items::open(out, b"["))
     }
 
     pub fn u64(&mut self, value: u64) -> &mut Self {
-        put_u64(self.next(), value);
+        put_u64(self.0.next(), value);
         self
     }
 
     /// `[a,b,c]`.
     pub fn u32x3(&mut self, value: [u32; 3]) -> &mut Self {
-        put_u32x3(self.next(), value);
+        put_u32x3(self.0.next(), value);
         self
     }
 
     /// A string from bytes that need not be UTF-8.
     pub fn bytes(&mut self, value: &[u8]) -> &mut Self {
-        put_str(self.next(), value);
+        put_str(self.0.next(), value);
         self
     }
 
     pub fn end(&mut self) {
-        self.values.close(b"]");
+        self.0.close(b"]");
     }
 }
 
