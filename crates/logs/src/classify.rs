@@ -57,7 +57,7 @@ impl<'a> Classified<'a> {
 }
 
 fn find(h: &[u8], needle: &[u8]) -> Option<usize> {
-    crate::find_in(h, needle)
+    crate::patterns::find_in(h, needle)
 }
 
 /// Every substring that a rule searches for (rather than matching at a fixed place), each by a slice of it (the
@@ -66,8 +66,8 @@ fn find(h: &[u8], needle: &[u8]) -> Option<usize> {
 /// The searcher's fingerprint of a pattern is its first bytes, and a slice that begins where the bytes are rare in
 /// logs (`ss has terminated`, not `process`) leaves it few false candidates to check: a line with the slice but not
 /// the whole only lets the rules look, and they find nothing.
-static MARKERS: LazyLock<crate::Patterns> = LazyLock::new(|| {
-    crate::Patterns::new(&[
+static MARKERS: LazyLock<crate::patterns::Patterns> = LazyLock::new(|| {
+    crate::patterns::Patterns::new(&[
         "g device ", // using device
         "offloaded ",
         "r size",    // buffer size
