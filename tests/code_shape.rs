@@ -34,15 +34,17 @@ const MAX_FILE_LINES: usize = 1000;
 /// Files over [`MAX_FILE_LINES`] that other work is splitting: (file under the workspace, its counted lines when
 /// listed). A listed file that is now at most [`MAX_FILE_LINES`] lines, or gone, fails the test, and so does one that
 /// grew past its listed length: the list only shrinks.
-const STILL_OVER: &[(&str, usize)] =
-    &[("src/gpucode/gpu.rs", 1014), ("src/knowledge/dispatch.rs", 1080), ("src/trace_summary.rs", 1558)];
+const STILL_OVER: &[(&str, usize)] = &[
+    // One file a line, so that each split takes its own line off.
+    ("src/gpucode/gpu.rs", 1014),
+    ("src/knowledge/dispatch.rs", 1080),
+    ("src/trace_summary.rs", 1558),
+];
 
 /// Import circles inside folders that other work is reshaping, each as its files (sorted, under the workspace). A
 /// listed circle that no longer exists as listed fails the test: the list only shrinks.
-const STILL_CIRCLES: &[&[&str]] = &[
-    &["crates/trace-reader/src/reader.rs", "crates/trace-reader/src/segments.rs"],
-    &["crates/vklayer/src/api/mod.rs", "crates/vklayer/src/api/objects.rs", "crates/vklayer/src/api/physical.rs"],
-];
+const STILL_CIRCLES: &[&[&str]] =
+    &[&["crates/vklayer/src/api/mod.rs", "crates/vklayer/src/api/objects.rs", "crates/vklayer/src/api/physical.rs"]];
 
 // ---------------------------------------------------------------------------------------------------------------
 // Lexing
