@@ -43,8 +43,11 @@ const STILL_OVER: &[(&str, usize)] = &[
 
 /// Import circles inside folders that other work is reshaping, each as its files (sorted, under the workspace). A
 /// listed circle that no longer exists as listed fails the test: the list only shrinks.
-const STILL_CIRCLES: &[&[&str]] =
-    &[&["crates/vklayer/src/api/mod.rs", "crates/vklayer/src/api/objects.rs", "crates/vklayer/src/api/physical.rs"]];
+const STILL_CIRCLES: &[&[&str]] = &[
+    // `api/mod.rs` calls `physical::…` and `objects::…`, which use `super::` items of it; vklayer/src is reshaped on
+    // another branch.
+    &["crates/vklayer/src/api/mod.rs", "crates/vklayer/src/api/objects.rs", "crates/vklayer/src/api/physical.rs"],
+];
 
 // ---------------------------------------------------------------------------------------------------------------
 // Lexing
