@@ -36,9 +36,8 @@ const MAX_FILE_LINES: usize = 1000;
 /// grew past its listed length: the list only shrinks.
 const STILL_OVER: &[(&str, usize)] = &[
     // One file a line, so that each split takes its own line off.
-    ("src/gpucode/gpu.rs", 1014),
-    ("src/knowledge/dispatch.rs", 1080),
-    ("src/trace_summary.rs", 1558),
+    ("src/gpu/binaries/gpu.rs", 1014),
+    ("src/gpu/knowledge/dispatch.rs", 1080),
 ];
 
 /// Import circles inside folders that other work is reshaping, each as its files (sorted, under the workspace). A
