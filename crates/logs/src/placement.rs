@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use crate::analysis::{Buffer, Offload};
+use crate::analysis::facts::{Buffer, Offload};
 use crate::event::BufferKind;
 
 /// A backend the log shows, and how it shows it.
