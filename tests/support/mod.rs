@@ -1,0 +1,6 @@
+//! Helpers shared by the integration tests: fixtures, running the binary and independent tools, the bounded runner, sweeps and their fault injectors.
+
+pub(crate) mod bounded;
+pub(crate) mod scan_inputs;
+pub(crate) mod sweep;
+pub(crate) mod util;

@@ -1,0 +1,370 @@
+//! Hardening round 3 (issue 26): every file a trace or a record names is read within bounds, and `predict --run`
+//! reads a run one record at a time. The traces and run directories are written here by hand (the trace format's
+//! own writers, crates/trace) and every command runs under the bounded runner (tests/bounded.rs): an address-space
+//! cap, a deadline, its peak RSS measured.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::bounded::{self, Bounds, Done, GIB, MIB};
+
+/// What the commands here get: 4 GiB of address space (a whole-file read of /dev/zero grew past 23 GB before) and a
+/// minute.
+fn bounds() -> Bounds {
+    Bounds { address_space: 4 * GIB, deadline: Duration::from_secs(60), ..Default::default() }
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
+}
+
+/// A sparse file of `len` bytes (no block written).
+fn sparse(path: &Path, len: u64) {
+    std::fs::File::create(path).unwrap().set_len(len).unwrap();
+}
+
+/// Writes `dir/trace-PID.jsonl` as the Vulkan layer does: a header, one device (an NVIDIA discrete GPU), one
+/// unnamed pipeline per library in `libraries`, its SPIR-V from that library (`spirv_object`), each dispatched
+/// three times in one window, and the end record.
+fn vk_trace(dir: &Path, pid: u32, libraries: &[PathBuf]) {
+    use trace_format::record::{self, api, source, ShapeCount};
+    std::fs::create_dir_all(dir).unwrap();
+    let mut out = Vec::new();
+    record::header(
+        &mut out,
+        &record::Header {
+            pid,
+            ppid: 1,
+            exe: b"/opt/llama/llama-server",
+            cmdline: b"llama-server\0",
+            start_ns: 0,
+            interval_ms: 50,
+            shape_buckets: 8,
+            max_kernels: 1 << 20,
+            max_bytes: 1 << 30,
+            observer: "0.1.0",
+            writer: "backscope-vklayer",
+            max_sequences: 0,
+            segment: None,
+        },
+    );
+    record::device(
+        &mut out,
+        &record::Device {
+            id: 1,
+            api: api::VULKAN,
+            name: b"NVIDIA H100 80GB HBM3",
+            driver: b"NVIDIA",
+            driver_info: b"570.124.06",
+            driver_version: 0,
+            api_version: [1, 4, 303],
+            vendor_id: 0x10de,
+            device_id: 0x2330,
+            device_type: "discrete",
+            subgroup_size: 32,
+            subgroup_size_min: 32,
+            subgroup_size_max: 32,
+            integer_dot: true,
+            cooperative_matrix: true,
+            shader_core_count: Some((132, "VK_NV_shader_sm_builtins")),
+            flags: &[("subgroup_arithmetic", true), ("fp16", true)],
+            impersonated: None,
+        },
+    );
+    let names: Vec<String> = (0..libraries.len()).map(|i| format!("spirv:{:016x}", 0xabc0 + i)).collect();
+    for (i, lib) in libraries.iter().enumerate() {
+        let hash = &names[i]["spirv:".len()..];
+        record::kernel(
+            &mut out,
+            &record::KernelDef {
+                device: Some(1),
+                spirv_hash: Some(hash),
+                local_size: Some([64, 1, 1]),
+                spirv_object: Some(lib.as_os_str().as_encoded_bytes()),
+                ..record::KernelDef::new(i as u32 + 1, names[i].as_bytes(), api::VULKAN, source::SPIRV_HASH)
+            },
+        );
+    }
+    let counts: Vec<(u32, u64)> = (1..=libraries.len() as u32).map(|id| (id, 3)).collect();
+    let shapes: Vec<ShapeCount> = counts
+        .iter()
+        .map(|&(kernel, count)| ShapeCount { kernel, grid: [8, 1, 1], block: [64, 1, 1], count })
+        .collect();
+    record::window(
+        &mut out,
+        &record::Window { t0: 0, t1: 50_000_000, counts: &counts, shapes: &shapes, ..Default::default() },
+    );
+    record::end(&mut out, 50_000_000);
+    std::fs::write(dir.join(format!("trace-{pid}.jsonl")), out).unwrap();
+}
+
+fn json_of(done: &Done) -> Value {
+    serde_json::from_str(done.stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {}", done.describe()))
+}
+
+fn claim<'a>(summary: &'a Value, id: &str) -> &'a Value {
+    let claims = summary["claims"].as_array().unwrap();
+    claims.iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("no claim {id}: {claims:#?}"))
+}
+
+/// The source texts of a claim, one string each (path and what it says).
+fn sources(c: &Value) -> Vec<String> {
+    c["sources"].as_array().unwrap().iter().map(Value::to_string).collect()
+}
+
+/// Issue 26: a pipeline's `spirv_object` was read whole after a size check that devices and FIFOs pass: /dev/zero
+/// grew past 23 GB, a FIFO hung `trace --read`. Now each is refused without being opened for reading (a FIFO
+/// without blocking), a directory too, and a sparse 1 GiB file is mapped (the decoder reads its header, not the
+/// GiB); `trace --read` finishes at once in little memory, exits 0 (the traces themselves were read), and a Limited
+/// claim names each library with why.
+#[test]
+fn trace_read_refuses_devices_fifos_and_directories_a_pipeline_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("libggml-vulkan-fifo.so");
+    mkfifo(&fifo);
+    let sparse_lib = tmp.path().join("libggml-vulkan-sparse.so");
+    sparse(&sparse_lib, GIB);
+    let directory = tmp.path().join("libdir.so");
+    std::fs::create_dir(&directory).unwrap();
+    let libraries = [PathBuf::from("/dev/zero"), fifo.clone(), directory.clone(), sparse_lib.clone()];
+    let traces = tmp.path().join("traces");
+    vk_trace(&traces, 4242, &libraries);
+
+    let done = bounded::run(&["trace", "--json", "--read", traces.to_str().unwrap()], bounds());
+    done.assert_bounded(&[0], 30, 256 * MIB);
+    let summary = json_of(&done);
+    assert_eq!(summary["kernels"].as_array().unwrap().len(), 4, "the trace itself is summarised");
+    let skipped = claim(&summary, "trace.vulkan.libraries_skipped");
+    assert_eq!(skipped["confidence"], "Limited", "{skipped}");
+    let statement = skipped["statement"].as_str().unwrap();
+    assert!(statement.starts_with("4 of the 4 shader libraries"), "{statement}");
+    for (path, why) in [
+        ("/dev/zero".to_string(), "is a character device, not a regular file"),
+        (fifo.display().to_string(), "is a FIFO, not a regular file"),
+        (directory.display().to_string(), "is a directory, not a regular file"),
+        // Mapped and decoded: all zeros is no ELF file.
+        (sparse_lib.display().to_string(), "ELF"),
+    ] {
+        let shown = sources(skipped);
+        assert!(shown.iter().any(|s| s.contains(&path) && s.contains(why)), "{path}: {why}: {shown:#?}");
+    }
+}
+
+/// Issue 26: twelve sparse 1 GiB "libraries" cost 1 GB of RSS and 28 s. The command's read budget (2 GiB of
+/// record- and trace-named files) is spent after two of them; the other ten are named as not read, with the
+/// budget as the reason. `predict --trace` on the same traces goes on with the assumed build and names the library
+/// it could not read.
+#[test]
+fn twelve_sparse_gib_libraries_spend_the_read_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    let libraries: Vec<PathBuf> = (0..12).map(|i| tmp.path().join(format!("lib{i:02}.so"))).collect();
+    for l in &libraries {
+        sparse(l, GIB);
+    }
+    let traces = tmp.path().join("traces");
+    vk_trace(&traces, 4243, &libraries);
+    let done = bounded::run(&["trace", "--json", "--read", traces.to_str().unwrap()], bounds());
+    done.assert_bounded(&[0], 20, 256 * MIB);
+    let summary = json_of(&done);
+    let unnamed = claim(&summary, "trace.vulkan.unnamed");
+    let shown = sources(unnamed);
+    assert_eq!(shown.len(), 12, "every library is listed: {shown:#?}");
+    let over_budget = shown.iter().filter(|s| s.contains("budget")).count();
+    // 2 GiB: the first two are read (and are no ELF file), the rest are not.
+    assert_eq!(over_budget, 10, "{shown:#?}");
+    for (i, l) in libraries.iter().enumerate() {
+        let s = shown.iter().find(|s| s.contains(&format!("{}\"", l.display()))).unwrap();
+        assert_eq!(s.contains("budget"), i >= 2, "{s}");
+    }
+    let skipped = claim(&summary, "trace.vulkan.libraries_skipped");
+    assert!(skipped["statement"].as_str().unwrap().contains("12 of the 12"), "{skipped}");
+
+    let done = predict_vulkan_trace(&traces);
+    done.assert_bounded(&[0], 30, 256 * MIB);
+    let report = json_of(&done);
+    let assumptions = report["assumptions"].to_string();
+    let first = libraries[0].display().to_string();
+    assert!(
+        assumptions.contains(&format!("the libggml-vulkan the trace names ({first}) was not read")),
+        "{assumptions}"
+    );
+}
+
+/// `predict --backend vulkan` of one F16 weight at 8 tokens with the device and the observation from the trace
+/// directory `traces`, under the bounded runner.
+fn predict_vulkan_trace(traces: &Path) -> Done {
+    let dir = traces.to_str().unwrap();
+    let args = [
+        "predict",
+        "--json",
+        "--backend",
+        "vulkan",
+        "--device",
+        dir,
+        "--trace",
+        dir,
+        "--type",
+        "f16",
+        "--prompt-tokens",
+        "8",
+    ];
+    bounded::run(&args, bounds())
+}
+
+/// `predict --trace` with a trace whose library is `/dev/zero`: the device comes from the trace, the build is
+/// assumed, and the note names the device file and what it is.
+#[test]
+fn predict_trace_names_a_library_that_is_a_device() {
+    let tmp = tempfile::tempdir().unwrap();
+    let traces = tmp.path().join("traces");
+    vk_trace(&traces, 4244, &[PathBuf::from("/dev/zero")]);
+    let done = predict_vulkan_trace(&traces);
+    done.assert_bounded(&[0], 30, 256 * MIB);
+    let report = json_of(&done);
+    let assumptions = report["assumptions"].to_string();
+    assert!(
+        assumptions.contains("(/dev/zero) was not read") && assumptions.contains("character device"),
+        "{assumptions}"
+    );
+    // The observed pipelines say why they keep their hash names.
+    let notes = report["comparison"]["observed"]["notes"].to_string();
+    assert!(
+        notes.contains("1 of the 1 shader libraries the traces name were not read") && notes.contains("/dev/zero"),
+        "{report:#}"
+    );
+}
+
+/// A traced record of a sweep run, as `backscope sweep --trace` stores it: cell `seq`, a 9-token prompt, CUDA/HIP
+/// kernels in its trace, and `prompt` as the request's prompt text.
+fn traced_record(seq: u64, prompt: &str) -> Value {
+    let cell = format!("cells/{seq:05}-rocm-ngl99");
+    json!({
+        "schema": 1, "run_id": "tp", "cell_key": format!("rocm|m|ngl=99|p|n=4|e1|r{seq}"), "seq": seq,
+        "source": "sweep", "file": format!("{cell}/result.json"), "endpoint": "rocm", "managed": true, "model": "m",
+        "num_gpu": -1, "prompt": prompt, "num_predict": 4, "epoch": 1, "repetition": 1, "stream": true,
+        "started_at": "2026-12-02T01:00:00Z", "status": "ok",
+        "server_timings": {"prompt_n": 9, "decode_n": 4}, "prompt_count_includes_cache": false,
+        "response_chars": 10, "body_bytes": 100, "wall_ms": 100.0, "decode_tps": 40.0,
+        "trace": {
+            "dir": "traces/s001-rocm", "files": ["trace-77.jsonl"], "window_ns": [0, 100_000_000], "interval_ms": 50,
+            "spill_ns": [0, 0], "total_launches": 10, "failed_launches": 0, "families": {"mmvq": 10},
+            "kernels": [{
+                "name": "_Z13mul_mat_vec_qIL9ggml_type12ELi1EEvPKvS2_PKfPfiiii",
+                "demangled": "void mul_mat_vec_q<(ggml_type)12, 1>(void const*, void const*, float const*, float*, int, int, int, int)",
+                "api": "hip", "family": "mmvq", "launches": 10,
+            }],
+            "distinct_kernels": 1, "processes": [],
+        },
+    })
+}
+
+fn write_record(run: &Path, r: &Value) -> PathBuf {
+    let path = run.join(r["file"].as_str().unwrap());
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, serde_json::to_vec(r).unwrap()).unwrap();
+    path
+}
+
+fn predict_run(run: &Path) -> Done {
+    let args = ["predict", "--json", "--arch", "gfx900", "--type", "q4_k", "--run", run.to_str().unwrap()];
+    bounded::run(&args, bounds())
+}
+
+/// Issue 26: `predict --run` kept every record: 300 hard links to one 15 MiB record aborted it at 3.9 GB. Read one
+/// record at a time, 300 links to one 2 MiB record (600 MiB of records, each parsed whole) stay far below the sum,
+/// and every record is predicted.
+#[test]
+fn predict_run_streams_300_links_to_one_large_record() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    let first = write_record(&run, &traced_record(0, &"x".repeat(2 << 20)));
+    let size = std::fs::metadata(&first).unwrap().len();
+    assert!(size > 2 * MIB, "{size}");
+    for seq in 1..300u64 {
+        let cell = run.join(format!("cells/{seq:05}-rocm-ngl99"));
+        std::fs::create_dir_all(&cell).unwrap();
+        std::fs::hard_link(&first, cell.join("result.json")).unwrap();
+    }
+    let done = predict_run(&run);
+    eprintln!("predict --run of 300 links to {} MiB: {}", size / MIB, done.describe());
+    // All of them kept would be 300 × 2 MiB of prompt text alone.
+    done.assert_bounded(&[0], 120, 200 * MIB);
+    let out = json_of(&done);
+    assert_eq!(out["cells"].as_array().unwrap().len(), 300, "{}", out["skipped"]);
+    assert_eq!(out["skipped"].as_array().unwrap().len(), 0, "{}", out["skipped"]);
+}
+
+/// Issue 26: one bad record failed all of `predict --run`. Now the good records are predicted and the bad ones are
+/// named as left out with why: a record that is not JSON, one that is not a record, and a FIFO in a record's place.
+#[test]
+fn predict_run_skips_corrupt_records_and_predicts_the_good_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    for seq in [1, 2, 4] {
+        write_record(&run, &traced_record(seq, "p"));
+    }
+    let cut = write_record(&run, &traced_record(3, "p"));
+    let text = std::fs::read_to_string(&cut).unwrap();
+    std::fs::write(&cut, &text[..text.len() / 2]).unwrap();
+    let other = run.join("cells/00005-rocm-ngl99/result.json");
+    std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+    std::fs::write(&other, r#"{"seq": 5, "note": "not a record"}"#).unwrap();
+    let fifo = run.join("cells/00006-rocm-ngl99/result.json");
+    std::fs::create_dir_all(fifo.parent().unwrap()).unwrap();
+    mkfifo(&fifo);
+
+    let done = predict_run(&run);
+    done.assert_bounded(&[0], 60, 256 * MIB);
+    let out = json_of(&done);
+    let seqs: Vec<u64> = out["cells"].as_array().unwrap().iter().map(|c| c["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, [1, 2, 4]);
+    let skipped: Vec<&str> = out["skipped"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+    assert_eq!(skipped.len(), 3, "{skipped:#?}");
+    for (path, why) in [(&cut, "EOF while parsing"), (&other, "missing field"), (&fifo, "is a FIFO")] {
+        let name = path.strip_prefix(&run).unwrap().display().to_string();
+        assert!(
+            skipped.iter().any(|s| s.contains(&name) && s.contains(why) && s.contains("left out")),
+            "{name}: {skipped:#?}"
+        );
+    }
+}
+
+/// A run whose only record is corrupt has nothing to predict: exit 2, naming the record.
+#[test]
+fn predict_run_with_only_a_corrupt_record_fails_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    let bad = write_record(&run, &traced_record(1, "p"));
+    std::fs::write(&bad, "{\"seq\": ").unwrap();
+    let done = predict_run(&run);
+    done.assert_bounded(&[2], 30, 256 * MIB);
+    assert!(
+        done.stderr.contains("no record to compare with") && done.stderr.contains("00001-rocm-ngl99/result.json"),
+        "{}",
+        done.stderr
+    );
+}
+
+/// Issue 26 (low): 100,000 trace files took 727 MB. One directory's reading stops at 4096 trace files (one per
+/// traced process) and says how many more there were; memory follows what was read.
+#[test]
+fn a_directory_of_thousands_of_trace_files_is_read_up_to_its_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let traces = tmp.path().join("traces");
+    std::fs::create_dir(&traces).unwrap();
+    let files = 5000;
+    for pid in 0..files {
+        vk_trace(&traces, 100_000 + pid, &[]);
+    }
+    let done = bounded::run(&["trace", "--json", "--top", "0", "--read", traces.to_str().unwrap()], bounds());
+    // Exit 1: a problem (the files left out) is listed.
+    done.assert_bounded(&[1], 60, 256 * MIB);
+    let summary = json_of(&done);
+    assert_eq!(summary["processes"].as_array().unwrap().len(), 4096);
+    let problems = summary["problems"].to_string();
+    assert!(problems.contains(&format!("{} more trace files not read", files - 4096)), "{problems}");
+}
