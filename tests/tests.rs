@@ -12,6 +12,7 @@ mod gate;
 mod logs;
 mod maps;
 mod predict;
+mod push;
 mod report;
 mod scan;
 mod sweep;

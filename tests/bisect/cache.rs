@@ -6,7 +6,7 @@
 //! touches the real `~/.cache/backscope`: `BACKSCOPE_CACHE` points into a temporary directory, or the child runs as
 //! a uid whose cache is elsewhere.
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -14,25 +14,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 
 use crate::support::bounded::{self, Bounds, GIB, MIB};
-use crate::sweep::postgres::Pg;
-use crate::support::sweep::heavy;
-use crate::support::util::Index;
+use crate::support::util::{mode, stranger_uid, Index};
 
 /// `nobody` on Debian: the owner of what another local user planted.
 const NOBODY: u32 = 65534;
 
-/// A uid no password entry has, different per test process (the per-user fallback `/tmp/backscope-cache-<uid>`
-/// is a fixed path in a shared directory).
-fn stranger_uid(salt: u32) -> u32 {
-    2_000_000_000 + (std::process::id() % 100_000) * 10 + salt
-}
-
 fn bounds(env: Vec<(&'static str, String)>) -> Bounds {
     Bounds { address_space: 4 * GIB, deadline: Duration::from_secs(60), env, ..Default::default() }
-}
-
-fn mode(path: &Path, mode: u32) {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
 /// `chown -R uid:uid` without following links.
@@ -350,186 +338,4 @@ fn the_pypi_listing_is_saved_and_plans_are_made_from_it_offline() {
         vec![("BACKSCOPE_CACHE", root.display().to_string()), ("BACKSCOPE_PYPI_URL", "http://127.0.0.1:1/x".into())];
     let done = plan(other, &[2]);
     assert!(done.stderr.contains("http://127.0.0.1:1/x"), "{}", done.describe());
-}
-
-/// `sweep import` of `n` minimal llama-bench tests into `db` as a new run; its id.
-fn import(db: &Path, runs: &Path, n: usize) -> String {
-    let dir = db.parent().unwrap();
-    std::fs::create_dir_all(dir).unwrap();
-    let input = dir.join(format!("bench-{n}.jsonl"));
-    let lines: String =
-        (0..n).map(|i| format!("{{\"n_prompt\":{},\"n_gen\":0,\"avg_ns\":1000,\"avg_ts\":1.5}}\n", i + 1)).collect();
-    std::fs::write(&input, lines).unwrap();
-    let out = crate::support::util::backscope()
-        .args(["sweep", "import"])
-        .arg(&input)
-        .arg("--db")
-        .arg(db)
-        .arg("--runs-dir")
-        .arg(runs)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8(out.stdout).unwrap();
-    text.strip_prefix("run ").and_then(|t| t.split(':').next()).unwrap().to_string()
-}
-
-/// A sweep database whose last transactions are only in its `-wal`: run A (3 records) checkpointed into the main
-/// file, then run B (5 records) imported while a reader holds the database open — so no checkpoint can move it —
-/// and `rename` (new id of run B) applied by that connection; the three files copied into `into` while it is still
-/// open, and the copy's `-shm` deleted. Returns the copy, run A's id and run B's.
-fn wal_only_copy(dir: &Path, into: &Path, rename: Option<&str>) -> (PathBuf, String, String) {
-    let db = dir.join("a.db");
-    let runs = dir.join("runs");
-    let a = import(&db, &runs, 3);
-    let reader = rusqlite::Connection::open(&db).unwrap();
-    reader.execute_batch("PRAGMA wal_autocheckpoint = 0; BEGIN; SELECT count(*) FROM runs;").unwrap();
-    let mut b = import(&db, &runs, 5);
-    reader.execute_batch("COMMIT").unwrap();
-    if let Some(new) = rename {
-        // Run B again under the new id (its records' JSON naming it too), in one transaction of this connection.
-        let new_json = serde_json::to_string(new).unwrap();
-        let new_json = &new_json[1..new_json.len() - 1];
-        let tx = reader.unchecked_transaction().unwrap();
-        tx.execute("CREATE TEMP TABLE r AS SELECT * FROM runs WHERE run_id = ?1", [&b]).unwrap();
-        tx.execute("UPDATE temp.r SET run_id = ?1", [new]).unwrap();
-        tx.execute("CREATE TEMP TABLE c AS SELECT * FROM records WHERE run_id = ?1", [&b]).unwrap();
-        tx.execute("UPDATE temp.c SET run_id = ?1, json = replace(json, ?2, ?3)", rusqlite::params![new, b, new_json])
-            .unwrap();
-        tx.execute("DELETE FROM records WHERE run_id = ?1", [&b]).unwrap();
-        tx.execute("DELETE FROM runs WHERE run_id = ?1", [&b]).unwrap();
-        tx.execute("INSERT INTO runs SELECT * FROM temp.r", []).unwrap();
-        tx.execute("INSERT INTO records SELECT * FROM temp.c", []).unwrap();
-        tx.commit().unwrap();
-        b = new.to_string();
-    }
-    std::fs::create_dir_all(into).unwrap();
-    for suffix in ["", "-wal", "-shm"] {
-        std::fs::copy(dir.join(format!("a.db{suffix}")), into.join(format!("a.db{suffix}"))).unwrap();
-    }
-    drop(reader);
-    std::fs::remove_file(into.join("a.db-shm")).unwrap();
-    let copy = into.join("a.db");
-    // SQLite itself: the main file alone holds run A only, and the WAL is not empty.
-    let main_only = rusqlite::Connection::open_with_flags(
-        format!("file:{}?mode=ro&immutable=1", copy.display()),
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI,
-    )
-    .unwrap();
-    let ids: Vec<String> = main_only
-        .prepare("SELECT run_id FROM runs")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    assert_eq!(ids, std::slice::from_ref(&a), "run B must be in the WAL only");
-    assert!(std::fs::metadata(into.join("a.db-wal")).unwrap().len() > 0);
-    (copy, a, b)
-}
-
-/// `report` on a WAL database copied without its `-shm` sees the run only the WAL holds (it used to open the
-/// main file as immutable and report run A); where the directory is read-only to the reader, the `-shm` cannot be
-/// rebuilt and the open is refused with the reason rather than silently missing run B.
-#[test]
-fn a_wal_database_without_its_shm_is_read_whole_or_refused_with_the_reason() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (copy, _a, b) = wal_only_copy(&tmp.path().join("orig"), &tmp.path().join("copy"), None);
-    let done = bounded::run(&["report".as_ref(), "--json".as_ref(), copy.as_os_str()], bounds(vec![]));
-    done.assert_bounded(&[0, 1], 30, 512 * MIB);
-    let v: Value = serde_json::from_str(&done.stdout).unwrap_or_else(|e| panic!("{e}: {}", done.describe()));
-    assert_eq!((v["run"]["run_id"].as_str(), v["cells"].as_u64()), (Some(&*b), Some(5)), "{}", done.stdout);
-
-    // The same copy in a directory another user may only read.
-    let ro = tmp.path().join("read-only");
-    wal_only_copy(&tmp.path().join("orig2"), &ro, None);
-    for f in ["a.db", "a.db-wal"] {
-        mode(&ro.join(f), 0o644);
-    }
-    mode(&ro, 0o755);
-    mode(tmp.path(), 0o755);
-    let mut bo = bounds(vec![]);
-    bo.uid = Some(stranger_uid(2));
-    bo.cwd = Some(PathBuf::from("/"));
-    let done = bounded::run(&["report".as_ref(), ro.join("a.db").as_os_str()], bo);
-    done.assert_bounded(&[2], 30, 512 * MIB);
-    let e = &done.stderr;
-    assert!(
-        e.contains("write-ahead log") && e.contains(&format!("{} is not writable", ro.display())),
-        "{}",
-        done.describe()
-    );
-    assert!(!ro.join("a.db-shm").exists());
-}
-
-/// `push` from a WAL database copied without its `-shm` uploads the run only the WAL holds, and prints its id —
-/// ESC and CSI bytes included — escaped, as every other output is.
-#[test]
-fn push_reads_the_wal_and_prints_run_ids_escaped() {
-    let _turn = heavy();
-    let pg = Pg::start();
-    let tmp = tempfile::tempdir().unwrap();
-    let evil = "bs-\u{1b}[2J\u{1b}]0;owned\u{7}-\u{9b}31m-run";
-    let (copy, a, b) = wal_only_copy(&tmp.path().join("orig"), &tmp.path().join("copy"), Some(evil));
-    assert_eq!(b, evil);
-    let done = bounded::run(
-        &["push".as_ref(), "--db".as_ref(), pg.db("postgres").as_ref(), "--from".as_ref(), copy.as_os_str()],
-        bounds(vec![]),
-    );
-    done.assert_bounded(&[0], 60, 512 * MIB);
-    let out = &done.stdout;
-    assert!(!out.contains('\u{1b}') && !out.contains('\u{9b}') && !out.contains('\u{7}'), "{out:?}");
-    assert!(out.contains(&format!("run {a}: 3 record(s) uploaded")), "{out:?}");
-    assert!(
-        out.contains("run bs-\\x1b[2J\\x1b]0;owned\\x07-\\u{9b}31m-run: 5 record(s) uploaded, 0 already stored"),
-        "{out:?}"
-    );
-    // PostgreSQL holds the run under its real id.
-    assert_eq!(pg.psql("SELECT count(*) FROM backscope.records"), "8");
-    let ids = pg.psql("SELECT run_id FROM backscope.runs ORDER BY run_id");
-    assert!(ids.contains(evil), "{ids:?}");
-}
-
-/// `-o` onto a symlink: through a link to a regular file, that file is replaced and the link kept (the existing
-/// rule); a dangling link is refused and left as it is, no file created where it points; a link to a directory is
-/// refused as a directory.
-#[test]
-fn o_through_symlinks_writes_the_named_file_and_refuses_dangling_and_directory_links() {
-    let tmp = tempfile::tempdir().unwrap();
-    let input = tmp.path().join("in.txt");
-    std::fs::write(&input, "hello\n").unwrap();
-    let scan = |out: &Path| {
-        bounded::run(&["scan".as_ref(), input.as_os_str(), "-o".as_ref(), out.as_os_str()], bounds(vec![]))
-    };
-    let target = tmp.path().join("report.txt");
-    std::fs::write(&target, "old\n").unwrap();
-    let to_file = tmp.path().join("to-file");
-    std::os::unix::fs::symlink("report.txt", &to_file).unwrap();
-    scan(&to_file).assert_bounded(&[0], 30, 512 * MIB);
-    assert!(std::fs::read_to_string(&target).unwrap().starts_with("scanned 1 files"));
-    assert_eq!(std::fs::read_link(&to_file).unwrap(), Path::new("report.txt"));
-
-    let aim = tmp.path().join("aimed/at.txt");
-    std::fs::create_dir(tmp.path().join("aimed")).unwrap();
-    let dangling = tmp.path().join("dangling");
-    std::os::unix::fs::symlink(&aim, &dangling).unwrap();
-    let done = scan(&dangling);
-    done.assert_bounded(&[2], 30, 512 * MIB);
-    let want = format!("{} is a symlink to {}, which does not exist", dangling.display(), aim.display());
-    assert!(done.stderr.contains(&want), "{}", done.describe());
-    assert_eq!(std::fs::read_link(&dangling).unwrap(), aim, "the link is left as it was");
-    assert!(!aim.exists(), "no file is created where the link points");
-
-    let to_dir = tmp.path().join("to-dir");
-    std::os::unix::fs::symlink(tmp.path().join("aimed"), &to_dir).unwrap();
-    let done = scan(&to_dir);
-    done.assert_bounded(&[2], 30, 512 * MIB);
-    assert!(done.stderr.contains("is a symlink to a directory"), "{}", done.describe());
-    assert!(std::fs::read_link(&to_dir).is_ok());
-    let left: Vec<String> = std::fs::read_dir(tmp.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains("backscope-tmp"))
-        .collect();
-    assert!(left.is_empty(), "temporary files left: {left:?}");
 }

@@ -5,3 +5,4 @@ pub(crate) mod cli;
 pub(crate) mod hostile;
 pub(crate) mod pypi_builds;
 pub(crate) mod release_archives;
+pub(crate) mod postgres;

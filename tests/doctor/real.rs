@@ -303,7 +303,7 @@ fn on_a_fake_host_it_finds_both_gpus_their_access_overrides_and_gate_verdicts() 
         stdout_ok(cmd.env("COLUMNS", "120"))
     };
     let text = text_of("text", None);
-    crate::every_command::output::assert_fits(&text, 120);
+    crate::support::output::assert_fits(&text, 120);
     assert!(text.starts_with(&format!("backscope doctor (root {}): ", root.display())), "{text}");
     let after_gate = text.split_once("\n\nGate\n").expect("a Gate section").1;
     let gate_part = after_gate.split_once("\n\nGPUs\n").expect("the findings follow the verdicts").0;
@@ -312,13 +312,13 @@ fn on_a_fake_host_it_finds_both_gpus_their_access_overrides_and_gate_verdicts() 
     // The same as Markdown (read by pulldown-cmark) and as an HTML page in Chromium: the verdict for each GPU
     // (the JSON's), every finding as a claim with its confidence badge and sources, nothing loaded.
     let verdict = s(&g906["report"]["verdict"]).to_string();
-    let markdown = crate::every_command::output::commonmark(&text_of("markdown", None));
+    let markdown = crate::support::output::commonmark(&text_of("markdown", None));
     let page = tmp.path().join("doctor.html");
     assert!(text_of("html", Some(&page)).is_empty(), "-o: nothing on standard output");
     let (dom, requests) =
-        crate::every_command::output::load_in_chromium(&page, &Path::new(env!("CARGO_TARGET_TMPDIR")).join("doctor.png"));
+        crate::support::output::load_in_chromium(&page, &Path::new(env!("CARGO_TARGET_TMPDIR")).join("doctor.png"));
     assert!(requests.is_empty(), "the page made requests: {requests:?}");
-    crate::every_command::output::assert_no_external_reference(&std::fs::read_to_string(&page).unwrap());
+    crate::support::output::assert_no_external_reference(&std::fs::read_to_string(&page).unwrap());
     for doc in [&markdown, &dom] {
         let gate = doc.find(">Gate</h2>").expect("a Gate heading");
         assert!(gate < doc.find(">GPUs</h2>").expect("a GPUs heading"), "verdicts first");
@@ -326,7 +326,7 @@ fn on_a_fake_host_it_finds_both_gpus_their_access_overrides_and_gate_verdicts() 
             .split("<li>")
             .skip(1)
             .take(2)
-            .map(|li| crate::every_command::output::html_text(&li[..li.find("</li>").unwrap()]))
+            .map(|li| crate::support::output::html_text(&li[..li.find("</li>").unwrap()]))
             .collect();
         assert!(verdicts.contains(&format!("{}: {verdict}", s(&g906["gpu"]))), "{verdicts:?}");
         assert!(verdicts.iter().any(|v| v.contains(": no verdict: ")), "{verdicts:?}");

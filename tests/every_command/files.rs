@@ -7,14 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::bounded::{self, Bounds, MIB};
-use crate::support::util::{backscope, run, stdout_ok};
-
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a valid C string.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
-}
+use crate::support::bounded::{self, Bounds, GIB, MIB};
+use crate::support::util::{backscope, mkfifo, run, stdout_ok};
 
 /// The smallest GGUF: magic, version 3, no tensor, no key (the GGUF spec's header, 24 bytes).
 fn empty_gguf(path: &Path) {
@@ -346,4 +340,49 @@ fn trace_env_proposes_a_private_directory() {
     }
     // The old fixed name is never proposed again.
     assert!(!stdout.contains("/var/tmp/backscope-traces\n") && !stdout.contains("/var/tmp/backscope-traces "));
+}
+
+/// `-o` onto a symlink: through a link to a regular file, that file is replaced and the link kept (the existing
+/// rule); a dangling link is refused and left as it is, no file created where it points; a link to a directory is
+/// refused as a directory.
+#[test]
+fn o_through_symlinks_writes_the_named_file_and_refuses_dangling_and_directory_links() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in.txt");
+    std::fs::write(&input, "hello\n").unwrap();
+    let bounds = || Bounds { address_space: 4 * GIB, deadline: Duration::from_secs(60), ..Default::default() };
+    let scan = |out: &Path| {
+        bounded::run(&["scan".as_ref(), input.as_os_str(), "-o".as_ref(), out.as_os_str()], bounds())
+    };
+    let target = tmp.path().join("report.txt");
+    std::fs::write(&target, "old\n").unwrap();
+    let to_file = tmp.path().join("to-file");
+    std::os::unix::fs::symlink("report.txt", &to_file).unwrap();
+    scan(&to_file).assert_bounded(&[0], 30, 512 * MIB);
+    assert!(std::fs::read_to_string(&target).unwrap().starts_with("scanned 1 files"));
+    assert_eq!(std::fs::read_link(&to_file).unwrap(), Path::new("report.txt"));
+
+    let aim = tmp.path().join("aimed/at.txt");
+    std::fs::create_dir(tmp.path().join("aimed")).unwrap();
+    let dangling = tmp.path().join("dangling");
+    std::os::unix::fs::symlink(&aim, &dangling).unwrap();
+    let done = scan(&dangling);
+    done.assert_bounded(&[2], 30, 512 * MIB);
+    let want = format!("{} is a symlink to {}, which does not exist", dangling.display(), aim.display());
+    assert!(done.stderr.contains(&want), "{}", done.describe());
+    assert_eq!(std::fs::read_link(&dangling).unwrap(), aim, "the link is left as it was");
+    assert!(!aim.exists(), "no file is created where the link points");
+
+    let to_dir = tmp.path().join("to-dir");
+    std::os::unix::fs::symlink(tmp.path().join("aimed"), &to_dir).unwrap();
+    let done = scan(&to_dir);
+    done.assert_bounded(&[2], 30, 512 * MIB);
+    assert!(done.stderr.contains("is a symlink to a directory"), "{}", done.describe());
+    assert!(std::fs::read_link(&to_dir).is_ok());
+    let left: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("backscope-tmp"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
 }

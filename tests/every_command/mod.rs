@@ -4,3 +4,4 @@ pub(crate) mod files;
 pub(crate) mod hostile_text;
 pub(crate) mod output;
 pub(crate) mod postgres_hostile;
+pub(crate) mod numeric_flags;

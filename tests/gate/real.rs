@@ -147,7 +147,7 @@ fn cyllama_libggml_hip_has_no_gfx900_and_explains_a_discovery_crash() {
     assert!(verdict.contains("(3) vendor libraries ship data for it"), "{verdict}");
     // Text: the verdict first, within 120 columns, then the matrix, the sources and the failures the log shows.
     let text = stdout_ok(backscope().env("COLUMNS", "120").arg("gate").args(args));
-    crate::every_command::output::assert_fits(&text, 120);
+    crate::support::output::assert_fits(&text, 120);
     let mut lines = text.lines();
     assert_eq!(lines.next(), Some("Gate for gfx900 (GCN5)"));
     assert!(lines.next().unwrap().starts_with("Verdict: gfx900: (1) not officially supported;"), "{text}");
@@ -157,21 +157,21 @@ fn cyllama_libggml_hip_has_no_gfx900_and_explains_a_discovery_crash() {
     // size llvm-readelf gives, the explained failure with its log line, and load nothing.
     let at = format!("@ {offset:#x} (+{size:#x})");
     let markdown =
-        crate::every_command::output::commonmark(&stdout_ok(backscope().arg("gate").args(args).args(["--format", "markdown"])));
+        crate::support::output::commonmark(&stdout_ok(backscope().arg("gate").args(args).args(["--format", "markdown"])));
     let tmp = tempfile::tempdir().unwrap();
     let page = tmp.path().join("gate.html");
     stdout_ok(backscope().arg("gate").args(args).args(["--format", "html", "-o"]).arg(&page));
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("gate.png");
-    let (dom, requests) = crate::every_command::output::load_in_chromium(&page, &shot);
+    let (dom, requests) = crate::support::output::load_in_chromium(&page, &shot);
     assert!(requests.is_empty(), "the page made requests: {requests:?}");
-    crate::every_command::output::assert_no_external_reference(&std::fs::read_to_string(&page).unwrap());
+    crate::support::output::assert_no_external_reference(&std::fs::read_to_string(&page).unwrap());
     for doc in [&markdown, &dom] {
-        let tables = crate::every_command::output::html_tables(doc);
+        let tables = crate::support::output::html_tables(doc);
         assert_eq!(tables.len(), 1, "the layer matrix");
         let statuses: Vec<&str> = tables[0].1.iter().map(|row| row[1].as_str()).collect();
         let want: Vec<&str> = (1..=7).map(|n| status(&r, n)).collect();
         assert_eq!(statuses, want);
-        let text = crate::every_command::output::html_text(doc);
+        let text = crate::support::output::html_text(doc);
         assert!(text.contains(&format!("{} {at}: .hip_fatbin section", hip.display())), "{text}");
         let failures = text.find("Failures in the log and the layer that explains them").expect("the failures");
         assert!(text[failures..].contains(&format!("{log}:1: time=")), "{text}");

@@ -160,10 +160,10 @@ fn a_hip_program_under_a_shell_is_followed_and_classified() {
     // program's row of its process's table names its class and the verdict for the GPU asked about.
     let args = ["maps", "--arch", "gfx906", &shell.0.id().to_string()];
     let text = stdout_ok(backscope().env("COLUMNS", "120").args(args));
-    crate::every_command::output::assert_fits(&text, 120);
+    crate::support::output::assert_fits(&text, 120);
     assert!(text.starts_with(&format!("[Confirmed] sh (pid {}) has ", shell.0.id())), "{text}");
     let markdown = stdout_ok(backscope().args(args).args(["--format", "markdown"]));
-    let tables = crate::every_command::output::html_tables(&crate::every_command::output::commonmark(&markdown));
+    let tables = crate::support::output::html_tables(&crate::support::output::commonmark(&markdown));
     assert_eq!(tables.len(), procs.len(), "a table per process");
     let row = tables.iter().flat_map(|(_, rows)| rows).find(|r| r[0] == exe.display().to_string()).expect("its row");
     let verdict = me["on_gpus"][0]["verdict"].as_str().unwrap();

@@ -239,7 +239,7 @@ fn a_sweep_run_recorded_with_trace_is_compared_record_by_record() {
             .env("COLUMNS", "120")
             .args(["predict", "--arch", "gfx900", "--type", "q4_k", "--run", &run_id, "--db", db_s]),
     );
-    crate::every_command::output::assert_fits(&text, 120);
+    crate::support::output::assert_fits(&text, 120);
     let first = text.lines().next().unwrap();
     assert_eq!(first, format!("Sweep run {run_id} ({db_s}): {} traced record(s) compared", recs.len()));
     for rec in &recs {

@@ -1,101 +1,20 @@
-//! Hardening round 2 (issue 21) for `trace`, `predict`, GGUF reading and `maps`: each finding as a test whose
-//! input is generated here, run under memory and time limits where the finding is about memory or time.
+//! `predict` on hostile inputs: time and memory bounded by the input whatever a model's tensor count, token counts
+//! outside their range refused naming the flag, and `predict --run` reading a run one record at a time, taking
+//! each record's model, and leaving out corrupt records with why. Models, traces and run directories are written
+//! here; the commands run under the bounded runner where the case is about memory or time.
 
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use crate::support::bounded::{self, Bounds, GIB, MIB};
+use serde_json::{json, Value};
+
+use crate::support::bounded::{self, Bounds, Done, GIB, MIB};
 use crate::support::util::*;
 
-// ---- trace -- CMD: the traced command starts with a clean signal mask and gets forwarded signals ----
-
-/// The masks of a process as `/proc/PID/status` shows them (see proc(5)): `SigBlk` and `SigIgn`, hexadecimal.
-fn mask(status: &str, field: &str) -> u64 {
-    let line = status.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("no {field} in {status}"));
-    u64::from_str_radix(line[field.len()..].trim(), 16).unwrap()
+/// What the commands here get: 4 GiB of address space and a minute.
+fn bounds() -> Bounds {
+    Bounds { address_space: 4 * GIB, deadline: Duration::from_secs(60), ..Default::default() }
 }
-
-#[test]
-fn traced_command_starts_with_no_signal_blocked() {
-    let tmp = tempfile::tempdir().unwrap();
-    let out = run(backscope()
-        .arg("trace")
-        .arg("--observer")
-        .arg(observer_library())
-        .arg("--dir")
-        .arg(tmp.path().join("traces"))
-        .args(["--", "sh", "-c", "exec cat /proc/self/status"]));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let status = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(mask(&status, "SigBlk:"), 0, "the traced command inherited a blocked signal: {status}");
-    // SIGINT (2) and SIGTERM (15) are not ignored either: bit N-1 of the mask is signal N.
-    let ignored = mask(&status, "SigIgn:");
-    assert_eq!(ignored & ((1 << (libc::SIGINT - 1)) | (1 << (libc::SIGTERM - 1))), 0, "SigIgn {ignored:x}");
-}
-
-/// Sends `signal` to a `backscope trace` of a shell that waits 60 s, once the shell runs: the command must end by
-/// that signal at once, and backscope must say so and exit with 128 + the signal's number.
-fn forwarded_signal_ends_the_command(signal: libc::c_int, name: &str) {
-    let tmp = tempfile::tempdir().unwrap();
-    let started_file = tmp.path().join("started");
-    let script = format!("echo $$ > '{}'; exec sleep 60", started_file.display());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_backscope"))
-        .arg("trace")
-        .arg("--observer")
-        .arg(observer_library())
-        .arg("--dir")
-        .arg(tmp.path().join("traces"))
-        .args(["--", "sh", "-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while std::fs::read_to_string(&started_file).map_or(true, |s| !s.ends_with('\n')) {
-        assert!(started.elapsed() < Duration::from_secs(20), "the traced shell never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let command_pid: libc::pid_t = std::fs::read_to_string(&started_file).unwrap().trim().parse().unwrap();
-    // SAFETY: signals the backscope process this test started.
-    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
-    let sent = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if sent.elapsed() > Duration::from_secs(15) {
-            // SAFETY: the traced command and backscope, both started by this test.
-            unsafe {
-                libc::kill(command_pid, libc::SIGKILL);
-                libc::kill(child.id() as libc::pid_t, libc::SIGKILL);
-            }
-            let _ = child.wait();
-            panic!("{name} did not end the traced command within 15 s (it stayed pending in it)");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(status.code(), Some(128 + signal), "{stdout}{stderr}");
-    assert!(stderr.contains(&format!("{name}: passed on to")), "{stderr}");
-    assert!(stdout.contains(&format!("traced command was ended by {name} (exit status {})", 128 + signal)), "{stdout}");
-    assert!(!Path::new(&format!("/proc/{command_pid}")).exists(), "the traced command survives");
-}
-
-#[test]
-fn sigterm_to_backscope_reaches_the_traced_command() {
-    forwarded_signal_ends_the_command(libc::SIGTERM, "SIGTERM");
-}
-
-#[test]
-fn sigint_to_backscope_reaches_the_traced_command() {
-    forwarded_signal_ends_the_command(libc::SIGINT, "SIGINT");
-}
-
-// ---- predict --model: time and memory bounded by the input, whatever its tensor count ----
 
 /// Writes a GGUF with the gguf crate's writer: llama metadata and `n` weight matrices `blk.I.attn_q.weight`
 /// of type `ggml_type` with the dimensions `dims(I)` gives (zero rows: a valid tensor of no bytes, so the
@@ -120,7 +39,7 @@ fn many_tensor_gguf(path: &Path, n: u64, ggml_type: gguf::GgmlType, dims: impl F
 fn predict_bounded(model: &Path, extra: &[&str]) -> bounded::Done {
     let mut args = vec!["predict", "--json", "--arch", "gfx1201", "--model", model.to_str().unwrap()];
     args.extend(extra);
-    bounded::run(&args, Bounds { address_space: 4 * GIB, deadline: Duration::from_secs(60), ..Default::default() })
+    bounded::run(&args, bounds())
 }
 
 /// Issue 21: the whole rule table ran per tensor per phase (20k tensors 11.6 s, 300k over 60 s). 300k tensors with
@@ -201,100 +120,6 @@ fn predict_refuses_token_counts_outside_their_range() {
     assert_eq!(prefill["repeat"].as_u64(), Some((1 << 40) / 512 - 1));
 }
 
-// ---- trace --read: memory follows the kernel table, not the file ----
-
-/// Writes a trace of `kernels` HIP kernels and `windows` windows, each launching 100 of them (two shapes each),
-/// with the format's own writers (crates/trace). Returns the total launches written.
-fn big_trace(path: &Path, kernels: u32, windows: u32) -> u64 {
-    use trace_format::record::{self, api, source, ShapeCount};
-    let mut out = Vec::new();
-    record::header(
-        &mut out,
-        &record::Header {
-            pid: 4242,
-            ppid: 1,
-            exe: b"/opt/llama/llama-server",
-            cmdline: b"llama-server\0",
-            start_ns: 0,
-            interval_ms: 50,
-            shape_buckets: 8,
-            max_kernels: 1 << 20,
-            max_bytes: 1 << 30,
-            observer: "0.1.0",
-            writer: "backscope-observer",
-            max_sequences: 0,
-            segment: None,
-        },
-    );
-    let names: Vec<String> = (0..kernels).map(|i| format!("_Z6kernelILi{i}EEvPf")).collect();
-    for (i, name) in names.iter().enumerate() {
-        record::kernel(&mut out, &record::KernelDef::new(i as u32 + 1, name.as_bytes(), api::HIP, source::REGISTER));
-    }
-    let mut file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    std::io::Write::write_all(&mut file, &out).unwrap();
-    let mut total = 0u64;
-    for w in 0..windows {
-        let ids: Vec<u32> = (0..100).map(|j| (w * 7 + j * 13) % kernels + 1).collect();
-        let counts: Vec<(u32, u64)> = ids.iter().map(|&id| (id, u64::from(id % 5) + 2)).collect();
-        let shapes: Vec<ShapeCount> = counts
-            .iter()
-            .flat_map(|&(kernel, n)| {
-                let one = ShapeCount { kernel, grid: [kernel, 1, 1], block: [64, 1, 1], count: 1 };
-                [one, ShapeCount { grid: [kernel, 2, 1], count: n - 1, ..one }]
-            })
-            .collect();
-        total += counts.iter().map(|&(_, n)| n).sum::<u64>();
-        let t0 = u64::from(w) * 50_000_000;
-        out.clear();
-        record::window(
-            &mut out,
-            &record::Window { t0, t1: t0 + 50_000_000, counts: &counts, shapes: &shapes, ..Default::default() },
-        );
-        std::io::Write::write_all(&mut file, &out).unwrap();
-    }
-    out.clear();
-    record::end(&mut out, u64::from(windows) * 50_000_000);
-    std::io::Write::write_all(&mut file, &out).unwrap();
-    std::io::Write::flush(&mut file).unwrap();
-    total
-}
-
-/// Issue 21: `trace --read` held every window (≈3.6× the file: 507 MB → 1.8 GB). Read streaming and folded, a
-/// trace of tens of MB costs a small fraction of its size above what the same kernel table costs in a trace of
-/// one window, and the totals are those written.
-#[test]
-fn trace_read_memory_follows_the_kernel_table_not_the_file() {
-    let tmp = tempfile::tempdir().unwrap();
-    let read = |dir: &Path| {
-        bounded::run(
-            &["trace", "--json", "--top", "0", "--read", dir.to_str().unwrap()],
-            Bounds { address_space: 4 * GIB, deadline: Duration::from_secs(60), ..Default::default() },
-        )
-    };
-    let (one, dir) = (tmp.path().join("one-window"), tmp.path().join("traces"));
-    std::fs::create_dir(&one).unwrap();
-    std::fs::create_dir(&dir).unwrap();
-    big_trace(&one.join("trace-4242.jsonl"), 2000, 1);
-    let floor = read(&one);
-    floor.assert_bounded(&[0], 60, GIB);
-    let path = dir.join("trace-4242.jsonl");
-    let total = big_trace(&path, 2000, 7_000);
-    let size = std::fs::metadata(&path).unwrap().len();
-    assert!(size > 40 * MIB, "{size}");
-    let done = read(&dir);
-    eprintln!("trace --read of {} MiB: {} (one window: {} MiB)", size / MIB, done.describe(), floor.peak_rss / MIB);
-    // Before: ≈3.6× the file (120 MiB here). Now: the one-window cost plus an eighth of the file at most.
-    done.assert_bounded(&[0], 60, floor.peak_rss + size / 8);
-    let summary: serde_json::Value = serde_json::from_str(done.stdout.trim()).unwrap();
-    let kernels = summary["kernels"].as_array().unwrap();
-    assert_eq!(kernels.len(), 2000);
-    assert_eq!(kernels.iter().map(|k| k["launches"].as_u64().unwrap()).sum::<u64>(), total);
-    assert_eq!(summary["processes"][0]["launches"].as_u64(), Some(total));
-    assert_eq!(summary["processes"][0]["complete"], true);
-}
-
-// ---- frictions ----
-
 /// Issue 21: `predict --run` demanded `--model` although each record names its model. Without it, each record's
 /// model is read: a GGUF path (here relative to the working directory, as the sweep was given it), else an Ollama
 /// name through Ollama's manifest and blob layout; a model found neither way is named in the error.
@@ -359,108 +184,113 @@ fn predict_run_takes_each_records_model() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--model M.gguf or --type T"));
 }
 
-/// Issue 21: `trace` on a Vulkan-only program refused to start without the CUDA/HIP observer library beside the
-/// binary. A backscope with only the Vulkan layer (here: a hard link of the binary in a directory of its own, the
-/// layer named by $BACKSCOPE_VKLAYER_SO) traces vulkaninfo's device and says that CUDA/HIP is not observed; with
-/// neither it refuses, saying so.
-#[test]
-fn trace_starts_with_the_vulkan_layer_alone() {
-    let alone = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let exe = alone.path().join("backscope");
-    std::fs::hard_link(env!("CARGO_BIN_EXE_backscope"), &exe).unwrap();
-    let layer = crate::support::util::vklayer_library();
-    let traces = alone.path().join("traces");
-    let mut cmd = Command::new(&exe);
-    cmd.env_remove("BACKSCOPE_OBSERVER_SO").env("BACKSCOPE_VKLAYER_SO", &layer);
-    cmd.args(["trace", "--json", "--dir"]).arg(&traces).args(["--", "vulkaninfo", "--summary"]);
-    let out = run(&mut cmd);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("CUDA/HIP launches are not observed: cannot find libbackscope_observer.so"), "{stderr}");
-    // Issue 27: where it looked, all of it: the variable, beside the binary, deps/, and the prefix's lib/backscope.
-    let looked = format!(
-        "($BACKSCOPE_OBSERVER_SO is not set; looked in {0}, {0}/deps, {1}/lib/backscope, for the backscope at {0}/backscope)",
-        alone.path().display(),
-        alone.path().parent().unwrap().display()
-    );
-    assert!(stderr.contains(&looked), "{looked}\n{stderr}");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let summary: serde_json::Value = serde_json::from_str(text.trim_end().rsplit('\n').next().unwrap()).unwrap();
-    assert!(!summary["devices"].as_array().unwrap().is_empty(), "the layer described vulkaninfo's device: {summary}");
-
-    let mut cmd = Command::new(&exe);
-    cmd.env_remove("BACKSCOPE_OBSERVER_SO").env_remove("BACKSCOPE_VKLAYER_SO");
-    cmd.args(["trace", "--dir"]).arg(alone.path().join("none")).args(["--", "true"]);
-    let out = run(&mut cmd);
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("nothing to observe with: neither the observer library"), "{stderr}");
+/// A traced record of a sweep run, as `backscope sweep --trace` stores it: cell `seq`, a 9-token prompt, CUDA/HIP
+/// kernels in its trace, and `prompt` as the request's prompt text.
+fn traced_record(seq: u64, prompt: &str) -> Value {
+    let cell = format!("cells/{seq:05}-rocm-ngl99");
+    json!({
+        "schema": 1, "run_id": "tp", "cell_key": format!("rocm|m|ngl=99|p|n=4|e1|r{seq}"), "seq": seq,
+        "source": "sweep", "file": format!("{cell}/result.json"), "endpoint": "rocm", "managed": true, "model": "m",
+        "num_gpu": -1, "prompt": prompt, "num_predict": 4, "epoch": 1, "repetition": 1, "stream": true,
+        "started_at": "2026-12-02T01:00:00Z", "status": "ok",
+        "server_timings": {"prompt_n": 9, "decode_n": 4}, "prompt_count_includes_cache": false,
+        "response_chars": 10, "body_bytes": 100, "wall_ms": 100.0, "decode_tps": 40.0,
+        "trace": {
+            "dir": "traces/s001-rocm", "files": ["trace-77.jsonl"], "window_ns": [0, 100_000_000], "interval_ms": 50,
+            "spill_ns": [0, 0], "total_launches": 10, "failed_launches": 0, "families": {"mmvq": 10},
+            "kernels": [{
+                "name": "_Z13mul_mat_vec_qIL9ggml_type12ELi1EEvPKvS2_PKfPfiiii",
+                "demangled": "void mul_mat_vec_q<(ggml_type)12, 1>(void const*, void const*, float const*, float*, int, int, int, int)",
+                "api": "hip", "family": "mmvq", "launches": 10,
+            }],
+            "distinct_kernels": 1, "processes": [],
+        },
+    })
 }
 
-/// Issue 27: an install under one prefix (the Debian package's /usr, or `cargo install`'s ~/.cargo plus the two
-/// libraries copied to ~/.cargo/lib/backscope, as the README says) traces with no flag or variable: PREFIX/bin/backscope
-/// finds both libraries in PREFIX/lib/backscope, and `trace --env` names them there.
-#[test]
-fn an_install_under_one_prefix_finds_its_libraries() {
-    let prefix = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let (bin, lib) = (prefix.path().join("bin"), prefix.path().join("lib/backscope"));
-    std::fs::create_dir_all(&bin).unwrap();
-    std::fs::create_dir_all(&lib).unwrap();
-    let exe = bin.join("backscope");
-    std::fs::hard_link(env!("CARGO_BIN_EXE_backscope"), &exe).unwrap();
-    std::fs::copy(crate::support::util::observer_library(), lib.join("libbackscope_observer.so")).unwrap();
-    std::fs::copy(crate::support::util::vklayer_library(), lib.join("libbackscope_vklayer.so")).unwrap();
-    let clean = |cmd: &mut Command| {
-        cmd.env_remove("BACKSCOPE_OBSERVER_SO").env_remove("BACKSCOPE_VKLAYER_SO");
-        cmd.env_remove("VK_ADD_LAYER_PATH").env_remove("VK_LAYER_PATH").env_remove("VK_INSTANCE_LAYERS");
-    };
-    let mut cmd = Command::new(&exe);
-    clean(&mut cmd);
-    cmd.args(["trace", "--json", "--dir"]).arg(prefix.path().join("traces")).args(["--", "vulkaninfo", "--summary"]);
-    let out = run(&mut cmd);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(!stderr.contains("not observed"), "both libraries were found: {stderr}");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let summary: serde_json::Value = serde_json::from_str(text.trim_end().rsplit('\n').next().unwrap()).unwrap();
-    assert!(!summary["devices"].as_array().unwrap().is_empty(), "the installed layer described the device: {summary}");
-
-    let mut cmd = Command::new(&exe);
-    clean(&mut cmd);
-    cmd.args(["trace", "--env", "--dir"]).arg(prefix.path().join("service"));
-    let out = run(&mut cmd);
-    let text = String::from_utf8_lossy(&out.stdout);
-    let lib = lib.canonicalize().unwrap();
-    assert!(text.contains(&format!("export LD_PRELOAD={}/libbackscope_observer.so\n", lib.display())), "{text}");
-    // VK_ADD_LAYER_PATH, or VK_LAYER_PATH where a package's layer is installed too (src/observe.rs, layer_env).
-    assert!(text.contains(&format!("LAYER_PATH={}/vulkan\n", lib.display())), "{text}");
+fn write_record(run: &Path, r: &Value) -> PathBuf {
+    let path = run.join(r["file"].as_str().unwrap());
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, serde_json::to_vec(r).unwrap()).unwrap();
+    path
 }
 
-/// Issue 21: `maps` (and `scan`) called ggml's core `libggml.so` "ggml (vulkan)": it has `ggml_backend_vk_reg` in
-/// its dynamic strings because it *imports* it (it registers the backends it was linked with). Only a defined
-/// symbol is evidence of a backend; nm(1) is the independent judge of which of llama.cpp's Vulkan build's libraries
-/// define one.
+fn predict_run(run: &Path) -> Done {
+    let args = ["predict", "--json", "--arch", "gfx900", "--type", "q4_k", "--run", run.to_str().unwrap()];
+    bounded::run(&args, bounds())
+}
+
+/// Issue 26: `predict --run` kept every record: 300 hard links to one 15 MiB record aborted it at 3.9 GB. Read one
+/// record at a time, 300 links to one 2 MiB record (600 MiB of records, each parsed whole) stay far below the sum,
+/// and every record is predicted.
 #[test]
-fn only_a_library_that_defines_a_backends_reg_function_is_that_backend() {
-    let bin = cache().join("llama.cpp").join(backscope::cache::LLAMA_VULKAN_BUILD).join("build/bin");
-    let mut seen = 0;
-    let cases = [
-        ("libggml.so", "ggml", "ggml_backend_vk_reg"),
-        ("libggml-vulkan.so", "vulkan", "ggml_backend_vk_reg"),
-        ("libggml-cpu.so", "cpu", "ggml_backend_cpu_reg"),
-    ];
-    for (file, expected, reg) in cases {
-        let path = bin.join(file);
-        let nm = stdout_ok(Command::new("nm").arg("-D").arg("--defined-only").arg(&path));
-        let defined_reg = nm.lines().any(|l| l.ends_with(&format!(" {reg}")));
-        let scan = scan_json(&[], &[&path]);
-        let backend = &scan["files"][0]["backend"];
-        assert_eq!(backend["name"], expected, "{file}: {backend}");
-        // Content evidence exactly where nm lists the backend's reg function as defined.
-        assert_eq!(backend["content_evidence"].is_string(), defined_reg, "{file}: {backend}\n{nm}");
-        seen += 1;
+fn predict_run_streams_300_links_to_one_large_record() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    let first = write_record(&run, &traced_record(0, &"x".repeat(2 << 20)));
+    let size = std::fs::metadata(&first).unwrap().len();
+    assert!(size > 2 * MIB, "{size}");
+    for seq in 1..300u64 {
+        let cell = run.join(format!("cells/{seq:05}-rocm-ngl99"));
+        std::fs::create_dir_all(&cell).unwrap();
+        std::fs::hard_link(&first, cell.join("result.json")).unwrap();
     }
-    assert_eq!(seen, 3);
-    let nm = stdout_ok(Command::new("nm").arg("-D").arg(bin.join("libggml.so")));
-    assert!(nm.lines().any(|l| l.trim_start().starts_with("U ggml_backend_vk_reg")), "the core library imports it");
+    let done = predict_run(&run);
+    eprintln!("predict --run of 300 links to {} MiB: {}", size / MIB, done.describe());
+    // All of them kept would be 300 × 2 MiB of prompt text alone.
+    done.assert_bounded(&[0], 120, 200 * MIB);
+    let out = done.json();
+    assert_eq!(out["cells"].as_array().unwrap().len(), 300, "{}", out["skipped"]);
+    assert_eq!(out["skipped"].as_array().unwrap().len(), 0, "{}", out["skipped"]);
+}
+
+/// Issue 26: one bad record failed all of `predict --run`. Now the good records are predicted and the bad ones are
+/// named as left out with why: a record that is not JSON, one that is not a record, and a FIFO in a record's place.
+#[test]
+fn predict_run_skips_corrupt_records_and_predicts_the_good_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    for seq in [1, 2, 4] {
+        write_record(&run, &traced_record(seq, "p"));
+    }
+    let cut = write_record(&run, &traced_record(3, "p"));
+    let text = std::fs::read_to_string(&cut).unwrap();
+    std::fs::write(&cut, &text[..text.len() / 2]).unwrap();
+    let other = run.join("cells/00005-rocm-ngl99/result.json");
+    std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+    std::fs::write(&other, r#"{"seq": 5, "note": "not a record"}"#).unwrap();
+    let fifo = run.join("cells/00006-rocm-ngl99/result.json");
+    std::fs::create_dir_all(fifo.parent().unwrap()).unwrap();
+    mkfifo(&fifo);
+
+    let done = predict_run(&run);
+    done.assert_bounded(&[0], 60, 256 * MIB);
+    let out = done.json();
+    let seqs: Vec<u64> = out["cells"].as_array().unwrap().iter().map(|c| c["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, [1, 2, 4]);
+    let skipped: Vec<&str> = out["skipped"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+    assert_eq!(skipped.len(), 3, "{skipped:#?}");
+    for (path, why) in [(&cut, "EOF while parsing"), (&other, "missing field"), (&fifo, "is a FIFO")] {
+        let name = path.strip_prefix(&run).unwrap().display().to_string();
+        assert!(
+            skipped.iter().any(|s| s.contains(&name) && s.contains(why) && s.contains("left out")),
+            "{name}: {skipped:#?}"
+        );
+    }
+}
+
+/// A run whose only record is corrupt has nothing to predict: exit 2, naming the record.
+#[test]
+fn predict_run_with_only_a_corrupt_record_fails_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    let bad = write_record(&run, &traced_record(1, "p"));
+    std::fs::write(&bad, "{\"seq\": ").unwrap();
+    let done = predict_run(&run);
+    done.assert_bounded(&[2], 30, 256 * MIB);
+    assert!(
+        done.stderr.contains("no record to compare with") && done.stderr.contains("00001-rocm-ngl99/result.json"),
+        "{}",
+        done.stderr
+    );
 }

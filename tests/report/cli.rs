@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::every_command::output::{assert_fits, assert_inert, assert_no_external_reference, load_in_chromium, HOSTILE};
+use crate::support::output::{assert_fits, assert_inert, assert_no_external_reference, load_in_chromium, HOSTILE};
 use crate::support::sweep::*;
 use crate::support::util::*;
 

@@ -15,8 +15,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::bounded::{run, Bounds, Done, GIB, MIB};
-use crate::every_command::output::load_in_chromium;
+use crate::support::bounded::{self, run, Bounds, Done, GIB, MIB};
+use crate::support::util::{mkfifo, mode, stranger_uid};
+use crate::support::wal::wal_only_copy;
+use crate::support::output::load_in_chromium;
 
 /// A record as `backscope sweep` stores it: endpoint `ep` at `ngl`, cell `seq`; ok with decode `tps`, or a crash by
 /// SIGSEGV (its server killed, wait status read) after `tps` ms.
@@ -340,12 +342,6 @@ fn a_log_linked_out_of_the_run_is_neither_copied_nor_quoted() {
     assert!(v["problems"].as_array().unwrap().iter().any(|p| p.as_str().unwrap().contains("server.log")));
 }
 
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a valid C string.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-}
-
 #[test]
 fn fifos_dev_zero_and_dev_stdin_in_a_run_directory_are_named_and_skipped() {
     let tmp = tempfile::tempdir().unwrap();
@@ -501,4 +497,38 @@ fn the_html_report_shows_each_chart_with_its_summary_in_chromium() {
     }
     let axis = rows.values().find(|r| r.contains(&"0".to_string())).unwrap_or_else(|| panic!("{svg}"));
     assert_eq!(axis, &["0", "1", "2"], "{svg}");
+}
+
+/// `report` on a WAL database copied without its `-shm` sees the run only the WAL holds (it used to open the
+/// main file as immutable and report run A); where the directory is read-only to the reader, the `-shm` cannot be
+/// rebuilt and the open is refused with the reason rather than silently missing run B.
+#[test]
+fn a_wal_database_without_its_shm_is_read_whole_or_refused_with_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (copy, _a, b) = wal_only_copy(&tmp.path().join("orig"), &tmp.path().join("copy"), None);
+    let done = bounded::run(&["report".as_ref(), "--json".as_ref(), copy.as_os_str()], quick());
+    done.assert_bounded(&[0, 1], 30, 512 * MIB);
+    let v: Value = serde_json::from_str(&done.stdout).unwrap_or_else(|e| panic!("{e}: {}", done.describe()));
+    assert_eq!((v["run"]["run_id"].as_str(), v["cells"].as_u64()), (Some(&*b), Some(5)), "{}", done.stdout);
+
+    // The same copy in a directory another user may only read.
+    let ro = tmp.path().join("read-only");
+    wal_only_copy(&tmp.path().join("orig2"), &ro, None);
+    for f in ["a.db", "a.db-wal"] {
+        mode(&ro.join(f), 0o644);
+    }
+    mode(&ro, 0o755);
+    mode(tmp.path(), 0o755);
+    let mut bo = quick();
+    bo.uid = Some(stranger_uid(2));
+    bo.cwd = Some(PathBuf::from("/"));
+    let done = bounded::run(&["report".as_ref(), ro.join("a.db").as_os_str()], bo);
+    done.assert_bounded(&[2], 30, 512 * MIB);
+    let e = &done.stderr;
+    assert!(
+        e.contains("write-ahead log") && e.contains(&format!("{} is not writable", ro.display())),
+        "{}",
+        done.describe()
+    );
+    assert!(!ro.join("a.db-shm").exists());
 }

@@ -171,7 +171,7 @@ fn hipcc_kernels_mix_equals_llvm_objdump() {
     // sums of the kernels above (themselves equal to llvm-objdump's counts); within 120 columns, then the stats line.
     let args = ["scan", "--disasm", "--no-disasm-cache"];
     let text = stdout_ok(backscope().env("COLUMNS", "120").args(args).arg(&lib));
-    crate::every_command::output::assert_fits(&text, 120);
+    crate::support::output::assert_fits(&text, 120);
     assert!(
         text.contains("\nInstruction mix per family (disassembly; --kernels or --kernel PATTERN for each kernel)\n")
     );
@@ -179,7 +179,7 @@ fn hipcc_kernels_mix_equals_llvm_objdump() {
         text.contains("\ndisassembled 3 code objects (0 from the cache, 0 failed, 0 without a matching kernel) with ")
     );
     let markdown = stdout_ok(backscope().args(args).args(["--format", "markdown"]).arg(&lib));
-    let tables = crate::every_command::output::html_tables(&crate::every_command::output::commonmark(&markdown));
+    let tables = crate::support::output::html_tables(&crate::support::output::commonmark(&markdown));
     let per_family: Vec<_> = tables
         .iter()
         .filter(|(h, _)| h.starts_with(&["family".to_string(), "kernels".into(), "instrs".into()]))

@@ -57,3 +57,32 @@ fn vulkan_library_shaders_match_readelf() {
     assert_eq!(file["vulkan"]["shaders"].as_u64(), Some(oracle.len() as u64));
     assert!(file["vulkan"].get("entries").is_none());
 }
+
+/// Issue 21: `maps` (and `scan`) called ggml's core `libggml.so` "ggml (vulkan)": it has `ggml_backend_vk_reg` in
+/// its dynamic strings because it *imports* it (it registers the backends it was linked with). Only a defined
+/// symbol is evidence of a backend; nm(1) is the independent judge of which of llama.cpp's Vulkan build's libraries
+/// define one.
+#[test]
+fn only_a_library_that_defines_a_backends_reg_function_is_that_backend() {
+    let bin = cache().join("llama.cpp").join(backscope::cache::LLAMA_VULKAN_BUILD).join("build/bin");
+    let mut seen = 0;
+    let cases = [
+        ("libggml.so", "ggml", "ggml_backend_vk_reg"),
+        ("libggml-vulkan.so", "vulkan", "ggml_backend_vk_reg"),
+        ("libggml-cpu.so", "cpu", "ggml_backend_cpu_reg"),
+    ];
+    for (file, expected, reg) in cases {
+        let path = bin.join(file);
+        let nm = stdout_ok(Command::new("nm").arg("-D").arg("--defined-only").arg(&path));
+        let defined_reg = nm.lines().any(|l| l.ends_with(&format!(" {reg}")));
+        let scan = scan_json(&[], &[&path]);
+        let backend = &scan["files"][0]["backend"];
+        assert_eq!(backend["name"], expected, "{file}: {backend}");
+        // Content evidence exactly where nm lists the backend's reg function as defined.
+        assert_eq!(backend["content_evidence"].is_string(), defined_reg, "{file}: {backend}\n{nm}");
+        seen += 1;
+    }
+    assert_eq!(seen, 3);
+    let nm = stdout_ok(Command::new("nm").arg("-D").arg(bin.join("libggml.so")));
+    assert!(nm.lines().any(|l| l.trim_start().starts_with("U ggml_backend_vk_reg")), "the core library imports it");
+}

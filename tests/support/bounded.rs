@@ -58,6 +58,11 @@ pub struct Done {
 }
 
 impl Done {
+    /// Standard output parsed as JSON; a panic that describes the run where it is not.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.describe()))
+    }
+
     pub fn describe(&self) -> String {
         format!(
             "exit {:?}, signal {:?}, {:.1} s, peak RSS {} MiB{}, stderr: {}",

@@ -4,3 +4,6 @@ pub(crate) mod bounded;
 pub(crate) mod scan_inputs;
 pub(crate) mod sweep;
 pub(crate) mod util;
+pub(crate) mod output;
+pub(crate) mod postgres;
+pub(crate) mod wal;

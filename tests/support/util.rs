@@ -245,3 +245,22 @@ pub fn write_layer_manifest(dir: &Path, file: &str, name: &str, library: &Path) 
     });
     std::fs::write(dir.join(file), manifest.to_string()).unwrap();
 }
+
+/// A uid no password entry has, different per test process and per `salt` (the per-user cache fallback
+/// `/tmp/backscope-cache-<uid>` is a fixed path in a shared directory).
+pub fn stranger_uid(salt: u32) -> u32 {
+    2_000_000_000 + (std::process::id() % 100_000) * 10 + salt
+}
+
+/// `chmod MODE PATH`.
+pub fn mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// `mkfifo PATH` (mode 0600).
+pub fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
+}

@@ -236,7 +236,7 @@ fn ledger_only(run_dir: &Path, tag: &str) {
 /// planted leftover lives on, A's own (the control: the same ledger in a row of A's role) is killed.
 #[test]
 fn another_roles_run_claiming_this_host_is_not_reclaimed() {
-    let pg = crate::sweep::postgres::Pg::start();
+    let pg = crate::support::postgres::Pg::start();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let pgpass = d.join("pgpass");
@@ -252,7 +252,7 @@ fn another_roles_run_claiming_this_host_is_not_reclaimed() {
     as_role("postgres", &["sweep", "export"]).assert_bounded(&[0], 30, 200 * MIB);
     for role in ["host_a", "host_b"] {
         pg.psql(&format!("CREATE ROLE {role} LOGIN PASSWORD 'pw-{}'", &role[5..]));
-        pg.psql(&crate::sweep::postgres::documented_grants().replace("backscope_host", role));
+        pg.psql(&crate::support::postgres::documented_grants().replace("backscope_host", role));
     }
     let mut leftovers = Vec::new();
     for (role, run_id) in [("host_b", "20260101-000000-bbbb"), ("host_a", "20260101-000000-aaaa")] {
@@ -266,7 +266,7 @@ fn another_roles_run_claiming_this_host_is_not_reclaimed() {
              '{}', '{{}}', 1, 't', 'host-a')",
             run_dir.display()
         );
-        let (ok, out) = crate::sweep::postgres::psql_as(&pg, &pgpass, role, &insert);
+        let (ok, out) = crate::support::postgres::psql_as(&pg, &pgpass, role, &insert);
         assert!(ok, "{role} inserts a run of its own: {out}");
     }
     assert_eq!(pg.psql("SELECT string_agg(owner_role, ',' ORDER BY run_id) FROM backscope.runs"), "host_a,host_b");

@@ -6,20 +6,15 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::support::bounded::{self, Bounds, Done, GIB, MIB};
+use crate::support::util::mkfifo;
 
 /// What the commands here get: 4 GiB of address space (a whole-file read of /dev/zero grew past 23 GB before) and a
 /// minute.
 fn bounds() -> Bounds {
     Bounds { address_space: 4 * GIB, deadline: Duration::from_secs(60), ..Default::default() }
-}
-
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a valid C string.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
 }
 
 /// A sparse file of `len` bytes (no block written).
@@ -102,10 +97,6 @@ fn vk_trace(dir: &Path, pid: u32, libraries: &[PathBuf]) {
     std::fs::write(dir.join(format!("trace-{pid}.jsonl")), out).unwrap();
 }
 
-fn json_of(done: &Done) -> Value {
-    serde_json::from_str(done.stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {}", done.describe()))
-}
-
 fn claim<'a>(summary: &'a Value, id: &str) -> &'a Value {
     let claims = summary["claims"].as_array().unwrap();
     claims.iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("no claim {id}: {claims:#?}"))
@@ -136,7 +127,7 @@ fn trace_read_refuses_devices_fifos_and_directories_a_pipeline_names() {
 
     let done = bounded::run(&["trace", "--json", "--read", traces.to_str().unwrap()], bounds());
     done.assert_bounded(&[0], 30, 256 * MIB);
-    let summary = json_of(&done);
+    let summary = done.json();
     assert_eq!(summary["kernels"].as_array().unwrap().len(), 4, "the trace itself is summarised");
     let skipped = claim(&summary, "trace.vulkan.libraries_skipped");
     assert_eq!(skipped["confidence"], "Limited", "{skipped}");
@@ -169,7 +160,7 @@ fn twelve_sparse_gib_libraries_spend_the_read_budget() {
     vk_trace(&traces, 4243, &libraries);
     let done = bounded::run(&["trace", "--json", "--read", traces.to_str().unwrap()], bounds());
     done.assert_bounded(&[0], 20, 256 * MIB);
-    let summary = json_of(&done);
+    let summary = done.json();
     let unnamed = claim(&summary, "trace.vulkan.unnamed");
     let shown = sources(unnamed);
     assert_eq!(shown.len(), 12, "every library is listed: {shown:#?}");
@@ -185,7 +176,7 @@ fn twelve_sparse_gib_libraries_spend_the_read_budget() {
 
     let done = predict_vulkan_trace(&traces);
     done.assert_bounded(&[0], 30, 256 * MIB);
-    let report = json_of(&done);
+    let report = done.json();
     let assumptions = report["assumptions"].to_string();
     let first = libraries[0].display().to_string();
     assert!(
@@ -224,7 +215,7 @@ fn predict_trace_names_a_library_that_is_a_device() {
     vk_trace(&traces, 4244, &[PathBuf::from("/dev/zero")]);
     let done = predict_vulkan_trace(&traces);
     done.assert_bounded(&[0], 30, 256 * MIB);
-    let report = json_of(&done);
+    let report = done.json();
     let assumptions = report["assumptions"].to_string();
     assert!(
         assumptions.contains("(/dev/zero) was not read") && assumptions.contains("character device"),
@@ -235,117 +226,6 @@ fn predict_trace_names_a_library_that_is_a_device() {
     assert!(
         notes.contains("1 of the 1 shader libraries the traces name were not read") && notes.contains("/dev/zero"),
         "{report:#}"
-    );
-}
-
-/// A traced record of a sweep run, as `backscope sweep --trace` stores it: cell `seq`, a 9-token prompt, CUDA/HIP
-/// kernels in its trace, and `prompt` as the request's prompt text.
-fn traced_record(seq: u64, prompt: &str) -> Value {
-    let cell = format!("cells/{seq:05}-rocm-ngl99");
-    json!({
-        "schema": 1, "run_id": "tp", "cell_key": format!("rocm|m|ngl=99|p|n=4|e1|r{seq}"), "seq": seq,
-        "source": "sweep", "file": format!("{cell}/result.json"), "endpoint": "rocm", "managed": true, "model": "m",
-        "num_gpu": -1, "prompt": prompt, "num_predict": 4, "epoch": 1, "repetition": 1, "stream": true,
-        "started_at": "2026-12-02T01:00:00Z", "status": "ok",
-        "server_timings": {"prompt_n": 9, "decode_n": 4}, "prompt_count_includes_cache": false,
-        "response_chars": 10, "body_bytes": 100, "wall_ms": 100.0, "decode_tps": 40.0,
-        "trace": {
-            "dir": "traces/s001-rocm", "files": ["trace-77.jsonl"], "window_ns": [0, 100_000_000], "interval_ms": 50,
-            "spill_ns": [0, 0], "total_launches": 10, "failed_launches": 0, "families": {"mmvq": 10},
-            "kernels": [{
-                "name": "_Z13mul_mat_vec_qIL9ggml_type12ELi1EEvPKvS2_PKfPfiiii",
-                "demangled": "void mul_mat_vec_q<(ggml_type)12, 1>(void const*, void const*, float const*, float*, int, int, int, int)",
-                "api": "hip", "family": "mmvq", "launches": 10,
-            }],
-            "distinct_kernels": 1, "processes": [],
-        },
-    })
-}
-
-fn write_record(run: &Path, r: &Value) -> PathBuf {
-    let path = run.join(r["file"].as_str().unwrap());
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, serde_json::to_vec(r).unwrap()).unwrap();
-    path
-}
-
-fn predict_run(run: &Path) -> Done {
-    let args = ["predict", "--json", "--arch", "gfx900", "--type", "q4_k", "--run", run.to_str().unwrap()];
-    bounded::run(&args, bounds())
-}
-
-/// Issue 26: `predict --run` kept every record: 300 hard links to one 15 MiB record aborted it at 3.9 GB. Read one
-/// record at a time, 300 links to one 2 MiB record (600 MiB of records, each parsed whole) stay far below the sum,
-/// and every record is predicted.
-#[test]
-fn predict_run_streams_300_links_to_one_large_record() {
-    let tmp = tempfile::tempdir().unwrap();
-    let run = tmp.path().join("run");
-    let first = write_record(&run, &traced_record(0, &"x".repeat(2 << 20)));
-    let size = std::fs::metadata(&first).unwrap().len();
-    assert!(size > 2 * MIB, "{size}");
-    for seq in 1..300u64 {
-        let cell = run.join(format!("cells/{seq:05}-rocm-ngl99"));
-        std::fs::create_dir_all(&cell).unwrap();
-        std::fs::hard_link(&first, cell.join("result.json")).unwrap();
-    }
-    let done = predict_run(&run);
-    eprintln!("predict --run of 300 links to {} MiB: {}", size / MIB, done.describe());
-    // All of them kept would be 300 × 2 MiB of prompt text alone.
-    done.assert_bounded(&[0], 120, 200 * MIB);
-    let out = json_of(&done);
-    assert_eq!(out["cells"].as_array().unwrap().len(), 300, "{}", out["skipped"]);
-    assert_eq!(out["skipped"].as_array().unwrap().len(), 0, "{}", out["skipped"]);
-}
-
-/// Issue 26: one bad record failed all of `predict --run`. Now the good records are predicted and the bad ones are
-/// named as left out with why: a record that is not JSON, one that is not a record, and a FIFO in a record's place.
-#[test]
-fn predict_run_skips_corrupt_records_and_predicts_the_good_ones() {
-    let tmp = tempfile::tempdir().unwrap();
-    let run = tmp.path().join("run");
-    for seq in [1, 2, 4] {
-        write_record(&run, &traced_record(seq, "p"));
-    }
-    let cut = write_record(&run, &traced_record(3, "p"));
-    let text = std::fs::read_to_string(&cut).unwrap();
-    std::fs::write(&cut, &text[..text.len() / 2]).unwrap();
-    let other = run.join("cells/00005-rocm-ngl99/result.json");
-    std::fs::create_dir_all(other.parent().unwrap()).unwrap();
-    std::fs::write(&other, r#"{"seq": 5, "note": "not a record"}"#).unwrap();
-    let fifo = run.join("cells/00006-rocm-ngl99/result.json");
-    std::fs::create_dir_all(fifo.parent().unwrap()).unwrap();
-    mkfifo(&fifo);
-
-    let done = predict_run(&run);
-    done.assert_bounded(&[0], 60, 256 * MIB);
-    let out = json_of(&done);
-    let seqs: Vec<u64> = out["cells"].as_array().unwrap().iter().map(|c| c["seq"].as_u64().unwrap()).collect();
-    assert_eq!(seqs, [1, 2, 4]);
-    let skipped: Vec<&str> = out["skipped"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
-    assert_eq!(skipped.len(), 3, "{skipped:#?}");
-    for (path, why) in [(&cut, "EOF while parsing"), (&other, "missing field"), (&fifo, "is a FIFO")] {
-        let name = path.strip_prefix(&run).unwrap().display().to_string();
-        assert!(
-            skipped.iter().any(|s| s.contains(&name) && s.contains(why) && s.contains("left out")),
-            "{name}: {skipped:#?}"
-        );
-    }
-}
-
-/// A run whose only record is corrupt has nothing to predict: exit 2, naming the record.
-#[test]
-fn predict_run_with_only_a_corrupt_record_fails_naming_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let run = tmp.path().join("run");
-    let bad = write_record(&run, &traced_record(1, "p"));
-    std::fs::write(&bad, "{\"seq\": ").unwrap();
-    let done = predict_run(&run);
-    done.assert_bounded(&[2], 30, 256 * MIB);
-    assert!(
-        done.stderr.contains("no record to compare with") && done.stderr.contains("00001-rocm-ngl99/result.json"),
-        "{}",
-        done.stderr
     );
 }
 
@@ -363,8 +243,98 @@ fn a_directory_of_thousands_of_trace_files_is_read_up_to_its_bound() {
     let done = bounded::run(&["trace", "--json", "--top", "0", "--read", traces.to_str().unwrap()], bounds());
     // Exit 1: a problem (the files left out) is listed.
     done.assert_bounded(&[1], 60, 256 * MIB);
-    let summary = json_of(&done);
+    let summary = done.json();
     assert_eq!(summary["processes"].as_array().unwrap().len(), 4096);
     let problems = summary["problems"].to_string();
     assert!(problems.contains(&format!("{} more trace files not read", files - 4096)), "{problems}");
+}
+
+/// Writes a trace of `kernels` HIP kernels and `windows` windows, each launching 100 of them (two shapes each),
+/// with the format's own writers (crates/trace). Returns the total launches written.
+fn big_trace(path: &Path, kernels: u32, windows: u32) -> u64 {
+    use trace_format::record::{self, api, source, ShapeCount};
+    let mut out = Vec::new();
+    record::header(
+        &mut out,
+        &record::Header {
+            pid: 4242,
+            ppid: 1,
+            exe: b"/opt/llama/llama-server",
+            cmdline: b"llama-server\0",
+            start_ns: 0,
+            interval_ms: 50,
+            shape_buckets: 8,
+            max_kernels: 1 << 20,
+            max_bytes: 1 << 30,
+            observer: "0.1.0",
+            writer: "backscope-observer",
+            max_sequences: 0,
+            segment: None,
+        },
+    );
+    let names: Vec<String> = (0..kernels).map(|i| format!("_Z6kernelILi{i}EEvPf")).collect();
+    for (i, name) in names.iter().enumerate() {
+        record::kernel(&mut out, &record::KernelDef::new(i as u32 + 1, name.as_bytes(), api::HIP, source::REGISTER));
+    }
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    std::io::Write::write_all(&mut file, &out).unwrap();
+    let mut total = 0u64;
+    for w in 0..windows {
+        let ids: Vec<u32> = (0..100).map(|j| (w * 7 + j * 13) % kernels + 1).collect();
+        let counts: Vec<(u32, u64)> = ids.iter().map(|&id| (id, u64::from(id % 5) + 2)).collect();
+        let shapes: Vec<ShapeCount> = counts
+            .iter()
+            .flat_map(|&(kernel, n)| {
+                let one = ShapeCount { kernel, grid: [kernel, 1, 1], block: [64, 1, 1], count: 1 };
+                [one, ShapeCount { grid: [kernel, 2, 1], count: n - 1, ..one }]
+            })
+            .collect();
+        total += counts.iter().map(|&(_, n)| n).sum::<u64>();
+        let t0 = u64::from(w) * 50_000_000;
+        out.clear();
+        record::window(
+            &mut out,
+            &record::Window { t0, t1: t0 + 50_000_000, counts: &counts, shapes: &shapes, ..Default::default() },
+        );
+        std::io::Write::write_all(&mut file, &out).unwrap();
+    }
+    out.clear();
+    record::end(&mut out, u64::from(windows) * 50_000_000);
+    std::io::Write::write_all(&mut file, &out).unwrap();
+    std::io::Write::flush(&mut file).unwrap();
+    total
+}
+
+/// Issue 21: `trace --read` held every window (≈3.6× the file: 507 MB → 1.8 GB). Read streaming and folded, a
+/// trace of tens of MB costs a small fraction of its size above what the same kernel table costs in a trace of
+/// one window, and the totals are those written.
+#[test]
+fn trace_read_memory_follows_the_kernel_table_not_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let read = |dir: &Path| {
+        bounded::run(
+            &["trace", "--json", "--top", "0", "--read", dir.to_str().unwrap()],
+            Bounds { address_space: 4 * GIB, deadline: Duration::from_secs(60), ..Default::default() },
+        )
+    };
+    let (one, dir) = (tmp.path().join("one-window"), tmp.path().join("traces"));
+    std::fs::create_dir(&one).unwrap();
+    std::fs::create_dir(&dir).unwrap();
+    big_trace(&one.join("trace-4242.jsonl"), 2000, 1);
+    let floor = read(&one);
+    floor.assert_bounded(&[0], 60, GIB);
+    let path = dir.join("trace-4242.jsonl");
+    let total = big_trace(&path, 2000, 7_000);
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert!(size > 40 * MIB, "{size}");
+    let done = read(&dir);
+    eprintln!("trace --read of {} MiB: {} (one window: {} MiB)", size / MIB, done.describe(), floor.peak_rss / MIB);
+    // Before: ≈3.6× the file (120 MiB here). Now: the one-window cost plus an eighth of the file at most.
+    done.assert_bounded(&[0], 60, floor.peak_rss + size / 8);
+    let summary: serde_json::Value = serde_json::from_str(done.stdout.trim()).unwrap();
+    let kernels = summary["kernels"].as_array().unwrap();
+    assert_eq!(kernels.len(), 2000);
+    assert_eq!(kernels.iter().map(|k| k["launches"].as_u64().unwrap()).sum::<u64>(), total);
+    assert_eq!(summary["processes"][0]["launches"].as_u64(), Some(total));
+    assert_eq!(summary["processes"][0]["complete"], true);
 }

@@ -3,3 +3,5 @@
 pub(crate) mod cli;
 pub(crate) mod hostile;
 pub(crate) mod kernel_log;
+pub(crate) mod libraries;
+pub(crate) mod signals;
