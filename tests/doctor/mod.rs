@@ -1,3 +1,3 @@
 //! `backscope doctor` on this machine and on fake host trees.
 
-pub(crate) mod real;
+mod real;

@@ -337,7 +337,3 @@ fn on_a_fake_host_it_finds_both_gpus_their_access_overrides_and_gate_verdicts() 
         assert!(dom.contains(&badge), "{badge}");
     }
 }
-
-fn s(v: &Value) -> &str {
-    v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
-}

@@ -317,31 +317,6 @@ fn sweep_spec_and_prompt_files_are_regular_files_of_bounded_size() {
     bounded_refusal(&["sweep".as_ref(), "--dry-run".as_ref(), "--spec".as_ref(), fifo.as_ref()], 2, &fifo, "FIFO");
 }
 
-#[test]
-fn trace_env_proposes_a_private_directory() {
-    let tmp = tempfile::tempdir().unwrap();
-    let observer = tmp.path().join("libbackscope_observer.so");
-    fs::write(&observer, "").unwrap();
-    let out = run(backscope().args(["trace", "--env", "--observer"]).arg(&observer));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
-    let dir = PathBuf::from(format!("/var/tmp/backscope-traces-{uid}"));
-    let line = format!("BACKSCOPE_TRACE_DIR={}", dir.display());
-    if out.status.success() {
-        assert!(stdout.contains(&line), "{stdout}");
-        use std::os::unix::fs::MetadataExt;
-        let meta = fs::symlink_metadata(&dir).unwrap();
-        assert!(meta.is_dir() && meta.uid() == uid && meta.mode() & 0o077 == 0, "{:o}", meta.mode());
-    } else {
-        // The machine's directory is someone else's or open to others: refused, with the way around.
-        assert!(stderr.contains(&dir.display().to_string()) && stderr.contains("--dir"), "{stderr}");
-    }
-    // The old fixed name is never proposed again.
-    assert!(!stdout.contains("/var/tmp/backscope-traces\n") && !stdout.contains("/var/tmp/backscope-traces "));
-}
-
 /// `-o` onto a symlink: through a link to a regular file, that file is replaced and the link kept (the existing
 /// rule); a dangling link is refused and left as it is, no file created where it points; a link to a directory is
 /// refused as a directory.

@@ -1,3 +1,3 @@
 //! `backscope gate` on real inputs.
 
-pub(crate) mod real;
+mod real;

@@ -9,6 +9,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use crate::support::hip::{legacy_targets_program, SCALE_KERNEL};
 use crate::support::util::*;
 
 fn gate_json(args: &[&str]) -> Value {
@@ -237,16 +238,7 @@ fn device_and_inference_compute_lines_are_recognition() {
 #[test]
 fn hipcc_code_objects_allow_their_targets_only() {
     let tmp = tempfile::tempdir().unwrap();
-    let src = tmp.path().join("k.hip");
-    std::fs::write(&src, "#include <hip/hip_runtime.h>\n__global__ void scale(float* y, float s) { y[threadIdx.x] *= s; }\nint main() { return 0; }\n").unwrap();
-    let exe = tmp.path().join("k");
-    stdout_ok(
-        Command::new("hipcc")
-            .args(["--offload-arch=gfx900", "--offload-arch=gfx906", "--offload-arch=gfx1030"])
-            .arg(&src)
-            .arg("-o")
-            .arg(&exe),
-    );
+    let exe = legacy_targets_program(tmp.path(), SCALE_KERNEL);
     let r = gate_json(&["--arch", "gfx906", "--install", exe.to_str().unwrap(), "--ollama", "none"]);
     assert_eq!((status(&r, 4), layer(&r, 4)["confidence"].as_str()), ("Allows", Some("Confirmed")));
     // The cited offset is where the oracle finds the gfx906 code object: bundle offset + entry offset.

@@ -21,11 +21,6 @@ fn logs_json(path: &Path) -> (Option<i32>, Value) {
     (out.status.code(), v)
 }
 
-fn claim<'a>(v: &'a Value, id: &str) -> &'a Value {
-    let c = v["claims"].as_array().unwrap().iter().find(|c| c["id"] == id);
-    c.unwrap_or_else(|| panic!("no claim {id}: {:#}", v["claims"]))
-}
-
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();

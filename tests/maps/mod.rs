@@ -1,3 +1,3 @@
 //! `backscope maps` on real running processes.
 
-pub(crate) mod live;
+mod live;

@@ -4,11 +4,11 @@
 //! `--trace` (a protocol stand-in server that runs the HIP program per request, as tests/sweep_trace.rs does).
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
-use crate::predict::rules::models;
+use crate::support::hip::mmvq_program;
+use crate::support::models::models;
 use crate::support::sweep::*;
 use crate::support::util::*;
 
@@ -125,28 +125,6 @@ fn an_h100_trace_summary_confirms_every_prediction() {
     assert!(items.iter().any(|i| i["phase"] == "last-rows" && i["predicted"] == "MMVQ" && i["verdict"] == "Confirmed"));
 }
 
-/// A HIP program that launches a kernel named like ggml's `mul_mat_vec_q<Q4_K, 1>` through hipLaunchKernel
-/// (without a GPU the launch fails but the observer records it).
-pub(crate) fn mmvq_program(dir: &Path) -> std::path::PathBuf {
-    const SRC: &str = r#"#include <hip/hip_runtime.h>
-enum ggml_type { GGML_TYPE_Q4_K = 12 };
-template <ggml_type T, int ncols_dst>
-__global__ void mul_mat_vec_q(const void* x, float* y) { y[threadIdx.x] = ncols_dst * (int)T; }
-int main() {
-    const void* x = nullptr;
-    float* y = nullptr;
-    void* args[] = {&x, &y};
-    hipLaunchKernel((const void*)mul_mat_vec_q<GGML_TYPE_Q4_K, 1>, dim3(1), dim3(32), args, 0, nullptr);
-    return 0;
-}
-"#;
-    let src = dir.join("mmvq.hip");
-    std::fs::write(&src, SRC).unwrap();
-    let exe = dir.join("mmvq");
-    stdout_ok(Command::new("hipcc").arg("--offload-arch=gfx900").arg(&src).arg("-o").arg(&exe));
-    exe
-}
-
 #[test]
 fn a_trace_directory_marks_each_phase() {
     let tmp = tempfile::tempdir().unwrap();
@@ -201,7 +179,7 @@ fn a_sweep_run_recorded_with_trace_is_compared_record_by_record() {
     let observer = observer_library();
     let tmp = tempfile::tempdir().unwrap();
     let exe = mmvq_program(tmp.path());
-    let (status, events, stderr, db) = crate::sweep::trace::traced_stand_in_sweep(tmp.path(), &exe, &observer, 2);
+    let (status, events, stderr, db) = crate::support::sweep::traced_stand_in_sweep(tmp.path(), &exe, &observer, 2);
     assert_eq!(status.code(), Some(0), "stderr: {stderr}");
     let recs = records(&events);
     let run_id = recs[0]["run_id"].as_str().unwrap().to_string();

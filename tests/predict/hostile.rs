@@ -126,9 +126,9 @@ fn predict_refuses_token_counts_outside_their_range() {
 #[test]
 fn predict_run_takes_each_records_model() {
     let tmp = tempfile::tempdir().unwrap();
-    let exe = crate::predict::cli::mmvq_program(tmp.path());
+    let exe = crate::support::hip::mmvq_program(tmp.path());
     let (status, events, stderr, db) =
-        crate::sweep::trace::traced_stand_in_sweep(tmp.path(), &exe, &observer_library(), 1);
+        crate::support::sweep::traced_stand_in_sweep(tmp.path(), &exe, &observer_library(), 1);
     assert_eq!(status.code(), Some(0), "stderr: {stderr}");
     let recs = crate::support::sweep::records(&events);
     let run_id = recs[0]["run_id"].as_str().unwrap().to_string();

@@ -321,7 +321,7 @@ fn h100_traces_at_ngl_99_confirm_gpu_placement_and_contradict_a_cpu_one() {
             None => (Batch::PromptTokens(0), case.trim_start_matches("tg").parse().unwrap()),
         };
         let mut o =
-            PredictOptions::new("sm_90", WeightSource::Model(crate::predict::rules::models().tl_q4_k_m.clone()), batch);
+            PredictOptions::new("sm_90", WeightSource::Model(crate::support::models::models().tl_q4_k_m.clone()), batch);
         o.decode_tokens = Some(decode);
         o.placement.n_gpu_layers = Some(ngl);
         o.observed = Some(trace(case));

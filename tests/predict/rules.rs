@@ -6,7 +6,6 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 use backscope::output::text::Layout;
 use backscope::output::{render_document, Format, Render};
@@ -14,69 +13,9 @@ use backscope::predict::command::PredictOutput;
 use backscope::predict::compare::{self, Verdict};
 use backscope::predict::{self, Batch, ObservedSource, PredictOptions, PredictReport, WeightSource};
 
+use crate::support::hip::{legacy_targets_program, mmvq_program, SCALE_KERNEL};
+use crate::support::models::models;
 use crate::support::util::*;
-
-/// Synthesized models, written once per test process: tiny preset (4 layers, 256 wide) in F16, Q8_0 and Q4_K_M,
-/// and a 22-layer model with TinyLlama's layer count and attention shape (head size 64, 8 query heads per KV
-/// head) in Q4_K_M.
-pub(crate) struct Models {
-    _dir: tempfile::TempDir,
-    pub(crate) f16: PathBuf,
-    pub(crate) q8_0: PathBuf,
-    pub(crate) q4_k_m: PathBuf,
-    pub(crate) tl_q4_k_m: PathBuf,
-}
-
-fn synth(out: &Path, args: &[&str]) {
-    let o = run(backscope().arg("synth").args(args).arg("-o").arg(out));
-    assert!(
-        o.status.success(),
-        "backscope synth {args:?} failed: {}\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-pub(crate) fn models() -> &'static Models {
-    static M: OnceLock<Models> = OnceLock::new();
-    M.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let p = |n: &str| dir.path().join(n);
-        synth(&p("tiny-f16.gguf"), &["--preset", "tiny", "--type", "f16"]);
-        synth(&p("tiny-q8_0.gguf"), &["--preset", "tiny", "--type", "q8_0"]);
-        synth(&p("tiny-q4_k_m.gguf"), &["--preset", "tiny", "--type", "q4_k_m"]);
-        // TinyLlama-1.1B has 22 blocks, 32 heads over 4 KV heads of 64: the same layer count and head shape at a
-        // tenth of the width. llama-quantize picks Q4_K_M's per-tensor types from the layer index and count
-        // (src/llama-quant.cpp:452-456 use_more_bits, :590-591 attn_v, :646-651 ffn_down), so this file has the
-        // type pattern of the TinyLlama Q4_K_M file the H100 traces ran.
-        synth(
-            &p("tl22-q4_k_m.gguf"),
-            &[
-                "--preset",
-                "tiny",
-                "--n-layer",
-                "22",
-                "--n-embd",
-                "512",
-                "--n-head",
-                "8",
-                "--n-head-kv",
-                "1",
-                "--n-ff",
-                "512",
-                "--type",
-                "q4_k_m",
-            ],
-        );
-        Models {
-            f16: p("tiny-f16.gguf"),
-            q8_0: p("tiny-q8_0.gguf"),
-            q4_k_m: p("tiny-q4_k_m.gguf"),
-            tl_q4_k_m: p("tl22-q4_k_m.gguf"),
-            _dir: dir,
-        }
-    })
-}
 
 fn predict_ne11(arch: &str, ggml: &str, model: &Path, ne11: u64) -> PredictReport {
     let mut o = PredictOptions::new(arch, WeightSource::Model(model.to_path_buf()), Batch::Ne11(ne11));
@@ -472,27 +411,13 @@ fn sweep_record_trace_is_an_observation() {
 // ---------------------------------------------------------------------------------------------------------------
 // Ollama's target regexes against real code objects.
 
-const HIP_SOURCE: &str = r#"#include <hip/hip_runtime.h>
-__global__ void scale(float* y, float s) { y[threadIdx.x] *= s; }
-int main() { return 0; }
-"#;
-
 /// hipcc builds for gfx900, gfx906 and gfx1030 (the investigation's legacy targets); scan reads the code objects;
 /// each regex era of data/ollama_amdgpu.toml keeps what `grep -E` with the same expression keeps, and what the
 /// expressions say when read by hand: gfx900 and gfx1030 until v0.12.3, only gfx1030 from v0.12.4.
 #[test]
 fn ollama_target_regexes_filter_a_hipcc_fixture() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("k.hip");
-    std::fs::write(&src, HIP_SOURCE).unwrap();
-    let exe = dir.path().join("k");
-    stdout_ok(
-        Command::new("hipcc")
-            .args(["--offload-arch=gfx900", "--offload-arch=gfx906", "--offload-arch=gfx1030"])
-            .arg(&src)
-            .arg("-o")
-            .arg(&exe),
-    );
+    let exe = legacy_targets_program(dir.path(), SCALE_KERNEL);
     let report = backscope::gpucode::scan(&backscope::gpucode::ScanOptions { paths: vec![exe], ..Default::default() });
     let mut targets: Vec<String> = report
         .files
@@ -531,24 +456,8 @@ fn ollama_target_regexes_filter_a_hipcc_fixture() {
 /// and classified but did not run: it cannot confirm the MMVQ prediction, which stays Unobserved.
 #[test]
 fn trace_directory_is_read_and_failed_launches_do_not_confirm() {
-    const SRC: &str = r#"#include <hip/hip_runtime.h>
-enum ggml_type { GGML_TYPE_Q4_K = 12 };
-template <ggml_type T, int ncols_dst>
-__global__ void mul_mat_vec_q(const void* x, float* y) { y[threadIdx.x] = ncols_dst * (int)T; }
-int main() {
-    // Through hipLaunchKernel: without a GPU a <<<>>> launch stops before it (crates/observer/tests/c/kernels.hip).
-    const void* x = nullptr;
-    float* y = nullptr;
-    void* args[] = {&x, &y};
-    hipLaunchKernel((const void*)mul_mat_vec_q<GGML_TYPE_Q4_K, 1>, dim3(1), dim3(32), args, 0, nullptr);
-    return 0;
-}
-"#;
     let tmp = tempfile::tempdir().unwrap();
-    let src = tmp.path().join("mmvq.hip");
-    std::fs::write(&src, SRC).unwrap();
-    let exe = tmp.path().join("mmvq");
-    stdout_ok(Command::new("hipcc").arg("--offload-arch=gfx900").arg(&src).arg("-o").arg(&exe));
+    let exe = mmvq_program(tmp.path());
     let dir = tmp.path().join("traces");
     let out = run(backscope()
         .args(["trace", "--observer"])

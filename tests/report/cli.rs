@@ -19,10 +19,6 @@ use crate::support::util::*;
 const HF_TOKEN: &str = "hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ012345";
 const TOKEN_SHAPED: &str = "Zq3xT9vB2mL8kR4wY7nP1sD6fH0jC5aE";
 
-fn s(v: &Value) -> &str {
-    v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
-}
-
 /// `python3 -c SCRIPT` with `data` bound to the JSON given; its standard output.
 fn python(script: &str, data: &Value) -> String {
     let prog = format!("import json, statistics, sys\ndata = json.loads(sys.argv[1])\n{script}");
@@ -326,7 +322,7 @@ fn kernels_per_request_of_a_traced_sweep_are_the_medians_of_its_records() {
     let exe = tmp.path().join("kernels");
     stdout_ok(Command::new("hipcc").arg("--offload-arch=gfx900").arg(&src).arg("-o").arg(&exe));
     // The sweep tests' stand-in server: llama-server's JSON shape, the program run once per request.
-    let (status, events, stderr, db) = crate::sweep::trace::traced_stand_in_sweep(tmp.path(), &exe, &observer, 3);
+    let (status, events, stderr, db) = crate::support::sweep::traced_stand_in_sweep(tmp.path(), &exe, &observer, 3);
     assert_eq!(status.code(), Some(0), "stderr: {stderr}");
     let recs = records(&events);
     assert_eq!(recs.len(), 3);

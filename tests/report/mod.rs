@@ -1,5 +1,5 @@
 //! `backscope report` and its evidence bundle.
 
-pub(crate) mod cli;
-pub(crate) mod hostile;
-pub(crate) mod redaction;
+mod cli;
+mod hostile;
+mod redaction;

@@ -8,11 +8,11 @@
 
 use std::fs;
 use std::os::unix::fs::symlink;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::bounded::{Bounds, GIB, MIB};
+use crate::support::bounded::{self, Bounds, GIB, MIB};
 use crate::support::scan_inputs::*;
 use crate::support::util::*;
 
@@ -562,4 +562,171 @@ fn the_demangling_budget_of_a_scan_falls_back_to_base_names() {
     let fallback = names.iter().filter(|n| n.ends_with("<…>")).count();
     assert!(fallback > names.len() / 2, "{fallback} of {}", names.len());
     assert!(report.problems.iter().any(|p| p.message.contains("20000 bytes (limit per scan")), "{:?}", report.problems);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// `$ORIGIN` expansion in the dependency probe
+// ---------------------------------------------------------------------------------------------------
+
+/// `count` distinct `DT_NEEDED` names that exist nowhere.
+fn absent_names(count: usize) -> Vec<String> {
+    (0..count).map(|i| format!("libabsent{i:05}.so")).collect()
+}
+
+/// An RPATH of `entries` distinct entries, each `$ORIGIN` repeated `repeat` times, then `/<index>`.
+fn origin_rpath(entries: usize, repeat: usize) -> String {
+    (0..entries).map(|i| format!("{}/{i}", "$ORIGIN".repeat(repeat))).collect::<Vec<_>>().join(":")
+}
+
+/// A directory as deep as an install's library directory, under `tmp`: `$ORIGIN` is this long.
+fn install_dir(tmp: &Path) -> PathBuf {
+    let dir = tmp.join("an-install-directory-of-ollama/lib/ollama");
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The kernel's `PATH_MAX` (linux/limits.h): `open(2)` refuses longer paths with ENAMETOOLONG, and so would ld.so.
+const PATH_MAX: usize = 4096;
+
+/// The two shapes: a 117 KB library whose one RPATH entry is 500 × `$ORIGIN` (453 MB, no warning) and a
+/// 338 KB one with 64 such entries (an abort at 3.9 GB; here, before the fix: 140 MB in 9.5 s, and an abort after
+/// 240 s at the 4 GiB limit). Each expanded entry is far longer than `PATH_MAX`: it is skipped with a warning that
+/// names the library, the entry and the limit, and the names are still looked up in the other directories.
+#[test]
+fn origin_entries_that_expand_past_path_max_are_skipped_with_a_warning() {
+    for (entries, names, size) in [(1, 3300, 117_000), (64, 3300, 338_000)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = install_dir(tmp.path());
+        let lib = dir.join("liborigin.so");
+        fs::write(&lib, host_library(&absent_names(names), &origin_rpath(entries, 500))).unwrap();
+        let len = fs::metadata(&lib).unwrap().len();
+        assert!(len.abs_diff(size) < size / 10, "{len} bytes, the issue's shape is {size}");
+        // The first entry: 500 × the directory, then `/0`.
+        let expanded = 500 * dir.display().to_string().len() + 2;
+        assert!(expanded > PATH_MAX, "{expanded}");
+
+        let run = scan_bounded(&[], &[&lib], Bounds { address_space: 2 * GIB, ..Bounds::default() });
+        let report = run.assert_bounded(10, 256 * MIB);
+        let (_, severity, message) = run.problem(&lib, &["RPATH", "$ORIGIN", "PATH_MAX", "4096"]);
+        assert_eq!(severity, "warning", "{message}");
+        assert!(message.contains(&format!("{expanded} bytes")), "names the expanded length: {message}");
+        let deps = report["files"][0]["dependencies"].as_array().unwrap();
+        assert_eq!(deps.len(), names, "every name is still looked up elsewhere");
+        assert!(deps.iter().all(|d| d["via"] == "missing"));
+    }
+}
+
+/// Entries that each expand to just under `PATH_MAX`, 64 of them, and 3,300 names: 3,300 × 64 candidate paths of
+/// 4 KB each are 860 MB of paths, all kept in the scan's memo of probed paths (before the fix: 877 MB, 53 s). The
+/// probe is now budgeted in bytes: it stops at the budget with a warning that names it.
+#[test]
+fn origin_entries_under_path_max_stop_at_the_byte_budget_of_the_probe() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = install_dir(tmp.path());
+    let origin_len = dir.display().to_string().len();
+    let repeat = (PATH_MAX - 64) / origin_len;
+    let lib = dir.join("liborigin.so");
+    fs::write(&lib, host_library(&absent_names(3300), &origin_rpath(64, repeat))).unwrap();
+    assert!(fs::metadata(&lib).unwrap().len() < 10_000_000);
+
+    let run = scan_bounded(&[], &[&lib], Bounds { address_space: 2 * GIB, ..Bounds::default() });
+    let report = run.assert_bounded(10, 256 * MIB);
+    let (_, severity, message) = run.problem(&lib, &["dependency resolution stopped", "bytes of candidate paths"]);
+    assert_eq!(severity, "warning", "{message}");
+    assert!(message.contains("limit per file"), "{message}");
+    let deps = report["files"][0]["dependencies"].as_array().unwrap();
+    assert!(!deps.is_empty() && deps.len() < 3300, "resolution stopped partway: {}", deps.len());
+}
+
+/// `gate --install` scans the install with the same probe: the same libraries cost it as little (before the fix:
+/// 84 s for the two).
+#[test]
+fn gate_install_on_an_origin_bomb_is_bounded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = install_dir(tmp.path());
+    let origin_len = dir.display().to_string().len();
+    let repeat = (PATH_MAX - 64) / origin_len;
+    fs::write(dir.join("liborigin.so"), host_library(&absent_names(3300), &origin_rpath(64, repeat))).unwrap();
+    fs::write(dir.join("libpastmax.so"), host_library(&absent_names(3300), &origin_rpath(64, 500))).unwrap();
+    let args =
+        ["gate".into(), "--json".into(), "--arch".into(), "gfx900".into(), "--install".into(), dir.into_os_string()];
+    let done = bounded::run(&args, Bounds { address_space: 2 * GIB, ..Bounds::default() });
+    done.assert_bounded(&[0, 1], 10, 256 * MIB);
+    let report: serde_json::Value = serde_json::from_str(&done.stdout).expect("gate --json prints JSON");
+    assert_eq!(report["schema"], "backscope.gate/1");
+    // The budget the scan reached is said, naming the library, not dropped.
+    let claim = report["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "gate.scan_problems")
+        .unwrap_or_else(|| panic!("no scan-problems claim: {}", report["claims"]));
+    assert_eq!(claim["confidence"], "Limited");
+    let statement = claim["statement"].as_str().unwrap();
+    assert!(statement.contains("liborigin.so") || statement.contains("libpastmax.so"), "{statement}");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// A CCOB whose bundle header says nothing is there
+// ---------------------------------------------------------------------------------------------------
+
+/// An offload bundle header (clang's ClangOffloadBundler documentation): the 24-byte magic and a u64 entry count.
+fn bundle_header(count: u64) -> Vec<u8> {
+    let mut out = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+    out.extend(count.to_le_bytes());
+    out
+}
+
+/// A zstd frame (RFC 8878) of `prefix` then `zeros` zero bytes: a raw block with the prefix, then RLE blocks of
+/// 128 KiB (the largest block, §3.1.1.2.3), 4 bytes each; the frame content size is given, no checksum.
+fn zstd_prefix_then_zeros(prefix: &[u8], zeros: u64) -> Vec<u8> {
+    const BLOCK: u64 = 128 << 10;
+    let mut out = vec![0x28, 0xb5, 0x2f, 0xfd];
+    // Frame header descriptor: an 8-byte content size (flag 3), not single-segment, so a window descriptor
+    // follows: exponent 7, mantissa 0 → a 2^(10+7) = 128 KiB window.
+    out.push(0xc0);
+    out.push(7 << 3);
+    out.extend((prefix.len() as u64 + zeros).to_le_bytes());
+    let block_header = |out: &mut Vec<u8>, last: bool, kind: u32, size: u64| {
+        let h = (size as u32) << 3 | kind << 1 | u32::from(last);
+        out.extend(&h.to_le_bytes()[..3]);
+    };
+    block_header(&mut out, zeros == 0, 0, prefix.len() as u64);
+    out.extend_from_slice(prefix);
+    let mut left = zeros;
+    while left > 0 {
+        let n = left.min(BLOCK);
+        left -= n;
+        block_header(&mut out, left == 0, 1, n);
+        out.push(0);
+    }
+    out
+}
+
+/// The 4 MiB CCOB (zstd) and its zlib twin: a bundle header with an entry count of 0, then zeros up to the
+/// 1 GiB the CCOB header announces. The whole gibibyte was decompressed (1.03–1.06 GB RSS, 3.3 s) before the
+/// 32-byte bundle header said there was nothing in it. Decompression now stops once the bundle's header and entry
+/// table say where its entries end, with a warning that names the bytes left undecompressed.
+#[test]
+fn a_ccob_whose_bundle_has_no_entries_stops_decompressing_at_its_header() {
+    let header = bundle_header(0);
+    let zstd = zstd_prefix_then_zeros(&header, GIB - 32);
+    // The ratio cap (Limits::max_ratio, 256) wants at least 4 MiB of compressed bytes for 1 GiB.
+    let ccob_zstd = ccob_v3(1, &zstd, GIB, (4 * MIB as usize).saturating_sub(zstd.len()));
+    let zlib = zlib_prefix_then_zeros(&header, GIB - 32);
+    let ccob_zlib = ccob_v3_zlib(&zlib, GIB, 0);
+    for (name, ccob) in [("empty-zstd.co", ccob_zstd), ("empty-zlib.co", ccob_zlib)] {
+        assert!(ccob.len() < 10_000_000, "{name}: {}", ccob.len());
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join(name);
+        fs::write(&file, &ccob).unwrap();
+        let run = scan_bounded(&[], &[&file], Bounds::default());
+        eprintln!("{name}: {}", run.describe());
+        let report = run.assert_bounded(10, 256 * MIB);
+        let (offset, severity, message) = run.problem(&file, &["not decompressed", "1073741824 bytes"]);
+        assert_eq!((offset, severity.as_str()), (Some(0), "warning"), "{name}: {message}");
+        assert!(message.contains("0 entries"), "{name}: {message}");
+        assert_eq!(report["files"][0]["amdgpu"]["compressed_bundles"], 1, "{name}");
+        assert!(report["files"][0]["amdgpu"]["code_objects"].as_array().unwrap().is_empty(), "{name}");
+    }
 }

@@ -8,6 +8,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use crate::support::hip::legacy_targets_program;
 use crate::support::util::*;
 
 fn u(v: &Value) -> u64 {
@@ -195,25 +196,10 @@ template __global__ void mul_mat_q<GGML_TYPE_Q4_K>(const void*, float*, int);
 int main() { return 0; }
 "#;
 
-/// Compile the HIP file above with Debian's hipcc for the legacy targets the investigation was about.
-fn hipcc_fixture(dir: &Path) -> PathBuf {
-    let src = dir.join("k.hip");
-    std::fs::write(&src, HIP_SOURCE).unwrap();
-    let exe = dir.join("k");
-    stdout_ok(
-        Command::new("hipcc")
-            .args(["--offload-arch=gfx900", "--offload-arch=gfx906", "--offload-arch=gfx1030"])
-            .arg(&src)
-            .arg("-o")
-            .arg(&exe),
-    );
-    exe
-}
-
 #[test]
 fn hipcc_built_code_objects_for_gfx900_gfx906_gfx1030() {
     let tmp = tempfile::tempdir().unwrap();
-    let exe = hipcc_fixture(tmp.path());
+    let exe = legacy_targets_program(tmp.path(), HIP_SOURCE);
     let report = scan_json(&["--kernels", "--arch", "gfx900"], &[&exe]);
     let file = &report["files"][0];
     let cos = code_objects(file);

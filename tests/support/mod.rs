@@ -1,9 +1,12 @@
 //! Helpers shared by the integration tests: fixtures, running the binary and independent tools, the bounded runner, sweeps and their fault injectors.
 
 pub(crate) mod bounded;
+pub(crate) mod builds;
+pub(crate) mod hip;
+pub(crate) mod models;
+pub(crate) mod output;
+pub(crate) mod postgres;
 pub(crate) mod scan_inputs;
 pub(crate) mod sweep;
 pub(crate) mod util;
-pub(crate) mod output;
-pub(crate) mod postgres;
 pub(crate) mod wal;

@@ -1,5 +1,5 @@
 //! Helpers for the sweep tests: the real llama.cpp build and a synthesized model, running `backscope sweep --json`
-//! while reading its events, and protocol-fault injectors (TCP peers on 127.0.0.1 that misbehave on purpose; they
+//! while reading its events, a traced sweep of a protocol stand-in server that runs a HIP program per request, and protocol-fault injectors (TCP peers on 127.0.0.1 that misbehave on purpose; they
 //! imitate no server, they break HTTP in one specific way each).
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -339,4 +339,65 @@ fn serve_fault(mut s: TcpStream, fault: Fault) {
         }
         Fault::Silent => std::thread::sleep(Duration::from_secs(60)),
     }
+}
+
+const STAND_IN: &str = r#"
+# Protocol stand-in for `backscope sweep --trace` tests: llama-server's /health and /completion JSON shape; each
+# /completion runs the HIP program given as argv[2] and appends its number of launch lines to argv[3].
+import http.server, json, subprocess, sys
+port, program, counts = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+class H(http.server.BaseHTTPRequestHandler):
+    def reply(self, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_GET(self):
+        self.reply({"status": "ok"})
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        out = subprocess.run([program], capture_output=True, text=True).stdout
+        n = sum(1 for l in out.splitlines() if l.startswith("launch "))
+        with open(counts, "a") as f:
+            f.write(f"{n}\n")
+        self.reply({"content": "x" * n, "stop": True, "tokens_predicted": 1, "tokens_evaluated": 1,
+                    "timings": {"prompt_n": 1, "prompt_ms": 1.0, "predicted_n": 1, "predicted_ms": 1.0}})
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+"#;
+
+/// A traced sweep of the stand-in server (`STAND_IN`) running `program` once per request, `repetitions` cells, into
+/// `dir`'s `backscope.db` and `runs/`. Returns the exit status, the events, stderr and the database path; the
+/// stand-in appends each request's launch count to `dir/counts.txt`.
+pub fn traced_stand_in_sweep(
+    dir: &Path,
+    program: &Path,
+    observer: &Path,
+    repetitions: u32,
+) -> (std::process::ExitStatus, Vec<Value>, String, PathBuf) {
+    let script = dir.join("stand_in.py");
+    std::fs::write(&script, STAND_IN).unwrap();
+    let counts = dir.join("counts.txt");
+    let (db, runs) = (dir.join("backscope.db"), dir.join("runs"));
+    let server = format!("hip=command:{},{{port}},{},{}", script.display(), program.display(), counts.display());
+    let repetitions = repetitions.to_string();
+    let args = [
+        "--server",
+        &server,
+        "--program",
+        "hip=python3",
+        "--model",
+        "stand-in",
+        "--repetitions",
+        &repetitions,
+        "--no-stream",
+        "--trace",
+        "--observer",
+        observer.to_str().unwrap(),
+    ];
+    let (status, events, stderr) = Sweep::start(&args, &db, &runs).finish(Duration::from_secs(300));
+    (status, events, stderr, db)
 }

@@ -264,3 +264,14 @@ pub fn mkfifo(path: &Path) {
     // SAFETY: a valid C string.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
 }
+
+/// A JSON string's text; a panic naming the value where it is not a string.
+pub fn s(v: &serde_json::Value) -> &str {
+    v.as_str().unwrap_or_else(|| panic!("expected a string, got {v}"))
+}
+
+/// The claim `id` of a command's JSON output (its `claims` array); a panic listing the claims where there is none.
+pub fn claim<'a>(v: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    let claims = v["claims"].as_array().unwrap();
+    claims.iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("no claim {id}: {claims:#?}"))
+}

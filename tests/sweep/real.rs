@@ -8,11 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::support::sweep::*;
-use crate::support::util::backscope;
-
-fn s(v: &Value) -> &str {
-    v.as_str().unwrap_or_else(|| panic!("expected a string, got {v}"))
-}
+use crate::support::util::{backscope, s};
 
 /// Evidence must be addressable: the cited line of the cited file (relative to the run directory) says what the
 /// claim quotes.

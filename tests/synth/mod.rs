@@ -1,3 +1,3 @@
 //! `backscope synth` and the GGUF reader/writer against independent readers.
 
-pub(crate) mod gguf;
+mod gguf;

@@ -581,3 +581,28 @@ fn vendor_blas_launches_through_driver_pointers_are_summarised_with_their_librar
         "{statement}"
     );
 }
+
+#[test]
+fn trace_env_proposes_a_private_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let observer = tmp.path().join("libbackscope_observer.so");
+    std::fs::write(&observer, "").unwrap();
+    let out = run(backscope().args(["trace", "--env", "--observer"]).arg(&observer));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let dir = std::path::PathBuf::from(format!("/var/tmp/backscope-traces-{uid}"));
+    let line = format!("BACKSCOPE_TRACE_DIR={}", dir.display());
+    if out.status.success() {
+        assert!(stdout.contains(&line), "{stdout}");
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(&dir).unwrap();
+        assert!(meta.is_dir() && meta.uid() == uid && meta.mode() & 0o077 == 0, "{:o}", meta.mode());
+    } else {
+        // The machine's directory is someone else's or open to others: refused, with the way around.
+        assert!(stderr.contains(&dir.display().to_string()) && stderr.contains("--dir"), "{stderr}");
+    }
+    // The old fixed name is never proposed again.
+    assert!(!stdout.contains("/var/tmp/backscope-traces\n") && !stdout.contains("/var/tmp/backscope-traces "));
+}

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::support::bounded::{self, Bounds, Done, GIB, MIB};
-use crate::support::util::mkfifo;
+use crate::support::util::{claim, mkfifo};
 
 /// What the commands here get: 4 GiB of address space (a whole-file read of /dev/zero grew past 23 GB before) and a
 /// minute.
@@ -95,11 +95,6 @@ fn vk_trace(dir: &Path, pid: u32, libraries: &[PathBuf]) {
     );
     record::end(&mut out, 50_000_000);
     std::fs::write(dir.join(format!("trace-{pid}.jsonl")), out).unwrap();
-}
-
-fn claim<'a>(summary: &'a Value, id: &str) -> &'a Value {
-    let claims = summary["claims"].as_array().unwrap();
-    claims.iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("no claim {id}: {claims:#?}"))
 }
 
 /// The source texts of a claim, one string each (path and what it says).

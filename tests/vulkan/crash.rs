@@ -135,15 +135,6 @@ fn traced(mode: &str, dir: &Path, env: &[(&str, &str)]) -> (Output, Value) {
     (out, summary)
 }
 
-fn claim<'a>(summary: &'a Value, id: &str) -> &'a Value {
-    summary["claims"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == id)
-        .unwrap_or_else(|| panic!("no claim {id}: {summary:#}"))
-}
-
 #[test]
 fn a_vulkan_program_that_crashes_in_host_code_leaves_its_last_dispatches_and_dies_as_it_would() {
     // The control: the same work, a normal exit, counted by the exit flush.
