@@ -58,11 +58,6 @@ fn rewrite_spec(dir: &Path, edit: impl FnOnce(&mut Value)) {
     conn.execute("UPDATE bisect_runs SET spec_json = ?1", [spec.to_string()]).unwrap();
 }
 
-fn assert_no_panic(done: &Done) {
-    assert_ne!(done.code, Some(101), "a panic: {}", done.describe());
-    assert!(!done.stderr.contains("panicked"), "a panic: {}", done.describe());
-}
-
 /// Issue 26, finding 1: a rewritten spec_json made a plain `bisect --resume` run the row's command. Now the
 /// command is shown (escaped) and refused without `--yes`, and runs with it.
 #[test]
@@ -84,7 +79,7 @@ fn a_planted_command_runs_only_after_yes() {
     assert!(done.stderr.contains("\\x1b"), "the escape is shown visibly: {}", done.stderr);
 
     let done = bisect(d, &["--resume", &id, "--yes"]);
-    assert_no_panic(&done);
+    done.assert_no_panic();
     assert!(marker.exists(), "with --yes the stored command runs: {}", done.describe());
 }
 
@@ -177,7 +172,7 @@ fn a_row_with_swapped_ends_gives_no_confirmed_verdict() {
     let db = d.join("b.db");
     let done =
         bounded::run(&["report".as_ref(), db.as_os_str(), "--bisect".as_ref(), "--json".as_ref()], bounds(d, 30));
-    assert_no_panic(&done);
+    done.assert_no_panic();
     let v: Value = serde_json::from_str(&done.stdout).unwrap_or_else(|_| panic!("{}", done.describe()));
     assert_eq!(v["verdict"]["kind"], "inconsistent", "{}", done.stdout);
     let summary = v["verdict"]["summary"].as_str().unwrap();

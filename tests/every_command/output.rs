@@ -16,10 +16,6 @@ use crate::support::sweep::*;
 use crate::support::output::*;
 use crate::support::util::*;
 
-fn log_fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/logs/tests/data").join(name)
-}
-
 fn json_of(cmd: &mut Command) -> Value {
     let text = stdout_ok(cmd);
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))

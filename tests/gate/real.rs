@@ -30,10 +30,6 @@ fn sources(r: &Value, n: u64) -> Vec<Value> {
     layer(r, n)["sources"].as_array().unwrap().clone()
 }
 
-fn log_fixture(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/logs/tests/data").join(name).display().to_string()
-}
-
 fn gate_fixture(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gate").join(name).display().to_string()
 }
@@ -94,7 +90,7 @@ fn without_inputs_only_the_knowledge_rows_answer() {
 fn cyllama_libggml_hip_has_no_gfx900_and_explains_a_discovery_crash() {
     let cyllama = fixture("cyllama_rocm");
     let rocblas = fixture("librocblas0");
-    let log = log_fixture("ollama-15762-discovery-failure.log");
+    let log = log_fixture("ollama-15762-discovery-failure.log").display().to_string();
     let args = [
         "--arch",
         "gfx900",
@@ -203,7 +199,7 @@ fn a_rocblas_missing_arch_error_is_a_shipped_artifact_gap() {
 #[test]
 fn a_hipblaslt_missing_arch_error_is_attributed_without_claiming_it_was_fatal() {
     // ollama#11555: hipBLASLt has no TensileLibrary_lazy_gfx1201.dat; the reporter says Ollama still answers.
-    let log = log_fixture("ollama-11555-hipblaslt-tensile.log");
+    let log = log_fixture("ollama-11555-hipblaslt-tensile.log").display().to_string();
     let r = gate_json(&["--arch", "gfx1201", "--log", &log]);
     assert_eq!(status(&r, 3), "Unknown");
     assert!(layer(&r, 3)["finding"].as_str().unwrap().contains("hipBLASLt"));
@@ -215,7 +211,7 @@ fn a_hipblaslt_missing_arch_error_is_attributed_without_claiming_it_was_fatal() 
 #[test]
 fn device_and_inference_compute_lines_are_recognition() {
     // ollama#13070 (journal): `Device 0: AMD Radeon RX 6700 XT, gfx1030 (0x1030), …` at line 3.
-    let log = log_fixture("ollama-13070-rocm-discovery.log");
+    let log = log_fixture("ollama-13070-rocm-discovery.log").display().to_string();
     let r = gate_json(&["--arch", "gfx1030", "--log", &log]);
     assert_eq!((status(&r, 5), layer(&r, 5)["confidence"].as_str()), ("Allows", Some("Confirmed")));
     assert_eq!(sources(&r, 5)[0]["line"], 3);
@@ -223,7 +219,7 @@ fn device_and_inference_compute_lines_are_recognition() {
     assert_eq!(status(&other, 5), "Unknown");
     assert!(layer(&other, 5)["finding"].as_str().unwrap().contains("gfx1030, not gfx900"));
     // ollama PR#10569: `inference compute … library=cuda … compute=7.5` at line 2.
-    let log = log_fixture("ollama-10569-inference-compute.log");
+    let log = log_fixture("ollama-10569-inference-compute.log").display().to_string();
     let r = gate_json(&["--arch", "7.5", "--log", &log]);
     assert_eq!(r["arch"], "sm_75");
     assert_eq!(status(&r, 5), "Allows");

@@ -2,16 +2,12 @@
 //! whose line has no timestamp (a bracket, never a point), and a Docker Compose prefix of a long container name.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 
 use serde_json::Value;
 
 use crate::support::util::*;
-
-fn log_fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/logs/tests/data").join(name)
-}
 
 /// Exit code, standard output and standard error of `backscope ARGS`.
 fn logs(args: &[&std::ffi::OsStr]) -> (Option<i32>, String, String) {

@@ -24,8 +24,8 @@ fn bounds(seconds: u64) -> Bounds {
 }
 
 /// The log fixtures of crates/logs (real lines quoted from public issues; README there).
-fn log_fixture(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/logs/tests/data").join(name);
+fn log_text(name: &str) -> String {
+    let path = log_fixture(name);
     fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -33,8 +33,8 @@ fn log_fixture(name: &str) -> String {
 /// crashes (the GGML_ASSERT and SIGSEGV with its goroutine dump of ollama/ollama#9352) and is reported dead (the
 /// `post predict` EOF, `llama runner terminated` and HTTP 500 lines of ollama/ollama#14983).
 fn runner_crash_cycle(i: usize) -> String {
-    let crash = log_fixture("ollama-9352-assert-sigsegv.log");
-    let death = log_fixture("ollama-14983-post-predict-eof.log");
+    let crash = log_text("ollama-9352-assert-sigsegv.log");
+    let death = log_text("ollama-14983-post-predict-eof.log");
     let mut cycle = format!(
         "time=2025-02-26T00:25:17.{:03}Z level=INFO source=server.go:405 msg=\"starting llama server\" cmd=\"/usr/bin/ollama runner --model /m --port {}\"\n",
         i % 1000,

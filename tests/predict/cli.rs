@@ -7,16 +7,10 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::support::hip::mmvq_program;
+use crate::support::hip::{mmvq_program, traced_mmvq_program};
 use crate::support::models::models;
 use crate::support::sweep::*;
 use crate::support::util::*;
-
-fn predict_json(args: &[&str]) -> Value {
-    let mut cmd = backscope();
-    cmd.arg("predict").arg("--json").args(args);
-    serde_json::from_str(&stdout_ok(&mut cmd)).expect("predict --json prints JSON")
-}
 
 /// The families the Q4_K weights of a phase get.
 fn families(r: &Value, phase: &str, ty: &str) -> Vec<String> {
@@ -128,16 +122,7 @@ fn an_h100_trace_summary_confirms_every_prediction() {
 #[test]
 fn a_trace_directory_marks_each_phase() {
     let tmp = tempfile::tempdir().unwrap();
-    let exe = mmvq_program(tmp.path());
-    let dir = tmp.path().join("traces");
-    let out = run(backscope()
-        .args(["trace", "--observer"])
-        .arg(observer_library())
-        .arg("--dir")
-        .arg(&dir)
-        .arg("--")
-        .arg(&exe));
-    assert!(out.status.code().is_some(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dir = traced_mmvq_program(tmp.path());
     let r = predict_json(&[
         "--arch",
         "gfx900",

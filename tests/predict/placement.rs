@@ -78,11 +78,6 @@ fn expected_gpu_matmuls(model: &Path, ngl: u64, prompt: u64, op_offload: bool) -
     n
 }
 
-fn predict_json(args: &[&str]) -> Value {
-    let out = stdout_ok(backscope().arg("predict").arg("--json").args(args));
-    serde_json::from_str(&out).unwrap()
-}
-
 fn placement_items(report: &Value) -> Vec<Value> {
     let c = &report["comparison"];
     c["items"].as_array().unwrap().iter().filter(|i| i["placement_rule"].is_string()).cloned().collect()

@@ -13,9 +13,8 @@ use backscope::predict::command::PredictOutput;
 use backscope::predict::compare::{self, Verdict};
 use backscope::predict::{self, Batch, ObservedSource, PredictOptions, PredictReport, WeightSource};
 
-use crate::support::hip::{legacy_targets_program, mmvq_program, SCALE_KERNEL};
+use crate::support::hip::{legacy_targets_program, traced_mmvq_program, SCALE_KERNEL};
 use crate::support::models::models;
-use crate::support::util::*;
 
 fn predict_ne11(arch: &str, ggml: &str, model: &Path, ne11: u64) -> PredictReport {
     let mut o = PredictOptions::new(arch, WeightSource::Model(model.to_path_buf()), Batch::Ne11(ne11));
@@ -457,16 +456,7 @@ fn ollama_target_regexes_filter_a_hipcc_fixture() {
 #[test]
 fn trace_directory_is_read_and_failed_launches_do_not_confirm() {
     let tmp = tempfile::tempdir().unwrap();
-    let exe = mmvq_program(tmp.path());
-    let dir = tmp.path().join("traces");
-    let out = run(backscope()
-        .args(["trace", "--observer"])
-        .arg(observer_library())
-        .arg("--dir")
-        .arg(&dir)
-        .arg("--")
-        .arg(&exe));
-    assert!(out.status.code().is_some(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dir = traced_mmvq_program(tmp.path());
 
     let observed = compare::load(&ObservedSource::TraceDir(dir.clone())).unwrap();
     let k = observed.kernels.iter().find(|k| k.family == "MMVQ").expect("the MMVQ kernel is in the trace");

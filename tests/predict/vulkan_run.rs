@@ -13,12 +13,6 @@ use serde_json::Value;
 use crate::support::sweep::*;
 use crate::support::util::*;
 
-fn predict_json(args: &[&str]) -> Value {
-    let mut cmd = backscope();
-    cmd.args(["predict", "--json"]).args(args);
-    serde_json::from_str(&stdout_ok(&mut cmd)).expect("predict --json prints JSON")
-}
-
 /// The matmul nodes GGML_VK_PERF_LOGGER printed (`vk_perf_logger::print_timings`: `NAME: COUNT x AVG us = …`, NAME
 /// `MUL_MAT q4_K m=… n=… k=…`, or for a fused group `MUL_MAT_ADD MUL_MAT_VEC q6_K …`, whose node is the second
 /// op), per (op, weight type as ggml names it, upper-cased).

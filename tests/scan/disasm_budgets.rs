@@ -76,6 +76,18 @@ fn files_under(dir: &Path) -> Vec<(PathBuf, u64)> {
     out
 }
 
+/// `scan --disasm` of the code object `co` (written to `dir/shared-names.co`) with its listing cache in
+/// `dir/cache`, bounded: the file, the cache and the run.
+fn disasm_with_cache(dir: &Path, co: &[u8]) -> (PathBuf, PathBuf, Run) {
+    let file = dir.join("shared-names.co");
+    fs::write(&file, co).unwrap();
+    let cache = dir.join("cache");
+    let objdump = llvm_objdump();
+    let args = ["--disasm", "--llvm-objdump", objdump.to_str().unwrap(), "--disasm-cache", cache.to_str().unwrap()];
+    let run = scan_bounded(&args, &[&file], Bounds::default());
+    (file, cache, run)
+}
+
 /// The 8.4 MB code object: 300,000 symbols sharing one 4000-byte name. llvm-objdump prints the name once
 /// per symbol (1.2 GB of labels): 1.34 GB RSS, a 1.2 GB cache file, 2.5 GB when read back. Now a listing keeps
 /// one entry per distinct name, the output read is capped in proportion to the code object's size (a warning names
@@ -86,12 +98,7 @@ fn a_code_object_whose_symbols_share_one_long_name_is_disassembled_in_bounded_me
     let co = code_object_with_symbols(&name, 300_000);
     assert!(co.len() < 9_000_000, "{}", co.len());
     let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("shared-names.co");
-    fs::write(&file, &co).unwrap();
-    let cache = tmp.path().join("cache");
-    let objdump = llvm_objdump();
-    let args = ["--disasm", "--llvm-objdump", objdump.to_str().unwrap(), "--disasm-cache", cache.to_str().unwrap()];
-    let run = scan_bounded(&args, &[&file], Bounds::default());
+    let (file, cache, run) = disasm_with_cache(tmp.path(), &co);
     eprintln!("{}", run.describe());
     let report = run.assert_bounded(30, GIB);
     let (_, severity, message) = run.problem(&file, &["disassembler's output", "cut", "limit"]);
@@ -115,12 +122,7 @@ fn labels_that_repeat_a_name_count_as_one_function() {
     let name = "k".repeat(4000);
     let co = code_object_with_symbols(&name, 2000);
     let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("shared-names.co");
-    fs::write(&file, &co).unwrap();
-    let cache = tmp.path().join("cache");
-    let objdump = llvm_objdump();
-    let args = ["--disasm", "--llvm-objdump", objdump.to_str().unwrap(), "--disasm-cache", cache.to_str().unwrap()];
-    let run = scan_bounded(&args, &[&file], Bounds::default());
+    let (_, cache, run) = disasm_with_cache(tmp.path(), &co);
     let report = run.assert_bounded(30, 512 * MIB);
     let k = &report["disasm"]["code_objects"][0]["kernels"][0];
     assert_eq!(k["instructions"], 2000, "{k}");

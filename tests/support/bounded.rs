@@ -63,6 +63,12 @@ impl Done {
         serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.describe()))
     }
 
+    /// The run did not end in a panic: not Rust's panic exit status 101, no "panicked" on standard error.
+    pub fn assert_no_panic(&self) {
+        assert_ne!(self.code, Some(101), "a panic: {}", self.describe());
+        assert!(!self.stderr.contains("panicked"), "a panic: {}", self.describe());
+    }
+
     pub fn describe(&self) -> String {
         format!(
             "exit {:?}, signal {:?}, {:.1} s, peak RSS {} MiB{}, stderr: {}",

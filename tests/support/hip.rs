@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::support::util::stdout_ok;
+use crate::support::util::{backscope, observer_library, run, stdout_ok};
 
 /// One kernel and an empty `main`: the smallest program with a code object per target.
 pub const SCALE_KERNEL: &str = r#"#include <hip/hip_runtime.h>
@@ -49,4 +49,20 @@ int main() {
     let exe = dir.join("mmvq");
     stdout_ok(Command::new("hipcc").arg("--offload-arch=gfx900").arg(&src).arg("-o").arg(&exe));
     exe
+}
+
+/// [`mmvq_program`] built in `dir` and run under `backscope trace` with the observer; the trace directory
+/// (`dir/traces`) it wrote. The program's launch fails without a GPU, so only its ending by itself is checked.
+pub fn traced_mmvq_program(dir: &Path) -> PathBuf {
+    let exe = mmvq_program(dir);
+    let traces = dir.join("traces");
+    let out = run(backscope()
+        .args(["trace", "--observer"])
+        .arg(observer_library())
+        .arg("--dir")
+        .arg(&traces)
+        .arg("--")
+        .arg(&exe));
+    assert!(out.status.code().is_some(), "{}", String::from_utf8_lossy(&out.stderr));
+    traces
 }

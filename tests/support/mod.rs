@@ -3,6 +3,7 @@
 pub(crate) mod bounded;
 pub(crate) mod builds;
 pub(crate) mod hip;
+pub(crate) mod layer_programs;
 pub(crate) mod models;
 pub(crate) mod output;
 pub(crate) mod postgres;

@@ -223,29 +223,6 @@ impl Drop for Index {
     }
 }
 
-/// The test layer below ours (`crates/vklayer/tests/c/lost_layer.c`: loses the device at its LOST_AFTER-th wait,
-/// swallows submissions from its STALL_FROM-th), built into `dir`; the library's path.
-pub fn build_test_layer(dir: &Path) -> PathBuf {
-    let lib = dir.join("liblost_layer.so");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/vklayer/tests/c/lost_layer.c");
-    stdout_ok(Command::new("gcc").args(["-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o"]).arg(&lib).arg(src));
-    lib
-}
-
-/// Writes a Vulkan explicit-layer manifest naming layer `name` in `library` into `dir` (as `FILE`), for
-/// `VK_ADD_LAYER_PATH`.
-pub fn write_layer_manifest(dir: &Path, file: &str, name: &str, library: &Path) {
-    let manifest = serde_json::json!({
-        "file_format_version": "1.1.2",
-        "layer": {
-            "name": name, "type": "GLOBAL", "library_path": library, "api_version": "1.3.0",
-            "implementation_version": "1", "description": "test",
-            "functions": {"vkNegotiateLoaderLayerInterfaceVersion": "vkNegotiateLoaderLayerInterfaceVersion"}
-        }
-    });
-    std::fs::write(dir.join(file), manifest.to_string()).unwrap();
-}
-
 /// A uid no password entry has, different per test process and per `salt` (the per-user cache fallback
 /// `/tmp/backscope-cache-<uid>` is a fixed path in a shared directory).
 pub fn stranger_uid(salt: u32) -> u32 {
@@ -274,4 +251,33 @@ pub fn s(v: &serde_json::Value) -> &str {
 pub fn claim<'a>(v: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
     let claims = v["claims"].as_array().unwrap();
     claims.iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("no claim {id}: {claims:#?}"))
+}
+
+/// A log of crates/logs/tests/data: real lines quoted from public issues (the README there names each source).
+pub fn log_fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/logs/tests/data").join(name)
+}
+
+/// `backscope predict --json ARGS…` parsed.
+pub fn predict_json(args: &[&str]) -> serde_json::Value {
+    let mut cmd = backscope();
+    cmd.args(["predict", "--json"]).args(args);
+    serde_json::from_str(&stdout_ok(&mut cmd)).expect("predict --json prints JSON")
+}
+
+/// `go build -o PROGRAM .` in `src`: cgo on, offline (no module proxy), Go's build cache under the target's
+/// temporary directory, with `env` added (`CGO_LDFLAGS`, …).
+pub fn go_build(src: &Path, program: &Path, env: &[(&str, String)]) {
+    stdout_ok(
+        Command::new("go")
+            .args(["build", "-o"])
+            .arg(program)
+            .arg(".")
+            .current_dir(src)
+            .env("CGO_ENABLED", "1")
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .env("GOCACHE", Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-cache"))
+            .env("GOPROXY", "off")
+            .env("GOFLAGS", "-mod=mod"),
+    );
 }

@@ -60,11 +60,6 @@ fn rewrite_plan(dir: &Path, edit: impl FnOnce(&mut Value)) {
     conn.execute("DELETE FROM records", []).unwrap();
 }
 
-fn assert_no_panic(done: &Done) {
-    assert_ne!(done.code, Some(101), "a panic: {}", done.describe());
-    assert!(!done.stderr.contains("panicked"), "a panic: {}", done.describe());
-}
-
 /// Issue 26 for sweeps: a rewritten plan_json made a plain `sweep --resume` start the row's server command. Now
 /// the command is shown (shell-quoted and escaped) and refused with exit 2 without `--yes`, and runs with it.
 #[test]
@@ -87,7 +82,7 @@ fn a_planted_server_command_runs_only_after_yes() {
     assert!(err.contains("\\x1b"), "the escape is shown visibly: {err}");
 
     let done = sweep(d, &["--resume", &id, "--yes"]);
-    assert_no_panic(&done);
+    done.assert_no_panic();
     assert!(marker.exists(), "with --yes the stored command runs: {}", done.describe());
 }
 

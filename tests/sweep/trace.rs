@@ -37,14 +37,17 @@ fn report(db: &Path, run_id: &str) -> (Vec<Value>, String) {
     (v["claims"].as_array().unwrap().clone(), text)
 }
 
-#[test]
-fn traced_llama_server_on_the_cpu_records_a_window_per_request_and_no_cuda_or_hip_launch() {
-    let _turn = heavy();
-    let (bin, model) = (llama_bin(), tiny_model());
+/// `sweep --trace` of the real CPU llama-server (`--device none`, the observer preloaded) on the prompt "Hello":
+/// `repetitions` cells of `num_predict` tokens each, into `db` and `runs`.
+fn start_traced_cpu_sweep(
+    bin: &Path,
+    model: &Path,
+    db: &Path,
+    runs: &Path,
+    repetitions: &str,
+    num_predict: &str,
+) -> Sweep {
     let observer = observer_library();
-    let dir = tempfile::tempdir().unwrap();
-    let (db, runs) = (dir.path().join("backscope.db"), dir.path().join("runs"));
-    let before = monotonic_ns();
     let args = [
         "--server",
         "cpu=llama-server:--device,none",
@@ -55,9 +58,9 @@ fn traced_llama_server_on_the_cpu_records_a_window_per_request_and_no_cuda_or_hi
         "--num-gpu",
         "0",
         "--repetitions",
-        "3",
+        repetitions,
         "--num-predict",
-        "4",
+        num_predict,
         "--prompt",
         "Hello",
         "--read-timeout",
@@ -66,7 +69,17 @@ fn traced_llama_server_on_the_cpu_records_a_window_per_request_and_no_cuda_or_hi
         "--observer",
         observer.to_str().unwrap(),
     ];
-    let mut sweep = Sweep::start(&args, &db, &runs);
+    Sweep::start(&args, db, runs)
+}
+
+#[test]
+fn traced_llama_server_on_the_cpu_records_a_window_per_request_and_no_cuda_or_hip_launch() {
+    let _turn = heavy();
+    let (bin, model) = (llama_bin(), tiny_model());
+    let dir = tempfile::tempdir().unwrap();
+    let (db, runs) = (dir.path().join("backscope.db"), dir.path().join("runs"));
+    let before = monotonic_ns();
+    let mut sweep = start_traced_cpu_sweep(&bin, &model, &db, &runs, "3", "4");
     let started = sweep.wait_for(Duration::from_secs(30), |e| event_is(e, "run_started"));
     let run_dir = PathBuf::from(s(&started["run_dir"]));
     let ready = sweep.wait_for(Duration::from_secs(300), |e| event_is(e, "server_ready"));
@@ -191,31 +204,9 @@ fn each_request_gets_exactly_the_hip_launches_made_during_it() {
 fn llama_server_killed_mid_request_leaves_a_crash_record(signal: libc::c_int, name: &str) {
     let _turn = heavy();
     let (bin, model) = (llama_bin(), tiny_model());
-    let observer = observer_library();
     let dir = tempfile::tempdir().unwrap();
     let (db, runs) = (dir.path().join("backscope.db"), dir.path().join("runs"));
-    let args = [
-        "--server",
-        "cpu=llama-server:--device,none",
-        "--llama-bin",
-        bin.to_str().unwrap(),
-        "--model",
-        model.to_str().unwrap(),
-        "--num-gpu",
-        "0",
-        "--repetitions",
-        "1",
-        "--num-predict",
-        "64",
-        "--prompt",
-        "Hello",
-        "--read-timeout",
-        "120",
-        "--trace",
-        "--observer",
-        observer.to_str().unwrap(),
-    ];
-    let mut sweep = Sweep::start(&args, &db, &runs);
+    let mut sweep = start_traced_cpu_sweep(&bin, &model, &db, &runs, "1", "64");
     let started = sweep.wait_for(Duration::from_secs(30), |e| event_is(e, "run_started"));
     let run_dir = PathBuf::from(s(&started["run_dir"]));
     let first = sweep.wait_for(Duration::from_secs(300), |e| event_is(e, "first_token"));

@@ -479,18 +479,7 @@ fn go_crash_program() -> &'static Path {
                 .arg(src.join("kernel.hip")),
         );
         let program = dir.join("gocrash");
-        stdout_ok(
-            Command::new("go")
-                .args(["build", "-o"])
-                .arg(&program)
-                .arg(".")
-                .current_dir(&src)
-                .env("CGO_ENABLED", "1")
-                .env("CGO_LDFLAGS", format!("-L{0} -lgokernel -Wl,-rpath,{0}", dir.display()))
-                .env("GOCACHE", Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-cache"))
-                .env("GOPROXY", "off")
-                .env("GOFLAGS", "-mod=mod"),
-        );
+        go_build(&src, &program, &[("CGO_LDFLAGS", format!("-L{0} -lgokernel -Wl,-rpath,{0}", dir.display()))]);
         program
     })
 }

@@ -22,6 +22,26 @@ fn sparse(path: &Path, len: u64) {
     std::fs::File::create(path).unwrap().set_len(len).unwrap();
 }
 
+/// The header of a trace of `/opt/llama/llama-server` as process `pid`, written by `writer`: 50 ms windows, no
+/// rotation, no order record.
+fn llama_server_header(pid: u32, writer: &str) -> trace_format::record::Header<'_> {
+    trace_format::record::Header {
+        pid,
+        ppid: 1,
+        exe: b"/opt/llama/llama-server",
+        cmdline: b"llama-server\0",
+        start_ns: 0,
+        interval_ms: 50,
+        shape_buckets: 8,
+        max_kernels: 1 << 20,
+        max_bytes: 1 << 30,
+        observer: "0.1.0",
+        writer,
+        max_sequences: 0,
+        segment: None,
+    }
+}
+
 /// Writes `dir/trace-PID.jsonl` as the Vulkan layer does: a header, one device (an NVIDIA discrete GPU), one
 /// unnamed pipeline per library in `libraries`, its SPIR-V from that library (`spirv_object`), each dispatched
 /// three times in one window, and the end record.
@@ -29,24 +49,7 @@ fn vk_trace(dir: &Path, pid: u32, libraries: &[PathBuf]) {
     use trace_format::record::{self, api, source, ShapeCount};
     std::fs::create_dir_all(dir).unwrap();
     let mut out = Vec::new();
-    record::header(
-        &mut out,
-        &record::Header {
-            pid,
-            ppid: 1,
-            exe: b"/opt/llama/llama-server",
-            cmdline: b"llama-server\0",
-            start_ns: 0,
-            interval_ms: 50,
-            shape_buckets: 8,
-            max_kernels: 1 << 20,
-            max_bytes: 1 << 30,
-            observer: "0.1.0",
-            writer: "backscope-vklayer",
-            max_sequences: 0,
-            segment: None,
-        },
-    );
+    record::header(&mut out, &llama_server_header(pid, "backscope-vklayer"));
     record::device(
         &mut out,
         &record::Device {
@@ -249,24 +252,7 @@ fn a_directory_of_thousands_of_trace_files_is_read_up_to_its_bound() {
 fn big_trace(path: &Path, kernels: u32, windows: u32) -> u64 {
     use trace_format::record::{self, api, source, ShapeCount};
     let mut out = Vec::new();
-    record::header(
-        &mut out,
-        &record::Header {
-            pid: 4242,
-            ppid: 1,
-            exe: b"/opt/llama/llama-server",
-            cmdline: b"llama-server\0",
-            start_ns: 0,
-            interval_ms: 50,
-            shape_buckets: 8,
-            max_kernels: 1 << 20,
-            max_bytes: 1 << 30,
-            observer: "0.1.0",
-            writer: "backscope-observer",
-            max_sequences: 0,
-            segment: None,
-        },
-    );
+    record::header(&mut out, &llama_server_header(4242, "backscope-observer"));
     let names: Vec<String> = (0..kernels).map(|i| format!("_Z6kernelILi{i}EEvPf")).collect();
     for (i, name) in names.iter().enumerate() {
         record::kernel(&mut out, &record::KernelDef::new(i as u32 + 1, name.as_bytes(), api::HIP, source::REGISTER));

@@ -8,48 +8,18 @@
 //! not-started counts come from the program's source: what it submitted, and which submission the test layer
 //! swallowed first.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use backscope::trace::TraceFile;
 use serde_json::Value;
 
+use crate::support::layer_programs::{self, the_trace, LayerPrograms, LOST_LAYER};
 use crate::support::util::*;
 
-struct Programs {
-    program: PathBuf,
-    spirv: PathBuf,
-    ours: PathBuf,
-    below: PathBuf,
-}
-
-const BELOW: &str = "VK_LAYER_TEST_lost";
-
-fn programs() -> &'static Programs {
-    static P: std::sync::OnceLock<Programs> = std::sync::OnceLock::new();
-    P.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let src = root.join("crates/vklayer/tests/c");
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("vulkan-blackbox-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let (ours, below) = (dir.join("ours"), dir.join("below"));
-        std::fs::create_dir_all(&ours).unwrap();
-        std::fs::create_dir_all(&below).unwrap();
-        let program = dir.join("vkspin");
-        let spirv = dir.join("spin.spv");
-        stdout_ok(
-            Command::new("gcc")
-                .args(["-O2", "-Wall", "-Werror", "-o"])
-                .arg(&program)
-                .arg(src.join("vkspin.c"))
-                .arg("-lvulkan"),
-        );
-        stdout_ok(Command::new("glslc").arg(root.join("bench/vklayer/spin.comp")).arg("-o").arg(&spirv));
-        let below_lib = build_test_layer(&dir);
-        write_layer_manifest(&ours, "ours.json", "VK_LAYER_BACKSCOPE_dispatch", &vklayer_library());
-        write_layer_manifest(&below, "below.json", BELOW, &below_lib);
-        Programs { program, spirv, ours, below }
-    })
+fn programs() -> &'static LayerPrograms {
+    static P: std::sync::OnceLock<LayerPrograms> = std::sync::OnceLock::new();
+    P.get_or_init(|| layer_programs::build("vulkan-blackbox", "vkspin", "spin"))
 }
 
 /// vkspin in `mode` (`[seconds] [grouped]` in `args`) under our layer tracing into `dir`, the test layer below it,
@@ -59,21 +29,14 @@ fn vkspin(mode: &str, args: &[&str], dir: &Path, env: &[(&str, &str)]) -> Output
     std::fs::create_dir_all(dir).unwrap();
     let mut cmd = Command::new(&p.program);
     cmd.arg(&p.spirv).arg(mode).args(args);
-    cmd.env("VK_ADD_LAYER_PATH", format!("{}:{}", p.ours.display(), p.below.display()))
-        .env("VK_INSTANCE_LAYERS", format!("VK_LAYER_BACKSCOPE_dispatch:{BELOW}"))
+    cmd.env("VK_ADD_LAYER_PATH", format!("{}:{}", p.ours.display(), p.lost.display()))
+        .env("VK_INSTANCE_LAYERS", format!("VK_LAYER_BACKSCOPE_dispatch:{LOST_LAYER}"))
         .env("BACKSCOPE_TRACE_DIR", dir)
         // The test layer loses the device at its 2nd wait unless told otherwise.
         .env("LOST_AFTER", "1000")
         .env_remove("STALL_FROM")
         .envs(env.iter().copied());
     run(&mut cmd)
-}
-
-fn the_trace(dir: &Path) -> TraceFile {
-    let files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
-    assert_eq!(files.len(), 1, "{files:?}");
-    TraceFile::parse(&std::fs::read_to_string(&files[0]).unwrap())
-        .unwrap_or_else(|e| panic!("{}: {e}", files[0].display()))
 }
 
 /// `(by, completed, in flight as "name@submission#index", not started)` of a record's one queue.
@@ -275,8 +238,8 @@ fn the_kernels_timeout_naming_the_traced_pid_joins_the_hang() {
     let mut cmd = backscope();
     cmd.args(["trace", "--json", "--vklayer"]).arg(vklayer_library()).arg("--dir").arg(&dir).arg("--");
     cmd.arg(&p.program).arg(&p.spirv).args(["hang", "4"]);
-    cmd.env("VK_ADD_LAYER_PATH", &p.below)
-        .env("VK_INSTANCE_LAYERS", BELOW)
+    cmd.env("VK_ADD_LAYER_PATH", &p.lost)
+        .env("VK_INSTANCE_LAYERS", LOST_LAYER)
         .env("STALL_FROM", "2")
         .env("LOST_AFTER", "1000")
         .env("BACKSCOPE_VK_HANG_MS", "500")

@@ -13,43 +13,12 @@ use std::process::{Command, Output};
 use backscope::trace::TraceFile;
 use serde_json::Value;
 
+use crate::support::layer_programs::{self, the_trace, LayerPrograms, LOST_LAYER};
 use crate::support::util::*;
 
-struct Programs {
-    program: PathBuf,
-    spirv: PathBuf,
-    /// Directories with one layer manifest each: ours, and the test layer that loses the device.
-    ours: PathBuf,
-    lost: PathBuf,
-}
-
-const LOST_LAYER: &str = "VK_LAYER_TEST_lost";
-
-fn programs() -> &'static Programs {
-    static P: std::sync::OnceLock<Programs> = std::sync::OnceLock::new();
-    P.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let src = root.join("crates/vklayer/tests/c");
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("vulkan-crash-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let (ours, lost) = (dir.join("ours"), dir.join("lost"));
-        std::fs::create_dir_all(&ours).unwrap();
-        std::fs::create_dir_all(&lost).unwrap();
-        let program = dir.join("vkcrash");
-        let spirv = dir.join("noop.spv");
-        stdout_ok(
-            Command::new("gcc")
-                .args(["-O2", "-Wall", "-Werror", "-o"])
-                .arg(&program)
-                .arg(src.join("vkcrash.c"))
-                .arg("-lvulkan"),
-        );
-        stdout_ok(Command::new("glslc").arg(root.join("bench/vklayer/noop.comp")).arg("-o").arg(&spirv));
-        let lost_lib = build_test_layer(&dir);
-        write_layer_manifest(&ours, "ours.json", "VK_LAYER_BACKSCOPE_dispatch", &vklayer_library());
-        write_layer_manifest(&lost, "lost.json", LOST_LAYER, &lost_lib);
-        Programs { program, spirv, ours, lost }
-    })
+fn programs() -> &'static LayerPrograms {
+    static P: std::sync::OnceLock<LayerPrograms> = std::sync::OnceLock::new();
+    P.get_or_init(|| layer_programs::build("vulkan-crash", "vkcrash", "noop"))
 }
 
 fn vkcrash(mode: &str) -> Command {
@@ -73,14 +42,6 @@ fn with_layer(mut cmd: Command, dir: &Path, lose: bool) -> Output {
     };
     cmd.env("VK_ADD_LAYER_PATH", path).env("VK_INSTANCE_LAYERS", layers).env("BACKSCOPE_TRACE_DIR", dir);
     run(&mut cmd)
-}
-
-/// The one trace file the layer wrote into `dir`.
-fn the_trace(dir: &Path) -> TraceFile {
-    let files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
-    assert_eq!(files.len(), 1, "{files:?}");
-    TraceFile::parse(&std::fs::read_to_string(&files[0]).unwrap())
-        .unwrap_or_else(|e| panic!("{}: {e}", files[0].display()))
 }
 
 /// Dispatches per pipeline name in the trace's windows.
@@ -253,17 +214,7 @@ fn go_program() -> &'static Path {
     PROGRAM.get_or_init(|| {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/vklayer/tests/go");
         let program = programs().program.with_file_name("govkcrash");
-        stdout_ok(
-            Command::new("go")
-                .args(["build", "-o"])
-                .arg(&program)
-                .arg(".")
-                .current_dir(&src)
-                .env("CGO_ENABLED", "1")
-                .env("GOCACHE", Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-cache"))
-                .env("GOPROXY", "off")
-                .env("GOFLAGS", "-mod=mod"),
-        );
+        go_build(&src, &program, &[]);
         program
     })
 }
