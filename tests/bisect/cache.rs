@@ -1,8 +1,7 @@
-//! Hardening round 3 (issue 26, items 4 and 6): the cache root and what is run from it, WAL databases read
-//! read-only, `push`'s output, `-o` onto symlinks, and the PyPI listing kept in the cache. Every hostile input is
-//! made here — planted builds owned by `nobody` (uid 65534) in world-writable directories, a squatted per-user
-//! cache, a WAL database copied without its `-shm`, run ids holding terminal escapes, dangling links — and the
-//! binary runs under the bounded runner, as another local user where the case is about `HOME` being unset. No test
+//! The build cache `bisect` runs builds from: its root and what is run from it, and the PyPI listing kept in it.
+//! Every hostile input is made here — planted builds owned by `nobody` (uid 65534) in world-writable directories,
+//! a squatted per-user cache, a group-writable, symlinked or foreign root — and the binary runs under the bounded
+//! runner, as another local user where the case is about `HOME` being unset. No test
 //! touches the real `~/.cache/backscope`: `BACKSCOPE_CACHE` points into a temporary directory, or the child runs as
 //! a uid whose cache is elsewhere.
 

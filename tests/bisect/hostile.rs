@@ -1,7 +1,7 @@
-//! Hardening round 3 (issue 26) for `bisect`: a stored bisect is data, not code. Each hostile store is made here:
+//! `bisect` against hostile stores and tests: a stored bisect is data, not code. Each hostile store is made here:
 //! a real bisect is run over a directory of builds (`--builds dir:DIR`) with an external test, and its SQLite row is
 //! then rewritten with SQLite itself (rusqlite) as an attacker with write access to the file would. The binary runs
-//! under the bounded runner. Also: numeric flags of every command at their extremes exit 2, never with a panic.
+//! under the bounded runner.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -58,7 +58,7 @@ fn rewrite_spec(dir: &Path, edit: impl FnOnce(&mut Value)) {
     conn.execute("UPDATE bisect_runs SET spec_json = ?1", [spec.to_string()]).unwrap();
 }
 
-/// Issue 26, finding 1: a rewritten spec_json made a plain `bisect --resume` run the row's command. Now the
+/// A rewritten spec_json once made a plain `bisect --resume` run the row's command. Now the
 /// command is shown (escaped) and refused without `--yes`, and runs with it.
 #[test]
 fn a_planted_command_runs_only_after_yes() {
@@ -100,7 +100,7 @@ fn a_resume_of_stored_directory_builds_needs_yes_too() {
     assert!(done.stderr.contains("builds: dir:") && done.stderr.contains("--yes"), "{}", done.stderr);
 }
 
-/// Finding 1, the id: `--resume ../x` and a stored id rewritten to a path are refused; no directory is made
+/// The id: `--resume ../x` and a stored id rewritten to a path are refused; no directory is made
 /// outside the runs directory.
 #[test]
 fn a_bisect_id_that_is_a_path_is_refused() {
@@ -121,7 +121,7 @@ fn a_bisect_id_that_is_a_path_is_refused() {
     assert!(!d.join("escaped").exists(), "a directory was made outside runs/");
 }
 
-/// Finding 2: a timeout of u64::MAX panicked (Instant + Duration overflow), on the command line and from a stored
+/// A timeout of u64::MAX once panicked (Instant + Duration overflow), on the command line and from a stored
 /// spec. Both are now a clean exit 2 naming the flag or the field.
 #[test]
 fn a_huge_test_timeout_is_refused_on_the_command_line_and_in_a_stored_spec() {
@@ -142,7 +142,7 @@ fn a_huge_test_timeout_is_refused_on_the_command_line_and_in_a_stored_spec() {
     assert!(done.stderr.contains("test_timeout_s") && done.stderr.contains(&id), "{}", done.stderr);
 }
 
-/// Finding 5: `--repeat 4294967295` looped practically forever; it is refused at parse time, and in a stored spec.
+/// `--repeat 4294967295` once looped practically forever; it is refused at parse time, and in a stored spec.
 #[test]
 fn a_huge_repeat_is_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -160,7 +160,7 @@ fn a_huge_repeat_is_refused() {
     assert!(done.stderr.contains("`repeat`"), "{}", done.stderr);
 }
 
-/// Finding 3: a row whose good and bad ends were swapped made `report --bisect` print a Confirmed verdict its own
+/// A row whose good and bad ends were swapped once made `report --bisect` print a Confirmed verdict its own
 /// steps contradict. The ends now come from the steps, and a contradiction gives no verdict and no Confirmed claim.
 #[test]
 fn a_row_with_swapped_ends_gives_no_confirmed_verdict() {
@@ -183,7 +183,7 @@ fn a_row_with_swapped_ends_gives_no_confirmed_verdict() {
     assert!(!text.stdout.contains("first bad build b"), "{}", text.stdout);
 }
 
-/// Finding 4: an external test's output was stored whole (2.1 GB in 3 s). A test printing 200 MB per build now
+/// An external test's output was once stored whole (2.1 GB in 3 s). A test printing 200 MB per build now
 /// finishes with its log capped at its head and tail, the bisect's verdict intact and its RSS bounded.
 #[test]
 fn an_external_tests_output_is_capped() {

@@ -13,7 +13,9 @@ use std::process::Command;
 
 use backscope::builds::{self, BuildNumber};
 
-use crate::support::builds::{expected_flip, ready_bin, registers_rpc_unconditionally, sdist_tree, BUILDS, HELP_LISTS_RPC};
+use crate::support::builds::{
+    expected_flip, ready_bin, registers_rpc_unconditionally, sdist_tree, BUILDS, HELP_LISTS_RPC,
+};
 use crate::support::util;
 
 /// The listing comes from the live index; every build used here is in it, in order, with b11434 (the project's

@@ -1,6 +1,6 @@
 //! `bisect` over llama.cpp's prebuilt release archives (`--builds release:URL`, `release-dir:DIR`; src/builds/release).
 //!
-//! The archives are made here in the release layout from the CPU builds tests/bisect_real.rs compiles
+//! The archives are made here in the release layout from the CPU builds tests/bisect/pypi_builds.rs compiles
 //! (scripts/bisect-builds.sh: b11200, b11205, b11218, b11223), by llama.cpp's own release commands
 //! (`.github/workflows/release.yml`: the build's `bin/` with its RUNPATH set to `$ORIGIN` — here by `chrpath` —,
 //! packed by GNU tar as `llama-bNNNN-bin-ubuntu-x64.tar.gz` with every entry under `llama-bNNNN/`; the oldest as the

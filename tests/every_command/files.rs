@@ -1,6 +1,7 @@
-//! Issue 21, inputs and outputs: `-o` never replaces an input nor truncates a previous good output, and no command
-//! hangs on or reads without end a FIFO or a link to `/dev/zero`. Every input is made here; every special-file run is
-//! bounded in time and memory (tests/bounded.rs).
+//! Inputs and outputs of every command: `-o` never replaces an input nor truncates a previous good output, writes
+//! through a symlink to a file and refuses dangling and directory links, and no command hangs on or reads without
+//! end a FIFO or a link to `/dev/zero`. Every input is made here; every special-file run is bounded in time and
+//! memory (tests/support/bounded.rs).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -326,9 +327,8 @@ fn o_through_symlinks_writes_the_named_file_and_refuses_dangling_and_directory_l
     let input = tmp.path().join("in.txt");
     std::fs::write(&input, "hello\n").unwrap();
     let bounds = || Bounds { address_space: 4 * GIB, deadline: Duration::from_secs(60), ..Default::default() };
-    let scan = |out: &Path| {
-        bounded::run(&["scan".as_ref(), input.as_os_str(), "-o".as_ref(), out.as_os_str()], bounds())
-    };
+    let scan =
+        |out: &Path| bounded::run(&["scan".as_ref(), input.as_os_str(), "-o".as_ref(), out.as_os_str()], bounds());
     let target = tmp.path().join("report.txt");
     std::fs::write(&target, "old\n").unwrap();
     let to_file = tmp.path().join("to-file");

@@ -1,12 +1,10 @@
-//! Hardening round 2 (issue 21), the log reader and the text output under hostile text: crash counts past the
-//! cap, CR-only line ends, unbreakable tokens in text wrapping, terminal escapes in error messages, and bidi,
-//! line-separator and zero-width characters in tables. Every input is generated here; the commands run as
-//! children under [`bounded::run`] (address-space limit, deadline, peak RSS).
+//! The text output under hostile text, through `logs` and the error messages: unbreakable tokens in text wrapping,
+//! terminal escapes in error messages, and bidi, line-separator and zero-width characters in tables. Every input is
+//! generated here; the commands run as children under [`bounded::run`] (address-space limit, deadline, peak RSS).
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
 
 use crate::support::bounded::{self, Bounds, GIB};
 

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::sweep::*;
 use crate::support::output::*;
+use crate::support::sweep::*;
 use crate::support::util::*;
 
 fn json_of(cmd: &mut Command) -> Value {
@@ -54,7 +54,7 @@ fn logs_turns_real_ollama_sigsegv_logs_into_timeline_phase_and_signature() {
     assert!(s(&src["text"]).ends_with("SIGSEGV: segmentation violation"), "{src}");
     let phase = claim(&v, "logs.crash.1.phase");
     // The fragment starts with that 200, which may be `ollama run`'s load-only request: the phase is unresolved
-    // (issue 16: never a wrong Inferred phase), and the claim cites the answer and the llama_decode frame.
+    // (never a wrong Inferred phase), and the claim cites the answer and the llama_decode frame.
     assert_eq!(phase["confidence"], "Unresolved");
     assert!(s(&phase["statement"]).contains("during an unknown phase"), "{phase:#}");
     assert_eq!(phase["sources"][0]["line"], 1);
@@ -157,7 +157,7 @@ fn no_command_panics_on_a_closed_pipe() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     let db_s = db.to_str().unwrap();
-    // The issue's reproduction, as a shell runs it.
+    // A dry run's plan cut by `head`, as a shell runs it.
     let dry = format!(
         "set -o pipefail; \"$0\" sweep --dry-run --endpoint a=http://127.0.0.1:9 --model m --repetitions 1000 --num-gpu 0,1,2,-1 --db {} | head -2",
         dir.path().join("dry.db").display()

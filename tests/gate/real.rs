@@ -153,8 +153,9 @@ fn cyllama_libggml_hip_has_no_gfx900_and_explains_a_discovery_crash() {
     // Markdown (read by pulldown-cmark) and an HTML page in Chromium carry the layer-4 source with the offset and
     // size llvm-readelf gives, the explained failure with its log line, and load nothing.
     let at = format!("@ {offset:#x} (+{size:#x})");
-    let markdown =
-        crate::support::output::commonmark(&stdout_ok(backscope().arg("gate").args(args).args(["--format", "markdown"])));
+    let markdown = crate::support::output::commonmark(&stdout_ok(
+        backscope().arg("gate").args(args).args(["--format", "markdown"]),
+    ));
     let tmp = tempfile::tempdir().unwrap();
     let page = tmp.path().join("gate.html");
     stdout_ok(backscope().arg("gate").args(args).args(["--format", "html", "-o"]).arg(&page));

@@ -129,7 +129,7 @@ fn a_compose_prefix_of_a_long_container_name_hides_nothing() {
     for id in ["logs.crash.1", "logs.crash.1.phase", "logs.crash.1.signature"] {
         assert_eq!(claim(&a, id), claim(&b, id));
     }
-    // Unknown: the 200 that opens the fragment may be `ollama run`'s load-only request (issue 16).
+    // Unknown: the 200 that opens the fragment may be `ollama run`'s load-only request (never a wrong Inferred phase).
     assert!(claim(&b, "logs.crash.1.phase").contains("during an unknown phase"));
     assert_eq!(b["report"]["flavor"], "ollama");
 }
@@ -151,7 +151,7 @@ fn logs_json(dir: &Path, name: &str, log: &str) -> (Option<i32>, Value) {
 #[test]
 fn claims_are_confirmed_only_when_nothing_in_the_log_says_otherwise() {
     let dir = tempfile::tempdir().unwrap();
-    // Issue 28's tester: an offload printed in a log whose first line says no CUDA device was found and whose model
+    // An offload printed in a log whose first line says no CUDA device was found and whose model
     // buffer is on the CPU. The offload is not confirmed, and the claim names both lines.
     let log = "\
 ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected

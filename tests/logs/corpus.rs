@@ -34,7 +34,7 @@ const KINDS: &[&str] = &[
 const PHASES: &[&str] = &["discovery", "load", "first_compute", "decode", "unknown", "none"];
 const WHERE: &[&str] = &["gpu", "cpu", "partial", "unknown"];
 
-/// Kept out of the corpus for independent checks (issue 16).
+/// Kept out of the corpus, for checks independent of the readings the tool was developed on.
 const EXCLUDED_OLLAMA: &[u64] = &[
     1674, 2198, 2823, 2870, 4334, 5629, 7640, 7765, 9500, 10265, 11211, 11380, 12303, 12564, 12634, 12708, 13303,
     13552, 14487, 14550, 15890, 16946, 16970, 17069,
@@ -465,7 +465,7 @@ fn logs_corpus_is_well_formed() {
 }
 
 #[test]
-fn logs_corpus_meets_issue_16_thresholds() {
+fn logs_corpus_meets_its_scoring_thresholds() {
     let scores: Vec<Score> = readings().iter().map(score).collect();
     let t = totals(&scores);
     let report = format!("{}\n{}", table(&scores), summary(&t, &scores));

@@ -1,7 +1,8 @@
-//! `backscope predict` on the command line: synthesized models (tests/predict.rs makes them), the families the
-//! cited llama.cpp 11434 and Ollama v0.24.0 source lines give (the table of tests/predict.rs), and the observed side from every source the command takes: a trace directory written by the
-//! observer around a hipcc-built program, a committed H100 `trace --json` summary, and a sweep run recorded with
-//! `--trace` (a protocol stand-in server that runs the HIP program per request, as tests/sweep_trace.rs does).
+//! `backscope predict` on the command line: synthesized models (tests/support/models.rs makes them), the families
+//! the cited llama.cpp 11434 and Ollama v0.24.0 source lines give (the table of tests/predict/rules.rs), and the
+//! observed side from every source the command takes: a trace directory written by the observer around a
+//! hipcc-built program, a committed H100 `trace --json` summary, and a sweep run recorded with `--trace` (a protocol
+//! stand-in server that runs the HIP program per request, as tests/sweep/trace.rs does).
 
 use std::path::Path;
 

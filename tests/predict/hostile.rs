@@ -42,7 +42,7 @@ fn predict_bounded(model: &Path, extra: &[&str]) -> bounded::Done {
     bounded::run(&args, bounds())
 }
 
-/// Issue 21: the whole rule table ran per tensor per phase (20k tensors 11.6 s, 300k over 60 s). 300k tensors with
+/// The whole rule table once ran per tensor per phase (20k tensors 11.6 s, 300k over 60 s). 300k tensors with
 /// the same facts are one evaluation per phase.
 #[test]
 fn predict_on_300k_equal_tensors_is_bounded() {
@@ -87,7 +87,7 @@ fn predict_on_150k_distinct_tensors_is_bounded() {
     assert!(b["phases"][0]["weights"][0]["path"].as_array().is_some_and(|p| !p.is_empty()), "{b}");
 }
 
-/// Issue 21: huge token counts wrapped (or, in a debug build, panicked) in the KV lengths and node counts. Each
+/// Huge token counts once wrapped (or, in a debug build, panicked) in the KV lengths and node counts. Each
 /// count is checked against its range, and the error names the flag.
 #[test]
 fn predict_refuses_token_counts_outside_their_range() {
@@ -120,7 +120,7 @@ fn predict_refuses_token_counts_outside_their_range() {
     assert_eq!(prefill["repeat"].as_u64(), Some((1 << 40) / 512 - 1));
 }
 
-/// Issue 21: `predict --run` demanded `--model` although each record names its model. Without it, each record's
+/// `predict --run` once demanded `--model` although each record names its model. Without it, each record's
 /// model is read: a GGUF path (here relative to the working directory, as the sweep was given it), else an Ollama
 /// name through Ollama's manifest and blob layout; a model found neither way is named in the error.
 #[test]
@@ -220,7 +220,7 @@ fn predict_run(run: &Path) -> Done {
     bounded::run(&args, bounds())
 }
 
-/// Issue 26: `predict --run` kept every record: 300 hard links to one 15 MiB record aborted it at 3.9 GB. Read one
+/// `predict --run` once kept every record: 300 hard links to one 15 MiB record aborted it at 3.9 GB. Read one
 /// record at a time, 300 links to one 2 MiB record (600 MiB of records, each parsed whole) stay far below the sum,
 /// and every record is predicted.
 #[test]
@@ -244,7 +244,7 @@ fn predict_run_streams_300_links_to_one_large_record() {
     assert_eq!(out["skipped"].as_array().unwrap().len(), 0, "{}", out["skipped"]);
 }
 
-/// Issue 26: one bad record failed all of `predict --run`. Now the good records are predicted and the bad ones are
+/// One bad record once failed all of `predict --run`. Now the good records are predicted and the bad ones are
 /// named as left out with why: a record that is not JSON, one that is not a record, and a FIFO in a record's place.
 #[test]
 fn predict_run_skips_corrupt_records_and_predicts_the_good_ones() {

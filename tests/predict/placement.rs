@@ -14,7 +14,7 @@
 //! output layer only when ngl > n_layer): at -ngl 3 with an 8-token prompt 11434 runs layers 2-3 and the output
 //! layer on the GPU (15 matmul dispatches), the older rule would run layers 1-3 without the output (21).
 //!
-//! On ggml-vulkan one MUL_MAT node is one main-pipeline dispatch (tests/vulkan_trace.rs checks that against
+//! On ggml-vulkan one MUL_MAT node is one main-pipeline dispatch (tests/vulkan/layer.rs checks that against
 //! GGML_VK_PERF_LOGGER), and `llama-bench -r 1 --no-warmup -n 0` evaluates the prompt exactly once.
 
 use std::path::Path;
@@ -267,7 +267,7 @@ fn predict_run_takes_model_prompt_num_gpu_and_backend_from_each_record() {
     let recs = records(&events);
     assert_eq!(recs.len(), 2);
     // --backend cuda: ggml-cuda's placement rules over the Vulkan dispatches (without it, each Vulkan record is
-    // predicted by ggml-vulkan's rules: tests/predict_vulkan_run.rs).
+    // predicted by ggml-vulkan's rules: tests/predict/vulkan_run.rs).
     let r = predict_json(&["--backend", "cuda", "--arch", "sm_90", "--run", db.to_str().unwrap()]);
     let cells = r["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 2, "{r:#}");
@@ -315,8 +315,11 @@ fn h100_traces_at_ngl_99_confirm_gpu_placement_and_contradict_a_cpu_one() {
             Some(n) => (Batch::PromptTokens(n.parse().unwrap()), 0),
             None => (Batch::PromptTokens(0), case.trim_start_matches("tg").parse().unwrap()),
         };
-        let mut o =
-            PredictOptions::new("sm_90", WeightSource::Model(crate::support::models::models().tl_q4_k_m.clone()), batch);
+        let mut o = PredictOptions::new(
+            "sm_90",
+            WeightSource::Model(crate::support::models::models().tl_q4_k_m.clone()),
+            batch,
+        );
         o.decode_tokens = Some(decode);
         o.placement.n_gpu_layers = Some(ngl);
         o.observed = Some(trace(case));

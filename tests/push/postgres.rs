@@ -21,11 +21,13 @@ fn a_run_pushed_twice_from_sqlite_is_stored_once() {
     assert!(status.success(), "{err}");
     let run_id = run_id_of(&events);
     let push = |db: &str| -> Value {
-        let out = stdout_ok(backscope()
-            .env("BACKSCOPE_HOST_ID", "host-a")
-            .args(["push", "--json", "--db", db])
-            .arg("--from")
-            .arg(&local));
+        let out = stdout_ok(
+            backscope()
+                .env("BACKSCOPE_HOST_ID", "host-a")
+                .args(["push", "--json", "--db", db])
+                .arg("--from")
+                .arg(&local),
+        );
         serde_json::from_str(&out).unwrap()
     };
     let first = push(&pg.db("postgres"));
@@ -75,11 +77,13 @@ fn a_server_stopped_mid_run_leaves_the_records_in_the_local_fallback_and_push_co
     let in_pg: usize =
         pg.psql(&format!("SELECT count(*) FROM backscope.records WHERE run_id = '{run_id}'")).parse().unwrap();
     assert!((3..CELLS).contains(&in_pg), "{in_pg} in the shared store before the push");
-    let out = stdout_ok(backscope()
-        .env("BACKSCOPE_HOST_ID", "host-a")
-        .args(["push", "--json", "--db", &db])
-        .arg("--from")
-        .arg(&fallback));
+    let out = stdout_ok(
+        backscope()
+            .env("BACKSCOPE_HOST_ID", "host-a")
+            .args(["push", "--json", "--db", &db])
+            .arg("--from")
+            .arg(&fallback),
+    );
     let pushed: Value = serde_json::from_str(&out).unwrap();
     let (up, already) = (pushed[0]["uploaded"].as_u64().unwrap(), pushed[0]["already_stored"].as_u64().unwrap());
     assert_eq!(in_pg as u64 + up, CELLS as u64, "pushed {up}, {already} already there");

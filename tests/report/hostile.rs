@@ -1,8 +1,9 @@
-//! Hardening round 2 of `backscope report` and its evidence bundle (issue 21): a record's paths never lead a write
-//! outside the bundle, the runtime scan stays with the runtime, no planted secret of the corpus
+//! `backscope report` and its evidence bundle on hostile runs: a record's paths never lead a write outside the
+//! bundle, the runtime scan stays with the runtime, no planted secret of the corpus
 //! (tests/data/redaction/) reaches a bundle, a log linked out of the run is not copied or quoted, FIFOs and
 //! `/dev/zero` links in a run directory neither hang nor exhaust memory, a malformed or implausible record is a
-//! problem named while the rest of the report stands, and the HTML report shows each chart with its summary.
+//! problem named while the rest of the report stands, the HTML report shows each chart with its summary, and a WAL
+//! database copied without its `-shm` is read whole or refused with the reason.
 //!
 //! Run directories are written here as `backscope sweep` lays them out (`run.json`, `cells/NNNNN-*/result.json`,
 //! `servers/*.log`), each record with the fields of the sweep's record; every `backscope` runs under the bounded
@@ -16,9 +17,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::support::bounded::{self, run, Bounds, Done, GIB, MIB};
+use crate::support::output::load_in_chromium;
 use crate::support::util::{mkfifo, mode, stranger_uid};
 use crate::support::wal::wal_only_copy;
-use crate::support::output::load_in_chromium;
 
 /// A record as `backscope sweep` stores it: endpoint `ep` at `ngl`, cell `seq`; ok with decode `tps`, or a crash by
 /// SIGSEGV (its server killed, wait status read) after `tps` ms.

@@ -1,4 +1,4 @@
-//! Hardening round 3 of the evidence bundle's redaction (issue 26): the environment a sweep gives its servers
+//! The evidence bundle's redaction of a real sweep: the environment a sweep gives its servers
 //! (`--env`, a spec's `env`) and what those servers print with it never leave in a bundle. A real `backscope
 //! sweep` runs a real server process (python3 that prints its environment and the shapes of credentials, then never
 //! becomes ready), so `run.json`, `env.json`, the records and the server logs are the sweep's own; the bundle is
@@ -24,7 +24,7 @@ const BY_FLAG: &[(&str, &str)] = &[
 const BY_SPEC: &[(&str, &str)] = &[("SSHPASS", "c4n4ry-ssh-05"), ("DB_PASSPHRASE", "two words c4n4ry-06")];
 
 /// What the server prints: its environment's secrets as logs carry them (assignments, logged JSON, a command line
-/// it echoes, a URL), and the command-line credential shapes of issue 26. Then it never serves.
+/// it echoes, a URL), and credentials in the shapes command lines carry them. Then it never serves.
 const SERVER: &str = r#"
 import json, os, sys, time
 e = os.environ

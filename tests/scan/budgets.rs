@@ -588,8 +588,8 @@ fn install_dir(tmp: &Path) -> PathBuf {
 /// The kernel's `PATH_MAX` (linux/limits.h): `open(2)` refuses longer paths with ENAMETOOLONG, and so would ld.so.
 const PATH_MAX: usize = 4096;
 
-/// The two shapes: a 117 KB library whose one RPATH entry is 500 × `$ORIGIN` (453 MB, no warning) and a
-/// 338 KB one with 64 such entries (an abort at 3.9 GB; here, before the fix: 140 MB in 9.5 s, and an abort after
+/// Two shapes seen to break the probe: a 117 KB library whose one RPATH entry is 500 × `$ORIGIN` (453 MB, no warning)
+/// and a 338 KB one with 64 such entries (an abort at 3.9 GB; here, before the fix: 140 MB in 9.5 s, and an abort after
 /// 240 s at the 4 GiB limit). Each expanded entry is far longer than `PATH_MAX`: it is skipped with a warning that
 /// names the library, the entry and the limit, and the names are still looked up in the other directories.
 #[test]
@@ -600,7 +600,7 @@ fn origin_entries_that_expand_past_path_max_are_skipped_with_a_warning() {
         let lib = dir.join("liborigin.so");
         fs::write(&lib, host_library(&absent_names(names), &origin_rpath(entries, 500))).unwrap();
         let len = fs::metadata(&lib).unwrap().len();
-        assert!(len.abs_diff(size) < size / 10, "{len} bytes, the issue's shape is {size}");
+        assert!(len.abs_diff(size) < size / 10, "{len} bytes, the shape is {size}");
         // The first entry: 500 × the directory, then `/0`.
         let expanded = 500 * dir.display().to_string().len() + 2;
         assert!(expanded > PATH_MAX, "{expanded}");
@@ -703,7 +703,7 @@ fn zstd_prefix_then_zeros(prefix: &[u8], zeros: u64) -> Vec<u8> {
     out
 }
 
-/// The 4 MiB CCOB (zstd) and its zlib twin: a bundle header with an entry count of 0, then zeros up to the
+/// A 4 MiB CCOB (zstd) and its zlib twin: a bundle header with an entry count of 0, then zeros up to the
 /// 1 GiB the CCOB header announces. The whole gibibyte was decompressed (1.03–1.06 GB RSS, 3.3 s) before the
 /// 32-byte bundle header said there was nothing in it. Decompression now stops once the bundle's header and entry
 /// table say where its entries end, with a warning that names the bytes left undecompressed.

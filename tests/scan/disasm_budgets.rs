@@ -1,8 +1,7 @@
-//! Issue 21, memory and time proportional to the input in `scan`, `gate --install` and `scan --disasm`: inputs
-//! under 10 MB that used to cost gigabytes (or an abort) through `$ORIGIN` expansion in the dependency probe, a
-//! CCOB decompressed to its 1 GiB claim before its empty bundle header was read, and a code object whose 300,000
-//! symbols share one 4000-byte name; plus a library truncated during `--disasm`. Each input is generated here, run
-//! through the `backscope` binary under an address-space limit and a deadline ([`crate::support::bounded`]), and must end
+//! `scan --disasm` in memory and time proportional to the input: a code object whose 300,000 symbols share one
+//! 4000-byte name (under 10 MB, it used to cost gigabytes), aliased and compressed code objects disassembled once,
+//! the listing cache bounded, and a library truncated during `--disasm`. Each input is generated here, run through
+//! the `backscope` binary under an address-space limit and a deadline ([`crate::support::bounded`]), and must end
 //! with a warning or problem that names the file and the limit, in bounded RSS and time.
 
 use std::fs;
@@ -16,7 +15,7 @@ use crate::support::scan_inputs::*;
 // `scan --disasm`
 // ---------------------------------------------------------------------------------------------------
 
-/// The llvm-objdump the disassembly tests run (the Debian llvm-19 package, as tests/disasm_real.rs uses).
+/// The llvm-objdump the disassembly tests run (the Debian llvm-19 package, as tests/scan/disasm.rs uses).
 fn llvm_objdump() -> PathBuf {
     let p = PathBuf::from("/usr/bin/llvm-objdump-19");
     assert!(p.exists(), "llvm-objdump-19 is needed: apt-get install llvm-19");
@@ -88,7 +87,7 @@ fn disasm_with_cache(dir: &Path, co: &[u8]) -> (PathBuf, PathBuf, Run) {
     (file, cache, run)
 }
 
-/// The issue's 8.4 MB code object: 300,000 symbols sharing one 4000-byte name. llvm-objdump prints the name once
+/// An 8.4 MB code object: 300,000 symbols sharing one 4000-byte name. llvm-objdump prints the name once
 /// per symbol (1.2 GB of labels): 1.34 GB RSS, a 1.2 GB cache file, 2.5 GB when read back. Now a listing keeps
 /// one entry per distinct name, the output read is capped in proportion to the code object's size (a warning names
 /// the cap), and a listing cut at the cap is not cached.

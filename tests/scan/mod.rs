@@ -1,4 +1,5 @@
-//! `backscope scan` (and `scan --disasm`): real GPU libraries against independent readers, hostile and broken inputs, budgets.
+//! `backscope scan` (and `scan --disasm`): real GPU libraries against independent readers, hostile and broken inputs,
+//! budgets.
 
 mod budgets;
 mod disasm;

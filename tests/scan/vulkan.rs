@@ -58,7 +58,7 @@ fn vulkan_library_shaders_match_readelf() {
     assert!(file["vulkan"].get("entries").is_none());
 }
 
-/// Issue 21: `maps` (and `scan`) called ggml's core `libggml.so` "ggml (vulkan)": it has `ggml_backend_vk_reg` in
+/// `maps` (and `scan`) once called ggml's core `libggml.so` "ggml (vulkan)": it has `ggml_backend_vk_reg` in
 /// its dynamic strings because it *imports* it (it registers the backends it was linked with). Only a defined
 /// symbol is evidence of a backend; nm(1) is the independent judge of which of llama.cpp's Vulkan build's libraries
 /// define one.

@@ -1,6 +1,6 @@
 //! Running the `backscope` binary as a hostile input's victim: in its own process group, under an address-space
 //! limit and a deadline (SIGKILL to the group after it), with its peak RSS measured and a check that nothing of its
-//! group survives it. The hardening tests of every command use this one runner.
+//! group survives it. The hostile-input tests of every command use this one runner.
 
 use std::ffi::OsString;
 use std::fs;

@@ -1,4 +1,5 @@
-//! Helpers shared by the integration tests: fixtures, running the binary and independent tools, the bounded runner, sweeps and their fault injectors.
+//! Helpers shared by the integration tests: fixtures, running the binary and independent tools, the bounded runner,
+//! sweeps and their fault injectors.
 
 pub(crate) mod bounded;
 pub(crate) mod builds;

@@ -16,8 +16,7 @@ pub fn assert_fits(text: &str, width: usize) {
 
 /// Hostile text: markup that would end a table or run a script, a Markdown table breaker, a newline, ANSI colour
 /// and title-setting escape sequences.
-pub const HOSTILE: &str =
-    "</table><script>alert(1)</script> a|b\nnext \u{1b}[31mred\u{1b}[0m \u{1b}]0;pwned\u{7}";
+pub const HOSTILE: &str = "</table><script>alert(1)</script> a|b\nnext \u{1b}[31mred\u{1b}[0m \u{1b}]0;pwned\u{7}";
 
 /// The checks every rendering of hostile input must pass.
 pub fn assert_inert(text: &str, markdown: &str, html: &str) {

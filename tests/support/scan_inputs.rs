@@ -1,5 +1,5 @@
-//! The bounded `backscope scan` runner and the generators of hostile scan inputs (ELF host libraries and AMDGPU
-//! code objects, offload bundles, zlib streams and CCOBs), shared by `scan_budgets` and `hardening_budgets`.
+//! The bounded `backscope scan` runner and the generators of hostile scan inputs (ELF host libraries and AMDGPU code
+//! objects, offload bundles, zlib streams and CCOBs), shared by tests/scan/budgets.rs and tests/scan/disasm_budgets.rs.
 
 use std::fs;
 use std::path::Path;

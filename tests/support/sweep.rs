@@ -1,6 +1,7 @@
 //! Helpers for the sweep tests: the real llama.cpp build and a synthesized model, running `backscope sweep --json`
-//! while reading its events, a traced sweep of a protocol stand-in server that runs a HIP program per request, and protocol-fault injectors (TCP peers on 127.0.0.1 that misbehave on purpose; they
-//! imitate no server, they break HTTP in one specific way each).
+//! while reading its events, a traced sweep of a protocol stand-in server that runs a HIP program per request, and
+//! protocol-fault injectors (TCP peers on 127.0.0.1 that misbehave on purpose; they imitate no server, they break HTTP
+//! in one specific way each).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -156,7 +156,7 @@ pub fn files_under(dir: &Path) -> std::collections::BTreeMap<String, String> {
 }
 
 /// `DIR/builds/bN/bin/llama-server` (a placeholder an external bisect test never starts) for each build; builds from
-/// `first_bad` on carry a `bad` marker the test reads (the layout of tests/bisect_cli.rs).
+/// `first_bad` on carry a `bad` marker the test reads (the layout of tests/bisect/cli.rs).
 pub fn marker_builds(dir: &Path, range: std::ops::RangeInclusive<u32>, first_bad: u32) {
     for b in range {
         let bin = dir.join(format!("builds/b{b}/bin"));

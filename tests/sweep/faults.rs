@@ -1,6 +1,8 @@
-//! Endpoints that fail in every way the issue lists, without a model: each failure is a record with a clear class
-//! and a time to failure, and the sweep records every cell. The peers are protocol-fault injectors
-//! (`sweep_common::injector`) and real processes (`python3` that never serves, a missing program).
+//! Endpoints that fail (a peer that closes, answers garbage, an endless or invalid body, or silence; an unknown API; a
+//! server that never becomes ready; a taken port; a missing program), without a model: each failure is a record with a
+//! clear class and a time to failure, and the sweep records every cell. The peers are protocol-fault injectors
+//! (`support::sweep::injector`) and real processes (`python3` that never serves, a missing program). Also the
+//! command-line mistakes, dry runs, Ctrl-C and resume, and llama-bench import and export.
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
-//! Hardening round 2 (issue 21) for `sweep import` and for what a sweep leaves running. Every input is made here:
-//! llama-bench test objects in the shape `tools/llama-bench/llama-bench.cpp` prints them (its `-o jsonl` writes one
-//! object per line with the fields `n_prompt`, `n_gen`, `avg_ns`, `avg_ts`, …), the database is read back with SQLite
-//! itself, and processes are looked up in /proc by pid.
+//! `sweep import` of llama-bench output: large, from pipes and FIFOs, invalid, failing mid-store. Every input is made
+//! here: llama-bench test objects in the shape `tools/llama-bench/llama-bench.cpp` prints them (its `-o jsonl` writes
+//! one object per line with the fields `n_prompt`, `n_gen`, `avg_ns`, `avg_ts`, …), the database is read back with
+//! SQLite itself, and processes are looked up in /proc by pid.
 
 use std::ffi::OsStr;
 use std::io::Write;

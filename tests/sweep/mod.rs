@@ -1,4 +1,5 @@
-//! `backscope sweep`: real llama-servers, endpoint faults, tracing, import, resume, what a sweep leaves behind, PostgreSQL fleets.
+//! `backscope sweep`: real llama-servers, endpoint faults, tracing, import, resume, what a sweep leaves behind,
+//! PostgreSQL fleets.
 
 mod faults;
 mod import;

@@ -53,7 +53,8 @@ fn two_hosts_sweep_at_once_into_one_database_and_migrate_it_once() {
     assert_eq!(meta["db"], format!("postgresql://postgres@/fleet?host={}&port=5432", pg.socket_dir()));
     // One report across both hosts: the same model, endpoint and num_gpu, one column per GPU/host, with the cell
     // counts of each host's plan.
-    let report: Value = serde_json::from_str(&stdout_ok(backscope().args(["report", &db, "--hosts", "--json"]))).unwrap();
+    let report: Value =
+        serde_json::from_str(&stdout_ok(backscope().args(["report", &db, "--hosts", "--json"]))).unwrap();
     let hosts: Vec<&str> = report["hosts"].as_array().unwrap().iter().map(|h| h["host_id"].as_str().unwrap()).collect();
     assert_eq!(hosts, ["host-a", "host-b"]);
     let points = report["points"].as_array().unwrap();
@@ -107,8 +108,9 @@ fn a_host_killed_mid_cell_resumes_its_run_and_every_cell_is_recorded_once() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("belongs to host `host-a`") && err.contains("--take-over"), "{err}");
     // … its own host does (its latest run, by default).
-    let line =
-        stdout_ok(backscope().env("BACKSCOPE_HOST_ID", "host-a").args(["sweep", "--quiet", "--yes", "--resume", "--db", &db]));
+    let line = stdout_ok(
+        backscope().env("BACKSCOPE_HOST_ID", "host-a").args(["sweep", "--quiet", "--yes", "--resume", "--db", &db]),
+    );
     assert!(line.contains(&format!("run {run_id}: {CELLS} of {CELLS} cells recorded")), "{line}");
     let counts = pg.psql(&format!(
         "SELECT count(*) || ' ' || count(DISTINCT cell_key) || ' ' || min(seq) || ' ' || max(seq) FROM backscope.records WHERE run_id = '{run_id}'"
@@ -187,12 +189,14 @@ fn a_host_role_with_only_the_documented_grants_can_sweep_and_push() {
     assert_eq!(pg.psql(&format!("SELECT status FROM backscope.runs WHERE run_id = '{swept}'")), "finished");
     // … and pushes: the run is created (its role's), and a second push finds every record stored already.
     let push = || -> Value {
-        let out = stdout_ok(backscope()
-            .env("PGPASSFILE", &pgpass)
-            .env("BACKSCOPE_HOST_ID", "host-a")
-            .args(["push", "--json", "--db", &host_db])
-            .arg("--from")
-            .arg(&local));
+        let out = stdout_ok(
+            backscope()
+                .env("PGPASSFILE", &pgpass)
+                .env("BACKSCOPE_HOST_ID", "host-a")
+                .args(["push", "--json", "--db", &host_db])
+                .arg("--from")
+                .arg(&local),
+        );
         serde_json::from_str(&out).unwrap()
     };
     let first = push();
@@ -224,11 +228,13 @@ fn a_host_role_with_only_the_documented_grants_can_sweep_and_push() {
     assert_eq!(pg.psql("SELECT count(*) FROM backscope.records"), "6");
     // The host role bisects too (INSERT of the bisect and its steps, UPDATE of its status and upstream range).
     crate::support::util::marker_builds(dir.path(), 100..=102, 102);
-    let out = stdout_ok(backscope()
-        .current_dir(dir.path())
-        .env("PGPASSFILE", &pgpass)
-        .args(["bisect", "--json", "--db", &host_db, "--good", "100", "--bad", "102", "--builds", "dir:builds"])
-        .args(["--", "sh", "-c", r#"test ! -e "$BACKSCOPE_BIN_DIR/bad""#]));
+    let out = stdout_ok(
+        backscope()
+            .current_dir(dir.path())
+            .env("PGPASSFILE", &pgpass)
+            .args(["bisect", "--json", "--db", &host_db, "--good", "100", "--bad", "102", "--builds", "dir:builds"])
+            .args(["--", "sh", "-c", r#"test ! -e "$BACKSCOPE_BIN_DIR/bad""#]),
+    );
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["verdict"]["first_bad"], 102);
     assert_eq!(
@@ -325,12 +331,14 @@ fn a_host_role_cannot_plant_or_change_another_roles_rows_and_its_own_work_goes_o
     let (mut c, db_a) = as_role("host_a");
     stdout_ok(c.args(["sweep", "import", "--db", &db_a, "--runs-dir", "runs-a"]).arg(&bench));
     let local = d.join("local.db");
-    stdout_ok(backscope()
-        .args(["sweep", "import", "--db"])
-        .arg(&local)
-        .args(["--runs-dir"])
-        .arg(d.join("runs-l"))
-        .arg(&bench));
+    stdout_ok(
+        backscope()
+            .args(["sweep", "import", "--db"])
+            .arg(&local)
+            .args(["--runs-dir"])
+            .arg(d.join("runs-l"))
+            .arg(&bench),
+    );
     let (mut c, _) = as_role("host_a");
     stdout_ok(c.args(["push", "--db", &db_a]).arg("--from").arg(&local));
     crate::support::util::marker_builds(d, 100..=102, 102);
@@ -362,7 +370,8 @@ fn a_host_role_cannot_plant_or_change_another_roles_rows_and_its_own_work_goes_o
     let (planted, e) = psql_as(&pg, &pgpass, "host_b", &plant.replace("{owner}", "").replace("{value}", ""));
     assert!(planted, "B may store its own rows: {e}");
     // A's plain --resume continues A's own latest bisect, not the planted one; --resume of the planted id is refused.
-    let resumed: Value = serde_json::from_str(&stdout_ok(&mut bisect("host_a", "ran-a", &["--resume", "--yes"]))).unwrap();
+    let resumed: Value =
+        serde_json::from_str(&stdout_ok(&mut bisect("host_a", "ran-a", &["--resume", "--yes"]))).unwrap();
     assert_eq!(resumed["bisect"]["bisect_id"], mine_id.as_str());
     let out = bisect("host_a", "ran-a", &["--resume", "bisect-29990101-000000-beef", "--yes"]).output().unwrap();
     let e = String::from_utf8_lossy(&out.stderr);

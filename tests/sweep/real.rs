@@ -118,7 +118,7 @@ fn matched_sweep_cpu_and_vulkan_every_cell_recorded_and_both_backends_identified
             .find(|c| s(&c["id"]).starts_with(prefix) && s(&c["id"]).ends_with(".backend"))
             .unwrap_or_else(|| panic!("no {prefix} backend claim: {claims:#?}"))
     };
-    // One claim-id scheme for `sweep` and `report` (issue 17): both show the run floor's one aggregation.
+    // One claim-id scheme for `sweep` and `report`: both show the run floor's one aggregation.
     let vk = backend_claim("report.vulkan.");
     assert_eq!(vk["confidence"], "Confirmed");
     let vk1 = claims

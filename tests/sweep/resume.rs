@@ -1,7 +1,7 @@
-//! Hardening round 3 (issue 26) for `sweep`: a stored run is data, not code. A real run is made with `sweep` (a
-//! managed "server" that is `/bin/sh` exiting at once, or an external endpoint nothing listens on), and its SQLite
-//! row is then rewritten with SQLite itself (rusqlite), as someone with write access to the file would. The binary
-//! runs under the bounded runner.
+//! `sweep --resume` and the leftover reclaim against hostile stores: a stored run is data, not code. A real run is made
+//! with `sweep` (a managed "server" that is `/bin/sh` exiting at once, or an external endpoint nothing listens on), and
+//! its SQLite row is then rewritten with SQLite itself (rusqlite), as someone with write access to the file would. The
+//! binary runs under the bounded runner.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -60,7 +60,7 @@ fn rewrite_plan(dir: &Path, edit: impl FnOnce(&mut Value)) {
     conn.execute("DELETE FROM records", []).unwrap();
 }
 
-/// Issue 26 for sweeps: a rewritten plan_json made a plain `sweep --resume` start the row's server command. Now
+/// A rewritten plan_json once made a plain `sweep --resume` start the row's server command. Now
 /// the command is shown (shell-quoted and escaped) and refused with exit 2 without `--yes`, and runs with it.
 #[test]
 fn a_planted_server_command_runs_only_after_yes() {
@@ -186,7 +186,7 @@ fn plant_ledger(dir: &Path, run_id: &str, run_dir: &Path, tag: &str) {
     .unwrap();
 }
 
-/// Issue 26: the leftover reclaim kills the processes a stored run's ledger names. A row whose run directory any
+/// The leftover reclaim kills the processes a stored run's ledger names. A row whose run directory any
 /// user can write to (its ledgers could be anyone's) is not reclaimed; the same ledger in a private directory
 /// is, which shows the planted one would have been.
 #[test]
@@ -226,7 +226,7 @@ fn ledger_only(run_dir: &Path, tag: &str) {
     std::fs::write(run_dir.join("groups/x.json"), entry.to_string()).unwrap();
 }
 
-/// Issue 26 in a shared PostgreSQL store: role B plants a run claiming A's host id whose ledger (in a private
+/// In a shared PostgreSQL store, role B plants a run claiming A's host id whose ledger (in a private
 /// directory of this user) names a process of A's host. A's next sweep reclaims only its own role's runs: B's
 /// planted leftover lives on, A's own (the control: the same ledger in a row of A's role) is killed.
 #[test]

@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::support::sweep::*;
 use crate::support::util::*;
 
-/// The observer library of this build (as tests/trace_cli.rs finds it).
+/// CLOCK_MONOTONIC now, in nanoseconds: the clock of the observer's trace windows.
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: writes into our timespec.

@@ -1,7 +1,9 @@
-//! Hardening round 3 (issue 26): every file a trace or a record names is read within bounds, and `predict --run`
-//! reads a run one record at a time. The traces and run directories are written here by hand (the trace format's
-//! own writers, crates/trace) and every command runs under the bounded runner (tests/bounded.rs): an address-space
-//! cap, a deadline, its peak RSS measured.
+//! `trace --read` (and `predict --trace` on the same traces) on hostile traces: memory follows the kernel table,
+//! not the file; every file a trace names (a pipeline's shader library) is read within bounds, and devices, FIFOs
+//! and directories are named without being read; a directory of thousands of trace files is read up to its bound;
+//! FIFOs and `/dev/zero` in place of trace files are named and left out. The traces are written here by hand (the
+//! trace format's own writers, crates/trace) and every command runs under the bounded runner
+//! (tests/support/bounded.rs): an address-space cap, a deadline, its peak RSS measured.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -105,7 +107,7 @@ fn sources(c: &Value) -> Vec<String> {
     c["sources"].as_array().unwrap().iter().map(Value::to_string).collect()
 }
 
-/// Issue 26: a pipeline's `spirv_object` was read whole after a size check that devices and FIFOs pass: /dev/zero
+/// A pipeline's `spirv_object` was once read whole after a size check that devices and FIFOs pass: /dev/zero
 /// grew past 23 GB, a FIFO hung `trace --read`. Now each is refused without being opened for reading (a FIFO
 /// without blocking), a directory too, and a sparse 1 GiB file is mapped (the decoder reads its header, not the
 /// GiB); `trace --read` finishes at once in little memory, exits 0 (the traces themselves were read), and a Limited
@@ -143,7 +145,7 @@ fn trace_read_refuses_devices_fifos_and_directories_a_pipeline_names() {
     }
 }
 
-/// Issue 26: twelve sparse 1 GiB "libraries" cost 1 GB of RSS and 28 s. The command's read budget (2 GiB of
+/// Twelve sparse 1 GiB "libraries" once cost 1 GB of RSS and 28 s. The command's read budget (2 GiB of
 /// record- and trace-named files) is spent after two of them; the other ten are named as not read, with the
 /// budget as the reason. `predict --trace` on the same traces goes on with the assumed build and names the library
 /// it could not read.
@@ -227,7 +229,7 @@ fn predict_trace_names_a_library_that_is_a_device() {
     );
 }
 
-/// Issue 26 (low): 100,000 trace files took 727 MB. One directory's reading stops at 4096 trace files (one per
+/// 100,000 trace files once took 727 MB. One directory's reading stops at 4096 trace files (one per
 /// traced process) and says how many more there were; memory follows what was read.
 #[test]
 fn a_directory_of_thousands_of_trace_files_is_read_up_to_its_bound() {
@@ -286,7 +288,7 @@ fn big_trace(path: &Path, kernels: u32, windows: u32) -> u64 {
     total
 }
 
-/// Issue 21: `trace --read` held every window (≈3.6× the file: 507 MB → 1.8 GB). Read streaming and folded, a
+/// `trace --read` once held every window (≈3.6× the file: 507 MB → 1.8 GB). Read streaming and folded, a
 /// trace of tens of MB costs a small fraction of its size above what the same kernel table costs in a trace of
 /// one window, and the totals are those written.
 #[test]

@@ -122,7 +122,7 @@ fn real_gpu_driver_lines_are_kept_stored_and_grouped() {
 
 /// The capture's reading thread blocks every signal: `trace` and `sweep` take SIGINT and SIGTERM in the thread that
 /// blocked them, and a process-directed signal delivered to a thread that did not would end backscope before its
-/// summary (trace_cli's SIGINT test caught this when the signal fell on the reading thread).
+/// summary (tests/trace/cli.rs's SIGINT test caught this when the signal fell on the reading thread).
 #[test]
 fn the_reading_thread_takes_no_signal() {
     let dir = tempfile::tempdir().unwrap();

@@ -5,7 +5,7 @@ use std::process::Command;
 
 use crate::support::util::*;
 
-/// Issue 21: `trace` on a Vulkan-only program refused to start without the CUDA/HIP observer library beside the
+/// `trace` on a Vulkan-only program once refused to start without the CUDA/HIP observer library beside the
 /// binary. A backscope with only the Vulkan layer (here: a hard link of the binary in a directory of its own, the
 /// layer named by $BACKSCOPE_VKLAYER_SO) traces vulkaninfo's device and says that CUDA/HIP is not observed; with
 /// neither it refuses, saying so.
@@ -23,7 +23,7 @@ fn trace_starts_with_the_vulkan_layer_alone() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("CUDA/HIP launches are not observed: cannot find libbackscope_observer.so"), "{stderr}");
-    // Issue 27: where it looked, all of it: the variable, beside the binary, deps/, and the prefix's lib/backscope.
+    // Where it looked, all of it: the variable, beside the binary, deps/, and the prefix's lib/backscope.
     let looked = format!(
         "($BACKSCOPE_OBSERVER_SO is not set; looked in {0}, {0}/deps, {1}/lib/backscope, for the backscope at {0}/backscope)",
         alone.path().display(),
@@ -43,9 +43,9 @@ fn trace_starts_with_the_vulkan_layer_alone() {
     assert!(stderr.contains("nothing to observe with: neither the observer library"), "{stderr}");
 }
 
-/// Issue 27: an install under one prefix (the Debian package's /usr, or `cargo install`'s ~/.cargo plus the two
-/// libraries copied to ~/.cargo/lib/backscope, as the README says) traces with no flag or variable: PREFIX/bin/backscope
-/// finds both libraries in PREFIX/lib/backscope, and `trace --env` names them there.
+/// An install under one prefix (the Debian package's /usr, or `cargo install`'s ~/.cargo plus the two libraries copied
+/// to ~/.cargo/lib/backscope, as the README says) traces with no flag or variable: PREFIX/bin/backscope finds both
+/// libraries in PREFIX/lib/backscope, and `trace --env` names them there.
 #[test]
 fn an_install_under_one_prefix_finds_its_libraries() {
     let prefix = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();

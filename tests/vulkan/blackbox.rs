@@ -264,7 +264,7 @@ fn the_kernels_timeout_naming_the_traced_pid_joins_the_hang() {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: a valid timespec for clock_gettime to fill.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    // The printk clock, which journald takes as CLOCK_MONOTONIC (tests/kernel_log.rs checks it on this machine).
+    // The printk clock, which journald takes as CLOCK_MONOTONIC (tests/trace/kernel_log.rs checks it on this machine).
     let usec = ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000;
     let records = [
         (3, 5001, usec, "amdgpu 0000:c2:00.0: ring gfx_0.0.0 timeout, signaled seq=166926, emitted seq=166928".to_string()),

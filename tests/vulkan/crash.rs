@@ -248,7 +248,7 @@ fn a_cgo_program_that_dies_in_c_after_vulkan_work_keeps_gos_report_and_status() 
 }
 
 /// llama-bench on lavapipe (the llama.cpp 11434 Vulkan build, ggml's debug markers naming its pipelines) sent
-/// SIGSEGV in the middle of its work, as the Vega crash of issue 20 kills the runner: it dies by the signal as it would
+/// SIGSEGV in the middle of its work, as a Vega GPU's crash kills Ollama's runner: it dies by the signal as it would
 /// without the layer, and the crash record names the ggml pipelines it had just submitted, each one ggml-vulkan's
 /// (data/vulkan_pipelines.toml gives every one an op) and each counted in the trace's windows.
 #[test]

@@ -493,7 +493,7 @@ fn impersonated_bench(
 /// (2838-2841: with no cores counted the large tiling is preferred past the medium tile's columns), the 512-token
 /// Q4_K_M run loses its `split_k_reduce` and every matmul moves to the large tile (`…_aligned_2`).
 ///
-/// The order of dispatches (issue 29's "dispatch for dispatch": each distinct sequence of pipelines a command buffer
+/// The order of dispatches ("dispatch for dispatch": each distinct sequence of pipelines a command buffer
 /// dispatched) must be equal wherever the real trace recorded it; the traces committed before the layer's `sequence`
 /// records have none, and each such case counts as "order not recorded" (bench/gpu/verify_vulkan_order.sh records
 /// traces that have it).
@@ -620,7 +620,7 @@ fn predict_verify_runs_ggml_as_the_device_and_confirms_the_prediction() {
     );
 }
 
-/// Issue 29's grid, held in CI: for every shipped impersonation profile, `predict` equals ggml-vulkan's own choices
+/// The grid, held in CI: for every shipped impersonation profile, `predict` equals ggml-vulkan's own choices
 /// (`--verify`: the same llama.cpp 11434 build run impersonating the device) for a dense model in F16, Q4_0, Q4_K_M,
 /// Q5_K_M, Q6_K, Q8_0 and IQ4_XS and a Mixtral-routed MoE in Q8_0 and Q4_K_M, at prompts of 8 tokens (the last
 /// mat-vec width), 9 (the first matmul), 64 and 512 with a 2-token decode, every layer offloaded; and every model
@@ -826,7 +826,7 @@ fn verify_against(device: &str, model: &Path, case: [&str; 3], real: &Path) -> (
     (r["against"].clone(), claims)
 }
 
-/// Issue 29's "dispatch for dispatch": the Vulkan layer records the order of dispatches (each distinct sequence of
+/// "Dispatch for dispatch": the Vulkan layer records the order of dispatches (each distinct sequence of
 /// pipelines a submitted command buffer dispatched, with its submissions), and a run held against another is
 /// compared sequence by sequence. Two runs of one case impersonating the H200 on lavapipe — the first under
 /// `backscope trace --impersonate` with the llama-bench arguments `predict --verify` gives, the second by `predict

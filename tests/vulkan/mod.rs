@@ -1,4 +1,5 @@
-//! The Vulkan layer (`crates/vklayer`) under real programs on Mesa's lavapipe: dispatch counts, crashes, the black box, impersonation, capability claims, the pipeline map.
+//! The Vulkan layer (`crates/vklayer`) under real programs on Mesa's lavapipe: dispatch counts, crashes, the black box,
+//! impersonation, capability claims, the pipeline map.
 
 mod blackbox;
 mod capability;
