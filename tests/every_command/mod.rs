@@ -1,5 +1,5 @@
-//! What every command does the same way: the output layer, hostile text, special files and outputs, a hostile
-//! PostgreSQL `--db`.
+//! What every command does the same way: the output layer, hostile text, special files and outputs, numeric flags at
+//! their extremes, a hostile PostgreSQL `--db`.
 
 mod files;
 mod hostile_text;

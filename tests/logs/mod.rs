@@ -1,4 +1,4 @@
-//! `backscope logs`: the command line, logs of every era, the scored corpus of public logs.
+//! `backscope logs`: the command line, logs of every era, hostile logs, the scored corpus of public logs.
 
 mod cli;
 mod corpus;

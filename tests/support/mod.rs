@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests: fixtures, running the binary and independent tools, the bounded runner,
-//! sweeps and their fault injectors.
+//! sweeps and their fault injectors, throw-away PostgreSQL clusters, HIP and Vulkan test programs, synthesized models,
+//! the real llama.cpp builds bisect runs, and independent checks of rendered output.
 
 pub(crate) mod bounded;
 pub(crate) mod builds;

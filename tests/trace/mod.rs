@@ -1,4 +1,5 @@
-//! `backscope trace`: the CUDA/HIP observer on real programs, hostile traces, the kernel-log capture.
+//! `backscope trace`: the CUDA/HIP observer on real programs, signals, where it finds its libraries, hostile traces,
+//! the kernel-log capture.
 
 mod cli;
 mod hostile;
