@@ -46,7 +46,7 @@ PROMPT="The quick brown fox jumps over the lazy dog"
 for mode in whole stream; do
   stream=false; flag=--no-stream
   [ "$mode" = stream ] && { stream=true; flag=; }
-  # The exact body backscope sends to /completion (see src/sweep/api.rs).
+  # The exact body backscope sends to /completion (see src/commands/sweep/api.rs).
   printf '{"prompt":"%s","n_predict":%d,"temperature":0.0,"seed":42,"stream":%s,"cache_prompt":false}' \
     "$PROMPT" "$PREDICT" "$stream" >"$WORK/req-$mode.json"
   for _ in 1 2 3 4 5; do # warm-up

@@ -1,5 +1,5 @@
 //! Compares `backscope trace --json` of a Vulkan llama.cpp run with ggml-vulkan's own GGML_VK_PERF_LOGGER output
-//! of the same run, through the accounting of `backscope::vulkan::counts` (graph nodes against dispatches:
+//! of the same run, through the accounting of `backscope::observe::vulkan::counts` (graph nodes against dispatches:
 //! per-token MUL_MAT_ID dispatches, count_experts, helpers, fused top-k groups). The GPU validation
 //! (bench/gpu/validate_vulkan.sh) runs it; the lavapipe tests use the same module.
 //!
@@ -15,14 +15,14 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, Context, Result};
-use backscope::vulkan::counts::{account, parse_perf_logger};
+use backscope::observe::vulkan::counts::{account, parse_perf_logger};
 use serde_json::{json, Value};
 
 /// Largest file read (a trace summary or a perf log of a long run).
 const MAX_BYTES: u64 = 256 << 20;
 
 fn compare(summary_path: &Path, perf_path: &Path) -> Result<Value> {
-    let text = backscope::inputs::read_text_limited(summary_path, MAX_BYTES)?;
+    let text = backscope::host::inputs::read_text_limited(summary_path, MAX_BYTES)?;
     let last = text.trim_end().rsplit('\n').next().unwrap_or_default();
     let summary: Value =
         serde_json::from_str(last).with_context(|| format!("{}: last line is no JSON", summary_path.display()))?;
@@ -34,7 +34,7 @@ fn compare(summary_path: &Path, perf_path: &Path) -> Result<Value> {
         .filter(|k| k["api"] == "vulkan")
         .filter_map(|k| Some((k["name"].as_str()?, k["launches"].as_u64()?)))
         .collect();
-    let perf = backscope::inputs::read_text_limited(perf_path, MAX_BYTES)?;
+    let perf = backscope::host::inputs::read_text_limited(perf_path, MAX_BYTES)?;
     let entries = parse_perf_logger(&perf);
     let acc = account(&entries, rows);
     println!("{}: {}", summary_path.display(), acc.headline());

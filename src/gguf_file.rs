@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Result};
 use gguf::Gguf;
 
-use crate::inputs::MappedFile;
+use crate::host::inputs::MappedFile;
 
 /// A GGUF file mapped through the SIGBUS-guarded [`MappedFile`]: when another process truncates it while it is
 /// read (a model being re-downloaded), the pages past the new end read as zeros instead of killing the process,

@@ -12,7 +12,7 @@ use clap::Parser as _;
 
 fn main() -> ExitCode {
     // The sweep's watchdog is this binary started again under another name (see sweep::supervise::watchdog).
-    if let Some(code) = backscope::sweep::watchdog_main() {
+    if let Some(code) = backscope::commands::sweep::watchdog_main() {
         return ExitCode::from(code);
     }
     let cli = match cli::Cli::try_parse() {

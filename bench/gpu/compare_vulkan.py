@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The overhead rows of validate_vulkan.sh, as medians and ratios. (The comparison of a trace's dispatches with
 GGML_VK_PERF_LOGGER's nodes is examples/compare_vulkan.rs, which uses backscope's own accounting,
-src/vulkan/counts.rs: per-token MUL_MAT_ID dispatches, count_experts, helpers and fused groups.)
+src/observe/vulkan/counts.rs: per-token MUL_MAT_ID dispatches, count_experts, helpers and fused groups.)
 
 Usage: compare_vulkan.py --overhead overhead-vulkan.jsonl
 """

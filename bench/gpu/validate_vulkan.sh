@@ -6,7 +6,7 @@
 #      n_ff 1536, 2 used; about 0.8 B parameters) in F16, Q4_K_M and Q8_0;
 #   3. for each model and for prompts of 8, 100 and 512 tokens and a 16-token decode: llama-bench under
 #      `backscope trace` with GGML_VK_PERF_LOGGER=1, then compare_vulkan (examples/compare_vulkan.rs, the accounting
-#      of src/vulkan/counts.rs): the layer's dispatches per op against the perf logger's graph nodes per op (the
+#      of src/observe/vulkan/counts.rs): the layer's dispatches per op against the perf logger's graph nodes per op (the
 #      independent count), per-token MUL_MAT_ID dispatches, count_experts and helpers told apart from nodes;
 #   4. pipeline statistics (VK_KHR_pipeline_executable_properties, which NVIDIA's driver offers): the trace's
 #      pipeline definitions must carry them;

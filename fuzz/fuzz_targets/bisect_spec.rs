@@ -4,7 +4,7 @@
 
 #![no_main]
 
-use backscope::bisect::BisectSpec;
+use backscope::commands::bisect::BisectSpec;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };

@@ -6,7 +6,7 @@
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    if let Ok((cells, _runs)) = backscope::sweep::read_stored_plan(text) {
+    if let Ok((cells, _runs)) = backscope::commands::sweep::read_stored_plan(text) {
         assert!(cells <= 1_000_000, "a checked plan laid out {cells} cells");
     }
 });

@@ -57,20 +57,20 @@ impl Builder {
 
     /// A build directory is run only when every directory from the cache root down to it, the `bin` it links to
     /// (inside it) and the target files there are this user's and writable by no one else
-    /// ([`crate::cache::check_trusted`]): the cache root is private, so this catches what was planted before it
+    /// ([`crate::host::cache::check_trusted`]): the cache root is private, so this catches what was planted before it
     /// was, or by a process that made part of it group- or world-writable.
     pub fn check_trusted(&self, dir: &Path, targets: &[String]) -> Result<(), String> {
-        crate::cache::check_trusted(&self.cache_dir, dir)?;
+        crate::host::cache::check_trusted(&self.cache_dir, dir)?;
         let resolve = |p: &Path| p.canonicalize().map_err(|e| format!("cannot resolve {}: {e}", p.display()));
         let (real_dir, real_bin) = (resolve(dir)?, resolve(&dir.join("bin"))?);
         if !real_bin.starts_with(&real_dir) {
             return Err(format!("{}/bin leads to {}, outside the build", dir.display(), real_bin.display()));
         }
-        crate::cache::check_trusted(&real_dir, &real_bin)?;
+        crate::host::cache::check_trusted(&real_dir, &real_bin)?;
         for t in targets {
             for file in [real_bin.join(t), real_bin.join(format!("lib{t}.so"))] {
                 if file.exists() {
-                    crate::cache::check_trusted(&real_bin, &file)?;
+                    crate::host::cache::check_trusted(&real_bin, &file)?;
                 }
             }
         }
@@ -183,7 +183,7 @@ impl Builder {
             Backend::Cuda => a.push("-DGGML_CUDA=ON".into()),
             Backend::Hip => a.push("-DGGML_HIP=ON".into()),
         }
-        if crate::proc::which("ccache", std::env::var("PATH").ok().as_deref()).is_some() {
+        if crate::host::proc::which("ccache", std::env::var("PATH").ok().as_deref()).is_some() {
             let mut langs = vec!["C", "CXX"];
             match flags.backend {
                 Backend::Cuda => langs.push("CUDA"),
@@ -308,7 +308,7 @@ fn run_step(program: &str, args: &[String], log: &Path, what: &str) -> anyhow::R
         });
     }
     let mut last_lines: Vec<String> = Vec::new();
-    let streamed = crate::proc::run::stream(cmd, STEP_LIMIT, 64 << 10, |stdout| {
+    let streamed = crate::host::proc::run::stream(cmd, STEP_LIMIT, 64 << 10, |stdout| {
         use std::io::{BufRead, BufReader};
         let mut written = 0u64;
         for line in BufReader::new(stdout).split(b'\n').map_while(Result::ok) {
@@ -321,7 +321,7 @@ fn run_step(program: &str, args: &[String], log: &Path, what: &str) -> anyhow::R
                 last_lines.drain(..20);
             }
         }
-        ((), crate::proc::run::ReadTo::End)
+        ((), crate::host::proc::run::ReadTo::End)
     })
     .with_context(|| format!("{what}: cannot run {program}"))?;
     if streamed.exit.code == Some(0) && !streamed.timed_out {
@@ -401,7 +401,7 @@ mod tests {
     /// A tree whose CMake project fails to configure is Unbuildable, naming the log, and nothing is marked complete.
     #[test]
     fn a_failing_configure_is_unbuildable_with_its_log() {
-        if crate::proc::which("cmake", std::env::var("PATH").ok().as_deref()).is_none() {
+        if crate::host::proc::which("cmake", std::env::var("PATH").ok().as_deref()).is_none() {
             panic!("cmake is not installed (scripts/llama-build.sh installs it)");
         }
         let tmp = tempfile::tempdir().unwrap();

@@ -56,10 +56,10 @@ impl GitProvider {
         cmd.arg("-C").arg(&self.repo).args(["archive", "--format=tar", &tag]);
         let what = format!("git archive {tag} of {}", self.repo.display());
         let dest = scratch.path().to_path_buf();
-        let streamed = crate::proc::run::stream(cmd, ARCHIVE_LIMIT, 64 << 10, |stdout| {
+        let streamed = crate::host::proc::run::stream(cmd, ARCHIVE_LIMIT, 64 << 10, |stdout| {
             (
                 super::unpack::unpack_tar(stdout, &dest, super::unpack::SOURCE_TREE_LIMITS, &what),
-                crate::proc::run::ReadTo::End,
+                crate::host::proc::run::ReadTo::End,
             )
         })
         .with_context(|| format!("{what}: cannot run git"))?;
@@ -81,7 +81,7 @@ impl GitProvider {
 fn git(repo: &Path, args: &[&str], limit: Duration) -> anyhow::Result<String> {
     let mut argv = vec!["git".to_string(), "-C".to_string(), repo.display().to_string()];
     argv.extend(args.iter().map(|s| s.to_string()));
-    let out = crate::proc::run::run_bounded(&argv, &[], limit, GIT_OUTPUT_CAP)
+    let out = crate::host::proc::run::run_bounded(&argv, &[], limit, GIT_OUTPUT_CAP)
         .with_context(|| format!("running git {} in {}", args.join(" "), repo.display()))?;
     if out.exit.code != Some(0) || out.timed_out {
         let err = String::from_utf8_lossy(&out.stderr);

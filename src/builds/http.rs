@@ -18,7 +18,7 @@ pub fn agent() -> ureq::Agent {
     let bundle = std::env::var_os("SSL_CERT_FILE")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/etc/ssl/certs/ca-certificates.crt"));
-    let roots = crate::inputs::read_limited(&bundle, 16 << 20)
+    let roots = crate::host::inputs::read_limited(&bundle, 16 << 20)
         .ok()
         .map(|pem| {
             ureq::tls::parse_pem(&pem)

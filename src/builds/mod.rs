@@ -30,10 +30,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-/// Where builds and their sources are cached ([`crate::cache`]: sources in `src/`, builds in `builds/`); checked
+/// Where builds and their sources are cached ([`crate::host::cache`]: sources in `src/`, builds in `builds/`); checked
 /// by [`provider`] before anything there is used.
 pub fn default_cache_dir() -> PathBuf {
-    crate::cache::location().0
+    crate::host::cache::location().0
 }
 
 /// The provider a `--builds` value names, for CPU builds ([`provider_for`]).
@@ -45,10 +45,11 @@ pub fn provider(spec: &str, cache_dir: &Path) -> anyhow::Result<Box<dyn Provider
 /// `dir:DIR` (built versions), `release:URL` or `release:github` (llama.cpp's release archives by URL pattern) or
 /// `release-dir:DIR` (downloaded release archives; `backend` picks the platform's among them). Sources, builds and
 /// downloads are cached under `cache_dir` (see [`default_cache_dir`]), which must be this user's own
-/// ([`crate::cache::check_root`]): builds found there are run.
+/// ([`crate::host::cache::check_root`]): builds found there are run.
 pub fn provider_for(spec: &str, cache_dir: &Path, backend: Backend) -> anyhow::Result<Box<dyn Provider>> {
     let builder = builder::Builder::new(cache_dir);
-    let private_cache = || crate::cache::check_root(cache_dir).map_err(|e| anyhow::anyhow!("--builds {spec}: {e}"));
+    let private_cache =
+        || crate::host::cache::check_root(cache_dir).map_err(|e| anyhow::anyhow!("--builds {spec}: {e}"));
     let store = || -> anyhow::Result<store::Store> {
         private_cache()?;
         Ok(store::Store::new(cache_dir, store::cap_from_env()?))

@@ -238,13 +238,13 @@ impl PypiProvider {
 
     /// The saved listing of this index, if there is one. A listing of another index is none; one that does not
     /// read as a saved listing is none with a note (it is replaced by the next fetch); one that another user could
-    /// have written ([`crate::cache::check_trusted`]: its URLs and digests decide what is built) is an error.
+    /// have written ([`crate::host::cache::check_trusted`]: its URLs and digests decide what is built) is an error.
     fn saved_listing(&self) -> anyhow::Result<Option<SavedListing>> {
         let path = self.listing_path();
         if fs::symlink_metadata(&path).is_err() {
             return Ok(None);
         }
-        crate::cache::check_trusted(&self.builder.cache_dir, &path)
+        crate::host::cache::check_trusted(&self.builder.cache_dir, &path)
             .map_err(|e| anyhow::anyhow!("refusing the saved PyPI listing: {e}"))?;
         match read_saved_listing(&path, &self.index_url) {
             Ok(found) => Ok(found),
@@ -308,7 +308,7 @@ struct SavedListing {
 
 /// The saved listing at `path` if it is `index_url`'s (none when it is another index's).
 fn read_saved_listing(path: &Path, index_url: &str) -> anyhow::Result<Option<SavedListing>> {
-    let bytes = crate::inputs::read_limited(path, LISTING_CAP + (1 << 16))?;
+    let bytes = crate::host::inputs::read_limited(path, LISTING_CAP + (1 << 16))?;
     let v: Value = serde_json::from_slice(&bytes).context("not JSON")?;
     if v.get("schema").and_then(Value::as_str) != Some(LISTING_SCHEMA) {
         bail!("its `schema` is not {LISTING_SCHEMA:?}");

@@ -127,7 +127,7 @@ impl Store {
 
     /// The record of a finished entry (none for one that is missing or unfinished).
     pub fn meta(&self, name: &str) -> Option<Meta> {
-        let text = crate::inputs::read_limited(&self.meta_path(name), 1 << 16).ok()?;
+        let text = crate::host::inputs::read_limited(&self.meta_path(name), 1 << 16).ok()?;
         let meta: Meta = serde_json::from_slice(&text).ok()?;
         fs::symlink_metadata(self.path(name)).is_ok().then_some(meta)
     }

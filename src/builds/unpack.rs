@@ -228,7 +228,7 @@ impl<'a> Tree<'a> {
 }
 
 /// A directory writable by its owner only whatever the umask (what is unpacked is run only when no one else can
-/// write along its path: [`crate::cache::check_trusted`]).
+/// write along its path: [`crate::host::cache::check_trusted`]).
 fn make_dir(at: &Path, what: &str) -> anyhow::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     fs::DirBuilder::new().mode(0o755).create(at).with_context(|| format!("{what}: creating {}", at.display()))

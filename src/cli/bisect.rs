@@ -1,12 +1,12 @@
-//! `backscope bisect`'s flags, and their conversion into `backscope::bisect`'s options.
+//! `backscope bisect`'s flags, and their conversion into `backscope::commands::bisect`'s options.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use backscope::bisect::options::{parse_backend, parse_build};
-use backscope::bisect::validate;
-use backscope::bisect::{BisectOptions, BisectSpec, CellSpec, Rate, Resume, TestSpec};
 use backscope::builds::BuildNumber;
+use backscope::commands::bisect::options::{parse_backend, parse_build};
+use backscope::commands::bisect::validate;
+use backscope::commands::bisect::{BisectOptions, BisectSpec, CellSpec, Rate, Resume, TestSpec};
 use clap::{value_parser, ArgGroup, Args, ValueEnum};
 
 const AFTER_HELP: &str = "\

@@ -1,9 +1,9 @@
-//! `backscope doctor`'s flags, and their conversion into `backscope::doctor::DoctorCommand`.
+//! `backscope doctor`'s flags, and their conversion into `backscope::commands::doctor::DoctorCommand`.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use backscope::doctor::{DoctorCommand, DoctorOptions};
+use backscope::commands::doctor::{DoctorCommand, DoctorOptions};
 use clap::Args;
 
 #[derive(Debug, Args)]

@@ -1,8 +1,8 @@
-//! `backscope gate`'s flags, and their conversion into `backscope::gate::GateCommand`.
+//! `backscope gate`'s flags, and their conversion into `backscope::commands::gate::GateCommand`.
 
 use std::path::PathBuf;
 
-use backscope::gate::{GateCommand, GateOptions};
+use backscope::commands::gate::{GateCommand, GateOptions};
 use clap::Args;
 
 #[derive(Debug, Args)]

@@ -1,6 +1,6 @@
 //! `backscope generate man|completions|vulkan-manifest DIR` (hidden): the files a package installs beside the binary,
 //! made from the same definitions the binary runs with, so they cannot drift from it: manual pages and shell
-//! completions from clap's command tree, the Vulkan layer's manifest from `backscope::observe::manifest_text`.
+//! completions from clap's command tree, the Vulkan layer's manifest from `backscope::observe::observers::manifest_text`.
 //! `scripts/package-deb.sh` calls it between the release build and `cargo deb`.
 
 use std::path::{Path, PathBuf};
@@ -65,7 +65,7 @@ pub fn run(args: GenerateArgs, cli: clap::Command) -> Result<u8> {
             );
             create(&dir)?;
             let path = dir.join(trace_format::vulkan::MANIFEST_FILE);
-            std::fs::write(&path, backscope::observe::manifest_text(&library))
+            std::fs::write(&path, backscope::observe::observers::manifest_text(&library))
                 .with_context(|| format!("writing {}", path.display()))?;
         }
     }

@@ -1,8 +1,8 @@
-//! `backscope logs`'s flags, and their conversion into `backscope::logscmd::LogsOptions`.
+//! `backscope logs`'s flags, and their conversion into `backscope::commands::logs::LogsOptions`.
 
 use std::path::PathBuf;
 
-use backscope::logscmd::LogsOptions;
+use backscope::commands::logs::LogsOptions;
 use clap::Args;
 
 #[derive(Debug, Args)]

@@ -1,8 +1,8 @@
-//! `backscope maps`'s flags, and their conversion into `backscope::maps::MapsOptions`.
+//! `backscope maps`'s flags, and their conversion into `backscope::commands::maps::MapsOptions`.
 
 use std::time::Duration;
 
-use backscope::maps::MapsOptions;
+use backscope::commands::maps::MapsOptions;
 use clap::Args;
 
 #[derive(Debug, Args)]

@@ -19,7 +19,8 @@ mod trace;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use backscope::{gpucode, scan};
+use backscope::commands::scan;
+use backscope::gpu::binaries;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -134,14 +135,14 @@ pub struct ScanArgs {
 impl From<ScanArgs> for scan::ScanCommand {
     fn from(a: ScanArgs) -> Self {
         scan::ScanCommand {
-            options: gpucode::ScanOptions {
+            options: binaries::ScanOptions {
                 paths: a.paths,
                 arch: a.arch,
                 kernels: a.kernels,
                 library_path: a.library_path,
                 follow_outside: a.follow_outside,
-                limits: gpucode::limits::ScanLimits::default(),
-                disasm: a.disasm.then_some(backscope::gpucode::disasm::DisasmOptions {
+                limits: binaries::limits::ScanLimits::default(),
+                disasm: a.disasm.then_some(backscope::gpu::binaries::disasm::DisasmOptions {
                     kernel: a.kernel,
                     llvm_objdump: a.llvm_objdump,
                     nvdisasm: a.nvdisasm,
@@ -158,24 +159,24 @@ impl From<ScanArgs> for scan::ScanCommand {
 pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Scan(a) => scan::run(&a.into()),
-        Command::Sweep(a) => backscope::sweep::run(a.into()),
-        Command::Synth(a) => backscope::synth::run(a.into()),
-        Command::Trace(a) => backscope::tracecmd::run(a.into()),
-        Command::Maps(a) => backscope::maps::run(&a.into()),
-        Command::Predict(a) => backscope::predict::command::run(&(*a).into()),
-        Command::Gate(a) => backscope::gate::run(&a.into()),
-        Command::Doctor(a) => backscope::doctor::run(&a.into()),
-        Command::Logs(a) => backscope::logscmd::run(&a.into()),
-        Command::Report(a) => backscope::report::run(&a.into()),
-        Command::Bisect(a) => backscope::bisect::run(&a.into_options()?),
-        Command::Push(a) => backscope::push::run(&a.into()),
+        Command::Sweep(a) => backscope::commands::sweep::run(a.into()),
+        Command::Synth(a) => backscope::commands::synth::run(a.into()),
+        Command::Trace(a) => backscope::commands::trace::run(a.into()),
+        Command::Maps(a) => backscope::commands::maps::run(&a.into()),
+        Command::Predict(a) => backscope::commands::predict::command::run(&(*a).into()),
+        Command::Gate(a) => backscope::commands::gate::run(&a.into()),
+        Command::Doctor(a) => backscope::commands::doctor::run(&a.into()),
+        Command::Logs(a) => backscope::commands::logs::run(&a.into()),
+        Command::Report(a) => backscope::commands::report::run(&a.into()),
+        Command::Bisect(a) => backscope::commands::bisect::run(&a.into_options()?),
+        Command::Push(a) => backscope::commands::push::run(&a.into()),
         Command::Generate(a) => generate::run(a, <Cli as clap::CommandFactory>::command()),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use backscope::sweep::{Resume, SweepCommand};
+    use backscope::commands::sweep::{Resume, SweepCommand};
     use clap::CommandFactory;
 
     use super::*;
@@ -218,7 +219,7 @@ mod tests {
         let manifest = std::fs::read(dir.path().join(trace_format::vulkan::MANIFEST_FILE)).unwrap();
         assert_eq!(
             manifest,
-            backscope::observe::manifest_text(std::path::Path::new(layer)),
+            backscope::observe::observers::manifest_text(std::path::Path::new(layer)),
             "the text trace recognises"
         );
     }
@@ -268,8 +269,8 @@ mod tests {
 
     #[test]
     fn predict_gate_and_doctor_flags_become_their_commands() {
-        use backscope::predict::command::{BatchFrom, Observation, PredictCommand};
-        use backscope::predict::{Batch, WeightSource};
+        use backscope::commands::predict::command::{BatchFrom, Observation, PredictCommand};
+        use backscope::commands::predict::{Batch, WeightSource};
         let parse = |args: &[&str]| Cli::try_parse_from(["backscope"].iter().chain(args));
         let cli = parse(&[
             "predict",
@@ -342,7 +343,7 @@ mod tests {
         else {
             panic!("not gate")
         };
-        let g: backscope::gate::GateCommand = a.into();
+        let g: backscope::commands::gate::GateCommand = a.into();
         assert_eq!(g.options.install, [PathBuf::from("a"), PathBuf::from("b")]);
         assert_eq!(
             (g.options.runs, g.options.run_ids, g.options.ollama.as_deref()),
@@ -359,7 +360,7 @@ mod tests {
         else {
             panic!("not doctor")
         };
-        let d: backscope::doctor::DoctorCommand = a.into();
+        let d: backscope::commands::doctor::DoctorCommand = a.into();
         assert_eq!(
             (d.options.user.as_deref(), d.options.tools, d.options.root),
             (Some("ollama"), Some(false), PathBuf::from("/"))
@@ -370,7 +371,7 @@ mod tests {
 
     #[test]
     fn bisect_flags_become_a_stored_spec() {
-        use backscope::bisect::{Rate, Resume, TestSpec};
+        use backscope::commands::bisect::{Rate, Resume, TestSpec};
         let parse = |args: &[&str]| Cli::try_parse_from(["backscope", "bisect"].iter().chain(args));
         let opts = |args: &[&str]| {
             let Command::Bisect(a) = parse(args).unwrap().command else { panic!("not bisect") };
@@ -481,7 +482,7 @@ mod tests {
         ])
         .unwrap();
         let Command::Maps(a) = cli.command else { panic!("not maps") };
-        let o: backscope::maps::MapsOptions = a.into();
+        let o: backscope::commands::maps::MapsOptions = a.into();
         assert_eq!(
             (o.names.as_slice(), o.watch, o.interval),
             (&["ollama".to_string()][..], true, std::time::Duration::from_secs(2))

@@ -1,10 +1,10 @@
-//! `backscope predict`'s flags, and their conversion into `backscope::predict::command::PredictCommand`.
+//! `backscope predict`'s flags, and their conversion into `backscope::commands::predict::command::PredictCommand`.
 
 use std::path::PathBuf;
 
-use backscope::predict::command::{Backend, BatchFrom, Observation, PredictCommand};
-use backscope::predict::vulkan::verify::Verify;
-use backscope::predict::{Batch, FlashAttn, WeightSource, DEFAULT_UBATCH};
+use backscope::commands::predict::command::{Backend, BatchFrom, Observation, PredictCommand};
+use backscope::commands::predict::vulkan::verify::Verify;
+use backscope::commands::predict::{Batch, FlashAttn, WeightSource, DEFAULT_UBATCH};
 use clap::{ArgGroup, Args, ValueEnum};
 
 #[derive(Debug, Args)]
@@ -77,7 +77,7 @@ pub struct PredictArgs {
     pub ubatch: u64,
     /// ggml version of the rules: 11434 (llama.cpp b11434) or ollama-v0.24.0 (alias o24); with --backend vulkan,
     /// 11434 or ollama-v0.17.4 (alias o17), and any other is refused.
-    #[arg(long, value_name = "VERSION", default_value = backscope::knowledge::DEFAULT_GGML_VERSION)]
+    #[arg(long, value_name = "VERSION", default_value = backscope::gpu::knowledge::DEFAULT_GGML_VERSION)]
     pub ggml: String,
     /// Print each decision path: every rule checked, its inputs and whether it held.
     #[arg(long)]

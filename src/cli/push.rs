@@ -1,8 +1,8 @@
-//! `backscope push`'s flags, and their conversion into `backscope::push::PushOptions`.
+//! `backscope push`'s flags, and their conversion into `backscope::commands::push::PushOptions`.
 
 use std::path::PathBuf;
 
-use backscope::push::PushOptions;
+use backscope::commands::push::PushOptions;
 use clap::Args;
 
 #[derive(Debug, Args)]

@@ -1,8 +1,8 @@
-//! `backscope report`'s flags, and their conversion into `backscope::report::ReportOptions`.
+//! `backscope report`'s flags, and their conversion into `backscope::commands::report::ReportOptions`.
 
 use std::path::PathBuf;
 
-use backscope::report::ReportOptions;
+use backscope::commands::report::ReportOptions;
 use clap::Args;
 
 #[derive(Debug, Args)]
@@ -54,7 +54,7 @@ impl From<ReportArgs> for ReportOptions {
             output: a.output.into(),
             bisect: a.bisect,
             hosts: a.hosts,
-            host_filter: backscope::report::hosts::HostFilter { host: a.host, gpu: a.gpu },
+            host_filter: backscope::commands::report::hosts::HostFilter { host: a.host, gpu: a.gpu },
         }
     }
 }

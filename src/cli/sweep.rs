@@ -1,8 +1,8 @@
-//! `backscope sweep`'s flags and subcommands, and their conversion into `backscope::sweep`'s options.
+//! `backscope sweep`'s flags and subcommands, and their conversion into `backscope::commands::sweep`'s options.
 
 use std::path::PathBuf;
 
-use backscope::sweep::{
+use backscope::commands::sweep::{
     ExportOptions, ImportOptions, ReportOptions, Resume, RunOptions, SweepCommand, SweepFlags, TimeoutSpec,
     MAX_TEMPERATURE, MAX_TIMEOUT_S,
 };

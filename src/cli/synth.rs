@@ -1,8 +1,8 @@
-//! `backscope synth`'s flags, and their conversion into `backscope::synth::SynthOptions`.
+//! `backscope synth`'s flags, and their conversion into `backscope::commands::synth::SynthOptions`.
 
 use std::path::PathBuf;
 
-use backscope::synth::{Preset, SynthOptions, WeightType};
+use backscope::commands::synth::{Preset, SynthOptions, WeightType};
 use clap::{Args, ValueEnum};
 
 #[derive(Debug, Args)]

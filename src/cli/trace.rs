@@ -1,8 +1,8 @@
-//! `backscope trace`'s flags, and their conversion into `backscope::tracecmd::TraceOptions`.
+//! `backscope trace`'s flags, and their conversion into `backscope::commands::trace::TraceOptions`.
 
 use std::path::PathBuf;
 
-use backscope::tracecmd::TraceOptions;
+use backscope::commands::trace::TraceOptions;
 use clap::Args;
 
 #[derive(Debug, Args)]

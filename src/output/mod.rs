@@ -185,7 +185,9 @@ impl Inputs {
     pub fn check(&self, output: &Path) -> Result<()> {
         let exists = std::fs::symlink_metadata(output).is_ok();
         for input in &self.0 {
-            if crate::inputs::same_file(output, input) || resolved(output).is_some_and(|o| Some(o) == resolved(input)) {
+            if crate::host::inputs::same_file(output, input)
+                || resolved(output).is_some_and(|o| Some(o) == resolved(input))
+            {
                 bail!(
                     "refusing to write the output to {}: it is {}, an input of this command, which the output would \
                      replace; choose another -o path",
@@ -222,7 +224,7 @@ fn in_resolved_dir(path: &Path) -> Option<PathBuf> {
 /// Whether the existing `path` lies inside `dir`: the file it resolves to, or the link itself, since a walk may read
 /// either.
 fn lies_inside(dir: &Path, path: &Path) -> bool {
-    if crate::inputs::resolved_inside(dir, path) {
+    if crate::host::inputs::resolved_inside(dir, path) {
         return true;
     }
     match (std::fs::canonicalize(dir), in_resolved_dir(path)) {
@@ -338,7 +340,7 @@ fn destination(path: &Path) -> Result<Destination> {
             .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
             .open(path)
             .with_context(|| format!("cannot create {}", path.display()))?;
-        crate::inputs::clear_nonblock(&file).with_context(|| format!("cannot write {}", path.display()))?;
+        crate::host::inputs::clear_nonblock(&file).with_context(|| format!("cannot write {}", path.display()))?;
         return Ok(Destination::Direct(file));
     }
     // A symlink is followed: the file it names is the one replaced.

@@ -751,7 +751,7 @@ mod tests {
 
     #[test]
     fn no_planted_secret_of_the_corpus_survives_and_no_plain_line_is_touched() {
-        let secrets = blocks(include_str!("../../tests/data/redaction/secrets.txt"));
+        let secrets = blocks(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/redaction/secrets.txt")));
         assert!(secrets.len() >= 30, "{}", secrets.len());
         for block in &secrets {
             assert!(canary(block), "each block plants a canary: {block}");
@@ -766,7 +766,10 @@ mod tests {
         }
         let all = secrets.join("\n");
         assert!(!canary(&text(&all).0), "all of them in one text");
-        for line in include_str!("../../tests/data/redaction/not-secrets.txt").lines().filter(|l| !l.starts_with('#')) {
+        for line in include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/redaction/not-secrets.txt"))
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+        {
             assert_eq!(text(line), (line.to_string(), 0), "{line}");
         }
     }

@@ -32,7 +32,7 @@ impl SweepDb {
             bail!("{}: no such sweep database (record runs with `backscope sweep … --db FILE`)", path.display());
         }
         // A FIFO, a device or a directory is named for what it is (the open does not block on it).
-        crate::inputs::open_input(path)?;
+        crate::host::inputs::open_input(path)?;
         Ok(SweepDb { store: Store::open_read_only(path)?, path: path.display().to_string() })
     }
 

@@ -65,7 +65,7 @@ pub fn slice_crash(r: &Record, run_dir: &Path) -> Option<SliceCrash> {
         Some(whole) if whole != slice && whole.is_file() => (whole, Some(slice)),
         _ => (slice, None),
     };
-    let file = crate::inputs::open_input(&log).ok()?.file;
+    let file = crate::host::inputs::open_input(&log).ok()?.file;
     let limits = Limits::default();
     let mut analyzer = Analyzer::new(limits);
     let stats = Parser::parse_reader(file, limits, |e| analyzer.event(e)).ok()?;
@@ -145,7 +145,7 @@ pub fn point_claims(recs: &[&Record], base_id: &str, at: &str, endpoint: &str, r
         let mut claim =
             Claim::new(format!("{base_id}.crash_phase.{}", n + 1), confidence, statement).with_sources(sources);
         let name = sc.log.display().to_string();
-        crate::logfacts::fill_line_texts(std::slice::from_mut(&mut claim), &sc.log, &name);
+        crate::observe::logfacts::fill_line_texts(std::slice::from_mut(&mut claim), &sc.log, &name);
         out.push(claim);
     }
     out

@@ -1,6 +1,6 @@
 //! Who ran a run: the host's identity, stored with every run (SQLite and PostgreSQL alike) so that a report over
 //! many hosts can group by GPU. Read from the running kernel only — `/proc/sys/kernel`, the DRM devices in sysfs,
-//! AMD's KFD topology (`gfx_target_version` → the gfx ISA, `crate::knowledge::archs`), `/proc/driver/nvidia` — with
+//! AMD's KFD topology (`gfx_target_version` → the gfx ISA, `crate::gpu::knowledge::archs`), `/proc/driver/nvidia` — with
 //! bounded reads; nothing here fails: what cannot be read is left out.
 //!
 //! `host_id` is the name runs are owned by in a shared database: the host name, or `BACKSCOPE_HOST_ID` when set
@@ -80,7 +80,7 @@ impl HostIdentity {
 }
 
 fn read_trim(path: &Path) -> Option<String> {
-    let text = crate::inputs::read_text_limited(path, SYSFS_LIMIT).ok()?;
+    let text = crate::host::inputs::read_text_limited(path, SYSFS_LIMIT).ok()?;
     Some(text.trim().to_string()).filter(|s| !s.is_empty())
 }
 
@@ -133,7 +133,7 @@ fn fill_amd_archs(gpus: &mut Vec<HostGpu>, nodes: &Path) {
             .find_map(|l| l.strip_prefix("gfx_target_version "))
             .and_then(|v| v.trim().parse::<u64>().ok())
             .filter(|v| *v != 0);
-        if let Some(arch) = version.and_then(crate::knowledge::archs::gfx_target_of) {
+        if let Some(arch) = version.and_then(crate::gpu::knowledge::archs::gfx_target_of) {
             archs.push(arch);
         }
     }
@@ -166,7 +166,7 @@ fn fill_nvidia_names(gpus: &mut Vec<HostGpu>, dir: &Path) {
         let model = info.lines().find_map(|l| l.strip_prefix("Model:")).map(|m| m.trim().to_string());
         let pci = gpu_dir.file_name().map(|f| f.to_string_lossy().to_ascii_lowercase());
         let known = gpus.iter().position(|g| g.vendor == "nvidia" && g.pci.is_some() && g.pci == pci);
-        let arch = model.as_deref().and_then(crate::knowledge::nvidia_products::arch_of);
+        let arch = model.as_deref().and_then(crate::gpu::knowledge::nvidia_products::arch_of);
         match known {
             Some(i) => {
                 gpus[i].name = model;

@@ -42,12 +42,12 @@ pub fn run_file(run_dir: &Path, rel: &str) -> Result<PathBuf, String> {
     };
     let path = run_dir.join(inside);
     std::fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if !crate::inputs::resolved_inside(run_dir, &path) {
+    if !crate::host::inputs::resolved_inside(run_dir, &path) {
         let target = std::fs::canonicalize(&path).map(|t| t.display().to_string()).unwrap_or_default();
         return Err(format!("{}: a link to {target}, outside the run directory", path.display()));
     }
     // Opened (without blocking) to tell a regular file from a FIFO or a device, with the reason in words.
-    crate::inputs::open_input(&path).map_err(|e| e.to_string())?;
+    crate::host::inputs::open_input(&path).map_err(|e| e.to_string())?;
     Ok(path)
 }
 
@@ -91,7 +91,7 @@ pub fn read_run_json(run_dir: &Path, name: &str, problems: &mut Vec<String>) -> 
             return None;
         }
     };
-    let bytes = match crate::inputs::read_limited(&path, MAX_META_BYTES) {
+    let bytes = match crate::host::inputs::read_limited(&path, MAX_META_BYTES) {
         Ok(b) => b,
         Err(e) => {
             problems.push(format!("{e}; not read"));
@@ -226,7 +226,7 @@ fn open_run_dir(dir: &Path, problems: &mut Vec<String>) -> Result<(RunMeta, Reco
     } else {
         files
             .first()
-            .and_then(|(_, f)| crate::inputs::read_limited(f, MAX_RECORD_BYTES).ok())
+            .and_then(|(_, f)| crate::host::inputs::read_limited(f, MAX_RECORD_BYTES).ok())
             .and_then(|b| serde_json::from_slice(&b).ok())
     };
     let field =
@@ -254,7 +254,7 @@ fn open_run_dir(dir: &Path, problems: &mut Vec<String>) -> Result<(RunMeta, Reco
 /// The first record of a `records.jsonl`.
 fn first_line_json(path: &Path) -> Option<Value> {
     let mut line = Vec::new();
-    let file = crate::inputs::open_input(path).ok()?.file;
+    let file = crate::host::inputs::open_input(path).ok()?.file;
     std::io::BufReader::new(file).take(MAX_RECORD_BYTES).read_until(b'\n', &mut line).ok()?;
     serde_json::from_slice(&line).ok()
 }
@@ -284,7 +284,7 @@ impl Records {
             Records::Files(files) => {
                 let mut n = 0u64;
                 for file in files {
-                    let text = match crate::inputs::read_text_limited(file, MAX_RECORD_BYTES) {
+                    let text = match crate::host::inputs::read_text_limited(file, MAX_RECORD_BYTES) {
                         Ok(t) => t,
                         Err(e) => {
                             problems.push(format!(
@@ -302,7 +302,7 @@ impl Records {
                 Ok(n)
             }
             Records::Lines(path) => {
-                let file = crate::inputs::open_input(path).map_err(anyhow::Error::new)?.file;
+                let file = crate::host::inputs::open_input(path).map_err(anyhow::Error::new)?.file;
                 let mut reader = std::io::BufReader::new(file);
                 let (mut n, mut lineno, mut line) = (0u64, 0u64, Vec::new());
                 loop {

@@ -578,7 +578,7 @@ fn tls_connector(t: &PgTarget) -> Result<tokio_postgres_rustls::MakeRustlsConnec
     let mut roots = rustls::RootCertStore::empty();
     roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
     if let Some(file) = &t.sslrootcert {
-        let pem = crate::inputs::read_limited(file, 1 << 20)
+        let pem = crate::host::inputs::read_limited(file, 1 << 20)
             .with_context(|| format!("--db: sslrootcert: {}", file.display()))?;
         for cert in CertificateDer::pem_slice_iter(&pem) {
             let cert = cert.map_err(|e| anyhow!("--db: sslrootcert: {}: {e:?}", file.display()))?;

@@ -40,9 +40,9 @@ fn pgpass_path() -> Option<PathBuf> {
 /// permissions of what was opened are checked, then at most [`PGPASS_LIMIT`] bytes are read.
 fn read_pgpass(file: &Path) -> Result<Option<String>, String> {
     use std::io::Read;
-    let input = match crate::inputs::open_input(file) {
+    let input = match crate::host::inputs::open_input(file) {
         Ok(i) => i,
-        Err(crate::inputs::InputError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
+        Err(crate::host::inputs::InputError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
             return Ok(None)
         }
         Err(e) => return Err(e.to_string()),

@@ -363,17 +363,17 @@ pub struct Record {
 
 /// One kernel as observed during a request, merged across the server's processes: the same row as
 /// `backscope trace`'s summary (its `shapes` left out).
-pub type TraceKernel = crate::trace_summary::ObservedKernel;
+pub type TraceKernel = crate::observe::trace_summary::kernels::ObservedKernel;
 
 /// A fatal signal the observer recorded during a request, with the last kernels before it.
-pub type TraceCrash = crate::trace_summary::CrashSummary;
+pub type TraceCrash = crate::observe::trace_summary::crashes::CrashSummary;
 
 /// A Vulkan call that returned `VK_ERROR_DEVICE_LOST` during a request (the Vulkan layer's record), with each
 /// queue's last dispatches before it.
-pub type TraceDeviceLost = crate::trace_summary::DeviceLostSummary;
+pub type TraceDeviceLost = crate::observe::trace_summary::crashes::DeviceLostSummary;
 
 /// The Vulkan layer's hang watcher saw pending GPU work make no progress during a request, with what was in flight.
-pub type TraceHang = crate::trace_summary::HangSummary;
+pub type TraceHang = crate::observe::trace_summary::crashes::HangSummary;
 
 /// One process of the server as seen by the observer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -437,7 +437,7 @@ pub struct RecordTrace {
     /// The kernel's GPU-driver lines read since the previous request ended (the run directory's `kernel-log.jsonl`,
     /// whose lines they cite): a ring timeout, the process it names, a reset, an Xid.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub kernel: Vec<crate::kernel_log::record::KernelLine>,
+    pub kernel: Vec<crate::observe::kernel_log::record::KernelLine>,
     /// Problems: unreadable trace files, the wait for the observer's flush that ran out, processes that ended
     /// without the exit flush.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

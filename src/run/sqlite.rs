@@ -419,7 +419,7 @@ pub fn connect_durable(path: &Path, busy: std::time::Duration) -> Result<Connect
     }
     if path.exists() {
         // An existing path must be a regular file: SQLite reports a FIFO or a device only as "disk I/O error".
-        crate::inputs::open_input(path).with_context(|| format!("cannot open database {}", path.display()))?;
+        crate::host::inputs::open_input(path).with_context(|| format!("cannot open database {}", path.display()))?;
     }
     let conn = Connection::open(path).with_context(|| format!("cannot open database {}", path.display()))?;
     conn.busy_timeout(busy)?;

@@ -6,8 +6,8 @@ use std::path::Path;
 use super::logs::{processor, same_gpu, FactKind, LogEvidence};
 use super::rows::{Layer, LayerRow, Status};
 use crate::evidence::{Confidence, Source};
-use crate::gpucode::coverage::DeviceArch;
-use crate::gpucode::ScanReport;
+use crate::gpu::arch::DeviceArch;
+use crate::gpu::binaries::ScanReport;
 
 /// MIOpen database arch names carry the CU count after the processor (`gfx90a68.kdb`, `gfx906_60.HIP.fdb.txt`).
 pub(super) fn miopen_arch_matches(db_arch: &str, p: &str) -> bool {
@@ -23,7 +23,7 @@ pub(super) fn files_for(dir: &str, p: &str, n: usize) -> Vec<String> {
         .flatten()
         .flatten()
         .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|name| crate::gpucode::tree::arch_in_name(name).is_some_and(|a| a == p))
+        .filter(|name| crate::gpu::binaries::tree::arch_in_name(name).is_some_and(|a| a == p))
         .collect();
     names.sort();
     names.truncate(n);

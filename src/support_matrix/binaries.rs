@@ -3,8 +3,9 @@
 use super::artifacts::in_vendor_dir;
 use super::rows::{Layer, LayerRow, Status};
 use crate::evidence::{Confidence, Source};
-use crate::gpucode::coverage::{self, DeviceArch};
-use crate::gpucode::{ArchAnswer, ScanReport};
+use crate::gpu::arch::DeviceArch;
+use crate::gpu::binaries::coverage;
+use crate::gpu::binaries::{ArchAnswer, ScanReport};
 
 /// Layer 4, and whether it judged ggml GPU backends (rather than other GPU code, such as a vendor library).
 pub(super) fn binaries(arch: &DeviceArch, scan: Option<&ScanReport>) -> (LayerRow, bool) {

@@ -5,7 +5,7 @@ use super::logs::{same_gpu, FactKind, LogEvidence};
 use super::rows::{Layer, LayerRow, Status};
 use super::runs::RunGroup;
 use crate::evidence::Confidence;
-use crate::gpucode::coverage::DeviceArch;
+use crate::gpu::arch::DeviceArch;
 use crate::run::record::Record;
 
 pub(super) fn execution(

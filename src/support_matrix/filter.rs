@@ -15,8 +15,8 @@ use std::path::Path;
 use super::logs::{processor, same_gpu, FactKind, LogEvidence};
 use super::rows::{Layer, LayerRow, OllamaRelease, Status};
 use crate::evidence::{Confidence, Source};
-use crate::gpucode::coverage::DeviceArch;
-use crate::gpucode::ScanReport;
+use crate::gpu::arch::DeviceArch;
+use crate::gpu::binaries::ScanReport;
 
 /// The first release with these checks, and the commit that brought them (llama-server as the runner).
 const FIRST_RELEASE: [u64; 3] = [0, 30, 0];
@@ -119,7 +119,7 @@ pub fn device_filter(
             return LayerRow::no_input(layer, "not an Ollama runtime (--ollama none): no Ollama device filter applies");
         }
         OllamaRelease::Release { tag, .. }
-            if crate::knowledge::ollama::parse_release(tag).is_some_and(|v| v < FIRST_RELEASE) =>
+            if crate::gpu::knowledge::ollama::parse_release(tag).is_some_and(|v| v < FIRST_RELEASE) =>
         {
             return LayerRow::no_input(
                 layer,

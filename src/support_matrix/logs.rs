@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::evidence::Source;
-use crate::gpucode::coverage::DeviceArch;
+use crate::gpu::arch::DeviceArch;
 
 /// Facts kept per kind; a log repeating a line thousands of times adds nothing past the first ones.
 const MAX_FACTS: usize = 64;
@@ -115,7 +115,8 @@ impl LogEvidence {
     pub fn read(path: &Path) -> Result<LogEvidence> {
         // A regular file or a pipe (`<(journalctl …)`), read once; a named FIFO or a device is refused instead of
         // waited on.
-        let file = crate::inputs::open_stream(path).with_context(|| format!("cannot open log {}", path.display()))?;
+        let file =
+            crate::host::inputs::open_stream(path).with_context(|| format!("cannot open log {}", path.display()))?;
         let limits = Limits::default();
         let mut analyzer = Analyzer::new(limits);
         let mut facts: Vec<LogFact> = Vec::new();

@@ -42,9 +42,9 @@ use self::logs::LogEvidence;
 pub use self::rows::{
     newest_ollama, newest_rocm, Explanation, GateInputs, GateReport, Layer, LayerRow, OllamaRelease, Status,
 };
-use crate::gpucode::coverage::DeviceArch;
-use crate::gpucode::ScanReport;
-use crate::knowledge;
+use crate::gpu::arch::DeviceArch;
+use crate::gpu::binaries::ScanReport;
+use crate::gpu::knowledge;
 use crate::run::record::Record;
 
 pub const SCHEMA: &str = "backscope.gate/1";

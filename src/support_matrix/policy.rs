@@ -4,8 +4,8 @@
 use super::logs::processor;
 use super::rows::{newest_rocm, rule, version_key, Layer, LayerRow, OllamaRelease, Status};
 use crate::evidence::Confidence;
-use crate::gpucode::coverage::DeviceArch;
-use crate::knowledge::{self};
+use crate::gpu::arch::DeviceArch;
+use crate::gpu::knowledge::{self};
 
 pub(super) fn vendor_policy(arch: &DeviceArch, rocm: Option<&str>) -> LayerRow {
     let layer = Layer::VendorPolicy;

@@ -4,7 +4,7 @@
 use super::logs::{same_gpu, FactKind, LogEvidence};
 use super::rows::{Layer, LayerRow, Status};
 use crate::evidence::{Confidence, Source};
-use crate::gpucode::coverage::DeviceArch;
+use crate::gpu::arch::DeviceArch;
 
 pub(super) fn recognition(arch: &DeviceArch, logs: &[LogEvidence]) -> LayerRow {
     let layer = Layer::Recognition;

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::runs::RunGroup;
 use crate::evidence::{Claim, Confidence, Source};
-use crate::knowledge::{self, ollama::parse_release};
+use crate::gpu::knowledge::{self, ollama::parse_release};
 
 /// Sources cited per row.
 pub(super) const ROW_SOURCES: usize = 8;

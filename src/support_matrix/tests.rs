@@ -6,7 +6,7 @@ use super::rows::*;
 use super::verdict::*;
 use super::*;
 use crate::evidence::Confidence;
-use crate::gpucode::ScanOptions;
+use crate::gpu::binaries::ScanOptions;
 
 fn row(layer: Layer, status: Status, confidence: Confidence) -> LayerRow {
     LayerRow::new(layer, status, confidence, "x")
@@ -185,7 +185,7 @@ fn ollama_device_filter_predicted_from_the_install_tree() {
     let lib = dir.path().join("lib/ollama/rocm/rocblas/library");
     std::fs::create_dir_all(&lib).unwrap();
     std::fs::write(lib.join("TensileLibrary_lazy_gfx1030.dat"), b"x").unwrap();
-    let scan = crate::gpucode::scan(&ScanOptions { paths: vec![dir.path().to_path_buf()], ..Default::default() });
+    let scan = crate::gpu::binaries::scan(&ScanOptions { paths: vec![dir.path().to_path_buf()], ..Default::default() });
     let ollama = OllamaRelease::from_option(None).unwrap();
     let judge = |arch: &str| {
         let inputs = Inputs { arch, scan: Some(&scan), logs: &[], records: None, ollama: &ollama, rocm: None };

@@ -5,7 +5,7 @@ use super::filter;
 use super::logs::{same_gpu, FactKind, LogEvidence};
 use super::rows::{Explanation, Layer, LayerRow, Status};
 use crate::evidence::{Claim, Confidence, Source};
-use crate::gpucode::coverage::DeviceArch;
+use crate::gpu::arch::DeviceArch;
 
 /// The layer that explains a failure: the first of the given layers that blocks.
 pub(super) fn first_blocking(rows: &[LayerRow], candidates: &[Layer]) -> Option<Layer> {

@@ -48,7 +48,7 @@ fn matmul_dispatches(summary: &Value) -> u64 {
         .unwrap()
         .iter()
         .filter(|k| {
-            let d = backscope::vulkan::describe(k["name"].as_str().unwrap(), None);
+            let d = backscope::observe::vulkan::describe(k["name"].as_str().unwrap(), None);
             matches!(d.op, Some("MUL_MAT" | "MUL_MAT_VEC" | "MUL_MAT_ID")) && !d.helper
         })
         .map(|k| k["launches"].as_u64().unwrap())
@@ -58,7 +58,7 @@ fn matmul_dispatches(summary: &Value) -> u64 {
 /// The matmul nodes llama.cpp runs on the GPU for one prompt of `prompt` tokens at `ngl`, from the model's tensor
 /// names and the rules restated in this file's header.
 fn expected_gpu_matmuls(model: &Path, ngl: u64, prompt: u64, op_offload: bool) -> u64 {
-    let w = backscope::predict::model::from_gguf(model).unwrap();
+    let w = backscope::commands::predict::model::from_gguf(model).unwrap();
     let n_layer = w.n_layer.unwrap();
     let start = (n_layer + 1).saturating_sub(ngl);
     let mut n = 0;
@@ -304,7 +304,7 @@ fn predict_run_takes_model_prompt_num_gpu_and_backend_from_each_record() {
 /// that ran for them, naming the placement rule.
 #[test]
 fn h100_traces_at_ngl_99_confirm_gpu_placement_and_contradict_a_cpu_one() {
-    use backscope::predict::{self, compare::Verdict, Batch, ObservedSource, PredictOptions, WeightSource};
+    use backscope::commands::predict::{self, compare::Verdict, Batch, ObservedSource, PredictOptions, WeightSource};
     let trace = |case: &str| {
         ObservedSource::TraceSummary(
             Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("docs/validation/gpu-2026-11-21/trace-{case}-off.json")),

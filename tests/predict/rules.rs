@@ -7,11 +7,11 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use backscope::commands::predict::command::PredictOutput;
+use backscope::commands::predict::compare::{self, Verdict};
+use backscope::commands::predict::{self, Batch, ObservedSource, PredictOptions, PredictReport, WeightSource};
 use backscope::output::text::Layout;
 use backscope::output::{render_document, Format, Render};
-use backscope::predict::command::PredictOutput;
-use backscope::predict::compare::{self, Verdict};
-use backscope::predict::{self, Batch, ObservedSource, PredictOptions, PredictReport, WeightSource};
 
 use crate::support::hip::{legacy_targets_program, traced_mmvq_program, SCALE_KERNEL};
 use crate::support::models::models;
@@ -417,7 +417,10 @@ fn sweep_record_trace_is_an_observation() {
 fn ollama_target_regexes_filter_a_hipcc_fixture() {
     let dir = tempfile::tempdir().unwrap();
     let exe = legacy_targets_program(dir.path(), SCALE_KERNEL);
-    let report = backscope::gpucode::scan(&backscope::gpucode::ScanOptions { paths: vec![exe], ..Default::default() });
+    let report = backscope::gpu::binaries::scan(&backscope::gpu::binaries::ScanOptions {
+        paths: vec![exe],
+        ..Default::default()
+    });
     let mut targets: Vec<String> = report
         .files
         .iter()
@@ -427,7 +430,7 @@ fn ollama_target_regexes_filter_a_hipcc_fixture() {
     targets.dedup();
     assert_eq!(targets, vec!["gfx1030", "gfx900", "gfx906"]);
     let refs: Vec<&str> = targets.iter().map(String::as_str).collect();
-    let ollama = backscope::knowledge::ollama_amdgpu();
+    let ollama = backscope::gpu::knowledge::ollama_amdgpu();
     for (release, want) in [
         ("v0.5.8", vec!["gfx1030", "gfx900"]),
         ("v0.6.4", vec!["gfx1030", "gfx900"]),

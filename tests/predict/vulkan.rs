@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use backscope::predict::vulkan::{DeviceSource, VulkanOptions};
-use backscope::predict::{
+use backscope::commands::predict::vulkan::{DeviceSource, VulkanOptions};
+use backscope::commands::predict::{
     AttentionShape, Batch, FlashAttn, MatmulOp, ModelWeights, ObservedSource, WeightSource, WeightTensor,
 };
 use serde_json::Value;
@@ -245,7 +245,7 @@ fn a_build_without_the_shaders_gets_the_capability_gap_claim() {
             Batch::PromptTokens(512),
         );
         o.library = Some(lib);
-        serde_json::to_value(backscope::predict::vulkan::run(&o).unwrap()).unwrap()
+        serde_json::to_value(backscope::commands::predict::vulkan::run(&o).unwrap()).unwrap()
     };
     let gap = |r: &Value| {
         r["claims"].as_array().unwrap().iter().find(|c| c["id"] == "predict.vulkan.capability-gap").cloned()
@@ -358,7 +358,7 @@ fn h200_vulkan_traces_confirm_every_prediction_with_the_h200_profile() {
             for device in [DeviceSource::Profile("h200-nvidia".into()), DeviceSource::TraceDir(dir.clone())] {
                 let traced = matches!(device, DeviceSource::TraceDir(_));
                 let opts = h200_options(device, &dir, weights.clone(), prompt, decode);
-                let r = serde_json::to_value(backscope::predict::vulkan::run(&opts).unwrap()).unwrap();
+                let r = serde_json::to_value(backscope::commands::predict::vulkan::run(&opts).unwrap()).unwrap();
                 assert_all_confirmed(&r, &name);
                 eprintln!("{name} ({}): {} confirmed", opts_label(&opts), r["comparison"]["confirmed"]);
                 assert_eq!(r["device"]["profile"], "h200-nvidia", "{name}");
@@ -395,7 +395,7 @@ fn h200_traces_with_coopmat2_switched_off_confirm_the_coopmat1_predictions() {
             let name = format!("cm1-tl-{model}-ngl-99-{case}");
             let dir = h200_trace(tmp.path(), &name);
             let opts = h200_options(DeviceSource::TraceDir(dir.clone()), &dir, weights.clone(), prompt, 0);
-            let r = serde_json::to_value(backscope::predict::vulkan::run(&opts).unwrap()).unwrap();
+            let r = serde_json::to_value(backscope::commands::predict::vulkan::run(&opts).unwrap()).unwrap();
             assert_all_confirmed(&r, &name);
             assert_eq!(r["device"]["ggml_switches"], serde_json::json!(["GGML_VK_DISABLE_COOPMAT2"]), "{name}");
             assert_eq!(
@@ -430,7 +430,7 @@ fn without_a_profile_or_a_recorded_core_count_split_k_is_undecided_not_contradic
             .unwrap();
         let weights = if model == "f16" { tinyllama_f16() } else { tinyllama_quantized(model) };
         let opts = h200_options(DeviceSource::TraceDir(dir.clone()), &dir, weights, prompt, 0);
-        let r = serde_json::to_value(backscope::predict::vulkan::run(&opts).unwrap()).unwrap();
+        let r = serde_json::to_value(backscope::commands::predict::vulkan::run(&opts).unwrap()).unwrap();
         let c = &r["comparison"];
         assert_eq!(r["device"]["profile"], Value::Null, "{name}");
         assert_eq!(c["contradicted"], 0, "{name}: {c}");
@@ -461,7 +461,7 @@ fn gfx900_profile_is_contradicted_by_the_h200_q4_k_m_traces() {
     for (case, prompt, decode) in [("p1", 1, 0), ("p8", 8, 0), ("p64", 64, 0), ("tg16", 0, 16)] {
         let dir = h200_trace(tmp.path(), &format!("tl-q4km-ngl-99-{case}"));
         let opts = h200_options(DeviceSource::Profile("gfx900-radv".into()), &dir, weights.clone(), prompt, decode);
-        let r = serde_json::to_value(backscope::predict::vulkan::run(&opts).unwrap()).unwrap();
+        let r = serde_json::to_value(backscope::commands::predict::vulkan::run(&opts).unwrap()).unwrap();
         assert!(r["comparison"]["contradicted"].as_u64().unwrap() > 0, "{case}: {:?}", verdicts(&r));
         assert_eq!(r["device_decisions"][0]["value"], "AMD_GCN");
     }
@@ -508,7 +508,7 @@ fn f16_and_q8_0_mat_vec_tell_gfx900_from_the_h200_by_their_shaders() {
             };
             let run = |profile: &str| {
                 let opts = h200_options(DeviceSource::Profile(profile.into()), &dir, weights.clone(), prompt, decode);
-                serde_json::to_value(backscope::predict::vulkan::run(&opts).unwrap()).unwrap()
+                serde_json::to_value(backscope::commands::predict::vulkan::run(&opts).unwrap()).unwrap()
             };
             let (h200, gfx900) = (run("h200-nvidia"), run("gfx900-radv"));
             let what = format!("{model} {case}");

@@ -485,8 +485,8 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 // The scan-wide budgets through the library, with small limits on real inputs
 // ---------------------------------------------------------------------------------------------------
 
-use backscope::gpucode::limits::ScanLimits;
-use backscope::gpucode::{self as scanlib, ScanOptions, ScanReport};
+use backscope::gpu::binaries::limits::ScanLimits;
+use backscope::gpu::binaries::{self as scanlib, ScanOptions, ScanReport};
 
 fn scan_with(paths: &[&Path], kernels: bool, limits: ScanLimits, threads: usize) -> ScanReport {
     let opts = ScanOptions {

@@ -473,7 +473,7 @@ fn fast_demangler_agrees_with_cpp_demangle_on_every_real_kernel_name() {
         let full = Symbol::new(name.as_bytes())
             .ok()
             .and_then(|s| s.demangle_with_options(&DemangleOptions::default().no_params().no_return_type()).ok());
-        match backscope::kernels::demangle_simple_template(name) {
+        match backscope::gpu::kernels::demangle_simple_template(name) {
             Some(ours) => {
                 assert_eq!(Some(&ours), full.as_ref(), "{name}");
                 fast += 1;

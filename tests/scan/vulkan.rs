@@ -64,7 +64,7 @@ fn vulkan_library_shaders_match_readelf() {
 /// define one.
 #[test]
 fn only_a_library_that_defines_a_backends_reg_function_is_that_backend() {
-    let bin = cache().join("llama.cpp").join(backscope::cache::LLAMA_VULKAN_BUILD).join("build/bin");
+    let bin = cache().join("llama.cpp").join(backscope::host::cache::LLAMA_VULKAN_BUILD).join("build/bin");
     let mut seen = 0;
     let cases = [
         ("libggml.so", "ggml", "ggml_backend_vk_reg"),

@@ -27,7 +27,7 @@ pub fn llama_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("BACKSCOPE_LLAMA_BIN") {
         return PathBuf::from(p);
     }
-    let dir = cache().join("llama.cpp").join(backscope::cache::LLAMA_VULKAN_BUILD);
+    let dir = cache().join("llama.cpp").join(backscope::host::cache::LLAMA_VULKAN_BUILD);
     assert!(
         dir.join(".complete").exists() && dir.join("bin/llama-server").exists(),
         "no llama.cpp build at {}: run scripts/llama-build.sh vulkan (about 11 minutes on 2 cores)",

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Root of the fixture cache (scripts/fixtures.sh fills it): where backscope itself looks
-/// ([`backscope::cache::location`]). Missing fixtures fail the test with the fix.
+/// ([`backscope::host::cache::location`]). Missing fixtures fail the test with the fix.
 pub fn cache() -> PathBuf {
-    backscope::cache::location().0
+    backscope::host::cache::location().0
 }
 
 pub fn fixture(rel: &str) -> PathBuf {

@@ -29,7 +29,7 @@ fn vocab(name: &str) -> PathBuf {
 fn llama_bin() -> PathBuf {
     let dir = std::env::var_os("BACKSCOPE_LLAMA_BIN")
         .map(PathBuf::from)
-        .unwrap_or_else(|| cache().join("llama.cpp").join(backscope::cache::LLAMA_VULKAN_BUILD).join("bin"));
+        .unwrap_or_else(|| cache().join("llama.cpp").join(backscope::host::cache::LLAMA_VULKAN_BUILD).join("bin"));
     for tool in ["llama-bench", "llama-quantize"] {
         assert!(
             dir.join(tool).is_file(),

@@ -1,14 +1,14 @@
-//! The kernel-log capture (`src/kernel_log/`) on the real `/dev/kmsg` of this machine (CI runs as root, which can read
+//! The kernel-log capture (`src/observe/kernel_log/`) on the real `/dev/kmsg` of this machine (CI runs as root, which can read
 //! and write it) and on real GPU-driver lines from public issues in /dev/kmsg's record format
 //! (`tests/data/kmsg/gpu-lines.kmsg`, its README says what is verbatim).
 
 use std::io::Write;
 use std::path::Path;
 
-use backscope::kernel_log::capture::{Capture, Reader, KMSG};
-use backscope::kernel_log::join;
-use backscope::kernel_log::record::FILE_NAME;
-use backscope::kernel_log::stored;
+use backscope::observe::kernel_log::capture::{Capture, Reader, KMSG};
+use backscope::observe::kernel_log::join;
+use backscope::observe::kernel_log::record::FILE_NAME;
+use backscope::observe::kernel_log::stored;
 use logs::event::GpuDriverEvent as G;
 
 fn monotonic_usec() -> u64 {

@@ -78,6 +78,6 @@ fn an_install_under_one_prefix_finds_its_libraries() {
     let text = String::from_utf8_lossy(&out.stdout);
     let lib = lib.canonicalize().unwrap();
     assert!(text.contains(&format!("export LD_PRELOAD={}/libbackscope_observer.so\n", lib.display())), "{text}");
-    // VK_ADD_LAYER_PATH, or VK_LAYER_PATH where a package's layer is installed too (src/observe.rs, layer_env).
+    // VK_ADD_LAYER_PATH, or VK_LAYER_PATH where a package's layer is installed too (src/observe/observers.rs, layer_env).
     assert!(text.contains(&format!("LAYER_PATH={}/vulkan\n", lib.display())), "{text}");
 }

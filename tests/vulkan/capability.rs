@@ -1,5 +1,5 @@
 //! The capability claim ("the device offers X, the build lacks Y") of `trace`, `doctor` and `report`
-//! (`src/vulkan_capability.rs`, `data/vulkan_capabilities.toml`), against facts read independently of it:
+//! (`src/observe/vulkan/capability.rs`, `data/vulkan_capabilities.toml`), against facts read independently of it:
 //! - what the build embeds: the shader array names (`NAME_data`) searched as plain bytes in libggml-vulkan.so's
 //!   string table (vulkan-shaders-gen.cpp:437 appends `_cm1`/`_cm2`, 815-823 name integer-dot shaders `_q8_1_f32`);
 //! - what the device offers: the H100's device record as the layer wrote it on the GPU machine
@@ -172,7 +172,7 @@ fn a_run_directory_with_a_vulkan_trace_and_its_server_log_gets_the_claims() {
     let lib = library_without_the_shaders(tmp.path());
     std::fs::write(run.join("traces/s001-vk/trace-5376.jsonl"), with_library(&original, &lib)).unwrap();
     std::fs::copy(raw.join("vk-f16-p512.perf.log"), run.join("servers/s001-vk.log")).unwrap();
-    let claims = backscope::vulkan_capability::run_claims("report.vulkan.capability", &run);
+    let claims = backscope::observe::vulkan::capability::run_claims("report.vulkan.capability", &run);
     let ids: Vec<&str> = claims.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(
         ids,

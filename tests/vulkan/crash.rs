@@ -295,7 +295,7 @@ fn llama_bench_killed_mid_run_names_the_ggml_pipelines_it_last_submitted() {
     for d in &queue.dispatches {
         let name = &trace.kernels[&d.kernel].name;
         assert!(counted.contains(&d.kernel), "{name} is remembered but not counted");
-        let op = backscope::vulkan::describe(name, None).op;
+        let op = backscope::observe::vulkan::describe(name, None).op;
         assert!(op.is_some(), "{name}: not a ggml-vulkan pipeline with an op");
     }
     let read = stdout_ok(backscope().args(["trace", "--json", "--read"]).arg(&dir));

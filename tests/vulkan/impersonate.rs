@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
+use backscope::observe::vulkan::capability::GgmlDeviceLine;
+use backscope::observe::vulkan::dispatch_record::{compare_order, DispatchRecord, OrderComparison};
 use backscope::trace::TraceFile;
-use backscope::vulkan::dispatch_record::{compare_order, DispatchRecord, OrderComparison};
-use backscope::vulkan_capability::GgmlDeviceLine;
 use serde_json::Value;
 
 use crate::support::sweep::*;
@@ -180,7 +180,7 @@ fn gfx900_choices_differ_from_lavapipe_where_ggml_says() {
 fn a_profile_that_lies_changes_ggml_s_device_line() {
     let _turn = heavy();
     let tmp = tempfile::tempdir().unwrap();
-    let (_, text) = backscope::vulkan_profile::BUILTIN.iter().find(|(id, _)| *id == "gfx900-radv").unwrap();
+    let (_, text) = backscope::observe::vulkan::profile::BUILTIN.iter().find(|(id, _)| *id == "gfx900-radv").unwrap();
     let mut profile: Value = serde_json::from_str(text).unwrap();
     profile["id"] = "gfx900-radv-lying".into();
     profile["device_type"] = "integrated".into();
@@ -364,7 +364,7 @@ fn broken_profiles_are_refused_with_the_reason() {
     use crate::support::bounded::{self, Bounds, GIB};
     use std::time::Duration;
     let tmp = tempfile::tempdir().unwrap();
-    let (_, text) = backscope::vulkan_profile::BUILTIN.iter().find(|(id, _)| *id == "gfx900-radv").unwrap();
+    let (_, text) = backscope::observe::vulkan::profile::BUILTIN.iter().find(|(id, _)| *id == "gfx900-radv").unwrap();
     let mut wrong_type: Value = serde_json::from_str(text).unwrap();
     wrong_type["subgroup_size"] = "sixty-four".into();
     let mut deep = String::new();
@@ -393,7 +393,7 @@ fn broken_profiles_are_refused_with_the_reason() {
     // The layer, given a profile that is not flat, names the byte and creates no instance.
     let bad = tmp.path().join("nested-object.json");
     std::fs::write(&bad, br#"{"format": {"nested": true}}"#).unwrap();
-    let manifest = backscope::observe::manifest_dir(&vklayer_library()).unwrap();
+    let manifest = backscope::observe::observers::manifest_dir(&vklayer_library()).unwrap();
     let out = run(std::process::Command::new("vulkaninfo")
         .arg("--summary")
         .env("VK_ADD_LAYER_PATH", manifest)
@@ -851,7 +851,7 @@ fn two_impersonated_runs_of_one_case_are_equal_dispatch_for_dispatch() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
     let record = DispatchRecord::read(&first).unwrap();
-    let backscope::vulkan::dispatch_record::Order::Yes { sequences, not_kept } = &record.order else {
+    let backscope::observe::vulkan::dispatch_record::Order::Yes { sequences, not_kept } = &record.order else {
         panic!("no order recorded: {:?}", record.order)
     };
     assert_eq!(*not_kept, 0);

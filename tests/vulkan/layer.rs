@@ -21,7 +21,7 @@ use crate::support::util::*;
 
 /// The environment that enables the layer by hand (what `backscope trace` sets, without ggml's debug markers).
 fn with_layer(cmd: &mut Command, trace_dir: &Path) {
-    let manifest = backscope::observe::manifest_dir(&vklayer_library()).unwrap();
+    let manifest = backscope::observe::observers::manifest_dir(&vklayer_library()).unwrap();
     cmd.env("VK_ADD_LAYER_PATH", manifest)
         .env("VK_INSTANCE_LAYERS", "VK_LAYER_BACKSCOPE_dispatch")
         .env("BACKSCOPE_TRACE_DIR", trace_dir)
@@ -68,7 +68,7 @@ fn add_entry(
 fn by_op<'a>(rows: impl IntoIterator<Item = (&'a str, u64)>) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
     let (mut main, mut helpers) = (BTreeMap::new(), BTreeMap::new());
     for (name, n) in rows {
-        let d = backscope::vulkan::describe(name, None);
+        let d = backscope::observe::vulkan::describe(name, None);
         let op = d.op.unwrap_or_else(|| panic!("data/vulkan_pipelines.toml gives {name} no op"));
         let into = if d.helper { &mut helpers } else { &mut main };
         *into.entry(op.to_string()).or_default() += n;
@@ -172,8 +172,8 @@ fn embedded_shaders_are_the_arrays_nm_lists() {
     for name in
         found.keys().filter(|n| n.starts_with("matmul") || n.starts_with("mul_mat") || n.starts_with("flash_attn"))
     {
-        let d = backscope::vulkan::describe(name, Some(name));
-        assert_ne!(d.family, backscope::vulkan::OTHER, "{name}");
+        let d = backscope::observe::vulkan::describe(name, Some(name));
+        assert_ne!(d.family, backscope::observe::vulkan::OTHER, "{name}");
         assert!(d.op.is_some(), "{name}");
     }
 }
@@ -221,7 +221,7 @@ fn llama_bench_dispatches_equal_ggml_perf_logger_per_op_and_shape() {
     // Per shape: a MUL_MAT_VEC node with m output rows dispatches ceil(m / r) workgroups, r the rows each workgroup
     // computes; r is read off the largest node and must then hold for every node.
     let mut grid_x: BTreeMap<u64, u64> = BTreeMap::new();
-    for s in stats.values().filter(|s| backscope::vulkan::describe(&s.name, None).op == Some("MUL_MAT_VEC")) {
+    for s in stats.values().filter(|s| backscope::observe::vulkan::describe(&s.name, None).op == Some("MUL_MAT_VEC")) {
         for (shape, n) in &s.shapes {
             assert_eq!((shape.grid[1], shape.grid[2]), (1, 1), "{}: batch 1", s.name);
             *grid_x.entry(u64::from(shape.grid[0])).or_default() += n;

@@ -2,14 +2,14 @@
 //! real llama.cpp 11434 Vulkan build on lavapipe, under `backscope trace` with the Vulkan layer: every pipeline it
 //! dispatches has an op, the MoE matmuls are MUL_MAT_ID, and the layer's dispatches equal ggml-vulkan's own count
 //! of graph nodes (GGML_VK_PERF_LOGGER) once the per-token and helper dispatches are accounted for
-//! (`backscope::vulkan::counts`). The prompts cover both MUL_MAT_ID paths: 8 tokens and a decode take the per-token
+//! (`backscope::observe::vulkan::counts`). The prompts cover both MUL_MAT_ID paths: 8 tokens and a decode take the per-token
 //! vector path, 64 tokens the matrix path with count_experts.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use backscope::vulkan::counts::{account, parse_perf_logger};
-use backscope::vulkan::{describe, OTHER};
+use backscope::observe::vulkan::counts::{account, parse_perf_logger};
+use backscope::observe::vulkan::{describe, OTHER};
 use serde_json::Value;
 
 use crate::support::sweep::{heavy, llama_bin};

@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Stdio};
 
-use backscope::vulkan::{describe, OTHER};
+use backscope::observe::vulkan::{describe, OTHER};
 
 /// The build features `ggml_vk_load_shaders` tests with `#if defined(...)`.
 const FEATURES: [&str; 10] = [
@@ -42,7 +42,7 @@ const CREATORS: &str = r"\b(ggml_vk_create_pipeline2?|create_mm_pipelines|cm1_cr
 const GGML_CALLS: [(&str, &str); 1] = [("ggml_type_name", "q8_0")];
 
 fn ggml_vulkan_source() -> String {
-    let path = backscope::synth::llama_cpp_source().unwrap().join("ggml/src/ggml-vulkan/ggml-vulkan.cpp");
+    let path = backscope::commands::synth::llama_cpp_source().unwrap().join("ggml/src/ggml-vulkan/ggml-vulkan.cpp");
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (run scripts/fixtures.sh)", path.display()))
 }
 
@@ -363,7 +363,8 @@ fn pipeline_names(text: &str) -> (BTreeSet<String>, Vec<String>) {
 /// group (`fusion_string = "…"`) that the data file uses as the op of a pipeline only fused groups dispatch.
 fn node_names() -> BTreeSet<String> {
     let ggml_c =
-        std::fs::read_to_string(backscope::synth::llama_cpp_source().unwrap().join("ggml/src/ggml.c")).unwrap();
+        std::fs::read_to_string(backscope::commands::synth::llama_cpp_source().unwrap().join("ggml/src/ggml.c"))
+            .unwrap();
     let mut names = BTreeSet::new();
     for table in ["GGML_OP_NAME[", "GGML_UNARY_OP_NAME["] {
         let at = ggml_c.find(&format!("static const char * {table}")).expect(table);
@@ -438,7 +439,7 @@ fn every_pipeline_ggml_vulkan_creates_has_an_op() {
 /// The MoE pipelines, each as the source creates and uses it.
 #[test]
 fn moe_pipelines_are_mul_mat_id_and_its_helpers() {
-    use backscope::vulkan::Dispatches;
+    use backscope::observe::vulkan::Dispatches;
     // ggml_vk_mul_mat_id_q_f16 runs the matmul_id pipelines (get_mul_mat_mat_pipeline with mul_mat_id) after one
     // count_experts dispatch (:7587); ggml_vk_mul_mat_vec_id_q_f16 dispatches mul_mat_vec_id once per token (:7887).
     for name in [

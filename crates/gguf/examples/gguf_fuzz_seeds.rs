@@ -184,7 +184,7 @@ fn write(kvs: &[(&str, Value<'_>)], specs: &[TensorSpec]) -> Vec<u8> {
     w.finish().expect("every tensor written")
 }
 
-/// The layout `backscope synth` writes for llama (src/synth/model.rs; names from gguf-py constants.py
+/// The layout `backscope synth` writes for llama (src/commands/synth/model.rs; names from gguf-py constants.py
 /// `TENSOR_NAMES`): one block, 32 wide, 4 heads (2 KV), n_ff 64, the vocab's (shrunk) token count.
 fn synth_like(vocab: &Gguf<'_>, matrices: GgmlType) -> Vec<u8> {
     let (n_embd, n_ff, n_head, n_head_kv) = (32u64, 64u64, 4u64, 2u64);

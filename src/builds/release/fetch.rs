@@ -203,7 +203,7 @@ impl Source {
             Origin::Dir { .. } => {
                 let path = Path::new(&what);
                 if path.exists() {
-                    Some(crate::inputs::read_limited(path, SUMS_CAP).map_err(|e| anyhow::anyhow!("{e}"))?)
+                    Some(crate::host::inputs::read_limited(path, SUMS_CAP).map_err(|e| anyhow::anyhow!("{e}"))?)
                 } else {
                     None
                 }
@@ -257,7 +257,7 @@ impl Source {
             },
         };
         self.store.touch(&tree);
-        crate::cache::check_trusted(&self.cache_dir, &bin_dir.join("llama-server"))
+        crate::host::cache::check_trusted(&self.cache_dir, &bin_dir.join("llama-server"))
             .map_err(|e| anyhow::anyhow!("refusing the unpacked build {}: {e}", bin_dir.display()))?;
         Ok(Outcome::Ready { bin_dir, secs: t0.elapsed().as_secs_f64(), from_cache, pin })
     }
@@ -372,7 +372,7 @@ pub fn archive_entry(url: &str) -> String {
 /// The directory of a finished tree that holds `llama-server`.
 fn read_bin(store: &Store, tree: &str) -> anyhow::Result<PathBuf> {
     let root = store.path(tree);
-    let rel = crate::inputs::read_limited(&root.join(BIN_FILE), 4096).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let rel = crate::host::inputs::read_limited(&root.join(BIN_FILE), 4096).map_err(|e| anyhow::anyhow!("{e}"))?;
     let rel = String::from_utf8(rel).map_err(|_| anyhow::anyhow!("{}: not UTF-8", root.join(BIN_FILE).display()))?;
     if rel.is_empty() {
         return Ok(root);

@@ -115,7 +115,7 @@ impl BisectStore {
         if !path.is_file() {
             bail!("{}: no such database (run `backscope bisect … --db FILE` first)", path.display());
         }
-        crate::inputs::open_input(path)?;
+        crate::host::inputs::open_input(path)?;
         let conn = super::sqlite::connect_read_only(path, Duration::from_secs(10))?;
         let tables: i64 = conn
             .query_row(

@@ -78,11 +78,13 @@ pub fn claims(s: &RunStats, run_id: &str, run_dir: &Path) -> Vec<Claim> {
         out.extend(outlier_claims(g, &at, &base, run_id));
     }
     // Where a traced Vulkan device offers what the build's shaders lack.
-    out.extend(crate::vulkan_capability::run_claims("report.vulkan.capability", run_dir));
+    out.extend(crate::observe::vulkan::capability::run_claims("report.vulkan.capability", run_dir));
     // What kept the kernel's GPU-driver lines from being read or kept in full (`sweep --trace`).
-    let kernel_log = crate::kernel_log::record::FILE_NAME;
-    if let Some(log) = crate::kernel_log::stored::read_dir(run_dir, &run_dir.join(kernel_log).display().to_string()) {
-        out.extend(crate::kernel_log::join::limits_claim(&log, "report.kernel_log"));
+    let kernel_log = crate::observe::kernel_log::record::FILE_NAME;
+    if let Some(log) =
+        crate::observe::kernel_log::stored::read_dir(run_dir, &run_dir.join(kernel_log).display().to_string())
+    {
+        out.extend(crate::observe::kernel_log::join::limits_claim(&log, "report.kernel_log"));
     }
     out
 }
@@ -154,7 +156,7 @@ fn trace_crash_claims(
 /// The kernel's GPU-driver lines a failed request's record carries, as incidents joined to the server's traced
 /// processes and to the record's crash, device-lost and hang records (the claims above name them).
 fn trace_kernel_claims(t: &RecordTrace, base: &str, in_run: &dyn Fn(&str) -> String) -> Vec<Claim> {
-    use crate::kernel_log::join::{self, Failure};
+    use crate::observe::kernel_log::join::{self, Failure};
     let mut failures = Vec::new();
     if let Some(c) = t.crashes.last() {
         let what = format!("crash ({})", c.signal);
@@ -565,8 +567,11 @@ fn kernel_claim(g: &Group, at: &str, base: &str, run_id: &str, run_dir: &Path) -
         fams.iter().take(8).map(|(f, n)| format!("{f} {n:.0}")).collect::<Vec<_>>().join(", ")
     };
     let launches = k.launches.map(|l| format!(", {:.0} launches in all", l.median)).unwrap_or_default();
-    let matmul =
-        if k.vulkan_kernels { crate::kernels::VULKAN_MATMUL_FAMILIES } else { crate::kernels::MATMUL_FAMILIES };
+    let matmul = if k.vulkan_kernels {
+        crate::gpu::kernels::VULKAN_MATMUL_FAMILIES
+    } else {
+        crate::gpu::kernels::MATMUL_FAMILIES
+    };
     let absent: Vec<&str> = matmul.iter().copied().filter(|f| !k.families.contains_key(*f)).collect();
     let absent = if fams.is_empty() || absent.is_empty() || k.cut > 0 {
         String::new()
@@ -692,7 +697,7 @@ mod tests {
     /// crash records, tracecmd::CrashSummary) reaches the report as a Confirmed claim of its group.
     #[test]
     fn a_traced_crash_record_of_a_failed_run_is_a_claim_of_its_group() {
-        let crash: crate::trace_summary::CrashSummary = serde_json::from_value(serde_json::json!({
+        let crash: crate::observe::trace_summary::crashes::CrashSummary = serde_json::from_value(serde_json::json!({
             "pid": 77, "exe": "/bin/llama-server", "file": "traces/s001-vk/trace-77.jsonl", "signal": "SIGSEGV",
             "code": 1, "addr": 0, "at_ns": 5000, "tid": 77, "fatal": true, "flushed": true,
             "threads": [{"tid": 77, "kernels": []}],
@@ -748,7 +753,7 @@ mod tests {
     /// with what the GPU's markers said was in flight: Confirmed by markers, Inferred by submission.
     #[test]
     fn a_traced_hang_of_a_failed_run_names_what_was_in_flight() {
-        let hang = |by: &str, exact: bool| -> crate::trace_summary::HangSummary {
+        let hang = |by: &str, exact: bool| -> crate::observe::trace_summary::crashes::HangSummary {
             serde_json::from_value(serde_json::json!({
                 "pid": 77, "exe": "/bin/llama-server", "file": "traces/s001-vk/trace-77.jsonl", "stalled_ms": 10000,
                 "at_ns": 5000,
@@ -789,8 +794,14 @@ mod tests {
         .unwrap()];
         // ggml-org/llama.cpp#21724's kernel lines (turn 8), the pid the server's.
         let line = |n: u64, usec: u64, text: &str| {
-            crate::kernel_log::record::KernelLine::new("kernel-log.jsonl".into(), n, (n, usec, 3), text.into(), None)
-                .unwrap()
+            crate::observe::kernel_log::record::KernelLine::new(
+                "kernel-log.jsonl".into(),
+                n,
+                (n, usec, 3),
+                text.into(),
+                None,
+            )
+            .unwrap()
         };
         trace.kernel = vec![
             line(2, 10_000_000, "amdgpu 0000:c2:00.0: ring gfx_0.0.0 timeout, signaled seq=166926, emitted seq=166928"),
