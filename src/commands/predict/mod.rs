@@ -72,7 +72,7 @@ pub fn device_for(arch: &str) -> Result<(Device, ArchInfo)> {
 }
 
 /// The counts and build flags of the options, checked before anything is read.
-fn check_options(opts: &PredictOptions, dispatch: &knowledge::dispatch::Dispatch) -> Result<()> {
+fn check_options(opts: &PredictOptions, dispatch: &knowledge::dispatch::rules::Dispatch) -> Result<()> {
     check_count("--ubatch", opts.ubatch, false)?;
     match (opts.batch, &opts.prompt_from_run) {
         (Batch::Ne11(n), _) => check_count("--ne11", n, false)?,
