@@ -2,7 +2,7 @@
 //! dispatches and remember them in the queue's ring (`crate::locus`); waits, allocations and maps are marked in
 //! flight and watched for `VK_ERROR_DEVICE_LOST`.
 
-use std::ffi::c_void;
+use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::Ordering;
 
 use ash::vk;
@@ -352,4 +352,16 @@ pub(super) unsafe extern "system" fn queue_submit2<const KHR: bool>(
             forward2(next, queue, count, submits, fence, signal)
         })
     }
+}
+
+/// The bytes of a command name as the loader or an application passes it (empty for a null pointer).
+///
+/// # Safety
+/// `name` must be a NUL-terminated string.
+pub(super) unsafe fn name_bytes<'a>(name: *const c_char) -> &'a [u8] {
+    if name.is_null() {
+        return b"";
+    }
+    // SAFETY: the caller's promise.
+    unsafe { CStr::from_ptr(name) }.to_bytes()
 }

@@ -10,7 +10,7 @@
 //! result an application sees changes. Observation runs under `state::guarded`, after or around
 //! the forwarded call, and is skipped while the layer is off.
 
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_void};
 
 use ash::vk;
 use ash::vk::Handle;
@@ -137,16 +137,6 @@ fn device_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
         }
         _ => None,
     }
-}
-
-/// # Safety
-/// `name` must be a NUL-terminated string.
-unsafe fn name_bytes<'a>(name: *const c_char) -> &'a [u8] {
-    if name.is_null() {
-        return b"";
-    }
-    // SAFETY: the caller's promise.
-    unsafe { CStr::from_ptr(name) }.to_bytes()
 }
 
 unsafe extern "system" fn get_instance_proc_addr(
@@ -290,9 +280,10 @@ unsafe extern "system" fn create_device(
     // SAFETY: the command's own type.
     let next_create: vk::PFN_vkCreateDevice = unsafe { std::mem::transmute(next_create) };
     if let Some(profile) = crate::impersonate::active() {
+        let chain = physical::Chain { next_create, layer_gipa: get_instance_proc_addr };
         // SAFETY: the caller's arguments, `inst` the physical device's instance.
         let (result, facts_id) =
-            unsafe { physical::create_device(inst, profile, physical, info, allocator, out, next_create) };
+            unsafe { physical::create_device(inst, profile, physical, info, allocator, out, chain) };
         if result != vk::Result::SUCCESS {
             return result;
         }
