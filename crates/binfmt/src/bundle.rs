@@ -6,8 +6,6 @@
 //! offsets are relative to the bundle's own start. A bundle's length is not stored: it ends at the end
 //! of its last entry, and HIP pads to the next 4096-byte boundary before the next bundle.
 
-pub(crate) mod layout;
-
 use crate::amdgpu::target::TargetId;
 use crate::ccob::CompressedBundle;
 use crate::error::{Error, Result};
@@ -15,8 +13,8 @@ use crate::read::{self, add};
 use crate::sniff::{BUNDLE_MAGIC, CCOB_MAGIC};
 use crate::{Limits, EXPECT_BUNDLE_ENTRIES_CAP};
 
-pub use layout::{extent, Extent};
-use layout::{ENTRY_RECORD_SIZE, HEADER_SIZE};
+pub use crate::bundle_layout::{extent, Extent};
+use crate::bundle_layout::{ENTRY_RECORD_SIZE, HEADER_SIZE};
 
 /// One entry of a bundle: a code object for one target, or the (usually empty) host entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

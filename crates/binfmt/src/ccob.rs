@@ -8,7 +8,7 @@
 
 use std::io::Read;
 
-use crate::bundle::layout::{self, Extent};
+use crate::bundle_layout::{self as layout, Extent};
 use crate::error::{Error, Result};
 use crate::read;
 use crate::sniff::{BUNDLE_MAGIC, CCOB_MAGIC};

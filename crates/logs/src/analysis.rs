@@ -60,7 +60,7 @@
 mod analyzer;
 mod crash;
 mod crash_signature;
-pub(crate) mod facts;
+
 mod incident;
 mod lifecycle;
 mod phase;
@@ -71,8 +71,8 @@ mod summary;
 mod text;
 mod timeline;
 
+pub use crate::facts::{Backend, Buffer, Device, Graph, Handled, Offload, Sourced, Timing};
 pub use crash::{Attempt, Crash, CrashLine, Frame, GpuDriverLine, Phase, SignalInfo, Signature};
-pub use facts::{Backend, Buffer, Device, Graph, Handled, Offload, Sourced, Timing};
 pub use report::{Ending, Facts, LineSet, Report, SignatureGroup, SCHEMA};
 pub use state::Analyzer;
 pub use summary::summary;

@@ -27,6 +27,7 @@ pub mod analysis;
 pub mod classify;
 mod error;
 pub mod event;
+pub(crate) mod facts;
 pub mod jsonline;
 pub mod kmsg;
 mod limits;

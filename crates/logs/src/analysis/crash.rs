@@ -5,8 +5,8 @@ use serde::Serialize;
 use crate::event::GpuDriverEvent;
 use crate::time::Timestamp;
 
-use super::facts::Sourced;
 use super::timeline::TimeBounds;
+use crate::facts::Sourced;
 
 /// Phase of a crash (see [`crate::analysis`] for the rules).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

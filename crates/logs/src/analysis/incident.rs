@@ -8,12 +8,12 @@ use crate::time::Timestamp;
 
 use super::crash::{new_crash, Attempt, Crash, CrashLine, Frame, GpuDriverLine, SignalInfo};
 use super::crash_signature::{is_op_function, signature_of};
-use super::facts::{Handled, Sourced};
 use super::phase::{decide_phase, CrashEvidence};
 use super::report::SignatureGroup;
 use super::state::{Analyzer, Open};
 use super::summary::summary;
 use super::text::clip;
+use crate::facts::{Handled, Sourced};
 
 impl Analyzer {
     /// A frame of a Python traceback (`File "koboldcpp.py", line 351, in load_model`): kept until the exception that

@@ -6,10 +6,10 @@ use crate::event::{lossy, Event, EventKind};
 use crate::placement::{backend_of_path, FilteredGpu, Reason};
 use crate::slog::unquote;
 
-use super::facts::{Backend, Buffer, Device, Graph, Offload, Sourced, Timing};
 use super::state::Analyzer;
 use super::summary::summary;
 use super::text::{after_bytes, clip, find_bytes};
+use crate::facts::{Backend, Buffer, Device, Graph, Offload, Sourced, Timing};
 
 impl Analyzer {
     /// An Ollama line no rule claims may still name the backend: a `library=ROCm` field (`msg="gpu memory"`), the

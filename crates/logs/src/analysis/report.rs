@@ -9,8 +9,8 @@ use crate::placement::Placement;
 use crate::time::Clock;
 
 use super::crash::{Crash, Phase};
-use super::facts::{Backend, Buffer, Device, Graph, Handled, Offload, Sourced, Timing};
 use super::timeline::TimelineEntry;
+use crate::facts::{Backend, Buffer, Device, Graph, Handled, Offload, Sourced, Timing};
 
 /// Version of the [`Report`] layout; bump on any change a consumer could notice.
 pub const SCHEMA: &str = "backscope.logs/3";

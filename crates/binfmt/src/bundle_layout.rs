@@ -13,7 +13,7 @@ pub(crate) const ENTRY_RECORD_SIZE: u64 = 24;
 
 /// How much of a bundle's bytes [`Bundle::parse`] reads, judged from a prefix of them: see [`extent`].
 ///
-/// [`Bundle::parse`]: super::Bundle::parse
+/// [`Bundle::parse`]: crate::bundle::Bundle::parse
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Extent {
     /// The prefix ends inside the header or the entry table: at least this many bytes are needed to go on.
@@ -29,7 +29,7 @@ pub enum Extent {
 /// the same error, as parsing all `total` (bytes past the end of the last entry are never read), so a
 /// decompressor can stop there instead of inflating padding, or a gibibyte of zeros behind an empty header.
 ///
-/// [`Bundle::parse_with_limits`]: super::Bundle::parse_with_limits
+/// [`Bundle::parse_with_limits`]: crate::bundle::Bundle::parse_with_limits
 pub fn extent(prefix: &[u8], total: u64, limits: &Limits) -> Extent {
     let have = prefix.len() as u64;
     let need = |n: u64| if n > total { Extent::Ends(have) } else { Extent::NeedMore(n) };
