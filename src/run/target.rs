@@ -132,6 +132,7 @@ pub enum SslMode {
 
 impl DbTarget {
     /// Read a `--db` value. A value that is not a PostgreSQL URL and does not start with a libpq `key=` is a path.
+    /// The one reader of such values: [`DbValue::read`] calls it once per value.
     fn parse(value: &Path) -> Result<DbTarget> {
         let Some(s) = value.to_str() else { return Ok(DbTarget::Sqlite(value.to_path_buf())) };
         if !looks_like_postgres(s) {
@@ -164,7 +165,7 @@ pub struct DbValue {
 }
 
 impl DbValue {
-    /// Read a value as given on the command line ([`DbTarget::parse`]).
+    /// Read a value as given on the command line.
     pub fn read(given: PathBuf) -> DbValue {
         let target = DbTarget::parse(&given).map_err(|e| format!("{e:#}"));
         DbValue { given, target }
@@ -176,7 +177,8 @@ impl DbValue {
         DbValue { target: Ok(DbTarget::Sqlite(path.clone())), given: path }
     }
 
-    /// The value as given: a path, or the PostgreSQL text as typed (which holds no password: one is refused).
+    /// The value as given: a path, or the PostgreSQL text as typed (a value that reads without error holds no
+    /// password).
     pub fn given(&self) -> &Path {
         &self.given
     }
@@ -210,7 +212,7 @@ impl DbValue {
 }
 
 impl Default for DbValue {
-    /// The empty path, as `PathBuf::default()` was for an options value built field by field.
+    /// The empty path: options built with `..Default::default()` name a database only when told.
     fn default() -> Self {
         DbValue::sqlite(PathBuf::new())
     }
@@ -482,6 +484,23 @@ mod tests {
         for p in ["backscope.db", "/tmp/x.db", "runs/a=b.db", "./postgres.db"] {
             assert_eq!(DbTarget::parse(Path::new(p)).unwrap(), DbTarget::Sqlite(p.into()), "{p}");
         }
+    }
+
+    #[test]
+    fn a_value_keeps_its_text_and_reports_its_error_only_when_the_store_is_asked_for() {
+        let bad = DbValue::read("host=h user=u colour=blue".into());
+        assert_eq!(bad.display().to_string(), "host=h user=u colour=blue");
+        assert!(bad.sqlite_file().is_none() && bad.absolute() == bad, "a PostgreSQL value, though unreadable");
+        assert!(format!("{:#}", bad.target().unwrap_err()).contains("--db: an unknown field"));
+        let pg = DbValue::read("host=/tmp/x dbname=y user=z".into());
+        assert_eq!(pg.display().to_string(), "host=/tmp/x dbname=y user=z", "as given, not as the target shows");
+        assert!(matches!(pg.target(), Ok(DbTarget::Postgres(_))));
+        let file = DbValue::read("runs/a=b.db".into());
+        assert_eq!(
+            (file.sqlite_file(), file.target().unwrap()),
+            (Some(Path::new("runs/a=b.db")), &DbTarget::Sqlite("runs/a=b.db".into()))
+        );
+        assert!(file.absolute().given().is_absolute() && file.absolute().given().ends_with("runs/a=b.db"));
     }
 
     #[test]
