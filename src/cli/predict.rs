@@ -141,8 +141,8 @@ pub struct PredictArgs {
     #[arg(long, value_name = "N|KEY")]
     pub cell: Option<String>,
     /// The sweep database of --run/--from-run.
-    #[arg(long, value_name = "FILE", default_value = "backscope.db")]
-    pub db: PathBuf,
+    #[command(flatten)]
+    pub db: super::db::DbFlag,
     /// Output: text (the default), --json (schema backscope.predict/1; with --run backscope.predict-run/1;
     /// docs/predict.md), markdown, html.
     #[command(flatten)]
@@ -219,7 +219,7 @@ impl From<PredictArgs> for PredictCommand {
         c.placement.n_gpu_layers = a.num_gpu;
         c.placement.op_offload = !a.no_op_offload;
         c.cell = a.cell;
-        c.db = a.db;
+        c.db = a.db.into();
         c.output = a.output.into();
         c
     }
