@@ -746,8 +746,7 @@ fn room_graphs(src: &Path, graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> BTre
         for to in tos {
             // Every folder holding both files, from the crate's root down.
             let mut folder = src.to_path_buf();
-            loop {
-                let (Some(a), Some(b)) = (room(&folder, from), room(&folder, to)) else { break };
+            while let (Some(a), Some(b)) = (room(&folder, from), room(&folder, to)) {
                 if a != b {
                     out.entry(folder.clone()).or_default().entry(a).or_default().insert(b);
                     break;
