@@ -5,7 +5,7 @@
 #
 #   bench/bisect_release.sh [RUNS]      (default 5)
 #
-# The archives are packed as tests/bisect_prebuilt.rs packs them (llama.cpp's release commands: the build's bin/
+# The archives are packed as tests/bisect/release_archives.rs packs them (llama.cpp's release commands: the build's bin/
 # with RUNPATH $ORIGIN by chrpath, `tar -czf … --transform 's,^\.,llama-bNNNN,'`) from the CPU builds
 # scripts/bisect-builds.sh leaves in the cache, and served by Python's http.server on the loopback, so the network
 # is not measured: what a step costs beyond its download. Each cold run gets a fresh BACKSCOPE_CACHE; each cached
@@ -69,7 +69,7 @@ for b in "${BUILDS[@]}"; do
   printf '%s: one step cold (download + unpack) %.2f s, cached %.2f s (median of %s)\n' "$b" "${COLD[$b]}" "${WARM[$b]}" "$RUNS"
 done
 
-# A whole bisect (the test of tests/bisect_real.rs: does `llama-server --help` list --rpc), cold and cached.
+# A whole bisect (the test of tests/bisect/pypi_builds.rs: does `llama-server --help` list --rpc), cold and cached.
 TEST='help=$("$BACKSCOPE_BIN_DIR/llama-server" --help 2>&1) || true
 case "$help" in *--host*) ;; *) exit 125 ;; esac
 if printf "%s\n" "$help" | grep -qE -e "(^|[ ,])--rpc( |,|$)"; then exit 1; fi

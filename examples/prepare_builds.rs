@@ -1,6 +1,6 @@
 //! Prepares llama.cpp builds through backscope's own build providers (the same cache directories `bisect`
 //! uses), in the order given, and prints one line per build with the time it took: the CI cache warm-up for
-//! tests/bisect_real.rs (scripts/bisect-builds.sh) and the measurement behind BENCHMARKS.md's "bisect builds".
+//! tests/bisect/pypi_builds.rs (scripts/bisect-builds.sh) and the measurement behind BENCHMARKS.md's "bisect builds".
 //!
 //!     cargo run --example prepare_builds -- PROVIDER BACKEND[:TARGET,…] JOBS BUILD… [-- CMAKE_ARG…]
 //!     cargo run --example prepare_builds -- pypi cpu 2 b11205 b11218 b11223 b11236

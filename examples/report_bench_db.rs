@@ -10,13 +10,14 @@
 //! real run), so that the report reads logs the way it does on a real run. Values come from a fixed-seed
 //! generator: the same N gives the same database.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use backscope::run::record::{
     Api, BackendFacts, ErrorClass, LogRef, Phase, Record, RunSource, ServerRef, ServerTimings, Status, RECORD_SCHEMA,
 };
 use backscope::run::store::{self, RunRow, RunStatus, Store};
+use backscope::run::target::DbValue;
 
 /// xorshift64*: a fixed-seed source of numbers, not a statistical tool.
 struct Rng(u64);
@@ -72,7 +73,7 @@ fn main() -> Result<()> {
     let n: usize = n.parse().context("N: a number of records")?;
     let run_dir = PathBuf::from(run_dir);
     let reps = n.div_ceil(ENDPOINTS.len() * NUM_GPU.len() * PROMPTS.len()).max(1);
-    let mut store = Store::open(Path::new(db))?;
+    let mut store = Store::open(DbValue::read(PathBuf::from(db)).target()?)?;
     let run_id = store::new_run_id();
     std::fs::create_dir_all(run_dir.join("servers"))?;
     store.create_run(&RunRow {

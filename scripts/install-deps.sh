@@ -7,7 +7,7 @@
 # golang-go builds the cgo crash test program (the shape of Ollama's Go runner); postgresql gives the fleet tests a
 # real server (a throw-away cluster per test, on a Unix socket only); man-db is `man`, which the package test
 # (scripts/test-package.sh) reads the installed manual pages with; chrpath sets `$ORIGIN` RUNPATHs in the release
-# archives tests/bisect_prebuilt.rs packs from the bisect builds, as llama.cpp's release job does.
+# archives tests/bisect/release_archives.rs packs from the bisect builds, as llama.cpp's release job does.
 set -euo pipefail
 PKGS=(hipcc llvm-15 clang-15 llvm-19 librocsparse0 binutils zstd unzip ca-certificates strace chromium golang-go postgresql ccache man-db chrpath)
 missing=()

@@ -13,7 +13,7 @@ step "fixtures"
 bash scripts/fixtures.sh
 step "llama.cpp 11434 (Vulkan + CPU backends; cached after the first build)"
 bash scripts/llama-build.sh vulkan >/dev/null
-step "llama.cpp b11200, b11205, b11218, b11223 (CPU, for tests/bisect_real.rs; ccache; cached after the first build)"
+step "llama.cpp b11200, b11205, b11218, b11223 (CPU, for tests/bisect/pypi_builds.rs; ccache; cached after the first build)"
 bash scripts/bisect-builds.sh
 step "cargo fmt --check"
 cargo fmt --all -- --check

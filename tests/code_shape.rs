@@ -1,15 +1,18 @@
-//! Two rules of issue 17 about the shape of the code, checked on the source text:
-//! - no function over [`MAX_FN_LINES`] lines outside tests (`src/` and `crates/*/src/`), except those on
-//!   [`STILL_LONG`], a list that only shrinks;
-//! - no import circle between files of `src/`: the graph file → file of `use` paths and of `crate::`, `super::`,
+//! Three rules about the shape of the code, checked on the source text of every crate of the workspace (`src/` and
+//! each `crates/*/src/`):
+//! - no function over [`MAX_FN_LINES`] lines outside tests, except those on [`STILL_LONG`], a list that only shrinks;
+//! - no file over [`MAX_FILE_LINES`] lines, not counting a trailing `#[cfg(test)]` module (test modules in their own
+//!   file are not counted at all), except those on [`STILL_OVER`], a list that only shrinks;
+//! - no import circle between files of one crate: the graph file → file of `use` paths and of `crate::`, `super::`,
 //!   `self::` paths in code (a `mod x;` declaration is not an edge), with no strongly connected component of more
-//!   than one file, except those on [`STILL_CIRCLES`], a list that only shrinks.
+//!   than one file, except those on [`STILL_CIRCLES`], a list that only shrinks. Each crate is its own graph: its
+//!   `crate::` paths resolve inside it, and a path into another crate of the workspace is no edge.
 //!
-//! The rule is kept at file level, as issue 17's Done-when says: a parent `mod.rs` that calls `child::f` and a child
-//! that uses `super::Type` are a circle too. The cure is the one used for `doctor/` and `support_matrix/`: what the
-//! children share (types, the host reader) gets its own file, and `mod.rs` only calls down. A path through a
-//! re-export resolves to the file that re-exports (write the defining module's path instead); `super::` inside an
-//! inline non-test module resolves as if written at the file's top level.
+//! The circle rule is kept at file level: a parent `mod.rs` that calls `child::f` and a child that uses `super::Type`
+//! are a circle too. The cure is the one used for `doctor/` and `support_matrix/`: what the children share (types,
+//! the host reader) gets its own file, and `mod.rs` only calls down. A path through a re-export resolves to the file
+//! that re-exports (write the defining module's path instead); `super::` inside an inline non-test module resolves as
+//! if written at the file's top level.
 //!
 //! The reader is a small lexer, not a parser: comments and the contents of string and char literals are blanked
 //! (one space per character, newlines kept), so that braces, `fn` and paths are code; items under `#[cfg(test)]`
@@ -25,9 +28,26 @@ const MAX_FN_LINES: usize = 150;
 /// A listed function that is now short, or gone, fails the test: the list only shrinks.
 const STILL_LONG: &[(&str, &str)] = &[];
 
-/// Import circles inside folders that other work is reshaping, each as its files (sorted, under `src/`). A listed
-/// circle that no longer exists as listed fails the test: the list only shrinks.
+/// The most lines a source file may have, not counting a trailing `#[cfg(test)]` module.
+const MAX_FILE_LINES: usize = 1000;
+
+/// Files over [`MAX_FILE_LINES`] that other work is splitting: (file under the workspace, its counted lines when
+/// listed). A listed file that is now at most [`MAX_FILE_LINES`] lines, or gone, fails the test, and so does one that
+/// grew past its listed length: the list only shrinks.
+const STILL_OVER: &[(&str, usize)] = &[
+    // One file a line, so that each split takes its own line off.
+];
+
+/// Import circles inside folders that other work is reshaping, each as its files (sorted, under the workspace). A
+/// listed circle that no longer exists as listed fails the test: the list only shrinks.
 const STILL_CIRCLES: &[&[&str]] = &[];
+
+/// Rooms of one folder that still import each other, as `folder: [rooms]` the way the test prints them. A listed
+/// entry that no longer holds fails the test: the list only shrinks.
+const STILL_BACK_UP: &[&str] = &[
+    // The scan report holds the disassembly's report, and the disassembly reads the scan report.
+    r#"src/gpu/binaries: ["src/gpu/binaries/disasm", "src/gpu/binaries/records"]"#,
+];
 
 // ---------------------------------------------------------------------------------------------------------------
 // Lexing
@@ -339,12 +359,8 @@ fn functions(code: &[char]) -> Vec<(String, usize, usize)> {
 
 fn long_functions() -> BTreeMap<(String, String), usize> {
     let ws = workspace();
-    let mut roots = vec![ws.join("src")];
-    for entry in std::fs::read_dir(ws.join("crates")).unwrap().flatten() {
-        roots.push(entry.path().join("src"));
-    }
     let mut long = BTreeMap::new();
-    for s in sources(&roots) {
+    for s in sources(&crate_roots()) {
         let file = s.path.strip_prefix(&ws).unwrap().display().to_string();
         for (name, _, lines) in functions(&s.code) {
             if lines > MAX_FN_LINES {
@@ -363,6 +379,57 @@ fn no_function_over_150_lines_outside_tests() {
     assert!(new.is_empty(), "functions over {MAX_FN_LINES} lines (split them one function per section): {new:#?}");
     let short: Vec<_> = listed.iter().filter(|k| !long.contains_key(*k)).collect();
     assert!(short.is_empty(), "no longer over {MAX_FN_LINES} lines: take {short:?} off STILL_LONG");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// File length
+
+/// The lines of a file that count: all of them, less a trailing `#[cfg(test)]` module (from its attribute's line to
+/// the end of the file).
+fn counted_lines(text: &str) -> usize {
+    let total = text.lines().count();
+    let code = code_only(text);
+    let attr: Vec<char> = "#[cfg(test)]".chars().collect();
+    let Some(at) = (0..code.len().saturating_sub(attr.len() - 1)).rev().find(|&i| code[i..i + attr.len()] == attr[..])
+    else {
+        return total;
+    };
+    let is_mod = {
+        let rest: String = code[at + attr.len()..].iter().collect();
+        let words: Vec<&str> = rest.split_whitespace().take(2).collect();
+        matches!(words.as_slice(), ["mod", ..] | ["pub" | "pub(crate)" | "pub(super)", "mod"])
+    };
+    let Some((open, '{')) = item_end_or_body(&code, at + attr.len()) else { return total };
+    let close = matching_brace(&code, open);
+    if !is_mod || code[close + 1..].iter().any(|c| !c.is_whitespace()) {
+        return total;
+    }
+    line_of(&code, at) - 1
+}
+
+/// Files over [`MAX_FILE_LINES`] counted lines, under the workspace, with their counted lines.
+fn long_files() -> BTreeMap<String, usize> {
+    let ws = workspace();
+    let mut long = BTreeMap::new();
+    for s in sources(&crate_roots()) {
+        let lines = counted_lines(&std::fs::read_to_string(&s.path).unwrap());
+        if lines > MAX_FILE_LINES {
+            long.insert(s.path.strip_prefix(&ws).unwrap().display().to_string(), lines);
+        }
+    }
+    long
+}
+
+#[test]
+fn no_file_over_1000_lines_outside_tests() {
+    let long = long_files();
+    let listed: BTreeMap<String, usize> = STILL_OVER.iter().map(|(f, n)| (f.to_string(), *n)).collect();
+    let new: Vec<_> = long.iter().filter(|(f, _)| !listed.contains_key(*f)).collect();
+    assert!(new.is_empty(), "files over {MAX_FILE_LINES} lines (split them by job): {new:#?}");
+    let grew: Vec<_> = long.iter().filter(|(f, n)| listed.get(*f).is_some_and(|l| *n > l)).collect();
+    assert!(grew.is_empty(), "listed files that grew (STILL_OVER only shrinks; split them instead): {grew:#?}");
+    let short: Vec<_> = listed.keys().filter(|f| !long.contains_key(*f)).collect();
+    assert!(short.is_empty(), "no longer over {MAX_FILE_LINES} lines: take {short:?} off STILL_OVER");
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -390,7 +457,13 @@ fn file_of(src: &Path, files: &BTreeSet<PathBuf>, path: &[String]) -> PathBuf {
             }
         }
     }
-    src.join("lib.rs")
+    // An item of the crate root: `lib.rs`, or `main.rs` in a crate that is only a binary.
+    let lib = src.join("lib.rs");
+    if files.contains(&lib) {
+        lib
+    } else {
+        src.join("main.rs")
+    }
 }
 
 /// The paths a `use` tree names, each with the name it binds: `a::{self, b::c as d}` → `[a] a`, `[a, b, c] d`.
@@ -522,14 +595,14 @@ fn uses_and_mods(code: &[char]) -> (Vec<String>, Vec<String>) {
     (uses, mods)
 }
 
-/// The import graph of `src/`: file → the files its paths name.
-fn import_graph() -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
-    let src = workspace().join("src");
-    let sources = sources(std::slice::from_ref(&src));
+/// The import graph of the crate whose source root is `src`: file → the files its paths name. `crate::` paths
+/// resolve inside that crate; a path into another crate of the workspace is no edge.
+fn import_graph(src: &Path) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
+    let sources = sources(&[src.to_path_buf()]);
     let files: BTreeSet<PathBuf> = sources.iter().map(|s| s.path.clone()).collect();
     let mut graph = BTreeMap::new();
     for s in &sources {
-        let here = module_path(&src, &s.path);
+        let here = module_path(src, &s.path);
         let (uses, mods) = uses_and_mods(&s.code);
         let mut aliases: BTreeMap<String, Vec<String>> =
             mods.iter().map(|m| (m.clone(), here.iter().chain([m]).cloned().collect())).collect();
@@ -553,10 +626,25 @@ fn import_graph() -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
                 named.push(abs);
             }
         }
-        let to: BTreeSet<PathBuf> = named.iter().map(|p| file_of(&src, &files, p)).filter(|f| *f != s.path).collect();
+        let to: BTreeSet<PathBuf> = named.iter().map(|p| file_of(src, &files, p)).filter(|f| *f != s.path).collect();
         graph.insert(s.path.clone(), to);
     }
     graph
+}
+
+/// The source roots of the workspace's crates: `src/` and each `crates/*/src/`, each its own import graph.
+fn crate_roots() -> Vec<PathBuf> {
+    let ws = workspace();
+    let mut roots = vec![ws.join("src")];
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(ws.join("crates"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("src"))
+        .filter(|p| p.is_dir())
+        .collect();
+    crates.sort();
+    roots.extend(crates);
+    roots
 }
 
 /// Strongly connected components of more than one node (Tarjan's algorithm), each sorted.
@@ -623,20 +711,97 @@ fn circles(graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<Vec<PathBuf>> {
 }
 
 #[test]
-fn no_import_circle_between_files_of_src() {
-    let src = workspace().join("src");
-    let found: Vec<Vec<String>> = circles(&import_graph())
-        .into_iter()
-        .map(|c| c.iter().map(|f| f.strip_prefix(&src).unwrap().display().to_string()).collect())
+fn no_import_circle_between_files_of_a_crate() {
+    let ws = workspace();
+    let found: Vec<Vec<String>> = crate_roots()
+        .iter()
+        .flat_map(|src| circles(&import_graph(src)))
+        .map(|c| c.iter().map(|f| f.strip_prefix(&ws).unwrap().display().to_string()).collect())
         .collect();
     let listed: Vec<Vec<String>> = STILL_CIRCLES.iter().map(|c| c.iter().map(|f| f.to_string()).collect()).collect();
     let new: Vec<_> = found.iter().filter(|c| !listed.contains(c)).collect();
     assert!(
         new.is_empty(),
-        "import circles between files of src/ (move what both sides use to its own file): {new:#?}"
+        "import circles between files of a crate (move what both sides use to its own file): {new:#?}"
     );
     let gone: Vec<_> = listed.iter().filter(|c| !found.contains(c)).collect();
     assert!(gone.is_empty(), "no longer a circle as listed: take {gone:?} off STILL_CIRCLES");
+}
+
+/// The room graphs of a crate: for each folder, its entries (a file `x.rs` and a folder `x/` are one room, `x`; the
+/// folder's own `mod.rs`, `lib.rs` or `main.rs` is its face, no room) with an arrow from room A to room B when a file
+/// in A imports a file in B.
+fn room_graphs(src: &Path, graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> BTreeMap<PathBuf, RoomGraph> {
+    fn room(folder: &Path, file: &Path) -> Option<PathBuf> {
+        let first = file.strip_prefix(folder).ok()?.components().next()?.as_os_str().to_str()?;
+        if matches!(first, "mod.rs" | "lib.rs" | "main.rs") {
+            return None;
+        }
+        Some(folder.join(first.trim_end_matches(".rs")))
+    }
+    let mut out: BTreeMap<PathBuf, RoomGraph> = BTreeMap::new();
+    for (from, tos) in graph {
+        for to in tos {
+            // Every folder holding both files, from the crate's root down.
+            let mut folder = src.to_path_buf();
+            while let (Some(a), Some(b)) = (room(&folder, from), room(&folder, to)) {
+                if a != b {
+                    out.entry(folder.clone()).or_default().entry(a).or_default().insert(b);
+                    break;
+                }
+                folder = a;
+            }
+        }
+    }
+    for rooms in out.values_mut() {
+        let targets: Vec<PathBuf> = rooms.values().flatten().cloned().collect();
+        for t in targets {
+            rooms.entry(t).or_default();
+        }
+    }
+    out
+}
+
+type RoomGraph = BTreeMap<PathBuf, BTreeSet<PathBuf>>;
+
+/// Floors inside every folder: the rooms of one folder import one way only, so that each stands above what it
+/// imports. Two rooms that import each other, directly or through others, mean an arrow runs back up; the cure is
+/// the file rule's: what both use moves down into a room of its own. Exceptions only on [`STILL_BACK_UP`].
+#[test]
+fn no_arrow_runs_back_up_between_the_rooms_of_a_folder() {
+    let ws = workspace();
+    let mut found = Vec::new();
+    for src in crate_roots() {
+        for (folder, rooms) in room_graphs(&src, &import_graph(&src)) {
+            for c in circles(&rooms) {
+                let names: Vec<String> = c.iter().map(|r| r.strip_prefix(&ws).unwrap().display().to_string()).collect();
+                found.push(format!("{}: {names:?}", folder.strip_prefix(&ws).unwrap().display()));
+            }
+        }
+    }
+    let new: Vec<&String> = found.iter().filter(|f| !STILL_BACK_UP.contains(&f.as_str())).collect();
+    assert!(new.is_empty(), "rooms of one folder that import each other (an arrow back up): {new:#?}");
+    let gone: Vec<&&str> = STILL_BACK_UP.iter().filter(|l| !found.iter().any(|f| f == *l)).collect();
+    assert!(gone.is_empty(), "no longer rooms that import each other: take {gone:?} off STILL_BACK_UP");
+}
+
+#[test]
+fn rooms_join_a_file_and_its_folder_and_leave_the_face_out() {
+    let src = PathBuf::from("/w/src");
+    let f = |p: &str| src.join(p);
+    let graph = BTreeMap::from([
+        (f("a.rs"), BTreeSet::from([f("b/x.rs")])),
+        (f("a/inner.rs"), BTreeSet::from([f("a.rs")])),
+        (f("b/x.rs"), BTreeSet::from([f("b/y.rs"), f("lib.rs")])),
+        (f("b/y.rs"), BTreeSet::from([f("a/inner.rs")])),
+        (f("lib.rs"), BTreeSet::from([f("a.rs")])),
+    ]);
+    let rooms = room_graphs(&src, &graph);
+    // At the root: a → b and b → a (b/y.rs names a/inner.rs): one circle of two rooms, the face left out.
+    assert_eq!(circles(&rooms[&src]), vec![vec![f("a"), f("b")]]);
+    // Inside b: x → y only; inside a: inner → a's own file is the face, no room.
+    assert_eq!(rooms[&f("b")][&f("b/x")], BTreeSet::from([f("b/y")]));
+    assert!(!rooms.contains_key(&f("a")));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -711,6 +876,45 @@ fn code_paths_are_runs_of_identifiers() {
         code_paths(&c),
         vec![vec!["crate".to_string(), "a".into(), "b".into()], vec!["y".to_string(), "z".into()]]
     );
+}
+
+#[test]
+fn a_crate_graph_follows_crate_and_super_paths_and_leaves_out_tests_and_text() {
+    let dir = std::env::temp_dir().join(format!("code-shape-graph-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("hooks")).unwrap();
+    let write = |p: &str, text: &str| std::fs::write(dir.join(p), text).unwrap();
+    write("lib.rs", "mod a; mod b; mod hooks;");
+    write("a.rs", "use crate::hooks::{cuda::launch, other};\n// crate::b::x in a comment is no edge\n");
+    write("b.rs", "fn f() { let s = \"crate::a::y\"; }\n#[cfg(test)]\nmod tests { use crate::a; }\n");
+    write("hooks/mod.rs", "pub mod cuda;");
+    write("hooks/cuda.rs", "pub fn launch() { super::super::b::g(); }");
+    let files = |names: &[&str]| names.iter().map(|n| dir.join(n)).collect::<BTreeSet<PathBuf>>();
+    let graph = import_graph(&dir);
+    assert_eq!(graph[&dir.join("a.rs")], files(&["hooks/cuda.rs", "hooks/mod.rs"]));
+    assert_eq!(graph[&dir.join("hooks/cuda.rs")], files(&["b.rs"]));
+    assert!(graph[&dir.join("b.rs")].is_empty(), "a string and a test module are no edges");
+    assert!(circles(&graph).is_empty(), "{:?}", circles(&graph));
+    // An item of the crate root resolves to lib.rs.
+    write("b.rs", "use crate::{x, a::y};");
+    let graph = import_graph(&dir);
+    assert_eq!(graph[&dir.join("b.rs")], files(&["a.rs", "lib.rs"]));
+    let found: Vec<BTreeSet<PathBuf>> = circles(&graph).into_iter().map(|c| c.into_iter().collect()).collect();
+    assert_eq!(found, vec![files(&["a.rs", "b.rs", "hooks/cuda.rs"])]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_trailing_test_module_does_not_count_toward_a_files_length() {
+    let body = "fn a() {}\n// #[cfg(test)] in a comment\nfn b() { let _ = \"#[cfg(test)]\"; }\n";
+    assert_eq!(counted_lines(body), 3);
+    let tests = "#[cfg(test)]\nmod tests {\n    #[test]\n    fn t() { let _ = \"}\"; }\n}\n";
+    assert_eq!(counted_lines(&format!("{body}\n{tests}")), 4);
+    assert_eq!(counted_lines(&format!("{body}{tests}")), 3);
+    // A test module with code after it, or an out-of-line one, leaves the count alone.
+    assert_eq!(counted_lines(&format!("{body}{tests}fn c() {{}}\n")), 9);
+    assert_eq!(counted_lines(&format!("{body}#[cfg(test)]\nmod tests;\n")), 5);
+    // A test-only helper that is not a module counts.
+    assert_eq!(counted_lines(&format!("{body}#[cfg(test)]\nfn helper() {{}}\n")), 5);
 }
 
 #[test]

@@ -1,57 +1,21 @@
-//! Integration tests: real inputs (downloaded by scripts/fixtures.sh), real independent tools.
-mod bisect_cli;
-mod bounded;
+//! Integration tests: real inputs (downloaded by scripts/fixtures.sh), real independent tools. One folder per
+//! command (`scan/`, `sweep/`, …), `vulkan/` for the Vulkan layer, `every_command/` for what all commands share, and
+//! the helpers in `support/`.
 mod code_shape;
-mod scan_inputs;
-mod util;
-
-mod bisect_prebuilt;
-mod bisect_real;
-mod disasm_real;
-mod doctor;
-mod fleet_pg;
-mod gate;
-mod gguf_synth;
-mod hardening_bisect;
-mod hardening_budgets;
-mod hardening_cache;
-mod hardening_io;
-mod hardening_redaction;
-mod hardening_report;
-mod hardening_sweep;
-mod hardening_sweep_resume;
-mod hardening_text;
-mod hardening_trace;
-mod hardening_trace_paths;
-mod kernel_log;
-mod logs_cli;
-mod logs_corpus;
-mod logs_eras;
-mod maps_live;
 mod module_floor;
-mod output_cli;
-mod pg_hardening;
+mod support;
+
+mod bisect;
+mod doctor;
+mod every_command;
+mod gate;
+mod logs;
+mod maps;
 mod predict;
-mod predict_cli;
-mod predict_placement;
-mod predict_vulkan;
-mod predict_vulkan_run;
-mod report_cli;
-mod scan_bad_input;
-mod scan_budgets;
-mod scan_real;
-mod scan_vulkan;
-mod sweep_common;
-mod sweep_faults;
-mod sweep_hardening;
-mod sweep_real;
-mod sweep_trace;
-mod trace_cli;
-mod vulkan_blackbox;
-mod vulkan_capability;
-mod vulkan_crash;
-mod vulkan_impersonate;
-mod vulkan_moe;
-mod vulkan_pipelines_map;
-mod vulkan_trace;
-mod vulkan_verify_build;
+mod push;
+mod report;
+mod scan;
+mod sweep;
+mod synth;
+mod trace;
+mod vulkan;

@@ -11,7 +11,7 @@
 #      pipelines on a device that also offers NV coopmat2 (ggml-vulkan.cpp:4070-4071);
 #   4. when CARRY_DIR has vk_coopmat_caps (bench/gpu/vk_coopmat_caps.c): the driver's cooperative-matrix shapes,
 #      flexible dimensions, coopmat2 properties and bf16/coopmat features, which vulkaninfo 1.3.239 does not print.
-# The traces are the expected side of tests/vulkan_impersonate.rs; nothing here judges them.
+# The traces are the expected side of tests/vulkan/impersonate.rs; nothing here judges them.
 # Usage: [CASES="..."] bench/gpu/record_vulkan_dispatch.sh CARRY_DIR OUT_DIR
 #   CARRY_DIR holds: backscope, libbackscope_vklayer.so, llama/ (the bin directory of scripts/llama-build.sh vulkan),
 #   debs/ (libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 from Debian bookworm, `apt-get download`), ggml-vocab-llama-spm.gguf.

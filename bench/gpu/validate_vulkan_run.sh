@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Validate `backscope predict --run` for ggml-vulkan (placement included) on an NVIDIA GPU through NVIDIA's Vulkan
-# driver, as tests/predict_vulkan_run.rs does on lavapipe:
+# driver, as tests/predict/vulkan_run.rs does on lavapipe:
 #   1. unpack Debian's Vulkan loader (carried .debs) and point it at the NVIDIA ICD (as validate_vulkan.sh does);
 #   2. `backscope synth` a TinyLlama-1.1B-shaped model (22 layers, F16) and quantize it to Q4_K_M;
 #   3. `backscope sweep --trace` of the Vulkan llama-server (GGML_VK_PERF_LOGGER=1) at num_gpu 0, 10 (layers 13-21 and

@@ -31,14 +31,14 @@
 #   A case is [cm1-]MODEL-ngl-N-SIZE: MODEL one of tl-f16 tl-q4km tl-q8 (TinyLlama-1.1B-shaped) moe-q8 moe-q4km
 #   (Mixtral-routed tiny-moe), N the layers offloaded (-ngl), SIZE pN (an N-token prompt, no decode) or tgN (an
 #   N-token decode, no prompt); `cm1-` sets GGML_VK_DISABLE_COOPMAT2=1 on both sides. The default is the 54 cases of
-#   tests/vulkan_impersonate.rs. A case takes seconds (the impersonated side's shaders do no work); split CASES over
+#   tests/vulkan/impersonate.rs. A case takes seconds (the impersonated side's shaders do no work); split CASES over
 #   several calls where one call may take at most 10 minutes (OUT_DIR accumulates).
 #   Dry run anywhere with lavapipe (no NVIDIA): REAL_ICD=lavapipe REAL_IMPERSONATE=PROFILE makes the "real" side an
 #   impersonated run too (every case must then be EQUAL); REAL_ICD=lavapipe alone runs plain lavapipe (cases differ
 #   where ggml's rules for the two devices do).
 # Results: OUT_DIR/summary.txt (one line per case: EQUAL, DIFFER with the first difference, RECORDED (REAL_ONLY), or
 #   FAILED, then totals; "EQUAL (order not recorded)" where RECORDED traces came from a layer without order records), OUT_DIR/order.jsonl (per case predict's `against` object), OUT_DIR/traces/CASE.traces (the
-#   real run's trace, with its sequence records: the expected side tests/vulkan_impersonate.rs holds impersonation
+#   real run's trace, with its sequence records: the expected side tests/vulkan/impersonate.rs holds impersonation
 #   against, once committed), OUT_DIR/impersonated/CASE.traces, OUT_DIR/devices.txt, OUT_DIR/logs/ (each run's
 #   output). The exit status is 0 when every case ran and was EQUAL (or recorded), 1 otherwise.
 set -euo pipefail

@@ -9,6 +9,8 @@ use backscope::commands::bisect::validate;
 use backscope::commands::bisect::{BisectOptions, BisectSpec, CellSpec, Rate, Resume, TestSpec};
 use clap::{value_parser, ArgGroup, Args, ValueEnum};
 
+use super::db::DbFlag;
+
 const AFTER_HELP: &str = "\
 The test, exactly one of:
   --crash [--class CLASS] [--signature SIG]   a cell fails (any class, or that error class / crash signature)
@@ -61,9 +63,9 @@ pub struct BisectArgs {
     /// Parallel build jobs (default: the number of CPUs).
     #[arg(long, value_name = "N", value_parser = parse_jobs)]
     pub jobs: Option<usize>,
-    /// SQLite database for the bisect's steps and its cells' records (created if missing).
-    #[arg(long, default_value = "backscope.db", value_name = "FILE")]
-    pub db: PathBuf,
+    /// The database for the bisect's steps and its cells' records.
+    #[command(flatten)]
+    pub db: DbFlag,
     /// Where the cells' run directories and the bisect's logs go.
     #[arg(long, default_value = "backscope-runs", value_name = "DIR")]
     pub runs_dir: PathBuf,
@@ -264,7 +266,7 @@ impl BisectArgs {
         Ok(BisectOptions {
             spec,
             resume,
-            db: self.db,
+            db: self.db.into(),
             dry_run: self.dry_run,
             yes: self.yes,
             output: self.output.into(),

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use backscope::commands::gate::{GateCommand, GateOptions};
+use backscope::run::target::DbValue;
 use clap::Args;
 
 #[derive(Debug, Args)]
@@ -44,7 +45,7 @@ impl From<GateArgs> for GateCommand {
             options: GateOptions {
                 arch: a.arch,
                 install: a.install,
-                runs: a.runs,
+                runs: a.runs.map(DbValue::read),
                 run_ids: a.run_ids,
                 logs: a.log,
                 ollama: a.ollama,

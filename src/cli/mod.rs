@@ -2,6 +2,7 @@
 //! library's commands take. Only this part of backscope knows clap; `main.rs` parses, calls [`run`] and exits.
 
 mod bisect;
+mod db;
 mod doctor;
 mod gate;
 mod generate;
@@ -177,6 +178,7 @@ pub fn run(cli: Cli) -> Result<u8> {
 #[cfg(test)]
 mod tests {
     use backscope::commands::sweep::{Resume, SweepCommand};
+    use backscope::run::target::DbValue;
     use clap::CommandFactory;
 
     use super::*;
@@ -262,9 +264,12 @@ mod tests {
         assert_eq!(o.flags.timeouts.grace_s, Some(2.5));
         assert_eq!(o.flags.prompt_files, [PathBuf::from("p.txt")], "made absolute when merged, not here");
         assert!(o.flags.no_stream);
-        assert_eq!((o.db, o.runs_dir), (PathBuf::from("x.db"), PathBuf::from("backscope-runs")));
+        assert_eq!((o.db, o.runs_dir), (DbValue::sqlite(PathBuf::from("x.db")), PathBuf::from("backscope-runs")));
         let SweepCommand::Export(e) = sweep(&["export", "--run", "a", "--run", "b"]) else { panic!("not export") };
-        assert_eq!((e.runs, e.db), (vec!["a".to_string(), "b".to_string()], PathBuf::from("backscope.db")));
+        assert_eq!(
+            (e.runs, e.db),
+            (vec!["a".to_string(), "b".to_string()], DbValue::sqlite(PathBuf::from("backscope.db")))
+        );
     }
 
     #[test]
@@ -306,7 +311,7 @@ mod tests {
         let c: PredictCommand = (*a).into();
         assert_eq!(
             (c.batch, c.observation, c.db),
-            (BatchFrom::EachRecord, Observation::Run("r1".into()), PathBuf::from("backscope.db"))
+            (BatchFrom::EachRecord, Observation::Run("r1".into()), DbValue::sqlite(PathBuf::from("backscope.db")))
         );
         assert!(
             parse(&["predict", "--arch", "gfx900", "--model", "m", "--type", "q4_k", "--ne11", "1"]).is_err(),
@@ -347,7 +352,7 @@ mod tests {
         assert_eq!(g.options.install, [PathBuf::from("a"), PathBuf::from("b")]);
         assert_eq!(
             (g.options.runs, g.options.run_ids, g.options.ollama.as_deref()),
-            (Some("x.db".into()), vec!["r1".to_string()], Some("none"))
+            (Some(DbValue::sqlite("x.db".into())), vec!["r1".to_string()], Some("none"))
         );
         assert_eq!(
             (g.output.format, g.output.path.as_deref()),

@@ -143,8 +143,8 @@ pub struct PredictArgs {
     #[arg(long, value_name = "N|KEY")]
     pub cell: Option<String>,
     /// The sweep database of --run/--from-run.
-    #[arg(long, value_name = "FILE", default_value = "backscope.db")]
-    pub db: PathBuf,
+    #[command(flatten)]
+    pub db: super::db::DbFlag,
     /// Output: text (the default), --json (schema backscope.predict/1; with --run backscope.predict-run/1;
     /// docs/predict.md), markdown, html.
     #[command(flatten)]
@@ -230,7 +230,7 @@ impl From<PredictArgs> for PredictCommand {
         c.records = records;
         c.vulkan = vulkan;
         c.cell = a.cell;
-        c.db = a.db;
+        c.db = a.db.into();
         c.output = a.output.into();
         c
     }

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use backscope::commands::push::PushOptions;
+use backscope::run::target::DbValue;
 use clap::Args;
 
 #[derive(Debug, Args)]
@@ -31,6 +32,12 @@ pub struct PushArgs {
 
 impl From<PushArgs> for PushOptions {
     fn from(a: PushArgs) -> Self {
-        PushOptions { from: a.from, db: a.db, runs: a.runs, take_over: a.take_over, output: a.output.into() }
+        PushOptions {
+            from: DbValue::read(a.from),
+            db: DbValue::read(a.db),
+            runs: a.runs,
+            take_over: a.take_over,
+            output: a.output.into(),
+        }
     }
 }

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use backscope::commands::report::ReportOptions;
+use backscope::run::target::DbValue;
 use clap::Args;
 
 #[derive(Debug, Args)]
@@ -48,7 +49,7 @@ pub struct ReportArgs {
 impl From<ReportArgs> for ReportOptions {
     fn from(a: ReportArgs) -> Self {
         ReportOptions {
-            input: a.input,
+            input: DbValue::read(a.input),
             run: a.run,
             bundle: a.bundle,
             output: a.output.into(),

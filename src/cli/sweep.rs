@@ -8,6 +8,7 @@ use backscope::commands::sweep::{
 };
 use clap::{Args, Subcommand};
 
+use super::db::DbFlag;
 use super::numbers;
 
 #[derive(Debug, Args)]
@@ -120,10 +121,9 @@ pub struct RunArgs {
     /// Seconds between SIGTERM and SIGKILL when stopping a managed server. Default: 10.
     #[arg(long, value_name = "S", value_parser = numbers::seconds(MAX_TIMEOUT_S))]
     pub grace: Option<f64>,
-    /// Where records go: an SQLite file (created if missing) or a shared PostgreSQL database
-    /// (`postgres://user@host/db` or `host=… dbname=… user=…`; password from PGPASSWORD or ~/.pgpass; docs/fleet.md).
-    #[arg(long, default_value = "backscope.db", value_name = "FILE|POSTGRES")]
-    pub db: PathBuf,
+    /// Where records go.
+    #[command(flatten)]
+    pub db: DbFlag,
     /// Where run directories are created (one per run, named by its run id).
     #[arg(long, default_value = "backscope-runs", value_name = "DIR")]
     pub runs_dir: PathBuf,
@@ -179,8 +179,8 @@ pub struct ExportArgs {
     /// JSON Lines (the format; accepted for clarity).
     #[arg(long)]
     pub jsonl: bool,
-    #[arg(long, default_value = "backscope.db", value_name = "FILE")]
-    pub db: PathBuf,
+    #[command(flatten)]
+    pub db: DbFlag,
     /// Only this run (repeatable); default: every run in the database.
     #[arg(long = "run", value_name = "RUN_ID")]
     pub runs: Vec<String>,
@@ -194,8 +194,8 @@ pub struct ImportArgs {
     /// llama-bench output files (-o json or -o jsonl).
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    #[arg(long, default_value = "backscope.db", value_name = "FILE")]
-    pub db: PathBuf,
+    #[command(flatten)]
+    pub db: DbFlag,
     #[arg(long, default_value = "backscope-runs", value_name = "DIR")]
     pub runs_dir: PathBuf,
     /// Endpoint name the records get.
@@ -207,8 +207,8 @@ pub struct ImportArgs {
 pub struct ReportArgs {
     /// The run (default: the latest).
     pub run_id: Option<String>,
-    #[arg(long, default_value = "backscope.db", value_name = "FILE")]
-    pub db: PathBuf,
+    #[command(flatten)]
+    pub db: DbFlag,
     /// Output: text (the default), --json (the run's claims), markdown, html.
     #[command(flatten)]
     pub output: super::output::OutputArgs,
@@ -218,16 +218,16 @@ impl From<SweepArgs> for SweepCommand {
     fn from(a: SweepArgs) -> Self {
         match a.action {
             Some(SweepAction::Export(e)) => {
-                SweepCommand::Export(ExportOptions { db: e.db, runs: e.runs, output: e.output })
+                SweepCommand::Export(ExportOptions { db: e.db.into(), runs: e.runs, output: e.output })
             }
             Some(SweepAction::Import(i)) => SweepCommand::Import(ImportOptions {
                 files: i.files,
-                db: i.db,
+                db: i.db.into(),
                 runs_dir: i.runs_dir,
                 endpoint: i.endpoint,
             }),
             Some(SweepAction::Report(r)) => {
-                SweepCommand::Report(ReportOptions { run_id: r.run_id, db: r.db, output: r.output.into() })
+                SweepCommand::Report(ReportOptions { run_id: r.run_id, db: r.db.into(), output: r.output.into() })
             }
             None => SweepCommand::Run(Box::new((*a.run).into())),
         }
@@ -270,7 +270,7 @@ impl From<RunArgs> for RunOptions {
         RunOptions {
             spec: a.spec,
             flags,
-            db: a.db,
+            db: a.db.into(),
             runs_dir: a.runs_dir,
             // `--resume` without a value means the latest sweep.
             resume: a.resume.map(|r| if r == "latest" { Resume::Latest } else { Resume::Run(r) }),

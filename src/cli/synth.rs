@@ -160,7 +160,7 @@ mod tests {
 
     #[test]
     fn every_preset_and_type_has_its_command_line_name() {
-        // The names docs and scripts use (README, scripts/demo.sh, tests/gguf_synth.rs).
+        // The names docs and scripts use (README, scripts/demo.sh, tests/synth/gguf.rs).
         let names = |v: &[PresetArg]| {
             v.iter().map(|p| p.to_possible_value().unwrap().get_name().to_string()).collect::<Vec<_>>()
         };

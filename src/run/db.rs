@@ -5,12 +5,11 @@
 //! at a run never changes the file (or fails on a read-only copy). The records are read from the `json` column,
 //! which holds each cell's [`Record`] as `result.json` has it, so the record layout stays the sweep's.
 
-use std::path::Path;
-
 use anyhow::{bail, Result};
 
 use crate::run::record::Record;
 use crate::run::store::{RunRow, Store};
+use crate::run::target::{DbTarget, DbValue};
 
 /// An open sweep database, read-only (the sweep store's own read-only open: no file created or changed, a newer
 /// schema refused, a file without the sweep's tables refused).
@@ -22,18 +21,19 @@ pub struct SweepDb {
 }
 
 impl SweepDb {
-    /// Open `path` read-only; a missing file is an error (a reader never creates a database).
-    pub fn open(path: &Path) -> Result<SweepDb> {
-        if crate::run::target::is_postgres(path) {
-            let store = Store::open_read_only(path)?;
+    /// Open `db` read-only; a missing file is an error (a reader never creates a database).
+    pub fn open(db: &DbValue) -> Result<SweepDb> {
+        let target = db.target()?;
+        let DbTarget::Sqlite(path) = target else {
+            let store = Store::open_read_only(target)?;
             return Ok(SweepDb { path: store.describe(), store });
-        }
+        };
         if !path.exists() {
             bail!("{}: no such sweep database (record runs with `backscope sweep … --db FILE`)", path.display());
         }
         // A FIFO, a device or a directory is named for what it is (the open does not block on it).
         crate::host::inputs::open_input(path)?;
-        Ok(SweepDb { store: Store::open_read_only(path)?, path: path.display().to_string() })
+        Ok(SweepDb { store: Store::open_read_only(target)?, path: path.display().to_string() })
     }
 
     pub fn path(&self) -> &str {
@@ -113,6 +113,8 @@ pub fn select_cells<'r>(records: &'r [Record], cell: Option<&str>) -> Result<Vec
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
     use crate::run::record::{RunSource, Status, RECORD_SCHEMA};
     use crate::run::store::{self, RunRow, RunStatus, Store};
@@ -127,9 +129,9 @@ mod tests {
     #[test]
     fn a_reader_creates_no_file_and_streams_records_in_plan_order() {
         let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("a ?#%b.db");
+        let db = DbValue::sqlite(dir.path().join("a ?#%b.db"));
         {
-            let mut s = Store::open(&db).unwrap();
+            let mut s = Store::open(db.target().unwrap()).unwrap();
             for (id, created) in [("r1", "2026-01-01T00:00:00.000Z"), ("r2", "2026-01-02T00:00:00.000Z")] {
                 s.create_run(&RunRow {
                     run_id: id.into(),

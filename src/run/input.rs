@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::run::db::SweepDb;
+use crate::run::target::DbValue;
 
 /// Largest `result.json` read: a record is a few KiB (a traced one a few more), so anything near this is not one.
 const MAX_RECORD_BYTES: u64 = 64 << 20;
@@ -141,16 +142,17 @@ pub enum Records {
     Lines(PathBuf),
 }
 
-/// Opens `path`: a run directory (a directory), or a sweep database (a file) and `run` in it (the latest when
-/// none is given).
-pub fn open(path: &Path, run: Option<&str>, problems: &mut Vec<String>) -> Result<(RunMeta, Records)> {
+/// Opens `input`: a run directory (a directory), or a sweep database (a file or a PostgreSQL store) and `run` in it
+/// (the latest when none is given).
+pub fn open(input: &DbValue, run: Option<&str>, problems: &mut Vec<String>) -> Result<(RunMeta, Records)> {
+    let path = input.given();
     if path.is_dir() {
         if run.is_some() {
             bail!("{} is a run directory, which holds one run; --run picks a run in a database", path.display());
         }
         return open_run_dir(path, problems);
     }
-    let db = SweepDb::open(path)?;
+    let db = SweepDb::open(input)?;
     let run_id = match run {
         Some(r) => r.to_string(),
         None => db.latest_run()?.with_context(|| format!("{}: no runs yet", path.display()))?,
@@ -163,10 +165,9 @@ pub fn open(path: &Path, run: Option<&str>, problems: &mut Vec<String>) -> Resul
     let meta = RunMeta {
         run_id: info.run_id,
         run_dir: info.run_dir,
-        db: Some(if crate::run::target::is_postgres(path) {
-            db.path().to_string()
-        } else {
-            std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string()
+        db: Some(match input.sqlite_file() {
+            Some(file) => std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf()).display().to_string(),
+            None => db.path().to_string(),
         }),
         status: Some(info.status.as_str().to_string()),
         source: info.source.as_str().to_string(),
@@ -353,7 +354,7 @@ mod tests {
         }
         std::fs::create_dir_all(dir.path().join("cells/notes")).unwrap();
         let mut problems = Vec::new();
-        let (meta, records) = open(dir.path(), None, &mut problems).unwrap();
+        let (meta, records) = open(&DbValue::sqlite(dir.path().to_path_buf()), None, &mut problems).unwrap();
         assert_eq!(meta.run_id, "r9", "from the first record, without run.json");
         let mut seqs = Vec::new();
         let n = records
@@ -364,15 +365,21 @@ mod tests {
             .unwrap();
         assert_eq!((n, seqs), (3, vec![7, 99_999, 100_000]));
         assert!(problems.is_empty(), "{problems:?}");
-        assert!(open(dir.path(), Some("r9"), &mut problems).unwrap_err().to_string().contains("holds one run"));
+        assert!(open(&DbValue::sqlite(dir.path().to_path_buf()), Some("r9"), &mut problems)
+            .unwrap_err()
+            .to_string()
+            .contains("holds one run"));
         // A result.json far larger than any record is refused before it is read.
         let big = dir.path().join("cells/00008-a");
         std::fs::create_dir_all(&big).unwrap();
         std::fs::File::create(big.join("result.json")).unwrap().set_len(MAX_RECORD_BYTES + 1).unwrap();
-        let (_, records) = open(dir.path(), None, &mut problems).unwrap();
+        let (_, records) = open(&DbValue::sqlite(dir.path().to_path_buf()), None, &mut problems).unwrap();
         assert_eq!(records.for_each("r9", &mut problems, |_| Ok(())).unwrap(), 3, "the others are read");
         assert!(problems.len() == 1 && problems[0].contains("00008-a/result.json is 67108865 bytes"), "{problems:?}");
         let empty = tempfile::tempdir().unwrap();
-        assert!(open(empty.path(), None, &mut problems).unwrap_err().to_string().contains("not a run directory"));
+        assert!(open(&DbValue::sqlite(empty.path().to_path_buf()), None, &mut problems)
+            .unwrap_err()
+            .to_string()
+            .contains("not a run directory"));
     }
 }

@@ -3,6 +3,7 @@
 
 use super::super::store::tests::record;
 use super::super::store::{commit_record, Store};
+use super::super::target::DbTarget;
 use super::*;
 
 fn run_row(id: &str, dir: &Path) -> RunRow {
@@ -26,13 +27,13 @@ fn records_are_unique_per_cell_and_survive_reopening() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("x/backscope.db");
     {
-        let mut s = Store::open(&db).unwrap();
+        let mut s = Store::open(&DbTarget::Sqlite(db.clone())).unwrap();
         s.create_run(&run_row("r1", dir.path())).unwrap();
         commit_record(&mut s, dir.path(), &record("r1", "a", 0)).unwrap();
         let dup = s.insert_record(&record("r1", "a", 0)).unwrap_err();
         assert!(format!("{dup:#}").contains("UNIQUE"), "{dup:#}");
     }
-    let mut s = Store::open(&db).unwrap();
+    let mut s = Store::open(&DbTarget::Sqlite(db.clone())).unwrap();
     assert_eq!(s.completed_keys("r1").unwrap(), HashSet::from(["a".to_string()]));
     assert!(dir.path().join("cells/00000/result.json").exists());
     s.set_run_status("r1", RunStatus::Finished).unwrap();
@@ -153,14 +154,14 @@ fn a_read_only_open_creates_no_file() {
         v.sort();
         v
     };
-    assert!(Store::open_read_only(&db).err().unwrap().to_string().contains("does not exist"));
+    assert!(Store::open_read_only(&DbTarget::Sqlite(db.clone())).err().unwrap().to_string().contains("does not exist"));
     assert!(!db.parent().unwrap().exists(), "a missing database is not created");
     {
         let mut s = SqliteStore::open(&db).unwrap();
         s.create_run(&run_row("r1", dir.path())).unwrap();
     }
     assert_eq!(files(), ["backscope.db"], "closing the last writer checkpoints and removes the companions");
-    let r = Store::open_read_only(&db).unwrap();
+    let r = Store::open_read_only(&DbTarget::Sqlite(db.clone())).unwrap();
     assert_eq!(r.runs().unwrap().len(), 1);
     drop(r);
     assert_eq!(files(), ["backscope.db"], "no -wal or -shm left by a reader");
@@ -168,7 +169,7 @@ fn a_read_only_open_creates_no_file() {
     let mut w = SqliteStore::open(&db).unwrap();
     w.create_run(&run_row("r2", dir.path())).unwrap();
     let before = files();
-    assert_eq!(Store::open_read_only(&db).unwrap().runs().unwrap().len(), 2);
+    assert_eq!(Store::open_read_only(&DbTarget::Sqlite(db.clone())).unwrap().runs().unwrap().len(), 2);
     assert_eq!(files(), before);
     assert_eq!(uri_path(Path::new("/a b/c?d#e%f")), "/a%20b/c%3Fd%23e%25f");
 }

@@ -42,18 +42,18 @@ macro_rules! each {
 
 impl Store {
     /// Open (and create or migrate) the store a `--db` value names.
-    pub fn open(db: &Path) -> Result<Store> {
-        Ok(match DbTarget::parse(db)? {
-            DbTarget::Sqlite(path) => Store::Sqlite(SqliteStore::open(&path)?),
-            DbTarget::Postgres(t) => Store::Pg(Box::new(PgStore::connect(&t, true)?)),
+    pub fn open(db: &DbTarget) -> Result<Store> {
+        Ok(match db {
+            DbTarget::Sqlite(path) => Store::Sqlite(SqliteStore::open(path)?),
+            DbTarget::Postgres(t) => Store::Pg(Box::new(PgStore::connect(t, true)?)),
         })
     }
 
     /// Open an existing store for reading only: no file created or changed, no migration applied.
-    pub fn open_read_only(db: &Path) -> Result<Store> {
-        Ok(match DbTarget::parse(db)? {
-            DbTarget::Sqlite(path) => Store::Sqlite(SqliteStore::open_read_only(&path)?),
-            DbTarget::Postgres(t) => Store::Pg(Box::new(PgStore::connect(&t, false)?)),
+    pub fn open_read_only(db: &DbTarget) -> Result<Store> {
+        Ok(match db {
+            DbTarget::Sqlite(path) => Store::Sqlite(SqliteStore::open_read_only(path)?),
+            DbTarget::Postgres(t) => Store::Pg(Box::new(PgStore::connect(t, false)?)),
         })
     }
 

@@ -78,6 +78,9 @@ fn is_field_name(key: &str) -> bool {
     [KNOWN_FIELDS, SECRET_FIELDS, OTHER_LIBPQ_FIELDS].iter().any(|l| l.contains(&k.as_str()))
 }
 
+/// The `--db` value when none is given: an SQLite file in the current directory.
+pub const DEFAULT_DB: &str = "backscope.db";
+
 /// Defaults of backscope's own limits (docs/fleet.md).
 pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 10;
 pub const DEFAULT_STATEMENT_TIMEOUT_S: u64 = 300;
@@ -129,7 +132,8 @@ pub enum SslMode {
 
 impl DbTarget {
     /// Read a `--db` value. A value that is not a PostgreSQL URL and does not start with a libpq `key=` is a path.
-    pub fn parse(value: &Path) -> Result<DbTarget> {
+    /// The one reader of such values: [`DbValue::read`] calls it once per value.
+    fn parse(value: &Path) -> Result<DbTarget> {
         let Some(s) = value.to_str() else { return Ok(DbTarget::Sqlite(value.to_path_buf())) };
         if !looks_like_postgres(s) {
             return Ok(DbTarget::Sqlite(value.to_path_buf()));
@@ -147,9 +151,71 @@ impl DbTarget {
     }
 }
 
-/// Whether a `--db` value names a PostgreSQL database (checked or not).
-pub fn is_postgres(value: &Path) -> bool {
-    value.to_str().is_some_and(looks_like_postgres)
+/// A database as the command line names it (`--db`, `report DB`, `gate --runs`), read once where the command line
+/// becomes options: the text as given, which messages show and a retry line repeats, and the store it names.
+///
+/// A value that names no store keeps the reason, and the command reports it where it first needs the store
+/// ([`DbValue::target`]), as it reported a bad value before the value was read up front: a `--dry-run` that opens
+/// nothing does not fail on it, and an earlier mistake on the command line is still the one reported.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DbValue {
+    given: PathBuf,
+    /// The store, or why the value names none (the parser's whole message: it names no secret).
+    target: Result<DbTarget, String>,
+}
+
+impl DbValue {
+    /// Read a value as given on the command line.
+    pub fn read(given: PathBuf) -> DbValue {
+        let target = DbTarget::parse(&given).map_err(|e| format!("{e:#}"));
+        DbValue { given, target }
+    }
+
+    /// An SQLite file by its path, named by the caller rather than read from text (a path made absolute, a test's
+    /// file): what [`DbValue::read`] makes of any path that starts with `/` or `.`.
+    pub fn sqlite(path: PathBuf) -> DbValue {
+        DbValue { target: Ok(DbTarget::Sqlite(path.clone())), given: path }
+    }
+
+    /// The value as given: a path, or the PostgreSQL text as typed (a value that reads without error holds no
+    /// password).
+    pub fn given(&self) -> &Path {
+        &self.given
+    }
+
+    /// The value as given, for messages.
+    pub fn display(&self) -> std::path::Display<'_> {
+        self.given.display()
+    }
+
+    /// The store the value names; the error of a value that names none.
+    pub fn target(&self) -> Result<&DbTarget> {
+        self.target.as_ref().map_err(|why| anyhow::anyhow!("{why}"))
+    }
+
+    /// The SQLite file, when the value names one (not a PostgreSQL target, checked or not).
+    pub fn sqlite_file(&self) -> Option<&Path> {
+        match &self.target {
+            Ok(DbTarget::Sqlite(p)) => Some(p),
+            Ok(DbTarget::Postgres(_)) | Err(_) => None,
+        }
+    }
+
+    /// The same store with an SQLite file's path made absolute (for a child process in another directory); a
+    /// PostgreSQL value as given.
+    pub fn absolute(&self) -> DbValue {
+        match self.sqlite_file() {
+            Some(p) => DbValue::sqlite(super::paths::absolute(p)),
+            None => self.clone(),
+        }
+    }
+}
+
+impl Default for DbValue {
+    /// The empty path: options built with `..Default::default()` name a database only when told.
+    fn default() -> Self {
+        DbValue::sqlite(PathBuf::new())
+    }
 }
 
 /// What follows `postgres://` or `postgresql://` (the scheme in any case, as URL schemes are).
@@ -160,7 +226,7 @@ fn url_rest(s: &str) -> Option<&str> {
 
 /// A PostgreSQL URL, or a string of `key=value` fields whose first key is a libpq field name, in any case (a file
 /// called `a=b.db` stays a path unless `a` is such a name).
-pub fn looks_like_postgres(s: &str) -> bool {
+fn looks_like_postgres(s: &str) -> bool {
     if url_rest(s).is_some() {
         return true;
     }
@@ -418,6 +484,23 @@ mod tests {
         for p in ["backscope.db", "/tmp/x.db", "runs/a=b.db", "./postgres.db"] {
             assert_eq!(DbTarget::parse(Path::new(p)).unwrap(), DbTarget::Sqlite(p.into()), "{p}");
         }
+    }
+
+    #[test]
+    fn a_value_keeps_its_text_and_reports_its_error_only_when_the_store_is_asked_for() {
+        let bad = DbValue::read("host=h user=u colour=blue".into());
+        assert_eq!(bad.display().to_string(), "host=h user=u colour=blue");
+        assert!(bad.sqlite_file().is_none() && bad.absolute() == bad, "a PostgreSQL value, though unreadable");
+        assert!(format!("{:#}", bad.target().unwrap_err()).contains("--db: an unknown field"));
+        let pg = DbValue::read("host=/tmp/x dbname=y user=z".into());
+        assert_eq!(pg.display().to_string(), "host=/tmp/x dbname=y user=z", "as given, not as the target shows");
+        assert!(matches!(pg.target(), Ok(DbTarget::Postgres(_))));
+        let file = DbValue::read("runs/a=b.db".into());
+        assert_eq!(
+            (file.sqlite_file(), file.target().unwrap()),
+            (Some(Path::new("runs/a=b.db")), &DbTarget::Sqlite("runs/a=b.db".into()))
+        );
+        assert!(file.absolute().given().is_absolute() && file.absolute().given().ends_with("runs/a=b.db"));
     }
 
     #[test]

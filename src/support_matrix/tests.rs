@@ -1,4 +1,4 @@
-//! Unit tests of the gate's rules on hand-made rows; the real fixtures are in tests/gate.rs.
+//! Unit tests of the gate's rules on hand-made rows; the real fixtures are in tests/gate/real.rs.
 
 use super::artifacts::miopen_arch_matches;
 use super::logs::FactKind;

@@ -8,7 +8,7 @@
 
 use std::io::Read;
 
-use crate::bundle::{self, Extent};
+use crate::bundle_layout::{self as layout, Extent};
 use crate::error::{Error, Result};
 use crate::read;
 use crate::sniff::{BUNDLE_MAGIC, CCOB_MAGIC};
@@ -148,7 +148,7 @@ const READ_AHEAD: u64 = 64 << 10;
 /// What [`CompressedBundle::decompress_bundle`] decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DecompressedBundle {
-    /// The decompressed bytes up to where the bundle inside ends ([`bundle::extent`]).
+    /// The decompressed bytes up to where the bundle inside ends ([`crate::bundle::extent`]).
     pub bytes: Vec<u8>,
     /// Bytes the header announces past that end, left undecompressed (0 when the whole payload was decoded).
     pub skipped: u64,
@@ -158,10 +158,12 @@ impl<'a> CompressedBundle<'a> {
     /// Decompress as far as the offload bundle inside reaches, and no further: the bundle header and entry
     /// table are read as they are decoded, and decoding stops where the last entry ends (or at once, when the
     /// header already shows the bundle is malformed or over the caps), so an empty bundle header in front of a
-    /// gibibyte of zeros costs 32 bytes. [`bundle::Bundle::parse_with_limits`] on `bytes` gives the same bundle, or the
+    /// gibibyte of zeros costs 32 bytes. [`Bundle::parse_with_limits`] on `bytes` gives the same bundle, or the
     /// same error, as on the whole payload. Sizes are checked against `limits` first, as for
     /// [`CompressedBundle::decompress`]; a stream shorter than the bytes the bundle needs is an error, and one
     /// longer than the header's size is noticed when the bundle reaches that size.
+    ///
+    /// [`Bundle::parse_with_limits`]: crate::bundle::Bundle::parse_with_limits
     pub fn decompress_bundle(&self, limits: &Limits) -> Result<DecompressedBundle> {
         let at = self.uncompressed_size_at();
         self.decode_cost(limits)?;
@@ -186,7 +188,7 @@ impl<'a> CompressedBundle<'a> {
         };
         let short = || Error::new(at, UNCOMPRESSED_SIZE, "the number of bytes the compressed stream decodes to");
         let end = loop {
-            match bundle::extent(&out, want, limits) {
+            match layout::extent(&out, want, limits) {
                 Extent::NeedMore(n) => {
                     // Read ahead (within the announced size), so that a long entry table is walked a few times, not
                     // once per entry.

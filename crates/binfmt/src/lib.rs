@@ -19,6 +19,7 @@
 
 pub mod amdgpu;
 pub mod bundle;
+mod bundle_layout;
 pub mod ccob;
 pub mod cuda;
 pub mod elf;

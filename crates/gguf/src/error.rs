@@ -9,8 +9,6 @@
 
 use std::fmt;
 
-use crate::read::Cursor;
-
 /// The part of the file an error is in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Entry {
@@ -66,13 +64,7 @@ impl Error {
         Error { element: Some(index), ..self }
     }
 
-    /// Displays the error with the key or tensor name read back from `file` (the bytes the error came from),
-    /// when that name is readable: `kv[17] 'tokenizer.ggml.tokens' > element 5 > string length`.
-    pub fn with_names(self, file: &[u8]) -> WithNames<'_> {
-        WithNames { error: self, file }
-    }
-
-    fn write(&self, f: &mut fmt::Formatter<'_>, name: Option<&str>) -> fmt::Result {
+    pub(crate) fn write(&self, f: &mut fmt::Formatter<'_>, name: Option<&str>) -> fmt::Result {
         write!(f, "GGUF offset {} ({:#x}), ", self.offset, self.offset)?;
         match self.entry {
             Entry::Header => {}
@@ -110,22 +102,5 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
-
-/// An [`Error`] displayed with the name of its key/value pair or tensor; see [`Error::with_names`].
-#[derive(Clone, Copy, Debug)]
-pub struct WithNames<'a> {
-    error: Error,
-    file: &'a [u8],
-}
-
-impl fmt::Display for WithNames<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match self.error.entry {
-            Entry::Kv { at, .. } | Entry::Tensor { at, .. } => Cursor::at(self.file, at).and_then(|mut c| c.name()),
-            Entry::Header | Entry::Payload => None,
-        };
-        self.error.write(f, name)
-    }
-}
 
 pub type Result<T> = std::result::Result<T, Error>;

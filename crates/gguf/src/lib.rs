@@ -12,15 +12,17 @@
 #![warn(missing_debug_implementations)]
 
 mod error;
+mod format;
 pub mod read;
 mod types;
+mod with_names;
 pub mod write;
 
-pub use error::{Entry, Error, Result, WithNames};
-pub use read::{
-    Array, ArrayIter, Gguf, Kv, TensorInfo, TypeTotals, Value, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_DIMS,
-};
+pub use error::{Entry, Error, Result};
+pub use format::{DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_DIMS};
+pub use read::{Array, ArrayIter, Gguf, Kv, TensorInfo, TypeTotals, Value};
 pub use types::{GgmlType, TypeInfo, ValueType};
+pub use with_names::WithNames;
 pub use write::{ArrayBuf, GgufWriter, TensorSpec, MAX_TENSOR_NAME};
 
 #[cfg(test)]

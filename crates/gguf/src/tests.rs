@@ -1,5 +1,5 @@
 //! Reader/writer round trips and hostile inputs. Comparisons against the independent reader (gguf-py) and
-//! real files are in tests/gguf_synth.rs.
+//! real files are in tests/synth/gguf.rs.
 
 use super::*;
 

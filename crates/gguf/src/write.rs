@@ -4,7 +4,8 @@
 
 use std::io::{self, Write};
 
-use crate::read::{Array, Value, DEFAULT_ALIGNMENT, MAGIC, MAX_DIMS};
+use crate::format::{DEFAULT_ALIGNMENT, MAGIC, MAX_DIMS};
+use crate::read::{Array, Value};
 use crate::types::{GgmlType, ValueType};
 
 /// ggml's GGML_MAX_NAME: llama.cpp rejects tensor names of this length or longer.

@@ -11,7 +11,7 @@
 use memchr::{memchr, memchr2};
 
 use crate::error::Error;
-use crate::Limits;
+use crate::limits::Limits;
 
 /// One line as split: its number, where it starts, its bytes (without its `\n`, `\r\n` or `\r`).
 #[derive(Clone, Copy, Debug)]

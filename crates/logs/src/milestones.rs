@@ -183,13 +183,13 @@ pub struct Table {
     pub rows: Vec<Milestone>,
     /// Why the embedded file could not be used, if it could not.
     pub error: Option<TableError>,
-    automaton: Option<crate::Patterns>,
+    automaton: Option<crate::patterns::Patterns>,
 }
 
 impl Table {
     pub fn new(rows: Vec<Milestone>) -> Self {
         let patterns: Vec<&str> = rows.iter().map(|r| r.pattern.as_str()).collect();
-        let automaton = crate::Patterns::new(&patterns).ok();
+        let automaton = crate::patterns::Patterns::new(&patterns).ok();
         Table { rows, error: None, automaton }
     }
 

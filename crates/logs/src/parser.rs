@@ -8,10 +8,10 @@ use serde::Serialize;
 use crate::classify::{classify, Context};
 use crate::error::Error;
 use crate::event::{Event, LineFlags};
+use crate::limits::Limits;
 use crate::lines::{LineSplitter, RawLine};
 use crate::prefix;
 use crate::time::{Clock, Timestamp};
-use crate::Limits;
 
 /// Size of the blocks [`Parser::parse_reader`] reads.
 pub const READ_BLOCK: usize = 256 << 10;

@@ -8,8 +8,8 @@
 
 use serde::Serialize;
 
-use crate::analysis::{Buffer, Offload};
 use crate::event::BufferKind;
+use crate::facts::{Buffer, Offload};
 
 /// A backend the log shows, and how it shows it.
 #[derive(Clone, Debug, PartialEq, Serialize)]

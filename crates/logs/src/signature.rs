@@ -186,7 +186,7 @@ pub fn normalise_text(text: &str) -> String {
 /// Appends `word` with each hexadecimal number (`0x…`) written as `0x?`, unless it is a Windows status code.
 fn mask_hex(out: &mut String, word: &str) {
     let bytes = word.as_bytes();
-    if crate::find_in(bytes, b"0x").is_none() {
+    if crate::patterns::find_in(bytes, b"0x").is_none() {
         out.push_str(word);
         return;
     }

@@ -5,14 +5,14 @@
 //! `dlsym(handle, "cuGetProcAddress_v2")` for the driver's entry point table; rocBLAS can do the same
 //! with `hipGetProcAddress`. Symbol interposition never sees those calls, so the observer exports a
 //! `dlsym` of its own. It must not change what any lookup returns except the launch entry points of
-//! [`crate::procs`], and must keep glibc's meaning of `RTLD_NEXT`: "the next object after the
+//! [`crate::hooks::lookup`], and must keep glibc's meaning of `RTLD_NEXT`: "the next object after the
 //! caller's", which glibc finds from the return address of the `dlsym` call. So:
 //!
 //! * a lookup in `RTLD_DEFAULT` or `RTLD_NEXT` jumps straight into glibc's `dlsym` (a tail jump, so the
 //!   return address glibc reads is the caller's). These pseudo-handles search the global scope, where
 //!   the observer's exported hooks come first anyway;
 //! * a lookup in a real handle (the caller's address does not matter to glibc then) goes through
-//!   [`crate::procs::on_lookup`], which hands back a wrapper for a launch entry point and the real
+//!   [`crate::hooks::lookup::on_lookup`], which hands back a wrapper for a launch entry point and the real
 //!   address for everything else.
 //!
 //! The real `dlsym` is found with `dlvsym(RTLD_NEXT, "dlsym", <glibc version>)`, which does not go
@@ -33,7 +33,8 @@ extern "C" fn dlsym_in_handle(handle: *mut c_void, name: *const c_char) -> *mut 
     if found.is_null() || name.is_null() {
         return found;
     }
-    std::panic::catch_unwind(|| crate::procs::on_lookup(name, found as usize, 0) as *mut c_void).unwrap_or(found)
+    std::panic::catch_unwind(|| crate::hooks::lookup::on_lookup(name, found as usize, 0) as *mut c_void)
+        .unwrap_or(found)
 }
 
 /// The interposed `dlsym` (module docs). `RTLD_DEFAULT` is 0 and `RTLD_NEXT` is -1 in glibc.

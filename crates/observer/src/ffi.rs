@@ -27,6 +27,13 @@ pub const SUCCESS: Status = 0;
 pub const HIP_ERROR_NOT_SUPPORTED: Status = 801;
 pub const CUDA_ERROR_NOT_SUPPORTED: Status = 801;
 pub const CU_ERROR_NOT_SUPPORTED: Status = 801;
+/// The one number of all three, for a hook that serves functions of more than one (`hooks::capture`).
+pub const NOT_SUPPORTED: Status = 801;
+const _: () = assert!(
+    NOT_SUPPORTED == HIP_ERROR_NOT_SUPPORTED
+        && NOT_SUPPORTED == CUDA_ERROR_NOT_SUPPORTED
+        && NOT_SUPPORTED == CU_ERROR_NOT_SUPPORTED
+);
 
 /// `cudaStreamCaptureStatusNone` and `hipStreamCaptureStatusNone`: the stream is not capturing.
 pub const STREAM_CAPTURE_STATUS_NONE: c_int = 0;
@@ -103,6 +110,16 @@ impl Stream {
         match handle as usize {
             0 => Stream(STREAM_PER_THREAD),
             other => Stream(other),
+        }
+    }
+
+    /// [`Stream::per_thread`] for the per-thread variant of an entry point, [`Stream::new`] otherwise.
+    #[inline(always)]
+    pub fn of(handle: Handle, per_thread: bool) -> Stream {
+        if per_thread {
+            Stream::per_thread(handle)
+        } else {
+            Stream::new(handle)
         }
     }
 }

@@ -27,7 +27,6 @@ mod graphs;
 pub mod hooks;
 mod locus;
 mod observe;
-mod procs;
 mod real;
 mod registry;
 mod start;

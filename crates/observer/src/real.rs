@@ -17,6 +17,9 @@
 //!
 //! A miss is cached together with the loader's object-count generation and retried only after
 //! something new was loaded, so a hook for an absent runtime stays cheap.
+//!
+//! A function that a lookup hands out by pointer (`hooks::lookup`) has its real address already: a
+//! [`Wrappers`] binds it to a wrapper of its own.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::marker::PhantomData;
@@ -209,6 +212,64 @@ pub fn is_ours(addr: usize) -> bool {
     found && info.dli_fbase as usize == own_base()
 }
 
+/// Distinct addresses wrapped per function and stream variant (one driver normally gives one or two).
+pub const SLOTS: usize = 4;
+
+/// The addresses the wrappers of one function and stream variant forward to; 0: slot free.
+struct Targets([AtomicUsize; SLOTS]);
+
+impl Targets {
+    const fn new() -> Targets {
+        Targets([const { AtomicUsize::new(0) }; SLOTS])
+    }
+
+    /// The slot bound to `real`, binding a free one if needed.
+    fn slot_for(&self, real: usize) -> Option<usize> {
+        for (i, target) in self.0.iter().enumerate() {
+            match target.compare_exchange(0, real, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Some(i),
+                Err(bound) if bound == real => return Some(i),
+                Err(_) => {}
+            }
+        }
+        None
+    }
+
+    fn get(&self, slot: usize) -> usize {
+        self.0[slot].load(Ordering::Acquire)
+    }
+}
+
+/// The wrappers a lookup hands out for one function (made by its row of the `hooks::hook!` table): per stream
+/// variant (`[legacy, per-thread]`), [`SLOTS`] functions of type `F`, each forwarding to the address bound to its
+/// own slot, so that a call costs one load more than calling that address.
+pub struct Wrappers<F> {
+    targets: [Targets; 2],
+    functions: [[F; SLOTS]; 2],
+}
+
+impl<F: Copy> Wrappers<F> {
+    /// `functions[v][s]` must forward to `self.target(v == 1, s)`, as the table's wrappers do.
+    pub const fn new(functions: [[F; SLOTS]; 2]) -> Wrappers<F> {
+        const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>()) };
+        Wrappers { targets: [Targets::new(), Targets::new()], functions }
+    }
+
+    /// The address the wrapper of `slot` forwards to (read by that wrapper on each call).
+    #[inline(always)]
+    pub fn target(&self, per_thread: bool, slot: usize) -> usize {
+        self.targets[usize::from(per_thread)].get(slot)
+    }
+
+    /// The wrapper bound to `real` (binding a free slot if needed), as an address; `None` when all are taken.
+    pub fn bind(&self, per_thread: bool, real: usize) -> Option<usize> {
+        let v = usize::from(per_thread);
+        let slot = self.targets[v].slot_for(real)?;
+        // SAFETY: `F` is a function pointer type, pointer-sized (checked in `new`): its bits are the address.
+        Some(unsafe { std::mem::transmute_copy::<F, usize>(&self.functions[v][slot]) })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,5 +300,15 @@ mod tests {
         let names = loaded_object_names();
         assert!(names.iter().any(|n| n.to_bytes().windows(4).any(|w| w == b"libc")), "{names:?}");
         assert_ne!(loaded_objects_generation(), 0);
+    }
+
+    #[test]
+    fn when_the_wrappers_run_out_the_real_address_is_returned() {
+        let targets = Targets::new();
+        for i in 0..SLOTS {
+            assert_eq!(targets.slot_for(0x1000 + i), Some(i));
+        }
+        assert_eq!(targets.slot_for(0x1000 + 2), Some(2));
+        assert_eq!(targets.slot_for(0x9999), None);
     }
 }

@@ -13,48 +13,28 @@
 //! reader learns why the trace stops instead of taking it for a killed process. With
 //! `BACKSCOPE_TRACE_ROTATE` the budget is split into segment files instead, the newest kept. The file's edges
 //! (names, budget, `truncated` record, segments) are `format::sink`'s; the crash handler writes into the same
-//! file ([`CrashHandler`]).
+//! file ([`format::crash::Handler`]); the tail of every flush (writing beside it, stopping) is `format::writer`'s.
 
 use std::collections::HashSet;
 use std::io;
 use std::os::fd::AsRawFd;
 
 use format::clock::now_ns;
-use format::crash::Handler as CrashHandler;
 use format::fork::ForkHandlers;
 use format::record::{self, ShapeCount};
 use format::sink::{HeaderWriter, Stop, TraceSink};
-use format::writer::{ShapeDeltas, WriterLoop};
+use format::writer::{Flush, ShapeDeltas, StopReport, TraceOut, WriterLoop, WRITE_CHUNK};
 
 use crate::graphs;
 use crate::registry::{self, Shape, ShapeCounts, SHAPE_BUCKETS};
 use crate::state;
 use format::spin::SpinLock;
 
-/// Bytes gathered before a `write`; always cut at a line boundary.
-const WRITE_CHUNK: usize = 64 * 1024;
-
-fn getpid() -> i32 {
-    // SAFETY: getpid has no preconditions.
-    unsafe { libc::getpid() }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Flush {
-    Window,
-    Exit,
-}
-
 /// Counter values at the last flush, per slot: launches, errors, graph, captured.
 type Counters = [u64; 4];
 
 struct Writer {
-    /// The process this state belongs to. A child that inherited it without going through our
-    /// atfork handler (raw `clone`) must not write into the parent's file.
-    owner_pid: i32,
-    sink: Option<TraceSink>,
-    /// No more output: closed at exit, the budget spent, or writing failed.
-    done: bool,
+    out: TraceOut,
     /// Slots `1..defined` have their definition line written.
     defined: u32,
     overflow_defined: bool,
@@ -63,7 +43,6 @@ struct Writer {
     last_graph: [u64; 4],
     last_t: u64,
     warned: HashSet<&'static str>,
-    buf: Vec<u8>,
 }
 
 static WRITER: SpinLock<Option<Writer>> = SpinLock::new(None);
@@ -71,9 +50,7 @@ static WRITER: SpinLock<Option<Writer>> = SpinLock::new(None);
 impl Writer {
     fn new() -> Writer {
         Writer {
-            owner_pid: getpid(),
-            sink: None,
-            done: false,
+            out: TraceOut::new(),
             defined: 1,
             overflow_defined: false,
             last: Vec::new(),
@@ -81,23 +58,23 @@ impl Writer {
             last_graph: [0; 4],
             last_t: state::start_ns(),
             warned: HashSet::new(),
-            buf: Vec::with_capacity(WRITE_CHUNK),
         }
     }
 
     /// Creates the file and writes the header, which the budget never cuts.
     fn open(&mut self) -> io::Result<()> {
         let config = state::config().ok_or_else(|| io::Error::other("no configuration"))?;
-        let pid = getpid();
-        let mut sink = TraceSink::create_rotating(&config.destination, pid as u32, config.max_bytes, config.rotate)?;
+        let pid = self.out.pid();
+        let mut sink = TraceSink::create_rotating(&config.destination, pid, config.max_bytes, config.rotate)?;
         format::crash::file_opened(sink.as_raw_fd(), sink.budget());
         let written = sink.write_header_with(self.header(config.interval_ms, pid));
-        self.sink = Some(sink);
+        format::crash::flushed(sink.written());
+        self.out.sink = Some(sink);
         written
     }
 
     /// What writes the header (a rotating trace keeps it for its later segments' headers).
-    fn header(&self, interval_ms: u64, pid: i32) -> HeaderWriter {
+    fn header(&self, interval_ms: u64, pid: u32) -> HeaderWriter {
         // SAFETY: getppid has no preconditions.
         let ppid = unsafe { libc::getppid() };
         let exe =
@@ -107,7 +84,7 @@ impl Writer {
         let max_bytes = state::config().map_or(0, |c| c.max_bytes);
         Box::new(move |out, segment| {
             let header = record::Header {
-                pid: pid as u32,
+                pid,
                 ppid: ppid as u32,
                 exe: &exe,
                 cmdline: &cmdline,
@@ -131,7 +108,7 @@ impl Writer {
             let id = self.defined;
             if let Some(meta) = registry::slot(id).and_then(|s| s.meta()) {
                 let def = record::KernelDef::new(id, meta.name.as_bytes(), meta.api.as_str(), meta.source.as_str());
-                record::kernel(&mut self.buf, &def);
+                record::kernel(&mut self.out.buf, &def);
             }
             self.defined += 1;
             self.write_if_large()?;
@@ -145,7 +122,7 @@ impl Writer {
                 record::api::OVERFLOW,
                 record::source::NONE,
             );
-            record::kernel(&mut self.buf, &def);
+            record::kernel(&mut self.out.buf, &def);
             let detail = format!(
                 "more than {} distinct kernels ({}); the others are counted as kernel 0",
                 registry::max_kernels(),
@@ -158,7 +135,7 @@ impl Writer {
 
     fn warning(&mut self, code: &'static str, detail: &str) {
         if self.warned.insert(code) {
-            record::warning_record(&mut self.buf, code, detail);
+            record::warning_record(&mut self.out.buf, code, detail);
         }
     }
 
@@ -243,7 +220,7 @@ impl Writer {
             submits: 0,
             sequences: &[],
         };
-        record::window(&mut self.buf, &window);
+        record::window(&mut self.out.buf, &window);
     }
 
     /// Per-shape deltas of kernel `id` since its last window, from `counts` (the same reading
@@ -264,41 +241,28 @@ impl Writer {
     }
 
     fn write_if_large(&mut self) -> Result<(), Stop> {
-        if self.buf.len() >= WRITE_CHUNK {
-            self.write_out()?;
+        if self.out.buf.len() >= WRITE_CHUNK {
+            self.out.write_out()?;
         }
         Ok(())
     }
 
-    /// Writes the gathered lines within the budget: when they do not all fit, the whole lines
-    /// that do, then the `truncated` record, and the writer stops.
-    fn write_out(&mut self) -> Result<(), Stop> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let sink = self.sink.as_mut().ok_or_else(|| io::Error::other("trace file not open"))?;
-        let result = sink.write_lines_beside(&self.buf, &CrashHandler);
-        self.buf.clear();
-        result
-    }
-
     fn flush(&mut self, kind: Flush) -> Result<(), Stop> {
-        if self.sink.is_none() {
+        if self.out.sink.is_none() {
             self.open()?;
         }
         self.definitions()?;
         self.window();
         if let Some((seq, at_ns)) = format::crash::survived_signal() {
-            record::signal_returned(&mut self.buf, seq, at_ns);
+            record::signal_returned(&mut self.out.buf, seq, at_ns);
         }
         if kind == Flush::Exit {
             // Nothing may follow the end record: no crash record from now on.
             format::crash::finish_exclusive();
-            record::end(&mut self.buf, now_ns());
+            record::end(&mut self.out.buf, now_ns());
         }
-        self.write_out()?;
+        self.out.write_out()?;
         crate::crash::kernels_defined(self.defined, self.overflow_defined);
-        format::crash::flushed(self.sink.as_ref().map_or(0, TraceSink::written));
         Ok(())
     }
 }
@@ -309,36 +273,20 @@ const RELAXED: std::sync::atomic::Ordering = std::sync::atomic::Ordering::Relaxe
 fn flush(kind: Flush) -> bool {
     let mut guard = WRITER.lock();
     let writer = guard.get_or_insert_with(Writer::new);
-    if writer.done {
+    if !writer.out.writable() {
         return false;
     }
-    if writer.owner_pid != getpid() {
-        return false;
-    }
-    match writer.flush(kind) {
-        Ok(()) => {
-            if kind == Flush::Exit {
-                writer.done = true;
-            }
-            !writer.done
-        }
-        Err(stop) => {
-            // Counting goes on (it costs nothing worth saving), so that a child forked later
-            // starts its own trace with its own budget.
-            writer.done = true;
-            match format::writer::stopped(&mut writer.sink, stop) {
-                None => {
-                    let (max_bytes, rotate) = state::config().map_or((0, 0), |c| (c.max_bytes, c.rotate));
-                    state::note(format_args!("{}", format::writer::budget_note(max_bytes, rotate)))
-                }
-                Some(e) => state::disable(format_args!(
-                    "cannot write the trace ({e}); observer disabled, the program continues"
-                )),
-            }
-            false
-        }
-    }
+    let result = writer.flush(kind);
+    writer.out.settle(kind, result, &STOPPED)
 }
+
+/// How the observer says that its trace stopped before the process.
+const STOPPED: StopReport = StopReport {
+    budget: || state::config().map_or((0, 0), |c| (c.max_bytes, c.rotate)),
+    note: state::note,
+    disable: state::disable,
+    disabled: "observer disabled",
+};
 
 /// Starts the writer thread: a window every `interval_ms` (none when 0), and one whenever the crash
 /// handler asks for the open window (`format::crash`).
@@ -387,17 +335,4 @@ fn reset_in_child() {
     }
 }
 
-/// Final flush at process exit.
-#[cfg(not(test))]
-#[used]
-#[link_section = ".fini_array"]
-static FLUSH_AT_EXIT: extern "C" fn() = flush_at_exit;
-
-#[cfg_attr(test, allow(dead_code))]
-extern "C" fn flush_at_exit() {
-    let _ = std::panic::catch_unwind(|| {
-        if state::is_on() {
-            flush(Flush::Exit);
-        }
-    });
-}
+format::flush_at_exit!(state::is_on, || flush(Flush::Exit));

@@ -22,22 +22,23 @@
 #![warn(missing_debug_implementations)]
 #![forbid(unsafe_code)]
 
+mod dir;
+mod join;
 mod reader;
 mod records;
 mod segments;
 mod summary;
 
+pub use dir::{read_dir, read_dir_folded, DirTraces, MAX_DIR_TRACE_FILES};
 pub use format::{FORMAT, MAX_VERSION, MIN_VERSION, ROTATING_VERSION, VERSION};
-pub use reader::{
-    merge_by_name, read_dir, read_dir_folded, DirTraces, KernelStats, Range, Reader, TraceError, TraceFile, LEFT_OUT,
-    MAX_DIR_TRACE_FILES, MAX_KEPT, MAX_LINE,
-};
+pub use join::join as join_segments;
+pub use reader::{merge_by_name, KernelStats, Range, Reader, TraceError, TraceFile, LEFT_OUT, MAX_KEPT, MAX_LINE};
 pub use records::{
     Crash, CrashLaunch, CrashThread, Device, DeviceFault, DeviceLost, End, Hang, Header, Impersonated,
     InFlightDispatch, KernelDef, PipelineStat, QueueAtLoss, QueueDispatch, QueueProgress, Rotated, Sequence, Shape,
     ShapeCount, Truncated, Warning, Window,
 };
-pub use segments::{join as join_segments, Segment, Segments};
+pub use segments::{Segment, Segments};
 pub use summary::{
     Aggregate, CrashReport, DeviceLostReport, DispatchRun, HangReport, InFlightRun, LaunchRun, ProcessStats, QueueRuns,
     ThreadAtCrash,

@@ -6,6 +6,8 @@
 //! small: per-kernel totals. [`TraceFile::read_folded`] (and [`read_dir`]) stream the file one line
 //! at a time and fold every window into one as it is read, so memory follows the kernel and shape
 //! tables, not the file: a 507 MB trace took 1.8 GB when every window was kept.
+//!
+//! [`read_dir`]: crate::read_dir
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
@@ -18,7 +20,7 @@ use crate::records::{
     Crash, Device, DeviceLost, End, Hang, Header, KernelDef, RawCrash, RawWindow, Rotated, Sequence, Shape, ShapeCount,
     SignalReturned, Truncated, Warning, Window,
 };
-use crate::segments::Segments;
+use crate::segments::{Segment, Segments};
 
 /// A trace file that could not be read: which file, which line (1-based) if one, and what was
 /// wrong.
@@ -91,7 +93,8 @@ pub struct TraceFile {
     /// A rotating trace's segment ends here and the trace goes on in the next file (version 4): neither cut nor
     /// partial.
     pub rotated: Option<Rotated>,
-    /// The segments of a rotating trace read as this one ([`read_dir`] joins a process's segments), when it rotates.
+    /// The segments of a rotating trace read as this one ([`read_dir`](crate::read_dir) joins a process's segments),
+    /// when it rotates.
     pub segments: Option<Segments>,
     /// `signal_returned` records of a rotating trace's segment that name a crash of an earlier segment (applied
     /// when the segments are joined; at most [`MAX_KEPT`]).
@@ -866,69 +869,20 @@ fn open_regular(path: &Path, limit: u64) -> Result<std::fs::File, String> {
     Ok(file)
 }
 
-/// The most trace files read from one directory ([`read_dir`]): a trace is one process's, and a server under test
-/// starts a handful.
-pub const MAX_DIR_TRACE_FILES: usize = 4096;
-
-/// The traces of one directory: those that could be read, ordered by pid and path, and the files
-/// that could not.
-#[derive(Clone, Debug, Default)]
-pub struct DirTraces {
-    pub traces: Vec<TraceFile>,
-    pub problems: Vec<TraceError>,
-}
-
-/// Reads every `trace-*.jsonl` file of a directory, each with all its windows ([`TraceFile::read`]). A file
-/// that cannot be read or parsed is reported in [`DirTraces::problems`] and the others are kept; only a
-/// directory that cannot be listed is an error.
-pub fn read_dir(dir: &Path) -> std::io::Result<DirTraces> {
-    read_dir_with(dir, TraceFile::read)
-}
-
-/// [`read_dir`] with each file's windows folded into one as it is read ([`TraceFile::read_folded`]): what
-/// `backscope trace --read` and `predict --trace` summarise over [`Range::All`], in memory that follows the
-/// kernel table, not the files.
-pub fn read_dir_folded(dir: &Path) -> std::io::Result<DirTraces> {
-    read_dir_with(dir, TraceFile::read_folded)
-}
-
-fn read_dir_with(dir: &Path, read: fn(&Path) -> Result<TraceFile, TraceError>) -> std::io::Result<DirTraces> {
-    let listing = |e: std::io::Error| std::io::Error::new(e.kind(), format!("listing {}: {e}", dir.display()));
-    let mut out = DirTraces::default();
-    let mut paths = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(listing)? {
-        let path = entry.map_err(listing)?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        if format::naming::is_trace_file_name(name) {
-            paths.push(path);
-        }
+impl Segments {
+    /// The segments of a trace read alone: its own, when it is a rotating trace's segment.
+    pub(crate) fn of_one(trace: &TraceFile) -> Option<Segments> {
+        let index = trace.header.segment?;
+        Some(Segments {
+            present: vec![Segment {
+                index,
+                path: trace.path.clone(),
+                rotated_at_ns: trace.rotated.as_ref().map(|r| r.at_ns),
+            }],
+            kept: trace.header.segments_kept.unwrap_or(0),
+            segment_max_bytes: trace.header.segment_max_bytes.unwrap_or(0),
+            since_ns: trace.windows.first().map(|w| w.t0),
+            continues_in: trace.rotated.as_ref().map(|r| r.next.clone()),
+        })
     }
-    paths.sort();
-    if paths.len() > MAX_DIR_TRACE_FILES {
-        // One trace per traced process: a directory with more is not one run's, and each file read costs its kernel
-        // table in memory (100,000 small files took 727 MB). The first by name are read; the rest are one problem.
-        let left = paths.len() - MAX_DIR_TRACE_FILES;
-        paths.truncate(MAX_DIR_TRACE_FILES);
-        out.problems.push(TraceError {
-            path: Some(dir.to_path_buf()),
-            line: None,
-            message: format!(
-                "{left} more trace files not read: at most {MAX_DIR_TRACE_FILES} of one directory are (one per traced \
-                 process)"
-            ),
-        });
-    }
-    let mut traces = Vec::new();
-    for path in paths {
-        match read(&path) {
-            Ok(trace) => traces.push(trace),
-            Err(problem) => out.problems.push(problem),
-        }
-    }
-    // The segments of one rotating trace are one process's.
-    let (joined, problems) = crate::segments::join(traces);
-    out.traces = joined;
-    out.problems.extend(problems);
-    out.traces.sort_by(|a, b| (a.pid(), &a.path).cmp(&(b.pid(), &b.path)));
-    Ok(out)
 }

@@ -346,14 +346,12 @@ extern "C" fn on_signal(signal: c_int, info: *mut libc::siginfo_t, context: *mut
     };
     let sent = code <= 0;
     let tid = gettid();
-    // When it arrived: before the flush the record waits for, which may outlast the request the signal ended.
-    let at_ns = now_ns();
     let mut seq = 0;
     // A sent signal that the program ignores changes nothing: no record.
     if !(sent && previous.sa_sigaction == libc::SIG_IGN) {
         match HANDLING.compare_exchange(0, tid, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => {
-                seq = write_record(signal, code, addr, sent.then_some(sender), tid, at_ns);
+                seq = write_record(signal, code, addr, sent.then_some(sender), tid);
                 HANDLING.store(0, Ordering::Release);
             }
             // This thread faulted while writing its record: only chain.
@@ -455,7 +453,7 @@ fn flush_open_window(hooks: &CrashHooks, tid: u32) -> bool {
 }
 
 /// Writes the crash record (and what it needs first); its sequence number, or 0 if nothing was written.
-fn write_record(signal: c_int, code: c_int, addr: u64, sender: Option<u32>, tid: u32, at_ns: u64) -> u32 {
+fn write_record(signal: c_int, code: c_int, addr: u64, sender: Option<u32>, tid: u32) -> u32 {
     // SAFETY: written before this handler was installed, read-only since.
     let Some(hooks) = (unsafe { &*HOOKS.0.get() }) else { return 0 };
     if SEQ.load(Ordering::Relaxed) >= MAX_RECORDS || TRACE_FD.load(Ordering::Acquire) == FINISHED {
@@ -476,7 +474,7 @@ fn write_record(signal: c_int, code: c_int, addr: u64, sender: Option<u32>, tid:
         fd => fd,
     };
     let seq = SEQ.fetch_add(1, Ordering::AcqRel) + 1;
-    let crash = Crash { seq, signal, code, addr, sender_pid: sender, at_ns, tid, flushed, threads: &[] };
+    let crash = Crash { seq, signal, code, addr, sender_pid: sender, at_ns: now_ns(), tid, flushed, threads: &[] };
     // SAFETY: this thread holds HANDLING, which admits one thread to the buffer.
     let out = unsafe { &mut *RECORD.0.get() };
     out.clear();

@@ -1,6 +1,7 @@
 //! Writing JSON without allocating: a byte sink ([`Out`]) that is either a `Vec<u8>` (the observers'
 //! writer threads) or a fixed buffer ([`FixedBuf`], the crash path, which runs in a signal handler),
-//! and an object writer ([`Obj`]) that every record writer of [`crate::record`] uses.
+//! and the object, array and list writers ([`Obj`], [`Arr`], [`put_list`]) that every record writer of
+//! [`crate::record`] uses.
 //!
 //! Strings are written from bytes: valid UTF-8 is copied with JSON escapes, invalid sequences become
 //! U+FFFD, so a kernel name or an executable path that is not UTF-8 still gives a valid line.
@@ -197,26 +198,19 @@ fn put_escaped(out: &mut (impl Out + ?Sized), text: &str) {
 /// (which closes the object and ends the line, as every trace record does) or [`Obj::end`] (an
 /// object nested in another value).
 #[allow(missing_debug_implementations)]
-pub struct Obj<'o, O: Out + ?Sized> {
-    out: &'o mut O,
-    first: bool,
-}
+pub struct Obj<'o, O: Out + ?Sized>(Items<'o, O>);
 
 impl<'o, O: Out + ?Sized> Obj<'o, O> {
     pub fn begin(out: &'o mut O) -> Self {
-        out.put(b"{");
-        Obj { out, first: true }
+        Obj(Items::open(out, b"{"))
     }
 
     /// Writes `"key":` (with the separator) and returns the sink for the value.
     pub fn key(&mut self, key: &str) -> &mut O {
-        if !self.first {
-            self.out.put(b",");
-        }
-        self.first = false;
-        put_str(self.out, key.as_bytes());
-        self.out.put(b":");
-        self.out
+        let out = self.0.next();
+        put_str(out, key.as_bytes());
+        out.put(b":");
+        out
     }
 
     pub fn u64(&mut self, key: &str, value: u64) -> &mut Self {
@@ -276,37 +270,95 @@ impl<'o, O: Out + ?Sized> Obj<'o, O> {
         if pairs.is_empty() {
             return self;
         }
-        let out = self.key(key);
-        out.put(b"[");
-        for (i, &(id, n)) in pairs.iter().enumerate() {
-            out.put(if i == 0 { b"[" } else { b",[" });
-            put_u64(out, id.into());
-            out.put(b",");
-            put_u64(out, n);
-            out.put(b"]");
-        }
-        out.put(b"]");
+        self.list(key, pairs, |out, &(id, n)| Arr::begin(out).u64(id.into()).u64(n).end())
+    }
+
+    /// `[item,…]`, each item written by `each` ([`put_list`]).
+    pub fn list<T>(&mut self, key: &str, items: impl IntoIterator<Item = T>, each: impl FnMut(&mut O, T)) -> &mut Self {
+        put_list(self.key(key), items, each);
         self
     }
 
-    pub fn end(self) {
-        self.out.put(b"}");
+    pub fn end(mut self) {
+        self.0.close(b"}");
     }
 
     /// `}` and the newline that ends a record.
-    pub fn end_line(self) {
-        self.out.put(b"}\n");
+    pub fn end_line(mut self) {
+        self.0.close(b"}\n");
+    }
+}
+
+/// The items of a JSON object or array being written: the opening bracket, the items with a comma between
+/// each two, the closing bracket.
+struct Items<'o, O: Out + ?Sized> {
+    out: &'o mut O,
+    first: bool,
+}
+
+impl<'o, O: Out + ?Sized> Items<'o, O> {
+    fn open(out: &'o mut O, bracket: &[u8]) -> Self {
+        out.put(bracket);
+        Items { out, first: true }
+    }
+
+    /// The separator (none before the first item), and the sink for the next item.
+    fn next(&mut self) -> &mut O {
+        if !self.first {
+            self.out.put(b",");
+        }
+        self.first = false;
+        self.out
+    }
+
+    fn close(&mut self, bracket: &[u8]) {
+        self.out.put(bracket);
     }
 }
 
 pub fn put_u32x3(out: &mut (impl Out + ?Sized), value: [u32; 3]) {
-    out.put(b"[");
-    put_u64(out, value[0].into());
-    out.put(b",");
-    put_u64(out, value[1].into());
-    out.put(b",");
-    put_u64(out, value[2].into());
-    out.put(b"]");
+    Arr::begin(out).u64(value[0].into()).u64(value[1].into()).u64(value[2].into()).end();
+}
+
+/// `[item,…]`: each item written by `each`, commas between (an [`Obj`] or an [`Arr`] per item).
+pub fn put_list<O: Out + ?Sized, T>(out: &mut O, items: impl IntoIterator<Item = T>, mut each: impl FnMut(&mut O, T)) {
+    let mut list = Items::open(out, b"[");
+    for item in items {
+        each(list.next(), item);
+    }
+    list.close(b"]");
+}
+
+/// One JSON array being written, a call per value: `Arr::begin(out).u64(a).u32x3(b).end()`; the trace format
+/// writes its tuples (a launch, a shape count, a dispatch) so.
+#[allow(missing_debug_implementations)]
+pub struct Arr<'o, O: Out + ?Sized>(Items<'o, O>);
+
+impl<'o, O: Out + ?Sized> Arr<'o, O> {
+    pub fn begin(out: &'o mut O) -> Self {
+        Arr(Items::open(out, b"["))
+    }
+
+    pub fn u64(&mut self, value: u64) -> &mut Self {
+        put_u64(self.0.next(), value);
+        self
+    }
+
+    /// `[a,b,c]`.
+    pub fn u32x3(&mut self, value: [u32; 3]) -> &mut Self {
+        put_u32x3(self.0.next(), value);
+        self
+    }
+
+    /// A string from bytes that need not be UTF-8.
+    pub fn bytes(&mut self, value: &[u8]) -> &mut Self {
+        put_str(self.0.next(), value);
+        self
+    }
+
+    pub fn end(&mut self) {
+        self.0.close(b"]");
+    }
 }
 
 #[cfg(test)]

@@ -1,13 +1,139 @@
 //! The writer side both observer libraries share: the writer thread (a window every interval, and at once when the
-//! crash handler asks), the per-shape deltas of a window, and what happens when a trace stops before its process.
-//! What a flush writes stays each library's own.
+//! crash handler asks), the per-shape deltas of a window, the trace file with the lines gathered for it
+//! ([`TraceOut`]: writing them beside the crash handler, and what happens when a trace stops before its process),
+//! and the flush at exit ([`flush_at_exit!`](crate::flush_at_exit)). What a flush writes stays each library's own.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::io;
 
 use crate::clock::now_ns;
 use crate::crash;
 use crate::sink::{Stop, TraceSink};
+
+/// Bytes a writer gathers before a `write`; always cut at a line boundary.
+pub const WRITE_CHUNK: usize = 64 * 1024;
+
+/// Which flush: a window (the interval's, or one the crash handler or the library asked for), or the last one,
+/// at exit, which ends the trace with its `end` record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flush {
+    Window,
+    Exit,
+}
+
+/// How a library says that its trace stopped before its process.
+#[derive(Clone, Copy, Debug)]
+pub struct StopReport {
+    /// The trace's budget and segments (`BACKSCOPE_TRACE_MAX_BYTES`, `BACKSCOPE_TRACE_ROTATE`), for the line of
+    /// a spent budget.
+    pub budget: fn() -> (u64, u32),
+    /// One line on stderr; the library goes on observing.
+    pub note: fn(fmt::Arguments<'_>),
+    /// One line on stderr, and the library stops observing.
+    pub disable: fn(fmt::Arguments<'_>),
+    /// What `disable` means, in the line that says why ("observer disabled").
+    pub disabled: &'static str,
+}
+
+/// A writer's trace file (opened by the library at its first flush), the lines gathered for it, and whether the
+/// trace is finished.
+#[derive(Debug)]
+pub struct TraceOut {
+    /// The process this state belongs to. A child that inherited it without going through the library's atfork
+    /// handler (raw `clone`) must not write into the parent's file.
+    pid: u32,
+    pub sink: Option<TraceSink>,
+    /// The lines gathered for the next write.
+    pub buf: Vec<u8>,
+    /// No more output: the exit flush was written, the budget is spent, or writing failed.
+    done: bool,
+}
+
+impl Default for TraceOut {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TraceOut {
+    pub fn new() -> TraceOut {
+        TraceOut { pid: std::process::id(), sink: None, buf: Vec::with_capacity(WRITE_CHUNK), done: false }
+    }
+
+    /// The process the trace belongs to.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Whether this process may still write the trace: it is not finished, and it is this process's.
+    pub fn writable(&self) -> bool {
+        !self.done && self.pid == std::process::id()
+    }
+
+    /// Writes the gathered lines within the budget, beside the crash handler, and tells the handler how much the
+    /// file holds: when they do not all fit, the whole lines that do, then the `truncated` record, and the writer
+    /// stops ([`Stop::Budget`]).
+    pub fn write_out(&mut self) -> Result<(), Stop> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let sink = self.sink.as_mut().ok_or_else(|| io::Error::other("trace file not open"))?;
+        let result = sink.write_lines_beside(&self.buf, &crash::Handler);
+        crash::flushed(sink.written());
+        self.buf.clear();
+        result
+    }
+
+    /// The end of every flush: a flush of `kind` gave `result`; whether the writer goes on. The exit flush
+    /// finishes the trace; a flush that stopped it ([`stopped`]) finishes it too, and `report` says why (counting
+    /// goes on, it costs nothing worth saving, so that a child forked later starts its own trace with its own
+    /// budget).
+    pub fn settle(&mut self, kind: Flush, result: Result<(), Stop>, report: &StopReport) -> bool {
+        match result {
+            Ok(()) => {
+                self.done = kind == Flush::Exit;
+                !self.done
+            }
+            Err(stop) => {
+                self.done = true;
+                match stopped(&mut self.sink, stop) {
+                    None => {
+                        let (max_bytes, rotate) = (report.budget)();
+                        (report.note)(format_args!("{}", budget_note(max_bytes, rotate)))
+                    }
+                    Some(e) => (report.disable)(format_args!(
+                        "cannot write the trace ({e}); {}, the program continues",
+                        report.disabled
+                    )),
+                }
+                false
+            }
+        }
+    }
+}
+
+/// The final flush at process exit: a `.fini_array` destructor (it runs after the program's `atexit` handlers and
+/// destructors) that, while `$running()`, runs `$flush_exit()` with no panic escaping into the exiting program.
+/// Not in unit-test builds, whose process is the test harness.
+#[macro_export]
+macro_rules! flush_at_exit {
+    ($running:expr, $flush_exit:expr) => {
+        #[cfg(not(test))]
+        #[used]
+        #[link_section = ".fini_array"]
+        static FLUSH_AT_EXIT: extern "C" fn() = flush_at_exit;
+
+        #[cfg_attr(test, allow(dead_code))]
+        extern "C" fn flush_at_exit() {
+            let _ = std::panic::catch_unwind(|| {
+                if $running() {
+                    $flush_exit();
+                }
+            });
+        }
+    };
+}
 
 /// What the writer thread runs.
 #[derive(Clone, Copy, Debug)]
@@ -120,7 +246,7 @@ fn wait(efd: libc::c_int, deadline: Option<u64>) -> bool {
 /// A trace stopped before its process: for a failed write, the `truncated` record (beside the crash handler, which
 /// is finished first) and the error to report; for a spent budget (the record is written already), `None`. The
 /// sink is closed either way.
-pub fn stopped(sink: &mut Option<TraceSink>, stop: Stop) -> Option<io::Error> {
+fn stopped(sink: &mut Option<TraceSink>, stop: Stop) -> Option<io::Error> {
     let failed = match stop {
         Stop::Budget => None,
         Stop::Failed(e) => {
@@ -137,7 +263,7 @@ pub fn stopped(sink: &mut Option<TraceSink>, stop: Stop) -> Option<io::Error> {
 
 /// The line an observer prints when its trace of budget `max_bytes`, asked to rotate through `rotate` segments,
 /// stopped at the budget.
-pub fn budget_note(max_bytes: u64, rotate: u32) -> String {
+fn budget_note(max_bytes: u64, rotate: u32) -> String {
     match crate::sink::rotation_plan(max_bytes, rotate) {
         Some((keep, segment)) => format!(
             "a record did not fit one of the trace's {keep} segments of {segment} bytes (BACKSCOPE_TRACE_MAX_BYTES \

@@ -118,31 +118,14 @@ pub unsafe fn facts(inst: &InstanceDispatch, physical: vk::PhysicalDevice, exten
     let has_sm_builtins = has(extensions, SM_BUILTINS);
     let has_amd_cores = has(extensions, AMD_CORE_PROPERTIES2);
     if let (Some(get2), true) = (inst.get_physical_device_properties2, at_least(1)) {
-        // Only structures the device knows may be chained.
-        let mut next: *mut c_void = std::ptr::null_mut();
-        if has_sm_builtins {
-            sm_builtins.p_next = next;
-            next = &mut sm_builtins as *mut _ as *mut c_void;
-        }
-        if has_amd_cores {
-            amd_cores.p_next = next;
-            next = &mut amd_cores as *mut _ as *mut c_void;
-        }
-        if has_size_control {
-            size_control.p_next = next;
-            next = &mut size_control as *mut _ as *mut c_void;
-        }
-        if has_dot_props {
-            dot_props.p_next = next;
-            next = &mut dot_props as *mut _ as *mut c_void;
-        }
-        if has_driver {
-            driver.p_next = next;
-            next = &mut driver as *mut _ as *mut c_void;
-        }
-        subgroup.p_next = next;
-        let mut props2 =
-            vk::PhysicalDeviceProperties2 { p_next: &mut subgroup as *mut _ as *mut c_void, ..Default::default() };
+        // Only structures the device knows may be chained (`push_next` puts each right after the root).
+        let props2 = vk::PhysicalDeviceProperties2::default();
+        let props2 = if has_sm_builtins { props2.push_next(&mut sm_builtins) } else { props2 };
+        let props2 = if has_amd_cores { props2.push_next(&mut amd_cores) } else { props2 };
+        let props2 = if has_size_control { props2.push_next(&mut size_control) } else { props2 };
+        let props2 = if has_dot_props { props2.push_next(&mut dot_props) } else { props2 };
+        let props2 = if has_driver { props2.push_next(&mut driver) } else { props2 };
+        let mut props2 = props2.push_next(&mut subgroup);
         // SAFETY: a chain of live output structures the device supports.
         unsafe { get2(physical, &mut props2) };
     }
@@ -151,16 +134,9 @@ pub unsafe fn facts(inst: &InstanceDispatch, physical: vk::PhysicalDevice, exten
     let has_integer_dot = at_least(3) || has(extensions, "VK_KHR_shader_integer_dot_product");
     let has_float16 = at_least(2) || has(extensions, "VK_KHR_shader_float16_int8");
     if let (Some(get2), true) = (inst.get_physical_device_features2, at_least(1)) {
-        let mut next: *mut c_void = std::ptr::null_mut();
-        if has_integer_dot {
-            integer_dot.p_next = next;
-            next = &mut integer_dot as *mut _ as *mut c_void;
-        }
-        if has_float16 {
-            float16.p_next = next;
-            next = &mut float16 as *mut _ as *mut c_void;
-        }
-        let mut features2 = vk::PhysicalDeviceFeatures2 { p_next: next, ..Default::default() };
+        let features2 = vk::PhysicalDeviceFeatures2::default();
+        let features2 = if has_integer_dot { features2.push_next(&mut integer_dot) } else { features2 };
+        let mut features2 = if has_float16 { features2.push_next(&mut float16) } else { features2 };
         // SAFETY: a chain of live output structures the device supports.
         unsafe { get2(physical, &mut features2) };
     }

@@ -11,11 +11,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use format::clock::now_ns;
-use format::crash::Handler as CrashHandler;
 use format::record::{self, api, ShapeCount};
 use format::sink::{Stop, TraceSink};
 use format::spirv;
-use format::writer::{ShapeDeltas, WriterLoop};
+use format::writer::{Flush, ShapeDeltas, StopReport, TraceOut, WriterLoop};
 
 use crate::pipelines::{self, DeviceFacts, Meta, ShapeCounts, OVERFLOW, SHAPE_BUCKETS};
 use crate::{order, state};
@@ -31,17 +30,8 @@ pub const MAX_DEVICE_LOST_RECORDS: u32 = 8;
 /// Hang records written per process (one per stall; a program that stalls again and again must not fill the disk).
 pub const MAX_HANG_RECORDS: u32 = 8;
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Flush {
-    Window,
-    Exit,
-}
-
 struct Writer {
-    pid: u32,
-    sink: Option<TraceSink>,
-    /// No more output: the exit flush was written, the budget is spent, or writing failed.
-    done: bool,
+    out: TraceOut,
     /// Per slot: dispatches and errors at the last flush.
     last: Vec<[u64; 2]>,
     last_shapes: ShapeDeltas<[u32; 3], SHAPE_BUCKETS>,
@@ -58,7 +48,6 @@ struct Writer {
     device_lost: u32,
     /// Hang records written.
     hangs: u32,
-    buf: Vec<u8>,
 }
 
 static WRITER: SpinLock<Option<Writer>> = SpinLock::new(None);
@@ -66,9 +55,7 @@ static WRITER: SpinLock<Option<Writer>> = SpinLock::new(None);
 impl Writer {
     fn new() -> Writer {
         Writer {
-            pid: std::process::id(),
-            sink: None,
-            done: false,
+            out: TraceOut::new(),
             last: Vec::new(),
             last_shapes: ShapeDeltas::new(),
             last_submits: 0,
@@ -79,18 +66,17 @@ impl Writer {
             sequences_full_said: false,
             device_lost: 0,
             hangs: 0,
-            buf: Vec::with_capacity(64 * 1024),
         }
     }
 
     fn open(&mut self) -> std::io::Result<()> {
         let settings = state::settings().ok_or_else(|| std::io::Error::other("no configuration"))?;
         let mut sink =
-            TraceSink::create_rotating(&settings.destination, self.pid, settings.max_bytes, settings.rotate)?;
+            TraceSink::create_rotating(&settings.destination, self.out.pid(), settings.max_bytes, settings.rotate)?;
         let exe =
             std::fs::read_link("/proc/self/exe").map(|p| p.into_os_string().into_encoded_bytes()).unwrap_or_default();
         let cmdline = std::fs::read("/proc/self/cmdline").unwrap_or_default();
-        let pid = self.pid;
+        let pid = self.out.pid();
         // SAFETY: getppid has no preconditions.
         let ppid = unsafe { libc::getppid() } as u32;
         let (start_ns, interval_ms, max_bytes) = (state::start_ns(), settings.interval_ms, settings.max_bytes);
@@ -119,7 +105,7 @@ impl Writer {
         }))?;
         format::crash::file_opened(std::os::fd::AsRawFd::as_raw_fd(&sink), sink.budget());
         format::crash::flushed(sink.written());
-        self.sink = Some(sink);
+        self.out.sink = Some(sink);
         Ok(())
     }
 
@@ -160,7 +146,7 @@ impl Writer {
         wanted.dedup();
         let taken = pipelines::take_for_writer(&wanted, kind == Flush::Exit);
         let submits = SUBMITS.load(Ordering::Relaxed);
-        if self.sink.is_none() {
+        if self.out.sink.is_none() {
             if taken.devices.is_empty() && taken.definitions.is_empty() && counts.is_empty() && new_sequences.is_empty()
             {
                 return Ok(());
@@ -168,15 +154,15 @@ impl Writer {
             self.open()?;
         }
         for d in &taken.devices {
-            device_record(&mut self.buf, d);
+            device_record(&mut self.out.buf, d);
         }
         for (id, meta) in &taken.definitions {
-            definition(&mut self.buf, *id, meta);
+            definition(&mut self.out.buf, *id, meta);
         }
         if !self.overflow_defined && wanted.contains(&OVERFLOW) {
             self.overflow_defined = true;
             record::kernel(
-                &mut self.buf,
+                &mut self.out.buf,
                 &record::KernelDef::new(OVERFLOW, b"(overflow)", api::OVERFLOW, record::source::NONE),
             );
             let detail = if pipelines::overflowed() {
@@ -191,10 +177,10 @@ impl Writer {
                  they are counted as kernel 0"
                     .to_string()
             };
-            record::warning_record(&mut self.buf, record::warning::KERNEL_TABLE_FULL, &detail);
+            record::warning_record(&mut self.out.buf, record::warning::KERNEL_TABLE_FULL, &detail);
         }
         for s in &new_sequences {
-            record::sequence(&mut self.buf, s);
+            record::sequence(&mut self.out.buf, s);
         }
         if !self.sequences_full_said && order::full() {
             self.sequences_full_said = true;
@@ -204,7 +190,7 @@ impl Writer {
                 order::MAX_SEQUENCES,
                 order::MAX_TOTAL_RUNS
             );
-            record::warning_record(&mut self.buf, record::warning::SEQUENCE_TABLE_FULL, &detail);
+            record::warning_record(&mut self.out.buf, record::warning::SEQUENCE_TABLE_FULL, &detail);
         }
         let t0 = self.last_t;
         let t1 = now_ns().max(t0);
@@ -223,22 +209,22 @@ impl Writer {
                 sequences: &sequences,
                 ..Default::default()
             };
-            record::window(&mut self.buf, &window);
+            record::window(&mut self.out.buf, &window);
         }
         // The program's handler returned from a crash record's signal and the process outlived it (a Go panic that
         // was recovered): say so, as the CUDA/HIP observer does, so that a reader does not take the crash as fatal.
         // Taken even without a file, so that the writer thread stops waking up for it.
         if let Some((seq, at_ns)) = format::crash::survived_signal() {
-            if self.sink.is_some() {
-                record::signal_returned(&mut self.buf, seq, at_ns);
+            if self.out.sink.is_some() {
+                record::signal_returned(&mut self.out.buf, seq, at_ns);
             }
         }
         if kind == Flush::Exit {
             // Nothing may follow the end record: the crash handler stops first.
             format::crash::finish_exclusive();
-            record::end(&mut self.buf, now_ns());
+            record::end(&mut self.out.buf, now_ns());
         }
-        let result = self.write_buf();
+        let result = self.out.write_out();
         if result.is_ok() {
             // The crash handler may name these kernels from now on.
             taken.definitions.iter().for_each(|(id, _)| pipelines::mark_defined(*id));
@@ -271,25 +257,9 @@ impl Writer {
         (new, deltas)
     }
 
-    /// Writes the lines in `buf` (beside the crash handler) and empties it.
-    fn write_buf(&mut self) -> Result<(), Stop> {
-        let lines = std::mem::take(&mut self.buf);
-        let result = match self.sink.as_mut() {
-            Some(sink) if !lines.is_empty() => {
-                let result = sink.write_lines_beside(&lines, &CrashHandler);
-                format::crash::flushed(sink.written());
-                result
-            }
-            _ => Ok(()),
-        };
-        self.buf = lines;
-        self.buf.clear();
-        result
-    }
-
     /// After a window flush: the `device_lost` record, naming the queues' last dispatches.
     fn device_lost(&mut self, call: &str, result: i32) -> Result<(), Stop> {
-        if self.sink.is_none() || self.device_lost >= MAX_DEVICE_LOST_RECORDS {
+        if self.out.sink.is_none() || self.device_lost >= MAX_DEVICE_LOST_RECORDS {
             return Ok(());
         }
         self.device_lost += 1;
@@ -299,20 +269,20 @@ impl Writer {
         crate::fault::with_records(&answers, |faults| {
             let lost =
                 record::DeviceLost { call, result, at_ns, tid: crate::locus::gettid(), seq: self.device_lost, faults };
-            with_queues(|queues| record::device_lost(&mut self.buf, &lost, queues));
+            with_queues(|queues| record::device_lost(&mut self.out.buf, &lost, queues));
         });
-        self.write_buf()
+        self.out.write_out()
     }
 
     /// After a window flush: the hang watcher's `hang` record.
     fn hang(&mut self, stalled_ms: u64) -> Result<(), Stop> {
-        if self.sink.is_none() || self.hangs >= MAX_HANG_RECORDS {
+        if self.out.sink.is_none() || self.hangs >= MAX_HANG_RECORDS {
             return Ok(());
         }
         self.hangs += 1;
         let hang = record::Hang { stalled_ms, at_ns: now_ns(), seq: self.hangs };
-        with_queues(|queues| record::hang(&mut self.buf, &hang, queues));
-        self.write_buf()
+        with_queues(|queues| record::hang(&mut self.out.buf, &hang, queues));
+        self.out.write_out()
     }
 
     fn shape_deltas(
@@ -435,7 +405,7 @@ fn flush_then(kind: Flush, after: After<'_>) -> bool {
     }
     let mut guard = WRITER.lock();
     let writer = guard.get_or_insert_with(Writer::new);
-    if writer.done || writer.pid != std::process::id() {
+    if !writer.out.writable() {
         return false;
     }
     let result = writer.flush(kind).and_then(|()| match after {
@@ -443,26 +413,16 @@ fn flush_then(kind: Flush, after: After<'_>) -> bool {
         After::Hang(stalled_ms) => writer.hang(stalled_ms),
         After::Nothing => Ok(()),
     });
-    match result {
-        Ok(()) => {
-            writer.done = kind == Flush::Exit;
-            !writer.done
-        }
-        Err(stop) => {
-            writer.done = true;
-            match format::writer::stopped(&mut writer.sink, stop) {
-                None => {
-                    let (max_bytes, rotate) = state::settings().map_or((0, 0), |s| (s.max_bytes, s.rotate));
-                    state::note(format_args!("{}", format::writer::budget_note(max_bytes, rotate)))
-                }
-                Some(e) => {
-                    state::disable(format_args!("cannot write the trace ({e}); not observing, the program continues"))
-                }
-            }
-            false
-        }
-    }
+    writer.out.settle(kind, result, &STOPPED)
 }
+
+/// How the layer says that its trace stopped before the process.
+const STOPPED: StopReport = StopReport {
+    budget: || state::settings().map_or((0, 0), |s| (s.max_bytes, s.rotate)),
+    note: state::note,
+    disable: state::disable,
+    disabled: "not observing",
+};
 
 /// Starts the writer thread: a window every `interval_ms` (none when 0), and one whenever the crash handler asks
 /// for the open window. `before_window` runs before each window is written (the black box reads its semaphores
@@ -494,17 +454,4 @@ fn forget_in_child() {
     }
 }
 
-/// Final flush at process exit.
-#[cfg(not(test))]
-#[used]
-#[link_section = ".fini_array"]
-static FLUSH_AT_EXIT: extern "C" fn() = flush_at_exit;
-
-#[cfg_attr(test, allow(dead_code))]
-extern "C" fn flush_at_exit() {
-    let _ = std::panic::catch_unwind(|| {
-        if state::on() {
-            flush(Flush::Exit);
-        }
-    });
-}
+format::flush_at_exit!(state::on, || flush(Flush::Exit));

@@ -15,13 +15,15 @@ use super::check::{run_logged, tail, BuildTest, Target};
 use super::options::{CellSpec, TestSpec};
 use crate::run::bisect::{Attempt, Outcome, RunEvidence};
 use crate::run::record::Record;
+use crate::run::target::DbValue;
 
 /// How to run a cell's sweep.
 #[derive(Clone, Debug)]
 pub struct Sweeper {
     /// The backscope executable.
     pub exe: PathBuf,
-    pub db: PathBuf,
+    /// The store the cells' sweeps record into: a file by its absolute path, or a PostgreSQL value as given.
+    pub db: DbValue,
     pub runs_dir: PathBuf,
     /// The bisect's own directory (the sweeps' events and standard error go here).
     pub dir: PathBuf,

@@ -74,7 +74,7 @@ fn resolve(opts: &BisectOptions) -> Result<(BisectSpec, Option<Stored>)> {
                     bail!("--resume {id}: not a bisect id (bisect-YYYYMMDD-HHMMSS-xxxx, as `backscope bisect` prints)")
                 }
             };
-            let store = BisectStore::open_read_only(&opts.db)?;
+            let store = BisectStore::open_read_only(opts.db.target()?)?;
             let row = store.find_to_resume(id)?;
             let spec = stored_spec(&row)?;
             confirmed(opts, &row, &spec)?;
@@ -132,8 +132,11 @@ fn confirmed(opts: &BisectOptions, row: &BisectRow, spec: &BisectSpec) -> Result
         row.bisect_id,
         opts.db.display()
     );
-    let retry =
-        format!("backscope bisect --resume {} --db {} --yes", row.bisect_id, shell_quoted(&opts.db.to_string_lossy()));
+    let retry = format!(
+        "backscope bisect --resume {} --db {} --yes",
+        row.bisect_id,
+        shell_quoted(&opts.db.given().to_string_lossy())
+    );
     Err(shell::refuse_unconfirmed(intro, &spec.what_runs(), retry))
 }
 
@@ -174,11 +177,7 @@ fn tester(
     let sweeper = || cell::Sweeper {
         exe: opts.exe.clone(),
         // A PostgreSQL `--db` value is passed on as given; a file is made absolute for the sweep's own directory.
-        db: if crate::run::target::is_postgres(&opts.db) {
-            opts.db.clone()
-        } else {
-            crate::run::paths::absolute(&opts.db)
-        },
+        db: opts.db.absolute(),
         runs_dir: spec.runs_dir.clone(),
         dir: dir.to_path_buf(),
         limit,
@@ -206,7 +205,7 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
 }
 
 fn run_spec(opts: &BisectOptions, spec: BisectSpec, existing: Option<Stored>, provider: &dyn Provider) -> Result<u8> {
-    let mut out = Output::open(&opts.output, &crate::output::Inputs::none().path(&opts.db))?;
+    let mut out = Output::open(&opts.output, &crate::output::Inputs::none().path(opts.db.given()))?;
     if opts.dry_run {
         let plan = plan::Plan::new(&spec, candidates(&spec, provider)?);
         out.emit(&plan)?;
@@ -218,7 +217,7 @@ fn run_spec(opts: &BisectOptions, spec: BisectSpec, existing: Option<Stored>, pr
         Some(_) => vec![],
         None => candidates(&spec, provider)?,
     };
-    let mut store = BisectStore::open(&opts.db)?;
+    let mut store = BisectStore::open(opts.db.target()?)?;
     let (row, steps) = match existing {
         Some(e) => e,
         None => {
@@ -244,7 +243,7 @@ fn run_spec(opts: &BisectOptions, spec: BisectSpec, existing: Option<Stored>, pr
     if row.status != Status::Finished {
         search_to_end(opts, &spec, &mut store, row, steps, provider)?.map_or(Ok(()), Err)?;
     }
-    let store = BisectStore::open_read_only(&opts.db)?;
+    let store = BisectStore::open_read_only(opts.db.target()?)?;
     let view = BisectView::new(store.find(Some(&id))?, store.steps(&id)?);
     let verdict = Verdict::of(&view.bisect, &view.steps);
     out.emit(&view)?;

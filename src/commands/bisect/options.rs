@@ -11,6 +11,7 @@ use crate::output::shell::shell_line;
 #[cfg(test)]
 use crate::output::shell::shell_quoted;
 use crate::output::OutputOptions;
+use crate::run::target::DbValue;
 
 /// A build number as a person writes it: `9700` or `b9700`.
 pub fn parse_build(s: &str) -> Result<BuildNumber, String> {
@@ -164,7 +165,7 @@ pub struct BisectOptions {
     /// The bisect to start; none with `--resume` (the stored spec is used).
     pub spec: Option<BisectSpec>,
     pub resume: Option<Resume>,
-    pub db: PathBuf,
+    pub db: DbValue,
     pub dry_run: bool,
     /// `--yes`: a resumed bisect may run what its stored spec names (an external command, builds from a directory,
     /// CMake or server arguments) although this command line did not give it.

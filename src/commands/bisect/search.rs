@@ -381,6 +381,7 @@ mod tests {
         t: &mut dyn BuildTest,
         repeat: u32,
     ) -> (Result<Verdict>, Vec<Step>) {
+        let db = &crate::run::target::DbTarget::Sqlite(db.to_path_buf());
         let mut store = BisectStore::open(db).unwrap();
         let (row, steps) = match store.run("t").unwrap() {
             Some(r) => (r, store.steps("t").unwrap()),

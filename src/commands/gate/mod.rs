@@ -12,6 +12,7 @@ use crate::evidence::{Claim, Confidence, Source};
 use crate::gpu::arch::DeviceArch;
 use crate::gpu::binaries::{ScanOptions, ScanReport};
 use crate::run::db::SweepDb;
+use crate::run::target::DbValue;
 use crate::support_matrix::logs::LogEvidence;
 use crate::support_matrix::{evaluate, GateReport, Inputs, OllamaRelease};
 
@@ -23,7 +24,7 @@ pub struct GateOptions {
     /// Install trees to scan (an Ollama lib dir, /opt/rocm/lib, a llama.cpp build).
     pub install: Vec<PathBuf>,
     /// A sweep database whose runs are taken to be on this GPU.
-    pub runs: Option<PathBuf>,
+    pub runs: Option<DbValue>,
     /// Only these runs of the database (all when empty).
     pub run_ids: Vec<String>,
     /// Runtime logs (Ollama server log, llama-server output).
@@ -125,7 +126,8 @@ fn scan_problems_claim(scan: &ScanReport) -> Option<Claim> {
 /// Judge and print.
 pub fn run(cmd: &GateCommand) -> Result<u8> {
     let o = &cmd.options;
-    let inputs = crate::output::Inputs::none().paths(&o.install).paths(&o.logs).maybe(o.runs.as_ref());
+    let inputs =
+        crate::output::Inputs::none().paths(&o.install).paths(&o.logs).maybe(o.runs.as_ref().map(DbValue::given));
     let mut out = crate::output::Output::open(&cmd.output, &inputs)?;
     out.emit(&gate(&cmd.options)?)?;
     out.finish()?;

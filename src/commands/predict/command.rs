@@ -16,6 +16,7 @@ use crate::exit;
 use crate::output::{Inputs, Output, OutputOptions};
 use crate::run::db::{select_cells, SweepDb};
 use crate::run::record::{Record, RecordTrace};
+use crate::run::target::DbValue;
 
 /// Schema of the JSON `predict --run` prints: one prediction per traced record of a sweep run.
 pub const RUN_SCHEMA: &str = "backscope.predict-run/1";
@@ -86,7 +87,7 @@ pub struct PredictCommand {
     /// `--cell`: one record of the run (position or key).
     pub cell: Option<String>,
     /// The sweep database (`--db`).
-    pub db: PathBuf,
+    pub db: DbValue,
     /// Format (JSON: docs/predict.md) and destination.
     pub output: OutputOptions,
 }
@@ -102,7 +103,7 @@ impl PredictCommand {
             records: RecordBackend::Own,
             vulkan: VulkanFlags { device: DeviceSource::EachRecord, library: None },
             cell: None,
-            db: PathBuf::from("backscope.db"),
+            db: DbValue::sqlite(PathBuf::from(crate::run::target::DEFAULT_DB)),
             output: OutputOptions::default(),
         }
     }
@@ -202,7 +203,7 @@ impl PredictCommand {
             .maybe(model)
             .maybe(observed)
             .maybe(run_path.as_ref())
-            .maybe(reads_db.then_some(&self.db))
+            .maybe(reads_db.then_some(self.db.given()))
             .maybe(device_dir)
             .maybe(library.as_ref())
     }
@@ -492,13 +493,14 @@ fn observed_source(o: &Observation) -> Option<ObservedSource> {
 }
 
 /// What `--run ARG` reads: a run directory, or a database file (its latest run), or else a run id in the database
-/// `db`. Returns the path to open and the run to pick in it.
-fn run_input(arg: &str, db: &Path) -> (PathBuf, Option<String>) {
+/// `db`. Returns what to open and the run to pick in it. ARG is a database only when it names an existing file, so
+/// it is read as one here, not where the command line was.
+fn run_input(arg: &str, db: &DbValue) -> (DbValue, Option<String>) {
     let path = Path::new(arg);
     if path.is_dir() || path.is_file() {
-        (path.to_path_buf(), None)
+        (DbValue::read(path.to_path_buf()), None)
     } else {
-        (db.to_path_buf(), Some(arg.to_string()))
+        (db.clone(), Some(arg.to_string()))
     }
 }
 

@@ -6,23 +6,22 @@
 //! already must be the same record), and the run's status as the local file has it. A push repeated, or one cut
 //! off and started again, stores nothing twice; a push that fails leaves the shared store as it was for that run.
 
-use std::path::PathBuf;
-
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::exit;
 use crate::output::{escape, Format, Inputs, Output, OutputOptions};
+use crate::run::pg::PgStore;
 use crate::run::record::Record;
 use crate::run::store::{RunStatus, Store};
-use crate::run::target::DbTarget;
+use crate::run::target::{DbTarget, DbValue};
 
 #[derive(Clone, Debug)]
 pub struct PushOptions {
     /// The local SQLite file.
-    pub from: PathBuf,
+    pub from: DbValue,
     /// The shared PostgreSQL store.
-    pub db: PathBuf,
+    pub db: DbValue,
     /// Runs to push; all of the file's when empty.
     pub runs: Vec<String>,
     /// Push into runs another host owns, moving them to this host.
@@ -44,7 +43,7 @@ pub struct Pushed {
 
 pub fn run(o: &PushOptions) -> Result<u8> {
     let pushed = push(o)?;
-    let mut out = Output::open(&o.output, &Inputs::none().path(&o.from))?;
+    let mut out = Output::open(&o.output, &Inputs::none().path(o.from.given()))?;
     if out.format() == Format::Json {
         out.write_raw(serde_json::to_string_pretty(&pushed)?.as_bytes())?;
         out.write_raw(b"\n")?;
@@ -67,16 +66,17 @@ pub fn run(o: &PushOptions) -> Result<u8> {
 
 /// Push the runs of `o.from` into `o.db`.
 pub fn push(o: &PushOptions) -> Result<Vec<Pushed>> {
-    if !matches!(DbTarget::parse(&o.db)?, DbTarget::Postgres(_)) {
+    let DbTarget::Postgres(shared) = o.db.target()? else {
         bail!(
             "--db {}: push uploads into a shared PostgreSQL store (postgres://… or host=… dbname=…), not a file",
             o.db.display()
         );
-    }
-    if !matches!(DbTarget::parse(&o.from)?, DbTarget::Sqlite(_)) {
+    };
+    let from = o.from.target()?;
+    let DbTarget::Sqlite(_) = from else {
         bail!("--from: a local SQLite file (backscope.db, or the RUN_DIR.local.db a sweep fell back to)");
-    }
-    let local = Store::open_read_only(&o.from)?;
+    };
+    let local = Store::open_read_only(from)?;
     let rows = if o.runs.is_empty() {
         local.runs()?
     } else {
@@ -86,8 +86,7 @@ pub fn push(o: &PushOptions) -> Result<Vec<Pushed>> {
         }
         rows
     };
-    let mut remote = Store::open(&o.db)?;
-    let Store::Pg(pg) = &mut remote else { unreachable!("checked above") };
+    let mut pg = PgStore::connect(shared, true)?;
     let mut out = Vec::new();
     for row in rows {
         let mut batch = pg.batch()?;

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -19,6 +18,7 @@ use crate::run::db::SweepDb;
 use crate::run::host::HostIdentity;
 use crate::run::record::{ErrorClass, Record};
 use crate::run::summary::stats::{self, Verdict};
+use crate::run::target::DbValue;
 
 pub const SCHEMA: &str = "backscope.report-hosts/1";
 
@@ -174,8 +174,8 @@ impl Grouping {
 }
 
 /// Read every run of `input` that `filter` admits and group its records.
-pub fn build(input: &Path, filter: &HostFilter) -> Result<HostsView> {
-    if input.is_dir() {
+pub fn build(input: &DbValue, filter: &HostFilter) -> Result<HostsView> {
+    if input.given().is_dir() {
         bail!(
             "{}: a run directory holds one run of one host; --hosts reads a database (SQLite or PostgreSQL)",
             input.display()

@@ -33,6 +33,7 @@ use anyhow::{bail, Result};
 
 use crate::exit;
 use crate::output::{messages, Document, Output, OutputOptions, Render};
+use crate::run::target::DbValue;
 use aggregate::{Aggregator, RunStats};
 use timeline::CellTimeline;
 pub use view::{ReportView, Rules, SCHEMA};
@@ -46,8 +47,8 @@ const HEALTHY_TIMELINES: usize = 4;
 /// One `backscope report` invocation.
 #[derive(Clone, Debug, Default)]
 pub struct ReportOptions {
-    /// A sweep database (a file) or a run directory.
-    pub input: PathBuf,
+    /// A sweep database (a file or a PostgreSQL store) or a run directory.
+    pub input: DbValue,
     /// The run in the database; the latest when none.
     pub run: Option<String>,
     /// Also write the evidence bundle here: a directory, or an archive named `*.tar.gz`.
@@ -72,7 +73,7 @@ impl Render for ReportView {
 }
 
 /// Reads a run and computes its report.
-pub fn build(input: &Path, run: Option<&str>) -> Result<ReportView> {
+pub fn build(input: &DbValue, run: Option<&str>) -> Result<ReportView> {
     let mut problems = Vec::new();
     let (meta, records) = input::open(input, run, &mut problems)?;
     let mut agg = Aggregator::new();
@@ -127,7 +128,7 @@ pub fn run(opts: &ReportOptions) -> Result<u8> {
         return bisect::run(&opts.input, Some(id.as_str()).filter(|id| *id != "latest"), &opts.output);
     }
     // The destination is opened first, so that a path that cannot be written fails before the work.
-    let mut out = Output::open(&opts.output, &crate::output::Inputs::none().path(&opts.input))?;
+    let mut out = Output::open(&opts.output, &crate::output::Inputs::none().path(opts.input.given()))?;
     let f = &opts.host_filter;
     if opts.hosts || f.host.is_some() || f.gpu.is_some() {
         if opts.run.is_some() || opts.bundle.is_some() {

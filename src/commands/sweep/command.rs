@@ -23,7 +23,7 @@ use crate::run::host::HostIdentity;
 use crate::run::paths::absolute;
 use crate::run::record::RunSource;
 use crate::run::store::{self, RunRow, RunStatus, Store};
-use crate::run::target;
+use crate::run::target::DbValue;
 
 /// One `backscope sweep` invocation.
 #[derive(Debug)]
@@ -41,8 +41,8 @@ pub struct RunOptions {
     /// A TOML spec (docs/sweep.md); the flags add endpoints to it and replace the lists they give.
     pub spec: Option<PathBuf>,
     pub flags: SweepFlags,
-    /// The SQLite database of records (created if missing).
-    pub db: PathBuf,
+    /// The store of records: an SQLite file (created if missing) or a PostgreSQL database.
+    pub db: DbValue,
     /// Where run directories are created.
     pub runs_dir: PathBuf,
     /// Continue an interrupted run with its stored plan instead of planning a new one.
@@ -71,7 +71,7 @@ pub enum Resume {
 /// Print stored records as JSON Lines.
 #[derive(Clone, Debug, Default)]
 pub struct ExportOptions {
-    pub db: PathBuf,
+    pub db: DbValue,
     /// Only these runs; every run when empty.
     pub runs: Vec<String>,
     /// A file instead of standard output.
@@ -83,7 +83,7 @@ pub struct ExportOptions {
 pub struct ImportOptions {
     /// llama-bench `-o json` / `-o jsonl` files.
     pub files: Vec<PathBuf>,
-    pub db: PathBuf,
+    pub db: DbValue,
     pub runs_dir: PathBuf,
     /// The endpoint name the records get.
     pub endpoint: String,
@@ -94,7 +94,7 @@ pub struct ImportOptions {
 pub struct ReportOptions {
     /// The run; the latest when `None`.
     pub run_id: Option<String>,
-    pub db: PathBuf,
+    pub db: DbValue,
     /// Format (JSON: the claims) and destination.
     pub output: OutputOptions,
 }
@@ -135,7 +135,7 @@ struct OpenRun {
 
 /// The run `--resume` names, with its stored plan checked as a new one is ([`Plan::check`]): the row is data
 /// someone may have rewritten.
-fn resumed_run(store: &Store, which: &Resume, db: &Path) -> Result<(OpenRun, Plan)> {
+fn resumed_run(store: &Store, which: &Resume, db: &DbValue) -> Result<(OpenRun, Plan)> {
     let row = match which {
         Resume::Latest => {
             store.latest_sweep_run()?.with_context(|| format!("no sweep run in {} to resume", db.display()))?
@@ -185,7 +185,7 @@ fn confirmed(opts: &RunOptions, run_id: &str, plan: &Plan) -> Result<()> {
     let retry = format!(
         "backscope sweep --resume {} --db {} --yes",
         shell_quoted(run_id),
-        shell_quoted(&opts.db.to_string_lossy())
+        shell_quoted(&opts.db.given().to_string_lossy())
     );
     Err(shell::refuse_unconfirmed(intro, &plan.what_runs(), retry))
 }
@@ -216,7 +216,7 @@ fn new_run(store: &mut Store, opts: &RunOptions, plan: &Plan, schedule: Schedule
     let argv: Vec<String> = std::env::args().collect();
     // A PostgreSQL target as shown without secrets (a password is refused in --db, so argv holds none either).
     let db = match store {
-        Store::Sqlite(_) => json!(absolute(&opts.db)),
+        Store::Sqlite(_) => json!(absolute(opts.db.given())),
         Store::Pg(_) => json!(store.describe()),
     };
     let meta =
@@ -240,7 +240,7 @@ fn sweep(opts: RunOptions) -> Result<u8> {
     if opts.dry_run {
         return dry_run(&opts, out);
     }
-    let mut store = Store::open(&opts.db)?;
+    let mut store = Store::open(opts.db.target()?)?;
     reclaim_leftovers(&store)?;
     let open = match &opts.resume {
         Some(which) => {
@@ -263,7 +263,7 @@ fn sweep(opts: RunOptions) -> Result<u8> {
 fn run_inputs(opts: &RunOptions) -> Inputs {
     let f = &opts.flags;
     Inputs::none()
-        .path(&opts.db)
+        .path(opts.db.given())
         .maybe(opts.spec.as_ref())
         .paths(&f.prompt_files)
         .maybe(f.observer.as_ref())
@@ -274,7 +274,7 @@ fn run_inputs(opts: &RunOptions) -> Inputs {
 /// without being created or written.
 fn dry_run(opts: &RunOptions, out: Output) -> Result<u8> {
     let schedule = match &opts.resume {
-        Some(which) => resumed_run(&Store::open_read_only(&opts.db)?, which, &opts.db)?.0.schedule,
+        Some(which) => resumed_run(&Store::open_read_only(opts.db.target()?)?, which, &opts.db)?.0.schedule,
         None => Schedule::of(&new_plan(opts)?),
     };
     print_dry_run(out, &schedule)
@@ -416,12 +416,10 @@ fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun, out: Output) -> 
 }
 
 fn export(o: ExportOptions) -> Result<u8> {
-    if !o.db.exists() && !target::is_postgres(&o.db) {
-        bail!("{} does not exist: run a sweep first or pass --db", o.db.display());
-    }
+    missing_file_refused(&o.db)?;
     let options = OutputOptions { format: Format::Json, path: o.output.clone(), all: false };
-    let mut out = Output::open(&options, &Inputs::none().path(&o.db))?;
-    let store = Store::open(&o.db)?;
+    let mut out = Output::open(&options, &Inputs::none().path(o.db.given()))?;
+    let store = Store::open(o.db.target()?)?;
     let lines = store.record_json(&o.runs)?;
     for l in lines {
         out.write_raw(l.as_bytes())?;
@@ -442,11 +440,9 @@ fn import(o: ImportOptions) -> Result<u8> {
 }
 
 fn report(o: ReportOptions) -> Result<u8> {
-    if !o.db.exists() && !target::is_postgres(&o.db) {
-        bail!("{} does not exist: run a sweep first or pass --db", o.db.display());
-    }
-    let mut out = Output::open(&o.output, &Inputs::none().path(&o.db))?;
-    let store = Store::open(&o.db)?;
+    missing_file_refused(&o.db)?;
+    let mut out = Output::open(&o.output, &Inputs::none().path(o.db.given()))?;
+    let store = Store::open(o.db.target()?)?;
     let row = match &o.run_id {
         Some(id) => store.run(id)?.with_context(|| format!("no run {id} in {}", o.db.display()))?,
         None => store.runs()?.pop().with_context(|| format!("no runs in {}", o.db.display()))?,
@@ -461,4 +457,13 @@ fn report(o: ReportOptions) -> Result<u8> {
     })?;
     out.finish()?;
     Ok(exit::OK)
+}
+
+/// `export` and `report` read an existing SQLite file, or a PostgreSQL store (a bad PostgreSQL value is reported
+/// when the store is opened).
+fn missing_file_refused(db: &DbValue) -> Result<()> {
+    match db.sqlite_file() {
+        Some(file) if !file.exists() => bail!("{} does not exist: run a sweep first or pass --db", db.display()),
+        _ => Ok(()),
+    }
 }

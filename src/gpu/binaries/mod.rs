@@ -12,6 +12,7 @@
 //! failure. [`view`] is the one rendering of a [`ScanReport`].
 
 pub mod coverage;
+pub mod demangle;
 pub mod disasm;
 pub mod gpu;
 pub mod vulkan;
@@ -67,7 +68,7 @@ pub fn scan(opts: &ScanOptions) -> ScanReport {
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     if opts.kernels {
-        gpu::fill_demangled(&mut files, &opts.limits, &mut problems);
+        demangle::fill_demangled(&mut files, &opts.limits, &mut problems);
     }
     let vendor_blas = tree::vendor_blas_dirs(&walked.files);
     let miopen = tree::miopen_dbs(&walked.files, &mut problems);

@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::dispatch::{Device, Vendor};
+use super::dispatch::rules::Vendor;
+use super::dispatch::Device;
 use crate::gpu::arch::DeviceArch;
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

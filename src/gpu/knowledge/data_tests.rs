@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::dispatch::{referenced_names, Dispatch, Rule, Then};
+use super::dispatch::rules::{referenced_names, Dispatch, Rule, Then};
 use super::*;
 
 fn all_dispatch() -> Vec<&'static Dispatch> {
@@ -109,7 +109,8 @@ fn then_kind(t: &Then) -> usize {
 fn is_catch_all(r: &Rule) -> bool {
     let mut names = BTreeMap::new();
     referenced_names(&r.when, &mut names);
-    names.values().all(BTreeSet::is_empty) && format!("{:?}", r.when) == format!("{:?}", dispatch::When::default())
+    names.values().all(BTreeSet::is_empty)
+        && format!("{:?}", r.when) == format!("{:?}", dispatch::rules::When::default())
 }
 
 #[test]

@@ -35,8 +35,8 @@ pub const ROCM_SUPPORT_FILE: &str = "data/rocm_support.toml";
 pub const OLLAMA_AMDGPU_FILE: &str = "data/ollama_amdgpu.toml";
 
 /// The rules of a ggml version (name or alias).
-pub fn dispatch(name: &str) -> Option<&'static dispatch::Dispatch> {
-    static T: OnceLock<Vec<dispatch::Dispatch>> = OnceLock::new();
+pub fn dispatch(name: &str) -> Option<&'static dispatch::rules::Dispatch> {
+    static T: OnceLock<Vec<dispatch::rules::Dispatch>> = OnceLock::new();
     let all = T.get_or_init(|| {
         DISPATCH_FILES
             .iter()

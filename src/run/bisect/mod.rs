@@ -80,18 +80,18 @@ enum Backend {
 
 impl BisectStore {
     /// Open (creating and migrating what is missing) the store a `--db` value names, for writing.
-    pub fn open(db: &Path) -> Result<BisectStore> {
-        match DbTarget::parse(db)? {
-            DbTarget::Sqlite(path) => BisectStore::open_sqlite(&path),
-            DbTarget::Postgres(t) => BisectStore::open_pg(&t, true),
+    pub fn open(db: &DbTarget) -> Result<BisectStore> {
+        match db {
+            DbTarget::Sqlite(path) => BisectStore::open_sqlite(path),
+            DbTarget::Postgres(t) => BisectStore::open_pg(t, true),
         }
     }
 
     /// Open the store a `--db` value names for reading only (no file created, no migration applied).
-    pub fn open_read_only(db: &Path) -> Result<BisectStore> {
-        match DbTarget::parse(db)? {
-            DbTarget::Sqlite(path) => BisectStore::open_sqlite_read_only(&path),
-            DbTarget::Postgres(t) => BisectStore::open_pg(&t, false),
+    pub fn open_read_only(db: &DbTarget) -> Result<BisectStore> {
+        match db {
+            DbTarget::Sqlite(path) => BisectStore::open_sqlite_read_only(path),
+            DbTarget::Postgres(t) => BisectStore::open_pg(t, false),
         }
     }
 
@@ -382,7 +382,7 @@ mod tests {
     #[test]
     fn steps_round_trip_and_a_step_is_never_recorded_twice() {
         let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("b.db");
+        let db = DbTarget::Sqlite(dir.path().join("b.db"));
         let mut s = BisectStore::open(&db).unwrap();
         s.create(&row("b1")).unwrap();
         s.append_step("b1", &step(0, 100, Outcome::Good)).unwrap();
@@ -427,9 +427,10 @@ mod tests {
     #[test]
     fn the_sweep_schema_version_is_left_alone() {
         let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("b.db");
+        let path = dir.path().join("b.db");
+        let db = DbTarget::Sqlite(path.clone());
         BisectStore::open(&db).unwrap();
-        let v: i64 = Connection::open(&db).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        let v: i64 = Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
         assert_eq!(v, 0, "a sweep store opening this file later migrates from its own version 0");
         let mut store = crate::run::store::Store::open(&db).unwrap();
         assert!(store.runs().unwrap().is_empty());

@@ -12,7 +12,7 @@
 //! the bytes left before it is used, vectors grow with the entries actually read (a count never sizes an
 //! allocation), and arrays are kept as validated slices, decoded only when iterated.
 
-mod cursor;
+pub(crate) mod cursor;
 mod tensor;
 mod value;
 
@@ -21,16 +21,11 @@ use std::collections::{BTreeMap, HashSet};
 use crate::error::{Entry, Error, Result};
 use crate::types::GgmlType;
 
-pub(crate) use cursor::Cursor;
+pub use crate::format::{DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_DIMS};
+use cursor::Cursor;
 pub use tensor::TensorInfo;
 pub use value::{Array, ArrayIter, Value};
 
-pub const MAGIC: &[u8; 4] = b"GGUF";
-pub const DEFAULT_ALIGNMENT: u64 = 32;
-/// ggml's GGML_MAX_DIMS: llama.cpp and gguf-py reject tensors with more dimensions.
-pub const MAX_DIMS: u32 = 4;
-/// Arrays of arrays are legal GGUF but nothing real nests deeply; the bound keeps recursion off the stack limit.
-pub const MAX_ARRAY_DEPTH: u32 = 8;
 /// Smallest tensor info: u64 name length (empty name), u32 n_dims (0), u32 type, u64 offset.
 const MIN_TENSOR_INFO: u64 = 8 + 4 + 4 + 8;
 /// Smallest KV: u64 key length (empty key), u32 type, one-byte value.

@@ -1,10 +1,10 @@
 //! Tensor infos: name, shape, ggml type and data offset of each tensor.
 
 use crate::error::{Error, Result};
+use crate::format::MAX_DIMS;
 use crate::types::GgmlType;
 
 use super::cursor::Cursor;
-use super::MAX_DIMS;
 
 /// One tensor info. `Copy`: the shape is held inline (at most [`MAX_DIMS`] dimensions), so reading a file
 /// allocates nothing per tensor.

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::error::{Entry, Error, Result};
+use crate::format::MAX_ARRAY_DEPTH;
 use crate::types::ValueType;
 
 use super::cursor::Cursor;
@@ -169,5 +170,88 @@ impl<'a> Iterator for ArrayIter<'a> {
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         (0, usize::try_from(self.left).ok())
+    }
+}
+
+/// Values as the file encodes them: a type tag, then the value; arrays validated element by element.
+impl<'a> Cursor<'a> {
+    /// A u32 type tag followed by a value of that type.
+    pub(crate) fn tagged_value(&mut self, depth: u32) -> Result<Value<'a>> {
+        let ty = self.value_type("value type")?;
+        self.value(ty, depth)
+    }
+
+    fn value_type(&mut self, field: &'static str) -> Result<ValueType> {
+        let at = self.offset();
+        let tag = self.u32(field)?;
+        ValueType::from_u32(tag).ok_or_else(|| Error::new(at, field, "a GGUF value type (0 to 12)").found(tag.into()))
+    }
+
+    /// One value of type `ty`; `depth` is how many arrays enclose it.
+    pub(crate) fn value(&mut self, ty: ValueType, depth: u32) -> Result<Value<'a>> {
+        Ok(match ty {
+            ValueType::U8 => Value::U8(u8::from_le_bytes(self.array("u8")?)),
+            ValueType::I8 => Value::I8(i8::from_le_bytes(self.array("i8")?)),
+            ValueType::U16 => Value::U16(u16::from_le_bytes(self.array("u16")?)),
+            ValueType::I16 => Value::I16(i16::from_le_bytes(self.array("i16")?)),
+            ValueType::U32 => Value::U32(self.u32("u32")?),
+            ValueType::I32 => Value::I32(i32::from_le_bytes(self.array("i32")?)),
+            ValueType::F32 => Value::F32(f32::from_le_bytes(self.array("f32")?)),
+            ValueType::Bool => {
+                let at = self.offset();
+                match self.array::<1>("bool")? {
+                    [0] => Value::Bool(false),
+                    [1] => Value::Bool(true),
+                    [b] => return Err(Error::new(at, "bool", "0 or 1").found(b.into())),
+                }
+            }
+            ValueType::String => Value::String(self.string("string", "string length")?),
+            ValueType::U64 => Value::U64(self.u64("u64")?),
+            ValueType::I64 => Value::I64(i64::from_le_bytes(self.array("i64")?)),
+            ValueType::F64 => Value::F64(f64::from_le_bytes(self.array("f64")?)),
+            ValueType::Array => {
+                // Arrays of arrays are legal GGUF but nothing real nests deeply; the bound keeps this
+                // recursion far from the stack limit.
+                if depth >= MAX_ARRAY_DEPTH {
+                    return Err(Error::new(self.offset(), "array", "arrays nested at most 8 deep"));
+                }
+                let elem = self.value_type("array element type")?;
+                let len = self.u64("array length")?;
+                Value::Array(self.array_body(elem, len, depth + 1)?)
+            }
+        })
+    }
+
+    /// `len` elements of type `elem`, validated, returned as a slice of this cursor's data.
+    pub(crate) fn array_body(&mut self, elem: ValueType, len: u64, depth: u32) -> Result<Array<'a>> {
+        let at = self.offset();
+        // Bound the count by the bytes left before reading any element: a claimed 2^62 elements fails here.
+        if len.checked_mul(elem.min_size() as u64).is_none_or(|n| n > self.remaining()) {
+            return Err(Error::new(
+                at.saturating_sub(8),
+                "array length",
+                "an element count whose elements fit in the bytes left in the file",
+            )
+            .found(len));
+        }
+        let start = self.pos;
+        match elem.fixed_size() {
+            Some(size) => {
+                let elements = self.take(len * size as u64, "array elements")?;
+                if elem == ValueType::Bool {
+                    if let Some((i, &b)) = elements.iter().enumerate().find(|(_, &b)| b > 1) {
+                        let i = i as u64;
+                        return Err(Error::new(at + i, "bool", "0 or 1").found(b.into()).in_element(i));
+                    }
+                }
+            }
+            None => {
+                for i in 0..len {
+                    self.value(elem, depth).map_err(|e| e.in_element(i))?;
+                }
+            }
+        }
+        let payload = self.data.get(start..self.pos).unwrap_or_default();
+        Ok(Array { elem, len, payload })
     }
 }

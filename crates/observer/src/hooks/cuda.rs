@@ -11,11 +11,7 @@
 //! * driver-API users launch `CUfunction`s with `cuLaunchKernel(Ex)`, named by
 //!   `cuModuleGetFunction` or, failing that, `cuFuncGetName`.
 //!
-//! Two functions changed their parameter lists between CUDA 11 and 12 (`cudaGraphInstantiate`,
-//! `cudaGraphExecUpdate`). Their hooks take the longer list and forward all of it: on x86-64 and
-//! AArch64 these arguments travel in registers, so a caller of the shorter form leaves unused
-//! registers that the real function of that version ignores, and only the leading parameters,
-//! the same in both versions, are interpreted here.
+//! Stream capture and graphs are `hooks::capture`'s, with HIP's.
 
 #![allow(non_snake_case, clippy::missing_safety_doc, clippy::too_many_arguments)]
 #![cfg_attr(test, allow(dead_code))]
@@ -25,10 +21,9 @@ use std::ptr;
 
 use super::{hook, shape};
 use crate::ffi::{
-    CuLaunchConfig, CudaLaunchConfig, Dim3, Handle, Status, CUDA_ERROR_NOT_SUPPORTED, CU_ERROR_NOT_SUPPORTED, SUCCESS,
+    CuLaunchConfig, CudaLaunchConfig, Dim3, Handle, Status, CUDA_ERROR_NOT_SUPPORTED, CU_ERROR_NOT_SUPPORTED,
 };
-use crate::graphs;
-use crate::observe::{alias, from_cu_config, launch, out_handle, register, Family, Namer, Stream};
+use crate::observe::{alias, from_cu_config, launch, out_handle, register, Namer, Stream};
 use crate::registry::{Api, NameSource, Shape};
 
 hook! {
@@ -61,8 +56,9 @@ hook! {
 }
 
 hook! {
-    /// CUDA 12.4+ `<<<>>>` lowering: the kernel handle of a host stub.
+    /// CUDA 12.4+ `<<<>>>` lowering: the kernel handle of a host stub (`cudaGetKernel`: of an entry function).
     fn __cudaGetKernel(kernel: *mut Handle, host_function: *const c_void) -> Status;
+    also cudaGetKernel;
     missing = CUDA_ERROR_NOT_SUPPORTED;
     after |status| {
         if let Some(kernel) = out_handle(status, kernel) {
@@ -72,16 +68,7 @@ hook! {
 }
 
 hook! {
-    fn cudaGetKernel(kernel: *mut Handle, entry_function: *const c_void) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if let Some(kernel) = out_handle(status, kernel) {
-            alias(Api::Cuda, Namer::CudaStub, entry_function as usize, kernel, Stream(0));
-        }
-    }
-}
-
-hook! {
+    /// `<<<>>>` up to nvcc 12.3, and the cooperative launch; the `_ptsz` variants for per-thread default streams.
     fn cudaLaunchKernel(
         function: *const c_void,
         grid: Dim3,
@@ -90,24 +77,16 @@ hook! {
         shared_mem: usize,
         stream: Handle,
     ) -> Status;
+    also cudaLaunchKernel_ptsz(per_thread), cudaLaunchCooperativeKernel, cudaLaunchCooperativeKernel_ptsz(per_thread);
     missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status, ring| launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape(grid, block), Stream::new(stream), status)
+    after |status, ring, per_thread| {
+        launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape(grid, block),
+            Stream::of(stream, per_thread), status)
+    }
 }
 
 hook! {
-    fn cudaLaunchKernel_ptsz(
-        function: *const c_void,
-        grid: Dim3,
-        block: Dim3,
-        args: *mut *mut c_void,
-        shared_mem: usize,
-        stream: Handle,
-    ) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status, ring| launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape(grid, block), Stream::per_thread(stream), status)
-}
-
-hook! {
+    /// nvcc 12.4+ `<<<>>>`: a `cudaKernel_t` from `__cudaGetKernel`.
     fn __cudaLaunchKernel(
         kernel: Handle,
         grid: Dim3,
@@ -116,21 +95,12 @@ hook! {
         shared_mem: usize,
         stream: Handle,
     ) -> Status;
+    also __cudaLaunchKernel_ptsz(per_thread);
     missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status, ring| launch(ring, Api::Cuda, Namer::CudaKernel, kernel as usize, shape(grid, block), Stream::new(stream), status)
-}
-
-hook! {
-    fn __cudaLaunchKernel_ptsz(
-        kernel: Handle,
-        grid: Dim3,
-        block: Dim3,
-        args: *mut *mut c_void,
-        shared_mem: usize,
-        stream: Handle,
-    ) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status, ring| launch(ring, Api::Cuda, Namer::CudaKernel, kernel as usize, shape(grid, block), Stream::per_thread(stream), status)
+    after |status, ring, per_thread| {
+        launch(ring, Api::Cuda, Namer::CudaKernel, kernel as usize, shape(grid, block),
+            Stream::of(stream, per_thread), status)
+    }
 }
 
 /// Shape and stream of a `cudaLaunchConfig_t`, if the pointer is usable.
@@ -143,48 +113,13 @@ fn from_cuda_config(config: *const CudaLaunchConfig) -> Option<(Shape, Handle)> 
 
 hook! {
     fn cudaLaunchKernelExC(config: *const CudaLaunchConfig, function: *const c_void, args: *mut *mut c_void) -> Status;
+    also cudaLaunchKernelExC_ptsz(per_thread);
     missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status, ring| {
+    after |status, ring, per_thread| {
         if let Some((shape, stream)) = from_cuda_config(config) {
-            launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape, Stream::new(stream), status);
+            launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape, Stream::of(stream, per_thread), status);
         }
     }
-}
-
-hook! {
-    fn cudaLaunchKernelExC_ptsz(config: *const CudaLaunchConfig, function: *const c_void, args: *mut *mut c_void) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status, ring| {
-        if let Some((shape, stream)) = from_cuda_config(config) {
-            launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape, Stream::per_thread(stream), status);
-        }
-    }
-}
-
-hook! {
-    fn cudaLaunchCooperativeKernel(
-        function: *const c_void,
-        grid: Dim3,
-        block: Dim3,
-        args: *mut *mut c_void,
-        shared_mem: usize,
-        stream: Handle,
-    ) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status, ring| launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape(grid, block), Stream::new(stream), status)
-}
-
-hook! {
-    fn cudaLaunchCooperativeKernel_ptsz(
-        function: *const c_void,
-        grid: Dim3,
-        block: Dim3,
-        args: *mut *mut c_void,
-        shared_mem: usize,
-        stream: Handle,
-    ) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status, ring| launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape(grid, block), Stream::per_thread(stream), status)
 }
 
 hook! {
@@ -198,6 +133,7 @@ hook! {
 }
 
 hook! {
+    /// Also handed out by lookups (`hooks::lookup`): cuBLAS reaches it through `cuGetProcAddress`.
     fn cuLaunchKernel(
         function: Handle,
         grid_x: c_uint,
@@ -211,215 +147,23 @@ hook! {
         params: *mut *mut c_void,
         extra: *mut *mut c_void,
     ) -> Status;
+    also cuLaunchKernel_ptsz(per_thread);
+    looked_up cuLaunchKernel as CU_LAUNCH_KERNEL;
     missing = CU_ERROR_NOT_SUPPORTED;
-    after |status, ring| {
+    after |status, ring, per_thread| {
         let shape = Shape { grid: [grid_x, grid_y, grid_z], block: [block_x, block_y, block_z] };
-        launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, Stream::new(stream), status)
-    }
-}
-
-hook! {
-    fn cuLaunchKernel_ptsz(
-        function: Handle,
-        grid_x: c_uint,
-        grid_y: c_uint,
-        grid_z: c_uint,
-        block_x: c_uint,
-        block_y: c_uint,
-        block_z: c_uint,
-        shared_mem_bytes: c_uint,
-        stream: Handle,
-        params: *mut *mut c_void,
-        extra: *mut *mut c_void,
-    ) -> Status;
-    missing = CU_ERROR_NOT_SUPPORTED;
-    after |status, ring| {
-        let shape = Shape { grid: [grid_x, grid_y, grid_z], block: [block_x, block_y, block_z] };
-        launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, Stream::per_thread(stream), status)
+        launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, Stream::of(stream, per_thread), status)
     }
 }
 
 hook! {
     fn cuLaunchKernelEx(config: *const CuLaunchConfig, function: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) -> Status;
+    also cuLaunchKernelEx_ptsz(per_thread);
+    looked_up cuLaunchKernelEx as CU_LAUNCH_KERNEL_EX;
     missing = CU_ERROR_NOT_SUPPORTED;
-    after |status, ring| {
+    after |status, ring, per_thread| {
         if let Some((shape, stream)) = from_cu_config(config) {
-            launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, Stream::new(stream), status);
+            launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, Stream::of(stream, per_thread), status);
         }
     }
-}
-
-hook! {
-    fn cuLaunchKernelEx_ptsz(config: *const CuLaunchConfig, function: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) -> Status;
-    missing = CU_ERROR_NOT_SUPPORTED;
-    after |status, ring| {
-        if let Some((shape, stream)) = from_cu_config(config) {
-            launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, Stream::per_thread(stream), status);
-        }
-    }
-}
-
-hook! {
-    fn cudaStreamBeginCapture(stream: Handle, mode: c_int) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if status == SUCCESS {
-            crate::observe::begin_capture(Family::Cuda, Stream::new(stream), None);
-        }
-    }
-}
-
-hook! {
-    fn cudaStreamBeginCapture_ptsz(stream: Handle, mode: c_int) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if status == SUCCESS {
-            crate::observe::begin_capture(Family::Cuda, Stream::per_thread(stream), None);
-        }
-    }
-}
-
-hook! {
-    /// CUDA 12.3+: capture into an existing graph, whose kernels the capture adds to.
-    fn cudaStreamBeginCaptureToGraph(
-        stream: Handle,
-        graph: Handle,
-        dependencies: *const Handle,
-        dependency_data: *const c_void,
-        num_dependencies: usize,
-        mode: c_int,
-    ) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if status == SUCCESS {
-            crate::observe::begin_capture(Family::Cuda, Stream::new(stream), Some(graph as usize));
-        }
-    }
-}
-
-hook! {
-    fn cudaStreamEndCapture(stream: Handle, graph: *mut Handle) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| graphs::end_capture(Family::Cuda, Stream::new(stream), out_handle(status, graph))
-}
-
-hook! {
-    fn cudaStreamEndCapture_ptsz(stream: Handle, graph: *mut Handle) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| graphs::end_capture(Family::Cuda, Stream::per_thread(stream), out_handle(status, graph))
-}
-
-hook! {
-    /// The driver's end of a capture the runtime began (`cudaStream_t` and `CUstream` are one
-    /// handle): a program that mixes the two APIs ends it here.
-    fn cuStreamEndCapture(stream: Handle, graph: *mut Handle) -> Status;
-    missing = CU_ERROR_NOT_SUPPORTED;
-    after |status| graphs::end_capture(Family::Cuda, Stream::new(stream), out_handle(status, graph))
-}
-
-hook! {
-    fn cuStreamEndCapture_ptsz(stream: Handle, graph: *mut Handle) -> Status;
-    missing = CU_ERROR_NOT_SUPPORTED;
-    after |status| graphs::end_capture(Family::Cuda, Stream::per_thread(stream), out_handle(status, graph))
-}
-
-hook! {
-    /// A stream destroyed while its capture was recorded: the record expires. Observed after the
-    /// call, and only if it succeeded (a failed destroy leaves the stream and its capture alive).
-    fn cudaStreamDestroy(stream: Handle) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if status == SUCCESS {
-            graphs::destroy_stream(Family::Cuda, Stream::new(stream));
-        }
-    }
-}
-
-hook! {
-    /// `cuStreamDestroy` in `cuda.h` is this symbol.
-    fn cuStreamDestroy_v2(stream: Handle) -> Status;
-    missing = CU_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if status == SUCCESS {
-            graphs::destroy_stream(Family::Cuda, Stream::new(stream));
-        }
-    }
-}
-
-hook! {
-    /// CUDA 12+: `(exec*, graph, unsigned long long flags)`; CUDA 11:
-    /// `(exec*, graph, cudaGraphNode_t* errorNode, char* log, size_t logSize)`. See the module docs.
-    fn cudaGraphInstantiate(exec: *mut Handle, graph: Handle, arg3: usize, arg4: usize, arg5: usize) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if let Some(exec) = out_handle(status, exec) {
-            crate::observe::set_exec_graph(Family::Cuda, exec, graph as usize);
-        }
-    }
-}
-
-hook! {
-    fn cudaGraphInstantiateWithFlags(exec: *mut Handle, graph: Handle, flags: u64) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if let Some(exec) = out_handle(status, exec) {
-            crate::observe::set_exec_graph(Family::Cuda, exec, graph as usize);
-        }
-    }
-}
-
-hook! {
-    fn cudaGraphInstantiateWithParams(exec: *mut Handle, graph: Handle, params: *mut c_void) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if let Some(exec) = out_handle(status, exec) {
-            crate::observe::set_exec_graph(Family::Cuda, exec, graph as usize);
-        }
-    }
-}
-
-hook! {
-    fn cudaGraphInstantiateWithParams_ptsz(exec: *mut Handle, graph: Handle, params: *mut c_void) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if let Some(exec) = out_handle(status, exec) {
-            crate::observe::set_exec_graph(Family::Cuda, exec, graph as usize);
-        }
-    }
-}
-
-hook! {
-    /// CUDA 12+: `(exec, graph, cudaGraphExecUpdateResultInfo*)`; CUDA 11:
-    /// `(exec, graph, cudaGraphNode_t* errorNode, cudaGraphExecUpdateResult*)`. See the module docs.
-    fn cudaGraphExecUpdate(exec: Handle, graph: Handle, arg3: usize, arg4: usize) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if status == SUCCESS {
-            crate::observe::set_exec_graph(Family::Cuda, exec as usize, graph as usize);
-        }
-    }
-}
-
-hook! {
-    fn cudaGraphLaunch(exec: Handle, stream: Handle) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| crate::observe::launch_graph(Family::Cuda, exec as usize, Stream::new(stream), status)
-}
-
-hook! {
-    fn cudaGraphLaunch_ptsz(exec: Handle, stream: Handle) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status| crate::observe::launch_graph(Family::Cuda, exec as usize, Stream::per_thread(stream), status)
-}
-
-hook! {
-    fn cudaGraphExecDestroy(exec: Handle) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    before graphs::destroy_exec(exec as usize)
-}
-
-hook! {
-    fn cudaGraphDestroy(graph: Handle) -> Status;
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    before graphs::destroy_graph(Family::Cuda, graph as usize)
 }

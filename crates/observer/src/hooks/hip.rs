@@ -12,9 +12,8 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::ptr;
 
 use super::{hook, shape};
-use crate::ffi::{Dim3, Handle, Status, HIP_ERROR_NOT_SUPPORTED, SUCCESS};
-use crate::graphs;
-use crate::observe::{blocks_from_global, launch, out_handle, register, Family, Namer, Stream};
+use crate::ffi::{Dim3, Handle, Status, HIP_ERROR_NOT_SUPPORTED};
+use crate::observe::{blocks_from_global, launch, out_handle, register, Namer, Stream};
 use crate::registry::{Api, NameSource, Shape};
 
 hook! {
@@ -56,21 +55,12 @@ hook! {
         shared_mem_bytes: usize,
         stream: Handle,
     ) -> Status;
+    also hipLaunchKernel_spt(per_thread);
     missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status, ring| launch(ring, Api::Hip, Namer::HipStub, function_address as usize, shape(grid, block), Stream::new(stream), status)
-}
-
-hook! {
-    fn hipLaunchKernel_spt(
-        function_address: *const c_void,
-        grid: Dim3,
-        block: Dim3,
-        args: *mut *mut c_void,
-        shared_mem_bytes: usize,
-        stream: Handle,
-    ) -> Status;
-    missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status, ring| launch(ring, Api::Hip, Namer::HipStub, function_address as usize, shape(grid, block), Stream::per_thread(stream), status)
+    after |status, ring, per_thread| {
+        launch(ring, Api::Hip, Namer::HipStub, function_address as usize, shape(grid, block),
+            Stream::of(stream, per_thread), status)
+    }
 }
 
 hook! {
@@ -98,21 +88,12 @@ hook! {
         shared_mem_bytes: c_uint,
         stream: Handle,
     ) -> Status;
+    also hipLaunchCooperativeKernel_spt(per_thread);
     missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status, ring| launch(ring, Api::Hip, Namer::HipStub, function as usize, shape(grid, block), Stream::new(stream), status)
-}
-
-hook! {
-    fn hipLaunchCooperativeKernel_spt(
-        function: *const c_void,
-        grid: Dim3,
-        block: Dim3,
-        args: *mut *mut c_void,
-        shared_mem_bytes: c_uint,
-        stream: Handle,
-    ) -> Status;
-    missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status, ring| launch(ring, Api::Hip, Namer::HipStub, function as usize, shape(grid, block), Stream::per_thread(stream), status)
+    after |status, ring, per_thread| {
+        launch(ring, Api::Hip, Namer::HipStub, function as usize, shape(grid, block),
+            Stream::of(stream, per_thread), status)
+    }
 }
 
 hook! {
@@ -139,6 +120,7 @@ hook! {
         params: *mut *mut c_void,
         extra: *mut *mut c_void,
     ) -> Status;
+    looked_up hipModuleLaunchKernel(hip) as HIP_MODULE_LAUNCH_KERNEL;
     missing = HIP_ERROR_NOT_SUPPORTED;
     after |status, ring| {
         let shape = Shape { grid: [grid_x, grid_y, grid_z], block: [block_x, block_y, block_z] };
@@ -164,113 +146,11 @@ hook! {
         stop_event: Handle,
         flags: u32,
     ) -> Status;
+    looked_up hipExtModuleLaunchKernel(hip) as HIP_EXT_MODULE_LAUNCH_KERNEL;
     missing = HIP_ERROR_NOT_SUPPORTED;
     after |status, ring| {
         let block = [local_x, local_y, local_z];
         let shape = Shape { grid: blocks_from_global([global_x, global_y, global_z], block), block };
         launch(ring, Api::HipModule, Namer::HipFunction, function as usize, shape, Stream::new(stream), status)
     }
-}
-
-hook! {
-    fn hipStreamBeginCapture(stream: Handle, mode: c_int) -> Status;
-    missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if status == SUCCESS {
-            crate::observe::begin_capture(Family::Hip, Stream::new(stream), None);
-        }
-    }
-}
-
-hook! {
-    fn hipStreamBeginCapture_spt(stream: Handle, mode: c_int) -> Status;
-    missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if status == SUCCESS {
-            crate::observe::begin_capture(Family::Hip, Stream::per_thread(stream), None);
-        }
-    }
-}
-
-hook! {
-    fn hipStreamEndCapture(stream: Handle, graph: *mut Handle) -> Status;
-    missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| graphs::end_capture(Family::Hip, Stream::new(stream), out_handle(status, graph))
-}
-
-hook! {
-    fn hipStreamEndCapture_spt(stream: Handle, graph: *mut Handle) -> Status;
-    missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| graphs::end_capture(Family::Hip, Stream::per_thread(stream), out_handle(status, graph))
-}
-
-hook! {
-    /// A stream destroyed while its capture was recorded: the record expires (see `cudaStreamDestroy`).
-    fn hipStreamDestroy(stream: Handle) -> Status;
-    missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if status == SUCCESS {
-            graphs::destroy_stream(Family::Hip, Stream::new(stream));
-        }
-    }
-}
-
-hook! {
-    fn hipGraphInstantiate(
-        exec: *mut Handle,
-        graph: Handle,
-        error_node: *mut Handle,
-        log_buffer: *mut c_char,
-        buffer_size: usize,
-    ) -> Status;
-    missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if let Some(exec) = out_handle(status, exec) {
-            crate::observe::set_exec_graph(Family::Hip, exec, graph as usize);
-        }
-    }
-}
-
-hook! {
-    fn hipGraphInstantiateWithFlags(exec: *mut Handle, graph: Handle, flags: u64) -> Status;
-    missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if let Some(exec) = out_handle(status, exec) {
-            crate::observe::set_exec_graph(Family::Hip, exec, graph as usize);
-        }
-    }
-}
-
-hook! {
-    fn hipGraphExecUpdate(exec: Handle, graph: Handle, error_node: *mut Handle, result: *mut c_int) -> Status;
-    missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if status == SUCCESS {
-            crate::observe::set_exec_graph(Family::Hip, exec as usize, graph as usize);
-        }
-    }
-}
-
-hook! {
-    fn hipGraphLaunch(exec: Handle, stream: Handle) -> Status;
-    missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| crate::observe::launch_graph(Family::Hip, exec as usize, Stream::new(stream), status)
-}
-
-hook! {
-    fn hipGraphLaunch_spt(exec: Handle, stream: Handle) -> Status;
-    missing = HIP_ERROR_NOT_SUPPORTED;
-    after |status| crate::observe::launch_graph(Family::Hip, exec as usize, Stream::per_thread(stream), status)
-}
-
-hook! {
-    fn hipGraphExecDestroy(exec: Handle) -> Status;
-    missing = HIP_ERROR_NOT_SUPPORTED;
-    before graphs::destroy_exec(exec as usize)
-}
-
-hook! {
-    fn hipGraphDestroy(graph: Handle) -> Status;
-    missing = HIP_ERROR_NOT_SUPPORTED;
-    before graphs::destroy_graph(Family::Hip, graph as usize)
 }

@@ -1,7 +1,7 @@
 //! The records of a crash and of a lost Vulkan device: what was running and what the GPU was last given.
 
 use super::keys::{field, kind};
-use crate::json::{put_u32x3, put_u64, Obj, Out};
+use crate::json::{Arr, Obj, Out};
 
 /// One launch remembered for the crash record.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -81,31 +81,15 @@ pub fn crash_with_queues(out: &mut (impl Out + ?Sized), c: &Crash<'_>, queues: &
     }
     o.u64(field::AT_NS, c.at_ns).u64(field::SEQ, c.seq.into()).u64(field::TID, c.tid.into());
     o.bool(field::FLUSHED, c.flushed);
-    let list = o.key(field::THREADS);
-    list.put(b"[");
-    for (i, t) in c.threads.iter().enumerate() {
-        if i > 0 {
-            list.put(b",");
-        }
-        let mut th = Obj::begin(&mut *list);
+    o.list(field::THREADS, c.threads, |out, t| {
+        let mut th = Obj::begin(out);
         th.u64(field::TID, t.tid.into()).opt_str(field::IN_FLIGHT, t.in_flight);
-        let launches = th.key(field::LAUNCHES);
-        launches.put(b"[");
-        for (j, l) in t.launches.iter().enumerate() {
-            launches.put(if j == 0 { b"[" } else { b",[" });
-            put_u64(launches, l.kernel.into());
-            launches.put(b",");
-            put_u64(launches, l.window_t0);
-            launches.put(b",");
-            put_u32x3(launches, l.grid);
-            launches.put(b",");
-            put_u32x3(launches, l.block);
-            launches.put(if l.failed { b",1]" } else { b",0]" });
-        }
-        launches.put(b"]");
+        th.list(field::LAUNCHES, t.launches, |out, l| {
+            let mut launch = Arr::begin(out);
+            launch.u64(l.kernel.into()).u64(l.window_t0).u32x3(l.grid).u32x3(l.block).u64(l.failed.into()).end();
+        });
         th.end();
-    }
-    list.put(b"]");
+    });
     put_queues(&mut o, queues);
     o.end_line();
 }
@@ -172,62 +156,34 @@ fn put_queues<O: Out + ?Sized>(o: &mut Obj<'_, O>, queues: &[CrashQueue<'_>]) {
     if queues.is_empty() {
         return;
     }
-    let list = o.key(field::QUEUES);
-    list.put(b"[");
-    for (i, q) in queues.iter().enumerate() {
-        if i > 0 {
-            list.put(b",");
-        }
-        let mut qo = Obj::begin(&mut *list);
+    o.list(field::QUEUES, queues, |out, q| {
+        let mut qo = Obj::begin(out);
         qo.u64(field::QUEUE, q.queue.into());
         if let Some(device) = q.device {
             qo.u64(field::DEVICE, device.into());
         }
         qo.u64(field::SUBMITS, q.submits);
-        let dispatches = qo.key(field::DISPATCHES);
-        dispatches.put(b"[");
-        for (j, d) in q.dispatches.iter().enumerate() {
-            dispatches.put(if j == 0 { b"[" } else { b",[" });
-            put_u64(dispatches, d.kernel.into());
-            dispatches.put(b",");
-            put_u64(dispatches, d.submit);
-            dispatches.put(b",");
-            put_u32x3(dispatches, d.grid);
-            dispatches.put(b",");
-            put_u64(dispatches, d.count.into());
+        qo.list(field::DISPATCHES, q.dispatches, |out, d| {
+            let mut dispatch = Arr::begin(out);
+            dispatch.u64(d.kernel.into()).u64(d.submit).u32x3(d.grid).u64(d.count.into());
             if !d.label.is_empty() {
-                dispatches.put(b",");
-                crate::json::put_str(dispatches, d.label);
+                dispatch.bytes(d.label);
             }
-            dispatches.put(b"]");
-        }
-        dispatches.put(b"]");
+            dispatch.end();
+        });
         qo.u64_nonzero(field::OMITTED, q.omitted.into());
         if let Some(p) = &q.progress {
-            let po = qo.key(field::PROGRESS);
-            let mut o = Obj::begin(&mut *po);
+            let mut o = Obj::begin(qo.key(field::PROGRESS));
             o.str(field::BY, p.by).u64(field::COMPLETED, p.completed).bool(field::PENDING, p.pending);
-            let list = o.key(field::IN_FLIGHT);
-            list.put(b"[");
-            for (j, d) in p.in_flight.iter().enumerate() {
-                list.put(if j == 0 { b"[" } else { b",[" });
-                put_u64(list, d.kernel.into());
-                list.put(b",");
-                put_u64(list, d.submit);
-                list.put(b",");
-                put_u64(list, d.index.into());
-                list.put(b",");
-                put_u32x3(list, d.grid);
-                list.put(b"]");
-            }
-            list.put(b"]");
+            o.list(field::IN_FLIGHT, p.in_flight, |out, d| {
+                Arr::begin(out).u64(d.kernel.into()).u64(d.submit).u64(d.index.into()).u32x3(d.grid).end()
+            });
             o.u64_nonzero(field::MORE_IN_FLIGHT, p.more_in_flight.into());
             o.u64(field::NOT_STARTED, p.not_started);
             o.end();
         }
         qo.end();
-    }
-    list.put(b"]");
+    });
 }
 
 /// A Vulkan call that returned `VK_ERROR_DEVICE_LOST`, as the layer saw it return.
@@ -304,45 +260,19 @@ fn put_faults<O: Out + ?Sized>(o: &mut Obj<'_, O>, faults: &[DeviceFault<'_>]) {
     if faults.is_empty() {
         return;
     }
-    let list = o.key(field::FAULTS);
-    list.put(b"[");
-    for (i, f) in faults.iter().enumerate() {
-        if i > 0 {
-            list.put(b",");
-        }
-        let mut fo = Obj::begin(&mut *list);
+    o.list(field::FAULTS, faults, |out, f| {
+        let mut fo = Obj::begin(out);
         if let Some(device) = f.device {
             fo.u64(field::DEVICE, device.into());
         }
         fo.bytes(field::DESCRIPTION, f.description);
-        let addresses = fo.key(field::ADDRESSES);
-        addresses.put(b"[");
-        for (j, a) in f.addresses.iter().enumerate() {
-            addresses.put(if j == 0 { b"[" } else { b",[" });
-            crate::json::put_str(addresses, fault_address_kind(a.kind).as_bytes());
-            addresses.put(b",");
-            put_u64(addresses, a.address);
-            addresses.put(b",");
-            put_u64(addresses, a.precision);
-            addresses.put(b"]");
-        }
-        addresses.put(b"]");
-        let vendor = fo.key(field::VENDOR);
-        vendor.put(b"[");
-        for (j, v) in f.vendor.iter().enumerate() {
-            vendor.put(if j == 0 { b"[" } else { b",[" });
-            crate::json::put_str(vendor, v.description);
-            vendor.put(b",");
-            put_u64(vendor, v.code);
-            vendor.put(b",");
-            put_u64(vendor, v.data);
-            vendor.put(b"]");
-        }
-        vendor.put(b"]");
+        fo.list(field::ADDRESSES, f.addresses, |out, a| {
+            Arr::begin(out).bytes(fault_address_kind(a.kind).as_bytes()).u64(a.address).u64(a.precision).end()
+        });
+        fo.list(field::VENDOR, f.vendor, |out, v| Arr::begin(out).bytes(v.description).u64(v.code).u64(v.data).end());
         fo.u64_nonzero(field::VENDOR_BINARY_BYTES, f.vendor_binary_bytes);
         fo.end();
-    }
-    list.put(b"]");
+    });
 }
 
 /// The hang watcher's record: work was pending on a queue and the GPU made no progress for `stalled_ms`.

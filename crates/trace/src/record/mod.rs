@@ -5,7 +5,7 @@
 //! The writers take plain values and write into any [`Out`]; none allocates, so the crash path can
 //! use them from a signal handler with a [`crate::json::FixedBuf`].
 
-use crate::json::{put_u32x3, put_u64, Obj, Out};
+use crate::json::{Arr, Obj, Out};
 
 mod crash;
 mod keys;
@@ -150,17 +150,11 @@ pub fn kernel(out: &mut (impl Out + ?Sized), k: &KernelDef<'_>) {
         o.bytes(field::SPIRV_OBJECT, object);
     }
     if !k.stats.is_empty() {
-        let list = o.key(field::STATS);
-        list.put(b"[");
-        for (i, stat) in k.stats.iter().enumerate() {
-            if i > 0 {
-                list.put(b",");
-            }
-            let mut s = Obj::begin(&mut *list);
+        o.list(field::STATS, k.stats, |out, stat| {
+            let mut s = Obj::begin(out);
             s.str(field::EXECUTABLE, stat.executable).str(field::NAME, stat.name).f64(field::VALUE, stat.value);
             s.end();
-        }
-        list.put(b"]");
+        });
     }
     o.end_line();
 }
@@ -200,29 +194,13 @@ pub struct Window<'a> {
 
 pub fn window(out: &mut (impl Out + ?Sized), w: &Window<'_>) {
     let mut o = Obj::begin(out);
-    let span = o.key(kind::WINDOW);
-    span.put(b"[");
-    put_u64(span, w.t0);
-    span.put(b",");
-    put_u64(span, w.t1);
-    span.put(b"]");
+    Arr::begin(o.key(kind::WINDOW)).u64(w.t0).u64(w.t1).end();
     o.pairs(field::COUNTS, w.counts).pairs(field::ERRORS, w.errors);
     o.pairs(field::GRAPH, w.graph).pairs(field::CAPTURED, w.captured);
     if !w.shapes.is_empty() {
-        let list = o.key(field::SHAPES);
-        list.put(b"[");
-        for (i, s) in w.shapes.iter().enumerate() {
-            list.put(if i == 0 { b"[" } else { b",[" });
-            put_u64(list, s.kernel.into());
-            list.put(b",");
-            put_u32x3(list, s.grid);
-            list.put(b",");
-            put_u32x3(list, s.block);
-            list.put(b",");
-            put_u64(list, s.count);
-            list.put(b"]");
-        }
-        list.put(b"]");
+        o.list(field::SHAPES, w.shapes, |out, s| {
+            Arr::begin(out).u64(s.kernel.into()).u32x3(s.grid).u32x3(s.block).u64(s.count).end()
+        });
     }
     o.pairs(field::OTHER_SHAPES, w.other_shapes);
     o.u64_nonzero(field::GRAPH_LAUNCHES, w.graph_launches);
@@ -248,16 +226,7 @@ pub struct Sequence<'a> {
 pub fn sequence(out: &mut (impl Out + ?Sized), s: &Sequence<'_>) {
     let mut o = Obj::begin(out);
     o.u64(kind::SEQUENCE, s.id.into()).u64(field::FIRST_NS, s.first_ns);
-    let list = o.key(field::RUNS);
-    list.put(b"[");
-    for (i, &(kernel, n)) in s.runs.iter().enumerate() {
-        list.put(if i == 0 { b"[" } else { b",[" });
-        put_u64(list, kernel.into());
-        list.put(b",");
-        put_u64(list, n.into());
-        list.put(b"]");
-    }
-    list.put(b"]");
+    o.list(field::RUNS, s.runs, |out, &(kernel, n)| Arr::begin(out).u64(kernel.into()).u64(n.into()).end());
     o.end_line();
 }
 

@@ -2,7 +2,7 @@
 //! dispatches and remember them in the queue's ring (`crate::locus`); waits, allocations and maps are marked in
 //! flight and watched for `VK_ERROR_DEVICE_LOST`.
 
-use std::ffi::c_void;
+use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::Ordering;
 
 use ash::vk;
@@ -139,50 +139,30 @@ pub(super) unsafe extern "system" fn device_wait_idle(device: vk::Device) -> vk:
     watched(&call::DEVICE_WAIT_IDLE, || unsafe { next(device) })
 }
 
-pub(super) unsafe extern "system" fn wait_semaphores(
+/// `vkWaitSemaphores`, and with `KHR` its alias `vkWaitSemaphoresKHR` (forwarded to the next link's function of
+/// that name).
+pub(super) unsafe extern "system" fn wait_semaphores<const KHR: bool>(
     device: vk::Device,
     info: *const vk::SemaphoreWaitInfo<'_>,
     timeout: u64,
 ) -> vk::Result {
-    let Some(next) = device_of(device).and_then(|d| d.wait_semaphores) else {
+    let Some(next) = device_of(device).and_then(|d| if KHR { d.wait_semaphores_khr } else { d.wait_semaphores }) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: forwarding the caller's arguments.
     watched(&call::WAIT_SEMAPHORES, || unsafe { next(device, info, timeout) })
 }
 
-pub(super) unsafe extern "system" fn wait_semaphores_khr(
-    device: vk::Device,
-    info: *const vk::SemaphoreWaitInfo<'_>,
-    timeout: u64,
-) -> vk::Result {
-    let Some(next) = device_of(device).and_then(|d| d.wait_semaphores_khr) else {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
-    };
-    // SAFETY: forwarding the caller's arguments.
-    watched(&call::WAIT_SEMAPHORES, || unsafe { next(device, info, timeout) })
-}
-
-pub(super) unsafe extern "system" fn get_semaphore_counter_value(
+/// `vkGetSemaphoreCounterValue`, and with `KHR` its alias `vkGetSemaphoreCounterValueKHR`.
+pub(super) unsafe extern "system" fn get_semaphore_counter_value<const KHR: bool>(
     device: vk::Device,
     semaphore: vk::Semaphore,
     value: *mut u64,
 ) -> vk::Result {
-    let Some(next) = device_of(device).and_then(|d| d.get_semaphore_counter_value) else {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
-    };
-    // SAFETY: forwarding the caller's arguments.
-    watched(&call::GET_SEMAPHORE_COUNTER_VALUE, || unsafe { next(device, semaphore, value) })
-}
-
-pub(super) unsafe extern "system" fn get_semaphore_counter_value_khr(
-    device: vk::Device,
-    semaphore: vk::Semaphore,
-    value: *mut u64,
-) -> vk::Result {
-    let Some(next) = device_of(device).and_then(|d| d.get_semaphore_counter_value_khr) else {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
-    };
+    let next =
+        device_of(device)
+            .and_then(|d| if KHR { d.get_semaphore_counter_value_khr } else { d.get_semaphore_counter_value });
+    let Some(next) = next else { return vk::Result::ERROR_INITIALIZATION_FAILED };
     // SAFETY: forwarding the caller's arguments.
     watched(&call::GET_SEMAPHORE_COUNTER_VALUE, || unsafe { next(device, semaphore, value) })
 }
@@ -355,36 +335,33 @@ unsafe fn forward2(
     unsafe { next(queue, all.len() as u32, all.as_ptr(), fence) }
 }
 
-pub(super) unsafe extern "system" fn queue_submit2(
+/// `vkQueueSubmit2`, and with `KHR` its alias `vkQueueSubmit2KHR`.
+pub(super) unsafe extern "system" fn queue_submit2<const KHR: bool>(
     queue: vk::Queue,
     count: u32,
     submits: *const vk::SubmitInfo2<'_>,
     fence: vk::Fence,
 ) -> vk::Result {
-    let Some(next) = device_of(queue).and_then(|d| d.queue_submit2) else {
+    let Some(next) = device_of(queue).and_then(|d| if KHR { d.queue_submit2_khr } else { d.queue_submit2 }) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
+    let name = if KHR { &call::QUEUE_SUBMIT2_KHR } else { &call::QUEUE_SUBMIT2 };
     // SAFETY: the caller's submit infos; forwarding the caller's arguments.
     unsafe {
-        submit(queue, &call::QUEUE_SUBMIT2, buffers_of2(submits, count), fence, |signal| {
+        submit(queue, name, buffers_of2(submits, count), fence, |signal| {
             forward2(next, queue, count, submits, fence, signal)
         })
     }
 }
 
-pub(super) unsafe extern "system" fn queue_submit2_khr(
-    queue: vk::Queue,
-    count: u32,
-    submits: *const vk::SubmitInfo2<'_>,
-    fence: vk::Fence,
-) -> vk::Result {
-    let Some(next) = device_of(queue).and_then(|d| d.queue_submit2_khr) else {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
-    };
-    // SAFETY: the caller's submit infos; forwarding the caller's arguments.
-    unsafe {
-        submit(queue, &call::QUEUE_SUBMIT2_KHR, buffers_of2(submits, count), fence, |signal| {
-            forward2(next, queue, count, submits, fence, signal)
-        })
+/// The bytes of a command name as the loader or an application passes it (empty for a null pointer).
+///
+/// # Safety
+/// `name` must be a NUL-terminated string.
+pub(super) unsafe fn name_bytes<'a>(name: *const c_char) -> &'a [u8] {
+    if name.is_null() {
+        return b"";
     }
+    // SAFETY: the caller's promise.
+    unsafe { CStr::from_ptr(name) }.to_bytes()
 }

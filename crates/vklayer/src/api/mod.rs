@@ -10,7 +10,7 @@
 //! result an application sees changes. Observation runs under `state::guarded`, after or around
 //! the forwarded call, and is skipped while the layer is off.
 
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_void};
 
 use ash::vk;
 use ash::vk::Handle;
@@ -101,27 +101,29 @@ fn device_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
         b"vkResetCommandBuffer" => hook!(reset_command_buffer, vk::PFN_vkResetCommandBuffer),
         b"vkCmdBindPipeline" => hook!(cmd_bind_pipeline, vk::PFN_vkCmdBindPipeline),
         b"vkCmdDispatch" => hook!(cmd_dispatch, vk::PFN_vkCmdDispatch),
-        b"vkCmdDispatchBase" => hook!(cmd_dispatch_base, vk::PFN_vkCmdDispatchBase),
-        b"vkCmdDispatchBaseKHR" => hook!(cmd_dispatch_base_khr, vk::PFN_vkCmdDispatchBase),
+        b"vkCmdDispatchBase" => hook!(cmd_dispatch_base::<false>, vk::PFN_vkCmdDispatchBase),
+        b"vkCmdDispatchBaseKHR" => hook!(cmd_dispatch_base::<true>, vk::PFN_vkCmdDispatchBase),
         b"vkCmdDispatchIndirect" => hook!(cmd_dispatch_indirect, vk::PFN_vkCmdDispatchIndirect),
         b"vkCmdExecuteCommands" => hook!(cmd_execute_commands, vk::PFN_vkCmdExecuteCommands),
         // The black box's "completed" markers at the program's own sync points (`crate::progress`).
         b"vkCmdPipelineBarrier" => hook!(cmd_pipeline_barrier, vk::PFN_vkCmdPipelineBarrier),
-        b"vkCmdPipelineBarrier2" => hook!(cmd_pipeline_barrier2, vk::PFN_vkCmdPipelineBarrier2),
-        b"vkCmdPipelineBarrier2KHR" => hook!(cmd_pipeline_barrier2_khr, vk::PFN_vkCmdPipelineBarrier2),
+        b"vkCmdPipelineBarrier2" => hook!(cmd_pipeline_barrier2::<false>, vk::PFN_vkCmdPipelineBarrier2),
+        b"vkCmdPipelineBarrier2KHR" => hook!(cmd_pipeline_barrier2::<true>, vk::PFN_vkCmdPipelineBarrier2),
         b"vkEndCommandBuffer" => hook!(end_command_buffer, vk::PFN_vkEndCommandBuffer),
         b"vkQueueSubmit" => hook!(queue_submit, vk::PFN_vkQueueSubmit),
-        b"vkQueueSubmit2" => hook!(queue_submit2, vk::PFN_vkQueueSubmit2),
-        b"vkQueueSubmit2KHR" => hook!(queue_submit2_khr, vk::PFN_vkQueueSubmit2),
+        b"vkQueueSubmit2" => hook!(queue_submit2::<false>, vk::PFN_vkQueueSubmit2),
+        b"vkQueueSubmit2KHR" => hook!(queue_submit2::<true>, vk::PFN_vkQueueSubmit2),
         b"vkWaitForFences" => hook!(wait_for_fences, vk::PFN_vkWaitForFences),
         b"vkGetFenceStatus" => hook!(get_fence_status, vk::PFN_vkGetFenceStatus),
         b"vkQueueWaitIdle" => hook!(queue_wait_idle, vk::PFN_vkQueueWaitIdle),
         b"vkDeviceWaitIdle" => hook!(device_wait_idle, vk::PFN_vkDeviceWaitIdle),
-        b"vkWaitSemaphores" => hook!(wait_semaphores, vk::PFN_vkWaitSemaphores),
-        b"vkWaitSemaphoresKHR" => hook!(wait_semaphores_khr, vk::PFN_vkWaitSemaphores),
-        b"vkGetSemaphoreCounterValue" => hook!(get_semaphore_counter_value, vk::PFN_vkGetSemaphoreCounterValue),
+        b"vkWaitSemaphores" => hook!(wait_semaphores::<false>, vk::PFN_vkWaitSemaphores),
+        b"vkWaitSemaphoresKHR" => hook!(wait_semaphores::<true>, vk::PFN_vkWaitSemaphores),
+        b"vkGetSemaphoreCounterValue" => {
+            hook!(get_semaphore_counter_value::<false>, vk::PFN_vkGetSemaphoreCounterValue)
+        }
         b"vkGetSemaphoreCounterValueKHR" => {
-            hook!(get_semaphore_counter_value_khr, vk::PFN_vkGetSemaphoreCounterValue)
+            hook!(get_semaphore_counter_value::<true>, vk::PFN_vkGetSemaphoreCounterValue)
         }
         b"vkGetQueryPoolResults" => hook!(get_query_pool_results, vk::PFN_vkGetQueryPoolResults),
         b"vkAllocateMemory" => hook!(allocate_memory, vk::PFN_vkAllocateMemory),
@@ -135,16 +137,6 @@ fn device_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
         }
         _ => None,
     }
-}
-
-/// # Safety
-/// `name` must be a NUL-terminated string.
-unsafe fn name_bytes<'a>(name: *const c_char) -> &'a [u8] {
-    if name.is_null() {
-        return b"";
-    }
-    // SAFETY: the caller's promise.
-    unsafe { CStr::from_ptr(name) }.to_bytes()
 }
 
 unsafe extern "system" fn get_instance_proc_addr(
@@ -288,9 +280,10 @@ unsafe extern "system" fn create_device(
     // SAFETY: the command's own type.
     let next_create: vk::PFN_vkCreateDevice = unsafe { std::mem::transmute(next_create) };
     if let Some(profile) = crate::impersonate::active() {
+        let chain = physical::Chain { next_create, layer_gipa: get_instance_proc_addr };
         // SAFETY: the caller's arguments, `inst` the physical device's instance.
         let (result, facts_id) =
-            unsafe { physical::create_device(inst, profile, physical, info, allocator, out, next_create) };
+            unsafe { physical::create_device(inst, profile, physical, info, allocator, out, chain) };
         if result != vk::Result::SUCCESS {
             return result;
         }

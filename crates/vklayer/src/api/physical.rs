@@ -8,7 +8,7 @@ use std::ffi::{c_char, c_void};
 use ash::vk;
 use ash::vk::Handle;
 
-use super::calls::{call, watched};
+use super::calls::{call, name_bytes, watched};
 use crate::dispatch::{self, InstanceDispatch};
 use crate::impersonate::{self, answers, Profile};
 use crate::pipelines::{self, ImpersonatedFacts};
@@ -52,7 +52,7 @@ pub(super) unsafe extern "system" fn get_physical_device_proc_addr(
     name: *const c_char,
 ) -> vk::PFN_vkVoidFunction {
     // SAFETY: the loader passes a command name.
-    let n = unsafe { super::name_bytes(name) };
+    let n = unsafe { name_bytes(name) };
     if let Some(f) = physical_hook(n) {
         return Some(f);
     }
@@ -238,6 +238,13 @@ unsafe extern "system" fn flexible_dimensions(
     }
 }
 
+/// The two links `create_device` calls through: the next layer's vkCreateDevice, and this layer's own
+/// vkGetInstanceProcAddr (the device's facts are read as the application sees them, through this layer's answers).
+pub(super) struct Chain {
+    pub next_create: vk::PFN_vkCreateDevice,
+    pub layer_gipa: vk::PFN_vkGetInstanceProcAddr,
+}
+
 /// `vkCreateDevice` of an impersonating layer: the application's create info cut down to what the real device
 /// offers; the device's facts (the trace's `device` record) are the profile's, with the real device named.
 ///
@@ -250,8 +257,9 @@ pub(super) unsafe fn create_device(
     info: *const vk::DeviceCreateInfo<'_>,
     allocator: *const vk::AllocationCallbacks<'_>,
     out: *mut vk::Device,
-    next_create: vk::PFN_vkCreateDevice,
+    chain: Chain,
 ) -> (vk::Result, Option<u32>) {
+    let Chain { next_create, layer_gipa } = chain;
     // SAFETY: a physical device of `inst`'s instance.
     let real_extensions = unsafe { device::extensions(inst, physical) };
     let mut real_props = vk::PhysicalDeviceProperties::default();
@@ -289,7 +297,7 @@ pub(super) unsafe fn create_device(
         pipelines::device_id(physical.as_raw(), || {
             // The facts as the application sees them: through this layer's own answers.
             // SAFETY: the layer's vkGetInstanceProcAddr resolves for the same instance.
-            let view = unsafe { InstanceDispatch::new(inst.instance, super::get_instance_proc_addr) };
+            let view = unsafe { InstanceDispatch::new(inst.instance, layer_gipa) };
             // SAFETY: a physical device of that instance.
             let mut facts = unsafe { device::facts(&view, physical, &device::extensions(&view, physical)) };
             let mut driver = vk::PhysicalDeviceDriverProperties::default();

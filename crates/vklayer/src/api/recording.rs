@@ -257,7 +257,9 @@ pub(super) unsafe extern "system" fn cmd_dispatch(cb: vk::CommandBuffer, x: u32,
     }
 }
 
-pub(super) unsafe extern "system" fn cmd_dispatch_base(
+/// `vkCmdDispatchBase`, and with `KHR` its alias `vkCmdDispatchBaseKHR` (forwarded to the next link's function of
+/// that name).
+pub(super) unsafe extern "system" fn cmd_dispatch_base<const KHR: bool>(
     cb: vk::CommandBuffer,
     bx: u32,
     by: u32,
@@ -267,26 +269,7 @@ pub(super) unsafe extern "system" fn cmd_dispatch_base(
     z: u32,
 ) {
     let Some(r) = record(cb, [x, y, z]) else { return };
-    if let Some(next) = r.device.cmd_dispatch_base {
-        r.before(cb);
-        let (x, y, z) = crate::impersonate::clamp_groups(x, y, z);
-        // SAFETY: forwarding the caller's arguments.
-        unsafe { next(cb, bx, by, bz, x, y, z) };
-        r.after(cb);
-    }
-}
-
-pub(super) unsafe extern "system" fn cmd_dispatch_base_khr(
-    cb: vk::CommandBuffer,
-    bx: u32,
-    by: u32,
-    bz: u32,
-    x: u32,
-    y: u32,
-    z: u32,
-) {
-    let Some(r) = record(cb, [x, y, z]) else { return };
-    if let Some(next) = r.device.cmd_dispatch_base_khr {
+    if let Some(next) = if KHR { r.device.cmd_dispatch_base_khr } else { r.device.cmd_dispatch_base } {
         r.before(cb);
         let (x, y, z) = crate::impersonate::clamp_groups(x, y, z);
         // SAFETY: forwarding the caller's arguments.
@@ -417,20 +400,15 @@ fn mark_at_barrier(cb: vk::CommandBuffer, s: Option<&'static commands::CommandBu
     }
 }
 
-pub(super) unsafe extern "system" fn cmd_pipeline_barrier2(cb: vk::CommandBuffer, info: *const vk::DependencyInfo<'_>) {
-    let s = followed(cb);
-    let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_pipeline_barrier2) else { return };
-    // SAFETY: forwarding the caller's arguments.
-    unsafe { next(cb, info) };
-    state::guarded(|| mark_at_barrier(cb, s));
-}
-
-pub(super) unsafe extern "system" fn cmd_pipeline_barrier2_khr(
+/// `vkCmdPipelineBarrier2`, and with `KHR` its alias `vkCmdPipelineBarrier2KHR`.
+pub(super) unsafe extern "system" fn cmd_pipeline_barrier2<const KHR: bool>(
     cb: vk::CommandBuffer,
     info: *const vk::DependencyInfo<'_>,
 ) {
     let s = followed(cb);
-    let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_pipeline_barrier2_khr) else { return };
+    let next =
+        buffer_device(cb, s).and_then(|d| if KHR { d.cmd_pipeline_barrier2_khr } else { d.cmd_pipeline_barrier2 });
+    let Some(next) = next else { return };
     // SAFETY: forwarding the caller's arguments.
     unsafe { next(cb, info) };
     state::guarded(|| mark_at_barrier(cb, s));

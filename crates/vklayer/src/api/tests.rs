@@ -1,5 +1,6 @@
 use super::objects::{statistics, MAX_EXECUTABLES};
 use super::*;
+use std::ffi::CStr;
 use std::sync::atomic::Ordering;
 #[test]
 fn negotiation_hands_over_both_proc_addr_functions_at_version_2() {

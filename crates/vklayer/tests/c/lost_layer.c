@@ -10,7 +10,7 @@
 //   (default 0xdead0000, to 4096 bytes) and one vendor entry ("test vendor fault", code 0x31, data 0x1), as RADV and
 //   NVIDIA's driver answer it for a GPU page fault.
 // Enabled below the backscope layer (VK_INSTANCE_LAYERS lists it after it), so the backscope layer
-// sees the error come back from the call it forwarded (tests/vulkan_crash.rs, tests/vulkan_blackbox.rs).
+// sees the error come back from the call it forwarded (tests/vulkan/crash.rs, tests/vulkan/blackbox.rs).
 #include <stdlib.h>
 #include <string.h>
 #include <vulkan/vk_layer.h>

@@ -1,5 +1,5 @@
 // A Vulkan program that dies after GPU work, for the layer's crash and device-lost records
-// (tests/vulkan_crash.rs). It creates two compute pipelines from one shader, names them with
+// (tests/vulkan/crash.rs). It creates two compute pipelines from one shader, names them with
 // vkSetDebugUtilsObjectNameEXT (as ggml-vulkan does under GGML_VK_DEBUG_MARKERS), records
 // alpha_pipeline (4,1,1) then beta_pipeline (2,1,1) into one command buffer, each inside a debug label
 // region ("ALPHA node.0", "BETA node.1", as ggml labels its graph nodes), submits it 3 times
@@ -15,7 +15,7 @@
 // each fence wait: one that times out prints "vkcrash: submission N did not finish in WAIT_MS ms" and exits with 4
 // (a submission the test layer swallowed, as a hung GPU never finishes it). With ROUNDS the device also enables
 // timeline semaphores, as ggml-vulkan does, so that the layer's black box follows its progress by submission (and
-// its hang watcher sees a stall). For the rotating traces of tests/vulkan_crash.rs, which need a program that runs
+// its hang watcher sees a stall). For the rotating traces of tests/vulkan/crash.rs, which need a program that runs
 // long enough.
 // Usage: vkcrash SPIRV_FILE MODE [ROUNDS PAUSE_US [WAIT_MS]]
 #define _GNU_SOURCE

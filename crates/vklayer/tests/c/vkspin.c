@@ -1,4 +1,4 @@
-// A Vulkan program whose GPU work stalls, for the black box (tests/vulkan_blackbox.rs). One shader
+// A Vulkan program whose GPU work stalls, for the black box (tests/vulkan/blackbox.rs). One shader
 // (bench/vklayer/spin.comp) makes four compute pipelines, named with vkSetDebugUtilsObjectNameEXT:
 // before_a, before_b, spin_pipeline and after_c; only spin_pipeline's push constant makes it spin, on a
 // host-visible flag, until the host sets the flag or a bounded loop ends (~minutes on lavapipe).

@@ -1,4 +1,4 @@
-// A cgo program shaped like Ollama's runner for the Vulkan layer's crash tests (tests/vulkan_crash.rs): the Go
+// A cgo program shaped like Ollama's runner for the Vulkan layer's crash tests (tests/vulkan/crash.rs): the Go
 // runtime starts first (installing its signal handlers), then C code (crates/vklayer/tests/c/vkcrash.c) does the
 // Vulkan work and dies in C, as ggml-vulkan would inside the runner. Go's own crash report and exit status 2 must
 // be the same with and without the layer, whose handler is installed later and chains to Go's.

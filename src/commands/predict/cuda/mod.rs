@@ -25,7 +25,7 @@ use rules::{device_for, CudaRules};
 fn check_options(
     opts: &PredictOptions,
     build_flags: &[String],
-    dispatch: &knowledge::dispatch::Dispatch,
+    dispatch: &knowledge::dispatch::rules::Dispatch,
 ) -> Result<()> {
     check_count("--ubatch", opts.ubatch, false)?;
     match (opts.batch, &opts.prompt_from_run) {

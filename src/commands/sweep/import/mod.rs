@@ -24,6 +24,7 @@ use crate::run::durable;
 use crate::run::paths::absolute;
 use crate::run::record::{BackendFacts, Record, RunSource, ServerTimings, Status, RECORD_SCHEMA};
 use crate::run::store::{self, RunRow, RunStatus, Store};
+use crate::run::target::{DbTarget, DbValue};
 use check::{check, each_object, parse_object, read_inputs, Input};
 
 /// What an import stored.
@@ -36,13 +37,18 @@ pub struct Imported {
 
 /// Store llama-bench output files as the records of a new run in `db`, its run directory under `runs_dir`. All or
 /// nothing: a failure leaves the database and `runs_dir` as they were.
-pub fn import(files: &[PathBuf], db: &Path, runs_dir: &Path, endpoint: &str) -> Result<Imported> {
+pub fn import(files: &[PathBuf], db: &DbValue, runs_dir: &Path, endpoint: &str) -> Result<Imported> {
     let inputs = read_inputs(files)?;
     let tests = check(&inputs)?;
+    let target = db.target()?;
     // The database and the runs directory may not exist yet; whatever this import creates is removed again when
     // it fails (a full disk, say) after that.
-    let db_created = if crate::run::target::is_postgres(db) { None } else { first_missing(&absolute(db)) };
-    let mut store = Store::open(db)?;
+    let db_file = match target {
+        DbTarget::Sqlite(file) => Some(absolute(file)),
+        DbTarget::Postgres(_) => None,
+    };
+    let db_created = db_file.as_deref().and_then(first_missing);
+    let mut store = Store::open(target)?;
     let run_id = store::new_run_id();
     let run_dir = absolute(&runs_dir.join(&run_id));
     let dir_created = first_missing(&run_dir);
@@ -53,7 +59,7 @@ pub fn import(files: &[PathBuf], db: &Path, runs_dir: &Path, endpoint: &str) -> 
             let _ = std::fs::remove_dir_all(top);
         }
         match db_created {
-            Some(file) if file == absolute(db) => {
+            Some(file) if Some(&file) == db_file.as_ref() => {
                 for suffix in ["", "-wal", "-shm"] {
                     let mut p = file.clone().into_os_string();
                     p.push(suffix);

@@ -257,7 +257,7 @@ fn sweep_into(
     sink: &mut dyn Sink,
 ) -> (RunEnd, Vec<Record>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(&dir.path().join("db")).unwrap();
+    let mut store = Store::open(&crate::run::target::DbTarget::Sqlite(dir.path().join("db"))).unwrap();
     store
         .create_run(&RunRow {
             run_id: "r".into(),

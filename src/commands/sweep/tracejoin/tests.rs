@@ -290,7 +290,7 @@ fn claims_from_a_cut_trace_are_lower_bounds_and_never_claim_absence() {
 }
 
 /// A Vulkan server process that lost its device and then aborted, as the observer and the Vulkan layer write
-/// it (the layer's lines as crates/vklayer writes them, tests/vulkan_crash.rs runs it for real).
+/// it (the layer's lines as crates/vklayer writes them, tests/vulkan/crash.rs runs it for real).
 #[test]
 fn a_vulkan_crash_and_a_lost_device_join_their_request_as_one_crash_claim_and_a_device_lost_claim() {
     let header = |writer: &str| {

@@ -1,0 +1,256 @@
+//! The timeline's words for an event: one line per event, clipped.
+
+use crate::event::{lossy, BufferKind, EventKind, GpuDriverEvent, TimingKind};
+use crate::signature;
+use crate::slog::unquote;
+
+use super::text::{clip, find_bytes};
+
+/// A signal name a pager cut (`signal: illegal ins>`, `less` marks a cut line with `>`): which name it begins.
+pub(super) fn cut_signal_note(error: &[u8]) -> String {
+    const NAMES: [&str; 6] =
+        ["segmentation fault", "illegal instruction", "aborted", "bus error", "floating point exception", "killed"];
+    let Some(cut) = error.strip_suffix(b">") else { return String::new() };
+    let Some(at) = find_bytes(cut, b"signal: ") else { return String::new() };
+    let head = String::from_utf8_lossy(&cut[at + 8..]).into_owned();
+    match NAMES.iter().find(|n| head.len() >= 3 && n.starts_with(head.as_str()) && n.len() > head.len()) {
+        Some(name) => format!(" (the line is cut; the signal's name begins as {name} does)"),
+        None => String::new(),
+    }
+}
+
+/// ` (STATUS_ACCESS_VIOLATION: access violation)` for a text holding a Windows status code the table names.
+pub(super) fn status_note(text: &str) -> String {
+    if let Some((code, name)) = signature::windows_status(text) {
+        return format!(" ({code} is {name})");
+    }
+    signature::rounded_exit_code(text).unwrap_or_default()
+}
+
+/// `ring gfx_0.0.0 timeout (a GPU job did not finish)`, `process llama-server pid 12519`, `GPU reset begin`…
+pub(super) fn gpu_driver_summary(d: &crate::event::GpuDriver<'_>, t: &dyn Fn(&[u8]) -> String) -> String {
+    let ring = d.ring.map(|r| format!(" on ring {}", t(r))).unwrap_or_default();
+    let who = match (d.process.map(t), d.pid) {
+        (Some(p), Some(pid)) => format!(" of process {p} pid {pid}"),
+        (None, Some(pid)) => format!(" of pid {pid}"),
+        (Some(p), None) => format!(" of process {p}"),
+        (None, None) => String::new(),
+    };
+    match d.event {
+        GpuDriverEvent::RingTimeout => format!("GPU driver: a GPU job timed out{ring}"),
+        GpuDriverEvent::Process => {
+            format!("GPU driver: the job was that{}", if who.is_empty() { " of an unnamed process" } else { &who })
+        }
+        GpuDriverEvent::ResetBegin => format!("GPU driver: reset begins{ring}"),
+        GpuDriverEvent::ResetSucceeded => format!("GPU driver: reset succeeded{ring}"),
+        GpuDriverEvent::ResetFailed => format!("GPU driver: reset failed{ring}"),
+        GpuDriverEvent::Coredump => "GPU driver: a device coredump was written".into(),
+        GpuDriverEvent::PageFault => format!("GPU driver: GPU page fault{who}"),
+        GpuDriverEvent::Xid => format!("GPU driver: NVIDIA Xid {}{who}", d.code.unwrap_or(0)),
+        GpuDriverEvent::Hang => format!("GPU driver: a GPU hang{who}"),
+    }
+}
+
+/// `model load (ollama-new-engine): GPULayers 37`.
+pub(super) fn milestone_summary(index: u16, number: Option<u32>) -> String {
+    let Some(m) = crate::milestones::table().get(index) else { return "milestone".into() };
+    let number = number.map(|n| format!(": {} {n}", m.number_after.as_deref().unwrap_or("").trim_end_matches(':')));
+    format!("{} ({}){}", m.meaning.label(), m.era, number.unwrap_or_default())
+}
+
+/// `device 0: NAME, gfx900:xnack-, wave size 64, VMM no` (the timeline's words for a CUDA/ROCm device line).
+pub(super) fn gpu_device_summary(d: &crate::event::GpuDevice<'_>, t: &dyn Fn(&[u8]) -> String) -> String {
+    let mut s = format!("device {}: {}", d.index, t(d.name));
+    if let Some(a) = d.arch {
+        s += &format!(", {}", t(a));
+    }
+    if let Some(cc) = d.compute_capability {
+        s += &format!(", compute capability {}", t(cc));
+    }
+    if let Some(w) = d.wave_size {
+        s += &format!(", wave size {w}");
+    }
+    if let Some(v) = d.vmm {
+        s += &format!(", VMM {}", if v { "yes" } else { "no" });
+    }
+    s
+}
+
+/// `Vulkan device 0: NAME (DRIVER), uma 0, fp16 1, warp size 64, int dot 0, matrix cores none`.
+pub(super) fn vulkan_device_summary(v: &crate::event::VulkanDevice<'_>, t: &dyn Fn(&[u8]) -> String) -> String {
+    let mut s = format!("Vulkan device {}: {}", v.index, t(v.name));
+    if let Some(d) = v.driver {
+        s += &format!(" ({})", t(d));
+    }
+    let flag = |name: &str, v: Option<bool>| v.map(|b| format!(", {name} {}", u8::from(b))).unwrap_or_default();
+    s += &flag("uma", v.uma);
+    s += &flag("fp16", v.fp16);
+    if let Some(w) = v.warp_size {
+        s += &format!(", warp size {w}");
+    }
+    s += &flag("int dot", v.int_dot);
+    if let Some(m) = v.matrix_cores {
+        s += &format!(", matrix cores {}", t(m));
+    }
+    s
+}
+
+pub(super) fn buffer_word(buffer: BufferKind) -> &'static str {
+    match buffer {
+        BufferKind::Model => "model",
+        BufferKind::Kv => "KV",
+        BufferKind::Compute => "compute",
+        BufferKind::Output => "output",
+    }
+}
+
+/// A one-line description of an event for the timeline.
+pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
+    use EventKind::*;
+    let t = |b: &[u8]| -> String {
+        if slog_line {
+            unquote(b).into_owned()
+        } else {
+            lossy(b).into_owned()
+        }
+    };
+    let opt = |b: Option<&[u8]>| b.map(t).unwrap_or_default();
+    let s = match *kind {
+        BackendLoaded { backend, path } => format!("{} backend loaded from {}", t(backend), t(path)),
+        DevicesFound { backend, count } => format!("{count} {} device(s) found", t(backend)),
+        GpuDevice(d) => gpu_device_summary(&d, &t),
+        VulkanDevice(v) => vulkan_device_summary(&v, &t),
+        DeviceListed { device, description, total_mib, free_mib } => {
+            let mem = match (total_mib, free_mib) {
+                (Some(t), Some(f)) => format!(" ({t} MiB, {f} MiB free)"),
+                _ => String::new(),
+            };
+            format!("device available: {} {}{mem}", t(device), t(description))
+        }
+        DeviceUsed { device, description, free_mib } => {
+            let free = free_mib.map(|f| format!(", {f} MiB free")).unwrap_or_default();
+            format!("using device {} {}{free}", t(device), t(description))
+        }
+        InferenceCompute(ic) => format!(
+            "inference compute: library={} compute={} name={} description={}",
+            opt(ic.library),
+            opt(ic.compute),
+            opt(ic.name),
+            opt(ic.description)
+        ),
+        RunnerStarting { cmd, with_model } => {
+            format!("{} starting: {}", if with_model { "runner" } else { "discovery runner" }, t(cmd))
+        }
+        ModelLoading { path } => {
+            format!("model load begins{}", path.map(|p| format!(": {}", t(p))).unwrap_or_default())
+        }
+        LayersOffloaded { offloaded, total } => format!("offloaded {offloaded}/{total} layers to GPU"),
+        FlashAttention { setting } => format!("flash attention: {}", t(setting)),
+        Graph { nodes, splits } => {
+            let n = nodes.map(|v| format!("nodes {v}")).unwrap_or_default();
+            let s = splits.map(|v| format!("splits {v}")).unwrap_or_default();
+            format!("graph: {}", [n, s].into_iter().filter(|x| !x.is_empty()).collect::<Vec<_>>().join(", "))
+        }
+        BufferSize { device, buffer, mib } => format!("{} {} buffer {mib:.2} MiB", t(device), buffer_word(buffer)),
+        Warmup => "warm-up run begins".into(),
+        RunnerStarted { seconds } => format!("runner started in {seconds} s"),
+        ServerReady => "server ready".into(),
+        RequestStarted { task } => format!("task {} started", task.map_or("?".into(), |v| v.to_string())),
+        PromptDone { task } => format!("task {} prompt done", task.map_or("?".into(), |v| v.to_string())),
+        RequestDone { task } => format!("task {} done", task.map_or("?".into(), |v| v.to_string())),
+        Progress { task, decoding, tokens } => format!(
+            "task {} {} {} tokens",
+            task.map_or("?".into(), |v| v.to_string()),
+            if decoding { "decoding: generated" } else { "prompt: processed" },
+            tokens.map_or("?".into(), |v| v.to_string())
+        ),
+        Shutdown => "orderly shutdown".into(),
+        Timing { which, ms, tokens } => {
+            let w = match which {
+                TimingKind::PromptEval => "prompt eval",
+                TimingKind::Eval => "eval",
+                TimingKind::Total => "total",
+            };
+            format!("{w} {ms} ms{}", tokens.map(|n| format!(" / {n} tokens")).unwrap_or_default())
+        }
+        HttpRequest { status, method, path, latency } => format!(
+            "HTTP {status} {} {}{}",
+            t(method),
+            t(path),
+            latency.map(|l| format!(" ({})", t(l))).unwrap_or_default()
+        ),
+        DiscoveryFailure { error, detail } => format!(
+            "GPU discovery failed{}{}",
+            error.map(|e| format!(": {}", t(e))).unwrap_or_default(),
+            detail.map(|d| format!(" ({})", t(d))).unwrap_or_default()
+        ),
+        UnsupportedGpu { gpu, supported, message } => format!(
+            "unsupported GPU{}: {}{}",
+            gpu.map(|g| format!(" {}", t(g))).unwrap_or_default(),
+            t(message),
+            supported.map(|s| format!(" (supported: {})", t(s))).unwrap_or_default()
+        ),
+        BlasError { library, message, arch } => {
+            format!(
+                "{} error: {}{}",
+                t(library),
+                t(message),
+                arch.map(|a| format!(" [arch {}]", t(a))).unwrap_or_default()
+            )
+        }
+        Signal { signal, description } => format!("{}{}: {}", t(signal), status_note(&t(signal)), t(description)),
+        SignalContext { pc, addr, sigcode } => [("PC", pc), ("addr", addr), ("sigcode", sigcode)]
+            .iter()
+            .filter_map(|(k, v)| v.map(|v| format!("{k}={}", t(v))))
+            .collect::<Vec<_>>()
+            .join(" "),
+        SignalInForeignCode => "signal arrived during cgo execution (in C/C++ code)".into(),
+        GoFatal { message } => format!("Go fatal: {}", t(message)),
+        GgmlAssert { file, line, condition } => {
+            let at = if file.is_empty() { String::new() } else { format!(" at {}:{line}", t(file)) };
+            format!("GGML_ASSERT({}) failed{at}", t(condition))
+        }
+        Abort { file: b"", message, .. } => format!("abort: {}", t(message)),
+        Abort { file, line, message } => format!("abort at {}:{line}: {}", t(file), t(message)),
+        GpuError { api, message } => format!("{} error: {}", t(api), t(message)),
+        GpuErrorLocation { device, function, file, line } => format!(
+            "in {} at {}:{line}{}",
+            t(function),
+            t(file),
+            device.map(|d| format!(" (device {d})")).unwrap_or_default()
+        ),
+        DeviceLost { message } if message.starts_with(b"HW Exception") => {
+            format!("GPU hang reported by the ROCm runtime: {}", t(message))
+        }
+        DeviceLost { message } => format!("Vulkan device lost: {}", t(message)),
+        CppTerminate { exception } => format!("C++ exception: {}", t(exception)),
+        OutOfMemory { message } => format!("out of memory: {}", t(message)),
+        ProcessCrash { message } => t(message),
+        PostPredictError { error } => {
+            format!("post predict failed{}", error.map(|e| format!(": {}", t(e))).unwrap_or_default())
+        }
+        RunnerTerminated { error } => {
+            format!("runner terminated: {}{}{}", t(error), status_note(&t(error)), cut_signal_note(error))
+        }
+        LoadError { error } => format!("model load failed: {}", t(error)),
+        BindFailed { message } => format!("the server could not listen: {}", t(message)),
+        CompletionError { message } => format!("completion failed: {}", t(message)),
+        Diagnostic { level, msg } => format!("{}: {}", t(level), t(msg)),
+        Milestone { index, number } => milestone_summary(index, number),
+        OpFailed { op } => format!("op {} failed on the GPU", t(op)),
+        InstructionBytes { bytes } => format!("instruction bytes at PC: {}", t(bytes)),
+        Goroutine { id, state } => format!("goroutine {id} [{}]", t(state)),
+        GoFrame { function } => t(function),
+        GoFrameSource { file, line } => format!("{}:{line}", t(file)),
+        GoCreatedBy { function } => format!("created by {}", t(function)),
+        GoTraceDetail => "trace detail".into(),
+        NativeFrame(f) => {
+            signature::native_function(f.module.map(|m| lossy(m)).as_deref(), f.symbol.map(|s| lossy(s)).as_deref())
+                .unwrap_or_else(|| "abort machinery".into())
+        }
+        GpuDriver(d) => gpu_driver_summary(&d, &t),
+        RegisterDump => "a register of a Go crash dump".into(),
+        Other => String::new(),
+    };
+    clip(s)
+}

@@ -1,0 +1,345 @@
+//! llama.cpp, ggml and Go runtime lines by their shape: the first byte, a `function: ` or `module: ` tag, an
+//! indented line, then the generic forms; each shape hands the message to the rules of its job.
+
+use crate::event::EventKind;
+
+use super::devices::{
+    buffer_size, device_listed, device_used, dxgi_discrete_gpu, flash_attention, gpu_device, graph, model_path,
+    offloaded, vulkan_line,
+};
+use super::failures::{
+    abort_line, anywhere, blas_arch, go_signal, python_os_error, runner_failure, sanitizer_error, signal_context,
+};
+use super::kernel::{gpu_driver_line, nvidia_xid};
+use super::markers::Marked;
+use super::server::{llama_server_slot, llama_server_srv, timing};
+use super::text::{after, colon_space, find, leading_u32, leading_u64, trim, trim_start};
+use super::trace::{go_register, goroutine, headerless_go_line, native_frame, python_frame, sanitizer_frame};
+
+/// The rules a message's first byte selects. `Some(answer)` is the answer for the whole message (an indented line is
+/// read by [`indented`] alone); `None` lets the other rules look.
+pub(super) fn by_first_byte<'a>(msg: &'a [u8], first: u8, marked: &Marked<'_>) -> Option<Option<EventKind<'a>>> {
+    match first {
+        b' ' | b'\t' => return Some(headerless_go_line(msg).or_else(|| indented(msg, marked))),
+        b'S' => {
+            if let Some(sig) = go_signal(msg) {
+                return Some(Some(sig));
+            }
+        }
+        b'P' => {
+            if let Some(rest) = msg.strip_prefix(b"PC=") {
+                return Some(Some(signal_context(rest)));
+            }
+            if let Some(kind) = sanitizer_error(msg) {
+                return Some(Some(kind));
+            }
+        }
+        b'O' => {
+            if let Some(kind) = python_os_error(msg) {
+                return Some(Some(kind));
+            }
+        }
+        b'H' => {
+            if let Some(frame) = msg.strip_prefix(b"Host Frame:").and_then(sanitizer_frame) {
+                return Some(Some(EventKind::NativeFrame(frame)));
+            }
+            // ROCr (the ROCm runtime) reports a GPU hang or fault: `HW Exception by GPU node-1 (Agent handle: 0x…)
+            // reason :GPU Hang` (ROCR-Runtime `core/runtime/runtime.cpp` HwExceptionHandler).
+            if msg.starts_with(b"HW Exception by GPU node-") {
+                // A hang is the GPU's context lost to a reset, as a lost Vulkan device is; other reasons (a memory
+                // violation) are errors of the runtime.
+                if find(msg, b"GPU Hang").is_some() {
+                    return Some(Some(EventKind::DeviceLost { message: trim(msg) }));
+                }
+                let reason = after(msg, b"reason :").or_else(|| after(msg, b"reason: ")).map_or(msg, trim);
+                return Some(Some(EventKind::GpuError { api: b"ROCm", message: reason }));
+            }
+        }
+        b'D' => {
+            // A CUDA/ROCm device line whose indent a journal's single separator space ate (`ollama: Device 0: …`).
+            if let Some(device) = msg.strip_prefix(b"Device ").and_then(gpu_device) {
+                return Some(Some(EventKind::GpuDevice(device)));
+            }
+            if let Some(kind) = dxgi_discrete_gpu(msg) {
+                return Some(Some(kind));
+            }
+        }
+        b'E' => {
+            if let Some(rest) = msg.strip_prefix(b"Exception 0x") {
+                let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+                let args = trim(&rest[end..]);
+                // Go's runtime prints the code and hexadecimal words only (`Exception 0xc0000005 0x8 0x7ffa… 0x7ffa…`,
+                // `runtime/signal_windows.go`); a sentence that begins with the same words is a person's.
+                let hex_word = |w: &[u8]| w.strip_prefix(b"0x").is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit));
+                if args.split(|&b| b == b' ').filter(|w| !w.is_empty()).all(hex_word) {
+                    // `Exception 0x` is 12 bytes: the code follows it whole (`Exception 0xc0000005`).
+                    return Some(Some(EventKind::Signal { signal: &msg[..12 + end], description: args }));
+                }
+                return Some(Some(EventKind::Other));
+            }
+        }
+        b'a' | b'd' | b'r' | b'[' | b'i' | b'x' => {
+            if let Some(kind) = gpu_driver_line(msg) {
+                return Some(Some(kind));
+            }
+        }
+        b'N' => {
+            if let Some(kind) = nvidia_xid(msg) {
+                return Some(Some(kind));
+            }
+        }
+        b'g' => {
+            if let Some(g) = goroutine(msg) {
+                return Some(Some(g));
+            }
+        }
+        b'c' => {
+            if let Some(created) = headerless_go_line(msg) {
+                return Some(Some(created));
+            }
+        }
+        b'#' | b'/' | b'f' | b'*' => {
+            if let Some(frame) = native_frame(msg) {
+                return Some(Some(EventKind::NativeFrame(frame)));
+            }
+        }
+        _ => {}
+    }
+    None
+}
+
+pub(super) fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
+    let first = *msg.first()?;
+    let marked = &Marked::new(msg);
+    if let Some(answer) = by_first_byte(msg, first, marked) {
+        return answer;
+    }
+    if let Some(bytes) = msg.strip_prefix(b"instruction bytes:") {
+        return Some(EventKind::InstructionBytes { bytes: trim(bytes) });
+    }
+    if go_register(msg) {
+        return Some(EventKind::RegisterDump);
+    }
+    if first == b'[' {
+        if let Some(frame) = headerless_go_line(msg) {
+            return Some(frame);
+        }
+    }
+    // glibc frames wherever the module path starts (a library found through the loader path has no directory,
+    // a paste may keep a prefix of its own): `libggml-base.so.0(ggml_print_backtrace+0x204) [0x7f…]`.
+    if msg.ends_with(b"]") && (find(msg, b") [0x").is_some() || find(msg, b")[0x").is_some()) {
+        if let Some(frame) = native_frame(msg) {
+            return Some(EventKind::NativeFrame(frame));
+        }
+    }
+    if let Some(rest) = msg.strip_prefix(b"signal arrived during ") {
+        if rest.starts_with(b"cgo execution") || rest.starts_with(b"external code execution") {
+            return Some(EventKind::SignalInForeignCode);
+        }
+    }
+    if let Some(rest) = msg.strip_prefix(b"GGML_ASSERT: ") {
+        // The older form (llama.cpp before 2024-06): `GGML_ASSERT: path/file.cu:60: !"CUDA error"`.
+        let split = find(rest, b": ")?;
+        let loc = &rest[..split];
+        let colon = loc.iter().rposition(|&b| b == b':')?;
+        let line = leading_u32(&loc[colon + 1..]).map_or(0, |x| x.0);
+        return Some(EventKind::GgmlAssert { file: &loc[..colon], line, condition: trim(&rest[split + 2..]) });
+    }
+    if let Some(message) = msg.strip_prefix(b"fatal error: ").or_else(|| msg.strip_prefix(b"panic: ")) {
+        return Some(EventKind::GoFatal { message });
+    }
+    if let Some(rest) = msg.strip_prefix(b"terminate called after throwing an instance of ") {
+        let exception = trim(rest).trim_ascii();
+        let exception = exception.strip_prefix(b"'").and_then(|e| e.strip_suffix(b"'")).unwrap_or(exception);
+        return Some(EventKind::CppTerminate { exception });
+    }
+    // The 2023 form: `CUDA error 3 at …/ggml-cuda.cu:5661: initialization error` (the code, the place, the text).
+    if let Some(rest) = msg.strip_prefix(b"CUDA error ").filter(|r| r.first().is_some_and(u8::is_ascii_digit)) {
+        if let Some(at) = find(rest, b" at ") {
+            let place = &rest[at + 4..];
+            let message = colon_space(place).map_or(place, |i| &place[i + 2..]);
+            return Some(EventKind::GpuError { api: b"CUDA", message: trim(message) });
+        }
+    }
+    // `CUDA error: …`, `rocBLAS error: …`: one word, then ` error: `.
+    let first_space = memchr::memchr(b' ', &msg[..msg.len().min(12)]);
+    if let Some(api_end) = first_space.filter(|&i| msg[i..].starts_with(b" error: ")) {
+        let api = &msg[..api_end];
+        let message = &msg[api_end + 8..];
+        match api {
+            b"CUDA" | b"ROCm" | b"MUSA" | b"HIP" => return Some(EventKind::GpuError { api, message }),
+            b"rocBLAS" | b"rocblaslt" | b"hipBLASLt" | b"hipBLAS" | b"Tensile" => {
+                return Some(EventKind::BlasError { library: api, message, arch: blas_arch(message) })
+            }
+            _ => {}
+        }
+    }
+    if let Some(message) = msg.strip_prefix(b"Error: ") {
+        if let Some(kind) = runner_failure(message) {
+            return Some(kind);
+        }
+        // A wrapper that puts `Error: ` before each line of the runtime's stderr: the line after it is read as it
+        // would be without (once: an `Error: Error: …` line is not unwrapped twice).
+        if !message.is_empty() && !trim_start(message).starts_with(b"Error: ") {
+            return structured(message);
+        }
+    }
+    if let Some((module, text)) = module_tag(msg) {
+        return match module {
+            b"slot" => llama_server_slot(text),
+            b"srv" => llama_server_srv(text),
+            _ => tagged(text, marked).or_else(|| generic(text, marked)).or_else(|| anywhere(text, marked)),
+        };
+    }
+    tagged(msg, marked).or_else(|| anywhere(msg, marked))
+}
+
+/// llama.cpp's newer `common_log` lines carry a module and a 12-column function name before the text:
+/// `srv  llama_server: model loaded`, `slot launch_slot_: id  3 | task 0 | …`, `cmn  common_init_: …`.
+/// Returns the module and the text after the function name.
+pub(super) fn module_tag(msg: &[u8]) -> Option<(&[u8], &[u8])> {
+    let module_len = msg.iter().take_while(|b| b.is_ascii_lowercase()).count();
+    if !(2..=5).contains(&module_len) || msg.get(module_len) != Some(&b' ') {
+        return None;
+    }
+    let rest = trim_start(&msg[module_len..]);
+    let function_len = rest.iter().position(|&b| b == b' ' || b == b':')?;
+    let text = rest[function_len..].strip_prefix(b": ")?;
+    (function_len > 0).then_some((&msg[..module_len], text))
+}
+
+/// Lines that begin with whitespace: CUDA/ROCm device lines and GPU error details.
+pub(super) fn indented<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
+    let s = trim_start(msg);
+    if let Some(rest) = s.strip_prefix(b"Device ") {
+        return gpu_device(rest).map(EventKind::GpuDevice);
+    }
+    if let Some(rest) = s.strip_prefix(b"current device: ") {
+        let (device, rest) = match rest.strip_prefix(b"-") {
+            Some(r) => leading_u64(r).map(|(v, r)| (Some(-(v.min(i64::MAX as u64) as i64)), r))?,
+            None => leading_u64(rest).map(|(v, r)| (Some(v.min(i64::MAX as u64) as i64), r))?,
+        };
+        let rest = after(rest, b"in function ")?;
+        let at = find(rest, b" at ")?;
+        let loc = &rest[at + 4..];
+        let colon = loc.iter().rposition(|&b| b == b':')?;
+        let line = leading_u32(&loc[colon + 1..]).map_or(0, |x| x.0);
+        return Some(EventKind::GpuErrorLocation { device, function: &rest[..at], file: &loc[..colon], line });
+    }
+    if let Some(rest) = s.strip_prefix(b"what():") {
+        let what = trim(rest);
+        if find(what, b"DeviceLost").is_some() {
+            return Some(EventKind::DeviceLost { message: what });
+        }
+        if find(what, b"OutOfDeviceMemory").is_some() || find(what, b"OutOfHostMemory").is_some() {
+            return Some(EventKind::OutOfMemory { message: what });
+        }
+        return Some(EventKind::CppTerminate { exception: what });
+    }
+    if let Some(frame) = native_frame(s) {
+        return Some(EventKind::NativeFrame(frame));
+    }
+    if let Some(frame) = python_frame(s) {
+        return Some(EventKind::NativeFrame(frame));
+    }
+    device_listed(s).or_else(|| anywhere(s, marked))
+}
+
+/// `function: text` lines of llama.cpp and ggml, and `file.c:123: message` aborts.
+pub(super) fn tagged<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
+    let colon = colon_space(msg.get(..msg.len().min(256))?)?;
+    let tag = &msg[..colon];
+    let text = &msg[colon + 2..];
+    if tag.contains(&b' ') {
+        return None;
+    }
+    match tag {
+        b"load_backend" => {
+            let rest = text.strip_prefix(b"loaded ")?;
+            let at = find(rest, b" backend from ")?;
+            return Some(EventKind::BackendLoaded { backend: &rest[..at], path: trim(&rest[at + 14..]) });
+        }
+        // `ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected` (L ggml-cuda.cu
+        // `ggml_cuda_init`): the backend found no device, and the runtime goes on without it.
+        b"ggml_cuda_init" | b"ggml_init_cublas" if text.starts_with(b"failed to initialize ") => {
+            let api = &text[21..];
+            let end = api.iter().position(|&b| b == b':' || b == b' ').unwrap_or(api.len());
+            return Some(EventKind::DevicesFound { backend: &api[..end], count: 0 });
+        }
+        // `ggml_init_cublas` is the name llama.cpp's CUDA/HIP backend printed before 2024-03.
+        b"ggml_cuda_init" | b"ggml_init_cublas" => {
+            let rest = text.strip_prefix(b"found ")?;
+            let (count, rest) = leading_u32(rest)?;
+            let rest = trim_start(rest);
+            let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+            return Some(EventKind::DevicesFound { backend: &rest[..end], count });
+        }
+        b"ggml_vulkan" => return vulkan_line(text),
+        b"llama_model_loader" if text.starts_with(b"loaded meta data") => {
+            return Some(EventKind::ModelLoading { path: after(text, b" from ").map(model_path) });
+        }
+        // Model metadata and vocabulary dumps: their values are data (a model may be named anything),
+        // never events.
+        b"llama_model_loader"
+        | b"print_info"
+        | b"llm_load_print_meta"
+        | b"load"
+        | b"llm_load_vocab"
+        | b"system_info"
+        | b"common_memory_breakdown_print" => return Some(EventKind::Other),
+        b"llama_model_load" | b"llama_load_model_from_file" | b"llama_model_load_from_file_impl" => {
+            if let Some(error) = text.strip_prefix(b"error loading model: ") {
+                return Some(EventKind::LoadError { error });
+            }
+        }
+        b"llama_perf_context_print" => return timing(text),
+        b"ggml_cuda_compute_forward" => {
+            if let Some(op) = text.strip_suffix(b" failed") {
+                return Some(EventKind::OpFailed { op: trim(op) });
+            }
+        }
+        b"main" if text.starts_with(b"server is listening on") || text.starts_with(b"model loaded") => {
+            return Some(EventKind::ServerReady);
+        }
+        _ => {}
+    }
+    generic(text, marked).or_else(|| abort_line(tag, text))
+}
+
+/// Texts recognised whatever function printed them.
+pub(super) fn generic<'a>(text: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
+    if text.starts_with(b"warming up the model") {
+        return Some(EventKind::Warmup);
+    }
+    // llama-server of 2024 (its JSON records read as `main: unable to load model`; ollama/ollama v0.1.45
+    // llm/ext_server/server.cpp `LOG_ERROR("unable to load model", …)`).
+    if text.starts_with(b"unable to load model") {
+        return Some(EventKind::LoadError { error: text });
+    }
+    if marked.get() {
+        // `skipping device Vulkan1 (…) with id X - already using device Vulkan0 (…) with the same id`
+        // (L src/llama.cpp:248) names a device that is not used, then one whose use was logged before.
+        if let Some(rest) = after(text, b"using device ").filter(|_| !text.starts_with(b"skipping device ")) {
+            return device_used(rest);
+        }
+        if find(text, b"couldn't bind").is_some() || find(text, b"address already in use").is_some() {
+            return Some(EventKind::BindFailed { message: trim(text) });
+        }
+        if let Some((offloaded, total)) = offloaded(text) {
+            return Some(EventKind::LayersOffloaded { offloaded, total });
+        }
+        if let Some(kind) = buffer_size(text) {
+            return Some(kind);
+        }
+    }
+    if let Some(kind) = flash_attention(text) {
+        return Some(kind);
+    }
+    if let Some(kind) = graph(text) {
+        return Some(kind);
+    }
+    if let Some(listing) = trim_start(text).strip_prefix(b"- ") {
+        return device_listed(listing);
+    }
+    None
+}

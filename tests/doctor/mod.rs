@@ -1,0 +1,3 @@
+//! `backscope doctor` on this machine and on fake host trees.
+
+mod real;

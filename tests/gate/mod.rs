@@ -1,0 +1,3 @@
+//! `backscope gate` on real inputs.
+
+mod real;

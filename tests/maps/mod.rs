@@ -1,0 +1,3 @@
+//! `backscope maps` on real running processes.
+
+mod live;

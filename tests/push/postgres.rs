@@ -1,0 +1,95 @@
+//! `push` into a real PostgreSQL server (a throw-away cluster, [`Pg`]) from the SQLite store a CPU sweep wrote, and
+//! from the local fallback a sweep writes when the server goes away mid-run. Expected counts come from the plan
+//! (cells × repetitions) and from `psql`, not from backscope's own output.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::postgres::{run_id_of, sweep_cmd, Pg};
+use crate::support::sweep::{event_is, heavy, records, Sweep};
+use crate::support::util::{backscope, stdout_ok};
+
+#[test]
+fn a_run_pushed_twice_from_sqlite_is_stored_once() {
+    let _turn = heavy();
+    let pg = Pg::start();
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("local.db");
+    let (status, events, err) = Sweep::spawn(sweep_cmd("host-a", local.to_str().unwrap(), &dir.path().join("runs"), 4))
+        .finish(Duration::from_secs(300));
+    assert!(status.success(), "{err}");
+    let run_id = run_id_of(&events);
+    let push = |db: &str| -> Value {
+        let out = stdout_ok(
+            backscope()
+                .env("BACKSCOPE_HOST_ID", "host-a")
+                .args(["push", "--json", "--db", db])
+                .arg("--from")
+                .arg(&local),
+        );
+        serde_json::from_str(&out).unwrap()
+    };
+    let first = push(&pg.db("postgres"));
+    assert_eq!(first[0]["run_id"], run_id.as_str());
+    assert_eq!((first[0]["uploaded"].as_u64(), first[0]["already_stored"].as_u64()), (Some(4), Some(0)));
+    let second = push(&pg.db("postgres"));
+    assert_eq!((second[0]["uploaded"].as_u64(), second[0]["already_stored"].as_u64()), (Some(0), Some(4)));
+    assert_eq!(pg.psql("SELECT count(*) FROM backscope.records"), "4");
+    assert_eq!(pg.psql("SELECT status || ' ' || host_id FROM backscope.runs"), "finished host-a");
+    // The JSON stored is the record the local file holds, byte for byte.
+    let export = stdout_ok(backscope().args(["sweep", "export", "--jsonl", "--db"]).arg(&local));
+    let shared = stdout_ok(backscope().args(["sweep", "export", "--jsonl", "--db", &pg.db("postgres")]));
+    assert_eq!(export, shared);
+}
+
+#[test]
+fn a_server_stopped_mid_run_leaves_the_records_in_the_local_fallback_and_push_completes_the_run() {
+    let _turn = heavy();
+    let pg = Pg::start();
+    let runs = tempfile::tempdir().unwrap();
+    let db = pg.db("postgres");
+    const CELLS: usize = 16;
+    let mut sweep = Sweep::spawn(sweep_cmd("host-a", &db, runs.path(), CELLS));
+    for _ in 0..3 {
+        sweep.wait_for(Duration::from_secs(300), |e| event_is(e, "cell_finished"));
+    }
+    pg.stop_server();
+    let (status, events, err) = sweep.finish(Duration::from_secs(300));
+    assert!(status.success(), "the sweep keeps going: {err}");
+    let run_id = run_id_of(&events);
+    assert_eq!(records(&events).len(), CELLS, "every cell ran");
+    let fallback = runs.path().join(format!("{run_id}.local.db"));
+    assert!(err.contains("went away") && err.contains(&fallback.display().to_string()), "{err}");
+    assert!(err.contains("backscope push --from"), "{err}");
+    pg.start_server();
+    // Resuming before the push would run the locally recorded cells again: refused, naming the file.
+    let out = backscope()
+        .env("BACKSCOPE_HOST_ID", "host-a")
+        .args(["sweep", "--quiet", "--yes", "--resume", &run_id, "--db", &db])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && e.contains("push them first") && e.contains(&fallback.display().to_string()),
+        "{e}"
+    );
+    let in_pg: usize =
+        pg.psql(&format!("SELECT count(*) FROM backscope.records WHERE run_id = '{run_id}'")).parse().unwrap();
+    assert!((3..CELLS).contains(&in_pg), "{in_pg} in the shared store before the push");
+    let out = stdout_ok(
+        backscope()
+            .env("BACKSCOPE_HOST_ID", "host-a")
+            .args(["push", "--json", "--db", &db])
+            .arg("--from")
+            .arg(&fallback),
+    );
+    let pushed: Value = serde_json::from_str(&out).unwrap();
+    let (up, already) = (pushed[0]["uploaded"].as_u64().unwrap(), pushed[0]["already_stored"].as_u64().unwrap());
+    assert_eq!(in_pg as u64 + up, CELLS as u64, "pushed {up}, {already} already there");
+    let counts = pg.psql(&format!(
+        "SELECT count(*) || ' ' || count(DISTINCT cell_key) FROM backscope.records WHERE run_id = '{run_id}'"
+    ));
+    assert_eq!(counts, format!("{CELLS} {CELLS}"), "nothing lost, nothing twice");
+    assert_eq!(pg.psql(&format!("SELECT status FROM backscope.runs WHERE run_id = '{run_id}'")), "finished");
+}

@@ -1,0 +1,5 @@
+//! `backscope report` and its evidence bundle.
+
+mod cli;
+mod hostile;
+mod redaction;

@@ -1,0 +1,3 @@
+//! `backscope synth` and the GGUF reader/writer against independent readers.
+
+mod gguf;
