@@ -121,7 +121,8 @@ pub struct CellPrediction {
     pub seq: u64,
     pub endpoint: String,
     pub model: String,
-    pub num_gpu: i64,
+    /// The record's num_gpu (its JSON key and -1 for auto, as the sweep record writes it).
+    pub num_gpu: NumGpu,
     /// The record's `result.json`, relative to the run directory.
     pub file: String,
     /// By ggml-cuda's rules (CUDA/HIP) or ggml-vulkan's, each in its own schema.
@@ -295,7 +296,7 @@ fn record_options(
     let all_logged = r.backend.as_ref().and_then(|f| f.offloaded).is_some_and(|(n, m)| n >= m);
     if matches!(o.weights, WeightSource::Single { .. }) && all_logged && cmd.prediction.placement.num_gpu.is_none() {
         // `offloaded M/M layers`: every layer, which a single weight can be placed by.
-        o.placement.num_gpu = Some(NumGpu::Auto);
+        o.placement.num_gpu = Some(NumGpu::AUTO);
     }
     if let (WeightSource::Single { .. }, Some(NumGpu::Layers(n @ 1..))) = (&o.weights, o.placement.num_gpu) {
         // Which layers a count places depends on the model's layers, which a single --type lacks.
@@ -425,7 +426,7 @@ fn predict_run(cmd: &PredictCommand, arg: &str) -> Result<PredictOutput> {
                 seq: r.seq,
                 endpoint: r.endpoint.clone(),
                 model: r.model.clone(),
-                num_gpu: r.num_gpu,
+                num_gpu: NumGpu::from_count(r.num_gpu),
                 file: r.file.clone(),
                 report,
             }),
@@ -520,8 +521,13 @@ pub fn placement_of_record(r: &Record, flags: &PlacementOptions, backend_given: 
     }
     if p.num_gpu.is_none() {
         let logged = r.backend.as_ref().and_then(|f| f.offloaded).map(|(n, _)| NumGpu::Layers(u64::from(n)));
-        // -1 (auto) without the log line is what a prediction assumes anyway: every layer, no placement verdicts.
-        p.num_gpu = logged.or((r.num_gpu >= 0).then(|| NumGpu::from_count(r.num_gpu)));
+        // The sweep record keeps num_gpu as the count it sent (-1: auto); auto without the log line is what a
+        // prediction assumes anyway: every layer, no placement verdicts.
+        let recorded = match NumGpu::from_count(r.num_gpu) {
+            NumGpu::Auto(_) => None,
+            layers => Some(layers),
+        };
+        p.num_gpu = logged.or(recorded);
     }
     p
 }

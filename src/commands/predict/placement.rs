@@ -131,22 +131,26 @@ impl std::fmt::Display for Where {
 /// How many layers are offloaded to the GPU: llama.cpp's n_gpu_layers (`-ngl`), Ollama's num_gpu.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NumGpu {
-    /// Every layer and the output layer: a negative count (llama.cpp takes it as n_layer + 1; Ollama writes -1).
-    Auto,
+    /// Every layer and the output layer: a negative count (llama.cpp takes any as n_layer + 1; Ollama writes -1). The
+    /// count is kept as given, so that the report says back what was asked.
+    Auto(i64),
     /// This many: the last repeating layers, and from one on the output layer.
     Layers(u64),
 }
 
 impl NumGpu {
+    /// Every layer, as llama.cpp and Ollama write it.
+    pub const AUTO: NumGpu = NumGpu::Auto(-1);
+
     /// A count as llama.cpp and Ollama spell it: a negative one is [`NumGpu::Auto`].
     pub fn from_count(n: i64) -> NumGpu {
-        u64::try_from(n).map_or(NumGpu::Auto, NumGpu::Layers)
+        u64::try_from(n).map_or(NumGpu::Auto(n), NumGpu::Layers)
     }
 
-    /// As llama.cpp and Ollama spell it: -1 for [`NumGpu::Auto`].
+    /// As llama.cpp and Ollama spell it: negative for [`NumGpu::Auto`].
     pub fn count(self) -> i64 {
         match self {
-            NumGpu::Auto => -1,
+            NumGpu::Auto(n) => n,
             NumGpu::Layers(n) => i64::try_from(n).unwrap_or(i64::MAX),
         }
     }
@@ -226,7 +230,7 @@ impl Offload {
             (Some(0), None, false)
         } else {
             match (opts.num_gpu, n_layer) {
-                (None | Some(NumGpu::Auto), n) => {
+                (None | Some(NumGpu::Auto(_)), n) => {
                     rules.push("ngl-negative-all".into());
                     (n.map(|n| n + 1), Some(0), true)
                 }
@@ -277,7 +281,7 @@ impl Offload {
             return (if self.output_on_gpu { Where::Gpu } else { Where::Cpu }, rule);
         }
         let rule = match self.num_gpu {
-            None | Some(NumGpu::Auto) => "ngl-negative-all",
+            None | Some(NumGpu::Auto(_)) => "ngl-negative-all",
             Some(NumGpu::Layers(_)) => "repeating-layers",
         };
         match (self.first_gpu_layer, t.layer) {

@@ -279,7 +279,7 @@ fn bench_argv(llama_bench: &Path, model: &Path, prompt: u64, opts: &PredictOptio
     let mut argv = vec![llama_bench.display().to_string(), "-m".into(), model.display().to_string()];
     let ngl = match opts.placement.num_gpu {
         Some(NumGpu::Layers(n)) => n,
-        None | Some(NumGpu::Auto) => 999,
+        None | Some(NumGpu::Auto(_)) => 999,
     };
     let decode = opts.decode_tokens.unwrap_or(1);
     for (flag, value) in [
