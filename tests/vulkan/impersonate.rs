@@ -474,7 +474,7 @@ fn impersonated_bench(
 /// from `vulkaninfo --json` and bench/gpu/vk_coopmat_caps.c on that card) impersonated on lavapipe dispatches
 /// exactly what the same llama.cpp build dispatched on the real H200 — every pipeline, the shader variant it was built
 /// from and its dispatch count. The expected side is the real H200's traces, written by the layer on the GPU machine
-/// (docs/validation/gpu-2026-12-02-vulkan-intdot-coopmat/traces, by bench/gpu/record_vulkan_dispatch.sh) with this
+/// (docs/validation/gpu-2026-12-03-vulkan-order/traces, by `REAL_ONLY=1 bench/gpu/verify_vulkan_order.sh`) with this
 /// repository's Vulkan build, whose glslc gives ggml its integer-dot, coopmat and coopmat2 pipelines:
 /// - a TinyLlama-1.1B-shaped model in F16, Q4_K_M and Q8_0, every layer offloaded, at 1, 8, 9, 64 and 512 prompt
 ///   tokens and a 16-token decode (the H200 runs the coopmat2 matmuls and flash attention, and at 8 columns the
@@ -494,9 +494,7 @@ fn impersonated_bench(
 /// Q4_K_M run loses its `split_k_reduce` and every matmul moves to the large tile (`…_aligned_2`).
 ///
 /// The order of dispatches ("dispatch for dispatch": each distinct sequence of pipelines a command buffer
-/// dispatched) must be equal wherever the real trace recorded it; the traces committed before the layer's `sequence`
-/// records have none, and each such case counts as "order not recorded" (bench/gpu/verify_vulkan_order.sh records
-/// traces that have it).
+/// dispatched) must be equal in every case: the real traces carry the layer's `sequence` records.
 #[test]
 fn the_h200_profile_on_lavapipe_dispatches_what_the_real_h200_dispatched() {
     let _turn = heavy();
@@ -520,7 +518,7 @@ fn the_h200_profile_on_lavapipe_dispatches_what_the_real_h200_dispatched() {
     };
     let impersonated = |profile: &Path, case: &str, env: &[(&str, &str)]| impersonated_with_order(profile, case, env).0;
 
-    let recorded = root.join("docs/validation/gpu-2026-12-02-vulkan-intdot-coopmat/traces");
+    let recorded = root.join("docs/validation/gpu-2026-12-03-vulkan-order/traces");
     let mut cases = Vec::new();
     for name in ["tl-f16", "tl-q4km", "tl-q8"] {
         cases.extend(["p1", "p8", "p9", "p64", "p512", "tg16"].map(|s| format!("{name}-ngl-99-{s}")));
@@ -531,7 +529,7 @@ fn the_h200_profile_on_lavapipe_dispatches_what_the_real_h200_dispatched() {
     }
     cases.extend(["p64", "p512"].map(|s| format!("cm1-moe-q4km-ngl-99-{s}")));
     let mut seen = std::collections::BTreeSet::new();
-    let (mut in_order, mut order_not_recorded) = (0, 0);
+    let mut in_order = 0;
     for case in &cases {
         let real = dispatches_by_shader(&recorded.join(format!("{case}.traces")));
         // Without offloaded layers only a prompt of 32 tokens or more reaches the GPU (ggml's op offload).
@@ -540,20 +538,17 @@ fn the_h200_profile_on_lavapipe_dispatches_what_the_real_h200_dispatched() {
         let env: &[(&str, &str)] = if case.starts_with("cm1-") { &[("GGML_VK_DISABLE_COOPMAT2", "1")] } else { &[] };
         let (dispatched, order) = impersonated_with_order(&profile, case, env);
         assert_eq!(dispatched, real, "{case}: impersonated vs the real H200");
-        // Dispatch for dispatch where the real trace recorded the order (a layer with `sequence` records); the
-        // traces committed before it say nothing about order, which the comparison reports as such.
+        // Dispatch for dispatch: the same distinct sequences of pipelines, in the same order within each.
         let file = recorded.join(format!("{case}.traces"));
         let real_order = DispatchRecord::of(&recorded, &[TraceFile::read(&file).unwrap()]).order;
         match compare_order(&real_order, &order) {
             OrderComparison::Equal { .. } => in_order += 1,
-            OrderComparison::NotRecorded { expected: true, got: false, .. } => order_not_recorded += 1,
             other => panic!("{case}: the order of dispatches, impersonated vs the real H200: {other:?}"),
         }
         seen.extend(real.into_keys().map(|(name, _)| name));
     }
     assert_eq!(cases.len(), 18 + 9 + 25 + 2);
-    assert_eq!(in_order + order_not_recorded, cases.len());
-    eprintln!("order of dispatches: {in_order} cases equal dispatch for dispatch, {order_not_recorded} not recorded");
+    assert_eq!(in_order, cases.len());
     // The variants the new shader compiler gave the build, chosen by ggml on the real card and under impersonation:
     // integer-dot MMVQ (with its activation quantization), coopmat2 and coopmat1 flash attention, the coopmat2
     // matmuls' own B-in-F16 pipelines.
