@@ -289,6 +289,41 @@ fn integer_dot_and_cooperative_matrix_pipelines_follow_what_the_profile_offers()
     }
 }
 
+/// ggml's whole description of the device, impersonated, is the real H200's: the start-up line the same llama.cpp build
+/// printed on the real card (docs/validation/gpu-2026-12-03-vulkan-order/devices-h200.txt, by
+/// bench/gpu/verify_vulkan_order.sh) equals the line it prints on lavapipe answering as the H200's profile, field for
+/// field — `bf16: 1` included, which ggml reads from `VkPhysicalDeviceShaderBfloat16FeaturesKHR` (ggml-vulkan.cpp
+/// 4394-4403, 4501; a structure ggml-vulkan-types.h declares itself). ggml's own switch `GGML_VK_DISABLE_BFLOAT16`
+/// still turns it off, and lavapipe's profile (no `VK_KHR_shader_bfloat16`) says `bf16: 0`.
+#[test]
+fn the_h200_profile_gives_ggml_the_device_line_the_real_h200_gave() {
+    let _turn = heavy();
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_q4_k_m();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let real =
+        std::fs::read_to_string(root.join("docs/validation/gpu-2026-12-03-vulkan-order/devices-h200.txt")).unwrap();
+    let real = real.lines().find_map(GgmlDeviceLine::parse).expect("the H200's ggml device line");
+    assert_eq!(real.name, "NVIDIA H200", "{}", real.line);
+    let profiles = root.join("data/vulkan_profiles");
+    let h200 = profiles.join("h200-nvidia.json").display().to_string();
+    let (line, ..) = bench_env(&tmp.path().join("h200"), Some(&h200), &model, 8, &[]);
+    assert_eq!(
+        (&line.name, &line.fields),
+        (&real.name, &real.fields),
+        "impersonated: {}\nreal: {}",
+        line.line,
+        real.line
+    );
+    assert_eq!(line.fields.get("bf16").map(String::as_str), Some("1"), "{}", line.line);
+    let off = [("GGML_VK_DISABLE_BFLOAT16", "1")];
+    let (line, ..) = bench_env(&tmp.path().join("h200-nobf16"), Some(&h200), &model, 8, &off);
+    assert_eq!(line.fields.get("bf16").map(String::as_str), Some("0"), "{}", line.line);
+    let lavapipe = profiles.join("lavapipe.json").display().to_string();
+    let (line, ..) = bench_env(&tmp.path().join("lavapipe"), Some(&lavapipe), &model, 8, &[]);
+    assert_eq!(line.fields.get("bf16").map(String::as_str), Some("0"), "{}", line.line);
+}
+
 /// The cooperative-matrix answers of the H200 profile, read back through the Vulkan loader and the layer by
 /// bench/gpu/vk_coopmat_caps.c (compiled here against the Vulkan headers scripts/llama-build.sh unpacks): they are
 /// what the same program printed on the real H200 (docs/validation/gpu-2026-12-02-vulkan-intdot-coopmat/
