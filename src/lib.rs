@@ -30,6 +30,7 @@ pub mod host;
 pub mod observe;
 pub mod output;
 pub mod run;
+pub mod run_analysis;
 pub mod support_matrix;
 /// Reading trace files: the `backscope-trace-reader` crate.
 pub use trace_reader as trace;

@@ -16,7 +16,6 @@
 pub mod bisect;
 pub mod db;
 pub mod durable;
-pub mod forensics;
 pub mod host;
 pub mod ids;
 pub mod input;
@@ -28,7 +27,5 @@ pub mod pgpass;
 pub mod record;
 pub mod run_row;
 pub mod sqlite;
-pub mod stats;
 pub mod store;
-pub mod summary;
 pub mod target;

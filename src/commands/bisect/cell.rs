@@ -175,7 +175,7 @@ pub fn classify_crash(records: &[Record], class: Option<&str>, signature: Option
         .filter(|r| class_ok(r))
         .filter(|r| {
             let Some(sig) = signature else { return true };
-            let Some(sc) = crate::run::forensics::slice_crash(r, run_dir) else { return false };
+            let Some(sc) = crate::run_analysis::forensics::slice_crash(r, run_dir) else { return false };
             let c = sc.crash();
             let hit = c.signature.id.starts_with(sig) || c.signature.text.contains(sig);
             if hit && c.line > 0 {

@@ -1,7 +1,7 @@
 //! The search: check both ends, then binary-search the builds between them, one committed step at a time.
 //!
 //! Every step is recorded (one transaction) before the next begins, and the state is always recomputed from the
-//! recorded steps ([`crate::run::bisect::verdict::State`]), so a search that resumes — after Ctrl-C, or after
+//! recorded steps ([`crate::run_analysis::bisect::verdict::State`]), so a search that resumes — after Ctrl-C, or after
 //! backscope itself was killed — continues exactly where the last committed step left it; a step in progress when
 //! it stopped is simply taken again.
 
@@ -15,9 +15,9 @@ use anyhow::{Context, Result};
 use super::check::{BuildTest, Interrupted, Target};
 use super::progress::Progress;
 use crate::builds::{BuildFlags, BuildNumber, Prepared, Provider};
-use crate::run::bisect::verdict::{ends, Ends, State, Verdict};
 use crate::run::bisect::{Attempt, BisectRow, BisectStore, Evidence, Outcome, Role, Step};
 use crate::run::store::utc_now;
+use crate::run_analysis::bisect::verdict::{ends, Ends, State, Verdict};
 
 pub struct Search<'a> {
     pub store: &'a mut BisectStore,

@@ -17,8 +17,8 @@ use crate::output::Render;
 use crate::run::db::SweepDb;
 use crate::run::host::HostIdentity;
 use crate::run::record::{ErrorClass, Record};
-use crate::run::summary::stats::{self, Verdict};
 use crate::run::target::DbValue;
+use crate::run_analysis::stats::{self, Verdict};
 
 pub const SCHEMA: &str = "backscope.report-hosts/1";
 
@@ -163,8 +163,8 @@ impl Grouping {
                     cells: acc.cells,
                     ok: acc.ok,
                     crashes,
-                    decode_tps_median: crate::run::stats::median(&acc.decode),
-                    prompt_tps_median: crate::run::stats::median(&acc.prompt),
+                    decode_tps_median: crate::run_analysis::stats::median(&acc.decode),
+                    prompt_tps_median: crate::run_analysis::stats::median(&acc.prompt),
                 });
             }
             points.push(Point { model, endpoint, num_gpu, hosts });
@@ -298,8 +298,8 @@ impl HostsView {
                 c.endpoint.clone(),
                 c.num_gpu.to_string(),
                 c.ttf_ms.len().to_string(),
-                crate::run::summary::stats::summarize(&c.ttf_ms)
-                    .map(|s| crate::run::summary::claims::mean_sd(&s))
+                crate::run_analysis::stats::summarize(&c.ttf_ms)
+                    .map(|s| crate::run_analysis::claims::mean_sd(&s))
                     .unwrap_or_else(|| "—".into()),
                 c.verdict.words().to_string(),
             ]);

@@ -13,7 +13,7 @@
 //!    (progress bar, `--json`) as it goes;
 //! 5. the run floor's `crate::run::store` commits each cell's `crate::run::record::Record` to SQLite and the run
 //!    directory (files written whole and durably, `crate::run::durable`);
-//! 6. `view` shows the run floor's one aggregation of the records (`crate::run::summary`, the groups and claims
+//! 6. `view` shows the run analysis's one aggregation of the records (`crate::run_analysis`, the groups and claims
 //!    `backscope report` shows in full) as the table and claims a sweep prints when it ends and `sweep report`
 //!    prints again.
 //!

@@ -17,8 +17,8 @@
 
 pub mod pg;
 mod types;
-pub mod verdict;
-pub mod view;
+#[cfg(test)]
+pub(crate) use self::types::test_rows;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -346,23 +346,7 @@ pub fn is_bisect_id(id: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    pub(crate) fn row(id: &str) -> BisectRow {
-        BisectRow {
-            bisect_id: id.into(),
-            created_at: utc_now(),
-            finished_at: None,
-            status: Status::Running,
-            good: 100,
-            bad: 104,
-            builds: "dir:/x".into(),
-            test: "-- true".into(),
-            spec_json: "{}".into(),
-            candidates: vec![100, 101, 102, 103, 104],
-            upstream: None,
-            backscope_version: "t".into(),
-        }
-    }
+    use crate::run::bisect::test_rows::row;
 
     fn step(seq: u32, build: u32, outcome: Outcome) -> Step {
         Step {

@@ -200,3 +200,27 @@ impl Upstream {
         }
     }
 }
+
+/// Rows for the tests of the bisect store and of the verdict.
+#[cfg(test)]
+pub(crate) mod test_rows {
+    use super::*;
+
+    /// A running bisect over builds 100..=104.
+    pub fn row(id: &str) -> BisectRow {
+        BisectRow {
+            bisect_id: id.into(),
+            created_at: crate::run::ids::utc_now(),
+            finished_at: None,
+            status: Status::Running,
+            good: 100,
+            bad: 104,
+            builds: "dir:/x".into(),
+            test: "-- true".into(),
+            spec_json: "{}".into(),
+            candidates: vec![100, 101, 102, 103, 104],
+            upstream: None,
+            backscope_version: "t".into(),
+        }
+    }
+}

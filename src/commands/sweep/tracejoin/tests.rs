@@ -52,8 +52,8 @@ fn families_text(t: &RecordTrace) -> String {
 
 /// The floor's claims about `records` and the sweep's view of them, as `sweep report` prints them.
 fn claims_and_text(records: &[crate::run::record::Record]) -> (Vec<crate::evidence::Claim>, String) {
-    let s = crate::run::summary::aggregate::of_records(records).unwrap();
-    let claims = crate::run::summary::claims::claims(&s, "r", Path::new("/runs/r"));
+    let s = crate::run_analysis::aggregate::of_records(records).unwrap();
+    let claims = crate::run_analysis::claims::claims(&s, "r", Path::new("/runs/r"));
     let text = crate::commands::sweep::view::render("r", "/runs/r", &s, &claims);
     (claims, text)
 }

@@ -8,8 +8,8 @@ use std::path::Path;
 use super::aggregate::{Group, Metric, Ratio, RecordRef, RunStats, Varies};
 use super::stats::{self, Verdict};
 use crate::evidence::{Claim, Confidence, Source};
-use crate::run::forensics;
 use crate::run::record::{Record, RecordTrace};
+use crate::run_analysis::forensics;
 
 /// Record sources listed under a claim that counts many records.
 const REFS_SHOWN: usize = 8;
@@ -78,7 +78,7 @@ pub fn claims(s: &RunStats, run_id: &str, run_dir: &Path) -> Vec<Claim> {
         out.extend(outlier_claims(g, &at, &base, run_id));
     }
     // Where a traced Vulkan device offers what the build's shaders lack.
-    out.extend(crate::observe::vulkan::capability::run_claims("report.vulkan.capability", run_dir));
+    out.extend(crate::run_analysis::vulkan::run_claims("report.vulkan.capability", run_dir));
     // What kept the kernel's GPU-driver lines from being read or kept in full (`sweep --trace`).
     let kernel_log = crate::observe::kernel_log::record::FILE_NAME;
     if let Some(log) =
@@ -667,7 +667,7 @@ mod tests {
     use super::super::aggregate::of_records;
     use super::*;
 
-    use crate::run::summary::test_records::measured as rec;
+    use crate::run_analysis::test_records::measured as rec;
 
     #[test]
     fn the_investigations_crash_gets_its_verdict_and_the_pattern_its_claim() {

@@ -890,7 +890,7 @@ mod tests {
     use super::*;
     use crate::run::record::{BackendFacts, RecordTrace, ServerRef};
 
-    use crate::run::summary::test_records::cell as rec;
+    use crate::run_analysis::test_records::cell as rec;
 
     fn ok(ep: &str, ngl: i64, seq: u64, start_no: u32, wall: f64, decode: f64) -> Record {
         let mut r = rec(ep, ngl, seq);
