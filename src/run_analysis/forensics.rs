@@ -18,7 +18,7 @@ use logs::analysis::{Crash, Report};
 use logs::{Analyzer, Limits, Parser, Phase};
 
 use crate::evidence::{Claim, Confidence, Source};
-use crate::run::record::{ErrorClass, Record};
+use crate::run::format::record::{ErrorClass, Record};
 
 /// Most records whose slices are read per point (a point that failed a thousand times has one story).
 const MAX_SLICES_PER_POINT: usize = 32;

@@ -19,7 +19,7 @@ pub mod vulkan;
 /// Records as a sweep writes them, for the unit tests of the summary and of its views.
 #[cfg(test)]
 pub(crate) mod test_records {
-    use crate::run::record::{ErrorClass, Record, RunSource, Status, RECORD_SCHEMA};
+    use crate::run::format::record::{ErrorClass, Record, RunSource, Status, RECORD_SCHEMA};
 
     /// A successful record of one cell (model `m`, prompt `p`, 8 tokens, epoch and repetition 1), nothing measured.
     pub fn cell(ep: &str, ngl: i64, seq: u64) -> Record {

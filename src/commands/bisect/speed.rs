@@ -12,8 +12,8 @@ use anyhow::Result;
 use super::cell::Sweeper;
 use super::check::{BuildTest, Target};
 use super::options::Rate;
-use crate::run::bisect::{Attempt, Outcome, RunEvidence};
-use crate::run::record::Record;
+use crate::run::format::bisect::{Attempt, Outcome, RunEvidence};
+use crate::run::format::record::Record;
 use crate::run_analysis::stats::{welch_log_ratio, RatioCi};
 
 /// Confidence level of the interval.

@@ -6,8 +6,8 @@ use anyhow::Result;
 
 use crate::exit;
 use crate::output::{Inputs, Output, OutputOptions};
-use crate::run::bisect::BisectStore;
-use crate::run::target::DbValue;
+use crate::run::format::target::DbValue;
+use crate::run::write::bisect::BisectStore;
 use crate::run_analysis::bisect::view::BisectView;
 
 pub fn run(db: &DbValue, id: Option<&str>, output: &OutputOptions) -> Result<u8> {

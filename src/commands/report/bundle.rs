@@ -22,7 +22,7 @@ use super::view::ReportView;
 use crate::evidence::Source;
 use crate::output::redact;
 use crate::output::{self, Column, Document, Excerpt, Format, Render, Table, Text};
-use crate::run::record::Record;
+use crate::run::format::record::Record;
 
 /// Largest file copied into a bundle; a larger one is listed as left out.
 const FILE_CAP: u64 = 16 << 20;
@@ -500,7 +500,7 @@ pub fn write(view: &ReportView, dest: &Path) -> Result<Written> {
         write_archive(
             &b.entries,
             dest,
-            &format!("backscope-evidence-{}", crate::run::paths::sanitize(&view.run.run_id)),
+            &format!("backscope-evidence-{}", crate::run::format::paths::sanitize(&view.run.run_id)),
         )?;
     } else {
         write_dir(&b.entries, dest)?;
@@ -616,7 +616,7 @@ fn build(view: &ReportView) -> Result<Builder> {
         });
         let scan_view = crate::gpu::binaries::ScanView { report: &report, kernels: false };
         let dir = lib.dir.display().to_string();
-        let stem = format!("scan/{}", crate::run::paths::sanitize(&dir.replace('/', "_")));
+        let stem = format!("scan/{}", crate::run::format::paths::sanitize(&dir.replace('/', "_")));
         let used_by = lib.endpoints.join(", ");
         let mut json = Vec::new();
         scan_view.write_json(&mut json).context("writing the scan's JSON")?;

@@ -608,7 +608,7 @@ mod tests {
     use super::super::input::RunMeta;
     use super::super::view::{ReportView, Rules, SCHEMA};
     use crate::output::{render_document, text::Layout, Format, Render};
-    use crate::run::record::Record;
+    use crate::run::format::record::Record;
     use crate::run_analysis::aggregate::of_records;
 
     const HOSTILE: &str = "</table><script>alert(1)</script> a|b\nnext \u{1b}[31mred\u{1b}]0;t\u{7}";

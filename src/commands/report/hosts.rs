@@ -14,10 +14,10 @@ use serde::Serialize;
 use super::charts;
 use crate::output::doc::{Block, Chart, Column, Document, Table};
 use crate::output::Render;
-use crate::run::db::SweepDb;
+use crate::run::format::record::{ErrorClass, Record};
+use crate::run::format::target::DbValue;
 use crate::run::host::HostIdentity;
-use crate::run::record::{ErrorClass, Record};
-use crate::run::target::DbValue;
+use crate::run::read::db::SweepDb;
 use crate::run_analysis::stats::{self, Verdict};
 
 pub const SCHEMA: &str = "backscope.report-hosts/1";
@@ -342,8 +342,8 @@ impl HostsView {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::format::record::Status;
     use crate::run::host::HostGpu;
-    use crate::run::record::Status;
 
     fn host(id: &str, arch: &str) -> HostIdentity {
         let gpus = vec![HostGpu { vendor: "amd".into(), arch: Some(arch.into()), ..Default::default() }];

@@ -33,7 +33,7 @@ use anyhow::{bail, Result};
 
 use crate::exit;
 use crate::output::{messages, Document, Output, OutputOptions, Render};
-use crate::run::target::DbValue;
+use crate::run::format::target::DbValue;
 use aggregate::{Aggregator, RunStats};
 use timeline::CellTimeline;
 pub use view::{ReportView, Rules, SCHEMA};

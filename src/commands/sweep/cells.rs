@@ -10,8 +10,8 @@ use serde_json::{Map, Value};
 
 use super::plan::{Endpoint, EndpointKind, Plan, Prompt, Timeouts};
 use super::presets::{Launch, ServerKey};
-use crate::run::paths::sanitize;
-use crate::run::record::Api;
+use crate::run::format::paths::sanitize;
+use crate::run::format::record::Api;
 
 /// The cells of a plan and the settings they share.
 #[derive(Debug)]

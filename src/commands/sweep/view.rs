@@ -10,7 +10,7 @@ use anyhow::Result;
 use crate::evidence::Claim;
 use crate::output::text::truncate;
 use crate::output::{messages, Block, ClaimList, Collapse, Column, Document, Render, Table};
-use crate::run::store::Store;
+use crate::run::write::store::Store;
 use crate::run_analysis::aggregate::{Aggregator, Group, RunStats};
 use crate::run_analysis::claims::{self, mean_sd};
 use crate::run_analysis::stats;
@@ -173,7 +173,7 @@ pub fn render(run_id: &str, run_dir: &str, s: &RunStats, claims: &[Claim]) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::record::{BackendFacts, ErrorClass, Record, Status};
+    use crate::run::format::record::{BackendFacts, ErrorClass, Record, Status};
     use crate::run_analysis::aggregate::of_records;
     use crate::run_analysis::test_records::measured;
 

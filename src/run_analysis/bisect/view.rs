@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::verdict::{claims, Verdict};
 use crate::evidence::Claim;
 use crate::output::{Column, Document, Render, Table, Text};
-use crate::run::bisect::{BisectRow, Outcome, Role, Step};
+use crate::run::format::bisect::{BisectRow, Outcome, Role, Step};
 
 /// JSON schema of a bisect result.
 pub const SCHEMA: &str = "backscope.bisect/1";

@@ -20,11 +20,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::{json, Map, Value};
 
-use crate::run::durable;
-use crate::run::paths::absolute;
-use crate::run::record::{BackendFacts, Record, RunSource, ServerTimings, Status, RECORD_SCHEMA};
-use crate::run::store::{self, RunRow, RunStatus, Store};
-use crate::run::target::{DbTarget, DbValue};
+use crate::run::format::ids::{new_run_id, utc_now};
+use crate::run::format::paths::absolute;
+use crate::run::format::record::{BackendFacts, Record, RunSource, ServerTimings, Status, RECORD_SCHEMA};
+use crate::run::format::run_row::{RunRow, RunStatus};
+use crate::run::format::target::{DbTarget, DbValue};
+use crate::run::write::durable;
+use crate::run::write::store::Store;
 use check::{check, each_object, parse_object, read_inputs, Input};
 
 /// What an import stored.
@@ -49,7 +51,7 @@ pub fn import(files: &[PathBuf], db: &DbValue, runs_dir: &Path, endpoint: &str) 
     };
     let db_created = db_file.as_deref().and_then(first_missing);
     let mut store = Store::open(target)?;
-    let run_id = store::new_run_id();
+    let run_id = new_run_id();
     let run_dir = absolute(&runs_dir.join(&run_id));
     let dir_created = first_missing(&run_dir);
     let stored = store_run(&mut store, &inputs, tests, &run_id, &run_dir, endpoint);
@@ -117,8 +119,8 @@ fn store_run(
     let mut batch = store.batch()?;
     batch.create_run(&RunRow {
         run_id: run_id.to_string(),
-        created_at: store::utc_now(),
-        finished_at: Some(store::utc_now()),
+        created_at: utc_now(),
+        finished_at: Some(utc_now()),
         status: RunStatus::Finished,
         source: RunSource::LlamaBench,
         run_dir: run_dir.display().to_string(),

@@ -33,8 +33,9 @@ use super::logs::{LogReader, LogScan};
 use super::presets::ServerKey;
 use super::supervise::{ExitInfo, Interrupt};
 use super::tracejoin::{self, TraceDir};
-use crate::run::record::{Api, ErrorClass, Phase, Record, RunSource, ServerRef, Status, RECORD_SCHEMA};
-use crate::run::store::{commit_record, utc_now, Store};
+use crate::run::format::ids::utc_now;
+use crate::run::format::record::{Api, ErrorClass, Phase, Record, RunSource, ServerRef, Status, RECORD_SCHEMA};
+use crate::run::write::store::{commit_record, Store};
 use classify::{classify_failure, fill_measurement, synthetic_failure};
 use start_failure::StartError;
 

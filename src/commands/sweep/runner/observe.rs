@@ -13,7 +13,7 @@ use crate::commands::sweep::executor::Executor;
 use crate::commands::sweep::logs::{LogReader, LogScan};
 use crate::commands::sweep::supervise::copy_slice;
 use crate::commands::sweep::tracejoin;
-use crate::run::record::{Record, RecordTrace};
+use crate::run::format::record::{Record, RecordTrace};
 
 /// Largest external server log read from its start for backend facts; beyond it only each cell's window is read.
 const EXTERNAL_LOG_SCAN_CAP: u64 = 64 << 20;

@@ -13,7 +13,7 @@ use crate::commands::sweep::http::Client;
 use crate::commands::sweep::logs::{LogReader, LogScan};
 use crate::commands::sweep::supervise::ExitInfo;
 use crate::commands::sweep::tracejoin::{self, TraceDir};
-use crate::run::record::{ErrorClass, ServerRef};
+use crate::run::format::record::{ErrorClass, ServerRef};
 
 /// Readiness polling interval.
 const READY_POLL: Duration = Duration::from_millis(50);

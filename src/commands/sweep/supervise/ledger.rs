@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::descendants::{self, Owner, Stopped, Tag};
 use crate::host::proc::stat as procfs;
-use crate::run::durable;
+use crate::run::write::durable;
 
 /// Most ledger files read per run directory and bytes per file: a run starts a few servers per cell at most.
 const MAX_ENTRIES: usize = 4096;

@@ -24,13 +24,13 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail, Context, Result};
 use tokio_postgres::ToStatement;
 
-use super::host::HostIdentity;
-use super::ids::{record_id, utc_now};
-use super::pg_conn::{PgConn, PgError};
-use super::record::{Record, RunSource};
-use super::run_row::{RunOwner, RunRow, RunStatus};
-use super::sqlite::{host_from_json, SqliteStore};
-use super::target::PgTarget;
+use crate::run::format::ids::{record_id, utc_now};
+use crate::run::format::record::{Record, RunSource};
+use crate::run::format::run_row::{RunOwner, RunRow, RunStatus};
+use crate::run::format::target::PgTarget;
+use crate::run::host::HostIdentity;
+use crate::run::write::pg_conn::{PgConn, PgError};
+use crate::run::write::sqlite::{host_from_json, SqliteStore};
 
 /// A run's columns as [`run_from_row`] reads them; the last two say who owns it and whether that is this role.
 const RUN_COLUMNS: &str = "run_id, created_at, finished_at, status, source, run_dir, plan_json, cells_total, \
@@ -54,7 +54,7 @@ impl std::fmt::Debug for PgStore {
 
 /// Connect to `t` with the password from the environment or `~/.pgpass`, under `pg_conn`'s deadlines.
 pub fn connect_client(t: &PgTarget) -> Result<PgConn> {
-    super::pg_conn::connect(t, super::pgpass::password_for(t))
+    crate::run::write::pg_conn::connect(t, crate::run::write::pgpass::password_for(t))
         .map_err(|e| anyhow!("cannot connect to {}: {e:#}", t.display()))
 }
 
@@ -71,7 +71,7 @@ impl PgStore {
     pub fn connect(t: &PgTarget, write: bool) -> Result<PgStore> {
         let mut client = connect_client(t)?;
         let host_id = HostIdentity::current().host_id;
-        super::pg_schema::migrate(&mut client, write, &host_id, &t.display())?;
+        crate::run::write::pg_schema::migrate(&mut client, write, &host_id, &t.display())?;
         Ok(PgStore {
             client: RefCell::new(Some(client)),
             target: t.clone(),
@@ -509,7 +509,7 @@ fn insert_record<S: ToStatement + ?Sized + Sync>(
 
 /// Rows written in one PostgreSQL transaction.
 pub struct PgBatch<'a> {
-    tx: super::pg_conn::PgTx<'a>,
+    tx: crate::run::write::pg_conn::PgTx<'a>,
     /// [`INSERT_RECORD`] prepared once for the batch's many rows (an import, a push).
     insert: Option<tokio_postgres::Statement>,
     host_id: String,

@@ -12,8 +12,8 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::run::db::SweepDb;
-use crate::run::target::DbValue;
+use crate::run::format::target::DbValue;
+use crate::run::read::db::SweepDb;
 
 /// Largest `result.json` read: a record is a few KiB (a traced one a few more), so anything near this is not one.
 const MAX_RECORD_BYTES: u64 = 64 << 20;
@@ -54,7 +54,7 @@ pub fn run_file(run_dir: &Path, rel: &str) -> Result<PathBuf, String> {
 
 /// Clears the log paths of `r` that are not files of the run ([`run_file`]), each a problem naming the record,
 /// the field and why, so that nothing later (timelines, crash analysis, the bundle) opens them.
-pub fn vet_record(r: &mut crate::run::record::Record, run_dir: &Path, problems: &mut Vec<String>) {
+pub fn vet_record(r: &mut crate::run::format::record::Record, run_dir: &Path, problems: &mut Vec<String>) {
     let file = r.file.clone();
     let mut ok = |field: &str, rel: &str| match run_file(run_dir, rel) {
         Ok(_) => true,
