@@ -9,9 +9,8 @@
 //!
 //! `write` and `read` stand on `format`; `read` opens a database through the stores' read-only open. What is said
 //! about a run (statistics, claims, crash forensics, bisect verdicts) is the floor above, `crate::run_analysis`.
-//! Every run records the host that ran it (`host`). Nothing here knows about a command.
+//! Every run records the host that ran it (`format::host`). Nothing here knows about a command.
 
 pub mod format;
-pub mod host;
 pub mod read;
 pub mod write;

@@ -2,8 +2,8 @@
 //! hosts or not — the matched pivot by GPU/host for the same model, endpoint and num_gpu, the crash-timing verdict
 //! per host, and (HTML) one decode-rate chart per GPU.
 //!
-//! The grouping reads only [`Record`]s and each run's [`HostIdentity`] (run format, `crate::run`), so it does not
-//! depend on how the single-run report aggregates. Verdicts use the report's one rule ([`stats::timing_verdict`]).
+//! The grouping reads only [`Record`]s and each run's [`HostIdentity`] (stored with the run), so it does not depend
+//! on how the single-run report aggregates. Verdicts use the report's one rule ([`stats::timing_verdict`]).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -12,11 +12,11 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use super::charts;
+use crate::host::identity::HostIdentity;
 use crate::output::doc::{Block, Chart, Column, Document, Table};
 use crate::output::Render;
 use crate::run::format::record::{ErrorClass, Record};
 use crate::run::format::target::DbValue;
-use crate::run::host::HostIdentity;
 use crate::run::read::db::SweepDb;
 use crate::run_analysis::stats::{self, Verdict};
 
@@ -342,8 +342,8 @@ impl HostsView {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::identity::HostGpu;
     use crate::run::format::record::Status;
-    use crate::run::host::HostGpu;
 
     fn host(id: &str, arch: &str) -> HostIdentity {
         let gpus = vec![HostGpu { vendor: "amd".into(), arch: Some(arch.into()), ..Default::default() }];

@@ -17,14 +17,15 @@ use super::spec::SpecFile;
 use super::supervise::Ledger;
 use super::{dryrun, envsnap, http, import, supervise, view};
 use crate::exit;
+use crate::host::identity::host_id;
 use crate::output::shell::{self, shell_quoted};
 use crate::output::{messages, Document, Excerpt, Format, Inputs, Output, OutputOptions, Rendered};
+use crate::run::format::host::this_host;
 use crate::run::format::ids::{new_run_id, utc_now};
 use crate::run::format::paths::absolute;
 use crate::run::format::record::RunSource;
 use crate::run::format::run_row::{RunRow, RunStatus};
 use crate::run::format::target::DbValue;
-use crate::run::host::HostIdentity;
 use crate::run::write::durable::write_atomic;
 use crate::run::write::store::Store;
 
@@ -195,7 +196,7 @@ fn confirmed(opts: &RunOptions, run_id: &str, plan: &Plan) -> Result<()> {
 
 fn new_run(store: &mut Store, opts: &RunOptions, plan: &Plan, schedule: Schedule) -> Result<OpenRun> {
     let run_id = new_run_id();
-    let host = HostIdentity::current();
+    let host = this_host();
     let run_dir = absolute(&opts.runs_dir.join(&run_id));
     std::fs::create_dir_all(&opts.runs_dir)
         .with_context(|| format!("cannot create the runs directory {}", opts.runs_dir.display()))?;
@@ -285,7 +286,7 @@ fn dry_run(opts: &RunOptions, out: Output) -> Result<u8> {
 /// Kill what the servers of sweeps whose backscope died (SIGKILL, a second Ctrl-C) left running, from their run
 /// directories' ledgers, and say so. Runs of a backscope that still runs are left alone.
 fn reclaim_leftovers(store: &Store) -> Result<()> {
-    let me = HostIdentity::current().host_id;
+    let me = host_id();
     for row in store.runs()?.into_iter().filter(|r| reclaimable(r, &me)) {
         for r in supervise::reclaim(Path::new(&row.run_dir)) {
             if r.stopped.is_empty() {

@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::host::identity::HostIdentity;
 use crate::run::format::record::RunSource;
-use crate::run::host::HostIdentity;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunRow {

@@ -24,11 +24,12 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail, Context, Result};
 use tokio_postgres::ToStatement;
 
+use crate::host::identity::host_id;
+use crate::run::format::host::this_host;
 use crate::run::format::ids::{record_id, utc_now};
 use crate::run::format::record::{Record, RunSource};
 use crate::run::format::run_row::{RunOwner, RunRow, RunStatus};
 use crate::run::format::target::PgTarget;
-use crate::run::host::HostIdentity;
 use crate::run::write::pg_conn::{PgConn, PgError};
 use crate::run::write::sqlite::{host_from_json, SqliteStore};
 
@@ -70,7 +71,7 @@ impl PgStore {
     /// Connect and bring the schema up to date (`write`) or check it (a reader).
     pub fn connect(t: &PgTarget, write: bool) -> Result<PgStore> {
         let mut client = connect_client(t)?;
-        let host_id = HostIdentity::current().host_id;
+        let host_id = host_id();
         crate::run::write::pg_schema::migrate(&mut client, write, &host_id, &t.display())?;
         Ok(PgStore {
             client: RefCell::new(Some(client)),
@@ -234,7 +235,7 @@ impl PgStore {
 
     /// Make run `run_id` this host's to write: it is already, or `take_over` moves it here ([`take_run`]).
     pub fn claim_run(&mut self, run_id: &str, take_over: bool) -> Result<()> {
-        let host_json = serde_json::to_string(&HostIdentity::current())?;
+        let host_json = serde_json::to_string(&this_host())?;
         let target = self.describe();
         let me = self.host_id.clone();
         let client = self.client.get_mut().as_mut().ok_or_else(|| anyhow!("{target}: the connection is gone"))?;
@@ -532,7 +533,7 @@ impl PgBatch<'_> {
             return Ok(false);
         }
         let mut mine = run.clone();
-        mine.host.get_or_insert_with(HostIdentity::current).host_id = me;
+        mine.host.get_or_insert_with(this_host).host_id = me;
         self.create_run(&mine)?;
         Ok(true)
     }

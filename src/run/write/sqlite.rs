@@ -15,10 +15,10 @@ use anyhow::{bail, Context, Result};
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, ToSql};
 
+use crate::host::identity::HostIdentity;
 use crate::run::format::ids::utc_now;
 use crate::run::format::record::{Record, RunSource};
 use crate::run::format::run_row::{RunRow, RunStatus};
-use crate::run::host::HostIdentity;
 
 /// `PRAGMA user_version` of the schema below; migrations step from one version to the next.
 const SCHEMA_VERSION: i64 = 3;
@@ -73,7 +73,7 @@ ALTER TABLE records ADD COLUMN trace_json TEXT;
 ";
 
 /// Version 3: fleet runs. The host that ran the run: `host_id` (the name runs are owned by in a shared PostgreSQL
-/// store, `BACKSCOPE_HOST_ID` or the host name) and its identity (`run::host::HostIdentity` as JSON: host name,
+/// store, `BACKSCOPE_HOST_ID` or the host name) and its identity (`host::identity::HostIdentity` as JSON: host name,
 /// kernel, GPUs with arch and driver, runtime versions). Runs of older databases get NULL: their host is unknown.
 const SCHEMA_V3: &str = "
 ALTER TABLE runs ADD COLUMN host_id TEXT;

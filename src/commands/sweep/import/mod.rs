@@ -127,7 +127,7 @@ fn store_run(
         plan_json: json!({"imported_from": from}).to_string(),
         cells_total: tests as u64,
         backscope_version: env!("CARGO_PKG_VERSION").into(),
-        host: Some(crate::run::host::HostIdentity::current()),
+        host: Some(crate::run::format::host::this_host()),
         owner: None,
     })?;
     // records.jsonl: written through a temporary file and renamed, like every result file of a run.

@@ -10,10 +10,10 @@
 use anyhow::{anyhow, bail, Context, Result};
 use tokio_postgres::Row;
 
+use crate::host::identity::host_id;
 use crate::run::format::bisect::{BisectRow, Outcome, Role, Status, Step, Upstream};
 use crate::run::format::ids::utc_now;
 use crate::run::format::target::PgTarget;
-use crate::run::host::HostIdentity;
 use crate::run::write::pg::{connect_client, not_this_role};
 use crate::run::write::pg_conn::{PgConn, PgError};
 
@@ -41,7 +41,7 @@ impl PgBisect {
     /// Connect and migrate (`write`) or check the schema (a reader).
     pub fn connect(t: &PgTarget, write: bool) -> Result<PgBisect> {
         let mut client = connect_client(t)?;
-        let host_id = HostIdentity::current().host_id;
+        let host_id = host_id();
         crate::run::write::pg_schema::migrate(&mut client, write, &host_id, &t.display())?;
         Ok(PgBisect { client, target: t.display(), host_id })
     }
