@@ -9,6 +9,7 @@ use super::aggregate::{Group, Metric, Ratio, RecordRef, RunStats, Varies};
 use super::stats::{self, Verdict};
 use crate::evidence::{Claim, Confidence, Source};
 use crate::run::format::record::{Record, RecordTrace};
+use crate::run::format::run_dir::RunDir;
 use crate::run_analysis::forensics;
 
 /// Record sources listed under a claim that counts many records.
@@ -80,10 +81,8 @@ pub fn claims(s: &RunStats, run_id: &str, run_dir: &Path) -> Vec<Claim> {
     // Where a traced Vulkan device offers what the build's shaders lack.
     out.extend(crate::run_analysis::vulkan::run_claims("report.vulkan.capability", run_dir));
     // What kept the kernel's GPU-driver lines from being read or kept in full (`sweep --trace`).
-    let kernel_log = crate::observe::kernel_log::record::FILE_NAME;
-    if let Some(log) =
-        crate::observe::kernel_log::stored::read_dir(run_dir, &run_dir.join(kernel_log).display().to_string())
-    {
+    let kernel_log = RunDir::new(run_dir).kernel_log_path();
+    if let Some(log) = crate::observe::kernel_log::stored::read_dir(run_dir, &kernel_log.display().to_string()) {
         out.extend(crate::observe::kernel_log::join::limits_claim(&log, "report.kernel_log"));
     }
     out

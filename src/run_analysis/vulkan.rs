@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::evidence::Claim;
 use crate::observe::vulkan::capability;
+use crate::run::format::run_dir::RunDir;
 
 /// Trace directories read below a sweep run's `traces/`, and Vulkan traces kept in all (one per server process;
 /// each costs its kernel table, so thousands of planted files do not add up).
@@ -15,7 +16,8 @@ const MAX_RUN_TRACES: usize = 4096;
 /// Capability claims for the Vulkan traces of a sweep run (`RUN_DIR/traces/*/trace-*.jsonl`): every device
 /// recorded, against the libraries its pipelines came from, with the dispatches of all traced requests.
 pub fn run_claims(id_prefix: &str, run_dir: &Path) -> Vec<Claim> {
-    let Ok(listing) = std::fs::read_dir(run_dir.join("traces")) else { return Vec::new() };
+    let run_dir = RunDir::new(run_dir);
+    let Ok(listing) = std::fs::read_dir(run_dir.traces_dir()) else { return Vec::new() };
     let mut dirs: Vec<PathBuf> =
         listing.flatten().map(|e| e.path()).filter(|p| p.is_dir()).take(MAX_RUN_TRACE_DIRS).collect();
     dirs.sort();
@@ -31,8 +33,7 @@ pub fn run_claims(id_prefix: &str, run_dir: &Path) -> Vec<Claim> {
         // The server's log of the same start (`servers/sNNN-NAME.log` beside `traces/sNNN-NAME`) holds ggml's
         // device line.
         if traces.len() > before && ggml_lines.len() < capability::MAX_VULKANINFO_DEVICES {
-            if let Some(name) = d.file_name() {
-                let log = run_dir.join("servers").join(name).with_extension("log");
+            if let Some(log) = run_dir.server_log_of_trace(&d) {
                 ggml_lines.extend(capability::log_device_lines(&log));
             }
         }

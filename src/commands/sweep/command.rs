@@ -24,6 +24,7 @@ use crate::run::format::host::this_host;
 use crate::run::format::ids::{new_run_id, utc_now};
 use crate::run::format::paths::absolute;
 use crate::run::format::record::RunSource;
+use crate::run::format::run_dir::RunDir;
 use crate::run::format::run_row::{RunRow, RunStatus};
 use crate::run::format::target::DbValue;
 use crate::run::write::durable::write_atomic;
@@ -224,9 +225,9 @@ fn new_run(store: &mut Store, opts: &RunOptions, plan: &Plan, schedule: Schedule
         Store::Pg(_) => json!(store.describe()),
     };
     let meta = json!({"run_id": run_id, "created_at": utc_now(), "db": db, "argv": argv, "plan": plan, "host": host});
-    write_atomic(&run_dir.join("run.json"), &serde_json::to_vec_pretty(&meta)?)?;
+    write_atomic(&RunDir::new(&run_dir).run_json_path(), &serde_json::to_vec_pretty(&meta)?)?;
     let env = envsnap::snapshot(plan, &Ledger::watched(&run_dir));
-    write_atomic(&run_dir.join("env.json"), &serde_json::to_vec_pretty(&env)?)?;
+    write_atomic(&RunDir::new(&run_dir).env_json_path(), &serde_json::to_vec_pretty(&env)?)?;
     Ok(OpenRun { run_id, run_dir, schedule, resumed: false })
 }
 
@@ -381,7 +382,7 @@ fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun, out: Output) -> 
         RunEnd::Interrupted => RunStatus::Interrupted,
     };
     store.set_run_status(&run_id, status)?;
-    write_atomic(&run_dir.join("claims.json"), &serde_json::to_vec_pretty(&claims)?)?;
+    write_atomic(&RunDir::new(&run_dir).claims_path(), &serde_json::to_vec_pretty(&claims)?)?;
     let (ok, failed) = (summary.ok as u64, summary.failed as u64);
     let status = status.as_str();
     sinks.event(&Event::RunFinished { run_id: &run_id, status, cells_ok: ok, cells_failed: failed, claims: &claims });

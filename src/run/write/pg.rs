@@ -28,6 +28,7 @@ use crate::host::identity::host_id;
 use crate::run::format::host::this_host;
 use crate::run::format::ids::{record_id, utc_now};
 use crate::run::format::record::{Record, RunSource};
+use crate::run::format::run_dir::RunDir;
 use crate::run::format::run_row::{RunOwner, RunRow, RunStatus};
 use crate::run::format::target::PgTarget;
 use crate::run::write::pg_conn::{PgConn, PgError};
@@ -203,7 +204,7 @@ impl PgStore {
 
     /// Where run `run_id`'s records go if the server goes away: `RUN_DIR.local.db`, beside its run directory.
     pub fn fallback_path(&self, run_id: &str) -> Option<PathBuf> {
-        self.owned.get(run_id).map(|r| PathBuf::from(format!("{}.local.db", r.run_dir.trim_end_matches('/'))))
+        self.owned.get(run_id).map(|r| RunDir::new(&r.run_dir).local_db_path())
     }
 
     pub fn set_run_status(&mut self, run_id: &str, status: RunStatus) -> Result<()> {

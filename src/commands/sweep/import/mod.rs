@@ -23,6 +23,7 @@ use serde_json::{json, Map, Value};
 use crate::run::format::ids::{new_run_id, utc_now};
 use crate::run::format::paths::absolute;
 use crate::run::format::record::{BackendFacts, Record, RunSource, ServerTimings, Status, RECORD_SCHEMA};
+use crate::run::format::run_dir::RunDir;
 use crate::run::format::run_row::{RunRow, RunStatus};
 use crate::run::format::target::{DbTarget, DbValue};
 use crate::run::write::durable;
@@ -91,7 +92,7 @@ fn store_run(
     run_dir: &Path,
     endpoint: &str,
 ) -> Result<()> {
-    let input_dir = run_dir.join("input");
+    let input_dir = RunDir::new(run_dir).input_dir();
     std::fs::create_dir_all(&input_dir).with_context(|| format!("cannot create {}", input_dir.display()))?;
     // The bytes read, under their own names (standard input as `stdin`); two inputs of the same name get their
     // position in front.
@@ -131,8 +132,8 @@ fn store_run(
         owner: None,
     })?;
     // records.jsonl: written through a temporary file and renamed, like every result file of a run.
-    let records_path = run_dir.join(RECORDS_FILE);
-    let tmp = run_dir.join(format!(".{RECORDS_FILE}.tmp"));
+    let records_path = RunDir::new(run_dir).records_path();
+    let tmp = RunDir::new(run_dir).records_tmp_path();
     let mut out = std::io::BufWriter::new(
         std::fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?,
     );
@@ -172,9 +173,6 @@ fn store_run(
     // The run becomes visible with this one commit.
     batch.commit()
 }
-
-/// The file in an import's run directory that holds its records, one JSON object per line, in order.
-pub const RECORDS_FILE: &str = "records.jsonl";
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut f = std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
@@ -229,7 +227,7 @@ fn to_record(o: &Map<String, Value>, index: usize, run_id: &str, endpoint: &str)
         cell_key: format!("{endpoint}|{model}|ngl={ngl}|{test}|n={n_gen}|t{index}"),
         seq: index as u64,
         source: RunSource::LlamaBench,
-        file: RECORDS_FILE.to_string(),
+        file: RunDir::RECORDS_JSONL.to_string(),
         endpoint: endpoint.to_string(),
         model,
         num_gpu: ngl,
