@@ -16,7 +16,7 @@ use crate::run_analysis::forensics;
 const REFS_SHOWN: usize = 8;
 
 /// The file whose constants the statistical claims rest on.
-const STATS_FILE: &str = "src/run/summary/stats.rs";
+const STATS_FILE: &str = "src/run_analysis/stats.rs";
 
 fn id_part(s: &str) -> String {
     crate::run::format::paths::sanitize(s)
