@@ -39,7 +39,7 @@ pub use super::comparison::{Comparison, ItemVerdict, Unexplained, Verdict};
 pub use super::observed::{classify, Observed, ObservedKernel};
 use crate::evidence::{Claim, Confidence, Source};
 use crate::gpu::kernels;
-use crate::run::record::RecordTrace;
+use crate::run::format::record::RecordTrace;
 
 /// Families of ggml's flash-attention kernels.
 const FA_FAMILIES: &[&str] = &["FA-vec", "FA-tile", "FA-mma", "FA-wmma"];

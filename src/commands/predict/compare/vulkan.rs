@@ -35,7 +35,7 @@ use super::super::placement::Where;
 use super::super::vulkan::prediction::{decision_source, prediction_text, VkPhase, VkWeightGroup, VulkanReport};
 use crate::evidence::{Claim, Confidence, Source};
 use crate::output::{Column, Document, Table, Text};
-use crate::run::record::RecordTrace;
+use crate::run::format::record::RecordTrace;
 
 /// Families whose pipelines the prediction must account for.
 const MATMUL_FAMILIES: &[&str] =

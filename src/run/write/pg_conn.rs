@@ -40,7 +40,7 @@ use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect, TlsStream}
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row, Statement, ToStatement};
 
-use super::target::{PgTarget, SslMode};
+use crate::run::format::target::{PgTarget, SslMode};
 
 /// How much longer than `statement_timeout` the client waits: the server cancels the statement at that mark and
 /// its error needs a moment to arrive.

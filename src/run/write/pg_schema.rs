@@ -12,7 +12,7 @@
 
 use anyhow::{bail, Context, Result};
 
-use super::pg_conn::PgConn;
+use crate::run::write::pg_conn::PgConn;
 
 /// `pg_advisory_lock` key of the migration lock: "backscop" as a big-endian integer.
 pub const MIGRATION_LOCK: i64 = 0x6261_636b_7363_6f70;
@@ -25,7 +25,7 @@ pub const LATEST: i32 = 3;
 
 /// Version 1: the SQLite schema's runs and records (version 3 there), plus what many writers need: the owning host
 /// of a run (`runs.host_id`), the host that stored each record, and a deterministic `record_id`
-/// (`run::store::record_id`) as the key, so that the same record stored twice is stored once.
+/// (`run::format::ids::record_id`) as the key, so that the same record stored twice is stored once.
 const V1: &str = "
 CREATE TABLE backscope.runs (
     run_id TEXT PRIMARY KEY,
@@ -74,8 +74,8 @@ CREATE TABLE backscope.records (
 CREATE INDEX records_by_point ON backscope.records(run_id, endpoint, model, num_gpu);
 ";
 
-/// Version 2: the bisect tables (`run::bisect`), the SQLite columns plus the host that started a bisect. A step is
-/// keyed by `(bisect_id, seq)`, so it is stored once.
+/// Version 2: the bisect tables (`run::write::bisect`), the SQLite columns plus the host that started a bisect. A
+/// step is keyed by `(bisect_id, seq)`, so it is stored once.
 const V2: &str = "
 CREATE TABLE backscope.bisect_runs (
     bisect_id TEXT PRIMARY KEY,

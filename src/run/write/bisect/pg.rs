@@ -1,22 +1,21 @@
 //! The bisect tables in a PostgreSQL store (`backscope.bisect_runs`, `backscope.bisect_steps`, migration 2 of
-//! `run::pg_schema`): the same columns as the SQLite tables, plus the host that started the bisect and the database
-//! role that owns it (`owner_role`, migration 3: set by the server, checked by row-level security). A bisect is
-//! continued only by its own role ([`PgBisect::resumable`]); another role's row, whatever host id it claims, is
-//! never picked up. Every statement
-//! commits on its own (synchronous commit), so a step is durable before the next one starts. A step is keyed by
-//! `(bisect_id, seq)` and inserted with `ON CONFLICT DO NOTHING`; a row already there must be the same step (build,
-//! role, outcome, reason, evidence), so a repeated insert is a no-op and a different one an error, never a silent
-//! replacement.
+//! `run::write::pg_schema`): the same columns as the SQLite tables, plus the host that started the bisect and the
+//! database role that owns it (`owner_role`, migration 3: set by the server, checked by row-level security). A
+//! bisect is continued only by its own role ([`PgBisect::resumable`]); another role's row, whatever host id it
+//! claims, is never picked up. Every statement commits on its own (synchronous commit), so a step is durable before
+//! the next one starts. A step is keyed by `(bisect_id, seq)` and inserted with `ON CONFLICT DO NOTHING`; a row
+//! already there must be the same step (build, role, outcome, reason, evidence), so a repeated insert is a no-op and
+//! a different one an error, never a silent replacement.
 
 use anyhow::{anyhow, bail, Context, Result};
 use tokio_postgres::Row;
 
-use super::types::{BisectRow, Outcome, Role, Status, Step, Upstream};
-use crate::run::host::HostIdentity;
-use crate::run::ids::utc_now;
-use crate::run::pg::{connect_client, not_this_role};
-use crate::run::pg_conn::{PgConn, PgError};
-use crate::run::target::PgTarget;
+use crate::host::identity::host_id;
+use crate::run::format::bisect::{BisectRow, Outcome, Role, Status, Step, Upstream};
+use crate::run::format::ids::utc_now;
+use crate::run::format::target::PgTarget;
+use crate::run::write::pg::{connect_client, not_this_role};
+use crate::run::write::pg_conn::{PgConn, PgError};
 
 pub struct PgBisect {
     client: PgConn,
@@ -42,8 +41,8 @@ impl PgBisect {
     /// Connect and migrate (`write`) or check the schema (a reader).
     pub fn connect(t: &PgTarget, write: bool) -> Result<PgBisect> {
         let mut client = connect_client(t)?;
-        let host_id = HostIdentity::current().host_id;
-        crate::run::pg_schema::migrate(&mut client, write, &host_id, &t.display())?;
+        let host_id = host_id();
+        crate::run::write::pg_schema::migrate(&mut client, write, &host_id, &t.display())?;
         Ok(PgBisect { client, target: t.display(), host_id })
     }
 

@@ -1,4 +1,4 @@
-//! The bisect format: what `backscope bisect` stores in the same SQLite file as the sweeps whose records its
+//! The bisect store: what `backscope bisect` stores in the same SQLite file as the sweeps whose records its
 //! steps cite. Two tables, created beside the sweep's (`CREATE TABLE IF NOT EXISTS`; the sweep schema's
 //! `user_version` is not touched, so a sweep database stays a sweep database and a bisect database opens in every
 //! backscope that reads sweeps):
@@ -10,15 +10,12 @@
 //!   outcome, why, the evidence (sweep run ids and record files, or the external command's exit and output), and
 //!   the build and test timings.
 //!
-//! The search state, the verdict and its claims are computed from these rows alone ([`verdict`]), and the view
-//! ([`view`]) renders them, so that `backscope bisect` and `backscope report --bisect` show the same thing. Nothing
-//! here knows about a command. On PostgreSQL (`--db postgres://…`) the same two tables live in the shared
-//! `backscope` schema ([`pg`]).
+//! The rows are the run format's (`crate::run::format::bisect`); the search state, the verdict and its claims are
+//! computed from them alone, and rendered by one view (`crate::run_analysis::bisect`), so that `backscope bisect` and
+//! `backscope report --bisect` show the same thing. Nothing here knows about a command. On PostgreSQL (`--db
+//! postgres://…`) the same two tables live in the shared `backscope` schema ([`pg`]).
 
 pub mod pg;
-mod types;
-pub mod verdict;
-pub mod view;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -27,11 +24,9 @@ use anyhow::{bail, Context, Result};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use self::pg::PgBisect;
-pub use self::types::{
-    Attempt, BisectRow, CommandEvidence, Evidence, Outcome, Role, RunEvidence, Status, Step, Upstream,
-};
-use super::store::utc_now;
-use super::target::DbTarget;
+use crate::run::format::bisect::{BisectRow, Outcome, Role, Status, Step, Upstream};
+use crate::run::format::ids::utc_now;
+use crate::run::format::target::DbTarget;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS bisect_runs (
@@ -95,7 +90,7 @@ impl BisectStore {
         }
     }
 
-    fn open_pg(t: &super::target::PgTarget, write: bool) -> Result<BisectStore> {
+    fn open_pg(t: &crate::run::format::target::PgTarget, write: bool) -> Result<BisectStore> {
         let pg = PgBisect::connect(t, write)?;
         let path = PathBuf::from(pg.describe());
         Ok(BisectStore { backend: Backend::Pg(Box::new(std::cell::RefCell::new(pg))), path })
@@ -104,7 +99,7 @@ impl BisectStore {
     /// Open (creating the file and the tables if missing) for writing, in WAL mode with `synchronous = FULL` like
     /// the sweep store, so that a committed step survives a power cut and a sweep can write beside it.
     fn open_sqlite(path: &Path) -> Result<BisectStore> {
-        let conn = super::sqlite::connect_durable(path, Duration::from_secs(30))?;
+        let conn = crate::run::write::sqlite::connect_durable(path, Duration::from_secs(30))?;
         conn.execute_batch(SCHEMA).with_context(|| format!("{}: cannot create the bisect tables", path.display()))?;
         Ok(BisectStore { backend: Backend::Sqlite(conn), path: path.to_path_buf() })
     }
@@ -116,7 +111,7 @@ impl BisectStore {
             bail!("{}: no such database (run `backscope bisect … --db FILE` first)", path.display());
         }
         crate::host::inputs::open_input(path)?;
-        let conn = super::sqlite::connect_read_only(path, Duration::from_secs(10))?;
+        let conn = crate::run::write::sqlite::connect_read_only(path, Duration::from_secs(10))?;
         let tables: i64 = conn
             .query_row(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('bisect_runs', 'bisect_steps')",
@@ -324,45 +319,11 @@ fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<BisectRow>> {
     Ok(parsed.with_context(|| format!("bisect {id}: a stored field is not readable")))
 }
 
-/// A new bisect id: `bisect-` and a run id's time and salt.
-pub fn new_bisect_id() -> String {
-    format!("bisect-{}", super::store::new_run_id())
-}
-
-/// Whether `id` has the shape [`new_bisect_id`] gives: `bisect-YYYYMMDD-HHMMSS-xxxx` (the salt in lowercase hex).
-/// The id names a directory under the runs directory, so nothing else (a `/`, a `..`) may pass for one.
-pub fn is_bisect_id(id: &str) -> bool {
-    let Some(rest) = id.strip_prefix("bisect-") else { return false };
-    let b = rest.as_bytes();
-    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
-    b.len() == 20
-        && digits(0..8)
-        && b[8] == b'-'
-        && digits(9..15)
-        && b[15] == b'-'
-        && b[16..].iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    pub(crate) fn row(id: &str) -> BisectRow {
-        BisectRow {
-            bisect_id: id.into(),
-            created_at: utc_now(),
-            finished_at: None,
-            status: Status::Running,
-            good: 100,
-            bad: 104,
-            builds: "dir:/x".into(),
-            test: "-- true".into(),
-            spec_json: "{}".into(),
-            candidates: vec![100, 101, 102, 103, 104],
-            upstream: None,
-            backscope_version: "t".into(),
-        }
-    }
+    use crate::run::format::bisect::test_rows::row;
+    use crate::run::format::bisect::{is_bisect_id, new_bisect_id, Evidence};
 
     fn step(seq: u32, build: u32, outcome: Outcome) -> Step {
         Step {
@@ -432,9 +393,9 @@ mod tests {
         BisectStore::open(&db).unwrap();
         let v: i64 = Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
         assert_eq!(v, 0, "a sweep store opening this file later migrates from its own version 0");
-        let mut store = crate::run::store::Store::open(&db).unwrap();
+        let mut store = crate::run::write::store::Store::open(&db).unwrap();
         assert!(store.runs().unwrap().is_empty());
-        store.set_run_status("none", crate::run::store::RunStatus::Finished).unwrap();
+        store.set_run_status("none", crate::run::format::run_row::RunStatus::Finished).unwrap();
         assert!(BisectStore::open_read_only(&db).unwrap().runs().unwrap().is_empty());
     }
 }

@@ -8,17 +8,18 @@ use std::path::Path;
 use super::aggregate::{Group, Metric, Ratio, RecordRef, RunStats, Varies};
 use super::stats::{self, Verdict};
 use crate::evidence::{Claim, Confidence, Source};
-use crate::run::forensics;
-use crate::run::record::{Record, RecordTrace};
+use crate::run::format::record::{Record, RecordTrace};
+use crate::run::format::run_dir::RunDir;
+use crate::run_analysis::forensics;
 
 /// Record sources listed under a claim that counts many records.
 const REFS_SHOWN: usize = 8;
 
 /// The file whose constants the statistical claims rest on.
-const STATS_FILE: &str = "src/run/summary/stats.rs";
+const STATS_FILE: &str = "src/run_analysis/stats.rs";
 
 fn id_part(s: &str) -> String {
-    crate::run::paths::sanitize(s)
+    crate::run::format::paths::sanitize(s)
 }
 
 fn base_id(g: &Group) -> String {
@@ -78,12 +79,10 @@ pub fn claims(s: &RunStats, run_id: &str, run_dir: &Path) -> Vec<Claim> {
         out.extend(outlier_claims(g, &at, &base, run_id));
     }
     // Where a traced Vulkan device offers what the build's shaders lack.
-    out.extend(crate::observe::vulkan::capability::run_claims("report.vulkan.capability", run_dir));
+    out.extend(crate::run_analysis::vulkan::run_claims("report.vulkan.capability", run_dir));
     // What kept the kernel's GPU-driver lines from being read or kept in full (`sweep --trace`).
-    let kernel_log = crate::observe::kernel_log::record::FILE_NAME;
-    if let Some(log) =
-        crate::observe::kernel_log::stored::read_dir(run_dir, &run_dir.join(kernel_log).display().to_string())
-    {
+    let kernel_log = RunDir::new(run_dir).kernel_log_path();
+    if let Some(log) = crate::observe::kernel_log::stored::read_dir(run_dir, &kernel_log.display().to_string()) {
         out.extend(crate::observe::kernel_log::join::limits_claim(&log, "report.kernel_log"));
     }
     out
@@ -424,7 +423,7 @@ fn backend_claim(g: &Group, at: &str, base: &str, run_id: &str, run_dir: &Path) 
     let id = format!("{base}.backend");
     let Some(r) = g.backend_record.as_deref() else {
         let never_started =
-            g.ok == 0 && g.failed_records.iter().all(|r| r.phase == Some(crate::run::record::Phase::Start));
+            g.ok == 0 && g.failed_records.iter().all(|r| r.phase == Some(crate::run::format::record::Phase::Start));
         let why = if never_started {
             "no backend to identify — the server never became ready"
         } else {
@@ -667,7 +666,7 @@ mod tests {
     use super::super::aggregate::of_records;
     use super::*;
 
-    use crate::run::summary::test_records::measured as rec;
+    use crate::run_analysis::test_records::measured as rec;
 
     #[test]
     fn the_investigations_crash_gets_its_verdict_and_the_pattern_its_claim() {
@@ -708,7 +707,7 @@ mod tests {
         }))
         .unwrap();
         let mut records = vec![rec("vk", 1, 0, false, 2600.0), rec("vk", 1, 1, false, 2650.0)];
-        records[1].trace = Some(crate::run::record::RecordTrace {
+        records[1].trace = Some(crate::run::format::record::RecordTrace {
             dir: "traces/s001-vk".into(),
             files: vec![],
             window_ns: [0, 1],
@@ -855,7 +854,7 @@ mod tests {
     /// A traced request whose server had the observer unmapped (or mapped), with `launches` kernels counted.
     fn traced(seq: u64, observer_loaded: bool, launches: u64) -> Record {
         let mut r = rec("cuda", 99, seq, true, 100.0);
-        r.trace = Some(crate::run::record::RecordTrace {
+        r.trace = Some(crate::run::format::record::RecordTrace {
             dir: "traces/s001-cuda".into(),
             files: vec![],
             window_ns: [0, 1],
@@ -868,7 +867,7 @@ mod tests {
             families: if launches > 0 { [("MMVQ".to_string(), launches)].into() } else { Default::default() },
             kernels: vec![],
             distinct_kernels: u64::from(launches > 0),
-            processes: vec![crate::run::record::TraceProcess {
+            processes: vec![crate::run::format::record::TraceProcess {
                 pid: 42,
                 ppid: 1,
                 exe: "/bin/llama-server".into(),
@@ -922,7 +921,7 @@ mod tests {
         let vram = cl.iter().find(|c| c.id == "report.ollama.m.ngl-1.p.n8.vram").unwrap();
         assert_eq!(vram.confidence, Confidence::Inferred);
         assert!(vram.statement.contains("Ollama reports 50% of the loaded model in GPU memory"), "{}", vram.statement);
-        r.backend = Some(crate::run::record::BackendFacts {
+        r.backend = Some(crate::run::format::record::BackendFacts {
             backend: "CUDA0 (NVIDIA H100)".into(),
             offloaded: Some((29, 29)),
             ..Default::default()

@@ -4,8 +4,8 @@
 //! The value is checked here, field by field, before anything connects or any cell runs: an unknown field, a port
 //! that is no number, an sslmode this build cannot honour each get an error naming the field. A password inside the
 //! value is refused — the value lands in shell history, in the run's `run.json` (its `argv`) and in report bundles;
-//! the password comes from `PGPASSWORD` or `~/.pgpass` instead (`pgpass`). What is shown or stored of a PostgreSQL
-//! target is [`PgTarget::display`], which holds no secret.
+//! the password comes from `PGPASSWORD` or `~/.pgpass` instead (`crate::run::write::pgpass`). What is shown or
+//! stored of a PostgreSQL target is [`PgTarget::display`], which holds no secret.
 
 use std::path::{Path, PathBuf};
 
@@ -205,7 +205,7 @@ impl DbValue {
     /// PostgreSQL value as given.
     pub fn absolute(&self) -> DbValue {
         match self.sqlite_file() {
-            Some(p) => DbValue::sqlite(super::paths::absolute(p)),
+            Some(p) => DbValue::sqlite(crate::run::format::paths::absolute(p)),
             None => self.clone(),
         }
     }

@@ -1,7 +1,8 @@
-//! Who ran a run: the host's identity, stored with every run (SQLite and PostgreSQL alike) so that a report over
-//! many hosts can group by GPU. Read from the running kernel only — `/proc/sys/kernel`, the DRM devices in sysfs,
-//! AMD's KFD topology (`gfx_target_version` → the gfx ISA, `crate::gpu::knowledge::archs`), `/proc/driver/nvidia` — with
-//! bounded reads; nothing here fails: what cannot be read is left out.
+//! Who this host is: its identity, stored with every run (SQLite and PostgreSQL alike) so that a report over many
+//! hosts can group by GPU. Read from the running kernel only — `/proc/sys/kernel`, the DRM devices in sysfs, AMD's
+//! KFD topology (`gfx_target_version`), `/proc/driver/nvidia` — with bounded reads; nothing here fails: what cannot
+//! be read is left out. The ISA of each GPU is named by the GPU floor's tables, which stand on this floor, so the
+//! caller hands them in ([`ArchNames`]; `crate::run::format::host::this_host` is the probe with them).
 //!
 //! `host_id` is the name runs are owned by in a shared database: the host name, or `BACKSCOPE_HOST_ID` when set
 //! (two hosts that share a name, containers, and the tests that play two hosts on one machine).
@@ -44,16 +45,40 @@ pub struct HostGpu {
     pub pci: Option<String>,
 }
 
+/// How the probe names a GPU's ISA from what the kernel reports.
+#[derive(Clone, Copy)]
+pub struct ArchNames {
+    /// KFD's `gfx_target_version` → the gfx ISA (`90006` → `gfx906`).
+    pub amd: fn(u64) -> Option<String>,
+    /// The NVIDIA driver's product name → the compute capability (`NVIDIA H100 80GB HBM3` → `sm_90`).
+    pub nvidia: fn(&str) -> Option<String>,
+}
+
+/// The host name the kernel reports.
+fn hostname() -> String {
+    read_trim(Path::new("/proc/sys/kernel/hostname")).unwrap_or_else(|| "unknown-host".into())
+}
+
+/// The name runs are owned by on a host called `hostname`: `BACKSCOPE_HOST_ID` when set, else the host name.
+fn host_id_of(hostname: &str) -> String {
+    let host_id = std::env::var("BACKSCOPE_HOST_ID").ok().filter(|s| !s.trim().is_empty());
+    host_id.map(|s| s.trim().to_string()).unwrap_or_else(|| hostname.to_string())
+}
+
+/// The name this host's runs are owned by ([`HostIdentity::host_id`]), without probing its GPUs.
+pub fn host_id() -> String {
+    host_id_of(&hostname())
+}
+
 impl HostIdentity {
-    /// This host, now.
-    pub fn current() -> HostIdentity {
-        let hostname = read_trim(Path::new("/proc/sys/kernel/hostname")).unwrap_or_else(|| "unknown-host".into());
-        let host_id = std::env::var("BACKSCOPE_HOST_ID").ok().filter(|s| !s.trim().is_empty());
+    /// This host, now, its GPUs' ISAs named by `names`.
+    pub fn probe(names: ArchNames) -> HostIdentity {
+        let hostname = hostname();
         let mut gpus = drm_gpus(Path::new("/sys/class/drm"));
-        fill_amd_archs(&mut gpus, Path::new("/sys/class/kfd/kfd/topology/nodes"));
-        fill_nvidia_names(&mut gpus, Path::new("/proc/driver/nvidia/gpus"));
+        fill_amd_archs(&mut gpus, Path::new("/sys/class/kfd/kfd/topology/nodes"), names.amd);
+        fill_nvidia_names(&mut gpus, Path::new("/proc/driver/nvidia/gpus"), names.nvidia);
         HostIdentity {
-            host_id: host_id.map(|s| s.trim().to_string()).unwrap_or_else(|| hostname.clone()),
+            host_id: host_id_of(&hostname),
             hostname,
             kernel: read_trim(Path::new("/proc/sys/kernel/osrelease")).unwrap_or_default(),
             gpus,
@@ -124,7 +149,7 @@ fn drm_gpus(drm: &Path) -> Vec<HostGpu> {
 
 /// KFD topology nodes with a `gfx_target_version` (CPU nodes have 0) give AMD GPUs their ISA, matched to DRM cards
 /// in order; KFD nodes without a DRM card (rare) are added.
-fn fill_amd_archs(gpus: &mut Vec<HostGpu>, nodes: &Path) {
+fn fill_amd_archs(gpus: &mut Vec<HostGpu>, nodes: &Path, gfx_target_of: fn(u64) -> Option<String>) {
     let mut archs = Vec::new();
     for node in sorted_by_number(nodes) {
         let Some(props) = read_trim(&node.join("properties")) else { continue };
@@ -133,7 +158,7 @@ fn fill_amd_archs(gpus: &mut Vec<HostGpu>, nodes: &Path) {
             .find_map(|l| l.strip_prefix("gfx_target_version "))
             .and_then(|v| v.trim().parse::<u64>().ok())
             .filter(|v| *v != 0);
-        if let Some(arch) = version.and_then(crate::gpu::knowledge::archs::gfx_target_of) {
+        if let Some(arch) = version.and_then(gfx_target_of) {
             archs.push(arch);
         }
     }
@@ -160,13 +185,13 @@ fn sorted_by_number(dir: &Path) -> Vec<std::path::PathBuf> {
 /// `/proc/driver/nvidia/gpus/<pci>/information` names each NVIDIA GPU (`Model: NVIDIA H100 80GB HBM3`), matched
 /// to its DRM card by PCI address; a GPU without a DRM card is added. That file has no compute capability, so the
 /// arch comes from the product name.
-fn fill_nvidia_names(gpus: &mut Vec<HostGpu>, dir: &Path) {
+fn fill_nvidia_names(gpus: &mut Vec<HostGpu>, dir: &Path, arch_of: fn(&str) -> Option<String>) {
     for gpu_dir in sorted_entries(dir) {
         let Some(info) = read_trim(&gpu_dir.join("information")) else { continue };
         let model = info.lines().find_map(|l| l.strip_prefix("Model:")).map(|m| m.trim().to_string());
         let pci = gpu_dir.file_name().map(|f| f.to_string_lossy().to_ascii_lowercase());
         let known = gpus.iter().position(|g| g.vendor == "nvidia" && g.pci.is_some() && g.pci == pci);
-        let arch = model.as_deref().and_then(crate::gpu::knowledge::nvidia_products::arch_of);
+        let arch = model.as_deref().and_then(arch_of);
         match known {
             Some(i) => {
                 gpus[i].name = model;
@@ -205,9 +230,15 @@ fn runtimes() -> BTreeMap<String, String> {
 mod tests {
     use super::*;
 
+    /// The names a run's probe uses (`crate::run::format::host::this_host`).
+    const GPU_TABLES: ArchNames = ArchNames {
+        amd: crate::gpu::knowledge::archs::gfx_target_of,
+        nvidia: crate::gpu::knowledge::nvidia_products::arch_of,
+    };
+
     #[test]
     fn the_running_kernel_names_this_host() {
-        let h = HostIdentity::current();
+        let h = HostIdentity::probe(GPU_TABLES);
         // Independent sources: uname(2) through libc.
         let mut u: libc::utsname = unsafe { std::mem::zeroed() };
         assert_eq!(unsafe { libc::uname(&mut u) }, 0);
@@ -238,7 +269,7 @@ mod tests {
         }
         let mut gpus = drm_gpus(&drm);
         assert_eq!(gpus.len(), 2, "connectors are no cards");
-        fill_amd_archs(&mut gpus, &nodes);
+        fill_amd_archs(&mut gpus, &nodes, GPU_TABLES.amd);
         let archs: Vec<_> = gpus.iter().map(|g| g.arch.as_deref()).collect();
         assert_eq!(archs, [Some("gfx906"), Some("gfx1201")]);
         // The driver's own listing: a GPU with a DRM card gets its name, one without is added.
@@ -249,7 +280,7 @@ mod tests {
         }
         let mut nv_gpus =
             vec![HostGpu { vendor: "nvidia".into(), pci: Some("0000:18:00.0".into()), ..Default::default() }];
-        fill_nvidia_names(&mut nv_gpus, &nv);
+        fill_nvidia_names(&mut nv_gpus, &nv, GPU_TABLES.nvidia);
         let names: Vec<_> = nv_gpus.iter().map(|g| (g.pci.as_deref(), g.name.as_deref())).collect();
         assert_eq!(
             names,

@@ -24,13 +24,15 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail, Context, Result};
 use tokio_postgres::ToStatement;
 
-use super::host::HostIdentity;
-use super::ids::{record_id, utc_now};
-use super::pg_conn::{PgConn, PgError};
-use super::record::{Record, RunSource};
-use super::run_row::{RunOwner, RunRow, RunStatus};
-use super::sqlite::{host_from_json, SqliteStore};
-use super::target::PgTarget;
+use crate::host::identity::host_id;
+use crate::run::format::host::this_host;
+use crate::run::format::ids::{record_id, utc_now};
+use crate::run::format::record::{Record, RunSource};
+use crate::run::format::run_dir::RunDir;
+use crate::run::format::run_row::{RunOwner, RunRow, RunStatus};
+use crate::run::format::target::PgTarget;
+use crate::run::write::pg_conn::{PgConn, PgError};
+use crate::run::write::sqlite::{host_from_json, SqliteStore};
 
 /// A run's columns as [`run_from_row`] reads them; the last two say who owns it and whether that is this role.
 const RUN_COLUMNS: &str = "run_id, created_at, finished_at, status, source, run_dir, plan_json, cells_total, \
@@ -54,7 +56,7 @@ impl std::fmt::Debug for PgStore {
 
 /// Connect to `t` with the password from the environment or `~/.pgpass`, under `pg_conn`'s deadlines.
 pub fn connect_client(t: &PgTarget) -> Result<PgConn> {
-    super::pg_conn::connect(t, super::pgpass::password_for(t))
+    crate::run::write::pg_conn::connect(t, crate::run::write::pgpass::password_for(t))
         .map_err(|e| anyhow!("cannot connect to {}: {e:#}", t.display()))
 }
 
@@ -70,8 +72,8 @@ impl PgStore {
     /// Connect and bring the schema up to date (`write`) or check it (a reader).
     pub fn connect(t: &PgTarget, write: bool) -> Result<PgStore> {
         let mut client = connect_client(t)?;
-        let host_id = HostIdentity::current().host_id;
-        super::pg_schema::migrate(&mut client, write, &host_id, &t.display())?;
+        let host_id = host_id();
+        crate::run::write::pg_schema::migrate(&mut client, write, &host_id, &t.display())?;
         Ok(PgStore {
             client: RefCell::new(Some(client)),
             target: t.clone(),
@@ -202,7 +204,7 @@ impl PgStore {
 
     /// Where run `run_id`'s records go if the server goes away: `RUN_DIR.local.db`, beside its run directory.
     pub fn fallback_path(&self, run_id: &str) -> Option<PathBuf> {
-        self.owned.get(run_id).map(|r| PathBuf::from(format!("{}.local.db", r.run_dir.trim_end_matches('/'))))
+        self.owned.get(run_id).map(|r| RunDir::new(&r.run_dir).local_db_path())
     }
 
     pub fn set_run_status(&mut self, run_id: &str, status: RunStatus) -> Result<()> {
@@ -234,7 +236,7 @@ impl PgStore {
 
     /// Make run `run_id` this host's to write: it is already, or `take_over` moves it here ([`take_run`]).
     pub fn claim_run(&mut self, run_id: &str, take_over: bool) -> Result<()> {
-        let host_json = serde_json::to_string(&HostIdentity::current())?;
+        let host_json = serde_json::to_string(&this_host())?;
         let target = self.describe();
         let me = self.host_id.clone();
         let client = self.client.get_mut().as_mut().ok_or_else(|| anyhow!("{target}: the connection is gone"))?;
@@ -509,7 +511,7 @@ fn insert_record<S: ToStatement + ?Sized + Sync>(
 
 /// Rows written in one PostgreSQL transaction.
 pub struct PgBatch<'a> {
-    tx: super::pg_conn::PgTx<'a>,
+    tx: crate::run::write::pg_conn::PgTx<'a>,
     /// [`INSERT_RECORD`] prepared once for the batch's many rows (an import, a push).
     insert: Option<tokio_postgres::Statement>,
     host_id: String,
@@ -532,7 +534,7 @@ impl PgBatch<'_> {
             return Ok(false);
         }
         let mut mine = run.clone();
-        mine.host.get_or_insert_with(HostIdentity::current).host_id = me;
+        mine.host.get_or_insert_with(this_host).host_id = me;
         self.create_run(&mine)?;
         Ok(true)
     }

@@ -1,4 +1,4 @@
-//! The SQLite store (`backscope.db` by default), behind [`super::store::Store`]; a run directory per run.
+//! The SQLite store (`backscope.db` by default), behind [`crate::run::write::store::Store`]; a run directory per run.
 //!
 //! A cell is committed in two steps: its `result.json` is written to a temporary file, fsynced, renamed into place and
 //! its directory fsynced (`durable`); then one SQLite transaction inserts its row. The database is the ledger of
@@ -15,10 +15,10 @@ use anyhow::{bail, Context, Result};
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, ToSql};
 
-use super::host::HostIdentity;
-use super::ids::utc_now;
-use super::record::{Record, RunSource};
-use super::run_row::{RunRow, RunStatus};
+use crate::host::identity::HostIdentity;
+use crate::run::format::ids::utc_now;
+use crate::run::format::record::{Record, RunSource};
+use crate::run::format::run_row::{RunRow, RunStatus};
 
 /// `PRAGMA user_version` of the schema below; migrations step from one version to the next.
 const SCHEMA_VERSION: i64 = 3;
@@ -73,7 +73,7 @@ ALTER TABLE records ADD COLUMN trace_json TEXT;
 ";
 
 /// Version 3: fleet runs. The host that ran the run: `host_id` (the name runs are owned by in a shared PostgreSQL
-/// store, `BACKSCOPE_HOST_ID` or the host name) and its identity (`run::host::HostIdentity` as JSON: host name,
+/// store, `BACKSCOPE_HOST_ID` or the host name) and its identity (`host::identity::HostIdentity` as JSON: host name,
 /// kernel, GPUs with arch and driver, runtime versions). Runs of older databases get NULL: their host is unknown.
 const SCHEMA_V3: &str = "
 ALTER TABLE runs ADD COLUMN host_id TEXT;
@@ -315,7 +315,7 @@ impl SqliteStore {
 
     /// The records of one run in plan order.
     pub fn records(&self, run_id: &str) -> Result<Vec<Record>> {
-        super::record::parse_records(|f| self.for_each_record_json(run_id, f))
+        crate::run::format::record::parse_records(|f| self.for_each_record_json(run_id, f))
     }
 }
 
@@ -454,8 +454,10 @@ pub fn connect_read_only(path: &Path, busy: std::time::Duration) -> Result<Conne
         Some(0) => !has_shm,
         Some(_) if has_shm => false,
         Some(len) => {
-            let dir =
-                super::paths::absolute(path).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"));
+            let dir = crate::run::format::paths::absolute(path)
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| PathBuf::from("/"));
             if !dir_writable(&dir) {
                 bail!(
                     "cannot read {}: its write-ahead log {} holds {len} bytes of committed transactions that are not \
@@ -472,7 +474,7 @@ pub fn connect_read_only(path: &Path, busy: std::time::Duration) -> Result<Conne
         }
     };
     let immutable = if immutable { "&immutable=1" } else { "" };
-    let uri = format!("file:{}?mode=ro{immutable}", uri_path(&super::paths::absolute(path)));
+    let uri = format!("file:{}?mode=ro{immutable}", uri_path(&crate::run::format::paths::absolute(path)));
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(&uri, flags)
         .with_context(|| format!("cannot open database {} for reading", path.display()))?;

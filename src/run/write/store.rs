@@ -1,6 +1,6 @@
-//! Where records go: the store a `--db` value names ([`super::target::DbTarget`]) — an SQLite file (`backscope.db`
-//! by default, [`super::sqlite`]) or a PostgreSQL database shared by many hosts ([`super::pg`]) — and a run directory
-//! per run.
+//! Where records go: the store a `--db` value names ([`crate::run::format::target::DbTarget`]) — an SQLite file
+//! (`backscope.db` by default, [`crate::run::write::sqlite`]) or a PostgreSQL database shared by many hosts
+//! ([`crate::run::write::pg`]) — and a run directory per run.
 //!
 //! A cell is committed in two steps: its `result.json` is written to a temporary file, fsynced, renamed into place
 //! and its directory fsynced (`durable`); then one transaction inserts its row (SQLite: WAL with `synchronous =
@@ -14,14 +14,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::pg::{PgBatch, PgStore};
-use super::record::Record;
-use super::sqlite::{SqliteBatch, SqliteStore};
-use super::target::DbTarget;
+use crate::run::format::record::Record;
+use crate::run::format::target::DbTarget;
+use crate::run::write::pg::{PgBatch, PgStore};
+use crate::run::write::sqlite::{SqliteBatch, SqliteStore};
 
-// What the writers take with the store: the run row and the ids and times it is stamped with, defined beside it.
-pub use super::ids::{format_utc, new_run_id, record_id, utc_now};
-pub use super::run_row::{RunRow, RunStatus};
+use crate::run::format::run_row::{RunRow, RunStatus};
+use crate::run::write::durable::write_atomic;
 
 /// An open store. Both kinds keep the same promises; PostgreSQL adds run ownership ([`Store::claim_run`]) and a
 /// local fallback file when its server goes away mid-run.
@@ -145,7 +144,7 @@ impl Store {
 
     /// The records of one run in plan order.
     pub fn records(&self, run_id: &str) -> Result<Vec<Record>> {
-        super::record::parse_records(|f| self.for_each_record_json(run_id, f))
+        crate::run::format::record::parse_records(|f| self.for_each_record_json(run_id, f))
     }
 }
 
@@ -179,8 +178,6 @@ impl Batch<'_> {
     }
 }
 
-pub use super::durable::write_atomic;
-
 /// Commit one record: `result.json` first (atomic), then the database row.
 pub fn commit_record(store: &mut Store, run_dir: &Path, rec: &Record) -> Result<()> {
     let json = serde_json::to_vec_pretty(rec)?;
@@ -190,8 +187,9 @@ pub fn commit_record(store: &mut Store, run_dir: &Path, rec: &Record) -> Result<
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::super::record::{RunSource, Status, RECORD_SCHEMA};
     use super::*;
+    use crate::run::format::ids::utc_now;
+    use crate::run::format::record::{RunSource, Status, RECORD_SCHEMA};
 
     pub(crate) fn record(run_id: &str, key: &str, seq: u64) -> Record {
         Record {

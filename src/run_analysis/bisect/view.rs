@@ -7,9 +7,9 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use super::verdict::{claims, Verdict};
-use super::{BisectRow, Outcome, Step};
 use crate::evidence::Claim;
 use crate::output::{Column, Document, Render, Table, Text};
+use crate::run::format::bisect::{BisectRow, Outcome, Role, Step};
 
 /// JSON schema of a bisect result.
 pub const SCHEMA: &str = "backscope.bisect/1";
@@ -61,7 +61,7 @@ fn verdict_json(v: &Verdict, row: &BisectRow) -> VerdictJson {
             ("ambiguous", excluded.clone(), 0, summary)
         }
         Verdict::BadRange { build, role, outcome, reason } => {
-            let end = if *role == super::Role::GoodEnd { "good" } else { "bad" };
+            let end = if *role == Role::GoodEnd { "good" } else { "bad" };
             let summary = format!(
                 "a bad range: the {end} end b{build} tests {} ({reason}); nothing was searched",
                 outcome.as_str()

@@ -9,8 +9,8 @@
 
 use std::collections::BTreeSet;
 
-use super::{BisectRow, Outcome, Role, Step};
 use crate::evidence::{Claim, Confidence, Source};
+use crate::run::format::bisect::{BisectRow, Outcome, Role, Step};
 
 /// Where the search stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -342,7 +342,7 @@ pub fn claims(row: &BisectRow, steps: &[Step], verdict: &Verdict) -> Vec<Claim> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::bisect::Evidence;
+    use crate::run::format::bisect::Evidence;
 
     fn step(build: u32, role: Role, outcome: Outcome) -> Step {
         Step {
@@ -382,7 +382,7 @@ mod tests {
 
     #[test]
     fn the_verdict_names_a_bad_range_an_ambiguity_or_the_first_bad_build() {
-        let row = crate::run::bisect::tests::row("b");
+        let row = crate::run::format::bisect::test_rows::row("b");
         let ends = [step(100, Role::GoodEnd, Outcome::Good), step(104, Role::BadEnd, Outcome::Bad)];
         let mut steps = ends.to_vec();
         assert!(matches!(Verdict::of(&row, &steps), Verdict::Open { untested: 3, .. }));
@@ -411,18 +411,18 @@ mod tests {
             step(102, Role::Probe, Outcome::Good),
             step(103, Role::Probe, Outcome::Bad),
         ];
-        let mut swapped = crate::run::bisect::tests::row("b");
+        let mut swapped = crate::run::format::bisect::test_rows::row("b");
         (swapped.good, swapped.bad) = (104, 100);
         let v = Verdict::of(&swapped, &steps);
         assert!(matches!(&v, Verdict::Inconsistent { why } if why.contains("not older")), "{v:?}");
         let c = claims(&swapped, &steps, &v);
         assert!(c.iter().all(|c| c.confidence != Confidence::Confirmed), "{c:?}");
-        let mut moved = crate::run::bisect::tests::row("b");
+        let mut moved = crate::run::format::bisect::test_rows::row("b");
         moved.good = 101;
         let v = Verdict::of(&moved, &steps);
         assert!(matches!(&v, Verdict::Inconsistent { why } if why.contains("good-end step 1 tested b100")), "{v:?}");
         // A good probe above a bad one: the steps contradict each other.
-        let row = crate::run::bisect::tests::row("b");
+        let row = crate::run::format::bisect::test_rows::row("b");
         let flipped = [
             steps[0].clone(),
             steps[1].clone(),

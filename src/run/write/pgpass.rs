@@ -6,7 +6,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use super::target::{PgTarget, DEFAULT_SOCKET_DIR};
+use crate::run::format::target::{PgTarget, DEFAULT_SOCKET_DIR};
 
 /// More than any password file holds; a bigger one is refused rather than read whole.
 const PGPASS_LIMIT: u64 = 1 << 20;

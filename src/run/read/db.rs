@@ -7,9 +7,10 @@
 
 use anyhow::{bail, Result};
 
-use crate::run::record::Record;
-use crate::run::store::{RunRow, Store};
-use crate::run::target::{DbTarget, DbValue};
+use crate::run::format::record::Record;
+use crate::run::format::run_row::RunRow;
+use crate::run::format::target::{DbTarget, DbValue};
+use crate::run::write::store::Store;
 
 /// An open sweep database, read-only (the sweep store's own read-only open: no file created or changed, a newer
 /// schema refused, a file without the sweep's tables refused).
@@ -116,8 +117,10 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::run::record::{RunSource, Status, RECORD_SCHEMA};
-    use crate::run::store::{self, RunRow, RunStatus, Store};
+    use crate::run::format::ids::utc_now;
+    use crate::run::format::record::{RunSource, Status, RECORD_SCHEMA};
+    use crate::run::format::run_row::{RunRow, RunStatus};
+    use crate::run::write::store::Store;
 
     fn files(dir: &Path) -> Vec<String> {
         let mut v: Vec<String> =
@@ -156,7 +159,7 @@ mod tests {
                     cell_key: format!("k{seq}"),
                     seq,
                     file: format!("cells/{seq:05}/result.json"),
-                    started_at: store::utc_now(),
+                    started_at: utc_now(),
                     status: Status::Ok,
                     ..Default::default()
                 })

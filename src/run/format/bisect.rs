@@ -1,5 +1,5 @@
-//! The bisect rows and their parts, as both stores (`run::bisect`'s SQLite tables and [`super::pg`]) read and
-//! write them.
+//! The bisect rows and their parts, as both bisect stores (`crate::run::write::bisect`: the SQLite tables and the
+//! PostgreSQL ones) write and read them, and the bisect ids.
 
 use serde::{Deserialize, Serialize};
 
@@ -197,6 +197,49 @@ impl Upstream {
             tags: format!("b{last_good}..b{first_bad}"),
             compare_url: format!("https://github.com/ggml-org/llama.cpp/compare/b{last_good}...b{first_bad}"),
             commits,
+        }
+    }
+}
+
+/// A new bisect id: `bisect-` and a run id's time and salt.
+pub fn new_bisect_id() -> String {
+    format!("bisect-{}", crate::run::format::ids::new_run_id())
+}
+
+/// Whether `id` has the shape [`new_bisect_id`] gives: `bisect-YYYYMMDD-HHMMSS-xxxx` (the salt in lowercase hex).
+/// The id names a directory under the runs directory, so nothing else (a `/`, a `..`) may pass for one.
+pub fn is_bisect_id(id: &str) -> bool {
+    let Some(rest) = id.strip_prefix("bisect-") else { return false };
+    let b = rest.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    b.len() == 20
+        && digits(0..8)
+        && b[8] == b'-'
+        && digits(9..15)
+        && b[15] == b'-'
+        && b[16..].iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+}
+
+/// Rows for the tests of the bisect store and of the verdict.
+#[cfg(test)]
+pub(crate) mod test_rows {
+    use super::*;
+
+    /// A running bisect over builds 100..=104.
+    pub fn row(id: &str) -> BisectRow {
+        BisectRow {
+            bisect_id: id.into(),
+            created_at: crate::run::format::ids::utc_now(),
+            finished_at: None,
+            status: Status::Running,
+            good: 100,
+            bad: 104,
+            builds: "dir:/x".into(),
+            test: "-- true".into(),
+            spec_json: "{}".into(),
+            candidates: vec![100, 101, 102, 103, 104],
+            upstream: None,
+            backscope_version: "t".into(),
         }
     }
 }

@@ -1,5 +1,5 @@
-//! Run ids, record ids and the UTC timestamps they are made of: what both stores (`sqlite`, `pg`) and the writers
-//! (sweep, import, bisect) stamp rows with, kept apart from `store` so that the stores never reach back up into it.
+//! Run ids, record ids and the UTC timestamps they are made of: what both stores (`crate::run::write::sqlite`,
+//! `crate::run::write::pg`) and the writers (sweep, import, bisect) stamp rows with.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use logs::analysis::{Crash, Report};
 use logs::{Analyzer, Limits, Parser, Phase};
 
-use super::record::{ErrorClass, Record};
 use crate::evidence::{Claim, Confidence, Source};
+use crate::run::format::record::{ErrorClass, Record};
 
 /// Most records whose slices are read per point (a point that failed a thousand times has one story).
 const MAX_SLICES_PER_POINT: usize = 32;

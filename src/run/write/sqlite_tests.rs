@@ -1,10 +1,10 @@
 //! The SQLite store's tests: uniqueness, reopening, stored spellings, migrations from older schemas, read-only
 //! opens, the host column.
 
-use super::super::store::tests::record;
-use super::super::store::{commit_record, Store};
-use super::super::target::DbTarget;
 use super::*;
+use crate::run::format::target::DbTarget;
+use crate::run::write::store::tests::record;
+use crate::run::write::store::{commit_record, Store};
 
 fn run_row(id: &str, dir: &Path) -> RunRow {
     RunRow {
@@ -108,7 +108,7 @@ fn a_version_1_database_is_migrated_and_keeps_its_records() {
     assert_eq!(v, SCHEMA_VERSION);
     // A traced record fills the new columns.
     let mut traced = record("r1", "b", 1);
-    traced.trace = Some(crate::run::record::RecordTrace {
+    traced.trace = Some(crate::run::format::record::RecordTrace {
         dir: "traces/s001-e".into(),
         files: vec![],
         window_ns: [1, 2],

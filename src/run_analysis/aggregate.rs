@@ -17,7 +17,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::stats::{self, RatioCi, Summary, Verdict};
-use crate::run::record::{ErrorClass, Record, Status};
+use crate::run::format::record::{ErrorClass, Record, Status};
 
 /// Failed records kept whole per group (their log slices are read for the crash phase and the timelines).
 pub const FAILED_KEPT: usize = 32;
@@ -136,7 +136,7 @@ impl RecordView<'_> {
 
     /// The outcome as the sweep's table names it (`Record::outcome`).
     fn outcome(&self) -> String {
-        crate::run::record::outcome(
+        crate::run::format::record::outcome(
             self.status,
             self.error_class,
             self.signal.as_deref(),
@@ -888,9 +888,9 @@ pub fn of_records(records: &[Record]) -> Result<RunStats> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::record::{BackendFacts, RecordTrace, ServerRef};
+    use crate::run::format::record::{BackendFacts, RecordTrace, ServerRef};
 
-    use crate::run::summary::test_records::cell as rec;
+    use crate::run_analysis::test_records::cell as rec;
 
     fn ok(ep: &str, ngl: i64, seq: u64, start_no: u32, wall: f64, decode: f64) -> Record {
         let mut r = rec(ep, ngl, seq);

@@ -12,8 +12,9 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::run::db::SweepDb;
-use crate::run::target::DbValue;
+use crate::run::format::run_dir::RunDir;
+use crate::run::format::target::DbValue;
+use crate::run::read::db::SweepDb;
 
 /// Largest `result.json` read: a record is a few KiB (a traced one a few more), so anything near this is not one.
 const MAX_RECORD_BYTES: u64 = 64 << 20;
@@ -54,7 +55,7 @@ pub fn run_file(run_dir: &Path, rel: &str) -> Result<PathBuf, String> {
 
 /// Clears the log paths of `r` that are not files of the run ([`run_file`]), each a problem naming the record,
 /// the field and why, so that nothing later (timelines, crash analysis, the bundle) opens them.
-pub fn vet_record(r: &mut crate::run::record::Record, run_dir: &Path, problems: &mut Vec<String>) {
+pub fn vet_record(r: &mut crate::run::format::record::Record, run_dir: &Path, problems: &mut Vec<String>) {
     let file = r.file.clone();
     let mut ok = |field: &str, rel: &str| match run_file(run_dir, rel) {
         Ok(_) => true,
@@ -159,7 +160,7 @@ pub fn open(input: &DbValue, run: Option<&str>, problems: &mut Vec<String>) -> R
     };
     let info = db.run_info(&run_id)?;
     let run_dir = PathBuf::from(&info.run_dir);
-    let plan = read_run_json(&run_dir, "run.json", problems)
+    let plan = read_run_json(&run_dir, RunDir::RUN_JSON, problems)
         .and_then(|v| v.get("plan").cloned())
         .or_else(|| serde_json::from_str(&info.plan_json).ok());
     let meta = RunMeta {
@@ -185,8 +186,8 @@ fn open_run_dir(dir: &Path, problems: &mut Vec<String>) -> Result<(RunMeta, Reco
     // directory is named by the record's position in the plan (`00042-vk-ngl1-e1r2`), and the number sorts them.
     let mut files: Vec<(u64, PathBuf)> = Vec::new();
     // An import's records, vetted as every file a run names is (inside the run with links resolved, regular).
-    let lines = dir.join("records.jsonl");
-    let lines_ok = match (lines.exists(), run_file(&dir, "records.jsonl")) {
+    let lines = RunDir::new(&dir).records_path();
+    let lines_ok = match (lines.exists(), run_file(&dir, RunDir::RECORDS_JSONL)) {
         (false, _) => false,
         (true, Ok(_)) => true,
         (true, Err(why)) => {
@@ -195,7 +196,7 @@ fn open_run_dir(dir: &Path, problems: &mut Vec<String>) -> Result<(RunMeta, Reco
         }
     };
     let mut found = lines_ok;
-    for sub in ["cells", "records"] {
+    for sub in RunDir::RECORD_DIRS {
         let cells = dir.join(sub);
         let Ok(entries) = std::fs::read_dir(&cells) else { continue };
         found = true;
@@ -204,7 +205,7 @@ fn open_run_dir(dir: &Path, problems: &mut Vec<String>) -> Result<(RunMeta, Reco
             let name = e.file_name().to_string_lossy().into_owned();
             let digits: String = name.chars().take_while(char::is_ascii_digit).collect();
             let Ok(seq) = digits.parse::<u64>() else { continue };
-            let rel = format!("{sub}/{name}/result.json");
+            let rel = RunDir::record_file(sub, &name);
             if std::fs::symlink_metadata(dir.join(&rel)).is_err() {
                 continue;
             }
@@ -221,7 +222,7 @@ fn open_run_dir(dir: &Path, problems: &mut Vec<String>) -> Result<(RunMeta, Reco
         );
     }
     files.sort();
-    let run_json = read_run_json(&dir, "run.json", problems);
+    let run_json = read_run_json(&dir, RunDir::RUN_JSON, problems);
     let first: Option<Value> = if lines_ok {
         first_line_json(&lines)
     } else {

@@ -1,22 +1,25 @@
-//! The one aggregation of a run's records, shared by `report` (its full document, charts and bundle) and `sweep`
-//! (the table it prints when a run ends, and `sweep report`): records folded into groups of matched cells
-//! ([`aggregate`]: cold and warm requests apart, outliers, times to failure, kernels per request, endpoint ratios),
-//! the statistics they rest on ([`stats`], pure functions), and the claims about them ([`claims`], one claim-id
-//! scheme: `report.ENDPOINT.MODEL.nglN.PROMPT.nN.…`).
+//! The analysis of runs, on the floor above the run format (`crate::run`): what `report`, `sweep` and `bisect` say
+//! about the records and files a run left behind. Nothing here writes a run or knows about a command.
 //!
-//! Records come in one at a time as their stored JSON, so memory stays bounded by the number of groups, not of
-//! records; the few records a claim cites whole are kept per group. Nothing here knows about a command.
+//! - [`aggregate`]: a run's records folded into groups of matched cells (cold and warm requests apart, outliers,
+//!   times to failure, kernels per request, endpoint ratios), one pass in bounded memory: records come in one at a
+//!   time as their stored JSON, so memory follows the number of groups, not of records;
+//! - [`stats`]: the statistics they rest on (pure functions; Welch's interval is also bisect's speed test);
+//! - [`claims`]: the claims about them, one claim-id scheme (`report.ENDPOINT.MODEL.nglN.PROMPT.nN.…`), with the
+//!   log forensics of failed cells ([`forensics`]) and the capability claims of a run's Vulkan traces ([`vulkan`]);
+//! - [`bisect`]: a stored bisect's search state, verdict and view, from its rows alone.
 
 pub mod aggregate;
+pub mod bisect;
 pub mod claims;
+pub mod forensics;
 pub mod stats;
-
-pub use aggregate::{Aggregator, Group, RunStats};
+pub mod vulkan;
 
 /// Records as a sweep writes them, for the unit tests of the summary and of its views.
 #[cfg(test)]
 pub(crate) mod test_records {
-    use crate::run::record::{ErrorClass, Record, RunSource, Status, RECORD_SCHEMA};
+    use crate::run::format::record::{ErrorClass, Record, RunSource, Status, RECORD_SCHEMA};
 
     /// A successful record of one cell (model `m`, prompt `p`, 8 tokens, epoch and repetition 1), nothing measured.
     pub fn cell(ep: &str, ngl: i64, seq: u64) -> Record {

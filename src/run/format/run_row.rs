@@ -1,10 +1,10 @@
-//! A run's row in the store — when it started and ended, where it stands, its plan and host — shared by both stores
-//! (`sqlite`, `pg`) and the `Store` that chooses between them, so that neither store reaches back up into `store`.
+//! A run's row in the store — when it started and ended, where it stands, its plan and host — as both stores
+//! (`crate::run::write::sqlite`, `crate::run::write::pg`) and the `Store` that chooses between them write and read it.
 
 use serde::{Deserialize, Serialize};
 
-use super::host::HostIdentity;
-use super::record::RunSource;
+use crate::host::identity::HostIdentity;
+use crate::run::format::record::RunSource;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunRow {
