@@ -178,7 +178,7 @@ pub fn run(cli: Cli) -> Result<u8> {
 #[cfg(test)]
 mod tests {
     use backscope::commands::sweep::{Resume, SweepCommand};
-    use backscope::run::target::DbValue;
+    use backscope::run::format::target::DbValue;
     use clap::CommandFactory;
 
     use super::*;

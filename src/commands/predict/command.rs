@@ -14,9 +14,9 @@ use super::report::{self, Report};
 use super::vulkan;
 use crate::exit;
 use crate::output::{Inputs, Output, OutputOptions};
-use crate::run::db::{select_cells, SweepDb};
-use crate::run::record::{Record, RecordTrace};
-use crate::run::target::DbValue;
+use crate::run::format::record::{Record, RecordTrace};
+use crate::run::format::target::DbValue;
+use crate::run::read::db::{select_cells, SweepDb};
 
 /// Schema of the JSON `predict --run` prints: one prediction per traced record of a sweep run.
 pub const RUN_SCHEMA: &str = "backscope.predict-run/1";
@@ -103,7 +103,7 @@ impl PredictCommand {
             records: RecordBackend::Own,
             vulkan: VulkanFlags { device: DeviceSource::EachRecord, library: None },
             cell: None,
-            db: DbValue::sqlite(PathBuf::from(crate::run::target::DEFAULT_DB)),
+            db: DbValue::sqlite(PathBuf::from(crate::run::format::target::DEFAULT_DB)),
             output: OutputOptions::default(),
         }
     }
@@ -320,7 +320,7 @@ fn record_device(
     }
     // A record names its trace directory relative to the run; a record is anyone's file, so anything else (an
     // absolute path, `..`, a link out of the run) is not read.
-    let dir = match crate::run::input::lexically_inside(&trace.dir).map(|rel| run_dir.join(rel)) {
+    let dir = match crate::run::read::input::lexically_inside(&trace.dir).map(|rel| run_dir.join(rel)) {
         Some(dir) if crate::host::inputs::resolved_inside(run_dir, &dir) => dir,
         _ => {
             return Err(format!(
@@ -384,16 +384,16 @@ fn predict_record(
 }
 
 /// `predict --run`: one prediction per traced record of the run, the records read one at a time (as `report` reads
-/// them: [`crate::run::input`]), so that memory follows one record and the predictions, not the run. A record that
-/// cannot be read, parsed or predicted is left out with the reason, naming it; only a run with no record predicted
-/// fails.
+/// them: [`crate::run::read::input`]), so that memory follows one record and the predictions, not the run. A record
+/// that cannot be read, parsed or predicted is left out with the reason, naming it; only a run with no record
+/// predicted fails.
 fn predict_run(cmd: &PredictCommand, arg: &str) -> Result<PredictOutput> {
     if matches!(cmd.batch, BatchFrom::Run(_)) {
         bail!("--run already takes each record's prompt token count; --from-run is for a run without traces");
     }
     let (input, run) = run_input(arg, &cmd.db);
     let mut problems = Vec::new();
-    let (meta, records) = crate::run::input::open(&input, run.as_deref(), &mut problems)?;
+    let (meta, records) = crate::run::read::input::open(&input, run.as_deref(), &mut problems)?;
     let source = meta.db.clone().unwrap_or_else(|| meta.run_dir.clone());
     let mut ctx = RunContext { source, run_id: meta.run_id, run_dir: meta.run_dir.into(), models: Default::default() };
     let mut cells = Vec::new();
@@ -404,7 +404,7 @@ fn predict_run(cmd: &PredictCommand, arg: &str) -> Result<PredictOutput> {
     records.for_each(&run_id, &mut problems, |json| {
         let r: Record = serde_json::from_str(json).context("not a sweep record")?;
         if let Some(sel) = cmd.cell.as_deref() {
-            if !crate::run::db::cell_selected(&r, sel) {
+            if !crate::run::read::db::cell_selected(&r, sel) {
                 if cell_names.len() < 8 {
                     cell_names.push(format!("{} ({})", r.seq, short(&r.cell_key)));
                 }
@@ -586,7 +586,7 @@ pub fn run(cmd: &PredictCommand) -> Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::record::BackendFacts;
+    use crate::run::format::record::BackendFacts;
 
     /// The log facts of a record: backend, devices in use, `offloaded N/M`.
     type Facts<'a> = (&'a str, &'a [&'a str], Option<(u32, u32)>);

@@ -92,7 +92,7 @@ impl PromptFromRun {
     /// The prompt token count a sweep record reports (`server_timings.prompt_n`), flagged when it includes
     /// prompt-cache hits (Ollama's prompt_eval_count, `Record::prompt_count_includes_cache`). `None` when the
     /// record has no count (a failed request).
-    pub fn from_record(r: &crate::run::record::Record) -> Option<PromptFromRun> {
+    pub fn from_record(r: &crate::run::format::record::Record) -> Option<PromptFromRun> {
         Some(PromptFromRun {
             run_id: r.run_id.clone(),
             prompt_tokens: r.server_timings.prompt_n?,

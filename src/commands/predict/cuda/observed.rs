@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use super::super::observed::{Observed, ObservedKernel, ReadAs};
 use super::super::options::ObservedSource;
 use crate::gpu::kernels;
-use crate::run::record::RecordTrace;
+use crate::run::format::record::RecordTrace;
 
 /// The largest `trace --json` summary or record `result.json` read: both are summaries (kernel totals, not
 /// launches) of a few hundred KB at most; 64 MiB is generous and refuses `/dev/zero` or a wrong file.

@@ -179,7 +179,7 @@ fn options_are_checked() {
 
 #[test]
 fn prompt_count_from_a_sweep_record() {
-    let mut rec = crate::run::record::Record { run_id: "r1".into(), ..Default::default() };
+    let mut rec = crate::run::format::record::Record { run_id: "r1".into(), ..Default::default() };
     assert_eq!(PromptFromRun::from_record(&rec), None);
     rec.server_timings.prompt_n = Some(1100);
     rec.prompt_count_includes_cache = true;

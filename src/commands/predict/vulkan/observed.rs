@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 
 use super::super::observed::{ObservedKernel, ReadAs, VkObservation};
 use super::super::options::ObservedSource;
-use crate::run::record::RecordTrace;
+use crate::run::format::record::RecordTrace;
 
 /// A pipeline named `name` (the shaders behind it, when the trace knows them) that ran `launches` times.
 fn observed(name: &str, shaders: Vec<String>, launches: u64) -> ObservedKernel {
