@@ -167,10 +167,30 @@ pub(super) const GO_REGISTERS: &[&[u8]] = &[
     b"r14", b"r15", b"rip", b"rflags", b"cs", b"fs", b"gs", b"lr", b"sp", b"pc", b"fault",
 ];
 
+/// The first bytes of the register names: those of [`GO_REGISTERS`] and arm64's `r0`…`r29`.
+const REGISTER_FIRST: [bool; 256] = {
+    let mut first = [false; 256];
+    let mut i = 0;
+    while i < GO_REGISTERS.len() {
+        first[GO_REGISTERS[i][0] as usize] = true;
+        i += 1;
+    }
+    first[b'r' as usize] = true;
+    first
+};
+
 /// A register line of a Go crash dump read outside a goroutine dump: a register the runtime prints, spaces, and a
 /// hexadecimal value that ends the line (`rax    0x0`).
 pub(super) fn go_register(msg: &[u8]) -> bool {
-    let name_len = msg.iter().take_while(|b| b.is_ascii_alphanumeric()).count();
+    // No register's name is longer than six bytes, and each begins with one of a few letters: most lines are told
+    // apart by their first bytes.
+    if !msg.first().is_some_and(|&b| REGISTER_FIRST[usize::from(b)]) {
+        return false;
+    }
+    let name_len = msg.iter().take(7).take_while(|b| b.is_ascii_alphanumeric()).count();
+    if name_len > 6 {
+        return false;
+    }
     let name = &msg[..name_len];
     let arm = name.len() <= 3
         && name.first() == Some(&b'r')
