@@ -161,30 +161,44 @@ pub(super) fn is_register(msg: &[u8]) -> bool {
 }
 
 /// Registers the Go runtime prints after a fatal signal (`runtime/signal_amd64.go` `dumpregs`, and arm64's `r0`…
-/// `r29`, `lr`, `sp`, `pc`, `fault`).
-pub(super) const GO_REGISTERS: &[&[u8]] = &[
-    b"rax", b"rbx", b"rcx", b"rdx", b"rdi", b"rsi", b"rbp", b"rsp", b"r8", b"r9", b"r10", b"r11", b"r12", b"r13",
-    b"r14", b"r15", b"rip", b"rflags", b"cs", b"fs", b"gs", b"lr", b"sp", b"pc", b"fault",
-];
-
-/// The first bytes of the register names: those of [`GO_REGISTERS`] and arm64's `r0`…`r29`.
-const REGISTER_FIRST: [bool; 256] = {
-    let mut first = [false; 256];
-    let mut i = 0;
-    while i < GO_REGISTERS.len() {
-        first[GO_REGISTERS[i][0] as usize] = true;
-        i += 1;
-    }
-    first[b'r' as usize] = true;
-    first
-};
+/// `r29`, `lr`, `sp`, `pc`, `fault`), arm64's numbered ones apart.
+fn is_register_name(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"rax"
+            | b"rbx"
+            | b"rcx"
+            | b"rdx"
+            | b"rdi"
+            | b"rsi"
+            | b"rbp"
+            | b"rsp"
+            | b"r8"
+            | b"r9"
+            | b"r10"
+            | b"r11"
+            | b"r12"
+            | b"r13"
+            | b"r14"
+            | b"r15"
+            | b"rip"
+            | b"rflags"
+            | b"cs"
+            | b"fs"
+            | b"gs"
+            | b"lr"
+            | b"sp"
+            | b"pc"
+            | b"fault"
+    )
+}
 
 /// A register line of a Go crash dump read outside a goroutine dump: a register the runtime prints, spaces, and a
 /// hexadecimal value that ends the line (`rax    0x0`).
 pub(super) fn go_register(msg: &[u8]) -> bool {
-    // No register's name is longer than six bytes, and each begins with one of a few letters: most lines are told
-    // apart by their first bytes.
-    if !msg.first().is_some_and(|&b| REGISTER_FIRST[usize::from(b)]) {
+    // Each register's name begins with one of these letters (arm64's numbered ones with `r`) and is no longer than six
+    // bytes: most lines are told apart by their first bytes.
+    if !matches!(msg.first(), Some(b'r' | b'c' | b'f' | b'g' | b'l' | b's' | b'p')) {
         return false;
     }
     let name_len = msg.iter().take(7).take_while(|b| b.is_ascii_alphanumeric()).count();
@@ -197,7 +211,7 @@ pub(super) fn go_register(msg: &[u8]) -> bool {
         && name.len() > 1
         && name[1..].iter().all(u8::is_ascii_digit)
         && leading_u32(&name[1..]).is_some_and(|(n, _)| n <= 29);
-    if !(GO_REGISTERS.contains(&name) || arm) {
+    if !(is_register_name(name) || arm) {
         return false;
     }
     let value = trim_start(&msg[name_len..]);
