@@ -44,17 +44,79 @@ impl Patterns {
 }
 
 /// The first position of `needle` in `h`. The needles of the rules are short literals searched in one line: finding
-/// their first byte with `memchr` and comparing the rest costs less than building a `memmem` searcher for each call
-/// (which the hot path did once per rule and line). Work is bounded by `h.len() × needle.len()`.
+/// one byte of the needle with `memchr` and comparing the rest costs less than building a `memmem` searcher for each
+/// call (which the hot path did once per rule and line). The byte looked for is the needle's least common one in logs
+/// (the space that begins ` library=` is in every line many times, its `y` seldom), so that few places are compared;
+/// for a literal needle the choice is made when the call is compiled. Work is bounded by `h.len() × needle.len()`.
+#[inline(always)]
 pub(crate) fn find_in(h: &[u8], needle: &[u8]) -> Option<usize> {
-    let Some((&first, rest)) = needle.split_first() else { return Some(0) };
-    let mut from = 0;
-    while let Some(p) = memchr::memchr(first, h.get(from..)?) {
-        let at = from + p;
-        if h[at + 1..].starts_with(rest) {
+    if needle.is_empty() {
+        return Some(0);
+    }
+    find_anchored(h, needle, rarest_byte(needle))
+}
+
+/// A needle searched many times, its least common byte chosen once (when the constant is compiled).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Needle {
+    bytes: &'static [u8],
+    anchor: usize,
+}
+
+impl Needle {
+    pub(crate) const fn new(needle: &'static str) -> Needle {
+        Needle { bytes: needle.as_bytes(), anchor: rarest_byte(needle.as_bytes()) }
+    }
+
+    /// The first position of the needle in `h` (as [`find_in`]).
+    pub(crate) fn find(&self, h: &[u8]) -> Option<usize> {
+        if self.bytes.is_empty() {
+            return Some(0);
+        }
+        find_anchored(h, self.bytes, self.anchor)
+    }
+}
+
+/// Bytes that are common in logs, the most common first (their frequency in the corpus of pasted logs and the
+/// fixtures); a byte not listed is rarer than any listed.
+const COMMON_BYTES: &[u8] = b" eaol0tsrimn:1cd.2_pu=g5346f-87b/9xvh\"k,";
+
+/// How common each byte is: its rank from the end of [`COMMON_BYTES`], 0 for the rest.
+const COMMONNESS: [u8; 256] = {
+    let mut rank = [0u8; 256];
+    let mut i = 0;
+    while i < COMMON_BYTES.len() {
+        rank[COMMON_BYTES[i] as usize] = (COMMON_BYTES.len() - i) as u8;
+        i += 1;
+    }
+    rank
+};
+
+/// The index of the least common byte of `needle` (the first of equals; 0 when it is empty).
+#[inline(always)]
+const fn rarest_byte(needle: &[u8]) -> usize {
+    let mut best = 0;
+    let mut i = 1;
+    while i < needle.len() {
+        if COMMONNESS[needle[i] as usize] < COMMONNESS[needle[best] as usize] {
+            best = i;
+        }
+        i += 1;
+    }
+    best
+}
+
+/// [`find_in`] with the byte at `anchor` of `needle` as the one `memchr` looks for: its places in `h` come in order,
+/// and so do the needle's starts they give, so the first that matches is the first match.
+fn find_anchored(h: &[u8], needle: &[u8], anchor: usize) -> Option<usize> {
+    let byte = needle[anchor];
+    let mut from = anchor;
+    while let Some(p) = memchr::memchr(byte, h.get(from..)?) {
+        let at = from + p - anchor;
+        if h[at..].starts_with(needle) {
             return Some(at);
         }
-        from = at + 1;
+        from += p + 1;
     }
     None
 }
@@ -70,6 +132,12 @@ mod tests {
             [&b""[..], b"a", b"ab", b"aba", b"b a", b"\xffb", b"abab ab", b"zz", b"aba ", b"aab abab ab\xffb aba!"]
         {
             assert_eq!(find_in(hay, needle), memchr::memmem::find(hay, needle), "{needle:?}");
+        }
+        // Needles whose least common byte is not their first (the one `memchr` looks for), near both ends.
+        let line = b"level=INFO source=gpu.go:319 msg=\"x\" id=0 library=cuda variant=v12 libdirs=ollama,cuda_v12";
+        for needle in [&b" library="[..], b"y=", b"Ly", b"le", b"v12", b"a_v12", b"level=I", b" id=0 l", b"x=", b"yy"] {
+            assert_eq!(find_in(line, needle), memchr::memmem::find(line, needle), "{needle:?}");
+            assert_eq!(find_in(&line[1..], needle), memchr::memmem::find(&line[1..], needle), "{needle:?}");
         }
         assert_eq!(find_in(b"", b"a"), None);
     }

@@ -3,54 +3,61 @@
 
 use super::crash::{Frame, Phase};
 use super::state::Lifetime;
+use crate::patterns::Needle;
 
 /// Functions whose presence in the crashing stack tells the phase.
 /// (`ggml_backend_load_all` is not one: every runner loads its backends when it starts, discovery or not.)
-pub(super) const DISCOVERY_FUNCTIONS: &[&str] = &["discover.", "GetGPUInfo", "cuda_init", "bootstrapDevices"];
+pub(super) const DISCOVERY_FUNCTIONS: &[Needle] =
+    &[Needle::new("discover."), Needle::new("GetGPUInfo"), Needle::new("cuda_init"), Needle::new("bootstrapDevices")];
 
-pub(super) const LOAD_FUNCTIONS: &[&str] = &[
+pub(super) const LOAD_FUNCTIONS: &[Needle] = &[
     // KoboldCpp's launcher (`koboldcpp.py` load_model) and llama-server's `server_context::load_model`.
-    "load_model",
+    Needle::new("load_model"),
     // Ollama's in-process server of 2024 (O v0.1.29 llm/dyn_ext_server.go:81 newDynExtServer → dyn_init).
-    "newLlmServer",
-    "newDynExtServer",
-    "llama_model_load",
-    "llama_load_model",
-    "LoadModelFromFile",
-    "loadModel",
-    "NewContextWithModel",
-    "llama_init_from_model",
-    "llama_new_context",
-    "clip_model_load",
-    "NewClipContext",
-    "mtmd_init",
-    "NewMtmdContext",
+    Needle::new("newLlmServer"),
+    Needle::new("newDynExtServer"),
+    Needle::new("llama_model_load"),
+    Needle::new("llama_load_model"),
+    Needle::new("LoadModelFromFile"),
+    Needle::new("loadModel"),
+    Needle::new("NewContextWithModel"),
+    Needle::new("llama_init_from_model"),
+    Needle::new("llama_new_context"),
+    Needle::new("clip_model_load"),
+    Needle::new("NewClipContext"),
+    Needle::new("mtmd_init"),
+    Needle::new("NewMtmdContext"),
 ];
 
 /// Init functions that run the warm-up compute after the model and context are loaded (a load frame above them in the
 /// stack decides load first).
-pub(super) const WARMUP_FUNCTIONS: &[&str] = &["common_init_from_params", "llama_init_from_gpt_params"];
+pub(super) const WARMUP_FUNCTIONS: &[Needle] =
+    &[Needle::new("common_init_from_params"), Needle::new("llama_init_from_gpt_params")];
 
 /// Server functions that compute for a request (llama-server's slot loop, Ollama's runner batch loop).
-pub(super) const REQUEST_FUNCTIONS: &[&str] =
-    &["update_slots", "handle_completions", "process_token", "processBatch", "forwardBatch"];
-
-pub(super) const COMPUTE_FUNCTIONS: &[&str] = &[
-    "ggml_compute_forward",
-    "ggml_graph_compute",
-    "ggml_cuda_compute_forward",
-    "llama_decode",
-    "Decode",
-    "processBatch",
-    "Compute",
-    "graph_compute",
-    "ggml_backend_sched_graph_compute",
-    "forwardBatch",
+pub(super) const REQUEST_FUNCTIONS: &[Needle] = &[
+    Needle::new("update_slots"),
+    Needle::new("handle_completions"),
+    Needle::new("process_token"),
+    Needle::new("processBatch"),
+    Needle::new("forwardBatch"),
 ];
 
-pub(super) fn stack_has(frames: &[Frame], names: &[&str]) -> Option<u64> {
-    let has = |function: &str, name: &str| crate::patterns::find_in(function.as_bytes(), name.as_bytes()).is_some();
-    frames.iter().find(|f| names.iter().any(|n| has(&f.function, n))).map(|f| f.line)
+pub(super) const COMPUTE_FUNCTIONS: &[Needle] = &[
+    Needle::new("ggml_compute_forward"),
+    Needle::new("ggml_graph_compute"),
+    Needle::new("ggml_cuda_compute_forward"),
+    Needle::new("llama_decode"),
+    Needle::new("Decode"),
+    Needle::new("processBatch"),
+    Needle::new("Compute"),
+    Needle::new("graph_compute"),
+    Needle::new("ggml_backend_sched_graph_compute"),
+    Needle::new("forwardBatch"),
+];
+
+pub(super) fn stack_has(frames: &[Frame], names: &[Needle]) -> Option<u64> {
+    frames.iter().find(|f| names.iter().any(|n| n.find(f.function.as_bytes()).is_some())).map(|f| f.line)
 }
 
 /// What a crash incident adds to its runner's milestones for the phase rules.
