@@ -2,7 +2,7 @@
 
 use std::io::Read;
 
-use memchr::{memchr, memchr2};
+use memchr::memchr;
 use serde::Serialize;
 
 use crate::classify::{classify, Context};
@@ -112,10 +112,7 @@ fn line<F: FnMut(&Event<'_>)>(
             flags.invalid_utf8 = true;
             stats.invalid_utf8_lines += 1;
         }
-        match memchr2(0, 0x1b, bytes) {
-            None => (false, false),
-            Some(_) => (memchr(0, bytes).is_some(), memchr(0x1b, bytes).is_some()),
-        }
+        (memchr(0, bytes).is_some(), memchr(0x1b, bytes).is_some())
     };
     if nul {
         flags.nul = true;
@@ -202,7 +199,7 @@ pub fn strip_ansi(src: &[u8], dst: &mut Vec<u8>) {
     dst.clear();
     let mut i = 0;
     while i < src.len() {
-        let Some(esc) = memchr(0x1b, &src[i..]) else {
+        let Some(esc) = next_escape(&src[i..]) else {
             dst.extend_from_slice(&src[i..]);
             return;
         };
@@ -234,6 +231,18 @@ pub fn strip_ansi(src: &[u8], dst: &mut Vec<u8>) {
             Some(_) => i += 1,
             None => {}
         }
+    }
+}
+
+/// The first ESC of `s`. Escape sequences come in clusters (a colour set, a few bytes, the colour reset): the next one
+/// is looked for byte by byte in the next few bytes, and beyond them with `memchr`.
+fn next_escape(s: &[u8]) -> Option<usize> {
+    const NEAR: usize = 16;
+    let near = &s[..s.len().min(NEAR)];
+    match near.iter().position(|&b| b == 0x1b) {
+        Some(at) => Some(at),
+        None if s.len() > NEAR => memchr(0x1b, &s[NEAR..]).map(|at| at + NEAR),
+        None => None,
     }
 }
 
