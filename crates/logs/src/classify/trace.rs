@@ -201,8 +201,12 @@ pub(super) fn go_register(msg: &[u8]) -> bool {
     if !matches!(msg.first(), Some(b'r' | b'c' | b'f' | b'g' | b'l' | b's' | b'p')) {
         return false;
     }
-    let name_len = msg.iter().take(7).take_while(|b| b.is_ascii_alphanumeric()).count();
-    if name_len > 6 {
+    // The value is separated from the name by white space.
+    let mut name_len = 1;
+    while name_len < 7 && msg.get(name_len).is_some_and(u8::is_ascii_alphanumeric) {
+        name_len += 1;
+    }
+    if name_len > 6 || !msg.get(name_len).is_some_and(u8::is_ascii_whitespace) {
         return false;
     }
     let name = &msg[..name_len];
