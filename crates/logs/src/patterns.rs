@@ -75,6 +75,32 @@ impl Needle {
         }
         find_anchored(h, self.bytes, self.anchor)
     }
+
+    /// [`Needle::find`] in `h` whose bytes are `set`: a text without the needle's least common byte is not searched.
+    pub(crate) fn find_with(&self, h: &[u8], set: &ByteSet) -> Option<usize> {
+        match self.bytes.get(self.anchor) {
+            Some(&b) if !set.has(b) => None,
+            _ => self.find(h),
+        }
+    }
+}
+
+/// The set of bytes a text holds, for asking of many needles whether each can be in it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ByteSet([u64; 4]);
+
+impl ByteSet {
+    pub(crate) fn of(text: &[u8]) -> ByteSet {
+        let mut set = [0u64; 4];
+        for &b in text {
+            set[usize::from(b >> 6)] |= 1 << (b & 63);
+        }
+        ByteSet(set)
+    }
+
+    pub(crate) fn has(&self, b: u8) -> bool {
+        self.0[usize::from(b >> 6)] & (1 << (b & 63)) != 0
+    }
 }
 
 /// Bytes that are common in logs, the most common first (their frequency in the corpus of pasted logs and the
