@@ -124,8 +124,11 @@ impl Analyzer {
     /// build is HIP (ROCm), whatever name the error line used (ggml's HIP build printed `CUDA error` before mid-2024).
     pub(super) fn failed_call_hints(&mut self, e: &Event<'_>) {
         let call = e.text.trim_ascii_start();
+        if !call.starts_with(b"hip") {
+            return;
+        }
         let api = call.iter().take_while(|b| b.is_ascii_alphanumeric() || **b == b'_').count();
-        if api > 3 && call.get(api) == Some(&b'(') && call.starts_with(b"hip") {
+        if api > 3 && call.get(api) == Some(&b'(') {
             let cap = self.limits.max_facts;
             let what = format!("{} failed", lossy(&call[..api]));
             self.facts.placement.backend("ROCm", "failing HIP call", what, e.line, cap);

@@ -7,7 +7,16 @@ use super::classified::{Classified, Context};
 use super::text::{after, find, leading_u32, leading_u64, trim, trim_start};
 
 /// Lines that only make sense inside a trace; ends the trace state on anything else.
+#[inline]
 pub(super) fn trace_line<'a>(msg: &'a [u8], ctx: &mut Context) -> Option<Classified<'a>> {
+    if !(ctx.in_go_trace || ctx.in_native_trace) {
+        return None;
+    }
+    in_trace(msg, ctx)
+}
+
+/// [`trace_line`] inside a trace.
+fn in_trace<'a>(msg: &'a [u8], ctx: &mut Context) -> Option<Classified<'a>> {
     if ctx.in_go_trace {
         if let Some(kind) = go_trace_line(msg) {
             return Some(Classified::plain(kind));
