@@ -47,12 +47,12 @@ impl Patterns {
 /// searcher: most lines hold none, and only the others are searched. It may answer that a text can hold one that does
 /// not; it never answers that a text holds none when it holds one.
 ///
-/// A pattern of at least [`Prefilter::LONG`] bytes is known by four 8-byte grams: those that begin at the four places
-/// `b`, `b + 1`, `b + 2`, `b + 3` of an 11-byte stretch of it (the stretch of least common bytes). The test reads the
-/// text's 8 bytes at every fourth place (0, 4, 8, …) and looks their hash up in a bit set of the grams' hashes. Where
-/// the pattern occurs, at `s`, its stretch covers the text from `s + b` to `s + b + 11`, and the first place in it that
-/// is a multiple of four, `i` (at most `s + b + 3`), has its 8 bytes within the stretch: they are the gram that begins
-/// at `i - s` of the pattern, one of the four. A shorter pattern is looked for whole.
+/// A pattern of at least [`Prefilter::LONG`] (15) bytes is known by eight 8-byte grams: those that begin at the eight
+/// places `b`, `b + 1`, …, `b + 7` of a 15-byte stretch of it (the stretch of least common bytes). The test reads the
+/// text's 8 bytes at every eighth place (0, 8, 16, …) and looks their hash up in a bit set of the grams' hashes. Where
+/// the pattern occurs, at `s`, its stretch covers the text from `s + b` to `s + b + 15`, and the first place in it that
+/// is a multiple of eight, `i` (at most `s + b + 7`), has its 8 bytes within the stretch: they are the gram that begins
+/// at `i - s` of the pattern, one of the eight. A shorter pattern is looked for whole.
 #[derive(Debug)]
 pub(crate) struct Prefilter {
     grams: Box<[u64; Prefilter::GRAM_BITS / 64]>,
@@ -61,7 +61,9 @@ pub(crate) struct Prefilter {
 }
 
 impl Prefilter {
-    pub(crate) const LONG: usize = 11;
+    /// Bytes of a gram, and how far apart the places of the text read are.
+    const GRAM: usize = 8;
+    pub(crate) const LONG: usize = 2 * Prefilter::GRAM - 1;
     const GRAM_BITS: usize = 1 << 16;
 
     pub(crate) fn new(patterns: &[&str]) -> Prefilter {
@@ -76,7 +78,7 @@ impl Prefilter {
                 |at: usize| p[at..at + Prefilter::LONG].iter().map(|&b| u32::from(COMMONNESS[usize::from(b)]));
             let stretch =
                 (0..=p.len() - Prefilter::LONG).rev().min_by_key(|&at| commonness(at).sum::<u32>()).unwrap_or(0);
-            for gram in p[stretch..stretch + Prefilter::LONG].windows(8).take(4) {
+            for gram in p[stretch..stretch + Prefilter::LONG].windows(Prefilter::GRAM) {
                 let bit = Prefilter::bit(gram);
                 grams[bit / 64] |= 1 << (bit % 64);
             }
@@ -91,13 +93,11 @@ impl Prefilter {
 
     /// Whether `text` may hold one of the patterns (`false`: it holds none).
     pub(crate) fn may_hold(&self, text: &[u8]) -> bool {
-        let mut at = 0;
-        while let Some(gram) = text.get(at..at + 8) {
+        for gram in text.chunks_exact(Prefilter::GRAM) {
             let bit = Prefilter::bit(gram);
             if self.grams[bit / 64] & (1 << (bit % 64)) != 0 {
                 return true;
             }
-            at += 4;
         }
         self.short.iter().any(|(p, anchor)| find_anchored(text, p, *anchor).is_some())
     }
