@@ -53,7 +53,12 @@ pub fn classify<'a>(msg: &'a [u8], ctx: &mut Context) -> Classified<'a> {
     if let Some(rest) = msg.strip_prefix(b"[GIN] ") {
         return gin(rest);
     }
-    if let Some((mut progress, mut rest)) = koboldcpp_progress(msg) {
+    // KoboldCpp's progress begins `Processing Prompt` or `Generating `.
+    let progress = match msg.first() {
+        Some(b'P' | b'G') => koboldcpp_progress(msg),
+        _ => None,
+    };
+    if let Some((mut progress, mut rest)) = progress {
         // Progress after progress (each without its newline): the last one is where it stopped.
         while let Some((next, tail)) = koboldcpp_progress(rest) {
             (progress, rest) = (next, tail);

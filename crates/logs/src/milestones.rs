@@ -184,17 +184,23 @@ pub struct Table {
     /// Why the embedded file could not be used, if it could not.
     pub error: Option<TableError>,
     automaton: Option<crate::patterns::Patterns>,
+    /// Tells most lines that hold no pattern without the automaton.
+    prefilter: crate::patterns::Prefilter,
 }
 
 impl Table {
     pub fn new(rows: Vec<Milestone>) -> Self {
         let patterns: Vec<&str> = rows.iter().map(|r| r.pattern.as_str()).collect();
         let automaton = crate::patterns::Patterns::new(&patterns).ok();
-        Table { rows, error: None, automaton }
+        let prefilter = crate::patterns::Prefilter::new(&patterns);
+        Table { rows, error: None, automaton, prefilter }
     }
 
     /// The row whose pattern comes first in `text`, and the number after its `number_after`, if any.
     pub fn find(&self, text: &[u8]) -> Option<(u16, Option<u32>)> {
+        if !self.prefilter.may_hold(text) {
+            return None;
+        }
         let (index, start) = self.automaton.as_ref()?.find(text)?;
         let row = self.rows.get(index)?;
         let number = row.number_after.as_ref().and_then(|key| {

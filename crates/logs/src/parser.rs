@@ -2,7 +2,7 @@
 
 use std::io::Read;
 
-use memchr::{memchr, memchr2};
+use memchr::memchr;
 use serde::Serialize;
 
 use crate::classify::{classify, Context};
@@ -103,14 +103,16 @@ fn line<F: FnMut(&Event<'_>)>(
     if raw.truncated {
         stats.truncated_lines += 1;
     }
-    if !bytes.is_ascii() && std::str::from_utf8(bytes).is_err() {
-        flags.invalid_utf8 = true;
-        stats.invalid_utf8_lines += 1;
-    }
-    // One pass finds both NUL and ESC in the common case of neither.
-    let (nul, esc) = match memchr2(0, 0x1b, bytes) {
-        None => (false, false),
-        Some(_) => (memchr(0, bytes).is_some(), memchr(0x1b, bytes).is_some()),
+    // Almost every line is plain ASCII without NUL or ESC: one pass over its words tells, and only a line that has
+    // one of them is looked at again for which.
+    let (nul, esc) = if plain_ascii(bytes) {
+        (false, false)
+    } else {
+        if !bytes.is_ascii() && std::str::from_utf8(bytes).is_err() {
+            flags.invalid_utf8 = true;
+            stats.invalid_utf8_lines += 1;
+        }
+        (memchr(0, bytes).is_some(), memchr(0x1b, bytes).is_some())
     };
     if nul {
         flags.nul = true;
@@ -153,6 +155,30 @@ fn line<F: FnMut(&Event<'_>)>(
     sink(&event);
 }
 
+/// Whether `bytes` is ASCII with neither NUL nor ESC, a word of eight bytes to a step without branches (a byte of the
+/// word `x` is zero exactly when `(x - 0x01…) & !x & 0x80…` is nonzero, and equal to ESC when that holds for
+/// `x ^ 0x1b…`); a last short word is read again from the end, or padded.
+#[inline]
+fn plain_ascii(bytes: &[u8]) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    const ESC: u64 = u64::from_ne_bytes([0x1b; 8]);
+    let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x;
+    let special = |x: u64| x | zero_byte(x) | zero_byte(x ^ ESC);
+    let word = |w: &[u8]| u64::from_ne_bytes(w.try_into().unwrap_or([0; 8]));
+    let words = bytes.chunks_exact(8);
+    let tail = match words.remainder() {
+        [] => 0,
+        _ if bytes.len() >= 8 => special(word(&bytes[bytes.len() - 8..])),
+        rest => {
+            let mut padded = [b' '; 8];
+            padded[..rest.len()].copy_from_slice(rest);
+            special(u64::from_ne_bytes(padded))
+        }
+    };
+    words.fold(tail, |acc, w| acc | special(word(w))) & HIGH == 0
+}
+
 /// The outer timestamp decides the clock of the line (so all lines of one log share it); when an inner
 /// civil timestamp falls within the outer one's second, it lends its sub-second digits.
 fn refine(outer: Timestamp, inner: Timestamp) -> Timestamp {
@@ -173,7 +199,7 @@ pub fn strip_ansi(src: &[u8], dst: &mut Vec<u8>) {
     dst.clear();
     let mut i = 0;
     while i < src.len() {
-        let Some(esc) = memchr(0x1b, &src[i..]) else {
+        let Some(esc) = next_escape(&src[i..]) else {
             dst.extend_from_slice(&src[i..]);
             return;
         };
@@ -208,6 +234,18 @@ pub fn strip_ansi(src: &[u8], dst: &mut Vec<u8>) {
     }
 }
 
+/// The first ESC of `s`. Escape sequences come in clusters (a colour set, a few bytes, the colour reset): the next one
+/// is looked for byte by byte in the next few bytes, and beyond them with `memchr`.
+fn next_escape(s: &[u8]) -> Option<usize> {
+    const NEAR: usize = 16;
+    let near = &s[..s.len().min(NEAR)];
+    match near.iter().position(|&b| b == 0x1b) {
+        Some(at) => Some(at),
+        None if s.len() > NEAR => memchr(0x1b, &s[NEAR..]).map(|at| at + NEAR),
+        None => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,6 +255,20 @@ mod tests {
         let mut out = Vec::new();
         strip_ansi(b"\x1b[34m0.00.177.887\x1b[0m \x1b[32mI \x1b[0mload_backend: x\x1b]0;title\x07!\x1b", &mut out);
         assert_eq!(out, b"0.00.177.887 I load_backend: x!");
+    }
+
+    #[test]
+    fn plain_ascii_is_ascii_without_nul_or_esc() {
+        let naive = |b: &[u8]| b.iter().all(|&c| c.is_ascii() && c != 0 && c != 0x1b);
+        for len in 0..40 {
+            for at in 0..len {
+                for special in [0u8, 0x1b, 0x80, 0xff, 0x01, 0x1a, 0x1c, 0x7f, b' '] {
+                    let mut line = vec![b'a'; len];
+                    line[at] = special;
+                    assert_eq!(plain_ascii(&line), naive(&line), "{line:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -117,26 +117,35 @@ pub fn size_mib(s: &str) -> Option<f64> {
     Some(value * factor)
 }
 
+/// What a library path or runner directory says of its backend (lower case), GPU backends before the CPU. KoboldCpp
+/// names its builds after the BLAS they use: koboldcpp_cublas (CUDA), koboldcpp_hipblas (ROCm), koboldcpp_vulkan
+/// (LostRuins/koboldcpp koboldcpp.py `lib_cublas`, `lib_hipblas`, `lib_vulkan`).
+const PATH_NAMES: [(&str, &[&str]); 5] = [
+    ("CUDA", &["cuda_v", "ggml-cuda", "libcudart", "cuda_jetpack", "koboldcpp_cublas"]),
+    ("ROCm", &["rocm", "ggml-hip", "libhipblas", "librocblas", "koboldcpp_hipblas"]),
+    ("Vulkan", &["vulkan"]),
+    ("Metal", &["ggml-metal", "metal_"]),
+    ("CPU", &["cpu_avx", "ggml-cpu", "/cpu/"]),
+];
+
+/// Whether `path` holds, in any case, one of the letter pairs `cu`, `cp`, `ro`, `hi`, `vu`, `me`: every name of
+/// [`PATH_NAMES`] holds one, and most words of a command line (a model's blob path, a flag) hold none, so one pass
+/// over the bytes spares them the searches.
+fn may_name_backend(path: &[u8]) -> bool {
+    path.windows(2).any(|w| match (w[0] | 0x20, w[1] | 0x20) {
+        (b'c', b'u' | b'p') | (b'r', b'o') | (b'h', b'i') | (b'v', b'u') | (b'm', b'e') => true,
+        _ => false,
+    })
+}
+
 /// The backend a library path or runner directory names (`…/cuda_v13/libggml-cuda.so`, `rocm_v5/`,
 /// `libggml-vulkan.so`, `ggml-hip.dll`), GPU backends before the CPU.
 pub fn backend_of_path(path: &str) -> Option<&'static str> {
-    let p = path.to_ascii_lowercase();
-    let has = |s: &str| p.contains(s);
-    // KoboldCpp names its builds after the BLAS they use: koboldcpp_cublas (CUDA), koboldcpp_hipblas (ROCm),
-    // koboldcpp_vulkan (LostRuins/koboldcpp koboldcpp.py `lib_cublas`, `lib_hipblas`, `lib_vulkan`).
-    if has("cuda_v") || has("ggml-cuda") || has("libcudart") || has("cuda_jetpack") || has("koboldcpp_cublas") {
-        Some("CUDA")
-    } else if has("rocm") || has("ggml-hip") || has("libhipblas") || has("librocblas") || has("koboldcpp_hipblas") {
-        Some("ROCm")
-    } else if has("vulkan") {
-        Some("Vulkan")
-    } else if has("ggml-metal") || has("metal_") {
-        Some("Metal")
-    } else if has("cpu_avx") || has("ggml-cpu") || has("/cpu/") {
-        Some("CPU")
-    } else {
-        None
+    if !may_name_backend(path.as_bytes()) {
+        return None;
     }
+    let p = path.to_ascii_lowercase();
+    PATH_NAMES.iter().find(|(_, names)| names.iter().any(|n| p.contains(n))).map(|(backend, _)| *backend)
 }
 
 /// The backend a ggml device name belongs to (`CUDA0`, `ROCm1`, `Vulkan0`, `Metal`, `SYCL0`); host buffers
@@ -266,6 +275,18 @@ impl Placement {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_path_name_holds_a_pair_the_quick_test_looks_for() {
+        for (_, names) in super::PATH_NAMES {
+            for name in names {
+                assert!(super::may_name_backend(name.as_bytes()), "{name}");
+                assert!(super::may_name_backend(name.to_ascii_uppercase().as_bytes()), "{name}");
+            }
+        }
+        // A model blob path names no backend and holds none of the pairs.
+        assert!(!super::may_name_backend(b"/usr/share/ollama/.ollama/models/blobs/sha256-6a0746a1ec1aef3e7ec53868f2"));
+    }
+
     use super::*;
 
     #[test]

@@ -50,7 +50,10 @@ pub fn strip(line: &[u8]) -> Prefixed<'_> {
 fn strip_one(s: &[u8]) -> Option<(&[u8], Option<Timestamp>)> {
     let first = *s.first()?;
     if first.is_ascii_digit() {
-        if let Some((t, rest)) = parse_rfc3339(s) {
+        // A date's year is four digits and then its separator: the fifth byte tells which form can follow (neither
+        // of them for llama.cpp's `M.SS.mmm.uuu`, whose fifth byte is a digit or a dot).
+        let separator = s.get(4).copied();
+        if let Some((t, rest)) = separator.filter(|&b| b == b'-').and_then(|_| parse_rfc3339(s)) {
             // LM Studio's developer log writes the level after the time and the message on the next line:
             // `2025-08-07 16:44:58 [DEBUG]` alone on its line.
             if let Some(level) = rest.strip_prefix(b" ").or_else(|| rest.strip_prefix(b"  ")) {
@@ -63,7 +66,7 @@ fn strip_one(s: &[u8]) -> Option<(&[u8], Option<Timestamp>)> {
             let rest = strip_host_ident(rest, true).unwrap_or(rest);
             return Some((rest, Some(t)));
         }
-        if let Some((t, rest)) = parse_slash_date(s) {
+        if let Some((t, rest)) = separator.filter(|&b| b == b'/').and_then(|_| parse_slash_date(s)) {
             return Some((rest.strip_prefix(b" ")?, Some(t)));
         }
         if let Some((t, rest)) = parse_llama_elapsed(s) {

@@ -74,7 +74,9 @@ pub const WINDOWS_STATUS: &[(&str, &str)] = &[
 /// `Exit code: 18446744072635812000`), read back: the status lies within the double's step (2048 there) of the
 /// number, and the note names the table's codes in that range. `None` for other numbers.
 pub fn rounded_exit_code(text: &str) -> Option<String> {
-    let digits = text.split(|c: char| !c.is_ascii_digit()).find(|w| w.len() == 20)?;
+    // A run of ASCII digits is the same whether the text is split by bytes or by characters.
+    let digits = text.as_bytes().split(|b| !b.is_ascii_digit()).find(|w| w.len() == 20)?;
+    let digits = std::str::from_utf8(digits).ok()?;
     // The printed digits are the shortest that read back as the double; the double is the status rounded to a
     // multiple of 2048 (doubles between 2^63 and 2^64 are 2048 apart), so the status is within 1024 of it.
     let double: f64 = digits.parse().ok()?;
@@ -104,9 +106,11 @@ pub fn rounded_exit_code(text: &str) -> Option<String> {
 
 /// The first Windows status code of [`WINDOWS_STATUS`] that `text` holds as a word, and its meaning.
 pub fn windows_status(text: &str) -> Option<(&'static str, &'static str)> {
-    text.split(|c: char| !c.is_ascii_alphanumeric())
+    // Split by bytes, as by characters: every byte of a character outside ASCII separates words too.
+    text.as_bytes()
+        .split(|b| !b.is_ascii_alphanumeric())
         .filter(|w| w.len() == 10)
-        .find_map(|w| WINDOWS_STATUS.iter().find(|(code, _)| code.eq_ignore_ascii_case(w)).copied())
+        .find_map(|w| WINDOWS_STATUS.iter().find(|(code, _)| code.as_bytes().eq_ignore_ascii_case(w)).copied())
 }
 
 /// A Go function name without its module path: everything up to the last `/` goes.

@@ -3,54 +3,63 @@
 
 use super::crash::{Frame, Phase};
 use super::state::Lifetime;
+use crate::patterns::{ByteSet, Needle};
 
 /// Functions whose presence in the crashing stack tells the phase.
 /// (`ggml_backend_load_all` is not one: every runner loads its backends when it starts, discovery or not.)
-pub(super) const DISCOVERY_FUNCTIONS: &[&str] = &["discover.", "GetGPUInfo", "cuda_init", "bootstrapDevices"];
+pub(super) const DISCOVERY_FUNCTIONS: &[Needle] =
+    &[Needle::new("discover."), Needle::new("GetGPUInfo"), Needle::new("cuda_init"), Needle::new("bootstrapDevices")];
 
-pub(super) const LOAD_FUNCTIONS: &[&str] = &[
+pub(super) const LOAD_FUNCTIONS: &[Needle] = &[
     // KoboldCpp's launcher (`koboldcpp.py` load_model) and llama-server's `server_context::load_model`.
-    "load_model",
+    Needle::new("load_model"),
     // Ollama's in-process server of 2024 (O v0.1.29 llm/dyn_ext_server.go:81 newDynExtServer → dyn_init).
-    "newLlmServer",
-    "newDynExtServer",
-    "llama_model_load",
-    "llama_load_model",
-    "LoadModelFromFile",
-    "loadModel",
-    "NewContextWithModel",
-    "llama_init_from_model",
-    "llama_new_context",
-    "clip_model_load",
-    "NewClipContext",
-    "mtmd_init",
-    "NewMtmdContext",
+    Needle::new("newLlmServer"),
+    Needle::new("newDynExtServer"),
+    Needle::new("llama_model_load"),
+    Needle::new("llama_load_model"),
+    Needle::new("LoadModelFromFile"),
+    Needle::new("loadModel"),
+    Needle::new("NewContextWithModel"),
+    Needle::new("llama_init_from_model"),
+    Needle::new("llama_new_context"),
+    Needle::new("clip_model_load"),
+    Needle::new("NewClipContext"),
+    Needle::new("mtmd_init"),
+    Needle::new("NewMtmdContext"),
 ];
 
 /// Init functions that run the warm-up compute after the model and context are loaded (a load frame above them in the
 /// stack decides load first).
-pub(super) const WARMUP_FUNCTIONS: &[&str] = &["common_init_from_params", "llama_init_from_gpt_params"];
+pub(super) const WARMUP_FUNCTIONS: &[Needle] =
+    &[Needle::new("common_init_from_params"), Needle::new("llama_init_from_gpt_params")];
 
 /// Server functions that compute for a request (llama-server's slot loop, Ollama's runner batch loop).
-pub(super) const REQUEST_FUNCTIONS: &[&str] =
-    &["update_slots", "handle_completions", "process_token", "processBatch", "forwardBatch"];
-
-pub(super) const COMPUTE_FUNCTIONS: &[&str] = &[
-    "ggml_compute_forward",
-    "ggml_graph_compute",
-    "ggml_cuda_compute_forward",
-    "llama_decode",
-    "Decode",
-    "processBatch",
-    "Compute",
-    "graph_compute",
-    "ggml_backend_sched_graph_compute",
-    "forwardBatch",
+pub(super) const REQUEST_FUNCTIONS: &[Needle] = &[
+    Needle::new("update_slots"),
+    Needle::new("handle_completions"),
+    Needle::new("process_token"),
+    Needle::new("processBatch"),
+    Needle::new("forwardBatch"),
 ];
 
-pub(super) fn stack_has(frames: &[Frame], names: &[&str]) -> Option<u64> {
-    let has = |function: &str, name: &str| crate::patterns::find_in(function.as_bytes(), name.as_bytes()).is_some();
-    frames.iter().find(|f| names.iter().any(|n| has(&f.function, n))).map(|f| f.line)
+pub(super) const COMPUTE_FUNCTIONS: &[Needle] = &[
+    Needle::new("ggml_compute_forward"),
+    Needle::new("ggml_graph_compute"),
+    Needle::new("ggml_cuda_compute_forward"),
+    Needle::new("llama_decode"),
+    Needle::new("Decode"),
+    Needle::new("processBatch"),
+    Needle::new("Compute"),
+    Needle::new("graph_compute"),
+    Needle::new("ggml_backend_sched_graph_compute"),
+    Needle::new("forwardBatch"),
+];
+
+/// The line of the first frame whose function holds one of `names`; `sets` are the frames' bytes.
+pub(super) fn stack_has(frames: &[Frame], sets: &[ByteSet], names: &[Needle]) -> Option<u64> {
+    let has = |f: &Frame, set: &ByteSet| names.iter().any(|n| n.find_with(f.function.as_bytes(), set).is_some());
+    frames.iter().zip(sets).find(|(f, set)| has(f, set)).map(|(f, _)| f.line)
 }
 
 /// What a crash incident adds to its runner's milestones for the phase rules.
@@ -81,16 +90,19 @@ pub(super) fn decide_phase(lt: &Lifetime, ev: CrashEvidence<'_>) -> (Phase, Stri
             lines(&[lt.start]),
         );
     }
-    if let Some(l) = stack_has(ev.frames, DISCOVERY_FUNCTIONS) {
+    // The stack is searched for several lists of names: the bytes of each frame are read once.
+    let sets: Vec<ByteSet> = ev.frames.iter().map(|f| ByteSet::of(f.function.as_bytes())).collect();
+    let in_stack = |names| stack_has(ev.frames, &sets, names);
+    if let Some(l) = in_stack(DISCOVERY_FUNCTIONS) {
         return (Phase::Discovery, "the crashing stack is in GPU discovery code".into(), vec![l]);
     }
-    if let Some(l) = stack_has(ev.frames, LOAD_FUNCTIONS) {
+    if let Some(l) = in_stack(LOAD_FUNCTIONS) {
         return (Phase::Load, "the crashing stack is in model-loading code".into(), vec![l]);
     }
     // The stack outranks milestones and the fragment rules: llama-cli and the common library run the warm-up inside
     // their init function, before any request (L common/common.cpp common_init_from_params; before 2024-09
     // llama_init_from_gpt_params), and llama-cli has no runner whose ready line would tell it.
-    if let Some(l) = stack_has(ev.frames, WARMUP_FUNCTIONS) {
+    if let Some(l) = in_stack(WARMUP_FUNCTIONS) {
         return (
             Phase::FirstCompute,
             format!("the crashing stack is in the load-time warm-up (line {l}: the init function computes once on the model after loading it): the first compute"),
@@ -129,7 +141,7 @@ pub(super) fn decide_phase(lt: &Lifetime, ev: CrashEvidence<'_>) -> (Phase, Stri
             vec![l],
         );
     }
-    let compute = stack_has(ev.frames, COMPUTE_FUNCTIONS).or(ev.compute_line);
+    let compute = in_stack(COMPUTE_FUNCTIONS).or(ev.compute_line);
     if let Some(r) = lt.request_open.filter(|_| lt.ready.is_none() && lt.warmup.is_none()) {
         return (
             Phase::FirstCompute,
@@ -161,7 +173,7 @@ pub(super) fn decide_phase(lt: &Lifetime, ev: CrashEvidence<'_>) -> (Phase, Stri
         // The log begins after the runner loaded (a fragment, or a paste that starts mid-backtrace): the lines
         // that would tell a first compute from a later request are not in it. A stack in a request handler says it
         // was a request's compute, not the warm-up; which request it still cannot say.
-        if let Some(r) = stack_has(ev.frames, REQUEST_FUNCTIONS) {
+        if let Some(r) = in_stack(REQUEST_FUNCTIONS) {
             return (
                 Phase::Unknown,
                 format!("the crashing stack computes for a request (line {r}), not the load or warm-up, but the log begins after the runner loaded: whether an earlier request had finished cannot be told"),

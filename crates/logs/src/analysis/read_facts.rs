@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::event::{lossy, Event, EventKind};
+use crate::patterns::Needle;
 use crate::placement::{backend_of_path, FilteredGpu, Reason};
 use crate::slog::unquote;
 
@@ -123,8 +124,11 @@ impl Analyzer {
     /// build is HIP (ROCm), whatever name the error line used (ggml's HIP build printed `CUDA error` before mid-2024).
     pub(super) fn failed_call_hints(&mut self, e: &Event<'_>) {
         let call = e.text.trim_ascii_start();
+        if !call.starts_with(b"hip") {
+            return;
+        }
         let api = call.iter().take_while(|b| b.is_ascii_alphanumeric() || **b == b'_').count();
-        if api > 3 && call.get(api) == Some(&b'(') && call.starts_with(b"hip") {
+        if api > 3 && call.get(api) == Some(&b'(') {
             let cap = self.limits.max_facts;
             let what = format!("{} failed", lossy(&call[..api]));
             self.facts.placement.backend("ROCm", "failing HIP call", what, e.line, cap);
@@ -149,9 +153,7 @@ impl Analyzer {
                     p.backend_with(b, "buffer", || format!("{} buffer", text(device)), e.line, cap);
                 }
             }
-            NativeFrame(f)
-                if f.module.is_some_and(|m| GPU_LIBRARY_HINTS.iter().any(|h| find_bytes(m, h).is_some())) =>
-            {
+            NativeFrame(f) if f.module.is_some_and(|m| GPU_LIBRARY_HINTS.iter().any(|h| h.find(m).is_some())) => {
                 if let Some(b) = f.module.map(text).as_deref().and_then(backend_of_path).filter(|b| *b != "CPU") {
                     p.backend(b, "crashing frame's library", text(f.module.unwrap_or_default()), e.line, cap);
                 }
@@ -384,13 +386,27 @@ impl Analyzer {
 
 /// Substrings of a library path that can name a GPU backend ([`backend_of_path`] decides): a frame's module is only
 /// read for the backend when it has one.
-pub(super) const GPU_LIBRARY_HINTS: [&[u8]; 6] = [b"cuda", b"rocm", b"hip", b"vulkan", b"ggml-", b"koboldcpp_"];
+pub(super) const GPU_LIBRARY_HINTS: [Needle; 6] = [
+    Needle::new("cuda"),
+    Needle::new("rocm"),
+    Needle::new("hip"),
+    Needle::new("vulkan"),
+    Needle::new("ggml-"),
+    Needle::new("koboldcpp_"),
+];
 
 /// A line that names a library or device only to say it is not used (`skipping …`, `… skipped at user's request`,
 /// `disabled`): no evidence that the backend ran.
 pub(super) fn says_not_used(text: &[u8]) -> bool {
-    const WORDS: [&[u8]; 6] = [b"skipping", b"skipped", b"Skipping", b"not loading", b"at user's request", b"ignoring"];
-    WORDS.iter().any(|w| find_bytes(text, w).is_some())
+    const WORDS: [Needle; 6] = [
+        Needle::new("skipping"),
+        Needle::new("skipped"),
+        Needle::new("Skipping"),
+        Needle::new("not loading"),
+        Needle::new("at user's request"),
+        Needle::new("ignoring"),
+    ];
+    WORDS.iter().any(|w| w.find(text).is_some())
 }
 
 /// A GPU name of AMD's (`AMD Radeon RX 6700 XT`, `Radeon RX 580`, `AMD Instinct MI100`).

@@ -13,10 +13,12 @@ pub(super) fn clip(mut s: String) -> String {
     s
 }
 
+#[inline(always)]
 pub(super) fn find_bytes(h: &[u8], needle: &[u8]) -> Option<usize> {
     crate::patterns::find_in(h, needle)
 }
 
+#[inline(always)]
 pub(super) fn after_bytes<'a>(h: &'a [u8], needle: &[u8]) -> Option<&'a [u8]> {
     find_bytes(h, needle).map(|i| &h[i + needle.len()..])
 }

@@ -108,14 +108,18 @@ pub(super) fn by_first_byte<'a>(msg: &'a [u8], first: u8, marked: &Marked<'_>) -
     None
 }
 
+/// The rules of a message by its shape. Each rule below that needs a literal at the start of the message only runs
+/// where the first byte is that literal's (most lines of a log begin with none of them, and pay for none).
 pub(super) fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
     let first = *msg.first()?;
     let marked = &Marked::new(msg);
     if let Some(answer) = by_first_byte(msg, first, marked) {
         return answer;
     }
-    if let Some(bytes) = msg.strip_prefix(b"instruction bytes:") {
-        return Some(EventKind::InstructionBytes { bytes: trim(bytes) });
+    if first == b'i' {
+        if let Some(bytes) = msg.strip_prefix(b"instruction bytes:") {
+            return Some(EventKind::InstructionBytes { bytes: trim(bytes) });
+        }
     }
     if go_register(msg) {
         return Some(EventKind::RegisterDump);
@@ -132,73 +136,96 @@ pub(super) fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
             return Some(EventKind::NativeFrame(frame));
         }
     }
-    if let Some(rest) = msg.strip_prefix(b"signal arrived during ") {
-        if rest.starts_with(b"cgo execution") || rest.starts_with(b"external code execution") {
-            return Some(EventKind::SignalInForeignCode);
-        }
-    }
-    if let Some(rest) = msg.strip_prefix(b"GGML_ASSERT: ") {
-        // The older form (llama.cpp before 2024-06): `GGML_ASSERT: path/file.cu:60: !"CUDA error"`.
-        let split = find(rest, b": ")?;
-        let loc = &rest[..split];
-        let colon = loc.iter().rposition(|&b| b == b':')?;
-        let line = leading_u32(&loc[colon + 1..]).map_or(0, |x| x.0);
-        return Some(EventKind::GgmlAssert { file: &loc[..colon], line, condition: trim(&rest[split + 2..]) });
-    }
-    if let Some(message) = msg.strip_prefix(b"fatal error: ").or_else(|| msg.strip_prefix(b"panic: ")) {
-        return Some(EventKind::GoFatal { message });
-    }
-    if let Some(rest) = msg.strip_prefix(b"terminate called after throwing an instance of ") {
-        let exception = trim(rest).trim_ascii();
-        let exception = exception.strip_prefix(b"'").and_then(|e| e.strip_suffix(b"'")).unwrap_or(exception);
-        return Some(EventKind::CppTerminate { exception });
-    }
-    // The 2023 form: `CUDA error 3 at …/ggml-cuda.cu:5661: initialization error` (the code, the place, the text).
-    if let Some(rest) = msg.strip_prefix(b"CUDA error ").filter(|r| r.first().is_some_and(u8::is_ascii_digit)) {
-        if let Some(at) = find(rest, b" at ") {
-            let place = &rest[at + 4..];
-            let message = colon_space(place).map_or(place, |i| &place[i + 2..]);
-            return Some(EventKind::GpuError { api: b"CUDA", message: trim(message) });
-        }
-    }
-    // `CUDA error: …`, `rocBLAS error: …`: one word, then ` error: `.
-    let first_space = memchr::memchr(b' ', &msg[..msg.len().min(12)]);
-    if let Some(api_end) = first_space.filter(|&i| msg[i..].starts_with(b" error: ")) {
-        let api = &msg[..api_end];
-        let message = &msg[api_end + 8..];
-        match api {
-            b"CUDA" | b"ROCm" | b"MUSA" | b"HIP" => return Some(EventKind::GpuError { api, message }),
-            b"rocBLAS" | b"rocblaslt" | b"hipBLASLt" | b"hipBLAS" | b"Tensile" => {
-                return Some(EventKind::BlasError { library: api, message, arch: blas_arch(message) })
+    match first {
+        b's' => {
+            if let Some(rest) = msg.strip_prefix(b"signal arrived during ") {
+                if rest.starts_with(b"cgo execution") || rest.starts_with(b"external code execution") {
+                    return Some(EventKind::SignalInForeignCode);
+                }
             }
-            _ => {}
         }
+        b'G' => {
+            if let Some(rest) = msg.strip_prefix(b"GGML_ASSERT: ") {
+                // The older form (llama.cpp before 2024-06): `GGML_ASSERT: path/file.cu:60: !"CUDA error"`.
+                let split = find(rest, b": ")?;
+                let loc = &rest[..split];
+                let colon = loc.iter().rposition(|&b| b == b':')?;
+                let line = leading_u32(&loc[colon + 1..]).map_or(0, |x| x.0);
+                return Some(EventKind::GgmlAssert { file: &loc[..colon], line, condition: trim(&rest[split + 2..]) });
+            }
+        }
+        b'f' | b'p' => {
+            if let Some(message) = msg.strip_prefix(b"fatal error: ").or_else(|| msg.strip_prefix(b"panic: ")) {
+                return Some(EventKind::GoFatal { message });
+            }
+        }
+        b't' => {
+            if let Some(rest) = msg.strip_prefix(b"terminate called after throwing an instance of ") {
+                let exception = trim(rest).trim_ascii();
+                let exception = exception.strip_prefix(b"'").and_then(|e| e.strip_suffix(b"'")).unwrap_or(exception);
+                return Some(EventKind::CppTerminate { exception });
+            }
+        }
+        b'E' => {
+            if let Some(message) = msg.strip_prefix(b"Error: ") {
+                if let Some(kind) = runner_failure(message) {
+                    return Some(kind);
+                }
+                // A wrapper that puts `Error: ` before each line of the runtime's stderr: the line after it is read as
+                // it would be without (once: an `Error: Error: …` line is not unwrapped twice).
+                if !message.is_empty() && !trim_start(message).starts_with(b"Error: ") {
+                    return structured(message);
+                }
+            }
+        }
+        b'C' | b'R' | b'M' | b'H' | b'r' | b'h' | b'T' => {
+            // The 2023 form: `CUDA error 3 at …/ggml-cuda.cu:5661: initialization error` (the code, the place, the
+            // text).
+            if let Some(rest) = msg.strip_prefix(b"CUDA error ").filter(|r| r.first().is_some_and(u8::is_ascii_digit)) {
+                if let Some(at) = find(rest, b" at ") {
+                    let place = &rest[at + 4..];
+                    let message = colon_space(place).map_or(place, |i| &place[i + 2..]);
+                    return Some(EventKind::GpuError { api: b"CUDA", message: trim(message) });
+                }
+            }
+            if let Some(kind) = api_error(msg) {
+                return Some(kind);
+            }
+        }
+        _ => {}
     }
-    if let Some(message) = msg.strip_prefix(b"Error: ") {
-        if let Some(kind) = runner_failure(message) {
-            return Some(kind);
+    // A module tag is two to five lowercase letters.
+    if first.is_ascii_lowercase() {
+        if let Some((module, text)) = module_tag(msg) {
+            return match module {
+                b"slot" => llama_server_slot(text),
+                b"srv" => llama_server_srv(text),
+                _ => tagged(text, marked).or_else(|| generic(text, marked)).or_else(|| anywhere(text, marked)),
+            };
         }
-        // A wrapper that puts `Error: ` before each line of the runtime's stderr: the line after it is read as it
-        // would be without (once: an `Error: Error: …` line is not unwrapped twice).
-        if !message.is_empty() && !trim_start(message).starts_with(b"Error: ") {
-            return structured(message);
-        }
-    }
-    if let Some((module, text)) = module_tag(msg) {
-        return match module {
-            b"slot" => llama_server_slot(text),
-            b"srv" => llama_server_srv(text),
-            _ => tagged(text, marked).or_else(|| generic(text, marked)).or_else(|| anywhere(text, marked)),
-        };
     }
     tagged(msg, marked).or_else(|| anywhere(msg, marked))
+}
+
+/// `CUDA error: …`, `rocBLAS error: …`: one word (a GPU runtime's or BLAS library's name), then ` error: `.
+fn api_error(msg: &[u8]) -> Option<EventKind<'_>> {
+    let api_end = msg[..msg.len().min(12)].iter().position(|&b| b == b' ')?;
+    let message = msg[api_end..].strip_prefix(b" error: ")?;
+    let api = &msg[..api_end];
+    match api {
+        b"CUDA" | b"ROCm" | b"MUSA" | b"HIP" => Some(EventKind::GpuError { api, message }),
+        b"rocBLAS" | b"rocblaslt" | b"hipBLASLt" | b"hipBLAS" | b"Tensile" => {
+            Some(EventKind::BlasError { library: api, message, arch: blas_arch(message) })
+        }
+        _ => None,
+    }
 }
 
 /// llama.cpp's newer `common_log` lines carry a module and a 12-column function name before the text:
 /// `srv  llama_server: model loaded`, `slot launch_slot_: id  3 | task 0 | …`, `cmn  common_init_: …`.
 /// Returns the module and the text after the function name.
 pub(super) fn module_tag(msg: &[u8]) -> Option<(&[u8], &[u8])> {
-    let module_len = msg.iter().take_while(|b| b.is_ascii_lowercase()).count();
+    let module_len = msg.iter().take(6).take_while(|b| b.is_ascii_lowercase()).count();
     if !(2..=5).contains(&module_len) || msg.get(module_len) != Some(&b' ') {
         return None;
     }
@@ -247,12 +274,9 @@ pub(super) fn indented<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKi
 
 /// `function: text` lines of llama.cpp and ggml, and `file.c:123: message` aborts.
 pub(super) fn tagged<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
-    let colon = colon_space(msg.get(..msg.len().min(256))?)?;
+    let colon = tag_end(&msg[..msg.len().min(256)])?;
     let tag = &msg[..colon];
     let text = &msg[colon + 2..];
-    if tag.contains(&b' ') {
-        return None;
-    }
     match tag {
         b"load_backend" => {
             let rest = text.strip_prefix(b"loaded ")?;
@@ -304,6 +328,18 @@ pub(super) fn tagged<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind
         _ => {}
     }
     generic(text, marked).or_else(|| abort_line(tag, text))
+}
+
+/// Where a `tag: ` ends: the first `: `, when no space comes before it.
+fn tag_end(s: &[u8]) -> Option<usize> {
+    for (i, &b) in s.iter().enumerate() {
+        match b {
+            b' ' => return None,
+            b':' if s.get(i + 1) == Some(&b' ') => return Some(i),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Texts recognised whatever function printed them.

@@ -3,6 +3,7 @@
 
 use memchr::memchr_iter;
 
+#[inline(always)]
 pub(super) fn find(h: &[u8], needle: &[u8]) -> Option<usize> {
     crate::patterns::find_in(h, needle)
 }
@@ -12,6 +13,7 @@ pub(super) fn colon_space(s: &[u8]) -> Option<usize> {
     memchr_iter(b':', s).find(|&i| s.get(i + 1) == Some(&b' '))
 }
 
+#[inline(always)]
 pub(super) fn after<'a>(h: &'a [u8], needle: &[u8]) -> Option<&'a [u8]> {
     find(h, needle).map(|i| &h[i + needle.len()..])
 }

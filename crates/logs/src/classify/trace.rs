@@ -7,7 +7,16 @@ use super::classified::{Classified, Context};
 use super::text::{after, find, leading_u32, leading_u64, trim, trim_start};
 
 /// Lines that only make sense inside a trace; ends the trace state on anything else.
+#[inline]
 pub(super) fn trace_line<'a>(msg: &'a [u8], ctx: &mut Context) -> Option<Classified<'a>> {
+    if !(ctx.in_go_trace || ctx.in_native_trace) {
+        return None;
+    }
+    in_trace(msg, ctx)
+}
+
+/// [`trace_line`] inside a trace.
+fn in_trace<'a>(msg: &'a [u8], ctx: &mut Context) -> Option<Classified<'a>> {
     if ctx.in_go_trace {
         if let Some(kind) = go_trace_line(msg) {
             return Some(Classified::plain(kind));
@@ -161,23 +170,61 @@ pub(super) fn is_register(msg: &[u8]) -> bool {
 }
 
 /// Registers the Go runtime prints after a fatal signal (`runtime/signal_amd64.go` `dumpregs`, and arm64's `r0`…
-/// `r29`, `lr`, `sp`, `pc`, `fault`).
-pub(super) const GO_REGISTERS: &[&[u8]] = &[
-    b"rax", b"rbx", b"rcx", b"rdx", b"rdi", b"rsi", b"rbp", b"rsp", b"r8", b"r9", b"r10", b"r11", b"r12", b"r13",
-    b"r14", b"r15", b"rip", b"rflags", b"cs", b"fs", b"gs", b"lr", b"sp", b"pc", b"fault",
-];
+/// `r29`, `lr`, `sp`, `pc`, `fault`), arm64's numbered ones apart.
+fn is_register_name(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"rax"
+            | b"rbx"
+            | b"rcx"
+            | b"rdx"
+            | b"rdi"
+            | b"rsi"
+            | b"rbp"
+            | b"rsp"
+            | b"r8"
+            | b"r9"
+            | b"r10"
+            | b"r11"
+            | b"r12"
+            | b"r13"
+            | b"r14"
+            | b"r15"
+            | b"rip"
+            | b"rflags"
+            | b"cs"
+            | b"fs"
+            | b"gs"
+            | b"lr"
+            | b"sp"
+            | b"pc"
+            | b"fault"
+    )
+}
 
 /// A register line of a Go crash dump read outside a goroutine dump: a register the runtime prints, spaces, and a
 /// hexadecimal value that ends the line (`rax    0x0`).
 pub(super) fn go_register(msg: &[u8]) -> bool {
-    let name_len = msg.iter().take_while(|b| b.is_ascii_alphanumeric()).count();
+    // Each register's name begins with one of these letters (arm64's numbered ones with `r`) and is no longer than six
+    // bytes: most lines are told apart by their first bytes.
+    if !matches!(msg.first(), Some(b'r' | b'c' | b'f' | b'g' | b'l' | b's' | b'p')) {
+        return false;
+    }
+    // The value is separated from the name by white space.
+    let mut name_len = 1;
+    while name_len < 7 && msg.get(name_len).is_some_and(u8::is_ascii_alphanumeric) {
+        name_len += 1;
+    }
+    if name_len > 6 || !msg.get(name_len).is_some_and(u8::is_ascii_whitespace) {
+        return false;
+    }
     let name = &msg[..name_len];
     let arm = name.len() <= 3
         && name.first() == Some(&b'r')
         && name.len() > 1
         && name[1..].iter().all(u8::is_ascii_digit)
         && leading_u32(&name[1..]).is_some_and(|(n, _)| n <= 29);
-    if !(GO_REGISTERS.contains(&name) || arm) {
+    if !(is_register_name(name) || arm) {
         return false;
     }
     let value = trim_start(&msg[name_len..]);
