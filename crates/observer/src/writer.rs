@@ -23,7 +23,7 @@ use format::clock::now_ns;
 use format::fork::ForkHandlers;
 use format::record::{self, ShapeCount};
 use format::sink::{HeaderWriter, Stop, TraceSink};
-use format::writer::{Flush, ShapeDeltas, StopReport, TraceOut, WriterLoop, WRITE_CHUNK};
+use format::writer::{Flush, ShapeDeltas, StopReport, TraceOut, TraceWriter, WriterLoop, WRITE_CHUNK};
 
 use crate::graphs;
 use crate::registry::{self, Shape, ShapeCounts, SHAPE_BUCKETS};
@@ -47,7 +47,7 @@ struct Writer {
 
 static WRITER: SpinLock<Option<Writer>> = SpinLock::new(None);
 
-impl Writer {
+impl TraceWriter for Writer {
     fn new() -> Writer {
         Writer {
             out: TraceOut::new(),
@@ -61,6 +61,12 @@ impl Writer {
         }
     }
 
+    fn out(&mut self) -> &mut TraceOut {
+        &mut self.out
+    }
+}
+
+impl Writer {
     /// Creates the file and writes the header, which the budget never cuts.
     fn open(&mut self) -> io::Result<()> {
         let config = state::config().ok_or_else(|| io::Error::other("no configuration"))?;
@@ -271,13 +277,7 @@ const RELAXED: std::sync::atomic::Ordering = std::sync::atomic::Ordering::Relaxe
 
 /// Flushes; returns false once the writer is finished (exit flush done, or failed).
 fn flush(kind: Flush) -> bool {
-    let mut guard = WRITER.lock();
-    let writer = guard.get_or_insert_with(Writer::new);
-    if !writer.out.writable() {
-        return false;
-    }
-    let result = writer.flush(kind);
-    writer.out.settle(kind, result, &STOPPED)
+    format::writer::flush_locked(&WRITER, kind, &STOPPED, |writer| writer.flush(kind))
 }
 
 /// How the observer says that its trace stopped before the process.

@@ -14,7 +14,7 @@ use format::clock::now_ns;
 use format::record::{self, api, ShapeCount};
 use format::sink::{Stop, TraceSink};
 use format::spirv;
-use format::writer::{Flush, ShapeDeltas, StopReport, TraceOut, WriterLoop};
+use format::writer::{Flush, ShapeDeltas, StopReport, TraceOut, TraceWriter, WriterLoop};
 
 use crate::pipelines::{self, DeviceFacts, Meta, ShapeCounts, OVERFLOW, SHAPE_BUCKETS};
 use crate::{order, state};
@@ -52,7 +52,7 @@ struct Writer {
 
 static WRITER: SpinLock<Option<Writer>> = SpinLock::new(None);
 
-impl Writer {
+impl TraceWriter for Writer {
     fn new() -> Writer {
         Writer {
             out: TraceOut::new(),
@@ -69,6 +69,12 @@ impl Writer {
         }
     }
 
+    fn out(&mut self) -> &mut TraceOut {
+        &mut self.out
+    }
+}
+
+impl Writer {
     fn open(&mut self) -> std::io::Result<()> {
         let settings = state::settings().ok_or_else(|| std::io::Error::other("no configuration"))?;
         let mut sink =
@@ -403,17 +409,13 @@ fn flush_then(kind: Flush, after: After<'_>) -> bool {
             refresh();
         }
     }
-    let mut guard = WRITER.lock();
-    let writer = guard.get_or_insert_with(Writer::new);
-    if !writer.out.writable() {
-        return false;
-    }
-    let result = writer.flush(kind).and_then(|()| match after {
-        After::DeviceLost(call, result) => writer.device_lost(call, result),
-        After::Hang(stalled_ms) => writer.hang(stalled_ms),
-        After::Nothing => Ok(()),
-    });
-    writer.out.settle(kind, result, &STOPPED)
+    format::writer::flush_locked(&WRITER, kind, &STOPPED, |writer| {
+        writer.flush(kind).and_then(|()| match after {
+            After::DeviceLost(call, result) => writer.device_lost(call, result),
+            After::Hang(stalled_ms) => writer.hang(stalled_ms),
+            After::Nothing => Ok(()),
+        })
+    })
 }
 
 /// How the layer says that its trace stopped before the process.
