@@ -81,30 +81,16 @@ impl Writer {
 
     /// What writes the header (a rotating trace keeps it for its later segments' headers).
     fn header(&self, interval_ms: u64, pid: u32) -> HeaderWriter {
-        // SAFETY: getppid has no preconditions.
-        let ppid = unsafe { libc::getppid() };
-        let exe =
-            std::fs::read_link("/proc/self/exe").map(|p| p.into_os_string().into_encoded_bytes()).unwrap_or_default();
-        let cmdline = std::fs::read("/proc/self/cmdline").unwrap_or_default();
-        let (start_ns, max_kernels) = (self.last_t, registry::max_kernels());
-        let max_bytes = state::config().map_or(0, |c| c.max_bytes);
-        Box::new(move |out, segment| {
-            let header = record::Header {
-                pid,
-                ppid: ppid as u32,
-                exe: &exe,
-                cmdline: &cmdline,
-                start_ns,
-                interval_ms,
-                shape_buckets: SHAPE_BUCKETS as u32,
-                max_kernels,
-                max_bytes,
-                observer: env!("CARGO_PKG_VERSION"),
-                writer: format::OBSERVER_WRITER_NAME,
-                max_sequences: 0,
-                segment,
-            };
-            record::header(out, &header);
+        format::sink::process_header(record::Header {
+            pid,
+            start_ns: self.last_t,
+            interval_ms,
+            shape_buckets: SHAPE_BUCKETS as u32,
+            max_kernels: registry::max_kernels(),
+            max_bytes: state::config().map_or(0, |c| c.max_bytes),
+            observer: env!("CARGO_PKG_VERSION"),
+            writer: format::OBSERVER_WRITER_NAME,
+            ..record::Header::default()
         })
     }
 
