@@ -10,14 +10,8 @@
 # archives tests/bisect/release_archives.rs packs from the bisect builds, as llama.cpp's release job does.
 set -euo pipefail
 PKGS=(hipcc llvm-15 clang-15 llvm-19 librocsparse0 binutils zstd unzip ca-certificates strace chromium golang-go postgresql ccache man-db chrpath)
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# shellcheck source=scripts/apt-missing.sh
+. "$(dirname "$0")/apt-missing.sh"
+apt_install_missing "${PKGS[@]}"
 # gguf-py (the independent GGUF reader the synth tests compare against) needs numpy.
 python3 -c "import numpy" 2>/dev/null || python3 -m pip install -q numpy

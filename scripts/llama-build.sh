@@ -64,18 +64,9 @@ fi
 # so the build can be checked and tested on a machine without a GPU).
 PKGS=(cmake ninja-build g++ pkg-config)
 [ "$BACKEND" = vulkan ] && PKGS+=(libvulkan-dev glslc glslang-tools spirv-headers mesa-vulkan-drivers vulkan-tools)
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  log "installing ${missing[*]}"
-  # Others may run apt-get at the same time on a shared machine: wait for the dpkg lock instead of failing.
-  $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq >&2
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
-    "${missing[@]}" >&2
-fi
+# shellcheck source=scripts/apt-missing.sh
+. "$(dirname "$0")/apt-missing.sh"
+apt_install_missing "${PKGS[@]}"
 
 # GGML_NATIVE=OFF: a cached build must also run on another x86-64 CPU. LLAMA_USE_PREBUILT_UI=OFF: otherwise the
 # build tries to download llama-server's web UI from Hugging Face (not needed; not reachable from CI).

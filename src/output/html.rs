@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 
 use super::doc::{Align, Block, ClaimList, Document, Excerpt, Span, Table, Text};
 use super::escape::{html, url_path};
-use crate::evidence::{Confidence, Source};
+use super::source::{source_line, Markup};
+use crate::evidence::Confidence;
 
 /// Nothing may be loaded: no scripts, no fonts, no images, no connections; inline styles only.
 pub const CSP: &str =
@@ -168,7 +169,7 @@ fn claims_html(out: &mut String, list: &ClaimList) {
         if !c.sources.is_empty() {
             out.push_str("\n<ul class=\"sources\">\n");
             for s in &c.sources {
-                let _ = writeln!(out, "<li>{}</li>", source_html(s, list));
+                let _ = writeln!(out, "<li>{}</li>", source_line(s, list, &SOURCE_MARKUP));
             }
             out.push_str("</ul>");
         }
@@ -177,43 +178,13 @@ fn claims_html(out: &mut String, list: &ClaimList) {
     out.push_str("</ul>\n");
 }
 
-/// A source, linked where it names a file the reader can open (an absolute path, or a run record under a known
-/// run directory).
-pub fn source_html(s: &Source, list: &ClaimList) -> String {
-    let link = |text: &str, path: &str| -> String {
-        if path.starts_with('/') {
-            format!("<a href=\"{}\">{}</a>", url_path(path), html(text))
-        } else {
-            format!("<code>{}</code>", html(text))
-        }
-    };
-    match s {
-        Source::File { path, offset, length, what } => {
-            let mut at = String::new();
-            if let Some(o) = offset {
-                let _ = write!(at, " @ {o:#x}");
-            }
-            if let (Some(_), Some(l)) = (offset, length) {
-                let _ = write!(at, " (+{l:#x})");
-            }
-            format!("{}{at}: {}", link(path, path), html(what))
-        }
-        Source::LogLine { path, line, text } => {
-            format!("{}: <code>{}</code>", link(&format!("{path}:{line}"), path), html(text))
-        }
-        Source::Run { run_id, file } => match (file, list.run_dir(run_id)) {
-            (Some(f), Some(d)) => format!("run {}: {}", html(run_id), link(f, &format!("{d}/{f}"))),
-            (Some(f), None) => format!("run {}: <code>{}</code>", html(run_id), html(f)),
-            (None, _) => format!("run {}", html(run_id)),
-        },
-        Source::Command { argv, excerpt } => {
-            format!("<code>{}</code> → {}", html(&argv.join(" ")), html(excerpt))
-        }
-        Source::Rule { file, rule, upstream } => {
-            format!("<code>{}</code> [{}] ← {}", html(file), html(rule), html(upstream))
-        }
-    }
-}
+/// How HTML writes a source line.
+const SOURCE_MARKUP: Markup = Markup {
+    text: html,
+    code: |s| format!("<code>{}</code>", html(s)),
+    link: |text, path| format!("<a href=\"{}\">{}</a>", url_path(path), html(text)),
+    brackets: ("[", "]"),
+};
 
 fn excerpt_html(out: &mut String, e: &Excerpt) {
     out.push_str("<figure class=\"excerpt\">\n");
@@ -245,7 +216,7 @@ fn excerpt_html(out: &mut String, e: &Excerpt) {
 mod tests {
     use super::super::doc::Column;
     use super::*;
-    use crate::evidence::Claim;
+    use crate::evidence::{Claim, Source};
 
     #[test]
     fn hostile_strings_are_text_not_markup() {

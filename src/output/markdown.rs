@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::doc::{Align, Block, ClaimList, Document, Excerpt, Span, Table, Text};
 use super::escape::{markdown, markdown_cell, markdown_code, markdown_fence, markdown_pre, url_path};
-use crate::evidence::Source;
+use super::source::{source_line, Markup};
 
 pub fn render(doc: &Document) -> String {
     let mut out = String::new();
@@ -91,50 +91,18 @@ fn claims_markdown(out: &mut String, list: &ClaimList) {
     for c in &list.claims {
         let _ = writeln!(out, "- **{}** {}", c.confidence, inline(&Text::with_code_spans(&c.statement), false));
         for s in &c.sources {
-            let _ = writeln!(out, "  - ← {}", source_markdown(s, list));
+            let _ = writeln!(out, "  - ← {}", source_line(s, list, &SOURCE_MARKUP));
         }
     }
 }
 
-/// A source, with a link where it names a file the reader can open.
-pub fn source_markdown(s: &Source, list: &ClaimList) -> String {
-    let link = |text: &str, path: &str| -> String {
-        if path.starts_with('/') {
-            format!("[{}]({})", markdown(text), url_path(path))
-        } else {
-            markdown_code(text, false)
-        }
-    };
-    match s {
-        Source::File { path, offset, length, what } => {
-            let mut at = String::new();
-            if let Some(o) = offset {
-                let _ = write!(at, " @ {o:#x}");
-            }
-            if let (Some(_), Some(l)) = (offset, length) {
-                let _ = write!(at, " (+{l:#x})");
-            }
-            format!("{}{at}: {}", link(path, path), markdown(what))
-        }
-        Source::LogLine { path, line, text } => {
-            format!("{}: {}", link(&format!("{path}:{line}"), path), markdown_code(text, false))
-        }
-        Source::Run { run_id, file } => {
-            let dir = list.run_dir(run_id);
-            match (file, dir) {
-                (Some(f), Some(d)) => format!("run {}: {}", markdown(run_id), link(f, &format!("{d}/{f}"))),
-                (Some(f), None) => format!("run {}: {}", markdown(run_id), markdown_code(f, false)),
-                (None, _) => format!("run {}", markdown(run_id)),
-            }
-        }
-        Source::Command { argv, excerpt } => {
-            format!("{} → {}", markdown_code(&argv.join(" "), false), markdown(excerpt))
-        }
-        Source::Rule { file, rule, upstream } => {
-            format!("{} \\[{}\\] ← {}", markdown_code(file, false), markdown(rule), markdown(upstream))
-        }
-    }
-}
+/// How Markdown writes a source line: brackets escaped, so that a rule's name never reads as a link.
+const SOURCE_MARKUP: Markup = Markup {
+    text: markdown,
+    code: |s| markdown_code(s, false),
+    link: |text, path| format!("[{}]({})", markdown(text), url_path(path)),
+    brackets: ("\\[", "\\]"),
+};
 
 fn excerpt_markdown(out: &mut String, e: &Excerpt) {
     match (&e.caption, &e.file) {
@@ -171,7 +139,7 @@ fn excerpt_markdown(out: &mut String, e: &Excerpt) {
 mod tests {
     use super::super::doc::Column;
     use super::*;
-    use crate::evidence::{Claim, Confidence};
+    use crate::evidence::{Claim, Confidence, Source};
 
     #[test]
     fn a_hostile_cell_stays_in_its_cell() {

@@ -19,6 +19,7 @@ mod markdown;
 pub mod messages;
 pub mod redact;
 pub mod shell;
+mod source;
 pub mod term;
 pub mod text;
 

@@ -10,141 +10,21 @@
 //! time holds what a warm request does not (a model load, first-use compilation of shaders and kernels), so
 //! the two are summarised apart and outliers are looked for within each.
 
-use std::borrow::Cow;
+mod view;
+
 use std::collections::{BTreeMap, HashMap};
 
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::stats::{self, RatioCi, Summary, Verdict};
-use crate::run::format::record::{ErrorClass, Record, Status};
+use crate::run::format::record::{ErrorClass, Record};
+use view::{RecordView, TraceView};
 
 /// Failed records kept whole per group (their log slices are read for the crash phase and the timelines).
 pub const FAILED_KEPT: usize = 32;
 /// Record addresses kept per group and kind, for claim sources.
 const REFS_KEPT: usize = 8;
-
-/// The fields of a stored record the statistics read, borrowed from its JSON where it has no escapes.
-#[derive(Debug, Deserialize)]
-struct RecordView<'a> {
-    #[serde(borrow)]
-    run_id: Cow<'a, str>,
-    seq: u64,
-    #[serde(borrow)]
-    file: Cow<'a, str>,
-    #[serde(borrow)]
-    endpoint: Cow<'a, str>,
-    #[serde(borrow)]
-    model: Cow<'a, str>,
-    num_gpu: i64,
-    #[serde(borrow)]
-    prompt: Cow<'a, str>,
-    num_predict: i64,
-    status: Status,
-    #[serde(default)]
-    error_class: Option<ErrorClass>,
-    #[serde(default, borrow)]
-    signal: Option<Cow<'a, str>>,
-    #[serde(default)]
-    exit_code: Option<i32>,
-    #[serde(default)]
-    http_status: Option<u16>,
-    #[serde(default)]
-    wall_ms: Option<f64>,
-    #[serde(default)]
-    ttft_ms: Option<f64>,
-    #[serde(default)]
-    ttf_ms: Option<f64>,
-    #[serde(default)]
-    server_timings: TimingsView,
-    #[serde(default)]
-    prompt_tps: Option<f64>,
-    #[serde(default)]
-    decode_tps: Option<f64>,
-    #[serde(default)]
-    prompt_count_includes_cache: bool,
-    #[serde(default, borrow)]
-    backend: Option<BackendView<'a>>,
-    #[serde(default)]
-    server: Option<ServerView>,
-    #[serde(default, borrow)]
-    trace: Option<TraceView<'a>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct TimingsView {
-    #[serde(default)]
-    load_ms: Option<f64>,
-    #[serde(default)]
-    prompt_n: Option<u64>,
-    #[serde(default)]
-    decode_n: Option<u64>,
-}
-
-#[derive(Debug, Deserialize)]
-struct BackendView<'a> {
-    #[serde(borrow)]
-    backend: Cow<'a, str>,
-    #[serde(default)]
-    offloaded: Option<(u32, u32)>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ServerView {
-    start_no: u32,
-}
-
-#[derive(Debug, Deserialize)]
-struct TraceView<'a> {
-    total_launches: u64,
-    /// Whether the server ran with the Vulkan layer (so Vulkan dispatches were counted too).
-    #[serde(default)]
-    vulkan_layer: Option<bool>,
-    #[serde(borrow)]
-    families: BTreeMap<Cow<'a, str>, u64>,
-    #[serde(default)]
-    cut: Vec<serde::de::IgnoredAny>,
-    #[serde(default)]
-    observer_loaded: Option<bool>,
-    #[serde(default)]
-    interval_ms: u64,
-    #[serde(default, borrow)]
-    kernels: Vec<TraceKernelView<'a>>,
-    #[serde(default, borrow)]
-    processes: Vec<TraceProcessView<'a>>,
-    #[serde(default, borrow)]
-    dir: Cow<'a, str>,
-}
-
-#[derive(Debug, Deserialize)]
-struct TraceKernelView<'a> {
-    #[serde(borrow)]
-    api: Cow<'a, str>,
-}
-
-#[derive(Debug, Deserialize)]
-struct TraceProcessView<'a> {
-    #[serde(borrow)]
-    file: Cow<'a, str>,
-    launches: u64,
-}
-
-impl RecordView<'_> {
-    fn is_ok(&self) -> bool {
-        self.status == Status::Ok
-    }
-
-    /// The outcome as the sweep's table names it (`Record::outcome`).
-    fn outcome(&self) -> String {
-        crate::run::format::record::outcome(
-            self.status,
-            self.error_class,
-            self.signal.as_deref(),
-            self.exit_code,
-            self.http_status,
-        )
-    }
-}
 
 /// A record's address: its run and its `result.json` (relative to the run directory).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -295,17 +175,7 @@ pub struct Group {
 impl Group {
     /// Where the group sits in the sweep, in words: `num_gpu=1` and whatever else varies.
     pub fn place(&self, varies: &Varies) -> String {
-        let mut s = format!("num_gpu={}", self.num_gpu);
-        if varies.model {
-            s.push_str(&format!(", model {}", self.model));
-        }
-        if varies.prompt {
-            s.push_str(&format!(", prompt {}", self.prompt));
-        }
-        if varies.num_predict {
-            s.push_str(&format!(", num_predict {}", self.num_predict));
-        }
-        s
+        varies.place(self.num_gpu, &self.model, &self.prompt, self.num_predict)
     }
 
     /// The backends as one phrase: `Vulkan0 (…) 5/5 layers`, or each with its cell count when they differ.
@@ -335,6 +205,23 @@ pub struct Varies {
     pub model: bool,
     pub prompt: bool,
     pub num_predict: bool,
+}
+
+impl Varies {
+    /// A place in the sweep, in words: `num_gpu=1` and whichever of the other dimensions vary.
+    pub fn place(&self, num_gpu: i64, model: &str, prompt: &str, num_predict: i64) -> String {
+        let mut s = format!("num_gpu={num_gpu}");
+        if self.model {
+            s.push_str(&format!(", model {model}"));
+        }
+        if self.prompt {
+            s.push_str(&format!(", prompt {prompt}"));
+        }
+        if self.num_predict {
+            s.push_str(&format!(", num_predict {num_predict}"));
+        }
+        s
+    }
 }
 
 /// A rate compared between endpoints.
@@ -888,7 +775,7 @@ pub fn of_records(records: &[Record]) -> Result<RunStats> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::format::record::{BackendFacts, RecordTrace, ServerRef};
+    use crate::run::format::record::{BackendFacts, RecordTrace, ServerRef, Status};
 
     use crate::run_analysis::test_records::cell as rec;
 
@@ -1014,27 +901,7 @@ mod tests {
     fn kernels_per_request_count_absent_families_as_zero() {
         let traced = |seq: u64, fams: &[(&str, u64)]| {
             let mut r = ok("cuda", -1, seq, 1, 100.0, 50.0);
-            r.trace = Some(RecordTrace {
-                dir: "traces".into(),
-                files: vec![],
-                window_ns: [0, 1],
-                interval_ms: 20,
-                spill_ns: [0, 0],
-                observer_loaded: Some(true),
-                vulkan_layer: None,
-                total_launches: fams.iter().map(|(_, n)| n).sum(),
-                failed_launches: 0,
-                families: fams.iter().map(|(f, n)| (f.to_string(), *n)).collect(),
-                kernels: vec![],
-                distinct_kernels: fams.len() as u64,
-                processes: vec![],
-                cut: vec![],
-                crashes: vec![],
-                device_lost: vec![],
-                hangs: vec![],
-                kernel: vec![],
-                notes: vec![],
-            });
+            r.trace = Some(RecordTrace::counted("traces", fams));
             r
         };
         let s = of_records(&[

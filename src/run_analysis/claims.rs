@@ -321,21 +321,6 @@ fn pattern_claims(s: &RunStats, run_id: &str) -> Vec<Claim> {
     out
 }
 
-/// The place of a ratio in words.
-fn ratio_place(r: &Ratio, varies: &Varies) -> String {
-    let mut s = format!("num_gpu={}", r.num_gpu);
-    if varies.model {
-        s.push_str(&format!(", model {}", r.model));
-    }
-    if varies.prompt {
-        s.push_str(&format!(", prompt {}", r.prompt));
-    }
-    if varies.num_predict {
-        s.push_str(&format!(", num_predict {}", r.num_predict));
-    }
-    s
-}
-
 /// `2.05×`, with three significant digits for small and large ratios alike.
 pub fn times(x: f64) -> String {
     if x >= 10.0 {
@@ -351,7 +336,7 @@ pub fn times(x: f64) -> String {
 fn ratio_claim(r: &Ratio, s: &RunStats, run_id: &str) -> Option<Claim> {
     let num = s.group(&r.numerator, &r.model, r.num_gpu, &r.prompt, r.num_predict)?;
     let den = s.group(&r.denominator, &r.model, r.num_gpu, &r.prompt, r.num_predict)?;
-    let at = ratio_place(r, &s.varies);
+    let at = s.varies.place(r.num_gpu, &r.model, &r.prompt, r.num_predict);
     let id = format!(
         "report.ratio.{}.{}_over_{}.{}.ngl{}.{}.n{}",
         match r.metric {
@@ -666,6 +651,7 @@ mod tests {
     use super::super::aggregate::of_records;
     use super::*;
 
+    use crate::run::format::record::TraceProcess;
     use crate::run_analysis::test_records::measured as rec;
 
     #[test]
@@ -707,26 +693,12 @@ mod tests {
         }))
         .unwrap();
         let mut records = vec![rec("vk", 1, 0, false, 2600.0), rec("vk", 1, 1, false, 2650.0)];
-        records[1].trace = Some(crate::run::format::record::RecordTrace {
-            dir: "traces/s001-vk".into(),
-            files: vec![],
-            window_ns: [0, 1],
-            interval_ms: 20,
-            spill_ns: [0, 0],
-            observer_loaded: Some(true),
+        records[1].trace = Some(RecordTrace {
             vulkan_layer: Some(true),
             total_launches: 2,
-            failed_launches: 0,
-            families: Default::default(),
-            kernels: vec![],
             distinct_kernels: 1,
-            processes: vec![],
-            cut: vec![],
             crashes: vec![crash],
-            device_lost: vec![],
-            hangs: vec![],
-            kernel: vec![],
-            notes: vec![],
+            ..RecordTrace::counted("traces/s001-vk", &[])
         });
         let s = of_records(&records).unwrap();
         let cl = claims(&s, "r", Path::new("/runs/r"));
@@ -854,32 +826,16 @@ mod tests {
     /// A traced request whose server had the observer unmapped (or mapped), with `launches` kernels counted.
     fn traced(seq: u64, observer_loaded: bool, launches: u64) -> Record {
         let mut r = rec("cuda", 99, seq, true, 100.0);
-        r.trace = Some(crate::run::format::record::RecordTrace {
-            dir: "traces/s001-cuda".into(),
-            files: vec![],
-            window_ns: [0, 1],
-            interval_ms: 20,
-            spill_ns: [0, 0],
+        r.trace = Some(RecordTrace {
             observer_loaded: Some(observer_loaded),
-            vulkan_layer: None,
-            total_launches: launches,
-            failed_launches: 0,
-            families: if launches > 0 { [("MMVQ".to_string(), launches)].into() } else { Default::default() },
-            kernels: vec![],
-            distinct_kernels: u64::from(launches > 0),
-            processes: vec![crate::run::format::record::TraceProcess {
+            processes: vec![TraceProcess {
                 pid: 42,
                 ppid: 1,
                 exe: "/bin/llama-server".into(),
                 file: "traces/s001-cuda/trace-42.jsonl".into(),
                 launches,
             }],
-            cut: vec![],
-            crashes: vec![],
-            device_lost: vec![],
-            hangs: vec![],
-            kernel: vec![],
-            notes: vec![],
+            ..RecordTrace::counted("traces/s001-cuda", &[("MMVQ", launches)])
         });
         r
     }

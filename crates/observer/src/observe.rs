@@ -34,6 +34,25 @@ impl Api {
     }
 }
 
+/// The API tag and namer of a host stub of `family`'s runtime: what `<<<>>>` launches and
+/// `__cudaRegisterFunction` / `__hipRegisterFunction` name.
+#[inline(always)]
+pub fn stub(family: Family) -> (Api, Namer) {
+    match family {
+        Family::Cuda => (Api::Cuda, Namer::CudaStub),
+        Family::Hip => (Api::Hip, Namer::HipStub),
+    }
+}
+
+/// The API tag and namer of a function of a loaded module: the driver's `CUfunction`, HIP's `hipFunction_t`.
+#[inline(always)]
+pub fn module_function(family: Family) -> (Api, Namer) {
+    match family {
+        Family::Cuda => (Api::Cu, Namer::CuFunction),
+        Family::Hip => (Api::HipModule, Namer::HipFunction),
+    }
+}
+
 /// One kernel launch call that returned `status`, made by the thread whose crash-locus ring is `ring`.
 #[inline]
 pub fn launch(ring: Option<&Ring>, api: Api, namer: Namer, key: usize, shape: Shape, stream: Stream, status: Status) {

@@ -23,7 +23,7 @@ use format::clock::now_ns;
 use format::fork::ForkHandlers;
 use format::record::{self, ShapeCount};
 use format::sink::{HeaderWriter, Stop, TraceSink};
-use format::writer::{Flush, ShapeDeltas, StopReport, TraceOut, WriterLoop, WRITE_CHUNK};
+use format::writer::{Flush, ShapeDeltas, StopReport, TraceOut, TraceWriter, WriterLoop, WRITE_CHUNK};
 
 use crate::graphs;
 use crate::registry::{self, Shape, ShapeCounts, SHAPE_BUCKETS};
@@ -47,7 +47,7 @@ struct Writer {
 
 static WRITER: SpinLock<Option<Writer>> = SpinLock::new(None);
 
-impl Writer {
+impl TraceWriter for Writer {
     fn new() -> Writer {
         Writer {
             out: TraceOut::new(),
@@ -61,6 +61,12 @@ impl Writer {
         }
     }
 
+    fn out(&mut self) -> &mut TraceOut {
+        &mut self.out
+    }
+}
+
+impl Writer {
     /// Creates the file and writes the header, which the budget never cuts.
     fn open(&mut self) -> io::Result<()> {
         let config = state::config().ok_or_else(|| io::Error::other("no configuration"))?;
@@ -75,30 +81,16 @@ impl Writer {
 
     /// What writes the header (a rotating trace keeps it for its later segments' headers).
     fn header(&self, interval_ms: u64, pid: u32) -> HeaderWriter {
-        // SAFETY: getppid has no preconditions.
-        let ppid = unsafe { libc::getppid() };
-        let exe =
-            std::fs::read_link("/proc/self/exe").map(|p| p.into_os_string().into_encoded_bytes()).unwrap_or_default();
-        let cmdline = std::fs::read("/proc/self/cmdline").unwrap_or_default();
-        let (start_ns, max_kernels) = (self.last_t, registry::max_kernels());
-        let max_bytes = state::config().map_or(0, |c| c.max_bytes);
-        Box::new(move |out, segment| {
-            let header = record::Header {
-                pid,
-                ppid: ppid as u32,
-                exe: &exe,
-                cmdline: &cmdline,
-                start_ns,
-                interval_ms,
-                shape_buckets: SHAPE_BUCKETS as u32,
-                max_kernels,
-                max_bytes,
-                observer: env!("CARGO_PKG_VERSION"),
-                writer: format::OBSERVER_WRITER_NAME,
-                max_sequences: 0,
-                segment,
-            };
-            record::header(out, &header);
+        format::sink::process_header(record::Header {
+            pid,
+            start_ns: self.last_t,
+            interval_ms,
+            shape_buckets: SHAPE_BUCKETS as u32,
+            max_kernels: registry::max_kernels(),
+            max_bytes: state::config().map_or(0, |c| c.max_bytes),
+            observer: env!("CARGO_PKG_VERSION"),
+            writer: format::OBSERVER_WRITER_NAME,
+            ..record::Header::default()
         })
     }
 
@@ -271,13 +263,7 @@ const RELAXED: std::sync::atomic::Ordering = std::sync::atomic::Ordering::Relaxe
 
 /// Flushes; returns false once the writer is finished (exit flush done, or failed).
 fn flush(kind: Flush) -> bool {
-    let mut guard = WRITER.lock();
-    let writer = guard.get_or_insert_with(Writer::new);
-    if !writer.out.writable() {
-        return false;
-    }
-    let result = writer.flush(kind);
-    writer.out.settle(kind, result, &STOPPED)
+    format::writer::flush_locked(&WRITER, kind, &STOPPED, |writer| writer.flush(kind))
 }
 
 /// How the observer says that its trace stopped before the process.

@@ -55,6 +55,18 @@ pub fn rotation_plan(max_bytes: u64, keep: u32) -> Option<(u32, u64)> {
 /// rotate (`None`).
 pub type HeaderWriter = Box<dyn Fn(&mut Vec<u8>, Option<record::Segment<'_>>) + Send>;
 
+/// The header writer of this process's trace: `header` as the library fills it, with the process's parent,
+/// executable and command line read now (every segment repeats the same ones) and each file's segment.
+pub fn process_header(header: record::Header<'static>) -> HeaderWriter {
+    // SAFETY: getppid has no preconditions.
+    let ppid = unsafe { libc::getppid() } as u32;
+    let exe = std::fs::read_link("/proc/self/exe").map(|p| p.into_os_string().into_encoded_bytes()).unwrap_or_default();
+    let cmdline = std::fs::read("/proc/self/cmdline").unwrap_or_default();
+    Box::new(move |out, segment| {
+        record::header(out, &record::Header { ppid, exe: &exe, cmdline: &cmdline, segment, ..header })
+    })
+}
+
 /// Why a writer stops before its process ends.
 #[derive(Debug)]
 pub enum Stop {

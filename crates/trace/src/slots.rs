@@ -4,7 +4,7 @@
 
 use std::marker::PhantomData;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
 
 /// Up to `MAX_CHUNKS` chunks of `1 << CHUNK_BITS` slots of `T`.
 pub struct SlotChunks<T, const CHUNK_BITS: u32, const MAX_CHUNKS: usize> {
@@ -57,6 +57,66 @@ impl<T: Default, const CHUNK_BITS: u32, const MAX_CHUNKS: usize> SlotChunks<T, C
             let chunk: Box<[T]> = (0..Self::CHUNK).map(|_| T::default()).collect();
             self.chunks[index].store(Box::into_raw(chunk) as *mut T, Ordering::Release);
         }
+    }
+}
+
+const KEY_EMPTY: u8 = 0;
+const KEY_WRITING: u8 = 1;
+const KEY_READY: u8 = 2;
+
+/// A key of `N` words written once into a shared entry, lock-free: an empty entry is claimed with a CAS, its
+/// words written, then published. Two threads racing with the same new key may claim two entries; the writers
+/// merge equal keys, so what is counted against them stays exact.
+pub struct ClaimedKey<const N: usize> {
+    state: AtomicU8,
+    words: [AtomicU64; N],
+}
+
+impl<const N: usize> std::fmt::Debug for ClaimedKey<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ClaimedKey").field(&self.get()).finish()
+    }
+}
+
+impl<const N: usize> Default for ClaimedKey<N> {
+    fn default() -> Self {
+        ClaimedKey { state: AtomicU8::new(KEY_EMPTY), words: std::array::from_fn(|_| AtomicU64::new(0)) }
+    }
+}
+
+impl<const N: usize> ClaimedKey<N> {
+    /// Whether the entry holds `key`, claimed for it now if it was empty; `false` if it holds another key (or
+    /// another thread is writing one).
+    #[inline(always)]
+    pub fn holds_or_claims(&self, key: [u64; N]) -> bool {
+        match self.state.load(Ordering::Acquire) {
+            KEY_READY => self.words.iter().zip(key).all(|(w, v)| w.load(Ordering::Relaxed) == v),
+            KEY_EMPTY
+                if self
+                    .state
+                    .compare_exchange(KEY_EMPTY, KEY_WRITING, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok() =>
+            {
+                for (w, v) in self.words.iter().zip(key) {
+                    w.store(v, Ordering::Relaxed);
+                }
+                self.state.store(KEY_READY, Ordering::Release);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The key, once one is published.
+    #[inline]
+    pub fn get(&self) -> Option<[u64; N]> {
+        (self.state.load(Ordering::Acquire) == KEY_READY)
+            .then(|| std::array::from_fn(|i| self.words[i].load(Ordering::Relaxed)))
+    }
+
+    /// Empties the entry, for a table that starts over while no thread records into it (a child after fork).
+    pub fn clear(&self) {
+        self.state.store(KEY_EMPTY, Ordering::Relaxed);
     }
 }
 

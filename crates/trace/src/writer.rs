@@ -10,6 +10,7 @@ use std::io;
 use crate::clock::now_ns;
 use crate::crash;
 use crate::sink::{Stop, TraceSink};
+use crate::spin::SpinLock;
 
 /// Bytes a writer gathers before a `write`; always cut at a line boundary.
 pub const WRITE_CHUNK: usize = 64 * 1024;
@@ -20,6 +21,31 @@ pub const WRITE_CHUNK: usize = 64 * 1024;
 pub enum Flush {
     Window,
     Exit,
+}
+
+/// A library's writer, kept in a lock and made at the first flush: what it gathers is its own, the trace file it
+/// writes is a [`TraceOut`].
+pub trait TraceWriter {
+    fn new() -> Self;
+    fn out(&mut self) -> &mut TraceOut;
+}
+
+/// One flush of the writer in `slot`, under its lock: the writer made if this is the first flush, nothing done once
+/// its trace is finished (or another process's), else `write` and its result settled ([`TraceOut::settle`]).
+/// Returns false once the writer is finished.
+pub fn flush_locked<W: TraceWriter>(
+    slot: &SpinLock<Option<W>>,
+    kind: Flush,
+    report: &StopReport,
+    write: impl FnOnce(&mut W) -> Result<(), Stop>,
+) -> bool {
+    let mut guard = slot.lock();
+    let writer = guard.get_or_insert_with(W::new);
+    if !writer.out().writable() {
+        return false;
+    }
+    let result = write(writer);
+    writer.out().settle(kind, result, report)
 }
 
 /// How a library says that its trace stopped before its process.

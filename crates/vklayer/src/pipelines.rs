@@ -13,13 +13,13 @@
 //! definition was written is ignored.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use format::record::source;
 
 use crate::shader::LocalSize;
-use format::slots::SlotChunks;
+use format::slots::{ClaimedKey, SlotChunks};
 use format::spin::SpinLock;
 
 /// Slot id of the overflow kernel.
@@ -29,41 +29,21 @@ pub const SHAPE_BUCKETS: usize = 8;
 /// Longest pipeline name kept (ggml's are under 100 bytes).
 pub const MAX_NAME_BYTES: usize = 1024;
 
-const ENTRY_EMPTY: u8 = 0;
-const ENTRY_WRITING: u8 = 1;
-const ENTRY_READY: u8 = 2;
-
-/// One workgroup-count shape of a pipeline and its dispatches. Claimed with a CAS; two threads
-/// racing on the same new shape may claim two entries, which the writer merges.
+/// One workgroup-count shape of a pipeline and its dispatches: the counts' words (x and y, then z) claimed
+/// lock-free ([`ClaimedKey`]).
 #[derive(Default)]
 struct ShapeEntry {
-    state: AtomicU8,
-    xy: AtomicU64,
-    z: AtomicU32,
+    grid: ClaimedKey<2>,
     count: AtomicU64,
 }
 
 impl ShapeEntry {
     fn try_add(&self, xy: u64, z: u32, n: u64) -> bool {
-        match self.state.load(Ordering::Acquire) {
-            ENTRY_READY if self.xy.load(Ordering::Relaxed) == xy && self.z.load(Ordering::Relaxed) == z => {
-                self.count.fetch_add(n, Ordering::Relaxed);
-                true
-            }
-            ENTRY_EMPTY
-                if self
-                    .state
-                    .compare_exchange(ENTRY_EMPTY, ENTRY_WRITING, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok() =>
-            {
-                self.xy.store(xy, Ordering::Relaxed);
-                self.z.store(z, Ordering::Relaxed);
-                self.state.store(ENTRY_READY, Ordering::Release);
-                self.count.fetch_add(n, Ordering::Relaxed);
-                true
-            }
-            _ => false,
+        let held = self.grid.holds_or_claims([xy, u64::from(z)]);
+        if held {
+            self.count.fetch_add(n, Ordering::Relaxed);
         }
+        held
     }
 }
 
@@ -109,9 +89,8 @@ impl Counters {
     pub fn shape_counts(&self) -> ShapeCounts {
         let mut entries = [None; SHAPE_BUCKETS];
         for (out, e) in entries.iter_mut().zip(&self.shapes) {
-            if e.state.load(Ordering::Acquire) == ENTRY_READY {
-                let xy = e.xy.load(Ordering::Relaxed);
-                let grid = [xy as u32, (xy >> 32) as u32, e.z.load(Ordering::Relaxed)];
+            if let Some([xy, z]) = e.grid.get() {
+                let grid = [xy as u32, (xy >> 32) as u32, z as u32];
                 *out = Some((grid, e.count.load(Ordering::Relaxed)));
             }
         }

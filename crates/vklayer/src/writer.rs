@@ -14,7 +14,7 @@ use format::clock::now_ns;
 use format::record::{self, api, ShapeCount};
 use format::sink::{Stop, TraceSink};
 use format::spirv;
-use format::writer::{Flush, ShapeDeltas, StopReport, TraceOut, WriterLoop};
+use format::writer::{Flush, ShapeDeltas, StopReport, TraceOut, TraceWriter, WriterLoop};
 
 use crate::pipelines::{self, DeviceFacts, Meta, ShapeCounts, OVERFLOW, SHAPE_BUCKETS};
 use crate::{order, state};
@@ -52,7 +52,7 @@ struct Writer {
 
 static WRITER: SpinLock<Option<Writer>> = SpinLock::new(None);
 
-impl Writer {
+impl TraceWriter for Writer {
     fn new() -> Writer {
         Writer {
             out: TraceOut::new(),
@@ -69,39 +69,28 @@ impl Writer {
         }
     }
 
+    fn out(&mut self) -> &mut TraceOut {
+        &mut self.out
+    }
+}
+
+impl Writer {
     fn open(&mut self) -> std::io::Result<()> {
         let settings = state::settings().ok_or_else(|| std::io::Error::other("no configuration"))?;
         let mut sink =
             TraceSink::create_rotating(&settings.destination, self.out.pid(), settings.max_bytes, settings.rotate)?;
-        let exe =
-            std::fs::read_link("/proc/self/exe").map(|p| p.into_os_string().into_encoded_bytes()).unwrap_or_default();
-        let cmdline = std::fs::read("/proc/self/cmdline").unwrap_or_default();
-        let pid = self.out.pid();
-        // SAFETY: getppid has no preconditions.
-        let ppid = unsafe { libc::getppid() } as u32;
-        let (start_ns, interval_ms, max_bytes) = (state::start_ns(), settings.interval_ms, settings.max_bytes);
-        let max_kernels = settings.max_kernels.min(pipelines::HARD_MAX_SLOTS);
-        let max_sequences = if order::recording() { order::MAX_SEQUENCES } else { 0 };
         // Kept by a rotating trace for its later segments' headers.
-        sink.write_header_with(Box::new(move |out, segment| {
-            record::header(
-                out,
-                &record::Header {
-                    pid,
-                    ppid,
-                    exe: &exe,
-                    cmdline: &cmdline,
-                    start_ns,
-                    interval_ms,
-                    shape_buckets: SHAPE_BUCKETS as u32,
-                    max_kernels,
-                    max_bytes,
-                    observer: env!("CARGO_PKG_VERSION"),
-                    writer: format::vulkan::WRITER_NAME,
-                    max_sequences,
-                    segment,
-                },
-            )
+        sink.write_header_with(format::sink::process_header(record::Header {
+            pid: self.out.pid(),
+            start_ns: state::start_ns(),
+            interval_ms: settings.interval_ms,
+            shape_buckets: SHAPE_BUCKETS as u32,
+            max_kernels: settings.max_kernels.min(pipelines::HARD_MAX_SLOTS),
+            max_bytes: settings.max_bytes,
+            observer: env!("CARGO_PKG_VERSION"),
+            writer: format::vulkan::WRITER_NAME,
+            max_sequences: if order::recording() { order::MAX_SEQUENCES } else { 0 },
+            ..record::Header::default()
         }))?;
         format::crash::file_opened(std::os::fd::AsRawFd::as_raw_fd(&sink), sink.budget());
         format::crash::flushed(sink.written());
@@ -403,17 +392,13 @@ fn flush_then(kind: Flush, after: After<'_>) -> bool {
             refresh();
         }
     }
-    let mut guard = WRITER.lock();
-    let writer = guard.get_or_insert_with(Writer::new);
-    if !writer.out.writable() {
-        return false;
-    }
-    let result = writer.flush(kind).and_then(|()| match after {
-        After::DeviceLost(call, result) => writer.device_lost(call, result),
-        After::Hang(stalled_ms) => writer.hang(stalled_ms),
-        After::Nothing => Ok(()),
-    });
-    writer.out.settle(kind, result, &STOPPED)
+    format::writer::flush_locked(&WRITER, kind, &STOPPED, |writer| {
+        writer.flush(kind).and_then(|()| match after {
+            After::DeviceLost(call, result) => writer.device_lost(call, result),
+            After::Hang(stalled_ms) => writer.hang(stalled_ms),
+            After::Nothing => Ok(()),
+        })
+    })
 }
 
 /// How the layer says that its trace stopped before the process.

@@ -121,6 +121,8 @@ impl Preset {
     /// Hyperparameters of the real models (their config.json), with the tokenizer llama.cpp ships for them.
     pub fn shape(self) -> Shape {
         match self {
+            // A plain dense llama: none of the optional parts (experts, partial RoPE, tied output, delta-net
+            // layers, LongRoPE, sliding window). The other presets start from it and set what they differ in.
             Preset::Tiny => Shape {
                 arch: "llama",
                 name: "tiny".into(),
@@ -143,27 +145,14 @@ impl Preset {
                 rope_orig_ctx: None,
                 sliding_window: None,
             },
+            // Tiny is TinyLlama scaled down (its vocab, 4 KV heads, context, RoPE base and norm epsilon).
             Preset::Tinyllama1_1b => Shape {
-                arch: "llama",
                 name: "tinyllama-1.1b".into(),
                 n_embd: 2048,
                 n_layer: 22,
                 n_head: 32,
-                n_head_kv: 4,
                 n_ff: 5632,
-                n_ctx: 2048,
-                n_vocab: None,
-                vocab_file: "ggml-vocab-llama-spm.gguf",
-                rope_freq_base: 10000.0,
-                rms_eps: 1e-5,
-                qkv_bias: false,
-                n_expert: 0,
-                n_expert_used: 0,
-                n_rot: None,
-                tied_output: false,
-                delta_net: None,
-                rope_orig_ctx: None,
-                sliding_window: None,
+                ..Preset::Tiny.shape()
             },
             Preset::Qwen2_7b => Shape {
                 arch: "qwen2",
@@ -179,13 +168,7 @@ impl Preset {
                 rope_freq_base: 1_000_000.0,
                 rms_eps: 1e-6,
                 qkv_bias: true,
-                n_expert: 0,
-                n_expert_used: 0,
-                n_rot: None,
-                tied_output: false,
-                delta_net: None,
-                rope_orig_ctx: None,
-                sliding_window: None,
+                ..Preset::Tiny.shape()
             },
             Preset::TinyMoe => Shape {
                 name: "tiny-moe".into(),
@@ -215,9 +198,6 @@ impl Preset {
                 vocab_file: "ggml-vocab-qwen35.gguf",
                 rope_freq_base: 10_000_000.0,
                 rms_eps: 1e-6,
-                qkv_bias: false,
-                n_expert: 0,
-                n_expert_used: 0,
                 n_rot: Some(64),
                 tied_output: true,
                 delta_net: Some(DeltaNet {
@@ -227,8 +207,7 @@ impl Preset {
                     v_heads: 16,
                     full_attention_interval: 4,
                 }),
-                rope_orig_ctx: None,
-                sliding_window: None,
+                ..Preset::Tiny.shape()
             },
             // microsoft/Phi-4-mini-instruct's config.json: hidden_size 3072, num_hidden_layers 32,
             // num_attention_heads 24, num_key_value_heads 8, intermediate_size 8192, vocab_size 200064,
@@ -249,14 +228,11 @@ impl Preset {
                 vocab_file: "ggml-vocab-llama-bpe.gguf",
                 rope_freq_base: 10000.0,
                 rms_eps: 1e-5,
-                qkv_bias: false,
-                n_expert: 0,
-                n_expert_used: 0,
                 n_rot: Some(96),
                 tied_output: true,
-                delta_net: None,
                 rope_orig_ctx: Some(4096),
                 sliding_window: Some(262144),
+                ..Preset::Tiny.shape()
             },
         }
     }

@@ -394,6 +394,7 @@ pub struct TraceProcess {
 /// may hold launches from just outside the request; `spill_ns` says by how much the counted windows reach beyond
 /// it, and `interval_ms` bounds that: the join is exact to one window length.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(Default))]
 pub struct RecordTrace {
     /// The trace directory (relative to the run directory for managed servers; absolute for external ones).
     pub dir: String,
@@ -446,6 +447,26 @@ pub struct RecordTrace {
 
 /// Kernels listed per record.
 pub const TRACE_TOP_KERNELS: usize = 20;
+
+#[cfg(test)]
+impl RecordTrace {
+    /// A request's trace for tests of what reads it: in `dir`, the launches of `families` (those with any) counted
+    /// as one kernel each, over one 20 ms window, with the observer mapped; nothing failed, cut or crashed.
+    pub fn counted(dir: &str, families: &[(&str, u64)]) -> RecordTrace {
+        let families: BTreeMap<String, u64> =
+            families.iter().filter(|(_, n)| *n > 0).map(|(f, n)| (f.to_string(), *n)).collect();
+        RecordTrace {
+            dir: dir.into(),
+            window_ns: [0, 1],
+            interval_ms: 20,
+            observer_loaded: Some(true),
+            total_launches: families.values().sum(),
+            distinct_kernels: families.len() as u64,
+            families,
+            ..RecordTrace::default()
+        }
+    }
+}
 
 impl Record {
     pub fn is_ok(&self) -> bool {

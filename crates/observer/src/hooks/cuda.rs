@@ -1,6 +1,7 @@
 //! CUDA runtime and driver hooks (signatures from `cuda_runtime_api.h`, `crt/host_runtime.h` and
-//! `cuda.h`, CUDA 11 - 13). These cannot be exercised on a machine without the CUDA runtime; they
-//! mirror the HIP hooks one for one so that the GPU machine can validate them.
+//! `cuda.h`, CUDA 11 - 13). These cannot be exercised on a machine without the CUDA runtime; the hooks that
+//! HIP declares alike share their rows with HIP's (`hooks::runtime`), so that the GPU machine validates both.
+//! Here are CUDA's own.
 //!
 //! Launch paths seen in ggml builds (`docs/trace-format.md` lists them with the API tags):
 //! * nvcc <= 12.3 `<<<>>>` stubs call `cudaLaunchKernel(host_stub, …)`;
@@ -16,44 +17,14 @@
 #![allow(non_snake_case, clippy::missing_safety_doc, clippy::too_many_arguments)]
 #![cfg_attr(test, allow(dead_code))]
 
-use std::ffi::{c_char, c_int, c_uint, c_void};
-use std::ptr;
+use std::ffi::c_void;
 
 use super::{hook, shape};
 use crate::ffi::{
     CuLaunchConfig, CudaLaunchConfig, Dim3, Handle, Status, CUDA_ERROR_NOT_SUPPORTED, CU_ERROR_NOT_SUPPORTED,
 };
-use crate::observe::{alias, from_cu_config, launch, out_handle, register, Namer, Stream};
-use crate::registry::{Api, NameSource, Shape};
-
-hook! {
-    fn __cudaRegisterFatBinary(fat_cubin: *mut c_void) -> *mut *mut c_void;
-    missing = ptr::null_mut();
-    after |_handle| {
-        crate::start::active();
-    }
-}
-
-hook! {
-    fn __cudaRegisterFunction(
-        fat_cubin_handle: *mut *mut c_void,
-        host_function: *const c_char,
-        device_function: *mut c_char,
-        device_name: *const c_char,
-        thread_limit: c_int,
-        tid: *mut c_void,
-        bid: *mut c_void,
-        block_dim: *mut Dim3,
-        grid_dim: *mut Dim3,
-        warp_size: *mut c_int,
-    );
-    after register(
-        Api::Cuda,
-        host_function as usize,
-        if device_name.is_null() { device_function } else { device_name },
-        NameSource::Register,
-    )
-}
+use crate::observe::{alias, from_cu_config, launch, out_handle, Namer, Stream};
+use crate::registry::{Api, Shape};
 
 hook! {
     /// CUDA 12.4+ `<<<>>>` lowering: the kernel handle of a host stub (`cudaGetKernel`: of an entry function).
@@ -64,24 +35,6 @@ hook! {
         if let Some(kernel) = out_handle(status, kernel) {
             alias(Api::Cuda, Namer::CudaStub, host_function as usize, kernel, Stream(0));
         }
-    }
-}
-
-hook! {
-    /// `<<<>>>` up to nvcc 12.3, and the cooperative launch; the `_ptsz` variants for per-thread default streams.
-    fn cudaLaunchKernel(
-        function: *const c_void,
-        grid: Dim3,
-        block: Dim3,
-        args: *mut *mut c_void,
-        shared_mem: usize,
-        stream: Handle,
-    ) -> Status;
-    also cudaLaunchKernel_ptsz(per_thread), cudaLaunchCooperativeKernel, cudaLaunchCooperativeKernel_ptsz(per_thread);
-    missing = CUDA_ERROR_NOT_SUPPORTED;
-    after |status, ring, per_thread| {
-        launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape(grid, block),
-            Stream::of(stream, per_thread), status)
     }
 }
 
@@ -119,40 +72,6 @@ hook! {
         if let Some((shape, stream)) = from_cuda_config(config) {
             launch(ring, Api::Cuda, Namer::CudaStub, function as usize, shape, Stream::of(stream, per_thread), status);
         }
-    }
-}
-
-hook! {
-    fn cuModuleGetFunction(function: *mut Handle, module: Handle, name: *const c_char) -> Status;
-    missing = CU_ERROR_NOT_SUPPORTED;
-    after |status| {
-        if let Some(function) = out_handle(status, function) {
-            register(Api::Cu, function, name, NameSource::GetFunction);
-        }
-    }
-}
-
-hook! {
-    /// Also handed out by lookups (`hooks::lookup`): cuBLAS reaches it through `cuGetProcAddress`.
-    fn cuLaunchKernel(
-        function: Handle,
-        grid_x: c_uint,
-        grid_y: c_uint,
-        grid_z: c_uint,
-        block_x: c_uint,
-        block_y: c_uint,
-        block_z: c_uint,
-        shared_mem_bytes: c_uint,
-        stream: Handle,
-        params: *mut *mut c_void,
-        extra: *mut *mut c_void,
-    ) -> Status;
-    also cuLaunchKernel_ptsz(per_thread);
-    looked_up cuLaunchKernel as CU_LAUNCH_KERNEL;
-    missing = CU_ERROR_NOT_SUPPORTED;
-    after |status, ring, per_thread| {
-        let shape = Shape { grid: [grid_x, grid_y, grid_z], block: [block_x, block_y, block_z] };
-        launch(ring, Api::Cu, Namer::CuFunction, function as usize, shape, Stream::of(stream, per_thread), status)
     }
 }
 

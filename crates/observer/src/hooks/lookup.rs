@@ -29,7 +29,7 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 
-use super::{capture, cuda, hip, hook};
+use super::{capture, cuda, hip, hook, runtime};
 use crate::ffi::{Status, CUDA_ERROR_NOT_SUPPORTED, NOT_SUPPORTED, SUCCESS};
 
 hook! {
@@ -129,10 +129,10 @@ pub(crate) fn on_lookup(symbol: *const c_char, real: usize, flags: u64) -> usize
 /// functions and the lookup functions have no stream variant.
 fn wrap(entry: Entry, ptsz: bool, real: usize) -> usize {
     let wrapper = match entry {
-        Entry::CuLaunchKernel => cuda::CU_LAUNCH_KERNEL.bind(ptsz, real),
+        Entry::CuLaunchKernel => runtime::CU_LAUNCH_KERNEL.bind(ptsz, real),
         Entry::CuLaunchKernelEx => cuda::CU_LAUNCH_KERNEL_EX.bind(ptsz, real),
         Entry::CuGraphLaunch => capture::CU_GRAPH_LAUNCH.bind(ptsz, real),
-        Entry::HipModuleLaunchKernel => hip::HIP_MODULE_LAUNCH_KERNEL.bind(false, real),
+        Entry::HipModuleLaunchKernel => runtime::HIP_MODULE_LAUNCH_KERNEL.bind(false, real),
         Entry::HipExtModuleLaunchKernel => hip::HIP_EXT_MODULE_LAUNCH_KERNEL.bind(false, real),
         Entry::CuGetProcAddress => CU_GET_PROC_ADDRESS.bind(false, real),
         Entry::HipGetProcAddress => HIP_GET_PROC_ADDRESS.bind(false, real),

@@ -17,6 +17,7 @@ pub mod capture;
 pub mod cuda;
 pub mod hip;
 pub mod lookup;
+pub mod runtime;
 
 /// `concat!(name, "\0")` as a `CStr`, at compile time.
 pub const fn c_name(with_nul: &'static str) -> &'static CStr {
@@ -50,7 +51,7 @@ pub const fn c_name(with_nul: &'static str) -> &'static CStr {
 ///   variant, and the runtime family (the trailing ones may be left out);
 /// * `before |family| OBSERVE` or `before OBSERVE` — observe, then call (destroy functions: the handle must leave
 ///   our tables before the runtime can hand the same address out again);
-/// * `after OBSERVE` — a `void` function: call, then observe;
+/// * `after |family| OBSERVE` or `after OBSERVE` — a `void` function: call, then observe;
 /// * `then |status| MAP` — lookup functions: call, then `MAP` with the result, outside any hook scope (the
 ///   mapping is done inside another hook too: it changes nothing but an address).
 ///
@@ -71,6 +72,9 @@ macro_rules! hook {
     };
     (@clauses $sig:tt $exports:tt $lookup:tt $missing:tt; missing = $value:expr; $($rest:tt)*) => {
         $crate::hooks::hook!(@clauses $sig $exports $lookup [$value]; $($rest)*);
+    };
+    (@clauses [$meta:tt $params:tt []] $exports:tt $lookup:tt $missing:tt; after |$family:pat_param| $observe:expr) => {
+        $crate::hooks::hook!(@row $exports $lookup { $meta $params [] $missing void [$family] $observe });
     };
     (@clauses [$meta:tt $params:tt $ret:tt] $exports:tt $lookup:tt $missing:tt;
      after |$status:pat_param $(, $ring:pat_param $(, $pt:pat_param $(, $family:pat_param)?)?)?| $observe:expr) => {
@@ -179,7 +183,8 @@ macro_rules! hook {
         drop(scope);
         result
     }};
-    (@call void $real:ident ($($arg:ident),*) $call:expr, $per_thread:expr, $family:expr; [] $observe:expr) => {{
+    (@call void $real:ident ($($arg:ident),*) $call:expr, $per_thread:expr, $family:expr;
+     [$($fam:pat_param)?] $observe:expr) => {{
         static CALL: &str = $call;
         let scope = $crate::sync::HookScope::enter();
         let ring = scope.as_ref().and_then(|s| s.call_begins(&CALL));
@@ -189,6 +194,7 @@ macro_rules! hook {
             ring.call_ends();
         }
         if scope.is_some() {
+            let $crate::hooks::hook!(@or_ignore $($fam)?): $crate::ffi::Family = $family;
             $crate::state::guarded(|| $observe);
         }
         drop(scope);

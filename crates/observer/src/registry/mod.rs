@@ -13,9 +13,9 @@
 use format::fork::ForkHandlers;
 use std::collections::HashMap;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use format::slots::SlotChunks;
+use format::slots::{ClaimedKey, SlotChunks};
 use format::spin::SpinLock;
 
 /// Which entry point family a kernel was seen through.
@@ -96,10 +96,6 @@ impl Shape {
 /// Distinct shapes kept per kernel; further shapes are counted in the kernel's "other" bucket.
 pub const SHAPE_BUCKETS: usize = 8;
 
-const ENTRY_EMPTY: u8 = 0;
-const ENTRY_WRITING: u8 = 1;
-const ENTRY_READY: u8 = 2;
-
 /// A counter that is bumped without a locked read-modify-write in the common case.
 ///
 /// A locked add (`lock xadd`) waits for the store buffer, which the runtime has just filled with
@@ -133,13 +129,10 @@ impl Counter {
     }
 }
 
-/// One launch shape of a kernel and its count. Lock-free: an empty entry is claimed with a CAS.
-/// Two threads racing with the same new shape may claim two entries; the trace writer merges
-/// equal shapes, so counts stay exact.
+/// One launch shape of a kernel and its count: the shape's words claimed lock-free ([`ClaimedKey`]).
 #[derive(Default)]
 struct ShapeEntry {
-    state: AtomicU8,
-    words: [AtomicU64; 3],
+    words: ClaimedKey<3>,
     count: Counter,
 }
 
@@ -148,37 +141,19 @@ impl ShapeEntry {
     /// for them; `false` if it holds another shape (or another thread is writing it).
     #[inline(always)]
     fn try_record(&self, words: [u64; 3], n: u64, owner: bool) -> bool {
-        match self.state.load(Ordering::Acquire) {
-            ENTRY_READY if self.words.iter().zip(words).all(|(w, v)| w.load(Ordering::Relaxed) == v) => {
-                self.count.add(n, owner);
-                true
-            }
-            ENTRY_EMPTY
-                if self
-                    .state
-                    .compare_exchange(ENTRY_EMPTY, ENTRY_WRITING, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok() =>
-            {
-                for (w, v) in self.words.iter().zip(words) {
-                    w.store(v, Ordering::Relaxed);
-                }
-                self.state.store(ENTRY_READY, Ordering::Release);
-                self.count.add(n, owner);
-                true
-            }
-            _ => false,
+        let held = self.words.holds_or_claims(words);
+        if held {
+            self.count.add(n, owner);
         }
+        held
     }
 
     fn snapshot(&self) -> Option<(Shape, u64)> {
-        (self.state.load(Ordering::Acquire) == ENTRY_READY).then(|| {
-            let words = [0, 1, 2].map(|i| self.words[i].load(Ordering::Relaxed));
-            (Shape::from_words(words), self.count.load())
-        })
+        self.words.get().map(|words| (Shape::from_words(words), self.count.load()))
     }
 
     fn reset(&self) {
-        self.state.store(ENTRY_EMPTY, Ordering::Relaxed);
+        self.words.clear();
         self.count.reset();
     }
 }

@@ -14,7 +14,7 @@ pub use crash::*;
 pub use keys::*;
 
 /// The first record of every file.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Header<'a> {
     pub pid: u32,
     pub ppid: u32,
