@@ -93,3 +93,63 @@ fn a_server_stopped_mid_run_leaves_the_records_in_the_local_fallback_and_push_co
     assert_eq!(counts, format!("{CELLS} {CELLS}"), "nothing lost, nothing twice");
     assert_eq!(pg.psql(&format!("SELECT status FROM backscope.runs WHERE run_id = '{run_id}'")), "finished");
 }
+
+#[test]
+fn a_local_bisect_is_pushed_once_with_its_steps_and_another_hosts_copy_is_left_alone() {
+    let pg = Pg::start();
+    let db = pg.db("postgres");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    crate::support::util::marker_builds(d, 100..=108, 105);
+    let local = d.join("local.db");
+    let out = backscope()
+        .current_dir(d)
+        .env("BACKSCOPE_HOST_ID", "host-a")
+        .args(["bisect", "--json", "--runs-dir", "runs", "--good", "100", "--bad", "108", "--builds", "dir:builds"])
+        .arg("--db")
+        .arg(&local)
+        .args(["--", "sh", "-c", r#"test ! -e "$BACKSCOPE_BIN_DIR/bad""#])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = v["bisect"]["bisect_id"].as_str().unwrap().to_string();
+    let n = v["steps"].as_array().unwrap().len() as u64;
+    let push = |host: &str| -> Value {
+        let out = stdout_ok(
+            backscope().env("BACKSCOPE_HOST_ID", host).args(["push", "--json", "--db", &db]).arg("--from").arg(&local),
+        );
+        serde_json::from_str(&out).unwrap()
+    };
+    let first = push("host-a");
+    let b = first.as_array().unwrap().iter().find(|p| p["bisect_id"] == id.as_str()).expect("the bisect was pushed");
+    assert_eq!(
+        (b["bisect_created"].as_bool(), b["uploaded"].as_u64(), b["already_stored"].as_u64()),
+        (Some(true), Some(n), Some(0))
+    );
+    let second = push("host-a");
+    let b = second.as_array().unwrap().iter().find(|p| p["bisect_id"] == id.as_str()).unwrap();
+    assert_eq!(
+        (b["bisect_created"].as_bool(), b["uploaded"].as_u64(), b["already_stored"].as_u64()),
+        (Some(false), Some(0), Some(n))
+    );
+    assert_eq!(pg.psql("SELECT count(*) FROM backscope.bisect_steps"), n.to_string());
+    assert_eq!(pg.psql("SELECT host_id || ' ' || status FROM backscope.bisect_runs"), "host-a finished");
+    // The same bisect pushed from another host: the server's copy is host-a's, and stays as it is.
+    let out = backscope()
+        .env("BACKSCOPE_HOST_ID", "host-b")
+        .args(["push", "--db", &db])
+        .arg("--from")
+        .arg(&local)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("bisect {id}: not pushed")) && text.contains("host `host-a`"), "{text}");
+    assert_eq!(pg.psql("SELECT host_id FROM backscope.bisect_runs"), "host-a");
+    // Read back from PostgreSQL, it is the same bisect: the same verdict and steps.
+    let report: Value =
+        serde_json::from_str(&stdout_ok(backscope().args(["report", &db, "--bisect", &id, "--json"]))).unwrap();
+    assert_eq!(report["verdict"], v["verdict"]);
+    assert_eq!(report["steps"], v["steps"]);
+}

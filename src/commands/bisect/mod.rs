@@ -67,6 +67,9 @@ type Stored = (BisectRow, Vec<Step>);
 fn resolve(opts: &BisectOptions) -> Result<(BisectSpec, Option<Stored>)> {
     match (&opts.resume, &opts.spec) {
         (Some(_), _) if opts.dry_run => bail!("--dry-run plans a new bisect; it does not go with --resume"),
+        (None, _) if opts.take_over => {
+            bail!("--take-over moves a stored bisect to this host; it goes with --resume ID")
+        }
         (Some(which), _) => {
             let id = match which {
                 Resume::Latest => None,
@@ -76,7 +79,7 @@ fn resolve(opts: &BisectOptions) -> Result<(BisectSpec, Option<Stored>)> {
                 }
             };
             let store = BisectStore::open_read_only(opts.db.target()?)?;
-            let row = store.find_to_resume(id)?;
+            let row = store.find_to_resume(id, opts.take_over)?;
             let spec = stored_spec(&row)?;
             confirmed(opts, &row, &spec)?;
             let steps = store.steps(&row.bisect_id)?;
@@ -220,7 +223,13 @@ fn run_spec(opts: &BisectOptions, spec: BisectSpec, existing: Option<Stored>, pr
     };
     let mut store = BisectStore::open(opts.db.target()?)?;
     let (row, steps) = match existing {
-        Some(e) => e,
+        Some((row, _)) => {
+            store.claim(&row.bisect_id, opts.take_over)?;
+            // Read again after the claim: the steps another host wrote until it was taken over are all there.
+            let steps = store.steps(&row.bisect_id)?;
+            let row = store.run(&row.bisect_id)?.with_context(|| format!("bisect {} is gone", row.bisect_id))?;
+            (row, steps)
+        }
         None => {
             let row = BisectRow {
                 bisect_id: new_bisect_id(),
@@ -235,6 +244,7 @@ fn run_spec(opts: &BisectOptions, spec: BisectSpec, existing: Option<Stored>, pr
                 candidates: listed,
                 upstream: None,
                 backscope_version: env!("CARGO_PKG_VERSION").to_string(),
+                taken_over: None,
             };
             store.create(&row)?;
             (row, vec![])

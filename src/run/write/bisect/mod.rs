@@ -110,6 +110,15 @@ impl BisectStore {
         if !path.is_file() {
             bail!("{}: no such database (run `backscope bisect … --db FILE` first)", path.display());
         }
+        match BisectStore::open_local_if_any(path)? {
+            Some(store) => Ok(store),
+            None => bail!("{}: holds no bisect (no `bisect_runs` and `bisect_steps` tables)", path.display()),
+        }
+    }
+
+    /// An existing SQLite file's bisects for reading only, or none when it has no bisect tables (a database only
+    /// sweeps wrote): what `backscope push` uploads besides the runs.
+    pub fn open_local_if_any(path: &Path) -> Result<Option<BisectStore>> {
         crate::host::inputs::open_input(path)?;
         let conn = crate::run::write::sqlite::connect_read_only(path, Duration::from_secs(10))?;
         let tables: i64 = conn
@@ -119,10 +128,18 @@ impl BisectStore {
                 |r| r.get(0),
             )
             .with_context(|| format!("{}: not an SQLite database", path.display()))?;
-        if tables != 2 {
-            bail!("{}: holds no bisect (no `bisect_runs` and `bisect_steps` tables)", path.display());
+        Ok((tables == 2).then(|| BisectStore { backend: Backend::Sqlite(conn), path: path.to_path_buf() }))
+    }
+
+    /// Upload a bisect and its steps read from a local store into this PostgreSQL store, once
+    /// (`pg::PgBisect::push`).
+    pub fn push(&mut self, row: &BisectRow, steps: &[Step]) -> Result<pg::BisectPush> {
+        match &mut self.backend {
+            Backend::Pg(p) => p.get_mut().push(row, steps),
+            Backend::Sqlite(_) => {
+                bail!("{}: bisects are pushed into a PostgreSQL store, not a file", self.path.display())
+            }
         }
-        Ok(BisectStore { backend: Backend::Sqlite(conn), path: path.to_path_buf() })
     }
 
     pub fn create(&mut self, row: &BisectRow) -> Result<()> {
@@ -240,16 +257,26 @@ impl BisectStore {
 
     /// The bisect `--resume [ID]` continues: by id, else the latest — in a PostgreSQL store the latest this host
     /// started, so that a host never picks up another host's bisect by default, and only one of this database
-    /// role's (another role's bisect, by id or not, is never continued: `pg::PgBisect::resumable`).
-    pub fn find_to_resume(&self, id: Option<&str>) -> Result<BisectRow> {
+    /// role's (another role's bisect, by id or not, is never continued; another host's by id only with
+    /// `take_over`: `pg::PgBisect::resumable`).
+    pub fn find_to_resume(&self, id: Option<&str>, take_over: bool) -> Result<BisectRow> {
         let Backend::Pg(pg) = &self.backend else { return self.find(id) };
         let mut pg = pg.borrow_mut();
         if let Some(id) = id {
-            return pg.resumable(id);
+            return pg.resumable(id, take_over);
         }
         match pg.latest_own()? {
             Some(row) => Ok(row),
             None => bail!("no bisect of host `{}` in {} to resume (give its id)", pg.host_id(), self.path.display()),
+        }
+    }
+
+    /// Make a stored bisect this host's to continue: in a PostgreSQL store it is already, or `take_over` moves it
+    /// from another host of this role (`pg::PgBisect::claim`); an SQLite file has one writer: always.
+    pub fn claim(&mut self, bisect_id: &str, take_over: bool) -> Result<()> {
+        match &mut self.backend {
+            Backend::Sqlite(_) => Ok(()),
+            Backend::Pg(p) => p.get_mut().claim(bisect_id, take_over),
         }
     }
 
@@ -314,6 +341,7 @@ fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<BisectRow>> {
             candidates: serde_json::from_str(&candidates).context("candidates_json")?,
             upstream: upstream.as_deref().map(serde_json::from_str).transpose().context("upstream_json")?,
             backscope_version: r.get(11)?,
+            taken_over: None,
         })
     })();
     Ok(parsed.with_context(|| format!("bisect {id}: a stored field is not readable")))
