@@ -153,3 +153,71 @@ fn a_local_bisect_is_pushed_once_with_its_steps_and_another_hosts_copy_is_left_a
     assert_eq!(report["verdict"], v["verdict"]);
     assert_eq!(report["steps"], v["steps"]);
 }
+
+#[test]
+fn a_server_stopped_mid_bisect_leaves_the_steps_in_the_local_fallback_and_push_keeps_the_verdict() {
+    let _turn = heavy();
+    let pg = Pg::start();
+    let db = pg.db("postgres");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    crate::support::util::marker_builds(d, 100..=108, 105);
+    let calls = d.join("calls");
+    // The third step (the midpoint b104) waits, at most a minute, for the `.go` marker: the server stops meanwhile.
+    let test = r#"if [ "$BACKSCOPE_BUILD" = b104 ]; then touch "$CALLS.waiting"; i=0;
+        while [ ! -e "$CALLS.go" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi;
+        test ! -e "$BACKSCOPE_BIN_DIR/bad""#;
+    let bisect = |args: &[&str]| {
+        let mut c = backscope();
+        c.current_dir(d).env("BACKSCOPE_HOST_ID", "host-a").env("CALLS", &calls);
+        c.arg("bisect").args(["--db", &db, "--runs-dir", "runs"]).args(args);
+        c
+    };
+    let child = bisect(&["--json", "--good", "100", "--bad", "108", "--builds", "dir:builds", "--", "sh", "-c", test])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !d.join("calls.waiting").exists() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "the third step never began");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let id = pg.psql("SELECT bisect_id FROM backscope.bisect_runs");
+    pg.stop_server();
+    std::fs::write(d.join("calls.go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    // The bisect went on locally and reached its verdict.
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["verdict"]["last_good"].as_u64(), v["verdict"]["first_bad"].as_u64()), (Some(104), Some(105)));
+    let fallback = d.join("runs").join(format!("{id}.local.db"));
+    assert!(err.contains("went away") && err.contains(&fallback.display().to_string()), "{err}");
+    assert!(err.contains("backscope push --from"), "{err}");
+    pg.start_server();
+    assert_eq!(pg.psql("SELECT count(*) || ' ' || max(seq) FROM backscope.bisect_steps"), "2 1", "the ends only");
+    // Resuming before the push would test the local steps again: refused, naming the file.
+    let out = bisect(&["--resume", &id, "--yes"]).output().unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && e.contains("push them first") && e.contains(&fallback.display().to_string()),
+        "{e}"
+    );
+    let pushed = stdout_ok(
+        backscope()
+            .env("BACKSCOPE_HOST_ID", "host-a")
+            .args(["push", "--json", "--db", &db])
+            .arg("--from")
+            .arg(&fallback),
+    );
+    let pushed: Value = serde_json::from_str(&pushed).unwrap();
+    let n = v["steps"].as_array().unwrap().len() as u64;
+    assert_eq!(pushed[0]["bisect_id"], id.as_str());
+    assert_eq!((pushed[0]["uploaded"].as_u64(), pushed[0]["already_stored"].as_u64()), (Some(n - 2), Some(2)));
+    assert_eq!(pg.psql("SELECT status FROM backscope.bisect_runs"), "finished");
+    let report: Value =
+        serde_json::from_str(&stdout_ok(backscope().args(["report", &db, "--bisect", &id, "--json"]))).unwrap();
+    assert_eq!(report["verdict"], v["verdict"]);
+    assert_eq!(report["steps"], v["steps"]);
+}

@@ -254,7 +254,11 @@ fn run_spec(opts: &BisectOptions, spec: BisectSpec, existing: Option<Stored>, pr
     if row.status != Status::Finished {
         search_to_end(opts, &spec, &mut store, row, steps, provider)?.map_or(Ok(()), Err)?;
     }
-    let store = BisectStore::open_read_only(opts.db.target()?)?;
+    // After the server went away mid-bisect, the whole bisect is in the local file it went on into.
+    let store = match store.fallback_in_use() {
+        Some(local) => BisectStore::open_read_only(&crate::run::format::target::DbTarget::Sqlite(local.to_path_buf()))?,
+        None => BisectStore::open_read_only(opts.db.target()?)?,
+    };
     let view = BisectView::new(store.find(Some(&id))?, store.steps(&id)?);
     let verdict = Verdict::of(&view.bisect, &view.steps);
     out.emit(&view)?;
@@ -264,6 +268,26 @@ fn run_spec(opts: &BisectOptions, spec: BisectSpec, existing: Option<Stored>, pr
         Verdict::Open { .. } if view.bisect.status == Status::Interrupted => exit::INTERRUPTED,
         _ => exit::FAILED_CELLS,
     })
+}
+
+/// A bisect that went on into its local fallback file while the server was away must have that file pushed before
+/// it continues in the shared store: its local steps would otherwise be tested again, and clash at push time.
+fn refuse_unpushed_fallback(path: &std::path::Path, id: &str, shared: &[Step], opts: &BisectOptions) -> Result<()> {
+    if !path.is_file() || !matches!(opts.db.target()?, crate::run::format::target::DbTarget::Postgres(_)) {
+        return Ok(());
+    }
+    let Some(local) = BisectStore::open_local_if_any(path)? else { return Ok(()) };
+    let missing = local.steps(id)?.iter().filter(|l| !shared.iter().any(|s| s.seq == l.seq)).count();
+    if missing > 0 {
+        bail!(
+            "bisect {id} has {missing} step(s) only in its local fallback file {} (recorded while the server was \
+             away): push them first (backscope push --from {} --db '{}'), then resume",
+            path.display(),
+            path.display(),
+            opts.db.display()
+        );
+    }
+    Ok(())
 }
 
 /// Run the search and record how it ended. The outer error is the store's; the inner one is the search's, after
@@ -283,6 +307,9 @@ fn search_to_end(
     }
     let dir = spec.runs_dir.join(&id);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let fallback = spec.runs_dir.join(format!("{id}.local.db"));
+    refuse_unpushed_fallback(&fallback, &id, &steps, opts)?;
+    store.arm_fallback(fallback, &row, &steps);
     store.finish(&id, Status::Running, None)?;
     messages::note(format_args!(
         "bisect {id}: b{}..b{}, {} build(s) listed, test `{}`; logs in {}",

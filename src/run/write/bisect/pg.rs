@@ -45,6 +45,22 @@ struct Owner {
     last_write: String,
 }
 
+/// The server went away (the connection closed, an admin shutdown, a missed deadline) while a step or status was
+/// written: the caller may continue into a local file (`BisectStore`'s fallback) instead of stopping.
+#[derive(Debug)]
+pub struct ServerGone {
+    pub target: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for ServerGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.target, self.reason)
+    }
+}
+
+impl std::error::Error for ServerGone {}
+
 /// A build number or step index as stored (BIGINT); a value outside u32 is a corrupt row, named.
 fn small(v: i64, what: &str) -> Result<u32> {
     u32::try_from(v).map_err(|_| anyhow!("{what} {v} is out of range"))
@@ -67,6 +83,14 @@ impl PgBisect {
         anyhow!("{}: {e}", self.target)
     }
 
+    /// [`ServerGone`] for a lost connection, else the error as [`PgBisect::err`] words it.
+    fn err_or_gone(&self, e: PgError) -> anyhow::Error {
+        if e.is_connection_loss() {
+            return ServerGone { target: self.target.clone(), reason: e.to_string() }.into();
+        }
+        self.err(e)
+    }
+
     pub fn create(&mut self, row: &BisectRow) -> Result<()> {
         let host = self.host_id.clone();
         insert_bisect(&mut self.client, row, &host)
@@ -78,7 +102,7 @@ impl PgBisect {
     pub fn append_step(&mut self, bisect_id: &str, step: &Step) -> Result<()> {
         let host = self.host_id.clone();
         let inserted = insert_step(&mut self.client, bisect_id, step, &host)
-            .map_err(|e| self.err(e))
+            .map_err(|e| self.err_or_gone(e))
             .with_context(|| format!("cannot record step {} (b{}) of bisect {bisect_id}", step.seq, step.build))?;
         if inserted {
             return Ok(());
@@ -160,7 +184,7 @@ impl PgBisect {
                  WHERE bisect_id = $1 AND owner_role = current_user AND host_id = $5",
                 &[&bisect_id, &status.as_str(), &finished, &upstream, &self.host_id],
             )
-            .map_err(|e| self.err(e))?;
+            .map_err(|e| self.err_or_gone(e))?;
         if n != 1 {
             self.still_mine(bisect_id, &format!("its status ({}) was not set", status.as_str()))?;
             bail!("{}: bisect {bisect_id}: its status was not set", self.target);
