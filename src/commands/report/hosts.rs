@@ -412,4 +412,31 @@ mod tests {
         assert!(f.admits(&mi50) && !f.admits(&vega));
         assert!(HostFilter { host: Some("lab-vega".into()), gpu: None }.admits(&vega));
     }
+
+    #[test]
+    fn a_model_is_its_file_where_the_records_name_one_and_else_its_recorded_name() {
+        let (a, b) = (host("a", "gfx906"), host("b", "gfx906"));
+        let file = ModelFile { name: "sha256-6a07".into(), size: 4096, header_sha256: "ab".repeat(32) };
+        let at = |path: &str, model_file: Option<&ModelFile>| Record {
+            model: path.into(),
+            model_file: model_file.cloned(),
+            ..rec(Some(1.0), None)
+        };
+        let mut g = Grouping::default();
+        g.add(&a, &at("/usr/share/ollama/.ollama/models/blobs/sha256-6a07", Some(&file)));
+        g.add(&b, &at("/home/u/.ollama/models/blobs/sha256-6a07", Some(&file)));
+        // Without a file identity the names stay apart; another file of the same name is another model.
+        g.add(&a, &at("llama3:8b", None));
+        g.add(&b, &at("llama3:8b-q4", None));
+        let other = ModelFile { header_sha256: "cd".repeat(32), ..file.clone() };
+        g.add(&b, &at("/srv/sha256-6a07", Some(&other)));
+        let (points, _) = g.finish();
+        let rows: Vec<(&str, usize, usize)> =
+            points.iter().map(|p| (p.model.as_str(), p.hosts.len(), p.recorded_as.len())).collect();
+        assert_eq!(
+            rows,
+            [("/srv/sha256-6a07", 1, 0), ("llama3:8b", 1, 0), ("llama3:8b-q4", 1, 0), ("sha256-6a07", 2, 2)]
+        );
+        assert_eq!(points[3].model_file.as_ref(), Some(&file));
+    }
 }
