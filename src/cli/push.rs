@@ -23,7 +23,7 @@ pub struct PushArgs {
     /// Push only this run or bisect (repeatable); default: every run and bisect in --from.
     #[arg(long = "run", value_name = "RUN_ID")]
     pub runs: Vec<String>,
-    /// Push into a run another host owns, moving it to this host.
+    /// Push into a run or bisect another host owns, moving it to this host.
     #[arg(long)]
     pub take_over: bool,
     /// Output: text (one line per run or bisect), --json (an array: run_id, run_created, uploaded, already_stored

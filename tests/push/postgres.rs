@@ -95,7 +95,7 @@ fn a_server_stopped_mid_run_leaves_the_records_in_the_local_fallback_and_push_co
 }
 
 #[test]
-fn a_local_bisect_is_pushed_once_with_its_steps_and_another_hosts_copy_is_left_alone() {
+fn a_local_bisect_is_pushed_once_with_its_steps_and_another_hosts_copy_is_left_alone_unless_taken_over() {
     let pg = Pg::start();
     let db = pg.db("postgres");
     let dir = tempfile::tempdir().unwrap();
@@ -147,6 +147,17 @@ fn a_local_bisect_is_pushed_once_with_its_steps_and_another_hosts_copy_is_left_a
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&format!("bisect {id}: not pushed")) && text.contains("host `host-a`"), "{text}");
     assert_eq!(pg.psql("SELECT host_id FROM backscope.bisect_runs"), "host-a");
+    // With --take-over it moves to host-b (recorded), and no step is stored twice.
+    let out = stdout_ok(
+        backscope()
+            .env("BACKSCOPE_HOST_ID", "host-b")
+            .args(["push", "--take-over", "--db", &db])
+            .arg("--from")
+            .arg(&local),
+    );
+    assert!(out.contains(&format!("bisect {id}: 0 step(s) uploaded, {n} already stored")), "{out}");
+    assert_eq!(pg.psql("SELECT host_id || ' ' || taken_over_from FROM backscope.bisect_runs"), "host-b host-a");
+    assert_eq!(pg.psql("SELECT count(*) FROM backscope.bisect_steps"), n.to_string());
     // Read back from PostgreSQL, it is the same bisect: the same verdict and steps.
     let report: Value =
         serde_json::from_str(&stdout_ok(backscope().args(["report", &db, "--bisect", &id, "--json"]))).unwrap();

@@ -9,7 +9,7 @@
 //! The file's bisects (`backscope bisect --db FILE`) go up too, each in one transaction: the bisect row (created
 //! as this host's, or found to be this host's already), every step by `(bisect_id, seq)` (a step stored already
 //! must be the same step), and its status. A bisect the server holds as another host's or role's is not
-//! overwritten: the push says so and leaves it.
+//! overwritten: the push says so and leaves it (`--take-over` moves another host's of the same role here first).
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -35,7 +35,7 @@ pub struct PushOptions {
     pub db: DbValue,
     /// Runs and bisects to push (by run id or bisect id); all of the file's when empty.
     pub runs: Vec<String>,
-    /// Push into runs another host owns, moving them to this host.
+    /// Push into runs and bisects another host owns, moving them to this host.
     pub take_over: bool,
     pub output: OutputOptions,
 }
@@ -177,7 +177,7 @@ pub fn push(o: &PushOptions) -> Result<Vec<PushedItem>> {
         let mut shared_bisects = BisectStore::open(o.db.target()?)?;
         for row in bisects {
             let steps = local_bisects.steps(&row.bisect_id)?;
-            out.push(PushedItem::Bisect(push_bisect(&mut shared_bisects, &row, &steps)?));
+            out.push(PushedItem::Bisect(push_bisect(&mut shared_bisects, &row, &steps, o.take_over)?));
         }
     }
     Ok(out)
@@ -187,16 +187,18 @@ fn push_bisect(
     shared: &mut BisectStore,
     row: &crate::run::format::bisect::BisectRow,
     steps: &[crate::run::format::bisect::Step],
+    take_over: bool,
 ) -> Result<PushedBisect> {
     let id = row.bisect_id.clone();
-    Ok(match shared.push(row, steps)? {
+    Ok(match shared.push(row, steps, take_over)? {
         BisectPush::Stored { created, uploaded, already_stored } => {
             PushedBisect { bisect_id: id, bisect_created: created, uploaded, already_stored, not_pushed: None }
         }
         BisectPush::NotOurs { host, role } => {
             let why = format!(
-                "{} holds it as host `{host}`'s (role `{role}`); the stored bisect is not overwritten",
-                shared.path.display()
+                "{} holds it as host `{host}`'s (role `{role}`); the stored bisect is not overwritten{}",
+                shared.path.display(),
+                if take_over { "" } else { " (--take-over moves it to this host, within the same role)" }
             );
             messages::note(format_args!("bisect {}: not pushed: {why}", escape::printable(&id)));
             PushedBisect { bisect_id: id, bisect_created: false, uploaded: 0, already_stored: 0, not_pushed: Some(why) }

@@ -157,9 +157,9 @@ impl BisectStore {
 
     /// Upload a bisect and its steps read from a local store into this PostgreSQL store, once
     /// (`pg::PgBisect::push`).
-    pub fn push(&mut self, row: &BisectRow, steps: &[Step]) -> Result<pg::BisectPush> {
+    pub fn push(&mut self, row: &BisectRow, steps: &[Step], take_over: bool) -> Result<pg::BisectPush> {
         match &mut self.backend {
-            Backend::Pg(p) => p.get_mut().push(row, steps),
+            Backend::Pg(p) => p.get_mut().push(row, steps, take_over),
             Backend::Sqlite(_) => {
                 bail!("{}: bisects are pushed into a PostgreSQL store, not a file", self.path.display())
             }

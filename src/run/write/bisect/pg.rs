@@ -123,8 +123,9 @@ impl PgBisect {
     /// Upload a bisect and its steps from a local store (`backscope push`), in one transaction: the row is created
     /// when missing; steps are inserted by `(bisect_id, seq)`, a step there already must be the same step; the
     /// status is set as the local copy has it unless that is still running (or would take a finished bisect back).
-    /// A bisect the server holds as another host's or role's is left as it is: [`BisectPush::NotOurs`].
-    pub fn push(&mut self, row: &BisectRow, steps: &[Step]) -> Result<BisectPush> {
+    /// A bisect the server holds as another role's is left as it is ([`BisectPush::NotOurs`]); so is another host's
+    /// of this role, unless `take_over` moves it here first (recording that host and the time, as `claim` does).
+    pub fn push(&mut self, row: &BisectRow, steps: &[Step], take_over: bool) -> Result<BisectPush> {
         let (me, target, id) = (self.host_id.clone(), self.target.clone(), row.bisect_id.as_str());
         let at = |e: PgError| anyhow!("{target}: bisect {id}: {e}");
         let mut tx = self.client.transaction().map_err(at)?;
@@ -135,8 +136,26 @@ impl PgBisect {
             )
             .map_err(at)?;
         let created = match owner {
-            Some(o) if o.get::<_, &str>(1) != o.get::<_, &str>(2) || o.get::<_, &str>(0) != me => {
+            Some(o) if o.get::<_, &str>(1) != o.get::<_, &str>(2) => {
                 return Ok(BisectPush::NotOurs { host: o.get(0), role: o.get(1) });
+            }
+            Some(o) if o.get::<_, &str>(0) != me && !take_over => {
+                return Ok(BisectPush::NotOurs { host: o.get(0), role: o.get(1) });
+            }
+            Some(o) if o.get::<_, &str>(0) != me => {
+                let from: String = o.get(0);
+                let moved = tx
+                    .execute(
+                        "UPDATE backscope.bisect_runs SET host_id = $2, taken_over_from = host_id, taken_over_at = $3
+                         WHERE bisect_id = $1 AND owner_role = current_user AND host_id = $4",
+                        &[&id, &me, &utc_now(), &from],
+                    )
+                    .map_err(at)?;
+                if moved != 1 {
+                    bail!("{target}: bisect {id} changed hands while it was being taken over; not pushed");
+                }
+                crate::output::messages::note(format_args!("took over bisect {id} from host `{from}`"));
+                false
             }
             Some(_) => false,
             None => {
