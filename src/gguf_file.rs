@@ -50,3 +50,21 @@ pub fn parse_gguf(file: &GgufMap) -> Result<Gguf<'_>> {
     file.check_whole()?;
     parsed.map_err(|e| anyhow!("{}: {}", file.path.display(), e.with_names(file.bytes())))
 }
+
+/// The identity of the GGUF file at `path` ([`ModelFile`]): its name, size and header digest. Only the header is
+/// hashed (the bytes before the tensor data), so a multi-gigabyte model costs a parse, not a read of its weights.
+pub fn model_file(path: &Path) -> Result<crate::run::format::record::ModelFile> {
+    use sha2::{Digest, Sha256};
+    let file = open_gguf(path)?;
+    let parsed = parse_gguf(&file)?;
+    let end = usize::try_from(parsed.data_offset.min(parsed.file_size)).unwrap_or(usize::MAX).min(file.bytes().len());
+    let digest = Sha256::digest(&file.bytes()[..end]);
+    let size = parsed.file_size;
+    drop(parsed);
+    file.check_whole()?;
+    Ok(crate::run::format::record::ModelFile {
+        name: path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        size,
+        header_sha256: digest.iter().map(|b| format!("{b:02x}")).collect(),
+    })
+}

@@ -25,7 +25,8 @@ Examples:
   backscope bisect --good 9819 --bad 9900 --builds dir:~/llama-builds -- sh -c '\"$BACKSCOPE_BIN_DIR\"/llama-cli --version'
   backscope bisect --good b9093 --bad b9200 --backend vulkan --model tiny.gguf --num-gpu 99 --crash --class crash
   backscope bisect --good b7400 --bad b7480 --builds release:github --backend vulkan --model tiny.gguf --crash
-  backscope bisect --resume";
+  backscope bisect --resume
+  backscope bisect --resume bisect-20261202-021855-0a9f --db postgres://lab@db/fleet --take-over --yes";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum RateArg {
@@ -83,6 +84,11 @@ pub struct BisectArgs {
     /// command and exits 2.
     #[arg(long, requires = "resume")]
     pub yes: bool,
+    /// With --resume BISECT_ID on PostgreSQL: continue a bisect another host of this database role started, moving
+    /// it to this host (the row records the host it came from and when). Use it only when that host no longer runs
+    /// it: from then on that host's steps are refused.
+    #[arg(long, requires = "resume")]
+    pub take_over: bool,
     /// Print the builds in range and the first planned steps; build and run nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -269,6 +275,7 @@ impl BisectArgs {
             db: self.db.into(),
             dry_run: self.dry_run,
             yes: self.yes,
+            take_over: self.take_over,
             output: self.output.into(),
             exe,
         })

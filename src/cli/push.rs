@@ -11,7 +11,8 @@ use clap::Args;
     backscope push --from backscope-runs/20261121-120501-3fa2.local.db --db postgres://lab@db.example/fleet
     backscope push --from backscope.db --db 'host=/var/run/postgresql dbname=fleet' --run 20261121-120501-3fa2
 
-The password comes from PGPASSWORD or ~/.pgpass, never from --db. Pushing the same run twice stores it once.")]
+The password comes from PGPASSWORD or ~/.pgpass, never from --db. Pushing the same run twice stores it once.
+Bisects in --from go up too, each step once; a bisect the server holds as another host's is not overwritten.")]
 pub struct PushArgs {
     /// The local SQLite file to upload from.
     #[arg(long, value_name = "FILE")]
@@ -19,13 +20,14 @@ pub struct PushArgs {
     /// The shared PostgreSQL store: postgres://user@host/db or host=… dbname=… user=….
     #[arg(long, value_name = "POSTGRES")]
     pub db: PathBuf,
-    /// Push only this run (repeatable); default: every run in --from.
+    /// Push only this run or bisect (repeatable); default: every run and bisect in --from.
     #[arg(long = "run", value_name = "RUN_ID")]
     pub runs: Vec<String>,
-    /// Push into a run another host owns, moving it to this host.
+    /// Push into a run or bisect another host owns, moving it to this host.
     #[arg(long)]
     pub take_over: bool,
-    /// Output: text (one line per run), --json (an array: run_id, run_created, uploaded, already_stored).
+    /// Output: text (one line per run or bisect), --json (an array: run_id, run_created, uploaded, already_stored
+    /// for a run; bisect_id, bisect_created, uploaded, already_stored and not_pushed for a bisect).
     #[command(flatten)]
     pub output: super::output::OutputArgs,
 }

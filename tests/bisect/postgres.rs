@@ -81,3 +81,74 @@ fn a_bisect_killed_mid_step_resumes_from_postgres_and_each_step_is_stored_once()
     let from_psql: Vec<String> = stored.split(' ').map(|s| s.split(':').nth(1).unwrap().to_string()).collect();
     assert_eq!(builds, from_psql);
 }
+
+#[test]
+fn another_hosts_bisect_is_resumed_only_with_take_over_and_the_old_host_writes_no_step_after_it() {
+    let _turn = heavy();
+    let pg = Pg::start();
+    let db = pg.db("postgres");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    crate::support::util::marker_builds(d, 100..=108, 105);
+    let calls = d.join("calls");
+    // host-a's test of the midpoint b104 waits (at most a minute) for the `.go` marker; host-b's runs at once.
+    let test = r#"if [ "$BACKSCOPE_HOST_ID" = host-a ] && [ "$BACKSCOPE_BUILD" = b104 ]; then echo $$ > "$CALLS.pid";
+        i=0; while [ ! -e "$CALLS.go" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi;
+        echo "$BACKSCOPE_HOST_ID $BACKSCOPE_BUILD" >> "$CALLS"; test ! -e "$BACKSCOPE_BIN_DIR/bad""#;
+    let bisect = |host: &str, args: &[&str]| {
+        let mut c = backscope();
+        c.current_dir(d).env("BACKSCOPE_HOST_ID", host).env("CALLS", &calls);
+        c.arg("bisect").args(["--db", &db, "--runs-dir", "runs"]).args(args);
+        c
+    };
+    let host_a = bisect("host-a", &["--good", "100", "--bad", "108", "--builds", "dir:builds", "--", "sh", "-c", test])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !d.join("calls.pid").exists() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "host-a's third step never began");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let id = pg.psql("SELECT bisect_id FROM backscope.bisect_runs");
+    let last_step = pg.psql("SELECT max(recorded_at) FROM backscope.bisect_steps");
+    // By id, from another host of the same role: refused, naming the owner, its last step and the way to override.
+    let out = bisect("host-b", &["--resume", &id, "--yes"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("belongs to host `host-a`") && err.contains(&last_step) && err.contains("--take-over"),
+        "{err}"
+    );
+    assert_eq!(pg.psql("SELECT host_id || ' ' || count(*) FROM backscope.bisect_runs GROUP BY host_id"), "host-a 1");
+    // --take-over moves it to host-b, which finishes it; the row records where it came from.
+    let out = bisect("host-b", &["--resume", &id, "--yes", "--take-over", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["verdict"]["last_good"].as_u64(), v["verdict"]["first_bad"].as_u64()), (Some(104), Some(105)));
+    assert_eq!(v["bisect"]["taken_over"]["from_host"], "host-a");
+    assert_eq!(
+        pg.psql("SELECT host_id || ' ' || taken_over_from || ' ' || status || ' ' || (taken_over_at IS NOT NULL) FROM backscope.bisect_runs"),
+        "host-b host-a finished true"
+    );
+    let steps_sql =
+        "SELECT string_agg(seq || ':b' || build || ':' || outcome, ' ' ORDER BY seq) FROM backscope.bisect_steps";
+    let stored = pg.psql(steps_sql);
+    // host-a's step b104 ends now: it is refused (the bisect is host-b's), and nothing host-b stored changes.
+    std::fs::write(d.join("calls.go"), "").unwrap();
+    let a = host_a.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&a.stderr);
+    assert!(!a.status.success() && err.contains("belongs to host `host-b`"), "{err}");
+    assert_eq!(pg.psql(steps_sql), stored);
+    assert_eq!(pg.psql("SELECT host_id || ' ' || status FROM backscope.bisect_runs"), "host-b finished");
+    let ran = std::fs::read_to_string(&calls).unwrap();
+    assert!(ran.contains("host-a b104") && ran.contains("host-b b104"), "both hosts tested the midpoint: {ran}");
+    // The report shows the take-over.
+    let report = stdout_ok(backscope().args(["report", &db, "--bisect", &id]));
+    assert!(report.contains("taken over") && report.contains("from host `host-a`"), "{report}");
+    // host-a may not resume it any more without taking it back.
+    let out = bisect("host-a", &["--resume", &id, "--yes"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("belongs to host `host-b`"), "{err}");
+}

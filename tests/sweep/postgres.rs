@@ -28,7 +28,7 @@ fn two_hosts_sweep_at_once_into_one_database_and_migrate_it_once() {
     assert!(sa.success() && sb.success(), "{err_a}\n{err_b}");
     assert_eq!(
         pg.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM backscope.schema_migrations"),
-        "1,2,3",
+        "1,2,3,4",
         "applied once"
     );
     let (ra, rb) = (run_id_of(&ea), run_id_of(&eb));
@@ -290,7 +290,7 @@ fn tls_is_used_when_the_server_offers_it_and_its_certificate_is_verified() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         pg.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM backscope.schema_migrations"),
-        "1,2,3"
+        "1,2,3,4"
     );
     // Without the CA the server's certificate is not trusted: a clear error, no silent fallback to plain text.
     let out = export(&format!("postgres://postgres@localhost:{port}/fleet?sslmode=require"));

@@ -67,6 +67,9 @@ type Stored = (BisectRow, Vec<Step>);
 fn resolve(opts: &BisectOptions) -> Result<(BisectSpec, Option<Stored>)> {
     match (&opts.resume, &opts.spec) {
         (Some(_), _) if opts.dry_run => bail!("--dry-run plans a new bisect; it does not go with --resume"),
+        (None, _) if opts.take_over => {
+            bail!("--take-over moves a stored bisect to this host; it goes with --resume ID")
+        }
         (Some(which), _) => {
             let id = match which {
                 Resume::Latest => None,
@@ -76,7 +79,7 @@ fn resolve(opts: &BisectOptions) -> Result<(BisectSpec, Option<Stored>)> {
                 }
             };
             let store = BisectStore::open_read_only(opts.db.target()?)?;
-            let row = store.find_to_resume(id)?;
+            let row = store.find_to_resume(id, opts.take_over)?;
             let spec = stored_spec(&row)?;
             confirmed(opts, &row, &spec)?;
             let steps = store.steps(&row.bisect_id)?;
@@ -220,7 +223,13 @@ fn run_spec(opts: &BisectOptions, spec: BisectSpec, existing: Option<Stored>, pr
     };
     let mut store = BisectStore::open(opts.db.target()?)?;
     let (row, steps) = match existing {
-        Some(e) => e,
+        Some((row, _)) => {
+            store.claim(&row.bisect_id, opts.take_over)?;
+            // Read again after the claim: the steps another host wrote until it was taken over are all there.
+            let steps = store.steps(&row.bisect_id)?;
+            let row = store.run(&row.bisect_id)?.with_context(|| format!("bisect {} is gone", row.bisect_id))?;
+            (row, steps)
+        }
         None => {
             let row = BisectRow {
                 bisect_id: new_bisect_id(),
@@ -235,6 +244,7 @@ fn run_spec(opts: &BisectOptions, spec: BisectSpec, existing: Option<Stored>, pr
                 candidates: listed,
                 upstream: None,
                 backscope_version: env!("CARGO_PKG_VERSION").to_string(),
+                taken_over: None,
             };
             store.create(&row)?;
             (row, vec![])
@@ -244,7 +254,11 @@ fn run_spec(opts: &BisectOptions, spec: BisectSpec, existing: Option<Stored>, pr
     if row.status != Status::Finished {
         search_to_end(opts, &spec, &mut store, row, steps, provider)?.map_or(Ok(()), Err)?;
     }
-    let store = BisectStore::open_read_only(opts.db.target()?)?;
+    // After the server went away mid-bisect, the whole bisect is in the local file it went on into.
+    let store = match store.fallback_in_use() {
+        Some(local) => BisectStore::open_read_only(&crate::run::format::target::DbTarget::Sqlite(local.to_path_buf()))?,
+        None => BisectStore::open_read_only(opts.db.target()?)?,
+    };
     let view = BisectView::new(store.find(Some(&id))?, store.steps(&id)?);
     let verdict = Verdict::of(&view.bisect, &view.steps);
     out.emit(&view)?;
@@ -254,6 +268,26 @@ fn run_spec(opts: &BisectOptions, spec: BisectSpec, existing: Option<Stored>, pr
         Verdict::Open { .. } if view.bisect.status == Status::Interrupted => exit::INTERRUPTED,
         _ => exit::FAILED_CELLS,
     })
+}
+
+/// A bisect that went on into its local fallback file while the server was away must have that file pushed before
+/// it continues in the shared store: its local steps would otherwise be tested again, and clash at push time.
+fn refuse_unpushed_fallback(path: &std::path::Path, id: &str, shared: &[Step], opts: &BisectOptions) -> Result<()> {
+    if !path.is_file() || !matches!(opts.db.target()?, crate::run::format::target::DbTarget::Postgres(_)) {
+        return Ok(());
+    }
+    let Some(local) = BisectStore::open_local_if_any(path)? else { return Ok(()) };
+    let missing = local.steps(id)?.iter().filter(|l| !shared.iter().any(|s| s.seq == l.seq)).count();
+    if missing > 0 {
+        bail!(
+            "bisect {id} has {missing} step(s) only in its local fallback file {} (recorded while the server was \
+             away): push them first (backscope push --from {} --db '{}'), then resume",
+            path.display(),
+            path.display(),
+            opts.db.display()
+        );
+    }
+    Ok(())
 }
 
 /// Run the search and record how it ended. The outer error is the store's; the inner one is the search's, after
@@ -273,6 +307,9 @@ fn search_to_end(
     }
     let dir = spec.runs_dir.join(&id);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let fallback = spec.runs_dir.join(format!("{id}.local.db"));
+    refuse_unpushed_fallback(&fallback, &id, &steps, opts)?;
+    store.arm_fallback(fallback, &row, &steps);
     store.finish(&id, Status::Running, None)?;
     messages::note(format_args!(
         "bisect {id}: b{}..b{}, {} build(s) listed, test `{}`; logs in {}",

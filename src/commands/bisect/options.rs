@@ -170,6 +170,9 @@ pub struct BisectOptions {
     /// `--yes`: a resumed bisect may run what its stored spec names (an external command, builds from a directory,
     /// CMake or server arguments) although this command line did not give it.
     pub yes: bool,
+    /// `--take-over`: a resumed bisect another host of this database role owns moves to this host (recorded with
+    /// the host it came from and the time).
+    pub take_over: bool,
     pub output: OutputOptions,
     /// The backscope executable the cell tests run as `backscope sweep` (the running one, unless a caller says).
     pub exe: PathBuf,

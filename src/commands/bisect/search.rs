@@ -371,6 +371,7 @@ mod tests {
             candidates: p.list.iter().copied().filter(|b| (good..=bad).contains(b)).collect(),
             upstream: None,
             backscope_version: "t".into(),
+            taken_over: None,
         }
     }
 

@@ -15,7 +15,7 @@ use super::charts;
 use crate::host::identity::HostIdentity;
 use crate::output::doc::{Block, Chart, Column, Document, Table};
 use crate::output::Render;
-use crate::run::format::record::{ErrorClass, Record};
+use crate::run::format::record::{ErrorClass, ModelFile, Record};
 use crate::run::format::target::DbValue;
 use crate::run::read::db::SweepDb;
 use crate::run_analysis::stats::{self, Verdict};
@@ -65,10 +65,19 @@ pub struct HostCell {
     pub prompt_tps_median: Option<f64>,
 }
 
-/// One row of the pivot: the same model, endpoint and num_gpu on every host that ran it.
+/// One row of the pivot: the same model, endpoint and num_gpu on every host that ran it. The same model is the same
+/// GGUF file by content ([`ModelFile::key`]) where the records name one — hosts keep it at different paths — and
+/// else the same recorded name.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Point {
+    /// The model as recorded; where hosts recorded one file under several paths, the file's name.
     pub model: String,
+    /// The GGUF file every record of this row loaded, when the records name one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_file: Option<ModelFile>,
+    /// Every name the records gave this model, when there is more than one (one path per host).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub recorded_as: Vec<String>,
     pub endpoint: String,
     pub num_gpu: i64,
     pub hosts: Vec<HostCell>,
@@ -116,12 +125,17 @@ type Column2 = (String, String);
 #[derive(Default)]
 pub struct Grouping {
     points: BTreeMap<Key, BTreeMap<Column2, Acc>>,
+    /// By model key: the names the records gave it and the file it is, if any.
+    models: BTreeMap<String, (std::collections::BTreeSet<String>, Option<ModelFile>)>,
 }
 
 impl Grouping {
     /// Count one record of a run that `host` ran.
     pub fn add(&mut self, host: &HostIdentity, r: &Record) {
-        let key = (r.model.clone(), r.endpoint.clone(), r.num_gpu);
+        let model = r.model_file.as_ref().map_or_else(|| r.model.clone(), ModelFile::key);
+        let names = self.models.entry(model.clone()).or_insert_with(|| (Default::default(), r.model_file.clone()));
+        names.0.insert(r.model.clone());
+        let key = (model, r.endpoint.clone(), r.num_gpu);
         let acc = self.points.entry(key).or_default().entry((host.gpu_label(), host.host_id.clone())).or_default();
         acc.cells += 1;
         if r.is_ok() {
@@ -139,7 +153,13 @@ impl Grouping {
     pub fn finish(self) -> (Vec<Point>, Vec<HostCrashTiming>) {
         let mut points = Vec::new();
         let mut timings = Vec::new();
-        for ((model, endpoint, num_gpu), cols) in self.points {
+        for ((model_key, endpoint, num_gpu), cols) in self.points {
+            let (names, model_file) = self.models.get(&model_key).cloned().unwrap_or_default();
+            let recorded_as: Vec<String> = if names.len() > 1 { names.iter().cloned().collect() } else { vec![] };
+            let model = match (names.len(), &model_file) {
+                (2.., Some(f)) => f.name.clone(),
+                _ => names.into_iter().next().unwrap_or(model_key),
+            };
             let mut hosts = Vec::new();
             for ((gpu, host_id), acc) in cols {
                 let timed: Vec<f64> = acc.ttf.iter().copied().filter(|t| t.is_finite()).collect();
@@ -167,8 +187,11 @@ impl Grouping {
                     prompt_tps_median: crate::run_analysis::stats::median(&acc.prompt),
                 });
             }
-            points.push(Point { model, endpoint, num_gpu, hosts });
+            points.push(Point { model, model_file, recorded_as, endpoint, num_gpu, hosts });
         }
+        // In the order of the names shown (the keys of files are digests).
+        points.sort_by(|a, b| (&a.model, &a.endpoint, a.num_gpu).cmp(&(&b.model, &b.endpoint, b.num_gpu)));
+        timings.sort_by(|a, b| (&a.model, &a.endpoint, a.num_gpu).cmp(&(&b.model, &b.endpoint, b.num_gpu)));
         (points, timings)
     }
 }
@@ -388,5 +411,32 @@ mod tests {
         let f = HostFilter { gpu: Some("GFX906".into()), host: None };
         assert!(f.admits(&mi50) && !f.admits(&vega));
         assert!(HostFilter { host: Some("lab-vega".into()), gpu: None }.admits(&vega));
+    }
+
+    #[test]
+    fn a_model_is_its_file_where_the_records_name_one_and_else_its_recorded_name() {
+        let (a, b) = (host("a", "gfx906"), host("b", "gfx906"));
+        let file = ModelFile { name: "sha256-6a07".into(), size: 4096, header_sha256: "ab".repeat(32) };
+        let at = |path: &str, model_file: Option<&ModelFile>| Record {
+            model: path.into(),
+            model_file: model_file.cloned(),
+            ..rec(Some(1.0), None)
+        };
+        let mut g = Grouping::default();
+        g.add(&a, &at("/usr/share/ollama/.ollama/models/blobs/sha256-6a07", Some(&file)));
+        g.add(&b, &at("/home/u/.ollama/models/blobs/sha256-6a07", Some(&file)));
+        // Without a file identity the names stay apart; another file of the same name is another model.
+        g.add(&a, &at("llama3:8b", None));
+        g.add(&b, &at("llama3:8b-q4", None));
+        let other = ModelFile { header_sha256: "cd".repeat(32), ..file.clone() };
+        g.add(&b, &at("/srv/sha256-6a07", Some(&other)));
+        let (points, _) = g.finish();
+        let rows: Vec<(&str, usize, usize)> =
+            points.iter().map(|p| (p.model.as_str(), p.hosts.len(), p.recorded_as.len())).collect();
+        assert_eq!(
+            rows,
+            [("/srv/sha256-6a07", 1, 0), ("llama3:8b", 1, 0), ("llama3:8b-q4", 1, 0), ("sha256-6a07", 2, 2)]
+        );
+        assert_eq!(points[3].model_file.as_ref(), Some(&file));
     }
 }

@@ -175,6 +175,18 @@ pub struct BisectRow {
     /// Once decided: what lies between the last good and first bad build upstream.
     pub upstream: Option<Upstream>,
     pub backscope_version: String,
+    /// In a shared store, when another host of its role took the bisect over: from which host, and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taken_over: Option<TakeOver>,
+}
+
+/// A bisect moved to another host by `--take-over`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TakeOver {
+    /// The host that owned it before.
+    pub from_host: String,
+    /// When it was moved (UTC, as `utc_now` writes it).
+    pub at: String,
 }
 
 /// The upstream range between the last good and the first bad build.
@@ -240,6 +252,7 @@ pub(crate) mod test_rows {
             candidates: vec![100, 101, 102, 103, 104],
             upstream: None,
             backscope_version: "t".into(),
+            taken_over: None,
         }
     }
 }

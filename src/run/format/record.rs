@@ -277,6 +277,25 @@ pub struct ServerRef {
     pub start_no: u32,
 }
 
+/// A GGUF model file's identity: its name, size and the SHA-256 of its header (metadata and tensor layout, up to the
+/// tensor data), so that the same file at two paths is one model, and two files that differ in any key, tensor
+/// name, shape or type are two.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ModelFile {
+    /// The file name without its directory (`sha256-6a0746a1…` for an Ollama blob).
+    pub name: String,
+    pub size: u64,
+    /// Lowercase hex SHA-256 of the bytes before the tensor data.
+    pub header_sha256: String,
+}
+
+impl ModelFile {
+    /// The key models are grouped by across hosts: header digest and size (a renamed copy is the same model).
+    pub fn key(&self) -> String {
+        format!("gguf:{}:{}", self.header_sha256, self.size)
+    }
+}
+
 /// One cell: one request (or one failed attempt to start the server for it).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Record {
@@ -295,6 +314,11 @@ pub struct Record {
     pub api: Option<Api>,
     pub managed: bool,
     pub model: String,
+    /// The GGUF file a managed server loaded, by content rather than path: what groups the same model across hosts
+    /// that keep it at different paths (an Ollama blob under another user's home). Absent for a model that is a
+    /// name (an external endpoint) or a file that could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_file: Option<ModelFile>,
     /// Layers offloaded to the GPU as requested (-1 = the runtime decides); not a GPU count.
     pub num_gpu: i64,
     pub prompt: String,

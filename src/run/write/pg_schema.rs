@@ -18,10 +18,10 @@ use crate::run::write::pg_conn::PgConn;
 pub const MIGRATION_LOCK: i64 = 0x6261_636b_7363_6f70;
 
 /// The migrations in order: version, SQL.
-pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3)];
+pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3), (4, V4)];
 
 /// The schema this build writes.
-pub const LATEST: i32 = 3;
+pub const LATEST: i32 = 4;
 
 /// Version 1: the SQLite schema's runs and records (version 3 there), plus what many writers need: the owning host
 /// of a run (`runs.host_id`), the host that stored each record, and a deterministic `record_id`
@@ -146,6 +146,13 @@ CREATE POLICY bisect_steps_insert ON backscope.bisect_steps FOR INSERT WITH CHEC
     owner_role = current_user
     AND EXISTS (SELECT 1 FROM backscope.bisect_runs b
                 WHERE b.bisect_id = bisect_steps.bisect_id AND b.owner_role = current_user));
+";
+
+/// Version 4: a bisect taken over by another host of its role (`bisect --resume ID --take-over`) records the host it
+/// was taken from and when, so that the row and `report --bisect` show that its steps came from two hosts.
+const V4: &str = "
+ALTER TABLE backscope.bisect_runs ADD COLUMN taken_over_from TEXT;
+ALTER TABLE backscope.bisect_runs ADD COLUMN taken_over_at TEXT;
 ";
 
 /// The applied version; 0 when the schema has no migrations table yet.

@@ -130,15 +130,7 @@ impl SqliteStore {
             bail!("{} does not exist: run a sweep first or pass --db", path.display());
         }
         let conn = connect_read_only(path, std::time::Duration::from_secs(10))?;
-        let has_tables: bool = conn
-            .query_row(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('runs', 'records')",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
-            .with_context(|| format!("{}: not an SQLite database", path.display()))?
-            == 2;
-        if !has_tables {
+        if !has_sweep_tables(&conn, path)? {
             bail!("{}: not a backscope sweep database (no `runs` and `records` tables)", path.display());
         }
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
@@ -149,6 +141,11 @@ impl SqliteStore {
             );
         }
         Ok(SqliteStore { conn, path: path.to_path_buf() })
+    }
+
+    /// Whether the existing file at `path` holds sweep runs (a file only `backscope bisect` wrote has none).
+    pub fn holds_runs(path: &Path) -> Result<bool> {
+        has_sweep_tables(&connect_read_only(path, std::time::Duration::from_secs(10))?, path)
     }
 
     fn migrate(&mut self) -> Result<()> {
@@ -506,3 +503,12 @@ fn uri_path(path: &Path) -> String {
 #[cfg(test)]
 #[path = "sqlite_tests.rs"]
 mod tests;
+
+fn has_sweep_tables(conn: &Connection, path: &Path) -> Result<bool> {
+    let n: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('runs', 'records')", [], |r| {
+            r.get(0)
+        })
+        .with_context(|| format!("{}: not an SQLite database", path.display()))?;
+    Ok(n == 2)
+}

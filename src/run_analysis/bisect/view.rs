@@ -129,6 +129,9 @@ impl Render for BisectView {
             ),
             ("status".to_string(), Text::plain(b.status.as_str())),
         ];
+        if let Some(t) = &b.taken_over {
+            facts.push(("taken over".to_string(), Text::plain(format!("from host `{}` at {}", t.from_host, t.at))));
+        }
         if let Some(u) = &b.upstream {
             facts.push(("upstream".to_string(), Text::code(&u.tags)));
             facts.push(("compare".to_string(), Text::plain(u.compare_url.as_str())));

@@ -89,6 +89,7 @@ pub fn execute<E: Executor>(ctx: &mut RunContext<'_>, schedule: &Schedule, exec:
         server_logs,
         logs: HashMap::new(),
         kernel,
+        model_files: HashMap::new(),
     };
     let mut end = RunEnd::Finished;
     for cell in &schedule.cells {
@@ -203,6 +204,9 @@ struct Runner<'a, 'b, E: Executor> {
     logs: HashMap<PathBuf, LogReader>,
     /// `--trace`: the kernel log capture (`kernel-log.jsonl` in the run directory).
     kernel: Option<crate::observe::kernel_log::capture::Capture>,
+    /// The identity of each GGUF file a managed server loads, read once per path (none where it cannot be read:
+    /// the record then keeps only the model's label).
+    model_files: HashMap<String, Option<crate::run::format::record::ModelFile>>,
 }
 
 impl<E: Executor> Runner<'_, '_, E> {
@@ -266,7 +270,14 @@ impl<E: Executor> Runner<'_, '_, E> {
 
     /// `None` when Ctrl-C interrupted the cell (it stays unrecorded and runs again on `--resume`).
     fn run_cell(&mut self, cell: &Cell) -> Result<Option<Record>> {
-        let rec = self.base_record(cell);
+        let mut rec = self.base_record(cell);
+        if let Target::Managed(_) = &cell.target {
+            rec.model_file = self
+                .model_files
+                .entry(cell.model_name.clone())
+                .or_insert_with(|| crate::gguf_file::model_file(std::path::Path::new(&cell.model_name)).ok())
+                .clone();
+        }
         let peer = match &cell.target {
             Target::Managed(server) => {
                 // Restart policy: a server keeps serving while it is alive and the cell needs the same process;

@@ -13,7 +13,9 @@
 //! The rows are the run format's (`crate::run::format::bisect`); the search state, the verdict and its claims are
 //! computed from them alone, and rendered by one view (`crate::run_analysis::bisect`), so that `backscope bisect` and
 //! `backscope report --bisect` show the same thing. Nothing here knows about a command. On PostgreSQL (`--db
-//! postgres://…`) the same two tables live in the shared `backscope` schema ([`pg`]).
+//! postgres://…`) the same two tables live in the shared `backscope` schema ([`pg`]); when that server goes away
+//! mid-bisect, the steps go on into a local SQLite file armed beforehand ([`BisectStore::arm_fallback`]), which
+//! `backscope push` uploads later.
 
 pub mod pg;
 
@@ -65,6 +67,18 @@ pub struct BisectStore {
     backend: Backend,
     /// The file, or the PostgreSQL target as shown in messages (no secrets).
     pub path: PathBuf,
+    /// Where a PostgreSQL bisect continues if the server goes away, and what seeds that file.
+    armed: Option<Armed>,
+    /// The local file the bisect continued into after the server went away.
+    fell_back: Option<PathBuf>,
+}
+
+/// A fallback file and the bisect as this process knows it: its row and every step stored so far.
+#[derive(Debug)]
+struct Armed {
+    path: PathBuf,
+    row: BisectRow,
+    steps: Vec<Step>,
 }
 
 #[derive(Debug)]
@@ -93,7 +107,12 @@ impl BisectStore {
     fn open_pg(t: &crate::run::format::target::PgTarget, write: bool) -> Result<BisectStore> {
         let pg = PgBisect::connect(t, write)?;
         let path = PathBuf::from(pg.describe());
-        Ok(BisectStore { backend: Backend::Pg(Box::new(std::cell::RefCell::new(pg))), path })
+        Ok(BisectStore {
+            backend: Backend::Pg(Box::new(std::cell::RefCell::new(pg))),
+            path,
+            armed: None,
+            fell_back: None,
+        })
     }
 
     /// Open (creating the file and the tables if missing) for writing, in WAL mode with `synchronous = FULL` like
@@ -101,7 +120,7 @@ impl BisectStore {
     fn open_sqlite(path: &Path) -> Result<BisectStore> {
         let conn = crate::run::write::sqlite::connect_durable(path, Duration::from_secs(30))?;
         conn.execute_batch(SCHEMA).with_context(|| format!("{}: cannot create the bisect tables", path.display()))?;
-        Ok(BisectStore { backend: Backend::Sqlite(conn), path: path.to_path_buf() })
+        Ok(BisectStore { backend: Backend::Sqlite(conn), path: path.to_path_buf(), armed: None, fell_back: None })
     }
 
     /// Open an existing database for reading only, creating and changing no file (the sweep store's rule: through
@@ -110,6 +129,15 @@ impl BisectStore {
         if !path.is_file() {
             bail!("{}: no such database (run `backscope bisect … --db FILE` first)", path.display());
         }
+        match BisectStore::open_local_if_any(path)? {
+            Some(store) => Ok(store),
+            None => bail!("{}: holds no bisect (no `bisect_runs` and `bisect_steps` tables)", path.display()),
+        }
+    }
+
+    /// An existing SQLite file's bisects for reading only, or none when it has no bisect tables (a database only
+    /// sweeps wrote): what `backscope push` uploads besides the runs.
+    pub fn open_local_if_any(path: &Path) -> Result<Option<BisectStore>> {
         crate::host::inputs::open_input(path)?;
         let conn = crate::run::write::sqlite::connect_read_only(path, Duration::from_secs(10))?;
         let tables: i64 = conn
@@ -119,10 +147,23 @@ impl BisectStore {
                 |r| r.get(0),
             )
             .with_context(|| format!("{}: not an SQLite database", path.display()))?;
-        if tables != 2 {
-            bail!("{}: holds no bisect (no `bisect_runs` and `bisect_steps` tables)", path.display());
+        Ok((tables == 2).then(|| BisectStore {
+            backend: Backend::Sqlite(conn),
+            path: path.to_path_buf(),
+            armed: None,
+            fell_back: None,
+        }))
+    }
+
+    /// Upload a bisect and its steps read from a local store into this PostgreSQL store, once
+    /// (`pg::PgBisect::push`).
+    pub fn push(&mut self, row: &BisectRow, steps: &[Step], take_over: bool) -> Result<pg::BisectPush> {
+        match &mut self.backend {
+            Backend::Pg(p) => p.get_mut().push(row, steps, take_over),
+            Backend::Sqlite(_) => {
+                bail!("{}: bisects are pushed into a PostgreSQL store, not a file", self.path.display())
+            }
         }
-        Ok(BisectStore { backend: Backend::Sqlite(conn), path: path.to_path_buf() })
     }
 
     pub fn create(&mut self, row: &BisectRow) -> Result<()> {
@@ -152,11 +193,62 @@ impl BisectStore {
         Ok(())
     }
 
+    /// Where bisect `row` continues if the PostgreSQL server goes away mid-bisect: a local SQLite file, seeded then
+    /// with the row and every step stored until then (`steps`, and those appended since). A file store has no
+    /// server to lose: nothing to arm.
+    pub fn arm_fallback(&mut self, path: PathBuf, row: &BisectRow, steps: &[Step]) {
+        if let Backend::Pg(_) = self.backend {
+            self.armed = Some(Armed { path, row: row.clone(), steps: steps.to_vec() });
+        }
+    }
+
+    /// The local file the bisect went on into, once the server went away.
+    pub fn fallback_in_use(&self) -> Option<&Path> {
+        self.fell_back.as_deref()
+    }
+
+    /// Continue into the armed local file: seed it, say so (and how to push it), write there from now on.
+    fn enter_fallback(&mut self, reason: &str) -> Result<()> {
+        let server = self.path.display().to_string();
+        let Some(armed) = self.armed.take() else {
+            bail!("{server}: the server went away ({reason}) and no local file was set for this bisect");
+        };
+        let id = armed.row.bisect_id.clone();
+        let mut local = BisectStore::open_sqlite(&armed.path)?;
+        if local.run(&id)?.is_none() {
+            local.create(&BisectRow { status: Status::Running, finished_at: None, ..armed.row })?;
+        }
+        let there: Vec<u32> = local.steps(&id)?.iter().map(|s| s.seq).collect();
+        for step in armed.steps.iter().filter(|s| !there.contains(&s.seq)) {
+            local.append_step(&id, step)?;
+        }
+        crate::output::messages::note(format_args!(
+            "the PostgreSQL server {server} went away ({reason}); bisect {id} continues into the local file {}. \
+             Upload it later with: backscope push --from {} --db '{server}'",
+            armed.path.display(),
+            armed.path.display()
+        ));
+        self.backend = local.backend;
+        self.path = armed.path.clone();
+        self.fell_back = Some(armed.path);
+        Ok(())
+    }
+
     /// Record one step, in one transaction; its `seq` must be the next one (a step is never recorded twice).
     pub fn append_step(&mut self, bisect_id: &str, step: &Step) -> Result<()> {
         let conn = match &mut self.backend {
             Backend::Sqlite(c) => c,
-            Backend::Pg(p) => return p.get_mut().append_step(bisect_id, step),
+            Backend::Pg(p) => {
+                match p.get_mut().append_step(bisect_id, step) {
+                    Err(e) if e.is::<pg::ServerGone>() && self.armed.is_some() => {
+                        self.enter_fallback(&e.downcast::<pg::ServerGone>()?.reason)?;
+                        return self.append_step(bisect_id, step);
+                    }
+                    Ok(()) => self.armed.iter_mut().for_each(|a| a.steps.push(step.clone())),
+                    Err(e) => return Err(e),
+                }
+                return Ok(());
+            }
         };
         let tx = conn.transaction()?;
         tx.execute(
@@ -185,7 +277,15 @@ impl BisectStore {
     pub fn finish(&mut self, bisect_id: &str, status: Status, upstream: Option<&Upstream>) -> Result<()> {
         let conn = match &mut self.backend {
             Backend::Sqlite(c) => c,
-            Backend::Pg(p) => return p.get_mut().finish(bisect_id, status, upstream),
+            Backend::Pg(p) => {
+                return match p.get_mut().finish(bisect_id, status, upstream) {
+                    Err(e) if e.is::<pg::ServerGone>() && self.armed.is_some() => {
+                        self.enter_fallback(&e.downcast::<pg::ServerGone>()?.reason)?;
+                        self.finish(bisect_id, status, upstream)
+                    }
+                    other => other,
+                };
+            }
         };
         let finished = (status == Status::Finished).then(utc_now);
         conn.execute(
@@ -240,16 +340,26 @@ impl BisectStore {
 
     /// The bisect `--resume [ID]` continues: by id, else the latest — in a PostgreSQL store the latest this host
     /// started, so that a host never picks up another host's bisect by default, and only one of this database
-    /// role's (another role's bisect, by id or not, is never continued: `pg::PgBisect::resumable`).
-    pub fn find_to_resume(&self, id: Option<&str>) -> Result<BisectRow> {
+    /// role's (another role's bisect, by id or not, is never continued; another host's by id only with
+    /// `take_over`: `pg::PgBisect::resumable`).
+    pub fn find_to_resume(&self, id: Option<&str>, take_over: bool) -> Result<BisectRow> {
         let Backend::Pg(pg) = &self.backend else { return self.find(id) };
         let mut pg = pg.borrow_mut();
         if let Some(id) = id {
-            return pg.resumable(id);
+            return pg.resumable(id, take_over);
         }
         match pg.latest_own()? {
             Some(row) => Ok(row),
             None => bail!("no bisect of host `{}` in {} to resume (give its id)", pg.host_id(), self.path.display()),
+        }
+    }
+
+    /// Make a stored bisect this host's to continue: in a PostgreSQL store it is already, or `take_over` moves it
+    /// from another host of this role (`pg::PgBisect::claim`); an SQLite file has one writer: always.
+    pub fn claim(&mut self, bisect_id: &str, take_over: bool) -> Result<()> {
+        match &mut self.backend {
+            Backend::Sqlite(_) => Ok(()),
+            Backend::Pg(p) => p.get_mut().claim(bisect_id, take_over),
         }
     }
 
@@ -314,6 +424,7 @@ fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<BisectRow>> {
             candidates: serde_json::from_str(&candidates).context("candidates_json")?,
             upstream: upstream.as_deref().map(serde_json::from_str).transpose().context("upstream_json")?,
             backscope_version: r.get(11)?,
+            taken_over: None,
         })
     })();
     Ok(parsed.with_context(|| format!("bisect {id}: a stored field is not readable")))

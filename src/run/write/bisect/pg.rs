@@ -2,7 +2,10 @@
 //! `run::write::pg_schema`): the same columns as the SQLite tables, plus the host that started the bisect and the
 //! database role that owns it (`owner_role`, migration 3: set by the server, checked by row-level security). A
 //! bisect is continued only by its own role ([`PgBisect::resumable`]); another role's row, whatever host id it
-//! claims, is never picked up. Every statement commits on its own (synchronous commit), so a step is durable before
+//! claims, is never picked up. Within the role it belongs to one host: another host continues it only with
+//! `--take-over` ([`PgBisect::claim`]), which moves it and records the host it came from (migration 4); a step is
+//! inserted, and the status set, only while the bisect is this role's and this host's — checked in the same
+//! statement — so two hosts never interleave steps. Every statement commits on its own (synchronous commit), so a step is durable before
 //! the next one starts. A step is keyed by `(bisect_id, seq)` and inserted with `ON CONFLICT DO NOTHING`; a row
 //! already there must be the same step (build, role, outcome, reason, evidence), so a repeated insert is a no-op and
 //! a different one an error, never a silent replacement.
@@ -11,7 +14,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use tokio_postgres::Row;
 
 use crate::host::identity::host_id;
-use crate::run::format::bisect::{BisectRow, Outcome, Role, Status, Step, Upstream};
+use crate::run::format::bisect::{BisectRow, Outcome, Role, Status, Step, TakeOver, Upstream};
 use crate::run::format::ids::utc_now;
 use crate::run::format::target::PgTarget;
 use crate::run::write::pg::{connect_client, not_this_role};
@@ -30,7 +33,33 @@ impl std::fmt::Debug for PgBisect {
 }
 
 const SELECT_RUN: &str = "SELECT bisect_id, created_at, finished_at, status, good, bad, builds, test, spec_json,
-    candidates_json, upstream_json, backscope_version FROM backscope.bisect_runs";
+    candidates_json, upstream_json, backscope_version, taken_over_from, taken_over_at FROM backscope.bisect_runs";
+
+/// Who owns a stored bisect, against who this connection is.
+struct Owner {
+    host: String,
+    role: String,
+    /// This connection's role.
+    my_role: String,
+    /// When the bisect last wrote a step (its start when it has none).
+    last_write: String,
+}
+
+/// The server went away (the connection closed, an admin shutdown, a missed deadline) while a step or status was
+/// written: the caller may continue into a local file (`BisectStore`'s fallback) instead of stopping.
+#[derive(Debug)]
+pub struct ServerGone {
+    pub target: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for ServerGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.target, self.reason)
+    }
+}
+
+impl std::error::Error for ServerGone {}
 
 /// A build number or step index as stored (BIGINT); a value outside u32 is a corrupt row, named.
 fn small(v: i64, what: &str) -> Result<u32> {
@@ -54,92 +83,114 @@ impl PgBisect {
         anyhow!("{}: {e}", self.target)
     }
 
+    /// [`ServerGone`] for a lost connection, else the error as [`PgBisect::err`] words it.
+    fn err_or_gone(&self, e: PgError) -> anyhow::Error {
+        if e.is_connection_loss() {
+            return ServerGone { target: self.target.clone(), reason: e.to_string() }.into();
+        }
+        self.err(e)
+    }
+
     pub fn create(&mut self, row: &BisectRow) -> Result<()> {
-        let candidates = serde_json::to_string(&row.candidates)?;
-        let upstream = row.upstream.as_ref().map(serde_json::to_string).transpose()?;
-        self.client
-            .execute(
-                "INSERT INTO backscope.bisect_runs (bisect_id, created_at, finished_at, status, good, bad, builds, test,
-                 spec_json, candidates_json, upstream_json, backscope_version, host_id)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-                &[
-                    &row.bisect_id,
-                    &row.created_at,
-                    &row.finished_at,
-                    &row.status.as_str(),
-                    &i64::from(row.good),
-                    &i64::from(row.bad),
-                    &row.builds,
-                    &row.test,
-                    &row.spec_json,
-                    &candidates,
-                    &upstream,
-                    &row.backscope_version,
-                    &self.host_id,
-                ],
-            )
+        let host = self.host_id.clone();
+        insert_bisect(&mut self.client, row, &host)
             .map_err(|e| self.err(e))
             .with_context(|| format!("cannot record bisect {}", row.bisect_id))?;
         Ok(())
     }
 
     pub fn append_step(&mut self, bisect_id: &str, step: &Step) -> Result<()> {
-        let evidence = serde_json::to_string(&step.evidence)?;
-        let seq = i64::from(step.seq);
-        let inserted = self
-            .client
-            .execute(
-                "INSERT INTO backscope.bisect_steps (bisect_id, seq, build, role, outcome, reason, evidence_json,
-                 build_secs, from_cache, test_secs, recorded_at)
-                 SELECT $1::text, $2::bigint, $3::bigint, $4::text, $5::text, $6::text, $7::text, $8::float8,
-                    $9::boolean, $10::float8, $11::text
-                 WHERE EXISTS (SELECT 1 FROM backscope.bisect_runs WHERE bisect_id = $1 AND owner_role = current_user)
-                 ON CONFLICT (bisect_id, seq) DO NOTHING",
-                &[
-                    &bisect_id,
-                    &seq,
-                    &i64::from(step.build),
-                    &step.role.as_str(),
-                    &step.outcome.as_str(),
-                    &step.reason,
-                    &evidence,
-                    &step.build_secs,
-                    &step.from_cache,
-                    &step.test_secs,
-                    &step.recorded_at,
-                ],
-            )
-            .map_err(|e| self.err(e))
+        let host = self.host_id.clone();
+        let inserted = insert_step(&mut self.client, bisect_id, step, &host)
+            .map_err(|e| self.err_or_gone(e))
             .with_context(|| format!("cannot record step {} (b{}) of bisect {bisect_id}", step.seq, step.build))?;
-        if inserted == 1 {
+        if inserted {
             return Ok(());
         }
-        let there = self
-            .client
-            .query_opt(
-                "SELECT build, role, outcome, reason, evidence_json FROM backscope.bisect_steps
-                 WHERE bisect_id = $1 AND seq = $2",
-                &[&bisect_id, &seq],
-            )
-            .map_err(|e| self.err(e))?;
-        let Some(there) = there else {
-            self.resumable(bisect_id)?;
-            bail!("{}: step {} of bisect {bisect_id} was not recorded", self.target, step.seq);
-        };
-        let same = there.get::<_, i64>(0) == i64::from(step.build)
-            && there.get::<_, &str>(1) == step.role.as_str()
-            && there.get::<_, &str>(2) == step.outcome.as_str()
-            && there.get::<_, &str>(3) == step.reason
-            && there.get::<_, &str>(4) == evidence;
-        if !same {
-            bail!(
-                "{}: step {} of bisect {bisect_id} is already recorded as another step (b{}); not replaced",
-                self.target,
-                step.seq,
-                there.get::<_, i64>(0)
-            );
+        // Not inserted: the bisect is no longer this host's (taken over), or the step is there already.
+        self.still_mine(bisect_id, &format!("step {} (b{}) not recorded", step.seq, step.build))?;
+        let target = self.target.clone();
+        match stored_step_is(&mut self.client, bisect_id, step).map_err(|e| self.err(e))? {
+            Some(Ok(())) => Ok(()),
+            Some(Err(there)) => bail!(
+                "{target}: step {} of bisect {bisect_id} is already recorded as another step (b{there}); not replaced",
+                step.seq
+            ),
+            None => bail!("{target}: step {} of bisect {bisect_id} was not recorded", step.seq),
         }
-        Ok(())
+    }
+
+    /// Upload a bisect and its steps from a local store (`backscope push`), in one transaction: the row is created
+    /// when missing; steps are inserted by `(bisect_id, seq)`, a step there already must be the same step; the
+    /// status is set as the local copy has it unless that is still running (or would take a finished bisect back).
+    /// A bisect the server holds as another role's is left as it is ([`BisectPush::NotOurs`]); so is another host's
+    /// of this role, unless `take_over` moves it here first (recording that host and the time, as `claim` does).
+    pub fn push(&mut self, row: &BisectRow, steps: &[Step], take_over: bool) -> Result<BisectPush> {
+        let (me, target, id) = (self.host_id.clone(), self.target.clone(), row.bisect_id.as_str());
+        let at = |e: PgError| anyhow!("{target}: bisect {id}: {e}");
+        let mut tx = self.client.transaction().map_err(at)?;
+        let owner = tx
+            .query_opt(
+                "SELECT host_id, owner_role, current_user::text FROM backscope.bisect_runs WHERE bisect_id = $1",
+                &[&id],
+            )
+            .map_err(at)?;
+        let created = match owner {
+            Some(o) if o.get::<_, &str>(1) != o.get::<_, &str>(2) => {
+                return Ok(BisectPush::NotOurs { host: o.get(0), role: o.get(1) });
+            }
+            Some(o) if o.get::<_, &str>(0) != me && !take_over => {
+                return Ok(BisectPush::NotOurs { host: o.get(0), role: o.get(1) });
+            }
+            Some(o) if o.get::<_, &str>(0) != me => {
+                let from: String = o.get(0);
+                let moved = tx
+                    .execute(
+                        "UPDATE backscope.bisect_runs SET host_id = $2, taken_over_from = host_id, taken_over_at = $3
+                         WHERE bisect_id = $1 AND owner_role = current_user AND host_id = $4",
+                        &[&id, &me, &utc_now(), &from],
+                    )
+                    .map_err(at)?;
+                if moved != 1 {
+                    bail!("{target}: bisect {id} changed hands while it was being taken over; not pushed");
+                }
+                crate::output::messages::note(format_args!("took over bisect {id} from host `{from}`"));
+                false
+            }
+            Some(_) => false,
+            None => {
+                insert_bisect(&mut tx, row, &me).map_err(at)?;
+                true
+            }
+        };
+        let (mut uploaded, mut already_stored) = (0u64, 0u64);
+        for step in steps {
+            if insert_step(&mut tx, id, step, &me).map_err(at)? {
+                uploaded += 1;
+                continue;
+            }
+            match stored_step_is(&mut tx, id, step).map_err(at)? {
+                Some(Ok(())) => already_stored += 1,
+                Some(Err(there)) => bail!(
+                    "{target}: step {} of bisect {id} is stored already as another step (b{there}); the stored one is \
+                     kept and nothing of this bisect was pushed",
+                    step.seq
+                ),
+                None => bail!("{target}: step {} of bisect {id} was not recorded (taken over meanwhile?)", step.seq),
+            }
+        }
+        if row.status != Status::Running {
+            let upstream = row.upstream.as_ref().map(serde_json::to_string).transpose()?;
+            tx.execute(
+                "UPDATE backscope.bisect_runs SET status = $2, finished_at = $3, upstream_json = $4
+                 WHERE bisect_id = $1 AND owner_role = current_user AND host_id = $5
+                   AND (status <> 'finished' OR $2 = 'finished')",
+                &[&id, &row.status.as_str(), &row.finished_at, &upstream, &me],
+            )
+            .map_err(at)?;
+        }
+        tx.commit().map_err(at)?;
+        Ok(BisectPush::Stored { created, uploaded, already_stored })
     }
 
     pub fn finish(&mut self, bisect_id: &str, status: Status, upstream: Option<&Upstream>) -> Result<()> {
@@ -149,12 +200,12 @@ impl PgBisect {
             .client
             .execute(
                 "UPDATE backscope.bisect_runs SET status = $2, finished_at = $3, upstream_json = $4
-                 WHERE bisect_id = $1 AND owner_role = current_user",
-                &[&bisect_id, &status.as_str(), &finished, &upstream],
+                 WHERE bisect_id = $1 AND owner_role = current_user AND host_id = $5",
+                &[&bisect_id, &status.as_str(), &finished, &upstream, &self.host_id],
             )
-            .map_err(|e| self.err(e))?;
+            .map_err(|e| self.err_or_gone(e))?;
         if n != 1 {
-            self.resumable(bisect_id)?;
+            self.still_mine(bisect_id, &format!("its status ({}) was not set", status.as_str()))?;
             bail!("{}: bisect {bisect_id}: its status was not set", self.target);
         }
         Ok(())
@@ -183,22 +234,84 @@ impl PgBisect {
         row.as_ref().map(run_of).transpose()
     }
 
-    /// Bisect `bisect_id`, when this connection's role owns it (what `--resume ID` may continue); another role's
-    /// bisect is refused, naming its role: its command is not this host's to run.
-    pub fn resumable(&mut self, bisect_id: &str) -> Result<BisectRow> {
-        let owner = self
+    /// Who owns bisect `bisect_id`; an error when there is no such bisect.
+    fn owner(&mut self, bisect_id: &str) -> Result<Owner> {
+        let row = self
             .client
             .query_opt(
-                "SELECT owner_role, current_user::text FROM backscope.bisect_runs WHERE bisect_id = $1",
+                "SELECT b.host_id, b.owner_role, current_user::text,
+                    coalesce((SELECT max(s.recorded_at) FROM backscope.bisect_steps s WHERE s.bisect_id = b.bisect_id),
+                             b.created_at)
+                 FROM backscope.bisect_runs b WHERE b.bisect_id = $1",
                 &[&bisect_id],
             )
             .map_err(|e| self.err(e))?
             .ok_or_else(|| anyhow!("no bisect {bisect_id} in {}", self.target))?;
-        let (owner, me): (String, String) = (owner.get(0), owner.get(1));
-        if owner != me {
-            bail!("{}: not resumed", not_this_role(&format!("bisect {bisect_id} in {}", self.target), &owner, &me));
+        Ok(Owner { host: row.get(0), role: row.get(1), my_role: row.get(2), last_write: row.get(3) })
+    }
+
+    /// Why this connection may not write bisect `bisect_id` (another role's, or another host's), if it may not.
+    fn refusal(&self, bisect_id: &str, o: &Owner) -> Option<String> {
+        let what = format!("bisect {bisect_id} in {}", self.target);
+        if o.role != o.my_role {
+            return Some(not_this_role(&what, &o.role, &o.my_role));
+        }
+        (o.host != self.host_id).then(|| {
+            format!(
+                "{what} belongs to host `{}` (it last wrote a step at {}); this host is `{}`. Resume it on `{}`, or \
+                 pass --take-over to move it to this host (only when `{}` no longer runs it)",
+                o.host, o.last_write, self.host_id, o.host, o.host
+            )
+        })
+    }
+
+    /// An error, ending with `what`, when bisect `bisect_id` is not (or no longer) this role's and host's.
+    fn still_mine(&mut self, bisect_id: &str, what: &str) -> Result<()> {
+        let owner = self.owner(bisect_id)?;
+        match self.refusal(bisect_id, &owner) {
+            Some(why) => bail!("{why}: {what}"),
+            None => Ok(()),
+        }
+    }
+
+    /// Bisect `bisect_id`, when this connection's role owns it and it is this host's, or `take_over` will move it
+    /// here (what `--resume ID` may continue). Another role's bisect is refused, naming its role: its command is
+    /// not this host's to run; another host's is refused without `take_over`, naming the host and when it last
+    /// wrote a step. Nothing is moved here: [`PgBisect::claim`] does that once the resume is under way.
+    pub fn resumable(&mut self, bisect_id: &str, take_over: bool) -> Result<BisectRow> {
+        let owner = self.owner(bisect_id)?;
+        let other_host_allowed = take_over && owner.role == owner.my_role;
+        if let Some(why) = self.refusal(bisect_id, &owner).filter(|_| !other_host_allowed) {
+            bail!("{why}: not resumed");
         }
         self.run(bisect_id)?.ok_or_else(|| anyhow!("no bisect {bisect_id} in {}", self.target))
+    }
+
+    /// Make bisect `bisect_id` this host's to write: it is already, or `take_over` moves it here from another host
+    /// of this role, recording that host and the time. The move is conditional on the owner read just before, so of
+    /// two hosts taking over at once one wins and the other is refused.
+    pub fn claim(&mut self, bisect_id: &str, take_over: bool) -> Result<()> {
+        let owner = self.owner(bisect_id)?;
+        let Some(why) = self.refusal(bisect_id, &owner) else { return Ok(()) };
+        if !take_over || owner.role != owner.my_role {
+            bail!("{why}: not resumed");
+        }
+        let moved = self
+            .client
+            .execute(
+                "UPDATE backscope.bisect_runs SET host_id = $2, taken_over_from = host_id, taken_over_at = $3
+                 WHERE bisect_id = $1 AND owner_role = current_user AND host_id = $4",
+                &[&bisect_id, &self.host_id, &utc_now(), &owner.host],
+            )
+            .map_err(|e| self.err(e))?;
+        if moved != 1 {
+            bail!("{}: bisect {bisect_id} changed hands while it was being taken over; not resumed", self.target);
+        }
+        crate::output::messages::note(format_args!(
+            "took over bisect {bisect_id} from host `{}` (it last wrote a step at {})",
+            owner.host, owner.last_write
+        ));
+        Ok(())
     }
 
     pub fn host_id(&self) -> &str {
@@ -216,6 +329,96 @@ impl PgBisect {
             .map_err(|e| self.err(e))?;
         rows.iter().map(|r| step_of(bisect_id, r)).collect()
     }
+}
+
+/// What [`PgBisect::push`] did with one bisect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BisectPush {
+    /// Stored: the row was `created` (else it was there, this host's), `uploaded` steps are new, `already_stored`
+    /// were there (the same steps).
+    Stored { created: bool, uploaded: u64, already_stored: u64 },
+    /// The server holds this bisect as another host's or role's: nothing was written.
+    NotOurs { host: String, role: String },
+}
+
+/// Insert a bisect row as host `host`; its `owner_role` is the server's `current_user` (the column's default).
+fn insert_bisect(c: &mut PgConn, row: &BisectRow, host: &str) -> Result<(), PgError> {
+    let candidates = serde_json::to_string(&row.candidates).expect("a list of numbers serialises");
+    let upstream = row.upstream.as_ref().map(|u| serde_json::to_string(u).expect("plain fields serialise"));
+    c.execute(
+        "INSERT INTO backscope.bisect_runs (bisect_id, created_at, finished_at, status, good, bad, builds, test,
+         spec_json, candidates_json, upstream_json, backscope_version, host_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+        &[
+            &row.bisect_id,
+            &row.created_at,
+            &row.finished_at,
+            &row.status.as_str(),
+            &i64::from(row.good),
+            &i64::from(row.bad),
+            &row.builds,
+            &row.test,
+            &row.spec_json,
+            &candidates,
+            &upstream,
+            &row.backscope_version,
+            &host,
+        ],
+    )?;
+    Ok(())
+}
+
+/// Insert a step while its bisect is this role's and host `host`'s — checked in the same statement, so a host
+/// whose bisect was taken over writes nothing — unless a step with its `seq` is there; whether it was inserted.
+fn insert_step(c: &mut PgConn, bisect_id: &str, step: &Step, host: &str) -> Result<bool, PgError> {
+    let evidence = serde_json::to_string(&step.evidence).expect("plain fields serialise");
+    let n = c.execute(
+        "INSERT INTO backscope.bisect_steps (bisect_id, seq, build, role, outcome, reason, evidence_json,
+         build_secs, from_cache, test_secs, recorded_at)
+         SELECT $1::text, $2::bigint, $3::bigint, $4::text, $5::text, $6::text, $7::text, $8::float8,
+            $9::boolean, $10::float8, $11::text
+         WHERE EXISTS (SELECT 1 FROM backscope.bisect_runs
+                       WHERE bisect_id = $1 AND owner_role = current_user AND host_id = $12)
+         ON CONFLICT (bisect_id, seq) DO NOTHING",
+        &[
+            &bisect_id,
+            &i64::from(step.seq),
+            &i64::from(step.build),
+            &step.role.as_str(),
+            &step.outcome.as_str(),
+            &step.reason,
+            &evidence,
+            &step.build_secs,
+            &step.from_cache,
+            &step.test_secs,
+            &step.recorded_at,
+            &host,
+        ],
+    )?;
+    Ok(n == 1)
+}
+
+/// The step stored under `step.seq`: none; the same step (build, role, outcome, reason, evidence); or another one,
+/// given by its build.
+fn stored_step_is(c: &mut PgConn, bisect_id: &str, step: &Step) -> Result<Option<Result<(), i64>>, PgError> {
+    let evidence = serde_json::to_string(&step.evidence).expect("plain fields serialise");
+    let there = c.query_opt(
+        "SELECT build, role, outcome, reason, evidence_json FROM backscope.bisect_steps
+         WHERE bisect_id = $1 AND seq = $2",
+        &[&bisect_id, &i64::from(step.seq)],
+    )?;
+    Ok(there.map(|there| {
+        let same = there.get::<_, i64>(0) == i64::from(step.build)
+            && there.get::<_, &str>(1) == step.role.as_str()
+            && there.get::<_, &str>(2) == step.outcome.as_str()
+            && there.get::<_, &str>(3) == step.reason
+            && there.get::<_, &str>(4) == evidence;
+        if same {
+            Ok(())
+        } else {
+            Err(there.get::<_, i64>(0))
+        }
+    }))
 }
 
 fn run_of(r: &Row) -> Result<BisectRow> {
@@ -237,6 +440,10 @@ fn run_of(r: &Row) -> Result<BisectRow> {
             candidates: serde_json::from_str(candidates).context("candidates_json")?,
             upstream: upstream.map(serde_json::from_str).transpose().context("upstream_json")?,
             backscope_version: r.get(11),
+            taken_over: match (r.get::<_, Option<String>>(12), r.get::<_, Option<String>>(13)) {
+                (Some(from_host), Some(at)) => Some(TakeOver { from_host, at }),
+                _ => None,
+            },
         })
     })();
     parsed.with_context(|| format!("bisect {id}: a stored field is not readable"))
