@@ -13,11 +13,13 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use backscope::run::record::{
+use backscope::run::format::ids::{new_run_id, utc_now};
+use backscope::run::format::record::{
     Api, BackendFacts, ErrorClass, LogRef, Phase, Record, RunSource, ServerRef, ServerTimings, Status, RECORD_SCHEMA,
 };
-use backscope::run::store::{self, RunRow, RunStatus, Store};
-use backscope::run::target::DbValue;
+use backscope::run::format::run_row::{RunRow, RunStatus};
+use backscope::run::format::target::DbValue;
+use backscope::run::write::store::Store;
 
 /// xorshift64*: a fixed-seed source of numbers, not a statistical tool.
 struct Rng(u64);
@@ -74,11 +76,11 @@ fn main() -> Result<()> {
     let run_dir = PathBuf::from(run_dir);
     let reps = n.div_ceil(ENDPOINTS.len() * NUM_GPU.len() * PROMPTS.len()).max(1);
     let mut store = Store::open(DbValue::read(PathBuf::from(db)).target()?)?;
-    let run_id = store::new_run_id();
+    let run_id = new_run_id();
     std::fs::create_dir_all(run_dir.join("servers"))?;
     store.create_run(&RunRow {
         run_id: run_id.clone(),
-        created_at: store::utc_now(),
+        created_at: utc_now(),
         finished_at: None,
         status: RunStatus::Running,
         source: RunSource::Sweep,
@@ -127,7 +129,7 @@ fn main() -> Result<()> {
                         epoch: 1,
                         repetition: rep,
                         stream: true,
-                        started_at: store::utc_now(),
+                        started_at: utc_now(),
                         status: Status::Ok,
                         http_status: Some(200),
                         wall_ms: Some(wall),

@@ -26,6 +26,7 @@ WANTED = [
     ("VkPhysicalDeviceShaderMixedFloatDotProductFeaturesVALVE", 1000673000, "VK_VALVE_shader_mixed_float_dot_product", None),
     ("VkPhysicalDeviceCooperativeMatrixDecodeVectorFeaturesNV", 1000689000, "VK_NV_cooperative_matrix_decode_vector", None),
     ("VkPhysicalDeviceInternallySynchronizedQueuesFeaturesKHR", 1000504000, "VK_KHR_internally_synchronized_queues", None),
+    ("VkPhysicalDeviceShaderBfloat16FeaturesKHR", 1000141000, "VK_KHR_shader_bfloat16", None),
 ]
 # Members of the structures ggml-vulkan-types.h declares (not in these headers).
 LOCAL = {
@@ -34,6 +35,8 @@ LOCAL = {
         "shaderMixedFloatDotProductFloat8AccFloat32"],
     "VkPhysicalDeviceCooperativeMatrixDecodeVectorFeaturesNV": ["cooperativeMatrixDecodeVector"],
     "VkPhysicalDeviceInternallySynchronizedQueuesFeaturesKHR": ["internallySynchronizedQueues"],
+    "VkPhysicalDeviceShaderBfloat16FeaturesKHR": ["shaderBFloat16Type", "shaderBFloat16DotProduct",
+        "shaderBFloat16CooperativeMatrix"],
 }
 
 text = open(sys.argv[1]).read()

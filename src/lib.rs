@@ -9,9 +9,11 @@
 //! - [`gpu`]: GPU architectures, the GPU-binary engine, kernel names and the knowledge tables;
 //! - [`observe`]: what observation says: the observers and how to enable them, trace summaries, Vulkan pipelines
 //!   and profiles, the kernel log, facts from server logs;
-//! - [`host`]: the machine: processes, file inputs, the cache;
-//! - [`run`]: the run format and its stores; [`builds`]: llama.cpp builds; [`support_matrix`]: the gate's matrix;
-//!   [`output`], [`evidence`], [`exit`], [`gguf_file`].
+//! - [`host`]: the machine: processes, file inputs, the cache, who this host is;
+//! - [`run`]: the run format, its stores and its reader; [`run_analysis`]: what is said about a run (aggregation,
+//!   statistics, claims, crash forensics, bisect verdicts);
+//! - [`builds`]: llama.cpp builds; [`support_matrix`]: the gate's matrix; [`output`], [`evidence`], [`exit`],
+//!   [`gguf_file`].
 //!
 //! Each command has a `run` taking an options value and returning its exit status ([`exit`]); the `backscope`
 //! binary fills the options from the command line.
@@ -30,6 +32,7 @@ pub mod host;
 pub mod observe;
 pub mod output;
 pub mod run;
+pub mod run_analysis;
 pub mod support_matrix;
 /// Reading trace files: the `backscope-trace-reader` crate.
 pub use trace_reader as trace;

@@ -8,11 +8,13 @@
 #   nostats  env with BACKSCOPE_VK_PIPELINE_STATS=0 (pipelines created without CAPTURE_STATISTICS);
 #   nobb     env with BACKSCOPE_VK_BLACKBOX=0 and BACKSCOPE_VK_PIPELINE_STATS=0;
 #   present  the layer loaded but not observing (no trace directory: it only forwards calls);
-#   labels   env with ggml's debug labels (GGML_VK_DEBUG_MARKERS=1, `trace --labels on`).
+#   labels   env with ggml's debug labels (GGML_VK_DEBUG_MARKERS=1, `trace --labels on`);
+#   nopre    env without the CUDA/HIP observer's LD_PRELOAD (the Vulkan layer alone, observing).
 # Run from the repository root on the GPU machine with .carry/ holding backscope.xz, debs/ (Debian's Vulkan loader and
 # GL libraries), bb/{libbackscope_vklayer.so,libbackscope_observer.so}, and either llama.tar.xz (a stripped Vulkan
 # llama.cpp bin dir) plus ggml-vocab-llama-spm.gguf, or what bench/gpu/build_vulkan_llama.sh builds (LLAMA_BIN).
-# Usage: [ARMS="plain env nostats"] [ROUNDS=20] bash bench/gpu/blackbox_cost.sh OUT_DIR
+# Usage: [ARMS="plain env nostats"] [ROUNDS=20] [TESTS="-p 512 -n 128"] bash bench/gpu/blackbox_cost.sh OUT_DIR
+#   (TESTS="-p 0 -n 128" times decode alone, for more rounds in the same time)
 # Summary: python3 bench/gpu/blackbox_ab.py OUT_DIR (paired ratios to plain per round, bootstrap 95% intervals).
 set -euo pipefail
 C=$PWD/.carry
@@ -54,8 +56,9 @@ for r in $(seq 1 "${ROUNDS:-20}"); do
       nobb) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_BLACKBOX=0 BACKSCOPE_VK_PIPELINE_STATS=0) ;;
       present) mapfile -t e < <(env_of "$d" | grep -v -e '^BACKSCOPE_TRACE_DIR=' -e '^LD_PRELOAD=') ;;
       labels) mapfile -t e < <(env_of "$d" --labels on) ;;
+      nopre) mapfile -t e < <(env_of "$d" | grep -v '^LD_PRELOAD=') ;;
     esac
-    env "${e[@]}" "$BIN/llama-bench" -m $W/q4.gguf -ngl 99 -p 512 -n 128 -r 5 -o csv >$W/ab.csv 2>$W/ab.err || true
+    env "${e[@]}" "$BIN/llama-bench" -m $W/q4.gguf -ngl 99 ${TESTS:--p 512 -n 128} -r 5 -o csv >$W/ab.csv 2>$W/ab.err || true
     head -1 $W/ab.csv >"$OUT/ab-header.csv"
     tail -n +2 $W/ab.csv | sed "s/^/$r $arm /" >>"$OUT/ab-rows.txt"
     ls "$d" 2>/dev/null | head -3 | sed "s/^/$r $arm trace: /" >>"$OUT/traces.txt" || true

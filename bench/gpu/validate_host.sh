@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Validate the host identity a run stores (issue 19, item 2: src/run/host.rs) on a GPU machine:
+# Validate the host identity a run stores (issue 19, item 2: src/host/identity.rs) on a GPU machine:
 #   1. `backscope sweep import` of one llama-bench line into a fresh SQLite file: the run stores this host's
 #      identity (runs.host_json) read from /proc, sysfs, KFD and /proc/driver/nvidia;
 #   2. compare it with independent sources: nvidia-smi's GPU names and driver version, `uname -r`, `hostname`,

@@ -3,10 +3,10 @@
 # 0.5% effect can be resolved (bench/gpu/vk_decode_ab.cpp: rounds alternate between the layer observing and the
 # layer paused through its exported switch, in ABBA groups, plus an A/A control where both arms are paused).
 # The layer's variables come from `backscope trace --env` (VK_ADD_LAYER_PATH, VK_INSTANCE_LAYERS and
-# GGML_VK_DEBUG_MARKERS=1, what `backscope trace` sets; MARKERS=0 leaves ggml's debug markers off); the CUDA
+# and, with MARKERS=1, ggml's debug markers GGML_VK_DEBUG_MARKERS=1, which `backscope trace --labels on` sets; by default they stay off, as `trace --env` leaves them); the CUDA
 # observer's LD_PRELOAD is not set.
 #
-# Usage: [AB_GROUPS=60] [CONTROL_GROUPS=20] [N_GEN=128] [N_PROMPT=512] [TESTS="tg pp"] [MODEL=path.gguf] [MARKERS=1]
+# Usage: [AB_GROUPS=60] [CONTROL_GROUPS=20] [N_GEN=128] [N_PROMPT=512] [TESTS="tg pp"] [MODEL=path.gguf] [MARKERS=0|1]
 #        bench/gpu/vk_overhead_ab.sh BACKSCOPE LAYER_SO LLAMA_BIN LLAMA_SRC OUT_DIR
 #   BACKSCOPE: the backscope binary; LAYER_SO: libbackscope_vklayer.so (a release build: cargo build --release
 #   -p backscope-vklayer); LLAMA_BIN: the bin directory of a llama.cpp Vulkan build (libllama.so, libggml*.so,
@@ -51,13 +51,16 @@ fi
 vars=$("$BS" trace --env --json --vklayer "$LAYER" | python3 -c '
 import json, sys
 v = json.load(sys.stdin)["variables"]
+# trace --env leaves the debug labels of ggml off (it prints no GGML_VK_DEBUG_MARKERS); MARKERS=1 turns them on.
 for k in ("VK_ADD_LAYER_PATH", "VK_INSTANCE_LAYERS", "GGML_VK_DEBUG_MARKERS"):
-    print(f"{k}={v[k]}")')
+    if k in v:
+        print(f"{k}={v[k]}")')
 env_args=()
 while IFS= read -r kv; do
-  [ "${MARKERS:-1}" = 0 ] && [[ $kv == GGML_VK_DEBUG_MARKERS=* ]] && continue
+  [[ $kv == GGML_VK_DEBUG_MARKERS=* ]] && continue
   env_args+=("$kv")
 done <<<"$vars"
+[ "${MARKERS:-0}" = 1 ] && env_args+=(GGML_VK_DEBUG_MARKERS=1)
 log "layer $LAYER; model $M; ${env_args[*]}"
 
 run() {  # run TEST N MODE GROUPS

@@ -173,7 +173,7 @@ fn parse_factor(s: &str) -> Result<f64, String> {
 
 /// A path made absolute against the current directory (a resumed bisect may run from elsewhere).
 fn absolute(p: &Path) -> PathBuf {
-    backscope::run::paths::absolute(p)
+    backscope::run::format::paths::absolute(p)
 }
 
 /// `dir:DIR` and `git:DIR` with DIR absolute.

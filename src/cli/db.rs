@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use backscope::run::target::{DbValue, DEFAULT_DB};
+use backscope::run::format::target::{DbValue, DEFAULT_DB};
 use clap::Args;
 
 #[derive(Debug, Args)]

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use backscope::commands::gate::{GateCommand, GateOptions};
-use backscope::run::target::DbValue;
+use backscope::run::format::target::DbValue;
 use clap::Args;
 
 #[derive(Debug, Args)]

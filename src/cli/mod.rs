@@ -178,7 +178,7 @@ pub fn run(cli: Cli) -> Result<u8> {
 #[cfg(test)]
 mod tests {
     use backscope::commands::sweep::{Resume, SweepCommand};
-    use backscope::run::target::DbValue;
+    use backscope::run::format::target::DbValue;
     use clap::CommandFactory;
 
     use super::*;
@@ -296,11 +296,11 @@ mod tests {
         let Command::Predict(a) = cli.command else { panic!("not predict") };
         let c: PredictCommand = (*a).into();
         assert!(
-            matches!(&c.weights, WeightSource::Single { weight_type, n: Some(4096), k: None } if weight_type == "q4_k")
+            matches!(&c.prediction.weights, WeightSource::Single { weight_type, n: Some(4096), k: None } if weight_type == "q4_k")
         );
         assert_eq!(
-            (c.batch, c.observation, c.ggml.as_str()),
-            (BatchFrom::Given(Batch::Ne11(64)), Observation::TraceJson("t.json".into()), "o24")
+            (c.batch, c.prediction.batch, c.observation, c.prediction.ggml.as_str()),
+            (BatchFrom::Flags, Batch::Ne11(64), Observation::TraceJson("t.json".into()), "o24")
         );
         assert_eq!(c.output, backscope::output::OutputOptions::default(), "text on standard output");
         let Command::Predict(a) =

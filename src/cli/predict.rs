@@ -2,9 +2,11 @@
 
 use std::path::PathBuf;
 
-use backscope::commands::predict::command::{Backend, BatchFrom, Observation, PredictCommand};
+use backscope::commands::predict::command::{BatchFrom, Observation, PredictCommand, RecordBackend, VulkanFlags};
 use backscope::commands::predict::vulkan::verify::Verify;
-use backscope::commands::predict::{Batch, FlashAttn, WeightSource, DEFAULT_UBATCH};
+use backscope::commands::predict::{
+    Backend, Batch, DeviceSource, FlashAttn, NumGpu, PredictOptions, WeightSource, DEFAULT_UBATCH,
+};
 use clap::{ArgGroup, Args, ValueEnum};
 
 #[derive(Debug, Args)]
@@ -184,11 +186,12 @@ impl From<PredictArgs> for PredictCommand {
             // Each record's model with --run; anything else says it needs --model or --type.
             (None, None) => WeightSource::EachRecord,
         };
-        let batch = match (a.prompt_tokens, a.ne11, a.from_run) {
-            (Some(n), _, _) => BatchFrom::Given(Batch::PromptTokens(n)),
-            (_, Some(n), _) => BatchFrom::Given(Batch::Ne11(n)),
-            (_, _, Some(run)) => BatchFrom::Run(run),
-            _ => BatchFrom::EachRecord,
+        // The flags' batch; `--from-run` and `--run` replace it with the records' prompt counts.
+        let (batch, batch_from) = match (a.prompt_tokens, a.ne11, a.from_run) {
+            (Some(n), _, _) => (Batch::PromptTokens(n), BatchFrom::Flags),
+            (_, Some(n), _) => (Batch::Ne11(n), BatchFrom::Flags),
+            (_, _, Some(run)) => (Batch::PromptTokens(0), BatchFrom::Run(run)),
+            _ => (Batch::PromptTokens(0), BatchFrom::EachRecord),
         };
         let observation = match (a.verify, a.trace, a.trace_json, a.record, a.run) {
             (Some(llama_bench), ..) => {
@@ -200,24 +203,32 @@ impl From<PredictArgs> for PredictCommand {
             (.., Some(run)) => Observation::Run(run),
             _ => Observation::None,
         };
-        let mut c = PredictCommand::new(a.arch.unwrap_or_default(), weights, batch);
-        c.backend_given = a.backend.is_some();
-        c.backend = match a.backend {
-            None | Some(BackendArg::Cuda) => Backend::Cuda,
-            Some(BackendArg::Vulkan) => Backend::Vulkan,
+        let vulkan = VulkanFlags {
+            device: a.device.as_deref().map_or(DeviceSource::EachRecord, DeviceSource::parse),
+            library: a.vulkan_lib,
         };
-        c.device = a.device;
-        c.vulkan_lib = a.vulkan_lib;
-        c.decode_tokens = a.decode_tokens;
-        c.ubatch = a.ubatch;
-        c.ggml = a.ggml;
-        c.explain = a.explain;
-        c.kv_type = a.kv_type;
-        c.flash_attn = a.flash_attn.into();
-        c.build_flags = a.build_flags;
+        let records = if a.backend.is_some() { RecordBackend::Given } else { RecordBackend::Own };
+        let (backend, vulkan) = match a.backend {
+            Some(BackendArg::Vulkan) => (
+                Backend::Vulkan { device: vulkan.device, library: vulkan.library },
+                VulkanFlags { device: DeviceSource::EachRecord, library: None },
+            ),
+            _ => (Backend::Cuda { arch: a.arch.unwrap_or_default(), build_flags: a.build_flags }, vulkan),
+        };
+        let mut p = PredictOptions::new(backend, weights, batch);
+        p.decode_tokens = a.decode_tokens;
+        p.ubatch = a.ubatch;
+        p.ggml = a.ggml;
+        p.explain = a.explain;
+        p.kv_type = a.kv_type;
+        p.flash_attn = a.flash_attn.into();
+        p.placement.num_gpu = a.num_gpu.map(NumGpu::from_count);
+        p.placement.op_offload = !a.no_op_offload;
+        let mut c = PredictCommand::new(p);
+        c.batch = batch_from;
         c.observation = observation;
-        c.placement.n_gpu_layers = a.num_gpu;
-        c.placement.op_offload = !a.no_op_offload;
+        c.records = records;
+        c.vulkan = vulkan;
         c.cell = a.cell;
         c.db = a.db.into();
         c.output = a.output.into();

@@ -21,7 +21,7 @@ pub use crate::observe::observers::OBSERVER_FILE;
 use crate::observe::observers::{find_observer, vulkan_env};
 use crate::observe::trace_summary::files::ProcessSummary;
 use crate::observe::trace_summary::kernels::short_name;
-use crate::observe::trace_summary::{summarise, TraceSummary};
+use crate::observe::trace_summary::{summarise, summarise_read, TraceSummary};
 use crate::output::{messages, Block, Column, Document, Excerpt, Output, OutputOptions, Render, Rendered, Table};
 use crate::trace;
 
@@ -169,7 +169,10 @@ pub fn run(args: TraceOptions) -> Result<u8> {
         }
     };
     let read = trace::read_dir_folded(&dir)?;
-    let mut summary = summarise(&dir, read.traces, &read.problems, exit_status);
+    let mut summary = match &args.read {
+        Some(_) => summarise_read(&dir, read.traces, &read.problems),
+        None => summarise(&dir, read.traces, &read.problems, exit_status),
+    };
     summary.exit_signal = exit_signal.map(|s| trace_format::record::signal_name(s).to_string());
     out.emit(&TraceView { summary: &summary, top: args.top })?;
     out.finish()?;

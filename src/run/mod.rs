@@ -1,34 +1,16 @@
-//! The run format, shared by every command that writes or reads runs: the stored record's schema (`record`), the
-//! SQLite store with its durability promise (`store`, files written whole by `durable`; the run's row in `run_row`
-//! and the ids and times it is stamped with in `ids`, so that the stores never reach back up into `store`), the
-//! read-only view of a database that `report`, `predict` and `gate` open (`db`), the one streaming reader of a
-//! finished run's records from a database or a run directory that `report` and `predict --run` share (`input`), the run directory's names
-//! (`paths`), the log-slice reading of a failed cell (`forensics`), the summary statistics over a group of records
-//! (`stats`), and the one aggregation of a run's records into groups, statistics and claims that `report` and
-//! `sweep` both show (`summary`).
+//! The run format and its stores, shared by every command that writes or reads runs, split the way gimli-rs/object
+//! splits a format from its reading and writing:
 //!
-//! The store is chosen by the `--db` value (`target`): an SQLite file (`sqlite`) or a PostgreSQL database shared by
-//! many hosts (`pg`, its schema and migrations in `pg_schema`, its password from `pgpass`); every run records the
-//! host that ran it (`host`).
+//! - [`format`]: what a run is — the stored record's schema, the run's row, the ids and times rows are stamped with,
+//!   the bisect rows, the names of a run directory's files, and what a `--db` value names;
+//! - [`write`]: the stores — an SQLite file or a PostgreSQL database shared by many hosts, behind one `Store`, and
+//!   the files of a run directory written whole and durably; the bisect tables beside them;
+//! - [`read`]: the one reader of a finished run, from a database or from a run directory alone.
 //!
-//! `sweep`, `sweep import` and `push` write through it; nothing here knows about a command.
+//! `write` and `read` stand on `format`; `read` opens a database through the stores' read-only open. What is said
+//! about a run (statistics, claims, crash forensics, bisect verdicts) is the floor above, `crate::run_analysis`.
+//! Every run records the host that ran it (`format::host`). Nothing here knows about a command.
 
-pub mod bisect;
-pub mod db;
-pub mod durable;
-pub mod forensics;
-pub mod host;
-pub mod ids;
-pub mod input;
-pub mod paths;
-pub mod pg;
-pub mod pg_conn;
-pub mod pg_schema;
-pub mod pgpass;
-pub mod record;
-pub mod run_row;
-pub mod sqlite;
-pub mod stats;
-pub mod store;
-pub mod summary;
-pub mod target;
+pub mod format;
+pub mod read;
+pub mod write;

@@ -6,7 +6,7 @@ use super::rows::{Layer, LayerRow, Status};
 use super::runs::RunGroup;
 use crate::evidence::Confidence;
 use crate::gpu::arch::DeviceArch;
-use crate::run::record::Record;
+use crate::run::format::record::Record;
 
 pub(super) fn execution(
     arch: &DeviceArch,

@@ -45,7 +45,7 @@ pub use self::rows::{
 use crate::gpu::arch::DeviceArch;
 use crate::gpu::binaries::ScanReport;
 use crate::gpu::knowledge;
-use crate::run::record::Record;
+use crate::run::format::record::Record;
 
 pub const SCHEMA: &str = "backscope.gate/1";
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::evidence::Source;
-use crate::run::record::Record;
+use crate::run::format::record::Record;
 
 /// Records cited per group.
 const CITED: usize = 4;

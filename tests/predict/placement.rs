@@ -304,7 +304,9 @@ fn predict_run_takes_model_prompt_num_gpu_and_backend_from_each_record() {
 /// that ran for them, naming the placement rule.
 #[test]
 fn h100_traces_at_ngl_99_confirm_gpu_placement_and_contradict_a_cpu_one() {
-    use backscope::commands::predict::{self, compare::Verdict, Batch, ObservedSource, PredictOptions, WeightSource};
+    use backscope::commands::predict::{
+        self, Backend, Batch, NumGpu, ObservedSource, PredictOptions, Verdict, WeightSource,
+    };
     let trace = |case: &str| {
         ObservedSource::TraceSummary(
             Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("docs/validation/gpu-2026-11-21/trace-{case}-off.json")),
@@ -316,16 +318,16 @@ fn h100_traces_at_ngl_99_confirm_gpu_placement_and_contradict_a_cpu_one() {
             None => (Batch::PromptTokens(0), case.trim_start_matches("tg").parse().unwrap()),
         };
         let mut o = PredictOptions::new(
-            "sm_90",
+            Backend::cuda("sm_90"),
             WeightSource::Model(crate::support::models::models().tl_q4_k_m.clone()),
             batch,
         );
         o.decode_tokens = Some(decode);
-        o.placement.n_gpu_layers = Some(ngl);
+        o.placement.num_gpu = Some(NumGpu::from_count(ngl));
         o.observed = Some(trace(case));
-        predict::run(&o).unwrap()
+        predict::cuda::run(&o).unwrap()
     };
-    let placement = |r: &predict::PredictReport| -> Vec<(String, String, String, Verdict)> {
+    let placement = |r: &predict::CudaReport| -> Vec<(String, String, String, Verdict)> {
         r.comparison
             .as_ref()
             .unwrap()

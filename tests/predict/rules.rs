@@ -8,22 +8,24 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use backscope::commands::predict::command::PredictOutput;
-use backscope::commands::predict::compare::{self, Verdict};
-use backscope::commands::predict::{self, Batch, ObservedSource, PredictOptions, PredictReport, WeightSource};
+use backscope::commands::predict::cuda::observed;
+use backscope::commands::predict::{
+    self, Backend, Batch, CudaReport, ObservedSource, PredictOptions, Verdict, WeightSource,
+};
 use backscope::output::text::Layout;
 use backscope::output::{render_document, Format, Render};
 
 use crate::support::hip::{legacy_targets_program, traced_mmvq_program, SCALE_KERNEL};
 use crate::support::models::models;
 
-fn predict_ne11(arch: &str, ggml: &str, model: &Path, ne11: u64) -> PredictReport {
-    let mut o = PredictOptions::new(arch, WeightSource::Model(model.to_path_buf()), Batch::Ne11(ne11));
+fn predict_ne11(arch: &str, ggml: &str, model: &Path, ne11: u64) -> CudaReport {
+    let mut o = PredictOptions::new(Backend::cuda(arch), WeightSource::Model(model.to_path_buf()), Batch::Ne11(ne11));
     o.ggml = ggml.into();
-    predict::run(&o).unwrap_or_else(|e| panic!("predict {arch} {ggml} ne11={ne11}: {e:#}"))
+    predict::cuda::run(&o).unwrap_or_else(|e| panic!("predict {arch} {ggml} ne11={ne11}: {e:#}"))
 }
 
 /// The one family every weight of `ty` gets in the report's single phase.
-fn family_of(r: &PredictReport, ty: &str) -> String {
+fn family_of(r: &CudaReport, ty: &str) -> String {
     let fams: BTreeSet<String> = r.phases[0]
         .weights
         .iter()
@@ -164,9 +166,10 @@ fn q4_k_m_mixes_q4_k_and_q6_k() {
 #[test]
 fn prompt_splits_into_ubatches_and_the_gathered_rows() {
     let m = models();
-    let mut o = PredictOptions::new("gfx1201", WeightSource::Model(m.q4_k_m.clone()), Batch::PromptTokens(1100));
+    let mut o =
+        PredictOptions::new(Backend::cuda("gfx1201"), WeightSource::Model(m.q4_k_m.clone()), Batch::PromptTokens(1100));
     o.explain = true;
-    let r = predict::run(&o).unwrap();
+    let r = predict::cuda::run(&o).unwrap();
     let shape: Vec<(&str, u64, u64)> = r.phases.iter().map(|p| (p.id.as_str(), p.ne11, p.repeat)).collect();
     assert_eq!(shape, vec![("prefill", 512, 2), ("prefill-last", 76, 1), ("last-rows", 1, 1), ("decode", 1, 1)]);
     // The tiny preset has 4 blocks: the last one's gate/up/down and the output head are gathered.
@@ -220,8 +223,12 @@ fn gfx900_differs_between_versions() {
 #[test]
 fn single_weight_type_with_and_without_shape() {
     let one = |ty: &str, n: Option<u64>, k: Option<u64>, ne11: u64| {
-        let o = PredictOptions::new("gfx942", WeightSource::Single { weight_type: ty.into(), n, k }, Batch::Ne11(ne11));
-        predict::run(&o).unwrap().phases[0].weights[0].prediction.clone()
+        let o = PredictOptions::new(
+            Backend::cuda("gfx942"),
+            WeightSource::Single { weight_type: ty.into(), n, k },
+            Batch::Ne11(ne11),
+        );
+        predict::cuda::run(&o).unwrap().phases[0].weights[0].prediction.clone()
     };
     assert_eq!(one("q4_k", None, None, 2).family.as_deref(), Some("MMVQ"));
     assert_eq!(one("Q4_K", None, None, 4).family.as_deref(), Some("MMQ"));
@@ -231,17 +238,17 @@ fn single_weight_type_with_and_without_shape() {
     assert_eq!(one("F16", Some(4096), Some(4096), 8).family.as_deref(), Some("MMF"));
     assert_eq!(one("F16", Some(4096), Some(4096), 1).family.as_deref(), Some("MMVF"));
     let bad = PredictOptions::new(
-        "gfx942",
+        Backend::cuda("gfx942"),
         WeightSource::Single { weight_type: "Q9".into(), n: None, k: None },
         Batch::Ne11(1),
     );
-    assert!(predict::run(&bad).unwrap_err().to_string().contains("unknown ggml type"));
+    assert!(predict::cuda::run(&bad).unwrap_err().to_string().contains("unknown ggml type"));
     let arch = PredictOptions::new(
-        "gfx9999",
+        Backend::cuda("gfx9999"),
         WeightSource::Single { weight_type: "Q8_0".into(), n: None, k: None },
         Batch::Ne11(1),
     );
-    assert!(predict::run(&arch).unwrap_err().to_string().contains("no architecture data"));
+    assert!(predict::cuda::run(&arch).unwrap_err().to_string().contains("no architecture data"));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -253,22 +260,22 @@ fn validation(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/validation/gpu-2026-11-21").join(name)
 }
 
-fn compare_with(case: &str, observed: ObservedSource) -> PredictReport {
+fn compare_with(case: &str, observed: ObservedSource) -> CudaReport {
     let (batch, decode) = match case.strip_prefix('p') {
         Some(n) => (Batch::PromptTokens(n.parse().unwrap()), 0),
         None => (Batch::PromptTokens(0), case.trim_start_matches("tg").parse().unwrap()),
     };
-    let mut o = PredictOptions::new("sm_90", WeightSource::Model(models().tl_q4_k_m.clone()), batch);
+    let mut o = PredictOptions::new(Backend::cuda("sm_90"), WeightSource::Model(models().tl_q4_k_m.clone()), batch);
     o.decode_tokens = Some(decode);
     o.observed = Some(observed);
-    predict::run(&o).unwrap()
+    predict::cuda::run(&o).unwrap()
 }
 
-fn compare_case(case: &str, graphs: &str) -> PredictReport {
+fn compare_case(case: &str, graphs: &str) -> CudaReport {
     compare_with(case, ObservedSource::TraceSummary(validation(&format!("trace-{case}-{graphs}.json"))))
 }
 
-fn all_confirmed(r: &PredictReport, what: &str) {
+fn all_confirmed(r: &CudaReport, what: &str) {
     let c = r.comparison.as_ref().unwrap();
     let bad: Vec<String> = c
         .items
@@ -294,12 +301,12 @@ fn h100_h200_traces_and_ncu_counts_confirm_every_prediction() {
                 &std::fs::read_to_string(validation(&format!("ncu-{case}-{graphs}.counts.json"))).unwrap(),
             )
             .unwrap();
-            let observed = compare::Observed {
+            let observed = predict::Observed {
                 kind: "ncu".into(),
                 path: format!("ncu-{case}-{graphs}.counts.json"),
                 run_id: None,
                 files: Vec::new(),
-                kernels: ncu.iter().map(|(name, n)| compare::classify(name, *n)).collect(),
+                kernels: ncu.iter().map(|(name, n)| observed::classify(name, *n)).collect(),
                 complete: true,
                 counts_lower_bound: false,
                 notes: Vec::new(),
@@ -347,10 +354,14 @@ fn h100_h200_traces_and_ncu_counts_confirm_every_prediction() {
 /// the 8-token trace expects MMQ, and the trace's 8-column MMVQ is predicted by no phase.
 #[test]
 fn a_wrong_prediction_is_contradicted_with_both_sources() {
-    let mut o = PredictOptions::new("sm_90", WeightSource::Model(models().tl_q4_k_m.clone()), Batch::PromptTokens(9));
+    let mut o = PredictOptions::new(
+        Backend::cuda("sm_90"),
+        WeightSource::Model(models().tl_q4_k_m.clone()),
+        Batch::PromptTokens(9),
+    );
     o.decode_tokens = Some(0);
     o.observed = Some(ObservedSource::TraceSummary(validation("trace-p8-off.json")));
-    let r = predict::run(&o).unwrap();
+    let r = predict::cuda::run(&o).unwrap();
     let c = r.comparison.unwrap();
     let q4k = c.items.iter().find(|i| i.phase == "prefill-last" && i.ggml_type == "Q4_K").unwrap();
     assert_eq!(q4k.verdict, Verdict::Contradicted, "{q4k:?}");
@@ -361,10 +372,14 @@ fn a_wrong_prediction_is_contradicted_with_both_sources() {
     assert!(sources.iter().any(|s| s.contains("trace-")), "{sources:?}");
 
     // gfx900 rules against an NVIDIA trace: BLAS predicted, MMQ observed.
-    let mut o = PredictOptions::new("gfx900", WeightSource::Model(models().tl_q4_k_m.clone()), Batch::PromptTokens(9));
+    let mut o = PredictOptions::new(
+        Backend::cuda("gfx900"),
+        WeightSource::Model(models().tl_q4_k_m.clone()),
+        Batch::PromptTokens(9),
+    );
     o.decode_tokens = Some(0);
     o.observed = Some(ObservedSource::TraceSummary(validation("trace-p9-off.json")));
-    let c = predict::run(&o).unwrap().comparison.unwrap();
+    let c = predict::cuda::run(&o).unwrap().comparison.unwrap();
     assert!(c.items.iter().any(|i| i.predicted.as_deref() == Some("BLAS") && i.verdict == Verdict::Contradicted));
 }
 
@@ -393,13 +408,17 @@ fn sweep_record_trace_is_an_observation() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("record.json");
     std::fs::write(&path, record.to_string()).unwrap();
-    let observed = compare::load(&ObservedSource::SweepRecord(path)).unwrap();
+    let observed = observed::load(&ObservedSource::SweepRecord(path)).unwrap();
     assert!(!observed.complete);
     assert_eq!(observed.run_id.as_deref(), Some("r-test"));
-    let mut o = PredictOptions::new("sm_90", WeightSource::Model(models().tl_q4_k_m.clone()), Batch::PromptTokens(8));
+    let mut o = PredictOptions::new(
+        Backend::cuda("sm_90"),
+        WeightSource::Model(models().tl_q4_k_m.clone()),
+        Batch::PromptTokens(8),
+    );
     o.decode_tokens = Some(0);
     o.observed = Some(ObservedSource::Loaded(observed));
-    let c = predict::run(&o).unwrap().comparison.unwrap();
+    let c = predict::cuda::run(&o).unwrap().comparison.unwrap();
     // The two listed kernels: quantize_q8_1 and MMVQ Q4_K with 8 columns.
     assert!(c.items.iter().any(|i| i.ggml_type == "Q4_K" && i.ne11 == 8 && i.verdict == Verdict::Confirmed));
     assert!(c.items.iter().any(|i| i.verdict == Verdict::Unobserved && i.note.contains("incomplete")));
@@ -461,18 +480,18 @@ fn trace_directory_is_read_and_failed_launches_do_not_confirm() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = traced_mmvq_program(tmp.path());
 
-    let observed = compare::load(&ObservedSource::TraceDir(dir.clone())).unwrap();
+    let observed = observed::load(&ObservedSource::TraceDir(dir.clone())).unwrap();
     let k = observed.kernels.iter().find(|k| k.family == "MMVQ").expect("the MMVQ kernel is in the trace");
     assert_eq!((k.ggml_type.as_deref(), k.ncols, k.launches), (Some("Q4_K"), Some(1), 0));
     assert!(observed.files.iter().all(|f| f.starts_with(dir.to_str().unwrap())) && !observed.files.is_empty());
 
     let mut o = PredictOptions::new(
-        "gfx900",
+        Backend::cuda("gfx900"),
         WeightSource::Single { weight_type: "Q4_K".into(), n: Some(4096), k: Some(4096) },
         Batch::Ne11(1),
     );
     o.observed = Some(ObservedSource::Loaded(observed));
-    let c = predict::run(&o).unwrap().comparison.unwrap();
+    let c = predict::cuda::run(&o).unwrap().comparison.unwrap();
     assert_eq!(c.items.len(), 1);
     assert_eq!(c.items[0].verdict, Verdict::Unobserved, "{:?}", c.items[0]);
     assert!(c.unexplained.is_empty(), "a kernel that never ran contradicts nothing");

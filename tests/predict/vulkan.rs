@@ -7,9 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
-use backscope::commands::predict::vulkan::{DeviceSource, VulkanOptions};
 use backscope::commands::predict::{
-    AttentionShape, Batch, FlashAttn, MatmulOp, ModelWeights, ObservedSource, WeightSource, WeightTensor,
+    AttentionShape, Backend, Batch, DeviceSource, FlashAttn, MatmulOp, ModelWeights, ObservedSource, PredictOptions,
+    WeightSource, WeightTensor,
 };
 use serde_json::Value;
 
@@ -239,12 +239,11 @@ fn tinyllama_f16() -> ModelWeights {
 fn a_build_without_the_shaders_gets_the_capability_gap_claim() {
     let tmp = tempfile::tempdir().unwrap();
     let run = |lib: PathBuf| {
-        let mut o = VulkanOptions::new(
-            DeviceSource::Profile("h200-nvidia".into()),
+        let o = PredictOptions::new(
+            Backend::Vulkan { device: DeviceSource::Profile("h200-nvidia".into()), library: Some(lib) },
             WeightSource::Weights(tinyllama_f16()),
             Batch::PromptTokens(512),
         );
-        o.library = Some(lib);
         serde_json::to_value(backscope::commands::predict::vulkan::run(&o).unwrap()).unwrap()
     };
     let gap = |r: &Value| {
@@ -315,16 +314,20 @@ fn tinyllama_quantized(model: &str) -> ModelWeights {
     w
 }
 
-fn opts_label(o: &VulkanOptions) -> &'static str {
-    match o.device {
-        DeviceSource::Profile(_) => "--device h200-nvidia",
-        DeviceSource::TraceDir(_) => "--device TRACE",
+fn opts_label(o: &PredictOptions) -> &'static str {
+    match o.backend {
+        Backend::Vulkan { device: DeviceSource::Profile(_), .. } => "--device h200-nvidia",
+        _ => "--device TRACE",
     }
 }
 
-fn h200_options(device: DeviceSource, dir: &Path, weights: ModelWeights, prompt: u64, decode: u64) -> VulkanOptions {
-    let mut o = VulkanOptions::new(device, WeightSource::Weights(weights), Batch::PromptTokens(prompt));
-    o.library = Some(llama_bin().join("libggml-vulkan.so"));
+fn h200_options(device: DeviceSource, dir: &Path, weights: ModelWeights, prompt: u64, decode: u64) -> PredictOptions {
+    let library = Some(llama_bin().join("libggml-vulkan.so"));
+    let mut o = PredictOptions::new(
+        Backend::Vulkan { device, library },
+        WeightSource::Weights(weights),
+        Batch::PromptTokens(prompt),
+    );
     o.decode_tokens = Some(decode);
     o.flash_attn = FlashAttn::Auto;
     o.observed = Some(ObservedSource::TraceDir(dir.to_path_buf()));

@@ -172,7 +172,7 @@ fn a_run_directory_with_a_vulkan_trace_and_its_server_log_gets_the_claims() {
     let lib = library_without_the_shaders(tmp.path());
     std::fs::write(run.join("traces/s001-vk/trace-5376.jsonl"), with_library(&original, &lib)).unwrap();
     std::fs::copy(raw.join("vk-f16-p512.perf.log"), run.join("servers/s001-vk.log")).unwrap();
-    let claims = backscope::observe::vulkan::capability::run_claims("report.vulkan.capability", &run);
+    let claims = backscope::run_analysis::vulkan::run_claims("report.vulkan.capability", &run);
     let ids: Vec<&str> = claims.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(
         ids,

@@ -132,9 +132,12 @@ const PATH_NAMES: [(&str, &[&str]); 5] = [
 /// [`PATH_NAMES`] holds one, and most words of a command line (a model's blob path, a flag) hold none, so one pass
 /// over the bytes spares them the searches.
 fn may_name_backend(path: &[u8]) -> bool {
-    let pair = |w: &[u8]| (w[0] | 0x20, w[1] | 0x20);
-    path.windows(2)
-        .any(|w| matches!(pair(w), (b'c', b'u' | b'p') | (b'r', b'o') | (b'h', b'i') | (b'v', b'u') | (b'm', b'e')))
+    path.windows(2).any(|w| {
+        matches!(
+            (w[0] | 0x20, w[1] | 0x20),
+            (b'c', b'u' | b'p') | (b'r', b'o') | (b'h', b'i') | (b'v', b'u') | (b'm', b'e')
+        )
+    })
 }
 
 /// The backend a library path or runner directory names (`…/cuda_v13/libggml-cuda.so`, `rocm_v5/`,

@@ -13,9 +13,9 @@ use anyhow::{bail, Context, Result};
 
 use super::check::{run_logged, tail, BuildTest, Target};
 use super::options::{CellSpec, TestSpec};
-use crate::run::bisect::{Attempt, Outcome, RunEvidence};
-use crate::run::record::Record;
-use crate::run::target::DbValue;
+use crate::run::format::bisect::{Attempt, Outcome, RunEvidence};
+use crate::run::format::record::Record;
+use crate::run::format::target::DbValue;
 
 /// How to run a cell's sweep.
 #[derive(Clone, Debug)]
@@ -116,7 +116,7 @@ impl Sweeper {
                 tail(&stderr, 2000).trim_end()
             );
         };
-        let db = crate::run::db::SweepDb::open(&self.db)?;
+        let db = crate::run::read::db::SweepDb::open(&self.db)?;
         let records = db.records(&run_id)?;
         Ok(SweepRun { run_id, run_dir: PathBuf::from(run_dir), records })
     }
@@ -175,7 +175,7 @@ pub fn classify_crash(records: &[Record], class: Option<&str>, signature: Option
         .filter(|r| class_ok(r))
         .filter(|r| {
             let Some(sig) = signature else { return true };
-            let Some(sc) = crate::run::forensics::slice_crash(r, run_dir) else { return false };
+            let Some(sc) = crate::run_analysis::forensics::slice_crash(r, run_dir) else { return false };
             let c = sc.crash();
             let hit = c.signature.id.starts_with(sig) || c.signature.text.contains(sig);
             if hit && c.line > 0 {
@@ -224,7 +224,7 @@ pub fn classify_kernel(records: &[Record], family: &str, absent: bool) -> Classi
     // No launch at all is an observation (everything ran on the CPU) only where something was watching: the
     // observer mapped into the server (CUDA, HIP) or the Vulkan layer enabled for it.
     let watched =
-        |t: &&crate::run::record::RecordTrace| t.observer_loaded == Some(true) || t.vulkan_layer == Some(true);
+        |t: &&crate::run::format::record::RecordTrace| t.observer_loaded == Some(true) || t.vulkan_layer == Some(true);
     if traces.len() < ok.len() || (total == 0 && !traces.iter().all(watched)) {
         return Classified::new(
             Outcome::Skip,
@@ -329,7 +329,7 @@ impl BuildTest for CellTest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::record::{ErrorClass, RecordTrace, ServerRef, Status};
+    use crate::run::format::record::{ErrorClass, RecordTrace, ServerRef, Status};
 
     fn rec(ok: bool, class: Option<ErrorClass>) -> Record {
         Record {
@@ -356,7 +356,7 @@ mod tests {
         assert_eq!(classify_crash(&crashed, None, Some("sig-x"), dir).outcome, Outcome::Skip, "no log: no signature");
         let mut named = rec(false, Some(ErrorClass::Crash));
         named.failure_line =
-            Some(crate::run::record::LogRef { file: "servers/s1.log".into(), line: 7, text: "SEGV".into() });
+            Some(crate::run::format::record::LogRef { file: "servers/s1.log".into(), line: 7, text: "SEGV".into() });
         let c = classify_crash(&[named], Some("crash"), None, Path::new("/runs/r1"));
         assert_eq!(
             c.lines,

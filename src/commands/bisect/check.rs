@@ -17,7 +17,7 @@ use anyhow::{bail, Context, Result};
 use crate::builds::BuildNumber;
 use crate::host::proc::run::{capture, GroupChild, Supervisee};
 use crate::host::proc::ExitInfo;
-use crate::run::bisect::{Attempt, CommandEvidence, Outcome};
+use crate::run::format::bisect::{Attempt, CommandEvidence, Outcome};
 
 /// The bisect was interrupted (Ctrl-C, SIGTERM, SIGHUP): nothing of the step in progress is recorded.
 #[derive(Debug)]

@@ -5,10 +5,10 @@
 //! versions); the test of a build is a [`check::BuildTest`] — an external command ([`check::External`]), or a cell
 //! that `backscope sweep` runs as a child process with one managed llama-server from the build's `bin/`
 //! ([`cell`], [`speed`]). The search ([`search`]) checks both ends, then binary-searches, skipping builds that
-//! cannot be built or tested; every step is committed to the SQLite store (`run::bisect`) before the next, so
+//! cannot be built or tested; every step is committed to the SQLite store (`run::write::bisect`) before the next, so
 //! `--resume` continues after Ctrl-C or a crash. The verdict — last good and first bad build, the upstream range
-//! and both ends' evidence as claims — is rendered from the store (`run::bisect::view`), as `backscope report
-//! --bisect` renders it.
+//! and both ends' evidence as claims — is rendered from the store (`run_analysis::bisect::view`), as `backscope
+//! report --bisect` renders it.
 //!
 //! Library entry points: [`run`] (what the command line calls: it picks the provider), [`run_with`] (the same with
 //! a provider the caller gives).
@@ -32,10 +32,11 @@ use crate::builds::Provider;
 use crate::exit;
 use crate::output::shell::{self, shell_quoted};
 use crate::output::{messages, Output};
-use crate::run::bisect::verdict::Verdict;
-use crate::run::bisect::view::BisectView;
-use crate::run::bisect::{is_bisect_id, new_bisect_id, BisectRow, BisectStore, Status, Step, Upstream};
-use crate::run::store::utc_now;
+use crate::run::format::bisect::{is_bisect_id, new_bisect_id, BisectRow, Status, Step, Upstream};
+use crate::run::format::ids::utc_now;
+use crate::run::write::bisect::BisectStore;
+use crate::run_analysis::bisect::verdict::Verdict;
+use crate::run_analysis::bisect::view::BisectView;
 pub use options::{BisectOptions, BisectSpec, CellSpec, Rate, Resume, TestSpec};
 
 /// The build source a `--builds` value names, for builds of `backend` (a directory of release archives holds

@@ -11,7 +11,7 @@ use crate::output::shell::shell_line;
 #[cfg(test)]
 use crate::output::shell::shell_quoted;
 use crate::output::OutputOptions;
-use crate::run::target::DbValue;
+use crate::run::format::target::DbValue;
 
 /// A build number as a person writes it: `9700` or `b9700`.
 pub fn parse_build(s: &str) -> Result<BuildNumber, String> {

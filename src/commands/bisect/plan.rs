@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::options::BisectSpec;
 use crate::output::{Document, Render, Text};
-use crate::run::bisect::verdict::State;
+use crate::run_analysis::bisect::verdict::State;
 
 #[derive(Debug, Serialize)]
 pub struct Plan {

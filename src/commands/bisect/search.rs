@@ -1,9 +1,9 @@
 //! The search: check both ends, then binary-search the builds between them, one committed step at a time.
 //!
 //! Every step is recorded (one transaction) before the next begins, and the state is always recomputed from the
-//! recorded steps ([`crate::run::bisect::verdict::State`]), so a search that resumes — after Ctrl-C, or after
-//! backscope itself was killed — continues exactly where the last committed step left it; a step in progress when
-//! it stopped is simply taken again.
+//! recorded steps ([`crate::run_analysis::bisect::verdict::State`]), so a search that resumes — after Ctrl-C, or
+//! after backscope itself was killed — continues exactly where the last committed step left it; a step in progress
+//! when it stopped is simply taken again.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,9 +15,10 @@ use anyhow::{Context, Result};
 use super::check::{BuildTest, Interrupted, Target};
 use super::progress::Progress;
 use crate::builds::{BuildFlags, BuildNumber, Prepared, Provider};
-use crate::run::bisect::verdict::{ends, Ends, State, Verdict};
-use crate::run::bisect::{Attempt, BisectRow, BisectStore, Evidence, Outcome, Role, Step};
-use crate::run::store::utc_now;
+use crate::run::format::bisect::{Attempt, BisectRow, Evidence, Outcome, Role, Step};
+use crate::run::format::ids::utc_now;
+use crate::run::write::bisect::BisectStore;
+use crate::run_analysis::bisect::verdict::{ends, Ends, State, Verdict};
 
 pub struct Search<'a> {
     pub store: &'a mut BisectStore,
@@ -268,7 +269,7 @@ mod tests {
 
     use super::*;
     use crate::builds::Backend;
-    use crate::run::bisect::Status;
+    use crate::run::format::bisect::Status;
 
     /// Builds `lo..=hi` as directories that need not exist; `unbuildable` cannot be built.
     struct Builds {
@@ -381,7 +382,7 @@ mod tests {
         t: &mut dyn BuildTest,
         repeat: u32,
     ) -> (Result<Verdict>, Vec<Step>) {
-        let db = &crate::run::target::DbTarget::Sqlite(db.to_path_buf());
+        let db = &crate::run::format::target::DbTarget::Sqlite(db.to_path_buf());
         let mut store = BisectStore::open(db).unwrap();
         let (row, steps) = match store.run("t").unwrap() {
             Some(r) => (r, store.steps("t").unwrap()),

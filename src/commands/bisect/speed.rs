@@ -3,8 +3,8 @@
 //! Each round is one sweep with two managed servers of the same cell, the good end's `llama-server` and the
 //! candidate's, interleaved over the cell's epochs (default 3) so that drift favours neither. The rates of all
 //! rounds so far are compared with Welch's interval on the log ratio (the report's endpoint-ratio interval,
-//! `run::stats::welch_log_ratio`, 95%): with `r` = candidate ÷ good and the threshold `1/F`, the build is bad when
-//! the whole interval lies below `1/F`, good when it lies above, and otherwise another round runs — up to
+//! `run_analysis::stats::welch_log_ratio`, 95%): with `r` = candidate ÷ good and the threshold `1/F`, the build is
+//! bad when the whole interval lies below `1/F`, good when it lies above, and otherwise another round runs — up to
 //! `--repeat` rounds (3 when `--repeat` is 1), after which the step is undecided and excluded like a skipped build.
 
 use anyhow::Result;
@@ -12,9 +12,9 @@ use anyhow::Result;
 use super::cell::Sweeper;
 use super::check::{BuildTest, Target};
 use super::options::Rate;
-use crate::run::bisect::{Attempt, Outcome, RunEvidence};
-use crate::run::record::Record;
-use crate::run::stats::{welch_log_ratio, RatioCi};
+use crate::run::format::bisect::{Attempt, Outcome, RunEvidence};
+use crate::run::format::record::Record;
+use crate::run_analysis::stats::{welch_log_ratio, RatioCi};
 
 /// Confidence level of the interval.
 const LEVEL: f64 = 0.95;

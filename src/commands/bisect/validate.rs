@@ -132,7 +132,7 @@ fn check_test(test: &TestSpec) -> Result<(), SpecError> {
     match test {
         TestSpec::Crash { class, signature } => {
             if let Some(c) = class {
-                let known: Result<crate::run::record::ErrorClass, _> =
+                let known: Result<crate::run::format::record::ErrorClass, _> =
                     serde_json::from_value(serde_json::Value::String(c.clone()));
                 if known.is_err() {
                     return refuse(

@@ -11,8 +11,8 @@ use anyhow::{bail, Result};
 use crate::evidence::{Claim, Confidence, Source};
 use crate::gpu::arch::DeviceArch;
 use crate::gpu::binaries::{ScanOptions, ScanReport};
-use crate::run::db::SweepDb;
-use crate::run::target::DbValue;
+use crate::run::format::target::DbValue;
+use crate::run::read::db::SweepDb;
 use crate::support_matrix::logs::LogEvidence;
 use crate::support_matrix::{evaluate, GateReport, Inputs, OllamaRelease};
 

@@ -6,15 +6,17 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use super::compare::vulkan as vkcompare;
-use super::vulkan::{DeviceSource, VulkanOptions, VulkanReport};
-use super::{compare, Batch, FlashAttn, ObservedSource, PredictOptions, PredictReport, PromptFromRun};
-use super::{GpuBackend, PlacementOptions, WeightSource, DEFAULT_UBATCH};
+use super::cuda::{self, prediction::CudaReport};
+use super::model::{self, ModelWeights};
+use super::options::{Backend, Batch, DeviceSource, ObservedSource, PredictOptions, PromptFromRun, WeightSource};
+use super::placement::{GpuBackend, NumGpu, PlacementOptions};
+use super::report::{self, Report};
+use super::vulkan;
 use crate::exit;
 use crate::output::{Inputs, Output, OutputOptions};
-use crate::run::db::{select_cells, SweepDb};
-use crate::run::record::{Record, RecordTrace};
-use crate::run::target::DbValue;
+use crate::run::format::record::{Record, RecordTrace};
+use crate::run::format::target::DbValue;
+use crate::run::read::db::{select_cells, SweepDb};
 
 /// Schema of the JSON `predict --run` prints: one prediction per traced record of a sweep run.
 pub const RUN_SCHEMA: &str = "backscope.predict-run/1";
@@ -22,8 +24,8 @@ pub const RUN_SCHEMA: &str = "backscope.predict-run/1";
 /// Where the tokens the matmuls see come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BatchFrom {
-    /// `--prompt-tokens N` or `--ne11 N`.
-    Given(Batch),
+    /// `--prompt-tokens N` or `--ne11 N`: the prediction's own batch.
+    Flags,
     /// `--from-run RUN`: the prompt token count a record of that run reports.
     Run(String),
     /// Neither: each record of `--run` gives its own count.
@@ -45,43 +47,43 @@ pub enum Observation {
     Run(String),
     /// `--verify [LLAMA_BENCH] [--build SPEC]` (Vulkan): the case run through llama-bench impersonating `--device`,
     /// traced.
-    Verify(super::vulkan::verify::Verify),
+    Verify(vulkan::verify::Verify),
 }
 
-/// Which ggml backend's rules predict (`--backend`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Backend {
-    /// ggml-cuda (CUDA and HIP): `--arch`.
-    #[default]
-    Cuda,
-    /// ggml-vulkan: `--device PROFILE|TRACE_DIR` ([`super::vulkan`]).
-    Vulkan,
+/// Whose rules predict the records of `--run`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordBackend {
+    /// `--backend` was given: the prediction's, for every record.
+    Given,
+    /// Each record's own GPU backend's: a CUDA/HIP record by ggml-cuda's rules (the prediction's, with `--arch`), a
+    /// Vulkan one by ggml-vulkan's for the command's [`VulkanFlags`].
+    Own,
+}
+
+/// The Vulkan device and library the flags name beside ggml-cuda's rules (with `--backend vulkan` they are the
+/// prediction's own): what a Vulkan record of `--run` is predicted for, and inputs `-o` must not replace.
+#[derive(Clone, Debug)]
+pub struct VulkanFlags {
+    /// `--device`; else each record's own trace.
+    pub device: DeviceSource,
+    /// `--vulkan-lib`.
+    pub library: Option<PathBuf>,
 }
 
 /// One `backscope predict` invocation.
 #[derive(Clone, Debug)]
 pub struct PredictCommand {
-    pub backend: Backend,
-    /// `--device` (Vulkan): a profile id of data/vulkan_devices.toml or a trace directory.
-    pub device: Option<String>,
-    /// `--vulkan-lib`: the libggml-vulkan.so whose embedded shaders tell the build's glslc support.
-    pub vulkan_lib: Option<PathBuf>,
-    pub arch: String,
-    pub weights: WeightSource,
+    /// The prediction the flags describe: `--backend`'s rules (ggml-cuda for `--arch` by default), the weights, the
+    /// tokens, the ggml version, the placement (`--num-gpu`, `--no-op-offload`). With `--from-run` its prompt is the
+    /// run's; with `--run` each record fills in what the flags leave open (its prompt and decode counts, its model,
+    /// its num_gpu, offloaded layers and backend).
+    pub prediction: PredictOptions,
+    /// Where the token count comes from: `prediction.batch`, or a run's records.
     pub batch: BatchFrom,
-    pub decode_tokens: Option<u64>,
-    pub ubatch: u64,
-    pub ggml: String,
-    pub explain: bool,
-    pub kv_type: String,
-    pub flash_attn: FlashAttn,
-    pub build_flags: Vec<String>,
     pub observation: Observation,
-    /// `--num-gpu`, `--no-op-offload`, and the backend: with `--run`, each record's own num_gpu, offloaded layers
-    /// and backend replace what the flags leave unset.
-    pub placement: PlacementOptions,
-    /// Whether `--backend` was given (else a record's backend decides).
-    pub backend_given: bool,
+    /// Whose rules predict a record of `--run`.
+    pub records: RecordBackend,
+    pub vulkan: VulkanFlags,
     /// `--cell`: one record of the run (position or key).
     pub cell: Option<String>,
     /// The sweep database (`--db`).
@@ -91,42 +93,24 @@ pub struct PredictCommand {
 }
 
 impl PredictCommand {
-    /// A command with the defaults of the command line.
-    pub fn new(arch: impl Into<String>, weights: WeightSource, batch: BatchFrom) -> Self {
+    /// A command with the defaults of the command line: the prediction's own batch, no observation, each record of a
+    /// run by its own backend's rules.
+    pub fn new(prediction: PredictOptions) -> Self {
         PredictCommand {
-            backend: Backend::Cuda,
-            device: None,
-            vulkan_lib: None,
-            arch: arch.into(),
-            weights,
-            batch,
-            decode_tokens: None,
-            ubatch: DEFAULT_UBATCH,
-            ggml: crate::gpu::knowledge::DEFAULT_GGML_VERSION.to_string(),
-            explain: false,
-            kv_type: "F16".into(),
-            flash_attn: FlashAttn::Auto,
-            build_flags: Vec::new(),
+            prediction,
+            batch: BatchFrom::Flags,
             observation: Observation::None,
-            placement: PlacementOptions::default(),
-            backend_given: false,
+            records: RecordBackend::Own,
+            vulkan: VulkanFlags { device: DeviceSource::EachRecord, library: None },
             cell: None,
-            db: DbValue::sqlite(PathBuf::from(crate::run::target::DEFAULT_DB)),
+            db: DbValue::sqlite(PathBuf::from(crate::run::format::target::DEFAULT_DB)),
             output: OutputOptions::default(),
         }
     }
 
+    /// The prediction for `batch`.
     fn options(&self, batch: Batch) -> PredictOptions {
-        let mut o = PredictOptions::new(self.arch.clone(), self.weights.clone(), batch);
-        o.decode_tokens = self.decode_tokens;
-        o.ubatch = self.ubatch;
-        o.ggml = self.ggml.clone();
-        o.explain = self.explain;
-        o.kv_type = self.kv_type.clone();
-        o.flash_attn = self.flash_attn;
-        o.build_flags = self.build_flags.clone();
-        o.placement = self.placement.clone();
-        o
+        PredictOptions { batch, ..self.prediction.clone() }
     }
 }
 
@@ -137,18 +121,12 @@ pub struct CellPrediction {
     pub seq: u64,
     pub endpoint: String,
     pub model: String,
-    pub num_gpu: i64,
+    /// The record's num_gpu (its JSON key and -1 for auto, as the sweep record writes it).
+    pub num_gpu: NumGpu,
     /// The record's `result.json`, relative to the run directory.
     pub file: String,
-    pub report: CellReport,
-}
-
-/// A record's prediction: by ggml-cuda's rules (CUDA/HIP) or ggml-vulkan's, each in its own schema.
-#[derive(Clone, Debug, Serialize)]
-#[serde(untagged)]
-pub enum CellReport {
-    Cuda(Box<PredictReport>),
-    Vulkan(Box<VulkanReport>),
+    /// By ggml-cuda's rules (CUDA/HIP) or ggml-vulkan's, each in its own schema.
+    pub report: Report,
 }
 
 /// `predict --run`: one prediction per traced record.
@@ -166,7 +144,7 @@ pub struct RunPredictions {
 #[derive(Clone, Debug, Serialize)]
 #[serde(untagged)]
 pub enum PredictOutput {
-    One(Box<PredictReport>),
+    One(Box<CudaReport>),
     Run(RunPredictions),
 }
 
@@ -201,7 +179,7 @@ fn prompt_from_records(run_id: &str, records: &[&Record]) -> Result<PromptFromRu
 impl PredictCommand {
     /// The files and directories this prediction reads, which its `-o` must not replace.
     pub fn inputs(&self) -> Inputs {
-        let model = match &self.weights {
+        let model = match &self.prediction.weights {
             WeightSource::Model(p) => Some(p),
             _ => None,
         };
@@ -217,14 +195,18 @@ impl PredictCommand {
         };
         let reads_db = (matches!(self.observation, Observation::Run(_)) && run_path.is_none())
             || matches!(self.batch, BatchFrom::Run(_));
-        let device_dir = self.device.as_ref().map(PathBuf::from).filter(|p| p.is_dir());
+        let (device, library) = self.vulkan_flags();
+        let device_dir = match device {
+            DeviceSource::TraceDir(dir) => Some(dir).filter(|d| d.is_dir()),
+            _ => None,
+        };
         Inputs::none()
             .maybe(model)
             .maybe(observed)
             .maybe(run_path.as_ref())
             .maybe(reads_db.then_some(self.db.given()))
-            .maybe(device_dir.as_ref())
-            .maybe(self.vulkan_lib.as_ref())
+            .maybe(device_dir)
+            .maybe(library.as_ref())
     }
 }
 
@@ -235,30 +217,43 @@ struct RunContext {
     run_id: String,
     /// The run directory the records' relative paths (trace directories) are under.
     run_dir: PathBuf,
-    models: std::collections::HashMap<String, Result<super::ModelWeights, String>>,
+    models: std::collections::HashMap<String, Result<ModelWeights, String>>,
 }
 
-/// Which rules predict a record: `--backend` when given, else the record's own GPU backend (Vulkan or CUDA/HIP).
-fn record_backend(cmd: &PredictCommand, placement: &PlacementOptions) -> Backend {
-    if cmd.backend_given {
-        cmd.backend
-    } else if placement.backend == GpuBackend::Vulkan {
-        Backend::Vulkan
-    } else {
-        Backend::Cuda
+impl PredictCommand {
+    /// The Vulkan device and library the flags name (`--device`, `--vulkan-lib`), for a Vulkan prediction.
+    fn vulkan_flags(&self) -> (&DeviceSource, &Option<PathBuf>) {
+        match &self.prediction.backend {
+            Backend::Vulkan { device, library } => (device, library),
+            Backend::Cuda { .. } => (&self.vulkan.device, &self.vulkan.library),
+        }
+    }
+
+    /// Whether `--backend vulkan` was given.
+    fn vulkan_given(&self) -> bool {
+        matches!((&self.prediction.backend, &self.records), (Backend::Vulkan { .. }, RecordBackend::Given))
     }
 }
 
-/// What one record gives every prediction: its prompt count, its model's weights, its decode count, its placement.
-/// `Err` is the reason the record is left out.
+/// Whether a record is predicted by ggml-vulkan's rules: with `--backend`, as it says; else when the record's own GPU
+/// backend is Vulkan.
+fn record_is_vulkan(cmd: &PredictCommand, placement: &PlacementOptions) -> bool {
+    match cmd.records {
+        RecordBackend::Given => matches!(cmd.prediction.backend, Backend::Vulkan { .. }),
+        RecordBackend::Own => placement.backend == GpuBackend::Vulkan,
+    }
+}
+
+/// What one record gives every prediction: its prompt count, its model's weights, its decode count, its placement;
+/// and whether ggml-vulkan's rules predict it. `Err` is the reason the record is left out.
 fn record_options(
     cmd: &PredictCommand,
     r: &Record,
     ctx: &mut RunContext,
-) -> std::result::Result<(PredictOptions, Backend), String> {
+) -> std::result::Result<(PredictOptions, bool), String> {
     let why = |s: String| format!("record {} ({}): {s}", r.seq, short(&r.cell_key));
     let (batch, from_run) = match &cmd.batch {
-        BatchFrom::Given(b) => (*b, None),
+        BatchFrom::Flags => (cmd.prediction.batch, None),
         _ => match PromptFromRun::from_record(r) {
             Some(p) => (Batch::PromptTokens(p.prompt_tokens), Some(p)),
             None => {
@@ -274,59 +269,58 @@ fn record_options(
         let weights = ctx
             .models
             .entry(r.model.clone())
-            .or_insert_with(|| super::model::of_record(&r.model).map_err(|e| format!("{e:#}")));
+            .or_insert_with(|| model::of_record(&r.model).map_err(|e| format!("{e:#}")));
         match weights {
             Ok(w) => o.weights = WeightSource::Weights(w.clone()),
             Err(e) => return Err(why(format!("its model (field `model`): {e}"))),
         }
     }
     o.prompt_from_run = from_run;
-    let vulkan_given = cmd.backend_given && cmd.backend == Backend::Vulkan;
-    o.placement = placement_of_record(r, &cmd.placement, vulkan_given);
+    let vulkan_given = cmd.vulkan_given();
+    o.placement = placement_of_record(r, &cmd.prediction.placement, vulkan_given);
     if vulkan_given {
         o.placement.backend = GpuBackend::Vulkan;
     }
-    let backend = record_backend(cmd, &o.placement);
+    let vulkan = record_is_vulkan(cmd, &o.placement);
     if o.decode_tokens.is_none() {
-        o.decode_tokens = match backend {
-            // The tokens the request generated; a prompt-only request (llama-bench pp) generated none.
-            Backend::Cuda => r.server_timings.decode_n.or((r.num_predict == 0).then_some(0)),
+        o.decode_tokens = if vulkan {
             // Dispatches are counted per request on Vulkan, so the decode is its steps: llama-server samples the
             // first token from the prompt's logits and releases the slot without evaluating the last one it
             // samples (tools/server/server-context.cpp:4222-4229, 11434).
-            Backend::Vulkan => {
-                r.server_timings.decode_n.map(|n| n.saturating_sub(1)).or((r.num_predict == 0).then_some(0))
-            }
+            r.server_timings.decode_n.map(|n| n.saturating_sub(1)).or((r.num_predict == 0).then_some(0))
+        } else {
+            // The tokens the request generated; a prompt-only request (llama-bench pp) generated none.
+            r.server_timings.decode_n.or((r.num_predict == 0).then_some(0))
         };
     }
     let all_logged = r.backend.as_ref().and_then(|f| f.offloaded).is_some_and(|(n, m)| n >= m);
-    if matches!(o.weights, WeightSource::Single { .. }) && all_logged && cmd.placement.n_gpu_layers.is_none() {
+    if matches!(o.weights, WeightSource::Single { .. }) && all_logged && cmd.prediction.placement.num_gpu.is_none() {
         // `offloaded M/M layers`: every layer, which a single weight can be placed by.
-        o.placement.n_gpu_layers = Some(-1);
+        o.placement.num_gpu = Some(NumGpu::AUTO);
     }
-    if let (WeightSource::Single { .. }, Some(n @ 1..)) = (&o.weights, o.placement.n_gpu_layers) {
+    if let (WeightSource::Single { .. }, Some(NumGpu::Layers(n @ 1..))) = (&o.weights, o.placement.num_gpu) {
         // Which layers a count places depends on the model's layers, which a single --type lacks.
         return Err(why(format!(
             "num_gpu {n} offloads some layers only, and --type has none: give --model, or --num-gpu -1 / 0"
         )));
     }
-    Ok((o, backend))
+    Ok((o, vulkan))
 }
 
 /// The device a Vulkan record is predicted for: `--device`, else the record's own trace directory (the layer's
 /// device record of the server that answered it).
 fn record_device(
-    cmd: &PredictCommand,
+    device: &DeviceSource,
     r: &Record,
     trace: &RecordTrace,
     run_dir: &Path,
 ) -> Result<DeviceSource, String> {
-    if let Some(d) = &cmd.device {
-        return Ok(DeviceSource::parse(d));
+    if !matches!(device, DeviceSource::EachRecord) {
+        return Ok(device.clone());
     }
     // A record names its trace directory relative to the run; a record is anyone's file, so anything else (an
     // absolute path, `..`, a link out of the run) is not read.
-    let dir = match crate::run::input::lexically_inside(&trace.dir).map(|rel| run_dir.join(rel)) {
+    let dir = match crate::run::read::input::lexically_inside(&trace.dir).map(|rel| run_dir.join(rel)) {
         Some(dir) if crate::host::inputs::resolved_inside(run_dir, &dir) => dir,
         _ => {
             return Err(format!(
@@ -356,62 +350,50 @@ fn predict_record(
     r: &Record,
     trace: &RecordTrace,
     ctx: &mut RunContext,
-) -> Result<std::result::Result<CellReport, String>> {
-    let (o, backend) = match record_options(cmd, r, ctx) {
+) -> Result<std::result::Result<Report, String>> {
+    let (mut o, vulkan) = match record_options(cmd, r, ctx) {
         Ok(x) => x,
         Err(why) => return Ok(Err(why)),
     };
     let source = format!("{}: run {}, {}", ctx.source, ctx.run_id, r.file);
     let context = || format!("record {} ({})", r.seq, short(&r.cell_key));
-    match backend {
-        Backend::Cuda => {
-            if cmd.arch.is_empty() {
-                return Ok(Err(format!(
-                    "record {} ({}): a CUDA/HIP record needs --arch (or --backend vulkan --device for a Vulkan one)",
-                    r.seq,
-                    short(&r.cell_key)
-                )));
-            }
-            let mut o = o;
-            let observed = compare::from_record_trace(trace, &source, Some(ctx.run_id.clone()));
-            o.observed = Some(ObservedSource::Loaded(observed));
-            let report = super::run(&o).with_context(context)?;
-            Ok(Ok(CellReport::Cuda(Box::new(report))))
-        }
-        Backend::Vulkan => {
-            let device = match record_device(cmd, r, trace, &ctx.run_dir) {
-                Ok(d) => d,
-                Err(why) => return Ok(Err(why)),
-            };
-            let mut v = VulkanOptions::new(device, o.weights, o.batch);
-            v.library = cmd.vulkan_lib.clone();
-            v.decode_tokens = o.decode_tokens;
-            v.ubatch = o.ubatch;
-            v.kv_type = o.kv_type;
-            v.flash_attn = o.flash_attn;
-            v.explain = o.explain;
-            v.placement = o.placement;
-            v.prompt_from_run = o.prompt_from_run;
-            v.ggml = o.ggml;
-            let observed = vkcompare::from_record_trace(trace, &source, &ctx.run_id);
-            v.observed = Some(ObservedSource::LoadedVulkan(observed));
-            let report = super::vulkan::run(&v).with_context(context)?;
-            Ok(Ok(CellReport::Vulkan(Box::new(report))))
+    if vulkan {
+        let (device, library) = cmd.vulkan_flags();
+        let device = match record_device(device, r, trace, &ctx.run_dir) {
+            Ok(d) => d,
+            Err(why) => return Ok(Err(why)),
+        };
+        o.backend = Backend::Vulkan { device, library: library.clone() };
+        let observed = vulkan::observed::from_record_trace(trace, &source, &ctx.run_id);
+        o.observed = Some(ObservedSource::LoadedVulkan(observed));
+        return Ok(Ok(report::run(&o).with_context(context)?));
+    }
+    match &o.backend {
+        Backend::Cuda { arch, .. } if !arch.is_empty() => {}
+        _ => {
+            return Ok(Err(format!(
+                "record {} ({}): a CUDA/HIP record needs --arch (or --backend vulkan --device for a Vulkan one)",
+                r.seq,
+                short(&r.cell_key)
+            )))
         }
     }
+    let observed = cuda::observed::from_record_trace(trace, &source, Some(ctx.run_id.clone()));
+    o.observed = Some(ObservedSource::Loaded(observed));
+    Ok(Ok(report::run(&o).with_context(context)?))
 }
 
 /// `predict --run`: one prediction per traced record of the run, the records read one at a time (as `report` reads
-/// them: [`crate::run::input`]), so that memory follows one record and the predictions, not the run. A record that
-/// cannot be read, parsed or predicted is left out with the reason, naming it; only a run with no record predicted
-/// fails.
+/// them: [`crate::run::read::input`]), so that memory follows one record and the predictions, not the run. A record
+/// that cannot be read, parsed or predicted is left out with the reason, naming it; only a run with no record
+/// predicted fails.
 fn predict_run(cmd: &PredictCommand, arg: &str) -> Result<PredictOutput> {
     if matches!(cmd.batch, BatchFrom::Run(_)) {
         bail!("--run already takes each record's prompt token count; --from-run is for a run without traces");
     }
     let (input, run) = run_input(arg, &cmd.db);
     let mut problems = Vec::new();
-    let (meta, records) = crate::run::input::open(&input, run.as_deref(), &mut problems)?;
+    let (meta, records) = crate::run::read::input::open(&input, run.as_deref(), &mut problems)?;
     let source = meta.db.clone().unwrap_or_else(|| meta.run_dir.clone());
     let mut ctx = RunContext { source, run_id: meta.run_id, run_dir: meta.run_dir.into(), models: Default::default() };
     let mut cells = Vec::new();
@@ -422,7 +404,7 @@ fn predict_run(cmd: &PredictCommand, arg: &str) -> Result<PredictOutput> {
     records.for_each(&run_id, &mut problems, |json| {
         let r: Record = serde_json::from_str(json).context("not a sweep record")?;
         if let Some(sel) = cmd.cell.as_deref() {
-            if !crate::run::db::cell_selected(&r, sel) {
+            if !crate::run::read::db::cell_selected(&r, sel) {
                 if cell_names.len() < 8 {
                     cell_names.push(format!("{} ({})", r.seq, short(&r.cell_key)));
                 }
@@ -444,7 +426,7 @@ fn predict_run(cmd: &PredictCommand, arg: &str) -> Result<PredictOutput> {
                 seq: r.seq,
                 endpoint: r.endpoint.clone(),
                 model: r.model.clone(),
-                num_gpu: r.num_gpu,
+                num_gpu: NumGpu::from_count(r.num_gpu),
                 file: r.file.clone(),
                 report,
             }),
@@ -486,7 +468,7 @@ pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
         return predict_run(cmd, arg);
     }
     let mut o = match &cmd.batch {
-        BatchFrom::Given(b) => cmd.options(*b),
+        BatchFrom::Flags => cmd.prediction.clone(),
         BatchFrom::Run(run_id) => {
             let db = SweepDb::open(&cmd.db)?;
             let records = db.records(run_id)?;
@@ -498,7 +480,7 @@ pub fn predict(cmd: &PredictCommand) -> Result<PredictOutput> {
         BatchFrom::EachRecord => bail!("say how many tokens: --prompt-tokens N, --ne11 N, --from-run RUN or --run RUN"),
     };
     o.observed = observed_source(&cmd.observation);
-    Ok(PredictOutput::One(Box::new(super::run(&o)?)))
+    Ok(PredictOutput::One(Box::new(cuda::run(&o)?)))
 }
 
 /// The observation of a single prediction (not `--run`).
@@ -537,43 +519,52 @@ pub fn placement_of_record(r: &Record, flags: &PlacementOptions, backend_given: 
             None => {}
         }
     }
-    if p.n_gpu_layers.is_none() {
-        let logged = r.backend.as_ref().and_then(|f| f.offloaded).map(|(n, _)| i64::from(n));
-        // -1 (auto) without the log line is what a prediction assumes anyway: every layer, no placement verdicts.
-        p.n_gpu_layers = logged.or((r.num_gpu >= 0).then_some(r.num_gpu));
+    if p.num_gpu.is_none() {
+        let logged = r.backend.as_ref().and_then(|f| f.offloaded).map(|(n, _)| NumGpu::Layers(u64::from(n)));
+        // The sweep record keeps num_gpu as the count it sent (-1: auto); auto without the log line is what a
+        // prediction assumes anyway: every layer, no placement verdicts.
+        let recorded = match NumGpu::from_count(r.num_gpu) {
+            NumGpu::Auto(_) => None,
+            layers => Some(layers),
+        };
+        p.num_gpu = logged.or(recorded);
     }
     p
 }
 
 /// The options of a Vulkan prediction (`--backend vulkan`).
-fn vulkan_options(cmd: &PredictCommand) -> Result<VulkanOptions> {
-    let Some(device) = &cmd.device else {
-        bail!("--backend vulkan needs --device: a profile of data/vulkan_devices.toml or a trace directory");
+fn vulkan_options(cmd: &PredictCommand) -> Result<PredictOptions> {
+    let device = match &cmd.prediction.backend {
+        Backend::Vulkan { device: DeviceSource::EachRecord, .. } | Backend::Cuda { .. } => {
+            bail!("--backend vulkan needs --device: a profile of data/vulkan_devices.toml or a trace directory")
+        }
+        Backend::Vulkan { device, .. } => device,
     };
-    let batch = match &cmd.batch {
-        BatchFrom::Given(b) => *b,
-        _ => bail!("--backend vulkan: say how many tokens with --prompt-tokens N or --ne11 N"),
-    };
-    let mut o = VulkanOptions::new(DeviceSource::parse(device), cmd.weights.clone(), batch);
-    o.library = cmd.vulkan_lib.clone();
-    o.decode_tokens = cmd.decode_tokens;
-    o.ubatch = cmd.ubatch;
-    o.kv_type = cmd.kv_type.clone();
-    o.flash_attn = cmd.flash_attn;
-    o.explain = cmd.explain;
+    if cmd.batch != BatchFrom::Flags {
+        bail!("--backend vulkan: say how many tokens with --prompt-tokens N or --ne11 N");
+    }
+    let mut o = cmd.prediction.clone();
     o.observed = observed_source(&cmd.observation);
-    o.placement = PlacementOptions { backend: GpuBackend::Vulkan, ..cmd.placement.clone() };
-    o.ggml = cmd.ggml.clone();
     match &cmd.observation {
-        Observation::Verify(v) => super::vulkan::verify::observe(o, device, v),
+        Observation::Verify(v) => vulkan::verify::observe(o, &device_arg(device), v),
         _ => Ok(o),
+    }
+}
+
+/// `--device` as given.
+fn device_arg(device: &DeviceSource) -> String {
+    match device {
+        DeviceSource::Profile(id) => id.clone(),
+        DeviceSource::TraceDir(dir) => dir.display().to_string(),
+        DeviceSource::EachRecord => String::new(),
     }
 }
 
 /// Predict and print. A contradiction between prediction and observation is a finding, not an error: exit 0.
 pub fn run(cmd: &PredictCommand) -> Result<u8> {
-    if cmd.backend == Backend::Vulkan && !matches!(cmd.observation, Observation::Run(_)) {
-        let report = super::vulkan::run(&vulkan_options(cmd)?)?;
+    let vulkan = matches!(cmd.prediction.backend, Backend::Vulkan { .. });
+    if vulkan && !matches!(cmd.observation, Observation::Run(_)) {
+        let report = vulkan::run(&vulkan_options(cmd)?)?;
         let mut out = Output::open(&cmd.output, &cmd.inputs())?;
         out.emit(&report)?;
         out.finish()?;
@@ -582,7 +573,8 @@ pub fn run(cmd: &PredictCommand) -> Result<u8> {
     if let Observation::Verify(_) = &cmd.observation {
         bail!("--verify runs ggml-vulkan impersonating a device: give --backend vulkan --device PROFILE");
     }
-    if cmd.arch.is_empty() && !matches!(cmd.observation, Observation::Run(_)) {
+    let no_arch = matches!(&cmd.prediction.backend, Backend::Cuda { arch, .. } if arch.is_empty());
+    if no_arch && !matches!(cmd.observation, Observation::Run(_)) {
         bail!("say which GPU: --arch gfx1201|sm_86|… (or --backend vulkan --device PROFILE|TRACE_DIR)");
     }
     let mut out = Output::open(&cmd.output, &cmd.inputs())?;
@@ -594,7 +586,7 @@ pub fn run(cmd: &PredictCommand) -> Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::record::BackendFacts;
+    use crate::run::format::record::BackendFacts;
 
     /// The log facts of a record: backend, devices in use, `offloaded N/M`.
     type Facts<'a> = (&'a str, &'a [&'a str], Option<(u32, u32)>);
@@ -620,22 +612,22 @@ mod tests {
         let vk =
             record(-1, Some(("Vulkan0 (llvmpipe)", &["Vulkan0 (llvmpipe (LLVM 15.0.6, 256 bits))"], Some((5, 5)))));
         let p = placement_of_record(&vk, &flags, false);
-        assert_eq!((p.backend, p.gpu_device, p.n_gpu_layers), (GpuBackend::Vulkan, true, Some(5)));
+        assert_eq!((p.backend, p.gpu_device, p.num_gpu), (GpuBackend::Vulkan, true, Some(NumGpu::Layers(5))));
         // num_gpu 0 on a Vulkan server: the device is in use (op offload can reach it), no layer offloaded.
         let zero = record(0, Some(("CPU", &["Vulkan0 (llvmpipe)"], Some((0, 5)))));
         let p = placement_of_record(&zero, &flags, false);
-        assert_eq!((p.backend, p.gpu_device, p.n_gpu_layers), (GpuBackend::Vulkan, true, Some(0)));
+        assert_eq!((p.backend, p.gpu_device, p.num_gpu), (GpuBackend::Vulkan, true, Some(NumGpu::Layers(0))));
         let cpu = record(3, Some(("CPU", &[], Some((3, 5)))));
         assert!(!placement_of_record(&cpu, &flags, false).gpu_device);
         let rocm = record(7, Some(("ROCm0 (gfx906)", &["ROCm0 (AMD Radeon VII)"], None)));
         let p = placement_of_record(&rocm, &flags, false);
-        assert_eq!((p.backend, p.n_gpu_layers), (GpuBackend::Hip, Some(7)));
+        assert_eq!((p.backend, p.num_gpu), (GpuBackend::Hip, Some(NumGpu::Layers(7))));
         // No log facts: the record's num_gpu; -1 (auto) is left to the default (all, no placement verdicts).
-        assert_eq!(placement_of_record(&record(4, None), &flags, false).n_gpu_layers, Some(4));
-        assert_eq!(placement_of_record(&record(-1, None), &flags, false).n_gpu_layers, None);
+        assert_eq!(placement_of_record(&record(4, None), &flags, false).num_gpu, Some(NumGpu::Layers(4)));
+        assert_eq!(placement_of_record(&record(-1, None), &flags, false).num_gpu, None);
         // Flags win over the record.
-        let given = PlacementOptions { n_gpu_layers: Some(2), backend: GpuBackend::Cuda, ..flags };
+        let given = PlacementOptions { num_gpu: Some(NumGpu::Layers(2)), backend: GpuBackend::Cuda, ..flags };
         let p = placement_of_record(&vk, &given, true);
-        assert_eq!((p.backend, p.n_gpu_layers), (GpuBackend::Cuda, Some(2)));
+        assert_eq!((p.backend, p.num_gpu), (GpuBackend::Cuda, Some(NumGpu::Layers(2))));
     }
 }

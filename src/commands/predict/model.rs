@@ -2,6 +2,7 @@
 //! single weight type: which are matrix multiplications, which sit after the last layer's output-row gather,
 //! and the attention shape.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -61,6 +62,37 @@ pub struct ModelWeights {
     pub tensors: Vec<WeightTensor>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attention: Option<AttentionShape>,
+}
+
+/// What a prediction says of the model it read.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModelSummary {
+    pub source: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n_layer: Option<u64>,
+    /// Matmul weights per ggml type.
+    pub weights_per_type: BTreeMap<String, u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attention: Option<AttentionShape>,
+}
+
+impl ModelSummary {
+    /// What a prediction says of the model it read: its source and shape, and its matmul weights per type.
+    pub fn of(weights: &ModelWeights) -> Self {
+        let mut weights_per_type = BTreeMap::new();
+        for t in &weights.tensors {
+            *weights_per_type.entry(t.ggml_type.clone()).or_insert(0u64) += 1;
+        }
+        ModelSummary {
+            source: weights.source.clone(),
+            architecture: weights.architecture.clone(),
+            n_layer: weights.n_layer,
+            weights_per_type,
+            attention: weights.attention.clone(),
+        }
+    }
 }
 
 /// Type facts `ggml_is_quantized` and `ggml_type_size` give: quantized types are the block types (block size

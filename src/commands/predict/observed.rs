@@ -1,28 +1,79 @@
-//! What was observed to compare a prediction with: the CUDA/HIP kernels a trace saw, each classified from its name
-//! (family, ggml type, column count), and the Vulkan pipelines the layer saw. Loading them is `compare`'s.
+//! What was observed to compare a prediction with: the kernels (CUDA/HIP) or pipelines (Vulkan) a trace saw, each
+//! classified from its name, and where they came from. Reading them is each backend's (`cuda::observed`,
+//! `vulkan::observed`).
 
-use serde::{Deserialize, Serialize};
+use serde::ser::{SerializeStruct, Serializer};
+use serde::Serialize;
 
-use crate::gpu::kernels;
+/// How an observed kernel's name was read, which decides what it says of itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadAs {
+    /// A CUDA/HIP kernel's mangled name: its demangled form, and the weight type and column count its template
+    /// arguments carry.
+    CudaKernel,
+    /// A Vulkan pipeline's debug name: the shaders behind it, the ggml op it computes, whether it is a helper.
+    VulkanPipeline,
+}
 
-/// One observed kernel, classified from its name.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// One observed kernel or pipeline, classified from its name (the family is recomputed from the name, not trusted
+/// from the file).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObservedKernel {
+    pub read_as: ReadAs,
     pub name: String,
+    /// The demangled name of a CUDA/HIP kernel; a pipeline's own name.
     pub demangled: String,
+    /// The embedded shaders behind a Vulkan pipeline, when the trace knows them.
+    pub shaders: Vec<String>,
     pub family: String,
     /// The weight type: the `ggml_type` template argument (MMVQ, MMQ), the element type (MMVF, MMF: `__half` is
-    /// F16) or the type in a conversion kernel's name (`dequantize_block_q4_K`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// F16) or the type in a conversion kernel's name (`dequantize_block_q4_K`); the type a pipeline's name spells.
     pub ggml_type: Option<String>,
-    /// Columns of a vector kernel (`ncols_dst`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Columns of a CUDA/HIP vector kernel (`ncols_dst`).
     pub ncols: Option<u64>,
+    /// The ggml op a Vulkan pipeline computes (MUL_MAT, MUL_MAT_VEC, MUL_MAT_ID, …).
+    pub op: Option<String>,
+    /// A Vulkan helper dispatch (q8_1 quantization, split-k reduce).
+    pub helper: bool,
     pub launches: u64,
 }
 
+impl Serialize for ObservedKernel {
+    /// What its name says as it was read: a kernel's demangled name, type and column count, or a pipeline's shaders,
+    /// op and helper flag.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut k = s.serialize_struct("ObservedKernel", 6)?;
+        k.serialize_field("name", &self.name)?;
+        match self.read_as {
+            ReadAs::CudaKernel => {
+                k.serialize_field("demangled", &self.demangled)?;
+                k.serialize_field("family", &self.family)?;
+                match &self.ggml_type {
+                    Some(t) => k.serialize_field("ggml_type", t)?,
+                    None => k.skip_field("ggml_type")?,
+                }
+                match &self.ncols {
+                    Some(n) => k.serialize_field("ncols", n)?,
+                    None => k.skip_field("ncols")?,
+                }
+            }
+            ReadAs::VulkanPipeline => {
+                k.serialize_field("shaders", &self.shaders)?;
+                k.serialize_field("family", &self.family)?;
+                match &self.op {
+                    Some(op) => k.serialize_field("op", op)?,
+                    None => k.skip_field("op")?,
+                }
+                k.serialize_field("helper", &self.helper)?;
+            }
+        }
+        k.serialize_field("launches", &self.launches)?;
+        k.end()
+    }
+}
+
 /// Observed kernels from one source.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Observed {
     /// `trace-dir`, `trace-summary`, `sweep-record`.
     pub kind: String,
@@ -39,116 +90,12 @@ pub struct Observed {
     pub notes: Vec<String>,
 }
 
-/// Template arguments of a demangled name, split at the top level: `f<a, g<b, c>, d>` → `a`, `g<b, c>`, `d`.
-fn template_args(demangled: &str) -> Vec<&str> {
-    let Some(open) = demangled.find('<') else { return Vec::new() };
-    let Some(inner) = demangled.get(open + 1..demangled.rfind('>').unwrap_or(demangled.len())) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    let (mut depth, mut start) = (0i32, 0usize);
-    for (i, c) in inner.char_indices() {
-        match c {
-            '<' | '(' => depth += 1,
-            '>' | ')' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(inner[start..i].trim());
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(inner[start..].trim());
-    out
-}
-
-/// The ggml type of a float element type as it appears in a template argument. MMF reads F16 and BF16 weights two
-/// at a time, so its kernels are instantiated on the pair types (`half2`, `nv_bfloat162`; mmf.cu:104-127 of
-/// llama.cpp 11434), MMVF on the scalar ones.
-fn float_type(arg: &str) -> Option<&'static str> {
-    match arg {
-        "float" => Some("F32"),
-        "__half" | "half" | "__half2" | "half2" => Some("F16"),
-        "__hip_bfloat16" | "nv_bfloat16" | "__nv_bfloat16" | "__hip_bfloat162" | "nv_bfloat162" | "__nv_bfloat162" => {
-            Some("BF16")
-        }
-        _ => None,
-    }
-}
-
-/// The ggml type a conversion kernel's name spells: the Itanium `<length><identifier>` names in the mangled name
-/// (`21dequantize_block_q4_K`, or `15dequantize_q8_0` as the template argument of the generic
-/// `dequantize_block`) whose identifier is `dequantize_block_T`, `dequantize_row_T` or `dequantize_T` for a ggml
-/// type T.
-fn type_in_name(raw: &str) -> Option<String> {
-    let bytes = raw.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if !bytes[i].is_ascii_digit() || (i > 0 && bytes[i - 1].is_ascii_digit()) {
-            i += 1;
-            continue;
-        }
-        let digits = bytes[i..].iter().take_while(|b| b.is_ascii_digit()).count();
-        let len: Option<usize> = if digits <= 4 { raw[i..i + digits].parse().ok() } else { None };
-        let ident = len.and_then(|n| raw.get(i + digits..(i + digits).checked_add(n)?));
-        if let Some(ident) = ident {
-            let suffix =
-                ["dequantize_block_", "dequantize_row_", "dequantize_"].iter().find_map(|p| ident.strip_prefix(p));
-            if let Some(t) = suffix.and_then(gguf::GgmlType::from_name) {
-                return Some(t.to_string());
-            }
-        }
-        i += digits;
-    }
-    None
-}
-
-/// Classify a kernel name (the observed family is recomputed from the name, not trusted from the file).
-pub fn classify(name: &str, launches: u64) -> ObservedKernel {
-    let d = kernels::describe(name);
-    let args = template_args(&d.demangled);
-    let (ggml_type, ncols) = match d.family {
-        "MMVQ" => {
-            (d.ggml_type.map(str::to_string), (d.base == "mul_mat_vec_q").then(|| args.get(1)?.parse().ok()).flatten())
-        }
-        "MMQ" => (d.ggml_type.map(str::to_string), None),
-        "MMVF" => (
-            args.first().and_then(|a| float_type(a)).map(str::to_string),
-            (d.base == "mul_mat_vec_f").then(|| args.get(2)?.parse().ok()).flatten(),
-        ),
-        "MMF" => (args.first().and_then(|a| float_type(a)).map(str::to_string), None),
-        "dequantize" => (type_in_name(name), None),
-        _ => (d.ggml_type.map(str::to_string), None),
-    };
-    ObservedKernel {
-        name: name.to_string(),
-        demangled: d.demangled,
-        family: d.family.to_string(),
-        ggml_type,
-        ncols,
-        launches,
-    }
-}
-
-/// One observed Vulkan pipeline.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct VkObserved {
-    pub name: String,
-    /// The embedded shaders behind it, when the trace knows them.
-    pub shaders: Vec<String>,
-    pub family: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub op: Option<String>,
-    pub helper: bool,
-    pub launches: u64,
-}
-
 #[derive(Clone, Debug, Serialize)]
 pub struct VkObservation {
     pub kind: String,
     pub path: String,
     pub files: Vec<String>,
-    pub pipelines: Vec<VkObserved>,
+    pub pipelines: Vec<ObservedKernel>,
     /// The dispatches of one request (a sweep record's trace window): counts are judged.
     pub per_request: bool,
     /// Every pipeline that ran is listed (a record lists the most dispatched only).
@@ -158,7 +105,3 @@ pub struct VkObservation {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
-
-#[cfg(test)]
-#[path = "observed_tests.rs"]
-mod tests;

@@ -1,15 +1,18 @@
-//! What a prediction is asked: the arch, the weights, the tokens (a prompt or one batch), the ggml version and build,
-//! the placement, and where observed kernels come from — with the bounds every count is checked against.
+//! What a prediction is asked: whose rules (ggml-cuda for a GPU arch, or ggml-vulkan for a device and build), the
+//! weights, the tokens (a prompt or one batch), the ggml version, the placement, and where observed kernels come
+//! from — with the bounds every count is checked against.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use super::model::ModelWeights;
+use super::model::{self, ModelWeights};
 use super::observed::{Observed, VkObservation};
-use super::placement::PlacementOptions;
+use super::placement::{GpuBackend, PlacementOptions};
+use crate::builds::BuildNumber;
 use crate::gpu::knowledge;
+use crate::observe::vulkan::dispatch_record::DispatchRecord;
 
 /// llama.cpp's default n_ubatch (common/common.h:457, src/llama-context.cpp:3761).
 pub const DEFAULT_UBATCH: u64 = 512;
@@ -38,6 +41,21 @@ pub enum WeightSource {
     /// Each record's own model (`predict --run` without `--model`): a GGUF path or an Ollama model name
     /// ([`super::model::of_record`]).
     EachRecord,
+}
+
+impl WeightSource {
+    /// The weights this names; `None` for each record's own, which the caller fills in first. A single weight's unknown
+    /// row count and length stay unknown, or are `single_shape` where the rules need a number.
+    pub(super) fn read(&self, single_shape: Option<u64>) -> Result<Option<ModelWeights>> {
+        Ok(Some(match self {
+            WeightSource::Model(path) => model::from_gguf(path)?,
+            WeightSource::Single { weight_type, n, k } => {
+                model::single(weight_type, n.or(single_shape), k.or(single_shape))?
+            }
+            WeightSource::Weights(w) => w.clone(),
+            WeightSource::EachRecord => return Ok(None),
+        }))
+    }
 }
 
 /// How many tokens the matmuls see.
@@ -74,7 +92,7 @@ impl PromptFromRun {
     /// The prompt token count a sweep record reports (`server_timings.prompt_n`), flagged when it includes
     /// prompt-cache hits (Ollama's prompt_eval_count, `Record::prompt_count_includes_cache`). `None` when the
     /// record has no count (a failed request).
-    pub fn from_record(r: &crate::run::record::Record) -> Option<PromptFromRun> {
+    pub fn from_record(r: &crate::run::format::record::Record) -> Option<PromptFromRun> {
         Some(PromptFromRun {
             run_id: r.run_id.clone(),
             prompt_tokens: r.server_timings.prompt_n?,
@@ -96,13 +114,82 @@ pub enum ObservedSource {
     Loaded(Observed),
     /// Vulkan pipelines already loaded (a sweep record's trace, for `--backend vulkan --run`).
     LoadedVulkan(VkObservation),
+    /// The trace of a build that ran the case impersonating the predicted device (`--verify`, Vulkan).
+    Verified(Box<Verified>),
 }
 
-/// Options of [`super::run`].
+/// What `--verify` observed: the trace directory of the impersonated run, the build whose ggml made its choices,
+/// and the real run it is held against (`--against`).
+#[derive(Clone, Debug)]
+pub struct Verified {
+    pub trace: PathBuf,
+    pub by: VerifyingBuild,
+    pub against: Option<DispatchRecord>,
+}
+
+/// The build whose llama-bench verified, as the report names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifyingBuild {
+    pub llama_bench: PathBuf,
+    /// Its llama.cpp build number: the one `--build` named, else what `llama-bench --version` prints (none for a
+    /// build configured without one, which says `build 0`).
+    pub build: Option<BuildNumber>,
+    /// Where it came from, in words (the provider and its cache directory, or the path given).
+    pub origin: String,
+    /// `llama-bench --version`'s first line, when it was asked (a source for the version note).
+    pub version_line: Option<String>,
+}
+
+/// Where a Vulkan prediction's device facts come from.
+#[derive(Clone, Debug)]
+pub enum DeviceSource {
+    /// A profile id of data/vulkan_devices.toml.
+    Profile(String),
+    /// A trace directory whose Vulkan layer recorded the device.
+    TraceDir(PathBuf),
+    /// Each record's own trace directory (`predict --run` without `--device`).
+    EachRecord,
+}
+
+impl DeviceSource {
+    /// `--device`: an existing directory is a trace, anything else a profile id.
+    pub fn parse(arg: &str) -> DeviceSource {
+        let p = Path::new(arg);
+        if p.is_dir() {
+            DeviceSource::TraceDir(p.to_path_buf())
+        } else {
+            DeviceSource::Profile(arg.to_string())
+        }
+    }
+}
+
+/// Whose rules predict, and for what.
+#[derive(Clone, Debug)]
+pub enum Backend {
+    /// ggml-cuda (CUDA and HIP): the GPU arch (`gfx1201`, `gfx90a:xnack-`, `sm_86`, `8.6`; empty: not given) and the
+    /// build flags set in addition to the ggml version's defaults (e.g. `GGML_CUDA_FORCE_MMQ`).
+    Cuda { arch: String, build_flags: Vec<String> },
+    /// ggml-vulkan: the device, and a libggml-vulkan.so whose embedded shaders tell the build's glslc support
+    /// (default: the one the trace's pipelines came from).
+    Vulkan { device: DeviceSource, library: Option<PathBuf> },
+}
+
+impl Backend {
+    /// ggml-cuda's rules for `arch`, with the version's default build flags.
+    pub fn cuda(arch: impl Into<String>) -> Backend {
+        Backend::Cuda { arch: arch.into(), build_flags: Vec::new() }
+    }
+
+    /// ggml-vulkan's rules for `device`, with the build its trace names.
+    pub fn vulkan(device: DeviceSource) -> Backend {
+        Backend::Vulkan { device, library: None }
+    }
+}
+
+/// What one prediction is asked ([`super::run`] predicts it by its backend's rules).
 #[derive(Clone, Debug)]
 pub struct PredictOptions {
-    /// `gfx1201`, `gfx90a:xnack-`, `sm_86`, `8.6`.
-    pub arch: String,
+    pub backend: Backend,
     pub weights: WeightSource,
     pub batch: Batch,
     /// Decode steps after the prompt (one token each). `None`: one decode phase for prompts, none for `Ne11`.
@@ -116,8 +203,6 @@ pub struct PredictOptions {
     /// KV cache type (llama.cpp `-ctk`/`-ctv`, default F16).
     pub kv_type: String,
     pub flash_attn: FlashAttn,
-    /// Build flags set in addition to the version's defaults (e.g. `GGML_CUDA_FORCE_MMQ`).
-    pub build_flags: Vec<String>,
     pub prompt_from_run: Option<PromptFromRun>,
     pub observed: Option<ObservedSource>,
     /// Layers offloaded, backend, op offload: which weights run on the GPU in which phase.
@@ -125,9 +210,15 @@ pub struct PredictOptions {
 }
 
 impl PredictOptions {
-    pub fn new(arch: impl Into<String>, weights: WeightSource, batch: Batch) -> Self {
+    /// Options with the command line's defaults: every layer offloaded (on the backend's GPU), op offload on, F16 KV,
+    /// flash attention auto, one decode step after a prompt.
+    pub fn new(backend: Backend, weights: WeightSource, batch: Batch) -> Self {
+        let gpu = match backend {
+            Backend::Cuda { .. } => GpuBackend::Cuda,
+            Backend::Vulkan { .. } => GpuBackend::Vulkan,
+        };
         PredictOptions {
-            arch: arch.into(),
+            backend,
             weights,
             batch,
             decode_tokens: None,
@@ -136,10 +227,17 @@ impl PredictOptions {
             explain: false,
             kv_type: "F16".into(),
             flash_attn: FlashAttn::Auto,
-            build_flags: Vec::new(),
             prompt_from_run: None,
             observed: None,
-            placement: PlacementOptions::default(),
+            placement: PlacementOptions { backend: gpu, ..PlacementOptions::default() },
         }
+    }
+
+    /// The decode steps predicted: as given, else one after a prompt and none after one batch.
+    pub fn decode_steps(&self) -> u64 {
+        self.decode_tokens.unwrap_or(match self.batch {
+            Batch::PromptTokens(_) => 1,
+            Batch::Ne11(_) => 0,
+        })
     }
 }

@@ -1,8 +1,11 @@
 //! How a request becomes phases before anything is predicted: the prefill ubatches, the last layer's rows after the
-//! gather, the decode steps, and the KV lengths attention sees in each (see the module notes of `predict`). Both
-//! backends' predictions (`predict`, `predict::vulkan`) plan with it.
+//! gather, the decode steps, and the KV lengths attention sees in each (see the module notes of `predict`); and the
+//! token counts a report states. Both backends' predictions (`cuda`, `vulkan`) plan with it.
 
-use super::options::Batch;
+use serde::Serialize;
+
+use super::model::ModelWeights;
+use super::options::{Batch, PredictOptions, PromptFromRun};
 
 /// The KV cache view length is padded to this (src/llama-kv-cache.cpp:1285: max(n_pad, 256)).
 pub const KV_PAD: u64 = 256;
@@ -10,6 +13,30 @@ pub const KV_PAD: u64 = 256;
 /// KV view length ggml sees with `used` cells: padded to 256, at least 256.
 pub(super) fn kv_len(used: u64) -> u64 {
     used.max(1).div_ceil(KV_PAD).saturating_mul(KV_PAD)
+}
+
+/// The token counts a prediction is for, as its report states them.
+#[derive(Clone, Debug, Serialize)]
+pub struct TokensInfo {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ne11: Option<u64>,
+    pub ubatch: u64,
+    pub decode_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_run: Option<PromptFromRun>,
+}
+
+impl TokensInfo {
+    /// The token counts of a prediction for `batch`.
+    pub fn new(batch: Batch, ubatch: u64, decode_tokens: u64, from_run: Option<PromptFromRun>) -> Self {
+        let (prompt_tokens, ne11) = match batch {
+            Batch::PromptTokens(n) => (Some(n), None),
+            Batch::Ne11(n) => (None, Some(n)),
+        };
+        TokensInfo { prompt_tokens, ne11, ubatch, decode_tokens, from_run }
+    }
 }
 
 /// A phase before prediction: which weights see how many columns.
@@ -31,7 +58,14 @@ pub(super) enum WeightSet {
     AfterGather,
 }
 
-pub(super) fn plan(batch: Batch, ubatch: u64, decode: u64, gathered: bool) -> Vec<PhasePlan> {
+/// The phases of the request `opts` describes, for `weights` (whose last layer's FFN and output head, where it has
+/// them, see only the gathered rows).
+pub(super) fn plan_for(opts: &PredictOptions, weights: &ModelWeights) -> Vec<PhasePlan> {
+    let gathered = weights.tensors.iter().any(|t| t.after_gather);
+    plan(opts.batch, opts.ubatch, opts.decode_steps(), gathered)
+}
+
+fn plan(batch: Batch, ubatch: u64, decode: u64, gathered: bool) -> Vec<PhasePlan> {
     let mut out = Vec::new();
     match batch {
         Batch::Ne11(n) => out.push(PhasePlan {

@@ -14,6 +14,7 @@ use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 use super::model::{MatmulOp, WeightTensor};
+use super::observed::ObservedKernel;
 use crate::evidence::Source;
 
 pub const PLACEMENT_FILE: &str = "data/ggml_placement_11434.toml";
@@ -127,12 +128,52 @@ impl std::fmt::Display for Where {
     }
 }
 
+/// How many layers are offloaded to the GPU: llama.cpp's n_gpu_layers (`-ngl`), Ollama's num_gpu.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NumGpu {
+    /// Every layer and the output layer: a negative count (llama.cpp takes any as n_layer + 1; Ollama writes -1). The
+    /// count is kept as given, so that the report says back what was asked.
+    Auto(i64),
+    /// This many: the last repeating layers, and from one on the output layer.
+    Layers(u64),
+}
+
+impl NumGpu {
+    /// Every layer, as llama.cpp and Ollama write it.
+    pub const AUTO: NumGpu = NumGpu::Auto(-1);
+
+    /// A count as llama.cpp and Ollama spell it: a negative one is [`NumGpu::Auto`].
+    pub fn from_count(n: i64) -> NumGpu {
+        u64::try_from(n).map_or(NumGpu::Auto(n), NumGpu::Layers)
+    }
+
+    /// As llama.cpp and Ollama spell it: negative for [`NumGpu::Auto`].
+    pub fn count(self) -> i64 {
+        match self {
+            NumGpu::Auto(n) => n,
+            NumGpu::Layers(n) => i64::try_from(n).unwrap_or(i64::MAX),
+        }
+    }
+}
+
+impl std::fmt::Display for NumGpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.count())
+    }
+}
+
+impl Serialize for NumGpu {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_i64(self.count())
+    }
+}
+
 /// What decides placement (`predict`'s options).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlacementOptions {
-    /// Layers offloaded (llama.cpp's n_gpu_layers, Ollama's num_gpu); negative: all; `None`: all (every weight on
-    /// the GPU, as a prediction without placement assumes).
-    pub n_gpu_layers: Option<i64>,
+    /// Layers offloaded; `None`: not given, every layer (every weight on the GPU, as a prediction without placement
+    /// assumes, with no placement verdicts).
+    pub num_gpu: Option<NumGpu>,
     /// Whether the runtime has a GPU device at all (a CPU-only server: no).
     pub gpu_device: bool,
     pub backend: GpuBackend,
@@ -145,7 +186,7 @@ pub struct PlacementOptions {
 impl Default for PlacementOptions {
     fn default() -> Self {
         PlacementOptions {
-            n_gpu_layers: None,
+            num_gpu: None,
             gpu_device: true,
             backend: GpuBackend::Cuda,
             op_offload: true,
@@ -158,9 +199,9 @@ impl Default for PlacementOptions {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Offload {
     pub backend: GpuBackend,
-    /// As given (None: all).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub n_gpu_layers: Option<i64>,
+    /// As given (None: all), under llama.cpp's name.
+    #[serde(rename = "n_gpu_layers", skip_serializing_if = "Option::is_none")]
+    pub num_gpu: Option<NumGpu>,
     /// n_gpu_layers as llama.cpp counts it (0 ..= n_layer + 1): the repeating layers on the GPU plus the output layer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub effective: Option<u64>,
@@ -188,28 +229,23 @@ impl Offload {
             rules.push("no-gpu-device".into());
             (Some(0), None, false)
         } else {
-            match (opts.n_gpu_layers, n_layer) {
-                (None, n) => {
+            match (opts.num_gpu, n_layer) {
+                (None | Some(NumGpu::Auto(_)), n) => {
                     rules.push("ngl-negative-all".into());
                     (n.map(|n| n + 1), Some(0), true)
                 }
-                (Some(ngl), n) if ngl < 0 => {
-                    rules.push("ngl-negative-all".into());
-                    (n.map(|n| n + 1), Some(0), true)
-                }
-                (Some(0), _) => {
+                (Some(NumGpu::Layers(0)), _) => {
                     rules.extend(["repeating-layers".into(), "output-layer".into()]);
                     (Some(0), None, false)
                 }
-                (Some(ngl), Some(n)) => {
-                    let ngl = ngl as u64;
+                (Some(NumGpu::Layers(layers)), Some(n)) => {
                     rules.extend(["repeating-layers".into(), "output-layer".into()]);
                     // i_gpu_start = max(n_layer + 1 - n_gpu_layers, 0); the output layer is index n_layer.
-                    let start = (n + 1).saturating_sub(ngl);
-                    (Some(ngl.min(n + 1)), Some(start), true)
+                    let start = (n + 1).saturating_sub(layers);
+                    (Some(layers.min(n + 1)), Some(start), true)
                 }
-                (Some(ngl), None) => bail!(
-                    "--num-gpu {ngl} places some layers only: that needs a model's layers (--model), not a single --type"
+                (Some(NumGpu::Layers(layers)), None) => bail!(
+                    "--num-gpu {layers} places some layers only: that needs a model's layers (--model), not a single --type"
                 ),
             }
         };
@@ -223,7 +259,7 @@ impl Offload {
         }
         Ok(Offload {
             backend: opts.backend,
-            n_gpu_layers: opts.n_gpu_layers,
+            num_gpu: opts.num_gpu,
             effective,
             first_gpu_layer: first,
             repeating_on_gpu,
@@ -244,7 +280,10 @@ impl Offload {
             let rule = if t.name.starts_with("token_embd") { "tied-output" } else { "output-layer" };
             return (if self.output_on_gpu { Where::Gpu } else { Where::Cpu }, rule);
         }
-        let rule = if self.n_gpu_layers.is_none_or(|n| n < 0) { "ngl-negative-all" } else { "repeating-layers" };
+        let rule = match self.num_gpu {
+            None | Some(NumGpu::Auto(_)) => "ngl-negative-all",
+            Some(NumGpu::Layers(_)) => "repeating-layers",
+        };
         match (self.first_gpu_layer, t.layer) {
             (None, _) => (Where::Cpu, rule),
             (Some(first), Some(il)) => (if il >= first { Where::Gpu } else { Where::Cpu }, rule),
@@ -280,7 +319,7 @@ impl Offload {
             (Some(f), Some(n)) => format!("repeating layers {f}-{} and the output layer on the GPU", n - 1),
             (Some(_), None) => "some layers on the GPU".into(),
         };
-        let given = match self.n_gpu_layers {
+        let given = match self.num_gpu {
             None => "all layers (no num_gpu given)".to_string(),
             Some(n) => format!("n_gpu_layers {n}"),
         };
@@ -322,7 +361,7 @@ pub const VULKAN_VEC_MAX_COLS: u64 = 8;
 
 /// The GPU matmul an observed kernel is, if it is one: a CUDA/HIP matmul family, vendor BLAS or ggml's
 /// conversion kernels, or a Vulkan pipeline whose op is a matmul (not a helper dispatch).
-pub fn gpu_matmul(k: &super::observed::ObservedKernel) -> Option<GpuMatmul> {
+pub fn gpu_matmul(k: &ObservedKernel) -> Option<GpuMatmul> {
     if k.launches == 0 {
         return None;
     }
@@ -363,6 +402,7 @@ impl GpuMatmul {
 
 #[cfg(test)]
 mod tests {
+    use super::super::observed::ReadAs;
     use super::*;
 
     fn tensor(name: &str, layer: Option<u64>, head: bool) -> WeightTensor {
@@ -380,7 +420,7 @@ mod tests {
     }
 
     fn opts(ngl: Option<i64>) -> PlacementOptions {
-        PlacementOptions { n_gpu_layers: ngl, ..PlacementOptions::default() }
+        PlacementOptions { num_gpu: ngl.map(NumGpu::from_count), ..PlacementOptions::default() }
     }
 
     /// The rows name the upstream lines that the shared notes and this module restate; the thresholds are
@@ -466,12 +506,16 @@ mod tests {
 
     #[test]
     fn vulkan_pipelines_fit_by_op_and_type() {
-        let k = |name: &str| super::super::compare::ObservedKernel {
+        let k = |name: &str| ObservedKernel {
+            read_as: ReadAs::CudaKernel,
             name: name.into(),
             demangled: name.into(),
+            shaders: Vec::new(),
             family: "other".into(),
             ggml_type: None,
             ncols: None,
+            op: None,
+            helper: false,
             launches: 3,
         };
         let vec = gpu_matmul(&k("mul_mat_vec_q4_k_f32_f32")).expect("a Vulkan vector matmul");

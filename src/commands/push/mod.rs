@@ -11,10 +11,11 @@ use serde::Serialize;
 
 use crate::exit;
 use crate::output::{escape, Format, Inputs, Output, OutputOptions};
-use crate::run::pg::PgStore;
-use crate::run::record::Record;
-use crate::run::store::{RunStatus, Store};
-use crate::run::target::{DbTarget, DbValue};
+use crate::run::format::record::Record;
+use crate::run::format::run_row::RunStatus;
+use crate::run::format::target::{DbTarget, DbValue};
+use crate::run::write::pg::PgStore;
+use crate::run::write::store::Store;
 
 #[derive(Clone, Debug)]
 pub struct PushOptions {

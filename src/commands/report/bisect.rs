@@ -1,14 +1,14 @@
 //! `backscope report DB --bisect [ID]`: a bisect stored in the database, rendered as `backscope bisect` rendered it
-//! when it ended (the view is the run format's: `run::bisect::view`), for any state it is in — finished,
+//! when it ended (the view is the run analysis's: `run_analysis::bisect::view`), for any state it is in — finished,
 //! interrupted, failed.
 
 use anyhow::Result;
 
 use crate::exit;
 use crate::output::{Inputs, Output, OutputOptions};
-use crate::run::bisect::view::BisectView;
-use crate::run::bisect::BisectStore;
-use crate::run::target::DbValue;
+use crate::run::format::target::DbValue;
+use crate::run::write::bisect::BisectStore;
+use crate::run_analysis::bisect::view::BisectView;
 
 pub fn run(db: &DbValue, id: Option<&str>, output: &OutputOptions) -> Result<u8> {
     let mut out = Output::open(output, &Inputs::none().path(db.given()))?;

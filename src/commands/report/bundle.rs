@@ -22,7 +22,8 @@ use super::view::ReportView;
 use crate::evidence::Source;
 use crate::output::redact;
 use crate::output::{self, Column, Document, Excerpt, Format, Render, Table, Text};
-use crate::run::record::Record;
+use crate::run::format::record::Record;
+use crate::run::format::run_dir::RunDir;
 
 /// Largest file copied into a bundle; a larger one is listed as left out.
 const FILE_CAP: u64 = 16 << 20;
@@ -500,7 +501,7 @@ pub fn write(view: &ReportView, dest: &Path) -> Result<Written> {
         write_archive(
             &b.entries,
             dest,
-            &format!("backscope-evidence-{}", crate::run::paths::sanitize(&view.run.run_id)),
+            &format!("backscope-evidence-{}", crate::run::format::paths::sanitize(&view.run.run_id)),
         )?;
     } else {
         write_dir(&b.entries, dest)?;
@@ -528,8 +529,8 @@ fn build(view: &ReportView) -> Result<Builder> {
         "the report's JSON (docs/report-json.md), log paths relative to the bundle",
     );
     let mut unread = Vec::new();
-    let env = read_run_json(&run_dir, "env.json", &mut unread);
-    let run = read_run_json(&run_dir, "run.json", &mut unread);
+    let env = read_run_json(&run_dir, RunDir::ENV_JSON, &mut unread);
+    let run = read_run_json(&run_dir, RunDir::RUN_JSON, &mut unread);
     b.left_out.extend(unread);
     if let Some(env) = &env {
         let mut env = env.clone();
@@ -541,13 +542,13 @@ fn build(view: &ReportView) -> Result<Builder> {
             &markdown(&environment_doc(&env, &run_clean)),
             "versions, GPUs, drivers, environment overrides, what each server program said about itself",
         );
-        b.json("env.json", env, "the run's environment snapshot");
+        b.json(RunDir::ENV_JSON, env, "the run's environment snapshot");
     }
     if let Some(run) = run {
-        b.json("run.json", run, "the run: its command line and plan");
+        b.json(RunDir::RUN_JSON, run, "the run: its command line and plan");
     }
-    if run_dir.join("claims.json").is_file() {
-        b.copy(&run_dir, "claims.json", "the sweep's own claims");
+    if RunDir::new(&run_dir).claims_path().is_file() {
+        b.copy(&run_dir, RunDir::CLAIMS_JSON, "the sweep's own claims");
     }
     // Server logs: those of failing cells and those the backend claims cite.
     let failed: Vec<&Record> =
@@ -616,7 +617,7 @@ fn build(view: &ReportView) -> Result<Builder> {
         });
         let scan_view = crate::gpu::binaries::ScanView { report: &report, kernels: false };
         let dir = lib.dir.display().to_string();
-        let stem = format!("scan/{}", crate::run::paths::sanitize(&dir.replace('/', "_")));
+        let stem = format!("scan/{}", crate::run::format::paths::sanitize(&dir.replace('/', "_")));
         let used_by = lib.endpoints.join(", ");
         let mut json = Vec::new();
         scan_view.write_json(&mut json).context("writing the scan's JSON")?;

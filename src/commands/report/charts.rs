@@ -11,7 +11,7 @@ use plotters::prelude::*;
 use crate::output::escape::printable;
 use crate::output::text::shorten_middle;
 use crate::output::Svg;
-use crate::run::summary::stats;
+use crate::run_analysis::stats;
 
 /// Okabe–Ito colours: told apart with the common colour-vision deficiencies.
 const PALETTE: [RGBColor; 7] = [

@@ -6,9 +6,9 @@ use super::charts::{self, CrashRow, Series};
 use super::timeline::CellTimeline;
 use super::view::ReportView;
 use crate::output::{Block, Chart, ClaimList, Collapse, Column, Document, Table, Text};
-use crate::run::summary::aggregate::{Group, Metric, RunStats};
-use crate::run::summary::claims::{mean_sd, percent, secs, times};
-use crate::run::summary::stats::{self, Verdict};
+use crate::run_analysis::aggregate::{Group, Metric, RunStats};
+use crate::run_analysis::claims::{mean_sd, percent, secs, times};
+use crate::run_analysis::stats::{self, Verdict};
 
 /// Rows terminal output shows of the long tables (`--all`: every row).
 const GROUP_ROWS: usize = 40;
@@ -608,14 +608,14 @@ mod tests {
     use super::super::input::RunMeta;
     use super::super::view::{ReportView, Rules, SCHEMA};
     use crate::output::{render_document, text::Layout, Format, Render};
-    use crate::run::record::Record;
-    use crate::run::summary::aggregate::of_records;
+    use crate::run::format::record::Record;
+    use crate::run_analysis::aggregate::of_records;
 
     const HOSTILE: &str = "</table><script>alert(1)</script> a|b\nnext \u{1b}[31mred\u{1b}]0;t\u{7}";
 
     /// A measured cell whose model and prompt are hostile text, which every format must escape.
     fn rec(ep: &str, ngl: i64, seq: u64, ok: bool, value: f64) -> Record {
-        let mut r = crate::run::summary::test_records::measured(ep, ngl, seq, ok, value);
+        let mut r = crate::run_analysis::test_records::measured(ep, ngl, seq, ok, value);
         r.model = HOSTILE.into();
         r.prompt = format!("{HOSTILE} | p");
         r
@@ -623,7 +623,7 @@ mod tests {
 
     fn view(records: &[Record]) -> ReportView {
         let stats = of_records(records).unwrap();
-        let claims = crate::run::summary::claims::claims(&stats, "r", std::path::Path::new("/runs/r"));
+        let claims = crate::run_analysis::claims::claims(&stats, "r", std::path::Path::new("/runs/r"));
         ReportView {
             schema: SCHEMA,
             run: RunMeta {

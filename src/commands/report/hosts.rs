@@ -2,8 +2,8 @@
 //! hosts or not — the matched pivot by GPU/host for the same model, endpoint and num_gpu, the crash-timing verdict
 //! per host, and (HTML) one decode-rate chart per GPU.
 //!
-//! The grouping reads only [`Record`]s and each run's [`HostIdentity`] (run format, `crate::run`), so it does not
-//! depend on how the single-run report aggregates. Verdicts use the report's one rule ([`stats::timing_verdict`]).
+//! The grouping reads only [`Record`]s and each run's [`HostIdentity`] (stored with the run), so it does not depend
+//! on how the single-run report aggregates. Verdicts use the report's one rule ([`stats::timing_verdict`]).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -12,13 +12,13 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use super::charts;
+use crate::host::identity::HostIdentity;
 use crate::output::doc::{Block, Chart, Column, Document, Table};
 use crate::output::Render;
-use crate::run::db::SweepDb;
-use crate::run::host::HostIdentity;
-use crate::run::record::{ErrorClass, Record};
-use crate::run::summary::stats::{self, Verdict};
-use crate::run::target::DbValue;
+use crate::run::format::record::{ErrorClass, Record};
+use crate::run::format::target::DbValue;
+use crate::run::read::db::SweepDb;
+use crate::run_analysis::stats::{self, Verdict};
 
 pub const SCHEMA: &str = "backscope.report-hosts/1";
 
@@ -163,8 +163,8 @@ impl Grouping {
                     cells: acc.cells,
                     ok: acc.ok,
                     crashes,
-                    decode_tps_median: crate::run::stats::median(&acc.decode),
-                    prompt_tps_median: crate::run::stats::median(&acc.prompt),
+                    decode_tps_median: crate::run_analysis::stats::median(&acc.decode),
+                    prompt_tps_median: crate::run_analysis::stats::median(&acc.prompt),
                 });
             }
             points.push(Point { model, endpoint, num_gpu, hosts });
@@ -298,8 +298,8 @@ impl HostsView {
                 c.endpoint.clone(),
                 c.num_gpu.to_string(),
                 c.ttf_ms.len().to_string(),
-                crate::run::summary::stats::summarize(&c.ttf_ms)
-                    .map(|s| crate::run::summary::claims::mean_sd(&s))
+                crate::run_analysis::stats::summarize(&c.ttf_ms)
+                    .map(|s| crate::run_analysis::claims::mean_sd(&s))
                     .unwrap_or_else(|| "—".into()),
                 c.verdict.words().to_string(),
             ]);
@@ -342,8 +342,8 @@ impl HostsView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::host::HostGpu;
-    use crate::run::record::Status;
+    use crate::host::identity::HostGpu;
+    use crate::run::format::record::Status;
 
     fn host(id: &str, arch: &str) -> HostIdentity {
         let gpus = vec![HostGpu { vendor: "amd".into(), arch: Some(arch.into()), ..Default::default() }];

@@ -3,7 +3,7 @@
 //!
 //! The records of one run are read one at a time (from the database, or from a run directory's `result.json`
 //! files, [`input`], which also vets the paths the kept records name) and folded into groups of cells by the run
-//! floor's one aggregation (`crate::run::summary`: groups, statistics, claims); this command's own part is the
+//! analysis's one aggregation (`crate::run_analysis`: groups, statistics, claims); this command's own part is the
 //! views: the document ([`document`]), charts drawn as SVG ([`charts`]) and per-cell timelines read from the
 //! server logs ([`timeline`]). The result goes through the
 //! output layer like every command's: text, `--json` (`backscope.report/1`, docs/report-json.md), Markdown or
@@ -22,9 +22,9 @@ pub mod input;
 pub mod timeline;
 mod view;
 
-// The aggregation, its statistics and its claims are the run floor's (`sweep` shows the same ones); the views
-// below name them by their own paths (`crate::run::summary::…`), never through this file.
-use crate::run::summary::{aggregate, claims};
+// The aggregation, its statistics and its claims are the run analysis's (`sweep` shows the same ones); the views
+// below name them by their own paths (`crate::run_analysis::…`), never through this file.
+use crate::run_analysis::{aggregate, claims};
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -33,7 +33,7 @@ use anyhow::{bail, Result};
 
 use crate::exit;
 use crate::output::{messages, Document, Output, OutputOptions, Render};
-use crate::run::target::DbValue;
+use crate::run::format::target::DbValue;
 use aggregate::{Aggregator, RunStats};
 use timeline::CellTimeline;
 pub use view::{ReportView, Rules, SCHEMA};

@@ -11,8 +11,8 @@ use logs::analysis::Report;
 use logs::Limits;
 use serde::Serialize;
 
-use crate::run::forensics;
-use crate::run::record::Record;
+use crate::run::format::record::Record;
+use crate::run_analysis::forensics;
 
 /// Timeline entries kept per cell: the first and the last (where crashes are).
 const HEAD: usize = 40;

@@ -7,8 +7,8 @@ use serde::Serialize;
 use super::input::RunMeta;
 use super::timeline::CellTimeline;
 use crate::evidence::Claim;
-use crate::run::summary::aggregate::RunStats;
-use crate::run::summary::stats;
+use crate::run_analysis::aggregate::RunStats;
+use crate::run_analysis::stats;
 
 /// JSON schema of `backscope report --json`.
 pub const SCHEMA: &str = "backscope.report/1";

@@ -9,7 +9,7 @@
 pub use crate::output::text::truncate;
 use serde_json::{Map, Value};
 
-use crate::run::record::{Api, ServerTimings};
+use crate::run::format::record::{Api, ServerTimings};
 
 /// What one generation request asks for.
 #[derive(Clone, Debug)]

@@ -10,8 +10,9 @@ use serde_json::{Map, Value};
 
 use super::plan::{Endpoint, EndpointKind, Plan, Prompt, Timeouts};
 use super::presets::{Launch, ServerKey};
-use crate::run::paths::sanitize;
-use crate::run::record::Api;
+use crate::run::format::paths::sanitize;
+use crate::run::format::record::Api;
+use crate::run::format::run_dir::RunDir;
 
 /// The cells of a plan and the settings they share.
 #[derive(Debug)]
@@ -129,10 +130,7 @@ impl Schedule {
                                         "{}|{}|ngl={num_gpu}|{}|n={num_predict}|e{epoch}|r{repetition}",
                                         ep.name, m.label, prompt.name
                                     );
-                                    let dir = format!(
-                                        "cells/{seq:05}-{}-ngl{num_gpu}-e{epoch}r{repetition}",
-                                        sanitize(&ep.name)
-                                    );
+                                    let dir = RunDir::cell_dir(seq, &ep.name, num_gpu, epoch, repetition);
                                     cells.push(Cell {
                                         seq,
                                         key,

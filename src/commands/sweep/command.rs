@@ -17,13 +17,18 @@ use super::spec::SpecFile;
 use super::supervise::Ledger;
 use super::{dryrun, envsnap, http, import, supervise, view};
 use crate::exit;
+use crate::host::identity::host_id;
 use crate::output::shell::{self, shell_quoted};
 use crate::output::{messages, Document, Excerpt, Format, Inputs, Output, OutputOptions, Rendered};
-use crate::run::host::HostIdentity;
-use crate::run::paths::absolute;
-use crate::run::record::RunSource;
-use crate::run::store::{self, RunRow, RunStatus, Store};
-use crate::run::target::DbValue;
+use crate::run::format::host::this_host;
+use crate::run::format::ids::{new_run_id, utc_now};
+use crate::run::format::paths::absolute;
+use crate::run::format::record::RunSource;
+use crate::run::format::run_dir::RunDir;
+use crate::run::format::run_row::{RunRow, RunStatus};
+use crate::run::format::target::DbValue;
+use crate::run::write::durable::write_atomic;
+use crate::run::write::store::Store;
 
 /// One `backscope sweep` invocation.
 #[derive(Debug)]
@@ -191,8 +196,8 @@ fn confirmed(opts: &RunOptions, run_id: &str, plan: &Plan) -> Result<()> {
 }
 
 fn new_run(store: &mut Store, opts: &RunOptions, plan: &Plan, schedule: Schedule) -> Result<OpenRun> {
-    let run_id = store::new_run_id();
-    let host = HostIdentity::current();
+    let run_id = new_run_id();
+    let host = this_host();
     let run_dir = absolute(&opts.runs_dir.join(&run_id));
     std::fs::create_dir_all(&opts.runs_dir)
         .with_context(|| format!("cannot create the runs directory {}", opts.runs_dir.display()))?;
@@ -202,7 +207,7 @@ fn new_run(store: &mut Store, opts: &RunOptions, plan: &Plan, schedule: Schedule
         .map_err(|e| anyhow::anyhow!("cannot create the run directory {}: {e}", run_dir.display()))?;
     store.create_run(&RunRow {
         run_id: run_id.clone(),
-        created_at: store::utc_now(),
+        created_at: utc_now(),
         finished_at: None,
         status: RunStatus::Running,
         source: RunSource::Sweep,
@@ -219,11 +224,10 @@ fn new_run(store: &mut Store, opts: &RunOptions, plan: &Plan, schedule: Schedule
         Store::Sqlite(_) => json!(absolute(opts.db.given())),
         Store::Pg(_) => json!(store.describe()),
     };
-    let meta =
-        json!({"run_id": run_id, "created_at": store::utc_now(), "db": db, "argv": argv, "plan": plan, "host": host});
-    store::write_atomic(&run_dir.join("run.json"), &serde_json::to_vec_pretty(&meta)?)?;
+    let meta = json!({"run_id": run_id, "created_at": utc_now(), "db": db, "argv": argv, "plan": plan, "host": host});
+    write_atomic(&RunDir::new(&run_dir).run_json_path(), &serde_json::to_vec_pretty(&meta)?)?;
     let env = envsnap::snapshot(plan, &Ledger::watched(&run_dir));
-    store::write_atomic(&run_dir.join("env.json"), &serde_json::to_vec_pretty(&env)?)?;
+    write_atomic(&RunDir::new(&run_dir).env_json_path(), &serde_json::to_vec_pretty(&env)?)?;
     Ok(OpenRun { run_id, run_dir, schedule, resumed: false })
 }
 
@@ -283,7 +287,7 @@ fn dry_run(opts: &RunOptions, out: Output) -> Result<u8> {
 /// Kill what the servers of sweeps whose backscope died (SIGKILL, a second Ctrl-C) left running, from their run
 /// directories' ledgers, and say so. Runs of a backscope that still runs are left alone.
 fn reclaim_leftovers(store: &Store) -> Result<()> {
-    let me = HostIdentity::current().host_id;
+    let me = host_id();
     for row in store.runs()?.into_iter().filter(|r| reclaimable(r, &me)) {
         for r in supervise::reclaim(Path::new(&row.run_dir)) {
             if r.stopped.is_empty() {
@@ -378,7 +382,7 @@ fn execute(opts: &RunOptions, store: &mut Store, open: OpenRun, out: Output) -> 
         RunEnd::Interrupted => RunStatus::Interrupted,
     };
     store.set_run_status(&run_id, status)?;
-    store::write_atomic(&run_dir.join("claims.json"), &serde_json::to_vec_pretty(&claims)?)?;
+    write_atomic(&RunDir::new(&run_dir).claims_path(), &serde_json::to_vec_pretty(&claims)?)?;
     let (ok, failed) = (summary.ok as u64, summary.failed as u64);
     let status = status.as_str();
     sinks.event(&Event::RunFinished { run_id: &run_id, status, cells_ok: ok, cells_failed: failed, claims: &claims });

@@ -153,7 +153,7 @@ pub fn snapshot(plan: &Plan, ledger: &Ledger) -> Value {
         endpoints.insert(e.name.clone(), v);
     }
     json!({
-        "captured_at": crate::run::store::utc_now(),
+        "captured_at": crate::run::format::ids::utc_now(),
         "uname": uname(),
         "os": os_release(),
         "cpu": cpu(),

@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
 use crate::evidence::Claim;
-use crate::run::record::Record;
+use crate::run::format::record::Record;
 
 /// One event. Serialised as one JSON object per line with an `event` tag (`--json`).
 #[derive(Debug, Serialize)]

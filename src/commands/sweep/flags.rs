@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::presets::Preset;
 use super::spec::{EndpointSpec, ModelEntry, PromptSpec, SpecFile, TimeoutSpec};
-use crate::run::paths::{absolute_in, program_in};
+use crate::run::format::paths::{absolute_in, program_in};
 
 /// The flags that describe the sweep, as given.
 #[derive(Clone, Debug, Default, PartialEq)]

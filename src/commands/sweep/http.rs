@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 
 use super::api::{self, LineEvent, StreamState};
-use crate::run::record::{Api, ErrorClass};
+use crate::run::format::record::{Api, ErrorClass};
 
 /// Largest response body read. A generation of a few thousand tokens is well under 1 MiB even with Ollama's
 /// `context` array; 64 MiB means something other than a generation is answering.

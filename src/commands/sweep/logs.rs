@@ -25,7 +25,7 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::observe::logfacts::{ServerLine, ServerLines};
-use crate::run::record::{BackendFacts, LogRef};
+use crate::run::format::record::{BackendFacts, LogRef};
 
 /// Most bytes of one line kept for matching; the rest of a longer line is counted, not held. Every line the scan
 /// looks for is a few hundred bytes at most.

@@ -3,7 +3,7 @@
 //! Data flows one way, each step in its own module:
 //!
 //! 1. `spec` reads a TOML spec file and `flags` merges the command line's flags onto it, relative paths made
-//!    absolute as each is read (`crate::run::paths`);
+//!    absolute as each is read (`crate::run::format::paths`);
 //! 2. `plan` resolves that into a `plan::Plan` — endpoints with their programs and APIs, models, prompt texts,
 //!    settings — which is stored with the run, so `--resume` replays it;
 //! 3. `cells` expands the plan into the cells of a `cells::Schedule`, each with its key, directory, and the
@@ -11,9 +11,9 @@
 //! 4. `runner` walks the cells through an `executor::Executor` (processes, `supervise`; HTTP, `http` and
 //!    `api`), reading server logs (`logs`) and kernel traces (`tracejoin`) and telling `events` sinks
 //!    (progress bar, `--json`) as it goes;
-//! 5. the run floor's `crate::run::store` commits each cell's `crate::run::record::Record` to SQLite and the run
-//!    directory (files written whole and durably, `crate::run::durable`);
-//! 6. `view` shows the run floor's one aggregation of the records (`crate::run::summary`, the groups and claims
+//! 5. the run floor's `crate::run::write::store` commits each cell's `crate::run::format::record::Record` to
+//!    SQLite and the run directory (files written whole and durably, `crate::run::write::durable`);
+//! 6. `view` shows the run analysis's one aggregation of the records (`crate::run_analysis`, the groups and claims
 //!    `backscope report` shows in full) as the table and claims a sweep prints when it ends and `sweep report`
 //!    prints again.
 //!

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::api::{ollama_ps_entry, ollama_show_summary, LineEvent, StreamState};
-use crate::run::record::Api;
+use crate::run::format::record::Api;
 
 const CHUNK: &str = include_str!("testdata/ollama/generate-stream-chunk.json");
 const FINAL: &str = include_str!("testdata/ollama/generate-stream-final.json");
@@ -38,7 +38,7 @@ fn streamed_generate_chunk_then_final_chunk() {
     assert_eq!(s.response_chars, 3);
     assert_eq!(s.token_chunks, 1);
     // The docs' own rate: eval_count / eval_duration * 10^9.
-    let tps = crate::run::record::tokens_per_second(t.decode_n, t.decode_ms).unwrap();
+    let tps = crate::run::format::record::tokens_per_second(t.decode_n, t.decode_ms).unwrap();
     assert!((tps - 259.0 / 4232710000.0 * 1e9).abs() < 1e-9);
 }
 

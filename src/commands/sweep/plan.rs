@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use super::presets::Preset;
 use super::spec::{EndpointSpec, ModelEntry, PromptSpec, SpecFile};
 use crate::output::shell::{shell_line, shell_quoted};
-use crate::run::record::Api;
+use crate::run::format::record::Api;
 
 /// Defaults, in seconds. Read: a cold model load on a slow backend sends no byte for minutes (Ollama loads the
 /// model inside the request). Ready: llama-server loads the model before `/health` turns 200.

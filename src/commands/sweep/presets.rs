@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::supervise::ProcessSpec;
-use crate::run::record::Api;
+use crate::run::format::record::Api;
 
 /// The host every managed server binds: servers are local, and loopback keeps them off the network.
 const HOST: &str = "127.0.0.1";

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::presets::Preset;
-use crate::run::paths::{absolute, absolute_in, join_clean, program_in};
-use crate::run::record::Api;
+use crate::run::format::paths::{absolute, absolute_in, join_clean, program_in};
+use crate::run::format::record::Api;
 
 /// The TOML file. Every list replaces the default; flags add endpoints and replace lists they give.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]

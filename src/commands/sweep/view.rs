@@ -1,5 +1,5 @@
-//! What `sweep` prints when a run ends and `sweep report` prints again: a brief view of the run floor's one
-//! aggregation (`crate::run::summary`), the same groups and claims `backscope report` shows in full. The view is
+//! What `sweep` prints when a run ends and `sweep report` prints again: a brief view of the run analysis's one
+//! aggregation (`crate::run_analysis`), the same groups and claims `backscope report` shows in full. The view is
 //! the summary line, the table of groups, a hint per error class that occurred, and the claims; its JSON is the
 //! claims (`{"run", "status", "claims"}`).
 
@@ -10,9 +10,10 @@ use anyhow::Result;
 use crate::evidence::Claim;
 use crate::output::text::truncate;
 use crate::output::{messages, Block, ClaimList, Collapse, Column, Document, Render, Table};
-use crate::run::store::Store;
-use crate::run::summary::claims::mean_sd;
-use crate::run::summary::{claims, stats, Aggregator, Group, RunStats};
+use crate::run::write::store::Store;
+use crate::run_analysis::aggregate::{Aggregator, Group, RunStats};
+use crate::run_analysis::claims::{self, mean_sd};
+use crate::run_analysis::stats;
 
 /// Rows of the table terminal output shows (`--all`: every row).
 const GROUP_ROWS: usize = 60;
@@ -172,9 +173,9 @@ pub fn render(run_id: &str, run_dir: &str, s: &RunStats, claims: &[Claim]) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::record::{BackendFacts, ErrorClass, Record, Status};
-    use crate::run::summary::aggregate::of_records;
-    use crate::run::summary::test_records::measured;
+    use crate::run::format::record::{BackendFacts, ErrorClass, Record, Status};
+    use crate::run_analysis::aggregate::of_records;
+    use crate::run_analysis::test_records::measured;
 
     fn crash(ep: &str, ngl: i64, seq: u64, ttf: f64) -> Record {
         measured(ep, ngl, seq, false, ttf)

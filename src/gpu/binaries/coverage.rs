@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use binfmt::amdgpu::target::{compat, Compat, Feature, TargetId};
 
 use super::records::*;
+use super::scan_report::ScanReport;
 use crate::evidence::{Claim, Confidence, Source};
 use crate::gpu::arch::{cubin_runs_on, DeviceArch};
 

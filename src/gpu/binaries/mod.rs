@@ -9,7 +9,8 @@
 //! resolve, vendor BLAS library directories), and [`coverage`] turns it all into a GPU arch × library
 //! matrix, an answer for one `--arch`, and [`Claim`]s; [`disasm`] adds instruction mixes. Everything hostile
 //! input could multiply is bounded by the budgets of [`limits`]; reaching one is a problem in the report, not a
-//! failure. [`view`] is the one rendering of a [`ScanReport`].
+//! failure. [`scan_report`] gathers the records, the matrix, the claims and the disassembly into one
+//! [`ScanReport`]; [`view`] is its one rendering.
 
 pub mod coverage;
 pub mod demangle;
@@ -20,6 +21,7 @@ pub mod vulkan;
 pub use crate::host::inputs as input;
 pub mod limits;
 pub mod records;
+pub mod scan_report;
 pub mod tree;
 pub mod view;
 pub mod walk;
@@ -30,6 +32,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 pub use records::*;
+pub use scan_report::{ScanReport, ScanStats, SCHEMA};
 pub use view::ScanView;
 
 /// What to scan and how.
@@ -92,7 +95,7 @@ pub fn scan(opts: &ScanOptions) -> ScanReport {
     };
     report.claims = coverage::claims(&report);
     if let Some(d) = &opts.disasm {
-        let outcome = disasm::disassemble(&report, arch.as_ref(), d);
+        let outcome = disasm::disassemble(&report.files, arch.as_ref(), d);
         report.claims.extend(outcome.claims);
         report.problems.extend(outcome.problems);
         report.disasm = Some(outcome.report);

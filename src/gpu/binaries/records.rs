@@ -1,42 +1,10 @@
-//! The typed records `scan` produces. Their JSON form (`--json`) is documented in `docs/scan-json.md`;
-//! `SCHEMA` changes whenever a field is removed or changes meaning.
+//! The typed records `scan` produces, which the scan report gathers. Their JSON form (`--json`) is documented in
+//! `docs/scan-json.md`; the report's `SCHEMA` changes whenever a field is removed or changes meaning.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Serialize;
-
-use crate::evidence::Claim;
-
-pub const SCHEMA: &str = "backscope.scan/1";
-
-#[derive(Clone, Debug, Serialize)]
-pub struct ScanReport {
-    pub schema: &'static str,
-    pub roots: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub arch: Option<String>,
-    pub files: Vec<FileRecord>,
-    pub vendor_blas: Vec<VendorBlasDir>,
-    pub miopen: Vec<MiopenDb>,
-    pub coverage: Vec<CoverageCell>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub arch_answer: Option<ArchAnswer>,
-    pub claims: Vec<Claim>,
-    pub problems: Vec<Problem>,
-    pub stats: ScanStats,
-    /// `--disasm`: the instruction mix of every selected kernel.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub disasm: Option<crate::gpu::binaries::disasm::report::DisasmReport>,
-}
-
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct ScanStats {
-    pub files_seen: u64,
-    pub files_with_records: u64,
-    pub bytes_scanned: u64,
-    pub elapsed_ms: f64,
-}
 
 /// Something that went wrong with one input; the scan went on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

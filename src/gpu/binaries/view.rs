@@ -6,7 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 
-use super::records::{ArchAnswer, Dependency, FileRecord, KernelRecord, ScanReport};
+use super::records::{ArchAnswer, Dependency, FileRecord, KernelRecord};
+use super::scan_report::ScanReport;
 use crate::evidence::Claim;
 use crate::output::{Collapse, Column, Document, Render, Span, Table, Text};
 

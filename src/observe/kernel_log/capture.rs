@@ -77,16 +77,28 @@ impl Reader {
     /// the last record), or a file in its format that is followed as it grows (`follow`: a regular file from its end,
     /// a FIFO as it is written). `Err`: why it cannot be read, in words.
     pub fn open(path: &str, follow: bool) -> Result<Reader, String> {
+        Reader::open_at(path, follow, true)
+    }
+
+    /// [`Reader::open`] positioned at the oldest record the kernel still holds (the start of a file in its format):
+    /// reading the kernel's lines after the fact.
+    pub fn open_from_start(path: &str, follow: bool) -> Result<Reader, String> {
+        Reader::open_at(path, follow, false)
+    }
+
+    fn open_at(path: &str, follow: bool, at_end: bool) -> Result<Reader, String> {
         use std::os::unix::fs::OpenOptionsExt;
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
             .open(path)
             .map_err(|e| unreadable_reason(path, &e))?;
-        match file.seek(SeekFrom::End(0)) {
-            Ok(_) => {}
-            Err(e) if follow && e.raw_os_error() == Some(libc::ESPIPE) => {}
-            Err(e) => return Err(format!("{path}: cannot seek to its end: {e}")),
+        if at_end {
+            match file.seek(SeekFrom::End(0)) {
+                Ok(_) => {}
+                Err(e) if follow && e.raw_os_error() == Some(libc::ESPIPE) => {}
+                Err(e) => return Err(format!("{path}: cannot seek to its end: {e}")),
+            }
         }
         let source = if follow { Source::Follow { file, pending: Vec::new() } } else { Source::Kmsg(file) };
         Ok(Reader { source, name: path.to_string(), overwritten: false, malformed: 0 })
@@ -150,6 +162,44 @@ impl Reader {
     }
 }
 
+/// What is kept of the records read, and the counts: the same for a capture beside a run and for a reading after
+/// the fact ([`super::after_the_fact`]).
+#[derive(Default)]
+pub struct Keeper {
+    /// The counts so far (`usec` is left to the reader).
+    pub end: End,
+    last_seq: Option<u64>,
+    kept_bytes: u64,
+}
+
+impl Keeper {
+    /// One record read (its sequence number, whether the kernel wrote it, its text): counted, a gap in the sequence
+    /// numbers counted as lost, and its text returned when it is to be kept: the kernel's own line (facility 0), a
+    /// GPU-driver line by the logs crate's classifier, within [`MAX_KEPT_LINES`] and [`MAX_KEPT_BYTES`] (beyond them,
+    /// counted as `over_cap`).
+    pub fn take(&mut self, seq: u64, from_kernel: bool, text: &[u8]) -> Option<String> {
+        self.end.records += 1;
+        if let Some(last) = self.last_seq {
+            if seq > last.saturating_add(1) {
+                self.end.lost = self.end.lost.saturating_add(seq - last - 1);
+            }
+        }
+        self.last_seq = Some(seq);
+        if !from_kernel {
+            return None;
+        }
+        let text = String::from_utf8_lossy(&text[..text.len().min(MAX_TEXT)]).into_owned();
+        super::record::classify(&text)?;
+        if self.end.kept >= MAX_KEPT_LINES || self.kept_bytes + text.len() as u64 > MAX_KEPT_BYTES {
+            self.end.over_cap += 1;
+            return None;
+        }
+        self.end.kept += 1;
+        self.kept_bytes += text.len() as u64;
+        Some(text)
+    }
+}
+
 /// The capture's state, behind a lock: the thread and [`Capture::drain`] read through it.
 struct State {
     /// `None`: not readable (see `unreadable`), or reading stopped (see `read_error`).
@@ -163,9 +213,7 @@ struct State {
     out_lines: u64,
     write_error: Option<String>,
     started_usec: u64,
-    end: End,
-    last_seq: Option<u64>,
-    kept_bytes: u64,
+    keeper: Keeper,
     unreadable: Option<String>,
     read_error: Option<String>,
     /// Lines kept since the last [`Capture::take_new`].
@@ -231,33 +279,14 @@ impl State {
         }
     }
 
-    /// One record read: counted, and kept when it is the kernel's and a GPU-driver line.
+    /// One record read: counted, and kept (stored, and joined in this run) when [`Keeper::take`] keeps it.
     fn take(&mut self, r: &logs::kmsg::KmsgRecord<'_>) {
-        self.end.records += 1;
-        if let Some(last) = self.last_seq {
-            if r.seq > last.saturating_add(1) {
-                self.end.lost = self.end.lost.saturating_add(r.seq - last - 1);
-            }
-        }
-        self.last_seq = Some(r.seq);
-        if !r.from_kernel() {
-            return;
-        }
-        let text = String::from_utf8_lossy(&r.text[..r.text.len().min(MAX_TEXT)]).into_owned();
-        if super::record::classify(&text).is_none() {
-            return;
-        }
-        if self.end.kept >= MAX_KEPT_LINES || self.kept_bytes + text.len() as u64 > MAX_KEPT_BYTES {
-            self.end.over_cap += 1;
-            return;
-        }
+        let Some(text) = self.keeper.take(r.seq, r.from_kernel(), r.text) else { return };
         let device = r.get(b"DEVICE").map(|d| String::from_utf8_lossy(d).into_owned());
         let stored =
             StoredRecord { seq: r.seq, usec: r.usec, level: r.level, text: text.clone(), device: device.clone() };
         // A line that could not be written is still joined in this run; its line number is then 0.
         let line = self.write(&stored::line(&stored)).unwrap_or(0);
-        self.end.kept += 1;
-        self.kept_bytes += text.len() as u64;
         if let Some(k) = KernelLine::new(self.cited.clone(), line, (r.seq, r.usec, r.level), text, device) {
             self.new_lines.push(k);
         }
@@ -267,7 +296,7 @@ impl State {
     fn drain(&mut self) {
         let Some(mut reader) = self.reader.take() else { return };
         let result = reader.read(&mut |r| self.take(r));
-        self.end.overwritten |= reader.overwritten;
+        self.keeper.end.overwritten |= reader.overwritten;
         match result {
             Ok(()) => self.reader = Some(reader),
             Err(e) => self.read_error = Some(e),
@@ -325,9 +354,7 @@ impl Capture {
             out_lines: 0,
             write_error: None,
             started_usec: monotonic_usec(),
-            end: End::default(),
-            last_seq: None,
-            kept_bytes: 0,
+            keeper: Keeper::default(),
             unreadable: None,
             read_error: None,
             new_lines: Vec::new(),
@@ -377,15 +404,15 @@ impl Capture {
         self.stop_thread();
         let Ok(mut s) = self.shared.state.lock() else { return End::default() };
         s.drain();
-        s.end.usec = monotonic_usec();
+        s.keeper.end.usec = monotonic_usec();
         if let Some(e) = s.read_error.clone() {
             s.write(&stored::line(&serde_json::json!({ "read_error": e })));
         }
-        if s.out.is_some() || s.end.lost > 0 || s.end.overwritten || s.end.over_cap > 0 {
-            let end = serde_json::json!({ "end": s.end });
+        if s.out.is_some() || s.keeper.end.lost > 0 || s.keeper.end.overwritten || s.keeper.end.over_cap > 0 {
+            let end = serde_json::json!({ "end": s.keeper.end });
             s.write(&stored::line(&end));
         }
-        s.end.clone()
+        s.keeper.end.clone()
     }
 
     fn stop_thread(&mut self) {

@@ -284,6 +284,12 @@ impl Joined<'_> {
 /// they were read, lines were left out over the caps, reading stopped, or the file was cut.
 pub fn limits_claim(log: &KernelLog, id: &str) -> Option<Claim> {
     let mut said = Vec::new();
+    if let Some(how) = &log.read_after {
+        said.push(format!(
+            "backscope did not run beside the traced processes: their kernel lines were {how}, so they are the \
+             kernel's lines of that span, not of one command's run"
+        ));
+    }
     if let Some(why) = &log.unreadable {
         said.push(format!(
             "the kernel log was not read ({why}), so GPU-driver lines (ring timeouts, resets, Xids) are not joined to \
@@ -310,12 +316,16 @@ pub fn limits_claim(log: &KernelLog, id: &str) -> Option<Claim> {
         );
     }
     said.extend(log.problems.iter().cloned());
+    let what = match &log.read_after {
+        Some(_) => "the kernel's lines, read after the fact for the traces' span",
+        None => "kernel-log.jsonl: the GPU-driver lines kept while the command ran",
+    };
     (!said.is_empty()).then(|| {
         Claim::new(id, Confidence::Limited, format!("Kernel log: {}", said.join("; "))).with_source(Source::file(
             log.file.clone(),
             None,
             None,
-            "kernel-log.jsonl: the GPU-driver lines kept while the command ran",
+            what,
         ))
     })
 }

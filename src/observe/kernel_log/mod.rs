@@ -14,7 +14,10 @@
 //!   kept records, the end with the counts — written by [`capture`] and read back (bounded) by the summaries.
 //! - [`join`]: groups lines into incidents (a timeout with the process it names and the reset after it) and states
 //!   each as a claim, joined to the traced process the kernel names and to that process's failure records by time.
+//! - [`after_the_fact`]: the lines of traces written while backscope did not run (`trace --env`), read by
+//!   `trace --read` for the traces' span from `/dev/kmsg`, else the journal, kept as [`capture`] keeps them.
 
+pub mod after_the_fact;
 pub mod capture;
 pub mod join;
 pub mod record;

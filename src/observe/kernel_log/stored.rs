@@ -79,8 +79,12 @@ enum Line {
 pub struct KernelLog {
     /// The file, as cited.
     pub file: String,
-    /// Where the lines were read (`/dev/kmsg`, or the file `BACKSCOPE_KMSG` named).
+    /// Where the lines were read (`/dev/kmsg`, or the file `BACKSCOPE_KMSG` named; the journal read after the fact).
     pub source: Option<String>,
+    /// Not kept while the command ran but read after the fact, for the traces' span: how, in words (`read after the
+    /// fact from the journal (journalctl -k -b 0) for 1200.000–1260.000 s (kernel time)`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_after: Option<String>,
     pub started_usec: Option<u64>,
     pub lines: Vec<KernelLine>,
     /// Why the kernel log could not be read.

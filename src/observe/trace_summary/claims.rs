@@ -36,7 +36,11 @@ pub(super) fn kernel_claims(
     let joined = join::join(&log.lines, &traced, &failures);
     for (i, j) in joined.iter().enumerate() {
         let id = if joined.len() == 1 { "trace.kernel".to_string() } else { format!("trace.kernel.{}", i + 1) };
-        claims.push(j.claim(id.clone(), &failures, &last_work));
+        let mut claim = j.claim(id.clone(), &failures, &last_work);
+        if let Some(how) = &log.read_after {
+            claim.statement.push_str(&format!(" (the kernel's lines {how})"));
+        }
+        claims.push(claim);
         for (k, f) in failures.iter().enumerate() {
             let Some((note, sources)) = j.note_for(k, &id, &failures) else { continue };
             if let Some(c) = claims.iter_mut().find(|c| c.id == f.claim) {

@@ -69,14 +69,41 @@ pub fn summarise(
     summarise_with_libraries(dir, traces, problems, exit_status, &[])
 }
 
+/// [`summarise`] of traces written while backscope did not run (`trace --read` of a service traced with `--env`):
+/// without a `kernel-log.jsonl` beside them, the kernel's lines of the traces' span are read after the fact
+/// ([`crate::observe::kernel_log::after_the_fact`]).
+pub fn summarise_read(dir: &Path, traces: Vec<TraceFile>, problems: &[TraceError]) -> TraceSummary {
+    summarise_inner(dir, traces, problems, None, &[], KernelLines::StoredElseAfterTheFact)
+}
+
 /// [`summarise`], with `libraries` read for Vulkan shaders besides those the traces name (see
 /// [`ShaderIndex::add_library`]).
 pub fn summarise_with_libraries(
+    dir: &Path,
+    traces: Vec<TraceFile>,
+    problems: &[TraceError],
+    exit_status: Option<i32>,
+    libraries: &[&Path],
+) -> TraceSummary {
+    summarise_inner(dir, traces, problems, exit_status, libraries, KernelLines::Stored)
+}
+
+/// Where the kernel's lines of a summary come from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum KernelLines {
+    /// `kernel-log.jsonl` in the directory, when there is one.
+    Stored,
+    /// That, else read after the fact for the traces' span.
+    StoredElseAfterTheFact,
+}
+
+fn summarise_inner(
     dir: &Path,
     mut traces: Vec<TraceFile>,
     problems: &[TraceError],
     exit_status: Option<i32>,
     libraries: &[&Path],
+    kernel_lines: KernelLines,
 ) -> TraceSummary {
     // Vulkan pipelines without a debug name are named after the shader their SPIR-V matched.
     let mut index = ShaderIndex::default();
@@ -150,7 +177,12 @@ pub fn summarise_with_libraries(
     let kernel_log = crate::observe::kernel_log::stored::read_dir(
         dir,
         &dir.join(crate::observe::kernel_log::record::FILE_NAME).display().to_string(),
-    );
+    )
+    .or_else(|| {
+        (kernel_lines == KernelLines::StoredElseAfterTheFact)
+            .then(|| crate::observe::kernel_log::after_the_fact::read(traces))
+            .flatten()
+    });
     if let Some(log) = &kernel_log {
         claims::kernel_claims(log, traces, (&crashes, &device_lost, &hangs), &mut claims);
     }

@@ -6,7 +6,8 @@
 //! Device facts come from the Vulkan layer's device record in a trace, or from `vulkaninfo`'s full output (doctor);
 //! build facts from the names of the shaders `libggml-vulkan.so` embeds; ggml's own device line
 //! (`ggml_vulkan: 0 = … | int dot: 0 | matrix cores: none`), where a log holds it, corroborates the result. Used
-//! by `doctor`, `trace` and `report`, which each turn [`Assessment`]s into claims with [`claims`].
+//! by `doctor`, `trace` and `report` (a run's traces: `crate::run_analysis::vulkan`), which each turn
+//! [`Assessment`]s into claims with [`claims`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -220,8 +221,8 @@ impl VulkaninfoDevice {
     }
 }
 
-/// Most devices read from one `vulkaninfo` output.
-const MAX_VULKANINFO_DEVICES: usize = 16;
+/// Most devices read from one `vulkaninfo` output (and most ggml device lines read for one run).
+pub const MAX_VULKANINFO_DEVICES: usize = 16;
 
 fn vulkaninfo_sections(text: &str) -> Vec<VulkaninfoDevice> {
     let mut out: Vec<VulkaninfoDevice> = Vec::new();
@@ -539,48 +540,6 @@ pub fn trace_claims(
         }
     }
     out
-}
-
-/// Trace directories read below a sweep run's `traces/`, and Vulkan traces kept in all (one per server process;
-/// each costs its kernel table, so thousands of planted files do not add up).
-const MAX_RUN_TRACE_DIRS: usize = 256;
-const MAX_RUN_TRACES: usize = 4096;
-
-/// Capability claims for the Vulkan traces of a sweep run (`RUN_DIR/traces/*/trace-*.jsonl`): every device
-/// recorded, against the libraries its pipelines came from, with the dispatches of all traced requests.
-pub fn run_claims(id_prefix: &str, run_dir: &Path) -> Vec<Claim> {
-    let Ok(listing) = std::fs::read_dir(run_dir.join("traces")) else { return Vec::new() };
-    let mut dirs: Vec<PathBuf> =
-        listing.flatten().map(|e| e.path()).filter(|p| p.is_dir()).take(MAX_RUN_TRACE_DIRS).collect();
-    dirs.sort();
-    let mut traces = Vec::new();
-    let mut ggml_lines = Vec::new();
-    for d in dirs {
-        if traces.len() >= MAX_RUN_TRACES {
-            break;
-        }
-        let Ok(read) = crate::trace::read_dir_folded(&d) else { continue };
-        let before = traces.len();
-        traces.extend(read.traces.into_iter().filter(|t| t.devices.values().any(|d| d.api == "vulkan")));
-        // The server's log of the same start (`servers/sNNN-NAME.log` beside `traces/sNNN-NAME`) holds ggml's
-        // device line.
-        if traces.len() > before && ggml_lines.len() < MAX_VULKANINFO_DEVICES {
-            if let Some(name) = d.file_name() {
-                let log = run_dir.join("servers").join(name).with_extension("log");
-                ggml_lines.extend(log_device_lines(&log));
-            }
-        }
-    }
-    if traces.is_empty() {
-        return Vec::new();
-    }
-    let observed: Vec<(String, u64)> = crate::trace::Aggregate::of(&traces, crate::trace::Range::All)
-        .kernels
-        .into_iter()
-        .filter(|k| k.api == "vulkan")
-        .map(|k| (k.name, k.launches))
-        .collect();
-    trace_claims(id_prefix, &traces, &observed, &ggml_lines)
 }
 
 /// Bytes of a server log searched for ggml's device lines (printed while the backend starts).

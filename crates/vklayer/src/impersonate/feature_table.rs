@@ -290,4 +290,11 @@ pub const FEATURE_STRUCTS: &[FeatureStruct] = &[
         core_minor: None,
         members: &["internallySynchronizedQueues"],
     },
+    FeatureStruct {
+        name: "VkPhysicalDeviceShaderBfloat16FeaturesKHR",
+        s_type: 1000141000,
+        extension: Some("VK_KHR_shader_bfloat16"),
+        core_minor: None,
+        members: &["shaderBFloat16Type", "shaderBFloat16DotProduct", "shaderBFloat16CooperativeMatrix"],
+    },
 ];

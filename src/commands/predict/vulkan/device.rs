@@ -6,7 +6,8 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use super::prediction::{DeviceSource, VkBuildInfo, VkDeviceInfo, MAX_LIBRARY_BYTES};
+use super::super::options::DeviceSource;
+use super::prediction::{VkBuildInfo, VkDeviceInfo, MAX_LIBRARY_BYTES};
 use crate::gpu::knowledge::vulkan_dispatch::{self as vkd, build_facts, Fact, Facts};
 
 /// The Vulkan layer's device facts mapped onto the rules' names: the driver name as ggml's driver ids say it.
@@ -203,6 +204,9 @@ pub(super) fn device_facts(src: &DeviceSource) -> Result<(VkDeviceInfo, Facts, V
                 ggml_switches: Vec::new(),
             };
             Ok((info, p.facts()?, Vec::new()))
+        }
+        DeviceSource::EachRecord => {
+            bail!("--backend vulkan needs --device: a profile of data/vulkan_devices.toml or a trace directory")
         }
     }
 }

@@ -1,43 +1,22 @@
 //! What a Vulkan prediction says, in the form `predict --backend vulkan --json` prints: the device and build
-//! predicted for, per phase the pipeline each weight group runs, and the comparison with observed pipelines; with
-//! where the device facts come from and how a prediction and its decisions read as text and evidence.
-
-use std::path::{Path, PathBuf};
+//! predicted for, per phase the pipeline each weight group runs, and the comparison with observed pipelines; how a
+//! prediction and its decisions read as text and evidence; and its claims.
 
 use serde::Serialize;
 
-use super::super::comparison::VkComparison;
-use super::super::model::MatmulOp;
-use super::super::placement::{Offload, Placed};
-use super::super::prediction::{ModelSummary, TokensInfo};
-use crate::evidence::{Claim, Source};
-use crate::gpu::knowledge::vulkan_dispatch::{Decision, Facts, VkMatmulPrediction, VkMatmulQuery};
+use super::super::groups::{Phase, WeightGroup};
+use super::super::model::{MatmulOp, ModelSummary};
+use super::super::observed::{ObservedKernel, VkObservation};
+use super::super::phases::TokensInfo;
+use super::super::placement::{self, Offload, Where};
+use super::super::verdict::Verdict;
+use crate::evidence::{Claim, Confidence, Source};
+use crate::gpu::knowledge::vulkan_dispatch::{Decision, Facts, VkMatmulPrediction};
 
 pub const SCHEMA: &str = "backscope.predict-vulkan/1";
 
 /// Largest libggml-vulkan.so read for its shader names (11434's is 29 MB).
 pub(super) const MAX_LIBRARY_BYTES: u64 = 1 << 30;
-
-/// Where the device facts come from.
-#[derive(Clone, Debug)]
-pub enum DeviceSource {
-    /// A profile id of data/vulkan_devices.toml.
-    Profile(String),
-    /// A trace directory whose Vulkan layer recorded the device.
-    TraceDir(PathBuf),
-}
-
-impl DeviceSource {
-    /// `--device`: an existing directory is a trace, anything else a profile id.
-    pub fn parse(arg: &str) -> DeviceSource {
-        let p = Path::new(arg);
-        if p.is_dir() {
-            DeviceSource::TraceDir(p.to_path_buf())
-        } else {
-            DeviceSource::Profile(arg.to_string())
-        }
-    }
-}
 
 /// The device as predicted for.
 #[derive(Clone, Debug, Serialize)]
@@ -69,45 +48,18 @@ pub struct VkBuildInfo {
     pub note: String,
 }
 
-#[derive(Clone, Debug, Serialize)]
-pub struct VkWeightGroup {
-    pub ggml_type: String,
-    /// The graph node (MUL_MAT or MUL_MAT_ID); the flattened prediction's `op` names it as the perf logger does
-    /// (MUL_MAT_VEC for the vector path), so this one is `ggml_op` in JSON (one key per name).
-    #[serde(rename = "ggml_op")]
-    pub op: MatmulOp,
-    pub ne11: u64,
-    pub tensors: u64,
-    pub examples: Vec<String>,
-    /// Graph nodes over the phase (tensors × repeat).
-    pub nodes: u64,
-    /// Where these weights live and where their matmuls run in this phase (`super::placement`). For weights that
-    /// run on the CPU, `prediction` is the pipeline the GPU would have run: what a trace must not show for them.
-    pub placement: Placed,
-    #[serde(flatten)]
-    pub prediction: VkMatmulPrediction,
-    /// The first weight's query, for re-evaluating with another build.
-    #[serde(skip)]
-    pub query: VkMatmulQuery,
-}
+/// The weights of one type in one phase that take the same pipeline.
+pub type VkWeightGroup = WeightGroup<VkMatmulPrediction>;
+/// One phase of the request: its weight groups and its flash attention.
+pub type VkPhase = Phase<VkMatmulPrediction>;
 
+/// A phase's flash attention.
 #[derive(Clone, Debug, Serialize)]
 pub struct VkAttention {
     pub tokens: u64,
     pub kv_len: u64,
     pub family: String,
     pub path: Vec<Decision>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct VkPhase {
-    pub id: String,
-    pub label: String,
-    pub ne11: u64,
-    pub repeat: u64,
-    pub weights: Vec<VkWeightGroup>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub attention: Option<VkAttention>,
 }
 
 /// Everything `predict --backend vulkan` says (`--json`: schema backscope.predict-vulkan/1).
@@ -137,6 +89,51 @@ pub struct VulkanReport {
     pub explain: bool,
 }
 
+/// The verdict on one expected dispatch of a weight group, or on a phase's flash attention.
+#[derive(Clone, Debug, Serialize)]
+pub struct VkItem {
+    pub phase: String,
+    pub ggml_type: String,
+    pub ne11: u64,
+    pub predicted: String,
+    pub verdict: Verdict,
+    pub nodes: u64,
+    pub evidence: Vec<String>,
+    pub note: String,
+    /// The rules that decided the prediction (`table.rule`, data/ggml_vulkan_11434.toml).
+    pub rules: Vec<String>,
+    /// The placement rule (data/ggml_placement_11434.toml) where placement was asked for or weights are in CPU
+    /// memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement_rule: Option<String>,
+}
+
+/// Dispatches of one pipeline over a request: predicted (GPU-run weights' nodes) against observed.
+#[derive(Clone, Debug, Serialize)]
+pub struct VkCount {
+    pub pipeline: String,
+    pub predicted: u64,
+    pub observed: u64,
+    pub verdict: Verdict,
+}
+
+/// A prediction held against the observed pipelines: a verdict per item, the dispatch counts, the pipelines no
+/// prediction accounts for, the tally and the claims.
+#[derive(Clone, Debug, Serialize)]
+pub struct VkComparison {
+    pub observed: VkObservation,
+    pub items: Vec<VkItem>,
+    /// Dispatch counts per predicted pipeline, where the observation is one request.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub counts: Vec<VkCount>,
+    /// Matmul and flash-attention pipelines no prediction accounts for.
+    pub unexplained: Vec<ObservedKernel>,
+    pub confirmed: u64,
+    pub contradicted: u64,
+    pub unobserved: u64,
+    pub claims: Vec<Claim>,
+}
+
 /// The evidence source of a decision.
 pub fn decision_source(d: &Decision) -> Source {
     Source::Rule { file: d.file.into(), rule: format!("{}.{}", d.table, d.rule), upstream: d.source.clone() }
@@ -161,4 +158,50 @@ pub fn prediction_text(p: &VkMatmulPrediction) -> String {
         s += &format!(", {} dispatches per node (one per token)", p.dispatches_per_node);
     }
     s
+}
+
+/// The claims of a Vulkan prediction: per weight group and phase, with its placement.
+pub(super) fn prediction_claims(r: &VulkanReport) -> Vec<Claim> {
+    let on = format!("{} (ggml-vulkan {})", r.device.label, r.rules_version);
+    let mut out = Vec::new();
+    let arch = r.device_decisions.iter().find(|d| d.table == "architecture");
+    for p in &r.phases {
+        for g in &p.weights {
+            let cpu = g.placement.runs_on == Where::Cpu;
+            let what = match (g.placement.runs_on, g.placement.rule) {
+                (Where::Cpu, rule) => format!(
+                    "the CPU ({rule}: {}), so no Vulkan dispatch for them (on the device they would run {})",
+                    placement::data().rule(rule).statement,
+                    prediction_text(&g.prediction)
+                ),
+                (Where::Gpu, "op-offload") => format!(
+                    "{}, on the device although they live in CPU memory (op-offload: ne11 >= {})",
+                    prediction_text(&g.prediction),
+                    r.placement.min_batch
+                ),
+                (Where::Gpu, _) => prediction_text(&g.prediction),
+            };
+            let statement = format!(
+                "On {on}, {} (ne11 = {}): {} {} weight(s) of type {} -> {what}",
+                p.label,
+                g.ne11,
+                g.tensors,
+                if g.op == MatmulOp::MulMatId { "MUL_MAT_ID" } else { "MUL_MAT" },
+                g.ggml_type,
+            );
+            let confidence =
+                if g.prediction.undecided.is_some() && !cpu { Confidence::Unresolved } else { Confidence::Inferred };
+            let family = if cpu { "CPU" } else { g.prediction.family.as_str() };
+            let mut c = Claim::new(format!("predict.vulkan.{}.{}.{family}", p.id, g.ggml_type), confidence, statement);
+            for d in arch.into_iter().chain(&g.prediction.path) {
+                c = c.with_source(decision_source(d));
+            }
+            if g.placement.rule != "weight-on-gpu" || r.placement.num_gpu.is_some() {
+                c = c.with_source(placement::rule_source(g.placement.resident_rule));
+                c = c.with_source(placement::rule_source(g.placement.rule));
+            }
+            out.push(c);
+        }
+    }
+    out
 }

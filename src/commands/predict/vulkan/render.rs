@@ -1,7 +1,6 @@
 //! How a Vulkan prediction reads: the device's decisions, each phase's pipelines, the comparison, the claims.
 
-use super::super::compare::vulkan as vkcompare;
-use super::prediction::{prediction_text, VulkanReport};
+use super::prediction::{prediction_text, VkComparison, VulkanReport};
 use crate::gpu::knowledge::vulkan_dispatch::Decision;
 use crate::observe::vulkan::dispatch_record::RecordComparison;
 use crate::output::{Column, Document, Render, Table, Text};
@@ -104,7 +103,7 @@ impl Render for VulkanReport {
             }
         }
         if let Some(c) = &self.comparison {
-            vkcompare::document(c, &mut doc);
+            comparison(c, &mut doc);
         }
         if let Some(a) = &self.against {
             against(a, &mut doc);
@@ -135,5 +134,53 @@ fn against(a: &RecordComparison, doc: &mut Document) {
             t.row([d.name.clone(), d.shader.clone(), d.expected.to_string(), d.got.to_string()]);
         }
         doc.push(t);
+    }
+}
+
+/// The comparison's tables in a document.
+fn comparison(c: &VkComparison, doc: &mut Document) {
+    doc.heading(2, "Against the observed pipelines");
+    let mut t = Table::new(vec![
+        Column::keep("phase"),
+        Column::keep("type"),
+        Column::keep("verdict"),
+        Column::text("predicted"),
+        Column::text("evidence"),
+    ]);
+    for i in &c.items {
+        t.row([
+            i.phase.clone(),
+            i.ggml_type.clone(),
+            i.verdict.to_string(),
+            i.predicted.clone(),
+            i.evidence.join("; "),
+        ]);
+    }
+    doc.push(t);
+    if !c.counts.is_empty() {
+        let mut t = Table::new(vec![
+            Column::text("pipeline"),
+            Column::number("predicted dispatches"),
+            Column::number("observed"),
+            Column::keep("verdict"),
+        ]);
+        for n in &c.counts {
+            t.row([n.pipeline.clone(), n.predicted.to_string(), n.observed.to_string(), n.verdict.to_string()]);
+        }
+        doc.paragraph(Text::plain("Dispatches in the request, per pipeline (GPU-run weights' nodes):"));
+        doc.push(t);
+    }
+    for n in &c.observed.notes {
+        doc.paragraph(Text::plain(format!("note: {n}")));
+    }
+    if !c.unexplained.is_empty() {
+        doc.paragraph(Text::plain(format!(
+            "Unexplained pipelines: {}",
+            c.unexplained
+                .iter()
+                .map(|u| format!("{} ({}, ×{})", u.name, u.family, u.launches))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
     }
 }

@@ -16,12 +16,13 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use trace_format::env;
 
-use crate::builds::{self, Backend, BuildFlags, BuildNumber, Prepared};
+use crate::builds::{self, BuildFlags, BuildNumber, Prepared};
 
-use super::prediction::DeviceSource;
-pub use super::verifying_build::{version_claim, VerifyingBuild};
-use super::VulkanOptions;
-use crate::commands::predict::{Batch, FlashAttn, ObservedSource, WeightSource};
+use super::super::options::{
+    Backend, Batch, DeviceSource, FlashAttn, ObservedSource, PredictOptions, Verified, VerifyingBuild, WeightSource,
+};
+use super::super::placement::NumGpu;
+pub use super::verifying_build::version_claim;
 use crate::output::messages;
 
 /// How long the impersonated llama-bench may take: its shaders do no work, so minutes mean something is wrong.
@@ -83,7 +84,7 @@ pub fn obtain(verify: &Verify) -> Result<VerifyingBuild> {
 /// The flags of a verifying build: Vulkan, llama-bench, the machine's cores.
 fn vulkan_bench_flags() -> BuildFlags {
     BuildFlags {
-        backend: Backend::Vulkan,
+        backend: builds::Backend::Vulkan,
         cmake_args: Vec::new(),
         targets: vec!["llama-bench".into()],
         jobs: std::thread::available_parallelism().map_or(2, |n| n.get()),
@@ -199,7 +200,7 @@ fn build_in_version_line(line: &str) -> Option<BuildNumber> {
 /// `vulkaninfo --json` or Khronos) with the model, prompt, decode, ubatch, flash attention, KV type and layers of
 /// `opts`, traced into a new directory that is kept. Returns `opts` observing that trace; where `device` is a file,
 /// the device of the prediction becomes the trace's device record (what the profile answered ggml).
-pub fn observe(mut opts: VulkanOptions, device: &str, verify: &Verify) -> Result<VulkanOptions> {
+pub fn observe(mut opts: PredictOptions, device: &str, verify: &Verify) -> Result<PredictOptions> {
     crate::gpu::knowledge::vulkan_dispatch::rules_for(&opts.ggml)?;
     let WeightSource::Model(model) = &opts.weights else {
         bail!("--verify runs the model: give it with --model M.gguf");
@@ -259,24 +260,27 @@ pub fn observe(mut opts: VulkanOptions, device: &str, verify: &Verify) -> Result
             tail.join("\n")
         );
     }
-    if opts.library.is_none() {
-        let lib = by.llama_bench.parent().unwrap_or(Path::new(".")).join("libggml-vulkan.so");
-        opts.library = lib.exists().then_some(lib);
+    if let Backend::Vulkan { device: predicted_for, library } = &mut opts.backend {
+        if library.is_none() {
+            let lib = by.llama_bench.parent().unwrap_or(Path::new(".")).join("libggml-vulkan.so");
+            *library = lib.exists().then_some(lib);
+        }
+        if Path::new(device).exists() {
+            *predicted_for = DeviceSource::TraceDir(trace_dir.clone());
+        }
     }
-    if Path::new(device).exists() {
-        opts.device = DeviceSource::TraceDir(trace_dir.clone());
-    }
-    opts.observed = Some(ObservedSource::TraceDir(trace_dir));
-    opts.verified_with = Some(by);
-    opts.against = against;
+    opts.observed = Some(ObservedSource::Verified(Box::new(Verified { trace: trace_dir, by, against })));
     Ok(opts)
 }
 
 /// llama-bench's arguments for the prediction's case: one repetition of the prompt (`-p N -n 0`) and, when decode
 /// steps are predicted, a decode test of that many tokens; layers, ubatch, flash attention and KV types as predicted.
-fn bench_argv(llama_bench: &Path, model: &Path, prompt: u64, opts: &VulkanOptions) -> Vec<String> {
+fn bench_argv(llama_bench: &Path, model: &Path, prompt: u64, opts: &PredictOptions) -> Vec<String> {
     let mut argv = vec![llama_bench.display().to_string(), "-m".into(), model.display().to_string()];
-    let ngl = opts.placement.n_gpu_layers.filter(|n| *n >= 0).unwrap_or(999);
+    let ngl = match opts.placement.num_gpu {
+        Some(NumGpu::Layers(n)) => n,
+        None | Some(NumGpu::Auto(_)) => 999,
+    };
     let decode = opts.decode_tokens.unwrap_or(1);
     for (flag, value) in [
         ("-ngl", ngl.to_string()),
@@ -307,14 +311,14 @@ fn shell_words(argv: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::super::placement::PlacementOptions;
     use super::*;
-    use crate::commands::predict::PlacementOptions;
     use crate::evidence::Confidence;
 
     #[test]
     fn the_bench_case_follows_the_prediction() {
-        let mut o = VulkanOptions::new(
-            DeviceSource::Profile("gfx900-radv".into()),
+        let mut o = PredictOptions::new(
+            Backend::vulkan(DeviceSource::Profile("gfx900-radv".into())),
             WeightSource::Model("m.gguf".into()),
             Batch::PromptTokens(64),
         );
@@ -322,7 +326,7 @@ mod tests {
         let line = argv.join(" ");
         assert!(line.starts_with("/b/llama-bench -m m.gguf -ngl 999 -r 1 -p 64 -n 1 -ub 512"), "{line}");
         assert!(line.contains("-ctk f16 -ctv f16") && !line.contains("-fa") && !line.contains("-nopo"), "{line}");
-        o.placement = PlacementOptions { n_gpu_layers: Some(3), op_offload: false, ..o.placement.clone() };
+        o.placement = PlacementOptions { num_gpu: Some(NumGpu::Layers(3)), op_offload: false, ..o.placement.clone() };
         o.flash_attn = FlashAttn::Off;
         o.decode_tokens = Some(0);
         let line = bench_argv(Path::new("/b/llama-bench"), Path::new("m.gguf"), 9, &o).join(" ");

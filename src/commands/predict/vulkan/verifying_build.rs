@@ -1,23 +1,9 @@
-//! The llama.cpp build whose ggml made the choices `--verify` compares with, and the note the report carries when it
-//! is not the build the rules were written for (`crate::commands::predict::vulkan::verify` obtains it; the report names it).
+//! The note a report carries when the llama.cpp build whose ggml made the choices `--verify` compares with is not the
+//! build the rules were written for (`super::verify` obtains the build).
 
-use std::path::PathBuf;
-
+use super::super::options::VerifyingBuild;
 use crate::builds::BuildNumber;
 use crate::evidence::{Claim, Confidence, Source};
-
-/// The build whose llama-bench verified, as the report names it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct VerifyingBuild {
-    pub llama_bench: PathBuf,
-    /// Its llama.cpp build number: the one `--build` named, else what `llama-bench --version` prints (none for a
-    /// build configured without one, which says `build 0`).
-    pub build: Option<BuildNumber>,
-    /// Where it came from, in words (the provider and its cache directory, or the path given).
-    pub origin: String,
-    /// `llama-bench --version`'s first line, when it was asked (a source for the version note).
-    pub version_line: Option<String>,
-}
 
 /// The note on versions: None when the verifying build is the rules' own (the rules' version names a llama.cpp build,
 /// and it is that one); else a Limited claim naming both.

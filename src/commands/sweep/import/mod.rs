@@ -20,11 +20,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::{json, Map, Value};
 
-use crate::run::durable;
-use crate::run::paths::absolute;
-use crate::run::record::{BackendFacts, Record, RunSource, ServerTimings, Status, RECORD_SCHEMA};
-use crate::run::store::{self, RunRow, RunStatus, Store};
-use crate::run::target::{DbTarget, DbValue};
+use crate::run::format::ids::{new_run_id, utc_now};
+use crate::run::format::paths::absolute;
+use crate::run::format::record::{BackendFacts, Record, RunSource, ServerTimings, Status, RECORD_SCHEMA};
+use crate::run::format::run_dir::RunDir;
+use crate::run::format::run_row::{RunRow, RunStatus};
+use crate::run::format::target::{DbTarget, DbValue};
+use crate::run::write::durable;
+use crate::run::write::store::Store;
 use check::{check, each_object, parse_object, read_inputs, Input};
 
 /// What an import stored.
@@ -49,7 +52,7 @@ pub fn import(files: &[PathBuf], db: &DbValue, runs_dir: &Path, endpoint: &str) 
     };
     let db_created = db_file.as_deref().and_then(first_missing);
     let mut store = Store::open(target)?;
-    let run_id = store::new_run_id();
+    let run_id = new_run_id();
     let run_dir = absolute(&runs_dir.join(&run_id));
     let dir_created = first_missing(&run_dir);
     let stored = store_run(&mut store, &inputs, tests, &run_id, &run_dir, endpoint);
@@ -89,7 +92,7 @@ fn store_run(
     run_dir: &Path,
     endpoint: &str,
 ) -> Result<()> {
-    let input_dir = run_dir.join("input");
+    let input_dir = RunDir::new(run_dir).input_dir();
     std::fs::create_dir_all(&input_dir).with_context(|| format!("cannot create {}", input_dir.display()))?;
     // The bytes read, under their own names (standard input as `stdin`); two inputs of the same name get their
     // position in front.
@@ -117,20 +120,20 @@ fn store_run(
     let mut batch = store.batch()?;
     batch.create_run(&RunRow {
         run_id: run_id.to_string(),
-        created_at: store::utc_now(),
-        finished_at: Some(store::utc_now()),
+        created_at: utc_now(),
+        finished_at: Some(utc_now()),
         status: RunStatus::Finished,
         source: RunSource::LlamaBench,
         run_dir: run_dir.display().to_string(),
         plan_json: json!({"imported_from": from}).to_string(),
         cells_total: tests as u64,
         backscope_version: env!("CARGO_PKG_VERSION").into(),
-        host: Some(crate::run::host::HostIdentity::current()),
+        host: Some(crate::run::format::host::this_host()),
         owner: None,
     })?;
     // records.jsonl: written through a temporary file and renamed, like every result file of a run.
-    let records_path = run_dir.join(RECORDS_FILE);
-    let tmp = run_dir.join(format!(".{RECORDS_FILE}.tmp"));
+    let records_path = RunDir::new(run_dir).records_path();
+    let tmp = RunDir::new(run_dir).records_tmp_path();
     let mut out = std::io::BufWriter::new(
         std::fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?,
     );
@@ -170,9 +173,6 @@ fn store_run(
     // The run becomes visible with this one commit.
     batch.commit()
 }
-
-/// The file in an import's run directory that holds its records, one JSON object per line, in order.
-pub const RECORDS_FILE: &str = "records.jsonl";
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut f = std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
@@ -227,7 +227,7 @@ fn to_record(o: &Map<String, Value>, index: usize, run_id: &str, endpoint: &str)
         cell_key: format!("{endpoint}|{model}|ngl={ngl}|{test}|n={n_gen}|t{index}"),
         seq: index as u64,
         source: RunSource::LlamaBench,
-        file: RECORDS_FILE.to_string(),
+        file: RunDir::RECORDS_JSONL.to_string(),
         endpoint: endpoint.to_string(),
         model,
         num_gpu: ngl,

@@ -7,7 +7,7 @@ use crate::commands::sweep::api;
 use crate::commands::sweep::http::{Failure, Measurement};
 use crate::commands::sweep::logs::LogScan;
 use crate::commands::sweep::supervise::ExitInfo;
-use crate::run::record::{tokens_per_second, Api, ErrorClass, Phase, Record, Status};
+use crate::run::format::record::{tokens_per_second, Api, ErrorClass, Phase, Record, Status};
 
 /// A failure the client never reported (the worker thread was abandoned or died).
 pub(super) fn synthetic_failure(class: ErrorClass, message: &str, total: Duration) -> Measurement {
@@ -79,7 +79,7 @@ pub(super) fn classify_failure(rec: &mut Record, m: &Measurement, exit: Option<&
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::record::LogRef;
+    use crate::run::format::record::LogRef;
 
     fn failed(class: ErrorClass, message: &str) -> Measurement {
         Measurement {

@@ -33,8 +33,10 @@ use super::logs::{LogReader, LogScan};
 use super::presets::ServerKey;
 use super::supervise::{ExitInfo, Interrupt};
 use super::tracejoin::{self, TraceDir};
-use crate::run::record::{Api, ErrorClass, Phase, Record, RunSource, ServerRef, Status, RECORD_SCHEMA};
-use crate::run::store::{commit_record, utc_now, Store};
+use crate::run::format::ids::utc_now;
+use crate::run::format::record::{Api, ErrorClass, Phase, Record, RunSource, ServerRef, Status, RECORD_SCHEMA};
+use crate::run::format::run_dir::RunDir;
+use crate::run::write::store::{commit_record, Store};
 use classify::{classify_failure, fill_measurement, synthetic_failure};
 use start_failure::StartError;
 
@@ -59,7 +61,8 @@ pub struct RunContext<'a> {
 /// Run every cell of `schedule` that `ctx.store` has not recorded yet, in order.
 pub fn execute<E: Executor>(ctx: &mut RunContext<'_>, schedule: &Schedule, exec: &mut E) -> Result<RunEnd> {
     let done: HashSet<String> = ctx.store.completed_keys(ctx.run_id)?;
-    let servers_dir = ctx.run_dir.join("servers");
+    let run_dir = RunDir::new(ctx.run_dir);
+    let servers_dir = run_dir.servers_dir();
     std::fs::create_dir_all(&servers_dir)?;
     // On resume, new server logs continue the numbering instead of overwriting the earlier ones.
     let server_logs = std::fs::read_dir(&servers_dir)?.count() as u32;
@@ -67,8 +70,8 @@ pub fn execute<E: Executor>(ctx: &mut RunContext<'_>, schedule: &Schedule, exec:
     let traced = schedule.observer.is_some()
         || schedule.cells.iter().any(|c| matches!(&c.target, Target::External(x) if x.trace_dir.is_some()));
     let kernel = traced.then(|| {
-        let file = crate::observe::kernel_log::record::FILE_NAME;
-        let capture = crate::observe::kernel_log::capture::Capture::start(&ctx.run_dir.join(file), file);
+        let capture =
+            crate::observe::kernel_log::capture::Capture::start(&run_dir.kernel_log_path(), RunDir::KERNEL_LOG);
         if let Some(why) = capture.unreadable() {
             crate::output::messages::note(format_args!(
                 "the kernel's GPU-driver lines are not joined to the records: {why}"
@@ -244,7 +247,7 @@ impl<E: Executor> Runner<'_, '_, E> {
             cell_key: cell.key.clone(),
             seq: cell.seq,
             source: RunSource::Sweep,
-            file: format!("{}/result.json", cell.dir),
+            file: RunDir::result_file(&cell.dir),
             endpoint: cell.endpoint.clone(),
             api: cell.api,
             managed: cell.is_managed(),

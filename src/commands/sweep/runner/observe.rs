@@ -13,7 +13,8 @@ use crate::commands::sweep::executor::Executor;
 use crate::commands::sweep::logs::{LogReader, LogScan};
 use crate::commands::sweep::supervise::copy_slice;
 use crate::commands::sweep::tracejoin;
-use crate::run::record::{Record, RecordTrace};
+use crate::run::format::record::{Record, RecordTrace};
+use crate::run::format::run_dir::RunDir;
 
 /// Largest external server log read from its start for backend facts; beyond it only each cell's window is read.
 const EXTERNAL_LOG_SCAN_CAP: u64 = 64 << 20;
@@ -25,7 +26,7 @@ impl<E: Executor> Runner<'_, '_, E> {
     /// since the previous cell, in one pass that also writes the slice.
     pub(super) fn slice_log(&mut self, log: &ServerLog, cell: &Cell, rec: &mut Record) -> Result<LogScan> {
         let end = settle_log(&log.path);
-        let slice_rel = format!("{}/server.log", cell.dir);
+        let slice_rel = RunDir::slice_file(&cell.dir);
         let slice_path = self.ctx.run_dir.join(&slice_rel);
         if let Some(dir) = slice_path.parent() {
             std::fs::create_dir_all(dir)?;

@@ -13,7 +13,8 @@ use crate::commands::sweep::http::Client;
 use crate::commands::sweep::logs::{LogReader, LogScan};
 use crate::commands::sweep::supervise::ExitInfo;
 use crate::commands::sweep::tracejoin::{self, TraceDir};
-use crate::run::record::{ErrorClass, ServerRef};
+use crate::run::format::record::{ErrorClass, ServerRef};
+use crate::run::format::run_dir::RunDir;
 
 /// Readiness polling interval.
 const READY_POLL: Duration = Duration::from_millis(50);
@@ -80,13 +81,13 @@ impl<E: Executor> Runner<'_, '_, E> {
     fn start_once(&mut self, s: &ManagedServer, port: u16, model_name: &str) -> Result<Attempt<E>, StartError> {
         let mut ps = s.launch.process(port);
         self.server_logs += 1;
-        let log_rel = format!("servers/s{:03}-{}.log", self.server_logs, s.file_stem);
+        let log_rel = RunDir::server_log(self.server_logs, &s.file_stem);
         let log_path = self.ctx.run_dir.join(&log_rel);
         // --trace: the observer goes into the server (and whatever it starts) with a trace directory of this
         // start's own, named like its log.
         let mut trace = None;
         if let Some(observer) = &self.schedule.observer {
-            let rel = format!("traces/s{:03}-{}", self.server_logs, s.file_stem);
+            let rel = RunDir::trace_dir(self.server_logs, &s.file_stem);
             let dir = self.ctx.run_dir.join(&rel);
             if let Err(e) = std::fs::create_dir_all(&dir) {
                 let message = format!("cannot create the trace directory {}: {e}", dir.display());

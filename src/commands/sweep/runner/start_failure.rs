@@ -3,7 +3,7 @@
 //! apart so that the runner never reaches into `start`, which extends the runner.
 
 use crate::commands::sweep::supervise::ExitInfo;
-use crate::run::record::{ErrorClass, LogRef, Phase, Record, ServerRef, Status};
+use crate::run::format::record::{ErrorClass, LogRef, Phase, Record, ServerRef, Status};
 
 /// Why a managed server did not come up; becomes the record of the cell that needed it.
 pub(super) struct StartFailure {

@@ -15,8 +15,8 @@ use crate::commands::sweep::http::Failure;
 use crate::commands::sweep::plan::resolve;
 use crate::commands::sweep::spec::SpecFile;
 use crate::commands::sweep::supervise::ProcessSpec;
-use crate::run::record::RunSource;
-use crate::run::store::{RunRow, RunStatus};
+use crate::run::format::record::RunSource;
+use crate::run::format::run_row::{RunRow, RunStatus};
 
 /// How the next spawned server behaves.
 enum Spawn {
@@ -257,7 +257,7 @@ fn sweep_into(
     sink: &mut dyn Sink,
 ) -> (RunEnd, Vec<Record>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(&crate::run::target::DbTarget::Sqlite(dir.path().join("db"))).unwrap();
+    let mut store = Store::open(&crate::run::format::target::DbTarget::Sqlite(dir.path().join("db"))).unwrap();
     store
         .create_run(&RunRow {
             run_id: "r".into(),

@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use super::descendants::{self, Owner, Stopped, Tag};
 use crate::host::proc::stat as procfs;
-use crate::run::durable;
+use crate::run::format::run_dir::RunDir;
+use crate::run::write::durable;
 
 /// Most ledger files read per run directory and bytes per file: a run starts a few servers per cell at most.
 const MAX_ENTRIES: usize = 4096;
@@ -50,7 +51,7 @@ pub struct Ledger {
 
 impl Ledger {
     pub fn new(run_dir: &Path) -> Ledger {
-        Ledger { dir: run_dir.join("groups") }
+        Ledger { dir: RunDir::new(run_dir).groups_dir() }
     }
 
     /// Record a child about to be spawned with `tag`.

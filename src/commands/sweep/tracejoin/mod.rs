@@ -30,7 +30,9 @@ use std::time::Duration;
 use trace_format::env;
 
 use crate::observe::vulkan::ShaderIndex;
-use crate::run::record::{RecordTrace, TraceCrash, TraceDeviceLost, TraceKernel, TraceProcess, TRACE_TOP_KERNELS};
+use crate::run::format::record::{
+    RecordTrace, TraceCrash, TraceDeviceLost, TraceKernel, TraceProcess, TRACE_TOP_KERNELS,
+};
 use crate::trace::{Aggregate, Range, Reader, TraceFile};
 
 /// Longest extra wait, beyond two windows, for the observer's flush after a request.
@@ -289,10 +291,10 @@ pub fn join_with(
         .iter()
         .map(|d| TraceDeviceLost::new(d, d.path.as_deref().map(label).unwrap_or_default()))
         .collect();
-    let hangs: Vec<crate::run::record::TraceHang> = all
+    let hangs: Vec<crate::run::format::record::TraceHang> = all
         .hangs
         .iter()
-        .map(|h| crate::run::record::TraceHang::new(h, h.path.as_deref().map(label).unwrap_or_default()))
+        .map(|h| crate::run::format::record::TraceHang::new(h, h.path.as_deref().map(label).unwrap_or_default()))
         .collect();
     let mut kernels: Vec<TraceKernel> =
         all.kernels.into_iter().map(|s| TraceKernel::new(s, 0, &shader_names)).collect();

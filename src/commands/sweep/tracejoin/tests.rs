@@ -51,9 +51,9 @@ fn families_text(t: &RecordTrace) -> String {
 }
 
 /// The floor's claims about `records` and the sweep's view of them, as `sweep report` prints them.
-fn claims_and_text(records: &[crate::run::record::Record]) -> (Vec<crate::evidence::Claim>, String) {
-    let s = crate::run::summary::aggregate::of_records(records).unwrap();
-    let claims = crate::run::summary::claims::claims(&s, "r", Path::new("/runs/r"));
+fn claims_and_text(records: &[crate::run::format::record::Record]) -> (Vec<crate::evidence::Claim>, String) {
+    let s = crate::run_analysis::aggregate::of_records(records).unwrap();
+    let claims = crate::run_analysis::claims::claims(&s, "r", Path::new("/runs/r"));
     let text = crate::commands::sweep::view::render("r", "/runs/r", &s, &claims);
     (claims, text)
 }
@@ -101,12 +101,12 @@ fn traced_records_get_a_claim_and_a_kernels_column() {
         ..TraceFile::parse(&server_trace()).unwrap()
     };
     let label = |p: &Path| p.strip_prefix("/runs/r").unwrap().display().to_string();
-    let mut rec = crate::run::store::tests::record("r", "cuda|m|ngl=99|p|n=1|e1|r3", 2);
+    let mut rec = crate::run::write::store::tests::record("r", "cuda|m|ngl=99|p|n=1|e1|r3", 2);
     rec.endpoint = "cuda".into();
     rec.num_gpu = 99;
     rec.repetition = 3;
     rec.trace = Some(join("traces/s001-cuda", vec![], &[&a], &label, [3100, 3900], 20));
-    let mut cpu = crate::run::store::tests::record("r", "cpu|m|ngl=0|p|n=1|e1|r1", 3);
+    let mut cpu = crate::run::write::store::tests::record("r", "cpu|m|ngl=0|p|n=1|e1|r1", 3);
     cpu.endpoint = "cpu".into();
     cpu.trace = Some(RecordTrace {
         observer_loaded: Some(true),
@@ -262,7 +262,7 @@ fn claims_from_a_cut_trace_are_lower_bounds_and_never_claim_absence() {
     let label = |p: &Path| p.strip_prefix("/runs/r").unwrap().display().to_string();
     // One request per num_gpu, so that each group's claim is about one request.
     let rec = |rep: u32, window: [u64; 2]| {
-        let mut r = crate::run::store::tests::record("r", &format!("cuda|m|ngl={rep}|p|n=1|e1|r1"), rep as u64);
+        let mut r = crate::run::write::store::tests::record("r", &format!("cuda|m|ngl={rep}|p|n=1|e1|r1"), rep as u64);
         r.endpoint = "cuda".into();
         r.num_gpu = i64::from(rep);
         r.trace = Some(join("traces/s001-cuda", vec![], &[&t], &label, window, 20));
@@ -321,11 +321,11 @@ fn a_vulkan_crash_and_a_lost_device_join_their_request_as_one_crash_claim_and_a_
     let mut b = TraceFile::parse(&layer).unwrap();
     b.path = Some(PathBuf::from("/runs/r/traces/s001-vk/trace-77.1.jsonl"));
     let label = |p: &Path| p.strip_prefix("/runs/r").unwrap().display().to_string();
-    let mut rec = crate::run::store::tests::record("r", "vk|m|ngl=1|p|n=1|e1|r1", 1);
+    let mut rec = crate::run::write::store::tests::record("r", "vk|m|ngl=1|p|n=1|e1|r1", 1);
     rec.endpoint = "vk".into();
     // The server died of the SIGABRT: the request failed (the summary reads crash records of failed runs).
-    rec.status = crate::run::record::Status::Fail;
-    rec.error_class = Some(crate::run::record::ErrorClass::Crash);
+    rec.status = crate::run::format::record::Status::Fail;
+    rec.error_class = Some(crate::run::format::record::ErrorClass::Crash);
     rec.signal = Some("SIGABRT".into());
     rec.trace = Some(join("traces/s001-vk", vec![], &[&a, &b], &label, [3000, 6000], 20));
     let t = rec.trace.as_ref().unwrap();

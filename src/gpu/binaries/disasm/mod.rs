@@ -28,7 +28,7 @@ use rayon::prelude::*;
 
 use crate::evidence::{Claim, Confidence, Source};
 use crate::gpu::arch::{cubin_runs_on, DeviceArch};
-use crate::gpu::binaries::records::{CodeObjectRecord, CudaEntryRecord, FileRecord, Problem, ScanReport, Severity};
+use crate::gpu::binaries::records::{CodeObjectRecord, CudaEntryRecord, FileRecord, Problem, Severity};
 use crate::gpu::kernels;
 use crate::host::inputs::MappedFile;
 use classes::{Classifier, Vendor};
@@ -248,10 +248,10 @@ fn cache_root(problems: &mut Vec<Problem>) -> Option<PathBuf> {
         .ok()
 }
 
-/// Disassemble what the scan found (restricted to `arch` when given) and classify every kernel's instructions.
-pub fn disassemble(report: &ScanReport, arch: Option<&DeviceArch>, opts: &DisasmOptions) -> Outcome {
+/// Disassemble the files the scan found (restricted to `arch` when given) and classify every kernel's instructions.
+pub fn disassemble(files: &[FileRecord], arch: Option<&DeviceArch>, opts: &DisasmOptions) -> Outcome {
     let started = Instant::now();
-    let items = select(&report.files, arch);
+    let items = select(files, arch);
     let mut outcome = Outcome::default();
     outcome.report.kernel_pattern = opts.kernel.clone();
     let want = |v: Vendor| items.iter().any(|i| i.vendor() == v);
