@@ -106,25 +106,21 @@ pub(super) fn buffer_word(buffer: BufferKind) -> &'static str {
     }
 }
 
+/// A field of an event as text (a slog value unquoted), borrowed where it is valid UTF-8 without escapes (almost
+/// always): a summary writes the words around it once, with no copy of each field made first.
+fn field_text(b: &[u8], slog_line: bool) -> Cow<'_, str> {
+    if slog_line {
+        unquote(b)
+    } else {
+        lossy(b)
+    }
+}
+
 /// A one-line description of an event for the timeline.
 pub fn summary<'a>(kind: &EventKind<'a>, slog_line: bool) -> String {
     use EventKind::*;
-    // A field as text, borrowed where it is valid UTF-8 without escapes (almost always): the words around it are
-    // written once into the summary, with no copy of each field made first.
-    let t = |b: &'a [u8]| -> Cow<'a, str> {
-        if slog_line {
-            unquote(b)
-        } else {
-            lossy(b)
-        }
-    };
-    let owned = |b: &[u8]| -> String {
-        if slog_line {
-            unquote(b).into_owned()
-        } else {
-            lossy(b).into_owned()
-        }
-    };
+    let t = |b: &'a [u8]| field_text(b, slog_line);
+    let owned = |b: &[u8]| -> String { field_text(b, slog_line).into_owned() };
     let opt = |b: Option<&'a [u8]>| b.map(t).unwrap_or_default();
     let s = match *kind {
         BackendLoaded { backend, path } => format!("{} backend loaded from {}", t(backend), t(path)),
