@@ -79,23 +79,31 @@ impl Prefilter {
             let stretch =
                 (0..=p.len() - Prefilter::LONG).rev().min_by_key(|&at| commonness(at).sum::<u32>()).unwrap_or(0);
             for gram in p[stretch..stretch + Prefilter::LONG].windows(Prefilter::GRAM) {
-                let bit = Prefilter::bit(gram);
-                grams[bit / 64] |= 1 << (bit % 64);
+                for bit in Prefilter::bits(gram) {
+                    grams[bit / 64] |= 1 << (bit % 64);
+                }
             }
         }
         Prefilter { grams, short }
     }
 
-    fn bit(gram: &[u8]) -> usize {
+    /// The two bits of a gram (two, so that a gram common in logs, such as eight spaces, that shares one bit with a
+    /// pattern's gram seldom shares both).
+    fn bits(gram: &[u8]) -> [usize; 2] {
         let word = u64::from_le_bytes(gram.try_into().unwrap_or([0; 8]));
-        (word.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 48) as usize
+        let hash = word.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        [(hash >> 48) as usize, (hash >> 32) as usize & 0xffff]
+    }
+
+    fn has(&self, bit: usize) -> bool {
+        self.grams[bit / 64] & (1 << (bit % 64)) != 0
     }
 
     /// Whether `text` may hold one of the patterns (`false`: it holds none).
     pub(crate) fn may_hold(&self, text: &[u8]) -> bool {
         for gram in text.chunks_exact(Prefilter::GRAM) {
-            let bit = Prefilter::bit(gram);
-            if self.grams[bit / 64] & (1 << (bit % 64)) != 0 {
+            let [first, second] = Prefilter::bits(gram);
+            if self.has(first) && self.has(second) {
                 return true;
             }
         }

@@ -49,16 +49,21 @@ impl Analyzer {
             let new_cause =
                 matches!(e.kind, Signal { .. } | GgmlAssert { .. } | Abort { .. } | GpuError { .. } | GoFatal { .. });
             // The same assertion again (another thread, or its echo in the runner's log) is this crash, not a new one.
-            let repeated = new_cause && {
+            // The summary is made only where a cause of the same kind is there to compare it with.
+            let kind = e.kind.name();
+            let repeated = new_cause && open.crash.causes.iter().any(|x| x.kind == kind) && {
                 let text = summary(&e.kind, slog_line);
-                open.crash.causes.iter().any(|x| x.kind == e.kind.name() && x.text == text)
+                open.crash.causes.iter().any(|x| x.kind == kind && x.text == text)
             };
             // The same death told again in the same record (LM Studio repeats it in each `Caused By:` of one error's
             // chain, lines without a time of their own); the same words in a later record are another death.
-            let told_again = matches!(e.kind, RunnerTerminated { .. }) && time.is_none() && {
-                let text = summary(&e.kind, slog_line);
-                open.crash.consequences.iter().any(|x| x.kind == e.kind.name() && x.text == text)
-            };
+            let told_again = matches!(e.kind, RunnerTerminated { .. })
+                && time.is_none()
+                && open.crash.consequences.iter().any(|x| x.kind == kind)
+                && {
+                    let text = summary(&e.kind, slog_line);
+                    open.crash.consequences.iter().any(|x| x.kind == kind && x.text == text)
+                };
             if (open.terminated
                 && new_cause
                 && !repeated

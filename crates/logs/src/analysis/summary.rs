@@ -1,5 +1,7 @@
 //! The timeline's words for an event: one line per event, clipped.
 
+use std::borrow::Cow;
+
 use crate::event::{lossy, BufferKind, EventKind, GpuDriverEvent, TimingKind};
 use crate::signature;
 use crate::slog::unquote;
@@ -104,22 +106,27 @@ pub(super) fn buffer_word(buffer: BufferKind) -> &'static str {
     }
 }
 
+/// A field of an event as text (a slog value unquoted), borrowed where it is valid UTF-8 without escapes (almost
+/// always): a summary writes the words around it once, with no copy of each field made first.
+fn field_text(b: &[u8], slog_line: bool) -> Cow<'_, str> {
+    if slog_line {
+        unquote(b)
+    } else {
+        lossy(b)
+    }
+}
+
 /// A one-line description of an event for the timeline.
-pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
+pub fn summary<'a>(kind: &EventKind<'a>, slog_line: bool) -> String {
     use EventKind::*;
-    let t = |b: &[u8]| -> String {
-        if slog_line {
-            unquote(b).into_owned()
-        } else {
-            lossy(b).into_owned()
-        }
-    };
-    let opt = |b: Option<&[u8]>| b.map(t).unwrap_or_default();
+    let t = |b: &'a [u8]| field_text(b, slog_line);
+    let owned = |b: &[u8]| -> String { field_text(b, slog_line).into_owned() };
+    let opt = |b: Option<&'a [u8]>| b.map(t).unwrap_or_default();
     let s = match *kind {
         BackendLoaded { backend, path } => format!("{} backend loaded from {}", t(backend), t(path)),
         DevicesFound { backend, count } => format!("{count} {} device(s) found", t(backend)),
-        GpuDevice(d) => gpu_device_summary(&d, &t),
-        VulkanDevice(v) => vulkan_device_summary(&v, &t),
+        GpuDevice(d) => gpu_device_summary(&d, &owned),
+        VulkanDevice(v) => vulkan_device_summary(&v, &owned),
         DeviceListed { device, description, total_mib, free_mib } => {
             let mem = match (total_mib, free_mib) {
                 (Some(t), Some(f)) => format!(" ({t} MiB, {f} MiB free)"),
@@ -225,7 +232,7 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
         DeviceLost { message } => format!("Vulkan device lost: {}", t(message)),
         CppTerminate { exception } => format!("C++ exception: {}", t(exception)),
         OutOfMemory { message } => format!("out of memory: {}", t(message)),
-        ProcessCrash { message } => t(message),
+        ProcessCrash { message } => owned(message),
         PostPredictError { error } => {
             format!("post predict failed{}", error.map(|e| format!(": {}", t(e))).unwrap_or_default())
         }
@@ -240,7 +247,7 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
         OpFailed { op } => format!("op {} failed on the GPU", t(op)),
         InstructionBytes { bytes } => format!("instruction bytes at PC: {}", t(bytes)),
         Goroutine { id, state } => format!("goroutine {id} [{}]", t(state)),
-        GoFrame { function } => t(function),
+        GoFrame { function } => owned(function),
         GoFrameSource { file, line } => format!("{}:{line}", t(file)),
         GoCreatedBy { function } => format!("created by {}", t(function)),
         GoTraceDetail => "trace detail".into(),
@@ -248,7 +255,7 @@ pub fn summary(kind: &EventKind<'_>, slog_line: bool) -> String {
             signature::native_function(f.module.map(|m| lossy(m)).as_deref(), f.symbol.map(|s| lossy(s)).as_deref())
                 .unwrap_or_else(|| "abort machinery".into())
         }
-        GpuDriver(d) => gpu_driver_summary(&d, &t),
+        GpuDriver(d) => gpu_driver_summary(&d, &owned),
         RegisterDump => "a register of a Go crash dump".into(),
         Other => String::new(),
     };
