@@ -279,13 +279,14 @@ fn refuse_unpushed_fallback(path: &std::path::Path, id: &str, shared: &[Step], o
     let Some(local) = BisectStore::open_local_if_any(path)? else { return Ok(()) };
     let missing = local.steps(id)?.iter().filter(|l| !shared.iter().any(|s| s.seq == l.seq)).count();
     if missing > 0 {
-        bail!(
-            "bisect {id} has {missing} step(s) only in its local fallback file {} (recorded while the server was \
-             away): push them first (backscope push --from {} --db '{}'), then resume",
-            path.display(),
-            path.display(),
-            opts.db.display()
-        );
+        let what = format!("bisect {id}");
+        return Err(crate::run::write::durable::unpushed_fallback(
+            &what,
+            missing,
+            "step(s)",
+            path,
+            &opts.db.display().to_string(),
+        ));
     }
     Ok(())
 }

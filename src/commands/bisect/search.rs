@@ -156,18 +156,7 @@ impl<'a> Search<'a> {
     fn next_candidates(&self, build: u32, role: Role) -> Vec<(u32, &'static str)> {
         let then = |outcome: Outcome| -> Option<u32> {
             let mut steps = self.steps.clone();
-            steps.push(Step {
-                seq: u32::MAX,
-                build,
-                role,
-                outcome,
-                reason: String::new(),
-                evidence: Evidence::default(),
-                build_secs: None,
-                from_cache: None,
-                test_secs: 0.0,
-                recorded_at: String::new(),
-            });
+            steps.push(Step::supposed(build, role, outcome));
             if !matches!(ends(&steps), Ends::Checked { .. }) {
                 return None;
             }

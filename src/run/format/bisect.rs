@@ -155,6 +155,25 @@ pub struct Step {
     pub recorded_at: String,
 }
 
+impl Step {
+    /// A step not taken: what the search would know if `build` gave `outcome` (for weighing the next probe, and in
+    /// tests). It has no evidence, no timings and the last sequence number.
+    pub fn supposed(build: u32, role: Role, outcome: Outcome) -> Step {
+        Step {
+            seq: u32::MAX,
+            build,
+            role,
+            outcome,
+            reason: String::new(),
+            evidence: Evidence::default(),
+            build_secs: None,
+            from_cache: None,
+            test_secs: 0.0,
+            recorded_at: String::new(),
+        }
+    }
+}
+
 /// One stored bisect.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BisectRow {

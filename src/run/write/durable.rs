@@ -45,6 +45,18 @@ pub fn remove(path: &Path) -> io::Result<()> {
     }
 }
 
+/// The refusal to continue `what` (e.g. "run R", "bisect B") in the shared store while its local fallback file
+/// `path` holds `missing` `items` the server lacks: they would be done again, and clash with the local ones at push
+/// time. Names the `push` that uploads them.
+pub fn unpushed_fallback(what: &str, missing: usize, items: &str, path: &Path, db: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{what} has {missing} {items} only in its local fallback file {} (recorded while the server was away): push \
+         them first (backscope push --from {} --db '{db}'), then resume",
+        path.display(),
+        path.display(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

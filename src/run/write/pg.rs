@@ -260,13 +260,8 @@ impl PgStore {
         let shared = self.completed_keys(run_id)?;
         let missing = local.completed_keys(run_id)?.into_iter().filter(|k| !shared.contains(k)).count();
         if missing > 0 {
-            bail!(
-                "run {run_id} has {missing} record(s) only in its local fallback file {} (recorded while the server was \
-                 away): push them first (backscope push --from {} --db '{}'), then resume",
-                path.display(),
-                path.display(),
-                self.describe()
-            );
+            let what = format!("run {run_id}");
+            return Err(super::durable::unpushed_fallback(&what, missing, "record(s)", &path, &self.describe()));
         }
         Ok(())
     }

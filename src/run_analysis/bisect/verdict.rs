@@ -342,21 +342,9 @@ pub fn claims(row: &BisectRow, steps: &[Step], verdict: &Verdict) -> Vec<Claim> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::format::bisect::Evidence;
 
     fn step(build: u32, role: Role, outcome: Outcome) -> Step {
-        Step {
-            seq: 0,
-            build,
-            role,
-            outcome,
-            reason: String::new(),
-            evidence: Evidence::default(),
-            build_secs: None,
-            from_cache: None,
-            test_secs: 0.0,
-            recorded_at: String::new(),
-        }
+        Step { seq: 0, ..Step::supposed(build, role, outcome) }
     }
 
     #[test]
