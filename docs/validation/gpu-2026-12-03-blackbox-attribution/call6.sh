@@ -13,6 +13,7 @@ for arm in ${ARMS:-on device every0 every4 on2}; do
     every8) e=(BACKSCOPE_VK_MARKER_EVERY=8) ;;
     devevery4) e=(BACKSCOPE_VK_MARKER_MEMORY=device BACKSCOPE_VK_MARKER_EVERY=4) ;;
     off*) e=(BACKSCOPE_VK_BLACKBOX=0) ;;
+    bbab*) e=(BACKSCOPE_VK_EXP_AB_BLACKBOX=1) ;;
     nosub*) e=(BACKSCOPE_VK_MARKER_EVERY=0 BACKSCOPE_VK_EXP_NOSUBMIT=1) ;;
     compute*) e=(BACKSCOPE_VK_MARKER_STAGE=compute) ;;
     devcompute*) e=(BACKSCOPE_VK_MARKER_MEMORY=device BACKSCOPE_VK_MARKER_STAGE=compute) ;;
