@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::util::backscope;
+use crate::support::util::{backscope, wait_for_file};
 
 /// `DIR/bN/bin/llama-server` for each build; builds from `first_bad` on carry a `bad` marker; `broken` get no `bin/` at all.
 fn builds(dir: &Path, range: std::ops::RangeInclusive<u32>, first_bad: u32, missing: &[u32]) -> PathBuf {
@@ -290,10 +290,7 @@ fn ctrl_c_mid_step_stops_the_test_exits_130_and_resume_finishes() {
         bisect(d, &["--good", "100", "--bad", "108", "--builds", "dir:builds", "--json", "--", "sh", "-c", &hang]);
     let child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let t0 = Instant::now();
-    while !d.join("calls.pid").exists() {
-        assert!(t0.elapsed() < Duration::from_secs(60), "the third step never began");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_file(&d.join("calls.pid"), Duration::from_secs(60), "the third step never began");
     // SAFETY: kill(2) on the backscope we started.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();

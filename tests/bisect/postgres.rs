@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::support::postgres::Pg;
 use crate::support::sweep::heavy;
-use crate::support::util::{backscope, stdout_ok};
+use crate::support::util::{backscope, marker_bisect, stdout_ok, wait_for_file};
 
 #[test]
 fn a_bisect_killed_mid_step_resumes_from_postgres_and_each_step_is_stored_once() {
@@ -22,9 +22,8 @@ fn a_bisect_killed_mid_step_resumes_from_postgres_and_each_step_is_stored_once()
     let test = r#"if [ "$BACKSCOPE_BUILD" = b104 ] && [ ! -e "$CALLS.go" ]; then echo $$ > "$CALLS.pid"; sleep 60; fi;
         echo "$BACKSCOPE_BUILD" >> "$CALLS"; test ! -e "$BACKSCOPE_BIN_DIR/bad""#;
     let bisect = |args: &[&str]| {
-        let mut c = backscope();
-        c.current_dir(d).env("BACKSCOPE_HOST_ID", "host-a").env("CALLS", &calls);
-        c.arg("bisect").args(["--db", &db, "--runs-dir", "runs"]).args(args);
+        let mut c = marker_bisect(d, "host-a", &calls, &db);
+        c.args(args);
         c
     };
     let mut child = bisect(&["--good", "100", "--bad", "108", "--builds", "dir:builds", "--", "sh", "-c", test])
@@ -96,9 +95,8 @@ fn another_hosts_bisect_is_resumed_only_with_take_over_and_the_old_host_writes_n
         i=0; while [ ! -e "$CALLS.go" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi;
         echo "$BACKSCOPE_HOST_ID $BACKSCOPE_BUILD" >> "$CALLS"; test ! -e "$BACKSCOPE_BIN_DIR/bad""#;
     let bisect = |host: &str, args: &[&str]| {
-        let mut c = backscope();
-        c.current_dir(d).env("BACKSCOPE_HOST_ID", host).env("CALLS", &calls);
-        c.arg("bisect").args(["--db", &db, "--runs-dir", "runs"]).args(args);
+        let mut c = marker_bisect(d, host, &calls, &db);
+        c.args(args);
         c
     };
     let host_a = bisect("host-a", &["--good", "100", "--bad", "108", "--builds", "dir:builds", "--", "sh", "-c", test])
@@ -106,11 +104,7 @@ fn another_hosts_bisect_is_resumed_only_with_take_over_and_the_old_host_writes_n
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let t0 = std::time::Instant::now();
-    while !d.join("calls.pid").exists() {
-        assert!(t0.elapsed() < Duration::from_secs(60), "host-a's third step never began");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_file(&d.join("calls.pid"), Duration::from_secs(60), "host-a's third step never began");
     let id = pg.psql("SELECT bisect_id FROM backscope.bisect_runs");
     let last_step = pg.psql("SELECT max(recorded_at) FROM backscope.bisect_steps");
     // By id, from another host of the same role: refused, naming the owner, its last step and the way to override.

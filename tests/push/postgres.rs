@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::support::postgres::{run_id_of, sweep_cmd, Pg};
 use crate::support::sweep::{event_is, heavy, records, Sweep};
-use crate::support::util::{backscope, stdout_ok};
+use crate::support::util::{backscope, marker_bisect, stdout_ok, wait_for_file};
 
 #[test]
 fn a_run_pushed_twice_from_sqlite_is_stored_once() {
@@ -179,9 +179,8 @@ fn a_server_stopped_mid_bisect_leaves_the_steps_in_the_local_fallback_and_push_k
         while [ ! -e "$CALLS.go" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi;
         test ! -e "$BACKSCOPE_BIN_DIR/bad""#;
     let bisect = |args: &[&str]| {
-        let mut c = backscope();
-        c.current_dir(d).env("BACKSCOPE_HOST_ID", "host-a").env("CALLS", &calls);
-        c.arg("bisect").args(["--db", &db, "--runs-dir", "runs"]).args(args);
+        let mut c = marker_bisect(d, "host-a", &calls, &db);
+        c.args(args);
         c
     };
     let child = bisect(&["--json", "--good", "100", "--bad", "108", "--builds", "dir:builds", "--", "sh", "-c", test])
@@ -189,11 +188,7 @@ fn a_server_stopped_mid_bisect_leaves_the_steps_in_the_local_fallback_and_push_k
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let t0 = std::time::Instant::now();
-    while !d.join("calls.waiting").exists() {
-        assert!(t0.elapsed() < Duration::from_secs(60), "the third step never began");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_file(&d.join("calls.waiting"), Duration::from_secs(60), "the third step never began");
     let id = pg.psql("SELECT bisect_id FROM backscope.bisect_runs");
     pg.stop_server();
     std::fs::write(d.join("calls.go"), "").unwrap();

@@ -168,6 +168,24 @@ pub fn marker_builds(dir: &Path, range: std::ops::RangeInclusive<u32>, first_bad
     }
 }
 
+/// `backscope bisect` over the [`marker_builds`] in `dir` as host `host`, storing in `db` with its runs under
+/// `dir/runs`; the test command finds `calls` in `$CALLS` (where tests log the builds they were run on).
+pub fn marker_bisect(dir: &Path, host: &str, calls: &Path, db: &str) -> Command {
+    let mut c = backscope();
+    c.current_dir(dir).env("BACKSCOPE_HOST_ID", host).env("CALLS", calls);
+    c.arg("bisect").args(["--db", db, "--runs-dir", "runs"]);
+    c
+}
+
+/// Waits for `path` to exist, at most `within`; fails the test saying `what` never happened.
+pub fn wait_for_file(path: &Path, within: Duration, what: &str) {
+    let t0 = std::time::Instant::now();
+    while !path.exists() {
+        assert!(t0.elapsed() < within, "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A tiny HTTP server on 127.0.0.1 standing in for PyPI's JSON index: it counts connections and, while `serve` is
 /// set, answers each with `body` (else hangs up at once: an index that cannot be reached).
 pub struct Index {
