@@ -65,6 +65,6 @@ pub fn model_file(path: &Path) -> Result<crate::run::format::record::ModelFile> 
     Ok(crate::run::format::record::ModelFile {
         name: path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         size,
-        header_sha256: digest.iter().map(|b| format!("{b:02x}")).collect(),
+        header_sha256: crate::builds::cache::hex(&digest),
     })
 }

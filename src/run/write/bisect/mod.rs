@@ -107,12 +107,12 @@ impl BisectStore {
     fn open_pg(t: &crate::run::format::target::PgTarget, write: bool) -> Result<BisectStore> {
         let pg = PgBisect::connect(t, write)?;
         let path = PathBuf::from(pg.describe());
-        Ok(BisectStore {
-            backend: Backend::Pg(Box::new(std::cell::RefCell::new(pg))),
-            path,
-            armed: None,
-            fell_back: None,
-        })
+        Ok(BisectStore::over(Backend::Pg(Box::new(std::cell::RefCell::new(pg))), path))
+    }
+
+    /// A store over `backend`, shown as `path`, with no local fallback armed or in use.
+    fn over(backend: Backend, path: PathBuf) -> BisectStore {
+        BisectStore { backend, path, armed: None, fell_back: None }
     }
 
     /// Open (creating the file and the tables if missing) for writing, in WAL mode with `synchronous = FULL` like
@@ -120,7 +120,7 @@ impl BisectStore {
     fn open_sqlite(path: &Path) -> Result<BisectStore> {
         let conn = crate::run::write::sqlite::connect_durable(path, Duration::from_secs(30))?;
         conn.execute_batch(SCHEMA).with_context(|| format!("{}: cannot create the bisect tables", path.display()))?;
-        Ok(BisectStore { backend: Backend::Sqlite(conn), path: path.to_path_buf(), armed: None, fell_back: None })
+        Ok(BisectStore::over(Backend::Sqlite(conn), path.to_path_buf()))
     }
 
     /// Open an existing database for reading only, creating and changing no file (the sweep store's rule: through
@@ -147,12 +147,7 @@ impl BisectStore {
                 |r| r.get(0),
             )
             .with_context(|| format!("{}: not an SQLite database", path.display()))?;
-        Ok((tables == 2).then(|| BisectStore {
-            backend: Backend::Sqlite(conn),
-            path: path.to_path_buf(),
-            armed: None,
-            fell_back: None,
-        }))
+        Ok((tables == 2).then(|| BisectStore::over(Backend::Sqlite(conn), path.to_path_buf())))
     }
 
     /// Upload a bisect and its steps read from a local store into this PostgreSQL store, once

@@ -144,14 +144,7 @@ impl PgBisect {
             }
             Some(o) if o.get::<_, &str>(0) != me => {
                 let from: String = o.get(0);
-                let moved = tx
-                    .execute(
-                        "UPDATE backscope.bisect_runs SET host_id = $2, taken_over_from = host_id, taken_over_at = $3
-                         WHERE bisect_id = $1 AND owner_role = current_user AND host_id = $4",
-                        &[&id, &me, &utc_now(), &from],
-                    )
-                    .map_err(at)?;
-                if moved != 1 {
+                if !move_to_host(&mut tx, id, &me, &from).map_err(at)? {
                     bail!("{target}: bisect {id} changed hands while it was being taken over; not pushed");
                 }
                 crate::output::messages::note(format_args!("took over bisect {id} from host `{from}`"));
@@ -296,15 +289,8 @@ impl PgBisect {
         if !take_over || owner.role != owner.my_role {
             bail!("{why}: not resumed");
         }
-        let moved = self
-            .client
-            .execute(
-                "UPDATE backscope.bisect_runs SET host_id = $2, taken_over_from = host_id, taken_over_at = $3
-                 WHERE bisect_id = $1 AND owner_role = current_user AND host_id = $4",
-                &[&bisect_id, &self.host_id, &utc_now(), &owner.host],
-            )
-            .map_err(|e| self.err(e))?;
-        if moved != 1 {
+        let me = self.host_id.clone();
+        if !move_to_host(&mut self.client, bisect_id, &me, &owner.host).map_err(|e| self.err(e))? {
             bail!("{}: bisect {bisect_id} changed hands while it was being taken over; not resumed", self.target);
         }
         crate::output::messages::note(format_args!(
@@ -339,6 +325,17 @@ pub enum BisectPush {
     Stored { created: bool, uploaded: u64, already_stored: u64 },
     /// The server holds this bisect as another host's or role's: nothing was written.
     NotOurs { host: String, role: String },
+}
+
+/// Move this role's bisect `bisect_id` from host `from` to host `to`, recording `from` and the time. Whether it
+/// moved: not when it no longer belongs to `from` (another host took it over first).
+fn move_to_host(c: &mut PgConn, bisect_id: &str, to: &str, from: &str) -> Result<bool, PgError> {
+    let moved = c.execute(
+        "UPDATE backscope.bisect_runs SET host_id = $2, taken_over_from = host_id, taken_over_at = $3
+         WHERE bisect_id = $1 AND owner_role = current_user AND host_id = $4",
+        &[&bisect_id, &to, &utc_now(), &from],
+    )?;
+    Ok(moved == 1)
 }
 
 /// Insert a bisect row as host `host`; its `owner_role` is the server's `current_user` (the column's default).
