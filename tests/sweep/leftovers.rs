@@ -349,9 +349,16 @@ fn children_named(parent: i64, argv0: &str) -> Vec<i64> {
     out
 }
 
-/// The pids of [`marked`], in order.
+/// The pids of the [`marked`] Python interpreters (the server and its runner), in order. What starts them carries
+/// the marker too for a moment — the shell between its fork and its exec, `setsid`, and where `python3` is a pyenv
+/// shim, the shim's bash and `pyenv exec` — and is not counted.
 fn marked_pids(value: &str) -> Vec<i64> {
-    let mut pids: Vec<i64> = marked(value).into_iter().map(|(pid, _)| pid).collect();
+    let interpreter = |cmdline: &str| {
+        let argv0 = cmdline.split(' ').next().unwrap_or("");
+        argv0.rsplit('/').next().is_some_and(|name| name.starts_with("python"))
+    };
+    let mut pids: Vec<i64> =
+        marked(value).into_iter().filter(|(_, cmdline)| interpreter(cmdline)).map(|(pid, _)| pid).collect();
     pids.sort();
     pids
 }
@@ -372,7 +379,7 @@ fn a_sigkilled_sweeps_server_and_its_grandchild_die_without_another_sweep() {
         std::thread::sleep(Duration::from_millis(20));
         both = marked_pids(&marker);
     }
-    assert_eq!(both.len(), 2, "the server and its runner: {both:?}");
+    assert_eq!(both.len(), 2, "the server and its runner: {both:?} of {:?}", marked(&marker));
     let backscope_pid = i64::from(sweep.child.id());
     // The runner left the server's session and group: neither a group kill nor a death signal reaches it.
     let sessions: Vec<Option<i64>> = both.iter().map(|&p| stat_field(p, 6)).collect();
