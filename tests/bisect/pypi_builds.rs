@@ -14,7 +14,8 @@ use std::process::Command;
 use backscope::builds::{self, BuildNumber};
 
 use crate::support::builds::{
-    expected_flip, ready_bin, registers_rpc_unconditionally, sdist_tree, BUILDS, HELP_LISTS_RPC,
+    cmake_arg_flags, expected_flip, ready_bin, registers_rpc_unconditionally, sdist_tree, BUILDS, CMAKE_ARGS,
+    HELP_LISTS_RPC,
 };
 use crate::support::util;
 
@@ -32,6 +33,20 @@ fn pypi_lists_the_bisect_builds() {
     let between = provider.between(BuildNumber(11200), BuildNumber(11223)).unwrap();
     assert_eq!(between.len(), 2, "{between:?}");
     assert!(provider.between(BuildNumber(11218), BuildNumber(11223)).unwrap().is_empty());
+}
+
+/// The cache warm-up (scripts/bisect-builds.sh) builds with exactly the CMake arguments the tests ask for: with any
+/// other, the builds land under another flag key and every test here would compile its own on first use.
+#[test]
+fn the_cache_warm_up_builds_with_the_tests_cmake_arguments() {
+    let script = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bisect-builds.sh")).unwrap();
+    let line = script.lines().find_map(|l| l.strip_prefix("CMAKE_ARGS=(")).expect("a CMAKE_ARGS=(…) line");
+    let args: Vec<&str> = line.trim_end_matches(')').split_whitespace().collect();
+    assert_eq!(args, CMAKE_ARGS);
+    assert!(
+        script.contains(r#""${BUILDS[@]}" -- "${CMAKE_ARGS[@]}""#),
+        "the script must pass CMAKE_ARGS to the builds"
+    );
 }
 
 /// A download into an empty cache, unpacked by backscope, equals the tree GNU tar unpacked from the same sdist
@@ -123,6 +138,7 @@ fn bisect_over_real_pypi_builds_finds_the_first_build_listing_rpc() {
     let out = util::run(
         util::backscope()
             .args(["bisect", "--good", "b11200", "--bad", "b11223", "--builds", "pypi", "--backend", "cpu"])
+            .args(cmake_arg_flags())
             .arg("--db")
             .arg(tmp.path().join("bisect.db"))
             .arg("--runs-dir")

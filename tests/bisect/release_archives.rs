@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use backscope::builds::{self, Backend, BuildFlags, BuildNumber, Prepared};
 
-use crate::support::builds::{cpu, expected_flip, ready_bin, BUILDS, HELP_LISTS_RPC};
+use crate::support::builds::{cmake_arg_flags, cpu, expected_flip, ready_bin, BUILDS, HELP_LISTS_RPC};
 use crate::support::util;
 
 /// Python's http.server over a directory on a free loopback port; its request log (one line per request) is kept,
@@ -237,6 +237,7 @@ fn bisect_over_release_archives_reaches_the_compiling_bisects_verdict() {
         let out = util::run(
             util::backscope()
                 .args(["bisect", "--good", "b11200", "--bad", "b11223", "--builds", "pypi", "--backend", "cpu"])
+                .args(cmake_arg_flags())
                 .arg("--db")
                 .arg(tmp.path().join("compiled.db"))
                 .arg("--runs-dir")

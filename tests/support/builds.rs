@@ -19,8 +19,23 @@ case "$help" in *--host*) ;; *) exit 125 ;; esac
 if printf '%s\n' "$help" | grep -qE -e '(^|[ ,])--rpc( |,|$)'; then exit 1; fi
 exit 0"#;
 
+/// The CMake arguments the test builds are made with (scripts/bisect-builds.sh passes the same; a test checks it):
+/// unoptimised, because the tests only read `llama-server --help`, and `-O0` halves the compile time of the four
+/// builds on CI's two cores. The build cache keys on them, so these builds never stand in for optimised ones.
+pub const CMAKE_ARGS: [&str; 2] = ["-DCMAKE_C_FLAGS_RELEASE=-O0", "-DCMAKE_CXX_FLAGS_RELEASE=-O0"];
+
 pub fn cpu() -> BuildFlags {
-    BuildFlags { backend: Backend::Cpu, cmake_args: vec![], targets: vec![], jobs: 2 }
+    BuildFlags {
+        backend: Backend::Cpu,
+        cmake_args: CMAKE_ARGS.iter().map(|a| a.to_string()).collect(),
+        targets: vec![],
+        jobs: 2,
+    }
+}
+
+/// `--cmake-arg A` for each of [`CMAKE_ARGS`]: a `bisect --builds pypi` over the test builds.
+pub fn cmake_arg_flags() -> Vec<String> {
+    CMAKE_ARGS.iter().flat_map(|a| ["--cmake-arg".to_string(), a.to_string()]).collect()
 }
 
 /// The unpacked llama.cpp tree of an sdist in the shared cache (fetched now if a cached build outlived it).
