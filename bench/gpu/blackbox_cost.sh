@@ -3,17 +3,19 @@
 # layer with its black box, the crash ring and the hang watcher, no ggml labels) against a plain run, as separate
 # processes interleaved round by round: llama-bench (TinyLlama-shaped Q4_K_M, `backscope synth`, all layers on the
 # GPU) pp512 + tg128, -r 5 per process. Arms (ARMS):
-#   plain    no observer, no layer;
+#   plain    no observer, no layer (plain2: the same again, the A/A control);
 #   env      exactly what `backscope trace --env --dir D` prints, exported;
 #   nostats  env with BACKSCOPE_VK_PIPELINE_STATS=0 (pipelines created without CAPTURE_STATISTICS);
 #   nobb     env with BACKSCOPE_VK_BLACKBOX=0 and BACKSCOPE_VK_PIPELINE_STATS=0;
 #   present  the layer loaded but not observing (no trace directory: it only forwards calls);
 #   labels   env with ggml's debug labels (GGML_VK_DEBUG_MARKERS=1, `trace --labels on`);
-#   nopre    env without the CUDA/HIP observer's LD_PRELOAD (the Vulkan layer alone, observing).
+#   nopre    env without the CUDA/HIP observer's LD_PRELOAD (the Vulkan layer alone, observing);
+#   nowin    env with BACKSCOPE_TRACE_INTERVAL_MS=0 (no writer thread waking every window: the trace is written at exit).
 # Run from the repository root on the GPU machine with .carry/ holding backscope.xz, debs/ (Debian's Vulkan loader and
 # GL libraries), bb/{libbackscope_vklayer.so,libbackscope_observer.so}, and either llama.tar.xz (a stripped Vulkan
 # llama.cpp bin dir) plus ggml-vocab-llama-spm.gguf, or what bench/gpu/build_vulkan_llama.sh builds (LLAMA_BIN).
-# Usage: [ARMS="plain env nostats"] [ROUNDS=20] [TESTS="-p 512 -n 128"] bash bench/gpu/blackbox_cost.sh OUT_DIR
+# Usage: [ARMS="plain env nostats"] [ROUNDS=20] [TESTS="-p 512 -n 128"] [REPS=5] [PIN=2-9]
+#        bash bench/gpu/blackbox_cost.sh OUT_DIR
 #   (TESTS="-p 0 -n 128" times decode alone, for more rounds in the same time)
 # Summary: python3 bench/gpu/blackbox_ab.py OUT_DIR (paired ratios to plain per round, bootstrap 95% intervals).
 set -euo pipefail
@@ -45,20 +47,27 @@ env_of() { # DIR [--labels on]
 }
 env_of $W/probe >"$OUT/trace-env.txt"
 rm -f "$OUT/ab-rows.txt"
+# PIN=CPUS (taskset's list, e.g. 2-9) runs every process on the same cores, so that where the scheduler puts ggml's
+# submitting thread is the same for every arm (suspected, not shown, to be part of the several-percent spread between
+# processes).
+pin=()
+[ -n "${PIN:-}" ] && pin=(taskset -c "$PIN")
 for r in $(seq 1 "${ROUNDS:-20}"); do
   for arm in ${ARMS:-plain env nostats nobb present}; do
     d=$W/t-$arm-$r
     e=()
     case $arm in
-      plain) ;;
+      plain | plain2) ;;
       env) mapfile -t e < <(env_of "$d") ;;
       nostats) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_PIPELINE_STATS=0) ;;
       nobb) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_BLACKBOX=0 BACKSCOPE_VK_PIPELINE_STATS=0) ;;
       present) mapfile -t e < <(env_of "$d" | grep -v -e '^BACKSCOPE_TRACE_DIR=' -e '^LD_PRELOAD=') ;;
       labels) mapfile -t e < <(env_of "$d" --labels on) ;;
       nopre) mapfile -t e < <(env_of "$d" | grep -v '^LD_PRELOAD=') ;;
+      nowin) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_TRACE_INTERVAL_MS=0) ;;
     esac
-    env "${e[@]}" "$BIN/llama-bench" -m $W/q4.gguf -ngl 99 ${TESTS:--p 512 -n 128} -r 5 -o csv >$W/ab.csv 2>$W/ab.err || true
+    env "${e[@]}" "${pin[@]}" "$BIN/llama-bench" -m $W/q4.gguf -ngl 99 ${TESTS:--p 512 -n 128} -r "${REPS:-5}" -o csv \
+      >$W/ab.csv 2>$W/ab.err || true
     head -1 $W/ab.csv >"$OUT/ab-header.csv"
     tail -n +2 $W/ab.csv | sed "s/^/$r $arm /" >>"$OUT/ab-rows.txt"
     ls "$d" 2>/dev/null | head -3 | sed "s/^/$r $arm trace: /" >>"$OUT/traces.txt" || true
