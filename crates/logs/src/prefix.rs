@@ -16,7 +16,8 @@
 //! remains is what [`crate::classify`] reads.
 
 use crate::time::{
-    is_clock_token, journal_month, journal_timestamp, parse_llama_elapsed, parse_rfc3339, parse_slash_date, Timestamp,
+    clock_token, is_clock_token, journal_month, journal_timestamp_at, parse_llama_elapsed, parse_rfc3339,
+    parse_slash_date, Timestamp,
 };
 
 /// Most prefix layers stripped from one line.
@@ -202,7 +203,8 @@ fn trim_spaces(s: &[u8]) -> &[u8] {
 /// `host ident[pid]: ` (or `host ident: ` unless `need_pid`); returns the message after it.
 fn strip_host_ident(s: &[u8], need_pid: bool) -> Option<&[u8]> {
     let (host, rest) = token(s)?;
-    if host.contains(&b':') || host.contains(&b'=') {
+    // One pass over the short host word (two `contains` would be two `memchr` calls).
+    if host.iter().any(|&b| b == b':' || b == b'=') {
         return None;
     }
     let (ident, rest) = token(rest)?;
@@ -235,22 +237,21 @@ fn strip_journal(s: &[u8]) -> Option<(&[u8], Option<Timestamp>)> {
         return None;
     }
     let (second, rest2) = token(rest)?;
-    let (month, day, clock, rest) = if is_clock_token(second) {
+    // The time of day is read once: the test that a token is one gives its value.
+    let (month, day, tod, rest) = if let Some(tod) = clock_token(second) {
         let (day, month) = day_dot_month(date1)?;
-        (month, day, second, rest2)
+        (month, day, tod, rest2)
     } else {
         if second.len() > 2 || !second.iter().all(u8::is_ascii_digit) {
             return None;
         }
         let (clock, rest3) = token(rest2)?;
-        if !is_clock_token(clock) {
-            return None;
-        }
+        let tod = clock_token(clock)?;
         let day = second.iter().fold(0u32, |v, &b| v * 10 + u32::from(b - b'0'));
-        (journal_month(date1), day, clock, rest3)
+        (journal_month(date1), day, tod, rest3)
     };
     let message = strip_host_ident(rest, false)?;
-    Some((message, journal_timestamp(month, day, clock)))
+    Some((message, Some(journal_timestamp_at(month, day, tod))))
 }
 
 /// A journal date written as one token, `DD.MM` (day first, as the locales that use dots write it).

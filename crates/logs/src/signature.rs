@@ -167,7 +167,8 @@ pub fn normalise_text(text: &str) -> String {
         }
         // The pieces are masked one by one: a hexadecimal number cannot span them (`://`, `/` and the trailing
         // punctuation hold no hex digit).
-        if let Some(scheme_end) = word.find("://") {
+        // `memchr` on the needle's rarest byte, not the two-way searcher `str::find` builds on every call (every word).
+        if let Some(scheme_end) = crate::patterns::find_in(word.as_bytes(), b"://") {
             // A URL: the host and port vary (Ollama's runner port is random), the path does not.
             let after = &word[scheme_end + 3..];
             let path = after.find('/').map_or("", |i| &after[i..]);

@@ -25,15 +25,17 @@ pub fn pairs(line: &[u8]) -> Pairs<'_> {
     Pairs { rest: line }
 }
 
-/// The end of a quoted string starting after its opening quote: index of the closing quote.
+/// The end of a quoted string starting after its opening quote: index of the closing quote. Quoted values run long
+/// (error texts, command lines): `memchr2` jumps to the next quote or backslash instead of stepping byte by byte.
 fn closing_quote(s: &[u8]) -> Option<usize> {
     let mut i = 0;
-    while i < s.len() {
-        match s[i] {
-            b'\\' => i += 2,
-            b'"' => return Some(i),
-            _ => i += 1,
+    while let Some(at) = s.get(i..).and_then(|rest| memchr::memchr2(b'\\', b'"', rest)) {
+        let at = i + at;
+        if s[at] == b'"' {
+            return Some(at);
         }
+        // A backslash escapes the byte after it.
+        i = at + 2;
     }
     None
 }
@@ -50,7 +52,7 @@ impl<'a> Iterator for Pairs<'a> {
                 let end = closing_quote(inner)?;
                 (&inner[..end], &inner[end + 1..])
             } else {
-                let end = s.iter().position(|&b| b == b'=' || b == b' ').unwrap_or(s.len());
+                let end = memchr::memchr2(b'=', b' ', s).unwrap_or(s.len());
                 (&s[..end], &s[end..])
             };
             let Some(value_start) = after_key.strip_prefix(b"=") else {
@@ -72,7 +74,7 @@ impl<'a> Iterator for Pairs<'a> {
                 self.rest = &inner[end + 1..];
                 return Some(Pair { key, value: &inner[..end], quoted: true });
             }
-            let end = value_start.iter().position(|&b| b == b' ').unwrap_or(value_start.len());
+            let end = memchr::memchr(b' ', value_start).unwrap_or(value_start.len());
             self.rest = &value_start[end..];
             return Some(Pair { key, value: &value_start[..end], quoted: false });
         }

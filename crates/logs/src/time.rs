@@ -225,13 +225,25 @@ pub fn parse_llama_elapsed(s: &[u8]) -> Option<(Timestamp, &[u8])> {
 /// The month of a journal date token: English abbreviations (any case, `Sep`/`Sept`), or a leading
 /// number as locales such as `7月` write it. Unknown names give 0: the date is then read by day only.
 pub fn journal_month(token: &[u8]) -> u32 {
-    const NAMES: [&[u8; 3]; 12] =
-        [b"jan", b"feb", b"mar", b"apr", b"may", b"jun", b"jul", b"aug", b"sep", b"oct", b"nov", b"dec"];
-    if let Some(first3) = token.get(..3) {
-        for (i, name) in NAMES.iter().enumerate() {
-            if first3.eq_ignore_ascii_case(&name[..]) {
-                return i as u32 + 1;
-            }
+    // The first three bytes in lower case, matched at once (a journal line names its month on every line).
+    if let Some(&[a, b, c]) = token.get(..3) {
+        let month = match [a, b, c].map(|x| x.to_ascii_lowercase()) {
+            [b'j', b'a', b'n'] => 1,
+            [b'f', b'e', b'b'] => 2,
+            [b'm', b'a', b'r'] => 3,
+            [b'a', b'p', b'r'] => 4,
+            [b'm', b'a', b'y'] => 5,
+            [b'j', b'u', b'n'] => 6,
+            [b'j', b'u', b'l'] => 7,
+            [b'a', b'u', b'g'] => 8,
+            [b's', b'e', b'p'] => 9,
+            [b'o', b'c', b't'] => 10,
+            [b'n', b'o', b'v'] => 11,
+            [b'd', b'e', b'c'] => 12,
+            _ => 0,
+        };
+        if month > 0 {
+            return month;
         }
     }
     let mut d = Digits::new(token);
@@ -243,19 +255,25 @@ pub fn journal_month(token: &[u8]) -> u32 {
 
 /// A journal timestamp from its month token, day and `HH:MM:SS` token.
 pub fn journal_timestamp(month: u32, day: u32, time: &[u8]) -> Option<Timestamp> {
-    let mut d = Digits::new(time);
-    let tod = clock_time(&mut d)?;
-    if !d.rest().is_empty() {
-        return None;
-    }
+    clock_token(time).map(|tod| journal_timestamp_at(month, day, tod))
+}
+
+/// [`journal_timestamp`] of a time of day already read (by [`clock_token`]).
+pub(crate) fn journal_timestamp_at(month: u32, day: u32, tod: i64) -> Timestamp {
     let day_index = i64::from(month) * 31 + i64::from(day);
-    Some(Timestamp { clock: Clock::Journal, micros: day_index * 86_400 * MICROS_PER_SEC + tod })
+    Timestamp { clock: Clock::Journal, micros: day_index * 86_400 * MICROS_PER_SEC + tod }
 }
 
 /// Whether a token is `HH:MM:SS` (optionally with a fraction).
 pub fn is_clock_token(token: &[u8]) -> bool {
+    clock_token(token).is_some()
+}
+
+/// A token that is `HH:MM:SS` (optionally with a fraction) as microseconds of the day.
+pub(crate) fn clock_token(token: &[u8]) -> Option<i64> {
     let mut d = Digits::new(token);
-    clock_time(&mut d).is_some() && d.rest().is_empty()
+    let tod = clock_time(&mut d)?;
+    d.rest().is_empty().then_some(tod)
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use super::phase::{decide_phase, CrashEvidence};
 use super::report::SignatureGroup;
 use super::state::{Analyzer, Open};
 use super::summary::summary;
-use super::text::clip;
+use super::text::{clip, find_bytes};
 use crate::facts::{Handled, Sourced};
 
 impl Analyzer {
@@ -261,7 +261,7 @@ impl Analyzer {
                     .find(|x| LOAD_FAILED.iter().any(|w| x.raw.contains(w)))
                     .map(|x| x.line)
             }),
-            k_shift: cause_line(&|x| x.text.contains("K-shift")),
+            k_shift: cause_line(&|x| find_bytes(x.text.as_bytes(), b"K-shift").is_some()),
         };
         let (phase, rule, lines) = decide_phase(&open.at_open, evidence);
         crash.phase = phase;
@@ -432,7 +432,8 @@ pub(super) fn native_frame_joins(
     let module = frame.module.map(|m| lossy(m));
     let symbol = frame.symbol.map(|s| lossy(s));
     if let Some(function) = signature::native_function(module.as_deref(), symbol.as_deref()) {
-        if let Some(at) = function.find("ggml_compute_forward_") {
+        // A needle searched with `memchr` on its rarest byte: `str::find` sets up a two-way searcher on every call.
+        if let Some(at) = find_bytes(function.as_bytes(), b"ggml_compute_forward_") {
             open.compute_line.get_or_insert(e.line);
             if c.op.is_none() {
                 let op = function[at..].split(['(', '+', ' ']).next().unwrap_or_default().to_string();

@@ -25,17 +25,23 @@ impl Analyzer {
         if let Some(lib) = crate::slog::get(e.text, b"library").filter(|_| field) {
             let lib = lossy(lib).into_owned();
             if !lib.eq_ignore_ascii_case("cpu") && !lib.is_empty() {
-                self.facts.placement.backend(&lib, "Ollama's library field", format!("library={lib}"), e.line, cap);
+                self.facts.placement.backend_with(
+                    &lib,
+                    "Ollama's library field",
+                    || format!("library={lib}"),
+                    e.line,
+                    cap,
+                );
             }
         }
         if path {
             let line = lossy(e.text);
             let found = line
                 .split([' ', '"', '[', ']', '='])
-                .filter(|w| w.contains("lib/ollama/"))
+                .filter(|w| find_bytes(w.as_bytes(), b"lib/ollama/").is_some())
                 .find_map(|w| backend_of_path(w).filter(|b| *b != "CPU").map(|b| (b, w.to_string())));
             if let Some((b, w)) = found {
-                self.facts.placement.backend(b, "runner library path", clip(w), e.line, cap);
+                self.facts.placement.backend_with(b, "runner library path", || clip(w), e.line, cap);
             }
         }
     }
@@ -59,8 +65,8 @@ impl Analyzer {
                 libraries.push(value.as_str());
             }
             for lib in libraries.into_iter().filter(|l| !l.is_empty() && !l.eq_ignore_ascii_case("cpu")) {
-                let evidence = format!("runner.inference={}", clip(value.clone()));
-                self.facts.placement.backend(lib, "Ollama's scheduler record", evidence, e.line, cap);
+                let evidence = || format!("runner.inference={}", clip(value.clone()));
+                self.facts.placement.backend_with(lib, "Ollama's scheduler record", evidence, e.line, cap);
             }
         }
         if let (Some(size), Some(vram)) =
@@ -130,8 +136,8 @@ impl Analyzer {
         let api = call.iter().take_while(|b| b.is_ascii_alphanumeric() || **b == b'_').count();
         if api > 3 && call.get(api) == Some(&b'(') {
             let cap = self.limits.max_facts;
-            let what = format!("{} failed", lossy(&call[..api]));
-            self.facts.placement.backend("ROCm", "failing HIP call", what, e.line, cap);
+            let what = || format!("{} failed", lossy(&call[..api]));
+            self.facts.placement.backend_with("ROCm", "failing HIP call", what, e.line, cap);
         }
     }
 
@@ -155,7 +161,7 @@ impl Analyzer {
             }
             NativeFrame(f) if f.module.is_some_and(|m| GPU_LIBRARY_HINTS.iter().any(|h| h.find(m).is_some())) => {
                 if let Some(b) = f.module.map(text).as_deref().and_then(backend_of_path).filter(|b| *b != "CPU") {
-                    p.backend(b, "crashing frame's library", text(f.module.unwrap_or_default()), e.line, cap);
+                    p.backend_with(b, "crashing frame's library", || text(f.module.unwrap_or_default()), e.line, cap);
                 }
             }
             VulkanDevice(_) | DevicesFound { .. } | DeviceLost { .. } | OutOfMemory { .. }
@@ -164,10 +170,10 @@ impl Analyzer {
                 p.backend_with("Vulkan", "ggml_vulkan lines", || clip(lossy(e.text).into_owned()), e.line, cap)
             }
             GgmlAssert { file, .. } | Abort { file, .. } if find_bytes(file, b"ggml-cuda").is_some() => {
-                p.backend(gpu, "failing ggml-cuda code", text(file), e.line, cap)
+                p.backend_with(gpu, "failing ggml-cuda code", || text(file), e.line, cap)
             }
             GgmlAssert { file, .. } | Abort { file, .. } if find_bytes(file, b"ggml-vulkan").is_some() => {
-                p.backend("Vulkan", "failing ggml-vulkan code", text(file), e.line, cap)
+                p.backend_with("Vulkan", "failing ggml-vulkan code", || text(file), e.line, cap)
             }
             // Only a line with a path (or a KoboldCpp library name) can name one.
             Milestone { .. } | RunnerStarting { .. }
@@ -179,7 +185,7 @@ impl Analyzer {
                     .filter(|w| w.contains('/') || w.contains('\\') || w.starts_with("koboldcpp_"))
                     .find_map(|w| backend_of_path(w).map(|b| (b, w)));
                 if let Some((backend, path)) = found.filter(|_| !says_not_used(e.text)) {
-                    p.backend(backend, "runner library path", clip(path.to_string()), e.line, cap);
+                    p.backend_with(backend, "runner library path", || clip(path.to_string()), e.line, cap);
                 }
             }
             InferenceCompute(ic) => {
@@ -188,19 +194,27 @@ impl Analyzer {
                     if lib.eq_ignore_ascii_case("cpu") {
                         p.inference_cpu.get_or_insert(e.line);
                     }
-                    p.backend(&lib, "inference compute", format!("library={lib}"), e.line, cap);
+                    p.backend_with(&lib, "inference compute", || format!("library={lib}"), e.line, cap);
                 }
             }
-            DevicesFound { backend, count } if count > 0 => {
-                p.backend(&text(backend), "device initialisation", format!("{count} device(s) found"), e.line, cap)
-            }
+            DevicesFound { backend, count } if count > 0 => p.backend_with(
+                &text(backend),
+                "device initialisation",
+                || format!("{count} device(s) found"),
+                e.line,
+                cap,
+            ),
             DevicesFound { backend, .. } if p.no_device.len() < cap => p.no_device.push(Reason {
                 text: format!("{} found no device: {}", text(backend), clip(lossy(e.text).into_owned())),
                 line: e.line,
             }),
-            OpFailed { op } => {
-                p.backend(gpu, "failing op", format!("{} failed in ggml_cuda_compute_forward", text(op)), e.line, cap)
-            }
+            OpFailed { op } => p.backend_with(
+                gpu,
+                "failing op",
+                || format!("{} failed in ggml_cuda_compute_forward", text(op)),
+                e.line,
+                cap,
+            ),
             GpuError { api, message } => {
                 let api = text(api);
                 // ggml's HIP build reported its errors as "CUDA" before mid-2024: the devices the log found name it.
@@ -212,16 +226,16 @@ impl Analyzer {
                 } else {
                     api.clone()
                 };
-                p.backend(&backend, "GPU runtime error", format!("{api} error: {}", text(message)), e.line, cap)
+                p.backend_with(&backend, "GPU runtime error", || format!("{api} error: {}", text(message)), e.line, cap)
             }
             BlasError { library, .. } => {
-                p.backend("ROCm", "BLAS library error", format!("{} error", text(library)), e.line, cap)
+                p.backend_with("ROCm", "BLAS library error", || format!("{} error", text(library)), e.line, cap)
             }
             // ROCr's hang report (`HW Exception by GPU node-N … reason :GPU Hang`) is ROCm's; every other is Vulkan's.
             DeviceLost { message } if message.starts_with(b"HW Exception") => {
-                p.backend("ROCm", "ROCm runtime", summary(&e.kind, slog_line), e.line, cap)
+                p.backend_with("ROCm", "ROCm runtime", || summary(&e.kind, slog_line), e.line, cap)
             }
-            DeviceLost { .. } => p.backend("Vulkan", "device lost", summary(&e.kind, slog_line), e.line, cap),
+            DeviceLost { .. } => p.backend_with("Vulkan", "device lost", || summary(&e.kind, slog_line), e.line, cap),
             UnsupportedGpu { gpu, supported, message } => {
                 let gpu = FilteredGpu {
                     gpu: gpu.map(text),
@@ -238,7 +252,7 @@ impl Analyzer {
                     .split([' ', '"', ':', ','])
                     .find_map(|w| crate::placement::backend_of_device(w).map(|b| (b, w.to_string())));
                 if let Some((b, w)) = found {
-                    p.backend(b, "device named in a line", format!("{w} in: {m}"), e.line, cap);
+                    p.backend_with(b, "device named in a line", || format!("{w} in: {m}"), e.line, cap);
                 }
             }
             DiscoveryFailure { .. } if p.discovery_failures.len() < cap => {

@@ -8,6 +8,18 @@ use crate::slog::unquote;
 
 use super::text::{clip, find_bytes};
 
+/// `format!` into a string sized for the fields first (`fields`: their bytes as logged). A summary quotes messages of
+/// a hundred bytes and more, and `format!` sizes its buffer by the literal words alone and grows it as the fields are
+/// written: a reallocation or two per cause line of a crash.
+macro_rules! sized_format {
+    ($fields:expr, $($arg:tt)*) => {{
+        let mut s = String::with_capacity(48 + $fields);
+        // Writing to a `String` cannot fail.
+        let _ = std::fmt::Write::write_fmt(&mut s, format_args!($($arg)*));
+        s
+    }};
+}
+
 /// A signal name a pager cut (`signal: illegal ins>`, `less` marks a cut line with `>`): which name it begins.
 pub(super) fn cut_signal_note(error: &[u8]) -> String {
     const NAMES: [&str; 6] =
@@ -205,46 +217,46 @@ pub fn summary<'a>(kind: &EventKind<'a>, slog_line: bool) -> String {
                 arch.map(|a| format!(" [arch {}]", t(a))).unwrap_or_default()
             )
         }
-        Signal { signal, description } => format!("{}{}: {}", t(signal), status_note(&t(signal)), t(description)),
+        Signal { signal, description } => sized_format!(
+            signal.len() + description.len(),
+            "{}{}: {}",
+            t(signal),
+            status_note(&t(signal)),
+            t(description)
+        ),
         SignalContext { pc, addr, sigcode } => [("PC", pc), ("addr", addr), ("sigcode", sigcode)]
             .iter()
             .filter_map(|(k, v)| v.map(|v| format!("{k}={}", t(v))))
             .collect::<Vec<_>>()
             .join(" "),
         SignalInForeignCode => "signal arrived during cgo execution (in C/C++ code)".into(),
-        GoFatal { message } => format!("Go fatal: {}", t(message)),
-        GgmlAssert { file, line, condition } => {
-            let at = if file.is_empty() { String::new() } else { format!(" at {}:{line}", t(file)) };
-            format!("GGML_ASSERT({}) failed{at}", t(condition))
-        }
-        Abort { file: b"", message, .. } => format!("abort: {}", t(message)),
-        Abort { file, line, message } => format!("abort at {}:{line}: {}", t(file), t(message)),
-        GpuError { api, message } => format!("{} error: {}", t(api), t(message)),
-        GpuErrorLocation { device, function, file, line } => format!(
-            "in {} at {}:{line}{}",
-            t(function),
-            t(file),
-            device.map(|d| format!(" (device {d})")).unwrap_or_default()
-        ),
-        DeviceLost { message } if message.starts_with(b"HW Exception") => {
-            format!("GPU hang reported by the ROCm runtime: {}", t(message))
-        }
-        DeviceLost { message } => format!("Vulkan device lost: {}", t(message)),
-        CppTerminate { exception } => format!("C++ exception: {}", t(exception)),
-        OutOfMemory { message } => format!("out of memory: {}", t(message)),
+        GoFatal { .. }
+        | GgmlAssert { .. }
+        | Abort { .. }
+        | GpuError { .. }
+        | GpuErrorLocation { .. }
+        | DeviceLost { .. }
+        | CppTerminate { .. }
+        | OutOfMemory { .. } => failure_summary(kind, slog_line).unwrap_or_default(),
         ProcessCrash { message } => owned(message),
         PostPredictError { error } => {
             format!("post predict failed{}", error.map(|e| format!(": {}", t(e))).unwrap_or_default())
         }
         RunnerTerminated { error } => {
-            format!("runner terminated: {}{}{}", t(error), status_note(&t(error)), cut_signal_note(error))
+            sized_format!(
+                error.len(),
+                "runner terminated: {}{}{}",
+                t(error),
+                status_note(&t(error)),
+                cut_signal_note(error)
+            )
         }
-        LoadError { error } => format!("model load failed: {}", t(error)),
-        BindFailed { message } => format!("the server could not listen: {}", t(message)),
-        CompletionError { message } => format!("completion failed: {}", t(message)),
+        LoadError { error } => sized_format!(error.len(), "model load failed: {}", t(error)),
+        BindFailed { message } => sized_format!(message.len(), "the server could not listen: {}", t(message)),
+        CompletionError { message } => sized_format!(message.len(), "completion failed: {}", t(message)),
         Diagnostic { level, msg } => format!("{}: {}", t(level), t(msg)),
         Milestone { index, number } => milestone_summary(index, number),
-        OpFailed { op } => format!("op {} failed on the GPU", t(op)),
+        OpFailed { op } => sized_format!(op.len(), "op {} failed on the GPU", t(op)),
         InstructionBytes { bytes } => format!("instruction bytes at PC: {}", t(bytes)),
         Goroutine { id, state } => format!("goroutine {id} [{}]", t(state)),
         GoFrame { function } => owned(function),
@@ -260,4 +272,37 @@ pub fn summary<'a>(kind: &EventKind<'a>, slog_line: bool) -> String {
         Other => String::new(),
     };
     clip(s)
+}
+
+/// [`summary`]'s words for the failures a crash's cause lines carry (an answer for every event of these kinds, `None` for
+/// the others).
+fn failure_summary<'a>(kind: &EventKind<'a>, slog_line: bool) -> Option<String> {
+    use EventKind::*;
+    let t = |b: &'a [u8]| field_text(b, slog_line);
+    Some(match *kind {
+        GoFatal { message } => sized_format!(message.len(), "Go fatal: {}", t(message)),
+        GgmlAssert { file, line, condition } => {
+            let at = if file.is_empty() { String::new() } else { format!(" at {}:{line}", t(file)) };
+            sized_format!(condition.len() + at.len(), "GGML_ASSERT({}) failed{at}", t(condition))
+        }
+        Abort { file: b"", message, .. } => sized_format!(message.len(), "abort: {}", t(message)),
+        Abort { file, line, message } => {
+            sized_format!(file.len() + message.len(), "abort at {}:{line}: {}", t(file), t(message))
+        }
+        GpuError { api, message } => sized_format!(api.len() + message.len(), "{} error: {}", t(api), t(message)),
+        GpuErrorLocation { device, function, file, line } => sized_format!(
+            function.len() + file.len(),
+            "in {} at {}:{line}{}",
+            t(function),
+            t(file),
+            device.map(|d| format!(" (device {d})")).unwrap_or_default()
+        ),
+        DeviceLost { message } if message.starts_with(b"HW Exception") => {
+            sized_format!(message.len(), "GPU hang reported by the ROCm runtime: {}", t(message))
+        }
+        DeviceLost { message } => sized_format!(message.len(), "Vulkan device lost: {}", t(message)),
+        CppTerminate { exception } => sized_format!(exception.len(), "C++ exception: {}", t(exception)),
+        OutOfMemory { message } => sized_format!(message.len(), "out of memory: {}", t(message)),
+        _ => return None,
+    })
 }

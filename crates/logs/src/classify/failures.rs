@@ -108,6 +108,10 @@ pub(super) fn runner_failure(message: &[u8]) -> Option<EventKind<'_>> {
 
 /// `path/file.c:123: GGML_ASSERT(cond) failed` or another `ggml_abort` message (`fatal error`).
 pub(super) fn abort_line<'a>(tag: &'a [u8], text: &'a [u8]) -> Option<EventKind<'a>> {
+    // The tag ends in the line number: most tags (function names) are told apart by their last byte.
+    if !tag.last().is_some_and(u8::is_ascii_digit) {
+        return None;
+    }
     let colon = tag.iter().rposition(|&b| b == b':')?;
     let (file, line) = (&tag[..colon], &tag[colon + 1..]);
     let (line, tail) = leading_u32(line)?;
@@ -128,7 +132,9 @@ pub(super) fn abort_line<'a>(tag: &'a [u8], text: &'a [u8]) -> Option<EventKind<
 
 /// Markers that can appear anywhere in a line no other rule claimed.
 pub(super) fn anywhere<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind<'a>> {
-    if msg.starts_with(b"Segmentation fault") || msg.starts_with(b"Aborted") {
+    // The first bytes of the longer prefixes below: a message that begins with none of them skips their comparisons.
+    let crash_prefix = matches!(msg.first(), Some(b'S' | b'A' | b'z' | b'[' | b'f' | b'd' | b'm' | b'c' | b'r'));
+    if crash_prefix && (msg.starts_with(b"Segmentation fault") || msg.starts_with(b"Aborted")) {
         return Some(EventKind::ProcessCrash { message: trim(msg) });
     }
     if marked.get() && (find(msg, b"couldn't bind").is_some() || find(msg, b"address already in use").is_some()) {
@@ -143,7 +149,7 @@ pub(super) fn anywhere<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKi
     }
     // gdb attached to the process: ggml's backtrace printer does that from ggml_abort and from its uncaught-exception
     // handler (L ggml/src/ggml.c:194-226, :253-269), both on the way to abort().
-    if msg.starts_with(b"[Inferior ") && msg.ends_with(b" detached]") {
+    if crash_prefix && msg.starts_with(b"[Inferior ") && msg.ends_with(b" detached]") {
         return Some(EventKind::Abort { file: b"", line: 0, message: trim(msg) });
     }
     // glibc's heap checks abort the process with one of these (malloc/malloc.c `malloc_printerr` messages).
@@ -155,7 +161,7 @@ pub(super) fn anywhere<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKi
         b"corrupted size vs. prev_size",
         b"realloc(): ",
     ];
-    if HEAP_ABORTS.iter().any(|p| msg.starts_with(p)) {
+    if crash_prefix && HEAP_ABORTS.iter().any(|p| msg.starts_with(p)) {
         return Some(EventKind::ProcessCrash { message: trim(msg) });
     }
     if !marked.get() {
