@@ -89,7 +89,7 @@ impl CommandBuffer {
     pub(crate) fn key_for_test(&self) -> SequenceKey {
         let mut key = SequenceKey::new();
         let mut tally = Tally::default();
-        count_buffer(self, false, 0, &mut tally, &mut Pending::new(), Some(&mut key));
+        count_buffer::<true>(self, false, 0, &mut tally, &mut Pending::new(), &mut key);
         key.finish(tally.dispatches);
         key
     }
@@ -282,6 +282,7 @@ pub fn mix(hash: u64, slot: u32, n: u32) -> u64 {
 /// A submitted command buffer's sequence of pipelines, joined into runs and hashed while its dispatches are counted
 /// ([`count`]), so that `crate::order` finds it without another walk over the entries. The hash starts with the
 /// "no run yet" mark (`EXECUTE`, 0), so that a run begins without a test for the first one.
+#[derive(Clone, Copy)]
 pub struct SequenceKey {
     slot: u32,
     count: u32,
@@ -489,17 +490,20 @@ pub fn count(buffers: impl Iterator<Item = vk::CommandBuffer>, errors: bool, seq
     let mut pending = Pending::new();
     for cb in buffers {
         if let Some(state) = get(cb) {
-            let mut key = sequences
-                .filter(|_| state.sequence.load(Ordering::Relaxed) == SEQUENCE_UNKNOWN)
-                .map(|_| SequenceKey::new());
-            let before = tally.dispatches;
-            count_buffer(state, errors, 0, &mut tally, &mut pending, key.as_mut());
-            if let Some(hook) = sequences {
-                if let Some(k) = key.as_mut() {
-                    k.finish(tally.dispatches - before);
-                }
-                hook(state, key.as_ref());
+            let Some(hook) = sequences else {
+                count_buffer::<false>(state, errors, 0, &mut tally, &mut pending, &mut SequenceKey::new());
+                continue;
+            };
+            if state.sequence.load(Ordering::Relaxed) != SEQUENCE_UNKNOWN {
+                count_buffer::<false>(state, errors, 0, &mut tally, &mut pending, &mut SequenceKey::new());
+                hook(state, None);
+                continue;
             }
+            let mut key = SequenceKey::new();
+            let before = tally.dispatches;
+            count_buffer::<true>(state, errors, 0, &mut tally, &mut pending, &mut key);
+            key.finish(tally.dispatches - before);
+            hook(state, Some(&key));
         }
     }
     pending.flush(errors);
@@ -514,7 +518,8 @@ const PENDING: usize = 64;
 /// together instead of one each. A direct-mapped table on the stack: a colliding key sends the one it replaces on.
 /// Slots are marked used in a bit mask, so that a submission neither clears nor scans the whole table.
 struct Pending {
-    keys: [MaybeUninit<(u32, [u32; 3])>; PENDING],
+    /// `(slot | z << 32, x | y << 32)`: two words to compare.
+    keys: [MaybeUninit<(u64, u64)>; PENDING],
     counts: [MaybeUninit<u64>; PENDING],
     /// Bit `i`: slot `i` holds a key and its count.
     used: u64,
@@ -527,23 +532,37 @@ impl Pending {
         Pending { keys: [MaybeUninit::uninit(); PENDING], counts: [MaybeUninit::uninit(); PENDING], used: 0 }
     }
 
-    #[inline]
+    #[inline(always)]
     fn add(&mut self, slot: u32, grid: [u32; 3], n: u64, errors: bool) {
-        let mixed = slot ^ grid[0].rotate_left(7) ^ grid[1].rotate_left(17) ^ grid[2].rotate_left(25);
-        let i = (mixed.wrapping_mul(0x9e37_79b9) >> (32 - PENDING.trailing_zeros())) as usize;
+        let key = (u64::from(slot) | (u64::from(grid[2]) << 32), u64::from(grid[0]) | (u64::from(grid[1]) << 32));
+        // Multiplicative hashing: the top six bits of the product depend on every bit of the key's words.
+        let i = ((key.1 ^ key.0.rotate_left(23)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize;
         let bit = 1u64 << i;
         if self.used & bit != 0 {
             // SAFETY: a used slot's key and count were written when its bit was set.
-            let (key, count) = unsafe { (self.keys[i].assume_init(), self.counts[i].assume_init()) };
-            if key == (slot, grid) {
+            let (kept, count) = unsafe { (self.keys[i].assume_init(), self.counts[i].assume_init()) };
+            if kept == key {
                 self.counts[i].write(count + n);
                 return;
             }
-            add(key.0, key.1, count, errors);
+            self.replace(i, key, n, errors);
+            return;
         }
-        self.keys[i].write((slot, grid));
+        self.keys[i].write(key);
         self.counts[i].write(n);
         self.used |= bit;
+    }
+
+    /// A collision in used slot `i`: its key's count goes to the shared counters, `key` takes the slot. Out of line,
+    /// so that the walk that calls `add` keeps its values in registers.
+    #[cold]
+    #[inline(never)]
+    fn replace(&mut self, i: usize, key: (u64, u64), n: u64, errors: bool) {
+        // SAFETY: called for a used slot (see `add`).
+        let (kept, count) = unsafe { (self.keys[i].assume_init(), self.counts[i].assume_init()) };
+        add(kept.0 as u32, [kept.1 as u32, (kept.1 >> 32) as u32, (kept.0 >> 32) as u32], count, errors);
+        self.keys[i].write(key);
+        self.counts[i].write(n);
     }
 
     fn flush(&mut self, errors: bool) {
@@ -552,47 +571,56 @@ impl Pending {
             let i = used.trailing_zeros() as usize;
             used &= used - 1;
             // SAFETY: as in `add`: the slot's bit was set.
-            let ((slot, grid), n) = unsafe { (self.keys[i].assume_init(), self.counts[i].assume_init()) };
-            add(slot, grid, n, errors);
+            let ((a, b), n) = unsafe { (self.keys[i].assume_init(), self.counts[i].assume_init()) };
+            add(a as u32, [b as u32, (b >> 32) as u32, (a >> 32) as u32], n, errors);
         }
     }
 }
 
-fn count_buffer(
+/// Counts `state`'s dispatches (a secondary's where it is executed) into `pending` and `tally`; with `KEYED`, joins
+/// and hashes its runs into `key` in the same walk.
+fn count_buffer<const KEYED: bool>(
     state: &CommandBuffer,
     errors: bool,
     depth: u32,
     tally: &mut Tally,
     pending: &mut Pending,
-    mut key: Option<&mut SequenceKey>,
+    key: &mut SequenceKey,
 ) {
     // SAFETY: called from a submission hook: the application may not record into or reset a buffer
     // it is submitting.
     let entries = unsafe { state.entries() };
-    if let Some(k) = key.as_deref_mut() {
-        k.ordered &= !state.merged.get() && state.lost.get() == 0;
+    if KEYED {
+        key.ordered &= !state.merged.get() && state.lost.get() == 0;
     }
+    // The walk's running values stay in locals (registers), not behind the references, and are handed back around a
+    // secondary's walk and at the end.
+    let mut k = *key;
+    let mut dispatches = tally.dispatches;
     for e in entries.iter() {
         if e.slot == EXECUTE {
             let secondary = vk::CommandBuffer::from_raw(u64::from(e.grid[0]) | (u64::from(e.grid[1]) << 32));
             if let Some(s) = get(secondary).filter(|_| depth < MAX_NESTING) {
+                (tally.dispatches, *key) = (dispatches, k);
                 for _ in 0..e.count {
-                    count_buffer(s, errors, depth + 1, tally, pending, key.as_deref_mut());
+                    count_buffer::<KEYED>(s, errors, depth + 1, tally, pending, key);
                 }
+                (dispatches, k) = (tally.dispatches, *key);
             }
             continue;
         }
         pending.add(e.slot, e.grid, u64::from(e.count), errors);
-        tally.dispatches += u64::from(e.count);
-        if let Some(k) = key.as_deref_mut() {
+        dispatches += u64::from(e.count);
+        if KEYED {
             k.push(e.slot, e.count);
         }
     }
     let lost = state.lost.get();
     if lost > 0 {
         add(OVERFLOW, [0; 3], lost, errors);
-        tally.dispatches += lost;
+        dispatches += lost;
     }
+    (tally.dispatches, *key) = (dispatches, k);
 }
 
 /// Remembers the last dispatches of a submission's command buffers in its queue's ring (the crash
@@ -601,34 +629,42 @@ fn count_buffer(
 /// contributes its own last entries.
 pub fn remember(buffers: impl Iterator<Item = vk::CommandBuffer>, ring: &locus::QueueRing) -> u64 {
     let submit = ring.begin_submit();
+    let mut writer = ring.writer(submit);
     for cb in buffers {
         if let Some(state) = get(cb) {
-            remember_buffer(state, ring, submit, 0);
+            remember_buffer(state, &mut writer, 0);
         }
     }
     submit
 }
 
-fn remember_buffer(state: &CommandBuffer, ring: &locus::QueueRing, submit: u64, depth: u32) {
+fn remember_buffer(state: &CommandBuffer, ring: &mut locus::RingWriter<'_>, depth: u32) {
     // SAFETY: called from a submission hook, like `count_buffer`.
     let entries = unsafe { state.entries() };
     // SAFETY: as above.
     let labels = unsafe { state.labels() };
     let tail = &entries[entries.len().saturating_sub(locus::RING_DISPATCHES)..];
+    // The writer's position in a local between entries (not through `ring`, which a nested call also moves).
+    let mut w = *ring;
     for e in tail {
         if e.slot == EXECUTE {
             let secondary = vk::CommandBuffer::from_raw(u64::from(e.grid[0]) | (u64::from(e.grid[1]) << 32));
             if let Some(s) = get(secondary).filter(|_| depth < MAX_NESTING) {
-                remember_buffer(s, ring, submit, depth + 1);
+                remember_buffer(s, &mut w, depth + 1);
             }
             continue;
         }
-        ring.push_path(e.slot, e.grid, e.count, submit, labels.parts(e.label));
+        if e.label == Label::NONE {
+            w.push(e.slot, e.grid, e.count);
+        } else {
+            w.push_labelled(e.slot, e.grid, e.count, labels.words(e.label));
+        }
     }
     let lost = state.lost.get();
     if lost > 0 {
-        ring.push(OVERFLOW, [0; 3], u32::try_from(lost).unwrap_or(u32::MAX), submit, b"");
+        w.push(OVERFLOW, [0; 3], u32::try_from(lost).unwrap_or(u32::MAX));
     }
+    *ring = w;
 }
 
 fn add(slot: u32, grid: [u32; 3], n: u64, errors: bool) {
@@ -758,6 +794,46 @@ mod tests {
         let mut merged = vec![e[0], e[1], Entry { label: e[0].label, ..e[2] }];
         merge(&mut merged);
         assert_eq!(merged.iter().map(|e| (e.label, e.count)).collect::<Vec<_>>(), [(e[0].label, 2), (e[1].label, 1)]);
+    }
+
+    /// A submission copies each remembered dispatch's label parts word by word from the buffer's arena; the ring
+    /// gives back the path the labels name, for texts of every length and at every offset in the arena.
+    #[test]
+    fn the_ring_remembers_each_dispatch_with_its_label_path() {
+        let s = state();
+        s.bind(3);
+        s.record([9, 1, 1]);
+        let texts: Vec<Vec<u8>> = (0..40u8).map(|n| (0..n * 3 % 101).map(|i| b'a' + (i + n) % 26).collect()).collect();
+        for (i, text) in texts.iter().enumerate() {
+            if i % 3 == 0 {
+                s.begin_label(b"x");
+            }
+            s.begin_label(text);
+            s.bind(i as u32 + 1);
+            s.record([i as u32, 2, 3]);
+            s.end_label();
+            if i % 3 == 0 {
+                s.end_label();
+            }
+        }
+        s.record([7, 7, 7]);
+        let ring: &'static locus::QueueRing = locus::queue_ring(0x7e57_0001, None).unwrap();
+        let submit = ring.begin_submit();
+        let mut writer = ring.writer(submit);
+        remember_buffer(&s, &mut writer, 0);
+        let mut out = [format::record::QueueDispatch::default(); locus::RING_DISPATCHES];
+        let mut read_texts = [[0; locus::LABEL_BYTES]; locus::RING_DISPATCHES];
+        let n = ring.read(&mut out, &mut read_texts);
+        let kept = entries(&s);
+        let tail = &kept[kept.len() - locus::RING_DISPATCHES..];
+        assert_eq!(n, tail.len());
+        // SAFETY: single-threaded test.
+        let labels = unsafe { s.labels() };
+        for (d, e) in out[..n].iter().zip(tail) {
+            assert_eq!((d.kernel, d.grid, d.count, d.submit), (e.slot, e.grid, e.count, submit));
+            assert_eq!(d.label, labels.path(e.label, &mut [0; crate::labels::MAX_PATH]));
+        }
+        assert!(out[..n].iter().any(|d| d.label.starts_with(b"x > ")) && out[..n].iter().any(|d| d.label.is_empty()));
     }
 
     #[test]
