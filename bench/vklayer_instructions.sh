@@ -5,7 +5,10 @@
 # and submits it, ROUNDS times, plain and labelled as ggml-vulkan labels under GGML_VK_DEBUG_MARKERS; each layer build
 # runs observing and paused (its switch, what bench/gpu/vk_overhead_ab.sh's plain arm is). For every recording and
 # submission hook the cost is its inclusive instruction count minus what it forwards to (the loader and the driver):
-# the layer's own work, lookups included. Observing minus paused is what observing costs.
+# the layer's own work, lookups included. Observing minus paused is what observing costs. Two sums are printed: the
+# layer's functions by name (the figure earlier BENCHMARKS sections give), and everything that runs in the layer's
+# object plus the libc calls it makes (memcpy, memset, strnlen), which also counts std's generic code compiled into
+# the layer (`catch_unwind`'s `do_call`, which holds the recording of a dispatch when it is not inlined).
 # Usage: bench/vklayer_instructions.sh LAYER_SO [LAYER_SO …] (e.g. an older build first, then
 #        target/release/libbackscope_vklayer.so); DISPATCHES=32 ROUNDS=300 by default.
 set -euo pipefail
@@ -49,12 +52,41 @@ def layer_ir(path):
                          capture_output=True, text=True, check=True).stdout
     return sum(int(m.group(1).replace(",", "")) for m in map(own.match, out.splitlines()) if m)
 
+def object_ir(path):
+    """Self cost of every instruction in the layer's object, plus the inclusive cost of its calls into libc."""
+    names = {"ob": {}, "fn": {}}
+    ob, cob, in_layer, call, total = "", None, False, False, 0
+    for line in open(path):
+        m = re.match(r"(c?)(ob|fn)=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
+        if m:
+            if m.group(4):
+                names[m.group(2)][m.group(3)] = m.group(4)
+            name = names[m.group(2)].get(m.group(3), "")
+            if m.group(2) == "ob" and m.group(1) == "":
+                ob, in_layer = name, "libbackscope_vklayer" in name
+            elif m.group(2) == "ob":
+                cob = name
+        elif line.startswith("calls="):
+            call = True
+        elif line[:1].isdigit() or line[:1] in "+-*":
+            cost = int(line.split()[-1]) if len(line.split()) > 1 else 0
+            if call:
+                if in_layer and "libc.so" in (cob if cob is not None else ob):
+                    total += cost
+                call, cob = False, None
+            elif in_layer:
+                total += cost
+    return total
+
 print(f"layer instructions per dispatch ({dispatches} dispatches per submission, {rounds} submissions; "
       "observing - paused)")
 for n, so in enumerate(sos, 1):
     for labelled, case in ((1, "labelled as ggml-vulkan with GGML_VK_DEBUG_MARKERS"), (0, "plain")):
-        obs, paused = (layer_ir(f"{work}/cg.{n}.{labelled}.{arm}") for arm in ("observing", "paused"))
+        files = [f"{work}/cg.{n}.{labelled}.{arm}" for arm in ("observing", "paused")]
+        obs, paused = (layer_ir(f) for f in files)
+        whole_obs, whole_paused = (object_ir(f) for f in files)
         per = lambda ir: ir / (dispatches * rounds)
-        print(f"{so} [{case}]: observing {per(obs):.0f}, paused {per(paused):.0f}, "
-              f"observing - paused {per(obs - paused):.0f} instructions per dispatch")
+        print(f"{so} [{case}]: layer functions: observing {per(obs):.0f}, paused {per(paused):.0f}, "
+              f"observing - paused {per(obs - paused):.0f}; layer object + libc: observing - paused "
+              f"{per(whole_obs - whole_paused):.0f} instructions per dispatch")
 PY

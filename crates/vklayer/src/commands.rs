@@ -12,6 +12,12 @@
 //! A buffer's entries are read when it is submitted (before the driver sees the submission, while the
 //! buffer cannot be reset), and cleared when it is begun, reset, or its pool is reset. A secondary
 //! buffer's dispatches count when a primary that executes it is submitted.
+//!
+//! ggml-vulkan records the same graph into the same command buffers token after token. Each buffer
+//! therefore keeps what the walk over its entries counted ([`Counted`]), and a dispatch also steps a
+//! hash of the buffer's dispatches in order: a submission whose recording hashes as the walked one
+//! (with as many dispatches) adds the kept counts and sequence instead of walking the entries again.
+//! The walk over the last entries for the crash ring stays (their submission number is new).
 
 use std::cell::{Cell, UnsafeCell};
 use std::mem::MaybeUninit;
@@ -68,6 +74,52 @@ pub struct CommandBuffer {
     labels: UnsafeCell<Labels>,
     /// The dispatches by index and the marker slot of the black box (`crate::progress`).
     pub progress: crate::progress::BufferProgress,
+    /// The pipeline slot and workgroup counts of every dispatch recorded since the buffer was begun, hashed in order
+    /// ([`hash_dispatch`]): what tells a recording equal to the one [`Counted`] keeps the counts of.
+    dispatch_hash: Cell<u64>,
+    /// A secondary buffer was executed since begin: its dispatches are not in `dispatch_hash`.
+    executes: Cell<bool>,
+    /// Begun with `VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT`: two threads may submit it at once, so its
+    /// submissions count on their own stack and keep nothing in `counted`.
+    simultaneous: Cell<bool>,
+    /// What the last walk over this buffer's entries counted (see [`Counted`]). Boxed: it is 1.5 KiB.
+    counted: UnsafeCell<Box<Counted>>,
+}
+
+/// The counts of a command buffer's last walked recording, kept for its next one: ggml-vulkan records the same graph
+/// into the same command buffers token after token, and a submission whose buffer recorded the same dispatches in
+/// the same order (its [`CommandBuffer::dispatch_hash`] and number of dispatches equal the kept ones) adds the kept
+/// counts and sequence without walking the entries again. Only for a buffer one thread submits at a time (Vulkan
+/// forbids submitting a pending buffer that was not begun for simultaneous use), written and read at submission.
+struct Counted {
+    /// The walked recording's counts per (pipeline, workgroup count), complete when `valid`.
+    pending: Pending,
+    valid: bool,
+    hash: u64,
+    recorded: u32,
+    dispatches: u64,
+    /// Its dispatch sequence (`crate::order`), [`SEQUENCE_UNKNOWN`] when it was not looked up.
+    sequence: u32,
+}
+
+impl Counted {
+    fn new() -> Counted {
+        Counted {
+            pending: Pending::new(),
+            valid: false,
+            hash: 0,
+            recorded: 0,
+            dispatches: 0,
+            sequence: SEQUENCE_UNKNOWN,
+        }
+    }
+}
+
+/// One dispatch's step of [`CommandBuffer::dispatch_hash`]: [`mix`] of its pipeline slot and first workgroup count,
+/// then of the other two (each word taken whole, so that no two dispatches give one word).
+#[inline(always)]
+fn hash_dispatch(hash: u64, slot: u32, grid: [u32; 3]) -> u64 {
+    mix(mix(hash, slot, grid[0]), grid[1], grid[2])
 }
 
 // SAFETY: a command buffer's state is used by one thread at a time: Vulkan requires the application
@@ -89,7 +141,7 @@ impl CommandBuffer {
     pub(crate) fn key_for_test(&self) -> SequenceKey {
         let mut key = SequenceKey::new();
         let mut tally = Tally::default();
-        count_buffer(self, false, 0, &mut tally, &mut Pending::new(), Some(&mut key));
+        count_buffer::<true>(self, false, 0, &mut tally, &mut Pending::new(), &mut key);
         key.finish(tally.dispatches);
         key
     }
@@ -106,7 +158,20 @@ impl CommandBuffer {
             sequence: AtomicU32::new(SEQUENCE_UNKNOWN),
             labels: UnsafeCell::new(Labels::new()),
             progress: crate::progress::BufferProgress::new(),
+            dispatch_hash: Cell::new(0),
+            executes: Cell::new(false),
+            simultaneous: Cell::new(false),
+            counted: UnsafeCell::new(Box::new(Counted::new())),
         }
+    }
+
+    /// # Safety
+    /// Only at submission of a buffer not begun for simultaneous use, or while no submission can run (allocation).
+    #[allow(clippy::mut_from_ref)]
+    #[inline(always)]
+    unsafe fn counted(&self) -> &mut Counted {
+        // SAFETY: one thread at a time, per the caller's promise.
+        unsafe { &mut *self.counted.get() }
     }
 
     /// The device the buffer belongs to.
@@ -147,6 +212,14 @@ impl CommandBuffer {
         // SAFETY: as above.
         unsafe { self.labels() }.clear();
         self.progress.begin();
+        self.dispatch_hash.set(0);
+        self.executes.set(false);
+    }
+
+    /// `vkBeginCommandBuffer`: forgets everything recorded; `simultaneous`: begun for simultaneous use.
+    pub fn begin(&self, simultaneous: bool) {
+        self.clear();
+        self.simultaneous.set(simultaneous);
     }
 
     /// `vkCmdBeginDebugUtilsLabelEXT` with label `text`.
@@ -182,12 +255,14 @@ impl CommandBuffer {
     pub fn record(&self, grid: [u32; 3]) -> u32 {
         let slot = self.bound.get();
         self.push(Entry { slot, grid, count: 1, label: self.label() });
+        self.dispatch_hash.set(hash_dispatch(self.dispatch_hash.get(), slot, grid));
         self.progress.record(slot, grid)
     }
 
     /// `vkCmdExecuteCommands`: the secondary buffer's dispatches count with this one's.
     pub fn execute(&self, secondary: vk::CommandBuffer) {
         let raw = secondary.as_raw();
+        self.executes.set(true);
         self.push(Entry { slot: EXECUTE, grid: [raw as u32, (raw >> 32) as u32, 0], count: 1, label: Label::NONE });
     }
 
@@ -282,6 +357,7 @@ pub fn mix(hash: u64, slot: u32, n: u32) -> u64 {
 /// A submitted command buffer's sequence of pipelines, joined into runs and hashed while its dispatches are counted
 /// ([`count`]), so that `crate::order` finds it without another walk over the entries. The hash starts with the
 /// "no run yet" mark (`EXECUTE`, 0), so that a run begins without a test for the first one.
+#[derive(Clone, Copy)]
 pub struct SequenceKey {
     slot: u32,
     count: u32,
@@ -417,7 +493,9 @@ pub fn allocated(device: &'static DeviceDispatch, pool: vk::CommandPool, buffers
         let s = unsafe { &*(state as *const CommandBuffer) };
         s.device.set(device);
         s.pool.set(pool.as_raw());
-        s.clear();
+        s.begin(false);
+        // SAFETY: the state belongs to no buffer yet, so no submission walks it.
+        unsafe { s.counted() }.valid = false;
         s.progress.attach(&device.progress);
         if !BUFFERS.insert(cb.as_raw(), state as u64) {
             s.progress.detach();
@@ -486,24 +564,100 @@ pub struct Tally {
 /// not submitted since it was recorded, and handed to the hook with the buffer.
 pub fn count(buffers: impl Iterator<Item = vk::CommandBuffer>, errors: bool, sequences: Option<SequenceHook>) -> Tally {
     let mut tally = Tally::default();
-    let mut pending = Pending::new();
+    // Buffers begun for simultaneous use count here: two threads may walk one at once.
+    let mut shared = Pending::new();
     for cb in buffers {
         if let Some(state) = get(cb) {
-            let mut key = sequences
-                .filter(|_| state.sequence.load(Ordering::Relaxed) == SEQUENCE_UNKNOWN)
-                .map(|_| SequenceKey::new());
-            let before = tally.dispatches;
-            count_buffer(state, errors, 0, &mut tally, &mut pending, key.as_mut());
-            if let Some(hook) = sequences {
-                if let Some(k) = key.as_mut() {
-                    k.finish(tally.dispatches - before);
-                }
-                hook(state, key.as_ref());
-            }
+            count_one(state, errors, sequences, &mut tally, &mut shared);
         }
     }
-    pending.flush(errors);
+    shared.flush(errors);
     tally
+}
+
+/// [`count`] for one submitted buffer: from the counts its last walk kept when they are this recording's, else by a
+/// walk (whose counts are kept, unless the buffer was begun for simultaneous use: those count into `shared`).
+fn count_one(
+    state: &CommandBuffer,
+    errors: bool,
+    sequences: Option<SequenceHook>,
+    tally: &mut Tally,
+    shared: &mut Pending,
+) {
+    if state.simultaneous.get() {
+        walk(state, errors, sequences, tally, shared);
+        return;
+    }
+    // SAFETY: a buffer not begun for simultaneous use is submitted by one thread at a time.
+    let counted = unsafe { state.counted() };
+    if counted.holds(state, sequences.is_some()) {
+        counted.pending.add_all(errors);
+        tally.dispatches += counted.dispatches;
+        if let Some(hook) = sequences {
+            if state.sequence.load(Ordering::Relaxed) == SEQUENCE_UNKNOWN {
+                state.sequence.store(counted.sequence, Ordering::Relaxed);
+            }
+            hook(state, None);
+        }
+        return;
+    }
+    counted.pending.clear();
+    let before = tally.dispatches;
+    walk(state, errors, sequences, tally, &mut counted.pending);
+    counted.pending.add_all(errors);
+    counted.valid = !counted.pending.collided && state.walk_reusable();
+    counted.hash = state.dispatch_hash.get();
+    counted.recorded = state.progress.recorded();
+    counted.dispatches = tally.dispatches - before;
+    counted.sequence = state.sequence.load(Ordering::Relaxed);
+}
+
+impl CommandBuffer {
+    /// Whether a walk over this recording gives counts another recording with the same dispatches can reuse: every
+    /// dispatch is in `dispatch_hash` (no secondary executed), none was lost, and the order is kept (not merged).
+    fn walk_reusable(&self) -> bool {
+        !self.executes.get() && !self.merged.get() && self.lost.get() == 0
+    }
+}
+
+impl Counted {
+    /// Whether these are the counts of `state`'s recording now: the kept walk was complete, and the buffer recorded
+    /// the same dispatches in the same order since it was begun; with `sequences`, its sequence is known.
+    #[inline]
+    fn holds(&self, state: &CommandBuffer, sequences: bool) -> bool {
+        self.valid
+            && self.hash == state.dispatch_hash.get()
+            && self.recorded == state.progress.recorded()
+            && state.walk_reusable()
+            && !(sequences
+                && self.sequence == SEQUENCE_UNKNOWN
+                && state.sequence.load(Ordering::Relaxed) == SEQUENCE_UNKNOWN)
+    }
+}
+
+/// Counts one submitted buffer's entries into `pending`, and hands its sequence to the hook: with its key, hashed in
+/// the same walk, when the buffer's sequence was not looked up since it was recorded.
+fn walk(
+    state: &CommandBuffer,
+    errors: bool,
+    sequences: Option<SequenceHook>,
+    tally: &mut Tally,
+    pending: &mut Pending,
+) {
+    let Some(hook) = sequences else {
+        count_buffer::<false>(state, errors, 0, tally, pending, &mut SequenceKey::new());
+        return;
+    };
+    if state.sequence.load(Ordering::Relaxed) != SEQUENCE_UNKNOWN {
+        count_buffer::<false>(state, errors, 0, tally, pending, &mut SequenceKey::new());
+        hook(state, None);
+        return;
+    }
+    let mut key = SequenceKey::new();
+    let before = tally.dispatches;
+    count_buffer::<true>(state, errors, 0, tally, pending, &mut key);
+    key.finish(tally.dispatches - before);
+    hook(state, Some(&key));
 }
 
 /// Slots of [`Pending`].
@@ -514,85 +668,128 @@ const PENDING: usize = 64;
 /// together instead of one each. A direct-mapped table on the stack: a colliding key sends the one it replaces on.
 /// Slots are marked used in a bit mask, so that a submission neither clears nor scans the whole table.
 struct Pending {
-    keys: [MaybeUninit<(u32, [u32; 3])>; PENDING],
+    /// `(slot | z << 32, x | y << 32)`: two words to compare.
+    keys: [MaybeUninit<(u64, u64)>; PENDING],
     counts: [MaybeUninit<u64>; PENDING],
     /// Bit `i`: slot `i` holds a key and its count.
     used: u64,
+    /// A key was sent on to the shared counters by a colliding one: the table does not hold every count.
+    collided: bool,
 }
 
 const _: () = assert!(PENDING == 64, "one bit per slot in `used`");
 
 impl Pending {
     fn new() -> Pending {
-        Pending { keys: [MaybeUninit::uninit(); PENDING], counts: [MaybeUninit::uninit(); PENDING], used: 0 }
+        Pending {
+            keys: [MaybeUninit::uninit(); PENDING],
+            counts: [MaybeUninit::uninit(); PENDING],
+            used: 0,
+            collided: false,
+        }
     }
 
-    #[inline]
+    fn clear(&mut self) {
+        self.used = 0;
+        self.collided = false;
+    }
+
+    #[inline(always)]
     fn add(&mut self, slot: u32, grid: [u32; 3], n: u64, errors: bool) {
-        let mixed = slot ^ grid[0].rotate_left(7) ^ grid[1].rotate_left(17) ^ grid[2].rotate_left(25);
-        let i = (mixed.wrapping_mul(0x9e37_79b9) >> (32 - PENDING.trailing_zeros())) as usize;
+        let key = (u64::from(slot) | (u64::from(grid[2]) << 32), u64::from(grid[0]) | (u64::from(grid[1]) << 32));
+        // Multiplicative hashing: the top six bits of the product depend on every bit of the key's words.
+        let i = ((key.1 ^ key.0.rotate_left(23)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize;
         let bit = 1u64 << i;
         if self.used & bit != 0 {
             // SAFETY: a used slot's key and count were written when its bit was set.
-            let (key, count) = unsafe { (self.keys[i].assume_init(), self.counts[i].assume_init()) };
-            if key == (slot, grid) {
+            let (kept, count) = unsafe { (self.keys[i].assume_init(), self.counts[i].assume_init()) };
+            if kept == key {
                 self.counts[i].write(count + n);
                 return;
             }
-            add(key.0, key.1, count, errors);
+            self.replace(i, key, n, errors);
+            return;
         }
-        self.keys[i].write((slot, grid));
+        self.keys[i].write(key);
         self.counts[i].write(n);
         self.used |= bit;
     }
 
-    fn flush(&mut self, errors: bool) {
-        let mut used = std::mem::take(&mut self.used);
+    /// A collision in used slot `i`: its key's count goes to the shared counters, `key` takes the slot. Out of line,
+    /// so that the walk that calls `add` keeps its values in registers.
+    #[cold]
+    #[inline(never)]
+    fn replace(&mut self, i: usize, key: (u64, u64), n: u64, errors: bool) {
+        // SAFETY: called for a used slot (see `add`).
+        let (kept, count) = unsafe { (self.keys[i].assume_init(), self.counts[i].assume_init()) };
+        add(kept.0 as u32, [kept.1 as u32, (kept.1 >> 32) as u32, (kept.0 >> 32) as u32], count, errors);
+        self.keys[i].write(key);
+        self.counts[i].write(n);
+        self.collided = true;
+    }
+
+    /// Adds every count held to the shared counters, keeping them (a command buffer's [`Counted`]).
+    fn add_all(&self, errors: bool) {
+        let mut used = self.used;
         while used != 0 {
             let i = used.trailing_zeros() as usize;
             used &= used - 1;
             // SAFETY: as in `add`: the slot's bit was set.
-            let ((slot, grid), n) = unsafe { (self.keys[i].assume_init(), self.counts[i].assume_init()) };
-            add(slot, grid, n, errors);
+            let ((a, b), n) = unsafe { (self.keys[i].assume_init(), self.counts[i].assume_init()) };
+            add(a as u32, [b as u32, (b >> 32) as u32, (a >> 32) as u32], n, errors);
         }
+    }
+
+    fn flush(&mut self, errors: bool) {
+        self.add_all(errors);
+        self.clear();
     }
 }
 
-fn count_buffer(
+/// Counts `state`'s dispatches (a secondary's where it is executed) into `pending` and `tally`; with `KEYED`, joins
+/// and hashes its runs into `key` in the same walk.
+fn count_buffer<const KEYED: bool>(
     state: &CommandBuffer,
     errors: bool,
     depth: u32,
     tally: &mut Tally,
     pending: &mut Pending,
-    mut key: Option<&mut SequenceKey>,
+    key: &mut SequenceKey,
 ) {
     // SAFETY: called from a submission hook: the application may not record into or reset a buffer
     // it is submitting.
     let entries = unsafe { state.entries() };
-    if let Some(k) = key.as_deref_mut() {
-        k.ordered &= !state.merged.get() && state.lost.get() == 0;
+    if KEYED {
+        key.ordered &= !state.merged.get() && state.lost.get() == 0;
     }
+    // The walk's running values stay in locals (registers), not behind the references, and are handed back around a
+    // secondary's walk and at the end.
+    let mut k = *key;
+    let mut dispatches = tally.dispatches;
     for e in entries.iter() {
         if e.slot == EXECUTE {
             let secondary = vk::CommandBuffer::from_raw(u64::from(e.grid[0]) | (u64::from(e.grid[1]) << 32));
             if let Some(s) = get(secondary).filter(|_| depth < MAX_NESTING) {
+                (tally.dispatches, *key) = (dispatches, k);
                 for _ in 0..e.count {
-                    count_buffer(s, errors, depth + 1, tally, pending, key.as_deref_mut());
+                    count_buffer::<KEYED>(s, errors, depth + 1, tally, pending, key);
                 }
+                (dispatches, k) = (tally.dispatches, *key);
             }
             continue;
         }
         pending.add(e.slot, e.grid, u64::from(e.count), errors);
-        tally.dispatches += u64::from(e.count);
-        if let Some(k) = key.as_deref_mut() {
+        dispatches += u64::from(e.count);
+        if KEYED {
             k.push(e.slot, e.count);
         }
     }
     let lost = state.lost.get();
     if lost > 0 {
         add(OVERFLOW, [0; 3], lost, errors);
-        tally.dispatches += lost;
+        dispatches += lost;
     }
+    (tally.dispatches, *key) = (dispatches, k);
 }
 
 /// Remembers the last dispatches of a submission's command buffers in its queue's ring (the crash
@@ -601,34 +798,42 @@ fn count_buffer(
 /// contributes its own last entries.
 pub fn remember(buffers: impl Iterator<Item = vk::CommandBuffer>, ring: &locus::QueueRing) -> u64 {
     let submit = ring.begin_submit();
+    let mut writer = ring.writer(submit);
     for cb in buffers {
         if let Some(state) = get(cb) {
-            remember_buffer(state, ring, submit, 0);
+            remember_buffer(state, &mut writer, 0);
         }
     }
     submit
 }
 
-fn remember_buffer(state: &CommandBuffer, ring: &locus::QueueRing, submit: u64, depth: u32) {
+fn remember_buffer(state: &CommandBuffer, ring: &mut locus::RingWriter<'_>, depth: u32) {
     // SAFETY: called from a submission hook, like `count_buffer`.
     let entries = unsafe { state.entries() };
     // SAFETY: as above.
     let labels = unsafe { state.labels() };
     let tail = &entries[entries.len().saturating_sub(locus::RING_DISPATCHES)..];
+    // The writer's position in a local between entries (not through `ring`, which a nested call also moves).
+    let mut w = *ring;
     for e in tail {
         if e.slot == EXECUTE {
             let secondary = vk::CommandBuffer::from_raw(u64::from(e.grid[0]) | (u64::from(e.grid[1]) << 32));
             if let Some(s) = get(secondary).filter(|_| depth < MAX_NESTING) {
-                remember_buffer(s, ring, submit, depth + 1);
+                remember_buffer(s, &mut w, depth + 1);
             }
             continue;
         }
-        ring.push_path(e.slot, e.grid, e.count, submit, labels.parts(e.label));
+        if e.label == Label::NONE {
+            w.push(e.slot, e.grid, e.count);
+        } else {
+            w.push_labelled(e.slot, e.grid, e.count, labels.words(e.label));
+        }
     }
     let lost = state.lost.get();
     if lost > 0 {
-        ring.push(OVERFLOW, [0; 3], u32::try_from(lost).unwrap_or(u32::MAX), submit, b"");
+        w.push(OVERFLOW, [0; 3], u32::try_from(lost).unwrap_or(u32::MAX));
     }
+    *ring = w;
 }
 
 fn add(slot: u32, grid: [u32; 3], n: u64, errors: bool) {
@@ -758,6 +963,112 @@ mod tests {
         let mut merged = vec![e[0], e[1], Entry { label: e[0].label, ..e[2] }];
         merge(&mut merged);
         assert_eq!(merged.iter().map(|e| (e.label, e.count)).collect::<Vec<_>>(), [(e[0].label, 2), (e[1].label, 1)]);
+    }
+
+    /// A submission copies each remembered dispatch's label parts word by word from the buffer's arena; the ring
+    /// gives back the path the labels name, for texts of every length and at every offset in the arena.
+    #[test]
+    fn the_ring_remembers_each_dispatch_with_its_label_path() {
+        let s = state();
+        s.bind(3);
+        s.record([9, 1, 1]);
+        let texts: Vec<Vec<u8>> = (0..40u8).map(|n| (0..n * 3 % 101).map(|i| b'a' + (i + n) % 26).collect()).collect();
+        for (i, text) in texts.iter().enumerate() {
+            if i % 3 == 0 {
+                s.begin_label(b"x");
+            }
+            s.begin_label(text);
+            s.bind(i as u32 + 1);
+            s.record([i as u32, 2, 3]);
+            s.end_label();
+            if i % 3 == 0 {
+                s.end_label();
+            }
+        }
+        s.record([7, 7, 7]);
+        let ring: &'static locus::QueueRing = locus::queue_ring(0x7e57_0001, None).unwrap();
+        let submit = ring.begin_submit();
+        let mut writer = ring.writer(submit);
+        remember_buffer(&s, &mut writer, 0);
+        let mut out = [format::record::QueueDispatch::default(); locus::RING_DISPATCHES];
+        let mut read_texts = [[0; locus::LABEL_BYTES]; locus::RING_DISPATCHES];
+        let n = ring.read(&mut out, &mut read_texts);
+        let kept = entries(&s);
+        let tail = &kept[kept.len() - locus::RING_DISPATCHES..];
+        assert_eq!(n, tail.len());
+        // SAFETY: single-threaded test.
+        let labels = unsafe { s.labels() };
+        for (d, e) in out[..n].iter().zip(tail) {
+            assert_eq!((d.kernel, d.grid, d.count, d.submit), (e.slot, e.grid, e.count, submit));
+            assert_eq!(d.label, labels.path(e.label, &mut [0; crate::labels::MAX_PATH]));
+        }
+        assert!(out[..n].iter().any(|d| d.label.starts_with(b"x > ")) && out[..n].iter().any(|d| d.label.is_empty()));
+    }
+
+    /// A submission of a recording equal to the buffer's last walked one adds the kept counts and sequence; any
+    /// other recording is walked. Either way the counts, the dispatches and the sequences are those of a walk.
+    #[test]
+    fn a_recording_equal_to_the_last_walked_one_counts_the_same_without_a_walk() {
+        let _serial = crate::pipelines::tests::TEST_LOCK.lock().unwrap();
+        crate::pipelines::init(1 << 20);
+        let p: Vec<u32> =
+            (0..3).map(|i| crate::pipelines::add_pipeline(crate::pipelines::tests::meta(&format!("c{i}")))).collect();
+        crate::order::init(true);
+        let s = state();
+        let record = |grids: &[(usize, u32)], label: &[u8]| {
+            s.begin(false);
+            s.begin_label(label);
+            for &(k, x) in grids {
+                s.bind(p[k]);
+                s.record([x, 1, 1]);
+            }
+            s.end_label();
+        };
+        let submit = |walked: bool| {
+            let totals: Vec<u64> = p.iter().map(|&k| total(k)).collect();
+            let mut tally = Tally::default();
+            let mut shared = Pending::new();
+            // SAFETY: single-threaded test.
+            let hit = unsafe { s.counted() }.holds(&s, true);
+            count_one(&s, false, Some(crate::order::counted), &mut tally, &mut shared);
+            shared.flush(false);
+            assert_eq!(hit, !walked, "walked or not as expected");
+            let id = s.sequence.load(Ordering::Relaxed);
+            (p.iter().zip(&totals).map(|(&k, t)| total(k) - t).collect::<Vec<u64>>(), tally.dispatches, id)
+        };
+        let a = [(0, 4), (1, 4), (0, 4), (2, 8), (2, 8)];
+        record(&a, b"one");
+        let (counts, dispatches, id) = submit(true);
+        assert_eq!((counts, dispatches), (vec![2, 1, 2], 5));
+        let submissions = crate::order::submissions(id);
+        // Recorded again, under another label: the kept counts and sequence.
+        record(&a, b"two");
+        assert_eq!(submit(false), (vec![2, 1, 2], 5, id));
+        assert_eq!(crate::order::submissions(id), submissions + 1);
+        // Submitted again without recording: kept too.
+        assert_eq!(submit(false), (vec![2, 1, 2], 5, id));
+        // Another workgroup count, another order, one dispatch more: walked.
+        let b = [(0, 4), (1, 4), (0, 4), (2, 8), (2, 9)];
+        record(&b, b"one");
+        let (counts, dispatches, other) = submit(true);
+        assert_eq!((counts, dispatches, other), (vec![2, 1, 2], 5, id), "the same pipelines in the same order");
+        record(&[(1, 4), (0, 4), (0, 4), (2, 8), (2, 8)], b"one");
+        let (counts, _, other) = submit(true);
+        assert_eq!(counts, vec![2, 1, 2]);
+        assert_ne!(other, id, "another order, another sequence");
+        record(&[(0, 4), (1, 4), (0, 4), (2, 8), (2, 8), (2, 8)], b"one");
+        assert_eq!(submit(true).0, vec![2, 1, 3]);
+        // Begun for simultaneous use: walked every time, nothing kept.
+        s.begin(true);
+        s.bind(p[0]);
+        s.record([4, 1, 1]);
+        let totals = total(p[0]);
+        for _ in 0..2 {
+            let mut shared = Pending::new();
+            count_one(&s, false, None, &mut Tally::default(), &mut shared);
+            shared.flush(false);
+        }
+        assert_eq!(total(p[0]) - totals, 2);
     }
 
     #[test]

@@ -42,8 +42,13 @@ impl Table {
     #[inline]
     fn get(&self, key: u64) -> Option<u64> {
         let mut i = self.start(key);
-        for _ in 0..self.entries.len() {
-            let entry = &self.entries[i];
+        // A table is rebuilt before half its keys are used, so the walk meets a free key; the probe limit only
+        // guards that.
+        for _ in 0..=self.mask {
+            debug_assert!(i <= self.mask && self.entries.len() == self.mask + 1);
+            // SAFETY: `i` is masked (`start`, and each step below), and `entries` holds `mask + 1` entries
+            // (`with_capacity`): a lookup on the hot path needs no bounds check.
+            let entry = unsafe { self.entries.get_unchecked(i) };
             match entry.key.load(Ordering::Acquire) {
                 k if k == key => {
                     let value = entry.value.load(Ordering::Acquire);

@@ -62,6 +62,54 @@ impl Label {
     pub const NONE: Label = Label { outer: Text::NONE, inner: Text::NONE };
 }
 
+/// A label's text in its command buffer's arena, read as words of eight bytes for the crash ring.
+#[derive(Clone, Copy, Debug)]
+pub struct Words<'a> {
+    /// The arena up to the text's end: the bytes before the text let its last, partial word be read in one load.
+    arena: &'a [u8],
+    start: usize,
+}
+
+impl Words<'_> {
+    const NONE: Words<'static> = Words { arena: &[], start: 0 };
+
+    /// The text's length in bytes.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.arena.len().saturating_sub(self.start)
+    }
+
+    /// Gives `store` the text's words in order with their index, eight bytes each, little-endian; the bytes of the
+    /// last word past the text are zero.
+    #[inline(always)]
+    pub fn each(self, mut store: impl FnMut(usize, u64)) {
+        let text = self.arena.get(self.start..).unwrap_or_default();
+        let whole = text.chunks_exact(8);
+        let rest = whole.remainder();
+        let n = text.len() / 8;
+        for (k, word) in whole.enumerate() {
+            store(k, u64::from_le_bytes(word.try_into().unwrap_or_default()));
+        }
+        if rest.is_empty() {
+            return;
+        }
+        let end = self.arena.len();
+        let last = match self.arena.get(end.wrapping_sub(8)..) {
+            // The eight bytes that end the text, shifted so that its own last bytes come first.
+            Some(eight) if end >= 8 => {
+                u64::from_le_bytes(eight.try_into().unwrap_or_default()) >> (8 * (8 - rest.len()))
+            }
+            // A short text at the very start of the arena.
+            _ => {
+                let mut le = [0u8; 8];
+                le[..rest.len()].copy_from_slice(rest);
+                u64::from_le_bytes(le)
+            }
+        };
+        store(n, last);
+    }
+}
+
 /// The label regions of one command buffer.
 pub struct Labels {
     arena: Vec<u8>,
@@ -156,9 +204,22 @@ impl Labels {
     }
 
     /// The texts of `label`'s two regions (a label of this buffer since it was last cleared); empty for none.
-    #[inline]
+    #[cfg(test)]
     pub fn parts(&self, label: Label) -> (&[u8], &[u8]) {
         let part = |t: Text| self.arena.get(t.range()).unwrap_or_default();
+        (part(label.outer), part(label.inner))
+    }
+
+    /// The texts of `label`'s two regions, for the crash ring (`crate::locus`), which copies them word by word.
+    #[inline(always)]
+    pub fn words(&self, label: Label) -> (Words<'_>, Words<'_>) {
+        let part = |t: Text| {
+            let range = t.range();
+            match self.arena.get(..range.end) {
+                Some(arena) => Words { arena, start: range.start },
+                None => Words::NONE,
+            }
+        };
         (part(label.outer), part(label.inner))
     }
 

@@ -11,14 +11,14 @@
 //!   one writer at a time, like the CUDA/HIP observer's per-thread rings. A submission writes the
 //!   last [`RING_DISPATCHES`] entries of each command buffer (never more: the cost per submission is
 //!   bounded however many dispatches a buffer holds) with the bytes of their debug label paths
-//!   (`crate::labels`, at most [`LABEL_BYTES`] each, copied into the slot so that the reader needs no
-//!   lookup), then advances the ring's count, which works as a sequence lock for the reader.
+//!   (`crate::labels`, at most [`LABEL_BYTES`] each, copied into the slot as the outer and the inner
+//!   region's text, which the reader joins, so that the reader needs no lookup), advancing the ring's
+//!   count after each entry: the count works as a sequence lock for the reader.
 //! * A thread's in-flight slot is claimed at its first marked call (the cold path, once per
 //!   thread); marking a call is then one store before forwarding and one after. The recording calls
 //!   (`vkCmd*`) are not marked: they are the hot path and only append to host memory.
 
 use std::cell::Cell;
-use std::mem::MaybeUninit;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use format::record::QueueDispatch;
@@ -27,12 +27,18 @@ use format::record::QueueDispatch;
 pub const QUEUES: usize = 16;
 /// Dispatch entries remembered per queue.
 pub const RING_DISPATCHES: usize = 32;
-/// Slots per ring: one more than remembered, for the entry the owner may be writing while the
-/// handler reads.
-const SLOTS: usize = RING_DISPATCHES + 1;
+/// Slots per ring: more than remembered, for the entry the owner may be writing while the handler reads; a power of
+/// two, so that an entry's slot is its number's low bits (no division, no bounds check on the submission path).
+const SLOTS: usize = (RING_DISPATCHES + 1).next_power_of_two();
 /// Bytes of a dispatch's label path kept in its slot.
 pub const LABEL_BYTES: usize = crate::labels::MAX_PATH;
-const LABEL_WORDS: usize = LABEL_BYTES.div_ceil(8);
+/// A slot keeps a label path in two parts, the outer region's text and the inner one's, and the reader puts
+/// `OUTER > INNER` together: a submission then copies each part's words straight from the command buffer's label
+/// arena, with no path assembled per entry. The first part holds a region's text ([`crate::labels::MAX_TEXT`]
+/// bytes); the second the rest of a longer path given whole ([`QueueRing::push`]).
+const FIRST_WORDS: usize = crate::labels::MAX_TEXT.div_ceil(8);
+const SECOND_WORDS: usize = (LABEL_BYTES - FIRST_WORDS * 8).div_ceil(8);
+const _: () = assert!(crate::labels::MAX_TEXT <= SECOND_WORDS * 8, "an inner region's text fits the second part");
 /// A label path read back from a ring.
 pub type LabelText = [u8; LABEL_BYTES];
 
@@ -40,15 +46,16 @@ pub type LabelText = [u8; LABEL_BYTES];
 /// all are claimed).
 pub const THREADS: usize = 256;
 
-/// One remembered entry: kernel and count packed, submission, workgroup counts packed, debug label path
-/// (its length and its bytes, eight to a word).
+/// One remembered entry: kernel and count packed, submission, workgroup counts packed, the third workgroup count
+/// with the label parts' lengths and whether a separator joins them, and the parts' bytes, eight to a word.
 struct Entry {
     kernel_count: AtomicU64,
     submit: AtomicU64,
     xy: AtomicU64,
-    z: AtomicU32,
-    label_len: AtomicU32,
-    label: [AtomicU64; LABEL_WORDS],
+    /// `z | first_len << 32 | second_len << 40 | joined << 48`.
+    z_label: AtomicU64,
+    first: [AtomicU64; FIRST_WORDS],
+    second: [AtomicU64; SECOND_WORDS],
 }
 
 impl Entry {
@@ -57,9 +64,9 @@ impl Entry {
             kernel_count: AtomicU64::new(0),
             submit: AtomicU64::new(0),
             xy: AtomicU64::new(0),
-            z: AtomicU32::new(0),
-            label_len: AtomicU32::new(0),
-            label: [const { AtomicU64::new(0) }; LABEL_WORDS],
+            z_label: AtomicU64::new(0),
+            first: [const { AtomicU64::new(0) }; FIRST_WORDS],
+            second: [const { AtomicU64::new(0) }; SECOND_WORDS],
         }
     }
 }
@@ -99,50 +106,26 @@ impl QueueRing {
         n
     }
 
-    /// Remembers `count` equal dispatches of kernel `kernel`, recorded under the debug label path `label`
-    /// (`crate::labels`, cut at [`LABEL_BYTES`]; empty: none). Called by the submitting thread only.
-    #[inline]
+    /// Remembers `count` equal dispatches of kernel `kernel`, recorded under the debug label path `label` (cut at
+    /// [`LABEL_BYTES`]; empty: none). Called by the submitting thread only. A submission writes its entries through
+    /// [`QueueRing::writer`] instead.
+    #[cfg(test)]
     pub fn push(&self, kernel: u32, grid: [u32; 3], count: u32, submit: u64, label: &[u8]) {
-        self.push_path(kernel, grid, count, submit, (label, b""));
+        let label = &label[..label.len().min(LABEL_BYTES)];
+        let (first, second) = label.split_at(label.len().min(FIRST_WORDS * 8));
+        let mut writer = self.writer(submit);
+        let entry = writer.start(kernel, grid, count);
+        store_bytes(&entry.first, first);
+        store_bytes(&entry.second, second);
+        entry.z_label.store(z_label(grid[2], first.len(), second.len(), false), Ordering::Relaxed);
+        writer.finish();
     }
 
-    /// [`QueueRing::push`] with the label path in its two parts, `OUTER > INNER` (either may be empty: then
-    /// no separator), assembled straight into the slot.
+    /// Writes the entries of submission `submit`, one after another. Called by the queue's submitting thread only.
     #[inline]
-    pub fn push_path(&self, kernel: u32, grid: [u32; 3], count: u32, submit: u64, (outer, inner): (&[u8], &[u8])) {
+    pub fn writer(&self, submit: u64) -> RingWriter<'_> {
         let n = self.head.load(Ordering::Relaxed);
-        let entry = &self.entries[(n % SLOTS as u64) as usize];
-        // A reader that sees any store below sees the count of the previous entry first.
-        fence(Ordering::Release);
-        entry.kernel_count.store(u64::from(kernel) | (u64::from(count) << 32), Ordering::Relaxed);
-        entry.submit.store(submit, Ordering::Relaxed);
-        entry.xy.store(u64::from(grid[0]) | (u64::from(grid[1]) << 32), Ordering::Relaxed);
-        entry.z.store(grid[2], Ordering::Relaxed);
-        if outer.is_empty() && inner.is_empty() {
-            // No label (ggml without debug markers): nothing to assemble.
-            entry.label_len.store(0, Ordering::Relaxed);
-            self.head.store(n.wrapping_add(1), Ordering::Release);
-            return;
-        }
-        // The path is assembled in place and only its words are stored; nothing else of the buffer is touched.
-        let mut bytes = [MaybeUninit::<u8>::uninit(); LABEL_WORDS * 8];
-        let mut len = append(&mut bytes, 0, outer);
-        if !outer.is_empty() && !inner.is_empty() {
-            len = append(&mut bytes, len, crate::labels::NESTED);
-        }
-        len = append(&mut bytes, len, inner);
-        let words = len.div_ceil(8);
-        bytes[len..words * 8].iter_mut().for_each(|b| {
-            b.write(0);
-        });
-        entry.label_len.store(len as u32, Ordering::Relaxed);
-        for (k, word) in entry.label[..words].iter().enumerate() {
-            // SAFETY: bytes `..words * 8` are initialised above; an unaligned 8-byte read inside the buffer.
-            let w = unsafe { std::ptr::read_unaligned(bytes.as_ptr().add(k * 8).cast::<u64>()) };
-            // Little-endian words, as `read` takes them apart.
-            word.store(u64::from_le(w), Ordering::Relaxed);
-        }
-        self.head.store(n.wrapping_add(1), Ordering::Release);
+        RingWriter { ring: self, n, submit }
     }
 
     pub fn device(&self) -> Option<u32> {
@@ -168,18 +151,27 @@ impl QueueRing {
             let entry = &self.entries[(n % SLOTS as u64) as usize];
             let kc = entry.kernel_count.load(Ordering::Relaxed);
             let xy = entry.xy.load(Ordering::Relaxed);
+            let z_label = entry.z_label.load(Ordering::Relaxed);
             read[i] = QueueDispatch {
                 kernel: kc as u32,
                 count: (kc >> 32) as u32,
                 submit: entry.submit.load(Ordering::Relaxed),
-                grid: [xy as u32, (xy >> 32) as u32, entry.z.load(Ordering::Relaxed)],
+                grid: [xy as u32, (xy >> 32) as u32, z_label as u32],
                 label: b"",
             };
-            lens[i] = (entry.label_len.load(Ordering::Relaxed) as usize).min(LABEL_BYTES);
-            for (word, bytes) in entry.label.iter().zip(texts[i].chunks_mut(8)) {
-                let le = word.load(Ordering::Relaxed).to_le_bytes();
-                bytes.copy_from_slice(&le[..bytes.len()]);
+            // The path is put together here, `FIRST > SECOND` or the two parts joined as they are: the writer
+            // stores the parts as it finds them. Lengths are cut to the parts' room, so that a torn entry (left
+            // out below) cannot send the copy out of bounds.
+            let first_len = ((z_label >> 32) as usize & 0xff).min(FIRST_WORDS * 8);
+            let second_len = ((z_label >> 40) as usize & 0xff).min(SECOND_WORDS * 8);
+            let (mut first, mut second) = ([0u8; FIRST_WORDS * 8], [0u8; SECOND_WORDS * 8]);
+            load_words(&entry.first, &mut first[..first_len]);
+            load_words(&entry.second, &mut second[..second_len]);
+            let mut len = append(&mut texts[i], 0, &first[..first_len]);
+            if z_label >> 48 & 1 != 0 {
+                len = append(&mut texts[i], len, crate::labels::NESTED);
             }
+            lens[i] = append(&mut texts[i], len, &second[..second_len]);
         }
         // The entries were read before the count is read again.
         fence(Ordering::Acquire);
@@ -206,12 +198,102 @@ impl QueueRing {
     }
 }
 
-/// Copies as much of `piece` as fits after `len` bytes of `bytes`; the new length.
+/// A submission's entries on their way into its queue's ring: the next entry's number is kept between entries, so
+/// that an entry costs its stores. Each entry is published on its own (the ring's count
+/// advances after each), as [`QueueRing::read`] expects.
+#[derive(Clone, Copy)]
+pub struct RingWriter<'a> {
+    ring: &'a QueueRing,
+    /// The number of the next entry.
+    n: u64,
+    submit: u64,
+}
+
+impl RingWriter<'_> {
+    /// Writes the entry's kernel, count, submission and first workgroup counts into the next slot; the caller adds
+    /// the rest and [`RingWriter::finish`]es it.
+    #[inline(always)]
+    fn start(&self, kernel: u32, grid: [u32; 3], count: u32) -> &Entry {
+        let entry = &self.ring.entries[self.n as usize % SLOTS];
+        // A reader that sees any store below sees the count of the previous entry first.
+        fence(Ordering::Release);
+        entry.kernel_count.store(u64::from(kernel) | (u64::from(count) << 32), Ordering::Relaxed);
+        entry.submit.store(self.submit, Ordering::Relaxed);
+        entry.xy.store(u64::from(grid[0]) | (u64::from(grid[1]) << 32), Ordering::Relaxed);
+        entry
+    }
+
+    /// Publishes the entry written since [`RingWriter::start`].
+    #[inline(always)]
+    fn finish(&mut self) {
+        self.n = self.n.wrapping_add(1);
+        self.ring.head.store(self.n, Ordering::Release);
+    }
+
+    /// Remembers `count` equal dispatches of kernel `kernel`, recorded under no debug label.
+    #[inline]
+    pub fn push(&mut self, kernel: u32, grid: [u32; 3], count: u32) {
+        let entry = self.start(kernel, grid, count);
+        entry.z_label.store(u64::from(grid[2]), Ordering::Relaxed);
+        self.finish();
+    }
+
+    /// Remembers `count` equal dispatches of kernel `kernel`, recorded under the label path `OUTER > INNER` (either
+    /// may be empty: then no separator), each part's words copied from its command buffer's label arena.
+    #[inline]
+    pub fn push_labelled(
+        &mut self,
+        kernel: u32,
+        grid: [u32; 3],
+        count: u32,
+        (outer, inner): (crate::labels::Words<'_>, crate::labels::Words<'_>),
+    ) {
+        let entry = self.start(kernel, grid, count);
+        // Words past a part's room are not stored (a region's text is at most MAX_TEXT bytes, which fit); the
+        // reader cuts each part's length to its room.
+        outer.each(|k, value| {
+            if let Some(word) = entry.first.get(k) {
+                word.store(value, Ordering::Relaxed);
+            }
+        });
+        inner.each(|k, value| {
+            if let Some(word) = entry.second.get(k) {
+                word.store(value, Ordering::Relaxed);
+            }
+        });
+        let joined = outer.len() != 0 && inner.len() != 0;
+        entry.z_label.store(z_label(grid[2], outer.len(), inner.len(), joined), Ordering::Relaxed);
+        self.finish();
+    }
+}
+
+/// An entry's `z_label` word.
 #[inline(always)]
-fn append(bytes: &mut [MaybeUninit<u8>; LABEL_WORDS * 8], len: usize, piece: &[u8]) -> usize {
+fn z_label(z: u32, first: usize, second: usize, joined: bool) -> u64 {
+    u64::from(z) | ((first as u64 & 0xff) << 32) | ((second as u64 & 0xff) << 40) | (u64::from(joined) << 48)
+}
+
+#[cfg(test)]
+/// Stores `bytes` into `words`, eight to a word (little-endian, as `read` takes them apart), as far as they fit.
+fn store_bytes(words: &[AtomicU64], bytes: &[u8]) {
+    for (word, chunk) in words.iter().zip(bytes.chunks(8)) {
+        let mut le = [0u8; 8];
+        le[..chunk.len()].copy_from_slice(chunk);
+        word.store(u64::from_le_bytes(le), Ordering::Relaxed);
+    }
+}
+
+/// Loads `words` into `bytes` (as `store_bytes` put them there).
+fn load_words<const N: usize>(words: &[AtomicU64; N], bytes: &mut [u8]) {
+    for (word, chunk) in words.iter().zip(bytes.chunks_mut(8)) {
+        chunk.copy_from_slice(&word.load(Ordering::Relaxed).to_le_bytes()[..chunk.len()]);
+    }
+}
+
+/// Copies as much of `piece` as fits after `len` bytes of `out`; the new length.
+fn append(out: &mut LabelText, len: usize, piece: &[u8]) -> usize {
     let take = piece.len().min(LABEL_BYTES - len);
-    // SAFETY: `len + take <= LABEL_BYTES <= bytes.len()`; the source has `take` bytes; no overlap.
-    unsafe { std::ptr::copy_nonoverlapping(piece.as_ptr(), bytes.as_mut_ptr().add(len).cast::<u8>(), take) };
+    out[len..len + take].copy_from_slice(&piece[..take]);
     len + take
 }
 

@@ -237,10 +237,9 @@ pub struct BufferProgress {
     recorded: AtomicU32,
     /// Bumped whenever the buffer is begun or reset: a submission of an older generation finished.
     generation: AtomicU64,
-    /// `kernel | x << 32` of each of the first [`TRAIL`] dispatches, by index.
-    trail: Box<[AtomicU64]>,
-    /// `y | z << 32` of the same.
-    trail_yz: Box<[AtomicU64]>,
+    /// `[kernel | x << 32, y | z << 32]` of each of the first [`TRAIL`] dispatches, by index (one array: one bounds
+    /// check per dispatch recorded).
+    trail: Box<[[AtomicU64; 2]]>,
 }
 
 impl Default for BufferProgress {
@@ -256,8 +255,7 @@ impl BufferProgress {
             markers: AtomicUsize::new(0),
             recorded: AtomicU32::new(0),
             generation: AtomicU64::new(0),
-            trail: (0..TRAIL).map(|_| AtomicU64::new(0)).collect(),
-            trail_yz: (0..TRAIL).map(|_| AtomicU64::new(0)).collect(),
+            trail: (0..TRAIL).map(|_| [AtomicU64::new(0), AtomicU64::new(0)]).collect(),
         }
     }
 
@@ -299,7 +297,7 @@ impl BufferProgress {
     #[inline(always)]
     pub fn record(&self, kernel: u32, grid: [u32; 3]) -> u32 {
         let index = self.recorded.load(Ordering::Relaxed).wrapping_add(1);
-        if let (Some(k), Some(yz)) = (self.trail.get(index as usize - 1), self.trail_yz.get(index as usize - 1)) {
+        if let Some([k, yz]) = self.trail.get(index as usize - 1) {
             k.store(u64::from(kernel) | (u64::from(grid[0]) << 32), Ordering::Relaxed);
             yz.store(u64::from(grid[1]) | (u64::from(grid[2]) << 32), Ordering::Relaxed);
         }
@@ -318,8 +316,8 @@ impl BufferProgress {
     /// The kernel and workgroups of dispatch `index` (from 1), when kept.
     fn dispatch(&self, index: u32) -> Option<(u32, [u32; 3])> {
         let i = (index as usize).checked_sub(1)?;
-        let k = self.trail.get(i)?.load(Ordering::Relaxed);
-        let yz = self.trail_yz.get(i)?.load(Ordering::Relaxed);
+        let [k, yz] = self.trail.get(i)?;
+        let (k, yz) = (k.load(Ordering::Relaxed), yz.load(Ordering::Relaxed));
         Some((k as u32, [(k >> 32) as u32, yz as u32, (yz >> 32) as u32]))
     }
 }

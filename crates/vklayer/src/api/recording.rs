@@ -110,7 +110,9 @@ pub(super) unsafe extern "system" fn begin_command_buffer(
 ) -> vk::Result {
     let s = followed(cb);
     if let Some(s) = s {
-        state::guarded(|| s.clear());
+        // SAFETY: the caller's valid begin info (or null, which the layer reads as no flags).
+        let flags = unsafe { info.as_ref() }.map_or(vk::CommandBufferUsageFlags::empty(), |i| i.flags);
+        state::guarded(|| s.begin(flags.contains(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE)));
     }
     match buffer_device(cb, s).and_then(|d| d.begin_command_buffer) {
         // SAFETY: forwarding the caller's arguments.
