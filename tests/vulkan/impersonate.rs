@@ -451,7 +451,9 @@ fn dispatches_by_shader(trace: &Path) -> BTreeMap<(String, String), u64> {
         if let (Some(id), Some(name)) = (rec["kernel"].as_u64(), rec["name"].as_str()) {
             names.insert(id, (name.to_string(), rec["spirv_hash"].as_str().unwrap_or("").to_string()));
         } else if rec.get("window").is_some() {
-            for pair in rec["counts"].as_array().unwrap() {
+            // Empty lists are left out (docs/trace-format.md): a window can carry only a submission's `sequences`
+            // while its dispatch counts land in the next one (the writer reads the two at different moments).
+            for pair in rec["counts"].as_array().map(Vec::as_slice).unwrap_or_default() {
                 *counts.entry(pair[0].as_u64().unwrap()).or_default() += pair[1].as_u64().unwrap();
             }
         }
