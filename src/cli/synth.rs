@@ -52,8 +52,13 @@ pub struct SynthArgs {
     #[arg(long = "type", value_enum, default_value = "f16")]
     pub weight_type: WeightTypeArg,
     /// Seed of the random weights: the same seed and shape give the same bytes.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, conflicts_with = "zero_weights")]
     pub seed: u64,
+    /// Matrices and biases all zero instead of random (norms stay one): a model for questions of shape (what ggml
+    /// dispatches, with `trace --impersonate` or `predict --verify`) that is written and quantized in a fraction of
+    /// the time; what it computes is meaningless.
+    #[arg(long)]
+    pub zero_weights: bool,
     /// Directory holding llama-quantize [default: $BACKSCOPE_LLAMA_BIN, else the build of
     /// scripts/llama-build.sh in the cache].
     #[arg(long, value_name = "DIR")]
@@ -144,6 +149,7 @@ impl From<SynthArgs> for SynthOptions {
             vocab: a.vocab,
             weight_type: a.weight_type.into(),
             seed: a.seed,
+            zero_weights: a.zero_weights,
             llama_bin: a.llama_bin,
             output: a.output,
             report: a.report.options(None),

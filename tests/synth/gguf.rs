@@ -436,6 +436,36 @@ fn synth_tiny_q4_k_m_quantizes_and_runs_in_llama_bench() {
     assert!(stdout.contains(&format!("{n_params} parameters")), "{stdout}");
 }
 
+/// `--zero-weights`, as gguf-py reads it: every matrix all zero, norms one, the description says so; quantized to
+/// Q4_K_M by llama-quantize, each tensor gets the type it gets from random weights (llama.cpp chooses types by name
+/// and shape, not by value), which is what makes it a stand-in for shape questions.
+#[test]
+fn synth_zero_weights_are_zero_and_quantize_to_the_same_types() {
+    let bin = llama_bin();
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    synth(&["--preset", "tiny", "--zero-weights", "-o", &path("zero.gguf")]);
+    let py = gguf_py(Path::new(&path("zero.gguf")), true);
+    assert_same(Path::new(&path("zero.gguf")), &py);
+    assert!(kv(&py, "general.description").as_str().unwrap().contains("zero weights"), "{py}");
+    for t in py["tensors"].as_array().unwrap() {
+        let (name, st) = (t["name"].as_str().unwrap(), &t["stats"]);
+        let want = if name.ends_with("norm.weight") { 1.0 } else { 0.0 };
+        assert_eq!((st["min"].as_f64(), st["max"].as_f64()), (Some(want), Some(want)), "{name}");
+    }
+    let q4 = |extra: &[&str], out: &str| {
+        let mut args = vec!["--preset", "tiny", "--type", "q4_k_m", "--llama-bin", bin.to_str().unwrap()];
+        args.extend(extra);
+        let out = path(out);
+        synth(&[&args[..], &["-o", &out]].concat());
+        tensors_by_name(&gguf_py(Path::new(&out), false))
+    };
+    assert_eq!(q4(&["--zero-weights"], "zero-q4.gguf"), q4(&[], "random-q4.gguf"));
+    // A seed means random weights: the two together are refused.
+    let out = run(backscope().args(["synth", "--zero-weights", "--seed", "3", "-o"]).arg(path("x.gguf")));
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--seed"), "{out:?}");
+}
+
 /// The qwen2 preset, shrunk: q/k/v biases, the qwen2 tokenizer padded to 152064 rows, Q8_0; llama.cpp's loader
 /// (inside llama-bench) checks every name and shape.
 #[test]

@@ -52,6 +52,9 @@ pub struct SynthOptions {
     pub weight_type: WeightType,
     /// Seed of the random weights: the same seed and shape give the same bytes.
     pub seed: u64,
+    /// Matrices and biases all zero instead of random (norms stay one): for questions of shape (what ggml
+    /// dispatches), written and quantized in a fraction of the time; what the model computes is meaningless.
+    pub zero_weights: bool,
     /// Directory holding llama-quantize (default: $BACKSCOPE_LLAMA_BIN, else the cached build).
     pub llama_bin: Option<PathBuf>,
     /// Output file.
@@ -162,7 +165,8 @@ pub fn run(args: SynthOptions) -> Result<u8> {
     // Written next to OUT, then renamed (or quantized) into place, so OUT is never a half-written file.
     let tmp = |what: &str| TempFile(dir.join(format!(".{file_name}.{}.synth-{what}", std::process::id())));
     let written = tmp("written");
-    write_model(&shape, &vocab_path, args.weight_type, args.seed, &written.0)?;
+    let weights = if args.zero_weights { Weights::Zero } else { Weights::Random { seed: args.seed } };
+    write_model(&shape, &vocab_path, args.weight_type, weights, &written.0)?;
     let finished = match &quantize {
         None => written,
         Some((qtype, tool)) => {
@@ -243,16 +247,26 @@ fn borrow_tokenizer(vocab: &Gguf<'_>, n_vocab: Option<u64>, vocab_path: &Path) -
 }
 
 /// Writes the GGUF synth describes (matrices as `weight_type.written()`) to `path`.
-fn write_model(shape: &Shape, vocab_path: &Path, weight_type: WeightType, seed: u64, path: &Path) -> Result<()> {
+/// What the tensors synth fills with random values get.
+#[derive(Debug, Clone, Copy)]
+enum Weights {
+    Random { seed: u64 },
+    Zero,
+}
+
+fn write_model(shape: &Shape, vocab_path: &Path, weight_type: WeightType, weights: Weights, path: &Path) -> Result<()> {
     let vocab_file = open_gguf(vocab_path)?;
     let vocab = parse_gguf(&vocab_file)?;
     let tok = borrow_tokenizer(&vocab, shape.n_vocab, vocab_path)?;
     let a = shape.arch;
     let u32v = |v: u64| Value::U32(v as u32);
     let name = format!("backscope-synth-{}", shape.name);
-    let description = format!(
-        "synthetic model: random weights (seed {seed}, N(0, {WEIGHT_STD}^2)), not trained; written by backscope synth"
-    );
+    let description = match weights {
+        Weights::Random { seed } => format!(
+            "synthetic model: random weights (seed {seed}, N(0, {WEIGHT_STD}^2)), not trained; written by backscope synth"
+        ),
+        Weights::Zero => "synthetic model: zero weights (norms one), not trained; written by backscope synth".to_string(),
+    };
     let mut keys: Vec<(String, Value<'_>)> = vec![
         ("general.architecture".into(), Value::String(a.as_bytes())),
         ("general.name".into(), Value::String(name.as_bytes())),
@@ -314,6 +328,10 @@ fn write_model(shape: &Shape, vocab_path: &Path, weight_type: WeightType, seed: 
     let table = WeightTable::new();
     let mut chunk = vec![0u8; 4 << 20];
     for (spec, fill) in &plan {
+        let seed = match weights {
+            Weights::Random { seed } => seed,
+            Weights::Zero => 0,
+        };
         let mut rng = SplitMix64::for_tensor(seed, &spec.name);
         let mut left = spec.n_bytes().context("tensor size")?;
         while left > 0 {
@@ -323,6 +341,7 @@ fn write_model(shape: &Shape, vocab_path: &Path, weight_type: WeightType, seed: 
                 (Fill::Ones, GgmlType::F32) => {
                     buf.chunks_exact_mut(4).for_each(|c| c.copy_from_slice(&1f32.to_le_bytes()));
                 }
+                (Fill::Random, GgmlType::F32 | GgmlType::F16) if matches!(weights, Weights::Zero) => buf.fill(0),
                 (Fill::Random, GgmlType::F32) => table.fill_f32(&mut rng, buf),
                 (Fill::Random, GgmlType::F16) => table.fill_f16(&mut rng, buf),
                 (f, t) => bail!("internal: no generator for {f:?} {t}"),
