@@ -246,7 +246,6 @@ fn borrow_tokenizer(vocab: &Gguf<'_>, n_vocab: Option<u64>, vocab_path: &Path) -
     Ok(Tokenizer { padded, n_vocab })
 }
 
-/// Writes the GGUF synth describes (matrices as `weight_type.written()`) to `path`.
 /// What the tensors synth fills with random values get.
 #[derive(Debug, Clone, Copy)]
 enum Weights {
@@ -254,6 +253,7 @@ enum Weights {
     Zero,
 }
 
+/// Writes the GGUF synth describes (matrices as `weight_type.written()`) to `path`.
 fn write_model(shape: &Shape, vocab_path: &Path, weight_type: WeightType, weights: Weights, path: &Path) -> Result<()> {
     let vocab_file = open_gguf(vocab_path)?;
     let vocab = parse_gguf(&vocab_file)?;
@@ -327,11 +327,11 @@ fn write_model(shape: &Shape, vocab_path: &Path, weight_type: WeightType, weight
     let mut w = GgufWriter::new(sink, &kvs, &specs).with_context(|| format!("writing {}", path.display()))?;
     let table = WeightTable::new();
     let mut chunk = vec![0u8; 4 << 20];
+    let seed = match weights {
+        Weights::Random { seed } => seed,
+        Weights::Zero => 0, // no draw is made
+    };
     for (spec, fill) in &plan {
-        let seed = match weights {
-            Weights::Random { seed } => seed,
-            Weights::Zero => 0,
-        };
         let mut rng = SplitMix64::for_tensor(seed, &spec.name);
         let mut left = spec.n_bytes().context("tensor size")?;
         while left > 0 {

@@ -101,18 +101,21 @@ impl WeightTable {
     /// unoptimised build (the tests' `backscope`, synthesizing a 2.2 GB model) pays for.
     pub fn fill_f16(&self, rng: &mut SplitMix64, out: &mut [u8]) {
         let t = &self.f16_bits[..];
-        let level = |r: u64, j: u32| u64::from(t[usize::from((r >> (16 * j)) as u16)]);
+        let level = |r: u64, j: usize| t[usize::from((r >> (16 * j)) as u16)];
         let mut words = out.chunks_exact_mut(8);
         for word in words.by_ref() {
             let r = rng.next_u64();
-            let w = level(r, 0) | level(r, 1) << 16 | level(r, 2) << 32 | level(r, 3) << 48;
+            let w = u64::from(level(r, 0))
+                | u64::from(level(r, 1)) << 16
+                | u64::from(level(r, 2)) << 32
+                | u64::from(level(r, 3)) << 48;
             word.copy_from_slice(&w.to_le_bytes());
         }
         let tail = words.into_remainder();
         if !tail.is_empty() {
             let r = rng.next_u64();
             for (j, pair) in tail.chunks_exact_mut(2).enumerate() {
-                pair.copy_from_slice(&t[usize::from((r >> (16 * j)) as u16)].to_le_bytes());
+                pair.copy_from_slice(&level(r, j).to_le_bytes());
             }
         }
     }
