@@ -866,6 +866,14 @@ mod tests {
         unsafe { s.entries() }.clone()
     }
 
+    /// The pipeline table to itself (its tests share one), fresh, with three pipelines named `PREFIX0..2`.
+    fn three_pipelines(prefix: &str) -> (std::sync::MutexGuard<'static, ()>, Vec<u32>) {
+        let serial = crate::pipelines::tests::TEST_LOCK.lock().unwrap();
+        crate::pipelines::init(1 << 20);
+        let add = |i| crate::pipelines::add_pipeline(crate::pipelines::tests::meta(&format!("{prefix}{i}")));
+        (serial, (0..3).map(add).collect())
+    }
+
     #[test]
     fn consecutive_equal_dispatches_share_an_entry() {
         let s = state();
@@ -1009,10 +1017,7 @@ mod tests {
     /// other recording is walked. Either way the counts, the dispatches and the sequences are those of a walk.
     #[test]
     fn a_recording_equal_to_the_last_walked_one_counts_the_same_without_a_walk() {
-        let _serial = crate::pipelines::tests::TEST_LOCK.lock().unwrap();
-        crate::pipelines::init(1 << 20);
-        let p: Vec<u32> =
-            (0..3).map(|i| crate::pipelines::add_pipeline(crate::pipelines::tests::meta(&format!("c{i}")))).collect();
+        let (_serial, p) = three_pipelines("c");
         crate::order::init(true);
         let s = state();
         let record = |grids: &[(usize, u32)], label: &[u8]| {
@@ -1074,10 +1079,7 @@ mod tests {
     #[test]
     fn a_submission_s_pending_counts_keep_every_dispatch_through_collisions() {
         // More distinct keys than slots: collisions send counts on; the sums per key stay exact.
-        let _serial = crate::pipelines::tests::TEST_LOCK.lock().unwrap();
-        crate::pipelines::init(1 << 20);
-        let slots: Vec<u32> =
-            (0..3).map(|i| crate::pipelines::add_pipeline(crate::pipelines::tests::meta(&format!("p{i}")))).collect();
+        let (_serial, slots) = three_pipelines("p");
         let before: Vec<u64> = slots.iter().map(|&s| total(s)).collect();
         let mut pending = Pending::new();
         let mut expected = vec![0u64; slots.len()];
