@@ -5,8 +5,9 @@
 #   scripts/llama-build.sh [vulkan|cpu]        (default: vulkan)
 #
 # Cache: $BACKSCOPE_CACHE (default ~/.cache/backscope)/llama.cpp/<key>/{build,bin,.complete}, where <key> is
-# 11434-cpu, or 11434-vulkan-glslc<shaderc version> for Vulkan: which shaders a Vulkan build embeds (and so which
-# pipelines ggml can pick) depends on the shader compiler, so the compiler's version is part of the key.
+# 11434-cpu, or 11434-vulkan-glslc<shaderc version>-O0-outside-ggml for Vulkan: which shaders a Vulkan build embeds (and
+# so which pipelines ggml can pick) depends on the shader compiler, so the compiler's version is part of the key; and
+# only ggml is optimised (scripts/llama-build-ggml-optimised.cmake says why).
 # A build whose `.complete` marker is present is reused as is; anything else is rebuilt from scratch.
 # The `vulkan` build also contains the CPU backend (`--device none` gives a pure-CPU run from the same binary),
 # so one build serves a CPU-vs-Vulkan sweep; it is what CI uses.
@@ -34,7 +35,7 @@ SHADERC_SUITE=forky
 GLSLC_DEB_SHA256=3726b6bb39346f8cf7f3f309f7d12db8e1d487c960255648e62ead29754bccb5
 LIBSHADERC_DEB_SHA256=8bdf913ccd268b02b57898308f74e48d6723529ee26403d35288c4243e490d47
 KEY="$VERSION-$BACKEND"
-[ "$BACKEND" = vulkan ] && KEY="$VERSION-vulkan-glslc${SHADERC_DEB_VERSION%-*}"
+[ "$BACKEND" = vulkan ] && KEY="$VERSION-vulkan-glslc${SHADERC_DEB_VERSION%-*}-O0-outside-ggml"
 OUTDIR="$CACHE/llama.cpp/$KEY"
 TARGETS=(llama-server llama-bench llama-quantize)
 log() { echo "llama-build: $*" >&2; }
@@ -148,6 +149,9 @@ WRAPPER
     touch "$GLDIR/.complete"
   fi
   CMAKE_ARGS+=(-DGGML_VULKAN=ON -DVulkan_INCLUDE_DIR="$VKDIR/root/usr/include" -DVulkan_GLSLC_EXECUTABLE="$GLSLC")
+  # Everything outside ggml at -O0; ggml's own scope sets -O3 back (see the .cmake file).
+  CMAKE_ARGS+=("-DCMAKE_C_FLAGS_RELEASE=-O0 -DNDEBUG" "-DCMAKE_CXX_FLAGS_RELEASE=-O0 -DNDEBUG"
+    -DCMAKE_PROJECT_ggml_INCLUDE="$(cd "$(dirname "$0")" && pwd)/llama-build-ggml-optimised.cmake")
 fi
 
 rm -rf "$OUTDIR"
