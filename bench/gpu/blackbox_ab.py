@@ -1,27 +1,60 @@
 #!/usr/bin/env python3
-# Summarises bench/gpu/blackbox_h200.sh's and blackbox_cost.sh's cost runs: per test and arm, the median over rounds of the arm's t/s over the
-# plain run's of the same round, with a bootstrap 95% interval of that median. Usage: blackbox_ab.py OUT_DIR
-import statistics as st, collections, csv, io, random, sys
-d0=sys.argv[1]
-rows=collections.defaultdict(dict)
-hdr=open(d0+'/ab-header.csv').read().strip().split(',')
-for line in open(d0+'/ab-rows.txt'):
-    r,arm,rest=line.split(' ',2)
-    f=next(csv.reader(io.StringIO(rest)))
-    d=dict(zip(hdr,f))
-    test='pp%s'%d['n_prompt'] if d['n_prompt']!='0' else 'tg%s'%d['n_gen']
-    rows[(test,arm)][int(r)]=float(d['avg_ts'])
+# Summarises bench/gpu/blackbox_h200.sh's and blackbox_cost.sh's cost runs: per test and arm, the median over rounds of
+# the arm's t/s over the plain run's of the same round, with a bootstrap 95% interval of that median. A process's t/s is
+# the median of its repetitions' samples (ab-rows.jsonl, llama-bench -o jsonl), or llama-bench's mean where only its
+# CSV was kept (ab-rows.txt with ab-header.csv, the runs before 2026-12-03). Then where the spread is, so that a harness
+# can be judged by it: the repetitions' spread within a process, the processes' spread within an arm, and the spread of
+# the per-round ratios (what the interval is made of). Usage: blackbox_ab.py OUT_DIR
+import collections, csv, io, json, os, random, statistics as st, sys
+
+d0 = sys.argv[1]
+rows = collections.defaultdict(dict)  # (test, arm) -> {round: t/s}
+rep_cv = collections.defaultdict(list)  # (test, arm) -> [coefficient of variation of one process's repetitions]
+arms = []
+
+
+def add(r, arm, test, value):
+    rows[(test, arm)][int(r)] = value
+    if arm not in arms:
+        arms.append(arm)
+
+
+if os.path.exists(d0 + '/ab-rows.jsonl'):
+    for line in open(d0 + '/ab-rows.jsonl'):
+        r, arm, rest = line.split(' ', 2)
+        d = json.loads(rest)
+        test = 'pp%d' % d['n_prompt'] if d['n_prompt'] else 'tg%d' % d['n_gen']
+        ts = d['samples_ts']
+        add(r, arm, test, st.median(ts))
+        if len(ts) > 1:
+            rep_cv[(test, arm)].append(st.stdev(ts) / st.mean(ts))
+else:
+    hdr = open(d0 + '/ab-header.csv').read().strip().split(',')
+    for line in open(d0 + '/ab-rows.txt'):
+        r, arm, rest = line.split(' ', 2)
+        d = dict(zip(hdr, next(csv.reader(io.StringIO(rest)))))
+        test = 'pp%s' % d['n_prompt'] if d['n_prompt'] != '0' else 'tg%s' % d['n_gen']
+        add(r, arm, test, float(d['avg_ts']))
+
 random.seed(1)
-tests=sorted({t for t,_ in rows})
-arms=[]
-for line in open(d0+'/ab-rows.txt'):
-    a=line.split(' ',2)[1]
-    if a not in arms: arms.append(a)
-for test in tests:
-    base=rows[(test,'plain')]
+for test in sorted({t for t, _ in rows}):
+    base = rows[(test, 'plain')]
     for arm in arms:
-        v=rows[(test,arm)]
-        rs=sorted(r for r in v if r in base)
-        ratios=[v[r]/base[r]-1 for r in rs]
-        boots=sorted(st.median(random.choices(ratios,k=len(ratios))) for _ in range(4000))
-        print('%s %-8s median %8.1f t/s  vs plain %+6.2f%% [%+.2f, %+.2f] (n=%d)'%(test,arm,st.median(v.values()),100*st.median(ratios),100*boots[100],100*boots[3899],len(ratios)))
+        v = rows[(test, arm)]
+        rs = sorted(r for r in v if r in base)
+        ratios = [v[r] / base[r] - 1 for r in rs]
+        if not ratios:
+            continue
+        boots = sorted(st.median(random.choices(ratios, k=len(ratios))) for _ in range(4000))
+        print('%s %-8s median %8.1f t/s  vs plain %+6.2f%% [%+.2f, %+.2f] (n=%d)' % (
+            test, arm, st.median(v.values()), 100 * st.median(ratios), 100 * boots[100], 100 * boots[3899],
+            len(ratios)))
+    for arm in arms:
+        v = list(rows[(test, arm)].values())
+        if len(v) < 2:
+            continue
+        cv = rep_cv.get((test, arm))
+        ratios = [rows[(test, arm)][r] / base[r] - 1 for r in rows[(test, arm)] if r in base]
+        print('%s %-8s spread: repetitions %s, processes %.2f%%, ratios to plain %.2f%% (SD)' % (
+            test, arm, '%.2f%%' % (100 * st.median(cv)) if cv else '-', 100 * st.stdev(v) / st.mean(v),
+            100 * st.stdev(ratios) if arm != 'plain' and len(ratios) > 1 else 0.0))

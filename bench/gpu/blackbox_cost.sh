@@ -10,33 +10,22 @@
 #   present  the layer loaded but not observing (no trace directory: it only forwards calls);
 #   labels   env with ggml's debug labels (GGML_VK_DEBUG_MARKERS=1, `trace --labels on`);
 #   nopre    env without the CUDA/HIP observer's LD_PRELOAD (the Vulkan layer alone, observing);
-#   nowin    env with BACKSCOPE_TRACE_INTERVAL_MS=0 (no writer thread waking every window: the trace is written at exit).
+#   nowin    env with BACKSCOPE_TRACE_INTERVAL_MS=0 (no writer thread waking every window: the trace is written at exit);
+#   noorder  env with BACKSCOPE_VK_ORDER=0 (no dispatch-order sequences).
 # Run from the repository root on the GPU machine with .carry/ holding backscope.xz, debs/ (Debian's Vulkan loader and
 # GL libraries), bb/{libbackscope_vklayer.so,libbackscope_observer.so}, and either llama.tar.xz (a stripped Vulkan
 # llama.cpp bin dir) plus ggml-vocab-llama-spm.gguf, or what bench/gpu/build_vulkan_llama.sh builds (LLAMA_BIN).
-# Usage: [ARMS="plain env nostats"] [ROUNDS=20] [TESTS="-p 512 -n 128"] [REPS=5] [PIN=2-9]
-#        bash bench/gpu/blackbox_cost.sh OUT_DIR
-#   (TESTS="-p 0 -n 128" times decode alone, for more rounds in the same time)
-# Summary: python3 bench/gpu/blackbox_ab.py OUT_DIR (paired ratios to plain per round, bootstrap 95% intervals).
+# Usage: [ARMS="plain env nostats"] [ROUNDS=20] [TESTS="-p 512 -n 128"] [REPS=5] [PIN=2-9] [THREADS=N]
+#        [PRESET=tinyllama-1.1b] [END_S=seconds] bash bench/gpu/blackbox_cost.sh OUT_DIR
+#   (TESTS="-p 0 -n 128" times decode alone, for more rounds in the same time; THREADS is llama-bench's -t, the CPU
+#   threads that wake for the CPU's share of every token (the embedding lookup); END_S starts no round after that
+#   many seconds, so that a device call's time limit leaves the rounds done and the summary)
+# Summary: python3 bench/gpu/blackbox_ab.py OUT_DIR (each process's median over its repetitions; paired ratios to plain
+# per round, bootstrap 95% intervals; and where the spread is: between repetitions, processes and rounds).
 set -euo pipefail
-C=$PWD/.carry
+# shellcheck source=bench/gpu/carry_setup.sh
+. "$(dirname "$0")/carry_setup.sh"
 OUT=$(mkdir -p "$1" && realpath "$1")
-W=/var/tmp/bscost
-if [ ! -f $W/q4.gguf ]; then
-  mkdir -p $W
-  for f in "$C"/debs/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-  xz -dc "$C/backscope.xz" >$W/backscope && chmod +x $W/backscope
-  if [ -z "${LLAMA_BIN:-}" ]; then mkdir -p $W/llama && tar -xJf "$C/llama.tar.xz" -C $W/llama; fi
-  B0=${LLAMA_BIN:-$(dirname "$(find $W/llama -name llama-bench -type f | head -1)")}
-  vocab=$C/ggml-vocab-llama-spm.gguf
-  [ -f "$vocab" ] || vocab=$B0/ggml-vocab-llama-spm.gguf
-  LD_LIBRARY_PATH=$B0 $W/backscope synth --preset tinyllama-1.1b --type f16 --vocab "$vocab" \
-    -o $W/f16.gguf >/dev/null 2>&1
-  LD_LIBRARY_PATH=$B0 "$B0/llama-quantize" $W/f16.gguf $W/q4.gguf Q4_K_M >/dev/null 2>&1
-fi
-BIN=${LLAMA_BIN:-$(dirname "$(find $W/llama -name llama-bench -type f | head -1)")}
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json LD_LIBRARY_PATH=$BIN
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$OUT/gpu.txt" 2>&1 || true
 
 # The lines `trace --env` prints for a traced directory (`export K=V`), as environment assignments.
@@ -46,13 +35,14 @@ env_of() { # DIR [--labels on]
     "${@:2}" | sed -n 's/^export //p'
 }
 env_of $W/probe >"$OUT/trace-env.txt"
-rm -f "$OUT/ab-rows.txt"
+rm -f "$OUT/ab-rows.jsonl"
 # PIN=CPUS (taskset's list, e.g. 2-9) runs every process on the same cores, so that where the scheduler puts ggml's
 # submitting thread is the same for every arm (suspected, not shown, to be part of the several-percent spread between
 # processes).
 pin=()
 [ -n "${PIN:-}" ] && pin=(taskset -c "$PIN")
 for r in $(seq 1 "${ROUNDS:-20}"); do
+  [ -n "${END_S:-}" ] && [ "$SECONDS" -ge "$END_S" ] && break
   for arm in ${ARMS:-plain env nostats nobb present}; do
     d=$W/t-$arm-$r
     e=()
@@ -65,11 +55,11 @@ for r in $(seq 1 "${ROUNDS:-20}"); do
       labels) mapfile -t e < <(env_of "$d" --labels on) ;;
       nopre) mapfile -t e < <(env_of "$d" | grep -v '^LD_PRELOAD=') ;;
       nowin) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_TRACE_INTERVAL_MS=0) ;;
+      noorder) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_ORDER=0) ;;
     esac
-    env "${e[@]}" "${pin[@]}" "$BIN/llama-bench" -m $W/q4.gguf -ngl 99 ${TESTS:--p 512 -n 128} -r "${REPS:-5}" -o csv \
-      >$W/ab.csv 2>$W/ab.err || true
-    head -1 $W/ab.csv >"$OUT/ab-header.csv"
-    tail -n +2 $W/ab.csv | sed "s/^/$r $arm /" >>"$OUT/ab-rows.txt"
+    env "${e[@]}" "${pin[@]}" "$BIN/llama-bench" -m "$MODEL" -ngl 99 ${TESTS:--p 512 -n 128} -r "${REPS:-5}" \
+      ${THREADS:+-t "$THREADS"} -o jsonl >$W/ab.jsonl 2>$W/ab.err || true
+    sed "s/^/$r $arm /" $W/ab.jsonl >>"$OUT/ab-rows.jsonl"
     ls "$d" 2>/dev/null | head -3 | sed "s/^/$r $arm trace: /" >>"$OUT/traces.txt" || true
   done
 done
