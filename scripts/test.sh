@@ -7,6 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZ_BUDGET="${FUZZ_BUDGET:-120}"
 step() { printf '\n== %s (%ss)\n' "$1" "$SECONDS" >&2; }
+# The test build with line tables only, not full debug info: a panic's backtrace keeps its files and lines, and the
+# build and its links (the integration tests are one large binary) take less of a 2-core machine's CPU, which every
+# step of a fresh run shares. A developer's own `cargo test` keeps the full debug info of the dev profile.
+export CARGO_PROFILE_DEV_DEBUG=line-tables-only
+# No incremental compilation: a run builds from a clean tree, where incremental state is only written, never reused.
+export CARGO_INCREMENTAL=0
 
 # Work that needs only the Rust toolchain runs in the background from the start, at a low priority, so that it takes
 # the CPU the foreground leaves idle (package installs, downloads, the waits of the integration tests) and yields it
