@@ -326,7 +326,7 @@ fn env_lines(
 /// the command (see [`signals::forward`]) unless it came from the terminal to the foreground process group the command
 /// shares with backscope (it has it already: a second SIGINT would make llama-server quit without its orderly
 /// shutdown). The third request sends SIGKILL instead, for a command that does not stop. The command starts with
-/// an empty signal mask and the default action for the signals backscope handles ([`signals::start_clean`]: std
+/// an empty signal mask and the default action for the signals backscope handles ([`crate::host::proc::run::start_clean`]: std
 /// leaves the mask as the spawning thread has it), so it sees signals as it would without backscope. Returns the
 /// exit status (128 + N for a signal) and the signal that ended the command, if one did.
 fn run_observed(observer: Option<&Path>, dir: &Path, args: &TraceOptions) -> Result<(i32, Option<i32>)> {
@@ -382,7 +382,7 @@ fn run_observed(observer: Option<&Path>, dir: &Path, args: &TraceOptions) -> Res
     if args.no_graphs {
         cmd.env("GGML_CUDA_DISABLE_GRAPHS", "1");
     }
-    signals::start_clean(&mut cmd);
+    crate::host::proc::run::start_clean(&mut cmd);
     let signals = signals::Blocked::termination_and_child()?;
     let mut child = cmd.spawn().with_context(|| format!("cannot run {}", args.command[0]))?;
     let pid = child.id() as i32;
@@ -420,31 +420,6 @@ fn run_observed(observer: Option<&Path>, dir: &Path, args: &TraceOptions) -> Res
 mod signals {
     use std::io;
     use std::time::Duration;
-
-    /// Makes `cmd` start with an empty signal mask and SIGINT, SIGTERM, SIGCHLD and SIGPIPE at their default
-    /// action. The mask is inherited across fork and exec, and std's spawn does not reset it: without this the
-    /// command would start with the signals [`Blocked`] takes blocked, so every forwarded SIGINT/SIGTERM would stay
-    /// pending in it forever (issue 21).
-    pub fn start_clean(cmd: &mut std::process::Command) {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: only async-signal-safe calls (sigemptyset, pthread_sigmask, signal) between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                let mut empty: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut empty);
-                let rc = libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-                if rc != 0 {
-                    return Err(io::Error::from_raw_os_error(rc));
-                }
-                for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGCHLD, libc::SIGPIPE] {
-                    if libc::signal(signal, libc::SIG_DFL) == libc::SIG_ERR {
-                        return Err(io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
-        }
-    }
 
     /// A signal taken by [`Blocked::wait`].
     pub struct Received {

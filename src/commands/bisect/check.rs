@@ -183,6 +183,8 @@ pub fn run_logged(
         let mut cmd = Command::new(program);
         cmd.args(args).envs(env.iter().map(|(k, v)| (k, v))).stdin(Stdio::null()).stdout(out_write).stderr(err_write);
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        // SIGINT is how a stop reaches it: at its default action even where this process inherited it ignored.
+        crate::host::proc::run::start_clean(&mut cmd);
         cmd.spawn().with_context(|| format!("cannot run `{program}`"))?
     };
     let mut sup = Forwarding { child: GroupChild { child }, stop: Arc::clone(stop), forwarded: false };

@@ -85,6 +85,31 @@ pub fn signal_group(leader: u32, sig: i32) {
     }
 }
 
+/// Makes `cmd` start with an empty signal mask and SIGINT, SIGTERM, SIGCHLD and SIGPIPE at their default
+/// action. The mask and ignored signals are inherited across fork and exec, and std's spawn resets neither:
+/// without this a command started by `trace` (which blocks those signals) would keep every forwarded SIGINT/SIGTERM
+/// pending forever (issue 21), and one started by a backscope that was itself started in the background by a shell
+/// (which ignores SIGINT there) would ignore the SIGINT that `bisect` stops it with.
+pub fn start_clean(cmd: &mut Command) {
+    // SAFETY: only async-signal-safe calls (sigemptyset, pthread_sigmask, signal) between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            let rc = libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            if rc != 0 {
+                return Err(io::Error::from_raw_os_error(rc));
+            }
+            for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGCHLD, libc::SIGPIPE] {
+                if libc::signal(signal, libc::SIG_DFL) == libc::SIG_ERR {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Spawn `cmd` with stdin closed, stdout and stderr piped, in a process group of its own. A program written
 /// moments ago can still be open for writing in a child another thread forked before the writer closed it; exec
 /// then fails with ETXTBSY for a few milliseconds, so that is retried briefly.
