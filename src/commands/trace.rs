@@ -326,9 +326,10 @@ fn env_lines(
 /// the command (see [`signals::forward`]) unless it came from the terminal to the foreground process group the command
 /// shares with backscope (it has it already: a second SIGINT would make llama-server quit without its orderly
 /// shutdown). The third request sends SIGKILL instead, for a command that does not stop. The command starts with
-/// an empty signal mask and the default action for the signals backscope handles ([`crate::host::proc::run::start_clean`]: std
-/// leaves the mask as the spawning thread has it), so it sees signals as it would without backscope. Returns the
-/// exit status (128 + N for a signal) and the signal that ended the command, if one did.
+/// an empty signal mask and the default action for the signals backscope handles
+/// ([`crate::host::proc::run::start_clean`]: std leaves the mask as the spawning thread has it), so it sees signals as
+/// it would without backscope. Returns the exit status (128 + N for a signal) and the signal that ended the command,
+/// if one did.
 fn run_observed(observer: Option<&Path>, dir: &Path, args: &TraceOptions) -> Result<(i32, Option<i32>)> {
     let vulkan = vulkan_env(args.vklayer.as_deref(), |k| std::env::var(k).ok())?;
     let vulkan = if args.labels == Some(false) { with_labels(vulkan, false) } else { vulkan };
