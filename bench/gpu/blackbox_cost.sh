@@ -11,7 +11,9 @@
 #   labels   env with ggml's debug labels (GGML_VK_DEBUG_MARKERS=1, `trace --labels on`);
 #   nopre    env without the CUDA/HIP observer's LD_PRELOAD (the Vulkan layer alone, observing);
 #   nowin    env with BACKSCOPE_TRACE_INTERVAL_MS=0 (no writer thread waking every window: the trace is written at exit);
-#   noorder  env with BACKSCOPE_VK_ORDER=0 (no dispatch-order sequences).
+#   noorder  env with BACKSCOPE_VK_ORDER=0 (no dispatch-order sequences);
+#   nomark   env with BACKSCOPE_VK_MARKERS=none (no buffer markers and no marker extension: progress by submissions);
+#   nofault  env with BACKSCOPE_VK_FAULT=0 (VK_EXT_device_fault not enabled).
 # Run from the repository root on the GPU machine with .carry/ holding backscope.xz, debs/ (Debian's Vulkan loader and
 # GL libraries), bb/{libbackscope_vklayer.so,libbackscope_observer.so}, and either llama.tar.xz (a stripped Vulkan
 # llama.cpp bin dir) plus ggml-vocab-llama-spm.gguf, or what bench/gpu/build_vulkan_llama.sh builds (LLAMA_BIN).
@@ -56,6 +58,8 @@ for r in $(seq 1 "${ROUNDS:-20}"); do
       nopre) mapfile -t e < <(env_of "$d" | grep -v '^LD_PRELOAD=') ;;
       nowin) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_TRACE_INTERVAL_MS=0) ;;
       noorder) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_ORDER=0) ;;
+      nomark) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_MARKERS=none) ;;
+      nofault) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_FAULT=0) ;;
     esac
     env "${e[@]}" "${pin[@]}" "$BIN/llama-bench" -m "$MODEL" -ngl 99 ${TESTS:--p 512 -n 128} -r "${REPS:-5}" \
       ${THREADS:+-t "$THREADS"} -o jsonl >$W/ab.jsonl 2>$W/ab.err || true

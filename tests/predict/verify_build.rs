@@ -55,7 +55,7 @@ fn a_build_directory_verifies_and_its_version_is_named_against_the_rules() {
     let (own, line) = own_build_number(&bin.join("llama-bench"));
 
     let spec = format!("--build=dir:{}", build_dir.display());
-    let r: Value = serde_json::from_str(&stdout_ok(&mut verify(&[&spec], &[]))).unwrap();
+    let r: Value = serde_json::from_str(&in_scratch_tmp(&mut verify(&[&spec], &[]), stdout_ok)).unwrap();
     let c = &r["comparison"];
     assert_eq!(c["contradicted"], 0, "{c}");
     assert!(c["confirmed"].as_u64().unwrap() >= 2, "{c}");
@@ -75,11 +75,12 @@ fn a_build_directory_verifies_and_its_version_is_named_against_the_rules() {
     let root = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(&build_dir, root.path().join("b11434")).unwrap();
     let spec = format!("--build=dir:{}@b11434", root.path().display());
-    let r: Value = serde_json::from_str(&stdout_ok(&mut verify(&[&spec], &[]))).unwrap();
+    let r: Value = serde_json::from_str(&in_scratch_tmp(&mut verify(&[&spec], &[]), stdout_ok)).unwrap();
     assert_eq!(r["comparison"]["contradicted"], 0, "{}", r["comparison"]);
     assert!(version_claim(&r).is_none(), "b11434 against the 11434 rules: {:?}", version_claim(&r));
 
-    let r: Value = serde_json::from_str(&stdout_ok(&mut verify(&[&spec, "--ggml", "o17"], &[]))).unwrap();
+    let r: Value =
+        serde_json::from_str(&in_scratch_tmp(&mut verify(&[&spec, "--ggml", "o17"], &[]), stdout_ok)).unwrap();
     assert_eq!(r["rules_version"], "ollama-v0.17.4");
     let claim = version_claim(&r).unwrap_or_else(|| panic!("no version claim: {}", r["claims"]));
     assert_eq!(claim["confidence"], "Limited");
@@ -135,7 +136,7 @@ fn verify_build_refusals_name_the_reason_and_build_nothing() {
     for (args, expected) in &cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let env: [(&str, &Path); 2] = [("BACKSCOPE_CACHE", &cache), ("BACKSCOPE_PYPI_URL", &index_url)];
-        let out = run(&mut verify(&args, &env));
+        let out = in_scratch_tmp(&mut verify(&args, &env), run);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         for e in *expected {

@@ -29,6 +29,14 @@ pub fn backscope() -> Command {
     Command::new(env!("CARGO_BIN_EXE_backscope"))
 }
 
+/// Runs `f` on `cmd` with a TMPDIR of its own, removed afterwards: for commands that keep a directory there on
+/// purpose (`predict --verify` keeps the trace it verified with and names it in its report), so that the suite
+/// leaves none of them behind.
+pub fn in_scratch_tmp<T>(cmd: &mut Command, f: impl FnOnce(&mut Command) -> T) -> T {
+    let scratch = tempfile::tempdir().expect("a scratch TMPDIR");
+    f(cmd.env("TMPDIR", scratch.path()))
+}
+
 /// Run a command, panic with its stderr if it could not be started.
 pub fn run(cmd: &mut Command) -> Output {
     cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))

@@ -254,7 +254,9 @@ fn ctrl_c_stops_the_server_marks_the_run_interrupted_and_resume_continues() {
         server = "command"
         program = "python3"
         args = ["-c", "import time; time.sleep(60)", "{port}"]
-        ready_timeout_s = 2
+        # Long enough that Ctrl-C lands while the first server still starts on a loaded 2-core machine (at 2 s a
+        # fresh CI-like run once recorded the cell as not_ready before the signal came).
+        ready_timeout_s = 10
     "#;
     let spec_path = dir.path().join("s.toml");
     std::fs::write(&spec_path, spec).unwrap();
@@ -282,7 +284,7 @@ fn ctrl_c_stops_the_server_marks_the_run_interrupted_and_resume_continues() {
     assert!(records(&events).is_empty(), "the interrupted cell is not recorded");
     let finished = events.iter().find(|e| event_is(e, "run_finished")).unwrap();
     assert_eq!(finished["status"], "interrupted");
-    // Resume runs both cells (each fails not_ready after 2 s) and finishes the run.
+    // Resume runs both cells (each fails not_ready after 10 s) and finishes the run.
     let out = backscope().args(["sweep", "--resume", "--yes", "--quiet", "--db"]).arg(&db).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(

@@ -184,6 +184,30 @@ fn a_driver_with_device_fault_reports_its_own_account_of_the_loss() {
          \"test vendor fault\" (code 0x31, data 0x1)"
     );
     assert!(statement.contains(&expected), "{statement}");
+
+    // With BACKSCOPE_VK_FAULT=0 the layer leaves the extension off: the same loss has no driver's account, and the
+    // black box's is unchanged.
+    let off = tmp.path().join("fault-off");
+    let out = vkspin(
+        "lost",
+        &[],
+        &off,
+        &[
+            ("STALL_FROM", "2"),
+            ("LOST_AFTER", "2"),
+            ("FAULT_DESCRIPTION", description),
+            ("FAULT_ADDRESS", "0x7f3a0000"),
+            ("BACKSCOPE_VK_FAULT", "0"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let trace = the_trace(&off);
+    assert_eq!(trace.device_lost.len(), 1);
+    assert!(trace.device_lost[0].faults.is_empty(), "{:?}", trace.device_lost[0].faults);
+    assert_eq!(
+        progress(&trace, &trace.device_lost[0].queues),
+        ("submission".to_string(), 2, vec!["spin_pipeline@2#1".to_string()], 1)
+    );
 }
 
 #[test]
@@ -311,6 +335,23 @@ fn the_kernels_timeout_naming_the_traced_pid_joins_the_hang() {
     assert_eq!(summary["kernel_log"]["lines"].as_array().unwrap().len(), 6);
     // `--read` of the directory says the same.
     assert_eq!(claims, self::claims(&dir));
+}
+
+/// `BACKSCOPE_VK_MARKERS=none` on a driver that offers buffer markers (NVIDIA's on the H200, session 11's device call 6:
+/// docs/validation/gpu-2026-12-03-harness-spread/call6.sh): vkspin's hang is followed by submissions, not by the GPU's
+/// markers, and still names the spinning dispatch as the unfinished one, as the default's markers do.
+#[test]
+fn on_the_h200_markers_none_follows_submissions_and_names_the_same_unfinished_dispatch() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/validation/gpu-2026-12-03-harness-spread/call6");
+    let read = |markers: &str| {
+        let sub = dir.join(markers);
+        let file = std::fs::read_dir(&sub).unwrap().next().unwrap().unwrap().path();
+        TraceFile::parse(&std::fs::read_to_string(&file).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+    };
+    let (default, none) = (read("buffer"), read("none"));
+    let spin = |by: &str| (by.to_string(), 2, vec!["spin_pipeline@2#1".to_string()], 1);
+    assert_eq!(progress(&default, &default.hangs[0].queues), spin("command_buffer_marker"));
+    assert_eq!(progress(&none, &none.hangs[0].queues), spin("submission"));
 }
 
 /// The GPU machine's records (docs/validation/gpu-2026-12-02-blackbox, `bench/gpu/blackbox_h200.sh`): NVIDIA's driver

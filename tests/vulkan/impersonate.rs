@@ -642,7 +642,7 @@ fn predict_verify_runs_ggml_as_the_device_and_confirms_the_prediction() {
     };
     let h200 = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/vulkan_profiles/h200-nvidia.json");
     for device in ["gfx900-radv".to_string(), h200.display().to_string()] {
-        let r: Value = serde_json::from_str(&stdout_ok(&mut predict(&device, &[]))).unwrap();
+        let r: Value = serde_json::from_str(&in_scratch_tmp(&mut predict(&device, &[]), stdout_ok)).unwrap();
         let c = &r["comparison"];
         assert!(c["confirmed"].as_u64().unwrap() >= 4, "{device}: {c}");
         assert_eq!(c["contradicted"], 0, "{device}: {c}");
@@ -652,7 +652,7 @@ fn predict_verify_runs_ggml_as_the_device_and_confirms_the_prediction() {
         let expected = if device == "gfx900-radv" { "gfx900" } else { "NVIDIA H200" };
         assert!(label.contains(expected), "{device}: predicted for {label}");
     }
-    let out = run(&mut predict("rdna3-radv", &["--num-gpu", "1"]));
+    let out = in_scratch_tmp(&mut predict("rdna3-radv", &["--num-gpu", "1"]), run);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
@@ -722,7 +722,8 @@ fn every_profile_predicts_what_ggml_chooses_over_the_grid() {
         cmd.args(["--prompt-tokens", prompt, "--decode-tokens", "2", "--num-gpu", ngl, "--vklayer"]);
         cmd.arg(vklayer_library()).arg("--verify").arg(llama_bin().join("llama-bench"));
         let case = format!("{device} {name} -p {prompt} -ngl {ngl} {env:?}");
-        let r: Value = serde_json::from_str(&stdout_ok(&mut cmd)).unwrap_or_else(|e| panic!("{case}: {e}"));
+        let r: Value =
+            serde_json::from_str(&in_scratch_tmp(&mut cmd, stdout_ok)).unwrap_or_else(|e| panic!("{case}: {e}"));
         let c = &r["comparison"];
         assert_eq!(c["contradicted"], 0, "{case}: {c}");
         assert_eq!(c["unexplained"].as_array().map(Vec::len), Some(0), "{case}: {c}");
@@ -856,7 +857,7 @@ fn verify_against(device: &str, model: &Path, case: [&str; 3], real: &Path) -> (
     cmd.args(["predict", "--json", "--backend", "vulkan", "--device", device, "--model"]).arg(model);
     cmd.args(["--prompt-tokens", prompt, "--decode-tokens", decode, "--num-gpu", ngl, "--vklayer"]);
     cmd.arg(vklayer_library()).arg("--verify").arg(llama_bin().join("llama-bench")).arg("--against").arg(real);
-    let r: Value = serde_json::from_str(&stdout_ok(&mut cmd)).unwrap();
+    let r: Value = serde_json::from_str(&in_scratch_tmp(&mut cmd, stdout_ok)).unwrap();
     let claims = r["claims"]
         .as_array()
         .unwrap()

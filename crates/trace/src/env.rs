@@ -69,16 +69,21 @@ pub const VK_BLACKBOX: Var = Var::new(c"BACKSCOPE_VK_BLACKBOX");
 pub const VK_HANG_MS: Var = Var::new(c"BACKSCOPE_VK_HANG_MS");
 
 /// Vulkan layer: where the black box's GPU markers go: `buffer` (the end of each command buffer; the default),
-/// `barrier` (also after the program's own barriers), `sync` (and a "started" marker before every dispatch) or
-/// `dispatch` (around every dispatch). Each marker costs GPU time on some drivers (about 1 µs on NVIDIA's).
+/// `barrier` (also after the program's own barriers), `sync` (and a "started" marker before every dispatch),
+/// `dispatch` (around every dispatch) or `none` (no marker and no marker extension: progress by submissions). Each
+/// marker costs GPU time on some drivers (about 1 µs on NVIDIA's).
 pub const VK_MARKERS: Var = Var::new(c"BACKSCOPE_VK_MARKERS");
 
 /// Vulkan layer: `0` keeps it from recording the order of dispatches (the distinct pipeline sequences of submitted
 /// command buffers, `sequence` records); on otherwise.
 pub const VK_ORDER: Var = Var::new(c"BACKSCOPE_VK_ORDER");
 
+/// Vulkan layer: `0` keeps the black box from enabling `VK_EXT_device_fault` (what the driver says about a device
+/// loss) on devices that offer it; on otherwise.
+pub const VK_FAULT: Var = Var::new(c"BACKSCOPE_VK_FAULT");
+
 /// Every variable above, for harnesses that clear an inherited configuration.
-pub const ALL: [Var; 13] = [
+pub const ALL: [Var; 14] = [
     TRACE_DIR,
     TRACE_FILE,
     TRACE_INTERVAL_MS,
@@ -92,6 +97,7 @@ pub const ALL: [Var; 13] = [
     VK_HANG_MS,
     VK_MARKERS,
     VK_ORDER,
+    VK_FAULT,
 ];
 
 pub const DEFAULT_INTERVAL_MS: u64 = 50;
@@ -226,6 +232,7 @@ mod tests {
                 "BACKSCOPE_VK_HANG_MS",
                 "BACKSCOPE_VK_MARKERS",
                 "BACKSCOPE_VK_ORDER",
+                "BACKSCOPE_VK_FAULT",
             ]
         );
         for v in ALL {

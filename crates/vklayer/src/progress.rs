@@ -60,7 +60,8 @@ pub enum MarkerPlacement {
     Buffer,
 }
 
-/// The placement asked for (`BACKSCOPE_VK_MARKERS`): `dispatch`, `sync`, `barrier`, or `buffer` (the default).
+/// The placement asked for (`BACKSCOPE_VK_MARKERS`): `dispatch`, `sync`, `barrier`, or `buffer` (the default; also
+/// what `none` reads as, where no marker is written at all: see [`markers_wanted`]).
 pub fn marker_placement() -> MarkerPlacement {
     static PLACEMENT: OnceLock<MarkerPlacement> = OnceLock::new();
     *PLACEMENT.get_or_init(|| match format::env::get(format::env::VK_MARKERS).as_deref().map(str::trim) {
@@ -69,6 +70,16 @@ pub fn marker_placement() -> MarkerPlacement {
         Some("barrier") => MarkerPlacement::Barrier,
         _ => MarkerPlacement::Buffer,
     })
+}
+
+/// Whether the layer adds `VK_AMD_buffer_marker` where a device offers it (`BACKSCOPE_VK_MARKERS` is not `none`).
+/// With `none` no command is added to any command buffer and no extension is enabled for the black box: progress is
+/// known by submissions (the layer's timeline semaphore), as on a device without markers; it tells which submission
+/// was unfinished, not which of its command buffers. For measuring what the markers cost, and for drivers where
+/// enabling the extension costs more than it tells.
+pub fn markers_wanted() -> bool {
+    static WANTED: OnceLock<bool> = OnceLock::new();
+    *WANTED.get_or_init(|| format::env::get(format::env::VK_MARKERS).as_deref().map(str::trim) != Some("none"))
 }
 
 /// How a queue's progress is known.

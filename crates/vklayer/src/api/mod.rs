@@ -318,11 +318,13 @@ unsafe extern "system" fn create_device(
     let add_statistics = matches!(observed, Some((_, Some((_, true)))));
     // The black box's buffer markers, where the device offers them (the layer adds the extension).
     let add_markers = crate::progress::wanted()
+        && crate::progress::markers_wanted()
         && observed
             .as_ref()
             .is_some_and(|(extensions, _)| extensions.iter().any(|e| e == crate::progress::BUFFER_MARKER.to_bytes()));
     // What the driver says about a device loss (VK_EXT_device_fault), where the device offers it.
     let add_fault = crate::progress::wanted()
+        && crate::fault::wanted()
         && observed.as_ref().is_some_and(|(extensions, _)| extensions.iter().any(|e| e == crate::fault::EXTENSION.to_bytes()))
         // SAFETY: `info` is the caller's valid create info, `physical` a physical device of `inst`'s instance.
         && unsafe { !crate::fault::chained_by_application(&*info) && crate::fault::supported(inst, physical) };
