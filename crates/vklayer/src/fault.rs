@@ -18,7 +18,7 @@ pub const MAX_ENTRIES: usize = 16;
 /// Whether the layer enables the extension where it is offered (`BACKSCOPE_VK_FAULT` is not `0`).
 pub fn wanted() -> bool {
     static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *WANTED.get_or_init(|| format::env::get(format::env::VK_FAULT).is_none_or(|v| v.trim() != "0"))
+    *WANTED.get_or_init(|| format::env::on_unless_zero(format::env::VK_FAULT))
 }
 
 /// Whether `physical` supports the `deviceFault` feature (the caller checked it offers the extension).

@@ -60,16 +60,22 @@ pub enum MarkerPlacement {
     Buffer,
 }
 
-/// The placement asked for (`BACKSCOPE_VK_MARKERS`): `dispatch`, `sync`, `barrier`, or `buffer` (the default; also
-/// what `none` reads as, where no marker is written at all: see [`markers_wanted`]).
-pub fn marker_placement() -> MarkerPlacement {
-    static PLACEMENT: OnceLock<MarkerPlacement> = OnceLock::new();
-    *PLACEMENT.get_or_init(|| match format::env::get(format::env::VK_MARKERS).as_deref().map(str::trim) {
-        Some("dispatch") => MarkerPlacement::Dispatch,
-        Some("sync") => MarkerPlacement::Sync,
-        Some("barrier") => MarkerPlacement::Barrier,
-        _ => MarkerPlacement::Buffer,
+/// What `BACKSCOPE_VK_MARKERS` asks for, read once: a placement, or none (`none`: see [`markers_wanted`]).
+fn markers_asked() -> Option<MarkerPlacement> {
+    static ASKED: OnceLock<Option<MarkerPlacement>> = OnceLock::new();
+    *ASKED.get_or_init(|| match format::env::get(format::env::VK_MARKERS).as_deref().map(str::trim) {
+        Some("none") => None,
+        Some("dispatch") => Some(MarkerPlacement::Dispatch),
+        Some("sync") => Some(MarkerPlacement::Sync),
+        Some("barrier") => Some(MarkerPlacement::Barrier),
+        _ => Some(MarkerPlacement::Buffer),
     })
+}
+
+/// The placement asked for (`BACKSCOPE_VK_MARKERS`): `dispatch`, `sync`, `barrier`, or `buffer` (the default; also
+/// what `none` reads as, where no marker is written at all).
+pub fn marker_placement() -> MarkerPlacement {
+    markers_asked().unwrap_or(MarkerPlacement::Buffer)
 }
 
 /// Whether the layer adds `VK_AMD_buffer_marker` where a device offers it (`BACKSCOPE_VK_MARKERS` is not `none`).
@@ -78,8 +84,7 @@ pub fn marker_placement() -> MarkerPlacement {
 /// was unfinished, not which of its command buffers. For measuring what the markers cost, and for drivers where
 /// enabling the extension costs more than it tells.
 pub fn markers_wanted() -> bool {
-    static WANTED: OnceLock<bool> = OnceLock::new();
-    *WANTED.get_or_init(|| format::env::get(format::env::VK_MARKERS).as_deref().map(str::trim) != Some("none"))
+    markers_asked().is_some()
 }
 
 /// How a queue's progress is known.
@@ -231,8 +236,7 @@ pub const BUFFER_MARKER: &std::ffi::CStr = c"VK_AMD_buffer_marker";
 /// Whether the black box is wanted in this process: observing, and not turned off (`BACKSCOPE_VK_BLACKBOX=0`).
 pub fn wanted() -> bool {
     static WANTED: OnceLock<bool> = OnceLock::new();
-    crate::state::on()
-        && *WANTED.get_or_init(|| format::env::get(format::env::VK_BLACKBOX).is_none_or(|v| v.trim() != "0"))
+    crate::state::on() && *WANTED.get_or_init(|| format::env::on_unless_zero(format::env::VK_BLACKBOX))
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ pub fn start() {
 
 fn prepare(settings: &Settings) {
     pipelines::init(settings.max_kernels);
-    order::init(format::env::get(format::env::VK_ORDER).is_none_or(|v| v.trim() != "0"));
+    order::init(format::env::on_unless_zero(format::env::VK_ORDER));
     // Each module's locks and per-process state, in the order a child releases them (the state, which switches
     // the child off, registers its own next). A failure (no memory for pthread_atfork) leaves a forked child
     // with the parent's locks, as it always was before the layer started; observation in this process goes on.

@@ -58,8 +58,7 @@ pub fn start(prepare: fn(&Settings), started: fn(&Settings)) {
     }
     match Settings::from_env() {
         Ok(settings) => {
-            STATISTICS_WANTED
-                .store(env::get(env::VK_PIPELINE_STATS).is_none_or(|v| v.trim() != "0"), Ordering::Relaxed);
+            STATISTICS_WANTED.store(env::on_unless_zero(env::VK_PIPELINE_STATS), Ordering::Relaxed);
             prepare(&settings);
             let settings = SETTINGS.get_or_init(|| settings);
             START_NS.store(format::clock::now_ns(), Ordering::Relaxed);

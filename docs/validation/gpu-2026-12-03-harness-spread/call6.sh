@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session-11 device call 6: what BACKSCOPE_VK_MARKERS=none does on a driver that offers buffer markers. vkspin's
 # hang (a real GPU spin in submission 2; watcher at 0.5 s), with the default and with `none`: the default's record
-# says `by: buffer_marker`, `none`'s must say `by: submission` and still name the spinning pipeline as unfinished.
+# says `by: command_buffer_marker`, `none`'s must say `by: submission` and still name the spinning pipeline as
+# unfinished.
 set -uo pipefail
 C=$PWD/.carry
 W=/var/tmp/bs6
