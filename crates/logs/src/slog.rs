@@ -40,6 +40,17 @@ fn closing_quote(s: &[u8]) -> Option<usize> {
     None
 }
 
+/// Where a bare key ends: its `=`, or a space. Keys are a few bytes (`time`, `level`, `msg`): a byte loop over them
+/// costs less than `memchr2`'s set-up, which only a longer run (a bare word of text) is left to.
+fn key_end(s: &[u8]) -> usize {
+    const SHORT: usize = 16;
+    match s[..s.len().min(SHORT)].iter().position(|&b| b == b'=' || b == b' ') {
+        Some(i) => i,
+        None if s.len() > SHORT => memchr::memchr2(b'=', b' ', &s[SHORT..]).map_or(s.len(), |i| i + SHORT),
+        None => s.len(),
+    }
+}
+
 impl<'a> Iterator for Pairs<'a> {
     type Item = Pair<'a>;
 
@@ -52,7 +63,7 @@ impl<'a> Iterator for Pairs<'a> {
                 let end = closing_quote(inner)?;
                 (&inner[..end], &inner[end + 1..])
             } else {
-                let end = memchr::memchr2(b'=', b' ', s).unwrap_or(s.len());
+                let end = key_end(s);
                 (&s[..end], &s[end..])
             };
             let Some(value_start) = after_key.strip_prefix(b"=") else {

@@ -205,21 +205,39 @@ pub fn parse_slash_date(s: &[u8]) -> Option<(Timestamp, &[u8])> {
     Some((Timestamp::civil(days * 86_400 * MICROS_PER_SEC + tod), d.rest()))
 }
 
-/// llama.cpp's prefix `M.SS.mmm.uuu` (minutes since start, seconds, milliseconds, microseconds).
+/// llama.cpp's prefix `M.SS.mmm.uuu` (minutes since start, seconds, milliseconds, microseconds). Nearly every line of
+/// a llama.cpp log starts with it: after the minutes, the 11 bytes of `.SS.mmm.uuu` are read at their fixed places at
+/// once rather than one by one through a cursor.
 pub fn parse_llama_elapsed(s: &[u8]) -> Option<(Timestamp, &[u8])> {
-    let mut d = Digits::new(s);
-    let minutes = d.up_to(9)?;
-    d.byte(b'.')?;
-    let secs = d.fixed(2)?;
-    d.byte(b'.')?;
-    let ms = d.fixed(3)?;
-    d.byte(b'.')?;
-    let us = d.fixed(3)?;
+    // One to nine digits of minutes (a tenth digit where a dot belongs is no prefix).
+    let mut minutes = 0u32;
+    let mut m = 0;
+    while let Some(&b) = s.get(m).filter(|b| b.is_ascii_digit()) {
+        if m == 9 {
+            return None;
+        }
+        minutes = minutes * 10 + u32::from(b - b'0');
+        m += 1;
+    }
+    if m == 0 {
+        return None;
+    }
+    let t: &[u8; 11] = s.get(m..m + 11)?.try_into().ok()?;
+    if t[0] != b'.' || t[3] != b'.' || t[7] != b'.' {
+        return None;
+    }
+    let d = |i: usize| u32::from(t[i].wrapping_sub(b'0'));
+    let digits = [d(1), d(2), d(4), d(5), d(6), d(8), d(9), d(10)];
+    if digits.iter().any(|&v| v > 9) {
+        return None;
+    }
+    let secs = digits[0] * 10 + digits[1];
+    let (ms, us) = (digits[2] * 100 + digits[3] * 10 + digits[4], digits[5] * 100 + digits[6] * 10 + digits[7]);
     if secs >= 60 {
         return None;
     }
     let micros = (i64::from(minutes) * 60 + i64::from(secs)) * MICROS_PER_SEC + i64::from(ms) * 1000 + i64::from(us);
-    Some((Timestamp { clock: Clock::Elapsed, micros }, d.rest()))
+    Some((Timestamp { clock: Clock::Elapsed, micros }, &s[m + 11..]))
 }
 
 /// The month of a journal date token: English abbreviations (any case, `Sep`/`Sept`), or a leading
@@ -319,6 +337,12 @@ mod tests {
         let (t, _) = parse_llama_elapsed(b"12.05.000.001 W").unwrap();
         assert_eq!(t.micros, (12 * 60 + 5) * 1_000_000 + 1);
         assert!(parse_llama_elapsed(b"0.61.000.000").is_none());
+        // Nine digits of minutes at most; every field whole, with its dot.
+        assert_eq!(parse_llama_elapsed(b"123456789.00.000.001").unwrap().0.micros, 123_456_789 * 60_000_000 + 1);
+        for bad in [&b"1234567890.00.000.001"[..], b"0.00.000.00", b"0.00.000.0x1", b".00.000.001", b"0.00,000.001"] {
+            assert!(parse_llama_elapsed(bad).is_none(), "{bad:?}");
+        }
+        assert_eq!(parse_llama_elapsed(b"0.00.000.001").unwrap().1, b"");
     }
 
     #[test]
