@@ -133,10 +133,18 @@ pub fn native_function(module: Option<&str>, symbol: Option<&str>) -> Option<Str
             return None;
         }
     }
-    let module = module.map(|m| m.rsplit(['/', '\\']).next().unwrap_or(m).to_string());
+    // `MODULE!SYMBOL` written into a string of its size: every native frame of a crash gets one, and `format!` (with a
+    // copy of the module's base name first) cost several times the copying.
+    let module = module.map(|m| m.rsplit(['/', '\\']).next().unwrap_or(m));
     Some(match (module, symbol) {
-        (Some(m), Some(s)) => format!("{m}!{s}"),
-        (Some(m), None) => format!("{m}!?"),
+        (Some(m), s) => {
+            let s = s.unwrap_or("?");
+            let mut out = String::with_capacity(m.len() + 1 + s.len());
+            out.push_str(m);
+            out.push('!');
+            out.push_str(s);
+            out
+        }
         (None, Some(s)) => s.to_string(),
         (None, None) => "?".to_string(),
     })

@@ -12,7 +12,7 @@ use super::phase::{decide_phase, CrashEvidence};
 use super::report::SignatureGroup;
 use super::state::{Analyzer, Open};
 use super::summary::summary;
-use super::text::{clip, find_bytes};
+use super::text::{clip, decimal, find_bytes};
 use crate::facts::{Handled, Sourced};
 
 impl Analyzer {
@@ -190,7 +190,7 @@ impl Analyzer {
             GoFrameSource { file, line } => {
                 if open.in_crashing_goroutine {
                     if let Some(last) = c.frames.last_mut().filter(|f| !f.native && f.source.is_none()) {
-                        last.source = Some(format!("{}:{line}", lossy(file)));
+                        last.source = Some(super::text::joined(&[&lossy(file), ":", decimal(line, &mut [0; 10])]));
                     }
                 } else {
                     joined = false;

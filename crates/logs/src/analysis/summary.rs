@@ -6,19 +6,7 @@ use crate::event::{lossy, BufferKind, EventKind, GpuDriverEvent, TimingKind};
 use crate::signature;
 use crate::slog::unquote;
 
-use super::text::{clip, find_bytes};
-
-/// `format!` into a string sized for the fields first (`fields`: their bytes as logged). A summary quotes messages of
-/// a hundred bytes and more, and `format!` sizes its buffer by the literal words alone and grows it as the fields are
-/// written: a reallocation or two per cause line of a crash.
-macro_rules! sized_format {
-    ($fields:expr, $($arg:tt)*) => {{
-        let mut s = String::with_capacity(48 + $fields);
-        // Writing to a `String` cannot fail.
-        let _ = std::fmt::Write::write_fmt(&mut s, format_args!($($arg)*));
-        s
-    }};
-}
+use super::text::{clip, decimal, find_bytes, joined};
 
 /// A signal name a pager cut (`signal: illegal ins>`, `less` marks a cut line with `>`): which name it begins.
 pub(super) fn cut_signal_note(error: &[u8]) -> String {
@@ -217,13 +205,10 @@ pub fn summary<'a>(kind: &EventKind<'a>, slog_line: bool) -> String {
                 arch.map(|a| format!(" [arch {}]", t(a))).unwrap_or_default()
             )
         }
-        Signal { signal, description } => sized_format!(
-            signal.len() + description.len(),
-            "{}{}: {}",
-            t(signal),
-            status_note(&t(signal)),
-            t(description)
-        ),
+        Signal { signal, description } => {
+            let signal = t(signal);
+            joined(&[&signal, &status_note(&signal), ": ", &t(description)])
+        }
         SignalContext { pc, addr, sigcode } => [("PC", pc), ("addr", addr), ("sigcode", sigcode)]
             .iter()
             .filter_map(|(k, v)| v.map(|v| format!("{k}={}", t(v))))
@@ -243,24 +228,19 @@ pub fn summary<'a>(kind: &EventKind<'a>, slog_line: bool) -> String {
             format!("post predict failed{}", error.map(|e| format!(": {}", t(e))).unwrap_or_default())
         }
         RunnerTerminated { error } => {
-            sized_format!(
-                error.len(),
-                "runner terminated: {}{}{}",
-                t(error),
-                status_note(&t(error)),
-                cut_signal_note(error)
-            )
+            let text = t(error);
+            joined(&["runner terminated: ", &text, &status_note(&text), &cut_signal_note(error)])
         }
-        LoadError { error } => sized_format!(error.len(), "model load failed: {}", t(error)),
-        BindFailed { message } => sized_format!(message.len(), "the server could not listen: {}", t(message)),
-        CompletionError { message } => sized_format!(message.len(), "completion failed: {}", t(message)),
+        LoadError { error } => joined(&["model load failed: ", &t(error)]),
+        BindFailed { message } => joined(&["the server could not listen: ", &t(message)]),
+        CompletionError { message } => joined(&["completion failed: ", &t(message)]),
         Diagnostic { level, msg } => format!("{}: {}", t(level), t(msg)),
         Milestone { index, number } => milestone_summary(index, number),
-        OpFailed { op } => sized_format!(op.len(), "op {} failed on the GPU", t(op)),
+        OpFailed { op } => joined(&["op ", &t(op), " failed on the GPU"]),
         InstructionBytes { bytes } => format!("instruction bytes at PC: {}", t(bytes)),
         Goroutine { id, state } => format!("goroutine {id} [{}]", t(state)),
         GoFrame { function } => owned(function),
-        GoFrameSource { file, line } => format!("{}:{line}", t(file)),
+        GoFrameSource { file, line } => joined(&[&t(file), ":", decimal(line, &mut [0; 10])]),
         GoCreatedBy { function } => format!("created by {}", t(function)),
         GoTraceDetail => "trace detail".into(),
         NativeFrame(f) => {
@@ -280,29 +260,31 @@ fn failure_summary<'a>(kind: &EventKind<'a>, slog_line: bool) -> Option<String> 
     use EventKind::*;
     let t = |b: &'a [u8]| field_text(b, slog_line);
     Some(match *kind {
-        GoFatal { message } => sized_format!(message.len(), "Go fatal: {}", t(message)),
+        GoFatal { message } => joined(&["Go fatal: ", &t(message)]),
+        GgmlAssert { file: b"", condition, .. } => joined(&["GGML_ASSERT(", &t(condition), ") failed"]),
         GgmlAssert { file, line, condition } => {
-            let at = if file.is_empty() { String::new() } else { format!(" at {}:{line}", t(file)) };
-            sized_format!(condition.len() + at.len(), "GGML_ASSERT({}) failed{at}", t(condition))
+            joined(&["GGML_ASSERT(", &t(condition), ") failed at ", &t(file), ":", decimal(line, &mut [0; 10])])
         }
-        Abort { file: b"", message, .. } => sized_format!(message.len(), "abort: {}", t(message)),
+        Abort { file: b"", message, .. } => joined(&["abort: ", &t(message)]),
         Abort { file, line, message } => {
-            sized_format!(file.len() + message.len(), "abort at {}:{line}: {}", t(file), t(message))
+            joined(&["abort at ", &t(file), ":", decimal(line, &mut [0; 10]), ": ", &t(message)])
         }
-        GpuError { api, message } => sized_format!(api.len() + message.len(), "{} error: {}", t(api), t(message)),
-        GpuErrorLocation { device, function, file, line } => sized_format!(
-            function.len() + file.len(),
-            "in {} at {}:{line}{}",
-            t(function),
-            t(file),
-            device.map(|d| format!(" (device {d})")).unwrap_or_default()
-        ),
+        GpuError { api, message } => joined(&[&t(api), " error: ", &t(message)]),
+        GpuErrorLocation { device, function, file, line } => joined(&[
+            "in ",
+            &t(function),
+            " at ",
+            &t(file),
+            ":",
+            decimal(line, &mut [0; 10]),
+            &device.map(|d| format!(" (device {d})")).unwrap_or_default(),
+        ]),
         DeviceLost { message } if message.starts_with(b"HW Exception") => {
-            sized_format!(message.len(), "GPU hang reported by the ROCm runtime: {}", t(message))
+            joined(&["GPU hang reported by the ROCm runtime: ", &t(message)])
         }
-        DeviceLost { message } => sized_format!(message.len(), "Vulkan device lost: {}", t(message)),
-        CppTerminate { exception } => sized_format!(exception.len(), "C++ exception: {}", t(exception)),
-        OutOfMemory { message } => sized_format!(message.len(), "out of memory: {}", t(message)),
+        DeviceLost { message } => joined(&["Vulkan device lost: ", &t(message)]),
+        CppTerminate { exception } => joined(&["C++ exception: ", &t(exception)]),
+        OutOfMemory { message } => joined(&["out of memory: ", &t(message)]),
         _ => return None,
     })
 }

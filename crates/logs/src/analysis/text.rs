@@ -13,6 +13,33 @@ pub(super) fn clip(mut s: String) -> String {
     s
 }
 
+/// The pieces written one after the other into a string sized for them. A crash's cause lines each get a summary
+/// like `GGML_ASSERT(…) failed at FILE:LINE`: `format!` pays for its formatting machinery (a padding check per
+/// piece) and grows its buffer as it goes, where the pieces only need copying.
+pub(super) fn joined(pieces: &[&str]) -> String {
+    let mut s = String::with_capacity(pieces.iter().map(|p| p.len()).sum());
+    for p in pieces {
+        s.push_str(p);
+    }
+    s
+}
+
+/// `n` in decimal, written into `buf` (as `{n}` formats it), for [`joined`].
+pub(super) fn decimal(n: u32, buf: &mut [u8; 10]) -> &str {
+    let mut at = buf.len();
+    let mut n = n;
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    std::str::from_utf8(&buf[at..]).unwrap_or_default()
+}
+
 #[inline(always)]
 pub(super) fn find_bytes(h: &[u8], needle: &[u8]) -> Option<usize> {
     crate::patterns::find_in(h, needle)
@@ -44,4 +71,22 @@ pub fn go_duration_s(text: &[u8]) -> Option<f64> {
         rest = &rest[len..];
     }
     Some(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn joined_and_decimal_write_what_format_writes() {
+        let mut buf = [0; 10];
+        for n in [0, 7, 10, 99, 1234, u32::MAX] {
+            assert_eq!(decimal(n, &mut buf), n.to_string());
+        }
+        assert_eq!(
+            joined(&["abort at ", "a.c", ":", decimal(12, &mut buf), ": x"]),
+            format!("abort at {}:{}: x", "a.c", 12)
+        );
+        assert_eq!(joined(&[]), "");
+    }
 }
