@@ -99,24 +99,42 @@ pub struct Record<'a> {
     pub level: Option<&'a [u8]>,
     pub msg: Option<&'a [u8]>,
     pub msg_quoted: bool,
+    /// The line after the `msg` pair, where only `time`, `level` and `source` came before it: any other key's first
+    /// occurrence is in this part.
+    pub after_msg: Option<&'a [u8]>,
 }
 
 /// Read `time`, `level` and `msg` (they come first in slog's output, so the scan stops at `msg`).
 pub fn record(line: &[u8]) -> Record<'_> {
     let mut r = Record::default();
-    for p in pairs(line) {
+    let mut only_header = true;
+    let mut it = pairs(line);
+    while let Some(p) = it.next() {
         match p.key {
             b"time" => r.time = Some(p.value),
             b"level" => r.level = Some(p.value),
+            b"source" => {}
             b"msg" => {
                 r.msg = Some(p.value);
                 r.msg_quoted = p.quoted;
+                r.after_msg = only_header.then_some(it.rest);
                 break;
             }
-            _ => {}
+            _ => only_header = false,
         }
     }
     r
+}
+
+impl<'a> Record<'a> {
+    /// [`get`] on the record's `line`: a key other than the header's is looked for after `msg` only, where the pairs
+    /// before it were the header's (each `get` would otherwise read the time, level, source and message again).
+    pub fn get(&self, line: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
+        match self.after_msg {
+            Some(rest) if !matches!(key, b"time" | b"level" | b"source" | b"msg") => get(rest, key),
+            _ => get(line, key),
+        }
+    }
 }
 
 /// The value of `key` (first occurrence), raw.
@@ -199,6 +217,29 @@ mod tests {
         assert_eq!(got[1], (b"model layers".to_vec(), b"37".to_vec()));
         assert_eq!(got[2], (b"requested".to_vec(), b"-1".to_vec()));
         assert_eq!(got.len(), 3);
+    }
+
+    #[test]
+    fn a_record_finds_the_same_values_as_the_whole_line() {
+        let lines: [&[u8]; 6] = [
+            br#"time=2026-03-20T16:36:39.720-04:00 level=ERROR source=server.go:1610 msg="post predict" error="x" msg=y"#,
+            br#"time=t level=INFO error=early msg="m" error=late id=3"#,
+            br#"level=INFO time=t msg=m library=cuda time=again source=s level=WARN"#,
+            br#"time=t stray level=INFO msg="unterminated"#,
+            br#"time=t msg="a " b" error="e" "quoted key"=1 error=second"#,
+            br#"time=t level=INFO source=x error=e"#,
+        ];
+        for line in lines {
+            let r = record(line);
+            for key in [&b"time"[..], b"level", b"source", b"msg", b"error", b"id", b"library", b"quoted key", b"none"]
+            {
+                assert_eq!(r.get(line, key), get(line, key), "{} {}", lossy(line), lossy(key));
+            }
+        }
+    }
+
+    fn lossy(b: &[u8]) -> Cow<'_, str> {
+        String::from_utf8_lossy(b)
     }
 
     #[test]

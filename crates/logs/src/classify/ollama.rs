@@ -16,12 +16,18 @@ pub(super) fn slog_line(msg: &[u8]) -> Classified<'_> {
         Some(_) => (None, true),
         None => (None, false),
     };
-    let kind = rec.msg.and_then(|m| slog_message(msg, m, rec.level.unwrap_or_default())).unwrap_or(EventKind::Other);
+    let kind =
+        rec.msg.and_then(|m| slog_message(msg, &rec, m, rec.level.unwrap_or_default())).unwrap_or(EventKind::Other);
     Classified { kind, time, bad_timestamp, before: None }
 }
 
-pub(super) fn slog_message<'a>(line: &'a [u8], msg: &'a [u8], level: &'a [u8]) -> Option<EventKind<'a>> {
-    let get = |key: &[u8]| slog::get(line, key);
+pub(super) fn slog_message<'a>(
+    line: &'a [u8],
+    rec: &slog::Record<'a>,
+    msg: &'a [u8],
+    level: &'a [u8],
+) -> Option<EventKind<'a>> {
+    let get = |key: &[u8]| rec.get(line, key);
     let kind = match msg {
         b"inference compute" => EventKind::InferenceCompute(InferenceCompute {
             id: get(b"id"),
@@ -91,14 +97,19 @@ pub(super) fn slog_message<'a>(line: &'a [u8], msg: &'a [u8], level: &'a [u8]) -
             buffer: BufferKind::Kv,
             mib: size_mib(get(b"size")?)?,
         },
-        _ => return slog_message_text(line, msg, level),
+        _ => return slog_message_text(line, rec, msg, level),
     };
     Some(kind)
 }
 
 /// slog messages recognised by their text rather than an exact value.
-pub(super) fn slog_message_text<'a>(line: &'a [u8], msg: &'a [u8], level: &'a [u8]) -> Option<EventKind<'a>> {
-    let get = |key: &[u8]| slog::get(line, key);
+pub(super) fn slog_message_text<'a>(
+    line: &'a [u8],
+    rec: &slog::Record<'a>,
+    msg: &'a [u8],
+    level: &'a [u8],
+) -> Option<EventKind<'a>> {
+    let get = |key: &[u8]| rec.get(line, key);
     if let Some(rest) =
         msg.strip_prefix(b"llama runner started in ").or_else(|| msg.strip_prefix(b"llama-server started in "))
     {
