@@ -204,12 +204,22 @@ fn is_register_name(name: &[u8]) -> bool {
 
 /// A register line of a Go crash dump read outside a goroutine dump: a register the runtime prints, spaces, and a
 /// hexadecimal value that ends the line (`rax    0x0`).
+#[inline]
 pub(super) fn go_register(msg: &[u8]) -> bool {
-    // Each register's name begins with one of these letters (arm64's numbered ones with `r`) and is no longer than six
-    // bytes: most lines are told apart by their first bytes.
-    if !matches!(msg.first(), Some(b'r' | b'c' | b'f' | b'g' | b'l' | b's' | b'p')) {
-        return false;
-    }
+    // The first two bytes of every register's name (arm64's numbered ones are `r` and digits) tell most lines apart
+    // without a call: `llama_…`, `load_…`, `slot …`, `srv …` and `print_info` begin as no register does.
+    let plausible = match msg {
+        [b'r', second, ..] => matches!(second, b'a' | b'b' | b'c' | b'd' | b's' | b'i' | b'f' | b'0'..=b'9'),
+        [b'c' | b'g', b's', ..] | [b'f', b's' | b'a', ..] | [b'l', b'r', ..] | [b's', b'p', ..] | [b'p', b'c', ..] => {
+            true
+        }
+        _ => false,
+    };
+    plausible && register_line(msg)
+}
+
+/// [`go_register`] past its first two bytes: a name of up to six bytes, white space, and the value.
+fn register_line(msg: &[u8]) -> bool {
     // The value is separated from the name by white space.
     let mut name_len = 1;
     while name_len < 7 && msg.get(name_len).is_some_and(u8::is_ascii_alphanumeric) {
@@ -332,4 +342,23 @@ pub(super) fn sanitizer_frame(rest: &[u8]) -> Option<NativeFrame<'_>> {
     let symbol = trim(&head[..find(&head[..paren], b" in ").unwrap_or(paren)]);
     let module = rest[addr..].rsplit(|&b| b == b' ').next().filter(|_| find(&rest[addr..], b"] in ").is_some());
     (!symbol.is_empty()).then_some(NativeFrame { index: None, module, symbol: Some(symbol) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_register_passes_the_two_byte_test() {
+        let names = [
+            "rax", "rbx", "rcx", "rdx", "rdi", "rsi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13", "r14",
+            "r15", "rip", "rflags", "cs", "fs", "gs", "lr", "sp", "pc", "fault",
+        ];
+        let arm = (0..=29).map(|n| format!("r{n}"));
+        for name in names.iter().map(|n| n.to_string()).chain(arm) {
+            assert!(is_register_name(name.as_bytes()) || name.len() <= 3, "{name}");
+            assert!(go_register(format!("{name}    0x7f98b88abe4b").as_bytes()), "{name}");
+            assert!(go_register(format!("{name}\t0x0").as_bytes()), "{name}");
+        }
+    }
 }
