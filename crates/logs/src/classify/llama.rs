@@ -16,6 +16,19 @@ use super::server::{llama_server_slot, llama_server_srv, timing};
 use super::text::{after, colon_space, find, leading_u32, leading_u64, trim, trim_start};
 use super::trace::{go_register, goroutine, headerless_go_line, native_frame, python_frame, sanitizer_frame};
 
+/// The first bytes [`by_first_byte`] has rules for (its match arms, in order): a message that begins with another
+/// (`llama_…`, `load_…`, `slot …`, `print_info`, most of a log) skips the call.
+const FIRST_BYTE_RULES: [bool; 256] = {
+    let mut table = [false; 256];
+    let bytes = b" \tSPOHDEadr[ixNgc#/f*";
+    let mut i = 0;
+    while i < bytes.len() {
+        table[bytes[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
+
 /// The rules a message's first byte selects. `Some(answer)` is the answer for the whole message (an indented line is
 /// read by [`indented`] alone); `None` lets the other rules look.
 pub(super) fn by_first_byte<'a>(msg: &'a [u8], first: u8, marked: &Marked<'_>) -> Option<Option<EventKind<'a>>> {
@@ -113,8 +126,10 @@ pub(super) fn by_first_byte<'a>(msg: &'a [u8], first: u8, marked: &Marked<'_>) -
 pub(super) fn structured(msg: &[u8]) -> Option<EventKind<'_>> {
     let first = *msg.first()?;
     let marked = &Marked::new(msg);
-    if let Some(answer) = by_first_byte(msg, first, marked) {
-        return answer;
+    if FIRST_BYTE_RULES[usize::from(first)] {
+        if let Some(answer) = by_first_byte(msg, first, marked) {
+            return answer;
+        }
     }
     if first == b'i' {
         if let Some(bytes) = msg.strip_prefix(b"instruction bytes:") {
@@ -378,4 +393,47 @@ pub(super) fn generic<'a>(text: &'a [u8], marked: &Marked<'_>) -> Option<EventKi
         return device_listed(listing);
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each arm of [`by_first_byte`] answers for a line of its kind, and the table lets that line's first byte in.
+    #[test]
+    fn the_first_byte_table_admits_every_arm() {
+        let lines: [&[u8]; 24] = [
+            b"  Device 0: NVIDIA GeForce RTX 4060 Ti, compute capability 8.9, VMM: yes",
+            b"\tgithub.com/ollama/ollama/llama/llama.go:163 +0xf5",
+            b"SIGSEGV: segmentation violation",
+            b"PC=0x7f27a8e24c47 m=0 sigcode=1 addr=0x206a03fb4",
+            b"OSError: exception: access violation reading 0x0000000000000000",
+            b"HW Exception by GPU node-1 (Agent handle: 0x1) reason :GPU Hang",
+            b"Device 0: NVIDIA GeForce RTX 4060 Ti, compute capability 8.9, VMM: yes",
+            b"Exception 0xc0000005 0x8 0x7ffa191bcb12 0x7ffa191bcb12",
+            b"amdgpu 0000:03:00.0: amdgpu: ring comp_1.1.0 timeout, signaled seq=7, emitted seq=9",
+            b"drmn0: [drm] GPU HANG: ecode 9:1:85d7bfff, in MainThread [101714]",
+            b"radv/amdgpu: The CS has been cancelled because the context is lost. This context is innocent.",
+            b"[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx_0.0.0 timeout, signaled seq=5000163, emitted seq=5",
+            b"i915 0000:00:02.0: [drm] GPU HANG: ecode 12:1:0020fffe, in xdg-desktop-por [1676]",
+            b"xe 0000:00:02.0: [drm] GT0: Timedout job: seqno=24496, lrc_seqno=24496, guc_id=0, flags=0x13 in no process [-1]",
+            b"NVRM: Xid (PCI:0000:01:00): 31, pid=14292, name=python, Ch 00000030, intr 00000000.",
+            b"goroutine 29 gp=0xc000585dc0 m=0 mp=0x64b1b235c780 [syscall]:",
+            b"created by github.com/ollama/ollama/runner/llamarunner.Execute in goroutine 1",
+            b"#3  0x00007ffff7c42476 in __GI_raise (sig=sig@entry=6) at ../sysdeps/posix/raise.c:26",
+            b"/usr/lib/libggml-base.so.0(ggml_print_backtrace+0x204) [0x752379951c64]",
+            b"frame #4: 0x0000000100b5c2e0 libggml-base.dylib`ggml_abort + 156",
+            b"* frame #0: 0x000000018e2a1388 libsystem_kernel.dylib`__pthread_kill + 8",
+            b"Host Frame:ggml_cuda_error [0x1234] in libggml-cuda.so",
+            b"Program hit cudaErrorIllegalAddress (error 700) due to \"an illegal memory access was encountered\"",
+            b"Exception 0xe06d7363 is a C++ exception thrown by MSVC code.",
+        ];
+        for line in lines {
+            let marked = Marked::new(line);
+            assert!(FIRST_BYTE_RULES[usize::from(line[0])], "{}", String::from_utf8_lossy(line));
+            assert!(by_first_byte(line, line[0], &marked).is_some(), "{}", String::from_utf8_lossy(line));
+        }
+        let with_rules = (0..=255u8).filter(|&b| FIRST_BYTE_RULES[usize::from(b)]).count();
+        assert_eq!(with_rules, 21, "one entry per byte the match names");
+    }
 }
