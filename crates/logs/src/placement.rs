@@ -128,26 +128,42 @@ const PATH_NAMES: [(&str, &[&str]); 5] = [
     ("CPU", &["cpu_avx", "ggml-cpu", "/cpu/"]),
 ];
 
-/// Whether `path` holds, in any case, one of the letter pairs `cu`, `cp`, `ro`, `hi`, `vu`, `me`: every name of
-/// [`PATH_NAMES`] holds one, and most words of a command line (a model's blob path, a flag) hold none, so one pass
-/// over the bytes spares them the searches.
-fn may_name_backend(path: &[u8]) -> bool {
-    path.windows(2).any(|w| {
-        matches!(
-            (w[0] | 0x20, w[1] | 0x20),
-            (b'c', b'u' | b'p') | (b'r', b'o') | (b'h', b'i') | (b'v', b'u') | (b'm', b'e')
-        )
-    })
+/// The letter pairs `cu`, `cp`, `ro`, `hi`, `vu`, `me` that `path` holds, in any case, as bits (1, 2, 4, 8, 16, 32):
+/// every name of [`PATH_NAMES`] holds one of its backend's ([`PATH_PAIRS`]), and most words of a command line (a
+/// model's blob path, a flag) hold none, so one pass over the bytes spares them the searches, and a path that holds
+/// `cu` only is searched for CUDA's names only.
+fn backend_pairs(path: &[u8]) -> u8 {
+    let mut bits = 0;
+    for w in path.windows(2) {
+        bits |= match (w[0] | 0x20, w[1] | 0x20) {
+            (b'c', b'u') => 1,
+            (b'c', b'p') => 2,
+            (b'r', b'o') => 4,
+            (b'h', b'i') => 8,
+            (b'v', b'u') => 16,
+            (b'm', b'e') => 32,
+            _ => 0,
+        };
+    }
+    bits
 }
+
+/// For each backend of [`PATH_NAMES`], the pairs of [`backend_pairs`] one of which each of its names holds.
+const PATH_PAIRS: [u8; 5] = [1, 4 | 8, 16, 32, 2];
 
 /// The backend a library path or runner directory names (`…/cuda_v13/libggml-cuda.so`, `rocm_v5/`,
 /// `libggml-vulkan.so`, `ggml-hip.dll`), GPU backends before the CPU.
 pub fn backend_of_path(path: &str) -> Option<&'static str> {
-    if !may_name_backend(path.as_bytes()) {
+    let pairs = backend_pairs(path.as_bytes());
+    if pairs == 0 {
         return None;
     }
     let p = path.to_ascii_lowercase();
-    PATH_NAMES.iter().find(|(_, names)| names.iter().any(|n| p.contains(n))).map(|(backend, _)| *backend)
+    PATH_NAMES
+        .iter()
+        .zip(PATH_PAIRS)
+        .find(|((_, names), need)| pairs & need != 0 && names.iter().any(|n| p.contains(n)))
+        .map(|((backend, _), _)| *backend)
 }
 
 /// The backend a ggml device name belongs to (`CUDA0`, `ROCm1`, `Vulkan0`, `Metal`, `SYCL0`); host buffers
@@ -279,14 +295,17 @@ impl Placement {
 mod tests {
     #[test]
     fn every_path_name_holds_a_pair_the_quick_test_looks_for() {
-        for (_, names) in super::PATH_NAMES {
-            for name in names {
-                assert!(super::may_name_backend(name.as_bytes()), "{name}");
-                assert!(super::may_name_backend(name.to_ascii_uppercase().as_bytes()), "{name}");
+        for ((_, names), need) in super::PATH_NAMES.iter().zip(super::PATH_PAIRS) {
+            for name in names.iter() {
+                assert!(super::backend_pairs(name.as_bytes()) & need != 0, "{name}");
+                assert!(super::backend_pairs(name.to_ascii_uppercase().as_bytes()) & need != 0, "{name}");
             }
         }
         // A model blob path names no backend and holds none of the pairs.
-        assert!(!super::may_name_backend(b"/usr/share/ollama/.ollama/models/blobs/sha256-6a0746a1ec1aef3e7ec53868f2"));
+        assert_eq!(
+            super::backend_pairs(b"/usr/share/ollama/.ollama/models/blobs/sha256-6a0746a1ec1aef3e7ec53868f2"),
+            0
+        );
     }
 
     use super::*;
