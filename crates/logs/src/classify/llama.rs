@@ -347,12 +347,17 @@ pub(super) fn tagged<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind
 
 /// Where a `tag: ` ends: the first `: `, when no space comes before it.
 fn tag_end(s: &[u8]) -> Option<usize> {
-    for (i, &b) in s.iter().enumerate() {
-        match b {
-            b' ' => return None,
-            b':' if s.get(i + 1) == Some(&b' ') => return Some(i),
-            _ => {}
+    // `memchr2` jumps over the tag's letters (a function name of a dozen bytes and more) to its `:` or a space.
+    let mut from = 0;
+    while let Some(p) = memchr::memchr2(b' ', b':', &s[from..]) {
+        let i = from + p;
+        if s[i] == b' ' {
+            return None;
         }
+        if s.get(i + 1) == Some(&b' ') {
+            return Some(i);
+        }
+        from = i + 1;
     }
     None
 }
@@ -398,6 +403,33 @@ pub(super) fn generic<'a>(text: &'a [u8], marked: &Marked<'_>) -> Option<EventKi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tag_end_is_the_first_colon_and_space_before_any_space() {
+        let naive = |s: &[u8]| -> Option<usize> {
+            for (i, &b) in s.iter().enumerate() {
+                match b {
+                    b' ' => return None,
+                    b':' if s.get(i + 1) == Some(&b' ') => return Some(i),
+                    _ => {}
+                }
+            }
+            None
+        };
+        for s in [
+            &b"load_backend: loaded"[..],
+            b"ggml-vulkan.cpp:4367: GGML_ASSERT(x) failed",
+            b"C:\\path\\file.cpp:12: x",
+            b"no tag here: x",
+            b"tag:nospace",
+            b"x:",
+            b": x",
+            b"a::b: c",
+            b"",
+        ] {
+            assert_eq!(tag_end(s), naive(s), "{}", String::from_utf8_lossy(s));
+        }
+    }
 
     /// Each arm of [`by_first_byte`] answers for a line of its kind, and the table lets that line's first byte in.
     #[test]
