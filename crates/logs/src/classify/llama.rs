@@ -245,7 +245,8 @@ pub(super) fn module_tag(msg: &[u8]) -> Option<(&[u8], &[u8])> {
         return None;
     }
     let rest = trim_start(&msg[module_len..]);
-    let function_len = rest.iter().position(|&b| b == b' ' || b == b':')?;
+    // The function name is padded to 12 columns and often longer: `memchr2` jumps to its end.
+    let function_len = memchr::memchr2(b' ', b':', rest)?;
     let text = rest[function_len..].strip_prefix(b": ")?;
     (function_len > 0).then_some((&msg[..module_len], text))
 }
