@@ -110,7 +110,8 @@ pub(super) fn goroutine(msg: &[u8]) -> Option<EventKind<'_>> {
 pub(super) fn go_source(s: &[u8]) -> Option<EventKind<'_>> {
     let loc = match markdown_link(s) {
         Some((text, _)) => text,
-        None => &s[..s.iter().position(|&b| b == b' ').unwrap_or(s.len())],
+        // A frame's file path runs for tens of bytes before its space: `memchr` jumps there.
+        None => &s[..memchr::memchr(b' ', s).unwrap_or(s.len())],
     };
     let colon = loc.iter().rposition(|&b| b == b':')?;
     let (file, line) = (&loc[..colon], &loc[colon + 1..]);
