@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 N="${1:-40}"
 CACHE="${BACKSCOPE_CACHE:-$HOME/.cache/backscope}"
-LLAMA_BIN="${BACKSCOPE_LLAMA_BIN:-$CACHE/llama.cpp/11434-vulkan-glslc2026.4-O0-outside-ggml/bin}"
+LLAMA_BIN="${BACKSCOPE_LLAMA_BIN:-$CACHE/llama.cpp/11434-vulkan-glslc2026.4-clang19-O0-outside-ggml/bin}"
 [ -x "$LLAMA_BIN/llama-server" ] || { echo "no llama-server in $LLAMA_BIN: run scripts/llama-build.sh vulkan" >&2; exit 2; }
 command -v curl >/dev/null || { echo "curl not found: apt-get install curl" >&2; exit 2; }
 cargo build --release -q

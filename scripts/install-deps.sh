@@ -6,10 +6,11 @@
 # chromium loads the HTML reports headless in the output tests (their DOM, their network log, a screenshot);
 # golang-go builds the cgo crash test program (the shape of Ollama's Go runner); postgresql gives the fleet tests a
 # real server (a throw-away cluster per test, on a Unix socket only); man-db is `man`, which the package test
-# (scripts/test-package.sh) reads the installed manual pages with; chrpath sets `$ORIGIN` RUNPATHs in the release
+# (scripts/test-package.sh) reads the installed manual pages with; clang-19 compiles the llama.cpp builds (faster
+# than gcc: scripts/llama-build.sh); chrpath sets `$ORIGIN` RUNPATHs in the release
 # archives tests/bisect/release_archives.rs packs from the bisect builds, as llama.cpp's release job does.
 set -euo pipefail
-PKGS=(hipcc llvm-15 clang-15 llvm-19 librocsparse0 binutils zstd unzip ca-certificates strace chromium golang-go postgresql ccache man-db chrpath)
+PKGS=(hipcc llvm-15 clang-15 llvm-19 clang-19 librocsparse0 binutils zstd unzip ca-certificates strace chromium golang-go postgresql ccache man-db chrpath)
 # shellcheck source=scripts/apt-missing.sh
 . "$(dirname "$0")/apt-missing.sh"
 apt_install_missing "${PKGS[@]}"

