@@ -12,11 +12,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILDS=(b11200 b11205 b11218 b11223)
 # Unoptimised: the tests only read `llama-server --help`, and -O0 halves the compile time on two cores. With clang 19
-# (scripts/install-deps.sh), which compiles these trees at -O0 in about 0.6 of gcc 12's CPU time (scripts/llama-build.sh
-# gives the measurements). The build cache keys on these arguments; tests/support/builds.rs (CMAKE_ARGS) must list the
+# (scripts/install-deps.sh), which compiles llama.cpp in about 0.75 of gcc 12's CPU time (scripts/llama-build.sh gives
+# the measurement). The build cache keys on these arguments; tests/support/builds.rs (CMAKE_ARGS) must list the
 # same, and a test checks it.
 CMAKE_ARGS=(-DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_C_FLAGS_RELEASE=-O0 -DCMAKE_CXX_FLAGS_RELEASE=-O0)
 JOBS="${BISECT_BUILD_JOBS:-$(nproc)}"
-cargo build -q --example prepare_builds
+# The driver: backscope's own example, built here unless PREPARE_BUILDS names one already built (scripts/test.sh runs
+# this beside cargo test, which holds cargo's build lock).
+if [ -z "${PREPARE_BUILDS:-}" ]; then
+  cargo build -q --example prepare_builds
+  PREPARE_BUILDS=target/debug/examples/prepare_builds
+fi
 # The oldest first, then upwards: each neighbour reuses most objects of the one before through ccache.
-nice -n 10 target/debug/examples/prepare_builds pypi cpu "$JOBS" "${BUILDS[@]}" -- "${CMAKE_ARGS[@]}" >&2
+nice -n 10 "$PREPARE_BUILDS" pypi cpu "$JOBS" "${BUILDS[@]}" -- "${CMAKE_ARGS[@]}" >&2
