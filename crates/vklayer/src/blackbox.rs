@@ -3,7 +3,7 @@
 //! `hang` record when a queue has pending work and the GPU made no progress for `BACKSCOPE_VK_HANG_MS`.
 
 use std::ffi::c_void;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ash::vk;
 use ash::vk::Handle;
@@ -146,8 +146,11 @@ unsafe fn marker_buffer(
 /// Reads the layer's semaphore of each queue that has one into its `signaled` value. Not for the signal handler:
 /// it calls into the driver. A device that was lost keeps the value last seen.
 pub fn poll_semaphores() {
-    // A device being destroyed waits for a poll in progress (`device_destroyed`).
+    // A device being destroyed waits for a poll in progress (`device_destroyed`), and so does the process's exit.
     let _polling = POLLING.lock();
+    if EXITING.load(Ordering::Acquire) {
+        return;
+    }
     for (_, ring) in crate::locus::queue_rings() {
         let q = &ring.progress;
         let Some((semaphore, device)) = q.semaphore() else { continue };
@@ -167,6 +170,34 @@ pub fn poll_semaphores() {
 
 /// Held while semaphores are read, and while a device's are forgotten before it is destroyed.
 static POLLING: format::spin::SpinLock<()> = format::spin::SpinLock::new(());
+
+/// The process is exiting: no thread of the layer reads a semaphore any more. Set by an `atexit` handler registered
+/// when the layer made its first semaphore, after the driver had set up the device, so it runs before the exit-time
+/// teardown the driver registered then. Applications often exit without destroying their device (ggml-vulkan does),
+/// and on an H200 a poll during NVIDIA's teardown crashed the process at exit in about half the runs with the black
+/// box following submissions (`BACKSCOPE_VK_MARKERS=none`; docs/validation/gpu-2026-12-04-append).
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn process_exiting() {
+    EXITING.store(true, Ordering::Release);
+    // A poll in progress (it checked the flag before it was set) ends first. Bounded: in a forked child the lock may
+    // be held for good by a parent's thread that does not exist there.
+    for _ in 0..1000 {
+        if POLLING.try_lock().is_some() {
+            return;
+        }
+        std::thread::yield_now();
+    }
+}
+
+fn stop_polling_at_exit() {
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    // SAFETY: registers a handler that only takes a lock and sets a flag. Registered from this library, it runs at
+    // exit or when the library is unloaded, whichever comes first (glibc's `atexit` is bound to its caller's object).
+    REGISTERED.call_once(|| unsafe {
+        libc::atexit(process_exiting);
+    });
+}
 
 /// The application is destroying `d`'s device: nothing of the black box reads or uses its objects any more, and the
 /// layer's own (semaphores, marker buffer and memory) are destroyed first, as Vulkan requires of child objects.
@@ -264,6 +295,7 @@ pub fn submitting(
                 return None;
             }
             q.set_semaphore(s, d as *const DeviceDispatch as usize);
+            stop_polling_at_exit();
             s
         }
     };
