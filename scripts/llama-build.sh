@@ -39,7 +39,7 @@ LIBSHADERC_DEB_SHA256=8bdf913ccd268b02b57898308f74e48d6723529ee26403d35288c4243e
 # the two compilers alternated file by file, same flags), clang took 0.76 of gcc's CPU time in all (107 s against
 # 140 s; ggml-vulkan.cpp 70 s against 97 s; common/arg.cpp alone 6.5 s against 11 s), and the C++ is about half of a
 # fresh machine's build, the shaders the other half. llama.cpp builds with either; the key says which one this is.
-COMPILER_DEB=clang-19
+# (Debian's package of that name installs the command of the same name.)
 C_COMPILER=clang-19
 CXX_COMPILER=clang++-19
 KEY="$VERSION-$BACKEND-clang19"
@@ -71,7 +71,7 @@ fi
 
 # System packages. Vulkan needs bookworm's loader, shader compiler and lavapipe (a Vulkan device on the CPU,
 # so the build can be checked and tested on a machine without a GPU).
-PKGS=(cmake ninja-build g++ "$COMPILER_DEB" pkg-config)
+PKGS=(cmake ninja-build g++ "$C_COMPILER" pkg-config)
 [ "$BACKEND" = vulkan ] && PKGS+=(libvulkan-dev glslc glslang-tools spirv-headers mesa-vulkan-drivers vulkan-tools)
 # shellcheck source=scripts/apt-missing.sh
 . "$(dirname "$0")/apt-missing.sh"

@@ -342,7 +342,8 @@ fn watch(hang_ms: u64) {
     let mut reported = [false; QUEUES];
     loop {
         std::thread::sleep(period);
-        if !crate::state::on() {
+        // Once the process exits no poll reads the semaphores (`EXITING`): a queue would look stalled that is not.
+        if !crate::state::on() || EXITING.load(Ordering::Acquire) {
             return;
         }
         let stalled = crate::state::guarded(|| {
