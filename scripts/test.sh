@@ -6,7 +6,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZ_BUDGET="${FUZZ_BUDGET:-120}"
-step() { printf '\n== %s (%ss)\n' "$1" "$SECONDS" >&2; }
+# Each step line gives the wall time so far and the CPU time (user, system) of the commands waited for so far, which is
+# where a 2-core machine's time goes; each background job's log ends with its own (`times`: the job's shell, then its
+# commands).
+step() {
+  times >target/ci-logs/.times
+  printf '\n== %s (%ss; CPU of waited commands: %s)\n' "$1" "$SECONDS" "$(tail -1 target/ci-logs/.times)" >&2
+}
 # The test build with line tables only, not full debug info: a panic's backtrace keeps its files and lines, and the
 # build and its links (the integration tests are one large binary) take less of a 2-core machine's CPU, which every
 # step of a fresh run shares. A developer's own `cargo test` keeps the full debug info of the dev profile.
@@ -25,7 +31,8 @@ background() { # NAME NICENESS COMMAND…
   local name=$1 niceness=$2
   shift 2
   # A session of its own, so that a run that stops early can stop the job and everything it started.
-  setsid -w nice -n "$niceness" bash -c '"$@"' bash "$@" >"target/ci-logs/$name.log" 2>&1 &
+  setsid -w nice -n "$niceness" bash -c '"$@"; s=$?; echo "== CPU (shell, then commands):"; times; exit $s' bash "$@" \
+    >"target/ci-logs/$name.log" 2>&1 &
   BG[$name]=$!
   printf '== background: %s (pid %s, log target/ci-logs/%s.log)\n' "$name" "${BG[$name]}" "$name" >&2
 }
@@ -37,7 +44,7 @@ await() { # NAME
     echo "test.sh: the background job '$1' failed (whole log: target/ci-logs/$1.log)" >&2
     exit 1
   fi
-  printf '== background: %s done (%ss)\n' "$1" "$SECONDS" >&2
+  printf '== background: %s done (%ss; its CPU: %s)\n' "$1" "$SECONDS" "$(tail -1 "target/ci-logs/$1.log")" >&2
 }
 stop_background() { for pid in "${BG[@]}"; do kill -- "-$pid" 2>/dev/null || true; done; }
 trap stop_background EXIT

@@ -423,8 +423,10 @@ mod tests {
         let s = lines("echo one; echo warn >&2; exit 4", ReadTo::End, Duration::from_secs(10));
         assert_eq!((s.value.as_str(), s.exit.code, s.timed_out), ("one\n", Some(4), false));
         assert_eq!(s.stderr, b"warn\n");
+        // After its first line the program writes nothing more, so only the early stop can end it: a program
+        // that kept writing could die of SIGPIPE first, once the reader drops the pipe.
         let t0 = Instant::now();
-        let s = lines("echo one; exec yes", ReadTo::Early, Duration::from_secs(20));
+        let s = lines("echo one; exec sleep 30", ReadTo::Early, Duration::from_secs(20));
         assert_eq!((s.value.as_str(), s.exit.signal_name().as_deref()), ("one\n", Some("SIGKILL")));
         assert!(t0.elapsed() < Duration::from_secs(5));
         let s = lines("sleep 30", ReadTo::End, Duration::from_millis(200));
