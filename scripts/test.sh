@@ -20,19 +20,24 @@ export CARGO_PROFILE_DEV_DEBUG=line-tables-only
 # No incremental compilation: a run builds from a clean tree, where incremental state is only written, never reused.
 export CARGO_INCREMENTAL=0
 
-# Work that needs only the Rust toolchain runs in the background from the start, at a low priority, so that it takes
-# the CPU the foreground leaves idle (package installs, downloads, the waits of the integration tests) and yields it
-# otherwise: the test build and clippy (nice 10: the tests wait for it), the tools cargo-fuzz and cargo-deb and the
-# fuzz targets' build (nice 19: needed last). Each writes target/ci-logs/NAME.log; `await NAME` fails the run with
-# its log's tail when it failed.
+# Work that needs only the Rust toolchain runs in the background from the start. The test build and clippy run beside
+# llama.cpp's build at the same priority: the tests need both. The tools cargo-fuzz and cargo-deb with the fuzz
+# targets' build, and later the bisect tests' llama.cpp builds, are needed last: they run at the lowest priority, so that
+# they take only the CPU the foreground leaves idle (downloads, the waits of the integration tests). Each writes
+# target/ci-logs/NAME.log; `await NAME` fails the run with its log's tail when it failed.
 mkdir -p target/ci-logs
 declare -A BG
 background() { # NAME NICENESS COMMAND…
   local name=$1 niceness=$2
   shift 2
-  # A session of its own, so that a run that stops early can stop the job and everything it started.
-  setsid -w nice -n "$niceness" bash -c '"$@"; s=$?; echo "== CPU (shell, then commands):"; times; exit $s' bash "$@" \
-    >"target/ci-logs/$name.log" 2>&1 &
+  # A session of its own, so that a run that stops early can stop the job and everything it started. Where the kernel
+  # groups a session's processes for scheduling (autogroup, on by default in Debian's kernels and CI's), a process's
+  # nice value only ranks it within its session, and every session gets an equal share: a nice-19 job beside the
+  # llama.cpp build took a third of the machine. The session's own nice value (/proc/self/autogroup) ranks the job
+  # against the foreground; `nice` does where there is no autogroup.
+  setsid -w nice -n "$niceness" env BG_NICENESS="$niceness" bash -c \
+    '[ -w /proc/self/autogroup ] && echo "$BG_NICENESS" >/proc/self/autogroup
+     "$@"; s=$?; echo "== CPU (shell, then commands):"; times; exit $s' bash "$@" >"target/ci-logs/$name.log" 2>&1 &
   BG[$name]=$!
   printf '== background: %s (pid %s, log target/ci-logs/%s.log)\n' "$name" "${BG[$name]}" "$name" >&2
 }
@@ -48,7 +53,7 @@ await() { # NAME
 }
 stop_background() { for pid in "${BG[@]}"; do kill -- "-$pid" 2>/dev/null || true; done; }
 trap stop_background EXIT
-background test-build 10 sh -c 'cargo test --workspace --no-run && cargo clippy --workspace --all-targets -- -D warnings'
+background test-build 0 sh -c 'cargo test --workspace --no-run && cargo clippy --workspace --all-targets -- -D warnings'
 background tools 19 sh -c 'bash scripts/package-deb.sh --tool && bash scripts/fuzz.sh --build'
 
 step "system packages"

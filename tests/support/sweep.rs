@@ -16,9 +16,30 @@ use serde_json::Value;
 use crate::support::util::{backscope, cache, stdout_ok};
 
 /// The machine has two cores; tests that run real llama-servers take turns.
-pub fn heavy() -> MutexGuard<'static, ()> {
+pub fn heavy() -> Turn {
     static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+    let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    Turn { _guard: guard, since: Instant::now() }
+}
+
+/// A heavy test's turn, held until the test ends. With `BACKSCOPE_TEST_TURNS=FILE` each turn appends its length and
+/// the test's name to FILE: libtest's `--report-time` counts a test's wait for its turn too, so only this says what
+/// each heavy test costs the suite, whose heavy tests run one after another.
+pub struct Turn {
+    _guard: MutexGuard<'static, ()>,
+    since: Instant,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let Some(path) = std::env::var_os("BACKSCOPE_TEST_TURNS") else { return };
+        let name = std::thread::current().name().unwrap_or("?").to_string();
+        let line = format!("{:.3}\t{name}\n", self.since.elapsed().as_secs_f64());
+        // One write of one short line to a file opened for appending: lines of tests ending together do not interleave.
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
 }
 
 /// The bin directory of the llama.cpp 11434 Vulkan build (CPU backend included): `$BACKSCOPE_LLAMA_BIN`, else the
