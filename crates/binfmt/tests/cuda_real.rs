@@ -5,8 +5,8 @@
 //!   tables and `.nv.info` records of the cubins with `struct`; it shares no code with the crate;
 //! - GNU `readelf` (binutils) on every extracted cubin for kernel symbols and section sizes.
 //!
-//! Fixtures are located through `BACKSCOPE_FIXTURES` (default `$HOME/.cache/backscope/fixtures`). A
-//! missing fixture fails the test with a message to run `scripts/fixtures.sh`.
+//! Fixtures are located through `BACKSCOPE_FIXTURES` (default `$BACKSCOPE_CACHE/fixtures`, else
+//! `$HOME/.cache/backscope/fixtures`, where scripts/fixtures.sh puts them). A missing fixture fails the test with a message to run `scripts/fixtures.sh`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -26,6 +26,10 @@ const NVJPEG13: &str = "unpacked/nvidia_nvjpeg/nvidia/cu13/lib/libnvjpeg.so.13";
 fn fixtures_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("BACKSCOPE_FIXTURES") {
         return PathBuf::from(dir);
+    }
+    // Where scripts/fixtures.sh puts them: under $BACKSCOPE_CACHE when set (as `.ci/run` sets it), else the home cache.
+    if let Some(cache) = std::env::var_os("BACKSCOPE_CACHE").filter(|c| !c.is_empty()) {
+        return Path::new(&cache).join("fixtures");
     }
     let home = std::env::var_os("HOME").expect("HOME is not set and BACKSCOPE_FIXTURES is not set");
     Path::new(&home).join(".cache/backscope/fixtures")
