@@ -5,7 +5,7 @@
 #  2. synthesize a small llama model and run a real matched sweep of llama.cpp's CPU backend against its Vulkan
 #     backend (on Mesa's lavapipe) across num_gpu 0, 1, -1, traced (`--trace`: the Vulkan cells list the compute
 #     pipelines each request dispatched, through backscope's Vulkan layer), printing the per-cell table and the claims.
-# The first run builds llama.cpp with its Vulkan backend and backscope (about 26 minutes on a fresh 2-core machine);
+# The first run builds llama.cpp with its Vulkan backend and backscope (about 16 minutes on a fresh 2-core machine);
 # later runs reuse ~/.cache/backscope.
 set -euo pipefail
 cd "$(dirname "$0")/.."
