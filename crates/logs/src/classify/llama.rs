@@ -245,8 +245,8 @@ pub(super) fn module_tag(msg: &[u8]) -> Option<(&[u8], &[u8])> {
         return None;
     }
     let rest = trim_start(&msg[module_len..]);
-    // The function name is padded to 12 columns and often longer: `memchr2` jumps to its end.
-    let function_len = memchr::memchr2(b' ', b':', rest)?;
+    // The function name is padded to 12 columns and often longer: a word at a time reaches its end.
+    let function_len = crate::patterns::find_either_near(b' ', b':', rest)?;
     let text = rest[function_len..].strip_prefix(b": ")?;
     (function_len > 0).then_some((&msg[..module_len], text))
 }
@@ -348,9 +348,9 @@ pub(super) fn tagged<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind
 
 /// Where a `tag: ` ends: the first `: `, when no space comes before it.
 fn tag_end(s: &[u8]) -> Option<usize> {
-    // `memchr2` jumps over the tag's letters (a function name of a dozen bytes and more) to its `:` or a space.
+    // A word at a time over the tag's letters (a function name of a dozen bytes and more) to its `:` or a space.
     let mut from = 0;
-    while let Some(p) = memchr::memchr2(b' ', b':', &s[from..]) {
+    while let Some(p) = crate::patterns::find_either_near(b' ', b':', &s[from..]) {
         let i = from + p;
         if s[i] == b' ' {
             return None;
