@@ -182,6 +182,10 @@ impl Needle {
         Needle { bytes: needle.as_bytes(), anchor: rarest_byte(needle.as_bytes()) }
     }
 
+    pub(crate) const fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
     /// The first position of the needle in `h` (as [`find_in`]).
     pub(crate) fn find(&self, h: &[u8]) -> Option<usize> {
         if self.bytes.is_empty() {
