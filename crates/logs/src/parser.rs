@@ -235,20 +235,42 @@ pub fn strip_ansi(src: &[u8], dst: &mut Vec<u8>) {
 }
 
 /// The first ESC of `s`. Escape sequences come in clusters (a colour set, a few bytes, the colour reset): the next one
-/// is looked for byte by byte in the next few bytes, and beyond them with `memchr`.
+/// is looked for a word at a time in the next few words, and beyond them with `memchr`.
 fn next_escape(s: &[u8]) -> Option<usize> {
-    const NEAR: usize = 16;
-    let near = &s[..s.len().min(NEAR)];
-    match near.iter().position(|&b| b == 0x1b) {
-        Some(at) => Some(at),
-        None if s.len() > NEAR => memchr(0x1b, &s[NEAR..]).map(|at| at + NEAR),
-        None => None,
-    }
+    crate::patterns::find_byte_near(0x1b, s)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The next escape is the one the byte-by-byte scan of the near bytes, then `memchr`, found: an ESC at every place
+    /// of lines around the near words' length, alone and in a cluster.
+    #[test]
+    fn the_next_escape_is_where_the_scan_before_found_it() {
+        fn before(s: &[u8]) -> Option<usize> {
+            const NEAR: usize = 16;
+            let near = &s[..s.len().min(NEAR)];
+            match near.iter().position(|&b| b == 0x1b) {
+                Some(at) => Some(at),
+                None if s.len() > NEAR => memchr(0x1b, &s[NEAR..]).map(|at| at + NEAR),
+                None => None,
+            }
+        }
+        for len in 0..80 {
+            for at in 0..=len {
+                let mut line = vec![b'm'; len];
+                if at < len {
+                    line[at] = 0x1b;
+                }
+                assert_eq!(next_escape(&line), before(&line), "{line:?}");
+                for k in (at + 3..len).step_by(5) {
+                    line[k] = 0x1b;
+                }
+                assert_eq!(next_escape(&line), before(&line), "{line:?}");
+            }
+        }
+    }
 
     #[test]
     fn ansi_sequences_are_removed() {

@@ -111,6 +111,52 @@ impl Prefilter {
     }
 }
 
+/// How many bytes [`find_byte_near`] and [`find_either_near`] read a word at a time before they hand the rest to
+/// `memchr`.
+const NEAR: usize = 32;
+
+/// A word of `0x01` bytes and one of `0x80` bytes: a byte of the word `x` is zero exactly where `(x - ONES) & !x & HIGH`
+/// has its high bit, or above such a byte (a borrow), so that its lowest set bit is the first zero byte.
+const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
+
+/// The high bits of the bytes of `word` equal to the byte repeated in `splat` (and maybe of some above the first such
+/// byte: only the lowest set bit is exact).
+#[inline(always)]
+fn equal_bytes(word: u64, splat: u64) -> u64 {
+    let x = word ^ splat;
+    x.wrapping_sub(ONES) & !x & HIGH
+}
+
+/// The first position of `a` or `b` in `h`, where one is expected within the first few words (the end of a function name,
+/// of a prefix's first word): eight bytes a step there costs a few operations, where a `memchr` call costs tens before
+/// its first vector; beyond [`NEAR`] bytes, `memchr2` takes over.
+#[inline]
+pub(crate) fn find_either_near(a: u8, b: u8, h: &[u8]) -> Option<usize> {
+    let (splat_a, splat_b) = (u64::from_le_bytes([a; 8]), u64::from_le_bytes([b; 8]));
+    let near = &h[..h.len().min(NEAR)];
+    let mut words = near.chunks_exact(8);
+    let mut at = 0;
+    for w in &mut words {
+        let word = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+        let found = equal_bytes(word, splat_a) | equal_bytes(word, splat_b);
+        if found != 0 {
+            return Some(at + found.trailing_zeros() as usize / 8);
+        }
+        at += 8;
+    }
+    if let Some(p) = words.remainder().iter().position(|&c| c == a || c == b) {
+        return Some(at + p);
+    }
+    memchr::memchr2(a, b, h.get(NEAR..)?).map(|p| p + NEAR)
+}
+
+/// [`find_either_near`] for one byte.
+#[inline]
+pub(crate) fn find_byte_near(a: u8, h: &[u8]) -> Option<usize> {
+    find_either_near(a, a, h)
+}
+
 /// The first position of `needle` in `h`. The needles of the rules are short literals searched in one line: finding
 /// one byte of the needle with `memchr` and comparing the rest costs less than building a `memmem` searcher for each
 /// call (which the hot path did once per rule and line). The byte looked for is the needle's least common one in logs
@@ -134,6 +180,10 @@ pub(crate) struct Needle {
 impl Needle {
     pub(crate) const fn new(needle: &'static str) -> Needle {
         Needle { bytes: needle.as_bytes(), anchor: rarest_byte(needle.as_bytes()) }
+    }
+
+    pub(crate) const fn len(&self) -> usize {
+        self.bytes.len()
     }
 
     /// The first position of the needle in `h` (as [`find_in`]).
@@ -236,6 +286,33 @@ mod tests {
             assert_eq!(find_in(&line[1..], needle), memchr::memmem::find(&line[1..], needle), "{needle:?}");
         }
         assert_eq!(find_in(b"", b"a"), None);
+    }
+
+    /// The word-at-a-time searches agree with `memchr` and `memchr2`: the byte at every place, before and after the
+    /// words they read, next to bytes one less and one more than it (the borrow of the zero-byte test), or absent.
+    #[test]
+    fn near_searches_agree_with_memchr() {
+        for len in 0..80 {
+            for at in 0..=len {
+                for (a, b) in [(b' ', b':'), (b':', b' '), (0, 1), (0x80, 0xff), (b'x', b'x')] {
+                    for fill in [b'.', a.wrapping_sub(1), a.wrapping_add(1), b.wrapping_sub(1), 0, 0xff] {
+                        let mut h = vec![fill; len];
+                        if at < len {
+                            h[at] = a;
+                            if at + 1 < len {
+                                h[at + 1] = a.wrapping_add(1);
+                            }
+                        }
+                        for k in (at + 2..len).step_by(7) {
+                            h[k] = b;
+                        }
+                        assert_eq!(find_either_near(a, b, &h), memchr::memchr2(a, b, &h), "{h:?}");
+                        assert_eq!(find_byte_near(a, &h), memchr::memchr(a, &h), "{h:?}");
+                        assert_eq!(find_byte_near(b, &h), memchr::memchr(b, &h), "{h:?}");
+                    }
+                }
+            }
+        }
     }
 
     /// The prefilter never tells a line that holds a milestone pattern that it holds none: on every line of the logs of

@@ -102,7 +102,7 @@ fn strip_one(s: &[u8]) -> Option<(&[u8], Option<Timestamp>)> {
     // Both remaining forms have a first word followed by spaces and then `|` (Compose, a service name of
     // up to MAX_COMPOSE_NAME bytes) or a digit (a journal's day or time, after a short word): anything
     // else is a message.
-    let space = memchr::memchr(b' ', s.get(..s.len().min(MAX_COMPOSE_NAME + 1))?)?;
+    let space = crate::patterns::find_byte_near(b' ', s.get(..s.len().min(MAX_COMPOSE_NAME + 1))?)?;
     let after_spaces = s[space..].iter().find(|&&b| b != b' ')?;
     if *after_spaces == b'|' {
         return strip_compose(s).map(|rest| (rest, None));

@@ -70,13 +70,32 @@ pub const WINDOWS_STATUS: &[(&str, &str)] = &[
     ("0x80000003", "STATUS_BREAKPOINT: a breakpoint (a debug trap)"),
 ];
 
+/// The first run of exactly `len` ASCII digits in `text` (a run the bytes before and after it do not lengthen): one
+/// step a byte, where splitting the text into words at every other byte called a closure a byte and again a word.
+fn digit_run_of(text: &[u8], len: usize) -> Option<&[u8]> {
+    let mut at = 0;
+    while at < text.len() {
+        if !text[at].is_ascii_digit() {
+            at += 1;
+            continue;
+        }
+        let start = at;
+        while at < text.len() && text[at].is_ascii_digit() {
+            at += 1;
+        }
+        if at - start == len {
+            return Some(&text[start..at]);
+        }
+    }
+    None
+}
+
 /// A Windows exit status that a supervisor printed as an unsigned 64-bit number rounded through a double (LM Studio:
 /// `Exit code: 18446744072635812000`), read back: the status lies within the double's step (2048 there) of the
 /// number, and the note names the table's codes in that range. `None` for other numbers.
 pub fn rounded_exit_code(text: &str) -> Option<String> {
     // A run of ASCII digits is the same whether the text is split by bytes or by characters.
-    let digits = text.as_bytes().split(|b| !b.is_ascii_digit()).find(|w| w.len() == 20)?;
-    let digits = std::str::from_utf8(digits).ok()?;
+    let digits = std::str::from_utf8(digit_run_of(text.as_bytes(), 20)?).ok()?;
     // The printed digits are the shortest that read back as the double; the double is the status rounded to a
     // multiple of 2048 (doubles between 2^63 and 2^64 are 2048 apart), so the status is within 1024 of it.
     let double: f64 = digits.parse().ok()?;
@@ -263,6 +282,25 @@ mod tests {
         let note = rounded_exit_code("Exit code: 18446744072635810000").unwrap();
         assert!(note.contains("0xc0000005") && note.contains("0xc000001d") && !note.contains("0xc0000409"), "{note}");
         assert_eq!(rounded_exit_code("exit status 2"), None);
+        // The run is found as splitting at every byte other than a digit found it.
+        fn before(t: &[u8]) -> Option<&[u8]> {
+            t.split(|b| !b.is_ascii_digit()).find(|w| w.len() == 20)
+        }
+        let twenty = "18446744072635812000";
+        for text in [
+            String::new(),
+            twenty.to_string(),
+            format!("{twenty}1"),
+            format!("1{twenty}"),
+            format!("x{twenty}y"),
+            format!("9{twenty} {twenty}"),
+            format!("é{twenty}é"),
+            format!("{} {twenty}", &twenty[..19]),
+            format!("{}x{}", &twenty[..10], &twenty[10..]),
+            "Exit code: 18446744072635812000.".to_string(),
+        ] {
+            assert_eq!(digit_run_of(text.as_bytes(), 20), before(text.as_bytes()), "{text}");
+        }
         assert_eq!(rounded_exit_code("Exit code: 99999999999999999999"), None);
     }
 

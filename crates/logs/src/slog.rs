@@ -85,7 +85,8 @@ impl<'a> Iterator for Pairs<'a> {
                 self.rest = &inner[end + 1..];
                 return Some(Pair { key, value: &inner[..end], quoted: true });
             }
-            let end = memchr::memchr(b' ', value_start).unwrap_or(value_start.len());
+            // A bare value is a word (a time, a level, `server.go:596`): its end is within the first words.
+            let end = crate::patterns::find_byte_near(b' ', value_start).unwrap_or(value_start.len());
             self.rest = &value_start[end..];
             return Some(Pair { key, value: &value_start[..end], quoted: false });
         }

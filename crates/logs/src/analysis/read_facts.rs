@@ -179,13 +179,12 @@ impl Analyzer {
             Milestone { .. } | RunnerStarting { .. }
                 if memchr::memchr2(b'/', b'\\', e.text).is_some() || find_bytes(e.text, b"koboldcpp_").is_some() =>
             {
-                let line = lossy(e.text);
-                let found = line
-                    .split([' ', '"', '='])
-                    .filter(|w| w.contains('/') || w.contains('\\') || w.starts_with("koboldcpp_"))
-                    .find_map(|w| backend_of_path(w).map(|b| (b, w)));
+                let found = path_words(e.text).find_map(|w| {
+                    let w = lossy(w);
+                    backend_of_path(&w).map(|b| (b, w))
+                });
                 if let Some((backend, path)) = found.filter(|_| !says_not_used(e.text)) {
-                    p.backend_with(backend, "runner library path", || clip(path.to_string()), e.line, cap);
+                    p.backend_with(backend, "runner library path", || clip(path.into_owned()), e.line, cap);
                 }
             }
             InferenceCompute(ic) => {
@@ -411,6 +410,15 @@ pub(super) const GPU_LIBRARY_HINTS: [Needle; 6] = [
 
 /// A line that names a library or device only to say it is not used (`skipping …`, `… skipped at user's request`,
 /// `disabled`): no evidence that the backend ran.
+/// The words of a line (split at spaces, quotes and `=`) that can be a library's path: with a `/` or `\\`, or a
+/// KoboldCpp library name. Split as bytes, and only those words made text: the separators are ASCII, which no invalid
+/// UTF-8 sequence holds, so the words are those of the line made text first (the code before split that, a character
+/// at a time, for every milestone line with a path).
+fn path_words(text: &[u8]) -> impl Iterator<Item = &[u8]> {
+    text.split(|&b| matches!(b, b' ' | b'"' | b'='))
+        .filter(|w| w.contains(&b'/') || w.contains(&b'\\') || w.starts_with(b"koboldcpp_"))
+}
+
 pub(super) fn says_not_used(text: &[u8]) -> bool {
     const WORDS: [Needle; 6] = [
         Needle::new("skipping"),
@@ -450,5 +458,60 @@ pub(super) fn push_device(devices: &mut Vec<Device>, dev: Device, cap: usize) {
     }
     if devices.len() < cap {
         devices.push(dev);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The path words, and the backend the first of them names, are those of the code before: the line made text, then
+    /// split a character at a time. On every line of the logs and on lines with invalid UTF-8 and separators around it.
+    #[test]
+    fn path_words_are_those_of_the_line_as_text() {
+        fn before(text: &[u8]) -> (Vec<String>, Option<(&'static str, String)>) {
+            let line = lossy(text);
+            let words: Vec<&str> = line
+                .split([' ', '"', '='])
+                .filter(|w| w.contains('/') || w.contains('\\') || w.starts_with("koboldcpp_"))
+                .collect();
+            let found = words.iter().find_map(|w| backend_of_path(w).map(|b| (b, w.to_string())));
+            (words.iter().map(|w| w.to_string()).collect(), found)
+        }
+        fn after(text: &[u8]) -> (Vec<String>, Option<(&'static str, String)>) {
+            let words: Vec<String> = path_words(text).map(|w| lossy(w).into_owned()).collect();
+            let found = path_words(text).find_map(|w| {
+                let w = lossy(w);
+                backend_of_path(&w).map(|b| (b, w.into_owned()))
+            });
+            (words, found)
+        }
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+        let mut lines: Vec<Vec<u8>> = Vec::new();
+        for dir in ["tests/data/logs-corpus", "crates/logs/tests/data"] {
+            for entry in std::fs::read_dir(format!("{root}/{dir}")).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|e| e == "log") {
+                    lines.extend(std::fs::read(&path).unwrap().split(|&b| b == b'\n').map(<[u8]>::to_vec));
+                }
+            }
+        }
+        for bad in [&b"\xff"[..], b"\xe2\x82", b"\xc3", b"\xf0\x9f\x98"] {
+            for sep in [" ", "\"", "=", "/", ""] {
+                let mut line = b"library=/usr/lib/ollama/cuda_v12".to_vec();
+                line.extend_from_slice(bad);
+                line.extend_from_slice(sep.as_bytes());
+                line.extend_from_slice(b"koboldcpp_cublas.so x/");
+                line.extend_from_slice(bad);
+                lines.push(line);
+            }
+        }
+        let mut with_backend = 0;
+        for line in &lines {
+            let (words, found) = after(line);
+            with_backend += usize::from(found.is_some());
+            assert_eq!((words, found), before(line), "{}", String::from_utf8_lossy(line));
+        }
+        assert!(with_backend > 10, "{with_backend}");
     }
 }

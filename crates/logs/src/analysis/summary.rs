@@ -56,8 +56,16 @@ pub(super) fn gpu_driver_summary(d: &crate::event::GpuDriver<'_>, t: &dyn Fn(&[u
 /// `model load (ollama-new-engine): GPULayers 37`.
 pub(super) fn milestone_summary(index: u16, number: Option<u32>) -> String {
     let Some(m) = crate::milestones::table().get(index) else { return "milestone".into() };
-    let number = number.map(|n| format!(": {} {n}", m.number_after.as_deref().unwrap_or("").trim_end_matches(':')));
-    format!("{} ({}){}", m.meaning.label(), m.era, number.unwrap_or_default())
+    // Joined from its pieces (each milestone line of a crash's phase makes one; `format!` cost several times the copy).
+    let (label, era) = (m.meaning.label(), m.era.as_str());
+    let mut digits = [0; 10];
+    match number {
+        Some(n) => {
+            let key = m.number_after.as_deref().unwrap_or("").trim_end_matches(':');
+            joined(&[label, " (", era, "): ", key, " ", decimal(n, &mut digits)])
+        }
+        None => joined(&[label, " (", era, ")"]),
+    }
 }
 
 /// `device 0: NAME, gfx900:xnack-, wave size 64, VMM no` (the timeline's words for a CUDA/ROCm device line).
@@ -287,4 +295,26 @@ fn failure_summary<'a>(kind: &EventKind<'a>, slog_line: bool) -> Option<String> 
         OutOfMemory { message } => joined(&["out of memory: ", &t(message)]),
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every row of the milestone table, with and without a number, reads as the `format!` it replaced wrote it.
+    #[test]
+    fn milestone_summaries_read_as_format_wrote_them() {
+        let before = |index: u16, number: Option<u32>| {
+            let Some(m) = crate::milestones::table().get(index) else { return "milestone".to_string() };
+            let number =
+                number.map(|n| format!(": {} {n}", m.number_after.as_deref().unwrap_or("").trim_end_matches(':')));
+            format!("{} ({}){}", m.meaning.label(), m.era, number.unwrap_or_default())
+        };
+        let rows = u16::try_from(crate::milestones::parse(crate::milestones::SOURCE).unwrap().len()).unwrap();
+        for index in 0..=rows {
+            for number in [None, Some(0), Some(37), Some(u32::MAX)] {
+                assert_eq!(milestone_summary(index, number), before(index, number), "{index} {number:?}");
+            }
+        }
+    }
 }

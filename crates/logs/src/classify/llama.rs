@@ -245,8 +245,8 @@ pub(super) fn module_tag(msg: &[u8]) -> Option<(&[u8], &[u8])> {
         return None;
     }
     let rest = trim_start(&msg[module_len..]);
-    // The function name is padded to 12 columns and often longer: `memchr2` jumps to its end.
-    let function_len = memchr::memchr2(b' ', b':', rest)?;
+    // The function name is padded to 12 columns and often longer: a word at a time reaches its end.
+    let function_len = crate::patterns::find_either_near(b' ', b':', rest)?;
     let text = rest[function_len..].strip_prefix(b": ")?;
     (function_len > 0).then_some((&msg[..module_len], text))
 }
@@ -348,9 +348,9 @@ pub(super) fn tagged<'a>(msg: &'a [u8], marked: &Marked<'_>) -> Option<EventKind
 
 /// Where a `tag: ` ends: the first `: `, when no space comes before it.
 fn tag_end(s: &[u8]) -> Option<usize> {
-    // `memchr2` jumps over the tag's letters (a function name of a dozen bytes and more) to its `:` or a space.
+    // A word at a time over the tag's letters (a function name of a dozen bytes and more) to its `:` or a space.
     let mut from = 0;
-    while let Some(p) = memchr::memchr2(b' ', b':', &s[from..]) {
+    while let Some(p) = crate::patterns::find_either_near(b' ', b':', &s[from..]) {
         let i = from + p;
         if s[i] == b' ' {
             return None;
@@ -389,16 +389,19 @@ pub(super) fn generic<'a>(text: &'a [u8], marked: &Marked<'_>) -> Option<EventKi
             return Some(kind);
         }
     }
-    if let Some(kind) = flash_attention(text) {
-        return Some(kind);
+    settings_or_listing(text)
+}
+
+/// The flash-attention setting, the graph's size, or a listed device: each begins (after spaces) with its own byte, and
+/// a text that begins with none of them is read by none.
+fn settings_or_listing(text: &[u8]) -> Option<EventKind<'_>> {
+    let t = trim_start(text);
+    match t.first()? {
+        b'f' | b'F' => flash_attention(text),
+        b'g' => graph(text),
+        b'-' => device_listed(t.strip_prefix(b"- ")?),
+        _ => None,
     }
-    if let Some(kind) = graph(text) {
-        return Some(kind);
-    }
-    if let Some(listing) = trim_start(text).strip_prefix(b"- ") {
-        return device_listed(listing);
-    }
-    None
 }
 
 #[cfg(test)]
@@ -430,6 +433,71 @@ mod tests {
         ] {
             assert_eq!(tag_end(s), naive(s), "{}", String::from_utf8_lossy(s));
         }
+    }
+
+    /// The settings and listings are read as when each rule was tried in turn: on every message of the logs (after
+    /// their prefixes and tags) and on texts of each form, indented, cut and with another first byte.
+    #[test]
+    fn settings_and_listings_read_as_each_rule_in_turn() {
+        fn before(text: &[u8]) -> Option<EventKind<'_>> {
+            if let Some(kind) = flash_attention(text) {
+                return Some(kind);
+            }
+            if let Some(kind) = graph(text) {
+                return Some(kind);
+            }
+            if let Some(listing) = trim_start(text).strip_prefix(b"- ") {
+                return device_listed(listing);
+            }
+            None
+        }
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+        let mut texts: Vec<Vec<u8>> = Vec::new();
+        for dir in ["tests/data/logs-corpus", "crates/logs/tests/data"] {
+            for entry in std::fs::read_dir(format!("{root}/{dir}")).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|e| e == "log") {
+                    for line in std::fs::read(&path).unwrap().split(|&b| b == b'\n') {
+                        let message = crate::prefix::strip(line).message;
+                        let text = tag_end(message).map_or(message, |at| &message[at + 2..]);
+                        texts.push(text.to_vec());
+                        texts.push(message.to_vec());
+                    }
+                }
+            }
+        }
+        for form in [
+            "flash_attn = auto",
+            "flash_attn    = 1",
+            "flash_attn",
+            "Flash Attention was auto, set to enabled",
+            "Flash Attention enabled",
+            "graph nodes  = 1030",
+            "graph splits = 2 (with bs=512), 1 (with bs=1)",
+            "graph: nodes = 1030, splits = 2",
+            "graph (pp bs=512, tg bs=1): nodes = 1030 / 1030, splits = 2 / 2",
+            "graphics",
+            "- CPU     : AMD EPYC (24105 MiB, 24105 MiB free)",
+            "- Vulkan0 : llvmpipe (LLVM 15.0.6, 256 bits) (7927 MiB, 7927 MiB free)",
+            "- kv   0: general.architecture str = llama",
+            "-x",
+            "",
+        ] {
+            for indent in ["", " ", "   ", "\t"] {
+                let text = format!("{indent}{form}");
+                for cut in 0..text.len().min(12) {
+                    texts.push(text.as_bytes()[..text.len() - cut].to_vec());
+                }
+                texts.push(format!("x{text}").into_bytes());
+            }
+        }
+        let mut read = 0;
+        for text in &texts {
+            let got = settings_or_listing(text);
+            read += usize::from(got.is_some());
+            assert_eq!(got, before(text), "{}", String::from_utf8_lossy(text));
+        }
+        assert!(read > 40, "{read}");
     }
 
     /// Each arm of [`by_first_byte`] answers for a line of its kind, and the table lets that line's first byte in.
