@@ -267,6 +267,23 @@ fn find_anchored(h: &[u8], needle: &[u8], anchor: usize) -> Option<usize> {
     None
 }
 
+/// Every line of the logs the repository holds (the corpus and this crate's fixtures), for tests that check a rule
+/// against all of them.
+#[cfg(test)]
+pub(crate) fn repository_log_lines() -> Vec<Vec<u8>> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let mut lines = Vec::new();
+    for dir in ["tests/data/logs-corpus", "crates/logs/tests/data"] {
+        for entry in std::fs::read_dir(format!("{root}/{dir}")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "log") {
+                lines.extend(std::fs::read(&path).unwrap().split(|&b| b == b'\n').map(<[u8]>::to_vec));
+            }
+        }
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,16 +340,7 @@ mod tests {
         let patterns: Vec<&str> = table.rows.iter().map(|r| r.pattern.as_str()).collect();
         let prefilter = Prefilter::new(&patterns);
         let searcher = Patterns::new(&patterns).unwrap();
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-        let mut lines: Vec<Vec<u8>> = Vec::new();
-        for dir in ["tests/data/logs-corpus", "crates/logs/tests/data"] {
-            for entry in std::fs::read_dir(format!("{root}/{dir}")).unwrap() {
-                let path = entry.unwrap().path();
-                if path.extension().is_some_and(|e| e == "log") {
-                    lines.extend(std::fs::read(&path).unwrap().split(|&b| b == b'\n').map(<[u8]>::to_vec));
-                }
-            }
-        }
+        let mut lines = repository_log_lines();
         // Most lines of real logs hold no pattern: the prefilter must let most of them go.
         let passed = lines.iter().filter(|l| prefilter.may_hold(l)).count();
         assert!(passed < lines.len() / 3, "{passed} of {}", lines.len());
@@ -368,16 +376,7 @@ mod tests {
                 .build(&patterns)
                 .unwrap(),
         );
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-        let mut lines: Vec<Vec<u8>> = Vec::new();
-        for dir in ["tests/data/logs-corpus", "crates/logs/tests/data"] {
-            for entry in std::fs::read_dir(format!("{root}/{dir}")).unwrap() {
-                let path = entry.unwrap().path();
-                if path.extension().is_some_and(|e| e == "log") {
-                    lines.extend(std::fs::read(&path).unwrap().split(|&b| b == b'\n').map(<[u8]>::to_vec));
-                }
-            }
-        }
+        let mut lines = repository_log_lines();
         for (a, b) in patterns.iter().zip(patterns.iter().skip(1)) {
             lines.push(format!("x {a}{b}").into_bytes());
             lines.push(format!("{b}{a}").into_bytes());

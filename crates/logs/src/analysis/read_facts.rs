@@ -486,16 +486,7 @@ mod tests {
             });
             (words, found)
         }
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-        let mut lines: Vec<Vec<u8>> = Vec::new();
-        for dir in ["tests/data/logs-corpus", "crates/logs/tests/data"] {
-            for entry in std::fs::read_dir(format!("{root}/{dir}")).unwrap() {
-                let path = entry.unwrap().path();
-                if path.extension().is_some_and(|e| e == "log") {
-                    lines.extend(std::fs::read(&path).unwrap().split(|&b| b == b'\n').map(<[u8]>::to_vec));
-                }
-            }
-        }
+        let mut lines = crate::patterns::repository_log_lines();
         for bad in [&b"\xff"[..], b"\xe2\x82", b"\xc3", b"\xf0\x9f\x98"] {
             for sep in [" ", "\"", "=", "/", ""] {
                 let mut line = b"library=/usr/lib/ollama/cuda_v12".to_vec();

@@ -269,19 +269,11 @@ mod tests {
     /// Every line of the logs, and driver lines of each shape with their needles cut, moved and doubled, read as before.
     #[test]
     fn driver_lines_read_as_before() {
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
         let mut lines: Vec<Vec<u8>> = Vec::new();
-        for dir in ["tests/data/logs-corpus", "crates/logs/tests/data"] {
-            for entry in std::fs::read_dir(format!("{root}/{dir}")).unwrap() {
-                let path = entry.unwrap().path();
-                if path.extension().is_some_and(|e| e == "log") {
-                    for line in std::fs::read(&path).unwrap().split(|&b| b == b'\n') {
-                        let message = crate::prefix::strip(line).message.to_vec();
-                        lines.push(line.to_vec());
-                        lines.push(message);
-                    }
-                }
-            }
+        for line in crate::patterns::repository_log_lines() {
+            let message = crate::prefix::strip(&line).message.to_vec();
+            lines.push(line);
+            lines.push(message);
         }
         let heads = [
             "amdgpu 0000:03:00.0: amdgpu: ",

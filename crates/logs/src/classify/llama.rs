@@ -451,20 +451,12 @@ mod tests {
             }
             None
         }
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
         let mut texts: Vec<Vec<u8>> = Vec::new();
-        for dir in ["tests/data/logs-corpus", "crates/logs/tests/data"] {
-            for entry in std::fs::read_dir(format!("{root}/{dir}")).unwrap() {
-                let path = entry.unwrap().path();
-                if path.extension().is_some_and(|e| e == "log") {
-                    for line in std::fs::read(&path).unwrap().split(|&b| b == b'\n') {
-                        let message = crate::prefix::strip(line).message;
-                        let text = tag_end(message).map_or(message, |at| &message[at + 2..]);
-                        texts.push(text.to_vec());
-                        texts.push(message.to_vec());
-                    }
-                }
-            }
+        for line in crate::patterns::repository_log_lines() {
+            let message = crate::prefix::strip(&line).message;
+            let text = tag_end(message).map_or(message, |at| &message[at + 2..]);
+            texts.push(text.to_vec());
+            texts.push(message.to_vec());
         }
         for form in [
             "flash_attn = auto",
