@@ -17,11 +17,15 @@
 //! therefore keeps what the walk over its entries counted ([`Counted`]), and a dispatch also steps a
 //! hash of the buffer's dispatches in order: a submission whose recording hashes as the walked one
 //! (with as many dispatches) adds the kept counts and sequence instead of walking the entries again.
-//! The walk over the last entries for the crash ring stays (their submission number is new).
+//! Such a submission does not even add the kept counts to the shared counters: it bumps the buffer's count of
+//! repeats, and the repeats are folded into the counters (repeats times the kept counts) when the writer reads them
+//! for a window ([`fold_all`]), when the buffer records something else, and when it is freed. Adding a few dozen
+//! (pipeline, workgroup count) counts with atomics at every submission touched a cache line per pipeline on ggml's
+//! recording thread, token after token, for counts that only the writer reads.
 
 use std::cell::{Cell, UnsafeCell};
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use ash::vk;
 use ash::vk::Handle;
@@ -84,6 +88,16 @@ pub struct CommandBuffer {
     simultaneous: Cell<bool>,
     /// What the last walk over this buffer's entries counted (see [`Counted`]). Boxed: it is 1.5 KiB.
     counted: UnsafeCell<Box<Counted>>,
+    /// A debug label region was opened since begin: the crash ring copies this recording's last entries (with their
+    /// labels) instead of referring to the black box's trail, which keeps no label.
+    labelled: Cell<bool>,
+    /// Submissions that added the kept counts (`counted`) by a repeat, since the state was made. Those past
+    /// [`Counted::folded`] are not in the shared counters yet. Written by the submitting thread only (a buffer not
+    /// begun for simultaneous use is submitted by one thread at a time), read by whoever folds.
+    repeats: AtomicU64,
+    /// Held while `counted` changes or its repeats are folded into the shared counters: by the submitting thread when
+    /// the buffer recorded something else, by the writer's thread before a window ([`fold_all`]), when freed.
+    folding: SpinLock<()>,
 }
 
 /// The counts of a command buffer's last walked recording, kept for its next one: ggml-vulkan records the same graph
@@ -100,6 +114,8 @@ struct Counted {
     dispatches: u64,
     /// Its dispatch sequence (`crate::order`), [`SEQUENCE_UNKNOWN`] when it was not looked up.
     sequence: u32,
+    /// [`CommandBuffer::repeats`] already folded into the shared counters.
+    folded: u64,
 }
 
 impl Counted {
@@ -111,6 +127,17 @@ impl Counted {
             recorded: 0,
             dispatches: 0,
             sequence: SEQUENCE_UNKNOWN,
+            folded: 0,
+        }
+    }
+
+    /// Adds the kept counts once for each repeat not folded yet (`repeats`: [`CommandBuffer::repeats`] read now).
+    /// Under the buffer's `folding` lock.
+    fn fold(&mut self, repeats: u64) {
+        let n = repeats.wrapping_sub(self.folded);
+        self.folded = repeats;
+        if n != 0 && self.valid {
+            self.pending.add_all_times(n);
         }
     }
 }
@@ -162,11 +189,45 @@ impl CommandBuffer {
             executes: Cell::new(false),
             simultaneous: Cell::new(false),
             counted: UnsafeCell::new(Box::new(Counted::new())),
+            repeats: AtomicU64::new(0),
+            folding: SpinLock::new(()),
+            labelled: Cell::new(false),
+        }
+    }
+
+    /// The kept counts, read: by the submitting thread (which alone writes them, under `folding`), or by another
+    /// thread under `folding`.
+    #[inline(always)]
+    fn kept(&self) -> &Counted {
+        // SAFETY: writes happen only under `folding`, by the thread that reads here without it (see `counted`).
+        unsafe { &*self.counted.get() }
+    }
+
+    /// Folds the repeats of the kept counts into the shared counters (see the module documentation). Waits for a
+    /// submitting thread that is walking a new recording of this buffer (about a microsecond).
+    pub fn fold(&self) {
+        let _folding = self.folding.lock();
+        // SAFETY: under `folding`, the only place `counted` is written from.
+        unsafe { self.counted() }.fold(self.repeats.load(Ordering::Acquire));
+    }
+
+    /// [`Self::fold`] for the writer's thread, which must not wait without end: a thread that crashed while walking
+    /// this buffer holds its lock, and the crash record is written after a window. A walk takes microseconds; a
+    /// buffer still busy after a few thousand tries keeps its repeats for the next window.
+    fn fold_unless_busy(&self) {
+        for _ in 0..4096 {
+            if let Some(_folding) = self.folding.try_lock() {
+                // SAFETY: under `folding`.
+                unsafe { self.counted() }.fold(self.repeats.load(Ordering::Acquire));
+                return;
+            }
+            std::hint::spin_loop();
         }
     }
 
     /// # Safety
-    /// Only at submission of a buffer not begun for simultaneous use, or while no submission can run (allocation).
+    /// Only under `folding` (at submission of a buffer not begun for simultaneous use, when folding), or while no
+    /// other thread can reach the state (allocation).
     #[allow(clippy::mut_from_ref)]
     #[inline(always)]
     unsafe fn counted(&self) -> &mut Counted {
@@ -214,6 +275,7 @@ impl CommandBuffer {
         self.progress.begin();
         self.dispatch_hash.set(0);
         self.executes.set(false);
+        self.labelled.set(false);
     }
 
     /// `vkBeginCommandBuffer`: forgets everything recorded; `simultaneous`: begun for simultaneous use.
@@ -225,6 +287,7 @@ impl CommandBuffer {
     /// `vkCmdBeginDebugUtilsLabelEXT` with label `text`.
     #[inline]
     pub fn begin_label(&self, text: &[u8]) {
+        self.labelled.set(true);
         // SAFETY: called from a command-recording hook on this buffer.
         unsafe { self.labels() }.begin(text);
     }
@@ -494,8 +557,11 @@ pub fn allocated(device: &'static DeviceDispatch, pool: vk::CommandPool, buffers
         s.device.set(device);
         s.pool.set(pool.as_raw());
         s.begin(false);
-        // SAFETY: the state belongs to no buffer yet, so no submission walks it.
-        unsafe { s.counted() }.valid = false;
+        // SAFETY: the state belongs to no buffer yet, so no submission walks it and no fold reaches it; its repeats
+        // were folded when its last buffer was freed.
+        let counted = unsafe { s.counted() };
+        counted.valid = false;
+        counted.folded = s.repeats.load(Ordering::Relaxed);
         s.progress.attach(&device.progress);
         if !BUFFERS.insert(cb.as_raw(), state as u64) {
             s.progress.detach();
@@ -509,7 +575,9 @@ pub fn freed(buffers: &[vk::CommandBuffer]) {
     for &cb in buffers {
         if let Some(state) = BUFFERS.remove(cb.as_raw()) {
             // SAFETY: values are pointers to never-freed states.
-            unsafe { &*(state as *const CommandBuffer) }.progress.detach();
+            let s = unsafe { &*(state as *const CommandBuffer) };
+            s.fold();
+            s.progress.detach();
             SPARE.lock().push(state as usize);
         }
     }
@@ -532,7 +600,9 @@ pub fn pool_destroyed(device: &DeviceDispatch, pool: vk::CommandPool) {
     });
     for &state in &removed {
         // SAFETY: values are pointers to never-freed states.
-        unsafe { &*(state as *const CommandBuffer) }.progress.detach();
+        let s = unsafe { &*(state as *const CommandBuffer) };
+        s.fold();
+        s.progress.detach();
     }
     SPARE.lock().extend(removed.into_iter().map(|s| s as usize));
 }
@@ -588,19 +658,30 @@ fn count_one(
         walk(state, errors, sequences, tally, shared);
         return;
     }
-    // SAFETY: a buffer not begun for simultaneous use is submitted by one thread at a time.
-    let counted = unsafe { state.counted() };
-    if counted.holds(state, sequences.is_some()) {
-        counted.pending.add_all(errors);
-        tally.dispatches += counted.dispatches;
+    // A buffer not begun for simultaneous use is submitted by one thread at a time, this one now: nobody else writes
+    // the kept counts.
+    let kept = state.kept();
+    if kept.holds(state, sequences.is_some()) {
+        if errors {
+            kept.pending.add_all(true);
+        } else {
+            // One more repeat, folded later. Before the sequence's count below (the writer reads sequences first).
+            state.repeats.store(state.repeats.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
+        }
+        tally.dispatches += kept.dispatches;
         if let Some(hook) = sequences {
             if state.sequence.load(Ordering::Relaxed) == SEQUENCE_UNKNOWN {
-                state.sequence.store(counted.sequence, Ordering::Relaxed);
+                state.sequence.store(kept.sequence, Ordering::Relaxed);
             }
             hook(state, None);
         }
         return;
     }
+    let _folding = state.folding.lock();
+    // SAFETY: under `folding`.
+    let counted = unsafe { state.counted() };
+    // The old recording's repeats go to the counters before its counts are replaced.
+    counted.fold(state.repeats.load(Ordering::Relaxed));
     counted.pending.clear();
     let before = tally.dispatches;
     walk(state, errors, sequences, tally, &mut counted.pending);
@@ -730,13 +811,23 @@ impl Pending {
 
     /// Adds every count held to the shared counters, keeping them (a command buffer's [`Counted`]).
     fn add_all(&self, errors: bool) {
+        self.each(|slot, grid, n| add(slot, grid, n, errors));
+    }
+
+    /// Adds every count held `times` times to the shared counters (the repeats of a kept recording).
+    fn add_all_times(&self, times: u64) {
+        self.each(|slot, grid, n| add(slot, grid, n.saturating_mul(times), false));
+    }
+
+    #[inline(always)]
+    fn each(&self, mut f: impl FnMut(u32, [u32; 3], u64)) {
         let mut used = self.used;
         while used != 0 {
             let i = used.trailing_zeros() as usize;
             used &= used - 1;
             // SAFETY: as in `add`: the slot's bit was set.
             let ((a, b), n) = unsafe { (self.keys[i].assume_init(), self.counts[i].assume_init()) };
-            add(a as u32, [b as u32, (b >> 32) as u32, (a >> 32) as u32], n, errors);
+            f(a as u32, [b as u32, (b >> 32) as u32, (a >> 32) as u32], n);
         }
     }
 
@@ -793,18 +884,33 @@ fn count_buffer<const KEYED: bool>(
 }
 
 /// Remembers the last dispatches of a submission's command buffers in its queue's ring (the crash
-/// locus): the last [`locus::RING_DISPATCHES`] entries of each buffer at most, so that a submission
-/// costs the same however many dispatches its buffers hold. A secondary buffer executed among them
-/// contributes its own last entries.
+/// locus): a buffer whose black-box trail holds all its dispatches by one reference entry, others by a copy of their
+/// last [`locus::RING_DISPATCHES`] entries at most, so that a submission costs the same however many dispatches its
+/// buffers hold. A secondary buffer executed among them contributes its own last entries.
 pub fn remember(buffers: impl Iterator<Item = vk::CommandBuffer>, ring: &locus::QueueRing) -> u64 {
     let submit = ring.begin_submit();
     let mut writer = ring.writer(submit);
     for cb in buffers {
         if let Some(state) = get(cb) {
-            remember_buffer(state, &mut writer, 0);
+            let recorded = state.progress.recorded();
+            if state.trail_holds_all() {
+                if recorded > 0 {
+                    writer.push_reference(&state.progress, state.progress.generation(), recorded);
+                }
+            } else {
+                remember_buffer(state, &mut writer, 0);
+            }
         }
     }
     submit
+}
+
+impl CommandBuffer {
+    /// Whether the black box's trail of this recording names every dispatch as the entries do: no debug label (the
+    /// trail keeps none), no secondary buffer executed, none lost or merged, at most [`crate::progress::TRAIL`].
+    fn trail_holds_all(&self) -> bool {
+        !self.labelled.get() && self.walk_reusable() && self.progress.recorded() as usize <= crate::progress::TRAIL
+    }
 }
 
 fn remember_buffer(state: &CommandBuffer, ring: &mut locus::RingWriter<'_>, depth: u32) {
@@ -851,6 +957,24 @@ pub const FORK: format::fork::ForkHandlers = format::fork::ForkHandlers::child(f
 
 fn force_unlock_in_child() {
     SPARE.release_for_fork();
+    BUFFERS.force_unlock();
+    // A parent thread may have been folding or walking a buffer: its lock is the child's now (a count it was adding
+    // may be short).
+    let unlock = |state: u64| {
+        // SAFETY: values are pointers to never-freed states.
+        unsafe { &*(state as *const CommandBuffer) }.folding.release_for_fork()
+    };
+    BUFFERS.for_each(|_, state| unlock(state));
+    SPARE.lock().iter().for_each(|&state| unlock(state as u64));
+}
+
+/// Folds every followed buffer's repeats into the shared counters (see the module documentation): the writer calls
+/// it before it reads the counters for a window, after it read the sequences' counts.
+pub fn fold_all() {
+    BUFFERS.for_each(|_, state| {
+        // SAFETY: values are pointers to never-freed states.
+        unsafe { &*(state as *const CommandBuffer) }.fold_unless_busy()
+    });
 }
 
 #[cfg(test)]
@@ -1013,6 +1137,63 @@ mod tests {
         assert!(out[..n].iter().any(|d| d.label.starts_with(b"x > ")) && out[..n].iter().any(|d| d.label.is_empty()));
     }
 
+    /// A buffer without labels is remembered by reference: the ring reads its dispatches back from the black box's
+    /// trail, as runs, last ones kept, in submission order with copied entries; they stay readable while the buffer is
+    /// recorded again, and are left out (never wrong) once it is recorded twice more.
+    #[test]
+    fn the_ring_reads_referenced_buffers_from_their_trail_while_it_is_whole() {
+        let ring: &'static locus::QueueRing = locus::queue_ring(0x7e57_0002, None).unwrap();
+        let read = || {
+            let mut out = [format::record::QueueDispatch::default(); locus::RING_DISPATCHES];
+            let mut texts = [[0; locus::LABEL_BYTES]; locus::RING_DISPATCHES];
+            let n = ring.read(&mut out, &mut texts);
+            out[..n].iter().map(|d| (d.kernel, d.grid[0], d.count, d.submit, d.label.to_vec())).collect::<Vec<_>>()
+        };
+        let submit = |s: &'static CommandBuffer| {
+            let cb = vk::CommandBuffer::from_raw(s as *const CommandBuffer as u64);
+            assert!(BUFFERS.insert(cb.as_raw(), s as *const CommandBuffer as u64));
+            let n = remember(std::iter::once(cb), ring);
+            BUFFERS.remove(cb.as_raw());
+            n
+        };
+        let a: &'static CommandBuffer = Box::leak(Box::new(state()));
+        let b: &'static CommandBuffer = Box::leak(Box::new(state()));
+        // `a` labelled (copied), then `b` plain (referenced): 40 dispatches, two of each in a row.
+        a.begin(false);
+        a.begin_label(b"node");
+        a.bind(7);
+        a.record([1, 1, 1]);
+        a.end_label();
+        let first = submit(a);
+        b.begin(false);
+        for i in 0..40u32 {
+            b.bind(100 + i / 2);
+            b.record([i / 2, 1, 1]);
+        }
+        let second = submit(b);
+        let a_read = (7, 1, 1, first, b"node".to_vec());
+        let b_read: Vec<_> = (0..20u32).map(|k| (100 + k, k, 2, second, vec![])).collect();
+        assert_eq!(read(), [vec![a_read.clone()], b_read.clone()].concat(), "in submission order, as runs");
+        b.begin(false);
+        b.bind(9);
+        b.record([5, 5, 5]);
+        assert_eq!(read(), [vec![a_read.clone()], b_read].concat(), "recorded again: the trail is still whole");
+        b.begin(false);
+        b.bind(9);
+        b.record([6, 6, 6]);
+        assert_eq!(read(), [a_read], "recorded twice since: left out, not misnamed");
+        // More runs than the ring gives: the last ones.
+        let c: &'static CommandBuffer = Box::leak(Box::new(state()));
+        c.begin(false);
+        for i in 0..40u32 {
+            c.bind(200 + i);
+            c.record([i, 1, 1]);
+        }
+        let third = submit(c);
+        let c_read: Vec<_> = (8..40u32).map(|k| (200 + k, k, 1, third, vec![])).collect();
+        assert_eq!(read(), c_read);
+    }
+
     /// A submission of a recording equal to the buffer's last walked one adds the kept counts and sequence; any
     /// other recording is walked. Either way the counts, the dispatches and the sequences are those of a walk.
     #[test]
@@ -1038,8 +1219,14 @@ mod tests {
             count_one(&s, false, Some(crate::order::counted), &mut tally, &mut shared);
             shared.flush(false);
             assert_eq!(hit, !walked, "walked or not as expected");
+            let added = |totals: &[u64]| p.iter().zip(totals).map(|(&k, t)| total(k) - t).collect::<Vec<u64>>();
+            if hit {
+                // A repeat waits on its buffer until it is folded (by the writer before a window, or below).
+                assert_eq!(added(&totals), vec![0; 3], "a repeat adds to no counter before it is folded");
+            }
+            s.fold();
             let id = s.sequence.load(Ordering::Relaxed);
-            (p.iter().zip(&totals).map(|(&k, t)| total(k) - t).collect::<Vec<u64>>(), tally.dispatches, id)
+            (added(&totals), tally.dispatches, id)
         };
         let a = [(0, 4), (1, 4), (0, 4), (2, 8), (2, 8)];
         record(&a, b"one");
@@ -1074,6 +1261,55 @@ mod tests {
             shared.flush(false);
         }
         assert_eq!(total(p[0]) - totals, 2);
+    }
+
+    /// Repeats of a kept recording reach the counters once each, whoever folds them: the submission of another
+    /// recording (before its counts replace the kept ones), the writer's fold, or freeing the buffer.
+    #[test]
+    fn repeats_are_folded_into_the_counters_once_by_whoever_comes_first() {
+        let (_serial, p) = three_pipelines("r");
+        let s = state();
+        let record = |k: usize, n: usize| {
+            s.begin(false);
+            s.bind(p[k]);
+            (0..n).for_each(|x| {
+                s.record([x as u32 + 1, 1, 1]);
+            });
+        };
+        let submit = || {
+            let mut shared = Pending::new();
+            count_one(&s, false, None, &mut Tally::default(), &mut shared);
+            shared.flush(false);
+        };
+        let before: Vec<u64> = p.iter().map(|&k| total(k)).collect();
+        let added = || p.iter().zip(&before).map(|(&k, b)| total(k) - b).collect::<Vec<u64>>();
+        record(0, 3);
+        submit();
+        assert_eq!(added(), [3, 0, 0], "a walked recording counts at once");
+        for _ in 0..4 {
+            record(0, 3);
+            submit();
+        }
+        assert_eq!(added(), [3, 0, 0], "four repeats wait");
+        record(1, 2);
+        submit();
+        assert_eq!(added(), [15, 2, 0], "another recording folds the repeats of the kept one, then counts");
+        s.fold();
+        s.fold();
+        assert_eq!(added(), [15, 2, 0], "nothing left to fold, however often");
+        for _ in 0..3 {
+            submit();
+        }
+        s.fold();
+        assert_eq!(added(), [15, 8, 0]);
+        // Counts for a failed submission go to the error counters at once, repeat or not.
+        let errors = || crate::pipelines::counters(p[1]).unwrap().errors.load(Ordering::Relaxed);
+        let e = errors();
+        let mut shared = Pending::new();
+        count_one(&s, true, None, &mut Tally::default(), &mut shared);
+        shared.flush(true);
+        assert_eq!(errors() - e, 2);
+        assert_eq!(added(), [15, 8, 0], "an error is not a submission");
     }
 
     #[test]

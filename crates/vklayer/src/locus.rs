@@ -14,6 +14,11 @@
 //!   (`crate::labels`, at most [`LABEL_BYTES`] each, copied into the slot as the outer and the inner
 //!   region's text, which the reader joins, so that the reader needs no lookup), advancing the ring's
 //!   count after each entry: the count works as a sequence lock for the reader.
+//!   A command buffer whose dispatches its black-box trail holds whole (`crate::progress`: no debug labels, no
+//!   secondary buffers, at most [`crate::progress::TRAIL`] dispatches) is remembered by one *reference* entry
+//!   instead — the buffer's progress record, its generation and its number of dispatches — and the reader expands
+//!   it from the trail, which stays whole while the buffer is recorded once more. ggml-vulkan records the same
+//!   graph token after token: one entry per submitted buffer instead of a copy of its last 32.
 //! * A thread's in-flight slot is claimed at its first marked call (the cold path, once per
 //!   thread); marking a call is then one store before forwarding and one after. The recording calls
 //!   (`vkCmd*`) are not marked: they are the hot path and only append to host memory.
@@ -41,6 +46,11 @@ const SECOND_WORDS: usize = (LABEL_BYTES - FIRST_WORDS * 8).div_ceil(8);
 const _: () = assert!(crate::labels::MAX_TEXT <= SECOND_WORDS * 8, "an inner region's text fits the second part");
 /// A label path read back from a ring.
 pub type LabelText = [u8; LABEL_BYTES];
+/// `kernel_count` of a reference entry (no kernel has slot `u32::MAX`): `xy` holds the command buffer's
+/// [`BufferProgress`], `z_label` its generation, `first[0]` its dispatches.
+const REFERENCE: u64 = u64::MAX;
+
+use crate::progress::BufferProgress;
 
 /// Threads whose call in flight is tracked at once (a slot of a thread that exited is taken again when
 /// all are claimed).
@@ -136,26 +146,41 @@ impl QueueRing {
         self.submits.load(Ordering::Relaxed)
     }
 
-    /// Copies the kept entries, oldest first, into `out`, their label paths into `texts`; returns how many.
-    /// Entries the owner may be rewriting now are left out. Allocates nothing (the signal handler calls it).
+    /// Copies the last [`RING_DISPATCHES`] dispatches remembered, oldest first, into `out`, their label paths into
+    /// `texts`; returns how many. A reference entry gives its buffer's dispatches, last first, as runs of equal ones,
+    /// while its trail is whole. Entries the owner may be rewriting now are left out. Allocates nothing (the signal
+    /// handler calls it).
     pub fn read<'a>(
         &self,
         out: &mut [QueueDispatch<'a>; RING_DISPATCHES],
         texts: &'a mut [LabelText; RING_DISPATCHES],
     ) -> usize {
         let before = self.head.load(Ordering::Acquire);
-        let kept = before.min(RING_DISPATCHES as u64);
+        // Newest first: each dispatch read, its label's length and the number of the entry it came from.
         let mut read = [QueueDispatch::default(); RING_DISPATCHES];
         let mut lens = [0usize; RING_DISPATCHES];
-        for (i, n) in (before - kept..before).enumerate() {
+        let mut from = [0u64; RING_DISPATCHES];
+        let mut count = 0;
+        for n in (before.saturating_sub(RING_DISPATCHES as u64)..before).rev() {
+            if count == RING_DISPATCHES {
+                break;
+            }
             let entry = &self.entries[(n % SLOTS as u64) as usize];
             let kc = entry.kernel_count.load(Ordering::Relaxed);
+            let submit = entry.submit.load(Ordering::Relaxed);
             let xy = entry.xy.load(Ordering::Relaxed);
             let z_label = entry.z_label.load(Ordering::Relaxed);
-            read[i] = QueueDispatch {
+            if kc == REFERENCE {
+                let dispatches = entry.first[0].load(Ordering::Relaxed) as u32;
+                let got = expand(xy as usize, z_label, dispatches, submit, &mut read[count..]);
+                from[count..count + got].fill(n);
+                count += got;
+                continue;
+            }
+            read[count] = QueueDispatch {
                 kernel: kc as u32,
                 count: (kc >> 32) as u32,
-                submit: entry.submit.load(Ordering::Relaxed),
+                submit,
                 grid: [xy as u32, (xy >> 32) as u32, z_label as u32],
                 label: b"",
             };
@@ -167,26 +192,28 @@ impl QueueRing {
             let (mut first, mut second) = ([0u8; FIRST_WORDS * 8], [0u8; SECOND_WORDS * 8]);
             load_words(&entry.first, &mut first[..first_len]);
             load_words(&entry.second, &mut second[..second_len]);
-            let mut len = append(&mut texts[i], 0, &first[..first_len]);
+            let mut len = append(&mut texts[count], 0, &first[..first_len]);
             if z_label >> 48 & 1 != 0 {
-                len = append(&mut texts[i], len, crate::labels::NESTED);
+                len = append(&mut texts[count], len, crate::labels::NESTED);
             }
-            lens[i] = append(&mut texts[i], len, &second[..second_len]);
+            lens[count] = append(&mut texts[count], len, &second[..second_len]);
+            from[count] = n;
+            count += 1;
         }
         // The entries were read before the count is read again.
         fence(Ordering::Acquire);
         let after = self.head.load(Ordering::Relaxed);
         let texts: &'a [LabelText; RING_DISPATCHES] = texts;
-        let mut count = 0;
-        for (i, n) in (before - kept..before).enumerate() {
+        let mut kept = 0;
+        for i in (0..count).rev() {
             // Entries before `after` are complete; the owner may be writing entry `after` into the
             // slot of entry `after - SLOTS`: the last RING_DISPATCHES before `after` are intact.
-            if after - n <= RING_DISPATCHES as u64 {
-                out[count] = QueueDispatch { label: &texts[i][..lens[i]], ..read[i] };
-                count += 1;
+            if after - from[i] <= RING_DISPATCHES as u64 {
+                out[kept] = QueueDispatch { label: &texts[i][..lens[i]], ..read[i] };
+                kept += 1;
             }
         }
-        count
+        kept
     }
 
     fn reset(&self) {
@@ -230,6 +257,20 @@ impl RingWriter<'_> {
         self.ring.head.store(self.n, Ordering::Release);
     }
 
+    /// Remembers a command buffer's dispatches by reference: its progress record `buffer`, whose trail of generation
+    /// `generation` holds all `dispatches` of them (see the module documentation).
+    #[inline]
+    pub fn push_reference(&mut self, buffer: &BufferProgress, generation: u64, dispatches: u32) {
+        let entry = &self.ring.entries[self.n as usize % SLOTS];
+        fence(Ordering::Release);
+        entry.kernel_count.store(REFERENCE, Ordering::Relaxed);
+        entry.submit.store(self.submit, Ordering::Relaxed);
+        entry.xy.store(buffer as *const BufferProgress as u64, Ordering::Relaxed);
+        entry.z_label.store(generation, Ordering::Relaxed);
+        entry.first[0].store(u64::from(dispatches), Ordering::Relaxed);
+        self.finish();
+    }
+
     /// Remembers `count` equal dispatches of kernel `kernel`, recorded under no debug label.
     #[inline]
     pub fn push(&mut self, kernel: u32, grid: [u32; 3], count: u32) {
@@ -264,6 +305,35 @@ impl RingWriter<'_> {
         let joined = outer.len() != 0 && inner.len() != 0;
         entry.z_label.store(z_label(grid[2], outer.len(), inner.len(), joined), Ordering::Relaxed);
         self.finish();
+    }
+}
+
+/// The dispatches of a reference entry (`buffer`'s progress record, `generation`, `dispatches`), last first, joined
+/// into runs of equal ones, into `out` as far as it has room; how many runs. None when the buffer has been recorded
+/// twice since (its trail of that generation is gone), also when that happened while it was being read.
+fn expand(buffer: usize, generation: u64, dispatches: u32, submit: u64, out: &mut [QueueDispatch<'_>]) -> usize {
+    if buffer == 0 || out.is_empty() {
+        return 0;
+    }
+    // SAFETY: reference entries hold the address of a command buffer's progress record; those are never freed.
+    let b = unsafe { &*(buffer as *const BufferProgress) };
+    let mut n = 0;
+    for index in (1..=dispatches.min(crate::progress::TRAIL as u32)).rev() {
+        let Some((kernel, grid)) = b.dispatch(generation, index) else { return 0 };
+        if n > 0 && out[n - 1].kernel == kernel && out[n - 1].grid == grid {
+            out[n - 1].count = out[n - 1].count.saturating_add(1);
+            continue;
+        }
+        if n == out.len() {
+            break;
+        }
+        out[n] = QueueDispatch { kernel, count: 1, submit, grid, label: b"" };
+        n += 1;
+    }
+    if b.holds_trail_of(generation) {
+        n
+    } else {
+        0
     }
 }
 

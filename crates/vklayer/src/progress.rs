@@ -22,7 +22,9 @@
 //! Each followed command buffer keeps the identity (pipeline, workgroups) of its first [`TRAIL`] dispatches by
 //! index, stored with atomics in memory that is never freed, so a reader on any thread (the signal handler
 //! included) can name a dispatch by its index; each queue keeps its last [`RECENT`] (submission, command buffer)
-//! pairs. Reading allocates nothing and takes no lock.
+//! pairs. Reading allocates nothing and takes no lock. A buffer keeps two trails, for even and odd generations: the
+//! recording before the current one stays readable while the buffer is recorded again, which is what lets the crash
+//! ring (`crate::locus`) name a submission's last dispatches by reference instead of copying them.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -250,10 +252,12 @@ pub struct BufferProgress {
     markers: AtomicUsize,
     /// Dispatches recorded since the buffer was begun.
     recorded: AtomicU32,
-    /// Bumped whenever the buffer is begun or reset: a submission of an older generation finished.
+    /// Bumped whenever the buffer is begun or reset after recording dispatches: a submission of an older generation
+    /// finished. (Not when nothing was recorded since: ggml resets its pools and then begins each buffer, and two
+    /// bumps would leave no generation between the one recorded and the one being recorded.)
     generation: AtomicU64,
-    /// `[kernel | x << 32, y | z << 32]` of each of the first [`TRAIL`] dispatches, by index (one array: one bounds
-    /// check per dispatch recorded).
+    /// `[kernel | x << 32, y | z << 32]` of each of the first [`TRAIL`] dispatches, by index, for even generations
+    /// then for odd ones (one array: one bounds check per dispatch recorded).
     trail: Box<[[AtomicU64; 2]]>,
 }
 
@@ -270,7 +274,7 @@ impl BufferProgress {
             markers: AtomicUsize::new(0),
             recorded: AtomicU32::new(0),
             generation: AtomicU64::new(0),
-            trail: (0..TRAIL).map(|_| [AtomicU64::new(0), AtomicU64::new(0)]).collect(),
+            trail: (0..2 * TRAIL).map(|_| [AtomicU64::new(0), AtomicU64::new(0)]).collect(),
         }
     }
 
@@ -302,9 +306,15 @@ impl BufferProgress {
         (p != 0).then(|| unsafe { &*(p as *const Markers) })
     }
 
-    /// Begun or reset: a new generation with no dispatches.
+    /// Begun or reset: a new generation with no dispatches (the same one, when it has none yet).
     pub fn begin(&self) {
+        if self.recorded.load(Ordering::Relaxed) == 0 && self.generation.load(Ordering::Relaxed) != 0 {
+            return;
+        }
         self.generation.fetch_add(1, Ordering::Release);
+        // The new generation's trail stores come after the bump for any reader (a reader that sees one of them sees
+        // the bump when it checks the generation again: `trail_of`).
+        std::sync::atomic::fence(Ordering::Release);
         self.recorded.store(0, Ordering::Relaxed);
     }
 
@@ -312,7 +322,10 @@ impl BufferProgress {
     #[inline(always)]
     pub fn record(&self, kernel: u32, grid: [u32; 3]) -> u32 {
         let index = self.recorded.load(Ordering::Relaxed).wrapping_add(1);
-        if let Some([k, yz]) = self.trail.get(index as usize - 1) {
+        let half = (self.generation.load(Ordering::Relaxed) & 1) as usize * TRAIL;
+        // Past TRAIL dispatches the index would leave this generation's half: not kept.
+        let i = if (index as usize) <= TRAIL { half + index as usize - 1 } else { usize::MAX };
+        if let Some([k, yz]) = self.trail.get(i) {
             k.store(u64::from(kernel) | (u64::from(grid[0]) << 32), Ordering::Relaxed);
             yz.store(u64::from(grid[1]) | (u64::from(grid[2]) << 32), Ordering::Relaxed);
         }
@@ -328,12 +341,25 @@ impl BufferProgress {
         self.generation.load(Ordering::Acquire)
     }
 
-    /// The kernel and workgroups of dispatch `index` (from 1), when kept.
-    fn dispatch(&self, index: u32) -> Option<(u32, [u32; 3])> {
-        let i = (index as usize).checked_sub(1)?;
-        let [k, yz] = self.trail.get(i)?;
+    /// The kernel and workgroups of dispatch `index` (from 1) of generation `generation`, as kept in its trail, when
+    /// it is kept (the index is within [`TRAIL`], and the generation is the current one or the one before). A reader
+    /// that may race the buffer's next recording checks [`Self::holds_trail_of`] after reading.
+    pub fn dispatch(&self, generation: u64, index: u32) -> Option<(u32, [u32; 3])> {
+        let i = (index as usize).checked_sub(1).filter(|&i| i < TRAIL)?;
+        if !self.holds_trail_of(generation) {
+            return None;
+        }
+        let [k, yz] = self.trail.get((generation & 1) as usize * TRAIL + i)?;
         let (k, yz) = (k.load(Ordering::Relaxed), yz.load(Ordering::Relaxed));
         Some((k as u32, [(k >> 32) as u32, yz as u32, (yz >> 32) as u32]))
+    }
+
+    /// Whether generation `generation`'s trail is still whole: it is the current generation or the one before. After
+    /// reading a trail, a reader calls this again (the recording of generation + 2 overwrites it).
+    pub fn holds_trail_of(&self, generation: u64) -> bool {
+        std::sync::atomic::fence(Ordering::Acquire);
+        let now = self.generation.load(Ordering::Relaxed);
+        now == generation || now == generation.wrapping_add(1)
     }
 }
 
@@ -509,9 +535,9 @@ impl QueueState {
         }
     }
 
-    fn push_range(&mut self, b: &BufferProgress, submit: u64, from: u32, to: u32) {
+    fn push_range(&mut self, b: &BufferProgress, generation: u64, submit: u64, from: u32, to: u32) {
         for index in from..=to {
-            match b.dispatch(index) {
+            match b.dispatch(generation, index) {
                 Some((kernel, grid)) => self.push(InFlight { kernel, submit, index, grid }),
                 None => self.more_in_flight = self.more_in_flight.saturating_add(1),
             }
@@ -547,7 +573,8 @@ fn read_placed(q: &QueueProgress, placement: MarkerPlacement) -> QueueState {
         let b = unsafe { &*(p as *const BufferProgress) };
         let submit = e.submit.load(Ordering::Relaxed);
         let dispatches = e.dispatches.load(Ordering::Relaxed);
-        if b.generation() != e.generation.load(Ordering::Relaxed) || (by == By::Submission && signaled >= submit) {
+        let generation = e.generation.load(Ordering::Relaxed);
+        if b.generation() != generation || (by == By::Submission && signaled >= submit) {
             state.completed += u64::from(dispatches);
             continue;
         }
@@ -564,7 +591,7 @@ fn read_placed(q: &QueueProgress, placement: MarkerPlacement) -> QueueState {
                 if placement == MarkerPlacement::Buffer && completed < dispatches {
                     // One marker per buffer: the first unfinished buffer's dispatches are the candidates.
                     if !running_found {
-                        state.push_range(b, submit, 1, dispatches);
+                        state.push_range(b, generation, submit, 1, dispatches);
                     } else {
                         state.not_started += u64::from(dispatches);
                     }
@@ -584,7 +611,7 @@ fn read_placed(q: &QueueProgress, placement: MarkerPlacement) -> QueueState {
                 }
                 state.pending = true;
                 if started > completed {
-                    state.push_range(b, submit, completed + 1, started);
+                    state.push_range(b, generation, submit, completed + 1, started);
                 }
                 state.not_started += u64::from(dispatches - started.max(completed));
             }
@@ -592,7 +619,7 @@ fn read_placed(q: &QueueProgress, placement: MarkerPlacement) -> QueueState {
                 state.pending = true;
                 if candidate_submit.is_none_or(|s| s == submit) {
                     candidate_submit = Some(submit);
-                    state.push_range(b, submit, 1, dispatches);
+                    state.push_range(b, generation, submit, 1, dispatches);
                 } else {
                     state.not_started += u64::from(dispatches);
                 }

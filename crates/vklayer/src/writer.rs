@@ -102,6 +102,10 @@ impl Writer {
         // Sequences before the pipelines' counts: a submission counts its dispatches before its sequence, so every
         // sequence counted here has its dispatches in the counts read below (or in an earlier window).
         let (new_sequences, sequences) = self.sequence_deltas();
+        // Submissions of a recording seen before count as repeats on their command buffer (`crate::commands`):
+        // folded into the counters now, after the sequences were read, so that every sequence counted in this
+        // window still has its dispatches in the counts read below.
+        crate::commands::fold_all();
         // Deltas first: they say which definitions this flush must write.
         let count = pipelines::slot_count() as usize;
         if self.last.len() < count {

@@ -83,6 +83,14 @@ pub(super) unsafe extern "system" fn reset_command_pool(
     }
 }
 
+/// Whether a recording hook only forwards: the layer does not observe (off, or paused) and impersonates nothing. Two
+/// relaxed loads; the hook then makes one dispatch-table lookup and the call, which is all a user who loaded the
+/// layer without tracing pays per recorded command.
+#[inline(always)]
+fn only_forwarding() -> bool {
+    (!state::on() || crate::switch::paused()) && !crate::impersonate::impersonating()
+}
+
 /// The state of a command buffer the layer follows, while it observes (off, the states are not
 /// kept up to date and are never used).
 #[inline(always)]
@@ -141,8 +149,15 @@ pub(super) unsafe extern "system" fn cmd_bind_pipeline(
     point: vk::PipelineBindPoint,
     pipeline: vk::Pipeline,
 ) {
+    if only_forwarding() {
+        if let Some(next) = device_of(cb).and_then(|d| d.cmd_bind_pipeline) {
+            // SAFETY: forwarding the caller's arguments.
+            unsafe { next(cb, point, pipeline) };
+        }
+        return;
+    }
     let s = followed(cb);
-    if point == vk::PipelineBindPoint::COMPUTE && crate::impersonate::active().is_some() {
+    if point == vk::PipelineBindPoint::COMPUTE && crate::impersonate::impersonating() {
         state::guarded(|| crate::impersonate::readback::pipeline_bound(cb.as_raw(), pipeline.as_raw()));
     }
     if let (Some(s), vk::PipelineBindPoint::COMPUTE) = (s, point) {
@@ -247,6 +262,13 @@ fn record(cb: vk::CommandBuffer, grid: [u32; 3]) -> Option<Recorded> {
 }
 
 pub(super) unsafe extern "system" fn cmd_dispatch(cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
+    if only_forwarding() {
+        if let Some(next) = device_of(cb).and_then(|d| d.cmd_dispatch) {
+            // SAFETY: forwarding the caller's arguments.
+            unsafe { next(cb, x, y, z) };
+        }
+        return;
+    }
     let Some(r) = record(cb, [x, y, z]) else { return };
     if let Some(next) = r.device.cmd_dispatch {
         r.before(cb);
@@ -384,6 +406,13 @@ pub(super) unsafe extern "system" fn cmd_pipeline_barrier(
     image_count: u32,
     images: *const vk::ImageMemoryBarrier<'_>,
 ) {
+    if only_forwarding() {
+        if let Some(next) = device_of(cb).and_then(|d| d.cmd_pipeline_barrier) {
+            // SAFETY: forwarding the caller's arguments.
+            unsafe { next(cb, src, dst, dependency, memory_count, memory, buffer_count, buffers, image_count, images) };
+        }
+        return;
+    }
     let s = followed(cb);
     let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_pipeline_barrier) else { return };
     // SAFETY: forwarding the caller's arguments.

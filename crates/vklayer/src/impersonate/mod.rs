@@ -44,6 +44,28 @@ pub fn active() -> Option<&'static Profile> {
     PROFILE.get_or_init(load).as_ref()
 }
 
+/// [`active`] as one byte for the recording hooks, which ask at every dispatch: 0 not known yet, 1 no, 2 yes.
+static IMPERSONATING: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Whether a profile is impersonated: one relaxed load once known (the recording hooks' fast path when the layer does
+/// not observe).
+#[inline(always)]
+pub fn impersonating() -> bool {
+    match IMPERSONATING.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => impersonating_first(),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn impersonating_first() -> bool {
+    let yes = active().is_some();
+    IMPERSONATING.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
+    yes
+}
+
 /// Whether `BACKSCOPE_VK_IMPERSONATE` is set at all (a profile that cannot be read then fails instance creation
 /// instead of letting the program run as the real device, which would pass a real run off as an impersonated one).
 pub fn requested() -> bool {
@@ -158,7 +180,7 @@ pub fn clamp_groups(x: u32, y: u32, z: u32) -> (u32, u32, u32) {
 /// host ([`readback`]), zero-fill its bound storage ranges and make the fill visible to what follows.
 pub fn zero_readback_outputs(cb: ash::vk::CommandBuffer, d: &crate::dispatch::DeviceDispatch) {
     use ash::vk::{self, Handle};
-    if active().is_none() {
+    if !impersonating() {
         return;
     }
     let (Some(fill), Some(barrier)) = (d.cmd_fill_buffer, d.cmd_pipeline_barrier) else { return };
