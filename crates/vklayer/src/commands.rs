@@ -1194,6 +1194,46 @@ mod tests {
         assert_eq!(read(), c_read);
     }
 
+    /// A reader of the ring (the signal handler) races the owner, who submits a buffer by reference and records it
+    /// again at once, over and over: every dispatch read belongs to the submission it is listed under (its
+    /// workgroup counts carry that submission's number and its index), never to a later recording of the buffer.
+    #[test]
+    fn a_ring_read_while_its_owner_records_the_referenced_buffer_again_names_no_dispatch_wrongly() {
+        let ring: &'static locus::QueueRing = locus::queue_ring(0x7e57_0003, None).unwrap();
+        let s: &'static CommandBuffer = Box::leak(Box::new(state()));
+        let cb = vk::CommandBuffer::from_raw(s as *const CommandBuffer as u64);
+        assert!(BUFFERS.insert(cb.as_raw(), s as *const CommandBuffer as u64));
+        let kernel = |submit: u32, i: u32| 1 + (submit.wrapping_mul(31).wrapping_add(i)) % 1000;
+        let stop: &'static std::sync::atomic::AtomicBool =
+            Box::leak(Box::new(std::sync::atomic::AtomicBool::new(false)));
+        let owner = std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let submit = ring.submits() as u32 + 1;
+                s.begin(false);
+                for i in 0..1 + submit % 40 {
+                    s.bind(kernel(submit, i));
+                    s.record([submit, i, 7]);
+                }
+                assert_eq!(remember(std::iter::once(cb), ring), u64::from(submit));
+            }
+        });
+        let mut texts = [[0; locus::LABEL_BYTES]; locus::RING_DISPATCHES];
+        let mut named = 0usize;
+        for _ in 0..100_000 {
+            let mut out = [format::record::QueueDispatch::default(); locus::RING_DISPATCHES];
+            let n = ring.read(&mut out, &mut texts);
+            for d in &out[..n] {
+                assert_eq!(u64::from(d.grid[0]), d.submit, "a dispatch of another recording: {d:?}");
+                assert_eq!((d.kernel, d.grid[2], d.count), (kernel(d.grid[0], d.grid[1]), 7, 1), "a torn dispatch");
+            }
+            named += n;
+        }
+        stop.store(true, Ordering::Relaxed);
+        owner.join().unwrap();
+        BUFFERS.remove(cb.as_raw());
+        assert!(named > 0, "the reader named some dispatches while the owner recorded");
+    }
+
     /// A submission of a recording equal to the buffer's last walked one adds the kept counts and sequence; any
     /// other recording is walked. Either way the counts, the dispatches and the sequences are those of a walk.
     #[test]
@@ -1310,6 +1350,34 @@ mod tests {
         shared.flush(true);
         assert_eq!(errors() - e, 2);
         assert_eq!(added(), [15, 8, 0], "an error is not a submission");
+    }
+
+    /// The writer reads the sequences' counts, then folds every followed buffer (`fold_all`), then reads the
+    /// counters: every submission its sequences counted then has its dispatches in the counters.
+    #[test]
+    fn fold_all_brings_the_counters_up_to_the_sequences_counted_before_it() {
+        let (_serial, p) = three_pipelines("f");
+        crate::order::init(true);
+        let s: &'static CommandBuffer = Box::leak(Box::new(state()));
+        let cb = vk::CommandBuffer::from_raw(s as *const CommandBuffer as u64);
+        assert!(BUFFERS.insert(cb.as_raw(), s as *const CommandBuffer as u64));
+        let before: Vec<u64> = p.iter().map(|&k| total(k)).collect();
+        for _ in 0..4 {
+            s.begin(false);
+            for (k, x) in [(0, 1), (1, 2), (0, 1), (2, 3)] {
+                s.bind(p[k]);
+                s.record([x, 1, 1]);
+            }
+            count(std::iter::once(cb), false, Some(crate::order::counted));
+        }
+        let id = s.sequence.load(Ordering::Relaxed);
+        let added = || p.iter().zip(&before).map(|(&k, b)| total(k) - b).collect::<Vec<u64>>();
+        assert_eq!(added(), [2, 1, 1], "one walked submission counted, three repeats waiting");
+        let submissions = crate::order::submissions(id);
+        fold_all();
+        assert!(submissions >= 4);
+        assert_eq!(added(), [8, 4, 4], "after the fold: every submission the sequence counted");
+        BUFFERS.remove(cb.as_raw());
     }
 
     #[test]
