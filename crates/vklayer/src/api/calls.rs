@@ -285,13 +285,12 @@ pub(super) unsafe extern "system" fn queue_submit(
                     p_signal_semaphores: semaphores.as_ptr(),
                     ..Default::default()
                 };
-                let mut all: Vec<vk::SubmitInfo<'_>> = if count == 0 || submits.is_null() {
-                    Vec::new()
+                let given: &[vk::SubmitInfo<'_>] = if count == 0 || submits.is_null() {
+                    &[]
                 } else {
-                    std::slice::from_raw_parts(submits, count as usize).to_vec()
+                    std::slice::from_raw_parts(submits, count as usize)
                 };
-                all.push(extra);
-                next(queue, all.len() as u32, all.as_ptr(), fence)
+                with_extra(given, extra, |all| next(queue, all.len() as u32, all.as_ptr(), fence))
             }
         })
     }
@@ -324,15 +323,28 @@ unsafe fn forward2(
         p_signal_semaphore_infos: info.as_ptr(),
         ..Default::default()
     };
-    let mut all: Vec<vk::SubmitInfo2<'_>> = if count == 0 || submits.is_null() {
-        Vec::new()
+    let given: &[vk::SubmitInfo2<'_>] = if count == 0 || submits.is_null() {
+        &[]
     } else {
         // SAFETY: a valid call holds `count` submit infos.
-        unsafe { std::slice::from_raw_parts(submits, count as usize) }.to_vec()
+        unsafe { std::slice::from_raw_parts(submits, count as usize) }
     };
-    all.push(extra);
     // SAFETY: the caller's batches plus one that only signals the layer's semaphore.
-    unsafe { next(queue, all.len() as u32, all.as_ptr(), fence) }
+    with_extra(given, extra, |all| unsafe { next(queue, all.len() as u32, all.as_ptr(), fence) })
+}
+
+/// `given` with `extra` after it, as one slice for `f`: on the stack for the few batches a program submits at once
+/// (ggml-vulkan submits one), so that a submission the black box adds its batch to allocates nothing.
+fn with_extra<T: Copy, R>(given: &[T], extra: T, f: impl FnOnce(&[T]) -> R) -> R {
+    const ON_STACK: usize = 8;
+    if given.len() < ON_STACK {
+        let mut all = [extra; ON_STACK];
+        all[..given.len()].copy_from_slice(given);
+        return f(&all[..=given.len()]);
+    }
+    let mut all = given.to_vec();
+    all.push(extra);
+    f(&all)
 }
 
 /// `vkQueueSubmit2`, and with `KHR` its alias `vkQueueSubmit2KHR`.
@@ -364,4 +376,18 @@ pub(super) unsafe fn name_bytes<'a>(name: *const c_char) -> &'a [u8] {
     }
     // SAFETY: the caller's promise.
     unsafe { CStr::from_ptr(name) }.to_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_extra;
+
+    #[test]
+    fn the_extra_batch_follows_the_given_ones_on_the_stack_or_not() {
+        for n in [0u32, 1, 7, 8, 30] {
+            let given: Vec<u32> = (0..n).collect();
+            let all = with_extra(&given, 99, |all| all.to_vec());
+            assert_eq!(all, [given.clone(), vec![99]].concat(), "{n} given");
+        }
+    }
 }
