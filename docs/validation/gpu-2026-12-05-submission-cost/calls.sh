@@ -1,28 +1,45 @@
 #!/usr/bin/env bash
-# Session-17 device calls: the Vulkan layer's in-process decode cost on the H200 for two layer builds alternated in one
-# machine start: `main` (the layer before this change) and `new` (repeats folded later, the crash ring by reference,
-# recording hooks that only forward when the layer does not observe). Each arm is one in-process A/B
+# Session-17 device calls (prepared; the GPU machine was not lent in session 17): the Vulkan layer's in-process decode
+# cost on the H200 for layer builds alternated in one machine start. Each arm is one in-process A/B
 # (bench/gpu/vk_overhead_ab.sh: tg128, rounds alternate the layer observing and paused in ABBA groups; black box on,
-# ggml's labels off: what `trace --env` leaves a service with). An arm's name names the layer file
-# .carry/bb/libbackscope_vklayer-ARM.so (the A/B's switch finds the layer by that prefix), optionally followed by _N to
-# run it again.
-# Run from the repository root on the GPU machine, .carry/ as bench/gpu/carry_setup.sh describes plus .carry/bb/*.so
-# (stripped release builds of each layer), .carry/bb/libbackscope_observer.so and .carry/src/llama.cpp (llama.h and ggml's headers):
-#   OUT=DIR ARMS="new main new_2 main_2" bash docs/validation/gpu-2026-12-05-submission-cost/calls.sh
+# ggml's labels off: what `trace --env` leaves a service with). An arm's name before any `_N` suffix (to run it again)
+# picks the layer .carry/bb/libbackscope_vklayer-NAME.so (the A/B's switch finds the layer by that prefix) and, for
+# the experiment build, its switch:
+#   main     the layer of 53921cf (before session 17)
+#   new      main with session 17's change (repeats folded later, the crash ring by reference, forwarding only when
+#            not observing)
+#   nofast   new without the forwarding-only path, so that its paused arm is main's
+#   time     new plus experiment-switches.patch (beside this script, not kept), BACKSCOPE_VK_EXP_TIME=1: time-stamp-
+#            counter cycles per hook part, observed and paused, printed at exit (as session 16's call)
+#   touch    the same build, BACKSCOPE_VK_EXP_TOUCH_KEY=1: observed recording hooks also read the command buffer's
+#            dispatch key as the paused path does (is the driver's slower bind and dispatch the paused path's warm line?)
+#   exp      the same build, no switch (equal to new)
+# Run from the repository root on the GPU machine, .carry/ as bench/gpu/carry_setup.sh describes plus the layers in
+# .carry/bb/ (stripped release builds), .carry/bb/libbackscope_observer.so and .carry/src/llama.cpp (llama.h and
+# ggml's headers):
+#   OUT=DIR ARMS="nofast main new nofast_2 main_2 new_2" bash docs/validation/gpu-2026-12-05-submission-cost/calls.sh
+#   OUT=DIR ARMS="time touch new exp touch_2 new_2" bash docs/validation/gpu-2026-12-05-submission-cost/calls.sh
 set -uo pipefail
 T0=$(date +%s)
 # shellcheck source=bench/gpu/carry_setup.sh
 . bench/gpu/carry_setup.sh
 export BACKSCOPE_OBSERVER_SO=$C/bb/libbackscope_observer.so
 echo "setup at $(( $(date +%s) - T0 )) s; model $MODEL"
-for arm in ${ARMS:-new main new_2 main_2}; do
-  layer=$C/bb/libbackscope_vklayer-${arm%%_*}.so
+for arm in ${ARMS:-nofast main new nofast_2 main_2 new_2}; do
+  name=${arm%%_*}
+  e=()
+  case $name in
+    time) e=(BACKSCOPE_VK_EXP_TIME=1); name=exp ;;
+    touch) e=(BACKSCOPE_VK_EXP_TOUCH_KEY=1); name=exp ;;
+  esac
   mkdir -p "$OUT/$arm"
   rm -f /var/tmp/bsvkab/*.log
-  MARKERS=0 MODEL="$MODEL" TESTS="${TESTS:-tg}" AB_GROUPS="${AB_GROUPS:-40}" CONTROL_GROUPS="${CONTROL_GROUPS:-2}" \
-    NVIDIA_DEBS="$C/debs" WORK=/var/tmp/bsvkab timeout "${AB_S:-150}" bash bench/gpu/vk_overhead_ab.sh "$W/backscope" \
-    "$layer" "$BIN" "$C/src/llama.cpp" "$OUT/$arm" >"$OUT/$arm/log.txt" 2>&1
+  env "${e[@]}" MARKERS=0 MODEL="$MODEL" TESTS="${TESTS:-tg}" AB_GROUPS="${AB_GROUPS:-40}" \
+    CONTROL_GROUPS="${CONTROL_GROUPS:-2}" NVIDIA_DEBS="$C/debs" WORK=/var/tmp/bsvkab timeout "${AB_S:-150}" \
+    bash bench/gpu/vk_overhead_ab.sh "$W/backscope" "$C/bb/libbackscope_vklayer-$name.so" "$BIN" "$C/src/llama.cpp" \
+    "$OUT/$arm" >"$OUT/$arm/log.txt" 2>&1
   echo "$arm rc=$? at $(( $(date +%s) - T0 )) s"
   cp /var/tmp/bsvkab/*.log "$OUT/$arm/" 2>/dev/null
   grep -E '^summary|trace:' "$OUT/$arm/summary.txt" | sed "s/^/$arm: /"
+  grep -h '^exp:' "$OUT/$arm"/tg-*.log 2>/dev/null | sed "s/^/$arm: /"
 done

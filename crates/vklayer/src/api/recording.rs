@@ -218,7 +218,9 @@ impl Recorded {
     /// Before forwarding: the zero-fill of impersonation, and the "started" marker.
     #[inline(always)]
     fn before(&self, cb: vk::CommandBuffer) {
-        crate::impersonate::zero_readback_outputs(cb, self.device);
+        if crate::impersonate::impersonating() {
+            crate::impersonate::zero_readback_outputs(cb, self.device);
+        }
         if let Some((m, slot, index)) = self.marker.filter(|_| {
             matches!(
                 crate::progress::marker_placement(),

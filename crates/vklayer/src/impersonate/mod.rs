@@ -162,9 +162,17 @@ pub fn set_real_group_count(limits: [u32; 3]) {
     }
 }
 
-/// A dispatch's workgroup counts within what the real device takes (the profiled device may take more).
-#[inline]
+/// A dispatch's workgroup counts within what the real device takes (the profiled device may take more); unchanged
+/// when nothing is impersonated (the program then keeps to the real device's limits itself).
+#[inline(always)]
 pub fn clamp_groups(x: u32, y: u32, z: u32) -> (u32, u32, u32) {
+    if !impersonating() {
+        return (x, y, z);
+    }
+    clamp_to_real(x, y, z)
+}
+
+fn clamp_to_real(x: u32, y: u32, z: u32) -> (u32, u32, u32) {
     let clamp = |v: u32, i: usize| {
         let max = REAL_GROUP_COUNT[i].load(Ordering::Relaxed);
         if max == 0 {
@@ -243,9 +251,12 @@ mod tests {
 
     #[test]
     fn dispatches_are_clamped_only_to_a_known_limit() {
-        assert_eq!(clamp_groups(70000, 1, 1), (70000, 1, 1));
+        assert_eq!(clamp_to_real(70000, 1, 1), (70000, 1, 1));
         set_real_group_count([65535, 65535, 65535]);
-        assert_eq!(clamp_groups(70000, 3, 65536), (65535, 3, 65535));
+        assert_eq!(clamp_to_real(70000, 3, 65536), (65535, 3, 65535));
+        if !impersonating() {
+            assert_eq!(clamp_groups(70000, 3, 65536), (70000, 3, 65536), "nothing impersonated: as the program asked");
+        }
         set_real_group_count([0, 0, 0]);
     }
 }
