@@ -763,8 +763,10 @@ const _: () = assert!(PENDING == 64, "one bit per slot in `used`");
 impl Pending {
     fn new() -> Pending {
         Pending {
-            keys: [MaybeUninit::uninit(); PENDING],
-            counts: [MaybeUninit::uninit(); PENDING],
+            // Inline-const arrays: `[MaybeUninit::uninit(); N]` had rustc clear the counts (a 521-byte memset at
+            // every submission).
+            keys: [const { MaybeUninit::uninit() }; PENDING],
+            counts: [const { MaybeUninit::uninit() }; PENDING],
             used: 0,
             collided: false,
         }
