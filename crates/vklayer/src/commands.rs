@@ -91,6 +91,12 @@ pub struct CommandBuffer {
     /// A debug label region was opened since begin: the crash ring copies this recording's last entries (with their
     /// labels) instead of referring to the black box's trail, which keeps no label.
     labelled: Cell<bool>,
+    /// The dispatches recorded since begin are only in the black box's trail, not in `entries`: a dispatch then
+    /// costs the trail's one 16-byte store and no entry. Left (the entries made from the trail) when a label region
+    /// opens, a secondary buffer is executed, the trail is full, or a submission needs the entries
+    /// ([`Self::materialize`]); a buffer begun for simultaneous use records entries from the start (two threads may
+    /// submit it at once, and making the entries writes them).
+    deferred: Cell<bool>,
     /// Submissions that added the kept counts (`counted`) by a repeat, since the state was made. Those past
     /// [`Counted::folded`] are not in the shared counters yet. Written by the submitting thread only (a buffer not
     /// begun for simultaneous use is submitted by one thread at a time), read by whoever folds.
@@ -192,6 +198,7 @@ impl CommandBuffer {
             repeats: AtomicU64::new(0),
             folding: SpinLock::new(()),
             labelled: Cell::new(false),
+            deferred: Cell::new(true),
         }
     }
 
@@ -276,17 +283,41 @@ impl CommandBuffer {
         self.dispatch_hash.set(0);
         self.executes.set(false);
         self.labelled.set(false);
+        self.deferred.set(!self.simultaneous.get());
     }
 
     /// `vkBeginCommandBuffer`: forgets everything recorded; `simultaneous`: begun for simultaneous use.
     pub fn begin(&self, simultaneous: bool) {
-        self.clear();
         self.simultaneous.set(simultaneous);
+        self.clear();
+    }
+
+    /// Makes the entries of the dispatches recorded only in the trail so far (see `deferred`), and records entries
+    /// from now on. Called by the recording hooks that need entries, and at submission before the entries are read
+    /// (the application may not record into a buffer it submits; a buffer two threads may submit at once is never
+    /// deferred).
+    #[inline(always)]
+    fn materialize(&self) {
+        if self.deferred.get() {
+            self.materialize_now();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn materialize_now(&self) {
+        self.deferred.set(false);
+        let recorded = (self.progress.recorded() as usize).min(crate::progress::TRAIL) as u32;
+        for index in 1..=recorded {
+            let (slot, grid) = self.progress.own_dispatch(index);
+            self.push(Entry { slot, grid, count: 1, label: Label::NONE });
+        }
     }
 
     /// `vkCmdBeginDebugUtilsLabelEXT` with label `text`.
     #[inline]
     pub fn begin_label(&self, text: &[u8]) {
+        self.materialize();
         self.labelled.set(true);
         // SAFETY: called from a command-recording hook on this buffer.
         unsafe { self.labels() }.begin(text);
@@ -317,13 +348,21 @@ impl CommandBuffer {
     #[inline]
     pub fn record(&self, grid: [u32; 3]) -> u32 {
         let slot = self.bound.get();
-        self.push(Entry { slot, grid, count: 1, label: self.label() });
         self.dispatch_hash.set(hash_dispatch(self.dispatch_hash.get(), slot, grid));
-        self.progress.record(slot, grid)
+        let index = self.progress.record(slot, grid);
+        if self.deferred.get() {
+            if index as usize <= crate::progress::TRAIL {
+                return index;
+            }
+            self.materialize();
+        }
+        self.push(Entry { slot, grid, count: 1, label: self.label() });
+        index
     }
 
     /// `vkCmdExecuteCommands`: the secondary buffer's dispatches count with this one's.
     pub fn execute(&self, secondary: vk::CommandBuffer) {
+        self.materialize();
         let raw = secondary.as_raw();
         self.executes.set(true);
         self.push(Entry { slot: EXECUTE, grid: [raw as u32, (raw >> 32) as u32, 0], count: 1, label: Label::NONE });
@@ -495,6 +534,7 @@ impl CommandBuffer {
     }
 
     fn walk(&self, depth: u32, join: &mut RunJoin, emit: &mut impl FnMut(u32, u32)) {
+        self.materialize();
         join.ordered &= !self.merged.get() && self.lost.get() == 0;
         // SAFETY: at submission (see `runs`), like `count_buffer`.
         let entries = unsafe { self.entries() };
@@ -849,6 +889,7 @@ fn count_buffer<const KEYED: bool>(
     pending: &mut Pending,
     key: &mut SequenceKey,
 ) {
+    state.materialize();
     // SAFETY: called from a submission hook: the application may not record into or reset a buffer
     // it is submitting.
     let entries = unsafe { state.entries() };
@@ -916,6 +957,7 @@ impl CommandBuffer {
 }
 
 fn remember_buffer(state: &CommandBuffer, ring: &mut locus::RingWriter<'_>, depth: u32) {
+    state.materialize();
     // SAFETY: called from a submission hook, like `count_buffer`.
     let entries = unsafe { state.entries() };
     // SAFETY: as above.
@@ -988,6 +1030,7 @@ mod tests {
     }
 
     fn entries(s: &CommandBuffer) -> Vec<Entry> {
+        s.materialize();
         // SAFETY: single-threaded test.
         unsafe { s.entries() }.clone()
     }
@@ -1459,6 +1502,51 @@ mod tests {
         s.bind(1);
         s.record([1, 1, 1]);
         assert_eq!(runs(&s, 4), (vec![(1, 1)], Walked { runs: 1, ordered: true }), "begun again, in order again");
+    }
+
+    /// Dispatches recorded only into the trail give the same entries as recorded ones: across the trail's end, and
+    /// with a label region or a secondary buffer arriving in the middle of a recording.
+    #[test]
+    fn a_recording_kept_only_in_the_trail_gives_the_entries_a_recorded_one_gives() {
+        let expected = |n: u32| -> Vec<Entry> {
+            let mut e: Vec<Entry> = Vec::new();
+            for i in 0..n {
+                let (slot, grid) = (1 + i % 3 / 2, [i / 4, 1, 1]);
+                match e.last_mut() {
+                    Some(l) if l.slot == slot && l.grid == grid => l.count += 1,
+                    _ => e.push(Entry { slot, grid, count: 1, label: Label::NONE }),
+                }
+            }
+            e
+        };
+        let record = |s: &CommandBuffer, from: u32, to: u32| {
+            for i in from..to {
+                s.bind(1 + i % 3 / 2);
+                s.record([i / 4, 1, 1]);
+            }
+        };
+        for n in [0, 1, 7, crate::progress::TRAIL as u32, crate::progress::TRAIL as u32 + 1, 1500] {
+            let s = state();
+            s.begin(false);
+            record(&s, 0, n);
+            assert_eq!(entries(&s), expected(n), "{n} dispatches");
+        }
+        // A label region opened after 10 dispatches: those keep no label, the later ones the region's.
+        let s = state();
+        s.begin(false);
+        record(&s, 0, 10);
+        s.begin_label(b"node");
+        record(&s, 10, 12);
+        let e = entries(&s);
+        let under = |labelled: bool| e.iter().filter(|e| (e.label != Label::NONE) == labelled).map(|e| e.count).sum();
+        assert_eq!((under(false), under(true)), (10u32, 2u32), "{e:?}");
+        assert!(e[..e.len() - 2].iter().all(|e| e.label == Label::NONE), "the label's dispatches come last: {e:?}");
+        // Begun for simultaneous use: entries from the first dispatch (nothing is made at submission).
+        s.begin(true);
+        record(&s, 0, 3);
+        assert!(!s.deferred.get());
+        // SAFETY: single-threaded test.
+        assert_eq!(unsafe { s.entries() }.clone(), expected(3));
     }
 
     #[test]

@@ -354,6 +354,16 @@ impl BufferProgress {
         Some((k as u32, [(k >> 32) as u32, yz as u32, (yz >> 32) as u32]))
     }
 
+    /// Dispatch `index` (from 1, at most [`TRAIL`]) of the recording now, read by the thread that owns the buffer
+    /// (its recording or its submission).
+    pub fn own_dispatch(&self, index: u32) -> (u32, [u32; 3]) {
+        let half = (self.generation.load(Ordering::Relaxed) & 1) as usize * TRAIL;
+        let i = half + (index as usize).clamp(1, TRAIL) - 1;
+        let [k, yz] = &self.trail[i];
+        let (k, yz) = (k.load(Ordering::Relaxed), yz.load(Ordering::Relaxed));
+        (k as u32, [(k >> 32) as u32, yz as u32, (yz >> 32) as u32])
+    }
+
     /// Whether generation `generation`'s trail is still whole: it is the current generation or the one before. After
     /// reading a trail, a reader calls this again (the recording of generation + 2 overwrites it).
     pub fn holds_trail_of(&self, generation: u64) -> bool {
