@@ -74,6 +74,24 @@ fn markers_asked() -> Option<MarkerPlacement> {
     })
 }
 
+/// Whether the placement puts a marker at dispatches (`dispatch`, `sync`), as one byte for the dispatch hook, which
+/// asks at every dispatch: 0 not known yet, 1 no, 2 yes.
+static PER_DISPATCH: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Whether markers go at dispatches ([`MarkerPlacement::Dispatch`], [`MarkerPlacement::Sync`]).
+#[inline(always)]
+pub fn markers_per_dispatch() -> bool {
+    match PER_DISPATCH.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            let yes = matches!(marker_placement(), MarkerPlacement::Dispatch | MarkerPlacement::Sync);
+            PER_DISPATCH.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
+            yes
+        }
+    }
+}
+
 /// The placement asked for (`BACKSCOPE_VK_MARKERS`): `dispatch`, `sync`, `barrier`, or `buffer` (the default; also
 /// what `none` reads as, where no marker is written at all).
 pub fn marker_placement() -> MarkerPlacement {

@@ -211,22 +211,19 @@ pub(super) unsafe extern "system" fn cmd_end_label(cb: vk::CommandBuffer) {
 /// A dispatch being recorded: the device to forward it to, and where the black box marks its start and end.
 struct Recorded {
     device: &'static DeviceDispatch,
+    /// The buffer's marker words and the dispatch's index, where markers go at dispatches (`dispatch`, `sync`).
     marker: Option<(&'static crate::progress::Markers, u32, u32)>,
 }
 
 impl Recorded {
-    /// Before forwarding: the zero-fill of impersonation, and the "started" marker.
+    /// Before forwarding: the zero-fill of impersonation, and the "started" marker (`marker` is only given where
+    /// markers go at dispatches).
     #[inline(always)]
     fn before(&self, cb: vk::CommandBuffer) {
         if crate::impersonate::impersonating() {
             crate::impersonate::zero_readback_outputs(cb, self.device);
         }
-        if let Some((m, slot, index)) = self.marker.filter(|_| {
-            matches!(
-                crate::progress::marker_placement(),
-                crate::progress::MarkerPlacement::Dispatch | crate::progress::MarkerPlacement::Sync
-            )
-        }) {
+        if let Some((m, slot, index)) = self.marker {
             let (started, _) = crate::progress::Markers::offsets(slot);
             // SAFETY: a command buffer in the recording state (the caller is recording a dispatch into it), the
             // layer's marker buffer of the same device.
@@ -254,9 +251,11 @@ fn record(cb: vk::CommandBuffer, grid: [u32; 3]) -> Option<Recorded> {
     let mut marker = None;
     if let Some(s) = s {
         if let Some(index) = state::guarded(|| s.record(grid)) {
-            let slot = s.progress.slot.load(std::sync::atomic::Ordering::Relaxed);
-            if slot != crate::progress::NO_SLOT {
-                marker = s.progress.markers_ref().map(|m| (m, slot, index));
+            if crate::progress::markers_per_dispatch() {
+                let slot = s.progress.slot.load(std::sync::atomic::Ordering::Relaxed);
+                if slot != crate::progress::NO_SLOT {
+                    marker = s.progress.markers_ref().map(|m| (m, slot, index));
+                }
             }
         }
     }
