@@ -6,8 +6,8 @@
 # picks the layer .carry/bb/libbackscope_vklayer-NAME.so (the A/B's switch finds the layer by that prefix) and, for
 # the experiment build, its switch:
 #   main     the layer of 53921cf (before session 17)
-#   new      main with session 17's change (repeats folded later, the crash ring by reference, forwarding only when
-#            not observing)
+#   new      main at the end of session 17 (repeats folded later, the crash ring by reference, recordings kept in the
+#            trail until their entries are needed, forwarding only when not observing)
 #   nofast   new without the forwarding-only path, so that its paused arm is main's
 #   time     new plus experiment-switches.patch (beside this script, not kept), BACKSCOPE_VK_EXP_TIME=1: time-stamp-
 #            counter cycles per hook part, observed and paused, printed at exit (as session 16's call)
