@@ -92,6 +92,25 @@ pub fn markers_per_dispatch() -> bool {
     }
 }
 
+/// Whether the placement puts a marker after the program's barriers, as one byte for the barrier hook (ggml records a
+/// barrier between dependent nodes): 0 not known yet, 1 no, 2 yes.
+static AT_BARRIERS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Whether markers go after the program's barriers ([`MarkerPlacement::Sync`], [`MarkerPlacement::Barrier`]); the
+/// barrier hooks do nothing else, so with any other placement they only forward.
+#[inline(always)]
+pub fn markers_at_barriers() -> bool {
+    match AT_BARRIERS.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            let yes = matches!(marker_placement(), MarkerPlacement::Sync | MarkerPlacement::Barrier);
+            AT_BARRIERS.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
+            yes
+        }
+    }
+}
+
 /// The placement asked for (`BACKSCOPE_VK_MARKERS`): `dispatch`, `sync`, `barrier`, or `buffer` (the default; also
 /// what `none` reads as, where no marker is written at all).
 pub fn marker_placement() -> MarkerPlacement {

@@ -407,7 +407,7 @@ pub(super) unsafe extern "system" fn cmd_pipeline_barrier(
     image_count: u32,
     images: *const vk::ImageMemoryBarrier<'_>,
 ) {
-    if only_forwarding() {
+    if only_forwarding() || !crate::progress::markers_at_barriers() {
         if let Some(next) = device_of(cb).and_then(|d| d.cmd_pipeline_barrier) {
             // SAFETY: forwarding the caller's arguments.
             unsafe { next(cb, src, dst, dependency, memory_count, memory, buffer_count, buffers, image_count, images) };
@@ -437,6 +437,14 @@ pub(super) unsafe extern "system" fn cmd_pipeline_barrier2<const KHR: bool>(
     cb: vk::CommandBuffer,
     info: *const vk::DependencyInfo<'_>,
 ) {
+    if only_forwarding() || !crate::progress::markers_at_barriers() {
+        let next = device_of(cb).and_then(|d| if KHR { d.cmd_pipeline_barrier2_khr } else { d.cmd_pipeline_barrier2 });
+        if let Some(next) = next {
+            // SAFETY: forwarding the caller's arguments.
+            unsafe { next(cb, info) };
+        }
+        return;
+    }
     let s = followed(cb);
     let next =
         buffer_device(cb, s).and_then(|d| if KHR { d.cmd_pipeline_barrier2_khr } else { d.cmd_pipeline_barrier2 });
