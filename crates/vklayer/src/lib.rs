@@ -36,6 +36,7 @@ mod crash;
 mod device;
 mod dispatch;
 mod fault;
+mod flag;
 mod handles;
 mod impersonate;
 mod labels;

@@ -74,41 +74,24 @@ fn markers_asked() -> Option<MarkerPlacement> {
     })
 }
 
-/// Whether the placement puts a marker at dispatches (`dispatch`, `sync`), as one byte for the dispatch hook, which
-/// asks at every dispatch: 0 not known yet, 1 no, 2 yes.
-static PER_DISPATCH: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+/// Whether markers go at dispatches, as the dispatch hook asks it at every dispatch.
+static PER_DISPATCH: crate::flag::OnceFlag = crate::flag::OnceFlag::new();
 
 /// Whether markers go at dispatches ([`MarkerPlacement::Dispatch`], [`MarkerPlacement::Sync`]).
 #[inline(always)]
 pub fn markers_per_dispatch() -> bool {
-    match PER_DISPATCH.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => {
-            let yes = matches!(marker_placement(), MarkerPlacement::Dispatch | MarkerPlacement::Sync);
-            PER_DISPATCH.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
-            yes
-        }
-    }
+    PER_DISPATCH.get(|| matches!(marker_placement(), MarkerPlacement::Dispatch | MarkerPlacement::Sync))
 }
 
-/// Whether the placement puts a marker after the program's barriers, as one byte for the barrier hook (ggml records a
-/// barrier between dependent nodes): 0 not known yet, 1 no, 2 yes.
-static AT_BARRIERS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+/// Whether markers go after the program's barriers, as the barrier hooks ask it at every barrier (ggml records one
+/// between dependent nodes).
+static AT_BARRIERS: crate::flag::OnceFlag = crate::flag::OnceFlag::new();
 
 /// Whether markers go after the program's barriers ([`MarkerPlacement::Sync`], [`MarkerPlacement::Barrier`]); the
 /// barrier hooks do nothing else, so with any other placement they only forward.
 #[inline(always)]
 pub fn markers_at_barriers() -> bool {
-    match AT_BARRIERS.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => {
-            let yes = matches!(marker_placement(), MarkerPlacement::Sync | MarkerPlacement::Barrier);
-            AT_BARRIERS.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
-            yes
-        }
-    }
+    AT_BARRIERS.get(|| matches!(marker_placement(), MarkerPlacement::Sync | MarkerPlacement::Barrier))
 }
 
 /// The placement asked for (`BACKSCOPE_VK_MARKERS`): `dispatch`, `sync`, `barrier`, or `buffer` (the default; also

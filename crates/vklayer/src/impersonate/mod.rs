@@ -44,26 +44,14 @@ pub fn active() -> Option<&'static Profile> {
     PROFILE.get_or_init(load).as_ref()
 }
 
-/// [`active`] as one byte for the recording hooks, which ask at every dispatch: 0 not known yet, 1 no, 2 yes.
-static IMPERSONATING: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+/// [`active`], as the recording hooks ask it at every dispatch.
+static IMPERSONATING: crate::flag::OnceFlag = crate::flag::OnceFlag::new();
 
 /// Whether a profile is impersonated: one relaxed load once known (the recording hooks' fast path when the layer does
 /// not observe).
 #[inline(always)]
 pub fn impersonating() -> bool {
-    match IMPERSONATING.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => impersonating_first(),
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn impersonating_first() -> bool {
-    let yes = active().is_some();
-    IMPERSONATING.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
-    yes
+    IMPERSONATING.get(|| active().is_some())
 }
 
 /// Whether `BACKSCOPE_VK_IMPERSONATE` is set at all (a profile that cannot be read then fails instance creation
