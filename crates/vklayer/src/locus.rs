@@ -261,11 +261,10 @@ impl RingWriter<'_> {
     /// `generation` holds all `dispatches` of them (see the module documentation).
     #[inline]
     pub fn push_reference(&mut self, buffer: &BufferProgress, generation: u64, dispatches: u32) {
-        let entry = &self.ring.entries[self.n as usize % SLOTS];
-        fence(Ordering::Release);
-        entry.kernel_count.store(REFERENCE, Ordering::Relaxed);
-        entry.submit.store(self.submit, Ordering::Relaxed);
-        entry.xy.store(buffer as *const BufferProgress as u64, Ordering::Relaxed);
+        // Kernel and count `u32::MAX` make `kernel_count` the REFERENCE mark; the two "workgroup counts" the address.
+        let address = buffer as *const BufferProgress as u64;
+        let entry = self.start(u32::MAX, [address as u32, (address >> 32) as u32, 0], u32::MAX);
+        debug_assert_eq!(entry.kernel_count.load(Ordering::Relaxed), REFERENCE);
         entry.z_label.store(generation, Ordering::Relaxed);
         entry.first[0].store(u64::from(dispatches), Ordering::Relaxed);
         self.finish();

@@ -333,7 +333,7 @@ impl BufferProgress {
         }
         self.generation.fetch_add(1, Ordering::Release);
         // The new generation's trail stores come after the bump for any reader (a reader that sees one of them sees
-        // the bump when it checks the generation again: `trail_of`).
+        // the bump when it checks the generation again: `holds_trail_of`).
         std::sync::atomic::fence(Ordering::Release);
         self.recorded.store(0, Ordering::Relaxed);
     }
@@ -342,9 +342,12 @@ impl BufferProgress {
     #[inline(always)]
     pub fn record(&self, kernel: u32, grid: [u32; 3]) -> u32 {
         let index = self.recorded.load(Ordering::Relaxed).wrapping_add(1);
-        let half = (self.generation.load(Ordering::Relaxed) & 1) as usize * TRAIL;
         // Past TRAIL dispatches the index would leave this generation's half: not kept.
-        let i = if (index as usize) <= TRAIL { half + index as usize - 1 } else { usize::MAX };
+        let i = if (index as usize) <= TRAIL {
+            trail_slot(self.generation.load(Ordering::Relaxed), index as usize - 1)
+        } else {
+            usize::MAX
+        };
         if let Some([k, yz]) = self.trail.get(i) {
             k.store(u64::from(kernel) | (u64::from(grid[0]) << 32), Ordering::Relaxed);
             yz.store(u64::from(grid[1]) | (u64::from(grid[2]) << 32), Ordering::Relaxed);
@@ -369,19 +372,14 @@ impl BufferProgress {
         if !self.holds_trail_of(generation) {
             return None;
         }
-        let [k, yz] = self.trail.get((generation & 1) as usize * TRAIL + i)?;
-        let (k, yz) = (k.load(Ordering::Relaxed), yz.load(Ordering::Relaxed));
-        Some((k as u32, [(k >> 32) as u32, yz as u32, (yz >> 32) as u32]))
+        self.trail.get(trail_slot(generation, i)).map(trail_words)
     }
 
     /// Dispatch `index` (from 1, at most [`TRAIL`]) of the recording now, read by the thread that owns the buffer
     /// (its recording or its submission).
     pub fn own_dispatch(&self, index: u32) -> (u32, [u32; 3]) {
-        let half = (self.generation.load(Ordering::Relaxed) & 1) as usize * TRAIL;
-        let i = half + (index as usize).clamp(1, TRAIL) - 1;
-        let [k, yz] = &self.trail[i];
-        let (k, yz) = (k.load(Ordering::Relaxed), yz.load(Ordering::Relaxed));
-        (k as u32, [(k >> 32) as u32, yz as u32, (yz >> 32) as u32])
+        let i = (index as usize).clamp(1, TRAIL) - 1;
+        trail_words(&self.trail[trail_slot(self.generation.load(Ordering::Relaxed), i)])
     }
 
     /// Whether generation `generation`'s trail is still whole: it is the current generation or the one before. After
@@ -391,6 +389,19 @@ impl BufferProgress {
         let now = self.generation.load(Ordering::Relaxed);
         now == generation || now == generation.wrapping_add(1)
     }
+}
+
+/// Where dispatch `i` (from 0, below [`TRAIL`]) of generation `generation` is kept in a buffer's trail: even
+/// generations in its first half, odd ones in its second.
+#[inline(always)]
+fn trail_slot(generation: u64, i: usize) -> usize {
+    (generation & 1) as usize * TRAIL + i
+}
+
+/// A trail entry's kernel and workgroups, as [`BufferProgress::record`] packed them.
+fn trail_words([k, yz]: &[AtomicU64; 2]) -> (u32, [u32; 3]) {
+    let (k, yz) = (k.load(Ordering::Relaxed), yz.load(Ordering::Relaxed));
+    (k as u32, [(k >> 32) as u32, yz as u32, (yz >> 32) as u32])
 }
 
 // ---------------------------------------------------------------------------------------------------------------

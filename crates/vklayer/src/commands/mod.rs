@@ -37,7 +37,7 @@ use crate::handles::HandleMap;
 use crate::labels::{Label, Labels};
 use crate::locus;
 use crate::pipelines::OVERFLOW;
-use format::spin::SpinLock;
+use format::spin::{SpinGuard, SpinLock};
 
 mod pending;
 use pending::{add, Pending};
@@ -218,7 +218,12 @@ impl CommandBuffer {
     /// Folds the repeats of the kept counts into the shared counters (see the module documentation). Waits for a
     /// submitting thread that is walking a new recording of this buffer (about a microsecond).
     pub fn fold(&self) {
-        let _folding = self.folding.lock();
+        let folding = self.folding.lock();
+        self.fold_locked(&folding);
+    }
+
+    /// Folds the repeats, the caller holding `folding` (the guard proves it).
+    fn fold_locked(&self, _folding: &SpinGuard<'_, ()>) {
         // SAFETY: under `folding`, the only place `counted` is written from.
         unsafe { self.counted() }.fold(self.repeats.load(Ordering::Acquire));
     }
@@ -228,9 +233,8 @@ impl CommandBuffer {
     /// buffer still busy after a few thousand tries keeps its repeats for the next window.
     fn fold_unless_busy(&self) {
         for _ in 0..4096 {
-            if let Some(_folding) = self.folding.try_lock() {
-                // SAFETY: under `folding`.
-                unsafe { self.counted() }.fold(self.repeats.load(Ordering::Acquire));
+            if let Some(folding) = self.folding.try_lock() {
+                self.fold_locked(&folding);
                 return;
             }
             std::hint::spin_loop();
