@@ -25,6 +25,7 @@ T0=$(date +%s)
 . bench/gpu/carry_setup.sh
 export BACKSCOPE_OBSERVER_SO=$C/bb/libbackscope_observer.so
 echo "setup at $(( $(date +%s) - T0 )) s; model $MODEL"
+AB_WORK=$W/ab
 for arm in ${ARMS:-nofast main new nofast_2 main_2 new_2}; do
   name=${arm%%_*}
   e=()
@@ -33,13 +34,13 @@ for arm in ${ARMS:-nofast main new nofast_2 main_2 new_2}; do
     touch) e=(BACKSCOPE_VK_EXP_TOUCH_KEY=1); name=exp ;;
   esac
   mkdir -p "$OUT/$arm"
-  rm -f /var/tmp/bsvkab/*.log
+  rm -f "$AB_WORK"/*.log
   env "${e[@]}" MARKERS=0 MODEL="$MODEL" TESTS="${TESTS:-tg}" AB_GROUPS="${AB_GROUPS:-40}" \
-    CONTROL_GROUPS="${CONTROL_GROUPS:-2}" NVIDIA_DEBS="$C/debs" WORK=/var/tmp/bsvkab timeout "${AB_S:-150}" \
+    CONTROL_GROUPS="${CONTROL_GROUPS:-2}" NVIDIA_DEBS="$C/debs" WORK="$AB_WORK" timeout "${AB_S:-150}" \
     bash bench/gpu/vk_overhead_ab.sh "$W/backscope" "$C/bb/libbackscope_vklayer-$name.so" "$BIN" "$C/src/llama.cpp" \
     "$OUT/$arm" >"$OUT/$arm/log.txt" 2>&1
   echo "$arm rc=$? at $(( $(date +%s) - T0 )) s"
-  cp /var/tmp/bsvkab/*.log "$OUT/$arm/" 2>/dev/null
+  cp "$AB_WORK"/*.log "$OUT/$arm/" 2>/dev/null
   grep -E '^summary|trace:' "$OUT/$arm/summary.txt" | sed "s/^/$arm: /"
   grep -h '^exp:' "$OUT/$arm"/tg-*.log 2>/dev/null | sed "s/^/$arm: /"
 done
