@@ -85,15 +85,22 @@ impl InstanceDispatch {
 }
 
 /// The next link's device-level functions that the layer hooks or calls.
+///
+/// What a bind and a dispatch read (the pipelines' map, their two functions, and the barrier's) is in the first cache
+/// line (`repr(C)` keeps the order, the alignment the line), as in `commands::CommandBuffer`.
+#[repr(C, align(64))]
 pub struct DeviceDispatch {
+    /// The device's compute pipelines: handle to slot + 1 (handles are only unique per device).
+    pub pipelines: HandleMap,
+    pub cmd_bind_pipeline: Option<vk::PFN_vkCmdBindPipeline>,
+    pub cmd_dispatch: Option<vk::PFN_vkCmdDispatch>,
+    pub cmd_pipeline_barrier: Option<vk::PFN_vkCmdPipelineBarrier>,
     pub device: vk::Device,
     /// The trace's id of the device's physical device (`device` record); `None` when it could not be described.
     pub facts_id: Option<u32>,
     /// The layer made the device capture pipeline statistics: pipelines get
     /// `VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR` and their statistics are recorded.
     pub capture_statistics: bool,
-    /// The device's compute pipelines: handle to slot + 1 (handles are only unique per device).
-    pub pipelines: HandleMap,
     pub get_device_proc_addr: vk::PFN_vkGetDeviceProcAddr,
     pub destroy_device: Option<vk::PFN_vkDestroyDevice>,
     pub create_shader_module: Option<vk::PFN_vkCreateShaderModule>,
@@ -113,8 +120,6 @@ pub struct DeviceDispatch {
     pub reset_command_pool: Option<vk::PFN_vkResetCommandPool>,
     pub begin_command_buffer: Option<vk::PFN_vkBeginCommandBuffer>,
     pub reset_command_buffer: Option<vk::PFN_vkResetCommandBuffer>,
-    pub cmd_bind_pipeline: Option<vk::PFN_vkCmdBindPipeline>,
-    pub cmd_dispatch: Option<vk::PFN_vkCmdDispatch>,
     pub cmd_dispatch_base: Option<vk::PFN_vkCmdDispatchBase>,
     pub cmd_dispatch_base_khr: Option<vk::PFN_vkCmdDispatchBase>,
     pub cmd_dispatch_indirect: Option<vk::PFN_vkCmdDispatchIndirect>,
@@ -140,7 +145,6 @@ pub struct DeviceDispatch {
     pub update_descriptor_sets: Option<vk::PFN_vkUpdateDescriptorSets>,
     pub cmd_bind_descriptor_sets: Option<vk::PFN_vkCmdBindDescriptorSets>,
     pub cmd_fill_buffer: Option<vk::PFN_vkCmdFillBuffer>,
-    pub cmd_pipeline_barrier: Option<vk::PFN_vkCmdPipelineBarrier>,
     // The black box (`crate::progress`): marker writes, the marker buffer, the layer's timeline semaphores.
     pub cmd_write_buffer_marker: Option<vk::PFN_vkCmdWriteBufferMarkerAMD>,
     /// `vkGetDeviceFaultInfoEXT`, only on devices the layer or the application created with `VK_EXT_device_fault`
@@ -313,4 +317,18 @@ fn force_unlock_in_child() {
 pub fn device_of<H: ash::vk::Handle>(handle: H) -> Option<&'static DeviceDispatch> {
     // SAFETY: hooks are called with valid handles of devices this layer created.
     unsafe { device(handle.as_raw() as *mut u8) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{align_of, offset_of};
+
+    #[test]
+    fn what_a_bind_and_a_dispatch_read_is_in_the_first_cache_line() {
+        assert_eq!(align_of::<DeviceDispatch>(), 64);
+        assert_eq!(offset_of!(DeviceDispatch, pipelines), 0);
+        let end = offset_of!(DeviceDispatch, cmd_pipeline_barrier) + 8;
+        assert!(end <= 64, "the barrier's function ends at byte {end}");
+    }
 }

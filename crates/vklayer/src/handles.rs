@@ -89,7 +89,9 @@ struct Counts {
     live: usize,
 }
 
-/// See the module documentation. Values are never 0.
+/// See the module documentation. Values are never 0. The table's pointer, all a lookup reads of the map itself, comes
+/// first (`repr(C)`): a map inside a larger record (a device's pipelines) is read at its start.
+#[repr(C)]
 pub struct HandleMap {
     table: AtomicPtr<Table>,
     writers: SpinLock<Counts>,
@@ -213,6 +215,11 @@ impl HandleMap {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn a_lookup_reads_the_map_at_its_start() {
+        assert_eq!(std::mem::offset_of!(HandleMap, table), 0);
+    }
 
     #[test]
     fn inserts_finds_removes_and_reuses_keys() {

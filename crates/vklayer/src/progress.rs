@@ -75,7 +75,7 @@ fn markers_asked() -> Option<MarkerPlacement> {
 }
 
 /// Whether markers go at dispatches, as the dispatch hook asks it at every dispatch.
-static PER_DISPATCH: crate::flag::OnceFlag = crate::flag::OnceFlag::new();
+static PER_DISPATCH: &crate::flag::OnceFlag = &crate::flag::HOT.markers_per_dispatch;
 
 /// Whether markers go at dispatches ([`MarkerPlacement::Dispatch`], [`MarkerPlacement::Sync`]).
 #[inline(always)]
@@ -85,7 +85,7 @@ pub fn markers_per_dispatch() -> bool {
 
 /// Whether markers go after the program's barriers, as the barrier hooks ask it at every barrier (ggml records one
 /// between dependent nodes).
-static AT_BARRIERS: crate::flag::OnceFlag = crate::flag::OnceFlag::new();
+static AT_BARRIERS: &crate::flag::OnceFlag = &crate::flag::HOT.markers_at_barriers;
 
 /// Whether markers go after the program's barriers ([`MarkerPlacement::Sync`], [`MarkerPlacement::Barrier`]); the
 /// barrier hooks do nothing else, so with any other placement they only forward.
@@ -264,21 +264,23 @@ pub fn wanted() -> bool {
 // ---------------------------------------------------------------------------------------------------------------
 // Per command buffer
 
-/// What the black box keeps of one command buffer.
+/// What the black box keeps of one command buffer. The fields a dispatch writes come first, kept in the order written
+/// (`repr(C)`): `commands::CommandBuffer` puts them in its first cache line.
+#[repr(C)]
 pub struct BufferProgress {
-    /// Its two marker words in its device's marker buffer ([`NO_SLOT`]: none).
-    pub slot: AtomicU32,
-    /// The device's [`Markers`] the slot belongs to (0: none).
-    markers: AtomicUsize,
-    /// Dispatches recorded since the buffer was begun.
-    recorded: AtomicU32,
+    /// `[kernel | x << 32, y | z << 32]` of each of the first [`TRAIL`] dispatches, by index, for even generations
+    /// then for odd ones (one array: one bounds check per dispatch recorded).
+    trail: Box<[[AtomicU64; 2]]>,
     /// Bumped whenever the buffer is begun or reset after recording dispatches: a submission of an older generation
     /// finished. (Not when nothing was recorded since: ggml resets its pools and then begins each buffer, and two
     /// bumps would leave no generation between the one recorded and the one being recorded.)
     generation: AtomicU64,
-    /// `[kernel | x << 32, y | z << 32]` of each of the first [`TRAIL`] dispatches, by index, for even generations
-    /// then for odd ones (one array: one bounds check per dispatch recorded).
-    trail: Box<[[AtomicU64; 2]]>,
+    /// Dispatches recorded since the buffer was begun.
+    recorded: AtomicU32,
+    /// Its two marker words in its device's marker buffer ([`NO_SLOT`]: none).
+    pub slot: AtomicU32,
+    /// The device's [`Markers`] the slot belongs to (0: none).
+    markers: AtomicUsize,
 }
 
 impl Default for BufferProgress {
@@ -288,6 +290,10 @@ impl Default for BufferProgress {
 }
 
 impl BufferProgress {
+    /// Where the fields a dispatch writes (the trail's pointer and length, the generation, the count) end.
+    #[cfg(test)]
+    pub const HOT_BYTES: usize = std::mem::offset_of!(BufferProgress, recorded) + 4;
+
     pub fn new() -> BufferProgress {
         BufferProgress {
             slot: AtomicU32::new(NO_SLOT),
@@ -342,11 +348,11 @@ impl BufferProgress {
     #[inline(always)]
     pub fn record(&self, kernel: u32, grid: [u32; 3]) -> u32 {
         let index = self.recorded.load(Ordering::Relaxed).wrapping_add(1);
-        // Past TRAIL dispatches the index would leave this generation's half: not kept.
-        let i = if (index as usize) <= TRAIL {
-            trail_slot(self.generation.load(Ordering::Relaxed), index as usize - 1)
-        } else {
-            usize::MAX
+        // Past TRAIL dispatches the index would leave this generation's half: not kept. (Wrapping: the dispatch hook
+        // calls this without a panic guard, and 2^32 dispatches in one buffer would make the index 0.)
+        let i = match (index as usize).wrapping_sub(1) {
+            i if i < TRAIL => trail_slot(self.generation.load(Ordering::Relaxed), i),
+            _ => usize::MAX,
         };
         if let Some([k, yz]) = self.trail.get(i) {
             k.store(u64::from(kernel) | (u64::from(grid[0]) << 32), Ordering::Relaxed);

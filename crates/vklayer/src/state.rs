@@ -19,7 +19,8 @@ const UNINIT: u8 = 0;
 const ON: u8 = 1;
 const OFF: u8 = 2;
 
-static STATE: AtomicU8 = AtomicU8::new(UNINIT);
+/// The life cycle, kept with the other settings the hooks read at every call.
+static STATE: &AtomicU8 = &crate::flag::HOT.state;
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
 static START_NS: AtomicU64 = AtomicU64::new(0);
 static STATISTICS_WANTED: AtomicBool = AtomicBool::new(true);

@@ -12,7 +12,8 @@
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-static PAUSED: AtomicBool = AtomicBool::new(false);
+/// Kept with the other settings the hooks read at every call.
+static PAUSED: &AtomicBool = &crate::flag::HOT.paused;
 
 /// Whether observation is paused. One relaxed load, checked by the recording and submission hooks.
 #[inline(always)]

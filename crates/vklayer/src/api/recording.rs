@@ -83,12 +83,37 @@ pub(super) unsafe extern "system" fn reset_command_pool(
     }
 }
 
-/// Whether a recording hook only forwards: the layer does not observe (off, or paused) and impersonates nothing. Two
-/// relaxed loads; the hook then makes one dispatch-table lookup and the call, which is all a user who loaded the
-/// layer without tracing pays per recorded command.
+/// What a bind or dispatch hook does with a call, from the settings it reads at every call (one cache line,
+/// `crate::flag::HOT`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// Forward only: the layer does not observe (off, or paused) and impersonates nothing. One dispatch-table lookup
+    /// and the call, which is all a user who loaded the layer without tracing pays per recorded command.
+    Forward,
+    /// Observe, and nothing else: no profile impersonated, no marker at each dispatch (what `trace` leaves on). The
+    /// hooks' inline path: a lookup, a few stores, the call.
+    Plain,
+    /// Impersonation or markers at dispatches: the hooks' whole path, out of line.
+    Full,
+}
+
+#[inline(always)]
+fn path() -> Path {
+    let observing = state::on() && !crate::switch::paused();
+    let impersonating = crate::impersonate::impersonating();
+    if !observing && !impersonating {
+        Path::Forward
+    } else if observing && !impersonating && !crate::progress::markers_per_dispatch() {
+        Path::Plain
+    } else {
+        Path::Full
+    }
+}
+
+/// Whether a recording hook only forwards ([`Path::Forward`]).
 #[inline(always)]
 fn only_forwarding() -> bool {
-    (!state::on() || crate::switch::paused()) && !crate::impersonate::impersonating()
+    path() == Path::Forward
 }
 
 /// The state of a command buffer the layer follows, while it observes (off, the states are not
@@ -149,22 +174,47 @@ pub(super) unsafe extern "system" fn cmd_bind_pipeline(
     point: vk::PipelineBindPoint,
     pipeline: vk::Pipeline,
 ) {
-    if only_forwarding() {
-        if let Some(next) = device_of(cb).and_then(|d| d.cmd_bind_pipeline) {
+    match path() {
+        Path::Forward => {}
+        Path::Plain | Path::Full if crate::impersonate::impersonating() => {
             // SAFETY: forwarding the caller's arguments.
-            unsafe { next(cb, point, pipeline) };
+            return unsafe { bind_pipeline_impersonated(cb, point, pipeline) };
         }
-        return;
+        Path::Plain | Path::Full => {
+            if let Some(s) = commands::get(cb) {
+                if point == vk::PipelineBindPoint::COMPUTE {
+                    s.bind(pipeline_slot(s, pipeline));
+                }
+                if let Some(next) = s.device().cmd_bind_pipeline {
+                    // SAFETY: forwarding the caller's arguments.
+                    unsafe { next(cb, point, pipeline) };
+                }
+                return;
+            }
+        }
     }
+    if let Some(next) = device_of(cb).and_then(|d| d.cmd_bind_pipeline) {
+        // SAFETY: forwarding the caller's arguments.
+        unsafe { next(cb, point, pipeline) };
+    }
+}
+
+/// The slot of a compute pipeline, or [`OVERFLOW`] when the layer does not know it. Cannot panic (a lock-free
+/// lookup and a subtraction from a value that is never 0), so the bind hook needs no `state::guarded` around it.
+#[inline(always)]
+fn pipeline_slot(s: &commands::CommandBuffer, pipeline: vk::Pipeline) -> u32 {
+    s.device().pipelines.get(pipeline.as_raw()).map_or(OVERFLOW, |v| v.wrapping_sub(1) as u32)
+}
+
+/// The bind hook while a profile is impersonated: `impersonate::readback` learns the pipeline, then as observed.
+#[inline(never)]
+unsafe fn bind_pipeline_impersonated(cb: vk::CommandBuffer, point: vk::PipelineBindPoint, pipeline: vk::Pipeline) {
     let s = followed(cb);
-    if point == vk::PipelineBindPoint::COMPUTE && crate::impersonate::impersonating() {
+    if point == vk::PipelineBindPoint::COMPUTE {
         state::guarded(|| crate::impersonate::readback::pipeline_bound(cb.as_raw(), pipeline.as_raw()));
-    }
-    if let (Some(s), vk::PipelineBindPoint::COMPUTE) = (s, point) {
-        state::guarded(|| {
-            let slot = s.device().pipelines.get(pipeline.as_raw()).map_or(OVERFLOW, |v| (v - 1) as u32);
-            s.bind(slot);
-        });
+        if let Some(s) = s {
+            s.bind(pipeline_slot(s, pipeline));
+        }
     }
     if let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_bind_pipeline) {
         // SAFETY: forwarding the caller's arguments.
@@ -250,12 +300,11 @@ fn record(cb: vk::CommandBuffer, grid: [u32; 3]) -> Option<Recorded> {
     let s = followed(cb);
     let mut marker = None;
     if let Some(s) = s {
-        if let Some(index) = state::guarded(|| s.record(grid)) {
-            if crate::progress::markers_per_dispatch() {
-                let slot = s.progress.slot.load(std::sync::atomic::Ordering::Relaxed);
-                if slot != crate::progress::NO_SLOT {
-                    marker = s.progress.markers_ref().map(|m| (m, slot, index));
-                }
+        let index = s.record(grid);
+        if crate::progress::markers_per_dispatch() {
+            let slot = s.progress.slot.load(std::sync::atomic::Ordering::Relaxed);
+            if slot != crate::progress::NO_SLOT {
+                marker = s.progress.markers_ref().map(|m| (m, slot, index));
             }
         }
     }
@@ -263,13 +312,31 @@ fn record(cb: vk::CommandBuffer, grid: [u32; 3]) -> Option<Recorded> {
 }
 
 pub(super) unsafe extern "system" fn cmd_dispatch(cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
-    if only_forwarding() {
-        if let Some(next) = device_of(cb).and_then(|d| d.cmd_dispatch) {
-            // SAFETY: forwarding the caller's arguments.
-            unsafe { next(cb, x, y, z) };
+    match path() {
+        Path::Forward => {}
+        Path::Plain => {
+            if let Some(s) = commands::get(cb) {
+                s.record([x, y, z]);
+                if let Some(next) = s.device().cmd_dispatch {
+                    // SAFETY: forwarding the caller's arguments.
+                    unsafe { next(cb, x, y, z) };
+                }
+                return;
+            }
         }
-        return;
+        // SAFETY: forwarding the caller's arguments.
+        Path::Full => return unsafe { dispatch_full(cb, x, y, z) },
     }
+    if let Some(next) = device_of(cb).and_then(|d| d.cmd_dispatch) {
+        // SAFETY: forwarding the caller's arguments.
+        unsafe { next(cb, x, y, z) };
+    }
+}
+
+/// The dispatch hook with a profile impersonated or markers at dispatches: out of line, so that the common paths
+/// stay a few cache lines of code.
+#[inline(never)]
+unsafe fn dispatch_full(cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
     let Some(r) = record(cb, [x, y, z]) else { return };
     if let Some(next) = r.device.cmd_dispatch {
         r.before(cb);

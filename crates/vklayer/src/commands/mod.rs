@@ -64,11 +64,27 @@ struct Entry {
 }
 
 /// One command buffer's recorded dispatches.
+///
+/// The fields a bind or a dispatch hook reads and writes come first, in the state's first cache line (`repr(C)`
+/// keeps the order, the alignment the line): the hooks run between the driver's calls, whose own code and data push
+/// the layer's lines out of the core's caches, so each line a hook touches is one more to bring back.
+#[repr(C, align(64))]
 pub struct CommandBuffer {
     device: Cell<*const DeviceDispatch>,
-    pool: Cell<u64>,
+    /// The pipeline slot and workgroup counts of every dispatch recorded since the buffer was begun, hashed in order
+    /// ([`hash_dispatch`]): what tells a recording equal to the one [`Counted`] keeps the counts of.
+    dispatch_hash: Cell<u64>,
+    /// The dispatches by index and the marker slot of the black box (`crate::progress`); its hot fields first.
+    pub progress: crate::progress::BufferProgress,
     /// The compute pipeline bound now: its slot, or [`OVERFLOW`] when none is (or it is unknown).
     bound: Cell<u32>,
+    /// The dispatches recorded since begin are only in the black box's trail, not in `entries`: a dispatch then
+    /// costs the trail's one 16-byte store and no entry. Left (the entries made from the trail) when a label region
+    /// opens, a secondary buffer is executed, the trail is full, or a submission needs the entries
+    /// ([`Self::materialize`]); a buffer begun for simultaneous use records entries from the start (two threads may
+    /// submit it at once, and making the entries writes them).
+    deferred: Cell<bool>,
+    pool: Cell<u64>,
     entries: UnsafeCell<Vec<Entry>>,
     /// Dispatches that did not fit [`MAX_ENTRIES`] even after merging.
     lost: Cell<u64>,
@@ -81,11 +97,6 @@ pub struct CommandBuffer {
     pub sequence: AtomicU32,
     /// Debug label regions: the open ones, and the texts of those dispatches were recorded in.
     labels: UnsafeCell<Labels>,
-    /// The dispatches by index and the marker slot of the black box (`crate::progress`).
-    pub progress: crate::progress::BufferProgress,
-    /// The pipeline slot and workgroup counts of every dispatch recorded since the buffer was begun, hashed in order
-    /// ([`hash_dispatch`]): what tells a recording equal to the one [`Counted`] keeps the counts of.
-    dispatch_hash: Cell<u64>,
     /// A secondary buffer was executed since begin: its dispatches are not in `dispatch_hash`.
     executes: Cell<bool>,
     /// Begun with `VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT`: two threads may submit it at once, so its
@@ -96,12 +107,6 @@ pub struct CommandBuffer {
     /// A debug label region was opened since begin: the crash ring copies this recording's last entries (with their
     /// labels) instead of referring to the black box's trail, which keeps no label.
     labelled: Cell<bool>,
-    /// The dispatches recorded since begin are only in the black box's trail, not in `entries`: a dispatch then
-    /// costs the trail's one 16-byte store and no entry. Left (the entries made from the trail) when a label region
-    /// opens, a secondary buffer is executed, the trail is full, or a submission needs the entries
-    /// ([`Self::materialize`]); a buffer begun for simultaneous use records entries from the start (two threads may
-    /// submit it at once, and making the entries writes them).
-    deferred: Cell<bool>,
     /// Submissions that added the kept counts (`counted`) by a repeat, since the state was made. Those past
     /// [`Counted::folded`] are not in the shared counters yet. Written by the submitting thread only (a buffer not
     /// begun for simultaneous use is submitted by one thread at a time), read by whoever folds.
@@ -354,19 +359,29 @@ impl CommandBuffer {
 
     /// One `vkCmdDispatch*` with workgroup counts `grid` (`[0,0,0]` for an indirect dispatch); its index in the
     /// buffer, from 1.
-    #[inline]
+    ///
+    /// Up to the entry it cannot panic (wrapping arithmetic, `Cell`s, the trail's checked store), so the dispatch hook
+    /// calls it without `state::guarded`, inline; what may (making and pushing entries, which allocates) is guarded,
+    /// out of line. A recording kept only in the trail never gets there.
+    #[inline(always)]
     pub fn record(&self, grid: [u32; 3]) -> u32 {
         let slot = self.bound.get();
         self.dispatch_hash.set(hash_dispatch(self.dispatch_hash.get(), slot, grid));
         let index = self.progress.record(slot, grid);
-        if self.deferred.get() {
-            if index as usize <= crate::progress::TRAIL {
-                return index;
-            }
-            self.materialize();
+        if !self.deferred.get() || index as usize > crate::progress::TRAIL {
+            self.record_entry(slot, grid);
         }
-        self.push(Entry { slot, grid, count: 1, label: self.label() });
         index
+    }
+
+    #[inline(never)]
+    fn record_entry(&self, slot: u32, grid: [u32; 3]) {
+        crate::state::guarded(|| {
+            if self.deferred.get() {
+                self.materialize();
+            }
+            self.push(Entry { slot, grid, count: 1, label: self.label() });
+        });
     }
 
     /// `vkCmdExecuteCommands`: the secondary buffer's dispatches count with this one's.
@@ -929,6 +944,22 @@ mod tests {
 
     fn state() -> CommandBuffer {
         CommandBuffer::new()
+    }
+
+    #[test]
+    fn what_a_dispatch_touches_is_in_the_first_cache_line() {
+        use std::mem::{align_of, offset_of};
+        assert_eq!(align_of::<CommandBuffer>(), 64);
+        let progress = offset_of!(CommandBuffer, progress);
+        for (field, end) in [
+            ("device", offset_of!(CommandBuffer, device) + 8),
+            ("dispatch_hash", offset_of!(CommandBuffer, dispatch_hash) + 8),
+            ("progress's trail, generation and count", progress + crate::progress::BufferProgress::HOT_BYTES),
+            ("bound", offset_of!(CommandBuffer, bound) + 4),
+            ("deferred", offset_of!(CommandBuffer, deferred) + 1),
+        ] {
+            assert!(end <= 64, "{field} ends at byte {end} of the state");
+        }
     }
 
     fn entries(s: &CommandBuffer) -> Vec<Entry> {
