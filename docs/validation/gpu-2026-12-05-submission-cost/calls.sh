@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session-17 device calls (prepared; the GPU machine was not lent in session 17): the Vulkan layer's in-process decode
+# Session-17 device calls (prepared; the GPU machine was not lent in sessions 17 and 18): the Vulkan layer's in-process decode
 # cost on the H200 for layer builds alternated in one machine start. Each arm is one in-process A/B
 # (bench/gpu/vk_overhead_ab.sh: tg128, rounds alternate the layer observing and paused in ABBA groups; black box on,
 # ggml's labels off: what `trace --env` leaves a service with). An arm's name before any `_N` suffix (to run it again)
@@ -9,6 +9,8 @@
 #   new      main at the end of session 17 (repeats folded later, the crash ring by reference, recordings kept in the
 #            trail until their entries are needed, forwarding only when not observing)
 #   nofast   new without the forwarding-only path, so that its paused arm is main's
+#   hot      session 18 (293fcf2): new with the bind and dispatch hooks' common paths inline and a few cache lines long
+#            (BENCHMARKS.md, "Fewer lines per hook")
 #   time     new plus experiment-switches.patch (beside this script, not kept), BACKSCOPE_VK_EXP_TIME=1: time-stamp-
 #            counter cycles per hook part, observed and paused, printed at exit (as session 16's call)
 #   touch    the same build, BACKSCOPE_VK_EXP_TOUCH_KEY=1: observed recording hooks also read the command buffer's
@@ -17,7 +19,7 @@
 # Run from the repository root on the GPU machine, .carry/ as bench/gpu/carry_setup.sh describes plus the layers in
 # .carry/bb/ (stripped release builds), .carry/bb/libbackscope_observer.so and .carry/src/llama.cpp (llama.h and
 # ggml's headers):
-#   OUT=DIR ARMS="nofast main new nofast_2 main_2 new_2" bash docs/validation/gpu-2026-12-05-submission-cost/calls.sh
+#   OUT=DIR ARMS="main new hot main_2 new_2 hot_2 nofast" bash docs/validation/gpu-2026-12-05-submission-cost/calls.sh
 #   OUT=DIR ARMS="time touch new exp touch_2 new_2" bash docs/validation/gpu-2026-12-05-submission-cost/calls.sh
 set -uo pipefail
 T0=$(date +%s)
@@ -26,7 +28,7 @@ T0=$(date +%s)
 export BACKSCOPE_OBSERVER_SO=$C/bb/libbackscope_observer.so
 echo "setup at $(( $(date +%s) - T0 )) s; model $MODEL"
 AB_WORK=$W/ab
-for arm in ${ARMS:-nofast main new nofast_2 main_2 new_2}; do
+for arm in ${ARMS:-main new hot main_2 new_2 hot_2 nofast}; do
   name=${arm%%_*}
   e=()
   case $name in
