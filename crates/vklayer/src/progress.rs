@@ -88,7 +88,7 @@ pub fn markers_per_dispatch() -> bool {
 static AT_BARRIERS: &crate::flag::OnceFlag = &crate::flag::HOT.markers_at_barriers;
 
 /// Whether markers go after the program's barriers ([`MarkerPlacement::Sync`], [`MarkerPlacement::Barrier`]); the
-/// barrier hooks do nothing else, so with any other placement they only forward.
+/// barrier hooks do nothing else, so with any other placement the layer does not hook barriers (`api::barriers_hooked`).
 #[inline(always)]
 pub fn markers_at_barriers() -> bool {
     AT_BARRIERS.get(|| matches!(marker_placement(), MarkerPlacement::Sync | MarkerPlacement::Barrier))

@@ -81,6 +81,21 @@ fn instance_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
     }
 }
 
+/// Whether the layer hooks the commands that record into command buffers. Not where each of those hooks would only
+/// forward for the rest of the process: the layer is off (started without a trace destination, it never observes
+/// later) and no profile is impersonated. The loader then calls the next link's functions directly, and a process
+/// that loads the layer without tracing pays nothing per recorded command.
+fn recording_hooked() -> bool {
+    state::on() || crate::impersonate::requested()
+}
+
+/// Whether the layer hooks pipeline barriers: only where the black box puts markers after them (`sync`, `barrier`).
+/// With any other placement the barrier hooks only forward, and ggml-vulkan records a barrier between dependent
+/// nodes: about 240 calls a token in a small model's decode that now go to the driver directly.
+fn barriers_hooked() -> bool {
+    recording_hooked() && crate::progress::markers_at_barriers()
+}
+
 /// Device-level commands the layer hooks.
 fn device_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
     match name {
@@ -91,25 +106,31 @@ fn device_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
         b"vkCreateComputePipelines" => hook!(create_compute_pipelines, vk::PFN_vkCreateComputePipelines),
         b"vkDestroyPipeline" => hook!(destroy_pipeline, vk::PFN_vkDestroyPipeline),
         b"vkSetDebugUtilsObjectNameEXT" => hook!(set_debug_utils_object_name, vk::PFN_vkSetDebugUtilsObjectNameEXT),
-        b"vkCmdBeginDebugUtilsLabelEXT" => hook!(cmd_begin_label, vk::PFN_vkCmdBeginDebugUtilsLabelEXT),
-        b"vkCmdEndDebugUtilsLabelEXT" => hook!(cmd_end_label, vk::PFN_vkCmdEndDebugUtilsLabelEXT),
+        b"vkCmdBeginDebugUtilsLabelEXT" if recording_hooked() => {
+            hook!(cmd_begin_label, vk::PFN_vkCmdBeginDebugUtilsLabelEXT)
+        }
+        b"vkCmdEndDebugUtilsLabelEXT" if recording_hooked() => hook!(cmd_end_label, vk::PFN_vkCmdEndDebugUtilsLabelEXT),
         b"vkAllocateCommandBuffers" => hook!(allocate_command_buffers, vk::PFN_vkAllocateCommandBuffers),
         b"vkFreeCommandBuffers" => hook!(free_command_buffers, vk::PFN_vkFreeCommandBuffers),
         b"vkDestroyCommandPool" => hook!(destroy_command_pool, vk::PFN_vkDestroyCommandPool),
         b"vkResetCommandPool" => hook!(reset_command_pool, vk::PFN_vkResetCommandPool),
-        b"vkBeginCommandBuffer" => hook!(begin_command_buffer, vk::PFN_vkBeginCommandBuffer),
-        b"vkResetCommandBuffer" => hook!(reset_command_buffer, vk::PFN_vkResetCommandBuffer),
-        b"vkCmdBindPipeline" => hook!(cmd_bind_pipeline, vk::PFN_vkCmdBindPipeline),
-        b"vkCmdDispatch" => hook!(cmd_dispatch, vk::PFN_vkCmdDispatch),
-        b"vkCmdDispatchBase" => hook!(cmd_dispatch_base::<false>, vk::PFN_vkCmdDispatchBase),
-        b"vkCmdDispatchBaseKHR" => hook!(cmd_dispatch_base::<true>, vk::PFN_vkCmdDispatchBase),
-        b"vkCmdDispatchIndirect" => hook!(cmd_dispatch_indirect, vk::PFN_vkCmdDispatchIndirect),
-        b"vkCmdExecuteCommands" => hook!(cmd_execute_commands, vk::PFN_vkCmdExecuteCommands),
+        b"vkBeginCommandBuffer" if recording_hooked() => hook!(begin_command_buffer, vk::PFN_vkBeginCommandBuffer),
+        b"vkResetCommandBuffer" if recording_hooked() => hook!(reset_command_buffer, vk::PFN_vkResetCommandBuffer),
+        b"vkCmdBindPipeline" if recording_hooked() => hook!(cmd_bind_pipeline, vk::PFN_vkCmdBindPipeline),
+        b"vkCmdDispatch" if recording_hooked() => hook!(cmd_dispatch, vk::PFN_vkCmdDispatch),
+        b"vkCmdDispatchBase" if recording_hooked() => hook!(cmd_dispatch_base::<false>, vk::PFN_vkCmdDispatchBase),
+        b"vkCmdDispatchBaseKHR" if recording_hooked() => hook!(cmd_dispatch_base::<true>, vk::PFN_vkCmdDispatchBase),
+        b"vkCmdDispatchIndirect" if recording_hooked() => hook!(cmd_dispatch_indirect, vk::PFN_vkCmdDispatchIndirect),
+        b"vkCmdExecuteCommands" if recording_hooked() => hook!(cmd_execute_commands, vk::PFN_vkCmdExecuteCommands),
         // The black box's "completed" markers at the program's own sync points (`crate::progress`).
-        b"vkCmdPipelineBarrier" => hook!(cmd_pipeline_barrier, vk::PFN_vkCmdPipelineBarrier),
-        b"vkCmdPipelineBarrier2" => hook!(cmd_pipeline_barrier2::<false>, vk::PFN_vkCmdPipelineBarrier2),
-        b"vkCmdPipelineBarrier2KHR" => hook!(cmd_pipeline_barrier2::<true>, vk::PFN_vkCmdPipelineBarrier2),
-        b"vkEndCommandBuffer" => hook!(end_command_buffer, vk::PFN_vkEndCommandBuffer),
+        b"vkCmdPipelineBarrier" if barriers_hooked() => hook!(cmd_pipeline_barrier, vk::PFN_vkCmdPipelineBarrier),
+        b"vkCmdPipelineBarrier2" if barriers_hooked() => {
+            hook!(cmd_pipeline_barrier2::<false>, vk::PFN_vkCmdPipelineBarrier2)
+        }
+        b"vkCmdPipelineBarrier2KHR" if barriers_hooked() => {
+            hook!(cmd_pipeline_barrier2::<true>, vk::PFN_vkCmdPipelineBarrier2)
+        }
+        b"vkEndCommandBuffer" if recording_hooked() => hook!(end_command_buffer, vk::PFN_vkEndCommandBuffer),
         b"vkQueueSubmit" => hook!(queue_submit, vk::PFN_vkQueueSubmit),
         b"vkQueueSubmit2" => hook!(queue_submit2::<false>, vk::PFN_vkQueueSubmit2),
         b"vkQueueSubmit2KHR" => hook!(queue_submit2::<true>, vk::PFN_vkQueueSubmit2),
@@ -160,7 +181,7 @@ unsafe extern "system" fn get_instance_proc_addr(
     let debug_utils =
         matches!(n, b"vkSetDebugUtilsObjectNameEXT" | b"vkCmdBeginDebugUtilsLabelEXT" | b"vkCmdEndDebugUtilsLabelEXT");
     if debug_utils && next.is_some() {
-        return device_hook(n);
+        return device_hook(n).or(next);
     }
     next
 }

@@ -1,4 +1,4 @@
-// What the Vulkan test programs of this directory share (vkcrash.c, vkspin.c): a checked Vulkan call, and the
+// What the Vulkan test programs of this directory share (vkcrash.c, vkspin.c, vkhooks.c): a checked Vulkan call, and the
 // SPIR-V file they build their pipelines from.
 #ifndef BACKSCOPE_VKTEST_H
 #define BACKSCOPE_VKTEST_H
@@ -19,7 +19,7 @@
 
 // Reads the SPIR-V file at `path` into `code` (at most `cap` bytes); its size in bytes. Exits with 1 when it
 // cannot be opened.
-static size_t read_spirv(const char *path, uint32_t *code, size_t cap) {
+static inline size_t read_spirv(const char *path, uint32_t *code, size_t cap) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         perror(path);
