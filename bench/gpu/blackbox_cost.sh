@@ -17,7 +17,7 @@
 # Run from the repository root on the GPU machine with .carry/ holding backscope.xz, debs/ (Debian's Vulkan loader and
 # GL libraries), bb/{libbackscope_vklayer.so,libbackscope_observer.so}, and either llama.tar.xz (a stripped Vulkan
 # llama.cpp bin dir) plus ggml-vocab-llama-spm.gguf, or what bench/gpu/build_vulkan_llama.sh builds (LLAMA_BIN).
-# Usage: [ARMS="plain env nostats"] [ROUNDS=20] [TESTS="-p 512 -n 128"] [REPS=5] [PIN=2-9] [THREADS=N]
+# Usage: [ARMS="plain env nostats"] [ROUNDS=20] [TESTS="-p 512 -n 128"] [REPS=5] [PIN=2-9] [NOASLR=1] [THREADS=N]
 #        [PRESET=tinyllama-1.1b] [END_S=seconds] bash bench/gpu/blackbox_cost.sh OUT_DIR
 #   (TESTS="-p 0 -n 128" times decode alone, for more rounds in the same time; THREADS is llama-bench's -t, the CPU
 #   threads that wake for the CPU's share of every token (the embedding lookup); END_S starts no round after that
@@ -43,6 +43,21 @@ rm -f "$OUT/ab-rows.jsonl"
 # processes).
 pin=()
 [ -n "${PIN:-}" ] && pin=(taskset -c "$PIN")
+# NOASLR=1 runs every process without address-space randomisation (`setarch -R`), its environment padded to one size
+# (BACKSCOPE_BENCH_PAD), so that the stack starts at the same address in every arm. Suspected, not shown: part of the
+# spread between processes is where each process's code and data land relative to one another (which lines share a
+# cache set), which randomisation redraws per process. Without the padding, an arm's longer environment (the layer's
+# variables) would move its stack by a fixed amount: a bias in place of spread.
+noaslr=()
+[ -n "${NOASLR:-}" ] && noaslr=(setarch "$(uname -m)" -R)
+padded() { # ASSIGNMENTS… : the assignments, plus BACKSCOPE_BENCH_PAD making their bytes (with NULs) 4,096 in all
+  local n=0 a
+  for a in "$@"; do n=$((n + ${#a} + 1)); done
+  local pad=$((4096 - n - ${#BACKSCOPE_BENCH_PAD_NAME} - 2))
+  [ "$pad" -ge 0 ] || { echo "blackbox_cost.sh: an arm's environment is over 4 KiB" >&2; exit 1; }
+  printf '%s\n' "$@" "$BACKSCOPE_BENCH_PAD_NAME=$(head -c "$pad" /dev/zero | tr '\0' x)"
+}
+BACKSCOPE_BENCH_PAD_NAME=BACKSCOPE_BENCH_PAD
 for r in $(seq 1 "${ROUNDS:-20}"); do
   [ -n "${END_S:-}" ] && [ "$SECONDS" -ge "$END_S" ] && break
   for arm in ${ARMS:-plain env nostats nobb present}; do
@@ -61,7 +76,8 @@ for r in $(seq 1 "${ROUNDS:-20}"); do
       nomark) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_MARKERS=none) ;;
       nofault) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_FAULT=0) ;;
     esac
-    env "${e[@]}" "${pin[@]}" "$BIN/llama-bench" -m "$MODEL" -ngl 99 ${TESTS:--p 512 -n 128} -r "${REPS:-5}" \
+    [ -n "${NOASLR:-}" ] && mapfile -t e < <(padded "${e[@]}")
+    env "${e[@]}" "${noaslr[@]}" "${pin[@]}" "$BIN/llama-bench" -m "$MODEL" -ngl 99 ${TESTS:--p 512 -n 128} -r "${REPS:-5}" \
       ${THREADS:+-t "$THREADS"} -o jsonl >$W/ab.jsonl 2>$W/ab.err || true
     sed "s/^/$r $arm /" $W/ab.jsonl >>"$OUT/ab-rows.jsonl"
     ls "$d" 2>/dev/null | head -3 | sed "s/^/$r $arm trace: /" >>"$OUT/traces.txt" || true
