@@ -51,6 +51,15 @@ impl OnceFlag {
         }
     }
 
+    /// Whether the answer was worked out as yes; "no" while it is not worked out. For the bind and dispatch hooks,
+    /// which run only after `crate::start::start` worked out every flag they read (a command buffer needs a device,
+    /// a device an instance, and the first instance starts the layer): one load and one compare, without the branch
+    /// to the first asking that `get` keeps beside every use.
+    #[inline(always)]
+    pub fn worked_out_yes(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == 2
+    }
+
     #[cold]
     #[inline(never)]
     fn first(&self, work_out: fn() -> bool) -> bool {
@@ -78,5 +87,16 @@ mod tests {
         assert!(flag.get(yes_once), "kept, although the function would now say no");
         assert_eq!(CALLS.load(Ordering::Relaxed), 1);
         assert!(!OnceFlag::new().get(|| false));
+    }
+
+    #[test]
+    fn not_worked_out_reads_as_no() {
+        let flag = OnceFlag::new();
+        assert!(!flag.worked_out_yes());
+        assert!(flag.get(|| true));
+        assert!(flag.worked_out_yes());
+        let no = OnceFlag::new();
+        assert!(!no.get(|| false));
+        assert!(!no.worked_out_yes());
     }
 }

@@ -9,6 +9,11 @@ use crate::{blackbox, commands, crash, dispatch, locus, order, pipelines, state,
 
 /// Starts the layer, once per process (later calls do nothing).
 pub fn start() {
+    // The settings the bind and dispatch hooks read at every call without working them out
+    // (`flag::OnceFlag::worked_out_yes`), worked out before any command buffer can exist, observing or not.
+    crate::impersonate::impersonating();
+    crate::progress::markers_per_dispatch();
+    crate::progress::markers_at_barriers();
     state::start(prepare, started);
 }
 

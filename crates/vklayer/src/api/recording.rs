@@ -97,13 +97,15 @@ enum Path {
     Full,
 }
 
+/// Impersonation and markers at dispatches are read as `crate::start` worked them out (before any command buffer
+/// could be recorded): one load each, no branch to work them out.
 #[inline(always)]
 fn path() -> Path {
     let observing = state::on() && !crate::switch::paused();
-    let impersonating = crate::impersonate::impersonating();
+    let impersonating = crate::flag::HOT.impersonating.worked_out_yes();
     if !observing && !impersonating {
         Path::Forward
-    } else if observing && !impersonating && !crate::progress::markers_per_dispatch() {
+    } else if observing && !impersonating && !crate::flag::HOT.markers_per_dispatch.worked_out_yes() {
         Path::Plain
     } else {
         Path::Full
@@ -174,23 +176,21 @@ pub(super) unsafe extern "system" fn cmd_bind_pipeline(
     point: vk::PipelineBindPoint,
     pipeline: vk::Pipeline,
 ) {
-    match path() {
-        Path::Forward => {}
-        Path::Plain | Path::Full if crate::impersonate::impersonating() => {
-            // SAFETY: forwarding the caller's arguments.
-            return unsafe { bind_pipeline_impersonated(cb, point, pipeline) };
-        }
-        Path::Plain | Path::Full => {
-            if let Some(s) = commands::get(cb) {
-                if point == vk::PipelineBindPoint::COMPUTE {
-                    s.bind(pipeline_slot(s, pipeline));
-                }
-                if let Some(next) = s.device().cmd_bind_pipeline {
-                    // SAFETY: forwarding the caller's arguments.
-                    unsafe { next(cb, point, pipeline) };
-                }
-                return;
+    // Markers at dispatches change nothing here: the bind's paths are forwarding, observing, and impersonating.
+    if crate::flag::HOT.impersonating.worked_out_yes() {
+        // SAFETY: forwarding the caller's arguments.
+        return unsafe { bind_pipeline_impersonated(cb, point, pipeline) };
+    }
+    if state::on() && !crate::switch::paused() {
+        if let Some(s) = commands::get(cb) {
+            if point == vk::PipelineBindPoint::COMPUTE {
+                s.bind(pipeline_slot(s, pipeline));
             }
+            if let Some(next) = s.device().cmd_bind_pipeline {
+                // SAFETY: forwarding the caller's arguments.
+                unsafe { next(cb, point, pipeline) };
+            }
+            return;
         }
     }
     if let Some(next) = device_of(cb).and_then(|d| d.cmd_bind_pipeline) {
