@@ -9,7 +9,7 @@
 #   new      main at the end of session 17 (repeats folded later, the crash ring by reference, recordings kept in the
 #            trail until their entries are needed, forwarding only when not observing)
 #   nofast   new without the forwarding-only path, so that its paused arm is main's
-#   hot      session 18 (db2e164): new with the bind and dispatch hooks' common paths inline and a few cache lines long,
+#   hot      session 18 (836cd3f): new with the bind and dispatch hooks' common paths inline and a few cache lines long,
 #            and barriers not hooked (BENCHMARKS.md, "Fewer lines per hook"; the barriers are not hooked in either
 #            arm, so only the process-level call shows what that gives)
 #   time     new plus experiment-switches.patch (beside this script, not kept), BACKSCOPE_VK_EXP_TIME=1: time-stamp-
