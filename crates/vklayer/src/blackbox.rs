@@ -2,7 +2,7 @@
 //! each submission adds, reading the layer's timeline semaphores, and the hang watcher, a thread that writes a
 //! `hang` record when a queue has pending work and the GPU made no progress for `BACKSCOPE_VK_HANG_MS`.
 
-use std::ffi::c_void;
+use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ash::vk;
@@ -23,10 +23,11 @@ pub unsafe fn set_up_device(
     d: &'static DeviceDispatch,
     info: &vk::DeviceCreateInfo<'_>,
     markers: bool,
+    device_coherent: bool,
 ) {
     if markers {
         // SAFETY: forwarded from the caller.
-        match unsafe { marker_buffer(inst, physical, d) } {
+        match unsafe { marker_buffer(inst, physical, d, device_coherent) } {
             Ok(m) => {
                 let _ = d.progress.markers.set(m);
                 return;
@@ -75,7 +76,68 @@ unsafe fn timeline_enabled(info: &vk::DeviceCreateInfo<'_>) -> bool {
     false
 }
 
-/// Creates, binds and maps the device's marker buffer in host-visible, coherent memory.
+/// `VK_AMD_device_coherent_memory`: memory types whose device writes skip the GPU's caches (`DEVICE_UNCACHED_AMD`).
+/// A marker the GPU wrote into ordinary memory may still sit in the GPU's L2 when the GPU hangs, and the dispatch it
+/// marks complete then reads as in flight; breadcrumb tools put their markers in such memory where it is offered
+/// (RADV and AMD's drivers offer it; NVIDIA's driver and lavapipe do not). The layer enables the extension and its
+/// feature alongside the buffer markers, unless the application chains the feature itself.
+pub const DEVICE_COHERENT: &CStr = c"VK_AMD_device_coherent_memory";
+
+/// Whether `physical` supports the `deviceCoherentMemory` feature (the caller checked it offers the extension).
+///
+/// # Safety
+/// `physical` must be a physical device of `inst`'s instance.
+pub unsafe fn device_coherent_supported(inst: &InstanceDispatch, physical: vk::PhysicalDevice) -> bool {
+    let Some(get2) = inst.get_physical_device_features2 else { return false };
+    let mut feature = vk::PhysicalDeviceCoherentMemoryFeaturesAMD::default();
+    let mut features2 =
+        vk::PhysicalDeviceFeatures2 { p_next: &mut feature as *mut _ as *mut c_void, ..Default::default() };
+    // SAFETY: one live output structure of an extension the caller checked the device offers.
+    unsafe { get2(physical, &mut features2) };
+    feature.device_coherent_memory == vk::TRUE
+}
+
+/// Whether the application's create info chains the device-coherent memory feature itself (the layer then adds
+/// nothing, and keeps its markers out of those memory types).
+///
+/// # Safety
+/// `info` must be a valid `VkDeviceCreateInfo`.
+pub unsafe fn device_coherent_chained_by_application(info: &vk::DeviceCreateInfo<'_>) -> bool {
+    // SAFETY: the chain of a valid create info; only the sType of each structure is read.
+    unsafe { crate::loader::chain(info.p_next) }
+        .any(|s| unsafe { (*s).s_type } == vk::StructureType::PHYSICAL_DEVICE_COHERENT_MEMORY_FEATURES_AMD)
+}
+
+/// The memory type for the marker buffer among `types` that `allowed` (the buffer's `memoryTypeBits`) permits:
+/// host-visible and coherent, never protected, device-coherent only where the layer enabled that feature
+/// (`device_coherent`; allocating such a type otherwise is invalid). Preferred, in order: device-uncached memory
+/// (the GPU's marker writes reach memory, not its L2), memory that is not device-local (system memory stays readable
+/// when the GPU is reset after a hang; device memory seen through the PCIe BAR may not), host-cached memory (the
+/// watcher and the crash handler read it from the CPU's cache instead of across the bus). The first of equals.
+pub fn marker_memory_type(types: &[vk::MemoryType], allowed: u32, device_coherent: bool) -> Option<u32> {
+    use vk::MemoryPropertyFlags as F;
+    let needed = F::HOST_VISIBLE | F::HOST_COHERENT;
+    let rank = |flags: F| {
+        (u8::from(flags.contains(F::DEVICE_UNCACHED_AMD)) << 2)
+            | (u8::from(!flags.contains(F::DEVICE_LOCAL)) << 1)
+            | u8::from(flags.contains(F::HOST_CACHED))
+    };
+    types
+        .iter()
+        .enumerate()
+        .take(32)
+        .filter(|&(i, t)| {
+            allowed & (1 << i) != 0
+                && t.property_flags.contains(needed)
+                && !t.property_flags.contains(F::PROTECTED)
+                && (device_coherent || !t.property_flags.intersects(F::DEVICE_COHERENT_AMD | F::DEVICE_UNCACHED_AMD))
+        })
+        // The first of the best: `max_by_key` keeps the last of equals, so compare against the reversed index too.
+        .max_by_key(|&(i, t)| (rank(t.property_flags), std::cmp::Reverse(i)))
+        .map(|(i, _)| i as u32)
+}
+
+/// Creates, binds and maps the device's marker buffer in host-visible, coherent memory ([`marker_memory_type`]).
 ///
 /// # Safety
 /// `physical` must be `d`'s physical device, of `inst`'s instance.
@@ -83,6 +145,7 @@ unsafe fn marker_buffer(
     inst: &InstanceDispatch,
     physical: vk::PhysicalDevice,
     d: &DeviceDispatch,
+    device_coherent: bool,
 ) -> Result<Markers, &'static str> {
     let (Some(write), Some(create), Some(requirements), Some(allocate), Some(bind), Some(map), Some(memory_props)) = (
         d.cmd_write_buffer_marker,
@@ -113,10 +176,8 @@ unsafe fn marker_buffer(
     let mut props = vk::PhysicalDeviceMemoryProperties::default();
     // SAFETY: fills one structure.
     unsafe { memory_props(physical, &mut props) };
-    let wanted = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
-    let Some(type_index) = (0..props.memory_type_count.min(vk::MAX_MEMORY_TYPES as u32)).find(|&i| {
-        req.memory_type_bits & (1 << i) != 0 && props.memory_types[i as usize].property_flags.contains(wanted)
-    }) else {
+    let types = &props.memory_types[..props.memory_type_count.min(vk::MAX_MEMORY_TYPES as u32) as usize];
+    let Some(type_index) = marker_memory_type(types, req.memory_type_bits, device_coherent) else {
         return Err("no host-visible coherent memory for it");
     };
     let alloc =
@@ -371,5 +432,46 @@ fn watch(hang_ms: u64) {
         if let Some(ms) = stalled {
             crate::writer::hang(ms);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vk::MemoryPropertyFlags as F;
+
+    fn types(flags: &[F]) -> Vec<vk::MemoryType> {
+        flags.iter().map(|&property_flags| vk::MemoryType { property_flags, heap_index: 0 }).collect()
+    }
+
+    const HV: F = F::from_raw(F::HOST_VISIBLE.as_raw() | F::HOST_COHERENT.as_raw());
+    const AMD: F = F::from_raw(F::DEVICE_COHERENT_AMD.as_raw() | F::DEVICE_UNCACHED_AMD.as_raw());
+
+    #[test]
+    fn markers_go_where_the_gpus_writes_reach_memory_and_survive_a_reset() {
+        // Every combination an AMD driver lists with VK_AMD_device_coherent_memory: device memory, system memory
+        // (uncached and cached), device memory through the BAR, and each again device-coherent and uncached.
+        let amd = types(&[
+            F::DEVICE_LOCAL,
+            HV,
+            F::DEVICE_LOCAL | HV,
+            HV | F::HOST_CACHED,
+            F::DEVICE_LOCAL | AMD,
+            HV | AMD,
+            F::DEVICE_LOCAL | HV | AMD,
+            HV | F::HOST_CACHED | AMD,
+        ]);
+        assert_eq!(marker_memory_type(&amd, u32::MAX, true), Some(7), "uncached by the GPU, system, cached");
+        assert_eq!(marker_memory_type(&amd, !(1 << 7), true), Some(5), "uncached by the GPU, system");
+        assert_eq!(marker_memory_type(&amd, u32::MAX, false), Some(3), "without the feature: system, cached");
+        assert_eq!(marker_memory_type(&amd, 0b0000_0110, false), Some(1), "system memory over the BAR");
+        assert_eq!(marker_memory_type(&amd, 0b0000_0100, false), Some(2), "the BAR when nothing else is allowed");
+        assert_eq!(marker_memory_type(&amd, 0b1111_0001, false), None, "no host-visible type allowed");
+        // One type with every property (lavapipe's): taken.
+        let one = types(&[F::DEVICE_LOCAL | HV | F::HOST_CACHED]);
+        assert_eq!(marker_memory_type(&one, u32::MAX, false), Some(0));
+        // Protected memory is never mapped; equals keep the driver's order.
+        let protected = types(&[HV | F::PROTECTED, HV, HV]);
+        assert_eq!(marker_memory_type(&protected, u32::MAX, false), Some(1));
     }
 }

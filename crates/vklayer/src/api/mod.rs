@@ -313,45 +313,17 @@ unsafe extern "system" fn create_device(
     }
 
     // What the device offers, and whether the layer adds pipeline statistics to its creation.
-    let observed = state::on()
-        .then(|| {
-            state::guarded(|| {
-                // SAFETY: a physical device of `inst`'s instance; `info` is the caller's valid create info.
-                unsafe {
-                    let extensions = device::extensions(inst, physical);
-                    let offered = extensions.iter().any(|e| e == device::PIPELINE_EXECUTABLE_PROPERTIES.to_bytes());
-                    let statistics = match device::statistics_in(&*info) {
-                        device::Statistics::ByApplication(on) => Some((on, false)),
-                        device::Statistics::ByLayer
-                            if offered
-                                && state::statistics_wanted()
-                                && device::supports_pipeline_statistics(inst, physical) =>
-                        {
-                            Some((true, true))
-                        }
-                        device::Statistics::ByLayer => None,
-                    };
-                    (extensions, statistics)
-                }
-            })
-        })
-        .flatten();
+    // SAFETY: `physical` is a physical device of `inst`'s instance, `info` the caller's valid create info.
+    let observed = unsafe { device_offers(inst, physical, info) };
     let add_statistics = matches!(observed, Some((_, Some((_, true)))));
-    // The black box's buffer markers, where the device offers them (the layer adds the extension).
-    let add_markers = crate::progress::wanted()
-        && crate::progress::markers_wanted()
-        && observed
-            .as_ref()
-            .is_some_and(|(extensions, _)| extensions.iter().any(|e| e == crate::progress::BUFFER_MARKER.to_bytes()));
-    // What the driver says about a device loss (VK_EXT_device_fault), where the device offers it.
-    let add_fault = crate::progress::wanted()
-        && crate::fault::wanted()
-        && observed.as_ref().is_some_and(|(extensions, _)| extensions.iter().any(|e| e == crate::fault::EXTENSION.to_bytes()))
-        // SAFETY: `info` is the caller's valid create info, `physical` a physical device of `inst`'s instance.
-        && unsafe { !crate::fault::chained_by_application(&*info) && crate::fault::supported(inst, physical) };
+    // SAFETY: `info` is the caller's valid create info, `physical` a physical device of `inst`'s instance.
+    let BlackBoxAdditions { markers: add_markers, fault: add_fault, coherent: add_coherent } = unsafe {
+        black_box_additions(inst, physical, &*info, observed.as_ref().map(|(extensions, _)| &extensions[..]))
+    };
     let mut result = vk::Result::ERROR_INITIALIZATION_FAILED;
     let mut markers_on = false;
     let mut fault_on = false;
+    let mut coherent_on = false;
     if add_statistics || add_markers || add_fault {
         // SAFETY: `info` is valid; the copy points at the caller's structures plus the layer's, which live until
         // the call returns.
@@ -365,6 +337,9 @@ unsafe extern "system" fn create_device(
             }
             if add_fault {
                 added.push(crate::fault::EXTENSION);
+            }
+            if add_coherent {
+                added.push(crate::blackbox::DEVICE_COHERENT);
             }
             let names = device::extensions_with(&*info, &added);
             // The layer's feature structures go in front of the application's chain.
@@ -382,6 +357,12 @@ unsafe extern "system" fn create_device(
                 fault_feature.p_next = head;
                 head = &mut fault_feature as *mut _ as *mut c_void;
             }
+            let mut coherent_feature =
+                vk::PhysicalDeviceCoherentMemoryFeaturesAMD { device_coherent_memory: vk::TRUE, ..Default::default() };
+            if add_coherent {
+                coherent_feature.p_next = head;
+                head = &mut coherent_feature as *mut _ as *mut c_void;
+            }
             let mut with = *info;
             with.p_next = head;
             with.enabled_extension_count = names.len() as u32;
@@ -389,6 +370,7 @@ unsafe extern "system" fn create_device(
             result = watched(&call::CREATE_DEVICE, || next_create(physical, &with, allocator, out));
             markers_on = add_markers && result == vk::Result::SUCCESS;
             fault_on = add_fault && result == vk::Result::SUCCESS;
+            coherent_on = add_coherent && result == vk::Result::SUCCESS;
         }
     }
     let statistics_on = match observed {
@@ -418,11 +400,87 @@ unsafe extern "system" fn create_device(
         if let Some(d) = device_of(device) {
             state::guarded(|| {
                 // SAFETY: `info` is the caller's valid create info, `physical` the device's physical device.
-                unsafe { crate::blackbox::set_up_device(inst, physical, d, &*info, markers_on) }
+                unsafe { crate::blackbox::set_up_device(inst, physical, d, &*info, markers_on, coherent_on) }
             });
         }
     }
     result
+}
+
+/// Whether a device records pipeline statistics: `(on, added by the layer)`; None where neither the application nor
+/// the layer turns them on.
+type StatisticsChoice = Option<(bool, bool)>;
+
+/// What the device offers (its extensions), and its [`StatisticsChoice`]. None where the layer does not observe.
+///
+/// # Safety
+/// `physical` must be a physical device of `inst`'s instance and `info` a valid create info.
+unsafe fn device_offers(
+    inst: &InstanceDispatch,
+    physical: vk::PhysicalDevice,
+    info: *const vk::DeviceCreateInfo<'_>,
+) -> Option<(Vec<Vec<u8>>, StatisticsChoice)> {
+    state::on()
+        .then(|| {
+            state::guarded(|| {
+                // SAFETY: a physical device of `inst`'s instance; `info` is the caller's valid create info.
+                unsafe {
+                    let extensions = device::extensions(inst, physical);
+                    let offered = extensions.iter().any(|e| e == device::PIPELINE_EXECUTABLE_PROPERTIES.to_bytes());
+                    let statistics = match device::statistics_in(&*info) {
+                        device::Statistics::ByApplication(on) => Some((on, false)),
+                        device::Statistics::ByLayer
+                            if offered
+                                && state::statistics_wanted()
+                                && device::supports_pipeline_statistics(inst, physical) =>
+                        {
+                            Some((true, true))
+                        }
+                        device::Statistics::ByLayer => None,
+                    };
+                    (extensions, statistics)
+                }
+            })
+        })
+        .flatten()
+}
+
+/// What the black box adds to a device's creation, each where the device offers it (`offered`: its extensions; None
+/// when the layer does not observe).
+struct BlackBoxAdditions {
+    /// `VK_AMD_buffer_marker`: the GPU's own completion markers.
+    markers: bool,
+    /// `VK_EXT_device_fault` and its feature: what the driver says about a device loss.
+    fault: bool,
+    /// `VK_AMD_device_coherent_memory` and its feature, with the markers: memory their writes reach without the
+    /// GPU's caches (`crate::blackbox::DEVICE_COHERENT`).
+    coherent: bool,
+}
+
+/// # Safety
+/// `info` must be a valid create info and `physical` a physical device of `inst`'s instance.
+unsafe fn black_box_additions(
+    inst: &InstanceDispatch,
+    physical: vk::PhysicalDevice,
+    info: &vk::DeviceCreateInfo<'_>,
+    offered: Option<&[Vec<u8>]>,
+) -> BlackBoxAdditions {
+    let offers = |name: &std::ffi::CStr| offered.is_some_and(|all| all.iter().any(|e| e == name.to_bytes()));
+    let black_box = crate::progress::wanted();
+    let markers = black_box && crate::progress::markers_wanted() && offers(crate::progress::BUFFER_MARKER);
+    let fault = black_box
+        && crate::fault::wanted()
+        && offers(crate::fault::EXTENSION)
+        // SAFETY: the caller's promises.
+        && unsafe { !crate::fault::chained_by_application(info) && crate::fault::supported(inst, physical) };
+    let coherent = markers
+        && offers(crate::blackbox::DEVICE_COHERENT)
+        // SAFETY: as above.
+        && unsafe {
+            !crate::blackbox::device_coherent_chained_by_application(info)
+                && crate::blackbox::device_coherent_supported(inst, physical)
+        };
+    BlackBoxAdditions { markers, fault, coherent }
 }
 
 /// Gives a new device its table of the next link's functions; a device without one is destroyed again (its calls

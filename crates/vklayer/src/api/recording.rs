@@ -87,8 +87,9 @@ pub(super) unsafe extern "system" fn reset_command_pool(
 /// `crate::flag::HOT`).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Path {
-    /// Forward only: the layer does not observe (off, or paused) and impersonates nothing. One dispatch-table lookup
-    /// and the call, which is all a user who loaded the layer without tracing pays per recorded command.
+    /// Forward only: the layer does not observe (paused, or switched off after an internal failure) and impersonates
+    /// nothing. One dispatch-table lookup and the call. (A process the layer never observes does not reach these
+    /// hooks: `super::recording_hooked`.)
     Forward,
     /// Observe, and nothing else: no profile impersonated, no marker at each dispatch (what `trace` leaves on). The
     /// hooks' inline path: a lookup, a few stores, the call.

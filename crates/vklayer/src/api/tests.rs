@@ -138,6 +138,11 @@ mod next_link {
     pub static INSTANCE_KEY: usize = 0x1000_0001;
     pub static DEVICE_KEY: usize = 0x2000_0001;
     pub static REFUSE_ADDED_EXTENSION: AtomicBool = AtomicBool::new(false);
+    /// The physical device also offers AMD's buffer markers and device-coherent memory (with its feature), as RADV
+    /// does.
+    pub static OFFER_AMD: AtomicBool = AtomicBool::new(false);
+    /// Per `vkCreateDevice`, the device-coherent memory feature's value in the chain (None: not chained).
+    pub static COHERENT: Mutex<Vec<Option<bool>>> = Mutex::new(Vec::new());
     /// One `vkCreateDevice` the next link saw: the extension names and the feature's value in the chain
     /// (None: not chained).
     pub type Call = (Vec<String>, Option<bool>);
@@ -166,14 +171,19 @@ mod next_link {
         count: *mut u32,
         out: *mut vk::ExtensionProperties,
     ) -> vk::Result {
+        let offered: &[&str] = if OFFER_AMD.load(std::sync::atomic::Ordering::Relaxed) {
+            &["VK_KHR_pipeline_executable_properties", "VK_AMD_buffer_marker", "VK_AMD_device_coherent_memory"]
+        } else {
+            &["VK_KHR_pipeline_executable_properties"]
+        };
         // SAFETY: valid pointers from the layer; room for `*count` elements.
         unsafe {
-            if out.is_null() {
-                *count = 1;
-            } else {
-                (*out).extension_name = fixed("VK_KHR_pipeline_executable_properties");
-                *count = 1;
+            if !out.is_null() {
+                for (i, name) in offered.iter().take(*count as usize).enumerate() {
+                    (*out.add(i)).extension_name = fixed(name);
+                }
             }
+            *count = offered.len() as u32;
         }
         vk::Result::SUCCESS
     }
@@ -187,6 +197,12 @@ mod next_link {
                 let f = s as *mut vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR<'_>;
                 // SAFETY: that sType is this structure, writable (an output chain).
                 unsafe { (*f).pipeline_executable_info = vk::TRUE };
+            }
+            // SAFETY: as above.
+            if unsafe { (*s).s_type } == vk::StructureType::PHYSICAL_DEVICE_COHERENT_MEMORY_FEATURES_AMD {
+                let f = s as *mut vk::PhysicalDeviceCoherentMemoryFeaturesAMD<'_>;
+                // SAFETY: as above.
+                unsafe { (*f).device_coherent_memory = vk::TRUE };
             }
         }
     }
@@ -214,6 +230,17 @@ mod next_link {
                 feature = Some(unsafe { (*f).pipeline_executable_info } == vk::TRUE);
             }
         }
+        let mut coherent = None;
+        // SAFETY: as above.
+        for s in unsafe { loader::chain(info.p_next) } {
+            // SAFETY: as above.
+            if unsafe { (*s).s_type } == vk::StructureType::PHYSICAL_DEVICE_COHERENT_MEMORY_FEATURES_AMD {
+                let f = s as *const vk::PhysicalDeviceCoherentMemoryFeaturesAMD<'_>;
+                // SAFETY: as above.
+                coherent = Some(unsafe { (*f).device_coherent_memory } == vk::TRUE);
+            }
+        }
+        COHERENT.lock().unwrap().push(coherent);
         let added = names.iter().any(|n| n == "VK_KHR_pipeline_executable_properties") && feature == Some(true);
         CALLS.lock().unwrap().push((names, feature));
         if added && REFUSE_ADDED_EXTENSION.load(std::sync::atomic::Ordering::Relaxed) {
@@ -262,7 +289,7 @@ fn create_through_layer(app_feature: Option<bool>) -> (Vec<next_link::Call>, &'s
 }
 
 #[test]
-fn device_creation_turns_pipeline_statistics_on_unless_the_application_decided() {
+fn device_creation_adds_what_the_layer_uses_unless_the_application_decided() {
     let _serial = crate::pipelines::tests::TEST_LOCK.lock().unwrap();
     let dir = std::env::temp_dir().join(format!("backscope-vklayer-unit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -295,6 +322,28 @@ fn device_creation_turns_pipeline_statistics_on_unless_the_application_decided()
         assert_eq!(calls, [(vec!["VK_KHR_16bit_storage".to_string()], Some(choice))]);
         assert_eq!(d.capture_statistics, choice);
     }
+
+    // A device that offers AMD's buffer markers and device-coherent memory: the layer adds both extensions and the
+    // coherent memory feature; refused, the application's create info is forwarded as it is.
+    next_link::OFFER_AMD.store(true, Ordering::Relaxed);
+    next_link::COHERENT.lock().unwrap().clear();
+    let (calls, _) = create_through_layer(None);
+    assert_eq!(
+        calls[0].0,
+        [
+            "VK_KHR_16bit_storage",
+            "VK_KHR_pipeline_executable_properties",
+            "VK_AMD_buffer_marker",
+            "VK_AMD_device_coherent_memory"
+        ]
+    );
+    assert_eq!(*next_link::COHERENT.lock().unwrap(), [Some(true)]);
+    next_link::REFUSE_ADDED_EXTENSION.store(true, Ordering::Relaxed);
+    let (calls, _) = create_through_layer(None);
+    next_link::REFUSE_ADDED_EXTENSION.store(false, Ordering::Relaxed);
+    assert_eq!(calls[1], (vec!["VK_KHR_16bit_storage".to_string()], None));
+    assert_eq!(next_link::COHERENT.lock().unwrap()[1..], [Some(true), None]);
+    next_link::OFFER_AMD.store(false, Ordering::Relaxed);
     std::fs::remove_dir_all(&dir).ok();
 }
 
