@@ -9,9 +9,10 @@
 #   new      main at the end of session 17 (repeats folded later, the crash ring by reference, recordings kept in the
 #            trail until their entries are needed, forwarding only when not observing)
 #   nofast   new without the forwarding-only path, so that its paused arm is main's
-#   hot      session 18 (836cd3f): new with the bind and dispatch hooks' common paths inline and a few cache lines long,
-#            and barriers not hooked (BENCHMARKS.md, "Fewer lines per hook"; the barriers are not hooked in either
-#            arm, so only the process-level call shows what that gives)
+#   hot      session 18 (5081a26): new with the bind and dispatch hooks' common paths inline and a few cache lines long,
+#            barriers not hooked, and the marker memory chosen for a hang (host-cached system memory first where
+#            offered; main and new took the first host-visible coherent type) (BENCHMARKS.md, "Fewer lines per hook";
+#            the barriers are not hooked in either arm, so only the process-level call shows what that gives)
 #   time     new plus experiment-switches.patch (beside this script, not kept), BACKSCOPE_VK_EXP_TIME=1: time-stamp-
 #            counter cycles per hook part, observed and paused, printed at exit (as session 16's call)
 #   touch    the same build, BACKSCOPE_VK_EXP_TOUCH_KEY=1: observed recording hooks also read the command buffer's
