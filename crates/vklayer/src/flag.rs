@@ -25,6 +25,7 @@ pub struct Hot {
 }
 
 pub static HOT: Hot = Hot {
+    // Not started (`crate::state` reads 0 as that).
     state: AtomicU8::new(0),
     paused: AtomicBool::new(false),
     impersonating: OnceFlag::new(),

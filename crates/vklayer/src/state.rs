@@ -15,6 +15,7 @@ use format::fork::ForkHandlers;
 use format::runtime::Reporter;
 use format::spin::SpinLock;
 
+/// What `crate::flag::HOT` starts with.
 const UNINIT: u8 = 0;
 const ON: u8 = 1;
 const OFF: u8 = 2;
