@@ -49,7 +49,10 @@ pin=()
 # cache set), which randomisation redraws per process. Without the padding, an arm's longer environment (the layer's
 # variables) would move its stack by a fixed amount: a bias in place of spread.
 noaslr=()
-[ -n "${NOASLR:-}" ] && noaslr=(setarch "$(uname -m)" -R)
+if [ -n "${NOASLR:-}" ]; then
+  noaslr=(setarch "$(uname -m)" -R)
+  "${noaslr[@]}" true || { echo "blackbox_cost.sh: NOASLR=1, but setarch -R is refused here" >&2; exit 1; }
+fi
 padded() { # ASSIGNMENTS… : the assignments, plus BACKSCOPE_BENCH_PAD making their bytes (with NULs) 4,096 in all
   local n=0 a
   for a in "$@"; do n=$((n + ${#a} + 1)); done
