@@ -18,6 +18,8 @@
 #   touch    the same build, BACKSCOPE_VK_EXP_TOUCH_KEY=1: observed recording hooks also read the command buffer's
 #            dispatch key as the paused path does (is the driver's slower bind and dispatch the paused path's warm line?)
 #   exp      the same build, no switch (equal to new)
+#   hottime  hot plus experiment-switches-hot.patch (session 18's port of the timing switches to its hooks: each hook
+#            timed on the path it takes, the paused one forwarding only), BACKSCOPE_VK_EXP_TIME=1
 # Run from the repository root on the GPU machine, .carry/ as bench/gpu/carry_setup.sh describes plus the layers in
 # .carry/bb/ (stripped release builds), .carry/bb/libbackscope_observer.so and .carry/src/llama.cpp (llama.h and
 # ggml's headers):
@@ -36,6 +38,7 @@ for arm in ${ARMS:-main new hot main_2 new_2 hot_2 nofast}; do
   case $name in
     time) e=(BACKSCOPE_VK_EXP_TIME=1); name=exp ;;
     touch) e=(BACKSCOPE_VK_EXP_TOUCH_KEY=1); name=exp ;;
+    hottime) e=(BACKSCOPE_VK_EXP_TIME=1); name=hotexp ;;
   esac
   mkdir -p "$OUT/$arm"
   rm -f "$AB_WORK"/*.log
