@@ -83,31 +83,6 @@ unsafe fn timeline_enabled(info: &vk::DeviceCreateInfo<'_>) -> bool {
 /// feature alongside the buffer markers, unless the application chains the feature itself.
 pub const DEVICE_COHERENT: &CStr = c"VK_AMD_device_coherent_memory";
 
-/// Whether `physical` supports the `deviceCoherentMemory` feature (the caller checked it offers the extension).
-///
-/// # Safety
-/// `physical` must be a physical device of `inst`'s instance.
-pub unsafe fn device_coherent_supported(inst: &InstanceDispatch, physical: vk::PhysicalDevice) -> bool {
-    let Some(get2) = inst.get_physical_device_features2 else { return false };
-    let mut feature = vk::PhysicalDeviceCoherentMemoryFeaturesAMD::default();
-    let mut features2 =
-        vk::PhysicalDeviceFeatures2 { p_next: &mut feature as *mut _ as *mut c_void, ..Default::default() };
-    // SAFETY: one live output structure of an extension the caller checked the device offers.
-    unsafe { get2(physical, &mut features2) };
-    feature.device_coherent_memory == vk::TRUE
-}
-
-/// Whether the application's create info chains the device-coherent memory feature itself (the layer then adds
-/// nothing, and keeps its markers out of those memory types).
-///
-/// # Safety
-/// `info` must be a valid `VkDeviceCreateInfo`.
-pub unsafe fn device_coherent_chained_by_application(info: &vk::DeviceCreateInfo<'_>) -> bool {
-    // SAFETY: the chain of a valid create info; only the sType of each structure is read.
-    unsafe { crate::loader::chain(info.p_next) }
-        .any(|s| unsafe { (*s).s_type } == vk::StructureType::PHYSICAL_DEVICE_COHERENT_MEMORY_FEATURES_AMD)
-}
-
 /// The memory type for the marker buffer among `types` that `allowed` (the buffer's `memoryTypeBits`) permits:
 /// host-visible and coherent, never protected, device-coherent only where the layer enabled that feature
 /// (`device_coherent`; allocating such a type otherwise is invalid). Preferred, in order: device-uncached memory

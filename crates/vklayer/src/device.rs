@@ -7,7 +7,7 @@
 //! Also here: turning pipeline statistics on (`VK_KHR_pipeline_executable_properties`) for devices
 //! that offer them, by adding the extension and its feature to the device's creation.
 
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, CStr};
 
 use ash::vk;
 
@@ -185,13 +185,41 @@ pub unsafe fn facts(inst: &InstanceDispatch, physical: vk::PhysicalDevice, exten
 /// # Safety
 /// As for [`facts`].
 pub unsafe fn supports_pipeline_statistics(inst: &InstanceDispatch, physical: vk::PhysicalDevice) -> bool {
+    // SAFETY: the caller's promise.
+    unsafe {
+        supports_feature(inst, physical, |f: &vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR| {
+            f.pipeline_executable_info
+        })
+    }
+}
+
+/// Whether `physical` supports the feature `enabled` reads from an extension's feature structure `T`, as
+/// `vkGetPhysicalDeviceFeatures2` fills it (the caller checked the device offers the extension); false without that
+/// command.
+///
+/// # Safety
+/// `physical` must be a physical device of `inst`'s instance that offers `T`'s extension.
+pub unsafe fn supports_feature<T: vk::ExtendsPhysicalDeviceFeatures2 + Default>(
+    inst: &InstanceDispatch,
+    physical: vk::PhysicalDevice,
+    enabled: impl Fn(&T) -> vk::Bool32,
+) -> bool {
     let Some(get2) = inst.get_physical_device_features2 else { return false };
-    let mut feature = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default();
-    let mut features2 =
-        vk::PhysicalDeviceFeatures2 { p_next: &mut feature as *mut _ as *mut c_void, ..Default::default() };
+    let mut feature = T::default();
+    let mut features2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut feature);
     // SAFETY: one live output structure of an extension the caller checked the device offers.
     unsafe { get2(physical, &mut features2) };
-    feature.pipeline_executable_info == vk::TRUE
+    enabled(&feature) == vk::TRUE
+}
+
+/// Whether the application's create info chains a structure of type `s_type` (a feature structure it decided
+/// itself: the layer then adds nothing of that feature).
+///
+/// # Safety
+/// `info` must be a valid `VkDeviceCreateInfo`.
+pub unsafe fn chained_by_application(info: &vk::DeviceCreateInfo<'_>, s_type: vk::StructureType) -> bool {
+    // SAFETY: the chain of a valid create info; only the sType of each structure is read.
+    unsafe { crate::loader::chain(info.p_next) }.any(|s| unsafe { (*s).s_type } == s_type)
 }
 
 /// How a device's creation turns pipeline statistics on, when the application did not.
@@ -246,6 +274,7 @@ pub unsafe fn extensions_with(info: &vk::DeviceCreateInfo<'_>, added: &[&'static
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::c_void;
 
     #[test]
     fn finds_the_application_s_choice_and_adds_the_extension_once() {

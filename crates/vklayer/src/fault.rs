@@ -3,12 +3,12 @@
 //! 23.1, NVIDIA's driver does) and asks once a call returns `VK_ERROR_DEVICE_LOST`, which is the only time the
 //! specification lets it be asked. Off the hooks' paths: only the writer calls it, after a loss.
 
-use std::ffi::{c_void, CStr};
+use std::ffi::CStr;
 
 use ash::vk;
 use format::record::{DeviceFault, FaultAddress, FaultVendor};
 
-use crate::dispatch::{DeviceDispatch, InstanceDispatch};
+use crate::dispatch::DeviceDispatch;
 
 pub const EXTENSION: &CStr = c"VK_EXT_device_fault";
 
@@ -19,30 +19,6 @@ pub const MAX_ENTRIES: usize = 16;
 pub fn wanted() -> bool {
     static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *WANTED.get_or_init(|| format::env::on_unless_zero(format::env::VK_FAULT))
-}
-
-/// Whether `physical` supports the `deviceFault` feature (the caller checked it offers the extension).
-///
-/// # Safety
-/// `physical` must be a physical device of `inst`'s instance.
-pub unsafe fn supported(inst: &InstanceDispatch, physical: vk::PhysicalDevice) -> bool {
-    let Some(get2) = inst.get_physical_device_features2 else { return false };
-    let mut feature = vk::PhysicalDeviceFaultFeaturesEXT::default();
-    let mut features2 =
-        vk::PhysicalDeviceFeatures2 { p_next: &mut feature as *mut _ as *mut c_void, ..Default::default() };
-    // SAFETY: one live output structure of an extension the caller checked the device offers.
-    unsafe { get2(physical, &mut features2) };
-    feature.device_fault == vk::TRUE
-}
-
-/// Whether the application's create info chains the fault feature itself (the layer then adds nothing).
-///
-/// # Safety
-/// `info` must be a valid `VkDeviceCreateInfo`.
-pub unsafe fn chained_by_application(info: &vk::DeviceCreateInfo<'_>) -> bool {
-    // SAFETY: the chain of a valid create info; only the sType of each structure is read.
-    unsafe { crate::loader::chain(info.p_next) }
-        .any(|s| unsafe { (*s).s_type } == vk::StructureType::PHYSICAL_DEVICE_FAULT_FEATURES_EXT)
 }
 
 /// One device's answer, owned (the record borrows from it).

@@ -472,13 +472,18 @@ unsafe fn black_box_additions(
         && crate::fault::wanted()
         && offers(crate::fault::EXTENSION)
         // SAFETY: the caller's promises.
-        && unsafe { !crate::fault::chained_by_application(info) && crate::fault::supported(inst, physical) };
+        && unsafe {
+            !device::chained_by_application(info, vk::StructureType::PHYSICAL_DEVICE_FAULT_FEATURES_EXT)
+                && device::supports_feature(inst, physical, |f: &vk::PhysicalDeviceFaultFeaturesEXT| f.device_fault)
+        };
     let coherent = markers
         && offers(crate::blackbox::DEVICE_COHERENT)
         // SAFETY: as above.
         && unsafe {
-            !crate::blackbox::device_coherent_chained_by_application(info)
-                && crate::blackbox::device_coherent_supported(inst, physical)
+            !device::chained_by_application(info, vk::StructureType::PHYSICAL_DEVICE_COHERENT_MEMORY_FEATURES_AMD)
+                && device::supports_feature(inst, physical, |f: &vk::PhysicalDeviceCoherentMemoryFeaturesAMD| {
+                    f.device_coherent_memory
+                })
         };
     BlackBoxAdditions { markers, fault, coherent }
 }
