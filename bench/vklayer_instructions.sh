@@ -90,16 +90,14 @@ def object_costs(path):
                     total[i] += v
     return dict(zip(events, total))
 
-def object_ir(path):
-    return object_costs(path)["Ir"]
-
 print(f"layer instructions per dispatch ({dispatches} dispatches per submission, {rounds} submissions; "
       "observing - paused)")
 for n, so in enumerate(sos, 1):
     for labelled, case in ((1, "labelled as ggml-vulkan with GGML_VK_DEBUG_MARKERS"), (0, "plain")):
         files = [f"{work}/cg.{n}.{labelled}.{arm}" for arm in ("observing", "paused")]
         obs, paused = (layer_ir(f) for f in files)
-        whole_obs, whole_paused = (object_ir(f) for f in files)
+        o, p = (object_costs(f) for f in files)
+        whole_obs, whole_paused = o["Ir"], p["Ir"]
         per = lambda ir: ir / (dispatches * rounds)
         print(f"{so} [{case}]: layer functions: observing {per(obs):.0f}, paused {per(paused):.0f}, "
               f"observing - paused {per(obs - paused):.0f}; layer object + libc: observing - paused "
@@ -108,7 +106,6 @@ for n, so in enumerate(sos, 1):
             # With first-level caches of 16 lines, nearly every line the layer touches in a hook is a miss there
             # (lavapipe's recording runs between two hooks): misses per dispatch count the lines of code and of data
             # a dispatch costs the layer, what the driver's own code and data then lose on a real GPU's driver.
-            o, p = (object_costs(f) for f in files)
             code = lambda c: c["I1mr"]
             data = lambda c: c["D1mr"] + c["D1mw"]
             print(f"{so} [{case}]: lines touched per dispatch (misses in a 1 KiB L1): code: observing "
