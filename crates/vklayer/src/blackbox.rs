@@ -290,7 +290,7 @@ pub fn fences_signaled(fences: &[vk::Fence]) {
 pub fn submitting(
     ring: &'static crate::locus::QueueRing,
     d: &'static DeviceDispatch,
-    buffers: impl Iterator<Item = vk::CommandBuffer>,
+    buffers: impl Iterator<Item = &'static crate::commands::CommandBuffer>,
     submit: u64,
     fence: vk::Fence,
 ) -> Option<(vk::Semaphore, u64)> {
@@ -300,14 +300,12 @@ pub fn submitting(
     if !fence.is_null() && submit < 1 << 48 {
         let _ = FENCES.insert(fence.as_raw(), (u64::from(ring.number()) << 48) | submit);
     }
-    for cb in buffers {
-        if let Some(state) = crate::commands::get(cb) {
-            let b = &state.progress;
-            if let Some(m) = b.markers_ref() {
-                m.reset(b.slot.load(Ordering::Relaxed));
-            }
-            q.submitted(submit, b, b.recorded());
+    for state in buffers {
+        let b = &state.progress;
+        if let Some(m) = b.markers_ref() {
+            m.reset(b.slot.load(Ordering::Relaxed));
         }
+        q.submitted(submit, b, b.recorded());
     }
     if by != By::Submission {
         return None;

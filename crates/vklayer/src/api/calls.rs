@@ -9,7 +9,7 @@ use ash::vk;
 use ash::vk::Handle;
 
 use crate::commands;
-use crate::dispatch::device_of;
+use crate::dispatch::{device_of, DeviceDispatch};
 use crate::locus::Marked;
 use crate::state;
 
@@ -21,9 +21,11 @@ use crate::state;
 /// them, and the call is marked in flight: a crash inside the driver's submit names both.
 ///
 /// With the black box following a queue by submissions, `forward` is given the layer's semaphore and the value to
-/// signal with it in one more batch of the same call (`crate::progress`).
+/// signal with it in one more batch of the same call (`crate::progress`). `device` is the queue's (the hook looked
+/// it up for the driver's function already).
 pub(super) fn submit<I: Iterator<Item = vk::CommandBuffer> + Clone>(
     queue: vk::Queue,
+    device: &'static DeviceDispatch,
     name: &'static &'static str,
     buffers: I,
     fence: vk::Fence,
@@ -33,26 +35,54 @@ pub(super) fn submit<I: Iterator<Item = vk::CommandBuffer> + Clone>(
         return forward(None);
     }
     let sequences = crate::order::recording().then_some(crate::order::counted as commands::SequenceHook);
-    let tally = state::guarded(|| commands::count(buffers.clone(), false, sequences)).unwrap_or_default();
-    let mut signal = None;
-    if tally.dispatches > 0 {
-        signal = state::guarded(|| {
-            let device = device_of(queue);
-            let ring = crate::locus::queue_ring(queue.as_raw(), device.and_then(|d| d.facts_id))?;
-            let submit = commands::remember(buffers.clone(), ring);
-            let d = device.filter(|_| crate::progress::wanted())?;
-            crate::blackbox::submitting(ring, d, buffers.clone(), submit, fence)
-        })
-        .flatten();
-    }
+    let ring = || crate::locus::queue_ring(queue.as_raw(), device.facts_id);
+    // ggml-vulkan's submission token after token, in one pass (`commands::repeat`): `Some(None)` when the buffers
+    // are something else, for the general path; `None` (a panic, not expected) counts nothing more.
+    let repeated = state::guarded(|| {
+        let r = commands::repeat::Repeats::find(buffers.clone(), sequences.is_some())?;
+        let ring = ring();
+        let signal = r
+            .count_and_remember(sequences, ring)
+            .and_then(|submit| black_box(ring?, device, r.states(), submit, fence));
+        Some((r.dispatches, signal))
+    });
+    let (dispatches, signal) = match repeated {
+        Some(Some(done)) => done,
+        None => (0, None),
+        Some(None) => {
+            let tally = state::guarded(|| commands::count(buffers.clone(), false, sequences)).unwrap_or_default();
+            let mut signal = None;
+            if tally.dispatches > 0 {
+                signal = state::guarded(|| {
+                    let ring = ring()?;
+                    let submit = commands::remember(buffers.clone(), ring);
+                    black_box(ring, device, buffers.clone().filter_map(commands::get), submit, fence)
+                })
+                .flatten();
+            }
+            (tally.dispatches, signal)
+        }
+    };
     let result = watched(name, || forward(signal));
-    if tally.dispatches > 0 {
+    if dispatches > 0 {
         crate::writer::SUBMITS.fetch_add(1, Ordering::Relaxed);
         if result.as_raw() < 0 {
             state::guarded(|| commands::count(buffers, true, None));
         }
     }
     result
+}
+
+/// The black box's part of a submission, where it is wanted: see [`crate::blackbox::submitting`].
+#[inline(always)]
+fn black_box(
+    ring: &'static crate::locus::QueueRing,
+    device: &'static DeviceDispatch,
+    states: impl Iterator<Item = &'static commands::CommandBuffer>,
+    submit: u64,
+    fence: vk::Fence,
+) -> Option<(vk::Semaphore, u64)> {
+    crate::progress::wanted().then(|| crate::blackbox::submitting(ring, device, states, submit, fence)).flatten()
 }
 
 /// Forwards a call marked in flight on this thread (the crash record names it); a
@@ -263,13 +293,13 @@ pub(super) unsafe extern "system" fn queue_submit(
     submits: *const vk::SubmitInfo<'_>,
     fence: vk::Fence,
 ) -> vk::Result {
-    let Some(next) = device_of(queue).and_then(|d| d.queue_submit) else {
+    let Some((device, next)) = device_of(queue).and_then(|d| Some((d, d.queue_submit?))) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: the caller's submit infos; forwarding the caller's arguments (plus, for the black box, one batch that
     // only signals the layer's semaphore).
     unsafe {
-        submit(queue, &call::QUEUE_SUBMIT, buffers_of(submits, count), fence, |signal| match signal {
+        submit(queue, device, &call::QUEUE_SUBMIT, buffers_of(submits, count), fence, |signal| match signal {
             None => next(queue, count, submits, fence),
             Some((semaphore, value)) => {
                 let values = [value];
@@ -354,13 +384,15 @@ pub(super) unsafe extern "system" fn queue_submit2<const KHR: bool>(
     submits: *const vk::SubmitInfo2<'_>,
     fence: vk::Fence,
 ) -> vk::Result {
-    let Some(next) = device_of(queue).and_then(|d| if KHR { d.queue_submit2_khr } else { d.queue_submit2 }) else {
+    let Some((device, next)) =
+        device_of(queue).and_then(|d| Some((d, if KHR { d.queue_submit2_khr } else { d.queue_submit2 }?)))
+    else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     let name = if KHR { &call::QUEUE_SUBMIT2_KHR } else { &call::QUEUE_SUBMIT2 };
     // SAFETY: the caller's submit infos; forwarding the caller's arguments.
     unsafe {
-        submit(queue, name, buffers_of2(submits, count), fence, |signal| {
+        submit(queue, device, name, buffers_of2(submits, count), fence, |signal| {
             forward2(next, queue, count, submits, fence, signal)
         })
     }

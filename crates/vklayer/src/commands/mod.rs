@@ -40,6 +40,7 @@ use crate::pipelines::OVERFLOW;
 use format::spin::{SpinGuard, SpinLock};
 
 mod pending;
+pub mod repeat;
 use pending::{add, Pending};
 
 /// Distinct entries one command buffer keeps (16 bytes each: 1 MiB).
@@ -1375,6 +1376,56 @@ mod tests {
         pending.flush(false);
         let after: Vec<u64> = slots.iter().zip(&before).map(|(&s, b)| total(s) - b).collect();
         assert_eq!(after, expected);
+    }
+
+    #[test]
+    fn a_recording_with_many_distinct_dispatches_keeps_its_counts_for_a_repeat() {
+        // ggml-vulkan's decode buffers of a 1.1B model hold about 20 distinct (pipeline, workgroup count) keys; a
+        // direct-mapped table of 64 slots lost one to a collision in most of them, and every submission walked.
+        let (_serial, p) = three_pipelines("m");
+        let s = state();
+        let record = || {
+            s.begin(false);
+            for x in 1..=20u32 {
+                for &k in &p {
+                    s.bind(k);
+                    s.record([x, 2, 1]);
+                }
+            }
+        };
+        let submit = || {
+            let mut shared = Pending::new();
+            count_one(&s, false, None, &mut Tally::default(), &mut shared);
+            shared.flush(false);
+        };
+        let before: Vec<u64> = p.iter().map(|&k| total(k)).collect();
+        record();
+        submit();
+        assert!(s.kept().valid, "60 distinct keys, all kept");
+        let repeats = s.repeats.load(Ordering::Relaxed);
+        record();
+        submit();
+        assert_eq!(s.repeats.load(Ordering::Relaxed), repeats + 1, "the same recording again is a repeat");
+        s.fold();
+        let added: Vec<u64> = p.iter().zip(&before).map(|(&k, b)| total(k) - b).collect();
+        assert_eq!(added, [40, 40, 40]);
+    }
+
+    #[test]
+    fn the_pending_table_holds_every_key_until_it_is_full() {
+        let (_serial, p) = three_pipelines("t");
+        let before = total(p[0]);
+        let mut pending = Pending::new();
+        for x in 0..PENDING as u32 {
+            pending.add(p[0], [x, 1, 1], 2, false);
+        }
+        assert!(!pending.collided, "{PENDING} keys in {PENDING} slots");
+        pending.add(p[0], [0, 1, 1], 1, false);
+        assert!(!pending.collided, "a key held already adds to its slot");
+        pending.add(p[0], [PENDING as u32, 1, 1], 1, false);
+        assert!(pending.collided, "one key more sends one on");
+        pending.flush(false);
+        assert_eq!(total(p[0]) - before, 2 * PENDING as u64 + 2);
     }
 
     fn total(slot: u32) -> u64 {

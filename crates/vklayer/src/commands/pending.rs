@@ -10,15 +10,20 @@ pub(super) const PENDING: usize = 64;
 
 /// A submission's counts gathered before they go to the shared counters: equal (pipeline, workgroup count) entries
 /// recur through a submission (each layer of a model dispatches the same pipelines), so they cost one atomic add
-/// together instead of one each. A direct-mapped table on the stack: a colliding key sends the one it replaces on.
-/// Slots are marked used in a bit mask, so that a submission neither clears nor scans the whole table.
+/// together instead of one each. An open-addressed table on the stack (linear probing), so that it holds every key of
+/// a recording with at most [`PENDING`] distinct ones: a command buffer keeps these counts for its next recording
+/// ([`super::Counted`]) only when the table held them all, and a direct-mapped table lost that to two keys in one
+/// slot in most of ggml-vulkan's decode buffers of a 1.1B model (about 20 distinct keys per buffer), which then walked
+/// their entries at every submission (session 19: two submissions in three, on an H200 and an H100). Past [`PENDING`] keys a new
+/// key sends the one in its home slot on to the shared counters. Slots are marked used in a bit mask, so that a
+/// submission neither clears nor scans the whole table.
 pub(super) struct Pending {
     /// `(slot | z << 32, x | y << 32)`: two words to compare.
     keys: [MaybeUninit<(u64, u64)>; PENDING],
     counts: [MaybeUninit<u64>; PENDING],
     /// Bit `i`: slot `i` holds a key and its count.
     used: u64,
-    /// A key was sent on to the shared counters by a colliding one: the table does not hold every count.
+    /// A key was sent on to the shared counters by one that found the table full: it does not hold every count.
     pub(super) collided: bool,
 }
 
@@ -45,25 +50,29 @@ impl Pending {
     pub(super) fn add(&mut self, slot: u32, grid: [u32; 3], n: u64, errors: bool) {
         let key = (u64::from(slot) | (u64::from(grid[2]) << 32), u64::from(grid[0]) | (u64::from(grid[1]) << 32));
         // Multiplicative hashing: the top six bits of the product depend on every bit of the key's words.
-        let i = ((key.1 ^ key.0.rotate_left(23)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize;
-        let bit = 1u64 << i;
-        if self.used & bit != 0 {
+        let home = ((key.1 ^ key.0.rotate_left(23)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize;
+        let mut i = home;
+        for _ in 0..PENDING {
+            let bit = 1u64 << i;
+            if self.used & bit == 0 {
+                self.keys[i].write(key);
+                self.counts[i].write(n);
+                self.used |= bit;
+                return;
+            }
             // SAFETY: a used slot's key and count were written when its bit was set.
             let (kept, count) = unsafe { (self.keys[i].assume_init(), self.counts[i].assume_init()) };
             if kept == key {
                 self.counts[i].write(count + n);
                 return;
             }
-            self.replace(i, key, n, errors);
-            return;
+            i = (i + 1) % PENDING;
         }
-        self.keys[i].write(key);
-        self.counts[i].write(n);
-        self.used |= bit;
+        self.replace(home, key, n, errors);
     }
 
-    /// A collision in used slot `i`: its key's count goes to the shared counters, `key` takes the slot. Out of line,
-    /// so that the walk that calls `add` keeps its values in registers.
+    /// A full table: used slot `i`'s key's count goes to the shared counters, `key` takes the slot. Out of line, so
+    /// that the walk that calls `add` keeps its values in registers.
     #[cold]
     #[inline(never)]
     fn replace(&mut self, i: usize, key: (u64, u64), n: u64, errors: bool) {
