@@ -7,7 +7,9 @@
 # the experiment build, its switch:
 #   main     the layer of 53921cf (before session 17)
 #   new      main at the end of session 17 (repeats folded later, the crash ring by reference, recordings kept in the
-#            trail until their entries are needed, forwarding only when not observing)
+#            trail until their entries are needed, forwarding only when not observing); from session 19 on, session
+#            19's layer (the pending table probing linearly, the one-pass submission)
+#   head     main at 12c408d (the end of session 18)
 #   nofast   new without the forwarding-only path, so that its paused arm is main's
 #   hot      session 18 (5081a26): new with the bind and dispatch hooks' common paths inline and a few cache lines long,
 #            barriers not hooked, and the marker memory chosen for a hang (host-cached system memory first where
@@ -20,11 +22,21 @@
 #   exp      the same build, no switch (equal to new)
 #   hottime  hot plus experiment-switches-hot.patch (session 18's port of the timing switches to its hooks: each hook
 #            timed on the path it takes, the paused one forwarding only), BACKSCOPE_VK_EXP_TIME=1
+#   subtime  session 19: main at 12c408d plus experiment-switches-sub.patch (hottime's switches and a submission's
+#            parts timed apart: counting, by repeat and by walk; the ring's lookup; the crash ring; the black box,
+#            its fence and its buffers), BACKSCOPE_VK_EXP_TIME=1
+#   newtime  session 19's layer (`new`, d6b02f0) plus experiment-switches-new.patch (hottime's switches, the
+#            submission timed as a whole; call c4's build had the one-pass submission without the probing table),
+#            BACKSCOPE_VK_EXP_TIME=1
+#   whytime  subtime's build plus, for each walked recording, why the kept counts did not hold (counts per reason),
+#            and for the 300th to 329th walk the first dispatches where the recording differs from the buffer's one
+#            before (`exp: why=` lines; from the 300th, BACKSCOPE_VK_EXP_WHY_FROM), BACKSCOPE_VK_EXP_TIME=1
 # Run from the repository root on the GPU machine, .carry/ as bench/gpu/carry_setup.sh describes plus the layers in
 # .carry/bb/ (stripped release builds), .carry/bb/libbackscope_observer.so and .carry/src/llama.cpp (llama.h and
 # ggml's headers):
 #   OUT=DIR ARMS="main new hot main_2 new_2 hot_2 nofast" bash docs/validation/gpu-2026-12-05-submission-cost/calls.sh
 #   OUT=DIR ARMS="time touch new exp touch_2 new_2" bash docs/validation/gpu-2026-12-05-submission-cost/calls.sh
+#   (session 19: OUT=DIR ARMS="newtime whytime head new head_2 new_2" …, then ARMS="new head new_2 head_2")
 set -uo pipefail
 T0=$(date +%s)
 # shellcheck source=bench/gpu/carry_setup.sh
@@ -39,6 +51,9 @@ for arm in ${ARMS:-main new hot main_2 new_2 hot_2 nofast}; do
     time) e=(BACKSCOPE_VK_EXP_TIME=1); name=exp ;;
     touch) e=(BACKSCOPE_VK_EXP_TOUCH_KEY=1); name=exp ;;
     hottime) e=(BACKSCOPE_VK_EXP_TIME=1); name=hotexp ;;
+    subtime) e=(BACKSCOPE_VK_EXP_TIME=1); name=subexp ;;
+    newtime) e=(BACKSCOPE_VK_EXP_TIME=1); name=newexp ;;
+    whytime) e=(BACKSCOPE_VK_EXP_TIME=1); name=whyexp ;;
   esac
   mkdir -p "$OUT/$arm"
   rm -f "$AB_WORK"/*.log
