@@ -28,6 +28,10 @@
 #   newtime  session 19's layer (`new`, d6b02f0) plus experiment-switches-new.patch (hottime's switches, the
 #            submission timed as a whole; call c4's build had the one-pass submission without the probing table),
 #            BACKSCOPE_VK_EXP_TIME=1
+#   newtouch, newprefetch  newtime's build (after call c5, with the switches below), BACKSCOPE_VK_EXP_TIME=1 and
+#            BACKSCOPE_VK_EXP_TOUCH_KEY=1 or BACKSCOPE_VK_EXP_PREFETCH_KEY=1: observed binds and dispatches first read
+#            the command buffer's dispatch key (the driver object's first word, as the paused path's lookup does), or
+#            only prefetch its line: whether the driver's bind runs slower while observed for want of that line
 #   whytime  subtime's build plus, for each walked recording, why the kept counts did not hold (counts per reason),
 #            and for the 300th to 329th walk the first dispatches where the recording differs from the buffer's one
 #            before (`exp: why=` lines; from the 300th, BACKSCOPE_VK_EXP_WHY_FROM), BACKSCOPE_VK_EXP_TIME=1
@@ -54,6 +58,8 @@ for arm in ${ARMS:-main new hot main_2 new_2 hot_2 nofast}; do
     subtime) e=(BACKSCOPE_VK_EXP_TIME=1); name=subexp ;;
     newtime) e=(BACKSCOPE_VK_EXP_TIME=1); name=newexp ;;
     whytime) e=(BACKSCOPE_VK_EXP_TIME=1); name=whyexp ;;
+    newtouch) e=(BACKSCOPE_VK_EXP_TIME=1 BACKSCOPE_VK_EXP_TOUCH_KEY=1); name=newexp ;;
+    newprefetch) e=(BACKSCOPE_VK_EXP_TIME=1 BACKSCOPE_VK_EXP_PREFETCH_KEY=1); name=newexp ;;
   esac
   mkdir -p "$OUT/$arm"
   rm -f "$AB_WORK"/*.log
