@@ -14,6 +14,8 @@
 # calls.
 # Usage: bench/vklayer_instructions.sh LAYER_SO [LAYER_SO …] (e.g. an older build first, then
 #        target/release/libbackscope_vklayer.so); DISPATCHES=32 ROUNDS=300 by default.
+# DISPATCH_LOOP_KEYS=20: the plain loop's command buffers hold 20 distinct (pipeline, workgroup count) keys, as
+#        ggml-vulkan's decode buffers of a 1.1B model do (default 6; bench/vklayer/dispatch_loop.c).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DISPATCHES="${DISPATCHES:-32}"

@@ -8,6 +8,10 @@
 // (`MUL_MAT blk.7.attn_q`) and inside it one per dispatch (`PIPELINE (X,Y,Z)`) around the bind and the dispatch;
 // recording then times the label calls too.
 //
+// With DISPATCH_LOOP_KEYS=N (even, 2 to 64) in the environment the plain loop's workgroup counts cycle through N/2
+// values, so that a command buffer holds N distinct (pipeline, workgroup count) keys, as ggml-vulkan's decode buffers
+// of a 1.1B model hold about 20 (the default, 6, is the loop of earlier measurements: counts 1, 2, 3).
+//
 // With DISPATCH_LOOP_PAUSED=1 in the environment it pauses backscope's layer through its switch
 // (backscope_vk_set_observing, as bench/gpu/vk_decode_ab.cpp does): the layer then only forwards calls, which is
 // the plain arm of the in-process A/B.
@@ -79,6 +83,12 @@ int main(int argc, char **argv) {
                                 .enabledExtensionCount = labelled ? 1 : 0, .ppEnabledExtensionNames = extensions};
     VkInstance instance;
     CHECK(vkCreateInstance(&ici, NULL, &instance));
+    const char *keys_env = getenv("DISPATCH_LOOP_KEYS");
+    long keys = keys_env ? atol(keys_env) : 6;
+    if (keys < 2 || keys > 64 || keys % 2) {
+        fprintf(stderr, "DISPATCH_LOOP_KEYS=%ld: an even number from 2 to 64 is expected\n", keys);
+        return 1;
+    }
     const char *paused = getenv("DISPATCH_LOOP_PAUSED");
     if (paused && strcmp(paused, "1") == 0) pause_layer();
     // ggml-vulkan takes these through vkGetInstanceProcAddr too.
@@ -175,7 +185,9 @@ int main(int argc, char **argv) {
         } else {
             for (long i = 0; i < dispatches; i++) {
                 vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipelines[i & 1]);
-                vkCmdDispatch(cb, 1 + (uint32_t)(i % 3), 1, 1);
+                // Six keys: counts 1, 2, 3 (as before the knob); more: each pipeline's counts cycle apart.
+                uint32_t x = keys == 6 ? 1 + (uint32_t)(i % 3) : 1 + (uint32_t)((i / 2) % (keys / 2));
+                vkCmdDispatch(cb, x, 1, 1);
             }
         }
         uint64_t t1 = now_ns();
