@@ -1424,8 +1424,12 @@ mod tests {
         assert!(!pending.collided, "a key held already adds to its slot");
         pending.add(p[0], [PENDING as u32, 1, 1], 1, false);
         assert!(pending.collided, "one key more sends one on");
+        // Full: keys come and go through their home slots, every count still exact.
+        for x in 0..3 * PENDING as u32 {
+            pending.add(p[0], [x, 1, 1], 1, false);
+        }
         pending.flush(false);
-        assert_eq!(total(p[0]) - before, 2 * PENDING as u64 + 2);
+        assert_eq!(total(p[0]) - before, 2 * PENDING as u64 + 2 + 3 * PENDING as u64);
     }
 
     fn total(slot: u32) -> u64 {

@@ -52,7 +52,11 @@ impl Pending {
         // Multiplicative hashing: the top six bits of the product depend on every bit of the key's words.
         let home = ((key.1 ^ key.0.rotate_left(23)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize;
         let mut i = home;
-        for _ in 0..PENDING {
+        // A full table does not probe (a recording with more keys, such as a long prompt's, pays one slot's look per
+        // dispatch as before): the home slot's key goes on unless it is this one. A key held in another slot may then
+        // be held twice; each slot's count still goes to the counters once.
+        let probes = if self.used == u64::MAX { 1 } else { PENDING };
+        for _ in 0..probes {
             let bit = 1u64 << i;
             if self.used & bit == 0 {
                 self.keys[i].write(key);
