@@ -725,21 +725,8 @@ fn count_one(
     }
     // A buffer not begun for simultaneous use is submitted by one thread at a time, this one now: nobody else writes
     // the kept counts.
-    let kept = state.kept();
-    if kept.holds(state, sequences.is_some()) {
-        if errors {
-            kept.pending.add_all(true);
-        } else {
-            // One more repeat, folded later. Before the sequence's count below (the writer reads sequences first).
-            state.repeats.store(state.repeats.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
-        }
-        tally.dispatches += kept.dispatches;
-        if let Some(hook) = sequences {
-            if state.sequence.load(Ordering::Relaxed) == SEQUENCE_UNKNOWN {
-                state.sequence.store(kept.sequence, Ordering::Relaxed);
-            }
-            hook(state, None);
-        }
+    if state.kept().holds(state, sequences.is_some()) {
+        tally.dispatches += state.count_kept(errors, sequences);
         return;
     }
     let _folding = state.folding.lock();
@@ -759,6 +746,26 @@ fn count_one(
 }
 
 impl CommandBuffer {
+    /// Counts this recording by the counts kept from its last walk (the caller checked that they hold): one more
+    /// repeat, folded later (with `errors`, the kept counts go to the error counters at once), and the sequence's
+    /// count through `sequences`. Its dispatches. For a buffer one thread submits at a time (see [`Counted`]).
+    fn count_kept(&self, errors: bool, sequences: Option<SequenceHook>) -> u64 {
+        let kept = self.kept();
+        if errors {
+            kept.pending.add_all(true);
+        } else {
+            // One more repeat, folded later. Before the sequence's count below (the writer reads sequences first).
+            self.repeats.store(self.repeats.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
+        }
+        if let Some(hook) = sequences {
+            if self.sequence.load(Ordering::Relaxed) == SEQUENCE_UNKNOWN {
+                self.sequence.store(kept.sequence, Ordering::Relaxed);
+            }
+            hook(self, None);
+        }
+        kept.dispatches
+    }
+
     /// Whether a walk over this recording gives counts another recording with the same dispatches can reuse: every
     /// dispatch is in `dispatch_hash` (no secondary executed), none was lost, and the order is kept (not merged).
     fn walk_reusable(&self) -> bool {

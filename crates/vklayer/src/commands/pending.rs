@@ -14,9 +14,9 @@ pub(super) const PENDING: usize = 64;
 /// a recording with at most [`PENDING`] distinct ones: a command buffer keeps these counts for its next recording
 /// ([`super::Counted`]) only when the table held them all, and a direct-mapped table lost that to two keys in one
 /// slot in most of ggml-vulkan's decode buffers of a 1.1B model (about 20 distinct keys per buffer), which then walked
-/// their entries at every submission (session 19: two submissions in three, on an H200 and an H100). Past [`PENDING`] keys a new
-/// key sends the one in its home slot on to the shared counters. Slots are marked used in a bit mask, so that a
-/// submission neither clears nor scans the whole table.
+/// their entries at every submission (session 19: two submissions in three, on an H200 and an H100). Past
+/// [`PENDING`] keys a new key sends the one in its home slot on to the shared counters. Slots are marked used in a bit
+/// mask, so that a submission neither clears nor scans the whole table.
 pub(super) struct Pending {
     /// `(slot | z << 32, x | y << 32)`: two words to compare.
     keys: [MaybeUninit<(u64, u64)>; PENDING],

@@ -9,11 +9,9 @@
 //! lavapipe with a 1 KiB simulated first-level cache (bench/vklayer_instructions.sh, `CACHE=1`) this pass touches 48
 //! lines of code and 63 of data per submission where the general path touches 64 and 86 (BENCHMARKS.md, session 19).
 
-use std::sync::atomic::Ordering;
-
 use ash::vk;
 
-use super::{get, CommandBuffer, SequenceHook, SEQUENCE_UNKNOWN};
+use super::{get, CommandBuffer, SequenceHook};
 use crate::locus::QueueRing;
 
 /// Buffers a submission may carry for this path (ggml-vulkan submits one; more take the general path).
@@ -40,10 +38,11 @@ impl Repeats {
                 return None;
             }
             let kept = state.kept();
-            if !kept.holds(state, sequences) || kept.dispatches == 0 || !state.trail_holds_all() {
-                return None;
-            }
-            if state.progress.recorded() == 0 {
+            if !kept.holds(state, sequences)
+                || kept.dispatches == 0
+                || state.progress.recorded() == 0
+                || !state.trail_holds_all()
+            {
                 return None;
             }
             found.dispatches += kept.dispatches;
@@ -58,19 +57,12 @@ impl Repeats {
         self.states[..self.n].iter().flatten().copied()
     }
 
-    /// Counts the buffers as [`super::count`] counts a repeat (one more repeat each, folded later; the sequence's
-    /// count through `sequences`), then remembers them in `ring` by reference as [`super::remember`] does. Returns
-    /// the submission's number in the ring (`None` without a ring: the queue is past the followed ones).
+    /// Counts the buffers as [`super::count`] counts a repeat (`CommandBuffer::count_kept`), then remembers them in
+    /// `ring` by reference as [`super::remember`] does. Returns the submission's number in the ring (`None` without a
+    /// ring: the queue is past the followed ones).
     pub fn count_and_remember(&self, sequences: Option<SequenceHook>, ring: Option<&QueueRing>) -> Option<u64> {
         for state in self.states() {
-            // Before the sequence's count below (the writer reads sequences first).
-            state.repeats.store(state.repeats.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
-            if let Some(hook) = sequences {
-                if state.sequence.load(Ordering::Relaxed) == SEQUENCE_UNKNOWN {
-                    state.sequence.store(state.kept().sequence, Ordering::Relaxed);
-                }
-                hook(state, None);
-            }
+            state.count_kept(false, sequences);
         }
         let ring = ring?;
         let submit = ring.begin_submit();
@@ -87,6 +79,7 @@ mod tests {
     use super::*;
     use crate::commands::{count, remember, BUFFERS};
     use ash::vk::Handle;
+    use std::sync::atomic::Ordering;
 
     /// A followed buffer (in `BUFFERS`, as `allocated` makes it) and its handle.
     fn followed() -> (&'static CommandBuffer, vk::CommandBuffer) {
