@@ -32,6 +32,17 @@
 #            BACKSCOPE_VK_EXP_TOUCH_KEY=1 or BACKSCOPE_VK_EXP_PREFETCH_KEY=1: observed binds and dispatches first read
 #            the command buffer's dispatch key (the driver object's first word, as the paused path's lookup does), or
 #            only prefetch its line: whether the driver's bind runs slower while observed for want of that line
+#   newnomark  newtime's build, BACKSCOPE_VK_EXP_TIME=1 and BACKSCOPE_VK_MARKERS=none (session 20): no buffer
+#            marker at a command buffer's end (the black box follows submissions instead): whether the driver's bind
+#            runs slower while observed because the buffer before it ended with a marker write
+#   tip      main at 1678b1e (session 19's end: `new` and a review that changed no behaviour)
+#   pf       tip plus a prefetch of the driver's command buffer object at the observed bind's and dispatch's entry
+#            (session 20)
+#   ctime, cnoslot, cnobind, cchain  session 20: tip plus experiment-switches-chain.patch (newtime's switches and three
+#            more), BACKSCOPE_VK_EXP_TIME=1 and none, BACKSCOPE_VK_EXP_NOSLOT=1 (the observed bind looks up no pipeline
+#            slot), BACKSCOPE_VK_EXP_NOBIND=1 (the observed bind forwards as the paused one does), or
+#            BACKSCOPE_VK_EXP_CHAIN=1 (the observed bind first prefetches the buffer's and the pipeline's map entries):
+#            which of the bind hook's loads make observed binds some 30 ns slower than paused ones
 #   whytime  subtime's build plus, for each walked recording, why the kept counts did not hold (counts per reason),
 #            and for the 300th to 329th walk the first dispatches where the recording differs from the buffer's one
 #            before (`exp: why=` lines; from the 300th, BACKSCOPE_VK_EXP_WHY_FROM), BACKSCOPE_VK_EXP_TIME=1
@@ -60,6 +71,11 @@ for arm in ${ARMS:-main new hot main_2 new_2 hot_2 nofast}; do
     whytime) e=(BACKSCOPE_VK_EXP_TIME=1); name=whyexp ;;
     newtouch) e=(BACKSCOPE_VK_EXP_TIME=1 BACKSCOPE_VK_EXP_TOUCH_KEY=1); name=newexp ;;
     newprefetch) e=(BACKSCOPE_VK_EXP_TIME=1 BACKSCOPE_VK_EXP_PREFETCH_KEY=1); name=newexp ;;
+    newnomark) e=(BACKSCOPE_VK_EXP_TIME=1 BACKSCOPE_VK_MARKERS=none); name=newexp ;;
+    ctime) e=(BACKSCOPE_VK_EXP_TIME=1); name=chainexp ;;
+    cnoslot) e=(BACKSCOPE_VK_EXP_TIME=1 BACKSCOPE_VK_EXP_NOSLOT=1); name=chainexp ;;
+    cnobind) e=(BACKSCOPE_VK_EXP_TIME=1 BACKSCOPE_VK_EXP_NOBIND=1); name=chainexp ;;
+    cchain) e=(BACKSCOPE_VK_EXP_TIME=1 BACKSCOPE_VK_EXP_CHAIN=1); name=chainexp ;;
   esac
   mkdir -p "$OUT/$arm"
   rm -f "$AB_WORK"/*.log
