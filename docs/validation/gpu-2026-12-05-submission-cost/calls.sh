@@ -43,6 +43,8 @@
 #            slot), BACKSCOPE_VK_EXP_NOBIND=1 (the observed bind forwards as the paused one does), or
 #            BACKSCOPE_VK_EXP_CHAIN=1 (the observed bind first prefetches the buffer's and the pipeline's map entries):
 #            which of the bind hook's loads make observed binds some 30 ns slower than paused ones
+#   clate    the same build with BACKSCOPE_VK_EXP_LATESLOT=1 (added after call c9): the observed bind keeps the pipeline
+#            handle and the next dispatch looks its slot up, where the buffer's state and device are already loaded
 #   whytime  subtime's build plus, for each walked recording, why the kept counts did not hold (counts per reason),
 #            and for the 300th to 329th walk the first dispatches where the recording differs from the buffer's one
 #            before (`exp: why=` lines; from the 300th, BACKSCOPE_VK_EXP_WHY_FROM), BACKSCOPE_VK_EXP_TIME=1
@@ -76,6 +78,7 @@ for arm in ${ARMS:-main new hot main_2 new_2 hot_2 nofast}; do
     cnoslot) e=(BACKSCOPE_VK_EXP_TIME=1 BACKSCOPE_VK_EXP_NOSLOT=1); name=chainexp ;;
     cnobind) e=(BACKSCOPE_VK_EXP_TIME=1 BACKSCOPE_VK_EXP_NOBIND=1); name=chainexp ;;
     cchain) e=(BACKSCOPE_VK_EXP_TIME=1 BACKSCOPE_VK_EXP_CHAIN=1); name=chainexp ;;
+    clate) e=(BACKSCOPE_VK_EXP_TIME=1 BACKSCOPE_VK_EXP_LATESLOT=1); name=chainexp ;;
   esac
   mkdir -p "$OUT/$arm"
   rm -f "$AB_WORK"/*.log
