@@ -83,10 +83,12 @@ impl Table {
     }
 }
 
+/// (32-bit: the map's fields that a lookup reads share a device record's first cache line with its hottest function
+/// pointers, `crate::dispatch`; no map here holds more than 2^20 entries.)
 struct Counts {
     /// Entries whose key is set (live or removed).
-    keys: usize,
-    live: usize,
+    keys: u32,
+    live: u32,
 }
 
 /// See the module documentation. Values are never 0. The table's pointer, all a lookup reads of the map itself, comes
@@ -94,17 +96,21 @@ struct Counts {
 #[repr(C)]
 pub struct HandleMap {
     table: AtomicPtr<Table>,
+    /// Entries removed since the map was made: a handle looked up before and after a removal may name another
+    /// object (drivers hand a destroyed object's handle out again), so what keeps handles for later compares this.
+    removals: AtomicU64,
     writers: SpinLock<Counts>,
     /// Most live entries; inserts beyond fail.
-    max_live: usize,
+    max_live: u32,
 }
 
 impl HandleMap {
     pub const fn new(max_live: usize) -> HandleMap {
         HandleMap {
             table: AtomicPtr::new(ptr::null_mut()),
+            removals: AtomicU64::new(0),
             writers: SpinLock::new(Counts { keys: 0, live: 0 }),
-            max_live,
+            max_live: if max_live > u32::MAX as usize { u32::MAX } else { max_live as u32 },
         }
     }
 
@@ -128,7 +134,7 @@ impl HandleMap {
             return false;
         }
         let table = match self.table() {
-            Some(table) if (counts.keys + 1) * 2 <= table.entries.len() => table,
+            Some(table) if (counts.keys as usize + 1) * 2 <= table.entries.len() => table,
             current => self.rebuild(current, &mut counts),
         };
         let was_live = table.get(key).is_some();
@@ -146,9 +152,18 @@ impl HandleMap {
         let mut counts = self.writers.lock();
         let table = self.table()?;
         let old = table.get(key)?;
+        // Counted before the entry goes: a reader that still finds the key after comparing the count sees a value
+        // from before the removal, and one that reads the count after finds no key.
+        self.removals.fetch_add(1, Ordering::AcqRel);
         table.put(key, 0);
         counts.live -= 1;
         Some(old)
+    }
+
+    /// Entries removed since the map was made ([`Self::remove`], [`Self::remove_where`]).
+    #[inline]
+    pub fn removals(&self) -> u64 {
+        self.removals.load(Ordering::Acquire)
     }
 
     /// Removes every entry for which `keep` says false; their values, for the caller to release.
@@ -160,6 +175,7 @@ impl HandleMap {
             let key = entry.key.load(Ordering::Relaxed);
             let value = entry.value.load(Ordering::Relaxed);
             if key != 0 && value != 0 && !keep(key, value) {
+                self.removals.fetch_add(1, Ordering::AcqRel);
                 entry.value.store(0, Ordering::Release);
                 counts.live -= 1;
                 removed.push(value);
@@ -202,8 +218,9 @@ impl HandleMap {
         for &(k, v) in &live {
             fresh.put(k, v);
         }
-        counts.keys = live.len();
-        counts.live = live.len();
+        // At most `max_live` (a u32) entries are live.
+        counts.keys = live.len() as u32;
+        counts.live = live.len() as u32;
         let fresh = Box::into_raw(Box::new(fresh));
         self.table.store(fresh, Ordering::Release);
         // SAFETY: just published from a Box; never freed.

@@ -219,7 +219,7 @@ mod tests {
         let record = |pipelines: &[u32]| {
             let s = CommandBuffer::for_test();
             for &p in pipelines {
-                s.bind(p);
+                s.bind(u64::from(p));
                 s.record([1, 1, 1]);
             }
             s

@@ -31,6 +31,8 @@ use std::sync::OnceLock;
 
 use ash::vk;
 
+use crate::handles::HandleMap;
+
 /// No marker slot (the device has no markers, or all slots are taken).
 pub const NO_SLOT: u32 = u32::MAX;
 /// Dispatches of one command buffer whose identity is kept by index (ggml records at most ~100 per buffer).
@@ -268,9 +270,12 @@ pub fn wanted() -> bool {
 /// (`repr(C)`): `commands::CommandBuffer` puts them in its first cache line.
 #[repr(C)]
 pub struct BufferProgress {
-    /// `[kernel | x << 32, y | z << 32]` of each of the first [`TRAIL`] dispatches, by index, for even generations
-    /// then for odd ones (one array: one bounds check per dispatch recorded).
-    trail: Box<[[AtomicU64; 2]]>,
+    /// `[pipeline handle, x | y << 32, z]` of each of the first [`TRAIL`] dispatches, by index, for even generations
+    /// then for odd ones (one array: one bounds check per dispatch recorded). The handle, not the pipeline's slot: the
+    /// bind then looks nothing up (on an H100 the lookup made a bind 3–5 µs a token dearer,
+    /// docs/validation/gpu-2026-12-05-submission-cost); a reader looks the slot up ([`Self::slot_of`]).
+    /// (A fixed-size array: the state keeps its pointer only, 8 bytes of its first cache line.)
+    trail: Box<[[AtomicU64; 3]; 2 * TRAIL]>,
     /// Bumped whenever the buffer is begun or reset after recording dispatches: a submission of an older generation
     /// finished. (Not when nothing was recorded since: ggml resets its pools and then begins each buffer, and two
     /// bumps would leave no generation between the one recorded and the one being recorded.)
@@ -281,6 +286,12 @@ pub struct BufferProgress {
     pub slot: AtomicU32,
     /// The device's [`Markers`] the slot belongs to (0: none).
     markers: AtomicUsize,
+    /// The device's pipelines (handle → slot + 1) the trail's handles are looked up in (0: none, for unit tests: a
+    /// handle is then its own slot).
+    pipelines: AtomicUsize,
+    /// [`HandleMap::removals`] of the device's pipelines when each generation began (even, odd): a trail whose
+    /// pipelines may have been destroyed since (and their handles handed out again) names none.
+    removals_at_begin: [AtomicU64; 2],
 }
 
 impl Default for BufferProgress {
@@ -290,7 +301,7 @@ impl Default for BufferProgress {
 }
 
 impl BufferProgress {
-    /// Where the fields a dispatch writes (the trail's pointer and length, the generation, the count) end.
+    /// Where the fields a dispatch writes (the trail's pointer, the generation, the count) end.
     #[cfg(test)]
     pub const HOT_BYTES: usize = std::mem::offset_of!(BufferProgress, recorded) + 4;
 
@@ -300,13 +311,18 @@ impl BufferProgress {
             markers: AtomicUsize::new(0),
             recorded: AtomicU32::new(0),
             generation: AtomicU64::new(0),
-            trail: (0..2 * TRAIL).map(|_| [AtomicU64::new(0), AtomicU64::new(0)]).collect(),
+            trail: Box::new(std::array::from_fn(|_| [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)])),
+            pipelines: AtomicUsize::new(0),
+            removals_at_begin: [AtomicU64::new(0), AtomicU64::new(0)],
         }
     }
 
-    /// The buffer was allocated on a device: claims a marker slot where the device has markers.
-    pub fn attach(&self, device: &'static DeviceProgress) {
+    /// The buffer was allocated on a device whose pipelines are `pipelines`: claims a marker slot where the device
+    /// has markers.
+    pub fn attach(&self, device: &'static DeviceProgress, pipelines: &'static HandleMap) {
         self.detach();
+        self.pipelines.store(pipelines as *const HandleMap as usize, Ordering::Release);
+        self.note_removals();
         if let Some(m) = device.markers.get() {
             let slot = m.claim();
             if slot != NO_SLOT {
@@ -334,19 +350,51 @@ impl BufferProgress {
 
     /// Begun or reset: a new generation with no dispatches (the same one, when it has none yet).
     pub fn begin(&self) {
-        if self.recorded.load(Ordering::Relaxed) == 0 && self.generation.load(Ordering::Relaxed) != 0 {
-            return;
+        if self.recorded.load(Ordering::Relaxed) != 0 || self.generation.load(Ordering::Relaxed) == 0 {
+            self.generation.fetch_add(1, Ordering::Release);
+            // The new generation's trail stores come after the bump for any reader (a reader that sees one of them
+            // sees the bump when it checks the generation again: `holds_trail_of`).
+            std::sync::atomic::fence(Ordering::Release);
+            self.recorded.store(0, Ordering::Relaxed);
         }
-        self.generation.fetch_add(1, Ordering::Release);
-        // The new generation's trail stores come after the bump for any reader (a reader that sees one of them sees
-        // the bump when it checks the generation again: `holds_trail_of`).
-        std::sync::atomic::fence(Ordering::Release);
-        self.recorded.store(0, Ordering::Relaxed);
+        self.note_removals();
     }
 
-    /// One dispatch of `kernel` with workgroups `grid` recorded; its index in the buffer, from 1.
+    /// Keeps the device's pipeline removals now as the current generation's, which has no dispatch yet.
+    fn note_removals(&self) {
+        let generation = self.generation.load(Ordering::Relaxed);
+        self.removals_at_begin[(generation & 1) as usize].store(self.removals_now(), Ordering::Relaxed);
+    }
+
+    /// [`HandleMap::removals`] of the device's pipelines when the recording now began.
+    pub fn removals_at_begin(&self) -> u64 {
+        self.removals_at_begin[(self.generation.load(Ordering::Relaxed) & 1) as usize].load(Ordering::Relaxed)
+    }
+
+    fn pipelines_ref(&self) -> Option<&'static HandleMap> {
+        let p = self.pipelines.load(Ordering::Acquire);
+        // SAFETY: a non-zero value is the address of a device's pipeline map; device tables are never freed.
+        (p != 0).then(|| unsafe { &*(p as *const HandleMap) })
+    }
+
+    fn removals_now(&self) -> u64 {
+        self.pipelines_ref().map_or(0, HandleMap::removals)
+    }
+
+    /// The slot of pipeline `handle` as kept in generation `generation`'s trail: [`crate::pipelines::OVERFLOW`]
+    /// when the device does not know it, or when a pipeline was destroyed since the generation began (its handle may
+    /// name another pipeline now). Lock-free (the signal handler calls it).
+    pub fn slot_of(&self, generation: u64, handle: u64) -> u32 {
+        let Some(map) = self.pipelines_ref() else { return handle as u32 };
+        if map.removals() != self.removals_at_begin[(generation & 1) as usize].load(Ordering::Relaxed) {
+            return crate::pipelines::OVERFLOW;
+        }
+        map.get(handle).map_or(crate::pipelines::OVERFLOW, |v| v.wrapping_sub(1) as u32)
+    }
+
+    /// One dispatch of pipeline `handle` with workgroups `grid` recorded; its index in the buffer, from 1.
     #[inline(always)]
-    pub fn record(&self, kernel: u32, grid: [u32; 3]) -> u32 {
+    pub fn record(&self, handle: u64, grid: [u32; 3]) -> u32 {
         let index = self.recorded.load(Ordering::Relaxed).wrapping_add(1);
         // Past TRAIL dispatches the index would leave this generation's half: not kept. (Wrapping: the dispatch hook
         // calls this without a panic guard, and 2^32 dispatches in one buffer would make the index 0.)
@@ -354,9 +402,10 @@ impl BufferProgress {
             i if i < TRAIL => trail_slot(self.generation.load(Ordering::Relaxed), i),
             _ => usize::MAX,
         };
-        if let Some([k, yz]) = self.trail.get(i) {
-            k.store(u64::from(kernel) | (u64::from(grid[0]) << 32), Ordering::Relaxed);
-            yz.store(u64::from(grid[1]) | (u64::from(grid[2]) << 32), Ordering::Relaxed);
+        if let Some([h, xy, z]) = self.trail.get(i) {
+            h.store(handle, Ordering::Relaxed);
+            xy.store(u64::from(grid[0]) | (u64::from(grid[1]) << 32), Ordering::Relaxed);
+            z.store(u64::from(grid[2]), Ordering::Relaxed);
         }
         self.recorded.store(index, Ordering::Release);
         index
@@ -370,22 +419,26 @@ impl BufferProgress {
         self.generation.load(Ordering::Acquire)
     }
 
-    /// The kernel and workgroups of dispatch `index` (from 1) of generation `generation`, as kept in its trail, when
-    /// it is kept (the index is within [`TRAIL`], and the generation is the current one or the one before). A reader
-    /// that may race the buffer's next recording checks [`Self::holds_trail_of`] after reading.
+    /// The pipeline slot ([`Self::slot_of`]) and workgroups of dispatch `index` (from 1) of generation `generation`,
+    /// as kept in its trail, when it is kept (the index is within [`TRAIL`], and the generation is the current one or
+    /// the one before). A reader that may race the buffer's next recording checks [`Self::holds_trail_of`] after
+    /// reading.
     pub fn dispatch(&self, generation: u64, index: u32) -> Option<(u32, [u32; 3])> {
         let i = (index as usize).checked_sub(1).filter(|&i| i < TRAIL)?;
         if !self.holds_trail_of(generation) {
             return None;
         }
-        self.trail.get(trail_slot(generation, i)).map(trail_words)
+        let (handle, grid) = self.trail.get(trail_slot(generation, i)).map(trail_words)?;
+        Some((self.slot_of(generation, handle), grid))
     }
 
-    /// Dispatch `index` (from 1, at most [`TRAIL`]) of the recording now, read by the thread that owns the buffer
-    /// (its recording or its submission).
+    /// The pipeline slot ([`Self::slot_of`]) and workgroups of dispatch `index` (from 1, at most [`TRAIL`]) of the
+    /// recording now, read by the thread that owns the buffer (its recording or its submission).
     pub fn own_dispatch(&self, index: u32) -> (u32, [u32; 3]) {
         let i = (index as usize).clamp(1, TRAIL) - 1;
-        trail_words(&self.trail[trail_slot(self.generation.load(Ordering::Relaxed), i)])
+        let generation = self.generation.load(Ordering::Relaxed);
+        let (handle, grid) = trail_words(&self.trail[trail_slot(generation, i)]);
+        (self.slot_of(generation, handle), grid)
     }
 
     /// Whether generation `generation`'s trail is still whole: it is the current generation or the one before. After
@@ -404,10 +457,10 @@ fn trail_slot(generation: u64, i: usize) -> usize {
     (generation & 1) as usize * TRAIL + i
 }
 
-/// A trail entry's kernel and workgroups, as [`BufferProgress::record`] packed them.
-fn trail_words([k, yz]: &[AtomicU64; 2]) -> (u32, [u32; 3]) {
-    let (k, yz) = (k.load(Ordering::Relaxed), yz.load(Ordering::Relaxed));
-    (k as u32, [(k >> 32) as u32, yz as u32, (yz >> 32) as u32])
+/// A trail entry's pipeline handle and workgroups, as [`BufferProgress::record`] packed them.
+fn trail_words([h, xy, z]: &[AtomicU64; 3]) -> (u64, [u32; 3]) {
+    let (h, xy, z) = (h.load(Ordering::Relaxed), xy.load(Ordering::Relaxed), z.load(Ordering::Relaxed));
+    (h, [xy as u32, (xy >> 32) as u32, z as u32])
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -702,10 +755,19 @@ mod tests {
         d
     }
 
+    /// A device's pipeline map in which handle `k` (1 to 64) is the pipeline of slot `k`.
+    fn pipelines_by_number() -> &'static HandleMap {
+        static MAP: HandleMap = HandleMap::new(1024);
+        for k in 1..=64u64 {
+            MAP.insert(k, k + 1);
+        }
+        &MAP
+    }
+
     fn record(b: &BufferProgress, kernels: &[u32]) {
         b.begin();
         for &k in kernels {
-            b.record(k, [k, 1, 1]);
+            b.record(u64::from(k), [k, 1, 1]);
         }
     }
 
@@ -723,8 +785,8 @@ mod tests {
         let q: &'static QueueProgress = Box::leak(Box::default());
         q.set_by(By::BufferMarker);
         let (a, b) = (Box::leak(Box::new(BufferProgress::new())), Box::leak(Box::new(BufferProgress::new())));
-        a.attach(device);
-        b.attach(device);
+        a.attach(device, pipelines_by_number());
+        b.attach(device, pipelines_by_number());
         assert_ne!(a.slot.load(Ordering::Relaxed), b.slot.load(Ordering::Relaxed));
         record(a, &[10, 11, 12]);
         record(b, &[20, 21, 22, 23]);
@@ -763,7 +825,7 @@ mod tests {
         let q: &'static QueueProgress = Box::leak(Box::default());
         q.set_by(By::BufferMarker);
         let a = Box::leak(Box::new(BufferProgress::new()));
-        a.attach(device);
+        a.attach(device, pipelines_by_number());
         record(a, &[1, 2]);
         q.submitted(1, a, 2);
         assert!(read(q).pending);

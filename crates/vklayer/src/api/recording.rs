@@ -6,7 +6,6 @@ use ash::vk::Handle;
 
 use crate::commands;
 use crate::dispatch::{device_of, DeviceDispatch};
-use crate::pipelines::OVERFLOW;
 use crate::state;
 
 pub(super) unsafe extern "system" fn allocate_command_buffers(
@@ -185,7 +184,7 @@ pub(super) unsafe extern "system" fn cmd_bind_pipeline(
     if state::on() && !crate::switch::paused() {
         if let Some(s) = commands::get(cb) {
             if point == vk::PipelineBindPoint::COMPUTE {
-                s.bind(pipeline_slot(s, pipeline));
+                s.bind(pipeline.as_raw());
             }
             if let Some(next) = s.device().cmd_bind_pipeline {
                 // SAFETY: forwarding the caller's arguments.
@@ -200,13 +199,6 @@ pub(super) unsafe extern "system" fn cmd_bind_pipeline(
     }
 }
 
-/// The slot of a compute pipeline, or [`OVERFLOW`] when the layer does not know it. Cannot panic (a lock-free
-/// lookup and a subtraction from a value that is never 0), so the bind hook needs no `state::guarded` around it.
-#[inline(always)]
-fn pipeline_slot(s: &commands::CommandBuffer, pipeline: vk::Pipeline) -> u32 {
-    s.device().pipelines.get(pipeline.as_raw()).map_or(OVERFLOW, |v| v.wrapping_sub(1) as u32)
-}
-
 /// The bind hook while a profile is impersonated: `impersonate::readback` learns the pipeline, then as observed.
 #[inline(never)]
 unsafe fn bind_pipeline_impersonated(cb: vk::CommandBuffer, point: vk::PipelineBindPoint, pipeline: vk::Pipeline) {
@@ -214,7 +206,7 @@ unsafe fn bind_pipeline_impersonated(cb: vk::CommandBuffer, point: vk::PipelineB
     if point == vk::PipelineBindPoint::COMPUTE {
         state::guarded(|| crate::impersonate::readback::pipeline_bound(cb.as_raw(), pipeline.as_raw()));
         if let Some(s) = s {
-            s.bind(pipeline_slot(s, pipeline));
+            s.bind(pipeline.as_raw());
         }
     }
     if let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_bind_pipeline) {

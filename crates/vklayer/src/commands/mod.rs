@@ -72,19 +72,20 @@ struct Entry {
 #[repr(C, align(64))]
 pub struct CommandBuffer {
     device: Cell<*const DeviceDispatch>,
-    /// The pipeline slot and workgroup counts of every dispatch recorded since the buffer was begun, hashed in order
-    /// ([`hash_dispatch`]): what tells a recording equal to the one [`Counted`] keeps the counts of.
+    /// The pipeline handle and workgroup counts of every dispatch recorded since the buffer was begun, hashed in
+    /// order ([`hash_dispatch`]): what tells a recording equal to the one [`Counted`] keeps the counts of.
     dispatch_hash: Cell<u64>,
-    /// The dispatches by index and the marker slot of the black box (`crate::progress`); its hot fields first.
-    pub progress: crate::progress::BufferProgress,
-    /// The compute pipeline bound now: its slot, or [`OVERFLOW`] when none is (or it is unknown).
-    bound: Cell<u32>,
+    /// The compute pipeline bound now: its handle, 0 when none is. Its slot is looked up only where a recording's
+    /// dispatches are counted by a walk or named (`crate::progress::BufferProgress::slot_of`).
+    bound: Cell<u64>,
     /// The dispatches recorded since begin are only in the black box's trail, not in `entries`: a dispatch then
-    /// costs the trail's one 16-byte store and no entry. Left (the entries made from the trail) when a label region
+    /// costs the trail's three 8-byte stores and no entry. Left (the entries made from the trail) when a label region
     /// opens, a secondary buffer is executed, the trail is full, or a submission needs the entries
     /// ([`Self::materialize`]); a buffer begun for simultaneous use records entries from the start (two threads may
     /// submit it at once, and making the entries writes them).
     deferred: Cell<bool>,
+    /// The dispatches by index and the marker slot of the black box (`crate::progress`); its hot fields first.
+    pub progress: crate::progress::BufferProgress,
     pool: Cell<u64>,
     entries: UnsafeCell<Vec<Entry>>,
     /// Dispatches that did not fit [`MAX_ENTRIES`] even after merging.
@@ -133,6 +134,9 @@ struct Counted {
     sequence: u32,
     /// [`CommandBuffer::repeats`] already folded into the shared counters.
     folded: u64,
+    /// The device's pipeline removals when the walked recording began: `hash` hashes pipeline handles, so the kept
+    /// counts hold for a later recording only while no handle can have come back as another pipeline.
+    removals: u64,
 }
 
 impl Counted {
@@ -145,6 +149,7 @@ impl Counted {
             dispatches: 0,
             sequence: SEQUENCE_UNKNOWN,
             folded: 0,
+            removals: 0,
         }
     }
 
@@ -162,8 +167,8 @@ impl Counted {
 /// One dispatch's step of [`CommandBuffer::dispatch_hash`]: [`mix`] of its pipeline slot and first workgroup count,
 /// then of the other two (each word taken whole, so that no two dispatches give one word).
 #[inline(always)]
-fn hash_dispatch(hash: u64, slot: u32, grid: [u32; 3]) -> u64 {
-    mix(mix(hash, slot, grid[0]), grid[1], grid[2])
+fn hash_dispatch(hash: u64, pipeline: u64, grid: [u32; 3]) -> u64 {
+    mix(mix(mix(hash, (pipeline >> 32) as u32, pipeline as u32), grid[0], grid[1]), grid[2], 0)
 }
 
 // SAFETY: a command buffer's state is used by one thread at a time: Vulkan requires the application
@@ -194,7 +199,7 @@ impl CommandBuffer {
         CommandBuffer {
             device: Cell::new(std::ptr::null()),
             pool: Cell::new(0),
-            bound: Cell::new(OVERFLOW),
+            bound: Cell::new(0),
             entries: UnsafeCell::new(Vec::with_capacity(INITIAL_ENTRIES)),
             lost: Cell::new(0),
             crowded: Cell::new(false),
@@ -287,7 +292,7 @@ impl CommandBuffer {
         // SAFETY: called from hooks on this command buffer (begin, reset) or its pool (reset, free),
         // which the application synchronises.
         unsafe { self.entries() }.clear();
-        self.bound.set(OVERFLOW);
+        self.bound.set(0);
         self.lost.set(0);
         self.crowded.set(false);
         self.merged.set(false);
@@ -352,10 +357,10 @@ impl CommandBuffer {
         unsafe { self.labels() }.current()
     }
 
-    /// `vkCmdBindPipeline` with the compute bind point.
+    /// `vkCmdBindPipeline` with the compute bind point: pipeline `handle`, kept as it is (one store).
     #[inline(always)]
-    pub fn bind(&self, slot: u32) {
-        self.bound.set(slot);
+    pub fn bind(&self, handle: u64) {
+        self.bound.set(handle);
     }
 
     /// One `vkCmdDispatch*` with workgroup counts `grid` (`[0,0,0]` for an indirect dispatch); its index in the
@@ -366,18 +371,19 @@ impl CommandBuffer {
     /// out of line. A recording kept only in the trail never gets there.
     #[inline(always)]
     pub fn record(&self, grid: [u32; 3]) -> u32 {
-        let slot = self.bound.get();
-        self.dispatch_hash.set(hash_dispatch(self.dispatch_hash.get(), slot, grid));
-        let index = self.progress.record(slot, grid);
+        let handle = self.bound.get();
+        self.dispatch_hash.set(hash_dispatch(self.dispatch_hash.get(), handle, grid));
+        let index = self.progress.record(handle, grid);
         if !self.deferred.get() || index as usize > crate::progress::TRAIL {
-            self.record_entry(slot, grid);
+            self.record_entry(handle, grid);
         }
         index
     }
 
     #[inline(never)]
-    fn record_entry(&self, slot: u32, grid: [u32; 3]) {
+    fn record_entry(&self, handle: u64, grid: [u32; 3]) {
         crate::state::guarded(|| {
+            let slot = self.progress.slot_of(self.progress.generation(), handle);
             if self.deferred.get() {
                 self.materialize();
             }
@@ -627,7 +633,7 @@ pub fn allocated(device: &'static DeviceDispatch, pool: vk::CommandPool, buffers
         let counted = unsafe { s.counted() };
         counted.valid = false;
         counted.folded = s.repeats.load(Ordering::Relaxed);
-        s.progress.attach(&device.progress);
+        s.progress.attach(&device.progress, &device.pipelines);
         if !BUFFERS.insert(cb.as_raw(), state as u64) {
             s.progress.detach();
             SPARE.lock().push(state);
@@ -743,6 +749,7 @@ fn count_one(
     counted.recorded = state.progress.recorded();
     counted.dispatches = tally.dispatches - before;
     counted.sequence = state.sequence.load(Ordering::Relaxed);
+    counted.removals = state.progress.removals_at_begin();
 }
 
 impl CommandBuffer {
@@ -781,6 +788,7 @@ impl Counted {
         self.valid
             && self.hash == state.dispatch_hash.get()
             && self.recorded == state.progress.recorded()
+            && self.removals == state.progress.removals_at_begin()
             && state.walk_reusable()
             && !(sequences
                 && self.sequence == SEQUENCE_UNKNOWN
@@ -970,6 +978,72 @@ mod tests {
         }
     }
 
+    unsafe extern "system" fn no_commands(_: vk::Device, _: *const std::ffi::c_char) -> vk::PFN_vkVoidFunction {
+        None
+    }
+
+    /// A followed buffer of a device whose pipelines are `pipelines` (handle, slot).
+    fn state_on_device(pipelines: &[(u64, u32)]) -> (CommandBuffer, &'static DeviceDispatch) {
+        // SAFETY: `no_commands` is a vkGetDeviceProcAddr that offers no command.
+        let d: &'static DeviceDispatch =
+            Box::leak(Box::new(unsafe { DeviceDispatch::new(vk::Device::null(), no_commands, Some(0), false) }));
+        for &(handle, slot) in pipelines {
+            assert!(d.pipelines.insert(handle, u64::from(slot) + 1));
+        }
+        let s = state();
+        s.device.set(d);
+        s.progress.attach(&d.progress, &d.pipelines);
+        (s, d)
+    }
+
+    #[test]
+    fn pipelines_are_kept_by_handle_and_named_by_the_slot_they_had_when_recorded() {
+        // Handles as a driver hands them out (addresses); slots as `create_compute_pipelines` gave them.
+        const A: u64 = 0x7f3a_0000_1000;
+        const B: u64 = 0x7f3a_0000_2000;
+        let (s, d) = state_on_device(&[(A, 7), (B, 9)]);
+        let record = || {
+            s.begin(false);
+            s.bind(A);
+            s.record([1, 1, 1]);
+            s.bind(B);
+            s.record([2, 1, 1]);
+            s.record([3, 1, 1]);
+            s.bind(0x7f3a_0000_3000);
+            s.record([4, 1, 1]);
+        };
+        let submit = || {
+            let mut shared = Pending::new();
+            count_one(&s, false, None, &mut Tally::default(), &mut shared);
+            shared.flush(false);
+        };
+        let slots = |s: &CommandBuffer| entries(s).iter().map(|e| (e.slot, e.grid[0])).collect::<Vec<_>>();
+        record();
+        let g = s.progress.generation();
+        assert_eq!(s.progress.dispatch(g, 1), Some((7, [1, 1, 1])));
+        assert_eq!(s.progress.dispatch(g, 3), Some((9, [3, 1, 1])), "the last bind holds for later dispatches");
+        assert_eq!(s.progress.dispatch(g, 4), Some((OVERFLOW, [4, 1, 1])), "a pipeline the device does not know");
+        submit();
+        assert_eq!(slots(&s), [(7, 1), (9, 2), (9, 3), (OVERFLOW, 4)]);
+        assert!(s.kept().valid);
+        record();
+        assert!(s.kept().holds(&s, false), "the same recording again repeats the kept counts");
+
+        // B is destroyed and its handle handed out again for another pipeline (slot 11).
+        assert_eq!(d.pipelines.remove(B), Some(10));
+        assert!(d.pipelines.insert(B, 12));
+        assert_eq!(
+            s.progress.dispatch(g + 1, 2),
+            Some((OVERFLOW, [2, 1, 1])),
+            "a recording begun before the removal names no pipeline by a handle that may be another's now"
+        );
+        record();
+        assert!(!s.kept().holds(&s, false), "counts kept by handle do not hold across a removal");
+        submit();
+        assert_eq!(slots(&s), [(7, 1), (11, 2), (11, 3), (OVERFLOW, 4)]);
+        assert_eq!(s.progress.dispatch(s.progress.generation(), 3), Some((11, [3, 1, 1])));
+    }
+
     fn entries(s: &CommandBuffer) -> Vec<Entry> {
         s.materialize();
         // SAFETY: single-threaded test.
@@ -1016,7 +1090,7 @@ mod tests {
         let s = state();
         // Alternating pipelines: every dispatch is a new entry until merging.
         for i in 0..MAX_ENTRIES as u32 {
-            s.bind(1 + i % 2);
+            s.bind(u64::from(1 + i % 2));
             s.record([1, 1, 1]);
         }
         assert_eq!(entries(&s).len(), MAX_ENTRIES);
@@ -1096,7 +1170,7 @@ mod tests {
                 s.begin_label(b"x");
             }
             s.begin_label(text);
-            s.bind(i as u32 + 1);
+            s.bind(u64::from(i as u32 + 1));
             s.record([i as u32, 2, 3]);
             s.end_label();
             if i % 3 == 0 {
@@ -1153,7 +1227,7 @@ mod tests {
         let first = submit(a);
         b.begin(false);
         for i in 0..40u32 {
-            b.bind(100 + i / 2);
+            b.bind(u64::from(100 + i / 2));
             b.record([i / 2, 1, 1]);
         }
         let second = submit(b);
@@ -1172,7 +1246,7 @@ mod tests {
         let c: &'static CommandBuffer = Box::leak(Box::new(state()));
         c.begin(false);
         for i in 0..40u32 {
-            c.bind(200 + i);
+            c.bind(u64::from(200 + i));
             c.record([i, 1, 1]);
         }
         let third = submit(c);
@@ -1197,7 +1271,7 @@ mod tests {
                 let submit = ring.submits() as u32 + 1;
                 s.begin(false);
                 for i in 0..1 + submit % 40 {
-                    s.bind(kernel(submit, i));
+                    s.bind(u64::from(kernel(submit, i)));
                     s.record([submit, i, 7]);
                 }
                 assert_eq!(remember(std::iter::once(cb), ring), u64::from(submit));
@@ -1231,7 +1305,7 @@ mod tests {
             s.begin(false);
             s.begin_label(label);
             for &(k, x) in grids {
-                s.bind(p[k]);
+                s.bind(u64::from(p[k]));
                 s.record([x, 1, 1]);
             }
             s.end_label();
@@ -1278,7 +1352,7 @@ mod tests {
         assert_eq!(submit(true).0, vec![2, 1, 3]);
         // Begun for simultaneous use: walked every time, nothing kept.
         s.begin(true);
-        s.bind(p[0]);
+        s.bind(u64::from(p[0]));
         s.record([4, 1, 1]);
         let totals = total(p[0]);
         for _ in 0..2 {
@@ -1297,7 +1371,7 @@ mod tests {
         let s = state();
         let record = |k: usize, n: usize| {
             s.begin(false);
-            s.bind(p[k]);
+            s.bind(u64::from(p[k]));
             (0..n).for_each(|x| {
                 s.record([x as u32 + 1, 1, 1]);
             });
@@ -1351,7 +1425,7 @@ mod tests {
         for _ in 0..4 {
             s.begin(false);
             for (k, x) in [(0, 1), (1, 2), (0, 1), (2, 3)] {
-                s.bind(p[k]);
+                s.bind(u64::from(p[k]));
                 s.record([x, 1, 1]);
             }
             count(std::iter::once(cb), false, Some(crate::order::counted));
@@ -1395,7 +1469,7 @@ mod tests {
             s.begin(false);
             for x in 1..=20u32 {
                 for &k in &p {
-                    s.bind(k);
+                    s.bind(u64::from(k));
                     s.record([x, 2, 1]);
                 }
             }
@@ -1474,7 +1548,7 @@ mod tests {
     #[test]
     fn the_key_counted_at_submission_hashes_the_runs() {
         let s = state();
-        for p in [3, 3, 5, 3] {
+        for p in [3u64, 3, 5, 3] {
             s.bind(p);
             s.record([4, 1, 1]);
         }
@@ -1489,7 +1563,7 @@ mod tests {
     fn a_merged_buffer_has_no_order() {
         let s = state();
         for i in 0..=MAX_ENTRIES as u32 {
-            s.bind(1 + i % 2);
+            s.bind(u64::from(1 + i % 2));
             s.record([1, 1, 1]);
         }
         assert!(!runs(&s, MAX_ENTRIES * 2).1.ordered);
@@ -1516,7 +1590,7 @@ mod tests {
         };
         let record = |s: &CommandBuffer, from: u32, to: u32| {
             for i in from..to {
-                s.bind(1 + i % 3 / 2);
+                s.bind(u64::from(1 + i % 3 / 2));
                 s.record([i / 4, 1, 1]);
             }
         };

@@ -95,7 +95,7 @@ mod tests {
             if label && x == 3 {
                 s.begin_label(b"NODE x");
             }
-            s.bind(x % 2 + 1);
+            s.bind(u64::from(x % 2 + 1));
             s.record([x, 1, 1]);
         }
     }
