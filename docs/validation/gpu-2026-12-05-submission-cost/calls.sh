@@ -45,6 +45,9 @@
 #            which of the bind hook's loads make observed binds some 30 ns slower than paused ones
 #   clate    the same build with BACKSCOPE_VK_EXP_LATESLOT=1 (added after call c9): the observed bind keeps the pipeline
 #            handle and the next dispatch looks its slot up, where the buffer's state and device are already loaded
+#   handle   main at bccc172 (session 20): binds keep the pipeline handle and look nothing up
+#   htime    handle plus experiment-switches-new.patch (it applies to bccc172 too), BACKSCOPE_VK_EXP_TIME=1: compare
+#            with ctime (1678b1e with the same switches)
 #   whytime  subtime's build plus, for each walked recording, why the kept counts did not hold (counts per reason),
 #            and for the 300th to 329th walk the first dispatches where the recording differs from the buffer's one
 #            before (`exp: why=` lines; from the 300th, BACKSCOPE_VK_EXP_WHY_FROM), BACKSCOPE_VK_EXP_TIME=1
@@ -79,6 +82,7 @@ for arm in ${ARMS:-main new hot main_2 new_2 hot_2 nofast}; do
     cnobind) e=(BACKSCOPE_VK_EXP_TIME=1 BACKSCOPE_VK_EXP_NOBIND=1); name=chainexp ;;
     cchain) e=(BACKSCOPE_VK_EXP_TIME=1 BACKSCOPE_VK_EXP_CHAIN=1); name=chainexp ;;
     clate) e=(BACKSCOPE_VK_EXP_TIME=1 BACKSCOPE_VK_EXP_LATESLOT=1); name=chainexp ;;
+    htime) e=(BACKSCOPE_VK_EXP_TIME=1); name=handleexp ;;
   esac
   mkdir -p "$OUT/$arm"
   rm -f "$AB_WORK"/*.log
