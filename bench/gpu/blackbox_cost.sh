@@ -29,6 +29,23 @@ set -euo pipefail
 . "$(dirname "$0")/carry_setup.sh"
 OUT=$(mkdir -p "$1" && realpath "$1")
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$OUT/gpu.txt" 2>&1 || true
+# Where the GPU and the pinned core sit (a two-socket host's GPU hangs off one socket; a pinned core on the other one
+# reaches the driver's host memory and the GPU across the socket link), and what clocks the core: facts for reading
+# the spread between processes, suspected to come from the machine rather than from an arm.
+where_placed() {
+  local id node cpu
+  id=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader 2>/dev/null | head -1 | tr 'A-F' 'a-f') || true
+  if [ -n "$id" ]; then
+    node=$(cat "/sys/bus/pci/devices/${id: -12}/numa_node" 2>/dev/null || echo unknown)
+    echo "gpu $id numa_node $node"
+  fi
+  cpu=${PIN:-0}
+  cpu=${cpu%%[-,]*}
+  echo "pinned cpu $cpu numa_node $(lscpu -p=CPU,NODE 2>/dev/null | grep -m1 "^$cpu," | cut -d, -f2)" \
+    "governor $(cat "/sys/devices/system/cpu/cpu$cpu/cpufreq/scaling_governor" 2>/dev/null || echo unknown)"
+  lscpu 2>/dev/null | grep -E '^(Model name|Socket\(s\)|NUMA node\(s\)|NUMA node[0-9]+ CPU)' || true
+}
+where_placed >>"$OUT/gpu.txt" 2>&1 || true
 
 # The lines `trace --env` prints for a traced directory (`export K=V`), as environment assignments.
 env_of() { # DIR [--labels on]
