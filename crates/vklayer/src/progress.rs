@@ -311,7 +311,16 @@ impl BufferProgress {
             markers: AtomicUsize::new(0),
             recorded: AtomicU32::new(0),
             generation: AtomicU64::new(0),
-            trail: Box::new(std::array::from_fn(|_| [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)])),
+            // Collected on the heap and converted in place: built as an array, its 48 KiB would first go on the stack
+            // of the application's thread that allocates the command buffer.
+            trail: match (0..2 * TRAIL)
+                .map(|_| [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)])
+                .collect::<Box<[_]>>()
+                .try_into()
+            {
+                Ok(trail) => trail,
+                Err(_) => unreachable!("2 * TRAIL entries were collected"),
+            },
             pipelines: AtomicUsize::new(0),
             removals_at_begin: [AtomicU64::new(0), AtomicU64::new(0)],
         }

@@ -164,8 +164,8 @@ impl Counted {
     }
 }
 
-/// One dispatch's step of [`CommandBuffer::dispatch_hash`]: [`mix`] of its pipeline slot and first workgroup count,
-/// then of the other two (each word taken whole, so that no two dispatches give one word).
+/// One dispatch's step of [`CommandBuffer::dispatch_hash`]: [`mix`] of its pipeline handle (both halves), then of its
+/// first two workgroup counts, then of the third (each word taken whole, so that no two dispatches give one word).
 #[inline(always)]
 fn hash_dispatch(hash: u64, pipeline: u64, grid: [u32; 3]) -> u64 {
     mix(mix(mix(hash, (pipeline >> 32) as u32, pipeline as u32), grid[0], grid[1]), grid[2], 0)
