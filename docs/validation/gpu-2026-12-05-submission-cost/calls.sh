@@ -48,6 +48,9 @@
 #   handle   main at bccc172 (session 20): binds keep the pipeline handle and look nothing up
 #   htime    handle plus experiment-switches-new.patch (it applies to bccc172 too), BACKSCOPE_VK_EXP_TIME=1: compare
 #            with ctime (1678b1e with the same switches)
+#   recent   session 21: handle (42dace2) with a direct-mapped cache of the command buffers' states in front of
+#            the map (`commands::RECENT`): a bind or a dispatch finds its buffer's state in one load and a compare
+#   rtime    recent plus experiment-switches-new.patch (applied with `git apply --3way`), BACKSCOPE_VK_EXP_TIME=1
 #   whytime  subtime's build plus, for each walked recording, why the kept counts did not hold (counts per reason),
 #            and for the 300th to 329th walk the first dispatches where the recording differs from the buffer's one
 #            before (`exp: why=` lines; from the 300th, BACKSCOPE_VK_EXP_WHY_FROM), BACKSCOPE_VK_EXP_TIME=1
@@ -83,6 +86,7 @@ for arm in ${ARMS:-main new hot main_2 new_2 hot_2 nofast}; do
     cchain) e=(BACKSCOPE_VK_EXP_TIME=1 BACKSCOPE_VK_EXP_CHAIN=1); name=chainexp ;;
     clate) e=(BACKSCOPE_VK_EXP_TIME=1 BACKSCOPE_VK_EXP_LATESLOT=1); name=chainexp ;;
     htime) e=(BACKSCOPE_VK_EXP_TIME=1); name=handleexp ;;
+    rtime) e=(BACKSCOPE_VK_EXP_TIME=1); name=recentexp ;;
   esac
   mkdir -p "$OUT/$arm"
   rm -f "$AB_WORK"/*.log

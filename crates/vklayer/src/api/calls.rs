@@ -50,12 +50,13 @@ pub(super) fn submit<I: Iterator<Item = vk::CommandBuffer> + Clone>(
         Some(Some(done)) => done,
         None => (0, None),
         Some(None) => {
-            let tally = state::guarded(|| commands::count(buffers.clone(), false, sequences)).unwrap_or_default();
+            let tally =
+                state::guarded(|| commands::submission::count(buffers.clone(), false, sequences)).unwrap_or_default();
             let mut signal = None;
             if tally.dispatches > 0 {
                 signal = state::guarded(|| {
                     let ring = ring()?;
-                    let submit = commands::remember(buffers.clone(), ring);
+                    let submit = commands::submission::remember(buffers.clone(), ring);
                     black_box(ring, device, buffers.clone().filter_map(commands::get), submit, fence)
                 })
                 .flatten();
@@ -67,7 +68,7 @@ pub(super) fn submit<I: Iterator<Item = vk::CommandBuffer> + Clone>(
     if dispatches > 0 {
         crate::writer::SUBMITS.fetch_add(1, Ordering::Relaxed);
         if result.as_raw() < 0 {
-            state::guarded(|| commands::count(buffers, true, None));
+            state::guarded(|| commands::submission::count(buffers, true, None));
         }
     }
     result

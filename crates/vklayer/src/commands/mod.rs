@@ -4,7 +4,7 @@
 //! the application synchronise access to a command buffer and to the pool it came from ("Threading
 //! Behavior": host access to `commandBuffer` must be externally synchronized), so the state of one
 //! command buffer is only ever touched by one thread at a time and needs no lock: a dispatch looks
-//! the buffer up in a lock-free map and stores its pipeline and workgroup counts by index into the black box's trail
+//! the buffer up (in a small cache of the buffers looked up last, [`RECENT`], else in a lock-free map) and stores its pipeline and workgroup counts by index into the black box's trail
 //! (`crate::progress`). A recording with no label region and no secondary buffer stops there: its entries — runs of
 //! equal dispatches, what the counting walks — are made from the trail only if they are needed (a label opens, a
 //! secondary is executed, the trail is full, a submission walks the recording). Otherwise a dispatch also compares
@@ -12,7 +12,7 @@
 //! recorded (warm-up) and are reused after that; a buffer that records more than [`MAX_ENTRIES`] distinct dispatches
 //! has them merged, and what still does not fit is counted as the overflow kernel.
 //!
-//! A buffer's entries are read when it is submitted (before the driver sees the submission, while the
+//! A buffer's entries are read when it is submitted (`submission`: before the driver sees the submission, while the
 //! buffer cannot be reset), and cleared when it is begun, reset, or its pool is reset. A secondary
 //! buffer's dispatches count when a primary that executes it is submitted.
 //!
@@ -27,7 +27,7 @@
 //! recording thread, token after token, for counts that only the writer reads.
 
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use ash::vk;
 use ash::vk::Handle;
@@ -35,13 +35,13 @@ use ash::vk::Handle;
 use crate::dispatch::DeviceDispatch;
 use crate::handles::HandleMap;
 use crate::labels::{Label, Labels};
-use crate::locus;
-use crate::pipelines::OVERFLOW;
+
 use format::spin::{SpinGuard, SpinLock};
 
 mod pending;
 pub mod repeat;
-use pending::{add, Pending};
+pub mod submission;
+use pending::Pending;
 
 /// Distinct entries one command buffer keeps (16 bytes each: 1 MiB).
 pub const MAX_ENTRIES: usize = 1 << 16;
@@ -78,6 +78,9 @@ pub struct CommandBuffer {
     /// The compute pipeline bound now: its handle, 0 when none is. Its slot is looked up only where a recording's
     /// dispatches are counted by a walk or named (`crate::progress::BufferProgress::slot_of`).
     bound: Cell<u64>,
+    /// The handle of the command buffer this state follows, 0 while it follows none: what tells a hit in [`RECENT`].
+    /// Set after the state is in [`BUFFERS`], cleared before it leaves.
+    handle: AtomicU64,
     /// The dispatches recorded since begin are only in the black box's trail, not in `entries`: a dispatch then
     /// costs the trail's three 8-byte stores and no entry. Left (the entries made from the trail) when a label region
     /// opens, a secondary buffer is executed, the trail is full, or a submission needs the entries
@@ -185,21 +188,12 @@ impl CommandBuffer {
         CommandBuffer::new()
     }
 
-    /// The key a submission of this buffer computes ([`count`]), for unit tests elsewhere in the crate.
-    #[cfg(test)]
-    pub(crate) fn key_for_test(&self) -> SequenceKey {
-        let mut key = SequenceKey::new();
-        let mut tally = Tally::default();
-        count_buffer::<true>(self, false, 0, &mut tally, &mut Pending::new(), &mut key);
-        key.finish(tally.dispatches);
-        key
-    }
-
     fn new() -> CommandBuffer {
         CommandBuffer {
             device: Cell::new(std::ptr::null()),
             pool: Cell::new(0),
             bound: Cell::new(0),
+            handle: AtomicU64::new(0),
             entries: UnsafeCell::new(Vec::with_capacity(INITIAL_ENTRIES)),
             lost: Cell::new(0),
             crowded: Cell::new(false),
@@ -488,7 +482,7 @@ pub fn mix(hash: u64, slot: u32, n: u32) -> u64 {
 }
 
 /// A submitted command buffer's sequence of pipelines, joined into runs and hashed while its dispatches are counted
-/// ([`count`]), so that `crate::order` finds it without another walk over the entries. The hash starts with the
+/// ([`submission::count`]), so that `crate::order` finds it without another walk over the entries. The hash starts with the
 /// "no run yet" mark (`EXECUTE`, 0), so that a run begins without a test for the first one.
 #[derive(Clone, Copy)]
 pub struct SequenceKey {
@@ -611,11 +605,53 @@ static BUFFERS: HandleMap = HandleMap::new(MAX_LIVE);
 /// States of freed command buffers, for the next allocation.
 static SPARE: SpinLock<Vec<usize>> = SpinLock::new(Vec::new());
 
+/// The states of the command buffers looked up last, by a hash of their handle: a lookup in [`BUFFERS`] is a chain
+/// of dependent loads (the map, its table, the entry, the state) that every bind and dispatch used to pay, between
+/// driver calls that push those lines out of the core's caches; a hit here is one load before the state. Direct-mapped
+/// and written only on a miss, so that one thread recording one buffer after another writes nothing here in the
+/// steady state, and threads recording different buffers write different slots (or, colliding, only miss).
+/// A slot may point to a state that follows another buffer now, or none: a hit is a state whose
+/// [`CommandBuffer::handle`] is the handle looked up, which holds only while [`BUFFERS`] maps that handle to it
+/// (states are never freed, so a stale pointer is still a state).
+static RECENT: [AtomicPtr<CommandBuffer>; RECENT_SLOTS] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; RECENT_SLOTS];
+const RECENT_SLOTS: usize = 64;
+
+#[inline(always)]
+fn recent_slot(cb: u64) -> &'static AtomicPtr<CommandBuffer> {
+    // Fibonacci hashing, as `crate::handles` (handles are aligned pointers): the top bits index the slot.
+    &RECENT[(cb.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize]
+}
+
 /// The state of command buffer `cb`.
 #[inline(always)]
 pub fn get(cb: vk::CommandBuffer) -> Option<&'static CommandBuffer> {
+    let key = cb.as_raw();
+    let slot = recent_slot(key);
+    let p = slot.load(Ordering::Acquire);
+    // SAFETY: a slot holds null or a pointer to a never-freed state (see `allocated`).
+    if let Some(s) = unsafe { p.as_ref() } {
+        if s.handle.load(Ordering::Acquire) == key {
+            return Some(s);
+        }
+    }
+    get_and_remember(key, slot)
+}
+
+#[inline(never)]
+fn get_and_remember(key: u64, slot: &AtomicPtr<CommandBuffer>) -> Option<&'static CommandBuffer> {
     // SAFETY: values are pointers to states that are never freed (see `allocated`).
-    BUFFERS.get(cb.as_raw()).map(|p| unsafe { &*(p as *const CommandBuffer) })
+    let s = BUFFERS.get(key).map(|p| unsafe { &*(p as *const CommandBuffer) })?;
+    if s.handle.load(Ordering::Relaxed) == key {
+        slot.store(s as *const CommandBuffer as *mut CommandBuffer, Ordering::Release);
+    }
+    Some(s)
+}
+
+/// Before `state` leaves [`BUFFERS`]: lookups of its handle stop hitting it in [`RECENT`].
+fn forget_handle(state: u64) {
+    // SAFETY: values of `BUFFERS` are pointers to never-freed states.
+    unsafe { &*(state as *const CommandBuffer) }.handle.store(0, Ordering::Release);
 }
 
 /// `vkAllocateCommandBuffers` succeeded: follow `buffers`, from `pool` on `device`.
@@ -634,7 +670,14 @@ pub fn allocated(device: &'static DeviceDispatch, pool: vk::CommandPool, buffers
         counted.valid = false;
         counted.folded = s.repeats.load(Ordering::Relaxed);
         s.progress.attach(&device.progress, &device.pipelines);
-        if !BUFFERS.insert(cb.as_raw(), state as u64) {
+        // A state still mapped to this handle (its buffer was freed while the layer was off, and the driver handed
+        // the handle out again) must stop answering for it.
+        if let Some(old) = BUFFERS.get(cb.as_raw()) {
+            forget_handle(old);
+        }
+        if BUFFERS.insert(cb.as_raw(), state as u64) {
+            s.handle.store(cb.as_raw(), Ordering::Release);
+        } else {
             s.progress.detach();
             SPARE.lock().push(state);
         }
@@ -644,6 +687,9 @@ pub fn allocated(device: &'static DeviceDispatch, pool: vk::CommandPool, buffers
 /// `vkFreeCommandBuffers`: stop following `buffers`.
 pub fn freed(buffers: &[vk::CommandBuffer]) {
     for &cb in buffers {
+        if let Some(state) = BUFFERS.get(cb.as_raw()) {
+            forget_handle(state);
+        }
         if let Some(state) = BUFFERS.remove(cb.as_raw()) {
             // SAFETY: values are pointers to never-freed states.
             let s = unsafe { &*(state as *const CommandBuffer) };
@@ -667,7 +713,11 @@ pub fn pool_destroyed(device: &DeviceDispatch, pool: vk::CommandPool) {
     let removed = BUFFERS.remove_where(|_, state| {
         // SAFETY: values are pointers to never-freed states.
         let s = unsafe { &*(state as *const CommandBuffer) };
-        !s.belongs_to_pool(device, pool)
+        let keep = !s.belongs_to_pool(device, pool);
+        if !keep {
+            forget_handle(state);
+        }
+        keep
     });
     for &state in &removed {
         // SAFETY: values are pointers to never-freed states.
@@ -689,243 +739,6 @@ pub fn pool_reset(device: &DeviceDispatch, pool: vk::CommandPool) {
             s.clear();
         }
     });
-}
-
-/// What one submission carried.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Tally {
-    pub dispatches: u64,
-}
-
-/// Counts the dispatches recorded in `buffers` (a submission's command buffers) into the pipelines'
-/// counters; with `errors`, into their error counters instead (the submission failed, and they were
-/// counted already).
-///
-/// With `sequences`, each buffer's sequence of pipelines is joined and hashed in the same walk, when the buffer was
-/// not submitted since it was recorded, and handed to the hook with the buffer.
-pub fn count(buffers: impl Iterator<Item = vk::CommandBuffer>, errors: bool, sequences: Option<SequenceHook>) -> Tally {
-    let mut tally = Tally::default();
-    // Buffers begun for simultaneous use count here: two threads may walk one at once.
-    let mut shared = Pending::new();
-    for cb in buffers {
-        if let Some(state) = get(cb) {
-            count_one(state, errors, sequences, &mut tally, &mut shared);
-        }
-    }
-    shared.flush(errors);
-    tally
-}
-
-/// [`count`] for one submitted buffer: from the counts its last walk kept when they are this recording's, else by a
-/// walk (whose counts are kept, unless the buffer was begun for simultaneous use: those count into `shared`).
-fn count_one(
-    state: &CommandBuffer,
-    errors: bool,
-    sequences: Option<SequenceHook>,
-    tally: &mut Tally,
-    shared: &mut Pending,
-) {
-    if state.simultaneous.get() {
-        walk(state, errors, sequences, tally, shared);
-        return;
-    }
-    // A buffer not begun for simultaneous use is submitted by one thread at a time, this one now: nobody else writes
-    // the kept counts.
-    if state.kept().holds(state, sequences.is_some()) {
-        tally.dispatches += state.count_kept(errors, sequences);
-        return;
-    }
-    let _folding = state.folding.lock();
-    // SAFETY: under `folding`.
-    let counted = unsafe { state.counted() };
-    // The old recording's repeats go to the counters before its counts are replaced.
-    counted.fold(state.repeats.load(Ordering::Relaxed));
-    counted.pending.clear();
-    let before = tally.dispatches;
-    walk(state, errors, sequences, tally, &mut counted.pending);
-    counted.pending.add_all(errors);
-    counted.valid = !counted.pending.collided && state.walk_reusable();
-    counted.hash = state.dispatch_hash.get();
-    counted.recorded = state.progress.recorded();
-    counted.dispatches = tally.dispatches - before;
-    counted.sequence = state.sequence.load(Ordering::Relaxed);
-    counted.removals = state.progress.removals_at_begin();
-}
-
-impl CommandBuffer {
-    /// Counts this recording by the counts kept from its last walk (the caller checked that they hold): one more
-    /// repeat, folded later (with `errors`, the kept counts go to the error counters at once), and the sequence's
-    /// count through `sequences`. Its dispatches. For a buffer one thread submits at a time (see [`Counted`]).
-    fn count_kept(&self, errors: bool, sequences: Option<SequenceHook>) -> u64 {
-        let kept = self.kept();
-        if errors {
-            kept.pending.add_all(true);
-        } else {
-            // One more repeat, folded later. Before the sequence's count below (the writer reads sequences first).
-            self.repeats.store(self.repeats.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
-        }
-        if let Some(hook) = sequences {
-            if self.sequence.load(Ordering::Relaxed) == SEQUENCE_UNKNOWN {
-                self.sequence.store(kept.sequence, Ordering::Relaxed);
-            }
-            hook(self, None);
-        }
-        kept.dispatches
-    }
-
-    /// Whether a walk over this recording gives counts another recording with the same dispatches can reuse: every
-    /// dispatch is in `dispatch_hash` (no secondary executed), none was lost, and the order is kept (not merged).
-    fn walk_reusable(&self) -> bool {
-        !self.executes.get() && !self.merged.get() && self.lost.get() == 0
-    }
-}
-
-impl Counted {
-    /// Whether these are the counts of `state`'s recording now: the kept walk was complete, and the buffer recorded
-    /// the same dispatches in the same order since it was begun; with `sequences`, its sequence is known.
-    #[inline]
-    fn holds(&self, state: &CommandBuffer, sequences: bool) -> bool {
-        self.valid
-            && self.hash == state.dispatch_hash.get()
-            && self.recorded == state.progress.recorded()
-            && self.removals == state.progress.removals_at_begin()
-            && state.walk_reusable()
-            && !(sequences
-                && self.sequence == SEQUENCE_UNKNOWN
-                && state.sequence.load(Ordering::Relaxed) == SEQUENCE_UNKNOWN)
-    }
-}
-
-/// Counts one submitted buffer's entries into `pending`, and hands its sequence to the hook: with its key, hashed in
-/// the same walk, when the buffer's sequence was not looked up since it was recorded.
-fn walk(
-    state: &CommandBuffer,
-    errors: bool,
-    sequences: Option<SequenceHook>,
-    tally: &mut Tally,
-    pending: &mut Pending,
-) {
-    let Some(hook) = sequences else {
-        count_buffer::<false>(state, errors, 0, tally, pending, &mut SequenceKey::new());
-        return;
-    };
-    if state.sequence.load(Ordering::Relaxed) != SEQUENCE_UNKNOWN {
-        count_buffer::<false>(state, errors, 0, tally, pending, &mut SequenceKey::new());
-        hook(state, None);
-        return;
-    }
-    let mut key = SequenceKey::new();
-    let before = tally.dispatches;
-    count_buffer::<true>(state, errors, 0, tally, pending, &mut key);
-    key.finish(tally.dispatches - before);
-    hook(state, Some(&key));
-}
-
-/// Counts `state`'s dispatches (a secondary's where it is executed) into `pending` and `tally`; with `KEYED`, joins
-/// and hashes its runs into `key` in the same walk.
-fn count_buffer<const KEYED: bool>(
-    state: &CommandBuffer,
-    errors: bool,
-    depth: u32,
-    tally: &mut Tally,
-    pending: &mut Pending,
-    key: &mut SequenceKey,
-) {
-    state.materialize();
-    // SAFETY: called from a submission hook: the application may not record into or reset a buffer
-    // it is submitting.
-    let entries = unsafe { state.entries() };
-    if KEYED {
-        key.ordered &= !state.merged.get() && state.lost.get() == 0;
-    }
-    // The walk's running values stay in locals (registers), not behind the references, and are handed back around a
-    // secondary's walk and at the end.
-    let mut k = *key;
-    let mut dispatches = tally.dispatches;
-    for e in entries.iter() {
-        if e.slot == EXECUTE {
-            let secondary = vk::CommandBuffer::from_raw(u64::from(e.grid[0]) | (u64::from(e.grid[1]) << 32));
-            if let Some(s) = get(secondary).filter(|_| depth < MAX_NESTING) {
-                (tally.dispatches, *key) = (dispatches, k);
-                for _ in 0..e.count {
-                    count_buffer::<KEYED>(s, errors, depth + 1, tally, pending, key);
-                }
-                (dispatches, k) = (tally.dispatches, *key);
-            }
-            continue;
-        }
-        pending.add(e.slot, e.grid, u64::from(e.count), errors);
-        dispatches += u64::from(e.count);
-        if KEYED {
-            k.push(e.slot, e.count);
-        }
-    }
-    let lost = state.lost.get();
-    if lost > 0 {
-        add(OVERFLOW, [0; 3], lost, errors);
-        dispatches += lost;
-    }
-    (tally.dispatches, *key) = (dispatches, k);
-}
-
-/// Remembers the last dispatches of a submission's command buffers in its queue's ring (the crash
-/// locus): a buffer whose black-box trail holds all its dispatches by one reference entry, others by a copy of their
-/// last [`locus::RING_DISPATCHES`] entries at most, so that a submission costs the same however many dispatches its
-/// buffers hold. A secondary buffer executed among them contributes its own last entries.
-pub fn remember(buffers: impl Iterator<Item = vk::CommandBuffer>, ring: &locus::QueueRing) -> u64 {
-    let submit = ring.begin_submit();
-    let mut writer = ring.writer(submit);
-    for cb in buffers {
-        if let Some(state) = get(cb) {
-            let recorded = state.progress.recorded();
-            if state.trail_holds_all() {
-                if recorded > 0 {
-                    writer.push_reference(&state.progress, state.progress.generation(), recorded);
-                }
-            } else {
-                remember_buffer(state, &mut writer, 0);
-            }
-        }
-    }
-    submit
-}
-
-impl CommandBuffer {
-    /// Whether the black box's trail of this recording names every dispatch as the entries do: no debug label (the
-    /// trail keeps none), no secondary buffer executed, none lost or merged, at most [`crate::progress::TRAIL`].
-    fn trail_holds_all(&self) -> bool {
-        !self.labelled.get() && self.walk_reusable() && self.progress.recorded() as usize <= crate::progress::TRAIL
-    }
-}
-
-fn remember_buffer(state: &CommandBuffer, ring: &mut locus::RingWriter<'_>, depth: u32) {
-    state.materialize();
-    // SAFETY: called from a submission hook, like `count_buffer`.
-    let entries = unsafe { state.entries() };
-    // SAFETY: as above.
-    let labels = unsafe { state.labels() };
-    let tail = &entries[entries.len().saturating_sub(locus::RING_DISPATCHES)..];
-    // The writer's position in a local between entries (not through `ring`, which a nested call also moves).
-    let mut w = *ring;
-    for e in tail {
-        if e.slot == EXECUTE {
-            let secondary = vk::CommandBuffer::from_raw(u64::from(e.grid[0]) | (u64::from(e.grid[1]) << 32));
-            if let Some(s) = get(secondary).filter(|_| depth < MAX_NESTING) {
-                remember_buffer(s, &mut w, depth + 1);
-            }
-            continue;
-        }
-        if e.label == Label::NONE {
-            w.push(e.slot, e.grid, e.count);
-        } else {
-            w.push_labelled(e.slot, e.grid, e.count, labels.words(e.label));
-        }
-    }
-    let lost = state.lost.get();
-    if lost > 0 {
-        w.push(OVERFLOW, [0; 3], u32::try_from(lost).unwrap_or(u32::MAX));
-    }
-    *ring = w;
 }
 
 /// In a forked child: a parent thread may have held these locks.
@@ -956,7 +769,10 @@ pub fn fold_all() {
 #[cfg(test)]
 mod tests {
     use super::pending::PENDING;
+    use super::submission::{count, count_one, remember, remember_buffer, Tally};
     use super::*;
+    use crate::locus;
+    use crate::pipelines::OVERFLOW;
 
     fn state() -> CommandBuffer {
         CommandBuffer::new()
@@ -971,7 +787,8 @@ mod tests {
             ("device", offset_of!(CommandBuffer, device) + 8),
             ("dispatch_hash", offset_of!(CommandBuffer, dispatch_hash) + 8),
             ("progress's trail, generation and count", progress + crate::progress::BufferProgress::HOT_BYTES),
-            ("bound", offset_of!(CommandBuffer, bound) + 4),
+            ("bound", offset_of!(CommandBuffer, bound) + 8),
+            ("handle", offset_of!(CommandBuffer, handle) + 8),
             ("deferred", offset_of!(CommandBuffer, deferred) + 1),
         ] {
             assert!(end <= 64, "{field} ends at byte {end} of the state");
@@ -994,6 +811,43 @@ mod tests {
         s.device.set(d);
         s.progress.attach(&d.progress, &d.pipelines);
         (s, d)
+    }
+
+    #[test]
+    fn a_handle_finds_the_state_it_was_allocated_with_however_its_states_come_and_go() {
+        let (_, d) = state_on_device(&[]);
+        // Handles no other test allocates; the first two share a slot of `RECENT` (found below), so that each lookup
+        // of one replaces the other there.
+        let a = vk::CommandBuffer::from_raw(0x5eed_0000_0040);
+        let mut b = vk::CommandBuffer::from_raw(0x5eed_0000_0080);
+        while !std::ptr::eq(recent_slot(a.as_raw()), recent_slot(b.as_raw())) {
+            b = vk::CommandBuffer::from_raw(b.as_raw() + 0x40);
+        }
+        let pool = vk::CommandPool::from_raw(0x5eed_9000);
+        allocated(d, pool, &[a, b]);
+        let (sa, sb) = (get(a).unwrap(), get(b).unwrap());
+        assert!(!std::ptr::eq(sa, sb));
+        for _ in 0..3 {
+            assert!(std::ptr::eq(get(a).unwrap(), sa) && std::ptr::eq(get(b).unwrap(), sb));
+        }
+        // Freed: its state goes to the spare list and may follow another buffer; the handle finds nothing.
+        freed(&[a]);
+        assert!(get(a).is_none(), "a freed buffer's handle found a state");
+        let c = vk::CommandBuffer::from_raw(0x5eed_0000_1000);
+        allocated(d, pool, &[c]);
+        assert!(get(a).is_none() && std::ptr::eq(get(c).unwrap(), sa), "the spare state follows the new buffer");
+        // The driver hands `a` out again: a state of its own, whatever `RECENT` held for it.
+        allocated(d, pool, &[a]);
+        let sa2 = get(a).unwrap();
+        assert!(!std::ptr::eq(sa2, sa) && !std::ptr::eq(sa2, sb));
+        // Allocated again without a free the layer saw (it was off): the new state answers, not the old one.
+        assert!(std::ptr::eq(get(a).unwrap(), sa2));
+        allocated(d, pool, &[a]);
+        let sa3 = get(a).unwrap();
+        assert!(!std::ptr::eq(sa3, sa2), "the state of the earlier allocation still answers for the handle");
+        // Destroying the pool frees its buffers.
+        pool_destroyed(d, pool);
+        assert!(get(a).is_none() && get(b).is_none() && get(c).is_none());
     }
 
     #[test]
