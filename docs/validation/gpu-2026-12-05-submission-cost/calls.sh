@@ -50,6 +50,8 @@
 #            with ctime (1678b1e with the same switches)
 #   recent   session 21: handle (42dace2) with a direct-mapped cache of the command buffers' states in front of
 #            the map (`commands::RECENT`): a bind or a dispatch finds its buffer's state in one load and a compare
+#   tail     session 21's last layer: recent, and bind and dispatch hooks whose every path ends in one call in tail
+#            position (no saved registers)
 #   rtime    recent plus experiment-switches-new.patch (applied with `git apply --3way`), BACKSCOPE_VK_EXP_TIME=1
 #   whytime  subtime's build plus, for each walked recording, why the kept counts did not hold (counts per reason),
 #            and for the 300th to 329th walk the first dispatches where the recording differs from the buffer's one

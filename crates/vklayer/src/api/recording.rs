@@ -176,24 +176,46 @@ pub(super) unsafe extern "system" fn cmd_bind_pipeline(
     point: vk::PipelineBindPoint,
     pipeline: vk::Pipeline,
 ) {
-    // Markers at dispatches change nothing here: the bind's paths are forwarding, observing, and impersonating.
+    // Markers at dispatches change nothing here: the bind's paths are forwarding, observing, and impersonating. As
+    // the dispatch hook, every path ends in one call, last: the common one in the driver's bind.
     if crate::flag::HOT.impersonating.worked_out_yes() {
         // SAFETY: forwarding the caller's arguments.
         return unsafe { bind_pipeline_impersonated(cb, point, pipeline) };
     }
-    if state::on() && !crate::switch::paused() {
-        if let Some(s) = commands::get(cb) {
-            if point == vk::PipelineBindPoint::COMPUTE {
-                s.bind(pipeline.as_raw());
-            }
-            if let Some(next) = s.device().cmd_bind_pipeline {
-                // SAFETY: forwarding the caller's arguments.
-                unsafe { next(cb, point, pipeline) };
-            }
-            return;
-        }
+    if !state::on() || crate::switch::paused() {
+        // SAFETY: forwarding the caller's arguments.
+        return unsafe { forward_bind(cb, point, pipeline) };
     }
+    let Some(s) = commands::recent(cb) else {
+        // SAFETY: forwarding the caller's arguments.
+        return unsafe { bind_looked_up(cb, point, pipeline) };
+    };
+    if point == vk::PipelineBindPoint::COMPUTE {
+        s.bind(pipeline.as_raw());
+    }
+    if let Some(next) = s.device().cmd_bind_pipeline {
+        // SAFETY: forwarding the caller's arguments.
+        unsafe { next(cb, point, pipeline) };
+    }
+}
+
+/// The bind hook when the layer only forwards: the device's table by the buffer's dispatch key.
+#[inline(never)]
+unsafe extern "system" fn forward_bind(cb: vk::CommandBuffer, point: vk::PipelineBindPoint, pipeline: vk::Pipeline) {
     if let Some(next) = device_of(cb).and_then(|d| d.cmd_bind_pipeline) {
+        // SAFETY: forwarding the caller's arguments.
+        unsafe { next(cb, point, pipeline) };
+    }
+}
+
+/// The observed bind of a buffer whose state is not among those looked up last: the map, then as above.
+#[inline(never)]
+unsafe extern "system" fn bind_looked_up(cb: vk::CommandBuffer, point: vk::PipelineBindPoint, pipeline: vk::Pipeline) {
+    let s = commands::get(cb);
+    if let (Some(s), vk::PipelineBindPoint::COMPUTE) = (s, point) {
+        s.bind(pipeline.as_raw());
+    }
+    if let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_bind_pipeline) {
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(cb, point, pipeline) };
     }
@@ -201,7 +223,11 @@ pub(super) unsafe extern "system" fn cmd_bind_pipeline(
 
 /// The bind hook while a profile is impersonated: `impersonate::readback` learns the pipeline, then as observed.
 #[inline(never)]
-unsafe fn bind_pipeline_impersonated(cb: vk::CommandBuffer, point: vk::PipelineBindPoint, pipeline: vk::Pipeline) {
+unsafe extern "system" fn bind_pipeline_impersonated(
+    cb: vk::CommandBuffer,
+    point: vk::PipelineBindPoint,
+    pipeline: vk::Pipeline,
+) {
     let s = followed(cb);
     if point == vk::PipelineBindPoint::COMPUTE {
         state::guarded(|| crate::impersonate::readback::pipeline_bound(cb.as_raw(), pipeline.as_raw()));
@@ -305,22 +331,66 @@ fn record(cb: vk::CommandBuffer, grid: [u32; 3]) -> Option<Recorded> {
 }
 
 pub(super) unsafe extern "system" fn cmd_dispatch(cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
+    // Every path ends in one call, last (a jump): the common one in the driver's dispatch, the others in a function of
+    // their own. No register then needs saving on entry (a lookup loop or a call before the forward made the hook
+    // save five and restore them on every dispatch).
     match path() {
-        Path::Forward => {}
         Path::Plain => {
-            if let Some(s) = commands::get(cb) {
-                s.record([x, y, z]);
-                if let Some(next) = s.device().cmd_dispatch {
-                    // SAFETY: forwarding the caller's arguments.
-                    unsafe { next(cb, x, y, z) };
-                }
-                return;
+            let Some(s) = commands::recent(cb) else {
+                // SAFETY: forwarding the caller's arguments.
+                return unsafe { dispatch_looked_up(cb, x, y, z) };
+            };
+            if s.record_in_trail([x, y, z]).1 {
+                // SAFETY: forwarding the caller's arguments.
+                return unsafe { entry_then_dispatch(s, cb, x, y, z) };
+            }
+            if let Some(next) = s.device().cmd_dispatch {
+                // SAFETY: forwarding the caller's arguments.
+                unsafe { next(cb, x, y, z) };
             }
         }
         // SAFETY: forwarding the caller's arguments.
-        Path::Full => return unsafe { dispatch_full(cb, x, y, z) },
+        Path::Forward => unsafe { forward_dispatch(cb, x, y, z) },
+        // SAFETY: forwarding the caller's arguments.
+        Path::Full => unsafe { dispatch_full(cb, x, y, z) },
     }
+}
+
+/// The dispatch hook when the layer only forwards: the device's table by the buffer's dispatch key.
+#[inline(never)]
+unsafe extern "system" fn forward_dispatch(cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
     if let Some(next) = device_of(cb).and_then(|d| d.cmd_dispatch) {
+        // SAFETY: forwarding the caller's arguments.
+        unsafe { next(cb, x, y, z) };
+    }
+}
+
+/// The observed dispatch into a buffer whose state is not among those looked up last: the map, then recorded and
+/// forwarded (forwarded only when the layer does not follow the buffer).
+#[inline(never)]
+unsafe extern "system" fn dispatch_looked_up(cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
+    let s = commands::get(cb);
+    if let Some(s) = s {
+        s.record([x, y, z]);
+    }
+    if let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_dispatch) {
+        // SAFETY: forwarding the caller's arguments.
+        unsafe { next(cb, x, y, z) };
+    }
+}
+
+/// The rest of an observed dispatch whose entry is needed (`CommandBuffer::record_in_trail`): the entry, then the
+/// driver's dispatch.
+#[inline(never)]
+unsafe extern "system" fn entry_then_dispatch(
+    s: &'static commands::CommandBuffer,
+    cb: vk::CommandBuffer,
+    x: u32,
+    y: u32,
+    z: u32,
+) {
+    s.record_entry([x, y, z]);
+    if let Some(next) = s.device().cmd_dispatch {
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(cb, x, y, z) };
     }
@@ -329,7 +399,7 @@ pub(super) unsafe extern "system" fn cmd_dispatch(cb: vk::CommandBuffer, x: u32,
 /// The dispatch hook with a profile impersonated or markers at dispatches: out of line, so that the common paths
 /// stay a few cache lines of code.
 #[inline(never)]
-unsafe fn dispatch_full(cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
+unsafe extern "system" fn dispatch_full(cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
     let Some(r) = record(cb, [x, y, z]) else { return };
     if let Some(next) = r.device.cmd_dispatch {
         r.before(cb);

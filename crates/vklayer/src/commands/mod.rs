@@ -365,17 +365,28 @@ impl CommandBuffer {
     /// out of line. A recording kept only in the trail never gets there.
     #[inline(always)]
     pub fn record(&self, grid: [u32; 3]) -> u32 {
-        let handle = self.bound.get();
-        self.dispatch_hash.set(hash_dispatch(self.dispatch_hash.get(), handle, grid));
-        let index = self.progress.record(handle, grid);
-        if !self.deferred.get() || index as usize > crate::progress::TRAIL {
-            self.record_entry(handle, grid);
+        let (index, entry) = self.record_in_trail(grid);
+        if entry {
+            self.record_entry(grid);
         }
         index
     }
 
+    /// [`Self::record`] up to the entry: the dispatch's index, and whether it still needs its entry
+    /// ([`Self::record_entry`]). For a hook whose common path makes no call but the driver's (so that it needs no
+    /// saved registers: the compiler then saves none on entry).
+    #[inline(always)]
+    pub fn record_in_trail(&self, grid: [u32; 3]) -> (u32, bool) {
+        let handle = self.bound.get();
+        self.dispatch_hash.set(hash_dispatch(self.dispatch_hash.get(), handle, grid));
+        let index = self.progress.record(handle, grid);
+        (index, !self.deferred.get() || index as usize > crate::progress::TRAIL)
+    }
+
+    /// The entry of the dispatch [`Self::record_in_trail`] just recorded, when it said one is needed.
     #[inline(never)]
-    fn record_entry(&self, handle: u64, grid: [u32; 3]) {
+    pub fn record_entry(&self, grid: [u32; 3]) {
+        let handle = self.bound.get();
         crate::state::guarded(|| {
             let slot = self.progress.slot_of(self.progress.generation(), handle);
             if self.deferred.get() {
@@ -626,16 +637,20 @@ fn recent_slot(cb: u64) -> &'static AtomicPtr<CommandBuffer> {
 /// The state of command buffer `cb`.
 #[inline(always)]
 pub fn get(cb: vk::CommandBuffer) -> Option<&'static CommandBuffer> {
-    let key = cb.as_raw();
-    let slot = recent_slot(key);
-    let p = slot.load(Ordering::Acquire);
-    // SAFETY: a slot holds null or a pointer to a never-freed state (see `allocated`).
-    if let Some(s) = unsafe { p.as_ref() } {
-        if s.handle.load(Ordering::Acquire) == key {
-            return Some(s);
-        }
+    match recent(cb) {
+        Some(s) => Some(s),
+        None => get_and_remember(cb.as_raw(), recent_slot(cb.as_raw())),
     }
-    get_and_remember(key, slot)
+}
+
+/// The state of command buffer `cb` if it is in [`RECENT`] (`None`: look it up with [`get`]). No call: for a hook's
+/// common path.
+#[inline(always)]
+pub fn recent(cb: vk::CommandBuffer) -> Option<&'static CommandBuffer> {
+    let key = cb.as_raw();
+    // SAFETY: a slot holds null or a pointer to a never-freed state (see `allocated`).
+    let s = unsafe { recent_slot(key).load(Ordering::Acquire).as_ref() }?;
+    (s.handle.load(Ordering::Acquire) == key).then_some(s)
 }
 
 #[inline(never)]
