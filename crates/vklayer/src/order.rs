@@ -70,9 +70,9 @@ pub fn recording() -> bool {
     RECORDING.load(Ordering::Relaxed)
 }
 
-/// A submitted command buffer (`crate::commands::submission::count`'s hook): one submission of its sequence. Looked up once per
-/// recording from the key counted with its dispatches, then cached on the buffer. A buffer without dispatches counts
-/// nothing.
+/// A submitted command buffer (`crate::commands::submission::count`'s hook): one submission of its sequence. Looked
+/// up once per recording from the key counted with its dispatches, then cached on the buffer. A buffer without
+/// dispatches counts nothing.
 pub fn counted(state: &CommandBuffer, key: Option<&SequenceKey>) {
     let id = match state.sequence.load(Ordering::Relaxed) {
         SEQUENCE_UNKNOWN => {

@@ -4,13 +4,14 @@
 //! the application synchronise access to a command buffer and to the pool it came from ("Threading
 //! Behavior": host access to `commandBuffer` must be externally synchronized), so the state of one
 //! command buffer is only ever touched by one thread at a time and needs no lock: a dispatch looks
-//! the buffer up (in a small cache of the buffers looked up last, [`RECENT`], else in a lock-free map) and stores its pipeline and workgroup counts by index into the black box's trail
-//! (`crate::progress`). A recording with no label region and no secondary buffer stops there: its entries — runs of
-//! equal dispatches, what the counting walks — are made from the trail only if they are needed (a label opens, a
-//! secondary is executed, the trail is full, a submission walks the recording). Otherwise a dispatch also compares
-//! with the last recorded entry and either bumps its count or appends one. Entries grow with the largest buffer
-//! recorded (warm-up) and are reused after that; a buffer that records more than [`MAX_ENTRIES`] distinct dispatches
-//! has them merged, and what still does not fit is counted as the overflow kernel.
+//! the buffer up (in a small cache of the buffers looked up last, [`RECENT`], else in a lock-free map) and stores its
+//! pipeline and workgroup counts by index into the black box's trail (`crate::progress`). A recording with no label
+//! region and no secondary buffer stops there: its entries — runs of equal dispatches, what the counting walks — are
+//! made from the trail only if they are needed (a label opens, a secondary is executed, the trail is full, a
+//! submission walks the recording). Otherwise a dispatch also compares with the last recorded entry and either bumps
+//! its count or appends one. Entries grow with the largest buffer recorded (warm-up) and are reused after that; a
+//! buffer that records more than [`MAX_ENTRIES`] distinct dispatches has them merged, and what still does not fit is
+//! counted as the overflow kernel.
 //!
 //! A buffer's entries are read when it is submitted (`submission`: before the driver sees the submission, while the
 //! buffer cannot be reset), and cleared when it is begun, reset, or its pool is reset. A secondary
@@ -35,7 +36,6 @@ use ash::vk::Handle;
 use crate::dispatch::DeviceDispatch;
 use crate::handles::HandleMap;
 use crate::labels::{Label, Labels};
-
 use format::spin::{SpinGuard, SpinLock};
 
 mod pending;
@@ -493,8 +493,8 @@ pub fn mix(hash: u64, slot: u32, n: u32) -> u64 {
 }
 
 /// A submitted command buffer's sequence of pipelines, joined into runs and hashed while its dispatches are counted
-/// ([`submission::count`]), so that `crate::order` finds it without another walk over the entries. The hash starts with the
-/// "no run yet" mark (`EXECUTE`, 0), so that a run begins without a test for the first one.
+/// ([`submission::count`]), so that `crate::order` finds it without another walk over the entries. The hash starts
+/// with the "no run yet" mark (`EXECUTE`, 0), so that a run begins without a test for the first one.
 #[derive(Clone, Copy)]
 pub struct SequenceKey {
     slot: u32,

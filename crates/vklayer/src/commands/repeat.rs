@@ -1,7 +1,7 @@
 //! The submission ggml-vulkan makes token after token, in one pass over its command buffers: each buffer recorded
-//! again with the same dispatches in the same order as at its last counted submission (a repeat: [`super::submission::count`]
-//! adds one to its repeats) and whole in its black-box trail (the crash ring refers to it by one entry:
-//! [`super::submission::remember`]).
+//! again with the same dispatches in the same order as at its last counted submission (a repeat:
+//! [`super::submission::count`] adds one to its repeats) and whole in its black-box trail (the crash ring refers to it
+//! by one entry: [`super::submission::remember`]).
 //!
 //! Why a pass of its own: the general path looks each buffer up once for counting, once for the crash ring and once
 //! for the black box, each through code of its own. What a submission costs on a GPU host is the lines it touches,
@@ -57,9 +57,9 @@ impl Repeats {
         self.states[..self.n].iter().flatten().copied()
     }
 
-    /// Counts the buffers as [`super::submission::count`] counts a repeat (`CommandBuffer::count_kept`), then remembers them in
-    /// `ring` by reference as [`super::submission::remember`] does. Returns the submission's number in the ring (`None` without a
-    /// ring: the queue is past the followed ones).
+    /// Counts the buffers as [`super::submission::count`] counts a repeat (`CommandBuffer::count_kept`), then
+    /// remembers them in `ring` by reference as [`super::submission::remember`] does. Returns the submission's number
+    /// in the ring (`None` without a ring: the queue is past the followed ones).
     pub fn count_and_remember(&self, sequences: Option<SequenceHook>, ring: Option<&QueueRing>) -> Option<u64> {
         for state in self.states() {
             state.count_kept(false, sequences);
