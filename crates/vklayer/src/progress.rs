@@ -77,7 +77,7 @@ fn markers_asked() -> Option<MarkerPlacement> {
 }
 
 /// Whether markers go at dispatches, as the dispatch hook asks it at every dispatch.
-static PER_DISPATCH: &crate::flag::OnceFlag = &crate::flag::HOT.markers_per_dispatch;
+static PER_DISPATCH: &crate::flag::OnceFlag = &crate::flag::MARKERS_PER_DISPATCH;
 
 /// Whether markers go at dispatches ([`MarkerPlacement::Dispatch`], [`MarkerPlacement::Sync`]).
 #[inline(always)]
@@ -87,7 +87,7 @@ pub fn markers_per_dispatch() -> bool {
 
 /// Whether markers go after the program's barriers, as the barrier hooks ask it at every barrier (ggml records one
 /// between dependent nodes).
-static AT_BARRIERS: &crate::flag::OnceFlag = &crate::flag::HOT.markers_at_barriers;
+static AT_BARRIERS: &crate::flag::OnceFlag = &crate::flag::MARKERS_AT_BARRIERS;
 
 /// Whether markers go after the program's barriers ([`MarkerPlacement::Sync`], [`MarkerPlacement::Barrier`]); the
 /// barrier hooks do nothing else, so with any other placement the layer does not hook barriers (`api::barriers_hooked`).

@@ -6,7 +6,7 @@
 //! hooks keep forwarding every call unchanged.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use format::env::{self, Settings};
@@ -17,11 +17,12 @@ use format::spin::SpinLock;
 
 /// What `crate::flag::HOT` starts with.
 const UNINIT: u8 = 0;
-const ON: u8 = 1;
+/// On: what the recording hooks' common path expects (`crate::flag::Hot::first_word_is`).
+pub const ON: u8 = 1;
 const OFF: u8 = 2;
 
 /// The life cycle, kept with the other settings the hooks read at every call.
-static STATE: &AtomicU8 = &crate::flag::HOT.state;
+static STATE: &crate::flag::Lane = &crate::flag::STATE;
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
 static START_NS: AtomicU64 = AtomicU64::new(0);
 static STATISTICS_WANTED: AtomicBool = AtomicBool::new(true);

@@ -10,22 +10,22 @@
 //! a process that never calls it observes as before.
 
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 /// Kept with the other settings the hooks read at every call.
-static PAUSED: &AtomicBool = &crate::flag::HOT.paused;
+static PAUSED: &crate::flag::Lane = &crate::flag::PAUSED;
 
 /// Whether observation is paused. One relaxed load, checked by the recording and submission hooks.
 #[inline(always)]
 pub fn paused() -> bool {
-    PAUSED.load(Ordering::Relaxed)
+    PAUSED.load(Ordering::Relaxed) != 0
 }
 
 /// Resumes observation when `observe` is non-zero and pauses it when zero; returns whether it was
 /// observing before (1) or paused (0). Safe to call from any thread at any time: it only stores a flag.
 #[cfg_attr(not(test), no_mangle)]
 pub extern "C" fn backscope_vk_set_observing(observe: c_int) -> c_int {
-    let was_paused = PAUSED.swap(observe == 0, Ordering::SeqCst);
+    let was_paused = PAUSED.swap(u8::from(observe == 0), Ordering::SeqCst) != 0;
     c_int::from(!was_paused)
 }
 

@@ -97,15 +97,23 @@ enum Path {
     Full,
 }
 
+/// The settings of [`Path::Plain`] as the bytes of `crate::flag::HOT`'s first word: on, not paused, no profile
+/// impersonated, no marker at each dispatch.
+const PLAIN: [u8; 4] = [state::ON, 0, crate::flag::OnceFlag::NO, crate::flag::OnceFlag::NO];
+
 /// Impersonation and markers at dispatches are read as `crate::start` worked them out (before any command buffer
-/// could be recorded): one load each, no branch to work them out.
+/// could be recorded): the common path is one load and one compare ([`PLAIN`]), the others one load each, no branch
+/// to work them out.
 #[inline(always)]
 fn path() -> Path {
+    if crate::flag::HOT.first_word_is(PLAIN) {
+        return Path::Plain;
+    }
     let observing = state::on() && !crate::switch::paused();
-    let impersonating = crate::flag::HOT.impersonating.worked_out_yes();
+    let impersonating = crate::flag::IMPERSONATING.worked_out_yes();
     if !observing && !impersonating {
         Path::Forward
-    } else if observing && !impersonating && !crate::flag::HOT.markers_per_dispatch.worked_out_yes() {
+    } else if observing && !impersonating && !crate::flag::MARKERS_PER_DISPATCH.worked_out_yes() {
         Path::Plain
     } else {
         Path::Full
@@ -177,14 +185,17 @@ pub(super) unsafe extern "system" fn cmd_bind_pipeline(
     pipeline: vk::Pipeline,
 ) {
     // Markers at dispatches change nothing here: the bind's paths are forwarding, observing, and impersonating. As
-    // the dispatch hook, every path ends in one call, last: the common one in the driver's bind.
-    if crate::flag::HOT.impersonating.worked_out_yes() {
-        // SAFETY: forwarding the caller's arguments.
-        return unsafe { bind_pipeline_impersonated(cb, point, pipeline) };
-    }
-    if !state::on() || crate::switch::paused() {
-        // SAFETY: forwarding the caller's arguments.
-        return unsafe { forward_bind(cb, point, pipeline) };
+    // the dispatch hook, every path ends in one call, last: the common one in the driver's bind. Its settings are
+    // [`PLAIN`]'s (one load) or, with markers at dispatches, read one by one.
+    if !crate::flag::HOT.first_word_is(PLAIN) {
+        if crate::flag::IMPERSONATING.worked_out_yes() {
+            // SAFETY: forwarding the caller's arguments.
+            return unsafe { bind_pipeline_impersonated(cb, point, pipeline) };
+        }
+        if !state::on() || crate::switch::paused() {
+            // SAFETY: forwarding the caller's arguments.
+            return unsafe { forward_bind(cb, point, pipeline) };
+        }
     }
     let Some(s) = commands::recent(cb) else {
         // SAFETY: forwarding the caller's arguments.
@@ -342,7 +353,7 @@ pub(super) unsafe extern "system" fn cmd_dispatch(cb: vk::CommandBuffer, x: u32,
             };
             if s.record_in_trail([x, y, z]).1 {
                 // SAFETY: forwarding the caller's arguments.
-                return unsafe { entry_then_dispatch(s, cb, x, y, z) };
+                return unsafe { entry_then_dispatch(cb, x, y, z, s) };
             }
             if let Some(next) = s.device().cmd_dispatch {
                 // SAFETY: forwarding the caller's arguments.
@@ -383,11 +394,11 @@ unsafe extern "system" fn dispatch_looked_up(cb: vk::CommandBuffer, x: u32, y: u
 /// driver's dispatch.
 #[inline(never)]
 unsafe extern "system" fn entry_then_dispatch(
-    s: &'static commands::CommandBuffer,
     cb: vk::CommandBuffer,
     x: u32,
     y: u32,
     z: u32,
+    s: &'static commands::CommandBuffer,
 ) {
     s.record_entry([x, y, z]);
     if let Some(next) = s.device().cmd_dispatch {

@@ -45,7 +45,7 @@ pub fn active() -> Option<&'static Profile> {
 }
 
 /// [`active`], as the recording hooks ask it at every dispatch.
-static IMPERSONATING: &crate::flag::OnceFlag = &crate::flag::HOT.impersonating;
+static IMPERSONATING: &crate::flag::OnceFlag = &crate::flag::IMPERSONATING;
 
 /// Whether a profile is impersonated: one relaxed load once known (the recording hooks' fast path when the layer does
 /// not observe).
