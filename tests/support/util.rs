@@ -127,22 +127,29 @@ pub fn readelf_notes(files: &[PathBuf]) -> std::collections::BTreeMap<String, Ve
     out
 }
 
-/// The observer library cargo built next to the test binary (`deps/` when only `cargo test` built it).
-/// The Vulkan layer library `cargo test --workspace` built (beside the binary, or in `deps/` on a clean build).
+/// The Vulkan layer library `cargo test --workspace` built.
 pub fn vklayer_library() -> PathBuf {
-    let dir = Path::new(env!("CARGO_BIN_EXE_backscope")).parent().expect("target dir");
-    let p = dir.join("libbackscope_vklayer.so");
-    let p = if p.exists() { p } else { dir.join("deps/libbackscope_vklayer.so") };
-    assert!(p.exists(), "build the Vulkan layer: cargo build --workspace ({})", p.display());
-    p
+    built_library("libbackscope_vklayer.so", "the Vulkan layer")
 }
 
+/// The CUDA/HIP observer library `cargo test --workspace` built.
 pub fn observer_library() -> PathBuf {
+    built_library("libbackscope_observer.so", "the observer")
+}
+
+/// A library of the workspace as cargo built it beside the test binary: in `deps/` (where `cargo test` puts it), or
+/// in the target directory itself (where `cargo build` puts it), whichever was built last. A copy `cargo build` left
+/// there earlier is not what `cargo test` just rebuilt: preferring it tested a stale layer.
+fn built_library(name: &str, what: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_BIN_EXE_backscope")).parent().expect("target dir");
-    let p = dir.join("libbackscope_observer.so");
-    let p = if p.exists() { p } else { dir.join("deps/libbackscope_observer.so") };
-    assert!(p.exists(), "build the observer: cargo build --workspace ({})", p.display());
-    p
+    let newest = [dir.join(name), dir.join("deps").join(name)]
+        .into_iter()
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .max_by_key(|(modified, _)| *modified);
+    match newest {
+        Some((_, p)) => p,
+        None => panic!("build {what}: cargo build --workspace (no {name} in {} or its deps/)", dir.display()),
+    }
 }
 
 /// Every file under `dir` (recursively), by its path relative to `dir`, with its text (lossy UTF-8).

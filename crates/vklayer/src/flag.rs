@@ -4,7 +4,7 @@
 //! one line of settings instead of five statics wherever the linker put them is four fewer lines to bring back per
 //! call. Each setting's meaning belongs to the module that sets it (named on its lane below).
 //!
-//! The four settings the bind and dispatch hooks need are the bytes of one word ([`Hot::first_word_is`]): the hooks
+//! The four settings the bind and dispatch hooks need are the bytes of one word ([`Hot::first_word`]): the hooks
 //! tell their common path (observing, nothing else asked) with one load and one compare, where four loads and their
 //! branches took ten instructions. Each setting is a [`Lane`] of its word, written by compare-and-swap of the whole
 //! word (rarely: at start, at a pause, when a setting is worked out), so that every access is of one size.
@@ -26,10 +26,11 @@ pub struct Hot {
 pub static HOT: Hot = Hot { first: AtomicU32::new(0), second: AtomicU32::new(0) };
 
 impl Hot {
-    /// Whether the first word's four settings are `bytes` ([`STATE`]'s first), in one relaxed load.
+    /// The first word's four settings ([`STATE`]'s the lowest byte), in one relaxed load: compared whole with a
+    /// word made by `u32::from_le_bytes` (as bytes, the compiler compares them one by one).
     #[inline(always)]
-    pub fn first_word_is(&self, bytes: [u8; 4]) -> bool {
-        self.first.load(Ordering::Relaxed) == u32::from_le_bytes(bytes)
+    pub fn first_word(&self) -> u32 {
+        self.first.load(Ordering::Relaxed)
     }
 }
 

@@ -17,7 +17,7 @@ use format::spin::SpinLock;
 
 /// What `crate::flag::HOT` starts with.
 const UNINIT: u8 = 0;
-/// On: what the recording hooks' common path expects (`crate::flag::Hot::first_word_is`).
+/// On: what the recording hooks' common path expects (`crate::flag::Hot::first_word`).
 pub const ON: u8 = 1;
 const OFF: u8 = 2;
 

@@ -99,15 +99,19 @@ enum Path {
 
 /// The settings of [`Path::Plain`] as the bytes of `crate::flag::HOT`'s first word: on, not paused, no profile
 /// impersonated, no marker at each dispatch.
-const PLAIN: [u8; 4] = [state::ON, 0, crate::flag::OnceFlag::NO, crate::flag::OnceFlag::NO];
+const PLAIN: u32 = u32::from_le_bytes([state::ON, 0, crate::flag::OnceFlag::NO, crate::flag::OnceFlag::NO]);
+/// The same, paused ([`Path::Forward`]): what the in-process A/B's baseline runs.
+const PAUSED: u32 = u32::from_le_bytes([state::ON, 1, crate::flag::OnceFlag::NO, crate::flag::OnceFlag::NO]);
 
 /// Impersonation and markers at dispatches are read as `crate::start` worked them out (before any command buffer
-/// could be recorded): the common path is one load and one compare ([`PLAIN`]), the others one load each, no branch
-/// to work them out.
+/// could be recorded): the common path, and the paused one, are one load and a compare ([`PLAIN`], [`PAUSED`]), the
+/// others one load each, no branch to work them out.
 #[inline(always)]
 fn path() -> Path {
-    if crate::flag::HOT.first_word_is(PLAIN) {
-        return Path::Plain;
+    match crate::flag::HOT.first_word() {
+        PLAIN => return Path::Plain,
+        PAUSED => return Path::Forward,
+        _ => {}
     }
     let observing = state::on() && !crate::switch::paused();
     let impersonating = crate::flag::IMPERSONATING.worked_out_yes();
@@ -186,8 +190,13 @@ pub(super) unsafe extern "system" fn cmd_bind_pipeline(
 ) {
     // Markers at dispatches change nothing here: the bind's paths are forwarding, observing, and impersonating. As
     // the dispatch hook, every path ends in one call, last: the common one in the driver's bind. Its settings are
-    // [`PLAIN`]'s (one load) or, with markers at dispatches, read one by one.
-    if !crate::flag::HOT.first_word_is(PLAIN) {
+    // [`PLAIN`]'s or [`PAUSED`]'s (one load) or, with markers at dispatches, read one by one.
+    let word = crate::flag::HOT.first_word();
+    if word == PAUSED {
+        // SAFETY: forwarding the caller's arguments.
+        return unsafe { forward_bind(cb, point, pipeline) };
+    }
+    if word != PLAIN {
         if crate::flag::IMPERSONATING.worked_out_yes() {
             // SAFETY: forwarding the caller's arguments.
             return unsafe { bind_pipeline_impersonated(cb, point, pipeline) };
@@ -210,10 +219,30 @@ pub(super) unsafe extern "system" fn cmd_bind_pipeline(
     }
 }
 
-/// The bind hook when the layer only forwards: the device's table by the buffer's dispatch key.
+/// The bind hook when the layer only forwards: the device's table from the buffer's state when it is among those
+/// looked up last (as observed: one load), else by the buffer's dispatch key. Kept as short as the observed path's
+/// own forwarding, so that the in-process A/B (observing against paused) measures what observing adds.
 #[inline(never)]
 unsafe extern "system" fn forward_bind(cb: vk::CommandBuffer, point: vk::PipelineBindPoint, pipeline: vk::Pipeline) {
-    if let Some(next) = device_of(cb).and_then(|d| d.cmd_bind_pipeline) {
+    let Some(s) = commands::recent(cb) else {
+        // SAFETY: forwarding the caller's arguments.
+        return unsafe { forward_bind_by_key(cb, point, pipeline) };
+    };
+    if let Some(next) = s.device().cmd_bind_pipeline {
+        // SAFETY: forwarding the caller's arguments.
+        unsafe { next(cb, point, pipeline) };
+    }
+}
+
+/// [`forward_bind`] for a buffer whose state is not among those looked up last: the map (which remembers it for the
+/// next call), else the device's table by the buffer's dispatch key (a buffer allocated before the layer observed).
+#[inline(never)]
+unsafe extern "system" fn forward_bind_by_key(
+    cb: vk::CommandBuffer,
+    point: vk::PipelineBindPoint,
+    pipeline: vk::Pipeline,
+) {
+    if let Some(next) = buffer_device(cb, commands::get(cb)).and_then(|d| d.cmd_bind_pipeline) {
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(cb, point, pipeline) };
     }
@@ -367,10 +396,23 @@ pub(super) unsafe extern "system" fn cmd_dispatch(cb: vk::CommandBuffer, x: u32,
     }
 }
 
-/// The dispatch hook when the layer only forwards: the device's table by the buffer's dispatch key.
+/// The dispatch hook when the layer only forwards: as [`forward_bind`].
 #[inline(never)]
 unsafe extern "system" fn forward_dispatch(cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
-    if let Some(next) = device_of(cb).and_then(|d| d.cmd_dispatch) {
+    let Some(s) = commands::recent(cb) else {
+        // SAFETY: forwarding the caller's arguments.
+        return unsafe { forward_dispatch_by_key(cb, x, y, z) };
+    };
+    if let Some(next) = s.device().cmd_dispatch {
+        // SAFETY: forwarding the caller's arguments.
+        unsafe { next(cb, x, y, z) };
+    }
+}
+
+/// [`forward_dispatch`] for a buffer whose state is not among those looked up last: as [`forward_bind_by_key`].
+#[inline(never)]
+unsafe extern "system" fn forward_dispatch_by_key(cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
+    if let Some(next) = buffer_device(cb, commands::get(cb)).and_then(|d| d.cmd_dispatch) {
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(cb, x, y, z) };
     }
@@ -391,7 +433,8 @@ unsafe extern "system" fn dispatch_looked_up(cb: vk::CommandBuffer, x: u32, y: u
 }
 
 /// The rest of an observed dispatch whose entry is needed (`CommandBuffer::record_in_trail`): the entry, then the
-/// driver's dispatch.
+/// driver's dispatch. The state comes last, so that the hook keeps the driver's four arguments in the registers they
+/// came in on every path (taking the state first made it move all four and back on each dispatch).
 #[inline(never)]
 unsafe extern "system" fn entry_then_dispatch(
     cb: vk::CommandBuffer,
