@@ -234,15 +234,18 @@ unsafe extern "system" fn forward_bind(cb: vk::CommandBuffer, point: vk::Pipelin
     }
 }
 
-/// [`forward_bind`] for a buffer whose state is not among those looked up last: the map (which remembers it for the
-/// next call), else the device's table by the buffer's dispatch key (a buffer allocated before the layer observed).
+/// [`forward_bind`] for a buffer whose state is not among those looked up last: the map while the layer is on (paused:
+/// it remembers the state for the next call), else the device's table by the buffer's dispatch key (a buffer
+/// allocated before the layer observed, or the layer switched off after an internal failure, which then does no
+/// more than forward).
 #[inline(never)]
 unsafe extern "system" fn forward_bind_by_key(
     cb: vk::CommandBuffer,
     point: vk::PipelineBindPoint,
     pipeline: vk::Pipeline,
 ) {
-    if let Some(next) = buffer_device(cb, commands::get(cb)).and_then(|d| d.cmd_bind_pipeline) {
+    let s = if state::on() { commands::get(cb) } else { None };
+    if let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_bind_pipeline) {
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(cb, point, pipeline) };
     }
@@ -412,7 +415,8 @@ unsafe extern "system" fn forward_dispatch(cb: vk::CommandBuffer, x: u32, y: u32
 /// [`forward_dispatch`] for a buffer whose state is not among those looked up last: as [`forward_bind_by_key`].
 #[inline(never)]
 unsafe extern "system" fn forward_dispatch_by_key(cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
-    if let Some(next) = buffer_device(cb, commands::get(cb)).and_then(|d| d.cmd_dispatch) {
+    let s = if state::on() { commands::get(cb) } else { None };
+    if let Some(next) = buffer_device(cb, s).and_then(|d| d.cmd_dispatch) {
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(cb, x, y, z) };
     }
