@@ -13,7 +13,10 @@
 #   nowin    env with BACKSCOPE_TRACE_INTERVAL_MS=0 (no writer thread waking every window: the trace is written at exit);
 #   noorder  env with BACKSCOPE_VK_ORDER=0 (no dispatch-order sequences);
 #   nomark   env with BACKSCOPE_VK_MARKERS=none (no buffer markers and no marker extension: progress by submissions);
-#   nofault  env with BACKSCOPE_VK_FAULT=0 (VK_EXT_device_fault not enabled).
+#   nofault  env with BACKSCOPE_VK_FAULT=0 (VK_EXT_device_fault not enabled);
+#   env@NAME env with the layer .carry/bb/libbackscope_vklayer-NAME.so instead (two layer builds against a plain run
+#            in one machine start: ARMS="plain env env@short"). `trace --env` writes the layer's manifest beside the
+#            library it names, so arms that run one after another each load their own build.
 # Run from the repository root on the GPU machine with .carry/ holding backscope.xz, debs/ (Debian's Vulkan loader and
 # GL libraries), bb/{libbackscope_vklayer.so,libbackscope_observer.so}, and either llama.tar.xz (a stripped Vulkan
 # llama.cpp bin dir) plus ggml-vocab-llama-spm.gguf, or what bench/gpu/build_vulkan_llama.sh builds (LLAMA_BIN).
@@ -48,10 +51,10 @@ where_placed() {
 where_placed >>"$OUT/gpu.txt" 2>&1 || true
 
 # The lines `trace --env` prints for a traced directory (`export K=V`), as environment assignments.
-env_of() { # DIR [--labels on]
+env_of() { # DIR [LAYER_SO [--labels on]]
   mkdir -p "$1"
-  $W/backscope trace --env --dir "$1" --observer "$C/bb/libbackscope_observer.so" --vklayer "$C/bb/libbackscope_vklayer.so" \
-    "${@:2}" | sed -n 's/^export //p'
+  $W/backscope trace --env --dir "$1" --observer "$C/bb/libbackscope_observer.so" \
+    --vklayer "${2:-$C/bb/libbackscope_vklayer.so}" "${@:3}" | sed -n 's/^export //p'
 }
 env_of $W/probe >"$OUT/trace-env.txt"
 rm -f "$OUT/ab-rows.jsonl"
@@ -89,12 +92,13 @@ for r in $(seq 1 "${ROUNDS:-20}"); do
       nostats) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_PIPELINE_STATS=0) ;;
       nobb) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_BLACKBOX=0 BACKSCOPE_VK_PIPELINE_STATS=0) ;;
       present) mapfile -t e < <(env_of "$d" | grep -v -e '^BACKSCOPE_TRACE_DIR=' -e '^LD_PRELOAD=') ;;
-      labels) mapfile -t e < <(env_of "$d" --labels on) ;;
+      labels) mapfile -t e < <(env_of "$d" "" --labels on) ;;
       nopre) mapfile -t e < <(env_of "$d" | grep -v '^LD_PRELOAD=') ;;
       nowin) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_TRACE_INTERVAL_MS=0) ;;
       noorder) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_ORDER=0) ;;
       nomark) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_MARKERS=none) ;;
       nofault) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_FAULT=0) ;;
+      env@*) mapfile -t e < <(env_of "$d" "$C/bb/libbackscope_vklayer-${arm#env@}.so") ;;
     esac
     [ -n "${NOASLR:-}" ] && mapfile -t e < <(padded "${e[@]}")
     env "${e[@]}" "${noaslr[@]}" "${pin[@]}" "$BIN/llama-bench" -m "$MODEL" -ngl 99 ${TESTS:--p 512 -n 128} -r "${REPS:-5}" \

@@ -26,7 +26,7 @@
 //! recording before the current one stays readable while the buffer is recorded again, which is what lets the crash
 //! ring (`crate::locus`) name a submission's last dispatches by reference instead of copying them.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use ash::vk;
@@ -276,6 +276,9 @@ pub struct BufferProgress {
     /// docs/validation/gpu-2026-12-05-submission-cost); a reader looks the slot up ([`Self::slot_of`]).
     /// (A fixed-size array: the state keeps its pointer only, 8 bytes of its first cache line.)
     trail: Box<[[AtomicU64; 3]; 2 * TRAIL]>,
+    /// The current generation's half of `trail` (where its first dispatch goes): set at begin, so that a dispatch
+    /// computes no half from the generation. Read and written by the thread that owns the buffer only.
+    half: AtomicPtr<[AtomicU64; 3]>,
     /// Bumped whenever the buffer is begun or reset after recording dispatches: a submission of an older generation
     /// finished. (Not when nothing was recorded since: ggml resets its pools and then begins each buffer, and two
     /// bumps would leave no generation between the one recorded and the one being recorded.)
@@ -306,7 +309,7 @@ impl BufferProgress {
     pub const HOT_BYTES: usize = std::mem::offset_of!(BufferProgress, recorded) + 4;
 
     pub fn new() -> BufferProgress {
-        BufferProgress {
+        let progress = BufferProgress {
             slot: AtomicU32::new(NO_SLOT),
             markers: AtomicUsize::new(0),
             recorded: AtomicU32::new(0),
@@ -323,7 +326,16 @@ impl BufferProgress {
             },
             pipelines: AtomicUsize::new(0),
             removals_at_begin: [AtomicU64::new(0), AtomicU64::new(0)],
-        }
+            half: AtomicPtr::new(std::ptr::null_mut()),
+        };
+        progress.set_half();
+        progress
+    }
+
+    /// Points `half` at the current generation's half of the trail.
+    fn set_half(&self) {
+        let half = &self.trail[trail_slot(self.generation.load(Ordering::Relaxed), 0)];
+        self.half.store(half as *const [AtomicU64; 3] as *mut [AtomicU64; 3], Ordering::Relaxed);
     }
 
     /// The buffer was allocated on a device whose pipelines are `pipelines`: claims a marker slot where the device
@@ -365,6 +377,7 @@ impl BufferProgress {
             // sees the bump when it checks the generation again: `holds_trail_of`).
             std::sync::atomic::fence(Ordering::Release);
             self.recorded.store(0, Ordering::Relaxed);
+            self.set_half();
         }
         self.note_removals();
     }
@@ -418,6 +431,48 @@ impl BufferProgress {
         }
         self.recorded.store(index, Ordering::Release);
         index
+    }
+
+    /// [`Self::record`] of dispatch `index` for the thread recording the buffer, which knows that `index` is the
+    /// next one ([`Self::recorded`] + 1) and at most [`TRAIL`]: no bounds check, no half computed (the dispatch
+    /// hook's common path).
+    ///
+    /// # Safety
+    /// `index` is in `1..=TRAIL`, and the caller is the thread that owns the buffer (it records into it).
+    #[inline(always)]
+    pub unsafe fn record_next(&self, index: u32, handle: u64, grid: [u32; 3]) {
+        debug_assert!((1..=TRAIL).contains(&(index as usize)));
+        // SAFETY: `half` points at the first of TRAIL entries of `trail` (set at begin by this thread), and index - 1
+        // is below TRAIL by the caller's promise.
+        let [h, xy, z] = unsafe { &*self.half.load(Ordering::Relaxed).add(index as usize - 1) };
+        h.store(handle, Ordering::Relaxed);
+        xy.store(u64::from(grid[0]) | (u64::from(grid[1]) << 32), Ordering::Relaxed);
+        z.store(u64::from(grid[2]), Ordering::Relaxed);
+        self.recorded.store(index, Ordering::Release);
+    }
+
+    /// The number of dispatches recorded since begin, read by the thread that records them.
+    #[inline(always)]
+    pub fn recorded_own(&self) -> u32 {
+        self.recorded.load(Ordering::Relaxed)
+    }
+
+    /// Whether the first `n` dispatches of the recording now are those of the recording before, in the same order:
+    /// its generation's trail against the previous generation's (the other half), compared whole. `false` past
+    /// [`TRAIL`]. For the thread that owns the buffer (its submission), while nothing records into it.
+    pub fn same_as_previous(&self, n: u32) -> bool {
+        let n = n as usize;
+        if n > TRAIL {
+            return false;
+        }
+        let generation = self.generation.load(Ordering::Relaxed);
+        let now = &self.trail[trail_slot(generation, 0)..trail_slot(generation, 0) + n];
+        let before = &self.trail[trail_slot(generation ^ 1, 0)..trail_slot(generation ^ 1, 0) + n];
+        // As plain words, so that the comparison is one memcmp. SAFETY: `AtomicU64` has `u64`'s layout; the only
+        // writer of these words is the thread that records the buffer, which is this one (the caller's promise), so
+        // no store races these reads; other threads only load them.
+        let words = |t: &[[AtomicU64; 3]]| unsafe { std::slice::from_raw_parts(t.as_ptr() as *const u64, 3 * t.len()) };
+        words(now) == words(before)
     }
 
     pub fn recorded(&self) -> u32 {

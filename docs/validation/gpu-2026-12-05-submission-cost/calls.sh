@@ -52,6 +52,10 @@
 #            the map (`commands::RECENT`): a bind or a dispatch finds its buffer's state in one load and a compare
 #   tail     session 21's last layer: recent, and bind and dispatch hooks whose every path ends in one call in tail
 #            position (no saved registers)
+#   short    session 22's layer (65f9099): the hooks' four settings in one word, the driver's arguments kept in their
+#            registers, a paused path as short as forwarding
+#   s23      session 23's layer: no hash per dispatch (a submission compares the trail with the recording before), one
+#            compare for a full trail and a buffer that needs entries, the common paths one straight run of code
 #   rtime    recent plus experiment-switches-new.patch (applied with `git apply --3way`), BACKSCOPE_VK_EXP_TIME=1
 #   whytime  subtime's build plus, for each walked recording, why the kept counts did not hold (counts per reason),
 #            and for the 300th to 329th walk the first dispatches where the recording differs from the buffer's one

@@ -192,20 +192,39 @@ pub(super) unsafe extern "system" fn cmd_bind_pipeline(
     // the dispatch hook, every path ends in one call, last: the common one in the driver's bind. Its settings are
     // [`PLAIN`]'s or [`PAUSED`]'s (one load) or, with markers at dispatches, read one by one.
     let word = crate::flag::HOT.first_word();
-    if word == PAUSED {
+    if word != PLAIN {
+        // SAFETY: forwarding the caller's arguments.
+        return unsafe {
+            if word == PAUSED {
+                forward_bind(cb, point, pipeline)
+            } else {
+                bind_not_plain(cb, point, pipeline)
+            }
+        };
+    }
+    // SAFETY: forwarding the caller's arguments.
+    unsafe { bind_observed(cb, point, pipeline) }
+}
+
+/// The bind hook when the settings are neither [`PLAIN`]'s nor [`PAUSED`]'s: as [`dispatch_not_plain`].
+#[cold]
+#[inline(never)]
+unsafe extern "system" fn bind_not_plain(cb: vk::CommandBuffer, point: vk::PipelineBindPoint, pipeline: vk::Pipeline) {
+    if crate::flag::IMPERSONATING.worked_out_yes() {
+        // SAFETY: forwarding the caller's arguments.
+        return unsafe { bind_pipeline_impersonated(cb, point, pipeline) };
+    }
+    if !state::on() || crate::switch::paused() {
         // SAFETY: forwarding the caller's arguments.
         return unsafe { forward_bind(cb, point, pipeline) };
     }
-    if word != PLAIN {
-        if crate::flag::IMPERSONATING.worked_out_yes() {
-            // SAFETY: forwarding the caller's arguments.
-            return unsafe { bind_pipeline_impersonated(cb, point, pipeline) };
-        }
-        if !state::on() || crate::switch::paused() {
-            // SAFETY: forwarding the caller's arguments.
-            return unsafe { forward_bind(cb, point, pipeline) };
-        }
-    }
+    // SAFETY: forwarding the caller's arguments.
+    unsafe { bind_observed(cb, point, pipeline) }
+}
+
+/// The observed bind: the pipeline's handle kept in the buffer's state.
+#[inline(always)]
+unsafe fn bind_observed(cb: vk::CommandBuffer, point: vk::PipelineBindPoint, pipeline: vk::Pipeline) {
     let Some(s) = commands::recent(cb) else {
         // SAFETY: forwarding the caller's arguments.
         return unsafe { bind_looked_up(cb, point, pipeline) };
@@ -377,23 +396,50 @@ pub(super) unsafe extern "system" fn cmd_dispatch(cb: vk::CommandBuffer, x: u32,
     // Every path ends in one call, last (a jump): the common one in the driver's dispatch, the others in a function of
     // their own. No register then needs saving on entry (a lookup loop or a call before the forward made the hook
     // save five and restore them on every dispatch).
+    // The common path's settings ([`PLAIN`]) are tested first, the paused ones' ([`PAUSED`]) after the common path,
+    // the others' out of line ([`dispatch_not_plain`]): the common path is one straight run of code, three lines of
+    // it (the observed bind two), where tests of the other settings in between made it six (three).
+    let word = crate::flag::HOT.first_word();
+    if word != PLAIN {
+        // SAFETY: forwarding the caller's arguments.
+        return unsafe {
+            if word == PAUSED {
+                forward_dispatch(cb, x, y, z)
+            } else {
+                dispatch_not_plain(cb, x, y, z)
+            }
+        };
+    }
+    // SAFETY: forwarding the caller's arguments.
+    unsafe { dispatch_observed(cb, x, y, z) }
+}
+
+/// The observed dispatch ([`Path::Plain`]).
+#[inline(always)]
+unsafe fn dispatch_observed(cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
+    let Some(s) = commands::recent(cb) else {
+        // SAFETY: forwarding the caller's arguments.
+        return unsafe { dispatch_looked_up(cb, x, y, z) };
+    };
+    if !s.record_in_trail([x, y, z]) {
+        // SAFETY: forwarding the caller's arguments.
+        return unsafe { entry_then_dispatch(cb, x, y, z, s) };
+    }
+    if let Some(next) = s.device().cmd_dispatch {
+        // SAFETY: forwarding the caller's arguments.
+        unsafe { next(cb, x, y, z) };
+    }
+}
+
+/// The dispatch hook when the settings are neither [`PLAIN`]'s nor [`PAUSED`]'s, as [`path`] works them out.
+#[cold]
+#[inline(never)]
+unsafe extern "system" fn dispatch_not_plain(cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
     match path() {
-        Path::Plain => {
-            let Some(s) = commands::recent(cb) else {
-                // SAFETY: forwarding the caller's arguments.
-                return unsafe { dispatch_looked_up(cb, x, y, z) };
-            };
-            if s.record_in_trail([x, y, z]).1 {
-                // SAFETY: forwarding the caller's arguments.
-                return unsafe { entry_then_dispatch(cb, x, y, z, s) };
-            }
-            if let Some(next) = s.device().cmd_dispatch {
-                // SAFETY: forwarding the caller's arguments.
-                unsafe { next(cb, x, y, z) };
-            }
-        }
         // SAFETY: forwarding the caller's arguments.
         Path::Forward => unsafe { forward_dispatch(cb, x, y, z) },
+        // SAFETY: forwarding the caller's arguments.
+        Path::Plain => unsafe { dispatch_observed(cb, x, y, z) },
         // SAFETY: forwarding the caller's arguments.
         Path::Full => unsafe { dispatch_full(cb, x, y, z) },
     }
@@ -436,8 +482,8 @@ unsafe extern "system" fn dispatch_looked_up(cb: vk::CommandBuffer, x: u32, y: u
     }
 }
 
-/// The rest of an observed dispatch whose entry is needed (`CommandBuffer::record_in_trail`): the entry, then the
-/// driver's dispatch. The state comes last, so that the hook keeps the driver's four arguments in the registers they
+/// An observed dispatch the common path did not record (`CommandBuffer::record_in_trail`: the trail is full or the
+/// buffer needs entries): recorded with its entry, then the driver's dispatch. The state comes last, so that the hook keeps the driver's four arguments in the registers they
 /// came in on every path (taking the state first made it move all four and back on each dispatch).
 #[inline(never)]
 unsafe extern "system" fn entry_then_dispatch(
@@ -447,7 +493,7 @@ unsafe extern "system" fn entry_then_dispatch(
     z: u32,
     s: &'static commands::CommandBuffer,
 ) {
-    s.record_entry([x, y, z]);
+    s.record_slow([x, y, z]);
     if let Some(next) = s.device().cmd_dispatch {
         // SAFETY: forwarding the caller's arguments.
         unsafe { next(cb, x, y, z) };

@@ -18,9 +18,11 @@
 //! buffer's dispatches count when a primary that executes it is submitted.
 //!
 //! ggml-vulkan records the same graph into the same command buffers token after token. Each buffer
-//! therefore keeps what the walk over its entries counted ([`Counted`]), and a dispatch also steps a
-//! hash of the buffer's dispatches in order: a submission whose recording hashes as the walked one
-//! (with as many dispatches) adds the kept counts and sequence instead of walking the entries again.
+//! therefore keeps what the walk over its entries counted ([`Counted`]), and a submission whose recording's trail
+//! equals, dispatch for dispatch, the trail of the recording before (the trail keeps two: this one and the last),
+//! which had the kept counts, adds the kept counts and sequence instead of walking the entries again. (A hash of the
+//! dispatches stepped in the dispatch hook told the same before, at about 20 instructions a dispatch; the comparison
+//! costs the hook nothing and a submission a memcmp of the two trails.)
 //! Such a submission does not even add the kept counts to the shared counters: it bumps the buffer's count of
 //! repeats, and the repeats are folded into the counters (repeats times the kept counts) when the writer reads them
 //! for a window ([`fold_all`]), when the buffer records something else, and when it is freed. Adding a few dozen
@@ -72,21 +74,20 @@ struct Entry {
 #[repr(C, align(64))]
 pub struct CommandBuffer {
     device: Cell<*const DeviceDispatch>,
-    /// The pipeline handle and workgroup counts of every dispatch recorded since the buffer was begun, hashed in
-    /// order ([`hash_dispatch`]): what tells a recording equal to the one [`Counted`] keeps the counts of.
-    dispatch_hash: Cell<u64>,
     /// The compute pipeline bound now: its handle, 0 when none is. Its slot is looked up only where a recording's
     /// dispatches are counted by a walk or named (`crate::progress::BufferProgress::slot_of`).
     bound: Cell<u64>,
     /// The handle of the command buffer this state follows, 0 while it follows none: what tells a hit in [`RECENT`].
     /// Set after the state is in [`BUFFERS`], cleared before it leaves.
     handle: AtomicU64,
-    /// The dispatches recorded since begin are only in the black box's trail, not in `entries`: a dispatch then
-    /// costs the trail's three 8-byte stores and no entry. Left (the entries made from the trail) when a label region
-    /// opens, a secondary buffer is executed, the trail is full, or a submission needs the entries
-    /// ([`Self::materialize`]); a buffer begun for simultaneous use records entries from the start (two threads may
-    /// submit it at once, and making the entries writes them).
-    deferred: Cell<bool>,
+    /// How many dispatches since begin the dispatch hook's common path may record ([`Self::record_in_trail`]): the
+    /// trail's length while they are only in the black box's trail, not in `entries` ("deferred": a dispatch then
+    /// costs the trail's three 8-byte stores and no entry), 0 once entries are made, so that one compare of the
+    /// dispatch's index sends both a full trail and a buffer that needs entries to [`Self::record_slow`]. Deferral
+    /// ends (the entries made from the trail) when a label region opens, a secondary buffer is executed, the trail is
+    /// full, or a submission needs the entries ([`Self::materialize`]); a buffer begun for simultaneous use records
+    /// entries from the start (two threads may submit it at once, and making the entries writes them).
+    fast_limit: Cell<u32>,
     /// The dispatches by index and the marker slot of the black box (`crate::progress`); its hot fields first.
     pub progress: crate::progress::BufferProgress,
     pool: Cell<u64>,
@@ -102,7 +103,7 @@ pub struct CommandBuffer {
     pub sequence: AtomicU32,
     /// Debug label regions: the open ones, and the texts of those dispatches were recorded in.
     labels: UnsafeCell<Labels>,
-    /// A secondary buffer was executed since begin: its dispatches are not in `dispatch_hash`.
+    /// A secondary buffer was executed since begin: its dispatches are not in the trail.
     executes: Cell<bool>,
     /// Begun with `VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT`: two threads may submit it at once, so its
     /// submissions count on their own stack and keep nothing in `counted`.
@@ -116,6 +117,10 @@ pub struct CommandBuffer {
     /// [`Counted::folded`] are not in the shared counters yet. Written by the submitting thread only (a buffer not
     /// begun for simultaneous use is submitted by one thread at a time), read by whoever folds.
     repeats: AtomicU64,
+    /// The trail generation (`crate::progress::BufferProgress::generation`) whose recording `counted` keeps the counts
+    /// of: the walked one, or a later one found equal to it, dispatch for dispatch, at its submission. Written and
+    /// read by the submitting thread only (a buffer `counted` is kept for is submitted by one thread at a time).
+    kept_generation: Cell<u64>,
     /// Held while `counted` changes or its repeats are folded into the shared counters: by the submitting thread when
     /// the buffer recorded something else, by the writer's thread before a window ([`fold_all`]), when freed.
     folding: SpinLock<()>,
@@ -123,21 +128,20 @@ pub struct CommandBuffer {
 
 /// The counts of a command buffer's last walked recording, kept for its next one: ggml-vulkan records the same graph
 /// into the same command buffers token after token, and a submission whose buffer recorded the same dispatches in
-/// the same order (its [`CommandBuffer::dispatch_hash`] and number of dispatches equal the kept ones) adds the kept
-/// counts and sequence without walking the entries again. Only for a buffer one thread submits at a time (Vulkan
+/// the same order (its trail equal to the previous recording's, which held the kept counts:
+/// [`CommandBuffer::kept_generation`]) adds the kept counts and sequence without walking the entries again. Only for a buffer one thread submits at a time (Vulkan
 /// forbids submitting a pending buffer that was not begun for simultaneous use), written and read at submission.
 struct Counted {
     /// The walked recording's counts per (pipeline, workgroup count), complete when `valid`.
     pending: Pending,
     valid: bool,
-    hash: u64,
     recorded: u32,
     dispatches: u64,
     /// Its dispatch sequence (`crate::order`), [`SEQUENCE_UNKNOWN`] when it was not looked up.
     sequence: u32,
     /// [`CommandBuffer::repeats`] already folded into the shared counters.
     folded: u64,
-    /// The device's pipeline removals when the walked recording began: `hash` hashes pipeline handles, so the kept
+    /// The device's pipeline removals when the walked recording began: trails keep pipeline handles, so the kept
     /// counts hold for a later recording only while no handle can have come back as another pipeline.
     removals: u64,
 }
@@ -147,7 +151,6 @@ impl Counted {
         Counted {
             pending: Pending::new(),
             valid: false,
-            hash: 0,
             recorded: 0,
             dispatches: 0,
             sequence: SEQUENCE_UNKNOWN,
@@ -165,13 +168,6 @@ impl Counted {
             self.pending.add_all_times(n);
         }
     }
-}
-
-/// One dispatch's step of [`CommandBuffer::dispatch_hash`]: [`mix`] of its pipeline handle (both halves), then of its
-/// first two workgroup counts, then of the third (each word taken whole, so that no two dispatches give one word).
-#[inline(always)]
-fn hash_dispatch(hash: u64, pipeline: u64, grid: [u32; 3]) -> u64 {
-    mix(mix(mix(hash, (pipeline >> 32) as u32, pipeline as u32), grid[0], grid[1]), grid[2], 0)
 }
 
 // SAFETY: a command buffer's state is used by one thread at a time: Vulkan requires the application
@@ -201,14 +197,14 @@ impl CommandBuffer {
             sequence: AtomicU32::new(SEQUENCE_UNKNOWN),
             labels: UnsafeCell::new(Labels::new()),
             progress: crate::progress::BufferProgress::new(),
-            dispatch_hash: Cell::new(0),
             executes: Cell::new(false),
             simultaneous: Cell::new(false),
             counted: UnsafeCell::new(Box::new(Counted::new())),
             repeats: AtomicU64::new(0),
             folding: SpinLock::new(()),
             labelled: Cell::new(false),
-            deferred: Cell::new(true),
+            fast_limit: Cell::new(crate::progress::TRAIL as u32),
+            kept_generation: Cell::new(u64::MAX),
         }
     }
 
@@ -294,10 +290,9 @@ impl CommandBuffer {
         // SAFETY: as above.
         unsafe { self.labels() }.clear();
         self.progress.begin();
-        self.dispatch_hash.set(0);
         self.executes.set(false);
         self.labelled.set(false);
-        self.deferred.set(!self.simultaneous.get());
+        self.fast_limit.set(if self.simultaneous.get() { 0 } else { crate::progress::TRAIL as u32 });
     }
 
     /// `vkBeginCommandBuffer`: forgets everything recorded; `simultaneous`: begun for simultaneous use.
@@ -312,15 +307,21 @@ impl CommandBuffer {
     /// deferred).
     #[inline(always)]
     fn materialize(&self) {
-        if self.deferred.get() {
+        if self.deferred() {
             self.materialize_now();
         }
+    }
+
+    /// The dispatches recorded since begin are only in the trail, not in `entries` (see `fast_limit`).
+    #[inline(always)]
+    fn deferred(&self) -> bool {
+        self.fast_limit.get() != 0
     }
 
     #[cold]
     #[inline(never)]
     fn materialize_now(&self) {
-        self.deferred.set(false);
+        self.fast_limit.set(0);
         let recorded = (self.progress.recorded() as usize).min(crate::progress::TRAIL) as u32;
         for index in 1..=recorded {
             let (slot, grid) = self.progress.own_dispatch(index);
@@ -365,33 +366,37 @@ impl CommandBuffer {
     /// out of line. A recording kept only in the trail never gets there.
     #[inline(always)]
     pub fn record(&self, grid: [u32; 3]) -> u32 {
-        let (index, entry) = self.record_in_trail(grid);
-        if entry {
-            self.record_entry(grid);
+        if !self.record_in_trail(grid) {
+            self.record_slow(grid);
         }
-        index
+        self.progress.recorded_own()
     }
 
-    /// [`Self::record`] up to the entry: the dispatch's index, and whether it still needs its entry
-    /// ([`Self::record_entry`]). For a hook whose common path makes no call but the driver's (so that it needs no
-    /// saved registers: the compiler then saves none on entry).
+    /// [`Self::record`]'s common path: a dispatch of a recording kept in the trail only (see `fast_limit`), stored
+    /// there; `false` (nothing recorded) when the trail is full or the buffer needs entries, for
+    /// [`Self::record_slow`]. For a hook whose common path makes no call but the driver's (so that it needs no
+    /// saved registers: the compiler then saves none on entry). One load of the count, one compare, the trail's
+    /// three stores and the count's.
     #[inline(always)]
-    pub fn record_in_trail(&self, grid: [u32; 3]) -> (u32, bool) {
-        let handle = self.bound.get();
-        self.dispatch_hash.set(hash_dispatch(self.dispatch_hash.get(), handle, grid));
-        let index = self.progress.record(handle, grid);
-        (index, !self.deferred.get() || index as usize > crate::progress::TRAIL)
+    pub fn record_in_trail(&self, grid: [u32; 3]) -> bool {
+        let index = self.progress.recorded_own().wrapping_add(1);
+        if index.wrapping_sub(1) >= self.fast_limit.get() {
+            return false;
+        }
+        // SAFETY: index - 1 is below `fast_limit`, which is at most TRAIL; the recording hooks run on the thread
+        // that records the buffer.
+        unsafe { self.progress.record_next(index, self.bound.get(), grid) };
+        true
     }
 
-    /// The entry of the dispatch [`Self::record_in_trail`] just recorded, when it said one is needed.
+    /// A dispatch [`Self::record_in_trail`] did not record: in the trail while it has room, and its entry.
     #[inline(never)]
-    pub fn record_entry(&self, grid: [u32; 3]) {
+    pub fn record_slow(&self, grid: [u32; 3]) {
         let handle = self.bound.get();
+        self.progress.record(handle, grid);
         crate::state::guarded(|| {
             let slot = self.progress.slot_of(self.progress.generation(), handle);
-            if self.deferred.get() {
-                self.materialize();
-            }
+            self.materialize();
             self.push(Entry { slot, grid, count: 1, label: self.label() });
         });
     }
@@ -684,6 +689,7 @@ pub fn allocated(device: &'static DeviceDispatch, pool: vk::CommandPool, buffers
         let counted = unsafe { s.counted() };
         counted.valid = false;
         counted.folded = s.repeats.load(Ordering::Relaxed);
+        s.kept_generation.set(u64::MAX);
         s.progress.attach(&device.progress, &device.pipelines);
         // A state still mapped to this handle (its buffer was freed while the layer was off, and the driver handed
         // the handle out again) must stop answering for it.
@@ -800,11 +806,10 @@ mod tests {
         let progress = offset_of!(CommandBuffer, progress);
         for (field, end) in [
             ("device", offset_of!(CommandBuffer, device) + 8),
-            ("dispatch_hash", offset_of!(CommandBuffer, dispatch_hash) + 8),
             ("progress's trail, generation and count", progress + crate::progress::BufferProgress::HOT_BYTES),
             ("bound", offset_of!(CommandBuffer, bound) + 8),
             ("handle", offset_of!(CommandBuffer, handle) + 8),
-            ("deferred", offset_of!(CommandBuffer, deferred) + 1),
+            ("fast_limit", offset_of!(CommandBuffer, fast_limit) + 4),
         ] {
             assert!(end <= 64, "{field} ends at byte {end} of the state");
         }
@@ -863,6 +868,56 @@ mod tests {
         // Destroying the pool frees its buffers.
         pool_destroyed(d, pool);
         assert!(get(a).is_none() && get(b).is_none() && get(c).is_none());
+    }
+
+    #[test]
+    fn a_recording_repeats_the_kept_counts_only_when_its_trail_equals_the_counted_one() {
+        const A: u64 = 0x7f3a_0000_1000;
+        const B: u64 = 0x7f3a_0000_2000;
+        let (s, _d) = state_on_device(&[(A, 7), (B, 9)]);
+        let record = |dispatches: &[(u64, u32)]| {
+            s.begin(false);
+            for &(pipeline, x) in dispatches {
+                s.bind(pipeline);
+                s.record([x, 1, 1]);
+            }
+        };
+        let holds = || s.kept().holds(&s, false);
+        let submit = || {
+            let mut shared = Pending::new();
+            count_one(&s, false, None, &mut Tally::default(), &mut shared);
+            shared.flush(false);
+        };
+        let first = [(A, 1), (A, 2), (B, 3)];
+        record(&first);
+        assert!(!holds(), "nothing is kept before the first submission");
+        submit();
+        assert!(holds(), "submitted again without being recorded again");
+        record(&first);
+        assert!(holds(), "the same dispatches in the same order");
+        submit();
+        record(&first);
+        assert!(holds(), "equal to the recording before, which was equal to the counted one");
+        submit();
+        for (other, why) in [
+            ([(A, 1), (A, 2), (B, 4)], "a workgroup count differs"),
+            ([(A, 1), (B, 2), (B, 3)], "a pipeline differs"),
+            ([(A, 1), (A, 3), (B, 2)], "the order differs"),
+        ] {
+            record(&other);
+            assert!(!holds(), "{why}");
+            record(&first);
+            assert!(!holds(), "{why}: the recording before was not submitted, so it was not compared");
+            submit();
+            record(&first);
+            assert!(holds(), "{why}: counted again, then repeated");
+            submit();
+        }
+        record(&first[..2]);
+        assert!(!holds(), "fewer dispatches");
+        submit();
+        record(&first);
+        assert!(!holds(), "the counts kept are those of the shorter recording");
     }
 
     #[test]
@@ -1482,7 +1537,7 @@ mod tests {
         // Begun for simultaneous use: entries from the first dispatch (nothing is made at submission).
         s.begin(true);
         record(&s, 0, 3);
-        assert!(!s.deferred.get());
+        assert!(!s.deferred());
         // SAFETY: single-threaded test.
         assert_eq!(unsafe { s.entries() }.clone(), expected(3));
     }

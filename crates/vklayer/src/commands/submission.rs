@@ -67,7 +67,7 @@ pub(super) fn count_one(
     walk(state, errors, sequences, tally, &mut counted.pending);
     counted.pending.add_all(errors);
     counted.valid = !counted.pending.collided && state.walk_reusable();
-    counted.hash = state.dispatch_hash.get();
+    state.kept_generation.set(state.progress.generation());
     counted.recorded = state.progress.recorded();
     counted.dispatches = tally.dispatches - before;
     counted.sequence = state.sequence.load(Ordering::Relaxed);
@@ -90,6 +90,8 @@ impl CommandBuffer {
     /// count through `sequences`. Its dispatches. For a buffer one thread submits at a time (see [`Counted`]).
     pub(super) fn count_kept(&self, errors: bool, sequences: Option<SequenceHook>) -> u64 {
         let kept = self.kept();
+        // The next recording is compared with this one.
+        self.kept_generation.set(self.progress.generation());
         if errors {
             kept.pending.add_all(true);
         } else {
@@ -105,8 +107,19 @@ impl CommandBuffer {
         kept.dispatches
     }
 
+    /// Whether the recording now, of `n` dispatches, is the one the kept counts are of: the same generation (submitted
+    /// again without being recorded again), or the next one with the same trail, dispatch for dispatch (pipeline
+    /// handle and workgroup counts, compared whole: ggml-vulkan records the same graph again token after token). What
+    /// a hash of each dispatch, updated in the dispatch hook, told before: comparing at submission costs the hook
+    /// nothing, and tells equal trails exactly.
+    fn recorded_as_kept(&self, n: u32) -> bool {
+        let generation = self.progress.generation();
+        let kept = self.kept_generation.get();
+        kept == generation || (kept.wrapping_add(1) == generation && self.progress.same_as_previous(n))
+    }
+
     /// Whether a walk over this recording gives counts another recording with the same dispatches can reuse: every
-    /// dispatch is in `dispatch_hash` (no secondary executed), none was lost, and the order is kept (not merged).
+    /// dispatch is in the trail (no secondary executed), none was lost, and the order is kept (not merged).
     fn walk_reusable(&self) -> bool {
         !self.executes.get() && !self.merged.get() && self.lost.get() == 0
     }
@@ -118,13 +131,13 @@ impl Counted {
     #[inline]
     pub(super) fn holds(&self, state: &CommandBuffer, sequences: bool) -> bool {
         self.valid
-            && self.hash == state.dispatch_hash.get()
             && self.recorded == state.progress.recorded()
             && self.removals == state.progress.removals_at_begin()
             && state.walk_reusable()
             && !(sequences
                 && self.sequence == SEQUENCE_UNKNOWN
                 && state.sequence.load(Ordering::Relaxed) == SEQUENCE_UNKNOWN)
+            && state.recorded_as_kept(self.recorded)
     }
 }
 
