@@ -918,6 +918,16 @@ mod tests {
         submit();
         record(&first);
         assert!(!holds(), "the counts kept are those of the shorter recording");
+        submit();
+        // Past the trail's length the trail does not hold the recording: walked at each submission, counted whole.
+        let long: Vec<(u64, u32)> = (0..crate::progress::TRAIL as u32 + 5).map(|i| (A, i % 7)).collect();
+        record(&long);
+        submit();
+        assert!(holds(), "submitted again without being recorded again");
+        record(&long);
+        assert!(!holds(), "a recording longer than the trail is not compared");
+        submit();
+        assert_eq!(s.kept().dispatches, long.len() as u64);
     }
 
     #[test]
