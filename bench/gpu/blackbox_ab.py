@@ -10,14 +10,16 @@
 # the fastest of N repetitions is the least disturbed, and the layer's cost, CPU work on every token, is in every
 # repetition (Chen & Revels, "Robust benchmarking in noisy environments", 2016, arXiv:1608.04295, argue for the
 # minimum time on this ground). Both are printed; neither replaces the other.
-# Usage: blackbox_ab.py OUT_DIR [OUT_DIR…] (several directories of one machine start and one build are pooled, their
-# rounds kept apart).
+# Usage: [BASE=ARM] blackbox_ab.py OUT_DIR [OUT_DIR…] (several directories of one machine start and one build are
+# pooled, their rounds kept apart). BASE (default plain) is the arm the others are compared with, round by round: with
+# ARMS="plain env env@old", BASE=env@old compares the two layer builds directly.
 import collections, csv, io, json, os, random, statistics as st, sys
 
 rows = collections.defaultdict(dict)  # (test, arm) -> {round: t/s}
 fastest = collections.defaultdict(dict)  # (test, arm) -> {round: the process's fastest repetition, t/s}
 rep_cv = collections.defaultdict(list)  # (test, arm) -> [coefficient of variation of one process's repetitions]
 arms = []
+BASE = os.environ.get('BASE', 'plain')
 
 
 def add(r, arm, test, value):
@@ -47,9 +49,9 @@ for n, d0 in enumerate(sys.argv[1:]):
 
 
 def to_plain(per_round, test, stat):
-    """Per arm: the median over rounds of its t/s over the plain process's of the same round, with a bootstrap 95%
+    """Per arm: the median over rounds of its t/s over the BASE process's of the same round, with a bootstrap 95%
     interval."""
-    base = per_round[(test, 'plain')]
+    base = per_round[(test, BASE)]
     ratios = {}  # arm -> its ratio to the plain process of each round both have
     for arm in arms:
         v = per_round[(test, arm)]
@@ -58,8 +60,8 @@ def to_plain(per_round, test, stat):
         if not ratios[arm]:
             continue
         boots = sorted(st.median(random.choices(ratios[arm], k=len(ratios[arm]))) for _ in range(4000))
-        print('%s %-8s %-7s %8.1f t/s  vs plain %+6.2f%% [%+.2f, %+.2f] (n=%d)' % (
-            test, arm, stat, st.median(per_round[(test, arm)].values()),
+        print('%s %-8s %-7s %8.1f t/s  vs %s %+6.2f%% [%+.2f, %+.2f] (n=%d)' % (
+            test, arm, stat, st.median(per_round[(test, arm)].values()), BASE,
             100 * st.median(ratios[arm]), 100 * boots[100], 100 * boots[3899], len(ratios[arm])))
     return ratios
 
@@ -72,8 +74,8 @@ for test in sorted({t for t, _ in rows}):
         if len(v) < 2:
             continue
         cv = rep_cv.get((test, arm))
-        print('%s %-8s spread: repetitions %s, processes %.2f%%, ratios to plain %.2f%% (SD)' % (
-            test, arm, '%.2f%%' % (100 * st.median(cv)) if cv else '-', 100 * st.stdev(v) / st.mean(v),
-            100 * st.stdev(ratios[arm]) if arm != 'plain' and len(ratios[arm]) > 1 else 0.0))
-    if fastest.get((test, 'plain')):
+        print('%s %-8s spread: repetitions %s, processes %.2f%%, ratios to %s %.2f%% (SD)' % (
+            test, arm, '%.2f%%' % (100 * st.median(cv)) if cv else '-', 100 * st.stdev(v) / st.mean(v), BASE,
+            100 * st.stdev(ratios[arm]) if arm != BASE and len(ratios[arm]) > 1 else 0.0))
+    if fastest.get((test, BASE)):
         to_plain(fastest, test, 'fastest')
