@@ -483,8 +483,9 @@ unsafe extern "system" fn dispatch_looked_up(cb: vk::CommandBuffer, x: u32, y: u
 }
 
 /// An observed dispatch the common path did not record (`CommandBuffer::record_in_trail`: the trail is full or the
-/// buffer needs entries): recorded with its entry, then the driver's dispatch. The state comes last, so that the hook keeps the driver's four arguments in the registers they
-/// came in on every path (taking the state first made it move all four and back on each dispatch).
+/// buffer needs entries): recorded with its entry, then the driver's dispatch. The state comes last, so that the hook
+/// keeps the driver's four arguments in the registers they came in on every path (taking the state first made it move
+/// all four and back on each dispatch).
 #[inline(never)]
 unsafe extern "system" fn entry_then_dispatch(
     cb: vk::CommandBuffer,

@@ -129,8 +129,9 @@ pub struct CommandBuffer {
 /// The counts of a command buffer's last walked recording, kept for its next one: ggml-vulkan records the same graph
 /// into the same command buffers token after token, and a submission whose buffer recorded the same dispatches in
 /// the same order (its trail equal to the previous recording's, which held the kept counts:
-/// [`CommandBuffer::kept_generation`]) adds the kept counts and sequence without walking the entries again. Only for a buffer one thread submits at a time (Vulkan
-/// forbids submitting a pending buffer that was not begun for simultaneous use), written and read at submission.
+/// [`CommandBuffer::kept_generation`]) adds the kept counts and sequence without walking the entries again. Only for a
+/// buffer one thread submits at a time (Vulkan forbids submitting a pending buffer that was not begun for simultaneous
+/// use), written and read at submission.
 struct Counted {
     /// The walked recording's counts per (pipeline, workgroup count), complete when `valid`.
     pending: Pending,
