@@ -48,11 +48,11 @@ for n, d0 in enumerate(sys.argv[1:]):
             add((n, int(r)), arm, test, float(d['avg_ts']))
 
 
-def to_plain(per_round, test, stat):
+def to_base(per_round, test, stat):
     """Per arm: the median over rounds of its t/s over the BASE process's of the same round, with a bootstrap 95%
     interval."""
     base = per_round[(test, BASE)]
-    ratios = {}  # arm -> its ratio to the plain process of each round both have
+    ratios = {}  # arm -> its ratio to the BASE process of each round both have
     for arm in arms:
         v = per_round[(test, arm)]
         ratios[arm] = [v[r] / base[r] - 1 for r in sorted(v) if r in base]
@@ -68,7 +68,7 @@ def to_plain(per_round, test, stat):
 
 random.seed(1)
 for test in sorted({t for t, _ in rows}):
-    ratios = to_plain(rows, test, 'median')
+    ratios = to_base(rows, test, 'median')
     for arm in arms:
         v = list(rows[(test, arm)].values())
         if len(v) < 2:
@@ -78,4 +78,4 @@ for test in sorted({t for t, _ in rows}):
             test, arm, '%.2f%%' % (100 * st.median(cv)) if cv else '-', 100 * st.stdev(v) / st.mean(v), BASE,
             100 * st.stdev(ratios[arm]) if arm != BASE and len(ratios[arm]) > 1 else 0.0))
     if fastest.get((test, BASE)):
-        to_plain(fastest, test, 'fastest')
+        to_base(fastest, test, 'fastest')

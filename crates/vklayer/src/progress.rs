@@ -414,22 +414,19 @@ impl BufferProgress {
         map.get(handle).map_or(crate::pipelines::OVERFLOW, |v| v.wrapping_sub(1) as u32)
     }
 
-    /// One dispatch of pipeline `handle` with workgroups `grid` recorded; its index in the buffer, from 1.
+    /// One dispatch of pipeline `handle` with workgroups `grid` recorded, by the thread recording the buffer; its
+    /// index in the buffer, from 1.
     #[inline(always)]
     pub fn record(&self, handle: u64, grid: [u32; 3]) -> u32 {
         let index = self.recorded.load(Ordering::Relaxed).wrapping_add(1);
-        // Past TRAIL dispatches the index would leave this generation's half: not kept. (Wrapping: the dispatch hook
-        // calls this without a panic guard, and 2^32 dispatches in one buffer would make the index 0.)
-        let i = match (index as usize).wrapping_sub(1) {
-            i if i < TRAIL => trail_slot(self.generation.load(Ordering::Relaxed), i),
-            _ => usize::MAX,
-        };
-        if let Some([h, xy, z]) = self.trail.get(i) {
-            h.store(handle, Ordering::Relaxed);
-            xy.store(u64::from(grid[0]) | (u64::from(grid[1]) << 32), Ordering::Relaxed);
-            z.store(u64::from(grid[2]), Ordering::Relaxed);
+        // Past TRAIL dispatches the index would leave this generation's half: counted, not kept. (Wrapping: the
+        // dispatch hook calls this without a panic guard, and 2^32 dispatches in one buffer would make the index 0.)
+        if (index as usize).wrapping_sub(1) < TRAIL {
+            // SAFETY: the index is in 1..=TRAIL (just checked); recording hooks run on the buffer's recording thread.
+            unsafe { self.record_next(index, handle, grid) };
+        } else {
+            self.recorded.store(index, Ordering::Release);
         }
-        self.recorded.store(index, Ordering::Release);
         index
     }
 
