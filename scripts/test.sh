@@ -9,9 +9,19 @@ FUZZ_BUDGET="${FUZZ_BUDGET:-120}"
 # Each step line gives the wall time so far and the CPU time (user, system) of the commands waited for so far, which is
 # where a 2-core machine's time goes; each background job's log ends with its own (`times`: the job's shell, then its
 # commands).
+# The free space where the run writes (the tree with target/, the temporary directory of the tests, the cache) follows:
+# a CI machine's free disk varies, and a run that ends in "No space left on device" needs to say how much there was.
 step() {
   times >target/ci-logs/.times
-  printf '\n== %s (%ss; CPU of waited commands: %s)\n' "$1" "$SECONDS" "$(tail -1 target/ci-logs/.times)" >&2
+  printf '\n== %s (%ss; CPU of waited commands: %s; free: %s)\n' "$1" "$SECONDS" "$(tail -1 target/ci-logs/.times)" \
+    "$(free_disk)" >&2
+}
+free_disk() {
+  local cache="${BACKSCOPE_CACHE:-$HOME/.cache/backscope}" d
+  for d in . "${TMPDIR:-/tmp}" "$cache"; do
+    [ -d "$d" ] || continue
+    printf '%s %s, ' "$d" "$(df -h --output=avail "$d" 2>/dev/null | tail -1 | tr -d ' ')"
+  done | sed 's/, $//'
 }
 # The test build with line tables only, not full debug info: a panic's backtrace keeps its files and lines, and the
 # build and its links (the integration tests are one large binary) take less of a 2-core machine's CPU, which every

@@ -436,7 +436,8 @@ fn synth_tiny_q4_k_m_quantizes_and_runs_in_llama_bench() {
     assert!(stdout.contains(&format!("{n_params} parameters")), "{stdout}");
 }
 
-/// `--zero-weights`, as gguf-py reads it: every matrix all zero, norms one, the description says so; quantized to
+/// `--zero-weights`, as gguf-py reads it: every matrix all zero, norms one, the description says so, and the zeros
+/// left as holes in the file; quantized to
 /// Q4_K_M by llama-quantize, each tensor gets the type it gets from random weights (llama.cpp chooses types by name
 /// and shape, not by value), which is what makes it a stand-in for shape questions.
 #[test]
@@ -445,6 +446,9 @@ fn synth_zero_weights_are_zero_and_quantize_to_the_same_types() {
     let dir = tempfile::tempdir().unwrap();
     let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
     synth(&["--preset", "tiny", "--zero-weights", "-o", &path("zero.gguf")]);
+    // The zeros are holes: the file's blocks hold its tokenizer and norms (under 1 MB of its 38), not its length.
+    let meta = std::fs::metadata(path("zero.gguf")).unwrap();
+    assert!(std::os::unix::fs::MetadataExt::blocks(&meta) * 512 < meta.len() / 8, "{meta:?}");
     let py = gguf_py(Path::new(&path("zero.gguf")), true);
     assert_same(Path::new(&path("zero.gguf")), &py);
     assert!(kv(&py, "general.description").as_str().unwrap().contains("zero weights"), "{py}");

@@ -40,7 +40,7 @@ pub const LABEL_BYTES: usize = crate::labels::MAX_PATH;
 /// A slot keeps a label path in two parts, the outer region's text and the inner one's, and the reader puts
 /// `OUTER > INNER` together: a submission then copies each part's words straight from the command buffer's label
 /// arena, with no path assembled per entry. The first part holds a region's text ([`crate::labels::MAX_TEXT`]
-/// bytes); the second the rest of a longer path given whole ([`QueueRing::push`]).
+/// bytes); the second the rest of a longer path given whole ([`RingWriter`], or in tests `QueueRing::push`).
 const FIRST_WORDS: usize = crate::labels::MAX_TEXT.div_ceil(8);
 const SECOND_WORDS: usize = (LABEL_BYTES - FIRST_WORDS * 8).div_ceil(8);
 const _: () = assert!(crate::labels::MAX_TEXT <= SECOND_WORDS * 8, "an inner region's text fits the second part");

@@ -2,6 +2,7 @@
 //! tensor names, shapes and types of a real model, so that the same kernels dispatch without downloading
 //! weights. F32/F16 are written directly; Q4_K_M/Q8_0 by llama.cpp's own `llama-quantize` from an F16 file.
 
+mod holes;
 mod model;
 mod weights;
 
@@ -323,7 +324,8 @@ fn write_model(shape: &Shape, vocab_path: &Path, weight_type: WeightType, weight
     let plan = shape.tensors(tok.n_vocab, weight_type.written());
     let specs: Vec<_> = plan.iter().map(|(t, _)| t.clone()).collect();
     let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    let sink = BufWriter::with_capacity(8 << 20, file);
+    // Zero weights become holes: the file takes the disk its tokenizer and norms need, not its length.
+    let sink = holes::HoleWriter::new(file);
     let mut w = GgufWriter::new(sink, &kvs, &specs).with_context(|| format!("writing {}", path.display()))?;
     let table = WeightTable::new();
     let mut chunk = vec![0u8; 4 << 20];
@@ -350,8 +352,8 @@ fn write_model(shape: &Shape, vocab_path: &Path, weight_type: WeightType, weight
             left -= n as u64;
         }
     }
-    let mut sink = w.finish().with_context(|| format!("writing {}", path.display()))?;
-    sink.flush().with_context(|| format!("writing {}", path.display()))?;
+    let sink = w.finish().with_context(|| format!("writing {}", path.display()))?;
+    sink.finish().with_context(|| format!("writing {}", path.display()))?;
     // The tokenizer was copied from the map: a vocab cut short meanwhile gave zeros, not its tokens.
     vocab_file.check_whole()
 }

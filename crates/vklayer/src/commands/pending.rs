@@ -88,7 +88,7 @@ impl Pending {
         self.collided = true;
     }
 
-    /// Adds every count held to the shared counters, keeping them (a command buffer's [`Counted`]).
+    /// Adds every count held to the shared counters, keeping them (a command buffer's [`Counted`](super::Counted)).
     pub(super) fn add_all(&self, errors: bool) {
         self.each(|slot, grid, n| add(slot, grid, n, errors));
     }
