@@ -1,15 +1,14 @@
-//! Models `backscope synth` writes for the predict tests, once per test process.
+//! Models `backscope synth` writes for the predict tests, once per test process (in its [`process_dir`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use crate::support::util::{backscope, run};
+use crate::support::util::{backscope, process_dir, run};
 
 /// Synthesized models, written once per test process: tiny preset (4 layers, 256 wide) in F16, Q8_0 and Q4_K_M,
 /// and a 22-layer model with TinyLlama's layer count and attention shape (head size 64, 8 query heads per KV
 /// head) in Q4_K_M.
 pub struct Models {
-    _dir: tempfile::TempDir,
     pub f16: PathBuf,
     pub q8_0: PathBuf,
     pub q4_k_m: PathBuf,
@@ -29,8 +28,8 @@ fn synth(out: &Path, args: &[&str]) {
 pub fn models() -> &'static Models {
     static M: OnceLock<Models> = OnceLock::new();
     M.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let p = |n: &str| dir.path().join(n);
+        let dir = process_dir("backscope-models-tests-");
+        let p = |n: &str| dir.join(n);
         synth(&p("tiny-f16.gguf"), &["--preset", "tiny", "--type", "f16"]);
         synth(&p("tiny-q8_0.gguf"), &["--preset", "tiny", "--type", "q8_0"]);
         synth(&p("tiny-q4_k_m.gguf"), &["--preset", "tiny", "--type", "q4_k_m"]);
@@ -62,7 +61,6 @@ pub fn models() -> &'static Models {
             q8_0: p("tiny-q8_0.gguf"),
             q4_k_m: p("tiny-q4_k_m.gguf"),
             tl_q4_k_m: p("tl22-q4_k_m.gguf"),
-            _dir: dir,
         }
     })
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::util::{backscope, cache, stdout_ok};
+use crate::support::util::{backscope, cache, process_dir, stdout_ok};
 
 /// The machine has two cores; tests that run real llama-servers take turns.
 pub fn heavy() -> Turn {
@@ -89,10 +89,7 @@ pub fn tiny_model() -> PathBuf {
     static MODEL: OnceLock<PathBuf> = OnceLock::new();
     MODEL
         .get_or_init(|| {
-            remove_stale_model_dirs();
-            let dir = std::env::temp_dir().join(format!("{MODEL_DIR_PREFIX}{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            let path = dir.join("tiny.gguf");
+            let path = process_dir("backscope-sweep-tests-").join("tiny.gguf");
             let out =
                 backscope().args(["synth", "--preset", "tiny", "-o"]).arg(&path).output().expect("run backscope synth");
             assert!(
@@ -122,21 +119,6 @@ pub fn tiny_q4_k_m() -> PathBuf {
             path
         })
         .clone()
-}
-
-const MODEL_DIR_PREFIX: &str = "backscope-sweep-tests-";
-
-/// A test process cannot delete its model directory on exit (statics are never dropped), so each one removes the
-/// directories of earlier test processes that are no longer running.
-fn remove_stale_model_dirs() {
-    let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) else { return };
-    for e in rd.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name.strip_prefix(MODEL_DIR_PREFIX).and_then(|p| p.parse::<i64>().ok()) else { continue };
-        if pid != i64::from(std::process::id()) && !alive(pid) {
-            let _ = std::fs::remove_dir_all(e.path());
-        }
-    }
 }
 
 /// A child process killed when the guard drops, also when the test panics first.

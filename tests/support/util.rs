@@ -29,6 +29,25 @@ pub fn backscope() -> Command {
     Command::new(env!("CARGO_BIN_EXE_backscope"))
 }
 
+/// This test process's directory `PREFIX<pid>` in the temporary directory, made once per prefix and process for what
+/// the process shares between its tests (models `synth` writes once). A process cannot delete it on exit (statics are
+/// never dropped), so each one first removes the directories of the prefix whose processes are no longer running: a
+/// suite run leaves at most its own behind, not one per run.
+pub fn process_dir(prefix: &str) -> PathBuf {
+    if let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name.strip_prefix(prefix).and_then(|p| p.parse::<i64>().ok()) else { continue };
+            if pid != i64::from(std::process::id()) && !crate::support::sweep::alive(pid) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("{prefix}{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+    dir
+}
+
 /// Runs `f` on `cmd` with a TMPDIR of its own, removed afterwards: for commands that keep a directory there on
 /// purpose (`predict --verify` keeps the trace it verified with and names it in its report), so that the suite
 /// leaves none of them behind.
