@@ -142,6 +142,9 @@ pub fn run(args: TraceOptions) -> Result<u8> {
                 bail!("nothing to trace: give a command after `--` (backscope trace -- llama-bench -m model.gguf), or --read DIR / --env");
             }
             let observer = optional_observer(args.observer.as_deref())?;
+            // Everything that can refuse the run (no observer, a bad profile) before the directory exists: a refused
+            // run leaves no empty trace directory behind.
+            let prepared = prepare_command(observer.as_deref(), &args)?;
             let dir = match &args.dir {
                 Some(d) => {
                     std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
@@ -163,9 +166,17 @@ pub fn run(args: TraceOptions) -> Result<u8> {
             // The kernel's GPU-driver lines while the command runs (kernel-log.jsonl beside the traces).
             let file = crate::observe::kernel_log::record::FILE_NAME;
             let kernel = crate::observe::kernel_log::capture::Capture::start(&dir.join(file), file);
-            let (status, signal) = run_observed(observer.as_deref(), &dir, &args)?;
+            let ran = run_observed(prepared, &dir, &args);
             kernel.finish();
-            (dir, Some(status), signal)
+            match ran {
+                Ok((status, signal)) => (dir, Some(status), signal),
+                Err(e) => {
+                    if args.dir.is_none() {
+                        remove_if_unused(&dir, file);
+                    }
+                    return Err(e);
+                }
+            }
         }
     };
     let read = trace::read_dir_folded(&dir)?;
@@ -321,16 +332,29 @@ fn env_lines(
     out
 }
 
-/// Runs the traced command and waits for it. SIGINT and SIGTERM are blocked in backscope from here on and taken
-/// with `sigtimedwait`, so they never end backscope itself (the summary is still to come); each one is passed on to
-/// the command (see [`signals::forward`]) unless it came from the terminal to the foreground process group the command
-/// shares with backscope (it has it already: a second SIGINT would make llama-server quit without its orderly
-/// shutdown). The third request sends SIGKILL instead, for a command that does not stop. The command starts with
-/// an empty signal mask and the default action for the signals backscope handles
-/// ([`crate::host::proc::run::start_clean`]: std leaves the mask as the spawning thread has it), so it sees signals as
-/// it would without backscope. Returns the exit status (128 + N for a signal) and the signal that ended the command,
-/// if one did.
-fn run_observed(observer: Option<&Path>, dir: &Path, args: &TraceOptions) -> Result<(i32, Option<i32>)> {
+/// Removes the trace directory `trace` made for a command that could not be run, when it holds nothing but the
+/// kernel's lines (`kernel_log`) of that instant: a refused run leaves no directory behind, and one that got far
+/// enough to write traces keeps them.
+fn remove_if_unused(dir: &Path, kernel_log: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    if entries.flatten().all(|e| e.file_name() == kernel_log) {
+        let _ = std::fs::remove_file(dir.join(kernel_log));
+        if std::fs::remove_dir(dir).is_ok() {
+            messages::note(format_args!("removed {}: the command did not run", dir.display()));
+        }
+    }
+}
+
+/// The traced command with its environment, all but the trace directory, and the impersonation profile it reads:
+/// made before the directory, so that whatever refuses the run does so before anything is created.
+struct PreparedCommand {
+    cmd: Command,
+    /// Kept until the command has run: the layer reads the profile when the command creates its first instance.
+    profile_file: Option<tempfile::TempPath>,
+}
+
+/// [`PreparedCommand`] for `args`: the observer's preload, the layer's variables, the profile.
+fn prepare_command(observer: Option<&Path>, args: &TraceOptions) -> Result<PreparedCommand> {
     let vulkan = vulkan_env(args.vklayer.as_deref(), |k| std::env::var(k).ok())?;
     let vulkan = if args.labels == Some(false) { with_labels(vulkan, false) } else { vulkan };
     if observer.is_none() && vulkan.is_empty() {
@@ -341,7 +365,6 @@ fn run_observed(observer: Option<&Path>, dir: &Path, args: &TraceOptions) -> Res
     }
     let mut cmd = Command::new(&args.command[0]);
     cmd.args(&args.command[1..])
-        .env(env::TRACE_DIR.name(), dir)
         .env(env::TRACE_INTERVAL_MS.name(), args.interval_ms.unwrap_or(COMMAND_INTERVAL_MS).to_string());
     if let Some(max_bytes) = args.max_bytes {
         cmd.env(env::TRACE_MAX_BYTES.name(), max_bytes.to_string());
@@ -349,8 +372,7 @@ fn run_observed(observer: Option<&Path>, dir: &Path, args: &TraceOptions) -> Res
     if let Some(rotate) = args.rotate {
         cmd.env(env::TRACE_ROTATE.name(), rotate.to_string());
     }
-    // Kept until the command has run: the layer reads the profile when the command creates its first instance.
-    let _profile_file = match &args.impersonate {
+    let profile_file = match &args.impersonate {
         Some(arg) => {
             if vulkan.is_empty() {
                 bail!("--impersonate needs the Vulkan layer, which was not found (pass --vklayer)");
@@ -383,6 +405,21 @@ fn run_observed(observer: Option<&Path>, dir: &Path, args: &TraceOptions) -> Res
     if args.no_graphs {
         cmd.env("GGML_CUDA_DISABLE_GRAPHS", "1");
     }
+    Ok(PreparedCommand { cmd, profile_file })
+}
+
+/// Runs the traced command and waits for it. SIGINT and SIGTERM are blocked in backscope from here on and taken
+/// with `sigtimedwait`, so they never end backscope itself (the summary is still to come); each one is passed on to
+/// the command (see [`signals::forward`]) unless it came from the terminal to the foreground process group the command
+/// shares with backscope (it has it already: a second SIGINT would make llama-server quit without its orderly
+/// shutdown). The third request sends SIGKILL instead, for a command that does not stop. The command starts with
+/// an empty signal mask and the default action for the signals backscope handles
+/// ([`crate::host::proc::run::start_clean`]: std leaves the mask as the spawning thread has it), so it sees signals as
+/// it would without backscope. Returns the exit status (128 + N for a signal) and the signal that ended the command,
+/// if one did.
+fn run_observed(prepared: PreparedCommand, dir: &Path, args: &TraceOptions) -> Result<(i32, Option<i32>)> {
+    let PreparedCommand { mut cmd, profile_file: _profile_file } = prepared;
+    cmd.env(env::TRACE_DIR.name(), dir);
     crate::host::proc::run::start_clean(&mut cmd);
     let signals = signals::Blocked::termination_and_child()?;
     let mut child = cmd.spawn().with_context(|| format!("cannot run {}", args.command[0]))?;

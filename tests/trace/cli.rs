@@ -595,3 +595,41 @@ fn trace_env_proposes_a_private_directory() {
     // The old fixed name is never proposed again.
     assert!(!stdout.contains("/var/tmp/backscope-traces\n") && !stdout.contains("/var/tmp/backscope-traces "));
 }
+
+/// A run `trace` refuses (a profile it cannot find) or cannot start (no such program) leaves no trace directory in the
+/// temporary directory: the profile is checked before the directory is made, and a directory made for a program that
+/// never started is removed, with a note saying so. The same program run for real keeps its directory.
+#[test]
+fn a_refused_or_unstarted_trace_leaves_no_directory() {
+    let scratch = tempfile::tempdir().unwrap();
+    let trace_dirs = || -> Vec<String> {
+        std::fs::read_dir(scratch.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("backscope-trace-"))
+            .collect()
+    };
+    let trace = |args: &[&str]| {
+        let mut cmd = backscope();
+        cmd.env("TMPDIR", scratch.path()).args(["trace", "--observer"]).arg(observer_library());
+        cmd.arg("--vklayer").arg(vklayer_library()).args(args);
+        run(&mut cmd)
+    };
+    let refused = trace(&["--impersonate", "no-such-gpu", "--", "true"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("no-such-gpu"), "{stderr}");
+    assert!(!stderr.contains("tracing into"), "a directory was announced: {stderr}");
+    assert_eq!(trace_dirs(), Vec::<String>::new());
+
+    let missing = scratch.path().join("no-such-program");
+    let unstarted = trace(&["--", missing.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&unstarted.stderr);
+    assert!(!unstarted.status.success() && stderr.contains("cannot run"), "{stderr}");
+    assert!(stderr.contains("removed") && stderr.contains("the command did not run"), "{stderr}");
+    assert_eq!(trace_dirs(), Vec::<String>::new());
+
+    let ran = trace(&["--", "true"]);
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    assert_eq!(trace_dirs().len(), 1, "a run that started keeps its directory");
+}
