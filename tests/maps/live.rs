@@ -122,7 +122,7 @@ fn hip_sleeper(dir: &Path) -> std::path::PathBuf {
     let src = dir.join("sleeper.hip");
     std::fs::write(&src, SLEEPER_HIP).unwrap();
     let exe = dir.join("hip-sleeper");
-    stdout_ok(Command::new("hipcc").arg("--offload-arch=gfx906").arg(&src).arg("-o").arg(&exe));
+    stdout_ok(hipcc().arg("--offload-arch=gfx906").arg(&src).arg("-o").arg(&exe));
     exe
 }
 

@@ -320,7 +320,7 @@ fn kernels_per_request_of_a_traced_sweep_are_the_medians_of_its_records() {
     let src = tmp.path().join("kernels.hip");
     std::fs::write(&src, KERNELS).unwrap();
     let exe = tmp.path().join("kernels");
-    stdout_ok(Command::new("hipcc").arg("--offload-arch=gfx900").arg(&src).arg("-o").arg(&exe));
+    stdout_ok(hipcc().arg("--offload-arch=gfx900").arg(&src).arg("-o").arg(&exe));
     // The sweep tests' stand-in server: llama-server's JSON shape, the program run once per request.
     let (status, events, stderr, db) = crate::support::sweep::traced_stand_in_sweep(tmp.path(), &exe, &observer, 3);
     assert_eq!(status.code(), Some(0), "stderr: {stderr}");

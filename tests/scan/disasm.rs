@@ -131,7 +131,7 @@ fn hipcc_kernels_mix_equals_llvm_objdump() {
     std::fs::write(&src, KERNELS_HIP).unwrap();
     let lib = tmp.path().join("libk.so");
     stdout_ok(
-        Command::new("hipcc")
+        hipcc()
             .args([
                 "-O3",
                 "-fPIC",

@@ -2,9 +2,8 @@
 //! kernel named like ggml's MMVQ (without a GPU the launch fails, but the observer records it).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use crate::support::util::{backscope, observer_library, run, stdout_ok};
+use crate::support::util::{backscope, hipcc, observer_library, run, stdout_ok};
 
 /// One kernel and an empty `main`: the smallest program with a code object per target.
 pub const SCALE_KERNEL: &str = r#"#include <hip/hip_runtime.h>
@@ -19,7 +18,7 @@ pub fn legacy_targets_program(dir: &Path, source: &str) -> PathBuf {
     std::fs::write(&src, source).unwrap();
     let exe = dir.join("k");
     stdout_ok(
-        Command::new("hipcc")
+        hipcc()
             .args(["--offload-arch=gfx900", "--offload-arch=gfx906", "--offload-arch=gfx1030"])
             .arg(&src)
             .arg("-o")
@@ -47,7 +46,7 @@ int main() {
     let src = dir.join("mmvq.hip");
     std::fs::write(&src, SRC).unwrap();
     let exe = dir.join("mmvq");
-    stdout_ok(Command::new("hipcc").arg("--offload-arch=gfx900").arg(&src).arg("-o").arg(&exe));
+    stdout_ok(hipcc().arg("--offload-arch=gfx900").arg(&src).arg("-o").arg(&exe));
     exe
 }
 

@@ -48,6 +48,14 @@ pub fn process_dir(prefix: &str) -> PathBuf {
     dir
 }
 
+/// Debian's hipcc, its temporary directory this test process's own ([`process_dir`]): each compile leaves two empty
+/// directories named after its source in `$TMPDIR` (`k-1a2b3c` for `k.hip`), which it never removes.
+pub fn hipcc() -> Command {
+    let mut cmd = Command::new("hipcc");
+    cmd.env("TMPDIR", process_dir("backscope-hipcc-tests-"));
+    cmd
+}
+
 /// Runs `f` on `cmd` with a TMPDIR of its own, removed afterwards: for commands that keep a directory there on
 /// purpose (`predict --verify` keeps the trace it verified with and names it in its report), so that the suite
 /// leaves none of them behind.

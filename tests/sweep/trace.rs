@@ -143,7 +143,7 @@ fn each_request_gets_exactly_the_hip_launches_made_during_it() {
     let tmp = tempfile::tempdir().unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/observer/tests/c/kernels.hip");
     let exe = tmp.path().join("kernels");
-    stdout_ok(Command::new("hipcc").arg("--offload-arch=gfx900").arg(&src).arg("-o").arg(&exe));
+    stdout_ok(hipcc().arg("--offload-arch=gfx900").arg(&src).arg("-o").arg(&exe));
     let plain = stdout_ok(&mut Command::new(&exe));
     let per_run = plain.lines().filter(|l| l.starts_with("launch ")).count() as u64;
     assert!(per_run > 0);

@@ -12,7 +12,7 @@ fn trace_counts_match_the_programs_own_launch_log() {
     let tmp = tempfile::tempdir().unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/observer/tests/c/kernels.hip");
     let exe = tmp.path().join("kernels");
-    stdout_ok(Command::new("hipcc").arg("--offload-arch=gfx900").arg(&src).arg("-o").arg(&exe));
+    stdout_ok(hipcc().arg("--offload-arch=gfx900").arg(&src).arg("-o").arg(&exe));
     let plain = stdout_ok(&mut Command::new(&exe));
 
     let observer = observer_library();
@@ -473,10 +473,7 @@ fn go_crash_program() -> &'static Path {
         std::fs::create_dir_all(&dir).unwrap();
         let library = dir.join("libgokernel.so");
         stdout_ok(
-            Command::new("hipcc")
-                .args(["--offload-arch=gfx900", "-fPIC", "-shared", "-o"])
-                .arg(&library)
-                .arg(src.join("kernel.hip")),
+            hipcc().args(["--offload-arch=gfx900", "-fPIC", "-shared", "-o"]).arg(&library).arg(src.join("kernel.hip")),
         );
         let program = dir.join("gocrash");
         go_build(&src, &program, &[("CGO_LDFLAGS", format!("-L{0} -lgokernel -Wl,-rpath,{0}", dir.display()))]);

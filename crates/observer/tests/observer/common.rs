@@ -73,7 +73,17 @@ fn c_dir() -> PathBuf {
 
 /// Runs a build command; panics with its output if it fails.
 pub fn build(program: &str, args: &[&OsStr]) {
-    let output = Command::new(program).args(args).output().unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    built(Command::new(program).args(args), program, args);
+}
+
+/// [`build`] with `$TMPDIR` set to `tmp`, for a tool that leaves files in its temporary directory (hipcc leaves two
+/// empty directories named after its source per compile).
+pub fn build_with_tmp(program: &str, args: &[&OsStr], tmp: &Path) {
+    built(Command::new(program).args(args).env("TMPDIR", tmp), program, args);
+}
+
+fn built(cmd: &mut Command, program: &str, args: &[&OsStr]) {
+    let output = cmd.output().unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
     assert!(
         output.status.success(),
         "{program} {args:?} failed:\n{}{}",

@@ -43,9 +43,10 @@ fn hip_program() -> &'static Path {
         let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/kernels.hip");
         let program = dir.join("hip_kernels");
         let hipcc = tool(&["hipcc"]);
-        build(
+        build_with_tmp(
             &hipcc,
             &[OsStr::new("--offload-arch=gfx900"), source.as_os_str(), OsStr::new("-o"), program.as_os_str()],
+            &dir,
         );
         program
     })
