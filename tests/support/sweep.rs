@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::util::{backscope, cache, process_dir, stdout_ok};
+use crate::support::util::{alive, backscope, cache, process_dir, stdout_ok};
 
 /// The machine has two cores; tests that run real llama-servers take turns.
 pub fn heavy() -> Turn {
@@ -232,12 +232,6 @@ pub fn export(db: &Path, run: Option<&str>) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).expect("export line is JSON"))
         .collect()
-}
-
-/// Whether a process id is alive (signal 0).
-pub fn alive(pid: i64) -> bool {
-    // SAFETY: kill with signal 0 only checks existence and permission.
-    unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
 }
 
 /// Wait (bounded) until a pid is gone; true if it went.

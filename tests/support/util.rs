@@ -38,7 +38,7 @@ pub fn process_dir(prefix: &str) -> PathBuf {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             let Some(pid) = name.strip_prefix(prefix).and_then(|p| p.parse::<i64>().ok()) else { continue };
-            if pid != i64::from(std::process::id()) && !crate::support::sweep::alive(pid) {
+            if pid != i64::from(std::process::id()) && !alive(pid) {
                 let _ = std::fs::remove_dir_all(e.path());
             }
         }
@@ -54,6 +54,12 @@ pub fn hipcc() -> Command {
     let mut cmd = Command::new("hipcc");
     cmd.env("TMPDIR", process_dir("backscope-hipcc-tests-"));
     cmd
+}
+
+/// Whether a process id is alive (signal 0).
+pub fn alive(pid: i64) -> bool {
+    // SAFETY: kill with signal 0 only checks existence and permission.
+    unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
 }
 
 /// Runs `f` on `cmd` with a TMPDIR of its own, removed afterwards: for commands that keep a directory there on
