@@ -22,12 +22,6 @@
 set -euo pipefail
 
 BACKEND="${1:-vulkan}"
-case "$BACKEND" in
-  vulkan | vulkan-release | cpu) ;;
-  *) echo "usage: $0 [vulkan|vulkan-release|cpu]" >&2; exit 2 ;;
-esac
-VULKAN=0
-[ "$BACKEND" != cpu ] && VULKAN=1
 
 VERSION=11434
 CACHE="${BACKSCOPE_CACHE:-$HOME/.cache/backscope}"
@@ -48,13 +42,20 @@ LIBSHADERC_DEB_SHA256=8bdf913ccd268b02b57898308f74e48d6723529ee26403d35288c4243e
 # (Debian's package of that name installs the command of the same name.)
 C_COMPILER=clang-19
 CXX_COMPILER=clang++-19
-KEY="$VERSION-$BACKEND-clang19"
-[ "$BACKEND" = vulkan ] && KEY="$VERSION-vulkan-glslc${SHADERC_DEB_VERSION%-*}-clang19-O0-outside-ggml"
-[ "$BACKEND" = vulkan-release ] && KEY="$VERSION-vulkan-glslc${SHADERC_DEB_VERSION%-*}-clang19-O3"
-OUTDIR="$CACHE/llama.cpp/$KEY"
+# Per backend: the cache key, whether it builds ggml-vulkan, and the targets (the release build times llama-bench
+# alone; optimised, the server is the longest compile of all).
 TARGETS=(llama-server llama-bench llama-quantize)
-# The release build times llama-bench alone; optimised, the server is the longest compile of all.
-[ "$BACKEND" = vulkan-release ] && TARGETS=(llama-bench llama-quantize)
+VULKAN=1
+case "$BACKEND" in
+  cpu) KEY="$VERSION-cpu-clang19" VULKAN=0 ;;
+  vulkan) KEY="$VERSION-vulkan-glslc${SHADERC_DEB_VERSION%-*}-clang19-O0-outside-ggml" ;;
+  vulkan-release)
+    KEY="$VERSION-vulkan-glslc${SHADERC_DEB_VERSION%-*}-clang19-O3"
+    TARGETS=(llama-bench llama-quantize)
+    ;;
+  *) echo "usage: $0 [vulkan|vulkan-release|cpu]" >&2; exit 2 ;;
+esac
+OUTDIR="$CACHE/llama.cpp/$KEY"
 log() { echo "llama-build: $*" >&2; }
 
 # One build per key at a time: a second caller (a parallel test run) waits here, then reuses the result.

