@@ -287,6 +287,7 @@ pub fn fences_signaled(fences: &[vk::Fence]) {
 ///
 /// The application's `fence`, when it passed one, is remembered with the submission: when the application sees it
 /// signalled (`vkWaitForFences`, `vkGetFenceStatus`), this submission and every earlier one on the queue completed.
+#[inline(always)]
 pub fn submitting(
     ring: &'static crate::locus::QueueRing,
     d: &'static DeviceDispatch,
@@ -310,30 +311,34 @@ pub fn submitting(
     if by != By::Submission {
         return None;
     }
-    let semaphore = match q.semaphore() {
-        Some((s, _)) => s,
-        None => {
-            let create = d.create_semaphore?;
-            let mut kind = vk::SemaphoreTypeCreateInfo {
-                semaphore_type: vk::SemaphoreType::TIMELINE,
-                initial_value: 0,
-                ..Default::default()
-            };
-            let info = vk::SemaphoreCreateInfo { p_next: &mut kind as *mut _ as *const c_void, ..Default::default() };
-            let mut s = vk::Semaphore::null();
-            // SAFETY: a valid create info; the semaphore is the layer's own, never destroyed (the device's table
-            // outlives it too).
-            if unsafe { create(d.device, &info, std::ptr::null(), &mut s) } != vk::Result::SUCCESS || s.is_null() {
-                d.progress.timeline.store(false, Ordering::Relaxed);
-                crate::state::note(format_args!("black box: the layer's timeline semaphore could not be created"));
-                return None;
-            }
-            q.set_semaphore(s, d as *const DeviceDispatch as usize);
-            stop_polling_at_exit();
-            s
-        }
+    match q.semaphore() {
+        Some((s, _)) => Some((s, submit)),
+        None => Some((first_semaphore(q, d)?, submit)),
+    }
+}
+
+/// The layer's timeline semaphore for a queue followed by submissions, made at its first submission.
+#[cold]
+#[inline(never)]
+fn first_semaphore(q: &crate::progress::QueueProgress, d: &'static DeviceDispatch) -> Option<vk::Semaphore> {
+    let create = d.create_semaphore?;
+    let mut kind = vk::SemaphoreTypeCreateInfo {
+        semaphore_type: vk::SemaphoreType::TIMELINE,
+        initial_value: 0,
+        ..Default::default()
     };
-    Some((semaphore, submit))
+    let info = vk::SemaphoreCreateInfo { p_next: &mut kind as *mut _ as *const c_void, ..Default::default() };
+    let mut s = vk::Semaphore::null();
+    // SAFETY: a valid create info; the semaphore is the layer's own, never destroyed (the device's table outlives it
+    // too).
+    if unsafe { create(d.device, &info, std::ptr::null(), &mut s) } != vk::Result::SUCCESS || s.is_null() {
+        d.progress.timeline.store(false, Ordering::Relaxed);
+        crate::state::note(format_args!("black box: the layer's timeline semaphore could not be created"));
+        return None;
+    }
+    q.set_semaphore(s, d as *const DeviceDispatch as usize);
+    stop_polling_at_exit();
+    Some(s)
 }
 
 /// The hang watcher's default: ten seconds without GPU progress while work is pending (ggml's longest single

@@ -266,27 +266,57 @@ pub fn wanted() -> bool {
 // ---------------------------------------------------------------------------------------------------------------
 // Per command buffer
 
-/// What the black box keeps of one command buffer. The fields a dispatch writes come first, kept in the order written
-/// (`repr(C)`): `commands::CommandBuffer` puts them in its first cache line.
+/// One dispatch as the trail keeps it: the pipeline's handle and the workgroup counts, each count a word of its own
+/// so that the dispatch hook stores the three registers it is given as they are (packing two counts into one 64-bit
+/// word took four instructions more and a saved register). `_padding` is never written: it makes the entry 24 bytes
+/// with no padding, so that two trails compare as plain words.
+#[repr(C)]
+pub struct TrailEntry {
+    handle: AtomicU64,
+    grid: [AtomicU32; 3],
+    _padding: AtomicU32,
+}
+
+impl TrailEntry {
+    const fn new() -> TrailEntry {
+        TrailEntry {
+            handle: AtomicU64::new(0),
+            grid: [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)],
+            _padding: AtomicU32::new(0),
+        }
+    }
+
+    /// The pipeline handle and workgroups kept here.
+    fn read(&self) -> (u64, [u32; 3]) {
+        let [x, y, z] = &self.grid;
+        (
+            self.handle.load(Ordering::Relaxed),
+            [x.load(Ordering::Relaxed), y.load(Ordering::Relaxed), z.load(Ordering::Relaxed)],
+        )
+    }
+}
+
+/// What the black box keeps of one command buffer. The fields a dispatch reads and writes come first, kept in the
+/// order written (`repr(C)`): `commands::CommandBuffer` puts them in its first cache line.
 #[repr(C)]
 pub struct BufferProgress {
-    /// `[pipeline handle, x | y << 32, z]` of each of the first [`TRAIL`] dispatches, by index, for even generations
-    /// then for odd ones (one array: one bounds check per dispatch recorded). The handle, not the pipeline's slot: the
-    /// bind then looks nothing up (on an H100 the lookup made a bind 3–5 µs a token dearer,
-    /// docs/validation/gpu-2026-12-05-submission-cost); a reader looks the slot up ([`Self::slot_of`]).
-    /// (A fixed-size array: the state keeps its pointer only, 8 bytes of its first cache line.)
-    trail: Box<[[AtomicU64; 3]; 2 * TRAIL]>,
     /// The current generation's half of `trail` (where its first dispatch goes): set at begin, so that a dispatch
     /// computes no half from the generation. Read and written by the thread that owns the buffer only.
-    half: AtomicPtr<[AtomicU64; 3]>,
-    /// Bumped whenever the buffer is begun or reset after recording dispatches: a submission of an older generation
-    /// finished. (Not when nothing was recorded since: ggml resets its pools and then begins each buffer, and two
-    /// bumps would leave no generation between the one recorded and the one being recorded.)
-    generation: AtomicU64,
+    half: AtomicPtr<TrailEntry>,
     /// Dispatches recorded since the buffer was begun.
     recorded: AtomicU32,
     /// Its two marker words in its device's marker buffer ([`NO_SLOT`]: none).
     pub slot: AtomicU32,
+    /// Bumped whenever the buffer is begun or reset after recording dispatches: a submission of an older generation
+    /// finished. (Not when nothing was recorded since: ggml resets its pools and then begins each buffer, and two
+    /// bumps would leave no generation between the one recorded and the one being recorded.) Written by the thread
+    /// that owns the buffer only.
+    generation: AtomicU64,
+    /// Each of the first [`TRAIL`] dispatches, by index, for even generations then for odd ones (one array: one
+    /// bounds check per dispatch recorded). The pipeline's handle, not its slot: the bind then looks nothing up (on an
+    /// H100 the lookup made a bind 3–5 µs a token dearer, docs/validation/gpu-2026-12-05-submission-cost); a reader
+    /// looks the slot up ([`Self::slot_of`]). A dispatch writes through `half`, not through this pointer.
+    trail: Box<[TrailEntry; 2 * TRAIL]>,
     /// The device's [`Markers`] the slot belongs to (0: none).
     markers: AtomicUsize,
     /// The device's pipelines (handle → slot + 1) the trail's handles are looked up in (0: none, for unit tests: a
@@ -304,7 +334,7 @@ impl Default for BufferProgress {
 }
 
 impl BufferProgress {
-    /// Where the fields a dispatch writes (the trail's pointer, the generation, the count) end.
+    /// Where the fields a dispatch reads and writes (the half's pointer, the count) end.
     #[cfg(test)]
     pub const HOT_BYTES: usize = std::mem::offset_of!(BufferProgress, recorded) + 4;
 
@@ -316,11 +346,7 @@ impl BufferProgress {
             generation: AtomicU64::new(0),
             // Collected on the heap and converted in place: built as an array, its 48 KiB would first go on the stack
             // of the application's thread that allocates the command buffer.
-            trail: match (0..2 * TRAIL)
-                .map(|_| [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)])
-                .collect::<Box<[_]>>()
-                .try_into()
-            {
+            trail: match (0..2 * TRAIL).map(|_| TrailEntry::new()).collect::<Box<[_]>>().try_into() {
                 Ok(trail) => trail,
                 Err(_) => unreachable!("2 * TRAIL entries were collected"),
             },
@@ -335,7 +361,7 @@ impl BufferProgress {
     /// Points `half` at the current generation's half of the trail.
     fn set_half(&self) {
         let half = &self.trail[trail_slot(self.generation.load(Ordering::Relaxed), 0)];
-        self.half.store(half as *const [AtomicU64; 3] as *mut [AtomicU64; 3], Ordering::Relaxed);
+        self.half.store(half as *const TrailEntry as *mut TrailEntry, Ordering::Relaxed);
     }
 
     /// The buffer was allocated on a device whose pipelines are `pipelines`: claims a marker slot where the device
@@ -372,7 +398,9 @@ impl BufferProgress {
     /// Begun or reset: a new generation with no dispatches (the same one, when it has none yet).
     pub fn begin(&self) {
         if self.recorded.load(Ordering::Relaxed) != 0 || self.generation.load(Ordering::Relaxed) == 0 {
-            self.generation.fetch_add(1, Ordering::Release);
+            // One writer (the owning thread: begin and reset are externally synchronised), so no locked add.
+            let next = self.generation.load(Ordering::Relaxed).wrapping_add(1);
+            self.generation.store(next, Ordering::Release);
             // The new generation's trail stores come after the bump for any reader (a reader that sees one of them
             // sees the bump when it checks the generation again: `holds_trail_of`).
             std::sync::atomic::fence(Ordering::Release);
@@ -441,10 +469,11 @@ impl BufferProgress {
         debug_assert!((1..=TRAIL).contains(&(index as usize)));
         // SAFETY: `half` points at the first of TRAIL entries of `trail` (set at begin by this thread), and index - 1
         // is below TRAIL by the caller's promise.
-        let [h, xy, z] = unsafe { &*self.half.load(Ordering::Relaxed).add(index as usize - 1) };
-        h.store(handle, Ordering::Relaxed);
-        xy.store(u64::from(grid[0]) | (u64::from(grid[1]) << 32), Ordering::Relaxed);
-        z.store(u64::from(grid[2]), Ordering::Relaxed);
+        let entry = unsafe { &*self.half.load(Ordering::Relaxed).add(index as usize - 1) };
+        entry.handle.store(handle, Ordering::Relaxed);
+        entry.grid[0].store(grid[0], Ordering::Relaxed);
+        entry.grid[1].store(grid[1], Ordering::Relaxed);
+        entry.grid[2].store(grid[2], Ordering::Relaxed);
         self.recorded.store(index, Ordering::Release);
     }
 
@@ -465,10 +494,13 @@ impl BufferProgress {
         let generation = self.generation.load(Ordering::Relaxed);
         let now = &self.trail[trail_slot(generation, 0)..trail_slot(generation, 0) + n];
         let before = &self.trail[trail_slot(generation ^ 1, 0)..trail_slot(generation ^ 1, 0) + n];
-        // As plain words, so that the comparison is one memcmp. SAFETY: `AtomicU64` has `u64`'s layout; the only
-        // writer of these words is the thread that records the buffer, which is this one (the caller's promise), so
-        // no store races these reads; other threads only load them.
-        let words = |t: &[[AtomicU64; 3]]| unsafe { std::slice::from_raw_parts(t.as_ptr() as *const u64, 3 * t.len()) };
+        // As plain words, so that the comparison is one memcmp.
+        const { assert!(std::mem::size_of::<TrailEntry>() == 24 && std::mem::align_of::<TrailEntry>() == 8) };
+        // SAFETY: an entry is 24 bytes of atomics with no padding (`TrailEntry`, `repr(C)`: 8 + 3 × 4 + 4, checked
+        // above), which have the layout of plain integers, aligned to 8; the only writer of these words is the thread
+        // that records the buffer, which is this one (the caller's promise), so no store races these reads; other
+        // threads only load them.
+        let words = |t: &[TrailEntry]| unsafe { std::slice::from_raw_parts(t.as_ptr() as *const u64, 3 * t.len()) };
         words(now) == words(before)
     }
 
@@ -489,7 +521,7 @@ impl BufferProgress {
         if !self.holds_trail_of(generation) {
             return None;
         }
-        let (handle, grid) = self.trail.get(trail_slot(generation, i)).map(trail_words)?;
+        let (handle, grid) = self.trail.get(trail_slot(generation, i)).map(TrailEntry::read)?;
         Some((self.slot_of(generation, handle), grid))
     }
 
@@ -498,7 +530,7 @@ impl BufferProgress {
     pub fn own_dispatch(&self, index: u32) -> (u32, [u32; 3]) {
         let i = (index as usize).clamp(1, TRAIL) - 1;
         let generation = self.generation.load(Ordering::Relaxed);
-        let (handle, grid) = trail_words(&self.trail[trail_slot(generation, i)]);
+        let (handle, grid) = self.trail[trail_slot(generation, i)].read();
         (self.slot_of(generation, handle), grid)
     }
 
@@ -516,12 +548,6 @@ impl BufferProgress {
 #[inline(always)]
 fn trail_slot(generation: u64, i: usize) -> usize {
     (generation & 1) as usize * TRAIL + i
-}
-
-/// A trail entry's pipeline handle and workgroups, as [`BufferProgress::record`] packed them.
-fn trail_words([h, xy, z]: &[AtomicU64; 3]) -> (u64, [u32; 3]) {
-    let (h, xy, z) = (h.load(Ordering::Relaxed), xy.load(Ordering::Relaxed), z.load(Ordering::Relaxed));
-    (h, [xy as u32, (xy >> 32) as u32, z as u32])
 }
 
 // ---------------------------------------------------------------------------------------------------------------

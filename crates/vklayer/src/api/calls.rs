@@ -13,65 +13,96 @@ use crate::dispatch::{device_of, DeviceDispatch};
 use crate::locus::Marked;
 use crate::state;
 
+/// What the layer worked out about a submission before the driver sees it: what [`after_submit`] needs, and the
+/// black box's batch for the forward.
+pub(super) struct Submitting {
+    /// The submission's dispatches (0: none, or not observed).
+    dispatches: u64,
+    /// With the black box following the queue by submissions: the layer's semaphore and the value to signal with it
+    /// in one more batch of the same call (`crate::progress`).
+    signal: Option<(vk::Semaphore, u64)>,
+}
+
 /// Counts a submission's dispatches before the driver sees it (afterwards the application may reset
-/// the buffers as soon as they complete), then forwards it; a failed submission's dispatches are
-/// counted as errors too.
+/// the buffers as soon as they complete); the caller then forwards it inside [`watched`] and hands the result to
+/// [`after_submit`].
 ///
 /// The dispatches are also remembered in the queue's ring (the crash locus) before the driver sees
 /// them, and the call is marked in flight: a crash inside the driver's submit names both.
 ///
-/// With the black box following a queue by submissions, `forward` is given the layer's semaphore and the value to
-/// signal with it in one more batch of the same call (`crate::progress`). `device` is the queue's (the hook looked
-/// it up for the driver's function already).
-pub(super) fn submit<I: Iterator<Item = vk::CommandBuffer> + Clone>(
+/// Inlined into each submit hook, with the forward written out there (no closure): a submission's own code is what
+/// ggml-vulkan's thread runs between recording and its driver's submit, about ten times a token, each time with its
+/// lines pushed out of the core's caches by the recording; every instruction and line it does not take counts.
+/// `device` is the queue's (the hook looked it up for the driver's function already). For a layer that observes:
+/// [`forwards_only`] tells the hook to forward the call as it is, not even marked in flight.
+#[inline(always)]
+pub(super) fn before_submit<I: Iterator<Item = vk::CommandBuffer> + Clone>(
     queue: vk::Queue,
     device: &'static DeviceDispatch,
-    name: &'static &'static str,
     buffers: I,
     fence: vk::Fence,
-    forward: impl FnOnce(Option<(vk::Semaphore, u64)>) -> vk::Result,
-) -> vk::Result {
-    if !state::on() || crate::switch::paused() {
-        return forward(None);
-    }
+) -> Submitting {
     let sequences = crate::order::recording().then_some(crate::order::counted as commands::SequenceHook);
-    let ring = || crate::locus::queue_ring(queue.as_raw(), device.facts_id);
-    // ggml-vulkan's submission token after token, in one pass (`commands::repeat`): `Some(None)` when the buffers
-    // are something else, for the general path; `None` (a panic, not expected) counts nothing more.
+    // ggml-vulkan's submission token after token, in one pass (`commands::repeat`): `None` when the buffers are
+    // something else, for the general path (a panic, not expected, counts nothing more).
     let repeated = state::guarded(|| {
         let r = commands::repeat::Repeats::find(buffers.clone(), sequences.is_some())?;
-        let ring = ring();
+        let ring = crate::locus::queue_ring(queue.as_raw(), device.facts_id);
         let signal = r
             .count_and_remember(sequences, ring)
             .and_then(|submit| black_box(ring?, device, r.states(), submit, fence));
-        Some((r.dispatches, signal))
+        Some(Submitting { dispatches: r.dispatches, signal })
     });
-    let (dispatches, signal) = match repeated {
+    match repeated {
         Some(Some(done)) => done,
-        None => (0, None),
-        Some(None) => {
-            let tally =
-                state::guarded(|| commands::submission::count(buffers.clone(), false, sequences)).unwrap_or_default();
-            let mut signal = None;
-            if tally.dispatches > 0 {
-                signal = state::guarded(|| {
-                    let ring = ring()?;
-                    let submit = commands::submission::remember(buffers.clone(), ring);
-                    black_box(ring, device, buffers.clone().filter_map(commands::get), submit, fence)
-                })
-                .flatten();
-            }
-            (tally.dispatches, signal)
-        }
-    };
-    let result = watched(name, || forward(signal));
-    if dispatches > 0 {
+        None => Submitting { dispatches: 0, signal: None },
+        Some(None) => submit_walked(queue, device, buffers, sequences, fence),
+    }
+}
+
+/// [`before_submit`] for what is not a repeat of kept recordings: the buffers' entries walked and copied into the
+/// queue's ring.
+#[inline(never)]
+fn submit_walked<I: Iterator<Item = vk::CommandBuffer> + Clone>(
+    queue: vk::Queue,
+    device: &'static DeviceDispatch,
+    buffers: I,
+    sequences: Option<commands::SequenceHook>,
+    fence: vk::Fence,
+) -> Submitting {
+    let tally = state::guarded(|| commands::submission::count(buffers.clone(), false, sequences)).unwrap_or_default();
+    let mut signal = None;
+    if tally.dispatches > 0 {
+        signal = state::guarded(|| {
+            let ring = crate::locus::queue_ring(queue.as_raw(), device.facts_id)?;
+            let submit = commands::submission::remember(buffers.clone(), ring);
+            black_box(ring, device, buffers.clone().filter_map(commands::get), submit, fence)
+        })
+        .flatten();
+    }
+    Submitting { dispatches: tally.dispatches, signal }
+}
+
+/// Whether a submit hook only forwards: the layer is off, or paused (the in-process A/B's forwarding-only arm).
+#[inline(always)]
+fn forwards_only() -> bool {
+    !state::on() || crate::switch::paused()
+}
+
+/// After the driver's answer to a submission [`before_submit`] saw: one more submission with dispatches, and a
+/// failed one's dispatches counted as errors too.
+#[inline(always)]
+pub(super) fn after_submit<I: Iterator<Item = vk::CommandBuffer> + Clone>(
+    submitting: &Submitting,
+    result: vk::Result,
+    buffers: I,
+) {
+    if submitting.dispatches > 0 {
         crate::writer::SUBMITS.fetch_add(1, Ordering::Relaxed);
         if result.as_raw() < 0 {
             state::guarded(|| commands::submission::count(buffers, true, None));
         }
     }
-    result
 }
 
 /// The black box's part of a submission, where it is wanted: see [`crate::blackbox::submitting`].
@@ -297,34 +328,58 @@ pub(super) unsafe extern "system" fn queue_submit(
     let Some((device, next)) = device_of(queue).and_then(|d| Some((d, d.queue_submit?))) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    // SAFETY: the caller's submit infos; forwarding the caller's arguments (plus, for the black box, one batch that
-    // only signals the layer's semaphore).
-    unsafe {
-        submit(queue, device, &call::QUEUE_SUBMIT, buffers_of(submits, count), fence, |signal| match signal {
-            None => next(queue, count, submits, fence),
-            Some((semaphore, value)) => {
-                let values = [value];
-                let timeline = vk::TimelineSemaphoreSubmitInfo {
-                    signal_semaphore_value_count: 1,
-                    p_signal_semaphore_values: values.as_ptr(),
-                    ..Default::default()
-                };
-                let semaphores = [semaphore];
-                let extra = vk::SubmitInfo {
-                    p_next: &timeline as *const _ as *const c_void,
-                    signal_semaphore_count: 1,
-                    p_signal_semaphores: semaphores.as_ptr(),
-                    ..Default::default()
-                };
-                let given: &[vk::SubmitInfo<'_>] = if count == 0 || submits.is_null() {
-                    &[]
-                } else {
-                    std::slice::from_raw_parts(submits, count as usize)
-                };
-                with_extra(given, extra, |all| next(queue, all.len() as u32, all.as_ptr(), fence))
-            }
-        })
+    if forwards_only() {
+        // SAFETY: forwarding the caller's arguments.
+        return unsafe { next(queue, count, submits, fence) };
     }
+    // SAFETY: the caller's submit infos.
+    let buffers = unsafe { buffers_of(submits, count) };
+    let submitting = before_submit(queue, device, buffers.clone(), fence);
+    let result = watched(&call::QUEUE_SUBMIT, || match submitting.signal {
+        // SAFETY: forwarding the caller's arguments.
+        None => unsafe { next(queue, count, submits, fence) },
+        // SAFETY: as above, plus one batch that only signals the layer's semaphore.
+        Some(signal) => unsafe { forward_signalling(next, queue, count, submits, fence, signal) },
+    });
+    after_submit(&submitting, result, buffers);
+    result
+}
+
+/// `vkQueueSubmit`'s forwarding with the black box's extra batch (out of line: only devices followed by
+/// submissions take it).
+///
+/// # Safety
+/// The caller's arguments of a `vkQueueSubmit` call.
+#[inline(never)]
+unsafe fn forward_signalling(
+    next: vk::PFN_vkQueueSubmit,
+    queue: vk::Queue,
+    count: u32,
+    submits: *const vk::SubmitInfo<'_>,
+    fence: vk::Fence,
+    (semaphore, value): (vk::Semaphore, u64),
+) -> vk::Result {
+    let values = [value];
+    let timeline = vk::TimelineSemaphoreSubmitInfo {
+        signal_semaphore_value_count: 1,
+        p_signal_semaphore_values: values.as_ptr(),
+        ..Default::default()
+    };
+    let semaphores = [semaphore];
+    let extra = vk::SubmitInfo {
+        p_next: &timeline as *const _ as *const c_void,
+        signal_semaphore_count: 1,
+        p_signal_semaphores: semaphores.as_ptr(),
+        ..Default::default()
+    };
+    let given: &[vk::SubmitInfo<'_>] = if count == 0 || submits.is_null() {
+        &[]
+    } else {
+        // SAFETY: a valid call holds `count` submit infos.
+        unsafe { std::slice::from_raw_parts(submits, count as usize) }
+    };
+    // SAFETY: the caller's batches plus one that only signals the layer's semaphore.
+    with_extra(given, extra, |all| unsafe { next(queue, all.len() as u32, all.as_ptr(), fence) })
 }
 
 /// `vkQueueSubmit2`'s forwarding, with the black box's extra batch when given one.
@@ -391,12 +446,18 @@ pub(super) unsafe extern "system" fn queue_submit2<const KHR: bool>(
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     let name = if KHR { &call::QUEUE_SUBMIT2_KHR } else { &call::QUEUE_SUBMIT2 };
-    // SAFETY: the caller's submit infos; forwarding the caller's arguments.
-    unsafe {
-        submit(queue, device, name, buffers_of2(submits, count), fence, |signal| {
-            forward2(next, queue, count, submits, fence, signal)
-        })
+    if forwards_only() {
+        // SAFETY: forwarding the caller's arguments.
+        return unsafe { next(queue, count, submits, fence) };
     }
+    // SAFETY: the caller's submit infos.
+    let buffers = unsafe { buffers_of2(submits, count) };
+    let submitting = before_submit(queue, device, buffers.clone(), fence);
+    // SAFETY: forwarding the caller's arguments (plus, for the black box, one batch that only signals the layer's
+    // semaphore).
+    let result = watched(name, || unsafe { forward2(next, queue, count, submits, fence, submitting.signal) });
+    after_submit(&submitting, result, buffers);
+    result
 }
 
 /// The bytes of a command name as the loader or an application passes it (empty for a null pointer).

@@ -174,7 +174,7 @@ pub(super) unsafe extern "system" fn reset_command_buffer(
 ) -> vk::Result {
     let s = followed(cb);
     if let Some(s) = s {
-        state::guarded(|| s.clear());
+        state::guarded(|| s.clear_if_begun());
     }
     match buffer_device(cb, s).and_then(|d| d.reset_command_buffer) {
         // SAFETY: forwarding the caller's arguments.
@@ -232,10 +232,8 @@ unsafe fn bind_observed(cb: vk::CommandBuffer, point: vk::PipelineBindPoint, pip
     if point == vk::PipelineBindPoint::COMPUTE {
         s.bind(pipeline.as_raw());
     }
-    if let Some(next) = s.device().cmd_bind_pipeline {
-        // SAFETY: forwarding the caller's arguments.
-        unsafe { next(cb, point, pipeline) };
-    }
+    // SAFETY: forwarding the caller's arguments.
+    unsafe { s.next_bind()(cb, point, pipeline) };
 }
 
 /// The bind hook when the layer only forwards: the device's table from the buffer's state when it is among those
@@ -247,10 +245,8 @@ unsafe extern "system" fn forward_bind(cb: vk::CommandBuffer, point: vk::Pipelin
         // SAFETY: forwarding the caller's arguments.
         return unsafe { forward_bind_by_key(cb, point, pipeline) };
     };
-    if let Some(next) = s.device().cmd_bind_pipeline {
-        // SAFETY: forwarding the caller's arguments.
-        unsafe { next(cb, point, pipeline) };
-    }
+    // SAFETY: forwarding the caller's arguments.
+    unsafe { s.next_bind()(cb, point, pipeline) };
 }
 
 /// [`forward_bind`] for a buffer whose state is not among those looked up last: the map while the layer is on (paused:
@@ -425,10 +421,8 @@ unsafe fn dispatch_observed(cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
         // SAFETY: forwarding the caller's arguments.
         return unsafe { entry_then_dispatch(cb, x, y, z, s) };
     }
-    if let Some(next) = s.device().cmd_dispatch {
-        // SAFETY: forwarding the caller's arguments.
-        unsafe { next(cb, x, y, z) };
-    }
+    // SAFETY: forwarding the caller's arguments.
+    unsafe { s.next_dispatch()(cb, x, y, z) };
 }
 
 /// The dispatch hook when the settings are neither [`PLAIN`]'s nor [`PAUSED`]'s, as [`path`] works them out.
@@ -452,10 +446,8 @@ unsafe extern "system" fn forward_dispatch(cb: vk::CommandBuffer, x: u32, y: u32
         // SAFETY: forwarding the caller's arguments.
         return unsafe { forward_dispatch_by_key(cb, x, y, z) };
     };
-    if let Some(next) = s.device().cmd_dispatch {
-        // SAFETY: forwarding the caller's arguments.
-        unsafe { next(cb, x, y, z) };
-    }
+    // SAFETY: forwarding the caller's arguments.
+    unsafe { s.next_dispatch()(cb, x, y, z) };
 }
 
 /// [`forward_dispatch`] for a buffer whose state is not among those looked up last: as [`forward_bind_by_key`].
@@ -495,10 +487,8 @@ unsafe extern "system" fn entry_then_dispatch(
     s: &'static commands::CommandBuffer,
 ) {
     s.record_slow([x, y, z]);
-    if let Some(next) = s.device().cmd_dispatch {
-        // SAFETY: forwarding the caller's arguments.
-        unsafe { next(cb, x, y, z) };
-    }
+    // SAFETY: forwarding the caller's arguments.
+    unsafe { s.next_dispatch()(cb, x, y, z) };
 }
 
 /// The dispatch hook with a profile impersonated or markers at dispatches: out of line, so that the common paths

@@ -73,7 +73,11 @@ struct Entry {
 /// the layer's lines out of the core's caches, so each line a hook touches is one more to bring back.
 #[repr(C, align(64))]
 pub struct CommandBuffer {
-    device: Cell<*const DeviceDispatch>,
+    /// The next link's `vkCmdBindPipeline` and `vkCmdDispatch`, copied from the device's table when the buffer is
+    /// allocated, so that the hooks' common paths forward from this line instead of loading the device's table (one
+    /// line fewer to bring back per hook). [`forward_nothing`] where the device has none.
+    next_bind: Cell<vk::PFN_vkCmdBindPipeline>,
+    next_dispatch: Cell<vk::PFN_vkCmdDispatch>,
     /// The compute pipeline bound now: its handle, 0 when none is. Its slot is looked up only where a recording's
     /// dispatches are counted by a walk or named (`crate::progress::BufferProgress::slot_of`).
     bound: Cell<u64>,
@@ -90,6 +94,7 @@ pub struct CommandBuffer {
     fast_limit: Cell<u32>,
     /// The dispatches by index and the marker slot of the black box (`crate::progress`); its hot fields first.
     pub progress: crate::progress::BufferProgress,
+    device: Cell<*const DeviceDispatch>,
     pool: Cell<u64>,
     entries: UnsafeCell<Vec<Entry>>,
     /// Dispatches that did not fit [`MAX_ENTRIES`] even after merging.
@@ -108,6 +113,10 @@ pub struct CommandBuffer {
     /// Begun with `VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT`: two threads may submit it at once, so its
     /// submissions count on their own stack and keep nothing in `counted`.
     simultaneous: Cell<bool>,
+    /// Begun since it was last cleared: it may hold a recording (Vulkan records into a buffer only between begin and
+    /// end). A pool reset clears only such buffers ([`Self::clear_if_begun`]): ggml-vulkan resets its pools at every
+    /// synchronisation, about ten times a token, and most of those resets find every buffer cleared already.
+    begun: Cell<bool>,
     /// What the last walk over this buffer's entries counted (see [`Counted`]). Boxed: it is 1.5 KiB.
     counted: UnsafeCell<Box<Counted>>,
     /// A debug label region was opened since begin: the crash ring copies this recording's last entries (with their
@@ -187,6 +196,8 @@ impl CommandBuffer {
 
     fn new() -> CommandBuffer {
         CommandBuffer {
+            next_bind: Cell::new(forward_nothing::bind),
+            next_dispatch: Cell::new(forward_nothing::dispatch),
             device: Cell::new(std::ptr::null()),
             pool: Cell::new(0),
             bound: Cell::new(0),
@@ -200,6 +211,7 @@ impl CommandBuffer {
             progress: crate::progress::BufferProgress::new(),
             executes: Cell::new(false),
             simultaneous: Cell::new(false),
+            begun: Cell::new(false),
             counted: UnsafeCell::new(Box::new(Counted::new())),
             repeats: AtomicU64::new(0),
             folding: SpinLock::new(()),
@@ -253,6 +265,25 @@ impl CommandBuffer {
         unsafe { &mut *self.counted.get() }
     }
 
+    /// Follows a buffer of `device`: its table, and the two functions the hooks forward to from the first line.
+    fn set_device(&self, device: &'static DeviceDispatch) {
+        self.device.set(device);
+        self.next_bind.set(device.cmd_bind_pipeline.unwrap_or(forward_nothing::bind));
+        self.next_dispatch.set(device.cmd_dispatch.unwrap_or(forward_nothing::dispatch));
+    }
+
+    /// The next link's `vkCmdBindPipeline` (see the field).
+    #[inline(always)]
+    pub fn next_bind(&self) -> vk::PFN_vkCmdBindPipeline {
+        self.next_bind.get()
+    }
+
+    /// The next link's `vkCmdDispatch` (see the field).
+    #[inline(always)]
+    pub fn next_dispatch(&self) -> vk::PFN_vkCmdDispatch {
+        self.next_dispatch.get()
+    }
+
     /// The device the buffer belongs to.
     #[inline(always)]
     pub fn device(&self) -> &'static DeviceDispatch {
@@ -294,12 +325,21 @@ impl CommandBuffer {
         self.executes.set(false);
         self.labelled.set(false);
         self.fast_limit.set(if self.simultaneous.get() { 0 } else { crate::progress::TRAIL as u32 });
+        self.begun.set(false);
+    }
+
+    /// [`Self::clear`] for a buffer that may hold a recording; one cleared since its last begin holds none.
+    pub fn clear_if_begun(&self) {
+        if self.begun.get() {
+            self.clear();
+        }
     }
 
     /// `vkBeginCommandBuffer`: forgets everything recorded; `simultaneous`: begun for simultaneous use.
     pub fn begin(&self, simultaneous: bool) {
         self.simultaneous.set(simultaneous);
         self.clear();
+        self.begun.set(true);
     }
 
     /// Makes the entries of the dispatches recorded only in the trail so far (see `deferred`), and records entries
@@ -622,6 +662,20 @@ static BUFFERS: HandleMap = HandleMap::new(MAX_LIVE);
 /// States of freed command buffers, for the next allocation.
 static SPARE: SpinLock<Vec<usize>> = SpinLock::new(Vec::new());
 
+/// Every followed buffer with its pool and device, in one short list: a pool reset (ggml-vulkan resets its compute
+/// pool after every graph, once a token) clears its own buffers from here. A scan of [`BUFFERS`] walked its whole
+/// table (on lavapipe about 160 entries, 40 cache lines, for ggml's 20-odd buffers) under its lock, which made the
+/// reset more of the layer's instructions per token than all the token's binds (bench/vklayer_ggml_instructions.sh).
+static BY_POOL: SpinLock<Vec<PoolEntry>> = SpinLock::new(Vec::new());
+
+/// A followed buffer's state with the pool and device it was allocated from (pool handles are only unique per device).
+#[derive(Clone, Copy)]
+struct PoolEntry {
+    pool: u64,
+    device: usize,
+    state: usize,
+}
+
 /// The states of the command buffers looked up last, by a hash of their handle: a lookup in [`BUFFERS`] is a chain
 /// of dependent loads (the map, its table, the entry, the state) that every bind and dispatch used to pay, between
 /// driver calls that push those lines out of the core's caches; a hit here is one load before the state. Direct-mapped
@@ -630,6 +684,17 @@ static SPARE: SpinLock<Vec<usize>> = SpinLock::new(Vec::new());
 /// A slot may point to a state that follows another buffer now, or none: a hit is a state whose
 /// [`CommandBuffer::handle`] is the handle looked up, which holds only while [`BUFFERS`] maps that handle to it
 /// (states are never freed, so a stale pointer is still a state).
+/// What a followed buffer forwards a bind or a dispatch to when its device's chain offers none (no Vulkan device
+/// lacks them; a table built from a broken `vkGetDeviceProcAddr` could): nothing, as the hooks did when the table's
+/// entry was empty.
+mod forward_nothing {
+    use ash::vk;
+
+    pub unsafe extern "system" fn bind(_: vk::CommandBuffer, _: vk::PipelineBindPoint, _: vk::Pipeline) {}
+
+    pub unsafe extern "system" fn dispatch(_: vk::CommandBuffer, _: u32, _: u32, _: u32) {}
+}
+
 static RECENT: [AtomicPtr<CommandBuffer>; RECENT_SLOTS] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; RECENT_SLOTS];
 const RECENT_SLOTS: usize = 64;
@@ -641,7 +706,13 @@ fn recent_slot(cb: u64) -> &'static AtomicPtr<CommandBuffer> {
 }
 
 /// The state of command buffer `cb`.
-#[inline(always)]
+///
+/// Out of line on purpose: generic code calls it (submissions walk any iterator of buffers), and a static that
+/// generic code of an rlib reads is exported with default visibility, which made the compiler address [`RECENT`]
+/// through the global offset table in the bind and dispatch hooks too: one more load, and one more cache line, on
+/// every bind and dispatch of the application's. Called from here, [`RECENT`] stays hidden and the hooks' [`recent`]
+/// takes its address with a `lea`.
+#[inline(never)]
 pub fn get(cb: vk::CommandBuffer) -> Option<&'static CommandBuffer> {
     match recent(cb) {
         Some(s) => Some(s),
@@ -682,7 +753,7 @@ pub fn allocated(device: &'static DeviceDispatch, pool: vk::CommandPool, buffers
         // SAFETY: a state from the spare list or just leaked; no other thread uses it (the buffer
         // handle is new, and spare states belong to no buffer).
         let s = unsafe { &*(state as *const CommandBuffer) };
-        s.device.set(device);
+        s.set_device(device);
         s.pool.set(pool.as_raw());
         s.begin(false);
         // SAFETY: the state belongs to no buffer yet, so no submission walks it and no fold reaches it; its repeats
@@ -696,9 +767,12 @@ pub fn allocated(device: &'static DeviceDispatch, pool: vk::CommandPool, buffers
         // the handle out again) must stop answering for it.
         if let Some(old) = BUFFERS.get(cb.as_raw()) {
             forget_handle(old);
+            BY_POOL.lock().retain(|e| e.state != old as usize);
         }
         if BUFFERS.insert(cb.as_raw(), state as u64) {
             s.handle.store(cb.as_raw(), Ordering::Release);
+            let device = device as *const DeviceDispatch as usize;
+            BY_POOL.lock().push(PoolEntry { pool: pool.as_raw(), device, state });
         } else {
             s.progress.detach();
             SPARE.lock().push(state);
@@ -717,8 +791,17 @@ pub fn freed(buffers: &[vk::CommandBuffer]) {
             let s = unsafe { &*(state as *const CommandBuffer) };
             s.fold();
             s.progress.detach();
+            forget_pool_entry(state as usize);
             SPARE.lock().push(state as usize);
         }
+    }
+}
+
+/// Takes a state that no longer follows a buffer out of [`BY_POOL`].
+fn forget_pool_entry(state: usize) {
+    let mut entries = BY_POOL.lock();
+    if let Some(i) = entries.iter().position(|e| e.state == state) {
+        entries.swap_remove(i);
     }
 }
 
@@ -747,20 +830,22 @@ pub fn pool_destroyed(device: &DeviceDispatch, pool: vk::CommandPool) {
         s.fold();
         s.progress.detach();
     }
+    let device = device as *const DeviceDispatch as usize;
+    BY_POOL.lock().retain(|e| e.pool != pool || e.device != device);
     SPARE.lock().extend(removed.into_iter().map(|s| s as usize));
 }
 
 /// `vkResetCommandPool`: its buffers return to the initial state.
 pub fn pool_reset(device: &DeviceDispatch, pool: vk::CommandPool) {
     let pool = pool.as_raw();
-    // ggml-vulkan resets its pools after every graph: a scan under the map's lock, allocating nothing.
-    BUFFERS.for_each(|_, state| {
-        // SAFETY: values are pointers to never-freed states.
-        let s = unsafe { &*(state as *const CommandBuffer) };
-        if s.belongs_to_pool(device, pool) {
-            s.clear();
+    let device = device as *const DeviceDispatch as usize;
+    // ggml-vulkan resets its pools after every graph: the short list of followed buffers, allocating nothing.
+    for e in BY_POOL.lock().iter() {
+        if e.pool == pool && e.device == device {
+            // SAFETY: entries hold pointers to never-freed states.
+            unsafe { &*(e.state as *const CommandBuffer) }.clear_if_begun();
         }
-    });
+    }
 }
 
 /// In a forked child: a parent thread may have held these locks.
@@ -768,6 +853,7 @@ pub const FORK: format::fork::ForkHandlers = format::fork::ForkHandlers::child(f
 
 fn force_unlock_in_child() {
     SPARE.release_for_fork();
+    BY_POOL.release_for_fork();
     BUFFERS.force_unlock();
     // A parent thread may have been folding or walking a buffer: its lock is the child's now (a count it was adding
     // may be short).
@@ -806,8 +892,9 @@ mod tests {
         assert_eq!(align_of::<CommandBuffer>(), 64);
         let progress = offset_of!(CommandBuffer, progress);
         for (field, end) in [
-            ("device", offset_of!(CommandBuffer, device) + 8),
-            ("progress's trail, generation and count", progress + crate::progress::BufferProgress::HOT_BYTES),
+            ("next_bind", offset_of!(CommandBuffer, next_bind) + 8),
+            ("next_dispatch", offset_of!(CommandBuffer, next_dispatch) + 8),
+            ("progress's half and count", progress + crate::progress::BufferProgress::HOT_BYTES),
             ("bound", offset_of!(CommandBuffer, bound) + 8),
             ("handle", offset_of!(CommandBuffer, handle) + 8),
             ("fast_limit", offset_of!(CommandBuffer, fast_limit) + 4),
@@ -829,7 +916,7 @@ mod tests {
             assert!(d.pipelines.insert(handle, u64::from(slot) + 1));
         }
         let s = state();
-        s.device.set(d);
+        s.set_device(d);
         s.progress.attach(&d.progress, &d.pipelines);
         (s, d)
     }
@@ -869,6 +956,57 @@ mod tests {
         // Destroying the pool frees its buffers.
         pool_destroyed(d, pool);
         assert!(get(a).is_none() && get(b).is_none() && get(c).is_none());
+    }
+
+    #[test]
+    fn a_pool_reset_clears_the_buffers_of_that_pool_on_that_device_only() {
+        let (_, d) = state_on_device(&[]);
+        let (_, other_device) = state_on_device(&[]);
+        let (pool, other_pool) = (vk::CommandPool::from_raw(0x5eed_a000), vk::CommandPool::from_raw(0x5eed_b000));
+        let handle = |n: u64| vk::CommandBuffer::from_raw(0x5eed_0a00_0000 + n * 0x40);
+        let (a, b, c, e) = (handle(1), handle(2), handle(3), handle(4));
+        allocated(d, pool, &[a, b]);
+        allocated(d, other_pool, &[c]);
+        // The same pool handle on another device (pool handles are only unique per device).
+        allocated(other_device, pool, &[e]);
+        let record = |cb: vk::CommandBuffer| {
+            let s = get(cb).unwrap();
+            s.begin(false);
+            s.bind(0x77);
+            s.record([1, 1, 1]);
+            (s.progress.generation(), s.progress.recorded())
+        };
+        let before: Vec<_> = [a, b, c, e].into_iter().map(record).collect();
+        pool_reset(d, pool);
+        let after: Vec<_> = [a, b, c, e].into_iter().map(|cb| get(cb).unwrap()).collect();
+        for (i, s) in after.iter().enumerate() {
+            let now = (s.progress.generation(), s.progress.recorded());
+            if i < 2 {
+                assert_eq!(
+                    now,
+                    (before[i].0 + 1, 0),
+                    "buffer {i} of the reset pool: a new generation, nothing recorded"
+                );
+            } else {
+                assert_eq!(now, before[i], "buffer {i} of another pool or device was touched");
+            }
+        }
+        // A freed buffer's state leaves the list; destroying the pool takes the rest of it. (A state is looked for
+        // with this test's pools only: another test may take a freed state from the spare list for a buffer of its own.)
+        let ours = [(pool, d), (pool, d), (other_pool, d), (pool, other_device)];
+        let listed = |i: usize| {
+            let (pool, device) = (ours[i].0.as_raw(), ours[i].1 as *const DeviceDispatch as usize);
+            let state = after[i] as *const CommandBuffer as usize;
+            BY_POOL.lock().iter().any(|entry| entry.state == state && entry.pool == pool && entry.device == device)
+        };
+        assert!((0..4).all(listed));
+        freed(&[a]);
+        assert!(!listed(0) && listed(1));
+        pool_destroyed(d, pool);
+        assert!(!listed(1) && listed(2) && listed(3));
+        pool_destroyed(d, other_pool);
+        pool_destroyed(other_device, pool);
+        assert!(!(0..4).any(listed));
     }
 
     #[test]

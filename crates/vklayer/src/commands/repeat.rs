@@ -19,7 +19,9 @@ const MOST: usize = 4;
 
 /// A submission's command buffers, each a repeat of the recording whose counts it keeps.
 pub struct Repeats {
-    states: [Option<&'static CommandBuffer>; MOST],
+    /// The first `n` are the buffers' states; the rest repeat the first (an array of references with no `Option` to
+    /// test on each pass over them).
+    states: [&'static CommandBuffer; MOST],
     n: usize,
     /// Their dispatches.
     pub dispatches: u64,
@@ -30,10 +32,11 @@ impl Repeats {
     /// its sequence known where `sequences`), has dispatches, and is whole in its trail; `None` otherwise (at most
     /// [`MOST`] buffers). Reads only: a `None` leaves everything for the general path.
     #[inline]
-    pub fn find(buffers: impl Iterator<Item = vk::CommandBuffer>, sequences: bool) -> Option<Repeats> {
-        let mut found = Repeats { states: [None; MOST], n: 0, dispatches: 0 };
-        for cb in buffers {
-            let state = get(cb)?;
+    pub fn find(mut buffers: impl Iterator<Item = vk::CommandBuffer>, sequences: bool) -> Option<Repeats> {
+        let first = get(buffers.next()?)?;
+        let mut found = Repeats { states: [first; MOST], n: 0, dispatches: 0 };
+        for state in std::iter::once(Some(first)).chain(buffers.map(get)) {
+            let state = state?;
             if found.n == MOST || state.simultaneous.get() {
                 return None;
             }
@@ -46,20 +49,22 @@ impl Repeats {
                 return None;
             }
             found.dispatches += kept.dispatches;
-            found.states[found.n] = Some(state);
+            found.states[found.n] = state;
             found.n += 1;
         }
-        (found.n > 0).then_some(found)
+        Some(found)
     }
 
     /// The buffers' states, in submission order.
+    #[inline]
     pub fn states(&self) -> impl Iterator<Item = &'static CommandBuffer> + Clone + '_ {
-        self.states[..self.n].iter().flatten().copied()
+        self.states[..self.n].iter().copied()
     }
 
     /// Counts the buffers as [`super::submission::count`] counts a repeat (`CommandBuffer::count_kept`), then
     /// remembers them in `ring` by reference as [`super::submission::remember`] does. Returns the submission's number
     /// in the ring (`None` without a ring: the queue is past the followed ones).
+    #[inline]
     pub fn count_and_remember(&self, sequences: Option<SequenceHook>, ring: Option<&QueueRing>) -> Option<u64> {
         for state in self.states() {
             state.count_kept(false, sequences);
