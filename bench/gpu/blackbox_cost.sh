@@ -14,6 +14,8 @@
 #   noorder  env with BACKSCOPE_VK_ORDER=0 (no dispatch-order sequences);
 #   nomark   env with BACKSCOPE_VK_MARKERS=none (no buffer markers and no marker extension: progress by submissions);
 #   nofault  env with BACKSCOPE_VK_FAULT=0 (VK_EXT_device_fault not enabled);
+#   paused   env with BACKSCOPE_VK_PAUSED=1 (the layer's hooks installed but only forwarding: what the forwarding
+#            costs, apart from observing);
 #   env@NAME env with the layer .carry/bb/libbackscope_vklayer-NAME.so instead (two layer builds against a plain run
 #            in one machine start: ARMS="plain env env@short"). `trace --env` writes the layer's manifest beside the
 #            library it names, so arms that run one after another each load their own build.
@@ -99,6 +101,7 @@ for r in $(seq 1 "${ROUNDS:-20}"); do
       noorder) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_ORDER=0) ;;
       nomark) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_MARKERS=none) ;;
       nofault) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_FAULT=0) ;;
+      paused) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_PAUSED=1) ;;
       env@*) mapfile -t e < <(env_of "$d" "$C/bb/libbackscope_vklayer-${arm#env@}.so") ;;
     esac
     [ -n "${NOASLR:-}" ] && mapfile -t e < <(padded "${e[@]}")

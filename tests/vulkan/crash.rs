@@ -508,3 +508,28 @@ fn a_rotating_trace_records_a_lost_device_and_a_hang_late_in_the_run_in_its_newe
     assert!(statement.contains("GPU work made no progress for "), "{statement}");
     assert!(statement.contains("alpha_pipeline") && statement.contains("submission 2500"), "{statement}");
 }
+
+/// `BACKSCOPE_VK_PAUSED=1` (a cost measurement's forwarding-only arm, bench/gpu/blackbox_cost.sh `paused`): the layer
+/// is loaded and its hooks forward every call, but it follows and counts nothing; `0` observes as unset does.
+#[test]
+fn a_layer_started_paused_forwards_everything_and_counts_no_dispatch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = run(&mut vkcrash("exit"));
+    assert!(plain.status.success(), "{plain:?}");
+    for (value, observed) in [("1", false), ("0", true)] {
+        let dir = tmp.path().join(format!("paused-{value}"));
+        let mut cmd = vkcrash("exit");
+        cmd.env("BACKSCOPE_VK_PAUSED", value);
+        let out = with_layer(cmd, &dir, false);
+        assert!(out.status.success(), "{value}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.stdout, plain.stdout, "{value}: the program's own output");
+        let trace = the_trace(&dir);
+        assert!(trace.end.is_some(), "{value}: the trace is written and ended");
+        let expected: Vec<(String, u64)> = if observed {
+            vec![("alpha_pipeline".to_string(), 3), ("beta_pipeline".to_string(), 3)]
+        } else {
+            counts(&trace).into_iter().map(|(name, _)| (name, 0)).collect()
+        };
+        assert_eq!(counts(&trace), expected, "BACKSCOPE_VK_PAUSED={value}");
+    }
+}

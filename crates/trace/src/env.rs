@@ -82,8 +82,13 @@ pub const VK_ORDER: Var = Var::new(c"BACKSCOPE_VK_ORDER");
 /// loss) on devices that offer it; on otherwise.
 pub const VK_FAULT: Var = Var::new(c"BACKSCOPE_VK_FAULT");
 
+/// Vulkan layer, for measuring what it costs: `1` starts it paused, its hooks installed but only forwarding (nothing
+/// followed or counted), as `backscope_vk_set_observing(0)` pauses it inside a process; unset or anything else, it
+/// observes. The process-level arm of bench/gpu/blackbox_cost.sh that tells the forwarding's cost from observing's.
+pub const VK_PAUSED: Var = Var::new(c"BACKSCOPE_VK_PAUSED");
+
 /// Every variable above, for harnesses that clear an inherited configuration.
-pub const ALL: [Var; 14] = [
+pub const ALL: [Var; 15] = [
     TRACE_DIR,
     TRACE_FILE,
     TRACE_INTERVAL_MS,
@@ -98,6 +103,7 @@ pub const ALL: [Var; 14] = [
     VK_MARKERS,
     VK_ORDER,
     VK_FAULT,
+    VK_PAUSED,
 ];
 
 pub const DEFAULT_INTERVAL_MS: u64 = 50;
@@ -238,6 +244,7 @@ mod tests {
                 "BACKSCOPE_VK_MARKERS",
                 "BACKSCOPE_VK_ORDER",
                 "BACKSCOPE_VK_FAULT",
+                "BACKSCOPE_VK_PAUSED",
             ]
         );
         for v in ALL {

@@ -20,6 +20,9 @@ pub fn start() {
 fn prepare(settings: &Settings) {
     pipelines::init(settings.max_kernels);
     order::init(format::env::on_unless_zero(format::env::VK_ORDER));
+    if format::env::get(format::env::VK_PAUSED).as_deref().map(str::trim) == Some("1") {
+        crate::switch::backscope_vk_set_observing(0);
+    }
     // Each module's locks and per-process state, in the order a child releases them (the state, which switches
     // the child off, registers its own next). A failure (no memory for pthread_atfork) leaves a forked child
     // with the parent's locks, as it always was before the layer started; observation in this process goes on.
