@@ -87,3 +87,31 @@ fn barriers_are_hooked_only_for_markers_after_them_and_recording_only_while_obse
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The bind and dispatch hooks read the cache of command buffer states (`commands::RECENT`) at every call of the
+/// application's: the layer's code must address it directly, not load its address from a global offset table slot
+/// (one more dependent load and cache line per call). Such a slot is a word the dynamic linker fills with the
+/// static's address: an `R_X86_64_RELATIVE` relocation whose addend is that address (`readelf -r`), where `nm` gives
+/// the address. A lookup inlined into generic code once brought the slot back (BENCHMARKS.md, "A real decode token's
+/// layer instructions").
+#[test]
+fn the_hooks_address_the_cache_of_states_without_a_global_offset_table_slot() {
+    let lib = vklayer_library();
+    let symbols = stdout_ok(Command::new("nm").arg(&lib));
+    let address = symbols
+        .lines()
+        .find(|l| l.contains("8commands6RECENT"))
+        .and_then(|l| l.split_whitespace().next())
+        .map(|a| a.trim_start_matches('0').to_string())
+        .unwrap_or_else(|| panic!("no commands::RECENT among the layer's symbols:\n{symbols}"));
+    let relocations = stdout_ok(Command::new("readelf").arg("-rW").arg(&lib));
+    let slots: Vec<&str> = relocations
+        .lines()
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() == 4 && f[2] == "R_X86_64_RELATIVE" && f[3].trim_start_matches('0') == address
+        })
+        .collect();
+    assert!(relocations.contains("R_X86_64_RELATIVE"), "readelf listed no relative relocation:\n{relocations}");
+    assert!(slots.is_empty(), "a global offset table slot holds commands::RECENT ({address}): {slots:?}");
+}
