@@ -275,6 +275,18 @@ pub(super) unsafe extern "system" fn map_memory(
     watched(&call::MAP_MEMORY, || unsafe { next(device, memory, offset, size, flags, out) })
 }
 
+/// The `count` batches at `submits` of a `vkQueueSubmit*` call (none for a null pointer or a count of 0).
+///
+/// # Safety
+/// `submits` must hold `count` valid batches (or be null, or `count` 0), alive for `'a`.
+unsafe fn batches<'a, T>(submits: *const T, count: u32) -> &'a [T] {
+    if count == 0 || submits.is_null() {
+        return &[];
+    }
+    // SAFETY: the caller's promise.
+    unsafe { std::slice::from_raw_parts(submits, count as usize) }
+}
+
 /// The command buffers of `VkSubmitInfo`s.
 ///
 /// # Safety
@@ -283,9 +295,8 @@ unsafe fn buffers_of<'a>(
     submits: *const vk::SubmitInfo<'a>,
     count: u32,
 ) -> impl Iterator<Item = vk::CommandBuffer> + Clone + 'a {
-    let submits: &'a [vk::SubmitInfo<'a>] =
-        // SAFETY: `count` valid submit infos, alive for the call.
-        if submits.is_null() { &[] } else { unsafe { std::slice::from_raw_parts(submits, count as usize) } };
+    // SAFETY: `count` valid submit infos, alive for the call.
+    let submits: &'a [vk::SubmitInfo<'a>] = unsafe { batches(submits, count) };
     submits.iter().flat_map(|s| {
         let buffers: &[vk::CommandBuffer] = if s.p_command_buffers.is_null() {
             &[]
@@ -305,9 +316,8 @@ unsafe fn buffers_of2<'a>(
     submits: *const vk::SubmitInfo2<'a>,
     count: u32,
 ) -> impl Iterator<Item = vk::CommandBuffer> + Clone + 'a {
-    let submits: &'a [vk::SubmitInfo2<'a>] =
-        // SAFETY: `count` valid submit infos, alive for the call.
-        if submits.is_null() { &[] } else { unsafe { std::slice::from_raw_parts(submits, count as usize) } };
+    // SAFETY: `count` valid submit infos, alive for the call.
+    let submits: &'a [vk::SubmitInfo2<'a>] = unsafe { batches(submits, count) };
     submits.iter().flat_map(|s| {
         let infos: &[vk::CommandBufferSubmitInfo<'_>] = if s.p_command_buffer_infos.is_null() {
             &[]
@@ -372,12 +382,8 @@ unsafe fn forward_signalling(
         p_signal_semaphores: semaphores.as_ptr(),
         ..Default::default()
     };
-    let given: &[vk::SubmitInfo<'_>] = if count == 0 || submits.is_null() {
-        &[]
-    } else {
-        // SAFETY: a valid call holds `count` submit infos.
-        unsafe { std::slice::from_raw_parts(submits, count as usize) }
-    };
+    // SAFETY: a valid call holds `count` submit infos.
+    let given: &[vk::SubmitInfo<'_>] = unsafe { batches(submits, count) };
     // SAFETY: the caller's batches plus one that only signals the layer's semaphore.
     with_extra(given, extra, |all| unsafe { next(queue, all.len() as u32, all.as_ptr(), fence) })
 }
@@ -409,12 +415,8 @@ unsafe fn forward2(
         p_signal_semaphore_infos: info.as_ptr(),
         ..Default::default()
     };
-    let given: &[vk::SubmitInfo2<'_>] = if count == 0 || submits.is_null() {
-        &[]
-    } else {
-        // SAFETY: a valid call holds `count` submit infos.
-        unsafe { std::slice::from_raw_parts(submits, count as usize) }
-    };
+    // SAFETY: a valid call holds `count` submit infos.
+    let given: &[vk::SubmitInfo2<'_>] = unsafe { batches(submits, count) };
     // SAFETY: the caller's batches plus one that only signals the layer's semaphore.
     with_extra(given, extra, |all| unsafe { next(queue, all.len() as u32, all.as_ptr(), fence) })
 }

@@ -662,8 +662,8 @@ static BUFFERS: HandleMap = HandleMap::new(MAX_LIVE);
 /// States of freed command buffers, for the next allocation.
 static SPARE: SpinLock<Vec<usize>> = SpinLock::new(Vec::new());
 
-/// Every followed buffer with its pool and device, in one short list: a pool reset (ggml-vulkan resets its compute
-/// pool after every graph, once a token) clears its own buffers from here. A scan of [`BUFFERS`] walked its whole
+/// Every followed buffer with its pool and device, in one short list: a pool reset (ggml-vulkan resets its pools at
+/// every synchronisation, about ten times a decode token) clears its own buffers from here. A scan of [`BUFFERS`] walked its whole
 /// table (on lavapipe about 160 entries, 40 cache lines, for ggml's 20-odd buffers) under its lock, which made the
 /// reset more of the layer's instructions per token than all the token's binds (bench/vklayer_ggml_instructions.sh).
 static BY_POOL: SpinLock<Vec<PoolEntry>> = SpinLock::new(Vec::new());
@@ -839,7 +839,7 @@ pub fn pool_destroyed(device: &DeviceDispatch, pool: vk::CommandPool) {
 pub fn pool_reset(device: &DeviceDispatch, pool: vk::CommandPool) {
     let pool = pool.as_raw();
     let device = device as *const DeviceDispatch as usize;
-    // ggml-vulkan resets its pools after every graph: the short list of followed buffers, allocating nothing.
+    // ggml-vulkan resets its pools at every synchronisation: the short list of followed buffers, allocating nothing.
     for e in BY_POOL.lock().iter() {
         if e.pool == pool && e.device == device {
             // SAFETY: entries hold pointers to never-freed states.
