@@ -24,10 +24,14 @@
 # llama.cpp bin dir) plus ggml-vocab-llama-spm.gguf, or what bench/gpu/build_vulkan_llama.sh builds (LLAMA_BIN).
 # bench/gpu/make_carry.sh lays all of it out here (LAYER_AT adds the layer builds of env@NAME arms).
 # Usage: [ARMS="plain env nostats"] [ROUNDS=20] [TESTS="-p 512 -n 128"] [REPS=5] [PIN=2-9] [NOASLR=1] [THREADS=N]
-#        [PRESET=tinyllama-1.1b] [END_S=seconds] bash bench/gpu/blackbox_cost.sh OUT_DIR
+#        [PRESET=tinyllama-1.1b] [END_S=seconds] [ORDER=fixed] bash bench/gpu/blackbox_cost.sh OUT_DIR
 #   (TESTS="-p 0 -n 128" times decode alone, for more rounds in the same time; THREADS is llama-bench's -t, the CPU
 #   threads that wake for the CPU's share of every token (the embedding lookup); END_S starts no round after that
-#   many seconds, so that a device call's time limit leaves the rounds done and the summary)
+#   many seconds, so that a device call's time limit leaves the rounds done and the summary; REPS: the spread between
+#   processes, not between repetitions, is what the interval is made of, so fewer repetitions buy more rounds: on
+#   the H100/H200 calls of docs/validation/gpu-2026-12-05-submission-cost the process medians' spread is about 4.7%
+#   with 3 repetitions and 3.9% with 10, and a decode process of 3 takes about 1.0 s against 2.2 s: REPS=3 narrows a
+#   call's interval by about a quarter)
 # Summary: python3 bench/gpu/blackbox_ab.py OUT_DIR (each process's median over its repetitions; paired ratios to plain
 # per round, bootstrap 95% intervals; and where the spread is: between repetitions, processes and rounds).
 set -euo pipefail
@@ -84,9 +88,21 @@ padded() { # ASSIGNMENTS… : the assignments, plus BACKSCOPE_BENCH_PAD making t
   printf '%s\n' "$@" "$BACKSCOPE_BENCH_PAD_NAME=$(head -c "$pad" /dev/zero | tr '\0' x)"
 }
 BACKSCOPE_BENCH_PAD_NAME=BACKSCOPE_BENCH_PAD
+# The arms' order turns by one place each round (ORDER=fixed: the same order every round, as every call before
+# session 27 ran): round 1 plain env paused, round 2 env paused plain, round 3 paused plain env. With a fixed order an
+# arm always runs right after the same other arm and at the same place in the round, so whatever a process leaves
+# behind for the next one (the GPU's clocks, the page cache, the driver's files) or a drift within the round falls on
+# one arm every time, a bias no number of rounds removes; turned, it falls on every arm alike and is spread, not bias.
+# (Consecutive processes are correlated: c21c's lag-1 correlation of plain's process medians is 0.61.)
+read -r -a arm_list <<<"${ARMS:-plain env nostats nobb present}"
+arms_of_round() { # ROUND: the arms in this round's order
+  local n=${#arm_list[@]} i start=0
+  [ "${ORDER:-rotate}" = fixed ] || start=$((($1 - 1) % n))
+  for ((i = 0; i < n; i++)); do echo "${arm_list[(start + i) % n]}"; done
+}
 for r in $(seq 1 "${ROUNDS:-20}"); do
   [ -n "${END_S:-}" ] && [ "$SECONDS" -ge "$END_S" ] && break
-  for arm in ${ARMS:-plain env nostats nobb present}; do
+  for arm in $(arms_of_round "$r"); do
     d=$W/t-$arm-$r
     e=()
     case $arm in
