@@ -120,12 +120,12 @@ extern "C" {
     fn getenv(name: *const std::ffi::c_char) -> *const std::ffi::c_char;
 }
 
-/// The value of `var` (lossily UTF-8), read without locks; `None` when unset.
 /// Whether a switch that is on by default is on: unset, or set to anything but `0`.
 pub fn on_unless_zero(var: Var) -> bool {
     get(var).is_none_or(|v| v.trim() != "0")
 }
 
+/// The value of `var` (lossily UTF-8), read without locks; `None` when unset.
 pub fn get(var: Var) -> Option<String> {
     // SAFETY: getenv reads the environment with a NUL-terminated name; the observers never modify
     // the environment, and the value is copied at once.

@@ -663,9 +663,10 @@ static BUFFERS: HandleMap = HandleMap::new(MAX_LIVE);
 static SPARE: SpinLock<Vec<usize>> = SpinLock::new(Vec::new());
 
 /// Every followed buffer with its pool and device, in one short list: a pool reset (ggml-vulkan resets its pools at
-/// every synchronisation, about ten times a decode token) clears its own buffers from here. A scan of [`BUFFERS`] walked its whole
-/// table (on lavapipe about 160 entries, 40 cache lines, for ggml's 20-odd buffers) under its lock, which made the
-/// reset more of the layer's instructions per token than all the token's binds (bench/vklayer_ggml_instructions.sh).
+/// every synchronisation, about ten times a decode token) clears its own buffers from here. A scan of [`BUFFERS`]
+/// walked its whole table (on lavapipe about 160 entries, 40 cache lines, for ggml's 20-odd buffers) under its lock,
+/// which made the reset more of the layer's instructions per token than all the token's binds
+/// (bench/vklayer_ggml_instructions.sh).
 static BY_POOL: SpinLock<Vec<PoolEntry>> = SpinLock::new(Vec::new());
 
 /// A followed buffer's state with the pool and device it was allocated from (pool handles are only unique per device).
