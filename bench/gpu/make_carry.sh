@@ -7,7 +7,8 @@
 #   .carry/ggml-vocab-llama-spm.gguf  the vocabulary `backscope synth` gives the model (from the cached sdist);
 #   .carry/debs/                      Debian's Vulkan loader and GL libraries, for the GPU machine (apt-get download);
 #   .carry/backscope.xz               a release `backscope`, stripped;
-#   .carry/bb/                        the release Vulkan layer and CUDA/HIP observer, stripped; with LAYER_AT=NAME:REV
+#   .carry/bb/                        the release Vulkan layer and CUDA/HIP observer, stripped, and
+#                                     bench/gpu/vk_marker_cost.c built with bench/vklayer/noop.comp; with LAYER_AT=NAME:REV
 #                                     … also the layer of each REV as libbackscope_vklayer-NAME.so (blackbox_cost.sh's
 #                                     arm env@NAME), built in a worktree under /var/tmp.
 # Usage: [LAYER_AT="short:65f9099"] [CARGO_TARGET_DIR=…] bash bench/gpu/make_carry.sh
@@ -38,6 +39,10 @@ strip -o "$stage/backscope" "$TARGET/release/backscope"
 xz -T0 -c "$stage/backscope" >"$C/backscope.xz"
 strip -o "$C/bb/libbackscope_vklayer.so" "$TARGET/release/libbackscope_vklayer.so"
 strip -o "$C/bb/libbackscope_observer.so" "$TARGET/release/libbackscope_observer.so"
+# bench/gpu/marker_cost.sh's program: it links only the Vulkan loader, which debs/ brings.
+cc -O2 -o "$C/bb/vk_marker_cost" bench/gpu/vk_marker_cost.c -lvulkan -lm
+strip "$C/bb/vk_marker_cost"
+glslc bench/vklayer/noop.comp -o "$C/bb/noop.spv"
 
 for spec in ${LAYER_AT:-}; do
   name=${spec%%:*} rev=${spec#*:}

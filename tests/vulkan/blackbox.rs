@@ -401,3 +401,78 @@ fn on_the_h200_the_gpus_own_markers_named_the_spinning_dispatch_and_llama_bench_
     }
     assert_eq!(named, 10, "one dispatch in flight named in each killed run");
 }
+
+/// bench/gpu/vk_marker_cost.c, the GPU machine's measurement of what each way of learning GPU progress costs, runs
+/// here with the modes lavapipe offers (the timeline semaphore ones; no buffer markers, no checkpoints) and leaves the
+/// others out with a line each. Every round checks after its fence that its mode's progress arrived (the markers'
+/// words, the semaphore's last value) and the program exits 1 when one did not, so a mode that writes nothing fails
+/// here, not on a device call.
+#[test]
+fn the_marker_cost_bench_times_the_modes_the_driver_offers_and_leaves_out_the_others() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("marker-cost-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let program = dir.join("vk_marker_cost");
+    stdout_ok(
+        Command::new("gcc")
+            .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
+            .arg(&program)
+            .arg(root.join("bench/gpu/vk_marker_cost.c"))
+            .args(["-lvulkan", "-lm"]),
+    );
+    let spirv = dir.join("noop.spv");
+    stdout_ok(Command::new("glslc").arg(root.join("bench/vklayer/noop.comp")).arg("-o").arg(&spirv));
+    let bench = |modes: Option<&str>, shape: &str| {
+        let mut cmd = Command::new(&program);
+        cmd.arg(&spirv).arg("4").arg(shape).env("MARKER_COST_WARMUP", "1").env_remove("MARKER_COST_MODES");
+        if let Some(m) = modes {
+            cmd.env("MARKER_COST_MODES", m);
+        }
+        run(&mut cmd)
+    };
+    let rows = |out: &Output| -> Vec<Value> {
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let all =
+        ["none", "marker_host", "marker_dev", "marker2_cs", "marker_top", "checkpoint", "sem_batch", "sem_merged"];
+
+    let out = bench(None, "3,5");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let got = rows(&out);
+    for mode in all {
+        let n = got.iter().filter(|r| r["mode"] == mode).count();
+        let left_out = stderr.contains(&format!("{mode}: not offered by this driver, left out"));
+        assert!((n == 4 && !left_out) || (n == 0 && left_out), "{mode}: {n} rows, left out {left_out}\n{stderr}");
+        // Timed modes have a line in both summaries (the round's wall time and the host's part).
+        assert_eq!(stderr.matches(&format!("  {mode} ")).count(), if n == 4 { 2 } else { 0 }, "{stderr}");
+    }
+    // lavapipe offers timeline semaphores (Vulkan 1.2) and not VK_AMD_buffer_marker (it follows progress by
+    // submission under our layer, as the tests above show).
+    for mode in ["none", "sem_batch", "sem_merged"] {
+        assert_eq!(got.iter().filter(|r| r["mode"] == mode).count(), 4, "{mode}: {stderr}");
+    }
+    assert_eq!(got.iter().filter(|r| r["mode"] == "marker_host").count(), 0, "{stderr}");
+    for r in &got {
+        assert_eq!(r["buffers"], 2, "{r}");
+        let (ns, host) = (r["ns"].as_u64().unwrap(), r["host_ns"].as_u64().unwrap());
+        assert!(host > 0 && host <= ns, "the host's part within the round: {r}");
+    }
+    assert!(stderr.contains("4 rounds of 2 buffers, 8 dispatches (3,5)"), "{stderr}");
+
+    // The modes asked for, and only those.
+    let out = bench(Some("none sem_merged"), "1");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let modes: std::collections::BTreeSet<String> =
+        rows(&out).iter().map(|r| r["mode"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(modes, ["none", "sem_merged"].map(String::from).into());
+    // Without the baseline nothing is timed; a shape that is not a list of counts is refused, naming it.
+    let out = bench(Some("sem_batch"), "1");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("must include none"));
+    let out = bench(None, "3,x");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SHAPE=3,x"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

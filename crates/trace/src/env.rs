@@ -74,6 +74,11 @@ pub const VK_HANG_MS: Var = Var::new(c"BACKSCOPE_VK_HANG_MS");
 /// marker costs GPU time on some drivers (about 1 µs on NVIDIA's).
 pub const VK_MARKERS: Var = Var::new(c"BACKSCOPE_VK_MARKERS");
 
+/// Vulkan layer, for measuring what the black box's markers cost: `device` puts the marker words in device-local,
+/// host-visible memory (the PCIe BAR) where the driver offers it; anything else, or unset, in host memory that is not
+/// device-local, which stays readable when the GPU is reset after a hang (the default).
+pub const VK_MARKER_MEMORY: Var = Var::new(c"BACKSCOPE_VK_MARKER_MEMORY");
+
 /// Vulkan layer: `0` keeps it from recording the order of dispatches (the distinct pipeline sequences of submitted
 /// command buffers, `sequence` records); on otherwise.
 pub const VK_ORDER: Var = Var::new(c"BACKSCOPE_VK_ORDER");
@@ -88,7 +93,7 @@ pub const VK_FAULT: Var = Var::new(c"BACKSCOPE_VK_FAULT");
 pub const VK_PAUSED: Var = Var::new(c"BACKSCOPE_VK_PAUSED");
 
 /// Every variable above, for harnesses that clear an inherited configuration.
-pub const ALL: [Var; 15] = [
+pub const ALL: [Var; 16] = [
     TRACE_DIR,
     TRACE_FILE,
     TRACE_INTERVAL_MS,
@@ -101,6 +106,7 @@ pub const ALL: [Var; 15] = [
     VK_BLACKBOX,
     VK_HANG_MS,
     VK_MARKERS,
+    VK_MARKER_MEMORY,
     VK_ORDER,
     VK_FAULT,
     VK_PAUSED,
@@ -242,6 +248,7 @@ mod tests {
                 "BACKSCOPE_VK_BLACKBOX",
                 "BACKSCOPE_VK_HANG_MS",
                 "BACKSCOPE_VK_MARKERS",
+                "BACKSCOPE_VK_MARKER_MEMORY",
                 "BACKSCOPE_VK_ORDER",
                 "BACKSCOPE_VK_FAULT",
                 "BACKSCOPE_VK_PAUSED",

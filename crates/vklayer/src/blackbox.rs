@@ -89,12 +89,19 @@ pub const DEVICE_COHERENT: &CStr = c"VK_AMD_device_coherent_memory";
 /// (the GPU's marker writes reach memory, not its L2), memory that is not device-local (system memory stays readable
 /// when the GPU is reset after a hang; device memory seen through the PCIe BAR may not), host-cached memory (the
 /// watcher and the crash handler read it from the CPU's cache instead of across the bus). The first of equals.
-pub fn marker_memory_type(types: &[vk::MemoryType], allowed: u32, device_coherent: bool) -> Option<u32> {
+/// `device_local` turns the second preference round (`BACKSCOPE_VK_MARKER_MEMORY=device`): a measurement of whether
+/// a marker written to the GPU's own memory costs it less than one written across the bus.
+pub fn marker_memory_type(
+    types: &[vk::MemoryType],
+    allowed: u32,
+    device_coherent: bool,
+    device_local: bool,
+) -> Option<u32> {
     use vk::MemoryPropertyFlags as F;
     let needed = F::HOST_VISIBLE | F::HOST_COHERENT;
     let rank = |flags: F| {
         (u8::from(flags.contains(F::DEVICE_UNCACHED_AMD)) << 2)
-            | (u8::from(!flags.contains(F::DEVICE_LOCAL)) << 1)
+            | (u8::from(flags.contains(F::DEVICE_LOCAL) == device_local) << 1)
             | u8::from(flags.contains(F::HOST_CACHED))
     };
     types
@@ -152,7 +159,8 @@ unsafe fn marker_buffer(
     // SAFETY: fills one structure.
     unsafe { memory_props(physical, &mut props) };
     let types = &props.memory_types[..props.memory_type_count.min(vk::MAX_MEMORY_TYPES as u32) as usize];
-    let Some(type_index) = marker_memory_type(types, req.memory_type_bits, device_coherent) else {
+    let device_local = format::env::get(format::env::VK_MARKER_MEMORY).is_some_and(|v| v.trim() == "device");
+    let Some(type_index) = marker_memory_type(types, req.memory_type_bits, device_coherent, device_local) else {
         return Err("no host-visible coherent memory for it");
     };
     let alloc =
@@ -439,17 +447,26 @@ mod tests {
             F::DEVICE_LOCAL | HV | AMD,
             HV | F::HOST_CACHED | AMD,
         ]);
-        assert_eq!(marker_memory_type(&amd, u32::MAX, true), Some(7), "uncached by the GPU, system, cached");
-        assert_eq!(marker_memory_type(&amd, !(1 << 7), true), Some(5), "uncached by the GPU, system");
-        assert_eq!(marker_memory_type(&amd, u32::MAX, false), Some(3), "without the feature: system, cached");
-        assert_eq!(marker_memory_type(&amd, 0b0000_0110, false), Some(1), "system memory over the BAR");
-        assert_eq!(marker_memory_type(&amd, 0b0000_0100, false), Some(2), "the BAR when nothing else is allowed");
-        assert_eq!(marker_memory_type(&amd, 0b1111_0001, false), None, "no host-visible type allowed");
+        assert_eq!(marker_memory_type(&amd, u32::MAX, true, false), Some(7), "uncached by the GPU, system, cached");
+        assert_eq!(marker_memory_type(&amd, !(1 << 7), true, false), Some(5), "uncached by the GPU, system");
+        assert_eq!(marker_memory_type(&amd, u32::MAX, false, false), Some(3), "without the feature: system, cached");
+        assert_eq!(marker_memory_type(&amd, 0b0000_0110, false, false), Some(1), "system memory over the BAR");
+        assert_eq!(
+            marker_memory_type(&amd, 0b0000_0100, false, false),
+            Some(2),
+            "the BAR when nothing else is allowed"
+        );
+        assert_eq!(marker_memory_type(&amd, 0b1111_0001, false, false), None, "no host-visible type allowed");
         // One type with every property (lavapipe's): taken.
         let one = types(&[F::DEVICE_LOCAL | HV | F::HOST_CACHED]);
-        assert_eq!(marker_memory_type(&one, u32::MAX, false), Some(0));
+        assert_eq!(marker_memory_type(&one, u32::MAX, false, false), Some(0));
         // Protected memory is never mapped; equals keep the driver's order.
         let protected = types(&[HV | F::PROTECTED, HV, HV]);
-        assert_eq!(marker_memory_type(&protected, u32::MAX, false), Some(1));
+        assert_eq!(marker_memory_type(&protected, u32::MAX, false, false), Some(1));
+        // Device-local asked for: the BAR (NVIDIA's drivers list it as device-local, host-visible and coherent),
+        // still after device-uncached memory; system memory where the BAR is not allowed.
+        assert_eq!(marker_memory_type(&amd, u32::MAX, false, true), Some(2), "the BAR");
+        assert_eq!(marker_memory_type(&amd, u32::MAX, true, true), Some(6), "uncached by the GPU, the BAR");
+        assert_eq!(marker_memory_type(&amd, 0b0000_1010, false, true), Some(3), "system, cached, without the BAR");
     }
 }
