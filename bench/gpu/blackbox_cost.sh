@@ -15,6 +15,7 @@
 #   nomark   env with BACKSCOPE_VK_MARKERS=none (no buffer markers and no marker extension: progress by submissions);
 #   nofault  env with BACKSCOPE_VK_FAULT=0 (VK_EXT_device_fault not enabled);
 #   devmark  env with BACKSCOPE_VK_MARKER_MEMORY=device (the markers in the GPU's own memory, through the BAR);
+#   min32    env with BACKSCOPE_VK_MARKER_MIN_DISPATCHES=32 (no marker on buffers of fewer than 32 dispatches);
 #   paused   env with BACKSCOPE_VK_PAUSED=1 (the layer's hooks installed but only forwarding: what the forwarding
 #            costs, apart from observing);
 #   env@NAME env with the layer .carry/bb/libbackscope_vklayer-NAME.so instead (two layer builds against a plain run
@@ -119,6 +120,7 @@ for r in $(seq 1 "${ROUNDS:-20}"); do
       nomark) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_MARKERS=none) ;;
       nofault) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_FAULT=0) ;;
       devmark) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_MARKER_MEMORY=device) ;;
+      min32) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_MARKER_MIN_DISPATCHES=32) ;;
       paused) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_PAUSED=1) ;;
       env@*) mapfile -t e < <(env_of "$d" "$C/bb/libbackscope_vklayer-${arm#env@}.so") ;;
     esac

@@ -1,8 +1,8 @@
 //! The Vulkan layer's black box (`crates/vklayer/src/progress.rs`, `blackbox.rs`) under a real Vulkan program on
 //! Mesa's lavapipe. `crates/vklayer/tests/c/vkspin.c` submits `before_a` and `before_b` in submission 1 (and waits for
 //! it), then `spin_pipeline` in submission 2 and `after_c` in submission 3 (or both in submission 2, `grouped`).
-//! lavapipe offers no buffer markers, so the layer follows progress by submission (its timeline semaphore, one
-//! extra batch per submission). A GPU that never finishes work is played by the test layer below ours
+//! lavapipe offers no buffer markers, so the layer follows progress by submission (its timeline semaphore, signalled
+//! by each submission's last batch). A GPU that never finishes work is played by the test layer below ours
 //! (`lost_layer.c` with `STALL_FROM=2`: submissions 2 on are swallowed, so their fences and semaphores never
 //! signal); it can also return `VK_ERROR_DEVICE_LOST` (`LOST_AFTER`). The expected in-flight work, completed and
 //! not-started counts come from the program's source: what it submitted, and which submission the test layer
@@ -215,8 +215,17 @@ fn work_that_finishes_leaves_no_hang_and_the_black_box_off_leaves_no_progress() 
     let tmp = tempfile::tempdir().unwrap();
     // The GPU finishes everything (nothing swallowed; the spin is released at once), with a 50 ms watcher.
     let normal = tmp.path().join("normal");
-    let out = vkspin("exit", &[], &normal, &[("BACKSCOPE_VK_HANG_MS", "50")]);
+    let submits = tmp.path().join("submits.log");
+    let log = submits.to_str().unwrap();
+    let out = vkspin("exit", &[], &normal, &[("BACKSCOPE_VK_HANG_MS", "50"), ("SUBMITS_LOG", log)]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // What reached the driver (the test layer below ours logs it): vkspin's three submissions of one batch with one
+    // command buffer each and no semaphore (crates/vklayer/tests/c/vkspin.c), each batch now also signalling the
+    // layer's timeline semaphore with the queue's submission number, in the application's batch and not in one added
+    // after it.
+    let logged = std::fs::read_to_string(&submits).unwrap();
+    let expected: Vec<String> = (1..=3).map(|n| format!("batches 1 buffers 1 signals 1 timeline {n}")).collect();
+    assert_eq!(logged.lines().collect::<Vec<_>>(), expected);
     let trace = the_trace(&normal);
     assert!(trace.hangs.is_empty() && trace.crashes.is_empty() && trace.end.is_some(), "{:?}", trace.hangs);
     let counts = |t: &TraceFile| {
@@ -237,9 +246,14 @@ fn work_that_finishes_leaves_no_hang_and_the_black_box_off_leaves_no_progress() 
 
     // Off: the same stall leaves a crash record with the last submitted dispatches and no progress.
     let off = tmp.path().join("off");
-    let out = vkspin("segv", &[], &off, &[("STALL_FROM", "2"), ("BACKSCOPE_VK_BLACKBOX", "0")]);
+    let submits_off = tmp.path().join("submits-off.log");
+    let log = submits_off.to_str().unwrap();
+    let out = vkspin("segv", &[], &off, &[("STALL_FROM", "2"), ("BACKSCOPE_VK_BLACKBOX", "0"), ("SUBMITS_LOG", log)]);
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(out.status.signal(), Some(libc::SIGSEGV));
+    // Off, vkspin's batches reach the driver as vkspin made them.
+    let logged = std::fs::read_to_string(&submits_off).unwrap();
+    assert_eq!(logged.lines().collect::<Vec<_>>(), ["batches 1 buffers 1 signals 0 timeline -"; 3]);
     let trace = the_trace(&off);
     assert_eq!(trace.crashes.len(), 1);
     assert!(trace.crashes[0].queues.iter().all(|q| q.progress.is_none()), "{:?}", trace.crashes[0].queues);

@@ -79,6 +79,11 @@ pub const VK_MARKERS: Var = Var::new(c"BACKSCOPE_VK_MARKERS");
 /// device-local, which stays readable when the GPU is reset after a hang (the default).
 pub const VK_MARKER_MEMORY: Var = Var::new(c"BACKSCOPE_VK_MARKER_MEMORY");
 
+/// Vulkan layer, for measuring what the black box's markers cost: with the `buffer` placement, the fewest dispatches
+/// a command buffer holds for its end to be marked (default 1: every buffer with a dispatch). Unmarked buffers are
+/// covered by the next marked buffer's marker, and are candidates with it until then.
+pub const VK_MARKER_MIN_DISPATCHES: Var = Var::new(c"BACKSCOPE_VK_MARKER_MIN_DISPATCHES");
+
 /// Vulkan layer: `0` keeps it from recording the order of dispatches (the distinct pipeline sequences of submitted
 /// command buffers, `sequence` records); on otherwise.
 pub const VK_ORDER: Var = Var::new(c"BACKSCOPE_VK_ORDER");
@@ -93,7 +98,7 @@ pub const VK_FAULT: Var = Var::new(c"BACKSCOPE_VK_FAULT");
 pub const VK_PAUSED: Var = Var::new(c"BACKSCOPE_VK_PAUSED");
 
 /// Every variable above, for harnesses that clear an inherited configuration.
-pub const ALL: [Var; 16] = [
+pub const ALL: [Var; 17] = [
     TRACE_DIR,
     TRACE_FILE,
     TRACE_INTERVAL_MS,
@@ -107,6 +112,7 @@ pub const ALL: [Var; 16] = [
     VK_HANG_MS,
     VK_MARKERS,
     VK_MARKER_MEMORY,
+    VK_MARKER_MIN_DISPATCHES,
     VK_ORDER,
     VK_FAULT,
     VK_PAUSED,
@@ -249,6 +255,7 @@ mod tests {
                 "BACKSCOPE_VK_HANG_MS",
                 "BACKSCOPE_VK_MARKERS",
                 "BACKSCOPE_VK_MARKER_MEMORY",
+                "BACKSCOPE_VK_MARKER_MIN_DISPATCHES",
                 "BACKSCOPE_VK_ORDER",
                 "BACKSCOPE_VK_FAULT",
                 "BACKSCOPE_VK_PAUSED",

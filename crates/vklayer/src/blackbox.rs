@@ -289,6 +289,24 @@ pub fn fences_signaled(fences: &[vk::Fence]) {
     }
 }
 
+/// The application's wait for `queue` to be idle returned: every submission made on it so far finished (Vulkan
+/// makes the application synchronise a queue's submissions with its wait, so none was made during it).
+pub fn queue_idle(queue: vk::Queue) {
+    if let Some(ring) = crate::locus::ring_of(queue.as_raw()) {
+        ring.progress.signaled_at(ring.submits());
+    }
+}
+
+/// The application's wait for `d`'s device to be idle returned: as [`queue_idle`] for each of its queues (the
+/// application synchronises all of them with that wait).
+pub fn device_idle(d: &DeviceDispatch) {
+    if let Some(id) = d.facts_id {
+        for ring in crate::locus::rings_of_device(id) {
+            ring.progress.signaled_at(ring.submits());
+        }
+    }
+}
+
 /// A submission with dispatches is about to be forwarded as number `submit` of `ring`'s queue: each command buffer's
 /// marker words are reset and the buffers remembered with their dispatch counts. Returns the layer's semaphore and
 /// the value to signal with it, when the queue's progress is followed by submissions.

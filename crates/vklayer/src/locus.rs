@@ -411,6 +411,16 @@ impl QueueRing {
 }
 
 /// The rings claimed so far, with their number (the order queues first submitted).
+/// The ring of `queue` if it has one (none is claimed for it).
+pub fn ring_of(queue: u64) -> Option<&'static QueueRing> {
+    RINGS.iter().find(|r| r.queue.load(Ordering::Acquire) == queue)
+}
+
+/// The rings of the queues of the device the trace describes as `device`.
+pub fn rings_of_device(device: u32) -> impl Iterator<Item = &'static QueueRing> {
+    RINGS.iter().filter(move |r| r.queue.load(Ordering::Acquire) != 0 && r.device.load(Ordering::Relaxed) == device + 1)
+}
+
 pub fn queue_rings() -> impl Iterator<Item = (u32, &'static QueueRing)> {
     RINGS.iter().enumerate().filter(|(_, r)| r.queue.load(Ordering::Acquire) != 0).map(|(i, r)| (i as u32, r))
 }

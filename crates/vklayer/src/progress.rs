@@ -10,9 +10,10 @@
 //!   overlapping what the application lets overlap. The words are plain memory, so even the signal handler reads
 //!   them, and they stay readable after a device loss. Where the markers go is [`MarkerPlacement`]: every marker
 //!   costs GPU time on NVIDIA's driver (about 1 µs), so by default only each command buffer's end is marked.
-//! * **Submissions** (any device with timeline semaphores, e.g. lavapipe, which offers no markers): the layer adds
-//!   one batch to each `vkQueueSubmit*` call that carried dispatches, signalling a timeline semaphore of its own
-//!   with the queue's submission number (a semaphore signal covers every command earlier in submission order).
+//! * **Submissions** (any device with timeline semaphores, e.g. lavapipe, which offers no markers): each
+//!   `vkQueueSubmit*` call that carried dispatches also signals a timeline semaphore of the layer's own with the
+//!   queue's submission number, from the call's last batch (or from one batch added after it, where that batch's
+//!   chain cannot take it: `api::calls`); a semaphore signal covers every command earlier in submission order.
 //!   No command is added to any command buffer. It tells which submissions completed, not which dispatch of an
 //!   unfinished one runs: the first unfinished submission's dispatches are reported as "one of these".
 //!
@@ -100,6 +101,22 @@ pub fn markers_at_barriers() -> bool {
 /// what `none` reads as, where no marker is written at all).
 pub fn marker_placement() -> MarkerPlacement {
     markers_asked().unwrap_or(MarkerPlacement::Buffer)
+}
+
+/// The fewest dispatches a command buffer holds for the `buffer` placement to mark its end
+/// (`BACKSCOPE_VK_MARKER_MIN_DISPATCHES`; default 1: every buffer that holds a dispatch). A buffer with fewer has no
+/// marker of its own: a later buffer's completion marker covers it (a `BOTTOM_OF_PIPE` write waits for every command
+/// submitted before it on the queue), and until one does, its dispatches are candidates with the next marked
+/// buffer's. For measuring whether fewer markers cost a decode token less: ggml-vulkan's ramp of small first
+/// submissions (12, 22 and 40 dispatches a token on a 1.1B model) and its last one (1) are three of its seven.
+pub fn marker_min_dispatches() -> u32 {
+    static MIN: OnceLock<u32> = OnceLock::new();
+    *MIN.get_or_init(|| {
+        format::env::get(format::env::VK_MARKER_MIN_DISPATCHES)
+            .and_then(|v| v.trim().parse::<u32>().ok())
+            .unwrap_or(1)
+            .max(1)
+    })
 }
 
 /// Whether the layer adds `VK_AMD_buffer_marker` where a device offers it (`BACKSCOPE_VK_MARKERS` is not `none`).
@@ -735,11 +752,31 @@ impl QueueState {
 /// Reads how far the GPU got through the queue's followed submissions, oldest first. Allocates nothing and takes no
 /// lock (the signal handler calls it).
 pub fn read(q: &QueueProgress) -> QueueState {
-    read_placed(q, marker_placement())
+    read_placed(q, marker_placement(), marker_min_dispatches())
 }
 
-/// [`read`] for markers placed as `placement`.
-fn read_placed(q: &QueueProgress, placement: MarkerPlacement) -> QueueState {
+/// The last of the queue's recent submissions (`first..head`) whose own completion marker says it finished, with the
+/// `buffer` placement: every command submitted before it on the queue finished too, marked or not.
+fn covered_until(q: &QueueProgress, first: u64, head: u64, min: u32) -> Option<u64> {
+    (first..head).rev().find(|&n| {
+        let e = &q.recent[(n % RECENT as u64) as usize];
+        let p = e.buffer.load(Ordering::Acquire);
+        let dispatches = e.dispatches.load(Ordering::Relaxed);
+        if p == 0 || dispatches < min {
+            return false;
+        }
+        // SAFETY: entries point at command buffer states, which are never freed.
+        let b = unsafe { &*(p as *const BufferProgress) };
+        match (b.generation() == e.generation.load(Ordering::Relaxed), b.slot.load(Ordering::Acquire), b.markers_ref())
+        {
+            (true, slot, Some(m)) if slot != NO_SLOT => m.read(slot).1 >= dispatches,
+            _ => false,
+        }
+    })
+}
+
+/// [`read`] for markers placed as `placement`, buffers of fewer than `min` dispatches unmarked (`buffer` placement).
+fn read_placed(q: &QueueProgress, placement: MarkerPlacement, min: u32) -> QueueState {
     let by = q.by();
     let mut state = QueueState { by, ..Default::default() };
     let head = q.head.load(Ordering::Acquire);
@@ -750,6 +787,11 @@ fn read_placed(q: &QueueProgress, placement: MarkerPlacement) -> QueueState {
     let mut candidate_submit: Option<u64> = None;
     // Barrier placement: the first unfinished command buffer is the one running.
     let mut running_found = false;
+    // Buffer placement: unmarked buffers after the last one a marker covers are candidates up to and including the
+    // first marked, unfinished one, which closes the candidates.
+    let buffer_marked = by == By::BufferMarker && placement == MarkerPlacement::Buffer;
+    let covered = if buffer_marked && min > 1 { covered_until(q, first, head, min) } else { None };
+    let mut candidates_closed = false;
     for n in first..head {
         let e = &q.recent[(n % RECENT as u64) as usize];
         let p = e.buffer.load(Ordering::Acquire);
@@ -761,7 +803,16 @@ fn read_placed(q: &QueueProgress, placement: MarkerPlacement) -> QueueState {
         let submit = e.submit.load(Ordering::Relaxed);
         let dispatches = e.dispatches.load(Ordering::Relaxed);
         let generation = e.generation.load(Ordering::Relaxed);
-        if b.generation() != generation || (by == By::Submission && signaled >= submit) {
+        // Finished: the buffer was begun again, or the queue was seen past this submission (the layer's semaphore,
+        // or the application's fence or wait for idle, which count with markers too: a buffer too small to be marked
+        // has no marker of its own).
+        if b.generation() != generation || signaled >= submit {
+            state.completed += u64::from(dispatches);
+            continue;
+        }
+        if covered.is_some_and(|c| n <= c) {
+            // A later buffer's marker (or its own) says it finished.
+            signature = signature.wrapping_mul(31).wrapping_add(u64::from(dispatches));
             state.completed += u64::from(dispatches);
             continue;
         }
@@ -776,13 +827,14 @@ fn read_placed(q: &QueueProgress, placement: MarkerPlacement) -> QueueState {
                 };
                 let (mut started, completed) = (started.min(dispatches), completed.min(dispatches));
                 if placement == MarkerPlacement::Buffer && completed < dispatches {
-                    // One marker per buffer: the first unfinished buffer's dispatches are the candidates.
-                    if !running_found {
+                    // One marker per buffer: the first unfinished buffer's dispatches are the candidates (with the
+                    // unmarked ones before it, which no marker covers yet).
+                    if !candidates_closed {
                         state.push_range(b, generation, submit, 1, dispatches);
                     } else {
                         state.not_started += u64::from(dispatches);
                     }
-                    running_found = true;
+                    candidates_closed |= dispatches >= min;
                     state.pending = true;
                     continue;
                 }
@@ -882,7 +934,7 @@ mod tests {
         q.submitted(2, b, 4);
         gpu_reached(a, 3, 3);
         gpu_reached(b, 3, 1);
-        let s = read_placed(q, MarkerPlacement::Sync);
+        let s = read_placed(q, MarkerPlacement::Sync, 1);
         assert_eq!(s.by, By::BufferMarker);
         assert!(s.pending);
         assert_eq!(s.completed, 3 + 1);
@@ -891,19 +943,76 @@ mod tests {
         assert_eq!(s.not_started, 1);
         let before = s.signature;
         // Without "started" markers the first dispatch no completion marker covers is the one in flight.
-        let barrier = read_placed(q, MarkerPlacement::Barrier);
+        let barrier = read_placed(q, MarkerPlacement::Barrier, 1);
         let names: Vec<(u32, u64, u32)> = barrier.in_flight().iter().map(|d| (d.kernel, d.submit, d.index)).collect();
         assert_eq!((names, barrier.not_started), (vec![(21, 2, 2)], 2));
         // One marker per command buffer (its end): every dispatch of the first unfinished one is a candidate, and only
         // whole buffers count as completed.
-        let buffer = read_placed(q, MarkerPlacement::Buffer);
+        let buffer = read_placed(q, MarkerPlacement::Buffer, 1);
         let names: Vec<u32> = buffer.in_flight().iter().map(|d| d.kernel).collect();
         assert_eq!((names, buffer.completed), (vec![20, 21, 22, 23], 3));
         gpu_reached(b, 4, 4);
-        let done = read_placed(q, MarkerPlacement::Sync);
+        let done = read_placed(q, MarkerPlacement::Sync, 1);
         assert!(!done.pending);
         assert_eq!((done.completed, done.n_in_flight, done.not_started), (7, 0, 0));
         assert_ne!(done.signature, before, "progress changes the signature");
+    }
+
+    #[test]
+    fn unmarked_small_buffers_are_covered_by_a_later_marker_and_are_candidates_until_then() {
+        // With at least 3 dispatches to be marked: a (2) and c (1) have no marker, b (4) and d (5) do.
+        let device = device_with_markers(8);
+        let q: &'static QueueProgress = Box::leak(Box::default());
+        q.set_by(By::BufferMarker);
+        let bufs: Vec<&'static BufferProgress> = (0..4).map(|_| &*Box::leak(Box::new(BufferProgress::new()))).collect();
+        for (b, kernels) in bufs.iter().zip([&[1u32, 2][..], &[3, 4, 5, 6], &[7], &[8, 9, 10, 11, 12]]) {
+            b.attach(device, pipelines_by_number());
+            record(b, kernels);
+        }
+        for (i, b) in bufs.iter().enumerate() {
+            b.markers_ref().unwrap().reset(b.slot.load(Ordering::Relaxed));
+            q.submitted(i as u64 + 1, b, b.recorded());
+        }
+        let kernels = |s: &QueueState| s.in_flight().iter().map(|d| d.kernel).collect::<Vec<_>>();
+        let read = || read_placed(q, MarkerPlacement::Buffer, 3);
+        // Nothing marked yet: a's dispatches and b's are the candidates (b's marker closes them), c and d not started.
+        let s = read();
+        assert_eq!((kernels(&s), s.completed, s.not_started, s.pending), (vec![1, 2, 3, 4, 5, 6], 0, 6, true));
+        // b's marker covers a too.
+        gpu_reached(bufs[1], 0, 4);
+        let t = read();
+        assert_eq!((kernels(&t), t.completed, t.not_started), (vec![7, 8, 9, 10, 11, 12], 6, 0));
+        assert_ne!(t.signature, s.signature, "a marker that covers more is progress");
+        // d's marker covers c.
+        gpu_reached(bufs[3], 0, 5);
+        let u = read();
+        assert_eq!((u.completed, u.n_in_flight, u.pending), (12, 0, false));
+        // Every buffer marked (the default): a's and c's words were never written, so they read as unfinished.
+        let all = read_placed(q, MarkerPlacement::Buffer, 1);
+        assert_eq!((kernels(&all), all.completed), (vec![1, 2], 4 + 5));
+    }
+
+    #[test]
+    fn an_unmarked_last_buffer_is_the_candidate_until_the_application_sees_its_fence() {
+        let device = device_with_markers(4);
+        let q: &'static QueueProgress = Box::leak(Box::default());
+        q.set_by(By::BufferMarker);
+        let (a, b) = (Box::leak(Box::new(BufferProgress::new())), Box::leak(Box::new(BufferProgress::new())));
+        a.attach(device, pipelines_by_number());
+        b.attach(device, pipelines_by_number());
+        record(a, &[1, 2, 3]);
+        record(b, &[4]);
+        q.submitted(1, a, 3);
+        q.submitted(2, b, 1);
+        gpu_reached(a, 0, 3);
+        let s = read_placed(q, MarkerPlacement::Buffer, 2);
+        let names: Vec<u32> = s.in_flight().iter().map(|d| d.kernel).collect();
+        assert_eq!((names, s.completed, s.pending), (vec![4], 3, true));
+        // The application's fence of submission 2 (or its wait for the queue to be idle) says it finished; with no
+        // marker of its own and none after it, nothing else would, and the hang watcher would see pending work.
+        q.signaled_at(2);
+        let t = read_placed(q, MarkerPlacement::Buffer, 2);
+        assert_eq!((t.completed, t.pending), (4, false));
     }
 
     #[test]

@@ -18,8 +18,8 @@ use crate::state;
 pub(super) struct Submitting {
     /// The submission's dispatches (0: none, or not observed).
     dispatches: u64,
-    /// With the black box following the queue by submissions: the layer's semaphore and the value to signal with it
-    /// in one more batch of the same call (`crate::progress`).
+    /// With the black box following the queue by submissions: the layer's semaphore and the value the call signals
+    /// it with (from its last batch, or one batch more: `forward_signalling`, `forward2`; `crate::progress`).
     signal: Option<(vk::Semaphore, u64)>,
 }
 
@@ -190,7 +190,11 @@ pub(super) unsafe extern "system" fn queue_wait_idle(queue: vk::Queue) -> vk::Re
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: forwarding the caller's arguments.
-    watched(&call::QUEUE_WAIT_IDLE, || unsafe { next(queue) })
+    let result = watched(&call::QUEUE_WAIT_IDLE, || unsafe { next(queue) });
+    if result == vk::Result::SUCCESS && state::on() {
+        state::guarded(|| crate::blackbox::queue_idle(queue));
+    }
+    result
 }
 
 pub(super) unsafe extern "system" fn device_wait_idle(device: vk::Device) -> vk::Result {
@@ -198,7 +202,13 @@ pub(super) unsafe extern "system" fn device_wait_idle(device: vk::Device) -> vk:
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: forwarding the caller's arguments.
-    watched(&call::DEVICE_WAIT_IDLE, || unsafe { next(device) })
+    let result = watched(&call::DEVICE_WAIT_IDLE, || unsafe { next(device) });
+    if result == vk::Result::SUCCESS && state::on() {
+        if let Some(d) = device_of(device) {
+            state::guarded(|| crate::blackbox::device_idle(d));
+        }
+    }
+    result
 }
 
 /// `vkWaitSemaphores`, and with `KHR` its alias `vkWaitSemaphoresKHR` (forwarded to the next link's function of
@@ -355,8 +365,11 @@ pub(super) unsafe extern "system" fn queue_submit(
     result
 }
 
-/// `vkQueueSubmit`'s forwarding with the black box's extra batch (out of line: only devices followed by
-/// submissions take it).
+/// `vkQueueSubmit`'s forwarding with the layer's semaphore signalled (out of line: only devices followed by
+/// submissions take it): by the last batch where it can be added there ([`signalled_by_last`]), else by one batch of
+/// its own after the given ones. A signal in the last batch covers every batch of the call as an extra batch's does
+/// (a semaphore signal waits for every command earlier in submission order), without the extra batch's work in the
+/// driver.
 ///
 /// # Safety
 /// The caller's arguments of a `vkQueueSubmit` call.
@@ -369,6 +382,19 @@ unsafe fn forward_signalling(
     fence: vk::Fence,
     (semaphore, value): (vk::Semaphore, u64),
 ) -> vk::Result {
+    // SAFETY: a valid call holds `count` submit infos.
+    let given: &[vk::SubmitInfo<'_>] = unsafe { batches(submits, count) };
+    if let Some((last, rest)) = given.split_last() {
+        // SAFETY: a valid submit info; forwarding the caller's batches with the last one signalling the semaphore too.
+        let merged = unsafe {
+            signalled_by_last(last, semaphore, value, |last| {
+                with_extra(rest, *last, |all| next(queue, all.len() as u32, all.as_ptr(), fence))
+            })
+        };
+        if let Some(result) = merged {
+            return result;
+        }
+    }
     let values = [value];
     let timeline = vk::TimelineSemaphoreSubmitInfo {
         signal_semaphore_value_count: 1,
@@ -382,13 +408,94 @@ unsafe fn forward_signalling(
         p_signal_semaphores: semaphores.as_ptr(),
         ..Default::default()
     };
-    // SAFETY: a valid call holds `count` submit infos.
-    let given: &[vk::SubmitInfo<'_>] = unsafe { batches(submits, count) };
     // SAFETY: the caller's batches plus one that only signals the layer's semaphore.
     with_extra(given, extra, |all| unsafe { next(queue, all.len() as u32, all.as_ptr(), fence) })
 }
 
-/// `vkQueueSubmit2`'s forwarding, with the black box's extra batch when given one.
+/// Semaphores a batch may signal for the layer's to be added to it (on the stack); a batch with more gets an extra
+/// batch instead.
+const SIGNALS_ON_STACK: usize = 8;
+
+/// `last` with the layer's `semaphore` (to `value`) added to the semaphores it signals, for `f`; `None` where that
+/// cannot be done without rewriting the application's structures: more than [`SIGNALS_ON_STACK`] - 1 semaphores, a
+/// `pNext` chain with anything that counts the batch's semaphores other than a `VkTimelineSemaphoreSubmitInfo` at its
+/// head (device-group and D3D12 fence infos do, and a timeline info further down would need its predecessor
+/// rewritten), or a timeline info whose signal values do not match the semaphores. The timeline info is copied with
+/// the layer's value added (zeros stand for the application's binary semaphores' values, which are ignored), or
+/// made, in front of the rest of the chain.
+///
+/// # Safety
+/// `last` must be a valid submit info.
+unsafe fn signalled_by_last<R>(
+    last: &vk::SubmitInfo<'_>,
+    semaphore: vk::Semaphore,
+    value: u64,
+    f: impl FnOnce(&vk::SubmitInfo<'_>) -> R,
+) -> Option<R> {
+    let n = last.signal_semaphore_count as usize;
+    if n >= SIGNALS_ON_STACK || (n > 0 && last.p_signal_semaphores.is_null()) {
+        return None;
+    }
+    let mut timeline: Option<&vk::TimelineSemaphoreSubmitInfo<'_>> = None;
+    let mut p = last.p_next as *const vk::BaseInStructure<'_>;
+    for hop in 0.. {
+        if p.is_null() {
+            break;
+        }
+        if hop == 16 {
+            return None;
+        }
+        // SAFETY: a valid chain's structures each begin with `sType` and `pNext`.
+        let base = unsafe { &*p };
+        match base.s_type {
+            vk::StructureType::TIMELINE_SEMAPHORE_SUBMIT_INFO if hop == 0 => {
+                // SAFETY: the structure its `sType` names.
+                timeline = Some(unsafe { &*(p as *const vk::TimelineSemaphoreSubmitInfo<'_>) });
+            }
+            vk::StructureType::PROTECTED_SUBMIT_INFO | vk::StructureType::PERFORMANCE_QUERY_SUBMIT_INFO_KHR => {}
+            _ => return None,
+        }
+        p = base.p_next;
+    }
+    let mut semaphores = [vk::Semaphore::null(); SIGNALS_ON_STACK];
+    let mut values = [0u64; SIGNALS_ON_STACK];
+    if n > 0 {
+        // SAFETY: a valid submit info holds `signal_semaphore_count` semaphores.
+        semaphores[..n].copy_from_slice(unsafe { std::slice::from_raw_parts(last.p_signal_semaphores, n) });
+    }
+    let mut ours = vk::TimelineSemaphoreSubmitInfo { p_next: last.p_next, ..Default::default() };
+    if let Some(t) = timeline {
+        match t.signal_semaphore_value_count as usize {
+            0 => {}
+            m if m == n && !t.p_signal_semaphore_values.is_null() => {
+                // SAFETY: the application's `signal_semaphore_value_count` values.
+                values[..n].copy_from_slice(unsafe { std::slice::from_raw_parts(t.p_signal_semaphore_values, n) });
+            }
+            _ => return None,
+        }
+        ours = vk::TimelineSemaphoreSubmitInfo {
+            p_next: t.p_next,
+            wait_semaphore_value_count: t.wait_semaphore_value_count,
+            p_wait_semaphore_values: t.p_wait_semaphore_values,
+            ..Default::default()
+        };
+    }
+    semaphores[n] = semaphore;
+    values[n] = value;
+    ours.signal_semaphore_value_count = n as u32 + 1;
+    ours.p_signal_semaphore_values = values.as_ptr();
+    let merged = vk::SubmitInfo {
+        p_next: &ours as *const _ as *const c_void,
+        signal_semaphore_count: n as u32 + 1,
+        p_signal_semaphores: semaphores.as_ptr(),
+        ..*last
+    };
+    Some(f(&merged))
+}
+
+/// `vkQueueSubmit2`'s forwarding, with the black box's semaphore signalled when given one: by the last batch (its
+/// signal infos, which nothing else in the chain counts) where it signals fewer than [`SIGNALS_ON_STACK`], else by an
+/// extra batch.
 ///
 /// # Safety
 /// The caller's arguments of a `vkQueueSubmit2` call.
@@ -404,25 +511,44 @@ unsafe fn forward2(
         // SAFETY: forwarding the caller's arguments.
         return unsafe { next(queue, count, submits, fence) };
     };
-    let info = [vk::SemaphoreSubmitInfo {
+    let ours = vk::SemaphoreSubmitInfo {
         semaphore,
         value,
         stage_mask: vk::PipelineStageFlags2::ALL_COMMANDS,
         ..Default::default()
-    }];
+    };
+    // SAFETY: a valid call holds `count` submit infos.
+    let given: &[vk::SubmitInfo2<'_>] = unsafe { batches(submits, count) };
+    if let Some((last, rest)) = given.split_last() {
+        let n = last.signal_semaphore_info_count as usize;
+        if n < SIGNALS_ON_STACK && (n == 0 || !last.p_signal_semaphore_infos.is_null()) {
+            let mut infos = [ours; SIGNALS_ON_STACK];
+            if n > 0 {
+                // SAFETY: a valid submit info holds `signal_semaphore_info_count` infos.
+                infos[..n].copy_from_slice(unsafe { std::slice::from_raw_parts(last.p_signal_semaphore_infos, n) });
+            }
+            let merged = vk::SubmitInfo2 {
+                signal_semaphore_info_count: n as u32 + 1,
+                p_signal_semaphore_infos: infos.as_ptr(),
+                ..*last
+            };
+            // SAFETY: the caller's batches, the last one signalling the layer's semaphore too.
+            return with_extra(rest, merged, |all| unsafe { next(queue, all.len() as u32, all.as_ptr(), fence) });
+        }
+    }
+    let info = [ours];
     let extra = vk::SubmitInfo2 {
         signal_semaphore_info_count: 1,
         p_signal_semaphore_infos: info.as_ptr(),
         ..Default::default()
     };
-    // SAFETY: a valid call holds `count` submit infos.
-    let given: &[vk::SubmitInfo2<'_>] = unsafe { batches(submits, count) };
     // SAFETY: the caller's batches plus one that only signals the layer's semaphore.
     with_extra(given, extra, |all| unsafe { next(queue, all.len() as u32, all.as_ptr(), fence) })
 }
 
 /// `given` with `extra` after it, as one slice for `f`: on the stack for the few batches a program submits at once
-/// (ggml-vulkan submits one), so that a submission the black box adds its batch to allocates nothing.
+/// (ggml-vulkan submits one), so that a submission the black box adds its batch to, or whose last batch it rewrites
+/// (`given` then the ones before it), allocates nothing.
 fn with_extra<T: Copy, R>(given: &[T], extra: T, f: impl FnOnce(&[T]) -> R) -> R {
     const ON_STACK: usize = 8;
     if given.len() < ON_STACK {
@@ -476,7 +602,98 @@ pub(super) unsafe fn name_bytes<'a>(name: *const c_char) -> &'a [u8] {
 
 #[cfg(test)]
 mod tests {
-    use super::with_extra;
+    use std::ffi::c_void;
+
+    use ash::vk;
+    use ash::vk::Handle;
+
+    use super::{signalled_by_last, with_extra};
+
+    /// What `signalled_by_last` gave its closure: the signalled semaphores with their timeline values, the timeline
+    /// info's wait values, and the `sType`s (raw: ash's types have no `Debug` here) of the rest of the chain after the
+    /// timeline info.
+    type Merged = (Vec<(u64, u64)>, Vec<u64>, Vec<i32>);
+
+    fn merged(last: &vk::SubmitInfo<'_>) -> Option<Merged> {
+        // SAFETY: the tests' submit infos are valid, their arrays alive for the call.
+        unsafe {
+            signalled_by_last(last, vk::Semaphore::from_raw(0xabc), 77, |m| {
+                let t = &*(m.p_next as *const vk::TimelineSemaphoreSubmitInfo<'_>);
+                assert!(t.s_type == vk::StructureType::TIMELINE_SEMAPHORE_SUBMIT_INFO);
+                assert_eq!(t.signal_semaphore_value_count, m.signal_semaphore_count);
+                let n = m.signal_semaphore_count as usize;
+                let semaphores = std::slice::from_raw_parts(m.p_signal_semaphores, n);
+                let values = std::slice::from_raw_parts(t.p_signal_semaphore_values, n);
+                let waits = if t.wait_semaphore_value_count == 0 {
+                    vec![]
+                } else {
+                    std::slice::from_raw_parts(t.p_wait_semaphore_values, t.wait_semaphore_value_count as usize)
+                        .to_vec()
+                };
+                let mut rest = vec![];
+                let mut p = t.p_next as *const vk::BaseInStructure<'_>;
+                while !p.is_null() {
+                    rest.push((*p).s_type.as_raw());
+                    p = (*p).p_next;
+                }
+                // The rest of the batch is the application's.
+                assert_eq!(
+                    (m.command_buffer_count, m.wait_semaphore_count),
+                    (last.command_buffer_count, last.wait_semaphore_count)
+                );
+                (semaphores.iter().map(|s| s.as_raw()).zip(values.iter().copied()).collect(), waits, rest)
+            })
+        }
+    }
+
+    #[test]
+    fn the_last_batch_signals_the_layers_semaphore_where_its_chain_allows() {
+        let buffers = [vk::CommandBuffer::from_raw(1)];
+        let signals: Vec<vk::Semaphore> = (1..=8).map(vk::Semaphore::from_raw).collect();
+        let batch = |n: u32| vk::SubmitInfo {
+            command_buffer_count: 1,
+            p_command_buffers: buffers.as_ptr(),
+            signal_semaphore_count: n,
+            p_signal_semaphores: signals.as_ptr(),
+            ..Default::default()
+        };
+        let ours = (0xabc, 77);
+        // No chain (vkspin's batches): a timeline info is made for the layer's value alone.
+        assert_eq!(merged(&batch(0)), Some((vec![ours], vec![], vec![])));
+        // Binary semaphores and no timeline info: their values are zeros, which the driver ignores.
+        assert_eq!(merged(&batch(2)), Some((vec![(1, 0), (2, 0), ours], vec![], vec![])));
+        // ggml-vulkan's shape: a timeline info at the head with the batch's values; the rest of the chain is kept.
+        let protected = vk::ProtectedSubmitInfo::default();
+        let (waits, values) = ([3u64], [5u64]);
+        let timeline = vk::TimelineSemaphoreSubmitInfo {
+            p_next: &protected as *const _ as *const c_void,
+            wait_semaphore_value_count: 1,
+            p_wait_semaphore_values: waits.as_ptr(),
+            signal_semaphore_value_count: 1,
+            p_signal_semaphore_values: values.as_ptr(),
+            ..Default::default()
+        };
+        let ggml = vk::SubmitInfo { p_next: &timeline as *const _ as *const c_void, ..batch(1) };
+        assert_eq!(
+            merged(&ggml),
+            Some((vec![(1, 5), ours], vec![3], vec![vk::StructureType::PROTECTED_SUBMIT_INFO.as_raw()]))
+        );
+        // A timeline info with no signal values (the batch signals only binary semaphores): zeros for them.
+        let waits_only = vk::TimelineSemaphoreSubmitInfo { signal_semaphore_value_count: 0, ..timeline };
+        let b = vk::SubmitInfo { p_next: &waits_only as *const _ as *const c_void, ..batch(2) };
+        assert_eq!(merged(&b).map(|m| m.0), Some(vec![(1, 0), (2, 0), ours]));
+        // Seven semaphores fit with the layer's; eight do not.
+        assert_eq!(merged(&batch(7)).map(|m| m.0.len()), Some(8));
+        assert_eq!(merged(&batch(8)), None);
+        // What the layer does not rewrite: signal values that do not match the semaphores, a timeline info behind
+        // another structure, a structure that counts the batch's semaphores (a device group's indices).
+        let mismatched = vk::SubmitInfo { p_next: &timeline as *const _ as *const c_void, ..batch(2) };
+        assert_eq!(merged(&mismatched), None);
+        let behind = vk::ProtectedSubmitInfo { p_next: &timeline as *const _ as *const c_void, ..Default::default() };
+        assert_eq!(merged(&vk::SubmitInfo { p_next: &behind as *const _ as *const c_void, ..batch(1) }), None);
+        let group = vk::DeviceGroupSubmitInfo::default();
+        assert_eq!(merged(&vk::SubmitInfo { p_next: &group as *const _ as *const c_void, ..batch(0) }), None);
+    }
 
     #[test]
     fn the_extra_batch_follows_the_given_ones_on_the_stack_or_not() {

@@ -599,16 +599,22 @@ pub(super) unsafe extern "system" fn cmd_bind_descriptor_sets(
 
 /// The black box's "completed" marker at a point where everything recorded before it is ordered: after a pipeline
 /// barrier of the program's (its first scope covers the earlier dispatches; the GPU waits there anyway) and at the
-/// end of the buffer. Nothing where markers follow every dispatch, or where the buffer has no marker slot.
+/// end of the buffer. Nothing where markers follow every dispatch, where the buffer has no marker slot, or, with one
+/// marker per buffer, where it holds fewer dispatches than [`crate::progress::marker_min_dispatches`].
 #[inline(always)]
 fn mark_completed_so_far(cb: vk::CommandBuffer, s: Option<&'static commands::CommandBuffer>) {
-    if crate::progress::marker_placement() == crate::progress::MarkerPlacement::Dispatch {
+    use crate::progress::MarkerPlacement;
+    let placement = crate::progress::marker_placement();
+    if placement == MarkerPlacement::Dispatch {
         return;
     }
     let Some(s) = s else { return };
     let slot = s.progress.slot.load(std::sync::atomic::Ordering::Relaxed);
     let recorded = s.progress.recorded();
     if slot == crate::progress::NO_SLOT || recorded == 0 {
+        return;
+    }
+    if placement == MarkerPlacement::Buffer && recorded < crate::progress::marker_min_dispatches() {
         return;
     }
     if let Some(m) = s.progress.markers_ref() {

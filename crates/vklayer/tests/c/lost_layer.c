@@ -9,8 +9,13 @@
 //   vkGetDeviceFaultInfoEXT as a driver would after a loss: that description, one write fault at FAULT_ADDRESS
 //   (default 0xdead0000, to 4096 bytes) and one vendor entry ("test vendor fault", code 0x31, data 0x1), as RADV and
 //   NVIDIA's driver answer it for a GPU page fault.
+// - with SUBMITS_LOG=PATH, it appends one line per vkQueueSubmit to PATH, what reaches the driver: `batches B
+//   buffers C signals S timeline T` (C and S of the last batch; T: the signal values of a VkTimelineSemaphoreSubmitInfo
+//   at the head of its chain, `-` without one), so that a test sees which batch the layer above signals its semaphore
+//   with.
 // Enabled below the backscope layer (VK_INSTANCE_LAYERS lists it after it), so the backscope layer
 // sees the error come back from the call it forwarded (tests/vulkan/crash.rs, tests/vulkan/blackbox.rs).
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <vulkan/vk_layer.h>
@@ -29,6 +34,23 @@ static int submits;
 
 static VKAPI_ATTR VkResult VKAPI_CALL queue_submit(VkQueue queue, uint32_t count, const VkSubmitInfo *infos,
                                                    VkFence fence) {
+    const char *log = getenv("SUBMITS_LOG");
+    FILE *f = log && count > 0 ? fopen(log, "a") : NULL;
+    if (f) {
+        const VkSubmitInfo *last = &infos[count - 1];
+        fprintf(f, "batches %u buffers %u signals %u timeline", count, last->commandBufferCount,
+                last->signalSemaphoreCount);
+        const VkTimelineSemaphoreSubmitInfo *t = last->pNext;
+        if (t && t->sType == VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO) {
+            for (uint32_t i = 0; i < t->signalSemaphoreValueCount; i++)
+                fprintf(f, "%s%llu", i ? "," : " ", (unsigned long long)t->pSignalSemaphoreValues[i]);
+            if (t->signalSemaphoreValueCount == 0) fprintf(f, " none");
+        } else {
+            fprintf(f, " -");
+        }
+        fprintf(f, "\n");
+        fclose(f);
+    }
     const char *from = getenv("STALL_FROM");
     if (from && ++submits >= atoi(from)) return VK_SUCCESS;
     return next_submit(queue, count, infos, fence);
