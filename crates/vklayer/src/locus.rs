@@ -609,6 +609,11 @@ mod tests {
         assert!(std::ptr::eq(a, queue_ring(0xa0, None).unwrap()), "found again");
         assert_eq!(a.device(), Some(2));
         assert!(queue_rings().any(|(_, r)| std::ptr::eq(r, a)));
+        // Found without claiming one (a wait for an idle queue), and among its device's (a wait for an idle device).
+        assert!(std::ptr::eq(ring_of(0xa0).unwrap(), a));
+        assert!(ring_of(0xa1).is_none() && queue_rings().all(|(_, r)| r.queue.load(Ordering::Relaxed) != 0xa1));
+        let b = queue_ring(0xa2, Some(3)).unwrap();
+        assert!(rings_of_device(2).any(|r| std::ptr::eq(r, a)) && !rings_of_device(2).any(|r| std::ptr::eq(r, b)));
         let tid = std::thread::spawn(|| {
             let _inside = Marked::enter(&CALL);
             let me = gettid();

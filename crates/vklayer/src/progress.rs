@@ -789,8 +789,8 @@ fn read_placed(q: &QueueProgress, placement: MarkerPlacement, min: u32) -> Queue
     let mut running_found = false;
     // Buffer placement: unmarked buffers after the last one a marker covers are candidates up to and including the
     // first marked, unfinished one, which closes the candidates.
-    let buffer_marked = by == By::BufferMarker && placement == MarkerPlacement::Buffer;
-    let covered = if buffer_marked && min > 1 { covered_until(q, first, head, min) } else { None };
+    let one_marker_per_buffer = by == By::BufferMarker && placement == MarkerPlacement::Buffer;
+    let covered = if one_marker_per_buffer && min > 1 { covered_until(q, first, head, min) } else { None };
     let mut candidates_closed = false;
     for n in first..head {
         let e = &q.recent[(n % RECENT as u64) as usize];

@@ -198,15 +198,13 @@ pub(super) unsafe extern "system" fn queue_wait_idle(queue: vk::Queue) -> vk::Re
 }
 
 pub(super) unsafe extern "system" fn device_wait_idle(device: vk::Device) -> vk::Result {
-    let Some(next) = device_of(device).and_then(|d| d.device_wait_idle) else {
+    let Some((d, next)) = device_of(device).and_then(|d| Some((d, d.device_wait_idle?))) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: forwarding the caller's arguments.
     let result = watched(&call::DEVICE_WAIT_IDLE, || unsafe { next(device) });
     if result == vk::Result::SUCCESS && state::on() {
-        if let Some(d) = device_of(device) {
-            state::guarded(|| crate::blackbox::device_idle(d));
-        }
+        state::guarded(|| crate::blackbox::device_idle(d));
     }
     result
 }
