@@ -8,9 +8,10 @@
 #   .carry/debs/                      Debian's Vulkan loader and GL libraries, for the GPU machine (apt-get download);
 #   .carry/backscope.xz               a release `backscope`, stripped;
 #   .carry/bb/                        the release Vulkan layer and CUDA/HIP observer, stripped, and
-#                                     bench/gpu/vk_marker_cost.c built with bench/vklayer/noop.comp; with LAYER_AT=NAME:REV
-#                                     … also the layer of each REV as libbackscope_vklayer-NAME.so (blackbox_cost.sh's
-#                                     arm env@NAME), built in a worktree under /var/tmp.
+#                                     bench/gpu/vk_marker_cost.c built with bench/vklayer/noop.comp; with
+#                                     LAYER_AT=NAME:REV … also the layer of each REV as
+#                                     libbackscope_vklayer-NAME.so (blackbox_cost.sh's arm env@NAME), built in a
+#                                     worktree under /var/tmp.
 # Usage: [LAYER_AT="short:65f9099"] [CARGO_TARGET_DIR=…] bash bench/gpu/make_carry.sh
 # About 20 minutes on 2 cores when the llama.cpp build is not cached, a minute or two when it is.
 set -euo pipefail

@@ -336,8 +336,8 @@ int main(int argc, char **argv) {
     VkPhysicalDeviceVulkan12Features want12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
                                                .pNext = &want13,
                                                .timelineSemaphore = f12.timelineSemaphore};
-    int have[MODES] = {1, markers, markers, markers && f13.synchronization2, markers, checkpoints, f12.timelineSemaphore,
-                       f12.timelineSemaphore};
+    int have[MODES] = {1,           markers,     markers, markers && f13.synchronization2, markers,
+                       checkpoints, f12.timelineSemaphore, f12.timelineSemaphore};
 
     uint32_t family_count = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(physical, &family_count, NULL);
