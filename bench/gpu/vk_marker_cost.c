@@ -36,7 +36,8 @@
 // Usage: vk_marker_cost SPIRV_FILE ROUNDS [SHAPE]   (SHAPE: dispatch counts, comma-separated, at most 64 buffers)
 // Environment: MARKER_COST_MODES="none marker_host ..." (default: all), MARKER_COST_WARMUP (default 20),
 // MARKER_COST_GROUPS (workgroups per dispatch, default 1), MARKER_COST_FAULT=1 (enable VK_EXT_device_fault, as the
-// layer does, for every mode), MARKER_COST_MARK_MIN=N (the marker and checkpoint modes leave buffers of fewer than N
+// layer does, for every mode), MARKER_COST_CHECKPOINTS=1 (enable VK_NV_device_diagnostic_checkpoints where offered,
+// for the checkpoint mode; without it that mode is left out), MARKER_COST_MARK_MIN=N (the marker and checkpoint modes leave buffers of fewer than N
 // dispatches unmarked, as the layer's BACKSCOPE_VK_MARKER_MIN_DISPATCHES does; the per-buffer figures still divide
 // by every buffer).
 #define _GNU_SOURCE
@@ -313,7 +314,11 @@ int main(int argc, char **argv) {
     const char *enabled[4];
     uint32_t enabled_count = 0;
     int markers = has_extension(exts, ext_count, "VK_AMD_buffer_marker");
-    int checkpoints = has_extension(exts, ext_count, "VK_NV_device_diagnostic_checkpoints");
+    // Checkpoints only when asked for: enabling the extension may change what the driver does for every submission,
+    // and the layer never enables it, so the other modes' baseline stays the layer's device.
+    const char *checkpoints_env = getenv("MARKER_COST_CHECKPOINTS");
+    int checkpoints = checkpoints_env && strcmp(checkpoints_env, "1") == 0 &&
+                      has_extension(exts, ext_count, "VK_NV_device_diagnostic_checkpoints");
     const char *fault_env = getenv("MARKER_COST_FAULT");
     int fault = fault_env && strcmp(fault_env, "1") == 0 && has_extension(exts, ext_count, "VK_EXT_device_fault");
     if (markers) enabled[enabled_count++] = "VK_AMD_buffer_marker";
