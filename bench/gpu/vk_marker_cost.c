@@ -37,9 +37,9 @@
 // Environment: MARKER_COST_MODES="none marker_host ..." (default: all), MARKER_COST_WARMUP (default 20),
 // MARKER_COST_GROUPS (workgroups per dispatch, default 1), MARKER_COST_FAULT=1 (enable VK_EXT_device_fault, as the
 // layer does, for every mode), MARKER_COST_CHECKPOINTS=1 (enable VK_NV_device_diagnostic_checkpoints where offered,
-// for the checkpoint mode; without it that mode is left out), MARKER_COST_MARK_MIN=N (the marker and checkpoint modes leave buffers of fewer than N
-// dispatches unmarked, as the layer's BACKSCOPE_VK_MARKER_MIN_DISPATCHES does; the per-buffer figures still divide
-// by every buffer).
+// for the checkpoint mode; without it that mode is left out), MARKER_COST_MARK_MIN=N (the marker and checkpoint
+// modes leave buffers of fewer than N dispatches unmarked, as the layer's BACKSCOPE_VK_MARKER_MIN_DISPATCHES does; the
+// per-buffer figures still divide by every buffer).
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdint.h>
@@ -49,14 +49,8 @@
 #include <time.h>
 #include <vulkan/vulkan.h>
 
-#define CHECK(call)                                                                    \
-    do {                                                                               \
-        VkResult r_ = (call);                                                          \
-        if (r_ != VK_SUCCESS) {                                                        \
-            fprintf(stderr, "%s:%d: %s returned %d\n", __FILE__, __LINE__, #call, r_); \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
+// CHECK, read_spirv, first_physical_device.
+#include "../../crates/vklayer/tests/c/vktest.h"
 
 enum Mode { NONE, MARKER_HOST, MARKER_DEV, MARKER2_CS, MARKER_TOP, CHECKPOINT, SEM_BATCH, SEM_MERGED, MODES };
 static const char *mode_names[MODES] = {"none",       "marker_host", "marker_dev", "marker2_cs",
@@ -283,26 +277,14 @@ int main(int argc, char **argv) {
     const char *warmup_env = getenv("MARKER_COST_WARMUP");
     long warmup = warmup_env ? atol(warmup_env) : 20;
     const char *groups_env = getenv("MARKER_COST_GROUPS");
-    FILE *f = fopen(argv[1], "rb");
-    if (!f) {
-        perror(argv[1]);
-        return 1;
-    }
     static uint32_t code[1 << 16];
-    size_t code_size = fread(code, 1, sizeof code, f);
-    fclose(f);
+    size_t code_size = read_spirv(argv[1], code, sizeof code);
 
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .apiVersion = VK_API_VERSION_1_3};
     VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
     VkInstance instance;
     CHECK(vkCreateInstance(&ici, NULL, &instance));
-    uint32_t n = 1;
-    VkPhysicalDevice physical;
-    VkResult enumerated = vkEnumeratePhysicalDevices(instance, &n, &physical);
-    if ((enumerated != VK_SUCCESS && enumerated != VK_INCOMPLETE) || n == 0) {
-        fprintf(stderr, "no Vulkan device\n");
-        return 1;
-    }
+    VkPhysicalDevice physical = first_physical_device(instance);
     VkPhysicalDeviceProperties pp;
     vkGetPhysicalDeviceProperties(physical, &pp);
     fprintf(stderr, "device: %s, driver 0x%x\n", pp.deviceName, pp.driverVersion);

@@ -27,14 +27,8 @@
 #include <time.h>
 #include <vulkan/vulkan.h>
 
-#define CHECK(call)                                                                  \
-    do {                                                                             \
-        VkResult r_ = (call);                                                        \
-        if (r_ != VK_SUCCESS) {                                                      \
-            fprintf(stderr, "%s:%d: %s returned %d\n", __FILE__, __LINE__, #call, r_); \
-            exit(1);                                                                 \
-        }                                                                            \
-    } while (0)
+// CHECK, read_spirv, first_physical_device.
+#include "../../crates/vklayer/tests/c/vktest.h"
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -71,11 +65,8 @@ int main(int argc, char **argv) {
     }
     long dispatches = atol(argv[2]), rounds = atol(argv[3]);
     int labelled = argc == 5 && atoi(argv[4]) != 0;
-    FILE *f = fopen(argv[1], "rb");
-    if (!f) { perror(argv[1]); return 1; }
     static uint32_t code[1 << 16];
-    size_t code_size = fread(code, 1, sizeof code, f);
-    fclose(f);
+    size_t code_size = read_spirv(argv[1], code, sizeof code);
 
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .apiVersion = VK_API_VERSION_1_2};
     const char *extensions[] = {"VK_EXT_debug_utils"};
@@ -118,13 +109,7 @@ int main(int argc, char **argv) {
     VkDebugUtilsLabelEXT label = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_LABEL_EXT,
                                   .color = {1.0f, 1.0f, 1.0f, 1.0f}};
     char submit_label[32];
-    uint32_t n = 1;
-    VkPhysicalDevice physical;
-    VkResult enumerated = vkEnumeratePhysicalDevices(instance, &n, &physical);
-    if ((enumerated != VK_SUCCESS && enumerated != VK_INCOMPLETE) || n == 0) {
-        fprintf(stderr, "no Vulkan device\n");
-        return 1;
-    }
+    VkPhysicalDevice physical = first_physical_device(instance);
     float priority = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = 0,
                                    .queueCount = 1, .pQueuePriorities = &priority};

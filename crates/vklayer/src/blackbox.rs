@@ -293,7 +293,7 @@ pub fn fences_signaled(fences: &[vk::Fence]) {
 /// makes the application synchronise a queue's submissions with its wait, so none was made during it).
 pub fn queue_idle(queue: vk::Queue) {
     if let Some(ring) = crate::locus::ring_of(queue.as_raw()) {
-        ring.progress.signaled_at(ring.submits());
+        finished_so_far(ring);
     }
 }
 
@@ -302,9 +302,14 @@ pub fn queue_idle(queue: vk::Queue) {
 pub fn device_idle(d: &DeviceDispatch) {
     if let Some(id) = d.facts_id {
         for ring in crate::locus::rings_of_device(id) {
-            ring.progress.signaled_at(ring.submits());
+            finished_so_far(ring);
         }
     }
+}
+
+/// Every submission made on `ring`'s queue so far finished.
+fn finished_so_far(ring: &crate::locus::QueueRing) {
+    ring.progress.signaled_at(ring.submits());
 }
 
 /// A submission with dispatches is about to be forwarded as number `submit` of `ring`'s queue: each command buffer's

@@ -894,6 +894,24 @@ mod tests {
         d
     }
 
+    /// A queue followed `by` (leaked, as the layer's queues live as long as the process).
+    fn queue_by(by: By) -> &'static QueueProgress {
+        let q: &'static QueueProgress = Box::leak(Box::default());
+        q.set_by(by);
+        q
+    }
+
+    /// `n` command buffer states, each attached to `device`'s markers (and the test pipelines) when given one.
+    fn buffers(n: usize, device: Option<&'static DeviceProgress>) -> Vec<&'static BufferProgress> {
+        let all: Vec<&'static BufferProgress> = (0..n).map(|_| &*Box::leak(Box::new(BufferProgress::new()))).collect();
+        if let Some(device) = device {
+            for b in &all {
+                b.attach(device, pipelines_by_number());
+            }
+        }
+        all
+    }
+
     /// A device's pipeline map in which handle `k` (1 to 64) is the pipeline of slot `k`.
     fn pipelines_by_number() -> &'static HandleMap {
         static MAP: HandleMap = HandleMap::new(1024);
@@ -921,11 +939,9 @@ mod tests {
     #[test]
     fn markers_name_the_dispatches_between_completed_and_started() {
         let device = device_with_markers(4);
-        let q: &'static QueueProgress = Box::leak(Box::default());
-        q.set_by(By::BufferMarker);
-        let (a, b) = (Box::leak(Box::new(BufferProgress::new())), Box::leak(Box::new(BufferProgress::new())));
-        a.attach(device, pipelines_by_number());
-        b.attach(device, pipelines_by_number());
+        let q = queue_by(By::BufferMarker);
+        let two = buffers(2, Some(device));
+        let (a, b) = (two[0], two[1]);
         assert_ne!(a.slot.load(Ordering::Relaxed), b.slot.load(Ordering::Relaxed));
         record(a, &[10, 11, 12]);
         record(b, &[20, 21, 22, 23]);
@@ -962,11 +978,9 @@ mod tests {
     fn unmarked_small_buffers_are_covered_by_a_later_marker_and_are_candidates_until_then() {
         // With at least 3 dispatches to be marked: a (2) and c (1) have no marker, b (4) and d (5) do.
         let device = device_with_markers(8);
-        let q: &'static QueueProgress = Box::leak(Box::default());
-        q.set_by(By::BufferMarker);
-        let bufs: Vec<&'static BufferProgress> = (0..4).map(|_| &*Box::leak(Box::new(BufferProgress::new()))).collect();
+        let q = queue_by(By::BufferMarker);
+        let bufs = buffers(4, Some(device));
         for (b, kernels) in bufs.iter().zip([&[1u32, 2][..], &[3, 4, 5, 6], &[7], &[8, 9, 10, 11, 12]]) {
-            b.attach(device, pipelines_by_number());
             record(b, kernels);
         }
         for (i, b) in bufs.iter().enumerate() {
@@ -995,11 +1009,9 @@ mod tests {
     #[test]
     fn an_unmarked_last_buffer_is_the_candidate_until_the_application_sees_its_fence() {
         let device = device_with_markers(4);
-        let q: &'static QueueProgress = Box::leak(Box::default());
-        q.set_by(By::BufferMarker);
-        let (a, b) = (Box::leak(Box::new(BufferProgress::new())), Box::leak(Box::new(BufferProgress::new())));
-        a.attach(device, pipelines_by_number());
-        b.attach(device, pipelines_by_number());
+        let q = queue_by(By::BufferMarker);
+        let two = buffers(2, Some(device));
+        let (a, b) = (two[0], two[1]);
         record(a, &[1, 2, 3]);
         record(b, &[4]);
         q.submitted(1, a, 3);
@@ -1018,10 +1030,8 @@ mod tests {
     #[test]
     fn a_buffer_begun_again_finished_its_previous_submission() {
         let device = device_with_markers(2);
-        let q: &'static QueueProgress = Box::leak(Box::default());
-        q.set_by(By::BufferMarker);
-        let a = Box::leak(Box::new(BufferProgress::new()));
-        a.attach(device, pipelines_by_number());
+        let q = queue_by(By::BufferMarker);
+        let a = buffers(1, Some(device))[0];
         record(a, &[1, 2]);
         q.submitted(1, a, 2);
         assert!(read(q).pending);
@@ -1033,9 +1043,8 @@ mod tests {
 
     #[test]
     fn submissions_name_the_first_unfinished_submission_as_candidates() {
-        let q: &'static QueueProgress = Box::leak(Box::default());
-        q.set_by(By::Submission);
-        let bufs: Vec<&'static BufferProgress> = (0..3).map(|_| &*Box::leak(Box::new(BufferProgress::new()))).collect();
+        let q = queue_by(By::Submission);
+        let bufs = buffers(3, None);
         record(bufs[0], &[1, 2]);
         record(bufs[1], &[3]);
         record(bufs[2], &[4, 5]);

@@ -13,13 +13,7 @@ int main(int argc, char **argv) {
     VkInstanceCreateInfo instance_info = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
     VkInstance instance;
     CHECK(vkCreateInstance(&instance_info, NULL, &instance));
-    uint32_t count = 1;
-    VkPhysicalDevice physical;
-    VkResult r = vkEnumeratePhysicalDevices(instance, &count, &physical);
-    if ((r != VK_SUCCESS && r != VK_INCOMPLETE) || count == 0) {
-        fprintf(stderr, "no physical device (%d)\n", r);
-        return 1;
-    }
+    VkPhysicalDevice physical = first_physical_device(instance);
     float priority = 1.0f;
     VkDeviceQueueCreateInfo queue = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                      .queueFamilyIndex = 0,

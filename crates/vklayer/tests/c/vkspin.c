@@ -74,13 +74,7 @@ int main(int argc, char **argv) {
     CHECK(vkCreateInstance(&ici, NULL, &instance));
     PFN_vkSetDebugUtilsObjectNameEXT set_name =
         (PFN_vkSetDebugUtilsObjectNameEXT)vkGetInstanceProcAddr(instance, "vkSetDebugUtilsObjectNameEXT");
-    uint32_t n = 1;
-    VkPhysicalDevice physical;
-    VkResult enumerated = vkEnumeratePhysicalDevices(instance, &n, &physical);
-    if ((enumerated != VK_SUCCESS && enumerated != VK_INCOMPLETE) || n == 0) {
-        fprintf(stderr, "no Vulkan device\n");
-        return 1;
-    }
+    VkPhysicalDevice physical = first_physical_device(instance);
     float priority = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = 0,
                                    .queueCount = 1, .pQueuePriorities = &priority};

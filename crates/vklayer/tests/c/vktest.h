@@ -1,5 +1,6 @@
-// What the Vulkan test programs of this directory share (vkcrash.c, vkspin.c, vkhooks.c): a checked Vulkan call, and the
-// SPIR-V file they build their pipelines from.
+// What the Vulkan programs built from C share (vkcrash.c, vkspin.c, vkhooks.c here; bench/vklayer/dispatch_loop.c and
+// bench/gpu/vk_marker_cost.c include it by its path): a checked Vulkan call, the SPIR-V file they build their
+// pipelines from, and the device they run on.
 #ifndef BACKSCOPE_VKTEST_H
 #define BACKSCOPE_VKTEST_H
 
@@ -28,6 +29,18 @@ static inline size_t read_spirv(const char *path, uint32_t *code, size_t cap) {
     size_t size = fread(code, 1, cap, f);
     fclose(f);
     return size;
+}
+
+// The first physical device the loader lists. Exits with 1, naming the loader's result, when there is none.
+static inline VkPhysicalDevice first_physical_device(VkInstance instance) {
+    uint32_t n = 1;
+    VkPhysicalDevice physical;
+    VkResult r = vkEnumeratePhysicalDevices(instance, &n, &physical);
+    if ((r != VK_SUCCESS && r != VK_INCOMPLETE) || n == 0) {
+        fprintf(stderr, "no Vulkan device (%d)\n", r);
+        exit(1);
+    }
+    return physical;
 }
 
 #endif
