@@ -15,9 +15,11 @@
 #   nomark   env with BACKSCOPE_VK_MARKERS=none (no buffer markers and no marker extension: progress by submissions);
 #   nofault  env with BACKSCOPE_VK_FAULT=0 (VK_EXT_device_fault not enabled);
 #   devmark  env with BACKSCOPE_VK_MARKER_MEMORY=device (the markers in the GPU's own memory, through the BAR);
-#   min32    env with BACKSCOPE_VK_MARKER_MIN_DISPATCHES=32 (no marker on buffers of fewer than 32 dispatches);
+#   min32    env with BACKSCOPE_VK_MARKER_MIN_DISPATCHES=32 (a buffer's end marked once 32 dispatches went unmarked);
 #   paused   env with BACKSCOPE_VK_PAUSED=1 (the layer's hooks installed but only forwarding: what the forwarding
 #            costs, apart from observing);
+#   env+VAR=VALUE[+VAR=VALUE…]  env with those variables set too (settings together that no arm above has:
+#            env+BACKSCOPE_VK_MARKER_MEMORY=device+BACKSCOPE_VK_MARKER_MIN_DISPATCHES=32);
 #   env@NAME env with the layer .carry/bb/libbackscope_vklayer-NAME.so instead (two layer builds against a plain run
 #            in one machine start: ARMS="plain env env@short"). `trace --env` writes the layer's manifest beside the
 #            library it names, so arms that run one after another each load their own build.
@@ -123,6 +125,7 @@ for r in $(seq 1 "${ROUNDS:-20}"); do
       min32) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_MARKER_MIN_DISPATCHES=32) ;;
       paused) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_PAUSED=1) ;;
       env@*) mapfile -t e < <(env_of "$d" "$C/bb/libbackscope_vklayer-${arm#env@}.so") ;;
+      env+*) mapfile -t e < <(env_of "$d"); IFS=+ read -r -a extra <<<"${arm#env+}"; e+=("${extra[@]}") ;;
     esac
     [ -n "${NOASLR:-}" ] && mapfile -t e < <(padded "${e[@]}")
     env "${e[@]}" "${noaslr[@]}" "${pin[@]}" "$BIN/llama-bench" -m "$MODEL" -ngl 99 ${TESTS:--p 512 -n 128} -r "${REPS:-5}" \

@@ -4,7 +4,8 @@
 # at the end or the start of a buffer, at COMPUTE_SHADER, NVIDIA's checkpoints, a timeline semaphore in an extra
 # batch or in the application's). Five runs: the default (1 workgroup a dispatch), 64 workgroups a dispatch (busier
 # GPU work between the same commands), with VK_EXT_device_fault enabled on the device as the layer enables it,
-# with only the buffers of 32 dispatches or more marked (4 of the 7; the layer's BACKSCOPE_VK_MARKER_MIN_DISPATCHES),
+# with only the buffers of 32 dispatches or more marked (4 of the 7: fewer markers, as the layer's
+# BACKSCOPE_VK_MARKER_MIN_DISPATCHES gives by counting dispatches since the last marked buffer),
 # and NVIDIA's checkpoints against markers on a device with that extension enabled (the layer never enables it).
 # Run from the repository root with .carry/ laid out by bench/gpu/make_carry.sh (bb/vk_marker_cost, bb/noop.spv,
 # debs/). About a minute.

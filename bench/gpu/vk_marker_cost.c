@@ -38,8 +38,9 @@
 // MARKER_COST_GROUPS (workgroups per dispatch, default 1), MARKER_COST_FAULT=1 (enable VK_EXT_device_fault, as the
 // layer does, for every mode), MARKER_COST_CHECKPOINTS=1 (enable VK_NV_device_diagnostic_checkpoints where offered,
 // for the checkpoint mode; without it that mode is left out), MARKER_COST_MARK_MIN=N (the marker and checkpoint
-// modes leave buffers of fewer than N dispatches unmarked, as the layer's BACKSCOPE_VK_MARKER_MIN_DISPATCHES does; the
-// per-buffer figures still divide by every buffer).
+// modes leave buffers of fewer than N dispatches unmarked: fewer markers, as the layer's
+// BACKSCOPE_VK_MARKER_MIN_DISPATCHES gives by counting the dispatches since its last marked buffer; the per-buffer
+// figures still divide by every buffer).
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdint.h>

@@ -27,7 +27,7 @@
 //! recording before the current one stays readable while the buffer is recorded again, which is what lets the crash
 //! ring (`crate::locus`) name a submission's last dispatches by reference instead of copying them.
 
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use ash::vk;
@@ -103,12 +103,15 @@ pub fn marker_placement() -> MarkerPlacement {
     markers_asked().unwrap_or(MarkerPlacement::Buffer)
 }
 
-/// The fewest dispatches a command buffer holds for the `buffer` placement to mark its end
-/// (`BACKSCOPE_VK_MARKER_MIN_DISPATCHES`; default 1: every buffer that holds a dispatch). A buffer with fewer has no
-/// marker of its own: a later buffer's completion marker covers it (a `BOTTOM_OF_PIPE` write waits for every command
-/// submitted before it on the queue), and until one does, its dispatches are candidates with the next marked
-/// buffer's. For measuring whether fewer markers cost a decode token less: ggml-vulkan's ramp of small first
-/// submissions (12, 22 and 40 dispatches a token on a 1.1B model) and its last one (1) are three of its seven.
+/// How many dispatches the `buffer` placement lets go unmarked before it marks a command buffer's end
+/// (`BACKSCOPE_VK_MARKER_MIN_DISPATCHES`; default 1: every buffer that holds a dispatch): a buffer is marked when it
+/// brings the dispatches of the device's buffers ended since the last marked one, its own included, to this many
+/// ([`Markers::marks_end`]). An unmarked buffer has no marker of its own: a later buffer's completion marker covers it
+/// (a `BOTTOM_OF_PIPE` write waits for every command submitted before it on the queue), and until one does, its
+/// dispatches are candidates with the next marked buffer's, so the candidates stay fewer than this many plus the
+/// marked buffer's, whatever sizes the program's buffers have. For measuring whether fewer markers cost a decode
+/// token less: ggml-vulkan ends seven command buffers a token on a 1.1B model (12, 22, 40, 100, 100, 60 and 1
+/// dispatches).
 pub fn marker_min_dispatches() -> u32 {
     static MIN: OnceLock<u32> = OnceLock::new();
     *MIN.get_or_init(|| {
@@ -163,6 +166,8 @@ pub struct Markers {
     /// Set when the device is destroyed: its memory is gone, so nothing reads the words any more.
     dead: std::sync::atomic::AtomicBool,
     pub memory: vk::DeviceMemory,
+    /// Dispatches of the command buffers ended unmarked since the last marked end ([`Markers::marks_end`]).
+    unmarked: AtomicU32,
 }
 
 // SAFETY: `words` points at a persistently mapped allocation the layer never unmaps or frees; it is only
@@ -190,7 +195,24 @@ impl Markers {
             next: AtomicU32::new(0),
             free: format::spin::SpinLock::new(Vec::new()),
             dead: std::sync::atomic::AtomicBool::new(false),
+            unmarked: AtomicU32::new(0),
         }
+    }
+
+    /// Whether a command buffer of this device that ends with `recorded` dispatches gets a completion marker, with
+    /// at most `min - 1` dispatches let go unmarked in a row ([`marker_min_dispatches`]). Buffers ended on several
+    /// threads at once share the count without a lock: one of them may be marked a little early or late, which only
+    /// moves where the candidates end (the reader goes by each buffer's own [`BufferProgress::marked`]).
+    pub fn marks_end(&self, recorded: u32, min: u32) -> bool {
+        if min <= 1 {
+            return true;
+        }
+        let since = self.unmarked.fetch_add(recorded, Ordering::Relaxed).saturating_add(recorded);
+        if since < min {
+            return false;
+        }
+        self.unmarked.store(0, Ordering::Relaxed);
+        true
     }
 
     /// The device is being destroyed: the words are not read from now on.
@@ -342,6 +364,8 @@ pub struct BufferProgress {
     /// [`HandleMap::removals`] of the device's pipelines when each generation began (even, odd): a trail whose
     /// pipelines may have been destroyed since (and their handles handed out again) names none.
     removals_at_begin: [AtomicU64; 2],
+    /// The recording's end has a completion marker (`buffer` placement; set when it ended).
+    marked: AtomicBool,
 }
 
 impl Default for BufferProgress {
@@ -370,6 +394,7 @@ impl BufferProgress {
             pipelines: AtomicUsize::new(0),
             removals_at_begin: [AtomicU64::new(0), AtomicU64::new(0)],
             half: AtomicPtr::new(std::ptr::null_mut()),
+            marked: AtomicBool::new(false),
         };
         progress.set_half();
         progress
@@ -424,7 +449,17 @@ impl BufferProgress {
             self.recorded.store(0, Ordering::Relaxed);
             self.set_half();
         }
+        self.marked.store(false, Ordering::Relaxed);
         self.note_removals();
+    }
+
+    /// Whether the recording's end was given a completion marker (`buffer` placement).
+    pub fn set_marked(&self, marked: bool) {
+        self.marked.store(marked, Ordering::Relaxed);
+    }
+
+    pub fn marked(&self) -> bool {
+        self.marked.load(Ordering::Relaxed)
     }
 
     /// Keeps the device's pipeline removals now as the current generation's, which has no dispatch yet.
@@ -576,6 +611,8 @@ struct Recent {
     submit: AtomicU64,
     generation: AtomicU64,
     dispatches: AtomicU32,
+    /// The buffer's recording ends with a completion marker (`buffer` placement).
+    marked: AtomicBool,
 }
 
 impl Recent {
@@ -585,6 +622,7 @@ impl Recent {
             submit: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             dispatches: AtomicU32::new(0),
+            marked: AtomicBool::new(false),
         }
     }
 }
@@ -687,6 +725,7 @@ impl QueueProgress {
         e.submit.store(submit, Ordering::Relaxed);
         e.generation.store(buffer.generation(), Ordering::Relaxed);
         e.dispatches.store(dispatches, Ordering::Relaxed);
+        e.marked.store(buffer.marked(), Ordering::Relaxed);
         e.buffer.store(buffer as *const BufferProgress as usize, Ordering::Release);
         self.head.store(n + 1, Ordering::Release);
     }
@@ -752,17 +791,17 @@ impl QueueState {
 /// Reads how far the GPU got through the queue's followed submissions, oldest first. Allocates nothing and takes no
 /// lock (the signal handler calls it).
 pub fn read(q: &QueueProgress) -> QueueState {
-    read_placed(q, marker_placement(), marker_min_dispatches())
+    read_placed(q, marker_placement())
 }
 
 /// The last of the queue's recent submissions (`first..head`) whose own completion marker says it finished, with the
 /// `buffer` placement: every command submitted before it on the queue finished too, marked or not.
-fn covered_until(q: &QueueProgress, first: u64, head: u64, min: u32) -> Option<u64> {
+fn covered_until(q: &QueueProgress, first: u64, head: u64) -> Option<u64> {
     (first..head).rev().find(|&n| {
         let e = &q.recent[(n % RECENT as u64) as usize];
         let p = e.buffer.load(Ordering::Acquire);
         let dispatches = e.dispatches.load(Ordering::Relaxed);
-        if p == 0 || dispatches < min {
+        if p == 0 || !e.marked.load(Ordering::Relaxed) {
             return false;
         }
         // SAFETY: entries point at command buffer states, which are never freed.
@@ -775,8 +814,9 @@ fn covered_until(q: &QueueProgress, first: u64, head: u64, min: u32) -> Option<u
     })
 }
 
-/// [`read`] for markers placed as `placement`, buffers of fewer than `min` dispatches unmarked (`buffer` placement).
-fn read_placed(q: &QueueProgress, placement: MarkerPlacement, min: u32) -> QueueState {
+/// [`read`] for markers placed as `placement` (with the `buffer` placement, each buffer's end marked or not as it
+/// was recorded).
+fn read_placed(q: &QueueProgress, placement: MarkerPlacement) -> QueueState {
     let by = q.by();
     let mut state = QueueState { by, ..Default::default() };
     let head = q.head.load(Ordering::Acquire);
@@ -790,7 +830,7 @@ fn read_placed(q: &QueueProgress, placement: MarkerPlacement, min: u32) -> Queue
     // Buffer placement: unmarked buffers after the last one a marker covers are candidates up to and including the
     // first marked, unfinished one, which closes the candidates.
     let one_marker_per_buffer = by == By::BufferMarker && placement == MarkerPlacement::Buffer;
-    let covered = if one_marker_per_buffer && min > 1 { covered_until(q, first, head, min) } else { None };
+    let covered = if one_marker_per_buffer { covered_until(q, first, head) } else { None };
     let mut candidates_closed = false;
     for n in first..head {
         let e = &q.recent[(n % RECENT as u64) as usize];
@@ -834,7 +874,7 @@ fn read_placed(q: &QueueProgress, placement: MarkerPlacement, min: u32) -> Queue
                     } else {
                         state.not_started += u64::from(dispatches);
                     }
-                    candidates_closed |= dispatches >= min;
+                    candidates_closed |= e.marked.load(Ordering::Relaxed);
                     state.pending = true;
                     continue;
                 }
@@ -928,6 +968,11 @@ mod tests {
         }
     }
 
+    /// Ends `b`'s recording as the layer does with one marker per buffer, at most `min - 1` dispatches unmarked.
+    fn end(b: &BufferProgress, min: u32) {
+        b.set_marked(b.markers_ref().unwrap().marks_end(b.recorded(), min));
+    }
+
     /// What the GPU would write: `started` and `completed` of the buffer's slot.
     fn gpu_reached(b: &BufferProgress, started: u32, completed: u32) {
         let m = b.markers_ref().unwrap();
@@ -945,12 +990,14 @@ mod tests {
         assert_ne!(a.slot.load(Ordering::Relaxed), b.slot.load(Ordering::Relaxed));
         record(a, &[10, 11, 12]);
         record(b, &[20, 21, 22, 23]);
+        end(a, 1);
+        end(b, 1);
         a.markers_ref().unwrap().reset(a.slot.load(Ordering::Relaxed));
         q.submitted(1, a, 3);
         q.submitted(2, b, 4);
         gpu_reached(a, 3, 3);
         gpu_reached(b, 3, 1);
-        let s = read_placed(q, MarkerPlacement::Sync, 1);
+        let s = read_placed(q, MarkerPlacement::Sync);
         assert_eq!(s.by, By::BufferMarker);
         assert!(s.pending);
         assert_eq!(s.completed, 3 + 1);
@@ -959,16 +1006,16 @@ mod tests {
         assert_eq!(s.not_started, 1);
         let before = s.signature;
         // Without "started" markers the first dispatch no completion marker covers is the one in flight.
-        let barrier = read_placed(q, MarkerPlacement::Barrier, 1);
+        let barrier = read_placed(q, MarkerPlacement::Barrier);
         let names: Vec<(u32, u64, u32)> = barrier.in_flight().iter().map(|d| (d.kernel, d.submit, d.index)).collect();
         assert_eq!((names, barrier.not_started), (vec![(21, 2, 2)], 2));
         // One marker per command buffer (its end): every dispatch of the first unfinished one is a candidate, and only
         // whole buffers count as completed.
-        let buffer = read_placed(q, MarkerPlacement::Buffer, 1);
+        let buffer = read_placed(q, MarkerPlacement::Buffer);
         let names: Vec<u32> = buffer.in_flight().iter().map(|d| d.kernel).collect();
         assert_eq!((names, buffer.completed), (vec![20, 21, 22, 23], 3));
         gpu_reached(b, 4, 4);
-        let done = read_placed(q, MarkerPlacement::Sync, 1);
+        let done = read_placed(q, MarkerPlacement::Sync);
         assert!(!done.pending);
         assert_eq!((done.completed, done.n_in_flight, done.not_started), (7, 0, 0));
         assert_ne!(done.signature, before, "progress changes the signature");
@@ -976,19 +1023,21 @@ mod tests {
 
     #[test]
     fn unmarked_small_buffers_are_covered_by_a_later_marker_and_are_candidates_until_then() {
-        // With at least 3 dispatches to be marked: a (2) and c (1) have no marker, b (4) and d (5) do.
+        // At most 4 dispatches unmarked in a row: a (2) has no marker, b (2 + 4) has, c (1) has none, d (1 + 5) has.
         let device = device_with_markers(8);
         let q = queue_by(By::BufferMarker);
         let bufs = buffers(4, Some(device));
         for (b, kernels) in bufs.iter().zip([&[1u32, 2][..], &[3, 4, 5, 6], &[7], &[8, 9, 10, 11, 12]]) {
             record(b, kernels);
+            end(b, 5);
         }
+        assert_eq!(bufs.iter().map(|b| b.marked()).collect::<Vec<_>>(), [false, true, false, true]);
         for (i, b) in bufs.iter().enumerate() {
             b.markers_ref().unwrap().reset(b.slot.load(Ordering::Relaxed));
             q.submitted(i as u64 + 1, b, b.recorded());
         }
         let kernels = |s: &QueueState| s.in_flight().iter().map(|d| d.kernel).collect::<Vec<_>>();
-        let read = || read_placed(q, MarkerPlacement::Buffer, 3);
+        let read = || read_placed(q, MarkerPlacement::Buffer);
         // Nothing marked yet: a's dispatches and b's are the candidates (b's marker closes them), c and d not started.
         let s = read();
         assert_eq!((kernels(&s), s.completed, s.not_started, s.pending), (vec![1, 2, 3, 4, 5, 6], 0, 6, true));
@@ -1001,9 +1050,24 @@ mod tests {
         gpu_reached(bufs[3], 0, 5);
         let u = read();
         assert_eq!((u.completed, u.n_in_flight, u.pending), (12, 0, false));
-        // Every buffer marked (the default): a's and c's words were never written, so they read as unfinished.
-        let all = read_placed(q, MarkerPlacement::Buffer, 1);
-        assert_eq!((kernels(&all), all.completed), (vec![1, 2], 4 + 5));
+    }
+
+    #[test]
+    fn buffers_are_marked_once_enough_dispatches_went_unmarked_whatever_their_sizes() {
+        // ggml-vulkan's buffers of a decode token on a 1.1B model, two tokens, at most 99 dispatches unmarked in a
+        // row: marked where the count since the last marked end reaches 100.
+        let m = device_with_markers(1).markers.get().unwrap();
+        let sizes = [12, 22, 40, 100, 100, 60, 1, 12, 22, 40, 100, 100, 60, 1];
+        let marked: Vec<bool> = sizes.iter().map(|&n| m.marks_end(n, 100)).collect();
+        // 12, 34, 74, 174 (marked), 100 (marked), 60, 61, 73, 95, 135 (marked), 100 (marked), 100 (marked), 60, 61.
+        let want = [false, false, false, true, true, false, false, false, false, true, true, true, false, false];
+        assert_eq!(marked, want);
+        // Many small buffers are marked too (a minimum per buffer would mark none of them).
+        let m = device_with_markers(1).markers.get().unwrap();
+        let small: Vec<bool> = (0..10).map(|_| m.marks_end(3, 10)).collect();
+        assert_eq!(small.iter().filter(|&&b| b).count(), 2, "{small:?}");
+        // Every buffer, by default.
+        assert!((0..5).all(|_| m.marks_end(1, 1)));
     }
 
     #[test]
@@ -1013,17 +1077,19 @@ mod tests {
         let two = buffers(2, Some(device));
         let (a, b) = (two[0], two[1]);
         record(a, &[1, 2, 3]);
+        end(a, 2);
         record(b, &[4]);
+        end(b, 2);
         q.submitted(1, a, 3);
         q.submitted(2, b, 1);
         gpu_reached(a, 0, 3);
-        let s = read_placed(q, MarkerPlacement::Buffer, 2);
+        let s = read_placed(q, MarkerPlacement::Buffer);
         let names: Vec<u32> = s.in_flight().iter().map(|d| d.kernel).collect();
         assert_eq!((names, s.completed, s.pending), (vec![4], 3, true));
         // The application's fence of submission 2 (or its wait for the queue to be idle) says it finished; with no
         // marker of its own and none after it, nothing else would, and the hang watcher would see pending work.
         q.signaled_at(2);
-        let t = read_placed(q, MarkerPlacement::Buffer, 2);
+        let t = read_placed(q, MarkerPlacement::Buffer);
         assert_eq!((t.completed, t.pending), (4, false));
     }
 

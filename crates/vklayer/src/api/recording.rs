@@ -600,7 +600,8 @@ pub(super) unsafe extern "system" fn cmd_bind_descriptor_sets(
 /// The black box's "completed" marker at a point where everything recorded before it is ordered: after a pipeline
 /// barrier of the program's (its first scope covers the earlier dispatches; the GPU waits there anyway) and at the
 /// end of the buffer. Nothing where markers follow every dispatch, where the buffer has no marker slot, or, with one
-/// marker per buffer, where it holds fewer dispatches than [`crate::progress::marker_min_dispatches`].
+/// marker per buffer, where fewer dispatches than [`crate::progress::marker_min_dispatches`] went unmarked
+/// ([`crate::progress::Markers::marks_end`]).
 #[inline(always)]
 fn mark_completed_so_far(cb: vk::CommandBuffer, s: Option<&'static commands::CommandBuffer>) {
     use crate::progress::MarkerPlacement;
@@ -614,15 +615,18 @@ fn mark_completed_so_far(cb: vk::CommandBuffer, s: Option<&'static commands::Com
     if slot == crate::progress::NO_SLOT || recorded == 0 {
         return;
     }
-    if placement == MarkerPlacement::Buffer && recorded < crate::progress::marker_min_dispatches() {
-        return;
+    let Some(m) = s.progress.markers_ref() else { return };
+    if placement == MarkerPlacement::Buffer {
+        let marked = m.marks_end(recorded, crate::progress::marker_min_dispatches());
+        s.progress.set_marked(marked);
+        if !marked {
+            return;
+        }
     }
-    if let Some(m) = s.progress.markers_ref() {
-        let (_, completed) = crate::progress::Markers::offsets(slot);
-        // SAFETY: a command buffer in the recording state (the caller's command is being recorded into it), the
-        // layer's marker buffer of the same device.
-        unsafe { (m.write)(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, m.buffer, completed, recorded) };
-    }
+    let (_, completed) = crate::progress::Markers::offsets(slot);
+    // SAFETY: a command buffer in the recording state (the caller's command is being recorded into it), the layer's
+    // marker buffer of the same device.
+    unsafe { (m.write)(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, m.buffer, completed, recorded) };
 }
 
 #[allow(clippy::too_many_arguments)]
