@@ -19,7 +19,8 @@
 #   paused   env with BACKSCOPE_VK_PAUSED=1 (the layer's hooks installed but only forwarding: what the forwarding
 #            costs, apart from observing);
 #   env+VAR=VALUE[+VAR=VALUE…]  env with those variables set too (settings together that no arm above has:
-#            env+BACKSCOPE_VK_MARKER_MEMORY=device+BACKSCOPE_VK_MARKER_MIN_DISPATCHES=32);
+#            env+BACKSCOPE_VK_MARKER_MEMORY=device+BACKSCOPE_VK_MARKER_MIN_DISPATCHES=32; with
+#            env+BACKSCOPE_VK_MARKER_MIN_DISPATCHES=1 every command buffer is marked, the default before 2026-12-06);
 #   env@NAME env with the layer .carry/bb/libbackscope_vklayer-NAME.so instead (two layer builds against a plain run
 #            in one machine start: ARMS="plain env env@short"). `trace --env` writes the layer's manifest beside the
 #            library it names, so arms that run one after another each load their own build.

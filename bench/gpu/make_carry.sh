@@ -8,7 +8,8 @@
 #   .carry/debs/                      Debian's Vulkan loader and GL libraries, for the GPU machine (apt-get download);
 #   .carry/backscope.xz               a release `backscope`, stripped;
 #   .carry/bb/                        the release Vulkan layer and CUDA/HIP observer, stripped, and
-#                                     bench/gpu/vk_marker_cost.c built with bench/vklayer/noop.comp; with
+#                                     bench/gpu/vk_marker_cost.c built with bench/vklayer/noop.comp, and
+#                                     bench/gpu/blackbox_h200.sh's vkspin, spin.spv and liblost_layer.so; with
 #                                     LAYER_AT=NAME:REV … also the layer of each REV as
 #                                     libbackscope_vklayer-NAME.so (blackbox_cost.sh's arm env@NAME), built in a
 #                                     worktree under /var/tmp.
@@ -44,6 +45,11 @@ strip -o "$C/bb/libbackscope_observer.so" "$TARGET/release/libbackscope_observer
 cc -O2 -o "$C/bb/vk_marker_cost" bench/gpu/vk_marker_cost.c -lvulkan -lm
 strip "$C/bb/vk_marker_cost"
 glslc bench/vklayer/noop.comp -o "$C/bb/noop.spv"
+# bench/gpu/blackbox_h200.sh's spin program and the test layer below ours (hang, crash and device-loss checks).
+cc -O2 -Icrates/vklayer/tests/c -o "$C/bb/vkspin" crates/vklayer/tests/c/vkspin.c -lvulkan
+glslc bench/vklayer/spin.comp -o "$C/bb/spin.spv"
+cc -O2 -shared -fPIC -o "$C/bb/liblost_layer.so" crates/vklayer/tests/c/lost_layer.c
+strip "$C/bb/vkspin" "$C/bb/liblost_layer.so"
 
 for spec in ${LAYER_AT:-}; do
   name=${spec%%:*} rev=${spec#*:}

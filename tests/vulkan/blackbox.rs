@@ -260,6 +260,69 @@ fn work_that_finishes_leaves_no_hang_and_the_black_box_off_leaves_no_progress() 
     assert!(!trace.crashes[0].queues.is_empty() && !trace.crashes[0].queues[0].dispatches.is_empty());
 }
 
+/// A driver that offers `VK_AMD_buffer_marker`, as RADV, AMDVLK and NVIDIA's driver do: the test layer below ours
+/// offers it on lavapipe and writes each marker with a fill (`BUFFER_MARKERS=1` in lost_layer.c), which lavapipe runs
+/// in the command stream's order, each command to its end. Nothing is swallowed: spin_pipeline really spins
+/// (bench/vklayer/spin.comp, far longer than the test waits on lavapipe) and the watcher and the crash handler read
+/// the words lavapipe wrote. The expected values come from vkspin's source and each placement's rule
+/// (docs/trace-format.md, "The black box"):
+/// - one marker at each buffer's end (`BACKSCOPE_VK_MARKER_MIN_DISPATCHES=1`): the spinning submission's buffer is
+///   the first unfinished one; after_c's is not started;
+/// - the default, a buffer marked once 100 dispatches went unmarked: none of vkspin's 4 is, so submission 1 is known
+///   finished from its fence, which vkspin waited for, and every later dispatch is a candidate;
+/// - grouped, markers around every dispatch: spin_pipeline started and did not complete, after_c in the same buffer
+///   did not start: the spinning dispatch alone (by submission, both would be candidates);
+/// - at most one dispatch unmarked in a row (`BACKSCOPE_VK_MARKER_MIN_DISPATCHES=2`): submission 1 (2 dispatches)
+///   is marked, submission 2 (1) is not, submission 3 (1 + 1) is: spin_pipeline and after_c are the candidates, up
+///   to the marked one.
+#[test]
+fn a_driver_with_buffer_markers_names_the_spinning_dispatch_from_the_words_the_gpu_wrote() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |mode: &str, name: &str, args: &[&str], env: &[(&str, &str)]| {
+        let dir = tmp.path().join(name);
+        let env: Vec<(&str, &str)> =
+            [("BUFFER_MARKERS", "1"), ("BACKSCOPE_VK_HANG_MS", "300")].into_iter().chain(env.iter().copied()).collect();
+        (vkspin(mode, args, &dir, &env), the_trace(&dir), dir)
+    };
+    let hang = |name: &str, args: &[&str], env: &[(&str, &str)]| {
+        let (out, trace, dir) = run("hang", name, args, env);
+        assert_eq!(out.status.code(), Some(4), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(trace.hangs.len(), 1, "{name}: {:?}", trace.hangs);
+        (progress(&trace, &trace.hangs[0].queues), dir)
+    };
+    let named = |by: &str, names: &[&str], not_started: u64| {
+        (by.to_string(), 2, names.iter().map(|n| n.to_string()).collect::<Vec<_>>(), not_started)
+    };
+
+    let (p, dir) = hang("buffer", &["2"], &[("BACKSCOPE_VK_MARKER_MIN_DISPATCHES", "1")]);
+    assert_eq!(p, named("command_buffer_marker", &["spin_pipeline@2#1"], 1));
+    let statement = claim(&claims(&dir), "trace.hang")["statement"].as_str().unwrap().to_string();
+    assert!(
+        statement.contains("unfinished: one or more of spin_pipeline [1,1,1] (dispatch 1 of submission 2)")
+            && statement.contains("by the GPU's markers at command buffers' ends"),
+        "{statement}"
+    );
+
+    let (p, _) = hang("default", &["2"], &[]);
+    assert_eq!(p, named("command_buffer_marker", &["spin_pipeline@2#1", "after_c@3#1"], 0));
+
+    let (p, dir) = hang("dispatch", &["2", "grouped"], &[("BACKSCOPE_VK_MARKERS", "dispatch")]);
+    assert_eq!(p, named("buffer_marker", &["spin_pipeline@2#1"], 1));
+    let c = claim(&claims(&dir), "trace.hang");
+    assert_eq!(c["confidence"], "Confirmed", "{c:#}");
+    assert!(c["statement"].as_str().unwrap().contains("in flight: spin_pipeline"), "{c:#}");
+
+    let (p, _) = hang("min2", &["2"], &[("BACKSCOPE_VK_MARKER_MIN_DISPATCHES", "2")]);
+    assert_eq!(p, named("command_buffer_marker", &["spin_pipeline@2#1", "after_c@3#1"], 0));
+
+    // A crash while the GPU spins reads the same words in the signal handler.
+    let (out, trace, _) = run("segv", "segv", &[], &[("BACKSCOPE_VK_MARKERS", "dispatch")]);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGSEGV));
+    assert_eq!(trace.crashes.len(), 1);
+    assert_eq!(progress(&trace, &trace.crashes[0].queues), named("buffer_marker", &["spin_pipeline@2#1"], 1));
+}
+
 /// The kernel's side of a hang joined in `backscope trace`'s summary. A GPU driver's lines are played from a file in
 /// /dev/kmsg's record format (`BACKSCOPE_KMSG`) rather than written into this host's real kernel log, where they
 /// would tell whatever watches it of a GPU failure that did not happen. Once the layer's hang record is written, the

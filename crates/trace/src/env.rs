@@ -68,7 +68,7 @@ pub const VK_BLACKBOX: Var = Var::new(c"BACKSCOPE_VK_BLACKBOX");
 /// `hang` record (default 10000; `0` turns the watcher off).
 pub const VK_HANG_MS: Var = Var::new(c"BACKSCOPE_VK_HANG_MS");
 
-/// Vulkan layer: where the black box's GPU markers go: `buffer` (the end of each command buffer; the default),
+/// Vulkan layer: where the black box's GPU markers go: `buffer` (command buffers' ends; the default),
 /// `barrier` (also after the program's own barriers), `sync` (and a "started" marker before every dispatch),
 /// `dispatch` (around every dispatch) or `none` (no marker and no marker extension: progress by submissions). Each
 /// marker costs GPU time on some drivers (about 1 µs on NVIDIA's).
@@ -79,9 +79,9 @@ pub const VK_MARKERS: Var = Var::new(c"BACKSCOPE_VK_MARKERS");
 /// device-local, which stays readable when the GPU is reset after a hang (the default).
 pub const VK_MARKER_MEMORY: Var = Var::new(c"BACKSCOPE_VK_MARKER_MEMORY");
 
-/// Vulkan layer, for measuring what the black box's markers cost: with the `buffer` placement, the fewest dispatches
-/// a command buffer holds for its end to be marked (default 1: every buffer with a dispatch). Unmarked buffers are
-/// covered by the next marked buffer's marker, and are candidates with it until then.
+/// Vulkan layer: with the `buffer` placement, how many dispatches go unmarked on a device before a command buffer's
+/// end is marked (default 100; 1: every buffer with a dispatch). Unmarked buffers are covered by the next marked
+/// buffer's marker, and are candidates with it until then.
 pub const VK_MARKER_MIN_DISPATCHES: Var = Var::new(c"BACKSCOPE_VK_MARKER_MIN_DISPATCHES");
 
 /// Vulkan layer: `0` keeps it from recording the order of dispatches (the distinct pipeline sequences of submitted

@@ -9,7 +9,8 @@
 //!   processor reached, "completed" (`BOTTOM_OF_PIPE`) how many dispatches finished. None is a barrier: the GPU keeps
 //!   overlapping what the application lets overlap. The words are plain memory, so even the signal handler reads
 //!   them, and they stay readable after a device loss. Where the markers go is [`MarkerPlacement`]: every marker
-//!   costs GPU time on NVIDIA's driver (about 1 µs), so by default only each command buffer's end is marked.
+//!   costs GPU time on NVIDIA's driver (a fraction of a microsecond), so by default only command buffers' ends are
+//!   marked, and not every one ([`marker_min_dispatches`]).
 //! * **Submissions** (any device with timeline semaphores, e.g. lavapipe, which offers no markers): each
 //!   `vkQueueSubmit*` call that carried dispatches also signals a timeline semaphore of the layer's own with the
 //!   queue's submission number, from the call's last batch (or from one batch added after it, where that batch's
@@ -58,10 +59,10 @@ pub enum MarkerPlacement {
     /// As `Sync` without the "started" markers: the first dispatch no completion marker covers is the one in flight
     /// (a queue runs its command buffers in order; ggml's barriers order its nodes).
     Barrier,
-    /// One completion marker at the end of each command buffer: the first unfinished command buffer is known, not
-    /// which of its dispatches runs (they are listed as candidates). The default: on NVIDIA's driver every marker
-    /// costs about a microsecond of GPU time, and ggml records a few hundred nodes per token but a few command
-    /// buffers.
+    /// Completion markers at the ends of command buffers (not every one: [`marker_min_dispatches`]): the first
+    /// unfinished marked command buffer is known, not which of its dispatches runs (they and the unmarked buffers'
+    /// before it are listed as candidates). The default: on NVIDIA's driver every marker costs GPU time, and ggml
+    /// records a few hundred nodes per token but a few command buffers.
     Buffer,
 }
 
@@ -104,23 +105,30 @@ pub fn marker_placement() -> MarkerPlacement {
 }
 
 /// How many dispatches the `buffer` placement lets go unmarked before it marks a command buffer's end
-/// (`BACKSCOPE_VK_MARKER_MIN_DISPATCHES`; default 1: every buffer that holds a dispatch): a buffer is marked when it
+/// (`BACKSCOPE_VK_MARKER_MIN_DISPATCHES`; default [`MARKER_MIN_DISPATCHES`], 1: every buffer that holds a dispatch): a
+/// buffer is marked when it
 /// brings the dispatches of the device's buffers ended since the last marked one, its own included, to this many
 /// ([`Markers::marks_end`]). An unmarked buffer has no marker of its own: a later buffer's completion marker covers it
 /// (a `BOTTOM_OF_PIPE` write waits for every command submitted before it on the queue), and until one does, its
 /// dispatches are candidates with the next marked buffer's, so the candidates stay fewer than this many plus the
-/// marked buffer's, whatever sizes the program's buffers have. For measuring whether fewer markers cost a decode
-/// token less: ggml-vulkan ends seven command buffers a token on a 1.1B model (12, 22, 40, 100, 100, 60 and 1
-/// dispatches).
+/// marked buffer's, whatever sizes the program's buffers have.
 pub fn marker_min_dispatches() -> u32 {
     static MIN: OnceLock<u32> = OnceLock::new();
     *MIN.get_or_init(|| {
         format::env::get(format::env::VK_MARKER_MIN_DISPATCHES)
             .and_then(|v| v.trim().parse::<u32>().ok())
-            .unwrap_or(1)
+            .unwrap_or(MARKER_MIN_DISPATCHES)
             .max(1)
     })
 }
+
+/// The default of [`marker_min_dispatches`]. Every marker costs NVIDIA's driver a fraction of a microsecond of GPU
+/// time per command buffer, and ggml-vulkan ends seven buffers a decode token on a 1.1B model (12, 22, 40, 100, 100,
+/// 60 and 1 dispatches): with each marked, `trace --env` cost an H100's decode 0.60% [0.56, 0.66]; with 100, three or
+/// four are, and it cost 0.26% [0.24, 0.29], prompts 0.11% [0.01, 0.20] (docs/validation/gpu-2026-12-05-submission-cost,
+/// c23a-c23p). What it gives up: a hang in one of the ramp's small buffers lists up to 174 dispatches as candidates
+/// instead of that buffer's.
+pub const MARKER_MIN_DISPATCHES: u32 = 100;
 
 /// Whether the layer adds `VK_AMD_buffer_marker` where a device offers it (`BACKSCOPE_VK_MARKERS` is not `none`).
 /// With `none` no command is added to any command buffer and no extension is enabled for the black box: progress is

@@ -129,7 +129,7 @@ impl QueueProgressSummary {
                 "queue {queue}: unfinished: one or more of {}{more} ({done}; {})",
                 names.join(", "),
                 if self.by == "command_buffer_marker" {
-                    "by the GPU's marker at the end of each command buffer, which cannot tell which of its dispatches ran"
+                    "by the GPU's markers at command buffers' ends, which cannot tell which of their dispatches ran"
                 } else {
                     "by the layer's per-submission signal, which cannot tell which dispatch of a submission ran"
                 }

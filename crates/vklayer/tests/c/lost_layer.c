@@ -9,6 +9,12 @@
 //   vkGetDeviceFaultInfoEXT as a driver would after a loss: that description, one write fault at FAULT_ADDRESS
 //   (default 0xdead0000, to 4096 bytes) and one vendor entry ("test vendor fault", code 0x31, data 0x1), as RADV and
 //   NVIDIA's driver answer it for a GPU page fault.
+// - with BUFFER_MARKERS=1, it offers VK_AMD_buffer_marker on every physical device, strips it from vkCreateDevice,
+//   and records vkCmdWriteBufferMarkerAMD as a vkCmdFillBuffer of the marker's word. lavapipe runs a queue's commands
+//   one after another, each to its end, so the word is written when everything recorded before it finished (and
+//   before anything after it started), as the extension's BOTTOM_OF_PIPE and TOP_OF_PIPE writes are: the black box's
+//   marker paths run on lavapipe, with a real spin (on a GPU, a fill may overlap earlier dispatches: not a stand-in
+//   for markers there).
 // - with SUBMITS_LOG=PATH, it appends one line per vkQueueSubmit to PATH, what reaches the driver: `batches B
 //   buffers C signals S timeline T` (C and S of the last batch; T: the signal values of a VkTimelineSemaphoreSubmitInfo
 //   at the head of its chain, `-` without one), so that a test sees which batch the layer above signals its semaphore
@@ -29,6 +35,7 @@ static PFN_vkWaitForFences next_wait;
 static PFN_vkQueueSubmit next_submit;
 static PFN_vkEnumerateDeviceExtensionProperties next_enumerate;
 static PFN_vkGetPhysicalDeviceFeatures2 next_features2, next_features2_khr;
+static PFN_vkCmdFillBuffer next_fill;
 static int waits;
 static int submits;
 
@@ -84,26 +91,52 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_instance(const VkInstanceCreateInfo
 }
 
 static const char FAULT_EXTENSION[] = "VK_EXT_device_fault";
+static const char MARKER_EXTENSION[] = "VK_AMD_buffer_marker";
+
+static int markers_offered(void) {
+    const char *v = getenv("BUFFER_MARKERS");
+    return v && strcmp(v, "1") == 0;
+}
+
+// The extensions this layer offers on top of the driver's, with their spec versions: how many (at most 2).
+static uint32_t offered(const char *names[2], uint32_t versions[2]) {
+    uint32_t k = 0;
+    if (getenv("FAULT_DESCRIPTION")) names[k] = FAULT_EXTENSION, versions[k++] = 2;
+    if (markers_offered()) names[k] = MARKER_EXTENSION, versions[k++] = 1;
+    return k;
+}
 
 static VKAPI_ATTR VkResult VKAPI_CALL enumerate_device_extensions(VkPhysicalDevice physical, const char *layer,
                                                                   uint32_t *count, VkExtensionProperties *props) {
     PFN_vkEnumerateDeviceExtensionProperties next = next_enumerate;
-    if (!getenv("FAULT_DESCRIPTION") || layer) return next(physical, layer, count, props);
+    const char *names[2];
+    uint32_t versions[2];
+    uint32_t k = offered(names, versions);
+    if (k == 0 || layer) return next(physical, layer, count, props);
     uint32_t n = 0;
     VkResult r = next(physical, NULL, &n, NULL);
     if (r != VK_SUCCESS) return r;
     if (!props) {
-        *count = n + 1;
+        *count = n + k;
         return VK_SUCCESS;
     }
-    if (*count <= n) return next(physical, NULL, count, props) == VK_SUCCESS ? VK_INCOMPLETE : r;
+    if (*count < n + k) return next(physical, NULL, count, props) == VK_SUCCESS ? VK_INCOMPLETE : r;
     r = next(physical, NULL, &n, props);
     if (r != VK_SUCCESS) return r;
-    memset(&props[n], 0, sizeof props[n]);
-    strcpy(props[n].extensionName, FAULT_EXTENSION);
-    props[n].specVersion = 2;
-    *count = n + 1;
+    for (uint32_t i = 0; i < k; i++) {
+        memset(&props[n + i], 0, sizeof props[n + i]);
+        strcpy(props[n + i].extensionName, names[i]);
+        props[n + i].specVersion = versions[i];
+    }
+    *count = n + k;
     return VK_SUCCESS;
+}
+
+// vkCmdWriteBufferMarkerAMD on lavapipe: the 4 bytes at `offset` filled with `marker`, in the command stream's order.
+static VKAPI_ATTR void VKAPI_CALL write_buffer_marker(VkCommandBuffer cb, VkPipelineStageFlagBits stage,
+                                                      VkBuffer buffer, VkDeviceSize offset, uint32_t marker) {
+    (void)stage;
+    next_fill(cb, buffer, offset, 4, marker);
 }
 
 static void offer_fault_feature(VkPhysicalDeviceFeatures2 *features) {
@@ -172,13 +205,15 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical, c
     next_gdpa = link->u.pLayerInfo->pfnNextGetDeviceProcAddr;
     link->u.pLayerInfo = link->u.pLayerInfo->pNext;
     PFN_vkCreateDevice create = (PFN_vkCreateDevice)gipa(VK_NULL_HANDLE, "vkCreateDevice");
-    // The driver below knows neither the fault extension nor its feature: both are taken out of what it is given
-    // (the feature structure unlinked from the chain for the call, then linked back).
+    // The driver below knows neither the fault extension nor its feature, nor the marker extension: they are taken
+    // out of what it is given (the feature structure unlinked from the chain for the call, then linked back).
     VkDeviceCreateInfo copy = *info;
     const char *names[64];
     uint32_t n = 0;
     for (uint32_t i = 0; i < info->enabledExtensionCount && n < 64; i++)
-        if (strcmp(info->ppEnabledExtensionNames[i], FAULT_EXTENSION) != 0) names[n++] = info->ppEnabledExtensionNames[i];
+        if (strcmp(info->ppEnabledExtensionNames[i], FAULT_EXTENSION) != 0 &&
+            strcmp(info->ppEnabledExtensionNames[i], MARKER_EXTENSION) != 0)
+            names[n++] = info->ppEnabledExtensionNames[i];
     copy.enabledExtensionCount = n;
     copy.ppEnabledExtensionNames = names;
     VkBaseOutStructure *before = (VkBaseOutStructure *)&copy, *fault = NULL;
@@ -193,6 +228,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical, c
     if (r == VK_SUCCESS) {
         next_wait = (PFN_vkWaitForFences)next_gdpa(*out, "vkWaitForFences");
         next_submit = (PFN_vkQueueSubmit)next_gdpa(*out, "vkQueueSubmit");
+        next_fill = (PFN_vkCmdFillBuffer)next_gdpa(*out, "vkCmdFillBuffer");
     }
     return r;
 }
@@ -201,6 +237,8 @@ static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL get_device_proc_addr(VkDevice de
     if (strcmp(name, "vkGetDeviceProcAddr") == 0) return (PFN_vkVoidFunction)get_device_proc_addr;
     if (strcmp(name, "vkGetDeviceFaultInfoEXT") == 0 && getenv("FAULT_DESCRIPTION"))
         return (PFN_vkVoidFunction)get_device_fault_info;
+    if (strcmp(name, "vkCmdWriteBufferMarkerAMD") == 0 && markers_offered())
+        return (PFN_vkVoidFunction)write_buffer_marker;
     if (strcmp(name, "vkWaitForFences") == 0) return (PFN_vkVoidFunction)wait_for_fences;
     if (strcmp(name, "vkQueueSubmit") == 0) return (PFN_vkVoidFunction)queue_submit;
     return next_gdpa(device, name);

@@ -1,7 +1,7 @@
 // A Vulkan program whose GPU work stalls, for the black box (tests/vulkan/blackbox.rs). One shader
 // (bench/vklayer/spin.comp) makes four compute pipelines, named with vkSetDebugUtilsObjectNameEXT:
 // before_a, before_b, spin_pipeline and after_c; only spin_pipeline's push constant makes it spin, on a
-// host-visible flag, until the host sets the flag or a bounded loop ends (~minutes on lavapipe).
+// host-visible flag, until the host sets the flag or a bounded loop ends (seconds on lavapipe).
 // It enables timeline semaphores, as ggml-vulkan does. Submissions:
 //   1: before_a (4,1,1), before_b (2,1,1) in one command buffer; waited for with a fence;
 //   2: spin_pipeline (1,1,1);           3: after_c (8,1,1)       (separately, not waited for);
@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
     const char *mode = argv[2];
     double seconds = argc > 3 ? atof(argv[3]) : 3.0;
     int grouped = argc > 4 && strcmp(argv[4], "grouped") == 0;
-    static uint32_t code[1 << 14];
+    static uint32_t code[1 << 16];
     size_t code_size = read_spirv(argv[1], code, sizeof code);
 
     const char *extensions[] = {"VK_EXT_debug_utils"};

@@ -19,7 +19,7 @@
     } while (0)
 
 // Reads the SPIR-V file at `path` into `code` (at most `cap` bytes); its size in bytes. Exits with 1 when it
-// cannot be opened.
+// cannot be opened or holds more than `cap` bytes.
 static inline size_t read_spirv(const char *path, uint32_t *code, size_t cap) {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -27,7 +27,13 @@ static inline size_t read_spirv(const char *path, uint32_t *code, size_t cap) {
         exit(1);
     }
     size_t size = fread(code, 1, cap, f);
+    int more = fgetc(f) != EOF;
     fclose(f);
+    if (more) {
+        // A module cut short fails later as VK_ERROR_UNKNOWN from pipeline creation, far from the cause.
+        fprintf(stderr, "%s: larger than the %zu bytes this program reads\n", path, cap);
+        exit(1);
+    }
     return size;
 }
 
