@@ -105,13 +105,12 @@ pub fn marker_placement() -> MarkerPlacement {
 }
 
 /// How many dispatches the `buffer` placement lets go unmarked before it marks a command buffer's end
-/// (`BACKSCOPE_VK_MARKER_MIN_DISPATCHES`; default [`MARKER_MIN_DISPATCHES`], 1: every buffer that holds a dispatch): a
-/// buffer is marked when it
-/// brings the dispatches of the device's buffers ended since the last marked one, its own included, to this many
-/// ([`Markers::marks_end`]). An unmarked buffer has no marker of its own: a later buffer's completion marker covers it
-/// (a `BOTTOM_OF_PIPE` write waits for every command submitted before it on the queue), and until one does, its
-/// dispatches are candidates with the next marked buffer's, so the candidates stay fewer than this many plus the
-/// marked buffer's, whatever sizes the program's buffers have.
+/// (`BACKSCOPE_VK_MARKER_MIN_DISPATCHES`; default [`MARKER_MIN_DISPATCHES`]; 1 marks every buffer that holds a
+/// dispatch): a buffer is marked when it brings the dispatches of the device's buffers ended since the last marked
+/// one, its own included, to this many ([`Markers::marks_end`]). An unmarked buffer has no marker of its own: a later
+/// buffer's completion marker covers it (a `BOTTOM_OF_PIPE` write waits for every command submitted before it on the
+/// queue), and until one does, its dispatches are candidates with the next marked buffer's, so the candidates stay
+/// fewer than this many plus the marked buffer's, whatever sizes the program's buffers have.
 pub fn marker_min_dispatches() -> u32 {
     static MIN: OnceLock<u32> = OnceLock::new();
     *MIN.get_or_init(|| {
@@ -172,7 +171,7 @@ pub struct Markers {
     next: AtomicU32,
     free: format::spin::SpinLock<Vec<u32>>,
     /// Set when the device is destroyed: its memory is gone, so nothing reads the words any more.
-    dead: std::sync::atomic::AtomicBool,
+    dead: AtomicBool,
     pub memory: vk::DeviceMemory,
     /// Dispatches of the command buffers ended unmarked since the last marked end ([`Markers::marks_end`]).
     unmarked: AtomicU32,
@@ -202,7 +201,7 @@ impl Markers {
             write,
             next: AtomicU32::new(0),
             free: format::spin::SpinLock::new(Vec::new()),
-            dead: std::sync::atomic::AtomicBool::new(false),
+            dead: AtomicBool::new(false),
             unmarked: AtomicU32::new(0),
         }
     }
@@ -286,7 +285,7 @@ impl Markers {
 pub struct DeviceProgress {
     pub markers: OnceLock<Markers>,
     /// The application enabled timeline semaphores: the submission way can be used where markers are not.
-    pub timeline: std::sync::atomic::AtomicBool,
+    pub timeline: AtomicBool,
 }
 
 impl DeviceProgress {
