@@ -205,19 +205,22 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical, c
     next_gdpa = link->u.pLayerInfo->pfnNextGetDeviceProcAddr;
     link->u.pLayerInfo = link->u.pLayerInfo->pNext;
     PFN_vkCreateDevice create = (PFN_vkCreateDevice)gipa(VK_NULL_HANDLE, "vkCreateDevice");
-    // The driver below knows neither the fault extension nor its feature, nor the marker extension: they are taken
-    // out of what it is given (the feature structure unlinked from the chain for the call, then linked back).
+    // What this layer offers, the driver below may not know: the fault extension and its feature, the marker
+    // extension. Those it offers are taken out of what the driver is given (the feature structure unlinked from the
+    // chain for the call, then linked back); what it does not offer passes through, so that on a driver with its own
+    // markers or fault reports (NVIDIA's, RADV) the layer above gets the driver's.
+    int own_fault = getenv("FAULT_DESCRIPTION") != NULL, own_markers = markers_offered();
     VkDeviceCreateInfo copy = *info;
     const char *names[64];
     uint32_t n = 0;
     for (uint32_t i = 0; i < info->enabledExtensionCount && n < 64; i++)
-        if (strcmp(info->ppEnabledExtensionNames[i], FAULT_EXTENSION) != 0 &&
-            strcmp(info->ppEnabledExtensionNames[i], MARKER_EXTENSION) != 0)
+        if (!(own_fault && strcmp(info->ppEnabledExtensionNames[i], FAULT_EXTENSION) == 0) &&
+            !(own_markers && strcmp(info->ppEnabledExtensionNames[i], MARKER_EXTENSION) == 0))
             names[n++] = info->ppEnabledExtensionNames[i];
     copy.enabledExtensionCount = n;
     copy.ppEnabledExtensionNames = names;
     VkBaseOutStructure *before = (VkBaseOutStructure *)&copy, *fault = NULL;
-    for (VkBaseOutStructure *s = (VkBaseOutStructure *)copy.pNext; s; before = s, s = s->pNext)
+    for (VkBaseOutStructure *s = (VkBaseOutStructure *)copy.pNext; own_fault && s; before = s, s = s->pNext)
         if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FAULT_FEATURES_EXT) {
             fault = s;
             break;
