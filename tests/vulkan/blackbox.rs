@@ -303,8 +303,26 @@ fn a_driver_with_buffer_markers_names_the_spinning_dispatch_from_the_words_the_g
         "{statement}"
     );
 
-    let (p, _) = hang("default", &["2"], &[]);
+    let (p, dir) = hang("default", &["2"], &[]);
     assert_eq!(p, named("command_buffer_marker", &["spin_pipeline@2#1", "after_c@3#1"], 0));
+    // No marker covers them: the hang is the application's wait that made no progress, and the record says the
+    // markers show them not finished rather than unfinished.
+    let statement = claim(&claims(&dir), "trace.hang")["statement"].as_str().unwrap().to_string();
+    assert!(
+        statement.contains("not seen to finish: spin_pipeline [1,1,1] (dispatch 1 of submission 2)"),
+        "{statement}"
+    );
+
+    // The GPU finished vkspin's work at once and the program then left it alone for 1.5 s without asking after it
+    // (as ggml does while it compiles pipelines after a small submission): with the default, no marker covers its
+    // buffers and no fence was looked at, which is no evidence of a hang; every buffer marked, the markers show the
+    // work finished. Neither writes a hang record (the watcher looks every 75 ms at 300).
+    for (name, env) in [("idle", vec![]), ("idle-marked", vec![("BACKSCOPE_VK_MARKER_MIN_DISPATCHES", "1")])] {
+        let (out, trace, _) = run("idle", name, &["1.5"], &env);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(trace.hangs.is_empty(), "{name}: {:?}", trace.hangs);
+        assert!(String::from_utf8_lossy(&out.stdout).contains("vkspin: done"), "{name}: {out:?}");
+    }
 
     let (p, dir) = hang("dispatch", &["2", "grouped"], &[("BACKSCOPE_VK_MARKERS", "dispatch")]);
     assert_eq!(p, named("buffer_marker", &["spin_pipeline@2#1"], 1));

@@ -312,6 +312,9 @@ pub struct QueueProgress {
     pub more_in_flight: u32,
     #[serde(default)]
     pub not_started: u64,
+    /// Pending only through command buffers no marker covered yet: not seen to finish, not shown unfinished.
+    #[serde(default)]
+    pub unconfirmed: bool,
 }
 
 impl QueueProgress {

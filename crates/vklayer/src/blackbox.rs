@@ -3,7 +3,7 @@
 //! `hang` record when a queue has pending work and the GPU made no progress for `BACKSCOPE_VK_HANG_MS`.
 
 use std::ffi::{c_void, CStr};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use ash::vk;
 use ash::vk::Handle;
@@ -404,12 +404,34 @@ pub fn start_watcher() {
     }
 }
 
+/// How often the application found its GPU work unfinished: a fence not ready, a wait for fences or semaphores that
+/// timed out (ggml-vulkan polls its fence with `vkGetFenceStatus` while a graph runs).
+static FOUND_UNFINISHED: AtomicU64 = AtomicU64::new(0);
+
+/// The application asked after GPU work and was told it had not finished.
+#[inline]
+pub fn found_unfinished() {
+    FOUND_UNFINISHED.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Whether the application is waiting for the GPU: a thread inside a wait now, or told of unfinished work since the
+/// last look (`seen`, updated).
+fn application_waiting(seen: &mut u64) -> bool {
+    let found = FOUND_UNFINISHED.load(Ordering::Relaxed);
+    let told = found != *seen;
+    *seen = found;
+    told || crate::locus::call_slots().any(|s| {
+        matches!(s.call(), Some("vkWaitForFences" | "vkQueueWaitIdle" | "vkDeviceWaitIdle" | "vkWaitSemaphores"))
+    })
+}
+
 fn watch(hang_ms: u64) {
     use crate::locus::QUEUES;
     let period = std::time::Duration::from_millis((hang_ms / 4).clamp(5, 1000));
     let mut last = [0u64; QUEUES];
     let mut since = [None::<std::time::Instant>; QUEUES];
     let mut reported = [false; QUEUES];
+    let mut seen_unfinished = FOUND_UNFINISHED.load(Ordering::Relaxed);
     loop {
         std::thread::sleep(period);
         // Once the process exits no poll reads the semaphores (`EXITING`): a queue would look stalled that is not.
@@ -419,6 +441,7 @@ fn watch(hang_ms: u64) {
         let stalled = crate::state::guarded(|| {
             poll_semaphores();
             let mut stalled_ms = None;
+            let waiting = application_waiting(&mut seen_unfinished);
             for (number, ring) in crate::locus::queue_rings() {
                 let i = number as usize;
                 let state = crate::progress::read(&ring.progress);
@@ -426,6 +449,13 @@ fn watch(hang_ms: u64) {
                     last[i] = state.signature;
                     since[i] = state.pending.then(std::time::Instant::now);
                     reported[i] = false;
+                    continue;
+                }
+                if state.unconfirmed && !waiting {
+                    // Only buffers no marker covers are pending: the GPU may have finished them long ago (a program
+                    // that submits a small buffer and then compiles pipelines for seconds). Not a stall until the
+                    // application waits for them.
+                    since[i] = None;
                     continue;
                 }
                 let start = *since[i].get_or_insert_with(std::time::Instant::now);

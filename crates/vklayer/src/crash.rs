@@ -123,6 +123,7 @@ pub fn read_queues<'a>(
                 more_in_flight: more,
                 not_started: state.not_started,
                 pending: state.pending,
+                unconfirmed: state.unconfirmed,
             }),
         });
     }

@@ -767,6 +767,9 @@ pub struct QueueState {
     pub not_started: u64,
     /// Some followed work is not known to be complete.
     pub pending: bool,
+    /// Pending only through command buffers that no marker covers yet (one marker at some buffers' ends): nothing
+    /// shows them unfinished, only not seen to finish.
+    pub unconfirmed: bool,
     /// Changes whenever the GPU makes progress or new work arrives (the hang watcher compares it).
     pub signature: u64,
 }
@@ -914,6 +917,7 @@ fn read_placed(q: &QueueProgress, placement: MarkerPlacement) -> QueueState {
         }
     }
     state.signature = signature;
+    state.unconfirmed = one_marker_per_buffer && state.pending && !candidates_closed;
     state
 }
 
@@ -1089,15 +1093,20 @@ mod tests {
         end(b, 2);
         q.submitted(1, a, 3);
         q.submitted(2, b, 1);
+        let r = read_placed(q, MarkerPlacement::Buffer);
+        assert!(r.pending && !r.unconfirmed, "a's own end marker is not written: a is unfinished");
         gpu_reached(a, 0, 3);
         let s = read_placed(q, MarkerPlacement::Buffer);
         let names: Vec<u32> = s.in_flight().iter().map(|d| d.kernel).collect();
         assert_eq!((names, s.completed, s.pending), (vec![4], 3, true));
+        // Nothing shows b unfinished: it was only not seen to finish (the hang watcher waits for the application to
+        // wait for it).
+        assert!(s.unconfirmed);
         // The application's fence of submission 2 (or its wait for the queue to be idle) says it finished; with no
-        // marker of its own and none after it, nothing else would, and the hang watcher would see pending work.
+        // marker of its own and none after it, nothing else would.
         q.signaled_at(2);
         let t = read_placed(q, MarkerPlacement::Buffer);
-        assert_eq!((t.completed, t.pending), (4, false));
+        assert_eq!((t.completed, t.pending, t.unconfirmed), (4, false, false));
     }
 
     #[test]

@@ -86,6 +86,10 @@ pub struct QueueProgressSummary {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub more_in_flight: u32,
     pub not_started: u64,
+    /// Pending only through command buffers no marker covered yet: they were not seen to finish, and nothing shows
+    /// them unfinished (a crash long after the GPU went idle reads the same).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unconfirmed: bool,
 }
 
 /// A dispatch in flight (or a candidate), named.
@@ -119,6 +123,14 @@ impl QueueProgressSummary {
             return format!("queue {queue}: all {} followed dispatches had completed", self.completed);
         }
         let done = format!("{} completed before it, {} not started", self.completed, self.not_started);
+        if self.unconfirmed && !names.is_empty() {
+            return format!(
+                "queue {queue}: not seen to finish: {}{more} ({} completed before; command buffers too small for the \
+                 black box's marker and no later marker or fence yet, so the GPU may have finished them)",
+                names.join(", "),
+                self.completed
+            );
+        }
         match (self.exact, names.is_empty()) {
             (_, true) => format!("queue {queue}: work pending, no dispatch in flight could be named ({done})"),
             (true, false) => format!(
@@ -195,6 +207,7 @@ impl QueueBeforeCrash {
                     .collect(),
                 more_in_flight: p.more_in_flight,
                 not_started: p.not_started,
+                unconfirmed: p.unconfirmed,
             }),
         }
     }

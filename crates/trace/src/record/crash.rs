@@ -150,6 +150,9 @@ pub struct QueueProgress<'a> {
     pub not_started: u64,
     /// Some followed work had not completed.
     pub pending: bool,
+    /// Pending only through command buffers no marker covered yet: not seen to finish, not shown unfinished
+    /// (written only when true).
+    pub unconfirmed: bool,
 }
 
 fn put_queues<O: Out + ?Sized>(o: &mut Obj<'_, O>, queues: &[CrashQueue<'_>]) {
@@ -180,6 +183,9 @@ fn put_queues<O: Out + ?Sized>(o: &mut Obj<'_, O>, queues: &[CrashQueue<'_>]) {
             });
             o.u64_nonzero(field::MORE_IN_FLIGHT, p.more_in_flight.into());
             o.u64(field::NOT_STARTED, p.not_started);
+            if p.unconfirmed {
+                o.bool(field::UNCONFIRMED, true);
+            }
             o.end();
         }
         qo.end();

@@ -164,6 +164,7 @@ pub mod field {
     pub const COMPLETED: &str = "completed";
     pub const PENDING: &str = "pending";
     pub const MORE_IN_FLIGHT: &str = "more_in_flight";
+    pub const UNCONFIRMED: &str = "unconfirmed";
     pub const NOT_STARTED: &str = "not_started";
     pub const RESULT: &str = "result";
     /// A `device_lost` record's `faults` (`VK_EXT_device_fault`) and their fields.

@@ -165,6 +165,9 @@ pub(super) unsafe extern "system" fn wait_for_fences(
     };
     // SAFETY: forwarding the caller's arguments.
     let result = watched(&call::WAIT_FOR_FENCES, || unsafe { next(device, count, fences, wait_all, timeout) });
+    if result == vk::Result::TIMEOUT {
+        crate::blackbox::found_unfinished();
+    }
     if result == vk::Result::SUCCESS && (wait_all == vk::TRUE || count == 1) && !fences.is_null() && state::on() {
         // SAFETY: a valid call's `count` fences.
         let fences = unsafe { std::slice::from_raw_parts(fences, count as usize) };
@@ -179,6 +182,9 @@ pub(super) unsafe extern "system" fn get_fence_status(device: vk::Device, fence:
     };
     // SAFETY: forwarding the caller's arguments.
     let result = watched(&call::GET_FENCE_STATUS, || unsafe { next(device, fence) });
+    if result == vk::Result::NOT_READY {
+        crate::blackbox::found_unfinished();
+    }
     if result == vk::Result::SUCCESS && state::on() {
         state::guarded(|| crate::blackbox::fences_signaled(&[fence]));
     }
@@ -220,7 +226,11 @@ pub(super) unsafe extern "system" fn wait_semaphores<const KHR: bool>(
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: forwarding the caller's arguments.
-    watched(&call::WAIT_SEMAPHORES, || unsafe { next(device, info, timeout) })
+    let result = watched(&call::WAIT_SEMAPHORES, || unsafe { next(device, info, timeout) });
+    if result == vk::Result::TIMEOUT {
+        crate::blackbox::found_unfinished();
+    }
+    result
 }
 
 /// `vkGetSemaphoreCounterValue`, and with `KHR` its alias `vkGetSemaphoreCounterValueKHR`.

@@ -14,6 +14,8 @@
 //   lost   waits for submission 3's fence: a layer below ours returns VK_ERROR_DEVICE_LOST from it; prints
 //          the call, releases the spin and exits 3
 //   exit   releases the spin at once, waits, exits 0 (the control)
+//   idle   releases the spin at once, then sleeps SECONDS without asking after its work (as a program that compiles
+//          pipelines after a small submission), then waits and exits 0: the GPU is idle, not hung
 // Usage: vkspin SPIRV_FILE MODE [SECONDS] [grouped]
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -189,6 +191,9 @@ int main(int argc, char **argv) {
             _exit(4);
         }
         CHECK(r);
+    } else if (strcmp(mode, "idle") == 0) {
+        flag[0] = 1;
+        usleep((useconds_t)(seconds * 1e6));
     } else if (strcmp(mode, "lost") == 0) {
         VkResult r = vkWaitForFences(device, 1, &fences[1], VK_TRUE, UINT64_MAX);
         if (r == VK_ERROR_DEVICE_LOST) {
