@@ -86,8 +86,8 @@ pub struct QueueProgressSummary {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub more_in_flight: u32,
     pub not_started: u64,
-    /// Pending only through command buffers no marker covered yet: they were not seen to finish, and nothing shows
-    /// them unfinished (a crash long after the GPU went idle reads the same).
+    /// Pending only through command buffers no marker covered yet: they were not seen to finish, and the markers do
+    /// not show them unfinished (a crash long after the GPU went idle reads the same).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unconfirmed: bool,
 }
@@ -125,8 +125,8 @@ impl QueueProgressSummary {
         let done = format!("{} completed before it, {} not started", self.completed, self.not_started);
         if self.unconfirmed && !names.is_empty() {
             return format!(
-                "queue {queue}: not seen to finish: {}{more} ({} completed before; command buffers too small for the \
-                 black box's marker and no later marker or fence yet, so the GPU may have finished them)",
+                "queue {queue}: not seen to finish: {}{more} ({} completed before; no marker covers their command \
+                 buffers yet, too small for one of their own, so the markers cannot tell whether they ran or finished)",
                 names.join(", "),
                 self.completed
             );
