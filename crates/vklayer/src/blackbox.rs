@@ -420,9 +420,7 @@ fn application_waiting(seen: &mut u64) -> bool {
     let found = FOUND_UNFINISHED.load(Ordering::Relaxed);
     let told = found != *seen;
     *seen = found;
-    told || crate::locus::call_slots().any(|s| {
-        matches!(s.call(), Some("vkWaitForFences" | "vkQueueWaitIdle" | "vkDeviceWaitIdle" | "vkWaitSemaphores"))
-    })
+    told || crate::locus::call_slots().any(|s| s.call().is_some_and(crate::api::waits_for_gpu))
 }
 
 fn watch(hang_ms: u64) {

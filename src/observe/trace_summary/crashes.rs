@@ -122,7 +122,6 @@ impl QueueProgressSummary {
         if !self.pending {
             return format!("queue {queue}: all {} followed dispatches had completed", self.completed);
         }
-        let done = format!("{} completed before it, {} not started", self.completed, self.not_started);
         if self.unconfirmed && !names.is_empty() {
             return format!(
                 "queue {queue}: not seen to finish: {}{more} ({} completed before; no marker covers their command \
@@ -131,6 +130,7 @@ impl QueueProgressSummary {
                 self.completed
             );
         }
+        let done = format!("{} completed before it, {} not started", self.completed, self.not_started);
         match (self.exact, names.is_empty()) {
             (_, true) => format!("queue {queue}: work pending, no dispatch in flight could be named ({done})"),
             (true, false) => format!(

@@ -93,6 +93,8 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_instance(const VkInstanceCreateInfo
 static const char FAULT_EXTENSION[] = "VK_EXT_device_fault";
 static const char MARKER_EXTENSION[] = "VK_AMD_buffer_marker";
 
+static int fault_offered(void) { return getenv("FAULT_DESCRIPTION") != NULL; }
+
 static int markers_offered(void) {
     const char *v = getenv("BUFFER_MARKERS");
     return v && strcmp(v, "1") == 0;
@@ -101,7 +103,7 @@ static int markers_offered(void) {
 // The extensions this layer offers on top of the driver's, with their spec versions: how many (at most 2).
 static uint32_t offered(const char *names[2], uint32_t versions[2]) {
     uint32_t k = 0;
-    if (getenv("FAULT_DESCRIPTION")) names[k] = FAULT_EXTENSION, versions[k++] = 2;
+    if (fault_offered()) names[k] = FAULT_EXTENSION, versions[k++] = 2;
     if (markers_offered()) names[k] = MARKER_EXTENSION, versions[k++] = 1;
     return k;
 }
@@ -140,7 +142,7 @@ static VKAPI_ATTR void VKAPI_CALL write_buffer_marker(VkCommandBuffer cb, VkPipe
 }
 
 static void offer_fault_feature(VkPhysicalDeviceFeatures2 *features) {
-    if (!getenv("FAULT_DESCRIPTION")) return;
+    if (!fault_offered()) return;
     for (VkBaseOutStructure *s = (VkBaseOutStructure *)features->pNext; s; s = s->pNext)
         if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FAULT_FEATURES_EXT) {
             ((VkPhysicalDeviceFaultFeaturesEXT *)s)->deviceFault = VK_TRUE;
@@ -209,7 +211,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical, c
     // extension. Those it offers are taken out of what the driver is given (the feature structure unlinked from the
     // chain for the call, then linked back); what it does not offer passes through, so that on a driver with its own
     // markers or fault reports (NVIDIA's, RADV) the layer above gets the driver's.
-    int own_fault = getenv("FAULT_DESCRIPTION") != NULL, own_markers = markers_offered();
+    int own_fault = fault_offered(), own_markers = markers_offered();
     VkDeviceCreateInfo copy = *info;
     const char *names[64];
     uint32_t n = 0;
@@ -238,7 +240,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical, c
 
 static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL get_device_proc_addr(VkDevice device, const char *name) {
     if (strcmp(name, "vkGetDeviceProcAddr") == 0) return (PFN_vkVoidFunction)get_device_proc_addr;
-    if (strcmp(name, "vkGetDeviceFaultInfoEXT") == 0 && getenv("FAULT_DESCRIPTION"))
+    if (strcmp(name, "vkGetDeviceFaultInfoEXT") == 0 && fault_offered())
         return (PFN_vkVoidFunction)get_device_fault_info;
     if (strcmp(name, "vkCmdWriteBufferMarkerAMD") == 0 && markers_offered())
         return (PFN_vkVoidFunction)write_buffer_marker;
