@@ -153,12 +153,6 @@ pub(super) mod call {
     pub static MAP_MEMORY: &str = "vkMapMemory";
 }
 
-/// Whether `name`, a call marked in flight, waits for the GPU (the hang watcher's evidence that the application
-/// waits for work no marker covers).
-pub(crate) fn waits_for_gpu(name: &str) -> bool {
-    [call::WAIT_FOR_FENCES, call::QUEUE_WAIT_IDLE, call::DEVICE_WAIT_IDLE, call::WAIT_SEMAPHORES].contains(&name)
-}
-
 pub(super) unsafe extern "system" fn wait_for_fences(
     device: vk::Device,
     count: u32,

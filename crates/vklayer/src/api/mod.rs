@@ -25,7 +25,6 @@ mod calls;
 mod objects;
 mod recording;
 
-pub(crate) use calls::waits_for_gpu;
 use calls::*;
 use objects::*;
 use recording::*;
