@@ -415,15 +415,13 @@ pub fn found_unfinished() {
 }
 
 /// Whether the application is waiting for the GPU: a thread inside a wait now, or told of unfinished work since the
-/// last look (`seen`, updated). The wait calls' names are written here as text, not read from the api module's
-/// statics: the api module imports this one, and the crate keeps no import circle (tests/code_shape.rs).
+/// last look (`seen`, updated).
 fn application_waiting(seen: &mut u64) -> bool {
+    use crate::locus::{call, call_slots};
     let found = FOUND_UNFINISHED.load(Ordering::Relaxed);
     let told = found != *seen;
     *seen = found;
-    told || crate::locus::call_slots().any(|s| {
-        matches!(s.call(), Some("vkWaitForFences" | "vkQueueWaitIdle" | "vkDeviceWaitIdle" | "vkWaitSemaphores"))
-    })
+    told || call_slots().any(|s| s.call().is_some_and(call::waits_for_gpu))
 }
 
 fn watch(hang_ms: u64) {

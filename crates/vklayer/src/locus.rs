@@ -449,6 +449,32 @@ impl CallSlot {
     }
 }
 
+/// Names of the calls marked in flight (statics: the crash handler reads them through their address). Kept here, under
+/// both the api module that marks the calls and the hang watcher (`crate::blackbox`) that asks which ones wait.
+pub mod call {
+    pub static CREATE_DEVICE: &str = "vkCreateDevice";
+    pub static CREATE_SHADER_MODULE: &str = "vkCreateShaderModule";
+    pub static CREATE_COMPUTE_PIPELINES: &str = "vkCreateComputePipelines";
+    pub static QUEUE_SUBMIT: &str = "vkQueueSubmit";
+    pub static QUEUE_SUBMIT2: &str = "vkQueueSubmit2";
+    pub static QUEUE_SUBMIT2_KHR: &str = "vkQueueSubmit2KHR";
+    pub static WAIT_FOR_FENCES: &str = "vkWaitForFences";
+    pub static GET_FENCE_STATUS: &str = "vkGetFenceStatus";
+    pub static QUEUE_WAIT_IDLE: &str = "vkQueueWaitIdle";
+    pub static DEVICE_WAIT_IDLE: &str = "vkDeviceWaitIdle";
+    pub static WAIT_SEMAPHORES: &str = "vkWaitSemaphores";
+    pub static GET_SEMAPHORE_COUNTER_VALUE: &str = "vkGetSemaphoreCounterValue";
+    pub static GET_QUERY_POOL_RESULTS: &str = "vkGetQueryPoolResults";
+    pub static ALLOCATE_MEMORY: &str = "vkAllocateMemory";
+    pub static MAP_MEMORY: &str = "vkMapMemory";
+
+    /// Whether a thread inside `name` is blocked until the GPU finishes something (a fence, a queue, the device or a
+    /// timeline semaphore); the polls (`vkGetFenceStatus`, `vkGetSemaphoreCounterValue`) return at once.
+    pub fn waits_for_gpu(name: &str) -> bool {
+        [WAIT_FOR_FENCES, QUEUE_WAIT_IDLE, DEVICE_WAIT_IDLE, WAIT_SEMAPHORES].contains(&name)
+    }
+}
+
 static CALLS: [CallSlot; THREADS] = [const { CallSlot::new() }; THREADS];
 /// Slots handed out so far.
 static CLAIMED: AtomicUsize = AtomicUsize::new(0);

@@ -10,7 +10,7 @@ use ash::vk::Handle;
 
 use crate::commands;
 use crate::dispatch::{device_of, DeviceDispatch};
-use crate::locus::Marked;
+use crate::locus::{call, Marked};
 use crate::state;
 
 /// What the layer worked out about a submission before the driver sees it: what [`after_submit`] needs, and the
@@ -132,25 +132,6 @@ pub(super) fn watched(name: &'static &'static str, forward: impl FnOnce() -> vk:
         crate::writer::device_lost(name, result.as_raw());
     }
     result
-}
-
-/// Names of the calls marked in flight (statics: the crash handler reads them through their address).
-pub(super) mod call {
-    pub static CREATE_DEVICE: &str = "vkCreateDevice";
-    pub static CREATE_SHADER_MODULE: &str = "vkCreateShaderModule";
-    pub static CREATE_COMPUTE_PIPELINES: &str = "vkCreateComputePipelines";
-    pub static QUEUE_SUBMIT: &str = "vkQueueSubmit";
-    pub static QUEUE_SUBMIT2: &str = "vkQueueSubmit2";
-    pub static QUEUE_SUBMIT2_KHR: &str = "vkQueueSubmit2KHR";
-    pub static WAIT_FOR_FENCES: &str = "vkWaitForFences";
-    pub static GET_FENCE_STATUS: &str = "vkGetFenceStatus";
-    pub static QUEUE_WAIT_IDLE: &str = "vkQueueWaitIdle";
-    pub static DEVICE_WAIT_IDLE: &str = "vkDeviceWaitIdle";
-    pub static WAIT_SEMAPHORES: &str = "vkWaitSemaphores";
-    pub static GET_SEMAPHORE_COUNTER_VALUE: &str = "vkGetSemaphoreCounterValue";
-    pub static GET_QUERY_POOL_RESULTS: &str = "vkGetQueryPoolResults";
-    pub static ALLOCATE_MEMORY: &str = "vkAllocateMemory";
-    pub static MAP_MEMORY: &str = "vkMapMemory";
 }
 
 pub(super) unsafe extern "system" fn wait_for_fences(

@@ -18,6 +18,7 @@ use ash::vk::Handle;
 use crate::device;
 use crate::dispatch::{self, device_of, DeviceDispatch, InstanceDispatch};
 use crate::loader::{self, dispatch_key, NegotiateLayerInterface};
+use crate::locus::call;
 use crate::pipelines::{self};
 use crate::state;
 

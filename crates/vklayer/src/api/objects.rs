@@ -7,9 +7,10 @@ use std::sync::Arc;
 use ash::vk;
 use ash::vk::Handle;
 
-use super::calls::{call, watched};
+use super::calls::watched;
 use crate::dispatch::{device_of, DeviceDispatch};
 use crate::loader::{self, dispatch_key};
+use crate::locus::call;
 use crate::pipelines::{self, Meta, Module, Stat};
 use crate::shader::{specialization_value, LocalSize};
 use crate::state;

@@ -8,9 +8,10 @@ use std::ffi::{c_char, c_void};
 use ash::vk;
 use ash::vk::Handle;
 
-use super::calls::{call, name_bytes, watched};
+use super::calls::{name_bytes, watched};
 use crate::dispatch::{self, InstanceDispatch};
 use crate::impersonate::{self, answers, Profile};
+use crate::locus::call;
 use crate::pipelines::{self, ImpersonatedFacts};
 use crate::{device, state};
 
