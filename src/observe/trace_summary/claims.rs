@@ -149,7 +149,8 @@ pub(super) fn vulkan_claims(traces: &[TraceFile], devices: &[DeviceSummary], ind
                 Confidence::Limited,
                 format!(
                     "{unnamed} Vulkan pipeline(s) are known only by the hash of their SPIR-V (spirv:<hash>): {why}; \
-                     GGML_VK_DEBUG_MARKERS=1 (which backscope trace sets) makes ggml-vulkan name them"
+                     GGML_VK_DEBUG_MARKERS=1 makes ggml-vulkan name them (backscope trace sets it for a command it runs; \
+                     `trace --env` prints it with --labels on)"
                 ),
             )
             .with_sources(libraries),

@@ -48,7 +48,7 @@ pub struct DispatchBeforeCrash {
     /// The queue's submissions they were in (first, last), from 1.
     pub submits: [u64; 2],
     /// The debug label they were recorded under: ggml-vulkan's graph node (`MUL_MAT blk.0.attn_q`) under
-    /// `GGML_VK_DEBUG_MARKERS`, which `backscope trace` sets.
+    /// `GGML_VK_DEBUG_MARKERS`, which `backscope trace` sets for a command it runs (`--env` only with `--labels on`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
 }
