@@ -29,7 +29,7 @@
 # llama.cpp bin dir) plus ggml-vocab-llama-spm.gguf, or what bench/gpu/build_vulkan_llama.sh builds (LLAMA_BIN).
 # bench/gpu/make_carry.sh lays all of it out here (LAYER_AT adds the layer builds of env@NAME arms).
 # Usage: [ARMS="plain env nostats"] [ROUNDS=20] [TESTS="-p 512 -n 128"] [REPS=5] [PIN=2-9] [NOASLR=1] [THREADS=N]
-#        [PRESET=tinyllama-1.1b] [END_S=seconds] [ORDER=fixed] bash bench/gpu/blackbox_cost.sh OUT_DIR
+#        [PRESET=tinyllama-1.1b] [END_S=seconds] [ORDER=fixed] [CLOCKS=1] bash bench/gpu/blackbox_cost.sh OUT_DIR
 #   (TESTS="-p 0 -n 128" times decode alone, for more rounds in the same time; THREADS is llama-bench's -t, the CPU
 #   threads that wake for the CPU's share of every token (the embedding lookup); END_S starts no round after that
 #   many seconds, so that a device call's time limit leaves the rounds done and the summary; REPS: the spread between
@@ -40,6 +40,12 @@
 # Summary: python3 bench/gpu/blackbox_ab.py OUT_DIR (each process's median over its repetitions; paired ratios to plain
 # per round, bootstrap 95% intervals; and where the spread is: between repetitions, processes and rounds).
 set -euo pipefail
+# Each process's wall, user and system seconds (model load and pipeline creation included) go to OUT/times.txt,
+# "ROUND ARM REAL USER SYS": a process whose CPU ran slow takes more user time for the same work, a fact for reading
+# the spread between processes (on session 31's H200 they came in two states 8% apart, in both arms alike). CLOCKS=1
+# also writes the GPU's SM and memory clocks, P-state and temperature before each process to OUT/clocks.txt (one
+# nvidia-smi call a process, about a tenth of a second).
+TIMEFORMAT='%R %U %S'
 # shellcheck source=bench/gpu/carry_setup.sh
 . "$(dirname "$0")/carry_setup.sh"
 OUT=$(mkdir -p "$1" && realpath "$1")
@@ -129,9 +135,12 @@ for r in $(seq 1 "${ROUNDS:-20}"); do
       env+*) mapfile -t e < <(env_of "$d"); IFS=+ read -r -a extra <<<"${arm#env+}"; e+=("${extra[@]}") ;;
     esac
     [ -n "${NOASLR:-}" ] && mapfile -t e < <(padded "${e[@]}")
-    env "${e[@]}" "${noaslr[@]}" "${pin[@]}" "$BIN/llama-bench" -m "$MODEL" -ngl 99 ${TESTS:--p 512 -n 128} -r "${REPS:-5}" \
-      ${THREADS:+-t "$THREADS"} -o jsonl >$W/ab.jsonl 2>$W/ab.err || true
+    [ -n "${CLOCKS:-}" ] && echo "$r $arm $(nvidia-smi --query-gpu=clocks.sm,clocks.mem,pstate,temperature.gpu \
+      --format=csv,noheader 2>/dev/null | tr -d ' ')" >>"$OUT/clocks.txt"
+    { time env "${e[@]}" "${noaslr[@]}" "${pin[@]}" "$BIN/llama-bench" -m "$MODEL" -ngl 99 ${TESTS:--p 512 -n 128} \
+      -r "${REPS:-5}" ${THREADS:+-t "$THREADS"} -o jsonl >$W/ab.jsonl 2>$W/ab.err || true; } 2>$W/ab.time
     sed "s/^/$r $arm /" $W/ab.jsonl >>"$OUT/ab-rows.jsonl"
+    echo "$r $arm $(cat $W/ab.time)" >>"$OUT/times.txt"
     ls "$d" 2>/dev/null | head -3 | sed "s/^/$r $arm trace: /" >>"$OUT/traces.txt" || true
   done
 done
