@@ -64,14 +64,19 @@ exec 9>"$CACHE/llama.cpp/.lock-$KEY"
 flock 9
 
 if [ -f "$OUTDIR/.complete" ]; then
-  ok=1
-  for t in "${TARGETS[@]}"; do [ -x "$OUTDIR/bin/$t" ] || ok=0; done
-  if [ "$ok" = 1 ]; then
+  why=""
+  for t in "${TARGETS[@]}"; do [ -x "$OUTDIR/bin/$t" ] || why="it misses $t"; done
+  # The binaries find their libraries through the absolute build directory cmake writes into them (RUNPATH): a
+  # cache moved or renamed after the build keeps its files, but they no longer start.
+  if [ -z "$why" ] && ldd "$OUTDIR/bin/${TARGETS[0]}" 2>/dev/null | grep -q 'not found'; then
+    why="${TARGETS[0]} does not find its libraries (was the cache moved after the build?)"
+  fi
+  if [ -z "$why" ]; then
     log "reusing $OUTDIR ($(cat "$OUTDIR/.complete"))"
     echo "$OUTDIR/bin"
     exit 0
   fi
-  log "$OUTDIR has a marker but misses binaries; rebuilding"
+  log "$OUTDIR has a marker but $why; rebuilding"
 fi
 
 if [ ! -f "$SRC/CMakeLists.txt" ]; then
@@ -194,8 +199,8 @@ if [ "$VULKAN" = 1 ]; then
 fi
 log "building ${TARGETS[*]} with ninja -j$(nproc) (Vulkan takes ~16 min on 2 cores)"
 ninja -C "$OUTDIR/build" -j"$(nproc)" "${TARGETS[@]}" >&2
-# build/bin holds the executables and the shared libraries (libllama, libggml-*) they find via RUNPATH
-# ($ORIGIN); link it rather than copy so RUNPATHs stay valid.
+# build/bin holds the executables and the shared libraries (libllama, libggml-*) they find via RUNPATH (build/bin's
+# absolute path); link it rather than copy so RUNPATHs stay valid.
 ln -sfn build/bin "$OUTDIR/bin"
 for t in "${TARGETS[@]}"; do [ -x "$OUTDIR/bin/$t" ] || { log "missing $OUTDIR/bin/$t after build"; exit 1; }; done
 
