@@ -12,7 +12,10 @@
 # minimum time on this ground). Both are printed; neither replaces the other.
 # Usage: [BASE=ARM] blackbox_ab.py OUT_DIR [OUT_DIR…] (several directories of one machine start and one build are
 # pooled, their rounds kept apart). BASE (default plain) is the arm the others are compared with, round by round: with
-# ARMS="plain env env@old", BASE=env@old compares the two layer builds directly.
+# ARMS="plain env env@old", BASE=env@old compares the two layer builds directly. STEAL_MAX=N keeps only the rounds in
+# which no process was kept off its cores by the hypervisor for more than N clock ticks (times.txt's STEAL column,
+# blackbox_cost.sh since session 32; a directory without it keeps no round): a split by a fact about the machine that
+# no arm's own work moves, to be chosen before the ratios are looked at.
 import collections, csv, io, json, os, random, statistics as st, sys
 
 rows = collections.defaultdict(dict)  # (test, arm) -> {round: t/s}
@@ -28,10 +31,31 @@ def add(r, arm, test, value):
         arms.append(arm)
 
 
+STEAL_MAX = os.environ.get('STEAL_MAX')
+
+
+def stolen_rounds(d0):
+    """The rounds of d0 with a process stolen from for more than STEAL_MAX ticks, or None where none is left out."""
+    if STEAL_MAX is None:
+        return None
+    kept, out = set(), set()
+    if os.path.exists(d0 + '/times.txt'):
+        for line in open(d0 + '/times.txt'):
+            f = line.split()
+            if len(f) >= 6:
+                (out if int(f[5]) > int(STEAL_MAX) else kept).add(f[0])
+    return {'*'} if not kept else out
+
+
 for n, d0 in enumerate(sys.argv[1:]):
+    left_out = stolen_rounds(d0)
+    if left_out:
+        print('%s: %s rounds left out (STEAL_MAX=%s)' % (d0, 'all' if '*' in left_out else len(left_out), STEAL_MAX))
     if os.path.exists(d0 + '/ab-rows.jsonl'):
         for line in open(d0 + '/ab-rows.jsonl'):
             r, arm, rest = line.split(' ', 2)
+            if left_out and ('*' in left_out or r in left_out):
+                continue
             d = json.loads(rest)
             test = 'pp%d' % d['n_prompt'] if d['n_prompt'] else 'tg%d' % d['n_gen']
             ts = d['samples_ts']

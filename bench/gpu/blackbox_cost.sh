@@ -41,10 +41,14 @@
 # per round, bootstrap 95% intervals; and where the spread is: between repetitions, processes and rounds).
 set -euo pipefail
 # Each process's wall, user and system seconds (model load and pipeline creation included) go to OUT/times.txt,
-# "ROUND ARM REAL USER SYS": a process whose CPU ran slow takes more user time for the same work, a fact for reading
-# the spread between processes (on session 31's H200 they came in two states 8% apart, in both arms alike). CLOCKS=1
-# also writes the GPU's SM and memory clocks, P-state and temperature before each process to OUT/clocks.txt (one
-# nvidia-smi call a process, about a tenth of a second).
+# "ROUND ARM REAL USER SYS STEAL": a process whose CPU ran slow takes more user time for the same work, a fact for
+# reading the spread between processes (on session 31's H200 they came in two states 8% apart, in both arms alike).
+# STEAL is the time, in clock ticks (USER_HZ), that the hypervisor ran something else while the pinned cores (all
+# cores without PIN) wanted to run, over the process's life (/proc/stat's eighth field): a virtual machine's core that
+# shares its physical core with another guest runs slower, and unlike user time this does not grow with an arm's own
+# work. CLOCKS=1 also writes the GPU's SM and memory clocks, P-state and temperature to OUT/clocks.txt before each
+# process and right after it ("ROUND ARM before|after …"; the clocks after are still the ones the work ran at: they
+# fall back to idle over a second or so), one nvidia-smi call each, about a tenth of a second.
 TIMEFORMAT='%R %U %S'
 # shellcheck source=bench/gpu/carry_setup.sh
 . "$(dirname "$0")/carry_setup.sh"
@@ -99,6 +103,26 @@ padded() { # ASSIGNMENTS… : the assignments, plus BACKSCOPE_BENCH_PAD making t
   printf '%s\n' "$@" "$BACKSCOPE_BENCH_PAD_NAME=$(head -c "$pad" /dev/zero | tr '\0' x)"
 }
 BACKSCOPE_BENCH_PAD_NAME=BACKSCOPE_BENCH_PAD
+# The steal ticks of the pinned cores (every core without PIN), summed: /proc/stat's "cpuN user nice system idle iowait
+# irq softirq steal …" lines, the cores taken from PIN's list (a,b-c).
+pinned_cpus=()
+pins=${PIN:-}
+for part in ${pins//,/ }; do
+  [ -n "$part" ] || continue
+  if [[ $part == *-* ]]; then mapfile -t -O "${#pinned_cpus[@]}" pinned_cpus < <(seq "${part%-*}" "${part#*-}")
+  else pinned_cpus+=("$part"); fi
+done
+steal_ticks() {
+  if [ "${#pinned_cpus[@]}" -eq 0 ]; then
+    awk '$1 == "cpu" { print $9 }' /proc/stat
+  else
+    awk -v list=" ${pinned_cpus[*]} " '$1 ~ /^cpu[0-9]+$/ && index(list, " " substr($1, 4) " ") { s += $9 } END { print s + 0 }' /proc/stat
+  fi
+}
+clocks() { # LABEL: one line of the GPU's clocks, P-state and temperature
+  echo "$1 $(nvidia-smi --query-gpu=clocks.sm,clocks.mem,pstate,temperature.gpu --format=csv,noheader 2>/dev/null |
+    tr -d ' ')" >>"$OUT/clocks.txt"
+}
 # The arms' order turns by one place each round (ORDER=fixed: the same order every round, as every call before
 # session 27 ran): round 1 plain env paused, round 2 env paused plain, round 3 paused plain env. With a fixed order an
 # arm always runs right after the same other arm and at the same place in the round, so whatever a process leaves
@@ -135,12 +159,14 @@ for r in $(seq 1 "${ROUNDS:-20}"); do
       env+*) mapfile -t e < <(env_of "$d"); IFS=+ read -r -a extra <<<"${arm#env+}"; e+=("${extra[@]}") ;;
     esac
     [ -n "${NOASLR:-}" ] && mapfile -t e < <(padded "${e[@]}")
-    [ -n "${CLOCKS:-}" ] && echo "$r $arm $(nvidia-smi --query-gpu=clocks.sm,clocks.mem,pstate,temperature.gpu \
-      --format=csv,noheader 2>/dev/null | tr -d ' ')" >>"$OUT/clocks.txt"
+    [ -n "${CLOCKS:-}" ] && clocks "$r $arm before"
+    steal0=$(steal_ticks)
     { time env "${e[@]}" "${noaslr[@]}" "${pin[@]}" "$BIN/llama-bench" -m "$MODEL" -ngl 99 ${TESTS:--p 512 -n 128} \
       -r "${REPS:-5}" ${THREADS:+-t "$THREADS"} -o jsonl >$W/ab.jsonl 2>$W/ab.err || true; } 2>$W/ab.time
+    steal1=$(steal_ticks)
+    [ -n "${CLOCKS:-}" ] && clocks "$r $arm after"
     sed "s/^/$r $arm /" $W/ab.jsonl >>"$OUT/ab-rows.jsonl"
-    echo "$r $arm $(cat $W/ab.time)" >>"$OUT/times.txt"
+    echo "$r $arm $(cat $W/ab.time) $((steal1 - steal0))" >>"$OUT/times.txt"
     ls "$d" 2>/dev/null | head -3 | sed "s/^/$r $arm trace: /" >>"$OUT/traces.txt" || true
   done
 done
