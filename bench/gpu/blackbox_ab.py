@@ -103,3 +103,21 @@ for test in sorted({t for t, _ in rows}):
             100 * st.stdev(ratios[arm]) if arm != BASE and len(ratios[arm]) > 1 else 0.0))
     if fastest.get((test, BASE)):
         to_base(fastest, test, 'fastest')
+
+# What the machine did to each arm's processes (times.txt: wall, user and system seconds, and since session 32 the
+# hypervisor's steal ticks on the pinned cores): a state of the host shows here in every arm alike, an arm's own cost
+# only in its own user seconds.
+machine = collections.defaultdict(list)  # arm -> [(user seconds, steal ticks or None)]
+for d0 in sys.argv[1:]:
+    if os.path.exists(d0 + '/times.txt'):
+        for line in open(d0 + '/times.txt'):
+            f = line.split()
+            if len(f) >= 5:
+                machine[f[1]].append((float(f[3]), int(f[5]) if len(f) >= 6 else None))
+for arm in arms:
+    if machine.get(arm):
+        users = [u for u, _ in machine[arm]]
+        steals = [s for _, s in machine[arm] if s is not None]
+        print('%-8s machine: user seconds median %.3f; %s' % (arm, st.median(users), (
+            'stolen from in %d of %d processes, steal ticks median %g, max %d' % (
+                sum(s > 0 for s in steals), len(steals), st.median(steals), max(steals)) if steals else 'no steal column')))
