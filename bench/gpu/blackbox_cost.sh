@@ -29,7 +29,7 @@
 # llama.cpp bin dir) plus ggml-vocab-llama-spm.gguf, or what bench/gpu/build_vulkan_llama.sh builds (LLAMA_BIN).
 # bench/gpu/make_carry.sh lays all of it out here (LAYER_AT adds the layer builds of env@NAME arms).
 # Usage: [ARMS="plain env nostats"] [ROUNDS=20] [TESTS="-p 512 -n 128"] [REPS=5] [PIN=2-9] [NOASLR=1] [THREADS=N]
-#        [PRESET=tinyllama-1.1b] [END_S=seconds] [ORDER=fixed] [CLOCKS=1] bash bench/gpu/blackbox_cost.sh OUT_DIR
+#        [PRESET=tinyllama-1.1b] [END_S=seconds] [ORDER=fixed] [CLOCKS=1] [HOST_RUNS=20] bash bench/gpu/blackbox_cost.sh OUT_DIR
 #   (TESTS="-p 0 -n 128" times decode alone, for more rounds in the same time; THREADS is llama-bench's -t, the CPU
 #   threads that wake for the CPU's share of every token (the embedding lookup); END_S starts no round after that
 #   many seconds, so that a device call's time limit leaves the rounds done and the summary; REPS: the spread between
@@ -71,6 +71,16 @@ where_placed() {
   lscpu 2>/dev/null | grep -E '^(Model name|Socket\(s\)|NUMA node\(s\)|NUMA node[0-9]+ CPU)' || true
 }
 where_placed >>"$OUT/gpu.txt" 2>&1 || true
+# How steady the host's core is, before the rounds and after them (bench/gpu/host_speed.sh; HOST_RUNS=0 skips it): on a
+# core that other guests' work slows by up to three times, as session 32's H100 host did, no number of rounds a call
+# can afford resolves 0.5%, and host.txt says so before the ratios do.
+host_cpu=${PIN:-0}
+host_cpu=${host_cpu%%[-,]*}
+host_speed() { # WHEN
+  [ "${HOST_RUNS:-20}" -gt 0 ] || return 0
+  echo "$1: $(bash "$(dirname "$0")/host_speed.sh" "$host_cpu" "${HOST_RUNS:-20}" "$OUT/host-$1.txt")" >>"$OUT/host.txt"
+}
+host_speed before
 
 # The lines `trace --env` prints for a traced directory (`export K=V`), as environment assignments.
 env_of() { # DIR [LAYER_SO [--labels on]]
@@ -170,5 +180,7 @@ for r in $(seq 1 "${ROUNDS:-20}"); do
     ls "$d" 2>/dev/null | head -3 | sed "s/^/$r $arm trace: /" >>"$OUT/traces.txt" || true
   done
 done
+host_speed after
 python3 bench/gpu/blackbox_ab.py "$OUT" | tee "$OUT/summary.txt"
+cat "$OUT/host.txt" 2>/dev/null | tee -a "$OUT/summary.txt" || true
 du -sh $W/t-env-1 >>"$OUT/summary.txt" 2>&1 || true

@@ -56,7 +56,11 @@ if [ ! -f "$M" ]; then
 fi
 
 # The layer's environment, as `backscope trace` would set it (without the CUDA observer's LD_PRELOAD).
-vars=$("$BS" trace --env --json --vklayer "$LAYER" | python3 -c '
+# `trace --env` needs an observer library to name even though its LD_PRELOAD is not used here: the one beside the layer
+# (the carry's bb/ holds both) where the backscope binary's own search would not find one.
+obs=()
+[ -f "$(dirname "$LAYER")/libbackscope_observer.so" ] && obs=(--observer "$(dirname "$LAYER")/libbackscope_observer.so")
+vars=$("$BS" trace --env --json "${obs[@]}" --vklayer "$LAYER" | python3 -c '
 import json, sys
 v = json.load(sys.stdin)["variables"]
 # trace --env leaves the debug labels of ggml off (it prints no GGML_VK_DEBUG_MARKERS); MARKERS=1 turns them on.
