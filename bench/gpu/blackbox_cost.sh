@@ -44,9 +44,10 @@ set -euo pipefail
 # "ROUND ARM REAL USER SYS STEAL": a process whose CPU ran slow takes more user time for the same work, a fact for
 # reading the spread between processes (on session 31's H200 they came in two states 8% apart, in both arms alike).
 # STEAL is the time, in clock ticks (USER_HZ), that the hypervisor ran something else while the pinned cores (all
-# cores without PIN) wanted to run, over the process's life (/proc/stat's eighth field): a virtual machine's core that
-# shares its physical core with another guest runs slower, and unlike user time this does not grow with an arm's own
-# work. CLOCKS=1 also writes the GPU's SM and memory clocks, P-state and temperature to OUT/clocks.txt before each
+# cores without PIN) wanted to run, over the process's life (/proc/stat's eighth field); unlike user time it does not
+# grow with an arm's own work. It does not see everything that slows a core: on session 32's H100 it stayed at 0-1
+# ticks while a fixed loop on the pinned core ran up to three times slower from one second to the next (other work on
+# the same physical core is not steal; host.txt below measures the core itself). CLOCKS=1 also writes the GPU's SM and memory clocks, P-state and temperature to OUT/clocks.txt before each
 # process and right after it ("ROUND ARM before|after …"; the clocks after are still the ones the work ran at: they
 # fall back to idle over a second or so), one nvidia-smi call each, about a tenth of a second.
 TIMEFORMAT='%R %U %S'
