@@ -34,21 +34,31 @@ def add(r, arm, test, value):
 STEAL_MAX = os.environ.get('STEAL_MAX')
 
 
-def stolen_rounds(d0):
-    """The rounds of d0 with a process stolen from for more than STEAL_MAX ticks, or None where none is left out."""
-    if STEAL_MAX is None:
-        return None
+# What the machine did to each arm's processes (times.txt: wall, user and system seconds, and since session 32 the
+# hypervisor's steal ticks on the pinned cores): a state of the host shows here in every arm alike, an arm's own cost
+# only in its own user seconds.
+machine = collections.defaultdict(list)  # arm -> [(user seconds, steal ticks or None)]
+
+
+def read_times(d0):
+    """Adds d0's times.txt to `machine`; returns the rounds with a process stolen from for more than STEAL_MAX ticks
+    ({'*'}: every round, where no process has a steal column to keep it), or None where STEAL_MAX is not set."""
     kept, out = set(), set()
     if os.path.exists(d0 + '/times.txt'):
         for line in open(d0 + '/times.txt'):
             f = line.split()
-            if len(f) >= 6:
-                (out if int(f[5]) > int(STEAL_MAX) else kept).add(f[0])
+            if len(f) >= 5:
+                steal = int(f[5]) if len(f) >= 6 else None
+                machine[f[1]].append((float(f[3]), steal))
+                if steal is not None and STEAL_MAX is not None:
+                    (out if steal > int(STEAL_MAX) else kept).add(f[0])
+    if STEAL_MAX is None:
+        return None
     return {'*'} if not kept else out
 
 
 for n, d0 in enumerate(sys.argv[1:]):
-    left_out = stolen_rounds(d0)
+    left_out = read_times(d0)
     if left_out:
         print('%s: %s rounds left out (STEAL_MAX=%s)' % (d0, 'all' if '*' in left_out else len(left_out), STEAL_MAX))
     if os.path.exists(d0 + '/ab-rows.jsonl'):
@@ -104,20 +114,10 @@ for test in sorted({t for t, _ in rows}):
     if fastest.get((test, BASE)):
         to_base(fastest, test, 'fastest')
 
-# What the machine did to each arm's processes (times.txt: wall, user and system seconds, and since session 32 the
-# hypervisor's steal ticks on the pinned cores): a state of the host shows here in every arm alike, an arm's own cost
-# only in its own user seconds.
-machine = collections.defaultdict(list)  # arm -> [(user seconds, steal ticks or None)]
-for d0 in sys.argv[1:]:
-    if os.path.exists(d0 + '/times.txt'):
-        for line in open(d0 + '/times.txt'):
-            f = line.split()
-            if len(f) >= 5:
-                machine[f[1]].append((float(f[3]), int(f[5]) if len(f) >= 6 else None))
 for arm in arms:
     if machine.get(arm):
         users = [u for u, _ in machine[arm]]
         steals = [s for _, s in machine[arm] if s is not None]
-        print('%-8s machine: user seconds median %.3f; %s' % (arm, st.median(users), (
-            'stolen from in %d of %d processes, steal ticks median %g, max %d' % (
-                sum(s > 0 for s in steals), len(steals), st.median(steals), max(steals)) if steals else 'no steal column')))
+        stolen = 'stolen from in %d of %d processes, steal ticks median %g, max %d' % (
+            sum(s > 0 for s in steals), len(steals), st.median(steals), max(steals)) if steals else 'no steal column'
+        print('%-8s machine: user seconds median %.3f; %s' % (arm, st.median(users), stolen))

@@ -29,7 +29,8 @@
 # llama.cpp bin dir) plus ggml-vocab-llama-spm.gguf, or what bench/gpu/build_vulkan_llama.sh builds (LLAMA_BIN).
 # bench/gpu/make_carry.sh lays all of it out here (LAYER_AT adds the layer builds of env@NAME arms).
 # Usage: [ARMS="plain env nostats"] [ROUNDS=20] [TESTS="-p 512 -n 128"] [REPS=5] [PIN=2-9] [NOASLR=1] [THREADS=N]
-#        [PRESET=tinyllama-1.1b] [END_S=seconds] [ORDER=fixed] [CLOCKS=1] [HOST_RUNS=20] bash bench/gpu/blackbox_cost.sh OUT_DIR
+#        [PRESET=tinyllama-1.1b] [END_S=seconds] [ORDER=fixed] [CLOCKS=1] [HOST_RUNS=20]
+#        bash bench/gpu/blackbox_cost.sh OUT_DIR
 #   (TESTS="-p 0 -n 128" times decode alone, for more rounds in the same time; THREADS is llama-bench's -t, the CPU
 #   threads that wake for the CPU's share of every token (the embedding lookup); END_S starts no round after that
 #   many seconds, so that a device call's time limit leaves the rounds done and the summary; REPS: the spread between
@@ -47,9 +48,10 @@ set -euo pipefail
 # cores without PIN) wanted to run, over the process's life (/proc/stat's eighth field); unlike user time it does not
 # grow with an arm's own work. It does not see everything that slows a core: on session 32's H100 it stayed at 0-1
 # ticks while a fixed loop on the pinned core ran up to three times slower from one second to the next (other work on
-# the same physical core is not steal; host.txt below measures the core itself). CLOCKS=1 also writes the GPU's SM and memory clocks, P-state and temperature to OUT/clocks.txt before each
-# process and right after it ("ROUND ARM before|after …"; the clocks after are still the ones the work ran at: they
-# fall back to idle over a second or so), one nvidia-smi call each, about a tenth of a second.
+# the same physical core is not steal; host.txt below measures the core itself). CLOCKS=1 also writes the GPU's SM
+# and memory clocks, P-state and temperature to OUT/clocks.txt before each process and right after it ("ROUND ARM
+# before|after …"; the clocks after are still the ones the work ran at: they fall back to idle over a second or so),
+# one nvidia-smi call each, about a tenth of a second.
 TIMEFORMAT='%R %U %S'
 # shellcheck source=bench/gpu/carry_setup.sh
 . "$(dirname "$0")/carry_setup.sh"
@@ -58,15 +60,16 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$OUT/gpu.txt"
 # Where the GPU and the pinned core sit (a two-socket host's GPU hangs off one socket; a pinned core on the other one
 # reaches the driver's host memory and the GPU across the socket link), and what clocks the core: facts for reading
 # the spread between processes, suspected to come from the machine rather than from an arm.
+# The first pinned core (core 0 without PIN): where_placed describes it and host_speed times it.
+first_cpu=${PIN:-0}
+first_cpu=${first_cpu%%[-,]*}
 where_placed() {
-  local id node cpu
+  local id node cpu=$first_cpu
   id=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader 2>/dev/null | head -1 | tr 'A-F' 'a-f') || true
   if [ -n "$id" ]; then
     node=$(cat "/sys/bus/pci/devices/${id: -12}/numa_node" 2>/dev/null || echo unknown)
     echo "gpu $id numa_node $node"
   fi
-  cpu=${PIN:-0}
-  cpu=${cpu%%[-,]*}
   echo "pinned cpu $cpu numa_node $(lscpu -p=CPU,NODE 2>/dev/null | grep -m1 "^$cpu," | cut -d, -f2)" \
     "governor $(cat "/sys/devices/system/cpu/cpu$cpu/cpufreq/scaling_governor" 2>/dev/null || echo unknown)"
   lscpu 2>/dev/null | grep -E '^(Model name|Socket\(s\)|NUMA node\(s\)|NUMA node[0-9]+ CPU)' || true
@@ -75,11 +78,11 @@ where_placed >>"$OUT/gpu.txt" 2>&1 || true
 # How steady the host's core is, before the rounds and after them (bench/gpu/host_speed.sh; HOST_RUNS=0 skips it): on a
 # core that other guests' work slows by up to three times, as session 32's H100 host did, no number of rounds a call
 # can afford resolves 0.5%, and host.txt says so before the ratios do.
-host_cpu=${PIN:-0}
-host_cpu=${host_cpu%%[-,]*}
 host_speed() { # WHEN
   [ "${HOST_RUNS:-20}" -gt 0 ] || return 0
-  echo "$1: $(bash "$(dirname "$0")/host_speed.sh" "$host_cpu" "${HOST_RUNS:-20}" "$OUT/host-$1.txt")" >>"$OUT/host.txt"
+  local line
+  line=$(bash "$(dirname "$0")/host_speed.sh" "$first_cpu" "${HOST_RUNS:-20}" "$OUT/host-$1.txt")
+  echo "$1: $line" >>"$OUT/host.txt"
 }
 host_speed before
 
@@ -127,7 +130,8 @@ steal_ticks() {
   if [ "${#pinned_cpus[@]}" -eq 0 ]; then
     awk '$1 == "cpu" { print $9 }' /proc/stat
   else
-    awk -v list=" ${pinned_cpus[*]} " '$1 ~ /^cpu[0-9]+$/ && index(list, " " substr($1, 4) " ") { s += $9 } END { print s + 0 }' /proc/stat
+    awk -v list=" ${pinned_cpus[*]} " '$1 ~ /^cpu[0-9]+$/ && index(list, " " substr($1, 4) " ") { s += $9 }
+      END { print s + 0 }' /proc/stat
   fi
 }
 clocks() { # LABEL: one line of the GPU's clocks, P-state and temperature
@@ -183,5 +187,5 @@ for r in $(seq 1 "${ROUNDS:-20}"); do
 done
 host_speed after
 python3 bench/gpu/blackbox_ab.py "$OUT" | tee "$OUT/summary.txt"
-cat "$OUT/host.txt" 2>/dev/null | tee -a "$OUT/summary.txt" || true
+[ ! -f "$OUT/host.txt" ] || tee -a "$OUT/summary.txt" <"$OUT/host.txt"
 du -sh $W/t-env-1 >>"$OUT/summary.txt" 2>&1 || true
