@@ -382,13 +382,18 @@ fn the_kernels_timeout_naming_the_traced_pid_joins_the_hang() {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let child = cmd.spawn().unwrap();
-    // vkspin's trace file, once it holds the hang record: its name gives the pid.
+    // vkspin's trace file, once it holds the stall's hang record (one naming submission 2's work: an earlier record
+    // may name only submission 1, see `the_stall`): its name gives the pid.
     let started = std::time::Instant::now();
     let pid: u32 = loop {
         let hung = std::fs::read_dir(&dir).into_iter().flatten().flatten().find_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             let pid = name.strip_prefix("trace-")?.strip_suffix(".jsonl")?.parse().ok()?;
-            std::fs::read_to_string(e.path()).ok()?.contains("{\"hang_ms\":").then_some(pid)
+            // A file being written may end in half a line: not parsed yet, read again.
+            let trace = TraceFile::parse(&std::fs::read_to_string(e.path()).ok()?).ok()?;
+            let stalled =
+                trace.hangs.iter().any(|h| h.queues.iter().any(|q| q.dispatches.iter().any(|d| d.submit == 2)));
+            stalled.then_some(pid)
         });
         if let Some(pid) = hung {
             break pid;
@@ -414,6 +419,9 @@ fn the_kernels_timeout_naming_the_traced_pid_joins_the_hang() {
     let out = child.wait_with_output().unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(4), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    let trace_file = dir.join(format!("trace-{pid}.jsonl"));
+    let trace = TraceFile::parse(&std::fs::read_to_string(&trace_file).unwrap()).unwrap();
+    let (_, hang_id) = the_stall(&trace);
     let summary: Value = serde_json::from_str(said.trim_end().rsplit('\n').next().unwrap()).unwrap();
     let claims = summary["claims"].as_array().unwrap().clone();
     let joined = claim(&claims, "trace.kernel.1");
@@ -423,7 +431,7 @@ fn the_kernels_timeout_naming_the_traced_pid_joins_the_hang() {
         statement.starts_with(&format!(
             "The kernel's GPU driver reported a GPU job timeout on ring gfx_0.0.0 naming pid {pid} (vkspin), a traced process ("
         )) && statement.contains(&format!(" pid {pid}'s stalled GPU work ("))
-            && statement.contains(" s without progress, the layer's hang watcher) (trace.hang); ")
+            && statement.contains(&format!(" s without progress, the layer's hang watcher) ({hang_id}); "))
             && statement.ends_with("; the GPU was reset"),
         "{statement}"
     );
@@ -433,7 +441,7 @@ fn the_kernels_timeout_naming_the_traced_pid_joins_the_hang() {
     assert_eq!(sources.len(), 4, "{sources:#?}");
     assert_eq!((sources[1]["path"].as_str(), sources[1]["line"].as_u64()), (Some(kernel_log.as_str()), Some(3)));
     // The hang's own claim names the kernel's side.
-    let hang = claim(&claims, "trace.hang")["statement"].as_str().unwrap().to_string();
+    let hang = claim(&claims, &hang_id)["statement"].as_str().unwrap().to_string();
     assert!(
         hang.contains(
             "; the kernel's side (trace.kernel.1): a GPU job timeout on ring gfx_0.0.0 naming this process, "
