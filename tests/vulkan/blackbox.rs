@@ -56,15 +56,16 @@ fn progress(trace: &TraceFile, queues: &[backscope::trace::QueueAtLoss]) -> (Str
 fn the_stall(trace: &TraceFile) -> (&backscope::trace::Hang, String) {
     let (last, earlier) = trace.hangs.split_last().unwrap_or_else(|| panic!("no hang record"));
     for h in earlier {
-        assert!(
-            h.queues.iter().all(|q| q.dispatches.iter().all(|d| d.submit == 1)),
-            "a record before the stall names later work: {:?}",
-            trace.hangs
-        );
+        assert!(names_only_submission_1(h), "a record before the stall names later work: {:?}", trace.hangs);
     }
     let id =
         if trace.hangs.len() == 1 { "trace.hang".to_string() } else { format!("trace.hang.{}", trace.hangs.len()) };
     (last, id)
+}
+
+/// Whether a hang record names nothing vkspin submitted after submission 1 (a record the stall may follow).
+fn names_only_submission_1(hang: &backscope::trace::Hang) -> bool {
+    hang.queues.iter().all(|q| q.dispatches.iter().all(|d| d.submit == 1))
 }
 
 /// `backscope trace --read DIR --json`'s claims.
@@ -382,8 +383,8 @@ fn the_kernels_timeout_naming_the_traced_pid_joins_the_hang() {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let child = cmd.spawn().unwrap();
-    // vkspin's trace file, once it holds the stall's hang record (one naming submission 2's work: an earlier record
-    // may name only submission 1, see `the_stall`): its name gives the pid.
+    // vkspin's trace file, once it holds the stall's hang record (one naming later work than submission 1's: an
+    // earlier record may name only submission 1, see `the_stall`): its name gives the pid.
     let started = std::time::Instant::now();
     let pid: u32 = loop {
         let hung = std::fs::read_dir(&dir).into_iter().flatten().flatten().find_map(|e| {
@@ -391,9 +392,7 @@ fn the_kernels_timeout_naming_the_traced_pid_joins_the_hang() {
             let pid = name.strip_prefix("trace-")?.strip_suffix(".jsonl")?.parse().ok()?;
             // A file being written may end in half a line: not parsed yet, read again.
             let trace = TraceFile::parse(&std::fs::read_to_string(e.path()).ok()?).ok()?;
-            let stalled =
-                trace.hangs.iter().any(|h| h.queues.iter().any(|q| q.dispatches.iter().any(|d| d.submit == 2)));
-            stalled.then_some(pid)
+            trace.hangs.iter().any(|h| !names_only_submission_1(h)).then_some(pid)
         });
         if let Some(pid) = hung {
             break pid;
