@@ -12,7 +12,11 @@
 // both arms are plain: the A/A control that shows the method's resolution.
 //
 // A round is llama-bench's test of that kind: tg clears the KV cache and decodes N single tokens (random ids, one
-// llama_decode + llama_synchronize each); pp clears the KV cache and decodes one batch of N random tokens.
+// llama_decode + llama_synchronize each); pp clears the KV cache and decodes one batch of N random tokens. A tg round
+// times its last N-1 tokens: the first after a switch records command buffers the layer has not seen in that state,
+// which no token of a traced process pays in its steady state, and a short round (N=8, about 10 ms of an H200's
+// decode) keeps a group of four inside one speed state of a host whose cores change speed every second or so
+// (docs/validation/gpu-2026-12-05-submission-cost, session 34).
 // Usage: vk_decode_ab MODEL.gguf GROUPS [N] [ab|aa] [tg|pp]
 // Prints one JSON line per round and a summary line: median tokens/s per arm, the median of the per-group ratios
 // B/A (each group is one ABBA block, so the ratio is paired in time) and a 95% bootstrap interval of that median.
@@ -86,10 +90,11 @@ int main(int argc, char** argv) {
     const int n = argc > 3 ? atoi(argv[3]) : 128;
     const bool control = argc > 4 && strcmp(argv[4], "aa") == 0;
     const bool prompt = argc > 5 && strcmp(argv[5], "pp") == 0;
-    if (groups < 2 || n < 1 || n > 4096) {
-        fprintf(stderr, "GROUPS must be >= 2 and N in 1..4096\n");
+    if (groups < 2 || n < (prompt ? 1 : 2) || n > 4096) {
+        fprintf(stderr, "GROUPS must be >= 2 and N in 1..4096 (2..4096 for tg)\n");
         return 2;
     }
+    const int timed = prompt ? n : n - 1;  // tg: the first token of a round is not timed (see the header)
 
     llama_backend_init();
     llama_model_params mp = llama_model_default_params();
@@ -133,6 +138,7 @@ int main(int argc, char** argv) {
                     exit(1);
                 }
                 llama_synchronize(ctx);
+                if (i == 0) t0 = std::chrono::steady_clock::now();
             }
         }
         auto t1 = std::chrono::steady_clock::now();
@@ -140,7 +146,9 @@ int main(int argc, char** argv) {
     };
 
     const char* test = prompt ? "pp" : "tg";
-    for (int w = 0; w < 4; ++w) round(w % 2 == 1);  // warm-up: pipelines compiled, both paths touched
+    // Warm-up: pipelines compiled, both paths touched; at least 512 tokens, so that short rounds warm up as long ones.
+    const int warm = std::max(4, (512 / n + 1) & ~1);
+    for (int w = 0; w < warm; ++w) round(w % 2 == 1);
     const bool order[4] = {false, true, true, false};
     std::vector<double> tps[2], ratio;
     int observed_rounds = 0;
@@ -150,7 +158,7 @@ int main(int argc, char** argv) {
             bool observed = b && !control;
             observed_rounds += observed;
             double seconds = round(observed);
-            double ts = n / seconds;
+            double ts = timed / seconds;
             tps[b].push_back(ts);
             group[b] += ts / 2;
             printf("{\"test\":\"%s%d\",\"arm\":\"%s\",\"observed\":%s,\"group\":%d,\"seconds\":%.6f,\"ts\":%.3f}\n",
@@ -165,8 +173,9 @@ int main(int argc, char** argv) {
             test, n, control ? "A/A control" : "A/B", a, control ? "plain" : "observed", b, (rm - 1) * 100,
             (lo - 1) * 100, (hi - 1) * 100);
     printf("{\"summary\":true,\"test\":\"%s%d\",\"control\":%s,\"groups\":%d,\"observed_rounds\":%d,"
+           "\"warmup_observed\":%d,"
            "\"a_ts\":%.3f,\"b_ts\":%.3f,\"median_ratio\":%.5f,\"ci95_low\":%.5f,\"ci95_high\":%.5f}\n",
-           test, n, control ? "true" : "false", groups, observed_rounds, a, b, rm, lo, hi);
+           test, n, control ? "true" : "false", groups, observed_rounds, warm / 2, a, b, rm, lo, hi);
     llama_free(ctx);
     llama_model_free(model);
     return 0;

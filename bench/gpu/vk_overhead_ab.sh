@@ -82,15 +82,15 @@ run() {  # run TEST N MODE GROUPS
   grep -E '^(layer|summary)' "$W/$1-$3.log" | tee -a "$OUT/summary.txt" >&2
   # The trace of the observed rounds: the layer really counted (an A/B of a layer that observed nothing is void).
   "$BS" trace --read "$dir" --json >"$W/trace-$1-$3.json" 2>/dev/null || true
-  # Paused rounds count nothing: the dispatches divide evenly among the observed rounds (2 of the 4 warm-up rounds
-  # plus the B rounds of an A/B).
+  # Paused rounds count nothing: the dispatches divide evenly among the observed rounds (half the warm-up rounds, 2
+  # before warmup_observed was written, plus the B rounds of an A/B).
   python3 - "$W/trace-$1-$3.json" "$OUT/vk_decode_ab.jsonl" <<'EOF' | tee -a "$OUT/summary.txt" >&2
 import json, sys
 try:
     t = json.load(open(sys.argv[1]))
     n = sum(k.get('launches', 0) for k in t.get('kernels', []))
     last = [json.loads(l) for l in open(sys.argv[2]) if '"summary"' in l][-1]
-    rounds = last["observed_rounds"] + 2
+    rounds = last["observed_rounds"] + last.get("warmup_observed", 2)
     print(f"  trace: {n} dispatches counted in {rounds} observed rounds ({n / rounds:.1f} per round)")
 except Exception as e:
     print(f"  trace: unreadable ({e})")
