@@ -6,8 +6,8 @@
 # rounds of "Session 32: the analysis fixed before the calls" pinned to it only if that second look's p90/p10 is at
 # most MAXR (1.3). On an H200 that is the goal's measurement; on an H100 (not pooled with it) it is session 31's lead,
 # progress by submissions (`nomark`) against the default, on a host quiet enough to resolve it. With no steady core on
-# an H200, bench/gpu/blackbox_h200.sh's record runs instead.
-# Usage: [END_S=420] [SCAN=5] [CONFIRM=20] [MAXR=1.3] bash call.sh NAME   (writes $OUT/NAME/)
+# an H200, bench/gpu/blackbox_h200.sh's record runs instead (RECORDS=0: none).
+# Usage: [END_S=420] [SCAN=5] [CONFIRM=20] [MAXR=1.3] [RECORDS=0] bash call.sh NAME   (writes $OUT/NAME/)
 set -uo pipefail
 o=$OUT/$1; mkdir -p "$o"
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
@@ -31,6 +31,6 @@ else
   echo "no steady core (core $best: p90/p10 $r): no rounds"
   # No rounds can resolve 0.5% here; on the goal's card the time goes to the black box's records with the current
   # layer instead (vkspin's hang, crash and device loss, llama-bench killed mid-decode; session 31 ran them on an H100).
-  case "$name" in *H200*) ROUNDS=0 KILL_DELAYS="5.5 8" timeout 250 bash bench/gpu/blackbox_h200.sh .carry "$o/bb" \
+  [ "${RECORDS:-1}" = 1 ] && case "$name" in *H200*) ROUNDS=0 KILL_DELAYS="5.5 8" timeout 250 bash bench/gpu/blackbox_h200.sh .carry "$o/bb" \
     > "$o/bb-log.txt" 2>&1; tail -30 "$o/bb/summary.txt" ;; esac
 fi
