@@ -34,3 +34,6 @@ else
   [ "${RECORDS:-1}" = 1 ] && case "$name" in *H200*) ROUNDS=0 KILL_DELAYS="5.5 8" timeout 250 bash bench/gpu/blackbox_h200.sh .carry "$o/bb" \
     > "$o/bb-log.txt" 2>&1; tail -30 "$o/bb/summary.txt" ;; esac
 fi
+# The device returns at most 8 files: everything goes into NAME.tgz beside the folder, which keeps four to read at once.
+tar -C "$o" -czf "$OUT/$1.tgz" .
+find "$o" -type f ! -name summary.txt ! -name scan.txt ! -name precheck.txt ! -name log.txt -delete
