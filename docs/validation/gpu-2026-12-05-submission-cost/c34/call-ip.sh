@@ -10,6 +10,6 @@ o=$OUT/$1; mkdir -p "$o"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$o/gpu-first.txt"
 bash bench/gpu/host_speed.sh 3 20 "$o/host-raw.txt" | tee "$o/host.txt"
 . bench/gpu/carry_setup.sh
-sha256sum "$C"/bb/*.so "$C"/bb/vk_decode_ab > "$o/carry.sha256"
+(cd "$C/.." && sha256sum .carry/bb/*.so .carry/bb/vk_decode_ab) > "$o/carry.sha256"
 VK_DECODE_AB=$C/bb/vk_decode_ab MODEL=$MODEL N_GEN=8 AB_GROUPS=${AB:-3000} CONTROL_GROUPS=${CONTROL:-1000} \
   TESTS=tg bash bench/gpu/vk_overhead_ab.sh "$W/backscope" "$C/bb/libbackscope_vklayer.so" "$BIN" - "$o" 2>&1 | tail -12

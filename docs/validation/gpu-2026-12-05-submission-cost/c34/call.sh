@@ -15,12 +15,11 @@ echo "GPU: $name" | tee "$o/gpu-first.txt"
 lscpu -p=CPU,CORE,SOCKET,NODE > "$o/cpus.txt" 2>&1
 all=$(seq -s, 0 $(($(nproc) - 1)))
 bash bench/gpu/host_speed.sh "$all" "${SCAN:-5}" "$o/scan-raw.txt" | tee "$o/scan.txt"
-best=$(python3 -c '
-import re, sys
-rows = [re.match(r"cpu (\d+): .*p90/p10 ([0-9.]+);", l) for l in open(sys.argv[1])]
-print(min((float(m[2]), int(m[1])) for m in rows if m)[1])' "$o/scan.txt")
+# A core's p90/p10 from host_speed.sh's line, "cpu N: … p90/p10 R; …": the scan's lowest, and the second look's.
+ratios() { sed -n 's/^cpu \([0-9]*\): .*p90\/p10 \([0-9.]*\);.*/\2 \1/p' "$1"; }
+best=$(ratios "$o/scan.txt" | sort -k1,1n -k2,2n | head -1 | cut -d' ' -f2)
 bash bench/gpu/host_speed.sh "$best" "${CONFIRM:-20}" "$o/precheck-raw.txt" | tee "$o/precheck.txt"
-r=$(sed -n 's/.*p90\/p10 \([0-9.]*\);.*/\1/p' "$o/precheck.txt")
+r=$(ratios "$o/precheck.txt" | cut -d' ' -f1)
 if python3 -c "import sys; sys.exit(0 if float('$r') <= ${MAXR:-1.3} else 1)"; then
   echo "core $best steady (p90/p10 $r): rounds pinned to it"
   NOASLR=1 CLOCKS=1 ARMS="plain env nomark" THREADS=1 TESTS="-p 0 -n 128" REPS=3 PIN=$best ROUNDS=1000 \
