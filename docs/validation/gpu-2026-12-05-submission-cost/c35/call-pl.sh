@@ -6,7 +6,8 @@
 # instead of three of 128, and the result is read from each process's *fastest* repetition: the layer's work is in
 # every token of every repetition, while a slow state only ever slows one down, so the fastest of 24 short ones is the
 # least disturbed in both arms alike. A second plain arm (plain2) is the A/A control: it says whether the rounds
-# resolved. The reading was fixed before any of these rounds ran (validation README, "Prepared (session 35)").
+# resolved. The reading was fixed before any of these rounds ran (validation README, "Session 35: the first ask, and
+# a process-level shape for a host that changes speed").
 # Usage: [END_S=300] [PIN=3] bash call-pl.sh NAME   (writes $OUT/NAME/ and $OUT/NAME.tgz)
 set -uo pipefail
 o=$OUT/$1; mkdir -p "$o"
