@@ -34,5 +34,4 @@ else
     > "$o/bb-log.txt" 2>&1; tail -30 "$o/bb/summary.txt" ;; esac
 fi
 # The device returns at most 8 files: everything goes into NAME.tgz beside the folder, which keeps four to read at once.
-tar -C "$o" -czf "$OUT/$1.tgz" .
-find "$o" -type f ! -name summary.txt ! -name scan.txt ! -name precheck.txt ! -name log.txt -delete
+bash bench/gpu/return_packed.sh "$1" summary.txt scan.txt precheck.txt log.txt

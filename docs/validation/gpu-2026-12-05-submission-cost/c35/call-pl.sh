@@ -17,5 +17,4 @@ NOASLR=1 CLOCKS=1 ARMS="plain env plain2" THREADS=1 TESTS="-p 0 -n 16" REPS=24 P
 tail -3 "$o/log.txt"
 tail -30 "$o/summary.txt"   # blackbox_cost.sh wrote it (blackbox_ab.py, then the host's speed)
 # The device returns at most 8 files: the folder goes into NAME.tgz, and only the summary stays beside it.
-tar -C "$o" -czf "$OUT/$1.tgz" .
-find "$o" -type f ! -name summary.txt -delete
+bash bench/gpu/return_packed.sh "$1" summary.txt
