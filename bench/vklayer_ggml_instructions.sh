@@ -54,10 +54,11 @@ work, a, b, sos = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 LAYER, FENCE = "libbackscope_vklayer", "backscope_vklayer::api::calls::get_fence_status"
 
 def costs(path):
-    """Self Ir per function of the layer's object, plus the libc calls it makes (a call's inclusive cost)."""
+    """Self Ir per function of the layer's object, plus the libc calls it makes (a call's inclusive cost); and how
+    many times each of the layer's functions was called, from anywhere (its hooks from ggml, through the loader)."""
     names = {"ob": {}, "fn": {}}
     ob = fn = ""
-    cob, call, out = None, False, collections.Counter()
+    cob, cfn, call, out, called = None, "", False, collections.Counter(), collections.Counter()
     for line in open(path):
         m = re.match(r"(c?)(ob|fn|fl|fi|fe)=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
         if m:
@@ -70,9 +71,13 @@ def costs(path):
                     ob, fn = (name, fn) if kind == "ob" else (ob, name)
                 elif kind == "ob":
                     cob = name
+                else:
+                    cfn = name
             continue
         if line.startswith("calls="):
             call = True
+            if cfn.startswith("backscope_vklayer::"):
+                called[cfn] += int(line[6:].split()[0])
             continue
         if line[:1].isdigit() or line[:1] in "+-*":
             parts = line.split()
@@ -84,28 +89,32 @@ def costs(path):
                 cob = None
             elif LAYER in ob:
                 out[fn] += cost
-    return out
+    return out, called
 
 def recording_thread(prefix):
     """The per-thread file of the thread that called the dispatch hook most."""
     best, best_n = None, -1
     for path in glob.glob(prefix + "-*"):
-        c = costs(path)
+        c, called = costs(path)
         n = c.get("backscope_vklayer::api::recording::cmd_dispatch", 0)
         if n > best_n:
-            best, best_n = c, n
-    return best or collections.Counter()
+            best, best_n = (c, called), n
+    return best or (collections.Counter(), collections.Counter())
 
 per = b - a
 print(f"layer instructions per decode token on ggml's recording thread (llama-bench tg, tiny Q4_K_M on lavapipe; "
       f"tg{b} - tg{a}, over {per} tokens)")
 for i, so in enumerate(sos, 1):
-    ca, cb = recording_thread(f"{work}/cg.{i}.{a}"), recording_thread(f"{work}/cg.{i}.{b}")
+    (ca, na), (cb, nb) = recording_thread(f"{work}/cg.{i}.{a}"), recording_thread(f"{work}/cg.{i}.{b}")
     d = {f: (cb[f] - ca[f]) / per for f in set(ca) | set(cb)}
+    calls = {f: (nb[f] - na[f]) / per for f in set(na) | set(nb)}
     fence = d.pop(FENCE, 0.0)
     total = sum(d.values())
     print(f"{so}: {total:.0f} per token (vkGetFenceStatus polls apart: {fence:.0f})")
+    print("  instructions  calls  per call  (a token's; per call: the function's own instructions over its calls)")
     for f, v in sorted(d.items(), key=lambda x: -x[1])[:12]:
         if v >= 1:
-            print(f"  {v:8.0f}  {f[:110]}")
+            n = calls.get(f, 0)
+            each = f"{v / n:8.0f}" if n >= 1 else "       -"
+            print(f"  {v:12.0f} {n:6.0f}  {each}  {f[:100]}")
 PY
