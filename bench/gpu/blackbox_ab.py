@@ -15,7 +15,8 @@
 # ARMS="plain env env@old", BASE=env@old compares the two layer builds directly. STEAL_MAX=N keeps only the rounds in
 # which no process was kept off its cores by the hypervisor for more than N clock ticks (times.txt's STEAL column,
 # blackbox_cost.sh since session 32; a directory without it keeps no round): a split by a fact about the machine that
-# no arm's own work moves, to be chosen before the ratios are looked at.
+# no arm's own work moves, to be chosen before the ratios are looked at. FIRST_REPS=K reads only each process's first K
+# repetitions, as if the call had run REPS=K: how the interval narrows with repetitions, to size the next calls' shape.
 import collections, csv, io, json, os, random, statistics as st, sys
 
 rows = collections.defaultdict(dict)  # (test, arm) -> {round: t/s}
@@ -32,6 +33,7 @@ def add(r, arm, test, value):
 
 
 STEAL_MAX = os.environ.get('STEAL_MAX')
+FIRST_REPS = int(os.environ['FIRST_REPS']) if os.environ.get('FIRST_REPS') else None
 
 
 # What the machine did to each arm's processes (times.txt: wall, user and system seconds, and since session 32 the
@@ -68,7 +70,7 @@ for n, d0 in enumerate(sys.argv[1:]):
                 continue
             d = json.loads(rest)
             test = 'pp%d' % d['n_prompt'] if d['n_prompt'] else 'tg%d' % d['n_gen']
-            ts = d['samples_ts']
+            ts = d['samples_ts'][:FIRST_REPS]
             add((n, int(r)), arm, test, st.median(ts))
             fastest[(test, arm)][(n, int(r))] = max(ts)
             if len(ts) > 1:
