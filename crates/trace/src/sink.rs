@@ -432,7 +432,7 @@ impl TraceSink {
         };
         let tail_start = self.written.saturating_sub(CUT_BACK_BYTES).max(self.header_end);
         let mut tail = vec![0u8; self.written.saturating_sub(tail_start) as usize];
-        let read = self.file.read_at(&mut tail, tail_start).unwrap_or(0);
+        let read = read_fully_at(&mut tail, tail_start, |buf, at| self.file.read_at(buf, at));
         tail.truncate(read);
         let boundaries = tail
             .iter()
@@ -457,6 +457,23 @@ impl AsRawFd for TraceSink {
     fn as_raw_fd(&self) -> RawFd {
         self.file.as_raw_fd()
     }
+}
+
+/// Fills `buf` from `offset` on through `read_at`, which may return fewer bytes than asked (a
+/// positional read is allowed to stop short; Miri's file model does): a tail read once and cut short
+/// would hold no line end, and the cut would fall back to the header, dropping every recorded line.
+/// Returns how many bytes were read before the end of the file or an error.
+fn read_fully_at(buf: &mut [u8], offset: u64, mut read_at: impl FnMut(&mut [u8], u64) -> io::Result<usize>) -> usize {
+    let mut read = 0;
+    while read < buf.len() {
+        match read_at(&mut buf[read..], offset + read as u64) {
+            Ok(0) => break,
+            Ok(n) => read += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    read
 }
 
 /// Keeps the lines of `lines` that a later segment repeats.
@@ -562,6 +579,44 @@ mod tests {
             (1024 - 512 - header.len()) / line.len()
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_tail_read_in_short_pieces_is_read_whole() {
+        let file: Vec<u8> = (0..100u8).collect();
+        let mut calls = 0;
+        let mut buf = [0u8; 40];
+        // At most 7 bytes a call, one call interrupted: all 40 bytes from offset 50 arrive in order.
+        let n = read_fully_at(&mut buf, 50, |b, at| {
+            calls += 1;
+            if calls == 2 {
+                return Err(io::Error::from(io::ErrorKind::Interrupted));
+            }
+            let at = at as usize;
+            let n = b.len().min(7).min(file.len().saturating_sub(at));
+            b[..n].copy_from_slice(&file[at..at + n]);
+            Ok(n)
+        });
+        assert_eq!((n, &buf[..]), (40, &file[50..90]));
+        // Past the end of the file it stops with what there was; on an error, likewise.
+        let mut buf = [0u8; 40];
+        let n = read_fully_at(&mut buf, 80, |b, at| {
+            let at = at as usize;
+            let n = b.len().min(7).min(file.len().saturating_sub(at));
+            b[..n].copy_from_slice(&file[at..at + n]);
+            Ok(n)
+        });
+        assert_eq!((n, &buf[..n]), (20, &file[80..]));
+        let mut first = true;
+        let n = read_fully_at(&mut buf, 0, |b, _| {
+            if std::mem::take(&mut first) {
+                b[..3].copy_from_slice(b"abc");
+                Ok(3)
+            } else {
+                Err(io::Error::other("gone"))
+            }
+        });
+        assert_eq!((n, &buf[..n]), (3, &b"abc"[..]));
     }
 
     #[test]
