@@ -409,8 +409,11 @@ impl BufferProgress {
 
     /// Points `half` at the current generation's half of the trail.
     fn set_half(&self) {
-        let half = &self.trail[trail_slot(self.generation.load(Ordering::Relaxed), 0)];
-        self.half.store(half as *const TrailEntry as *mut TrailEntry, Ordering::Relaxed);
+        // Taken from the slice of the trail from there on, not from a reference to its first entry: a pointer made
+        // from `&trail[i]` may reach that one entry only (Miri's Stacked Borrows reports the dispatch hook's write to
+        // the second as undefined behaviour), and `record_next` reaches TRAIL entries through it.
+        let half = self.trail[trail_slot(self.generation.load(Ordering::Relaxed), 0)..].as_ptr();
+        self.half.store(half.cast_mut(), Ordering::Relaxed);
     }
 
     /// The buffer was allocated on a device whose pipelines are `pipelines`: claims a marker slot where the device
