@@ -3,10 +3,11 @@
 # sinks, records and clocks) and the Vulkan layer's per-queue ring and completion trail, which ggml's threads write
 # while a reader (the crash handler, the hang watcher) reads. Miri checks every access against Stacked Borrows and the
 # reads against the writers' stores for data races; it found a pointer to one trail entry used for a whole half and a
-# short positional read taken as a whole tail (session 38). Not part of scripts/test.sh: Miri is a nightly component
-# that the CI machine cannot fetch. About 6 minutes on 2 cores after its first build.
+# short positional read taken as a whole tail (session 38). Not part of scripts/test.sh: Miri is a rustup component,
+# and the CI machine reaches only crates, PyPI, Debian and npm. About 6 minutes on 2 cores after its first build.
 # Usage: scripts/miri.sh   (needs `rustup +nightly component add miri rust-src`)
-# Left out: what Miri cannot run (signals, fork, the Vulkan loader), named below with --skip.
+# Left out: what Miri cannot run (signals, fork, the Vulkan loader): the trace crate's by --skip, the layer's by naming
+# only the modules it can.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Isolation off: the tests read the environment and write temporary files. Leaks allowed: the layer keeps its
