@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Bounded fuzz run of every decoder (binfmt's, the GGUF reader, the log and trace readers, the stored bisect
-# spec and sweep plan readers, the release archive unpacker):
+# spec and sweep plan readers, the release archive unpacker, the Vulkan layer's SPIR-V and device profile readers):
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]        (default 30)
 #   scripts/fuzz.sh --budget TOTAL_SECONDS      (wall time, split evenly over the targets as they run side by side,
 #                                                at least 5 s each; scripts/test.sh)
@@ -26,7 +26,7 @@ usage() { echo "usage: $0 [SECONDS_PER_TARGET | --budget TOTAL_SECONDS | --build
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 TOOLCHAIN="${FUZZ_TOOLCHAIN:-nightly}"
-read -r -a TARGETS <<<"${FUZZ_TARGETS:-offload_bundle ccob nv_fatbin amdgpu_note cubin_info host_elf gguf logs kmsg log_milestones trace_reader bisect_spec sweep_plan release_archive}"
+read -r -a TARGETS <<<"${FUZZ_TARGETS:-offload_bundle ccob nv_fatbin amdgpu_note cubin_info host_elf gguf logs kmsg log_milestones trace_reader bisect_spec sweep_plan release_archive spirv_module vulkan_profile}"
 # Each libFuzzer run is one process on one core: one per core side by side, so that a fuzzing budget is wall time
 # the machine spends whole.
 JOBS="${FUZZ_JOBS:-$(nproc)}"
@@ -131,6 +131,14 @@ mkdir -p fuzz/corpus/sweep_plan && cp fuzz/seeds/sweep_plan/* fuzz/corpus/sweep_
 # The release archive unpacker's: a tiny llama.cpp release archive of each kind (first byte: 0 .tar.gz, 1 tar,
 # 2 zip), a llama-server, a library and its version link.
 mkdir -p fuzz/corpus/release_archive && cp fuzz/seeds/release_archive/* fuzz/corpus/release_archive/
+# The Vulkan layer's readers': real SPIR-V (ggml-vulkan shaders glslc built from llama.cpp 11434, fuzz/seeds/spirv_module)
+# behind the drain's leading choice byte, and the shipped device profiles; both with their regression inputs.
+mkdir -p fuzz/corpus/spirv_module fuzz/corpus/vulkan_profile &&
+  for f in fuzz/seeds/spirv_module/*.spv; do
+    { printf '\000'; cat "$f"; } >"fuzz/corpus/spirv_module/$(basename "$f")"
+  done &&
+  cp crates/vklayer/tests/regressions/spirv_module-*.bin fuzz/corpus/spirv_module/ &&
+  cp data/vulkan_profiles/*.json crates/vklayer/tests/regressions/vulkan_profile-*.bin fuzz/corpus/vulkan_profile/
 stamp "building the fuzz targets"
 cargo +"$TOOLCHAIN" fuzz build "${BUILD_OPTS[@]}"
 
@@ -177,7 +185,7 @@ for t in "${TARGETS[@]}"; do
       echo "fuzz: $t: reproducer $a" >&2
       echo "fuzz:   replay: cargo +$TOOLCHAIN fuzz run ${BUILD_OPTS[*]} $t $a" >&2
       crate=binfmt
-      case "$t" in gguf | logs) crate=$t ;; log_milestones | kmsg) crate=logs ;; trace_reader) crate=trace-reader ;; esac
+      case "$t" in gguf | logs) crate=$t ;; log_milestones | kmsg) crate=logs ;; trace_reader) crate=trace-reader ;; spirv_module | vulkan_profile) crate=vklayer ;; esac
       keep="crates/$crate/tests/regressions"
       case "$t" in bisect_spec | sweep_plan | release_archive) keep="fuzz/seeds/$t" ;; esac
       echo "fuzz:   keep:   cp $a $keep/$t-$(sha1sum "$a" | cut -c1-8).bin" >&2

@@ -91,7 +91,7 @@ impl<'a> Instruction<'a> {
 }
 
 /// The instructions of a module, in order. Stops (for good) at the first malformed instruction: a
-/// word count of 0 or one that runs past the end. [`Instructions::complete`] then says whether the
+/// word count of 0, one that runs past the end, or a tail shorter than a word. [`Instructions::complete`] then says whether the
 /// walk reached the end cleanly.
 #[derive(Clone, Debug)]
 pub struct Instructions<'a> {
@@ -125,7 +125,12 @@ impl<'a> Iterator for Instructions<'a> {
     type Item = Instruction<'a>;
 
     fn next(&mut self) -> Option<Instruction<'a>> {
-        let first = self.rest.get(..4)?;
+        let Some(first) = self.rest.get(..4) else {
+            // One to three bytes past the last whole word are not an instruction either.
+            self.failed |= !self.rest.is_empty();
+            self.rest = &[];
+            return None;
+        };
         let word = u32::from_le_bytes([first[0], first[1], first[2], first[3]]);
         let count = (word >> 16) as usize;
         let Some(bytes) = self.rest.get(..count * 4).filter(|_| count > 0) else {
@@ -280,8 +285,10 @@ mod tests {
         assert_eq!((all[2].word(1), all[2].word(2), all[2].word(5)), (Some(17), Some(64), None));
         assert!(Instructions::of(&code[..12]).is_none(), "no whole header");
         assert!(Instructions::of(&words(&[0x0302_2307, 0, 0, 0, 0])).is_none(), "big-endian or not SPIR-V");
-        // A word count of zero, and one running past the end, stop the walk and say so.
-        for broken in [module(&[inst(17, &[1]), vec![0]]), module(&[vec![(9 << 16) | 17, 1]])] {
+        // A word count of zero, one running past the end, and bytes past the last whole word stop the walk and say so.
+        let mut ragged = module(&[inst(17, &[1])]);
+        ragged.extend([0x11, 0]);
+        for broken in [module(&[inst(17, &[1]), vec![0]]), module(&[vec![(9 << 16) | 17, 1]]), ragged] {
             let mut walk = Instructions::of(&broken).unwrap();
             while walk.next().is_some() {}
             assert!(!walk.complete());

@@ -37,6 +37,8 @@ mod device;
 mod dispatch;
 mod fault;
 mod flag;
+#[doc(hidden)]
+pub mod fuzzing;
 mod handles;
 mod impersonate;
 mod labels;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 /// Largest profile file read (a vulkaninfo-derived profile is a few kilobytes).
 pub const MAX_BYTES: usize = 1 << 20;
 /// Most keys, and most items of one array: bounds what a hostile file can make the layer allocate.
-const MAX_ITEMS: usize = 8192;
+pub const MAX_ITEMS: usize = 8192;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Value {
@@ -42,7 +42,8 @@ impl Cursor<'_> {
     }
 
     fn skip_space(&mut self) {
-        while self.bytes.get(self.at).is_some_and(|b| b.is_ascii_whitespace()) {
+        // JSON's four (RFC 8259 `ws`); not the form feed `is_ascii_whitespace` also takes.
+        while self.bytes.get(self.at).is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')) {
             self.at += 1;
         }
     }
@@ -73,19 +74,19 @@ impl Cursor<'_> {
                     self.at += 1;
                     match e {
                         b'"' | b'\\' | b'/' => out.push(e),
+                        b'b' => out.push(0x08),
+                        b'f' => out.push(0x0c),
                         b'n' => out.push(b'\n'),
                         b't' => out.push(b'\t'),
                         b'r' => out.push(b'\r'),
                         b'u' => {
-                            let hex = self.bytes.get(self.at..self.at + 4).and_then(|h| std::str::from_utf8(h).ok());
-                            let Some(c) = hex.and_then(|h| u32::from_str_radix(h, 16).ok()).and_then(char::from_u32)
-                            else {
-                                return self.fail("four hex digits of a non-surrogate \\u escape");
+                            let Some(c) = self.unicode_escape() else {
+                                return self
+                                    .fail("four hex digits of a \\u escape, a surrogate only as half of a pair");
                             };
-                            self.at += 4;
                             out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
                         }
-                        _ => return self.fail("one of the escapes \\\" \\\\ \\/ \\n \\t \\r \\u"),
+                        _ => return self.fail("one of the escapes \\\" \\\\ \\/ \\b \\f \\n \\t \\r \\u"),
                     }
                 }
                 0..=0x1f => return self.fail("no control character inside a string"),
@@ -93,6 +94,31 @@ impl Cursor<'_> {
             }
         }
         String::from_utf8(out).or_else(|_| self.fail("UTF-8 text"))
+    }
+
+    /// Four hex digits after `\u`, and a second escape after them when they are a high surrogate (JSON writes a
+    /// character outside the Basic Multilingual Plane as a UTF-16 pair).
+    fn unicode_escape(&mut self) -> Option<char> {
+        let unit = |at: usize| -> Option<u32> {
+            let hex = self.bytes.get(at..at + 4)?;
+            // Digits only: `from_str_radix` would also take a leading `+`.
+            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                return None;
+            }
+            u32::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
+        };
+        let first = unit(self.at)?;
+        if !(0xd800..0xdc00).contains(&first) {
+            let c = char::from_u32(first)?;
+            self.at += 4;
+            return Some(c);
+        }
+        let second = (self.bytes.get(self.at + 4..self.at + 6) == Some(b"\\u")).then(|| unit(self.at + 6)).flatten()?;
+        if !(0xdc00..0xe000).contains(&second) {
+            return None;
+        }
+        self.at += 10;
+        char::from_u32(0x10000 + ((first - 0xd800) << 10) + (second - 0xdc00))
     }
 
     fn number(&mut self) -> Result<u64, Error> {
@@ -103,8 +129,9 @@ impl Cursor<'_> {
         }
         let digits = std::str::from_utf8(&self.bytes[start..self.at]).unwrap_or_default();
         match digits.parse::<u64>() {
-            Ok(n) => Ok(n),
-            Err(_) => {
+            // JSON writes no leading zero (RFC 8259 `int`).
+            Ok(n) if !(digits.len() > 1 && digits.starts_with('0')) => Ok(n),
+            _ => {
                 self.at = start;
                 self.fail("an unsigned integer below 2^64")
             }
@@ -215,6 +242,29 @@ mod tests {
         assert_eq!(map["s"], Value::Strs(vec!["p".into(), "q".into()]));
         assert_eq!(map["u"], Value::Nums(vec![1, 2, 65535]));
         assert_eq!(map["e"], Value::Strs(vec![]));
+    }
+
+    #[test]
+    fn reads_json_as_rfc_8259_writes_it() {
+        // RFC 8259 section 7: a character outside the Basic Multilingual Plane is escaped as a UTF-16 surrogate pair
+        // ("\ud834\udd1e" is U+1D11E, the RFC's own example); \b and \f are escapes like \n.
+        let map = parse(br#"{"g": "\ud834\udd1e", "c": "\b\f", "z": 0}"#).unwrap();
+        assert_eq!(map["g"], Value::Str("\u{1d11e}".into()));
+        assert_eq!(map["c"], Value::Str("\u{8}\u{c}".into()));
+        assert_eq!(map["z"], Value::Num(0));
+        // Section 6: no leading zero; section 7: a lone surrogate is no character (the offset is its hex digits');
+        // section 2: four whitespace bytes (space, tab, line feed, carriage return), not the form feed.
+        for (text, offset) in [
+            (&br#"{"a": 01}"#[..], 6),
+            (br#"{"a": "\ud834"}"#, 9),
+            (br#"{"a": "\udd1e\ud834"}"#, 9),
+            (br#"{"a": "\ud834\u0041"}"#, 9),
+            (br#"{"a": "\u+041"}"#, 9),
+            (b"\x0c{}", 0),
+        ] {
+            let err = parse(text).unwrap_err();
+            assert_eq!(err.offset, offset, "{}: {err}", String::from_utf8_lossy(text));
+        }
     }
 
     #[test]
