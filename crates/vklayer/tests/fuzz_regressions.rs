@@ -37,7 +37,8 @@ fn real_shaders_drain_and_give_the_sizes_their_sources_declare() {
     ];
     for (seed, size, source) in cases {
         let code = std::fs::read(seeds.join(seed)).unwrap();
-        for choice in [0u8, 3, 0x17] {
+        // Each patch instruction ggml-vulkan adds or strips (choice / 2 % 3), at several boundaries.
+        for choice in [0u8, 3, 5, 0x17] {
             drain::spirv_module(&[&[choice], &code[..]].concat());
         }
         let local = LocalSize::parse(&code);

@@ -3,8 +3,8 @@
 //! for any input.
 //!
 //! `spirv_module`: the walk over a module's instructions accounts for every byte it calls complete; the module hash
-//! ignores a float-controls instruction inserted at any instruction boundary (the rule that lets a module ggml-vulkan
-//! patched hash like the shader it came from); the workgroup size and specialization constants are read within the
+//! ignores an instruction ggml-vulkan patches in or strips out, inserted at any instruction boundary (the rule that
+//! lets a module ggml-vulkan patched hash like the shader it came from); the workgroup size and specialization constants are read within the
 //! data given.
 //!
 //! `vulkan_profile`: the flat JSON reader agrees with serde_json, an independent JSON parser: what it reads is JSON
@@ -21,12 +21,26 @@ pub type Drain = fn(&[u8]);
 
 pub const TARGETS: &[(&str, Drain)] = &[("spirv_module", spirv_module), ("vulkan_profile", vulkan_profile)];
 
-/// `OpCapability RoundingModeRTE`, one of the instructions ggml-vulkan inserts into a module on a device with FP16
-/// float controls (`ggml_vk_create_pipeline_func`).
-const CAPABILITY_ROUNDING_MODE_RTE: [u32; 2] = [(2 << 16) | op::CAPABILITY as u32, 4467];
+/// Instructions ggml-vulkan adds to a module or strips from it at pipeline creation, which the module hash skips:
+/// `OpCapability RoundingModeRTE` and `OpExtension "SPV_KHR_float_controls"` on a device with FP16 float controls
+/// (`ggml_vk_create_pipeline_func`), `OpCapability CooperativeMatrixDecodeVectorNV` (`ggml_vk_strip_decode_vector`).
+fn patch_instruction(kind: usize) -> Vec<u32> {
+    match kind % 3 {
+        0 => vec![(2 << 16) | u32::from(op::CAPABILITY), 4467],
+        1 => vec![(2 << 16) | u32::from(op::CAPABILITY), 5447],
+        _ => {
+            let mut text = b"SPV_KHR_float_controls".to_vec();
+            text.resize(text.len() / 4 * 4 + 4, 0);
+            let mut words = vec![((1 + text.len() as u32 / 4) << 16) | u32::from(op::EXTENSION)];
+            words.extend(text.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+            words
+        }
+    }
+}
 
-/// The input's first byte chooses where a patch instruction goes and how many 12-byte specialization map entries
-/// (then that many again of data words) come off its end; the rest is the module.
+/// The input's first byte chooses which patch instruction goes where (low four bits) and how many 12-byte
+/// specialization map entries (then that many again of data words) come off its end (high four bits); the rest is
+/// the module.
 pub fn spirv_module(data: &[u8]) {
     let Some((&choice, rest)) = data.split_first() else { return };
     let map_entries = usize::from(choice >> 4).min(rest.len() / 16);
@@ -57,10 +71,11 @@ pub fn spirv_module(data: &[u8]) {
             assert!(walked < code.len(), "an incomplete walk left bytes unread");
         }
         let at = boundaries[usize::from(choice & 0xf) % boundaries.len()];
+        let patch = patch_instruction(usize::from(choice & 0xf) / 2);
         let mut patched = code[..at].to_vec();
-        patched.extend(CAPABILITY_ROUNDING_MODE_RTE.iter().flat_map(|w| w.to_le_bytes()));
+        patched.extend(patch.iter().flat_map(|w| w.to_le_bytes()));
         patched.extend_from_slice(&code[at..]);
-        assert_eq!(spirv::module_hash(&patched), hash, "a float-controls capability at byte {at} changed the hash");
+        assert_eq!(spirv::module_hash(&patched), hash, "{patch:x?} inserted at byte {at} changed the hash");
     } else {
         assert!(code.len() < spirv::HEADER_WORDS * 4 || word(code) != spirv::MAGIC);
     }
