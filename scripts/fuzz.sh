@@ -26,7 +26,7 @@ usage() { echo "usage: $0 [SECONDS_PER_TARGET | --budget TOTAL_SECONDS | --build
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 TOOLCHAIN="${FUZZ_TOOLCHAIN:-nightly}"
-read -r -a TARGETS <<<"${FUZZ_TARGETS:-offload_bundle ccob nv_fatbin amdgpu_note cubin_info host_elf gguf logs kmsg log_milestones trace_reader bisect_spec sweep_plan release_archive spirv_module vulkan_profile}"
+read -r -a TARGETS <<<"${FUZZ_TARGETS:-offload_bundle ccob nv_fatbin amdgpu_note cubin_info host_elf gguf logs kmsg log_milestones trace_reader bisect_spec sweep_plan release_archive spirv_module vulkan_profile vulkan_profile_input}"
 # Each libFuzzer run is one process on one core: one per core side by side, so that a fuzzing budget is wall time
 # the machine spends whole.
 JOBS="${FUZZ_JOBS:-$(nproc)}"
@@ -139,6 +139,9 @@ mkdir -p fuzz/corpus/spirv_module fuzz/corpus/vulkan_profile &&
   done &&
   cp crates/vklayer/tests/regressions/spirv_module-*.bin fuzz/corpus/spirv_module/ &&
   cp data/vulkan_profiles/*.json crates/vklayer/tests/regressions/vulkan_profile-*.bin fuzz/corpus/vulkan_profile/
+# What `trace --impersonate` is given: the shipped profiles and the H200's `vulkaninfo --json` (a Khronos profile).
+mkdir -p fuzz/corpus/vulkan_profile_input && cp data/vulkan_profiles/*.json fuzz/seeds/vulkan_profile_input/* \
+  docs/validation/gpu-2026-12-02-vulkaninfo/VP_VULKANINFO_NVIDIA_H200_580_159_4_256.json fuzz/corpus/vulkan_profile_input/
 stamp "building the fuzz targets"
 cargo +"$TOOLCHAIN" fuzz build "${BUILD_OPTS[@]}"
 
@@ -187,7 +190,7 @@ for t in "${TARGETS[@]}"; do
       crate=binfmt
       case "$t" in gguf | logs) crate=$t ;; log_milestones | kmsg) crate=logs ;; trace_reader) crate=trace-reader ;; spirv_module | vulkan_profile) crate=vklayer ;; esac
       keep="crates/$crate/tests/regressions"
-      case "$t" in bisect_spec | sweep_plan | release_archive) keep="fuzz/seeds/$t" ;; esac
+      case "$t" in bisect_spec | sweep_plan | release_archive | vulkan_profile_input) keep="fuzz/seeds/$t" ;; esac
       echo "fuzz:   keep:   cp $a $keep/$t-$(sha1sum "$a" | cut -c1-8).bin" >&2
     done
     failed+=("$t")

@@ -34,6 +34,12 @@ enum Kind {
     Number64,
     Texts,
     Numbers3,
+    /// `discrete`, `integrated`, `virtual`, `cpu` or `other`.
+    DeviceType,
+    /// Cooperative-matrix entries, `MxNxK A B C RESULT SCOPE [saturating]`.
+    MatrixShapes,
+    /// Flexible-dimensions entries, `MGxNGxKG A B C RESULT SCOPE INVOCATIONS [saturating]`.
+    FlexibleShapes,
 }
 
 /// Every key the layer reads, what it holds, and whether a profile must have it. `source_*` keys (where a group of
@@ -45,7 +51,7 @@ const KEYS: &[(&str, Kind, bool)] = &[
     ("device_name", Kind::Text, true),
     ("vendor_id", Kind::Number, true),
     ("device_id", Kind::Number, true),
-    ("device_type", Kind::Text, true),
+    ("device_type", Kind::DeviceType, true),
     ("api_version", Kind::Numbers3, true),
     ("driver_id", Kind::Number, true),
     ("driver_name", Kind::Text, true),
@@ -77,8 +83,8 @@ const KEYS: &[(&str, Kind, bool)] = &[
     ("amd_active_compute_unit_count", Kind::Number, false),
     ("nv_shader_sm_count", Kind::Number, false),
     ("nv_shader_warps_per_sm", Kind::Number, false),
-    ("cooperative_matrix", Kind::Texts, false),
-    ("cooperative_matrix_flexible_dimensions", Kind::Texts, false),
+    ("cooperative_matrix", Kind::MatrixShapes, false),
+    ("cooperative_matrix_flexible_dimensions", Kind::FlexibleShapes, false),
     ("nv_cooperative_matrix2_properties", Kind::Numbers3, false),
 ];
 
@@ -104,7 +110,13 @@ pub fn resolve(arg: &str) -> Result<Profile> {
     }
     let text = crate::host::inputs::read_text_limited(path, MAX_INPUT_BYTES)
         .map_err(|e| anyhow!("{}: {e}", path.display()))?;
-    let value: Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+    from_text(&text, path)
+}
+
+/// The profile in `text`, the contents of the file at `path`: a flat profile, or a `vulkaninfo --json` / Khronos
+/// profile converted to one.
+pub fn from_text(text: &str, path: &Path) -> Result<Profile> {
+    let value: Value = serde_json::from_str(text).with_context(|| format!("{}: not JSON", path.display()))?;
     let flat = if value.get("format").is_some() { value } else { from_khronos(&value, path)? };
     check(flat).with_context(|| format!("{}", path.display()))
 }
@@ -130,6 +142,13 @@ pub fn check(value: Value) -> Result<Profile> {
             Kind::Numbers3 => value.as_array().is_some_and(|a| {
                 a.len() == 3 && a.iter().all(|v| v.as_u64().is_some_and(|n| n <= u64::from(u32::MAX)))
             }),
+            Kind::DeviceType => value.as_str().is_some_and(|t| DEVICE_TYPES.contains(&t)),
+            Kind::MatrixShapes => {
+                value.as_array().is_some_and(|a| a.iter().all(|v| v.as_str().is_some_and(|t| is_shape(t, false))))
+            }
+            Kind::FlexibleShapes => {
+                value.as_array().is_some_and(|a| a.iter().all(|v| v.as_str().is_some_and(|t| is_shape(t, true))))
+            }
         };
         if !fits {
             bail!("key `{key}`: expected {kind:?} ({value})");
@@ -143,13 +162,50 @@ pub fn check(value: Value) -> Result<Profile> {
     if map["format"] != FORMAT {
         bail!("key `format`: expected {FORMAT}");
     }
+    // The layer's own bounds on what it reads (crates/vklayer/src/impersonate/flat_json.rs, MAX_ITEMS and MAX_BYTES).
+    if map.len() > LAYER_MAX_ITEMS {
+        bail!("{} keys: the layer reads at most {LAYER_MAX_ITEMS}", map.len());
+    }
+    for (key, value) in &map {
+        if let Some(a) = value.as_array().filter(|a| a.len() > LAYER_MAX_ITEMS) {
+            bail!("key `{key}`: {} items, the layer reads at most {LAYER_MAX_ITEMS}", a.len());
+        }
+    }
     let text = |k: &str| map[k].as_str().unwrap_or_default().to_string();
-    Ok(Profile {
-        id: text("id"),
-        source: text("source"),
-        device_name: text("device_name"),
-        json: serde_json::to_string_pretty(&Value::Object(map.clone()))?,
-    })
+    let json = serde_json::to_string_pretty(&Value::Object(map.clone()))?;
+    if json.len() > LAYER_MAX_BYTES {
+        bail!("{} bytes as the layer is given it: the layer reads at most {LAYER_MAX_BYTES}", json.len());
+    }
+    Ok(Profile { id: text("id"), source: text("source"), device_name: text("device_name"), json })
+}
+
+/// The most keys, and items of one array, the layer reads in a profile, and its largest profile file.
+const LAYER_MAX_ITEMS: usize = 8192;
+const LAYER_MAX_BYTES: usize = 1 << 20;
+
+/// The device types a profile names (the layer's `device_type`).
+const DEVICE_TYPES: [&str; 5] = ["discrete", "integrated", "virtual", "cpu", "other"];
+
+/// Whether `text` is a cooperative-matrix entry as the layer reads it (crates/vklayer/src/impersonate/profile.rs,
+/// `shape_words`): `MxNxK`, four component types, a scope, the workgroup invocations when `flexible`, then an optional
+/// `saturating`. Written twice, here and in the layer, so that a profile the layer would refuse is refused before the
+/// traced program starts; the fuzz target `vulkan_profile_input` holds the two to the same answers.
+fn is_shape(text: &str, flexible: bool) -> bool {
+    const COMPONENTS: [&str; 12] = ["f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "bf16"];
+    const SCOPES: [&str; 4] = ["device", "workgroup", "subgroup", "queue_family"];
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let fixed = 6 + usize::from(flexible);
+    let saturating = match words.len() {
+        n if n == fixed => false,
+        n if n == fixed + 1 => true,
+        _ => return false,
+    };
+    let dims = words[0].split('x').map(str::parse::<u32>).collect::<Result<Vec<_>, _>>();
+    dims.is_ok_and(|d| d.len() == 3)
+        && words[1..5].iter().all(|w| COMPONENTS.contains(w))
+        && SCOPES.contains(&words[5])
+        && (!flexible || words[6].parse::<u32>().is_ok())
+        && (!saturating || words[fixed] == "saturating")
 }
 
 /// `VkDriverId` values by their enum names (the Khronos profile and vulkaninfo write the name).
@@ -453,5 +509,58 @@ mod tests {
         assert!(format!("{:#}", resolve("no-such-profile").unwrap_err()).contains("gfx900-radv"));
         let not_profile = from_khronos(&serde_json::json!({"a": 1}), Path::new("x.json")).unwrap_err();
         assert!(format!("{not_profile:#}").contains("capabilities"));
+    }
+
+    /// The fuzz target's reproducers (fuzz/seeds/vulkan_profile_input/*.bin: inputs backscope once accepted and the
+    /// layer refused) are refused here now.
+    #[test]
+    fn the_fuzz_reproducers_are_refused() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/vulkan_profile_input");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|x| x == "bin") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                assert!(from_text(&text, &path).is_err(), "{}", path.display());
+                n += 1;
+            }
+        }
+        assert!(n > 0, "no reproducers in {}", dir.display());
+    }
+
+    /// Values the layer would refuse at `vkCreateInstance` (found by the fuzz target `vulkan_profile_input`) are
+    /// refused here, before the traced program starts; the forms the layer reads pass (docs/vulkan-profiles.md).
+    #[test]
+    fn values_the_layer_refuses_are_refused_here() {
+        let with = |key: &str, value: Value| {
+            let mut v: Value = serde_json::from_str(BUILTIN[0].1).unwrap();
+            v[key] = value;
+            check(v)
+        };
+        for (key, value) in [
+            ("device_type", serde_json::json!("gpu")),
+            ("cooperative_matrix", serde_json::json!(["16x8x32 u8 u8 u32 u32 subgroupx"])),
+            ("cooperative_matrix", serde_json::json!(["16x16 f16 f16 f32 f32 subgroup"])),
+            ("cooperative_matrix", serde_json::json!(["16x16x16 f16 f16 f32 f32 subgroup saturated"])),
+            ("cooperative_matrix_flexible_dimensions", serde_json::json!(["32x16x16 f16 f16 f32 f32 workgroup"])),
+            ("features", serde_json::json!(vec!["shaderInt8"; 8193])),
+        ] {
+            let err = with(key, value.clone()).unwrap_err();
+            assert!(format!("{err:#}").contains(&format!("`{key}`")), "{key} = {value}: {err:#}");
+        }
+        let err = with("source_notes", "x".repeat(1 << 20).into()).unwrap_err();
+        assert!(format!("{err:#}").contains("the layer reads at most 1048576"), "{err:#}");
+        for (key, value) in [
+            ("device_type", serde_json::json!("integrated")),
+            (
+                "cooperative_matrix",
+                serde_json::json!(["16x16x16 f16 f16 f32 f32 subgroup", "8x8x32 s8 s8 s32 s32 subgroup saturating"]),
+            ),
+            ("cooperative_matrix_flexible_dimensions", serde_json::json!(["32x16x16 f16 f16 f32 f32 workgroup 128"])),
+        ] {
+            let p = with(key, value.clone()).unwrap_or_else(|e| panic!("{key} = {value}: {e:#}"));
+            let written: Value = serde_json::from_str(&p.json).unwrap();
+            assert_eq!(written[key], value, "what the layer is given");
+        }
     }
 }
