@@ -42,6 +42,22 @@ enum Kind {
     FlexibleShapes,
 }
 
+impl Kind {
+    /// What a value of this kind is, in the words of docs/vulkan-profiles.md.
+    fn expected(self) -> &'static str {
+        match self {
+            Kind::Text => "a string",
+            Kind::Number => "an unsigned integer below 2^32",
+            Kind::Number64 => "an unsigned integer below 2^64",
+            Kind::Texts => "an array of strings",
+            Kind::Numbers3 => "three unsigned integers below 2^32",
+            Kind::DeviceType => "one of discrete, integrated, virtual, cpu, other",
+            Kind::MatrixShapes => "an array of \"MxNxK A B C RESULT SCOPE [saturating]\" entries",
+            Kind::FlexibleShapes => "an array of \"MGxNGxKG A B C RESULT SCOPE INVOCATIONS [saturating]\" entries",
+        }
+    }
+}
+
 /// Every key the layer reads, what it holds, and whether a profile must have it. `source_*` keys (where a group of
 /// values came from) are free text and also allowed.
 const KEYS: &[(&str, Kind, bool)] = &[
@@ -151,7 +167,7 @@ pub fn check(value: Value) -> Result<Profile> {
             }
         };
         if !fits {
-            bail!("key `{key}`: expected {kind:?} ({value})");
+            bail!("key `{key}`: expected {} ({value})", kind.expected());
         }
     }
     for (key, _, required) in KEYS {
