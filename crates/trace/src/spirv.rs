@@ -91,8 +91,8 @@ impl<'a> Instruction<'a> {
 }
 
 /// The instructions of a module, in order. Stops (for good) at the first malformed instruction: a
-/// word count of 0, one that runs past the end, or a tail shorter than a word. [`Instructions::complete`] then says whether the
-/// walk reached the end cleanly.
+/// word count of 0, one that runs past the end, or a tail shorter than a word. [`Instructions::complete`]
+/// then says whether the walk reached the end cleanly.
 #[derive(Clone, Debug)]
 pub struct Instructions<'a> {
     rest: &'a [u8],

@@ -4,8 +4,8 @@
 //!
 //! `spirv_module`: the walk over a module's instructions accounts for every byte it calls complete; the module hash
 //! ignores an instruction ggml-vulkan patches in or strips out, inserted at any instruction boundary (the rule that
-//! lets a module ggml-vulkan patched hash like the shader it came from); the workgroup size and specialization constants are read within the
-//! data given.
+//! lets a module ggml-vulkan patched hash like the shader it came from); the workgroup size and specialization
+//! constants are read within the data given.
 //!
 //! `vulkan_profile`: the flat JSON reader agrees with serde_json, an independent JSON parser: what it reads is JSON
 //! with the same keys and values, and JSON of the flat shape within its limits is never refused; a profile that reads
@@ -38,9 +38,9 @@ fn patch_instruction(kind: usize) -> Vec<u32> {
     }
 }
 
-/// The input's first byte chooses which patch instruction goes where (low four bits) and how many 12-byte
-/// specialization map entries (then that many again of data words) come off its end (high four bits); the rest is
-/// the module.
+/// The input's first byte chooses which patch instruction goes where (low four bits) and how many specialization
+/// map entries come off the input's end (high four bits: that many 12-byte entries, then as many 4-byte data words);
+/// the rest is the module.
 pub fn spirv_module(data: &[u8]) {
     let Some((&choice, rest)) = data.split_first() else { return };
     let map_entries = usize::from(choice >> 4).min(rest.len() / 16);
