@@ -31,6 +31,7 @@ pub mod env;
 pub mod fork;
 pub mod json;
 pub mod naming;
+pub mod profile_form;
 pub mod record;
 pub mod runtime;
 pub mod sink;

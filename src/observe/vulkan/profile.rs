@@ -11,6 +11,8 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{Map, Value};
+// The forms and bounds the layer reads a profile with, defined once for both sides.
+use trace_format::profile_form as form;
 
 /// The `format` of a flat profile (the layer's `profile::FORMAT`).
 pub const FORMAT: &str = "backscope-vulkan-profile/1";
@@ -158,13 +160,11 @@ pub fn check(value: Value) -> Result<Profile> {
             Kind::Numbers3 => value.as_array().is_some_and(|a| {
                 a.len() == 3 && a.iter().all(|v| v.as_u64().is_some_and(|n| n <= u64::from(u32::MAX)))
             }),
-            Kind::DeviceType => value.as_str().is_some_and(|t| DEVICE_TYPES.contains(&t)),
-            Kind::MatrixShapes => {
-                value.as_array().is_some_and(|a| a.iter().all(|v| v.as_str().is_some_and(|t| is_shape(t, false))))
-            }
-            Kind::FlexibleShapes => {
-                value.as_array().is_some_and(|a| a.iter().all(|v| v.as_str().is_some_and(|t| is_shape(t, true))))
-            }
+            Kind::DeviceType => value.as_str().is_some_and(|t| form::DEVICE_TYPES.iter().any(|(name, _)| *name == t)),
+            Kind::MatrixShapes | Kind::FlexibleShapes => value.as_array().is_some_and(|a| {
+                let flexible = kind == Kind::FlexibleShapes;
+                a.iter().all(|v| v.as_str().is_some_and(|t| form::shape(t, flexible).is_some()))
+            }),
         };
         if !fits {
             bail!("key `{key}`: expected {} ({value})", kind.expected());
@@ -178,50 +178,21 @@ pub fn check(value: Value) -> Result<Profile> {
     if map["format"] != FORMAT {
         bail!("key `format`: expected {FORMAT}");
     }
-    // The layer's own bounds on what it reads (crates/vklayer/src/impersonate/flat_json.rs, MAX_ITEMS and MAX_BYTES).
-    if map.len() > LAYER_MAX_ITEMS {
-        bail!("{} keys: the layer reads at most {LAYER_MAX_ITEMS}", map.len());
+    // The layer's own bounds on what it reads.
+    if map.len() > form::MAX_ITEMS {
+        bail!("{} keys: the layer reads at most {}", map.len(), form::MAX_ITEMS);
     }
     for (key, value) in &map {
-        if let Some(a) = value.as_array().filter(|a| a.len() > LAYER_MAX_ITEMS) {
-            bail!("key `{key}`: {} items, the layer reads at most {LAYER_MAX_ITEMS}", a.len());
+        if let Some(a) = value.as_array().filter(|a| a.len() > form::MAX_ITEMS) {
+            bail!("key `{key}`: {} items, the layer reads at most {}", a.len(), form::MAX_ITEMS);
         }
     }
     let text = |k: &str| map[k].as_str().unwrap_or_default().to_string();
     let json = serde_json::to_string_pretty(&Value::Object(map.clone()))?;
-    if json.len() > LAYER_MAX_BYTES {
-        bail!("{} bytes as the layer is given it: the layer reads at most {LAYER_MAX_BYTES}", json.len());
+    if json.len() > form::MAX_BYTES {
+        bail!("{} bytes as the layer is given it: the layer reads at most {}", json.len(), form::MAX_BYTES);
     }
     Ok(Profile { id: text("id"), source: text("source"), device_name: text("device_name"), json })
-}
-
-/// The most keys, and items of one array, the layer reads in a profile, and its largest profile file.
-const LAYER_MAX_ITEMS: usize = 8192;
-const LAYER_MAX_BYTES: usize = 1 << 20;
-
-/// The device types a profile names (the layer's `device_type`).
-const DEVICE_TYPES: [&str; 5] = ["discrete", "integrated", "virtual", "cpu", "other"];
-
-/// Whether `text` is a cooperative-matrix entry as the layer reads it (crates/vklayer/src/impersonate/profile.rs,
-/// `shape_words`): `MxNxK`, four component types, a scope, the workgroup invocations when `flexible`, then an optional
-/// `saturating`. Written twice, here and in the layer, so that a profile the layer would refuse is refused before the
-/// traced program starts; the fuzz target `vulkan_profile_input` holds the two to the same answers.
-fn is_shape(text: &str, flexible: bool) -> bool {
-    const COMPONENTS: [&str; 12] = ["f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "bf16"];
-    const SCOPES: [&str; 4] = ["device", "workgroup", "subgroup", "queue_family"];
-    let words: Vec<&str> = text.split_whitespace().collect();
-    let fixed = 6 + usize::from(flexible);
-    let saturating = match words.len() {
-        n if n == fixed => false,
-        n if n == fixed + 1 => true,
-        _ => return false,
-    };
-    let dims = words[0].split('x').map(str::parse::<u32>).collect::<Result<Vec<_>, _>>();
-    dims.is_ok_and(|d| d.len() == 3)
-        && words[1..5].iter().all(|w| COMPONENTS.contains(w))
-        && SCOPES.contains(&words[5])
-        && (!flexible || words[6].parse::<u32>().is_ok())
-        && (!saturating || words[fixed] == "saturating")
 }
 
 /// `VkDriverId` values by their enum names (the Khronos profile and vulkaninfo write the name).
@@ -528,20 +499,15 @@ mod tests {
     }
 
     /// The fuzz target's reproducers (fuzz/seeds/vulkan_profile_input/*.bin: inputs backscope once accepted and the
-    /// layer refused) are refused here now.
+    /// layer refused) are refused here now; replayed by the loop every decoder's regressions share.
     #[test]
     fn the_fuzz_reproducers_are_refused() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/vulkan_profile_input");
-        let mut n = 0;
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_some_and(|x| x == "bin") {
-                let text = std::fs::read_to_string(&path).unwrap();
-                assert!(from_text(&text, &path).is_err(), "{}", path.display());
-                n += 1;
-            }
+        fn refused(data: &[u8]) {
+            let text = std::str::from_utf8(data).expect("a reproducer is text (the target skips other input)");
+            assert!(from_text(text, Path::new("reproducer.json")).is_err());
         }
-        assert!(n > 0, "no reproducers in {}", dir.display());
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/vulkan_profile_input");
+        fuzz_replay::replay(&dir, &[("vulkan_profile_input", refused)]);
     }
 
     /// Values the layer would refuse at `vkCreateInstance` (found by the fuzz target `vulkan_profile_input`) are

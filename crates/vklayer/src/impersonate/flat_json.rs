@@ -5,10 +5,8 @@
 
 use std::collections::BTreeMap;
 
-/// Largest profile file read (a vulkaninfo-derived profile is a few kilobytes).
-pub const MAX_BYTES: usize = 1 << 20;
-/// Most keys, and most items of one array: bounds what a hostile file can make the layer allocate.
-pub const MAX_ITEMS: usize = 8192;
+/// Largest profile file read, most keys and most items of one array: defined where backscope's check reads them too.
+pub use format::profile_form::{MAX_BYTES, MAX_ITEMS};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Value {

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use ash::vk;
 
+use format::profile_form;
+
 use super::flat_json::{self, Value};
 
 /// The `format` a profile names.
@@ -152,14 +154,11 @@ pub fn parse(bytes: &[u8]) -> Result<Profile, Error> {
         return Keys::fail("format", FORMAT);
     }
     let api = Keys::required("api_version", keys.u32x3("api_version")?)?;
-    let device_type = match Keys::required("device_type", keys.string("device_type")?)?.as_str() {
-        "discrete" => vk::PhysicalDeviceType::DISCRETE_GPU,
-        "integrated" => vk::PhysicalDeviceType::INTEGRATED_GPU,
-        "virtual" => vk::PhysicalDeviceType::VIRTUAL_GPU,
-        "cpu" => vk::PhysicalDeviceType::CPU,
-        "other" => vk::PhysicalDeviceType::OTHER,
-        _ => return Keys::fail("device_type", "discrete, integrated, virtual, cpu or other"),
+    let device_type = Keys::required("device_type", keys.string("device_type")?)?;
+    let Some(&(_, device_type)) = profile_form::DEVICE_TYPES.iter().find(|(name, _)| *name == device_type) else {
+        return Keys::fail("device_type", "discrete, integrated, virtual, cpu or other");
     };
+    let device_type = vk::PhysicalDeviceType::from_raw(device_type);
     let driver_id = Keys::required("driver_id", keys.u32("driver_id")?)?;
     let stages = |key| -> Result<Option<vk::ShaderStageFlags>, Error> {
         Ok(keys.strings(key)?.map(|names| vk::ShaderStageFlags::from_raw(bits(&names, STAGE_BITS))))
@@ -254,52 +253,13 @@ fn bits(names: &[String], table: &[(&str, u32)]) -> u32 {
     names.iter().filter_map(|n| table.iter().find(|(name, _)| name == n)).fold(0, |acc, (_, bit)| acc | bit)
 }
 
-/// `VkComponentTypeKHR` by the short names a profile uses.
-const COMPONENT_TYPES: &[(&str, i32)] = &[
-    ("f16", 0),
-    ("f32", 1),
-    ("f64", 2),
-    ("s8", 3),
-    ("s16", 4),
-    ("s32", 5),
-    ("s64", 6),
-    ("u8", 7),
-    ("u16", 8),
-    ("u32", 9),
-    ("u64", 10),
-    ("bf16", 1000141000),
-];
-
-/// The words of a cooperative-matrix entry: `MxNxK A B C RESULT SCOPE`, then `extra` more words, then an optional
-/// `saturating`. Dimensions, component types, scope, the extra words and whether it saturates; `None` if malformed.
-type ShapeWords<'a> = ([u32; 3], [vk::ComponentTypeKHR; 4], vk::ScopeKHR, Vec<&'a str>, bool);
-
-fn shape_words(text: &str, extra: usize) -> Option<ShapeWords<'_>> {
-    let words: Vec<&str> = text.split_whitespace().collect();
-    let fixed = 6 + extra;
-    if !(fixed..=fixed + 1).contains(&words.len()) || words.get(fixed).is_some_and(|w| *w != "saturating") {
-        return None;
-    }
-    let dims: Vec<u32> = words[0].split('x').map(str::parse).collect::<Result<_, _>>().ok()?;
-    let [m, n, k] = dims[..] else { return None };
-    let component =
-        |w: &str| COMPONENT_TYPES.iter().find(|(name, _)| *name == w).map(|&(_, v)| vk::ComponentTypeKHR::from_raw(v));
-    let types = [component(words[1])?, component(words[2])?, component(words[3])?, component(words[4])?];
-    let scope = match words[5] {
-        "device" => vk::ScopeKHR::DEVICE,
-        "workgroup" => vk::ScopeKHR::WORKGROUP,
-        "subgroup" => vk::ScopeKHR::SUBGROUP,
-        "queue_family" => vk::ScopeKHR::QUEUE_FAMILY,
-        _ => return None,
-    };
-    Some(([m, n, k], types, scope, words[6..fixed].to_vec(), words.len() > fixed))
-}
-
 /// One `vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR` entry, written `MxNxK A B C RESULT SCOPE` with an
 /// optional trailing `saturating` (`16x16x16 f16 f16 f32 f32 subgroup`).
 fn cooperative_matrix_shape(text: &str) -> Result<vk::CooperativeMatrixPropertiesKHR<'static>, Error> {
     let bad = || Error(format!("key `cooperative_matrix`: `{text}` is not `MxNxK A B C RESULT SCOPE [saturating]`"));
-    let ([m, n, k], [a, b, c, r], scope, _, saturating) = shape_words(text, 0).ok_or_else(bad)?;
+    let shape = profile_form::shape(text, false).ok_or_else(bad)?;
+    let [m, n, k] = shape.dims;
+    let [a, b, c, r] = shape.types.map(vk::ComponentTypeKHR::from_raw);
     Ok(vk::CooperativeMatrixPropertiesKHR {
         m_size: m,
         n_size: n,
@@ -308,8 +268,8 @@ fn cooperative_matrix_shape(text: &str) -> Result<vk::CooperativeMatrixPropertie
         b_type: b,
         c_type: c,
         result_type: r,
-        saturating_accumulation: vk::Bool32::from(saturating),
-        scope,
+        saturating_accumulation: vk::Bool32::from(shape.saturating),
+        scope: vk::ScopeKHR::from_raw(shape.scope),
         ..Default::default()
     })
 }
@@ -323,9 +283,14 @@ fn flexible_shape(text: &str) -> Result<FlexibleShape, Error> {
              `MGxNGxKG A B C RESULT SCOPE INVOCATIONS [saturating]`"
         ))
     };
-    let (granularity, types, scope, extra, saturating) = shape_words(text, 1).ok_or_else(bad)?;
-    let workgroup_invocations = extra[0].parse().map_err(|_| bad())?;
-    Ok(FlexibleShape { granularity, types, saturating, scope, workgroup_invocations })
+    let shape = profile_form::shape(text, true).ok_or_else(bad)?;
+    Ok(FlexibleShape {
+        granularity: shape.dims,
+        types: shape.types.map(vk::ComponentTypeKHR::from_raw),
+        saturating: shape.saturating,
+        scope: vk::ScopeKHR::from_raw(shape.scope),
+        workgroup_invocations: shape.invocations.ok_or_else(bad)?,
+    })
 }
 
 #[cfg(test)]
