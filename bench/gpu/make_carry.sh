@@ -13,7 +13,11 @@
 #                                     bench/gpu/vk_overhead_ab.sh's vk_decode_ab (VK_DECODE_AB); with
 #                                     LAYER_AT=NAME:REV … also the layer of each REV as
 #                                     libbackscope_vklayer-NAME.so (blackbox_cost.sh's arm env@NAME), built in a
-#                                     worktree under /var/tmp.
+#                                     worktree under /var/tmp. Same source, not the same file: a release build's
+#                                     bytes depend on where it is built (no path is in the stripped file, yet a
+#                                     worktree at another path with another target folder gave other bytes), so
+#                                     this cannot remake an earlier carry's file; build in the checkout and target
+#                                     folder that made it (the validation README's session 40 says how).
 # Usage: [LAYER_AT="short:65f9099"] [CARGO_TARGET_DIR=…] bash bench/gpu/make_carry.sh
 # About 20 minutes on 2 cores when the llama.cpp build is not cached, a minute or two when it is.
 set -euo pipefail
