@@ -1,0 +1,31 @@
+#!/usr/bin/env python3
+# Session 40's reading of c40/call-parts.sh's calls, fixed before any of their rounds ran (validation README,
+# "Prepared for the next device calls (session 40)"): every folder named partsNN… is pooled round by round, both cards
+# together, and `paused` (the layer loaded, forwarding only) is read against plain beside `env`. When the A/A control
+# lies within ±0.25 points: a paused cost of at least 0.15% (a third of what `env` cost in the pool of c38/reading.py)
+# says the forwarding is a share a cheaper layer has to cut; an interval for paused inside ±0.15 says it is not, and the
+# cut goes to observing's own work; anything else is undecided.
+# Usage, in this folder: python3 c40/reading.py
+import os, re, subprocess, sys
+
+folder = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ab = os.path.join(folder, '..', '..', '..', 'bench', 'gpu', 'blackbox_ab.py')
+names = sorted(n for n in os.listdir(folder) if re.fullmatch(r'parts\d+[a-z]?', n))
+if not names:
+    sys.exit('no parts… folder here yet')
+out = subprocess.run([sys.executable, ab] + names, cwd=folder, capture_output=True, text=True, check=True).stdout
+fastest = {m[1]: (float(m[2]), float(m[3]), float(m[4]), int(m[5])) for m in (
+    re.match(r'tg16 (\w+) +fastest .* vs plain +([+-][\d.]+)% \[([+-][\d.]+), ([+-][\d.]+)\] \(n=(\d+)\)', line)
+    for line in out.splitlines()) if m}
+for arm in ('paused', 'env', 'plain2'):
+    print('%-7s %+.2f%% [%+.2f, %+.2f]  rounds %d  (%s)' % ((arm,) + fastest[arm] + (' '.join(names),)))
+aa, paused = fastest['plain2'], fastest['paused']
+if not (-0.25 <= aa[1] and aa[2] <= 0.25):
+    verdict = 'not resolved (the A/A control leaves ±0.25)'
+elif paused[0] <= -0.15:
+    verdict = 'forwarding is a share to cut (paused costs at least 0.15%)'
+elif -0.15 <= paused[1] and paused[2] <= 0.15:
+    verdict = "forwarding is not the share: cut observing's own work"
+else:
+    verdict = 'undecided'
+print('verdict:', verdict)
