@@ -24,6 +24,11 @@ pub const LLAMA_CPP_VERSION: &str = "11434";
 /// time).
 pub const LLAMA_VULKAN_BUILD: &str = "11434-vulkan-glslc2026.4-clang19-O0-outside-ggml";
 
+/// The other cache keys scripts/llama-build.sh writes: `vulkan-release` (everything optimised, as a user's build;
+/// llama-bench and llama-quantize only) and `cpu`.
+pub const LLAMA_VULKAN_RELEASE_BUILD: &str = "11434-vulkan-glslc2026.4-clang19-O3";
+pub const LLAMA_CPU_BUILD: &str = "11434-cpu-clang19";
+
 /// Where the cache root's path came from: the fix for a refused root differs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
@@ -189,7 +194,7 @@ pub fn llama_cpp_source() -> Result<PathBuf, String> {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn the_vulkan_build_key_is_the_one_llama_build_writes() {
+    fn the_build_keys_are_the_ones_llama_build_writes() {
         // scripts/llama-build.sh names the key from its pinned shaderc version: the two must not drift apart.
         let script = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/llama-build.sh"));
         let version = script
@@ -202,6 +207,14 @@ mod tests {
             format!("{}-vulkan-glslc{upstream}-clang19-O0-outside-ggml", super::LLAMA_CPP_VERSION)
         );
         assert!(script.contains(r#"KEY="$VERSION-vulkan-glslc${SHADERC_DEB_VERSION%-*}-clang19-O0-outside-ggml""#));
+        assert_eq!(
+            super::LLAMA_VULKAN_RELEASE_BUILD,
+            format!("{}-vulkan-glslc{upstream}-clang19-O3", super::LLAMA_CPP_VERSION)
+        );
+        assert!(script.contains(r#"KEY="$VERSION-vulkan-glslc${SHADERC_DEB_VERSION%-*}-clang19-O3""#));
+        assert_eq!(super::LLAMA_CPU_BUILD, format!("{}-cpu-clang19", super::LLAMA_CPP_VERSION));
+        assert!(script.contains(r#"cpu) KEY="$VERSION-cpu-clang19""#));
+        assert!(script.contains(&format!("\nVERSION={}\n", super::LLAMA_CPP_VERSION)));
     }
 
     use super::*;

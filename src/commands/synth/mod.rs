@@ -67,8 +67,8 @@ pub struct SynthOptions {
 }
 
 /// Directories that may hold llama.cpp executables, in the order they are tried: `explicit`,
-/// $BACKSCOPE_LLAMA_BIN, then the cached builds of scripts/llama-build.sh (vulkan, then cpu) in the checked cache
-/// root ([`crate::host::cache::root`]; a refused root is the error).
+/// $BACKSCOPE_LLAMA_BIN, then the cached builds of scripts/llama-build.sh (vulkan, vulkan-release, then cpu) in the
+/// checked cache root ([`crate::host::cache::root`]; a refused root is the error).
 fn llama_bin_candidates(explicit: Option<&Path>) -> Result<(Vec<PathBuf>, Option<PathBuf>)> {
     if let Some(d) = explicit {
         return Ok((vec![d.to_path_buf()], None));
@@ -77,7 +77,8 @@ fn llama_bin_candidates(explicit: Option<&Path>) -> Result<(Vec<PathBuf>, Option
         return Ok((vec![PathBuf::from(d)], None));
     }
     let root = crate::host::cache::root().map_err(|e| anyhow!("{e}"))?;
-    let dirs = [crate::host::cache::LLAMA_VULKAN_BUILD.to_string(), format!("{LLAMA_CPP_VERSION}-cpu")]
+    use crate::host::cache::{LLAMA_CPU_BUILD, LLAMA_VULKAN_BUILD, LLAMA_VULKAN_RELEASE_BUILD};
+    let dirs = [LLAMA_VULKAN_BUILD, LLAMA_VULKAN_RELEASE_BUILD, LLAMA_CPU_BUILD]
         .iter()
         .map(|key| root.join(format!("llama.cpp/{key}/bin")))
         .collect();
