@@ -13,11 +13,12 @@
 #                                     bench/gpu/vk_overhead_ab.sh's vk_decode_ab (VK_DECODE_AB); with
 #                                     LAYER_AT=NAME:REV … also the layer of each REV as
 #                                     libbackscope_vklayer-NAME.so (blackbox_cost.sh's arm env@NAME), built in a
-#                                     worktree under /var/tmp. Same source, not the same file: a release build's
-#                                     bytes depend on where it is built (no path is in the stripped file, yet a
-#                                     worktree at another path with another target folder gave other bytes), so
-#                                     this cannot remake an earlier carry's file; build in the checkout and target
-#                                     folder that made it (the validation README's session 40 says how).
+#                                     worktree under /var/tmp, its path mapped to this checkout's
+#                                     (`--remap-path-prefix`): a release build's bytes depend on the path of the
+#                                     sources (not on the target folder), so without the mapping the same source
+#                                     gives another file; with it, REV's layer is the file this checkout made when
+#                                     it was at REV (checked: LAYER_AT=s37:77ecf42 here gives 8cea593f…, the
+#                                     layer of the validation README's pooled calls).
 # Usage: [LAYER_AT="short:65f9099"] [CARGO_TARGET_DIR=…] bash bench/gpu/make_carry.sh
 # About 20 minutes on 2 cores when the llama.cpp build is not cached, a minute or two when it is.
 set -euo pipefail
@@ -66,7 +67,9 @@ for spec in ${LAYER_AT:-}; do
   wt=/var/tmp/make-carry-layer-$name
   git worktree remove --force "$wt" 2>/dev/null || true
   git worktree add -q --detach "$wt" "$rev"
-  (cd "$wt" && CARGO_TARGET_DIR=/var/tmp/make-carry-target-$name cargo build --release -q -p backscope-vklayer)
+  here=$PWD
+  (cd "$wt" && RUSTFLAGS="--remap-path-prefix=$wt=$here" CARGO_TARGET_DIR=/var/tmp/make-carry-target-$name \
+    cargo build --release -q -p backscope-vklayer)
   strip -o "$C/bb/libbackscope_vklayer-$name.so" "/var/tmp/make-carry-target-$name/release/libbackscope_vklayer.so"
   git worktree remove --force "$wt"
   log "layer $name: $(git log -1 --format='%h %s' "$rev" | cut -c1-80)"
