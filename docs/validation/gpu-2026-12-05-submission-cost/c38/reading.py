@@ -11,15 +11,6 @@ import os, re, subprocess, sys
 here = os.path.dirname(os.path.abspath(__file__))
 folder = os.path.dirname(here)
 ab = os.path.join(folder, '..', '..', '..', 'bench', 'gpu', 'blackbox_ab.py')
-names = sorted(n for n in os.listdir(folder)
-               if re.fullmatch(r'(pl\d+[a-z]?|h\d+[a-z]?|c35h|c35i)', n) and os.path.isdir(os.path.join(folder, n)))
-cards = {}
-for n in names:
-    first = open(os.path.join(folder, n, 'gpu-first.txt')).read()
-    card = 'H200' if 'H200' in first else 'H100' if 'H100' in first else None
-    if card is None:
-        sys.exit('%s/gpu-first.txt names neither an H100 nor an H200: %r' % (n, first.strip()))
-    cards.setdefault(card, []).append(n)
 
 LINE = re.compile(r'tg16 (\w+) +fastest .* vs plain +([+-][\d.]+)% \[([+-][\d.]+), ([+-][\d.]+)\] \(n=(\d+)\)')
 
@@ -36,13 +27,28 @@ def show(label, r):
     print('%-28s env %+.2f%% [%+.2f, %+.2f]  A/A %+.2f%% [%+.2f, %+.2f]  rounds %d' % (label, *e[:3], *a[:3], e[3]))
 
 
-per_card = {}
-for card, dirs in sorted(cards.items()):
-    per_card[card] = pooled(dirs)
-    show('%s (%s)' % (card, ' '.join(dirs)), per_card[card])
-every = pooled(names)
-show('both cards pooled', every)
-resolved = -0.25 <= every['plain2'][1] and every['plain2'][2] <= 0.25
-met = resolved and every['env'][1] > -0.5 and all(r['env'][0] > -0.5 for r in per_card.values())
-print('A/A control within ±0.25: %s; decode goal (cost at most 0.5%%, whole interval): %s' % (
-    'yes' if resolved else 'no', 'met' if met else 'not shown'))
+def main():
+    names = sorted(n for n in os.listdir(folder)
+                   if re.fullmatch(r'(pl\d+[a-z]?|h\d+[a-z]?|c35h|c35i)', n) and os.path.isdir(os.path.join(folder, n)))
+    cards = {}
+    for n in names:
+        first = open(os.path.join(folder, n, 'gpu-first.txt')).read()
+        card = 'H200' if 'H200' in first else 'H100' if 'H100' in first else None
+        if card is None:
+            sys.exit('%s/gpu-first.txt names neither an H100 nor an H200: %r' % (n, first.strip()))
+        cards.setdefault(card, []).append(n)
+    per_card = {}
+    for card, dirs in sorted(cards.items()):
+        per_card[card] = pooled(dirs)
+        show('%s (%s)' % (card, ' '.join(dirs)), per_card[card])
+    every = pooled(names)
+    show('both cards pooled', every)
+    resolved = -0.25 <= every['plain2'][1] and every['plain2'][2] <= 0.25
+    met = resolved and every['env'][1] > -0.5 and all(r['env'][0] > -0.5 for r in per_card.values())
+    print('A/A control within ±0.25: %s; decode goal (cost at most 0.5%%, whole interval): %s' % (
+        'yes' if resolved else 'no', 'met' if met else 'not shown'))
+
+
+# c40/reading.py pools its own folders with `pooled` (imported, so the reading above runs only as a program).
+if __name__ == '__main__':
+    main()

@@ -6,17 +6,17 @@
 # says the forwarding is a share a cheaper layer has to cut; an interval for paused inside ±0.15 says it is not, and the
 # cut goes to observing's own work; anything else is undecided.
 # Usage, in this folder: python3 c40/reading.py
-import os, re, subprocess, sys
+import importlib.util, os, re, sys
 
 folder = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ab = os.path.join(folder, '..', '..', '..', 'bench', 'gpu', 'blackbox_ab.py')
+# c38's pooling of blackbox_ab.py's fastest-repetition lines, the same for these folders.
+spec = importlib.util.spec_from_file_location('c38_reading', os.path.join(folder, 'c38', 'reading.py'))
+c38 = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(c38)
 names = sorted(n for n in os.listdir(folder) if re.fullmatch(r'parts\d+[a-z]?', n))
 if not names:
     sys.exit('no parts… folder here yet')
-out = subprocess.run([sys.executable, ab] + names, cwd=folder, capture_output=True, text=True, check=True).stdout
-fastest = {m[1]: (float(m[2]), float(m[3]), float(m[4]), int(m[5])) for m in (
-    re.match(r'tg16 (\w+) +fastest .* vs plain +([+-][\d.]+)% \[([+-][\d.]+), ([+-][\d.]+)\] \(n=(\d+)\)', line)
-    for line in out.splitlines()) if m}
+fastest = c38.pooled(names)
 for arm in ('paused', 'env', 'plain2'):
     print('%-7s %+.2f%% [%+.2f, %+.2f]  rounds %d  (%s)' % ((arm,) + fastest[arm] + (' '.join(names),)))
 aa, paused = fastest['plain2'], fastest['paused']
