@@ -67,9 +67,8 @@ for spec in ${LAYER_AT:-}; do
   wt=/var/tmp/make-carry-layer-$name
   git worktree remove --force "$wt" 2>/dev/null || true
   git worktree add -q --detach "$wt" "$rev"
-  here=$PWD
-  (cd "$wt" && RUSTFLAGS="--remap-path-prefix=$wt=$here" CARGO_TARGET_DIR=/var/tmp/make-carry-target-$name \
-    cargo build --release -q -p backscope-vklayer)
+  RUSTFLAGS="--remap-path-prefix=$wt=$PWD" CARGO_TARGET_DIR=/var/tmp/make-carry-target-$name \
+    cargo build --release -q --manifest-path "$wt/Cargo.toml" -p backscope-vklayer
   strip -o "$C/bb/libbackscope_vklayer-$name.so" "/var/tmp/make-carry-target-$name/release/libbackscope_vklayer.so"
   git worktree remove --force "$wt"
   log "layer $name: $(git log -1 --format='%h %s' "$rev" | cut -c1-80)"
