@@ -14,14 +14,21 @@
 # `before`), so that a change is compared with the build before it in one run: `layer - before`.
 # DISPATCHES 32 is what ggml-vulkan submits per command buffer while decoding a small model (about 30 dispatches per
 # submission: per-submission costs show there), 20000 the per-dispatch cost alone.
-# Usage: [LAYER_BEFORE=…] bench/vklayer_dispatch.sh [RUNS] [DISPATCHES] [ROUNDS]
+# LAYER=path/to/libbackscope_vklayer.so times that build (the carry's layer, say) instead of building this checkout's.
+# DISPATCHES 100 is the most ggml-vulkan records into one command buffer (what its decode mostly submits); there the
+# forwarding alone (`paused - baseline`) shows beside what observing adds (`layer - paused`).
+# Usage: [LAYER=…] [LAYER_BEFORE=…] bench/vklayer_dispatch.sh [RUNS] [DISPATCHES] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${1:-5}"
 DISPATCHES="${2:-20000}"
 ROUNDS="${3:-8}"
-cargo build --release -q -p backscope-vklayer
-LAYER="$PWD/target/release/libbackscope_vklayer.so"
+if [ -n "${LAYER:-}" ]; then
+  LAYER=$(realpath "$LAYER")
+else
+  cargo build --release -q -p backscope-vklayer
+  LAYER="${CARGO_TARGET_DIR:-$PWD/target}/release/libbackscope_vklayer.so"
+fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 [ -n "${KEEP_ROWS:-}" ] && trap 'cp "$WORK/rows.jsonl" "$KEEP_ROWS"; rm -rf "$WORK"' EXIT

@@ -18,6 +18,11 @@
 #   min32    env with BACKSCOPE_VK_MARKER_MIN_DISPATCHES=32 (a buffer's end marked once 32 dispatches went unmarked);
 #   paused   env with BACKSCOPE_VK_PAUSED=1 (the layer's hooks installed but only forwarding: what the forwarding
 #            costs, apart from observing);
+#   bare     paused without what the layer adds to the device it creates (BACKSCOPE_VK_MARKERS=none: no marker
+#            extension; BACKSCOPE_VK_FAULT=0: no VK_EXT_device_fault; BACKSCOPE_VK_PIPELINE_STATS=0): the loaded
+#            layer's forwarding alone, so that paused - bare is what enabling those on the device costs;
+#   preload  no layer, only what `trace --env` preloads (the CUDA/HIP observer, which a Vulkan process never calls) and
+#            its trace directory: what loading a library changes in a process that does not use it;
 #   env+VAR=VALUE[+VAR=VALUE…]  env with those variables set too (settings together that no arm above has:
 #            env+BACKSCOPE_VK_MARKER_MEMORY=device+BACKSCOPE_VK_MARKER_MIN_DISPATCHES=32; with
 #            env+BACKSCOPE_VK_MARKER_MIN_DISPATCHES=1 every command buffer is marked, the default before 2026-12-06);
@@ -170,6 +175,11 @@ for r in $(seq 1 "${ROUNDS:-20}"); do
       devmark) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_MARKER_MEMORY=device) ;;
       min32) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_MARKER_MIN_DISPATCHES=32) ;;
       paused) mapfile -t e < <(env_of "$d"); e+=(BACKSCOPE_VK_PAUSED=1) ;;
+      bare)
+        mapfile -t e < <(env_of "$d")
+        e+=(BACKSCOPE_VK_PAUSED=1 BACKSCOPE_VK_MARKERS=none BACKSCOPE_VK_FAULT=0 BACKSCOPE_VK_PIPELINE_STATS=0)
+        ;;
+      preload) mapfile -t e < <(env_of "$d" | grep -e '^LD_PRELOAD=' -e '^BACKSCOPE_TRACE_DIR=') ;;
       env@*) mapfile -t e < <(env_of "$d" "$C/bb/libbackscope_vklayer-${arm#env@}.so") ;;
       env+*) mapfile -t e < <(env_of "$d"); IFS=+ read -r -a extra <<<"${arm#env+}"; e+=("${extra[@]}") ;;
     esac

@@ -12,13 +12,16 @@ here = os.path.dirname(os.path.abspath(__file__))
 folder = os.path.dirname(here)
 ab = os.path.join(folder, '..', '..', '..', 'bench', 'gpu', 'blackbox_ab.py')
 
-LINE = re.compile(r'tg16 (\w+) +fastest .* vs plain +([+-][\d.]+)% \[([+-][\d.]+), ([+-][\d.]+)\] \(n=(\d+)\)')
+LINE = r'tg16 (\w+) +fastest .* vs %s +([+-][\d.]+)%% \[([+-][\d.]+), ([+-][\d.]+)\] \(n=(\d+)\)'
 
 
-def pooled(dirs):
-    """{arm: (median, low, high, rounds)} of blackbox_ab.py's fastest-repetition lines over the folders."""
-    out = subprocess.run([sys.executable, ab] + dirs, cwd=folder, capture_output=True, text=True, check=True).stdout
-    return {m[1]: tuple(float(x) for x in m.groups()[1:4]) + (int(m[5]),) for m in map(LINE.match, out.splitlines())
+def pooled(dirs, base='plain'):
+    """{arm: (median, low, high, rounds)} of blackbox_ab.py's fastest-repetition lines over the folders, each arm
+    against `base` round by round (blackbox_ab.py's BASE)."""
+    out = subprocess.run([sys.executable, ab] + dirs, cwd=folder, capture_output=True, text=True, check=True,
+                         env=dict(os.environ, BASE=base)).stdout
+    line = re.compile(LINE % re.escape(base))
+    return {m[1]: tuple(float(x) for x in m.groups()[1:4]) + (int(m[5]),) for m in map(line.match, out.splitlines())
             if m}
 
 
