@@ -5,8 +5,8 @@
 # machine's cost rounds every process is pinned to one core (bench/gpu/blackbox_cost.sh, PIN=3), so whatever these
 # threads run is taken from ggml's submitting thread there; this says how much that can be.
 # Each thread's time on a CPU is /proc/PID/task/TID/schedstat's first field (nanoseconds, exact, unlike the tick-counted
-# utime), with its timeslices (the third field), read every half second while the process runs; the last reading
-# before it ends is printed, with the run's wall time and the threads' share of it.
+# utime), with its timeslices (the third field), read every half second while the process runs; each thread's latest
+# reading is printed, with its share of the run's wall time.
 # Usage: bench/vklayer_threads.sh LAYER_SO [TOKENS=256]; needs the optimised Vulkan llama.cpp build
 #   (scripts/llama-build.sh vulkan-release), `backscope` on PATH or in target/release, lavapipe; OBSERVER as in
 #   bench/vklayer_ggml_instructions.sh.

@@ -18,9 +18,10 @@
 #   min32    env with BACKSCOPE_VK_MARKER_MIN_DISPATCHES=32 (a buffer's end marked once 32 dispatches went unmarked);
 #   paused   env with BACKSCOPE_VK_PAUSED=1 (the layer's hooks installed but only forwarding: what the forwarding
 #            costs, apart from observing);
-#   bare     paused without what the layer adds to the device it creates (BACKSCOPE_VK_MARKERS=none: no marker
-#            extension; BACKSCOPE_VK_FAULT=0: no VK_EXT_device_fault; BACKSCOPE_VK_PIPELINE_STATS=0): the loaded
-#            layer's forwarding alone, so that paused - bare is what enabling those on the device costs;
+#   bare     paused without the extensions and flags the layer enables on the device it creates
+#            (BACKSCOPE_VK_MARKERS=none: no marker extension; BACKSCOPE_VK_FAULT=0: no VK_EXT_device_fault;
+#            BACKSCOPE_VK_PIPELINE_STATS=0): the layer loaded, forwarding, its writer and watcher running, so that
+#            paused - bare is what enabling those on the device costs;
 #   preload  no layer, only what `trace --env` preloads (the CUDA/HIP observer, which a Vulkan process never calls) and
 #            its trace directory: what loading a library changes in a process that does not use it;
 #   env+VAR=VALUE[+VAR=VALUE…]  env with those variables set too (settings together that no arm above has:

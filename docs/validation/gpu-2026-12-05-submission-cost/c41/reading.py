@@ -4,7 +4,7 @@
 # 41)"); they are made only if c40/reading.py finds that a paused layer costs at least 0.15%. Every folder named
 # splitNN… is pooled round by round, both cards together. Each step of a paused layer is read against the step before
 # it in the same rounds: `preload` against plain (a library loaded that the process never calls), `bare` against
-# preload (the layer loaded and forwarding, nothing added to its device), `paused` against bare (the marker
+# preload (the layer loaded and forwarding, none of its extensions enabled), `paused` against bare (the marker
 # extension, VK_EXT_device_fault and capture statistics enabled on the device). With the A/A control within ±0.25
 # points, a step whose interval lies wholly on the cost side with a point of at least 0.10% is a share to cut; one
 # whose interval lies inside ±0.15 is not; anything else is undecided.
