@@ -23,12 +23,11 @@ cd "$(dirname "$0")/.."
 RUNS="${1:-5}"
 DISPATCHES="${2:-20000}"
 ROUNDS="${3:-8}"
-if [ -n "${LAYER:-}" ]; then
-  LAYER=$(realpath "$LAYER")
-else
+if [ -z "${LAYER:-}" ]; then
   cargo build --release -q -p backscope-vklayer
-  LAYER="${CARGO_TARGET_DIR:-$PWD/target}/release/libbackscope_vklayer.so"
+  LAYER="${CARGO_TARGET_DIR:-target}/release/libbackscope_vklayer.so"
 fi
+LAYER=$(realpath "$LAYER")
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 [ -n "${KEEP_ROWS:-}" ] && trap 'cp "$WORK/rows.jsonl" "$KEEP_ROWS"; rm -rf "$WORK"' EXIT

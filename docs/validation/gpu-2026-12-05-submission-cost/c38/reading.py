@@ -30,9 +30,17 @@ def show(label, r):
     print('%-28s env %+.2f%% [%+.2f, %+.2f]  A/A %+.2f%% [%+.2f, %+.2f]  rounds %d' % (label, *e[:3], *a[:3], e[3]))
 
 
+def folders(pattern):
+    """The folders here whose whole name matches `pattern`, sorted."""
+    return sorted(n for n in os.listdir(folder) if re.fullmatch(pattern, n) and os.path.isdir(os.path.join(folder, n)))
+
+
 def main():
-    names = sorted(n for n in os.listdir(folder)
-                   if re.fullmatch(r'(pl\d+[a-z]?|h\d+[a-z]?|c35h|c35i)', n) and os.path.isdir(os.path.join(folder, n)))
+    read(folders(r'(pl\d+[a-z]?|h\d+[a-z]?|c35h|c35i)'))
+
+
+def read(names):
+    """The reading above over the folders `names`: each card's pool, both cards pooled, and the verdict."""
     cards = {}
     for n in names:
         first = open(os.path.join(folder, n, 'gpu-first.txt')).read()

@@ -6,26 +6,34 @@
 # says the forwarding is a share a cheaper layer has to cut; an interval for paused inside ±0.15 says it is not, and the
 # cut goes to observing's own work; anything else is undecided.
 # Usage, in this folder: python3 c40/reading.py
-import importlib.util, os, re, sys
+import importlib.util, os, sys
 
 folder = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # c38's pooling of blackbox_ab.py's fastest-repetition lines, the same for these folders.
 spec = importlib.util.spec_from_file_location('c38_reading', os.path.join(folder, 'c38', 'reading.py'))
 c38 = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(c38)
-names = sorted(n for n in os.listdir(folder) if re.fullmatch(r'parts\d+[a-z]?', n))
-if not names:
-    sys.exit('no parts… folder here yet')
-fastest = c38.pooled(names)
-for arm in ('paused', 'env', 'plain2'):
-    print('%-7s %+.2f%% [%+.2f, %+.2f]  rounds %d  (%s)' % ((arm,) + fastest[arm] + (' '.join(names),)))
-aa, paused = fastest['plain2'], fastest['paused']
-if not (-0.25 <= aa[1] and aa[2] <= 0.25):
-    verdict = 'not resolved (the A/A control leaves ±0.25)'
-elif paused[0] <= -0.15:
-    verdict = 'forwarding is a share to cut (paused costs at least 0.15%)'
-elif -0.15 <= paused[1] and paused[2] <= 0.15:
-    verdict = "forwarding is not the share: cut observing's own work"
-else:
-    verdict = 'undecided'
-print('verdict:', verdict)
+
+
+def main(pattern=r'parts\d+[a-z]?'):
+    """The reading above over the folders whose name matches `pattern` (c41/aslr.py reads its own folders with it)."""
+    names = c38.folders(pattern)
+    if not names:
+        sys.exit('no folder here matches %s yet' % pattern)
+    fastest = c38.pooled(names)
+    for arm in ('paused', 'env', 'plain2'):
+        print('%-7s %+.2f%% [%+.2f, %+.2f]  rounds %d  (%s)' % ((arm,) + fastest[arm] + (' '.join(names),)))
+    aa, paused = fastest['plain2'], fastest['paused']
+    if not (-0.25 <= aa[1] and aa[2] <= 0.25):
+        verdict = 'not resolved (the A/A control leaves ±0.25)'
+    elif paused[0] <= -0.15:
+        verdict = 'forwarding is a share to cut (paused costs at least 0.15%)'
+    elif -0.15 <= paused[1] and paused[2] <= 0.15:
+        verdict = "forwarding is not the share: cut observing's own work"
+    else:
+        verdict = 'undecided'
+    print('verdict:', verdict)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-# Session 41's reading of the follow-up calls (`ARMS="plain preload bare paused plain2" bash c40/call-parts.sh
-# splitNN`), fixed before any of their rounds ran (validation README, "Prepared for the next device calls (session
-# 41)"); they are made only if c40/reading.py finds that a paused layer costs at least 0.15%. Every folder named
+# Session 41's reading of the follow-up calls (`ASLR=1 ARMS="plain preload bare paused plain2" bash
+# c40/call-parts.sh splitNN`), fixed before any of their rounds ran (validation README, "Prepared for the next device calls (session
+# 41)"); they are made only if c41/aslr.py finds that a paused layer costs at least 0.15%. Every folder named
 # splitNN… is pooled round by round, both cards together. Each step of a paused layer is read against the step before
 # it in the same rounds: `preload` against plain (a library loaded that the process never calls), `bare` against
 # preload (the layer loaded and forwarding, none of its extensions enabled), `paused` against bare (the marker
