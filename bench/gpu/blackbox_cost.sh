@@ -109,7 +109,12 @@ pin=()
 # (BACKSCOPE_BENCH_PAD), so that the stack starts at the same address in every arm. Suspected, not shown: part of the
 # spread between processes is where each process's code and data land relative to one another (which lines share a
 # cache set), which randomisation redraws per process. Without the padding, an arm's longer environment (the layer's
-# variables) would move its stack by a fixed amount: a bias in place of spread.
+# variables) would move its stack by a fixed amount: a bias in place of spread. The same holds for libraries: an arm
+# that loads more (the observer, the layer) has everything mapped after them elsewhere in every one of its processes,
+# and the padding does not undo that. Shown on a CPU decode (bench/preload_cost.sh, session 41): with addresses fixed,
+# preloading a library it never calls cost 0.18% [0.13, 0.25], with randomisation on nothing measurable. So NOASLR=1
+# trades spread for a bias of the size of the 0.5% goal's margin, which the A/A control cannot see; the calls since
+# session 41 leave it off.
 noaslr=()
 if [ -n "${NOASLR:-}" ]; then
   noaslr=(setarch "$(uname -m)" -R)
