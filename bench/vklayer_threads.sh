@@ -7,7 +7,7 @@
 # Each thread's time on a CPU is /proc/PID/task/TID/schedstat's first field (nanoseconds, exact, unlike the tick-counted
 # utime), with its timeslices (the third field), read every half second while the process runs; each thread's latest
 # reading is printed, with its share of the run's wall time.
-# Usage: bench/vklayer_threads.sh LAYER_SO [TOKENS=256]; needs the optimised Vulkan llama.cpp build
+# Usage: [TOKENS=256] bench/vklayer_threads.sh LAYER_SO; needs the optimised Vulkan llama.cpp build
 #   (scripts/llama-build.sh vulkan-release), `backscope` on PATH or in target/release, lavapipe; OBSERVER as in
 #   bench/vklayer_ggml_instructions.sh.
 set -euo pipefail
@@ -26,7 +26,8 @@ mapfile -t e < <("$BACKSCOPE" trace --env --dir "$WORK/trace" --observer "$OBSER
 mkdir -p "$WORK/trace"
 env "${e[@]}" GGML_VK_VISIBLE_DEVICES=0 VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json \
   LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-  "$BIN/llama-bench" -m "$WORK/tiny.gguf" -ngl 99 -p 0 -n "$TOKENS" -r 1 -t 1 -o jsonl >"$WORK/out.jsonl" 2>"$WORK/err" &
+  "$BIN/llama-bench" -m "$WORK/tiny.gguf" -ngl 99 -p 0 -n "$TOKENS" -r 1 -t 1 -o jsonl \
+  >"$WORK/out.jsonl" 2>"$WORK/err" &
 pid=$!
 start=$(date +%s%N)
 end=$start

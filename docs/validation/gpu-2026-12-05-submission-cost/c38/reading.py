@@ -40,7 +40,8 @@ def main():
 
 
 def read(names):
-    """The reading above over the folders `names`: each card's pool, both cards pooled, and the verdict."""
+    """The reading above over the folders `names`: each card's pool, both cards pooled, and the verdict; returns
+    the pool of all of them (`pooled(names)`)."""
     cards = {}
     for n in names:
         first = open(os.path.join(folder, n, 'gpu-first.txt')).read()
@@ -58,6 +59,7 @@ def read(names):
     met = resolved and every['env'][1] > -0.5 and all(r['env'][0] > -0.5 for r in per_card.values())
     print('A/A control within ±0.25: %s; decode goal (cost at most 0.5%%, whole interval): %s' % (
         'yes' if resolved else 'no', 'met' if met else 'not shown'))
+    return every
 
 
 # c40/reading.py pools its own folders with `pooled` (imported, so the reading above runs only as a program).

@@ -15,8 +15,8 @@ set -uo pipefail
 o=$OUT/$1; mkdir -p "$o"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$o/gpu-first.txt"
 sha256sum .carry/bb/*.so | tee "$o/carry.sha256"
-NOASLR=$([ -n "${ASLR:-}" ] || echo 1) CLOCKS=1 ARMS=${ARMS:-plain paused env plain2} THREADS=1 TESTS="-p 0 -n 16" REPS=24 PIN=${PIN:-3} ROUNDS=1000 \
-  END_S=${END_S:-470} bash bench/gpu/blackbox_cost.sh "$o" > "$o/log.txt" 2>&1
+NOASLR=$([ -n "${ASLR:-}" ] || echo 1) CLOCKS=1 ARMS=${ARMS:-plain paused env plain2} THREADS=1 TESTS="-p 0 -n 16" \
+  REPS=24 PIN=${PIN:-3} ROUNDS=1000 END_S=${END_S:-470} bash bench/gpu/blackbox_cost.sh "$o" > "$o/log.txt" 2>&1
 tail -3 "$o/log.txt"
 tail -30 "$o/summary.txt"
 bash bench/gpu/return_packed.sh "$1" summary.txt

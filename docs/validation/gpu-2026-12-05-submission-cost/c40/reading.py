@@ -15,12 +15,15 @@ c38 = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(c38)
 
 
-def main(pattern=r'parts\d+[a-z]?'):
-    """The reading above over the folders whose name matches `pattern` (c41/aslr.py reads its own folders with it)."""
-    names = c38.folders(pattern)
+def main():
+    names = c38.folders(r'parts\d+[a-z]?')
     if not names:
-        sys.exit('no folder here matches %s yet' % pattern)
-    fastest = c38.pooled(names)
+        sys.exit('no parts… folder here yet')
+    report(names, c38.pooled(names))
+
+
+def report(names, fastest):
+    """The reading above of `fastest`, c38's pool of the folders `names` (c41/aslr.py reads its own folders with it)."""
     for arm in ('paused', 'env', 'plain2'):
         print('%-7s %+.2f%% [%+.2f, %+.2f]  rounds %d  (%s)' % ((arm,) + fastest[arm] + (' '.join(names),)))
     aa, paused = fastest['plain2'], fastest['paused']

@@ -22,5 +22,4 @@ c38 = reading('c38')
 names = c38.folders(PATTERN)
 if not names:
     sys.exit('no aslr… folder here yet')
-c38.read(names)
-reading('c40').main(PATTERN)
+reading('c40').report(names, c38.read(names))
